@@ -1,0 +1,498 @@
+//! Request handling: paths, authentication and authorization, content types,
+//! and the dispatch to discovery and to the object verbs.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, header};
+use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use hyper::body::Incoming;
+use serde_json::Value;
+
+use crate::auth::{Attributes, User, authorize};
+use crate::error::{ApiError, ApiResult};
+use crate::metrics::RequestLabels;
+use crate::registry::ResourceType;
+use crate::server::Inner;
+
+/// Response body type.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// A full body.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed()
+}
+
+/// A JSON response.
+pub fn json_response(code: u16, body: impl Into<Bytes>) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(full(body))
+        .expect("valid response")
+}
+
+/// A Status error response.
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    json_response(
+        e.code,
+        serde_json::to_vec(&e.to_status()).unwrap_or_default(),
+    )
+}
+
+/// Parsed request facts the verbs need.
+pub struct Req {
+    /// Authenticated user.
+    pub user: User,
+    /// Query parameters.
+    pub query: HashMap<String, String>,
+    /// Wants a Table.
+    pub table: bool,
+    /// Content-Type (without parameters).
+    pub content_type: String,
+    /// Body bytes (empty for GET/DELETE without body).
+    pub body: Bytes,
+    /// User-Agent.
+    pub user_agent: String,
+    /// Warnings to return as `Warning:` headers.
+    pub warnings: Vec<String>,
+}
+
+impl Req {
+    /// A query parameter.
+    pub fn q(&self, k: &str) -> Option<&str> {
+        self.query.get(k).map(String::as_str)
+    }
+
+    /// True for `?k=true` / `?k=1`.
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.q(k), Some("true") | Some("1"))
+    }
+
+    /// The field manager: `fieldManager`, else the user agent's program name.
+    pub fn manager(&self) -> String {
+        match self.q("fieldManager") {
+            Some(m) if !m.is_empty() => m.to_string(),
+            _ => self
+                .user_agent
+                .split('/')
+                .next()
+                .unwrap_or("unknown")
+                .to_string(),
+        }
+    }
+
+    /// Decodes the body as JSON or YAML.
+    pub fn decode(&self) -> ApiResult<Value> {
+        if self.body.is_empty() {
+            return Err(ApiError::bad_request(
+                "the request body is empty: send the object as JSON or YAML",
+            ));
+        }
+        if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
+            return Err(ApiError::unsupported_media(
+                &self.content_type,
+                &["application/json", "application/yaml"],
+            ));
+        }
+        let yaml = self.content_type.contains("yaml");
+        let text = std::str::from_utf8(&self.body)
+            .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
+        let v: Value = if yaml {
+            serde_saphyr::from_str(text)
+                .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
+        } else {
+            serde_json::from_str(text).map_err(|e| {
+                ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+            })?
+        };
+        Ok(v)
+    }
+}
+
+/// Where a resource request points.
+#[derive(Debug, Clone, Default)]
+pub struct ResPath {
+    /// API group.
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Plural.
+    pub resource: String,
+    /// Namespace from the URL.
+    pub ns: Option<String>,
+    /// Object name.
+    pub name: Option<String>,
+    /// Subresource.
+    pub sub: Option<String>,
+    /// `/watch/` path prefix (deprecated form).
+    pub legacy_watch: bool,
+}
+
+fn decode_seg(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// Splits `/api/v1/...` and `/apis/g/v/...` paths.
+pub fn parse_res_path(path: &str) -> Option<ResPath> {
+    let segs: Vec<String> = path.trim_matches('/').split('/').map(decode_seg).collect();
+    let (group, version, rest) = match segs.first().map(String::as_str) {
+        Some("api") if segs.len() >= 3 => (String::new(), segs[1].clone(), &segs[2..]),
+        Some("apis") if segs.len() >= 4 => (segs[1].clone(), segs[2].clone(), &segs[3..]),
+        _ => return None,
+    };
+    let mut rest = rest.to_vec();
+    let mut legacy_watch = false;
+    if rest.first().map(String::as_str) == Some("watch") {
+        legacy_watch = true;
+        rest.remove(0);
+    }
+    let mut p = ResPath {
+        group,
+        version,
+        legacy_watch,
+        ..Default::default()
+    };
+    if rest.first().map(String::as_str) == Some("namespaces")
+        && rest.len() >= 3
+        && !matches!(rest[2].as_str(), "status" | "finalize")
+    {
+        p.ns = Some(rest[1].clone());
+        rest.drain(..2);
+    }
+    match rest.len() {
+        1 => p.resource = rest[0].clone(),
+        2 => {
+            p.resource = rest[0].clone();
+            p.name = Some(rest[1].clone());
+        }
+        3 => {
+            p.resource = rest[0].clone();
+            p.name = Some(rest[1].clone());
+            p.sub = Some(rest[2].clone());
+        }
+        _ => return None,
+    }
+    if p.resource.is_empty() || p.name.as_deref() == Some("") {
+        return None;
+    }
+    Some(p)
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+}
+
+fn authenticate(inner: &Inner, headers: &HeaderMap, cert_user: Option<User>) -> Option<User> {
+    if let Some(t) = bearer(headers) {
+        return inner
+            .tokens
+            .iter()
+            .find(|(tok, _)| tok == t)
+            .map(|(_, u)| u.clone());
+    }
+    if let Some(u) = cert_user {
+        return Some(u);
+    }
+    inner.cfg.allow_anonymous.then(User::anonymous)
+}
+
+fn is_public(path: &str) -> bool {
+    matches!(
+        path,
+        "/healthz" | "/livez" | "/readyz" | "/version" | "/version/"
+    ) || path.starts_with("/healthz/")
+        || path.starts_with("/livez/")
+        || path.starts_with("/readyz/")
+}
+
+/// The hyper service function.
+pub async fn handle(
+    inner: Arc<Inner>,
+    req: Request<Incoming>,
+    cert_user: Option<User>,
+) -> Result<Response<Body>, std::io::Error> {
+    if inner.faults.dropping() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "kubesim: dropping connections",
+        ));
+    }
+    let latency = inner.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let resp = match route(&inner, req, cert_user).await {
+        Ok(r) => r,
+        Err((e, labels)) => {
+            if let Some(mut l) = labels {
+                l.code = e.code;
+                inner.metrics.requests.get_or_create(&l).inc();
+            }
+            tracing::debug!(%method, %path, code = e.code, reason = e.reason, message = %e.message, "request failed");
+            error_response(&e)
+        }
+    };
+    Ok(resp)
+}
+
+type RouteResult = Result<Response<Body>, (ApiError, Option<RequestLabels>)>;
+
+async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<User>) -> RouteResult {
+    let path = req.uri().path().to_string();
+    if is_public(&path) {
+        return Ok(crate::discovery::health(inner, &path));
+    }
+    let Some(user) = authenticate(inner, req.headers(), cert_user) else {
+        return Err((ApiError::unauthorized(), None));
+    };
+    if path == "/metrics" {
+        return Ok(Response::builder()
+            .header(header::CONTENT_TYPE, "text/plain; version=0.0.4")
+            .body(full(inner.metrics.encode()))
+            .expect("valid response"));
+    }
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
+    let Some(rp) = parse_res_path(&path) else {
+        if req.method() != Method::GET {
+            return Err((
+                ApiError::method_not_allowed(req.method().as_str(), &path),
+                None,
+            ));
+        }
+        return crate::discovery::serve(inner, &path, &accept).map_err(|e| (e, None));
+    };
+    let query: HashMap<String, String> = req
+        .uri()
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let method = req.method().clone();
+    let verb = verb_of(&method, &rp, &query);
+    let rt = inner
+        .state
+        .lock()
+        .registry
+        .get(&rp.group, &rp.version, &rp.resource);
+    let Some(rt) = rt else {
+        return Err((ApiError::no_route(&path), None));
+    };
+    let labels = RequestLabels {
+        verb: verb.to_string(),
+        resource: if rt.group.is_empty() {
+            rt.plural.clone()
+        } else {
+            format!("{}/{}", rt.group, rt.plural)
+        },
+        code: 200,
+    };
+    let fail = |e: ApiError| (e, Some(labels.clone()));
+    if !rt.namespaced && rp.ns.is_some() {
+        return Err(fail(ApiError::no_route(&path)));
+    }
+    if rt.namespaced && rp.ns.is_none() && rp.name.is_some() {
+        return Err(fail(ApiError::no_route(&path)));
+    }
+    if rt.namespaced && rp.ns.is_none() && method == Method::POST {
+        return Err(fail(ApiError::method_not_allowed("POST", &path)));
+    }
+    if let Some(sub) = &rp.sub {
+        let ok = (sub == "status" && rt.status_subresource)
+            || (sub == "finalize" && rt.plural == "namespaces");
+        if !ok {
+            return Err(fail(ApiError::no_route(&path)));
+        }
+    }
+    {
+        let st = inner.state.lock();
+        let attrs = Attributes {
+            verb,
+            group: &rt.group,
+            resource: &rt.plural,
+            subresource: rp.sub.as_deref().unwrap_or(""),
+            namespace: rp.ns.as_deref().unwrap_or(""),
+            name: rp.name.as_deref().unwrap_or(""),
+        };
+        if !authorize(&st.store, &user, &attrs) {
+            return Err(fail(ApiError::forbidden(
+                &user.name,
+                verb,
+                &rt.group,
+                &rt.plural,
+                attrs.namespace,
+            )));
+        }
+    }
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown")
+        .to_string();
+    let body = if matches!(
+        method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    ) {
+        match Limited::new(req.into_body(), inner.cfg.max_body)
+            .collect()
+            .await
+        {
+            Ok(b) => b.to_bytes(),
+            Err(e) => {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    return Err(fail(ApiError::too_large(inner.cfg.max_body)));
+                }
+                return Err(fail(ApiError::bad_request(format!(
+                    "failed to read the request body: {e}"
+                ))));
+            }
+        }
+    } else {
+        Bytes::new()
+    };
+    let mut r = Req {
+        user,
+        query,
+        table: accept.contains("as=Table"),
+        content_type,
+        body,
+        user_agent,
+        warnings: Vec::new(),
+    };
+    if verb == "watch" {
+        return crate::watch::serve(inner.clone(), rt, rp, r).map_err(fail);
+    }
+    let result = dispatch(inner, &rt, &rp, &method, &mut r);
+    match result {
+        Ok((code, body)) => {
+            let mut l = labels;
+            l.code = code;
+            inner.metrics.requests.get_or_create(&l).inc();
+            let mut resp = json_response(code, body);
+            for w in &r.warnings {
+                if let Ok(v) =
+                    http::HeaderValue::from_str(&format!("299 - \"{}\"", w.replace('"', "'")))
+                {
+                    resp.headers_mut().append(header::WARNING, v);
+                }
+            }
+            if code >= 200 && code < 300 && !matches!(method, Method::GET) {
+                inner.changed.notify_one();
+            }
+            Ok(resp)
+        }
+        Err(e) => Err(fail(e)),
+    }
+}
+
+fn verb_of(method: &Method, rp: &ResPath, q: &HashMap<String, String>) -> &'static str {
+    let watch =
+        rp.legacy_watch || matches!(q.get("watch").map(String::as_str), Some("true") | Some("1"));
+    match (method.as_str(), rp.name.is_some()) {
+        ("GET", true) if watch => "watch",
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+fn dispatch(
+    inner: &Inner,
+    rt: &Arc<ResourceType>,
+    rp: &ResPath,
+    method: &Method,
+    r: &mut Req,
+) -> ApiResult<(u16, Bytes)> {
+    use crate::objects as o;
+    let ns = rp.ns.as_deref().unwrap_or("");
+    let sub = rp.sub.as_deref().unwrap_or("");
+    match (method.as_str(), rp.name.as_deref()) {
+        ("GET", Some(name)) => o::get(inner, rt, ns, name, r),
+        ("GET", None) => o::list(inner, rt, rp.ns.as_deref(), r),
+        ("POST", None) => o::create(inner, rt, ns, r),
+        ("PUT", Some(name)) => o::update(inner, rt, ns, name, sub, r),
+        ("PATCH", Some(name)) => o::patch(inner, rt, ns, name, sub, r),
+        ("DELETE", Some(name)) => o::delete(inner, rt, ns, name, r),
+        ("DELETE", None) => o::delete_collection(inner, rt, rp.ns.as_deref(), r),
+        (m, _) => Err(ApiError::method_not_allowed(m, &rt.plural)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        let p = parse_res_path("/api/v1/namespaces/demo/services/web/status").unwrap();
+        assert_eq!(
+            (
+                p.group.as_str(),
+                p.ns.as_deref(),
+                p.resource.as_str(),
+                p.name.as_deref(),
+                p.sub.as_deref()
+            ),
+            ("", Some("demo"), "services", Some("web"), Some("status"))
+        );
+        let p = parse_res_path("/api/v1/namespaces/demo").unwrap();
+        assert_eq!(
+            (p.resource.as_str(), p.name.as_deref(), p.ns),
+            ("namespaces", Some("demo"), None)
+        );
+        let p = parse_res_path("/api/v1/namespaces/demo/finalize").unwrap();
+        assert_eq!(
+            (p.resource.as_str(), p.name.as_deref(), p.sub.as_deref()),
+            ("namespaces", Some("demo"), Some("finalize"))
+        );
+        let p = parse_res_path("/apis/apps/v1/deployments").unwrap();
+        assert_eq!(
+            (p.group.as_str(), p.resource.as_str(), p.ns),
+            ("apps", "deployments", None)
+        );
+        let p = parse_res_path("/apis/apps/v1/watch/namespaces/x/deployments").unwrap();
+        assert!(p.legacy_watch);
+        assert_eq!(p.ns.as_deref(), Some("x"));
+        let p = parse_res_path("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Aview")
+            .unwrap();
+        assert_eq!(p.name.as_deref(), Some("system:view"));
+        assert!(parse_res_path("/apis/apps").is_none());
+        assert!(parse_res_path("/api/v1/a/b/c/d/e/f").is_none());
+    }
+}

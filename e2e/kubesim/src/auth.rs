@@ -1,0 +1,245 @@
+//! Authentication (bearer tokens, client certificates, optional anonymous) and
+//! authorization (system:masters, then the RBAC objects stored in the server).
+
+use serde_json::Value;
+
+use crate::registry::GroupResource;
+use crate::store::Store;
+
+/// An authenticated user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    /// User name.
+    pub name: String,
+    /// Groups.
+    pub groups: Vec<String>,
+}
+
+impl User {
+    /// A member of `system:masters` (everything allowed).
+    pub fn admin(name: &str) -> Self {
+        User {
+            name: name.to_string(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }
+    }
+
+    /// The anonymous user.
+    pub fn anonymous() -> Self {
+        User {
+            name: "system:anonymous".into(),
+            groups: vec!["system:unauthenticated".into()],
+        }
+    }
+}
+
+/// Parses a kube-apiserver static token file: `token,user,uid,"group1,group2"` per line.
+pub fn parse_token_file(text: &str) -> Result<Vec<(String, User)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut parts = Vec::new();
+        let mut cur = String::new();
+        let mut quoted = false;
+        for c in line.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ',' if !quoted => parts.push(std::mem::take(&mut cur)),
+                c => cur.push(c),
+            }
+        }
+        parts.push(cur);
+        if parts.len() < 3 {
+            return Err(format!(
+                "token file line {}: expected token,user,uid[,\"groups\"], got {} fields",
+                i + 1,
+                parts.len()
+            ));
+        }
+        let mut groups: Vec<String> = parts
+            .get(3)
+            .map(|g| {
+                g.split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        groups.push("system:authenticated".into());
+        out.push((
+            parts[0].trim().to_string(),
+            User {
+                name: parts[1].trim().to_string(),
+                groups,
+            },
+        ));
+    }
+    Ok(out)
+}
+
+/// What a request wants to do.
+#[derive(Debug, Clone)]
+pub struct Attributes<'a> {
+    /// get, list, watch, create, update, patch, delete, deletecollection.
+    pub verb: &'a str,
+    /// API group.
+    pub group: &'a str,
+    /// Resource (plural).
+    pub resource: &'a str,
+    /// Subresource or "".
+    pub subresource: &'a str,
+    /// Namespace or "".
+    pub namespace: &'a str,
+    /// Object name or "".
+    pub name: &'a str,
+}
+
+fn strs(v: &Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn subject_matches(subject: &Value, user: &User) -> bool {
+    let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
+    let name = subject.get("name").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "User" => name == user.name,
+        "Group" => user.groups.iter().any(|g| g == name),
+        "ServiceAccount" => {
+            let ns = subject
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            user.name == format!("system:serviceaccount:{ns}:{name}")
+        }
+        _ => false,
+    }
+}
+
+fn rule_allows(rule: &Value, a: &Attributes) -> bool {
+    let any = |list: &[String], want: &str| list.iter().any(|x| x == "*" || x == want);
+    let resource = if a.subresource.is_empty() {
+        a.resource.to_string()
+    } else {
+        format!("{}/{}", a.resource, a.subresource)
+    };
+    let names = strs(rule, "resourceNames");
+    any(&strs(rule, "verbs"), a.verb)
+        && any(&strs(rule, "apiGroups"), a.group)
+        && (any(&strs(rule, "resources"), &resource)
+            || (!a.subresource.is_empty()
+                && strs(rule, "resources")
+                    .iter()
+                    .any(|r| r == &format!("{}/*", a.resource))))
+        && (names.is_empty() || names.iter().any(|n| n == a.name))
+}
+
+fn gr(group: &str, resource: &str) -> GroupResource {
+    GroupResource {
+        group: group.to_string(),
+        resource: resource.to_string(),
+    }
+}
+
+/// RBAC decision: system:masters, else any binding whose role has a matching rule.
+pub fn authorize(store: &Store, user: &User, a: &Attributes) -> bool {
+    if user.groups.iter().any(|g| g == "system:masters") {
+        return true;
+    }
+    let rbac = "rbac.authorization.k8s.io";
+    let role_rules = |kind: &str, name: &str, ns: &str| -> Vec<Value> {
+        let obj = if kind == "ClusterRole" {
+            store.get(&gr(rbac, "clusterroles"), "", name)
+        } else {
+            store.get(&gr(rbac, "roles"), ns, name)
+        };
+        obj.and_then(|o| o.value.get("rules").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+    };
+    let binding_allows = |b: &Value, ns: &str| -> bool {
+        let subjects = b
+            .get("subjects")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if !subjects.iter().any(|s| subject_matches(s, user)) {
+            return false;
+        }
+        let kind = b
+            .pointer("/roleRef/kind")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let name = b
+            .pointer("/roleRef/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        role_rules(kind, name, ns).iter().any(|r| rule_allows(r, a))
+    };
+    if store
+        .list(&gr(rbac, "clusterrolebindings"), None)
+        .iter()
+        .any(|b| binding_allows(&b.value, ""))
+    {
+        return true;
+    }
+    !a.namespace.is_empty()
+        && store
+            .list(&gr(rbac, "rolebindings"), Some(a.namespace))
+            .iter()
+            .any(|b| binding_allows(&b.value, a.namespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn token_file_parses_groups() {
+        let t = parse_token_file("# c\nabc,alice,1,\"dev,ops\"\nxyz,bob,2\n").unwrap();
+        assert_eq!(t[0].1.name, "alice");
+        assert_eq!(t[0].1.groups, vec!["dev", "ops", "system:authenticated"]);
+        assert_eq!(t[1].1.groups, vec!["system:authenticated"]);
+        assert!(parse_token_file("only,two").is_err());
+    }
+
+    #[test]
+    fn rbac_roles_and_bindings() {
+        let mut s = Store::new(100);
+        s.put(&gr("rbac.authorization.k8s.io", "clusterroles"), json!({"metadata": {"name": "view"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]}));
+        s.put(&gr("rbac.authorization.k8s.io", "roles"), json!({"metadata": {"name": "cm-edit", "namespace": "a"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"], "resourceNames": ["one"]}]}));
+        s.put(&gr("rbac.authorization.k8s.io", "clusterrolebindings"), json!({"metadata": {"name": "v"}, "subjects": [{"kind": "Group", "name": "viewers"}], "roleRef": {"kind": "ClusterRole", "name": "view"}}));
+        s.put(&gr("rbac.authorization.k8s.io", "rolebindings"), json!({"metadata": {"name": "e", "namespace": "a"}, "subjects": [{"kind": "User", "name": "carol"}], "roleRef": {"kind": "Role", "name": "cm-edit"}}));
+        let viewer = User {
+            name: "v".into(),
+            groups: vec!["viewers".into()],
+        };
+        let carol = User {
+            name: "carol".into(),
+            groups: vec![],
+        };
+        let at = |verb, ns, name| Attributes {
+            verb,
+            group: "",
+            resource: "configmaps",
+            subresource: "",
+            namespace: ns,
+            name,
+        };
+        assert!(authorize(&s, &viewer, &at("list", "", "")));
+        assert!(!authorize(&s, &viewer, &at("create", "a", "")));
+        assert!(authorize(&s, &carol, &at("update", "a", "one")));
+        assert!(!authorize(&s, &carol, &at("update", "a", "two")));
+        assert!(!authorize(&s, &carol, &at("update", "b", "one")));
+        assert!(authorize(&s, &User::admin("root"), &at("delete", "z", "q")));
+    }
+}

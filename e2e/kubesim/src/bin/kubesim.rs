@@ -1,0 +1,99 @@
+//! `kubesim`: run one simulated Kubernetes API server and write its kubeconfig.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+
+/// A Kubernetes API server for tests and local runs (in memory, TLS + tokens).
+///
+/// Starts one server, writes a kubeconfig for it, and serves until Ctrl-C.
+/// Example: `kubesim --name dev --kubeconfig /tmp/dev.kubeconfig && kubectl --kubeconfig /tmp/dev.kubeconfig get ns`
+#[derive(Parser, Debug)]
+#[command(name = "kubesim", version)]
+struct Args {
+    /// Cluster name: the kubeconfig context, the CA's name and the seed of the stable kube-system uid.
+    #[arg(long, default_value = "kubesim")]
+    name: String,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Where to write the kubeconfig (server URL, CA data, admin token).
+    #[arg(long, default_value = "kubesim.kubeconfig")]
+    kubeconfig: PathBuf,
+    /// Service CIDR; give it twice (IPv4 and IPv6) for a dual-stack cluster. The first is primary.
+    #[arg(long = "service-cidr", default_value = "10.96.0.0/16")]
+    service_cidrs: Vec<String>,
+    /// kube-apiserver style static token file: `token,user,uid,"group1,group2"` per line.
+    /// Users in group system:masters may do anything; others are authorized by RBAC objects.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Let requests without credentials in as system:anonymous (RBAC still applies).
+    #[arg(long)]
+    allow_anonymous: bool,
+    /// Serve plain HTTP instead of TLS (debugging only).
+    #[arg(long)]
+    insecure_http: bool,
+    /// Fill workload status (Deployments, StatefulSets, ReplicaSets, DaemonSets, Jobs) as if all replicas were ready.
+    #[arg(long)]
+    simulate_workloads: bool,
+    /// Number of Ready nodes to create.
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
+    /// Events kept for watches; a watch from an older resourceVersion gets 410 Gone.
+    #[arg(long, default_value_t = 50_000)]
+    history: usize,
+    /// Seconds between BOOKMARK events on watches that allow them.
+    #[arg(long, default_value_t = 5)]
+    bookmark_interval: u64,
+    /// Log filter (tracing EnvFilter syntax), e.g. `kubesim=debug`.
+    #[arg(long, env = "RUST_LOG", default_value = "info")]
+    log: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&args.log)
+                .context("--log is not a valid filter")?,
+        )
+        .init();
+    let mut cfg = kubesim::Config::new(&args.name);
+    cfg.bind = args.listen;
+    cfg.tls = !args.insecure_http;
+    cfg.service_cidrs = args
+        .service_cidrs
+        .iter()
+        .map(|c| c.parse::<kubesim::Cidr>().map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<_>>()
+        .context("--service-cidr")?;
+    if let Some(path) = &args.token_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --token-file {}", path.display()))?;
+        cfg.tokens = kubesim::auth::parse_token_file(&text).map_err(anyhow::Error::msg)?;
+    }
+    cfg.allow_anonymous = args.allow_anonymous;
+    cfg.simulate_workloads = args.simulate_workloads;
+    cfg.nodes = args.nodes;
+    cfg.history_limit = args.history;
+    cfg.bookmark_interval = Duration::from_secs(args.bookmark_interval.max(1));
+    let server = kubesim::Server::start(cfg).await?;
+    std::fs::write(&args.kubeconfig, server.kubeconfig())
+        .with_context(|| format!("writing the kubeconfig to {}", args.kubeconfig.display()))?;
+    println!("kubesim \"{}\" serving at {}", server.name(), server.url());
+    println!("kubeconfig: {}", args.kubeconfig.display());
+    println!(
+        "try: kubectl --kubeconfig {} get namespaces",
+        args.kubeconfig.display()
+    );
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    server.shutdown();
+    println!("kubesim stopped");
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! What kube-controller-manager would do for the API's sake: owner-reference garbage
+//! collection (background, foreground, orphan), namespace termination, and optional
+//! workload status simulation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::kinds::State;
+use crate::objects::{DeleteOptions, delete_locked};
+use crate::registry::GroupResource;
+use crate::server::{Inner, gr};
+use crate::store::StoredObj;
+
+/// Runs until shutdown; wakes on every write and at least once a second.
+pub async fn run(inner: Arc<Inner>) {
+    loop {
+        tokio::select! {
+            _ = inner.changed.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = inner.shutdown.cancelled() => return,
+        }
+        // settle bursts of writes into one pass
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut passes = 0;
+        loop {
+            let changed = {
+                let mut st = inner.state.lock();
+                let mut c = gc(&mut st);
+                c |= namespaces(&mut st);
+                if inner.cfg.simulate_workloads {
+                    c |= workloads(&mut st);
+                }
+                c
+            };
+            passes += 1;
+            if !changed || passes > 20 {
+                break;
+            }
+        }
+    }
+}
+
+fn finalizers(v: &Value) -> Vec<String> {
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn put_back(st: &mut State, gr: &GroupResource, mut v: Value) {
+    let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
+    if deleting && finalizers(&v).is_empty() {
+        let (ns, name) = (
+            v["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            v["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        );
+        if let Some(e) = st.store.delete(gr, &ns, &name) {
+            if let Some(rt) = st.registry.by_group_resource(gr) {
+                crate::kinds::on_removed(st, &rt, &e.obj.value);
+            }
+        }
+        return;
+    }
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    st.store.put(gr, v);
+}
+
+fn remove_finalizer(st: &mut State, gr: &GroupResource, o: &StoredObj, f: &str) {
+    let mut v = o.value.clone();
+    let rest: Vec<String> = finalizers(&v).into_iter().filter(|x| x != f).collect();
+    v["metadata"]["finalizers"] = json!(rest);
+    if rest.is_empty() {
+        if let Some(m) = v["metadata"].as_object_mut() {
+            m.remove("finalizers");
+        }
+    }
+    put_back(st, gr, v);
+}
+
+fn delete(st: &mut State, gr: &GroupResource, ns: &str, name: &str, propagation: &str) -> bool {
+    let Some(rt) = st.registry.by_group_resource(gr) else {
+        return st.store.delete(gr, ns, name).is_some();
+    };
+    let opts = DeleteOptions {
+        propagation: propagation.to_string(),
+        ..Default::default()
+    };
+    delete_locked(st, &rt, ns, name, &opts).is_ok()
+}
+
+/// Owner references. Returns true when something changed.
+fn gc(st: &mut State) -> bool {
+    let mut changed = false;
+    let all: Vec<(GroupResource, Arc<StoredObj>)> = st
+        .store
+        .resources()
+        .into_iter()
+        .flat_map(|g| {
+            st.store
+                .list(&g, None)
+                .into_iter()
+                .map(move |o| (g.clone(), o))
+        })
+        .collect();
+    // dependents by owner uid
+    let mut dependents: std::collections::HashMap<String, Vec<(GroupResource, Arc<StoredObj>)>> =
+        Default::default();
+    for (g, o) in &all {
+        for r in o
+            .value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(uid) = r.get("uid").and_then(Value::as_str) {
+                dependents
+                    .entry(uid.to_string())
+                    .or_default()
+                    .push((g.clone(), o.clone()));
+            }
+        }
+    }
+    for (g, o) in &all {
+        let deleting = o.value.pointer("/metadata/deletionTimestamp").is_some();
+        let fins = finalizers(&o.value);
+        let uid = o
+            .value
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if deleting && fins.iter().any(|f| f == "orphan") {
+            for (dg, d) in dependents.get(&uid).cloned().unwrap_or_default() {
+                if let Some(cur) = st.store.get(&dg, d.namespace(), d.name()) {
+                    let mut v = cur.value.clone();
+                    if let Some(refs) = v
+                        .pointer_mut("/metadata/ownerReferences")
+                        .and_then(Value::as_array_mut)
+                    {
+                        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid.as_str()));
+                        if refs.is_empty() {
+                            v["metadata"]
+                                .as_object_mut()
+                                .map(|m| m.remove("ownerReferences"));
+                        }
+                    }
+                    put_back(st, &dg, v);
+                }
+            }
+            if let Some(cur) = st.store.get(g, o.namespace(), o.name()) {
+                remove_finalizer(st, g, &cur, "orphan");
+            }
+            changed = true;
+        } else if deleting && fins.iter().any(|f| f == "foregroundDeletion") {
+            let deps = dependents.get(&uid).cloned().unwrap_or_default();
+            let live: Vec<_> = deps
+                .iter()
+                .filter(|(dg, d)| st.store.get(dg, d.namespace(), d.name()).is_some())
+                .cloned()
+                .collect();
+            if live.is_empty() {
+                if let Some(cur) = st.store.get(g, o.namespace(), o.name()) {
+                    remove_finalizer(st, g, &cur, "foregroundDeletion");
+                }
+                changed = true;
+            } else {
+                for (dg, d) in live {
+                    if d.value.pointer("/metadata/deletionTimestamp").is_none() {
+                        changed |= delete(st, &dg, d.namespace(), d.name(), "Foreground");
+                    }
+                }
+            }
+        }
+    }
+    // dependents whose owners are all gone
+    for (g, o) in &all {
+        let refs: Vec<String> = o
+            .value
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from))
+            .collect();
+        if refs.is_empty() || o.value.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        if refs.iter().all(|u| st.store.by_uid(u).is_none())
+            && st.store.get(g, o.namespace(), o.name()).is_some()
+        {
+            changed |= delete(st, g, o.namespace(), o.name(), "Background");
+        }
+    }
+    changed
+}
+
+/// Terminating namespaces: delete their content, then the namespace.
+fn namespaces(st: &mut State) -> bool {
+    let ns_gr = gr("", "namespaces");
+    let terminating: Vec<Arc<StoredObj>> = st
+        .store
+        .list(&ns_gr, None)
+        .into_iter()
+        .filter(|n| n.value.pointer("/metadata/deletionTimestamp").is_some())
+        .collect();
+    let mut changed = false;
+    for n in terminating {
+        let name = n.name().to_string();
+        let mut remaining = 0;
+        for g in st.store.resources() {
+            if g == ns_gr {
+                continue;
+            }
+            for o in st.store.list(&g, Some(&name)) {
+                remaining += 1;
+                if o.value.pointer("/metadata/deletionTimestamp").is_none() {
+                    changed |= delete(st, &g, &name, o.name(), "Background");
+                }
+            }
+        }
+        if remaining == 0 {
+            let mut v = n.value.clone();
+            v["spec"]["finalizers"] = json!([]);
+            if finalizers(&v).is_empty() {
+                st.store.delete(&ns_gr, "", &name);
+            } else {
+                put_back(st, &ns_gr, v);
+            }
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Fills workload status as if every replica became ready.
+fn workloads(st: &mut State) -> bool {
+    let mut changed = false;
+    for (group, res) in [
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("apps", "replicasets"),
+        ("apps", "daemonsets"),
+        ("batch", "jobs"),
+    ] {
+        let g = gr(group, res);
+        for o in st.store.list(&g, None) {
+            let generation = o
+                .value
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            if o.value
+                .pointer("/status/observedGeneration")
+                .and_then(Value::as_i64)
+                == Some(generation)
+            {
+                continue;
+            }
+            let replicas = o
+                .value
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let now = crate::meta::now_rfc3339();
+            let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "reason": reason, "lastTransitionTime": now, "lastUpdateTime": now, "message": "simulated by kubesim"});
+            let status = match res {
+                "deployments" => {
+                    json!({"observedGeneration": generation, "replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "updatedReplicas": replicas, "conditions": [cond("Available", "MinimumReplicasAvailable"), cond("Progressing", "NewReplicaSetAvailable")]})
+                }
+                "statefulsets" => {
+                    json!({"observedGeneration": generation, "replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "currentReplicas": replicas, "updatedReplicas": replicas})
+                }
+                "replicasets" => {
+                    json!({"observedGeneration": generation, "replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "fullyLabeledReplicas": replicas})
+                }
+                "daemonsets" => {
+                    json!({"observedGeneration": generation, "currentNumberScheduled": 1, "desiredNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1, "updatedNumberScheduled": 1, "numberMisscheduled": 0})
+                }
+                _ => {
+                    let completions = o
+                        .value
+                        .pointer("/spec/completions")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1);
+                    json!({"observedGeneration": generation, "succeeded": completions, "startTime": now, "completionTime": now, "conditions": [cond("Complete", "Completed")]})
+                }
+            };
+            let mut v = o.value.clone();
+            v["status"] = status;
+            put_back(st, &g, v);
+            changed = true;
+        }
+    }
+    changed
+}

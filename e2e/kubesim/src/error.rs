@@ -1,0 +1,325 @@
+//! API errors rendered as `metav1.Status`, exactly as kube-apiserver words them.
+
+use serde_json::{Value, json};
+
+/// One field cause of a 422 `Invalid` error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, ...
+    pub reason: String,
+    /// What is wrong.
+    pub message: String,
+    /// The JSON path of the field, e.g. `metadata.name`.
+    pub field: String,
+}
+
+/// An error answered to an API client as a `Status` object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// `metav1.StatusReason`, e.g. `NotFound`.
+    pub reason: &'static str,
+    /// Human readable message.
+    pub message: String,
+    /// `details` of the Status: name, group, kind.
+    pub details: Option<Details>,
+    /// Field causes (422).
+    pub causes: Vec<Cause>,
+}
+
+/// `Status.details`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Details {
+    /// Object name.
+    pub name: String,
+    /// API group.
+    pub group: String,
+    /// Resource (plural) or kind.
+    pub kind: String,
+}
+
+/// `Result` with [`ApiError`].
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            causes: Vec::new(),
+        }
+    }
+
+    fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        self.details = Some(Details {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+        });
+        self
+    }
+
+    /// `<resource>.<group> "<name>"` as kube-apiserver prints a qualified resource.
+    fn qualified(group: &str, resource: &str) -> String {
+        if group.is_empty() {
+            resource.to_string()
+        } else {
+            format!("{resource}.{group}")
+        }
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 Forbidden for an RBAC denial.
+    pub fn forbidden(user: &str, verb: &str, group: &str, resource: &str, ns: &str) -> Self {
+        let scope = if ns.is_empty() {
+            "at the cluster scope".to_string()
+        } else {
+            format!("in the namespace \"{ns}\"")
+        };
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}",
+                Self::qualified(group, resource)
+            ),
+        )
+        .with_details(group, resource, "")
+    }
+
+    /// 403 Forbidden with a free message.
+    pub fn forbidden_msg(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// 404 NotFound for an object.
+    pub fn not_found(group: &str, resource: &str, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", Self::qualified(group, resource)),
+        )
+        .with_details(group, resource, name)
+    }
+
+    /// 404 for a path that serves nothing.
+    pub fn no_route(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource (path {path})"),
+        )
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(method: &str, what: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "the server does not allow this method on the requested resource ({method} {what})"
+            ),
+        )
+    }
+
+    /// 406 NotAcceptable.
+    pub fn not_acceptable(accept: &str) -> Self {
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: application/json, application/yaml (asked for {accept})"
+            ),
+        )
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!(
+                "{} \"{name}\" already exists",
+                Self::qualified(group, resource)
+            ),
+        )
+        .with_details(group, resource, name)
+    }
+
+    /// 409 Conflict (optimistic concurrency or precondition).
+    pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                Self::qualified(group, resource)
+            ),
+        )
+        .with_details(group, resource, name)
+    }
+
+    /// 409 Conflict from server-side apply field ownership.
+    pub fn apply_conflict(
+        group: &str,
+        resource: &str,
+        name: &str,
+        conflicts: &[(String, String)],
+    ) -> Self {
+        let mut e = Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Apply failed with {} conflict{}: {}",
+                conflicts.len(),
+                if conflicts.len() == 1 { "" } else { "s" },
+                conflicts
+                    .iter()
+                    .map(|(mgr, field)| format!("conflict with \"{mgr}\": {field}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        )
+        .with_details(group, resource, name);
+        e.causes = conflicts
+            .iter()
+            .map(|(mgr, field)| Cause {
+                reason: "FieldManagerConflict".into(),
+                message: format!("conflict with \"{mgr}\""),
+                field: field.clone(),
+            })
+            .collect();
+        e
+    }
+
+    /// 410 Gone / Expired for a too-old resourceVersion.
+    pub fn gone(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media(ct: &str, allowed: &[&str]) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                if allowed.is_empty() {
+                    ct.to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            ),
+        )
+    }
+
+    /// 422 Invalid with field causes.
+    pub fn invalid(kind: &str, group: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let msg = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {msg}"),
+        )
+        .with_details(group, kind, name);
+        e.causes = causes;
+        e
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// 503 ServiceUnavailable.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
+    /// 504 Timeout.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(504, "Timeout", message)
+    }
+
+    /// The `metav1.Status` JSON object.
+    pub fn to_status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            let mut details = serde_json::Map::new();
+            if !d.name.is_empty() {
+                details.insert("name".into(), json!(d.name));
+            }
+            if !d.group.is_empty() {
+                details.insert("group".into(), json!(d.group));
+            }
+            if !d.kind.is_empty() {
+                details.insert("kind".into(), json!(d.kind));
+            }
+            if !self.causes.is_empty() {
+                details.insert(
+                    "causes".into(),
+                    Value::Array(
+                        self.causes
+                            .iter()
+                            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                            .collect(),
+                    ),
+                );
+            }
+            s["details"] = Value::Object(details);
+        }
+        s
+    }
+}
+
+/// A 422 cause: `FieldValueInvalid`.
+pub fn invalid_field(field: &str, message: impl Into<String>) -> Cause {
+    Cause {
+        reason: "FieldValueInvalid".into(),
+        message: message.into(),
+        field: field.into(),
+    }
+}
+
+/// A 422 cause: `FieldValueRequired`.
+pub fn required_field(field: &str) -> Cause {
+    Cause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    }
+}

@@ -1,0 +1,479 @@
+//! Per-kind behaviour kube-apiserver's registry strategies give built-in kinds:
+//! Service IP/NodePort allocation, Namespace phase and finalizers, CRD serving.
+
+use std::net::IpAddr;
+
+use serde_json::{Value, json};
+
+use crate::crd;
+use crate::error::{ApiError, ApiResult, invalid_field};
+use crate::ipam::Ipam;
+use crate::meta::now_rfc3339;
+use crate::registry::{GroupResource, Registry, ResourceType};
+use crate::store::Store;
+
+/// The mutable state of one server.
+pub struct State {
+    /// Objects.
+    pub store: Store,
+    /// Served types.
+    pub registry: Registry,
+    /// Address allocations.
+    pub ipam: Ipam,
+}
+
+fn is(rt: &ResourceType, group: &str, plural: &str) -> bool {
+    rt.group == group && rt.plural == plural
+}
+
+/// Defaulting and allocation before a create is stored.
+pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+    if is(rt, "", "services") {
+        service_create(&mut state.ipam, obj, None)?;
+    } else if is(rt, "", "namespaces") {
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+        obj["spec"]["finalizers"] = json!(["kubernetes"]);
+        obj["status"] = json!({"phase": "Active"});
+    } else if is(rt, "apiextensions.k8s.io", "customresourcedefinitions") {
+        crd_serve(&mut state.registry, obj)?;
+    }
+    Ok(())
+}
+
+/// Rules and allocation carry-over before an update is stored.
+pub fn on_update(
+    state: &mut State,
+    rt: &ResourceType,
+    old: &Value,
+    new: &mut Value,
+) -> ApiResult<()> {
+    if is(rt, "", "services") {
+        service_create(&mut state.ipam, new, Some(old))?;
+    } else if is(rt, "", "namespaces") {
+        if new.pointer("/spec/finalizers").is_none() {
+            new["spec"]["finalizers"] = old
+                .pointer("/spec/finalizers")
+                .cloned()
+                .unwrap_or(json!([]));
+        }
+        if new.pointer("/status/phase").is_none() {
+            new["status"] = old
+                .get("status")
+                .cloned()
+                .unwrap_or(json!({"phase": "Active"}));
+        }
+        let name = new["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        new["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
+    } else if is(rt, "apiextensions.k8s.io", "customresourcedefinitions") {
+        let old_group = old.pointer("/spec/group");
+        let old_plural = old.pointer("/spec/names/plural");
+        if new.pointer("/spec/group") != old_group
+            || new.pointer("/spec/names/plural") != old_plural
+        {
+            return Err(ApiError::invalid(
+                "CustomResourceDefinition",
+                "apiextensions.k8s.io",
+                new["metadata"]["name"].as_str().unwrap_or_default(),
+                vec![invalid_field(
+                    "spec.group",
+                    "Invalid value: field is immutable",
+                )],
+            ));
+        }
+        crd_serve(&mut state.registry, new)?;
+    }
+    Ok(())
+}
+
+/// Releases what an object held once it is gone for good.
+pub fn on_removed(state: &mut State, rt: &ResourceType, obj: &Value) {
+    if is(rt, "", "services") {
+        for ip in obj
+            .pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(ip) = ip.as_str().and_then(|s| s.parse::<IpAddr>().ok()) {
+                state.ipam.release(ip);
+            }
+        }
+        for p in obj
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(np) = p.get("nodePort").and_then(Value::as_u64) {
+                state.ipam.release_node_port(np as u16);
+            }
+        }
+    } else if is(rt, "apiextensions.k8s.io", "customresourcedefinitions") {
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let gr = GroupResource {
+            group: obj
+                .pointer("/spec/group")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .into(),
+            resource: obj
+                .pointer("/spec/names/plural")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .into(),
+        };
+        state.registry.remove_crd(&name);
+        for o in state.store.list(&gr, None) {
+            let (ns, n) = (o.namespace().to_string(), o.name().to_string());
+            state.store.delete(&gr, &ns, &n);
+        }
+    }
+}
+
+fn crd_serve(registry: &mut Registry, crd: &mut Value) -> ApiResult<()> {
+    let types = crd::types_of(crd)?;
+    let name = crd["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    // Names must not collide with a resource another CRD or a built-in already serves.
+    for t in &types {
+        if let Some(existing) = registry.get(&t.group, &t.version, &t.plural) {
+            if existing.crd.as_deref() != Some(name.as_str()) {
+                return Err(ApiError::invalid(
+                    "CustomResourceDefinition",
+                    "apiextensions.k8s.io",
+                    &name,
+                    vec![invalid_field(
+                        "spec.names.plural",
+                        format!("Invalid value: \"{}\": is already in use", t.plural),
+                    )],
+                ));
+            }
+        }
+    }
+    registry.remove_crd(&name);
+    let storage = types
+        .first()
+        .map(|t| t.storage_version.clone())
+        .unwrap_or_default();
+    for t in types {
+        registry.insert(t);
+    }
+    let now = now_rfc3339();
+    let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
+    let mut stored: Vec<Value> = crd
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if !stored.contains(&json!(storage)) {
+        stored.push(json!(storage));
+    }
+    crd["status"] = json!({
+        "conditions": [
+            cond("NamesAccepted", "NoConflicts", "no conflicts found"),
+            cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+        "acceptedNames": crd.pointer("/spec/names").cloned().unwrap_or(json!({})),
+        "storedVersions": stored,
+    });
+    Ok(())
+}
+
+fn svc_invalid(obj: &Value, field: &str, msg: String) -> ApiError {
+    ApiError::invalid(
+        "Service",
+        "",
+        obj["metadata"]["name"].as_str().unwrap_or_default(),
+        vec![invalid_field(field, msg)],
+    )
+}
+
+fn str_list(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn family_of(ip: &str) -> Option<&'static str> {
+    match ip.parse::<IpAddr>() {
+        Ok(IpAddr::V4(_)) => Some("IPv4"),
+        Ok(IpAddr::V6(_)) => Some("IPv6"),
+        Err(_) => None,
+    }
+}
+
+/// Service defaulting and ClusterIP/NodePort allocation (create, or update when `old`).
+fn service_create(ipam: &mut Ipam, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
+    let spec = obj.get("spec").cloned().unwrap_or(json!({}));
+    let type_ = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    if !matches!(
+        type_.as_str(),
+        "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName"
+    ) {
+        return Err(svc_invalid(
+            obj,
+            "spec.type",
+            format!(
+                "Unsupported value: \"{type_}\": supported values: \"ClusterIP\", \"ExternalName\", \"LoadBalancer\", \"NodePort\""
+            ),
+        ));
+    }
+    obj["spec"]["type"] = json!(type_);
+    if spec.get("sessionAffinity").is_none() {
+        obj["spec"]["sessionAffinity"] = json!("None");
+    }
+    // ports: protocol and targetPort defaults; names required when more than one
+    let mut ports = spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if type_ != "ExternalName"
+        && ports.is_empty()
+        && spec.get("clusterIP").and_then(Value::as_str) != Some("None")
+    {
+        return Err(svc_invalid(obj, "spec.ports", "Required value".into()));
+    }
+    for (i, p) in ports.iter_mut().enumerate() {
+        let Some(port) = p.get("port").and_then(Value::as_i64) else {
+            return Err(svc_invalid(
+                obj,
+                &format!("spec.ports[{i}].port"),
+                "Required value".into(),
+            ));
+        };
+        if !(1..=65535).contains(&port) {
+            return Err(svc_invalid(
+                obj,
+                &format!("spec.ports[{i}].port"),
+                format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+            ));
+        }
+        if p.get("protocol").is_none() {
+            p["protocol"] = json!("TCP");
+        }
+        if p.get("targetPort").is_none() {
+            p["targetPort"] = json!(port);
+        }
+    }
+    if ports.len() > 1
+        && ports.iter().any(|p| {
+            p.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+        })
+    {
+        return Err(svc_invalid(
+            obj,
+            "spec.ports[0].name",
+            "Required value".into(),
+        ));
+    }
+    if type_ == "ExternalName" {
+        obj["spec"]["ports"] = json!(ports);
+        if let Some(m) = obj["spec"].as_object_mut() {
+            m.remove("clusterIP");
+            m.remove("clusterIPs");
+        }
+        return Ok(());
+    }
+    // carry allocations over on update (kube-apiserver's patchAllocatedValues)
+    let old_spec = old.and_then(|o| o.get("spec"));
+    let mut cluster_ips = str_list(spec.get("clusterIPs"));
+    let requested_ip = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if cluster_ips.is_empty() && !requested_ip.is_empty() {
+        cluster_ips.push(requested_ip.clone());
+    }
+    if let Some(os) = old_spec {
+        let old_ips = str_list(os.get("clusterIPs"));
+        if cluster_ips.is_empty() {
+            cluster_ips = old_ips.clone();
+        } else if !old_ips.is_empty() && cluster_ips.first() != old_ips.first() {
+            return Err(svc_invalid(
+                obj,
+                "spec.clusterIPs[0]",
+                format!("Invalid value: {:?}: may not change once set", cluster_ips),
+            ));
+        }
+        if !old_ips.is_empty() && cluster_ips == old_ips {
+            for k in ["ipFamilies", "ipFamilyPolicy"] {
+                if obj["spec"].get(k).is_none() {
+                    if let Some(v) = os.get(k) {
+                        obj["spec"][k] = v.clone();
+                    }
+                }
+            }
+            carry_node_ports(ipam, &mut ports, os, &type_)
+                .map_err(|m| svc_invalid(obj, "spec.ports", m))?;
+            obj["spec"]["ports"] = json!(ports);
+            obj["spec"]["clusterIP"] = json!(cluster_ips[0]);
+            obj["spec"]["clusterIPs"] = json!(cluster_ips);
+            return Ok(());
+        }
+    }
+    let headless = cluster_ips.first().map(String::as_str) == Some("None");
+    let policy = obj["spec"]
+        .get("ipFamilyPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("SingleStack")
+        .to_string();
+    if !matches!(
+        policy.as_str(),
+        "SingleStack" | "PreferDualStack" | "RequireDualStack"
+    ) {
+        return Err(svc_invalid(
+            obj,
+            "spec.ipFamilyPolicy",
+            format!(
+                "Unsupported value: \"{policy}\": supported values: \"PreferDualStack\", \"RequireDualStack\", \"SingleStack\""
+            ),
+        ));
+    }
+    let cluster_families: Vec<&'static str> = ipam.cidrs.iter().map(|c| c.family()).collect();
+    let mut families = str_list(obj["spec"].get("ipFamilies"));
+    if families.is_empty() {
+        families = cluster_ips
+            .iter()
+            .filter_map(|ip| family_of(ip))
+            .map(String::from)
+            .collect();
+    }
+    if families.is_empty() {
+        families.push(cluster_families[0].to_string());
+    }
+    if policy != "SingleStack" {
+        for f in &cluster_families {
+            if !families.iter().any(|x| x == f) {
+                families.push(f.to_string());
+            }
+        }
+        if policy == "RequireDualStack" && cluster_families.len() < 2 {
+            return Err(svc_invalid(obj, "spec.ipFamilyPolicy", "Invalid value: \"RequireDualStack\": this cluster is not configured for dual-stack services".into()));
+        }
+    } else {
+        families.truncate(1);
+    }
+    for f in &families {
+        if !cluster_families.contains(&f.as_str()) {
+            return Err(svc_invalid(
+                obj,
+                "spec.ipFamilies",
+                format!("Invalid value: \"{f}\": not configured on this cluster"),
+            ));
+        }
+    }
+    let ips = if headless {
+        vec!["None".to_string()]
+    } else {
+        let mut allocated: Vec<IpAddr> = Vec::new();
+        let mut out = Vec::new();
+        let mut fail = None;
+        for (i, f) in families.iter().enumerate() {
+            let r = match cluster_ips.get(i) {
+                Some(ip) => ip
+                    .parse::<IpAddr>()
+                    .map_err(|e| format!("{ip}: {e}"))
+                    .and_then(|ip| ipam.reserve(ip).map(|_| ip)),
+                None => ipam.allocate(f),
+            };
+            match r {
+                Ok(ip) => {
+                    allocated.push(ip);
+                    out.push(ip.to_string());
+                }
+                Err(e) => {
+                    fail = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = fail {
+            for ip in allocated {
+                ipam.release(ip);
+            }
+            return Err(svc_invalid(obj, "spec.clusterIPs", e));
+        }
+        out
+    };
+    if let Err(m) = carry_node_ports(ipam, &mut ports, &json!({}), &type_) {
+        for ip in &ips {
+            if let Ok(ip) = ip.parse() {
+                ipam.release(ip);
+            }
+        }
+        return Err(svc_invalid(obj, "spec.ports", m));
+    }
+    obj["spec"]["ports"] = json!(ports);
+    obj["spec"]["clusterIP"] = json!(ips[0]);
+    obj["spec"]["clusterIPs"] = json!(ips);
+    obj["spec"]["ipFamilies"] = json!(families);
+    obj["spec"]["ipFamilyPolicy"] = json!(policy);
+    if obj["spec"].get("internalTrafficPolicy").is_none() {
+        obj["spec"]["internalTrafficPolicy"] = json!("Cluster");
+    }
+    if obj.get("status").is_none() {
+        obj["status"] = json!({"loadBalancer": {}});
+    }
+    Ok(())
+}
+
+fn carry_node_ports(
+    ipam: &mut Ipam,
+    ports: &mut [Value],
+    old_spec: &Value,
+    type_: &str,
+) -> Result<(), String> {
+    if type_ != "NodePort" && type_ != "LoadBalancer" {
+        for p in ports.iter_mut() {
+            if let Some(m) = p.as_object_mut() {
+                m.remove("nodePort");
+            }
+        }
+        return Ok(());
+    }
+    let old_ports = old_spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for p in ports.iter_mut() {
+        let want = p.get("nodePort").and_then(Value::as_u64).map(|n| n as u16);
+        let prev = old_ports
+            .iter()
+            .find(|o| o.get("port") == p.get("port"))
+            .and_then(|o| o.get("nodePort").and_then(Value::as_u64))
+            .map(|n| n as u16);
+        let np = match (want, prev) {
+            (None, Some(prev)) => prev,
+            (Some(w), Some(prev)) if w == prev => prev,
+            (w, _) => ipam.node_port(w)?,
+        };
+        p["nodePort"] = json!(np);
+    }
+    Ok(())
+}

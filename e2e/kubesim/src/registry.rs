@@ -1,0 +1,531 @@
+//! The resource types a server serves: built-in kinds and those added by CRDs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// One served resource at one group/version.
+#[derive(Debug, Clone)]
+pub struct ResourceType {
+    /// API group ("" for core).
+    pub group: String,
+    /// Version, e.g. `v1`.
+    pub version: String,
+    /// The version objects are stored at (several served versions share storage).
+    pub storage_version: String,
+    /// Plural resource name.
+    pub plural: String,
+    /// Singular name.
+    pub singular: String,
+    /// Kind.
+    pub kind: String,
+    /// List kind.
+    pub list_kind: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Short names for kubectl.
+    pub short_names: Vec<String>,
+    /// Categories (e.g. `all`).
+    pub categories: Vec<String>,
+    /// Has a `/status` subresource.
+    pub status_subresource: bool,
+    /// `metadata.generation` is maintained.
+    pub generation: bool,
+    /// Name rule.
+    pub name_rule: NameRule,
+    /// Printer columns for Table output (`additionalPrinterColumns` shape).
+    pub columns: Vec<Column>,
+    /// Structural schema of a CRD version (None: built-in, no pruning).
+    pub schema: Option<Arc<Value>>,
+    /// The CRD that defines this resource, by name.
+    pub crd: Option<String>,
+}
+
+/// A printer column.
+#[derive(Debug, Clone)]
+pub struct Column {
+    /// Header.
+    pub name: String,
+    /// `string`, `integer`, `date`, ...
+    pub type_: String,
+    /// JSONPath (kubectl style, without braces).
+    pub json_path: String,
+    /// Priority (0 shown by default, >0 only with -o wide).
+    pub priority: i64,
+    /// Description.
+    pub description: String,
+}
+
+/// How object names are validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// DNS-1123 subdomain.
+    Subdomain,
+    /// DNS-1123 label.
+    Label,
+    /// Any path segment (RBAC names such as `system:foo`).
+    PathSegment,
+}
+
+impl ResourceType {
+    /// `group/version`, or `version` for core.
+    pub fn api_version(&self) -> String {
+        api_version(&self.group, &self.version)
+    }
+
+    /// The storage key: group + plural.
+    pub fn group_resource(&self) -> GroupResource {
+        GroupResource {
+            group: self.group.clone(),
+            resource: self.plural.clone(),
+        }
+    }
+
+    /// Verbs served on this resource.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+/// `group/version` or bare `version` for the core group.
+pub fn api_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+/// Storage identity of a resource, across versions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupResource {
+    /// API group.
+    pub group: String,
+    /// Plural.
+    pub resource: String,
+}
+
+/// All resource types of a server, by group → version → plural.
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    types: BTreeMap<(String, String, String), Arc<ResourceType>>,
+    /// Group preferred versions (first registered wins unless a CRD says otherwise).
+    group_order: Vec<String>,
+}
+
+impl Registry {
+    /// A registry with the built-in kinds Causeway and kubectl use.
+    pub fn builtin() -> Self {
+        let mut r = Registry::default();
+        for b in BUILTINS {
+            let (group, version, plural, kind, namespaced, status, shorts, cats) = *b;
+            let singular = kind.to_lowercase();
+            let name_rule = match plural {
+                "namespaces" | "services" => NameRule::Label,
+                _ if group == "rbac.authorization.k8s.io" => NameRule::PathSegment,
+                _ => NameRule::Subdomain,
+            };
+            let generation = !matches!(
+                plural,
+                "configmaps"
+                    | "secrets"
+                    | "namespaces"
+                    | "events"
+                    | "serviceaccounts"
+                    | "endpoints"
+                    | "leases"
+                    | "services"
+                    | "nodes"
+                    | "pods"
+            ) && group != "rbac.authorization.k8s.io";
+            r.insert(ResourceType {
+                group: group.into(),
+                version: version.into(),
+                storage_version: version.into(),
+                plural: plural.into(),
+                singular,
+                kind: kind.into(),
+                list_kind: format!("{kind}List"),
+                namespaced,
+                short_names: shorts
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+                categories: cats
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect(),
+                status_subresource: status,
+                generation,
+                name_rule,
+                columns: crate::table::builtin_columns(group, plural),
+                schema: None,
+                crd: None,
+            });
+        }
+        r
+    }
+
+    /// Adds or replaces a type.
+    pub fn insert(&mut self, t: ResourceType) {
+        if !self.group_order.contains(&t.group) {
+            self.group_order.push(t.group.clone());
+        }
+        self.types.insert(
+            (t.group.clone(), t.version.clone(), t.plural.clone()),
+            Arc::new(t),
+        );
+    }
+
+    /// Removes every type a CRD defined.
+    pub fn remove_crd(&mut self, crd_name: &str) {
+        self.types.retain(|_, t| t.crd.as_deref() != Some(crd_name));
+        let groups: Vec<String> = self.types.values().map(|t| t.group.clone()).collect();
+        self.group_order.retain(|g| groups.contains(g));
+    }
+
+    /// Looks a resource up by group, version and plural.
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.types
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    /// Any served version of a group resource (the storage one first).
+    pub fn by_group_resource(&self, gr: &GroupResource) -> Option<Arc<ResourceType>> {
+        let mut found = None;
+        for t in self.types.values() {
+            if t.group == gr.group && t.plural == gr.resource {
+                if t.version == t.storage_version {
+                    return Some(t.clone());
+                }
+                found = Some(t.clone());
+            }
+        }
+        found
+    }
+
+    /// The type for a kind at a group/version.
+    pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        self.types
+            .values()
+            .find(|t| t.group == group && t.version == version && t.kind == kind)
+            .cloned()
+    }
+
+    /// Groups in discovery order.
+    pub fn groups(&self) -> Vec<String> {
+        self.group_order.clone()
+    }
+
+    /// Versions of a group, preferred first.
+    pub fn versions(&self, group: &str) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for t in self.types.values() {
+            if t.group == group && !v.contains(&t.version) {
+                v.push(t.version.clone());
+            }
+        }
+        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v
+    }
+
+    /// Types of one group/version.
+    pub fn resources(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
+        self.types
+            .values()
+            .filter(|t| t.group == group && t.version == version)
+            .cloned()
+            .collect()
+    }
+
+    /// Every type.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.types.values()
+    }
+}
+
+/// Kubernetes version priority: GA > beta > alpha, higher numbers first.
+pub fn version_priority(v: &str) -> (u8, u32, u32) {
+    let rest = v.strip_prefix('v').unwrap_or(v);
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    let (stage, n) = if let Some(n) = tail.strip_prefix("beta") {
+        (2, n)
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n)
+    } else {
+        (0, tail)
+    };
+    (stage, major, n.parse().unwrap_or(0))
+}
+
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    bool,
+    &'static str,
+    &'static str,
+);
+
+/// (group, version, plural, kind, namespaced, status subresource, short names, categories)
+const BUILTINS: &[Builtin] = &[
+    ("", "v1", "namespaces", "Namespace", false, true, "ns", ""),
+    ("", "v1", "services", "Service", true, true, "svc", "all"),
+    ("", "v1", "endpoints", "Endpoints", true, false, "ep", ""),
+    ("", "v1", "secrets", "Secret", true, false, "", ""),
+    ("", "v1", "configmaps", "ConfigMap", true, false, "cm", ""),
+    (
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        true,
+        false,
+        "sa",
+        "",
+    ),
+    ("", "v1", "nodes", "Node", false, true, "no", ""),
+    ("", "v1", "pods", "Pod", true, true, "po", "all"),
+    ("", "v1", "events", "Event", true, false, "ev", ""),
+    (
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+        true,
+        "pvc",
+        "",
+    ),
+    (
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "EndpointSlice",
+        true,
+        false,
+        "",
+        "",
+    ),
+    (
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        true,
+        false,
+        "ev",
+        "",
+    ),
+    (
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        true,
+        false,
+        "",
+        "",
+    ),
+    (
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        true,
+        "deploy",
+        "all",
+    ),
+    (
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        true,
+        true,
+        "sts",
+        "all",
+    ),
+    (
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        true,
+        true,
+        "ds",
+        "all",
+    ),
+    (
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        true,
+        true,
+        "rs",
+        "all",
+    ),
+    ("batch", "v1", "jobs", "Job", true, true, "", "all"),
+    (
+        "batch", "v1", "cronjobs", "CronJob", true, true, "cj", "all",
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "Ingress",
+        true,
+        true,
+        "ing",
+        "",
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "ingressclasses",
+        "IngressClass",
+        false,
+        false,
+        "",
+        "",
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+        false,
+        "netpol",
+        "",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "Role",
+        true,
+        false,
+        "",
+        "",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+        false,
+        "",
+        "",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+        false,
+        "",
+        "",
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+        false,
+        "",
+        "",
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        true,
+        "crd,crds",
+        "api-extensions",
+    ),
+    (
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+        true,
+        "pdb",
+        "",
+    ),
+    (
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        true,
+        true,
+        "hpa",
+        "all",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_priority_orders_like_kubernetes() {
+        let mut v = vec![
+            "v1alpha1", "v1beta1", "v1", "v2beta2", "v2", "v1beta2", "v10",
+        ];
+        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        assert_eq!(
+            v,
+            vec![
+                "v10", "v2", "v1", "v2beta2", "v1beta2", "v1beta1", "v1alpha1"
+            ]
+        );
+    }
+
+    #[test]
+    fn builtins_have_the_kinds_causeway_needs() {
+        let r = Registry::builtin();
+        for (g, p) in [
+            ("", "services"),
+            ("discovery.k8s.io", "endpointslices"),
+            ("coordination.k8s.io", "leases"),
+            ("apiextensions.k8s.io", "customresourcedefinitions"),
+        ] {
+            assert!(r.get(g, "v1", p).is_some(), "{g}/{p}");
+        }
+        assert!(!r.get("", "v1", "namespaces").unwrap().namespaced);
+        assert_eq!(
+            r.get("", "v1", "services").unwrap().name_rule,
+            NameRule::Label
+        );
+    }
+}

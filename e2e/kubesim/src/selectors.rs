@@ -1,0 +1,253 @@
+//! Label and field selectors, parsed as kube-apiserver parses them.
+
+use serde_json::Value;
+
+use crate::error::{ApiError, ApiResult};
+
+/// One requirement of a label selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requirement {
+    /// `k=v`, `k==v`.
+    Eq(String, String),
+    /// `k!=v`.
+    NotEq(String, String),
+    /// `k in (a,b)`.
+    In(String, Vec<String>),
+    /// `k notin (a,b)`.
+    NotIn(String, Vec<String>),
+    /// `k`.
+    Exists(String),
+    /// `!k`.
+    NotExists(String),
+}
+
+/// A parsed label selector (all requirements must hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelSelector(pub Vec<Requirement>);
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 317
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+fn valid_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn split_top_level(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+impl LabelSelector {
+    /// Parses `a=b,c!=d,e in (x,y),!f`.
+    pub fn parse(s: &str) -> ApiResult<Self> {
+        let mut reqs = Vec::new();
+        let bad = |why: &str| ApiError::bad_request(format!("unable to parse requirement: {why}"));
+        for part in split_top_level(s) {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            let req = if let Some(k) = part.strip_prefix('!') {
+                let k = k.trim();
+                if !valid_key(k) {
+                    return Err(bad(&format!("invalid label key \"{k}\"")));
+                }
+                Requirement::NotExists(k.to_string())
+            } else if let Some((k, v)) = part.split_once("!=") {
+                Requirement::NotEq(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = part.split_once("==") {
+                Requirement::Eq(k.trim().into(), v.trim().into())
+            } else if let Some((k, v)) = part.split_once('=') {
+                Requirement::Eq(k.trim().into(), v.trim().into())
+            } else if let Some((k, rest)) = part.split_once(" notin ") {
+                Requirement::NotIn(k.trim().into(), parse_set(rest).ok_or_else(|| bad(part))?)
+            } else if let Some((k, rest)) = part.split_once(" in ") {
+                Requirement::In(k.trim().into(), parse_set(rest).ok_or_else(|| bad(part))?)
+            } else {
+                Requirement::Exists(part.to_string())
+            };
+            let (k, vals): (&str, Vec<&String>) = match &req {
+                Requirement::Eq(k, v) | Requirement::NotEq(k, v) => (k, vec![v]),
+                Requirement::In(k, vs) | Requirement::NotIn(k, vs) => (k, vs.iter().collect()),
+                Requirement::Exists(k) | Requirement::NotExists(k) => (k, vec![]),
+            };
+            if !valid_key(k) {
+                return Err(bad(&format!("invalid label key \"{k}\"")));
+            }
+            if let Some(v) = vals.iter().find(|v| !valid_value(v)) {
+                return Err(bad(&format!("invalid label value: \"{v}\"")));
+            }
+            reqs.push(req);
+        }
+        Ok(LabelSelector(reqs))
+    }
+
+    /// True when `labels` (a JSON object or null) satisfies every requirement.
+    pub fn matches(&self, labels: Option<&Value>) -> bool {
+        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.0.iter().all(|r| match r {
+            Requirement::Eq(k, v) => get(k) == Some(v.as_str()),
+            Requirement::NotEq(k, v) => get(k) != Some(v.as_str()),
+            Requirement::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+            Requirement::NotIn(k, vs) => get(k).is_none_or(|x| !vs.iter().any(|v| v == x)),
+            Requirement::Exists(k) => get(k).is_some(),
+            Requirement::NotExists(k) => get(k).is_none(),
+        })
+    }
+
+    /// True when the selector selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn parse_set(s: &str) -> Option<Vec<String>> {
+    let s = s.trim().strip_prefix('(')?.strip_suffix(')')?;
+    Some(
+        s.split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect(),
+    )
+}
+
+/// A parsed field selector: `path=value`, `path!=value`, comma separated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSelector(pub Vec<(String, bool, String)>);
+
+impl FieldSelector {
+    /// Parses `metadata.name=foo,status.phase!=Running`.
+    pub fn parse(s: &str) -> ApiResult<Self> {
+        let mut out = Vec::new();
+        for part in s.split(',') {
+            let part = part.trim();
+            if part.is_empty() {
+                continue;
+            }
+            let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
+                (k, false, v)
+            } else if let Some((k, v)) = part.split_once("==") {
+                (k, true, v)
+            } else if let Some((k, v)) = part.split_once('=') {
+                (k, true, v)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                )));
+            };
+            out.push((k.trim().to_string(), eq, v.trim().to_string()));
+        }
+        Ok(FieldSelector(out))
+    }
+
+    /// True when the object satisfies every term. Any dotted path into the object works.
+    pub fn matches(&self, obj: &Value) -> bool {
+        self.0.iter().all(|(path, eq, want)| {
+            let mut cur = Some(obj);
+            for seg in path.split('.') {
+                cur = cur.and_then(|c| c.get(seg));
+            }
+            let got = match cur {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(Value::Bool(b)) => b.to_string(),
+                Some(other) => other.to_string(),
+            };
+            (got == *want) == *eq
+        })
+    }
+
+    /// The name this selector pins (`metadata.name=x`), if any.
+    pub fn pinned_name(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(p, eq, _)| p == "metadata.name" && *eq)
+            .map(|(_, _, v)| v.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn label_selector_table() {
+        let labels = json!({"app": "web", "tier": "front", "env": "prod"});
+        let cases = [
+            ("", true),
+            ("app=web", true),
+            ("app==web", true),
+            ("app!=web", false),
+            ("app!=db", true),
+            ("missing!=x", true),
+            ("app in (web, db)", true),
+            ("app in (db)", false),
+            ("app notin (db)", true),
+            ("missing notin (db)", true),
+            ("app notin (web)", false),
+            ("tier", true),
+            ("!tier", false),
+            ("!missing", true),
+            ("app=web,tier=front", true),
+            ("app=web,tier=back", false),
+            ("app in (web,db),!missing,env=prod", true),
+        ];
+        for (sel, want) in cases {
+            let s = LabelSelector::parse(sel).unwrap();
+            assert_eq!(s.matches(Some(&labels)), want, "{sel}");
+        }
+        assert!(
+            LabelSelector::parse("app=")
+                .unwrap()
+                .matches(Some(&json!({"app": ""})))
+        );
+    }
+
+    #[test]
+    fn bad_label_selectors_are_400() {
+        for bad in ["a b=c", "app in web", "x=(", "k=v v"] {
+            let e = LabelSelector::parse(bad).unwrap_err();
+            assert_eq!(e.code, 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn field_selector_matches_paths() {
+        let obj = json!({"metadata": {"name": "a", "namespace": "ns"}, "status": {"phase": "Running"}, "spec": {"nodeName": ""}});
+        let fs = FieldSelector::parse("metadata.name=a,status.phase!=Pending").unwrap();
+        assert!(fs.matches(&obj));
+        assert_eq!(fs.pinned_name(), Some("a"));
+        assert!(
+            !FieldSelector::parse("metadata.namespace=other")
+                .unwrap()
+                .matches(&obj)
+        );
+        assert!(
+            FieldSelector::parse("spec.nodeName=")
+                .unwrap()
+                .matches(&obj)
+        );
+        assert!(FieldSelector::parse("garbage").is_err());
+    }
+}

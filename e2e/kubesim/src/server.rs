@@ -1,0 +1,422 @@
+//! Starting a server: config, TLS listener, HTTP/1.1 + HTTP/2, fault knobs, shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::User;
+use crate::ipam::{Cidr, Ipam};
+use crate::kinds::State;
+use crate::meta::{new_uid, now_rfc3339, stable_uid};
+use crate::metrics::Metrics;
+use crate::registry::{GroupResource, Registry};
+use crate::store::Store;
+use crate::tls::{ClientCert, Pki};
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Cluster name (CA name, kubeconfig context, stable kube-system uid seed).
+    pub name: String,
+    /// Listen address; port 0 picks a free one.
+    pub bind: SocketAddr,
+    /// Serve TLS (default). Plain HTTP is for quick debugging.
+    pub tls: bool,
+    /// Service CIDRs, primary family first (one or two).
+    pub service_cidrs: Vec<Cidr>,
+    /// Bearer tokens. An admin token is generated when none is given.
+    pub tokens: Vec<(String, User)>,
+    /// Let unauthenticated requests in as `system:anonymous` (still subject to RBAC).
+    pub allow_anonymous: bool,
+    /// Events kept for watches; older resourceVersions answer 410 Gone.
+    pub history_limit: usize,
+    /// Fill Deployment/StatefulSet/ReplicaSet/DaemonSet/Job status as if all replicas were ready.
+    pub simulate_workloads: bool,
+    /// Number of Ready nodes to create at start.
+    pub nodes: usize,
+    /// How often watches with allowWatchBookmarks get a BOOKMARK.
+    pub bookmark_interval: Duration,
+    /// Largest accepted request body.
+    pub max_body: usize,
+    /// Reported by `/version`.
+    pub kubernetes_version: String,
+}
+
+impl Config {
+    /// Defaults for a named cluster on 127.0.0.1 with a free port.
+    pub fn new(name: &str) -> Self {
+        Config {
+            name: name.to_string(),
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: true,
+            service_cidrs: vec!["10.96.0.0/16".parse().expect("valid default CIDR")],
+            tokens: Vec::new(),
+            allow_anonymous: false,
+            history_limit: 50_000,
+            simulate_workloads: false,
+            nodes: 1,
+            bookmark_interval: Duration::from_secs(5),
+            max_body: 3 * 1024 * 1024,
+            kubernetes_version: "v1.33.0".into(),
+        }
+    }
+}
+
+/// Runtime fault injection, to simulate an unhealthy or unreachable member.
+#[derive(Debug, Default)]
+pub struct Faults {
+    not_ready: AtomicBool,
+    latency_ms: AtomicU64,
+    drop_connections: AtomicBool,
+}
+
+impl Faults {
+    /// Makes `/readyz` fail (true) or pass.
+    pub fn set_not_ready(&self, v: bool) {
+        self.not_ready.store(v, Ordering::SeqCst);
+    }
+    /// Adds latency to every request.
+    pub fn set_latency(&self, d: Duration) {
+        self.latency_ms
+            .store(d.as_millis() as u64, Ordering::SeqCst);
+    }
+    /// Closes every new connection and request at once (an unreachable server).
+    pub fn set_drop_connections(&self, v: bool) {
+        self.drop_connections.store(v, Ordering::SeqCst);
+    }
+    pub(crate) fn not_ready(&self) -> bool {
+        self.not_ready.load(Ordering::SeqCst)
+    }
+    pub(crate) fn latency(&self) -> Duration {
+        Duration::from_millis(self.latency_ms.load(Ordering::SeqCst))
+    }
+    pub(crate) fn dropping(&self) -> bool {
+        self.drop_connections.load(Ordering::SeqCst)
+    }
+}
+
+/// Shared by every request of one server.
+pub struct Inner {
+    /// Config it was started with.
+    pub cfg: Config,
+    /// Objects, types, allocations.
+    pub state: Mutex<State>,
+    /// Fault knobs.
+    pub faults: Faults,
+    /// Bearer tokens.
+    pub tokens: Vec<(String, User)>,
+    /// PKI (None for plain HTTP).
+    pub pki: Option<Arc<Pki>>,
+    /// Cancelled at shutdown.
+    pub shutdown: CancellationToken,
+    /// Wakes the in-process controllers (GC, namespaces, workloads).
+    pub changed: tokio::sync::Notify,
+    /// Prometheus metrics.
+    pub metrics: Metrics,
+}
+
+/// A running server.
+#[derive(Clone)]
+pub struct Server {
+    inner: Arc<Inner>,
+    addr: SocketAddr,
+    admin_token: String,
+}
+
+/// Errors starting a server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source} (is another server using that port?)")]
+    Bind {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Certificate generation failed.
+    #[error("cannot create the server's certificates: {0}")]
+    Pki(String),
+    /// Invalid config.
+    #[error("invalid kubesim config: {0}")]
+    Config(String),
+}
+
+impl Server {
+    /// Starts a server and its in-process controllers; returns once it accepts connections.
+    pub async fn start(cfg: Config) -> Result<Server, StartError> {
+        if cfg.service_cidrs.is_empty() || cfg.service_cidrs.len() > 2 {
+            return Err(StartError::Config("give one or two service CIDRs".into()));
+        }
+        if cfg.service_cidrs.len() == 2
+            && cfg.service_cidrs[0].family() == cfg.service_cidrs[1].family()
+        {
+            return Err(StartError::Config(
+                "two service CIDRs must be of different IP families".into(),
+            ));
+        }
+        let listener = TcpListener::bind(cfg.bind)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: cfg.bind,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: cfg.bind,
+            source,
+        })?;
+        let pki = if cfg.tls {
+            let sans = vec![
+                "127.0.0.1".to_string(),
+                "localhost".to_string(),
+                addr.ip().to_string(),
+                "kubernetes.default.svc".to_string(),
+            ];
+            Some(Pki::generate(&cfg.name, &sans).map_err(|e| StartError::Pki(e.to_string()))?)
+        } else {
+            None
+        };
+        let mut tokens = cfg.tokens.clone();
+        let admin_token = match tokens
+            .iter()
+            .find(|(_, u)| u.groups.iter().any(|g| g == "system:masters"))
+        {
+            Some((t, _)) => t.clone(),
+            None => {
+                let t = format!("kubesim-{}", new_uid().replace('-', ""));
+                tokens.push((t.clone(), User::admin("kubesim-admin")));
+                t
+            }
+        };
+        let mut state = State {
+            store: Store::new(cfg.history_limit),
+            registry: Registry::builtin(),
+            ipam: Ipam::new(cfg.service_cidrs.clone()),
+        };
+        bootstrap(&mut state, &cfg);
+        let inner = Arc::new(Inner {
+            cfg,
+            state: Mutex::new(state),
+            faults: Faults::default(),
+            tokens,
+            pki,
+            shutdown: CancellationToken::new(),
+            changed: tokio::sync::Notify::new(),
+            metrics: Metrics::default(),
+        });
+        tokio::spawn(accept_loop(inner.clone(), listener));
+        tokio::spawn(crate::controllers::run(inner.clone()));
+        tracing::info!(name = %inner.cfg.name, %addr, tls = inner.cfg.tls, "kubesim serving");
+        Ok(Server {
+            inner,
+            addr,
+            admin_token,
+        })
+    }
+
+    /// Listen address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Base URL (`https://127.0.0.1:port`).
+    pub fn url(&self) -> String {
+        format!(
+            "{}://{}",
+            if self.inner.cfg.tls { "https" } else { "http" },
+            self.addr
+        )
+    }
+
+    /// Cluster name.
+    pub fn name(&self) -> &str {
+        &self.inner.cfg.name
+    }
+
+    /// A bearer token of a `system:masters` user.
+    pub fn admin_token(&self) -> &str {
+        &self.admin_token
+    }
+
+    /// The CA certificate (PEM) clients must trust; None for plain HTTP.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.inner.pki.as_deref().map(|p| p.ca_pem.as_str())
+    }
+
+    /// Issues a client certificate for a user.
+    pub fn issue_client_cert(&self, user: &User) -> Result<ClientCert, StartError> {
+        let pki = self
+            .inner
+            .pki
+            .as_ref()
+            .ok_or_else(|| StartError::Config("client certificates need TLS".into()))?;
+        pki.issue_client(user)
+            .map_err(|e| StartError::Pki(e.to_string()))
+    }
+
+    /// The uid of `kube-system` (stable per cluster name; used as cluster id).
+    pub fn kube_system_uid(&self) -> String {
+        let st = self.inner.state.lock();
+        st.store
+            .get(&gr("", "namespaces"), "", "kube-system")
+            .and_then(|o| {
+                o.value
+                    .pointer("/metadata/uid")
+                    .and_then(|v| v.as_str())
+                    .map(String::from)
+            })
+            .unwrap_or_default()
+    }
+
+    /// Fault knobs.
+    pub fn faults(&self) -> &Faults {
+        &self.inner.faults
+    }
+
+    /// A kubeconfig (YAML) for this server with the admin token.
+    pub fn kubeconfig(&self) -> String {
+        crate::kubeconfig::single(self.name(), &self.url(), self.ca_pem(), &self.admin_token)
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.inner.state.lock().store.rv()
+    }
+
+    /// Stops accepting, ends watches and background work.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    /// Resolves when the server has been shut down.
+    pub async fn stopped(&self) {
+        self.inner.shutdown.cancelled().await
+    }
+}
+
+pub(crate) fn gr(group: &str, resource: &str) -> GroupResource {
+    GroupResource {
+        group: group.to_string(),
+        resource: resource.to_string(),
+    }
+}
+
+fn bootstrap(state: &mut State, cfg: &Config) {
+    let now = now_rfc3339();
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let uid = stable_uid(&format!("{}/{ns}", cfg.name));
+        state.store.put(
+            &gr("", "namespaces"),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "uid": uid, "creationTimestamp": now, "labels": {"kubernetes.io/metadata.name": ns}}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+        );
+    }
+    let families: Vec<&str> = cfg.service_cidrs.iter().map(|c| c.family()).collect();
+    let ips: Vec<String> = families
+        .iter()
+        .filter_map(|f| state.ipam.allocate(f).ok().map(|ip| ip.to_string()))
+        .collect();
+    state.store.put(
+        &gr("", "services"),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default", "uid": new_uid(), "creationTimestamp": now, "labels": {"component": "apiserver", "provider": "kubernetes"}},
+               "spec": {"type": "ClusterIP", "clusterIP": ips[0], "clusterIPs": ips, "ipFamilies": families, "ipFamilyPolicy": if families.len() > 1 { "PreferDualStack" } else { "SingleStack" }, "sessionAffinity": "None", "internalTrafficPolicy": "Cluster", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+               "status": {"loadBalancer": {}}}),
+    );
+    for i in 0..cfg.nodes {
+        let name = format!("{}-node-{i}", cfg.name);
+        state.store.put(
+            &gr("", "nodes"),
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("{}-a", cfg.name)}},
+                   "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubesim node is ready", "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                   "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "nodeInfo": {"kubeletVersion": cfg.kubernetes_version}}}),
+        );
+    }
+    let rbac = "rbac.authorization.k8s.io";
+    for (name, verbs) in [
+        ("cluster-admin", json!(["*"])),
+        ("view", json!(["get", "list", "watch"])),
+    ] {
+        state.store.put(
+            &gr(rbac, "clusterroles"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                   "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": verbs}]}),
+        );
+    }
+}
+
+async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
+    let tls = match &inner.pki {
+        Some(pki) => match pki.server_config() {
+            Ok(c) => Some(tokio_rustls::TlsAcceptor::from(Arc::new(c))),
+            Err(e) => {
+                tracing::error!(error = %e, "kubesim TLS config failed; not serving");
+                return;
+            }
+        },
+        None => None,
+    };
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = inner.shutdown.cancelled() => break,
+        };
+        if inner.faults.dropping() {
+            drop(tcp);
+            continue;
+        }
+        let _ = tcp.set_nodelay(true);
+        let inner2 = inner.clone();
+        let tls = tls.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            match tls {
+                Some(acceptor) => {
+                    let stream =
+                        match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp))
+                            .await
+                        {
+                            Ok(Ok(s)) => s,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => return,
+                        };
+                    let cert_user = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|c| inner2.pki.as_ref().and_then(|p| p.user_for_cert(c)));
+                    let svc = service_fn(move |req| {
+                        crate::api::handle(inner2.clone(), req, cert_user.clone())
+                    });
+                    let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                    let _ = watcher.watch(conn.into_owned()).await;
+                }
+                None => {
+                    let svc = service_fn(move |req| crate::api::handle(inner2.clone(), req, None));
+                    let conn = builder.serve_connection(TokioIo::new(tcp), svc);
+                    let _ = watcher.watch(conn.into_owned()).await;
+                }
+            }
+        });
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+}

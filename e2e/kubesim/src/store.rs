@@ -1,0 +1,352 @@
+//! In-memory object storage behind one global, monotonically increasing
+//! resourceVersion, with a bounded event history (as etcd's watch window) used for
+//! watches, consistent paginated lists and `resourceVersionMatch=Exact`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::error::{ApiError, ApiResult};
+use crate::registry::GroupResource;
+
+/// A stored object with its JSON encoding computed once at write time.
+#[derive(Debug)]
+pub struct StoredObj {
+    /// The object (apiVersion of the storage version).
+    pub value: Value,
+    /// `value` serialized.
+    pub json: Bytes,
+}
+
+impl StoredObj {
+    /// Wraps and serializes a value.
+    pub fn new(value: Value) -> Arc<Self> {
+        let json = Bytes::from(serde_json::to_vec(&value).expect("JSON values serialize"));
+        Arc::new(StoredObj { value, json })
+    }
+
+    /// `metadata.namespace` or "".
+    pub fn namespace(&self) -> &str {
+        meta_str(&self.value, "namespace")
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        meta_str(&self.value, "name")
+    }
+}
+
+/// A string field of `metadata`, or "".
+pub fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
+    v.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// Watch event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// ADDED
+    Added,
+    /// MODIFIED
+    Modified,
+    /// DELETED
+    Deleted,
+}
+
+impl EventType {
+    /// Wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed change.
+#[derive(Debug)]
+pub struct Event {
+    /// resourceVersion of the change.
+    pub rv: u64,
+    /// Which resource.
+    pub gr: GroupResource,
+    /// What happened.
+    pub kind: EventType,
+    /// The object after the change (for DELETED: the last state, with the delete's RV).
+    pub obj: Arc<StoredObj>,
+    /// The object before the change.
+    pub prev: Option<Arc<StoredObj>>,
+}
+
+type Key = (String, String);
+
+/// Where an object lives, by uid.
+#[derive(Debug, Clone)]
+pub struct UidEntry {
+    /// Resource.
+    pub gr: GroupResource,
+    /// Namespace.
+    pub ns: String,
+    /// Name.
+    pub name: String,
+}
+
+/// The object store.
+pub struct Store {
+    rv: u64,
+    objects: HashMap<GroupResource, BTreeMap<Key, Arc<StoredObj>>>,
+    history: VecDeque<Arc<Event>>,
+    history_limit: usize,
+    compacted: u64,
+    uids: HashMap<String, UidEntry>,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+impl Store {
+    /// An empty store keeping `history_limit` events for watches.
+    pub fn new(history_limit: usize) -> Self {
+        let (tx, _) = broadcast::channel(history_limit.clamp(1024, 65536));
+        Store {
+            rv: 0,
+            objects: HashMap::new(),
+            history: VecDeque::new(),
+            history_limit: history_limit.max(1),
+            compacted: 0,
+            uids: HashMap::new(),
+            tx,
+        }
+    }
+
+    /// The current resourceVersion.
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
+    /// The oldest resourceVersion a watch can start from.
+    pub fn compacted(&self) -> u64 {
+        self.compacted
+    }
+
+    /// Subscribes to future events. Call with the state lock held, together with
+    /// [`Store::history_since`], so nothing falls between.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.tx.subscribe()
+    }
+
+    /// Events after `rv`, or 410 when they were compacted away.
+    pub fn history_since(&self, rv: u64) -> ApiResult<Vec<Arc<Event>>> {
+        if rv < self.compacted {
+            return Err(too_old(rv));
+        }
+        let start = self.history.partition_point(|e| e.rv <= rv);
+        Ok(self.history.range(start..).cloned().collect())
+    }
+
+    /// One object.
+    pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Arc<StoredObj>> {
+        self.objects
+            .get(gr)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+    }
+
+    /// Where a uid lives.
+    pub fn by_uid(&self, uid: &str) -> Option<&UidEntry> {
+        self.uids.get(uid)
+    }
+
+    /// Objects of a resource (one namespace or all), in key order.
+    pub fn list(&self, gr: &GroupResource, ns: Option<&str>) -> Vec<Arc<StoredObj>> {
+        let Some(m) = self.objects.get(gr) else {
+            return Vec::new();
+        };
+        match ns {
+            Some(ns) => m
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, v)| v.clone())
+                .collect(),
+            None => m.values().cloned().collect(),
+        }
+    }
+
+    /// Every resource with objects.
+    pub fn resources(&self) -> Vec<GroupResource> {
+        self.objects
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Objects of a resource as they were at `rv` (consistent pagination, `Exact`).
+    pub fn list_at(
+        &self,
+        gr: &GroupResource,
+        ns: Option<&str>,
+        rv: u64,
+    ) -> ApiResult<Vec<Arc<StoredObj>>> {
+        if rv > self.rv {
+            return Err(ApiError::timeout(format!(
+                "Too large resource version: {rv}, current: {}",
+                self.rv
+            )));
+        }
+        if rv < self.compacted {
+            return Err(too_old(rv));
+        }
+        let mut snap: BTreeMap<Key, Arc<StoredObj>> = self
+            .list(gr, ns)
+            .into_iter()
+            .map(|o| ((o.namespace().to_string(), o.name().to_string()), o))
+            .collect();
+        for e in self.history.iter().rev().take_while(|e| e.rv > rv) {
+            if &e.gr != gr || ns.is_some_and(|n| n != e.obj.namespace()) {
+                continue;
+            }
+            let key = (e.obj.namespace().to_string(), e.obj.name().to_string());
+            match &e.prev {
+                Some(p) => {
+                    snap.insert(key, p.clone());
+                }
+                None => {
+                    snap.remove(&key);
+                }
+            }
+        }
+        Ok(snap.into_values().collect())
+    }
+
+    /// Commits a create or update. Sets `metadata.resourceVersion`; returns the event.
+    pub fn put(&mut self, gr: &GroupResource, mut value: Value) -> Arc<Event> {
+        self.rv += 1;
+        let rv = self.rv;
+        value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let obj = StoredObj::new(value);
+        let key = (obj.namespace().to_string(), obj.name().to_string());
+        if let Some(uid) = obj.value.pointer("/metadata/uid").and_then(Value::as_str) {
+            self.uids.insert(
+                uid.to_string(),
+                UidEntry {
+                    gr: gr.clone(),
+                    ns: key.0.clone(),
+                    name: key.1.clone(),
+                },
+            );
+        }
+        let prev = self
+            .objects
+            .entry(gr.clone())
+            .or_default()
+            .insert(key, obj.clone());
+        let kind = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.record(Event {
+            rv,
+            gr: gr.clone(),
+            kind,
+            obj,
+            prev,
+        })
+    }
+
+    /// Removes an object; the DELETED event carries its last state with a new RV.
+    pub fn delete(&mut self, gr: &GroupResource, ns: &str, name: &str) -> Option<Arc<Event>> {
+        let prev = self
+            .objects
+            .get_mut(gr)?
+            .remove(&(ns.to_string(), name.to_string()))?;
+        self.rv += 1;
+        let rv = self.rv;
+        let mut last = prev.value.clone();
+        last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        if let Some(uid) = last.pointer("/metadata/uid").and_then(Value::as_str) {
+            self.uids.remove(uid);
+        }
+        Some(self.record(Event {
+            rv,
+            gr: gr.clone(),
+            kind: EventType::Deleted,
+            obj: StoredObj::new(last),
+            prev: Some(prev),
+        }))
+    }
+
+    fn record(&mut self, e: Event) -> Arc<Event> {
+        let e = Arc::new(e);
+        self.history.push_back(e.clone());
+        while self.history.len() > self.history_limit {
+            if let Some(old) = self.history.pop_front() {
+                self.compacted = old.rv;
+            }
+        }
+        // No receivers is fine.
+        let _ = self.tx.send(e.clone());
+        e
+    }
+}
+
+fn too_old(rv: u64) -> ApiError {
+    ApiError::gone(format!("too old resource version: {rv}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gr() -> GroupResource {
+        GroupResource {
+            group: String::new(),
+            resource: "configmaps".into(),
+        }
+    }
+
+    fn cm(ns: &str, name: &str, v: &str) -> Value {
+        json!({"metadata": {"namespace": ns, "name": name, "uid": format!("{ns}-{name}")}, "data": {"v": v}})
+    }
+
+    #[test]
+    fn rv_is_global_and_monotonic_and_list_at_reconstructs_the_past() {
+        let mut s = Store::new(100);
+        s.put(&gr(), cm("a", "x", "1"));
+        s.put(&gr(), cm("a", "y", "1"));
+        let at = s.rv();
+        s.put(&gr(), cm("a", "x", "2"));
+        s.delete(&gr(), "a", "y");
+        s.put(&gr(), cm("b", "z", "1"));
+        assert_eq!(s.rv(), 5);
+        let past = s.list_at(&gr(), None, at).unwrap();
+        let names: Vec<_> = past
+            .iter()
+            .map(|o| (o.name().to_string(), o.value["data"]["v"].clone()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![("x".into(), json!("1")), ("y".into(), json!("1"))]
+        );
+        assert_eq!(s.list(&gr(), Some("b")).len(), 1);
+        assert!(s.by_uid("a-y").is_none());
+    }
+
+    #[test]
+    fn compaction_answers_410() {
+        let mut s = Store::new(3);
+        for i in 0..10 {
+            s.put(&gr(), cm("a", &format!("o{i}"), "v"));
+        }
+        assert_eq!(s.history_since(2).unwrap_err().code, 410);
+        assert_eq!(s.list_at(&gr(), None, 2).unwrap_err().code, 410);
+        assert_eq!(s.history_since(7).unwrap().len(), 3);
+        assert_eq!(s.list_at(&gr(), None, 11).unwrap_err().code, 504);
+    }
+}

@@ -1,0 +1,236 @@
+//! `Table` responses (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`) with the
+//! printer columns of built-in kinds and of CRDs, and the JSONPath subset they use.
+
+use serde_json::{Value, json};
+
+use crate::registry::{Column, ResourceType};
+
+fn col(name: &str, type_: &str, path: &str, priority: i64) -> Column {
+    Column {
+        name: name.into(),
+        type_: type_.into(),
+        json_path: path.into(),
+        priority,
+        description: String::new(),
+    }
+}
+
+/// Printer columns of the built-in kinds (besides Name and Age).
+pub fn builtin_columns(group: &str, plural: &str) -> Vec<Column> {
+    match (group, plural) {
+        ("", "namespaces") => vec![col("Status", "string", ".status.phase", 0)],
+        ("", "services") => vec![
+            col("Type", "string", ".spec.type", 0),
+            col("Cluster-IP", "string", ".spec.clusterIP", 0),
+            col("Ports", "string", ".spec.ports[*].port", 0),
+        ],
+        ("", "pods") => vec![
+            col("Status", "string", ".status.phase", 0),
+            col("IP", "string", ".status.podIP", 1),
+        ],
+        ("", "nodes") => vec![col(
+            "Status",
+            "string",
+            ".status.conditions[?(@.type==\"Ready\")].status",
+            0,
+        )],
+        ("", "configmaps") | ("", "secrets") => vec![],
+        ("discovery.k8s.io", "endpointslices") => vec![
+            col("AddressType", "string", ".addressType", 0),
+            col("Ports", "string", ".ports[*].port", 0),
+            col("Endpoints", "string", ".endpoints[*].addresses[0]", 0),
+        ],
+        ("apps", "deployments") | ("apps", "statefulsets") => vec![
+            col("Ready", "integer", ".status.readyReplicas", 0),
+            col("Replicas", "integer", ".spec.replicas", 0),
+        ],
+        ("coordination.k8s.io", "leases") => {
+            vec![col("Holder", "string", ".spec.holderIdentity", 0)]
+        }
+        ("networking.k8s.io", "ingresses") => vec![
+            col("Class", "string", ".spec.ingressClassName", 0),
+            col("Hosts", "string", ".spec.rules[*].host", 0),
+        ],
+        ("networking.k8s.io", "ingressclasses") => {
+            vec![col("Controller", "string", ".spec.controller", 0)]
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)]
+        }
+        _ => vec![],
+    }
+}
+
+/// Evaluates a kubectl-style JSONPath (`.a.b`, `[0]`, `[*]`, `[?(@.k=="v")]`) to values.
+pub fn eval_path<'v>(obj: &'v Value, path: &str) -> Vec<&'v Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
+    let mut cur: Vec<&Value> = vec![obj];
+    let mut rest = path.trim_start_matches('$');
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let field = &r[..end];
+            rest = &r[end..];
+            if field.is_empty() {
+                continue;
+            }
+            cur = cur.into_iter().filter_map(|v| v.get(field)).collect();
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let Some(end) = r.find(']') else {
+                return vec![];
+            };
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            if inner == "*" {
+                cur = cur
+                    .into_iter()
+                    .filter_map(Value::as_array)
+                    .flatten()
+                    .collect();
+            } else if let Some(filter) =
+                inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
+            {
+                let Some((k, v)) = filter.split_once("==") else {
+                    return vec![];
+                };
+                let want = v.trim().trim_matches('"').trim_matches('\'');
+                let keypath: Vec<&str> = k.trim().split('.').collect();
+                cur = cur
+                    .into_iter()
+                    .filter_map(Value::as_array)
+                    .flatten()
+                    .filter(|item| {
+                        let mut x = Some(*item);
+                        for s in &keypath {
+                            x = x.and_then(|x| x.get(*s));
+                        }
+                        match x {
+                            Some(Value::String(s)) => s == want,
+                            Some(other) => other.to_string() == want,
+                            None => false,
+                        }
+                    })
+                    .collect();
+            } else if let Ok(i) = inner.parse::<usize>() {
+                cur = cur.into_iter().filter_map(|v| v.get(i)).collect();
+            } else {
+                let key = inner.trim_matches('\'').trim_matches('"');
+                cur = cur.into_iter().filter_map(|v| v.get(key)).collect();
+            }
+        } else {
+            return vec![];
+        }
+    }
+    cur
+}
+
+fn cell(values: &[&Value], type_: &str) -> Value {
+    if values.is_empty() {
+        return Value::Null;
+    }
+    if values.len() == 1 {
+        let v = values[0];
+        return match (type_, v) {
+            ("integer", Value::Number(_))
+            | ("number", Value::Number(_))
+            | ("boolean", Value::Bool(_)) => v.clone(),
+            (_, Value::String(s)) => json!(s),
+            (_, other) => json!(other.to_string()),
+        };
+    }
+    json!(
+        values
+            .iter()
+            .map(|v| v
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| v.to_string()))
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
+/// A Table with the given objects (rows carry PartialObjectMetadata).
+pub fn table(rt: &ResourceType, objects: &[&Value], rv: &str, continue_: Option<&str>) -> Value {
+    let mut defs = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
+    ];
+    let has_age = rt
+        .columns
+        .iter()
+        .any(|c| c.json_path == ".metadata.creationTimestamp");
+    for c in &rt.columns {
+        defs.push(json!({"name": c.name, "type": c.type_, "format": "", "description": c.description, "priority": c.priority}));
+    }
+    if !has_age {
+        defs.push(json!({"name": "Age", "type": "string", "format": "", "description": "CreationTimestamp", "priority": 0}));
+    }
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut cells = vec![json!(o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""))];
+            for c in &rt.columns {
+                let vals = eval_path(o, &c.json_path);
+                let mut v = cell(&vals, &c.type_);
+                if c.type_ == "date" {
+                    v = json!(age(v.as_str().unwrap_or("")));
+                }
+                cells.push(v);
+            }
+            if !has_age {
+                let ts = o.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or("");
+                cells.push(json!(age(ts)));
+            }
+            let mut meta = o.get("metadata").cloned().unwrap_or(json!({}));
+            if let Some(m) = meta.as_object_mut() {
+                m.remove("managedFields");
+            }
+            json!({
+                "cells": cells,
+                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+            })
+        })
+        .collect();
+    let mut md = json!({"resourceVersion": rv});
+    if let Some(c) = continue_ {
+        md["continue"] = json!(c);
+    }
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows})
+}
+
+/// `5m`, `3h`, `2d` as kubectl prints ages.
+pub fn age(ts: &str) -> String {
+    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
+        return "<unknown>".into();
+    };
+    let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 3600 * 3 => format!("{}m", s / 60),
+        s if s < 86400 * 2 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonpath_subset() {
+        let o = json!({"spec": {"ips": ["10.0.0.1", "fd00::1"], "type": "ClusterSetIP"}, "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Valid", "status": "False"}]}});
+        assert_eq!(eval_path(&o, ".spec.type"), vec![&json!("ClusterSetIP")]);
+        assert_eq!(eval_path(&o, ".spec.ips").len(), 1);
+        assert_eq!(eval_path(&o, ".spec.ips[*]").len(), 2);
+        assert_eq!(eval_path(&o, ".spec.ips[1]"), vec![&json!("fd00::1")]);
+        assert_eq!(
+            eval_path(&o, ".status.conditions[?(@.type==\"Valid\")].status"),
+            vec![&json!("False")]
+        );
+        assert!(eval_path(&o, ".nope.x").is_empty());
+        assert_eq!(
+            cell(&eval_path(&o, ".spec.ips[*]"), "string"),
+            json!("10.0.0.1,fd00::1")
+        );
+    }
+}
