@@ -203,6 +203,24 @@ fn walk_field(name: &str, v: &Value, shape: Shape, prefix: Path, out: &mut Field
     }
 }
 
+/// Equality as typed values compare: numbers by value (`2` equals `2.0`).
+pub fn values_equal(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => json_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w))),
+        _ => a == b,
+    }
+}
+
 /// The value at a path, if present.
 pub fn value_at<'v>(obj: &'v Value, path: &[Pe]) -> Option<&'v Value> {
     let mut cur = obj;
@@ -503,7 +521,7 @@ pub fn apply(
         let overlap: Vec<Path> = m
             .fields
             .intersection(&new_set)
-            .filter(|p| value_at(current, p) != value_at(applied, p))
+            .filter(|p| !values_equal(value_at(current, p), value_at(applied, p)))
             .filter(|p| !matches!(p.last(), Some(Pe::Key(_))))
             .cloned()
             .collect();
@@ -574,7 +592,7 @@ pub fn record_update(old: &Value, new: &mut Value, shape: Shape, req: &ApplyRequ
         .iter()
         .filter(|p| {
             !old_set.contains(*p)
-                || (!matches!(p.last(), Some(Pe::Key(_))) && value_at(old, p) != value_at(new, p))
+                || (!matches!(p.last(), Some(Pe::Key(_))) && !values_equal(value_at(old, p), value_at(new, p)))
         })
         .cloned()
         .collect();

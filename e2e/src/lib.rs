@@ -1,0 +1,241 @@
+//! The end-to-end harness: a hub and member clusters on kubesim, each with its own
+//! service CIDR, CA and token, with Causeway's CRDs installed. `causeway-local` and
+//! the scenarios under `e2e/tests/` both start clustersets through it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kubesim::{Cidr, Config, Server};
+
+/// Field manager used for everything the harness writes.
+pub const MANAGER: &str = "causeway-local";
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Hub cluster name.
+    pub hub: String,
+    /// Member cluster names.
+    pub members: Vec<String>,
+    /// Give every cluster an IPv6 service CIDR too.
+    pub dual_stack: bool,
+    /// First port: hub on `base_port`, members on the following ports. 0 = any free ports.
+    pub base_port: u16,
+    /// Fill workload status as if replicas became ready.
+    pub simulate_workloads: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            hub: "hub".into(),
+            members: vec!["east".into(), "west".into(), "north".into()],
+            dual_stack: false,
+            base_port: 0,
+            simulate_workloads: true,
+        }
+    }
+}
+
+/// A running hub and its members.
+pub struct Clusterset {
+    /// The hub.
+    pub hub: Server,
+    /// Members, in the order given.
+    pub members: Vec<Server>,
+}
+
+/// The service CIDRs of the `index`-th cluster (hub = 0): 10.96+i.0.0/16, fd00:10:96+i::/112.
+pub fn service_cidrs(index: usize, dual_stack: bool) -> Vec<Cidr> {
+    let mut v = vec![
+        format!("10.{}.0.0/16", 96 + index)
+            .parse()
+            .expect("valid v4 CIDR"),
+    ];
+    if dual_stack {
+        v.push(
+            format!("fd00:10:{}::/112", 96 + index)
+                .parse()
+                .expect("valid v6 CIDR"),
+        );
+    }
+    v
+}
+
+fn validate(opts: &Options) -> anyhow::Result<()> {
+    let mut names = vec![opts.hub.clone()];
+    names.extend(opts.members.iter().cloned());
+    for n in &names {
+        if !kubesim::meta::is_dns1123_label(n) {
+            bail!(
+                "cluster name \"{n}\" is not a DNS-1123 label (lowercase letters, digits, '-'; e.g. east-1)"
+            );
+        }
+    }
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    if sorted.len() != names.len() {
+        bail!("cluster names must be unique, got {names:?}");
+    }
+    if opts.members.is_empty() {
+        bail!("give at least one member cluster");
+    }
+    if names.len() > 100 {
+        bail!("at most 99 member clusters");
+    }
+    Ok(())
+}
+
+impl Clusterset {
+    /// Starts the hub and members (no CRDs yet); `progress` is told about each step.
+    pub async fn start(
+        opts: &Options,
+        mut progress: impl FnMut(&str),
+    ) -> anyhow::Result<Clusterset> {
+        validate(opts)?;
+        let mut servers = Vec::new();
+        let names: Vec<String> = std::iter::once(opts.hub.clone())
+            .chain(opts.members.iter().cloned())
+            .collect();
+        for (i, name) in names.iter().enumerate() {
+            let mut cfg = Config::new(name);
+            if opts.base_port != 0 {
+                let port = opts
+                    .base_port
+                    .checked_add(i as u16)
+                    .context("--base-port too high for this many clusters")?;
+                cfg.bind = ([127, 0, 0, 1], port).into();
+            }
+            cfg.service_cidrs = service_cidrs(i, opts.dual_stack);
+            cfg.simulate_workloads = opts.simulate_workloads;
+            let s = Server::start(cfg)
+                .await
+                .with_context(|| format!("starting cluster {name}"))?;
+            progress(&format!(
+                "{} {name} API server at {} (service CIDR {})",
+                if i == 0 { "hub   " } else { "member" },
+                s.url(),
+                service_cidrs(i, opts.dual_stack)
+                    .iter()
+                    .map(|c| format!("{}/{}", c.addr, c.prefix))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            servers.push(s);
+        }
+        let hub = servers.remove(0);
+        Ok(Clusterset {
+            hub,
+            members: servers,
+        })
+    }
+
+    /// Hub then members.
+    pub fn all(&self) -> impl Iterator<Item = &Server> {
+        std::iter::once(&self.hub).chain(self.members.iter())
+    }
+
+    /// A member by name.
+    pub fn member(&self, name: &str) -> Option<&Server> {
+        self.members.iter().find(|m| m.name() == name)
+    }
+
+    /// Installs Causeway's CRDs in every cluster and waits until they are served.
+    pub async fn install_crds(&self) -> anyhow::Result<()> {
+        for s in self.all() {
+            install_crds(&client(s).await?)
+                .await
+                .with_context(|| format!("installing CRDs into {}", s.name()))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `<name>.kubeconfig` per cluster and a merged `kubeconfig`; returns the merged path.
+    pub fn write_kubeconfigs(&self, dir: &Path) -> anyhow::Result<PathBuf> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut entries = Vec::new();
+        for s in self.all() {
+            let path = dir.join(format!("{}.kubeconfig", s.name()));
+            std::fs::write(&path, s.kubeconfig())
+                .with_context(|| format!("writing {}", path.display()))?;
+            entries.push(entry(s));
+        }
+        let merged = dir.join("kubeconfig");
+        std::fs::write(&merged, kubesim::kubeconfig::multi(&entries))
+            .with_context(|| format!("writing {}", merged.display()))?;
+        Ok(merged)
+    }
+
+    /// Stops every server.
+    pub fn shutdown(&self) {
+        for s in self.all() {
+            s.shutdown();
+        }
+    }
+}
+
+fn entry(s: &Server) -> kubesim::kubeconfig::Entry {
+    kubesim::kubeconfig::Entry {
+        name: s.name().to_string(),
+        server: s.url(),
+        ca_pem: s.ca_pem().map(String::from),
+        token: s.admin_token().to_string(),
+    }
+}
+
+/// A kube client for a server (admin token, the server's CA).
+pub async fn client(s: &Server) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::from_yaml(&s.kubeconfig())
+        .context("parsing the generated kubeconfig")?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .context("building a client config")?;
+    kube::Client::try_from(cfg).context("building a client")
+}
+
+/// Server-side applies every Causeway CRD and waits for `Established`.
+pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds = causeway_crds::crdgen::all_crds();
+    for crd in &crds {
+        let name = crd
+            .metadata
+            .name
+            .clone()
+            .context("generated CRD without a name")?;
+        api.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(crd),
+        )
+        .await
+        .with_context(|| format!("applying CRD {name}"))?;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for crd in &crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        loop {
+            let cur = api.get(&name).await?;
+            let established = cur
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("CRD {name} was not Established within 10 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! `causeway-local`: a local clusterset (hub + members on kubesim) with Causeway installed.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use causeway_e2e::{Clusterset, Options};
+use clap::{Parser, Subcommand};
+
+/// Run Causeway locally: a hub and member Kubernetes clusters simulated by kubesim,
+/// with Causeway's CRDs installed, driven with kubectl or kube-rs like real clusters.
+#[derive(Parser, Debug)]
+#[command(name = "causeway-local", version)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Start the hub and member clusters, install the CRDs, write kubeconfigs, and run until Ctrl-C.
+    Up(UpArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct UpArgs {
+    /// Directory for the kubeconfigs: one per cluster (<name>.kubeconfig) and a merged `kubeconfig` with one context per cluster.
+    #[arg(long, default_value = ".causeway-local")]
+    dir: PathBuf,
+    /// Name of the hub cluster.
+    #[arg(long, default_value = "hub")]
+    hub: String,
+    /// Member cluster names, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "east,west,north")]
+    members: Vec<String>,
+    /// Give every cluster an IPv6 service CIDR as well (dual-stack Services).
+    #[arg(long)]
+    dual_stack: bool,
+    /// Serve the hub on this port and the members on the next ones (127.0.0.1); 0 picks free ports.
+    #[arg(long, default_value_t = 0)]
+    base_port: u16,
+    /// Do not fill Deployment/StatefulSet/Job status as if their replicas became ready.
+    #[arg(long)]
+    no_simulate_workloads: bool,
+    /// Log filter (tracing EnvFilter syntax).
+    #[arg(long, env = "RUST_LOG", default_value = "warn")]
+    log: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Up(args) => up(args).await,
+    }
+}
+
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&args.log)
+                .context("--log is not a valid filter")?,
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let started = Instant::now();
+    let opts = Options {
+        hub: args.hub.clone(),
+        members: args.members.clone(),
+        dual_stack: args.dual_stack,
+        base_port: args.base_port,
+        simulate_workloads: !args.no_simulate_workloads,
+    };
+    let total = 3;
+    println!(
+        "[1/{total}] starting {} clusters on kubesim",
+        1 + opts.members.len()
+    );
+    let cs = Clusterset::start(&opts, |line| println!("      {line}")).await?;
+    println!("[2/{total}] installing Causeway CRDs into every cluster");
+    cs.install_crds().await?;
+    println!("[3/{total}] writing kubeconfigs");
+    let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
+    let merged = cs.write_kubeconfigs(&dir)?;
+    for s in cs.all() {
+        println!(
+            "      {}",
+            dir.join(format!("{}.kubeconfig", s.name())).display()
+        );
+    }
+    println!(
+        "      {} (contexts: {})",
+        merged.display(),
+        cs.all()
+            .map(|s| s.name().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!();
+    println!(
+        "causeway-local is up in {:.1}s: kubeconfigs in {}",
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    );
+    println!();
+    println!("Try:");
+    println!("  export KUBECONFIG={}", merged.display());
+    println!("  kubectl config get-contexts");
+    println!("  kubectl --context {} get crds", opts.hub);
+    for m in &opts.members {
+        println!("  kubectl --context {m} get namespaces");
+    }
+    println!("  kubectl --context {} apply -f examples/", opts.members[0]);
+    println!(
+        "  kubectl --context {} get serviceexports,serviceimports -A",
+        opts.members[0]
+    );
+    println!();
+    println!("Press Ctrl-C to stop.");
+    wait_for_stop().await?;
+    println!("stopping...");
+    cs.shutdown();
+    println!("stopped");
+    Ok(())
+}
+
+async fn wait_for_stop() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

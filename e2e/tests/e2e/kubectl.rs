@@ -1,0 +1,461 @@
+//! Real kubectl against kubesim: apply (client-side and server-side) of deploy/crds and
+//! examples/, get as table and YAML, get -w, label, annotate, patch, wait, delete, explain.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::support::Env;
+
+fn lines(s: &str) -> Vec<&str> {
+    s.lines().filter(|l| !l.trim().is_empty()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_crds_and_examples_client_side_then_get_and_delete() {
+    let env = Env::start().await;
+    let out = env.ok(&["apply", "-f", "deploy/crds/"]).await;
+    assert!(
+        out.contains("serviceimports.multicluster.x-k8s.io"),
+        "{out}"
+    );
+    assert!(
+        out.contains("unchanged") || out.contains("configured"),
+        "CRDs were preinstalled by SSA; kubectl must see them: {out}"
+    );
+
+    let created = env.ok(&["apply", "-f", "examples/"]).await;
+    let n = lines(&created).len();
+    assert!(n >= 8, "every example object is created: {created}");
+    assert!(
+        created.lines().all(|l| l.ends_with(" created")),
+        "{created}"
+    );
+    // Re-applying is idempotent.
+    let again = env.ok(&["apply", "-f", "examples/"]).await;
+    assert!(again.lines().all(|l| l.ends_with(" unchanged")), "{again}");
+    // Every object is there, as kubectl sees it.
+    let names = env.ok(&["get", "-f", "examples/", "-o", "name"]).await;
+    assert_eq!(lines(&names).len(), n, "{names}");
+    for kind in ["serviceexport", "serviceimport", "multiclusteringress"] {
+        assert!(names.contains(kind), "{kind} missing from {names}");
+    }
+    // The namespace goes first and takes its content with it, so later deletes may find nothing.
+    let deleted = env
+        .ok(&[
+            "delete",
+            "-f",
+            "examples/",
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=20s",
+        ])
+        .await;
+    assert!(deleted.contains("namespace \"demo\" deleted"), "{deleted}");
+    let gone = env
+        .ok(&["get", "-f", "examples/", "-o", "name", "--ignore-not-found"])
+        .await;
+    assert!(
+        lines(&gone).is_empty(),
+        "all example objects deleted: {gone}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_server_side_is_idempotent_and_reports_conflicts() {
+    let env = Env::start().await;
+    env.ok(&["apply", "--server-side", "-f", "deploy/crds/"])
+        .await;
+    let out = env.ok(&["apply", "--server-side", "-f", "examples/"]).await;
+    assert!(
+        out.lines().all(|l| l.ends_with(" serverside-applied")),
+        "{out}"
+    );
+    let again = env.ok(&["apply", "--server-side", "-f", "examples/"]).await;
+    assert!(
+        again.lines().all(|l| l.ends_with(" serverside-applied")),
+        "{again}"
+    );
+
+    // Another manager takes a field; kubectl's next apply conflicts, --force-conflicts wins.
+    let cm = env.file("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owned\n  namespace: default\ndata:\n  color: blue\n");
+    env.ok(&["apply", "--server-side", "-f", &cm]).await;
+    let api: Api<ConfigMap> = Api::namespaced(env.hub_client().await, "default");
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned"}, "data": {"color": "red"}});
+    api.patch(
+        "owned",
+        &PatchParams::apply("other-controller").force(),
+        &Patch::Apply(&other),
+    )
+    .await
+    .unwrap();
+    let err = env.fails(&["apply", "--server-side", "-f", &cm]).await;
+    assert!(
+        err.contains("conflict") && err.contains("other-controller") && err.contains(".data.color"),
+        "{err}"
+    );
+    env.ok(&["apply", "--server-side", "--force-conflicts", "-f", &cm])
+        .await;
+    let color = env
+        .ok(&["get", "cm", "owned", "-o", "jsonpath={.data.color}"])
+        .await;
+    assert_eq!(color, "blue");
+    let managers = env
+        .ok(&[
+            "get",
+            "cm",
+            "owned",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}",
+        ])
+        .await;
+    assert!(managers.contains("kubectl"), "{managers}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_as_table_yaml_json_and_explain() {
+    let env = Env::start().await;
+    env.ok(&["apply", "-f", "examples/"]).await;
+    let table = env.ok(&["get", "serviceimports", "-A"]).await;
+    let header = table.lines().next().unwrap_or_default();
+    for col in ["NAMESPACE", "NAME", "TYPE", "IP", "AGE"] {
+        assert!(
+            header.contains(col),
+            "ServiceImport printer column {col} missing: {table}"
+        );
+    }
+    assert!(lines(&table).len() >= 2, "{table}");
+    let svc = env.ok(&["get", "svc", "-n", "demo"]).await;
+    assert!(
+        svc.lines()
+            .next()
+            .unwrap_or_default()
+            .contains("CLUSTER-IP"),
+        "{svc}"
+    );
+    let yaml = env.ok(&["get", "serviceexports", "-A", "-o", "yaml"]).await;
+    assert!(
+        yaml.contains("kind: ServiceExport")
+            && yaml.contains("apiVersion: multicluster.x-k8s.io/v1beta1"),
+        "{yaml}"
+    );
+    let json = env.ok(&["get", "ns", "kube-system", "-o", "json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["status"]["phase"], "Active");
+    let wide = env.ok(&["get", "mci", "-A", "-o", "wide"]).await;
+    assert!(lines(&wide).len() >= 2, "{wide}");
+    let explain = env.ok(&["explain", "serviceimports.spec"]).await;
+    assert!(
+        explain.contains("ports") && explain.contains("type"),
+        "{explain}"
+    );
+    let resources = env
+        .ok(&["api-resources", "--api-group=multicluster.x-k8s.io"])
+        .await;
+    assert!(
+        resources.contains("svcim") && resources.contains("svcex"),
+        "{resources}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_sees_a_change() {
+    let env = Env::start().await;
+    env.ok(&["create", "-f", "examples/00-namespace.yaml"])
+        .await;
+    let cm = env.file("w.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: watched\n  namespace: demo\ndata:\n  v: \"1\"\n");
+    env.ok(&["apply", "-f", &cm]).await;
+    let mut child = Command::new(env.bin())
+        .env("KUBECONFIG", &env.kubeconfig)
+        .args([
+            "--context",
+            "hub",
+            "get",
+            "cm",
+            "-n",
+            "demo",
+            "-w",
+            "--output-watch-events",
+            "-o",
+            "custom-columns=EVENT:.type,NAME:.object.metadata.name,V:.object.data.v",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("kubectl get -w starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wait_for = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        while Instant::now() < deadline {
+            if let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+                if l.contains(want) {
+                    return;
+                }
+                seen.push(l);
+            }
+        }
+        panic!("kubectl get -w never printed {want:?}; saw {seen:?}");
+    };
+    wait_for("ADDED");
+    env.ok(&[
+        "patch",
+        "cm",
+        "watched",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"v":"2"}}"#,
+    ])
+    .await;
+    wait_for("MODIFIED");
+    env.ok(&["delete", "cm", "watched", "-n", "demo"]).await;
+    wait_for("DELETED");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn label_annotate_and_patch_every_type() {
+    let env = Env::start().await;
+    env.ok(&["apply", "-f", "examples/00-namespace.yaml"]).await;
+    let svc = env.file("s.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: demo\nspec:\n  selector:\n    app: web\n  ports:\n  - name: http\n    port: 80\n  - name: https\n    port: 443\n");
+    env.ok(&["apply", "-f", &svc]).await;
+    env.ok(&["label", "svc", "web", "-n", "demo", "tier=front"])
+        .await;
+    env.ok(&["annotate", "svc", "web", "-n", "demo", "owner=team-a"])
+        .await;
+    let sel = env
+        .ok(&["get", "svc", "-n", "demo", "-l", "tier=front", "-o", "name"])
+        .await;
+    assert_eq!(sel.trim(), "service/web");
+    let none = env
+        .ok(&[
+            "get",
+            "svc",
+            "-n",
+            "demo",
+            "-l",
+            "tier notin (front)",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert!(none.trim().is_empty(), "{none}");
+    env.ok(&["label", "svc", "web", "-n", "demo", "tier-"])
+        .await;
+    let labels = env
+        .ok(&[
+            "get",
+            "svc",
+            "web",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.metadata.labels}",
+        ])
+        .await;
+    assert!(!labels.contains("tier"), "{labels}");
+    // strategic merge: the port list merges by port number
+    env.ok(&[
+        "patch",
+        "svc",
+        "web",
+        "-n",
+        "demo",
+        "-p",
+        r#"{"spec":{"ports":[{"name":"metrics","port":9090}]}}"#,
+    ])
+    .await;
+    let ports = env
+        .ok(&[
+            "get",
+            "svc",
+            "web",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.spec.ports[*].port}",
+        ])
+        .await;
+    assert_eq!(ports, "80 443 9090");
+    env.ok(&[
+        "patch",
+        "svc",
+        "web",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"sessionAffinity":"ClientIP"}}"#,
+    ])
+    .await;
+    env.ok(&[
+        "patch",
+        "svc",
+        "web",
+        "-n",
+        "demo",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/ports/2"}]"#,
+    ])
+    .await;
+    let after = env
+        .ok(&[
+            "get",
+            "svc",
+            "web",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.spec.sessionAffinity} {.spec.ports[*].port} {.metadata.annotations.owner}",
+        ])
+        .await;
+    assert_eq!(after, "ClientIP 80 443 team-a");
+    // clusterIP is immutable
+    let err = env
+        .fails(&[
+            "patch",
+            "svc",
+            "web",
+            "-n",
+            "demo",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"clusterIP":"10.96.200.200","clusterIPs":["10.96.200.200"]}}"#,
+        ])
+        .await;
+    assert!(err.contains("Invalid") || err.contains("invalid"), "{err}");
+    // custom resources take merge and json patches, not strategic
+    env.ok(&["apply", "-f", "examples/"]).await;
+    let ex = env
+        .ok(&[
+            "get",
+            "svcex",
+            "-A",
+            "-o",
+            "jsonpath={.items[0].metadata.namespace}/{.items[0].metadata.name}",
+        ])
+        .await;
+    let (ns, name) = ex.split_once('/').unwrap();
+    env.ok(&[
+        "patch",
+        "svcex",
+        name,
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"exportedLabels":{"team":"a"}}}"#,
+    ])
+    .await;
+    let got = env
+        .ok(&[
+            "get",
+            "svcex",
+            name,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.spec.exportedLabels.team}",
+        ])
+        .await;
+    assert_eq!(got, "a");
+    let err = env
+        .fails(&[
+            "patch",
+            "svcex",
+            name,
+            "-n",
+            ns,
+            "--type=strategic",
+            "-p",
+            r#"{"spec":{}}"#,
+        ])
+        .await;
+    assert!(
+        err.contains("UnsupportedMediaType")
+            || err.contains("unknown format")
+            || err.contains("strategic merge patch"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_condition_set_by_a_controller() {
+    let env = Env::start().await;
+    env.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/serviceexports.multicluster.x-k8s.io",
+        "--timeout=10s",
+    ])
+    .await;
+    env.ok(&["apply", "-f", "examples/00-namespace.yaml"]).await;
+    let ex = env.file("ex.yaml", "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata:\n  name: web\n  namespace: demo\n");
+    env.ok(&["apply", "-f", &ex]).await;
+    let client = env.hub_client().await;
+    let setter = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let ar = kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("multicluster.x-k8s.io", "v1beta1", "ServiceExport"),
+            "serviceexports",
+        );
+        let api: Api<kube::core::DynamicObject> = Api::namespaced_with(client, "demo", &ar);
+        let status = json!({"status": {"conditions": [{"type": "Valid", "status": "True", "reason": "Valid", "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+        api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    });
+    let started = Instant::now();
+    env.ok(&[
+        "wait",
+        "--for=condition=Valid",
+        "serviceexport/web",
+        "-n",
+        "demo",
+        "--timeout=15s",
+    ])
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "wait returned before the condition was set"
+    );
+    setter.await.unwrap();
+    let err = env
+        .fails(&[
+            "wait",
+            "--for=condition=Ready",
+            "serviceexport/web",
+            "-n",
+            "demo",
+            "--timeout=1s",
+        ])
+        .await;
+    assert!(err.contains("timed out"), "{err}");
+    env.ok(&["delete", "serviceexport/web", "-n", "demo"]).await;
+    env.ok(&[
+        "wait",
+        "--for=delete",
+        "serviceexport/web",
+        "-n",
+        "demo",
+        "--timeout=5s",
+    ])
+    .await;
+}

@@ -1,0 +1,164 @@
+//! `causeway-local up`: comes up, kubectl works against every context, Ctrl-C stops it cleanly.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::kubectl_bin;
+
+#[test]
+fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
+    let kubectl = kubectl_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
+        .args(["up", "--dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("causeway-local starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.iter().any(|l: &String| l.contains("Press Ctrl-C")) {
+        assert!(
+            Instant::now() < deadline,
+            "causeway-local did not come up in 30 s; printed {out:#?}"
+        );
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
+            out.push(l);
+        }
+    }
+    let printed = out.join("\n");
+    for step in ["[1/3]", "[2/3]", "[3/3]", "kubectl --context hub get crds"] {
+        assert!(
+            printed.contains(step),
+            "progress line {step:?} missing:\n{printed}"
+        );
+    }
+    let merged = dir.path().join("kubeconfig");
+    assert!(printed.contains(&merged.display().to_string()), "{printed}");
+    let run = |args: &[&str]| {
+        let o = Command::new(&kubectl)
+            .env("KUBECONFIG", &merged)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let contexts = run(&["config", "get-contexts", "-o", "name"]);
+    let mut ctx: Vec<&str> = contexts.lines().collect();
+    ctx.sort();
+    assert_eq!(ctx, vec!["east", "hub", "north", "west"]);
+    let mut uids = Vec::new();
+    for c in ["hub", "east", "west", "north"] {
+        let ns = run(&[
+            "--context",
+            c,
+            "get",
+            "ns",
+            "kube-system",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ]);
+        uids.push(ns);
+        let crds = run(&["--context", c, "get", "crds", "-o", "name"]);
+        assert!(
+            crds.contains("serviceimports.multicluster.x-k8s.io"),
+            "{c}: {crds}"
+        );
+        // each per-cluster kubeconfig works on its own too
+        let own = dir.path().join(format!("{c}.kubeconfig"));
+        let o = Command::new(&kubectl)
+            .env("KUBECONFIG", &own)
+            .args([
+                "get",
+                "svc",
+                "kubernetes",
+                "-o",
+                "jsonpath={.spec.clusterIP}",
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let ip = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(ip.starts_with("10.9"), "{c}: clusterIP {ip}");
+    }
+    uids.sort();
+    uids.dedup();
+    assert_eq!(uids.len(), 4, "each cluster has its own kube-system uid");
+    // Ctrl-C: clean shutdown
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "causeway-local did not stop within 10 s of SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "exit status {status:?}");
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(rest.iter().any(|l| l == "stopped"), "{rest:?}");
+    let o = Command::new(&kubectl)
+        .env("KUBECONFIG", &merged)
+        .args(["--context", "hub", "get", "ns", "--request-timeout=2s"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the servers are down after shutdown");
+}
+
+#[test]
+fn causeway_local_rejects_bad_flags_with_a_clear_message() {
+    let o = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
+        .args(["up", "--members", "East_1"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("East_1") && err.contains("DNS-1123"), "{err}");
+    let o = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
+        .args(["up", "--members", "hub"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unique"));
+    let o = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
+        .args(["up", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--dir",
+        "--hub",
+        "--members",
+        "--dual-stack",
+        "--base-port",
+        "--no-simulate-workloads",
+        "--log",
+    ] {
+        assert!(help.contains(flag), "--help documents {flag}");
+    }
+}
