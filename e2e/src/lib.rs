@@ -26,6 +26,8 @@ pub struct Options {
     pub base_port: u16,
     /// Fill workload status as if replicas became ready.
     pub simulate_workloads: bool,
+    /// Keep each cluster's objects under `<dir>/<name>/` so they survive a restart.
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -36,6 +38,7 @@ impl Default for Options {
             dual_stack: false,
             base_port: 0,
             simulate_workloads: true,
+            data_dir: None,
         }
     }
 }
@@ -112,6 +115,7 @@ impl Clusterset {
             }
             cfg.service_cidrs = service_cidrs(i, opts.dual_stack);
             cfg.simulate_workloads = opts.simulate_workloads;
+            cfg.data_dir = opts.data_dir.as_ref().map(|d| d.join(name));
             let s = Server::start(cfg)
                 .await
                 .with_context(|| format!("starting cluster {name}"))?;

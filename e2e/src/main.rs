@@ -42,6 +42,10 @@ struct UpArgs {
     /// Do not fill Deployment/StatefulSet/Job status as if their replicas became ready.
     #[arg(long)]
     no_simulate_workloads: bool,
+    /// Keep every cluster's objects under this directory (one sub-directory per cluster) so a
+    /// restart brings them back; combine with --base-port for stable addresses.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// Log filter (tracing EnvFilter syntax).
     #[arg(long, env = "RUST_LOG", default_value = "warn")]
     log: String,
@@ -70,6 +74,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         dual_stack: args.dual_stack,
         base_port: args.base_port,
         simulate_workloads: !args.no_simulate_workloads,
+        data_dir: args.data_dir.clone(),
     };
     let total = 3;
     println!(

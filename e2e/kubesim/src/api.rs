@@ -91,13 +91,17 @@ impl Req {
                 "the request body is empty: send the object as JSON or YAML",
             ));
         }
-        if self.content_type.contains("protobuf") || self.content_type.contains("cbor") {
-            return Err(ApiError::unsupported_media(
-                &self.content_type,
-                &["application/json", "application/yaml"],
-            ));
-        }
-        let yaml = self.content_type.contains("yaml");
+        // No Content-Type means JSON, as kube-apiserver's serializer negotiation does.
+        let yaml = match self.content_type.as_str() {
+            "" | "application/json" => false,
+            "application/yaml" | "application/apply-patch+yaml" => true,
+            other => {
+                return Err(ApiError::unsupported_media(
+                    other,
+                    &["application/json", "application/yaml"],
+                ));
+            }
+        };
         let text = std::str::from_utf8(&self.body)
             .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
         let v: Value = if yaml {

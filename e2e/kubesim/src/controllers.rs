@@ -184,8 +184,12 @@ fn gc(st: &mut State) -> bool {
             }
         }
     }
-    // dependents whose owners are all gone
+    // dependents whose owners are all gone (as they are now: orphaning above may
+    // have removed owner references since `all` was read)
     for (g, o) in &all {
+        let Some(o) = st.store.get(g, o.namespace(), o.name()) else {
+            continue;
+        };
         let refs: Vec<String> = o
             .value
             .pointer("/metadata/ownerReferences")
@@ -197,9 +201,7 @@ fn gc(st: &mut State) -> bool {
         if refs.is_empty() || o.value.pointer("/metadata/deletionTimestamp").is_some() {
             continue;
         }
-        if refs.iter().all(|u| st.store.by_uid(u).is_none())
-            && st.store.get(g, o.namespace(), o.name()).is_some()
-        {
+        if refs.iter().all(|u| st.store.by_uid(u).is_none()) {
             changed |= delete(st, g, o.namespace(), o.name(), "Background");
         }
     }

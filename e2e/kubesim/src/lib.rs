@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod objects;
 pub mod openapi;
 pub mod patch;
+pub mod persist;
 pub mod registry;
 pub mod selectors;
 pub mod server;

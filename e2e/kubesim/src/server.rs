@@ -48,6 +48,8 @@ pub struct Config {
     pub max_body: usize,
     /// Reported by `/version`.
     pub kubernetes_version: String,
+    /// Keep objects in a journal here and reload them at start (None: memory only).
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -66,6 +68,7 @@ impl Config {
             bookmark_interval: Duration::from_secs(5),
             max_body: 3 * 1024 * 1024,
             kubernetes_version: "v1.33.0".into(),
+            data_dir: None,
         }
     }
 }
@@ -201,7 +204,23 @@ impl Server {
             registry: Registry::builtin(),
             ipam: Ipam::new(cfg.service_cidrs.clone()),
         };
-        bootstrap(&mut state, &cfg);
+        match &cfg.data_dir {
+            Some(dir) => {
+                let (journal, restored, max_rv) =
+                    crate::persist::Journal::open(dir).map_err(|e| {
+                        StartError::Config(format!("cannot use --data-dir {}: {e}", dir.display()))
+                    })?;
+                let fresh = restored.is_empty();
+                restore(&mut state, restored, max_rv);
+                if fresh {
+                    state.store.set_journal(journal);
+                    bootstrap(&mut state, &cfg);
+                } else {
+                    state.store.set_journal(journal);
+                }
+            }
+            None => bootstrap(&mut state, &cfg),
+        }
         let inner = Arc::new(Inner {
             cfg,
             state: Mutex::new(state),
@@ -307,6 +326,56 @@ pub(crate) fn gr(group: &str, resource: &str) -> GroupResource {
         group: group.to_string(),
         resource: resource.to_string(),
     }
+}
+
+/// Puts journaled objects back: CRDs first (so their types are served), then the rest;
+/// Service addresses are re-reserved.
+fn restore(state: &mut State, restored: Vec<crate::persist::Restored>, max_rv: u64) {
+    let (crds, rest): (Vec<_>, Vec<_>) = restored.into_iter().partition(|r| {
+        r.gr.group == "apiextensions.k8s.io" && r.gr.resource == "customresourcedefinitions"
+    });
+    for r in crds.into_iter().chain(rest) {
+        if r.gr.group == "apiextensions.k8s.io" && r.gr.resource == "customresourcedefinitions" {
+            match crate::crd::types_of(&r.obj) {
+                Ok(types) => types.into_iter().for_each(|t| state.registry.insert(t)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a journaled CRD no longer validates; not serving it")
+                }
+            }
+        }
+        if r.gr.group.is_empty() && r.gr.resource == "services" {
+            for ip in r
+                .obj
+                .pointer("/spec/clusterIPs")
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+            {
+                if let Some(ip) = ip.as_str().and_then(|s| s.parse().ok()) {
+                    let _ = state.ipam.reserve(ip);
+                }
+            }
+            for p in r
+                .obj
+                .pointer("/spec/ports")
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+            {
+                if let Some(np) = p.get("nodePort").and_then(|v| v.as_u64()) {
+                    let _ = state.ipam.node_port(Some(np as u16));
+                }
+            }
+        }
+        let rv = r
+            .obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(|v| v.as_str())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        state.store.restore(&r.gr, r.obj, rv);
+    }
+    state.store.restore_rv(max_rv);
 }
 
 fn bootstrap(state: &mut State, cfg: &Config) {

@@ -215,8 +215,14 @@ pub fn values_equal(a: Option<&Value>, b: Option<&Value>) -> bool {
 fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
-        (Value::Object(x), Value::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w))),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
         _ => a == b,
     }
 }
@@ -592,7 +598,8 @@ pub fn record_update(old: &Value, new: &mut Value, shape: Shape, req: &ApplyRequ
         .iter()
         .filter(|p| {
             !old_set.contains(*p)
-                || (!matches!(p.last(), Some(Pe::Key(_))) && !values_equal(value_at(old, p), value_at(new, p)))
+                || (!matches!(p.last(), Some(Pe::Key(_)))
+                    && !values_equal(value_at(old, p), value_at(new, p)))
         })
         .cloned()
         .collect();

@@ -106,6 +106,7 @@ pub struct Store {
     compacted: u64,
     uids: HashMap<String, UidEntry>,
     tx: broadcast::Sender<Arc<Event>>,
+    journal: Option<crate::persist::Journal>,
 }
 
 impl Store {
@@ -120,7 +121,38 @@ impl Store {
             compacted: 0,
             uids: HashMap::new(),
             tx,
+            journal: None,
         }
+    }
+
+    /// Journals every later change (see [`crate::persist`]).
+    pub fn set_journal(&mut self, j: crate::persist::Journal) {
+        self.journal = Some(j);
+    }
+
+    /// Moves the resourceVersion past everything a journal ever recorded.
+    pub fn restore_rv(&mut self, rv: u64) {
+        self.rv = self.rv.max(rv);
+        self.compacted = self.rv;
+    }
+
+    /// Puts back an object read from the journal, keeping its resourceVersion.
+    pub fn restore(&mut self, gr: &GroupResource, value: Value, rv: u64) {
+        self.rv = self.rv.max(rv);
+        let obj = StoredObj::new(value);
+        let key = (obj.namespace().to_string(), obj.name().to_string());
+        if let Some(uid) = obj.value.pointer("/metadata/uid").and_then(Value::as_str) {
+            self.uids.insert(
+                uid.to_string(),
+                UidEntry {
+                    gr: gr.clone(),
+                    ns: key.0.clone(),
+                    name: key.1.clone(),
+                },
+            );
+        }
+        self.objects.entry(gr.clone()).or_default().insert(key, obj);
+        self.compacted = self.rv;
     }
 
     /// The current resourceVersion.
@@ -282,6 +314,9 @@ impl Store {
     }
 
     fn record(&mut self, e: Event) -> Arc<Event> {
+        if let Some(j) = &mut self.journal {
+            j.append(&e);
+        }
         let e = Arc::new(e);
         self.history.push_back(e.clone());
         while self.history.len() > self.history_limit {

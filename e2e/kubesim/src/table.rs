@@ -22,7 +22,9 @@ pub fn builtin_columns(group: &str, plural: &str) -> Vec<Column> {
         ("", "services") => vec![
             col("Type", "string", ".spec.type", 0),
             col("Cluster-IP", "string", ".spec.clusterIP", 0),
-            col("Ports", "string", ".spec.ports[*].port", 0),
+            col("External-IP", "string", "@external-ip", 0),
+            col("Port(s)", "string", "@service-ports", 0),
+            col("Selector", "string", "@selector", 1),
         ],
         ("", "pods") => vec![
             col("Status", "string", ".status.phase", 0),
@@ -58,6 +60,73 @@ pub fn builtin_columns(group: &str, plural: &str) -> Vec<Column> {
             vec![col("Created At", "date", ".metadata.creationTimestamp", 0)]
         }
         _ => vec![],
+    }
+}
+
+/// Cells kubectl's built-in printers compute rather than read (`@name` columns).
+fn computed(obj: &Value, which: &str) -> Value {
+    match which {
+        "@service-ports" => {
+            let ports = obj
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            if ports.is_empty() {
+                return json!("<none>");
+            }
+            json!(
+                ports
+                    .iter()
+                    .map(|p| {
+                        let port = p.get("port").map(|v| v.to_string()).unwrap_or_default();
+                        let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+                        match p.get("nodePort") {
+                            Some(np) => format!("{port}:{np}/{proto}"),
+                            None => format!("{port}/{proto}"),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        }
+        "@external-ip" => {
+            let ingress: Vec<String> = obj
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| {
+                    i.get("ip")
+                        .or_else(|| i.get("hostname"))
+                        .and_then(Value::as_str)
+                        .map(String::from)
+                })
+                .collect();
+            match (
+                obj.pointer("/spec/type").and_then(Value::as_str),
+                ingress.is_empty(),
+            ) {
+                (Some("LoadBalancer"), true) => json!("<pending>"),
+                (_, false) => json!(ingress.join(",")),
+                (Some("ExternalName"), _) => json!(
+                    obj.pointer("/spec/externalName")
+                        .cloned()
+                        .unwrap_or(json!("<none>"))
+                ),
+                _ => json!("<none>"),
+            }
+        }
+        "@selector" => match obj.pointer("/spec/selector").and_then(Value::as_object) {
+            Some(m) if !m.is_empty() => json!(
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            _ => json!("<none>"),
+        },
+        _ => Value::Null,
     }
 }
 
@@ -170,6 +239,10 @@ pub fn table(rt: &ResourceType, objects: &[&Value], rv: &str, continue_: Option<
         .map(|o| {
             let mut cells = vec![json!(o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""))];
             for c in &rt.columns {
+                if c.json_path.starts_with('@') {
+                    cells.push(computed(o, &c.json_path));
+                    continue;
+                }
                 let vals = eval_path(o, &c.json_path);
                 let mut v = cell(&vals, &c.type_);
                 if c.type_ == "date" {
@@ -215,6 +288,19 @@ pub fn age(ts: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn service_cells_match_kubectl() {
+        let svc = json!({"spec": {"type": "NodePort", "selector": {"app": "web"}, "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30001}, {"port": 53, "protocol": "UDP"}]}});
+        assert_eq!(
+            computed(&svc, "@service-ports"),
+            json!("80:30001/TCP,53/UDP")
+        );
+        assert_eq!(computed(&svc, "@external-ip"), json!("<none>"));
+        assert_eq!(computed(&svc, "@selector"), json!("app=web"));
+        let lb = json!({"spec": {"type": "LoadBalancer"}});
+        assert_eq!(computed(&lb, "@external-ip"), json!("<pending>"));
+    }
 
     #[test]
     fn jsonpath_subset() {

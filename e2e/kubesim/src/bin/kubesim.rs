@@ -48,6 +48,10 @@ struct Args {
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, default_value_t = 5)]
     bookmark_interval: u64,
+    /// Keep objects in a journal in this directory and reload them at start, so the
+    /// cluster survives a restart (the CA and tokens are new each start; the kubeconfig is rewritten).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
     /// Log filter (tracing EnvFilter syntax), e.g. `kubesim=debug`.
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
@@ -80,6 +84,7 @@ async fn main() -> anyhow::Result<()> {
     cfg.simulate_workloads = args.simulate_workloads;
     cfg.nodes = args.nodes;
     cfg.history_limit = args.history;
+    cfg.data_dir = args.data_dir.clone();
     cfg.bookmark_interval = Duration::from_secs(args.bookmark_interval.max(1));
     let server = kubesim::Server::start(cfg).await?;
     std::fs::write(&args.kubeconfig, server.kubeconfig())
