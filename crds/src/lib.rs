@@ -1,0 +1,26 @@
+//! Causeway API types, well-known names, and the CRD generator.
+//!
+//! - [`mcs`]: `multicluster.x-k8s.io` ServiceExport / ServiceImport (v1beta1 and v1alpha1).
+//! - [`mci`]: `networking.karmada.io/v1alpha1` MultiClusterIngress.
+//! - [`exported_service`]: `causeway.io/v1alpha1` ExportedService (exporter → hub).
+//! - [`federation`]: `causeway.io/v1alpha1` Cluster, PropagationPolicy,
+//!   ClusterPropagationPolicy, OverridePolicy, ClusterOverridePolicy, Work.
+//! - [`well_known`]: label, annotation and finalizer keys and other fixed names.
+//! - [`names`]: derived names (derived Services, execution namespaces, ...).
+//! - [`crdgen`]: [`crdgen::all_crds`] and YAML rendering for `deploy/crds`.
+
+// kube-derive's `printcolumn(name = .., type_ = .., json_path = ..)` repeats the same
+// keys once per column, which this lint mistakes for duplicated attributes.
+#![allow(clippy::duplicated_attributes)]
+// Doc comments of API fields become the CRD field descriptions, which keep the
+// upstream (mcs-api, Kubernetes) wording, bare URLs included.
+#![allow(rustdoc::bare_urls)]
+
+pub mod crdgen;
+pub mod exported_service;
+pub mod federation;
+pub mod mci;
+pub mod mcs;
+pub mod names;
+mod schema;
+pub mod well_known;

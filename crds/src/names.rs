@@ -1,0 +1,199 @@
+//! Names derived from other names: derived Services, execution namespaces,
+//! ExportedServices, and the DNS-1123 checks they must pass.
+
+use sha2::{Digest, Sha256};
+
+use crate::well_known::EXECUTION_NAMESPACE_PREFIX;
+
+/// Prefix of every derived Service name.
+pub const DERIVED_SERVICE_PREFIX: &str = "derived-";
+
+/// How many base32hex characters of the hash a derived Service name keeps.
+pub const DERIVED_SERVICE_HASH_LEN: usize = 10;
+
+/// RFC 4648 §7 "base32hex" alphabet, lower-cased.
+const BASE32HEX_LOWER: &[u8; 32] = b"0123456789abcdefghijklmnopqrstuv";
+
+/// Encodes `bytes` as lower-case base32hex (RFC 4648 "extended hex" alphabet
+/// `0-9a-v`) without padding.
+pub fn base32hex_lower(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(5) * 8);
+    let mut buffer: u16 = 0;
+    let mut bits: u32 = 0;
+    for &byte in bytes {
+        buffer = (buffer << 8) | u16::from(byte);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(char::from(
+                BASE32HEX_LOWER[usize::from((buffer >> bits) & 0x1f)],
+            ));
+        }
+        buffer &= (1 << bits) - 1;
+    }
+    if bits > 0 {
+        out.push(char::from(
+            BASE32HEX_LOWER[usize::from((buffer << (5 - bits)) & 0x1f)],
+        ));
+    }
+    out
+}
+
+/// The name of the derived Service that backs the ServiceImport `<namespace>/<name>`
+/// in a member: `derived-` + the first 10 characters of the lower-case, unpadded
+/// base32hex encoding of `sha256("<namespace>/<name>")` (the mcs-api reference
+/// controller's convention). Always an 18-character DNS-1123 label.
+pub fn derived_service_name(namespace: &str, name: &str) -> String {
+    let digest = Sha256::digest(format!("{namespace}/{name}").as_bytes());
+    let encoded = base32hex_lower(&digest);
+    format!(
+        "{DERIVED_SERVICE_PREFIX}{}",
+        &encoded[..DERIVED_SERVICE_HASH_LEN]
+    )
+}
+
+/// The hub namespace that holds the `Work` objects of member `cluster`:
+/// `causeway-es-<cluster>`.
+pub fn execution_namespace(cluster: &str) -> String {
+    format!("{EXECUTION_NAMESPACE_PREFIX}{cluster}")
+}
+
+/// The member cluster whose execution namespace `namespace` is, if it is one.
+pub fn cluster_of_execution_namespace(namespace: &str) -> Option<&str> {
+    namespace
+        .strip_prefix(EXECUTION_NAMESPACE_PREFIX)
+        .filter(|cluster| !cluster.is_empty())
+}
+
+/// The name of the `ExportedService` that member `cluster` publishes to the hub for
+/// its Service `service`: `<service>.<cluster>` (in the Service's namespace).
+pub fn exported_service_name(service: &str, cluster: &str) -> String {
+    format!("{service}.{cluster}")
+}
+
+/// Whether `s` is a DNS-1123 label: 1–63 characters of `[a-z0-9-]`, starting and
+/// ending with an alphanumeric character (Service and namespace names, cluster names).
+pub fn is_dns1123_label(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+}
+
+/// Whether `s` is a DNS-1123 subdomain: at most 253 characters of dot-separated
+/// DNS-1123 labels (most object names, cluster ids).
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn base32hex_matches_rfc4648_test_vectors() {
+        // RFC 4648 §10, lower-cased and without padding.
+        let vectors = [
+            ("", ""),
+            ("f", "co"),
+            ("fo", "cpng"),
+            ("foo", "cpnmu"),
+            ("foob", "cpnmuog"),
+            ("fooba", "cpnmuoj1"),
+            ("foobar", "cpnmuoj1e8"),
+        ];
+        for (input, want) in vectors {
+            assert_eq!(base32hex_lower(input.as_bytes()), want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn derived_service_name_matches_independent_vectors() {
+        // Computed with Python:
+        // base64.b32hexencode(hashlib.sha256(b"default/nginx").digest()).decode().lower()[:10]
+        assert_eq!(
+            derived_service_name("default", "nginx"),
+            "derived-iuq6ea9f4j"
+        );
+        assert_eq!(derived_service_name("demo", "demo"), "derived-btqqkip9o8");
+    }
+
+    #[test]
+    fn execution_namespace_round_trips() {
+        assert_eq!(execution_namespace("member-1"), "causeway-es-member-1");
+        assert_eq!(
+            cluster_of_execution_namespace("causeway-es-member-1"),
+            Some("member-1")
+        );
+        assert_eq!(cluster_of_execution_namespace("causeway-es-"), None);
+        assert_eq!(cluster_of_execution_namespace("default"), None);
+    }
+
+    #[test]
+    fn exported_service_name_is_service_dot_cluster() {
+        assert_eq!(exported_service_name("web", "member-1"), "web.member-1");
+        assert!(is_dns1123_subdomain(&exported_service_name(
+            "web", "member-1"
+        )));
+    }
+
+    #[test]
+    fn dns1123_checks() {
+        assert!(is_dns1123_label("a"));
+        assert!(is_dns1123_label("a-1"));
+        assert!(!is_dns1123_label(""));
+        assert!(!is_dns1123_label("-a"));
+        assert!(!is_dns1123_label("a-"));
+        assert!(!is_dns1123_label("A"));
+        assert!(!is_dns1123_label("a.b"));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(is_dns1123_subdomain("a.b-c.d"));
+        assert!(!is_dns1123_subdomain("a..b"));
+        assert!(!is_dns1123_subdomain(""));
+    }
+
+    /// A straightforward bit-by-bit reference encoder to compare against.
+    fn reference_base32hex(bytes: &[u8]) -> String {
+        let bits: Vec<u8> = bytes
+            .iter()
+            .flat_map(|b| (0..8).rev().map(move |i| (b >> i) & 1))
+            .collect();
+        bits.chunks(5)
+            .map(|chunk| {
+                let mut v = 0usize;
+                for i in 0..5 {
+                    v = (v << 1) | usize::from(chunk.get(i).copied().unwrap_or(0));
+                }
+                char::from(BASE32HEX_LOWER[v])
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn base32hex_agrees_with_reference(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            prop_assert_eq!(base32hex_lower(&bytes), reference_base32hex(&bytes));
+        }
+
+        #[test]
+        fn derived_name_is_an_18_char_dns_label(ns in "[a-z0-9-]{0,63}", name in "\\PC{0,80}") {
+            let derived = derived_service_name(&ns, &name);
+            prop_assert_eq!(derived.len(), 18);
+            prop_assert!(derived.starts_with(DERIVED_SERVICE_PREFIX));
+            prop_assert!(is_dns1123_label(&derived), "{}", derived);
+            prop_assert_eq!(derived_service_name(&ns, &name), derived);
+        }
+
+        #[test]
+        fn derived_name_depends_on_namespace_and_name(a in "[a-z]{1,20}", b in "[a-z]{1,20}") {
+            // "a/b" differs from "b/a" unless a == b.
+            prop_assume!(a != b);
+            prop_assert_ne!(derived_service_name(&a, &b), derived_service_name(&b, &a));
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Well-known label keys, annotation keys, finalizers and names.
+//!
+//! These are the conventions of `DESIGN.md` ("Objects and names"). Tests and
+//! users depend on the exact strings, so every component takes them from here.
+
+/// API group of Causeway's own resources (`Cluster`, `Work`, policies, `ExportedService`).
+pub const CAUSEWAY_GROUP: &str = "causeway.io";
+
+/// API group of the Multi-Cluster Services API (KEP-1645, `kubernetes-sigs/mcs-api`).
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+
+/// API group of Karmada's `MultiClusterIngress`.
+pub const KARMADA_NETWORKING_GROUP: &str = "networking.karmada.io";
+
+/// Field manager used for every server-side apply and update Causeway makes.
+pub const FIELD_MANAGER: &str = "causeway";
+
+/// Name of the `about.k8s.io` `ClusterProperty` that holds the cluster id (KEP-2149).
+pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
+
+/// Name of the `about.k8s.io` `ClusterProperty` that names the clusterset (KEP-2149).
+pub const CLUSTERSET_PROPERTY: &str = "clusterset.k8s.io";
+
+/// Legacy (pre KEP-2149 rename) name of the cluster-id `ClusterProperty`; accepted on read.
+pub const LEGACY_CLUSTER_ID_PROPERTY: &str = "id.k8s.io";
+
+/// `IngressClass.spec.controller` value that selects Causeway's MultiClusterIngress controller.
+pub const INGRESS_CONTROLLER: &str = "causeway.io/ingress-controller";
+
+/// Prefix of the hub namespace that holds a member cluster's `Work` objects
+/// (`causeway-es-<cluster>`); see [`crate::names::execution_namespace`].
+pub const EXECUTION_NAMESPACE_PREFIX: &str = "causeway-es-";
+
+/// DNS zone served for multi-cluster services (KEP-1645 DNS specification).
+pub const CLUSTERSET_DOMAIN: &str = "clusterset.local";
+
+/// Version of the mcs-api CRD schema these types follow (CRD label
+/// [`labels::MCS_RELEASE_VERSION`]).
+pub const MCS_RELEASE_VERSION: &str = "v0.5.0";
+
+/// Revision of the mcs-api CRD schema within [`MCS_RELEASE_VERSION`] (CRD label
+/// [`labels::MCS_CRD_SCHEMA_REVISION`]).
+pub const MCS_CRD_SCHEMA_REVISION: &str = "0";
+
+/// Label keys (and their fixed values).
+pub mod labels {
+    /// MCS: the name of the multi-cluster service an EndpointSlice belongs to.
+    pub const SERVICE_NAME: &str = "multicluster.kubernetes.io/service-name";
+
+    /// MCS: the cluster id of the cluster an EndpointSlice's endpoints come from.
+    pub const SOURCE_CLUSTER: &str = "multicluster.kubernetes.io/source-cluster";
+
+    /// Names the controller that manages an EndpointSlice.
+    pub const ENDPOINTSLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+
+    /// Value of [`ENDPOINTSLICE_MANAGED_BY`] on every EndpointSlice Causeway writes.
+    pub const ENDPOINTSLICE_MANAGED_BY_VALUE: &str = "causeway.io";
+
+    /// Value of [`ENDPOINTSLICE_MANAGED_BY`] used by kube-controller-manager; MCS
+    /// EndpointSlices must never carry it (KEP-1645 EPS-4).
+    pub const ENDPOINTSLICE_MANAGED_BY_KUBE: &str = "endpointslice-controller.k8s.io";
+
+    /// Links an EndpointSlice to the Service kube-proxy programs it for.
+    pub const KUBERNETES_SERVICE_NAME: &str = "kubernetes.io/service-name";
+
+    /// Marks objects Causeway created and owns (value [`MANAGED_VALUE`]).
+    pub const MANAGED: &str = "causeway.io/managed";
+
+    /// Value of [`MANAGED`].
+    pub const MANAGED_VALUE: &str = "true";
+
+    /// On objects a work applier wrote into a member: the `Work` that carries them.
+    pub const WORK_NAME: &str = "causeway.io/work-name";
+
+    /// On objects a work applier wrote into a member: the namespace of that `Work`.
+    pub const WORK_NAMESPACE: &str = "causeway.io/work-namespace";
+
+    /// On `Work` objects and execution namespaces: the member cluster they target.
+    pub const CLUSTER: &str = "causeway.io/cluster";
+
+    /// CRD label: the mcs-api release the CRD schema comes from (API-8).
+    pub const MCS_RELEASE_VERSION: &str = "multicluster.x-k8s.io/release-version";
+
+    /// CRD label: the schema revision within that release, to prevent downgrades (API-8).
+    pub const MCS_CRD_SCHEMA_REVISION: &str = "multicluster.x-k8s.io/crd-schema-revision";
+}
+
+/// Annotation keys.
+pub mod annotations {
+    /// On a ServiceImport: the name of the derived Service that backs it in a member
+    /// (the mcs-api reference convention); see [`crate::names::derived_service_name`].
+    pub const DERIVED_SERVICE: &str = "multicluster.kubernetes.io/derived-service";
+
+    /// On a Service or MultiClusterIngress: which Causeway load balancer serves it.
+    pub const LOAD_BALANCER: &str = "causeway.io/load-balancer";
+
+    /// On a resource template or a Work manifest: `overwrite` or `abort`, overriding the
+    /// policy's `conflictResolution` for that object.
+    pub const CONFLICT_RESOLUTION: &str = "causeway.io/conflict-resolution";
+
+    /// On a member object: the generation of the resource template it was rendered from.
+    pub const TEMPLATE_GENERATION: &str = "causeway.io/template-generation";
+
+    /// Marks the default IngressClass of a cluster.
+    pub const INGRESS_CLASS_IS_DEFAULT: &str = "ingressclass.kubernetes.io/is-default-class";
+
+    /// Deprecated Ingress class annotation, still honoured when `ingressClassName` is unset.
+    pub const INGRESS_CLASS: &str = "kubernetes.io/ingress.class";
+}
+
+/// Finalizers: always `causeway.io/<controller>`.
+pub mod finalizers {
+    /// Prefix of every Causeway finalizer.
+    pub const PREFIX: &str = "causeway.io/";
+
+    /// Held on `Cluster` objects until the execution namespace and its Works are gone.
+    pub const CLUSTER: &str = "causeway.io/cluster-controller";
+
+    /// Held on `Work` objects until their manifests are removed from the member.
+    pub const WORK: &str = "causeway.io/work-applier";
+
+    /// Held on ServiceExports until the export is withdrawn from the hub.
+    pub const EXPORTER: &str = "causeway.io/exporter";
+
+    /// Held on MultiClusterIngresses until load-balancer state is cleaned up.
+    pub const MCI: &str = "causeway.io/mci-controller";
+
+    /// Held on resource templates until their Works are removed.
+    pub const PROPAGATION: &str = "causeway.io/propagation";
+
+    /// The finalizer for a controller: `causeway.io/<controller>`.
+    pub fn for_controller(controller: &str) -> String {
+        format!("{PREFIX}{controller}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizers_carry_the_prefix() {
+        for f in [
+            finalizers::CLUSTER,
+            finalizers::WORK,
+            finalizers::EXPORTER,
+            finalizers::MCI,
+            finalizers::PROPAGATION,
+        ] {
+            assert!(f.starts_with(finalizers::PREFIX), "{f}");
+        }
+        assert_eq!(finalizers::for_controller("x"), "causeway.io/x");
+    }
+}
