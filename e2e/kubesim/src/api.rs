@@ -410,7 +410,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
                     resp.headers_mut().append(header::WARNING, v);
                 }
             }
-            if code >= 200 && code < 300 && !matches!(method, Method::GET) {
+            if (200..300).contains(&code) && !matches!(method, Method::GET) {
                 inner.changed.notify_one();
             }
             Ok(resp)

@@ -63,10 +63,10 @@ fn put_back(st: &mut State, gr: &GroupResource, mut v: Value) {
                 .to_string(),
             v["metadata"]["name"].as_str().unwrap_or("").to_string(),
         );
-        if let Some(e) = st.store.delete(gr, &ns, &name) {
-            if let Some(rt) = st.registry.by_group_resource(gr) {
-                crate::kinds::on_removed(st, &rt, &e.obj.value);
-            }
+        if let Some(e) = st.store.delete(gr, &ns, &name)
+            && let Some(rt) = st.registry.by_group_resource(gr)
+        {
+            crate::kinds::on_removed(st, &rt, &e.obj.value);
         }
         return;
     }
@@ -80,10 +80,10 @@ fn remove_finalizer(st: &mut State, gr: &GroupResource, o: &StoredObj, f: &str) 
     let mut v = o.value.clone();
     let rest: Vec<String> = finalizers(&v).into_iter().filter(|x| x != f).collect();
     v["metadata"]["finalizers"] = json!(rest);
-    if rest.is_empty() {
-        if let Some(m) = v["metadata"].as_object_mut() {
-            m.remove("finalizers");
-        }
+    if rest.is_empty()
+        && let Some(m) = v["metadata"].as_object_mut()
+    {
+        m.remove("finalizers");
     }
     put_back(st, gr, v);
 }

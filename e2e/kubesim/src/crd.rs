@@ -213,15 +213,15 @@ fn structural_problem(s: &Value, path: &str) -> Option<Cause> {
             }
         }
     }
-    if let Some(items) = m.get("items") {
-        if let Some(c) = structural_problem_child(items, &format!("{path}.items")) {
-            return Some(c);
-        }
+    if let Some(items) = m.get("items")
+        && let Some(c) = structural_problem_child(items, &format!("{path}.items"))
+    {
+        return Some(c);
     }
-    if let Some(ap @ Value::Object(_)) = m.get("additionalProperties") {
-        if let Some(c) = structural_problem_child(ap, &format!("{path}.additionalProperties")) {
-            return Some(c);
-        }
+    if let Some(ap @ Value::Object(_)) = m.get("additionalProperties")
+        && let Some(c) = structural_problem_child(ap, &format!("{path}.additionalProperties"))
+    {
+        return Some(c);
     }
     None
 }
@@ -388,82 +388,75 @@ fn check(v: &Value, s: &Value, path: &str, causes: &mut Vec<Cause>) {
             return;
         }
     }
-    if let Some(e) = s.get("enum").and_then(Value::as_array) {
-        if !e.contains(v) {
-            let allowed = e
-                .iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(", ");
-            causes.push(Cause {
-                reason: "FieldValueNotSupported".into(),
-                message: format!("Unsupported value: {v}: supported values: {allowed}"),
-                field: path.into(),
-            });
-        }
+    if let Some(e) = s.get("enum").and_then(Value::as_array)
+        && !e.contains(v)
+    {
+        let allowed = e
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        causes.push(Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!("Unsupported value: {v}: supported values: {allowed}"),
+            field: path.into(),
+        });
     }
     let num = |k: &str| s.get(k).and_then(Value::as_f64);
-    if let (Some(n), Some(min)) = (v.as_f64(), num("minimum")) {
-        if n < min {
-            causes.push(invalid_field(
-                path,
-                format!(
-                    "Invalid value: {v}: {path} in body should be greater than or equal to {min}"
-                ),
-            ));
-        }
+    if let (Some(n), Some(min)) = (v.as_f64(), num("minimum"))
+        && n < min
+    {
+        causes.push(invalid_field(
+            path,
+            format!("Invalid value: {v}: {path} in body should be greater than or equal to {min}"),
+        ));
     }
-    if let (Some(n), Some(max)) = (v.as_f64(), num("maximum")) {
-        if n > max {
-            causes.push(invalid_field(
-                path,
-                format!("Invalid value: {v}: {path} in body should be less than or equal to {max}"),
-            ));
-        }
+    if let (Some(n), Some(max)) = (v.as_f64(), num("maximum"))
+        && n > max
+    {
+        causes.push(invalid_field(
+            path,
+            format!("Invalid value: {v}: {path} in body should be less than or equal to {max}"),
+        ));
     }
-    if let (Some(st), Some(max)) = (v.as_str(), num("maxLength")) {
-        if st.chars().count() as f64 > max {
-            causes.push(Cause {
-                reason: "FieldValueTooLong".into(),
-                message: format!("Too long: may not be more than {max} bytes"),
-                field: path.into(),
-            });
-        }
+    if let (Some(st), Some(max)) = (v.as_str(), num("maxLength"))
+        && st.chars().count() as f64 > max
+    {
+        causes.push(Cause {
+            reason: "FieldValueTooLong".into(),
+            message: format!("Too long: may not be more than {max} bytes"),
+            field: path.into(),
+        });
     }
-    if let (Some(st), Some(min)) = (v.as_str(), num("minLength")) {
-        if (st.chars().count() as f64) < min {
-            causes.push(invalid_field(
-                path,
-                format!(
-                    "Invalid value: \"{st}\": {path} in body should be at least {min} chars long"
-                ),
-            ));
-        }
+    if let (Some(st), Some(min)) = (v.as_str(), num("minLength"))
+        && (st.chars().count() as f64) < min
+    {
+        causes.push(invalid_field(
+            path,
+            format!("Invalid value: \"{st}\": {path} in body should be at least {min} chars long"),
+        ));
     }
     match v {
         Value::Array(items) => {
-            if let Some(max) = num("maxItems") {
-                if items.len() as f64 > max {
-                    causes.push(Cause {
-                        reason: "FieldValueTooMany".into(),
-                        message: format!(
-                            "Too many: {}: must have at most {max} items",
-                            items.len()
-                        ),
-                        field: path.into(),
-                    });
-                }
+            if let Some(max) = num("maxItems")
+                && items.len() as f64 > max
+            {
+                causes.push(Cause {
+                    reason: "FieldValueTooMany".into(),
+                    message: format!("Too many: {}: must have at most {max} items", items.len()),
+                    field: path.into(),
+                });
             }
-            if let Some(min) = num("minItems") {
-                if (items.len() as f64) < min {
-                    causes.push(invalid_field(
-                        path,
-                        format!(
-                            "Invalid value: {}: {path} in body should have at least {min} items",
-                            items.len()
-                        ),
-                    ));
-                }
+            if let Some(min) = num("minItems")
+                && (items.len() as f64) < min
+            {
+                causes.push(invalid_field(
+                    path,
+                    format!(
+                        "Invalid value: {}: {path} in body should have at least {min} items",
+                        items.len()
+                    ),
+                ));
             }
             if let Some(is) = s.get("items") {
                 for (i, it) in items.iter().enumerate() {

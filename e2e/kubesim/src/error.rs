@@ -23,8 +23,8 @@ pub struct ApiError {
     pub reason: &'static str,
     /// Human readable message.
     pub message: String,
-    /// `details` of the Status: name, group, kind.
-    pub details: Option<Details>,
+    /// `details` of the Status: name, group, kind (boxed: errors travel in every `Result`).
+    pub details: Option<Box<Details>>,
     /// Field causes (422).
     pub causes: Vec<Cause>,
 }
@@ -55,11 +55,11 @@ impl ApiError {
     }
 
     fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
-        self.details = Some(Details {
+        self.details = Some(Box::new(Details {
             name: name.to_string(),
             group: group.to_string(),
             kind: kind.to_string(),
-        });
+        }));
         self
     }
 

@@ -148,18 +148,18 @@ fn crd_serve(registry: &mut Registry, crd: &mut Value) -> ApiResult<()> {
         .to_string();
     // Names must not collide with a resource another CRD or a built-in already serves.
     for t in &types {
-        if let Some(existing) = registry.get(&t.group, &t.version, &t.plural) {
-            if existing.crd.as_deref() != Some(name.as_str()) {
-                return Err(ApiError::invalid(
-                    "CustomResourceDefinition",
-                    "apiextensions.k8s.io",
-                    &name,
-                    vec![invalid_field(
-                        "spec.names.plural",
-                        format!("Invalid value: \"{}\": is already in use", t.plural),
-                    )],
-                ));
-            }
+        if let Some(existing) = registry.get(&t.group, &t.version, &t.plural)
+            && existing.crd.as_deref() != Some(name.as_str())
+        {
+            return Err(ApiError::invalid(
+                "CustomResourceDefinition",
+                "apiextensions.k8s.io",
+                &name,
+                vec![invalid_field(
+                    "spec.names.plural",
+                    format!("Invalid value: \"{}\": is already in use", t.plural),
+                )],
+            ));
         }
     }
     registry.remove_crd(&name);
@@ -322,10 +322,10 @@ fn service_create(ipam: &mut Ipam, obj: &mut Value, old: Option<&Value>) -> ApiR
         }
         if !old_ips.is_empty() && cluster_ips == old_ips {
             for k in ["ipFamilies", "ipFamilyPolicy"] {
-                if obj["spec"].get(k).is_none() {
-                    if let Some(v) = os.get(k) {
-                        obj["spec"][k] = v.clone();
-                    }
+                if obj["spec"].get(k).is_none()
+                    && let Some(v) = os.get(k)
+                {
+                    obj["spec"][k] = v.clone();
                 }
             }
             carry_node_ports(ipam, &mut ports, os, &type_)

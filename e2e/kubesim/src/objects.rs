@@ -395,10 +395,11 @@ fn create_locked(
         }
     }
     obj["apiVersion"] = json!(storage_api_version(rt));
-    if rt.status_subresource && rt.crd.is_some() {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
+    if rt.status_subresource
+        && rt.crd.is_some()
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
     }
     admit_schema(rt, &mut obj, r)?;
     kinds::on_create(st, rt, &mut obj)?;
@@ -502,10 +503,10 @@ fn merge_for_update(rt: &ResourceType, old: &Value, body: Value, sub: &str) -> V
                     }
                     Some(_) => {}
                     None => {
-                        if let Some(m) = new["metadata"].as_object_mut() {
-                            if k != "managedFields" {
-                                m.remove(k);
-                            }
+                        if let Some(m) = new["metadata"].as_object_mut()
+                            && k != "managedFields"
+                        {
+                            m.remove(k);
                         }
                     }
                 }
@@ -815,17 +816,15 @@ pub fn delete_locked(
         .get(&gr, ns, name)
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
     let uid = meta_str(&cur.value, "uid");
-    if let Some(want) = &opts.uid {
-        if want != uid {
-            return Err(ApiError::conflict(
-                &rt.group,
-                &rt.plural,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
-                ),
-            ));
-        }
+    if let Some(want) = &opts.uid
+        && want != uid
+    {
+        return Err(ApiError::conflict(
+            &rt.group,
+            &rt.plural,
+            name,
+            &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+        ));
     }
     if let Some(want) = &opts.rv {
         let have = meta_str(&cur.value, "resourceVersion");

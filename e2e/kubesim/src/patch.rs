@@ -101,10 +101,10 @@ fn smp_map(
     });
     for (k, v) in patch {
         if k.starts_with('$') {
-            if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
-                if let (Some(Value::Array(list)), Value::Array(del)) = (target.get_mut(field), v) {
-                    list.retain(|x| !del.contains(x));
-                }
+            if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/")
+                && let (Some(Value::Array(list)), Value::Array(del)) = (target.get_mut(field), v)
+            {
+                list.retain(|x| !del.contains(x));
             }
             continue;
         }

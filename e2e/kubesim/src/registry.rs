@@ -238,7 +238,7 @@ impl Registry {
                 v.push(t.version.clone());
             }
         }
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
         v
     }
 
@@ -502,7 +502,7 @@ mod tests {
         let mut v = vec![
             "v1alpha1", "v1beta1", "v1", "v2beta2", "v2", "v1beta2", "v10",
         ];
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
         assert_eq!(
             v,
             vec![

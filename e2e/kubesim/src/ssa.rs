@@ -478,12 +478,16 @@ pub fn write_managed(obj: &mut Value, entries: &[Managed]) {
             m
         })
         .collect();
-    if let Some(md) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        if arr.is_empty() {
+    if arr.is_empty() {
+        if let Some(md) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             md.remove("managedFields");
-        } else {
-            md.insert("managedFields".into(), Value::Array(arr));
         }
+    } else if let Some(md) = obj
+        .as_object_mut()
+        .map(|o| o.entry("metadata").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+    {
+        md.insert("managedFields".into(), Value::Array(arr));
     }
 }
 
@@ -544,8 +548,10 @@ pub fn apply(
     }
 
     let mut out = current.clone();
+    // Ancestors first: a list item goes as a whole (removing its key fields first would
+    // leave an unaddressable husk behind); its fields are then already gone.
     let mut removed: Vec<&Path> = old_mine.difference(&new_set).collect();
-    removed.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    removed.sort_by_key(|p| p.len());
     for p in removed {
         let shared = managers
             .iter()

@@ -175,7 +175,7 @@ pub fn eval_path<'v>(obj: &'v Value, path: &str) -> Vec<&'v Value> {
                         }
                         match x {
                             Some(Value::String(s)) => s == want,
-                            Some(other) => other.to_string() == want,
+                            Some(other) => serde_json::to_string(other).is_ok_and(|o| o == want),
                             None => false,
                         }
                     })

@@ -222,10 +222,10 @@ async fn run(
                         continue;
                     }
                     last_rv = e.rv;
-                    if let Some(f) = enc.event(&e, &filter) {
-                        if tx.send(f).await.is_err() {
-                            return;
-                        }
+                    if let Some(f) = enc.event(&e, &filter)
+                        && tx.send(f).await.is_err()
+                    {
+                        return;
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(n)) => {

@@ -1,0 +1,183 @@
+//! Authentication (bearer tokens, anonymous) and RBAC authorization.
+
+use std::io::Write;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use serde_json::json;
+
+use crate::helpers::*;
+
+async fn client_with(env: &Env, creds: Creds<'_>) -> kube::Client {
+    client_from_yaml(&kubeconfig(
+        &env.server.url(),
+        env.server.ca_pem().unwrap(),
+        creds,
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_token_are_401() {
+    let env = start().await;
+    for (what, token) in [
+        ("no token", None),
+        ("unknown token", Some("not-a-real-token")),
+    ] {
+        let c = client_with(
+            &env,
+            Creds {
+                token,
+                ..Default::default()
+            },
+        )
+        .await;
+        let api: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+        let e = api.list(&ListParams::default()).await.unwrap_err();
+        assert_eq!(
+            (code(&e), reason(&e).as_str()),
+            (401, "Unauthorized"),
+            "{what}"
+        );
+        let r = raw(&c, "GET", "/api", None, vec![]).await;
+        assert_eq!(r.code, 401, "{what}: discovery needs authentication too");
+        // health endpoints are public
+        let r = raw(&c, "GET", "/healthz", None, vec![]).await;
+        assert_eq!(r.code, 200, "{what}");
+    }
+}
+
+#[tokio::test]
+async fn anonymous_requests_are_let_in_only_when_allowed_and_still_subject_to_rbac() {
+    let mut cfg = kubesim::Config::new("t");
+    cfg.allow_anonymous = true;
+    let env = start_with(cfg).await;
+    let c = client_with(&env, Creds::default()).await;
+    let api: Api<ConfigMap> = Api::namespaced(c, "default");
+    let e = api.list(&ListParams::default()).await.unwrap_err();
+    let kube::Error::Api(s) = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(s.code, 403);
+    assert!(s.message.contains("system:anonymous"), "{}", s.message);
+}
+
+#[tokio::test]
+async fn token_file_user_needs_rbac_then_gets_exactly_what_is_granted() {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    writeln!(file, "# static tokens\nalice-token,alice,1001,\"devs,qa\"").unwrap();
+    let mut cfg = kubesim::Config::new("t");
+    cfg.tokens =
+        kubesim::auth::parse_token_file(&std::fs::read_to_string(file.path()).unwrap()).unwrap();
+    let env = start_with(cfg).await;
+    let admin = env.client.clone();
+    let alice = client_with(
+        &env,
+        Creds {
+            token: Some("alice-token"),
+            ..Default::default()
+        },
+    )
+    .await;
+    let alice_cms: Api<ConfigMap> = Api::namespaced(alice.clone(), "default");
+
+    let e = alice_cms.list(&ListParams::default()).await.unwrap_err();
+    let kube::Error::Api(s) = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
+    assert!(
+        s.message
+            .contains("User \"alice\" cannot list resource \"configmaps\""),
+        "{}",
+        s.message
+    );
+
+    // grant: a Role in default for configmaps, bound to the user
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "cm-rw", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create"]}],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "alice-cm", "namespace": "default"},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": "cm-rw", "apiGroup": "rbac.authorization.k8s.io"},
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &rb)
+        .await
+        .unwrap();
+
+    alice_cms
+        .list(&ListParams::default())
+        .await
+        .expect("list is granted");
+    alice_cms
+        .create(&PostParams::default(), &cm("mine", json!({}), json!({})))
+        .await
+        .expect("create is granted");
+    alice_cms.get("mine").await.expect("get is granted");
+    let e = alice_cms
+        .delete("mine", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 403, "delete was not granted");
+    let e = Api::<ConfigMap>::namespaced(alice.clone(), "kube-system")
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 403, "the RoleBinding only covers its namespace");
+    let alice_secrets: Api<Secret> = Api::all(alice.clone());
+    assert_eq!(
+        code(
+            &alice_secrets
+                .list(&ListParams::default())
+                .await
+                .unwrap_err()
+        ),
+        403
+    );
+
+    // grant through a group: a ClusterRole bound cluster-wide to "devs"
+    let cr: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "secret-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &cr)
+        .await
+        .unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "devs-read-secrets"},
+        "subjects": [{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "ClusterRole", "name": "secret-reader", "apiGroup": "rbac.authorization.k8s.io"},
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .unwrap();
+    alice_secrets
+        .list(&ListParams::default())
+        .await
+        .expect("the group binding grants list on secrets everywhere");
+
+    // revoking the binding takes the permission away again
+    Api::<RoleBinding>::namespaced(admin.clone(), "default")
+        .delete("alice-cm", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        code(&alice_cms.list(&ListParams::default()).await.unwrap_err()),
+        403
+    );
+}

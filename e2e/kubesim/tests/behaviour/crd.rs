@@ -1,0 +1,146 @@
+//! CustomResourceDefinitions: establishing, discovery, serving, schema handling, removal.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::discovery::Scope;
+use kube::{Api, Discovery};
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn a_crd_becomes_established_served_and_discoverable() {
+    let env = start().await;
+    let client = env.client.clone();
+    let before = Discovery::new(client.clone()).run().await.unwrap();
+    assert!(!before.has_group(WIDGET_GROUP));
+
+    let widgets = install_widgets(&client, "default").await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds.get("widgets.test.causeway.io").await.unwrap();
+    let status = crd.status.unwrap();
+    let conds = status.conditions.unwrap();
+    for t in ["NamesAccepted", "Established"] {
+        assert!(
+            conds.iter().any(|c| c.type_ == t && c.status == "True"),
+            "{t} condition: {conds:?}"
+        );
+    }
+    assert_eq!(status.stored_versions, Some(vec!["v1".to_string()]));
+    assert_eq!(status.accepted_names.unwrap().kind, "Widget");
+
+    let disc = eventually("widgets discoverable", || async {
+        let d = Discovery::new(client.clone()).run().await.ok()?;
+        d.has_group(WIDGET_GROUP).then_some(d)
+    })
+    .await;
+    let (ar, caps) = disc
+        .resolve_gvk(&GroupVersionKind::gvk(WIDGET_GROUP, "v1", "Widget"))
+        .expect("Widget resolvable through discovery");
+    assert_eq!(ar.plural, "widgets");
+    assert_eq!(caps.scope, Scope::Namespaced);
+    assert!(caps.operations.iter().any(|o| o == "watch"));
+    let subs: Vec<String> = caps
+        .subresources
+        .iter()
+        .map(|(s, _)| s.plural.clone())
+        .collect();
+    assert_eq!(
+        subs,
+        vec!["status"],
+        "the status subresource is discoverable"
+    );
+    // aggregated discovery knows it too
+    let agg = Discovery::new(client.clone())
+        .run_aggregated()
+        .await
+        .unwrap();
+    assert!(
+        agg.resolve_gvk(&GroupVersionKind::gvk(WIDGET_GROUP, "v1", "Widget"))
+            .is_some()
+    );
+
+    // serving through the discovered ApiResource
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    api.create(&PostParams::default(), &widget("w", json!({"size": 1})))
+        .await
+        .unwrap();
+    assert_eq!(
+        widgets
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn schema_prunes_unknown_fields_and_validates_types() {
+    let env = start().await;
+    let api = install_widgets(&env.client, "default").await;
+    let mut w = widget("w", json!({"size": 1, "bogus": "x"}));
+    w.data["extra"] = json!({"a": 1});
+    let out = api.create(&PostParams::default(), &w).await.unwrap();
+    assert_eq!(
+        out.data["spec"],
+        json!({"size": 1, "color": "blue"}),
+        "unknown fields pruned"
+    );
+    assert!(out.data.get("extra").is_none());
+
+    let e = api
+        .create(
+            &PostParams::default(),
+            &widget("bad", json!({"size": "big"})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(s) = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+    assert!(s.message.contains("spec.size"), "{}", s.message);
+}
+
+#[tokio::test]
+async fn deleting_a_crd_stops_serving_it() {
+    let env = start().await;
+    let client = env.client.clone();
+    let api = install_widgets(&client, "default").await;
+    api.create(&PostParams::default(), &widget("w", json!({"size": 1})))
+        .await
+        .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("widgets.test.causeway.io", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("CRD gone", || async {
+        is_gone(&crds, "widgets.test.causeway.io")
+            .await
+            .then_some(())
+    })
+    .await;
+    eventually("widgets no longer served", || async {
+        match api.list(&ListParams::default()).await {
+            Err(kube::Error::Api(s)) if s.code == 404 => Some(()),
+            _ => None,
+        }
+    })
+    .await;
+    let e = api.get("w").await.unwrap_err();
+    assert_eq!(code(&e), 404);
+    let disc = Discovery::new(client.clone()).run().await.unwrap();
+    assert!(!disc.has_group(WIDGET_GROUP), "the group left discovery");
+
+    // re-creating the CRD starts empty
+    let api = install_widgets(&client, "default").await;
+    assert!(
+        api.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}

@@ -1,0 +1,168 @@
+//! Finalizers hold deletion; namespace deletion empties and then removes a namespace.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::helpers::*;
+
+fn held(name: &str) -> ConfigMap {
+    let mut c = cm(name, json!({}), json!({"k": "v"}));
+    c.metadata.finalizers = Some(vec!["test.causeway.io/hold".into()]);
+    c
+}
+
+#[tokio::test]
+async fn finalizers_hold_an_object_until_removed() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    api.create(&PostParams::default(), &held("c"))
+        .await
+        .unwrap();
+
+    let deleted = api.delete("c", &DeleteParams::default()).await.unwrap();
+    let obj = deleted
+        .left()
+        .expect("a delete held by finalizers returns the object");
+    assert!(obj.metadata.deletion_timestamp.is_some());
+
+    let got = api.get("c").await.unwrap();
+    assert!(got.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        got.metadata.finalizers.as_deref(),
+        Some(&["test.causeway.io/hold".to_string()][..])
+    );
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+
+    // no new finalizers while deleting
+    let e = api
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"finalizers": ["test.causeway.io/hold", "another/one"]}}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 422);
+    // other updates still work while it waits
+    api.patch(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "v2"}})),
+    )
+    .await
+    .unwrap();
+    assert!(!is_gone(&api, "c").await);
+
+    api.patch(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    assert!(
+        is_gone(&api, "c").await,
+        "gone once the last finalizer is removed"
+    );
+    assert!(
+        api.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn namespace_deletion_terminates_empties_and_removes_it() {
+    let env = start().await;
+    let client = env.client.clone();
+    namespace(&client, "doomed").await;
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
+    let pp = PostParams::default();
+    api.create(&pp, &cm("plain", json!({}), json!({})))
+        .await
+        .unwrap();
+    api.create(&pp, &held("held")).await.unwrap();
+    assert_eq!(
+        nss.get("doomed")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref(),
+        Some("Active")
+    );
+
+    nss.delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let ns = nss.get("doomed").await.unwrap();
+    assert!(ns.metadata.deletion_timestamp.is_some());
+    assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
+
+    let e = api
+        .create(&pp, &cm("late", json!({}), json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!((code(&e), reason(&e).as_str()), (403, "Forbidden"));
+
+    eventually("plain deleted by the namespace controller", || async {
+        is_gone(&api, "plain").await.then_some(())
+    })
+    .await;
+    let h = api.get("held").await.unwrap();
+    assert!(
+        h.metadata.deletion_timestamp.is_some(),
+        "held is being deleted"
+    );
+    assert_eq!(
+        nss.get("doomed")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref(),
+        Some("Terminating"),
+        "the namespace waits for its finalizing content"
+    );
+
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    eventually("namespace doomed removed", || async {
+        is_gone(&nss, "doomed").await.then_some(())
+    })
+    .await;
+    // other namespaces are untouched
+    assert!(!is_gone(&nss, "default").await);
+}
+
+#[tokio::test]
+async fn the_default_namespaces_cannot_be_deleted() {
+    let env = start().await;
+    let nss: Api<Namespace> = Api::all(env.client.clone());
+    for n in ["default", "kube-system"] {
+        let e = nss.delete(n, &DeleteParams::default()).await.unwrap_err();
+        assert_eq!(code(&e), 403, "{n}");
+    }
+    let ks = nss.get("kube-system").await.unwrap();
+    assert_eq!(
+        ks.metadata.uid.as_deref(),
+        Some(env.server.kube_system_uid().as_str())
+    );
+}

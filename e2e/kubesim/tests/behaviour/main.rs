@@ -1,0 +1,21 @@
+//! kube-rs behaviour tests for kubesim: every test starts its own server on a free
+//! port, talks to it over TLS with a real `kube::Client`, and checks what a user of
+//! kube-apiserver would see.
+
+mod helpers;
+
+mod auth;
+mod crd;
+mod crud;
+mod errors;
+mod faults;
+mod finalizers;
+mod gc;
+mod pagination;
+mod patch;
+mod selectors;
+mod services;
+mod ssa;
+mod status;
+mod tls;
+mod watch;

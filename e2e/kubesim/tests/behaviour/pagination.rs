@@ -1,0 +1,186 @@
+//! limit/continue pagination: every page comes from the snapshot of the first.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn pages_stay_consistent_while_writes_happen() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let pp = PostParams::default();
+    let initial: Vec<String> = (0..10).map(|i| format!("p{i:02}")).collect();
+    for n in &initial {
+        api.create(&pp, &cm(n, json!({}), json!({"v": "orig"})))
+            .await
+            .unwrap();
+    }
+
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut token: Option<String> = None;
+    let mut list_rv: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut lp = ListParams::default().limit(3);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = api.list(&lp).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 3);
+        let rv = page.metadata.resource_version.clone().unwrap();
+        match &list_rv {
+            None => list_rv = Some(rv),
+            Some(first) => assert_eq!(
+                &rv, first,
+                "every page reports the first page's resourceVersion"
+            ),
+        }
+        seen.extend(page.items.iter().map(|c| {
+            (
+                c.metadata.name.clone().unwrap(),
+                c.data.as_ref().unwrap()["v"].clone(),
+            )
+        }));
+        if pages == 1 {
+            assert_eq!(page.metadata.remaining_item_count, Some(7));
+            // writes between pages
+            api.delete("p04", &DeleteParams::default()).await.unwrap();
+            api.patch(
+                "p05",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"v": "changed"}})),
+            )
+            .await
+            .unwrap();
+            api.create(&pp, &cm("p03a", json!({}), json!({"v": "new"})))
+                .await
+                .unwrap();
+            api.create(&pp, &cm("p99", json!({}), json!({"v": "new"})))
+                .await
+                .unwrap();
+            api.delete("p00", &DeleteParams::default()).await.unwrap();
+        }
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, 4);
+    let names: Vec<String> = seen.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(
+        names, initial,
+        "exactly the objects of the first page's snapshot, each once"
+    );
+    assert!(
+        seen.iter().all(|(_, v)| v == "orig"),
+        "values as of the snapshot: {seen:?}"
+    );
+
+    // a fresh list sees the writes
+    let now: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
+    assert_eq!(
+        now,
+        vec![
+            "p01", "p02", "p03", "p03a", "p05", "p06", "p07", "p08", "p09", "p99"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn pagination_honours_selectors_and_bad_tokens_are_400() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    for i in 0..7 {
+        let labels = if i % 2 == 0 {
+            json!({"even": "yes"})
+        } else {
+            json!({})
+        };
+        api.create(
+            &PostParams::default(),
+            &cm(&format!("c{i}"), labels, json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    let first = api
+        .list(&ListParams::default().labels("even").limit(2))
+        .await
+        .unwrap();
+    let n1: Vec<String> = first
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(n1, vec!["c0", "c2"]);
+    let tok = first.metadata.continue_.unwrap();
+    let second = api
+        .list(
+            &ListParams::default()
+                .labels("even")
+                .limit(2)
+                .continue_token(&tok),
+        )
+        .await
+        .unwrap();
+    let n2: Vec<String> = second
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(n2, vec!["c4", "c6"]);
+    assert!(second.metadata.continue_.unwrap_or_default().is_empty());
+
+    let e = api
+        .list(
+            &ListParams::default()
+                .limit(2)
+                .continue_token("not-a-token!"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 400);
+}
+
+#[tokio::test]
+async fn a_continue_token_older_than_the_history_is_410() {
+    let mut cfg = kubesim::Config::new("t");
+    cfg.history_limit = 5;
+    let env = start_with(cfg).await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    for i in 0..4 {
+        api.create(
+            &PostParams::default(),
+            &cm(&format!("c{i}"), json!({}), json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    let tok = first.metadata.continue_.unwrap();
+    for i in 0..10 {
+        api.patch(
+            "c3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"i": i.to_string()}})),
+        )
+        .await
+        .unwrap();
+    }
+    let e = api
+        .list(&ListParams::default().limit(2).continue_token(&tok))
+        .await
+        .unwrap_err();
+    assert_eq!((code(&e), reason(&e).as_str()), (410, "Expired"));
+}

@@ -1,0 +1,284 @@
+//! Server-side apply: field ownership, conflicts between managers, force, and
+//! removal of fields a manager stops applying.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+fn applied(data: Value) -> Patch<Value> {
+    Patch::Apply(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}, "data": data}),
+    )
+}
+
+/// The `data` keys each manager owns, from managedFields.
+fn owners(c: &ConfigMap) -> Vec<(String, String, Vec<String>)> {
+    let mut out: Vec<(String, String, Vec<String>)> = c
+        .metadata
+        .managed_fields
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            let fields = m.fields_v1.map(|f| f.0).unwrap_or(Value::Null);
+            let mut keys: Vec<String> = fields
+                .get("f:data")
+                .and_then(Value::as_object)
+                .map(|o| {
+                    o.keys()
+                        .filter_map(|k| k.strip_prefix("f:").map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            keys.sort();
+            (
+                m.manager.unwrap_or_default(),
+                m.operation.unwrap_or_default(),
+                keys,
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn data(c: &ConfigMap) -> Vec<(String, String)> {
+    c.data.clone().unwrap_or_default().into_iter().collect()
+}
+
+fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[tokio::test]
+async fn conflicting_managers_get_409_until_they_force() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let alice = PatchParams::apply("alice");
+    let bob = PatchParams::apply("bob");
+    api.patch("shared", &alice, &applied(json!({"a": "1", "mine": "x"})))
+        .await
+        .unwrap();
+
+    let e = api
+        .patch("shared", &bob, &applied(json!({"a": "2"})))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    assert!(
+        status.message.contains("alice") && status.message.contains(".data.a"),
+        "{}",
+        status.message
+    );
+    let c = api.get("shared").await.unwrap();
+    assert_eq!(
+        data(&c),
+        kv(&[("a", "1"), ("mine", "x")]),
+        "a conflict changes nothing"
+    );
+
+    // applying the same value is not a conflict: ownership is shared
+    let c = api
+        .patch("shared", &bob, &applied(json!({"a": "1"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        owners(&c),
+        vec![
+            (
+                "alice".to_string(),
+                "Apply".to_string(),
+                vec!["a".to_string(), "mine".to_string()]
+            ),
+            ("bob".into(), "Apply".into(), vec!["a".into()]),
+        ]
+    );
+
+    let c = api
+        .patch("shared", &bob.clone().force(), &applied(json!({"a": "2"})))
+        .await
+        .unwrap();
+    assert_eq!(data(&c), kv(&[("a", "2"), ("mine", "x")]));
+    assert_eq!(
+        owners(&c),
+        vec![
+            (
+                "alice".to_string(),
+                "Apply".to_string(),
+                vec!["mine".to_string()]
+            ),
+            ("bob".into(), "Apply".into(), vec!["a".into()]),
+        ],
+        "force moves ownership of .data.a to bob"
+    );
+    // now alice conflicts with bob
+    let e = api
+        .patch("shared", &alice, &applied(json!({"a": "3", "mine": "x"})))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 409);
+}
+
+#[tokio::test]
+async fn fields_a_manager_stops_applying_are_removed() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let alice = PatchParams::apply("alice");
+    let bob = PatchParams::apply("bob");
+    api.patch(
+        "shared",
+        &alice,
+        &applied(json!({"keep": "1", "drop": "1", "co": "1"})),
+    )
+    .await
+    .unwrap();
+    // bob co-owns "co"
+    api.patch("shared", &bob, &applied(json!({"co": "1"})))
+        .await
+        .unwrap();
+
+    let c = api
+        .patch("shared", &alice, &applied(json!({"keep": "1"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        data(&c),
+        kv(&[("co", "1"), ("keep", "1")]),
+        "alice's dropped field goes, the co-owned one stays"
+    );
+    assert_eq!(
+        owners(&c),
+        vec![
+            (
+                "alice".to_string(),
+                "Apply".to_string(),
+                vec!["keep".to_string()]
+            ),
+            ("bob".into(), "Apply".into(), vec!["co".into()]),
+        ]
+    );
+    let c = api
+        .patch("shared", &bob, &applied(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(data(&c), kv(&[("keep", "1")]));
+}
+
+#[tokio::test]
+async fn an_update_takes_ownership_from_an_applier() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    api.patch(
+        "shared",
+        &PatchParams::apply("alice"),
+        &applied(json!({"a": "1"})),
+    )
+    .await
+    .unwrap();
+    let mut c = api.get("shared").await.unwrap();
+    c.data = Some([("a".to_string(), "edited".to_string())].into());
+    let pp = PostParams {
+        field_manager: Some("editor".into()),
+        ..Default::default()
+    };
+    let c = api.replace("shared", &pp, &c).await.unwrap();
+    assert_eq!(
+        owners(&c),
+        vec![(
+            "editor".to_string(),
+            "Update".to_string(),
+            vec!["a".to_string()]
+        )],
+        "alice lost her only field, and with it her managedFields entry"
+    );
+    // alice applying her old value now conflicts with the editor
+    let e = api
+        .patch(
+            "shared",
+            &PatchParams::apply("alice"),
+            &applied(json!({"a": "1"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 409);
+}
+
+fn applied_deployment(containers: Value) -> Patch<Value> {
+    Patch::Apply(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": containers}},
+        },
+    }))
+}
+
+fn container_names(d: &k8s_openapi::api::apps::v1::Deployment) -> Vec<(String, Option<String>)> {
+    d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| (c.name.clone(), c.image.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn list_items_a_manager_stops_applying_are_removed_whole() {
+    let env = start().await;
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(env.client.clone(), "default");
+    let pp = PatchParams::apply("deployer");
+    api.patch(
+        "web",
+        &pp,
+        &applied_deployment(
+            json!([{"name": "app", "image": "app:1"}, {"name": "sidecar", "image": "sidecar:1"}]),
+        ),
+    )
+    .await
+    .unwrap();
+    // another manager adds its own container
+    api.patch(
+        "web",
+        &PatchParams::apply("injector"),
+        &applied_deployment(json!([{"name": "proxy", "image": "proxy:1"}])),
+    )
+    .await
+    .unwrap();
+
+    let d = api
+        .patch(
+            "web",
+            &pp,
+            &applied_deployment(json!([{"name": "app", "image": "app:2"}])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        container_names(&d),
+        vec![
+            ("app".to_string(), Some("app:2".to_string())),
+            ("proxy".into(), Some("proxy:1".into())),
+        ],
+        "the dropped sidecar is removed entirely, the injector's container stays"
+    );
+    assert_eq!(
+        container_names(&api.get("web").await.unwrap()),
+        container_names(&d)
+    );
+}

@@ -1,0 +1,211 @@
+//! The status subresource and metadata.generation.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::helpers::*;
+
+fn deployment() -> Deployment {
+    serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app", "image": "app:1"}]}},
+        },
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn custom_resource_status_subresource_splits_writes() {
+    let env = start().await;
+    let api = install_widgets(&env.client, "default").await;
+    let pp = PostParams::default();
+    let mut w = widget("w", json!({"size": 1}));
+    w.data["status"] = json!({"ready": true});
+    let created = api.create(&pp, &w).await.unwrap();
+    assert!(
+        created.data.get("status").is_none(),
+        "create ignores status: {}",
+        created.data
+    );
+
+    // main resource: spec changes, status is ignored
+    let mut w = api.get("w").await.unwrap();
+    w.data["spec"]["size"] = json!(2);
+    w.data["status"] = json!({"ready": true});
+    let out = api.replace("w", &pp, &w).await.unwrap();
+    assert_eq!(out.data["spec"]["size"], 2);
+    assert!(out.data.get("status").is_none(), "{}", out.data);
+
+    // /status: status changes, spec is ignored
+    let out = api
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 99}, "status": {"ready": true, "observed": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.data["status"], json!({"ready": true, "observed": 2}));
+    assert_eq!(out.data["spec"]["size"], 2);
+
+    let mut w = api.get_status("w").await.unwrap();
+    w.data["spec"]["size"] = json!(50);
+    w.data["status"]["ready"] = json!(false);
+    let out = api.replace_status("w", &pp, &w).await.unwrap();
+    assert_eq!(out.data["status"]["ready"], false);
+    assert_eq!(out.data["spec"]["size"], 2);
+
+    // a main-resource merge patch of status is a no-op for status
+    let out = api
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.data["status"]["ready"], false);
+    let stored = api.get("w").await.unwrap();
+    assert_eq!(
+        (
+            stored.data["spec"]["size"].clone(),
+            stored.data["status"]["ready"].clone()
+        ),
+        (json!(2), json!(false))
+    );
+}
+
+#[tokio::test]
+async fn deployment_status_subresource_splits_writes() {
+    let env = start().await;
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    api.create(&PostParams::default(), &deployment())
+        .await
+        .unwrap();
+
+    let out = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"replicas": 7}, "status": {"readyReplicas": 1, "replicas": 1}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status.as_ref().unwrap().ready_replicas, Some(1));
+    assert_eq!(out.spec.as_ref().unwrap().replicas, Some(1));
+
+    let mut d = api.get("web").await.unwrap();
+    d.spec.as_mut().unwrap().replicas = Some(3);
+    d.status.as_mut().unwrap().ready_replicas = Some(3);
+    let out = api
+        .replace("web", &PostParams::default(), &d)
+        .await
+        .unwrap();
+    assert_eq!(out.spec.as_ref().unwrap().replicas, Some(3));
+    assert_eq!(
+        out.status.as_ref().unwrap().ready_replicas,
+        Some(1),
+        "main writes ignore status"
+    );
+}
+
+fn generation(d: &Deployment) -> i64 {
+    d.metadata.generation.expect("generation is set")
+}
+
+#[tokio::test]
+async fn generation_bumps_on_spec_changes_only() {
+    let env = start().await;
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    let pp = PatchParams::default();
+    let d = api
+        .create(&PostParams::default(), &deployment())
+        .await
+        .unwrap();
+    assert_eq!(generation(&d), 1);
+
+    let d = api
+        .patch(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}, "annotations": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(generation(&d), 1, "metadata changes keep the generation");
+
+    let d = api
+        .patch_status(
+            "web",
+            &pp,
+            &Patch::Merge(json!({"status": {"observedGeneration": 1}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(generation(&d), 1, "status changes keep the generation");
+
+    let d = api
+        .patch("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 4}})))
+        .await
+        .unwrap();
+    assert_eq!(generation(&d), 2, "a spec change bumps the generation");
+
+    let d = api
+        .patch("web", &pp, &Patch::Merge(json!({"spec": {"replicas": 4}})))
+        .await
+        .unwrap();
+    assert_eq!(generation(&d), 2, "a no-op patch keeps the generation");
+
+    let mut d = api.get("web").await.unwrap();
+    d.spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .image = Some("app:2".into());
+    let d = api
+        .replace("web", &PostParams::default(), &d)
+        .await
+        .unwrap();
+    assert_eq!(generation(&d), 3);
+    assert_eq!(generation(&api.get("web").await.unwrap()), 3);
+}
+
+#[tokio::test]
+async fn custom_resource_generation_ignores_metadata_and_status() {
+    let env = start().await;
+    let api = install_widgets(&env.client, "default").await;
+    let pp = PatchParams::default();
+    api.create(&PostParams::default(), &widget("w", json!({"size": 1})))
+        .await
+        .unwrap();
+    let w = api
+        .patch(
+            "w",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"l": "1"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(w.metadata.generation, Some(1));
+    let w = api
+        .patch_status("w", &pp, &Patch::Merge(json!({"status": {"ready": true}})))
+        .await
+        .unwrap();
+    assert_eq!(w.metadata.generation, Some(1));
+    let w = api
+        .patch("w", &pp, &Patch::Merge(json!({"spec": {"size": 2}})))
+        .await
+        .unwrap();
+    assert_eq!(w.metadata.generation, Some(2));
+}
