@@ -1,9 +1,14 @@
 //! `causeway`: the Causeway control-plane binary.
-//!
-//! Subcommands so far: `causeway crds print` and `causeway crds write`, which
-//! generate the CustomResourceDefinitions from the Rust types in `causeway-crds`.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use causeway_controllers::clusters::join;
+use causeway_controllers::metrics::Metrics;
 use clap::{Parser, Subcommand};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 
 mod crds_cmd;
 
@@ -19,10 +24,113 @@ struct Args {
 enum Command {
     /// Generate the CustomResourceDefinitions Causeway needs (MCS, MultiClusterIngress, causeway.io).
     Crds(crds_cmd::CrdsArgs),
+    /// Run the hub controllers: aggregator, and an exporter and importer per joined member.
+    Controller(ControllerArgs),
+    /// Register a member cluster on the hub (push mode) from its kubeconfig.
+    Join(JoinArgs),
+    /// Remove a member cluster from the hub.
+    Unjoin(UnjoinArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+#[derive(Debug, clap::Args)]
+struct HubArgs {
+    /// kubeconfig of the hub cluster.
+    #[arg(long, env = "CAUSEWAY_HUB_KUBECONFIG")]
+    hub_kubeconfig: PathBuf,
+    /// Context in the hub kubeconfig (default: its current context).
+    #[arg(long)]
+    hub_context: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct ControllerArgs {
+    #[command(flatten)]
+    hub: HubArgs,
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    metrics: SocketAddr,
+    /// Log filter (tracing EnvFilter syntax).
+    #[arg(long, env = "RUST_LOG", default_value = "info")]
+    log: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct JoinArgs {
+    /// Name of the member on the hub: a DNS-1123 label, unique in the clusterset.
+    name: String,
+    /// kubeconfig of the member cluster (server URL, CA and a bearer token are taken from it).
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Context in the member kubeconfig (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
+    /// Cluster id (the source-cluster label value); default: the name.
+    #[arg(long)]
+    id: Option<String>,
+    #[command(flatten)]
+    hub: HubArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct UnjoinArgs {
+    /// Name of the member to remove.
+    name: String,
+    #[command(flatten)]
+    hub: HubArgs,
+}
+
+async fn hub_client(h: &HubArgs) -> anyhow::Result<kube::Client> {
+    let kc = Kubeconfig::read_from(&h.hub_kubeconfig)
+        .with_context(|| format!("reading --hub-kubeconfig {}", h.hub_kubeconfig.display()))?;
+    let opts = KubeConfigOptions {
+        context: h.hub_context.clone(),
+        ..Default::default()
+    };
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .context("building the hub client config")?;
+    kube::Client::try_from(cfg).context("building the hub client")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
     match Args::parse().command {
         Command::Crds(args) => crds_cmd::run(args),
+        Command::Controller(args) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_new(&args.log)
+                        .context("--log is not a valid filter")?,
+                )
+                .init();
+            let hub = hub_client(&args.hub).await?;
+            let metrics = Arc::new(Metrics::default());
+            let stop = tokio_util::sync::CancellationToken::new();
+            let addr =
+                causeway_controllers::metrics::serve(args.metrics, metrics.clone(), stop.clone())
+                    .await
+                    .with_context(|| format!("listening on --metrics {}", args.metrics))?;
+            tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+            let s2 = stop.clone();
+            tokio::spawn(async move {
+                let _ = tokio::signal::ctrl_c().await;
+                s2.cancel();
+            });
+            causeway_controllers::controller::run(hub, metrics, stop).await
+        }
+        Command::Join(args) => {
+            let access = join::member_access(&args.kubeconfig, args.context.as_deref())?;
+            let hub = hub_client(&args.hub).await?;
+            println!(
+                "{}",
+                join::join(hub, &args.name, &access, args.id.as_deref()).await?
+            );
+            Ok(())
+        }
+        Command::Unjoin(args) => {
+            let hub = hub_client(&args.hub).await?;
+            println!("{}", join::unjoin(hub, &args.name).await?);
+            Ok(())
+        }
     }
 }

@@ -174,11 +174,66 @@ impl Clusterset {
         Ok(merged)
     }
 
+    /// Registers every member on the hub (`causeway join`, push mode).
+    pub async fn join_all(&self) -> anyhow::Result<()> {
+        let hub = client(&self.hub).await?;
+        for m in &self.members {
+            causeway_controllers::clusters::join::join(hub.clone(), m.name(), &access(m), None)
+                .await
+                .with_context(|| format!("joining {}", m.name()))?;
+        }
+        Ok(())
+    }
+
+    /// Starts the hub controllers in this process; they stop with the returned token.
+    pub async fn start_controller(&self) -> anyhow::Result<Controller> {
+        let hub = client(&self.hub).await?;
+        let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(causeway_controllers::controller::run(
+            hub,
+            metrics.clone(),
+            stop.clone(),
+        ));
+        Ok(Controller {
+            stop,
+            metrics,
+            task,
+        })
+    }
+
     /// Stops every server.
     pub fn shutdown(&self) {
         for s in self.all() {
             s.shutdown();
         }
+    }
+}
+
+/// The hub controllers running in-process.
+pub struct Controller {
+    /// Cancels them.
+    pub stop: tokio_util::sync::CancellationToken,
+    /// Their metrics.
+    pub metrics: std::sync::Arc<causeway_controllers::metrics::Metrics>,
+    /// The main task.
+    pub task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Controller {
+    /// Stops the controllers and waits for the main loop to end.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// How the hub reaches a member server (its URL, CA and admin token).
+pub fn access(s: &Server) -> causeway_controllers::clusters::join::MemberAccess {
+    causeway_controllers::clusters::join::MemberAccess {
+        server: s.url(),
+        ca_pem: s.ca_pem().map(String::from),
+        token: s.admin_token().to_string(),
     }
 }
 

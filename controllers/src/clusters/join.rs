@@ -1,0 +1,222 @@
+//! `causeway join` / `causeway unjoin`: register a member on the hub (push mode) from
+//! its kubeconfig — a `Cluster` with the API endpoint and CA, and a Secret with the token.
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use causeway_crds::federation::cluster::{Cluster, ClusterSecretRef, ClusterSpec, ClusterSyncMode};
+use causeway_crds::names::{is_dns1123_label, is_dns1123_subdomain};
+use causeway_crds::well_known::FIELD_MANAGER;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+
+/// Namespace on the hub that holds member credentials.
+pub const SYSTEM_NAMESPACE: &str = "causeway-system";
+
+/// The credentials `join` takes from a member kubeconfig.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberAccess {
+    /// API server URL.
+    pub server: String,
+    /// CA bundle (PEM), if the kubeconfig has one.
+    pub ca_pem: Option<String>,
+    /// Bearer token.
+    pub token: String,
+}
+
+/// Reads server, CA and token of a context (the current one when `context` is None).
+pub fn member_access(kubeconfig: &Path, context: Option<&str>) -> anyhow::Result<MemberAccess> {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
+    let ctx_name = match context {
+        Some(c) => c.to_string(),
+        None => kc
+            .current_context
+            .clone()
+            .context("the kubeconfig has no current-context; pass --context")?,
+    };
+    let ctx = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == ctx_name)
+        .and_then(|c| c.context.clone())
+        .with_context(|| format!("context {ctx_name} not found in {}", kubeconfig.display()))?;
+    let cluster = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .and_then(|c| c.cluster.clone())
+        .with_context(|| format!("cluster {} of context {ctx_name} not found", ctx.cluster))?;
+    let server = cluster
+        .server
+        .clone()
+        .context("the kubeconfig cluster has no server URL")?;
+    let ca_pem = match (
+        &cluster.certificate_authority_data,
+        &cluster.certificate_authority,
+    ) {
+        (Some(data), _) => Some(
+            String::from_utf8(
+                base64::engine::general_purpose::STANDARD
+                    .decode(data.trim())
+                    .context("certificate-authority-data is not base64")?,
+            )
+            .context("certificate-authority-data is not PEM text")?,
+        ),
+        (None, Some(file)) => Some(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("reading certificate-authority {file}"))?,
+        ),
+        (None, None) => None,
+    };
+    let user = ctx.user.clone().unwrap_or_default();
+    let auth = kc
+        .auth_infos
+        .iter()
+        .find(|a| a.name == user)
+        .and_then(|a| a.auth_info.clone())
+        .with_context(|| format!("user {user} of context {ctx_name} not found"))?;
+    let token = match (&auth.token, &auth.token_file) {
+        (Some(t), _) => {
+            use secrecy::ExposeSecret;
+            t.expose_secret().to_string()
+        }
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .with_context(|| format!("reading tokenFile {f}"))?
+            .trim()
+            .to_string(),
+        _ => bail!(
+            "join needs a bearer token in the member kubeconfig (user {user} has none); client certificates and exec plugins are not supported yet"
+        ),
+    };
+    Ok(MemberAccess {
+        server,
+        ca_pem,
+        token,
+    })
+}
+
+/// A kube client for a member from its access data.
+pub async fn client_for(access: &MemberAccess) -> anyhow::Result<kube::Client> {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    let mut cluster = json!({"server": access.server});
+    if let Some(ca) = &access.ca_pem {
+        cluster["certificate-authority-data"] = json!(b64(ca));
+    }
+    let kc: Kubeconfig = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "m", "cluster": cluster}],
+        "users": [{"name": "m", "user": {"token": access.token}}],
+        "contexts": [{"name": "m", "context": {"cluster": "m", "user": "m"}}],
+        "current-context": "m",
+    }))
+    .context("building a kubeconfig for the member")?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(cfg)?)
+}
+
+/// Registers `name` on the hub. Refuses a duplicate cluster id (CID-5).
+pub async fn join(
+    hub: kube::Client,
+    name: &str,
+    access: &MemberAccess,
+    id: Option<&str>,
+) -> anyhow::Result<String> {
+    if !is_dns1123_label(name) {
+        bail!(
+            "cluster name \"{name}\" must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters), e.g. east-1"
+        );
+    }
+    let member = client_for(access).await?;
+    let version = member.apiserver_version().await.with_context(|| {
+        format!(
+            "cannot reach the member API server at {} with the given credentials",
+            access.server
+        )
+    })?;
+    let id = id.unwrap_or(name).to_string();
+    if !is_dns1123_subdomain(&id) || id.len() > 128 {
+        bail!("cluster id \"{id}\" must be a DNS-1123 subdomain of at most 128 characters");
+    }
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    for c in clusters
+        .list(&Default::default())
+        .await
+        .context("listing Clusters on the hub (are the CRDs installed?)")?
+    {
+        let other = c.metadata.name.clone().unwrap_or_default();
+        if other != name && c.cluster_id() == Some(id.as_str()) {
+            bail!(
+                "cluster id \"{id}\" is already used by member \"{other}\": give this cluster another name or --id, or unjoin \"{other}\" first"
+            );
+        }
+    }
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let ns: Api<Namespace> = Api::all(hub.clone());
+    ns.patch(SYSTEM_NAMESPACE, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})))
+        .await
+        .context("creating the causeway-system namespace on the hub")?;
+    let secret_name = format!("{name}-credentials");
+    let mut data = json!({"token": access.token});
+    if let Some(ca) = &access.ca_pem {
+        data["caBundle"] = json!(ca);
+    }
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+    secrets
+        .patch(&secret_name, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name, "labels": {"causeway.io/cluster": name}}, "type": "Opaque", "stringData": data})))
+        .await
+        .context("writing the member's credentials Secret on the hub")?;
+    let spec = ClusterSpec {
+        id: Some(id.clone()),
+        sync_mode: ClusterSyncMode::Push,
+        api_endpoint: Some(access.server.clone()),
+        ca_bundle: access
+            .ca_pem
+            .as_ref()
+            .map(|c| base64::engine::general_purpose::STANDARD.encode(c.as_bytes())),
+        secret_ref: Some(ClusterSecretRef {
+            namespace: SYSTEM_NAMESPACE.into(),
+            name: secret_name,
+        }),
+        ..Default::default()
+    };
+    let cluster = Cluster::new(name, spec);
+    let mut body = serde_json::to_value(&cluster)?;
+    body["apiVersion"] = json!("causeway.io/v1alpha1");
+    body["kind"] = json!("Cluster");
+    clusters
+        .patch(name, &pp, &Patch::Apply(body))
+        .await
+        .context("writing the Cluster on the hub")?;
+    Ok(format!(
+        "cluster \"{name}\" (id {id}, Kubernetes {}) joined: {}",
+        version.git_version, access.server
+    ))
+}
+
+/// Removes `name` from the hub (its Cluster and credentials).
+pub async fn unjoin(hub: kube::Client, name: &str) -> anyhow::Result<String> {
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    let secrets: Api<Secret> = Api::namespaced(hub, SYSTEM_NAMESPACE);
+    let found = match clusters.delete(name, &DeleteParams::default()).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.code == 404 => false,
+        Err(e) => return Err(e).context("deleting the Cluster"),
+    };
+    match secrets
+        .delete(&format!("{name}-credentials"), &DeleteParams::default())
+        .await
+    {
+        Ok(_) | Err(kube::Error::Api(_)) => {}
+        Err(e) => return Err(e).context("deleting the credentials Secret"),
+    }
+    if !found {
+        bail!(
+            "no cluster \"{name}\" is joined to this hub (see `kubectl get clusters.causeway.io`)"
+        );
+    }
+    Ok(format!("cluster \"{name}\" unjoined"))
+}

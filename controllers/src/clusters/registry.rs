@@ -1,0 +1,185 @@
+//! The member registry as the controller sees it: `Cluster` objects and their
+//! credential Secrets on the hub, turned into one kube client per member. A change of
+//! endpoint, CA or token gives the member a new fingerprint, so its workers restart
+//! with the new credentials; a deleted Cluster stops them.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use causeway_crds::federation::cluster::Cluster;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use sha2::{Digest, Sha256};
+
+use super::join::MemberAccess;
+
+/// One member the controller can reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberSpec {
+    /// Cluster object name.
+    pub name: String,
+    /// Cluster id (source-cluster label value).
+    pub id: String,
+    /// How to reach it.
+    pub access: MemberAccess,
+    /// Changes whenever anything in `access` or `id` changes.
+    pub fingerprint: String,
+}
+
+/// Why a Cluster cannot be used yet (reported, not fatal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unusable {
+    /// Cluster name.
+    pub name: String,
+    /// What is missing.
+    pub reason: String,
+}
+
+fn secret_str(s: &Secret, key: &str) -> Option<String> {
+    if let Some(v) = s.data.as_ref().and_then(|d| d.get(key)) {
+        return String::from_utf8(v.0.clone()).ok();
+    }
+    s.string_data.as_ref().and_then(|d| d.get(key)).cloned()
+}
+
+/// Pure: the members reachable in push mode from Clusters and Secrets.
+pub fn members(
+    clusters: &[Cluster],
+    secrets: &[Secret],
+) -> (BTreeMap<String, MemberSpec>, Vec<Unusable>) {
+    let mut out = BTreeMap::new();
+    let mut bad = Vec::new();
+    for c in clusters {
+        let name = c.name_any();
+        if c.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(server) = c.spec.api_endpoint.clone() else {
+            bad.push(Unusable {
+                name,
+                reason: "spec.apiEndpoint is not set".into(),
+            });
+            continue;
+        };
+        let Some(sref) = &c.spec.secret_ref else {
+            bad.push(Unusable {
+                name,
+                reason: "spec.secretRef is not set".into(),
+            });
+            continue;
+        };
+        let Some(secret) = secrets.iter().find(|s| {
+            s.namespace().as_deref() == Some(sref.namespace.as_str()) && s.name_any() == sref.name
+        }) else {
+            bad.push(Unusable {
+                name,
+                reason: format!("Secret {}/{} not found", sref.namespace, sref.name),
+            });
+            continue;
+        };
+        let Some(token) = secret_str(secret, "token") else {
+            bad.push(Unusable {
+                name,
+                reason: format!("Secret {}/{} has no key token", sref.namespace, sref.name),
+            });
+            continue;
+        };
+        let ca_pem = c
+            .spec
+            .ca_bundle
+            .as_ref()
+            .and_then(|b| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(b.trim())
+                    .ok()
+            })
+            .and_then(|b| String::from_utf8(b).ok())
+            .or_else(|| secret_str(secret, "caBundle"));
+        let id = c.cluster_id().unwrap_or(&name).to_string();
+        let access = MemberAccess {
+            server,
+            ca_pem,
+            token,
+        };
+        let mut h = Sha256::new();
+        for part in [
+            id.as_str(),
+            access.server.as_str(),
+            access.ca_pem.as_deref().unwrap_or(""),
+            access.token.as_str(),
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        let fingerprint = h.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        out.insert(
+            name.clone(),
+            MemberSpec {
+                name,
+                id,
+                access,
+                fingerprint,
+            },
+        );
+    }
+    (out, bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_crds::federation::cluster::{ClusterSecretRef, ClusterSpec};
+    use serde_json::json;
+
+    fn cluster(name: &str, endpoint: Option<&str>) -> Cluster {
+        Cluster::new(
+            name,
+            ClusterSpec {
+                api_endpoint: endpoint.map(String::from),
+                secret_ref: Some(ClusterSecretRef {
+                    namespace: "causeway-system".into(),
+                    name: format!("{name}-credentials"),
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn secret(name: &str, token: &str) -> Secret {
+        serde_json::from_value(json!({"metadata": {"name": format!("{name}-credentials"), "namespace": "causeway-system"}, "stringData": {"token": token}})).unwrap()
+    }
+
+    #[test]
+    fn members_need_endpoint_and_token_and_fingerprint_tracks_rotation() {
+        let (m, bad) = members(
+            &[
+                cluster("east", Some("https://e")),
+                cluster("west", None),
+                cluster("north", Some("https://n")),
+            ],
+            &[secret("east", "t1")],
+        );
+        assert_eq!(m.keys().collect::<Vec<_>>(), vec!["east"]);
+        assert_eq!(m["east"].id, "east");
+        assert_eq!(bad.len(), 2);
+        assert!(
+            bad.iter()
+                .any(|b| b.name == "west" && b.reason.contains("apiEndpoint"))
+        );
+        assert!(
+            bad.iter()
+                .any(|b| b.name == "north" && b.reason.contains("not found"))
+        );
+        let (m2, _) = members(
+            &[cluster("east", Some("https://e"))],
+            &[secret("east", "t2")],
+        );
+        assert_ne!(
+            m["east"].fingerprint, m2["east"].fingerprint,
+            "a rotated token restarts the member's workers"
+        );
+    }
+}

@@ -1,0 +1,10 @@
+//! Causeway's control plane: the member registry, the Multi-Cluster Services
+//! controllers (exporter, aggregator, importer), and the shared applier and caches.
+//! The `causeway` binary (src/main.rs) wires them to the command line.
+
+pub mod apply;
+pub mod clusters;
+pub mod controller;
+pub mod mcs;
+pub mod metrics;
+pub mod watch;

@@ -1,0 +1,334 @@
+//! Aggregator (hub): all `ExportedService`s of one namespace/name → the hub
+//! `ServiceImport` (merged per the conflict rules) and each export's verdict
+//! (`Conflict` condition, `excludedPorts`). Exports and hub slices of clusters that
+//! are no longer registered are withdrawn here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use causeway_crds::exported_service::ExportedService;
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::mcs::conditions::{service_export as ex_cond, service_import as im_cond};
+use causeway_crds::mcs::merge::{Merged, merge_specs, to_service_import_spec};
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::mcs::{ServiceImportStatus, ServicePort};
+use causeway_crds::well_known::labels;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::watcher;
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::apply::{self, Outcome};
+use crate::metrics::Metrics;
+use crate::watch::{cache, next_round};
+
+/// The hub ServiceImport of a merge, and the verdict for each export.
+#[derive(Debug)]
+pub struct Verdict {
+    /// Hub ServiceImport (ips empty).
+    pub import: ServiceImport,
+    /// The merge.
+    pub merged: Merged,
+    /// Status for each ExportedService by name: (Conflict condition, excluded ports).
+    pub exports: BTreeMap<String, (Condition, Vec<ServicePort>)>,
+}
+
+fn keep_time(type_: &str, status: &str, prev: &[Condition], now: &Time) -> Time {
+    prev.iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone())
+}
+
+/// Pure: merge every namespace/name group of exports from registered clusters.
+pub fn desired(
+    exports: &[Arc<ExportedService>],
+    registered: &BTreeSet<String>,
+    hub_imports: &[Arc<ServiceImport>],
+    now: &Time,
+) -> Vec<Verdict> {
+    let mut groups: BTreeMap<(String, String), Vec<&Arc<ExportedService>>> = BTreeMap::new();
+    for e in exports {
+        if !registered.contains(&e.spec.cluster) || e.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        groups
+            .entry((e.namespace().unwrap_or_default(), e.spec.service.clone()))
+            .or_default()
+            .push(e);
+    }
+    let mut out = Vec::new();
+    for ((ns, svc), group) in groups {
+        let Some(merged) = merge_specs(group.iter().map(|e| &e.spec)) else {
+            continue;
+        };
+        let prev_import = hub_imports
+            .iter()
+            .find(|i| i.namespace().as_deref() == Some(ns.as_str()) && i.name_any() == svc);
+        let prev_conds = prev_import
+            .and_then(|i| i.status.as_ref())
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let mut l = merged.labels.clone();
+        l.insert(labels::MANAGED.into(), labels::MANAGED_VALUE.into());
+        let mut import = ServiceImport {
+            metadata: ObjectMeta {
+                name: Some(svc.clone()),
+                namespace: Some(ns.clone()),
+                labels: Some(l),
+                annotations: (!merged.annotations.is_empty()).then(|| merged.annotations.clone()),
+                ..Default::default()
+            },
+            spec: to_service_import_spec(&merged),
+            status: None,
+        };
+        import.status = Some(ServiceImportStatus {
+            clusters: merged.cluster_statuses(),
+            conditions: vec![Condition {
+                type_: im_cond::READY.into(),
+                status: "True".into(),
+                reason: im_cond::reason::READY.into(),
+                message: format!("merged from {} exporting cluster(s)", merged.clusters.len()),
+                last_transition_time: keep_time(im_cond::READY, "True", &prev_conds, now),
+                observed_generation: None,
+            }],
+        });
+        let mut verdicts = BTreeMap::new();
+        for e in &group {
+            let prev = e
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default();
+            let (status, reason, message) = match &merged.conflict {
+                Some(c) => ("True", c.reason(), c.message.clone()),
+                None => (
+                    "False",
+                    ex_cond::reason::NO_CONFLICTS.to_string(),
+                    "all exports agree".to_string(),
+                ),
+            };
+            let cond = Condition {
+                type_: ex_cond::CONFLICT.into(),
+                status: status.into(),
+                reason,
+                message,
+                last_transition_time: keep_time(ex_cond::CONFLICT, status, &prev, now),
+                observed_generation: e.metadata.generation,
+            };
+            let excluded = merged
+                .excluded_ports
+                .get(&e.spec.cluster)
+                .cloned()
+                .unwrap_or_default();
+            verdicts.insert(e.name_any(), (cond, excluded));
+        }
+        out.push(Verdict {
+            import,
+            merged,
+            exports: verdicts,
+        });
+    }
+    out
+}
+
+/// Runs the aggregator until `stop`.
+pub async fn run(hub: kube::Client, metrics: Arc<Metrics>, stop: CancellationToken) {
+    let notify = Arc::new(Notify::new());
+    let all = watcher::Config::default();
+    let managed = watcher::Config::default().labels(&format!(
+        "{}={}",
+        labels::MANAGED,
+        labels::MANAGED_VALUE
+    ));
+    let exports = cache(
+        Api::<ExportedService>::all(hub.clone()),
+        all.clone(),
+        notify.clone(),
+        stop.clone(),
+        "hub exportedservices",
+    );
+    let imports = cache(
+        Api::<ServiceImport>::all(hub.clone()),
+        managed.clone(),
+        notify.clone(),
+        stop.clone(),
+        "hub serviceimports",
+    );
+    let clusters = cache(
+        Api::<Cluster>::all(hub.clone()),
+        all,
+        notify.clone(),
+        stop.clone(),
+        "hub clusters",
+    );
+    let slices = cache(
+        Api::<EndpointSlice>::all(hub.clone()),
+        watcher::Config::default().labels(labels::SOURCE_CLUSTER),
+        notify.clone(),
+        stop.clone(),
+        "hub endpointslices",
+    );
+    if exports.wait_until_ready().await.is_err()
+        || imports.wait_until_ready().await.is_err()
+        || clusters.wait_until_ready().await.is_err()
+        || slices.wait_until_ready().await.is_err()
+    {
+        return;
+    }
+    tracing::info!("aggregator running");
+    loop {
+        let started = Instant::now();
+        let registered: BTreeSet<String> = clusters
+            .state()
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .map(|c| {
+                c.cluster_id()
+                    .map(String::from)
+                    .unwrap_or_else(|| c.name_any())
+            })
+            .collect();
+        let now = Time(jiff::Timestamp::now());
+        let verdicts = desired(&exports.state(), &registered, &imports.state(), &now);
+        metrics.set_conflicts(
+            verdicts
+                .iter()
+                .filter(|v| v.merged.conflict.is_some())
+                .count() as i64,
+        );
+        let errors = write(
+            &hub,
+            &verdicts,
+            &registered,
+            &exports.state(),
+            &imports.state(),
+            &slices.state(),
+        )
+        .await;
+        metrics.observe_reconcile("aggregator", "hub", started.elapsed(), errors);
+        let wait = if errors > 0 {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(60)
+        };
+        if !next_round(&notify, &stop, wait, Duration::from_millis(5)).await {
+            return;
+        }
+    }
+}
+
+async fn write(
+    hub: &kube::Client,
+    verdicts: &[Verdict],
+    registered: &BTreeSet<String>,
+    exports: &[Arc<ExportedService>],
+    imports: &[Arc<ServiceImport>],
+    slices: &[Arc<EndpointSlice>],
+) -> usize {
+    let mut errors = 0;
+    let mut report = |r: Result<Outcome, apply::ApplyError>| {
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "aggregator write failed; retrying");
+            errors += 1;
+        }
+    };
+    let mut keep = BTreeSet::new();
+    for v in verdicts {
+        let ns = v.import.namespace().unwrap_or_default();
+        let name = v.import.name_any();
+        keep.insert((ns.clone(), name.clone()));
+        let api: Api<ServiceImport> = Api::namespaced(hub.clone(), &ns);
+        let actual = imports
+            .iter()
+            .find(|i| i.namespace().as_deref() == Some(ns.as_str()) && i.name_any() == name);
+        report(apply::ensure(&api, &v.import, actual.map(|a| a.as_ref())).await);
+        let status = json!(v.import.status);
+        let actual_status = actual.and_then(|a| a.status.as_ref()).map(|s| json!(s));
+        report(
+            apply::ensure_status(
+                &api,
+                &name,
+                "multicluster.x-k8s.io/v1beta1",
+                "ServiceImport",
+                &status,
+                actual_status.as_ref(),
+            )
+            .await,
+        );
+        let eapi: Api<ExportedService> = Api::namespaced(hub.clone(), &ns);
+        for (ename, (cond, excluded)) in &v.exports {
+            let actual = exports
+                .iter()
+                .find(|e| e.namespace().as_deref() == Some(ns.as_str()) && &e.name_any() == ename)
+                .and_then(|e| e.status.as_ref())
+                .map(|s| json!({"conditions": s.conditions, "excludedPorts": s.excluded_ports}));
+            let status = json!({"conditions": [cond], "excludedPorts": excluded});
+            report(
+                apply::ensure_status(
+                    &eapi,
+                    ename,
+                    "causeway.io/v1alpha1",
+                    "ExportedService",
+                    &status,
+                    actual.as_ref(),
+                )
+                .await,
+            );
+        }
+    }
+    for i in imports {
+        let key = (i.namespace().unwrap_or_default(), i.name_any());
+        if !keep.contains(&key) {
+            report(
+                apply::remove(
+                    &Api::<ServiceImport>::namespaced(hub.clone(), &key.0),
+                    &key.1,
+                )
+                .await
+                .map(|_| Outcome::Written),
+            );
+        }
+    }
+    // withdraw what clusters that left the registry exported
+    for e in exports
+        .iter()
+        .filter(|e| !registered.contains(&e.spec.cluster))
+    {
+        let ns = e.namespace().unwrap_or_default();
+        report(
+            apply::remove(
+                &Api::<ExportedService>::namespaced(hub.clone(), &ns),
+                &e.name_any(),
+            )
+            .await
+            .map(|_| Outcome::Written),
+        );
+    }
+    for s in slices {
+        let src = s
+            .labels()
+            .get(labels::SOURCE_CLUSTER)
+            .cloned()
+            .unwrap_or_default();
+        if s.labels().get(labels::MANAGED).map(String::as_str) == Some(labels::MANAGED_VALUE)
+            && !registered.contains(&src)
+        {
+            let ns = s.namespace().unwrap_or_default();
+            report(
+                apply::remove(
+                    &Api::<EndpointSlice>::namespaced(hub.clone(), &ns),
+                    &s.name_any(),
+                )
+                .await
+                .map(|_| Outcome::Written),
+            );
+        }
+    }
+    errors
+}

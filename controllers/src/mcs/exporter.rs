@@ -1,0 +1,526 @@
+//! Exporter (one per member): ServiceExport + Service + EndpointSlices in the member →
+//! `ExportedService <svc>.<cluster>` and MCS-labelled EndpointSlices on the hub, and the
+//! ServiceExport's `Valid` / `Ready` / `Conflict` conditions back in the member.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use causeway_crds::exported_service::{ExportedService, ExportedServicePort, ExportedServiceSpec};
+use causeway_crds::mcs::conditions::service_export as cond;
+use causeway_crds::mcs::v1beta1::ServiceExport;
+use causeway_crds::names::exported_service_name;
+use causeway_crds::well_known::labels;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::apply::{self, Outcome};
+use crate::metrics::Metrics;
+use crate::watch::{cache, next_round};
+
+/// Annotation on hub slices: when the exporter wrote them (ms since the epoch), for
+/// the end-to-end "endpoint change → imported slice written" latency.
+pub const OBSERVED_AT: &str = "causeway.io/exported-at-ms";
+
+/// What one member exports, computed from its caches.
+#[derive(Debug, Default)]
+pub struct Desired {
+    /// Hub ExportedServices.
+    pub exported: Vec<ExportedService>,
+    /// Hub EndpointSlices.
+    pub slices: Vec<EndpointSlice>,
+    /// ServiceExport conditions by (namespace, name).
+    pub conditions: BTreeMap<(String, String), Vec<Condition>>,
+}
+
+fn labels_for(svc: &str, cluster: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (labels::SERVICE_NAME.to_string(), svc.to_string()),
+        (labels::SOURCE_CLUSTER.to_string(), cluster.to_string()),
+        (
+            labels::MANAGED.to_string(),
+            labels::MANAGED_VALUE.to_string(),
+        ),
+    ])
+}
+
+/// Name of the hub copy of a member slice: `<slice>.<cluster>`, hashed when too long.
+pub fn hub_slice_name(slice: &str, cluster: &str) -> String {
+    let n = format!("{slice}.{cluster}");
+    if n.len() <= 253 {
+        return n;
+    }
+    let h = Sha256::digest(n.as_bytes());
+    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}.{hex}", &slice[..200.min(slice.len())])
+}
+
+fn condition(
+    type_: &str,
+    ok: Option<bool>,
+    reason: &str,
+    message: String,
+    previous: &[Condition],
+    now: &Time,
+) -> Condition {
+    let status = match ok {
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "Unknown",
+    };
+    let last = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: last,
+        observed_generation: None,
+    }
+}
+
+/// Pure: the hub objects and export conditions of one member.
+pub fn desired(
+    cluster: &str,
+    exports: &[Arc<ServiceExport>],
+    services: &[Arc<Service>],
+    slices: &[Arc<EndpointSlice>],
+    hub: &[Arc<ExportedService>],
+    now: &Time,
+) -> Desired {
+    let mut out = Desired::default();
+    let svc_by = |ns: &str, n: &str| {
+        services
+            .iter()
+            .find(|s| s.namespace().as_deref() == Some(ns) && s.name_any() == n)
+    };
+    for ex in exports {
+        let (ns, name) = (ex.namespace().unwrap_or_default(), ex.name_any());
+        let prev = ex
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        if ex.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let hub_name = exported_service_name(&name, cluster);
+        let mut conds = Vec::new();
+        let Some(svc) = svc_by(&ns, &name) else {
+            conds.push(condition(
+                cond::VALID,
+                Some(false),
+                cond::reason::NO_SERVICE,
+                format!("Service {ns}/{name} not found: create it or delete this ServiceExport"),
+                &prev,
+                now,
+            ));
+            conds.push(condition(
+                cond::READY,
+                Some(false),
+                cond::reason::PENDING,
+                "waiting for the Service".into(),
+                &prev,
+                now,
+            ));
+            out.conditions.insert((ns, name), conds);
+            continue;
+        };
+        let spec = svc.spec.clone().unwrap_or_default();
+        let type_ = spec.type_.clone().unwrap_or_else(|| "ClusterIP".into());
+        if type_ == "ExternalName" {
+            conds.push(condition(
+                cond::VALID,
+                Some(false),
+                cond::reason::INVALID_SERVICE_TYPE,
+                "ExternalName Services cannot be exported".into(),
+                &prev,
+                now,
+            ));
+            conds.push(condition(
+                cond::READY,
+                Some(false),
+                cond::reason::FAILED,
+                "the Service is not exportable".into(),
+                &prev,
+                now,
+            ));
+            out.conditions.insert((ns, name), conds);
+            continue;
+        }
+        conds.push(condition(
+            cond::VALID,
+            Some(true),
+            cond::reason::VALID,
+            "the Service is exportable".into(),
+            &prev,
+            now,
+        ));
+        let headless = spec.cluster_ip.as_deref() == Some("None");
+        let exported = ExportedService {
+            metadata: ObjectMeta {
+                name: Some(hub_name.clone()),
+                namespace: Some(ns.clone()),
+                labels: Some(labels_for(&name, cluster)),
+                ..Default::default()
+            },
+            spec: ExportedServiceSpec {
+                cluster: cluster.to_string(),
+                service: name.clone(),
+                service_type: Some(type_),
+                headless,
+                ports: spec
+                    .ports
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|p| ExportedServicePort {
+                        name: p.name.filter(|n| !n.is_empty()),
+                        protocol: Some(p.protocol.unwrap_or_else(|| "TCP".into())),
+                        app_protocol: p.app_protocol,
+                        port: p.port,
+                        target_port: p.target_port,
+                    })
+                    .collect(),
+                session_affinity: Some(
+                    spec.session_affinity
+                        .clone()
+                        .unwrap_or_else(|| "None".into()),
+                ),
+                session_affinity_config: spec.session_affinity_config.clone(),
+                internal_traffic_policy: spec.internal_traffic_policy.clone(),
+                traffic_distribution: spec.traffic_distribution.clone(),
+                ip_families: spec.ip_families.clone().unwrap_or_default(),
+                cluster_ips: if headless {
+                    vec![]
+                } else {
+                    spec.cluster_ips.clone().unwrap_or_default()
+                },
+                exported_labels: ex.spec.exported_labels.clone(),
+                exported_annotations: ex.spec.exported_annotations.clone(),
+                export_creation_timestamp: ex.metadata.creation_timestamp.clone(),
+            },
+            status: None,
+        };
+        out.exported.push(exported);
+        for s in slices.iter().filter(|s| {
+            s.namespace().as_deref() == Some(ns.as_str())
+                && s.labels()
+                    .get(labels::KUBERNETES_SERVICE_NAME)
+                    .map(String::as_str)
+                    == Some(name.as_str())
+                && s.labels()
+                    .get(labels::ENDPOINTSLICE_MANAGED_BY)
+                    .map(String::as_str)
+                    != Some(labels::ENDPOINTSLICE_MANAGED_BY_VALUE)
+        }) {
+            let mut l = labels_for(&name, cluster);
+            l.insert(
+                labels::ENDPOINTSLICE_MANAGED_BY.into(),
+                labels::ENDPOINTSLICE_MANAGED_BY_VALUE.into(),
+            );
+            out.slices.push(EndpointSlice {
+                metadata: ObjectMeta {
+                    name: Some(hub_slice_name(&s.name_any(), cluster)),
+                    namespace: Some(ns.clone()),
+                    labels: Some(l),
+                    ..Default::default()
+                },
+                address_type: s.address_type.clone(),
+                endpoints: s.endpoints.clone(),
+                ports: s.ports.clone(),
+            });
+        }
+        let on_hub = hub
+            .iter()
+            .find(|h| h.name_any() == hub_name && h.namespace().as_deref() == Some(ns.as_str()));
+        conds.push(match on_hub {
+            Some(_) => condition(
+                cond::READY,
+                Some(true),
+                cond::reason::EXPORTED,
+                "exported to the clusterset".into(),
+                &prev,
+                now,
+            ),
+            None => condition(
+                cond::READY,
+                None,
+                cond::reason::PENDING,
+                "exporting".into(),
+                &prev,
+                now,
+            ),
+        });
+        if let Some(c) = on_hub
+            .and_then(|h| h.status.as_ref())
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == cond::CONFLICT))
+        {
+            conds.push(condition(
+                cond::CONFLICT,
+                Some(c.status == "True"),
+                &c.reason,
+                c.message.clone(),
+                &prev,
+                now,
+            ));
+        }
+        out.conditions.insert((ns, name), conds);
+    }
+    out
+}
+
+/// Runs the exporter of one member until `stop`.
+pub async fn run(
+    cluster: String,
+    member: kube::Client,
+    hub: kube::Client,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    let notify = Arc::new(Notify::new());
+    let all = watcher::Config::default();
+    let mine = watcher::Config::default().labels(&format!("{}={cluster}", labels::SOURCE_CLUSTER));
+    let exports = cache(
+        Api::<ServiceExport>::all(member.clone()),
+        all.clone(),
+        notify.clone(),
+        stop.clone(),
+        "member serviceexports",
+    );
+    let services = cache(
+        Api::<Service>::all(member.clone()),
+        all.clone(),
+        notify.clone(),
+        stop.clone(),
+        "member services",
+    );
+    let slices = cache(
+        Api::<EndpointSlice>::all(member.clone()),
+        all.clone().labels(labels::KUBERNETES_SERVICE_NAME),
+        notify.clone(),
+        stop.clone(),
+        "member endpointslices",
+    );
+    let hub_exported = cache(
+        Api::<ExportedService>::all(hub.clone()),
+        mine.clone(),
+        notify.clone(),
+        stop.clone(),
+        "hub exportedservices",
+    );
+    let hub_slices = cache(
+        Api::<EndpointSlice>::all(hub.clone()),
+        mine,
+        notify.clone(),
+        stop.clone(),
+        "hub endpointslices",
+    );
+    for ready in [
+        exports.wait_until_ready().await.is_ok(),
+        services.wait_until_ready().await.is_ok(),
+        slices.wait_until_ready().await.is_ok(),
+        hub_exported.wait_until_ready().await.is_ok(),
+        hub_slices.wait_until_ready().await.is_ok(),
+    ] {
+        if !ready {
+            return;
+        }
+    }
+    tracing::info!(cluster, "exporter running");
+    let mut hub_namespaces = BTreeSet::new();
+    loop {
+        let started = Instant::now();
+        let now = Time(jiff::Timestamp::now());
+        let want = desired(
+            &cluster,
+            &exports.state(),
+            &services.state(),
+            &slices.state(),
+            &hub_exported.state(),
+            &now,
+        );
+        let errors = ensure_namespaces(&hub, &want, &mut hub_namespaces).await
+            + write(
+                &cluster,
+                &member,
+                &hub,
+                &want,
+                &exports.state(),
+                &hub_exported.state(),
+                &hub_slices.state(),
+            )
+            .await;
+        metrics.observe_reconcile("exporter", &cluster, started.elapsed(), errors);
+        metrics.set_exports(&cluster, want.exported.len() as i64);
+        let wait = if errors > 0 {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(60)
+        };
+        if !next_round(&notify, &stop, wait, Duration::from_millis(5)).await {
+            return;
+        }
+    }
+}
+
+/// The hub mirrors the namespaces of exported Services (namespace sameness, NS-1).
+async fn ensure_namespaces(
+    hub: &kube::Client,
+    want: &Desired,
+    done: &mut BTreeSet<String>,
+) -> usize {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.clone());
+    let mut errors = 0;
+    for ns in want.exported.iter().filter_map(|e| e.namespace()) {
+        if done.contains(&ns) {
+            continue;
+        }
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        match api
+            .patch(
+                &ns,
+                &kube::api::PatchParams::apply(causeway_crds::well_known::FIELD_MANAGER),
+                &kube::api::Patch::Apply(&body),
+            )
+            .await
+        {
+            Ok(_) => {
+                done.insert(ns);
+            }
+            Err(e) => {
+                tracing::warn!(namespace = %ns, error = %e, "cannot create the namespace on the hub; retrying");
+                errors += 1;
+            }
+        }
+    }
+    errors
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn write(
+    cluster: &str,
+    member: &kube::Client,
+    hub: &kube::Client,
+    want: &Desired,
+    exports: &[Arc<ServiceExport>],
+    hub_exported: &[Arc<ExportedService>],
+    hub_slices: &[Arc<EndpointSlice>],
+) -> usize {
+    let mut errors = 0;
+    let mut report = |r: Result<Outcome, apply::ApplyError>| {
+        if let Err(e) = r {
+            tracing::warn!(cluster, error = %e, "exporter write failed; retrying");
+            errors += 1;
+        }
+    };
+    // ExportedServices
+    let keep: BTreeSet<(String, String)> = want
+        .exported
+        .iter()
+        .map(|e| (e.namespace().unwrap_or_default(), e.name_any()))
+        .collect();
+    for e in &want.exported {
+        let ns = e.namespace().unwrap_or_default();
+        let api: Api<ExportedService> = Api::namespaced(hub.clone(), &ns);
+        let actual = hub_exported.iter().find(|a| {
+            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == e.name_any()
+        });
+        report(apply::ensure(&api, e, actual.map(|a| a.as_ref())).await);
+    }
+    for a in hub_exported {
+        let key = (a.namespace().unwrap_or_default(), a.name_any());
+        if !keep.contains(&key) {
+            report(
+                apply::remove(
+                    &Api::<ExportedService>::namespaced(hub.clone(), &key.0),
+                    &key.1,
+                )
+                .await
+                .map(|_| Outcome::Written),
+            );
+        }
+    }
+    // hub EndpointSlices
+    let keep: BTreeSet<(String, String)> = want
+        .slices
+        .iter()
+        .map(|s| (s.namespace().unwrap_or_default(), s.name_any()))
+        .collect();
+    for s in &want.slices {
+        let ns = s.namespace().unwrap_or_default();
+        let api: Api<EndpointSlice> = Api::namespaced(hub.clone(), &ns);
+        let actual = hub_slices.iter().find(|a| {
+            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == s.name_any()
+        });
+        let unchanged = actual.is_some_and(|a| {
+            serde_json::to_value(a.as_ref())
+                .ok()
+                .zip(serde_json::to_value(s).ok())
+                .is_some_and(|(av, sv)| apply::contains(&av, &strip_meta(sv)))
+        });
+        if unchanged {
+            continue;
+        }
+        let mut stamped = s.clone();
+        stamped.metadata.annotations = Some(BTreeMap::from([(
+            OBSERVED_AT.to_string(),
+            jiff::Timestamp::now().as_millisecond().to_string(),
+        )]));
+        report(apply::ensure(&api, &stamped, None).await);
+    }
+    for a in hub_slices {
+        let key = (a.namespace().unwrap_or_default(), a.name_any());
+        if !keep.contains(&key) {
+            report(
+                apply::remove(
+                    &Api::<EndpointSlice>::namespaced(hub.clone(), &key.0),
+                    &key.1,
+                )
+                .await
+                .map(|_| Outcome::Written),
+            );
+        }
+    }
+    // ServiceExport conditions
+    for ((ns, name), conds) in &want.conditions {
+        let actual = exports
+            .iter()
+            .find(|e| e.namespace().as_deref() == Some(ns.as_str()) && &e.name_any() == name)
+            .and_then(|e| e.status.as_ref())
+            .map(|s| json!(s));
+        let status = json!({"conditions": conds});
+        let api: Api<ServiceExport> = Api::namespaced(member.clone(), ns);
+        report(
+            apply::ensure_status(
+                &api,
+                name,
+                "multicluster.x-k8s.io/v1beta1",
+                "ServiceExport",
+                &status,
+                actual.as_ref(),
+            )
+            .await,
+        );
+    }
+    errors
+}
+
+fn strip_meta(mut v: Value) -> Value {
+    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        md.retain(|k, _| matches!(k.as_str(), "labels" | "name" | "namespace"));
+    }
+    v
+}

@@ -1,0 +1,508 @@
+//! Importer (one per member): hub ServiceImports and MCS EndpointSlices → in every
+//! member namespace that exists: the ServiceImport (same ns/name, `ips` from the
+//! derived Service), the derived Service, and one EndpointSlice per source slice
+//! carrying only the ports that source cluster may serve.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use causeway_crds::exported_service::ExportedService;
+use causeway_crds::mcs::conditions::service_import as im_cond;
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::mcs::{ServiceImportStatus, ServiceImportType};
+use causeway_crds::names::derived_service_name;
+use causeway_crds::well_known::{annotations, labels};
+use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::watcher;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::exporter::OBSERVED_AT;
+use crate::apply::{self, Outcome};
+use crate::metrics::Metrics;
+use crate::watch::{cache, next_round};
+
+/// What one member should hold.
+#[derive(Debug, Default)]
+pub struct Desired {
+    /// Member ServiceImports (spec + metadata), with their status.
+    pub imports: Vec<(ServiceImport, ServiceImportStatus)>,
+    /// Derived Services.
+    pub services: Vec<Service>,
+    /// MCS EndpointSlices.
+    pub slices: Vec<EndpointSlice>,
+}
+
+fn managed_labels(svc: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (labels::SERVICE_NAME.to_string(), svc.to_string()),
+        (
+            labels::MANAGED.to_string(),
+            labels::MANAGED_VALUE.to_string(),
+        ),
+    ])
+}
+
+/// Name of a member slice for a hub slice.
+pub fn member_slice_name(derived: &str, hub_slice: &str) -> String {
+    let h = Sha256::digest(hub_slice.as_bytes());
+    let hex: String = h[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{derived}-{hex}")
+}
+
+/// Pure: the member's imported objects.
+pub fn desired(
+    hub_imports: &[Arc<ServiceImport>],
+    hub_slices: &[Arc<EndpointSlice>],
+    exported: &[Arc<ExportedService>],
+    namespaces: &[Arc<Namespace>],
+    member_services: &[Arc<Service>],
+    member_imports: &[Arc<ServiceImport>],
+    now: &Time,
+) -> Desired {
+    let live_ns: BTreeSet<String> = namespaces
+        .iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .map(|n| n.name_any())
+        .collect();
+    let mut out = Desired::default();
+    for si in hub_imports {
+        let ns = si.namespace().unwrap_or_default();
+        if !live_ns.contains(&ns) {
+            continue; // NS-2: only where the namespace exists
+        }
+        let name = si.name_any();
+        let derived = derived_service_name(&ns, &name);
+        let headless = si.spec.type_ == ServiceImportType::Headless;
+        let families = si.spec.ip_families.clone();
+        let svc = Service {
+            metadata: ObjectMeta {
+                name: Some(derived.clone()),
+                namespace: Some(ns.clone()),
+                labels: Some(managed_labels(&name)),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("ClusterIP".into()),
+                cluster_ip: headless.then(|| "None".to_string()),
+                ip_family_policy: Some(
+                    if families.len() > 1 {
+                        "PreferDualStack"
+                    } else {
+                        "SingleStack"
+                    }
+                    .into(),
+                ),
+                ports: Some(
+                    si.spec
+                        .ports
+                        .iter()
+                        .map(|p| ServicePort {
+                            name: p.name.clone(),
+                            protocol: Some(p.protocol_or_default().to_string()),
+                            app_protocol: p.app_protocol.clone(),
+                            port: p.port,
+                            target_port: Some(IntOrString::Int(p.port)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                session_affinity: si.spec.session_affinity.clone(),
+                session_affinity_config: si.spec.session_affinity_config.clone(),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        let actual_svc = member_services
+            .iter()
+            .find(|s| s.namespace().as_deref() == Some(ns.as_str()) && s.name_any() == derived);
+        let (ips, fams) = match actual_svc.and_then(|s| s.spec.as_ref()) {
+            Some(spec) if !headless => (
+                spec.cluster_ips.clone().unwrap_or_default(),
+                spec.ip_families.clone().unwrap_or_else(|| families.clone()),
+            ),
+            Some(spec) => (
+                vec![],
+                spec.ip_families
+                    .clone()
+                    .filter(|f| !f.is_empty())
+                    .unwrap_or_else(|| families.clone()),
+            ),
+            None => (vec![], families.clone()),
+        };
+        let ready = headless || !ips.is_empty();
+        let mut import = ServiceImport {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(ns.clone()),
+                labels: si.metadata.labels.clone(),
+                annotations: Some({
+                    let mut a = si.metadata.annotations.clone().unwrap_or_default();
+                    a.insert(annotations::DERIVED_SERVICE.into(), derived.clone());
+                    a
+                }),
+                ..Default::default()
+            },
+            spec: si.spec.clone(),
+            status: None,
+        };
+        import.spec.ips = if headless { vec![] } else { ips };
+        import.spec.ip_families = fams;
+        let prev = member_imports
+            .iter()
+            .find(|i| i.namespace().as_deref() == Some(ns.as_str()) && i.name_any() == name)
+            .and_then(|i| i.status.as_ref())
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let (status, reason, message) = if ready {
+            ("True", im_cond::reason::READY, "imported")
+        } else {
+            (
+                "False",
+                im_cond::reason::PENDING,
+                "waiting for the derived Service's cluster IPs",
+            )
+        };
+        let last = prev
+            .iter()
+            .find(|c| c.type_ == im_cond::READY && c.status == status)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or_else(|| now.clone());
+        let st = ServiceImportStatus {
+            clusters: si
+                .status
+                .as_ref()
+                .map(|s| s.clusters.clone())
+                .unwrap_or_default(),
+            conditions: vec![Condition {
+                type_: im_cond::READY.into(),
+                status: status.into(),
+                reason: reason.into(),
+                message: message.into(),
+                last_transition_time: last,
+                observed_generation: None,
+            }],
+        };
+        out.imports.push((import, st));
+        out.services.push(svc);
+        // slices: one per hub slice, only ports that source cluster may serve
+        let port_names: BTreeSet<String> = si
+            .spec
+            .ports
+            .iter()
+            .map(|p| p.name.clone().unwrap_or_default())
+            .collect();
+        for hs in hub_slices.iter().filter(|s| {
+            s.namespace().as_deref() == Some(ns.as_str())
+                && s.labels().get(labels::SERVICE_NAME) == Some(&name)
+        }) {
+            let src = hs
+                .labels()
+                .get(labels::SOURCE_CLUSTER)
+                .cloned()
+                .unwrap_or_default();
+            let excluded: BTreeSet<String> = exported
+                .iter()
+                .find(|e| {
+                    e.namespace().as_deref() == Some(ns.as_str())
+                        && e.spec.service == name
+                        && e.spec.cluster == src
+                })
+                .and_then(|e| e.status.as_ref())
+                .map(|s| {
+                    s.excluded_ports
+                        .iter()
+                        .map(|p| p.name.clone().unwrap_or_default())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let ports: Vec<_> = hs
+                .ports
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| {
+                    let n = p.name.clone().unwrap_or_default();
+                    port_names.contains(&n) && !excluded.contains(&n)
+                })
+                .collect();
+            let mut l = managed_labels(&name);
+            l.insert(labels::SOURCE_CLUSTER.into(), src);
+            l.insert(
+                labels::ENDPOINTSLICE_MANAGED_BY.into(),
+                labels::ENDPOINTSLICE_MANAGED_BY_VALUE.into(),
+            );
+            l.insert(labels::KUBERNETES_SERVICE_NAME.into(), derived.clone());
+            out.slices.push(EndpointSlice {
+                metadata: ObjectMeta {
+                    name: Some(member_slice_name(&derived, &hs.name_any())),
+                    namespace: Some(ns.clone()),
+                    labels: Some(l),
+                    annotations: hs
+                        .annotations()
+                        .get(OBSERVED_AT)
+                        .map(|v| BTreeMap::from([(OBSERVED_AT.to_string(), v.clone())])),
+                    ..Default::default()
+                },
+                address_type: hs.address_type.clone(),
+                endpoints: hs.endpoints.clone(),
+                ports: Some(ports),
+            });
+        }
+    }
+    out
+}
+
+/// Runs the importer of one member until `stop`.
+pub async fn run(
+    cluster: String,
+    member: kube::Client,
+    hub: kube::Client,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    let notify = Arc::new(Notify::new());
+    let managed = watcher::Config::default().labels(&format!(
+        "{}={}",
+        labels::MANAGED,
+        labels::MANAGED_VALUE
+    ));
+    let hub_imports = cache(
+        Api::<ServiceImport>::all(hub.clone()),
+        managed.clone(),
+        notify.clone(),
+        stop.clone(),
+        "hub serviceimports",
+    );
+    let hub_slices = cache(
+        Api::<EndpointSlice>::all(hub.clone()),
+        watcher::Config::default().labels(labels::SOURCE_CLUSTER),
+        notify.clone(),
+        stop.clone(),
+        "hub endpointslices",
+    );
+    let exported = cache(
+        Api::<ExportedService>::all(hub.clone()),
+        watcher::Config::default(),
+        notify.clone(),
+        stop.clone(),
+        "hub exportedservices",
+    );
+    let namespaces = cache(
+        Api::<Namespace>::all(member.clone()),
+        watcher::Config::default(),
+        notify.clone(),
+        stop.clone(),
+        "member namespaces",
+    );
+    let imports = cache(
+        Api::<ServiceImport>::all(member.clone()),
+        managed.clone(),
+        notify.clone(),
+        stop.clone(),
+        "member serviceimports",
+    );
+    let services = cache(
+        Api::<Service>::all(member.clone()),
+        managed.clone(),
+        notify.clone(),
+        stop.clone(),
+        "member derived services",
+    );
+    let slices = cache(
+        Api::<EndpointSlice>::all(member.clone()),
+        watcher::Config::default().labels(&format!(
+            "{}={}",
+            labels::ENDPOINTSLICE_MANAGED_BY,
+            labels::ENDPOINTSLICE_MANAGED_BY_VALUE
+        )),
+        notify.clone(),
+        stop.clone(),
+        "member mcs endpointslices",
+    );
+    if hub_imports.wait_until_ready().await.is_err()
+        || hub_slices.wait_until_ready().await.is_err()
+        || exported.wait_until_ready().await.is_err()
+        || namespaces.wait_until_ready().await.is_err()
+        || imports.wait_until_ready().await.is_err()
+        || services.wait_until_ready().await.is_err()
+        || slices.wait_until_ready().await.is_err()
+    {
+        return;
+    }
+    tracing::info!(cluster, "importer running");
+    loop {
+        let started = Instant::now();
+        let now = Time(jiff::Timestamp::now());
+        let want = desired(
+            &hub_imports.state(),
+            &hub_slices.state(),
+            &exported.state(),
+            &namespaces.state(),
+            &services.state(),
+            &imports.state(),
+            &now,
+        );
+        let errors = write(
+            &cluster,
+            &member,
+            &want,
+            &imports.state(),
+            &services.state(),
+            &slices.state(),
+            &metrics,
+        )
+        .await;
+        metrics.observe_reconcile("importer", &cluster, started.elapsed(), errors);
+        metrics.set_imports(&cluster, want.imports.len() as i64);
+        let wait = if errors > 0 {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_secs(60)
+        };
+        if !next_round(&notify, &stop, wait, Duration::from_millis(5)).await {
+            return;
+        }
+    }
+}
+
+async fn write(
+    cluster: &str,
+    member: &kube::Client,
+    want: &Desired,
+    imports: &[Arc<ServiceImport>],
+    services: &[Arc<Service>],
+    slices: &[Arc<EndpointSlice>],
+    metrics: &Metrics,
+) -> usize {
+    let mut errors = 0;
+    let mut report = |r: Result<Outcome, apply::ApplyError>| match r {
+        Err(e) => {
+            tracing::warn!(cluster, error = %e, "importer write failed; retrying");
+            errors += 1;
+            Outcome::Unchanged
+        }
+        Ok(o) => o,
+    };
+    let key = |ns: Option<String>, n: String| (ns.unwrap_or_default(), n);
+    // derived Services first: their IPs feed the ServiceImports
+    let keep: BTreeSet<_> = want
+        .services
+        .iter()
+        .map(|s| key(s.namespace(), s.name_any()))
+        .collect();
+    for s in &want.services {
+        let ns = s.namespace().unwrap_or_default();
+        let actual = services.iter().find(|a| {
+            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == s.name_any()
+        });
+        report(
+            apply::ensure(
+                &Api::<Service>::namespaced(member.clone(), &ns),
+                s,
+                actual.map(|a| a.as_ref()),
+            )
+            .await,
+        );
+    }
+    for (si, st) in &want.imports {
+        let ns = si.namespace().unwrap_or_default();
+        let api: Api<ServiceImport> = Api::namespaced(member.clone(), &ns);
+        let actual = imports.iter().find(|a| {
+            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == si.name_any()
+        });
+        report(apply::ensure(&api, si, actual.map(|a| a.as_ref())).await);
+        let actual_status = actual.and_then(|a| a.status.as_ref()).map(|s| json!(s));
+        report(
+            apply::ensure_status(
+                &api,
+                &si.name_any(),
+                "multicluster.x-k8s.io/v1beta1",
+                "ServiceImport",
+                &json!(st),
+                actual_status.as_ref(),
+            )
+            .await,
+        );
+    }
+    for s in &want.slices {
+        let ns = s.namespace().unwrap_or_default();
+        let actual = slices.iter().find(|a| {
+            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == s.name_any()
+        });
+        let written = report(
+            apply::ensure(
+                &Api::<EndpointSlice>::namespaced(member.clone(), &ns),
+                s,
+                actual.map(|a| a.as_ref()),
+            )
+            .await,
+        ) == Outcome::Written;
+        let exported_at = s
+            .annotations()
+            .get(OBSERVED_AT)
+            .and_then(|v| v.parse::<i64>().ok());
+        if let (true, Some(at)) = (written, exported_at) {
+            metrics.observe_propagation(
+                cluster,
+                (jiff::Timestamp::now().as_millisecond() - at) as f64 / 1000.0,
+            );
+        }
+    }
+    // remove what is no longer desired
+    let keep_imports: BTreeSet<_> = want
+        .imports
+        .iter()
+        .map(|(i, _)| key(i.namespace(), i.name_any()))
+        .collect();
+    for a in imports {
+        let k = key(a.namespace(), a.name_any());
+        if !keep_imports.contains(&k) {
+            report(
+                apply::remove(
+                    &Api::<ServiceImport>::namespaced(member.clone(), &k.0),
+                    &k.1,
+                )
+                .await
+                .map(|_| Outcome::Written),
+            );
+        }
+    }
+    for a in services {
+        let k = key(a.namespace(), a.name_any());
+        if !keep.contains(&k) {
+            report(
+                apply::remove(&Api::<Service>::namespaced(member.clone(), &k.0), &k.1)
+                    .await
+                    .map(|_| Outcome::Written),
+            );
+        }
+    }
+    let keep_slices: BTreeSet<_> = want
+        .slices
+        .iter()
+        .map(|s| key(s.namespace(), s.name_any()))
+        .collect();
+    for a in slices {
+        let k = key(a.namespace(), a.name_any());
+        if !keep_slices.contains(&k) {
+            report(
+                apply::remove(
+                    &Api::<EndpointSlice>::namespaced(member.clone(), &k.0),
+                    &k.1,
+                )
+                .await
+                .map(|_| Outcome::Written),
+            );
+        }
+    }
+    errors
+}

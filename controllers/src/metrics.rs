@@ -1,0 +1,229 @@
+//! Controller metrics (Prometheus) and the `/metrics`, `/healthz`, `/readyz` server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+/// Labels: controller and cluster.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Loop {
+    /// exporter, importer, aggregator.
+    pub controller: String,
+    /// Member (or "hub").
+    pub cluster: String,
+}
+
+/// Labels: cluster.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabel {
+    /// Member name.
+    pub cluster: String,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// Every metric of the controller.
+pub struct Metrics {
+    registry: Registry,
+    reconcile: Family<Loop, Histogram, fn() -> Histogram>,
+    errors: Family<Loop, Counter>,
+    exports: Family<ClusterLabel, Gauge>,
+    imports: Family<ClusterLabel, Gauge>,
+    conflicts: Gauge,
+    import_latency: Family<ClusterLabel, Histogram, fn() -> Histogram>,
+    members: Gauge,
+    ready: AtomicBool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("causeway");
+        let reconcile = Family::<Loop, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        let errors = Family::<Loop, Counter>::default();
+        let exports = Family::<ClusterLabel, Gauge>::default();
+        let imports = Family::<ClusterLabel, Gauge>::default();
+        let conflicts = Gauge::default();
+        let import_latency =
+            Family::<ClusterLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram as fn() -> Histogram,
+            );
+        let members = Gauge::default();
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time one reconcile round took",
+            reconcile.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Writes that failed in a reconcile round",
+            errors.clone(),
+        );
+        registry.register(
+            "mcs_exports",
+            "ServiceExports a member exports",
+            exports.clone(),
+        );
+        registry.register(
+            "mcs_imports",
+            "ServiceImports written in a member",
+            imports.clone(),
+        );
+        registry.register(
+            "mcs_conflicts",
+            "Multi-cluster services with a Conflict",
+            conflicts.clone(),
+        );
+        registry.register(
+            "mcs_endpoint_propagation_seconds",
+            "From the exporter writing a hub EndpointSlice to the importer writing it into a member",
+            import_latency.clone(),
+        );
+        registry.register(
+            "members",
+            "Member clusters the controller reaches",
+            members.clone(),
+        );
+        Metrics {
+            registry,
+            reconcile,
+            errors,
+            exports,
+            imports,
+            conflicts,
+            import_latency,
+            members,
+            ready: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Metrics {
+    /// Records one reconcile round.
+    pub fn observe_reconcile(
+        &self,
+        controller: &str,
+        cluster: &str,
+        took: Duration,
+        errors: usize,
+    ) {
+        let l = Loop {
+            controller: controller.into(),
+            cluster: cluster.into(),
+        };
+        self.reconcile.get_or_create(&l).observe(took.as_secs_f64());
+        if errors > 0 {
+            self.errors.get_or_create(&l).inc_by(errors as u64);
+        }
+    }
+    /// Exports of a member.
+    pub fn set_exports(&self, cluster: &str, n: i64) {
+        self.exports
+            .get_or_create(&ClusterLabel {
+                cluster: cluster.into(),
+            })
+            .set(n);
+    }
+    /// Imports in a member.
+    pub fn set_imports(&self, cluster: &str, n: i64) {
+        self.imports
+            .get_or_create(&ClusterLabel {
+                cluster: cluster.into(),
+            })
+            .set(n);
+    }
+    /// Services in conflict.
+    pub fn set_conflicts(&self, n: i64) {
+        self.conflicts.set(n);
+    }
+    /// Members reached.
+    pub fn set_members(&self, n: i64) {
+        self.members.set(n);
+    }
+    /// Endpoint propagation latency into a member.
+    pub fn observe_propagation(&self, cluster: &str, seconds: f64) {
+        self.import_latency
+            .get_or_create(&ClusterLabel {
+                cluster: cluster.into(),
+            })
+            .observe(seconds.max(0.0));
+    }
+    /// Marks the controller ready (caches synced).
+    pub fn set_ready(&self, v: bool) {
+        self.ready.store(v, Ordering::SeqCst);
+    }
+    /// Text exposition.
+    pub fn encode(&self) -> String {
+        let mut s = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
+        s
+    }
+}
+
+/// Serves `/metrics`, `/healthz`, `/readyz` until `stop`.
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = tokio::select! {
+                r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
+                _ = stop.cancelled() => return,
+            };
+            let m = metrics.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let m = m.clone();
+                    async move {
+                        let (code, body) = match req.uri().path() {
+                            "/metrics" => (StatusCode::OK, m.encode()),
+                            "/healthz" | "/livez" => (StatusCode::OK, "ok".to_string()),
+                            "/readyz" if m.ready.load(Ordering::SeqCst) => {
+                                (StatusCode::OK, "ok".to_string())
+                            }
+                            "/readyz" => (
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                "caches not synced yet".to_string(),
+                            ),
+                            _ => (
+                                StatusCode::NOT_FOUND,
+                                "not found: try /metrics, /healthz or /readyz".to_string(),
+                            ),
+                        };
+                        Ok::<_, std::convert::Infallible>(
+                            Response::builder()
+                                .status(code)
+                                .body(Full::new(Bytes::from(body)))
+                                .expect("valid response"),
+                        )
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    });
+    Ok(local)
+}

@@ -1,0 +1,677 @@
+//! Multi-Cluster Services end to end: the API-level conformance specs CONF-1…16 with the
+//! suite's fixtures and timeouts, plus dual-stack, partial namespaces, cluster removal,
+//! controller restart, three clusters with different ports, and hand edits.
+
+use std::net::IpAddr;
+
+use causeway_crds::mcs::ServiceImportType;
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::mcs_support::{CONSISTENT, Mcs, PRESENT, consistently, eventually, tick};
+
+fn port_set(si: &ServiceImport) -> Vec<(String, String, i32)> {
+    let mut v: Vec<_> = si
+        .spec
+        .ports
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone().unwrap_or_default(),
+                p.protocol_or_default().to_string(),
+                p.port,
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+async fn conflict_on(m: &Mcs, i: usize) -> (String, String, String) {
+    eventually(
+        &format!("Conflict=True on cluster {i}"),
+        PRESENT,
+        || async move {
+            m.export_condition(i, "hello", "Conflict")
+                .await
+                .filter(|c| c.0 == "True")
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_1_import_exists_while_any_cluster_exports() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("SI on c0", PRESENT, || async { m.si(0, "hello").await }).await;
+    tick().await;
+    m.hello(1, &["10.1.0.1"]).await;
+    m.export(1, "hello", "dummy-label").await;
+    consistently("SI stays on c0 after c1 exports", CONSISTENT, || async {
+        m.si(0, "hello").await.is_some()
+    })
+    .await;
+    m.unexport(0, "hello").await;
+    consistently("SI stays on c0 after c0 unexports", CONSISTENT, || async {
+        m.si(0, "hello").await.is_some()
+    })
+    .await;
+    m.unexport(1, "hello").await;
+    eventually("SI gone on c0 and c1", PRESENT, || async {
+        (m.si(0, "hello").await.is_none() && m.si(1, "hello").await.is_none()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_2_only_exported_labels_and_annotations_are_propagated() {
+    let owned = Mcs::start(&["c0"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let si = eventually("SI", PRESENT, || async { m.si(0, "hello").await }).await;
+    let (l, a) = (
+        si.metadata.labels.unwrap_or_default(),
+        si.metadata.annotations.unwrap_or_default(),
+    );
+    assert_eq!(l.get("dummy-label").map(String::as_str), Some("true"));
+    assert_eq!(a.get("dummy-annotation").map(String::as_str), Some("true"));
+    assert!(
+        !l.contains_key("dummy-svc")
+            && !a.contains_key("dummy-svc")
+            && !l.contains_key("dummy-svcexport"),
+        "{l:?} {a:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_3_conflicting_exported_labels_oldest_wins_and_both_report_conflict() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("SI", PRESENT, || async { m.si(0, "hello").await }).await;
+    tick().await;
+    m.hello(1, &["10.1.0.1"]).await;
+    m.export(1, "hello", "dummy-label2").await;
+    for i in 0..2 {
+        let (_, reason, msg) = conflict_on(m, i).await;
+        assert!(
+            reason.contains("LabelsConflict") && reason.contains("AnnotationsConflict"),
+            "{reason}: {msg}"
+        );
+        assert!(
+            msg.contains("c0"),
+            "the message names the winning cluster: {msg}"
+        );
+    }
+    for i in 0..2 {
+        let si = m.si(i, "hello").await.unwrap();
+        let l = si.metadata.labels.unwrap_or_default();
+        assert!(
+            l.contains_key("dummy-label") && !l.contains_key("dummy-label2"),
+            "{l:?}"
+        );
+        let a = si.metadata.annotations.unwrap_or_default();
+        assert!(
+            a.contains_key("dummy-annotation") && !a.contains_key("dummy-annotation2"),
+            "{a:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_4_to_9_clusterip_import_properties_and_unexport() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("Valid=True", PRESENT, || async {
+        m.export_condition(0, "hello", "Valid")
+            .await
+            .filter(|c| c.0 == "True")
+    })
+    .await;
+    for i in 0..2 {
+        let si = eventually("SI with IPs on every cluster", PRESENT, || async move {
+            m.si(i, "hello").await.filter(|s| !s.spec.ips.is_empty())
+        })
+        .await;
+        assert_eq!(si.spec.type_, ServiceImportType::ClusterSetIP);
+        // CONF-5
+        assert_eq!(si.spec.session_affinity.as_deref(), Some("ClientIP"));
+        assert_eq!(
+            serde_json::to_value(&si.spec.session_affinity_config).unwrap(),
+            json!({"clientIP": {"timeoutSeconds": 10}})
+        );
+        // CONF-6, CONF-7
+        assert_eq!(si.spec.internal_traffic_policy.as_deref(), Some("Cluster"));
+        assert_eq!(si.spec.traffic_distribution.as_deref(), Some("PreferClose"));
+        // CONF-8
+        assert_eq!(si.spec.ips.len(), si.spec.ip_families.len());
+        for (ip, fam) in si.spec.ips.iter().zip(&si.spec.ip_families) {
+            let ip: IpAddr = ip.parse().expect("IP parses");
+            assert_eq!(if ip.is_ipv4() { "IPv4" } else { "IPv6" }, fam);
+        }
+        // CONF-9
+        assert_eq!(
+            port_set(&si),
+            vec![
+                ("tcp".into(), "TCP".into(), 42),
+                ("udp".into(), "UDP".into(), 42)
+            ]
+        );
+        assert!(si.spec.ports.iter().all(|p| p.app_protocol.is_none()));
+        let st = si.status.unwrap();
+        assert_eq!(
+            st.clusters
+                .iter()
+                .map(|c| c.cluster.as_str())
+                .collect::<Vec<_>>(),
+            vec!["c0"]
+        );
+    }
+    let ready = eventually("Ready=True", PRESENT, || async {
+        m.export_condition(0, "hello", "Ready")
+            .await
+            .filter(|c| c.0 == "True")
+    })
+    .await;
+    assert_eq!(ready.1, "Exported");
+    m.unexport(0, "hello").await;
+    eventually("SI gone everywhere", PRESENT, || async {
+        (m.si(0, "hello").await.is_none() && m.si(1, "hello").await.is_none()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_10_port_union_raises_conflict() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("SI", PRESENT, || async { m.si(0, "hello").await }).await;
+    tick().await;
+    m.service(1, "hello", json!({"ports": [{"name": "tcp", "port": 42, "protocol": "TCP"}, {"name": "stcp", "port": 142, "protocol": "SCTP"}]}), &["10.1.0.1"]).await;
+    m.export(1, "hello", "dummy-label").await;
+    for i in 0..2 {
+        let (_, reason, _) = conflict_on(m, i).await;
+        assert!(reason.contains("PortConflict"), "{reason}");
+    }
+    let want = vec![
+        ("stcp".to_string(), "SCTP".to_string(), 142),
+        ("tcp".into(), "TCP".into(), 42),
+        ("udp".into(), "UDP".into(), 42),
+    ];
+    for i in 0..2 {
+        eventually("union of ports", PRESENT, || {
+            let want = want.clone();
+
+            async move { m.si(i, "hello").await.filter(|s| port_set(s) == want) }
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_11_conflicting_port_number_keeps_the_oldest() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("SI", PRESENT, || async { m.si(0, "hello").await }).await;
+    tick().await;
+    m.service(
+        1,
+        "hello",
+        json!({"ports": [{"name": "tcp", "port": 43, "protocol": "TCP"}]}),
+        &["10.1.0.1"],
+    )
+    .await;
+    m.export(1, "hello", "dummy-label").await;
+    for i in 0..2 {
+        let (_, reason, msg) = conflict_on(m, i).await;
+        assert!(
+            reason.contains("PortConflict") && msg.contains("c0"),
+            "{reason}: {msg}"
+        );
+    }
+    consistently("SI keeps c0's ports", CONSISTENT, || async {
+        m.si(1, "hello").await.is_some_and(|s| {
+            port_set(&s)
+                == vec![
+                    ("tcp".into(), "TCP".into(), 42),
+                    ("udp".into(), "UDP".into(), 42),
+                ]
+        })
+    })
+    .await;
+    // CR-6: c1's endpoints do not carry port tcp (it serves 43, not 42)
+    let slices = m.mcs_slices(0, "hello").await;
+    let c1 = slices
+        .iter()
+        .find(|s| {
+            s.metadata.labels.as_ref().unwrap()["multicluster.kubernetes.io/source-cluster"] == "c1"
+        })
+        .expect("c1 slice");
+    assert!(
+        c1.ports.clone().unwrap_or_default().is_empty(),
+        "c1 may not serve tcp/42: {:?}",
+        c1.ports
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_12_13_headless_import_without_ips() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.service(
+        0,
+        "hello",
+        json!({"clusterIP": "None", "ports": [{"name": "tcp", "port": 42}]}),
+        &["10.0.0.1", "10.0.0.2"],
+    )
+    .await;
+    m.export(0, "hello", "dummy-label").await;
+    for i in 0..2 {
+        let si = eventually("headless SI everywhere", PRESENT, || async move {
+            m.si(i, "hello").await
+        })
+        .await;
+        assert_eq!(si.spec.type_, ServiceImportType::Headless);
+        assert!(
+            !si.spec.ip_families.is_empty(),
+            "IMP-8: ipFamilies set for headless too"
+        );
+    }
+    consistently("headless ips stay empty", CONSISTENT, || async {
+        m.si(0, "hello")
+            .await
+            .is_some_and(|s| s.spec.ips.is_empty())
+    })
+    .await;
+    m.unexport(0, "hello").await;
+    eventually("SI gone", PRESENT, || async {
+        (m.si(0, "hello").await.is_none() && m.si(1, "hello").await.is_none()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_14_externalname_is_invalid_and_not_imported() {
+    let owned = Mcs::start(&["c0"], false).await;
+    let m = &owned;
+    m.service(
+        0,
+        "hello",
+        json!({"type": "ExternalName", "externalName": "example.com"}),
+        &[],
+    )
+    .await;
+    m.export(0, "hello", "dummy-label").await;
+    let (st, reason, _) = eventually("Valid=False", PRESENT, || async {
+        m.export_condition(0, "hello", "Valid")
+            .await
+            .filter(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "InvalidServiceType")
+    );
+    consistently("no SI", CONSISTENT, || async {
+        m.si(0, "hello").await.is_none()
+    })
+    .await;
+    // a ServiceExport without a Service says so
+    m.export(0, "nothing", "dummy-label").await;
+    let (_, reason, msg) = eventually("Valid=False NoService", PRESENT, || async {
+        m.export_condition(0, "nothing", "Valid")
+            .await
+            .filter(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(reason, "NoService", "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_15_conflicting_headlessness_oldest_clusterip_wins() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("SI", PRESENT, || async { m.si(0, "hello").await }).await;
+    tick().await;
+    m.service(1, "hello", json!({"clusterIP": "None", "ports": [{"name": "tcp", "port": 42}, {"name": "udp", "port": 42, "protocol": "UDP"}]}), &["10.1.0.1"]).await;
+    m.export(1, "hello", "dummy-label").await;
+    for i in 0..2 {
+        let (_, reason, _) = conflict_on(m, i).await;
+        assert!(reason.contains("TypeConflict"), "{reason}");
+        assert_eq!(
+            m.si(i, "hello").await.unwrap().spec.type_,
+            ServiceImportType::ClusterSetIP
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conf_16_mcs_endpointslices_with_labels_removed_on_unexport() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1", "10.0.0.2"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    for i in 0..2 {
+        let slices = eventually("MCS slice in every cluster", PRESENT, || async move {
+            let s = m.mcs_slices(i, "hello").await;
+            (!s.is_empty()).then_some(s)
+        })
+        .await;
+        let s = &slices[0];
+        let l = s.metadata.labels.clone().unwrap();
+        assert_eq!(l["multicluster.kubernetes.io/service-name"], "hello");
+        assert_eq!(l["multicluster.kubernetes.io/source-cluster"], "c0");
+        assert!(
+            l.get("endpointslice.kubernetes.io/managed-by")
+                .is_some_and(|v| v != "endpointslice-controller.k8s.io")
+        );
+        assert_eq!(s.address_type, "IPv4");
+        assert_eq!(s.endpoints.len(), 2);
+        let si = m.si(i, "hello").await.unwrap();
+        let derived =
+            si.metadata.annotations.unwrap()["multicluster.kubernetes.io/derived-service"].clone();
+        assert_eq!(l["kubernetes.io/service-name"], derived);
+        let svc = Api::<Service>::namespaced(m.c(i), &m.ns)
+            .get(&derived)
+            .await
+            .unwrap();
+        assert_eq!(
+            svc.spec.unwrap().cluster_ips.unwrap(),
+            si.spec.ips,
+            "SI ips are the derived Service's"
+        );
+    }
+    m.unexport(0, "hello").await;
+    for i in 0..2 {
+        eventually("slices deleted", PRESENT, || async move {
+            m.mcs_slices(i, "hello").await.is_empty().then_some(())
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_changes_follow_and_only_ready_ones_flow() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("slice in c1", PRESENT, || async {
+        (!m.mcs_slices(1, "hello").await.is_empty()).then_some(())
+    })
+    .await;
+    let api: Api<EndpointSlice> = Api::namespaced(m.c(0), &m.ns);
+    let patch = json!({"endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true}}, {"addresses": ["10.0.0.9"], "conditions": {"ready": false}}]});
+    api.patch(
+        "hello-abc12",
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let s = eventually("new endpoint imported", PRESENT, || async {
+        m.mcs_slices(1, "hello")
+            .await
+            .into_iter()
+            .find(|s| s.endpoints.len() == 2)
+    })
+    .await;
+    assert_eq!(
+        s.endpoints[1].conditions.as_ref().unwrap().ready,
+        Some(false),
+        "readiness is carried as is"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_import_gets_an_ip_per_family() {
+    let owned = Mcs::start(&["c0", "c1"], true).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let si = eventually("dual-stack SI", PRESENT, || async {
+        m.si(1, "hello").await.filter(|s| s.spec.ips.len() == 2)
+    })
+    .await;
+    assert_eq!(si.spec.ip_families, vec!["IPv4", "IPv6"]);
+    assert!(
+        si.spec.ips[0].parse::<IpAddr>().unwrap().is_ipv4()
+            && si.spec.ips[1].parse::<IpAddr>().unwrap().is_ipv6()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_only_where_the_namespace_exists_and_follows_it() {
+    let owned = Mcs::start(&["c0", "c1", "c2"], false).await;
+    let m = &owned;
+    let only = "partial-ns";
+    crate::mcs_support::create_ns(&m.c(0), only).await;
+    crate::mcs_support::create_ns(&m.c(1), only).await;
+    let svc: Service = serde_json::from_value(
+        json!({"metadata": {"name": "web"}, "spec": {"ports": [{"name": "http", "port": 80}]}}),
+    )
+    .unwrap();
+    Api::<Service>::namespaced(m.c(0), only)
+        .create(&Default::default(), &svc)
+        .await
+        .unwrap();
+    let ex: causeway_crds::mcs::v1beta1::ServiceExport =
+        serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {}})).unwrap();
+    Api::<causeway_crds::mcs::v1beta1::ServiceExport>::namespaced(m.c(0), only)
+        .create(&Default::default(), &ex)
+        .await
+        .unwrap();
+    let get = |i: usize| {
+        let c = m.c(i);
+        async move {
+            Api::<ServiceImport>::namespaced(c, only)
+                .get_opt("web")
+                .await
+                .unwrap()
+        }
+    };
+    eventually("SI in c0 and c1", PRESENT, || async {
+        (get(0).await.is_some() && get(1).await.is_some()).then_some(())
+    })
+    .await;
+    assert!(get(2).await.is_none(), "c2 has no namespace partial-ns");
+    crate::mcs_support::create_ns(&m.c(2), only).await;
+    eventually("SI in c2 once the namespace exists", PRESENT, || async {
+        get(2).await
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_clusters_with_different_port_sets_route_ports_per_cluster() {
+    let owned = Mcs::start(&["c0", "c1", "c2"], false).await;
+    let m = &owned;
+    m.service(
+        0,
+        "api",
+        json!({"ports": [{"name": "http", "port": 80}]}),
+        &["10.0.0.1"],
+    )
+    .await;
+    m.export(0, "api", "dummy-label").await;
+    eventually("SI", PRESENT, || async { m.si(0, "api").await }).await;
+    tick().await;
+    m.service(
+        1,
+        "api",
+        json!({"ports": [{"name": "http", "port": 80}, {"name": "grpc", "port": 9000}]}),
+        &["10.1.0.1"],
+    )
+    .await;
+    m.export(1, "api", "dummy-label").await;
+    m.service(
+        2,
+        "api",
+        json!({"ports": [{"name": "metrics", "port": 9090}]}),
+        &["10.2.0.1"],
+    )
+    .await;
+    m.export(2, "api", "dummy-label").await;
+    let want = vec![
+        ("grpc".to_string(), "TCP".to_string(), 9000),
+        ("http".into(), "TCP".into(), 80),
+        ("metrics".into(), "TCP".into(), 9090),
+    ];
+    let si = eventually("union of three port sets", PRESENT, || {
+        let want = want.clone();
+
+        async move {
+            m.si(2, "api").await.filter(|s| {
+                port_set(s) == want && s.status.as_ref().is_some_and(|st| st.clusters.len() == 3)
+            })
+        }
+    })
+    .await;
+    let clusters: Vec<String> = si
+        .status
+        .unwrap()
+        .clusters
+        .into_iter()
+        .map(|c| c.cluster)
+        .collect();
+    assert_eq!(clusters, vec!["c0", "c1", "c2"]);
+    let by_src = eventually("three slices with per-cluster ports", PRESENT, || async {
+        let s = m.mcs_slices(0, "api").await;
+        (s.len() == 3).then_some(s)
+    })
+    .await;
+    for s in by_src {
+        let src = s.metadata.labels.as_ref().unwrap()["multicluster.kubernetes.io/source-cluster"]
+            .clone();
+        let mut names: Vec<String> = s
+            .ports
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|p| p.name)
+            .collect();
+        names.sort();
+        let expect: Vec<&str> = match src.as_str() {
+            "c0" => vec!["http"],
+            "c1" => vec!["grpc", "http"],
+            _ => vec!["metrics"],
+        };
+        assert_eq!(names, expect, "ports served by {src}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_cluster_endpoints_are_withdrawn() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    tick().await;
+    m.hello(1, &["10.1.0.1"]).await;
+    m.export(1, "hello", "dummy-label").await;
+    eventually("two source clusters in c1", PRESENT, || async {
+        (m.mcs_slices(1, "hello").await.len() == 2).then_some(())
+    })
+    .await;
+    causeway_controllers::clusters::join::unjoin(m.hub.clone(), "c0")
+        .await
+        .unwrap();
+    let s = eventually("c0's endpoints withdrawn", PRESENT, || async {
+        let s = m.mcs_slices(1, "hello").await;
+        (s.len() == 1).then_some(s)
+    })
+    .await;
+    assert_eq!(
+        s[0].metadata.labels.as_ref().unwrap()["multicluster.kubernetes.io/source-cluster"],
+        "c1"
+    );
+    let si = eventually("status.clusters without c0", PRESENT, || async {
+        m.si(1, "hello")
+            .await
+            .filter(|s| s.status.as_ref().is_some_and(|st| st.clusters.len() == 1))
+    })
+    .await;
+    assert_eq!(si.status.unwrap().clusters[0].cluster, "c1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_restart_mid_change_converges_and_hand_edits_are_reverted() {
+    let mut m = Mcs::start(&["c0", "c1"], false).await;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("SI in c1", PRESENT, || async { m.si(1, "hello").await }).await;
+    m.stop_controller().await;
+    // changes while the controller is down
+    m.unexport(0, "hello").await;
+    m.service(
+        0,
+        "other",
+        json!({"ports": [{"name": "http", "port": 8080}]}),
+        &["10.0.0.5"],
+    )
+    .await;
+    m.export(0, "other", "dummy-label").await;
+    m.restart_controller().await;
+    eventually("old import removed, new one created", PRESENT, || async {
+        (m.si(1, "hello").await.is_none() && m.si(1, "other").await.is_some()).then_some(())
+    })
+    .await;
+    // a hand edit of a managed object is reverted, a deleted one comes back
+    let api: Api<ServiceImport> = Api::namespaced(m.c(1), &m.ns);
+    api.patch(
+        "other",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"sessionAffinity": "ClientIP"}})),
+    )
+    .await
+    .unwrap();
+    eventually("edit reverted", PRESENT, || async {
+        m.si(1, "other")
+            .await
+            .filter(|s| s.spec.session_affinity.as_deref() == Some("None"))
+    })
+    .await;
+    let slices: Api<EndpointSlice> = Api::namespaced(m.c(1), &m.ns);
+    let name = m.mcs_slices(1, "other").await[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    slices
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("deleted slice recreated", PRESENT, || async {
+        (!m.mcs_slices(1, "other").await.is_empty()).then_some(())
+    })
+    .await;
+    // nothing duplicated
+    let all = slices
+        .list(&ListParams::default().labels("endpointslice.kubernetes.io/managed-by=causeway.io"))
+        .await
+        .unwrap();
+    assert_eq!(
+        all.items.len(),
+        1,
+        "{:?}",
+        all.items
+            .iter()
+            .map(|s| s.metadata.name.clone())
+            .collect::<Vec<_>>()
+    );
+}
