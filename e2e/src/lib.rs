@@ -185,6 +185,19 @@ impl Clusterset {
         Ok(())
     }
 
+    /// Creates a namespace in every member (imports land only where it exists, NS-2).
+    pub async fn create_namespace_everywhere(&self, ns: &str) -> anyhow::Result<()> {
+        let body =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        for m in &self.members {
+            let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client(m).await?);
+            api.patch(ns, &PatchParams::apply(MANAGER), &Patch::Apply(&body))
+                .await
+                .with_context(|| format!("creating namespace {ns} in {}", m.name()))?;
+        }
+        Ok(())
+    }
+
     /// Starts the hub controllers in this process; they stop with the returned token.
     pub async fn start_controller(&self) -> anyhow::Result<Controller> {
         let hub = client(&self.hub).await?;

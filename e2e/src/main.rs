@@ -46,6 +46,9 @@ struct UpArgs {
     /// restart brings them back; combine with --base-port for stable addresses.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Address of the controller's /metrics, /healthz and /readyz (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    metrics: std::net::SocketAddr,
     /// Log filter (tracing EnvFilter syntax).
     #[arg(long, env = "RUST_LOG", default_value = "warn")]
     log: String,
@@ -76,7 +79,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         simulate_workloads: !args.no_simulate_workloads,
         data_dir: args.data_dir.clone(),
     };
-    let total = 3;
+    let total = 5;
     println!(
         "[1/{total}] starting {} clusters on kubesim",
         1 + opts.members.len()
@@ -84,7 +87,20 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     let cs = Clusterset::start(&opts, |line| println!("      {line}")).await?;
     println!("[2/{total}] installing Causeway CRDs into every cluster");
     cs.install_crds().await?;
-    println!("[3/{total}] writing kubeconfigs");
+    println!(
+        "[3/{total}] joining the members to the hub ({})",
+        opts.members.join(", ")
+    );
+    cs.join_all().await?;
+    cs.create_namespace_everywhere("demo").await?;
+    println!("[4/{total}] starting the controller (MCS exporter, aggregator, importer)");
+    let ctl = cs.start_controller().await?;
+    let metrics_addr =
+        causeway_controllers::metrics::serve(args.metrics, ctl.metrics.clone(), ctl.stop.clone())
+            .await
+            .with_context(|| format!("listening on --metrics {}", args.metrics))?;
+    println!("      metrics, healthz, readyz at http://{metrics_addr}/");
+    println!("[5/{total}] writing kubeconfigs");
     let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
     let merged = cs.write_kubeconfigs(&dir)?;
     for s in cs.all() {
@@ -93,13 +109,11 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             dir.join(format!("{}.kubeconfig", s.name())).display()
         );
     }
+    let contexts: Vec<String> = cs.all().map(|s| s.name().to_string()).collect();
     println!(
         "      {} (contexts: {})",
         merged.display(),
-        cs.all()
-            .map(|s| s.name().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        contexts.join(", ")
     );
     println!();
     println!(
@@ -115,15 +129,28 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     for m in &opts.members {
         println!("  kubectl --context {m} get namespaces");
     }
-    println!("  kubectl --context {} apply -f examples/", opts.members[0]);
+    if opts.members.len() >= 3 && opts.members[..2] == ["east".to_string(), "west".to_string()] {
+        println!(
+            "  # export the demo Service from east and west, see it imported in {}:",
+            opts.members[2]
+        );
+        println!("  kubectl --context east apply -f examples/mcs-demo/east.yaml");
+        println!("  kubectl --context west apply -f examples/mcs-demo/west.yaml");
+        println!(
+            "  kubectl --context {} get serviceimports,endpointslices -n demo",
+            opts.members[2]
+        );
+    }
     println!(
         "  kubectl --context {} get serviceexports,serviceimports -A",
         opts.members[0]
     );
+    println!("  curl -s http://{metrics_addr}/metrics | grep causeway_mcs");
     println!();
     println!("Press Ctrl-C to stop.");
     wait_for_stop().await?;
     println!("stopping...");
+    ctl.stop().await;
     cs.shutdown();
     println!("stopped");
     Ok(())

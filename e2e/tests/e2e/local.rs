@@ -38,7 +38,15 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
         }
     }
     let printed = out.join("\n");
-    for step in ["[1/3]", "[2/3]", "[3/3]", "kubectl --context hub get crds"] {
+    for step in [
+        "[1/5]",
+        "[2/5]",
+        "[3/5]",
+        "[4/5]",
+        "[5/5]",
+        "kubectl --context hub get crds",
+        "examples/mcs-demo/east.yaml",
+    ] {
         assert!(
             printed.contains(step),
             "progress line {step:?} missing:\n{printed}"
@@ -100,6 +108,57 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
     uids.sort();
     uids.dedup();
     assert_eq!(uids.len(), 4, "each cluster has its own kube-system uid");
+    // the README's MCS demo: export from east and west, imported in north
+    let repo = crate::support::repo();
+    for c in ["east", "west"] {
+        let file = repo.join(format!("examples/mcs-demo/{c}.yaml"));
+        run(&["--context", c, "apply", "-f", file.to_str().unwrap()]);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = Command::new(&kubectl)
+            .env("KUBECONFIG", &merged)
+            .args([
+                "--context",
+                "north",
+                "get",
+                "serviceimport",
+                "demo",
+                "-n",
+                "demo",
+                "-o",
+                "jsonpath={.spec.type} {.status.clusters[*].cluster} {.spec.ips[0]}",
+            ])
+            .output()
+            .unwrap();
+        let got = String::from_utf8_lossy(&o.stdout).into_owned();
+        if got.starts_with("ClusterSetIP east west 10.") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "demo not imported in north within 20 s: {got:?} {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let slices = run(&[
+        "--context",
+        "north",
+        "get",
+        "endpointslices",
+        "-n",
+        "demo",
+        "-l",
+        "multicluster.kubernetes.io/service-name=demo",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        slices.lines().count(),
+        2,
+        "one MCS slice per source cluster: {slices}"
+    );
     // Ctrl-C: clean shutdown
     let pid = child.id().to_string();
     assert!(
@@ -157,6 +216,8 @@ fn causeway_local_rejects_bad_flags_with_a_clear_message() {
         "--dual-stack",
         "--base-port",
         "--no-simulate-workloads",
+        "--data-dir",
+        "--metrics",
         "--log",
     ] {
         assert!(help.contains(flag), "--help documents {flag}");
