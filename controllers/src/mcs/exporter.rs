@@ -282,6 +282,64 @@ pub fn desired(
     out
 }
 
+/// A Kubernetes Event to publish on a ServiceExport.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportEvent {
+    /// Warning (true) or Normal.
+    pub warning: bool,
+    /// Short reason, e.g. `PortConflict`.
+    pub reason: String,
+    /// What happened, for people.
+    pub note: String,
+}
+
+/// Pure: the Events a condition change deserves (transitions only, so nothing repeats).
+pub fn events_for(prev: &[Condition], next: &[Condition]) -> Vec<ExportEvent> {
+    let get = |l: &[Condition], t: &str| {
+        l.iter()
+            .find(|c| c.type_ == t)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    let mut out = Vec::new();
+    let (p, n) = (get(prev, cond::CONFLICT), get(next, cond::CONFLICT));
+    match (&p, &n) {
+        (_, Some((s, r, m))) if s == "True" && p.as_ref() != n.as_ref() => out.push(ExportEvent {
+            warning: true,
+            reason: r.clone(),
+            note: m.clone(),
+        }),
+        (Some((ps, _, _)), Some((s, _, _))) if ps == "True" && s == "False" => {
+            out.push(ExportEvent {
+                warning: false,
+                reason: "ConflictResolved".into(),
+                note: "all exports of this service agree again".into(),
+            })
+        }
+        _ => {}
+    }
+    let (p, n) = (get(prev, cond::VALID), get(next, cond::VALID));
+    if let Some((s, r, m)) = &n {
+        if s == "False" && p.as_ref() != n.as_ref() {
+            out.push(ExportEvent {
+                warning: true,
+                reason: r.clone(),
+                note: m.clone(),
+            });
+        }
+    }
+    let (p, n) = (get(prev, cond::READY), get(next, cond::READY));
+    if let Some((s, r, _)) = &n {
+        if s == "True" && p.as_ref().is_none_or(|(ps, _, _)| ps != "True") {
+            out.push(ExportEvent {
+                warning: false,
+                reason: r.clone(),
+                note: "the Service is exported to the clusterset".into(),
+            });
+        }
+    }
+    out
+}
+
 /// Runs the exporter of one member until `stop`.
 pub async fn run(
     cluster: String,
@@ -340,6 +398,13 @@ pub async fn run(
         }
     }
     tracing::info!(cluster, "exporter running");
+    let recorder = kube::runtime::events::Recorder::new(
+        member.clone(),
+        kube::runtime::events::Reporter {
+            controller: "causeway-exporter".into(),
+            instance: None,
+        },
+    );
     let mut hub_namespaces = BTreeSet::new();
     loop {
         let started = Instant::now();
@@ -352,6 +417,7 @@ pub async fn run(
             &hub_exported.state(),
             &now,
         );
+        publish_events(&recorder, &exports.state(), &want).await;
         let errors = ensure_namespaces(&hub, &want, &mut hub_namespaces).await
             + write(
                 &cluster,
@@ -372,6 +438,42 @@ pub async fn run(
         };
         if !next_round(&notify, &stop, wait, Duration::from_millis(5)).await {
             return;
+        }
+    }
+}
+
+async fn publish_events(
+    recorder: &kube::runtime::events::Recorder,
+    exports: &[Arc<ServiceExport>],
+    want: &Desired,
+) {
+    use kube::Resource;
+    use kube::runtime::events::{Event, EventType};
+    for ex in exports {
+        let key = (ex.namespace().unwrap_or_default(), ex.name_any());
+        let Some(next) = want.conditions.get(&key) else {
+            continue;
+        };
+        let prev = ex
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        for e in events_for(&prev, next) {
+            let ev = Event {
+                type_: if e.warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: e.reason.chars().take(128).collect(),
+                note: Some(e.note.chars().take(1000).collect()),
+                action: "Export".into(),
+                secondary: None,
+            };
+            if let Err(err) = recorder.publish(&ev, &ex.object_ref(&())).await {
+                tracing::debug!(error = %err, "could not publish an Event");
+            }
         }
     }
 }
@@ -516,6 +618,69 @@ async fn write(
         );
     }
     errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(t: &str, s: &str, r: &str) -> Condition {
+        Condition {
+            type_: t.into(),
+            status: s.into(),
+            reason: r.into(),
+            message: format!("{r} msg"),
+            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        }
+    }
+
+    #[test]
+    fn events_only_on_transitions() {
+        let ok = vec![
+            c("Valid", "True", "Valid"),
+            c("Ready", "True", "Exported"),
+            c("Conflict", "False", "NoConflicts"),
+        ];
+        assert!(events_for(&ok, &ok).is_empty(), "steady state is silent");
+        let conflict = vec![
+            c("Valid", "True", "Valid"),
+            c("Ready", "True", "Exported"),
+            c("Conflict", "True", "PortConflict"),
+        ];
+        let ev = events_for(&ok, &conflict);
+        assert_eq!(
+            ev,
+            vec![ExportEvent {
+                warning: true,
+                reason: "PortConflict".into(),
+                note: "PortConflict msg".into()
+            }]
+        );
+        assert!(events_for(&conflict, &conflict).is_empty());
+        assert_eq!(events_for(&conflict, &ok)[0].reason, "ConflictResolved");
+        let invalid = vec![
+            c("Valid", "False", "NoService"),
+            c("Ready", "False", "Pending"),
+        ];
+        assert_eq!(events_for(&[], &invalid)[0].reason, "NoService");
+        assert_eq!(
+            events_for(&[], &ok)
+                .iter()
+                .map(|e| e.reason.as_str())
+                .collect::<Vec<_>>(),
+            vec!["Exported"]
+        );
+    }
+
+    #[test]
+    fn hub_slice_names_stay_valid() {
+        assert_eq!(hub_slice_name("web-abc", "east"), "web-abc.east");
+        let long = "a".repeat(250);
+        let n = hub_slice_name(&long, "east");
+        assert!(n.len() <= 253, "{}", n.len());
+        assert_ne!(hub_slice_name(&long, "east"), hub_slice_name(&long, "west"));
+    }
 }
 
 fn strip_meta(mut v: Value) -> Value {

@@ -253,6 +253,27 @@ async fn conf_11_conflicting_port_number_keeps_the_oldest() {
         })
     })
     .await;
+    // a Warning Event on each ServiceExport says why
+    for i in 0..2 {
+        let ns = m.ns.clone();
+        eventually("a PortConflict Event on the ServiceExport", PRESENT, || {
+            let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(m.c(i), &ns);
+            async move {
+                let evs = api.list(&ListParams::default()).await.unwrap().items;
+                evs.into_iter().find(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.reason
+                            .as_deref()
+                            .is_some_and(|r| r.contains("PortConflict"))
+                        && e.regarding.as_ref().is_some_and(|r| {
+                            r.kind.as_deref() == Some("ServiceExport")
+                                && r.name.as_deref() == Some("hello")
+                        })
+                })
+            }
+        })
+        .await;
+    }
     // CR-6: c1's endpoints do not carry port tcp (it serves 43, not 42)
     let slices = m.mcs_slices(0, "hello").await;
     let c1 = slices
