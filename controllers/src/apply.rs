@@ -193,3 +193,109 @@ mod tests {
         }
     }
 }
+
+/// Remembers, per object, the desired state last found already applied and the
+/// resourceVersion it was found at, so steady-state rounds skip serializing and
+/// comparing objects nothing has touched.
+pub struct Memo<K> {
+    seen: std::collections::HashMap<(String, String), (K, String)>,
+}
+
+impl<K> Default for Memo<K> {
+    fn default() -> Self {
+        Memo {
+            seen: Default::default(),
+        }
+    }
+}
+
+impl<K> Memo<K>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug + PartialEq,
+    K::DynamicType: Default,
+{
+    /// True when `desired` was found applied at exactly `actual`'s resourceVersion.
+    pub fn unchanged(&self, desired: &K, actual: Option<&K>) -> bool {
+        let key = (desired.namespace().unwrap_or_default(), desired.name_any());
+        match (
+            actual.and_then(|a| a.resource_version()),
+            self.seen.get(&key),
+        ) {
+            (Some(rv), Some((d, r))) => *r == rv && d == desired,
+            _ => false,
+        }
+    }
+
+    /// Records that `desired` is applied in `actual`.
+    pub fn remember(&mut self, desired: &K, actual: Option<&K>) {
+        let key = (desired.namespace().unwrap_or_default(), desired.name_any());
+        match actual.and_then(|a| a.resource_version()) {
+            Some(rv) => {
+                self.seen.insert(key, (desired.clone(), rv));
+            }
+            None => {
+                self.seen.remove(&key);
+            }
+        }
+    }
+
+    /// [`ensure`] with the memo.
+    pub async fn ensure(
+        &mut self,
+        api: &Api<K>,
+        desired: &K,
+        actual: Option<&K>,
+    ) -> Result<Outcome, ApplyError> {
+        if self.unchanged(desired, actual) {
+            return Ok(Outcome::Unchanged);
+        }
+        let out = ensure(api, desired, actual).await?;
+        if out == Outcome::Unchanged {
+            self.remember(desired, actual);
+        }
+        Ok(out)
+    }
+}
+
+/// [`Memo`] for status subresources: remembers the status last found applied per object
+/// and the object's resourceVersion then.
+#[derive(Default)]
+pub struct StatusMemo {
+    seen: std::collections::HashMap<(String, String), (Value, String)>,
+}
+
+impl StatusMemo {
+    /// [`ensure_status`] with the memo; `actual` is only computed on a miss.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn ensure<K>(
+        &mut self,
+        api: &Api<K>,
+        namespace: &str,
+        name: &str,
+        api_version: &str,
+        kind: &str,
+        status: &Value,
+        actual_rv: Option<String>,
+        actual: impl FnOnce() -> Option<Value>,
+    ) -> Result<Outcome, ApplyError>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        let key = (namespace.to_string(), name.to_string());
+        if let (Some(rv), Some((v, r))) = (&actual_rv, self.seen.get(&key)) {
+            if r == rv && v == status {
+                return Ok(Outcome::Unchanged);
+            }
+        }
+        let out = ensure_status(api, name, api_version, kind, status, actual().as_ref()).await?;
+        match (out, actual_rv) {
+            (Outcome::Unchanged, Some(rv)) => {
+                self.seen.insert(key, (status.clone(), rv));
+            }
+            _ => {
+                self.seen.remove(&key);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -61,3 +61,32 @@ pub async fn next_round(
     tokio::time::sleep(debounce).await;
     !stop.is_cancelled()
 }
+
+/// `(namespace, name)` of an object.
+pub fn key<K: kube::ResourceExt>(o: &K) -> (String, String) {
+    (o.namespace().unwrap_or_default(), o.name_any())
+}
+
+/// Cached objects by `(namespace, name)`, for O(1) lookups in a reconcile round.
+pub fn by_key<K: kube::ResourceExt>(
+    items: &[std::sync::Arc<K>],
+) -> std::collections::HashMap<(String, String), &std::sync::Arc<K>> {
+    items.iter().map(|o| (key(o.as_ref()), o)).collect()
+}
+
+/// Cached objects grouped by `(namespace, value of label)`; objects without the label are left out.
+pub fn by_label<'a, K: kube::ResourceExt>(
+    items: &'a [std::sync::Arc<K>],
+    label: &str,
+) -> std::collections::HashMap<(String, String), Vec<&'a std::sync::Arc<K>>> {
+    let mut m: std::collections::HashMap<(String, String), Vec<&'a std::sync::Arc<K>>> =
+        std::collections::HashMap::new();
+    for o in items {
+        if let Some(v) = o.labels().get(label) {
+            m.entry((o.namespace().unwrap_or_default(), v.clone()))
+                .or_default()
+                .push(o);
+        }
+    }
+    m
+}

@@ -62,14 +62,13 @@ pub fn desired(
             .or_default()
             .push(e);
     }
+    let imports_by_key = crate::watch::by_key(hub_imports);
     let mut out = Vec::new();
     for ((ns, svc), group) in groups {
         let Some(merged) = merge_specs(group.iter().map(|e| &e.spec)) else {
             continue;
         };
-        let prev_import = hub_imports
-            .iter()
-            .find(|i| i.namespace().as_deref() == Some(ns.as_str()) && i.name_any() == svc);
+        let prev_import = imports_by_key.get(&(ns.clone(), svc.clone())).copied();
         let prev_conds = prev_import
             .and_then(|i| i.status.as_ref())
             .map(|s| s.conditions.clone())
@@ -182,6 +181,7 @@ pub async fn run(hub: kube::Client, metrics: Arc<Metrics>, stop: CancellationTok
         return;
     }
     tracing::info!("aggregator running");
+    let mut memo = Memos::default();
     loop {
         let started = Instant::now();
         let registered: BTreeSet<String> = clusters
@@ -203,6 +203,7 @@ pub async fn run(hub: kube::Client, metrics: Arc<Metrics>, stop: CancellationTok
                 .count() as i64,
         );
         let errors = write(
+            &mut memo,
             &hub,
             &verdicts,
             &registered,
@@ -223,7 +224,16 @@ pub async fn run(hub: kube::Client, metrics: Arc<Metrics>, stop: CancellationTok
     }
 }
 
+/// Memos of what the aggregator found already applied.
+#[derive(Default)]
+struct Memos {
+    imports: apply::Memo<ServiceImport>,
+    import_status: apply::StatusMemo,
+    export_status: apply::StatusMemo,
+}
+
 async fn write(
+    memo: &mut Memos,
     hub: &kube::Client,
     verdicts: &[Verdict],
     registered: &BTreeSet<String>,
@@ -231,6 +241,8 @@ async fn write(
     imports: &[Arc<ServiceImport>],
     slices: &[Arc<EndpointSlice>],
 ) -> usize {
+    let imports_by_key = crate::watch::by_key(imports);
+    let exports_by_key = crate::watch::by_key(exports);
     let mut errors = 0;
     let mut report = |r: Result<Outcome, apply::ApplyError>| {
         if let Err(e) = r {
@@ -244,41 +256,39 @@ async fn write(
         let name = v.import.name_any();
         keep.insert((ns.clone(), name.clone()));
         let api: Api<ServiceImport> = Api::namespaced(hub.clone(), &ns);
-        let actual = imports
-            .iter()
-            .find(|i| i.namespace().as_deref() == Some(ns.as_str()) && i.name_any() == name);
-        report(apply::ensure(&api, &v.import, actual.map(|a| a.as_ref())).await);
-        let status = json!(v.import.status);
-        let actual_status = actual.and_then(|a| a.status.as_ref()).map(|s| json!(s));
+        let actual = imports_by_key.get(&(ns.clone(), name.clone())).copied();
         report(
-            apply::ensure_status(
-                &api,
-                &name,
-                "multicluster.x-k8s.io/v1beta1",
-                "ServiceImport",
-                &status,
-                actual_status.as_ref(),
-            )
-            .await,
+            memo.imports
+                .ensure(&api, &v.import, actual.map(|a| a.as_ref()))
+                .await,
+        );
+        let status = json!(v.import.status);
+        report(
+            memo.import_status
+                .ensure(
+                    &api,
+                    &ns,
+                    &name,
+                    "multicluster.x-k8s.io/v1beta1",
+                    "ServiceImport",
+                    &status,
+                    actual.and_then(|a| a.resource_version()),
+                    || actual.and_then(|a| a.status.as_ref()).map(|s| json!(s)),
+                )
+                .await,
         );
         let eapi: Api<ExportedService> = Api::namespaced(hub.clone(), &ns);
         for (ename, (cond, excluded)) in &v.exports {
-            let actual = exports
-                .iter()
-                .find(|e| e.namespace().as_deref() == Some(ns.as_str()) && &e.name_any() == ename)
-                .and_then(|e| e.status.as_ref())
-                .map(|s| json!({"conditions": s.conditions, "excludedPorts": s.excluded_ports}));
+            let actual = exports_by_key.get(&(ns.clone(), ename.clone())).copied();
             let status = json!({"conditions": [cond], "excludedPorts": excluded});
             report(
-                apply::ensure_status(
-                    &eapi,
-                    ename,
-                    "causeway.io/v1alpha1",
-                    "ExportedService",
-                    &status,
-                    actual.as_ref(),
-                )
-                .await,
+                memo.export_status
+                    .ensure(&eapi, &ns, ename, "causeway.io/v1alpha1", "ExportedService", &status, actual.and_then(|a| a.resource_version()), || {
+                        actual
+                            .and_then(|e| e.status.as_ref())
+                            .map(|s| json!({"conditions": s.conditions, "excludedPorts": s.excluded_ports}))
+                    })
+                    .await,
             );
         }
     }

@@ -101,11 +101,10 @@ pub fn desired(
     now: &Time,
 ) -> Desired {
     let mut out = Desired::default();
-    let svc_by = |ns: &str, n: &str| {
-        services
-            .iter()
-            .find(|s| s.namespace().as_deref() == Some(ns) && s.name_any() == n)
-    };
+    let services = crate::watch::by_key(services);
+    let slices = crate::watch::by_label(slices, labels::KUBERNETES_SERVICE_NAME);
+    let hub = crate::watch::by_key(hub);
+    let svc_by = |ns: &str, n: &str| services.get(&(ns.to_string(), n.to_string())).copied();
     for ex in exports {
         let (ns, name) = (ex.namespace().unwrap_or_default(), ex.name_any());
         let prev = ex
@@ -215,17 +214,18 @@ pub fn desired(
             status: None,
         };
         out.exported.push(exported);
-        for s in slices.iter().filter(|s| {
-            s.namespace().as_deref() == Some(ns.as_str())
-                && s.labels()
-                    .get(labels::KUBERNETES_SERVICE_NAME)
-                    .map(String::as_str)
-                    == Some(name.as_str())
-                && s.labels()
+        let no_slices = Vec::new();
+        for s in slices
+            .get(&(ns.clone(), name.clone()))
+            .unwrap_or(&no_slices)
+            .iter()
+            .filter(|s| {
+                s.labels()
                     .get(labels::ENDPOINTSLICE_MANAGED_BY)
                     .map(String::as_str)
                     != Some(labels::ENDPOINTSLICE_MANAGED_BY_VALUE)
-        }) {
+            })
+        {
             let mut l = labels_for(&name, cluster);
             l.insert(
                 labels::ENDPOINTSLICE_MANAGED_BY.into(),
@@ -243,9 +243,7 @@ pub fn desired(
                 ports: s.ports.clone(),
             });
         }
-        let on_hub = hub
-            .iter()
-            .find(|h| h.name_any() == hub_name && h.namespace().as_deref() == Some(ns.as_str()));
+        let on_hub = hub.get(&(ns.clone(), hub_name.clone())).copied();
         conds.push(match on_hub {
             Some(_) => condition(
                 cond::READY,
@@ -406,6 +404,7 @@ pub async fn run(
         },
     );
     let mut hub_namespaces = BTreeSet::new();
+    let mut memo = Memos::default();
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
@@ -420,6 +419,7 @@ pub async fn run(
         publish_events(&recorder, &exports.state(), &want).await;
         let errors = ensure_namespaces(&hub, &want, &mut hub_namespaces).await
             + write(
+                &mut memo,
                 &cluster,
                 &member,
                 &hub,
@@ -511,8 +511,17 @@ async fn ensure_namespaces(
     errors
 }
 
+/// Memos of what the exporter found already applied.
+#[derive(Default)]
+struct Memos {
+    exported: apply::Memo<ExportedService>,
+    slices: apply::Memo<EndpointSlice>,
+    status: apply::StatusMemo,
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn write(
+    memo: &mut Memos,
     cluster: &str,
     member: &kube::Client,
     hub: &kube::Client,
@@ -521,6 +530,9 @@ async fn write(
     hub_exported: &[Arc<ExportedService>],
     hub_slices: &[Arc<EndpointSlice>],
 ) -> usize {
+    let exports_by_key = crate::watch::by_key(exports);
+    let hub_slices_by_key = crate::watch::by_key(hub_slices);
+    let hub_exported_by_key = crate::watch::by_key(hub_exported);
     let mut errors = 0;
     let mut report = |r: Result<Outcome, apply::ApplyError>| {
         if let Err(e) = r {
@@ -537,10 +549,14 @@ async fn write(
     for e in &want.exported {
         let ns = e.namespace().unwrap_or_default();
         let api: Api<ExportedService> = Api::namespaced(hub.clone(), &ns);
-        let actual = hub_exported.iter().find(|a| {
-            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == e.name_any()
-        });
-        report(apply::ensure(&api, e, actual.map(|a| a.as_ref())).await);
+        let actual = hub_exported_by_key
+            .get(&(ns.clone(), e.name_any()))
+            .copied();
+        report(
+            memo.exported
+                .ensure(&api, e, actual.map(|a| a.as_ref()))
+                .await,
+        );
     }
     for a in hub_exported {
         let key = (a.namespace().unwrap_or_default(), a.name_any());
@@ -564,9 +580,10 @@ async fn write(
     for s in &want.slices {
         let ns = s.namespace().unwrap_or_default();
         let api: Api<EndpointSlice> = Api::namespaced(hub.clone(), &ns);
-        let actual = hub_slices.iter().find(|a| {
-            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == s.name_any()
-        });
+        let actual = hub_slices_by_key.get(&(ns.clone(), s.name_any())).copied();
+        if memo.slices.unchanged(s, actual.map(|a| a.as_ref())) {
+            continue;
+        }
         let unchanged = actual.is_some_and(|a| {
             serde_json::to_value(a.as_ref())
                 .ok()
@@ -574,6 +591,7 @@ async fn write(
                 .is_some_and(|(av, sv)| apply::contains(&av, &strip_meta(sv)))
         });
         if unchanged {
+            memo.slices.remember(s, actual.map(|a| a.as_ref()));
             continue;
         }
         let mut stamped = s.clone();
@@ -598,23 +616,22 @@ async fn write(
     }
     // ServiceExport conditions
     for ((ns, name), conds) in &want.conditions {
-        let actual = exports
-            .iter()
-            .find(|e| e.namespace().as_deref() == Some(ns.as_str()) && &e.name_any() == name)
-            .and_then(|e| e.status.as_ref())
-            .map(|s| json!(s));
+        let actual = exports_by_key.get(&(ns.clone(), name.clone())).copied();
         let status = json!({"conditions": conds});
         let api: Api<ServiceExport> = Api::namespaced(member.clone(), ns);
         report(
-            apply::ensure_status(
-                &api,
-                name,
-                "multicluster.x-k8s.io/v1beta1",
-                "ServiceExport",
-                &status,
-                actual.as_ref(),
-            )
-            .await,
+            memo.status
+                .ensure(
+                    &api,
+                    ns,
+                    name,
+                    "multicluster.x-k8s.io/v1beta1",
+                    "ServiceExport",
+                    &status,
+                    actual.and_then(|a| a.resource_version()),
+                    || actual.and_then(|e| e.status.as_ref()).map(|s| json!(s)),
+                )
+                .await,
         );
     }
     errors

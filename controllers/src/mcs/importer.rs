@@ -73,6 +73,23 @@ pub fn desired(
         .filter(|n| n.metadata.deletion_timestamp.is_none())
         .map(|n| n.name_any())
         .collect();
+    let services_by_key = crate::watch::by_key(member_services);
+    let imports_by_key = crate::watch::by_key(member_imports);
+    let slices_by_service = crate::watch::by_label(hub_slices, labels::SERVICE_NAME);
+    let mut exported_by: std::collections::HashMap<
+        (String, String, String),
+        &Arc<ExportedService>,
+    > = std::collections::HashMap::new();
+    for e in exported {
+        exported_by.insert(
+            (
+                e.namespace().unwrap_or_default(),
+                e.spec.service.clone(),
+                e.spec.cluster.clone(),
+            ),
+            e,
+        );
+    }
     let mut out = Desired::default();
     for si in hub_imports {
         let ns = si.namespace().unwrap_or_default();
@@ -121,9 +138,7 @@ pub fn desired(
             }),
             status: None,
         };
-        let actual_svc = member_services
-            .iter()
-            .find(|s| s.namespace().as_deref() == Some(ns.as_str()) && s.name_any() == derived);
+        let actual_svc = services_by_key.get(&(ns.clone(), derived.clone())).copied();
         let (ips, fams) = match actual_svc.and_then(|s| s.spec.as_ref()) {
             Some(spec) if !headless => (
                 spec.cluster_ips.clone().unwrap_or_default(),
@@ -156,9 +171,8 @@ pub fn desired(
         };
         import.spec.ips = if headless { vec![] } else { ips };
         import.spec.ip_families = fams;
-        let prev = member_imports
-            .iter()
-            .find(|i| i.namespace().as_deref() == Some(ns.as_str()) && i.name_any() == name)
+        let prev = imports_by_key
+            .get(&(ns.clone(), name.clone()))
             .and_then(|i| i.status.as_ref())
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
@@ -200,22 +214,18 @@ pub fn desired(
             .iter()
             .map(|p| p.name.clone().unwrap_or_default())
             .collect();
-        for hs in hub_slices.iter().filter(|s| {
-            s.namespace().as_deref() == Some(ns.as_str())
-                && s.labels().get(labels::SERVICE_NAME) == Some(&name)
-        }) {
+        let none = Vec::new();
+        for hs in slices_by_service
+            .get(&(ns.clone(), name.clone()))
+            .unwrap_or(&none)
+        {
             let src = hs
                 .labels()
                 .get(labels::SOURCE_CLUSTER)
                 .cloned()
                 .unwrap_or_default();
-            let excluded: BTreeSet<String> = exported
-                .iter()
-                .find(|e| {
-                    e.namespace().as_deref() == Some(ns.as_str())
-                        && e.spec.service == name
-                        && e.spec.cluster == src
-                })
+            let excluded: BTreeSet<String> = exported_by
+                .get(&(ns.clone(), name.clone(), src.clone()))
                 .and_then(|e| e.status.as_ref())
                 .map(|s| {
                     s.excluded_ports
@@ -339,6 +349,7 @@ pub async fn run(
         return;
     }
     tracing::info!(cluster, "importer running");
+    let mut memo = Memos::default();
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
@@ -352,6 +363,7 @@ pub async fn run(
             &now,
         );
         let errors = write(
+            &mut memo,
             &cluster,
             &member,
             &want,
@@ -374,7 +386,18 @@ pub async fn run(
     }
 }
 
+/// Memos of what the importer found already applied.
+#[derive(Default)]
+struct Memos {
+    services: apply::Memo<Service>,
+    imports: apply::Memo<ServiceImport>,
+    slices: apply::Memo<EndpointSlice>,
+    status: apply::StatusMemo,
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn write(
+    memo: &mut Memos,
     cluster: &str,
     member: &kube::Client,
     want: &Desired,
@@ -383,6 +406,9 @@ async fn write(
     slices: &[Arc<EndpointSlice>],
     metrics: &Metrics,
 ) -> usize {
+    let slices_by_key = crate::watch::by_key(slices);
+    let imports_by_key = crate::watch::by_key(imports);
+    let services_by_key = crate::watch::by_key(services);
     let mut errors = 0;
     let mut report = |r: Result<Outcome, apply::ApplyError>| match r {
         Err(e) => {
@@ -401,50 +427,52 @@ async fn write(
         .collect();
     for s in &want.services {
         let ns = s.namespace().unwrap_or_default();
-        let actual = services.iter().find(|a| {
-            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == s.name_any()
-        });
+        let actual = services_by_key.get(&(ns.clone(), s.name_any())).copied();
         report(
-            apply::ensure(
-                &Api::<Service>::namespaced(member.clone(), &ns),
-                s,
-                actual.map(|a| a.as_ref()),
-            )
-            .await,
+            memo.services
+                .ensure(
+                    &Api::<Service>::namespaced(member.clone(), &ns),
+                    s,
+                    actual.map(|a| a.as_ref()),
+                )
+                .await,
         );
     }
     for (si, st) in &want.imports {
         let ns = si.namespace().unwrap_or_default();
         let api: Api<ServiceImport> = Api::namespaced(member.clone(), &ns);
-        let actual = imports.iter().find(|a| {
-            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == si.name_any()
-        });
-        report(apply::ensure(&api, si, actual.map(|a| a.as_ref())).await);
-        let actual_status = actual.and_then(|a| a.status.as_ref()).map(|s| json!(s));
+        let actual = imports_by_key.get(&(ns.clone(), si.name_any())).copied();
         report(
-            apply::ensure_status(
-                &api,
-                &si.name_any(),
-                "multicluster.x-k8s.io/v1beta1",
-                "ServiceImport",
-                &json!(st),
-                actual_status.as_ref(),
-            )
-            .await,
+            memo.imports
+                .ensure(&api, si, actual.map(|a| a.as_ref()))
+                .await,
+        );
+        report(
+            memo.status
+                .ensure(
+                    &api,
+                    &ns,
+                    &si.name_any(),
+                    "multicluster.x-k8s.io/v1beta1",
+                    "ServiceImport",
+                    &json!(st),
+                    actual.and_then(|a| a.resource_version()),
+                    || actual.and_then(|a| a.status.as_ref()).map(|s| json!(s)),
+                )
+                .await,
         );
     }
     for s in &want.slices {
         let ns = s.namespace().unwrap_or_default();
-        let actual = slices.iter().find(|a| {
-            a.namespace().as_deref() == Some(ns.as_str()) && a.name_any() == s.name_any()
-        });
+        let actual = slices_by_key.get(&(ns.clone(), s.name_any())).copied();
         let written = report(
-            apply::ensure(
-                &Api::<EndpointSlice>::namespaced(member.clone(), &ns),
-                s,
-                actual.map(|a| a.as_ref()),
-            )
-            .await,
+            memo.slices
+                .ensure(
+                    &Api::<EndpointSlice>::namespaced(member.clone(), &ns),
+                    s,
+                    actual.map(|a| a.as_ref()),
+                )
+                .await,
         ) == Outcome::Written;
         let exported_at = s
             .annotations()

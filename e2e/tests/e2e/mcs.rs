@@ -275,18 +275,13 @@ async fn conf_11_conflicting_port_number_keeps_the_oldest() {
         .await;
     }
     // CR-6: c1's endpoints do not carry port tcp (it serves 43, not 42)
-    let slices = m.mcs_slices(0, "hello").await;
-    let c1 = slices
-        .iter()
-        .find(|s| {
+    eventually("c1's imported slice carries no port", PRESENT, || async {
+        m.mcs_slices(0, "hello").await.into_iter().find(|s| {
             s.metadata.labels.as_ref().unwrap()["multicluster.kubernetes.io/source-cluster"] == "c1"
+                && s.ports.as_ref().is_some_and(|p| p.is_empty())
         })
-        .expect("c1 slice");
-    assert!(
-        c1.ports.clone().unwrap_or_default().is_empty(),
-        "c1 may not serve tcp/42: {:?}",
-        c1.ports
-    );
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -572,28 +567,39 @@ async fn three_clusters_with_different_port_sets_route_ports_per_cluster() {
         .map(|c| c.cluster)
         .collect();
     assert_eq!(clusters, vec!["c0", "c1", "c2"]);
-    let by_src = eventually("three slices with per-cluster ports", PRESENT, || async {
-        let s = m.mcs_slices(0, "api").await;
-        (s.len() == 3).then_some(s)
-    })
-    .await;
-    for s in by_src {
+    let ports_of = |s: &EndpointSlice| {
         let src = s.metadata.labels.as_ref().unwrap()["multicluster.kubernetes.io/source-cluster"]
             .clone();
         let mut names: Vec<String> = s
             .ports
+            .clone()
             .unwrap_or_default()
             .into_iter()
             .filter_map(|p| p.name)
             .collect();
         names.sort();
-        let expect: Vec<&str> = match src.as_str() {
-            "c0" => vec!["http"],
-            "c1" => vec!["grpc", "http"],
-            _ => vec!["metrics"],
-        };
-        assert_eq!(names, expect, "ports served by {src}");
-    }
+        (src, names)
+    };
+    let expect = |src: &str| -> Vec<String> {
+        match src {
+            "c0" => vec!["http".into()],
+            "c1" => vec!["grpc".into(), "http".into()],
+            _ => vec!["metrics".into()],
+        }
+    };
+    eventually(
+        "three slices, each with the ports its cluster serves",
+        PRESENT,
+        || async {
+            let s = m.mcs_slices(0, "api").await;
+            (s.len() == 3
+                && s.iter()
+                    .map(ports_of)
+                    .all(|(src, names)| names == expect(&src)))
+            .then_some(())
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
