@@ -282,10 +282,11 @@ impl StatusMemo {
         K: Resource + Clone + DeserializeOwned + Debug,
     {
         let key = (namespace.to_string(), name.to_string());
-        if let (Some(rv), Some((v, r))) = (&actual_rv, self.seen.get(&key)) {
-            if r == rv && v == status {
-                return Ok(Outcome::Unchanged);
-            }
+        if let (Some(rv), Some((v, r))) = (&actual_rv, self.seen.get(&key))
+            && r == rv
+            && v == status
+        {
+            return Ok(Outcome::Unchanged);
         }
         let out = ensure_status(api, name, api_version, kind, status, actual().as_ref()).await?;
         match (out, actual_rv) {

@@ -316,24 +316,26 @@ pub fn events_for(prev: &[Condition], next: &[Condition]) -> Vec<ExportEvent> {
         _ => {}
     }
     let (p, n) = (get(prev, cond::VALID), get(next, cond::VALID));
-    if let Some((s, r, m)) = &n {
-        if s == "False" && p.as_ref() != n.as_ref() {
-            out.push(ExportEvent {
-                warning: true,
-                reason: r.clone(),
-                note: m.clone(),
-            });
-        }
+    if let Some((s, r, m)) = &n
+        && s == "False"
+        && p.as_ref() != n.as_ref()
+    {
+        out.push(ExportEvent {
+            warning: true,
+            reason: r.clone(),
+            note: m.clone(),
+        });
     }
     let (p, n) = (get(prev, cond::READY), get(next, cond::READY));
-    if let Some((s, r, _)) = &n {
-        if s == "True" && p.as_ref().is_none_or(|(ps, _, _)| ps != "True") {
-            out.push(ExportEvent {
-                warning: false,
-                reason: r.clone(),
-                note: "the Service is exported to the clusterset".into(),
-            });
-        }
+    if let Some((s, r, _)) = &n
+        && s == "True"
+        && p.as_ref().is_none_or(|(ps, _, _)| ps != "True")
+    {
+        out.push(ExportEvent {
+            warning: false,
+            reason: r.clone(),
+            note: "the Service is exported to the clusterset".into(),
+        });
     }
     out
 }
@@ -637,6 +639,13 @@ async fn write(
     errors
 }
 
+fn strip_meta(mut v: Value) -> Value {
+    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        md.retain(|k, _| matches!(k.as_str(), "labels" | "name" | "namespace"));
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,11 +707,4 @@ mod tests {
         assert!(n.len() <= 253, "{}", n.len());
         assert_ne!(hub_slice_name(&long, "east"), hub_slice_name(&long, "west"));
     }
-}
-
-fn strip_meta(mut v: Value) -> Value {
-    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        md.retain(|k, _| matches!(k.as_str(), "labels" | "name" | "namespace"));
-    }
-    v
 }
