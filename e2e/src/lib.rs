@@ -28,6 +28,8 @@ pub struct Options {
     pub simulate_workloads: bool,
     /// Keep each cluster's objects under `<dir>/<name>/` so they survive a restart.
     pub data_dir: Option<PathBuf>,
+    /// Service CIDRs for particular clusters (by name), instead of the defaults.
+    pub cidrs: std::collections::BTreeMap<String, Vec<Cidr>>,
 }
 
 impl Default for Options {
@@ -39,6 +41,7 @@ impl Default for Options {
             base_port: 0,
             simulate_workloads: true,
             data_dir: None,
+            cidrs: Default::default(),
         }
     }
 }
@@ -113,7 +116,12 @@ impl Clusterset {
                     .context("--base-port too high for this many clusters")?;
                 cfg.bind = ([127, 0, 0, 1], port).into();
             }
-            cfg.service_cidrs = service_cidrs(i, opts.dual_stack);
+            let cfg_cidrs = opts
+                .cidrs
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| service_cidrs(i, opts.dual_stack));
+            cfg.service_cidrs = cfg_cidrs.clone();
             cfg.simulate_workloads = opts.simulate_workloads;
             cfg.data_dir = opts.data_dir.as_ref().map(|d| d.join(name));
             let s = Server::start(cfg)
@@ -123,7 +131,7 @@ impl Clusterset {
                 "{} {name} API server at {} (service CIDR {})",
                 if i == 0 { "hub   " } else { "member" },
                 s.url(),
-                service_cidrs(i, opts.dual_stack)
+                cfg_cidrs
                     .iter()
                     .map(|c| format!("{}/{}", c.addr, c.prefix))
                     .collect::<Vec<_>>()

@@ -78,6 +78,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         base_port: args.base_port,
         simulate_workloads: !args.no_simulate_workloads,
         data_dir: args.data_dir.clone(),
+        cidrs: Default::default(),
     };
     let total = 5;
     println!(

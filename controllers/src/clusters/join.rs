@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use base64::Engine;
 use causeway_crds::federation::cluster::{Cluster, ClusterSecretRef, ClusterSpec, ClusterSyncMode};
 use causeway_crds::names::{is_dns1123_label, is_dns1123_subdomain};
-use causeway_crds::well_known::FIELD_MANAGER;
+use causeway_crds::well_known::{CLUSTER_ID_PROPERTY, FIELD_MANAGER, LEGACY_CLUSTER_ID_PROPERTY};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -118,6 +118,39 @@ pub async fn client_for(access: &MemberAccess) -> anyhow::Result<kube::Client> {
     Ok(kube::Client::try_from(cfg)?)
 }
 
+/// The member's cluster id from its `about.k8s.io` ClusterProperty `cluster.clusterset.k8s.io`
+/// (or the legacy `id.k8s.io`), when the member has the About API (CID-3, CID-7).
+pub async fn cluster_property_id(member: &kube::Client) -> anyhow::Result<Option<String>> {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    for version in ["v1beta1", "v1alpha1"] {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("about.k8s.io", version, "ClusterProperty"),
+            "clusterproperties",
+        );
+        let api: Api<DynamicObject> = Api::all_with(member.clone(), &ar);
+        for name in [CLUSTER_ID_PROPERTY, LEGACY_CLUSTER_ID_PROPERTY] {
+            match api.get_opt(name).await {
+                Ok(Some(p)) => {
+                    let value = p
+                        .data
+                        .pointer("/spec/value")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or_default()
+                        .to_string();
+                    if value.is_empty() {
+                        bail!("the member's ClusterProperty {name} has an empty spec.value");
+                    }
+                    return Ok(Some(value));
+                }
+                Ok(None) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => break, // this version is not served
+                Err(e) => return Err(e).context("reading the member's ClusterProperty"),
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Registers `name` on the hub. Refuses a duplicate cluster id (CID-5).
 pub async fn join(
     hub: kube::Client,
@@ -137,7 +170,15 @@ pub async fn join(
             access.server
         )
     })?;
-    let id = id.unwrap_or(name).to_string();
+    let property = cluster_property_id(&member).await?;
+    let id = match (id, &property) {
+        (Some(given), Some(p)) if given != p => bail!(
+            "--id {given} disagrees with the member's ClusterProperty {CLUSTER_ID_PROPERTY} = {p}; drop --id or fix the ClusterProperty"
+        ),
+        (_, Some(p)) => p.clone(),
+        (Some(given), None) => given.to_string(),
+        (None, None) => name.to_string(),
+    };
     if !is_dns1123_subdomain(&id) || id.len() > 128 {
         bail!("cluster id \"{id}\" must be a DNS-1123 subdomain of at most 128 characters");
     }

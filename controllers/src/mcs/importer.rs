@@ -110,6 +110,9 @@ pub fn desired(
             spec: Some(ServiceSpec {
                 type_: Some("ClusterIP".into()),
                 cluster_ip: headless.then(|| "None".to_string()),
+                // one family: ask for exactly it (a cluster without it refuses, IMP-7);
+                // two: PreferDualStack lets a single-stack cluster import with what it has
+                ip_families: (families.len() == 1).then(|| families.clone()),
                 ip_family_policy: Some(
                     if families.len() > 1 {
                         "PreferDualStack"
@@ -386,6 +389,19 @@ pub async fn run(
     }
 }
 
+/// The import status when this cluster cannot host the derived Service (IMP-7).
+fn not_supported(st: &ServiceImportStatus, why: &str) -> ServiceImportStatus {
+    let mut st = st.clone();
+    for c in &mut st.conditions {
+        if c.type_ == im_cond::READY {
+            c.status = "False".into();
+            c.reason = im_cond::reason::IP_FAMILY_NOT_SUPPORTED.into();
+            c.message = format!("this cluster cannot serve the service's IP families: {why}");
+        }
+    }
+    st
+}
+
 /// Memos of what the importer found already applied.
 #[derive(Default)]
 struct Memos {
@@ -425,18 +441,33 @@ async fn write(
         .iter()
         .map(|s| key(s.namespace(), s.name_any()))
         .collect();
+    // derived Services the cluster refused (e.g. an IPv6-only import in an IPv4 cluster)
+    let mut refused: std::collections::HashMap<(String, String), String> = Default::default();
     for s in &want.services {
         let ns = s.namespace().unwrap_or_default();
         let actual = services_by_key.get(&(ns.clone(), s.name_any())).copied();
-        report(
-            memo.services
-                .ensure(
-                    &Api::<Service>::namespaced(member.clone(), &ns),
-                    s,
-                    actual.map(|a| a.as_ref()),
-                )
-                .await,
-        );
+        let r = memo
+            .services
+            .ensure(
+                &Api::<Service>::namespaced(member.clone(), &ns),
+                s,
+                actual.map(|a| a.as_ref()),
+            )
+            .await;
+        if let Err(apply::ApplyError::Kube {
+            source: kube::Error::Api(status),
+            ..
+        }) = &r
+            && status.code == 422
+        {
+            let svc = s
+                .labels()
+                .get(labels::SERVICE_NAME)
+                .cloned()
+                .unwrap_or_default();
+            refused.insert((ns.clone(), svc), status.message.clone());
+        }
+        report(r);
     }
     for (si, st) in &want.imports {
         let ns = si.namespace().unwrap_or_default();
@@ -455,7 +486,10 @@ async fn write(
                     &si.name_any(),
                     "multicluster.x-k8s.io/v1beta1",
                     "ServiceImport",
-                    &json!(st),
+                    &match refused.get(&(ns.clone(), si.name_any())) {
+                        Some(why) => json!(not_supported(st, why)),
+                        None => json!(st),
+                    },
                     actual.and_then(|a| a.resource_version()),
                     || actual.and_then(|a| a.status.as_ref()).map(|s| json!(s)),
                 )

@@ -702,3 +702,152 @@ async fn controller_restart_mid_change_converges_and_hand_edits_are_reverted() {
             .collect::<Vec<_>>()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_only_import_into_an_ipv4_cluster_is_not_ready_with_a_reason() {
+    let mut opts = causeway_e2e::Options {
+        members: vec!["c0".into(), "c1".into()],
+        ..Default::default()
+    };
+    opts.cidrs
+        .insert("c0".into(), vec!["fd00:10:97::/112".parse().unwrap()]);
+    let owned = Mcs::start_with(opts, 2).await;
+    let m = &owned;
+    m.service(0, "v6", json!({"ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv6"], "ports": [{"name": "http", "port": 80}]}), &["fd00::10"]).await;
+    m.export(0, "v6", "dummy-label").await;
+    let si = eventually("IPv6 import in the IPv6 cluster", PRESENT, || async {
+        m.si(0, "v6").await.filter(|s| !s.spec.ips.is_empty())
+    })
+    .await;
+    assert_eq!(si.spec.ip_families, vec!["IPv6"]);
+    assert!(si.spec.ips[0].parse::<IpAddr>().unwrap().is_ipv6());
+    let si = eventually(
+        "Ready=False IPFamilyNotSupported in the IPv4 cluster",
+        PRESENT,
+        || async {
+            m.si(1, "v6").await.filter(|s| {
+                s.status.as_ref().is_some_and(|st| {
+                    st.conditions.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && c.status == "False"
+                            && c.reason == "IPFamilyNotSupported"
+                    })
+                })
+            })
+        },
+    )
+    .await;
+    assert!(
+        si.spec.ips.is_empty(),
+        "no IP from a family the cluster lacks"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_joined_while_the_controller_runs_takes_part() {
+    let opts = causeway_e2e::Options {
+        members: vec!["c0".into(), "c1".into(), "late".into()],
+        ..Default::default()
+    };
+    let owned = Mcs::start_with(opts, 2).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("SI in c1", PRESENT, || async { m.si(1, "hello").await }).await;
+    assert!(m.si(2, "hello").await.is_none(), "not joined yet");
+    let late = &m.cs.members[2];
+    let msg = causeway_controllers::clusters::join::join(
+        m.hub.clone(),
+        "late",
+        &causeway_e2e::access(late),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(msg.contains("late"), "{msg}");
+    eventually("SI in the late member", PRESENT, || async {
+        m.si(2, "hello").await
+    })
+    .await;
+    // and it exports too
+    m.hello(2, &["10.2.0.1"]).await;
+    m.export(2, "hello", "dummy-label").await;
+    eventually("late's endpoints imported in c0", PRESENT, || async {
+        (m.mcs_slices(0, "hello").await.len() == 2).then_some(())
+    })
+    .await;
+    // a duplicate cluster id is refused with a clear message
+    let err = causeway_controllers::clusters::join::join(
+        m.hub.clone(),
+        "again",
+        &causeway_e2e::access(late),
+        Some("late"),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("already used by member"),
+        "{err:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_id_comes_from_the_members_cluster_property() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let opts = causeway_e2e::Options {
+        members: vec!["c0".into(), "c1".into()],
+        ..Default::default()
+    };
+    let owned = Mcs::start_with(opts, 1).await;
+    let m = &owned;
+    // the About API (KEP-2149) in c1, with its cluster id
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "clusterproperties.about.k8s.io"},
+        "spec": {"group": "about.k8s.io", "scope": "Cluster", "names": {"plural": "clusterproperties", "singular": "clusterproperty", "kind": "ClusterProperty", "listKind": "ClusterPropertyList"},
+                 "versions": [{"name": "v1alpha1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"value": {"type": "string", "maxLength": 128000}}}}}}}]}
+    }))
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(m.c(1));
+    crds.create(&Default::default(), &crd).await.unwrap();
+    let ar = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("about.k8s.io", "v1alpha1", "ClusterProperty"),
+        "clusterproperties",
+    );
+    let props: Api<kube::core::DynamicObject> = Api::all_with(m.c(1), &ar);
+    let prop: kube::core::DynamicObject = serde_json::from_value(json!({"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty", "metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "c1.example.org"}})).unwrap();
+    eventually("ClusterProperty served", PRESENT, || async {
+        props.create(&Default::default(), &prop).await.ok()
+    })
+    .await;
+    let c1 = &m.cs.members[1];
+    let msg = causeway_controllers::clusters::join::join(
+        m.hub.clone(),
+        "c1",
+        &causeway_e2e::access(c1),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(msg.contains("id c1.example.org"), "{msg}");
+    let err = causeway_controllers::clusters::join::join(
+        m.hub.clone(),
+        "c1",
+        &causeway_e2e::access(c1),
+        Some("other"),
+    )
+    .await
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("disagrees"), "{err:#}");
+    m.hello(1, &["10.1.0.1"]).await;
+    m.export(1, "hello", "dummy-label").await;
+    let s = eventually("c1's slice in c0", PRESENT, || async {
+        m.mcs_slices(0, "hello").await.into_iter().next()
+    })
+    .await;
+    assert_eq!(
+        s.metadata.labels.unwrap()["multicluster.kubernetes.io/source-cluster"],
+        "c1.example.org"
+    );
+    let si = m.si(0, "hello").await.unwrap();
+    assert_eq!(si.status.unwrap().clusters[0].cluster, "c1.example.org");
+}

@@ -33,6 +33,16 @@ pub struct Mcs {
 impl Mcs {
     /// Hub + `names` members, joined, controller running, namespace in every member.
     pub async fn start(names: &[&str], dual_stack: bool) -> Mcs {
+        let opts = Options {
+            members: names.iter().map(|s| s.to_string()).collect(),
+            dual_stack,
+            ..Options::default()
+        };
+        Mcs::start_with(opts, names.len()).await
+    }
+
+    /// Like [`Mcs::start`] with full options; only the first `join` members are joined.
+    pub async fn start_with(opts: Options, join: usize) -> Mcs {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -40,15 +50,19 @@ impl Mcs {
             )
             .with_test_writer()
             .try_init();
-        let opts = Options {
-            members: names.iter().map(|s| s.to_string()).collect(),
-            dual_stack,
-            ..Options::default()
-        };
         let cs = Clusterset::start(&opts, |_| {}).await.expect("clusterset");
         cs.install_crds().await.expect("crds");
-        cs.join_all().await.expect("join");
         let hub = causeway_e2e::client(&cs.hub).await.unwrap();
+        for m in cs.members.iter().take(join) {
+            causeway_controllers::clusters::join::join(
+                hub.clone(),
+                m.name(),
+                &causeway_e2e::access(m),
+                None,
+            )
+            .await
+            .expect("join");
+        }
         let mut members = Vec::new();
         for m in &cs.members {
             members.push(causeway_e2e::client(m).await.unwrap());
