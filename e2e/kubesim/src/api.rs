@@ -202,6 +202,7 @@ fn authenticate(inner: &Inner, headers: &HeaderMap, cert_user: Option<User>) -> 
     if let Some(t) = bearer(headers) {
         return inner
             .tokens
+            .read()
             .iter()
             .find(|(tok, _)| tok == t)
             .map(|(_, u)| u.clone());

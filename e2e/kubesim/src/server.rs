@@ -114,8 +114,8 @@ pub struct Inner {
     pub state: Mutex<State>,
     /// Fault knobs.
     pub faults: Faults,
-    /// Bearer tokens.
-    pub tokens: Vec<(String, User)>,
+    /// Bearer tokens (tests add and revoke them at run time).
+    pub tokens: parking_lot::RwLock<Vec<(String, User)>>,
     /// PKI (None for plain HTTP).
     pub pki: Option<Arc<Pki>>,
     /// Cancelled at shutdown.
@@ -225,7 +225,7 @@ impl Server {
             cfg,
             state: Mutex::new(state),
             faults: Faults::default(),
-            tokens,
+            tokens: parking_lot::RwLock::new(tokens),
             pki,
             shutdown: CancellationToken::new(),
             changed: tokio::sync::Notify::new(),
@@ -279,6 +279,16 @@ impl Server {
             .ok_or_else(|| StartError::Config("client certificates need TLS".into()))?;
         pki.issue_client(user)
             .map_err(|e| StartError::Pki(e.to_string()))
+    }
+
+    /// Accepts another bearer token from now on (e.g. to test credential rotation).
+    pub fn add_token(&self, token: &str, user: User) {
+        self.inner.tokens.write().push((token.to_string(), user));
+    }
+
+    /// Stops accepting a bearer token: requests with it get 401 from now on.
+    pub fn revoke_token(&self, token: &str) {
+        self.inner.tokens.write().retain(|(t, _)| t != token);
     }
 
     /// The uid of `kube-system` (stable per cluster name; used as cluster id).

@@ -154,6 +154,45 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
         "-o",
         "name",
     ]);
+    // the controller's metrics over a real socket
+    let line = printed
+        .lines()
+        .find(|l| l.contains("metrics, healthz, readyz at http://"))
+        .expect("metrics line");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let get = |path: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(get("/healthz").starts_with("HTTP/1.1 200"));
+    assert!(get("/readyz").starts_with("HTTP/1.1 200"));
+    let metrics = get("/metrics");
+    for name in [
+        "causeway_mcs_exports",
+        "causeway_mcs_imports",
+        "causeway_mcs_conflicts",
+        "causeway_reconcile_duration_seconds",
+        "causeway_mcs_endpoint_propagation_seconds_count",
+        "causeway_members 3",
+    ] {
+        assert!(
+            metrics.contains(name),
+            "{name} missing from /metrics:\n{metrics}"
+        );
+    }
     assert_eq!(
         slices.lines().count(),
         2,

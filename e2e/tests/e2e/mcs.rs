@@ -687,20 +687,35 @@ async fn controller_restart_mid_change_converges_and_hand_edits_are_reverted() {
         (!m.mcs_slices(1, "other").await.is_empty()).then_some(())
     })
     .await;
-    // nothing duplicated
-    let all = slices
-        .list(&ListParams::default().labels("endpointslice.kubernetes.io/managed-by=causeway.io"))
-        .await
-        .unwrap();
-    assert_eq!(
-        all.items.len(),
-        1,
-        "{:?}",
-        all.items
-            .iter()
-            .map(|s| s.metadata.name.clone())
-            .collect::<Vec<_>>()
-    );
+    // deleted hub objects come back too (the aggregator may remove the import in between)
+    let hub_es: Api<causeway_crds::exported_service::ExportedService> =
+        Api::namespaced(m.hub.clone(), &m.ns);
+    let hub_si: Api<ServiceImport> = Api::namespaced(m.hub.clone(), &m.ns);
+    let _ = hub_si.delete("other", &DeleteParams::default()).await;
+    let _ = hub_es.delete("other.c0", &DeleteParams::default()).await;
+    eventually(
+        "hub ExportedService and ServiceImport recreated",
+        PRESENT,
+        || async {
+            (hub_es.get_opt("other.c0").await.unwrap().is_some()
+                && hub_si.get_opt("other").await.unwrap().is_some())
+            .then_some(())
+        },
+    )
+    .await;
+    // converged: exactly one MCS slice in c1, nothing duplicated
+    let managed =
+        ListParams::default().labels("endpointslice.kubernetes.io/managed-by=causeway.io");
+    eventually("one MCS slice in c1", PRESENT, || async {
+        (slices.list(&managed).await.unwrap().items.len() == 1).then_some(())
+    })
+    .await;
+    consistently(
+        "and it stays one",
+        std::time::Duration::from_secs(2),
+        || async { slices.list(&managed).await.unwrap().items.len() == 1 },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -850,4 +865,70 @@ async fn cluster_id_comes_from_the_members_cluster_property() {
     );
     let si = m.si(0, "hello").await.unwrap();
     assert_eq!(si.status.unwrap().clusters[0].cluster, "c1.example.org");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_member_credentials_are_picked_up_without_a_restart() {
+    use k8s_openapi::api::core::v1::Secret;
+    let opts = causeway_e2e::Options {
+        members: vec!["c0".into(), "c1".into()],
+        ..Default::default()
+    };
+    let owned = Mcs::start_with(opts, 0).await;
+    let m = &owned;
+    let (c0, c1) = (&m.cs.members[0], &m.cs.members[1]);
+    c0.add_token("token-one", kubesim::User::admin("causeway-one"));
+    let mut access = causeway_e2e::access(c0);
+    access.token = "token-one".into();
+    causeway_controllers::clusters::join::join(m.hub.clone(), "c0", &access, None)
+        .await
+        .unwrap();
+    causeway_controllers::clusters::join::join(
+        m.hub.clone(),
+        "c1",
+        &causeway_e2e::access(c1),
+        None,
+    )
+    .await
+    .unwrap();
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("imported with the first token", PRESENT, || async {
+        m.si(1, "hello").await
+    })
+    .await;
+    // rotate: a new token in the member and in the hub Secret, then the old one stops working
+    c0.add_token("token-two", kubesim::User::admin("causeway-two"));
+    let secrets: Api<Secret> = Api::namespaced(m.hub.clone(), "causeway-system");
+    secrets
+        .patch("c0-credentials", &PatchParams::apply("rotation").force(), &Patch::Apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c0-credentials"}, "stringData": {"token": "token-two"}})))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    c0.revoke_token("token-one");
+    m.service(
+        0,
+        "after",
+        json!({"ports": [{"name": "http", "port": 80}]}),
+        &["10.0.0.7"],
+    )
+    .await;
+    m.export(0, "after", "dummy-label").await;
+    eventually(
+        "an export made after the rotation is imported",
+        PRESENT,
+        || async { m.si(1, "after").await },
+    )
+    .await;
+    let ready = eventually(
+        "its ServiceExport is Ready (status written with the new token)",
+        PRESENT,
+        || async {
+            m.export_condition(0, "after", "Ready")
+                .await
+                .filter(|c| c.0 == "True")
+        },
+    )
+    .await;
+    assert_eq!(ready.1, "Exported");
 }
