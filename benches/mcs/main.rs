@@ -166,21 +166,25 @@ async fn main() -> anyhow::Result<()> {
     let pid = child.id();
     let _guard = Kill(child);
     let want_slices = args.services * MEMBERS.len();
-    let managed =
-        ListParams::default().labels("endpointslice.kubernetes.io/managed-by=causeway.io");
+    // counts via limit=1 + remainingItemCount, so polling costs the servers nothing
+    let count = |l: &kube::api::ObjectList<kube::core::PartialObjectMeta<EndpointSlice>>| {
+        l.items.len() + l.metadata.remaining_item_count.unwrap_or(0) as usize
+    };
+    let managed = ListParams::default()
+        .labels("endpointslice.kubernetes.io/managed-by=causeway.io")
+        .limit(1);
     loop {
         let mut done = true;
         for c in &members {
-            let n = Api::<EndpointSlice>::namespaced(c.clone(), NS)
-                .list_metadata(&managed)
-                .await?
-                .items
-                .len();
+            let n = count(
+                &Api::<EndpointSlice>::namespaced(c.clone(), NS)
+                    .list_metadata(&managed)
+                    .await?,
+            );
             let si = Api::<causeway_crds::mcs::v1beta1::ServiceImport>::namespaced(c.clone(), NS)
-                .list_metadata(&ListParams::default())
-                .await?
-                .items
-                .len();
+                .list_metadata(&ListParams::default().limit(1))
+                .await?;
+            let si = si.items.len() + si.metadata.remaining_item_count.unwrap_or(0) as usize;
             done &= n == want_slices && si == args.services;
         }
         if done {

@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::watch::{cache, next_round};
 
 struct Running {
-    fingerprint: String,
+    spec: MemberSpec,
     stop: CancellationToken,
 }
 
@@ -29,8 +29,10 @@ pub async fn run(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    let caches = Arc::new(crate::mcs::HubCaches::start(&hub, &stop));
     tokio::spawn(aggregator::run(
         hub.clone(),
+        caches.clone(),
         metrics.clone(),
         stop.child_token(),
     ));
@@ -69,10 +71,15 @@ pub async fn run(
             tracing::warn!(cluster = %u.name, reason = %u.reason, "cluster not usable yet");
         }
         running.retain(|name, r| {
-            let keep = want.get(name).is_some_and(|m| m.fingerprint == r.fingerprint);
+            let keep = want.get(name).is_some_and(|m| m.fingerprint == r.spec.fingerprint);
             if !keep {
-                tracing::info!(cluster = %name, "stopping member workers (removed or credentials changed)");
                 r.stop.cancel();
+                if want.contains_key(name) {
+                    tracing::info!(cluster = %name, "restarting member workers with new credentials");
+                } else {
+                    tracing::info!(cluster = %name, "member removed: stopping its workers and withdrawing its imports");
+                    tokio::spawn(withdraw(r.spec.clone()));
+                }
             }
             keep
         });
@@ -81,11 +88,17 @@ pub async fn run(
                 continue;
             }
             let token = stop.child_token();
-            start_member(m.clone(), hub.clone(), metrics.clone(), token.clone());
+            start_member(
+                m.clone(),
+                hub.clone(),
+                caches.clone(),
+                metrics.clone(),
+                token.clone(),
+            );
             running.insert(
                 name.clone(),
                 Running {
-                    fingerprint: m.fingerprint.clone(),
+                    spec: m.clone(),
                     stop: token,
                 },
             );
@@ -104,7 +117,13 @@ pub async fn run(
     }
 }
 
-fn start_member(m: MemberSpec, hub: kube::Client, metrics: Arc<Metrics>, stop: CancellationToken) {
+fn start_member(
+    m: MemberSpec,
+    hub: kube::Client,
+    caches: Arc<crate::mcs::HubCaches>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
     tokio::spawn(async move {
         let client = match client_for(&m.access).await {
             Ok(c) => c,
@@ -117,10 +136,29 @@ fn start_member(m: MemberSpec, hub: kube::Client, metrics: Arc<Metrics>, stop: C
         tokio::spawn(exporter::run(
             m.id.clone(),
             client.clone(),
-            hub.clone(),
+            hub,
+            caches.clone(),
             metrics.clone(),
             stop.clone(),
         ));
-        tokio::spawn(importer::run(m.id.clone(), client, hub, metrics, stop));
+        tokio::spawn(importer::run(m.id.clone(), client, caches, metrics, stop));
     });
+}
+
+/// Removes what the importer wrote into a member that left the clusterset, with the
+/// credentials it had (best effort: they may already be revoked).
+async fn withdraw(m: MemberSpec) {
+    let result = async {
+        let client = client_for(&m.access).await?;
+        importer::withdraw_all(&client).await
+    }
+    .await;
+    match result {
+        Ok(n) => {
+            tracing::info!(cluster = %m.name, objects = n, "imports withdrawn from the removed member")
+        }
+        Err(e) => {
+            tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not withdraw the imports of a removed member; delete objects labelled causeway.io/managed=true there by hand")
+        }
+    }
 }

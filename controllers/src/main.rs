@@ -34,9 +34,9 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct HubArgs {
-    /// kubeconfig of the hub cluster.
+    /// kubeconfig of the hub cluster (default: in-cluster config, else $KUBECONFIG / ~/.kube/config).
     #[arg(long, env = "CAUSEWAY_HUB_KUBECONFIG")]
-    hub_kubeconfig: PathBuf,
+    hub_kubeconfig: Option<PathBuf>,
     /// Context in the hub kubeconfig (default: its current context).
     #[arg(long)]
     hub_context: Option<String>,
@@ -80,8 +80,14 @@ struct UnjoinArgs {
 }
 
 async fn hub_client(h: &HubArgs) -> anyhow::Result<kube::Client> {
-    let kc = Kubeconfig::read_from(&h.hub_kubeconfig)
-        .with_context(|| format!("reading --hub-kubeconfig {}", h.hub_kubeconfig.display()))?;
+    let Some(path) = &h.hub_kubeconfig else {
+        let cfg = kube::Config::infer()
+            .await
+            .context("no --hub-kubeconfig given and no in-cluster or default kubeconfig found")?;
+        return kube::Client::try_from(cfg).context("building the hub client");
+    };
+    let kc = Kubeconfig::read_from(path)
+        .with_context(|| format!("reading --hub-kubeconfig {}", path.display()))?;
     let opts = KubeConfigOptions {
         context: h.hub_context.clone(),
         ..Default::default()

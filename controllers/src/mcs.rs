@@ -3,3 +3,54 @@
 pub mod aggregator;
 pub mod exporter;
 pub mod importer;
+
+use causeway_crds::exported_service::ExportedService;
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::well_known::labels;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::Api;
+use kube::runtime::watcher;
+use tokio_util::sync::CancellationToken;
+
+use crate::watch::Shared;
+
+/// The hub caches every MCS loop reads, watched once and shared (not once per member).
+pub struct HubCaches {
+    /// Hub ServiceImports written by the aggregator.
+    pub imports: Shared<ServiceImport>,
+    /// Hub MCS EndpointSlices (every source cluster).
+    pub slices: Shared<EndpointSlice>,
+    /// Every ExportedService.
+    pub exported: Shared<ExportedService>,
+}
+
+impl HubCaches {
+    /// Starts the hub watches.
+    pub fn start(hub: &kube::Client, stop: &CancellationToken) -> HubCaches {
+        let managed = watcher::Config::default().labels(&format!(
+            "{}={}",
+            labels::MANAGED,
+            labels::MANAGED_VALUE
+        ));
+        HubCaches {
+            imports: Shared::start(
+                Api::all(hub.clone()),
+                managed,
+                stop.clone(),
+                "hub serviceimports",
+            ),
+            slices: Shared::start(
+                Api::all(hub.clone()),
+                watcher::Config::default().labels(labels::SOURCE_CLUSTER),
+                stop.clone(),
+                "hub endpointslices",
+            ),
+            exported: Shared::start(
+                Api::all(hub.clone()),
+                watcher::Config::default(),
+                stop.clone(),
+                "hub exportedservices",
+            ),
+        }
+    }
+}

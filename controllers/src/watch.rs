@@ -16,6 +16,108 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// A cache several reconcile loops read; each subscriber is woken on every change.
+pub struct Shared<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// The objects.
+    pub store: Store<K>,
+    subscribers: Arc<parking_lot::Mutex<Vec<Arc<Notify>>>>,
+    ready: tokio::sync::watch::Receiver<bool>,
+}
+
+/// One loop's view of a cache.
+#[derive(Clone)]
+pub struct Cache<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    ready: tokio::sync::watch::Receiver<bool>,
+}
+
+impl<K: Resource + Clone + 'static> Cache<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    /// A snapshot of the cached objects.
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+
+    /// Waits for the initial list. Many loops may wait at once (kube's
+    /// `Store::wait_until_ready` wakes only one of several concurrent waiters).
+    pub async fn wait_until_ready(&self) -> Result<(), ()> {
+        let mut rx = self.ready.clone();
+        rx.wait_for(|r| *r).await.map(|_| ()).map_err(|_| ())
+    }
+}
+
+impl<K> Shared<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    /// Starts a reflector for `api` (managedFields dropped: nothing here reads them).
+    pub fn start(
+        api: Api<K>,
+        cfg: watcher::Config,
+        stop: CancellationToken,
+        what: &'static str,
+    ) -> Self {
+        let (reader, writer) = reflector::store();
+        let subscribers: Arc<parking_lot::Mutex<Vec<Arc<Notify>>>> = Default::default();
+        let subs = subscribers.clone();
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, cfg).modify(|o| {
+                o.meta_mut().managed_fields = None;
+            }),
+        )
+        .default_backoff();
+        let (ready_tx, ready) = tokio::sync::watch::channel(false);
+        let r = reader.clone();
+        tokio::spawn(async move {
+            if r.wait_until_ready().await.is_ok() {
+                let _ = ready_tx.send(true);
+            }
+        });
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            loop {
+                tokio::select! {
+                    ev = stream.next() => match ev {
+                        Some(Ok(_)) => {
+                            let mut subs = subs.lock();
+                            subs.retain(|n| Arc::strong_count(n) > 1); // loops that ended
+                            subs.iter().for_each(|n| n.notify_one());
+                        }
+                        Some(Err(e)) => tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff"),
+                        None => break,
+                    },
+                    _ = stop.cancelled() => break,
+                }
+            }
+        });
+        Shared {
+            store: reader,
+            subscribers,
+            ready,
+        }
+    }
+
+    /// Wakes `notify` on every later change (and once now).
+    pub fn subscribe(&self, notify: Arc<Notify>) -> Cache<K> {
+        notify.notify_one();
+        self.subscribers.lock().push(notify);
+        Cache {
+            store: self.store.clone(),
+            ready: self.ready.clone(),
+        }
+    }
+}
+
 /// Starts a reflector for `api`; every applied or deleted object wakes `notify`.
 pub fn cache<K>(
     api: Api<K>,
@@ -23,27 +125,12 @@ pub fn cache<K>(
     notify: Arc<Notify>,
     stop: CancellationToken,
     what: &'static str,
-) -> Store<K>
+) -> Cache<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, cfg)).default_backoff();
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            tokio::select! {
-                ev = stream.next() => match ev {
-                    Some(Ok(_)) => notify.notify_one(),
-                    Some(Err(e)) => tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff"),
-                    None => break,
-                },
-                _ = stop.cancelled() => break,
-            }
-        }
-    });
-    reader
+    Shared::start(api, cfg, stop, what).subscribe(notify)
 }
 
 /// Waits for a wake-up, then lets a burst of events settle for `debounce`.

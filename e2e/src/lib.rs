@@ -208,7 +208,11 @@ impl Clusterset {
 
     /// Starts the hub controllers in this process; they stop with the returned token.
     pub async fn start_controller(&self) -> anyhow::Result<Controller> {
-        let hub = client(&self.hub).await?;
+        self.start_controller_as(client(&self.hub).await?)
+    }
+
+    /// Starts the hub controllers with the given hub client (e.g. a least-privilege token).
+    pub fn start_controller_as(&self, hub: kube::Client) -> anyhow::Result<Controller> {
         let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
         let stop = tokio_util::sync::CancellationToken::new();
         let task = tokio::spawn(causeway_controllers::controller::run(

@@ -137,28 +137,16 @@ pub fn desired(
 }
 
 /// Runs the aggregator until `stop`.
-pub async fn run(hub: kube::Client, metrics: Arc<Metrics>, stop: CancellationToken) {
+pub async fn run(
+    hub: kube::Client,
+    caches: Arc<super::HubCaches>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
     let notify = Arc::new(Notify::new());
     let all = watcher::Config::default();
-    let managed = watcher::Config::default().labels(&format!(
-        "{}={}",
-        labels::MANAGED,
-        labels::MANAGED_VALUE
-    ));
-    let exports = cache(
-        Api::<ExportedService>::all(hub.clone()),
-        all.clone(),
-        notify.clone(),
-        stop.clone(),
-        "hub exportedservices",
-    );
-    let imports = cache(
-        Api::<ServiceImport>::all(hub.clone()),
-        managed.clone(),
-        notify.clone(),
-        stop.clone(),
-        "hub serviceimports",
-    );
+    let exports = caches.exported.subscribe(notify.clone());
+    let imports = caches.imports.subscribe(notify.clone());
     let clusters = cache(
         Api::<Cluster>::all(hub.clone()),
         all,
@@ -166,13 +154,7 @@ pub async fn run(hub: kube::Client, metrics: Arc<Metrics>, stop: CancellationTok
         stop.clone(),
         "hub clusters",
     );
-    let slices = cache(
-        Api::<EndpointSlice>::all(hub.clone()),
-        watcher::Config::default().labels(labels::SOURCE_CLUSTER),
-        notify.clone(),
-        stop.clone(),
-        "hub endpointslices",
-    );
+    let slices = caches.slices.subscribe(notify.clone());
     if exports.wait_until_ready().await.is_err()
         || imports.wait_until_ready().await.is_err()
         || clusters.wait_until_ready().await.is_err()

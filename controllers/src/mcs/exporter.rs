@@ -345,12 +345,12 @@ pub async fn run(
     cluster: String,
     member: kube::Client,
     hub: kube::Client,
+    caches: Arc<super::HubCaches>,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
     let notify = Arc::new(Notify::new());
     let all = watcher::Config::default();
-    let mine = watcher::Config::default().labels(&format!("{}={cluster}", labels::SOURCE_CLUSTER));
     let exports = cache(
         Api::<ServiceExport>::all(member.clone()),
         all.clone(),
@@ -358,34 +358,31 @@ pub async fn run(
         stop.clone(),
         "member serviceexports",
     );
+    // the member's own Services and slices, not the ones the importer writes there
     let services = cache(
         Api::<Service>::all(member.clone()),
-        all.clone(),
+        all.clone().labels(&format!("!{}", labels::MANAGED)),
         notify.clone(),
         stop.clone(),
         "member services",
     );
     let slices = cache(
         Api::<EndpointSlice>::all(member.clone()),
-        all.clone().labels(labels::KUBERNETES_SERVICE_NAME),
+        all.clone().labels(&format!(
+            "{},{}!={}",
+            labels::KUBERNETES_SERVICE_NAME,
+            labels::ENDPOINTSLICE_MANAGED_BY,
+            labels::ENDPOINTSLICE_MANAGED_BY_VALUE
+        )),
         notify.clone(),
         stop.clone(),
         "member endpointslices",
     );
-    let hub_exported = cache(
-        Api::<ExportedService>::all(hub.clone()),
-        mine.clone(),
-        notify.clone(),
-        stop.clone(),
-        "hub exportedservices",
-    );
-    let hub_slices = cache(
-        Api::<EndpointSlice>::all(hub.clone()),
-        mine,
-        notify.clone(),
-        stop.clone(),
-        "hub endpointslices",
-    );
+    let hub_exported = caches.exported.subscribe(notify.clone());
+    let hub_slices = caches.slices.subscribe(notify.clone());
+    let mine = |labels: &std::collections::BTreeMap<String, String>| {
+        labels.get(labels::SOURCE_CLUSTER).map(String::as_str) == Some(cluster.as_str())
+    };
     for ready in [
         exports.wait_until_ready().await.is_ok(),
         services.wait_until_ready().await.is_ok(),
@@ -410,15 +407,26 @@ pub async fn run(
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
+        let my_exported: Vec<_> = hub_exported
+            .state()
+            .into_iter()
+            .filter(|e| mine(e.labels()))
+            .collect();
+        let my_slices: Vec<_> = hub_slices
+            .state()
+            .into_iter()
+            .filter(|s| mine(s.labels()))
+            .collect();
+        let exports_now = exports.state();
         let want = desired(
             &cluster,
-            &exports.state(),
+            &exports_now,
             &services.state(),
             &slices.state(),
-            &hub_exported.state(),
+            &my_exported,
             &now,
         );
-        publish_events(&recorder, &exports.state(), &want).await;
+        publish_events(&recorder, &exports_now, &want).await;
         let errors = ensure_namespaces(&hub, &want, &mut hub_namespaces).await
             + write(
                 &mut memo,
@@ -426,9 +434,9 @@ pub async fn run(
                 &member,
                 &hub,
                 &want,
-                &exports.state(),
-                &hub_exported.state(),
-                &hub_slices.state(),
+                &exports_now,
+                &my_exported,
+                &my_slices,
             )
             .await;
         metrics.observe_reconcile("exporter", &cluster, started.elapsed(), errors);

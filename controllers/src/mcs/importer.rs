@@ -278,7 +278,7 @@ pub fn desired(
 pub async fn run(
     cluster: String,
     member: kube::Client,
-    hub: kube::Client,
+    caches: Arc<super::HubCaches>,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
@@ -288,27 +288,9 @@ pub async fn run(
         labels::MANAGED,
         labels::MANAGED_VALUE
     ));
-    let hub_imports = cache(
-        Api::<ServiceImport>::all(hub.clone()),
-        managed.clone(),
-        notify.clone(),
-        stop.clone(),
-        "hub serviceimports",
-    );
-    let hub_slices = cache(
-        Api::<EndpointSlice>::all(hub.clone()),
-        watcher::Config::default().labels(labels::SOURCE_CLUSTER),
-        notify.clone(),
-        stop.clone(),
-        "hub endpointslices",
-    );
-    let exported = cache(
-        Api::<ExportedService>::all(hub.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-        stop.clone(),
-        "hub exportedservices",
-    );
+    let hub_imports = caches.imports.subscribe(notify.clone());
+    let hub_slices = caches.slices.subscribe(notify.clone());
+    let exported = caches.exported.subscribe(notify.clone());
     let namespaces = cache(
         Api::<Namespace>::all(member.clone()),
         watcher::Config::default(),
@@ -567,4 +549,52 @@ async fn write(
         }
     }
     errors
+}
+
+/// Deletes everything the importer manages in a member (ServiceImports, derived Services,
+/// MCS EndpointSlices); returns how many objects went.
+pub async fn withdraw_all(member: &kube::Client) -> anyhow::Result<usize> {
+    use kube::api::{DeleteParams, ListParams};
+    let managed =
+        ListParams::default().labels(&format!("{}={}", labels::MANAGED, labels::MANAGED_VALUE));
+    let mut n = 0;
+    for si in Api::<ServiceImport>::all(member.clone())
+        .list(&managed)
+        .await?
+        .items
+    {
+        let ns = si.namespace().unwrap_or_default();
+        Api::<ServiceImport>::namespaced(member.clone(), &ns)
+            .delete(&si.name_any(), &DeleteParams::background())
+            .await?;
+        n += 1;
+    }
+    for s in Api::<Service>::all(member.clone())
+        .list(&managed)
+        .await?
+        .items
+    {
+        let ns = s.namespace().unwrap_or_default();
+        Api::<Service>::namespaced(member.clone(), &ns)
+            .delete(&s.name_any(), &DeleteParams::background())
+            .await?;
+        n += 1;
+    }
+    let slices = ListParams::default().labels(&format!(
+        "{}={}",
+        labels::ENDPOINTSLICE_MANAGED_BY,
+        labels::ENDPOINTSLICE_MANAGED_BY_VALUE
+    ));
+    for s in Api::<EndpointSlice>::all(member.clone())
+        .list(&slices)
+        .await?
+        .items
+    {
+        let ns = s.namespace().unwrap_or_default();
+        Api::<EndpointSlice>::namespaced(member.clone(), &ns)
+            .delete(&s.name_any(), &DeleteParams::background())
+            .await?;
+        n += 1;
+    }
+    Ok(n)
 }

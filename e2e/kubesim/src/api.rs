@@ -50,6 +50,8 @@ pub struct Req {
     pub query: HashMap<String, String>,
     /// Wants a Table.
     pub table: bool,
+    /// Wants PartialObjectMetadata(List) (metadata-only clients).
+    pub metadata_only: bool,
     /// Content-Type (without parameters).
     pub content_type: String,
     /// Body bytes (empty for GET/DELETE without body).
@@ -389,6 +391,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         user,
         query,
         table: accept.contains("as=Table"),
+        metadata_only: accept.contains("as=PartialObjectMetadata"),
         content_type,
         body,
         user_agent,

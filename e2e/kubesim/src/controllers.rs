@@ -27,9 +27,13 @@ pub async fn run(inner: Arc<Inner>) {
         loop {
             let changed = {
                 let mut st = inner.state.lock();
-                let mut c = gc(&mut st);
-                c |= namespaces(&mut st);
-                if inner.cfg.simulate_workloads {
+                // full scans only when a change can have given them work
+                let mut c = false;
+                if st.store.take_gc_hint() {
+                    c |= gc(&mut st);
+                    c |= namespaces(&mut st);
+                }
+                if st.store.take_workload_hint() && inner.cfg.simulate_workloads {
                     c |= workloads(&mut st);
                 }
                 c

@@ -36,7 +36,15 @@ pub fn render_value(rt: &ResourceType, v: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
 }
 
+/// `PartialObjectMetadata` of an object.
+pub fn partial(v: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v.get("metadata").cloned().unwrap_or(json!({}))})
+}
+
 fn output(rt: &ResourceType, v: &Value, r: &Req) -> Bytes {
+    if r.metadata_only && !r.table {
+        return Bytes::from(serde_json::to_vec(&partial(v)).unwrap_or_default());
+    }
     if r.table {
         let rv = meta_str(v, "resourceVersion").to_string();
         Bytes::from(serde_json::to_vec(&table::table(rt, &[v], &rv, None)).unwrap_or_default())
@@ -79,7 +87,7 @@ pub fn get(
         .store
         .get(&rt.group_resource(), ns, name)
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-    if r.table {
+    if r.table || r.metadata_only {
         return Ok((200, output(rt, &obj.value, r)));
     }
     Ok((200, render(rt, &obj)))
@@ -192,6 +200,14 @@ pub fn list(
     if let Some(c) = &cont {
         meta["continue"] = json!(c);
         meta["remainingItemCount"] = json!(remaining);
+    }
+    if r.metadata_only {
+        let items: Vec<Value> = selected.iter().map(|o| partial(&o.value)).collect();
+        let list = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
+        return Ok((
+            200,
+            Bytes::from(serde_json::to_vec(&list).unwrap_or_default()),
+        ));
     }
     let mut out =
         Vec::with_capacity(selected.iter().map(|o| o.json.len() + 1).sum::<usize>() + 256);

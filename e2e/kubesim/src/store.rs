@@ -107,6 +107,8 @@ pub struct Store {
     uids: HashMap<String, UidEntry>,
     tx: broadcast::Sender<Arc<Event>>,
     journal: Option<crate::persist::Journal>,
+    gc_hint: bool,
+    workload_hint: bool,
 }
 
 impl Store {
@@ -122,12 +124,25 @@ impl Store {
             uids: HashMap::new(),
             tx,
             journal: None,
+            gc_hint: true,
+            workload_hint: true,
         }
     }
 
     /// Journals every later change (see [`crate::persist`]).
     pub fn set_journal(&mut self, j: crate::persist::Journal) {
         self.journal = Some(j);
+    }
+
+    /// True (once) when a change since the last call may give garbage collection or
+    /// namespace termination work: a delete, an object with owners, or one being deleted.
+    pub fn take_gc_hint(&mut self) -> bool {
+        std::mem::take(&mut self.gc_hint)
+    }
+
+    /// True (once) when a workload (apps, batch) changed since the last call.
+    pub fn take_workload_hint(&mut self) -> bool {
+        std::mem::take(&mut self.workload_hint)
     }
 
     /// Moves the resourceVersion past everything a journal ever recorded.
@@ -316,6 +331,18 @@ impl Store {
     fn record(&mut self, e: Event) -> Arc<Event> {
         if let Some(j) = &mut self.journal {
             j.append(&e);
+        }
+        let md = e.obj.value.get("metadata");
+        if e.kind == EventType::Deleted
+            || md.is_some_and(|m| {
+                m.get("ownerReferences").is_some() || m.get("deletionTimestamp").is_some()
+            })
+            || (e.gr.group.is_empty() && e.gr.resource == "namespaces")
+        {
+            self.gc_hint = true;
+        }
+        if matches!(e.gr.group.as_str(), "apps" | "batch") {
+            self.workload_hint = true;
         }
         let e = Arc::new(e);
         self.history.push_back(e.clone());

@@ -55,10 +55,16 @@ fn error_frame(e: &ApiError) -> Bytes {
 struct Encoder {
     rt: Arc<ResourceType>,
     table: bool,
+    metadata_only: bool,
 }
 
 impl Encoder {
     fn object(&self, o: &StoredObj) -> Bytes {
+        if self.metadata_only && !self.table {
+            return Bytes::from(
+                serde_json::to_vec(&crate::objects::partial(&o.value)).unwrap_or_default(),
+            );
+        }
         if self.table {
             let rv = o
                 .value
@@ -134,6 +140,7 @@ pub fn serve(
     let enc = Encoder {
         rt: rt.clone(),
         table: r.table,
+        metadata_only: r.metadata_only,
     };
 
     let mut initial: Vec<Bytes> = Vec::new();

@@ -634,6 +634,17 @@ async fn removed_cluster_endpoints_are_withdrawn() {
     })
     .await;
     assert_eq!(si.status.unwrap().clusters[0].cluster, "c1");
+    // and the removed member's own imports are withdrawn, nothing orphaned there
+    eventually("no imports left in the removed member", PRESENT, || async {
+        (m.si(0, "hello").await.is_none() && m.mcs_slices(0, "hello").await.is_empty())
+            .then_some(())
+    })
+    .await;
+    let derived = Api::<Service>::namespaced(m.c(0), &m.ns)
+        .list(&ListParams::default().labels("causeway.io/managed=true"))
+        .await
+        .unwrap();
+    assert!(derived.items.is_empty(), "derived Services withdrawn");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -931,4 +942,93 @@ async fn rotated_member_credentials_are_picked_up_without_a_restart() {
     )
     .await;
     assert_eq!(ready.1, "Exported");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_rbac_from_deploy_is_enough() {
+    let opts = causeway_e2e::Options {
+        members: vec!["c0".into(), "c1".into()],
+        ..Default::default()
+    };
+    let mut owned = Mcs::start_with(opts, 0).await;
+    owned.stop_controller().await;
+    let m = &owned;
+    // the RBAC manifests from deploy/, applied with kubectl
+    let kubectl = crate::support::kubectl_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = m.cs.write_kubeconfigs(dir.path()).unwrap();
+    let repo = crate::support::repo();
+    for (ctx, file) in [
+        ("hub", "deploy/rbac/hub.yaml"),
+        ("c0", "deploy/rbac/member.yaml"),
+        ("c1", "deploy/rbac/member.yaml"),
+    ] {
+        let o = std::process::Command::new(&kubectl)
+            .env("KUBECONFIG", &kc)
+            .args(["--context", ctx, "apply", "-f"])
+            .arg(repo.join(file))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{ctx} {file}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // service-account tokens bound only to those roles
+    let sa = |name: &str| kubesim::User {
+        name: format!("system:serviceaccount:causeway-system:{name}"),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            "system:authenticated".into(),
+        ],
+    };
+    m.cs.hub
+        .add_token("hub-controller-token", sa("causeway-controller"));
+    for (i, member) in m.cs.members.iter().enumerate() {
+        let token = format!("member-{i}-token");
+        member.add_token(&token, sa("causeway-hub"));
+        let mut access = causeway_e2e::access(member);
+        access.token = token;
+        causeway_controllers::clusters::join::join(m.hub.clone(), member.name(), &access, None)
+            .await
+            .unwrap();
+    }
+    let hub_access = causeway_controllers::clusters::join::MemberAccess {
+        token: "hub-controller-token".into(),
+        ..causeway_e2e::access(&m.cs.hub)
+    };
+    let restricted = causeway_controllers::clusters::join::client_for(&hub_access)
+        .await
+        .unwrap();
+    // RBAC is really enforced: the controller's token cannot read Secrets outside causeway-system
+    let err = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(restricted.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err}"
+    );
+    let ctl = m.cs.start_controller_as(restricted).unwrap();
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let si = eventually(
+        "imported with least-privilege credentials",
+        PRESENT,
+        || async { m.si(1, "hello").await.filter(|s| !s.spec.ips.is_empty()) },
+    )
+    .await;
+    assert_eq!(si.spec.type_, ServiceImportType::ClusterSetIP);
+    eventually("MCS slice in c1", PRESENT, || async {
+        (!m.mcs_slices(1, "hello").await.is_empty()).then_some(())
+    })
+    .await;
+    eventually("export Ready", PRESENT, || async {
+        m.export_condition(0, "hello", "Ready")
+            .await
+            .filter(|c| c.0 == "True")
+    })
+    .await;
+    ctl.stop().await;
 }
