@@ -97,6 +97,7 @@ impl Req {
         let yaml = match self.content_type.as_str() {
             "" | "application/json" => false,
             "application/yaml" | "application/apply-patch+yaml" => true,
+            "application/vnd.kubernetes.protobuf" => return crate::protobuf::decode(&self.body),
             other => {
                 return Err(ApiError::unsupported_media(
                     other,

@@ -27,6 +27,7 @@ pub mod objects;
 pub mod openapi;
 pub mod patch;
 pub mod persist;
+pub mod protobuf;
 pub mod registry;
 pub mod selectors;
 pub mod server;

@@ -459,3 +459,71 @@ async fn wait_for_condition_set_by_a_controller() {
     ])
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_generators_send_protobuf_and_work() {
+    let env = Env::start().await;
+    env.ok(&["create", "namespace", "gen"]).await;
+    env.ok(&[
+        "-n",
+        "gen",
+        "create",
+        "configmap",
+        "cfg",
+        "--from-literal=color=blue",
+        "--from-literal=size=2",
+    ])
+    .await;
+    env.ok(&[
+        "-n",
+        "gen",
+        "create",
+        "secret",
+        "generic",
+        "pw",
+        "--from-literal=password=s3cret",
+    ])
+    .await;
+    env.ok(&["-n", "gen", "create", "serviceaccount", "bot"])
+        .await;
+    let data = env
+        .ok(&[
+            "-n",
+            "gen",
+            "get",
+            "cm",
+            "cfg",
+            "-o",
+            "jsonpath={.data.color}/{.data.size}",
+        ])
+        .await;
+    assert_eq!(data, "blue/2");
+    let pw = env
+        .ok(&[
+            "-n",
+            "gen",
+            "get",
+            "secret",
+            "pw",
+            "-o",
+            "jsonpath={.data.password}",
+        ])
+        .await;
+    assert_eq!(pw, "czNjcmV0", "base64 of s3cret");
+    let phase = env
+        .ok(&["get", "ns", "gen", "-o", "jsonpath={.status.phase}"])
+        .await;
+    assert_eq!(phase, "Active");
+    // kinds kubesim cannot decode from protobuf get a clear 415, and nothing is created
+    let err = env
+        .fails(&["-n", "gen", "create", "deployment", "web", "--image=nginx"])
+        .await;
+    assert!(
+        err.contains("JSON or YAML") && err.contains("Deployment"),
+        "{err}"
+    );
+    let none = env
+        .ok(&["-n", "gen", "get", "deployments", "-o", "name"])
+        .await;
+    assert!(none.trim().is_empty());
+}
