@@ -9,14 +9,13 @@ use causeway_crds::federation::cluster::Cluster;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::runtime::watcher;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clusters::join::{SYSTEM_NAMESPACE, client_for};
 use crate::clusters::registry::{MemberSpec, members};
 use crate::mcs::{aggregator, exporter, importer};
 use crate::metrics::Metrics;
-use crate::watch::{cache, next_round};
+use crate::watch::{Wake, cache};
 
 struct Running {
     spec: MemberSpec,
@@ -36,20 +35,22 @@ pub async fn run(
         metrics.clone(),
         stop.child_token(),
     ));
-    let notify = Arc::new(Notify::new());
+    let wake = Wake::new();
     let clusters = cache(
         Api::<Cluster>::all(hub.clone()),
         watcher::Config::default(),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "hub clusters",
+        false,
     );
     let secrets = cache(
         Api::<Secret>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
         watcher::Config::default(),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "hub member credentials",
+        false,
     );
     tokio::time::timeout(Duration::from_secs(30), async {
         let _ = clusters.wait_until_ready().await;
@@ -104,13 +105,10 @@ pub async fn run(
             );
         }
         metrics.set_members(running.len() as i64);
-        if !next_round(
-            &notify,
-            &stop,
-            Duration::from_secs(30),
-            Duration::from_millis(5),
-        )
-        .await
+        if wake
+            .next_round(&stop, Duration::from_secs(30), Duration::from_millis(5))
+            .await
+            .is_none()
         {
             return Ok(());
         }

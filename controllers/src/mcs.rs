@@ -38,18 +38,21 @@ impl HubCaches {
                 managed,
                 stop.clone(),
                 "hub serviceimports",
+                true,
             ),
             slices: Shared::start(
                 Api::all(hub.clone()),
                 watcher::Config::default().labels(labels::SOURCE_CLUSTER),
                 stop.clone(),
                 "hub endpointslices",
+                true,
             ),
             exported: Shared::start(
                 Api::all(hub.clone()),
                 watcher::Config::default(),
                 stop.clone(),
                 "hub exportedservices",
+                true,
             ),
         }
     }

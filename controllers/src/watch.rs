@@ -16,6 +16,108 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// `(namespace, service)`: the unit the MCS loops reconcile.
+pub type ServiceKey = (String, String);
+
+/// What changed since a loop's last round.
+#[derive(Debug, Default)]
+pub struct Dirty {
+    /// Recompute everything (first round, resync, a change not tied to one service).
+    pub full: bool,
+    /// The services whose objects changed.
+    pub keys: std::collections::HashSet<ServiceKey>,
+}
+
+impl Dirty {
+    /// Everything.
+    pub fn full() -> Self {
+        Dirty {
+            full: true,
+            keys: Default::default(),
+        }
+    }
+
+    /// Keeps the objects this round must look at (all of them in a full round).
+    pub fn filter<K: kube::ResourceExt>(&self, items: Vec<Arc<K>>) -> Vec<Arc<K>> {
+        if self.full {
+            return items;
+        }
+        items
+            .into_iter()
+            .filter(|o| service_key(o.as_ref()).is_some_and(|k| self.keys.contains(&k)))
+            .collect()
+    }
+}
+
+/// The service an MCS object belongs to: the MCS or Kubernetes service-name label
+/// (EndpointSlices, ExportedServices, derived Services), else its own name.
+pub fn service_key<K: kube::ResourceExt>(o: &K) -> Option<ServiceKey> {
+    let ns = o.namespace()?;
+    let l = o.labels();
+    let svc = l
+        .get(causeway_crds::well_known::labels::SERVICE_NAME)
+        .or_else(|| l.get(causeway_crds::well_known::labels::KUBERNETES_SERVICE_NAME))
+        .cloned()
+        .unwrap_or_else(|| o.name_any());
+    Some((ns, svc))
+}
+
+/// A reconcile loop's wake-up: a Notify plus what changed.
+#[derive(Default)]
+pub struct Wake {
+    notify: Notify,
+    dirty: parking_lot::Mutex<Dirty>,
+}
+
+impl Wake {
+    /// A wake-up whose first round is a full one.
+    pub fn new() -> Arc<Self> {
+        let w = Wake::default();
+        w.dirty.lock().full = true;
+        w.notify.notify_one();
+        Arc::new(w)
+    }
+
+    fn mark(&self, key: Option<ServiceKey>) {
+        {
+            let mut d = self.dirty.lock();
+            match key {
+                Some(k) if !d.full => {
+                    d.keys.insert(k);
+                }
+                Some(_) => {}
+                None => d.full = true,
+            }
+        }
+        self.notify.notify_one();
+    }
+
+    /// Asks for a full round (e.g. after errors).
+    pub fn mark_full(&self) {
+        self.mark(None);
+    }
+
+    /// Waits for a change (or `resync`, which forces a full round), lets a burst settle
+    /// for `debounce`, and returns what changed; None once `stop` is cancelled.
+    pub async fn next_round(
+        &self,
+        stop: &CancellationToken,
+        resync: Duration,
+        debounce: Duration,
+    ) -> Option<Dirty> {
+        tokio::select! {
+            _ = self.notify.notified() => {}
+            _ = tokio::time::sleep(resync) => self.mark_full(),
+            _ = stop.cancelled() => return None,
+        }
+        tokio::time::sleep(debounce).await;
+        if stop.is_cancelled() {
+            return None;
+        }
+        Some(std::mem::take(&mut *self.dirty.lock()))
+    }
+}
+
 /// A cache several reconcile loops read; each subscriber is woken on every change.
 pub struct Shared<K: Resource + Clone + 'static>
 where
@@ -23,7 +125,7 @@ where
 {
     /// The objects.
     pub store: Store<K>,
-    subscribers: Arc<parking_lot::Mutex<Vec<Arc<Notify>>>>,
+    subscribers: Arc<parking_lot::Mutex<Vec<Arc<Wake>>>>,
     ready: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -60,14 +162,17 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     /// Starts a reflector for `api` (managedFields dropped: nothing here reads them).
+    /// With `per_service`, a change wakes subscribers for that object's service only;
+    /// otherwise every change asks for a full round.
     pub fn start(
         api: Api<K>,
         cfg: watcher::Config,
         stop: CancellationToken,
         what: &'static str,
+        per_service: bool,
     ) -> Self {
         let (reader, writer) = reflector::store();
-        let subscribers: Arc<parking_lot::Mutex<Vec<Arc<Notify>>>> = Default::default();
+        let subscribers: Arc<parking_lot::Mutex<Vec<Arc<Wake>>>> = Default::default();
         let subs = subscribers.clone();
         let stream = reflector::reflector(
             writer,
@@ -88,10 +193,14 @@ where
             loop {
                 tokio::select! {
                     ev = stream.next() => match ev {
-                        Some(Ok(_)) => {
+                        Some(Ok(ev)) => {
+                            let key = match &ev {
+                                watcher::Event::Apply(o) | watcher::Event::Delete(o) if per_service => service_key(o),
+                                _ => None,
+                            };
                             let mut subs = subs.lock();
                             subs.retain(|n| Arc::strong_count(n) > 1); // loops that ended
-                            subs.iter().for_each(|n| n.notify_one());
+                            subs.iter().for_each(|n| n.mark(key.clone()));
                         }
                         Some(Err(e)) => tracing::warn!(cache = what, error = %e, "watch failed; retrying with backoff"),
                         None => break,
@@ -107,10 +216,9 @@ where
         }
     }
 
-    /// Wakes `notify` on every later change (and once now).
-    pub fn subscribe(&self, notify: Arc<Notify>) -> Cache<K> {
-        notify.notify_one();
-        self.subscribers.lock().push(notify);
+    /// Wakes `wake` on every later change.
+    pub fn subscribe(&self, wake: Arc<Wake>) -> Cache<K> {
+        self.subscribers.lock().push(wake);
         Cache {
             store: self.store.clone(),
             ready: self.ready.clone(),
@@ -122,31 +230,16 @@ where
 pub fn cache<K>(
     api: Api<K>,
     cfg: watcher::Config,
-    notify: Arc<Notify>,
+    wake: Arc<Wake>,
     stop: CancellationToken,
     what: &'static str,
+    per_service: bool,
 ) -> Cache<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    Shared::start(api, cfg, stop, what).subscribe(notify)
-}
-
-/// Waits for a wake-up, then lets a burst of events settle for `debounce`.
-pub async fn next_round(
-    notify: &Notify,
-    stop: &CancellationToken,
-    resync: Duration,
-    debounce: Duration,
-) -> bool {
-    tokio::select! {
-        _ = notify.notified() => {}
-        _ = tokio::time::sleep(resync) => {}
-        _ = stop.cancelled() => return false,
-    }
-    tokio::time::sleep(debounce).await;
-    !stop.is_cancelled()
+    Shared::start(api, cfg, stop, what, per_service).subscribe(wake)
 }
 
 /// `(namespace, name)` of an object.

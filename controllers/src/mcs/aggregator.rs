@@ -20,12 +20,11 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::json;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, Outcome};
 use crate::metrics::Metrics;
-use crate::watch::{cache, next_round};
+use crate::watch::{Dirty, Wake, cache};
 
 /// The hub ServiceImport of a merge, and the verdict for each export.
 #[derive(Debug)]
@@ -143,18 +142,18 @@ pub async fn run(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
-    let notify = Arc::new(Notify::new());
-    let all = watcher::Config::default();
-    let exports = caches.exported.subscribe(notify.clone());
-    let imports = caches.imports.subscribe(notify.clone());
+    let wake = Wake::new();
+    let exports = caches.exported.subscribe(wake.clone());
+    let imports = caches.imports.subscribe(wake.clone());
     let clusters = cache(
         Api::<Cluster>::all(hub.clone()),
-        all,
-        notify.clone(),
+        watcher::Config::default(),
+        wake.clone(),
         stop.clone(),
         "hub clusters",
+        false,
     );
-    let slices = caches.slices.subscribe(notify.clone());
+    let slices = caches.slices.subscribe(wake.clone());
     if exports.wait_until_ready().await.is_err()
         || imports.wait_until_ready().await.is_err()
         || clusters.wait_until_ready().await.is_err()
@@ -164,6 +163,8 @@ pub async fn run(
     }
     tracing::info!("aggregator running");
     let mut memo = Memos::default();
+    let mut conflicted: std::collections::HashSet<crate::watch::ServiceKey> = Default::default();
+    let mut dirty = Dirty::full();
     loop {
         let started = Instant::now();
         let registered: BTreeSet<String> = clusters
@@ -177,32 +178,46 @@ pub async fn run(
             })
             .collect();
         let now = Time(jiff::Timestamp::now());
-        let verdicts = desired(&exports.state(), &registered, &imports.state(), &now);
-        metrics.set_conflicts(
+        // only the services that changed, unless this is a full round
+        let (exports_now, imports_now, slices_now) = (
+            dirty.filter(exports.state()),
+            dirty.filter(imports.state()),
+            dirty.filter(slices.state()),
+        );
+        let verdicts = desired(&exports_now, &registered, &imports_now, &now);
+        if dirty.full {
+            conflicted.clear();
+        } else {
+            conflicted.retain(|k| !dirty.keys.contains(k));
+        }
+        conflicted.extend(
             verdicts
                 .iter()
                 .filter(|v| v.merged.conflict.is_some())
-                .count() as i64,
+                .map(|v| crate::watch::key(&v.import)),
         );
+        metrics.set_conflicts(conflicted.len() as i64);
         let errors = write(
             &mut memo,
             &hub,
             &verdicts,
             &registered,
-            &exports.state(),
-            &imports.state(),
-            &slices.state(),
+            &exports_now,
+            &imports_now,
+            &slices_now,
         )
         .await;
         metrics.observe_reconcile("aggregator", "hub", started.elapsed(), errors);
-        let wait = if errors > 0 {
-            Duration::from_secs(1)
-        } else {
-            Duration::from_secs(60)
-        };
-        if !next_round(&notify, &stop, wait, Duration::from_millis(5)).await {
-            return;
+        if errors > 0 {
+            wake.mark_full();
         }
+        dirty = match wake
+            .next_round(&stop, Duration::from_secs(60), Duration::from_millis(2))
+            .await
+        {
+            Some(d) => d,
+            None => return,
+        };
     }
 }
 

@@ -19,12 +19,11 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, Outcome};
 use crate::metrics::Metrics;
-use crate::watch::{cache, next_round};
+use crate::watch::{Dirty, Wake, cache};
 
 /// Annotation on hub slices: when the exporter wrote them (ms since the epoch), for
 /// the end-to-end "endpoint change → imported slice written" latency.
@@ -349,22 +348,24 @@ pub async fn run(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
-    let notify = Arc::new(Notify::new());
+    let wake = Wake::new();
     let all = watcher::Config::default();
     let exports = cache(
         Api::<ServiceExport>::all(member.clone()),
         all.clone(),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "member serviceexports",
+        true,
     );
     // the member's own Services and slices, not the ones the importer writes there
     let services = cache(
         Api::<Service>::all(member.clone()),
         all.clone().labels(&format!("!{}", labels::MANAGED)),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "member services",
+        true,
     );
     let slices = cache(
         Api::<EndpointSlice>::all(member.clone()),
@@ -374,12 +375,13 @@ pub async fn run(
             labels::ENDPOINTSLICE_MANAGED_BY,
             labels::ENDPOINTSLICE_MANAGED_BY_VALUE
         )),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "member endpointslices",
+        true,
     );
-    let hub_exported = caches.exported.subscribe(notify.clone());
-    let hub_slices = caches.slices.subscribe(notify.clone());
+    let hub_exported = caches.exported.subscribe(wake.clone());
+    let hub_slices = caches.slices.subscribe(wake.clone());
     let mine = |labels: &std::collections::BTreeMap<String, String>| {
         labels.get(labels::SOURCE_CLUSTER).map(String::as_str) == Some(cluster.as_str())
     };
@@ -404,25 +406,26 @@ pub async fn run(
     );
     let mut hub_namespaces = BTreeSet::new();
     let mut memo = Memos::default();
+    let mut dirty = Dirty::full();
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
-        let my_exported: Vec<_> = hub_exported
-            .state()
+        let my_exported: Vec<_> = dirty
+            .filter(hub_exported.state())
             .into_iter()
             .filter(|e| mine(e.labels()))
             .collect();
-        let my_slices: Vec<_> = hub_slices
-            .state()
+        let my_slices: Vec<_> = dirty
+            .filter(hub_slices.state())
             .into_iter()
             .filter(|s| mine(s.labels()))
             .collect();
-        let exports_now = exports.state();
+        let exports_now = dirty.filter(exports.state());
         let want = desired(
             &cluster,
             &exports_now,
-            &services.state(),
-            &slices.state(),
+            &dirty.filter(services.state()),
+            &dirty.filter(slices.state()),
             &my_exported,
             &now,
         );
@@ -440,15 +443,19 @@ pub async fn run(
             )
             .await;
         metrics.observe_reconcile("exporter", &cluster, started.elapsed(), errors);
-        metrics.set_exports(&cluster, want.exported.len() as i64);
-        let wait = if errors > 0 {
-            Duration::from_secs(1)
-        } else {
-            Duration::from_secs(60)
-        };
-        if !next_round(&notify, &stop, wait, Duration::from_millis(5)).await {
-            return;
+        if dirty.full {
+            metrics.set_exports(&cluster, want.exported.len() as i64);
         }
+        if errors > 0 {
+            wake.mark_full();
+        }
+        dirty = match wake
+            .next_round(&stop, Duration::from_secs(60), Duration::from_millis(2))
+            .await
+        {
+            Some(d) => d,
+            None => return,
+        };
     }
 }
 

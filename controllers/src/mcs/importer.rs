@@ -22,13 +22,12 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::exporter::OBSERVED_AT;
 use crate::apply::{self, Outcome};
 use crate::metrics::Metrics;
-use crate::watch::{cache, next_round};
+use crate::watch::{Dirty, Wake, cache};
 
 /// What one member should hold.
 #[derive(Debug, Default)]
@@ -282,35 +281,38 @@ pub async fn run(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
-    let notify = Arc::new(Notify::new());
+    let wake = Wake::new();
     let managed = watcher::Config::default().labels(&format!(
         "{}={}",
         labels::MANAGED,
         labels::MANAGED_VALUE
     ));
-    let hub_imports = caches.imports.subscribe(notify.clone());
-    let hub_slices = caches.slices.subscribe(notify.clone());
-    let exported = caches.exported.subscribe(notify.clone());
+    let hub_imports = caches.imports.subscribe(wake.clone());
+    let hub_slices = caches.slices.subscribe(wake.clone());
+    let exported = caches.exported.subscribe(wake.clone());
     let namespaces = cache(
         Api::<Namespace>::all(member.clone()),
         watcher::Config::default(),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "member namespaces",
+        false,
     );
     let imports = cache(
         Api::<ServiceImport>::all(member.clone()),
         managed.clone(),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "member serviceimports",
+        true,
     );
     let services = cache(
         Api::<Service>::all(member.clone()),
         managed.clone(),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "member derived services",
+        true,
     );
     let slices = cache(
         Api::<EndpointSlice>::all(member.clone()),
@@ -319,9 +321,10 @@ pub async fn run(
             labels::ENDPOINTSLICE_MANAGED_BY,
             labels::ENDPOINTSLICE_MANAGED_BY_VALUE
         )),
-        notify.clone(),
+        wake.clone(),
         stop.clone(),
         "member mcs endpointslices",
+        true,
     );
     if hub_imports.wait_until_ready().await.is_err()
         || hub_slices.wait_until_ready().await.is_err()
@@ -335,16 +338,23 @@ pub async fn run(
     }
     tracing::info!(cluster, "importer running");
     let mut memo = Memos::default();
+    let mut dirty = Dirty::full();
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
+        // only the services that changed, unless this is a full round
+        let (member_imports, member_services, member_slices) = (
+            dirty.filter(imports.state()),
+            dirty.filter(services.state()),
+            dirty.filter(slices.state()),
+        );
         let want = desired(
-            &hub_imports.state(),
-            &hub_slices.state(),
-            &exported.state(),
+            &dirty.filter(hub_imports.state()),
+            &dirty.filter(hub_slices.state()),
+            &dirty.filter(exported.state()),
             &namespaces.state(),
-            &services.state(),
-            &imports.state(),
+            &member_services,
+            &member_imports,
             &now,
         );
         let errors = write(
@@ -352,22 +362,26 @@ pub async fn run(
             &cluster,
             &member,
             &want,
-            &imports.state(),
-            &services.state(),
-            &slices.state(),
+            &member_imports,
+            &member_services,
+            &member_slices,
             &metrics,
         )
         .await;
         metrics.observe_reconcile("importer", &cluster, started.elapsed(), errors);
-        metrics.set_imports(&cluster, want.imports.len() as i64);
-        let wait = if errors > 0 {
-            Duration::from_secs(1)
-        } else {
-            Duration::from_secs(60)
-        };
-        if !next_round(&notify, &stop, wait, Duration::from_millis(5)).await {
-            return;
+        if dirty.full {
+            metrics.set_imports(&cluster, want.imports.len() as i64);
         }
+        if errors > 0 {
+            wake.mark_full();
+        }
+        dirty = match wake
+            .next_round(&stop, Duration::from_secs(60), Duration::from_millis(2))
+            .await
+        {
+            Some(d) => d,
+            None => return,
+        };
     }
 }
 

@@ -166,10 +166,7 @@ fn utf8(b: &[u8]) -> ApiResult<String> {
 
 fn map_entry(b: &[u8], bytes_value: bool) -> ApiResult<(String, Value)> {
     let mut rd = Reader { buf: b, pos: 0 };
-    let (mut k, mut v) = (
-        String::new(),
-        if bytes_value { json!("") } else { json!("") },
-    );
+    let (mut k, mut v) = (String::new(), json!(""));
     while !rd.done() {
         let key = rd.varint()?;
         let data = rd.bytes()?;
