@@ -194,24 +194,33 @@ mod tests {
     }
 }
 
-/// Remembers, per object, the desired state last found already applied and the
-/// resourceVersion it was found at, so steady-state rounds skip serializing and
-/// comparing objects nothing has touched.
+/// Remembers, per object, a fingerprint of the desired state last found already
+/// applied and the resourceVersion it was found at, so rounds skip the comparison
+/// for objects nothing has touched. Fingerprints, not copies: a few bytes per object.
 pub struct Memo<K> {
-    seen: std::collections::HashMap<(String, String), (K, String)>,
+    seen: std::collections::HashMap<(String, String), (String, u64)>,
+    _kind: std::marker::PhantomData<fn() -> K>,
 }
 
 impl<K> Default for Memo<K> {
     fn default() -> Self {
         Memo {
             seen: Default::default(),
+            _kind: std::marker::PhantomData,
         }
     }
 }
 
+fn fingerprint<K: Serialize>(desired: &K) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_vec(desired).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
 impl<K> Memo<K>
 where
-    K: Resource + Serialize + DeserializeOwned + Clone + Debug + PartialEq,
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
     K::DynamicType: Default,
 {
     /// True when `desired` was found applied at exactly `actual`'s resourceVersion.
@@ -221,7 +230,7 @@ where
             actual.and_then(|a| a.resource_version()),
             self.seen.get(&key),
         ) {
-            (Some(rv), Some((d, r))) => *r == rv && d == desired,
+            (Some(rv), Some((r, f))) => *r == rv && *f == fingerprint(desired),
             _ => false,
         }
     }
@@ -231,7 +240,7 @@ where
         let key = (desired.namespace().unwrap_or_default(), desired.name_any());
         match actual.and_then(|a| a.resource_version()) {
             Some(rv) => {
-                self.seen.insert(key, (desired.clone(), rv));
+                self.seen.insert(key, (rv, fingerprint(desired)));
             }
             None => {
                 self.seen.remove(&key);
@@ -261,7 +270,7 @@ where
 /// and the object's resourceVersion then.
 #[derive(Default)]
 pub struct StatusMemo {
-    seen: std::collections::HashMap<(String, String), (Value, String)>,
+    seen: std::collections::HashMap<(String, String), (u64, String)>,
 }
 
 impl StatusMemo {
@@ -282,16 +291,17 @@ impl StatusMemo {
         K: Resource + Clone + DeserializeOwned + Debug,
     {
         let key = (namespace.to_string(), name.to_string());
+        let print = fingerprint(status);
         if let (Some(rv), Some((v, r))) = (&actual_rv, self.seen.get(&key))
             && r == rv
-            && v == status
+            && *v == print
         {
             return Ok(Outcome::Unchanged);
         }
         let out = ensure_status(api, name, api_version, kind, status, actual().as_ref()).await?;
         match (out, actual_rv) {
             (Outcome::Unchanged, Some(rv)) => {
-                self.seen.insert(key, (status.clone(), rv));
+                self.seen.insert(key, (print, rv));
             }
             _ => {
                 self.seen.remove(&key);
