@@ -269,7 +269,11 @@ Machine: 2 cores shared by the four API servers, the load generator and the cont
 | initial convergence (controller start → every member has every import and slice) | {conv:.1} s | < 30 s |\n\
 | single endpoint change east → each member's imported slice, p50 / p99 / max ({n} changes × 3 members) | {p50} / {p99} / {max} | p99 < 300 ms |\n\
 | controller CPU: convergence / total | {cpuc:.1} s / {cpu:.1} s | |\n\
-| controller peak RSS | {rss:.0} MiB | < 200 MiB |\n",
+| controller peak RSS | {rss:.0} MiB | < 200 MiB |\n\n\
+For comparison, Karmada publishes a P99 of 1.3 s for propagation. Latency is measured from the PATCH of one \
+endpoint in east to the moment each member's watch delivers the imported slice with the new address \
+(exporter → hub → importer, three API servers and two watches on the way). Controller CPU \"total\" covers \
+convergence, the latency phase and the idle time between changes; peak RSS is the kernel's VmHWM of the controller process.\n",
         services = args.services,
         endpoints = args.endpoints,
         slices = want_slices,
