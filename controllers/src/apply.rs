@@ -310,3 +310,26 @@ impl StatusMemo {
         Ok(out)
     }
 }
+
+/// Deletes every object in `actual` whose `(namespace, name)` is not in `keep`; returns
+/// the failures (NotFound counts as done).
+pub async fn remove_all_but<K>(
+    client: &kube::Client,
+    actual: &[std::sync::Arc<K>],
+    keep: &std::collections::BTreeSet<(String, String)>,
+) -> Vec<ApplyError>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
+    K::DynamicType: Default,
+{
+    let mut errors = Vec::new();
+    for a in actual {
+        let key = (a.namespace().unwrap_or_default(), a.name_any());
+        if !keep.contains(&key)
+            && let Err(e) = remove(&Api::<K>::namespaced(client.clone(), &key.0), &key.1).await
+        {
+            errors.push(e);
+        }
+    }
+    errors
+}

@@ -289,18 +289,8 @@ async fn write(
             );
         }
     }
-    for i in imports {
-        let key = (i.namespace().unwrap_or_default(), i.name_any());
-        if !keep.contains(&key) {
-            report(
-                apply::remove(
-                    &Api::<ServiceImport>::namespaced(hub.clone(), &key.0),
-                    &key.1,
-                )
-                .await
-                .map(|_| Outcome::Written),
-            );
-        }
+    for e in apply::remove_all_but::<ServiceImport>(hub, imports, &keep).await {
+        report(Err(e));
     }
     // withdraw what clusters that left the registry exported
     for e in exports

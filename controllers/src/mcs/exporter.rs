@@ -575,18 +575,8 @@ async fn write(
                 .await,
         );
     }
-    for a in hub_exported {
-        let key = (a.namespace().unwrap_or_default(), a.name_any());
-        if !keep.contains(&key) {
-            report(
-                apply::remove(
-                    &Api::<ExportedService>::namespaced(hub.clone(), &key.0),
-                    &key.1,
-                )
-                .await
-                .map(|_| Outcome::Written),
-            );
-        }
+    for e in apply::remove_all_but::<ExportedService>(hub, hub_exported, &keep).await {
+        report(Err(e));
     }
     // hub EndpointSlices
     let keep: BTreeSet<(String, String)> = want
@@ -618,18 +608,8 @@ async fn write(
         )]));
         report(apply::ensure(&api, &stamped, None).await);
     }
-    for a in hub_slices {
-        let key = (a.namespace().unwrap_or_default(), a.name_any());
-        if !keep.contains(&key) {
-            report(
-                apply::remove(
-                    &Api::<EndpointSlice>::namespaced(hub.clone(), &key.0),
-                    &key.1,
-                )
-                .await
-                .map(|_| Outcome::Written),
-            );
-        }
+    for e in apply::remove_all_but::<EndpointSlice>(hub, hub_slices, &keep).await {
+        report(Err(e));
     }
     // ServiceExport conditions
     for ((ns, name), conds) in &want.conditions {

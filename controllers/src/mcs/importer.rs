@@ -521,46 +521,19 @@ async fn write(
         .iter()
         .map(|(i, _)| key(i.namespace(), i.name_any()))
         .collect();
-    for a in imports {
-        let k = key(a.namespace(), a.name_any());
-        if !keep_imports.contains(&k) {
-            report(
-                apply::remove(
-                    &Api::<ServiceImport>::namespaced(member.clone(), &k.0),
-                    &k.1,
-                )
-                .await
-                .map(|_| Outcome::Written),
-            );
-        }
+    for e in apply::remove_all_but::<ServiceImport>(member, imports, &keep_imports).await {
+        report(Err(e));
     }
-    for a in services {
-        let k = key(a.namespace(), a.name_any());
-        if !keep.contains(&k) {
-            report(
-                apply::remove(&Api::<Service>::namespaced(member.clone(), &k.0), &k.1)
-                    .await
-                    .map(|_| Outcome::Written),
-            );
-        }
+    for e in apply::remove_all_but::<Service>(member, services, &keep).await {
+        report(Err(e));
     }
     let keep_slices: BTreeSet<_> = want
         .slices
         .iter()
         .map(|s| key(s.namespace(), s.name_any()))
         .collect();
-    for a in slices {
-        let k = key(a.namespace(), a.name_any());
-        if !keep_slices.contains(&k) {
-            report(
-                apply::remove(
-                    &Api::<EndpointSlice>::namespaced(member.clone(), &k.0),
-                    &k.1,
-                )
-                .await
-                .map(|_| Outcome::Written),
-            );
-        }
+    for e in apply::remove_all_but::<EndpointSlice>(member, slices, &keep_slices).await {
+        report(Err(e));
     }
     errors
 }
