@@ -557,7 +557,8 @@ async fn write(
             errors += 1;
         }
     };
-    // ExportedServices
+    // ExportedServices; a failed write makes the export Ready=False/Failed (EXP-6)
+    let mut failed: std::collections::HashMap<(String, String), String> = Default::default();
     let keep: BTreeSet<(String, String)> = want
         .exported
         .iter()
@@ -569,11 +570,14 @@ async fn write(
         let actual = hub_exported_by_key
             .get(&(ns.clone(), e.name_any()))
             .copied();
-        report(
-            memo.exported
-                .ensure(&api, e, actual.map(|a| a.as_ref()))
-                .await,
-        );
+        let r = memo
+            .exported
+            .ensure(&api, e, actual.map(|a| a.as_ref()))
+            .await;
+        if let Err(err) = &r {
+            failed.insert((ns.clone(), e.spec.service.clone()), err.to_string());
+        }
+        report(r);
     }
     for e in apply::remove_all_but::<ExportedService>(hub, hub_exported, &keep).await {
         report(Err(e));
@@ -614,6 +618,14 @@ async fn write(
     // ServiceExport conditions
     for ((ns, name), conds) in &want.conditions {
         let actual = exports_by_key.get(&(ns.clone(), name.clone())).copied();
+        let mut conds = conds.clone();
+        if let Some(why) = failed.get(&(ns.clone(), name.clone())) {
+            for c in conds.iter_mut().filter(|c| c.type_ == cond::READY) {
+                c.status = "False".into();
+                c.reason = cond::reason::FAILED.into();
+                c.message = format!("exporting to the hub failed (retrying): {why}");
+            }
+        }
         let status = json!({"conditions": conds});
         let api: Api<ServiceExport> = Api::namespaced(member.clone(), ns);
         report(

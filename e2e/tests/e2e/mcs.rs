@@ -1032,3 +1032,70 @@ async fn least_privilege_rbac_from_deploy_is_enough() {
     .await;
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let opts = causeway_e2e::Options {
+        members: vec!["c0".into()],
+        ..Default::default()
+    };
+    let mut owned = Mcs::start_with(opts, 1).await;
+    owned.stop_controller().await;
+    let m = &owned;
+    let kubectl = crate::support::kubectl_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = m.cs.write_kubeconfigs(dir.path()).unwrap();
+    let o = std::process::Command::new(&kubectl)
+        .env("KUBECONFIG", &kc)
+        .args(["--context", "hub", "apply", "-f"])
+        .arg(crate::support::repo().join("deploy/rbac/hub.yaml"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // take away the controller's right to write ExportedServices
+    let roles: Api<ClusterRole> = Api::all(m.hub.clone());
+    let mut role = roles.get("causeway:controller").await.unwrap();
+    role.rules.as_mut().unwrap().retain(|r| {
+        !r.resources
+            .as_ref()
+            .is_some_and(|res| res.iter().any(|x| x == "exportedservices"))
+    });
+    role.rules.as_mut().unwrap().push(serde_json::from_value(json!({"apiGroups": ["causeway.io"], "resources": ["exportedservices"], "verbs": ["get", "list", "watch"]})).unwrap());
+    roles
+        .replace("causeway:controller", &Default::default(), &role)
+        .await
+        .unwrap();
+    m.cs.hub.add_token(
+        "weak",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-controller".into(),
+            groups: vec!["system:authenticated".into()],
+        },
+    );
+    let access = causeway_controllers::clusters::join::MemberAccess {
+        token: "weak".into(),
+        ..causeway_e2e::access(&m.cs.hub)
+    };
+    let ctl =
+        m.cs.start_controller_as(
+            causeway_controllers::clusters::join::client_for(&access)
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let (status, reason, message) = eventually("Ready=False/Failed", PRESENT, || async {
+        m.export_condition(0, "hello", "Ready")
+            .await
+            .filter(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Failed"));
+    assert!(
+        message.contains("forbidden") && message.contains("exportedservices"),
+        "{message}"
+    );
+    ctl.stop().await;
+}
