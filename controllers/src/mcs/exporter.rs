@@ -326,6 +326,18 @@ pub fn events_for(prev: &[Condition], next: &[Condition]) -> Vec<ExportEvent> {
         });
     }
     let (p, n) = (get(prev, cond::READY), get(next, cond::READY));
+    if let Some((s, r, m)) = &n
+        && s == "False"
+        && r == cond::reason::FAILED
+        && p.as_ref()
+            .is_none_or(|(_, pr, _)| pr != cond::reason::FAILED)
+    {
+        out.push(ExportEvent {
+            warning: true,
+            reason: "ExportFailed".into(),
+            note: m.clone(),
+        });
+    }
     if let Some((s, r, _)) = &n
         && s == "True"
         && p.as_ref().is_none_or(|(ps, _, _)| ps != "True")
@@ -429,19 +441,20 @@ pub async fn run(
             &my_exported,
             &now,
         );
-        publish_events(&recorder, &exports_now, &want).await;
-        let errors = ensure_namespaces(&hub, &want, &mut hub_namespaces).await
-            + write(
-                &mut memo,
-                &cluster,
-                &member,
-                &hub,
-                &want,
-                &exports_now,
-                &my_exported,
-                &my_slices,
-            )
-            .await;
+        let ns_errors = ensure_namespaces(&hub, &want, &mut hub_namespaces).await;
+        let (write_errors, written) = write(
+            &mut memo,
+            &cluster,
+            &member,
+            &hub,
+            &want,
+            &exports_now,
+            &my_exported,
+            &my_slices,
+        )
+        .await;
+        publish_events(&recorder, &exports_now, &written).await;
+        let errors = ns_errors + write_errors;
         metrics.observe_reconcile("exporter", &cluster, started.elapsed(), errors);
         if dirty.full {
             metrics.set_exports(&cluster, want.exported.len() as i64);
@@ -462,13 +475,13 @@ pub async fn run(
 async fn publish_events(
     recorder: &kube::runtime::events::Recorder,
     exports: &[Arc<ServiceExport>],
-    want: &Desired,
+    written: &BTreeMap<(String, String), Vec<Condition>>,
 ) {
     use kube::Resource;
     use kube::runtime::events::{Event, EventType};
     for ex in exports {
         let key = (ex.namespace().unwrap_or_default(), ex.name_any());
-        let Some(next) = want.conditions.get(&key) else {
+        let Some(next) = written.get(&key) else {
             continue;
         };
         let prev = ex
@@ -546,7 +559,8 @@ async fn write(
     exports: &[Arc<ServiceExport>],
     hub_exported: &[Arc<ExportedService>],
     hub_slices: &[Arc<EndpointSlice>],
-) -> usize {
+) -> (usize, BTreeMap<(String, String), Vec<Condition>>) {
+    let mut written = BTreeMap::new();
     let exports_by_key = crate::watch::by_key(exports);
     let hub_slices_by_key = crate::watch::by_key(hub_slices);
     let hub_exported_by_key = crate::watch::by_key(hub_exported);
@@ -627,6 +641,7 @@ async fn write(
             }
         }
         let status = json!({"conditions": conds});
+        written.insert((ns.clone(), name.clone()), conds);
         let api: Api<ServiceExport> = Api::namespaced(member.clone(), ns);
         report(
             memo.status
@@ -643,7 +658,7 @@ async fn write(
                 .await,
         );
     }
-    errors
+    (errors, written)
 }
 
 fn strip_meta(mut v: Value) -> Value {
@@ -692,6 +707,9 @@ mod tests {
         );
         assert!(events_for(&conflict, &conflict).is_empty());
         assert_eq!(events_for(&conflict, &ok)[0].reason, "ConflictResolved");
+        let failed = vec![c("Valid", "True", "Valid"), c("Ready", "False", "Failed")];
+        assert_eq!(events_for(&ok, &failed)[0].reason, "ExportFailed");
+        assert!(events_for(&failed, &failed).is_empty());
         let invalid = vec![
             c("Valid", "False", "NoService"),
             c("Ready", "False", "Pending"),

@@ -1097,5 +1097,18 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
         message.contains("forbidden") && message.contains("exportedservices"),
         "{message}"
     );
+    let ns = m.ns.clone();
+    eventually("an ExportFailed Warning Event", PRESENT, || {
+        let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(m.c(0), &ns);
+        async move {
+            api.list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("ExportFailed"))
+        }
+    })
+    .await;
     ctl.stop().await;
 }
