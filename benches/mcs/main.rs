@@ -69,19 +69,19 @@ fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
 
+fn mem_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
 fn proc_stats(pid: u32) -> anyhow::Result<(f64, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     let after = stat.rsplit_once(')').context("stat format")?.1;
     let f: Vec<&str> = after.split_whitespace().collect();
     let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let hwm = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    Ok((ticks / 100.0, hwm))
+    Ok((ticks / 100.0, mem_kib(pid, "VmHWM:")))
 }
 
 struct Kill(Child);
@@ -257,6 +257,7 @@ async fn main() -> anyhow::Result<()> {
     }
     lat.sort();
     let (cpu, rss_kib) = proc_stats(pid)?;
+    let rss_now_kib = mem_kib(pid, "VmRSS:");
     let report = format!(
         "# MCS control-plane benchmark\n\n\
 Command: `cargo build --profile bench-fast --workspace && target/bench-fast/bench-mcs`\n\n\
@@ -269,7 +270,7 @@ Machine: 2 cores shared by the four API servers, the load generator and the cont
 | initial convergence (controller start → every member has every import and slice) | {conv:.1} s | < 30 s |\n\
 | single endpoint change east → each member's imported slice, p50 / p99 / max ({n} changes × 3 members) | {p50} / {p99} / {max} | p99 < 300 ms |\n\
 | controller CPU: convergence / total | {cpuc:.1} s / {cpu:.1} s | |\n\
-| controller peak RSS | {rss:.0} MiB | < 200 MiB |\n\n\
+| controller peak RSS / RSS at the end | {rss:.0} MiB / {rss_now:.0} MiB | < 200 MiB |\n\n\
 For comparison, Karmada publishes a P99 of 1.3 s for propagation. Latency is measured from the PATCH of one \
 endpoint in east to the moment each member's watch delivers the imported slice with the new address \
 (exporter → hub → importer, three API servers and two watches on the way). Controller CPU \"total\" covers \
@@ -287,6 +288,7 @@ convergence, the latency phase and the idle time between changes; peak RSS is th
         cpuc = cpu_converge,
         cpu = cpu,
         rss = rss_kib as f64 / 1024.0,
+        rss_now = rss_now_kib as f64 / 1024.0,
     );
     println!("{report}");
     if args.out != "-" {
