@@ -97,6 +97,16 @@ impl Wake {
         self.mark(None);
     }
 
+    /// Ends an MCS reconcile round: a round with failed writes makes the next one full;
+    /// then waits for the next change (full resync every 60 s). None once `stop` is cancelled.
+    pub async fn after_round(&self, errors: usize, stop: &CancellationToken) -> Option<Dirty> {
+        if errors > 0 {
+            self.mark_full();
+        }
+        self.next_round(stop, Duration::from_secs(60), Duration::from_millis(2))
+            .await
+    }
+
     /// Waits for a change (or `resync`, which forces a full round), lets a burst settle
     /// for `debounce`, and returns what changed; None once `stop` is cancelled.
     pub async fn next_round(

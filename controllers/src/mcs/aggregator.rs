@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::federation::cluster::Cluster;
@@ -208,13 +208,7 @@ pub async fn run(
         )
         .await;
         metrics.observe_reconcile("aggregator", "hub", started.elapsed(), errors);
-        if errors > 0 {
-            wake.mark_full();
-        }
-        dirty = match wake
-            .next_round(&stop, Duration::from_secs(60), Duration::from_millis(2))
-            .await
-        {
+        dirty = match wake.after_round(errors, &stop).await {
             Some(d) => d,
             None => return,
         };

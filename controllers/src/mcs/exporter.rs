@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use causeway_crds::exported_service::{ExportedService, ExportedServicePort, ExportedServiceSpec};
 use causeway_crds::mcs::conditions::service_export as cond;
@@ -459,13 +459,7 @@ pub async fn run(
         if dirty.full {
             metrics.set_exports(&cluster, want.exported.len() as i64);
         }
-        if errors > 0 {
-            wake.mark_full();
-        }
-        dirty = match wake
-            .next_round(&stop, Duration::from_secs(60), Duration::from_millis(2))
-            .await
-        {
+        dirty = match wake.after_round(errors, &stop).await {
             Some(d) => d,
             None => return,
         };

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::mcs::conditions::service_import as im_cond;
@@ -372,13 +372,7 @@ pub async fn run(
         if dirty.full {
             metrics.set_imports(&cluster, want.imports.len() as i64);
         }
-        if errors > 0 {
-            wake.mark_full();
-        }
-        dirty = match wake
-            .next_round(&stop, Duration::from_secs(60), Duration::from_millis(2))
-            .await
-        {
+        dirty = match wake.after_round(errors, &stop).await {
             Some(d) => d,
             None => return,
         };
