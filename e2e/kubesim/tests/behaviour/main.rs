@@ -5,6 +5,7 @@
 mod helpers;
 
 mod auth;
+mod binary;
 mod crd;
 mod crud;
 mod errors;
