@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::kinds::State;
-use crate::objects::{DeleteOptions, delete_locked};
+use crate::objects::{DeleteOptions, delete_locked, finalizers, store_update};
 use crate::registry::GroupResource;
 use crate::server::{Inner, gr};
 use crate::store::StoredObj;
@@ -46,38 +46,16 @@ pub async fn run(inner: Arc<Inner>) {
     }
 }
 
-fn finalizers(v: &Value) -> Vec<String> {
-    v.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn put_back(st: &mut State, gr: &GroupResource, mut v: Value) {
-    let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
-    if deleting && finalizers(&v).is_empty() {
-        let (ns, name) = (
-            v["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or("")
-                .to_string(),
-            v["metadata"]["name"].as_str().unwrap_or("").to_string(),
-        );
-        if let Some(e) = st.store.delete(gr, &ns, &name)
-            && let Some(rt) = st.registry.by_group_resource(gr)
-        {
-            crate::kinds::on_removed(st, &rt, &e.obj.value);
+/// Writes back an object the controllers changed (see [`store_update`]).
+fn put_back(st: &mut State, gr: &GroupResource, v: Value) {
+    match st.registry.by_group_resource(gr) {
+        Some(rt) => {
+            store_update(st, &rt, v);
         }
-        return;
+        None => {
+            st.store.put(gr, v);
+        }
     }
-    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-    }
-    st.store.put(gr, v);
 }
 
 fn remove_finalizer(st: &mut State, gr: &GroupResource, o: &StoredObj, f: &str) {

@@ -542,7 +542,8 @@ fn merge_for_update(rt: &ResourceType, old: &Value, body: Value, sub: &str) -> V
     }
 }
 
-fn finalizers(v: &Value) -> Vec<String> {
+/// `metadata.finalizers`.
+pub fn finalizers(v: &Value) -> Vec<String> {
     v.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
         .map(|a| {
@@ -605,26 +606,35 @@ fn finish_update(
     if dry_run(r) {
         return Ok((200, output(rt, &new, r)));
     }
+    let stored = store_update(st, rt, new);
+    Ok((200, output(rt, &stored, r)))
+}
+
+/// Stores an update. An object being deleted whose last finalizer is gone is removed for
+/// good here (and what it held released): the one place this rule lives, for API writes
+/// and the in-process controllers alike. Namespaces are left to namespace termination.
+/// Returns the object as last stored.
+pub fn store_update(st: &mut State, rt: &ResourceType, new: Value) -> Value {
     let gr = rt.group_resource();
-    if deleting
+    let is_namespace = rt.plural == "namespaces" && rt.group.is_empty();
+    if new.pointer("/metadata/deletionTimestamp").is_some()
         && finalizers(&new).is_empty()
-        && !(rt.plural == "namespaces" && rt.group.is_empty())
+        && !is_namespace
     {
         let (ns, name) = (
-            meta_str(old, "namespace").to_string(),
-            meta_str(old, "name").to_string(),
+            meta_str(&new, "namespace").to_string(),
+            meta_str(&new, "name").to_string(),
         );
         let put = st.store.put(&gr, new);
         return match st.store.delete(&gr, &ns, &name) {
             Some(e) => {
                 kinds::on_removed(st, rt, &e.obj.value);
-                Ok((200, output(rt, &e.obj.value, r)))
+                e.obj.value.clone()
             }
-            None => Ok((200, output(rt, &put.obj.value, r))),
+            None => put.obj.value.clone(),
         };
     }
-    let e = st.store.put(&gr, new);
-    Ok((200, output(rt, &e.obj.value, r)))
+    st.store.put(&gr, new).obj.value.clone()
 }
 
 /// PATCH: json-patch, merge-patch, strategic-merge-patch, apply.
