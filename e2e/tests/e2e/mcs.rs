@@ -140,7 +140,11 @@ async fn conf_4_to_9_clusterip_import_properties_and_unexport() {
     .await;
     for i in 0..2 {
         let si = eventually("SI with IPs on every cluster", PRESENT, || async move {
-            m.si(i, "hello").await.filter(|s| !s.spec.ips.is_empty())
+            // the spec is written first, the status right after it
+            m.si(i, "hello").await.filter(|s| {
+                !s.spec.ips.is_empty()
+                    && s.status.as_ref().is_some_and(|st| !st.clusters.is_empty())
+            })
         })
         .await;
         assert_eq!(si.spec.type_, ServiceImportType::ClusterSetIP);
@@ -423,7 +427,7 @@ async fn conf_16_mcs_endpointslices_with_labels_removed_on_unexport() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn endpoint_changes_follow_and_only_ready_ones_flow() {
+async fn endpoint_changes_follow_with_their_readiness() {
     let owned = Mcs::start(&["c0", "c1"], false).await;
     let m = &owned;
     m.hello(0, &["10.0.0.1"]).await;
@@ -874,8 +878,18 @@ async fn cluster_id_comes_from_the_members_cluster_property() {
         s.metadata.labels.unwrap()["multicluster.kubernetes.io/source-cluster"],
         "c1.example.org"
     );
-    let si = m.si(0, "hello").await.unwrap();
-    assert_eq!(si.status.unwrap().clusters[0].cluster, "c1.example.org");
+    // the import's status names the cluster by that id (status is written after the spec)
+    eventually("status.clusters = [c1.example.org]", PRESENT, || async {
+        m.si(0, "hello").await.filter(|si| {
+            si.status.as_ref().is_some_and(|st| {
+                st.clusters
+                    .iter()
+                    .map(|c| c.cluster.as_str())
+                    .eq(["c1.example.org"])
+            })
+        })
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
