@@ -75,6 +75,12 @@ pub mod labels {
     /// On objects a work applier wrote into a member: the namespace of that `Work`.
     pub const WORK_NAMESPACE: &str = "causeway.io/work-namespace";
 
+    /// On a causeway-proxy's hub Lease (value [`PROXY_COMPONENT`]): which component holds it.
+    pub const COMPONENT: &str = "causeway.io/component";
+
+    /// Value of [`COMPONENT`] on causeway-proxy Leases.
+    pub const PROXY_COMPONENT: &str = "causeway-proxy";
+
     /// On `Work` objects and execution namespaces: the member cluster they target.
     pub const CLUSTER: &str = "causeway.io/cluster";
 
@@ -106,6 +112,46 @@ pub mod annotations {
 
     /// Deprecated Ingress class annotation, still honoured when `ingressClassName` is unset.
     pub const INGRESS_CLASS: &str = "kubernetes.io/ingress.class";
+
+    /// MultiClusterIngress tuning read by causeway-proxy. Each value is documented where
+    /// the proxy parses it; a value that does not parse is reported on the MCI and the
+    /// default is used.
+    pub mod mci {
+        /// Balancer: `peak-ewma` (default: P2C over peak-EWMA latency), `round-robin`,
+        /// `least-request` or `consistent-hash`.
+        pub const LOAD_BALANCER: &str = "causeway.io/load-balancer";
+        /// Key for `consistent-hash`: `header:<name>` or `cookie:<name>`.
+        pub const HASH_ON: &str = "causeway.io/hash-on";
+        /// Per-cluster weights, `east=3,west=1` (clusters not listed weigh 1).
+        pub const CLUSTER_WEIGHTS: &str = "causeway.io/cluster-weights";
+        /// Upstream connect timeout, e.g. `2s`, `500ms`.
+        pub const CONNECT_TIMEOUT: &str = "causeway.io/connect-timeout";
+        /// Whole-request timeout (until the response head), e.g. `30s`.
+        pub const REQUEST_TIMEOUT: &str = "causeway.io/request-timeout";
+        /// Idle timeout of pooled upstream connections, e.g. `90s`.
+        pub const IDLE_TIMEOUT: &str = "causeway.io/idle-timeout";
+        /// Retries on another endpoint (connect failures; idempotent requests), e.g. `2`.
+        pub const RETRIES: &str = "causeway.io/retries";
+        /// `"true"`: plain-HTTP requests for hosts in `tls[]` get a 308 to https.
+        pub const SSL_REDIRECT: &str = "causeway.io/ssl-redirect";
+        /// Active HTTP health check path (off when unset), e.g. `/healthz`.
+        pub const HEALTH_CHECK_PATH: &str = "causeway.io/health-check-path";
+        /// Active health check interval, e.g. `5s`.
+        pub const HEALTH_CHECK_INTERVAL: &str = "causeway.io/health-check-interval";
+        /// Circuit breaker: max upstream connections per backend.
+        pub const MAX_CONNECTIONS: &str = "causeway.io/max-connections";
+        /// Circuit breaker: max requests waiting for a connection per backend.
+        pub const MAX_PENDING_REQUESTS: &str = "causeway.io/max-pending-requests";
+        /// Circuit breaker: max concurrent requests per backend.
+        pub const MAX_REQUESTS: &str = "causeway.io/max-requests";
+    }
+
+    /// On a causeway-proxy's hub Lease: the addresses (IPs or hostnames, comma-separated)
+    /// it publishes for MultiClusterIngress `status.loadBalancer`.
+    pub const PROXY_ADDRESSES: &str = "causeway.io/proxy-addresses";
+
+    /// On a causeway-proxy's hub Lease: the ports it serves, `80/http,443/https`.
+    pub const PROXY_PORTS: &str = "causeway.io/proxy-ports";
 }
 
 /// Finalizers: always `causeway.io/<controller>`.
