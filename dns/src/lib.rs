@@ -1,0 +1,1 @@
+//! causeway-dns (being built; see issue 5).

@@ -1,0 +1,1 @@
+//! causeway-proxy (being built; see issue 4).
