@@ -16,6 +16,9 @@ use serde_json::json;
 
 use crate::schema::set_at;
 
+pub mod class;
+pub mod validate;
+
 /// The desired state of a MultiClusterIngress: exactly a `networking.k8s.io/v1`
 /// IngressSpec (`ingressClassName`, `defaultBackend`, `rules`, `tls`).
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize)]
@@ -125,7 +128,17 @@ pub struct MultiClusterIngressStatus {
     /// Service resources. It will be set by the system controller.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub service_locations: Vec<ServiceLocation>,
+
+    /// Causeway's addition (Karmada's status has no conditions; extra fields do not
+    /// change how Karmada YAML applies): `Accepted` says whether Causeway serves this
+    /// object and, when not, why (invalid spec, IngressClass of another controller...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
 }
+
+/// `type` of the MultiClusterIngress condition that says whether Causeway serves it.
+pub const ACCEPTED: &str = "Accepted";
 
 fn mci_status_schema(schema: &mut Schema) {
     for path in ["loadBalancer.ingress", "loadBalancer.ingress[].ports"] {
