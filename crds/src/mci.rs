@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::schema::set_at;
 
 pub mod class;
+pub mod tuning;
 pub mod validate;
 
 /// The desired state of a MultiClusterIngress: exactly a `networking.k8s.io/v1`

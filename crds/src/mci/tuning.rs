@@ -1,0 +1,297 @@
+//! MultiClusterIngress tuning annotations (`causeway.io/*`, see
+//! [`annotations::mci`](crate::well_known::annotations::mci)): one parser shared by the
+//! controller, which reports bad values on the MCI, and causeway-proxy, which uses the
+//! defaults for them.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::validate::FieldError;
+use crate::well_known::annotations::mci as a;
+
+/// Load-balancing algorithm of a MultiClusterIngress's backends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Balancer {
+    /// Power of two choices over peak-EWMA latency (linkerd2-proxy's default).
+    #[default]
+    PeakEwma,
+    /// Round robin.
+    RoundRobin,
+    /// Power of two choices over in-flight requests.
+    LeastRequest,
+    /// Consistent hashing on [`Tuning::hash_on`].
+    ConsistentHash,
+}
+
+/// What `consistent-hash` hashes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HashOn {
+    /// A request header (name lowercased).
+    Header(String),
+    /// A cookie.
+    Cookie(String),
+}
+
+/// Parsed tuning; `None` means "the proxy's default".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    pub balancer: Balancer,
+    pub hash_on: Option<HashOn>,
+    /// Per-cluster weight; clusters not listed weigh 1.
+    pub cluster_weights: BTreeMap<String, u32>,
+    pub connect_timeout: Option<Duration>,
+    pub request_timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub retries: Option<u32>,
+    pub ssl_redirect: bool,
+    pub health_check_path: Option<String>,
+    pub health_check_interval: Option<Duration>,
+    pub max_connections: Option<u32>,
+    pub max_pending_requests: Option<u32>,
+    pub max_requests: Option<u32>,
+}
+
+/// Parses the tuning annotations; every value that does not parse is reported (with what
+/// is expected) and left at its default.
+pub fn parse(annotations: &BTreeMap<String, String>) -> (Tuning, Vec<FieldError>) {
+    let mut t = Tuning::default();
+    let mut errs = Vec::new();
+    let mut bad = |key: &str, value: &str, expected: &str| {
+        errs.push(FieldError {
+            field: format!("metadata.annotations[{key}]"),
+            message: format!("{value:?} is not valid: expected {expected}"),
+        })
+    };
+    let get = |k: &str| annotations.get(k).map(|v| v.trim());
+    if let Some(v) = get(a::LOAD_BALANCER) {
+        match v {
+            "peak-ewma" => t.balancer = Balancer::PeakEwma,
+            "round-robin" => t.balancer = Balancer::RoundRobin,
+            "least-request" => t.balancer = Balancer::LeastRequest,
+            "consistent-hash" => t.balancer = Balancer::ConsistentHash,
+            _ => bad(
+                a::LOAD_BALANCER,
+                v,
+                "peak-ewma, round-robin, least-request or consistent-hash",
+            ),
+        }
+    }
+    if let Some(v) = get(a::HASH_ON) {
+        let parsed = match v.split_once(':') {
+            Some(("header", h)) if is_token(h) => Some(HashOn::Header(h.to_ascii_lowercase())),
+            Some(("cookie", c)) if is_token(c) => Some(HashOn::Cookie(c.to_string())),
+            _ => None,
+        };
+        match parsed {
+            Some(h) => t.hash_on = Some(h),
+            None => bad(a::HASH_ON, v, "header:<name> or cookie:<name>"),
+        }
+    }
+    if t.balancer == Balancer::ConsistentHash && t.hash_on.is_none() {
+        bad(
+            a::LOAD_BALANCER,
+            "consistent-hash",
+            "a key to hash in causeway.io/hash-on (header:<name> or cookie:<name>); using peak-ewma",
+        );
+        t.balancer = Balancer::PeakEwma;
+    }
+    if let Some(v) = get(a::CLUSTER_WEIGHTS) {
+        match parse_weights(v) {
+            Some(w) => t.cluster_weights = w,
+            None => bad(
+                a::CLUSTER_WEIGHTS,
+                v,
+                "cluster=weight pairs separated by commas, weights 0..=1000, e.g. east=3,west=1",
+            ),
+        }
+    }
+    for (key, slot) in [
+        (a::CONNECT_TIMEOUT, &mut t.connect_timeout),
+        (a::REQUEST_TIMEOUT, &mut t.request_timeout),
+        (a::IDLE_TIMEOUT, &mut t.idle_timeout),
+        (a::HEALTH_CHECK_INTERVAL, &mut t.health_check_interval),
+    ] {
+        if let Some(v) = get(key) {
+            match parse_duration(v) {
+                Some(d) if !d.is_zero() => *slot = Some(d),
+                _ => bad(key, v, "a positive duration such as 500ms, 2s or 1m"),
+            }
+        }
+    }
+    for (key, slot, max) in [
+        (a::RETRIES, &mut t.retries, 10),
+        (a::MAX_CONNECTIONS, &mut t.max_connections, 1_000_000),
+        (
+            a::MAX_PENDING_REQUESTS,
+            &mut t.max_pending_requests,
+            1_000_000,
+        ),
+        (a::MAX_REQUESTS, &mut t.max_requests, 1_000_000),
+    ] {
+        if let Some(v) = get(key) {
+            match v.parse::<u32>() {
+                Ok(n) if n <= max => *slot = Some(n),
+                _ => bad(key, v, &format!("a whole number from 0 to {max}")),
+            }
+        }
+    }
+    if let Some(v) = get(a::SSL_REDIRECT) {
+        match v {
+            "true" => t.ssl_redirect = true,
+            "false" => t.ssl_redirect = false,
+            _ => bad(a::SSL_REDIRECT, v, "\"true\" or \"false\""),
+        }
+    }
+    if let Some(v) = get(a::HEALTH_CHECK_PATH) {
+        if v.starts_with('/') && !v.contains(char::is_whitespace) {
+            t.health_check_path = Some(v.to_string());
+        } else {
+            bad(a::HEALTH_CHECK_PATH, v, "an absolute path such as /healthz");
+        }
+    }
+    (t, errs)
+}
+
+/// `500ms`, `2s`, `1.5s`, `1m`, `1h`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    (secs.is_finite() && secs <= 86_400.0).then(|| Duration::from_secs_f64(secs))
+}
+
+fn parse_weights(s: &str) -> Option<BTreeMap<String, u32>> {
+    let mut out = BTreeMap::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (c, w) = pair.split_once('=')?;
+        let w: u32 = w.trim().parse().ok().filter(|w| *w <= 1000)?;
+        let c = c.trim();
+        if c.is_empty() {
+            return None;
+        }
+        out.insert(c.to_string(), w);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pairs: &[(&str, &str)]) -> (Tuning, Vec<String>) {
+        let m = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (t, e) = parse(&m);
+        (t, e.into_iter().map(|e| e.to_string()).collect())
+    }
+
+    #[test]
+    fn defaults_without_annotations() {
+        assert_eq!(p(&[]), (Tuning::default(), vec![]));
+    }
+
+    #[test]
+    fn every_annotation_parses() {
+        let (t, e) = p(&[
+            (a::LOAD_BALANCER, "consistent-hash"),
+            (a::HASH_ON, "header:X-User"),
+            (a::CLUSTER_WEIGHTS, "east=3, west=1"),
+            (a::CONNECT_TIMEOUT, "500ms"),
+            (a::REQUEST_TIMEOUT, "1.5s"),
+            (a::IDLE_TIMEOUT, "1m"),
+            (a::RETRIES, "2"),
+            (a::SSL_REDIRECT, "true"),
+            (a::HEALTH_CHECK_PATH, "/healthz"),
+            (a::HEALTH_CHECK_INTERVAL, "5s"),
+            (a::MAX_CONNECTIONS, "100"),
+            (a::MAX_PENDING_REQUESTS, "10"),
+            (a::MAX_REQUESTS, "1000"),
+        ]);
+        assert_eq!(e, Vec::<String>::new());
+        assert_eq!(t.balancer, Balancer::ConsistentHash);
+        assert_eq!(t.hash_on, Some(HashOn::Header("x-user".into())));
+        assert_eq!(
+            t.cluster_weights,
+            BTreeMap::from([("east".into(), 3), ("west".into(), 1)])
+        );
+        assert_eq!(t.connect_timeout, Some(Duration::from_millis(500)));
+        assert_eq!(t.request_timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(t.idle_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(t.retries, Some(2));
+        assert!(t.ssl_redirect);
+        assert_eq!(t.health_check_path.as_deref(), Some("/healthz"));
+        assert_eq!(t.health_check_interval, Some(Duration::from_secs(5)));
+        assert_eq!(
+            (t.max_connections, t.max_pending_requests, t.max_requests),
+            (Some(100), Some(10), Some(1000))
+        );
+    }
+
+    #[test]
+    fn bad_values_are_reported_and_defaulted() {
+        let cases: &[(&str, &str)] = &[
+            (a::LOAD_BALANCER, "random"),
+            (a::HASH_ON, "ip"),
+            (a::HASH_ON, "header:"),
+            (a::CLUSTER_WEIGHTS, "east"),
+            (a::CLUSTER_WEIGHTS, "east=-1"),
+            (a::CONNECT_TIMEOUT, "5"),
+            (a::CONNECT_TIMEOUT, "0s"),
+            (a::REQUEST_TIMEOUT, "soon"),
+            (a::RETRIES, "many"),
+            (a::RETRIES, "11"),
+            (a::SSL_REDIRECT, "yes"),
+            (a::HEALTH_CHECK_PATH, "healthz"),
+            (a::MAX_REQUESTS, "-1"),
+        ];
+        for (k, v) in cases {
+            let (t, e) = p(&[(k, v)]);
+            assert_eq!(e.len(), 1, "{k}={v}: {e:?}");
+            assert!(
+                e[0].starts_with(&format!("metadata.annotations[{k}]: ")),
+                "{e:?}"
+            );
+            assert!(e[0].contains("expected"), "{e:?}");
+            assert_eq!(t, Tuning::default(), "{k}={v}");
+        }
+    }
+
+    #[test]
+    fn consistent_hash_needs_a_key() {
+        let (t, e) = p(&[(a::LOAD_BALANCER, "consistent-hash")]);
+        assert_eq!(t.balancer, Balancer::PeakEwma);
+        assert_eq!(e.len(), 1);
+        assert!(e[0].contains("causeway.io/hash-on"), "{e:?}");
+    }
+
+    #[test]
+    fn durations() {
+        for (s, want) in [
+            ("1ms", 1),
+            ("250ms", 250),
+            ("2s", 2000),
+            ("0.5s", 500),
+            ("2m", 120_000),
+        ] {
+            assert_eq!(parse_duration(s), Some(Duration::from_millis(want)), "{s}");
+        }
+        for s in ["", "s", "1", "1d", "-1s", "1 s", "99999h"] {
+            assert_eq!(parse_duration(s), None, "{s}");
+        }
+    }
+}
