@@ -1,4 +1,5 @@
 //! Member clusters: registration (`join`/`unjoin`) and the registry the controller follows.
 
+pub mod health;
 pub mod join;
 pub mod registry;

@@ -1,5 +1,6 @@
 //! `causeway controller` (hub, push mode): follows the member registry and runs the
-//! aggregator on the hub plus an exporter and an importer per reachable member.
+//! aggregator and the MultiClusterIngress controller on the hub, plus an exporter, an
+//! importer and a health probe per reachable member.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,14 +23,45 @@ struct Running {
     stop: CancellationToken,
 }
 
-/// Runs every hub-side controller until `stop`.
+/// Settings of the hub controllers.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How often each member's `/readyz` is probed for its Cluster's Ready condition.
+    pub probe_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            probe_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Runs every hub-side controller until `stop`, with default [`Options`].
 pub async fn run(
     hub: kube::Client,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
+    run_with(hub, metrics, Options::default(), stop).await
+}
+
+/// Runs every hub-side controller until `stop`.
+pub async fn run_with(
+    hub: kube::Client,
+    metrics: Arc<Metrics>,
+    opts: Options,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
     let caches = Arc::new(crate::mcs::HubCaches::start(&hub, &stop));
     tokio::spawn(aggregator::run(
+        hub.clone(),
+        caches.clone(),
+        metrics.clone(),
+        stop.child_token(),
+    ));
+    tokio::spawn(crate::mci::run(
         hub.clone(),
         caches.clone(),
         metrics.clone(),
@@ -94,6 +126,7 @@ pub async fn run(
                 hub.clone(),
                 caches.clone(),
                 metrics.clone(),
+                opts.probe_interval,
                 token.clone(),
             );
             running.insert(
@@ -120,6 +153,7 @@ fn start_member(
     hub: kube::Client,
     caches: Arc<crate::mcs::HubCaches>,
     metrics: Arc<Metrics>,
+    probe_interval: Duration,
     stop: CancellationToken,
 ) {
     tokio::spawn(async move {
@@ -131,6 +165,13 @@ fn start_member(
             }
         };
         tracing::info!(cluster = %m.name, id = %m.id, server = %m.access.server, "member workers starting");
+        tokio::spawn(crate::clusters::health::run(
+            m.name.clone(),
+            client.clone(),
+            hub.clone(),
+            probe_interval,
+            stop.clone(),
+        ));
         tokio::spawn(exporter::run(
             m.id.clone(),
             client.clone(),

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod clusters;
 pub mod controller;
+pub mod mci;
 pub mod mcs;
 pub mod metrics;
 pub mod watch;

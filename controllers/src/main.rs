@@ -24,7 +24,8 @@ struct Args {
 enum Command {
     /// Generate the CustomResourceDefinitions Causeway needs (MCS, MultiClusterIngress, causeway.io).
     Crds(crds_cmd::CrdsArgs),
-    /// Run the hub controllers: aggregator, and an exporter and importer per joined member.
+    /// Run the hub controllers: MCS aggregator, MultiClusterIngress, and an exporter,
+    /// importer and health probe per joined member.
     Controller(ControllerArgs),
     /// Register a member cluster on the hub (push mode) from its kubeconfig.
     Join(JoinArgs),
@@ -49,9 +50,19 @@ struct ControllerArgs {
     /// Address for /metrics, /healthz and /readyz.
     #[arg(long, default_value = "127.0.0.1:9090")]
     metrics: SocketAddr,
+    /// How often each member's /readyz is probed for its Cluster's Ready condition
+    /// (e.g. 10s, 500ms); MultiClusterIngress traffic avoids clusters that are not Ready.
+    #[arg(long, default_value = "10s", value_parser = parse_interval)]
+    cluster_probe_interval: std::time::Duration,
     /// Log filter (tracing EnvFilter syntax).
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
+}
+
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    causeway_crds::mci::tuning::parse_duration(s)
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{s:?} is not a duration: use e.g. 500ms, 10s or 1m"))
 }
 
 #[derive(Debug, clap::Args)]
@@ -122,7 +133,10 @@ async fn main() -> anyhow::Result<()> {
                 let _ = tokio::signal::ctrl_c().await;
                 s2.cancel();
             });
-            causeway_controllers::controller::run(hub, metrics, stop).await
+            let opts = causeway_controllers::controller::Options {
+                probe_interval: args.cluster_probe_interval,
+            };
+            causeway_controllers::controller::run_with(hub, metrics, opts, stop).await
         }
         Command::Join(args) => {
             let access = join::member_access(&args.kubeconfig, args.context.as_deref())?;

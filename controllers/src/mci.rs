@@ -1,0 +1,568 @@
+//! MultiClusterIngress controller (hub): decides which MCIs Causeway serves (IngressClass,
+//! MCI-3), validates them with Karmada's rules (MCI-2) and reports the verdict as the
+//! `Accepted` condition plus an Event, and keeps the status Karmada users read:
+//! `loadBalancer` from the live causeway-proxy Leases (MCI-10), `serviceLocations` from
+//! the hub ServiceImports' `status.clusters` (MCI-9), and `trafficBlockClusters` from the
+//! clusters among them that are not Ready or ask for `TrafficControl` (MCI-8).
+//! A finalizer clears the published addresses when an MCI is deleted.
+//!
+//! The pure part ([`desired`]) maps the hub caches to the status of one MCI; [`run`] is the
+//! loop that diffs and writes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::mci::class::{Decision, select};
+use causeway_crds::mci::tuning;
+use causeway_crds::mci::validate::{FieldError, validate};
+use causeway_crds::mci::{
+    ACCEPTED, MultiClusterIngress, MultiClusterIngressStatus, ServiceLocation,
+};
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::well_known::{annotations, finalizers, labels};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::networking::v1::{
+    IngressBackend, IngressClass, IngressLoadBalancerIngress, IngressLoadBalancerStatus,
+    IngressPortStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::apply::StatusMemo;
+use crate::clusters::join::SYSTEM_NAMESPACE;
+use crate::metrics::Metrics;
+use crate::watch::{Wake, cache};
+
+/// Remedy action that takes a cluster out of MultiClusterIngress load balancing.
+pub const TRAFFIC_CONTROL: &str = "TrafficControl";
+
+/// What the hub holds that an MCI's status depends on.
+pub struct World<'a> {
+    /// Every IngressClass.
+    pub classes: &'a [IngressClass],
+    /// Hub ServiceImports by (namespace, name).
+    pub imports: &'a BTreeMap<(String, String), Arc<ServiceImport>>,
+    /// Registered clusters by cluster id.
+    pub clusters: &'a BTreeMap<String, Arc<Cluster>>,
+    /// causeway-proxy Leases in the system namespace.
+    pub proxies: &'a [Arc<Lease>],
+    /// Now, for Lease expiry.
+    pub now: jiff::Timestamp,
+}
+
+/// The controller's verdict on one MCI.
+#[derive(Debug, PartialEq)]
+pub enum Verdict {
+    /// Not Causeway's (another controller's class, or no class): leave it alone.
+    NotOurs(Decision),
+    /// Causeway's: the status it should have, and what is wrong with it, if anything.
+    Ours {
+        status: MultiClusterIngressStatus,
+        errors: Vec<FieldError>,
+        warnings: Vec<FieldError>,
+    },
+}
+
+/// The verdict on `mci` (its Accepted condition carries `now` as transition time unless
+/// the status is unchanged, which [`keep_transition_times`] takes care of).
+pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Verdict {
+    let decision = select(mci, world.classes);
+    if !decision.is_ours() {
+        return Verdict::NotOurs(decision);
+    }
+    let errors = validate(mci);
+    let warnings = tuning::parse(mci.annotations()).1;
+    let ns = mci.namespace().unwrap_or_default();
+    let service_locations: Vec<ServiceLocation> = backend_services(mci)
+        .into_iter()
+        .filter_map(|name| {
+            let import = world.imports.get(&(ns.clone(), name.clone()))?;
+            let mut clusters: Vec<String> = import
+                .status
+                .as_ref()
+                .map(|s| s.clusters.iter().map(|c| c.cluster.clone()).collect())
+                .unwrap_or_default();
+            clusters.sort();
+            clusters.dedup();
+            Some(ServiceLocation { name, clusters })
+        })
+        .collect();
+    let traffic_block_clusters: Vec<String> = service_locations
+        .iter()
+        .flat_map(|l| l.clusters.iter())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .filter(|c| world.clusters.get(*c).is_some_and(|c| blocks_traffic(c)))
+        .cloned()
+        .collect();
+    let (reason, message, ok) = if !errors.is_empty() {
+        (
+            "Invalid",
+            format!(
+                "not served: {}",
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            false,
+        )
+    } else if !warnings.is_empty() {
+        (
+            "InvalidAnnotations",
+            format!(
+                "served with defaults for: {}",
+                warnings
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            true,
+        )
+    } else {
+        let class = match &decision {
+            Decision::Ours { class } => class.clone(),
+            _ => String::new(),
+        };
+        (
+            "Accepted",
+            format!("served by causeway-proxy (IngressClass {class})"),
+            true,
+        )
+    };
+    let load_balancer = ok.then(|| load_balancer(world.proxies, world.now));
+    let status = MultiClusterIngressStatus {
+        load_balancer,
+        traffic_block_clusters,
+        service_locations,
+        conditions: vec![Condition {
+            type_: ACCEPTED.into(),
+            status: if ok { "True" } else { "False" }.into(),
+            reason: reason.into(),
+            message: message.chars().take(32 * 1024).collect(),
+            observed_generation: mci.metadata.generation,
+            last_transition_time: Time(world.now),
+        }],
+    };
+    Verdict::Ours {
+        status,
+        errors,
+        warnings,
+    }
+}
+
+/// Keeps `lastTransitionTime` of conditions whose status did not change.
+pub fn keep_transition_times(next: &mut [Condition], prev: &[Condition]) {
+    for c in next {
+        if let Some(p) = prev.iter().find(|p| p.type_ == c.type_)
+            && p.status == c.status
+        {
+            c.last_transition_time = p.last_transition_time.clone();
+        }
+    }
+}
+
+/// The Service names an MCI's rules and default backend refer to, sorted.
+pub fn backend_services(mci: &MultiClusterIngress) -> Vec<String> {
+    let mut names = BTreeSet::new();
+    let mut add = |b: &IngressBackend| {
+        if let Some(s) = &b.service {
+            names.insert(s.name.clone());
+        }
+    };
+    if let Some(b) = &mci.spec.default_backend {
+        add(b);
+    }
+    for rule in mci.spec.rules.as_deref().unwrap_or_default() {
+        for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
+            add(&p.backend);
+        }
+    }
+    names.into_iter().collect()
+}
+
+/// Whether MCI load balancing must skip `cluster`: a `TrafficControl` remedy, or a Ready
+/// condition that is not True (no condition yet: not blocked).
+pub fn blocks_traffic(cluster: &Cluster) -> bool {
+    let Some(st) = &cluster.status else {
+        return false;
+    };
+    st.remedy_actions.iter().any(|a| a == TRAFFIC_CONTROL)
+        || st
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status != "True")
+}
+
+/// `status.loadBalancer` from the causeway-proxy Leases that are still held at `now`:
+/// one ingress per published address (IP or hostname) with the proxy's ports, sorted.
+pub fn load_balancer(proxies: &[Arc<Lease>], now: jiff::Timestamp) -> IngressLoadBalancerStatus {
+    let mut by_address: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+    for lease in proxies {
+        if !lease_held(lease, now) {
+            continue;
+        }
+        let ann = lease.annotations();
+        let ports: BTreeSet<i32> = ann
+            .get(annotations::PROXY_PORTS)
+            .map(|p| {
+                p.split(',')
+                    .filter_map(|e| e.trim().split('/').next()?.parse().ok())
+                    .filter(|p| (1..=65535).contains(p))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for addr in ann
+            .get(annotations::PROXY_ADDRESSES)
+            .into_iter()
+            .flat_map(|a| a.split(','))
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            by_address
+                .entry(addr.to_string())
+                .or_default()
+                .extend(ports.iter().copied());
+        }
+    }
+    let ingress: Vec<IngressLoadBalancerIngress> = by_address
+        .into_iter()
+        .map(|(addr, ports)| {
+            let is_ip = addr.parse::<IpAddr>().is_ok();
+            IngressLoadBalancerIngress {
+                ip: is_ip.then(|| addr.clone()),
+                hostname: (!is_ip).then_some(addr),
+                ports: (!ports.is_empty()).then(|| {
+                    ports
+                        .into_iter()
+                        .map(|port| IngressPortStatus {
+                            port,
+                            protocol: "TCP".into(),
+                            error: None,
+                        })
+                        .collect()
+                }),
+            }
+        })
+        .collect();
+    IngressLoadBalancerStatus {
+        ingress: (!ingress.is_empty()).then_some(ingress),
+    }
+}
+
+/// Whether a Lease is held at `now`: renewed (or acquired) less than its duration ago.
+pub fn lease_held(lease: &Lease, now: jiff::Timestamp) -> bool {
+    let Some(spec) = &lease.spec else {
+        return false;
+    };
+    let Some(last) = spec
+        .renew_time
+        .as_ref()
+        .or(spec.acquire_time.as_ref())
+        .map(|t| t.0)
+    else {
+        return false;
+    };
+    let duration = spec.lease_duration_seconds.unwrap_or(15).max(1);
+    last + jiff::SignedDuration::from_secs(duration.into()) > now
+}
+
+fn status_json(status: &MultiClusterIngressStatus) -> serde_json::Value {
+    // Every field is written (empty when unset) so that server-side apply drops what
+    // Causeway wrote before and no longer wants.
+    json!({
+        "loadBalancer": status.load_balancer.clone().unwrap_or_default(),
+        "trafficBlockClusters": status.traffic_block_clusters,
+        "serviceLocations": status.service_locations,
+        "conditions": status.conditions,
+    })
+}
+
+/// Runs the MCI controller until `stop`.
+pub async fn run(
+    hub: kube::Client,
+    caches: Arc<crate::mcs::HubCaches>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    let wake = Wake::new();
+    let mcis = cache(
+        Api::<MultiClusterIngress>::all(hub.clone()),
+        watcher::Config::default(),
+        wake.clone(),
+        stop.clone(),
+        "hub multiclusteringresses",
+        false,
+    );
+    let classes = cache(
+        Api::<IngressClass>::all(hub.clone()),
+        watcher::Config::default(),
+        wake.clone(),
+        stop.clone(),
+        "hub ingressclasses",
+        false,
+    );
+    let clusters = cache(
+        Api::<Cluster>::all(hub.clone()),
+        watcher::Config::default(),
+        wake.clone(),
+        stop.clone(),
+        "hub clusters",
+        false,
+    );
+    let proxies = cache(
+        Api::<Lease>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
+        watcher::Config::default().labels(&format!(
+            "{}={}",
+            labels::COMPONENT,
+            labels::PROXY_COMPONENT
+        )),
+        wake.clone(),
+        stop.clone(),
+        "hub causeway-proxy leases",
+        false,
+    );
+    let imports = caches.imports.subscribe(wake.clone());
+    if mcis.wait_until_ready().await.is_err()
+        || classes.wait_until_ready().await.is_err()
+        || clusters.wait_until_ready().await.is_err()
+        || proxies.wait_until_ready().await.is_err()
+        || imports.wait_until_ready().await.is_err()
+    {
+        return;
+    }
+    tracing::info!("multiclusteringress controller running");
+    let recorder = Recorder::new(
+        hub.clone(),
+        Reporter {
+            controller: "causeway-mci".into(),
+            instance: None,
+        },
+    );
+    let mut memo = Memo::default();
+    loop {
+        let started = Instant::now();
+        let class_list: Vec<IngressClass> =
+            classes.state().iter().map(|c| c.as_ref().clone()).collect();
+        let imports_now = imports.state();
+        let import_map = crate::watch::by_key(&imports_now)
+            .into_iter()
+            .map(|(k, v)| (k, v.clone()))
+            .collect();
+        let cluster_map: BTreeMap<String, Arc<Cluster>> = clusters
+            .state()
+            .into_iter()
+            .map(|c| {
+                (
+                    c.cluster_id()
+                        .map(String::from)
+                        .unwrap_or_else(|| c.name_any()),
+                    c,
+                )
+            })
+            .collect();
+        let leases = proxies.state();
+        let world = World {
+            classes: &class_list,
+            imports: &import_map,
+            clusters: &cluster_map,
+            proxies: &leases,
+            now: jiff::Timestamp::now(),
+        };
+        let mut errors = 0;
+        for mci in mcis.state() {
+            if let Err(e) = reconcile(&hub, &recorder, &mut memo, &mci, &world).await {
+                errors += 1;
+                tracing::warn!(
+                    namespace = %mci.namespace().unwrap_or_default(),
+                    name = %mci.name_any(),
+                    error = %format!("{e:#}"),
+                    "multiclusteringress reconcile failed; retrying"
+                );
+            }
+        }
+        metrics.observe_reconcile("mci", "hub", started.elapsed(), errors);
+        if errors > 0 {
+            wake.mark_full();
+        }
+        // Leases expire without an event: look again within a renew interval.
+        if wake
+            .next_round(&stop, Duration::from_secs(5), Duration::from_millis(5))
+            .await
+            .is_none()
+        {
+            return;
+        }
+    }
+}
+
+/// What the loop remembers between rounds.
+#[derive(Default)]
+struct Memo {
+    status: StatusMemo,
+    /// MCIs warned about an ambiguous default IngressClass, with the message.
+    warned: std::collections::HashMap<(String, String), String>,
+}
+
+async fn reconcile(
+    hub: &kube::Client,
+    recorder: &Recorder,
+    memo: &mut Memo,
+    mci: &MultiClusterIngress,
+    world: &World<'_>,
+) -> anyhow::Result<()> {
+    let ns = mci.namespace().unwrap_or_default();
+    let name = mci.name_any();
+    let api: Api<MultiClusterIngress> = Api::namespaced(hub.clone(), &ns);
+    let held = mci.finalizers().iter().any(|f| f == finalizers::MCI);
+    let deleting = mci.metadata.deletion_timestamp.is_some();
+    let verdict = desired(mci, world);
+    let ours = matches!(verdict, Verdict::Ours { .. });
+    if deleting || !ours {
+        if let Verdict::NotOurs(Decision::AmbiguousDefault { .. }) = &verdict {
+            let why = verdict_reason(&verdict);
+            if memo.warned.insert((ns.clone(), name.clone()), why.clone()) != Some(why.clone()) {
+                publish(
+                    recorder,
+                    mci,
+                    EventType::Warning,
+                    "AmbiguousIngressClass",
+                    &why,
+                )
+                .await;
+            }
+        } else {
+            memo.warned.remove(&(ns.clone(), name.clone()));
+        }
+        if held {
+            // Withdraw what Causeway published (addresses, locations, conditions), then let go.
+            memo.status
+                .ensure(
+                    &api,
+                    &ns,
+                    &name,
+                    "networking.karmada.io/v1alpha1",
+                    "MultiClusterIngress",
+                    &json!({}),
+                    None,
+                    || None,
+                )
+                .await?;
+            let rest: Vec<&String> = mci
+                .finalizers()
+                .iter()
+                .filter(|f| *f != finalizers::MCI)
+                .collect();
+            api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {
+                    "finalizers": rest,
+                    "resourceVersion": mci.resource_version(),
+                }})),
+            )
+            .await?;
+            tracing::info!(namespace = %ns, name = %name, deleting, "multiclusteringress released");
+        }
+        return Ok(());
+    }
+    let Verdict::Ours {
+        mut status,
+        errors,
+        warnings,
+    } = verdict
+    else {
+        return Ok(());
+    };
+    if !held {
+        let mut all: Vec<String> = mci.finalizers().to_vec();
+        all.push(finalizers::MCI.to_string());
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {
+                "finalizers": all,
+                "resourceVersion": mci.resource_version(),
+            }})),
+        )
+        .await?;
+    }
+    let prev: Vec<Condition> = mci
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    keep_transition_times(&mut status.conditions, &prev);
+    let next = &status.conditions[0];
+    let changed = !prev
+        .iter()
+        .any(|p| p.type_ == next.type_ && p.reason == next.reason && p.message == next.message);
+    if changed {
+        let (kind, reason) = if !errors.is_empty() {
+            (EventType::Warning, "InvalidSpec")
+        } else if !warnings.is_empty() {
+            (EventType::Warning, "InvalidAnnotations")
+        } else {
+            (EventType::Normal, "Accepted")
+        };
+        publish(recorder, mci, kind, reason, &next.message).await;
+    }
+    let want = status_json(&status);
+    let actual = mci
+        .status
+        .as_ref()
+        .map(status_json)
+        .unwrap_or(json!({}));
+    memo.status
+        .ensure(
+            &api,
+            &ns,
+            &name,
+            "networking.karmada.io/v1alpha1",
+            "MultiClusterIngress",
+            &want,
+            mci.resource_version(),
+            || Some(actual),
+        )
+        .await?;
+    Ok(())
+}
+
+fn verdict_reason(v: &Verdict) -> String {
+    match v {
+        Verdict::NotOurs(d) => d.reason().unwrap_or_default(),
+        Verdict::Ours { .. } => String::new(),
+    }
+}
+
+async fn publish(
+    recorder: &Recorder,
+    mci: &MultiClusterIngress,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
+    let ev = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, &mci.object_ref(&())).await {
+        tracing::debug!(error = %e, "could not publish an Event");
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,285 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use causeway_crds::federation::cluster::{Cluster, ClusterStatus};
+use causeway_crds::mci::MultiClusterIngress;
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::well_known::{INGRESS_CONTROLLER, annotations};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::networking::v1::IngressClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
+
+use super::*;
+
+fn yaml<T: serde::de::DeserializeOwned>(s: &str) -> T {
+    serde_saphyr::from_str(s).unwrap()
+}
+
+fn classes() -> Vec<IngressClass> {
+    vec![
+        yaml(&format!(
+            "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: causeway}}\nspec: {{controller: {INGRESS_CONTROLLER}}}"
+        )),
+        yaml(
+            "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\nspec: {controller: k8s.io/ingress-nginx}",
+        ),
+    ]
+}
+
+fn mci(class: &str, extra: &str) -> MultiClusterIngress {
+    yaml(&format!(
+        "apiVersion: networking.karmada.io/v1alpha1
+kind: MultiClusterIngress
+metadata: {{name: demo, namespace: demo, generation: 3{extra}}}
+spec:
+  ingressClassName: {class}
+  defaultBackend: {{service: {{name: fallback, port: {{number: 80}}}}}}
+  rules:
+  - host: demo.example.com
+    http:
+      paths:
+      - {{path: /web, pathType: Prefix, backend: {{service: {{name: web, port: {{name: http}}}}}}}}
+      - {{path: /api, pathType: Exact, backend: {{service: {{name: api, port: {{number: 8080}}}}}}}}
+"
+    ))
+}
+
+fn import(name: &str, clusters: &[&str]) -> Arc<ServiceImport> {
+    let list: Vec<String> = clusters
+        .iter()
+        .map(|c| format!("{{cluster: {c}}}"))
+        .collect();
+    Arc::new(yaml(&format!(
+        "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {{name: {name}, namespace: demo}}\nspec: {{type: ClusterSetIP, ports: [{{port: 80, protocol: TCP}}]}}\nstatus: {{clusters: [{}]}}",
+        list.join(", ")
+    )))
+}
+
+fn cluster(name: &str, ready: Option<&str>, remedy: &[&str]) -> Arc<Cluster> {
+    let mut c: Cluster = yaml(&format!(
+        "apiVersion: causeway.io/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}}}\nspec: {{syncMode: Push, apiEndpoint: 'https://127.0.0.1:1'}}"
+    ));
+    c.status = Some(ClusterStatus {
+        conditions: ready
+            .map(|s| {
+                vec![Condition {
+                    type_: "Ready".into(),
+                    status: s.into(),
+                    reason: "R".into(),
+                    message: String::new(),
+                    observed_generation: None,
+                    last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+                }]
+            })
+            .unwrap_or_default(),
+        remedy_actions: remedy.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    });
+    Arc::new(c)
+}
+
+fn lease(addresses: &str, ports: &str, renewed_secs_ago: i64, now: jiff::Timestamp) -> Arc<Lease> {
+    let mut l = Lease::default();
+    l.metadata.annotations = Some(BTreeMap::from([
+        (
+            annotations::PROXY_ADDRESSES.to_string(),
+            addresses.to_string(),
+        ),
+        (annotations::PROXY_PORTS.to_string(), ports.to_string()),
+    ]));
+    l.spec = Some(LeaseSpec {
+        lease_duration_seconds: Some(15),
+        renew_time: Some(MicroTime(
+            now - jiff::SignedDuration::from_secs(renewed_secs_ago),
+        )),
+        ..Default::default()
+    });
+    Arc::new(l)
+}
+
+struct Fixture {
+    classes: Vec<IngressClass>,
+    imports: BTreeMap<(String, String), Arc<ServiceImport>>,
+    clusters: BTreeMap<String, Arc<Cluster>>,
+    proxies: Vec<Arc<Lease>>,
+    now: jiff::Timestamp,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+        let imports = [
+            import("web", &["west", "east", "north"]),
+            import("api", &["east"]),
+        ]
+        .into_iter()
+        .map(|i| (crate::watch::key(i.as_ref()), i))
+        .collect();
+        let clusters = [
+            ("east", cluster("east", Some("True"), &[])),
+            ("west", cluster("west", Some("False"), &[])),
+            ("north", cluster("north", Some("True"), &[TRAFFIC_CONTROL])),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        Fixture {
+            classes: classes(),
+            imports,
+            clusters,
+            proxies: vec![
+                lease("127.0.0.1", "8080/http,8443/https", 1, now),
+                lease("proxy.example.com, 127.0.0.1", "8080/http", 3, now),
+                lease("10.9.9.9", "80/http", 60, now), // expired
+            ],
+            now,
+        }
+    }
+
+    fn verdict(&self, m: &MultiClusterIngress) -> Verdict {
+        desired(
+            m,
+            &World {
+                classes: &self.classes,
+                imports: &self.imports,
+                clusters: &self.clusters,
+                proxies: &self.proxies,
+                now: self.now,
+            },
+        )
+    }
+}
+
+#[test]
+fn serves_its_class_and_fills_the_karmada_status() {
+    let f = Fixture::new();
+    let Verdict::Ours {
+        status,
+        errors,
+        warnings,
+    } = f.verdict(&mci("causeway", ""))
+    else {
+        panic!("should be ours")
+    };
+    assert!(errors.is_empty() && warnings.is_empty());
+    // serviceLocations: sorted by name, clusters sorted; `fallback` has no ServiceImport.
+    let locations: Vec<(String, Vec<String>)> = status
+        .service_locations
+        .iter()
+        .map(|l| (l.name.clone(), l.clusters.clone()))
+        .collect();
+    assert_eq!(
+        locations,
+        vec![
+            ("api".into(), vec!["east".into()]),
+            (
+                "web".into(),
+                vec!["east".into(), "north".into(), "west".into()]
+            ),
+        ]
+    );
+    // west is not Ready, north asks for TrafficControl.
+    assert_eq!(status.traffic_block_clusters, vec!["north", "west"]);
+    // Live proxies only, one ingress per address, ports merged and sorted.
+    let lb = serde_json::to_value(status.load_balancer.unwrap()).unwrap();
+    assert_eq!(
+        lb,
+        serde_json::json!({"ingress": [
+            {"ip": "127.0.0.1", "ports": [{"port": 8080, "protocol": "TCP"}, {"port": 8443, "protocol": "TCP"}]},
+            {"hostname": "proxy.example.com", "ports": [{"port": 8080, "protocol": "TCP"}]},
+        ]})
+    );
+    let c = &status.conditions[0];
+    assert_eq!(
+        (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+        ("Accepted", "True", "Accepted")
+    );
+    assert_eq!(c.observed_generation, Some(3));
+}
+
+#[test]
+fn other_classes_are_left_alone() {
+    let f = Fixture::new();
+    assert!(matches!(
+        f.verdict(&mci("nginx", "")),
+        Verdict::NotOurs(Decision::OtherController { .. })
+    ));
+    assert!(matches!(
+        f.verdict(&mci("missing", "")),
+        Verdict::NotOurs(Decision::ClassNotFound { .. })
+    ));
+}
+
+#[test]
+fn invalid_spec_is_not_served_and_says_why() {
+    let f = Fixture::new();
+    let mut m = mci("causeway", "");
+    m.spec.rules.as_mut().unwrap()[0].host = Some("10.0.0.1".into());
+    let Verdict::Ours { status, errors, .. } = f.verdict(&m) else {
+        panic!()
+    };
+    assert_eq!(errors.len(), 1);
+    assert_eq!(status.load_balancer, None, "an invalid MCI gets no address");
+    let c = &status.conditions[0];
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Invalid"));
+    assert!(
+        c.message.contains("spec.rules[0].host") && c.message.contains("not an IP address"),
+        "{}",
+        c.message
+    );
+}
+
+#[test]
+fn bad_annotations_are_served_with_defaults_and_reported() {
+    let f = Fixture::new();
+    let m = mci(
+        "causeway",
+        ", annotations: {causeway.io/connect-timeout: soon}",
+    );
+    let Verdict::Ours {
+        status, warnings, ..
+    } = f.verdict(&m)
+    else {
+        panic!()
+    };
+    assert_eq!(warnings.len(), 1);
+    assert!(status.load_balancer.is_some());
+    let c = &status.conditions[0];
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "InvalidAnnotations")
+    );
+    assert!(
+        c.message.contains("causeway.io/connect-timeout"),
+        "{}",
+        c.message
+    );
+}
+
+#[test]
+fn leases_expire_after_their_duration() {
+    let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    assert!(lease_held(&lease("a", "80", 14, now), now));
+    assert!(!lease_held(&lease("a", "80", 15, now), now));
+    assert!(!lease_held(&Lease::default(), now));
+}
+
+#[test]
+fn transition_times_survive_unchanged_status() {
+    let old = Time(jiff::Timestamp::UNIX_EPOCH);
+    let c = |status: &str, t: Time| Condition {
+        type_: "Accepted".into(),
+        status: status.into(),
+        reason: "x".into(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: t,
+    };
+    let now = Time(jiff::Timestamp::from_second(1_800_000_000).unwrap());
+    let mut next = vec![c("True", now.clone())];
+    keep_transition_times(&mut next, &[c("True", old.clone())]);
+    assert_eq!(next[0].last_transition_time, old);
+    let mut next = vec![c("False", now.clone())];
+    keep_transition_times(&mut next, &[c("True", old)]);
+    assert_eq!(next[0].last_transition_time, now);
+}
