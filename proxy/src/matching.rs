@@ -1,0 +1,340 @@
+//! Kubernetes Ingress matching (MCI-5), generic over the route value.
+//!
+//! - `Exact`: case-sensitive full match of the path.
+//! - `Prefix` (and `ImplementationSpecific`, which Causeway treats as Prefix):
+//!   element-wise on `/`; `/foo` matches `/foo`, `/foo/` and `/foo/bar`, not `/foobar`;
+//!   a trailing slash in the rule is ignored; `/` matches everything.
+//! - The longest match wins; on a tie Exact beats Prefix; identical rules: the first
+//!   inserted wins (callers insert the oldest MCI first).
+//! - Hosts: an exact host beats a wildcard `*.foo.com` (exactly one label), which
+//!   beats rules without a host. A host whose rules match no path falls through to
+//!   the less specific hosts, then to the default backend.
+
+use std::collections::HashMap;
+
+/// How a path rule matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PathKind {
+    /// Full, case-sensitive match.
+    Exact,
+    /// Element-wise prefix.
+    Prefix,
+}
+
+#[derive(Clone, Debug)]
+struct PathRule<T> {
+    kind: PathKind,
+    /// Exact: the path; Prefix: the path without trailing slashes (`/` → ``).
+    path: Box<str>,
+    value: T,
+}
+
+impl<T> PathRule<T> {
+    fn matches(&self, p: &str) -> bool {
+        match self.kind {
+            PathKind::Exact => *self.path == *p,
+            PathKind::Prefix => {
+                let r = &*self.path;
+                r.is_empty()
+                    || (p.starts_with(r) && (p.len() == r.len() || p.as_bytes()[r.len()] == b'/'))
+            }
+        }
+    }
+}
+
+/// The path rules of one host, longest first.
+#[derive(Clone, Debug)]
+pub struct Paths<T> {
+    rules: Vec<PathRule<T>>,
+}
+
+impl<T> Default for Paths<T> {
+    fn default() -> Self {
+        Paths { rules: Vec::new() }
+    }
+}
+
+impl<T> Paths<T> {
+    /// Adds a rule; a rule identical to an earlier one is dropped (returns false).
+    pub fn insert(&mut self, kind: PathKind, path: &str, value: T) -> bool {
+        let path: Box<str> = match kind {
+            PathKind::Exact => path.into(),
+            PathKind::Prefix => path.trim_end_matches('/').into(),
+        };
+        if self.rules.iter().any(|r| r.kind == kind && r.path == path) {
+            return false;
+        }
+        self.rules.push(PathRule { kind, path, value });
+        true
+    }
+
+    /// Orders rules for lookup (call once after the inserts).
+    pub fn finish(&mut self) {
+        // Stable: among equal keys the earlier insert stays first.
+        self.rules
+            .sort_by_key(|r| (std::cmp::Reverse(r.path.len()), r.kind == PathKind::Prefix));
+    }
+
+    /// The best rule for `path` (the request path without the query).
+    pub fn find(&self, path: &str) -> Option<&T> {
+        self.rules
+            .iter()
+            .find(|r| r.matches(path))
+            .map(|r| &r.value)
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// No rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+}
+
+/// Hosts → paths, plus the default backend.
+#[derive(Clone, Debug)]
+pub struct Router<T> {
+    exact: HashMap<Box<str>, Paths<T>>,
+    /// `*.foo.com` stored as `foo.com`.
+    wildcard: HashMap<Box<str>, Paths<T>>,
+    any: Paths<T>,
+    default: Option<T>,
+}
+
+impl<T> Default for Router<T> {
+    fn default() -> Self {
+        Router {
+            exact: HashMap::new(),
+            wildcard: HashMap::new(),
+            any: Paths::default(),
+            default: None,
+        }
+    }
+}
+
+impl<T> Router<T> {
+    /// The path table of a rule host (`None`/empty: any host), for inserts.
+    pub fn host_mut(&mut self, host: Option<&str>) -> &mut Paths<T> {
+        match host.map(|h| h.to_ascii_lowercase()) {
+            None => &mut self.any,
+            Some(h) if h.is_empty() => &mut self.any,
+            Some(h) => match h.strip_prefix("*.") {
+                Some(suffix) => self.wildcard.entry(suffix.into()).or_default(),
+                None => self.exact.entry(h.into()).or_default(),
+            },
+        }
+    }
+
+    /// Sets the default backend unless one is set (returns false then).
+    pub fn set_default(&mut self, value: T) -> bool {
+        if self.default.is_some() {
+            return false;
+        }
+        self.default = Some(value);
+        true
+    }
+
+    /// Orders all path tables (call once after the inserts).
+    pub fn finish(&mut self) {
+        self.exact.values_mut().for_each(Paths::finish);
+        self.wildcard.values_mut().for_each(Paths::finish);
+        self.any.finish();
+    }
+
+    /// The route for `host` (lowercase, no port) and `path`.
+    pub fn route(&self, host: &str, path: &str) -> Option<&T> {
+        if let Some(v) = self.exact.get(host).and_then(|p| p.find(path)) {
+            return Some(v);
+        }
+        if let Some((first, suffix)) = host.split_once('.')
+            && !first.is_empty()
+            && let Some(v) = self.wildcard.get(suffix).and_then(|p| p.find(path))
+        {
+            return Some(v);
+        }
+        self.any.find(path).or(self.default.as_ref())
+    }
+
+    /// Number of path rules.
+    pub fn len(&self) -> usize {
+        self.exact.values().map(Paths::len).sum::<usize>()
+            + self.wildcard.values().map(Paths::len).sum::<usize>()
+            + self.any.len()
+    }
+
+    /// No rules and no default.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0 && self.default.is_none()
+    }
+}
+
+/// The request's host: Host header or authority, lowercase, without the port.
+pub fn normalize_host(h: &str) -> std::borrow::Cow<'_, str> {
+    let h = if let Some(rest) = h.strip_prefix('[') {
+        // IPv6 literal: keep the brackets' content.
+        rest.split(']').next().unwrap_or(rest)
+    } else {
+        h.rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(h, |(host, _)| host)
+    };
+    let h = h.trim_end_matches('.');
+    if h.bytes().any(|b| b.is_ascii_uppercase()) {
+        h.to_ascii_lowercase().into()
+    } else {
+        h.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The Kubernetes docs' path-matching table, plus ties and precedence.
+    #[test]
+    fn kubernetes_path_table() {
+        type Case<'a> = (&'a [(PathKind, &'a str)], &'a str, Option<usize>);
+        let cases: &[Case<'_>] = &[
+            (&[(PathKind::Prefix, "/")], "/anything", Some(0)),
+            (&[(PathKind::Exact, "/foo")], "/foo", Some(0)),
+            (&[(PathKind::Exact, "/foo")], "/bar", None),
+            (&[(PathKind::Exact, "/foo")], "/foo/", None),
+            (&[(PathKind::Exact, "/foo/")], "/foo", None),
+            (&[(PathKind::Prefix, "/foo")], "/foo", Some(0)),
+            (&[(PathKind::Prefix, "/foo")], "/foo/", Some(0)),
+            (&[(PathKind::Prefix, "/foo/")], "/foo", Some(0)),
+            (&[(PathKind::Prefix, "/foo/")], "/foo/", Some(0)),
+            (&[(PathKind::Prefix, "/aaa/bb")], "/aaa/bbb", None),
+            (&[(PathKind::Prefix, "/aaa/bbb")], "/aaa/bbb", Some(0)),
+            (&[(PathKind::Prefix, "/aaa/bbb/")], "/aaa/bbb", Some(0)),
+            (&[(PathKind::Prefix, "/aaa/bbb")], "/aaa/bbb/", Some(0)),
+            (&[(PathKind::Prefix, "/aaa/bbb")], "/aaa/bbb/ccc", Some(0)),
+            (&[(PathKind::Prefix, "/aaa/bbb")], "/aaa/bbbxyz", None),
+            (
+                &[(PathKind::Prefix, "/"), (PathKind::Prefix, "/aaa")],
+                "/aaa/ccc",
+                Some(1),
+            ),
+            (
+                &[(PathKind::Prefix, "/aaa"), (PathKind::Prefix, "/")],
+                "/aaa/ccc",
+                Some(0),
+            ),
+            (
+                &[(PathKind::Prefix, "/"), (PathKind::Prefix, "/aaa")],
+                "/ccc",
+                Some(0),
+            ),
+            (&[(PathKind::Prefix, "/aaa")], "/ccc", None),
+            (
+                &[(PathKind::Prefix, "/..."), (PathKind::Prefix, "/")],
+                "/.../",
+                Some(0),
+            ),
+            (
+                &[(PathKind::Prefix, "/foo"), (PathKind::Exact, "/foo")],
+                "/foo",
+                Some(1),
+            ),
+            (
+                &[(PathKind::Exact, "/foo"), (PathKind::Prefix, "/foo")],
+                "/foo/x",
+                Some(1),
+            ),
+            (&[(PathKind::Exact, "/Foo")], "/foo", None),
+            (
+                &[(PathKind::Prefix, "/a"), (PathKind::Prefix, "/a/b")],
+                "/a/b/c",
+                Some(1),
+            ),
+        ];
+        for (rules, path, want) in cases {
+            let mut p = Paths::default();
+            for (i, (k, r)) in rules.iter().enumerate() {
+                p.insert(*k, r, i);
+            }
+            p.finish();
+            assert_eq!(p.find(path).copied(), *want, "{rules:?} {path}");
+        }
+    }
+
+    #[test]
+    fn identical_rules_first_wins() {
+        let mut p = Paths::default();
+        assert!(p.insert(PathKind::Prefix, "/a", "old"));
+        assert!(!p.insert(PathKind::Prefix, "/a/", "new"));
+        p.finish();
+        assert_eq!(p.find("/a"), Some(&"old"));
+    }
+
+    #[test]
+    fn hosts() {
+        let mut r = Router::default();
+        r.host_mut(Some("foo.bar.com"))
+            .insert(PathKind::Prefix, "/", "exact");
+        r.host_mut(Some("*.bar.com"))
+            .insert(PathKind::Prefix, "/", "wild");
+        r.host_mut(Some("*.bar.com"))
+            .insert(PathKind::Prefix, "/w", "wild-w");
+        r.host_mut(None).insert(PathKind::Prefix, "/any", "any");
+        r.finish();
+        assert_eq!(r.route("foo.bar.com", "/w"), Some(&"exact"));
+        assert_eq!(r.route("baz.bar.com", "/x"), Some(&"wild"));
+        assert_eq!(r.route("baz.bar.com", "/w/1"), Some(&"wild-w"));
+        assert_eq!(r.route("bar.com", "/x"), None);
+        assert_eq!(r.route("a.baz.bar.com", "/x"), None);
+        assert_eq!(r.route("a.baz.bar.com", "/any"), Some(&"any"));
+        assert_eq!(r.route("other", "/any/1"), Some(&"any"));
+        assert_eq!(r.route("other", "/"), None);
+        assert!(r.set_default("default"));
+        assert!(!r.set_default("second"));
+        assert_eq!(r.route("other", "/"), Some(&"default"));
+    }
+
+    #[test]
+    fn host_normalization() {
+        assert_eq!(normalize_host("Foo.COM:8080"), "foo.com");
+        assert_eq!(normalize_host("foo.com."), "foo.com");
+        assert_eq!(normalize_host("[::1]:80"), "::1");
+        assert_eq!(normalize_host("foo.com"), "foo.com");
+    }
+
+    proptest! {
+        /// Prefix `/a/b` matches exactly the paths that are `/a/b` or start with `/a/b/`.
+        #[test]
+        fn prefix_is_element_wise(rule in "(/[ab]{1,2}){1,3}/?", path in "(/[ab]{0,2}){1,4}/?") {
+            let mut p = Paths::default();
+            p.insert(PathKind::Prefix, &rule, ());
+            p.finish();
+            let r = rule.trim_end_matches('/');
+            let rs: Vec<&str> = r.split('/').collect();
+            let ps: Vec<&str> = path.split('/').collect();
+            let want = ps.len() >= rs.len() && rs.iter().zip(&ps).all(|(a, b)| a == b);
+            // `/a/` splits into ["", "a", ""]: a trailing empty element still matches.
+            prop_assert_eq!(p.find(&path).is_some(), want, "{} {}", rule, path);
+        }
+
+        /// The chosen rule always matches and no longer matching rule exists.
+        #[test]
+        fn longest_match_wins(rules in proptest::collection::vec(("(/[ab]){1,3}", any::<bool>()), 1..6), path in "(/[ab]){0,4}") {
+            let mut p = Paths::default();
+            for (i, (r, exact)) in rules.iter().enumerate() {
+                p.insert(if *exact { PathKind::Exact } else { PathKind::Prefix }, r, i);
+            }
+            p.finish();
+            if let Some(&i) = p.find(&path) {
+                let (r, _) = &rules[i];
+                let ok = path == *r || path.starts_with(&format!("{r}/"));
+                prop_assert!(ok);
+                for (r2, exact2) in &rules {
+                    let m = if *exact2 { path == *r2 } else { path == *r2 || path.starts_with(&format!("{r2}/")) };
+                    prop_assert!(!m || r2.len() <= r.len());
+                }
+            }
+        }
+    }
+}

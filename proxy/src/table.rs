@@ -1,0 +1,548 @@
+//! The route table: a pure function from a snapshot of hub objects to an immutable
+//! [`RouteTable`] (MCI-3 class selection, MCI-2 validation, MCI-4 backend resolution,
+//! MCI-5 matching, MCI-7 readiness, MCI-8 traffic blocks). Stateful balancer parts
+//! (endpoint EWMA, ejections, circuits, upstream pools) come from [`Shared`] and are
+//! attached by `Arc`, so they survive rebuilds.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use causeway_crds::exported_service::ExportedService;
+use causeway_crds::mci::MultiClusterIngress;
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::well_known::labels::{SERVICE_NAME, SOURCE_CLUSTER};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{IngressBackend, IngressClass, IngressServiceBackend};
+use kube::ResourceExt;
+
+use crate::annotations::{self, Defaults, Tuning};
+use crate::balance::{Balancer, Group};
+use crate::circuit::Circuit;
+use crate::matching::{PathKind, Router};
+use crate::metrics::{BackendMetrics, Metrics};
+use crate::upstream::{Client, Upstreams};
+
+/// The hub objects a table is built from.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// MultiClusterIngresses (all namespaces).
+    pub mcis: Vec<Arc<MultiClusterIngress>>,
+    /// IngressClasses.
+    pub ingress_classes: Vec<IngressClass>,
+    /// ServiceImports (aggregator output).
+    pub service_imports: Vec<Arc<ServiceImport>>,
+    /// ExportedServices `<svc>.<cluster>`.
+    pub exported_services: Vec<Arc<ExportedService>>,
+    /// Hub EndpointSlices with the MCS service-name and source-cluster labels.
+    pub endpoint_slices: Vec<Arc<EndpointSlice>>,
+}
+
+/// Build settings.
+#[derive(Clone, Debug, Default)]
+pub struct BuildOptions {
+    /// The proxy's own cluster: priority 0; the other clusters are priority 1.
+    pub local_cluster: Option<String>,
+    /// Timeouts, retries and limits that annotations override.
+    pub defaults: Defaults,
+}
+
+/// State shared by every table generation.
+pub struct Shared {
+    /// Endpoint state by cluster and address.
+    pub endpoints: crate::endpoint::Registry,
+    /// Circuits by backend.
+    pub circuits: crate::circuit::Registry,
+    /// Upstream pools.
+    pub upstreams: Upstreams,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    /// Fresh shared state.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Shared {
+            endpoints: Default::default(),
+            circuits: Default::default(),
+            upstreams: Upstreams::new(metrics.clone()),
+            metrics,
+        }
+    }
+}
+
+/// A resolved backend: `service:port` of one MCI.
+pub struct Backend {
+    /// `ns/name` of the MCI.
+    pub mci: Arc<str>,
+    /// `service:port`.
+    pub name: Arc<str>,
+    /// Endpoint choice.
+    pub balancer: Balancer,
+    /// The MCI's tuning.
+    pub tuning: Arc<Tuning>,
+    /// Concurrent-request cap, shared across tables.
+    pub circuit: Arc<Circuit>,
+    /// Upstream pool.
+    pub client: Client,
+    /// Metric handles.
+    pub metrics: BackendMetrics,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("mci", &self.mci)
+            .field("name", &self.name)
+            .field("endpoints", &self.balancer.endpoints().len())
+            .finish()
+    }
+}
+
+/// Where a route sends requests.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A backend (which may have no ready endpoints: 503).
+    Backend(Arc<Backend>),
+    /// The backend could not be resolved (503 with this reason).
+    Unavailable(Arc<str>),
+}
+
+/// One matched route.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// `ns/name` of the MCI.
+    pub mci: Arc<str>,
+    /// The target.
+    pub target: Target,
+    /// Plain-HTTP requests get a 308 to https.
+    pub ssl_redirect: bool,
+}
+
+/// A `tls[]` entry: the Secret for an SNI host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsEntry {
+    /// Host (exact or `*.foo.com`), lowercase.
+    pub host: String,
+    /// Namespace of the Secret (the MCI's).
+    pub namespace: String,
+    /// Secret name.
+    pub secret: String,
+}
+
+/// Why an MCI is not served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ignored {
+    /// `ns/name`.
+    pub mci: String,
+    /// Reason.
+    pub reason: String,
+}
+
+/// The immutable route table.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    router: Router<Arc<Route>>,
+    /// Every backend (health checks, metrics).
+    pub backends: Vec<Arc<Backend>>,
+    /// SNI entries, oldest MCI first.
+    pub tls: Vec<TlsEntry>,
+    /// `ns/name` of the MCIs served.
+    pub served: Vec<String>,
+    /// MCIs not served, with the reason.
+    pub ignored: Vec<Ignored>,
+    /// Warnings (bad annotations, conflicting defaults).
+    pub warnings: Vec<String>,
+    /// Endpoints attached.
+    pub endpoints: usize,
+    /// Build time.
+    pub build_time: std::time::Duration,
+}
+
+impl RouteTable {
+    /// The route for a request (host lowercase without port; path without query).
+    pub fn route(&self, host: &str, path: &str) -> Option<&Arc<Route>> {
+        self.router.route(host, path)
+    }
+
+    /// Path rules.
+    pub fn routes(&self) -> usize {
+        self.router.len()
+    }
+}
+
+struct Index<'a> {
+    imports: HashMap<(&'a str, &'a str), &'a ServiceImport>,
+    exports: HashMap<(&'a str, &'a str), Vec<&'a ExportedService>>,
+    slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+}
+
+impl<'a> Index<'a> {
+    fn new(s: &'a Snapshot) -> Self {
+        let ns = |m: &'a kube::api::ObjectMeta| m.namespace.as_deref().unwrap_or("");
+        let mut imports = HashMap::new();
+        for si in &s.service_imports {
+            if let Some(n) = si.metadata.name.as_deref() {
+                imports.insert((ns(&si.metadata), n), si.as_ref());
+            }
+        }
+        let mut exports: HashMap<_, Vec<_>> = HashMap::new();
+        for es in &s.exported_services {
+            exports
+                .entry((ns(&es.metadata), es.spec.service.as_str()))
+                .or_default()
+                .push(es.as_ref());
+        }
+        let mut slices: HashMap<_, Vec<_>> = HashMap::new();
+        for sl in &s.endpoint_slices {
+            let labels = sl.metadata.labels.as_ref();
+            if let Some(svc) = labels.and_then(|l| l.get(SERVICE_NAME)) {
+                slices
+                    .entry((ns(&sl.metadata), svc.as_str()))
+                    .or_default()
+                    .push(sl.as_ref());
+            }
+        }
+        Index {
+            imports,
+            exports,
+            slices,
+        }
+    }
+}
+
+fn is_tcp(p: Option<&str>) -> bool {
+    p.is_none_or(|p| p.eq_ignore_ascii_case("TCP"))
+}
+
+/// MCI-4: the ready endpoints of `svc` by cluster, or why there are none.
+fn resolve(
+    idx: &Index<'_>,
+    ns: &str,
+    svc: &IngressServiceBackend,
+    blocked: &[String],
+) -> Result<BTreeMap<String, BTreeSet<SocketAddr>>, String> {
+    let name = svc.name.as_str();
+    let si = idx
+        .imports
+        .get(&(ns, name))
+        .ok_or_else(|| format!("no ServiceImport {ns}/{name} (is the Service exported?)"))?;
+    let want = svc.port.as_ref();
+    let by_name = want
+        .and_then(|p| p.name.as_deref())
+        .filter(|n| !n.is_empty());
+    let by_number = want.and_then(|p| p.number);
+    let port = si
+        .spec
+        .ports
+        .iter()
+        .filter(|p| is_tcp(p.protocol.as_deref()))
+        .find(|p| match (by_name, by_number) {
+            (Some(n), _) => p.name.as_deref() == Some(n),
+            (None, Some(num)) => p.port == num,
+            (None, None) => true,
+        })
+        .ok_or_else(|| {
+            let want = by_name
+                .map(str::to_string)
+                .or(by_number.map(|n| n.to_string()))
+                .unwrap_or_default();
+            format!("ServiceImport {ns}/{name} has no TCP port {want}")
+        })?;
+    let port_name = port.name.as_deref().unwrap_or("");
+    let serving: BTreeSet<&str> = idx
+        .exports
+        .get(&(ns, name))
+        .into_iter()
+        .flatten()
+        .filter(|es| !blocked.contains(&es.spec.cluster))
+        .filter(|es| {
+            es.spec.ports.iter().any(|p| {
+                is_tcp(p.protocol.as_deref())
+                    && p.name.as_deref().unwrap_or("") == port_name
+                    && (by_name.is_some() || p.port == port.port)
+            })
+        })
+        .map(|es| es.spec.cluster.as_str())
+        .collect();
+    let mut out: BTreeMap<String, BTreeSet<SocketAddr>> = BTreeMap::new();
+    for sl in idx.slices.get(&(ns, name)).into_iter().flatten() {
+        let Some(cluster) = sl
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SOURCE_CLUSTER))
+        else {
+            continue;
+        };
+        if !serving.contains(cluster.as_str()) {
+            continue;
+        }
+        let Some(target) = sl.ports.iter().flatten().find_map(|p| {
+            (p.name.as_deref().unwrap_or("") == port_name && is_tcp(p.protocol.as_deref()))
+                .then_some(p.port)
+                .flatten()
+        }) else {
+            continue;
+        };
+        let Ok(target) = u16::try_from(target) else {
+            continue;
+        };
+        let eps = out.entry(cluster.clone()).or_default();
+        for ep in &sl.endpoints {
+            let c = ep.conditions.as_ref();
+            let ready = c.and_then(|c| c.ready) != Some(false);
+            let terminating = c.and_then(|c| c.terminating) == Some(true);
+            if !ready || terminating {
+                continue;
+            }
+            for a in &ep.addresses {
+                if let Ok(ip) = a.parse::<IpAddr>() {
+                    eps.insert(SocketAddr::new(ip, target));
+                }
+            }
+        }
+    }
+    out.retain(|_, v| !v.is_empty());
+    Ok(out)
+}
+
+fn backend_key(svc: &IngressServiceBackend) -> String {
+    let port = svc.port.as_ref();
+    match (
+        port.and_then(|p| p.name.clone()).filter(|n| !n.is_empty()),
+        port.and_then(|p| p.number),
+    ) {
+        (Some(n), _) => format!("{}:{n}", svc.name),
+        (None, Some(n)) => format!("{}:{n}", svc.name),
+        (None, None) => svc.name.clone(),
+    }
+}
+
+struct MciBuilder<'a> {
+    idx: &'a Index<'a>,
+    opts: &'a BuildOptions,
+    shared: &'a Shared,
+    mci: Arc<str>,
+    ns: String,
+    tuning: Arc<Tuning>,
+    blocked: Vec<String>,
+    cache: HashMap<String, Target>,
+    new_backends: Vec<Arc<Backend>>,
+    endpoints: usize,
+}
+
+impl MciBuilder<'_> {
+    fn target(&mut self, b: &IngressBackend) -> Target {
+        let Some(svc) = b.service.as_ref() else {
+            return Target::Unavailable("resource backends are not supported".into());
+        };
+        let key = backend_key(svc);
+        if let Some(t) = self.cache.get(&key) {
+            return t.clone();
+        }
+        let t = match resolve(self.idx, &self.ns, svc, &self.blocked) {
+            Err(reason) => Target::Unavailable(reason.into()),
+            Ok(by_cluster) => {
+                let groups: Vec<Group> = by_cluster
+                    .iter()
+                    .map(|(cluster, addrs)| Group {
+                        cluster: cluster.as_str().into(),
+                        endpoints: addrs
+                            .iter()
+                            .map(|a| self.shared.endpoints.endpoint(cluster, *a))
+                            .collect(),
+                    })
+                    .collect();
+                self.endpoints += groups.iter().map(|g| g.endpoints.len()).sum::<usize>();
+                let clusters: Vec<Arc<str>> = groups.iter().map(|g| g.cluster.clone()).collect();
+                let limits = &self.tuning.limits;
+                let backend = Backend {
+                    mci: self.mci.clone(),
+                    name: key.as_str().into(),
+                    balancer: Balancer::new(
+                        self.tuning.lb,
+                        groups,
+                        self.opts.local_cluster.as_deref(),
+                        self.tuning.cluster_weights.as_ref(),
+                    ),
+                    tuning: self.tuning.clone(),
+                    circuit: self.shared.circuits.circuit(&format!("{}/{key}", self.ns)),
+                    client: self
+                        .shared
+                        .upstreams
+                        .client(limits.connect_timeout, limits.idle_timeout),
+                    metrics: self.shared.metrics.backend(&self.mci, &key, &clusters),
+                };
+                let b = Arc::new(backend);
+                self.new_backends.push(b.clone());
+                Target::Backend(b)
+            }
+        };
+        self.cache.insert(key, t.clone());
+        t
+    }
+}
+
+fn created(m: &MultiClusterIngress) -> Option<jiff::Timestamp> {
+    m.metadata.creation_timestamp.as_ref().map(|t| t.0)
+}
+
+/// Builds the route table from `snapshot`.
+pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Shared) -> RouteTable {
+    let start = Instant::now();
+    let idx = Index::new(snapshot);
+    let mut mcis: Vec<&Arc<MultiClusterIngress>> = snapshot.mcis.iter().collect();
+    // Oldest first (then ns/name): older MCIs win conflicts, deterministically.
+    mcis.sort_by(|a, b| {
+        (
+            created(a).is_none(),
+            created(a),
+            a.namespace(),
+            a.name_any(),
+        )
+            .cmp(&(
+                created(b).is_none(),
+                created(b),
+                b.namespace(),
+                b.name_any(),
+            ))
+    });
+    let mut table = RouteTable::default();
+    let mut default_owner: Option<String> = None;
+    for mci in mcis {
+        let ns = mci.namespace().unwrap_or_default();
+        let id = format!("{ns}/{}", mci.name_any());
+        if mci.metadata.deletion_timestamp.is_some() {
+            table.ignored.push(Ignored {
+                mci: id,
+                reason: "being deleted".into(),
+            });
+            continue;
+        }
+        let decision = causeway_crds::mci::class::select(mci, &snapshot.ingress_classes);
+        if let Some(reason) = decision.reason() {
+            tracing::debug!(mci = %id, %reason, "not serving MultiClusterIngress");
+            table.ignored.push(Ignored { mci: id, reason });
+            continue;
+        }
+        let errs = causeway_crds::mci::validate::validate(mci);
+        if !errs.is_empty() {
+            let reason = errs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            tracing::warn!(mci = %id, %reason, "invalid MultiClusterIngress is not served");
+            table.ignored.push(Ignored { mci: id, reason });
+            continue;
+        }
+        let (tuning, warnings) = annotations::parse(&id, mci.annotations(), &opts.defaults);
+        table
+            .warnings
+            .extend(warnings.into_iter().map(|w| format!("{id}: {w}")));
+        let blocked = mci
+            .status
+            .as_ref()
+            .map(|s| s.traffic_block_clusters.clone())
+            .unwrap_or_default();
+        let tls_hosts: BTreeSet<String> = mci
+            .spec
+            .tls
+            .iter()
+            .flatten()
+            .flat_map(|t| t.hosts.iter().flatten())
+            .map(|h| h.to_ascii_lowercase())
+            .collect();
+        for t in mci.spec.tls.iter().flatten() {
+            let Some(secret) = t.secret_name.clone().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            for h in t.hosts.iter().flatten() {
+                let entry = TlsEntry {
+                    host: h.to_ascii_lowercase(),
+                    namespace: ns.clone(),
+                    secret: secret.clone(),
+                };
+                if !table.tls.iter().any(|e| e.host == entry.host) {
+                    table.tls.push(entry);
+                }
+            }
+        }
+        let mci_id: Arc<str> = id.as_str().into();
+        let mut b = MciBuilder {
+            idx: &idx,
+            opts,
+            shared,
+            mci: mci_id.clone(),
+            ns: ns.clone(),
+            tuning: Arc::new(tuning),
+            blocked,
+            cache: HashMap::new(),
+            new_backends: Vec::new(),
+            endpoints: 0,
+        };
+        for rule in mci.spec.rules.iter().flatten() {
+            let host = rule.host.as_deref().filter(|h| !h.is_empty());
+            let ssl_redirect = b.tuning.ssl_redirect
+                && host.is_some_and(|h| tls_hosts.contains(&h.to_ascii_lowercase()));
+            for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
+                let kind = if p.path_type == "Exact" {
+                    PathKind::Exact
+                } else {
+                    PathKind::Prefix
+                };
+                let route = Arc::new(Route {
+                    mci: mci_id.clone(),
+                    target: b.target(&p.backend),
+                    ssl_redirect,
+                });
+                let path = p.path.as_deref().unwrap_or("/");
+                if !table.router.host_mut(host).insert(kind, path, route) {
+                    let w = format!(
+                        "{id}: rule {} {path} is already served by an older MultiClusterIngress",
+                        host.unwrap_or("*")
+                    );
+                    tracing::warn!("{w}");
+                    table.warnings.push(w);
+                }
+            }
+        }
+        if let Some(d) = mci.spec.default_backend.as_ref() {
+            let route = Arc::new(Route {
+                mci: mci_id.clone(),
+                target: b.target(d),
+                ssl_redirect: false,
+            });
+            if table.router.set_default(route) {
+                default_owner = Some(id.clone());
+            } else {
+                let w = format!(
+                    "{id}: defaultBackend ignored; the older {} provides it",
+                    default_owner.as_deref().unwrap_or("?")
+                );
+                tracing::warn!("{w}");
+                table.warnings.push(w);
+            }
+        }
+        table.endpoints += b.endpoints;
+        table.backends.append(&mut b.new_backends);
+        table.served.push(id);
+    }
+    table.router.finish();
+    shared.endpoints.sweep();
+    shared.circuits.sweep();
+    table.build_time = start.elapsed();
+    table
+}
+
+#[cfg(test)]
+#[path = "table_tests.rs"]
+mod tests;
+
+/// The table crosses threads behind an `ArcSwap`.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<RouteTable>();
+};

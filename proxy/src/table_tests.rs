@@ -1,0 +1,388 @@
+//! Table tests for [`super::build`]: class selection, validation, MCI-4 resolution,
+//! MCI-5 precedence across MCIs, and state that survives rebuilds.
+
+use super::*;
+use serde_json::{Value, json};
+
+fn class(name: &str, controller: &str, default: bool) -> IngressClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": if default {
+            json!({"ingressclass.kubernetes.io/is-default-class": "true"})
+        } else { json!({}) }},
+        "spec": {"controller": controller}
+    }))
+    .unwrap()
+}
+
+fn mci(name: &str, created: &str, spec: Value) -> Arc<MultiClusterIngress> {
+    mci_ann(name, created, spec, json!({}))
+}
+
+fn mci_ann(name: &str, created: &str, spec: Value, ann: Value) -> Arc<MultiClusterIngress> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "networking.karmada.io/v1alpha1",
+            "kind": "MultiClusterIngress",
+            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created, "annotations": ann},
+            "spec": spec
+        }))
+        .unwrap(),
+    )
+}
+
+fn backend(svc: &str, port: Value) -> Value {
+    json!({"service": {"name": svc, "port": port}})
+}
+
+fn import(svc: &str, ports: Value) -> Arc<ServiceImport> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "metadata": {"name": svc, "namespace": "ns"},
+            "spec": {"type": "ClusterSetIP", "ports": ports}
+        }))
+        .unwrap(),
+    )
+}
+
+fn export(svc: &str, cluster: &str, ports: Value) -> Arc<ExportedService> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "causeway.io/v1alpha1", "kind": "ExportedService",
+            "metadata": {"name": format!("{svc}.{cluster}"), "namespace": "ns"},
+            "spec": {"cluster": cluster, "service": svc, "ports": ports}
+        }))
+        .unwrap(),
+    )
+}
+
+fn slice(svc: &str, cluster: &str, ports: Value, endpoints: Value) -> Arc<EndpointSlice> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{svc}-{cluster}"), "namespace": "ns", "labels": {
+                SERVICE_NAME: svc, SOURCE_CLUSTER: cluster}},
+            "addressType": "IPv4",
+            "ports": ports,
+            "endpoints": endpoints
+        }))
+        .unwrap(),
+    )
+}
+
+fn ep(ip: &str, ready: Option<bool>, terminating: bool) -> Value {
+    json!({"addresses": [ip], "conditions": {"ready": ready, "terminating": terminating}})
+}
+
+/// Service `web` (ports http/80 and admin/9000) exported by east, west and north;
+/// north does not export `admin`.
+fn services() -> Snapshot {
+    let ports = json!([{"name": "http", "protocol": "TCP", "port": 80}, {"name": "admin", "protocol": "TCP", "port": 9000}]);
+    let eps = json!([{"name": "http", "protocol": "TCP", "port": 8080}, {"name": "admin", "protocol": "TCP", "port": 9090}]);
+    Snapshot {
+        ingress_classes: vec![class(
+            "causeway",
+            causeway_crds::well_known::INGRESS_CONTROLLER,
+            true,
+        )],
+        service_imports: vec![import("web", ports.clone())],
+        exported_services: vec![
+            export("web", "east", ports.clone()),
+            export("web", "west", ports.clone()),
+            export(
+                "web",
+                "north",
+                json!([{"name": "http", "protocol": "TCP", "port": 80}]),
+            ),
+        ],
+        endpoint_slices: vec![
+            slice(
+                "web",
+                "east",
+                eps.clone(),
+                json!([
+                    ep("10.1.0.1", Some(true), false),
+                    ep("10.1.0.2", None, false)
+                ]),
+            ),
+            slice(
+                "web",
+                "west",
+                eps.clone(),
+                json!([
+                    ep("10.2.0.1", Some(true), false),
+                    ep("10.2.0.2", Some(false), false),
+                    ep("10.2.0.3", Some(true), true)
+                ]),
+            ),
+            slice(
+                "web",
+                "north",
+                eps,
+                json!([ep("10.3.0.1", Some(true), false)]),
+            ),
+            // A cluster that has slices but no ExportedService serves nothing.
+            slice(
+                "web",
+                "south",
+                json!([{"name": "http", "port": 8080}]),
+                json!([ep("10.4.0.1", Some(true), false)]),
+            ),
+        ],
+        ..Default::default()
+    }
+}
+
+fn table(s: &Snapshot) -> (RouteTable, Shared) {
+    let shared = Shared::new(Arc::new(Metrics::new()));
+    (build(s, &BuildOptions::default(), &shared), shared)
+}
+
+fn addrs(t: &RouteTable, host: &str, path: &str) -> Result<Vec<String>, String> {
+    match &t.route(host, path).ok_or("404")?.target {
+        Target::Unavailable(r) => Err(r.to_string()),
+        Target::Backend(b) => {
+            let mut v: Vec<String> = b
+                .balancer
+                .endpoints()
+                .iter()
+                .map(|e| format!("{}={}", e.cluster, e.addr))
+                .collect();
+            v.sort();
+            Ok(v)
+        }
+    }
+}
+
+#[test]
+fn resolves_ready_endpoints_of_serving_clusters() {
+    let mut s = services();
+    s.mcis = vec![mci(
+        "a",
+        "2026-01-01T00:00:00Z",
+        json!({"rules": [{"http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": backend("web", json!({"name": "http"}))},
+            {"path": "/admin", "pathType": "Prefix", "backend": backend("web", json!({"number": 9000}))},
+        ]}}]}),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(t.served, vec!["ns/a"]);
+    assert_eq!(
+        addrs(&t, "x", "/").unwrap(),
+        vec![
+            "east=10.1.0.1:8080",
+            "east=10.1.0.2:8080",
+            "north=10.3.0.1:8080",
+            "west=10.2.0.1:8080"
+        ]
+    );
+    // Port by number, target port from the slice; north does not serve admin.
+    assert_eq!(
+        addrs(&t, "x", "/admin/x").unwrap(),
+        vec![
+            "east=10.1.0.1:9090",
+            "east=10.1.0.2:9090",
+            "west=10.2.0.1:9090"
+        ]
+    );
+    assert_eq!(t.endpoints, 7);
+}
+
+#[test]
+fn traffic_block_clusters_get_nothing() {
+    let mut s = services();
+    let mut m = (*mci(
+        "a",
+        "2026-01-01T00:00:00Z",
+        json!({"defaultBackend": backend("web", json!({"name": "http"}))}),
+    ))
+    .clone();
+    m.status = Some(causeway_crds::mci::MultiClusterIngressStatus {
+        traffic_block_clusters: vec!["east".into(), "north".into()],
+        ..Default::default()
+    });
+    s.mcis = vec![Arc::new(m)];
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "any", "/x").unwrap(), vec!["west=10.2.0.1:8080"]);
+}
+
+#[test]
+fn unresolvable_backends_and_no_route() {
+    let mut s = services();
+    s.mcis = vec![mci(
+        "a",
+        "2026-01-01T00:00:00Z",
+        json!({"rules": [{"host": "foo.com", "http": {"paths": [
+            {"path": "/missing", "pathType": "Prefix", "backend": backend("nope", json!({"number": 80}))},
+            {"path": "/badport", "pathType": "Prefix", "backend": backend("web", json!({"name": "grpc"}))},
+            {"path": "/ok", "pathType": "Exact", "backend": backend("web", json!({"number": 80}))},
+        ]}}]}),
+    )];
+    let (t, _) = table(&s);
+    assert!(
+        addrs(&t, "foo.com", "/missing")
+            .unwrap_err()
+            .contains("no ServiceImport ns/nope")
+    );
+    assert!(
+        addrs(&t, "foo.com", "/badport")
+            .unwrap_err()
+            .contains("no TCP port grpc")
+    );
+    assert_eq!(addrs(&t, "foo.com", "/ok").unwrap().len(), 4);
+    assert_eq!(addrs(&t, "foo.com", "/ok/").unwrap_err(), "404");
+    assert_eq!(addrs(&t, "bar.com", "/ok").unwrap_err(), "404");
+}
+
+#[test]
+fn classes_and_validation_decide_what_is_served() {
+    let mut s = services();
+    s.ingress_classes
+        .push(class("nginx", "k8s.io/ingress-nginx", false));
+    let good = json!({"defaultBackend": backend("web", json!({"number": 80}))});
+    let mut other = good.clone();
+    other["ingressClassName"] = json!("nginx");
+    let mut missing = good.clone();
+    missing["ingressClassName"] = json!("gone");
+    let invalid = json!({"rules": [{"host": "1.2.3.4", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend("web", json!({"number": 80}))}]}}]});
+    s.mcis = vec![
+        mci("good", "2026-01-02T00:00:00Z", good),
+        mci("other", "2026-01-01T00:00:00Z", other),
+        mci("missing", "2026-01-01T00:00:00Z", missing),
+        mci("invalid", "2026-01-01T00:00:00Z", invalid),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(t.served, vec!["ns/good"]);
+    let ignored: Vec<&str> = t.ignored.iter().map(|i| i.mci.as_str()).collect();
+    assert_eq!(ignored, vec!["ns/invalid", "ns/missing", "ns/other"]);
+    assert!(addrs(&t, "x", "/").is_ok());
+}
+
+#[test]
+fn oldest_mci_wins_conflicts_and_the_default() {
+    let mut s = services();
+    s.service_imports.push(import("api", json!([{"port": 80}])));
+    let rule = |svc: &str| json!({"rules": [{"host": "foo.com", "http": {"paths": [{"path": "/x", "pathType": "Prefix", "backend": backend(svc, json!({"number": 80}))}]}}], "defaultBackend": backend(svc, json!({"number": 80}))});
+    s.mcis = vec![
+        mci("young", "2026-02-01T00:00:00Z", rule("web")),
+        mci("old", "2026-01-01T00:00:00Z", rule("api")),
+    ];
+    let (t, _) = table(&s);
+    let r = t.route("foo.com", "/x").unwrap();
+    assert_eq!(&*r.mci, "ns/old");
+    assert_eq!(&*t.route("zzz", "/").unwrap().mci, "ns/old");
+    assert_eq!(t.warnings.len(), 2, "{:?}", t.warnings);
+}
+
+#[test]
+fn host_precedence_across_mcis() {
+    let mut s = services();
+    let r = |host: &str, path: &str, kind: &str| json!({"rules": [{"host": host, "http": {"paths": [{"path": path, "pathType": kind, "backend": backend("web", json!({"number": 80}))}]}}]});
+    s.mcis = vec![
+        mci(
+            "exact",
+            "2026-01-03T00:00:00Z",
+            r("a.foo.com", "/", "Prefix"),
+        ),
+        mci(
+            "wild",
+            "2026-01-01T00:00:00Z",
+            r("*.foo.com", "/", "ImplementationSpecific"),
+        ),
+        mci("ex2", "2026-01-02T00:00:00Z", r("a.foo.com", "/p", "Exact")),
+    ];
+    let (t, _) = table(&s);
+    let who = |h: &str, p: &str| t.route(h, p).map(|r| r.mci.to_string());
+    assert_eq!(who("a.foo.com", "/p").as_deref(), Some("ns/ex2"));
+    assert_eq!(who("a.foo.com", "/q").as_deref(), Some("ns/exact"));
+    assert_eq!(who("b.foo.com", "/q").as_deref(), Some("ns/wild"));
+    assert_eq!(who("foo.com", "/q"), None);
+    assert_eq!(who("x.b.foo.com", "/q"), None);
+}
+
+#[test]
+fn ssl_redirect_only_for_tls_hosts_and_tls_entries() {
+    let mut s = services();
+    s.mcis = vec![mci_ann(
+        "a",
+        "2026-01-01T00:00:00Z",
+        json!({
+        "tls": [{"hosts": ["secure.foo.com"], "secretName": "cert"}],
+        "rules": [
+            {"host": "secure.foo.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend("web", json!({"number": 80}))}]}},
+            {"host": "plain.foo.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend("web", json!({"number": 80}))}]}}
+        ]}),
+        json!({"causeway.io/ssl-redirect": "true", "causeway.io/retries": "many"}),
+    )];
+    let (t, _) = table(&s);
+    assert!(t.route("secure.foo.com", "/").unwrap().ssl_redirect);
+    assert!(!t.route("plain.foo.com", "/").unwrap().ssl_redirect);
+    assert_eq!(
+        t.tls,
+        vec![TlsEntry {
+            host: "secure.foo.com".into(),
+            namespace: "ns".into(),
+            secret: "cert".into()
+        }]
+    );
+    assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+}
+
+#[test]
+fn endpoint_state_survives_rebuilds() {
+    let mut s = services();
+    s.mcis = vec![mci(
+        "a",
+        "2026-01-01T00:00:00Z",
+        json!({"defaultBackend": backend("web", json!({"number": 80}))}),
+    )];
+    let shared = Shared::new(Arc::new(Metrics::new()));
+    let t1 = build(&s, &BuildOptions::default(), &shared);
+    let t2 = build(&s, &BuildOptions::default(), &shared);
+    let first = |t: &RouteTable| match &t.route("x", "/").unwrap().target {
+        Target::Backend(b) => (b.balancer.endpoints()[0].clone(), b.circuit.clone()),
+        Target::Unavailable(r) => panic!("{r}"),
+    };
+    let (e1, c1) = first(&t1);
+    let (e2, c2) = first(&t2);
+    assert!(Arc::ptr_eq(&e1, &e2));
+    assert!(Arc::ptr_eq(&c1, &c2));
+}
+
+#[test]
+fn builds_many_mcis_quickly_enough() {
+    // 200 MCIs × 10 endpoints (the bench does 1,000 × 10,000 in release).
+    let mut s = Snapshot {
+        ingress_classes: vec![class(
+            "causeway",
+            causeway_crds::well_known::INGRESS_CONTROLLER,
+            true,
+        )],
+        ..Default::default()
+    };
+    for i in 0..200 {
+        let svc = format!("svc{i}");
+        s.service_imports
+            .push(import(&svc, json!([{"name": "http", "port": 80}])));
+        s.exported_services
+            .push(export(&svc, "east", json!([{"name": "http", "port": 80}])));
+        let eps: Vec<Value> = (0..10)
+            .map(|j| {
+                ep(
+                    &format!("10.{}.{}.{j}", i / 200, i % 200),
+                    Some(true),
+                    false,
+                )
+            })
+            .collect();
+        s.endpoint_slices.push(slice(
+            &svc,
+            "east",
+            json!([{"name": "http", "port": 8080}]),
+            json!(eps),
+        ));
+        s.mcis.push(mci(&format!("m{i}"), "2026-01-01T00:00:00Z", json!({"rules": [{"host": format!("h{i}.foo.com"), "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend(&svc, json!({"name": "http"}))}]}}]})));
+    }
+    let (t, _) = table(&s);
+    assert_eq!((t.served.len(), t.endpoints, t.routes()), (200, 2000, 200));
+    assert!(t.route("h7.foo.com", "/").is_some());
+}
