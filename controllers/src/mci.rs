@@ -518,11 +518,7 @@ async fn reconcile(
         publish(recorder, mci, kind, reason, &next.message).await;
     }
     let want = status_json(&status);
-    let actual = mci
-        .status
-        .as_ref()
-        .map(status_json)
-        .unwrap_or(json!({}));
+    let actual = mci.status.as_ref().map(status_json).unwrap_or(json!({}));
     memo.status
         .ensure(
             &api,

@@ -10,6 +10,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, Patch, PatchParams};
 use kubesim::{Cidr, Config, Server};
 
+pub mod backends;
+
 /// Field manager used for everything the harness writes.
 pub const MANAGER: &str = "causeway-local";
 
@@ -215,9 +217,14 @@ impl Clusterset {
     pub fn start_controller_as(&self, hub: kube::Client) -> anyhow::Result<Controller> {
         let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
         let stop = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(causeway_controllers::controller::run(
+        // Probe members every second so readiness changes show quickly in tests and locally.
+        let opts = causeway_controllers::controller::Options {
+            probe_interval: Duration::from_secs(1),
+        };
+        let task = tokio::spawn(causeway_controllers::controller::run_with(
             hub,
             metrics.clone(),
+            opts,
             stop.clone(),
         ));
         Ok(Controller {

@@ -7,6 +7,7 @@
 mod kubectl;
 mod kubectl_bad_input;
 mod local;
+mod mci;
 mod mcs;
 mod mcs_support;
 mod support;
