@@ -1,1 +1,229 @@
-//! causeway-dns (being built; see issue 5).
+//! causeway-dns: an authoritative DNS server for the MCS zone (`clusterset.local`).
+//!
+//! It answers the names of the Multi-Cluster Services DNS specification from the
+//! ServiceImports and MCS EndpointSlices of the member cluster it watches:
+//!
+//! - [`watch`]: kube watches → DNS-relevant inputs → a rebuilt [`index::Zone`],
+//!   swapped atomically (debounced);
+//! - [`index`]: the pure zone index (pre-encoded answers keyed by lowercase wire name);
+//! - [`answer`]: one query packet → one response packet;
+//! - [`server`]: the UDP and TCP loops (and forwarding of out-of-zone names);
+//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`.
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) -> anyhow::Result<()> {
+//! let running = causeway_dns::start(client, causeway_dns::Config::default()).await?;
+//! println!("DNS on udp {} tcp {}", running.udp, running.tcp);
+//! running.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod answer;
+pub mod index;
+pub mod metrics;
+pub mod name;
+pub mod server;
+pub mod watch;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use thiserror::Error;
+use tokio::task::JoinHandle;
+
+use crate::index::{Zone, ZoneConfig};
+use crate::metrics::Metrics;
+use crate::server::Shared;
+
+/// Server configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Zone served (default `clusterset.local`).
+    pub zone: String,
+    /// UDP and TCP listen address (port 0: a free port, the same for both).
+    pub listen: SocketAddr,
+    /// TTL of the answers and of negative caching (default 5 s).
+    pub ttl: u32,
+    /// Where to serve `/metrics`, `/healthz`, `/readyz` (None: nowhere).
+    pub metrics: Option<SocketAddr>,
+    /// Upstream resolver for names outside the zone (None: REFUSED).
+    pub forward: Option<SocketAddr>,
+    /// UDP receive loops (tasks sharing the socket).
+    pub workers: usize,
+    /// Idle and slow TCP clients are closed after this long (default 10 s).
+    pub tcp_idle_timeout: Duration,
+    /// Concurrent TCP connections (more are closed at accept).
+    pub max_tcp_connections: usize,
+    /// Largest UDP payload sent and advertised (EDNS0); clients asking for less get less.
+    pub max_udp_payload: u16,
+    /// How long to wait for the upstream when forwarding.
+    pub forward_timeout: Duration,
+    /// Delay between a watch event and the index rebuild (collects bursts).
+    pub rebuild_debounce: Duration,
+    /// Addresses answered for the apex NS target `ns.dns.<zone>`.
+    pub nameservers: Vec<IpAddr>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            zone: "clusterset.local".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 5353)),
+            ttl: 5,
+            metrics: None,
+            forward: None,
+            workers: 1,
+            tcp_idle_timeout: Duration::from_secs(10),
+            max_tcp_connections: 1024,
+            max_udp_payload: 1232,
+            forward_timeout: Duration::from_secs(2),
+            rebuild_debounce: Duration::from_millis(5),
+            nameservers: Vec::new(),
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The zone name (or another index setting) is invalid.
+    #[error(transparent)]
+    Index(#[from] index::IndexError),
+    /// A listen address could not be bound.
+    #[error(
+        "binding the {what} listener on {addr}: {source} (is the port in use, or below 1024 without privileges?)"
+    )]
+    Bind {
+        /// UDP, TCP or metrics.
+        what: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A setting is out of range.
+    #[error("invalid setting: {0}")]
+    Setting(String),
+}
+
+/// A running server; dropping it does not stop it, call [`Running::shutdown`].
+pub struct Running {
+    /// Bound UDP address.
+    pub udp: SocketAddr,
+    /// Bound TCP address (same port as UDP).
+    pub tcp: SocketAddr,
+    /// Bound metrics address.
+    pub metrics: Option<SocketAddr>,
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Whether the first sync is done (queries in the zone no longer get SERVFAIL).
+    pub fn ready(&self) -> bool {
+        self.shared.zone.load().ready()
+    }
+
+    /// The current zone snapshot (for tests and diagnostics).
+    pub fn zone(&self) -> Arc<Zone> {
+        self.shared.zone.load_full()
+    }
+
+    /// The metrics (for tests and diagnostics).
+    pub fn metrics_handle(&self) -> Arc<Metrics> {
+        self.shared.metrics.clone()
+    }
+
+    /// Stops every task and closes the sockets.
+    pub async fn shutdown(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Binds the listeners and starts watching; returns once the sockets are bound (the
+/// zone answers SERVFAIL until the first sync, see [`Running::ready`]).
+pub async fn start(client: kube::Client, cfg: Config) -> anyhow::Result<Running> {
+    Ok(start_inner(client, cfg).await?)
+}
+
+async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error> {
+    if cfg.workers == 0 {
+        return Err(Error::Setting("workers must be at least 1".into()));
+    }
+    if cfg.max_udp_payload < 512 {
+        return Err(Error::Setting(
+            "max_udp_payload must be at least 512".into(),
+        ));
+    }
+    let zone_cfg = ZoneConfig {
+        zone: cfg.zone.clone(),
+        ttl: cfg.ttl,
+        nameservers: cfg.nameservers.clone(),
+    };
+    let zone = Zone::unsynced(&zone_cfg)?;
+    let (udp, tcp) = server::bind(cfg.listen).await?;
+    let udp_addr = udp.local_addr().map_err(|source| Error::Bind {
+        what: "UDP",
+        addr: cfg.listen,
+        source,
+    })?;
+    let tcp_addr = tcp.local_addr().map_err(|source| Error::Bind {
+        what: "TCP",
+        addr: cfg.listen,
+        source,
+    })?;
+    let metrics_listener = match cfg.metrics {
+        Some(addr) => Some(metrics::bind(addr).await?),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        zone: ArcSwap::from_pointee(zone),
+        metrics: Arc::new(Metrics::new()),
+        settings: answer::Settings {
+            forward: cfg.forward.is_some(),
+            max_udp_payload: cfg.max_udp_payload,
+        },
+        forward: cfg.forward,
+        forward_timeout: cfg.forward_timeout,
+        tcp_idle_timeout: cfg.tcp_idle_timeout,
+        tcp_connections: Arc::new(tokio::sync::Semaphore::new(cfg.max_tcp_connections)),
+    });
+    let mut tasks = Vec::new();
+    let udp = Arc::new(udp);
+    for _ in 0..cfg.workers {
+        tasks.push(tokio::spawn(server::udp_loop(udp.clone(), shared.clone())));
+    }
+    tasks.push(tokio::spawn(server::tcp_accept(tcp, shared.clone())));
+    let mut metrics_addr = None;
+    if let Some(l) = metrics_listener {
+        metrics_addr = l.local_addr().ok();
+        let s = shared.clone();
+        let ready: Arc<dyn Fn() -> bool + Send + Sync> = Arc::new(move || s.zone.load().ready());
+        tasks.push(tokio::spawn(metrics::serve(
+            l,
+            shared.metrics.clone(),
+            ready,
+        )));
+    }
+    tasks.push(tokio::spawn(watch::run(
+        client,
+        shared.clone(),
+        zone_cfg,
+        cfg.rebuild_debounce,
+    )));
+    tracing::info!(udp = %udp_addr, tcp = %tcp_addr, zone = %cfg.zone, "causeway-dns listening");
+    Ok(Running {
+        udp: udp_addr,
+        tcp: tcp_addr,
+        metrics: metrics_addr,
+        shared,
+        tasks,
+    })
+}

@@ -1,1 +1,132 @@
-fn main() {}
+//! `causeway-dns`: serves the MCS DNS zone of the member cluster it watches.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+
+/// Authoritative DNS for Multi-Cluster Services (`<svc>.<ns>.svc.clusterset.local`),
+/// answered from the ServiceImports and MCS EndpointSlices of one member cluster.
+#[derive(Parser, Debug)]
+#[command(name = "causeway-dns", version)]
+struct Args {
+    /// Kubeconfig of the member cluster to watch. Without it the usual inference
+    /// applies: $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
+    #[arg(long)]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Context in the kubeconfig (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
+    /// Zone to serve authoritatively.
+    #[arg(long, default_value = "clusterset.local")]
+    zone: String,
+    /// Address for DNS over UDP and TCP (same port for both).
+    #[arg(long, default_value = "127.0.0.1:5353")]
+    listen: SocketAddr,
+    /// TTL in seconds of every answer (and of negative caching).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=86400))]
+    ttl: u32,
+    /// Serve /metrics, /healthz and /readyz on this address (e.g. 0.0.0.0:9153).
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
+    /// Relay names outside the zone to this resolver (ip:port). Without it they are REFUSED.
+    #[arg(long)]
+    forward: Option<SocketAddr>,
+    /// Worker threads (and UDP receive loops).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: u16,
+    /// Close TCP clients that are idle or slow for this many seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    tcp_idle_timeout: u64,
+    /// Log filter (tracing EnvFilter syntax, e.g. `info` or `causeway_dns=debug`).
+    #[arg(long, env = "RUST_LOG", default_value = "info")]
+    log: String,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
+        .with_context(|| format!("--log {:?} is not a valid filter (try `info`)", args.log))?;
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    // Validate the zone before touching the cluster: bad input fails fast.
+    causeway_dns::name::to_wire(&args.zone).context("--zone")?;
+    let workers = usize::from(args.workers);
+    let rt = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    }
+    .context("starting the tokio runtime")?;
+    rt.block_on(run(args, workers))
+}
+
+async fn run(args: Args, workers: usize) -> anyhow::Result<()> {
+    let client = client(&args).await?;
+    let cfg = causeway_dns::Config {
+        zone: args.zone.clone(),
+        listen: args.listen,
+        ttl: args.ttl,
+        metrics: args.metrics,
+        forward: args.forward,
+        workers,
+        tcp_idle_timeout: Duration::from_secs(args.tcp_idle_timeout),
+        ..causeway_dns::Config::default()
+    };
+    let running = causeway_dns::start(client, cfg).await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn client(args: &Args) -> anyhow::Result<kube::Client> {
+    let opts = kube::config::KubeConfigOptions {
+        context: args.context.clone(),
+        ..Default::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None if args.context.is_some() => kube::Config::from_kubeconfig(&opts)
+            .await
+            .context("loading the kubeconfig for --context")?,
+        None => kube::Config::infer()
+            .await
+            .context("no --kubeconfig given and none could be inferred ($KUBECONFIG, ~/.kube/config, in-cluster)")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

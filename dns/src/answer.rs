@@ -1,0 +1,407 @@
+//! One query packet → one response packet, from a [`Zone`] snapshot.
+//!
+//! The parser reads only what it needs (header, the single question, the OPT record)
+//! straight from the packet; the question name is lowercased into a stack buffer and
+//! looked up; the response is the header, the question copied as asked, the node's
+//! pre-encoded RRs and, for negative answers, the SOA. No allocation beyond `out`,
+//! which callers reuse. Malformed input gives FORMERR (or is dropped when even the
+//! header is unusable); nothing here can panic on any input.
+
+use crate::index::{Lookup, Zone, rtype};
+use crate::name::MAX_WIRE_LEN;
+
+/// DNS response codes used here.
+pub mod rcode {
+    /// No error.
+    pub const NOERROR: u8 = 0;
+    /// Format error.
+    pub const FORMERR: u8 = 1;
+    /// Server failure (not synced yet).
+    pub const SERVFAIL: u8 = 2;
+    /// Name does not exist.
+    pub const NXDOMAIN: u8 = 3;
+    /// Not implemented (opcode).
+    pub const NOTIMP: u8 = 4;
+    /// Refused (outside the zone, zone transfer).
+    pub const REFUSED: u8 = 5;
+    /// Bad EDNS version (extended: 16).
+    pub const BADVERS: u16 = 16;
+}
+
+/// Payload limit without EDNS (RFC 1035).
+pub const CLASSIC_UDP_LIMIT: usize = 512;
+const HEADER_LEN: usize = 12;
+const CLASS_IN: u16 = 1;
+const CLASS_ANY: u16 = 255;
+
+/// Which transport the query came on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP: answers are limited by the client's payload size.
+    Udp,
+    /// TCP: answers up to 65535 bytes.
+    Tcp,
+}
+
+/// Server-wide answer settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// Whether out-of-zone queries are forwarded (else REFUSED).
+    pub forward: bool,
+    /// Largest UDP payload this server sends and advertises in OPT.
+    pub max_udp_payload: u16,
+}
+
+/// What happened to a query (for metrics and the server loop).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `out` holds a response.
+    Reply {
+        /// The question's type (0 when the question could not be parsed).
+        qtype: u16,
+        /// The response code (BADVERS is 16).
+        rcode: u16,
+        /// The name exists but has no records of the type (NOERROR/NODATA).
+        nodata: bool,
+        /// The answer did not fit and TC is set.
+        truncated: bool,
+    },
+    /// Out of zone and forwarding is on: relay the packet; the reply must not be
+    /// larger than `limit`.
+    Forward {
+        /// The client's size limit.
+        limit: usize,
+    },
+    /// Nothing to send (not a query, or too short to answer).
+    Drop,
+}
+
+/// EDNS information from the query's OPT record.
+#[derive(Clone, Copy, Debug)]
+struct Edns {
+    payload: u16,
+    version: u8,
+}
+
+struct Question {
+    /// Lowercased wire name.
+    name: [u8; MAX_WIRE_LEN],
+    name_len: usize,
+    /// End of the question section in the packet.
+    end: usize,
+    qtype: u16,
+    qclass: u16,
+}
+
+/// Answers `pkt` into `out` (cleared first).
+pub fn respond(
+    zone: &Zone,
+    settings: &Settings,
+    pkt: &[u8],
+    transport: Transport,
+    out: &mut Vec<u8>,
+) -> Outcome {
+    out.clear();
+    if pkt.len() < HEADER_LEN || pkt[2] & 0x80 != 0 {
+        // Too short to answer, or a response (never answer those: no loops).
+        return Outcome::Drop;
+    }
+    let opcode = (pkt[2] >> 3) & 0x0F;
+    if opcode != 0 {
+        return header_only(pkt, rcode::NOTIMP, out);
+    }
+    if be16(pkt, 4) != Some(1) {
+        return header_only(pkt, rcode::FORMERR, out);
+    }
+    let Some(q) = parse_question(pkt) else {
+        return header_only(pkt, rcode::FORMERR, out);
+    };
+    let Ok(edns) = parse_edns(pkt, q.end) else {
+        return header_only(pkt, rcode::FORMERR, out);
+    };
+    let limit = match (transport, edns) {
+        (Transport::Tcp, _) => u16::MAX as usize,
+        (Transport::Udp, None) => CLASSIC_UDP_LIMIT,
+        (Transport::Udp, Some(e)) => {
+            (e.payload.min(settings.max_udp_payload) as usize).max(CLASSIC_UDP_LIMIT)
+        }
+    };
+    let mut r = Response {
+        pkt,
+        q: &q,
+        edns,
+        max_udp: settings.max_udp_payload,
+        limit,
+    };
+    if let Some(e) = edns
+        && e.version != 0
+    {
+        return r.write(out, rcode::BADVERS, false, None, false);
+    }
+    if q.qtype == rtype::OPT {
+        return r.write(out, rcode::FORMERR as u16, false, None, false);
+    }
+    let name = &q.name[..q.name_len];
+    if !in_zone(name, zone.apex()) {
+        if settings.forward {
+            return Outcome::Forward { limit };
+        }
+        return r.write(out, rcode::REFUSED as u16, false, None, false);
+    }
+    if !zone.ready() {
+        return r.write(out, rcode::SERVFAIL as u16, false, None, false);
+    }
+    if (q.qclass != CLASS_IN && q.qclass != CLASS_ANY)
+        || q.qtype == rtype::AXFR
+        || q.qtype == rtype::IXFR
+    {
+        return r.write(out, rcode::REFUSED as u16, true, None, false);
+    }
+    match zone.lookup(name) {
+        Lookup::NxDomain => r.write(
+            out,
+            rcode::NXDOMAIN as u16,
+            true,
+            Some(zone.soa_authority()),
+            false,
+        ),
+        Lookup::Found(node) => match node.get(q.qtype) {
+            Some(set) => r.answer(out, set.count, &set.wire),
+            None => r.write(
+                out,
+                rcode::NOERROR as u16,
+                true,
+                Some(zone.soa_authority()),
+                true,
+            ),
+        },
+    }
+}
+
+struct Response<'a> {
+    pkt: &'a [u8],
+    q: &'a Question,
+    edns: Option<Edns>,
+    max_udp: u16,
+    limit: usize,
+}
+
+impl Response<'_> {
+    fn opt_len(&self) -> usize {
+        if self.edns.is_some() { 11 } else { 0 }
+    }
+
+    /// A positive answer; falls back to TC with an empty answer when it does not fit.
+    fn answer(&mut self, out: &mut Vec<u8>, count: u16, rrs: &[u8]) -> Outcome {
+        let size = self.q.end + rrs.len() + self.opt_len();
+        if size > self.limit {
+            return self.write_tc(out, rcode::NOERROR as u16);
+        }
+        self.header(out, rcode::NOERROR as u16, true, false, count, 0);
+        out.extend_from_slice(rrs);
+        self.opt(out, rcode::NOERROR as u16);
+        Outcome::Reply {
+            qtype: self.q.qtype,
+            rcode: 0,
+            nodata: false,
+            truncated: false,
+        }
+    }
+
+    /// A response without answers, with an optional authority RR.
+    fn write(
+        &mut self,
+        out: &mut Vec<u8>,
+        rcode: u16,
+        aa: bool,
+        authority: Option<&[u8]>,
+        nodata: bool,
+    ) -> Outcome {
+        let auth = authority.unwrap_or_default();
+        if self.q.end + auth.len() + self.opt_len() > self.limit {
+            return self.write_tc(out, rcode);
+        }
+        self.header(out, rcode, aa, false, 0, u16::from(authority.is_some()));
+        out.extend_from_slice(auth);
+        self.opt(out, rcode);
+        Outcome::Reply {
+            qtype: self.q.qtype,
+            rcode,
+            nodata,
+            truncated: false,
+        }
+    }
+
+    fn write_tc(&mut self, out: &mut Vec<u8>, rcode: u16) -> Outcome {
+        self.header(out, rcode, true, true, 0, 0);
+        self.opt(out, rcode);
+        Outcome::Reply {
+            qtype: self.q.qtype,
+            rcode,
+            nodata: false,
+            truncated: true,
+        }
+    }
+
+    /// Header and the question as asked.
+    fn header(
+        &self,
+        out: &mut Vec<u8>,
+        rcode: u16,
+        aa: bool,
+        tc: bool,
+        ancount: u16,
+        nscount: u16,
+    ) {
+        out.clear();
+        let p = self.pkt;
+        out.extend_from_slice(&p[0..2]);
+        // QR, opcode (0), AA, TC, RD copied.
+        out.push(0x80 | if aa { 0x04 } else { 0 } | if tc { 0x02 } else { 0 } | (p[2] & 0x01));
+        // RA=0, Z=0, AD=0, CD copied, low 4 bits of the rcode.
+        out.push((p[3] & 0x10) | (rcode & 0x0F) as u8);
+        out.extend_from_slice(&1u16.to_be_bytes());
+        out.extend_from_slice(&ancount.to_be_bytes());
+        out.extend_from_slice(&nscount.to_be_bytes());
+        out.extend_from_slice(&u16::from(self.edns.is_some()).to_be_bytes());
+        out.extend_from_slice(&p[HEADER_LEN..self.q.end]);
+    }
+
+    fn opt(&self, out: &mut Vec<u8>, rcode: u16) {
+        if self.edns.is_none() {
+            return;
+        }
+        out.push(0);
+        out.extend_from_slice(&rtype::OPT.to_be_bytes());
+        out.extend_from_slice(&self.max_udp.to_be_bytes());
+        out.push((rcode >> 4) as u8);
+        out.extend_from_slice(&[0, 0, 0, 0, 0]);
+    }
+}
+
+/// A header-only reply (the question could not be read).
+fn header_only(pkt: &[u8], rcode: u8, out: &mut Vec<u8>) -> Outcome {
+    out.clear();
+    out.extend_from_slice(&pkt[0..2]);
+    out.push(0x80 | (pkt[2] & 0x79));
+    out.push((pkt[3] & 0x10) | rcode);
+    out.extend_from_slice(&[0; 8]);
+    Outcome::Reply {
+        qtype: 0,
+        rcode: rcode as u16,
+        nodata: false,
+        truncated: false,
+    }
+}
+
+/// Whether the lowercase wire name is the apex or below it (label-aligned suffix).
+fn in_zone(name: &[u8], apex: &[u8]) -> bool {
+    crate::name::is_within(name, apex)
+}
+
+fn be16(pkt: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*pkt.get(at)?, *pkt.get(at + 1)?]))
+}
+
+/// Reads the question: an uncompressed name (no pointers in questions), type, class.
+fn parse_question(pkt: &[u8]) -> Option<Question> {
+    let mut q = Question {
+        name: [0; MAX_WIRE_LEN],
+        name_len: 0,
+        end: 0,
+        qtype: 0,
+        qclass: 0,
+    };
+    let mut i = HEADER_LEN;
+    loop {
+        let len = *pkt.get(i)? as usize;
+        if len & 0xC0 != 0 {
+            return None;
+        }
+        let next = q.name_len + 1 + len;
+        if next > MAX_WIRE_LEN {
+            return None;
+        }
+        let label = pkt.get(i..i + 1 + len)?;
+        for (dst, src) in q.name[q.name_len..next].iter_mut().zip(label) {
+            *dst = src.to_ascii_lowercase();
+        }
+        q.name_len = next;
+        i += 1 + len;
+        if len == 0 {
+            break;
+        }
+    }
+    q.qtype = be16(pkt, i)?;
+    q.qclass = be16(pkt, i + 2)?;
+    q.end = i + 4;
+    Some(q)
+}
+
+/// Skips a possibly compressed name in a resource record.
+fn skip_name(pkt: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        let len = *pkt.get(i)?;
+        match len & 0xC0 {
+            0x00 if len == 0 => return Some(i + 1),
+            0x00 => i += 1 + len as usize,
+            0xC0 => return pkt.get(i + 1).map(|_| i + 2),
+            _ => return None,
+        }
+    }
+}
+
+/// Walks the answer, authority and additional sections after the question and
+/// returns the OPT record's contents. Err on a malformed record or a second OPT.
+fn parse_edns(pkt: &[u8], mut i: usize) -> Result<Option<Edns>, ()> {
+    let counts = [be16(pkt, 6), be16(pkt, 8), be16(pkt, 10)];
+    let mut edns = None;
+    for (section, count) in counts.into_iter().enumerate() {
+        for _ in 0..count.ok_or(())? {
+            let name_start = i;
+            i = skip_name(pkt, i).ok_or(())?;
+            let rt = be16(pkt, i).ok_or(())?;
+            let class = be16(pkt, i + 2).ok_or(())?;
+            let ttl_hi = pkt.get(i + 4..i + 6).ok_or(())?;
+            let rdlen = be16(pkt, i + 8).ok_or(())? as usize;
+            let end = i + 10 + rdlen;
+            if end > pkt.len() {
+                return Err(());
+            }
+            if rt == rtype::OPT {
+                if section != 2 || edns.is_some() || pkt[name_start] != 0 {
+                    return Err(());
+                }
+                edns = Some(Edns {
+                    payload: class,
+                    version: ttl_hi[1],
+                });
+            }
+            i = end;
+        }
+    }
+    Ok(edns)
+}
+
+/// Rewrites an upstream response that does not fit the client's limit into a
+/// truncated one (header with TC and the question only). Returns false when the
+/// upstream response is not even a readable header + question.
+pub fn truncate_foreign(resp: &[u8], out: &mut Vec<u8>) -> bool {
+    out.clear();
+    if resp.len() < HEADER_LEN || be16(resp, 4) != Some(1) {
+        return false;
+    }
+    let Some(q) = parse_question(resp) else {
+        return false;
+    };
+    out.extend_from_slice(&resp[0..2]);
+    out.push(resp[2] | 0x02);
+    out.push(resp[3]);
+    out.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&resp[HEADER_LEN..q.end]);
+    true
+}
+
+#[cfg(test)]
+#[path = "answer_tests.rs"]
+pub(crate) mod tests;

@@ -1,0 +1,327 @@
+//! Query → response tests on an in-memory zone, decoded with hickory-proto.
+
+use super::*;
+use crate::index::{ImportInput, PortInput, ServiceKind, ZoneConfig};
+use hickory_proto::op::{Edns, Message, Query};
+use hickory_proto::rr::{Name, RData, RecordType};
+use proptest::prelude::*;
+
+pub(crate) const SETTINGS: Settings = Settings {
+    forward: false,
+    max_udp_payload: 1232,
+};
+
+pub(crate) fn cfg() -> ZoneConfig {
+    ZoneConfig {
+        zone: "clusterset.local".into(),
+        ttl: 5,
+        nameservers: vec![],
+    }
+}
+
+/// A query packet for `name`/`qtype`, with EDNS when `edns` is Some(payload).
+pub(crate) fn query(name: &str, qtype: RecordType, edns: Option<u16>) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = 0x4242;
+    m.metadata.recursion_desired = true;
+    m.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    if let Some(p) = edns {
+        let mut e = Edns::new();
+        e.set_max_payload(p);
+        m.set_edns(e);
+    }
+    m.to_vec().unwrap()
+}
+
+/// A decoded answer: rcode, the answers as text (sorted), whether the SOA is in the
+/// authority section, TC.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub rcode: u16,
+    pub answers: Vec<String>,
+    pub soa: bool,
+    pub tc: bool,
+    pub aa: bool,
+    pub msg: Message,
+}
+
+pub(crate) fn render(data: &RData) -> String {
+    match data {
+        RData::A(a) => format!("A {}", a.0),
+        RData::AAAA(a) => format!("AAAA {}", a.0),
+        RData::SRV(s) => format!("SRV {} {} {} {}", s.priority, s.weight, s.port, s.target),
+        RData::TXT(t) => format!("TXT {t}"),
+        RData::NS(n) => format!("NS {}", n.0),
+        RData::SOA(s) => format!("SOA {} {}", s.mname, s.rname),
+        other => format!("{other:?}"),
+    }
+}
+
+pub(crate) fn decode(bytes: &[u8]) -> Reply {
+    let msg = Message::from_vec(bytes).expect("response decodes");
+    let mut answers: Vec<String> = msg.answers.iter().map(|r| render(&r.data)).collect();
+    answers.sort();
+    Reply {
+        rcode: u16::from(msg.metadata.response_code),
+        soa: msg
+            .authorities
+            .iter()
+            .any(|r| r.record_type() == RecordType::SOA),
+        tc: msg.metadata.truncation,
+        aa: msg.metadata.authoritative,
+        answers,
+        msg,
+    }
+}
+
+pub(crate) fn ask(zone: &Zone, name: &str, qtype: RecordType) -> Reply {
+    let mut out = Vec::new();
+    let pkt = query(name, qtype, Some(4096));
+    match respond(zone, &SETTINGS, &pkt, Transport::Udp, &mut out) {
+        Outcome::Reply { .. } => decode(&out),
+        other => panic!("{name} {qtype}: {other:?}"),
+    }
+}
+
+fn web_zone() -> Zone {
+    let imp = ImportInput {
+        namespace: "ns".into(),
+        name: "web".into(),
+        kind: ServiceKind::ClusterSetIp,
+        ips: vec!["10.1.0.1".parse().unwrap()],
+        ports: vec![PortInput {
+            name: Some("http".into()),
+            protocol: "TCP".into(),
+            port: 80,
+        }],
+    };
+    Zone::build(&cfg(), 7, [&imp], []).unwrap()
+}
+
+#[test]
+fn echoes_the_question_as_asked_and_points_answers_at_it() {
+    let zone = web_zone();
+    let r = ask(&zone, "WeB.Ns.SVC.clusterset.LOCAL.", RecordType::A);
+    assert_eq!(r.rcode, 0);
+    assert_eq!(r.answers, ["A 10.1.0.1"]);
+    assert!(r.aa);
+    assert_eq!(
+        r.msg.queries[0].name().to_string(),
+        "WeB.Ns.SVC.clusterset.LOCAL."
+    );
+    assert_eq!(
+        r.msg.answers[0].name.to_string(),
+        "WeB.Ns.SVC.clusterset.LOCAL."
+    );
+    assert_eq!(r.msg.metadata.id, 0x4242);
+    assert!(r.msg.metadata.recursion_desired);
+    assert!(!r.msg.metadata.recursion_available);
+    assert_eq!(r.msg.edns.as_ref().unwrap().max_payload(), 1232);
+}
+
+#[test]
+fn negative_answers_carry_the_soa() {
+    let zone = web_zone();
+    let nx = ask(&zone, "nope.ns.svc.clusterset.local.", RecordType::A);
+    assert_eq!((nx.rcode, nx.soa, nx.answers.len()), (3, true, 0));
+    let nodata = ask(&zone, "web.ns.svc.clusterset.local.", RecordType::TXT);
+    assert_eq!(
+        (nodata.rcode, nodata.soa, nodata.answers.len()),
+        (0, true, 0)
+    );
+    let soa = &nodata.msg.authorities[0];
+    assert_eq!(soa.name.to_string(), "clusterset.local.");
+    assert_eq!(soa.ttl, 5);
+}
+
+#[test]
+fn refuses_other_zones_and_fails_before_sync() {
+    let zone = web_zone();
+    assert_eq!(ask(&zone, "example.com.", RecordType::A).rcode, 5);
+    assert_eq!(ask(&zone, "local.", RecordType::A).rcode, 5);
+    let unsynced = Zone::unsynced(&cfg()).unwrap();
+    assert_eq!(
+        ask(&unsynced, "web.ns.svc.clusterset.local.", RecordType::A).rcode,
+        2
+    );
+    assert_eq!(ask(&unsynced, "example.com.", RecordType::A).rcode, 5);
+    let mut out = Vec::new();
+    let fwd = Settings {
+        forward: true,
+        ..SETTINGS
+    };
+    let pkt = query("example.com.", RecordType::A, None);
+    assert_eq!(
+        respond(&zone, &fwd, &pkt, Transport::Udp, &mut out),
+        Outcome::Forward { limit: 512 }
+    );
+}
+
+#[test]
+fn refuses_zone_transfers_and_other_classes() {
+    let zone = web_zone();
+    assert_eq!(ask(&zone, "clusterset.local.", RecordType::AXFR).rcode, 5);
+    let mut pkt = query("web.ns.svc.clusterset.local.", RecordType::A, None);
+    let n = pkt.len();
+    pkt[n - 1] = 3; // class CH
+    let mut out = Vec::new();
+    respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
+    assert_eq!(decode(&out).rcode, 5);
+}
+
+#[test]
+fn truncates_to_the_client_limit_and_not_over_tcp() {
+    let ips = (0..100u8)
+        .map(|i| std::net::IpAddr::from([10, 2, 0, i]))
+        .collect::<Vec<_>>();
+    let imp = ImportInput {
+        namespace: "ns".into(),
+        name: "big".into(),
+        kind: ServiceKind::ClusterSetIp,
+        ips,
+        ports: vec![],
+    };
+    let zone = Zone::build(&cfg(), 1, [&imp], []).unwrap();
+    let name = "big.ns.svc.clusterset.local.";
+    let mut out = Vec::new();
+    for (edns, limit) in [
+        (None, 512),
+        (Some(600), 600),
+        (Some(100), 512),
+        (Some(65000), 1232),
+    ] {
+        let pkt = query(name, RecordType::A, edns);
+        respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
+        assert!(out.len() <= limit, "{edns:?}: {} > {limit}", out.len());
+        let r = decode(&out);
+        assert!(r.tc && r.answers.is_empty(), "{edns:?}");
+        respond(&zone, &SETTINGS, &pkt, Transport::Tcp, &mut out);
+        let r = decode(&out);
+        assert!(!r.tc);
+        assert_eq!(r.answers.len(), 100);
+    }
+    // 100 A records = 1600 bytes of answers plus the question: fits 4096 only.
+    let big = Settings {
+        max_udp_payload: 4096,
+        ..SETTINGS
+    };
+    respond(
+        &zone,
+        &big,
+        &query(name, RecordType::A, Some(4096)),
+        Transport::Udp,
+        &mut out,
+    );
+    assert_eq!(decode(&out).answers.len(), 100);
+}
+
+#[test]
+fn malformed_packets_get_formerr_or_nothing() {
+    let zone = web_zone();
+    let good = query("web.ns.svc.clusterset.local.", RecordType::A, Some(1232));
+    let mut out = Vec::new();
+    // Too short: dropped.
+    assert_eq!(
+        respond(&zone, &SETTINGS, &good[..5], Transport::Udp, &mut out),
+        Outcome::Drop
+    );
+    // A response: dropped.
+    let mut resp = good.clone();
+    resp[2] |= 0x80;
+    assert_eq!(
+        respond(&zone, &SETTINGS, &resp, Transport::Udp, &mut out),
+        Outcome::Drop
+    );
+    // Cut in the question, or in the OPT record: FORMERR.
+    for cut in [14, good.len() - 3] {
+        respond(&zone, &SETTINGS, &good[..cut], Transport::Udp, &mut out);
+        assert_eq!(decode(&out).rcode, 1, "cut at {cut}");
+    }
+    // Two questions: FORMERR.
+    let mut two = good.clone();
+    two[5] = 2;
+    respond(&zone, &SETTINGS, &two, Transport::Udp, &mut out);
+    assert_eq!(decode(&out).rcode, 1);
+    // Compression pointer in the question: FORMERR.
+    let mut ptr = good[..12].to_vec();
+    ptr.extend_from_slice(&[0xC0, 0x0C, 0, 1, 0, 1]);
+    ptr[11] = 0;
+    respond(&zone, &SETTINGS, &ptr, Transport::Udp, &mut out);
+    assert_eq!(decode(&out).rcode, 1);
+    // Opcode UPDATE: NOTIMP.
+    let mut upd = good.clone();
+    upd[2] = (upd[2] & 0x87) | (5 << 3);
+    respond(&zone, &SETTINGS, &upd, Transport::Udp, &mut out);
+    assert_eq!(out[3] & 0x0F, 4);
+}
+
+#[test]
+fn unknown_edns_version_gets_badvers() {
+    let zone = web_zone();
+    let mut m = Message::query();
+    m.add_query(Query::query(
+        Name::from_ascii("web.ns.svc.clusterset.local.").unwrap(),
+        RecordType::A,
+    ));
+    let mut e = Edns::new();
+    e.set_version(1);
+    m.set_edns(e);
+    let mut out = Vec::new();
+    respond(
+        &zone,
+        &SETTINGS,
+        &m.to_vec().unwrap(),
+        Transport::Udp,
+        &mut out,
+    );
+    let r = decode(&out);
+    assert_eq!(r.rcode, 16);
+    assert!(r.answers.is_empty());
+}
+
+#[test]
+fn truncate_foreign_keeps_header_and_question() {
+    let zone = web_zone();
+    let mut out = Vec::new();
+    respond(
+        &zone,
+        &SETTINGS,
+        &query("web.ns.svc.clusterset.local.", RecordType::A, None),
+        Transport::Udp,
+        &mut out,
+    );
+    let mut small = Vec::new();
+    assert!(truncate_foreign(&out, &mut small));
+    let r = decode(&small);
+    assert!(r.tc && r.answers.is_empty());
+    assert!(!truncate_foreign(&out[..7], &mut small));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_packets_never_panic_and_fit(pkt in proptest::collection::vec(any::<u8>(), 0..600), tcp in any::<bool>()) {
+        let zone = web_zone();
+        let mut out = Vec::new();
+        let t = if tcp { Transport::Tcp } else { Transport::Udp };
+        match respond(&zone, &SETTINGS, &pkt, t, &mut out) {
+            Outcome::Reply { .. } => { let max = if tcp { 65535 } else { 1232 }; prop_assert!(out.len() <= max) },
+            Outcome::Drop | Outcome::Forward { .. } => {}
+        }
+    }
+
+    #[test]
+    fn mutated_queries_never_panic(flips in proptest::collection::vec((0usize..80, any::<u8>()), 1..6), cut in 0usize..80) {
+        let zone = web_zone();
+        let mut pkt = query("web.ns.svc.clusterset.local.", RecordType::SRV, Some(1232));
+        for (at, v) in flips {
+            if let Some(b) = pkt.get_mut(at) { *b = v; }
+        }
+        pkt.truncate(pkt.len().saturating_sub(cut % 8));
+        let mut out = Vec::new();
+        if let Outcome::Reply { .. } = respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out) {
+            prop_assert!(out.len() >= 12);
+        }
+    }
+}

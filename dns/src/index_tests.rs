@@ -1,0 +1,329 @@
+//! Record-set tests of the pure index (answers decoded through `answer::respond`).
+
+use super::*;
+use crate::answer::tests::{ask, cfg};
+use hickory_proto::rr::RecordType;
+use proptest::prelude::*;
+
+fn port(name: Option<&str>, proto: &str, port: u16) -> PortInput {
+    PortInput {
+        name: name.map(str::to_string),
+        protocol: proto.into(),
+        port,
+    }
+}
+
+fn ep(ip: &str, host: Option<&str>, ready: bool) -> EndpointInput {
+    EndpointInput {
+        addresses: vec![ip.parse().unwrap()],
+        hostname: host.map(str::to_string),
+        ready,
+    }
+}
+
+fn headless(name: &str) -> ImportInput {
+    ImportInput {
+        namespace: "ns".into(),
+        name: name.into(),
+        kind: ServiceKind::Headless,
+        ips: vec![],
+        ports: vec![port(Some("tcp"), "TCP", 42)],
+    }
+}
+
+fn slice(svc: &str, cluster: &str, eps: Vec<EndpointInput>) -> SliceInput {
+    SliceInput {
+        namespace: "ns".into(),
+        service: svc.into(),
+        cluster: cluster.into(),
+        endpoints: eps,
+        ports: vec![port(Some("tcp"), "TCP", 42), port(Some("udp"), "UDP", 42)],
+    }
+}
+
+#[test]
+fn clusterset_ip_bare_srv_dedups_by_target_and_port() {
+    let imp = ImportInput {
+        namespace: "ns".into(),
+        name: "hello".into(),
+        kind: ServiceKind::ClusterSetIp,
+        ips: vec!["10.42.0.1".parse().unwrap(), "fd00::42".parse().unwrap()],
+        ports: vec![
+            port(Some("tcp"), "TCP", 42),
+            port(Some("udp"), "UDP", 42),
+            port(None, "TCP", 8080),
+        ],
+    };
+    let zone = Zone::build(&cfg(), 1, [&imp], []).unwrap();
+    let svc = "hello.ns.svc.clusterset.local.";
+    let table: &[(&str, RecordType, u16, &[&str])] = &[
+        (svc, RecordType::A, 0, &["A 10.42.0.1"]),
+        (svc, RecordType::AAAA, 0, &["AAAA fd00::42"]),
+        (
+            svc,
+            RecordType::SRV,
+            0,
+            &[
+                "SRV 0 50 42 hello.ns.svc.clusterset.local.",
+                "SRV 0 50 8080 hello.ns.svc.clusterset.local.",
+            ],
+        ),
+        (
+            "_tcp._tcp.hello.ns.svc.clusterset.local.",
+            RecordType::SRV,
+            0,
+            &["SRV 0 50 42 hello.ns.svc.clusterset.local."],
+        ),
+        (
+            "_udp._udp.hello.ns.svc.clusterset.local.",
+            RecordType::SRV,
+            0,
+            &["SRV 0 50 42 hello.ns.svc.clusterset.local."],
+        ),
+        (
+            "_tcp._udp.hello.ns.svc.clusterset.local.",
+            RecordType::SRV,
+            3,
+            &[],
+        ),
+        (
+            "_tcp.hello.ns.svc.clusterset.local.",
+            RecordType::SRV,
+            0,
+            &[],
+        ),
+        ("ns.svc.clusterset.local.", RecordType::A, 0, &[]),
+        ("svc.clusterset.local.", RecordType::A, 0, &[]),
+        (
+            "dns-version.clusterset.local.",
+            RecordType::TXT,
+            0,
+            &["TXT 1.0.0"],
+        ),
+        (
+            "clusterset.local.",
+            RecordType::NS,
+            0,
+            &["NS ns.dns.clusterset.local."],
+        ),
+        (
+            "clusterset.local.",
+            RecordType::SOA,
+            0,
+            &["SOA ns.dns.clusterset.local. hostmaster.clusterset.local."],
+        ),
+        ("other.svc.clusterset.local.", RecordType::A, 3, &[]),
+    ];
+    for (name, qt, rcode, want) in table {
+        let r = ask(&zone, name, *qt);
+        assert_eq!(r.rcode, *rcode, "{name} {qt}");
+        assert_eq!(r.answers, *want, "{name} {qt}");
+        assert_eq!(r.soa, want.is_empty(), "{name} {qt} SOA in authority");
+    }
+}
+
+#[test]
+fn headless_deployment_and_statefulset() {
+    let deploy = slice(
+        "dep",
+        "c1",
+        vec![
+            ep("10.0.0.1", None, true),
+            ep("10.0.0.2", None, true),
+            ep("10.0.0.3", None, false),
+        ],
+    );
+    let sts = slice(
+        "sts",
+        "c1",
+        vec![
+            ep("10.0.1.1", Some("sts-0"), true),
+            ep("10.0.1.2", Some("sts-1"), true),
+        ],
+    );
+    let sts2 = slice("sts", "c2", vec![ep("10.0.1.1", Some("sts-0"), true)]);
+    let zone = Zone::build(
+        &cfg(),
+        1,
+        [&headless("dep"), &headless("sts")],
+        [&deploy, &sts, &sts2],
+    )
+    .unwrap();
+    let z = ".clusterset.local.";
+    let q = |n: &str, t| ask(&zone, &format!("{n}{z}"), t);
+    assert_eq!(
+        q("dep.ns.svc", RecordType::A).answers,
+        ["A 10.0.0.1", "A 10.0.0.2"]
+    );
+    assert_eq!(
+        q("10-0-0-1.c1.dep.ns.svc", RecordType::A).answers,
+        ["A 10.0.0.1"]
+    );
+    assert_eq!(
+        q("10-0-0-3.c1.dep.ns.svc", RecordType::A).rcode,
+        3,
+        "not ready: no name"
+    );
+    assert_eq!(
+        q("dep.ns.svc", RecordType::SRV).answers,
+        [
+            "SRV 0 50 42 10-0-0-1.c1.dep.ns.svc.clusterset.local.",
+            "SRV 0 50 42 10-0-0-2.c1.dep.ns.svc.clusterset.local."
+        ]
+    );
+    assert_eq!(q("_udp._udp.dep.ns.svc", RecordType::SRV).answers.len(), 2);
+    // StatefulSet: deduplicated A across clusters, per-cluster hostnames.
+    assert_eq!(
+        q("sts.ns.svc", RecordType::A).answers,
+        ["A 10.0.1.1", "A 10.0.1.2"]
+    );
+    assert_eq!(
+        q("sts-0.c2.sts.ns.svc", RecordType::A).answers,
+        ["A 10.0.1.1"]
+    );
+    assert_eq!(
+        q("sts-1.c1.sts.ns.svc", RecordType::A).answers,
+        ["A 10.0.1.2"]
+    );
+    assert_eq!(q("sts.ns.svc", RecordType::SRV).answers.len(), 3);
+    // The cluster-level name is reserved: NXDOMAIN, never an empty non-terminal.
+    assert_eq!(q("c1.sts.ns.svc", RecordType::A).rcode, 3);
+    assert_eq!(q("c1.dep.ns.svc", RecordType::SRV).rcode, 3);
+}
+
+#[test]
+fn headless_without_ready_endpoints_is_nxdomain() {
+    let s = slice("h", "c1", vec![ep("10.0.0.9", Some("h-0"), false)]);
+    let zone = Zone::build(&cfg(), 1, [&headless("h")], [&s]).unwrap();
+    assert_eq!(
+        ask(&zone, "h.ns.svc.clusterset.local.", RecordType::A).rcode,
+        3
+    );
+    assert_eq!(
+        ask(&zone, "h-0.c1.h.ns.svc.clusterset.local.", RecordType::A).rcode,
+        3
+    );
+    assert_eq!(
+        ask(&zone, "ns.svc.clusterset.local.", RecordType::A).rcode,
+        3,
+        "nothing below"
+    );
+}
+
+#[test]
+fn slices_without_an_import_are_not_served() {
+    let s = slice("ghost", "c1", vec![ep("10.0.0.9", None, true)]);
+    let zone = Zone::build(&cfg(), 1, [], [&s]).unwrap();
+    assert_eq!(
+        ask(&zone, "ghost.ns.svc.clusterset.local.", RecordType::A).rcode,
+        3
+    );
+}
+
+#[test]
+fn dual_stack_headless_by_hostname() {
+    let mut v6 = slice("h", "c1", vec![ep("fd00::1", Some("h-0"), true)]);
+    v6.ports.clear();
+    let v4 = slice("h", "c1", vec![ep("10.0.0.1", Some("h-0"), true)]);
+    let zone = Zone::build(&cfg(), 1, [&headless("h")], [&v4, &v6]).unwrap();
+    let n = "h-0.c1.h.ns.svc.clusterset.local.";
+    assert_eq!(ask(&zone, n, RecordType::A).answers, ["A 10.0.0.1"]);
+    assert_eq!(ask(&zone, n, RecordType::AAAA).answers, ["AAAA fd00::1"]);
+    assert_eq!(
+        ask(&zone, "h.ns.svc.clusterset.local.", RecordType::AAAA).answers,
+        ["AAAA fd00::1"]
+    );
+    // A no-hostname IPv6 endpoint gets the dashed form.
+    let v6b = slice("h", "c2", vec![ep("fd00::2", None, true)]);
+    let zone = Zone::build(&cfg(), 1, [&headless("h")], [&v6b]).unwrap();
+    assert_eq!(
+        ask(
+            &zone,
+            "fd00--2.c2.h.ns.svc.clusterset.local.",
+            RecordType::AAAA
+        )
+        .answers,
+        ["AAAA fd00::2"]
+    );
+}
+
+#[test]
+fn bad_names_are_skipped_not_fatal() {
+    let bad = ImportInput {
+        namespace: "ns".into(),
+        name: "bad name".into(),
+        kind: ServiceKind::ClusterSetIp,
+        ips: vec!["10.0.0.1".parse().unwrap()],
+        ports: vec![],
+    };
+    let s = slice("h", "c 1", vec![ep("10.0.0.1", None, true)]);
+    let long_host = slice("h", "c2", vec![ep("10.0.0.2", Some(&"x".repeat(70)), true)]);
+    let zone = Zone::build(&cfg(), 1, [&bad, &headless("h")], [&s, &long_host]).unwrap();
+    assert_eq!(
+        ask(&zone, "h.ns.svc.clusterset.local.", RecordType::A).rcode,
+        3
+    );
+    assert!(
+        Zone::build(
+            &ZoneConfig {
+                zone: "bad..zone".into(),
+                ..cfg()
+            },
+            1,
+            [],
+            []
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn nameserver_addresses_are_served() {
+    let c = ZoneConfig {
+        nameservers: vec!["10.96.0.53".parse().unwrap()],
+        ..cfg()
+    };
+    let zone = Zone::build(&c, 1, [], []).unwrap();
+    assert_eq!(
+        ask(&zone, "ns.dns.clusterset.local.", RecordType::A).answers,
+        ["A 10.96.0.53"]
+    );
+    assert_eq!(ask(&zone, "dns.clusterset.local.", RecordType::A).rcode, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The headless A set is exactly the deduplicated set of ready addresses, and each
+    /// ready endpoint has its own name.
+    #[test]
+    fn headless_a_is_the_deduplicated_ready_set(
+        eps in proptest::collection::vec((0u8..6, any::<bool>(), 0u8..3), 0..20)
+    ) {
+        let mut slices = Vec::new();
+        for c in 0..3u8 {
+            let mine: Vec<EndpointInput> = eps
+                .iter()
+                .filter(|(_, _, cl)| *cl == c)
+                .map(|(ip, ready, _)| ep(&format!("10.9.0.{ip}"), None, *ready))
+                .collect();
+            slices.push(slice("p", &format!("c{c}"), mine));
+        }
+        let zone = Zone::build(&cfg(), 1, [&headless("p")], slices.iter()).unwrap();
+        let mut want: Vec<String> = eps.iter().filter(|e| e.1).map(|e| format!("A 10.9.0.{}", e.0)).collect();
+        want.sort();
+        want.dedup();
+        let r = ask(&zone, "p.ns.svc.clusterset.local.", RecordType::A);
+        if want.is_empty() {
+            prop_assert_eq!(r.rcode, 3);
+        } else {
+            prop_assert_eq!(r.answers, want);
+        }
+        for (ip, ready, c) in &eps {
+            let n = format!("10-9-0-{ip}.c{c}.p.ns.svc.clusterset.local.");
+            let r = ask(&zone, &n, RecordType::A);
+            let any_ready = eps.iter().any(|e| e.0 == *ip && e.2 == *c && e.1);
+            prop_assert_eq!(r.rcode == 0, any_ready, "{} ready={}", n, ready);
+        }
+    }
+}

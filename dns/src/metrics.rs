@@ -1,0 +1,291 @@
+//! Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoint.
+//!
+//! Query counters are created up front for every (type, rcode) pair and kept in a
+//! flat table, so counting a query is one atomic add, never a label-map lookup.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::answer::{Outcome, rcode};
+use crate::index::rtype;
+
+const QTYPES: [&str; 8] = ["A", "AAAA", "SRV", "TXT", "SOA", "NS", "ANY", "other"];
+const RCODES: [&str; 9] = [
+    "NOERROR", "NODATA", "NXDOMAIN", "SERVFAIL", "REFUSED", "FORMERR", "NOTIMP", "BADVERS", "other",
+];
+
+type Labels = Vec<(String, String)>;
+
+/// All metrics of one server.
+pub struct Metrics {
+    registry: Registry,
+    queries: Vec<Counter>,
+    latency: Histogram,
+    truncated: Counter,
+    dropped: Counter,
+    forwarded: Counter,
+    forward_failures: Counter,
+    tcp_timeouts: Counter,
+    /// Index swaps.
+    pub swaps: Counter,
+    /// Index build time.
+    pub build_seconds: Histogram,
+    /// Resource records in the current index.
+    pub records: Gauge,
+    /// Names in the current index.
+    pub names: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("causeway_dns");
+        let family = Family::<Labels, Counter>::default();
+        let mut queries = Vec::with_capacity(QTYPES.len() * RCODES.len());
+        for t in QTYPES {
+            for r in RCODES {
+                let labels = vec![("qtype".into(), t.into()), ("rcode".into(), r.into())];
+                queries.push(family.get_or_create(&labels).clone());
+            }
+        }
+        registry.register(
+            "queries",
+            "DNS queries answered, by question type and response code",
+            family,
+        );
+        let latency = Histogram::new(exponential_buckets(0.000_002, 2.0, 16));
+        registry.register(
+            "query_duration_seconds",
+            "Time to answer a query (server side, excluding I/O)",
+            latency.clone(),
+        );
+        let truncated = Counter::default();
+        registry.register(
+            "truncated",
+            "UDP answers sent with TC because they did not fit",
+            truncated.clone(),
+        );
+        let dropped = Counter::default();
+        registry.register(
+            "dropped",
+            "Packets dropped without an answer (not a query, or shorter than a header)",
+            dropped.clone(),
+        );
+        let forwarded = Counter::default();
+        registry.register(
+            "forwarded",
+            "Out-of-zone queries relayed to --forward",
+            forwarded.clone(),
+        );
+        let forward_failures = Counter::default();
+        registry.register(
+            "forward_failures",
+            "Forwarded queries without an upstream answer",
+            forward_failures.clone(),
+        );
+        let tcp_timeouts = Counter::default();
+        registry.register(
+            "tcp_timeouts",
+            "TCP connections closed for idleness or slowness",
+            tcp_timeouts.clone(),
+        );
+        let swaps = Counter::default();
+        registry.register(
+            "index_swaps",
+            "Zone index snapshots published",
+            swaps.clone(),
+        );
+        let build_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        registry.register(
+            "index_build_seconds",
+            "Time to build a zone index snapshot",
+            build_seconds.clone(),
+        );
+        let records = Gauge::default();
+        registry.register(
+            "index_records",
+            "Resource records in the current zone index",
+            records.clone(),
+        );
+        let names = Gauge::default();
+        registry.register(
+            "index_names",
+            "Names (empty non-terminals included) in the current zone index",
+            names.clone(),
+        );
+        Metrics {
+            registry,
+            queries,
+            latency,
+            truncated,
+            dropped,
+            forwarded,
+            forward_failures,
+            tcp_timeouts,
+            swaps,
+            build_seconds,
+            records,
+            names,
+        }
+    }
+
+    /// Counts one handled packet.
+    pub fn record(&self, outcome: &Outcome, elapsed: Duration) {
+        match *outcome {
+            Outcome::Reply {
+                qtype,
+                rcode: rc,
+                nodata,
+                truncated,
+            } => {
+                let t = match qtype {
+                    rtype::A => 0,
+                    rtype::AAAA => 1,
+                    rtype::SRV => 2,
+                    rtype::TXT => 3,
+                    rtype::SOA => 4,
+                    rtype::NS => 5,
+                    rtype::ANY => 6,
+                    _ => 7,
+                };
+                let r = match rc {
+                    0 if nodata => 1,
+                    0 => 0,
+                    x if x == rcode::NXDOMAIN as u16 => 2,
+                    x if x == rcode::SERVFAIL as u16 => 3,
+                    x if x == rcode::REFUSED as u16 => 4,
+                    x if x == rcode::FORMERR as u16 => 5,
+                    x if x == rcode::NOTIMP as u16 => 6,
+                    rcode::BADVERS => 7,
+                    _ => 8,
+                };
+                if let Some(c) = self.queries.get(t * RCODES.len() + r) {
+                    c.inc();
+                }
+                if truncated {
+                    self.truncated.inc();
+                }
+                self.latency.observe(elapsed.as_secs_f64());
+            }
+            Outcome::Forward { .. } => {
+                self.forwarded.inc();
+            }
+            Outcome::Drop => {
+                self.dropped.inc();
+            }
+        }
+    }
+
+    /// Counts a forwarded query that got no answer.
+    pub fn forward_failed(&self) {
+        self.forward_failures.inc();
+    }
+
+    /// Counts a TCP connection closed on timeout.
+    pub fn tcp_timeout(&self) {
+        self.tcp_timeouts.inc();
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut s = String::new();
+        if encode(&mut s, &self.registry).is_err() {
+            s.clear();
+        }
+        s
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` until the task is aborted.
+pub async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    ready: Arc<dyn Fn() -> bool + Send + Sync>,
+) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let metrics = metrics.clone();
+        let ready = ready.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let metrics = metrics.clone();
+                let ready = ready.clone();
+                async move { Ok::<_, Infallible>(route(&req, &metrics, &*ready)) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc);
+            let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
+        });
+    }
+}
+
+fn route(
+    req: &Request<hyper::body::Incoming>,
+    metrics: &Metrics,
+    ready: &dyn Fn() -> bool,
+) -> Response<Full<Bytes>> {
+    let (status, body, ctype) = match req.uri().path() {
+        "/metrics" => (
+            StatusCode::OK,
+            metrics.encode(),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        "/healthz" => (StatusCode::OK, "ok\n".to_string(), "text/plain"),
+        "/readyz" if ready() => (StatusCode::OK, "ok\n".to_string(), "text/plain"),
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not synced: waiting for the first list of ServiceImports and EndpointSlices\n"
+                .to_string(),
+            "text/plain",
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "not found; try /metrics, /healthz or /readyz\n".to_string(),
+            "text/plain",
+        ),
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    if let Ok(v) = http::HeaderValue::from_str(ctype) {
+        resp.headers_mut().insert(http::header::CONTENT_TYPE, v);
+    }
+    resp
+}
+
+/// Binds the metrics listener (errors say which address).
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, crate::Error> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| crate::Error::Bind {
+            what: "metrics",
+            addr,
+            source,
+        })
+}

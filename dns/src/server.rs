@@ -1,0 +1,231 @@
+//! The UDP and TCP loops: read a packet, answer it from the current snapshot, write
+//! the answer. Buffers are per loop and reused; the snapshot is an `ArcSwap` load.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::Semaphore;
+
+use crate::answer::{self, Outcome, Settings, Transport};
+use crate::index::Zone;
+use crate::metrics::Metrics;
+
+/// Largest UDP datagram read (bigger ones are cut and answered FORMERR).
+const UDP_READ: usize = 4096;
+
+/// What the loops share.
+pub struct Shared {
+    /// The current zone snapshot.
+    pub zone: ArcSwap<Zone>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Answer settings.
+    pub settings: Settings,
+    /// Upstream for out-of-zone names.
+    pub forward: Option<SocketAddr>,
+    /// How long to wait for the upstream.
+    pub forward_timeout: Duration,
+    /// Idle and slow TCP clients are closed after this long.
+    pub tcp_idle_timeout: Duration,
+    /// Cap on concurrent TCP connections.
+    pub tcp_connections: Arc<Semaphore>,
+}
+
+impl Shared {
+    fn handle(&self, pkt: &[u8], transport: Transport, out: &mut Vec<u8>) -> Outcome {
+        let start = Instant::now();
+        let zone = self.zone.load();
+        let outcome = answer::respond(&zone, &self.settings, pkt, transport, out);
+        self.metrics.record(&outcome, start.elapsed());
+        outcome
+    }
+}
+
+/// Answers UDP queries until the task is aborted.
+pub async fn udp_loop(sock: Arc<UdpSocket>, shared: Arc<Shared>) {
+    let mut buf = vec![0u8; UDP_READ];
+    let mut out = Vec::with_capacity(UDP_READ);
+    loop {
+        let (n, peer) = match sock.recv_from(&mut buf).await {
+            Ok(x) => x,
+            Err(e) => {
+                // ICMP errors from earlier sends surface here on some systems; keep serving.
+                tracing::debug!(error = %e, "udp recv failed");
+                continue;
+            }
+        };
+        let pkt = &buf[..n];
+        match shared.handle(pkt, Transport::Udp, &mut out) {
+            Outcome::Reply { .. } => {
+                if let Err(e) = sock.send_to(&out, peer).await {
+                    tracing::debug!(%peer, error = %e, "udp send failed");
+                }
+            }
+            Outcome::Forward { limit } => {
+                if let Some(upstream) = shared.forward {
+                    let query = pkt.to_vec();
+                    let sock = sock.clone();
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        match forward_udp(upstream, &query, shared.forward_timeout).await {
+                            Some(resp) => {
+                                let mut small = Vec::new();
+                                let reply = if resp.len() > limit
+                                    && answer::truncate_foreign(&resp, &mut small)
+                                {
+                                    &small
+                                } else if resp.len() > limit {
+                                    return;
+                                } else {
+                                    &resp
+                                };
+                                let _ = sock.send_to(reply, peer).await;
+                            }
+                            None => shared.metrics.forward_failed(),
+                        }
+                    });
+                }
+            }
+            Outcome::Drop => {}
+        }
+    }
+}
+
+/// Accepts TCP connections until the task is aborted.
+pub async fn tcp_accept(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "tcp accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = shared.tcp_connections.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, "too many TCP connections; closing");
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = stream.set_nodelay(true);
+            tcp_conn(stream, &shared).await;
+        });
+    }
+}
+
+/// Serves one TCP connection: length-prefixed queries in sequence; a client that is
+/// idle (or sends a message slowly) for longer than the idle timeout is closed.
+async fn tcp_conn(mut stream: TcpStream, shared: &Shared) {
+    let idle = shared.tcp_idle_timeout;
+    let mut out = Vec::with_capacity(512);
+    let mut buf = Vec::new();
+    loop {
+        let read = async {
+            let len = stream.read_u16().await? as usize;
+            buf.resize(len, 0);
+            stream.read_exact(&mut buf).await?;
+            Ok::<_, std::io::Error>(())
+        };
+        match tokio::time::timeout(idle, read).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                shared.metrics.tcp_timeout();
+                return;
+            }
+        }
+        let reply: Vec<u8> = match shared.handle(&buf, Transport::Tcp, &mut out) {
+            Outcome::Reply { .. } => std::mem::take(&mut out),
+            Outcome::Forward { .. } => match shared.forward {
+                Some(up) => match forward_tcp(up, &buf, shared.forward_timeout).await {
+                    Some(r) => r,
+                    None => {
+                        shared.metrics.forward_failed();
+                        continue;
+                    }
+                },
+                None => continue,
+            },
+            Outcome::Drop => return,
+        };
+        let mut framed = Vec::with_capacity(reply.len() + 2);
+        framed.extend_from_slice(&(reply.len() as u16).to_be_bytes());
+        framed.extend_from_slice(&reply);
+        out = reply;
+        match tokio::time::timeout(idle, stream.write_all(&framed)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                shared.metrics.tcp_timeout();
+                return;
+            }
+        }
+    }
+}
+
+/// Relays a query to the upstream over UDP; `None` on timeout or error.
+async fn forward_udp(upstream: SocketAddr, query: &[u8], timeout: Duration) -> Option<Vec<u8>> {
+    let bind: SocketAddr = if upstream.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let sock = UdpSocket::bind(bind).await.ok()?;
+    sock.connect(upstream).await.ok()?;
+    sock.send(query).await.ok()?;
+    let mut buf = vec![0u8; 65535];
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let n = tokio::time::timeout_at(deadline, sock.recv(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        // Only the answer to this query (same ID) is relayed.
+        if n >= 2 && buf[..2] == query[..2] {
+            buf.truncate(n);
+            return Some(buf);
+        }
+    }
+}
+
+/// Relays a query to the upstream over TCP.
+async fn forward_tcp(upstream: SocketAddr, query: &[u8], timeout: Duration) -> Option<Vec<u8>> {
+    tokio::time::timeout(timeout, async {
+        let mut s = TcpStream::connect(upstream).await.ok()?;
+        let mut framed = Vec::with_capacity(query.len() + 2);
+        framed.extend_from_slice(&(query.len() as u16).to_be_bytes());
+        framed.extend_from_slice(query);
+        s.write_all(&framed).await.ok()?;
+        let len = s.read_u16().await.ok()? as usize;
+        let mut resp = vec![0u8; len];
+        s.read_exact(&mut resp).await.ok()?;
+        Some(resp)
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// Binds UDP and TCP on the same address; with port 0, both get the same free port.
+pub async fn bind(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), crate::Error> {
+    let err = |what, source| crate::Error::Bind { what, addr, source };
+    let mut attempts = 0;
+    loop {
+        let udp = UdpSocket::bind(addr).await.map_err(|e| err("UDP", e))?;
+        let local = udp.local_addr().map_err(|e| err("UDP", e))?;
+        match TcpListener::bind(local).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) if addr.port() == 0 && attempts < 20 => {
+                tracing::debug!(%local, error = %e, "TCP port taken; trying another");
+                attempts += 1;
+            }
+            Err(e) => return Err(err("TCP", e)),
+        }
+    }
+}
