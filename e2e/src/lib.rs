@@ -11,6 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kubesim::{Cidr, Config, Server};
 
 pub mod backends;
+pub mod demo;
 
 /// Field manager used for everything the harness writes.
 pub const MANAGER: &str = "causeway-local";

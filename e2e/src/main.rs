@@ -46,6 +46,10 @@ struct UpArgs {
     /// restart brings them back; combine with --base-port for stable addresses.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Demo HTTP backends ("pods") per member behind the exported `web` Service in namespace
+    /// `demo` (0: no MultiClusterIngress demo).
+    #[arg(long, default_value_t = 2)]
+    pods: usize,
     /// Address of the controller's /metrics, /healthz and /readyz (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     metrics: std::net::SocketAddr,
@@ -80,7 +84,13 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         cidrs: Default::default(),
     };
-    let total = 5;
+    if args.pods > 50 {
+        anyhow::bail!(
+            "--pods {} is too many: at most 50 demo backends per member",
+            args.pods
+        );
+    }
+    let total = 6;
     println!(
         "[1/{total}] starting {} clusters on kubesim",
         1 + opts.members.len()
@@ -101,7 +111,26 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on --metrics {}", args.metrics))?;
     println!("      metrics, healthz, readyz at http://{metrics_addr}/");
-    println!("[5/{total}] writing kubeconfigs");
+    let backends = if args.pods > 0 {
+        println!(
+            "[5/{total}] demo: {} HTTP backends per member behind Service demo/web, exported; MultiClusterIngress demo/web on the hub",
+            args.pods
+        );
+        let b = causeway_e2e::demo::web(&cs, args.pods).await?;
+        for m in &opts.members {
+            let addrs: Vec<String> = b
+                .iter()
+                .filter(|b| &b.cluster == m)
+                .map(|b| b.addr.to_string())
+                .collect();
+            println!("      {m}: {}", addrs.join(" "));
+        }
+        b
+    } else {
+        println!("[5/{total}] demo skipped (--pods 0)");
+        Vec::new()
+    };
+    println!("[6/{total}] writing kubeconfigs");
     let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
     let merged = cs.write_kubeconfigs(&dir)?;
     for s in cs.all() {
@@ -152,6 +181,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     wait_for_stop().await?;
     println!("stopping...");
     ctl.stop().await;
+    drop(backends);
     cs.shutdown();
     println!("stopped");
     Ok(())

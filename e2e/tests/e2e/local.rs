@@ -39,11 +39,12 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
     }
     let printed = out.join("\n");
     for step in [
-        "[1/5]",
-        "[2/5]",
-        "[3/5]",
-        "[4/5]",
-        "[5/5]",
+        "[1/6]",
+        "[2/6]",
+        "[3/6]",
+        "[4/6]",
+        "[5/6]",
+        "[6/6]",
         "kubectl --context hub get crds",
         "examples/mcs-demo/east.yaml",
     ] {
