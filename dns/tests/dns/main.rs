@@ -1,0 +1,9 @@
+//! causeway-dns against a real kubesim API server, queried over real UDP and TCP
+//! sockets on 127.0.0.1. One test binary (link time); one module per concern.
+
+mod forward;
+mod health;
+mod records;
+mod robustness;
+mod support;
+mod sync;

@@ -1,0 +1,199 @@
+//! Hostile and awkward clients: random packets, idle and slow TCP clients, answers
+//! bigger than the client allows.
+
+use std::time::Duration;
+
+use hickory_proto::rr::RecordType;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+
+use crate::support::{DEADLINE, Env, ask_tcp, ask_udp, decode, query, tcp_raw, udp_raw};
+
+/// xorshift64*: a seeded generator, so a failure is reproducible.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Half pure noise, half valid queries with bytes flipped or cut.
+fn hostile_packet(rng: &mut Rng) -> Vec<u8> {
+    if rng.below(2) == 0 {
+        let len = rng.below(600);
+        (0..len).map(|_| rng.next() as u8).collect()
+    } else {
+        let types = [
+            RecordType::A,
+            RecordType::AAAA,
+            RecordType::SRV,
+            RecordType::TXT,
+            RecordType::ANY,
+        ];
+        let mut p = query(
+            "hello.demo.svc.clusterset.local.",
+            types[rng.below(types.len())],
+            Some(1232),
+        );
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(p.len());
+            p[at] = rng.next() as u8;
+        }
+        let cut = rng.below(p.len() + 1);
+        p.truncate(p.len() - cut / 4);
+        p
+    }
+}
+
+#[tokio::test]
+async fn ten_thousand_random_packets_then_still_answers() {
+    let env = Env::start().await;
+    env.import(
+        "hello",
+        "ClusterSetIP",
+        &["10.42.0.10"],
+        json!([{"name": "tcp", "protocol": "TCP", "port": 42}]),
+    )
+    .await;
+    let name = "hello.demo.svc.clusterset.local.";
+    env.until("import", name, RecordType::A, |r| {
+        r.answers == ["A 10.42.0.10"]
+    })
+    .await;
+    let addr = env.dns().udp;
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut rng = Rng(0x5EED_CAFE_F00D_0001);
+    let mut buf = vec![0u8; 65535];
+    for i in 0..10_000 {
+        let p = hostile_packet(&mut rng);
+        let _ = sock.send_to(&p, addr).await;
+        // Drain what came back so far; every answer must fit the classic limit
+        // or the EDNS size the (mutated) query may still carry.
+        while let Ok((n, _)) = sock.try_recv_from(&mut buf) {
+            assert!(n <= 1232, "answer of {n} bytes to a hostile packet");
+            assert!(n >= 12);
+        }
+        if i % 500 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let r = ask_udp(addr, name, RecordType::A, None).await;
+    assert_eq!(r.answers, ["A 10.42.0.10"]);
+    // The same over TCP, framed garbage included.
+    for _ in 0..50 {
+        let p = hostile_packet(&mut rng);
+        let fut = async {
+            let mut s = TcpStream::connect(env.dns().tcp).await.unwrap();
+            let mut framed = (p.len() as u16).to_be_bytes().to_vec();
+            framed.extend_from_slice(&p);
+            s.write_all(&framed).await.unwrap();
+            let mut resp = Vec::new();
+            let _ =
+                tokio::time::timeout(Duration::from_millis(500), s.read_to_end(&mut resp)).await;
+        };
+        tokio::time::timeout(DEADLINE, fut).await.unwrap();
+    }
+    let r = ask_tcp(env.dns().tcp, name, RecordType::A).await;
+    assert_eq!(r.answers, ["A 10.42.0.10"]);
+}
+
+async fn closed_within_deadline(mut s: TcpStream) {
+    let mut b = [0u8; 16];
+    let n = tokio::time::timeout(DEADLINE, s.read(&mut b))
+        .await
+        .expect("the server closes the connection")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "no data, just EOF");
+}
+
+#[tokio::test]
+async fn idle_and_slow_tcp_clients_are_closed() {
+    let env = Env::start_with(|c| c.tcp_idle_timeout = Duration::from_millis(300)).await;
+    let tcp = env.dns().tcp;
+    // Idle: connects and says nothing.
+    closed_within_deadline(TcpStream::connect(tcp).await.unwrap()).await;
+    // Slow: half a length prefix, then nothing.
+    let mut s = TcpStream::connect(tcp).await.unwrap();
+    s.write_all(&[0]).await.unwrap();
+    closed_within_deadline(s).await;
+    // Slow: a length, half the message.
+    let mut s = TcpStream::connect(tcp).await.unwrap();
+    let q = query("dns-version.clusterset.local.", RecordType::TXT, None);
+    s.write_all(&(q.len() as u16).to_be_bytes()).await.unwrap();
+    s.write_all(&q[..5]).await.unwrap();
+    closed_within_deadline(s).await;
+    // A well-behaved client gets two answers on one connection, then idles out.
+    let mut s = TcpStream::connect(tcp).await.unwrap();
+    for _ in 0..2 {
+        let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(&q);
+        s.write_all(&framed).await.unwrap();
+        let len = s.read_u16().await.unwrap() as usize;
+        let mut resp = vec![0u8; len];
+        s.read_exact(&mut resp).await.unwrap();
+        assert_eq!(decode(&resp).answers, ["TXT 1.0.0"]);
+    }
+    closed_within_deadline(s).await;
+    // The server still answers.
+    assert_eq!(
+        ask_tcp(tcp, "dns-version.clusterset.local.", RecordType::TXT)
+            .await
+            .answers,
+        ["TXT 1.0.0"]
+    );
+}
+
+#[tokio::test]
+async fn answers_never_exceed_the_client_size_and_tcp_has_them_all() {
+    let env = Env::start().await;
+    let ports = json!([{"name": "http", "protocol": "TCP", "port": 80}]);
+    env.import("big", "Headless", &[], ports.clone()).await;
+    let ips: Vec<String> = (1..=120)
+        .map(|i| format!("10.7.{}.{}", i / 200, i % 200 + 1))
+        .collect();
+    let eps: Vec<(&str, Option<&str>, Option<bool>)> = ips
+        .iter()
+        .map(|ip| (ip.as_str(), None, Some(true)))
+        .collect();
+    env.slice("big", "c1", "IPv4", &eps, ports).await;
+    let name = "big.demo.svc.clusterset.local.";
+    env.until("big", name, RecordType::A, |r| {
+        r.tc || r.answers.len() == 120
+    })
+    .await;
+    let udp = env.dns().udp;
+    for (edns, limit) in [
+        (None, 512),
+        (Some(512), 512),
+        (Some(1232), 1232),
+        (Some(4096), 1232),
+    ] {
+        for qt in [RecordType::A, RecordType::SRV] {
+            let raw = udp_raw(udp, &query(name, qt, edns)).await;
+            assert!(raw.len() <= limit, "{edns:?} {qt}: {} > {limit}", raw.len());
+            let r = decode(&raw);
+            assert!(r.tc, "{edns:?} {qt}: 120 records do not fit, TC expected");
+        }
+    }
+    let r = decode(&tcp_raw(env.dns().tcp, &query(name, RecordType::A, None)).await);
+    assert!(!r.tc);
+    assert_eq!(r.answers.len(), 120);
+    let r = ask_tcp(env.dns().tcp, name, RecordType::SRV).await;
+    assert_eq!(r.answers.len(), 120);
+    // A small answer still fits without EDNS.
+    let r = ask_udp(
+        udp,
+        "10-7-0-2.c1.big.demo.svc.clusterset.local.",
+        RecordType::A,
+        None,
+    )
+    .await;
+    assert_eq!(r.answers, ["A 10.7.0.2"]);
+}
