@@ -185,7 +185,8 @@ pub async fn publish(
         .await
         .with_context(|| format!("creating Service {namespace}/{name}"))?;
     let ready: BTreeMap<String, bool> = backends.iter().map(|b| (b.pod.clone(), true)).collect();
-    set_endpoints(member, namespace, name, backends, &ready).await
+    let all: Vec<&Backend> = backends.iter().collect();
+    set_endpoints(member, namespace, name, &all, &ready).await
 }
 
 /// Rewrites `<name>-pods` with `backends`, each ready or not as `ready` says (by pod name;
@@ -194,7 +195,7 @@ pub async fn set_endpoints(
     member: &kube::Client,
     namespace: &str,
     name: &str,
-    backends: &[Backend],
+    backends: &[&Backend],
     ready: &BTreeMap<String, bool>,
 ) -> anyhow::Result<()> {
     let port = backends.first().map(|b| b.addr.port()).unwrap_or(80);

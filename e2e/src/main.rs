@@ -50,6 +50,10 @@ struct UpArgs {
     /// `demo` (0: no MultiClusterIngress demo).
     #[arg(long, default_value_t = 2)]
     pods: usize,
+    /// causeway-dns for the first member listens here (UDP and TCP); the next members use the
+    /// following ports. 0 picks free ports.
+    #[arg(long, default_value_t = 0)]
+    dns_base_port: u16,
     /// Address of the controller's /metrics, /healthz and /readyz (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     metrics: std::net::SocketAddr,
@@ -90,7 +94,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             args.pods
         );
     }
-    let total = 6;
+    let total = 7;
     println!(
         "[1/{total}] starting {} clusters on kubesim",
         1 + opts.members.len()
@@ -130,7 +134,32 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         println!("[5/{total}] demo skipped (--pods 0)");
         Vec::new()
     };
-    println!("[6/{total}] writing kubeconfigs");
+    println!("[6/{total}] starting causeway-dns for every member (zone clusterset.local)");
+    let mut dns = Vec::new();
+    for (i, m) in cs.members.iter().enumerate() {
+        let port = match args.dns_base_port {
+            0 => 0,
+            p => p
+                .checked_add(i as u16)
+                .context("--dns-base-port is too high for this many members")?,
+        };
+        let cfg = causeway_dns::Config {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            metrics: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            ..Default::default()
+        };
+        let running = causeway_dns::start(causeway_e2e::client(m).await?, cfg)
+            .await
+            .with_context(|| format!("starting causeway-dns for {}", m.name()))?;
+        println!(
+            "      {}: dns {} (udp+tcp), metrics http://{}/",
+            m.name(),
+            running.udp,
+            running.metrics.map(|a| a.to_string()).unwrap_or_default()
+        );
+        dns.push((m.name().to_string(), running));
+    }
+    println!("[7/{total}] writing kubeconfigs");
     let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
     let merged = cs.write_kubeconfigs(&dir)?;
     for s in cs.all() {
@@ -176,12 +205,25 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         opts.members[0]
     );
     println!("  curl -s http://{metrics_addr}/metrics | grep causeway_mcs");
+    if let Some((m, d)) = dns.last()
+        && args.pods > 0
+    {
+        println!("  # the demo Service, resolved by {m}'s causeway-dns:");
+        println!(
+            "  dig @{} -p {} +short web.demo.svc.clusterset.local",
+            d.udp.ip(),
+            d.udp.port()
+        );
+    }
     println!();
     println!("Press Ctrl-C to stop.");
     wait_for_stop().await?;
     println!("stopping...");
     ctl.stop().await;
     drop(backends);
+    for (_, d) in dns {
+        d.shutdown().await;
+    }
     cs.shutdown();
     println!("stopped");
     Ok(())

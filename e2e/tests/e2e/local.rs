@@ -39,12 +39,14 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
     }
     let printed = out.join("\n");
     for step in [
-        "[1/6]",
-        "[2/6]",
-        "[3/6]",
-        "[4/6]",
-        "[5/6]",
-        "[6/6]",
+        "[1/7]",
+        "[2/7]",
+        "[3/7]",
+        "[4/7]",
+        "[5/7]",
+        "[6/7]",
+        "[7/7]",
+        "dig @127.0.0.1 -p ",
         "kubectl --context hub get crds",
         "examples/mcs-demo/east.yaml",
     ] {
@@ -199,6 +201,29 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
         2,
         "one MCS slice per source cluster: {slices}"
     );
+    // The printed dig line resolves the demo Service through that member's causeway-dns.
+    let dig = printed
+        .lines()
+        .find(|l| l.contains("dig @"))
+        .expect("dig line");
+    let words: Vec<&str> = dig.split_whitespace().collect();
+    let server = words[1].trim_start_matches('@');
+    let port = words[words.iter().position(|w| *w == "-p").unwrap() + 1];
+    let name = *words.last().unwrap();
+    assert_eq!(name, "web.demo.svc.clusterset.local");
+    let dns: std::net::SocketAddr = format!("{server}:{port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (rcode, answers) = query_a(dns, name);
+        if rcode == 0 && answers >= 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} not resolvable via {dns} within 30 s (rcode {rcode}, {answers} answers)"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     // Ctrl-C: clean shutdown
     let pid = child.id().to_string();
     assert!(
@@ -256,10 +281,32 @@ fn causeway_local_rejects_bad_flags_with_a_clear_message() {
         "--dual-stack",
         "--base-port",
         "--no-simulate-workloads",
+        "--pods",
+        "--dns-base-port",
         "--data-dir",
         "--metrics",
         "--log",
     ] {
         assert!(help.contains(flag), "--help documents {flag}");
+    }
+}
+
+/// One A query over UDP, as `dig` sends it; returns (rcode, answer count).
+fn query_a(server: std::net::SocketAddr, name: &str) -> (u8, u16) {
+    let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    sock.send_to(&q, server).unwrap();
+    let mut buf = [0u8; 1500];
+    match sock.recv(&mut buf) {
+        Ok(n) if n >= 12 && buf[..2] == [0x12, 0x34] => {
+            (buf[3] & 0x0f, u16::from_be_bytes([buf[6], buf[7]]))
+        }
+        _ => (255, 0),
     }
 }
