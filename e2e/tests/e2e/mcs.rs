@@ -1044,6 +1044,55 @@ async fn least_privilege_rbac_from_deploy_is_enough() {
             .filter(|c| c.0 == "True")
     })
     .await;
+    // The MultiClusterIngress controller and the member health probes work with the
+    // same roles: an MCI is accepted, finalized, and gets its service locations.
+    crate::mcs_support::create_ns(&m.hub, &m.ns).await;
+    let class: k8s_openapi::api::networking::v1::IngressClass = serde_json::from_value(json!({
+        "metadata": {"name": "causeway"}, "spec": {"controller": causeway_crds::well_known::INGRESS_CONTROLLER}}))
+    .unwrap();
+    Api::all(m.hub.clone())
+        .create(&Default::default(), &class)
+        .await
+        .unwrap();
+    let mci: causeway_crds::mci::MultiClusterIngress = serde_json::from_value(json!({
+        "apiVersion": "networking.karmada.io/v1alpha1", "kind": "MultiClusterIngress",
+        "metadata": {"name": "hello"},
+        "spec": {"ingressClassName": "causeway", "defaultBackend": {"service": {"name": "hello", "port": {"name": "tcp"}}}}}))
+    .unwrap();
+    let mcis: Api<causeway_crds::mci::MultiClusterIngress> = Api::namespaced(m.hub.clone(), &m.ns);
+    mcis.create(&Default::default(), &mci).await.unwrap();
+    eventually(
+        "MCI accepted with locations under least privilege",
+        PRESENT,
+        || async {
+            let got = mcis.get_opt("hello").await.ok()??;
+            let st = got.status.as_ref()?;
+            (st.conditions
+                .iter()
+                .any(|c| c.type_ == "Accepted" && c.status == "True")
+                && st.service_locations.first()?.clusters == vec!["c0".to_string()]
+                && !got
+                    .metadata
+                    .finalizers
+                    .clone()
+                    .unwrap_or_default()
+                    .is_empty())
+            .then_some(())
+        },
+    )
+    .await;
+    eventually("members' Ready conditions written", PRESENT, || async {
+        let cl = Api::<causeway_crds::federation::cluster::Cluster>::all(m.hub.clone())
+            .get("c0")
+            .await
+            .ok()?;
+        cl.status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
+    .await;
     ctl.stop().await;
 }
 
