@@ -21,8 +21,11 @@ use self::maglev::Maglev;
 pub struct Group {
     /// Cluster id.
     pub cluster: Arc<str>,
-    /// Endpoints.
+    /// Endpoints that may get traffic.
     pub endpoints: Vec<Arc<Endpoint>>,
+    /// Endpoints the cluster has but that are not ready: they get no traffic but count
+    /// as unhealthy members for priority spill-over (as Envoy counts unhealthy hosts).
+    pub unready: usize,
 }
 
 #[derive(Debug)]
@@ -31,6 +34,8 @@ struct Level {
     groups: Vec<(usize, u32)>,
     /// All endpoints of the level.
     endpoints: Vec<Arc<Endpoint>>,
+    /// Unready endpoints of the level.
+    unready: usize,
 }
 
 /// A backend's balancer.
@@ -90,6 +95,7 @@ impl Balancer {
                     .iter()
                     .flat_map(|i| groups[*i].endpoints.iter().cloned())
                     .collect(),
+                unready: members.iter().map(|i| groups[*i].unready).sum(),
             });
         }
         let all: Vec<Arc<Endpoint>> = groups
@@ -171,11 +177,11 @@ impl Balancer {
                 let g = &self.groups[*gi];
                 let h = g.endpoints.iter().filter(|e| e.available(now)).count();
                 if *gi < per_group.len() {
-                    per_group[*gi] = (h, g.endpoints.len());
+                    per_group[*gi] = (h, g.endpoints.len() + g.unready);
                 }
                 healthy += h;
             }
-            health[li] = healthy as f64 / level.endpoints.len().max(1) as f64;
+            health[li] = healthy as f64 / (level.endpoints.len() + level.unready).max(1) as f64;
         }
         let n = self.levels.len();
         let mut loads = [0.0f64; 2];
@@ -275,6 +281,7 @@ mod tests {
                     ))
                 })
                 .collect(),
+            unready: 0,
         }
     }
 
@@ -332,6 +339,20 @@ mod tests {
         );
         let s = shares(&b, 1000);
         assert_eq!(s.get("east"), None, "{s:?}");
+    }
+
+    #[test]
+    fn unready_endpoints_count_as_unhealthy_for_spill_over() {
+        let mut east = group("east", 1);
+        east.unready = 1;
+        let b = Balancer::new(
+            LbPolicy::PeakEwma,
+            vec![east, group("west", 2)],
+            Some("east"),
+            None,
+        );
+        let s = shares(&b, 10_000);
+        assert!((s["east"] - 0.7).abs() < 0.05, "{s:?}");
     }
 
     #[test]

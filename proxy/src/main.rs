@@ -1,1 +1,178 @@
-fn main() {}
+//! `causeway-proxy`: serves the hub's MultiClusterIngresses (see the library docs).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use causeway_proxy::annotations::parse_duration;
+use clap::Parser;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration like 2s, 500ms or 1m"))
+}
+
+/// The Causeway MultiClusterIngress L7 proxy: watches MultiClusterIngresses,
+/// ServiceImports, ExportedServices, EndpointSlices and TLS Secrets on the hub and
+/// routes HTTP clients to ready endpoints in every member cluster.
+#[derive(Parser, Debug)]
+#[command(name = "causeway-proxy", version)]
+struct Args {
+    /// Kubeconfig of the hub cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, env = "CAUSEWAY_HUB_KUBECONFIG")]
+    hub_kubeconfig: Option<PathBuf>,
+    /// Context in the hub kubeconfig (default: its current context).
+    #[arg(long)]
+    hub_context: Option<String>,
+    /// This proxy's own cluster id: its endpoints get all traffic while healthy; others
+    /// take the spill-over as it degrades (Envoy priority levels, overprovisioning 1.4).
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Proxy name, used for the hub Lease causeway-proxy-<name> (default: --cluster, else the hostname).
+    #[arg(long)]
+    name: Option<String>,
+    /// Plain HTTP listen address (HTTP/1.1 and HTTP/2 prior knowledge).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen_http: SocketAddr,
+    /// HTTPS listen address (TLS with SNI from the MCI tls[] Secrets; off when unset).
+    #[arg(long)]
+    listen_https: Option<SocketAddr>,
+    /// Admin listen address serving /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:9091")]
+    metrics: SocketAddr,
+    /// Address published for MCI status.loadBalancer (repeat or comma-separate; default: the HTTP listen IP).
+    #[arg(long, value_delimiter = ',')]
+    publish_address: Vec<String>,
+    /// Do not keep the hub Lease that publishes this proxy's addresses.
+    #[arg(long)]
+    no_publish: bool,
+    /// Default TLS certificate (PEM) for SNI names without an MCI certificate (default: self-signed).
+    #[arg(long, requires = "default_key")]
+    default_cert: Option<PathBuf>,
+    /// Private key (PEM) of --default-cert.
+    #[arg(long, requires = "default_cert")]
+    default_key: Option<PathBuf>,
+    /// Upstream connect timeout (annotation causeway.io/connect-timeout overrides).
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    connect_timeout: Duration,
+    /// Time until the upstream response head (annotation causeway.io/request-timeout overrides).
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    request_timeout: Duration,
+    /// Idle time after which pooled upstream connections close (causeway.io/idle-timeout overrides).
+    #[arg(long, default_value = "90s", value_parser = duration)]
+    idle_timeout: Duration,
+    /// Retries on another endpoint for connect failures and idempotent requests (causeway.io/retries overrides).
+    #[arg(long, default_value_t = 2)]
+    retries: u32,
+    /// Time a client has to send its request head (and finish the TLS handshake).
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    header_read_timeout: Duration,
+    /// Largest accepted request head in bytes.
+    #[arg(long, default_value_t = 64 * 1024)]
+    max_header_bytes: usize,
+    /// How long shutdown waits for open connections to finish.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    drain_timeout: Duration,
+    /// Consecutive connect errors or 5xx that eject an endpoint.
+    #[arg(long, default_value_t = 5)]
+    eject_after: u32,
+    /// First ejection time (the n-th ejection lasts n times as long, up to 10x).
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    eject_base: Duration,
+    /// Log filter (tracing EnvFilter syntax), e.g. info or causeway_proxy=debug.
+    #[arg(long, default_value = "info", env = "RUST_LOG")]
+    log: String,
+}
+
+async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
+    let opts = kube::config::KubeConfigOptions {
+        context: args.hub_context.clone(),
+        ..Default::default()
+    };
+    let cfg = match &args.hub_kubeconfig {
+        Some(p) => {
+            let kc = kube::config::Kubeconfig::read_from(p)
+                .with_context(|| format!("reading hub kubeconfig {}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &opts).await?
+        }
+        None if args.hub_context.is_some() => kube::Config::from_kubeconfig(&opts).await?,
+        None => kube::Config::infer().await?,
+    };
+    kube::Client::try_from(cfg).context("building the hub client")
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&args.log)
+                .with_context(|| format!("--log {:?}", args.log))?,
+        )
+        .init();
+    let default_cert = match (&args.default_cert, &args.default_key) {
+        (Some(c), Some(k)) => Some((
+            std::fs::read(c).with_context(|| format!("reading --default-cert {}", c.display()))?,
+            std::fs::read(k).with_context(|| format!("reading --default-key {}", k.display()))?,
+        )),
+        _ => None,
+    };
+    let hub = hub_client(&args).await?;
+    let cfg = causeway_proxy::Config {
+        cluster: args.cluster.clone(),
+        name: args.name.clone(),
+        listen_http: args.listen_http,
+        listen_https: args.listen_https,
+        metrics: Some(args.metrics),
+        publish_addresses: args.publish_address.clone(),
+        publish_lease: !args.no_publish,
+        default_cert,
+        defaults: causeway_proxy::Defaults {
+            connect_timeout: args.connect_timeout,
+            request_timeout: args.request_timeout,
+            idle_timeout: args.idle_timeout,
+            retries: args.retries,
+            ..Default::default()
+        },
+        outlier: causeway_proxy::Outlier {
+            consecutive_failures: args.eject_after.max(1),
+            base_ejection: args.eject_base,
+            max_ejection: args.eject_base * 10,
+            ..Default::default()
+        },
+        limits: causeway_proxy::Limits {
+            header_read_timeout: args.header_read_timeout,
+            max_header_bytes: args.max_header_bytes,
+            drain_timeout: args.drain_timeout,
+        },
+        ..Default::default()
+    };
+    let running = causeway_proxy::start(hub, cfg).await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down: draining connections");
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

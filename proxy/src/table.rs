@@ -222,7 +222,7 @@ fn resolve(
     ns: &str,
     svc: &IngressServiceBackend,
     blocked: &[String],
-) -> Result<BTreeMap<String, BTreeSet<SocketAddr>>, String> {
+) -> Result<BTreeMap<String, (BTreeSet<SocketAddr>, usize)>, String> {
     let name = svc.name.as_str();
     let si = idx
         .imports
@@ -266,7 +266,7 @@ fn resolve(
         })
         .map(|es| es.spec.cluster.as_str())
         .collect();
-    let mut out: BTreeMap<String, BTreeSet<SocketAddr>> = BTreeMap::new();
+    let mut out: BTreeMap<String, (BTreeSet<SocketAddr>, usize)> = BTreeMap::new();
     for sl in idx.slices.get(&(ns, name)).into_iter().flatten() {
         let Some(cluster) = sl
             .metadata
@@ -289,12 +289,16 @@ fn resolve(
         let Ok(target) = u16::try_from(target) else {
             continue;
         };
-        let eps = out.entry(cluster.clone()).or_default();
+        let (eps, unready) = out.entry(cluster.clone()).or_default();
         for ep in &sl.endpoints {
             let c = ep.conditions.as_ref();
             let ready = c.and_then(|c| c.ready) != Some(false);
             let terminating = c.and_then(|c| c.terminating) == Some(true);
-            if !ready || terminating {
+            if terminating {
+                continue;
+            }
+            if !ready {
+                *unready += ep.addresses.len().min(1);
                 continue;
             }
             for a in &ep.addresses {
@@ -304,7 +308,7 @@ fn resolve(
             }
         }
     }
-    out.retain(|_, v| !v.is_empty());
+    out.retain(|_, (v, _)| !v.is_empty());
     Ok(out)
 }
 
@@ -347,12 +351,13 @@ impl MciBuilder<'_> {
             Ok(by_cluster) => {
                 let groups: Vec<Group> = by_cluster
                     .iter()
-                    .map(|(cluster, addrs)| Group {
+                    .map(|(cluster, (addrs, unready))| Group {
                         cluster: cluster.as_str().into(),
                         endpoints: addrs
                             .iter()
                             .map(|a| self.shared.endpoints.endpoint(cluster, *a))
                             .collect(),
+                        unready: *unready,
                     })
                     .collect();
                 self.endpoints += groups.iter().map(|g| g.endpoints.len()).sum::<usize>();

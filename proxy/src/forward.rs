@@ -1,0 +1,378 @@
+//! The request path: route (MCI-5), redirect, circuit, pick an endpoint, forward over
+//! the pooled upstream client, retry elsewhere within the budget, and answer errors
+//! with a status and a short reason (404 no route, 503 no endpoints or circuit open,
+//! 502 upstream failed, 504 upstream timeout). WebSocket/`Upgrade` requests are
+//! tunnelled after both sides switched protocols.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper_util::rt::TokioIo;
+
+use crate::annotations::HashOn;
+use crate::balance::maglev::hash_bytes;
+use crate::circuit::Permit;
+use crate::clock::now_nanos;
+use crate::endpoint::{Endpoint, InFlight};
+use crate::headers;
+use crate::health::Outlier;
+use crate::matching::normalize_host;
+use crate::metrics::Metrics;
+use crate::retry::Budget;
+use crate::table::{Backend, RouteTable, Target};
+
+/// Response body to clients.
+pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;
+
+/// Request bodies up to this size are buffered so idempotent requests can be retried.
+const MAX_REPLAY: u64 = 64 * 1024;
+
+/// The downstream connection a request came on.
+#[derive(Clone, Copy, Debug)]
+pub struct Conn {
+    /// Client address.
+    pub remote: SocketAddr,
+    /// Came over TLS.
+    pub https: bool,
+}
+
+/// Forwarding state shared by all connections.
+pub struct Proxy {
+    /// The current route table.
+    pub table: Arc<ArcSwap<RouteTable>>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Passive outlier ejection.
+    pub outlier: Outlier,
+    /// Retry budget.
+    pub budget: Budget,
+    /// The https port for ssl-redirect Locations (None: no https listener).
+    pub https_port: Option<u16>,
+}
+
+fn full(s: impl Into<Bytes>) -> RespBody {
+    Full::new(s.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed_unsync()
+}
+
+/// A response body that keeps the endpoint's in-flight mark and the circuit slot
+/// until the body is done.
+struct Guarded {
+    inner: Incoming,
+    _guards: (InFlight, Permit),
+}
+
+impl Body for Guarded {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+fn idempotent(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
+    )
+}
+
+fn content_length(h: &http::HeaderMap) -> Option<u64> {
+    h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+impl Proxy {
+    /// A response the proxy makes itself.
+    pub fn error(
+        &self,
+        status: StatusCode,
+        reason: &'static str,
+        msg: String,
+    ) -> Response<RespBody> {
+        self.metrics.proxy_response(status.as_u16(), reason);
+        tracing::debug!(status = status.as_u16(), reason, "{msg}");
+        let mut r = Response::new(full(format!("{status}: {msg}\n")));
+        *r.status_mut() = status;
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        r
+    }
+
+    fn failure(&self, b: &Backend, ep: &Endpoint) {
+        if self.outlier.failure(ep, b.balancer.endpoints()) {
+            self.metrics.ejections.inc();
+        }
+    }
+
+    /// Serves one request.
+    pub async fn handle(
+        self: Arc<Self>,
+        mut req: Request<Incoming>,
+        conn: Conn,
+    ) -> Response<RespBody> {
+        // In-flight requests keep the table they started with.
+        let table = self.table.load_full();
+        let host_val = req.headers().get(header::HOST).cloned().or_else(|| {
+            req.uri()
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        });
+        let host = host_val
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .map(normalize_host)
+            .unwrap_or_default();
+        let Some(route) = table.route(&host, req.uri().path()).cloned() else {
+            return self.error(
+                StatusCode::NOT_FOUND,
+                "no_route",
+                format!(
+                    "no MultiClusterIngress rule matches host {host:?} and path {:?}",
+                    req.uri().path()
+                ),
+            );
+        };
+        if route.ssl_redirect && !conn.https {
+            return self.redirect(&host, req.uri());
+        }
+        let b = match &route.target {
+            Target::Unavailable(why) => {
+                return self.error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "backend_unresolved",
+                    format!("backend of {} unavailable: {why}", route.mci),
+                );
+            }
+            Target::Backend(b) => b.clone(),
+        };
+        let limits = &b.tuning.limits;
+        let Some(permit) = b
+            .circuit
+            .try_acquire(limits.max_requests.min(limits.max_connections))
+        else {
+            return self.error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "circuit_open",
+                format!(
+                    "circuit open: backend {} of {} has {} requests in flight (max {})",
+                    b.name,
+                    b.mci,
+                    b.circuit.active(),
+                    limits.max_requests.min(limits.max_connections)
+                ),
+            );
+        };
+        let upgrade = req.version() == Version::HTTP_11 && headers::is_upgrade(req.headers());
+        let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+        let (mut parts, body) = req.into_parts();
+        headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+        headers::add_forwarded(
+            &mut parts.headers,
+            conn.remote.ip(),
+            conn.https,
+            host_val.as_ref(),
+        );
+        let key = match &b.tuning.hash_on {
+            Some(HashOn::Header(h)) => parts.headers.get(h).map(|v| hash_bytes(v.as_bytes())),
+            Some(HashOn::Cookie(c)) => {
+                headers::cookie(&parts.headers, c).map(|v| hash_bytes(v.as_bytes()))
+            }
+            None => None,
+        };
+        let idem = idempotent(&parts.method);
+        let len = content_length(&parts.headers);
+        let mut stream_body = None;
+        let replay: Option<Bytes> = if upgrade {
+            stream_body = Some(body);
+            None
+        } else if body.is_end_stream() || len == Some(0) {
+            Some(Bytes::new())
+        } else if idem && len.is_some_and(|l| l <= MAX_REPLAY) {
+            match body.collect().await {
+                Ok(c) => Some(c.to_bytes()),
+                Err(e) => {
+                    return self.error(
+                        StatusCode::BAD_REQUEST,
+                        "client_body",
+                        format!("reading the request body failed: {e}"),
+                    );
+                }
+            }
+        } else {
+            stream_body = Some(body);
+            None
+        };
+        let pq = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+        let attempts = 1 + if replay.is_some() { limits.retries } else { 0 };
+        self.budget.deposit();
+        let mut tried: Vec<usize> = Vec::new();
+        let mut client_upgrade = client_upgrade;
+        let mut last = None;
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                if !self.budget.withdraw() {
+                    self.metrics.retries_exhausted.inc();
+                    break;
+                }
+                b.metrics.retries.inc();
+            }
+            let Some(ep) = b.balancer.pick(now_nanos(), key, &tried) else {
+                return self.error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no_endpoints",
+                    format!("no ready endpoints for backend {} of {}", b.name, b.mci),
+                );
+            };
+            let body = match (&replay, stream_body.take()) {
+                (Some(bytes), _) => Full::new(bytes.clone())
+                    .map_err(|never: Infallible| match never {})
+                    .boxed_unsync(),
+                (None, Some(s)) => s.boxed_unsync(),
+                (None, None) => break,
+            };
+            let uri = Uri::builder()
+                .scheme("http")
+                .authority(ep.authority.clone())
+                .path_and_query(pq.clone())
+                .build();
+            let Ok(uri) = uri else {
+                return self.error(
+                    StatusCode::BAD_REQUEST,
+                    "bad_uri",
+                    "the request target is not a valid URI path".into(),
+                );
+            };
+            let mut up = Request::new(body);
+            *up.method_mut() = parts.method.clone();
+            *up.uri_mut() = uri;
+            *up.headers_mut() = parts.headers.clone();
+            let mut inflight = ep.start();
+            let started = Instant::now();
+            let res = tokio::time::timeout(limits.request_timeout, b.client.request(up)).await;
+            match res {
+                Err(_) => {
+                    self.failure(&b, &ep);
+                    if let Some(c) = b.metrics.cluster(&ep.cluster) {
+                        c.count(504);
+                    }
+                    return self.error(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "upstream_timeout",
+                        format!(
+                            "upstream {} in cluster {} did not answer within {:?}",
+                            ep.addr, ep.cluster, limits.request_timeout
+                        ),
+                    );
+                }
+                Ok(Err(e)) => {
+                    self.failure(&b, &ep);
+                    let connect = e.is_connect();
+                    let mut msg =
+                        format!("upstream {} in cluster {} failed: {e}", ep.addr, ep.cluster);
+                    let mut src = std::error::Error::source(&e);
+                    while let Some(s) = src {
+                        msg.push_str(&format!(": {s}"));
+                        src = s.source();
+                    }
+                    tracing::debug!(backend = %b.name, attempt, connect, "{msg}");
+                    last = Some(msg);
+                    tried.push(Arc::as_ptr(&ep) as usize);
+                    if replay.is_some() && (connect || idem) {
+                        continue;
+                    }
+                    break;
+                }
+                Ok(Ok(mut resp)) => {
+                    inflight.responded();
+                    b.metrics.latency.observe(started.elapsed().as_secs_f64());
+                    let status = resp.status();
+                    if status.is_server_error() {
+                        self.failure(&b, &ep);
+                    } else {
+                        ep.record_success();
+                    }
+                    if let Some(c) = b.metrics.cluster(&ep.cluster) {
+                        c.count(status.as_u16());
+                    }
+                    if status == StatusCode::SWITCHING_PROTOCOLS
+                        && let Some(cu) = client_upgrade.take()
+                    {
+                        let su = hyper::upgrade::on(&mut resp);
+                        tokio::spawn(async move {
+                            let _guards = (inflight, permit);
+                            match (cu.await, su.await) {
+                                (Ok(c), Ok(s)) => {
+                                    let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));
+                                    let _ = tokio::io::copy_bidirectional(&mut c, &mut s).await;
+                                }
+                                (Err(e), _) | (_, Err(e)) => {
+                                    tracing::debug!(error = %e, "upgrade failed");
+                                }
+                            }
+                        });
+                        let (parts, _) = resp.into_parts();
+                        return Response::from_parts(parts, full(Bytes::new()));
+                    }
+                    headers::strip_hop_by_hop(resp.headers_mut(), false);
+                    let (parts, body) = resp.into_parts();
+                    let body = Guarded {
+                        inner: body,
+                        _guards: (inflight, permit),
+                    };
+                    return Response::from_parts(parts, body.boxed_unsync());
+                }
+            }
+        }
+        self.error(
+            StatusCode::BAD_GATEWAY,
+            "upstream_failed",
+            last.unwrap_or_else(|| "upstream failed".into()),
+        )
+    }
+
+    fn redirect(&self, host: &str, uri: &Uri) -> Response<RespBody> {
+        let port = match self.https_port {
+            Some(443) | None => String::new(),
+            Some(p) => format!(":{p}"),
+        };
+        let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+        let loc = format!("https://{host}{port}{pq}");
+        let mut r = Response::new(full(format!("308 Permanent Redirect: {loc}\n")));
+        *r.status_mut() = StatusCode::PERMANENT_REDIRECT;
+        if let Ok(v) = HeaderValue::from_str(&loc) {
+            r.headers_mut().insert(header::LOCATION, v);
+        }
+        self.metrics.proxy_response(308, "ssl_redirect");
+        r
+    }
+}

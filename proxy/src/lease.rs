@@ -1,0 +1,109 @@
+//! Publishing: a `coordination.k8s.io/v1` Lease `causeway-proxy-<name>` in the hub
+//! namespace `causeway-system`, carrying the addresses and ports this proxy serves
+//! (read by the MCI controller for `status.loadBalancer`), renewed every 5 s and
+//! deleted on graceful shutdown.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use causeway_crds::well_known::annotations::{PROXY_ADDRESSES, PROXY_PORTS};
+use causeway_crds::well_known::labels::{COMPONENT, PROXY_COMPONENT};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use tokio_util::sync::CancellationToken;
+
+/// The hub namespace of proxy Leases.
+pub const NAMESPACE: &str = "causeway-system";
+/// Lease duration.
+pub const DURATION_SECONDS: i32 = 15;
+/// Renewal period.
+pub const RENEW: Duration = Duration::from_secs(5);
+
+/// The Lease name for a proxy name.
+pub fn lease_name(name: &str) -> String {
+    format!("causeway-proxy-{name}")
+}
+
+/// The Lease object.
+pub fn lease(name: &str, addresses: &str, ports: &str) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(lease_name(name)),
+            namespace: Some(NAMESPACE.into()),
+            labels: Some(BTreeMap::from([(COMPONENT.into(), PROXY_COMPONENT.into())])),
+            annotations: Some(BTreeMap::from([
+                (PROXY_ADDRESSES.into(), addresses.into()),
+                (PROXY_PORTS.into(), ports.into()),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(lease_name(name)),
+            lease_duration_seconds: Some(DURATION_SECONDS),
+            renew_time: Some(MicroTime(jiff::Timestamp::now())),
+            ..Default::default()
+        }),
+    }
+}
+
+async fn ensure_namespace(client: &Client) -> Result<(), kube::Error> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api.get_opt(NAMESPACE).await?.is_some() {
+        return Ok(());
+    }
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(NAMESPACE.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Keeps the Lease until `stop`, then deletes it.
+pub async fn run(
+    client: Client,
+    name: String,
+    addresses: String,
+    ports: String,
+    stop: CancellationToken,
+) {
+    let api: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let lname = lease_name(&name);
+    let pp = PatchParams::apply("causeway-proxy").force();
+    let mut ns_ok = false;
+    loop {
+        if !ns_ok {
+            match ensure_namespace(&client).await {
+                Ok(()) => ns_ok = true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "creating hub namespace {NAMESPACE} failed; retrying")
+                }
+            }
+        }
+        if ns_ok {
+            let l = lease(&name, &addresses, &ports);
+            if let Err(e) = api.patch(&lname, &pp, &Patch::Apply(&l)).await {
+                tracing::warn!(lease = %lname, error = %e, "renewing the proxy Lease failed; retrying");
+                ns_ok = false;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(RENEW) => {}
+            _ = stop.cancelled() => break,
+        }
+    }
+    match api.delete(&lname, &DeleteParams::default()).await {
+        Ok(_) => tracing::info!(lease = %lname, "proxy Lease deleted"),
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => tracing::warn!(lease = %lname, error = %e, "deleting the proxy Lease failed"),
+    }
+}

@@ -1,0 +1,145 @@
+//! Downstream listeners: HTTP/1.1 and HTTP/2 (h2c prior knowledge on the plain port,
+//! ALPN on TLS) through hyper-util's auto builder, a header size limit and a
+//! header-read timeout against slowloris, and graceful draining on shutdown.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::forward::{Conn, Proxy};
+
+/// Listener limits.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Time a client has to send the request head (and the TLS handshake).
+    pub header_read_timeout: Duration,
+    /// Largest request head.
+    pub max_header_bytes: usize,
+    /// How long shutdown waits for open connections.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 64 * 1024,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes.max(8192));
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(limits.max_header_bytes as u32);
+    b
+}
+
+/// Accepts connections until `stop`, then drains them for up to `drain_timeout`.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    proxy: Arc<Proxy>,
+    limits: Limits,
+    stop: CancellationToken,
+) {
+    let graceful = GracefulShutdown::new();
+    let builder = Arc::new(builder(&limits));
+    let https = tls.is_some();
+    loop {
+        let (tcp, remote) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let conn = Conn { remote, https };
+        let p = proxy.clone();
+        let svc = service_fn(move |req| {
+            let proxy = p.clone();
+            async move { Ok::<_, Infallible>(proxy.handle(req, conn).await) }
+        });
+        let gauge = proxy.metrics.downstream_open.clone();
+        gauge.inc();
+        let open = OpenConn(gauge);
+        match &tls {
+            None => {
+                let fut = graceful.watch(
+                    builder
+                        .serve_connection_with_upgrades(TokioIo::new(tcp), svc)
+                        .into_owned(),
+                );
+                tokio::spawn(async move {
+                    let _open = open;
+                    if let Err(e) = fut.await {
+                        tracing::debug!(error = %e, %remote, "connection ended with an error");
+                    }
+                });
+            }
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                let timeout = limits.header_read_timeout;
+                tokio::spawn(async move {
+                    let _open = open;
+                    let tls = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, %remote, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%remote, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let conn = builder
+                        .serve_connection_with_upgrades(TokioIo::new(tls), svc)
+                        .into_owned();
+                    if let Err(e) = watcher.watch(conn).await {
+                        tracing::debug!(error = %e, %remote, "connection ended with an error");
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "connections still open after {:?}; closing them",
+            limits.drain_timeout
+        );
+    }
+}
+
+/// Counts an open downstream connection until dropped.
+struct OpenConn(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for OpenConn {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

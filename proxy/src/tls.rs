@@ -1,0 +1,246 @@
+//! TLS termination (MCI-6): certificates from the MCI `tls[]` Secrets, chosen by SNI
+//! (exact host, then `*.domain` wildcard, then the default certificate) through a
+//! resolver over an arc-swapped map, so a changed Secret is served without restart.
+//! rustls with the ring provider only; ALPN `h2` and `http/1.1`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use k8s_openapi::api::core::v1::Secret;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::table::TlsEntry;
+
+/// What is wrong with a certificate or key.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// No certificate in the PEM.
+    #[error("no PEM certificate found")]
+    NoCertificate,
+    /// A certificate did not parse.
+    #[error("bad PEM certificate: {0}")]
+    BadCertificate(rustls_pki_types::pem::Error),
+    /// The key did not parse.
+    #[error("bad PEM private key: {0}")]
+    BadKey(rustls_pki_types::pem::Error),
+    /// The key type is not supported.
+    #[error("unsupported private key: {0}")]
+    UnsupportedKey(rustls::Error),
+    /// The key does not match the certificate.
+    #[error("the private key does not match the certificate: {0}")]
+    Mismatch(rustls::Error),
+    /// Self-signed certificate generation failed.
+    #[error("generating a self-signed certificate: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// rustls configuration.
+    #[error("TLS configuration: {0}")]
+    Config(rustls::Error),
+}
+
+/// A certificate and key from PEM.
+pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsError> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<_, _>>()
+        .map_err(TlsError::BadCertificate)?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate);
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(TlsError::BadKey)?;
+    let signer =
+        rustls::crypto::ring::sign::any_supported_type(&key).map_err(TlsError::UnsupportedKey)?;
+    let ck = CertifiedKey::new(certs, signer);
+    ck.keys_match().map_err(TlsError::Mismatch)?;
+    Ok(ck)
+}
+
+/// A self-signed certificate for `localhost` (used when no default is given).
+pub fn self_signed() -> Result<CertifiedKey, TlsError> {
+    let c = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])?;
+    certified_key(
+        c.cert.pem().as_bytes(),
+        c.signing_key.serialize_pem().as_bytes(),
+    )
+}
+
+/// Certificates by SNI host.
+#[derive(Debug, Default)]
+pub struct Certs {
+    exact: HashMap<String, Arc<CertifiedKey>>,
+    /// `*.foo.com` stored as `foo.com`.
+    wildcard: HashMap<String, Arc<CertifiedKey>>,
+}
+
+impl Certs {
+    /// Builds the map from the table's `tls[]` entries and the TLS Secrets; a Secret that
+    /// is missing or bad leaves its hosts on the default certificate (and warns).
+    pub fn build(entries: &[TlsEntry], secrets: &[Arc<Secret>]) -> (Certs, Vec<String>) {
+        let mut by_key: HashMap<(&str, &str), Option<Arc<CertifiedKey>>> = HashMap::new();
+        let mut warnings = Vec::new();
+        let mut certs = Certs::default();
+        for e in entries {
+            let ck = by_key
+                .entry((e.namespace.as_str(), e.secret.as_str()))
+                .or_insert_with(|| {
+                    let s = secrets.iter().find(|s| {
+                        s.metadata.namespace.as_deref() == Some(e.namespace.as_str())
+                            && s.metadata.name.as_deref() == Some(e.secret.as_str())
+                    });
+                    let r = match s {
+                        None => Err("not found".to_string()),
+                        Some(s) => {
+                            let d = s.data.as_ref();
+                            let crt = d.and_then(|d| d.get("tls.crt"));
+                            let key = d.and_then(|d| d.get("tls.key"));
+                            match (crt, key) {
+                                (Some(c), Some(k)) => {
+                                    certified_key(&c.0, &k.0).map_err(|e| e.to_string())
+                                }
+                                _ => Err("missing tls.crt or tls.key".to_string()),
+                            }
+                        }
+                    };
+                    match r {
+                        Ok(ck) => Some(Arc::new(ck)),
+                        Err(why) => {
+                            let w = format!(
+                                "TLS Secret {}/{}: {why}; its hosts get the default certificate",
+                                e.namespace, e.secret
+                            );
+                            tracing::warn!("{w}");
+                            warnings.push(w);
+                            None
+                        }
+                    }
+                })
+                .clone();
+            let Some(ck) = ck else { continue };
+            match e.host.strip_prefix("*.") {
+                Some(suffix) => certs.wildcard.entry(suffix.to_string()).or_insert(ck),
+                None => certs.exact.entry(e.host.clone()).or_insert(ck),
+            };
+        }
+        (certs, warnings)
+    }
+
+    fn get(&self, sni: &str) -> Option<&Arc<CertifiedKey>> {
+        let sni = sni.trim_end_matches('.').to_ascii_lowercase();
+        self.exact.get(&sni).or_else(|| {
+            let (first, suffix) = sni.split_once('.')?;
+            (!first.is_empty())
+                .then(|| self.wildcard.get(suffix))
+                .flatten()
+        })
+    }
+}
+
+/// SNI resolver with hot-swappable certificates.
+#[derive(Debug)]
+pub struct Resolver {
+    /// The current map.
+    pub certs: ArcSwap<Certs>,
+    default: Arc<CertifiedKey>,
+}
+
+impl Resolver {
+    /// A resolver with only the default certificate.
+    pub fn new(default: CertifiedKey) -> Self {
+        Resolver {
+            certs: ArcSwap::from_pointee(Certs::default()),
+            default: Arc::new(default),
+        }
+    }
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let certs = self.certs.load();
+        Some(
+            hello
+                .server_name()
+                .and_then(|sni| certs.get(sni).cloned())
+                .unwrap_or_else(|| self.default.clone()),
+        )
+    }
+}
+
+/// The server configuration: ring provider, resolver, ALPN h2 + http/1.1.
+pub fn server_config(resolver: Arc<Resolver>) -> Result<rustls::ServerConfig, TlsError> {
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(TlsError::Config)?
+    .with_no_client_auth()
+    .with_cert_resolver(resolver);
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn secret(name: &str, crt: &[u8], key: &[u8]) -> Arc<Secret> {
+        let mut s = Secret::default();
+        s.metadata.name = Some(name.into());
+        s.metadata.namespace = Some("ns".into());
+        s.type_ = Some("kubernetes.io/tls".into());
+        s.data = Some(
+            [
+                ("tls.crt".to_string(), ByteString(crt.to_vec())),
+                ("tls.key".to_string(), ByteString(key.to_vec())),
+            ]
+            .into(),
+        );
+        Arc::new(s)
+    }
+
+    #[test]
+    fn sni_exact_wildcard_and_bad_secrets() {
+        let a = rcgen::generate_simple_self_signed(vec!["a.foo.com".to_string()]).unwrap();
+        let w = rcgen::generate_simple_self_signed(vec!["*.bar.com".to_string()]).unwrap();
+        let secrets = vec![
+            secret(
+                "a",
+                a.cert.pem().as_bytes(),
+                a.signing_key.serialize_pem().as_bytes(),
+            ),
+            secret(
+                "w",
+                w.cert.pem().as_bytes(),
+                w.signing_key.serialize_pem().as_bytes(),
+            ),
+            secret("bad", b"junk", b"junk"),
+        ];
+        let e = |host: &str, s: &str| TlsEntry {
+            host: host.into(),
+            namespace: "ns".into(),
+            secret: s.into(),
+        };
+        let (certs, warnings) = Certs::build(
+            &[
+                e("a.foo.com", "a"),
+                e("*.bar.com", "w"),
+                e("c.foo.com", "bad"),
+                e("d.foo.com", "gone"),
+            ],
+            &secrets,
+        );
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(certs.get("A.foo.com").is_some());
+        assert!(certs.get("x.bar.com").is_some());
+        assert!(certs.get("bar.com").is_none());
+        assert!(certs.get("y.x.bar.com").is_none());
+        assert!(certs.get("c.foo.com").is_none());
+        assert!(self_signed().is_ok());
+        assert!(matches!(
+            certified_key(b"", b""),
+            Err(TlsError::NoCertificate)
+        ));
+    }
+}

@@ -1,0 +1,221 @@
+//! Hub watches (kube-runtime reflectors) → debounced rebuild of the route table and the
+//! SNI certificate map → `arc-swap`. Requests already running keep the table they
+//! loaded. Ready once every cache has listed and the first table is in place.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use causeway_crds::exported_service::ExportedService;
+use causeway_crds::mci::MultiClusterIngress;
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::well_known::labels::SERVICE_NAME;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::IngressClass;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::table::{self, BuildOptions, RouteTable, Shared, Snapshot};
+use crate::tls::{Certs, Resolver};
+
+/// Starts a reflector; every change that passes `relevant` wakes `notify`.
+fn reflect<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    notify: Arc<Notify>,
+    stop: CancellationToken,
+    what: &'static str,
+    relevant: fn(&K) -> bool,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, cfg).modify(|o| {
+            o.meta_mut().managed_fields = None;
+        }),
+    )
+    .default_backoff();
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            tokio::select! {
+                ev = stream.next() => match ev {
+                    Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))) => {
+                        if relevant(&o) {
+                            notify.notify_one();
+                        }
+                    }
+                    Some(Ok(watcher::Event::InitDone)) => notify.notify_one(),
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => tracing::warn!(cache = what, error = %e, "hub watch failed; retrying with backoff"),
+                    None => break,
+                },
+                _ = stop.cancelled() => break,
+            }
+        }
+    });
+    reader
+}
+
+fn any<K>(_: &K) -> bool {
+    true
+}
+
+fn is_tls(s: &Secret) -> bool {
+    s.type_.as_deref() == Some("kubernetes.io/tls")
+}
+
+/// The hub caches.
+pub struct Caches {
+    mcis: Store<MultiClusterIngress>,
+    classes: Store<IngressClass>,
+    imports: Store<ServiceImport>,
+    exports: Store<ExportedService>,
+    slices: Store<EndpointSlice>,
+    secrets: Store<Secret>,
+    notify: Arc<Notify>,
+}
+
+impl Caches {
+    /// Starts every watch (all namespaces).
+    pub fn start(client: &Client, stop: &CancellationToken) -> Caches {
+        let notify = Arc::new(Notify::new());
+        let n = || notify.clone();
+        let s = || stop.clone();
+        let all = watcher::Config::default;
+        Caches {
+            mcis: reflect(
+                Api::all(client.clone()),
+                all(),
+                n(),
+                s(),
+                "multiclusteringresses",
+                any,
+            ),
+            classes: reflect(
+                Api::all(client.clone()),
+                all(),
+                n(),
+                s(),
+                "ingressclasses",
+                any,
+            ),
+            imports: reflect(
+                Api::all(client.clone()),
+                all(),
+                n(),
+                s(),
+                "serviceimports",
+                any,
+            ),
+            exports: reflect(
+                Api::all(client.clone()),
+                all(),
+                n(),
+                s(),
+                "exportedservices",
+                any,
+            ),
+            slices: reflect(
+                Api::all(client.clone()),
+                all().labels(SERVICE_NAME),
+                n(),
+                s(),
+                "endpointslices",
+                any,
+            ),
+            secrets: reflect(Api::all(client.clone()), all(), n(), s(), "secrets", is_tls),
+            notify,
+        }
+    }
+
+    async fn wait_ready(&self) -> bool {
+        self.mcis.wait_until_ready().await.is_ok()
+            && self.classes.wait_until_ready().await.is_ok()
+            && self.imports.wait_until_ready().await.is_ok()
+            && self.exports.wait_until_ready().await.is_ok()
+            && self.slices.wait_until_ready().await.is_ok()
+            && self.secrets.wait_until_ready().await.is_ok()
+    }
+
+    /// The current objects.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            mcis: self.mcis.state(),
+            ingress_classes: self.classes.state().iter().map(|c| (**c).clone()).collect(),
+            service_imports: self.imports.state(),
+            exported_services: self.exports.state(),
+            endpoint_slices: self.slices.state(),
+        }
+    }
+}
+
+/// What the rebuild loop updates.
+pub struct Targets {
+    /// The served route table.
+    pub table: Arc<ArcSwap<RouteTable>>,
+    /// SNI certificates (when TLS is on).
+    pub resolver: Option<Arc<Resolver>>,
+    /// Set after the first build.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// Rebuilds on every change (after `debounce`) until `stop`.
+pub async fn run(
+    caches: Caches,
+    opts: BuildOptions,
+    shared: Arc<Shared>,
+    targets: Targets,
+    debounce: Duration,
+    stop: CancellationToken,
+) {
+    tokio::select! {
+        ok = caches.wait_ready() => if !ok { return },
+        _ = stop.cancelled() => return,
+    }
+    tracing::info!("hub caches synced");
+    loop {
+        let snap = caches.snapshot();
+        let t = table::build(&snap, &opts, &shared);
+        let m = &shared.metrics;
+        m.rebuilds.inc();
+        m.build_seconds.observe(t.build_time.as_secs_f64());
+        m.routes.set(t.routes() as i64);
+        m.endpoints.set(t.endpoints as i64);
+        m.mcis.set(t.served.len() as i64);
+        tracing::debug!(
+            served = t.served.len(),
+            ignored = t.ignored.len(),
+            routes = t.routes(),
+            endpoints = t.endpoints,
+            took = ?t.build_time,
+            "route table rebuilt"
+        );
+        if let Some(r) = &targets.resolver {
+            let secrets: Vec<Arc<Secret>> = caches.secrets.state();
+            let (certs, _) = Certs::build(&t.tls, &secrets);
+            r.certs.store(Arc::new(certs));
+        }
+        targets.table.store(Arc::new(t));
+        targets.ready.store(true, Ordering::Relaxed);
+        tokio::select! {
+            _ = caches.notify.notified() => {}
+            _ = stop.cancelled() => return,
+        }
+        tokio::time::sleep(debounce).await;
+    }
+}

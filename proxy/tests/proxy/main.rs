@@ -1,0 +1,7 @@
+//! causeway-proxy against a real kubesim hub, real backends on loopback IPs and real
+//! clients (one test binary; modules per area).
+
+mod balancing;
+mod harness;
+mod protocols;
+mod routing;
