@@ -122,6 +122,11 @@ impl Endpoint {
         self.ejections.load(Ordering::Relaxed)
     }
 
+    /// Failing its active health check.
+    pub fn is_unhealthy(&self) -> bool {
+        self.unhealthy.load(Ordering::Relaxed)
+    }
+
     /// Sets the active-health-check verdict.
     pub fn set_unhealthy(&self, v: bool) {
         self.unhealthy.store(v, Ordering::Relaxed);

@@ -86,7 +86,7 @@ pub async fn run_active(
                 let timeout = b.tuning.limits.connect_timeout.max(Duration::from_secs(1));
                 tokio::spawn(async move {
                     let ok = probe(ep.addr, &path, timeout).await;
-                    if ok == ep_is_unhealthy(&ep) {
+                    if ok == ep.is_unhealthy() {
                         tracing::info!(endpoint = %ep.addr, healthy = ok, "active health check changed");
                     }
                     ep.set_unhealthy(!ok);
@@ -97,10 +97,6 @@ pub async fn run_active(
             last.clear();
         }
     }
-}
-
-fn ep_is_unhealthy(ep: &Endpoint) -> bool {
-    !ep.available(0)
 }
 
 /// One HTTP/1.1 GET: healthy on 2xx/3xx within `timeout`.

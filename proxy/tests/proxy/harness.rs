@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -249,6 +249,8 @@ pub struct Pod {
     pub addr: SocketAddr,
     pub name: String,
     pub hits: Arc<AtomicU64>,
+    /// Status code of `/healthz`.
+    pub health: Arc<AtomicU16>,
     stop: CancellationToken,
 }
 
@@ -262,7 +264,8 @@ impl Pod {
         let addr = l.local_addr()?;
         let stop = CancellationToken::new();
         let hits = Arc::new(AtomicU64::new(0));
-        let (n, h, s) = (name.to_string(), hits.clone(), stop.clone());
+        let health = Arc::new(AtomicU16::new(200));
+        let (n, h, s, hc) = (name.to_string(), hits.clone(), stop.clone(), health.clone());
         tokio::spawn(async move {
             let mut conns = tokio::task::JoinSet::new();
             loop {
@@ -270,8 +273,8 @@ impl Pod {
                     r = l.accept() => match r { Ok(x) => x, Err(_) => continue },
                     _ = s.cancelled() => break,
                 };
-                let (n, h) = (n.clone(), h.clone());
-                let svc = service_fn(move |req| pod_answer(req, n.clone(), h.clone()));
+                let (n, h, hc) = (n.clone(), h.clone(), hc.clone());
+                let svc = service_fn(move |req| pod_answer(req, n.clone(), h.clone(), hc.clone()));
                 conns.spawn(async move {
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(tcp), svc)
@@ -286,6 +289,7 @@ impl Pod {
             addr,
             name: name.to_string(),
             hits,
+            health,
             stop,
         })
     }
@@ -309,8 +313,31 @@ async fn pod_answer(
     mut req: Request<Incoming>,
     name: String,
     hits: Arc<AtomicU64>,
+    health: Arc<AtomicU16>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    let path = req.uri().path().to_string();
+    if path == "/healthz" {
+        let mut r = Response::new(Full::new(Bytes::new()));
+        *r.status_mut() = http::StatusCode::from_u16(health.load(Ordering::Relaxed))
+            .unwrap_or(http::StatusCode::OK);
+        return Ok(r);
+    }
     hits.fetch_add(1, Ordering::Relaxed);
+    if let Some(ms) = path
+        .strip_prefix("/sleep/")
+        .and_then(|m| m.parse::<u64>().ok())
+    {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    if path == "/echo" {
+        let body = req
+            .into_body()
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        return Ok(Response::new(Full::new(body)));
+    }
     if req.headers().contains_key(http::header::UPGRADE) {
         let up = hyper::upgrade::on(&mut req);
         tokio::spawn(async move {
@@ -364,7 +391,16 @@ async fn pod_answer(
 
 /// A proxy with test-friendly settings.
 pub async fn proxy(hub: &Hub, cluster: Option<&str>) -> anyhow::Result<causeway_proxy::Running> {
-    let cfg = causeway_proxy::Config {
+    proxy_with(hub, cluster, |_| {}).await
+}
+
+/// A proxy with test-friendly settings, adjusted by `f`.
+pub async fn proxy_with(
+    hub: &Hub,
+    cluster: Option<&str>,
+    f: impl FnOnce(&mut causeway_proxy::Config),
+) -> anyhow::Result<causeway_proxy::Running> {
+    let mut cfg = causeway_proxy::Config {
         cluster: cluster.map(str::to_string),
         name: Some(format!("test-{}", cluster.unwrap_or("x"))),
         listen_http: "127.0.0.1:0".parse()?,
@@ -379,6 +415,7 @@ pub async fn proxy(hub: &Hub, cluster: Option<&str>) -> anyhow::Result<causeway_
         debounce: Duration::from_millis(20),
         ..Default::default()
     };
+    f(&mut cfg);
     let p = causeway_proxy::start(hub.client.clone(), cfg).await?;
     eventually("proxy ready", Duration::from_secs(20), || async {
         p.ready()
@@ -429,16 +466,29 @@ pub async fn get(
     path: &str,
     extra: &[(&str, &str)],
 ) -> anyhow::Result<Resp> {
-    let mut b = Request::get(format!("http://{proxy}{path}")).header("host", host);
+    send(c, http::Method::GET, proxy, host, path, extra, Bytes::new()).await
+}
+
+/// Any request.
+pub async fn send(
+    c: &Client,
+    method: http::Method,
+    proxy: SocketAddr,
+    host: &str,
+    path: &str,
+    extra: &[(&str, &str)],
+    body: Bytes,
+) -> anyhow::Result<Resp> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(format!("http://{proxy}{path}"))
+        .header("host", host);
     for (k, v) in extra {
         b = b.header(*k, *v);
     }
-    let resp = tokio::time::timeout(
-        Duration::from_secs(10),
-        c.request(b.body(Full::new(Bytes::new()))?),
-    )
-    .await
-    .context("request timed out")??;
+    let resp = tokio::time::timeout(Duration::from_secs(10), c.request(b.body(Full::new(body))?))
+        .await
+        .context("request timed out")??;
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let body = resp.into_body().collect().await?.to_bytes();

@@ -2,6 +2,7 @@
 //! clients (one test binary; modules per area).
 
 mod balancing;
+mod errors;
 mod harness;
 mod protocols;
 mod routing;

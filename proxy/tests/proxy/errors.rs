@@ -1,0 +1,159 @@
+//! Failure handling: upstream timeout (504), circuit breaking (503), every endpoint
+//! down (502), slowloris, request bodies, active health checks and graceful drain.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::harness::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_circuits_bodies_and_dead_upstreams() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let a = Pod::start([127, 0, 9, 1], "a").await?;
+    let dead = Pod::start([127, 0, 9, 2], "dead").await?;
+    dead.kill();
+    for (svc, pod) in [("web", &a), ("dead", &dead)] {
+        hub.import(svc).await?;
+        hub.export(svc, "east", &[(pod.addr, true)]).await?;
+    }
+    hub.mci(
+        "tight",
+        json!({"rules": [rule(Some("t.test"), "/", "Prefix", "web")]}),
+        json!({"causeway.io/request-timeout": "300ms", "causeway.io/max-requests": "1", "causeway.io/connect-timeout": "bogus"}),
+    )
+    .await?;
+    hub.mci("plain", json!({"rules": [rule(Some("p.test"), "/", "Prefix", "web"), rule(Some("d.test"), "/", "Prefix", "dead")]}), json!({}))
+        .await?;
+    let p = proxy_with(&hub, None, |c| {
+        c.limits.header_read_timeout = Duration::from_secs(1)
+    })
+    .await?;
+    let c = client();
+    eventually("routes", Duration::from_secs(10), || async {
+        get(&c, p.http, "t.test", "/", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+            && get(&c, p.http, "p.test", "/", &[])
+                .await
+                .is_ok_and(|r| r.status == 200)
+    })
+    .await?;
+    assert!(
+        p.table()
+            .warnings
+            .iter()
+            .any(|w| w.contains("connect-timeout")),
+        "{:?}",
+        p.table().warnings
+    );
+
+    // 504 after the MCI's request timeout.
+    let r = get(&c, p.http, "t.test", "/sleep/3000", &[]).await?;
+    assert_eq!(r.status, 504, "{}", r.body);
+    assert!(r.body.contains("did not answer within 300ms"), "{}", r.body);
+
+    // Circuit: one request in flight (max-requests 1) → the next is refused.
+    let slow = {
+        let (c, addr) = (c.clone(), p.http);
+        tokio::spawn(async move { get(&c, addr, "t.test", "/sleep/250", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let r = get(&c, p.http, "t.test", "/", &[]).await?;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("circuit open"), "{}", r.body);
+    assert_eq!(slow.await??.status, 200);
+
+    // Every endpoint refuses connections: 502 with the reason.
+    let r = get(&c, p.http, "d.test", "/", &[]).await?;
+    assert_eq!(r.status, 502, "{}", r.body);
+    assert!(r.body.contains("failed"), "{}", r.body);
+
+    // Bodies: a small PUT (buffered, retryable) and a large POST (streamed).
+    let small = Bytes::from_static(b"small body");
+    let r = send(
+        &c,
+        http::Method::PUT,
+        p.http,
+        "p.test",
+        "/echo",
+        &[],
+        small.clone(),
+    )
+    .await?;
+    assert_eq!(r.body.as_bytes(), &small[..]);
+    let big = Bytes::from(vec![b'x'; 300 * 1024]);
+    let r = send(
+        &c,
+        http::Method::POST,
+        p.http,
+        "p.test",
+        "/echo",
+        &[],
+        big.clone(),
+    )
+    .await?;
+    assert_eq!(r.body.len(), big.len());
+
+    // Slowloris: a head that never completes is closed after the header-read timeout.
+    let mut s = tokio::net::TcpStream::connect(p.http).await?;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: p.test\r\n").await?;
+    let mut buf = [0u8; 256];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
+    let txt = String::from_utf8_lossy(&buf[..n]);
+    assert!(n == 0 || txt.starts_with("HTTP/1.1 408"), "{txt}");
+
+    // Graceful shutdown lets an in-flight request finish.
+    let inflight = {
+        let (c, addr) = (c.clone(), p.http);
+        tokio::spawn(async move { get(&c, addr, "p.test", "/sleep/400", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    p.shutdown().await;
+    let r = inflight.await??;
+    assert_eq!((r.status, r.body.as_str()), (200, "a"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_health_checks_take_endpoints_out_and_back() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let good = Pod::start([127, 0, 10, 1], "good").await?;
+    let sick = Pod::start([127, 0, 10, 2], "sick").await?;
+    hub.import("web").await?;
+    hub.export("web", "east", &[(good.addr, true), (sick.addr, true)])
+        .await?;
+    hub.mci(
+        "hc",
+        json!({"rules": [rule(Some("hc.test"), "/", "Prefix", "web")]}),
+        json!({"causeway.io/health-check-path": "/healthz", "causeway.io/health-check-interval": "200ms", "causeway.io/load-balancer": "round-robin"}),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let c = client();
+    eventually("both serve", Duration::from_secs(10), || async {
+        spread(&c, p.http, "hc.test", "/", 10)
+            .await
+            .is_ok_and(|s| s.len() == 2)
+    })
+    .await?;
+    sick.health.store(503, Ordering::Relaxed);
+    eventually("sick out", Duration::from_secs(10), || async {
+        spread(&c, p.http, "hc.test", "/", 10)
+            .await
+            .is_ok_and(|s| s.get("good") == Some(&10))
+    })
+    .await?;
+    sick.health.store(200, Ordering::Relaxed);
+    eventually("sick back", Duration::from_secs(10), || async {
+        spread(&c, p.http, "hc.test", "/", 10)
+            .await
+            .is_ok_and(|s| s.contains_key("sick"))
+    })
+    .await?;
+    p.shutdown().await;
+    Ok(())
+}
