@@ -79,6 +79,9 @@ struct Args {
     /// First ejection time (the n-th ejection lasts n times as long, up to 10x).
     #[arg(long, default_value = "30s", value_parser = duration)]
     eject_base: Duration,
+    /// Tokio worker threads (default: one per CPU).
+    #[arg(long)]
+    worker_threads: Option<usize>,
     /// Log filter (tracing EnvFilter syntax), e.g. info or causeway_proxy=debug.
     #[arg(long, default_value = "info", env = "RUST_LOG")]
     log: String,
@@ -101,9 +104,28 @@ async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(cfg).context("building the hub client")
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    match runtime(args.worker_threads).and_then(|rt| rt.block_on(run(args))) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("causeway-proxy: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if let Some(n) = workers {
+        anyhow::ensure!(n > 0, "--worker-threads must be at least 1");
+        rt.worker_threads(n);
+    }
+    rt.build().context("starting the tokio runtime")
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&args.log)

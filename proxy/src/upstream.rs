@@ -11,9 +11,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Uri;
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use parking_lot::Mutex;
+use prometheus_client::metrics::gauge::Gauge;
 
 use crate::metrics::Metrics;
 
@@ -27,19 +28,69 @@ pub struct Connector {
     metrics: Arc<Metrics>,
 }
 
-type ConnectFuture = Pin<
-    Box<
-        dyn Future<
-                Output = Result<
-                    hyper_util::rt::TokioIo<tokio::net::TcpStream>,
-                    Box<dyn std::error::Error + Send + Sync>,
-                >,
-            > + Send,
-    >,
->;
+type ConnectFuture =
+    Pin<Box<dyn Future<Output = Result<Counted, Box<dyn std::error::Error + Send + Sync>>> + Send>>;
+
+/// An upstream connection counted in the open-connections gauge until dropped.
+pub struct Counted {
+    io: TokioIo<tokio::net::TcpStream>,
+    gauge: Gauge,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+impl hyper::rt::Read for Counted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for Counted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+impl Connection for Counted {
+    fn connected(&self) -> Connected {
+        self.io.connected()
+    }
+}
 
 impl tower::Service<Uri> for Connector {
-    type Response = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
+    type Response = Counted;
     type Error = Box<dyn std::error::Error + Send + Sync>;
     type Future = ConnectFuture;
 
@@ -54,7 +105,11 @@ impl tower::Service<Uri> for Connector {
             match fut.await {
                 Ok(io) => {
                     metrics.upstream_connects.inc();
-                    Ok(io)
+                    metrics.upstream_open.inc();
+                    Ok(Counted {
+                        io,
+                        gauge: metrics.upstream_open.clone(),
+                    })
                 }
                 Err(e) => {
                     metrics.upstream_connect_errors.inc();
