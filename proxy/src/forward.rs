@@ -172,21 +172,24 @@ impl Proxy {
             Target::Backend(b) => b.clone(),
         };
         let limits = &b.tuning.limits;
-        let Some(permit) = b
+        let permit = match b
             .circuit
-            .try_acquire(limits.max_requests.min(limits.max_connections))
-        else {
-            return self.error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "circuit_open",
-                format!(
-                    "circuit open: backend {} of {} has {} requests in flight (max {})",
-                    b.name,
-                    b.mci,
-                    b.circuit.active(),
-                    limits.max_requests.min(limits.max_connections)
-                ),
-            );
+            .acquire(
+                limits.max_requests,
+                limits.max_pending_requests,
+                limits.max_connections,
+                limits.request_timeout,
+            )
+            .await
+        {
+            Ok(p) => p,
+            Err(open) => {
+                return self.error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "circuit_open",
+                    format!("circuit open for backend {} of {}: {open}", b.name, b.mci),
+                );
+            }
         };
         let upgrade = req.version() == Version::HTTP_11 && headers::is_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));

@@ -373,7 +373,10 @@ impl MciBuilder<'_> {
                         self.tuning.cluster_weights.as_ref(),
                     ),
                     tuning: self.tuning.clone(),
-                    circuit: self.shared.circuits.circuit(&format!("{}/{key}", self.ns)),
+                    circuit: self
+                        .shared
+                        .circuits
+                        .circuit(&format!("{}/{key}", self.ns), limits.max_connections),
                     client: self
                         .shared
                         .upstreams
