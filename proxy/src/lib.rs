@@ -183,7 +183,7 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         }
     };
 
-    let caches = watch::Caches::start(&hub, &stop);
+    let caches = watch::Caches::start(&hub, &stop, resolver.is_some());
     let opts = table::BuildOptions {
         local_cluster: cfg.cluster.clone(),
         defaults: cfg.defaults.clone(),

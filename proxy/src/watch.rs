@@ -86,13 +86,14 @@ pub struct Caches {
     imports: Store<ServiceImport>,
     exports: Store<ExportedService>,
     slices: Store<EndpointSlice>,
-    secrets: Store<Secret>,
+    /// Only with an HTTPS listener (no Secret access needed otherwise).
+    secrets: Option<Store<Secret>>,
     notify: Arc<Notify>,
 }
 
 impl Caches {
-    /// Starts every watch (all namespaces).
-    pub fn start(client: &Client, stop: &CancellationToken) -> Caches {
+    /// Starts every watch (all namespaces); TLS Secrets only with `tls`.
+    pub fn start(client: &Client, stop: &CancellationToken, tls: bool) -> Caches {
         let notify = Arc::new(Notify::new());
         let n = || notify.clone();
         let s = || stop.clone();
@@ -138,7 +139,8 @@ impl Caches {
                 "endpointslices",
                 any,
             ),
-            secrets: reflect(Api::all(client.clone()), all(), n(), s(), "secrets", is_tls),
+            secrets: tls
+                .then(|| reflect(Api::all(client.clone()), all(), n(), s(), "secrets", is_tls)),
             notify,
         }
     }
@@ -149,7 +151,10 @@ impl Caches {
             && self.imports.wait_until_ready().await.is_ok()
             && self.exports.wait_until_ready().await.is_ok()
             && self.slices.wait_until_ready().await.is_ok()
-            && self.secrets.wait_until_ready().await.is_ok()
+            && match &self.secrets {
+                Some(s) => s.wait_until_ready().await.is_ok(),
+                None => true,
+            }
     }
 
     /// The current objects.
@@ -205,8 +210,8 @@ pub async fn run(
             took = ?t.build_time,
             "route table rebuilt"
         );
-        if let Some(r) = &targets.resolver {
-            let secrets: Vec<Arc<Secret>> = caches.secrets.state();
+        if let (Some(r), Some(secrets)) = (&targets.resolver, &caches.secrets) {
+            let secrets: Vec<Arc<Secret>> = secrets.state();
             let (certs, _) = Certs::build(&t.tls, &secrets);
             r.certs.store(Arc::new(certs));
         }

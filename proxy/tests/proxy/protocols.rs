@@ -194,7 +194,9 @@ async fn websocket_upgrade_is_tunnelled() -> anyhow::Result<()> {
         json!({}),
     )
     .await?;
-    let p = proxy(&hub, None).await?;
+    // Without an HTTPS listener (and so without watching Secrets).
+    let p = proxy_with(&hub, None, |c| c.listen_https = None).await?;
+    assert_eq!(p.https, None);
     let c = client();
     eventually("route", Duration::from_secs(10), || async {
         get(&c, p.http, "ws.test", "/", &[])
