@@ -169,6 +169,10 @@ impl Balancer {
 
     /// The endpoints of the level (and, when weighted, the cluster) this request goes to.
     fn candidates(&self, now: u64) -> &[Arc<Endpoint>] {
+        if self.levels.len() == 1 && (!self.weighted || self.levels[0].groups.len() < 2) {
+            // One level, nothing to weigh: no health scan needed.
+            return &self.levels[0].endpoints;
+        }
         let mut health = [0.0f64; 2];
         let mut per_group: [(usize, usize); 16] = [(0, 0); 16];
         for (li, level) in self.levels.iter().enumerate() {

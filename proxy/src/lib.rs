@@ -58,7 +58,8 @@ pub struct Config {
     pub listen_https: Option<SocketAddr>,
     /// Admin listener: /metrics, /healthz, /readyz (None: off).
     pub metrics: Option<SocketAddr>,
-    /// Addresses published on the Lease (default: the HTTP listener's IP).
+    /// Addresses published on the Lease (default: the HTTP listener's IP, or the
+    /// hostname when it listens on a wildcard address).
     pub publish_addresses: Vec<String>,
     /// Keep a hub Lease for the MCI controller.
     pub publish_lease: bool,
@@ -243,7 +244,11 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
             .or_else(hostname)
             .unwrap_or_else(|| "proxy".into());
         let addresses = if cfg.publish_addresses.is_empty() {
-            http.ip().to_string()
+            // A wildcard listen address says nothing to clients: publish the hostname.
+            match http.ip().is_unspecified().then(hostname).flatten() {
+                Some(h) => h,
+                None => http.ip().to_string(),
+            }
         } else {
             cfg.publish_addresses.join(",")
         };
