@@ -8,7 +8,8 @@
 //! - [`index`]: the pure zone index (pre-encoded answers keyed by lowercase wire name);
 //! - [`answer`]: one query packet → one response packet;
 //! - [`server`]: the UDP and TCP loops (and forwarding of out-of-zone names);
-//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`.
+//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
+//! - [`client`]: a one-question client for tests and diagnostics.
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> anyhow::Result<()> {
@@ -19,6 +20,7 @@
 //! ```
 
 pub mod answer;
+pub mod client;
 pub mod index;
 pub mod metrics;
 pub mod name;
