@@ -128,14 +128,21 @@ impl Running {
 
     /// Stops accepting, drains open connections (up to the drain timeout) and deletes
     /// the Lease.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         self.stop.cancel();
-        for s in self.servers {
+        for s in std::mem::take(&mut self.servers) {
             let _ = s.await;
         }
-        if let Some(l) = self.lease {
+        if let Some(l) = self.lease.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), l).await;
         }
+    }
+}
+
+impl Drop for Running {
+    /// Dropped without [`Running::shutdown`]: stop everything without waiting.
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 
