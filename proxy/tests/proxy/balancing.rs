@@ -57,6 +57,20 @@ async fn spreads_over_three_clusters_and_follows_slice_changes() -> anyhow::Resu
         assert!(n >= 30, "{name} got {n} of 300: {s:?}");
     }
 
+    // MCI-8: clusters in status.trafficBlockClusters get no new requests.
+    hub.block("web-mci", &["north", "east"]).await?;
+    eventually("blocked", Duration::from_secs(5), || async {
+        !table_has(&p, north.addr) && !table_has(&p, east.addr)
+    })
+    .await?;
+    let s = spread(&c, p.http, "lb.test", "/", 20).await?;
+    assert_eq!(s.get("west"), Some(&20), "{s:?}");
+    hub.block("web-mci", &[]).await?;
+    eventually("unblocked", Duration::from_secs(5), || async {
+        table_has(&p, north.addr) && table_has(&p, east.addr)
+    })
+    .await?;
+
     // ready=false in the hub slice: no new requests within 1 s.
     let t0 = Instant::now();
     hub.slice("web", "west", &[(west.addr, false)]).await?;

@@ -215,6 +215,23 @@ impl Hub {
         .await
     }
 
+    /// Sets `status.trafficBlockClusters` of an MCI (as the MCI controller would).
+    pub async fn block(&self, mci: &str, clusters: &[&str]) -> anyhow::Result<()> {
+        self.api(
+            "networking.karmada.io/v1alpha1",
+            "MultiClusterIngress",
+            Some(NS),
+        )
+        .patch_status(
+            mci,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"trafficBlockClusters": clusters}})),
+        )
+        .await
+        .with_context(|| format!("blocking {clusters:?} on {mci}"))?;
+        Ok(())
+    }
+
     pub async fn mci(&self, name: &str, spec: Value, annotations: Value) -> anyhow::Result<()> {
         self.apply(
             "networking.karmada.io/v1alpha1",
