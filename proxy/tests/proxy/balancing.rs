@@ -280,3 +280,32 @@ async fn consistent_hash_is_sticky() -> anyhow::Result<()> {
     p.shutdown().await;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_weights_split_traffic() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let east = Pod::start([127, 0, 11, 1], "east").await?;
+    let west = Pod::start([127, 0, 11, 2], "west").await?;
+    site(
+        &hub,
+        "web",
+        json!({"causeway.io/cluster-weights": "east=3,west=1", "causeway.io/load-balancer": "least-request"}),
+    )
+    .await?;
+    hub.export("web", "east", &[(east.addr, true)]).await?;
+    hub.export("web", "west", &[(west.addr, true)]).await?;
+    let p = proxy(&hub, None).await?;
+    let c = client();
+    eventually("endpoints", Duration::from_secs(10), || async {
+        table_has(&p, east.addr) && table_has(&p, west.addr)
+    })
+    .await?;
+    let s = spread(&c, p.http, "lb.test", "/", 400).await?;
+    let e = s.get("east").copied().unwrap_or(0);
+    assert!(
+        (250..=350).contains(&e),
+        "expected ~300 of 400 to east: {s:?}"
+    );
+    p.shutdown().await;
+    Ok(())
+}
