@@ -8,6 +8,7 @@ mod kubectl;
 mod kubectl_bad_input;
 mod local;
 mod mci;
+mod mci_proxy;
 mod mcs;
 mod mcs_support;
 mod support;

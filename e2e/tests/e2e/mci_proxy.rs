@@ -1,0 +1,229 @@
+//! MultiClusterIngress, data plane, end to end: member Services with real HTTP backends
+//! are exported by the MCS controllers, the MCI controller accepts the demo MCI, and
+//! causeway-proxy (in-process, watching the hub) balances real HTTP clients across all
+//! three clusters and follows endpoint health, dead backends and cluster readiness.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use causeway_crds::mci::MultiClusterIngress;
+use causeway_e2e::backends::{Backend, set_endpoints};
+use causeway_e2e::demo;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::api::Api;
+
+use crate::mcs_support::{Mcs, PRESENT, eventually};
+
+type Http = Client<HttpConnector, Empty<Bytes>>;
+
+fn http_client() -> Http {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// GET `path` through the proxy; Ok((status, body)) or Err(transport error).
+async fn get(c: &Http, proxy: SocketAddr, path: &str) -> Result<(u16, String), String> {
+    let req = hyper::Request::get(format!("http://{proxy}{path}"))
+        .header("host", "demo.example.com")
+        .body(Empty::new())
+        .unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(10), c.request(req))
+        .await
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).trim().to_string()))
+}
+
+/// Sends `n` requests; returns hits by `<cluster>/<pod>` and the failures.
+async fn spray(c: &Http, proxy: SocketAddr, n: usize) -> (BTreeMap<String, usize>, Vec<String>) {
+    let mut hits = BTreeMap::new();
+    let mut failures = Vec::new();
+    for _ in 0..n {
+        match get(c, proxy, "/").await {
+            Ok((200, body)) => *hits.entry(body).or_insert(0) += 1,
+            Ok((code, body)) => failures.push(format!("{code} {body}")),
+            Err(e) => failures.push(e),
+        }
+    }
+    (hits, failures)
+}
+
+fn clusters(hits: &BTreeMap<String, usize>) -> BTreeSet<String> {
+    hits.keys()
+        .filter_map(|k| k.split('/').next())
+        .map(String::from)
+        .collect()
+}
+
+struct Fixture {
+    mcs: Mcs,
+    backends: Vec<Backend>,
+    proxy: causeway_proxy::Running,
+    client: Http,
+}
+
+impl Fixture {
+    async fn start() -> Fixture {
+        let mcs = Mcs::start(&["east", "west", "north"], false).await;
+        mcs.cs
+            .create_namespace_everywhere(demo::NAMESPACE)
+            .await
+            .unwrap();
+        let backends = demo::web(&mcs.cs, 2).await.unwrap();
+        let cfg = causeway_proxy::Config {
+            listen_http: "127.0.0.1:0".parse().unwrap(),
+            metrics: Some("127.0.0.1:0".parse().unwrap()),
+            ..Default::default()
+        };
+        // The proxy runs with a token bound only to deploy/rbac/proxy.yaml.
+        let kubectl = crate::mci::Kubectl::new(&mcs);
+        kubectl
+            .ok("hub", &["apply", "-f", "deploy/rbac/proxy.yaml"])
+            .await;
+        mcs.cs.hub.add_token(
+            "proxy-token",
+            kubesim::User {
+                name: "system:serviceaccount:causeway-system:causeway-proxy".into(),
+                groups: vec![
+                    "system:serviceaccounts".into(),
+                    "system:authenticated".into(),
+                ],
+            },
+        );
+        let access = causeway_controllers::clusters::join::MemberAccess {
+            token: "proxy-token".into(),
+            ..causeway_e2e::access(&mcs.cs.hub)
+        };
+        let restricted = causeway_controllers::clusters::join::client_for(&access)
+            .await
+            .unwrap();
+        let proxy = causeway_proxy::start(restricted, cfg)
+            .await
+            .expect("proxy starts");
+        Fixture {
+            mcs,
+            backends,
+            proxy,
+            client: http_client(),
+        }
+    }
+
+    fn member(&self, name: &str) -> usize {
+        ["east", "west", "north"]
+            .iter()
+            .position(|m| *m == name)
+            .unwrap()
+    }
+
+    fn pods_of(&self, cluster: &str) -> Vec<&Backend> {
+        self.backends
+            .iter()
+            .filter(|b| b.cluster == cluster)
+            .collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_reaches_every_cluster_and_follows_endpoint_health() {
+    let f = Fixture::start().await;
+    let proxy = f.proxy.http;
+    // The demo MCI's traffic reaches all three clusters.
+    let hits = eventually("answers from east, west and north", PRESENT, || async {
+        let (hits, _) = spray(&f.client, proxy, 30).await;
+        (clusters(&hits).len() == 3).then_some(hits)
+    })
+    .await;
+    eprintln!("distribution over 30 requests: {hits:?}");
+    // The demo MCI asks for round robin: every pod of every cluster gets its share.
+    let (hits, failures) = spray(&f.client, proxy, 90).await;
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(hits.len(), 6, "all six pods answer: {hits:?}");
+    for (pod, n) in &hits {
+        assert!(*n >= 10, "every pod gets a share: {hits:?} ({pod})");
+    }
+    // The controller publishes the proxy's address in the MCI status.
+    let api: Api<MultiClusterIngress> = Api::namespaced(f.mcs.hub.clone(), demo::NAMESPACE);
+    eventually("status.loadBalancer has the proxy", PRESENT, || async {
+        let m = api.get_opt(demo::SERVICE).await.ok()??;
+        let lb = m.status?.load_balancer?.ingress?;
+        lb.iter()
+            .any(|i| i.ip.as_deref() == Some("127.0.0.1"))
+            .then_some(())
+    })
+    .await;
+
+    // An endpoint turning not-ready in its member's EndpointSlice stops getting traffic.
+    let east = f.pods_of("east");
+    let (east_c, victim) = (f.mcs.c(f.member("east")), east[0].pod.clone());
+    let ready = BTreeMap::from([(victim.clone(), false)]);
+    set_endpoints(&east_c, demo::NAMESPACE, demo::SERVICE, &east, &ready)
+        .await
+        .unwrap();
+    let changed = Instant::now();
+    let key = format!("east/{victim}");
+    eventually(
+        "the not-ready endpoint gets no traffic",
+        PRESENT,
+        || async {
+            let (hits, _) = spray(&f.client, proxy, 30).await;
+            (!hits.contains_key(&key)).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "not-ready endpoint out of rotation after {:?} (member slice → exporter → hub → proxy)",
+        changed.elapsed()
+    );
+    let (hits, failures) = spray(&f.client, proxy, 60).await;
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(!hits.contains_key(&key), "{hits:?}");
+    assert_eq!(clusters(&hits).len(), 3, "{hits:?}");
+
+    // A backend killed under load: connect failures are retried on another endpoint.
+    let west = f.pods_of("west");
+    west[0].kill();
+    let dead = format!("west/{}", west[0].pod);
+    let (hits, failures) = spray(&f.client, proxy, 200).await;
+    assert!(
+        failures.len() <= 200 / 5,
+        "more client errors than the 20% retry budget: {failures:?}"
+    );
+    eprintln!(
+        "backend killed: {} client errors of 200; distribution {hits:?}",
+        failures.len()
+    );
+    let (hits, failures) = spray(&f.client, proxy, 60).await;
+    assert!(failures.is_empty(), "after ejection: {failures:?}");
+    assert!(!hits.contains_key(&dead), "{hits:?}");
+
+    // A member whose API server is not ready is blocked (trafficBlockClusters): no
+    // traffic goes to north while the other clusters keep serving.
+    f.mcs.cs.members[f.member("north")]
+        .faults()
+        .set_not_ready(true);
+    eventually("north drained from the proxy", PRESENT, || async {
+        let (hits, _) = spray(&f.client, proxy, 30).await;
+        (!clusters(&hits).contains("north") && !hits.is_empty()).then_some(())
+    })
+    .await;
+    f.mcs.cs.members[f.member("north")]
+        .faults()
+        .set_not_ready(false);
+    eventually("north back in rotation", PRESENT, || async {
+        let (hits, _) = spray(&f.client, proxy, 30).await;
+        clusters(&hits).contains("north").then_some(())
+    })
+    .await;
+    f.proxy.shutdown().await;
+}
