@@ -54,6 +54,13 @@ struct UpArgs {
     /// following ports. 0 picks free ports.
     #[arg(long, default_value_t = 0)]
     dns_base_port: u16,
+    /// causeway-proxy's plain HTTP listener (HTTP/1.1 and h2c); port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    proxy_http: std::net::SocketAddr,
+    /// causeway-proxy's HTTPS listener (self-signed default certificate, or the MCI's
+    /// tls[] Secrets by SNI); port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    proxy_https: std::net::SocketAddr,
     /// Address of the controller's /metrics, /healthz and /readyz (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     metrics: std::net::SocketAddr,
@@ -94,7 +101,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             args.pods
         );
     }
-    let total = 7;
+    let total = 8;
     println!(
         "[1/{total}] starting {} clusters on kubesim",
         1 + opts.members.len()
@@ -159,7 +166,26 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         );
         dns.push((m.name().to_string(), running));
     }
-    println!("[7/{total}] writing kubeconfigs");
+    println!("[7/{total}] starting causeway-proxy (MultiClusterIngress), locality: none");
+    let proxy = causeway_proxy::start(
+        causeway_e2e::client(&cs.hub).await?,
+        causeway_proxy::Config {
+            listen_http: args.proxy_http,
+            listen_https: Some(args.proxy_https),
+            metrics: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            name: Some("local".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .context("starting causeway-proxy")?;
+    println!(
+        "      http://{}/  https://{}/  metrics http://{}/",
+        proxy.http,
+        proxy.https.map(|a| a.to_string()).unwrap_or_default(),
+        proxy.metrics.map(|a| a.to_string()).unwrap_or_default()
+    );
+    println!("[8/{total}] writing kubeconfigs");
     let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
     let merged = cs.write_kubeconfigs(&dir)?;
     for s in cs.all() {
@@ -205,6 +231,17 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         opts.members[0]
     );
     println!("  curl -s http://{metrics_addr}/metrics | grep causeway_mcs");
+    if args.pods > 0 {
+        println!("  # the demo MultiClusterIngress: answers rotate over every cluster's pods:");
+        println!(
+            "  for i in 1 2 3 4 5 6; do curl -s http://{}/; done",
+            proxy.http
+        );
+        println!(
+            "  kubectl --context {} get mci -n demo web -o yaml",
+            opts.hub
+        );
+    }
     if let Some((m, d)) = dns.last()
         && args.pods > 0
     {
@@ -220,6 +257,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     wait_for_stop().await?;
     println!("stopping...");
     ctl.stop().await;
+    proxy.shutdown().await;
     drop(backends);
     for (_, d) in dns {
         d.shutdown().await;

@@ -39,13 +39,15 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
     }
     let printed = out.join("\n");
     for step in [
-        "[1/7]",
-        "[2/7]",
-        "[3/7]",
-        "[4/7]",
-        "[5/7]",
-        "[6/7]",
-        "[7/7]",
+        "[1/8]",
+        "[2/8]",
+        "[3/8]",
+        "[4/8]",
+        "[5/8]",
+        "[6/8]",
+        "[7/8]",
+        "[8/8]",
+        "curl -s http://127.0.0.1:",
         "dig @127.0.0.1 -p ",
         "kubectl --context hub get crds",
         "examples/mcs-demo/east.yaml",
@@ -224,6 +226,38 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
+    // The printed curl reaches the demo backends of all three clusters through causeway-proxy.
+    let curl = printed
+        .lines()
+        .find(|l| l.contains("curl -s http://127.0.0.1:") && !l.contains("metrics"))
+        .expect("curl line");
+    let proxy = curl
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "curl through {proxy} did not reach east, west and north within 30 s: {seen:?}"
+        );
+        if let Some(body) = http_get(&proxy, "/").filter(|r| r.starts_with("HTTP/1.1 200")) {
+            if let Some(cluster) = body.lines().last().and_then(|l| l.split('/').next()) {
+                seen.insert(cluster.to_string());
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        vec!["east", "north", "west"]
+    );
     // Ctrl-C: clean shutdown
     let pid = child.id().to_string();
     assert!(
@@ -283,6 +317,8 @@ fn causeway_local_rejects_bad_flags_with_a_clear_message() {
         "--no-simulate-workloads",
         "--pods",
         "--dns-base-port",
+        "--proxy-http",
+        "--proxy-https",
         "--data-dir",
         "--metrics",
         "--log",
@@ -309,4 +345,19 @@ fn query_a(server: std::net::SocketAddr, name: &str) -> (u8, u16) {
         }
         _ => (255, 0),
     }
+}
+
+/// One HTTP/1.1 GET with `Connection: close`; the whole response, or None.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: demo.local\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
 }
