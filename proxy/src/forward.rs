@@ -347,6 +347,8 @@ impl Proxy {
                         return Response::from_parts(parts, full(Bytes::new()));
                     }
                     headers::strip_hop_by_hop(resp.headers_mut(), false);
+                    // The client's protocol decides (an HTTP/1.0 upstream stays hidden).
+                    *resp.version_mut() = Version::HTTP_11;
                     let (parts, body) = resp.into_parts();
                     let body = Guarded {
                         inner: body,
