@@ -188,36 +188,42 @@ impl Drop for InFlight {
     }
 }
 
-/// `(cluster, address)`.
-type EndpointKey = (Arc<str>, SocketAddr);
-
 /// Endpoint state by address, kept while any route table (or request) holds it.
+/// Keyed by address first (cheap to hash), then by cluster.
 #[derive(Debug, Default)]
 pub struct Registry {
-    endpoints: Mutex<HashMap<EndpointKey, Weak<Endpoint>>>,
+    endpoints: Mutex<HashMap<SocketAddr, Vec<Weak<Endpoint>>>>,
 }
 
 impl Registry {
     /// The shared state for `addr` in `cluster` (created on first use).
     pub fn endpoint(&self, cluster: &str, addr: SocketAddr) -> Arc<Endpoint> {
         let mut m = self.endpoints.lock();
-        let key: (Arc<str>, SocketAddr) = (cluster.into(), addr);
-        if let Some(e) = m.get(&key).and_then(Weak::upgrade) {
+        let v = m.entry(addr).or_default();
+        if let Some(e) = v
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|e| &*e.cluster == cluster)
+        {
             return e;
         }
-        let e = Arc::new(Endpoint::new(addr, key.0.clone()));
-        m.insert(key, Arc::downgrade(&e));
+        let e = Arc::new(Endpoint::new(addr, cluster.into()));
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(&e));
         e
     }
 
     /// Drops entries nobody holds any more (called after each table build).
     pub fn sweep(&self) {
-        self.endpoints.lock().retain(|_, w| w.strong_count() > 0);
+        self.endpoints.lock().retain(|_, v| {
+            v.retain(|w| w.strong_count() > 0);
+            !v.is_empty()
+        });
     }
 
     /// Live entries.
     pub fn len(&self) -> usize {
-        self.endpoints.lock().len()
+        self.endpoints.lock().values().map(Vec::len).sum()
     }
 
     /// No live entries.

@@ -48,6 +48,9 @@ pub struct BuildOptions {
     pub defaults: Defaults,
 }
 
+/// `(MCI, backend)` names.
+type MciBackend = (Arc<str>, Arc<str>);
+
 /// State shared by every table generation.
 pub struct Shared {
     /// Endpoint state by cluster and address.
@@ -58,6 +61,8 @@ pub struct Shared {
     pub upstreams: Upstreams,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// Metric handles by (MCI, backend), reused while the clusters stay the same.
+    backend_metrics: parking_lot::Mutex<HashMap<MciBackend, BackendMetrics>>,
 }
 
 impl Shared {
@@ -68,7 +73,27 @@ impl Shared {
             circuits: Default::default(),
             upstreams: Upstreams::new(metrics.clone()),
             metrics,
+            backend_metrics: Default::default(),
         }
+    }
+
+    fn backend_metrics(
+        &self,
+        mci: &Arc<str>,
+        backend: &Arc<str>,
+        clusters: &[Arc<str>],
+    ) -> BackendMetrics {
+        let mut m = self.backend_metrics.lock();
+        let key = (mci.clone(), backend.clone());
+        if let Some(b) = m.get(&key)
+            && b.clusters.len() == clusters.len()
+            && b.clusters.iter().zip(clusters).all(|((a, _), b)| a == b)
+        {
+            return b.clone();
+        }
+        let b = self.metrics.backend(mci, backend, clusters);
+        m.insert(key, b.clone());
+        b
     }
 }
 
@@ -363,9 +388,10 @@ impl MciBuilder<'_> {
                 self.endpoints += groups.iter().map(|g| g.endpoints.len()).sum::<usize>();
                 let clusters: Vec<Arc<str>> = groups.iter().map(|g| g.cluster.clone()).collect();
                 let limits = &self.tuning.limits;
+                let name: Arc<str> = key.as_str().into();
                 let backend = Backend {
                     mci: self.mci.clone(),
-                    name: key.as_str().into(),
+                    name: name.clone(),
                     balancer: Balancer::new(
                         self.tuning.lb,
                         groups,
@@ -381,7 +407,7 @@ impl MciBuilder<'_> {
                         .shared
                         .upstreams
                         .client(limits.connect_timeout, limits.idle_timeout),
-                    metrics: self.shared.metrics.backend(&self.mci, &key, &clusters),
+                    metrics: self.shared.backend_metrics(&self.mci, &name, &clusters),
                 };
                 let b = Arc::new(backend);
                 self.new_backends.push(b.clone());
