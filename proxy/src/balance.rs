@@ -251,9 +251,8 @@ fn p2c(
     cost: impl Fn(&Endpoint) -> f64,
 ) -> Option<Arc<Endpoint>> {
     let n = c.len();
-    let a = (0..n)
-        .map(|i| (rand_below(n) + i) % n)
-        .find(|i| ok(&c[*i]))?;
+    let start = rand_below(n);
+    let a = (0..n).map(|i| (start + i) % n).find(|i| ok(&c[*i]))?;
     if n == 1 {
         return Some(c[a].clone());
     }
@@ -410,6 +409,44 @@ mod tests {
             e.eject(now, Duration::from_secs(60), Duration::from_secs(60));
         }
         assert!(b.pick(now, None, &[]).is_some());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Whatever the policy, locality and health: an available, untried endpoint is
+        /// chosen whenever one exists.
+        #[test]
+        fn picks_available_untried_when_possible(
+            sizes in proptest::collection::vec(1u8..4, 1..4),
+            ejected in proptest::collection::vec(proptest::bool::ANY, 12),
+            tried in proptest::collection::vec(proptest::bool::ANY, 12),
+            policy in 0usize..4,
+            local in proptest::bool::ANY,
+            weighted in proptest::bool::ANY,
+        ) {
+            let names = ["a", "bb", "ccc"];
+            let groups: Vec<Group> = sizes.iter().enumerate().map(|(i, n)| group(names[i], *n)).collect();
+            let all: Vec<Arc<Endpoint>> = groups.iter().flat_map(|g| g.endpoints.clone()).collect();
+            let now = now_nanos();
+            for (e, x) in all.iter().zip(&ejected) {
+                if *x {
+                    e.eject(now, Duration::from_secs(60), Duration::from_secs(60));
+                }
+            }
+            let t: Vec<usize> = all.iter().zip(&tried).filter(|(_, x)| **x).map(|(e, _)| Arc::as_ptr(e) as usize).collect();
+            let mut w = BTreeMap::new();
+            w.insert("a".to_string(), 5);
+            let policy = [LbPolicy::PeakEwma, LbPolicy::RoundRobin, LbPolicy::LeastRequest, LbPolicy::ConsistentHash][policy];
+            let b = Balancer::new(policy, groups, local.then_some("a"), weighted.then_some(&w));
+            let good = all.iter().any(|e| e.available(now) && !t.contains(&(Arc::as_ptr(e) as usize)));
+            for k in 0..20u64 {
+                let e = b.pick(now, Some(k), &t).unwrap();
+                if good {
+                    proptest::prop_assert!(e.available(now));
+                    proptest::prop_assert!(!t.contains(&(Arc::as_ptr(&e) as usize)));
+                }
+            }
+        }
     }
 
     #[test]
