@@ -438,3 +438,38 @@ fn build_timing() {
     times.sort();
     eprintln!("endpoints {} rebuild median {:?}", keep.endpoints, times[2]);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Arbitrary (mostly invalid) MCIs and annotation values never make a build panic,
+    /// and every request finds a route or none without panicking.
+    #[test]
+    fn arbitrary_input_never_panics(
+        rules in proptest::collection::vec(
+            ("[a-z*.]{0,8}", "[/a-z.%]{0,8}", "(Exact|Prefix|ImplementationSpecific|Bogus)", "[a-z]{0,4}", 0i32..100_000),
+            0..6,
+        ),
+        ann in proptest::collection::vec(("(load-balancer|hash-on|cluster-weights|connect-timeout|retries|ssl-redirect|health-check-path|max-requests)", "\\PC{0,12}"), 0..4),
+        probe in ("[a-z.]{0,10}", "[/a-z]{0,10}"),
+    ) {
+        let mut s = services();
+        let paths: Vec<Value> = rules
+            .iter()
+            .map(|(host, path, kind, port_name, port)| {
+                let port = if port_name.is_empty() { json!({"number": port}) } else { json!({"name": port_name}) };
+                json!({"host": host, "http": {"paths": [{"path": path, "pathType": kind, "backend": backend("web", port)}]}})
+            })
+            .collect();
+        let annotations: serde_json::Map<String, Value> = ann
+            .iter()
+            .map(|(k, v)| (format!("causeway.io/{k}"), json!(v)))
+            .collect();
+        s.mcis = vec![
+            mci_ann("fuzz", "2026-01-01T00:00:00Z", json!({"rules": paths}), Value::Object(annotations)),
+            mci("ok", "2026-01-02T00:00:00Z", json!({"defaultBackend": backend("web", json!({"number": 80}))})),
+        ];
+        let (t, _) = table(&s);
+        proptest::prop_assert!(t.served.contains(&"ns/ok".to_string()));
+        let _ = t.route(&probe.0, &probe.1);
+    }
+}
