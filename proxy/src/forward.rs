@@ -299,6 +299,9 @@ impl Proxy {
                 }
                 Ok(Err(e)) => {
                     self.failure(&b, &ep);
+                    if let Some(c) = b.metrics.cluster(&ep.cluster) {
+                        c.count(502);
+                    }
                     let connect = e.is_connect();
                     let mut msg =
                         format!("upstream {} in cluster {} failed: {e}", ep.addr, ep.cluster);
