@@ -1,11 +1,10 @@
 //! MultiClusterIngress tuning annotations (`causeway.io/*`, see
-//! `causeway_crds::well_known::annotations::mci`). A value that does not parse keeps
-//! the default and logs a warning naming the MCI, the key and the value.
+//! `causeway_crds::well_known::annotations::mci`), parsed by the crate shared with the
+//! MCI controller. A value that does not parse keeps the default and logs a warning
+//! naming the MCI, the key and the value.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-use causeway_crds::well_known::annotations::mci as keys;
 
 /// Which balancer a backend uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -80,169 +79,75 @@ pub struct Tuning {
     pub health_check: Option<(String, Duration)>,
 }
 
-/// Parses `2s`, `500ms`, `1m`, `1h`, `1.5s` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    if !n.is_finite() || n < 0.0 {
-        return None;
-    }
-    let secs = match unit.trim() {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    Duration::try_from_secs_f64(secs).ok()
-}
+/// Parses `500ms`, `2s`, `1.5s`, `1m`, `1h` (the annotations' syntax, also used by the CLI).
+pub use causeway_crds::mci::tuning::parse_duration;
 
-fn parse_weights(s: &str) -> Option<BTreeMap<String, u32>> {
-    let mut m = BTreeMap::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part.split_once('=')?;
-        let k = k.trim();
-        if k.is_empty() {
-            return None;
-        }
-        m.insert(k.to_string(), v.trim().parse().ok()?);
-    }
-    (!m.is_empty()).then_some(m)
-}
-
-fn parse_hash_on(s: &str) -> Option<HashOn> {
-    let (kind, name) = s.trim().split_once(':')?;
-    let name = name.trim();
-    match kind.trim() {
-        "header" => http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
-            .ok()
-            .map(HashOn::Header),
-        "cookie" if !name.is_empty() => Some(HashOn::Cookie(name.to_string())),
-        _ => None,
-    }
-}
-
-/// Parses the annotations of the MCI `mci` (`ns/name`, for warnings) over `defaults`.
-/// Returns the tuning and one message per bad value.
+/// Parses the annotations of the MCI `mci` (`ns/name`, for warnings) over `defaults`
+/// with the parser the MCI controller also uses (it reports bad values on the MCI);
+/// returns the tuning and one message per bad value (logged as warnings here).
 pub fn parse(
     mci: &str,
     ann: &BTreeMap<String, String>,
     defaults: &Defaults,
 ) -> (Tuning, Vec<String>) {
-    let warnings = std::cell::RefCell::new(Vec::new());
-    let bad = |key: &str, value: &str, what: &str| {
-        let msg = format!("annotation {key}={value:?} is not {what}; using the default");
-        tracing::warn!(mci, key, value, "{msg}");
-        warnings.borrow_mut().push(msg);
+    use causeway_crds::mci::tuning::{self, Balancer};
+    let (p, errs) = tuning::parse(ann);
+    let warnings: Vec<String> = errs
+        .iter()
+        .map(|e| {
+            let msg = format!("{e}; using the default");
+            tracing::warn!(mci, "{msg}");
+            msg
+        })
+        .collect();
+    let lb = match p.balancer {
+        Balancer::PeakEwma => LbPolicy::PeakEwma,
+        Balancer::RoundRobin => LbPolicy::RoundRobin,
+        Balancer::LeastRequest => LbPolicy::LeastRequest,
+        Balancer::ConsistentHash => LbPolicy::ConsistentHash,
     };
-    let mut t = Tuning {
-        lb: LbPolicy::default(),
-        hash_on: None,
-        cluster_weights: None,
-        limits: defaults.clone(),
-        ssl_redirect: false,
-        health_check: None,
-    };
-    if let Some(v) = ann.get(keys::LOAD_BALANCER) {
-        match v.trim() {
-            "peak-ewma" => t.lb = LbPolicy::PeakEwma,
-            "round-robin" => t.lb = LbPolicy::RoundRobin,
-            "least-request" => t.lb = LbPolicy::LeastRequest,
-            "consistent-hash" => t.lb = LbPolicy::ConsistentHash,
-            _ => bad(
-                keys::LOAD_BALANCER,
-                v,
-                "peak-ewma, round-robin, least-request or consistent-hash",
-            ),
-        }
-    }
-    if let Some(v) = ann.get(keys::HASH_ON) {
-        match parse_hash_on(v) {
-            Some(h) => t.hash_on = Some(h),
-            None => bad(keys::HASH_ON, v, "header:<name> or cookie:<name>"),
-        }
-    }
-    if t.lb == LbPolicy::ConsistentHash && t.hash_on.is_none() {
-        let msg = format!(
-            "{} is consistent-hash but {} is missing or invalid; using peak-ewma",
-            keys::LOAD_BALANCER,
-            keys::HASH_ON
-        );
-        tracing::warn!(mci, "{msg}");
-        warnings.borrow_mut().push(msg);
-        t.lb = LbPolicy::PeakEwma;
-    }
-    if let Some(v) = ann.get(keys::CLUSTER_WEIGHTS) {
-        match parse_weights(v) {
-            Some(w) => t.cluster_weights = Some(w),
-            None => bad(keys::CLUSTER_WEIGHTS, v, "a list like east=3,west=1"),
-        }
-    }
-    let durations: [(&str, &mut Duration); 3] = [
-        (keys::CONNECT_TIMEOUT, &mut t.limits.connect_timeout),
-        (keys::REQUEST_TIMEOUT, &mut t.limits.request_timeout),
-        (keys::IDLE_TIMEOUT, &mut t.limits.idle_timeout),
-    ];
-    for (key, slot) in durations {
-        if let Some(v) = ann.get(key) {
-            match parse_duration(v) {
-                Some(d) if !d.is_zero() => *slot = d,
-                _ => bad(key, v, "a positive duration like 2s or 500ms"),
-            }
-        }
-    }
-    let counts: [(&str, &mut u32); 4] = [
-        (keys::RETRIES, &mut t.limits.retries),
-        (keys::MAX_CONNECTIONS, &mut t.limits.max_connections),
-        (
-            keys::MAX_PENDING_REQUESTS,
-            &mut t.limits.max_pending_requests,
-        ),
-        (keys::MAX_REQUESTS, &mut t.limits.max_requests),
-    ];
-    for (key, slot) in counts {
-        if let Some(v) = ann.get(key) {
-            match v.trim().parse::<u32>() {
-                Ok(n) if key == keys::RETRIES || n > 0 => *slot = n,
-                _ => bad(key, v, "a positive integer"),
-            }
-        }
-    }
-    if let Some(v) = ann.get(keys::SSL_REDIRECT) {
-        match v.trim() {
-            "true" => t.ssl_redirect = true,
-            "false" => {}
-            _ => bad(keys::SSL_REDIRECT, v, "\"true\" or \"false\""),
-        }
-    }
-    if let Some(p) = ann.get(keys::HEALTH_CHECK_PATH) {
-        if p.starts_with('/') {
-            let mut interval = Duration::from_secs(5);
-            if let Some(v) = ann.get(keys::HEALTH_CHECK_INTERVAL) {
-                match parse_duration(v) {
-                    Some(d) if d >= Duration::from_millis(100) => interval = d,
-                    _ => bad(
-                        keys::HEALTH_CHECK_INTERVAL,
-                        v,
-                        "a duration of at least 100ms",
-                    ),
-                }
-            }
-            t.health_check = Some((p.clone(), interval));
+    let hash_on = p.hash_on.and_then(|h| match h {
+        tuning::HashOn::Header(n) => http::HeaderName::from_bytes(n.as_bytes())
+            .ok()
+            .map(HashOn::Header),
+        tuning::HashOn::Cookie(c) => Some(HashOn::Cookie(c)),
+    });
+    let d = defaults;
+    let t = Tuning {
+        // A hash key that is not a valid header name (cannot happen with the shared
+        // parser's token check) falls back to the default balancer.
+        lb: if lb == LbPolicy::ConsistentHash && hash_on.is_none() {
+            LbPolicy::PeakEwma
         } else {
-            bad(keys::HEALTH_CHECK_PATH, p, "an absolute path like /healthz");
-        }
-    }
-    (t, warnings.into_inner())
+            lb
+        },
+        hash_on,
+        cluster_weights: (!p.cluster_weights.is_empty()).then_some(p.cluster_weights),
+        limits: Defaults {
+            connect_timeout: p.connect_timeout.unwrap_or(d.connect_timeout),
+            request_timeout: p.request_timeout.unwrap_or(d.request_timeout),
+            idle_timeout: p.idle_timeout.unwrap_or(d.idle_timeout),
+            retries: p.retries.unwrap_or(d.retries),
+            max_connections: p.max_connections.unwrap_or(d.max_connections),
+            max_pending_requests: p.max_pending_requests.unwrap_or(d.max_pending_requests),
+            max_requests: p.max_requests.unwrap_or(d.max_requests),
+        },
+        ssl_redirect: p.ssl_redirect,
+        health_check: p.health_check_path.map(|path| {
+            let interval = p
+                .health_check_interval
+                .unwrap_or(Duration::from_secs(5))
+                .max(Duration::from_millis(100));
+            (path, interval)
+        }),
+    };
+    (t, warnings)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use causeway_crds::well_known::annotations::mci as keys;
 
     fn ann(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
         kv.iter()
@@ -256,8 +161,7 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
         assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
         assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
-        for bad in ["", "s", "-1s", "2 parsecs", "1e400s", "ms5"] {
+        for bad in ["", "s", "-1s", "2 parsecs", "1e400s", "ms5", "7"] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
     }
@@ -305,7 +209,7 @@ mod tests {
                 (keys::LOAD_BALANCER, "random-ish"),
                 (keys::CLUSTER_WEIGHTS, "east=x"),
                 (keys::CONNECT_TIMEOUT, "soon"),
-                (keys::MAX_REQUESTS, "0"),
+                (keys::MAX_REQUESTS, "-1"),
                 (keys::SSL_REDIRECT, "yes"),
                 (keys::HEALTH_CHECK_PATH, "healthz"),
             ]),
