@@ -29,6 +29,7 @@ pub mod watch;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -52,7 +53,7 @@ pub struct Config {
     pub metrics: Option<SocketAddr>,
     /// Upstream resolver for names outside the zone (None: REFUSED).
     pub forward: Option<SocketAddr>,
-    /// UDP receive loops (tasks sharing the socket).
+    /// UDP receive threads (sharing the socket).
     pub workers: usize,
     /// Idle and slow TCP clients are closed after this long (default 10 s).
     pub tcp_idle_timeout: Duration,
@@ -120,6 +121,8 @@ pub struct Running {
     pub metrics: Option<SocketAddr>,
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
 }
 
 impl Running {
@@ -138,14 +141,22 @@ impl Running {
         self.shared.metrics.clone()
     }
 
-    /// Stops every task and closes the sockets.
+    /// Stops every task and thread and closes the sockets.
     pub async fn shutdown(self) {
+        self.stop.store(true, Ordering::Relaxed);
         for t in &self.tasks {
             t.abort();
         }
         for t in self.tasks {
             let _ = t.await;
         }
+        let threads = self.threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
     }
 }
 
@@ -198,10 +209,23 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         tcp_connections: Arc::new(tokio::sync::Semaphore::new(cfg.max_tcp_connections)),
     });
     let mut tasks = Vec::new();
-    let udp = Arc::new(udp);
-    for _ in 0..cfg.workers {
-        tasks.push(tokio::spawn(server::udp_loop(udp.clone(), shared.clone())));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    let rt = tokio::runtime::Handle::current();
+    for i in 0..cfg.workers {
+        let sock = udp.try_clone().map_err(|source| Error::Bind {
+            what: "UDP",
+            addr: cfg.listen,
+            source,
+        })?;
+        let (shared, stop, rt) = (shared.clone(), stop.clone(), rt.clone());
+        let t = std::thread::Builder::new()
+            .name(format!("dns-udp-{i}"))
+            .spawn(move || server::udp_worker(sock, shared, stop, rt))
+            .map_err(|e| Error::Setting(format!("starting a UDP worker thread: {e}")))?;
+        threads.push(t);
     }
+    drop(udp);
     tasks.push(tokio::spawn(server::tcp_accept(tcp, shared.clone())));
     let mut metrics_addr = None;
     if let Some(l) = metrics_listener {
@@ -227,5 +251,7 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         metrics: metrics_addr,
         shared,
         tasks,
+        threads,
+        stop,
     })
 }

@@ -33,7 +33,8 @@ struct Args {
     /// Relay names outside the zone to this resolver (ip:port). Without it they are REFUSED.
     #[arg(long)]
     forward: Option<SocketAddr>,
-    /// Worker threads (and UDP receive loops).
+    /// UDP worker threads (blocking receive loops on the shared socket); also the
+    /// size of the async runtime for watches, TCP and metrics.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
     /// Close TCP clients that are idle or slow for this many seconds.
