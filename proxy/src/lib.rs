@@ -111,7 +111,10 @@ pub struct Running {
     ready: Arc<AtomicBool>,
     table: Arc<ArcSwap<table::RouteTable>>,
     stop: CancellationToken,
+    /// The admin listener outlives the drain (so /readyz can say "draining").
+    admin_stop: CancellationToken,
     servers: Vec<JoinHandle<()>>,
+    admin: Option<JoinHandle<()>>,
     lease: Option<JoinHandle<()>>,
 }
 
@@ -126,15 +129,20 @@ impl Running {
         self.table.load_full()
     }
 
-    /// Stops accepting, drains open connections (up to the drain timeout) and deletes
-    /// the Lease.
+    /// Reports not ready, stops accepting, drains open connections (up to the drain
+    /// timeout), deletes the Lease, then stops the admin listener.
     pub async fn shutdown(mut self) {
+        self.ready.store(false, Ordering::Relaxed);
         self.stop.cancel();
         for s in std::mem::take(&mut self.servers) {
             let _ = s.await;
         }
         if let Some(l) = self.lease.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), l).await;
+        }
+        self.admin_stop.cancel();
+        if let Some(a) = self.admin.take() {
+            let _ = a.await;
         }
     }
 }
@@ -143,6 +151,7 @@ impl Drop for Running {
     /// Dropped without [`Running::shutdown`]: stop everything without waiting.
     fn drop(&mut self) {
         self.stop.cancel();
+        self.admin_stop.cancel();
     }
 }
 
@@ -235,14 +244,15 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
             stop.clone(),
         )));
     }
-    if let Some(l) = admin_l {
-        servers.push(tokio::spawn(admin::serve(
+    let admin_stop = CancellationToken::new();
+    let admin = admin_l.map(|l| {
+        tokio::spawn(admin::serve(
             l,
             metrics.clone(),
             ready.clone(),
-            stop.clone(),
-        )));
-    }
+            admin_stop.clone(),
+        ))
+    });
     let lease = cfg.publish_lease.then(|| {
         let name = cfg
             .name
@@ -279,7 +289,9 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         ready,
         table,
         stop,
+        admin_stop,
         servers,
+        admin,
         lease,
     })
 }

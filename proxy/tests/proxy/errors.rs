@@ -106,13 +106,25 @@ async fn timeouts_circuits_bodies_and_dead_upstreams() -> anyhow::Result<()> {
     let txt = String::from_utf8_lossy(&buf[..n]);
     assert!(n == 0 || txt.starts_with("HTTP/1.1 408"), "{txt}");
 
-    // Graceful shutdown lets an in-flight request finish.
+    // Graceful shutdown: /readyz turns 503 while an in-flight request finishes.
     let inflight = {
         let (c, addr) = (c.clone(), p.http);
-        tokio::spawn(async move { get(&c, addr, "p.test", "/sleep/400", &[]).await })
+        tokio::spawn(async move { get(&c, addr, "p.test", "/sleep/1500", &[]).await })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
-    p.shutdown().await;
+    let admin = p.metrics.unwrap();
+    let draining = tokio::spawn(p.shutdown());
+    eventually(
+        "not ready while draining",
+        Duration::from_secs(5),
+        || async {
+            get(&c, admin, "x", "/readyz", &[])
+                .await
+                .is_ok_and(|r| r.status == 503)
+        },
+    )
+    .await?;
+    draining.await?;
     let r = inflight.await??;
     assert_eq!((r.status, r.body.as_str()), (200, "a"));
     Ok(())
