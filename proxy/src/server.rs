@@ -59,6 +59,8 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let builder = Arc::new(builder(&limits));
     let https = tls.is_some();
+    // Cancelled when the drain time is up: connections still open are closed.
+    let hard = CancellationToken::new();
     loop {
         let (tcp, remote) = tokio::select! {
             r = listener.accept() => match r {
@@ -88,10 +90,14 @@ pub async fn serve(
                         .serve_connection_with_upgrades(TokioIo::new(tcp), svc)
                         .into_owned(),
                 );
+                let hard = hard.clone();
                 tokio::spawn(async move {
                     let _open = open;
-                    if let Err(e) = fut.await {
-                        tracing::debug!(error = %e, %remote, "connection ended with an error");
+                    tokio::select! {
+                        r = fut => if let Err(e) = r {
+                            tracing::debug!(error = %e, %remote, "connection ended with an error");
+                        },
+                        _ = hard.cancelled() => {}
                     }
                 });
             }
@@ -100,6 +106,7 @@ pub async fn serve(
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
                 let timeout = limits.header_read_timeout;
+                let hard = hard.clone();
                 tokio::spawn(async move {
                     let _open = open;
                     let tls = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
@@ -116,8 +123,11 @@ pub async fn serve(
                     let conn = builder
                         .serve_connection_with_upgrades(TokioIo::new(tls), svc)
                         .into_owned();
-                    if let Err(e) = watcher.watch(conn).await {
-                        tracing::debug!(error = %e, %remote, "connection ended with an error");
+                    tokio::select! {
+                        r = watcher.watch(conn) => if let Err(e) = r {
+                            tracing::debug!(error = %e, %remote, "connection ended with an error");
+                        },
+                        _ = hard.cancelled() => {}
                     }
                 });
             }
@@ -132,6 +142,7 @@ pub async fn serve(
             "connections still open after {:?}; closing them",
             limits.drain_timeout
         );
+        hard.cancel();
     }
 }
 
