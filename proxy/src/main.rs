@@ -64,7 +64,8 @@ struct Args {
     /// Retries on another endpoint for connect failures and idempotent requests (causeway.io/retries overrides).
     #[arg(long, default_value_t = 2)]
     retries: u32,
-    /// Time a client has to send its request head (and finish the TLS handshake).
+    /// Time a client has to send its request head (and finish the TLS handshake); idle
+    /// keep-alive connections are closed after it too.
     #[arg(long, default_value = "10s", value_parser = duration)]
     header_read_timeout: Duration,
     /// Largest accepted request head in bytes.

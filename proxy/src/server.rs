@@ -18,7 +18,8 @@ use crate::forward::{Conn, Proxy};
 /// Listener limits.
 #[derive(Clone, Debug)]
 pub struct Limits {
-    /// Time a client has to send the request head (and the TLS handshake).
+    /// Time a client has to send the request head (and the TLS handshake); also how
+    /// long an idle keep-alive connection stays open.
     pub header_read_timeout: Duration,
     /// Largest request head.
     pub max_header_bytes: usize,

@@ -105,6 +105,14 @@ async fn timeouts_circuits_bodies_and_dead_upstreams() -> anyhow::Result<()> {
     let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
     let txt = String::from_utf8_lossy(&buf[..n]);
     assert!(n == 0 || txt.starts_with("HTTP/1.1 408"), "{txt}");
+    // An idle keep-alive connection is closed after the header-read timeout as well.
+    let mut s = tokio::net::TcpStream::connect(p.http).await?;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: p.test\r\n\r\n")
+        .await?;
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let idle = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
+    assert_eq!(idle, 0, "the idle connection was not closed");
 
     // Graceful shutdown: /readyz turns 503 while an in-flight request finishes.
     let inflight = {
