@@ -91,10 +91,7 @@ impl Balancer {
                     .iter()
                     .map(|i| (*i, weight(&groups[*i].cluster)))
                     .collect(),
-                endpoints: members
-                    .iter()
-                    .flat_map(|i| groups[*i].endpoints.iter().cloned())
-                    .collect(),
+                endpoints: interleave(members.iter().map(|i| &groups[*i].endpoints[..])),
                 unready: members.iter().map(|i| groups[*i].unready).sum(),
             });
         }
@@ -225,6 +222,16 @@ impl Balancer {
     }
 }
 
+/// The clusters' endpoints taken in turn (a1 b1 c1 a2 b2 ...), so that round robin
+/// moves from cluster to cluster instead of draining one cluster's list first.
+fn interleave<'a>(lists: impl Iterator<Item = &'a [Arc<Endpoint>]>) -> Vec<Arc<Endpoint>> {
+    let lists: Vec<&[Arc<Endpoint>]> = lists.collect();
+    let longest = lists.iter().map(|l| l.len()).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| lists.iter().filter_map(move |l| l.get(i).cloned()))
+        .collect()
+}
+
 fn tried_or_empty(t: Tried<'_>, e: &Arc<Endpoint>) -> bool {
     !t.is_empty() && tried(t, e)
 }
@@ -286,6 +293,28 @@ mod tests {
                 .collect(),
             unready: 0,
         }
+    }
+
+    #[test]
+    fn round_robin_moves_from_cluster_to_cluster() {
+        let b = Balancer::new(
+            LbPolicy::RoundRobin,
+            vec![group("e", 2), group("ww", 2), group("nnn", 1)],
+            None,
+            None,
+        );
+        let now = now_nanos();
+        let order: Vec<String> = (0..10)
+            .map(|_| {
+                b.pick_in(b.candidates(now), now, &[])
+                    .unwrap()
+                    .cluster
+                    .to_string()
+            })
+            .collect();
+        // Clusters in name order, one endpoint each turn: e nnn ww e ww, e nnn ww e ww.
+        assert!(order.windows(2).all(|w| w[0] != w[1]), "{order:?}");
+        assert_eq!(order[..5], ["e", "nnn", "ww", "e", "ww"], "{order:?}");
     }
 
     fn shares(b: &Balancer, n: usize) -> HashMap<String, f64> {
