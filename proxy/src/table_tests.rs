@@ -387,58 +387,6 @@ fn builds_many_mcis_quickly_enough() {
     assert!(t.route("h7.foo.com", "/").is_some());
 }
 
-/// Timing probe (debug builds are ~10x slower than the bench profile):
-/// `cargo test -p causeway-proxy --lib build_timing -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn build_timing() {
-    let mut s = Snapshot {
-        ingress_classes: vec![class(
-            "causeway",
-            causeway_crds::well_known::INGRESS_CONTROLLER,
-            true,
-        )],
-        ..Default::default()
-    };
-    for i in 0..1000 {
-        let svc = format!("svc{i}");
-        let ports = json!([{"name": "http", "port": 80}]);
-        s.service_imports.push(import(&svc, ports.clone()));
-        for c in ["east", "west", "north"] {
-            s.exported_services.push(export(&svc, c, ports.clone()));
-            let eps: Vec<Value> = (0..3 + usize::from(c == "east"))
-                .map(|j| {
-                    ep(
-                        &format!("10.{}.{}.{j}", i / 200, i % 200),
-                        Some(true),
-                        false,
-                    )
-                })
-                .collect();
-            let mut sl =
-                (*slice(&svc, c, json!([{"name": "http", "port": 8080}]), json!(eps))).clone();
-            sl.metadata.name = Some(format!("{svc}-{c}"));
-            s.endpoint_slices.push(Arc::new(sl));
-        }
-        s.mcis.push(mci(&format!("m{i}"), "2026-01-01T00:00:00Z", json!({"rules": [{"host": format!("h{i}.foo.com"), "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend(&svc, json!({"name": "http"}))}]}}]})));
-    }
-    let shared = Shared::new(Arc::new(Metrics::new()));
-    let opts = BuildOptions {
-        local_cluster: Some("east".into()),
-        ..Default::default()
-    };
-    let first = build(&s, &opts, &shared);
-    let mut times = Vec::new();
-    let mut keep = first;
-    for _ in 0..5 {
-        let t = build(&s, &opts, &shared);
-        times.push(t.build_time);
-        keep = t;
-    }
-    times.sort();
-    eprintln!("endpoints {} rebuild median {:?}", keep.endpoints, times[2]);
-}
-
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
     /// Arbitrary (mostly invalid) MCIs and annotation values never make a build panic,
