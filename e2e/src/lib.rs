@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use kubesim::{Cidr, Config, Server};
 
@@ -291,43 +290,6 @@ pub async fn client(s: &Server) -> anyhow::Result<kube::Client> {
 
 /// Server-side applies every Causeway CRD and waits for `Established`.
 pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds = causeway_crds::crdgen::all_crds();
-    for crd in &crds {
-        let name = crd
-            .metadata
-            .name
-            .clone()
-            .context("generated CRD without a name")?;
-        api.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(crd),
-        )
-        .await
-        .with_context(|| format!("applying CRD {name}"))?;
-    }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    for crd in &crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        loop {
-            let cur = api.get(&name).await?;
-            let established = cur
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                break;
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("CRD {name} was not Established within 10 s");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    causeway_crds::crdgen::install::install(client, MANAGER, Duration::from_secs(10)).await?;
     Ok(())
 }

@@ -17,7 +17,6 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -61,39 +60,8 @@ impl Hub {
     }
 
     async fn install_crds(&self) -> anyhow::Result<()> {
-        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        let crds = causeway_crds::crdgen::all_crds();
-        for crd in &crds {
-            let name = crd.metadata.name.clone().context("CRD without a name")?;
-            api.patch(
-                &name,
-                &PatchParams::apply("test").force(),
-                &Patch::Apply(crd),
-            )
+        causeway_crds::crdgen::install::install(&self.client, "test", Duration::from_secs(10))
             .await?;
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        for crd in &crds {
-            let name = crd.metadata.name.clone().unwrap_or_default();
-            loop {
-                let cur = api.get(&name).await?;
-                let ok = cur
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c.type_ == "Established" && c.status == "True")
-                    });
-                if ok {
-                    break;
-                }
-                if tokio::time::Instant::now() > deadline {
-                    bail!("CRD {name} not Established");
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
         Ok(())
     }
 
