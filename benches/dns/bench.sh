@@ -11,7 +11,8 @@
 # PID from /proc/PID/stat ÷ completed queries. causeway-dns is fed from kubesim by
 # `bench-dns-feed` (dns/examples), which also measures ServiceImport change → answer.
 # Env: RATE (fixed offered rate, default 30000), DUR (seconds per run, default 10),
-# SERVICES (default 10000), SMALL (services of the small zone, default 1000).
+# SERVICES (default 10000), SMALL (services of the small zone, default 1000), QUIET_WAIT
+# (seconds to wait for an idle box before each run, default 45), SKIP_BUILD.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,7 +34,11 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 # ---- inputs and binaries -------------------------------------------------------------
 python3 "$ROOT/benches/dns/gen.py" --services "$SERVICES" --out "$S/big" >&2
 python3 "$ROOT/benches/dns/gen.py" --services "$SMALL" --out "$S/small" >&2
-(cd "$ROOT" && cargo build --release -p causeway-dns --bin causeway-dns --example bench-dns-feed) >&2
+# Two builds: one command would unify the example's dev-dependency features into the binary.
+# SKIP_BUILD=1 uses what is already in $CARGO_TARGET_DIR/release.
+if [ -z "${SKIP_BUILD:-}" ]; then
+  (cd "$ROOT" && cargo build --release -p causeway-dns --bin causeway-dns && cargo build --release -p causeway-dns --example bench-dns-feed) >&2
+fi
 DNS_BIN=$CARGO_TARGET_DIR/release/causeway-dns
 FEED_BIN=$CARGO_TARGET_DIR/release/examples/bench-dns-feed
 if [ ! -x "$HICKORY" ]; then
@@ -48,15 +53,15 @@ busy_pct() { # whole-box CPU busy % over 1 s
   b=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat)
   echo "$a $b" | awk '{ busy=$3-$1; idle=$4-$2; printf "%d", 100*busy/(busy+idle+0.001) }'
 }
-wait_quiet() { # up to 120 s for the box to be below 15% busy; prints the last reading
+wait_quiet() { # up to QUIET_WAIT s (default 45) for the box to be below 15% busy; prints the last reading
   local b i
-  for i in $(seq 1 120); do b=$(busy_pct); [ "$b" -lt 15 ] && break; done
+  for i in $(seq 1 "${QUIET_WAIT:-45}"); do b=$(busy_pct); [ "$b" -lt 15 ] && break; done
   echo "$b"
 }
 wait_dns() { # port name
   for _ in $(seq 1 300); do
-    kdig @127.0.0.1 -p "$1" +short +time=1 +tries=1 "$2" A >/dev/null 2>&1 &&
-      [ -n "$(kdig @127.0.0.1 -p "$1" +short +time=1 +tries=1 "$2" A)" ] && return 0
+    kdig @127.0.0.1 -p "$1" +short +timeout=1 +retry=0 "$2" A >/dev/null 2>&1 &&
+      [ -n "$(kdig @127.0.0.1 -p "$1" +short +timeout=1 +retry=0 "$2" A)" ] && return 0
     sleep 0.2
   done
   echo "server on port $1 never answered $2" >&2; return 1

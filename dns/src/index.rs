@@ -7,14 +7,13 @@
 //! `memcpy`, for positive and negative answers alike, whatever the zone size.
 //! Nothing here does I/O; [`crate::watch`] feeds it, [`crate::answer`] reads it.
 
-use std::collections::{BTreeSet, HashMap};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
 
-use hickory_proto::rr::rdata::{A, AAAA, NS, SOA, SRV, TXT};
-use hickory_proto::rr::{Name, RData};
-use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 use thiserror::Error;
 
+use crate::build;
 use crate::name::{self, NameError};
 
 /// RR type codes the index serves.
@@ -45,9 +44,6 @@ pub mod rtype {
 pub const SCHEMA_VERSION: &str = "1.0.0";
 /// TTL of the `dns-version` TXT record (the specification's example).
 pub const VERSION_TTL: u32 = 28800;
-/// SRV priority and weight (Lighthouse's choice).
-const SRV_PRIORITY: u16 = 0;
-const SRV_WEIGHT: u16 = 50;
 
 /// How a ServiceImport is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,8 +147,8 @@ pub struct RrSet {
 /// A name in the zone: its record sets (empty for an empty non-terminal).
 #[derive(Clone, Debug, Default)]
 pub struct Node {
-    sets: Vec<(u16, RrSet)>,
-    any: Option<RrSet>,
+    pub(crate) sets: Vec<(u16, RrSet)>,
+    pub(crate) any: Option<RrSet>,
 }
 
 impl Node {
@@ -165,15 +161,29 @@ impl Node {
     }
 }
 
+/// The names of one service (`<svc>.<ns>.svc.<zone>` and below), encoded. Shared
+/// between snapshots: a change rebuilds only the services it touches.
+#[derive(Debug, Default)]
+pub struct ServiceNodes {
+    nodes: HashMap<Box<[u8]>, Node>,
+    records: usize,
+}
+
 /// An immutable snapshot of the zone.
+///
+/// Two levels: the zone's own names (apex, `dns-version`, `ns.dns`, the `svc` and
+/// `<ns>.svc` empty non-terminals), and per service the names at and below
+/// `<svc>.<ns>.svc.<zone>`, found by the question name's suffix without copying.
 #[derive(Debug)]
 pub struct Zone {
     apex: Box<[u8]>,
-    nodes: HashMap<Box<[u8]>, Node>,
+    statics: HashMap<Box<[u8]>, Node>,
+    services: HashMap<Box<[u8]>, Arc<ServiceNodes>>,
     soa_authority: Box<[u8]>,
     serial: u32,
     ready: bool,
     records: usize,
+    names: usize,
 }
 
 /// Result of a lookup.
@@ -189,37 +199,27 @@ impl Zone {
     /// The zone before the first sync: it knows its apex (to tell in-zone from
     /// out-of-zone names) and answers SERVFAIL for everything in it.
     pub fn unsynced(cfg: &ZoneConfig) -> Result<Zone, IndexError> {
-        let mut zone = Builder::new(cfg, 0)?.finish()?;
+        let mut zone = ZoneState::new(cfg.clone())?.snapshot(0)?;
         zone.ready = false;
         Ok(zone)
     }
 
-    /// Builds the zone from the imports and slices. Objects with names that are not
-    /// valid DNS names are skipped (with a warning), never fatal.
+    /// Builds the zone from the imports and slices in one go. Objects with names that
+    /// are not valid DNS names are skipped (with a warning), never fatal.
     pub fn build<'a>(
         cfg: &ZoneConfig,
         serial: u32,
         imports: impl IntoIterator<Item = &'a ImportInput>,
         slices: impl IntoIterator<Item = &'a SliceInput>,
     ) -> Result<Zone, IndexError> {
-        let mut b = Builder::new(cfg, serial)?;
-        let mut by_service: HashMap<(&str, &str), Vec<&SliceInput>> = HashMap::new();
-        for s in slices {
-            by_service
-                .entry((s.namespace.as_str(), s.service.as_str()))
-                .or_default()
-                .push(s);
-        }
+        let mut state = ZoneState::new(cfg.clone())?;
+        let by_service = group_slices(slices);
         for imp in imports {
-            let slices = by_service
-                .get(&(imp.namespace.as_str(), imp.name.as_str()))
-                .map(Vec::as_slice)
-                .unwrap_or_default();
-            if let Err(e) = b.add_service(imp, slices) {
-                tracing::warn!(namespace = %imp.namespace, service = %imp.name, error = %e, "skipping ServiceImport with a name DNS cannot serve");
-            }
+            let key = (imp.namespace.as_str(), imp.name.as_str());
+            let slices = by_service.get(&key).map(Vec::as_slice).unwrap_or_default();
+            state.set_service(&imp.namespace, &imp.name, Some(imp), slices);
         }
-        b.finish()
+        state.snapshot(serial)
     }
 
     /// The apex in lowercase wire format.
@@ -244,7 +244,7 @@ impl Zone {
 
     /// Number of names (empty non-terminals included).
     pub fn names(&self) -> usize {
-        self.nodes.len()
+        self.names
     }
 
     /// The apex SOA as a complete RR for the authority section of negative answers.
@@ -252,312 +252,134 @@ impl Zone {
         &self.soa_authority
     }
 
-    /// Looks a lowercase wire name up.
+    /// Looks a lowercase wire name up: O(labels), no allocation.
     pub fn lookup(&self, name: &[u8]) -> Lookup<'_> {
-        match self.nodes.get(name) {
+        let Some(rel_end) = name.len().checked_sub(self.apex.len()) else {
+            return Lookup::NxDomain;
+        };
+        if name[rel_end..] != *self.apex {
+            return Lookup::NxDomain;
+        }
+        // Start offsets of the last three labels before the apex.
+        let mut last = [usize::MAX; 3];
+        let mut i = 0;
+        while i < rel_end {
+            last = [last[1], last[2], i];
+            i += 1 + name[i] as usize;
+        }
+        if i != rel_end {
+            return Lookup::NxDomain;
+        }
+        let found = if last[0] != usize::MAX && name[last[2]..rel_end] == *b"\x03svc" {
+            self.services
+                .get(&name[last[0]..])
+                .and_then(|s| s.nodes.get(name))
+        } else {
+            self.statics.get(name)
+        };
+        match found {
             Some(n) => Lookup::Found(n),
             None => Lookup::NxDomain,
         }
     }
 }
 
-/// Records collected for one name before encoding; sets dedupe and sort.
-#[derive(Default)]
-struct NodeBuilder {
-    a: BTreeSet<Ipv4Addr>,
-    aaaa: BTreeSet<Ipv6Addr>,
-    /// (target, port), deduplicated.
-    srv: BTreeSet<(String, u16)>,
-    txt: Option<(u32, String)>,
-    soa: Option<SOA>,
-    ns: Option<Name>,
+/// Slices grouped by (namespace, service).
+pub fn group_slices<'a>(
+    slices: impl IntoIterator<Item = &'a SliceInput>,
+) -> HashMap<(&'a str, &'a str), Vec<&'a SliceInput>> {
+    let mut by_service: HashMap<(&str, &str), Vec<&SliceInput>> = HashMap::new();
+    for s in slices {
+        by_service
+            .entry((s.namespace.as_str(), s.service.as_str()))
+            .or_default()
+            .push(s);
+    }
+    by_service
 }
 
-struct Builder<'c> {
-    cfg: &'c ZoneConfig,
+/// The zone being maintained: per-service fragments, rebuilt one service at a time,
+/// from which [`ZoneState::snapshot`] assembles immutable [`Zone`]s cheaply.
+#[derive(Debug)]
+pub struct ZoneState {
+    cfg: ZoneConfig,
     apex: Vec<u8>,
     apex_dotted: String,
-    serial: u32,
-    nodes: HashMap<Vec<u8>, NodeBuilder>,
+    services: HashMap<Box<[u8]>, Arc<ServiceNodes>>,
+    keys: HashMap<(String, String), Box<[u8]>>,
 }
 
-impl<'c> Builder<'c> {
-    fn new(cfg: &'c ZoneConfig, serial: u32) -> Result<Self, IndexError> {
+impl ZoneState {
+    /// An empty zone (validates the zone name).
+    pub fn new(cfg: ZoneConfig) -> Result<ZoneState, IndexError> {
         let apex = name::to_wire(&cfg.zone)?;
         let apex_dotted = name::to_dotted(&apex);
-        let mut b = Builder {
+        Ok(ZoneState {
             cfg,
             apex,
             apex_dotted,
-            serial,
-            nodes: HashMap::new(),
-        };
-        let ns_host = format!("ns.dns.{}", b.apex_dotted);
-        let soa = SOA::new(
-            fqdn(&ns_host)?,
-            fqdn(&format!("hostmaster.{}", b.apex_dotted))?,
-            serial,
-            7200,
-            1800,
-            86400,
-            cfg.ttl,
-        );
-        let apex_node = b.nodes.entry(b.apex.clone()).or_default();
-        apex_node.soa = Some(soa);
-        apex_node.ns = Some(fqdn(&ns_host)?);
-        let ns_wire = name::to_wire(&ns_host)?;
-        let ns_node = b.nodes.entry(ns_wire.clone()).or_default();
-        for ip in &cfg.nameservers {
-            add_ip(ns_node, *ip);
-        }
-        b.ensure_ancestors(&ns_wire);
-        let version = name::prepend("dns-version", &b.apex)?;
-        b.nodes.entry(version).or_default().txt = Some((VERSION_TTL, SCHEMA_VERSION.to_string()));
-        Ok(b)
-    }
-
-    /// Marks every ancestor of `wire` below the apex as existing (empty
-    /// non-terminals answer NODATA, not NXDOMAIN).
-    fn ensure_ancestors(&mut self, wire: &[u8]) {
-        let mut cur = name::parent(wire);
-        while let Some(p) = cur {
-            if p.len() <= self.apex.len() {
-                break;
-            }
-            self.nodes.entry(p.to_vec()).or_default();
-            cur = name::parent(p);
-        }
-    }
-
-    fn add_service(&mut self, imp: &ImportInput, slices: &[&SliceInput]) -> Result<(), NameError> {
-        let svc = format!("{}.{}.svc.{}", imp.name, imp.namespace, self.apex_dotted);
-        let svc_wire = name::to_wire(&svc)?;
-        match imp.kind {
-            ServiceKind::ClusterSetIp => {
-                let mut named = Vec::new();
-                for p in &imp.ports {
-                    if let Some(pname) = port_name(p) {
-                        named.push(name::prepend(
-                            &format!("_{pname}._{}", p.protocol.to_ascii_lowercase()),
-                            &svc_wire,
-                        )?);
-                    }
-                }
-                let node = self.nodes.entry(svc_wire.clone()).or_default();
-                for ip in &imp.ips {
-                    add_ip(node, *ip);
-                }
-                for p in &imp.ports {
-                    node.srv.insert((svc.clone(), p.port));
-                }
-                for (p, wire) in imp
-                    .ports
-                    .iter()
-                    .filter(|p| port_name(p).is_some())
-                    .zip(named)
-                {
-                    self.nodes
-                        .entry(wire.clone())
-                        .or_default()
-                        .srv
-                        .insert((svc.clone(), p.port));
-                    self.ensure_ancestors(&wire);
-                }
-                self.ensure_ancestors(&svc_wire);
-            }
-            ServiceKind::Headless => self.add_headless(&svc, &svc_wire, slices),
-        }
-        Ok(())
-    }
-
-    fn add_headless(&mut self, svc: &str, svc_wire: &[u8], slices: &[&SliceInput]) {
-        let mut any_ready = false;
-        for slice in slices {
-            let cluster_wire = match name::prepend(&slice.cluster, svc_wire) {
-                Ok(w) => w,
-                Err(e) => {
-                    tracing::warn!(cluster = %slice.cluster, service = %svc, error = %e, "skipping EndpointSlice: source-cluster is not a DNS name");
-                    continue;
-                }
-            };
-            for ep in slice.endpoints.iter().filter(|e| e.ready) {
-                for ip in &ep.addresses {
-                    let label = match &ep.hostname {
-                        Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
-                        _ => name::dashed_ip(ip),
-                    };
-                    let host_wire = match name::prepend(&label, &cluster_wire) {
-                        Ok(w) if label.split('.').count() == 1 => w,
-                        Ok(_) | Err(_) => {
-                            tracing::warn!(hostname = %label, service = %svc, "skipping endpoint: hostname is not a DNS label");
-                            continue;
-                        }
-                    };
-                    any_ready = true;
-                    let target = format!("{label}.{}.{svc}", slice.cluster.to_ascii_lowercase());
-                    add_ip(self.nodes.entry(host_wire).or_default(), *ip);
-                    add_ip(self.nodes.entry(svc_wire.to_vec()).or_default(), *ip);
-                    for p in &slice.ports {
-                        self.nodes
-                            .entry(svc_wire.to_vec())
-                            .or_default()
-                            .srv
-                            .insert((target.clone(), p.port));
-                        if let Some(pname) = port_name(p) {
-                            let proto = p.protocol.to_ascii_lowercase();
-                            match name::prepend(&format!("_{pname}._{proto}"), svc_wire) {
-                                Ok(w) => {
-                                    self.nodes
-                                        .entry(w.clone())
-                                        .or_default()
-                                        .srv
-                                        .insert((target.clone(), p.port));
-                                    self.ensure_ancestors(&w);
-                                }
-                                Err(e) => {
-                                    tracing::warn!(port = %pname, service = %svc, error = %e, "no SRV for a port whose name is not a DNS label")
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        if any_ready {
-            self.ensure_ancestors(svc_wire);
-        }
-    }
-
-    fn finish(self) -> Result<Zone, IndexError> {
-        let ttl = self.cfg.ttl;
-        let mut records = 0;
-        let mut soa_authority = Vec::new();
-        let mut nodes = HashMap::with_capacity(self.nodes.len());
-        for (wire, nb) in self.nodes {
-            let mut sets = Vec::new();
-            let mut any = RrSet::default();
-            let mut push = |rt: u16, rrs: Vec<Vec<u8>>| {
-                if rrs.is_empty() {
-                    return;
-                }
-                let count = rrs.len().min(u16::MAX as usize) as u16;
-                let bytes: Vec<u8> = rrs.into_iter().take(count as usize).flatten().collect();
-                if any.count.checked_add(count).is_some() {
-                    any.count += count;
-                    let mut all = std::mem::take(&mut any.wire).into_vec();
-                    all.extend_from_slice(&bytes);
-                    any.wire = all.into_boxed_slice();
-                }
-                sets.push((
-                    rt,
-                    RrSet {
-                        count,
-                        wire: bytes.into_boxed_slice(),
-                    },
-                ));
-            };
-            if let Some(soa) = &nb.soa {
-                let rdata = RData::SOA(soa.clone());
-                push(rtype::SOA, vec![encode_rr(rtype::SOA, ttl, &rdata)?]);
-                soa_authority = encode_full_rr(&wire, rtype::SOA, ttl, &rdata)?;
-            }
-            if let Some(ns) = &nb.ns {
-                push(
-                    rtype::NS,
-                    vec![encode_rr(rtype::NS, ttl, &RData::NS(NS(ns.clone())))?],
-                );
-            }
-            let a =
-                nb.a.iter()
-                    .map(|ip| encode_rr(rtype::A, ttl, &RData::A(A(*ip))))
-                    .collect::<Result<Vec<_>, _>>()?;
-            push(rtype::A, a);
-            let aaaa = nb
-                .aaaa
-                .iter()
-                .map(|ip| encode_rr(rtype::AAAA, ttl, &RData::AAAA(AAAA(*ip))))
-                .collect::<Result<Vec<_>, _>>()?;
-            push(rtype::AAAA, aaaa);
-            let mut srv = Vec::new();
-            for (target, port) in &nb.srv {
-                let rdata = RData::SRV(SRV::new(SRV_PRIORITY, SRV_WEIGHT, *port, fqdn(target)?));
-                srv.push(encode_rr(rtype::SRV, ttl, &rdata)?);
-            }
-            push(rtype::SRV, srv);
-            if let Some((txt_ttl, text)) = &nb.txt {
-                let rdata = RData::TXT(TXT::new(vec![text.clone()]));
-                push(rtype::TXT, vec![encode_rr(rtype::TXT, *txt_ttl, &rdata)?]);
-            }
-            records += sets.iter().map(|(_, s)| s.count as usize).sum::<usize>();
-            let any = (any.count > 0).then_some(any);
-            nodes.insert(wire.into_boxed_slice(), Node { sets, any });
-        }
-        Ok(Zone {
-            apex: self.apex.into_boxed_slice(),
-            nodes,
-            soa_authority: soa_authority.into_boxed_slice(),
-            serial: self.serial,
-            ready: true,
-            records,
+            services: HashMap::new(),
+            keys: HashMap::new(),
         })
     }
-}
 
-/// The port's lowercase name if it is named.
-fn port_name(p: &PortInput) -> Option<String> {
-    p.name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-        .map(str::to_ascii_lowercase)
-}
-
-fn add_ip(node: &mut NodeBuilder, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(v4) => {
-            node.a.insert(v4);
+    /// Rebuilds service `namespace/name` from its import (None: deleted) and slices.
+    pub fn set_service(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        imp: Option<&ImportInput>,
+        slices: &[&SliceInput],
+    ) {
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(old) = self.keys.remove(&key) {
+            self.services.remove(&old);
         }
-        IpAddr::V6(v6) => {
-            node.aaaa.insert(v6);
+        let Some(imp) = imp else { return };
+        let built = build::service_nodes(&self.apex, &self.apex_dotted, imp, slices)
+            .map_err(IndexError::from)
+            .and_then(|(wire, nodes)| Ok((wire, build::encode(nodes, self.cfg.ttl)?)));
+        match built {
+            Ok((_, enc)) if enc.nodes.is_empty() => {}
+            Ok((wire, enc)) => {
+                let wire = wire.into_boxed_slice();
+                self.keys.insert(key, wire.clone());
+                let nodes = ServiceNodes {
+                    nodes: enc.nodes,
+                    records: enc.records,
+                };
+                self.services.insert(wire, Arc::new(nodes));
+            }
+            Err(e) => {
+                tracing::warn!(%namespace, service = %name, error = %e, "skipping ServiceImport with a name DNS cannot serve");
+            }
         }
     }
-}
 
-fn fqdn(dotted: &str) -> Result<Name, IndexError> {
-    let mut n = Name::from_ascii(dotted).map_err(|source| IndexError::Encode {
-        what: dotted.to_string(),
-        source,
-    })?;
-    n.set_fqdn(true);
-    Ok(n)
-}
-
-fn encode_rdata(rt: u16, rdata: &RData) -> Result<Vec<u8>, IndexError> {
-    let mut buf = Vec::with_capacity(32);
-    let mut enc = BinEncoder::new(&mut buf);
-    enc.set_canonical_form(true);
-    rdata.emit(&mut enc).map_err(|source| IndexError::Encode {
-        what: format!("type {rt} rdata"),
-        source,
-    })?;
-    Ok(buf)
-}
-
-/// One RR whose owner is a pointer to the question name.
-fn encode_rr(rt: u16, ttl: u32, rdata: &RData) -> Result<Vec<u8>, IndexError> {
-    encode_full_rr(&[0xC0, 0x0C], rt, ttl, rdata)
-}
-
-/// One RR with an explicit owner (wire name or pointer).
-fn encode_full_rr(owner: &[u8], rt: u16, ttl: u32, rdata: &RData) -> Result<Vec<u8>, IndexError> {
-    let rd = encode_rdata(rt, rdata)?;
-    let mut out = Vec::with_capacity(owner.len() + 10 + rd.len());
-    out.extend_from_slice(owner);
-    out.extend_from_slice(&rt.to_be_bytes());
-    out.extend_from_slice(&1u16.to_be_bytes());
-    out.extend_from_slice(&ttl.to_be_bytes());
-    out.extend_from_slice(&(rd.len() as u16).to_be_bytes());
-    out.extend_from_slice(&rd);
-    Ok(out)
+    /// An immutable snapshot (shares the service fragments).
+    pub fn snapshot(&self, serial: u32) -> Result<Zone, IndexError> {
+        let statics = build::static_nodes(
+            &self.cfg,
+            &self.apex,
+            &self.apex_dotted,
+            serial,
+            self.services.keys().map(|k| &**k),
+        )?;
+        let enc = build::encode(statics, self.cfg.ttl)?;
+        let soa_authority = enc.soa_authority.unwrap_or_default();
+        let records = enc.records + self.services.values().map(|s| s.records).sum::<usize>();
+        let names = enc.nodes.len() + self.services.values().map(|s| s.nodes.len()).sum::<usize>();
+        Ok(Zone {
+            apex: self.apex.clone().into_boxed_slice(),
+            statics: enc.nodes,
+            services: self.services.clone(),
+            soa_authority,
+            serial,
+            ready: true,
+            records,
+            names,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -291,6 +291,64 @@ fn nameserver_addresses_are_served() {
     assert_eq!(ask(&zone, "dns.clusterset.local.", RecordType::A).rcode, 0);
 }
 
+#[test]
+fn incremental_updates_touch_one_service() {
+    let mut st = ZoneState::new(cfg()).unwrap();
+    let a = headless("a");
+    let b = headless("b");
+    let sa = slice("a", "c1", vec![ep("10.0.0.1", None, true)]);
+    let sb = slice("b", "c1", vec![ep("10.0.0.2", None, true)]);
+    st.set_service("ns", "a", Some(&a), &[&sa]);
+    st.set_service("ns", "b", Some(&b), &[&sb]);
+    let z1 = st.snapshot(1).unwrap();
+    assert_eq!(
+        ask(&z1, "a.ns.svc.clusterset.local.", RecordType::A).answers,
+        ["A 10.0.0.1"]
+    );
+    // b's endpoint turns not ready: only b is rebuilt; the old snapshot is unchanged.
+    let sb2 = slice("b", "c1", vec![ep("10.0.0.2", None, false)]);
+    st.set_service("ns", "b", Some(&b), &[&sb2]);
+    let z2 = st.snapshot(2).unwrap();
+    assert_eq!(
+        ask(&z2, "b.ns.svc.clusterset.local.", RecordType::A).rcode,
+        3
+    );
+    assert_eq!(
+        ask(&z1, "b.ns.svc.clusterset.local.", RecordType::A).answers,
+        ["A 10.0.0.2"]
+    );
+    assert_eq!(
+        ask(&z2, "a.ns.svc.clusterset.local.", RecordType::A).answers,
+        ["A 10.0.0.1"]
+    );
+    // a deleted: the namespace is empty, so its empty non-terminal goes too.
+    st.set_service("ns", "a", None, &[]);
+    let z3 = st.snapshot(3).unwrap();
+    assert_eq!(
+        ask(&z3, "a.ns.svc.clusterset.local.", RecordType::A).rcode,
+        3
+    );
+    assert_eq!(ask(&z3, "ns.svc.clusterset.local.", RecordType::A).rcode, 3);
+    assert_eq!(ask(&z2, "ns.svc.clusterset.local.", RecordType::A).rcode, 0);
+    assert_eq!(z3.serial(), 3);
+}
+
+#[test]
+fn lookups_outside_the_apex_or_misaligned_are_nxdomain() {
+    let zone = Zone::build(
+        &cfg(),
+        1,
+        [&headless("a")],
+        [&slice("a", "c1", vec![ep("10.0.0.1", None, true)])],
+    )
+    .unwrap();
+    assert!(matches!(zone.lookup(b"\x00"), Lookup::NxDomain));
+    assert!(matches!(zone.lookup(b"\x05local\x00"), Lookup::NxDomain));
+    let mut odd = name::to_wire("a.ns.svc.clusterset.local").unwrap();
+    odd[0] = 5;
+    assert!(matches!(zone.lookup(&odd), Lookup::NxDomain));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 

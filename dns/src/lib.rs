@@ -20,6 +20,7 @@
 //! ```
 
 pub mod answer;
+mod build;
 pub mod client;
 pub mod index;
 pub mod metrics;

@@ -4,7 +4,7 @@
 //! The zone is only marked ready once both watches have listed everything; until
 //! then queries in the zone get SERVFAIL.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -19,7 +19,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use crate::index::{
-    EndpointInput, ImportInput, PortInput, ServiceKind, SliceInput, Zone, ZoneConfig,
+    EndpointInput, ImportInput, PortInput, ServiceKind, SliceInput, Zone, ZoneConfig, ZoneState,
 };
 use crate::server::Shared;
 
@@ -103,6 +103,29 @@ pub fn slice_input(es: &EndpointSlice) -> Option<SliceInput> {
     })
 }
 
+/// The service an object contributes to.
+trait ServiceKey {
+    fn service_key(&self) -> Key;
+}
+
+impl ServiceKey for ImportInput {
+    fn service_key(&self) -> Key {
+        (self.namespace.clone(), self.name.clone())
+    }
+}
+
+impl ServiceKey for SliceInput {
+    fn service_key(&self) -> Key {
+        (self.namespace.clone(), self.service.clone())
+    }
+}
+
+/// Which services a watch event touched.
+enum Touched {
+    Services(Vec<Key>),
+    All,
+}
+
 /// A tiny reflector over converted objects, with the list/relist buffer.
 struct Mirror<T> {
     items: HashMap<Key, Arc<T>>,
@@ -110,7 +133,7 @@ struct Mirror<T> {
     listed: bool,
 }
 
-impl<T> Mirror<T> {
+impl<T: ServiceKey> Mirror<T> {
     fn new() -> Self {
         Mirror {
             items: HashMap::new(),
@@ -119,49 +142,48 @@ impl<T> Mirror<T> {
         }
     }
 
-    /// Applies one watch event; returns whether the visible set changed.
+    /// Applies one watch event; returns the services whose answers may change.
     fn apply<K: kube::Resource>(
         &mut self,
         ev: Event<K>,
         convert: impl Fn(&K) -> Option<T>,
-    ) -> bool {
+    ) -> Touched {
         let key = |o: &K| {
             (
                 o.meta().namespace.clone().unwrap_or_default(),
                 o.meta().name.clone().unwrap_or_default(),
             )
         };
+        let mut touched = Vec::new();
         match ev {
             Event::Apply(o) => {
-                match convert(&o) {
-                    Some(t) => self.items.insert(key(&o), Arc::new(t)),
+                let old = match convert(&o) {
+                    Some(t) => {
+                        touched.push(t.service_key());
+                        self.items.insert(key(&o), Arc::new(t))
+                    }
                     None => self.items.remove(&key(&o)),
                 };
-                true
+                touched.extend(old.map(|t| t.service_key()));
             }
-            Event::Delete(o) => self.items.remove(&key(&o)).is_some(),
-            Event::Init => {
-                self.relist = Some(HashMap::new());
-                false
+            Event::Delete(o) => {
+                touched.extend(self.items.remove(&key(&o)).map(|t| t.service_key()))
             }
+            Event::Init => self.relist = Some(HashMap::new()),
             Event::InitApply(o) => {
                 if let (Some(buf), Some(t)) = (self.relist.as_mut(), convert(&o)) {
                     buf.insert(key(&o), Arc::new(t));
                 }
-                false
             }
             Event::InitDone => {
                 if let Some(buf) = self.relist.take() {
                     self.items = buf;
                 }
                 self.listed = true;
-                true
+                return Touched::All;
             }
         }
-    }
-
-    fn snapshot(&self) -> Vec<Arc<T>> {
-        self.items.values().cloned().collect()
+        Touched::Services(touched)
     }
 }
 
@@ -170,7 +192,11 @@ enum Change {
     Slice(Result<Event<EndpointSlice>, watcher::Error>),
 }
 
-/// Watches and rebuilds until the task is aborted.
+/// One service's inputs for a rebuild.
+type Work = Vec<(Key, Option<Arc<ImportInput>>, Vec<Arc<SliceInput>>)>;
+
+/// Watches and rebuilds until the task is aborted. Only the services touched since
+/// the last swap are rebuilt (all of them after a (re)list).
 pub async fn run(client: kube::Client, shared: Arc<Shared>, cfg: ZoneConfig, debounce: Duration) {
     let imports = watcher::watcher(
         Api::<ServiceImport>::all(client.clone()),
@@ -187,6 +213,15 @@ pub async fn run(client: kube::Client, shared: Arc<Shared>, cfg: ZoneConfig, deb
     let mut changes = std::pin::pin!(futures::stream::select(imports, slices));
     let mut imps: Mirror<ImportInput> = Mirror::new();
     let mut sls: Mirror<SliceInput> = Mirror::new();
+    let mut state = match ZoneState::new(cfg.clone()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!(error = %e, "invalid zone; not watching");
+            return;
+        }
+    };
+    let mut dirty: HashSet<Key> = HashSet::new();
+    let mut all_dirty = false;
     let mut due: Option<tokio::time::Instant> = None;
     let mut serial = 0u32;
     loop {
@@ -198,12 +233,16 @@ pub async fn run(client: kube::Client, shared: Arc<Shared>, cfg: ZoneConfig, deb
         };
         tokio::select! {
             change = changes.next() => {
-                let changed = match change {
+                let touched = match change {
                     None => return,
                     Some(Change::Import(Ok(ev))) => imps.apply(ev, import_input),
                     Some(Change::Slice(Ok(ev))) => sls.apply(ev, slice_input),
-                    Some(Change::Import(Err(e))) => { tracing::warn!(error = %e, "ServiceImport watch failed; retrying (are the MCS CRDs installed?)"); false }
-                    Some(Change::Slice(Err(e))) => { tracing::warn!(error = %e, "EndpointSlice watch failed; retrying"); false }
+                    Some(Change::Import(Err(e))) => { tracing::warn!(error = %e, "ServiceImport watch failed; retrying (are the MCS CRDs installed?)"); Touched::Services(vec![]) }
+                    Some(Change::Slice(Err(e))) => { tracing::warn!(error = %e, "EndpointSlice watch failed; retrying"); Touched::Services(vec![]) }
+                };
+                let changed = match touched {
+                    Touched::All => { all_dirty = true; true }
+                    Touched::Services(keys) => { let any = !keys.is_empty(); dirty.extend(keys); any }
                 };
                 if changed && due.is_none() {
                     due = Some(tokio::time::Instant::now() + debounce);
@@ -212,15 +251,45 @@ pub async fn run(client: kube::Client, shared: Arc<Shared>, cfg: ZoneConfig, deb
             () = wait => {
                 due = None;
                 serial = next_serial(serial);
-                let (i, s, c) = (imps.snapshot(), sls.snapshot(), cfg.clone());
+                let full = std::mem::take(&mut all_dirty);
+                let keys: Vec<Key> = if full { imps.items.keys().cloned().collect() } else { dirty.drain().collect() };
+                dirty.clear();
+                let wanted: HashSet<&Key> = keys.iter().collect();
+                let mut by_service: HashMap<Key, Vec<Arc<SliceInput>>> = HashMap::new();
+                for s in sls.items.values() {
+                    let k = s.service_key();
+                    if wanted.contains(&k) {
+                        by_service.entry(k).or_default().push(s.clone());
+                    }
+                }
+                let work: Work = keys.iter().map(|k| (k.clone(), imps.items.get(k).cloned(), by_service.remove(k).unwrap_or_default())).collect();
+                let Some(mut st) = state.take() else { return };
+                let cfg = cfg.clone();
                 let started = Instant::now();
                 let built = tokio::task::spawn_blocking(move || {
-                    Zone::build(&c, serial, i.iter().map(|a| &**a), s.iter().map(|a| &**a))
+                    if full && let Ok(fresh) = ZoneState::new(cfg) {
+                        st = fresh;
+                    }
+                    for (k, imp, slices) in &work {
+                        let slices: Vec<&SliceInput> = slices.iter().map(|a| &**a).collect();
+                        st.set_service(&k.0, &k.1, imp.as_deref(), &slices);
+                    }
+                    let zone = st.snapshot(serial);
+                    (st, zone)
                 }).await;
                 match built {
-                    Ok(Ok(zone)) => publish(&shared, zone, started.elapsed()),
-                    Ok(Err(e)) => tracing::error!(error = %e, "building the zone failed"),
-                    Err(e) => tracing::error!(error = %e, "the zone build task failed"),
+                    Ok((st, Ok(zone))) => {
+                        state = Some(st);
+                        publish(&shared, zone, started.elapsed());
+                    }
+                    Ok((st, Err(e))) => {
+                        state = Some(st);
+                        tracing::error!(error = %e, "building the zone failed");
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "the zone build task failed; watching stops");
+                        return;
+                    }
                 }
             }
         }
