@@ -28,7 +28,7 @@ pub mod name;
 pub mod server;
 pub mod watch;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -151,13 +151,33 @@ impl Running {
         for t in self.tasks {
             let _ = t.await;
         }
-        let threads = self.threads;
-        let _ = tokio::task::spawn_blocking(move || {
-            for t in threads {
-                let _ = t.join();
+        // Wake the blocked UDP workers with empty datagrams until they have all seen
+        // the flag (bounded: a worker that never wakes is left behind, not waited for).
+        let wake: SocketAddr = match self.udp.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, self.udp.port()).into(),
+            IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, self.udp.port()).into(),
+            _ => self.udp,
+        };
+        let bind: SocketAddr = if wake.is_ipv4() {
+            (Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let waker = std::net::UdpSocket::bind(bind).ok();
+        for _ in 0..100 {
+            if self.threads.iter().all(|t| t.is_finished()) {
+                break;
             }
-        })
-        .await;
+            if let Some(w) = &waker {
+                for _ in &self.threads {
+                    let _ = w.send_to(&[], wake);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for t in self.threads.into_iter().filter(|t| t.is_finished()) {
+            let _ = t.join();
+        }
     }
 }
 

@@ -18,8 +18,6 @@ use crate::metrics::Metrics;
 
 /// Largest UDP datagram read (bigger ones are cut and answered FORMERR).
 const UDP_READ: usize = 4096;
-/// How often a blocked UDP worker looks at the stop flag.
-const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// What the loops share.
 pub struct Shared {
@@ -53,15 +51,15 @@ impl Shared {
 ///
 /// A blocking `recv_from` costs one system call per query where an async socket
 /// costs three or four under a paced load (a read that would block, `epoll_wait`,
-/// the read): this is the hot path, so it gets a plain thread per worker. The read
-/// timeout only bounds how long shutdown takes.
+/// the read): this is the hot path, so it gets a plain thread per worker. No read
+/// timeout (arming a timer per sleep costs too): shutdown sets `stop` and sends
+/// empty datagrams to wake the workers.
 pub fn udp_worker(
     sock: std::net::UdpSocket,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     rt: tokio::runtime::Handle,
 ) {
-    let _ = sock.set_read_timeout(Some(STOP_POLL));
     let mut buf = vec![0u8; UDP_READ];
     let mut out = Vec::with_capacity(UDP_READ);
     while !stop.load(Ordering::Relaxed) {

@@ -40,7 +40,10 @@ async fn out_of_zone_names_are_forwarded_over_udp_and_tcp() {
     )
     .await;
     assert_eq!(r.answers, ["TXT 1.0.0"]);
+    let udp = main.udp;
     main.shutdown().await;
+    // The UDP workers are gone and the socket closed: the port can be bound again.
+    std::net::UdpSocket::bind(udp).expect("UDP port free after shutdown");
     if let Some(d) = upstream.dns.take() {
         d.shutdown().await;
     }
