@@ -25,9 +25,10 @@
 #   --no-build       use the binaries already in $CARGO_TARGET_DIR/bench-fast
 #   --keep           keep the run dir (configs, logs, raw outputs)
 # Environment: CARGO_TARGET_DIR (default: <repo>/target), OHA (path to oha),
-#   KUBECTL, RATE (5000), LOAD_MAX (0.5: wait for the 1-min load below it at
+#   KUBECTL, RATE (5000), LOAD_MAX (1.0: wait for the 1-min load below it at
 #   start), LOAD_WAIT (900 s), IDLE_WAIT (60 s per run), FOREIGN_MAX (1.0
-#   core-seconds), RETRIES (2), CAUSEWAY_PROXY_ARGS (extra flags).
+#   core-seconds of other tenants' CPU per 10 s of run, i.e. 5% of both cores;
+#   a run above it is retried), RETRIES (2), CAUSEWAY_PROXY_ARGS (extra flags).
 # Loopback only; every load run is bounded in time; every process this script
 # starts is stopped by PID on exit.
 set -euo pipefail
@@ -57,7 +58,7 @@ case "$ONLY" in all|peers|causeway) ;; *) echo "run.sh: --only must be all, peer
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --runs needs a positive integer" >&2; exit 2; }
 
 RATE=${RATE:-5000}
-LOAD_MAX=${LOAD_MAX:-0.5}
+LOAD_MAX=${LOAD_MAX:-1.0}
 LOAD_WAIT=${LOAD_WAIT:-900}
 IDLE_WAIT=${IDLE_WAIT:-60}
 FOREIGN_MAX=${FOREIGN_MAX:-1.0}
@@ -158,6 +159,22 @@ proc_hwm_kb() {
   done
   echo "$t"
 }
+# read+write syscalls (syscr+syscw of /proc/PID/io, whole thread group) of the given PIDs.
+proc_sysc() {
+  local t=0 p
+  for p in "$@"; do
+    t=$((t + $(awk '/^sysc[rw]:/ {s += $2} END {print s + 0}' "/proc/$p/io" 2>/dev/null || echo 0)))
+  done
+  echo "$t"
+}
+# Context switches (voluntary + involuntary) of every thread of the given PIDs.
+proc_csw() {
+  local t=0 p
+  for p in "$@"; do
+    t=$((t + $(cat "/proc/$p"/task/*/status 2>/dev/null | awk '/ctxt_switches:/ {s += $2} END {print s + 0}')))
+  done
+  echo "$t"
+}
 # Busy ticks of all CPUs from /proc/stat (user nice system irq softirq steal).
 busy_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9; exit}' /proc/stat; }
 TCK=$(getconf CLK_TCK)
@@ -203,27 +220,27 @@ wait_200() { # wait_200 WHAT SECONDS URL [curl flags...]
   die "$what: no 200 from $url within ${secs}s (logs in $RUN/logs)"
 }
 
-start_nginx() { # start_nginx NAME -> master pid
+# start_nginx NAME / start_haproxy: set STARTED to the master PID and record it in
+# PIDS (no command substitution: PIDS must be updated in this shell for the trap).
+start_nginx() {
   local name=$1
   taskset -c 1 nginx -p "$RUN/" -e "logs/$name.err" -c "$RUN/$name.conf" \
     || die "nginx $name did not start: $(cat "$RUN/logs/$name.err" 2>/dev/null)"
   local i; for i in $(seq 50); do [[ -s "$RUN/run/$name.pid" ]] && break; sleep 0.1; done
-  local pid; pid=$(cat "$RUN/run/$name.pid")
-  PIDS+=("$pid")
-  echo "$pid"
+  STARTED=$(cat "$RUN/run/$name.pid")
+  PIDS+=("$STARTED")
 }
 start_haproxy() {
   (cd "$RUN" && taskset -c 1 haproxy -f "$RUN/haproxy.cfg" >"$RUN/logs/haproxy.log" 2>&1) \
     || die "haproxy did not start: $(cat "$RUN/logs/haproxy.log")"
   local i; for i in $(seq 50); do [[ -s "$RUN/run/haproxy.pid" ]] && break; sleep 0.1; done
-  local pid; pid=$(cat "$RUN/run/haproxy.pid")
-  PIDS+=("$pid")
-  echo "$pid"
+  STARTED=$(cat "$RUN/run/haproxy.pid")
+  PIDS+=("$STARTED")
 }
 
 # ---------------------------------------------------------------- load runs
 RAW="$RUN/out/raw.tsv"
-printf 'pass\ttarget\ttool\tattempt\tidle\trps\tp50_ms\tp99_ms\tp999_ms\tmean_ms\tok\tbad\tproxy_ticks\tbackend_ticks\tloadgen_cpu_s\tbusy_ticks\tforeign_s\twall_s\thwm_kb\n' >"$RAW"
+printf 'pass\ttarget\ttool\tattempt\tidle\trps\tp50_ms\tp99_ms\tp999_ms\tmean_ms\tok\tbad\tproxy_ticks\tbackend_ticks\tloadgen_cpu_s\tbusy_ticks\tforeign_s\twall_s\thwm_kb\tproxy_sysc\tproxy_csw\n' >"$RAW"
 
 # parse_wrk FILE -> "rps p50 p99 p999 mean ok bad" (ms)
 parse_wrk() {
@@ -281,7 +298,7 @@ PY
 # run_load PASS TARGET TOOL URL "PROXY_PIDS" "BACKEND_PIDS"
 run_load() {
   local pass=$1 target=$2 tool=$3 url=$4 proxy_pids=$5 backend_pids=$6
-  local attempt idle out tf b0 b1 p0 p1 k0 k1 w0 w1 parsed lg foreign rc
+  local attempt idle out tf b0 b1 p0 p1 k0 k1 s0 s1 c0 c1 w0 w1 parsed lg foreign rc
   local -a cmd
   for ((attempt = 1; attempt <= RETRIES + 1; attempt++)); do
     out="$RUN/out/$target-$tool-p$pass-a$attempt"
@@ -293,14 +310,14 @@ run_load() {
     esac
     idle=$(wait_idle)
     # shellcheck disable=SC2086
-    { p0=$(proc_ticks $proxy_pids); k0=$(proc_ticks $backend_pids); }
+    { p0=$(proc_ticks $proxy_pids); k0=$(proc_ticks $backend_pids); s0=$(proc_sysc $proxy_pids); c0=$(proc_csw $proxy_pids); }
     b0=$(busy_ticks); w0=$(date +%s.%N)
     tf="$out.time"
     rc=0
     { TIMEFORMAT='%3U %3S'; time "${cmd[@]}" >"$out.txt" 2>"$out.err"; } 2>"$tf" || rc=$?
     w1=$(date +%s.%N); b1=$(busy_ticks)
     # shellcheck disable=SC2086
-    { p1=$(proc_ticks $proxy_pids); k1=$(proc_ticks $backend_pids); }
+    { p1=$(proc_ticks $proxy_pids); k1=$(proc_ticks $backend_pids); s1=$(proc_sysc $proxy_pids); c1=$(proc_csw $proxy_pids); }
     if [[ $rc != 0 ]]; then
       log "$target $tool failed (exit $rc): $(tail -3 "$out.err")"
       parsed="0 - - - - 0 -1"
@@ -318,14 +335,16 @@ run_load() {
     # shellcheck disable=SC2086
     local hwm; hwm=$(proc_hwm_kb $proxy_pids)
     read -r rps p50 p99 p999 mean ok bad <<<"$parsed"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
       "$pass" "$target" "$tool" "$attempt" "$idle" "$rps" "$p50" "$p99" "$p999" "$mean" "$ok" "$bad" \
       $((p1 - p0)) $((k1 - k0)) "$lg" $((b1 - b0)) "$foreign" \
-      "$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.2f", b - a }')" "$hwm" >>"$RAW"
+      "$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.2f", b - a }')" "$hwm" $((s1 - s0)) $((c1 - c0)) >>"$RAW"
     log "$(printf '%-9s %-6s pass %s try %s: %7s req/s p50 %s p99 %s ms, ok %s bad %s, proxy %s ticks, foreign %s s, %s' \
       "$target" "$tool" "$pass" "$attempt" "$rps" "$p50" "$p99" "$ok" "$bad" $((p1 - p0)) "$foreign" "$idle")"
-    if awk -v f="$foreign" -v m="$FOREIGN_MAX" 'BEGIN { exit !(f < m) }'; then break; fi
-    if (( attempt <= RETRIES )); then log "foreign CPU $foreign s >= $FOREIGN_MAX s: retrying"; fi
+    # FOREIGN_MAX core-seconds per 10 s of run (5% of both cores)
+    local limit; limit=$(awk -v m="$FOREIGN_MAX" -v d="$([[ $tool == oha ]] && echo "$OHA_DUR" || echo "$DUR")" 'BEGIN { printf "%.2f", m * d / 10 }')
+    if awk -v f="$foreign" -v m="$limit" 'BEGIN { exit !(f < m) }'; then break; fi
+    if (( attempt <= RETRIES )); then log "foreign CPU $foreign s >= $limit s: retrying"; fi
   done
   return 0
 }
@@ -364,7 +383,8 @@ fi
 log "$BOX"
 
 log "run dir $RUN"
-BACKEND=$(start_nginx nginx-backend)
+start_nginx nginx-backend
+BACKEND=$STARTED
 wait_200 "nginx backend" 5 "http://127.0.0.1:$P_BACKEND/"
 BACKEND_PIDS=$(family "$BACKEND")
 
@@ -431,9 +451,8 @@ if [[ $ONLY != peers ]]; then
   start_hub
   start_causeway
   # what the worker pool really is: tokio names its workers tokio-runtime-worker
-  workers=$(cat /proc/"$CAUSEWAY_PID"/task/*/comm 2>/dev/null | grep -c '^tokio-runtime-w' || true)
-  threads=$(ls /proc/"$CAUSEWAY_PID"/task | wc -l)
-  CAUSEWAY_NOTE="$CAUSEWAY_NOTE; measured: $workers tokio worker thread(s), $threads threads in all"
+  threads=$(cat /proc/"$CAUSEWAY_PID"/task/*/comm 2>/dev/null | sort | uniq -c | awk '{printf "%s%s x%s", (NR > 1 ? ", " : ""), $2, $1}')
+  CAUSEWAY_NOTE="$CAUSEWAY_NOTE; threads at start: $threads"
   log "causeway-proxy: $CAUSEWAY_NOTE"
 fi
 
@@ -441,11 +460,11 @@ for ((pass = 1; pass <= RUNS; pass++)); do
   log "=== pass $pass/$RUNS"
   bench_target "$pass" direct "http://127.0.0.1:$P_BACKEND/" "http://127.0.0.1:$P_BACKEND_H2/" "" "$BACKEND_PIDS"
   if [[ $ONLY != causeway ]]; then
-    m=$(start_nginx nginx-proxy)
+    start_nginx nginx-proxy; m=$STARTED
     wait_200 nginx 5 "http://127.0.0.1:$P_NGINX/"
     bench_target "$pass" nginx "http://127.0.0.1:$P_NGINX/" "http://127.0.0.1:$P_NGINX_H2/" "$(family "$m")" "$BACKEND_PIDS"
     stop_pid "$m"
-    m=$(start_haproxy)
+    start_haproxy; m=$STARTED
     wait_200 haproxy 5 "http://127.0.0.1:$P_HAPROXY/"
     bench_target "$pass" haproxy "http://127.0.0.1:$P_HAPROXY/" "http://127.0.0.1:$P_HAPROXY_H2/" "$(family "$m")" "$BACKEND_PIDS"
     stop_pid "$m"
@@ -468,13 +487,20 @@ fi
 if [[ -z "$OUT" ]]; then
   if [[ $ONLY == all && $QUICK == 0 ]]; then OUT="$ROOT/benches/results/proxy.md"; else OUT="$RUN/proxy.md"; KEEP=1; fi
 fi
-ARGS_LINE="benches/proxy/run.sh --only $ONLY --runs $RUNS$([[ $QUICK == 1 ]] && echo ' --quick')"
-VERSIONS="nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), HAProxy $(haproxy -v | head -1 | awk '{print $3}'), wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}'), $(h2load --version | head -1), oha $("$OHA" --version | awk '{print $2}')"
+ARGS_LINE="benches/proxy/run.sh --only $ONLY --runs $RUNS"
+if [[ $QUICK == 1 ]]; then ARGS_LINE="$ARGS_LINE --quick"; fi
+# (wrk -v exits 1; with pipefail every version probe needs its `|| true`)
+v_nginx=$(nginx -v 2>&1 | sed 's/.*nginx\///' || true)
+v_haproxy=$(haproxy -v 2>&1 | awk 'NR == 1 {print $3}' || true)
+v_wrk=$(wrk -v 2>&1 | awk 'NR == 1 {print $2}' || true)
+v_h2load=$(h2load --version 2>&1 | awk 'NR == 1' || true)
+v_oha=$("$OHA" --version 2>&1 | awk 'NR == 1 {print $2}' || true)
+VERSIONS="nginx $v_nginx, HAProxy $v_haproxy, wrk $v_wrk, $v_h2load, oha $v_oha"
 if [[ $ONLY != peers ]]; then
   VERSIONS="$VERSIONS, causeway-proxy @ $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet -- proxy || echo '+dirty') (profile bench-fast), rustc $(rustc --version | awk '{print $2}')"
 fi
 MACHINE="$(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
 python3 "$HERE/report.py" --raw "$RAW" --out "$OUT" --box "$BOX" --cmd "$ARGS_LINE" --versions "$VERSIONS" \
   --machine "$MACHINE" --rate "$RATE" --dur "$DUR" --oha-dur "$OHA_DUR" --causeway-note "$CAUSEWAY_NOTE" \
-  --foreign-max "$FOREIGN_MAX" --table-md "$TABLE_MD" ${CAUSEWAY_PID:+--causeway-cmd "$(cat "$RUN/causeway-proxy.cmd")"}
+  --foreign-max "$FOREIGN_MAX" --oha-dur-s "$OHA_DUR" --dur-s "$DUR" --table-md "$TABLE_MD" ${CAUSEWAY_PID:+--causeway-cmd "$(cat "$RUN/causeway-proxy.cmd")"}
 log "report: $OUT"
