@@ -11,7 +11,6 @@ use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{Name, RData, RecordType};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -204,38 +203,9 @@ fn init_tracing() {
 
 /// Applies every Causeway CRD and waits until each is Established.
 pub async fn install_crds(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds = causeway_crds::crdgen::all_crds();
-    for crd in &crds {
-        let name = crd.metadata.name.clone().expect("named CRD");
-        api.patch(
-            &name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(crd),
-        )
+    causeway_crds::crdgen::install::install(client, MANAGER, std::time::Duration::from_secs(10))
         .await
-        .expect("apply CRD");
-    }
-    for crd in &crds {
-        let name = crd.metadata.name.clone().unwrap_or_default();
-        let api = api.clone();
-        eventually("CRD established", || {
-            let api = api.clone();
-            let name = name.clone();
-            async move {
-                api.get(&name)
-                    .await
-                    .ok()
-                    .and_then(|c| c.status)
-                    .and_then(|s| s.conditions)
-                    .is_some_and(|c| {
-                        c.iter()
-                            .any(|c| c.type_ == "Established" && c.status == "True")
-                    })
-            }
-        })
-        .await;
-    }
+        .expect("CRDs installed");
 }
 
 async fn apply_ns(client: &kube::Client) {
