@@ -80,7 +80,7 @@ struct Args {
     /// First ejection time (the n-th ejection lasts n times as long, up to 10x).
     #[arg(long, default_value = "30s", value_parser = duration)]
     eject_base: Duration,
-    /// Tokio worker threads (default: one per CPU).
+    /// Tokio worker threads (default: one per CPU; 1 runs everything on one thread).
     #[arg(long)]
     worker_threads: Option<usize>,
     /// Log filter (tracing EnvFilter syntax), e.g. info or causeway_proxy=debug.
@@ -117,12 +117,19 @@ fn main() -> std::process::ExitCode {
 }
 
 fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    let mut rt = match workers {
+        Some(0) => anyhow::bail!("--worker-threads must be at least 1"),
+        // One worker: everything on the main thread (no cross-thread wake-ups, as an
+        // nginx worker process runs).
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut rt = tokio::runtime::Builder::new_multi_thread();
+            rt.worker_threads(n);
+            rt
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     rt.enable_all();
-    if let Some(n) = workers {
-        anyhow::ensure!(n > 0, "--worker-threads must be at least 1");
-        rt.worker_threads(n);
-    }
     rt.build().context("starting the tokio runtime")
 }
 
