@@ -227,8 +227,14 @@ async fn locality_keeps_traffic_home_and_spills_over() -> anyhow::Result<()> {
     );
     e1.kill();
     e2.kill();
+    // Until both are ejected a request may need two retries; the retry budget (20% of
+    // requests plus 10/s) bounds what is retried, so a few 502s are allowed on a slow,
+    // busy machine — then everything goes west.
     let s = spread(&c, p.http, "lb.test", "/", 60).await?;
-    assert_eq!(s.get("west"), Some(&60), "retried to west: {s:?}");
+    let west = s.get("west").copied().unwrap_or(0);
+    assert!(west >= 48, "retried to west within the budget: {s:?}");
+    let s = spread(&c, p.http, "lb.test", "/", 30).await?;
+    assert_eq!(s.get("west"), Some(&30), "east ejected, all west: {s:?}");
     p.shutdown().await;
     Ok(())
 }
