@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod clusters;
+pub mod condition;
 pub mod controller;
 pub mod mci;
 pub mod mcs;

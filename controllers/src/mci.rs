@@ -71,8 +71,7 @@ pub enum Verdict {
     },
 }
 
-/// The verdict on `mci` (its Accepted condition carries `now` as transition time unless
-/// the status is unchanged, which [`keep_transition_times`] takes care of).
+/// The verdict on `mci`.
 pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Verdict {
     let decision = select(mci, world.classes);
     if !decision.is_ours() {
@@ -141,34 +140,34 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Verdict {
         )
     };
     let load_balancer = ok.then(|| load_balancer(world.proxies, world.now));
+    let status_word = if ok { "True" } else { "False" };
+    let prev: &[Condition] = mci
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
     let status = MultiClusterIngressStatus {
         load_balancer,
         traffic_block_clusters,
         service_locations,
         conditions: vec![Condition {
             type_: ACCEPTED.into(),
-            status: if ok { "True" } else { "False" }.into(),
+            status: status_word.into(),
             reason: reason.into(),
             message: message.chars().take(32 * 1024).collect(),
             observed_generation: mci.metadata.generation,
-            last_transition_time: Time(world.now),
+            last_transition_time: crate::condition::since(
+                prev,
+                ACCEPTED,
+                status_word,
+                &Time(world.now),
+            ),
         }],
     };
     Verdict::Ours {
         status,
         errors,
         warnings,
-    }
-}
-
-/// Keeps `lastTransitionTime` of conditions whose status did not change.
-pub fn keep_transition_times(next: &mut [Condition], prev: &[Condition]) {
-    for c in next {
-        if let Some(p) = prev.iter().find(|p| p.type_ == c.type_)
-            && p.status == c.status
-        {
-            c.last_transition_time = p.last_transition_time.clone();
-        }
     }
 }
 
@@ -477,7 +476,7 @@ async fn reconcile(
         return Ok(());
     }
     let Verdict::Ours {
-        mut status,
+        status,
         errors,
         warnings,
     } = verdict
@@ -497,12 +496,11 @@ async fn reconcile(
         )
         .await?;
     }
-    let prev: Vec<Condition> = mci
+    let prev: &[Condition] = mci
         .status
         .as_ref()
-        .map(|s| s.conditions.clone())
+        .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    keep_transition_times(&mut status.conditions, &prev);
     let next = &status.conditions[0];
     let changed = !prev
         .iter()

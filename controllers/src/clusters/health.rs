@@ -79,10 +79,13 @@ pub async fn run(
                 .and_then(|c| c.status.as_ref())
                 .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
                 .cloned();
-            let since = match &prev {
-                Some(p) if p.status == status => p.last_transition_time.clone(),
-                _ => Time(jiff::Timestamp::now()),
-            };
+            let prev_conds = current
+                .as_ref()
+                .and_then(|c| c.status.as_ref())
+                .map(|s| s.conditions.as_slice())
+                .unwrap_or_default();
+            let since =
+                crate::condition::since(prev_conds, "Ready", status, &Time(jiff::Timestamp::now()));
             let cond = Condition {
                 type_: "Ready".into(),
                 status: status.into(),

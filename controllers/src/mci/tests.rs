@@ -265,21 +265,26 @@ fn leases_expire_after_their_duration() {
 }
 
 #[test]
-fn transition_times_survive_unchanged_status() {
-    let old = Time(jiff::Timestamp::UNIX_EPOCH);
-    let c = |status: &str, t: Time| Condition {
-        type_: "Accepted".into(),
-        status: status.into(),
-        reason: "x".into(),
-        message: String::new(),
-        observed_generation: None,
-        last_transition_time: t,
+fn accepted_keeps_its_transition_time_while_the_status_stays() {
+    let f = Fixture::new();
+    let mut m = mci("causeway", "");
+    let Verdict::Ours { status, .. } = f.verdict(&m) else {
+        panic!()
     };
-    let now = Time(jiff::Timestamp::from_second(1_800_000_000).unwrap());
-    let mut next = vec![c("True", now.clone())];
-    keep_transition_times(&mut next, &[c("True", old.clone())]);
-    assert_eq!(next[0].last_transition_time, old);
-    let mut next = vec![c("False", now.clone())];
-    keep_transition_times(&mut next, &[c("True", old)]);
-    assert_eq!(next[0].last_transition_time, now);
+    let mut old = status.clone();
+    old.conditions[0].last_transition_time = Time(jiff::Timestamp::UNIX_EPOCH);
+    m.status = Some(old);
+    let Verdict::Ours { status, .. } = f.verdict(&m) else {
+        panic!()
+    };
+    assert_eq!(
+        status.conditions[0].last_transition_time,
+        Time(jiff::Timestamp::UNIX_EPOCH)
+    );
+    // Turning invalid is a transition: the time is now.
+    m.spec.rules.as_mut().unwrap()[0].host = Some("10.0.0.1".into());
+    let Verdict::Ours { status, .. } = f.verdict(&m) else {
+        panic!()
+    };
+    assert_eq!(status.conditions[0].last_transition_time, Time(f.now));
 }

@@ -37,13 +37,6 @@ pub struct Verdict {
     pub exports: BTreeMap<String, (Condition, Vec<ServicePort>)>,
 }
 
-fn keep_time(type_: &str, status: &str, prev: &[Condition], now: &Time) -> Time {
-    prev.iter()
-        .find(|c| c.type_ == type_ && c.status == status)
-        .map(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| now.clone())
-}
-
 /// Pure: merge every namespace/name group of exports from registered clusters.
 pub fn desired(
     exports: &[Arc<ExportedService>],
@@ -92,7 +85,12 @@ pub fn desired(
                 status: "True".into(),
                 reason: im_cond::reason::READY.into(),
                 message: format!("merged from {} exporting cluster(s)", merged.clusters.len()),
-                last_transition_time: keep_time(im_cond::READY, "True", &prev_conds, now),
+                last_transition_time: crate::condition::since(
+                    &prev_conds,
+                    im_cond::READY,
+                    "True",
+                    now,
+                ),
                 observed_generation: None,
             }],
         });
@@ -116,7 +114,12 @@ pub fn desired(
                 status: status.into(),
                 reason,
                 message,
-                last_transition_time: keep_time(ex_cond::CONFLICT, status, &prev, now),
+                last_transition_time: crate::condition::since(
+                    &prev,
+                    ex_cond::CONFLICT,
+                    status,
+                    now,
+                ),
                 observed_generation: e.metadata.generation,
             };
             let excluded = merged

@@ -75,17 +75,12 @@ fn condition(
         Some(false) => "False",
         None => "Unknown",
     };
-    let last = previous
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
-        .map(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| now.clone());
     Condition {
         type_: type_.into(),
         status: status.into(),
         reason: reason.into(),
         message,
-        last_transition_time: last,
+        last_transition_time: crate::condition::since(previous, type_, status, now),
         observed_generation: None,
     }
 }

@@ -187,11 +187,7 @@ pub fn desired(
                 "waiting for the derived Service's cluster IPs",
             )
         };
-        let last = prev
-            .iter()
-            .find(|c| c.type_ == im_cond::READY && c.status == status)
-            .map(|c| c.last_transition_time.clone())
-            .unwrap_or_else(|| now.clone());
+        let last = crate::condition::since(&prev, im_cond::READY, status, now);
         let st = ServiceImportStatus {
             clusters: si
                 .status
