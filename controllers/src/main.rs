@@ -129,8 +129,15 @@ async fn main() -> anyhow::Result<()> {
                     .with_context(|| format!("listening on --metrics {}", args.metrics))?;
             tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
             let s2 = stop.clone();
+            // Ctrl-C locally, SIGTERM from the kubelet: stop cleanly either way.
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .context("installing the SIGTERM handler")?;
             tokio::spawn(async move {
-                let _ = tokio::signal::ctrl_c().await;
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
                 s2.cancel();
             });
             let opts = causeway_controllers::controller::Options {

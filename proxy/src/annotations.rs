@@ -79,9 +79,6 @@ pub struct Tuning {
     pub health_check: Option<(String, Duration)>,
 }
 
-/// Parses `500ms`, `2s`, `1.5s`, `1m`, `1h` (the annotations' syntax, also used by the CLI).
-pub use causeway_crds::mci::tuning::parse_duration;
-
 /// Parses the annotations of the MCI `mci` (`ns/name`, for warnings) over `defaults`
 /// with the parser the MCI controller also uses (it reports bad values on the MCI);
 /// returns the tuning and one message per bad value (logged as warnings here).
@@ -96,7 +93,9 @@ pub fn parse(
         .iter()
         .map(|e| {
             let msg = format!("{e}; using the default");
-            tracing::warn!(mci, "{msg}");
+            // Every rebuild sees it again; the MCI controller reports it once, on the
+            // MCI's Accepted condition and in an Event.
+            tracing::debug!(mci, "{msg}");
             msg
         })
         .collect();
@@ -153,17 +152,6 @@ mod tests {
         kv.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
-        for bad in ["", "s", "-1s", "2 parsecs", "1e400s", "ms5", "7"] {
-            assert_eq!(parse_duration(bad), None, "{bad}");
-        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use causeway_proxy::annotations::parse_duration;
+use causeway_crds::mci::tuning::parse_duration;
 use clap::Parser;
 
 fn duration(s: &str) -> Result<Duration, String> {
