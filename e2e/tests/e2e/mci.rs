@@ -267,6 +267,50 @@ async fn invalid_mci_gets_a_condition_and_an_event_not_a_crash() {
         mci(&mcs, "bad").await.is_none().then_some(())
     })
     .await;
+
+    // Two default IngressClasses: an MCI without a class is ambiguous. It is left alone
+    // (no finalizer, no status) and a Warning Event says why.
+    let classes: Api<k8s_openapi::api::networking::v1::IngressClass> = Api::all(mcs.hub.clone());
+    for (name, controller) in [
+        (
+            "causeway-default",
+            causeway_crds::well_known::INGRESS_CONTROLLER,
+        ),
+        ("nginx-default", "k8s.io/ingress-nginx"),
+    ] {
+        let class = serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": {annotations::INGRESS_CLASS_IS_DEFAULT: "true"}},
+            "spec": {"controller": controller}}))
+        .unwrap();
+        classes
+            .create(&PostParams::default(), &class)
+            .await
+            .unwrap();
+    }
+    let classless: MultiClusterIngress = serde_json::from_value(json!({
+        "apiVersion": "networking.karmada.io/v1alpha1", "kind": "MultiClusterIngress",
+        "metadata": {"name": "classless"},
+        "spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &classless)
+        .await
+        .unwrap();
+    let note = eventually("a Warning AmbiguousIngressClass Event", PRESENT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            (e.reason.as_deref() == Some("AmbiguousIngressClass")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("classless"))
+            .then_some(e.note.unwrap_or_default())
+        })
+    })
+    .await;
+    assert!(
+        note.contains("causeway-default") && note.contains("nginx-default"),
+        "{note}"
+    );
+    let m = mci(&mcs, "classless").await.unwrap();
+    assert!(m.finalizers().is_empty() && m.status.is_none(), "{m:?}");
 }
 
 /// Writes a Lease like a causeway-proxy's (held now, 15 s).
