@@ -38,6 +38,8 @@ pub struct Endpoint {
     ejected_until: AtomicU64,
     /// Set by the active health check.
     unhealthy: AtomicBool,
+    /// Idle keep-alive connections to this address.
+    pub pool: crate::upstream::Pool,
 }
 
 impl Endpoint {
@@ -58,6 +60,7 @@ impl Endpoint {
             ejections: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
             unhealthy: AtomicBool::new(false),
+            pool: Default::default(),
         }
     }
 
@@ -219,6 +222,20 @@ impl Registry {
             v.retain(|w| w.strong_count() > 0);
             !v.is_empty()
         });
+    }
+
+    /// Closes pooled upstream connections idle past their timeout.
+    pub fn reap_idle(&self, now: u64) {
+        let live: Vec<Arc<Endpoint>> = self
+            .endpoints
+            .lock()
+            .values()
+            .flatten()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for e in live {
+            e.pool.reap(now);
+        }
     }
 
     /// Live entries.

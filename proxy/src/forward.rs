@@ -31,6 +31,7 @@ use crate::matching::normalize_host;
 use crate::metrics::Metrics;
 use crate::retry::Budget;
 use crate::table::{Backend, RouteTable, Target};
+use crate::upstream::{self, Lease};
 
 /// Response body to clients.
 pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;
@@ -39,12 +40,25 @@ pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;
 const MAX_REPLAY: u64 = 64 * 1024;
 
 /// The downstream connection a request came on.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Conn {
     /// Client address.
     pub remote: SocketAddr,
+    /// The client's IP as an `X-Forwarded-For` element (rendered once per connection).
+    pub remote_ip: HeaderValue,
     /// Came over TLS.
     pub https: bool,
+}
+
+impl Conn {
+    /// A connection from `remote`.
+    pub fn new(remote: SocketAddr, https: bool) -> Self {
+        Conn {
+            remote,
+            remote_ip: headers::client_ip_value(remote.ip()),
+            https,
+        }
+    }
 }
 
 /// Forwarding state shared by all connections.
@@ -68,9 +82,11 @@ fn full(s: impl Into<Bytes>) -> RespBody {
 }
 
 /// A response body that keeps the endpoint's in-flight mark and the circuit slot
-/// until the body is done.
+/// until the body is done, and gives the upstream connection back to its pool as soon
+/// as the body has ended.
 struct Guarded {
     inner: Incoming,
+    lease: Lease,
     _guards: (InFlight, Permit),
 }
 
@@ -82,7 +98,14 @@ impl Body for Guarded {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(None) => this.lease.release(),
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.lease.release(),
+            _ => {}
+        }
+        r
     }
 
     fn is_end_stream(&self) -> bool {
@@ -91,6 +114,15 @@ impl Body for Guarded {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // An empty body (HEAD, 204, 304) may never be polled.
+        if self.inner.is_end_stream() {
+            self.lease.release();
+        }
     }
 }
 
@@ -197,7 +229,7 @@ impl Proxy {
         headers::strip_hop_by_hop(&mut parts.headers, upgrade);
         headers::add_forwarded(
             &mut parts.headers,
-            conn.remote.ip(),
+            &conn.remote_ip,
             conn.https,
             host_val.as_ref(),
         );
@@ -263,25 +295,26 @@ impl Proxy {
                 (None, Some(s)) => s.boxed_unsync(),
                 (None, None) => break,
             };
-            let uri = Uri::builder()
-                .scheme("http")
-                .authority(ep.authority.clone())
-                .path_and_query(pq.clone())
-                .build();
-            let Ok(uri) = uri else {
-                return self.error(
-                    StatusCode::BAD_REQUEST,
-                    "bad_uri",
-                    "the request target is not a valid URI path".into(),
-                );
-            };
             let mut up = Request::new(body);
             *up.method_mut() = parts.method.clone();
-            *up.uri_mut() = uri;
-            *up.headers_mut() = parts.headers.clone();
+            *up.uri_mut() = Uri::from(pq.clone());
+            // The last possible attempt takes the headers; earlier ones need a copy.
+            *up.headers_mut() = if attempt + 1 == attempts {
+                std::mem::take(&mut parts.headers)
+            } else {
+                parts.headers.clone()
+            };
             let mut inflight = ep.start();
             let started = Instant::now();
-            let res = tokio::time::timeout(limits.request_timeout, b.client.request(up)).await;
+            let settings = upstream::Settings {
+                connect_timeout: limits.connect_timeout,
+                idle_timeout: limits.idle_timeout,
+            };
+            let res = tokio::time::timeout(
+                limits.request_timeout,
+                upstream::send(&ep, up, settings, &self.metrics),
+            )
+            .await;
             match res {
                 Err(_) => {
                     self.failure(&b, &ep);
@@ -303,13 +336,7 @@ impl Proxy {
                         c.count(502);
                     }
                     let connect = e.is_connect();
-                    let mut msg =
-                        format!("upstream {} in cluster {} failed: {e}", ep.addr, ep.cluster);
-                    let mut src = std::error::Error::source(&e);
-                    while let Some(s) = src {
-                        msg.push_str(&format!(": {s}"));
-                        src = s.source();
-                    }
+                    let msg = format!("upstream {} in cluster {} failed: {e}", ep.addr, ep.cluster);
                     tracing::debug!(backend = %b.name, attempt, connect, "{msg}");
                     last = Some(msg);
                     tried.push(Arc::as_ptr(&ep) as usize);
@@ -318,7 +345,7 @@ impl Proxy {
                     }
                     break;
                 }
-                Ok(Ok(mut resp)) => {
+                Ok(Ok((mut resp, lease))) => {
                     inflight.responded();
                     b.metrics.latency.observe(started.elapsed().as_secs_f64());
                     let status = resp.status();
@@ -335,7 +362,8 @@ impl Proxy {
                     {
                         let su = hyper::upgrade::on(&mut resp);
                         tokio::spawn(async move {
-                            let _guards = (inflight, permit);
+                            // The connection leaves the pool for good: it is a tunnel now.
+                            let _guards = (inflight, permit, lease);
                             match (cu.await, su.await) {
                                 (Ok(c), Ok(s)) => {
                                     let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));
@@ -355,6 +383,7 @@ impl Proxy {
                     let (parts, body) = resp.into_parts();
                     let body = Guarded {
                         inner: body,
+                        lease,
                         _guards: (inflight, permit),
                     };
                     return Response::from_parts(parts, body.boxed_unsync());

@@ -40,36 +40,77 @@ pub fn is_upgrade(h: &HeaderMap) -> bool {
 
 /// Removes hop-by-hop headers, including those named in `Connection`. With `upgrade`,
 /// `Connection: upgrade` and `Upgrade` are kept (they are the point of the request).
+///
+/// This runs twice per proxied request, so it scans the (few) header names once and
+/// hashes only for the headers it really removes.
 pub fn strip_hop_by_hop(h: &mut HeaderMap, upgrade: bool) {
-    let named: Vec<HeaderName> = h
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|s| s.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .filter(|n| !(upgrade && n == header::UPGRADE))
-        .collect();
+    // Headers named by `Connection` other than the ones removed below anyway; this
+    // allocates only when there are such names (rare).
+    let mut named: Vec<HeaderName> = Vec::new();
+    for v in h.get_all(header::CONNECTION) {
+        let Ok(s) = v.to_str() else { continue };
+        for t in s.split(',').map(str::trim) {
+            let standard = t.is_empty()
+                || t.eq_ignore_ascii_case("close")
+                || t.eq_ignore_ascii_case("upgrade")
+                || HOP_BY_HOP
+                    .iter()
+                    .any(|n| t.eq_ignore_ascii_case(n.as_str()));
+            if !standard && let Ok(n) = HeaderName::from_bytes(t.as_bytes()) {
+                named.push(n);
+            }
+        }
+    }
     for n in named {
         h.remove(n);
     }
-    for n in &HOP_BY_HOP {
-        h.remove(n);
+    // Which of the fixed hop-by-hop headers are present (bit i: HOP_BY_HOP[i]; bit 8:
+    // Upgrade).
+    let mut present = 0u16;
+    for k in h.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|n| n == k) {
+            present |= 1 << i;
+        } else if k == header::UPGRADE {
+            present |= 1 << HOP_BY_HOP.len();
+        }
+    }
+    for (i, n) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 {
+            h.remove(n);
+        }
     }
     if upgrade {
         h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    } else {
+    } else if present & (1 << HOP_BY_HOP.len()) != 0 {
         h.remove(header::UPGRADE);
     }
 }
 
-/// Adds the forwarding headers; `host` is the client's Host (or :authority).
-pub fn add_forwarded(h: &mut HeaderMap, client: IpAddr, https: bool, host: Option<&HeaderValue>) {
-    let ip = client.to_string();
-    let xff = match h.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
-        Some(prev) if !prev.is_empty() => format!("{prev}, {ip}"),
-        _ => ip,
+/// The client's address as an `X-Forwarded-For` element, rendered once per
+/// downstream connection.
+pub fn client_ip_value(ip: IpAddr) -> HeaderValue {
+    HeaderValue::from_str(&ip.to_string()).expect("an IP address is a valid header value")
+}
+
+/// Adds the forwarding headers; `client` is [`client_ip_value`] of the client's
+/// address and `host` the client's Host (or :authority).
+pub fn add_forwarded(
+    h: &mut HeaderMap,
+    client: &HeaderValue,
+    https: bool,
+    host: Option<&HeaderValue>,
+) {
+    let xff = match h.get(&X_FORWARDED_FOR).map(HeaderValue::as_bytes) {
+        Some(prev) if !prev.is_empty() => {
+            let mut v = Vec::with_capacity(prev.len() + 2 + client.len());
+            v.extend_from_slice(prev);
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(client.as_bytes());
+            HeaderValue::from_bytes(&v).ok()
+        }
+        _ => Some(client.clone()),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
+    if let Some(v) = xff {
         h.insert(X_FORWARDED_FOR.clone(), v);
     }
     h.insert(
@@ -83,11 +124,20 @@ pub fn add_forwarded(h: &mut HeaderMap, client: IpAddr, https: bool, host: Optio
         }
     }
     if !h.contains_key(&X_REQUEST_ID) {
-        let id = format!("{:016x}{:016x}", rand_u64(), rand_u64());
-        if let Ok(v) = HeaderValue::from_str(&id) {
-            h.insert(X_REQUEST_ID.clone(), v);
+        h.insert(X_REQUEST_ID.clone(), request_id());
+    }
+}
+
+/// A random 128-bit request id in lowercase hex.
+fn request_id() -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 32];
+    for (half, r) in [rand_u64(), rand_u64()].into_iter().enumerate() {
+        for i in 0..16 {
+            buf[half * 16 + i] = HEX[((r >> (60 - 4 * i)) & 0xf) as usize];
         }
     }
+    HeaderValue::from_bytes(&buf).expect("hex digits are a valid header value")
 }
 
 /// The value of cookie `name` in the `Cookie` headers.
@@ -121,7 +171,8 @@ mod tests {
         assert!(!is_upgrade(&h));
         strip_hop_by_hop(&mut h, false);
         let host = h.get(header::HOST).cloned();
-        add_forwarded(&mut h, "10.0.0.1".parse().unwrap(), true, host.as_ref());
+        let ip = client_ip_value("10.0.0.1".parse().unwrap());
+        add_forwarded(&mut h, &ip, true, host.as_ref());
         assert!(
             h.get("x-secret").is_none()
                 && h.get("keep-alive").is_none()
@@ -132,6 +183,44 @@ mod tests {
         assert_eq!(h[&X_FORWARDED_HOST], "foo.com");
         assert_eq!(h[header::HOST], "foo.com");
         assert_eq!(h[&X_REQUEST_ID].len(), 32);
+        assert!(
+            h[&X_REQUEST_ID]
+                .as_bytes()
+                .iter()
+                .all(u8::is_ascii_hexdigit)
+        );
+        assert_ne!(h[&X_REQUEST_ID], request_id());
+        // A first hop: the client's address alone; a present id is kept.
+        let mut h = HeaderMap::new();
+        h.insert(&X_REQUEST_ID, HeaderValue::from_static("abc"));
+        add_forwarded(&mut h, &ip, false, None);
+        assert_eq!(h[&X_FORWARDED_FOR], "10.0.0.1");
+        assert_eq!(h[&X_FORWARDED_PROTO], "http");
+        assert_eq!(h[&X_REQUEST_ID], "abc");
+    }
+
+    #[test]
+    fn responses_lose_connection_and_named_headers() {
+        let mut h = HeaderMap::new();
+        h.append(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+        h.append(
+            header::CONNECTION,
+            HeaderValue::from_static("X-Trace, close"),
+        );
+        h.insert("x-trace", HeaderValue::from_static("1"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(header::UPGRADE, HeaderValue::from_static("h2c"));
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("5"));
+        strip_hop_by_hop(&mut h, false);
+        let left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["content-length"]);
+        // Nothing to strip: untouched.
+        let before = h.clone();
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h, before);
     }
 
     #[test]

@@ -213,12 +213,13 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
     tokio::spawn(watch::run(
         caches,
         opts,
-        shared,
+        shared.clone(),
         targets,
         cfg.debounce,
         stop.clone(),
     ));
     tokio::spawn(health::run_active(table.clone(), stop.clone()));
+    tokio::spawn(reap_idle(shared.clone(), stop.clone()));
 
     let proxy = Arc::new(forward::Proxy {
         table: table.clone(),
@@ -294,4 +295,16 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         admin,
         lease,
     })
+}
+
+/// Closes upstream keep-alive connections idle past their timeout, once a second.
+async fn reap_idle(shared: Arc<table::Shared>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => shared.endpoints.reap_idle(clock::now_nanos()),
+            _ = stop.cancelled() => return,
+        }
+    }
 }

@@ -75,10 +75,11 @@ pub async fn serve(
             _ = stop.cancelled() => break,
         };
         let _ = tcp.set_nodelay(true);
-        let conn = Conn { remote, https };
+        let conn = Conn::new(remote, https);
         let p = proxy.clone();
         let svc = service_fn(move |req| {
             let proxy = p.clone();
+            let conn = conn.clone();
             async move { Ok::<_, Infallible>(proxy.handle(req, conn).await) }
         });
         let gauge = proxy.metrics.downstream_open.clone();

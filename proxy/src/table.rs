@@ -22,7 +22,6 @@ use crate::balance::{Balancer, Group};
 use crate::circuit::Circuit;
 use crate::matching::{PathKind, Router};
 use crate::metrics::{BackendMetrics, Metrics};
-use crate::upstream::{Client, Upstreams};
 
 /// The hub objects a table is built from.
 #[derive(Clone, Debug, Default)]
@@ -57,8 +56,6 @@ pub struct Shared {
     pub endpoints: crate::endpoint::Registry,
     /// Circuits by backend.
     pub circuits: crate::circuit::Registry,
-    /// Upstream pools.
-    pub upstreams: Upstreams,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Metric handles by (MCI, backend), reused while the clusters stay the same.
@@ -71,7 +68,6 @@ impl Shared {
         Shared {
             endpoints: Default::default(),
             circuits: Default::default(),
-            upstreams: Upstreams::new(metrics.clone()),
             metrics,
             backend_metrics: Default::default(),
         }
@@ -109,8 +105,6 @@ pub struct Backend {
     pub tuning: Arc<Tuning>,
     /// Concurrent-request cap, shared across tables.
     pub circuit: Arc<Circuit>,
-    /// Upstream pool.
-    pub client: Client,
     /// Metric handles.
     pub metrics: BackendMetrics,
 }
@@ -403,10 +397,6 @@ impl MciBuilder<'_> {
                         .shared
                         .circuits
                         .circuit(&format!("{}/{key}", self.ns), limits.max_connections),
-                    client: self
-                        .shared
-                        .upstreams
-                        .client(limits.connect_timeout, limits.idle_timeout),
                     metrics: self.shared.backend_metrics(&self.mci, &name, &clusters),
                 };
                 let b = Arc::new(backend);

@@ -1,163 +1,242 @@
-//! Upstream HTTP/1.1 keep-alive pools (hyper-util's legacy `Client`), one per distinct
-//! (connect timeout, idle timeout) pair, shared by every backend and thread that uses
-//! those timeouts.
+//! Upstream HTTP/1.1 keep-alive pools over hyper's `client::conn::http1`.
+//!
+//! Each [`Endpoint`](crate::endpoint::Endpoint) owns one [`Pool`], so warm connections
+//! survive route-table swaps and are shared by every backend and task that reaches
+//! that address. The request path is short on purpose (it is most of the proxy's own
+//! CPU per request): pop the most recently used idle connection, wait until hyper says
+//! it is ready, send; the response body's [`Lease`] puts the connection back as soon
+//! as the body has ended, without a task or a timer per request.
+//!
+//! A request that could not be written because a pooled connection had just closed
+//! (the upstream's keep-alive timeout raced us) comes back from hyper untouched and
+//! goes out on the next connection, so idle closes never become client errors.
 
-use std::future::Future;
-use std::pin::Pin;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::Uri;
+use http::{Request, Response};
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use prometheus_client::metrics::gauge::Gauge;
 
+use crate::clock::{nanos, now_nanos};
+use crate::endpoint::Endpoint;
 use crate::metrics::Metrics;
 
 /// Request body type sent upstream (client bodies streamed, or buffered for retries).
 pub type Body = UnsyncBoxBody<Bytes, hyper::Error>;
 
-/// An HTTP connector that counts connections and connect failures.
-#[derive(Clone)]
-pub struct Connector {
-    inner: HttpConnector,
-    metrics: Arc<Metrics>,
+/// Most idle connections kept per endpoint (more are closed when returned).
+pub const MAX_IDLE: usize = 256;
+
+/// Why a request got no upstream response.
+#[derive(Debug)]
+pub enum Error {
+    /// The TCP connect failed.
+    Connect(std::io::Error),
+    /// The TCP connect did not finish within the connect timeout.
+    ConnectTimeout(Duration),
+    /// The connection failed while sending the request or reading the response head.
+    Http(hyper::Error),
 }
 
-type ConnectFuture =
-    Pin<Box<dyn Future<Output = Result<Counted, Box<dyn std::error::Error + Send + Sync>>> + Send>>;
-
-/// An upstream connection counted in the open-connections gauge until dropped.
-pub struct Counted {
-    io: TokioIo<tokio::net::TcpStream>,
-    gauge: Gauge,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.gauge.dec();
-    }
-}
-
-impl hyper::rt::Read for Counted {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+impl Error {
+    /// Nothing reached the upstream: safe to retry any request elsewhere.
+    pub fn is_connect(&self) -> bool {
+        matches!(self, Error::Connect(_) | Error::ConnectTimeout(_))
     }
 }
 
-impl hyper::rt::Write for Counted {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-}
-
-impl Connection for Counted {
-    fn connected(&self) -> Connected {
-        self.io.connected()
-    }
-}
-
-impl tower::Service<Uri> for Connector {
-    type Response = Counted;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-    type Future = ConnectFuture;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let fut = self.inner.call(uri);
-        let metrics = self.metrics.clone();
-        Box::pin(async move {
-            match fut.await {
-                Ok(io) => {
-                    metrics.upstream_connects.inc();
-                    metrics.upstream_open.inc();
-                    Ok(Counted {
-                        io,
-                        gauge: metrics.upstream_open.clone(),
-                    })
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Connect(e) => write!(f, "connect failed: {e}"),
+            Error::ConnectTimeout(t) => write!(f, "connect timed out after {t:?}"),
+            Error::Http(e) => {
+                write!(f, "{e}")?;
+                let mut src = std::error::Error::source(e);
+                while let Some(s) = src {
+                    write!(f, ": {s}")?;
+                    src = s.source();
                 }
-                Err(e) => {
-                    metrics.upstream_connect_errors.inc();
-                    Err(e.into())
-                }
+                Ok(())
             }
-        })
+        }
     }
 }
 
-/// A pooled upstream client.
-pub type Client = hyper_util::client::legacy::Client<Connector, Body>;
+impl std::error::Error for Error {}
 
-/// Clients by timeouts.
-pub struct Upstreams {
-    metrics: Arc<Metrics>,
-    clients: Mutex<Vec<((Duration, Duration), Client)>>,
+struct Idle {
+    tx: SendRequest<Body>,
+    /// Clock nanos after which the connection is closed instead of reused.
+    expires: u64,
 }
 
-impl Upstreams {
-    /// No clients yet.
-    pub fn new(metrics: Arc<Metrics>) -> Self {
-        Upstreams {
-            metrics,
-            clients: Mutex::new(Vec::new()),
+/// Idle keep-alive connections to one endpoint, most recently used last.
+#[derive(Default)]
+pub struct Pool {
+    idle: Mutex<Vec<Idle>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("idle", &self.idle.lock().len())
+            .finish()
+    }
+}
+
+/// Per-request settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// How long an unused connection stays in the pool.
+    pub idle_timeout: Duration,
+}
+
+/// A connection on loan to one response; put back in its endpoint's pool when the
+/// body ended (dropped before that, it closes: the rest of the body is unread).
+pub struct Lease {
+    tx: Option<SendRequest<Body>>,
+    ep: Arc<Endpoint>,
+    idle_timeout: Duration,
+}
+
+impl Lease {
+    /// The response body ended: the connection can carry the next request.
+    pub fn release(&mut self) {
+        if let Some(tx) = self.tx.take() {
+            self.ep.pool.put(tx, self.idle_timeout);
+        }
+    }
+}
+
+impl Pool {
+    /// Idle connections.
+    pub fn idle(&self) -> usize {
+        self.idle.lock().len()
+    }
+
+    fn checkout(&self, now: u64) -> Option<SendRequest<Body>> {
+        let mut idle = self.idle.lock();
+        while let Some(c) = idle.pop() {
+            if c.expires > now && !c.tx.is_closed() {
+                return Some(c.tx);
+            }
+        }
+        None
+    }
+
+    fn put(&self, tx: SendRequest<Body>, idle_timeout: Duration) {
+        if tx.is_closed() || idle_timeout.is_zero() {
+            return;
+        }
+        let mut idle = self.idle.lock();
+        if idle.len() < MAX_IDLE {
+            idle.push(Idle {
+                tx,
+                expires: now_nanos().saturating_add(nanos(idle_timeout)),
+            });
         }
     }
 
-    /// The client for these timeouts (built on first use; called at table-build time).
-    pub fn client(&self, connect: Duration, idle: Duration) -> Client {
-        let mut v = self.clients.lock();
-        if let Some((_, c)) = v.iter().find(|(k, _)| *k == (connect, idle)) {
-            return c.clone();
-        }
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(connect));
-        http.set_nodelay(true);
-        http.enforce_http(true);
-        let connector = Connector {
-            inner: http,
-            metrics: self.metrics.clone(),
+    /// Closes connections idle past their timeout (or closed by the upstream).
+    pub fn reap(&self, now: u64) {
+        self.idle
+            .lock()
+            .retain(|c| c.expires > now && !c.tx.is_closed());
+    }
+}
+
+/// Sends `req` (origin-form URI, Host set) to `ep` on one of its pooled connections, or
+/// a new one. The [`Lease`] goes with the response body.
+pub async fn send(
+    ep: &Arc<Endpoint>,
+    mut req: Request<Body>,
+    settings: Settings,
+    metrics: &Metrics,
+) -> Result<(Response<Incoming>, Lease), Error> {
+    loop {
+        let (mut tx, reused) = match ep.pool.checkout(now_nanos()) {
+            Some(tx) => (tx, true),
+            None => (
+                connect(ep.addr, settings.connect_timeout, metrics).await?,
+                false,
+            ),
         };
-        let c = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(idle)
-            .pool_timer(TokioTimer::new())
-            .pool_max_idle_per_host(256)
-            .build(connector);
-        v.push(((connect, idle), c.clone()));
-        c
+        // A pooled connection finished its last response; hyper marks it ready
+        // once its task has seen that, which is at most one scheduler turn away.
+        if let Err(e) = tx.ready().await {
+            if reused {
+                continue;
+            }
+            return Err(Error::Http(e));
+        }
+        match tx.try_send_request(req).await {
+            Ok(resp) => {
+                return Ok((
+                    resp,
+                    Lease {
+                        tx: Some(tx),
+                        ep: ep.clone(),
+                        idle_timeout: settings.idle_timeout,
+                    },
+                ));
+            }
+            Err(mut e) => match e.take_message() {
+                // Not written: the pooled connection closed under us. Next one.
+                Some(r) if reused => req = r,
+                _ => return Err(Error::Http(e.into_error())),
+            },
+        }
     }
+}
+
+/// Counts an upstream connection in the open-connections gauge until its task ends.
+struct Open(Gauge);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+async fn connect(
+    addr: SocketAddr,
+    timeout: Duration,
+    metrics: &Metrics,
+) -> Result<SendRequest<Body>, Error> {
+    let tcp = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            metrics.upstream_connect_errors.inc();
+            return Err(Error::Connect(e));
+        }
+        Err(_) => {
+            metrics.upstream_connect_errors.inc();
+            return Err(Error::ConnectTimeout(timeout));
+        }
+    };
+    let _ = tcp.set_nodelay(true);
+    let (tx, conn) = http1::Builder::new()
+        .handshake(TokioIo::new(tcp))
+        .await
+        .map_err(Error::Http)?;
+    metrics.upstream_connects.inc();
+    metrics.upstream_open.inc();
+    let open = Open(metrics.upstream_open.clone());
+    tokio::spawn(async move {
+        let _open = open;
+        if let Err(e) = conn.with_upgrades().await {
+            tracing::debug!(error = %e, %addr, "upstream connection ended with an error");
+        }
+    });
+    Ok(tx)
 }
