@@ -71,10 +71,15 @@ impl Endpoint {
 
     /// Marks a request as started; the guard ends it (and records its RTT).
     pub fn start(self: &Arc<Self>) -> InFlight {
+        self.start_at(now_nanos())
+    }
+
+    /// [`start`](Self::start) with the clock already read.
+    pub fn start_at(self: &Arc<Self>, now: u64) -> InFlight {
         self.pending.fetch_add(1, Ordering::Relaxed);
         InFlight {
             ep: self.clone(),
-            start: now_nanos(),
+            start: now,
             done: false,
         }
     }
@@ -175,13 +180,15 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// The response head arrived: record the RTT sample.
-    pub fn responded(&mut self) {
+    /// The response head arrived: records the RTT sample and returns it (nanoseconds).
+    pub fn responded(&mut self) -> u64 {
+        let now = now_nanos();
+        let rtt = now.saturating_sub(self.start);
         if !self.done {
             self.done = true;
-            let now = now_nanos();
-            self.ep.observe_rtt(now.saturating_sub(self.start), now);
+            self.ep.observe_rtt(rtt, now);
         }
+        rtt
     }
 }
 

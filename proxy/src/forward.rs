@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -281,7 +280,8 @@ impl Proxy {
                 }
                 b.metrics.retries.inc();
             }
-            let Some(ep) = b.balancer.pick(now_nanos(), key, &tried) else {
+            let now = now_nanos();
+            let Some(ep) = b.balancer.pick(now, key, &tried) else {
                 return self.error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "no_endpoints",
@@ -304,8 +304,7 @@ impl Proxy {
             } else {
                 parts.headers.clone()
             };
-            let mut inflight = ep.start();
-            let started = Instant::now();
+            let mut inflight = ep.start_at(now);
             let settings = upstream::Settings {
                 connect_timeout: limits.connect_timeout,
                 idle_timeout: limits.idle_timeout,
@@ -346,8 +345,8 @@ impl Proxy {
                     break;
                 }
                 Ok(Ok((mut resp, lease))) => {
-                    inflight.responded();
-                    b.metrics.latency.observe(started.elapsed().as_secs_f64());
+                    let rtt = inflight.responded();
+                    b.metrics.latency.observe(rtt as f64 / 1e9);
                     let status = resp.status();
                     if status.is_server_error() {
                         self.failure(&b, &ep);

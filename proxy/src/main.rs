@@ -105,6 +105,9 @@ async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
     kube::Client::try_from(cfg).context("building the hub client")
 }
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     match runtime(args.worker_threads).and_then(|rt| rt.block_on(run(args))) {

@@ -166,8 +166,10 @@ pub async fn send(
     loop {
         let (mut tx, reused) = match ep.pool.checkout(now_nanos()) {
             Some(tx) => (tx, true),
+            // Boxed: the connect path is rare and large, and this future is part of
+            // every request's state.
             None => (
-                connect(ep.addr, settings.connect_timeout, metrics).await?,
+                Box::pin(connect(ep.addr, settings.connect_timeout, metrics)).await?,
                 false,
             ),
         };

@@ -4,5 +4,6 @@
 mod balancing;
 mod errors;
 mod harness;
+mod pool;
 mod protocols;
 mod routing;

@@ -1,0 +1,202 @@
+//! Upstream keep-alive pool: connections are reused, an upstream that closes idle
+//! connections (as nginx's `keepalive_timeout` does) costs no client error, and the
+//! proxy closes connections idle past the MCI's idle timeout.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::harness::*;
+
+/// A minimal HTTP/1.1 server on raw sockets: answers every request `200 ok` with
+/// keep-alive, and closes a connection that stays idle for `idle` (None: never).
+struct Upstream {
+    addr: SocketAddr,
+    accepted: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    async fn start(ip: [u8; 4], idle: Option<Duration>) -> anyhow::Result<Upstream> {
+        let l = TcpListener::bind(SocketAddr::new(IpAddr::from(ip), POD_PORT)).await?;
+        let addr = l.local_addr()?;
+        let accepted = Arc::new(AtomicU64::new(0));
+        let n = accepted.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                n.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let read = s.read(&mut chunk);
+                        let got = match idle {
+                            // Idle before the next request's first byte: close.
+                            Some(t) if buf.is_empty() => {
+                                match tokio::time::timeout(t, read).await {
+                                    Ok(r) => r,
+                                    Err(_) => return,
+                                }
+                            }
+                            _ => read.await,
+                        };
+                        match got {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                        // A request is its head plus a Content-Length body.
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                            let len: usize = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .and_then(|v| v.trim().parse().ok())
+                                .unwrap_or(0);
+                            if buf.len() < end + 4 + len {
+                                break;
+                            }
+                            buf.drain(..end + 4 + len);
+                            let resp = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if s.write_all(resp).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Ok(Upstream {
+            addr,
+            accepted,
+            task,
+        })
+    }
+
+    fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `name value` of an unlabelled metric.
+async fn metric(c: &Client, admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
+    let m = get(c, admin, "x", "/metrics", &[]).await?;
+    m.body
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no metric {name} in\n{}", m.body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_reuse_upstream_idle_closes_and_idle_timeout() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    // Closes connections idle for 100 ms; the other never does.
+    let closer = Upstream::start([127, 0, 12, 1], Some(Duration::from_millis(100))).await?;
+    let keeper = Upstream::start([127, 0, 12, 2], None).await?;
+    for (svc, up) in [("closer", &closer), ("keeper", &keeper)] {
+        hub.import(svc).await?;
+        hub.export(svc, "east", &[(up.addr, true)]).await?;
+    }
+    hub.mci(
+        "closer",
+        json!({"rules": [rule(Some("c.test"), "/", "Prefix", "closer")]}),
+        json!({}),
+    )
+    .await?;
+    hub.mci(
+        "keeper",
+        json!({"rules": [rule(Some("k.test"), "/", "Prefix", "keeper")]}),
+        json!({"causeway.io/idle-timeout": "300ms"}),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let admin = p.metrics.unwrap();
+    let c = client();
+    eventually("routes", Duration::from_secs(10), || async {
+        get(&c, p.http, "c.test", "/", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await?;
+
+    // Back-to-back requests share one upstream connection.
+    let before = closer.accepted();
+    for i in 0..50 {
+        let r = get(&c, p.http, "c.test", &format!("/{i}"), &[]).await?;
+        assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    }
+    assert!(
+        closer.accepted() <= before + 1,
+        "50 sequential requests opened {} upstream connections",
+        closer.accepted() - before
+    );
+
+    // The upstream closes the pooled connection while it idles. The next request must
+    // not fail, and must not count as an upstream failure (no retry, no ejection):
+    // the proxy notices the close, or resends an unwritten request on a fresh
+    // connection. POST, which is never retried elsewhere, shows it. Several pauses
+    // around the upstream's 100 ms.
+    for pause in [150, 100, 95, 105, 250, 99, 101] {
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        for _ in 0..3 {
+            let body = bytes::Bytes::from_static(b"payload");
+            let r = send(&c, http::Method::POST, p.http, "c.test", "/", &[], body).await?;
+            assert_eq!(
+                (r.status, r.body.as_str()),
+                (200, "ok"),
+                "after a {pause} ms pause"
+            );
+        }
+    }
+    assert!(closer.accepted() >= before + 3, "the upstream never closed");
+    let m = get(&c, admin, "x", "/metrics", &[]).await?.body;
+    for l in m.lines().filter(|l| {
+        l.starts_with("causeway_proxy_retries_total") || l.starts_with("causeway_proxy_ejections")
+    }) {
+        assert!(
+            l.ends_with(" 0"),
+            "stale pooled connections counted as failures: {l}"
+        );
+    }
+
+    // The proxy closes connections idle past the MCI's idle-timeout (300 ms).
+    let r = get(&c, p.http, "k.test", "/", &[]).await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(keeper.accepted(), 1);
+    let closed = eventually(
+        "idle upstream connections closed",
+        Duration::from_secs(5),
+        || {
+            let c = c.clone();
+            async move {
+                // The closer's connection was closed by its upstream; all must be gone.
+                metric(&c, admin, "causeway_proxy_upstream_connections")
+                    .await
+                    .is_ok_and(|open| open == 0.0)
+            }
+        },
+    )
+    .await;
+    if let Err(e) = closed {
+        let open = metric(&c, admin, "causeway_proxy_upstream_connections").await?;
+        anyhow::bail!("{e}: {open} still open");
+    }
+    let r = get(&c, p.http, "k.test", "/", &[]).await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        keeper.accepted(),
+        2,
+        "a fresh connection after the idle close"
+    );
+    Ok(())
+}
