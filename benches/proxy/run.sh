@@ -150,6 +150,17 @@ proc_ticks() {
   done
   echo "$t"
 }
+# Kernel-mode CPU ticks (stime, all threads) of the given PIDs.
+proc_sticks() {
+  local t=0 p s f
+  for p in "$@"; do
+    s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+    s=${s##*) }
+    read -ra f <<<"$s"
+    t=$((t + f[12]))
+  done
+  echo "$t"
+}
 # Sum of VmHWM (kB) of the given PIDs.
 proc_hwm_kb() {
   local t=0 p v
@@ -240,7 +251,7 @@ start_haproxy() {
 
 # ---------------------------------------------------------------- load runs
 RAW="$RUN/out/raw.tsv"
-printf 'pass\ttarget\ttool\tattempt\tidle\trps\tp50_ms\tp99_ms\tp999_ms\tmean_ms\tok\tbad\tproxy_ticks\tbackend_ticks\tloadgen_cpu_s\tbusy_ticks\tforeign_s\twall_s\thwm_kb\tproxy_sysc\tproxy_csw\n' >"$RAW"
+printf 'pass\ttarget\ttool\tattempt\tidle\trps\tp50_ms\tp99_ms\tp999_ms\tmean_ms\tok\tbad\tproxy_ticks\tbackend_ticks\tloadgen_cpu_s\tbusy_ticks\tforeign_s\twall_s\thwm_kb\tproxy_sysc\tproxy_csw\tproxy_sticks\n' >"$RAW"
 
 # parse_wrk FILE -> "rps p50 p99 p999 mean ok bad" (ms)
 parse_wrk() {
@@ -298,7 +309,7 @@ PY
 # run_load PASS TARGET TOOL URL "PROXY_PIDS" "BACKEND_PIDS"
 run_load() {
   local pass=$1 target=$2 tool=$3 url=$4 proxy_pids=$5 backend_pids=$6
-  local attempt idle out tf b0 b1 p0 p1 k0 k1 s0 s1 c0 c1 w0 w1 parsed lg foreign rc
+  local attempt idle out tf b0 b1 p0 p1 k0 k1 s0 s1 c0 c1 w0 w1 q0 q1 parsed lg foreign rc
   local -a cmd
   for ((attempt = 1; attempt <= RETRIES + 1; attempt++)); do
     out="$RUN/out/$target-$tool-p$pass-a$attempt"
@@ -310,14 +321,14 @@ run_load() {
     esac
     idle=$(wait_idle)
     # shellcheck disable=SC2086
-    { p0=$(proc_ticks $proxy_pids); k0=$(proc_ticks $backend_pids); s0=$(proc_sysc $proxy_pids); c0=$(proc_csw $proxy_pids); }
+    { p0=$(proc_ticks $proxy_pids); k0=$(proc_ticks $backend_pids); s0=$(proc_sysc $proxy_pids); c0=$(proc_csw $proxy_pids); q0=$(proc_sticks $proxy_pids); }
     b0=$(busy_ticks); w0=$(date +%s.%N)
     tf="$out.time"
     rc=0
     { TIMEFORMAT='%3U %3S'; time "${cmd[@]}" >"$out.txt" 2>"$out.err"; } 2>"$tf" || rc=$?
     w1=$(date +%s.%N); b1=$(busy_ticks)
     # shellcheck disable=SC2086
-    { p1=$(proc_ticks $proxy_pids); k1=$(proc_ticks $backend_pids); s1=$(proc_sysc $proxy_pids); c1=$(proc_csw $proxy_pids); }
+    { p1=$(proc_ticks $proxy_pids); k1=$(proc_ticks $backend_pids); s1=$(proc_sysc $proxy_pids); c1=$(proc_csw $proxy_pids); q1=$(proc_sticks $proxy_pids); }
     if [[ $rc != 0 ]]; then
       log "$target $tool failed (exit $rc): $(tail -3 "$out.err")"
       parsed="0 - - - - 0 -1"
@@ -335,10 +346,10 @@ run_load() {
     # shellcheck disable=SC2086
     local hwm; hwm=$(proc_hwm_kb $proxy_pids)
     read -r rps p50 p99 p999 mean ok bad <<<"$parsed"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
       "$pass" "$target" "$tool" "$attempt" "$idle" "$rps" "$p50" "$p99" "$p999" "$mean" "$ok" "$bad" \
       $((p1 - p0)) $((k1 - k0)) "$lg" $((b1 - b0)) "$foreign" \
-      "$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.2f", b - a }')" "$hwm" $((s1 - s0)) $((c1 - c0)) >>"$RAW"
+      "$(awk -v a="$w0" -v b="$w1" 'BEGIN { printf "%.2f", b - a }')" "$hwm" $((s1 - s0)) $((c1 - c0)) $((q1 - q0)) >>"$RAW"
     log "$(printf '%-9s %-6s pass %s try %s: %7s req/s p50 %s p99 %s ms, ok %s bad %s, proxy %s ticks, foreign %s s, %s' \
       "$target" "$tool" "$pass" "$attempt" "$rps" "$p50" "$p99" "$ok" "$bad" $((p1 - p0)) "$foreign" "$idle")"
     # FOREIGN_MAX core-seconds per 10 s of run (5% of both cores)
