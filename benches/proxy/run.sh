@@ -22,7 +22,8 @@
 #   --out FILE       markdown report (default: benches/results/proxy.md for
 #                    --only all, else RUN_DIR/proxy.md)
 #   --quick          3 s runs, no idle waiting (smoke test of the harness only)
-#   --no-build       use the binaries already in $CARGO_TARGET_DIR/bench-fast
+#   --no-build       use the binaries already built (causeway-proxy in
+#                    $CARGO_TARGET_DIR/dataplane, kubesim in $CARGO_TARGET_DIR/bench-fast)
 #   --keep           keep the run dir (configs, logs, raw outputs)
 # Environment: CARGO_TARGET_DIR (default: <repo>/target), OHA (path to oha),
 #   KUBECTL, RATE (5000), LOAD_MAX (1.0: wait for the 1-min load below it at
@@ -68,7 +69,8 @@ OHA_DUR=15
 WARMUP=3
 if [[ $QUICK == 1 ]]; then DUR=3; OHA_DUR=3; WARMUP=1; LOAD_WAIT=0; IDLE_WAIT=0; RETRIES=0; fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-BIN_DIR="$CARGO_TARGET_DIR/bench-fast"
+BIN_DIR="$CARGO_TARGET_DIR/bench-fast"         # kubesim, bench-proxy-table
+PROXY_BIN="$CARGO_TARGET_DIR/dataplane/causeway-proxy"   # the shipped profile (Cargo.toml)
 
 # Ports (loopback only). h1 / h2c per target; causeway-proxy serves both on one port.
 P_BACKEND=18080 P_BACKEND_H2=18090
@@ -376,12 +378,14 @@ bench_target() {
 CAUSEWAY_NOTE=""
 if [[ $ONLY != peers ]]; then
   if [[ $BUILD == 1 ]]; then
-    log "building causeway-proxy and kubesim (cargo build --profile bench-fast, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-    bins=(--bin causeway-proxy --bin kubesim)
+    log "building causeway-proxy (cargo build --profile dataplane) and kubesim (--profile bench-fast), CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
+    (cd "$ROOT" && cargo build --profile dataplane --bin causeway-proxy) || die "cargo build failed"
+    bins=(--bin kubesim)
     [[ -f "$HERE/table.rs" ]] && bins+=(--bin bench-proxy-table)
     (cd "$ROOT" && cargo build --profile bench-fast "${bins[@]}") || die "cargo build failed"
   fi
-  [[ -x "$BIN_DIR/causeway-proxy" && -x "$BIN_DIR/kubesim" ]] || die "no causeway-proxy/kubesim in $BIN_DIR"
+  [[ -x "$PROXY_BIN" ]] || die "no $PROXY_BIN (cargo build --profile dataplane --bin causeway-proxy)"
+  [[ -x "$BIN_DIR/kubesim" ]] || die "no kubesim in $BIN_DIR"
 fi
 
 START_LOAD=$(cut -d' ' -f1 /proc/loadavg)
@@ -428,7 +432,7 @@ start_causeway() {
   local extra=()
   # shellcheck disable=SC2206
   [[ -n "${CAUSEWAY_PROXY_ARGS:-}" ]] && extra=($CAUSEWAY_PROXY_ARGS)
-  local cmd=(taskset -c 1 "$BIN_DIR/causeway-proxy" --hub-kubeconfig "$RUN/hub.kubeconfig" --cluster east
+  local cmd=(taskset -c 1 "$PROXY_BIN" --hub-kubeconfig "$RUN/hub.kubeconfig" --cluster east
     --listen-http "127.0.0.1:$P_CAUSEWAY" --metrics "127.0.0.1:$P_CAUSEWAY_METRICS" --no-publish ${CAUSEWAY_WORKER_ARGS[@]+"${CAUSEWAY_WORKER_ARGS[@]}"} ${extra[@]+"${extra[@]}"})
   echo "${cmd[*]}" >"$RUN/causeway-proxy.cmd"
   log "starting: ${cmd[*]}"
@@ -455,7 +459,7 @@ $(tail -20 "$RUN/logs/causeway-proxy.log")"
 # worker threads: one tokio worker if the binary has a flag for it, else taskset alone
 CAUSEWAY_WORKER_ARGS=()
 if [[ $ONLY != peers ]]; then
-  help=$("$BIN_DIR/causeway-proxy" --help 2>&1 || true)
+  help=$("$PROXY_BIN" --help 2>&1 || true)
   if grep -q -- '--worker-threads' <<<"$help"; then CAUSEWAY_WORKER_ARGS=(--worker-threads 1); CAUSEWAY_NOTE="--worker-threads 1"
   elif grep -q -- '--workers' <<<"$help"; then CAUSEWAY_WORKER_ARGS=(--workers 1); CAUSEWAY_NOTE="--workers 1"
   else CAUSEWAY_NOTE="no worker-count flag; taskset -c 1 limits it to one core, and tokio sizes its pool from the affinity mask"; fi
@@ -508,7 +512,7 @@ v_h2load=$(h2load --version 2>&1 | awk 'NR == 1' || true)
 v_oha=$("$OHA" --version 2>&1 | awk 'NR == 1 {print $2}' || true)
 VERSIONS="nginx $v_nginx, HAProxy $v_haproxy, wrk $v_wrk, $v_h2load, oha $v_oha"
 if [[ $ONLY != peers ]]; then
-  VERSIONS="$VERSIONS, causeway-proxy @ $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet -- proxy || echo '+dirty') (profile bench-fast), rustc $(rustc --version | awk '{print $2}')"
+  VERSIONS="$VERSIONS, causeway-proxy @ $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet -- proxy || echo '+dirty') (profile dataplane), rustc $(rustc --version | awk '{print $2}')"
 fi
 MACHINE="$(nproc) CPUs ($(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
 python3 "$HERE/report.py" --raw "$RAW" --out "$OUT" --box "$BOX" --cmd "$ARGS_LINE" --versions "$VERSIONS" \
