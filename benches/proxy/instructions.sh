@@ -83,20 +83,20 @@ sed "s/@BACKEND_PORT@/$P_BACKEND/g" "$HERE/hub-objects.yaml" \
 # measure NAME URL MODE CMD...: prints "NAME MODE IR_PER_REQUEST"; leaves the dump.
 measure() {
   local name=$1 url=$2 mode=$3; shift 3
-  local load=(h2load --h1 -c50)
-  [[ $mode == h2 ]] && load=(h2load -c50 -m10)
+  local load=(h2load --h1 -c50) probe=(curl -sf -o /dev/null --max-time 2)
+  [[ $mode == h2 ]] && load=(h2load -c50 -m10) && probe+=(--http2-prior-knowledge)
   valgrind --tool=callgrind --compress-strings=no --compress-pos=no \
     --callgrind-out-file="$RUN/out/$name-$mode.%p" "$@" >"$RUN/logs/$name-$mode.log" 2>&1 &
   local vp=$!
   PIDS+=("$vp")
   local i
-  for i in $(seq 300); do curl -sf -o /dev/null --max-time 2 "$url" && break; sleep 0.2; done
-  curl -sf -o /dev/null --max-time 2 "$url" || { echo "$name did not answer 200 on $url; log:" >&2; tail -5 "$RUN/logs/$name-$mode.log" >&2; exit 1; }
+  for i in $(seq 300); do "${probe[@]}" "$url" && break; sleep 0.2; done
+  "${probe[@]}" "$url" || { echo "$name did not answer 200 on $url; log:" >&2; tail -5 "$RUN/logs/$name-$mode.log" >&2; exit 1; }
   "${load[@]}" -n 2000 "$url" >/dev/null
-  callgrind_control -z "$vp" >/dev/null
+  callgrind_control -z "$vp" >/dev/null 2>&1
   "${load[@]}" -n "$N" "$url" >"$RUN/out/$name-$mode.load"
   grep -q "status codes: $N 2xx" "$RUN/out/$name-$mode.load" || { echo "$name $mode: not all $N requests got a 2xx" >&2; cat "$RUN/out/$name-$mode.load" >&2; exit 1; }
-  callgrind_control -d "$vp" >/dev/null
+  callgrind_control -d "$vp" >/dev/null 2>&1
   sleep 1
   kill "$vp" 2>/dev/null || true
   wait "$vp" 2>/dev/null || true

@@ -246,6 +246,10 @@ def main():
                      "write it back), so a CPU goal below the peer's own kernel time cannot be met by user-space "
                      "work; only by fewer or cheaper kernel crossings per request.\n")
 
+    notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
+    if os.path.exists(notes):  # the hand-written analysis that goes with these runs
+        L.append(open(notes).read().rstrip() + "\n")
+
     if args.table_md and os.path.exists(args.table_md):
         L.append(open(args.table_md).read().rstrip() + "\n")
 
