@@ -140,29 +140,21 @@ for p in $P_BACKEND $P_BACKEND_H2 $P_NGINX $P_NGINX_H2 $P_HAPROXY $P_HAPROXY_H2 
 done
 
 # ---------------------------------------------------------------- /proc accounting
-# CPU ticks (utime+stime, all threads) of the given PIDs; fields 14+15 of
-# /proc/PID/stat counted after the last ')' since comm may contain spaces.
-proc_ticks() {
-  local t=0 p s f
+# CPU ticks (all threads) of the given PIDs: utime+stime, or with proc_sticks stime
+# alone; fields 14 and 15 of /proc/PID/stat, counted after the last ')' since comm may
+# contain spaces.
+proc_cpu() {
+  local which=$1 t=0 p s f; shift
   for p in "$@"; do
     s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
     s=${s##*) }
     read -ra f <<<"$s"
-    t=$((t + f[11] + f[12]))
+    if [[ $which == sys ]]; then t=$((t + f[12])); else t=$((t + f[11] + f[12])); fi
   done
   echo "$t"
 }
-# Kernel-mode CPU ticks (stime, all threads) of the given PIDs.
-proc_sticks() {
-  local t=0 p s f
-  for p in "$@"; do
-    s=$(cat "/proc/$p/stat" 2>/dev/null) || continue
-    s=${s##*) }
-    read -ra f <<<"$s"
-    t=$((t + f[12]))
-  done
-  echo "$t"
-}
+proc_ticks() { proc_cpu all "$@"; }
+proc_sticks() { proc_cpu sys "$@"; }
 # Sum of VmHWM (kB) of the given PIDs.
 proc_hwm_kb() {
   local t=0 p v
