@@ -233,6 +233,31 @@ impl Metrics {
         }
     }
 
+    /// Drops the series of `backend` of `mci` for `clusters` (all its series when
+    /// `whole`: latency and retries too), so backends and clusters that left the route
+    /// table do not stay in `/metrics` forever. Handles still held by in-flight
+    /// requests keep working; they just are not exported any more.
+    pub fn forget(&self, mci: &str, backend: &str, clusters: &[Arc<str>], whole: bool) {
+        for c in clusters {
+            for code in CLASSES {
+                self.requests.remove(&RequestLabels {
+                    mci: mci.to_string(),
+                    backend: backend.to_string(),
+                    cluster: c.to_string(),
+                    code: code.to_string(),
+                });
+            }
+        }
+        if whole {
+            let labels = BackendLabels {
+                mci: mci.to_string(),
+                backend: backend.to_string(),
+            };
+            self.latency.remove(&labels);
+            self.retries.remove(&labels);
+        }
+    }
+
     /// Counts a response the proxy made itself.
     pub fn proxy_response(&self, code: u16, reason: &'static str) {
         self.proxy_errors

@@ -81,15 +81,38 @@ impl Shared {
     ) -> BackendMetrics {
         let mut m = self.backend_metrics.lock();
         let key = (mci.clone(), backend.clone());
-        if let Some(b) = m.get(&key)
-            && b.clusters.len() == clusters.len()
-            && b.clusters.iter().zip(clusters).all(|((a, _), b)| a == b)
-        {
-            return b.clone();
+        if let Some(b) = m.get(&key) {
+            if b.clusters.len() == clusters.len()
+                && b.clusters.iter().zip(clusters).all(|((a, _), b)| a == b)
+            {
+                return b.clone();
+            }
+            // Clusters that no longer serve this backend leave /metrics.
+            let gone: Vec<Arc<str>> = b
+                .clusters
+                .iter()
+                .map(|(c, _)| c.clone())
+                .filter(|c| !clusters.contains(c))
+                .collect();
+            self.metrics.forget(mci, backend, &gone, false);
         }
         let b = self.metrics.backend(mci, backend, clusters);
         m.insert(key, b.clone());
         b
+    }
+
+    /// Forgets the metric series of backends that are not in `kept` (the new table's).
+    fn sweep_metrics(&self, kept: &[Arc<Backend>]) {
+        let kept: std::collections::HashSet<(&str, &str)> =
+            kept.iter().map(|b| (&*b.mci, &*b.name)).collect();
+        self.backend_metrics.lock().retain(|(mci, name), b| {
+            let keep = kept.contains(&(&**mci, &**name));
+            if !keep {
+                let clusters: Vec<Arc<str>> = b.clusters.iter().map(|(c, _)| c.clone()).collect();
+                self.metrics.forget(mci, name, &clusters, true);
+            }
+            keep
+        });
     }
 }
 
@@ -557,6 +580,7 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Shared) -> Route
     table.router.finish();
     shared.endpoints.sweep();
     shared.circuits.sweep();
+    shared.sweep_metrics(&table.backends);
     table.build_time = start.elapsed();
     table
 }

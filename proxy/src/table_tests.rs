@@ -349,6 +349,42 @@ fn endpoint_state_survives_rebuilds() {
 }
 
 #[test]
+fn metric_series_leave_with_their_backend_or_cluster() {
+    let mut s = services();
+    let spec = |svc: &str| json!({"defaultBackend": backend(svc, json!({"number": 80}))});
+    s.mcis = vec![mci("a", "2026-01-01T00:00:00Z", spec("web"))];
+    let metrics = Arc::new(Metrics::new());
+    let shared = Shared::new(metrics.clone());
+    let series = |cluster: &str| {
+        metrics
+            .encode()
+            .lines()
+            .filter(|l| {
+                l.starts_with("causeway_proxy_requests_total{")
+                    && l.contains(&format!("cluster=\"{cluster}\""))
+            })
+            .count()
+    };
+    let _t = build(&s, &BuildOptions::default(), &shared);
+    // Port 80 is served by east, west and north: five status classes each.
+    assert_eq!((series("east"), series("west"), series("north")), (5, 5, 5));
+    assert!(
+        metrics
+            .encode()
+            .contains("causeway_proxy_request_duration_seconds_count{mci=\"ns/a\"")
+    );
+    // west stops exporting: its series go, the others stay.
+    s.exported_services.retain(|e| e.spec.cluster != "west");
+    let _t = build(&s, &BuildOptions::default(), &shared);
+    assert_eq!((series("east"), series("west"), series("north")), (5, 0, 5));
+    // The MCI goes: all of its series go.
+    s.mcis.clear();
+    let _t = build(&s, &BuildOptions::default(), &shared);
+    let text = metrics.encode();
+    assert!(!text.contains("mci=\"ns/a\""), "{text}");
+}
+
+#[test]
 fn builds_many_mcis_quickly_enough() {
     // 200 MCIs × 10 endpoints (the bench does 1,000 × 10,000 in release).
     let mut s = Snapshot {
