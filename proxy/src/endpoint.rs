@@ -25,8 +25,6 @@ pub struct Endpoint {
     pub addr: SocketAddr,
     /// The member cluster serving it.
     pub cluster: Arc<str>,
-    /// `http://ip:port` (pre-rendered authority for upstream URIs).
-    pub authority: http::uri::Authority,
     pending: AtomicU32,
     /// f64 bits: peak-EWMA RTT in nanoseconds.
     ewma: AtomicU64,
@@ -45,14 +43,9 @@ pub struct Endpoint {
 impl Endpoint {
     /// A fresh endpoint with the default RTT estimate.
     pub fn new(addr: SocketAddr, cluster: Arc<str>) -> Self {
-        let authority = addr
-            .to_string()
-            .parse()
-            .expect("a socket address is a valid authority");
         Endpoint {
             addr,
             cluster,
-            authority,
             pending: AtomicU32::new(0),
             ewma: AtomicU64::new((DEFAULT_RTT.as_nanos() as f64).to_bits()),
             stamp: AtomicU64::new(now_nanos()),

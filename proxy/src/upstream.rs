@@ -32,7 +32,7 @@ use crate::metrics::Metrics;
 pub type Body = UnsyncBoxBody<Bytes, hyper::Error>;
 
 /// Most idle connections kept per endpoint (more are closed when returned).
-pub const MAX_IDLE: usize = 256;
+const MAX_IDLE: usize = 256;
 
 /// Why a request got no upstream response.
 #[derive(Debug)]
@@ -119,11 +119,6 @@ impl Lease {
 }
 
 impl Pool {
-    /// Idle connections.
-    pub fn idle(&self) -> usize {
-        self.idle.lock().len()
-    }
-
     fn checkout(&self, now: u64) -> Option<SendRequest<Body>> {
         let mut idle = self.idle.lock();
         while let Some(c) = idle.pop() {
