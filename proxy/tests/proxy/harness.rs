@@ -504,3 +504,12 @@ pub async fn spread(
     }
     Ok(m)
 }
+
+/// The value of an unlabelled metric from the admin listener's `/metrics`.
+pub async fn metric(c: &Client, admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
+    let m = get(c, admin, "x", "/metrics", &[]).await?;
+    m.body
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no metric {name} in\n{}", m.body))
+}

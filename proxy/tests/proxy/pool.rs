@@ -88,15 +88,6 @@ impl Drop for Upstream {
     }
 }
 
-/// `name value` of an unlabelled metric.
-async fn metric(c: &Client, admin: SocketAddr, name: &str) -> anyhow::Result<f64> {
-    let m = get(c, admin, "x", "/metrics", &[]).await?;
-    m.body
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no metric {name} in\n{}", m.body))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alive_reuse_upstream_idle_closes_and_idle_timeout() -> anyhow::Result<()> {
     let hub = Hub::start().await?;

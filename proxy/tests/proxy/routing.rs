@@ -147,12 +147,12 @@ async fn host_and_path_routing_with_404_503_and_forwarded_headers() -> anyhow::R
         m.body
     );
     assert!(m.body.contains("causeway_proxy_table_rebuilds_total"));
-    let open: f64 = m
-        .body
-        .lines()
-        .find_map(|l| l.strip_prefix("causeway_proxy_upstream_connections "))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
+    let open = metric(
+        &c,
+        p.metrics.unwrap(),
+        "causeway_proxy_upstream_connections",
+    )
+    .await?;
     assert!(open >= 1.0, "{}", m.body);
     assert_eq!(
         get(&c, p.metrics.unwrap(), "x", "/readyz", &[])
