@@ -308,6 +308,7 @@ impl Proxy {
             let settings = upstream::Settings {
                 connect_timeout: limits.connect_timeout,
                 idle_timeout: limits.idle_timeout,
+                max_idle: limits.max_connections as usize,
             };
             let res = tokio::time::timeout(
                 limits.request_timeout,

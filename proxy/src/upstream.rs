@@ -31,9 +31,6 @@ use crate::metrics::Metrics;
 /// Request body type sent upstream (client bodies streamed, or buffered for retries).
 pub type Body = UnsyncBoxBody<Bytes, hyper::Error>;
 
-/// Most idle connections kept per endpoint (more are closed when returned).
-const MAX_IDLE: usize = 256;
-
 /// Why a request got no upstream response.
 #[derive(Debug)]
 pub enum Error {
@@ -99,6 +96,11 @@ pub struct Settings {
     pub connect_timeout: Duration,
     /// How long an unused connection stays in the pool.
     pub idle_timeout: Duration,
+    /// Most idle connections kept for the endpoint (more are closed when returned).
+    /// The backend's max-connections: a pool smaller than the concurrency the
+    /// backend allows closes and reopens connections under bursts (h2 clients
+    /// multiplex hundreds of streams); the idle timeout reaps what a burst left.
+    pub max_idle: usize,
 }
 
 /// A connection on loan to one response; put back in its endpoint's pool when the
@@ -106,14 +108,14 @@ pub struct Settings {
 pub struct Lease {
     tx: Option<SendRequest<Body>>,
     ep: Arc<Endpoint>,
-    idle_timeout: Duration,
+    settings: Settings,
 }
 
 impl Lease {
     /// The response body ended: the connection can carry the next request.
     pub fn release(&mut self) {
         if let Some(tx) = self.tx.take() {
-            self.ep.pool.put(tx, self.idle_timeout);
+            self.ep.pool.put(tx, self.settings);
         }
     }
 }
@@ -129,15 +131,15 @@ impl Pool {
         None
     }
 
-    fn put(&self, tx: SendRequest<Body>, idle_timeout: Duration) {
-        if tx.is_closed() || idle_timeout.is_zero() {
+    fn put(&self, tx: SendRequest<Body>, settings: Settings) {
+        if tx.is_closed() || settings.idle_timeout.is_zero() {
             return;
         }
         let mut idle = self.idle.lock();
-        if idle.len() < MAX_IDLE {
+        if idle.len() < settings.max_idle {
             idle.push(Idle {
                 tx,
-                expires: now_nanos().saturating_add(nanos(idle_timeout)),
+                expires: now_nanos().saturating_add(nanos(settings.idle_timeout)),
             });
         }
     }
@@ -183,7 +185,7 @@ pub async fn send(
                     Lease {
                         tx: Some(tx),
                         ep: ep.clone(),
-                        idle_timeout: settings.idle_timeout,
+                        settings,
                     },
                 ));
             }

@@ -15,6 +15,8 @@ use crate::harness::*;
 
 /// A minimal HTTP/1.1 server on raw sockets: answers every request `200 ok` with
 /// keep-alive, and closes a connection that stays idle for `idle` (None: never).
+/// With `gate: Some(n)`, answers are held until `n` requests are waiting (a reusable
+/// barrier), so a burst of `n` requests needs `n` connections at once.
 struct Upstream {
     addr: SocketAddr,
     accepted: Arc<AtomicU64>,
@@ -22,14 +24,20 @@ struct Upstream {
 }
 
 impl Upstream {
-    async fn start(ip: [u8; 4], idle: Option<Duration>) -> anyhow::Result<Upstream> {
+    async fn start(
+        ip: [u8; 4],
+        idle: Option<Duration>,
+        gate: Option<usize>,
+    ) -> anyhow::Result<Upstream> {
         let l = TcpListener::bind(SocketAddr::new(IpAddr::from(ip), POD_PORT)).await?;
         let addr = l.local_addr()?;
         let accepted = Arc::new(AtomicU64::new(0));
         let n = accepted.clone();
+        let gate = gate.map(|n| Arc::new(tokio::sync::Barrier::new(n)));
         let task = tokio::spawn(async move {
             while let Ok((mut s, _)) = l.accept().await {
                 n.fetch_add(1, Ordering::Relaxed);
+                let gate = gate.clone();
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
@@ -61,6 +69,9 @@ impl Upstream {
                                 break;
                             }
                             buf.drain(..end + 4 + len);
+                            if let Some(g) = &gate {
+                                g.wait().await;
+                            }
                             let resp = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
                             if s.write_all(resp).await.is_err() {
                                 return;
@@ -92,8 +103,8 @@ impl Drop for Upstream {
 async fn keep_alive_reuse_upstream_idle_closes_and_idle_timeout() -> anyhow::Result<()> {
     let hub = Hub::start().await?;
     // Closes connections idle for 100 ms; the other never does.
-    let closer = Upstream::start([127, 0, 12, 1], Some(Duration::from_millis(100))).await?;
-    let keeper = Upstream::start([127, 0, 12, 2], None).await?;
+    let closer = Upstream::start([127, 0, 12, 1], Some(Duration::from_millis(100)), None).await?;
+    let keeper = Upstream::start([127, 0, 12, 2], None, None).await?;
     for (svc, up) in [("closer", &closer), ("keeper", &keeper)] {
         hub.import(svc).await?;
         hub.export(svc, "east", &[(up.addr, true)]).await?;
@@ -188,6 +199,84 @@ async fn keep_alive_reuse_upstream_idle_closes_and_idle_timeout() -> anyhow::Res
         keeper.accepted(),
         2,
         "a fresh connection after the idle close"
+    );
+    Ok(())
+}
+
+/// An h2 client multiplexes hundreds of streams, so the proxy needs as many upstream
+/// connections at once. The pool keeps all of them for the next burst (up to the
+/// backend's max-connections) instead of closing and reopening the surplus.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_streams_keeps_its_upstream_connections() -> anyhow::Result<()> {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    const CONNS: usize = 3;
+    const STREAMS: usize = 100;
+    const BURST: usize = CONNS * STREAMS;
+    let hub = Hub::start().await?;
+    let up = Upstream::start([127, 0, 12, 3], None, Some(BURST)).await?;
+    hub.import("burst").await?;
+    hub.export("burst", "east", &[(up.addr, true)]).await?;
+    hub.mci(
+        "burst",
+        json!({"rules": [rule(Some("b.test"), "/", "Prefix", "burst")]}),
+        json!({}),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let admin = p.metrics.unwrap();
+    let c = client();
+    let mut h2 = Vec::new();
+    for _ in 0..CONNS {
+        let tcp = tokio::net::TcpStream::connect(p.http).await?;
+        let (send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await?;
+        tokio::spawn(conn);
+        h2.push(send);
+    }
+    // Every request waits at the upstream's gate, so no probe request: wait until the
+    // route table holds the endpoint.
+    eventually("route", Duration::from_secs(10), || async {
+        metric(&c, admin, "causeway_proxy_table_endpoints")
+            .await
+            .is_ok_and(|n| n == 1.0)
+    })
+    .await?;
+
+    for round in 0..2 {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..BURST {
+            let mut send = h2[i % CONNS].clone();
+            tasks.spawn(async move {
+                let req = http::Request::get(format!("http://b.test/{i}"))
+                    .body(Empty::<bytes::Bytes>::new())?;
+                let resp = send.send_request(req).await?;
+                let status = resp.status();
+                let body = resp.into_body().collect().await?.to_bytes();
+                anyhow::Ok((status, body))
+            });
+        }
+        let all = tokio::time::timeout(Duration::from_secs(30), tasks.join_all())
+            .await
+            .map_err(|_| anyhow::anyhow!("burst {round} did not finish in 30 s"))?;
+        for r in all {
+            let (status, body) = r?;
+            assert_eq!(
+                (status.as_u16(), &body[..]),
+                (200, &b"ok"[..]),
+                "burst {round}"
+            );
+        }
+        assert_eq!(
+            up.accepted(),
+            BURST as u64,
+            "after burst {round}: the second burst must reuse the first burst's connections"
+        );
+    }
+    assert_eq!(
+        metric(&c, admin, "causeway_proxy_upstream_connections").await?,
+        BURST as f64
     );
     Ok(())
 }
