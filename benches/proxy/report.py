@@ -7,7 +7,7 @@ import statistics
 import sys
 
 TARGETS = [("direct", "direct backend (nginx)"), ("nginx", "nginx"), ("haproxy", "HAProxy"),
-           ("causeway", "causeway-proxy")]
+           ("causeway", "causeway-proxy"), ("l4", "L4 floor: HAProxy mode tcp (no HTTP)")]
 
 
 def num(v):
@@ -225,17 +225,23 @@ def main():
             (f"p99 at {args.rate}/s ≤ nginx", g(c, "oha", "p99"), g(n, "oha", "p99"), 1.0, "le"),
             ("h2 req/s ≥ 1.5× HAProxy", g(c, "h2load", "rps"), g(hp, "h2load", "rps"), 1.5, "ge"),
         ]
+        # what the L4 floor (no HTTP work at all) reaches against the same peer
+        floor = {goals[0][0]: g("l4", "wrk", "cpu"), goals[1][0]: g("l4", "oha", "cpu"),
+                 goals[2][0]: g("l4", "wrk", "rps"), goals[3][0]: g("l4", "oha", "p99")}
         L.append("## Goals (issue text)\n")
-        L.append("| goal | causeway-proxy | peer | ratio | met |")
-        L.append("|---|---|---|---|---|")
+        L.append("| goal | causeway-proxy | peer | ratio | met | L4 floor (HAProxy mode tcp) against the same peer |")
+        L.append("|---|---|---|---|---|---|")
         for name, a, b, lim, op in goals:
             if a is None or b is None or b == 0:
-                L.append(f"| {name} | – | – | – | not measured |")
+                L.append(f"| {name} | – | – | – | not measured | – |")
                 continue
             r = a / b
             ok = r <= lim if op == "le" else r >= lim
             fmt = f1 if "CPU" in name else (fms if "p99" in name else f0)
-            L.append(f"| {name} | {fmt(a)} | {fmt(b)} | {r:.2f}× | {'yes' if ok else '**no**'} |")
+            fl = floor.get(name)
+            fl = "– (no h2 through an L4 forwarder)" if "h2" in name else \
+                ("–" if fl is None else f"{fmt(fl)} = {fl / b:.2f}×")
+            L.append(f"| {name} | {fmt(a)} | {fmt(b)} | {r:.2f}× | {'yes' if ok else '**no**'} | {fl} |")
         L.append("")
         nk, nt, ck = g(n, "wrk", "kcpu"), g(n, "wrk", "cpu"), g(c, "wrk", "kcpu")
         if nk is not None and nt:
@@ -245,6 +251,21 @@ def main():
                      "the same socket calls per request (read the request, write it upstream, read the response, "
                      "write it back), so a CPU goal below the peer's own kernel time cannot be met by user-space "
                      "work; only by fewer or cheaper kernel crossings per request.\n")
+        lt, lk = g("l4", "wrk", "cpu"), g("l4", "wrk", "kcpu")
+        if lt is not None and nt:
+            L.append(f"**L4 floor, measured.** HAProxy in mode tcp forwards bytes with no HTTP work at all (one "
+                     f"upstream connection per client connection) and makes the same four socket calls per "
+                     f"request. It costs {f1(lt)} CPU-µs per request (kernel {f1(lk)}), {lt / nt:.2f}× nginx's "
+                     f"{f1(nt)} µs; the goal \"≤ 0.7× nginx\" asks for {f1(0.7 * nt)} µs, below what a proxy "
+                     f"that does nothing but forward pays on this machine.\n")
+        hh, hb = g(hp, "h2load", "rps"), g(c, "h2load", "bcpu")
+        if hh and hb is not None:
+            budget = 1e6 / (1.5 * hh) - hb
+            L.append(f"**h2 budget.** h2 ≥ 1.5× HAProxy is {f0(1.5 * hh)} req/s. In layout A cpu1 runs the "
+                     f"proxy and the backend, and the backend's HTTP/1.1 work costs {f1(hb)} µs per request "
+                     f"(causeway-proxy's h2 run), which leaves the proxy {f1(budget)} µs per request for "
+                     f"everything, its upstream HTTP/1.1 write and read included. HAProxy spends "
+                     f"{f1(g(hp, 'h2load', 'cpu'))} µs (kernel {f1(g(hp, 'h2load', 'kcpu'))}).\n")
 
     notes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md")
     if os.path.exists(notes):  # the hand-written analysis that goes with these runs
@@ -278,6 +299,7 @@ def main():
     L.append("taskset -c 1 nginx -p RUN/ -c RUN/nginx-backend.conf          # :18080 h1, :18090 h2c")
     L.append("taskset -c 1 nginx -p RUN/ -c RUN/nginx-proxy.conf            # :18081 h1, :18091 h2c")
     L.append("cd RUN && taskset -c 1 haproxy -f RUN/haproxy.cfg             # :18082 h1, :18092 h2c")
+    L.append("cd RUN && taskset -c 1 haproxy -f RUN/haproxy-l4.cfg          # :18084 L4 floor (mode tcp), h1 only")
     L.append("taskset -c 1 causeway-proxy --hub-kubeconfig RUN/hub.kubeconfig --cluster east \\")
     L.append("    --listen-http 127.0.0.1:18083 --metrics 127.0.0.1:18093 --no-publish --worker-threads 1   # h1 + h2c on :18083")
     L.append(f"taskset -c 0 wrk -t1 -c50 -d{args.dur}s --latency http://127.0.0.1:PORT/")
@@ -285,7 +307,7 @@ def main():
     L.append(f"taskset -c 0 oha --no-tui --worker-threads 1 -c 50 -q {args.rate} --latency-correction "
              f"-z {args.oha_dur}s --output-format json -o out.json http://127.0.0.1:PORT/")
     L.append("```")
-    L.append("Configs: `benches/proxy/nginx-backend.conf`, `nginx-proxy.conf`, `haproxy.cfg` (dataplane.md "
+    L.append("Configs: `benches/proxy/nginx-backend.conf`, `nginx-proxy.conf`, `haproxy.cfg`, `haproxy-l4.cfg` (dataplane.md "
              "Appendix A; relative paths resolve in the run dir), hub objects `benches/proxy/hub-objects.yaml` "
              "(applied to a `kubesim` hub with the CRDs from `deploy/crds/`).\n")
 

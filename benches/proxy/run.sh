@@ -5,7 +5,8 @@
 #   load generator (wrk, h2load, oha)      -> cpu0
 #   system under test + nginx backend      -> cpu1
 #
-# For each target (direct backend, nginx, HAProxy, causeway-proxy):
+# For each target (direct backend, nginx, HAProxy, causeway-proxy, and the L4 floor:
+# HAProxy in mode tcp, which does no HTTP work; h1 runs only):
 #   wrk    -t1 -c50 -d10s --latency          HTTP/1.1 keep-alive, closed loop (saturation rps)
 #   h2load -t1 -c50 -m10 -D 10               HTTP/2 h2c prior knowledge downstream, HTTP/1.1 upstream
 #   oha    -c50 -q 5000 -z 15s --latency-correction   open loop below the knee (p50/p99/p99.9)
@@ -77,6 +78,7 @@ P_BACKEND=18080 P_BACKEND_H2=18090
 P_NGINX=18081 P_NGINX_H2=18091
 P_HAPROXY=18082 P_HAPROXY_H2=18092
 P_CAUSEWAY=18083 P_CAUSEWAY_METRICS=18093
+P_L4=18084
 
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -135,7 +137,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for p in $P_BACKEND $P_BACKEND_H2 $P_NGINX $P_NGINX_H2 $P_HAPROXY $P_HAPROXY_H2 $P_CAUSEWAY $P_CAUSEWAY_METRICS; do
+for p in $P_BACKEND $P_BACKEND_H2 $P_NGINX $P_NGINX_H2 $P_HAPROXY $P_HAPROXY_H2 $P_CAUSEWAY $P_CAUSEWAY_METRICS $P_L4; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then die "port 127.0.0.1:$p is already in use"; fi
 done
 
@@ -210,7 +212,7 @@ wait_load() {
 }
 
 # ---------------------------------------------------------------- backends and proxies
-cp "$HERE/nginx-backend.conf" "$HERE/nginx-proxy.conf" "$HERE/haproxy.cfg" "$RUN/"
+cp "$HERE/nginx-backend.conf" "$HERE/nginx-proxy.conf" "$HERE/haproxy.cfg" "$HERE/haproxy-l4.cfg" "$RUN/"
 # 100-byte body, as in dataplane.md section 3
 printf '%099d\n' 0 | tr 0 x >"$RUN/www/index.html"
 
@@ -235,11 +237,12 @@ start_nginx() {
   STARTED=$(cat "$RUN/run/$name.pid")
   PIDS+=("$STARTED")
 }
-start_haproxy() {
-  (cd "$RUN" && taskset -c 1 haproxy -f "$RUN/haproxy.cfg" >"$RUN/logs/haproxy.log" 2>&1) \
-    || die "haproxy did not start: $(cat "$RUN/logs/haproxy.log")"
-  local i; for i in $(seq 50); do [[ -s "$RUN/run/haproxy.pid" ]] && break; sleep 0.1; done
-  STARTED=$(cat "$RUN/run/haproxy.pid")
+start_haproxy() { # start_haproxy NAME (config RUN/NAME.cfg, pidfile RUN/run/NAME.pid)
+  local name=$1
+  (cd "$RUN" && taskset -c 1 haproxy -f "$RUN/$name.cfg" >"$RUN/logs/$name.log" 2>&1) \
+    || die "$name did not start: $(cat "$RUN/logs/$name.log")"
+  local i; for i in $(seq 50); do [[ -s "$RUN/run/$name.pid" ]] && break; sleep 0.1; done
+  STARTED=$(cat "$RUN/run/$name.pid")
   PIDS+=("$STARTED")
 }
 
@@ -354,15 +357,15 @@ run_load() {
   return 0
 }
 
-# bench_target PASS TARGET H1_URL H2_URL "PROXY_PIDS" "BACKEND_PIDS"
+# bench_target PASS TARGET H1_URL H2_URL "PROXY_PIDS" "BACKEND_PIDS"   (H2_URL "-": no h2 run)
 bench_target() {
   local pass=$1 target=$2 h1=$3 h2=$4 proxy_pids=$5 backend_pids=$6
   check_200 "$h1" || die "$target: $h1 does not answer 200"
-  check_200 "$h2" --http2-prior-knowledge || die "$target: $h2 does not answer 200 over h2c"
+  [[ $h2 == - ]] || check_200 "$h2" --http2-prior-knowledge || die "$target: $h2 does not answer 200 over h2c"
   # warm-up (not measured): fills the upstream keep-alive pools
   taskset -c 0 wrk -t1 -c50 "-d${WARMUP}s" "$h1" >/dev/null 2>&1 || true
   run_load "$pass" "$target" wrk "$h1" "$proxy_pids" "$backend_pids"
-  run_load "$pass" "$target" h2load "$h2" "$proxy_pids" "$backend_pids"
+  [[ $h2 == - ]] || run_load "$pass" "$target" h2load "$h2" "$proxy_pids" "$backend_pids"
   run_load "$pass" "$target" oha "$h1" "$proxy_pids" "$backend_pids"
 }
 
@@ -471,9 +474,13 @@ for ((pass = 1; pass <= RUNS; pass++)); do
     wait_200 nginx 5 "http://127.0.0.1:$P_NGINX/"
     bench_target "$pass" nginx "http://127.0.0.1:$P_NGINX/" "http://127.0.0.1:$P_NGINX_H2/" "$(family "$m")" "$BACKEND_PIDS"
     stop_pid "$m"
-    start_haproxy; m=$STARTED
+    start_haproxy haproxy; m=$STARTED
     wait_200 haproxy 5 "http://127.0.0.1:$P_HAPROXY/"
     bench_target "$pass" haproxy "http://127.0.0.1:$P_HAPROXY/" "http://127.0.0.1:$P_HAPROXY_H2/" "$(family "$m")" "$BACKEND_PIDS"
+    stop_pid "$m"
+    start_haproxy haproxy-l4; m=$STARTED
+    wait_200 "haproxy (mode tcp)" 5 "http://127.0.0.1:$P_L4/"
+    bench_target "$pass" l4 "http://127.0.0.1:$P_L4/" - "$(family "$m")" "$BACKEND_PIDS"
     stop_pid "$m"
   fi
   if [[ $ONLY != peers ]]; then
