@@ -9,9 +9,10 @@
 #
 # For each proxy: start it under callgrind, send 2,000 warm-up requests, zero the
 # counters, send N requests with h2load (HTTP/1.1 with --h1, or h2c -m10), dump, and
-# divide. Prints the top functions of causeway-proxy by self cost.
+# divide. Prints the top functions of causeway-proxy by self cost (h1 and h2).
 #
-# Usage: benches/proxy/instructions.sh [--requests N] [--no-build] [--top K]
+# Usage: benches/proxy/instructions.sh [--requests N] [--no-build] [--top K] [--keep]
+#   --keep   keep the run dir (the callgrind dumps: causeway-h1.callgrind, causeway-h2.callgrind)
 # Needs: valgrind, nginx, h2load, kubectl (as run.sh). Environment: CARGO_TARGET_DIR,
 # PROFILE (the causeway-proxy build profile, default dataplane).
 # Loopback only; every process it starts is stopped on exit.
@@ -22,11 +23,13 @@ HERE="$ROOT/benches/proxy"
 N=4000
 BUILD=1
 TOP=25
+KEEP=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --requests) N=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --top) TOP=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "instructions.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -55,7 +58,7 @@ cleanup() {
   local p
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$RUN"
+  if [[ $KEEP == 1 ]]; then echo "run dir kept: $RUN" >&2; else rm -rf "$RUN"; fi
 }
 trap cleanup EXIT
 
@@ -108,8 +111,11 @@ measure causeway "http://127.0.0.1:$P_CAUSEWAY/" h1 "$PROXY_BIN" --hub-kubeconfi
 cp "$RUN"/out/causeway-h1.*.1 "$RUN/causeway-h1.callgrind"
 measure causeway "http://127.0.0.1:$P_CAUSEWAY/" h2 "$PROXY_BIN" --hub-kubeconfig "$RUN/hub.kubeconfig" \
   --cluster east --listen-http "127.0.0.1:$P_CAUSEWAY" --metrics "127.0.0.1:$P_METRICS" --no-publish --worker-threads 1
+cp "$RUN"/out/causeway-h2.*.1 "$RUN/causeway-h2.callgrind"
 measure nginx "http://127.0.0.1:$P_NGINX/" h1 nginx -p "$RUN/" -e logs/nginx.err -c "$RUN/proxy.conf"
 measure nginx "http://127.0.0.1:$((P_NGINX + 10))/" h2 nginx -p "$RUN/" -e logs/nginx.err -c "$RUN/proxy.conf"
-echo
-echo "causeway-proxy, HTTP/1.1: top functions by self cost (instructions per request):"
-python3 "$HERE/callgrind_sum.py" --requests "$N" --top "$TOP" "$RUN/causeway-h1.callgrind"
+for mode in h1 h2; do
+  echo
+  echo "causeway-proxy, $mode: top functions by self cost (instructions per request):"
+  python3 "$HERE/callgrind_sum.py" --requests "$N" --top "$TOP" "$RUN/causeway-$mode.callgrind"
+done
