@@ -1,13 +1,15 @@
 //! The request path: route (MCI-5), redirect, circuit, pick an endpoint, forward over
 //! the pooled upstream client, retry elsewhere within the budget, and answer errors
 //! with a status and a short reason (404 no route, 503 no endpoints or circuit open,
-//! 502 upstream failed, 504 upstream timeout). WebSocket/`Upgrade` requests are
-//! tunnelled after both sides switched protocols.
+//! 502 upstream failed, 504 upstream timeout, 408 and 400 when the client's body is
+//! too slow or breaks off). WebSocket/`Upgrade` requests are tunnelled after both
+//! sides switched protocols.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use arc_swap::ArcSwap;
@@ -35,7 +37,8 @@ use crate::upstream::{self, Lease};
 /// Response body to clients.
 pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;
 
-/// Request bodies up to this size are buffered so idempotent requests can be retried.
+/// Request bodies up to this size are buffered, so they can go to another endpoint:
+/// after any failure for idempotent methods, after a refused connect for the others.
 const MAX_REPLAY: u64 = 64 * 1024;
 
 /// The downstream connection a request came on.
@@ -82,11 +85,67 @@ fn full(s: impl Into<Bytes>) -> RespBody {
 
 /// A response body that keeps the endpoint's in-flight mark and the circuit slot
 /// until the body is done, and gives the upstream connection back to its pool as soon
-/// as the body has ended.
+/// as the body has ended, unless the request body is still being sent on it (an
+/// upstream may answer before it has read the whole upload): such a connection is
+/// not idle, and a request that took it from the pool would wait for the upload.
 struct Guarded {
     inner: Incoming,
     lease: Lease,
+    sent: Option<Sent>,
     _guards: (InFlight, Permit),
+}
+
+impl Guarded {
+    fn finish(&mut self) {
+        if self.sent.as_ref().is_none_or(Sent::done) {
+            self.lease.release();
+        }
+    }
+}
+
+/// Set when a streamed request body has been sent to its end.
+#[derive(Clone, Default)]
+struct Sent(Arc<AtomicBool>);
+
+impl Sent {
+    fn done(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// A streamed request body that sets its [`Sent`] flag at its end.
+struct Tracked {
+    inner: Incoming,
+    sent: Sent,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(None) => this.sent.0.store(true, Ordering::Release),
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => {
+                this.sent.0.store(true, Ordering::Release)
+            }
+            _ => {}
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 impl Body for Guarded {
@@ -100,8 +159,8 @@ impl Body for Guarded {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_frame(cx);
         match &r {
-            Poll::Ready(None) => this.lease.release(),
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.lease.release(),
+            Poll::Ready(None) => this.finish(),
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.finish(),
             _ => {}
         }
         r
@@ -120,7 +179,7 @@ impl Drop for Guarded {
     fn drop(&mut self) {
         // An empty body (HEAD, 204, 304) may never be polled.
         if self.inner.is_end_stream() {
-            self.lease.release();
+            self.finish();
         }
     }
 }
@@ -203,25 +262,6 @@ impl Proxy {
             Target::Backend(b) => b.clone(),
         };
         let limits = &b.tuning.limits;
-        let permit = match b
-            .circuit
-            .acquire(
-                limits.max_requests,
-                limits.max_pending_requests,
-                limits.max_connections,
-                limits.request_timeout,
-            )
-            .await
-        {
-            Ok(p) => p,
-            Err(open) => {
-                return self.error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "circuit_open",
-                    format!("circuit open for backend {} of {}: {open}", b.name, b.mci),
-                );
-            }
-        };
         let upgrade = req.version() == Version::HTTP_11 && headers::is_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
         let (mut parts, body) = req.into_parts();
@@ -247,20 +287,46 @@ impl Proxy {
             None
         } else if body.is_end_stream() || len == Some(0) {
             Some(Bytes::new())
-        } else if idem && len.is_some_and(|l| l <= MAX_REPLAY) {
-            match body.collect().await {
-                Ok(c) => Some(c.to_bytes()),
-                Err(e) => {
+        } else if len.is_some_and(|l| l <= MAX_REPLAY) {
+            // Read before taking a circuit slot, and within the request timeout: a
+            // client that announces a body and stalls holds neither.
+            match tokio::time::timeout(limits.request_timeout, body.collect()).await {
+                Ok(Ok(c)) => Some(c.to_bytes()),
+                Ok(Err(e)) => {
                     return self.error(
                         StatusCode::BAD_REQUEST,
                         "client_body",
                         format!("reading the request body failed: {e}"),
                     );
                 }
+                Err(_) => return self.body_timeout(limits.request_timeout),
             }
         } else {
             stream_body = Some(body);
             None
+        };
+        // (A body hyper will not poll, such as an upgrade's empty one, is sent already.)
+        let sent = stream_body
+            .as_ref()
+            .map(|b| Sent(Arc::new(AtomicBool::new(b.is_end_stream()))));
+        let permit = match b
+            .circuit
+            .acquire(
+                limits.max_requests,
+                limits.max_pending_requests,
+                limits.max_connections,
+                limits.request_timeout,
+            )
+            .await
+        {
+            Ok(p) => p,
+            Err(open) => {
+                return self.error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "circuit_open",
+                    format!("circuit open for backend {} of {}: {open}", b.name, b.mci),
+                );
+            }
         };
         let pq = parts
             .uri
@@ -292,7 +358,11 @@ impl Proxy {
                 (Some(bytes), _) => Full::new(bytes.clone())
                     .map_err(|never: Infallible| match never {})
                     .boxed_unsync(),
-                (None, Some(s)) => s.boxed_unsync(),
+                (None, Some(inner)) => Tracked {
+                    inner,
+                    sent: sent.clone().unwrap_or_default(),
+                }
+                .boxed_unsync(),
                 (None, None) => break,
             };
             let mut up = Request::new(body);
@@ -315,7 +385,11 @@ impl Proxy {
                 upstream::send(&ep, up, settings, &self.metrics),
             )
             .await;
+            let uploading = sent.as_ref().is_some_and(|s| !s.done());
             match res {
+                // The client had not finished sending its body: its delay, not the
+                // upstream's.
+                Err(_) if uploading => return self.body_timeout(limits.request_timeout),
                 Err(_) => {
                     self.failure(&b, &ep);
                     if let Some(c) = b.metrics.cluster(&ep.cluster) {
@@ -328,6 +402,14 @@ impl Proxy {
                             "upstream {} in cluster {} did not answer within {:?}",
                             ep.addr, ep.cluster, limits.request_timeout
                         ),
+                    );
+                }
+                // The client's body failed (it went away or broke framing mid-upload).
+                Ok(Err(upstream::Error::Http(e))) if e.is_user() => {
+                    return self.error(
+                        StatusCode::BAD_REQUEST,
+                        "client_body",
+                        format!("reading the request body failed: {e}"),
                     );
                 }
                 Ok(Err(e)) => {
@@ -384,6 +466,7 @@ impl Proxy {
                     let body = Guarded {
                         inner: body,
                         lease,
+                        sent: sent.clone(),
                         _guards: (inflight, permit),
                     };
                     return Response::from_parts(parts, body.boxed_unsync());
@@ -394,6 +477,14 @@ impl Proxy {
             StatusCode::BAD_GATEWAY,
             "upstream_failed",
             last.unwrap_or_else(|| "upstream failed".into()),
+        )
+    }
+
+    fn body_timeout(&self, within: std::time::Duration) -> Response<RespBody> {
+        self.error(
+            StatusCode::REQUEST_TIMEOUT,
+            "client_body_timeout",
+            format!("the request body did not arrive within {within:?}"),
         )
     }
 

@@ -20,13 +20,16 @@ async fn timeouts_circuits_bodies_and_dead_upstreams() -> anyhow::Result<()> {
         hub.import(svc).await?;
         hub.export(svc, "east", &[(pod.addr, true)]).await?;
     }
+    hub.import("mixed").await?;
+    hub.export("mixed", "east", &[(dead.addr, true), (a.addr, true)])
+        .await?;
     hub.mci(
         "tight",
         json!({"rules": [rule(Some("t.test"), "/", "Prefix", "web")]}),
         json!({"causeway.io/request-timeout": "300ms", "causeway.io/max-requests": "1", "causeway.io/connect-timeout": "bogus"}),
     )
     .await?;
-    hub.mci("plain", json!({"rules": [rule(Some("p.test"), "/", "Prefix", "web"), rule(Some("d.test"), "/", "Prefix", "dead")]}), json!({}))
+    hub.mci("plain", json!({"rules": [rule(Some("p.test"), "/", "Prefix", "web"), rule(Some("d.test"), "/", "Prefix", "dead"), rule(Some("m.test"), "/", "Prefix", "mixed")]}), json!({}))
         .await?;
     let p = proxy_with(&hub, None, |c| {
         c.limits.header_read_timeout = Duration::from_secs(1)
@@ -113,6 +116,66 @@ async fn timeouts_circuits_bodies_and_dead_upstreams() -> anyhow::Result<()> {
     assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
     let idle = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
     assert_eq!(idle, 0, "the idle connection was not closed");
+
+    // A connection that sends nothing, or only part of the HTTP/2 preface, is closed
+    // after the header-read timeout as well: choosing the protocol has a deadline.
+    for start in [&b""[..], b"PRI * HTTP/2.0\r\n"] {
+        let mut s = tokio::net::TcpStream::connect(p.http).await?;
+        s.write_all(start).await?;
+        let closed = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0) | Err(_))),
+            "a connection that sent {:?} stayed open: {closed:?}",
+            String::from_utf8_lossy(start)
+        );
+    }
+
+    // A client that announces a small body and stalls gets 408 after the request
+    // timeout (300 ms), and holds no circuit slot meanwhile (t.test allows one
+    // request at a time).
+    let mut s = tokio::net::TcpStream::connect(p.http).await?;
+    s.write_all(b"PUT /echo HTTP/1.1\r\nHost: t.test\r\nContent-Length: 100\r\n\r\npartial")
+        .await?;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = get(&c, p.http, "t.test", "/", &[]).await?;
+    assert_eq!(
+        r.status, 200,
+        "a stalled upload held the circuit: {}",
+        r.body
+    );
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
+    let txt = String::from_utf8_lossy(&buf[..n]);
+    assert!(txt.starts_with("HTTP/1.1 408"), "{txt}");
+    // A large (streamed) upload that stalls is the client's delay too: 408, not 504
+    // (which would count against the upstream).
+    let mut s = tokio::net::TcpStream::connect(p.http).await?;
+    s.write_all(b"PUT /echo HTTP/1.1\r\nHost: t.test\r\nContent-Length: 100000\r\n\r\n")
+        .await?;
+    s.write_all(&[b'x'; 1000]).await?;
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
+    let txt = String::from_utf8_lossy(&buf[..n]);
+    assert!(txt.starts_with("HTTP/1.1 408"), "{txt}");
+
+    // A POST (not idempotent) whose endpoint refuses the connection goes to another
+    // one: nothing reached the first.
+    for i in 0..8 {
+        let body = format!("post {i}");
+        let r = send(
+            &c,
+            http::Method::POST,
+            p.http,
+            "m.test",
+            "/echo",
+            &[],
+            Bytes::from(body.clone()),
+        )
+        .await?;
+        assert_eq!(
+            (r.status, r.body.as_str()),
+            (200, body.as_str()),
+            "POST {i}"
+        );
+    }
 
     // Graceful shutdown: /readyz turns 503 while an in-flight request finishes.
     let inflight = {
