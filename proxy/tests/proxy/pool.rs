@@ -16,7 +16,9 @@ use crate::harness::*;
 /// A minimal HTTP/1.1 server on raw sockets: answers every request `200 ok` with
 /// keep-alive, and closes a connection that stays idle for `idle` (None: never).
 /// With `gate: Some(n)`, answers are held until `n` requests are waiting (a reusable
-/// barrier), so a burst of `n` requests needs `n` connections at once.
+/// barrier), so a burst of `n` requests needs `n` connections at once. With `early`,
+/// it answers as soon as it has the head and reads the body afterwards (as servers
+/// that refuse an upload do).
 struct Upstream {
     addr: SocketAddr,
     accepted: Arc<AtomicU64>,
@@ -28,6 +30,7 @@ impl Upstream {
         ip: [u8; 4],
         idle: Option<Duration>,
         gate: Option<usize>,
+        early: bool,
     ) -> anyhow::Result<Upstream> {
         let l = TcpListener::bind(SocketAddr::new(IpAddr::from(ip), POD_PORT)).await?;
         let addr = l.local_addr()?;
@@ -65,6 +68,22 @@ impl Upstream {
                                 .find_map(|l| l.strip_prefix("content-length:"))
                                 .and_then(|v| v.trim().parse().ok())
                                 .unwrap_or(0);
+                            if early && len > 0 {
+                                // Answer now; the body is read (and dropped) after.
+                                let resp = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nearly";
+                                if s.write_all(resp).await.is_err() {
+                                    return;
+                                }
+                                let mut left = (end + 4 + len).saturating_sub(buf.len());
+                                buf.clear();
+                                while left > 0 {
+                                    match s.read(&mut chunk).await {
+                                        Ok(0) | Err(_) => return,
+                                        Ok(k) => left = left.saturating_sub(k),
+                                    }
+                                }
+                                continue;
+                            }
                             if buf.len() < end + 4 + len {
                                 break;
                             }
@@ -103,8 +122,14 @@ impl Drop for Upstream {
 async fn keep_alive_reuse_upstream_idle_closes_and_idle_timeout() -> anyhow::Result<()> {
     let hub = Hub::start().await?;
     // Closes connections idle for 100 ms; the other never does.
-    let closer = Upstream::start([127, 0, 12, 1], Some(Duration::from_millis(100)), None).await?;
-    let keeper = Upstream::start([127, 0, 12, 2], None, None).await?;
+    let closer = Upstream::start(
+        [127, 0, 12, 1],
+        Some(Duration::from_millis(100)),
+        None,
+        false,
+    )
+    .await?;
+    let keeper = Upstream::start([127, 0, 12, 2], None, None, false).await?;
     for (svc, up) in [("closer", &closer), ("keeper", &keeper)] {
         hub.import(svc).await?;
         hub.export(svc, "east", &[(up.addr, true)]).await?;
@@ -215,7 +240,7 @@ async fn a_burst_of_streams_keeps_its_upstream_connections() -> anyhow::Result<(
     const STREAMS: usize = 100;
     const BURST: usize = CONNS * STREAMS;
     let hub = Hub::start().await?;
-    let up = Upstream::start([127, 0, 12, 3], None, Some(BURST)).await?;
+    let up = Upstream::start([127, 0, 12, 3], None, Some(BURST), false).await?;
     hub.import("burst").await?;
     hub.export("burst", "east", &[(up.addr, true)]).await?;
     hub.mci(
@@ -278,5 +303,56 @@ async fn a_burst_of_streams_keeps_its_upstream_connections() -> anyhow::Result<(
         metric(&c, admin, "causeway_proxy_upstream_connections").await?,
         BURST as f64
     );
+    Ok(())
+}
+
+/// An upstream may answer an upload before it has read it. The connection is busy until
+/// the upload ends, so it must not go back to the pool when the response ends: the
+/// next request would wait on it behind a client that may never finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_still_receiving_an_upload_is_not_reused() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let up = Upstream::start([127, 0, 12, 4], None, None, true).await?;
+    hub.import("early").await?;
+    hub.export("early", "east", &[(up.addr, true)]).await?;
+    hub.mci(
+        "early",
+        json!({"rules": [rule(Some("e.test"), "/", "Prefix", "early")]}),
+        json!({"causeway.io/request-timeout": "1s"}),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let c = client();
+    eventually("route", Duration::from_secs(10), || async {
+        get(&c, p.http, "e.test", "/", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await?;
+
+    // A streamed upload (over the 64 KiB buffered for retries) that stops half way.
+    let mut s = tokio::net::TcpStream::connect(p.http).await?;
+    s.write_all(b"PUT /upload HTTP/1.1\r\nHost: e.test\r\nContent-Length: 200000\r\n\r\n")
+        .await?;
+    s.write_all(&[b'x'; 100_000]).await?;
+    let mut buf = [0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await??;
+    let txt = String::from_utf8_lossy(&buf[..n]);
+    assert!(
+        txt.starts_with("HTTP/1.1 200") && txt.ends_with("early"),
+        "{txt}"
+    );
+
+    // The early answer's connection is still receiving the upload: the next request
+    // gets a connection of its own, at once.
+    let t0 = std::time::Instant::now();
+    let r = get(&c, p.http, "e.test", "/", &[]).await?;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"), "{}", r.body);
+    assert!(
+        t0.elapsed() < Duration::from_millis(900),
+        "the request waited {:?} for a busy connection",
+        t0.elapsed()
+    );
+    drop(s);
     Ok(())
 }
