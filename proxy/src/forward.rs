@@ -266,6 +266,9 @@ impl Proxy {
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
         let (mut parts, body) = req.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+        if parts.version == Version::HTTP_2 {
+            headers::join_cookies(&mut parts.headers);
+        }
         headers::add_forwarded(
             &mut parts.headers,
             &conn.remote_ip,
@@ -494,6 +497,7 @@ impl Proxy {
             Some(p) => format!(":{p}"),
         };
         let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+        // `host` is one of the MCI's TLS hosts (a name: Ingress hosts are never IPs).
         let loc = format!("https://{host}{port}{pq}");
         let mut r = Response::new(full(format!("308 Permanent Redirect: {loc}\n")));
         *r.status_mut() = StatusCode::PERMANENT_REDIRECT;

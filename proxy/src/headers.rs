@@ -104,15 +104,23 @@ pub fn add_forwarded(
     https: bool,
     host: Option<&HeaderValue>,
 ) {
-    let xff = match h.get(&X_FORWARDED_FOR).map(HeaderValue::as_bytes) {
-        Some(prev) if !prev.is_empty() => {
-            let mut v = Vec::with_capacity(prev.len() + 2 + client.len());
-            v.extend_from_slice(prev);
-            v.extend_from_slice(b", ");
+    // Every incoming X-Forwarded-For line counts (a list may arrive split over
+    // several), in order, then the client.
+    let mut prev = h
+        .get_all(&X_FORWARDED_FOR)
+        .iter()
+        .map(HeaderValue::as_bytes);
+    let xff = match prev.next() {
+        Some(first) => {
+            let mut v = Vec::with_capacity(first.len() + 2 + client.len());
+            for p in std::iter::once(first).chain(prev).filter(|p| !p.is_empty()) {
+                v.extend_from_slice(p);
+                v.extend_from_slice(b", ");
+            }
             v.extend_from_slice(client.as_bytes());
             HeaderValue::from_bytes(&v).ok()
         }
-        _ => Some(client.clone()),
+        None => Some(client.clone()),
     };
     if let Some(v) = xff {
         h.insert(X_FORWARDED_FOR.clone(), v);
@@ -142,6 +150,24 @@ fn request_id() -> HeaderValue {
         }
     }
     HeaderValue::from_bytes(&buf).expect("hex digits are a valid header value")
+}
+
+/// Joins the `Cookie` headers of an HTTP/2 request into one, with "; " (RFC 9113
+/// section 8.2.3: HTTP/2 clients may split cookies over several fields, and an HTTP/1.1
+/// server may read only the first).
+pub fn join_cookies(h: &mut HeaderMap) {
+    let mut all = h.get_all(header::COOKIE).iter();
+    let (Some(first), Some(_)) = (all.next(), all.next()) else {
+        return;
+    };
+    let mut v = first.as_bytes().to_vec();
+    for c in h.get_all(header::COOKIE).iter().skip(1) {
+        v.extend_from_slice(b"; ");
+        v.extend_from_slice(c.as_bytes());
+    }
+    if let Ok(v) = HeaderValue::from_bytes(&v) {
+        h.insert(header::COOKIE, v);
+    }
 }
 
 /// The value of cookie `name` in the `Cookie` headers.
@@ -201,6 +227,17 @@ mod tests {
         assert_eq!(h[&X_FORWARDED_FOR], "10.0.0.1");
         assert_eq!(h[&X_FORWARDED_PROTO], "http");
         assert_eq!(h[&X_REQUEST_ID], "abc");
+        // A list split over several lines keeps every element, in order.
+        let mut h = HeaderMap::new();
+        h.append(
+            &X_FORWARDED_FOR,
+            HeaderValue::from_static("1.1.1.1, 2.2.2.2"),
+        );
+        h.append(&X_FORWARDED_FOR, HeaderValue::from_static(""));
+        h.append(&X_FORWARDED_FOR, HeaderValue::from_static("3.3.3.3"));
+        add_forwarded(&mut h, &ip, false, None);
+        let all: Vec<_> = h.get_all(&X_FORWARDED_FOR).iter().collect();
+        assert_eq!(all, ["1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.1"]);
     }
 
     #[test]
@@ -254,5 +291,15 @@ mod tests {
         );
         assert_eq!(cookie(&h, "user"), Some("bob"));
         assert_eq!(cookie(&h, "nope"), None);
+        // One field: untouched. Several (HTTP/2): one field, "; "-joined, in order.
+        let before = h.clone();
+        join_cookies(&mut h);
+        assert_eq!(h, before);
+        h.append(header::COOKIE, HeaderValue::from_static("b=3"));
+        h.append(header::COOKIE, HeaderValue::from_static("c=4"));
+        join_cookies(&mut h);
+        let all: Vec<_> = h.get_all(header::COOKIE).iter().collect();
+        assert_eq!(all, ["a=1; user=bob; z=2; b=3; c=4"]);
+        assert_eq!(cookie(&h, "c"), Some("4"));
     }
 }

@@ -371,6 +371,18 @@ async fn pod_answer(
             );
         }
     }
+    // Every Cookie line as the upstream saw it, " | " between lines.
+    let cookies: Vec<&str> = req
+        .headers()
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if !cookies.is_empty()
+        && let Ok(v) = http::HeaderValue::from_str(&cookies.join(" | "))
+    {
+        r.headers_mut().insert("echo-cookie", v);
+    }
     Ok(r)
 }
 

@@ -178,6 +178,14 @@ async fn tls_sni_two_hosts_hot_reload_and_h2() -> anyhow::Result<()> {
         let body = resp.into_body().collect().await?.to_bytes();
         assert_eq!(&body[..], b"two");
     }
+    // HTTP/2 clients may split cookies over several fields; the HTTP/1.1 upstream gets
+    // one Cookie line (RFC 9113 section 8.2.3).
+    let req = http::Request::get("http://two.test/")
+        .header("cookie", "a=1")
+        .header("cookie", "b=2; c=3")
+        .body(Empty::<Bytes>::new())?;
+    let resp = send.send_request(req).await?;
+    assert_eq!(resp.headers()["echo-cookie"], "a=1; b=2; c=3");
     p.shutdown().await;
     Ok(())
 }
