@@ -75,6 +75,41 @@ pub struct Proxy {
     pub budget: Budget,
     /// The https port for ssl-redirect Locations (None: no https listener).
     pub https_port: Option<u16>,
+    /// Open WebSocket/Upgrade tunnels. hyper is done with a connection once it has
+    /// switched protocols, so the listeners' drain does not see them; shutdown waits
+    /// for these, then cuts them.
+    pub tunnels: Tunnels,
+}
+
+/// The tunnels of upgraded connections: tracked so shutdown can wait for them, and cut
+/// when the drain time is up.
+#[derive(Clone, Default)]
+pub struct Tunnels {
+    tasks: tokio_util::task::TaskTracker,
+    cut: tokio_util::sync::CancellationToken,
+}
+
+impl Tunnels {
+    /// Waits up to `within` for open tunnels to end, then cuts the rest.
+    pub async fn drain(&self, within: std::time::Duration) {
+        self.tasks.close();
+        if tokio::time::timeout(within, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                open = self.tasks.len(),
+                "tunnels still open after the drain; closing them"
+            );
+        }
+        self.cut.cancel();
+        self.tasks.wait().await;
+    }
+
+    /// Cuts every tunnel now.
+    pub fn cut(&self) {
+        self.cut.cancel();
+    }
 }
 
 fn full(s: impl Into<Bytes>) -> RespBody {
@@ -446,17 +481,24 @@ impl Proxy {
                         && let Some(cu) = client_upgrade.take()
                     {
                         let su = hyper::upgrade::on(&mut resp);
-                        tokio::spawn(async move {
+                        let cut = self.tunnels.cut.clone();
+                        self.tunnels.tasks.spawn(async move {
                             // The connection leaves the pool for good: it is a tunnel now.
                             let _guards = (inflight, permit, lease);
-                            match (cu.await, su.await) {
-                                (Ok(c), Ok(s)) => {
-                                    let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));
-                                    let _ = tokio::io::copy_bidirectional(&mut c, &mut s).await;
+                            let tunnel = async {
+                                match (cu.await, su.await) {
+                                    (Ok(c), Ok(s)) => {
+                                        let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));
+                                        let _ = tokio::io::copy_bidirectional(&mut c, &mut s).await;
+                                    }
+                                    (Err(e), _) | (_, Err(e)) => {
+                                        tracing::debug!(error = %e, "upgrade failed");
+                                    }
                                 }
-                                (Err(e), _) | (_, Err(e)) => {
-                                    tracing::debug!(error = %e, "upgrade failed");
-                                }
+                            };
+                            tokio::select! {
+                                () = tunnel => {}
+                                () = cut.cancelled() => {}
                             }
                         });
                         let (parts, _) = resp.into_parts();

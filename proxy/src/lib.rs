@@ -114,6 +114,8 @@ pub struct Running {
     /// The admin listener outlives the drain (so /readyz can say "draining").
     admin_stop: CancellationToken,
     servers: Vec<JoinHandle<()>>,
+    tunnels: forward::Tunnels,
+    drain_timeout: Duration,
     admin: Option<JoinHandle<()>>,
     lease: Option<JoinHandle<()>>,
 }
@@ -129,14 +131,19 @@ impl Running {
         self.table.load_full()
     }
 
-    /// Reports not ready, stops accepting, drains open connections (up to the drain
-    /// timeout), deletes the Lease, then stops the admin listener.
+    /// Reports not ready, stops accepting, drains open connections and WebSocket
+    /// tunnels (up to the drain timeout, then cuts them), deletes the Lease, then stops
+    /// the admin listener.
     pub async fn shutdown(mut self) {
         self.ready.store(false, Ordering::Relaxed);
+        let started = tokio::time::Instant::now();
         self.stop.cancel();
         for s in std::mem::take(&mut self.servers) {
             let _ = s.await;
         }
+        // WebSocket tunnels get what is left of the drain time.
+        let left = self.drain_timeout.saturating_sub(started.elapsed());
+        self.tunnels.drain(left).await;
         if let Some(l) = self.lease.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), l).await;
         }
@@ -152,6 +159,7 @@ impl Drop for Running {
     fn drop(&mut self) {
         self.stop.cancel();
         self.admin_stop.cancel();
+        self.tunnels.cut();
     }
 }
 
@@ -227,6 +235,7 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         outlier: cfg.outlier.clone(),
         budget: retry::Budget::new(cfg.retry_budget_percent, cfg.retry_budget_min_per_sec),
         https_port: https.map(|a| a.port()),
+        tunnels: forward::Tunnels::default(),
     });
     let mut servers = vec![tokio::spawn(server::serve(
         http_l,
@@ -292,6 +301,8 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         stop,
         admin_stop,
         servers,
+        tunnels: proxy.tunnels.clone(),
+        drain_timeout: cfg.limits.drain_timeout,
         admin,
         lease,
     })

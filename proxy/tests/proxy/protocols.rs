@@ -203,7 +203,11 @@ async fn websocket_upgrade_is_tunnelled() -> anyhow::Result<()> {
     )
     .await?;
     // Without an HTTPS listener (and so without watching Secrets).
-    let p = proxy_with(&hub, None, |c| c.listen_https = None).await?;
+    let p = proxy_with(&hub, None, |c| {
+        c.listen_https = None;
+        c.limits.drain_timeout = Duration::from_millis(500);
+    })
+    .await?;
     assert_eq!(p.https, None);
     let c = client();
     eventually("route", Duration::from_secs(10), || async {
@@ -238,6 +242,18 @@ async fn websocket_upgrade_is_tunnelled() -> anyhow::Result<()> {
         tokio::time::timeout(Duration::from_secs(10), s.read_exact(&mut got)).await??;
         assert_eq!(got, msg);
     }
-    p.shutdown().await;
+    // Shutdown waits for open tunnels up to the drain time, then cuts them.
+    let t0 = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), p.shutdown()).await?;
+    assert!(
+        t0.elapsed() >= Duration::from_millis(400),
+        "shutdown did not wait for the open tunnel ({:?})",
+        t0.elapsed()
+    );
+    let end = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
+    assert!(
+        matches!(end, Ok(Ok(0) | Err(_))),
+        "the tunnel outlived shutdown: {end:?}"
+    );
     Ok(())
 }
