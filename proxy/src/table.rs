@@ -258,7 +258,10 @@ fn is_tcp(p: Option<&str>) -> bool {
     p.is_none_or(|p| p.eq_ignore_ascii_case("TCP"))
 }
 
-/// MCI-4: the ready endpoints of `svc` by cluster, or why there are none.
+/// MCI-4: the ready endpoints of `svc` by cluster, or why there are none. MCI-7:
+/// terminating endpoints get no new requests, unless no endpoint of the backend is
+/// ready and some are still serving: then those take the traffic until they are gone
+/// (as kube-proxy does, KEP-1669), rather than every request getting a 503.
 fn resolve(
     idx: &Index<'_>,
     ns: &str,
@@ -309,6 +312,7 @@ fn resolve(
         .map(|es| es.spec.cluster.as_str())
         .collect();
     let mut out: BTreeMap<String, (BTreeSet<SocketAddr>, usize)> = BTreeMap::new();
+    let mut draining: BTreeMap<String, BTreeSet<SocketAddr>> = BTreeMap::new();
     for sl in idx.slices.get(&(ns, name)).into_iter().flatten() {
         let Some(cluster) = sl
             .metadata
@@ -337,6 +341,15 @@ fn resolve(
             let ready = c.and_then(|c| c.ready) != Some(false);
             let terminating = c.and_then(|c| c.terminating) == Some(true);
             if terminating {
+                if c.and_then(|c| c.serving) == Some(true) {
+                    let d = draining.entry(cluster.clone()).or_default();
+                    d.extend(
+                        ep.addresses
+                            .iter()
+                            .filter_map(|a| a.parse::<IpAddr>().ok())
+                            .map(|ip| SocketAddr::new(ip, target)),
+                    );
+                }
                 continue;
             }
             if !ready {
@@ -351,6 +364,13 @@ fn resolve(
         }
     }
     out.retain(|_, (v, _)| !v.is_empty());
+    if out.is_empty() {
+        out = draining
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(c, v)| (c, (v, 0)))
+            .collect();
+    }
     Ok(out)
 }
 

@@ -188,6 +188,71 @@ fn resolves_ready_endpoints_of_serving_clusters() {
 }
 
 #[test]
+fn serving_terminating_endpoints_only_when_none_is_ready() {
+    let mut s = services();
+    s.mcis = vec![mci(
+        "a",
+        "2026-01-01T00:00:00Z",
+        json!({"defaultBackend": backend("web", json!({"name": "http"}))}),
+    )];
+    let eps = json!([{"name": "http", "protocol": "TCP", "port": 8080}]);
+    let draining = |ip: &str, serving: bool| json!({"addresses": [ip], "conditions": {"ready": false, "serving": serving, "terminating": true}});
+    // A ready endpoint somewhere: terminating ones (serving or not) get nothing.
+    s.endpoint_slices = vec![
+        slice(
+            "web",
+            "east",
+            eps.clone(),
+            json!([draining("10.1.0.9", true)]),
+        ),
+        slice(
+            "web",
+            "west",
+            eps.clone(),
+            json!([ep("10.2.0.1", Some(true), false)]),
+        ),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "x", "/").unwrap(), vec!["west=10.2.0.1:8080"]);
+    // None ready: the serving terminating endpoints, in every cluster, take the
+    // traffic; terminating ones that stopped serving still get nothing.
+    s.endpoint_slices = vec![
+        slice(
+            "web",
+            "east",
+            eps.clone(),
+            json!([draining("10.1.0.9", true), draining("10.1.0.8", false)]),
+        ),
+        slice(
+            "web",
+            "west",
+            eps.clone(),
+            json!([draining("10.2.0.9", true)]),
+        ),
+        slice(
+            "web",
+            "north",
+            eps.clone(),
+            json!([ep("10.3.0.1", Some(false), false)]),
+        ),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(
+        addrs(&t, "x", "/").unwrap(),
+        vec!["east=10.1.0.9:8080", "west=10.2.0.9:8080"]
+    );
+    // None serving either: 503.
+    s.endpoint_slices = vec![slice(
+        "web",
+        "east",
+        eps,
+        json!([draining("10.1.0.8", false)]),
+    )];
+    let (t, _) = table(&s);
+    assert!(addrs(&t, "x", "/").unwrap().is_empty());
+}
+
+#[test]
 fn traffic_block_clusters_get_nothing() {
     let mut s = services();
     let mut m = (*mci(
