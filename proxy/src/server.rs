@@ -10,14 +10,18 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hyper::body::{Body, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
+use crate::clock::{nanos, now_nanos};
 use crate::forward::{Conn, Proxy};
 
 /// Listener limits.
@@ -25,7 +29,7 @@ use crate::forward::{Conn, Proxy};
 pub struct Limits {
     /// Time a client has to send the request head (and the TLS handshake, and the
     /// first bytes that show its protocol); also how long an idle keep-alive
-    /// connection stays open.
+    /// connection (HTTP/1.1 or HTTP/2) stays open.
     pub header_read_timeout: Duration,
     /// Largest request head.
     pub max_header_bytes: usize,
@@ -63,7 +67,8 @@ pub async fn serve(
     limits: Limits,
     stop: CancellationToken,
 ) {
-    let graceful = GracefulShutdown::new();
+    // Every connection's task: shutdown waits on them for up to the drain time.
+    let conns = TaskTracker::new();
     let builder = Arc::new(builder(&limits));
     let https = tls.is_some();
     // Cancelled when the drain time is up: connections still open are closed.
@@ -83,68 +88,61 @@ pub async fn serve(
         let _ = tcp.set_nodelay(true);
         let conn = Conn::new(remote, https);
         let p = proxy.clone();
+        let activity = Arc::new(Activity::default());
+        let act = activity.clone();
         let svc = service_fn(move |req| {
             let proxy = p.clone();
             let conn = conn.clone();
-            async move { Ok::<_, Infallible>(proxy.handle(req, conn).await) }
+            let busy = act.start();
+            async move {
+                let resp = proxy.handle(req, conn).await;
+                drop(busy);
+                Ok::<_, Infallible>(resp)
+            }
         });
         let gauge = proxy.metrics.downstream_open.clone();
         gauge.inc();
         let open = OpenConn(gauge);
+        let (builder, stop, hard) = (builder.clone(), stop.clone(), hard.clone());
+        let idle = limits.header_read_timeout;
         match &tls {
             None => {
-                let io = Detect::new(tcp, limits.header_read_timeout);
-                let fut = graceful.watch(
-                    builder
-                        .serve_connection_with_upgrades(TokioIo::new(io), svc)
-                        .into_owned(),
-                );
-                let hard = hard.clone();
-                tokio::spawn(async move {
+                conns.spawn(async move {
                     let _open = open;
-                    tokio::select! {
-                        r = fut => if let Err(e) = r {
-                            tracing::debug!(error = %e, %remote, "connection ended with an error");
-                        },
-                        _ = hard.cancelled() => {}
-                    }
+                    let io = TokioIo::new(Detect::new(tcp, idle));
+                    let c = builder.serve_connection_with_upgrades(io, svc);
+                    drive(c, remote, &activity, idle, &stop, &hard).await;
                 });
             }
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
-                let builder = builder.clone();
-                let watcher = graceful.watcher();
-                let timeout = limits.header_read_timeout;
-                let hard = hard.clone();
-                tokio::spawn(async move {
+                conns.spawn(async move {
                     let _open = open;
-                    let tls = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(e)) => {
-                            tracing::debug!(error = %e, %remote, "TLS handshake failed");
-                            return;
-                        }
-                        Err(_) => {
-                            tracing::debug!(%remote, "TLS handshake timed out");
-                            return;
-                        }
-                    };
-                    let io = Detect::new(tls, timeout);
-                    let conn = builder
-                        .serve_connection_with_upgrades(TokioIo::new(io), svc)
-                        .into_owned();
-                    tokio::select! {
-                        r = watcher.watch(conn) => if let Err(e) = r {
-                            tracing::debug!(error = %e, %remote, "connection ended with an error");
+                    let handshake = tokio::time::timeout(idle, acceptor.accept(tcp));
+                    let tls = tokio::select! {
+                        r = handshake => match r {
+                            Ok(Ok(s)) => s,
+                            Ok(Err(e)) => {
+                                tracing::debug!(error = %e, %remote, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::debug!(%remote, "TLS handshake timed out");
+                                return;
+                            }
                         },
-                        _ = hard.cancelled() => {}
-                    }
+                        _ = stop.cancelled() => return,
+                    };
+                    let io = TokioIo::new(Detect::new(tls, idle));
+                    let c = builder.serve_connection_with_upgrades(io, svc);
+                    drive(c, remote, &activity, idle, &stop, &hard).await;
                 });
             }
         }
     }
     drop(listener);
-    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown())
+    conns.close();
+    if tokio::time::timeout(limits.drain_timeout, conns.wait())
         .await
         .is_err()
     {
@@ -153,6 +151,93 @@ pub async fn serve(
             limits.drain_timeout
         );
         hard.cancel();
+        conns.wait().await;
+    }
+}
+
+/// When a connection last finished a request, and how many it has in progress.
+#[derive(Default)]
+struct Activity {
+    last: AtomicU64,
+    busy: AtomicU64,
+}
+
+impl Activity {
+    fn start(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(self.clone())
+    }
+}
+
+/// A request in progress on its connection (until its response head is ready).
+struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.last.store(now_nanos(), Ordering::Relaxed);
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves one connection until it ends. On shutdown, or when it has had no request
+/// in progress for `idle` (an HTTP/2 client may keep a connection open with nothing
+/// on it forever; hyper bounds only HTTP/1.1's idle time), it is asked to close
+/// gracefully (HTTP/2 GOAWAY: open streams still finish). An idle connection that has
+/// not closed `idle` later (a client that never acknowledges the GOAWAY's PING), and
+/// every connection when the drain time is up, is dropped.
+async fn drive<I, S, B>(
+    conn: auto::UpgradeableConnection<'_, I, S, TokioExecutor>,
+    remote: std::net::SocketAddr,
+    activity: &Activity,
+    idle: Duration,
+    stop: &CancellationToken,
+    hard: &CancellationToken,
+) where
+    S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut conn = std::pin::pin!(conn);
+    let idle_nanos = nanos(idle);
+    activity.last.store(now_nanos(), Ordering::Relaxed);
+    let check = tokio::time::sleep(idle);
+    let mut check = std::pin::pin!(check);
+    let mut closing = false;
+    let mut idle_closing = false;
+    loop {
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, %remote, "connection ended with an error");
+                }
+                return;
+            }
+            _ = hard.cancelled() => return,
+            _ = stop.cancelled(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            _ = check.as_mut(), if !closing || idle_closing => {
+                if idle_closing {
+                    tracing::debug!(%remote, "idle connection did not close; dropping it");
+                    return;
+                }
+                let since = now_nanos().saturating_sub(activity.last.load(Ordering::Relaxed));
+                if activity.busy.load(Ordering::Relaxed) == 0 && since >= idle_nanos {
+                    tracing::debug!(%remote, "idle connection closed");
+                    (closing, idle_closing) = (true, true);
+                    conn.as_mut().graceful_shutdown();
+                    check.as_mut().reset(tokio::time::Instant::now() + idle);
+                } else {
+                    let wait = Duration::from_nanos(idle_nanos.saturating_sub(since)).max(idle / 4);
+                    check.as_mut().reset(tokio::time::Instant::now() + wait);
+                }
+            }
+        }
     }
 }
 

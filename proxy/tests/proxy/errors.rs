@@ -130,6 +130,38 @@ async fn timeouts_circuits_bodies_and_dead_upstreams() -> anyhow::Result<()> {
         );
     }
 
+    // HTTP/2 connections with nothing in progress are closed after the same time
+    // (hyper bounds only HTTP/1.1's idle time): one that made a request and went
+    // quiet, and one that only sent the preface and its SETTINGS.
+    let tcp = tokio::net::TcpStream::connect(p.http).await?;
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await?;
+    let conn = tokio::spawn(conn);
+    let req = http::Request::get("http://p.test/").body(http_body_util::Empty::<Bytes>::new())?;
+    assert_eq!(h2.send_request(req).await?.status(), 200);
+    tokio::time::timeout(Duration::from_secs(10), conn)
+        .await
+        .map_err(|_| anyhow::anyhow!("an idle HTTP/2 connection stayed open"))???;
+    let mut s = tokio::net::TcpStream::connect(p.http).await?;
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await?;
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(
+        closed.is_ok(),
+        "an HTTP/2 connection with no request stayed open"
+    );
+
     // A client that announces a small body and stalls gets 408 after the request
     // timeout (300 ms), and holds no circuit slot meanwhile (t.test allows one
     // request at a time).
