@@ -118,27 +118,75 @@ fn full(s: impl Into<Bytes>) -> RespBody {
         .boxed_unsync()
 }
 
-/// A response body that keeps the endpoint's in-flight mark and the circuit slot
-/// until the body is done, and gives the upstream connection back to its pool as soon
-/// as the body has ended, unless the request body is still being sent on it (an
-/// upstream may answer before it has read the whole upload): such a connection is
-/// not idle, and a request that took it from the pool would wait for the upload.
-struct Guarded {
+/// An `Incoming` body that runs `A` once it has ended: when it yields its last frame,
+/// or when it is dropped already ended (an empty body, such as HEAD's or a 204's, may
+/// never be polled).
+struct Watched<A: AtEnd> {
     inner: Incoming,
+    at_end: A,
+}
+
+/// What to do when a [`Watched`] body has ended (may run more than once).
+trait AtEnd {
+    fn ended(&mut self);
+}
+
+impl<A: AtEnd + Unpin> Body for Watched<A> {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(None) => this.at_end.ended(),
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.at_end.ended(),
+            _ => {}
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<A: AtEnd> Drop for Watched<A> {
+    fn drop(&mut self) {
+        if self.inner.is_end_stream() {
+            self.at_end.ended();
+        }
+    }
+}
+
+/// For a response body: keeps the endpoint's in-flight mark and the circuit slot until
+/// the body is done, and gives the upstream connection back to its pool as soon as the
+/// body has ended, unless the request body is still being sent on it (an upstream may
+/// answer before it has read the whole upload): such a connection is not idle, and a
+/// request that took it from the pool would wait for the upload.
+struct Release {
     lease: Lease,
     sent: Option<Sent>,
     _guards: (InFlight, Permit),
 }
 
-impl Guarded {
-    fn finish(&mut self) {
+impl AtEnd for Release {
+    fn ended(&mut self) {
         if self.sent.as_ref().is_none_or(Sent::done) {
             self.lease.release();
         }
     }
 }
 
-/// Set when a streamed request body has been sent to its end.
+/// Set when a streamed request body has been sent to its end (the [`AtEnd`] of the
+/// request body).
 #[derive(Clone, Default)]
 struct Sent(Arc<AtomicBool>);
 
@@ -148,74 +196,9 @@ impl Sent {
     }
 }
 
-/// A streamed request body that sets its [`Sent`] flag at its end.
-struct Tracked {
-    inner: Incoming,
-    sent: Sent,
-}
-
-impl Body for Tracked {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_frame(cx);
-        match &r {
-            Poll::Ready(None) => this.sent.0.store(true, Ordering::Release),
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => {
-                this.sent.0.store(true, Ordering::Release)
-            }
-            _ => {}
-        }
-        r
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Body for Guarded {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let r = Pin::new(&mut this.inner).poll_frame(cx);
-        match &r {
-            Poll::Ready(None) => this.finish(),
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.finish(),
-            _ => {}
-        }
-        r
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        // An empty body (HEAD, 204, 304) may never be polled.
-        if self.inner.is_end_stream() {
-            self.finish();
-        }
+impl AtEnd for Sent {
+    fn ended(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -396,9 +379,9 @@ impl Proxy {
                 (Some(bytes), _) => Full::new(bytes.clone())
                     .map_err(|never: Infallible| match never {})
                     .boxed_unsync(),
-                (None, Some(inner)) => Tracked {
+                (None, Some(inner)) => Watched {
                     inner,
-                    sent: sent.clone().unwrap_or_default(),
+                    at_end: sent.clone().unwrap_or_default(),
                 }
                 .boxed_unsync(),
                 (None, None) => break,
@@ -508,11 +491,13 @@ impl Proxy {
                     // The client's protocol decides (an HTTP/1.0 upstream stays hidden).
                     *resp.version_mut() = Version::HTTP_11;
                     let (parts, body) = resp.into_parts();
-                    let body = Guarded {
+                    let body = Watched {
                         inner: body,
-                        lease,
-                        sent: sent.clone(),
-                        _guards: (inflight, permit),
+                        at_end: Release {
+                            lease,
+                            sent: sent.clone(),
+                            _guards: (inflight, permit),
+                        },
                     };
                     return Response::from_parts(parts, body.boxed_unsync());
                 }
