@@ -425,12 +425,13 @@ impl Proxy {
                         ),
                     );
                 }
-                // The client's body failed (it went away or broke framing mid-upload).
+                // hyper could not send what the client gave (in practice its body
+                // failed: it went away or broke framing mid-upload). Not the upstream.
                 Ok(Err(upstream::Error::Http(e))) if e.is_user() => {
                     return self.error(
                         StatusCode::BAD_REQUEST,
                         "client_body",
-                        format!("reading the request body failed: {e}"),
+                        format!("the request could not be sent upstream: {e}"),
                     );
                 }
                 Ok(Err(e)) => {

@@ -7,10 +7,9 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
-
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use hyper::body::{Body, Incoming};
 use hyper::service::service_fn;
