@@ -171,9 +171,11 @@ async fn keep_alive_reuse_upstream_idle_closes_and_idle_timeout() -> anyhow::Res
     // The upstream closes the pooled connection while it idles. The next request must
     // not fail, and must not count as an upstream failure (no retry, no ejection):
     // the proxy notices the close, or resends an unwritten request on a fresh
-    // connection. POST, which is never retried elsewhere, shows it. Several pauses
-    // around the upstream's 100 ms.
-    for pause in [150, 100, 95, 105, 250, 99, 101] {
+    // connection. POST, which is never retried elsewhere, shows it. Pauses on both
+    // sides of the upstream's 100 ms, but not within a few ms of it: a request written
+    // in the same instant as the upstream closes can fail on any proxy (RFC 9112
+    // 9.3.1 forbids resending a POST that may have reached the server).
+    for pause in [150, 80, 120, 60, 250, 110, 90] {
         tokio::time::sleep(Duration::from_millis(pause)).await;
         for _ in 0..3 {
             let body = bytes::Bytes::from_static(b"payload");
