@@ -53,7 +53,8 @@ impl Default for Defaults {
         Defaults {
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(90),
+            // Below common backends' keep-alive timeouts (Node.js and Apache 5 s).
+            idle_timeout: Duration::from_secs(4),
             retries: 2,
             max_connections: 1024,
             max_pending_requests: 1024,

@@ -58,8 +58,11 @@ struct Args {
     /// Time until the upstream response head (annotation causeway.io/request-timeout overrides).
     #[arg(long, default_value = "30s", value_parser = duration)]
     request_timeout: Duration,
-    /// Idle time after which pooled upstream connections close (causeway.io/idle-timeout overrides).
-    #[arg(long, default_value = "90s", value_parser = duration)]
+    /// Idle time after which pooled upstream connections close (causeway.io/idle-timeout
+    /// overrides). Keep it below the backends' own keep-alive timeout (Node.js and Apache
+    /// 5 s, nginx 75 s): a request sent just as the backend closes an idle connection
+    /// fails, and a POST cannot be resent.
+    #[arg(long, default_value = "4s", value_parser = duration)]
     idle_timeout: Duration,
     /// Retries on another endpoint for connect failures and idempotent requests (causeway.io/retries overrides).
     #[arg(long, default_value_t = 2)]
