@@ -31,6 +31,7 @@ use crate::health::Outlier;
 use crate::matching::normalize_host;
 use crate::metrics::Metrics;
 use crate::retry::Budget;
+use crate::server::Drain;
 use crate::table::{Backend, RouteTable, Target};
 use crate::upstream::{self, Lease};
 
@@ -78,38 +79,7 @@ pub struct Proxy {
     /// Open WebSocket/Upgrade tunnels. hyper is done with a connection once it has
     /// switched protocols, so the listeners' drain does not see them; shutdown waits
     /// for these, then cuts them.
-    pub tunnels: Tunnels,
-}
-
-/// The tunnels of upgraded connections: tracked so shutdown can wait for them, and cut
-/// when the drain time is up.
-#[derive(Clone, Default)]
-pub struct Tunnels {
-    tasks: tokio_util::task::TaskTracker,
-    cut: tokio_util::sync::CancellationToken,
-}
-
-impl Tunnels {
-    /// Waits up to `within` for open tunnels to end, then cuts the rest.
-    pub async fn drain(&self, within: std::time::Duration) {
-        self.tasks.close();
-        if tokio::time::timeout(within, self.tasks.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                open = self.tasks.len(),
-                "tunnels still open after the drain; closing them"
-            );
-        }
-        self.cut.cancel();
-        self.tasks.wait().await;
-    }
-
-    /// Cuts every tunnel now.
-    pub fn cut(&self) {
-        self.cut.cancel();
-    }
+    pub tunnels: Drain,
 }
 
 fn full(s: impl Into<Bytes>) -> RespBody {
@@ -465,24 +435,17 @@ impl Proxy {
                         && let Some(cu) = client_upgrade.take()
                     {
                         let su = hyper::upgrade::on(&mut resp);
-                        let cut = self.tunnels.cut.clone();
-                        self.tunnels.tasks.spawn(async move {
+                        self.tunnels.spawn(async move {
                             // The connection leaves the pool for good: it is a tunnel now.
                             let _guards = (inflight, permit, lease);
-                            let tunnel = async {
-                                match (cu.await, su.await) {
-                                    (Ok(c), Ok(s)) => {
-                                        let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));
-                                        let _ = tokio::io::copy_bidirectional(&mut c, &mut s).await;
-                                    }
-                                    (Err(e), _) | (_, Err(e)) => {
-                                        tracing::debug!(error = %e, "upgrade failed");
-                                    }
+                            match (cu.await, su.await) {
+                                (Ok(c), Ok(s)) => {
+                                    let (mut c, mut s) = (TokioIo::new(c), TokioIo::new(s));
+                                    let _ = tokio::io::copy_bidirectional(&mut c, &mut s).await;
                                 }
-                            };
-                            tokio::select! {
-                                () = tunnel => {}
-                                () = cut.cancelled() => {}
+                                (Err(e), _) | (_, Err(e)) => {
+                                    tracing::debug!(error = %e, "upgrade failed");
+                                }
                             }
                         });
                         let (parts, _) = resp.into_parts();

@@ -114,7 +114,7 @@ pub struct Running {
     /// The admin listener outlives the drain (so /readyz can say "draining").
     admin_stop: CancellationToken,
     servers: Vec<JoinHandle<()>>,
-    tunnels: forward::Tunnels,
+    tunnels: server::Drain,
     drain_timeout: Duration,
     admin: Option<JoinHandle<()>>,
     lease: Option<JoinHandle<()>>,
@@ -143,7 +143,7 @@ impl Running {
         }
         // WebSocket tunnels get what is left of the drain time.
         let left = self.drain_timeout.saturating_sub(started.elapsed());
-        self.tunnels.drain(left).await;
+        self.tunnels.finish(left, "WebSocket tunnels").await;
         if let Some(l) = self.lease.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), l).await;
         }
@@ -235,7 +235,7 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         outlier: cfg.outlier.clone(),
         budget: retry::Budget::new(cfg.retry_budget_percent, cfg.retry_budget_min_per_sec),
         https_port: https.map(|a| a.port()),
-        tunnels: forward::Tunnels::default(),
+        tunnels: server::Drain::default(),
     });
     let mut servers = vec![tokio::spawn(server::serve(
         http_l,

@@ -65,12 +65,11 @@ pub async fn serve(
     limits: Limits,
     stop: CancellationToken,
 ) {
-    // Every connection's task: shutdown waits on them for up to the drain time.
-    let conns = TaskTracker::new();
+    // Every connection's task: shutdown waits on them for up to the drain time, then
+    // cuts those still open.
+    let conns = Drain::default();
     let builder = Arc::new(builder(&limits));
     let https = tls.is_some();
-    // Cancelled when the drain time is up: connections still open are closed.
-    let hard = CancellationToken::new();
     loop {
         let (tcp, remote) = tokio::select! {
             r = listener.accept() => match r {
@@ -101,7 +100,7 @@ pub async fn serve(
         let gauge = proxy.metrics.downstream_open.clone();
         gauge.inc();
         let open = OpenConn(gauge);
-        let (builder, stop, hard) = (builder.clone(), stop.clone(), hard.clone());
+        let (builder, stop) = (builder.clone(), stop.clone());
         let idle = limits.header_read_timeout;
         match &tls {
             None => {
@@ -109,7 +108,7 @@ pub async fn serve(
                     let _open = open;
                     let io = TokioIo::new(Detect::new(tcp, idle));
                     let c = builder.serve_connection_with_upgrades(io, svc);
-                    drive(c, remote, &activity, idle, &stop, &hard).await;
+                    drive(c, remote, &activity, idle, &stop).await;
                 });
             }
             Some(acceptor) => {
@@ -133,23 +132,55 @@ pub async fn serve(
                     };
                     let io = TokioIo::new(Detect::new(tls, idle));
                     let c = builder.serve_connection_with_upgrades(io, svc);
-                    drive(c, remote, &activity, idle, &stop, &hard).await;
+                    drive(c, remote, &activity, idle, &stop).await;
                 });
             }
         }
     }
     drop(listener);
-    conns.close();
-    if tokio::time::timeout(limits.drain_timeout, conns.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            "connections still open after {:?}; closing them",
-            limits.drain_timeout
-        );
-        hard.cancel();
-        conns.wait().await;
+    conns.finish(limits.drain_timeout, "connections").await;
+}
+
+/// Tasks that shutdown waits for (connections, WebSocket tunnels), up to a drain time,
+/// then cuts.
+#[derive(Clone, Default)]
+pub struct Drain {
+    tasks: TaskTracker,
+    cut: CancellationToken,
+}
+
+impl Drain {
+    /// Runs `f` until it ends or the drain cuts it.
+    pub fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
+        let cut = self.cut.clone();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                () = f => {}
+                () = cut.cancelled() => {}
+            }
+        });
+    }
+
+    /// Takes no more tasks, waits up to `within` for the running ones, then cuts the
+    /// rest (`what` names them in the warning).
+    pub async fn finish(&self, within: Duration, what: &str) {
+        self.tasks.close();
+        if tokio::time::timeout(within, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                open = self.tasks.len(),
+                "{what} still open after {within:?}; closing them"
+            );
+            self.cut.cancel();
+            self.tasks.wait().await;
+        }
+    }
+
+    /// Cuts every task now.
+    pub fn cut(&self) {
+        self.cut.cancel();
     }
 }
 
@@ -187,15 +218,14 @@ impl Drop for Busy {
 /// 1–2 periods after its last request; an HTTP/2 client may keep a connection open
 /// with nothing on it forever, and hyper bounds only HTTP/1.1's idle time), it is asked to close
 /// gracefully (HTTP/2 GOAWAY: open streams still finish). An idle connection that has
-/// not closed `idle` later (a client that never acknowledges the GOAWAY's PING), and
-/// every connection when the drain time is up, is dropped.
+/// not closed `idle` later (a client that never acknowledges the GOAWAY's PING) is
+/// dropped; the [`Drain`] it runs in cuts the rest when the drain time is up.
 async fn drive<I, S, B>(
     conn: auto::UpgradeableConnection<'_, I, S, TokioExecutor>,
     remote: std::net::SocketAddr,
     activity: &Activity,
     idle: Duration,
     stop: &CancellationToken,
-    hard: &CancellationToken,
 ) where
     S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<B>>,
     S::Future: Send + 'static,
@@ -219,7 +249,6 @@ async fn drive<I, S, B>(
                 }
                 return;
             }
-            _ = hard.cancelled() => return,
             _ = stop.cancelled(), if !closing => {
                 closing = true;
                 conn.as_mut().graceful_shutdown();
