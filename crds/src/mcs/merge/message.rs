@@ -102,7 +102,10 @@ impl<'o, 'a> Contested<'o, 'a> {
         let from = if source == self.winner() {
             format!("oldest service export in {source:?}")
         } else {
-            format!("oldest service export with known families, in {source:?}")
+            format!(
+                "oldest service export with known families, in {source:?} (the oldest, {:?}, has none)",
+                self.winner()
+            )
         };
         let sentence = format!(
             "Conflicting ipFamilies. Using {} from {from}. {n}/{total} clusters disagree.",

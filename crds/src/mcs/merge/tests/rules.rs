@@ -140,7 +140,7 @@ fn ip_families_come_from_the_oldest_known_and_are_never_empty() {
     assert_eq!(m.winner, "a");
     assert_eq!(m.ip_families, vec!["IPv6"]);
     assert!(message(&m).contains(
-        "Using [\"IPv6\"] from oldest service export with known families, in \"b\". 1/3"
+        "Using [\"IPv6\"] from oldest service export with known families, in \"b\" (the oldest, \"a\", has none). 1/3"
     ));
 
     // Nothing known anywhere: IPv4.
