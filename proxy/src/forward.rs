@@ -40,7 +40,7 @@ pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;
 
 /// Request bodies up to this size are buffered, so they can go to another endpoint:
 /// after any failure for idempotent methods, after a refused connect for the others.
-const MAX_REPLAY: u64 = 64 * 1024;
+pub(crate) const MAX_REPLAY: u64 = 64 * 1024;
 
 /// The downstream connection a request came on.
 #[derive(Clone, Debug)]
@@ -172,7 +172,7 @@ impl AtEnd for Sent {
     }
 }
 
-fn idempotent(m: &Method) -> bool {
+pub(crate) fn idempotent(m: &Method) -> bool {
     matches!(
         *m,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
@@ -191,9 +191,7 @@ impl Proxy {
         reason: &'static str,
         msg: String,
     ) -> Response<RespBody> {
-        self.metrics.proxy_response(status.as_u16(), reason);
-        tracing::debug!(status = status.as_u16(), reason, "{msg}");
-        let mut r = Response::new(full(format!("{status}: {msg}\n")));
+        let mut r = Response::new(full(self.note(status, reason, &msg)));
         *r.status_mut() = status;
         r.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -202,7 +200,15 @@ impl Proxy {
         r
     }
 
-    fn failure(&self, b: &Backend, ep: &Endpoint) {
+    /// Counts and logs a response the proxy makes itself; returns its body.
+    pub(crate) fn note(&self, status: StatusCode, reason: &'static str, msg: &str) -> String {
+        self.metrics.proxy_response(status.as_u16(), reason);
+        tracing::debug!(status = status.as_u16(), reason, "{msg}");
+        format!("{status}: {msg}\n")
+    }
+
+    /// An upstream failure of `ep` (passive outlier ejection).
+    pub(crate) fn failure(&self, b: &Backend, ep: &Endpoint) {
         if self.outlier.failure(ep, b.balancer.endpoints()) {
             self.metrics.ejections.inc();
         }

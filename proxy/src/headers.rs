@@ -141,7 +141,7 @@ pub fn add_forwarded(
 }
 
 /// A random 128-bit request id in lowercase hex.
-fn request_id() -> HeaderValue {
+pub(crate) fn request_id() -> HeaderValue {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 32];
     for (half, r) in [rand_u64(), rand_u64()].into_iter().enumerate() {
@@ -172,9 +172,17 @@ pub fn join_cookies(h: &mut HeaderMap) {
 
 /// The value of cookie `name` in the `Cookie` headers.
 pub fn cookie<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    h.get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
+    cookie_in(
+        h.get_all(header::COOKIE).iter().map(HeaderValue::as_bytes),
+        name,
+    )
+}
+
+/// The value of cookie `name` in these `Cookie` header values (raw bytes, as the
+/// HTTP/1.1 engine sees them; values that are not text are skipped).
+pub fn cookie_in<'a>(values: impl Iterator<Item = &'a [u8]>, name: &str) -> Option<&'a str> {
+    values
+        .filter_map(|v| std::str::from_utf8(v).ok())
         .flat_map(|s| s.split(';'))
         .find_map(|kv| {
             let (k, v) = kv.trim().split_once('=')?;

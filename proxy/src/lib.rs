@@ -18,6 +18,7 @@ pub mod circuit;
 pub mod clock;
 pub mod endpoint;
 pub mod forward;
+pub mod h1;
 pub mod headers;
 pub mod health;
 pub mod lease;

@@ -77,6 +77,12 @@ struct Args {
     /// How long shutdown waits for open connections to finish.
     #[arg(long, default_value = "10s", value_parser = duration)]
     drain_timeout: Duration,
+    /// HTTP/1.1 engine: "own" serves plain HTTP/1.1 requests on the proxy's own parser
+    /// and upstream sockets, and hands anything else (HTTP/2, WebSocket, chunked or
+    /// large uploads, answers the proxy makes itself) to hyper; "hyper" serves every
+    /// request through hyper.
+    #[arg(long, default_value = "own", value_parser = ["own", "hyper"])]
+    http1_engine: String,
     /// Consecutive connect errors or 5xx that eject an endpoint.
     #[arg(long, default_value_t = 5)]
     eject_after: u32,
@@ -180,6 +186,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             header_read_timeout: args.header_read_timeout,
             max_header_bytes: args.max_header_bytes,
             drain_timeout: args.drain_timeout,
+            own_http1: args.http1_engine == "own",
         },
         ..Default::default()
     };

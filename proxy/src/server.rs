@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use hyper::body::{Body, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::forward::{Conn, Proxy};
+use crate::h1;
 
 /// Listener limits.
 #[derive(Clone, Debug)]
@@ -33,6 +35,9 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// How long shutdown waits for open connections.
     pub drain_timeout: Duration,
+    /// Serve HTTP/1.1 requests on the proxy's own engine ([`h1`]); false: hyper
+    /// serves every connection.
+    pub own_http1: bool,
 }
 
 impl Default for Limits {
@@ -41,6 +46,7 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             max_header_bytes: 64 * 1024,
             drain_timeout: Duration::from_secs(10),
+            own_http1: true,
         }
     }
 }
@@ -84,38 +90,24 @@ pub async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let conn = Conn::new(remote, https);
-        let p = proxy.clone();
-        let activity = Arc::new(Activity::default());
-        let act = activity.clone();
-        let svc = service_fn(move |req| {
-            let proxy = p.clone();
-            let conn = conn.clone();
-            let busy = act.start();
-            async move {
-                let resp = proxy.handle(req, conn).await;
-                drop(busy);
-                Ok::<_, Infallible>(resp)
-            }
-        });
         let gauge = proxy.metrics.downstream_open.clone();
         gauge.inc();
         let open = OpenConn(gauge);
-        let (builder, stop) = (builder.clone(), stop.clone());
-        let idle = limits.header_read_timeout;
+        let (proxy, builder, stop, limits) =
+            (proxy.clone(), builder.clone(), stop.clone(), limits.clone());
         match &tls {
             None => {
                 conns.spawn(async move {
                     let _open = open;
-                    let io = TokioIo::new(Detect::new(tcp, idle));
-                    let c = builder.serve_connection_with_upgrades(io, svc);
-                    drive(c, remote, &activity, idle, &stop).await;
+                    connection(tcp, false, &proxy, conn, &limits, &builder, &stop).await;
                 });
             }
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
                 conns.spawn(async move {
                     let _open = open;
-                    let handshake = tokio::time::timeout(idle, acceptor.accept(tcp));
+                    let handshake =
+                        tokio::time::timeout(limits.header_read_timeout, acceptor.accept(tcp));
                     let tls = tokio::select! {
                         r = handshake => match r {
                             Ok(Ok(s)) => s,
@@ -130,15 +122,72 @@ pub async fn serve(
                         },
                         _ = stop.cancelled() => return,
                     };
-                    let io = TokioIo::new(Detect::new(tls, idle));
-                    let c = builder.serve_connection_with_upgrades(io, svc);
-                    drive(c, remote, &activity, idle, &stop).await;
+                    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+                    connection(tls, h2, &proxy, conn, &limits, &builder, &stop).await;
                 });
             }
         }
     }
     drop(listener);
     conns.finish(limits.drain_timeout, "connections").await;
+}
+
+/// Serves one accepted connection: HTTP/1.1 on the engine in [`h1`] (when
+/// `limits.own_http1`), which hands hyper the connections it does not serve (HTTP/2,
+/// upgrades, chunked uploads...), with the bytes it read so far.
+async fn connection<T>(
+    mut io: T,
+    h2: bool,
+    proxy: &Arc<Proxy>,
+    conn: Conn,
+    limits: &Limits,
+    builder: &auto::Builder<TokioExecutor>,
+    stop: &CancellationToken,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if !limits.own_http1 || h2 {
+        return hyper_connection(io, proxy, conn, limits, builder, stop).await;
+    }
+    let mut buf = BytesMut::with_capacity(8192);
+    match h1::serve(&mut io, &mut buf, proxy, &conn, limits, stop).await {
+        h1::End::Closed => {}
+        h1::End::Handoff => {
+            let io = h1::Rewind::new(io, buf.freeze());
+            hyper_connection(io, proxy, conn, limits, builder, stop).await;
+        }
+    }
+}
+
+/// Serves a connection with hyper (HTTP/1.1 or HTTP/2, told apart by the first bytes).
+async fn hyper_connection<T>(
+    io: T,
+    proxy: &Arc<Proxy>,
+    conn: Conn,
+    limits: &Limits,
+    builder: &auto::Builder<TokioExecutor>,
+    stop: &CancellationToken,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let remote = conn.remote;
+    let activity = Arc::new(Activity::default());
+    let act = activity.clone();
+    let p = proxy.clone();
+    let svc = service_fn(move |req| {
+        let proxy = p.clone();
+        let conn = conn.clone();
+        let busy = act.start();
+        async move {
+            let resp = proxy.handle(req, conn).await;
+            drop(busy);
+            Ok::<_, Infallible>(resp)
+        }
+    });
+    let idle = limits.header_read_timeout;
+    let io = TokioIo::new(Detect::new(io, idle));
+    let c = builder.serve_connection_with_upgrades(io, svc);
+    drive(c, remote, &activity, idle, stop).await;
 }
 
 /// Tasks that shutdown waits for (connections, WebSocket tunnels), up to a drain time,

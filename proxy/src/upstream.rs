@@ -1,4 +1,6 @@
-//! Upstream HTTP/1.1 keep-alive pools over hyper's `client::conn::http1`.
+//! Upstream HTTP/1.1 keep-alive pools: hyper's `client::conn::http1` connections for
+//! requests served through hyper (HTTP/2 clients, upgrades, streamed uploads), and
+//! plain sockets for the proxy's own HTTP/1.1 engine ([`crate::h1`]).
 //!
 //! Each [`Endpoint`](crate::endpoint::Endpoint) owns one [`Pool`], so warm connections
 //! survive route-table swaps and are shared by every backend and task that reaches
@@ -9,7 +11,8 @@
 //!
 //! A request that could not be written because a pooled connection had just closed
 //! (the upstream's keep-alive timeout raced us) comes back from hyper untouched and
-//! goes out on the next connection, so idle closes never become client errors.
+//! goes out on the next connection, so idle closes never become client errors. A
+//! plain socket is checked for a close (or stray bytes) when it leaves the pool.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use parking_lot::Mutex;
 use prometheus_client::metrics::gauge::Gauge;
+use tokio::net::TcpStream;
 
 use crate::clock::{nanos, now_nanos};
 use crate::endpoint::Endpoint;
@@ -40,6 +44,13 @@ pub enum Error {
     ConnectTimeout(Duration),
     /// The connection failed while sending the request or reading the response head.
     Http(hyper::Error),
+    /// The HTTP/1.1 engine's socket failed while sending the request or reading the
+    /// response head.
+    Io(std::io::Error),
+    /// The upstream closed the connection before a whole response head arrived.
+    Closed,
+    /// The upstream's response could not be parsed or framed (what is wrong).
+    Malformed(&'static str),
 }
 
 impl Error {
@@ -54,6 +65,9 @@ impl std::fmt::Display for Error {
         match self {
             Error::Connect(e) => write!(f, "connect failed: {e}"),
             Error::ConnectTimeout(t) => write!(f, "connect timed out after {t:?}"),
+            Error::Io(e) => write!(f, "connection failed: {e}"),
+            Error::Closed => f.write_str("connection closed before the response head arrived"),
+            Error::Malformed(what) => write!(f, "invalid response: {what}"),
             Error::Http(e) => {
                 write!(f, "{e}")?;
                 let mut src = std::error::Error::source(e);
@@ -75,16 +89,32 @@ struct Idle {
     expires: u64,
 }
 
-/// Idle keep-alive connections to one endpoint, most recently used last.
+/// A plain upstream connection of the HTTP/1.1 engine ([`crate::h1`]), counted in the
+/// open-connections gauge while it lives.
+pub struct Raw {
+    /// The socket.
+    pub stream: TcpStream,
+    _open: Open,
+}
+
+struct RawIdle {
+    conn: Raw,
+    expires: u64,
+}
+
+/// Idle keep-alive connections to one endpoint, most recently used last: hyper client
+/// connections (requests served through hyper) and plain sockets (the HTTP/1.1 engine).
 #[derive(Default)]
 pub struct Pool {
     idle: Mutex<Vec<Idle>>,
+    raw: Mutex<Vec<RawIdle>>,
 }
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pool")
             .field("idle", &self.idle.lock().len())
+            .field("raw", &self.raw.lock().len())
             .finish()
     }
 }
@@ -149,6 +179,37 @@ impl Pool {
         self.idle
             .lock()
             .retain(|c| c.expires > now && !c.tx.is_closed());
+        self.raw.lock().retain(|c| c.expires > now);
+    }
+
+    /// The most recently used idle plain connection that is still open (an upstream
+    /// that closed it, or sent bytes nobody asked for, shows as readable: it is
+    /// dropped).
+    pub fn checkout_raw(&self, now: u64) -> Option<Raw> {
+        let mut idle = self.raw.lock();
+        while let Some(c) = idle.pop() {
+            let mut probe = [0u8; 1];
+            if c.expires > now
+                && matches!(c.conn.stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+            {
+                return Some(c.conn);
+            }
+        }
+        None
+    }
+
+    /// Puts a plain connection whose last response ended cleanly back.
+    pub fn put_raw(&self, conn: Raw, settings: Settings) {
+        if settings.idle_timeout.is_zero() {
+            return;
+        }
+        let mut idle = self.raw.lock();
+        if idle.len() < settings.max_idle {
+            idle.push(RawIdle {
+                conn,
+                expires: now_nanos().saturating_add(nanos(settings.idle_timeout)),
+            });
+        }
     }
 }
 
@@ -207,12 +268,23 @@ impl Drop for Open {
     }
 }
 
-async fn connect(
+/// A new plain connection for the HTTP/1.1 engine.
+pub async fn connect_raw(
     addr: SocketAddr,
     timeout: Duration,
     metrics: &Metrics,
-) -> Result<SendRequest<Body>, Error> {
-    let tcp = match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
+) -> Result<Raw, Error> {
+    let stream = tcp(addr, timeout, metrics).await?;
+    metrics.upstream_connects.inc();
+    metrics.upstream_open.inc();
+    Ok(Raw {
+        stream,
+        _open: Open(metrics.upstream_open.clone()),
+    })
+}
+
+async fn tcp(addr: SocketAddr, timeout: Duration, metrics: &Metrics) -> Result<TcpStream, Error> {
+    let tcp = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             metrics.upstream_connect_errors.inc();
@@ -224,6 +296,15 @@ async fn connect(
         }
     };
     let _ = tcp.set_nodelay(true);
+    Ok(tcp)
+}
+
+async fn connect(
+    addr: SocketAddr,
+    timeout: Duration,
+    metrics: &Metrics,
+) -> Result<SendRequest<Body>, Error> {
+    let tcp = tcp(addr, timeout, metrics).await?;
     let (tx, conn) = http1::Builder::new()
         .handshake(TokioIo::new(tcp))
         .await

@@ -3,6 +3,7 @@
 
 mod balancing;
 mod errors;
+mod h1;
 mod harness;
 mod pool;
 mod protocols;

@@ -1,0 +1,369 @@
+//! The HTTP/1.1 engine on the wire: raw client bytes in, raw upstream bytes out and
+//! back. What the upstream receives (request line and header case kept, hop-by-hop
+//! headers gone, forwarding headers added), response framing (chunked passed on as
+//! sent, close-delimited, 1xx skipped, 204 and HEAD without a body), pipelining,
+//! a request sent a byte at a time, a broken upstream body, and connections that
+//! switch to hyper mid-way (chunked upload, HTTP/1.0).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::harness::*;
+
+/// An upstream on raw sockets that answers by path:
+/// - `/chunked`: a chunked body with an extension and a trailer;
+/// - `/close`: a body delimited by closing the connection;
+/// - `/interim`: a 103 Early Hints, then 200;
+/// - `/nocontent`: 204;
+/// - `/badchunk`: a chunked body with an invalid chunk size (`/badchunk-late`: sent
+///   50 ms after the first chunk);
+/// - `/hop`: hop-by-hop response headers;
+/// - anything else: 200 with the request exactly as received (head and body).
+///
+/// Request bodies framed by Content-Length or chunked are read.
+struct Scripted {
+    addr: SocketAddr,
+    accepted: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Where the request at the start of `buf` ends, if it is all there.
+fn request_end(buf: &[u8]) -> Option<usize> {
+    let head = find(buf, b"\r\n\r\n")? + 4;
+    let lower = String::from_utf8_lossy(&buf[..head]).to_ascii_lowercase();
+    if lower.contains("transfer-encoding: chunked") {
+        return find(&buf[head..], b"0\r\n\r\n").map(|e| head + e + 5);
+    }
+    let len: usize = lower
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    (buf.len() >= head + len).then_some(head + len)
+}
+
+impl Scripted {
+    async fn start(ip: [u8; 4]) -> anyhow::Result<Scripted> {
+        let l = TcpListener::bind(SocketAddr::new(IpAddr::from(ip), POD_PORT)).await?;
+        let addr = l.local_addr()?;
+        let accepted = Arc::new(AtomicU64::new(0));
+        let n = accepted.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                n.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                        while let Some(end) = request_end(&buf) {
+                            let req: Vec<u8> = buf.drain(..end).collect();
+                            let line = String::from_utf8_lossy(&req);
+                            let path = line.split(' ').nth(1).unwrap_or("/").to_string();
+                            let resp: Vec<u8> = match path.as_str() {
+                                "/chunked" => b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nx-trailer: t\r\n\r\n".to_vec(),
+                                "/close" => b"HTTP/1.1 200 OK\r\n\r\nuntil close".to_vec(),
+                                "/interim" => b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
+                                "/nocontent" => b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
+                                "/badchunk" => b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n".to_vec(),
+                                "/hop" => b"HTTP/1.1 200 OK\r\nconnection: x-hop\r\nx-hop: 1\r\nkeep-alive: timeout=5\r\nx-kept: 1\r\ncontent-length: 2\r\n\r\nok".to_vec(),
+                                _ => {
+                                    let mut r = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", req.len()).into_bytes();
+                                    r.extend_from_slice(&req);
+                                    r
+                                }
+                            };
+                            if path == "/badchunk-late" {
+                                let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n";
+                                let _ = s.write_all(head).await;
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                let _ = s.write_all(b"zz\r\n").await;
+                                return;
+                            }
+                            if s.write_all(&resp).await.is_err() {
+                                return;
+                            }
+                            if path == "/close" || path == "/badchunk" {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Ok(Scripted {
+            addr,
+            accepted,
+            task,
+        })
+    }
+
+    fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Sends `bytes` on a new connection and reads until the proxy closes it.
+async fn raw(proxy: SocketAddr, bytes: &[u8]) -> anyhow::Result<String> {
+    let mut s = TcpStream::connect(proxy).await?;
+    s.write_all(bytes).await?;
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .context("the proxy did not close the connection")??;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn count(hay: &str, needle: &str) -> usize {
+    hay.matches(needle).count()
+}
+
+const CLOSE: &str = "GET /last HTTP/1.1\r\nHost: h1.test\r\nConnection: close\r\n\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http1_engine_on_the_wire() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let up = Scripted::start([127, 0, 13, 1]).await?;
+    hub.import("wire").await?;
+    hub.export("wire", "east", &[(up.addr, true)]).await?;
+    hub.mci(
+        "wire",
+        json!({"rules": [rule(Some("h1.test"), "/", "Prefix", "wire")]}),
+        json!({}),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let c = client();
+    eventually("routes", Duration::from_secs(10), || async {
+        get(&c, p.http, "h1.test", "/", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await?;
+
+    // What the upstream receives; two pipelined requests in one write.
+    let out = raw(
+        p.http,
+        format!(
+            "GET /echo?q=1 HTTP/1.1\r\nHost: h1.test\r\nX-Mixed-Case: v\r\n\
+             Connection: keep-alive, x-hop\r\nX-Hop: secret\r\nKeep-Alive: timeout=5\r\n\
+             TE: trailers\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\n\
+             X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil\r\n\
+             Proxy-Authorization: Basic eA==\r\n\r\n{CLOSE}"
+        )
+        .as_bytes(),
+    )
+    .await?;
+    assert_eq!(count(&out, "HTTP/1.1 200 OK\r\n"), 2, "{out}");
+    for want in [
+        "GET /echo?q=1 HTTP/1.1\r\n",
+        "Host: h1.test\r\n",
+        "X-Mixed-Case: v\r\n",
+        "x-forwarded-for: 10.0.0.1, 10.0.0.2, 127.0.0.1\r\n",
+        "x-forwarded-proto: http\r\n",
+        "x-forwarded-host: h1.test\r\n",
+        "x-request-id: ",
+        // No Date from the upstream: the proxy adds one (RFC 9110 section 6.6.1).
+        "date: ",
+        // The last request asked to close: so does its response.
+        "connection: close\r\n",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in {out}");
+    }
+    for gone in [
+        "X-Hop",
+        "Keep-Alive",
+        "TE:",
+        "Proxy-Authorization",
+        "https",
+        "evil",
+        "keep-alive",
+    ] {
+        assert!(!out.contains(gone), "{gone:?} reached the upstream: {out}");
+    }
+
+    // A small body goes up with its request.
+    let out = raw(
+        p.http,
+        format!("POST /echo HTTP/1.1\r\nHost: h1.test\r\nContent-Length: 5\r\n\r\nhello{CLOSE}")
+            .as_bytes(),
+    )
+    .await?;
+    assert!(out.contains("Content-Length: 5\r\n"), "{out}");
+    assert!(out.contains("\r\n\r\nhello"), "{out}");
+    assert_eq!(count(&out, "HTTP/1.1 200 OK\r\n"), 2, "{out}");
+
+    // Chunked passes on as sent (extension and trailer too), and its end is found:
+    // the next request on the connection is answered.
+    let out = raw(
+        p.http,
+        format!("GET /chunked HTTP/1.1\r\nHost: h1.test\r\n\r\n{CLOSE}").as_bytes(),
+    )
+    .await?;
+    assert!(
+        out.contains("transfer-encoding: chunked\r\n")
+            && out.contains("\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nx-trailer: t\r\n\r\nHTTP/1.1 200 OK"),
+        "{out}"
+    );
+
+    // 1xx are not passed on; 204 and HEAD have no body; the next request follows.
+    let out = raw(
+        p.http,
+        format!(
+            "GET /interim HTTP/1.1\r\nHost: h1.test\r\n\r\n\
+             GET /nocontent HTTP/1.1\r\nHost: h1.test\r\n\r\n\
+             HEAD /echo HTTP/1.1\r\nHost: h1.test\r\n\r\n{CLOSE}"
+        )
+        .as_bytes(),
+    )
+    .await?;
+    assert!(!out.contains("103"), "{out}");
+    assert_eq!(count(&out, "HTTP/1.1 200 OK\r\n"), 3, "{out}");
+    assert_eq!(count(&out, "HTTP/1.1 204 No Content\r\n"), 1, "{out}");
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(
+        out.contains("\r\n\r\nokHTTP/1.1 204 No Content\r\n"),
+        "{out}"
+    );
+    // HEAD: the upstream's Content-Length (of the echo it would send), no body.
+    let head_resp = &out[out.find("HTTP/1.1 204").unwrap()..];
+    let after_head = head_resp.split("\r\n\r\n").nth(2).unwrap_or("");
+    assert!(after_head.starts_with("HTTP/1.1 200 OK"), "{out}");
+
+    // Hop-by-hop response headers go, the rest stays.
+    let out = raw(
+        p.http,
+        b"GET /hop HTTP/1.1\r\nHost: h1.test\r\nConnection: close\r\n\r\n",
+    )
+    .await?;
+    assert!(out.contains("x-kept: 1\r\n"), "{out}");
+    assert!(
+        !out.contains("x-hop") && !out.contains("timeout=5"),
+        "{out}"
+    );
+
+    // A close-delimited body: the client connection closes after it, whatever the
+    // client asked.
+    let out = raw(
+        p.http,
+        format!("GET /close HTTP/1.1\r\nHost: h1.test\r\n\r\n{CLOSE}").as_bytes(),
+    )
+    .await?;
+    assert!(out.contains("connection: close\r\n"), "{out}");
+    assert!(out.ends_with("\r\n\r\nuntil close"), "{out}");
+
+    // A request a byte at a time.
+    let mut s = TcpStream::connect(p.http).await?;
+    for b in b"GET /echo HTTP/1.1\r\nHost: h1.test\r\nConnection: close\r\n\r\n" {
+        s.write_all(&[*b]).await?;
+        s.flush().await?;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await??;
+    let got = String::from_utf8_lossy(&got);
+    assert!(
+        got.starts_with("HTTP/1.1 200 OK\r\n") && got.contains("GET /echo HTTP/1.1\r\n"),
+        "{got}"
+    );
+
+    // A broken chunked body: seen before anything reached the client, 502; seen
+    // later, the client gets the head and then a closed connection (its response is
+    // incomplete). The upstream connection is not reused.
+    let before = up.accepted();
+    let out = raw(
+        p.http,
+        b"POST /badchunk HTTP/1.1\r\nHost: h1.test\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    .await?;
+    assert!(out.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{out}");
+    assert!(
+        out.contains("invalid response body: invalid chunk size"),
+        "{out}"
+    );
+    let out = raw(
+        p.http,
+        format!("GET /badchunk-late HTTP/1.1\r\nHost: h1.test\r\n\r\n{CLOSE}").as_bytes(),
+    )
+    .await?;
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(out.ends_with("\r\n\r\n5\r\nhello\r\n"), "{out}");
+    let out = raw(p.http, CLOSE.as_bytes()).await?;
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    assert!(up.accepted() > before, "the broken connection was reused");
+
+    // Kept-alive upstream connections are reused across client connections.
+    let before = up.accepted();
+    for _ in 0..5 {
+        let out = raw(p.http, CLOSE.as_bytes()).await?;
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+    }
+    assert_eq!(
+        up.accepted(),
+        before,
+        "a pooled upstream connection was not reused"
+    );
+
+    // Mid-connection hand-over to hyper: a chunked upload, then the rest.
+    let out = raw(
+        p.http,
+        format!(
+            "GET /echo HTTP/1.1\r\nHost: h1.test\r\n\r\n\
+             POST /echo HTTP/1.1\r\nHost: h1.test\r\nTransfer-Encoding: chunked\r\n\r\n\
+             3\r\nabc\r\n0\r\n\r\n{CLOSE}"
+        )
+        .as_bytes(),
+    )
+    .await?;
+    assert_eq!(count(&out, "HTTP/1.1 200 OK\r\n"), 3, "{out}");
+    assert!(out.contains("3\r\nabc\r\n0\r\n\r\n"), "{out}");
+
+    // HTTP/1.0 goes to hyper too.
+    let out = raw(p.http, b"GET /echo HTTP/1.0\r\nHost: h1.test\r\n\r\n").await?;
+    assert!(out.starts_with("HTTP/1.0 200 OK\r\n"), "{out}");
+
+    // Both Content-Length and Transfer-Encoding (a smuggling attempt) go to hyper:
+    // chunked wins, the Content-Length is not forwarded, and the connection closes
+    // after the response, so the bytes after the chunked body are never a request.
+    let out = raw(
+        p.http,
+        format!(
+            "POST /echo HTTP/1.1\r\nHost: h1.test\r\nContent-Length: 4\r\n\
+             Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n{CLOSE}"
+        )
+        .as_bytes(),
+    )
+    .await?;
+    assert_eq!(count(&out, "HTTP/1.1 200 OK\r\n"), 1, "{out}");
+    assert!(
+        out.contains("transfer-encoding: chunked\r\n\r\n0\r\n\r\n"),
+        "{out}"
+    );
+    assert!(
+        !out.to_ascii_lowercase().contains("content-length: 4"),
+        "{out}"
+    );
+    assert!(!out.contains("GET /last"), "{out}");
+    p.shutdown().await;
+    Ok(())
+}
