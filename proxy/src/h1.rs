@@ -6,7 +6,7 @@
 //! its connection (the bytes read so far are replayed to it, see [`Rewind`]):
 //! - not HTTP/1.1, or a request target that is not origin-form (`/path`);
 //! - not exactly one `Host`, a `Transfer-Encoding` (chunked uploads), more than one
-//!   `Content-Length` or one above [`MAX_REPLAY`], `Expect`, `Upgrade` (WebSocket);
+//!   `Content-Length` or one above [`MAX_REPLAY`](crate::forward::MAX_REPLAY), `Expect`, `Upgrade` (WebSocket);
 //! - more than [`MAX_HEADERS`] headers, a head hyper would reject (hyper answers 400 or
 //!   431), and the HTTP/2 preface (h2c prior knowledge);
 //! - a request the proxy answers itself before choosing an endpoint: no route (404),
@@ -25,9 +25,10 @@
 //! any method, after any failure for idempotent ones), outlier ejection, the
 //! forwarding headers, timeouts, and the same metrics and error answers.
 
+mod chunked;
+mod wire;
+
 use std::io;
-use std::mem::MaybeUninit;
-use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -42,21 +43,24 @@ use crate::annotations::HashOn;
 use crate::balance::maglev::hash_bytes;
 use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
-use crate::forward::{Conn, MAX_REPLAY, Proxy};
+use crate::forward::{Conn, Proxy};
 use crate::headers::cookie_in;
 use crate::matching::normalize_host;
 use crate::server::Limits;
 use crate::table::{Backend, Target};
 use crate::upstream::{self, Raw};
 
-/// Most headers in a request or response head (hyper's limit too).
-pub const MAX_HEADERS: usize = 100;
-/// Largest upstream response head.
-const MAX_RESPONSE_HEAD: usize = 256 * 1024;
-/// Largest trailer section of a chunked response.
-const MAX_TRAILERS: usize = 64 * 1024;
+pub use chunked::Chunked;
+pub use wire::MAX_HEADERS;
+use wire::{
+    Framing, Parse, ReqHead, RespHead, idempotent, is_token, parse_request, parse_response,
+    write_request,
+};
+
 /// Read buffer growth step.
 const READ_CHUNK: usize = 16 * 1024;
+/// Most pipelined bytes read ahead while a request is in flight.
+const MAX_READ_AHEAD: usize = 64 * 1024;
 
 /// How a connection left the engine.
 #[derive(Debug)]
@@ -65,461 +69,6 @@ pub enum End {
     Closed,
     /// hyper serves the rest of it, starting with the bytes in the buffer.
     Handoff,
-}
-
-/// Request headers the proxy does not forward (hop-by-hop, RFC 9110 §7.6.1), or
-/// replaces.
-const DROP_REQUEST: [&str; 11] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
-];
-
-/// Response headers the proxy does not forward (hop-by-hop; `Transfer-Encoding` is
-/// kept: the body goes on as the upstream framed it).
-const DROP_RESPONSE: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-];
-
-/// A parsed request head, as offsets into the connection's buffer.
-#[derive(Debug, Default)]
-struct ReqHead {
-    /// Length of the head.
-    len: usize,
-    method: Range<usize>,
-    /// The request target (origin-form, query included).
-    target: Range<usize>,
-    /// (name, value) of every header, in order.
-    headers: Vec<(Range<usize>, Range<usize>)>,
-    /// The value of `Host`.
-    host: Range<usize>,
-    /// The body's length.
-    body: usize,
-    /// The client asked to close after this response (`Connection: close`).
-    close: bool,
-    /// Header names listed in `Connection` (hop-by-hop too).
-    named: Vec<Range<usize>>,
-    has_request_id: bool,
-}
-
-/// What a request head is, for the engine.
-#[derive(Debug, PartialEq, Eq)]
-enum Parse {
-    /// More bytes needed.
-    Partial,
-    /// A request the engine serves.
-    Fast,
-    /// hyper serves it (and the rest of the connection).
-    Slow,
-}
-
-fn range(buf: &[u8], part: &[u8]) -> Range<usize> {
-    let start = part.as_ptr() as usize - buf.as_ptr() as usize;
-    start..start + part.len()
-}
-
-fn is_token(name: &[u8], of: &str) -> bool {
-    name.eq_ignore_ascii_case(of.as_bytes())
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    v.trim_ascii()
-}
-
-/// Parses the request head at the start of `buf` into `head`.
-fn parse_request(buf: &[u8], head: &mut ReqHead) -> Parse {
-    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut []);
-    let len = match req.parse_with_uninit_headers(buf, &mut slots) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Parse::Partial,
-        // hyper answers what it rejects (400, 431), and takes the HTTP/2 preface.
-        Err(_) => return Parse::Slow,
-    };
-    let (Some(method), Some(path), Some(1)) = (req.method, req.path, req.version) else {
-        return Parse::Slow;
-    };
-    if !path.starts_with('/') {
-        return Parse::Slow;
-    }
-    head.len = len;
-    head.method = range(buf, method.as_bytes());
-    head.target = range(buf, path.as_bytes());
-    head.headers.clear();
-    head.named.clear();
-    head.close = false;
-    head.has_request_id = false;
-    head.body = 0;
-    let (mut hosts, mut lengths) = (0, 0);
-    for h in req.headers.iter() {
-        let (name, value) = (h.name.as_bytes(), h.value);
-        match name.len() {
-            4 if is_token(name, "host") => {
-                hosts += 1;
-                head.host = range(buf, value);
-            }
-            6 if is_token(name, "expect") => return Parse::Slow,
-            7 if is_token(name, "upgrade") => return Parse::Slow,
-            10 if is_token(name, "connection") => {
-                for t in value.split(|&b| b == b',').map(trim) {
-                    if is_token(t, "close") {
-                        head.close = true;
-                    } else if is_token(t, "upgrade") {
-                        return Parse::Slow;
-                    } else if !t.is_empty() && !is_token(t, "keep-alive") {
-                        head.named.push(range(buf, t));
-                    }
-                }
-            }
-            12 if is_token(name, "x-request-id") => head.has_request_id = true,
-            14 if is_token(name, "content-length") => {
-                lengths += 1;
-                let v = trim(value);
-                if v.is_empty() || v.len() > 8 || !v.iter().all(u8::is_ascii_digit) {
-                    return Parse::Slow;
-                }
-                head.body = v.iter().fold(0, |n, d| n * 10 + usize::from(d - b'0'));
-            }
-            17 if is_token(name, "transfer-encoding") => return Parse::Slow,
-            _ => {}
-        }
-        head.headers.push((range(buf, name), range(buf, value)));
-    }
-    if hosts != 1 || lengths > 1 || head.body as u64 > MAX_REPLAY {
-        return Parse::Slow;
-    }
-    Parse::Fast
-}
-
-fn idempotent(method: &[u8]) -> bool {
-    matches!(
-        method,
-        b"GET" | b"HEAD" | b"OPTIONS" | b"PUT" | b"DELETE" | b"TRACE"
-    )
-}
-
-/// Writes the upstream request: request line, the client's headers minus hop-by-hop
-/// ones, the forwarding headers, and the body.
-fn write_request(buf: &[u8], head: &ReqHead, conn: &Conn, out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(&buf[head.method.clone()]);
-    out.push(b' ');
-    out.extend_from_slice(&buf[head.target.clone()]);
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    let mut xff: Vec<&[u8]> = Vec::new();
-    for (n, v) in &head.headers {
-        let name = &buf[n.clone()];
-        if DROP_REQUEST.iter().any(|d| is_token(name, d)) {
-            if is_token(name, "x-forwarded-for") && !trim(&buf[v.clone()]).is_empty() {
-                xff.push(&buf[v.clone()]);
-            }
-            continue;
-        }
-        if head
-            .named
-            .iter()
-            .any(|c| name.eq_ignore_ascii_case(&buf[c.clone()]))
-        {
-            continue;
-        }
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(&buf[v.clone()]);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"x-forwarded-for: ");
-    for prev in xff {
-        out.extend_from_slice(prev);
-        out.extend_from_slice(b", ");
-    }
-    out.extend_from_slice(conn.remote_ip.as_bytes());
-    out.extend_from_slice(if conn.https {
-        b"\r\nx-forwarded-proto: https\r\nx-forwarded-host: "
-    } else {
-        b"\r\nx-forwarded-proto: http\r\nx-forwarded-host: "
-    });
-    out.extend_from_slice(&buf[head.host.clone()]);
-    out.extend_from_slice(b"\r\n");
-    if !head.has_request_id {
-        out.extend_from_slice(b"x-request-id: ");
-        out.extend_from_slice(crate::headers::request_id().as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&buf[head.len..head.len + head.body]);
-}
-
-/// How an upstream response's body ends (RFC 9112 §6.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
-    /// No body.
-    Empty,
-    /// This many bytes.
-    Length(u64),
-    /// Chunked.
-    Chunked,
-    /// Until the upstream closes.
-    Close,
-}
-
-/// A parsed upstream response head (the client's head is written already).
-#[derive(Debug)]
-struct RespHead {
-    /// Length of the head in the upstream buffer.
-    len: usize,
-    status: u16,
-    framing: Framing,
-    /// The upstream connection can carry another request after this response.
-    reusable: bool,
-}
-
-/// Parses an upstream response head and writes the client's head into `out`.
-/// `Ok(None)`: more bytes needed. Interim (1xx) responses are `Ok(Some)` with status
-/// below 200: the caller skips them.
-fn parse_response(
-    buf: &[u8],
-    head_request: bool,
-    close_client: bool,
-    out: &mut Vec<u8>,
-) -> Result<Option<RespHead>, upstream::Error> {
-    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut []);
-    let len = match httparse::ParserConfig::default()
-        .parse_response_with_uninit_headers(&mut resp, buf, &mut slots)
-    {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_RESPONSE_HEAD => {
-            return Err(upstream::Error::Malformed("response head too large"));
-        }
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(upstream::Error::Malformed("more than 100 response headers"));
-        }
-        Err(_) => return Err(upstream::Error::Malformed("unparsable response head")),
-    };
-    let status = resp.code.unwrap_or(0);
-    if status == 101 {
-        return Err(upstream::Error::Malformed(
-            "101 Switching Protocols to a request that did not ask for it",
-        ));
-    }
-    if status < 200 {
-        return Ok(Some(RespHead {
-            len,
-            status,
-            framing: Framing::Empty,
-            reusable: false,
-        }));
-    }
-    let mut keep_alive = resp.version == Some(1);
-    let mut chunked = None;
-    let mut length: Option<u64> = None;
-    let mut named: Vec<&[u8]> = Vec::new();
-    let mut date = false;
-    for h in resp.headers.iter() {
-        let (name, value) = (h.name.as_bytes(), h.value);
-        if is_token(name, "connection") {
-            for t in value.split(|&b| b == b',').map(trim) {
-                if is_token(t, "close") {
-                    keep_alive = false;
-                } else if !t.is_empty() && !is_token(t, "keep-alive") {
-                    named.push(t);
-                }
-            }
-        } else if is_token(name, "transfer-encoding") {
-            // The last coding decides: chunked, or the body runs to the close.
-            let last = value.rsplit(|&b| b == b',').next().map(trim);
-            chunked = Some(last.is_some_and(|c| is_token(c, "chunked")));
-        } else if is_token(name, "content-length") {
-            let v = trim(value);
-            let n = std::str::from_utf8(v)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or(upstream::Error::Malformed("invalid Content-Length"))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(upstream::Error::Malformed("conflicting Content-Length"));
-            }
-            length = Some(n);
-        } else if is_token(name, "date") {
-            date = true;
-        }
-    }
-    let framing = if head_request || status == 204 || status == 304 {
-        Framing::Empty
-    } else {
-        match (chunked, length) {
-            (Some(true), _) => Framing::Chunked,
-            (Some(false), _) => Framing::Close,
-            (None, Some(n)) => Framing::Length(n),
-            (None, None) => Framing::Close,
-        }
-    };
-    let close = close_client || framing == Framing::Close;
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(&buf[9.min(buf.len())..12.min(buf.len())]);
-    out.push(b' ');
-    out.extend_from_slice(resp.reason.unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for h in resp.headers.iter() {
-        let name = h.name.as_bytes();
-        if DROP_RESPONSE.iter().any(|d| is_token(name, d))
-            || named.iter().any(|n| name.eq_ignore_ascii_case(n))
-            // A Transfer-Encoding overrides Content-Length (which must then go).
-            || (chunked.is_some() && is_token(name, "content-length"))
-        {
-            continue;
-        }
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(h.value);
-        out.extend_from_slice(b"\r\n");
-    }
-    if !date {
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    Ok(Some(RespHead {
-        len,
-        status,
-        framing,
-        reusable: keep_alive && framing != Framing::Close,
-    }))
-}
-
-/// Where a chunked body stands (RFC 9112 §7.1), fed the bytes as they pass through.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum ChunkState {
-    /// In the hex chunk size.
-    #[default]
-    Size,
-    /// In chunk extensions (or whitespace) after the size.
-    Ext,
-    /// After the size line's CR.
-    SizeLf,
-    /// In chunk data.
-    Data,
-    /// After chunk data: CR.
-    DataCr,
-    /// After chunk data: LF.
-    DataLf,
-    /// At the start of a trailer line (or of the final CRLF).
-    Trailer,
-    /// In a trailer line.
-    TrailerLine,
-    /// After a trailer line's CR.
-    TrailerLf,
-    /// After the final CR.
-    EndLf,
-}
-
-/// A chunked-body checker: finds where the body ends, rejects bad framing.
-#[derive(Debug, Default)]
-pub struct Chunked {
-    state: ChunkState,
-    /// Size of the current chunk (while in `Size`), or what is left of its data.
-    size: u64,
-    digits: u8,
-    trailers: usize,
-}
-
-impl Chunked {
-    /// Feeds the next bytes of the body: `Ok(Some(n))` when the body ends after `n` of
-    /// them, `Ok(None)` when it goes on.
-    pub fn feed(&mut self, data: &[u8]) -> Result<Option<usize>, &'static str> {
-        use ChunkState::*;
-        let mut i = 0;
-        while i < data.len() {
-            let b = data[i];
-            match self.state {
-                Size => match (b as char).to_digit(16) {
-                    Some(d) => {
-                        if self.digits == 15 {
-                            return Err("chunk size too large");
-                        }
-                        self.size = self.size * 16 + u64::from(d);
-                        self.digits += 1;
-                    }
-                    None if self.digits == 0 => return Err("invalid chunk size"),
-                    None => match b {
-                        b';' | b' ' | b'\t' => self.state = Ext,
-                        b'\r' => self.state = SizeLf,
-                        _ => return Err("invalid chunk size"),
-                    },
-                },
-                Ext => match b {
-                    b'\r' => self.state = SizeLf,
-                    b'\t' | 0x20..=0x7e | 0x80..=0xff => {}
-                    _ => return Err("invalid chunk extension"),
-                },
-                SizeLf => {
-                    if b != b'\n' {
-                        return Err("chunk size line not ended by CRLF");
-                    }
-                    self.state = if self.size == 0 { Trailer } else { Data };
-                }
-                Data => {
-                    let take = self.size.min((data.len() - i) as u64);
-                    self.size -= take;
-                    i += take as usize;
-                    if self.size == 0 {
-                        self.state = DataCr;
-                    }
-                    continue;
-                }
-                DataCr | EndLf | TrailerLf | DataLf => {
-                    let want = if self.state == DataCr { b'\r' } else { b'\n' };
-                    if b != want {
-                        return Err("chunk not ended by CRLF");
-                    }
-                    match self.state {
-                        DataCr => self.state = DataLf,
-                        DataLf => {
-                            self.state = Size;
-                            self.digits = 0;
-                        }
-                        TrailerLf => self.state = Trailer,
-                        _ => return Ok(Some(i + 1)),
-                    }
-                }
-                Trailer | TrailerLine => {
-                    self.trailers += 1;
-                    if self.trailers > MAX_TRAILERS {
-                        return Err("trailers too large");
-                    }
-                    match b {
-                        b'\r' if self.state == Trailer => self.state = EndLf,
-                        b'\r' => self.state = TrailerLf,
-                        b'\n' => return Err("trailer line not ended by CRLF"),
-                        _ => self.state = TrailerLine,
-                    }
-                }
-            }
-            i += 1;
-        }
-        Ok(None)
-    }
 }
 
 /// Why relaying a response body stopped early.
@@ -704,15 +253,23 @@ where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let mut head = ReqHead::default();
-    let mut out: Vec<u8> = Vec::with_capacity(4096);
-    let mut req: Vec<u8> = Vec::with_capacity(4096);
-    let mut ubuf = BytesMut::new();
+    let now = Instant::now();
+    let mut bufs = Bufs {
+        out: Vec::with_capacity(4096),
+        req: Vec::with_capacity(4096),
+        ubuf: BytesMut::new(),
+        idle: Deadline::new(now + limits.header_read_timeout),
+        request: Deadline::new(now),
+    };
+    // One registration with the token for the connection's life, not one per read.
+    let stopped = stop.cancelled();
+    tokio::pin!(stopped);
     loop {
         if stop.is_cancelled() {
             return End::Closed;
         }
         // The head, within the header-read timeout (which also bounds keep-alive idle).
-        let deadline = Instant::now() + limits.header_read_timeout;
+        bufs.idle.set(Instant::now() + limits.header_read_timeout);
         loop {
             if !buf.is_empty() {
                 match parse_request(buf, &mut head) {
@@ -727,22 +284,18 @@ where
             }
             buf.reserve(READ_CHUNK.min(limits.max_header_bytes.max(4096)));
             tokio::select! {
-                r = tokio::time::timeout_at(deadline, io.read_buf(buf)) => match r {
-                    Ok(Ok(0)) | Ok(Err(_)) => return End::Closed,
-                    Ok(Ok(_)) => {}
-                    Err(_) => {
-                        tracing::debug!(remote = %conn.remote, "no request head within the header-read timeout");
-                        return End::Closed;
-                    }
+                r = io.read_buf(buf) => match r {
+                    Ok(0) | Err(_) => return End::Closed,
+                    Ok(_) => {}
                 },
-                () = stop.cancelled() => return End::Closed,
+                () = bufs.idle.expired() => {
+                    tracing::debug!(remote = %conn.remote, "no request head within the header-read timeout");
+                    return End::Closed;
+                }
+                () = &mut stopped => return End::Closed,
             }
         }
-        match serve_one(
-            io, buf, &head, proxy, conn, &mut out, &mut req, &mut ubuf, stop,
-        )
-        .await
-        {
+        match serve_one(io, buf, &head, proxy, conn, &mut bufs, stop).await {
             Ok(Served::KeepAlive) => {}
             Ok(Served::Close) => {
                 let _ = io.shutdown().await;
@@ -756,6 +309,56 @@ where
 /// The request needs hyper.
 struct Handoff;
 
+/// A connection's buffers and timers, reused by each of its requests.
+struct Bufs {
+    /// The client's response head (and the start of its body), or an error answer.
+    out: Vec<u8>,
+    /// The upstream request.
+    req: Vec<u8>,
+    /// Bytes read from the upstream.
+    ubuf: BytesMut,
+    /// The header-read timeout.
+    idle: Deadline,
+    /// The request timeout.
+    request: Deadline,
+}
+
+/// A timer re-armed only when it fires early: moving the deadline later (once per
+/// request, the usual case) costs a clock read, not a timer-wheel update, so a
+/// connection's timers touch the wheel about once per timeout period.
+struct Deadline {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    due: Instant,
+}
+
+impl Deadline {
+    fn new(due: Instant) -> Self {
+        Deadline {
+            sleep: Box::pin(tokio::time::sleep_until(due)),
+            due,
+        }
+    }
+
+    fn set(&mut self, due: Instant) {
+        self.due = due;
+        if self.sleep.deadline() > due {
+            self.sleep.as_mut().reset(due);
+        }
+    }
+
+    /// Resolves once the deadline has passed.
+    async fn expired(&mut self) {
+        loop {
+            self.sleep.as_mut().await;
+            if Instant::now() >= self.due {
+                return;
+            }
+            let due = self.due;
+            self.sleep.as_mut().reset(due);
+        }
+    }
+}
+
 /// Serves the request whose head is parsed in `head`.
 #[allow(clippy::too_many_arguments)]
 async fn serve_one<T>(
@@ -764,9 +367,7 @@ async fn serve_one<T>(
     head: &ReqHead,
     proxy: &Proxy,
     conn: &Conn,
-    out: &mut Vec<u8>,
-    reqbuf: &mut Vec<u8>,
-    ubuf: &mut BytesMut,
+    bufs: &mut Bufs,
     stop: &CancellationToken,
 ) -> Result<Served, Handoff>
 where
@@ -792,26 +393,30 @@ where
     // that announces a body and stalls holds neither.
     let total = head.len + head.body;
     if buf.len() < total {
-        let deadline = Instant::now() + limits.request_timeout;
+        bufs.request.set(Instant::now() + limits.request_timeout);
         while buf.len() < total {
             buf.reserve(total - buf.len());
-            match tokio::time::timeout_at(deadline, io.read_buf(buf)).await {
-                Ok(Ok(0)) | Ok(Err(_)) => return Ok(Served::Close),
-                Ok(Ok(_)) => {}
-                Err(_) => {
+            let read = tokio::select! {
+                r = io.read_buf(buf) => Some(r),
+                () = bufs.request.expired() => None,
+            };
+            match read {
+                Some(Ok(0)) | Some(Err(_)) => return Ok(Served::Close),
+                Some(Ok(_)) => {}
+                None => {
                     let msg = format!(
                         "the request body did not arrive within {:?}",
                         limits.request_timeout
                     );
                     error_response(
                         proxy,
-                        out,
+                        &mut bufs.out,
                         StatusCode::REQUEST_TIMEOUT,
                         "client_body_timeout",
                         msg,
                         true,
                     );
-                    let _ = write(io, out).await;
+                    let _ = write(io, &bufs.out).await;
                     return Ok(Served::Close);
                 }
             }
@@ -836,8 +441,7 @@ where
         .map(|v| hash_bytes(v.as_bytes())),
         None => None,
     };
-    write_request(buf, head, conn, reqbuf);
-    let req: &[u8] = reqbuf;
+    write_request(buf, head, conn, &mut bufs.req);
     buf.advance(total);
     let close_client = head.close;
     let permit = match b
@@ -856,7 +460,7 @@ where
             return answer(
                 io,
                 proxy,
-                out,
+                &mut bufs.out,
                 StatusCode::SERVICE_UNAVAILABLE,
                 "circuit_open",
                 msg,
@@ -888,7 +492,7 @@ where
             return answer(
                 io,
                 proxy,
-                out,
+                &mut bufs.out,
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no_endpoints",
                 msg,
@@ -898,23 +502,40 @@ where
         };
         let mut inflight = ep.start_at(now);
         let close = close_client || stop.is_cancelled();
-        let res = tokio::time::timeout(
-            limits.request_timeout,
-            exchange(
+        // Per attempt, as on the hyper path. The client is watched meanwhile: if it
+        // goes away, so does the upstream exchange (the upstream connection closes,
+        // as nginx and hyper do). Bytes it pipelines are kept for later.
+        bufs.request.set(Instant::now() + limits.request_timeout);
+        let res = {
+            let ex = exchange(
                 &ep,
-                req,
+                &bufs.req,
                 idem,
                 head_request,
                 close,
                 settings,
                 proxy,
-                ubuf,
-                out,
-            ),
-        )
-        .await;
+                &mut bufs.ubuf,
+                &mut bufs.out,
+            );
+            tokio::pin!(ex);
+            loop {
+                tokio::select! {
+                    biased;
+                    r = &mut ex => break Some(r),
+                    () = bufs.request.expired() => break None,
+                    r = io.read_buf(buf), if buf.len() < MAX_READ_AHEAD => match r {
+                        Ok(0) | Err(_) => {
+                            tracing::debug!(remote = %conn.remote, backend = %b.name, "client went away before the response");
+                            return Ok(Served::Close);
+                        }
+                        Ok(_) => {}
+                    },
+                }
+            }
+        };
         match res {
-            Err(_) => {
+            None => {
                 proxy.failure(&b, &ep);
                 if let Some(c) = b.metrics.cluster(&ep.cluster) {
                     c.count(504);
@@ -926,7 +547,7 @@ where
                 return answer(
                     io,
                     proxy,
-                    out,
+                    &mut bufs.out,
                     StatusCode::GATEWAY_TIMEOUT,
                     "upstream_timeout",
                     msg,
@@ -934,7 +555,7 @@ where
                 )
                 .await;
             }
-            Ok(Err(e)) => {
+            Some(Err(e)) => {
                 proxy.failure(&b, &ep);
                 if let Some(c) = b.metrics.cluster(&ep.cluster) {
                     c.count(502);
@@ -949,7 +570,7 @@ where
                 }
                 break;
             }
-            Ok(Ok((mut up, resp))) => {
+            Some(Ok((mut up, resp))) => {
                 let rtt = inflight.responded();
                 b.metrics.latency.observe(rtt as f64 / 1e9);
                 if resp.status >= 500 {
@@ -960,8 +581,8 @@ where
                 if let Some(c) = b.metrics.cluster(&ep.cluster) {
                     c.count(resp.status);
                 }
-                ubuf.advance(resp.len);
-                let r = relay(io, &mut up, ubuf, out, resp.framing).await;
+                bufs.ubuf.advance(resp.len);
+                let r = relay(io, &mut up, &mut bufs.ubuf, &mut bufs.out, resp.framing).await;
                 drop(inflight);
                 if let Err(Broken::Invalid(why)) = r {
                     proxy.failure(&b, &ep);
@@ -972,7 +593,7 @@ where
                     return answer(
                         io,
                         proxy,
-                        out,
+                        &mut bufs.out,
                         StatusCode::BAD_GATEWAY,
                         "upstream_failed",
                         msg,
@@ -1001,7 +622,7 @@ where
     answer(
         io,
         proxy,
-        out,
+        &mut bufs.out,
         StatusCode::BAD_GATEWAY,
         "upstream_failed",
         msg,
@@ -1089,5 +710,5 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
 }
 
 #[cfg(test)]
-#[path = "h1_tests.rs"]
+#[path = "h1/tests.rs"]
 mod tests;

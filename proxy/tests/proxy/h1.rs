@@ -25,12 +25,15 @@ use crate::harness::*;
 /// - `/badchunk`: a chunked body with an invalid chunk size (`/badchunk-late`: sent
 ///   50 ms after the first chunk);
 /// - `/hop`: hop-by-hop response headers;
+/// - `/slow`: answers after 3 s, unless the proxy closes the connection first;
 /// - anything else: 200 with the request exactly as received (head and body).
 ///
 /// Request bodies framed by Content-Length or chunked are read.
 struct Scripted {
     addr: SocketAddr,
     accepted: Arc<AtomicU64>,
+    /// `/slow` requests whose connection the proxy closed before the answer.
+    abandoned: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -58,10 +61,13 @@ impl Scripted {
         let l = TcpListener::bind(SocketAddr::new(IpAddr::from(ip), POD_PORT)).await?;
         let addr = l.local_addr()?;
         let accepted = Arc::new(AtomicU64::new(0));
+        let abandoned = Arc::new(AtomicU64::new(0));
         let n = accepted.clone();
+        let gone = abandoned.clone();
         let task = tokio::spawn(async move {
             while let Ok((mut s, _)) = l.accept().await {
                 n.fetch_add(1, Ordering::Relaxed);
+                let gone = gone.clone();
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
@@ -87,6 +93,18 @@ impl Scripted {
                                     r
                                 }
                             };
+                            if path == "/slow" {
+                                let mut one = [0u8; 1];
+                                tokio::select! {
+                                    () = tokio::time::sleep(Duration::from_secs(3)) => {}
+                                    r = s.read(&mut one) => {
+                                        if matches!(r, Ok(0) | Err(_)) {
+                                            gone.fetch_add(1, Ordering::Relaxed);
+                                        }
+                                        return;
+                                    }
+                                }
+                            }
                             if path == "/badchunk-late" {
                                 let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n";
                                 let _ = s.write_all(head).await;
@@ -108,6 +126,7 @@ impl Scripted {
         Ok(Scripted {
             addr,
             accepted,
+            abandoned,
             task,
         })
     }
@@ -323,6 +342,21 @@ async fn the_http1_engine_on_the_wire() -> anyhow::Result<()> {
         before,
         "a pooled upstream connection was not reused"
     );
+
+    // A client that goes away while its request is upstream takes the upstream
+    // exchange with it: the proxy closes that connection at once, instead of holding
+    // it (and a circuit slot) until the answer or the request timeout.
+    let mut s = TcpStream::connect(p.http).await?;
+    s.write_all(b"GET /slow HTTP/1.1\r\nHost: h1.test\r\n\r\n")
+        .await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(s);
+    eventually(
+        "the upstream exchange is dropped",
+        Duration::from_secs(2),
+        || async { up.abandoned.load(Ordering::Relaxed) == 1 },
+    )
+    .await?;
 
     // Mid-connection hand-over to hyper: a chunked upload, then the rest.
     let out = raw(
