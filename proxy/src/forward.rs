@@ -172,7 +172,17 @@ impl AtEnd for Sent {
     }
 }
 
-pub(crate) fn idempotent(m: &Method) -> bool {
+/// The 404 answer's message.
+pub(crate) fn no_route(host: &str, path: &str) -> String {
+    format!("no MultiClusterIngress rule matches host {host:?} and path {path:?}")
+}
+
+/// The 503 answer's message for a backend that could not be resolved.
+pub(crate) fn unresolved(mci: &str, why: &str) -> String {
+    format!("backend of {mci} unavailable: {why}")
+}
+
+fn idempotent(m: &Method) -> bool {
     matches!(
         *m,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
@@ -236,10 +246,7 @@ impl Proxy {
             return self.error(
                 StatusCode::NOT_FOUND,
                 "no_route",
-                format!(
-                    "no MultiClusterIngress rule matches host {host:?} and path {:?}",
-                    req.uri().path()
-                ),
+                no_route(&host, req.uri().path()),
             );
         };
         if route.ssl_redirect && !conn.https {
@@ -250,7 +257,7 @@ impl Proxy {
                 return self.error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "backend_unresolved",
-                    format!("backend of {} unavailable: {why}", route.mci),
+                    unresolved(&route.mci, why),
                 );
             }
             Target::Backend(b) => b.clone(),

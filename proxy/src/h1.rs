@@ -9,8 +9,8 @@
 //!   `Content-Length` or one above [`MAX_REPLAY`](crate::forward::MAX_REPLAY), `Expect`, `Upgrade` (WebSocket);
 //! - more than [`MAX_HEADERS`] headers, a head hyper would reject (hyper answers 400 or
 //!   431), and the HTTP/2 preface (h2c prior knowledge);
-//! - a request the proxy answers itself before choosing an endpoint: no route (404),
-//!   an unresolved backend (503), an HTTP→HTTPS redirect (308).
+//! - an HTTP→HTTPS redirect (308), and a request with a body that gets no route (404)
+//!   or an unresolved backend (503).
 //!
 //! What stays here is the request-smuggling-free subset: a body, if any, is framed by
 //! one `Content-Length` and read whole before anything goes upstream. Upstream
@@ -43,7 +43,7 @@ use crate::annotations::HashOn;
 use crate::balance::maglev::hash_bytes;
 use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
-use crate::forward::{Conn, Proxy};
+use crate::forward::{Conn, Proxy, no_route, unresolved};
 use crate::headers::cookie_in;
 use crate::matching::normalize_host;
 use crate::server::Limits;
@@ -374,18 +374,33 @@ where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let table = proxy.table.load_full();
-    let b: Arc<Backend> = {
+    // Routed, or answered here (404, 503) when the request has no body to skip; a
+    // redirect, or such an answer to a request with a body, is left to hyper.
+    let routed: Result<Arc<Backend>, (StatusCode, &'static str, String)> = {
         let host = std::str::from_utf8(&buf[head.host.clone()]).map_err(|_| Handoff)?;
         let target = &buf[head.target.clone()];
         let path = target.split(|&c| c == b'?').next().unwrap_or(target);
         let path = std::str::from_utf8(path).map_err(|_| Handoff)?;
-        let route = table.route(&normalize_host(host), path).ok_or(Handoff)?;
-        if route.ssl_redirect && !conn.https {
-            return Err(Handoff);
+        let host = normalize_host(host);
+        match table.route(&host, path) {
+            None => Err((StatusCode::NOT_FOUND, "no_route", no_route(&host, path))),
+            Some(route) if route.ssl_redirect && !conn.https => return Err(Handoff),
+            Some(route) => match &route.target {
+                Target::Backend(b) => Ok(b.clone()),
+                Target::Unavailable(why) => Err((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "backend_unresolved",
+                    unresolved(&route.mci, why),
+                )),
+            },
         }
-        match &route.target {
-            Target::Backend(b) => b.clone(),
-            Target::Unavailable(_) => return Err(Handoff),
+    };
+    let b = match routed {
+        Ok(b) => b,
+        Err(_) if head.body > 0 => return Err(Handoff),
+        Err((status, reason, msg)) => {
+            buf.advance(head.len);
+            return answer(io, proxy, &mut bufs.out, status, reason, msg, head.close).await;
         }
     };
     let limits = &b.tuning.limits;

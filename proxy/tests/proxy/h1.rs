@@ -343,6 +343,23 @@ async fn the_http1_engine_on_the_wire() -> anyhow::Result<()> {
         "a pooled upstream connection was not reused"
     );
 
+    // No route: 404 from the engine, and the connection goes on (with a body to skip,
+    // hyper answers, the same way).
+    for req in [
+        "GET /x HTTP/1.1\r\nHost: nope.test\r\n\r\n",
+        "POST /x HTTP/1.1\r\nHost: nope.test\r\nContent-Length: 3\r\n\r\nabc",
+    ] {
+        let out = raw(p.http, format!("{req}{CLOSE}").as_bytes()).await?;
+        assert!(out.starts_with("HTTP/1.1 404 Not Found\r\n"), "{out}");
+        assert!(
+            out.contains(
+                "no MultiClusterIngress rule matches host \"nope.test\" and path \"/x\"\n"
+            ),
+            "{out}"
+        );
+        assert_eq!(count(&out, "HTTP/1.1 200 OK\r\n"), 1, "{out}");
+    }
+
     // A client that goes away while its request is upstream takes the upstream
     // exchange with it: the proxy closes that connection at once, instead of holding
     // it (and a circuit slot) until the answer or the request timeout.
