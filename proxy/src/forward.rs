@@ -172,6 +172,25 @@ impl AtEnd for Sent {
     }
 }
 
+/// Takes a circuit slot for a request to `b`; the 503's message when refused.
+pub(crate) async fn admit(b: &Backend) -> Result<Permit, String> {
+    let l = &b.tuning.limits;
+    b.circuit
+        .acquire(
+            l.max_requests,
+            l.max_pending_requests,
+            l.max_connections,
+            l.request_timeout,
+        )
+        .await
+        .map_err(|open| format!("circuit open for backend {} of {}: {open}", b.name, b.mci))
+}
+
+/// The 503 answer's message when a backend has no endpoint to pick.
+pub(crate) fn no_endpoints(b: &Backend) -> String {
+    format!("no ready endpoints for backend {} of {}", b.name, b.mci)
+}
+
 /// The 404 answer's message.
 pub(crate) fn no_route(host: &str, path: &str) -> String {
     format!("no MultiClusterIngress rule matches host {host:?} and path {path:?}")
@@ -215,6 +234,48 @@ impl Proxy {
         self.metrics.proxy_response(status.as_u16(), reason);
         tracing::debug!(status = status.as_u16(), reason, "{msg}");
         format!("{status}: {msg}\n")
+    }
+
+    /// Records an exchange with `ep` that got no answer within the request timeout;
+    /// returns the 504's message.
+    pub(crate) fn timed_out(&self, b: &Backend, ep: &Endpoint) -> String {
+        self.failure(b, ep);
+        if let Some(c) = b.metrics.cluster(&ep.cluster) {
+            c.count(504);
+        }
+        format!(
+            "upstream {} in cluster {} did not answer within {:?}",
+            ep.addr, ep.cluster, b.tuning.limits.request_timeout
+        )
+    }
+
+    /// Records a failed exchange with `ep`; returns the message.
+    pub(crate) fn failed(&self, b: &Backend, ep: &Endpoint, e: &dyn std::fmt::Display) -> String {
+        self.failure(b, ep);
+        if let Some(c) = b.metrics.cluster(&ep.cluster) {
+            c.count(502);
+        }
+        format!("upstream {} in cluster {} failed: {e}", ep.addr, ep.cluster)
+    }
+
+    /// Records a response head from `ep` with `status`: latency, outlier state, count.
+    pub(crate) fn responded(
+        &self,
+        b: &Backend,
+        ep: &Endpoint,
+        inflight: &mut InFlight,
+        status: u16,
+    ) {
+        let rtt = inflight.responded();
+        b.metrics.latency.observe(rtt as f64 / 1e9);
+        if status >= 500 {
+            self.failure(b, ep);
+        } else {
+            ep.record_success();
+        }
+        if let Some(c) = b.metrics.cluster(&ep.cluster) {
+            c.count(status);
+        }
     }
 
     /// An upstream failure of `ep` (passive outlier ejection).
@@ -313,24 +374,9 @@ impl Proxy {
         let sent = stream_body
             .as_ref()
             .map(|b| Sent(Arc::new(AtomicBool::new(b.is_end_stream()))));
-        let permit = match b
-            .circuit
-            .acquire(
-                limits.max_requests,
-                limits.max_pending_requests,
-                limits.max_connections,
-                limits.request_timeout,
-            )
-            .await
-        {
+        let permit = match admit(&b).await {
             Ok(p) => p,
-            Err(open) => {
-                return self.error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "circuit_open",
-                    format!("circuit open for backend {} of {}: {open}", b.name, b.mci),
-                );
-            }
+            Err(msg) => return self.error(StatusCode::SERVICE_UNAVAILABLE, "circuit_open", msg),
         };
         let pq = parts
             .uri
@@ -355,7 +401,7 @@ impl Proxy {
                 return self.error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "no_endpoints",
-                    format!("no ready endpoints for backend {} of {}", b.name, b.mci),
+                    no_endpoints(&b),
                 );
             };
             let body = match (&replay, stream_body.take()) {
@@ -395,18 +441,8 @@ impl Proxy {
                 // upstream's.
                 Err(_) if uploading => return self.body_timeout(limits.request_timeout),
                 Err(_) => {
-                    self.failure(&b, &ep);
-                    if let Some(c) = b.metrics.cluster(&ep.cluster) {
-                        c.count(504);
-                    }
-                    return self.error(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        "upstream_timeout",
-                        format!(
-                            "upstream {} in cluster {} did not answer within {:?}",
-                            ep.addr, ep.cluster, limits.request_timeout
-                        ),
-                    );
+                    let msg = self.timed_out(&b, &ep);
+                    return self.error(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", msg);
                 }
                 // hyper could not send what the client gave (in practice its body
                 // failed: it went away or broke framing mid-upload). Not the upstream.
@@ -418,12 +454,8 @@ impl Proxy {
                     );
                 }
                 Ok(Err(e)) => {
-                    self.failure(&b, &ep);
-                    if let Some(c) = b.metrics.cluster(&ep.cluster) {
-                        c.count(502);
-                    }
                     let connect = e.is_connect();
-                    let msg = format!("upstream {} in cluster {} failed: {e}", ep.addr, ep.cluster);
+                    let msg = self.failed(&b, &ep, &e);
                     tracing::debug!(backend = %b.name, attempt, connect, "{msg}");
                     last = Some(msg);
                     tried.push(Arc::as_ptr(&ep) as usize);
@@ -433,17 +465,8 @@ impl Proxy {
                     break;
                 }
                 Ok(Ok((mut resp, lease))) => {
-                    let rtt = inflight.responded();
-                    b.metrics.latency.observe(rtt as f64 / 1e9);
                     let status = resp.status();
-                    if status.is_server_error() {
-                        self.failure(&b, &ep);
-                    } else {
-                        ep.record_success();
-                    }
-                    if let Some(c) = b.metrics.cluster(&ep.cluster) {
-                        c.count(status.as_u16());
-                    }
+                    self.responded(&b, &ep, &mut inflight, status.as_u16());
                     if status == StatusCode::SWITCHING_PROTOCOLS
                         && let Some(cu) = client_upgrade.take()
                     {

@@ -3,7 +3,7 @@
 //! directly, no per-request task, channel or header map.
 //!
 //! hyper serves a request that takes any less common path, and with it the rest of
-//! its connection (the bytes read so far are replayed to it, see [`Rewind`]):
+//! its connection (the bytes read so far are replayed to it first):
 //! - not HTTP/1.1, or a request target that is not origin-form (`/path`);
 //! - not exactly one `Host`, a `Transfer-Encoding` (chunked uploads), more than one
 //!   `Content-Length` or one above [`MAX_REPLAY`](crate::forward::MAX_REPLAY), `Expect`, `Upgrade` (WebSocket);
@@ -28,14 +28,12 @@
 mod chunked;
 mod wire;
 
-use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use http::StatusCode;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -43,7 +41,7 @@ use crate::annotations::HashOn;
 use crate::balance::maglev::hash_bytes;
 use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
-use crate::forward::{Conn, Proxy, no_route, unresolved};
+use crate::forward::{Conn, Proxy, admit, no_endpoints, no_route, unresolved};
 use crate::headers::cookie_in;
 use crate::matching::normalize_host;
 use crate::server::Limits;
@@ -309,6 +307,9 @@ where
 /// The request needs hyper.
 struct Handoff;
 
+/// An answer the proxy makes itself: status, reason label (metrics), message.
+type Refusal = (StatusCode, &'static str, String);
+
 /// A connection's buffers and timers, reused by each of its requests.
 struct Bufs {
     /// The client's response head (and the start of its body), or an error answer.
@@ -376,7 +377,7 @@ where
     let table = proxy.table.load_full();
     // Routed, or answered here (404, 503) when the request has no body to skip; a
     // redirect, or such an answer to a request with a body, is left to hyper.
-    let routed: Result<Arc<Backend>, (StatusCode, &'static str, String)> = {
+    let routed: Result<Arc<Backend>, Refusal> = {
         let host = std::str::from_utf8(&buf[head.host.clone()]).map_err(|_| Handoff)?;
         let target = &buf[head.target.clone()];
         let path = target.split(|&c| c == b'?').next().unwrap_or(target);
@@ -400,7 +401,7 @@ where
         Err(_) if head.body > 0 => return Err(Handoff),
         Err((status, reason, msg)) => {
             buf.advance(head.len);
-            return answer(io, proxy, &mut bufs.out, status, reason, msg, head.close).await;
+            return answer(io, proxy, &mut bufs.out, (status, reason, msg), head.close).await;
         }
     };
     let limits = &b.tuning.limits;
@@ -459,29 +460,11 @@ where
     write_request(buf, head, conn, &mut bufs.req);
     buf.advance(total);
     let close_client = head.close;
-    let permit = match b
-        .circuit
-        .acquire(
-            limits.max_requests,
-            limits.max_pending_requests,
-            limits.max_connections,
-            limits.request_timeout,
-        )
-        .await
-    {
+    let permit = match admit(&b).await {
         Ok(p) => p,
-        Err(open) => {
-            let msg = format!("circuit open for backend {} of {}: {open}", b.name, b.mci);
-            return answer(
-                io,
-                proxy,
-                &mut bufs.out,
-                StatusCode::SERVICE_UNAVAILABLE,
-                "circuit_open",
-                msg,
-                close_client,
-            )
-            .await;
+        Err(msg) => {
+            let why = (StatusCode::SERVICE_UNAVAILABLE, "circuit_open", msg);
+            return answer(io, proxy, &mut bufs.out, why, close_client).await;
         }
     };
     let settings = upstream::Settings {
@@ -503,17 +486,12 @@ where
         }
         let now = now_nanos();
         let Some(ep) = b.balancer.pick(now, key, &tried) else {
-            let msg = format!("no ready endpoints for backend {} of {}", b.name, b.mci);
-            return answer(
-                io,
-                proxy,
-                &mut bufs.out,
+            let why = (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "no_endpoints",
-                msg,
-                close_client,
-            )
-            .await;
+                no_endpoints(&b),
+            );
+            return answer(io, proxy, &mut bufs.out, why, close_client).await;
         };
         let mut inflight = ep.start_at(now);
         let close = close_client || stop.is_cancelled();
@@ -551,32 +529,16 @@ where
         };
         match res {
             None => {
-                proxy.failure(&b, &ep);
-                if let Some(c) = b.metrics.cluster(&ep.cluster) {
-                    c.count(504);
-                }
-                let msg = format!(
-                    "upstream {} in cluster {} did not answer within {:?}",
-                    ep.addr, ep.cluster, limits.request_timeout
-                );
-                return answer(
-                    io,
-                    proxy,
-                    &mut bufs.out,
+                let why = (
                     StatusCode::GATEWAY_TIMEOUT,
                     "upstream_timeout",
-                    msg,
-                    close_client,
-                )
-                .await;
+                    proxy.timed_out(&b, &ep),
+                );
+                return answer(io, proxy, &mut bufs.out, why, close_client).await;
             }
             Some(Err(e)) => {
-                proxy.failure(&b, &ep);
-                if let Some(c) = b.metrics.cluster(&ep.cluster) {
-                    c.count(502);
-                }
                 let connect = e.is_connect();
-                let msg = format!("upstream {} in cluster {} failed: {e}", ep.addr, ep.cluster);
+                let msg = proxy.failed(&b, &ep, &e);
                 tracing::debug!(backend = %b.name, attempt, connect, "{msg}");
                 last = Some(msg);
                 tried.push(Arc::as_ptr(&ep) as usize);
@@ -586,16 +548,7 @@ where
                 break;
             }
             Some(Ok((mut up, resp))) => {
-                let rtt = inflight.responded();
-                b.metrics.latency.observe(rtt as f64 / 1e9);
-                if resp.status >= 500 {
-                    proxy.failure(&b, &ep);
-                } else {
-                    ep.record_success();
-                }
-                if let Some(c) = b.metrics.cluster(&ep.cluster) {
-                    c.count(resp.status);
-                }
+                proxy.responded(&b, &ep, &mut inflight, resp.status);
                 bufs.ubuf.advance(resp.len);
                 let r = relay(io, &mut up, &mut bufs.ubuf, &mut bufs.out, resp.framing).await;
                 drop(inflight);
@@ -605,16 +558,8 @@ where
                         "upstream {} in cluster {} failed: invalid response body: {why}",
                         ep.addr, ep.cluster
                     );
-                    return answer(
-                        io,
-                        proxy,
-                        &mut bufs.out,
-                        StatusCode::BAD_GATEWAY,
-                        "upstream_failed",
-                        msg,
-                        close_client,
-                    )
-                    .await;
+                    let why = (StatusCode::BAD_GATEWAY, "upstream_failed", msg);
+                    return answer(io, proxy, &mut bufs.out, why, close_client).await;
                 }
                 drop(permit);
                 return match r {
@@ -634,27 +579,16 @@ where
         }
     }
     let msg = last.unwrap_or_else(|| "upstream failed".into());
-    answer(
-        io,
-        proxy,
-        &mut bufs.out,
-        StatusCode::BAD_GATEWAY,
-        "upstream_failed",
-        msg,
-        close_client,
-    )
-    .await
+    let why = (StatusCode::BAD_GATEWAY, "upstream_failed", msg);
+    answer(io, proxy, &mut bufs.out, why, close_client).await
 }
 
 /// Answers with a response the proxy makes itself.
-#[allow(clippy::too_many_arguments)]
 async fn answer<T: AsyncWrite + Unpin>(
     io: &mut T,
     proxy: &Proxy,
     out: &mut Vec<u8>,
-    status: StatusCode,
-    reason: &'static str,
-    msg: String,
+    (status, reason, msg): Refusal,
     close: bool,
 ) -> Result<Served, Handoff> {
     error_response(proxy, out, status, reason, msg, close);
@@ -662,66 +596,6 @@ async fn answer<T: AsyncWrite + Unpin>(
         Ok(()) if !close => Served::KeepAlive,
         _ => Served::Close,
     })
-}
-
-/// An IO whose first reads return bytes already read from it (the engine's buffer,
-/// handed to hyper).
-pub struct Rewind<T> {
-    pre: Bytes,
-    io: T,
-}
-
-impl<T> Rewind<T> {
-    /// Reads return `pre` first, then `io`'s bytes.
-    pub fn new(io: T, pre: Bytes) -> Self {
-        Rewind { pre, io }
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if !this.pre.is_empty() {
-            let n = this.pre.len().min(buf.remaining());
-            buf.put_slice(&this.pre.split_to(n));
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut this.io).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use hyper::body::{Body, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -147,21 +147,22 @@ async fn connection<T>(
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     if !limits.own_http1 || h2 {
-        return hyper_connection(io, proxy, conn, limits, builder, stop).await;
+        return hyper_connection(io, Bytes::new(), proxy, conn, limits, builder, stop).await;
     }
     let mut buf = BytesMut::with_capacity(8192);
     match h1::serve(&mut io, &mut buf, proxy, &conn, limits, stop).await {
         h1::End::Closed => {}
         h1::End::Handoff => {
-            let io = h1::Rewind::new(io, buf.freeze());
-            hyper_connection(io, proxy, conn, limits, builder, stop).await;
+            hyper_connection(io, buf.freeze(), proxy, conn, limits, builder, stop).await;
         }
     }
 }
 
-/// Serves a connection with hyper (HTTP/1.1 or HTTP/2, told apart by the first bytes).
+/// Serves a connection with hyper (HTTP/1.1 or HTTP/2, told apart by the first bytes),
+/// `pre` being the bytes read from it already.
 async fn hyper_connection<T>(
     io: T,
+    pre: Bytes,
     proxy: &Arc<Proxy>,
     conn: Conn,
     limits: &Limits,
@@ -185,7 +186,7 @@ async fn hyper_connection<T>(
         }
     });
     let idle = limits.header_read_timeout;
-    let io = TokioIo::new(Detect::new(io, idle));
+    let io = TokioIo::new(Detect::new(io, pre, idle));
     let c = builder.serve_connection_with_upgrades(io, svc);
     drive(c, remote, &activity, idle, stop).await;
 }
@@ -339,18 +340,40 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// hyper's own header-read timer starts after that, so without this a client that
 /// connects and sends nothing, or part of the HTTP/2 preface, holds a connection
 /// (and a file descriptor) forever. Once the protocol is known, reads pass through.
+///
+/// Reads return `pre` first: the bytes the HTTP/1.1 engine read before it handed the
+/// connection to hyper.
 struct Detect<T> {
     io: T,
+    pre: Bytes,
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     seen: usize,
 }
 
 impl<T> Detect<T> {
-    fn new(io: T, within: Duration) -> Self {
+    fn new(io: T, pre: Bytes, within: Duration) -> Self {
         Detect {
             io,
+            pre,
             deadline: Some(Box::pin(tokio::time::sleep(within))),
             seen: 0,
+        }
+    }
+}
+
+impl<T> Detect<T> {
+    /// Follows the protocol choice through `new`, the next bytes read.
+    fn decide(&mut self, new: &[u8]) {
+        if self.deadline.is_none() {
+            return;
+        }
+        let rest = &H2_PREFACE[self.seen.min(H2_PREFACE.len())..];
+        let n = new.len().min(rest.len());
+        self.seen += new.len();
+        // End of stream, bytes that are not the preface, or the whole preface: the
+        // protocol is decided.
+        if new.is_empty() || new[..n] != rest[..n] || self.seen >= H2_PREFACE.len() {
+            self.deadline = None;
         }
     }
 }
@@ -362,21 +385,20 @@ impl<T: AsyncRead + Unpin> AsyncRead for Detect<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
+        if !this.pre.is_empty() {
+            let n = this.pre.len().min(buf.remaining());
+            let before = buf.filled().len();
+            buf.put_slice(&this.pre.split_to(n));
+            this.decide(&buf.filled()[before..]);
+            return Poll::Ready(Ok(()));
+        }
         if this.deadline.is_none() {
             return Pin::new(&mut this.io).poll_read(cx, buf);
         }
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
-                let new = &buf.filled()[before..];
-                let rest = &H2_PREFACE[this.seen.min(H2_PREFACE.len())..];
-                let n = new.len().min(rest.len());
-                this.seen += new.len();
-                // End of stream, bytes that are not the preface, or the whole preface:
-                // the protocol is decided.
-                if new.is_empty() || new[..n] != rest[..n] || this.seen >= H2_PREFACE.len() {
-                    this.deadline = None;
-                }
+                this.decide(&buf.filled()[before..]);
                 Poll::Ready(Ok(()))
             }
             Poll::Pending => match this.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {

@@ -13,9 +13,10 @@ pub const MAX_HEADERS: usize = 100;
 /// Largest upstream response head.
 const MAX_RESPONSE_HEAD: usize = 256 * 1024;
 
-/// Request headers the proxy does not forward (hop-by-hop, RFC 9110 §7.6.1), or
-/// replaces.
-const DROP_REQUEST: [&str; 11] = [
+/// Hop-by-hop headers (RFC 9110 section 7.6.1), never forwarded in either direction
+/// (`Transfer-Encoding` aside: the engine forwards no request that has one, and passes
+/// a response body on as the upstream framed it).
+const HOP_BY_HOP: [&str; 8] = [
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -24,23 +25,10 @@ const DROP_REQUEST: [&str; 11] = [
     "te",
     "trailer",
     "upgrade",
-    "x-forwarded-for",
-    "x-forwarded-proto",
-    "x-forwarded-host",
 ];
 
-/// Response headers the proxy does not forward (hop-by-hop; `Transfer-Encoding` is
-/// kept: the body goes on as the upstream framed it).
-const DROP_RESPONSE: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-];
+/// Request headers the proxy replaces with its own.
+const REPLACED: [&str; 3] = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"];
 
 /// A parsed request head, as offsets into the connection's buffer.
 #[derive(Debug, Default)]
@@ -170,7 +158,11 @@ pub(super) fn write_request(buf: &[u8], head: &ReqHead, conn: &Conn, out: &mut V
     let mut xff: Vec<&[u8]> = Vec::new();
     for (n, v) in &head.headers {
         let name = &buf[n.clone()];
-        if DROP_REQUEST.iter().any(|d| is_token(name, d)) {
+        if HOP_BY_HOP
+            .iter()
+            .chain(&REPLACED)
+            .any(|d| is_token(name, d))
+        {
             if is_token(name, "x-forwarded-for") && !trim(&buf[v.clone()]).is_empty() {
                 xff.push(&buf[v.clone()]);
             }
@@ -325,7 +317,7 @@ pub(super) fn parse_response(
     out.extend_from_slice(b"\r\n");
     for h in resp.headers.iter() {
         let name = h.name.as_bytes();
-        if DROP_RESPONSE.iter().any(|d| is_token(name, d))
+        if HOP_BY_HOP.iter().any(|d| is_token(name, d))
             || named.iter().any(|n| name.eq_ignore_ascii_case(n))
             // A Transfer-Encoding overrides Content-Length (which must then go).
             || (chunked.is_some() && is_token(name, "content-length"))
