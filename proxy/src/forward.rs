@@ -278,6 +278,17 @@ impl Proxy {
         }
     }
 
+    /// Whether another attempt at a request to `b` fits the retry budget (counted
+    /// either way).
+    pub(crate) fn retry(&self, b: &Backend) -> bool {
+        if !self.budget.withdraw() {
+            self.metrics.retries_exhausted.inc();
+            return false;
+        }
+        b.metrics.retries.inc();
+        true
+    }
+
     /// An upstream failure of `ep` (passive outlier ejection).
     pub(crate) fn failure(&self, b: &Backend, ep: &Endpoint) {
         if self.outlier.failure(ep, b.balancer.endpoints()) {
@@ -389,12 +400,8 @@ impl Proxy {
         let mut client_upgrade = client_upgrade;
         let mut last = None;
         for attempt in 0..attempts {
-            if attempt > 0 {
-                if !self.budget.withdraw() {
-                    self.metrics.retries_exhausted.inc();
-                    break;
-                }
-                b.metrics.retries.inc();
+            if attempt > 0 && !self.retry(&b) {
+                break;
             }
             let now = now_nanos();
             let Some(ep) = b.balancer.pick(now, key, &tried) else {

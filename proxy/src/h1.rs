@@ -477,12 +477,8 @@ where
     let mut tried: Vec<usize> = Vec::new();
     let mut last = None;
     for attempt in 0..attempts {
-        if attempt > 0 {
-            if !proxy.budget.withdraw() {
-                proxy.metrics.retries_exhausted.inc();
-                break;
-            }
-            b.metrics.retries.inc();
+        if attempt > 0 && !proxy.retry(&b) {
+            break;
         }
         let now = now_nanos();
         let Some(ep) = b.balancer.pick(now, key, &tried) else {
