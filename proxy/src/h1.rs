@@ -44,7 +44,7 @@ use crate::endpoint::Endpoint;
 use crate::forward::{Conn, Proxy, admit, no_endpoints, no_route, unresolved};
 use crate::headers::cookie_in;
 use crate::matching::normalize_host;
-use crate::server::Limits;
+use crate::server::{H2_PREFACE, Limits};
 use crate::table::{Backend, Target};
 use crate::upstream::{self, Raw};
 
@@ -202,15 +202,8 @@ async fn exchange(
     }
 }
 
-/// Renders a response the proxy makes itself.
-fn error_response(
-    proxy: &Proxy,
-    out: &mut Vec<u8>,
-    status: StatusCode,
-    reason: &'static str,
-    msg: String,
-    close: bool,
-) {
+/// Renders a response the proxy makes itself (to a HEAD request: the head only).
+fn error_response(proxy: &Proxy, out: &mut Vec<u8>, (status, reason, msg): Refusal, to: To) {
     let body = proxy.note(status, reason, &msg);
     out.clear();
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -221,11 +214,22 @@ fn error_response(
     out.extend_from_slice(body.len().to_string().as_bytes());
     out.extend_from_slice(b"\r\ndate: ");
     out.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
-    if close {
+    if to.close {
         out.extend_from_slice(b"\r\nconnection: close");
     }
     out.extend_from_slice(b"\r\n\r\n");
-    out.extend_from_slice(body.as_bytes());
+    if !to.head {
+        out.extend_from_slice(body.as_bytes());
+    }
+}
+
+/// Whom an answer goes to.
+#[derive(Clone, Copy)]
+struct To {
+    /// The connection closes after it.
+    close: bool,
+    /// The request was HEAD: no body.
+    head: bool,
 }
 
 /// What became of one request.
@@ -258,7 +262,9 @@ where
         ubuf: BytesMut::new(),
         idle: Deadline::new(now + limits.header_read_timeout),
         request: Deadline::new(now),
+        eof: false,
     };
+    let mut served = false;
     // One registration with the token for the connection's life, not one per read.
     let stopped = stop.cancelled();
     tokio::pin!(stopped);
@@ -272,13 +278,19 @@ where
             if !buf.is_empty() {
                 match parse_request(buf, &mut head) {
                     Parse::Fast => break,
-                    Parse::Slow => return End::Handoff,
-                    // hyper answers 431.
-                    Parse::Partial if buf.len() >= limits.max_header_bytes => {
-                        return End::Handoff;
+                    Parse::Partial if buf.len() < limits.max_header_bytes => {}
+                    // The HTTP/2 preface after HTTP/1.1 requests is not a switch to
+                    // HTTP/2 (hyper's protocol choice would take it as one): close,
+                    // as hyper's HTTP/1.1 server does.
+                    Parse::Slow if served && buf.starts_with(&H2_PREFACE[..16]) => {
+                        return End::Closed;
                     }
-                    Parse::Partial => {}
+                    // Slow, or a head over the size limit (hyper answers 431).
+                    _ => return End::Handoff,
                 }
+            }
+            if bufs.eof {
+                return End::Closed;
             }
             buf.reserve(READ_CHUNK.min(limits.max_header_bytes.max(4096)));
             tokio::select! {
@@ -288,13 +300,15 @@ where
                 },
                 () = bufs.idle.expired() => {
                     tracing::debug!(remote = %conn.remote, "no request head within the header-read timeout");
+                    // (A TLS client gets its close_notify.)
+                    let _ = io.shutdown().await;
                     return End::Closed;
                 }
                 () = &mut stopped => return End::Closed,
             }
         }
         match serve_one(io, buf, &head, proxy, conn, &mut bufs, stop).await {
-            Ok(Served::KeepAlive) => {}
+            Ok(Served::KeepAlive) => served = true,
             Ok(Served::Close) => {
                 let _ = io.shutdown().await;
                 return End::Closed;
@@ -322,6 +336,9 @@ struct Bufs {
     idle: Deadline,
     /// The request timeout.
     request: Deadline,
+    /// The client has half-closed after pipelining: what is buffered is served, no
+    /// more is read.
+    eof: bool,
 }
 
 /// A timer re-armed only when it fires early: moving the deadline later (once per
@@ -375,6 +392,11 @@ where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let table = proxy.table.load_full();
+    let head_request = &buf[head.method.clone()] == b"HEAD";
+    let to = To {
+        close: head.close,
+        head: head_request,
+    };
     // Routed, or answered here (404, 503) when the request has no body to skip; a
     // redirect, or such an answer to a request with a body, is left to hyper.
     let routed: Result<Arc<Backend>, Refusal> = {
@@ -399,9 +421,9 @@ where
     let b = match routed {
         Ok(b) => b,
         Err(_) if head.body > 0 => return Err(Handoff),
-        Err((status, reason, msg)) => {
+        Err(why) => {
             buf.advance(head.len);
-            return answer(io, proxy, &mut bufs.out, (status, reason, msg), head.close).await;
+            return answer(io, proxy, &mut bufs.out, why, to).await;
         }
     };
     let limits = &b.tuning.limits;
@@ -424,14 +446,9 @@ where
                         "the request body did not arrive within {:?}",
                         limits.request_timeout
                     );
-                    error_response(
-                        proxy,
-                        &mut bufs.out,
-                        StatusCode::REQUEST_TIMEOUT,
-                        "client_body_timeout",
-                        msg,
-                        true,
-                    );
+                    let why = (StatusCode::REQUEST_TIMEOUT, "client_body_timeout", msg);
+                    let to = To { close: true, ..to };
+                    error_response(proxy, &mut bufs.out, why, to);
                     let _ = write(io, &bufs.out).await;
                     return Ok(Served::Close);
                 }
@@ -440,7 +457,6 @@ where
     }
     let method = &buf[head.method.clone()];
     let idem = idempotent(method);
-    let head_request = method == b"HEAD";
     let key = match &b.tuning.hash_on {
         Some(HashOn::Header(h)) => head
             .headers
@@ -459,12 +475,11 @@ where
     };
     write_request(buf, head, conn, &mut bufs.req);
     buf.advance(total);
-    let close_client = head.close;
     let permit = match admit(&b).await {
         Ok(p) => p,
         Err(msg) => {
             let why = (StatusCode::SERVICE_UNAVAILABLE, "circuit_open", msg);
-            return answer(io, proxy, &mut bufs.out, why, close_client).await;
+            return answer(io, proxy, &mut bufs.out, why, to).await;
         }
     };
     let settings = upstream::Settings {
@@ -487,10 +502,10 @@ where
                 "no_endpoints",
                 no_endpoints(&b),
             );
-            return answer(io, proxy, &mut bufs.out, why, close_client).await;
+            return answer(io, proxy, &mut bufs.out, why, to).await;
         };
         let mut inflight = ep.start_at(now);
-        let close = close_client || stop.is_cancelled();
+        let close = to.close || stop.is_cancelled();
         // Per attempt, as on the hyper path. The client is watched meanwhile: if it
         // goes away, so does the upstream exchange (the upstream connection closes,
         // as nginx and hyper do). Bytes it pipelines are kept for later.
@@ -513,11 +528,14 @@ where
                     biased;
                     r = &mut ex => break Some(r),
                     () = bufs.request.expired() => break None,
-                    r = io.read_buf(buf), if buf.len() < MAX_READ_AHEAD => match r {
-                        Ok(0) | Err(_) => {
+                    r = io.read_buf(buf), if !bufs.eof && buf.len() < MAX_READ_AHEAD => match r {
+                        Ok(0) | Err(_) if buf.is_empty() => {
                             tracing::debug!(remote = %conn.remote, backend = %b.name, "client went away before the response");
                             return Ok(Served::Close);
                         }
+                        // A half-close after pipelined requests: they are answered,
+                        // then the connection closes (as hyper does).
+                        Ok(0) | Err(_) => bufs.eof = true,
                         Ok(_) => {}
                     },
                 }
@@ -530,7 +548,7 @@ where
                     "upstream_timeout",
                     proxy.timed_out(&b, &ep),
                 );
-                return answer(io, proxy, &mut bufs.out, why, close_client).await;
+                return answer(io, proxy, &mut bufs.out, why, to).await;
             }
             Some(Err(e)) => {
                 let connect = e.is_connect();
@@ -555,7 +573,7 @@ where
                         ep.addr, ep.cluster
                     );
                     let why = (StatusCode::BAD_GATEWAY, "upstream_failed", msg);
-                    return answer(io, proxy, &mut bufs.out, why, close_client).await;
+                    return answer(io, proxy, &mut bufs.out, why, to).await;
                 }
                 drop(permit);
                 return match r {
@@ -576,7 +594,7 @@ where
     }
     let msg = last.unwrap_or_else(|| "upstream failed".into());
     let why = (StatusCode::BAD_GATEWAY, "upstream_failed", msg);
-    answer(io, proxy, &mut bufs.out, why, close_client).await
+    answer(io, proxy, &mut bufs.out, why, to).await
 }
 
 /// Answers with a response the proxy makes itself.
@@ -584,12 +602,12 @@ async fn answer<T: AsyncWrite + Unpin>(
     io: &mut T,
     proxy: &Proxy,
     out: &mut Vec<u8>,
-    (status, reason, msg): Refusal,
-    close: bool,
+    why: Refusal,
+    to: To,
 ) -> Result<Served, Handoff> {
-    error_response(proxy, out, status, reason, msg, close);
+    error_response(proxy, out, why, to);
     Ok(match write(io, out).await {
-        Ok(()) if !close => Served::KeepAlive,
+        Ok(()) if !to.close => Served::KeepAlive,
         _ => Served::Close,
     })
 }

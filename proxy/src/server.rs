@@ -333,7 +333,7 @@ impl Drop for OpenConn {
 
 /// The HTTP/2 connection preface. hyper-util's auto builder reads up to its length to
 /// choose between HTTP/1.1 and HTTP/2.
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Gives a new connection the header-read timeout to show which protocol it speaks.
 /// hyper-util's auto builder reads the first bytes without a timer (hyper#3962) and

@@ -67,6 +67,24 @@ fn requests_the_engine_serves_and_those_it_hands_to_hyper() {
             Slow,
         ),
         ("GET / HTTP/1.1\r\nHost : a\r\n\r\n", Slow),
+        ("CONNECT /x HTTP/1.1\r\nHost: a\r\n\r\n", Slow),
+        // Connection may not name what the rewrite must keep.
+        (
+            "POST / HTTP/1.1\r\nHost: a\r\nConnection: close, Content-Length\r\nContent-Length: 1\r\n\r\n",
+            Slow,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\nConnection: host\r\n\r\n",
+            Slow,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\nConnection: x-request-id\r\n\r\n",
+            Slow,
+        ),
+        (
+            "GET / HTTP/1.1\r\nHost: a\r\nConnection: transfer-encoding\r\n\r\n",
+            Slow,
+        ),
         ("GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", Slow),
     ];
     for (req, want) in cases {
@@ -213,6 +231,39 @@ fn the_client_response_head() {
         "HTTP/1.1 404 Gone Away\r\nTransfer-Encoding: chunked\r\nDate: d\r\nX-B: 2\r\n\
          connection: close\r\n\r\n"
     );
+}
+
+#[test]
+fn the_client_head_keeps_status_and_framing() {
+    // httparse skips empty lines before the status line.
+    let mut out = Vec::new();
+    let resp = b"\r\nHTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+    let h = parse_response(resp, false, false, &mut out)
+        .unwrap()
+        .unwrap();
+    assert_eq!((h.status, h.len), (200, resp.len()));
+    assert!(
+        out.starts_with(b"HTTP/1.1 200 OK\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&out)
+    );
+    // A Connection header naming a framing header does not remove it: the body goes
+    // on as framed.
+    for (resp, kept) in [
+        (
+            &b"HTTP/1.1 200 OK\r\nConnection: content-length, x-a\r\nX-A: 1\r\nContent-Length: 2\r\n\r\n"[..],
+            "Content-Length: 2\r\n",
+        ),
+        (
+            &b"HTTP/1.1 200 OK\r\nConnection: transfer-encoding\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            "Transfer-Encoding: chunked\r\n",
+        ),
+    ] {
+        let mut out = Vec::new();
+        parse_response(resp, false, false, &mut out).unwrap().unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains(kept) && !out.contains("X-A"), "{out}");
+    }
 }
 
 #[test]

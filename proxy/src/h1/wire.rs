@@ -27,6 +27,16 @@ const HOP_BY_HOP: [&str; 8] = [
     "upgrade",
 ];
 
+/// Request headers `Connection` may not name on the engine: dropping them would
+/// change the request's framing (a body sent without its length is a second request
+/// to the upstream), lose its Host, or its id.
+const KEPT: [&str; 4] = [
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "x-request-id",
+];
+
 /// Request headers the proxy replaces with its own.
 const REPLACED: [&str; 3] = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"];
 
@@ -88,7 +98,8 @@ pub(super) fn parse_request(buf: &[u8], head: &mut ReqHead) -> Parse {
     let (Some(method), Some(path), Some(1)) = (req.method, req.path, req.version) else {
         return Parse::Slow;
     };
-    if !path.starts_with('/') {
+    // CONNECT opens a tunnel (and its target is never origin-form anyway).
+    if !path.starts_with('/') || method == "CONNECT" {
         return Parse::Slow;
     }
     head.len = len;
@@ -114,6 +125,10 @@ pub(super) fn parse_request(buf: &[u8], head: &mut ReqHead) -> Parse {
                     if is_token(t, "close") {
                         head.close = true;
                     } else if is_token(t, "upgrade") {
+                        return Parse::Slow;
+                    } else if KEPT.iter().any(|k| is_token(t, k)) {
+                        // Headers the rewrite must keep (framing, Host, the request id):
+                        // hyper's path strips and re-adds them.
                         return Parse::Slow;
                     } else if !t.is_empty() && !is_token(t, "keep-alive") {
                         head.named.push(range(buf, t));
@@ -226,6 +241,12 @@ pub(super) struct RespHead {
     pub(super) reusable: bool,
 }
 
+/// The three digits of a status code (httparse reads exactly three).
+fn status_digits(code: u16) -> [u8; 3] {
+    let d = |n: u16| b'0' + (n % 10) as u8;
+    [d(code / 100), d(code / 10), d(code)]
+}
+
 /// Parses an upstream response head and writes the client's head into `out`.
 /// `Ok(None)`: more bytes needed. Interim (1xx) responses are `Ok(Some)` with status
 /// below 200: the caller skips them.
@@ -275,7 +296,12 @@ pub(super) fn parse_response(
             for t in value.split(|&b| b == b',').map(trim) {
                 if is_token(t, "close") {
                     keep_alive = false;
-                } else if !t.is_empty() && !is_token(t, "keep-alive") {
+                } else if !t.is_empty()
+                    && !is_token(t, "keep-alive")
+                    // The body goes on as framed: its framing headers stay.
+                    && !is_token(t, "content-length")
+                    && !is_token(t, "transfer-encoding")
+                {
                     named.push(t);
                 }
             }
@@ -311,7 +337,9 @@ pub(super) fn parse_response(
     let close = close_client || framing == Framing::Close;
     out.clear();
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(&buf[9.min(buf.len())..12.min(buf.len())]);
+    // (httparse skips empty lines before the status line: the code is not at a fixed
+    // offset.)
+    out.extend_from_slice(&status_digits(status));
     out.push(b' ');
     out.extend_from_slice(resp.reason.unwrap_or("").as_bytes());
     out.extend_from_slice(b"\r\n");

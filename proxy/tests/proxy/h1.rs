@@ -26,6 +26,7 @@ use crate::harness::*;
 ///   50 ms after the first chunk);
 /// - `/hop`: hop-by-hop response headers;
 /// - `/slow`: answers after 3 s, unless the proxy closes the connection first;
+/// - `/delay`: the echo, after 300 ms;
 /// - anything else: 200 with the request exactly as received (head and body).
 ///
 /// Request bodies framed by Content-Length or chunked are read.
@@ -93,6 +94,9 @@ impl Scripted {
                                     r
                                 }
                             };
+                            if path == "/delay" {
+                                tokio::time::sleep(Duration::from_millis(300)).await;
+                            }
                             if path == "/slow" {
                                 let mut one = [0u8; 1];
                                 tokio::select! {
@@ -416,5 +420,102 @@ async fn the_http1_engine_on_the_wire() -> anyhow::Result<()> {
     );
     assert!(!out.contains("GET /last"), "{out}");
     p.shutdown().await;
+    Ok(())
+}
+
+/// Edge cases where the engine must do what hyper's path does; each runs against both.
+async fn edge_cases(p: &causeway_proxy::Running, engine: &str) -> anyhow::Result<()> {
+    const LAST: &str = "GET /last HTTP/1.1\r\nHost: edge.test\r\nConnection: close\r\n\r\n";
+    // An answer the proxy makes itself, to HEAD: no body (the next response follows
+    // the head directly).
+    let out = raw(
+        p.http,
+        format!("HEAD /x HTTP/1.1\r\nHost: nope.test\r\n\r\n{LAST}").as_bytes(),
+    )
+    .await?;
+    assert!(
+        out.starts_with("HTTP/1.1 404 Not Found\r\n"),
+        "[{engine}] {out}"
+    );
+    let after = out.split_once("\r\n\r\n").map_or("", |x| x.1);
+    assert!(after.starts_with("HTTP/1.1 200 OK\r\n"), "[{engine}] {out}");
+
+    // `Connection: content-length` may not turn a body into a second upstream request
+    // whose late answer another client would get.
+    let smuggled = "GET /delay HTTP/1.1\r\nHost: edge.test\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n";
+    raw(
+        p.http,
+        format!(
+            "POST /a HTTP/1.1\r\nHost: edge.test\r\nConnection: close, content-length\r\n\
+             Content-Length: {}\r\n\r\n{smuggled}",
+            smuggled.len()
+        )
+        .as_bytes(),
+    )
+    .await?;
+    let victim = raw(
+        p.http,
+        b"GET /victim HTTP/1.1\r\nHost: edge.test\r\nConnection: close\r\n\r\n",
+    )
+    .await?;
+    assert!(
+        victim.contains("GET /victim HTTP/1.1\r\n"),
+        "[{engine}] {victim}"
+    );
+    assert!(!victim.contains("6.6.6.6"), "[{engine}] {victim}");
+
+    // Pipelined requests, then a half-close: the in-flight request is answered.
+    let mut s = TcpStream::connect(p.http).await?;
+    s.write_all(format!("GET /echo HTTP/1.1\r\nHost: edge.test\r\n\r\n{LAST}").as_bytes())
+        .await?;
+    s.shutdown().await?;
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got))
+        .await
+        .with_context(|| format!("[{engine}] pipelined + half-close: {got:?}"))??;
+    let got = String::from_utf8_lossy(&got);
+    // (hyper answers the first; the engine answers what was sent before the close.)
+    let answered = count(&got, "HTTP/1.1 200 OK\r\n");
+    assert!(answered >= 1, "[{engine}] {got}");
+    assert!(engine == "hyper" || answered == 2, "[{engine}] {got}");
+
+    // The HTTP/2 preface after an HTTP/1.1 request is not a switch to HTTP/2.
+    let mut s = TcpStream::connect(p.http).await?;
+    s.write_all(b"GET /echo HTTP/1.1\r\nHost: edge.test\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await?;
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut got))
+        .await
+        .with_context(|| format!("[{engine}] preface after HTTP/1.1"))??;
+    assert!(!got.contains(&0), "[{engine}] an HTTP/2 frame: {got:?}");
+    let got = String::from_utf8_lossy(&got);
+    assert_eq!(count(&got, "HTTP/1.1 200 OK\r\n"), 1, "[{engine}] {got}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_and_hyper_agree_on_edge_cases() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let up = Scripted::start([127, 0, 13, 2]).await?;
+    hub.import("edge").await?;
+    hub.export("edge", "east", &[(up.addr, true)]).await?;
+    hub.mci(
+        "edge",
+        json!({"rules": [rule(Some("edge.test"), "/", "Prefix", "edge")]}),
+        json!({}),
+    )
+    .await?;
+    for own in [true, false] {
+        let p = proxy_with(&hub, None, |c| c.limits.own_http1 = own).await?;
+        let c = client();
+        eventually("routes", Duration::from_secs(10), || async {
+            get(&c, p.http, "edge.test", "/", &[])
+                .await
+                .is_ok_and(|r| r.status == 200)
+        })
+        .await?;
+        edge_cases(&p, if own { "engine" } else { "hyper" }).await?;
+        p.shutdown().await;
+    }
     Ok(())
 }
