@@ -172,6 +172,13 @@ impl AtEnd for Sent {
     }
 }
 
+/// Records the arrival of a response head: the endpoint's latency sample and the
+/// backend's latency histogram.
+pub(crate) fn head_arrived(b: &Backend, inflight: &mut InFlight) {
+    let rtt = inflight.responded();
+    b.metrics.latency.observe(rtt as f64 / 1e9);
+}
+
 /// Takes a circuit slot for a request to `b`; the 503's message when refused.
 pub(crate) async fn admit(b: &Backend) -> Result<Permit, String> {
     let l = &b.tuning.limits;
@@ -266,8 +273,12 @@ impl Proxy {
         inflight: &mut InFlight,
         status: u16,
     ) {
-        let rtt = inflight.responded();
-        b.metrics.latency.observe(rtt as f64 / 1e9);
+        head_arrived(b, inflight);
+        self.answered(b, ep, status);
+    }
+
+    /// Records the status `ep` answered with: outlier state, count.
+    pub(crate) fn answered(&self, b: &Backend, ep: &Endpoint, status: u16) {
         if status >= 500 {
             self.failure(b, ep);
         } else {

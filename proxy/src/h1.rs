@@ -41,7 +41,7 @@ use crate::annotations::HashOn;
 use crate::balance::maglev::hash_bytes;
 use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
-use crate::forward::{Conn, Proxy, admit, no_endpoints, no_route, unresolved};
+use crate::forward::{Conn, Proxy, admit, head_arrived, no_endpoints, no_route, unresolved};
 use crate::headers::cookie_in;
 use crate::matching::normalize_host;
 use crate::server::{H2_PREFACE, Limits};
@@ -562,19 +562,18 @@ where
                 break;
             }
             Some(Ok((mut up, resp))) => {
-                proxy.responded(&b, &ep, &mut inflight, resp.status);
+                head_arrived(&b, &mut inflight);
                 bufs.ubuf.advance(resp.len);
                 let r = relay(io, &mut up, &mut bufs.ubuf, &mut bufs.out, resp.framing).await;
                 drop(inflight);
+                // Counted once: as the 502 the client got when the body was invalid
+                // before anything reached it, else as the upstream's status.
                 if let Err(Broken::Invalid(why)) = r {
-                    proxy.failure(&b, &ep);
-                    let msg = format!(
-                        "upstream {} in cluster {} failed: invalid response body: {why}",
-                        ep.addr, ep.cluster
-                    );
+                    let msg = proxy.failed(&b, &ep, &format!("invalid response body: {why}"));
                     let why = (StatusCode::BAD_GATEWAY, "upstream_failed", msg);
                     return answer(io, proxy, &mut bufs.out, why, to).await;
                 }
+                proxy.answered(&b, &ep, resp.status);
                 drop(permit);
                 return match r {
                     Ok(reusable) => {
