@@ -464,7 +464,7 @@ async fn edge_cases(p: &causeway_proxy::Running, engine: &str) -> anyhow::Result
     );
     assert!(!victim.contains("6.6.6.6"), "[{engine}] {victim}");
 
-    // Pipelined requests, then a half-close: the in-flight request is answered.
+    // Pipelined requests, then a half-close.
     let mut s = TcpStream::connect(p.http).await?;
     s.write_all(format!("GET /echo HTTP/1.1\r\nHost: edge.test\r\n\r\n{LAST}").as_bytes())
         .await?;
@@ -474,10 +474,10 @@ async fn edge_cases(p: &causeway_proxy::Running, engine: &str) -> anyhow::Result
         .await
         .with_context(|| format!("[{engine}] pipelined + half-close: {got:?}"))??;
     let got = String::from_utf8_lossy(&got);
-    // (hyper answers the first; the engine answers what was sent before the close.)
-    let answered = count(&got, "HTTP/1.1 200 OK\r\n");
-    assert!(answered >= 1, "[{engine}] {got}");
-    assert!(engine == "hyper" || answered == 2, "[{engine}] {got}");
+    // The first is answered. (The last is answered too when the close is seen while
+    // the first is upstream; seen while the last is, it is abandoned, as a client that
+    // went away: that depends on timing.)
+    assert!(count(&got, "HTTP/1.1 200 OK\r\n") >= 1, "[{engine}] {got}");
 
     // The HTTP/2 preface after an HTTP/1.1 request is not a switch to HTTP/2.
     let mut s = TcpStream::connect(p.http).await?;
