@@ -142,6 +142,12 @@ pub fn add_forwarded(
 
 /// A random 128-bit request id in lowercase hex.
 pub(crate) fn request_id() -> HeaderValue {
+    HeaderValue::from_bytes(&request_id_hex()).expect("hex digits are a valid header value")
+}
+
+/// A random 128-bit request id as 32 lowercase hex digits (the HTTP/1.1 engine writes
+/// them straight into the request it sends).
+pub(crate) fn request_id_hex() -> [u8; 32] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 32];
     for (half, r) in [rand_u64(), rand_u64()].into_iter().enumerate() {
@@ -149,7 +155,7 @@ pub(crate) fn request_id() -> HeaderValue {
             buf[half * 16 + i] = HEX[((r >> (60 - 4 * i)) & 0xf) as usize];
         }
     }
-    HeaderValue::from_bytes(&buf).expect("hex digits are a valid header value")
+    buf
 }
 
 /// Joins the `Cookie` headers of an HTTP/2 request into one, with "; " (RFC 9113

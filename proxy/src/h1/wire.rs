@@ -210,7 +210,7 @@ pub(super) fn write_request(buf: &[u8], head: &ReqHead, conn: &Conn, out: &mut V
     out.extend_from_slice(b"\r\n");
     if !head.has_request_id {
         out.extend_from_slice(b"x-request-id: ");
-        out.extend_from_slice(crate::headers::request_id().as_bytes());
+        out.extend_from_slice(&crate::headers::request_id_hex());
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
