@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -208,10 +208,12 @@ pub(crate) fn unresolved(mci: &str, why: &str) -> String {
     format!("backend of {mci} unavailable: {why}")
 }
 
-fn idempotent(m: &Method) -> bool {
+/// Idempotent methods (RFC 9110 section 9.2.2): retried after any failure. Both request
+/// paths ask this one list (the engine with the method's bytes).
+pub(crate) fn idempotent(method: &[u8]) -> bool {
     matches!(
-        *m,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
+        method,
+        b"GET" | b"HEAD" | b"OPTIONS" | b"PUT" | b"DELETE" | b"TRACE"
     )
 }
 
@@ -366,7 +368,7 @@ impl Proxy {
             }
             None => None,
         };
-        let idem = idempotent(&parts.method);
+        let idem = idempotent(parts.method.as_str().as_bytes());
         let len = content_length(&parts.headers);
         let mut stream_body = None;
         let replay: Option<Bytes> = if upgrade {

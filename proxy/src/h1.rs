@@ -41,7 +41,9 @@ use crate::annotations::HashOn;
 use crate::balance::maglev::hash_bytes;
 use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
-use crate::forward::{Conn, Proxy, admit, head_arrived, no_endpoints, no_route, unresolved};
+use crate::forward::{
+    Conn, Proxy, admit, head_arrived, idempotent, no_endpoints, no_route, unresolved,
+};
 use crate::headers::cookie_in;
 use crate::matching::normalize_host;
 use crate::server::{H2_PREFACE, Limits};
@@ -51,8 +53,7 @@ use crate::upstream::{self, Raw};
 pub use chunked::Chunked;
 pub use wire::MAX_HEADERS;
 use wire::{
-    Framing, Parse, ReqHead, RespHead, idempotent, is_token, parse_request, parse_response,
-    write_request,
+    Framing, Parse, ReqHead, RespHead, is_token, parse_request, parse_response, write_request,
 };
 
 /// Read buffer growth step.

@@ -7,7 +7,8 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::clock::rand_u64;
 
-static HOP_BY_HOP: [HeaderName; 8] = [
+/// Hop-by-hop headers (RFC 9110 section 7.6.1) besides `Upgrade`.
+pub(crate) static HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),

@@ -5,7 +5,10 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
+use http::HeaderName;
+
 use crate::forward::{Conn, MAX_REPLAY};
+use crate::headers;
 use crate::upstream;
 
 /// Most headers in a request or response head (hyper's limit too).
@@ -13,19 +16,17 @@ pub const MAX_HEADERS: usize = 100;
 /// Largest upstream response head.
 const MAX_RESPONSE_HEAD: usize = 256 * 1024;
 
-/// Hop-by-hop headers (RFC 9110 section 7.6.1), never forwarded in either direction
-/// (`Transfer-Encoding` aside: the engine forwards no request that has one, and passes
-/// a response body on as the upstream framed it).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
-];
+/// Whether `name` is a hop-by-hop header (RFC 9110 section 7.6.1; the list is
+/// [`headers::HOP_BY_HOP`] and `Upgrade`), `Transfer-Encoding` aside when `keep_te`:
+/// a response body goes on as the upstream framed it (the engine forwards no request
+/// that has one).
+fn hop_by_hop(name: &[u8], keep_te: bool) -> bool {
+    headers::HOP_BY_HOP
+        .iter()
+        .map(HeaderName::as_str)
+        .chain(["upgrade"])
+        .any(|h| is_token(name, h) && !(keep_te && h == "transfer-encoding"))
+}
 
 /// Request headers `Connection` may not name on the engine: dropping them would
 /// change the request's framing (a body sent without its length is a second request
@@ -155,13 +156,6 @@ pub(super) fn parse_request(buf: &[u8], head: &mut ReqHead) -> Parse {
     Parse::Fast
 }
 
-pub(super) fn idempotent(method: &[u8]) -> bool {
-    matches!(
-        method,
-        b"GET" | b"HEAD" | b"OPTIONS" | b"PUT" | b"DELETE" | b"TRACE"
-    )
-}
-
 /// Writes the upstream request: request line, the client's headers minus hop-by-hop
 /// ones, the forwarding headers, and the body.
 pub(super) fn write_request(buf: &[u8], head: &ReqHead, conn: &Conn, out: &mut Vec<u8>) {
@@ -173,11 +167,7 @@ pub(super) fn write_request(buf: &[u8], head: &ReqHead, conn: &Conn, out: &mut V
     let mut xff: Vec<&[u8]> = Vec::new();
     for (n, v) in &head.headers {
         let name = &buf[n.clone()];
-        if HOP_BY_HOP
-            .iter()
-            .chain(&REPLACED)
-            .any(|d| is_token(name, d))
-        {
+        if hop_by_hop(name, false) || REPLACED.iter().any(|d| is_token(name, d)) {
             if is_token(name, "x-forwarded-for") && !trim(&buf[v.clone()]).is_empty() {
                 xff.push(&buf[v.clone()]);
             }
@@ -345,7 +335,7 @@ pub(super) fn parse_response(
     out.extend_from_slice(b"\r\n");
     for h in resp.headers.iter() {
         let name = h.name.as_bytes();
-        if HOP_BY_HOP.iter().any(|d| is_token(name, d))
+        if hop_by_hop(name, true)
             || named.iter().any(|n| name.eq_ignore_ascii_case(n))
             // A Transfer-Encoding overrides Content-Length (which must then go).
             || (chunked.is_some() && is_token(name, "content-length"))
