@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use anyhow::Context;
 use bytes::Bytes;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -31,8 +32,20 @@ async fn timeouts_circuits_bodies_and_dead_upstreams() -> anyhow::Result<()> {
     .await?;
     hub.mci("plain", json!({"rules": [rule(Some("p.test"), "/", "Prefix", "web"), rule(Some("d.test"), "/", "Prefix", "dead"), rule(Some("m.test"), "/", "Prefix", "mixed")]}), json!({}))
         .await?;
-    let p = proxy_with(&hub, None, |c| {
-        c.limits.header_read_timeout = Duration::from_secs(1)
+    // The same behaviours on both request paths: the HTTP/1.1 engine, and hyper's
+    // (which serves HTTP/2 clients, upgrades and streamed uploads).
+    for own in [true, false] {
+        errors_on(&hub, own)
+            .await
+            .with_context(|| format!("own_http1 = {own}"))?;
+    }
+    Ok(())
+}
+
+async fn errors_on(hub: &Hub, own: bool) -> anyhow::Result<()> {
+    let p = proxy_with(hub, None, |c| {
+        c.limits.header_read_timeout = Duration::from_secs(1);
+        c.limits.own_http1 = own;
     })
     .await?;
     let c = client();
