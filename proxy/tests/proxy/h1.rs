@@ -157,6 +157,31 @@ async fn raw(proxy: SocketAddr, bytes: &[u8]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// A scripted upstream on `ip` behind Service `svc`, routed from `host` by an MCI.
+async fn site(hub: &Hub, ip: [u8; 4], svc: &str, host: &str) -> anyhow::Result<Scripted> {
+    let up = Scripted::start(ip).await?;
+    hub.import(svc).await?;
+    hub.export(svc, "east", &[(up.addr, true)]).await?;
+    hub.mci(
+        svc,
+        json!({"rules": [rule(Some(host), "/", "Prefix", svc)]}),
+        json!({}),
+    )
+    .await?;
+    Ok(up)
+}
+
+/// Waits until the proxy routes `host` to a live upstream.
+async fn routed(p: &causeway_proxy::Running, host: &str) -> anyhow::Result<()> {
+    let c = client();
+    eventually("routes", Duration::from_secs(10), || async {
+        get(&c, p.http, host, "/", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await
+}
+
 fn count(hay: &str, needle: &str) -> usize {
     hay.matches(needle).count()
 }
@@ -166,23 +191,9 @@ const CLOSE: &str = "GET /last HTTP/1.1\r\nHost: h1.test\r\nConnection: close\r\
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_http1_engine_on_the_wire() -> anyhow::Result<()> {
     let hub = Hub::start().await?;
-    let up = Scripted::start([127, 0, 13, 1]).await?;
-    hub.import("wire").await?;
-    hub.export("wire", "east", &[(up.addr, true)]).await?;
-    hub.mci(
-        "wire",
-        json!({"rules": [rule(Some("h1.test"), "/", "Prefix", "wire")]}),
-        json!({}),
-    )
-    .await?;
+    let up = site(&hub, [127, 0, 13, 1], "wire", "h1.test").await?;
     let p = proxy(&hub, None).await?;
-    let c = client();
-    eventually("routes", Duration::from_secs(10), || async {
-        get(&c, p.http, "h1.test", "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await?;
+    routed(&p, "h1.test").await?;
 
     // What the upstream receives; two pipelined requests in one write.
     let out = raw(
@@ -496,24 +507,10 @@ async fn edge_cases(p: &causeway_proxy::Running, engine: &str) -> anyhow::Result
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_and_hyper_agree_on_edge_cases() -> anyhow::Result<()> {
     let hub = Hub::start().await?;
-    let up = Scripted::start([127, 0, 13, 2]).await?;
-    hub.import("edge").await?;
-    hub.export("edge", "east", &[(up.addr, true)]).await?;
-    hub.mci(
-        "edge",
-        json!({"rules": [rule(Some("edge.test"), "/", "Prefix", "edge")]}),
-        json!({}),
-    )
-    .await?;
+    let _up = site(&hub, [127, 0, 13, 2], "edge", "edge.test").await?;
     for own in [true, false] {
         let p = proxy_with(&hub, None, |c| c.limits.own_http1 = own).await?;
-        let c = client();
-        eventually("routes", Duration::from_secs(10), || async {
-            get(&c, p.http, "edge.test", "/", &[])
-                .await
-                .is_ok_and(|r| r.status == 200)
-        })
-        .await?;
+        routed(&p, "edge.test").await?;
         edge_cases(&p, if own { "engine" } else { "hyper" }).await?;
         p.shutdown().await;
     }
