@@ -145,6 +145,9 @@ fn add_headless(nodes: &mut Nodes, svc: &str, svc_wire: &[u8], slices: &[&SliceI
                     }
                 };
                 let target = format!("{label}.{}.{svc}", slice.cluster.to_ascii_lowercase());
+                // `<cluster>.<svc>...` gets no records (the form is reserved), but it
+                // exists as an empty non-terminal: NODATA, not NXDOMAIN (RFC 8020).
+                ensure_between(nodes, &host_wire, svc_wire);
                 add_ip(nodes.entry(host_wire).or_default(), *ip);
                 let svc_node = nodes.entry(svc_wire.to_vec()).or_default();
                 add_ip(svc_node, *ip);

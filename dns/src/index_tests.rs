@@ -186,9 +186,72 @@ fn headless_deployment_and_statefulset() {
         ["A 10.0.1.2"]
     );
     assert_eq!(q("sts.ns.svc", RecordType::SRV).answers.len(), 3);
-    // The cluster-level name is reserved: NXDOMAIN, never an empty non-terminal.
-    assert_eq!(q("c1.sts.ns.svc", RecordType::A).rcode, 3);
-    assert_eq!(q("c1.dep.ns.svc", RecordType::SRV).rcode, 3);
+    // The cluster-level name holds no records (the form is reserved), but names exist
+    // below it: an empty non-terminal, NODATA with the SOA (RFC 8020), not NXDOMAIN.
+    for (n, t) in [
+        ("c1.sts.ns.svc", RecordType::A),
+        ("c2.sts.ns.svc", RecordType::AAAA),
+        ("c1.dep.ns.svc", RecordType::SRV),
+        ("c1.dep.ns.svc", RecordType::ANY),
+    ] {
+        let r = q(n, t);
+        assert_eq!((r.rcode, r.answers.len(), r.soa), (0, 0, true), "{n} {t}");
+    }
+    assert_eq!(
+        q("c3.sts.ns.svc", RecordType::A).rcode,
+        3,
+        "no such cluster"
+    );
+}
+
+/// Every ancestor of every name in the zone, down to the apex, exists (RFC 1034
+/// §4.3.2, RFC 8020): a lookup finds it, and a query gets NOERROR, never NXDOMAIN.
+fn assert_no_missing_ancestors(zone: &Zone) {
+    let names = zone
+        .statics
+        .keys()
+        .chain(zone.services.values().flat_map(|s| s.nodes.keys()));
+    let mut checked = 0;
+    for wire in names {
+        let mut cur: &[u8] = wire;
+        while cur.len() > zone.apex().len() {
+            let dotted = name::to_dotted(cur);
+            assert!(
+                matches!(zone.lookup(cur), Lookup::Found(_)),
+                "{dotted} (an ancestor of {}) is missing",
+                name::to_dotted(wire)
+            );
+            assert_eq!(ask(zone, &dotted, RecordType::A).rcode, 0, "{dotted}");
+            checked += 1;
+            cur = name::parent(cur).unwrap();
+        }
+    }
+    assert!(checked > 10, "only {checked} names checked");
+}
+
+#[test]
+fn every_ancestor_of_a_name_exists() {
+    let mut clusterset = headless("cs");
+    clusterset.kind = ServiceKind::ClusterSetIp;
+    clusterset.ips = vec!["10.42.0.1".parse().unwrap()];
+    let mut v6 = slice("h", "c2", vec![ep("fd00::1", None, true)]);
+    v6.ports.clear();
+    let slices = [
+        slice("h", "c1", vec![ep("10.0.0.1", Some("h-0"), true)]),
+        v6,
+        slice("h", "c3", vec![ep("10.0.0.3", None, false)]),
+    ];
+    let c = ZoneConfig {
+        nameservers: vec!["10.96.0.53".parse().unwrap()],
+        ..cfg()
+    };
+    let zone = Zone::build(&c, 1, [&headless("h"), &clusterset], &slices).unwrap();
+    assert_no_missing_ancestors(&zone);
+    // The cluster without ready endpoints has no name at all.
+    assert_eq!(
+        ask(&zone, "c3.h.ns.svc.clusterset.local.", RecordType::A).rcode,
+        3
+    );
 }
 
 #[test]
@@ -368,6 +431,9 @@ proptest! {
             slices.push(slice("p", &format!("c{c}"), mine));
         }
         let zone = Zone::build(&cfg(), 1, [&headless("p")], slices.iter()).unwrap();
+        if eps.iter().any(|e| e.1) {
+            assert_no_missing_ancestors(&zone);
+        }
         let mut want: Vec<String> = eps.iter().filter(|e| e.1).map(|e| format!("A 10.9.0.{}", e.0)).collect();
         want.sort();
         want.dedup();

@@ -151,7 +151,10 @@ fn golden() -> Vec<(String, RecordType, u16, Vec<String>)> {
         (f("10-1-0-1.c1.dep.demo.svc"), A, 0, s(&["A 10.1.0.1"])),
         (f("10-1-0-2.c1.dep.demo.svc"), A, 0, s(&["A 10.1.0.2"])),
         (f("10-1-0-3.c1.dep.demo.svc"), A, 3, s(&[])),
-        (f("c1.dep.demo.svc"), A, 3, s(&[])),
+        // Empty non-terminals above per-endpoint names: NODATA (RFC 8020).
+        (f("c1.dep.demo.svc"), A, 0, s(&[])),
+        (f("c1.dep.demo.svc"), SRV, 0, s(&[])),
+        (f("c9.dep.demo.svc"), A, 3, s(&[])),
         (
             f("sts.demo.svc"),
             A,
@@ -173,7 +176,8 @@ fn golden() -> Vec<(String, RecordType, u16, Vec<String>)> {
                 srv(42, "web-1.c1.sts.demo.svc"),
             ],
         ),
-        (f("c2.sts.demo.svc"), A, 3, s(&[])),
+        (f("c2.sts.demo.svc"), A, 0, s(&[])),
+        (f("C1.sts.demo.svc"), AAAA, 0, s(&[])),
         (f("dual.demo.svc"), A, 0, s(&["A 10.42.0.20"])),
         (f("dual.demo.svc"), AAAA, 0, s(&["AAAA fd00::20"])),
         (
