@@ -122,6 +122,12 @@ pub struct ClusterStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceImportStatus {
+    /// EndpointSliceObjects indicates whether imported EndpointSlice objects are
+    /// present for this ServiceImport (`Present` or `Absent`; IMP-13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Present", "Absent"]))]
+    pub endpoint_slice_objects: Option<String>,
+
     /// clusters is the list of exporting clusters from which this service
     /// was derived.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -172,6 +178,10 @@ pub mod values {
     pub const INTERNAL_TRAFFIC_POLICY_LOCAL: &str = "Local";
     /// `trafficDistribution: PreferClose`.
     pub const TRAFFIC_DISTRIBUTION_PREFER_CLOSE: &str = "PreferClose";
+    /// `status.endpointSliceObjects: Present`: MCS EndpointSlices exist for the import.
+    pub const ENDPOINT_SLICE_OBJECTS_PRESENT: &str = "Present";
+    /// `status.endpointSliceObjects: Absent`: no MCS EndpointSlice exists for the import.
+    pub const ENDPOINT_SLICE_OBJECTS_ABSENT: &str = "Absent";
 }
 
 /// Defines the version-specific `ServiceExportSpec` / `ServiceImportSpec` structs

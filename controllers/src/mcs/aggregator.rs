@@ -12,7 +12,7 @@ use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::mcs::conditions::{service_export as ex_cond, service_import as im_cond};
 use causeway_crds::mcs::merge::{Merged, merge_specs, to_service_import_spec};
 use causeway_crds::mcs::v1beta1::ServiceImport;
-use causeway_crds::mcs::{ServiceImportStatus, ServicePort};
+use causeway_crds::mcs::{ServiceImportStatus, ServicePort, values};
 use causeway_crds::well_known::labels;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
@@ -42,8 +42,10 @@ pub fn desired(
     exports: &[Arc<ExportedService>],
     registered: &BTreeSet<String>,
     hub_imports: &[Arc<ServiceImport>],
+    hub_slices: &[Arc<EndpointSlice>],
     now: &Time,
 ) -> Vec<Verdict> {
+    let slices_by_service = crate::watch::by_label(hub_slices, labels::SERVICE_NAME);
     let mut groups: BTreeMap<(String, String), Vec<&Arc<ExportedService>>> = BTreeMap::new();
     for e in exports {
         if !registered.contains(&e.spec.cluster) || e.metadata.deletion_timestamp.is_some() {
@@ -78,7 +80,18 @@ pub fn desired(
             spec: to_service_import_spec(&merged),
             status: None,
         };
+        let has_slices = slices_by_service
+            .get(&(ns.clone(), svc.clone()))
+            .is_some_and(|l| !l.is_empty());
         import.status = Some(ServiceImportStatus {
+            endpoint_slice_objects: Some(
+                if has_slices {
+                    values::ENDPOINT_SLICE_OBJECTS_PRESENT
+                } else {
+                    values::ENDPOINT_SLICE_OBJECTS_ABSENT
+                }
+                .into(),
+            ),
             clusters: merged.cluster_statuses(),
             conditions: vec![Condition {
                 type_: im_cond::READY.into(),
@@ -187,7 +200,7 @@ pub async fn run(
             dirty.filter(imports.state()),
             dirty.filter(slices.state()),
         );
-        let verdicts = desired(&exports_now, &registered, &imports_now, &now);
+        let verdicts = desired(&exports_now, &registered, &imports_now, &slices_now, &now);
         if dirty.full {
             conflicted.clear();
         } else {

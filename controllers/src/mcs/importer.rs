@@ -10,7 +10,7 @@ use std::time::Instant;
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::mcs::conditions::service_import as im_cond;
 use causeway_crds::mcs::v1beta1::ServiceImport;
-use causeway_crds::mcs::{ServiceImportStatus, ServiceImportType};
+use causeway_crds::mcs::{ServiceImportStatus, ServiceImportType, values};
 use causeway_crds::names::derived_service_name;
 use causeway_crds::well_known::{annotations, labels};
 use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
@@ -136,6 +136,10 @@ pub fn desired(
                 ),
                 session_affinity: si.spec.session_affinity.clone(),
                 session_affinity_config: si.spec.session_affinity_config.clone(),
+                // IMP-10: kube-proxy honours these for clusterset traffic only if the
+                // derived Service carries them
+                internal_traffic_policy: si.spec.internal_traffic_policy.clone(),
+                traffic_distribution: si.spec.traffic_distribution.clone(),
                 ..Default::default()
             }),
             status: None,
@@ -188,7 +192,20 @@ pub fn desired(
             )
         };
         let last = crate::condition::since(&prev, im_cond::READY, status, now);
+        let none = Vec::new();
+        let hub_slices_of = slices_by_service
+            .get(&(ns.clone(), name.clone()))
+            .unwrap_or(&none);
         let st = ServiceImportStatus {
+            // one member slice per hub slice (IMP-13)
+            endpoint_slice_objects: Some(
+                if hub_slices_of.is_empty() {
+                    values::ENDPOINT_SLICE_OBJECTS_ABSENT
+                } else {
+                    values::ENDPOINT_SLICE_OBJECTS_PRESENT
+                }
+                .into(),
+            ),
             clusters: si
                 .status
                 .as_ref()
@@ -212,11 +229,7 @@ pub fn desired(
             .iter()
             .map(|p| p.name.clone().unwrap_or_default())
             .collect();
-        let none = Vec::new();
-        for hs in slices_by_service
-            .get(&(ns.clone(), name.clone()))
-            .unwrap_or(&none)
-        {
+        for hs in hub_slices_of {
             let src = hs
                 .labels()
                 .get(labels::SOURCE_CLUSTER)
@@ -575,3 +588,6 @@ pub async fn withdraw_all(member: &kube::Client) -> anyhow::Result<usize> {
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests;

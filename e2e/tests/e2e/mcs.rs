@@ -142,8 +142,12 @@ async fn conf_4_to_9_clusterip_import_properties_and_unexport() {
         let si = eventually("SI with IPs on every cluster", PRESENT, || async move {
             // the spec is written first, the status right after it
             m.si(i, "hello").await.filter(|s| {
+                // IMP-13: `endpointSliceObjects: Present` once the MCS slices are there
                 !s.spec.ips.is_empty()
-                    && s.status.as_ref().is_some_and(|st| !st.clusters.is_empty())
+                    && s.status.as_ref().is_some_and(|st| {
+                        !st.clusters.is_empty()
+                            && st.endpoint_slice_objects.as_deref() == Some("Present")
+                    })
             })
         })
         .await;
@@ -172,6 +176,19 @@ async fn conf_4_to_9_clusterip_import_properties_and_unexport() {
             ]
         );
         assert!(si.spec.ports.iter().all(|p| p.app_protocol.is_none()));
+        // IMP-10: kube-proxy reads these from the derived Service, not the ServiceImport
+        let derived = si.metadata.annotations.as_ref().unwrap()
+            [causeway_crds::well_known::annotations::DERIVED_SERVICE]
+            .clone();
+        let svc = Api::<Service>::namespaced(m.c(i), &m.ns)
+            .get(&derived)
+            .await
+            .unwrap()
+            .spec
+            .unwrap();
+        assert_eq!(svc.session_affinity.as_deref(), Some("ClientIP"));
+        assert_eq!(svc.internal_traffic_policy.as_deref(), Some("Cluster"));
+        assert_eq!(svc.traffic_distribution.as_deref(), Some("PreferClose"));
         let st = si.status.unwrap();
         assert_eq!(
             st.clusters
