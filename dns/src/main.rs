@@ -1,5 +1,6 @@
 //! `causeway-dns`: serves the MCS DNS zone of the member cluster it watches.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -49,7 +50,12 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
         .with_context(|| format!("--log {:?} is not a valid filter (try `info`)", args.log))?;
-    tracing_subscriber::fmt().with_env_filter(filter).init();
+    // Logs go to stderr, coloured only when it is a terminal (not in files or pipes).
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
     // Validate the zone before touching the cluster: bad input fails fast.
     causeway_dns::name::to_wire(&args.zone).context("--zone")?;
     let workers = usize::from(args.workers);
