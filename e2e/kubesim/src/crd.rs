@@ -170,6 +170,7 @@ pub fn types_of(crd: &Value) -> ApiResult<Vec<ResourceType>> {
             columns,
             schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
             crd: Some(name.to_string()),
+            stored_as: None,
         });
     }
     Ok(out)

@@ -15,6 +15,7 @@
 pub mod api;
 pub mod auth;
 pub mod controllers;
+pub mod convert;
 pub mod crd;
 pub mod discovery;
 pub mod error;

@@ -8,13 +8,14 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::api::Req;
+use crate::convert;
 use crate::crd;
 use crate::error::{ApiError, ApiResult, required_field};
 use crate::kinds::{self, State};
 use crate::meta::{name_suffix, new_uid, now_rfc3339, spec_changed, validate_name};
 use crate::patch;
 use crate::registry::ResourceType;
-use crate::selectors::{FieldSelector, LabelSelector};
+use crate::selectors::LabelSelector;
 use crate::server::Inner;
 use crate::ssa::{self, ApplyRequest, Scope, Shape};
 use crate::store::{StoredObj, meta_str};
@@ -22,7 +23,7 @@ use crate::table;
 
 /// The object at the version the client asked for.
 pub fn render(rt: &ResourceType, obj: &StoredObj) -> Bytes {
-    if rt.version == rt.storage_version {
+    if rt.version == rt.storage_version && rt.stored_as.is_none() {
         obj.json.clone()
     } else {
         render_value(rt, &obj.value)
@@ -31,9 +32,14 @@ pub fn render(rt: &ResourceType, obj: &StoredObj) -> Bytes {
 
 /// A value at the client's version.
 pub fn render_value(rt: &ResourceType, v: &Value) -> Bytes {
-    let mut v = v.clone();
+    Bytes::from(serde_json::to_vec(&client_value(rt, v)).unwrap_or_default())
+}
+
+/// A stored value as the client's resource and version show it.
+fn client_value(rt: &ResourceType, v: &Value) -> Value {
+    let mut v = convert::from_storage(rt, v).into_owned();
     v["apiVersion"] = json!(rt.api_version());
-    Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+    v
 }
 
 /// `PartialObjectMetadata` of an object.
@@ -107,7 +113,7 @@ pub fn list(
     r: &Req,
 ) -> ApiResult<(u16, Bytes)> {
     let ls = LabelSelector::parse(r.q("labelSelector").unwrap_or(""))?;
-    let fs = FieldSelector::parse(r.q("fieldSelector").unwrap_or(""))?;
+    let fs = convert::field_selector(rt, r.q("fieldSelector").unwrap_or(""))?;
     let limit: usize = match r.q("limit") {
         None | Some("") => 0,
         Some(l) => l.parse().map_err(|_| {
@@ -425,6 +431,7 @@ fn create_locked(
         let req = update_req(rt, &manager, &now, &av, "");
         ssa::record_update(&json!({}), &mut obj, shape(rt), &req);
     }
+    let obj = convert::to_storage(rt, obj);
     if dry_run(r) {
         kinds::on_removed(st, rt, &obj);
         return Ok((201, output(rt, &obj, r)));
@@ -563,7 +570,8 @@ fn finish_update(
     r: &mut Req,
     record_as: Option<&str>,
 ) -> ApiResult<(u16, Bytes)> {
-    let old = &cur.value;
+    let old_shown = convert::from_storage(rt, &cur.value);
+    let old: &Value = &old_shown;
     new["apiVersion"] = json!(storage_api_version(rt));
     new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
     if sub != "status" {
@@ -601,8 +609,9 @@ fn finish_update(
         ssa::record_update(old, &mut new, shape(rt), &req);
     }
     if new == *old {
-        return Ok((200, output(rt, old, r)));
+        return Ok((200, output(rt, &cur.value, r)));
     }
+    let new = convert::to_storage(rt, new);
     if dry_run(r) {
         return Ok((200, output(rt, &new, r)));
     }
@@ -668,8 +677,7 @@ pub fn patch(
         .store
         .get(&rt.group_resource(), ns, name)
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-    let mut base = cur.value.clone();
-    base["apiVersion"] = json!(rt.api_version());
+    let base = client_value(rt, &cur.value);
     let patched = match ct.as_str() {
         "application/json-patch+json" => patch::json_patch(&base, &p)?,
         "application/merge-patch+json" => patch::merge_patch(&base, &p)?,
@@ -754,7 +762,8 @@ fn apply(
             create_locked(&mut st, rt, obj, r, Some(()))
         }
         Some(cur) => {
-            let new = ssa::apply(&cur.value, &applied, shape(rt), &req).map_err(conflict)?;
+            let shown = convert::from_storage(rt, &cur.value);
+            let new = ssa::apply(&shown, &applied, shape(rt), &req).map_err(conflict)?;
             finish_update(&mut st, rt, &cur, new, sub, r, None)
         }
     }
@@ -934,7 +943,7 @@ pub fn delete_collection(
 ) -> ApiResult<(u16, Bytes)> {
     let opts = delete_options(r)?;
     let ls = LabelSelector::parse(r.q("labelSelector").unwrap_or(""))?;
-    let fs = FieldSelector::parse(r.q("fieldSelector").unwrap_or(""))?;
+    let fs = convert::field_selector(rt, r.q("fieldSelector").unwrap_or(""))?;
     let mut st = inner.state.lock();
     let targets: Vec<(String, String)> = st
         .store
@@ -946,7 +955,7 @@ pub fn delete_collection(
     let mut items = Vec::new();
     for (ons, name) in targets {
         if let Ok((_, v)) = delete_locked(&mut st, rt, &ons, &name, &opts) {
-            items.push(v);
+            items.push(client_value(rt, &v));
         }
     }
     let rv = st.store.rv().to_string();

@@ -40,6 +40,9 @@ pub struct ResourceType {
     pub schema: Option<Arc<Value>>,
     /// The CRD that defines this resource, by name.
     pub crd: Option<String>,
+    /// Another resource whose objects these are, converted on the way in and out
+    /// (events.k8s.io Events are core Events, as in kube-apiserver; see [`crate::convert`]).
+    pub stored_as: Option<GroupResource>,
 }
 
 /// A printer column.
@@ -74,11 +77,14 @@ impl ResourceType {
         api_version(&self.group, &self.version)
     }
 
-    /// The storage key: group + plural.
+    /// The storage key: group + plural, or the resource these objects are stored as.
     pub fn group_resource(&self) -> GroupResource {
-        GroupResource {
-            group: self.group.clone(),
-            resource: self.plural.clone(),
+        match &self.stored_as {
+            Some(gr) => gr.clone(),
+            None => GroupResource {
+                group: self.group.clone(),
+                resource: self.plural.clone(),
+            },
         }
     }
 
@@ -173,6 +179,10 @@ impl Registry {
                 columns: crate::table::builtin_columns(group, plural),
                 schema: None,
                 crd: None,
+                stored_as: (group == "events.k8s.io").then(|| GroupResource {
+                    group: String::new(),
+                    resource: "events".into(),
+                }),
             });
         }
         r

@@ -383,7 +383,14 @@ fn restore(state: &mut State, restored: Vec<crate::persist::Restored>, max_rv: u
             .and_then(|v| v.as_str())
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
-        state.store.restore(&r.gr, r.obj, rv);
+        // journals from before events.k8s.io Events were stored as core Events
+        match state.registry.by_group_resource(&r.gr) {
+            Some(rt) if rt.stored_as.is_some() => {
+                let obj = crate::convert::to_storage(&rt, r.obj);
+                state.store.restore(&rt.group_resource(), obj, rv);
+            }
+            _ => state.store.restore(&r.gr, r.obj, rv),
+        }
     }
     state.store.restore_rv(max_rv);
 }

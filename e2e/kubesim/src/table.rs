@@ -37,6 +37,13 @@ pub fn builtin_columns(group: &str, plural: &str) -> Vec<Column> {
             0,
         )],
         ("", "configmaps") | ("", "secrets") => vec![],
+        // both Event APIs share core storage, so the rows are core Events
+        ("", "events") | ("events.k8s.io", "events") => vec![
+            col("Type", "string", ".type", 0),
+            col("Reason", "string", ".reason", 0),
+            col("Object", "string", "@event-object", 0),
+            col("Message", "string", ".message", 0),
+        ],
         ("discovery.k8s.io", "endpointslices") => vec![
             col("AddressType", "string", ".addressType", 0),
             col("Ports", "string", ".ports[*].port", 0),
@@ -126,6 +133,14 @@ fn computed(obj: &Value, which: &str) -> Value {
             ),
             _ => json!("<none>"),
         },
+        "@event-object" => {
+            let r = |k: &str| {
+                obj.pointer(&format!("/involvedObject/{k}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            };
+            json!(format!("{}/{}", r("kind").to_lowercase(), r("name")))
+        }
         _ => Value::Null,
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::api::{Body, Req, ResPath};
 use crate::error::{ApiError, ApiResult};
 use crate::objects::render;
-use crate::registry::ResourceType;
+use crate::registry::{GroupResource, ResourceType};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::server::Inner;
 use crate::store::{Event, EventType, StoredObj};
@@ -54,6 +54,8 @@ fn error_frame(e: &ApiError) -> Bytes {
 
 struct Encoder {
     rt: Arc<ResourceType>,
+    /// Where `rt`'s objects are stored.
+    gr: GroupResource,
     table: bool,
     metadata_only: bool,
 }
@@ -92,7 +94,7 @@ impl Encoder {
 
     /// The frame a committed event becomes for this watcher (selector transitions included).
     fn event(&self, e: &Event, f: &Filter) -> Option<Bytes> {
-        if e.gr.group != self.rt.group || e.gr.resource != self.rt.plural {
+        if e.gr != self.gr {
             return None;
         }
         let now = f.matches(&e.obj);
@@ -119,7 +121,7 @@ pub fn serve(
     rp: ResPath,
     r: Req,
 ) -> ApiResult<Response<Body>> {
-    let mut fs = FieldSelector::parse(r.q("fieldSelector").unwrap_or(""))?;
+    let mut fs = crate::convert::field_selector(&rt, r.q("fieldSelector").unwrap_or(""))?;
     if let Some(name) = &rp.name {
         fs.0.push(("metadata.name".into(), true, name.clone()));
     }
@@ -139,6 +141,7 @@ pub fn serve(
     let rv_param = r.q("resourceVersion").unwrap_or("").to_string();
     let enc = Encoder {
         rt: rt.clone(),
+        gr: rt.group_resource(),
         table: r.table,
         metadata_only: r.metadata_only,
     };

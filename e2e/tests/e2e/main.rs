@@ -7,6 +7,7 @@
 mod dns;
 mod kubectl;
 mod kubectl_bad_input;
+mod kubectl_events;
 mod local;
 mod mci;
 mod mci_proxy;

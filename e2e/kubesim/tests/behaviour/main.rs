@@ -9,6 +9,7 @@ mod binary;
 mod crd;
 mod crud;
 mod errors;
+mod events;
 mod faults;
 mod finalizers;
 mod gc;
