@@ -146,7 +146,12 @@ fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    // Logs go to stderr, coloured only on a terminal: a file or a log collector gets
+    // plain text, not ANSI escape codes.
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&args.log)
                 .with_context(|| format!("--log {:?}", args.log))?,

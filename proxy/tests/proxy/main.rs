@@ -7,4 +7,6 @@ mod h1;
 mod harness;
 mod pool;
 mod protocols;
+mod requests;
 mod routing;
+mod scripted;
