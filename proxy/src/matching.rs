@@ -7,8 +7,9 @@
 //! - The longest match wins; on a tie Exact beats Prefix; identical rules: the first
 //!   inserted wins (callers insert the oldest MCI first).
 //! - Hosts: an exact host beats a wildcard `*.foo.com` (exactly one label), which
-//!   beats rules without a host. A host whose rules match no path falls through to
-//!   the less specific hosts, then to the default backend.
+//!   beats rules without a host. A host with rules is its own server (as in
+//!   ingress-nginx): a path none of its rules match goes to the default backend (or
+//!   404), never to a less specific host's rules.
 
 use std::collections::HashMap;
 
@@ -144,18 +145,16 @@ impl<T> Router<T> {
         self.any.finish();
     }
 
-    /// The route for `host` (lowercase, no port) and `path`.
+    /// The route for `host` (lowercase, no port) and `path`: the paths of the most
+    /// specific host with rules (exact, else wildcard, else the rules without host),
+    /// else the default backend.
     pub fn route(&self, host: &str, path: &str) -> Option<&T> {
-        if let Some(v) = self.exact.get(host).and_then(|p| p.find(path)) {
-            return Some(v);
-        }
-        if let Some((first, suffix)) = host.split_once('.')
-            && !first.is_empty()
-            && let Some(v) = self.wildcard.get(suffix).and_then(|p| p.find(path))
-        {
-            return Some(v);
-        }
-        self.any.find(path).or(self.default.as_ref())
+        let wildcard = || {
+            let (first, suffix) = host.split_once('.')?;
+            (!first.is_empty()).then(|| self.wildcard.get(suffix))?
+        };
+        let paths = self.exact.get(host).or_else(wildcard).unwrap_or(&self.any);
+        paths.find(path).or(self.default.as_ref())
     }
 
     /// Number of path rules.
@@ -281,8 +280,15 @@ mod tests {
         r.host_mut(Some("*.bar.com"))
             .insert(PathKind::Prefix, "/w", "wild-w");
         r.host_mut(None).insert(PathKind::Prefix, "/any", "any");
+        r.host_mut(Some("only.bar.com"))
+            .insert(PathKind::Prefix, "/only", "only");
         r.finish();
         assert_eq!(r.route("foo.bar.com", "/w"), Some(&"exact"));
+        // An exact host is its own server: no fall-through to the wildcard or to the
+        // rules without host.
+        assert_eq!(r.route("only.bar.com", "/only/1"), Some(&"only"));
+        assert_eq!(r.route("only.bar.com", "/w"), None);
+        assert_eq!(r.route("only.bar.com", "/any"), None);
         assert_eq!(r.route("baz.bar.com", "/x"), Some(&"wild"));
         assert_eq!(r.route("baz.bar.com", "/w/1"), Some(&"wild-w"));
         assert_eq!(r.route("bar.com", "/x"), None);
