@@ -237,11 +237,19 @@ impl ApiError {
 
     /// 422 Invalid with field causes.
     pub fn invalid(kind: &str, group: &str, name: &str, causes: Vec<Cause>) -> Self {
-        let msg = causes
-            .iter()
-            .map(|c| format!("{}: {}", c.field, c.message))
-            .collect::<Vec<_>>()
-            .join(", ");
+        // apimachinery's aggregate: distinct messages, bracketed when more than one
+        let mut msgs: Vec<String> = Vec::new();
+        for c in &causes {
+            let m = format!("{}: {}", c.field, c.message);
+            if !msgs.contains(&m) {
+                msgs.push(m);
+            }
+        }
+        let msg = if msgs.len() > 1 {
+            format!("[{}]", msgs.join(", "))
+        } else {
+            msgs.join("")
+        };
         let mut e = Self::new(
             422,
             "Invalid",
@@ -311,6 +319,15 @@ pub fn invalid_field(field: &str, message: impl Into<String>) -> Cause {
     Cause {
         reason: "FieldValueInvalid".into(),
         message: message.into(),
+        field: field.into(),
+    }
+}
+
+/// A 422 cause: `FieldValueDuplicate`.
+pub fn duplicate_field(field: &str, value: &str) -> Cause {
+    Cause {
+        reason: "FieldValueDuplicate".into(),
+        message: format!("Duplicate value: {value:?}"),
         field: field.into(),
     }
 }

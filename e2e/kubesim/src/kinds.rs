@@ -6,9 +6,10 @@ use std::net::IpAddr;
 use serde_json::{Value, json};
 
 use crate::crd;
-use crate::error::{ApiError, ApiResult, invalid_field};
+use crate::error::Cause;
+use crate::error::{ApiError, ApiResult, duplicate_field, invalid_field, required_field};
 use crate::ipam::Ipam;
-use crate::meta::now_rfc3339;
+use crate::meta::{dns1123_label_errors, now_rfc3339};
 use crate::registry::{GroupResource, Registry, ResourceType};
 use crate::store::Store;
 
@@ -254,40 +255,13 @@ fn service_create(ipam: &mut Ipam, obj: &mut Value, old: Option<&Value>) -> ApiR
     {
         return Err(svc_invalid(obj, "spec.ports", "Required value".into()));
     }
-    for (i, p) in ports.iter_mut().enumerate() {
-        let Some(port) = p.get("port").and_then(Value::as_i64) else {
-            return Err(svc_invalid(
-                obj,
-                &format!("spec.ports[{i}].port"),
-                "Required value".into(),
-            ));
-        };
-        if !(1..=65535).contains(&port) {
-            return Err(svc_invalid(
-                obj,
-                &format!("spec.ports[{i}].port"),
-                format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
-            ));
-        }
-        if p.get("protocol").is_none() {
-            p["protocol"] = json!("TCP");
-        }
-        if p.get("targetPort").is_none() {
-            p["targetPort"] = json!(port);
-        }
-    }
-    if ports.len() > 1
-        && ports.iter().any(|p| {
-            p.get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .is_empty()
-        })
-    {
-        return Err(svc_invalid(
-            obj,
-            "spec.ports[0].name",
-            "Required value".into(),
+    let causes = service_ports(&mut ports);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            "Service",
+            "",
+            obj["metadata"]["name"].as_str().unwrap_or_default(),
+            causes,
         ));
     }
     if type_ == "ExternalName" {
@@ -440,6 +414,51 @@ fn service_create(ipam: &mut Ipam, obj: &mut Value, old: Option<&Value>) -> ApiR
         obj["status"] = json!({"loadBalancer": {}});
     }
     Ok(())
+}
+
+/// kube-apiserver's `validateServicePort` for every port (names: DNS labels, unique,
+/// required when there are several; numbers in range), and the protocol and targetPort
+/// defaults. Returns every field error.
+fn service_ports(ports: &mut [Value]) -> Vec<Cause> {
+    let several = ports.len() > 1;
+    let mut names = std::collections::HashSet::new();
+    let mut causes = Vec::new();
+    for (i, p) in ports.iter_mut().enumerate() {
+        let field = format!("spec.ports[{i}].name");
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("");
+        if name.is_empty() {
+            if several {
+                causes.push(required_field(&field));
+            }
+        } else {
+            causes.extend(
+                dns1123_label_errors(name)
+                    .into_iter()
+                    .map(|m| invalid_field(&field, format!("Invalid value: {name:?}: {m}"))),
+            );
+            if !names.insert(name.to_string()) {
+                causes.push(duplicate_field(&field, name));
+            }
+        }
+        let field = format!("spec.ports[{i}].port");
+        let Some(port) = p.get("port").and_then(Value::as_i64) else {
+            causes.push(required_field(&field));
+            continue;
+        };
+        if !(1..=65535).contains(&port) {
+            causes.push(invalid_field(
+                &field,
+                format!("Invalid value: {port}: must be between 1 and 65535, inclusive"),
+            ));
+        }
+        if p.get("protocol").is_none() {
+            p["protocol"] = json!("TCP");
+        }
+        if p.get("targetPort").is_none() {
+            p["targetPort"] = json!(port);
+        }
+    }
+    causes
 }
 
 fn carry_node_ports(

@@ -12,7 +12,7 @@ use crate::convert;
 use crate::crd;
 use crate::error::{ApiError, ApiResult, required_field};
 use crate::kinds::{self, State};
-use crate::meta::{name_suffix, new_uid, now_rfc3339, spec_changed, validate_name};
+use crate::meta::{name_suffix, new_uid, now_rfc3339, spec_changed, validate_metadata};
 use crate::patch;
 use crate::registry::ResourceType;
 use crate::selectors::LabelSelector;
@@ -385,8 +385,9 @@ fn create_locked(
         name = format!("{gen_name}{}", name_suffix());
         obj["metadata"]["name"] = json!(name);
     }
-    if let Some(c) = validate_name(rt.name_rule, &name) {
-        return Err(ApiError::invalid(&rt.kind, &rt.group, &name, vec![c]));
+    let causes = validate_metadata(rt.name_rule, &obj);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(&rt.kind, &rt.group, &name, causes));
     }
     let ns = meta_str(&obj, "namespace").to_string();
     if rt.namespaced {
@@ -574,6 +575,15 @@ fn finish_update(
     let old: &Value = &old_shown;
     new["apiVersion"] = json!(storage_api_version(rt));
     new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+    let causes = validate_metadata(rt.name_rule, &new);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            &rt.kind,
+            &rt.group,
+            meta_str(old, "name"),
+            causes,
+        ));
+    }
     if sub != "status" {
         admit_schema(rt, &mut new, r)?;
     }

@@ -20,4 +20,5 @@ mod services;
 mod ssa;
 mod status;
 mod tls;
+mod validation;
 mod watch;
