@@ -175,12 +175,19 @@ fn start_member(
         tokio::spawn(exporter::run(
             m.id.clone(),
             client.clone(),
-            hub,
+            hub.clone(),
             caches.clone(),
             metrics.clone(),
             stop.clone(),
         ));
-        tokio::spawn(importer::run(m.id.clone(), client, caches, metrics, stop));
+        tokio::spawn(importer::run(
+            m.id.clone(),
+            client,
+            hub,
+            caches,
+            metrics,
+            stop,
+        ));
     });
 }
 

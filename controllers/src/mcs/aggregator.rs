@@ -7,12 +7,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use causeway_crds::exported_service::ExportedService;
+use causeway_crds::exported_service::{ExportedService, ExportedServiceSpec};
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::mcs::conditions::{service_export as ex_cond, service_import as im_cond};
 use causeway_crds::mcs::merge::{Merged, merge_specs, to_service_import_spec};
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::mcs::{ServiceImportStatus, ServicePort, values};
+use causeway_crds::validation::{self, FieldError};
 use causeway_crds::well_known::labels;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
@@ -33,8 +34,43 @@ pub struct Verdict {
     pub import: ServiceImport,
     /// The merge.
     pub merged: Merged,
-    /// Status for each ExportedService by name: (Conflict condition, excluded ports).
-    pub exports: BTreeMap<String, (Condition, Vec<ServicePort>)>,
+    /// Status for each ExportedService by name: (its `Conflict` and `Valid`
+    /// conditions, excluded ports).
+    pub exports: BTreeMap<String, (Vec<Condition>, Vec<ServicePort>)>,
+}
+
+/// Pure: the `exportedLabels` / `exportedAnnotations` entries no API server accepts
+/// on a ServiceImport (kube-apiserver's key and value rules).
+pub fn invalid_exported_metadata(spec: &ExportedServiceSpec) -> Vec<FieldError> {
+    let mut errs = validation::labels("spec.exportedLabels", &spec.exported_labels);
+    errs.extend(validation::annotations(
+        "spec.exportedAnnotations",
+        &spec.exported_annotations,
+    ));
+    errs
+}
+
+/// Pure: the ServiceImport's labels and annotations: the merge's, less what an API
+/// server would refuse (reported on the export instead, so the import is still written).
+fn valid_metadata(merged: &Merged) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let labels = merged
+        .labels
+        .iter()
+        .filter(|(k, v)| {
+            validation::qualified_name(k).is_empty() && validation::label_value(v).is_empty()
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut annotations: BTreeMap<String, String> = merged
+        .annotations
+        .iter()
+        .filter(|(k, _)| validation::qualified_name(&k.to_lowercase()).is_empty())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !validation::annotations("", &annotations).is_empty() {
+        annotations.clear(); // too large together: none rather than an arbitrary part
+    }
+    (labels, annotations)
 }
 
 /// Pure: merge every namespace/name group of exports from registered clusters.
@@ -67,14 +103,14 @@ pub fn desired(
             .and_then(|i| i.status.as_ref())
             .map(|s| s.conditions.clone())
             .unwrap_or_default();
-        let mut l = merged.labels.clone();
+        let (mut l, annotations) = valid_metadata(&merged);
         l.insert(labels::MANAGED.into(), labels::MANAGED_VALUE.into());
         let mut import = ServiceImport {
             metadata: ObjectMeta {
                 name: Some(svc.clone()),
                 namespace: Some(ns.clone()),
                 labels: Some(l),
-                annotations: (!merged.annotations.is_empty()).then(|| merged.annotations.clone()),
+                annotations: (!annotations.is_empty()).then_some(annotations),
                 ..Default::default()
             },
             spec: to_service_import_spec(&merged),
@@ -140,7 +176,36 @@ pub fn desired(
                 .get(&e.spec.cluster)
                 .cloned()
                 .unwrap_or_default();
-            verdicts.insert(e.name_any(), (cond, excluded));
+            let invalid = invalid_exported_metadata(&e.spec);
+            let (status, reason, message) = if invalid.is_empty() {
+                (
+                    "True",
+                    ex_cond::reason::VALID,
+                    "exported labels and annotations are valid".to_string(),
+                )
+            } else {
+                (
+                    "False",
+                    ex_cond::reason::INVALID_EXPORTED_METADATA,
+                    format!(
+                        "the service is exported without what the ServiceImport cannot carry: {}; fix or remove it in the ServiceExport",
+                        invalid
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                )
+            };
+            let valid = Condition {
+                type_: ex_cond::VALID.into(),
+                status: status.into(),
+                reason: reason.into(),
+                message,
+                last_transition_time: crate::condition::since(&prev, ex_cond::VALID, status, now),
+                observed_generation: e.metadata.generation,
+            };
+            verdicts.insert(e.name_any(), (vec![cond, valid], excluded));
         }
         out.push(Verdict {
             import,
@@ -285,9 +350,9 @@ async fn write(
                 .await,
         );
         let eapi: Api<ExportedService> = Api::namespaced(hub.clone(), &ns);
-        for (ename, (cond, excluded)) in &v.exports {
+        for (ename, (conds, excluded)) in &v.exports {
             let actual = exports_by_key.get(&(ns.clone(), ename.clone())).copied();
-            let status = json!({"conditions": [cond], "excludedPorts": excluded});
+            let status = json!({"conditions": conds, "excludedPorts": excluded});
             report(
                 memo.export_status
                     .ensure(&eapi, &ns, ename, "causeway.io/v1alpha1", "ExportedService", &status, actual.and_then(|a| a.resource_version()), || {
@@ -339,3 +404,6 @@ async fn write(
     }
     errors
 }
+
+#[cfg(test)]
+mod tests;

@@ -111,6 +111,31 @@ pub fn desired(
         }
         let hub_name = exported_service_name(&name, cluster);
         let mut conds = Vec::new();
+        let name_errors = causeway_crds::validation::dns1035_label(&name);
+        if !name_errors.is_empty() {
+            // no Service can ever have this name: say so, rather than "create it"
+            conds.push(condition(
+                cond::VALID,
+                Some(false),
+                cond::reason::NO_SERVICE,
+                format!(
+                    "{name:?} is not a valid Service name ({}), so no Service can match this ServiceExport: a ServiceExport exports the Service of the same name in its namespace; delete it and create one named after the Service",
+                    name_errors.join("; ")
+                ),
+                &prev,
+                now,
+            ));
+            conds.push(condition(
+                cond::READY,
+                Some(false),
+                cond::reason::FAILED,
+                "the ServiceExport's name cannot be a Service's name".into(),
+                &prev,
+                now,
+            ));
+            out.conditions.insert((ns, name), conds);
+            continue;
+        }
         let Some(svc) = svc_by(&ns, &name) else {
             conds.push(condition(
                 cond::VALID,
@@ -153,14 +178,30 @@ pub fn desired(
             out.conditions.insert((ns, name), conds);
             continue;
         }
-        conds.push(condition(
-            cond::VALID,
-            Some(true),
-            cond::reason::VALID,
-            "the Service is exportable".into(),
-            &prev,
-            now,
-        ));
+        let on_hub = hub.get(&(ns.clone(), hub_name.clone())).copied();
+        // the aggregator's verdict on what only the hub checks (exported metadata)
+        let hub_invalid = on_hub
+            .and_then(|h| h.status.as_ref())
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == cond::VALID))
+            .filter(|c| c.status == "False");
+        conds.push(match hub_invalid {
+            Some(c) => condition(
+                cond::VALID,
+                Some(false),
+                &c.reason,
+                c.message.clone(),
+                &prev,
+                now,
+            ),
+            None => condition(
+                cond::VALID,
+                Some(true),
+                cond::reason::VALID,
+                "the Service is exportable".into(),
+                &prev,
+                now,
+            ),
+        });
         let headless = spec.cluster_ip.as_deref() == Some("None");
         let exported = ExportedService {
             metadata: ObjectMeta {
@@ -237,7 +278,6 @@ pub fn desired(
                 ports: s.ports.clone(),
             });
         }
-        let on_hub = hub.get(&(ns.clone(), hub_name.clone())).copied();
         conds.push(match on_hub {
             Some(_) => condition(
                 cond::READY,
@@ -658,67 +698,4 @@ fn strip_meta(mut v: Value) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn c(t: &str, s: &str, r: &str) -> Condition {
-        Condition {
-            type_: t.into(),
-            status: s.into(),
-            reason: r.into(),
-            message: format!("{r} msg"),
-            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
-            observed_generation: None,
-        }
-    }
-
-    #[test]
-    fn events_only_on_transitions() {
-        let ok = vec![
-            c("Valid", "True", "Valid"),
-            c("Ready", "True", "Exported"),
-            c("Conflict", "False", "NoConflicts"),
-        ];
-        assert!(events_for(&ok, &ok).is_empty(), "steady state is silent");
-        let conflict = vec![
-            c("Valid", "True", "Valid"),
-            c("Ready", "True", "Exported"),
-            c("Conflict", "True", "PortConflict"),
-        ];
-        let ev = events_for(&ok, &conflict);
-        assert_eq!(
-            ev,
-            vec![ExportEvent {
-                warning: true,
-                reason: "PortConflict".into(),
-                note: "PortConflict msg".into()
-            }]
-        );
-        assert!(events_for(&conflict, &conflict).is_empty());
-        assert_eq!(events_for(&conflict, &ok)[0].reason, "ConflictResolved");
-        let failed = vec![c("Valid", "True", "Valid"), c("Ready", "False", "Failed")];
-        assert_eq!(events_for(&ok, &failed)[0].reason, "ExportFailed");
-        assert!(events_for(&failed, &failed).is_empty());
-        let invalid = vec![
-            c("Valid", "False", "NoService"),
-            c("Ready", "False", "Pending"),
-        ];
-        assert_eq!(events_for(&[], &invalid)[0].reason, "NoService");
-        assert_eq!(
-            events_for(&[], &ok)
-                .iter()
-                .map(|e| e.reason.as_str())
-                .collect::<Vec<_>>(),
-            vec!["Exported"]
-        );
-    }
-
-    #[test]
-    fn hub_slice_names_stay_valid() {
-        assert_eq!(hub_slice_name("web-abc", "east"), "web-abc.east");
-        let long = "a".repeat(250);
-        let n = hub_slice_name(&long, "east");
-        assert!(n.len() <= 253, "{}", n.len());
-        assert_ne!(hub_slice_name(&long, "east"), hub_slice_name(&long, "west"));
-    }
-}
+mod tests;

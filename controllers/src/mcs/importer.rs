@@ -3,7 +3,7 @@
 //! derived Service), the derived Service, and one EndpointSlice per source slice
 //! carrying only the ports that source cluster may serve.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,13 +13,15 @@ use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::mcs::{ServiceImportStatus, ServiceImportType, values};
 use causeway_crds::names::derived_service_name;
 use causeway_crds::well_known::{annotations, labels};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
@@ -38,6 +40,23 @@ pub struct Desired {
     pub services: Vec<Service>,
     /// MCS EndpointSlices.
     pub slices: Vec<EndpointSlice>,
+    /// Hub ServiceImports this member does not import because their namespace does
+    /// not exist here (namespace sameness, NS-2), to be told on the hub object.
+    pub not_imported: Vec<ObjectReference>,
+}
+
+/// The Event a hub ServiceImport gets when `cluster` does not import it because its
+/// namespace `ns` does not exist there.
+pub fn not_imported_event(cluster: &str, ns: &str, name: &str) -> Event {
+    Event {
+        type_: EventType::Warning,
+        reason: "NamespaceMissing".into(),
+        note: Some(format!(
+            "cluster {cluster} does not import {ns}/{name}: namespace {ns} does not exist there (namespace sameness: a multi-cluster service is imported only by clusters that have its namespace); create namespace {ns} in {cluster} to import it"
+        )),
+        action: "Import".into(),
+        secondary: None,
+    }
 }
 
 fn managed_labels(svc: &str) -> BTreeMap<String, String> {
@@ -93,7 +112,9 @@ pub fn desired(
     for si in hub_imports {
         let ns = si.namespace().unwrap_or_default();
         if !live_ns.contains(&ns) {
-            continue; // NS-2: only where the namespace exists
+            // NS-2: only where the namespace exists
+            out.not_imported.push(si.object_ref(&()));
+            continue;
         }
         let name = si.name_any();
         let derived = derived_service_name(&ns, &name);
@@ -286,6 +307,7 @@ pub fn desired(
 pub async fn run(
     cluster: String,
     member: kube::Client,
+    hub: kube::Client,
     caches: Arc<super::HubCaches>,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
@@ -346,6 +368,15 @@ pub async fn run(
         return;
     }
     tracing::info!(cluster, "importer running");
+    let recorder = Recorder::new(
+        hub,
+        Reporter {
+            controller: "causeway-importer".into(),
+            instance: Some(cluster.clone()),
+        },
+    );
+    // hub imports already told about (once per import while its namespace is missing)
+    let mut told: HashSet<(String, String)> = HashSet::new();
     let mut memo = Memos::default();
     let mut dirty = Dirty::full();
     loop {
@@ -377,6 +408,7 @@ pub async fn run(
             &metrics,
         )
         .await;
+        tell_not_imported(&recorder, &cluster, &want.not_imported, &dirty, &mut told).await;
         metrics.observe_reconcile("importer", &cluster, started.elapsed(), errors);
         if dirty.full {
             metrics.set_imports(&cluster, want.imports.len() as i64);
@@ -385,6 +417,44 @@ pub async fn run(
             Some(d) => d,
             None => return,
         };
+    }
+}
+
+/// Publishes a Warning Event on each hub ServiceImport this member newly does not
+/// import, and forgets those it imports again (or that are gone) so a later miss is
+/// told again.
+async fn tell_not_imported(
+    recorder: &Recorder,
+    cluster: &str,
+    not_imported: &[ObjectReference],
+    dirty: &Dirty,
+    told: &mut HashSet<(String, String)>,
+) {
+    let now: HashSet<(String, String)> = not_imported
+        .iter()
+        .map(|r| {
+            (
+                r.namespace.clone().unwrap_or_default(),
+                r.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    told.retain(|k| now.contains(k) || !(dirty.full || dirty.keys.contains(k)));
+    for r in not_imported {
+        let key = (
+            r.namespace.clone().unwrap_or_default(),
+            r.name.clone().unwrap_or_default(),
+        );
+        if told.contains(&key) {
+            continue;
+        }
+        let ev = not_imported_event(cluster, &key.0, &key.1);
+        match recorder.publish(&ev, r).await {
+            Ok(()) => {
+                told.insert(key);
+            }
+            Err(e) => tracing::debug!(cluster, error = %e, "could not publish an Event"),
+        }
     }
 }
 

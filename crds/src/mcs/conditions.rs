@@ -21,6 +21,9 @@ pub mod service_export {
         pub const NO_SERVICE: &str = "NoService";
         /// `Valid=False`: the Service's type cannot be exported (`ExternalName`).
         pub const INVALID_SERVICE_TYPE: &str = "InvalidServiceType";
+        /// `Valid=False` (Causeway): an `exportedLabels` or `exportedAnnotations` key or
+        /// value that no API server accepts; the service is exported without it.
+        pub const INVALID_EXPORTED_METADATA: &str = "InvalidExportedMetadata";
 
         /// `Ready=True`: exported to a control plane (push model).
         pub const EXPORTED: &str = "Exported";

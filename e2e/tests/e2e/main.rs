@@ -12,5 +12,6 @@ mod local;
 mod mci;
 mod mci_proxy;
 mod mcs;
+mod mcs_status;
 mod mcs_support;
 mod support;

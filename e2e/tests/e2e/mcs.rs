@@ -376,6 +376,20 @@ async fn conf_14_externalname_is_invalid_and_not_imported() {
     })
     .await;
     assert_eq!(reason, "NoService", "{msg}");
+    assert!(msg.contains("create it"), "{msg}");
+    // ... and one whose name no Service can have says that, not "create it"
+    m.export(0, "no.such.service", "dummy-label").await;
+    let (_, reason, msg) = eventually("Valid=False for an invalid name", PRESENT, || async {
+        m.export_condition(0, "no.such.service", "Valid")
+            .await
+            .filter(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!(reason, "NoService", "{msg}");
+    assert!(
+        msg.contains("not a valid Service name") && !msg.contains("create it"),
+        "{msg}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

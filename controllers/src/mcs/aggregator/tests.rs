@@ -1,0 +1,160 @@
+//! Table tests of the aggregator's pure `desired`: exported metadata that no API server
+//! accepts stays off the ServiceImport and is reported on the export.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use causeway_crds::exported_service::ExportedService;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Value, json};
+
+use super::*;
+
+fn now() -> Time {
+    Time(jiff::Timestamp::from_second(1_700_000_000).unwrap())
+}
+
+fn exported(cluster: &str, labels: Value, annotations: Value) -> Arc<ExportedService> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "causeway.io/v1alpha1", "kind": "ExportedService",
+            "metadata": {"name": format!("web.{cluster}"), "namespace": "demo"},
+            "spec": {
+                "cluster": cluster, "service": "web",
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+                "exportedLabels": labels, "exportedAnnotations": annotations,
+                "exportCreationTimestamp": "2026-01-01T00:00:00Z",
+            },
+        }))
+        .unwrap(),
+    )
+}
+
+fn run(labels: Value, annotations: Value) -> Verdict {
+    let registered = BTreeSet::from(["east".to_string()]);
+    let mut v = desired(
+        &[exported("east", labels, annotations)],
+        &registered,
+        &[],
+        &[],
+        &now(),
+    );
+    assert_eq!(v.len(), 1);
+    v.remove(0)
+}
+
+fn valid_condition(v: &Verdict) -> Condition {
+    v.exports["web.east"]
+        .0
+        .iter()
+        .find(|c| c.type_ == "Valid")
+        .cloned()
+        .expect("a Valid condition for the export")
+}
+
+#[test]
+fn invalid_exported_keys_and_values_are_dropped_and_reported() {
+    // (exportedLabels, exportedAnnotations, labels kept, annotations kept, fragments the
+    // Valid=False message must hold; none when valid)
+    type Case = (
+        Value,
+        Value,
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static [&'static str],
+    );
+    let table: &[Case] = &[
+        (
+            json!({"team": "web"}),
+            json!({"example.com/owner": "x y z"}),
+            &["team"],
+            &["example.com/owner"],
+            &[],
+        ),
+        (
+            json!({"team": "web", "a b": "x"}),
+            json!({}),
+            &["team"],
+            &[],
+            &["spec.exportedLabels: Invalid value: \"a b\": name part must consist of"],
+        ),
+        (
+            json!({"tier": "-front"}),
+            json!({}),
+            &[],
+            &[],
+            &[
+                "spec.exportedLabels: Invalid value: \"-front\": a valid label must be an empty string",
+            ],
+        ),
+        (
+            json!({}),
+            json!({"only/one/slash": "v", "Example.com/ok": "v"}),
+            &[],
+            &["Example.com/ok"],
+            &["spec.exportedAnnotations: Invalid value: \"only/one/slash\""],
+        ),
+        (
+            json!({}),
+            json!({"example.com/big": "x".repeat(256 * 1024)}),
+            &[],
+            &[],
+            &[
+                "spec.exportedAnnotations",
+                "Too long: may not be more than 262144 bytes",
+            ],
+        ),
+    ];
+    for (labels, annotations, kept_labels, kept_annotations, errors) in table {
+        let v = run(labels.clone(), annotations.clone());
+        let got_labels: Vec<&str> = v
+            .import
+            .metadata
+            .labels
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| *k != labels::MANAGED)
+            .collect();
+        assert_eq!(&got_labels, kept_labels, "labels for {labels}");
+        let got_annotations: Vec<&str> = v
+            .import
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(
+            &got_annotations, kept_annotations,
+            "annotations for {annotations}"
+        );
+        let valid = valid_condition(&v);
+        if errors.is_empty() {
+            assert_eq!(
+                (valid.status.as_str(), valid.reason.as_str()),
+                ("True", "Valid")
+            );
+        } else {
+            assert_eq!(
+                (valid.status.as_str(), valid.reason.as_str()),
+                ("False", "InvalidExportedMetadata"),
+                "{labels} {annotations}"
+            );
+            for e in *errors {
+                assert!(
+                    valid.message.contains(e),
+                    "{e:?} not in {:?}",
+                    valid.message
+                );
+            }
+        }
+        // the import is written either way, with its Conflict verdict
+        assert!(
+            v.exports["web.east"]
+                .0
+                .iter()
+                .any(|c| c.type_ == "Conflict")
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! Tests of the exporter's pure parts: conditions, Events.
+use super::*;
+
+fn c(t: &str, s: &str, r: &str) -> Condition {
+    Condition {
+        type_: t.into(),
+        status: s.into(),
+        reason: r.into(),
+        message: format!("{r} msg"),
+        last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+        observed_generation: None,
+    }
+}
+
+#[test]
+fn events_only_on_transitions() {
+    let ok = vec![
+        c("Valid", "True", "Valid"),
+        c("Ready", "True", "Exported"),
+        c("Conflict", "False", "NoConflicts"),
+    ];
+    assert!(events_for(&ok, &ok).is_empty(), "steady state is silent");
+    let conflict = vec![
+        c("Valid", "True", "Valid"),
+        c("Ready", "True", "Exported"),
+        c("Conflict", "True", "PortConflict"),
+    ];
+    let ev = events_for(&ok, &conflict);
+    assert_eq!(
+        ev,
+        vec![ExportEvent {
+            warning: true,
+            reason: "PortConflict".into(),
+            note: "PortConflict msg".into()
+        }]
+    );
+    assert!(events_for(&conflict, &conflict).is_empty());
+    assert_eq!(events_for(&conflict, &ok)[0].reason, "ConflictResolved");
+    let failed = vec![c("Valid", "True", "Valid"), c("Ready", "False", "Failed")];
+    assert_eq!(events_for(&ok, &failed)[0].reason, "ExportFailed");
+    assert!(events_for(&failed, &failed).is_empty());
+    let invalid = vec![
+        c("Valid", "False", "NoService"),
+        c("Ready", "False", "Pending"),
+    ];
+    assert_eq!(events_for(&[], &invalid)[0].reason, "NoService");
+    assert_eq!(
+        events_for(&[], &ok)
+            .iter()
+            .map(|e| e.reason.as_str())
+            .collect::<Vec<_>>(),
+        vec!["Exported"]
+    );
+}
+
+#[test]
+fn hub_slice_names_stay_valid() {
+    assert_eq!(hub_slice_name("web-abc", "east"), "web-abc.east");
+    let long = "a".repeat(250);
+    let n = hub_slice_name(&long, "east");
+    assert!(n.len() <= 253, "{}", n.len());
+    assert_ne!(hub_slice_name(&long, "east"), hub_slice_name(&long, "west"));
+}
+
+fn export(name: &str) -> Arc<ServiceExport> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+            "metadata": {"name": name, "namespace": "demo"},
+        }))
+        .unwrap(),
+    )
+}
+
+#[test]
+fn a_name_no_service_can_have_is_called_invalid_not_missing() {
+    let now = Time(jiff::Timestamp::UNIX_EPOCH);
+    let want = desired(
+        "east",
+        &[export("no.such.service"), export("missing")],
+        &[],
+        &[],
+        &[],
+        &now,
+    );
+    let valid = |name: &str| {
+        want.conditions[&("demo".to_string(), name.to_string())]
+            .iter()
+            .find(|c| c.type_ == "Valid")
+            .cloned()
+            .unwrap()
+    };
+    let invalid = valid("no.such.service");
+    assert_eq!(invalid.status, "False");
+    assert!(
+        invalid
+            .message
+            .starts_with("\"no.such.service\" is not a valid Service name (a DNS-1035 label must"),
+        "{}",
+        invalid.message
+    );
+    assert!(
+        !invalid.message.contains("create it"),
+        "{}",
+        invalid.message
+    );
+    let missing = valid("missing");
+    assert_eq!(missing.reason, "NoService");
+    assert!(missing.message.contains("create it"), "{}", missing.message);
+    assert!(want.exported.is_empty());
+}
