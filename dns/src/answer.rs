@@ -7,7 +7,7 @@
 //! which callers reuse. Malformed input gives FORMERR (or is dropped when even the
 //! header is unusable); nothing here can panic on any input.
 
-use crate::index::{Lookup, Zone, rtype};
+use crate::index::{Lookup, RrSet, Zone, rtype};
 use crate::name::MAX_WIRE_LEN;
 
 /// DNS response codes used here.
@@ -166,7 +166,11 @@ pub fn respond(
             false,
         ),
         Lookup::Found(node) => match node.get(q.qtype) {
-            Some(set) => r.answer(out, set.count, &set.wire),
+            Some(set) => {
+                // Glue: the apex NS answer carries the NS target's addresses.
+                let glue = (q.qtype == rtype::NS && name == zone.apex()).then(|| zone.ns_glue());
+                r.answer(out, set, glue)
+            }
             None => r.write(
                 out,
                 rcode::NOERROR as u16,
@@ -192,13 +196,26 @@ impl Response<'_> {
     }
 
     /// A positive answer; falls back to TC with an empty answer when it does not fit.
-    fn answer(&mut self, out: &mut Vec<u8>, count: u16, rrs: &[u8]) -> Outcome {
-        let size = self.q.end + rrs.len() + self.opt_len();
+    /// `additional` goes in the additional section when it fits, else is left out
+    /// (RFC 2181 §9: only a missing answer sets TC).
+    fn answer(&mut self, out: &mut Vec<u8>, rrs: &RrSet, additional: Option<&RrSet>) -> Outcome {
+        let size = self.q.end + rrs.wire.len() + self.opt_len();
         if size > self.limit {
             return self.write_tc(out, rcode::NOERROR as u16);
         }
-        self.header(out, rcode::NOERROR as u16, true, false, count, 0);
-        out.extend_from_slice(rrs);
+        let (ar_count, ar_wire) = match additional {
+            Some(a) if size + a.wire.len() <= self.limit => (a.count, &a.wire[..]),
+            _ => (0, &[][..]),
+        };
+        self.header(
+            out,
+            rcode::NOERROR as u16,
+            true,
+            false,
+            [rrs.count, 0, ar_count],
+        );
+        out.extend_from_slice(&rrs.wire);
+        out.extend_from_slice(ar_wire);
         self.opt(out, rcode::NOERROR as u16);
         Outcome::Reply {
             qtype: self.q.qtype,
@@ -221,7 +238,13 @@ impl Response<'_> {
         if self.q.end + auth.len() + self.opt_len() > self.limit {
             return self.write_tc(out, rcode);
         }
-        self.header(out, rcode, aa, false, 0, u16::from(authority.is_some()));
+        self.header(
+            out,
+            rcode,
+            aa,
+            false,
+            [0, u16::from(authority.is_some()), 0],
+        );
         out.extend_from_slice(auth);
         self.opt(out, rcode);
         Outcome::Reply {
@@ -233,7 +256,7 @@ impl Response<'_> {
     }
 
     fn write_tc(&mut self, out: &mut Vec<u8>, rcode: u16) -> Outcome {
-        self.header(out, rcode, true, true, 0, 0);
+        self.header(out, rcode, true, true, [0, 0, 0]);
         self.opt(out, rcode);
         Outcome::Reply {
             qtype: self.q.qtype,
@@ -243,16 +266,10 @@ impl Response<'_> {
         }
     }
 
-    /// Header and the question as asked.
-    fn header(
-        &self,
-        out: &mut Vec<u8>,
-        rcode: u16,
-        aa: bool,
-        tc: bool,
-        ancount: u16,
-        nscount: u16,
-    ) {
+    /// Header and the question as asked; `counts`: answer, authority and additional
+    /// RRs (the OPT record is added to the last).
+    fn header(&self, out: &mut Vec<u8>, rcode: u16, aa: bool, tc: bool, counts: [u16; 3]) {
+        let [ancount, nscount, arcount] = counts;
         out.clear();
         let p = self.pkt;
         out.extend_from_slice(&p[0..2]);
@@ -263,7 +280,7 @@ impl Response<'_> {
         out.extend_from_slice(&1u16.to_be_bytes());
         out.extend_from_slice(&ancount.to_be_bytes());
         out.extend_from_slice(&nscount.to_be_bytes());
-        out.extend_from_slice(&u16::from(self.edns.is_some()).to_be_bytes());
+        out.extend_from_slice(&(arcount + u16::from(self.edns.is_some())).to_be_bytes());
         out.extend_from_slice(&p[HEADER_LEN..self.q.end]);
     }
 

@@ -134,6 +134,66 @@ fn negative_answers_carry_the_soa() {
     assert_eq!(soa.ttl, 5);
 }
 
+/// The additional section as text with owner names, OPT left out.
+fn additionals(r: &Reply) -> Vec<String> {
+    let mut v: Vec<String> = r
+        .msg
+        .additionals
+        .iter()
+        .map(|a| format!("{} {}", a.name, render(&a.data)))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn apex_ns_answer_carries_the_nameserver_addresses_as_glue() {
+    let c = ZoneConfig {
+        nameservers: vec!["10.96.0.53".parse().unwrap(), "fd00::53".parse().unwrap()],
+        ..cfg()
+    };
+    let zone = Zone::build(&c, 1, [], []).unwrap();
+    let glue = [
+        "ns.dns.clusterset.local. A 10.96.0.53",
+        "ns.dns.clusterset.local. AAAA fd00::53",
+    ];
+    for name in ["clusterset.local.", "ClusterSet.LOCAL."] {
+        let r = ask(&zone, name, RecordType::NS);
+        assert_eq!(r.answers, ["NS ns.dns.clusterset.local."], "{name}");
+        assert_eq!(additionals(&r), glue, "{name}");
+        assert!(r.msg.edns.is_some(), "OPT still there");
+    }
+    // Without EDNS too.
+    let mut out = Vec::new();
+    let pkt = query("clusterset.local.", RecordType::NS, None);
+    respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
+    let r = decode(&out);
+    assert_eq!(additionals(&r), glue);
+    assert!(r.msg.edns.is_none());
+    // The addresses themselves; no glue on other answers.
+    let a = ask(&zone, "ns.dns.clusterset.local.", RecordType::A);
+    assert_eq!(a.answers, ["A 10.96.0.53"]);
+    assert!(additionals(&a).is_empty());
+    let soa = ask(&zone, "clusterset.local.", RecordType::SOA);
+    assert!(additionals(&soa).is_empty());
+    // Glue that does not fit is left out, never truncating the NS answer (RFC 2181 §9).
+    let many = ZoneConfig {
+        nameservers: (1..=40u16)
+            .map(|i| std::net::Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, i).into())
+            .collect(),
+        ..cfg()
+    };
+    let zone = Zone::build(&many, 1, [], []).unwrap();
+    respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
+    assert!(out.len() <= CLASSIC_UDP_LIMIT);
+    let r = decode(&out);
+    assert!(!r.tc);
+    assert_eq!(r.answers, ["NS ns.dns.clusterset.local."]);
+    assert!(additionals(&r).is_empty());
+    respond(&zone, &SETTINGS, &pkt, Transport::Tcp, &mut out);
+    assert_eq!(decode(&out).msg.additionals.len(), 40);
+}
+
 #[test]
 fn refuses_other_zones_and_fails_before_sync() {
     let zone = web_zone();

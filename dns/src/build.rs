@@ -83,6 +83,31 @@ pub(crate) fn static_nodes<'a>(
     Ok(nodes)
 }
 
+/// The apex NS target's addresses as full RRs (owner `ns.dns.<zone>`), for the
+/// additional section of the apex NS answer (glue).
+pub(crate) fn ns_glue(cfg: &ZoneConfig, apex_dotted: &str) -> Result<RrSet, IndexError> {
+    let owner = name::to_wire(&format!("ns.dns.{apex_dotted}"))?;
+    let mut wire = Vec::new();
+    let mut count: u16 = 0;
+    let mut ns = NodeBuilder::default();
+    for ip in &cfg.nameservers {
+        add_ip(&mut ns, *ip);
+    }
+    let a = ns.a.iter().map(|ip| (rtype::A, RData::A(A(*ip))));
+    let aaaa = ns
+        .aaaa
+        .iter()
+        .map(|ip| (rtype::AAAA, RData::AAAA(AAAA(*ip))));
+    for (rt, rdata) in a.chain(aaaa).take(u16::MAX as usize) {
+        wire.extend_from_slice(&encode_full_rr(&owner, rt, cfg.ttl, &rdata)?);
+        count += 1;
+    }
+    Ok(RrSet {
+        count,
+        wire: wire.into_boxed_slice(),
+    })
+}
+
 /// The names of one service: `<svc>.<ns>.svc.<zone>` and everything below it. Empty
 /// when nothing is served (headless without ready endpoints).
 pub(crate) fn service_nodes(

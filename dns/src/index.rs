@@ -180,6 +180,7 @@ pub struct Zone {
     statics: HashMap<Box<[u8]>, Node>,
     services: HashMap<Box<[u8]>, Arc<ServiceNodes>>,
     soa_authority: Box<[u8]>,
+    ns_glue: RrSet,
     serial: u32,
     ready: bool,
     records: usize,
@@ -250,6 +251,12 @@ impl Zone {
     /// The apex SOA as a complete RR for the authority section of negative answers.
     pub fn soa_authority(&self) -> &[u8] {
         &self.soa_authority
+    }
+
+    /// The addresses of the apex NS target as complete RRs, for the additional
+    /// section of the apex NS answer (empty when none are configured).
+    pub fn ns_glue(&self) -> &RrSet {
+        &self.ns_glue
     }
 
     /// Looks a lowercase wire name up: O(labels), no allocation.
@@ -367,6 +374,7 @@ impl ZoneState {
         )?;
         let enc = build::encode(statics, self.cfg.ttl)?;
         let soa_authority = enc.soa_authority.unwrap_or_default();
+        let ns_glue = build::ns_glue(&self.cfg, &self.apex_dotted)?;
         let records = enc.records + self.services.values().map(|s| s.records).sum::<usize>();
         let names = enc.nodes.len() + self.services.values().map(|s| s.nodes.len()).sum::<usize>();
         Ok(Zone {
@@ -374,6 +382,7 @@ impl ZoneState {
             statics: enc.nodes,
             services: self.services.clone(),
             soa_authority,
+            ns_glue,
             serial,
             ready: true,
             records,

@@ -66,8 +66,40 @@ pub struct Config {
     pub forward_timeout: Duration,
     /// Delay between a watch event and the index rebuild (collects bursts).
     pub rebuild_debounce: Duration,
-    /// Addresses answered for the apex NS target `ns.dns.<zone>`.
+    /// Addresses answered for the apex NS target `ns.dns.<zone>` (and as glue in the
+    /// apex NS answer). Empty: [`default_nameservers`] of the listen address.
     pub nameservers: Vec<IpAddr>,
+}
+
+/// The apex NS target's address when none is configured: the listen address; when
+/// that is unspecified (`0.0.0.0`, `::`), the local address the host would use to
+/// reach the outside (the interface of the default route: the pod IP in a pod), found
+/// by connecting a UDP socket, which sends nothing; loopback when there is no route.
+pub fn default_nameservers(listen: IpAddr) -> Vec<IpAddr> {
+    if !listen.is_unspecified() {
+        return vec![listen];
+    }
+    let (bind, probe): (SocketAddr, SocketAddr) = match listen {
+        // Documentation addresses (RFC 5737, RFC 3849): only routed, never reached.
+        IpAddr::V4(_) => (
+            (Ipv4Addr::UNSPECIFIED, 0).into(),
+            (Ipv4Addr::new(192, 0, 2, 1), 53).into(),
+        ),
+        IpAddr::V6(_) => (
+            (Ipv6Addr::UNSPECIFIED, 0).into(),
+            (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), 53).into(),
+        ),
+    };
+    let routed = std::net::UdpSocket::bind(bind)
+        .and_then(|s| s.connect(probe).and_then(|()| s.local_addr()))
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_unspecified());
+    let ip = routed.unwrap_or(match listen {
+        IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+        IpAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+    });
+    vec![ip]
 }
 
 impl Default for Config {
@@ -199,7 +231,11 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
     let zone_cfg = ZoneConfig {
         zone: cfg.zone.clone(),
         ttl: cfg.ttl,
-        nameservers: cfg.nameservers.clone(),
+        nameservers: if cfg.nameservers.is_empty() {
+            default_nameservers(cfg.listen.ip())
+        } else {
+            cfg.nameservers.clone()
+        },
     };
     let zone = Zone::unsynced(&zone_cfg)?;
     let (udp, tcp) = server::bind(cfg.listen).await?;
@@ -275,4 +311,26 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         threads,
         stop,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_nameserver_is_the_listen_address_or_a_real_local_one() {
+        let ip: IpAddr = "127.0.0.7".parse().unwrap();
+        assert_eq!(default_nameservers(ip), [ip]);
+        let ip: IpAddr = "::1".parse().unwrap();
+        assert_eq!(default_nameservers(ip), [ip]);
+        for any in [
+            IpAddr::from(Ipv4Addr::UNSPECIFIED),
+            Ipv6Addr::UNSPECIFIED.into(),
+        ] {
+            let got = default_nameservers(any);
+            assert_eq!(got.len(), 1, "{any}");
+            assert!(!got[0].is_unspecified(), "{any}: {got:?}");
+            assert_eq!(got[0].is_ipv4(), any.is_ipv4(), "{any}: same family");
+        }
+    }
 }

@@ -41,6 +41,13 @@ struct Args {
     /// Close TCP clients that are idle or slow for this many seconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     tcp_idle_timeout: u64,
+    /// Address of this server answered for the apex NS target `ns.dns.<zone>` (A or
+    /// AAAA, also as glue in the apex NS answer, so the zone can be delegated here).
+    /// Repeat for several. Default: the --listen address; when that is 0.0.0.0 or ::,
+    /// the address of the interface of the default route (the pod IP in a pod), else
+    /// loopback.
+    #[arg(long = "ns-address", value_name = "IP")]
+    ns_address: Vec<std::net::IpAddr>,
     /// Log filter (tracing EnvFilter syntax, e.g. `info` or `causeway_dns=debug`).
     #[arg(long, env = "RUST_LOG", default_value = "info")]
     log: String,
@@ -83,6 +90,7 @@ async fn run(args: Args, workers: usize) -> anyhow::Result<()> {
         forward: args.forward,
         workers,
         tcp_idle_timeout: Duration::from_secs(args.tcp_idle_timeout),
+        nameservers: args.ns_address.clone(),
         ..causeway_dns::Config::default()
     };
     let running = causeway_dns::start(client, cfg).await?;

@@ -5,7 +5,7 @@
 use hickory_proto::rr::RecordType;
 use serde_json::json;
 
-use crate::support::{Env, Reply};
+use crate::support::{Env, Reply, ask_tcp, ask_udp, render};
 
 const Z: &str = "clusterset.local.";
 
@@ -228,5 +228,42 @@ async fn golden_record_sets_over_udp_and_tcp() {
         check("udp", &name, qt, rcode, &want, &r);
         let r = env.tcp(&name, qt).await;
         check("tcp", &name, qt, rcode, &want, &r);
+    }
+}
+
+/// The apex NS target has an address (by default the listen address) and the NS
+/// answer carries it as glue, so the zone can be delegated to this server.
+#[tokio::test]
+async fn apex_ns_target_has_an_address_and_glue() {
+    let env = Env::start().await;
+    let dns = env.dns();
+    let ns = format!("ns.dns.{Z}");
+    for transport in ["udp", "tcp"] {
+        let ask = |name: String, qt| async move {
+            match transport {
+                "udp" => ask_udp(dns.udp, &name, qt, Some(1232)).await,
+                _ => ask_tcp(dns.tcp, &name, qt).await,
+            }
+        };
+        let r = ask(Z.to_string(), RecordType::NS).await;
+        assert_eq!(r.answers, [format!("NS {ns}")], "{transport}");
+        let glue: Vec<String> = r
+            .msg
+            .additionals
+            .iter()
+            .map(|a| format!("{} {}", a.name, render(&a.data)))
+            .collect();
+        assert_eq!(glue, [format!("{ns} A 127.0.0.1")], "{transport} glue");
+        let r = ask(ns.clone(), RecordType::A).await;
+        assert_eq!(
+            (r.rcode, r.answers.clone()),
+            (0, vec!["A 127.0.0.1".to_string()])
+        );
+        let r = ask(ns.clone(), RecordType::AAAA).await;
+        assert_eq!(
+            (r.rcode, r.answers.len(), r.soa),
+            (0, 0, true),
+            "{transport}"
+        );
     }
 }
