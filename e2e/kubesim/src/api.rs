@@ -203,12 +203,13 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 
 fn authenticate(inner: &Inner, headers: &HeaderMap, cert_user: Option<User>) -> Option<User> {
     if let Some(t) = bearer(headers) {
-        return inner
+        let fixed = inner
             .tokens
             .read()
             .iter()
             .find(|(tok, _)| tok == t)
             .map(|(_, u)| u.clone());
+        return fixed.or_else(|| crate::tokens::authenticate(inner, t));
     }
     if let Some(u) = cert_user {
         return Some(u);
@@ -323,10 +324,15 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         return Err(fail(ApiError::method_not_allowed("POST", &path)));
     }
     if let Some(sub) = &rp.sub {
+        let token = sub == "token" && rt.group.is_empty() && rt.plural == "serviceaccounts";
         let ok = (sub == "status" && rt.status_subresource)
-            || (sub == "finalize" && rt.plural == "namespaces");
+            || (sub == "finalize" && rt.plural == "namespaces")
+            || token;
         if !ok {
             return Err(fail(ApiError::no_route(&path)));
+        }
+        if token && method != Method::POST {
+            return Err(fail(ApiError::method_not_allowed(method.as_str(), &path)));
         }
     }
     {
@@ -452,6 +458,7 @@ fn dispatch(
     let ns = rp.ns.as_deref().unwrap_or("");
     let sub = rp.sub.as_deref().unwrap_or("");
     match (method.as_str(), rp.name.as_deref()) {
+        ("POST", Some(name)) if sub == "token" => crate::tokens::create(inner, ns, name, r),
         ("GET", Some(name)) => o::get(inner, rt, ns, name, r),
         ("GET", None) => o::list(inner, rt, rp.ns.as_deref(), r),
         ("POST", None) => o::create(inner, rt, ns, r),

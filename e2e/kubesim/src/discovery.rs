@@ -58,6 +58,11 @@ fn resource_entry(t: &ResourceType) -> Value {
     })
 }
 
+/// Core ServiceAccounts, which serve the `token` subresource (TokenRequest).
+fn is_service_accounts(t: &ResourceType) -> bool {
+    t.group.is_empty() && t.plural == "serviceaccounts"
+}
+
 fn hash(s: &str) -> String {
     let h = Sha256::digest(s.as_bytes());
     h[..8].iter().map(|b| format!("{b:02x}")).collect()
@@ -69,6 +74,9 @@ fn resource_list(reg: &Registry, group: &str, version: &str) -> Value {
         resources.push(resource_entry(&t));
         if t.status_subresource {
             resources.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        if is_service_accounts(&t) {
+            resources.push(json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}));
         }
     }
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version(group, version), "resources": resources})
@@ -112,6 +120,9 @@ fn aggregated(reg: &Registry, core: bool) -> Value {
                             });
                             if t.status_subresource {
                                 r["subresources"] = json!([{"subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"]}]);
+                            }
+                            if is_service_accounts(t) {
+                                r["subresources"] = json!([{"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}, "verbs": ["create"]}]);
                             }
                             r
                         })

@@ -36,6 +36,7 @@ pub mod ssa;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod tokens;
 pub mod watch;
 
 pub use auth::User;

@@ -109,12 +109,34 @@ const SERVICE_ACCOUNT: &[Field] = &[
     f(4, "automountServiceAccountToken", Kind::Bool),
 ];
 
+const BOUND_OBJECT_REFERENCE: &[Field] = &[
+    f(1, "kind", Kind::Str),
+    f(2, "apiVersion", Kind::Str),
+    f(3, "name", Kind::Str),
+    f(4, "uid", Kind::Str),
+];
+const TOKEN_REQUEST_SPEC: &[Field] = &[
+    r(1, "audiences", Kind::Str),
+    f(3, "boundObjectRef", Kind::Msg(BOUND_OBJECT_REFERENCE)),
+    f(4, "expirationSeconds", Kind::I64),
+];
+const TOKEN_REQUEST_STATUS: &[Field] = &[
+    f(1, "token", Kind::Str),
+    f(2, "expirationTimestamp", Kind::Time),
+];
+const TOKEN_REQUEST: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(TOKEN_REQUEST_SPEC)),
+    f(3, "status", Kind::Msg(TOKEN_REQUEST_STATUS)),
+];
+
 fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
     match (api_version, kind) {
         ("v1", "Namespace") => Some(NAMESPACE),
         ("v1", "ConfigMap") => Some(CONFIG_MAP),
         ("v1", "Secret") => Some(SECRET),
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
+        ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         _ => None,
     }
 }

@@ -79,6 +79,7 @@ pub struct Faults {
     not_ready: AtomicBool,
     latency_ms: AtomicU64,
     drop_connections: AtomicBool,
+    clock_ahead_s: AtomicU64,
 }
 
 impl Faults {
@@ -94,6 +95,14 @@ impl Faults {
     /// Closes every new connection and request at once (an unreachable server).
     pub fn set_drop_connections(&self, v: bool) {
         self.drop_connections.store(v, Ordering::SeqCst);
+    }
+    /// Runs the server's clock ahead by `d` for what expires (requested ServiceAccount
+    /// tokens), so tests see expiry without waiting.
+    pub fn set_clock_ahead(&self, d: Duration) {
+        self.clock_ahead_s.store(d.as_secs(), Ordering::SeqCst);
+    }
+    pub(crate) fn clock_ahead(&self) -> Duration {
+        Duration::from_secs(self.clock_ahead_s.load(Ordering::SeqCst))
     }
     pub(crate) fn not_ready(&self) -> bool {
         self.not_ready.load(Ordering::SeqCst)
@@ -124,6 +133,8 @@ pub struct Inner {
     pub changed: tokio::sync::Notify,
     /// Prometheus metrics.
     pub metrics: Metrics,
+    /// Signs the ServiceAccount tokens TokenRequest issues (see [`crate::tokens`]).
+    pub sa_key: [u8; 32],
 }
 
 /// A running server.
@@ -230,6 +241,7 @@ impl Server {
             shutdown: CancellationToken::new(),
             changed: tokio::sync::Notify::new(),
             metrics: Metrics::default(),
+            sa_key: crate::tokens::new_key(),
         });
         tokio::spawn(accept_loop(inner.clone(), listener));
         tokio::spawn(crate::controllers::run(inner.clone()));

@@ -8,6 +8,7 @@ mod dns;
 mod kubectl;
 mod kubectl_bad_input;
 mod kubectl_events;
+mod kubectl_token;
 mod local;
 mod mci;
 mod mci_proxy;

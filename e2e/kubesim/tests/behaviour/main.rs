@@ -20,5 +20,6 @@ mod services;
 mod ssa;
 mod status;
 mod tls;
+mod tokens;
 mod validation;
 mod watch;
