@@ -1,5 +1,6 @@
 //! `causeway`: the Causeway control-plane binary.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,8 +48,9 @@ struct HubArgs {
 struct ControllerArgs {
     #[command(flatten)]
     hub: HubArgs,
-    /// Address for /metrics, /healthz and /readyz.
-    #[arg(long, default_value = "127.0.0.1:9090")]
+    /// Address for /metrics, /healthz and /readyz (the default stays clear of
+    /// Prometheus's own 9090).
+    #[arg(long, default_value = "127.0.0.1:8479")]
     metrics: SocketAddr,
     /// How often each member's /readyz is probed for its Cluster's Ready condition
     /// (e.g. 10s, 500ms); MultiClusterIngress traffic avoids clusters that are not Ready.
@@ -119,6 +121,9 @@ async fn main() -> anyhow::Result<()> {
                     tracing_subscriber::EnvFilter::try_new(&args.log)
                         .context("--log is not a valid filter")?,
                 )
+                .with_writer(std::io::stderr)
+                // colour codes only on a terminal, never in a file or a log collector
+                .with_ansi(std::io::stderr().is_terminal())
                 .init();
             let hub = hub_client(&args.hub).await?;
             let metrics = Arc::new(Metrics::default());

@@ -84,6 +84,8 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
                 .context("--log is not a valid filter")?,
         )
         .with_writer(std::io::stderr)
+        // colour codes only on a terminal, never in a file or a log collector
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let started = Instant::now();
     let opts = Options {

@@ -10,11 +10,12 @@ use crate::support::kubectl_bin;
 fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
     let kubectl = kubectl_bin();
     let dir = tempfile::tempdir().unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
-        .args(["up", "--dir"])
+        .args(["up", "--log", "info", "--dir"])
         .arg(dir.path())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(log.reopen().unwrap())
         .spawn()
         .expect("causeway-local starts");
     let stdout = child.stdout.take().unwrap();
@@ -287,6 +288,13 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
         .output()
         .unwrap();
     assert!(!o.status.success(), "the servers are down after shutdown");
+    // the log went to a file: no colour codes in it
+    let log = std::fs::read_to_string(log.path()).unwrap();
+    assert!(log.contains("INFO"), "causeway-local logged: {log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "ANSI escape codes in a log file: {log:?}"
+    );
 }
 
 #[test]
