@@ -144,6 +144,12 @@ pub mod annotations {
         pub const MAX_PENDING_REQUESTS: &str = "causeway.io/max-pending-requests";
         /// Circuit breaker: max concurrent requests per backend.
         pub const MAX_REQUESTS: &str = "causeway.io/max-requests";
+        /// `"true"`: request header names with `_` are forwarded (default `"false"`:
+        /// dropped, as nginx's `underscores_in_headers off`).
+        pub const UNDERSCORES_IN_HEADERS: &str = "causeway.io/underscores-in-headers";
+        /// Protocols a request may `Upgrade` to, comma-separated, e.g. `websocket,h2c`
+        /// (default `websocket`); an upgrade to another is ignored (forwarded without it).
+        pub const ALLOWED_UPGRADES: &str = "causeway.io/allowed-upgrades";
     }
 
     /// On a causeway-proxy's hub Lease: the addresses (IPs or hostnames, comma-separated)

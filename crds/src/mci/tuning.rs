@@ -49,6 +49,10 @@ pub struct Tuning {
     pub max_connections: Option<u32>,
     pub max_pending_requests: Option<u32>,
     pub max_requests: Option<u32>,
+    /// Forward request headers with `_` in their names.
+    pub underscores_in_headers: bool,
+    /// Protocols a request may upgrade to, lowercase (`None`: the proxy's default).
+    pub allowed_upgrades: Option<Vec<String>>,
 }
 
 /// Parses the tuning annotations; every value that does not parse is reported (with what
@@ -142,6 +146,29 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> (Tuning, Vec<FieldError>
             _ => bad(a::SSL_REDIRECT, v, "\"true\" or \"false\""),
         }
     }
+    if let Some(v) = get(a::UNDERSCORES_IN_HEADERS) {
+        match v {
+            "true" => t.underscores_in_headers = true,
+            "false" => t.underscores_in_headers = false,
+            _ => bad(a::UNDERSCORES_IN_HEADERS, v, "\"true\" or \"false\""),
+        }
+    }
+    if let Some(v) = get(a::ALLOWED_UPGRADES) {
+        let protocols: Vec<&str> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect();
+        if protocols.iter().all(|p| is_token(p)) {
+            t.allowed_upgrades = Some(protocols.iter().map(|p| p.to_ascii_lowercase()).collect());
+        } else {
+            bad(
+                a::ALLOWED_UPGRADES,
+                v,
+                "protocol names separated by commas, e.g. websocket,h2c (empty: none)",
+            );
+        }
+    }
     if let Some(v) = get(a::HEALTH_CHECK_PATH) {
         if v.starts_with('/') && !v.contains(char::is_whitespace) {
             t.health_check_path = Some(v.to_string());
@@ -221,6 +248,8 @@ mod tests {
             (a::MAX_CONNECTIONS, "100"),
             (a::MAX_PENDING_REQUESTS, "10"),
             (a::MAX_REQUESTS, "1000"),
+            (a::UNDERSCORES_IN_HEADERS, "true"),
+            (a::ALLOWED_UPGRADES, "websocket, H2C"),
         ]);
         assert_eq!(e, Vec::<String>::new());
         assert_eq!(t.balancer, Balancer::ConsistentHash);
@@ -240,6 +269,14 @@ mod tests {
             (t.max_connections, t.max_pending_requests, t.max_requests),
             (Some(100), Some(10), Some(1000))
         );
+        assert!(t.underscores_in_headers);
+        assert_eq!(
+            t.allowed_upgrades,
+            Some(vec!["websocket".to_string(), "h2c".to_string()])
+        );
+        // None at all.
+        let (t, e) = p(&[(a::ALLOWED_UPGRADES, "")]);
+        assert_eq!((t.allowed_upgrades, e.len()), (Some(vec![]), 0));
     }
 
     #[test]
@@ -258,6 +295,8 @@ mod tests {
             (a::SSL_REDIRECT, "yes"),
             (a::HEALTH_CHECK_PATH, "healthz"),
             (a::MAX_REQUESTS, "-1"),
+            (a::UNDERSCORES_IN_HEADERS, "yes"),
+            (a::ALLOWED_UPGRADES, "web socket"),
         ];
         for (k, v) in cases {
             let (t, e) = p(&[(k, v)]);
