@@ -78,6 +78,10 @@ pub struct Tuning {
     pub ssl_redirect: bool,
     /// Active health check path and interval.
     pub health_check: Option<(String, Duration)>,
+    /// Request headers with `_` in their names are forwarded (default: dropped).
+    pub underscores_in_headers: bool,
+    /// Protocols a request may upgrade to (lowercase; default `websocket`).
+    pub allowed_upgrades: Vec<String>,
 }
 
 /// Parses the annotations of the MCI `mci` (`ns/name`, for warnings) over `defaults`
@@ -140,6 +144,10 @@ pub fn parse(
                 .max(Duration::from_millis(100));
             (path, interval)
         }),
+        underscores_in_headers: p.underscores_in_headers,
+        allowed_upgrades: p
+            .allowed_upgrades
+            .unwrap_or_else(|| vec!["websocket".to_string()]),
     };
     (t, warnings)
 }

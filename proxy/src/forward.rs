@@ -33,6 +33,7 @@ use crate::metrics::Metrics;
 use crate::retry::Budget;
 use crate::server::Drain;
 use crate::table::{Backend, RouteTable, Target};
+use crate::target;
 use crate::upstream::{self, Lease};
 
 /// Response body to clients.
@@ -317,25 +318,34 @@ impl Proxy {
     ) -> Response<RespBody> {
         // In-flight requests keep the table they started with.
         let table = self.table.load_full();
-        let host_val = req.headers().get(header::HOST).cloned().or_else(|| {
-            req.uri()
-                .authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        });
+        let routing = match target::check(&req) {
+            Ok(r) => r,
+            Err(why) => return self.bad_request(why),
+        };
+        let host_val = routing.host;
         let host = host_val
             .as_ref()
             .and_then(|v| v.to_str().ok())
             .map(normalize_host)
             .unwrap_or_default();
-        let Some(route) = table.route(&host, req.uri().path()).cloned() else {
-            return self.error(
-                StatusCode::NOT_FOUND,
-                "no_route",
-                no_route(&host, req.uri().path()),
-            );
+        let path = routing.path.as_deref().unwrap_or(req.uri().path());
+        let Some(route) = table.route(&host, path).cloned() else {
+            return self.error(StatusCode::NOT_FOUND, "no_route", no_route(&host, path));
         };
+        // The path as matched, with the query: what goes upstream.
+        let pq = match &routing.path {
+            None => req.uri().path_and_query().cloned(),
+            Some(p) => {
+                let pq = match req.uri().query() {
+                    Some(q) => format!("{p}?{q}"),
+                    None => p.clone(),
+                };
+                http::uri::PathAndQuery::try_from(pq).ok()
+            }
+        }
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
         if route.ssl_redirect && !conn.https {
-            return self.redirect(&host, req.uri());
+            return self.redirect(&host, &pq);
         }
         let b = match &route.target {
             Target::Unavailable(why) => {
@@ -348,12 +358,27 @@ impl Proxy {
             Target::Backend(b) => b.clone(),
         };
         let limits = &b.tuning.limits;
-        let upgrade = req.version() == Version::HTTP_11 && headers::is_upgrade(req.headers());
+        // An upgrade to a protocol the MCI does not allow is ignored: the request goes
+        // up as a plain one (RFC 9110 §7.8 lets a server ignore Upgrade; nginx forwards
+        // none unless configured to).
+        let upgrade = req.version() == Version::HTTP_11
+            && headers::is_upgrade(req.headers())
+            && headers::upgrade_allowed(req.headers(), &b.tuning.allowed_upgrades);
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
         let (mut parts, body) = req.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+        if !b.tuning.underscores_in_headers {
+            headers::strip_underscored(&mut parts.headers);
+        }
         if parts.version == Version::HTTP_2 {
             headers::join_cookies(&mut parts.headers);
+        }
+        // An absolute-form target's authority (HTTP/2: `:authority`) is the request's
+        // host (RFC 9112 §3.2.2).
+        if routing.from_target
+            && let Some(h) = &host_val
+        {
+            parts.headers.insert(header::HOST, h.clone());
         }
         headers::add_forwarded(
             &mut parts.headers,
@@ -402,11 +427,6 @@ impl Proxy {
             Ok(p) => p,
             Err(msg) => return self.error(StatusCode::SERVICE_UNAVAILABLE, "circuit_open", msg),
         };
-        let pq = parts
-            .uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
         let attempts = 1 + if replay.is_some() { limits.retries } else { 0 };
         self.budget.deposit();
         let mut tried: Vec<usize> = Vec::new();
@@ -538,12 +558,21 @@ impl Proxy {
         )
     }
 
-    fn redirect(&self, host: &str, uri: &Uri) -> Response<RespBody> {
+    /// A 400 for a request whose host or target is invalid ([`target::check`]); the
+    /// connection closes after it.
+    pub(crate) fn bad_request(&self, why: target::Bad) -> Response<RespBody> {
+        let mut r = self.error(StatusCode::BAD_REQUEST, "bad_request", why.to_string());
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    }
+
+    fn redirect(&self, host: &str, pq: &http::uri::PathAndQuery) -> Response<RespBody> {
         let port = match self.https_port {
             Some(443) | None => String::new(),
             Some(p) => format!(":{p}"),
         };
-        let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+        let pq = pq.as_str();
         // `host` is one of the MCI's TLS hosts (a name: Ingress hosts are never IPs).
         let loc = format!("https://{host}{port}{pq}");
         let mut r = Response::new(full(format!("308 Permanent Redirect: {loc}\n")));

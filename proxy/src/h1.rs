@@ -26,9 +26,10 @@
 //! forwarding headers, timeouts, and the same metrics and error answers.
 
 mod chunked;
+mod deadline;
 mod wire;
 
-use std::pin::Pin;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
@@ -48,9 +49,11 @@ use crate::headers::cookie_in;
 use crate::matching::normalize_host;
 use crate::server::{H2_PREFACE, Limits};
 use crate::table::{Backend, Target};
+use crate::target::normalize_path;
 use crate::upstream::{self, Raw};
 
 pub use chunked::Chunked;
+use deadline::Deadline;
 pub use wire::MAX_HEADERS;
 use wire::{
     Framing, Parse, ReqHead, RespHead, is_token, parse_request, parse_response, write_request,
@@ -342,42 +345,6 @@ struct Bufs {
     eof: bool,
 }
 
-/// A timer re-armed only when it fires early: moving the deadline later (once per
-/// request, the usual case) costs a clock read, not a timer-wheel update, so a
-/// connection's timers touch the wheel about once per timeout period.
-struct Deadline {
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    due: Instant,
-}
-
-impl Deadline {
-    fn new(due: Instant) -> Self {
-        Deadline {
-            sleep: Box::pin(tokio::time::sleep_until(due)),
-            due,
-        }
-    }
-
-    fn set(&mut self, due: Instant) {
-        self.due = due;
-        if self.sleep.deadline() > due {
-            self.sleep.as_mut().reset(due);
-        }
-    }
-
-    /// Resolves once the deadline has passed.
-    async fn expired(&mut self) {
-        loop {
-            self.sleep.as_mut().await;
-            if Instant::now() >= self.due {
-                return;
-            }
-            let due = self.due;
-            self.sleep.as_mut().reset(due);
-        }
-    }
-}
-
 /// Serves the request whose head is parsed in `head`.
 #[allow(clippy::too_many_arguments)]
 async fn serve_one<T>(
@@ -398,16 +365,27 @@ where
         close: head.close,
         head: head_request,
     };
-    // Routed, or answered here (404, 503) when the request has no body to skip; a
+    // Routed, or answered here (400, 404, 503) when the request has no body to skip; a
     // redirect, or such an answer to a request with a body, is left to hyper.
-    let routed: Result<Arc<Backend>, Refusal> = {
+    // The normalised target (path and query), when the path had dot-segments.
+    let mut normalised: Option<String> = None;
+    let routed: Result<Arc<Backend>, Refusal> = 'routed: {
         let host = std::str::from_utf8(&buf[head.host.clone()]).map_err(|_| Handoff)?;
-        let target = &buf[head.target.clone()];
-        let path = target.split(|&c| c == b'?').next().unwrap_or(target);
-        let path = std::str::from_utf8(path).map_err(|_| Handoff)?;
+        let target = std::str::from_utf8(&buf[head.target.clone()]).map_err(|_| Handoff)?;
+        let (path, query) = target.split_at(target.find('?').unwrap_or(target.len()));
+        let path = match normalize_path(path) {
+            Ok(p) => p,
+            Err(why) => {
+                let why = (StatusCode::BAD_REQUEST, "bad_request", why.to_string());
+                break 'routed Err(why);
+            }
+        };
+        if let Cow::Owned(p) = &path {
+            normalised = Some(format!("{p}{query}"));
+        }
         let host = normalize_host(host);
-        match table.route(&host, path) {
-            None => Err((StatusCode::NOT_FOUND, "no_route", no_route(&host, path))),
+        match table.route(&host, &path) {
+            None => Err((StatusCode::NOT_FOUND, "no_route", no_route(&host, &path))),
             Some(route) if route.ssl_redirect && !conn.https => return Err(Handoff),
             Some(route) => match &route.target {
                 Target::Backend(b) => Ok(b.clone()),
@@ -424,6 +402,11 @@ where
         Err(_) if head.body > 0 => return Err(Handoff),
         Err(why) => {
             buf.advance(head.len);
+            // After a 400 the connection closes (as hyper's path and nginx do).
+            let to = To {
+                close: to.close || why.0 == StatusCode::BAD_REQUEST,
+                ..to
+            };
             return answer(io, proxy, &mut bufs.out, why, to).await;
         }
     };
@@ -474,7 +457,15 @@ where
         .map(|v| hash_bytes(v.as_bytes())),
         None => None,
     };
-    write_request(buf, head, conn, &mut bufs.req);
+    let underscores = b.tuning.underscores_in_headers;
+    write_request(
+        buf,
+        head,
+        conn,
+        normalised.as_deref(),
+        underscores,
+        &mut bufs.req,
+    );
     buf.advance(total);
     let permit = match admit(&b).await {
         Ok(p) => p,

@@ -39,6 +39,47 @@ pub fn is_upgrade(h: &HeaderMap) -> bool {
         })
 }
 
+/// Whether every protocol the request's `Upgrade` lists (`name[/version]`) is in
+/// `allowed` (lowercase names).
+pub fn upgrade_allowed(h: &HeaderMap, allowed: &[String]) -> bool {
+    let mut any = false;
+    for v in h.get_all(header::UPGRADE) {
+        let Ok(s) = v.to_str() else { return false };
+        for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let name = p.split('/').next().unwrap_or(p).trim();
+            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(name)) {
+                return false;
+            }
+            any = true;
+        }
+    }
+    any
+}
+
+/// Whether a request header name has an underscore: such headers are dropped unless
+/// the MCI allows them (`causeway.io/underscores-in-headers`, as nginx's
+/// `underscores_in_headers`): `X_Forwarded_For` or `Transfer_Encoding` may reach an
+/// application that reads `_` as `-` (CGI-style environments) as the header it
+/// resembles.
+pub fn underscored(name: &[u8]) -> bool {
+    name.contains(&b'_')
+}
+
+/// Removes the headers whose names have an underscore; allocates only when there are.
+pub fn strip_underscored(h: &mut HeaderMap) {
+    if !h.keys().any(|k| underscored(k.as_str().as_bytes())) {
+        return;
+    }
+    let names: Vec<HeaderName> = h
+        .keys()
+        .filter(|k| underscored(k.as_str().as_bytes()))
+        .cloned()
+        .collect();
+    for n in names {
+        h.remove(n);
+    }
+}
+
 /// Removes hop-by-hop headers, including those named in `Connection`. With `upgrade`,
 /// `Connection: upgrade` and `Upgrade` are kept (they are the point of the request).
 ///

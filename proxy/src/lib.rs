@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod retry;
 pub mod server;
 pub mod table;
+pub mod target;
 pub mod tls;
 pub mod upstream;
 pub mod watch;

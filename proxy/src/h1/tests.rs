@@ -107,7 +107,7 @@ fn the_upstream_request_is_rewritten() {
     assert!(head.close);
     let conn = Conn::new("10.1.2.3:5555".parse().unwrap(), true);
     let mut out = Vec::new();
-    write_request(raw, &head, &conn, &mut out);
+    write_request(raw, &head, &conn, None, false, &mut out);
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "POST /p?q HTTP/1.1\r\nHost: h\r\nX-Request-Id: abc\r\nCookie: a=1\r\n\
@@ -355,7 +355,7 @@ proptest! {
         }
         let conn = Conn::new("127.0.0.1:1".parse().unwrap(), false);
         let mut out = Vec::new();
-        write_request(&raw, &head, &conn, &mut out);
+        write_request(&raw, &head, &conn, None, false, &mut out);
         let mut again = ReqHead::default();
         prop_assert_eq!(parse_request(&out, &mut again), Parse::Fast);
         prop_assert_eq!(&out[again.method.clone()], method.as_bytes());

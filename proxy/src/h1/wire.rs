@@ -9,6 +9,7 @@ use http::HeaderName;
 
 use crate::forward::{Conn, MAX_REPLAY};
 use crate::headers;
+use crate::target;
 use crate::upstream;
 
 /// Most headers in a request or response head (hyper's limit too).
@@ -150,23 +151,43 @@ pub(super) fn parse_request(buf: &[u8], head: &mut ReqHead) -> Parse {
         }
         head.headers.push((range(buf, name), range(buf, value)));
     }
-    if hosts != 1 || lengths > 1 || head.body as u64 > MAX_REPLAY {
+    // Not exactly one valid Host: hyper's path answers 400 (crate::target).
+    if hosts != 1
+        || !target::valid_host(&buf[head.host.clone()])
+        || lengths > 1
+        || head.body as u64 > MAX_REPLAY
+    {
         return Parse::Slow;
     }
     Parse::Fast
 }
 
-/// Writes the upstream request: request line, the client's headers minus hop-by-hop
-/// ones, the forwarding headers, and the body.
-pub(super) fn write_request(buf: &[u8], head: &ReqHead, conn: &Conn, out: &mut Vec<u8>) {
+/// Writes the upstream request: request line (with `target` instead of the client's
+/// when the path was normalised), the client's headers minus hop-by-hop ones (and
+/// those with `_` in their names unless `underscores`), the forwarding headers, and
+/// the body.
+pub(super) fn write_request(
+    buf: &[u8],
+    head: &ReqHead,
+    conn: &Conn,
+    target: Option<&str>,
+    underscores: bool,
+    out: &mut Vec<u8>,
+) {
     out.clear();
     out.extend_from_slice(&buf[head.method.clone()]);
     out.push(b' ');
-    out.extend_from_slice(&buf[head.target.clone()]);
+    match target {
+        Some(t) => out.extend_from_slice(t.as_bytes()),
+        None => out.extend_from_slice(&buf[head.target.clone()]),
+    }
     out.extend_from_slice(b" HTTP/1.1\r\n");
     let mut xff: Vec<&[u8]> = Vec::new();
     for (n, v) in &head.headers {
         let name = &buf[n.clone()];
+        if !underscores && headers::underscored(name) {
+            continue;
+        }
         if hop_by_hop(name, false) || REPLACED.iter().any(|d| is_token(name, d)) {
             if is_token(name, "x-forwarded-for") && !trim(&buf[v.clone()]).is_empty() {
                 xff.push(&buf[v.clone()]);
