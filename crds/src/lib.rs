@@ -7,7 +7,6 @@
 //!   ClusterPropagationPolicy, OverridePolicy, ClusterOverridePolicy, Work.
 //! - [`well_known`]: label, annotation and finalizer keys and other fixed names.
 //! - [`names`]: derived names (derived Services, execution namespaces, ...).
-//! - [`validation`]: Kubernetes' rules for names, label and annotation keys and values.
 //! - [`crdgen`]: [`crdgen::all_crds`] and YAML rendering for `deploy/crds`.
 
 // kube-derive's `printcolumn(name = .., type_ = .., json_path = ..)` repeats the same
@@ -24,5 +23,4 @@ pub mod mci;
 pub mod mcs;
 pub mod names;
 mod schema;
-pub mod validation;
 pub mod well_known;

@@ -71,28 +71,10 @@ pub fn exported_service_name(service: &str, cluster: &str) -> String {
     format!("{service}.{cluster}")
 }
 
-/// Whether `s` is a DNS-1123 label: 1–63 characters of `[a-z0-9-]`, starting and
-/// ending with an alphanumeric character (Service and namespace names, cluster names).
-pub fn is_dns1123_label(s: &str) -> bool {
-    let bytes = s.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes[0] != b'-'
-        && bytes[bytes.len() - 1] != b'-'
-}
-
-/// Whether `s` is a DNS-1123 subdomain: at most 253 characters of dot-separated
-/// DNS-1123 labels (most object names, cluster ids).
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_validation::{is_dns1123_label, is_dns1123_subdomain};
     use proptest::prelude::*;
 
     #[test]

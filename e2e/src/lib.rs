@@ -77,7 +77,7 @@ fn validate(opts: &Options) -> anyhow::Result<()> {
     let mut names = vec![opts.hub.clone()];
     names.extend(opts.members.iter().cloned());
     for n in &names {
-        if !kubesim::meta::is_dns1123_label(n) {
+        if !k8s_validation::is_dns1123_label(n) {
             bail!(
                 "cluster name \"{n}\" is not a DNS-1123 label (lowercase letters, digits, '-'; e.g. east-1)"
             );

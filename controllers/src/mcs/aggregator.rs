@@ -13,10 +13,10 @@ use causeway_crds::mcs::conditions::{service_export as ex_cond, service_import a
 use causeway_crds::mcs::merge::{Merged, merge_specs, to_service_import_spec};
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::mcs::{ServiceImportStatus, ServicePort, values};
-use causeway_crds::validation::{self, FieldError};
 use causeway_crds::well_known::labels;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_validation::{self as validation, FieldError};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::watcher;

@@ -111,7 +111,7 @@ pub fn desired(
         }
         let hub_name = exported_service_name(&name, cluster);
         let mut conds = Vec::new();
-        let name_errors = causeway_crds::validation::dns1035_label(&name);
+        let name_errors = k8s_validation::dns1035_label(&name);
         if !name_errors.is_empty() {
             // no Service can ever have this name: say so, rather than "create it"
             conds.push(condition(

@@ -56,7 +56,7 @@ fn definition_problems(crd: &CustomResourceDefinition) -> Vec<String> {
     if crd.metadata.name.as_deref() != Some(expected_name.as_str()) {
         out.push(format!("metadata.name must be {expected_name}"));
     }
-    let is_label = |s: &str| crate::names::is_dns1123_label(s);
+    let is_label = |s: &str| k8s_validation::is_dns1123_label(s);
     for (what, value) in [
         ("plural", Some(&names.plural)),
         ("singular", names.singular.as_ref()),

@@ -12,7 +12,7 @@ use k8s_openapi::api::networking::v1::{IngressBackend, IngressSpec};
 use kube::ResourceExt;
 
 use super::MultiClusterIngress;
-use crate::names::{is_dns1123_label, is_dns1123_subdomain};
+use k8s_validation::{is_dns1123_label, is_dns1123_subdomain};
 
 /// One validation failure: which field, and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use crate::crd;
 use crate::error::Cause;
 use crate::error::{ApiError, ApiResult, duplicate_field, invalid_field, required_field};
 use crate::ipam::Ipam;
-use crate::meta::{dns1123_label_errors, now_rfc3339};
+use crate::meta::now_rfc3339;
 use crate::registry::{GroupResource, Registry, ResourceType};
 use crate::store::Store;
 
@@ -432,7 +432,7 @@ fn service_ports(ports: &mut [Value]) -> Vec<Cause> {
             }
         } else {
             causes.extend(
-                dns1123_label_errors(name)
+                k8s_validation::dns1123_label(name)
                     .into_iter()
                     .map(|m| invalid_field(&field, format!("Invalid value: {name:?}: {m}"))),
             );

@@ -134,7 +134,15 @@ fn unset_fields_stay_unset_on_the_derived_service() {
 fn endpoint_slice_objects_is_present_only_with_slices() {
     let si = hub_import(json!({}));
     let status = |slices: &[Arc<EndpointSlice>]| {
-        let want = desired(&[si.clone()], slices, &[], &[ns("demo")], &[], &[], &now());
+        let want = desired(
+            std::slice::from_ref(&si),
+            slices,
+            &[],
+            &[ns("demo")],
+            &[],
+            &[],
+            &now(),
+        );
         (
             want.imports[0].1.endpoint_slice_objects.clone(),
             want.slices.len(),

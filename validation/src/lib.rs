@@ -1,134 +1,178 @@
-//! Kubernetes' own validation of names, label and annotation keys and label values
-//! (`k8s.io/apimachinery/pkg/util/validation`), with kube-apiserver's messages, so
-//! Causeway refuses or reports what a real API server would refuse, before it writes.
+//! Kubernetes' own validation of object names, label and annotation keys and label
+//! values (`k8s.io/apimachinery/pkg/util/validation`), with kube-apiserver's messages.
+//! One place for everything that must refuse what a real API server refuses: kubesim
+//! (the test API server) and Causeway's controllers, before they write.
 
-/// The regular expression of a qualified name's name part and of a label value.
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_SUBDOMAIN_FMT: &str =
     "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
-/// The most a label value or a qualified name's name part may hold.
-pub const LABEL_VALUE_MAX: usize = 63;
-/// The most all annotations of one object may hold, keys and values together.
-pub const TOTAL_ANNOTATION_SIZE_MAX: usize = 256 * 1024;
+/// The most a label value, a qualified name's name part or a DNS label may hold.
+pub const LABEL_MAX: usize = 63;
+/// The most a DNS subdomain may hold.
+pub const SUBDOMAIN_MAX: usize = 253;
+/// The most all annotations of one object may hold, keys and values together, in bytes.
+pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
-fn alnum(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
+/// apimachinery's `MaxLenError`.
+fn max_len(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+/// apimachinery's `RegexError`, with its double space after each example.
+fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    let ex: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
+    format!(
+        "{msg} (e.g. {}regex used for validation is '{fmt}')",
+        ex.join(" or ")
+    )
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, the whole string.
+fn label_shape(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
 }
 
 /// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, the whole string.
-fn matches_qualified_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
-        && b.iter()
-            .all(|&c| alnum(c) || c == b'-' || c == b'_' || c == b'.')
+fn qualified_shape(s: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    alnum(s.chars().next())
+        && alnum(s.chars().last())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` for every dot-separated part.
-fn matches_dns1123_subdomain(s: &str) -> bool {
-    s.split('.').all(|l| {
-        let b = l.as_bytes();
-        !b.is_empty()
-            && b.iter()
-                .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-            && b[0] != b'-'
-            && b[b.len() - 1] != b'-'
-    })
+/// `IsDNS1123Label`: why `s` is not a DNS-1123 label (lowercase alphanumerics and '-',
+/// at most 63); empty when it is one. Namespace names, most cluster-scoped names.
+pub fn dns1123_label(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > LABEL_MAX {
+        out.push(max_len(LABEL_MAX));
+    }
+    if !label_shape(s) {
+        out.push(regex_error(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
+    }
+    out
 }
 
-/// `IsDNS1123Subdomain`: the errors of `s` as a DNS subdomain (empty when valid).
+/// `IsDNS1123Subdomain`: why `s` is not a DNS-1123 subdomain (dot-separated labels, at
+/// most 253 in all); empty when it is one. Most object names, custom resources included.
 pub fn dns1123_subdomain(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 253 {
-        errs.push("must be no more than 253 characters".to_string());
+    let mut out = Vec::new();
+    if s.len() > SUBDOMAIN_MAX {
+        out.push(max_len(SUBDOMAIN_MAX));
     }
-    if !matches_dns1123_subdomain(s) {
-        errs.push(format!(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_SUBDOMAIN_FMT}')"
+    if !s.split('.').all(label_shape) {
+        out.push(regex_error(
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
         ));
     }
-    errs
+    out
 }
 
-/// `IsDNS1035Label`: the errors of `s` as a DNS-1035 label, the rule for Service
-/// names (empty when valid).
+/// `IsDNS1035Label`: why `s` is not a DNS-1035 label (a DNS-1123 label that starts with
+/// a letter); empty when it is one. Service names.
 pub fn dns1035_label(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
+    let mut out = Vec::new();
+    if s.len() > LABEL_MAX {
+        out.push(max_len(LABEL_MAX));
     }
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b[0].is_ascii_lowercase()
-        && b.iter()
-            .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        && b[b.len() - 1] != b'-';
-    if !ok {
-        errs.push(format!(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '{DNS1035_LABEL_FMT}')"
+    if !(label_shape(s) && s.starts_with(|c: char| c.is_ascii_lowercase())) {
+        out.push(regex_error(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            DNS1035_LABEL_FMT,
+            &["my-name", "abc-123"],
         ));
     }
-    errs
+    out
 }
 
-/// `IsQualifiedName`: the errors of a label or annotation key (empty when valid): an
-/// optional DNS-subdomain prefix and `/`, then a name of at most 63 characters.
-pub fn qualified_name(key: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = key.split('/').collect();
+/// `IsQualifiedName`: why `s` is not a qualified name (label and annotation keys: an
+/// optional DNS-subdomain prefix and '/', then a name of at most 63); empty when it is one.
+pub fn qualified_name(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let parts: Vec<&str> = s.split('/').collect();
     let name = match parts.as_slice() {
         [name] => *name,
         [prefix, name] => {
             if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
+                out.push("prefix part must be non-empty".to_string());
             } else {
-                errs.extend(
+                out.extend(
                     dns1123_subdomain(prefix)
                         .into_iter()
-                        .map(|e| format!("prefix part {e}")),
+                        .map(|m| format!("prefix part {m}")),
                 );
             }
-            name
+            *name
         }
         _ => {
-            errs.push(format!(
-                "a qualified name {QUALIFIED_NAME_ERR} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-            ));
-            return errs;
+            return vec![format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(
+                    QUALIFIED_NAME_MSG,
+                    QUALIFIED_NAME_FMT,
+                    &["MyName", "my.name", "123-abc"]
+                )
+            )];
         }
     };
     if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > LABEL_VALUE_MAX {
-        errs.push(format!(
-            "name part must be no more than {LABEL_VALUE_MAX} characters"
+        out.push("name part must be non-empty".into());
+    } else if name.len() > LABEL_MAX {
+        out.push(format!("name part {}", max_len(LABEL_MAX)));
+    }
+    if !qualified_shape(name) {
+        out.push(format!(
+            "name part {}",
+            regex_error(
+                QUALIFIED_NAME_MSG,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
         ));
     }
-    if !name.is_empty() && !matches_qualified_name_part(name) {
-        errs.push(format!(
-            "name part {QUALIFIED_NAME_ERR} (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}')"
-        ));
-    }
-    errs
+    out
 }
 
-/// `IsValidLabelValue`: the errors of a label value (empty when valid; the empty
-/// string is a valid value).
-pub fn label_value(v: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if v.len() > LABEL_VALUE_MAX {
-        errs.push(format!("must be no more than {LABEL_VALUE_MAX} characters"));
+/// `IsValidLabelValue`: why `s` is not a label value (empty, or a qualified name's name
+/// part of at most 63); empty when it is one.
+pub fn label_value(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > LABEL_MAX {
+        out.push(max_len(LABEL_MAX));
     }
-    if !v.is_empty() && !matches_qualified_name_part(v) {
-        errs.push(format!(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '({QUALIFIED_NAME_FMT})?')"
+    if !s.is_empty() && !qualified_shape(s) {
+        out.push(regex_error(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
+            "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
+            &["MyValue", "my_value", "12345"],
         ));
     }
-    errs
+    out
+}
+
+/// Whether `s` is a DNS-1123 label.
+pub fn is_dns1123_label(s: &str) -> bool {
+    dns1123_label(s).is_empty()
+}
+
+/// Whether `s` is a DNS-1123 subdomain.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    dns1123_subdomain(s).is_empty()
 }
 
 /// One field error, as kube-apiserver words it: `<field>: Invalid value: "<v>": <why>`.
@@ -136,7 +180,7 @@ pub fn label_value(v: &str) -> Vec<String> {
 pub struct FieldError {
     /// The field path, e.g. `metadata.labels` or `spec.exportedLabels`.
     pub field: String,
-    /// The offending value (a key or a value).
+    /// The offending value (a key or a value); empty for a size error.
     pub value: String,
     /// Why it is refused.
     pub message: String,
@@ -144,6 +188,9 @@ pub struct FieldError {
 
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.value.is_empty() && self.message.starts_with("Too long") {
+            return write!(f, "{}: {}", self.field, self.message);
+        }
         write!(
             f,
             "{}: Invalid value: {:?}: {}",
@@ -177,8 +224,8 @@ pub fn labels<'a>(
     out
 }
 
-/// `ValidateAnnotations`: every key a qualified name (lower-cased, as kube-apiserver
-/// checks them), and all keys and values together at most 256 KiB.
+/// `ValidateAnnotations`: every key a qualified name (checked lower-cased, as
+/// kube-apiserver does), and all keys and values together at most 256 KiB.
 pub fn annotations<'a>(
     field: &str,
     annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
@@ -195,16 +242,19 @@ pub fn annotations<'a>(
             });
         }
     }
-    if total > TOTAL_ANNOTATION_SIZE_MAX {
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT {
         out.push(FieldError {
             field: field.to_string(),
             value: String::new(),
-            message: format!(
-                "Too long: may not be more than {TOTAL_ANNOTATION_SIZE_MAX} bytes (all keys and values together are {total})"
-            ),
+            message: too_long_annotations(),
         });
     }
     out
+}
+
+/// kube-apiserver's message for annotations over [`TOTAL_ANNOTATION_SIZE_LIMIT`].
+pub fn too_long_annotations() -> String {
+    format!("Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes")
 }
 
 #[cfg(test)]
@@ -321,7 +371,7 @@ mod tests {
     fn annotations_are_limited_in_total_size() {
         let big = std::collections::BTreeMap::from([(
             "example.com/big".to_string(),
-            "x".repeat(TOTAL_ANNOTATION_SIZE_MAX),
+            "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT),
         )]);
         let errs = annotations("metadata.annotations", &big);
         assert_eq!(errs.len(), 1);
