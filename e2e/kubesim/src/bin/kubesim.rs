@@ -65,6 +65,9 @@ async fn main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_new(&args.log)
                 .context("--log is not a valid filter")?,
         )
+        .with_writer(std::io::stderr)
+        // colour codes only on a terminal, never in a file or a log collector
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let mut cfg = kubesim::Config::new(&args.name);
     cfg.bind = args.listen;

@@ -32,13 +32,14 @@ async fn start(
             "--listen",
             "127.0.0.1:0",
             "--log",
-            "warn",
+            "info",
             "--kubeconfig",
         ])
         .arg(kubeconfig)
         .arg("--data-dir")
         .arg(data_dir)
         .stdout(Stdio::null())
+        .stderr(std::fs::File::create(data_dir.with_extension("log")).unwrap())
         .spawn()
         .expect("kubesim starts");
     let running = Running(child);
@@ -63,6 +64,13 @@ async fn binary_writes_a_kubeconfig_and_data_dir_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (kc, data) = (dir.path().join("kubeconfig"), dir.path().join("data"));
     let (first, c) = start(&kc, &data).await;
+    // its log went to a file: no colour codes in it
+    let log = std::fs::read_to_string(data.with_extension("log")).unwrap();
+    assert!(log.contains("INFO"), "kubesim logged: {log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "ANSI escape codes in a log file: {log:?}"
+    );
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
     let cm = cms
         .create(
