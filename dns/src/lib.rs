@@ -7,7 +7,8 @@
 //!   swapped atomically (debounced);
 //! - [`index`]: the pure zone index (pre-encoded answers keyed by lowercase wire name);
 //! - [`answer`]: one query packet → one response packet;
-//! - [`server`]: the UDP and TCP loops (and forwarding of out-of-zone names);
+//! - [`server`]: the UDP loop (and forwarding of out-of-zone names);
+//! - [`tcp`]: TCP connections: per-client and total limits, timeouts, framing;
 //! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
 //! - [`client`]: a one-question client for tests and diagnostics.
 //!
@@ -26,6 +27,7 @@ pub mod index;
 pub mod metrics;
 pub mod name;
 pub mod server;
+pub mod tcp;
 pub mod watch;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -56,10 +58,18 @@ pub struct Config {
     pub forward: Option<SocketAddr>,
     /// UDP receive threads (sharing the socket).
     pub workers: usize,
-    /// Idle and slow TCP clients are closed after this long (default 10 s).
+    /// A TCP client that sends nothing between queries is closed after this long
+    /// (default 10 s).
     pub tcp_idle_timeout: Duration,
-    /// Concurrent TCP connections (more are closed at accept).
+    /// Once a TCP query has begun, the rest of it must arrive within this long, and
+    /// its answer must be written within this long (default 500 ms, as Knot's
+    /// `tcp-io-timeout`): half-sent queries do not hold a connection.
+    pub tcp_query_timeout: Duration,
+    /// Concurrent TCP connections (more are closed at accept; default 1024).
     pub max_tcp_connections: usize,
+    /// Concurrent TCP connections from one client address (more are closed at
+    /// accept; default 16), so one client cannot take every connection.
+    pub max_tcp_connections_per_client: usize,
     /// Largest UDP payload sent and advertised (EDNS0); clients asking for less get less.
     pub max_udp_payload: u16,
     /// How long to wait for the upstream when forwarding.
@@ -112,7 +122,9 @@ impl Default for Config {
             forward: None,
             workers: 1,
             tcp_idle_timeout: Duration::from_secs(10),
+            tcp_query_timeout: Duration::from_millis(500),
             max_tcp_connections: 1024,
+            max_tcp_connections_per_client: 16,
             max_udp_payload: 1232,
             forward_timeout: Duration::from_secs(2),
             rebuild_debounce: Duration::from_millis(5),
@@ -228,6 +240,14 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
             "max_udp_payload must be at least 512".into(),
         ));
     }
+    if cfg.max_tcp_connections == 0 || cfg.max_tcp_connections_per_client == 0 {
+        return Err(Error::Setting(
+            "TCP connection limits must be at least 1".into(),
+        ));
+    }
+    if cfg.tcp_idle_timeout.is_zero() || cfg.tcp_query_timeout.is_zero() {
+        return Err(Error::Setting("TCP timeouts must be above zero".into()));
+    }
     let zone_cfg = ZoneConfig {
         zone: cfg.zone.clone(),
         ttl: cfg.ttl,
@@ -263,7 +283,11 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         forward: cfg.forward,
         forward_timeout: cfg.forward_timeout,
         tcp_idle_timeout: cfg.tcp_idle_timeout,
-        tcp_connections: Arc::new(tokio::sync::Semaphore::new(cfg.max_tcp_connections)),
+        tcp_query_timeout: cfg.tcp_query_timeout,
+        tcp_slots: Arc::new(tcp::Slots::new(
+            cfg.max_tcp_connections,
+            cfg.max_tcp_connections_per_client,
+        )),
     });
     let mut tasks = Vec::new();
     let stop = Arc::new(AtomicBool::new(false));
@@ -283,7 +307,7 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         threads.push(t);
     }
     drop(udp);
-    tasks.push(tokio::spawn(server::tcp_accept(tcp, shared.clone())));
+    tasks.push(tokio::spawn(tcp::accept(tcp, shared.clone())));
     let mut metrics_addr = None;
     if let Some(l) = metrics_listener {
         metrics_addr = l.local_addr().ok();

@@ -38,9 +38,24 @@ struct Args {
     /// size of the async runtime for watches, TCP and metrics.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
-    /// Close TCP clients that are idle or slow for this many seconds.
+    /// Close TCP clients that send nothing between queries for this many seconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     tcp_idle_timeout: u64,
+    /// Once a TCP query has begun, close the connection unless the rest of it arrives
+    /// within this many milliseconds (also the limit for writing its answer), so
+    /// half-sent queries cannot hold connections.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    tcp_query_timeout_ms: u64,
+    /// Most TCP connections open at once; more are closed as they are accepted.
+    /// Keep it below the process's file descriptor limit.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    tcp_max_connections: u32,
+    /// Most TCP connections open at once from one client IP address; more are closed
+    /// as they are accepted, so one client cannot take every connection. In a cluster
+    /// the clients are the CoreDNS pods: raise it if they forward over TCP at high
+    /// concurrency.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    tcp_max_connections_per_client: u32,
     /// Address of this server answered for the apex NS target `ns.dns.<zone>` (A or
     /// AAAA, also as glue in the apex NS answer, so the zone can be delegated here).
     /// Repeat for several. Default: the --listen address; when that is 0.0.0.0 or ::,
@@ -90,6 +105,9 @@ async fn run(args: Args, workers: usize) -> anyhow::Result<()> {
         forward: args.forward,
         workers,
         tcp_idle_timeout: Duration::from_secs(args.tcp_idle_timeout),
+        tcp_query_timeout: Duration::from_millis(args.tcp_query_timeout_ms),
+        max_tcp_connections: args.tcp_max_connections as usize,
+        max_tcp_connections_per_client: args.tcp_max_connections_per_client as usize,
         nameservers: args.ns_address.clone(),
         ..causeway_dns::Config::default()
     };

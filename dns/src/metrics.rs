@@ -40,6 +40,7 @@ pub struct Metrics {
     forwarded: Counter,
     forward_failures: Counter,
     tcp_timeouts: Counter,
+    tcp_refused: Counter,
     /// Index swaps.
     pub swaps: Counter,
     /// Index build time.
@@ -109,6 +110,12 @@ impl Metrics {
             "TCP connections closed for idleness or slowness",
             tcp_timeouts.clone(),
         );
+        let tcp_refused = Counter::default();
+        registry.register(
+            "tcp_refused",
+            "TCP connections closed at accept: over --tcp-max-connections or --tcp-max-connections-per-client",
+            tcp_refused.clone(),
+        );
         let swaps = Counter::default();
         registry.register(
             "index_swaps",
@@ -142,6 +149,7 @@ impl Metrics {
             forwarded,
             forward_failures,
             tcp_timeouts,
+            tcp_refused,
             swaps,
             build_seconds,
             records,
@@ -204,6 +212,11 @@ impl Metrics {
     /// Counts a TCP connection closed on timeout.
     pub fn tcp_timeout(&self) {
         self.tcp_timeouts.inc();
+    }
+
+    /// Counts a TCP connection refused by the connection limits.
+    pub fn tcp_refused(&self) {
+        self.tcp_refused.inc();
     }
 
     /// The text exposition.

@@ -1,5 +1,6 @@
-//! The UDP and TCP loops: read a packet, answer it from the current snapshot, write
-//! the answer. Buffers are per loop and reused; the snapshot is an `ArcSwap` load.
+//! The UDP loop: read a packet, answer it from the current snapshot, write the
+//! answer. Buffers are per loop and reused; the snapshot is an `ArcSwap` load. TCP
+//! connections are in [`crate::tcp`]; both share [`Shared`] and the forwarding here.
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -10,7 +11,6 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::Semaphore;
 
 use crate::answer::{self, Outcome, Settings, Transport};
 use crate::index::Zone;
@@ -31,14 +31,16 @@ pub struct Shared {
     pub forward: Option<SocketAddr>,
     /// How long to wait for the upstream.
     pub forward_timeout: Duration,
-    /// Idle and slow TCP clients are closed after this long.
+    /// TCP clients silent between queries are closed after this long.
     pub tcp_idle_timeout: Duration,
-    /// Cap on concurrent TCP connections.
-    pub tcp_connections: Arc<Semaphore>,
+    /// A begun TCP query must arrive (and its answer be written) within this long.
+    pub tcp_query_timeout: Duration,
+    /// TCP connection limits (total and per client address).
+    pub tcp_slots: Arc<crate::tcp::Slots>,
 }
 
 impl Shared {
-    fn handle(&self, pkt: &[u8], transport: Transport, out: &mut Vec<u8>) -> Outcome {
+    pub(crate) fn handle(&self, pkt: &[u8], transport: Transport, out: &mut Vec<u8>) -> Outcome {
         let start = Instant::now();
         let zone = self.zone.load();
         let outcome = answer::respond(&zone, &self.settings, pkt, transport, out);
@@ -114,80 +116,6 @@ pub fn udp_worker(
     }
 }
 
-/// Accepts TCP connections until the task is aborted.
-pub async fn tcp_accept(listener: TcpListener, shared: Arc<Shared>) {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "tcp accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-        };
-        let Ok(permit) = shared.tcp_connections.clone().try_acquire_owned() else {
-            tracing::debug!(%peer, "too many TCP connections; closing");
-            continue;
-        };
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _ = stream.set_nodelay(true);
-            tcp_conn(stream, &shared).await;
-        });
-    }
-}
-
-/// Serves one TCP connection: length-prefixed queries in sequence; a client that is
-/// idle (or sends a message slowly) for longer than the idle timeout is closed.
-async fn tcp_conn(mut stream: TcpStream, shared: &Shared) {
-    let idle = shared.tcp_idle_timeout;
-    let mut out = Vec::with_capacity(512);
-    let mut buf = Vec::new();
-    loop {
-        let read = async {
-            let len = stream.read_u16().await? as usize;
-            buf.resize(len, 0);
-            stream.read_exact(&mut buf).await?;
-            Ok::<_, std::io::Error>(())
-        };
-        match tokio::time::timeout(idle, read).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return,
-            Err(_) => {
-                shared.metrics.tcp_timeout();
-                return;
-            }
-        }
-        let reply: Vec<u8> = match shared.handle(&buf, Transport::Tcp, &mut out) {
-            Outcome::Reply { .. } => std::mem::take(&mut out),
-            Outcome::Forward { .. } => match shared.forward {
-                Some(up) => match forward_tcp(up, &buf, shared.forward_timeout).await {
-                    Some(r) => r,
-                    None => {
-                        shared.metrics.forward_failed();
-                        continue;
-                    }
-                },
-                None => continue,
-            },
-            Outcome::Drop => return,
-        };
-        let mut framed = Vec::with_capacity(reply.len() + 2);
-        framed.extend_from_slice(&(reply.len() as u16).to_be_bytes());
-        framed.extend_from_slice(&reply);
-        out = reply;
-        match tokio::time::timeout(idle, stream.write_all(&framed)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return,
-            Err(_) => {
-                shared.metrics.tcp_timeout();
-                return;
-            }
-        }
-    }
-}
-
 /// Relays a query to the upstream over UDP; `None` on timeout or error.
 async fn forward_udp(upstream: SocketAddr, query: &[u8], timeout: Duration) -> Option<Vec<u8>> {
     let bind: SocketAddr = if upstream.is_ipv4() {
@@ -214,7 +142,11 @@ async fn forward_udp(upstream: SocketAddr, query: &[u8], timeout: Duration) -> O
 }
 
 /// Relays a query to the upstream over TCP.
-async fn forward_tcp(upstream: SocketAddr, query: &[u8], timeout: Duration) -> Option<Vec<u8>> {
+pub(crate) async fn forward_tcp(
+    upstream: SocketAddr,
+    query: &[u8],
+    timeout: Duration,
+) -> Option<Vec<u8>> {
     tokio::time::timeout(timeout, async {
         let mut s = TcpStream::connect(upstream).await.ok()?;
         let mut framed = Vec::with_capacity(query.len() + 2);

@@ -125,7 +125,13 @@ fn help_explains_every_flag() {
     let out = Command::new(BIN).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
-    for flag in ["--ns-address <IP>", "--tcp-idle-timeout"] {
+    for flag in [
+        "--ns-address <IP>",
+        "--tcp-idle-timeout",
+        "--tcp-query-timeout-ms",
+        "--tcp-max-connections ",
+        "--tcp-max-connections-per-client",
+    ] {
         assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
     }
     let out = Command::new(BIN)

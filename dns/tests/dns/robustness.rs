@@ -6,7 +6,7 @@ use std::time::Duration;
 use hickory_proto::rr::RecordType;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UdpSocket};
+use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 
 use crate::support::{DEADLINE, Env, ask_tcp, ask_udp, decode, query, tcp_raw, udp_raw};
 
@@ -196,4 +196,163 @@ async fn answers_never_exceed_the_client_size_and_tcp_has_them_all() {
     )
     .await;
     assert_eq!(r.answers, ["A 10.7.0.2"]);
+}
+
+/// A TCP connection to the server from the given loopback source address.
+async fn connect_from(src: &str, server: std::net::SocketAddr) -> TcpStream {
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.bind(format!("{src}:0").parse().unwrap()).unwrap();
+    tokio::time::timeout(DEADLINE, sock.connect(server))
+        .await
+        .expect("connect in time")
+        .expect("connect")
+}
+
+/// One query on an open connection: the answer, or None when the server closed it.
+async fn query_on(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let q = query("dns-version.clusterset.local.", RecordType::TXT, None);
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    let fut = async {
+        s.write_all(&framed).await.ok()?;
+        let len = s.read_u16().await.ok()? as usize;
+        let mut resp = vec![0u8; len];
+        s.read_exact(&mut resp).await.ok()?;
+        Some(resp)
+    };
+    tokio::time::timeout(DEADLINE, fut)
+        .await
+        .expect("an answer or a close in time")
+}
+
+/// A connection from `src` that gets an answer (retried while a slot frees up).
+async fn held_connection(src: &str, server: std::net::SocketAddr) -> TcpStream {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let mut s = connect_from(src, server).await;
+        if query_on(&mut s).await.is_some() {
+            return s;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{src}: never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn one_client_cannot_take_every_tcp_connection() {
+    let env = Env::start_with(|c| {
+        c.max_tcp_connections = 8;
+        c.max_tcp_connections_per_client = 5;
+    })
+    .await;
+    let tcp = env.dns().tcp;
+    // 127.0.0.1 holds five connections (each answered once, then idle).
+    let mut mine = Vec::new();
+    for _ in 0..5 {
+        mine.push(held_connection("127.0.0.1", tcp).await);
+    }
+    // A sixth from the same address is closed at once...
+    let mut sixth = connect_from("127.0.0.1", tcp).await;
+    assert!(query_on(&mut sixth).await.is_none(), "per-client limit");
+    // ...while another client is still answered.
+    let mut other = connect_from("127.0.0.2", tcp).await;
+    let r = decode(&query_on(&mut other).await.expect("127.0.0.2 answered"));
+    assert_eq!(r.answers, ["TXT 1.0.0"]);
+    drop(other);
+    // The total limit: three more clients fill the server; the next is closed.
+    let mut more = Vec::new();
+    for src in ["127.0.0.3", "127.0.0.4", "127.0.0.5"] {
+        more.push(held_connection(src, tcp).await);
+    }
+    let mut late = connect_from("127.0.0.6", tcp).await;
+    assert!(query_on(&mut late).await.is_none(), "total limit");
+    // Slots come back when connections close.
+    drop(mine);
+    let mut late = held_connection("127.0.0.6", tcp).await;
+    assert!(query_on(&mut late).await.is_some());
+    let metrics = env.dns().metrics_handle().encode();
+    assert!(
+        metrics.contains("causeway_dns_tcp_refused_total 2"),
+        "refusals counted: {metrics}"
+    );
+}
+
+#[tokio::test]
+async fn half_sent_tcp_queries_are_closed_fast_while_idle_clients_wait() {
+    let env = Env::start_with(|c| {
+        c.tcp_idle_timeout = Duration::from_secs(10);
+        c.tcp_query_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let tcp = env.dns().tcp;
+    let q = query("dns-version.clusterset.local.", RecordType::TXT, None);
+    let half_length = |mut s: Vec<u8>| {
+        s.truncate(1);
+        s
+    };
+    let half_message = |mut s: Vec<u8>| {
+        s.truncate(2 + 5);
+        s
+    };
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    for (what, cut) in [
+        ("half a length", half_length(framed.clone())),
+        ("half a query", half_message(framed.clone())),
+    ] {
+        let mut s = TcpStream::connect(tcp).await.unwrap();
+        let started = tokio::time::Instant::now();
+        s.write_all(&cut).await.unwrap();
+        let mut b = [0u8; 16];
+        let n = tokio::time::timeout(Duration::from_secs(3), s.read(&mut b))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: still open after 3 s (idle timeout is 10 s)"))
+            .unwrap_or(0);
+        assert_eq!(n, 0, "{what}: closed without an answer");
+        assert!(
+            started.elapsed() >= Duration::from_millis(150),
+            "{what}: not before the timeout"
+        );
+    }
+    // A silent client between queries is not cut by the short query timeout.
+    let mut s = TcpStream::connect(tcp).await.unwrap();
+    assert!(query_on(&mut s).await.is_some());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        query_on(&mut s).await.is_some(),
+        "idle for 600 ms: still open"
+    );
+}
+
+#[tokio::test]
+async fn zero_tcp_limits_or_timeouts_are_refused_at_start() {
+    let env = Env::bare().await;
+    type Tweak = fn(&mut causeway_dns::Config);
+    let cases: [(&str, Tweak); 4] = [
+        ("limits", |c| c.max_tcp_connections = 0),
+        ("limits", |c| c.max_tcp_connections_per_client = 0),
+        ("timeouts", |c| c.tcp_idle_timeout = Duration::ZERO),
+        ("timeouts", |c| c.tcp_query_timeout = Duration::ZERO),
+    ];
+    for (want, tweak) in cases {
+        let mut cfg = causeway_dns::Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..Default::default()
+        };
+        tweak(&mut cfg);
+        let err = match causeway_dns::start(env.client.clone(), cfg).await {
+            Ok(running) => {
+                running.shutdown().await;
+                panic!("started with a zero TCP {want} setting");
+            }
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains("invalid setting") && err.contains(want),
+            "{err}"
+        );
+    }
 }
