@@ -320,7 +320,7 @@ impl Proxy {
         let table = self.table.load_full();
         let routing = match target::check(&req) {
             Ok(r) => r,
-            Err(why) => return self.bad_request(why),
+            Err(why) => return self.bad_request(why, req.version()),
         };
         let host_val = routing.host;
         let host = host_val
@@ -558,12 +558,14 @@ impl Proxy {
         )
     }
 
-    /// A 400 for a request whose host or target is invalid ([`target::check`]); the
-    /// connection closes after it.
-    pub(crate) fn bad_request(&self, why: target::Bad) -> Response<RespBody> {
+    /// A 400 for a request whose host or target is invalid ([`target::check`]); an
+    /// HTTP/1 connection closes after it (HTTP/2 has no `Connection` header).
+    fn bad_request(&self, why: target::Bad, version: Version) -> Response<RespBody> {
         let mut r = self.error(StatusCode::BAD_REQUEST, "bad_request", why.to_string());
-        r.headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        if version < Version::HTTP_2 {
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         r
     }
 

@@ -162,6 +162,28 @@ async fn dot_segments_are_resolved_before_routing() -> anyhow::Result<()> {
             let out = raw(p.http, req(path).as_bytes()).await?;
             assert_eq!(status(&out), 400, "[{engine}] {path}: {out}");
         }
+        // HTTP/2 (h2c prior knowledge): the same, and a 400 leaves the connection usable.
+        let tcp = TcpStream::connect(p.http).await?;
+        let (mut send, conn) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(tcp),
+        )
+        .await?;
+        tokio::spawn(conn);
+        for (path, want) in [
+            ("/foo/%2e%2e/dead", 200),
+            ("/..", 400),
+            ("/foo/../dead", 200),
+        ] {
+            let req = http::Request::get(format!("http://dots.test{path}"))
+                .body(http_body_util::Empty::<bytes::Bytes>::new())?;
+            let resp = send.send_request(req).await?;
+            assert_eq!(resp.status().as_u16(), want, "[{engine}] h2 {path}");
+            let body = http_body_util::BodyExt::collect(resp.into_body()).await?;
+            if want == 200 {
+                assert_eq!(&body.to_bytes()[..], b"dead", "[{engine}] h2 {path}");
+            }
+        }
         p.shutdown().await;
     }
     Ok(())
