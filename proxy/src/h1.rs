@@ -5,12 +5,17 @@
 //! hyper serves a request that takes any less common path, and with it the rest of
 //! its connection (the bytes read so far are replayed to it first):
 //! - not HTTP/1.1, or a request target that is not origin-form (`/path`);
-//! - not exactly one `Host`, a `Transfer-Encoding` (chunked uploads), more than one
+//! - not exactly one valid `Host` (hyper's path answers 400, [`crate::target`]), a
+//!   `Transfer-Encoding` (chunked uploads), more than one
 //!   `Content-Length` or one above [`MAX_REPLAY`](crate::forward::MAX_REPLAY), `Expect`, `Upgrade` (WebSocket);
 //! - more than [`MAX_HEADERS`] headers, a head hyper would reject (hyper answers 400 or
 //!   431), and the HTTP/2 preface (h2c prior knowledge);
 //! - an HTTP→HTTPS redirect (308), and a request with a body that gets no route (404)
 //!   or an unresolved backend (503).
+//!
+//! The path is normalised here as on hyper's path ([`crate::target::normalize_path`]:
+//! a 400 above the root, the normalised path routed and forwarded), and header names
+//! with `_` are dropped unless the MCI allows them.
 //!
 //! What stays here is the request-smuggling-free subset: a body, if any, is framed by
 //! one `Content-Length` and read whole before anything goes upstream. Upstream
@@ -25,6 +30,7 @@
 //! any method, after any failure for idempotent ones), outlier ejection, the
 //! forwarding headers, timeouts, and the same metrics and error answers.
 
+mod answer;
 mod chunked;
 mod deadline;
 mod wire;
@@ -52,6 +58,7 @@ use crate::table::{Backend, Target};
 use crate::target::normalize_path;
 use crate::upstream::{self, Raw};
 
+use answer::{Refusal, To, answer, error_response};
 pub use chunked::Chunked;
 use deadline::Deadline;
 pub use wire::MAX_HEADERS;
@@ -206,36 +213,6 @@ async fn exchange(
     }
 }
 
-/// Renders a response the proxy makes itself (to a HEAD request: the head only).
-fn error_response(proxy: &Proxy, out: &mut Vec<u8>, (status, reason, msg): Refusal, to: To) {
-    let body = proxy.note(status, reason, &msg);
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ");
-    out.extend_from_slice(body.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\ndate: ");
-    out.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
-    if to.close {
-        out.extend_from_slice(b"\r\nconnection: close");
-    }
-    out.extend_from_slice(b"\r\n\r\n");
-    if !to.head {
-        out.extend_from_slice(body.as_bytes());
-    }
-}
-
-/// Whom an answer goes to.
-#[derive(Clone, Copy)]
-struct To {
-    /// The connection closes after it.
-    close: bool,
-    /// The request was HEAD: no body.
-    head: bool,
-}
-
 /// What became of one request.
 enum Served {
     /// Answered; the connection can take the next request.
@@ -324,9 +301,6 @@ where
 
 /// The request needs hyper.
 struct Handoff;
-
-/// An answer the proxy makes itself: status, reason label (metrics), message.
-type Refusal = (StatusCode, &'static str, String);
 
 /// A connection's buffers and timers, reused by each of its requests.
 struct Bufs {
@@ -586,21 +560,6 @@ where
     let msg = last.unwrap_or_else(|| "upstream failed".into());
     let why = (StatusCode::BAD_GATEWAY, "upstream_failed", msg);
     answer(io, proxy, &mut bufs.out, why, to).await
-}
-
-/// Answers with a response the proxy makes itself.
-async fn answer<T: AsyncWrite + Unpin>(
-    io: &mut T,
-    proxy: &Proxy,
-    out: &mut Vec<u8>,
-    why: Refusal,
-    to: To,
-) -> Result<Served, Handoff> {
-    error_response(proxy, out, why, to);
-    Ok(match write(io, out).await {
-        Ok(()) if !to.close => Served::KeepAlive,
-        _ => Served::Close,
-    })
 }
 
 #[cfg(test)]
