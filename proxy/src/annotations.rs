@@ -177,6 +177,8 @@ mod tests {
                 (keys::HEALTH_CHECK_PATH, "/healthz"),
                 (keys::HEALTH_CHECK_INTERVAL, "1s"),
                 (keys::MAX_REQUESTS, "10"),
+                (keys::UNDERSCORES_IN_HEADERS, "true"),
+                (keys::ALLOWED_UPGRADES, "WebSocket,h2c"),
             ]),
             &Defaults::default(),
         );
@@ -195,6 +197,8 @@ mod tests {
             t.health_check,
             Some(("/healthz".to_string(), Duration::from_secs(1)))
         );
+        assert!(t.underscores_in_headers);
+        assert_eq!(t.allowed_upgrades, ["websocket", "h2c"]);
     }
 
     #[test]
@@ -218,6 +222,9 @@ mod tests {
         assert_eq!(t.limits, d);
         assert!(!t.ssl_redirect);
         assert_eq!(t.health_check, None);
+        // Defaults: underscored headers dropped, WebSocket the only upgrade.
+        assert!(!t.underscores_in_headers);
+        assert_eq!(t.allowed_upgrades, ["websocket"]);
         let (t, w) = parse(
             "ns/a",
             &ann(&[(keys::LOAD_BALANCER, "consistent-hash")]),

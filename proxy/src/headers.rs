@@ -339,6 +339,25 @@ mod tests {
     }
 
     #[test]
+    fn upgrade_allow_list_and_underscores() {
+        let allowed = ["websocket".to_string(), "h2c".to_string()];
+        let up = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::UPGRADE, HeaderValue::from_static(v));
+            upgrade_allowed(&h, &allowed)
+        };
+        assert!(up("WebSocket") && up("h2c, websocket/13"));
+        assert!(!up("foo") && !up("websocket, foo") && !up(""));
+        assert!(!upgrade_allowed(&HeaderMap::new(), &allowed));
+        let mut h = HeaderMap::new();
+        h.insert("x_secret", HeaderValue::from_static("1"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        strip_underscored(&mut h);
+        let left: Vec<&str> = h.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-kept"]);
+    }
+
+    #[test]
     fn cookies() {
         let mut h = HeaderMap::new();
         h.insert(
