@@ -14,8 +14,8 @@ use serde_json::Value;
 use crate::auth::{Attributes, User, authorize};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::RequestLabels;
-use crate::registry::ResourceType;
 use crate::server::Inner;
+use crate::state::registry::ResourceType;
 
 /// Response body type.
 pub type Body = BoxBody<Bytes, Infallible>;

@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
-use crate::registry::GroupResource;
-use crate::store::Store;
+use crate::state::registry::gr;
+use crate::state::store::Store;
+use crate::state::stored::str_list;
 
 /// An authenticated user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,14 +99,7 @@ pub struct Attributes<'a> {
 }
 
 fn strs(v: &Value, key: &str) -> Vec<String> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    str_list(v.get(key))
 }
 
 fn subject_matches(subject: &Value, user: &User) -> bool {
@@ -141,13 +135,6 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
                     .iter()
                     .any(|r| r == &format!("{}/*", a.resource))))
         && (names.is_empty() || names.iter().any(|n| n == a.name))
-}
-
-fn gr(group: &str, resource: &str) -> GroupResource {
-    GroupResource {
-        group: group.to_string(),
-        resource: resource.to_string(),
-    }
 }
 
 /// RBAC decision: system:masters, else any binding whose role has a matching rule.

@@ -8,8 +8,8 @@ use sha2::{Digest, Sha256};
 
 use crate::api::{Body, full, json_response};
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Registry, ResourceType, api_version};
 use crate::server::Inner;
+use crate::state::registry::{Registry, ResourceType, api_version};
 
 /// `/healthz`, `/livez`, `/readyz` (and their `/…/<check>` forms), `/version`.
 pub fn health(inner: &Inner, path: &str) -> Response<Body> {

@@ -14,31 +14,19 @@
 
 pub mod api;
 pub mod auth;
-pub mod controllers;
-pub mod convert;
-pub mod crd;
 pub mod discovery;
 pub mod error;
-pub mod ipam;
-pub mod kinds;
 pub mod kubeconfig;
-pub mod meta;
 pub mod metrics;
 pub mod objects;
 pub mod openapi;
-pub mod patch;
-pub mod persist;
 pub mod protobuf;
-pub mod registry;
-pub mod selectors;
 pub mod server;
-pub mod ssa;
-pub mod store;
-pub mod table;
+pub mod state;
 pub mod tls;
 pub mod tokens;
 pub mod watch;
 
 pub use auth::User;
-pub use ipam::Cidr;
 pub use server::{Config, Faults, Server, StartError};
+pub use state::ipam::Cidr;

@@ -8,18 +8,21 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::api::Req;
-use crate::convert;
-use crate::crd;
 use crate::error::{ApiError, ApiResult, required_field};
-use crate::kinds::{self, State};
-use crate::meta::{name_suffix, new_uid, now_rfc3339, spec_changed, validate_metadata};
-use crate::patch;
-use crate::registry::ResourceType;
-use crate::selectors::LabelSelector;
 use crate::server::Inner;
-use crate::ssa::{self, ApplyRequest, Scope, Shape};
-use crate::store::{StoredObj, meta_str};
-use crate::table;
+use crate::state::cluster::State;
+use crate::state::convert;
+use crate::state::crd;
+use crate::state::deletion::{DeleteOptions, delete_locked, finalizers, store_update};
+use crate::state::kinds;
+use crate::state::meta::{name_suffix, new_uid, now_rfc3339, spec_changed, validate_metadata};
+use crate::state::patch;
+use crate::state::registry::ResourceType;
+use crate::state::selectors::LabelSelector;
+use crate::state::ssa::fields::{Scope, Shape};
+use crate::state::ssa::{self, ApplyRequest};
+use crate::state::stored::{StoredObj, meta_str};
+use crate::state::table;
 
 /// The object at the version the client asked for.
 pub fn render(rt: &ResourceType, obj: &StoredObj) -> Bytes {
@@ -77,7 +80,7 @@ fn scope(rt: &ResourceType, sub: &str) -> Scope {
 }
 
 fn storage_api_version(rt: &ResourceType) -> String {
-    crate::registry::api_version(&rt.group, &rt.storage_version)
+    crate::state::registry::api_version(&rt.group, &rt.storage_version)
 }
 
 /// GET one object.
@@ -285,7 +288,7 @@ fn check_namespace(rt: &ResourceType, obj: &mut Value, ns: &str) -> ApiResult<()
 fn namespace_active(st: &State, ns: &str) -> ApiResult<()> {
     let nsobj = st
         .store
-        .get(&crate::server::gr("", "namespaces"), "", ns)
+        .get(&crate::state::registry::gr("", "namespaces"), "", ns)
         .ok_or_else(|| ApiError::not_found("", "namespaces", ns))?;
     if nsobj.value.pointer("/metadata/deletionTimestamp").is_some() {
         return Err(ApiError::forbidden_msg(format!(
@@ -550,18 +553,6 @@ fn merge_for_update(rt: &ResourceType, old: &Value, body: Value, sub: &str) -> V
     }
 }
 
-/// `metadata.finalizers`.
-pub fn finalizers(v: &Value) -> Vec<String> {
-    v.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn finish_update(
     st: &mut State,
     rt: &ResourceType,
@@ -627,33 +618,6 @@ fn finish_update(
     }
     let stored = store_update(st, rt, new);
     Ok((200, output(rt, &stored, r)))
-}
-
-/// Stores an update. An object being deleted whose last finalizer is gone is removed for
-/// good here (and what it held released): the one place this rule lives, for API writes
-/// and the in-process controllers alike. Namespaces are left to namespace termination.
-/// Returns the object as last stored.
-pub fn store_update(st: &mut State, rt: &ResourceType, new: Value) -> Value {
-    let gr = rt.group_resource();
-    let is_namespace = rt.plural == "namespaces" && rt.group.is_empty();
-    if new.pointer("/metadata/deletionTimestamp").is_some()
-        && finalizers(&new).is_empty()
-        && !is_namespace
-    {
-        let (ns, name) = (
-            meta_str(&new, "namespace").to_string(),
-            meta_str(&new, "name").to_string(),
-        );
-        let put = st.store.put(&gr, new);
-        return match st.store.delete(&gr, &ns, &name) {
-            Some(e) => {
-                kinds::on_removed(st, rt, &e.obj.value);
-                e.obj.value.clone()
-            }
-            None => put.obj.value.clone(),
-        };
-    }
-    st.store.put(&gr, new).obj.value.clone()
 }
 
 /// PATCH: json-patch, merge-patch, strategic-merge-patch, apply.
@@ -779,19 +743,6 @@ fn apply(
     }
 }
 
-/// Delete options from the body and the query.
-#[derive(Debug, Default)]
-pub struct DeleteOptions {
-    /// Background, Foreground or Orphan.
-    pub propagation: String,
-    /// Precondition uid.
-    pub uid: Option<String>,
-    /// Precondition resourceVersion.
-    pub rv: Option<String>,
-    /// Dry run.
-    pub dry_run: bool,
-}
-
 fn delete_options(r: &Req) -> ApiResult<DeleteOptions> {
     let mut o = DeleteOptions {
         propagation: r.q("propagationPolicy").unwrap_or("").to_string(),
@@ -845,103 +796,6 @@ pub fn delete(
     let mut st = inner.state.lock();
     let (code, v) = delete_locked(&mut st, rt, ns, name, &opts)?;
     Ok((code, output(rt, &v, r)))
-}
-
-/// Deletes (or starts deleting) an object; shared with GC and the namespace controller.
-pub fn delete_locked(
-    st: &mut State,
-    rt: &ResourceType,
-    ns: &str,
-    name: &str,
-    opts: &DeleteOptions,
-) -> ApiResult<(u16, Value)> {
-    let gr = rt.group_resource();
-    let cur = st
-        .store
-        .get(&gr, ns, name)
-        .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-    let uid = meta_str(&cur.value, "uid");
-    if let Some(want) = &opts.uid
-        && want != uid
-    {
-        return Err(ApiError::conflict(
-            &rt.group,
-            &rt.plural,
-            name,
-            &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
-        ));
-    }
-    if let Some(want) = &opts.rv {
-        let have = meta_str(&cur.value, "resourceVersion");
-        if want != have {
-            return Err(ApiError::conflict(
-                &rt.group,
-                &rt.plural,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {have}"
-                ),
-            ));
-        }
-    }
-    let mut v = cur.value.clone();
-    let mut fins = finalizers(&v);
-    match opts.propagation.as_str() {
-        "Orphan" if !fins.contains(&"orphan".to_string()) => fins.push("orphan".into()),
-        "Foreground" if !fins.contains(&"foregroundDeletion".to_string()) => {
-            fins.push("foregroundDeletion".into())
-        }
-        _ => {}
-    }
-    let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
-    if is_namespace {
-        if matches!(name, "default" | "kube-system" | "kube-public") {
-            return Err(ApiError::forbidden_msg(format!(
-                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
-            )));
-        }
-        if v.pointer("/metadata/deletionTimestamp").is_none() {
-            v["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-            v["status"]["phase"] = json!("Terminating");
-            if !opts.dry_run {
-                let e = st.store.put(&gr, v);
-                return Ok((200, e.obj.value.clone()));
-            }
-        }
-        return Ok((200, v));
-    }
-    if !fins.is_empty() {
-        let had = finalizers(&cur.value);
-        if v.pointer("/metadata/deletionTimestamp").is_some() && had == fins {
-            return Ok((202, v));
-        }
-        if v.pointer("/metadata/deletionTimestamp").is_none() {
-            v["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
-            v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            if rt.generation {
-                let g = v
-                    .pointer("/metadata/generation")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                v["metadata"]["generation"] = json!(g + 1);
-            }
-        }
-        v["metadata"]["finalizers"] = json!(fins);
-        if opts.dry_run {
-            return Ok((202, v));
-        }
-        let e = st.store.put(&gr, v);
-        return Ok((202, e.obj.value.clone()));
-    }
-    if opts.dry_run {
-        return Ok((200, v));
-    }
-    let e = st
-        .store
-        .delete(&gr, ns, name)
-        .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-    kinds::on_removed(st, rt, &e.obj.value);
-    Ok((200, e.obj.value.clone()))
 }
 
 /// DELETE a collection (selectors apply).

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::registry::{Registry, ResourceType, api_version};
+use crate::state::registry::{Registry, ResourceType, api_version};
 
 fn schema_name(t: &ResourceType) -> String {
     if t.group.is_empty() {

@@ -8,17 +8,17 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use parking_lot::Mutex;
-use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::User;
-use crate::ipam::{Cidr, Ipam};
-use crate::kinds::State;
-use crate::meta::{new_uid, now_rfc3339, stable_uid};
 use crate::metrics::Metrics;
-use crate::registry::{GroupResource, Registry};
-use crate::store::Store;
+use crate::state::bootstrap::{bootstrap, restore};
+use crate::state::cluster::State;
+use crate::state::ipam::{Cidr, Ipam};
+use crate::state::meta::new_uid;
+use crate::state::registry::{Registry, gr};
+use crate::state::store::Store;
 use crate::tls::{ClientCert, Pki};
 
 /// How to start a server.
@@ -217,20 +217,32 @@ impl Server {
         };
         match &cfg.data_dir {
             Some(dir) => {
-                let (journal, restored, max_rv) =
-                    crate::persist::Journal::open(dir).map_err(|e| {
+                let (journal, restored, max_rv) = crate::state::persist::Journal::open(dir)
+                    .map_err(|e| {
                         StartError::Config(format!("cannot use --data-dir {}: {e}", dir.display()))
                     })?;
                 let fresh = restored.is_empty();
                 restore(&mut state, restored, max_rv);
                 if fresh {
                     state.store.set_journal(journal);
-                    bootstrap(&mut state, &cfg);
+                    bootstrap(
+                        &mut state,
+                        &cfg.name,
+                        &cfg.service_cidrs,
+                        cfg.nodes,
+                        &cfg.kubernetes_version,
+                    );
                 } else {
                     state.store.set_journal(journal);
                 }
             }
-            None => bootstrap(&mut state, &cfg),
+            None => bootstrap(
+                &mut state,
+                &cfg.name,
+                &cfg.service_cidrs,
+                cfg.nodes,
+                &cfg.kubernetes_version,
+            ),
         }
         let inner = Arc::new(Inner {
             cfg,
@@ -244,7 +256,7 @@ impl Server {
             sa_key: crate::tokens::new_key(),
         });
         tokio::spawn(accept_loop(inner.clone(), listener));
-        tokio::spawn(crate::controllers::run(inner.clone()));
+        tokio::spawn(controllers(inner.clone()));
         tracing::info!(name = %inner.cfg.name, %addr, tls = inner.cfg.tls, "kubesim serving");
         Ok(Server {
             inner,
@@ -343,109 +355,27 @@ impl Server {
     }
 }
 
-pub(crate) fn gr(group: &str, resource: &str) -> GroupResource {
-    GroupResource {
-        group: group.to_string(),
-        resource: resource.to_string(),
-    }
-}
-
-/// Puts journaled objects back: CRDs first (so their types are served), then the rest;
-/// Service addresses are re-reserved.
-fn restore(state: &mut State, restored: Vec<crate::persist::Restored>, max_rv: u64) {
-    let (crds, rest): (Vec<_>, Vec<_>) = restored.into_iter().partition(|r| {
-        r.gr.group == "apiextensions.k8s.io" && r.gr.resource == "customresourcedefinitions"
-    });
-    for r in crds.into_iter().chain(rest) {
-        if r.gr.group == "apiextensions.k8s.io" && r.gr.resource == "customresourcedefinitions" {
-            match crate::crd::types_of(&r.obj) {
-                Ok(types) => types.into_iter().for_each(|t| state.registry.insert(t)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "a journaled CRD no longer validates; not serving it")
-                }
+/// Runs the in-process controllers ([`crate::state::controllers`]) until shutdown; wakes on every write and at least once a second.
+async fn controllers(inner: Arc<Inner>) {
+    loop {
+        tokio::select! {
+            _ = inner.changed.notified() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = inner.shutdown.cancelled() => return,
+        }
+        // settle bursts of writes into one pass
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut passes = 0;
+        loop {
+            let changed = crate::state::controllers::pass(
+                &mut inner.state.lock(),
+                inner.cfg.simulate_workloads,
+            );
+            passes += 1;
+            if !changed || passes > 20 {
+                break;
             }
         }
-        if r.gr.group.is_empty() && r.gr.resource == "services" {
-            for ip in r
-                .obj
-                .pointer("/spec/clusterIPs")
-                .and_then(|v| v.as_array())
-                .into_iter()
-                .flatten()
-            {
-                if let Some(ip) = ip.as_str().and_then(|s| s.parse().ok()) {
-                    let _ = state.ipam.reserve(ip);
-                }
-            }
-            for p in r
-                .obj
-                .pointer("/spec/ports")
-                .and_then(|v| v.as_array())
-                .into_iter()
-                .flatten()
-            {
-                if let Some(np) = p.get("nodePort").and_then(|v| v.as_u64()) {
-                    let _ = state.ipam.node_port(Some(np as u16));
-                }
-            }
-        }
-        let rv = r
-            .obj
-            .pointer("/metadata/resourceVersion")
-            .and_then(|v| v.as_str())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        // journals from before events.k8s.io Events were stored as core Events
-        match state.registry.by_group_resource(&r.gr) {
-            Some(rt) if rt.stored_as.is_some() => {
-                let obj = crate::convert::to_storage(&rt, r.obj);
-                state.store.restore(&rt.group_resource(), obj, rv);
-            }
-            _ => state.store.restore(&r.gr, r.obj, rv),
-        }
-    }
-    state.store.restore_rv(max_rv);
-}
-
-fn bootstrap(state: &mut State, cfg: &Config) {
-    let now = now_rfc3339();
-    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        let uid = stable_uid(&format!("{}/{ns}", cfg.name));
-        state.store.put(
-            &gr("", "namespaces"),
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "uid": uid, "creationTimestamp": now, "labels": {"kubernetes.io/metadata.name": ns}}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
-        );
-    }
-    let families: Vec<&str> = cfg.service_cidrs.iter().map(|c| c.family()).collect();
-    let ips: Vec<String> = families
-        .iter()
-        .filter_map(|f| state.ipam.allocate(f).ok().map(|ip| ip.to_string()))
-        .collect();
-    state.store.put(
-        &gr("", "services"),
-        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default", "uid": new_uid(), "creationTimestamp": now, "labels": {"component": "apiserver", "provider": "kubernetes"}},
-               "spec": {"type": "ClusterIP", "clusterIP": ips[0], "clusterIPs": ips, "ipFamilies": families, "ipFamilyPolicy": if families.len() > 1 { "PreferDualStack" } else { "SingleStack" }, "sessionAffinity": "None", "internalTrafficPolicy": "Cluster", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
-               "status": {"loadBalancer": {}}}),
-    );
-    for i in 0..cfg.nodes {
-        let name = format!("{}-node-{i}", cfg.name);
-        state.store.put(
-            &gr("", "nodes"),
-            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("{}-a", cfg.name)}},
-                   "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubesim node is ready", "lastHeartbeatTime": now, "lastTransitionTime": now}],
-                   "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "nodeInfo": {"kubeletVersion": cfg.kubernetes_version}}}),
-        );
-    }
-    let rbac = "rbac.authorization.k8s.io";
-    for (name, verbs) in [
-        ("cluster-admin", json!(["*"])),
-        ("view", json!(["get", "list", "watch"])),
-    ] {
-        state.store.put(
-            &gr(rbac, "clusterroles"),
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                   "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": verbs}]}),
-        );
     }
 }
 

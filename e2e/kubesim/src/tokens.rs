@@ -14,8 +14,9 @@ use sha2::{Digest, Sha256};
 use crate::api::Req;
 use crate::auth::User;
 use crate::error::{ApiError, ApiResult, invalid_field};
-use crate::server::{Inner, gr};
-use crate::store::meta_str;
+use crate::server::Inner;
+use crate::state::registry::gr;
+use crate::state::stored::meta_str;
 
 /// The audience of tokens for the API server itself (kube-apiserver's default `--api-audiences`).
 pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
@@ -172,7 +173,7 @@ pub fn create(inner: &Inner, ns: &str, name: &str, r: &Req) -> ApiResult<(u16, B
         "aud": audiences, "exp": exp, "iat": iat, "nbf": iat,
         "iss": API_AUDIENCE,
         "sub": format!("system:serviceaccount:{ns}:{name}"),
-        "jti": crate::meta::new_uid(),
+        "jti": crate::state::meta::new_uid(),
         "kubernetes.io": {"namespace": ns, "serviceaccount": {"name": name, "uid": uid}},
     });
     let token = sign(&inner.sa_key, &claims);
@@ -181,7 +182,7 @@ pub fn create(inner: &Inner, ns: &str, name: &str, r: &Req) -> ApiResult<(u16, B
         .unwrap_or_default();
     let out = json!({
         "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": name, "namespace": ns, "creationTimestamp": crate::meta::now_rfc3339()},
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": crate::state::meta::now_rfc3339()},
         "spec": {"audiences": audiences, "expirationSeconds": seconds, "boundObjectRef": spec.get("boundObjectRef").cloned().unwrap_or(Value::Null)},
         "status": {"token": token, "expirationTimestamp": expires},
     });

@@ -15,11 +15,11 @@ use tokio::sync::{broadcast, mpsc};
 use crate::api::{Body, Req, ResPath};
 use crate::error::{ApiError, ApiResult};
 use crate::objects::render;
-use crate::registry::{GroupResource, ResourceType};
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::server::Inner;
-use crate::store::{Event, EventType, StoredObj};
-use crate::table;
+use crate::state::registry::{GroupResource, ResourceType};
+use crate::state::selectors::{FieldSelector, LabelSelector};
+use crate::state::stored::{Event, EventType, StoredObj};
+use crate::state::table;
 
 struct Filter {
     ns: Option<String>,
@@ -121,7 +121,7 @@ pub fn serve(
     rp: ResPath,
     r: Req,
 ) -> ApiResult<Response<Body>> {
-    let mut fs = crate::convert::field_selector(&rt, r.q("fieldSelector").unwrap_or(""))?;
+    let mut fs = crate::state::convert::field_selector(&rt, r.q("fieldSelector").unwrap_or(""))?;
     if let Some(name) = &rp.name {
         fs.0.push(("metadata.name".into(), true, name.clone()));
     }

@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use serde_json::{Value, json};
 
 use crate::error::ApiResult;
-use crate::registry::ResourceType;
-use crate::selectors::FieldSelector;
+use crate::state::registry::ResourceType;
+use crate::state::selectors::FieldSelector;
 
 /// events.k8s.io/v1 field → core v1 field (kube-apiserver's `Convert_v1_Event_To_core_Event`;
 /// the other fields — eventTime, series, reportingInstance, related, action, reason, type —
@@ -92,7 +92,7 @@ pub fn field_selector(rt: &ResourceType, s: &str) -> ApiResult<FieldSelector> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Registry;
+    use crate::state::registry::Registry;
 
     #[test]
     fn events_round_trip_between_the_two_apis() {

@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::error::{Cause, invalid_field};
-use crate::registry::NameRule;
+use crate::state::registry::NameRule;
 use k8s_validation::{
     TOTAL_ANNOTATION_SIZE_LIMIT, dns1123_label, dns1123_subdomain, label_value, qualified_name,
     too_long_annotations,

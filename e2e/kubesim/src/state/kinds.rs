@@ -5,23 +5,14 @@ use std::net::IpAddr;
 
 use serde_json::{Value, json};
 
-use crate::crd;
 use crate::error::Cause;
 use crate::error::{ApiError, ApiResult, duplicate_field, invalid_field, required_field};
-use crate::ipam::Ipam;
-use crate::meta::now_rfc3339;
-use crate::registry::{GroupResource, Registry, ResourceType};
-use crate::store::Store;
-
-/// The mutable state of one server.
-pub struct State {
-    /// Objects.
-    pub store: Store,
-    /// Served types.
-    pub registry: Registry,
-    /// Address allocations.
-    pub ipam: Ipam,
-}
+use crate::state::cluster::State;
+use crate::state::crd;
+use crate::state::ipam::Ipam;
+use crate::state::meta::now_rfc3339;
+use crate::state::registry::{GroupResource, Registry, ResourceType};
+use crate::state::stored::str_list;
 
 fn is(rt: &ResourceType, group: &str, plural: &str) -> bool {
     rt.group == group && rt.plural == plural
@@ -199,16 +190,6 @@ fn svc_invalid(obj: &Value, field: &str, msg: String) -> ApiError {
         obj["metadata"]["name"].as_str().unwrap_or_default(),
         vec![invalid_field(field, msg)],
     )
-}
-
-fn str_list(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn family_of(ip: &str) -> Option<&'static str> {

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::registry::GroupResource;
-use crate::store::{Event, EventType};
+use crate::state::registry::GroupResource;
+use crate::state::stored::{Event, EventType};
 
 /// The append-only journal of one server.
 pub struct Journal {

@@ -3,47 +3,26 @@
 //! workload status simulation.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::kinds::State;
-use crate::objects::{DeleteOptions, delete_locked, finalizers, store_update};
-use crate::registry::GroupResource;
-use crate::server::{Inner, gr};
-use crate::store::StoredObj;
+use crate::state::cluster::State;
+use crate::state::deletion::{DeleteOptions, delete_locked, finalizers, store_update};
+use crate::state::registry::{GroupResource, gr};
+use crate::state::stored::StoredObj;
 
-/// Runs until shutdown; wakes on every write and at least once a second.
-pub async fn run(inner: Arc<Inner>) {
-    loop {
-        tokio::select! {
-            _ = inner.changed.notified() => {}
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = inner.shutdown.cancelled() => return,
-        }
-        // settle bursts of writes into one pass
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let mut passes = 0;
-        loop {
-            let changed = {
-                let mut st = inner.state.lock();
-                // full scans only when a change can have given them work
-                let mut c = false;
-                if st.store.take_gc_hint() {
-                    c |= gc(&mut st);
-                    c |= namespaces(&mut st);
-                }
-                if st.store.take_workload_hint() && inner.cfg.simulate_workloads {
-                    c |= workloads(&mut st);
-                }
-                c
-            };
-            passes += 1;
-            if !changed || passes > 20 {
-                break;
-            }
-        }
+/// One pass of the controllers; true when it changed something (so another pass may
+/// find more work). Full scans run only when a change can have given them work.
+pub fn pass(st: &mut State, simulate_workloads: bool) -> bool {
+    let mut changed = false;
+    if st.store.take_gc_hint() {
+        changed |= gc(st);
+        changed |= namespaces(st);
     }
+    if st.store.take_workload_hint() && simulate_workloads {
+        changed |= workloads(st);
+    }
+    changed
 }
 
 /// Writes back an object the controllers changed (see [`store_update`]).
@@ -257,7 +236,7 @@ fn workloads(st: &mut State) -> bool {
                 .pointer("/spec/replicas")
                 .and_then(Value::as_i64)
                 .unwrap_or(1);
-            let now = crate::meta::now_rfc3339();
+            let now = crate::state::meta::now_rfc3339();
             let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "reason": reason, "lastTransitionTime": now, "lastUpdateTime": now, "message": "simulated by kubesim"});
             let status = match res {
                 "deployments" => {

@@ -5,84 +5,13 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::error::{ApiError, ApiResult};
-use crate::registry::GroupResource;
-
-/// A stored object with its JSON encoding computed once at write time.
-#[derive(Debug)]
-pub struct StoredObj {
-    /// The object (apiVersion of the storage version).
-    pub value: Value,
-    /// `value` serialized.
-    pub json: Bytes,
-}
-
-impl StoredObj {
-    /// Wraps and serializes a value.
-    pub fn new(value: Value) -> Arc<Self> {
-        let json = Bytes::from(serde_json::to_vec(&value).expect("JSON values serialize"));
-        Arc::new(StoredObj { value, json })
-    }
-
-    /// `metadata.namespace` or "".
-    pub fn namespace(&self) -> &str {
-        meta_str(&self.value, "namespace")
-    }
-
-    /// `metadata.name`.
-    pub fn name(&self) -> &str {
-        meta_str(&self.value, "name")
-    }
-}
-
-/// A string field of `metadata`, or "".
-pub fn meta_str<'a>(v: &'a Value, field: &str) -> &'a str {
-    v.get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-/// Watch event type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// ADDED
-    Added,
-    /// MODIFIED
-    Modified,
-    /// DELETED
-    Deleted,
-}
-
-impl EventType {
-    /// Wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
-
-/// One committed change.
-#[derive(Debug)]
-pub struct Event {
-    /// resourceVersion of the change.
-    pub rv: u64,
-    /// Which resource.
-    pub gr: GroupResource,
-    /// What happened.
-    pub kind: EventType,
-    /// The object after the change (for DELETED: the last state, with the delete's RV).
-    pub obj: Arc<StoredObj>,
-    /// The object before the change.
-    pub prev: Option<Arc<StoredObj>>,
-}
+use crate::state::persist::Journal;
+use crate::state::registry::GroupResource;
+use crate::state::stored::{Event, EventType, StoredObj};
 
 type Key = (String, String);
 
@@ -106,7 +35,7 @@ pub struct Store {
     compacted: u64,
     uids: HashMap<String, UidEntry>,
     tx: broadcast::Sender<Arc<Event>>,
-    journal: Option<crate::persist::Journal>,
+    journal: Option<Journal>,
     gc_hint: bool,
     workload_hint: bool,
 }
@@ -129,8 +58,8 @@ impl Store {
         }
     }
 
-    /// Journals every later change (see [`crate::persist`]).
-    pub fn set_journal(&mut self, j: crate::persist::Journal) {
+    /// Journals every later change (see [`crate::state::persist`]).
+    pub fn set_journal(&mut self, j: Journal) {
         self.journal = Some(j);
     }
 
@@ -156,16 +85,7 @@ impl Store {
         self.rv = self.rv.max(rv);
         let obj = StoredObj::new(value);
         let key = (obj.namespace().to_string(), obj.name().to_string());
-        if let Some(uid) = obj.value.pointer("/metadata/uid").and_then(Value::as_str) {
-            self.uids.insert(
-                uid.to_string(),
-                UidEntry {
-                    gr: gr.clone(),
-                    ns: key.0.clone(),
-                    name: key.1.clone(),
-                },
-            );
-        }
+        self.index_uid(gr, &key, &obj);
         self.objects.entry(gr.clone()).or_default().insert(key, obj);
         self.compacted = self.rv;
     }
@@ -277,16 +197,7 @@ impl Store {
         value["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let obj = StoredObj::new(value);
         let key = (obj.namespace().to_string(), obj.name().to_string());
-        if let Some(uid) = obj.value.pointer("/metadata/uid").and_then(Value::as_str) {
-            self.uids.insert(
-                uid.to_string(),
-                UidEntry {
-                    gr: gr.clone(),
-                    ns: key.0.clone(),
-                    name: key.1.clone(),
-                },
-            );
-        }
+        self.index_uid(gr, &key, &obj);
         let prev = self
             .objects
             .entry(gr.clone())
@@ -326,6 +237,20 @@ impl Store {
             obj: StoredObj::new(last),
             prev: Some(prev),
         }))
+    }
+
+    /// Remembers where the object with this uid lives.
+    fn index_uid(&mut self, gr: &GroupResource, key: &Key, obj: &StoredObj) {
+        if let Some(uid) = obj.value.pointer("/metadata/uid").and_then(Value::as_str) {
+            self.uids.insert(
+                uid.to_string(),
+                UidEntry {
+                    gr: gr.clone(),
+                    ns: key.0.clone(),
+                    name: key.1.clone(),
+                },
+            );
+        }
     }
 
     fn record(&mut self, e: Event) -> Arc<Event> {

@@ -3,72 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::{Column, ResourceType};
-
-fn col(name: &str, type_: &str, path: &str, priority: i64) -> Column {
-    Column {
-        name: name.into(),
-        type_: type_.into(),
-        json_path: path.into(),
-        priority,
-        description: String::new(),
-    }
-}
-
-/// Printer columns of the built-in kinds (besides Name and Age).
-pub fn builtin_columns(group: &str, plural: &str) -> Vec<Column> {
-    match (group, plural) {
-        ("", "namespaces") => vec![col("Status", "string", ".status.phase", 0)],
-        ("", "services") => vec![
-            col("Type", "string", ".spec.type", 0),
-            col("Cluster-IP", "string", ".spec.clusterIP", 0),
-            col("External-IP", "string", "@external-ip", 0),
-            col("Port(s)", "string", "@service-ports", 0),
-            col("Selector", "string", "@selector", 1),
-        ],
-        ("", "pods") => vec![
-            col("Status", "string", ".status.phase", 0),
-            col("IP", "string", ".status.podIP", 1),
-        ],
-        ("", "nodes") => vec![col(
-            "Status",
-            "string",
-            ".status.conditions[?(@.type==\"Ready\")].status",
-            0,
-        )],
-        ("", "configmaps") | ("", "secrets") => vec![],
-        // both Event APIs share core storage, so the rows are core Events
-        ("", "events") | ("events.k8s.io", "events") => vec![
-            col("Type", "string", ".type", 0),
-            col("Reason", "string", ".reason", 0),
-            col("Object", "string", "@event-object", 0),
-            col("Message", "string", ".message", 0),
-        ],
-        ("discovery.k8s.io", "endpointslices") => vec![
-            col("AddressType", "string", ".addressType", 0),
-            col("Ports", "string", ".ports[*].port", 0),
-            col("Endpoints", "string", ".endpoints[*].addresses[0]", 0),
-        ],
-        ("apps", "deployments") | ("apps", "statefulsets") => vec![
-            col("Ready", "integer", ".status.readyReplicas", 0),
-            col("Replicas", "integer", ".spec.replicas", 0),
-        ],
-        ("coordination.k8s.io", "leases") => {
-            vec![col("Holder", "string", ".spec.holderIdentity", 0)]
-        }
-        ("networking.k8s.io", "ingresses") => vec![
-            col("Class", "string", ".spec.ingressClassName", 0),
-            col("Hosts", "string", ".spec.rules[*].host", 0),
-        ],
-        ("networking.k8s.io", "ingressclasses") => {
-            vec![col("Controller", "string", ".spec.controller", 0)]
-        }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)]
-        }
-        _ => vec![],
-    }
-}
+use crate::state::registry::ResourceType;
 
 /// Cells kubectl's built-in printers compute rather than read (`@name` columns).
 fn computed(obj: &Value, which: &str) -> Value {

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::state::columns::{self, Column};
+
 /// One served resource at one group/version.
 #[derive(Debug, Clone)]
 pub struct ResourceType {
@@ -41,23 +43,8 @@ pub struct ResourceType {
     /// The CRD that defines this resource, by name.
     pub crd: Option<String>,
     /// Another resource whose objects these are, converted on the way in and out
-    /// (events.k8s.io Events are core Events, as in kube-apiserver; see [`crate::convert`]).
+    /// (events.k8s.io Events are core Events, as in kube-apiserver; see [`crate::state::convert`]).
     pub stored_as: Option<GroupResource>,
-}
-
-/// A printer column.
-#[derive(Debug, Clone)]
-pub struct Column {
-    /// Header.
-    pub name: String,
-    /// `string`, `integer`, `date`, ...
-    pub type_: String,
-    /// JSONPath (kubectl style, without braces).
-    pub json_path: String,
-    /// Priority (0 shown by default, >0 only with -o wide).
-    pub priority: i64,
-    /// Description.
-    pub description: String,
 }
 
 /// How object names are validated.
@@ -121,6 +108,14 @@ pub struct GroupResource {
     pub resource: String,
 }
 
+/// A [`GroupResource`].
+pub fn gr(group: &str, resource: &str) -> GroupResource {
+    GroupResource {
+        group: group.to_string(),
+        resource: resource.to_string(),
+    }
+}
+
 /// All resource types of a server, by group → version → plural.
 #[derive(Debug, Default, Clone)]
 pub struct Registry {
@@ -176,7 +171,7 @@ impl Registry {
                 status_subresource: status,
                 generation,
                 name_rule,
-                columns: crate::table::builtin_columns(group, plural),
+                columns: columns::builtin(group, plural),
                 schema: None,
                 crd: None,
                 stored_as: (group == "events.k8s.io").then(|| GroupResource {

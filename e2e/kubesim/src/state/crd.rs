@@ -6,7 +6,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Cause, invalid_field, required_field};
-use crate::registry::{Column, NameRule, ResourceType};
+use crate::state::columns::Column;
+use crate::state::registry::{NameRule, ResourceType};
+use crate::state::stored::str_list;
 
 /// Validates a CRD object; returns its served resource types.
 pub fn types_of(crd: &Value) -> ApiResult<Vec<ResourceType>> {
@@ -96,16 +98,7 @@ pub fn types_of(crd: &Value) -> ApiResult<Vec<ResourceType>> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let strs = |p: &str| -> Vec<String> {
-        crd.pointer(p)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let strs = |p: &str| str_list(crd.pointer(p));
     let mut out = Vec::new();
     for v in &versions {
         if v.get("served") != Some(&json!(true)) {

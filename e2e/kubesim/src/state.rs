@@ -1,0 +1,31 @@
+//! The state layer: one cluster's objects and the rules kube-apiserver's storage and
+//! registry apply to them, as plain Rust over `serde_json` values (no HTTP here).
+//! The verbs ([`crate::verbs`]) are built on it.
+//!
+//! - [`store`] keeps objects behind one global resourceVersion with a bounded event
+//!   history ([`stored`] has the units it keeps); [`persist`] journals it to disk.
+//! - [`registry`], [`columns`] and [`crd`] say which types are served and how.
+//! - [`meta`], [`kinds`], [`crd`] and [`ssa`] / [`patch`] are the admission-like rules:
+//!   metadata, per-kind defaulting and allocation ([`ipam`]), schemas, field ownership.
+//! - [`deletion`] and [`controllers`] are finalizers and garbage collection.
+//! - [`convert`], [`selectors`] and [`table`] are how objects are shown and filtered.
+//! - [`cluster`] ties it together; [`bootstrap`] fills a new or restored cluster.
+
+pub mod bootstrap;
+pub mod cluster;
+pub mod columns;
+pub mod controllers;
+pub mod convert;
+pub mod crd;
+pub mod deletion;
+pub mod ipam;
+pub mod kinds;
+pub mod meta;
+pub mod patch;
+pub mod persist;
+pub mod registry;
+pub mod selectors;
+pub mod ssa;
+pub mod store;
+pub mod stored;
+pub mod table;

@@ -1,0 +1,119 @@
+//! What a cluster holds before any client writes: the objects kube-apiserver and its
+//! controllers create at start, or what a journal kept from an earlier run.
+
+use serde_json::json;
+
+use crate::state::cluster::State;
+use crate::state::convert;
+use crate::state::crd;
+use crate::state::ipam::Cidr;
+use crate::state::meta::{new_uid, now_rfc3339, stable_uid};
+use crate::state::persist::Restored;
+use crate::state::registry::gr;
+
+/// Puts journaled objects back: CRDs first (so their types are served), then the rest;
+/// Service addresses are re-reserved.
+pub fn restore(state: &mut State, restored: Vec<Restored>, max_rv: u64) {
+    let (crds, rest): (Vec<_>, Vec<_>) = restored.into_iter().partition(|r| {
+        r.gr.group == "apiextensions.k8s.io" && r.gr.resource == "customresourcedefinitions"
+    });
+    for r in crds.into_iter().chain(rest) {
+        if r.gr.group == "apiextensions.k8s.io" && r.gr.resource == "customresourcedefinitions" {
+            match crd::types_of(&r.obj) {
+                Ok(types) => types.into_iter().for_each(|t| state.registry.insert(t)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a journaled CRD no longer validates; not serving it")
+                }
+            }
+        }
+        if r.gr.group.is_empty() && r.gr.resource == "services" {
+            for ip in r
+                .obj
+                .pointer("/spec/clusterIPs")
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+            {
+                if let Some(ip) = ip.as_str().and_then(|s| s.parse().ok()) {
+                    let _ = state.ipam.reserve(ip);
+                }
+            }
+            for p in r
+                .obj
+                .pointer("/spec/ports")
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+            {
+                if let Some(np) = p.get("nodePort").and_then(|v| v.as_u64()) {
+                    let _ = state.ipam.node_port(Some(np as u16));
+                }
+            }
+        }
+        let rv = r
+            .obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(|v| v.as_str())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        // journals from before events.k8s.io Events were stored as core Events
+        match state.registry.by_group_resource(&r.gr) {
+            Some(rt) if rt.stored_as.is_some() => {
+                let obj = convert::to_storage(&rt, r.obj);
+                state.store.restore(&rt.group_resource(), obj, rv);
+            }
+            _ => state.store.restore(&r.gr, r.obj, rv),
+        }
+    }
+    state.store.restore_rv(max_rv);
+}
+
+/// The built-in namespaces, the `kubernetes` Service, `nodes` Ready nodes and the
+/// default ClusterRoles of a new cluster named `cluster`.
+pub fn bootstrap(
+    state: &mut State,
+    cluster: &str,
+    service_cidrs: &[Cidr],
+    nodes: usize,
+    kubernetes_version: &str,
+) {
+    let now = now_rfc3339();
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let uid = stable_uid(&format!("{}/{ns}", cluster));
+        state.store.put(
+            &gr("", "namespaces"),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "uid": uid, "creationTimestamp": now, "labels": {"kubernetes.io/metadata.name": ns}}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+        );
+    }
+    let families: Vec<&str> = service_cidrs.iter().map(|c| c.family()).collect();
+    let ips: Vec<String> = families
+        .iter()
+        .filter_map(|f| state.ipam.allocate(f).ok().map(|ip| ip.to_string()))
+        .collect();
+    state.store.put(
+        &gr("", "services"),
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kubernetes", "namespace": "default", "uid": new_uid(), "creationTimestamp": now, "labels": {"component": "apiserver", "provider": "kubernetes"}},
+               "spec": {"type": "ClusterIP", "clusterIP": ips[0], "clusterIPs": ips, "ipFamilies": families, "ipFamilyPolicy": if families.len() > 1 { "PreferDualStack" } else { "SingleStack" }, "sessionAffinity": "None", "internalTrafficPolicy": "Cluster", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+               "status": {"loadBalancer": {}}}),
+    );
+    for i in 0..nodes {
+        let name = format!("{}-node-{i}", cluster);
+        state.store.put(
+            &gr("", "nodes"),
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("{}-a", cluster)}},
+                   "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubesim node is ready", "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                   "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "nodeInfo": {"kubeletVersion": kubernetes_version}}}),
+        );
+    }
+    let rbac = "rbac.authorization.k8s.io";
+    for (name, verbs) in [
+        ("cluster-admin", json!(["*"])),
+        ("view", json!(["get", "list", "watch"])),
+    ] {
+        state.store.put(
+            &gr(rbac, "clusterroles"),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                   "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": verbs}]}),
+        );
+    }
+}

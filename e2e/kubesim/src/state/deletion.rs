@@ -1,0 +1,155 @@
+//! Deletion as kube-apiserver's registry store does it: preconditions, propagation
+//! finalizers (`orphan`, `foregroundDeletion`), `deletionTimestamp` while finalizers
+//! remain, and removal for good once the last one is gone. The API's DELETE verbs and
+//! the in-process controllers both delete through here.
+
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::cluster::State;
+use crate::state::kinds;
+use crate::state::meta::now_rfc3339;
+use crate::state::registry::ResourceType;
+use crate::state::stored::{meta_str, str_list};
+
+/// `metadata.finalizers`.
+pub fn finalizers(v: &Value) -> Vec<String> {
+    str_list(v.pointer("/metadata/finalizers"))
+}
+
+/// Stores an update. An object being deleted whose last finalizer is gone is removed for
+/// good here (and what it held released): the one place this rule lives, for API writes
+/// and the in-process controllers alike. Namespaces are left to namespace termination.
+/// Returns the object as last stored.
+pub fn store_update(st: &mut State, rt: &ResourceType, new: Value) -> Value {
+    let gr = rt.group_resource();
+    let is_namespace = rt.plural == "namespaces" && rt.group.is_empty();
+    if new.pointer("/metadata/deletionTimestamp").is_some()
+        && finalizers(&new).is_empty()
+        && !is_namespace
+    {
+        let (ns, name) = (
+            meta_str(&new, "namespace").to_string(),
+            meta_str(&new, "name").to_string(),
+        );
+        let put = st.store.put(&gr, new);
+        return match st.store.delete(&gr, &ns, &name) {
+            Some(e) => {
+                kinds::on_removed(st, rt, &e.obj.value);
+                e.obj.value.clone()
+            }
+            None => put.obj.value.clone(),
+        };
+    }
+    st.store.put(&gr, new).obj.value.clone()
+}
+
+/// Delete options from the body and the query.
+#[derive(Debug, Default)]
+pub struct DeleteOptions {
+    /// Background, Foreground or Orphan.
+    pub propagation: String,
+    /// Precondition uid.
+    pub uid: Option<String>,
+    /// Precondition resourceVersion.
+    pub rv: Option<String>,
+    /// Dry run.
+    pub dry_run: bool,
+}
+
+/// Deletes (or starts deleting) an object; shared with GC and the namespace controller.
+pub fn delete_locked(
+    st: &mut State,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOptions,
+) -> ApiResult<(u16, Value)> {
+    let gr = rt.group_resource();
+    let cur = st
+        .store
+        .get(&gr, ns, name)
+        .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+    let uid = meta_str(&cur.value, "uid");
+    if let Some(want) = &opts.uid
+        && want != uid
+    {
+        return Err(ApiError::conflict(
+            &rt.group,
+            &rt.plural,
+            name,
+            &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+        ));
+    }
+    if let Some(want) = &opts.rv {
+        let have = meta_str(&cur.value, "resourceVersion");
+        if want != have {
+            return Err(ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {have}"
+                ),
+            ));
+        }
+    }
+    let mut v = cur.value.clone();
+    let mut fins = finalizers(&v);
+    match opts.propagation.as_str() {
+        "Orphan" if !fins.contains(&"orphan".to_string()) => fins.push("orphan".into()),
+        "Foreground" if !fins.contains(&"foregroundDeletion".to_string()) => {
+            fins.push("foregroundDeletion".into())
+        }
+        _ => {}
+    }
+    let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+    if is_namespace {
+        if matches!(name, "default" | "kube-system" | "kube-public") {
+            return Err(ApiError::forbidden_msg(format!(
+                "namespaces \"{name}\" is forbidden: this namespace may not be deleted"
+            )));
+        }
+        if v.pointer("/metadata/deletionTimestamp").is_none() {
+            v["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+            v["status"]["phase"] = json!("Terminating");
+            if !opts.dry_run {
+                let e = st.store.put(&gr, v);
+                return Ok((200, e.obj.value.clone()));
+            }
+        }
+        return Ok((200, v));
+    }
+    if !fins.is_empty() {
+        let had = finalizers(&cur.value);
+        if v.pointer("/metadata/deletionTimestamp").is_some() && had == fins {
+            return Ok((202, v));
+        }
+        if v.pointer("/metadata/deletionTimestamp").is_none() {
+            v["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
+            v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            if rt.generation {
+                let g = v
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                v["metadata"]["generation"] = json!(g + 1);
+            }
+        }
+        v["metadata"]["finalizers"] = json!(fins);
+        if opts.dry_run {
+            return Ok((202, v));
+        }
+        let e = st.store.put(&gr, v);
+        return Ok((202, e.obj.value.clone()));
+    }
+    if opts.dry_run {
+        return Ok((200, v));
+    }
+    let e = st
+        .store
+        .delete(&gr, ns, name)
+        .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+    kinds::on_removed(st, rt, &e.obj.value);
+    Ok((200, e.obj.value.clone()))
+}
