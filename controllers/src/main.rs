@@ -1,15 +1,15 @@
 //! `causeway`: the Causeway control-plane binary.
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
 use causeway_controllers::clusters::join;
 use causeway_controllers::metrics::Metrics;
+use causeway_runtime::admin;
+use causeway_runtime::client::HubArgs;
+use causeway_runtime::log::LogArgs;
 use clap::{Parser, Subcommand};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 mod crds_cmd;
 
@@ -35,16 +35,6 @@ enum Command {
 }
 
 #[derive(Debug, clap::Args)]
-struct HubArgs {
-    /// kubeconfig of the hub cluster (default: in-cluster config, else $KUBECONFIG / ~/.kube/config).
-    #[arg(long, env = "CAUSEWAY_HUB_KUBECONFIG")]
-    hub_kubeconfig: Option<PathBuf>,
-    /// Context in the hub kubeconfig (default: its current context).
-    #[arg(long)]
-    hub_context: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
 struct ControllerArgs {
     #[command(flatten)]
     hub: HubArgs,
@@ -56,9 +46,8 @@ struct ControllerArgs {
     /// (e.g. 10s, 500ms); MultiClusterIngress traffic avoids clusters that are not Ready.
     #[arg(long, default_value = "10s", value_parser = parse_interval)]
     cluster_probe_interval: std::time::Duration,
-    /// Log filter (tracing EnvFilter syntax).
-    #[arg(long, env = "RUST_LOG", default_value = "info")]
-    log: String,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
@@ -92,59 +81,21 @@ struct UnjoinArgs {
     hub: HubArgs,
 }
 
-async fn hub_client(h: &HubArgs) -> anyhow::Result<kube::Client> {
-    let Some(path) = &h.hub_kubeconfig else {
-        let cfg = kube::Config::infer()
-            .await
-            .context("no --hub-kubeconfig given and no in-cluster or default kubeconfig found")?;
-        return kube::Client::try_from(cfg).context("building the hub client");
-    };
-    let kc = Kubeconfig::read_from(path)
-        .with_context(|| format!("reading --hub-kubeconfig {}", path.display()))?;
-    let opts = KubeConfigOptions {
-        context: h.hub_context.clone(),
-        ..Default::default()
-    };
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts)
-        .await
-        .context("building the hub client config")?;
-    kube::Client::try_from(cfg).context("building the hub client")
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Args::parse().command {
         Command::Crds(args) => crds_cmd::run(args),
         Command::Controller(args) => {
-            tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_new(&args.log)
-                        .context("--log is not a valid filter")?,
-                )
-                .with_writer(std::io::stderr)
-                // colour codes only on a terminal, never in a file or a log collector
-                .with_ansi(std::io::stderr().is_terminal())
-                .init();
-            let hub = hub_client(&args.hub).await?;
+            args.log.init("info")?;
+            let hub = args.hub.client().await?;
             let metrics = Arc::new(Metrics::default());
             let stop = tokio_util::sync::CancellationToken::new();
-            let addr =
-                causeway_controllers::metrics::serve(args.metrics, metrics.clone(), stop.clone())
-                    .await
-                    .with_context(|| format!("listening on --metrics {}", args.metrics))?;
-            tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
-            let s2 = stop.clone();
+            let listener = admin::bind(args.metrics, "--metrics").await?;
+            let addr = listener.local_addr()?;
+            admin::serve(listener, metrics.endpoints(), stop.clone());
+            tracing::info!(%addr, "serving /metrics, /healthz, /livez, /readyz");
             // Ctrl-C locally, SIGTERM from the kubelet: stop cleanly either way.
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .context("installing the SIGTERM handler")?;
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-                s2.cancel();
-            });
+            causeway_runtime::signal::cancel_on_signal(stop.clone());
             let opts = causeway_controllers::controller::Options {
                 probe_interval: args.cluster_probe_interval,
             };
@@ -152,7 +103,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Join(args) => {
             let access = join::member_access(&args.kubeconfig, args.context.as_deref())?;
-            let hub = hub_client(&args.hub).await?;
+            let hub = args.hub.client().await?;
             println!(
                 "{}",
                 join::join(hub, &args.name, &access, args.id.as_deref()).await?
@@ -160,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Unjoin(args) => {
-            let hub = hub_client(&args.hub).await?;
+            let hub = args.hub.client().await?;
             println!("{}", join::unjoin(hub, &args.name).await?);
             Ok(())
         }

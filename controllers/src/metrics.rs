@@ -1,22 +1,17 @@
-//! Controller metrics (Prometheus) and the `/metrics`, `/healthz`, `/readyz` server.
+//! Controller metrics (Prometheus), served by the shared admin listener
+//! ([`causeway_runtime::admin`]).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Response, StatusCode};
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use causeway_runtime::admin::Endpoints;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio_util::sync::CancellationToken;
 
 /// Labels: controller and cluster.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -169,61 +164,19 @@ impl Metrics {
     pub fn set_ready(&self, v: bool) {
         self.ready.store(v, Ordering::SeqCst);
     }
+    /// What the admin listener answers: these metrics, and ready once caches synced.
+    pub fn endpoints(self: &Arc<Self>) -> Endpoints {
+        let (m, r) = (self.clone(), self.clone());
+        Endpoints {
+            metrics: Arc::new(move || m.encode()),
+            ready: Arc::new(move || r.ready.load(Ordering::SeqCst)),
+            not_ready: "caches not synced yet",
+        }
+    }
     /// Text exposition.
     pub fn encode(&self) -> String {
         let mut s = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
         s
     }
-}
-
-/// Serves `/metrics`, `/healthz`, `/readyz` until `stop`.
-pub async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    stop: CancellationToken,
-) -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let (tcp, _) = tokio::select! {
-                r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
-                _ = stop.cancelled() => return,
-            };
-            let m = metrics.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let m = m.clone();
-                    async move {
-                        let (code, body) = match req.uri().path() {
-                            "/metrics" => (StatusCode::OK, m.encode()),
-                            "/healthz" | "/livez" => (StatusCode::OK, "ok".to_string()),
-                            "/readyz" if m.ready.load(Ordering::SeqCst) => {
-                                (StatusCode::OK, "ok".to_string())
-                            }
-                            "/readyz" => (
-                                StatusCode::SERVICE_UNAVAILABLE,
-                                "caches not synced yet".to_string(),
-                            ),
-                            _ => (
-                                StatusCode::NOT_FOUND,
-                                "not found: try /metrics, /healthz or /readyz".to_string(),
-                            ),
-                        };
-                        Ok::<_, std::convert::Infallible>(
-                            Response::builder()
-                                .status(code)
-                                .body(Full::new(Bytes::from(body)))
-                                .expect("valid response"),
-                        )
-                    }
-                });
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tcp), svc)
-                    .await;
-            });
-        }
-    });
-    Ok(local)
 }

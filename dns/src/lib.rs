@@ -9,7 +9,7 @@
 //! - [`answer`]: one query packet → one response packet;
 //! - [`server`]: the UDP loop (and forwarding of out-of-zone names);
 //! - [`tcp`]: TCP connections: per-client and total limits, timeouts, framing;
-//! - [`metrics`]: Prometheus metrics, `/metrics`, `/healthz`, `/readyz`;
+//! - [`metrics`]: Prometheus metrics (served by [`causeway_runtime::admin`]);
 //! - [`client`]: a one-question client for tests and diagnostics.
 //!
 //! ```no_run
@@ -38,6 +38,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use thiserror::Error;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::index::{Zone, ZoneConfig};
 use crate::metrics::Metrics;
@@ -168,6 +169,7 @@ pub struct Running {
     tasks: Vec<JoinHandle<()>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     stop: Arc<AtomicBool>,
+    admin_stop: CancellationToken,
 }
 
 impl Running {
@@ -189,6 +191,7 @@ impl Running {
     /// Stops every task and thread and closes the sockets.
     pub async fn shutdown(self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.admin_stop.cancel();
         for t in &self.tasks {
             t.abort();
         }
@@ -270,7 +273,15 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         source,
     })?;
     let metrics_listener = match cfg.metrics {
-        Some(addr) => Some(metrics::bind(addr).await?),
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| Error::Bind {
+                    what: "metrics",
+                    addr,
+                    source,
+                })?,
+        ),
         None => None,
     };
     let shared = Arc::new(Shared {
@@ -309,15 +320,20 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
     drop(udp);
     tasks.push(tokio::spawn(tcp::accept(tcp, shared.clone())));
     let mut metrics_addr = None;
+    let admin_stop = CancellationToken::new();
     if let Some(l) = metrics_listener {
         metrics_addr = l.local_addr().ok();
-        let s = shared.clone();
-        let ready: Arc<dyn Fn() -> bool + Send + Sync> = Arc::new(move || s.zone.load().ready());
-        tasks.push(tokio::spawn(metrics::serve(
+        let (m, s) = (shared.metrics.clone(), shared.clone());
+        let endpoints = causeway_runtime::admin::Endpoints {
+            metrics: Arc::new(move || m.encode()),
+            ready: Arc::new(move || s.zone.load().ready()),
+            not_ready: "waiting for the first list of ServiceImports and EndpointSlices",
+        };
+        tasks.push(causeway_runtime::admin::serve(
             l,
-            shared.metrics.clone(),
-            ready,
-        )));
+            endpoints,
+            admin_stop.clone(),
+        ));
     }
     tasks.push(tokio::spawn(watch::run(
         client,
@@ -333,6 +349,7 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         shared,
         tasks,
         threads,
+        admin_stop,
         stop,
     })
 }

@@ -1,6 +1,5 @@
 //! `causeway-dns`: serves the MCS DNS zone of the member cluster it watches.
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -12,13 +11,9 @@ use clap::Parser;
 #[derive(Parser, Debug)]
 #[command(name = "causeway-dns", version)]
 struct Args {
-    /// Kubeconfig of the member cluster to watch. Without it the usual inference
-    /// applies: $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
-    #[arg(long)]
-    kubeconfig: Option<std::path::PathBuf>,
-    /// Context in the kubeconfig (default: its current context).
-    #[arg(long)]
-    context: Option<String>,
+    /// The member cluster to watch.
+    #[command(flatten)]
+    cluster: causeway_runtime::client::ClusterArgs,
     /// Zone to serve authoritatively.
     #[arg(long, default_value = "clusterset.local")]
     zone: String,
@@ -63,21 +58,14 @@ struct Args {
     /// loopback.
     #[arg(long = "ns-address", value_name = "IP")]
     ns_address: Vec<std::net::IpAddr>,
-    /// Log filter (tracing EnvFilter syntax, e.g. `info` or `causeway_dns=debug`).
-    #[arg(long, env = "RUST_LOG", default_value = "info")]
-    log: String,
+    #[command(flatten)]
+    log: causeway_runtime::log::LogArgs,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
-        .with_context(|| format!("--log {:?} is not a valid filter (try `info`)", args.log))?;
     // Logs go to stderr, coloured only when it is a terminal (not in files or pipes).
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    args.log.init("info")?;
     // Validate the zone before touching the cluster: bad input fails fast.
     causeway_dns::name::to_wire(&args.zone).context("--zone")?;
     let workers = usize::from(args.workers);
@@ -96,7 +84,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Args, workers: usize) -> anyhow::Result<()> {
-    let client = client(&args).await?;
+    let client = args.cluster.client().await?;
     let cfg = causeway_dns::Config {
         zone: args.zone.clone(),
         listen: args.listen,
@@ -112,54 +100,8 @@ async fn run(args: Args, workers: usize) -> anyhow::Result<()> {
         ..causeway_dns::Config::default()
     };
     let running = causeway_dns::start(client, cfg).await?;
-    shutdown_signal().await;
+    causeway_runtime::signal::shutdown_signal().await;
     tracing::info!("shutting down");
     running.shutdown().await;
     Ok(())
-}
-
-async fn client(args: &Args) -> anyhow::Result<kube::Client> {
-    let opts = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
-    };
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &opts)
-                .await
-                .with_context(|| format!("using kubeconfig {}", path.display()))?
-        }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&opts)
-            .await
-            .context("loading the kubeconfig for --context")?,
-        None => kube::Config::infer()
-            .await
-            .context("no --kubeconfig given and none could be inferred ($KUBECONFIG, ~/.kube/config, in-cluster)")?,
-    };
-    kube::Client::try_from(config).context("building the Kubernetes client")
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

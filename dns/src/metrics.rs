@@ -1,24 +1,16 @@
-//! Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoint.
+//! Prometheus metrics (served on `/metrics` by the shared admin listener).
 //!
 //! Query counters are created up front for every (type, rcode) pair and kept in a
 //! flat table, so counting a query is one atomic add, never a label-map lookup.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
 
 use crate::answer::{Outcome, rcode};
 use crate::index::rtype;
@@ -227,78 +219,4 @@ impl Metrics {
         }
         s
     }
-}
-
-/// Serves `/metrics`, `/healthz` and `/readyz` until the task is aborted.
-pub async fn serve(
-    listener: TcpListener,
-    metrics: Arc<Metrics>,
-    ready: Arc<dyn Fn() -> bool + Send + Sync>,
-) {
-    loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "metrics accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let metrics = metrics.clone();
-        let ready = ready.clone();
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                let metrics = metrics.clone();
-                let ready = ready.clone();
-                async move { Ok::<_, Infallible>(route(&req, &metrics, &*ready)) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc);
-            let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
-        });
-    }
-}
-
-fn route(
-    req: &Request<hyper::body::Incoming>,
-    metrics: &Metrics,
-    ready: &dyn Fn() -> bool,
-) -> Response<Full<Bytes>> {
-    let (status, body, ctype) = match req.uri().path() {
-        "/metrics" => (
-            StatusCode::OK,
-            metrics.encode(),
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        ),
-        "/healthz" => (StatusCode::OK, "ok\n".to_string(), "text/plain"),
-        "/readyz" if ready() => (StatusCode::OK, "ok\n".to_string(), "text/plain"),
-        "/readyz" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not synced: waiting for the first list of ServiceImports and EndpointSlices\n"
-                .to_string(),
-            "text/plain",
-        ),
-        _ => (
-            StatusCode::NOT_FOUND,
-            "not found; try /metrics, /healthz or /readyz\n".to_string(),
-            "text/plain",
-        ),
-    };
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    *resp.status_mut() = status;
-    if let Ok(v) = http::HeaderValue::from_str(ctype) {
-        resp.headers_mut().insert(http::header::CONTENT_TYPE, v);
-    }
-    resp
-}
-
-/// Binds the metrics listener (errors say which address).
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener, crate::Error> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| crate::Error::Bind {
-            what: "metrics",
-            addr,
-            source,
-        })
 }

@@ -64,9 +64,8 @@ struct UpArgs {
     /// Address of the controller's /metrics, /healthz and /readyz (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     metrics: std::net::SocketAddr,
-    /// Log filter (tracing EnvFilter syntax).
-    #[arg(long, env = "RUST_LOG", default_value = "warn")]
-    log: String,
+    #[command(flatten)]
+    log: causeway_runtime::log::LogArgs,
 }
 
 #[tokio::main]
@@ -78,15 +77,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn up(args: UpArgs) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&args.log)
-                .context("--log is not a valid filter")?,
-        )
-        .with_writer(std::io::stderr)
-        // colour codes only on a terminal, never in a file or a log collector
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    args.log.init("warn")?;
     let started = Instant::now();
     let opts = Options {
         hub: args.hub.clone(),
@@ -119,10 +110,9 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     cs.create_namespace_everywhere("demo").await?;
     println!("[4/{total}] starting the controller (MCS exporter, aggregator, importer)");
     let ctl = cs.start_controller().await?;
-    let metrics_addr =
-        causeway_controllers::metrics::serve(args.metrics, ctl.metrics.clone(), ctl.stop.clone())
-            .await
-            .with_context(|| format!("listening on --metrics {}", args.metrics))?;
+    let listener = causeway_runtime::admin::bind(args.metrics, "--metrics").await?;
+    let metrics_addr = listener.local_addr()?;
+    causeway_runtime::admin::serve(listener, ctl.metrics.endpoints(), ctl.stop.clone());
     println!("      metrics, healthz, readyz at http://{metrics_addr}/");
     let backends = if args.pods > 0 {
         println!(
@@ -256,7 +246,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     }
     println!();
     println!("Press Ctrl-C to stop.");
-    wait_for_stop().await?;
+    causeway_runtime::signal::shutdown_signal().await;
     println!("stopping...");
     ctl.stop().await;
     proxy.shutdown().await;
@@ -266,15 +256,5 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     }
     cs.shutdown();
     println!("stopped");
-    Ok(())
-}
-
-async fn wait_for_stop() -> anyhow::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
-        _ = term.recv() => {}
-    }
     Ok(())
 }

@@ -1,0 +1,13 @@
+//! causeway-runtime: what every Causeway binary shares, written once.
+//!
+//! - [`client`]: the Kubernetes client from `--kubeconfig` / `--context` (or a
+//!   binary's own names for them), else the inferred configuration, with one
+//!   behaviour everywhere.
+//! - [`signal`]: SIGINT and SIGTERM end the process cleanly.
+//! - [`log`]: `tracing` to stderr as text or JSON, coloured only on a terminal.
+//! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/livez`, `/readyz`.
+
+pub mod admin;
+pub mod client;
+pub mod log;
+pub mod signal;
