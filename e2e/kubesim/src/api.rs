@@ -9,13 +9,13 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, header};
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::body::Incoming;
-use serde_json::Value;
 
 use crate::auth::{Attributes, User, authorize};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::RequestLabels;
 use crate::server::Inner;
 use crate::state::registry::ResourceType;
+use crate::verbs::request::Req;
 
 /// Response body type.
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -40,83 +40,6 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
         e.code,
         serde_json::to_vec(&e.to_status()).unwrap_or_default(),
     )
-}
-
-/// Parsed request facts the verbs need.
-pub struct Req {
-    /// Authenticated user.
-    pub user: User,
-    /// Query parameters.
-    pub query: HashMap<String, String>,
-    /// Wants a Table.
-    pub table: bool,
-    /// Wants PartialObjectMetadata(List) (metadata-only clients).
-    pub metadata_only: bool,
-    /// Content-Type (without parameters).
-    pub content_type: String,
-    /// Body bytes (empty for GET/DELETE without body).
-    pub body: Bytes,
-    /// User-Agent.
-    pub user_agent: String,
-    /// Warnings to return as `Warning:` headers.
-    pub warnings: Vec<String>,
-}
-
-impl Req {
-    /// A query parameter.
-    pub fn q(&self, k: &str) -> Option<&str> {
-        self.query.get(k).map(String::as_str)
-    }
-
-    /// True for `?k=true` / `?k=1`.
-    pub fn flag(&self, k: &str) -> bool {
-        matches!(self.q(k), Some("true") | Some("1"))
-    }
-
-    /// The field manager: `fieldManager`, else the user agent's program name.
-    pub fn manager(&self) -> String {
-        match self.q("fieldManager") {
-            Some(m) if !m.is_empty() => m.to_string(),
-            _ => self
-                .user_agent
-                .split('/')
-                .next()
-                .unwrap_or("unknown")
-                .to_string(),
-        }
-    }
-
-    /// Decodes the body as JSON or YAML.
-    pub fn decode(&self) -> ApiResult<Value> {
-        if self.body.is_empty() {
-            return Err(ApiError::bad_request(
-                "the request body is empty: send the object as JSON or YAML",
-            ));
-        }
-        // No Content-Type means JSON, as kube-apiserver's serializer negotiation does.
-        let yaml = match self.content_type.as_str() {
-            "" | "application/json" => false,
-            "application/yaml" | "application/apply-patch+yaml" => true,
-            "application/vnd.kubernetes.protobuf" => return crate::protobuf::decode(&self.body),
-            other => {
-                return Err(ApiError::unsupported_media(
-                    other,
-                    &["application/json", "application/yaml"],
-                ));
-            }
-        };
-        let text = std::str::from_utf8(&self.body)
-            .map_err(|_| ApiError::bad_request("the request body is not UTF-8"))?;
-        let v: Value = if yaml {
-            serde_saphyr::from_str(text)
-                .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))?
-        } else {
-            serde_json::from_str(text).map_err(|e| {
-                ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-            })?
-        };
-        Ok(v)
-    }
 }
 
 /// Where a resource request points.
@@ -394,8 +317,9 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     } else {
         Bytes::new()
     };
+    let decoded = (content_type == "application/vnd.kubernetes.protobuf" && !body.is_empty())
+        .then(|| crate::protobuf::decode(&body));
     let mut r = Req {
-        user,
         query,
         table: accept.contains("as=Table"),
         metadata_only: accept.contains("as=PartialObjectMetadata"),
@@ -403,6 +327,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         body,
         user_agent,
         warnings: Vec::new(),
+        decoded,
     };
     if verb == "watch" {
         return crate::watch::serve(inner.clone(), rt, rp, r).map_err(fail);
@@ -454,18 +379,19 @@ fn dispatch(
     method: &Method,
     r: &mut Req,
 ) -> ApiResult<(u16, Bytes)> {
-    use crate::objects as o;
+    use crate::verbs::{create, delete, patch, read, update};
+    let state = &inner.state;
     let ns = rp.ns.as_deref().unwrap_or("");
     let sub = rp.sub.as_deref().unwrap_or("");
     match (method.as_str(), rp.name.as_deref()) {
         ("POST", Some(name)) if sub == "token" => crate::tokens::create(inner, ns, name, r),
-        ("GET", Some(name)) => o::get(inner, rt, ns, name, r),
-        ("GET", None) => o::list(inner, rt, rp.ns.as_deref(), r),
-        ("POST", None) => o::create(inner, rt, ns, r),
-        ("PUT", Some(name)) => o::update(inner, rt, ns, name, sub, r),
-        ("PATCH", Some(name)) => o::patch(inner, rt, ns, name, sub, r),
-        ("DELETE", Some(name)) => o::delete(inner, rt, ns, name, r),
-        ("DELETE", None) => o::delete_collection(inner, rt, rp.ns.as_deref(), r),
+        ("GET", Some(name)) => read::get(state, rt, ns, name, r),
+        ("GET", None) => read::list(state, rt, rp.ns.as_deref(), r),
+        ("POST", None) => create::create(state, rt, ns, r),
+        ("PUT", Some(name)) => update::update(state, rt, ns, name, sub, r),
+        ("PATCH", Some(name)) => patch::patch(state, rt, ns, name, sub, r),
+        ("DELETE", Some(name)) => delete::delete(state, rt, ns, name, r),
+        ("DELETE", None) => delete::delete_collection(state, rt, rp.ns.as_deref(), r),
         (m, _) => Err(ApiError::method_not_allowed(m, &rt.plural)),
     }
 }

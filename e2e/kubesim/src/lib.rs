@@ -18,13 +18,13 @@ pub mod discovery;
 pub mod error;
 pub mod kubeconfig;
 pub mod metrics;
-pub mod objects;
 pub mod openapi;
 pub mod protobuf;
 pub mod server;
 pub mod state;
 pub mod tls;
 pub mod tokens;
+pub mod verbs;
 pub mod watch;
 
 pub use auth::User;

@@ -11,12 +11,12 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::api::Req;
 use crate::auth::User;
 use crate::error::{ApiError, ApiResult, invalid_field};
 use crate::server::Inner;
 use crate::state::registry::gr;
 use crate::state::stored::meta_str;
+use crate::verbs::request::Req;
 
 /// The audience of tokens for the API server itself (kube-apiserver's default `--api-audiences`).
 pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";

@@ -1,0 +1,174 @@
+//! GET and LIST: selectors, resourceVersion semantics (`resourceVersionMatch`), and
+//! consistent pagination (limit/continue).
+
+use std::sync::Arc;
+
+use base64::Engine;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::cluster::State;
+use crate::state::registry::ResourceType;
+use crate::state::selectors::LabelSelector;
+use crate::state::stored::StoredObj;
+use crate::state::{convert, table};
+use crate::verbs::output::{output, partial, render};
+use crate::verbs::request::Req;
+
+/// GET one object.
+pub fn get(
+    state: &Mutex<State>,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    r: &Req,
+) -> ApiResult<(u16, Bytes)> {
+    let st = state.lock();
+    let obj = st
+        .store
+        .get(&rt.group_resource(), ns, name)
+        .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+    if r.table || r.metadata_only {
+        return Ok((200, output(rt, &obj.value, r)));
+    }
+    Ok((200, render(rt, &obj)))
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    rv: u64,
+    start: String,
+}
+
+/// LIST with selectors, resourceVersion semantics and limit/continue.
+pub fn list(
+    state: &Mutex<State>,
+    rt: &ResourceType,
+    ns: Option<&str>,
+    r: &Req,
+) -> ApiResult<(u16, Bytes)> {
+    let ls = LabelSelector::parse(r.q("labelSelector").unwrap_or(""))?;
+    let fs = convert::field_selector(rt, r.q("fieldSelector").unwrap_or(""))?;
+    let limit: usize = match r.q("limit") {
+        None | Some("") => 0,
+        Some(l) => l.parse().map_err(|_| {
+            ApiError::bad_request(format!("limit must be a non-negative integer, got \"{l}\""))
+        })?,
+    };
+    let token = match r.q("continue") {
+        None | Some("") => None,
+        Some(c) => {
+            let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(c)
+                .map_err(|_| {
+                    ApiError::bad_request("continue key is not valid: illegal base64 data")
+                })?;
+            Some(
+                serde_json::from_slice::<ContinueToken>(&raw)
+                    .map_err(|_| ApiError::bad_request("continue key is not valid"))?,
+            )
+        }
+    };
+    let st = state.lock();
+    let gr = rt.group_resource();
+    let rv_param = r.q("resourceVersion").unwrap_or("");
+    let (items, list_rv) = if let Some(t) = &token {
+        let items = st.store.list_at(&gr, ns, t.rv).map_err(|e| {
+            if e.code == 410 {
+                ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+            } else {
+                e
+            }
+        })?;
+        (items, t.rv)
+    } else if rv_param.is_empty() || rv_param == "0" {
+        (st.store.list(&gr, ns), st.store.rv())
+    } else {
+        let rv: u64 = rv_param.parse().map_err(|_| {
+            ApiError::bad_request(format!("invalid resource version \"{rv_param}\""))
+        })?;
+        match r.q("resourceVersionMatch") {
+            Some("Exact") => (st.store.list_at(&gr, ns, rv)?, rv),
+            Some("NotOlderThan") | None | Some("") => {
+                if rv > st.store.rv() {
+                    return Err(ApiError::timeout(format!(
+                        "Too large resource version: {rv}, current: {}",
+                        st.store.rv()
+                    )));
+                }
+                (st.store.list(&gr, ns), st.store.rv())
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
+                )));
+            }
+        }
+    };
+    drop(st);
+    let start = token.as_ref().map(|t| t.start.clone());
+    let mut selected: Vec<Arc<StoredObj>> = items
+        .into_iter()
+        .filter(|o| {
+            start
+                .as_ref()
+                .is_none_or(|s| format!("{}/{}", o.namespace(), o.name()) > *s)
+        })
+        .filter(|o| ls.matches(o.value.pointer("/metadata/labels")) && fs.matches(&o.value))
+        .collect();
+    let mut cont = None;
+    let mut remaining = 0;
+    if limit > 0 && selected.len() > limit {
+        remaining = selected.len() - limit;
+        selected.truncate(limit);
+        let last = selected
+            .last()
+            .map(|o| format!("{}/{}", o.namespace(), o.name()))
+            .unwrap_or_default();
+        let raw = serde_json::to_vec(&ContinueToken {
+            rv: list_rv,
+            start: last,
+        })
+        .unwrap_or_default();
+        cont = Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw));
+    }
+    if r.table {
+        let values: Vec<&Value> = selected.iter().map(|o| &o.value).collect();
+        let t = table::table(rt, &values, &list_rv.to_string(), cont.as_deref());
+        return Ok((200, Bytes::from(serde_json::to_vec(&t).unwrap_or_default())));
+    }
+    let mut meta = json!({"resourceVersion": list_rv.to_string()});
+    if let Some(c) = &cont {
+        meta["continue"] = json!(c);
+        meta["remainingItemCount"] = json!(remaining);
+    }
+    if r.metadata_only {
+        let items: Vec<Value> = selected.iter().map(|o| partial(&o.value)).collect();
+        let list = json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items});
+        return Ok((
+            200,
+            Bytes::from(serde_json::to_vec(&list).unwrap_or_default()),
+        ));
+    }
+    let mut out =
+        Vec::with_capacity(selected.iter().map(|o| o.json.len() + 1).sum::<usize>() + 256);
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+            rt.list_kind,
+            rt.api_version(),
+            meta
+        )
+        .as_bytes(),
+    );
+    for (i, o) in selected.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&render(rt, o));
+    }
+    out.extend_from_slice(b"]}");
+    Ok((200, Bytes::from(out)))
+}
