@@ -16,7 +16,8 @@ use crate::clusters::join::{SYSTEM_NAMESPACE, client_for};
 use crate::clusters::registry::{MemberSpec, members};
 use crate::mcs::{aggregator, exporter, importer};
 use crate::metrics::Metrics;
-use crate::watch::{Wake, cache};
+use crate::watch::cache;
+use causeway_runtime::reflect::Wake;
 
 struct Running {
     spec: MemberSpec,

@@ -39,7 +39,8 @@ use tokio_util::sync::CancellationToken;
 use crate::apply::StatusMemo;
 use crate::clusters::join::SYSTEM_NAMESPACE;
 use crate::metrics::Metrics;
-use crate::watch::{Wake, cache};
+use crate::watch::cache;
+use causeway_runtime::reflect::Wake;
 
 /// Remedy action that takes a cluster out of MultiClusterIngress load balancing.
 pub const TRAFFIC_CONTROL: &str = "TrafficControl";

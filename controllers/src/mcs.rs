@@ -12,16 +12,16 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
-use crate::watch::Shared;
+use causeway_runtime::reflect::Reflector;
 
 /// The hub caches every MCS loop reads, watched once and shared (not once per member).
 pub struct HubCaches {
     /// Hub ServiceImports written by the aggregator.
-    pub imports: Shared<ServiceImport>,
+    pub imports: Reflector<ServiceImport>,
     /// Hub MCS EndpointSlices (every source cluster).
-    pub slices: Shared<EndpointSlice>,
+    pub slices: Reflector<EndpointSlice>,
     /// Every ExportedService.
-    pub exported: Shared<ExportedService>,
+    pub exported: Reflector<ExportedService>,
 }
 
 impl HubCaches {
@@ -33,21 +33,21 @@ impl HubCaches {
             labels::MANAGED_VALUE
         ));
         HubCaches {
-            imports: Shared::start(
+            imports: crate::watch::shared(
                 Api::all(hub.clone()),
                 managed,
                 stop.clone(),
                 "hub serviceimports",
                 true,
             ),
-            slices: Shared::start(
+            slices: crate::watch::shared(
                 Api::all(hub.clone()),
                 watcher::Config::default().labels(labels::SOURCE_CLUSTER),
                 stop.clone(),
                 "hub endpointslices",
                 true,
             ),
-            exported: Shared::start(
+            exported: crate::watch::shared(
                 Api::all(hub.clone()),
                 watcher::Config::default(),
                 stop.clone(),

@@ -6,8 +6,10 @@
 //! - [`signal`]: SIGINT and SIGTERM end the process cleanly.
 //! - [`log`]: `tracing` to stderr as text or JSON, coloured only on a terminal.
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/livez`, `/readyz`.
+//! - [`reflect`]: shared reflectors that wake reconcile loops with what changed.
 
 pub mod admin;
 pub mod client;
 pub mod log;
+pub mod reflect;
 pub mod signal;

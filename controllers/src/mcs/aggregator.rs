@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, Outcome};
 use crate::metrics::Metrics;
-use crate::watch::{Dirty, Wake, cache};
+use crate::watch::{ByService, cache};
+use causeway_runtime::reflect::{Dirty, Wake};
 
 /// The hub ServiceImport of a merge, and the verdict for each export.
 #[derive(Debug)]

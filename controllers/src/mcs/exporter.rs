@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, Outcome};
 use crate::metrics::Metrics;
-use crate::watch::{Dirty, Wake, cache};
+use crate::watch::{ByService, cache};
+use causeway_runtime::reflect::{Dirty, Wake};
 
 /// Annotation on hub slices: when the exporter wrote them (ms since the epoch), for
 /// the end-to-end "endpoint change → imported slice written" latency.

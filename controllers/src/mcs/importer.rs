@@ -29,7 +29,8 @@ use tokio_util::sync::CancellationToken;
 use super::exporter::OBSERVED_AT;
 use crate::apply::{self, Outcome};
 use crate::metrics::Metrics;
-use crate::watch::{Dirty, Wake, cache};
+use crate::watch::{ByService, cache};
+use causeway_runtime::reflect::{Dirty, Wake};
 
 /// What one member should hold.
 #[derive(Debug, Default)]
