@@ -3,7 +3,18 @@
 //! It speaks the Kubernetes REST API (JSON, watches, the four patch types,
 //! server-side apply, discovery, OpenAPI, Tables) closely enough that kube-rs and
 //! kubectl cannot tell it from kube-apiserver for what Causeway and its users do.
-//! Objects are kept as JSON, in memory, behind one global resourceVersion.
+//! Objects are kept as JSON, in memory (optionally journaled to disk), behind one
+//! global resourceVersion.
+//!
+//! Three layers, each using only the ones below it:
+//! - [`http`]: the server, routing, content negotiation, authentication and RBAC,
+//!   discovery and OpenAPI, watch streams;
+//! - [`verbs`]: get, list, create, update, patch, delete and watch semantics;
+//! - [`state`]: the object store, watch history, served types, and the rules
+//!   (validation, defaulting, SSA, finalizers, GC), as plain Rust over JSON values.
+//!
+//! [`error`] (API errors as `metav1.Status`) is shared by all three; [`kubeconfig`]
+//! writes files for clients.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kubesim::StartError> {
@@ -12,21 +23,13 @@
 //! # Ok(()) }
 //! ```
 
-pub mod api;
-pub mod auth;
-pub mod discovery;
 pub mod error;
+pub mod http;
 pub mod kubeconfig;
-pub mod metrics;
-pub mod openapi;
-pub mod protobuf;
-pub mod server;
 pub mod state;
-pub mod tls;
-pub mod tokens;
 pub mod verbs;
-pub mod watch;
 
-pub use auth::User;
-pub use server::{Config, Faults, Server, StartError};
+pub use http::auth::User;
+pub use http::context::{Config, Faults};
+pub use http::server::{Server, StartError};
 pub use state::ipam::Cidr;

@@ -1,6 +1,6 @@
 //! The verbs layer: get, list, create, update, patch, delete, deletecollection and
 //! watch with kube-apiserver's metadata, concurrency and status rules, on top of the
-//! state layer ([`crate::state`]) and below HTTP ([`crate::api`] routes to them).
+//! state layer ([`crate::state`]) and below HTTP ([`crate::http::api`] routes to them).
 //!
 //! A verb takes the cluster's state, the resource type, the object's place and the
 //! request's facts ([`request::Req`]) and answers with a status code and body

@@ -29,13 +29,13 @@ pub const NS: &str = "demo";
 pub const POD_PORT: u16 = 18080;
 
 pub struct Hub {
-    _server: kubesim::server::Server,
+    _server: kubesim::Server,
     pub client: kube::Client,
 }
 
 impl Hub {
     pub async fn start() -> anyhow::Result<Hub> {
-        let server = kubesim::server::Server::start(kubesim::server::Config::new("hub")).await?;
+        let server = kubesim::Server::start(kubesim::Config::new("hub")).await?;
         let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())?;
         let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
         let client = kube::Client::try_from(cfg)?;
@@ -60,8 +60,13 @@ impl Hub {
     }
 
     async fn install_crds(&self) -> anyhow::Result<()> {
-        causeway_crds::crdgen::install::install(&self.client, "test", Duration::from_secs(10))
-            .await?;
+        causeway_runtime::crds::install(
+            &self.client,
+            &causeway_crds::crdgen::all_crds(),
+            "test",
+            Duration::from_secs(10),
+        )
+        .await?;
         Ok(())
     }
 

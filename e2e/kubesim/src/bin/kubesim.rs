@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(path) = &args.token_file {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading --token-file {}", path.display()))?;
-        cfg.tokens = kubesim::auth::parse_token_file(&text).map_err(anyhow::Error::msg)?;
+        cfg.tokens = kubesim::http::auth::parse_token_file(&text).map_err(anyhow::Error::msg)?;
     }
     cfg.allow_anonymous = args.allow_anonymous;
     cfg.simulate_workloads = args.simulate_workloads;

@@ -1,117 +1,22 @@
-//! Request handling: paths, authentication and authorization, content types,
-//! and the dispatch to discovery and to the object verbs.
+//! Request handling: authentication and authorization, content types, request
+//! metrics, and the dispatch to discovery, TokenRequest, watches and the verbs.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, header};
-use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
-use crate::auth::{Attributes, User, authorize};
 use crate::error::{ApiError, ApiResult};
-use crate::metrics::RequestLabels;
-use crate::server::Inner;
+use crate::http::auth::{Attributes, User, authorize};
+use crate::http::context::Inner;
+use crate::http::metrics::RequestLabels;
+use crate::http::path::{ResPath, parse_res_path};
+use crate::http::response::{Body, error_response, full, json_response};
 use crate::state::registry::ResourceType;
 use crate::verbs::request::Req;
-
-/// Response body type.
-pub type Body = BoxBody<Bytes, Infallible>;
-
-/// A full body.
-pub fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into()).boxed()
-}
-
-/// A JSON response.
-pub fn json_response(code: u16, body: impl Into<Bytes>) -> Response<Body> {
-    Response::builder()
-        .status(code)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(full(body))
-        .expect("valid response")
-}
-
-/// A Status error response.
-pub fn error_response(e: &ApiError) -> Response<Body> {
-    json_response(
-        e.code,
-        serde_json::to_vec(&e.to_status()).unwrap_or_default(),
-    )
-}
-
-/// Where a resource request points.
-#[derive(Debug, Clone, Default)]
-pub struct ResPath {
-    /// API group.
-    pub group: String,
-    /// Version.
-    pub version: String,
-    /// Plural.
-    pub resource: String,
-    /// Namespace from the URL.
-    pub ns: Option<String>,
-    /// Object name.
-    pub name: Option<String>,
-    /// Subresource.
-    pub sub: Option<String>,
-    /// `/watch/` path prefix (deprecated form).
-    pub legacy_watch: bool,
-}
-
-fn decode_seg(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
-}
-
-/// Splits `/api/v1/...` and `/apis/g/v/...` paths.
-pub fn parse_res_path(path: &str) -> Option<ResPath> {
-    let segs: Vec<String> = path.trim_matches('/').split('/').map(decode_seg).collect();
-    let (group, version, rest) = match segs.first().map(String::as_str) {
-        Some("api") if segs.len() >= 3 => (String::new(), segs[1].clone(), &segs[2..]),
-        Some("apis") if segs.len() >= 4 => (segs[1].clone(), segs[2].clone(), &segs[3..]),
-        _ => return None,
-    };
-    let mut rest = rest.to_vec();
-    let mut legacy_watch = false;
-    if rest.first().map(String::as_str) == Some("watch") {
-        legacy_watch = true;
-        rest.remove(0);
-    }
-    let mut p = ResPath {
-        group,
-        version,
-        legacy_watch,
-        ..Default::default()
-    };
-    if rest.first().map(String::as_str) == Some("namespaces")
-        && rest.len() >= 3
-        && !matches!(rest[2].as_str(), "status" | "finalize")
-    {
-        p.ns = Some(rest[1].clone());
-        rest.drain(..2);
-    }
-    match rest.len() {
-        1 => p.resource = rest[0].clone(),
-        2 => {
-            p.resource = rest[0].clone();
-            p.name = Some(rest[1].clone());
-        }
-        3 => {
-            p.resource = rest[0].clone();
-            p.name = Some(rest[1].clone());
-            p.sub = Some(rest[2].clone());
-        }
-        _ => return None,
-    }
-    if p.resource.is_empty() || p.name.as_deref() == Some("") {
-        return None;
-    }
-    Some(p)
-}
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
@@ -132,7 +37,7 @@ fn authenticate(inner: &Inner, headers: &HeaderMap, cert_user: Option<User>) -> 
             .iter()
             .find(|(tok, _)| tok == t)
             .map(|(_, u)| u.clone());
-        return fixed.or_else(|| crate::tokens::authenticate(inner, t));
+        return fixed.or_else(|| crate::http::tokens::authenticate(inner, t));
     }
     if let Some(u) = cert_user {
         return Some(u);
@@ -186,7 +91,7 @@ type RouteResult = Result<Response<Body>, (ApiError, Option<RequestLabels>)>;
 async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<User>) -> RouteResult {
     let path = req.uri().path().to_string();
     if is_public(&path) {
-        return Ok(crate::discovery::health(inner, &path));
+        return Ok(crate::http::discovery::health(inner, &path));
     }
     let Some(user) = authenticate(inner, req.headers(), cert_user) else {
         return Err((ApiError::unauthorized(), None));
@@ -210,7 +115,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
                 None,
             ));
         }
-        return crate::discovery::serve(inner, &path, &accept).map_err(|e| (e, None));
+        return crate::http::discovery::serve(inner, &path, &accept).map_err(|e| (e, None));
     };
     let query: HashMap<String, String> = req
         .uri()
@@ -318,7 +223,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         Bytes::new()
     };
     let decoded = (content_type == "application/vnd.kubernetes.protobuf" && !body.is_empty())
-        .then(|| crate::protobuf::decode(&body));
+        .then(|| crate::http::protobuf::decode(&body));
     let mut r = Req {
         query,
         table: accept.contains("as=Table"),
@@ -330,7 +235,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         decoded,
     };
     if verb == "watch" {
-        return crate::watch::serve(inner.clone(), rt, rp, r).map_err(fail);
+        return crate::http::watch::serve(inner.clone(), rt, rp, r).map_err(fail);
     }
     let result = dispatch(inner, &rt, &rp, &method, &mut r);
     match result {
@@ -384,7 +289,7 @@ fn dispatch(
     let ns = rp.ns.as_deref().unwrap_or("");
     let sub = rp.sub.as_deref().unwrap_or("");
     match (method.as_str(), rp.name.as_deref()) {
-        ("POST", Some(name)) if sub == "token" => crate::tokens::create(inner, ns, name, r),
+        ("POST", Some(name)) if sub == "token" => crate::http::tokens::create(inner, ns, name, r),
         ("GET", Some(name)) => read::get(state, rt, ns, name, r),
         ("GET", None) => read::list(state, rt, rp.ns.as_deref(), r),
         ("POST", None) => create::create(state, rt, ns, r),
@@ -393,48 +298,5 @@ fn dispatch(
         ("DELETE", Some(name)) => delete::delete(state, rt, ns, name, r),
         ("DELETE", None) => delete::delete_collection(state, rt, rp.ns.as_deref(), r),
         (m, _) => Err(ApiError::method_not_allowed(m, &rt.plural)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths() {
-        let p = parse_res_path("/api/v1/namespaces/demo/services/web/status").unwrap();
-        assert_eq!(
-            (
-                p.group.as_str(),
-                p.ns.as_deref(),
-                p.resource.as_str(),
-                p.name.as_deref(),
-                p.sub.as_deref()
-            ),
-            ("", Some("demo"), "services", Some("web"), Some("status"))
-        );
-        let p = parse_res_path("/api/v1/namespaces/demo").unwrap();
-        assert_eq!(
-            (p.resource.as_str(), p.name.as_deref(), p.ns),
-            ("namespaces", Some("demo"), None)
-        );
-        let p = parse_res_path("/api/v1/namespaces/demo/finalize").unwrap();
-        assert_eq!(
-            (p.resource.as_str(), p.name.as_deref(), p.sub.as_deref()),
-            ("namespaces", Some("demo"), Some("finalize"))
-        );
-        let p = parse_res_path("/apis/apps/v1/deployments").unwrap();
-        assert_eq!(
-            (p.group.as_str(), p.resource.as_str(), p.ns),
-            ("apps", "deployments", None)
-        );
-        let p = parse_res_path("/apis/apps/v1/watch/namespaces/x/deployments").unwrap();
-        assert!(p.legacy_watch);
-        assert_eq!(p.ns.as_deref(), Some("x"));
-        let p = parse_res_path("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Aview")
-            .unwrap();
-        assert_eq!(p.name.as_deref(), Some("system:view"));
-        assert!(parse_res_path("/apis/apps").is_none());
-        assert!(parse_res_path("/api/v1/a/b/c/d/e/f").is_none());
     }
 }

@@ -6,9 +6,9 @@ use http::{Response, header};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::api::{Body, full, json_response};
 use crate::error::{ApiError, ApiResult};
-use crate::server::Inner;
+use crate::http::context::Inner;
+use crate::http::response::{Body, full, json_response};
 use crate::state::registry::{Registry, ResourceType, api_version};
 
 /// `/healthz`, `/livez`, `/readyz` (and their `/…/<check>` forms), `/version`.
@@ -188,12 +188,15 @@ pub fn serve(inner: &Arc<Inner>, path: &str, accept: &str) -> ApiResult<Response
             if accept.contains("protobuf") && !accept.contains("json") {
                 return Err(ApiError::not_acceptable(accept));
             }
-            ok(crate::openapi::v2(&reg, &inner.cfg.kubernetes_version))
+            ok(crate::http::openapi::v2(
+                &reg,
+                &inner.cfg.kubernetes_version,
+            ))
         }
-        ["openapi", "v3"] => ok(crate::openapi::v3_root(&reg)),
+        ["openapi", "v3"] => ok(crate::http::openapi::v3_root(&reg)),
         ["openapi", "v3", rest @ ..] => {
             let gv = rest.join("/");
-            crate::openapi::v3_doc(&reg, &gv, &inner.cfg.kubernetes_version)
+            crate::http::openapi::v3_doc(&reg, &gv, &inner.cfg.kubernetes_version)
                 .map(|d| typed_json("application/json", &d))
                 .ok_or_else(|| ApiError::no_route(path))
         }

@@ -1,8 +1,8 @@
-//! Starting a server: config, TLS listener, HTTP/1.1 + HTTP/2, fault knobs, shutdown.
+//! Starting a server: its state (fresh or from a journal), the TLS listener,
+//! HTTP/1.1 + HTTP/2 connections, the in-process controllers, and shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use hyper::service::service_fn;
@@ -11,131 +11,16 @@ use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::User;
-use crate::metrics::Metrics;
+use crate::http::auth::User;
+use crate::http::context::{Config, Faults, Inner};
+use crate::http::metrics::Metrics;
+use crate::http::tls::{ClientCert, Pki};
 use crate::state::bootstrap::{bootstrap, restore};
 use crate::state::cluster::State;
-use crate::state::ipam::{Cidr, Ipam};
+use crate::state::ipam::Ipam;
 use crate::state::meta::new_uid;
 use crate::state::registry::{Registry, gr};
 use crate::state::store::Store;
-use crate::tls::{ClientCert, Pki};
-
-/// How to start a server.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Cluster name (CA name, kubeconfig context, stable kube-system uid seed).
-    pub name: String,
-    /// Listen address; port 0 picks a free one.
-    pub bind: SocketAddr,
-    /// Serve TLS (default). Plain HTTP is for quick debugging.
-    pub tls: bool,
-    /// Service CIDRs, primary family first (one or two).
-    pub service_cidrs: Vec<Cidr>,
-    /// Bearer tokens. An admin token is generated when none is given.
-    pub tokens: Vec<(String, User)>,
-    /// Let unauthenticated requests in as `system:anonymous` (still subject to RBAC).
-    pub allow_anonymous: bool,
-    /// Events kept for watches; older resourceVersions answer 410 Gone.
-    pub history_limit: usize,
-    /// Fill Deployment/StatefulSet/ReplicaSet/DaemonSet/Job status as if all replicas were ready.
-    pub simulate_workloads: bool,
-    /// Number of Ready nodes to create at start.
-    pub nodes: usize,
-    /// How often watches with allowWatchBookmarks get a BOOKMARK.
-    pub bookmark_interval: Duration,
-    /// Largest accepted request body.
-    pub max_body: usize,
-    /// Reported by `/version`.
-    pub kubernetes_version: String,
-    /// Keep objects in a journal here and reload them at start (None: memory only).
-    pub data_dir: Option<std::path::PathBuf>,
-}
-
-impl Config {
-    /// Defaults for a named cluster on 127.0.0.1 with a free port.
-    pub fn new(name: &str) -> Self {
-        Config {
-            name: name.to_string(),
-            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-            tls: true,
-            service_cidrs: vec!["10.96.0.0/16".parse().expect("valid default CIDR")],
-            tokens: Vec::new(),
-            allow_anonymous: false,
-            history_limit: 50_000,
-            simulate_workloads: false,
-            nodes: 1,
-            bookmark_interval: Duration::from_secs(5),
-            max_body: 3 * 1024 * 1024,
-            kubernetes_version: "v1.33.0".into(),
-            data_dir: None,
-        }
-    }
-}
-
-/// Runtime fault injection, to simulate an unhealthy or unreachable member.
-#[derive(Debug, Default)]
-pub struct Faults {
-    not_ready: AtomicBool,
-    latency_ms: AtomicU64,
-    drop_connections: AtomicBool,
-    clock_ahead_s: AtomicU64,
-}
-
-impl Faults {
-    /// Makes `/readyz` fail (true) or pass.
-    pub fn set_not_ready(&self, v: bool) {
-        self.not_ready.store(v, Ordering::SeqCst);
-    }
-    /// Adds latency to every request.
-    pub fn set_latency(&self, d: Duration) {
-        self.latency_ms
-            .store(d.as_millis() as u64, Ordering::SeqCst);
-    }
-    /// Closes every new connection and request at once (an unreachable server).
-    pub fn set_drop_connections(&self, v: bool) {
-        self.drop_connections.store(v, Ordering::SeqCst);
-    }
-    /// Runs the server's clock ahead by `d` for what expires (requested ServiceAccount
-    /// tokens), so tests see expiry without waiting.
-    pub fn set_clock_ahead(&self, d: Duration) {
-        self.clock_ahead_s.store(d.as_secs(), Ordering::SeqCst);
-    }
-    pub(crate) fn clock_ahead(&self) -> Duration {
-        Duration::from_secs(self.clock_ahead_s.load(Ordering::SeqCst))
-    }
-    pub(crate) fn not_ready(&self) -> bool {
-        self.not_ready.load(Ordering::SeqCst)
-    }
-    pub(crate) fn latency(&self) -> Duration {
-        Duration::from_millis(self.latency_ms.load(Ordering::SeqCst))
-    }
-    pub(crate) fn dropping(&self) -> bool {
-        self.drop_connections.load(Ordering::SeqCst)
-    }
-}
-
-/// Shared by every request of one server.
-pub struct Inner {
-    /// Config it was started with.
-    pub cfg: Config,
-    /// Objects, types, allocations.
-    pub state: Mutex<State>,
-    /// Fault knobs.
-    pub faults: Faults,
-    /// Bearer tokens (tests add and revoke them at run time).
-    pub tokens: parking_lot::RwLock<Vec<(String, User)>>,
-    /// PKI (None for plain HTTP).
-    pub pki: Option<Arc<Pki>>,
-    /// Cancelled at shutdown.
-    pub shutdown: CancellationToken,
-    /// Wakes the in-process controllers (GC, namespaces, workloads).
-    pub changed: tokio::sync::Notify,
-    /// Prometheus metrics.
-    pub metrics: Metrics,
-    /// Signs the ServiceAccount tokens TokenRequest issues (see [`crate::tokens`]).
-    pub sa_key: [u8; 32],
-}
 
 /// A running server.
 #[derive(Clone)]
@@ -253,7 +138,7 @@ impl Server {
             shutdown: CancellationToken::new(),
             changed: tokio::sync::Notify::new(),
             metrics: Metrics::default(),
-            sa_key: crate::tokens::new_key(),
+            sa_key: crate::http::tokens::new_key(),
         });
         tokio::spawn(accept_loop(inner.clone(), listener));
         tokio::spawn(controllers(inner.clone()));
@@ -433,13 +318,14 @@ async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
                         .and_then(|c| c.first())
                         .and_then(|c| inner2.pki.as_ref().and_then(|p| p.user_for_cert(c)));
                     let svc = service_fn(move |req| {
-                        crate::api::handle(inner2.clone(), req, cert_user.clone())
+                        crate::http::api::handle(inner2.clone(), req, cert_user.clone())
                     });
                     let conn = builder.serve_connection(TokioIo::new(stream), svc);
                     let _ = watcher.watch(conn.into_owned()).await;
                 }
                 None => {
-                    let svc = service_fn(move |req| crate::api::handle(inner2.clone(), req, None));
+                    let svc =
+                        service_fn(move |req| crate::http::api::handle(inner2.clone(), req, None));
                     let conn = builder.serve_connection(TokioIo::new(tcp), svc);
                     let _ = watcher.watch(conn.into_owned()).await;
                 }

@@ -12,7 +12,7 @@ use rcgen::{
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
 
-use crate::auth::User;
+use crate::http::auth::User;
 
 /// A client credential issued by the server's CA.
 #[derive(Debug, Clone)]

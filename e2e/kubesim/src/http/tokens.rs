@@ -11,9 +11,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::auth::User;
 use crate::error::{ApiError, ApiResult, invalid_field};
-use crate::server::Inner;
+use crate::http::auth::User;
+use crate::http::context::Inner;
 use crate::state::registry::gr;
 use crate::state::stored::meta_str;
 use crate::verbs::request::Req;

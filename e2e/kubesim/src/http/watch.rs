@@ -10,9 +10,10 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use tokio::sync::mpsc;
 
-use crate::api::{Body, ResPath};
 use crate::error::ApiResult;
-use crate::server::Inner;
+use crate::http::context::Inner;
+use crate::http::path::ResPath;
+use crate::http::response::Body;
 use crate::state::registry::ResourceType;
 use crate::verbs::request::Req;
 

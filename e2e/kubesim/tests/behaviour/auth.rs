@@ -70,7 +70,8 @@ async fn token_file_user_needs_rbac_then_gets_exactly_what_is_granted() {
     writeln!(file, "# static tokens\nalice-token,alice,1001,\"devs,qa\"").unwrap();
     let mut cfg = kubesim::Config::new("t");
     cfg.tokens =
-        kubesim::auth::parse_token_file(&std::fs::read_to_string(file.path()).unwrap()).unwrap();
+        kubesim::http::auth::parse_token_file(&std::fs::read_to_string(file.path()).unwrap())
+            .unwrap();
     let env = start_with(cfg).await;
     let admin = env.client.clone();
     let alice = client_with(

@@ -1,0 +1,34 @@
+//! Response bodies: whole JSON bodies and `metav1.Status` errors.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{Response, header};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+
+use crate::error::ApiError;
+
+/// Response body type.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// A full body.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).boxed()
+}
+
+/// A JSON response.
+pub fn json_response(code: u16, body: impl Into<Bytes>) -> Response<Body> {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(full(body))
+        .expect("valid response")
+}
+
+/// A Status error response.
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    json_response(
+        e.code,
+        serde_json::to_vec(&e.to_status()).unwrap_or_default(),
+    )
+}
