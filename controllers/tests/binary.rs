@@ -89,9 +89,14 @@ fn hub_context_without_hub_kubeconfig_picks_that_context_of_kubeconfig() {
             .await
             .unwrap();
         let client = kube::Client::try_from(cfg).unwrap();
-        causeway_crds::crdgen::install::install(&client, "test", Duration::from_secs(10))
-            .await
-            .expect("CRDs installed");
+        causeway_runtime::crds::install(
+            &client,
+            &causeway_crds::crdgen::all_crds(),
+            "test",
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("CRDs installed");
     });
     let dir = tempfile::tempdir().unwrap();
     // the current context points nowhere; only --hub-context reaches the hub

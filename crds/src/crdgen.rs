@@ -23,7 +23,6 @@ use crate::mci::MultiClusterIngress;
 use crate::mcs::{v1alpha1, v1beta1};
 use crate::well_known::{MCS_CRD_SCHEMA_REVISION, MCS_RELEASE_VERSION, labels};
 
-pub mod install;
 pub mod structural;
 
 /// First line of every rendered CRD file; `causeway crds write` only ever

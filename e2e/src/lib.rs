@@ -290,6 +290,12 @@ pub async fn client(s: &Server) -> anyhow::Result<kube::Client> {
 
 /// Server-side applies every Causeway CRD and waits for `Established`.
 pub async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
-    causeway_crds::crdgen::install::install(client, MANAGER, Duration::from_secs(10)).await?;
+    causeway_runtime::crds::install(
+        client,
+        &causeway_crds::crdgen::all_crds(),
+        MANAGER,
+        Duration::from_secs(10),
+    )
+    .await?;
     Ok(())
 }

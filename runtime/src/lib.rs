@@ -3,6 +3,7 @@
 //! - [`client`]: the Kubernetes client from `--kubeconfig` / `--context` (or a
 //!   binary's own names for them), else the inferred configuration, with one
 //!   behaviour everywhere.
+//! - [`crds`]: installing CRDs and waiting until they are Established.
 //! - [`signal`]: SIGINT and SIGTERM end the process cleanly.
 //! - [`log`]: `tracing` to stderr as text or JSON, coloured only on a terminal.
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/livez`, `/readyz`.
@@ -10,6 +11,7 @@
 
 pub mod admin;
 pub mod client;
+pub mod crds;
 pub mod log;
 pub mod reflect;
 pub mod signal;

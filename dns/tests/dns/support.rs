@@ -203,9 +203,14 @@ fn init_tracing() {
 
 /// Applies every Causeway CRD and waits until each is Established.
 pub async fn install_crds(client: &kube::Client) {
-    causeway_crds::crdgen::install::install(client, MANAGER, std::time::Duration::from_secs(10))
-        .await
-        .expect("CRDs installed");
+    causeway_runtime::crds::install(
+        client,
+        &causeway_crds::crdgen::all_crds(),
+        MANAGER,
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .expect("CRDs installed");
 }
 
 async fn apply_ns(client: &kube::Client) {

@@ -1,5 +1,6 @@
-//! Installing the generated CRDs into a cluster (tests, causeway-local): server-side
-//! apply of every CRD, then wait until each is `Established`.
+//! Installing CRDs into a cluster (tests, causeway-local): server-side apply of each,
+//! then wait until each is `Established`. The CRDs themselves come from the caller
+//! (Causeway's from `causeway_crds::crdgen::all_crds`), so the API crate stays pure.
 
 use std::time::Duration;
 
@@ -25,16 +26,16 @@ pub enum InstallError {
     },
 }
 
-/// Server-side applies every Causeway CRD as `manager` and waits (up to `timeout` each)
-/// until it is Established.
+/// Server-side applies `crds` as `manager` and waits (up to `timeout` each) until each
+/// is Established.
 pub async fn install(
     client: &kube::Client,
+    crds: &[CustomResourceDefinition],
     manager: &str,
     timeout: Duration,
 ) -> Result<(), InstallError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crds = super::all_crds();
-    for crd in &crds {
+    for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(
             &name,
@@ -47,7 +48,7 @@ pub async fn install(
             source,
         })?;
     }
-    for crd in &crds {
+    for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let established = await_condition(api.clone(), &name, conditions::is_crd_established());
         match tokio::time::timeout(timeout, established).await {
