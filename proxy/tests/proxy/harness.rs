@@ -60,8 +60,13 @@ impl Hub {
     }
 
     async fn install_crds(&self) -> anyhow::Result<()> {
-        causeway_crds::crdgen::install::install(&self.client, "test", Duration::from_secs(10))
-            .await?;
+        causeway_runtime::crds::install(
+            &self.client,
+            &causeway_crds::crdgen::all_crds(),
+            "test",
+            Duration::from_secs(10),
+        )
+        .await?;
         Ok(())
     }
 
