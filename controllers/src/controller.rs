@@ -12,11 +12,12 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
-use crate::clusters::join::{SYSTEM_NAMESPACE, client_for};
+use crate::clusters::join::client_for;
 use crate::clusters::registry::{MemberSpec, members};
 use crate::mcs::{aggregator, exporter, importer};
 use crate::metrics::Metrics;
 use crate::watch::cache;
+use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_runtime::reflect::Wake;
 
 struct Running {

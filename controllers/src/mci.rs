@@ -37,13 +37,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::StatusMemo;
-use crate::clusters::join::SYSTEM_NAMESPACE;
 use crate::metrics::Metrics;
 use crate::watch::cache;
+use causeway_crds::federation::cluster::remedy_actions::TRAFFIC_CONTROL;
+use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_runtime::reflect::Wake;
-
-/// Remedy action that takes a cluster out of MultiClusterIngress load balancing.
-pub const TRAFFIC_CONTROL: &str = "TrafficControl";
 
 /// What the hub holds that an MCI's status depends on.
 pub struct World<'a> {

@@ -71,11 +71,38 @@ pub fn exported_service_name(service: &str, cluster: &str) -> String {
     format!("{service}.{cluster}")
 }
 
+/// Name of the hub copy of a member slice: `<slice>.<cluster>`, hashed when too long.
+pub fn hub_slice_name(slice: &str, cluster: &str) -> String {
+    let n = format!("{slice}.{cluster}");
+    if n.len() <= 253 {
+        return n;
+    }
+    let h = Sha256::digest(n.as_bytes());
+    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}.{hex}", &slice[..200.min(slice.len())])
+}
+
+/// Name of a member slice for a hub slice.
+pub fn member_slice_name(derived: &str, hub_slice: &str) -> String {
+    let h = Sha256::digest(hub_slice.as_bytes());
+    let hex: String = h[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{derived}-{hex}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_validation::{is_dns1123_label, is_dns1123_subdomain};
     use proptest::prelude::*;
+
+    #[test]
+    fn hub_slice_names_stay_valid() {
+        assert_eq!(hub_slice_name("web-abc", "east"), "web-abc.east");
+        let long = "a".repeat(250);
+        let n = hub_slice_name(&long, "east");
+        assert!(n.len() <= 253, "{}", n.len());
+        assert_ne!(hub_slice_name(&long, "east"), hub_slice_name(&long, "west"));
+    }
 
     #[test]
     fn base32hex_matches_rfc4648_test_vectors() {

@@ -27,6 +27,10 @@ pub const LEGACY_CLUSTER_ID_PROPERTY: &str = "id.k8s.io";
 /// `IngressClass.spec.controller` value that selects Causeway's MultiClusterIngress controller.
 pub const INGRESS_CONTROLLER: &str = "causeway.io/ingress-controller";
 
+/// Namespace of Causeway's own objects (member credentials on the hub, proxy Leases,
+/// the member ServiceAccount the hub acts as).
+pub const SYSTEM_NAMESPACE: &str = "causeway-system";
+
 /// Prefix of the hub namespace that holds a member cluster's `Work` objects
 /// (`causeway-es-<cluster>`); see [`crate::names::execution_namespace`].
 pub const EXECUTION_NAMESPACE_PREFIX: &str = "causeway-es-";
@@ -96,6 +100,9 @@ pub mod annotations {
     /// On a ServiceImport: the name of the derived Service that backs it in a member
     /// (the mcs-api reference convention); see [`crate::names::derived_service_name`].
     pub const DERIVED_SERVICE: &str = "multicluster.kubernetes.io/derived-service";
+    /// On hub and imported EndpointSlices: when the exporter wrote them (ms since the
+    /// epoch), for the "endpoint change → imported slice written" latency.
+    pub const EXPORTED_AT: &str = "causeway.io/exported-at-ms";
 
     /// On a Service or MultiClusterIngress: which Causeway load balancer serves it.
     pub const LOAD_BALANCER: &str = "causeway.io/load-balancer";

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_crds::well_known::annotations::{PROXY_ADDRESSES, PROXY_PORTS};
 use causeway_crds::well_known::labels::{COMPONENT, PROXY_COMPONENT};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -15,8 +16,6 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
-/// The hub namespace of proxy Leases.
-pub const NAMESPACE: &str = "causeway-system";
 /// Lease duration.
 pub const DURATION_SECONDS: i32 = 15;
 /// Renewal period.
@@ -32,7 +31,7 @@ pub fn lease(name: &str, addresses: &str, ports: &str) -> Lease {
     Lease {
         metadata: ObjectMeta {
             name: Some(lease_name(name)),
-            namespace: Some(NAMESPACE.into()),
+            namespace: Some(SYSTEM_NAMESPACE.into()),
             labels: Some(BTreeMap::from([(COMPONENT.into(), PROXY_COMPONENT.into())])),
             annotations: Some(BTreeMap::from([
                 (PROXY_ADDRESSES.into(), addresses.into()),
@@ -51,12 +50,12 @@ pub fn lease(name: &str, addresses: &str, ports: &str) -> Lease {
 
 async fn ensure_namespace(client: &Client) -> Result<(), kube::Error> {
     let api: Api<Namespace> = Api::all(client.clone());
-    if api.get_opt(NAMESPACE).await?.is_some() {
+    if api.get_opt(SYSTEM_NAMESPACE).await?.is_some() {
         return Ok(());
     }
     let ns = Namespace {
         metadata: ObjectMeta {
-            name: Some(NAMESPACE.into()),
+            name: Some(SYSTEM_NAMESPACE.into()),
             ..Default::default()
         },
         ..Default::default()
@@ -76,7 +75,7 @@ pub async fn run(
     ports: String,
     stop: CancellationToken,
 ) {
-    let api: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let lname = lease_name(&name);
     let pp = PatchParams::apply("causeway-proxy").force();
     let mut ns_ok = false;
@@ -85,7 +84,7 @@ pub async fn run(
             match ensure_namespace(&client).await {
                 Ok(()) => ns_ok = true,
                 Err(e) => {
-                    tracing::warn!(error = %e, "creating hub namespace {NAMESPACE} failed; retrying")
+                    tracing::warn!(error = %e, "creating hub namespace {SYSTEM_NAMESPACE} failed; retrying")
                 }
             }
         }

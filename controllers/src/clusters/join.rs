@@ -6,15 +6,13 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use base64::Engine;
 use causeway_crds::federation::cluster::{Cluster, ClusterSecretRef, ClusterSpec, ClusterSyncMode};
+use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_crds::well_known::{CLUSTER_ID_PROPERTY, FIELD_MANAGER, LEGACY_CLUSTER_ID_PROPERTY};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_validation::{is_dns1123_label, is_dns1123_subdomain};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
-
-/// Namespace on the hub that holds member credentials.
-pub const SYSTEM_NAMESPACE: &str = "causeway-system";
 
 /// The credentials `join` takes from a member kubeconfig.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -140,7 +140,7 @@ mod tests {
             ClusterSpec {
                 api_endpoint: endpoint.map(String::from),
                 secret_ref: Some(ClusterSecretRef {
-                    namespace: "causeway-system".into(),
+                    namespace: causeway_crds::well_known::SYSTEM_NAMESPACE.into(),
                     name: format!("{name}-credentials"),
                 }),
                 ..Default::default()
@@ -149,7 +149,7 @@ mod tests {
     }
 
     fn secret(name: &str, token: &str) -> Secret {
-        serde_json::from_value(json!({"metadata": {"name": format!("{name}-credentials"), "namespace": "causeway-system"}, "stringData": {"token": token}})).unwrap()
+        serde_json::from_value(json!({"metadata": {"name": format!("{name}-credentials"), "namespace": causeway_crds::well_known::SYSTEM_NAMESPACE}, "stringData": {"token": token}})).unwrap()
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::time::Instant;
 use causeway_crds::exported_service::{ExportedService, ExportedServicePort, ExportedServiceSpec};
 use causeway_crds::mcs::conditions::service_export as cond;
 use causeway_crds::mcs::v1beta1::ServiceExport;
-use causeway_crds::names::exported_service_name;
-use causeway_crds::well_known::labels;
+use causeway_crds::names::{exported_service_name, hub_slice_name};
+use causeway_crds::well_known::{annotations, labels};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
@@ -18,17 +18,12 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, Outcome};
 use crate::metrics::Metrics;
 use crate::watch::{ByService, cache};
 use causeway_runtime::reflect::{Dirty, Wake};
-
-/// Annotation on hub slices: when the exporter wrote them (ms since the epoch), for
-/// the end-to-end "endpoint change → imported slice written" latency.
-pub const OBSERVED_AT: &str = "causeway.io/exported-at-ms";
 
 /// What one member exports, computed from its caches.
 #[derive(Debug, Default)]
@@ -50,17 +45,6 @@ fn labels_for(svc: &str, cluster: &str) -> BTreeMap<String, String> {
             labels::MANAGED_VALUE.to_string(),
         ),
     ])
-}
-
-/// Name of the hub copy of a member slice: `<slice>.<cluster>`, hashed when too long.
-pub fn hub_slice_name(slice: &str, cluster: &str) -> String {
-    let n = format!("{slice}.{cluster}");
-    if n.len() <= 253 {
-        return n;
-    }
-    let h = Sha256::digest(n.as_bytes());
-    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}.{hex}", &slice[..200.min(slice.len())])
 }
 
 fn condition(
@@ -651,7 +635,7 @@ async fn write(
         }
         let mut stamped = s.clone();
         stamped.metadata.annotations = Some(BTreeMap::from([(
-            OBSERVED_AT.to_string(),
+            annotations::EXPORTED_AT.to_string(),
             jiff::Timestamp::now().as_millisecond().to_string(),
         )]));
         report(apply::ensure(&api, &stamped, None).await);

@@ -11,7 +11,7 @@ use causeway_crds::exported_service::ExportedService;
 use causeway_crds::mcs::conditions::service_import as im_cond;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::mcs::{ServiceImportStatus, ServiceImportType, values};
-use causeway_crds::names::derived_service_name;
+use causeway_crds::names::{derived_service_name, member_slice_name};
 use causeway_crds::well_known::{annotations, labels};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Namespace, Service, ServicePort, ServiceSpec};
@@ -23,10 +23,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::exporter::OBSERVED_AT;
 use crate::apply::{self, Outcome};
 use crate::metrics::Metrics;
 use crate::watch::{ByService, cache};
@@ -68,13 +66,6 @@ fn managed_labels(svc: &str) -> BTreeMap<String, String> {
             labels::MANAGED_VALUE.to_string(),
         ),
     ])
-}
-
-/// Name of a member slice for a hub slice.
-pub fn member_slice_name(derived: &str, hub_slice: &str) -> String {
-    let h = Sha256::digest(hub_slice.as_bytes());
-    let hex: String = h[..6].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{derived}-{hex}")
 }
 
 /// Pure: the member's imported objects.
@@ -289,10 +280,9 @@ pub fn desired(
                     name: Some(member_slice_name(&derived, &hs.name_any())),
                     namespace: Some(ns.clone()),
                     labels: Some(l),
-                    annotations: hs
-                        .annotations()
-                        .get(OBSERVED_AT)
-                        .map(|v| BTreeMap::from([(OBSERVED_AT.to_string(), v.clone())])),
+                    annotations: hs.annotations().get(annotations::EXPORTED_AT).map(|v| {
+                        BTreeMap::from([(annotations::EXPORTED_AT.to_string(), v.clone())])
+                    }),
                     ..Default::default()
                 },
                 address_type: hs.address_type.clone(),
@@ -580,7 +570,7 @@ async fn write(
         ) == Outcome::Written;
         let exported_at = s
             .annotations()
-            .get(OBSERVED_AT)
+            .get(annotations::EXPORTED_AT)
             .and_then(|v| v.parse::<i64>().ok());
         if let (true, Some(at)) = (written, exported_at) {
             metrics.observe_propagation(

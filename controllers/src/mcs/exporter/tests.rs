@@ -53,15 +53,6 @@ fn events_only_on_transitions() {
     );
 }
 
-#[test]
-fn hub_slice_names_stay_valid() {
-    assert_eq!(hub_slice_name("web-abc", "east"), "web-abc.east");
-    let long = "a".repeat(250);
-    let n = hub_slice_name(&long, "east");
-    assert!(n.len() <= 253, "{}", n.len());
-    assert_ne!(hub_slice_name(&long, "east"), hub_slice_name(&long, "west"));
-}
-
 fn export(name: &str) -> Arc<ServiceExport> {
     Arc::new(
         serde_json::from_value(json!({
