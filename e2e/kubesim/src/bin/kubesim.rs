@@ -52,23 +52,14 @@ struct Args {
     /// cluster survives a restart (the CA and tokens are new each start; the kubeconfig is rewritten).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Log filter (tracing EnvFilter syntax), e.g. `kubesim=debug`.
-    #[arg(long, env = "RUST_LOG", default_value = "info")]
-    log: String,
+    #[command(flatten)]
+    log: causeway_runtime::log::LogArgs,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&args.log)
-                .context("--log is not a valid filter")?,
-        )
-        .with_writer(std::io::stderr)
-        // colour codes only on a terminal, never in a file or a log collector
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    args.log.init("info")?;
     let mut cfg = kubesim::Config::new(&args.name);
     cfg.bind = args.listen;
     cfg.tls = !args.insecure_http;
@@ -98,9 +89,7 @@ async fn main() -> anyhow::Result<()> {
         "try: kubectl --kubeconfig {} get namespaces",
         args.kubeconfig.display()
     );
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
+    causeway_runtime::signal::shutdown_signal().await;
     server.shutdown();
     println!("kubesim stopped");
     Ok(())
