@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clusters::join::client_for;
 use crate::clusters::registry::{MemberSpec, members};
-use crate::mcs::{aggregator, exporter, importer};
+use crate::mcs::{aggregator, importer};
 use crate::metrics::Metrics;
 use crate::watch::cache;
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
@@ -167,29 +167,13 @@ fn start_member(
             }
         };
         tracing::info!(cluster = %m.name, id = %m.id, server = %m.access.server, "member workers starting");
-        tokio::spawn(crate::clusters::health::run(
-            m.name.clone(),
-            client.clone(),
-            hub.clone(),
-            probe_interval,
-            stop.clone(),
-        ));
-        tokio::spawn(exporter::run(
-            m.id.clone(),
-            client.clone(),
-            hub.clone(),
-            caches.clone(),
-            metrics.clone(),
-            stop.clone(),
-        ));
-        tokio::spawn(importer::run(
-            m.id.clone(),
+        let member = crate::member::Member {
+            name: m.name.clone(),
+            id: m.id.clone(),
             client,
-            hub,
-            caches,
-            metrics,
-            stop,
-        ));
+        };
+        let opts = crate::member::WorkerOptions { probe_interval };
+        crate::member::spawn_workers(member, hub, caches, metrics, &opts, stop);
     });
 }
 

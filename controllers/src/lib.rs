@@ -1,5 +1,6 @@
 //! Causeway's control plane: the member registry, the Multi-Cluster Services
-//! controllers (exporter, aggregator, importer), and the shared applier and caches.
+//! controllers (exporter, aggregator, importer), the MultiClusterIngress controller,
+//! the per-member worker list ([`member`]), and the shared applier and caches.
 //! The `causeway` binary (src/main.rs) wires them to the command line.
 
 pub mod apply;
@@ -8,5 +9,6 @@ pub mod condition;
 pub mod controller;
 pub mod mci;
 pub mod mcs;
+pub mod member;
 pub mod metrics;
 pub mod watch;

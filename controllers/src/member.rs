@@ -1,0 +1,57 @@
+//! The loops that run for one member cluster, listed once: the hub controller starts
+//! them for each Push member it can reach; the pull-mode agent will start the same
+//! list inside a Pull member. Adding a per-member controller means adding it here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::mcs::{HubCaches, exporter, importer};
+use crate::metrics::Metrics;
+
+/// One member, as its workers see it.
+#[derive(Clone)]
+pub struct Member {
+    /// The Cluster object's name on the hub.
+    pub name: String,
+    /// The cluster id (the source-cluster label value).
+    pub id: String,
+    /// A client for the member's API server.
+    pub client: kube::Client,
+}
+
+/// Settings of the per-member workers.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// How often the member's `/readyz` is probed for its Cluster's Ready condition.
+    pub probe_interval: Duration,
+}
+
+/// Spawns every per-member worker (health probe, MCS exporter, MCS importer); they
+/// run until `stop`.
+pub fn spawn_workers(
+    m: Member,
+    hub: kube::Client,
+    caches: Arc<HubCaches>,
+    metrics: Arc<Metrics>,
+    opts: &WorkerOptions,
+    stop: CancellationToken,
+) {
+    tokio::spawn(crate::clusters::health::run(
+        m.name.clone(),
+        m.client.clone(),
+        hub.clone(),
+        opts.probe_interval,
+        stop.clone(),
+    ));
+    tokio::spawn(exporter::run(
+        m.id.clone(),
+        m.client.clone(),
+        hub.clone(),
+        caches.clone(),
+        metrics.clone(),
+        stop.clone(),
+    ));
+    tokio::spawn(importer::run(m.id, m.client, hub, caches, metrics, stop));
+}
