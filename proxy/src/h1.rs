@@ -345,8 +345,13 @@ where
     let mut normalised: Option<String> = None;
     let routed: Result<Arc<Backend>, Refusal> = 'routed: {
         let host = std::str::from_utf8(&buf[head.host.clone()]).map_err(|_| Handoff)?;
-        let target = std::str::from_utf8(&buf[head.target.clone()]).map_err(|_| Handoff)?;
-        let (path, query) = target.split_at(target.find('?').unwrap_or(target.len()));
+        let target = &buf[head.target.clone()];
+        let end = target
+            .iter()
+            .position(|&c| c == b'?')
+            .unwrap_or(target.len());
+        let target = std::str::from_utf8(target).map_err(|_| Handoff)?;
+        let (path, query) = target.split_at(end);
         let path = match normalize_path(path) {
             Ok(p) => p,
             Err(why) => {

@@ -61,8 +61,10 @@ pub fn upgrade_allowed(h: &HeaderMap, allowed: &[String]) -> bool {
 /// `underscores_in_headers`): `X_Forwarded_For` or `Transfer_Encoding` may reach an
 /// application that reads `_` as `-` (CGI-style environments) as the header it
 /// resembles.
+#[inline]
 pub fn underscored(name: &[u8]) -> bool {
-    name.contains(&b'_')
+    // (A plain loop: names are short, and `contains` is a memchr call.)
+    name.iter().any(|&b| b == b'_')
 }
 
 /// Removes the headers whose names have an underscore; allocates only when there are.
