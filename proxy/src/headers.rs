@@ -63,8 +63,7 @@ pub fn upgrade_allowed(h: &HeaderMap, allowed: &[String]) -> bool {
 /// resembles.
 #[inline]
 pub fn underscored(name: &[u8]) -> bool {
-    // (A plain loop: names are short, and `contains` is a memchr call.)
-    name.iter().any(|&b| b == b'_')
+    name.contains(&b'_')
 }
 
 /// Removes the headers whose names have an underscore; allocates only when there are.
