@@ -2,6 +2,7 @@
 //! API server has, server-side apply only what differs, delete what is no longer
 //! desired. Level-based: nothing here remembers earlier calls.
 
+use std::collections::HashSet;
 use std::fmt::Debug;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -12,6 +13,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use causeway_crds::well_known::FIELD_MANAGER;
+
+use crate::watch::{ServiceKey, service_key};
 
 /// Errors writing to an API server.
 #[derive(Debug, thiserror::Error)]
@@ -312,12 +315,12 @@ impl StatusMemo {
 }
 
 /// Deletes every object in `actual` whose `(namespace, name)` is not in `keep`; returns
-/// the failures (NotFound counts as done).
+/// the failures with the service of each object (NotFound counts as done).
 pub async fn remove_all_but<K>(
     client: &kube::Client,
     actual: &[std::sync::Arc<K>],
     keep: &std::collections::BTreeSet<(String, String)>,
-) -> Vec<ApplyError>
+) -> Vec<(ServiceKey, ApplyError)>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
     K::DynamicType: Default,
@@ -328,8 +331,59 @@ where
         if !keep.contains(&key)
             && let Err(e) = remove(&Api::<K>::namespaced(client.clone(), &key.0), &key.1).await
         {
-            errors.push(e);
+            errors.push((service_key(a.as_ref()).unwrap_or(key), e));
         }
     }
     errors
+}
+
+/// The writes of one round that failed, by the service they belong to: those services
+/// are retried with per-key backoff ([`causeway_runtime::reflect::Wake::after_round`]).
+#[derive(Debug)]
+pub struct Failures {
+    /// The loop, for the log (exporter, importer, aggregator).
+    what: &'static str,
+    /// The cluster, for the log.
+    cluster: String,
+    /// The services with a failed write.
+    pub keys: HashSet<ServiceKey>,
+    /// How many writes failed.
+    pub count: usize,
+}
+
+impl Failures {
+    /// No failure yet, for loop `what` on `cluster`.
+    pub fn new(what: &'static str, cluster: &str) -> Self {
+        Failures {
+            what,
+            cluster: cluster.to_string(),
+            keys: HashSet::new(),
+            count: 0,
+        }
+    }
+
+    /// Records the result of a write for service `key`: the outcome, or `Unchanged`
+    /// after a failure (logged).
+    pub fn check(&mut self, key: ServiceKey, r: Result<Outcome, ApplyError>) -> Outcome {
+        match r {
+            Ok(o) => o,
+            Err(e) => {
+                self.failed(key, &e);
+                Outcome::Unchanged
+            }
+        }
+    }
+
+    /// Records a failed write for service `key`.
+    pub fn failed(&mut self, key: ServiceKey, e: &dyn std::fmt::Display) {
+        tracing::warn!(
+            controller = self.what,
+            cluster = %self.cluster,
+            service = %format!("{}/{}", key.0, key.1),
+            error = %e,
+            "write failed; retrying with backoff"
+        );
+        self.keys.insert(key);
+        self.count += 1;
+    }
 }

@@ -4,7 +4,7 @@
 //! desired state from the caches (level-based), so a missed or merged event loses
 //! nothing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// What a loop reconciles one unit of, e.g. `(namespace, service)`.
@@ -55,61 +56,167 @@ impl Dirty {
     }
 }
 
-/// A reconcile loop's wake-up: a Notify plus what changed.
+/// Per-key exponential backoff after failed writes (what kube-runtime's controller
+/// does per object): a key whose write failed is retried after `base`, then twice as
+/// long each time up to `max`, and forgotten once a round covers it without a failure.
+/// A change to a key's objects still wakes its loop at once.
+#[derive(Debug)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    /// Failing keys: consecutive failures, and when the next retry is due (None once
+    /// it has been handed out).
+    failing: HashMap<Key, (u32, Option<Instant>)>,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new(Duration::from_millis(200), Duration::from_secs(300))
+    }
+}
+
+impl Backoff {
+    /// Retries after `base`, doubling up to `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
+        Backoff {
+            base,
+            max,
+            failing: HashMap::new(),
+        }
+    }
+
+    /// The delay before retry number `failures` (1 for the first failure).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(30));
+        self.base.saturating_mul(factor).min(self.max)
+    }
+
+    /// Records a round: the `failed` keys wait longer; the keys the round covered
+    /// (every key in a full one) that did not fail are forgotten.
+    pub fn record(&mut self, round: &Dirty, failed: &HashSet<Key>, now: Instant) {
+        self.failing
+            .retain(|k, _| failed.contains(k) || !(round.full || round.keys.contains(k)));
+        for k in failed {
+            let n = self.failing.get(k).map_or(0, |f| f.0) + 1;
+            let due = now + self.delay(n);
+            self.failing.insert(k.clone(), (n, Some(due)));
+        }
+    }
+
+    /// When the next retry is due.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.failing.values().filter_map(|f| f.1).min()
+    }
+
+    /// The keys whose retry is due at `now` (each handed out once per failure).
+    pub fn take_due(&mut self, now: Instant) -> Vec<Key> {
+        let mut out = Vec::new();
+        for (k, f) in &mut self.failing {
+            if f.1.is_some_and(|d| d <= now) {
+                f.1 = None;
+                out.push(k.clone());
+            }
+        }
+        out
+    }
+
+    /// How many keys are failing.
+    pub fn failing(&self) -> usize {
+        self.failing.len()
+    }
+}
+
+/// A reconcile loop's wake-up: a Notify plus what changed, and the backoff of the
+/// keys whose writes failed.
 #[derive(Default)]
 pub struct Wake {
     notify: Notify,
     dirty: parking_lot::Mutex<Dirty>,
+    backoff: parking_lot::Mutex<Backoff>,
 }
 
 impl Wake {
     /// A wake-up whose first round is a full one.
     pub fn new() -> Arc<Self> {
-        let w = Wake::default();
+        Self::with_backoff(Backoff::default())
+    }
+
+    /// [`Wake::new`] with a backoff of its own (tests use short ones).
+    pub fn with_backoff(backoff: Backoff) -> Arc<Self> {
+        let w = Wake {
+            backoff: parking_lot::Mutex::new(backoff),
+            ..Wake::default()
+        };
         w.dirty.lock().full = true;
         w.notify.notify_one();
         Arc::new(w)
     }
 
     fn mark(&self, key: Option<Key>) {
-        {
-            let mut d = self.dirty.lock();
-            match key {
-                Some(k) if !d.full => {
-                    d.keys.insert(k);
-                }
-                Some(_) => {}
-                None => d.full = true,
-            }
-        }
+        self.mark_quietly(key);
         self.notify.notify_one();
     }
 
-    /// Asks for a full round (e.g. after errors).
+    fn mark_quietly(&self, key: Option<Key>) {
+        let mut d = self.dirty.lock();
+        match key {
+            Some(k) if !d.full => {
+                d.keys.insert(k);
+            }
+            Some(_) => {}
+            None => d.full = true,
+        }
+    }
+
+    /// Asks for a full round.
     pub fn mark_full(&self) {
         self.mark(None);
     }
 
-    /// Ends a reconcile round: a round with failed writes makes the next one full;
-    /// then waits for the next change (full resync every 60 s). None once `stop` is cancelled.
-    pub async fn after_round(&self, errors: usize, stop: &CancellationToken) -> Option<Dirty> {
-        if errors > 0 {
-            self.mark_full();
-        }
+    /// Ends a reconcile round that covered `round` and whose writes failed for the
+    /// `failed` keys: those are retried with per-key backoff (not at once, so a
+    /// persistent refusal does not loop hot), the others are forgotten. Then waits for
+    /// the next change or due retry (full resync every 60 s). None once `stop` is
+    /// cancelled.
+    pub async fn after_round(
+        &self,
+        round: &Dirty,
+        failed: &HashSet<Key>,
+        stop: &CancellationToken,
+    ) -> Option<Dirty> {
+        self.backoff.lock().record(round, failed, Instant::now());
         self.next_round(stop, Duration::from_secs(60), Duration::from_millis(2))
             .await
     }
 
-    /// Waits for a change (or `resync`, which forces a full round), lets a burst settle
-    /// for `debounce`, and returns what changed; None once `stop` is cancelled.
+    /// How many keys are waiting for a retry.
+    pub fn failing(&self) -> usize {
+        self.backoff.lock().failing()
+    }
+
+    /// Waits for a change, a due retry (see [`Wake::after_round`]) or `resync` (which
+    /// forces a full round), lets a burst settle for `debounce`, and returns what
+    /// changed; None once `stop` is cancelled.
     pub async fn next_round(
         &self,
         stop: &CancellationToken,
         resync: Duration,
         debounce: Duration,
     ) -> Option<Dirty> {
+        let due = self.backoff.lock().next_due();
+        let retry = async {
+            match due {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = self.notify.notified() => {}
+            _ = retry => {
+                for k in self.backoff.lock().take_due(Instant::now()) {
+                    self.mark_quietly(Some(k));
+                }
+            }
             _ = tokio::time::sleep(resync) => self.mark_full(),
             _ = stop.cancelled() => return None,
         }
@@ -266,6 +373,79 @@ mod tests {
         let kept = some.filter_by(items, key_of);
         assert_eq!(kept.len(), 1);
         assert_eq!(*kept[0], k("a", "y"));
+    }
+
+    #[test]
+    fn backoff_doubles_per_key_up_to_the_max_and_forgets_on_success() {
+        let b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+        let delays: Vec<u128> = (1..=6).map(|n| b.delay(n).as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(b.delay(u32::MAX), Duration::from_secs(1));
+
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
+        let t0 = Instant::now();
+        let partial = |keys: &[Key]| Dirty {
+            full: false,
+            keys: keys.iter().cloned().collect(),
+        };
+        // "a" fails twice in a row, "b" once
+        b.record(
+            &partial(&[k("n", "a"), k("n", "b")]),
+            &HashSet::from([k("n", "a"), k("n", "b")]),
+            t0,
+        );
+        b.record(&partial(&[k("n", "a")]), &HashSet::from([k("n", "a")]), t0);
+        assert_eq!(b.failing(), 2);
+        assert_eq!(b.next_due(), Some(t0 + Duration::from_millis(100)));
+        assert_eq!(
+            b.take_due(t0 + Duration::from_millis(150)),
+            vec![k("n", "b")]
+        );
+        assert!(
+            b.take_due(t0 + Duration::from_millis(150)).is_empty(),
+            "handed out once"
+        );
+        assert_eq!(
+            b.take_due(t0 + Duration::from_millis(200)),
+            vec![k("n", "a")]
+        );
+        // a round that does not cover "b" keeps it; one that covers it without a
+        // failure forgets it; a full round forgets every key that did not fail
+        b.record(&partial(&[k("n", "a")]), &HashSet::new(), t0);
+        assert_eq!(b.failing(), 1);
+        b.record(&Dirty::full(), &HashSet::new(), t0);
+        assert_eq!(b.failing(), 0);
+        assert_eq!(b.next_due(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_key_comes_back_after_its_backoff_not_at_once() {
+        let stop = CancellationToken::new();
+        let w = Wake::with_backoff(Backoff::new(Duration::from_secs(1), Duration::from_secs(8)));
+        let first = w
+            .next_round(&stop, Duration::from_secs(600), Duration::ZERO)
+            .await
+            .unwrap();
+        let failed = HashSet::from([k("ns", "svc")]);
+        let start = Instant::now();
+        let mut waits = Vec::new();
+        let mut round = first;
+        for _ in 0..4 {
+            let next = w.after_round(&round, &failed, &stop).await.unwrap();
+            waits.push((Instant::now() - start).as_millis() / 1000);
+            assert!(!next.full);
+            assert_eq!(next.keys, failed);
+            round = next;
+        }
+        // retried after 1, then 2, 4, 8 s: never in a hot loop
+        assert_eq!(waits, [1, 3, 7, 15]);
+        // a success forgets it: nothing is due any more (until the 60 s resync)
+        let idle = tokio::time::timeout(
+            Duration::from_secs(50),
+            w.after_round(&round, &HashSet::new(), &stop),
+        )
+        .await;
+        assert!(idle.is_err(), "no retry after a success");
     }
 
     #[tokio::test]

@@ -23,8 +23,9 @@ use kube::runtime::watcher;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, Outcome};
+use crate::apply::{self, Failures, Outcome};
 use crate::metrics::Metrics;
+use crate::watch::service_key;
 use crate::watch::{ByService, cache};
 use causeway_runtime::reflect::{Dirty, Wake};
 
@@ -279,7 +280,7 @@ pub async fn run(
                 .map(|v| crate::watch::key(&v.import)),
         );
         metrics.set_conflicts(conflicted.len() as i64);
-        let errors = write(
+        let failures = write(
             &mut memo,
             &hub,
             &verdicts,
@@ -289,8 +290,8 @@ pub async fn run(
             &slices_now,
         )
         .await;
-        metrics.observe_reconcile("aggregator", "hub", started.elapsed(), errors);
-        dirty = match wake.after_round(errors, &stop).await {
+        metrics.observe_reconcile("aggregator", "hub", started.elapsed(), failures.count);
+        dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
             Some(d) => d,
             None => return,
         };
@@ -313,16 +314,10 @@ async fn write(
     exports: &[Arc<ExportedService>],
     imports: &[Arc<ServiceImport>],
     slices: &[Arc<EndpointSlice>],
-) -> usize {
+) -> Failures {
     let imports_by_key = crate::watch::by_key(imports);
     let exports_by_key = crate::watch::by_key(exports);
-    let mut errors = 0;
-    let mut report = |r: Result<Outcome, apply::ApplyError>| {
-        if let Err(e) = r {
-            tracing::warn!(error = %e, "aggregator write failed; retrying");
-            errors += 1;
-        }
-    };
+    let mut failures = Failures::new("aggregator", "hub");
     let mut keep = BTreeSet::new();
     for v in verdicts {
         let ns = v.import.namespace().unwrap_or_default();
@@ -330,13 +325,16 @@ async fn write(
         keep.insert((ns.clone(), name.clone()));
         let api: Api<ServiceImport> = Api::namespaced(hub.clone(), &ns);
         let actual = imports_by_key.get(&(ns.clone(), name.clone())).copied();
-        report(
+        let key = (ns.clone(), name.clone());
+        failures.check(
+            key.clone(),
             memo.imports
                 .ensure(&api, &v.import, actual.map(|a| a.as_ref()))
                 .await,
         );
         let status = json!(v.import.status);
-        report(
+        failures.check(
+            key.clone(),
             memo.import_status
                 .ensure(
                     &api,
@@ -354,7 +352,8 @@ async fn write(
         for (ename, (conds, excluded)) in &v.exports {
             let actual = exports_by_key.get(&(ns.clone(), ename.clone())).copied();
             let status = json!({"conditions": conds, "excludedPorts": excluded});
-            report(
+            failures.check(
+                key.clone(),
                 memo.export_status
                     .ensure(&eapi, &ns, ename, "causeway.io/v1alpha1", "ExportedService", &status, actual.and_then(|a| a.resource_version()), || {
                         actual
@@ -365,8 +364,8 @@ async fn write(
             );
         }
     }
-    for e in apply::remove_all_but::<ServiceImport>(hub, imports, &keep).await {
-        report(Err(e));
+    for (k, e) in apply::remove_all_but::<ServiceImport>(hub, imports, &keep).await {
+        failures.failed(k, &e);
     }
     // withdraw what clusters that left the registry exported
     for e in exports
@@ -374,7 +373,8 @@ async fn write(
         .filter(|e| !registered.contains(&e.spec.cluster))
     {
         let ns = e.namespace().unwrap_or_default();
-        report(
+        failures.check(
+            (ns.clone(), e.spec.service.clone()),
             apply::remove(
                 &Api::<ExportedService>::namespaced(hub.clone(), &ns),
                 &e.name_any(),
@@ -393,7 +393,8 @@ async fn write(
             && !registered.contains(&src)
         {
             let ns = s.namespace().unwrap_or_default();
-            report(
+            failures.check(
+                service_key(s.as_ref()).unwrap_or_default(),
                 apply::remove(
                     &Api::<EndpointSlice>::namespaced(hub.clone(), &ns),
                     &s.name_any(),
@@ -403,7 +404,7 @@ async fn write(
             );
         }
     }
-    errors
+    failures
 }
 
 #[cfg(test)]

@@ -20,8 +20,9 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, Outcome};
+use crate::apply::{self, Failures};
 use crate::metrics::Metrics;
+use crate::watch::service_key;
 use crate::watch::{ByService, cache};
 use causeway_runtime::reflect::{Dirty, Wake};
 
@@ -461,10 +462,11 @@ pub async fn run(
             &my_exported,
             &now,
         );
-        let ns_errors = ensure_namespaces(&hub, &want, &mut hub_namespaces).await;
-        let (write_errors, written) = write(
+        let mut failures = Failures::new("exporter", &cluster);
+        ensure_namespaces(&hub, &want, &mut hub_namespaces, &mut failures).await;
+        let written = write(
+            &mut failures,
             &mut memo,
-            &cluster,
             &member,
             &hub,
             &want,
@@ -474,12 +476,11 @@ pub async fn run(
         )
         .await;
         publish_events(&recorder, &exports_now, &written).await;
-        let errors = ns_errors + write_errors;
-        metrics.observe_reconcile("exporter", &cluster, started.elapsed(), errors);
+        metrics.observe_reconcile("exporter", &cluster, started.elapsed(), failures.count);
         if dirty.full {
             metrics.set_exports(&cluster, want.exported.len() as i64);
         }
-        dirty = match wake.after_round(errors, &stop).await {
+        dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
             Some(d) => d,
             None => return,
         };
@@ -527,10 +528,11 @@ async fn ensure_namespaces(
     hub: &kube::Client,
     want: &Desired,
     done: &mut BTreeSet<String>,
-) -> usize {
+    failures: &mut Failures,
+) {
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.clone());
-    let mut errors = 0;
-    for ns in want.exported.iter().filter_map(|e| e.namespace()) {
+    for e in &want.exported {
+        let Some(ns) = e.namespace() else { continue };
         if done.contains(&ns) {
             continue;
         }
@@ -546,13 +548,12 @@ async fn ensure_namespaces(
             Ok(_) => {
                 done.insert(ns);
             }
-            Err(e) => {
-                tracing::warn!(namespace = %ns, error = %e, "cannot create the namespace on the hub; retrying");
-                errors += 1;
-            }
+            Err(err) => failures.failed(
+                (ns, e.spec.service.clone()),
+                &format!("creating the namespace on the hub: {err}"),
+            ),
         }
     }
-    errors
 }
 
 /// Memos of what the exporter found already applied.
@@ -565,26 +566,19 @@ struct Memos {
 
 #[allow(clippy::too_many_arguments)]
 async fn write(
+    failures: &mut Failures,
     memo: &mut Memos,
-    cluster: &str,
     member: &kube::Client,
     hub: &kube::Client,
     want: &Desired,
     exports: &[Arc<ServiceExport>],
     hub_exported: &[Arc<ExportedService>],
     hub_slices: &[Arc<EndpointSlice>],
-) -> (usize, BTreeMap<(String, String), Vec<Condition>>) {
+) -> BTreeMap<(String, String), Vec<Condition>> {
     let mut written = BTreeMap::new();
     let exports_by_key = crate::watch::by_key(exports);
     let hub_slices_by_key = crate::watch::by_key(hub_slices);
     let hub_exported_by_key = crate::watch::by_key(hub_exported);
-    let mut errors = 0;
-    let mut report = |r: Result<Outcome, apply::ApplyError>| {
-        if let Err(e) = r {
-            tracing::warn!(cluster, error = %e, "exporter write failed; retrying");
-            errors += 1;
-        }
-    };
     // ExportedServices; a failed write makes the export Ready=False/Failed (EXP-6)
     let mut failed: std::collections::HashMap<(String, String), String> = Default::default();
     let keep: BTreeSet<(String, String)> = want
@@ -605,10 +599,10 @@ async fn write(
         if let Err(err) = &r {
             failed.insert((ns.clone(), e.spec.service.clone()), err.to_string());
         }
-        report(r);
+        failures.check((ns.clone(), e.spec.service.clone()), r);
     }
-    for e in apply::remove_all_but::<ExportedService>(hub, hub_exported, &keep).await {
-        report(Err(e));
+    for (k, e) in apply::remove_all_but::<ExportedService>(hub, hub_exported, &keep).await {
+        failures.failed(k, &e);
     }
     // hub EndpointSlices
     let keep: BTreeSet<(String, String)> = want
@@ -638,10 +632,13 @@ async fn write(
             annotations::EXPORTED_AT.to_string(),
             jiff::Timestamp::now().as_millisecond().to_string(),
         )]));
-        report(apply::ensure(&api, &stamped, None).await);
+        failures.check(
+            service_key(s).unwrap_or_default(),
+            apply::ensure(&api, &stamped, None).await,
+        );
     }
-    for e in apply::remove_all_but::<EndpointSlice>(hub, hub_slices, &keep).await {
-        report(Err(e));
+    for (k, e) in apply::remove_all_but::<EndpointSlice>(hub, hub_slices, &keep).await {
+        failures.failed(k, &e);
     }
     // ServiceExport conditions
     for ((ns, name), conds) in &want.conditions {
@@ -657,7 +654,8 @@ async fn write(
         let status = json!({"conditions": conds});
         written.insert((ns.clone(), name.clone()), conds);
         let api: Api<ServiceExport> = Api::namespaced(member.clone(), ns);
-        report(
+        failures.check(
+            (ns.clone(), name.clone()),
             memo.status
                 .ensure(
                     &api,
@@ -672,7 +670,7 @@ async fn write(
                 .await,
         );
     }
-    (errors, written)
+    written
 }
 
 fn strip_meta(mut v: Value) -> Value {

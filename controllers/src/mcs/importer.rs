@@ -25,8 +25,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, Outcome};
+use crate::apply::{self, Failures, Outcome};
 use crate::metrics::Metrics;
+use crate::watch::service_key;
 use crate::watch::{ByService, cache};
 use causeway_runtime::reflect::{Dirty, Wake};
 
@@ -388,7 +389,7 @@ pub async fn run(
             &member_imports,
             &now,
         );
-        let errors = write(
+        let failures = write(
             &mut memo,
             &cluster,
             &member,
@@ -400,11 +401,11 @@ pub async fn run(
         )
         .await;
         tell_not_imported(&recorder, &cluster, &want.not_imported, &dirty, &mut told).await;
-        metrics.observe_reconcile("importer", &cluster, started.elapsed(), errors);
+        metrics.observe_reconcile("importer", &cluster, started.elapsed(), failures.count);
         if dirty.full {
             metrics.set_imports(&cluster, want.imports.len() as i64);
         }
-        dirty = match wake.after_round(errors, &stop).await {
+        dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
             Some(d) => d,
             None => return,
         };
@@ -481,19 +482,11 @@ async fn write(
     services: &[Arc<Service>],
     slices: &[Arc<EndpointSlice>],
     metrics: &Metrics,
-) -> usize {
+) -> Failures {
     let slices_by_key = crate::watch::by_key(slices);
     let imports_by_key = crate::watch::by_key(imports);
     let services_by_key = crate::watch::by_key(services);
-    let mut errors = 0;
-    let mut report = |r: Result<Outcome, apply::ApplyError>| match r {
-        Err(e) => {
-            tracing::warn!(cluster, error = %e, "importer write failed; retrying");
-            errors += 1;
-            Outcome::Unchanged
-        }
-        Ok(o) => o,
-    };
+    let mut failures = Failures::new("importer", cluster);
     let key = |ns: Option<String>, n: String| (ns.unwrap_or_default(), n);
     // derived Services first: their IPs feed the ServiceImports
     let keep: BTreeSet<_> = want
@@ -527,18 +520,20 @@ async fn write(
                 .unwrap_or_default();
             refused.insert((ns.clone(), svc), status.message.clone());
         }
-        report(r);
+        failures.check(service_key(s).unwrap_or_default(), r);
     }
     for (si, st) in &want.imports {
         let ns = si.namespace().unwrap_or_default();
         let api: Api<ServiceImport> = Api::namespaced(member.clone(), &ns);
         let actual = imports_by_key.get(&(ns.clone(), si.name_any())).copied();
-        report(
+        failures.check(
+            (ns.clone(), si.name_any()),
             memo.imports
                 .ensure(&api, si, actual.map(|a| a.as_ref()))
                 .await,
         );
-        report(
+        failures.check(
+            (ns.clone(), si.name_any()),
             memo.status
                 .ensure(
                     &api,
@@ -559,7 +554,8 @@ async fn write(
     for s in &want.slices {
         let ns = s.namespace().unwrap_or_default();
         let actual = slices_by_key.get(&(ns.clone(), s.name_any())).copied();
-        let written = report(
+        let written = failures.check(
+            service_key(s).unwrap_or_default(),
             memo.slices
                 .ensure(
                     &Api::<EndpointSlice>::namespaced(member.clone(), &ns),
@@ -585,21 +581,21 @@ async fn write(
         .iter()
         .map(|(i, _)| key(i.namespace(), i.name_any()))
         .collect();
-    for e in apply::remove_all_but::<ServiceImport>(member, imports, &keep_imports).await {
-        report(Err(e));
+    for (k, e) in apply::remove_all_but::<ServiceImport>(member, imports, &keep_imports).await {
+        failures.failed(k, &e);
     }
-    for e in apply::remove_all_but::<Service>(member, services, &keep).await {
-        report(Err(e));
+    for (k, e) in apply::remove_all_but::<Service>(member, services, &keep).await {
+        failures.failed(k, &e);
     }
     let keep_slices: BTreeSet<_> = want
         .slices
         .iter()
         .map(|s| key(s.namespace(), s.name_any()))
         .collect();
-    for e in apply::remove_all_but::<EndpointSlice>(member, slices, &keep_slices).await {
-        report(Err(e));
+    for (k, e) in apply::remove_all_but::<EndpointSlice>(member, slices, &keep_slices).await {
+        failures.failed(k, &e);
     }
-    errors
+    failures
 }
 
 /// Deletes everything the importer manages in a member (ServiceImports, derived Services,

@@ -1204,5 +1204,26 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
         }
     })
     .await;
+    // a persistent 403 is retried with per-service backoff (200 ms, doubling), not in
+    // a hot loop: a handful of failed writes in 3 s, where a retry every few
+    // milliseconds made hundreds
+    let failed_writes = || {
+        ctl.metrics
+            .encode()
+            .lines()
+            .find(|l| {
+                l.starts_with("causeway_reconcile_errors_total{")
+                    && l.contains("controller=\"exporter\"")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let before = failed_writes();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let during = failed_writes() - before;
+    assert!(
+        (1..=8).contains(&during),
+        "{during} failed exporter writes in 3 s"
+    );
     ctl.stop().await;
 }
