@@ -16,9 +16,9 @@ use crate::clusters::join::client_for;
 use crate::clusters::registry::{MemberSpec, members};
 use crate::mcs::{aggregator, importer};
 use crate::metrics::Metrics;
-use crate::watch::cache;
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_runtime::reflect::Wake;
+use causeway_runtime::reflect::cache;
 
 struct Running {
     spec: MemberSpec,
@@ -76,7 +76,7 @@ pub async fn run_with(
         wake.clone(),
         stop.clone(),
         "hub clusters",
-        false,
+        None,
     );
     let secrets = cache(
         Api::<Secret>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
@@ -84,7 +84,7 @@ pub async fn run_with(
         wake.clone(),
         stop.clone(),
         "hub member credentials",
-        false,
+        None,
     );
     tokio::time::timeout(Duration::from_secs(30), async {
         let _ = clusters.wait_until_ready().await;

@@ -38,10 +38,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apply::StatusMemo;
 use crate::metrics::Metrics;
-use crate::watch::cache;
 use causeway_crds::federation::cluster::remedy_actions::TRAFFIC_CONTROL;
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_runtime::reflect::Wake;
+use causeway_runtime::reflect::cache;
 
 /// What the hub holds that an MCI's status depends on.
 pub struct World<'a> {
@@ -300,7 +300,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "hub multiclusteringresses",
-        false,
+        None,
     );
     let classes = cache(
         Api::<IngressClass>::all(hub.clone()),
@@ -308,7 +308,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "hub ingressclasses",
-        false,
+        None,
     );
     let clusters = cache(
         Api::<Cluster>::all(hub.clone()),
@@ -316,7 +316,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "hub clusters",
-        false,
+        None,
     );
     let proxies = cache(
         Api::<Lease>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
@@ -328,7 +328,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "hub causeway-proxy leases",
-        false,
+        None,
     );
     let imports = caches.imports.subscribe(wake.clone());
     if mcis.wait_until_ready().await.is_err()

@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use causeway_runtime::reflect::Reflector;
 
+use crate::watch::by_service;
+
 /// The hub caches every MCS loop reads, watched once and shared (not once per member).
 pub struct HubCaches {
     /// Hub ServiceImports written by the aggregator.
@@ -33,26 +35,26 @@ impl HubCaches {
             labels::MANAGED_VALUE
         ));
         HubCaches {
-            imports: crate::watch::shared(
+            imports: Reflector::start(
                 Api::all(hub.clone()),
                 managed,
                 stop.clone(),
                 "hub serviceimports",
-                true,
+                by_service(),
             ),
-            slices: crate::watch::shared(
+            slices: Reflector::start(
                 Api::all(hub.clone()),
                 watcher::Config::default().labels(labels::SOURCE_CLUSTER),
                 stop.clone(),
                 "hub endpointslices",
-                true,
+                by_service(),
             ),
-            exported: crate::watch::shared(
+            exported: Reflector::start(
                 Api::all(hub.clone()),
                 watcher::Config::default(),
                 stop.clone(),
                 "hub exportedservices",
-                true,
+                by_service(),
             ),
         }
     }

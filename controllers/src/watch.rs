@@ -3,12 +3,9 @@
 
 use std::sync::Arc;
 
-use causeway_runtime::reflect::{self, Cache, Dirty, Reflector, Wake};
-use kube::Resource;
-use kube::api::Api;
-use kube::runtime::watcher;
-use serde::de::DeserializeOwned;
-use tokio_util::sync::CancellationToken;
+#[cfg(doc)]
+use causeway_runtime::reflect::Reflector;
+use causeway_runtime::reflect::{self, Dirty};
 
 /// `(namespace, service)`: the unit the MCS loops reconcile.
 pub type ServiceKey = reflect::Key;
@@ -25,42 +22,10 @@ impl ByService for Dirty {
     }
 }
 
-/// A reflector whose changes mark their service dirty (`per_service`), or ask for a
-/// full round.
-pub fn shared<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    stop: CancellationToken,
-    what: &'static str,
-    per_service: bool,
-) -> Reflector<K>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    Reflector::start(
-        api,
-        cfg,
-        stop,
-        what,
-        per_service.then_some(service_key::<K>),
-    )
-}
-
-/// [`shared`] read by one loop, woken through `wake`.
-pub fn cache<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    wake: Arc<Wake>,
-    stop: CancellationToken,
-    what: &'static str,
-    per_service: bool,
-) -> Cache<K>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    shared(api, cfg, stop, what, per_service).subscribe(wake)
+/// For [`causeway_runtime::reflect::cache`] and [`Reflector::start`]: a change marks the
+/// service of the changed object dirty (without it, every change asks for a full round).
+pub fn by_service<K: kube::ResourceExt>() -> Option<reflect::KeyOf<K>> {
+    Some(service_key::<K>)
 }
 
 /// The service an MCS object belongs to: the MCS or Kubernetes service-name label

@@ -25,8 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apply::{self, Failures, Outcome};
 use crate::metrics::Metrics;
+use crate::watch::ByService;
 use crate::watch::service_key;
-use crate::watch::{ByService, cache};
+use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
 
 /// The hub ServiceImport of a merge, and the verdict for each export.
@@ -234,7 +235,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "hub clusters",
-        false,
+        None,
     );
     let slices = caches.slices.subscribe(wake.clone());
     if exports.wait_until_ready().await.is_err()

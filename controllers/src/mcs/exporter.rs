@@ -23,7 +23,8 @@ use tokio_util::sync::CancellationToken;
 use crate::apply::{self, Failures};
 use crate::metrics::Metrics;
 use crate::watch::service_key;
-use crate::watch::{ByService, cache};
+use crate::watch::{ByService, by_service};
+use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
 
 /// What one member exports, computed from its caches.
@@ -71,6 +72,27 @@ fn condition(
     }
 }
 
+/// The conditions of an export that is not exported: `Valid=False` and `Ready=False`,
+/// each with (reason, message).
+fn not_exported(
+    valid: (&str, String),
+    ready: (&str, &str),
+    previous: &[Condition],
+    now: &Time,
+) -> Vec<Condition> {
+    vec![
+        condition(cond::VALID, Some(false), valid.0, valid.1, previous, now),
+        condition(
+            cond::READY,
+            Some(false),
+            ready.0,
+            ready.1.into(),
+            previous,
+            now,
+        ),
+    ]
+}
+
 /// Pure: the hub objects and export conditions of one member.
 pub fn desired(
     cluster: &str,
@@ -96,74 +118,53 @@ pub fn desired(
             continue;
         }
         let hub_name = exported_service_name(&name, cluster);
-        let mut conds = Vec::new();
         let name_errors = k8s_validation::dns1035_label(&name);
         if !name_errors.is_empty() {
             // no Service can ever have this name: say so, rather than "create it"
-            conds.push(condition(
-                cond::VALID,
-                Some(false),
-                cond::reason::NO_SERVICE,
-                format!(
-                    "{name:?} is not a valid Service name ({}), so no Service can match this ServiceExport: a ServiceExport exports the Service of the same name in its namespace; delete it and create one named after the Service",
-                    name_errors.join("; ")
+            let why = format!(
+                "{name:?} is not a valid Service name ({}), so no Service can match this ServiceExport: a ServiceExport exports the Service of the same name in its namespace; delete it and create one named after the Service",
+                name_errors.join("; ")
+            );
+            let conds = not_exported(
+                (cond::reason::NO_SERVICE, why),
+                (
+                    cond::reason::FAILED,
+                    "the ServiceExport's name cannot be a Service's name",
                 ),
                 &prev,
                 now,
-            ));
-            conds.push(condition(
-                cond::READY,
-                Some(false),
-                cond::reason::FAILED,
-                "the ServiceExport's name cannot be a Service's name".into(),
-                &prev,
-                now,
-            ));
+            );
             out.conditions.insert((ns, name), conds);
             continue;
         }
         let Some(svc) = svc_by(&ns, &name) else {
-            conds.push(condition(
-                cond::VALID,
-                Some(false),
-                cond::reason::NO_SERVICE,
-                format!("Service {ns}/{name} not found: create it or delete this ServiceExport"),
+            let why =
+                format!("Service {ns}/{name} not found: create it or delete this ServiceExport");
+            let conds = not_exported(
+                (cond::reason::NO_SERVICE, why),
+                (cond::reason::PENDING, "waiting for the Service"),
                 &prev,
                 now,
-            ));
-            conds.push(condition(
-                cond::READY,
-                Some(false),
-                cond::reason::PENDING,
-                "waiting for the Service".into(),
-                &prev,
-                now,
-            ));
+            );
             out.conditions.insert((ns, name), conds);
             continue;
         };
         let spec = svc.spec.clone().unwrap_or_default();
         let type_ = spec.type_.clone().unwrap_or_else(|| "ClusterIP".into());
         if type_ == "ExternalName" {
-            conds.push(condition(
-                cond::VALID,
-                Some(false),
-                cond::reason::INVALID_SERVICE_TYPE,
-                "ExternalName Services cannot be exported".into(),
+            let conds = not_exported(
+                (
+                    cond::reason::INVALID_SERVICE_TYPE,
+                    "ExternalName Services cannot be exported".into(),
+                ),
+                (cond::reason::FAILED, "the Service is not exportable"),
                 &prev,
                 now,
-            ));
-            conds.push(condition(
-                cond::READY,
-                Some(false),
-                cond::reason::FAILED,
-                "the Service is not exportable".into(),
-                &prev,
-                now,
-            ));
+            );
             out.conditions.insert((ns, name), conds);
             continue;
         }
+        let mut conds = Vec::new();
         let on_hub = hub.get(&(ns.clone(), hub_name.clone())).copied();
         // the aggregator's verdict on what only the hub checks (exported metadata)
         let hub_invalid = on_hub
@@ -389,7 +390,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "member serviceexports",
-        true,
+        by_service(),
     );
     // the member's own Services and slices, not the ones the importer writes there
     let services = cache(
@@ -398,7 +399,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "member services",
-        true,
+        by_service(),
     );
     let slices = cache(
         Api::<EndpointSlice>::all(member.clone()),
@@ -411,7 +412,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "member endpointslices",
-        true,
+        by_service(),
     );
     let hub_exported = caches.exported.subscribe(wake.clone());
     let hub_slices = caches.slices.subscribe(wake.clone());

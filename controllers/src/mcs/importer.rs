@@ -28,7 +28,8 @@ use tokio_util::sync::CancellationToken;
 use crate::apply::{self, Failures, Outcome};
 use crate::metrics::Metrics;
 use crate::watch::service_key;
-use crate::watch::{ByService, cache};
+use crate::watch::{ByService, by_service};
+use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
 
 /// What one member should hold.
@@ -319,7 +320,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "member namespaces",
-        false,
+        None,
     );
     let imports = cache(
         Api::<ServiceImport>::all(member.clone()),
@@ -327,7 +328,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "member serviceimports",
-        true,
+        by_service(),
     );
     let services = cache(
         Api::<Service>::all(member.clone()),
@@ -335,7 +336,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "member derived services",
-        true,
+        by_service(),
     );
     let slices = cache(
         Api::<EndpointSlice>::all(member.clone()),
@@ -347,7 +348,7 @@ pub async fn run(
         wake.clone(),
         stop.clone(),
         "member mcs endpointslices",
-        true,
+        by_service(),
     );
     if hub_imports.wait_until_ready().await.is_err()
         || hub_slices.wait_until_ready().await.is_err()
