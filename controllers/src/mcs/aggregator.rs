@@ -26,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 use crate::apply::{self, Failures, Outcome};
 use crate::metrics::Metrics;
 use crate::watch::ByService;
-use crate::watch::service_key;
 use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
 
@@ -74,6 +73,54 @@ fn valid_metadata(merged: &Merged) -> (BTreeMap<String, String>, BTreeMap<String
         annotations.clear(); // too large together: none rather than an arbitrary part
     }
     (labels, annotations)
+}
+
+/// What clusters that left the registry leave behind on the hub, to delete.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Withdrawals {
+    /// ExportedServices `(namespace, name, service)` of unregistered clusters.
+    pub exports: Vec<(String, String, String)>,
+    /// Causeway's hub EndpointSlices `(namespace, name, service)` of unregistered clusters.
+    pub slices: Vec<(String, String, String)>,
+}
+
+/// Pure: the exports and hub slices of clusters that are not (or no longer) registered.
+pub fn withdrawals(
+    exports: &[Arc<ExportedService>],
+    hub_slices: &[Arc<EndpointSlice>],
+    registered: &BTreeSet<String>,
+) -> Withdrawals {
+    Withdrawals {
+        exports: exports
+            .iter()
+            .filter(|e| !registered.contains(&e.spec.cluster))
+            .map(|e| {
+                (
+                    e.namespace().unwrap_or_default(),
+                    e.name_any(),
+                    e.spec.service.clone(),
+                )
+            })
+            .collect(),
+        slices: hub_slices
+            .iter()
+            .filter(|s| {
+                let l = s.labels();
+                l.get(labels::MANAGED).map(String::as_str) == Some(labels::MANAGED_VALUE)
+                    && !registered.contains(l.get(labels::SOURCE_CLUSTER).map_or("", |c| c))
+            })
+            .map(|s| {
+                (
+                    s.namespace().unwrap_or_default(),
+                    s.name_any(),
+                    s.labels()
+                        .get(labels::SERVICE_NAME)
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            })
+            .collect(),
+    }
 }
 
 /// Pure: merge every namespace/name group of exports from registered clusters.
@@ -281,14 +328,14 @@ pub async fn run(
                 .map(|v| crate::watch::key(&v.import)),
         );
         metrics.set_conflicts(conflicted.len() as i64);
+        let gone = withdrawals(&exports_now, &slices_now, &registered);
         let failures = write(
             &mut memo,
             &hub,
             &verdicts,
-            &registered,
+            &gone,
             &exports_now,
             &imports_now,
-            &slices_now,
         )
         .await;
         metrics.observe_reconcile("aggregator", "hub", started.elapsed(), failures.count);
@@ -311,10 +358,9 @@ async fn write(
     memo: &mut Memos,
     hub: &kube::Client,
     verdicts: &[Verdict],
-    registered: &BTreeSet<String>,
+    gone: &Withdrawals,
     exports: &[Arc<ExportedService>],
     imports: &[Arc<ServiceImport>],
-    slices: &[Arc<EndpointSlice>],
 ) -> Failures {
     let imports_by_key = crate::watch::by_key(imports);
     let exports_by_key = crate::watch::by_key(exports);
@@ -369,41 +415,21 @@ async fn write(
         failures.failed(k, &e);
     }
     // withdraw what clusters that left the registry exported
-    for e in exports
-        .iter()
-        .filter(|e| !registered.contains(&e.spec.cluster))
-    {
-        let ns = e.namespace().unwrap_or_default();
+    for (ns, name, service) in &gone.exports {
         failures.check(
-            (ns.clone(), e.spec.service.clone()),
-            apply::remove(
-                &Api::<ExportedService>::namespaced(hub.clone(), &ns),
-                &e.name_any(),
-            )
-            .await
-            .map(|_| Outcome::Written),
-        );
-    }
-    for s in slices {
-        let src = s
-            .labels()
-            .get(labels::SOURCE_CLUSTER)
-            .cloned()
-            .unwrap_or_default();
-        if s.labels().get(labels::MANAGED).map(String::as_str) == Some(labels::MANAGED_VALUE)
-            && !registered.contains(&src)
-        {
-            let ns = s.namespace().unwrap_or_default();
-            failures.check(
-                service_key(s.as_ref()).unwrap_or_default(),
-                apply::remove(
-                    &Api::<EndpointSlice>::namespaced(hub.clone(), &ns),
-                    &s.name_any(),
-                )
+            (ns.clone(), service.clone()),
+            apply::remove(&Api::<ExportedService>::namespaced(hub.clone(), ns), name)
                 .await
                 .map(|_| Outcome::Written),
-            );
-        }
+        );
+    }
+    for (ns, name, service) in &gone.slices {
+        failures.check(
+            (ns.clone(), service.clone()),
+            apply::remove(&Api::<EndpointSlice>::namespaced(hub.clone(), ns), name)
+                .await
+                .map(|_| Outcome::Written),
+        );
     }
     failures
 }

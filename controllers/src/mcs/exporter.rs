@@ -301,6 +301,19 @@ pub fn desired(
     out
 }
 
+/// Pure: an export's conditions once its hub write has been tried: `Ready=False/Failed`
+/// with the API server's answer when it failed (EXP-6), else as desired.
+pub fn with_write_failure(mut conds: Vec<Condition>, failure: Option<&str>) -> Vec<Condition> {
+    if let Some(why) = failure {
+        for c in conds.iter_mut().filter(|c| c.type_ == cond::READY) {
+            c.status = "False".into();
+            c.reason = cond::reason::FAILED.into();
+            c.message = format!("exporting to the hub failed (retrying): {why}");
+        }
+    }
+    conds
+}
+
 /// A Kubernetes Event to publish on a ServiceExport.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportEvent {
@@ -644,14 +657,10 @@ async fn write(
     // ServiceExport conditions
     for ((ns, name), conds) in &want.conditions {
         let actual = exports_by_key.get(&(ns.clone(), name.clone())).copied();
-        let mut conds = conds.clone();
-        if let Some(why) = failed.get(&(ns.clone(), name.clone())) {
-            for c in conds.iter_mut().filter(|c| c.type_ == cond::READY) {
-                c.status = "False".into();
-                c.reason = cond::reason::FAILED.into();
-                c.message = format!("exporting to the hub failed (retrying): {why}");
-            }
-        }
+        let conds = with_write_failure(
+            conds.clone(),
+            failed.get(&(ns.clone(), name.clone())).map(String::as_str),
+        );
         let status = json!({"conditions": conds});
         written.insert((ns.clone(), name.clone()), conds);
         let api: Api<ServiceExport> = Api::namespaced(member.clone(), ns);

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use causeway_crds::exported_service::ExportedService;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
@@ -155,6 +156,59 @@ fn invalid_exported_keys_and_values_are_dropped_and_reported() {
                 .0
                 .iter()
                 .any(|c| c.type_ == "Conflict")
+        );
+    }
+}
+
+fn hub_slice(name: &str, cluster: &str, managed: bool) -> Arc<EndpointSlice> {
+    let mut labels = json!({labels::SERVICE_NAME: "web", labels::SOURCE_CLUSTER: cluster});
+    if managed {
+        labels[labels::MANAGED] = json!(labels::MANAGED_VALUE);
+    }
+    Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "demo", "labels": labels},
+            "addressType": "IPv4", "endpoints": [],
+        }))
+        .unwrap(),
+    )
+}
+
+#[test]
+fn what_unregistered_clusters_left_is_withdrawn_and_nothing_else() {
+    let exports = [
+        exported("east", json!({}), json!({})),
+        exported("gone", json!({}), json!({})),
+    ];
+    let slices = [
+        hub_slice("web-1.east", "east", true),
+        hub_slice("web-1.gone", "gone", true),
+        // not Causeway's (no managed label): never touched
+        hub_slice("web-2.gone", "gone", false),
+    ];
+    // (registered clusters, exports withdrawn, slices withdrawn)
+    let table: &[(&[&str], &[&str], &[&str])] = &[
+        (&["east", "gone"], &[], &[]),
+        (&["east"], &["web.gone"], &["web-1.gone"]),
+        (
+            &[],
+            &["web.east", "web.gone"],
+            &["web-1.east", "web-1.gone"],
+        ),
+    ];
+    for (registered, want_exports, want_slices) in table {
+        let registered: BTreeSet<String> = registered.iter().map(|c| c.to_string()).collect();
+        let w = withdrawals(&exports, &slices, &registered);
+        let names = |l: &[(String, String, String)]| -> Vec<String> {
+            l.iter().map(|(_, n, _)| n.clone()).collect()
+        };
+        assert_eq!(names(&w.exports), *want_exports, "{registered:?}");
+        assert_eq!(names(&w.slices), *want_slices, "{registered:?}");
+        assert!(
+            w.exports
+                .iter()
+                .chain(&w.slices)
+                .all(|(ns, _, svc)| ns == "demo" && svc == "web")
         );
     }
 }

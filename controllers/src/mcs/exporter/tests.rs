@@ -100,3 +100,40 @@ fn a_name_no_service_can_have_is_called_invalid_not_missing() {
     assert!(missing.message.contains("create it"), "{}", missing.message);
     assert!(want.exported.is_empty());
 }
+
+#[test]
+fn a_failed_hub_write_turns_ready_into_failed_with_the_reason() {
+    let desired = vec![
+        c("Valid", "True", "Valid"),
+        c("Ready", "True", "Exported"),
+        c("Conflict", "False", "NoConflicts"),
+    ];
+    // (failure, Ready as (status, reason, message fragment))
+    let table: &[(Option<&str>, (&str, &str, &str))] = &[
+        (None, ("True", "Exported", "Exported msg")),
+        (
+            Some("exportedservices is forbidden"),
+            (
+                "False",
+                "Failed",
+                "exporting to the hub failed (retrying): exportedservices is forbidden",
+            ),
+        ),
+    ];
+    for (failure, (status, reason, message)) in table {
+        let got = with_write_failure(desired.clone(), *failure);
+        let ready = got.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            (*status, *reason, *message),
+            "{failure:?}"
+        );
+        // the other conditions are untouched
+        assert_eq!(got[0], desired[0]);
+        assert_eq!(got[2], desired[2]);
+    }
+}
