@@ -108,8 +108,9 @@ fn a_failed_hub_write_turns_ready_into_failed_with_the_reason() {
         c("Ready", "True", "Exported"),
         c("Conflict", "False", "NoConflicts"),
     ];
-    // (failure, Ready as (status, reason, message fragment))
-    let table: &[(Option<&str>, (&str, &str, &str))] = &[
+    // (failure, Ready as (status, reason, message))
+    type Case<'a> = (Option<&'a str>, (&'a str, &'a str, &'a str));
+    let table: &[Case] = &[
         (None, ("True", "Exported", "Exported msg")),
         (
             Some("exportedservices is forbidden"),
