@@ -59,7 +59,7 @@ pub struct World<'a> {
 
 /// The controller's verdict on one MCI.
 #[derive(Debug, PartialEq)]
-pub enum Verdict {
+pub enum Desired {
     /// Not Causeway's (another controller's class, or no class): leave it alone.
     NotOurs(Decision),
     /// Causeway's: the status it should have, and what is wrong with it, if anything.
@@ -71,10 +71,10 @@ pub enum Verdict {
 }
 
 /// The verdict on `mci`.
-pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Verdict {
+pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
     let decision = select(mci, world.classes);
     if !decision.is_ours() {
-        return Verdict::NotOurs(decision);
+        return Desired::NotOurs(decision);
     }
     let errors = validate(mci);
     let warnings = tuning::parse(mci.annotations()).1;
@@ -163,7 +163,7 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Verdict {
             ),
         }],
     };
-    Verdict::Ours {
+    Desired::Ours {
         status,
         errors,
         warnings,
@@ -425,9 +425,9 @@ async fn reconcile(
     let held = mci.finalizers().iter().any(|f| f == finalizers::MCI);
     let deleting = mci.metadata.deletion_timestamp.is_some();
     let verdict = desired(mci, world);
-    let ours = matches!(verdict, Verdict::Ours { .. });
+    let ours = matches!(verdict, Desired::Ours { .. });
     if deleting || !ours {
-        if let Verdict::NotOurs(Decision::AmbiguousDefault { .. }) = &verdict {
+        if let Desired::NotOurs(Decision::AmbiguousDefault { .. }) = &verdict {
             let why = verdict_reason(&verdict);
             if memo.warned.insert((ns.clone(), name.clone()), why.clone()) != Some(why.clone()) {
                 publish(
@@ -474,7 +474,7 @@ async fn reconcile(
         }
         return Ok(());
     }
-    let Verdict::Ours {
+    let Desired::Ours {
         status,
         errors,
         warnings,
@@ -531,10 +531,10 @@ async fn reconcile(
     Ok(())
 }
 
-fn verdict_reason(v: &Verdict) -> String {
+fn verdict_reason(v: &Desired) -> String {
     match v {
-        Verdict::NotOurs(d) => d.reason().unwrap_or_default(),
-        Verdict::Ours { .. } => String::new(),
+        Desired::NotOurs(d) => d.reason().unwrap_or_default(),
+        Desired::Ours { .. } => String::new(),
     }
 }
 

@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::index::{Zone, ZoneConfig};
 use crate::metrics::Metrics;
-use crate::server::Shared;
+use crate::server::ServerState;
 
 /// Server configuration.
 #[derive(Clone, Debug)]
@@ -165,7 +165,7 @@ pub struct Running {
     pub tcp: SocketAddr,
     /// Bound metrics address.
     pub metrics: Option<SocketAddr>,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
     tasks: Vec<JoinHandle<()>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     stop: Arc<AtomicBool>,
@@ -284,7 +284,7 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         ),
         None => None,
     };
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(ServerState {
         zone: ArcSwap::from_pointee(zone),
         metrics: Arc::new(Metrics::new()),
         settings: answer::Settings {

@@ -1,6 +1,6 @@
 //! The UDP loop: read a packet, answer it from the current snapshot, write the
 //! answer. Buffers are per loop and reused; the snapshot is an `ArcSwap` load. TCP
-//! connections are in [`crate::tcp`]; both share [`Shared`] and the forwarding here.
+//! connections are in [`crate::tcp`]; both share [`ServerState`] and the forwarding here.
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 const UDP_READ: usize = 4096;
 
 /// What the loops share.
-pub struct Shared {
+pub struct ServerState {
     /// The current zone snapshot.
     pub zone: ArcSwap<Zone>,
     /// Metrics.
@@ -39,7 +39,7 @@ pub struct Shared {
     pub tcp_slots: Arc<crate::tcp::Slots>,
 }
 
-impl Shared {
+impl ServerState {
     pub(crate) fn handle(&self, pkt: &[u8], transport: Transport, out: &mut Vec<u8>) -> Outcome {
         let start = Instant::now();
         let zone = self.zone.load();
@@ -58,7 +58,7 @@ impl Shared {
 /// empty datagrams to wake the workers.
 pub fn udp_worker(
     sock: std::net::UdpSocket,
-    shared: Arc<Shared>,
+    shared: Arc<ServerState>,
     stop: Arc<AtomicBool>,
     rt: tokio::runtime::Handle,
 ) {

@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::answer::{Outcome, Transport};
-use crate::server::{Shared, forward_tcp};
+use crate::server::{ServerState, forward_tcp};
 
 /// Connection counts, total and per client address.
 #[derive(Debug)]
@@ -103,7 +103,7 @@ impl Drop for Slot {
 }
 
 /// Accepts TCP connections until the task is aborted.
-pub async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+pub async fn accept(listener: TcpListener, shared: Arc<ServerState>) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -143,7 +143,7 @@ enum End {
 async fn read_message(
     stream: &mut TcpStream,
     buf: &mut Vec<u8>,
-    shared: &Shared,
+    shared: &ServerState,
 ) -> Result<(), End> {
     let mut len = [0u8; 2];
     let first = match tokio::time::timeout(shared.tcp_idle_timeout, stream.read(&mut len)).await {
@@ -168,7 +168,7 @@ async fn read_message(
 
 /// Serves one connection: length-prefixed queries in sequence until the client
 /// closes it or a timeout expires.
-async fn serve(mut stream: TcpStream, shared: &Shared) {
+async fn serve(mut stream: TcpStream, shared: &ServerState) {
     let mut out = Vec::with_capacity(512);
     let mut buf = Vec::new();
     let end = loop {

@@ -21,7 +21,7 @@ use kube::runtime::watcher::{self, Event};
 use crate::index::{
     EndpointInput, ImportInput, PortInput, ServiceKind, SliceInput, Zone, ZoneConfig, ZoneState,
 };
-use crate::server::Shared;
+use crate::server::ServerState;
 
 type Key = (String, String);
 
@@ -197,7 +197,12 @@ type Work = Vec<(Key, Option<Arc<ImportInput>>, Vec<Arc<SliceInput>>)>;
 
 /// Watches and rebuilds until the task is aborted. Only the services touched since
 /// the last swap are rebuilt (all of them after a (re)list).
-pub async fn run(client: kube::Client, shared: Arc<Shared>, cfg: ZoneConfig, debounce: Duration) {
+pub async fn run(
+    client: kube::Client,
+    shared: Arc<ServerState>,
+    cfg: ZoneConfig,
+    debounce: Duration,
+) {
     let imports = watcher::watcher(
         Api::<ServiceImport>::all(client.clone()),
         watcher::Config::default(),
@@ -296,7 +301,7 @@ pub async fn run(client: kube::Client, shared: Arc<Shared>, cfg: ZoneConfig, deb
     }
 }
 
-fn publish(shared: &Shared, zone: Zone, took: Duration) {
+fn publish(shared: &ServerState, zone: Zone, took: Duration) {
     let m = &shared.metrics;
     m.build_seconds.observe(took.as_secs_f64());
     m.records.set(zone.records() as i64);

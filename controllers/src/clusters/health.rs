@@ -14,13 +14,13 @@ use tokio_util::sync::CancellationToken;
 use crate::apply;
 
 /// One probe's verdict: (status, reason, message).
-pub type Verdict = (&'static str, &'static str, String);
+pub type Probe = (&'static str, &'static str, String);
 
 /// How long one probe may take before the member counts as unreachable.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Probes the member once.
-pub async fn probe(member: &kube::Client) -> Verdict {
+pub async fn probe(member: &kube::Client) -> Probe {
     let get = |path: &'static str| async move {
         let req = http::Request::get(path)
             .body(Vec::new())

@@ -136,7 +136,7 @@ impl Fixture {
         }
     }
 
-    fn verdict(&self, m: &MultiClusterIngress) -> Verdict {
+    fn verdict(&self, m: &MultiClusterIngress) -> Desired {
         desired(
             m,
             &World {
@@ -153,7 +153,7 @@ impl Fixture {
 #[test]
 fn serves_its_class_and_fills_the_karmada_status() {
     let f = Fixture::new();
-    let Verdict::Ours {
+    let Desired::Ours {
         status,
         errors,
         warnings,
@@ -202,11 +202,11 @@ fn other_classes_are_left_alone() {
     let f = Fixture::new();
     assert!(matches!(
         f.verdict(&mci("nginx", "")),
-        Verdict::NotOurs(Decision::OtherController { .. })
+        Desired::NotOurs(Decision::OtherController { .. })
     ));
     assert!(matches!(
         f.verdict(&mci("missing", "")),
-        Verdict::NotOurs(Decision::ClassNotFound { .. })
+        Desired::NotOurs(Decision::ClassNotFound { .. })
     ));
 }
 
@@ -215,7 +215,7 @@ fn invalid_spec_is_not_served_and_says_why() {
     let f = Fixture::new();
     let mut m = mci("causeway", "");
     m.spec.rules.as_mut().unwrap()[0].host = Some("10.0.0.1".into());
-    let Verdict::Ours { status, errors, .. } = f.verdict(&m) else {
+    let Desired::Ours { status, errors, .. } = f.verdict(&m) else {
         panic!()
     };
     assert_eq!(errors.len(), 1);
@@ -236,7 +236,7 @@ fn bad_annotations_are_served_with_defaults_and_reported() {
         "causeway",
         ", annotations: {causeway.io/connect-timeout: soon}",
     );
-    let Verdict::Ours {
+    let Desired::Ours {
         status, warnings, ..
     } = f.verdict(&m)
     else {
@@ -268,13 +268,13 @@ fn leases_expire_after_their_duration() {
 fn accepted_keeps_its_transition_time_while_the_status_stays() {
     let f = Fixture::new();
     let mut m = mci("causeway", "");
-    let Verdict::Ours { status, .. } = f.verdict(&m) else {
+    let Desired::Ours { status, .. } = f.verdict(&m) else {
         panic!()
     };
     let mut old = status.clone();
     old.conditions[0].last_transition_time = Time(jiff::Timestamp::UNIX_EPOCH);
     m.status = Some(old);
-    let Verdict::Ours { status, .. } = f.verdict(&m) else {
+    let Desired::Ours { status, .. } = f.verdict(&m) else {
         panic!()
     };
     assert_eq!(
@@ -283,7 +283,7 @@ fn accepted_keeps_its_transition_time_while_the_status_stays() {
     );
     // Turning invalid is a transition: the time is now.
     m.spec.rules.as_mut().unwrap()[0].host = Some("10.0.0.1".into());
-    let Verdict::Ours { status, .. } = f.verdict(&m) else {
+    let Desired::Ours { status, .. } = f.verdict(&m) else {
         panic!()
     };
     assert_eq!(status.conditions[0].last_transition_time, Time(f.now));

@@ -31,7 +31,7 @@ use causeway_runtime::reflect::{Dirty, Wake};
 
 /// The hub ServiceImport of a merge, and the verdict for each export.
 #[derive(Debug)]
-pub struct Verdict {
+pub struct Aggregate {
     /// Hub ServiceImport (ips empty).
     pub import: ServiceImport,
     /// The merge.
@@ -130,7 +130,7 @@ pub fn desired(
     hub_imports: &[Arc<ServiceImport>],
     hub_slices: &[Arc<EndpointSlice>],
     now: &Time,
-) -> Vec<Verdict> {
+) -> Vec<Aggregate> {
     let slices_by_service = crate::watch::by_label(hub_slices, labels::SERVICE_NAME);
     let mut groups: BTreeMap<(String, String), Vec<&Arc<ExportedService>>> = BTreeMap::new();
     for e in exports {
@@ -257,7 +257,7 @@ pub fn desired(
             };
             verdicts.insert(e.name_any(), (vec![cond, valid], excluded));
         }
-        out.push(Verdict {
+        out.push(Aggregate {
             import,
             merged,
             exports: verdicts,
@@ -357,7 +357,7 @@ struct Memos {
 async fn write(
     memo: &mut Memos,
     hub: &kube::Client,
-    verdicts: &[Verdict],
+    verdicts: &[Aggregate],
     gone: &Withdrawals,
     exports: &[Arc<ExportedService>],
     imports: &[Arc<ServiceImport>],

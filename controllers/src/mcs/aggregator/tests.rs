@@ -31,7 +31,7 @@ fn exported(cluster: &str, labels: Value, annotations: Value) -> Arc<ExportedSer
     )
 }
 
-fn run(labels: Value, annotations: Value) -> Verdict {
+fn run(labels: Value, annotations: Value) -> Aggregate {
     let registered = BTreeSet::from(["east".to_string()]);
     let mut v = desired(
         &[exported("east", labels, annotations)],
@@ -44,7 +44,7 @@ fn run(labels: Value, annotations: Value) -> Verdict {
     v.remove(0)
 }
 
-fn valid_condition(v: &Verdict) -> Condition {
+fn valid_condition(v: &Aggregate) -> Condition {
     v.exports["web.east"]
         .0
         .iter()

@@ -1,0 +1,194 @@
+//! The exporter's writes: hub namespaces, ExportedServices and slices, the
+//! ServiceExport conditions, and their Events (the I/O half; the decisions are in
+//! the pure functions of [`super`]).
+
+use super::*;
+
+pub(super) async fn publish_events(
+    recorder: &kube::runtime::events::Recorder,
+    exports: &[Arc<ServiceExport>],
+    written: &BTreeMap<(String, String), Vec<Condition>>,
+) {
+    use kube::Resource;
+    use kube::runtime::events::{Event, EventType};
+    for ex in exports {
+        let key = (ex.namespace().unwrap_or_default(), ex.name_any());
+        let Some(next) = written.get(&key) else {
+            continue;
+        };
+        let prev = ex
+            .status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default();
+        for e in events_for(&prev, next) {
+            let ev = Event {
+                type_: if e.warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: e.reason.chars().take(128).collect(),
+                note: Some(e.note.chars().take(1000).collect()),
+                action: "Export".into(),
+                secondary: None,
+            };
+            if let Err(err) = recorder.publish(&ev, &ex.object_ref(&())).await {
+                tracing::debug!(error = %err, "could not publish an Event");
+            }
+        }
+    }
+}
+
+/// The hub mirrors the namespaces of exported Services (namespace sameness, NS-1).
+pub(super) async fn ensure_namespaces(
+    hub: &kube::Client,
+    want: &Desired,
+    done: &mut BTreeSet<String>,
+    failures: &mut Failures,
+) {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.clone());
+    for e in &want.exported {
+        let Some(ns) = e.namespace() else { continue };
+        if done.contains(&ns) {
+            continue;
+        }
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        match api
+            .patch(
+                &ns,
+                &kube::api::PatchParams::apply(causeway_crds::well_known::FIELD_MANAGER),
+                &kube::api::Patch::Apply(&body),
+            )
+            .await
+        {
+            Ok(_) => {
+                done.insert(ns);
+            }
+            Err(err) => failures.failed(
+                (ns, e.spec.service.clone()),
+                &format!("creating the namespace on the hub: {err}"),
+            ),
+        }
+    }
+}
+
+/// Memos of what the exporter found already applied.
+#[derive(Default)]
+pub(super) struct Memos {
+    exported: apply::Memo<ExportedService>,
+    slices: apply::Memo<EndpointSlice>,
+    status: apply::StatusMemo,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn write(
+    failures: &mut Failures,
+    memo: &mut Memos,
+    member: &kube::Client,
+    hub: &kube::Client,
+    want: &Desired,
+    exports: &[Arc<ServiceExport>],
+    hub_exported: &[Arc<ExportedService>],
+    hub_slices: &[Arc<EndpointSlice>],
+) -> BTreeMap<(String, String), Vec<Condition>> {
+    let mut written = BTreeMap::new();
+    let exports_by_key = crate::watch::by_key(exports);
+    let hub_slices_by_key = crate::watch::by_key(hub_slices);
+    let hub_exported_by_key = crate::watch::by_key(hub_exported);
+    // ExportedServices; a failed write makes the export Ready=False/Failed (EXP-6)
+    let mut failed: std::collections::HashMap<(String, String), String> = Default::default();
+    let keep: BTreeSet<(String, String)> = want
+        .exported
+        .iter()
+        .map(|e| (e.namespace().unwrap_or_default(), e.name_any()))
+        .collect();
+    for e in &want.exported {
+        let ns = e.namespace().unwrap_or_default();
+        let api: Api<ExportedService> = Api::namespaced(hub.clone(), &ns);
+        let actual = hub_exported_by_key
+            .get(&(ns.clone(), e.name_any()))
+            .copied();
+        let r = memo
+            .exported
+            .ensure(&api, e, actual.map(|a| a.as_ref()))
+            .await;
+        if let Err(err) = &r {
+            failed.insert((ns.clone(), e.spec.service.clone()), err.to_string());
+        }
+        failures.check((ns.clone(), e.spec.service.clone()), r);
+    }
+    for (k, e) in apply::remove_all_but::<ExportedService>(hub, hub_exported, &keep).await {
+        failures.failed(k, &e);
+    }
+    // hub EndpointSlices
+    let keep: BTreeSet<(String, String)> = want
+        .slices
+        .iter()
+        .map(|s| (s.namespace().unwrap_or_default(), s.name_any()))
+        .collect();
+    for s in &want.slices {
+        let ns = s.namespace().unwrap_or_default();
+        let api: Api<EndpointSlice> = Api::namespaced(hub.clone(), &ns);
+        let actual = hub_slices_by_key.get(&(ns.clone(), s.name_any())).copied();
+        if memo.slices.unchanged(s, actual.map(|a| a.as_ref())) {
+            continue;
+        }
+        let unchanged = actual.is_some_and(|a| {
+            serde_json::to_value(a.as_ref())
+                .ok()
+                .zip(serde_json::to_value(s).ok())
+                .is_some_and(|(av, sv)| apply::contains(&av, &strip_meta(sv)))
+        });
+        if unchanged {
+            memo.slices.remember(s, actual.map(|a| a.as_ref()));
+            continue;
+        }
+        let mut stamped = s.clone();
+        stamped.metadata.annotations = Some(BTreeMap::from([(
+            annotations::EXPORTED_AT.to_string(),
+            jiff::Timestamp::now().as_millisecond().to_string(),
+        )]));
+        failures.check(
+            service_key(s).unwrap_or_default(),
+            apply::ensure(&api, &stamped, None).await,
+        );
+    }
+    for (k, e) in apply::remove_all_but::<EndpointSlice>(hub, hub_slices, &keep).await {
+        failures.failed(k, &e);
+    }
+    // ServiceExport conditions
+    for ((ns, name), conds) in &want.conditions {
+        let actual = exports_by_key.get(&(ns.clone(), name.clone())).copied();
+        let conds = with_write_failure(
+            conds.clone(),
+            failed.get(&(ns.clone(), name.clone())).map(String::as_str),
+        );
+        let status = json!({"conditions": conds});
+        written.insert((ns.clone(), name.clone()), conds);
+        let api: Api<ServiceExport> = Api::namespaced(member.clone(), ns);
+        failures.check(
+            (ns.clone(), name.clone()),
+            memo.status
+                .ensure(
+                    &api,
+                    ns,
+                    name,
+                    "multicluster.x-k8s.io/v1beta1",
+                    "ServiceExport",
+                    &status,
+                    actual.and_then(|a| a.resource_version()),
+                    || actual.and_then(|e| e.status.as_ref()).map(|s| json!(s)),
+                )
+                .await,
+        );
+    }
+    written
+}
+
+fn strip_meta(mut v: Value) -> Value {
+    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        md.retain(|k, _| matches!(k.as_str(), "labels" | "name" | "namespace"));
+    }
+    v
+}

@@ -1,0 +1,140 @@
+//! The importer's writes into a member: derived Services, ServiceImports and their
+//! status, MCS EndpointSlices, and removal of what is no longer desired (the I/O half;
+//! the decisions are in [`super::desired`]).
+
+use super::*;
+
+/// Memos of what the importer found already applied.
+#[derive(Default)]
+pub(super) struct Memos {
+    services: apply::Memo<Service>,
+    imports: apply::Memo<ServiceImport>,
+    slices: apply::Memo<EndpointSlice>,
+    status: apply::StatusMemo,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn write(
+    memo: &mut Memos,
+    cluster: &str,
+    member: &kube::Client,
+    want: &Desired,
+    imports: &[Arc<ServiceImport>],
+    services: &[Arc<Service>],
+    slices: &[Arc<EndpointSlice>],
+    metrics: &Metrics,
+) -> Failures {
+    let slices_by_key = crate::watch::by_key(slices);
+    let imports_by_key = crate::watch::by_key(imports);
+    let services_by_key = crate::watch::by_key(services);
+    let mut failures = Failures::new("importer", cluster);
+    let key = |ns: Option<String>, n: String| (ns.unwrap_or_default(), n);
+    // derived Services first: their IPs feed the ServiceImports
+    let keep: BTreeSet<_> = want
+        .services
+        .iter()
+        .map(|s| key(s.namespace(), s.name_any()))
+        .collect();
+    // derived Services the cluster refused (e.g. an IPv6-only import in an IPv4 cluster)
+    let mut refused: std::collections::HashMap<(String, String), String> = Default::default();
+    for s in &want.services {
+        let ns = s.namespace().unwrap_or_default();
+        let actual = services_by_key.get(&(ns.clone(), s.name_any())).copied();
+        let r = memo
+            .services
+            .ensure(
+                &Api::<Service>::namespaced(member.clone(), &ns),
+                s,
+                actual.map(|a| a.as_ref()),
+            )
+            .await;
+        if let Err(apply::ApplyError::Kube {
+            source: kube::Error::Api(status),
+            ..
+        }) = &r
+            && status.code == 422
+        {
+            let svc = s
+                .labels()
+                .get(labels::SERVICE_NAME)
+                .cloned()
+                .unwrap_or_default();
+            refused.insert((ns.clone(), svc), status.message.clone());
+        }
+        failures.check(service_key(s).unwrap_or_default(), r);
+    }
+    for (si, st) in &want.imports {
+        let ns = si.namespace().unwrap_or_default();
+        let api: Api<ServiceImport> = Api::namespaced(member.clone(), &ns);
+        let actual = imports_by_key.get(&(ns.clone(), si.name_any())).copied();
+        failures.check(
+            (ns.clone(), si.name_any()),
+            memo.imports
+                .ensure(&api, si, actual.map(|a| a.as_ref()))
+                .await,
+        );
+        failures.check(
+            (ns.clone(), si.name_any()),
+            memo.status
+                .ensure(
+                    &api,
+                    &ns,
+                    &si.name_any(),
+                    "multicluster.x-k8s.io/v1beta1",
+                    "ServiceImport",
+                    &match refused.get(&(ns.clone(), si.name_any())) {
+                        Some(why) => json!(not_supported(st, why)),
+                        None => json!(st),
+                    },
+                    actual.and_then(|a| a.resource_version()),
+                    || actual.and_then(|a| a.status.as_ref()).map(|s| json!(s)),
+                )
+                .await,
+        );
+    }
+    for s in &want.slices {
+        let ns = s.namespace().unwrap_or_default();
+        let actual = slices_by_key.get(&(ns.clone(), s.name_any())).copied();
+        let written = failures.check(
+            service_key(s).unwrap_or_default(),
+            memo.slices
+                .ensure(
+                    &Api::<EndpointSlice>::namespaced(member.clone(), &ns),
+                    s,
+                    actual.map(|a| a.as_ref()),
+                )
+                .await,
+        ) == Outcome::Written;
+        let exported_at = s
+            .annotations()
+            .get(annotations::EXPORTED_AT)
+            .and_then(|v| v.parse::<i64>().ok());
+        if let (true, Some(at)) = (written, exported_at) {
+            metrics.observe_propagation(
+                cluster,
+                (jiff::Timestamp::now().as_millisecond() - at) as f64 / 1000.0,
+            );
+        }
+    }
+    // remove what is no longer desired
+    let keep_imports: BTreeSet<_> = want
+        .imports
+        .iter()
+        .map(|(i, _)| key(i.namespace(), i.name_any()))
+        .collect();
+    for (k, e) in apply::remove_all_but::<ServiceImport>(member, imports, &keep_imports).await {
+        failures.failed(k, &e);
+    }
+    for (k, e) in apply::remove_all_but::<Service>(member, services, &keep).await {
+        failures.failed(k, &e);
+    }
+    let keep_slices: BTreeSet<_> = want
+        .slices
+        .iter()
+        .map(|s| key(s.namespace(), s.name_any()))
+        .collect();
+    for (k, e) in apply::remove_all_but::<EndpointSlice>(member, slices, &keep_slices).await {
+        failures.failed(k, &e);
+    }
+    failures
+}
