@@ -13,6 +13,8 @@ mod local;
 mod mci;
 mod mci_proxy;
 mod mcs;
+mod mcs_members;
 mod mcs_status;
 mod mcs_support;
+mod mcs_topology;
 mod support;
