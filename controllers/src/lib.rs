@@ -1,9 +1,8 @@
 //! Causeway's control plane: the member registry, the Multi-Cluster Services
 //! controllers (exporter, aggregator, importer), the MultiClusterIngress controller,
-//! the per-member worker list ([`member`]), and the shared applier and caches.
+//! the per-member worker list ([`member`]), and MCS keys over the shared caches.
 //! The `causeway` binary (src/main.rs) wires them to the command line.
 
-pub mod apply;
 pub mod clusters;
 pub mod condition;
 pub mod controller;

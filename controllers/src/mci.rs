@@ -36,10 +36,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::StatusMemo;
 use crate::metrics::Metrics;
 use causeway_crds::federation::cluster::remedy_actions::TRAFFIC_CONTROL;
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
+use causeway_runtime::apply::StatusMemo;
 use causeway_runtime::reflect::Wake;
 use causeway_runtime::reflect::cache;
 

@@ -6,10 +6,13 @@
 //! - [`crds`]: installing CRDs and waiting until they are Established.
 //! - [`signal`]: SIGINT and SIGTERM end the process cleanly.
 //! - [`log`]: `tracing` to stderr as text or JSON, coloured only on a terminal.
+//! - [`apply`]: the one applier (server-side apply of typed or dynamic objects, status,
+//!   deletion and pruning by owner labels, finalizers, per-key failures).
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/livez`, `/readyz`.
 //! - [`reflect`]: shared reflectors that wake reconcile loops with what changed.
 
 pub mod admin;
+pub mod apply;
 pub mod client;
 pub mod crds;
 pub mod log;

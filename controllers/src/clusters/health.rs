@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::Api;
 use tokio_util::sync::CancellationToken;
 
-use crate::apply;
+use causeway_runtime::apply;
 
 /// One probe's verdict: (status, reason, message).
 pub type Probe = (&'static str, &'static str, String);

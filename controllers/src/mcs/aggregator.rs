@@ -23,9 +23,9 @@ use kube::runtime::watcher;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, Failures, Outcome};
 use crate::metrics::Metrics;
-use crate::watch::ByService;
+use crate::watch::{ByService, service_key};
+use causeway_runtime::apply::{self, Failures, Outcome};
 use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
 
@@ -411,7 +411,14 @@ async fn write(
             );
         }
     }
-    for (k, e) in apply::remove_all_but::<ServiceImport>(hub, imports, &keep).await {
+    for (k, e) in apply::remove_all_but(
+        |ns| Api::<ServiceImport>::namespaced(hub.clone(), ns),
+        imports,
+        &keep,
+        service_key,
+    )
+    .await
+    {
         failures.failed(k, &e);
     }
     // withdraw what clusters that left the registry exported

@@ -20,10 +20,10 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, Failures};
 use crate::metrics::Metrics;
 use crate::watch::service_key;
 use crate::watch::{ByService, by_service};
+use causeway_runtime::apply::{self, Failures};
 use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
 

@@ -25,10 +25,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::apply::{self, Failures, Outcome};
 use crate::metrics::Metrics;
 use crate::watch::service_key;
 use crate::watch::{ByService, by_service};
+use causeway_runtime::apply::{self, Failures, Outcome};
 use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
 

@@ -118,7 +118,14 @@ pub(super) async fn write(
         }
         failures.check((ns.clone(), e.spec.service.clone()), r);
     }
-    for (k, e) in apply::remove_all_but::<ExportedService>(hub, hub_exported, &keep).await {
+    for (k, e) in apply::remove_all_but(
+        |ns| Api::<ExportedService>::namespaced(hub.clone(), ns),
+        hub_exported,
+        &keep,
+        service_key,
+    )
+    .await
+    {
         failures.failed(k, &e);
     }
     // hub EndpointSlices
@@ -154,7 +161,14 @@ pub(super) async fn write(
             apply::ensure(&api, &stamped, None).await,
         );
     }
-    for (k, e) in apply::remove_all_but::<EndpointSlice>(hub, hub_slices, &keep).await {
+    for (k, e) in apply::remove_all_but(
+        |ns| Api::<EndpointSlice>::namespaced(hub.clone(), ns),
+        hub_slices,
+        &keep,
+        service_key,
+    )
+    .await
+    {
         failures.failed(k, &e);
     }
     // ServiceExport conditions

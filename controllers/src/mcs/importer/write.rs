@@ -122,10 +122,24 @@ pub(super) async fn write(
         .iter()
         .map(|(i, _)| key(i.namespace(), i.name_any()))
         .collect();
-    for (k, e) in apply::remove_all_but::<ServiceImport>(member, imports, &keep_imports).await {
+    for (k, e) in apply::remove_all_but(
+        |ns| Api::<ServiceImport>::namespaced(member.clone(), ns),
+        imports,
+        &keep_imports,
+        service_key,
+    )
+    .await
+    {
         failures.failed(k, &e);
     }
-    for (k, e) in apply::remove_all_but::<Service>(member, services, &keep).await {
+    for (k, e) in apply::remove_all_but(
+        |ns| Api::<Service>::namespaced(member.clone(), ns),
+        services,
+        &keep,
+        service_key,
+    )
+    .await
+    {
         failures.failed(k, &e);
     }
     let keep_slices: BTreeSet<_> = want
@@ -133,7 +147,14 @@ pub(super) async fn write(
         .iter()
         .map(|s| key(s.namespace(), s.name_any()))
         .collect();
-    for (k, e) in apply::remove_all_but::<EndpointSlice>(member, slices, &keep_slices).await {
+    for (k, e) in apply::remove_all_but(
+        |ns| Api::<EndpointSlice>::namespaced(member.clone(), ns),
+        slices,
+        &keep_slices,
+        service_key,
+    )
+    .await
+    {
         failures.failed(k, &e);
     }
     failures

@@ -46,17 +46,36 @@ pub fn builtin_list_kind(field: &str, items: &[Value]) -> ListKind {
     }
 }
 
-/// Applies an RFC 6902 JSON patch.
+/// Applies an RFC 6902 JSON patch, all or nothing. As in kube-apiserver (evanphx/json-patch),
+/// a `test` for `null` passes when the key is missing from an existing object: clients
+/// rely on it to add a list only if there is none yet (kube-runtime's finalizer helper
+/// tests `/metadata/finalizers` for `null` before adding it).
 pub fn json_patch(target: &Value, patch: &Value) -> ApiResult<Value> {
     let p: json_patch::Patch = serde_json::from_value(patch.clone())
         .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
     let mut out = target.clone();
-    json_patch::patch(&mut out, &p).map_err(|e| {
-        ApiError::invalid_patch(format!(
-            "the server rejected our request due to an error in our request: {e}"
-        ))
-    })?;
+    for op in p.0 {
+        if let json_patch::PatchOperation::Test(t) = &op
+            && t.value.is_null()
+            && missing_from_existing_parent(&out, t.path.as_str())
+        {
+            continue;
+        }
+        json_patch::patch(&mut out, &json_patch::Patch(vec![op])).map_err(|e| {
+            ApiError::invalid_patch(format!(
+                "the server rejected our request due to an error in our request: {e}"
+            ))
+        })?;
+    }
     Ok(out)
+}
+
+/// Whether `pointer` names a key absent from an object that does exist.
+fn missing_from_existing_parent(doc: &Value, pointer: &str) -> bool {
+    let Some((parent, _)) = pointer.rsplit_once('/') else {
+        return false;
+    };
+    doc.pointer(pointer).is_none() && doc.pointer(parent).is_some_and(Value::is_object)
 }
 
 /// Applies an RFC 7386 JSON merge patch.
@@ -267,6 +286,17 @@ mod tests {
         );
         let bad = json!([{"op": "remove", "path": "/nope"}]);
         assert_eq!(json_patch(&base, &bad).unwrap_err().code, 422);
+        // test-for-null passes on a missing key of an existing object (evanphx/json-patch)
+        let add_if_none = json!([{"op": "test", "path": "/a/f", "value": null}, {"op": "add", "path": "/a/f", "value": ["x"]}]);
+        assert_eq!(
+            json_patch(&base, &add_if_none).unwrap()["a"]["f"],
+            json!(["x"])
+        );
+        // but not when the key is there, nor below a missing object; all or nothing
+        let there = json!([{"op": "test", "path": "/a/b", "value": null}, {"op": "add", "path": "/z", "value": 1}]);
+        assert_eq!(json_patch(&base, &there).unwrap_err().code, 422);
+        let deep = json!([{"op": "test", "path": "/x/y", "value": null}]);
+        assert_eq!(json_patch(&base, &deep).unwrap_err().code, 422);
         assert_eq!(json_patch(&base, &json!({"op": 1})).unwrap_err().code, 400);
     }
 }

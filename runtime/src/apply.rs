@@ -1,20 +1,23 @@
-//! The small applier every controller shares: compare a desired object with what the
-//! API server has, server-side apply only what differs, delete what is no longer
-//! desired. Level-based: nothing here remembers earlier calls.
+//! The one applier every controller shares, for typed objects and for
+//! [`DynamicObject`](kube::api::DynamicObject)s of any kind alike: compare a desired
+//! object with what the API server has, server-side apply (field manager `causeway`)
+//! only what differs, write statuses, delete what is no longer desired (by key, or by
+//! the owner labels it carries), add and remove finalizers, and collect per-key
+//! failures for [`crate::reflect::Wake::after_round`]'s backoff. Level-based: nothing
+//! here depends on having seen an event; the memos only skip comparisons.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use kube::core::NamespaceResourceScope;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use causeway_crds::well_known::FIELD_MANAGER;
+use crate::reflect::{Key, KeyOf};
 
-use crate::watch::{ServiceKey, service_key};
+use causeway_crds::well_known::FIELD_MANAGER;
 
 /// Errors writing to an API server.
 #[derive(Debug, thiserror::Error)]
@@ -83,11 +86,10 @@ pub enum Outcome {
 pub async fn ensure<K>(api: &Api<K>, desired: &K, actual: Option<&K>) -> Result<Outcome, ApplyError>
 where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
-    K::DynamicType: Default,
 {
     let name = desired.name_any();
-    let kind = K::kind(&K::DynamicType::default()).to_string();
     let want = comparable(desired).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
+    let kind = kind_of::<K>(&want);
     if let Some(a) = actual {
         let have = serde_json::to_value(a).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
         if contains(&have, &want) {
@@ -151,18 +153,30 @@ where
     Ok(Outcome::Written)
 }
 
+/// The kind of a serialized object (typed objects serialize theirs; a
+/// `DynamicObject` carries it in `types`), else the Rust type's name.
+fn kind_of<K>(serialized: &Value) -> String {
+    serialized
+        .get("kind")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .unwrap_or_else(|| {
+            let t = std::any::type_name::<K>();
+            t.rsplit("::").next().unwrap_or(t).to_string()
+        })
+}
+
 /// Deletes an object; NotFound counts as done.
 pub async fn remove<K>(api: &Api<K>, name: &str) -> Result<(), ApplyError>
 where
-    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
+    K: Resource + Clone + DeserializeOwned + Debug,
 {
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(source) => Err(ApplyError::Kube {
             verb: "delete",
-            kind: K::kind(&K::DynamicType::default()).to_string(),
+            kind: kind_of::<K>(&Value::Null),
             namespace: String::new(),
             name: name.to_string(),
             source,
@@ -224,7 +238,6 @@ fn fingerprint<K: Serialize>(desired: &K) -> u64 {
 impl<K> Memo<K>
 where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
-    K::DynamicType: Default,
 {
     /// True when `desired` was found applied at exactly `actual`'s resourceVersion.
     pub fn unchanged(&self, desired: &K, actual: Option<&K>) -> bool {
@@ -314,39 +327,146 @@ impl StatusMemo {
     }
 }
 
-/// Deletes every object in `actual` whose `(namespace, name)` is not in `keep`; returns
-/// the failures with the service of each object (NotFound counts as done).
+/// Deletes every object in `actual` whose `(namespace, name)` is not in `keep`, through
+/// `api_for(namespace)`; returns the failures, each with `key_of` the object (its own
+/// key without one). NotFound counts as done.
 pub async fn remove_all_but<K>(
-    client: &kube::Client,
+    api_for: impl Fn(&str) -> Api<K>,
     actual: &[std::sync::Arc<K>],
     keep: &std::collections::BTreeSet<(String, String)>,
-) -> Vec<(ServiceKey, ApplyError)>
+    key_of: KeyOf<K>,
+) -> Vec<(Key, ApplyError)>
 where
-    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + Debug,
-    K::DynamicType: Default,
+    K: Resource + Clone + DeserializeOwned + Debug,
 {
     let mut errors = Vec::new();
     for a in actual {
         let key = (a.namespace().unwrap_or_default(), a.name_any());
         if !keep.contains(&key)
-            && let Err(e) = remove(&Api::<K>::namespaced(client.clone(), &key.0), &key.1).await
+            && let Err(e) = remove(&api_for(&key.0), &key.1).await
         {
-            errors.push((service_key(a.as_ref()).unwrap_or(key), e));
+            errors.push((key_of(a.as_ref()).unwrap_or(key), e));
         }
     }
     errors
 }
 
-/// The writes of one round that failed, by the service they belong to: those services
-/// are retried with per-key backoff ([`causeway_runtime::reflect::Wake::after_round`]).
+/// Pruning by owner labels: lists what `list` holds that matches `owner_selector`
+/// (e.g. `causeway.io/managed=true,causeway.io/work-name=web`) and deletes, through
+/// `api_for(namespace)`, every such object whose `(namespace, name)` is not in `keep`;
+/// returns how many went.
+pub async fn prune<K>(
+    list: &Api<K>,
+    api_for: impl Fn(&str) -> Api<K>,
+    owner_selector: &str,
+    keep: &std::collections::BTreeSet<(String, String)>,
+) -> Result<usize, ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let listed = list
+        .list(&ListParams::default().labels(owner_selector))
+        .await
+        .map_err(|source| ApplyError::Kube {
+            verb: "list",
+            kind: kind_of::<K>(&Value::Null),
+            namespace: String::new(),
+            name: owner_selector.to_string(),
+            source,
+        })?;
+    let mut n = 0;
+    for o in listed.items {
+        let key = (o.namespace().unwrap_or_default(), o.name_any());
+        if !keep.contains(&key) {
+            remove(&api_for(&key.0), &key.1).await?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Adds `finalizer` to `obj` (through `api`, scoped to its namespace) unless it is
+/// there: a JSON patch guarded by a test of the current list, so a concurrent change is
+/// refused (and retried by the caller) rather than lost.
+pub async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<Outcome, ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let current = obj.finalizers().to_vec();
+    if current.iter().any(|f| f == finalizer) {
+        return Ok(Outcome::Unchanged);
+    }
+    let mut next = current.clone();
+    next.push(finalizer.to_string());
+    patch_finalizers(api, obj, current, next).await
+}
+
+/// Removes `finalizer` from the object if it is there (same guard as [`add_finalizer`]).
+pub async fn remove_finalizer<K>(
+    api: &Api<K>,
+    obj: &K,
+    finalizer: &str,
+) -> Result<Outcome, ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let current = obj.finalizers().to_vec();
+    if !current.iter().any(|f| f == finalizer) {
+        return Ok(Outcome::Unchanged);
+    }
+    let next: Vec<String> = current
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    patch_finalizers(api, obj, current, next).await
+}
+
+async fn patch_finalizers<K>(
+    api: &Api<K>,
+    obj: &K,
+    current: Vec<String>,
+    next: Vec<String>,
+) -> Result<Outcome, ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let name = obj.name_any();
+    let ops = if obj.meta().finalizers.is_none() {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": next},
+        ])
+    } else {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "replace", "path": "/metadata/finalizers", "value": next},
+        ])
+    };
+    let patch: json_patch::Patch =
+        serde_json::from_value(ops).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
+    api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        .await
+        .map_err(|source| ApplyError::Kube {
+            verb: "patch finalizers",
+            kind: kind_of::<K>(&serde_json::to_value(obj).unwrap_or_default()),
+            namespace: obj.namespace().unwrap_or_default(),
+            name,
+            source,
+        })?;
+    Ok(Outcome::Written)
+}
+
+/// The writes of one round that failed, by the key they belong to: those keys are
+/// retried with per-key backoff ([`crate::reflect::Wake::after_round`]).
 #[derive(Debug)]
 pub struct Failures {
-    /// The loop, for the log (exporter, importer, aggregator).
+    /// The loop, for the log (e.g. exporter).
     what: &'static str,
     /// The cluster, for the log.
     cluster: String,
-    /// The services with a failed write.
-    pub keys: HashSet<ServiceKey>,
+    /// The keys with a failed write.
+    pub keys: HashSet<Key>,
     /// How many writes failed.
     pub count: usize,
 }
@@ -362,9 +482,9 @@ impl Failures {
         }
     }
 
-    /// Records the result of a write for service `key`: the outcome, or `Unchanged`
-    /// after a failure (logged).
-    pub fn check(&mut self, key: ServiceKey, r: Result<Outcome, ApplyError>) -> Outcome {
+    /// Records the result of a write for `key`: the outcome, or `Unchanged` after a
+    /// failure (logged).
+    pub fn check(&mut self, key: Key, r: Result<Outcome, ApplyError>) -> Outcome {
         match r {
             Ok(o) => o,
             Err(e) => {
@@ -374,12 +494,12 @@ impl Failures {
         }
     }
 
-    /// Records a failed write for service `key`.
-    pub fn failed(&mut self, key: ServiceKey, e: &dyn std::fmt::Display) {
+    /// Records a failed write for `key`.
+    pub fn failed(&mut self, key: Key, e: &dyn std::fmt::Display) {
         tracing::warn!(
             controller = self.what,
             cluster = %self.cluster,
-            service = %format!("{}/{}", key.0, key.1),
+            key = %format!("{}/{}", key.0, key.1),
             error = %e,
             "write failed; retrying with backoff"
         );
