@@ -11,7 +11,6 @@
 //! [`Config`]; the returned [`Running`] reports the bound addresses and readiness and
 //! shuts down gracefully.
 
-pub mod admin;
 pub mod annotations;
 pub mod balance;
 pub mod circuit;
@@ -258,12 +257,13 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
     }
     let admin_stop = CancellationToken::new();
     let admin = admin_l.map(|l| {
-        tokio::spawn(admin::serve(
-            l,
-            metrics.clone(),
-            ready.clone(),
-            admin_stop.clone(),
-        ))
+        let (m, r) = (metrics.clone(), ready.clone());
+        let endpoints = causeway_runtime::admin::Endpoints {
+            metrics: Arc::new(move || m.encode()),
+            ready: Arc::new(move || r.load(Ordering::Relaxed)),
+            not_ready: "hub caches not synced, no route table yet, or draining",
+        };
+        causeway_runtime::admin::serve(l, endpoints, admin_stop.clone())
     });
     let lease = cfg.publish_lease.then(|| {
         let name = cfg

@@ -18,12 +18,8 @@ fn duration(s: &str) -> Result<Duration, String> {
 #[derive(Parser, Debug)]
 #[command(name = "causeway-proxy", version)]
 struct Args {
-    /// Kubeconfig of the hub cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long, env = "CAUSEWAY_HUB_KUBECONFIG")]
-    hub_kubeconfig: Option<PathBuf>,
-    /// Context in the hub kubeconfig (default: its current context).
-    #[arg(long)]
-    hub_context: Option<String>,
+    #[command(flatten)]
+    hub: causeway_runtime::client::HubArgs,
     /// This proxy's own cluster id: its endpoints get all traffic while healthy; others
     /// take the spill-over as it degrades (Envoy priority levels, overprovisioning 1.4).
     #[arg(long)]
@@ -92,26 +88,8 @@ struct Args {
     /// Tokio worker threads (default: one per CPU; 1 runs everything on one thread).
     #[arg(long)]
     worker_threads: Option<usize>,
-    /// Log filter (tracing EnvFilter syntax), e.g. info or causeway_proxy=debug.
-    #[arg(long, default_value = "info", env = "RUST_LOG")]
-    log: String,
-}
-
-async fn hub_client(args: &Args) -> anyhow::Result<kube::Client> {
-    let opts = kube::config::KubeConfigOptions {
-        context: args.hub_context.clone(),
-        ..Default::default()
-    };
-    let cfg = match &args.hub_kubeconfig {
-        Some(p) => {
-            let kc = kube::config::Kubeconfig::read_from(p)
-                .with_context(|| format!("reading hub kubeconfig {}", p.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &opts).await?
-        }
-        None if args.hub_context.is_some() => kube::Config::from_kubeconfig(&opts).await?,
-        None => kube::Config::infer().await?,
-    };
-    kube::Client::try_from(cfg).context("building the hub client")
+    #[command(flatten)]
+    log: causeway_runtime::log::LogArgs,
 }
 
 #[global_allocator]
@@ -148,15 +126,7 @@ fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
 async fn run(args: Args) -> anyhow::Result<()> {
     // Logs go to stderr, coloured only on a terminal: a file or a log collector gets
     // plain text, not ANSI escape codes.
-    use std::io::IsTerminal;
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&args.log)
-                .with_context(|| format!("--log {:?}", args.log))?,
-        )
-        .init();
+    args.log.init("info")?;
     let default_cert = match (&args.default_cert, &args.default_key) {
         (Some(c), Some(k)) => Some((
             std::fs::read(c).with_context(|| format!("reading --default-cert {}", c.display()))?,
@@ -164,7 +134,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         )),
         _ => None,
     };
-    let hub = hub_client(&args).await?;
+    let hub = args.hub.client().await?;
     let cfg = causeway_proxy::Config {
         cluster: args.cluster.clone(),
         name: args.name.clone(),
@@ -196,31 +166,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ..Default::default()
     };
     let running = causeway_proxy::start(hub, cfg).await?;
-    shutdown_signal().await;
+    causeway_runtime::signal::shutdown_signal().await;
     tracing::info!("shutting down: draining connections");
     running.shutdown().await;
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }
