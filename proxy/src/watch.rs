@@ -2,8 +2,6 @@
 //! SNI certificate map → `arc-swap`. Requests already running keep the table they
 //! loaded. Ready once every cache has listed and the first table is in place.
 
-use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,67 +11,17 @@ use causeway_crds::exported_service::ExportedService;
 use causeway_crds::mci::MultiClusterIngress;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels::SERVICE_NAME;
-use futures::StreamExt;
+use causeway_runtime::reflect::{Cache, Reflector, Wake, cache};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressClass;
+use kube::Client;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
-use tokio::sync::Notify;
+use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::table::{self, BuildOptions, RouteTable, Shared, Snapshot};
 use crate::tls::{Certs, Resolver};
-
-/// Starts a reflector; every change that passes `relevant` wakes `notify`.
-fn reflect<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    notify: Arc<Notify>,
-    stop: CancellationToken,
-    what: &'static str,
-    relevant: fn(&K) -> bool,
-) -> Store<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, cfg).modify(|o| {
-            o.meta_mut().managed_fields = None;
-        }),
-    )
-    .default_backoff();
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            tokio::select! {
-                ev = stream.next() => match ev {
-                    Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))) => {
-                        if relevant(&o) {
-                            notify.notify_one();
-                        }
-                    }
-                    Some(Ok(watcher::Event::InitDone)) => notify.notify_one(),
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => tracing::warn!(cache = what, error = %e, "hub watch failed; retrying with backoff"),
-                    None => break,
-                },
-                _ = stop.cancelled() => break,
-            }
-        }
-    });
-    reader
-}
-
-fn any<K>(_: &K) -> bool {
-    true
-}
 
 fn is_tls(s: &Secret) -> bool {
     s.type_.as_deref() == Some("kubernetes.io/tls")
@@ -81,67 +29,70 @@ fn is_tls(s: &Secret) -> bool {
 
 /// The hub caches.
 pub struct Caches {
-    mcis: Store<MultiClusterIngress>,
-    classes: Store<IngressClass>,
-    imports: Store<ServiceImport>,
-    exports: Store<ExportedService>,
-    slices: Store<EndpointSlice>,
+    mcis: Cache<MultiClusterIngress>,
+    classes: Cache<IngressClass>,
+    imports: Cache<ServiceImport>,
+    exports: Cache<ExportedService>,
+    slices: Cache<EndpointSlice>,
     /// Only with an HTTPS listener (no Secret access needed otherwise).
-    secrets: Option<Store<Secret>>,
-    notify: Arc<Notify>,
+    secrets: Option<Cache<Secret>>,
+    /// Woken by any change (a change to a non-TLS Secret does not count).
+    wake: Arc<Wake>,
 }
 
 impl Caches {
     /// Starts every watch (all namespaces); TLS Secrets only with `tls`.
     pub fn start(client: &Client, stop: &CancellationToken, tls: bool) -> Caches {
-        let notify = Arc::new(Notify::new());
-        let n = || notify.clone();
-        let s = || stop.clone();
+        let wake = Wake::new();
         let all = watcher::Config::default;
+        let w = || wake.clone();
+        let s = || stop.clone();
         Caches {
-            mcis: reflect(
+            mcis: cache(
                 Api::all(client.clone()),
                 all(),
-                n(),
+                w(),
                 s(),
                 "multiclusteringresses",
-                any,
+                None,
             ),
-            classes: reflect(
+            classes: cache(
                 Api::all(client.clone()),
                 all(),
-                n(),
+                w(),
                 s(),
                 "ingressclasses",
-                any,
+                None,
             ),
-            imports: reflect(
+            imports: cache(
                 Api::all(client.clone()),
                 all(),
-                n(),
+                w(),
                 s(),
                 "serviceimports",
-                any,
+                None,
             ),
-            exports: reflect(
+            exports: cache(
                 Api::all(client.clone()),
                 all(),
-                n(),
+                w(),
                 s(),
                 "exportedservices",
-                any,
+                None,
             ),
-            slices: reflect(
+            slices: cache(
                 Api::all(client.clone()),
                 all().labels(SERVICE_NAME),
-                n(),
+                w(),
                 s(),
                 "endpointslices",
-                any,
+                None,
             ),
-            secrets: tls
-                .then(|| reflect(Api::all(client.clone()), all(), n(), s(), "secrets", is_tls)),
-            notify,
+            secrets: tls.then(|| {
+                Reflector::start_filtered(Api::all(client.clone()), all(), s(), "secrets", is_tls)
+                    .subscribe(w())
+            }),
+            wake,
         }
     }
 
@@ -217,10 +168,14 @@ pub async fn run(
         }
         targets.table.store(Arc::new(t));
         targets.ready.store(true, Ordering::Relaxed);
-        tokio::select! {
-            _ = caches.notify.notified() => {}
-            _ = stop.cancelled() => return,
+        // the whole table is rebuilt on any change: what changed does not matter here
+        if caches
+            .wake
+            .next_round(&stop, Duration::from_secs(3600), debounce)
+            .await
+            .is_none()
+        {
+            return;
         }
-        tokio::time::sleep(debounce).await;
     }
 }

@@ -281,6 +281,29 @@ where
         what: &'static str,
         key_of: Option<KeyOf<K>>,
     ) -> Self {
+        Self::spawn(api, cfg, stop, what, key_of, None)
+    }
+
+    /// A reflector whose changes ask for a full round only when the changed object
+    /// passes `relevant` (e.g. only TLS Secrets matter to a loop that reads Secrets).
+    pub fn start_filtered(
+        api: Api<K>,
+        cfg: watcher::Config,
+        stop: CancellationToken,
+        what: &'static str,
+        relevant: fn(&K) -> bool,
+    ) -> Self {
+        Self::spawn(api, cfg, stop, what, None, Some(relevant))
+    }
+
+    fn spawn(
+        api: Api<K>,
+        cfg: watcher::Config,
+        stop: CancellationToken,
+        what: &'static str,
+        key_of: Option<KeyOf<K>>,
+        relevant: Option<fn(&K) -> bool>,
+    ) -> Self {
         let (reader, writer) = reflector::store();
         let subscribers: Arc<parking_lot::Mutex<Vec<Arc<Wake>>>> = Default::default();
         let subs = subscribers.clone();
@@ -303,6 +326,8 @@ where
             loop {
                 tokio::select! {
                     ev = stream.next() => match ev {
+                        Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)))
+                            if relevant.is_some_and(|r| !r(&o)) => {}
                         Some(Ok(ev)) => {
                             let key = match (&ev, key_of) {
                                 (watcher::Event::Apply(o) | watcher::Event::Delete(o), Some(key_of)) => key_of(o),
