@@ -40,8 +40,8 @@ use crate::metrics::Metrics;
 use causeway_crds::federation::cluster::remedy_actions::TRAFFIC_CONTROL;
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_runtime::apply::StatusMemo;
-use causeway_runtime::reflect::Wake;
 use causeway_runtime::reflect::cache;
+use causeway_runtime::reflect::{Dirty, Wake};
 
 /// What the hub holds that an MCI's status depends on.
 pub struct World<'a> {
@@ -377,22 +377,22 @@ pub async fn run(
             proxies: &leases,
             now: jiff::Timestamp::now(),
         };
-        let mut errors = 0;
+        let mut failed = std::collections::HashSet::new();
         for mci in mcis.state() {
             if let Err(e) = reconcile(&hub, &recorder, &mut memo, &mci, &world).await {
-                errors += 1;
                 tracing::warn!(
                     namespace = %mci.namespace().unwrap_or_default(),
                     name = %mci.name_any(),
                     error = %format!("{e:#}"),
-                    "multiclusteringress reconcile failed; retrying"
+                    "multiclusteringress reconcile failed; retrying with backoff"
                 );
+                failed.insert(crate::watch::key(mci.as_ref()));
             }
         }
-        metrics.observe_reconcile("mci", "hub", started.elapsed(), errors);
-        if errors > 0 {
-            wake.mark_full();
-        }
+        metrics.observe_reconcile("mci", "hub", started.elapsed(), failed.len());
+        // every round covers every MCI; a failed one is retried after its backoff, not
+        // in a hot loop
+        wake.record_failures(&Dirty::full(), &failed);
         // Leases expire without an event: look again within a renew interval.
         if wake
             .next_round(&stop, Duration::from_secs(5), Duration::from_millis(5))

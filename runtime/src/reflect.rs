@@ -184,9 +184,15 @@ impl Wake {
         failed: &HashSet<Key>,
         stop: &CancellationToken,
     ) -> Option<Dirty> {
-        self.backoff.lock().record(round, failed, Instant::now());
+        self.record_failures(round, failed);
         self.next_round(stop, Duration::from_secs(60), Duration::from_millis(2))
             .await
+    }
+
+    /// The bookkeeping half of [`Wake::after_round`], for loops with their own resync:
+    /// the `failed` keys of a round that covered `round` wait for their backoff.
+    pub fn record_failures(&self, round: &Dirty, failed: &HashSet<Key>) {
+        self.backoff.lock().record(round, failed, Instant::now());
     }
 
     /// How many keys are waiting for a retry.
