@@ -1,18 +1,19 @@
-//! The request path: route (MCI-5), redirect, circuit, pick an endpoint, forward over
-//! the pooled upstream client, retry elsewhere within the budget, and answer errors
-//! with a status and a short reason (404 no route, 503 no endpoints or circuit open,
-//! 502 upstream failed, 504 upstream timeout, 408 and 400 when the client's body is
-//! too slow or breaks off). WebSocket/`Upgrade` requests are tunnelled after both
-//! sides switched protocols.
+//! The hyper path, the engine for everything the HTTP/1.1 engine ([`crate::h1`])
+//! leaves (HTTP/2, upgrades, chunked and large uploads, HTTP/1.0, redirects...): it
+//! runs a hyper request through the phases of [`crate::pipeline`] (route, read body,
+//! hash key, admit, pick and retry, account) and moves the bytes: the request to the
+//! pooled upstream client, its response back (answers the proxy makes itself with a
+//! status and a short reason: 404 no route, 503 no endpoints or circuit open, 502
+//! upstream failed, 504 upstream timeout, 408 and 400 when the client's body is too
+//! slow or breaks off). WebSocket/`Upgrade` requests are tunnelled after both sides
+//! switched protocols.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
-use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
@@ -21,67 +22,21 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
 
-use crate::annotations::HashOn;
-use crate::balance::maglev::hash_bytes;
 use crate::circuit::Permit;
-use crate::clock::now_nanos;
-use crate::endpoint::{Endpoint, InFlight};
+use crate::endpoint::InFlight;
 use crate::headers;
-use crate::health::Outlier;
 use crate::matching::normalize_host;
-use crate::metrics::Metrics;
-use crate::retry::Budget;
-use crate::server::Drain;
-use crate::table::{Backend, RouteTable, Target};
+use crate::pipeline::{
+    self, Attempts, MAX_REPLAY, Pick, Refusal, Routed, admit, body_timeout, hash_key, idempotent,
+};
 use crate::target;
 use crate::upstream::{self, Lease};
 
+// Where they were before the pipeline (embedders name them here).
+pub use crate::pipeline::{Conn, Proxy};
+
 /// Response body to clients.
 pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;
-
-/// Request bodies up to this size are buffered, so they can go to another endpoint:
-/// after any failure for idempotent methods, after a refused connect for the others.
-pub(crate) const MAX_REPLAY: u64 = 64 * 1024;
-
-/// The downstream connection a request came on.
-#[derive(Clone, Debug)]
-pub struct Conn {
-    /// Client address.
-    pub remote: SocketAddr,
-    /// The client's IP as an `X-Forwarded-For` element (rendered once per connection).
-    pub remote_ip: HeaderValue,
-    /// Came over TLS.
-    pub https: bool,
-}
-
-impl Conn {
-    /// A connection from `remote`.
-    pub fn new(remote: SocketAddr, https: bool) -> Self {
-        Conn {
-            remote,
-            remote_ip: headers::client_ip_value(remote.ip()),
-            https,
-        }
-    }
-}
-
-/// Forwarding state shared by all connections.
-pub struct Proxy {
-    /// The current route table.
-    pub table: Arc<ArcSwap<RouteTable>>,
-    /// Metrics.
-    pub metrics: Arc<Metrics>,
-    /// Passive outlier ejection.
-    pub outlier: Outlier,
-    /// Retry budget.
-    pub budget: Budget,
-    /// The https port for ssl-redirect Locations (None: no https listener).
-    pub https_port: Option<u16>,
-    /// Open WebSocket/Upgrade tunnels. hyper is done with a connection once it has
-    /// switched protocols, so the listeners' drain does not see them; shutdown waits
-    /// for these, then cuts them.
-    pub tunnels: Drain,
-}
 
 fn full(s: impl Into<Bytes>) -> RespBody {
     Full::new(s.into())
@@ -173,51 +128,6 @@ impl AtEnd for Sent {
     }
 }
 
-/// Records the arrival of a response head: the endpoint's latency sample and the
-/// backend's latency histogram.
-pub(crate) fn head_arrived(b: &Backend, inflight: &mut InFlight) {
-    let rtt = inflight.responded();
-    b.metrics.latency.observe(rtt as f64 / 1e9);
-}
-
-/// Takes a circuit slot for a request to `b`; the 503's message when refused.
-pub(crate) async fn admit(b: &Backend) -> Result<Permit, String> {
-    let l = &b.tuning.limits;
-    b.circuit
-        .acquire(
-            l.max_requests,
-            l.max_pending_requests,
-            l.max_connections,
-            l.request_timeout,
-        )
-        .await
-        .map_err(|open| format!("circuit open for backend {} of {}: {open}", b.name, b.mci))
-}
-
-/// The 503 answer's message when a backend has no endpoint to pick.
-pub(crate) fn no_endpoints(b: &Backend) -> String {
-    format!("no ready endpoints for backend {} of {}", b.name, b.mci)
-}
-
-/// The 404 answer's message.
-pub(crate) fn no_route(host: &str, path: &str) -> String {
-    format!("no MultiClusterIngress rule matches host {host:?} and path {path:?}")
-}
-
-/// The 503 answer's message for a backend that could not be resolved.
-pub(crate) fn unresolved(mci: &str, why: &str) -> String {
-    format!("backend of {mci} unavailable: {why}")
-}
-
-/// Idempotent methods (RFC 9110 section 9.2.2): retried after any failure. Both request
-/// paths ask this one list (the engine with the method's bytes).
-pub(crate) fn idempotent(method: &[u8]) -> bool {
-    matches!(
-        method,
-        b"GET" | b"HEAD" | b"OPTIONS" | b"PUT" | b"DELETE" | b"TRACE"
-    )
-}
-
 fn content_length(h: &http::HeaderMap) -> Option<u64> {
     h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
@@ -239,75 +149,9 @@ impl Proxy {
         r
     }
 
-    /// Counts and logs a response the proxy makes itself; returns its body.
-    pub(crate) fn note(&self, status: StatusCode, reason: &'static str, msg: &str) -> String {
-        self.metrics.proxy_response(status.as_u16(), reason);
-        tracing::debug!(status = status.as_u16(), reason, "{msg}");
-        format!("{status}: {msg}\n")
-    }
-
-    /// Records an exchange with `ep` that got no answer within the request timeout;
-    /// returns the 504's message.
-    pub(crate) fn timed_out(&self, b: &Backend, ep: &Endpoint) -> String {
-        self.failure(b, ep);
-        if let Some(c) = b.metrics.cluster(&ep.cluster) {
-            c.count(504);
-        }
-        format!(
-            "upstream {} in cluster {} did not answer within {:?}",
-            ep.addr, ep.cluster, b.tuning.limits.request_timeout
-        )
-    }
-
-    /// Records a failed exchange with `ep`; returns the message.
-    pub(crate) fn failed(&self, b: &Backend, ep: &Endpoint, e: &dyn std::fmt::Display) -> String {
-        self.failure(b, ep);
-        if let Some(c) = b.metrics.cluster(&ep.cluster) {
-            c.count(502);
-        }
-        format!("upstream {} in cluster {} failed: {e}", ep.addr, ep.cluster)
-    }
-
-    /// Records a response head from `ep` with `status`: latency, outlier state, count.
-    pub(crate) fn responded(
-        &self,
-        b: &Backend,
-        ep: &Endpoint,
-        inflight: &mut InFlight,
-        status: u16,
-    ) {
-        head_arrived(b, inflight);
-        self.answered(b, ep, status);
-    }
-
-    /// Records the status `ep` answered with: outlier state, count.
-    pub(crate) fn answered(&self, b: &Backend, ep: &Endpoint, status: u16) {
-        if status >= 500 {
-            self.failure(b, ep);
-        } else {
-            ep.record_success();
-        }
-        if let Some(c) = b.metrics.cluster(&ep.cluster) {
-            c.count(status);
-        }
-    }
-
-    /// Whether another attempt at a request to `b` fits the retry budget (counted
-    /// either way).
-    pub(crate) fn retry(&self, b: &Backend) -> bool {
-        if !self.budget.withdraw() {
-            self.metrics.retries_exhausted.inc();
-            return false;
-        }
-        b.metrics.retries.inc();
-        true
-    }
-
-    /// An upstream failure of `ep` (passive outlier ejection).
-    pub(crate) fn failure(&self, b: &Backend, ep: &Endpoint) {
-        if self.outlier.failure(ep, b.balancer.endpoints()) {
-            self.metrics.ejections.inc();
-        }
+    /// The answer to a request the pipeline refused.
+    fn refuse(&self, why: Refusal) -> Response<RespBody> {
+        self.error(why.status, why.reason, why.msg)
     }
 
     /// Serves one request.
@@ -329,9 +173,7 @@ impl Proxy {
             .map(normalize_host)
             .unwrap_or_default();
         let path = routing.path.as_deref().unwrap_or(req.uri().path());
-        let Some(route) = table.route(&host, path).cloned() else {
-            return self.error(StatusCode::NOT_FOUND, "no_route", no_route(&host, path));
-        };
+        let routed = pipeline::route(&table, &host, path, conn.https);
         // The path as matched, with the query: what goes upstream.
         let pq = match &routing.path {
             None => req.uri().path_and_query().cloned(),
@@ -344,18 +186,10 @@ impl Proxy {
             }
         }
         .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        if route.ssl_redirect && !conn.https {
-            return self.redirect(&host, &pq);
-        }
-        let b = match &route.target {
-            Target::Unavailable(why) => {
-                return self.error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "backend_unresolved",
-                    unresolved(&route.mci, why),
-                );
-            }
-            Target::Backend(b) => b.clone(),
+        let b = match routed {
+            Routed::Backend(b) => b,
+            Routed::Redirect => return self.redirect(&host, &pq),
+            Routed::Refused(why) => return self.refuse(why),
         };
         let limits = &b.tuning.limits;
         // An upgrade to a protocol the MCI does not allow is ignored: the request goes
@@ -386,13 +220,7 @@ impl Proxy {
             conn.https,
             host_val.as_ref(),
         );
-        let key = match &b.tuning.hash_on {
-            Some(HashOn::Header(h)) => parts.headers.get(h).map(|v| hash_bytes(v.as_bytes())),
-            Some(HashOn::Cookie(c)) => {
-                headers::cookie(&parts.headers, c).map(|v| hash_bytes(v.as_bytes()))
-            }
-            None => None,
-        };
+        let key = hash_key(b.tuning.hash_on.as_ref(), &parts.headers);
         let idem = idempotent(parts.method.as_str().as_bytes());
         let len = content_length(&parts.headers);
         let mut stream_body = None;
@@ -413,7 +241,7 @@ impl Proxy {
                         format!("reading the request body failed: {e}"),
                     );
                 }
-                Err(_) => return self.body_timeout(limits.request_timeout),
+                Err(_) => return self.refuse(body_timeout(limits.request_timeout)),
             }
         } else {
             stream_body = Some(body);
@@ -425,24 +253,15 @@ impl Proxy {
             .map(|b| Sent(Arc::new(AtomicBool::new(b.is_end_stream()))));
         let permit = match admit(&b).await {
             Ok(p) => p,
-            Err(msg) => return self.error(StatusCode::SERVICE_UNAVAILABLE, "circuit_open", msg),
+            Err(why) => return self.refuse(why),
         };
-        let attempts = 1 + if replay.is_some() { limits.retries } else { 0 };
-        self.budget.deposit();
-        let mut tried: Vec<usize> = Vec::new();
+        let mut attempts = Attempts::new(&self, &b, key, replay.is_some());
         let mut client_upgrade = client_upgrade;
-        let mut last = None;
-        for attempt in 0..attempts {
-            if attempt > 0 && !self.retry(&b) {
-                break;
-            }
-            let now = now_nanos();
-            let Some(ep) = b.balancer.pick(now, key, &tried) else {
-                return self.error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "no_endpoints",
-                    no_endpoints(&b),
-                );
+        loop {
+            let Pick { ep, mut inflight } = match attempts.pick() {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(why) => return self.refuse(why),
             };
             let body = match (&replay, stream_body.take()) {
                 (Some(bytes), _) => Full::new(bytes.clone())
@@ -459,12 +278,11 @@ impl Proxy {
             *up.method_mut() = parts.method.clone();
             *up.uri_mut() = Uri::from(pq.clone());
             // The last possible attempt takes the headers; earlier ones need a copy.
-            *up.headers_mut() = if attempt + 1 == attempts {
+            *up.headers_mut() = if attempts.last() {
                 std::mem::take(&mut parts.headers)
             } else {
                 parts.headers.clone()
             };
-            let mut inflight = ep.start_at(now);
             let settings = upstream::Settings {
                 connect_timeout: limits.connect_timeout,
                 idle_timeout: limits.idle_timeout,
@@ -479,11 +297,8 @@ impl Proxy {
             match res {
                 // The client had not finished sending its body: its delay, not the
                 // upstream's.
-                Err(_) if uploading => return self.body_timeout(limits.request_timeout),
-                Err(_) => {
-                    let msg = self.timed_out(&b, &ep);
-                    return self.error(StatusCode::GATEWAY_TIMEOUT, "upstream_timeout", msg);
-                }
+                Err(_) if uploading => return self.refuse(body_timeout(limits.request_timeout)),
+                Err(_) => return self.refuse(self.timed_out(&b, &ep)),
                 // hyper could not send what the client gave (in practice its body
                 // failed: it went away or broke framing mid-upload). Not the upstream.
                 Ok(Err(upstream::Error::Http(e))) if e.is_user() => {
@@ -493,17 +308,7 @@ impl Proxy {
                         format!("the request could not be sent upstream: {e}"),
                     );
                 }
-                Ok(Err(e)) => {
-                    let connect = e.is_connect();
-                    let msg = self.failed(&b, &ep, &e);
-                    tracing::debug!(backend = %b.name, attempt, connect, "{msg}");
-                    last = Some(msg);
-                    tried.push(Arc::as_ptr(&ep) as usize);
-                    if replay.is_some() && (connect || idem) {
-                        continue;
-                    }
-                    break;
-                }
+                Ok(Err(e)) => attempts.failed(&ep, &e, idem),
                 Ok(Ok((mut resp, lease))) => {
                     let status = resp.status();
                     self.responded(&b, &ep, &mut inflight, status.as_u16());
@@ -543,19 +348,7 @@ impl Proxy {
                 }
             }
         }
-        self.error(
-            StatusCode::BAD_GATEWAY,
-            "upstream_failed",
-            last.unwrap_or_else(|| "upstream failed".into()),
-        )
-    }
-
-    fn body_timeout(&self, within: std::time::Duration) -> Response<RespBody> {
-        self.error(
-            StatusCode::REQUEST_TIMEOUT,
-            "client_body_timeout",
-            format!("the request body did not arrive within {within:?}"),
-        )
+        self.refuse(attempts.exhausted())
     }
 
     /// A 400 for a request whose host or target is invalid ([`target::check`]); an

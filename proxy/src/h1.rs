@@ -7,7 +7,7 @@
 //! - not HTTP/1.1, or a request target that is not origin-form (`/path`);
 //! - not exactly one valid `Host` (hyper's path answers 400, [`crate::target`]), a
 //!   `Transfer-Encoding` (chunked uploads), more than one
-//!   `Content-Length` or one above [`MAX_REPLAY`](crate::forward::MAX_REPLAY), `Expect`, `Upgrade` (WebSocket);
+//!   `Content-Length` or one above [`MAX_REPLAY`](crate::pipeline::MAX_REPLAY), `Expect`, `Upgrade` (WebSocket);
 //! - more than [`MAX_HEADERS`] headers, a head hyper would reject (hyper answers 400 or
 //!   431), and the HTTP/2 preface (h2c prior knowledge);
 //! - an HTTP→HTTPS redirect (308), and a request with a body that gets no route (404)
@@ -25,10 +25,12 @@
 //! goes back to its endpoint's pool only after a response that ended exactly where its
 //! framing said.
 //!
-//! Everything the hyper path does around a request happens here the same way: the
-//! circuit, the retry budget, retries on another endpoint (after a refused connect for
-//! any method, after any failure for idempotent ones), outlier ejection, the
-//! forwarding headers, timeouts, and the same metrics and error answers.
+//! Everything the hyper path does around a request happens here the same way, in the
+//! phases of [`crate::pipeline`] both paths call: routing, the circuit, the retry
+//! budget, retries on another endpoint (after a refused connect for any method, after
+//! any failure for idempotent ones), outlier ejection, timeouts, and the same metrics
+//! and error answers. This engine only moves bytes (and writes the forwarding
+//! headers into them).
 
 mod answer;
 mod chunked;
@@ -39,32 +41,30 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
-use http::StatusCode;
+use http::{HeaderName, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::annotations::HashOn;
-use crate::balance::maglev::hash_bytes;
 use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
-use crate::forward::{
-    Conn, Proxy, admit, head_arrived, idempotent, no_endpoints, no_route, unresolved,
-};
 use crate::headers::cookie_in;
 use crate::matching::normalize_host;
-use crate::server::{H2_PREFACE, Limits};
-use crate::table::{Backend, Target};
+use crate::pipeline::account::head_arrived;
+use crate::pipeline::{
+    self, Attempts, Conn, Head, Limits, Pick, Proxy, Refusal, Routed, admit, body_timeout,
+    hash_key, idempotent,
+};
 use crate::target::normalize_path;
 use crate::upstream::{self, Raw};
 
-use answer::{Refusal, To, answer, error_response};
+use answer::{To, answer, error_response};
 pub use chunked::Chunked;
 use deadline::Deadline;
-pub use wire::MAX_HEADERS;
 use wire::{
     Framing, Parse, ReqHead, RespHead, is_token, parse_request, parse_response, write_request,
 };
+pub use wire::{H2_PREFACE, MAX_HEADERS};
 
 /// Read buffer growth step.
 const READ_CHUNK: usize = 16 * 1024;
@@ -319,6 +319,37 @@ struct Bufs {
     eof: bool,
 }
 
+/// A request head parsed in the connection's buffer, as the pipeline reads it.
+struct InBuf<'a> {
+    buf: &'a [u8],
+    head: &'a ReqHead,
+}
+
+impl Head for InBuf<'_> {
+    #[inline]
+    fn header(&self, name: &HeaderName) -> Option<&[u8]> {
+        let name = name.as_str().as_bytes();
+        let (_, v) = self
+            .head
+            .headers
+            .iter()
+            .find(|(n, _)| self.buf[n.clone()].eq_ignore_ascii_case(name))?;
+        Some(&self.buf[v.clone()])
+    }
+
+    #[inline]
+    fn cookie(&self, name: &str) -> Option<&str> {
+        cookie_in(
+            self.head
+                .headers
+                .iter()
+                .filter(|(n, _)| is_token(&self.buf[n.clone()], "cookie"))
+                .map(|(_, v)| &self.buf[v.clone()]),
+            name,
+        )
+    }
+}
+
 /// Serves the request whose head is parsed in `head`.
 #[allow(clippy::too_many_arguments)]
 async fn serve_one<T>(
@@ -343,7 +374,7 @@ where
     // redirect, or such an answer to a request with a body, is left to hyper.
     // The normalised target (path and query), when the path had dot-segments.
     let mut normalised: Option<String> = None;
-    let routed: Result<Arc<Backend>, Refusal> = 'routed: {
+    let routed = 'routed: {
         let host = std::str::from_utf8(&buf[head.host.clone()]).map_err(|_| Handoff)?;
         let target = &buf[head.target.clone()];
         let end = target
@@ -355,35 +386,24 @@ where
         let path = match normalize_path(path) {
             Ok(p) => p,
             Err(why) => {
-                let why = (StatusCode::BAD_REQUEST, "bad_request", why.to_string());
-                break 'routed Err(why);
+                let why = Refusal::new(StatusCode::BAD_REQUEST, "bad_request", why.to_string());
+                break 'routed Routed::Refused(why);
             }
         };
         if let Cow::Owned(p) = &path {
             normalised = Some(format!("{p}{query}"));
         }
-        let host = normalize_host(host);
-        match table.route(&host, &path) {
-            None => Err((StatusCode::NOT_FOUND, "no_route", no_route(&host, &path))),
-            Some(route) if route.ssl_redirect && !conn.https => return Err(Handoff),
-            Some(route) => match &route.target {
-                Target::Backend(b) => Ok(b.clone()),
-                Target::Unavailable(why) => Err((
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "backend_unresolved",
-                    unresolved(&route.mci, why),
-                )),
-            },
-        }
+        pipeline::route(&table, &normalize_host(host), &path, conn.https)
     };
     let b = match routed {
-        Ok(b) => b,
-        Err(_) if head.body > 0 => return Err(Handoff),
-        Err(why) => {
+        Routed::Backend(b) => b,
+        Routed::Redirect => return Err(Handoff),
+        Routed::Refused(_) if head.body > 0 => return Err(Handoff),
+        Routed::Refused(why) => {
             buf.advance(head.len);
             // After a 400 the connection closes (as hyper's path and nginx do).
             let to = To {
-                close: to.close || why.0 == StatusCode::BAD_REQUEST,
+                close: to.close || why.status == StatusCode::BAD_REQUEST,
                 ..to
             };
             return answer(io, proxy, &mut bufs.out, why, to).await;
@@ -405,37 +425,21 @@ where
                 Some(Ok(0)) | Some(Err(_)) => return Ok(Served::Close),
                 Some(Ok(_)) => {}
                 None => {
-                    let msg = format!(
-                        "the request body did not arrive within {:?}",
-                        limits.request_timeout
-                    );
-                    let why = (StatusCode::REQUEST_TIMEOUT, "client_body_timeout", msg);
                     let to = To { close: true, ..to };
-                    error_response(proxy, &mut bufs.out, why, to);
+                    error_response(
+                        proxy,
+                        &mut bufs.out,
+                        body_timeout(limits.request_timeout),
+                        to,
+                    );
                     let _ = write(io, &bufs.out).await;
                     return Ok(Served::Close);
                 }
             }
         }
     }
-    let method = &buf[head.method.clone()];
-    let idem = idempotent(method);
-    let key = match &b.tuning.hash_on {
-        Some(HashOn::Header(h)) => head
-            .headers
-            .iter()
-            .find(|(n, _)| buf[n.clone()].eq_ignore_ascii_case(h.as_str().as_bytes()))
-            .map(|(_, v)| hash_bytes(&buf[v.clone()])),
-        Some(HashOn::Cookie(c)) => cookie_in(
-            head.headers
-                .iter()
-                .filter(|(n, _)| is_token(&buf[n.clone()], "cookie"))
-                .map(|(_, v)| &buf[v.clone()]),
-            c,
-        )
-        .map(|v| hash_bytes(v.as_bytes())),
-        None => None,
-    };
+    let idem = idempotent(&buf[head.method.clone()]);
+    let key = hash_key(b.tuning.hash_on.as_ref(), &InBuf { buf, head });
     let underscores = b.tuning.underscores_in_headers;
     write_request(
         buf,
@@ -448,34 +452,21 @@ where
     buf.advance(total);
     let permit = match admit(&b).await {
         Ok(p) => p,
-        Err(msg) => {
-            let why = (StatusCode::SERVICE_UNAVAILABLE, "circuit_open", msg);
-            return answer(io, proxy, &mut bufs.out, why, to).await;
-        }
+        Err(why) => return answer(io, proxy, &mut bufs.out, why, to).await,
     };
     let settings = upstream::Settings {
         connect_timeout: limits.connect_timeout,
         idle_timeout: limits.idle_timeout,
         max_idle: limits.max_connections as usize,
     };
-    let attempts = 1 + limits.retries;
-    proxy.budget.deposit();
-    let mut tried: Vec<usize> = Vec::new();
-    let mut last = None;
-    for attempt in 0..attempts {
-        if attempt > 0 && !proxy.retry(&b) {
-            break;
-        }
-        let now = now_nanos();
-        let Some(ep) = b.balancer.pick(now, key, &tried) else {
-            let why = (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "no_endpoints",
-                no_endpoints(&b),
-            );
-            return answer(io, proxy, &mut bufs.out, why, to).await;
+    // The whole body is at hand: any attempt can send it.
+    let mut attempts = Attempts::new(proxy, &b, key, true);
+    loop {
+        let Pick { ep, mut inflight } = match attempts.pick() {
+            Ok(Some(p)) => p,
+            Ok(None) => break,
+            Err(why) => return answer(io, proxy, &mut bufs.out, why, to).await,
         };
-        let mut inflight = ep.start_at(now);
         let close = to.close || stop.is_cancelled();
         // Per attempt, as on the hyper path. The client is watched meanwhile: if it
         // goes away, so does the upstream exchange (the upstream connection closes,
@@ -514,24 +505,10 @@ where
         };
         match res {
             None => {
-                let why = (
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "upstream_timeout",
-                    proxy.timed_out(&b, &ep),
-                );
+                let why = proxy.timed_out(&b, &ep);
                 return answer(io, proxy, &mut bufs.out, why, to).await;
             }
-            Some(Err(e)) => {
-                let connect = e.is_connect();
-                let msg = proxy.failed(&b, &ep, &e);
-                tracing::debug!(backend = %b.name, attempt, connect, "{msg}");
-                last = Some(msg);
-                tried.push(Arc::as_ptr(&ep) as usize);
-                if connect || idem {
-                    continue;
-                }
-                break;
-            }
+            Some(Err(e)) => attempts.failed(&ep, &e, idem),
             Some(Ok((mut up, resp))) => {
                 head_arrived(&b, &mut inflight);
                 bufs.ubuf.advance(resp.len);
@@ -541,7 +518,7 @@ where
                 // before anything reached it, else as the upstream's status.
                 if let Err(Broken::Invalid(why)) = r {
                     let msg = proxy.failed(&b, &ep, &format!("invalid response body: {why}"));
-                    let why = (StatusCode::BAD_GATEWAY, "upstream_failed", msg);
+                    let why = Refusal::new(StatusCode::BAD_GATEWAY, "upstream_failed", msg);
                     return answer(io, proxy, &mut bufs.out, why, to).await;
                 }
                 proxy.answered(&b, &ep, resp.status);
@@ -562,8 +539,7 @@ where
             }
         }
     }
-    let msg = last.unwrap_or_else(|| "upstream failed".into());
-    let why = (StatusCode::BAD_GATEWAY, "upstream_failed", msg);
+    let why = attempts.exhausted();
     answer(io, proxy, &mut bufs.out, why, to).await
 }
 

@@ -23,6 +23,7 @@ pub mod health;
 pub mod lease;
 pub mod matching;
 pub mod metrics;
+pub mod pipeline;
 pub mod retry;
 pub mod server;
 pub mod table;

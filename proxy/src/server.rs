@@ -19,37 +19,12 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::forward::{Conn, Proxy};
 use crate::h1;
+use crate::pipeline::{Conn, Proxy};
 
-/// Listener limits.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    /// Time a client has to send the request head (and the TLS handshake, and the
-    /// first bytes that show its protocol); also how long an idle keep-alive
-    /// connection (HTTP/1.1 or HTTP/2) stays open.
-    pub header_read_timeout: Duration,
-    /// Largest request head.
-    pub max_header_bytes: usize,
-    /// How long shutdown waits for open connections.
-    pub drain_timeout: Duration,
-    /// Serve HTTP/1.1 requests on the proxy's own engine ([`h1`]); false: hyper
-    /// serves every connection.
-    pub own_http1: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            header_read_timeout: Duration::from_secs(10),
-            max_header_bytes: 64 * 1024,
-            drain_timeout: Duration::from_secs(10),
-            own_http1: true,
-        }
-    }
-}
+// Where they were before the pipeline (embedders name them here).
+pub use crate::pipeline::{Drain, Limits};
 
 fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
@@ -191,49 +166,6 @@ async fn hyper_connection<T>(
     drive(c, remote, &activity, idle, stop).await;
 }
 
-/// Tasks that shutdown waits for (connections, WebSocket tunnels), up to a drain time,
-/// then cuts.
-#[derive(Clone, Default)]
-pub struct Drain {
-    tasks: TaskTracker,
-    cut: CancellationToken,
-}
-
-impl Drain {
-    /// Runs `f` until it ends or the drain cuts it.
-    pub fn spawn(&self, f: impl Future<Output = ()> + Send + 'static) {
-        let cut = self.cut.clone();
-        self.tasks.spawn(async move {
-            tokio::select! {
-                () = f => {}
-                () = cut.cancelled() => {}
-            }
-        });
-    }
-
-    /// Takes no more tasks, waits up to `within` for the running ones, then cuts the
-    /// rest (`what` names them in the warning).
-    pub async fn finish(&self, within: Duration, what: &str) {
-        self.tasks.close();
-        if tokio::time::timeout(within, self.tasks.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                open = self.tasks.len(),
-                "{what} still open after {within:?}; closing them"
-            );
-            self.cut.cancel();
-            self.tasks.wait().await;
-        }
-    }
-
-    /// Cuts every task now.
-    pub fn cut(&self) {
-        self.cut.cancel();
-    }
-}
-
 /// A connection's requests: how many have started (high 32 bits) and how many are in
 /// progress (low 32 bits), in one word so a request costs one atomic add at its start
 /// and one at its end, and no clock read.
@@ -331,10 +263,6 @@ impl Drop for OpenConn {
     }
 }
 
-/// The HTTP/2 connection preface. hyper-util's auto builder reads up to its length to
-/// choose between HTTP/1.1 and HTTP/2.
-pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
 /// Gives a new connection the header-read timeout to show which protocol it speaks.
 /// hyper-util's auto builder reads the first bytes without a timer (hyper#3962) and
 /// hyper's own header-read timer starts after that, so without this a client that
@@ -367,12 +295,12 @@ impl<T> Detect<T> {
         if self.deadline.is_none() {
             return;
         }
-        let rest = &H2_PREFACE[self.seen.min(H2_PREFACE.len())..];
+        let rest = &h1::H2_PREFACE[self.seen.min(h1::H2_PREFACE.len())..];
         let n = new.len().min(rest.len());
         self.seen += new.len();
         // End of stream, bytes that are not the preface, or the whole preface: the
         // protocol is decided.
-        if new.is_empty() || new[..n] != rest[..n] || self.seen >= H2_PREFACE.len() {
+        if new.is_empty() || new[..n] != rest[..n] || self.seen >= h1::H2_PREFACE.len() {
             self.deadline = None;
         }
     }

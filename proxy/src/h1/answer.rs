@@ -1,23 +1,15 @@
 //! Answers the engine makes itself (errors, refusals), rendered into the connection's
 //! output buffer.
 
-use http::StatusCode;
 use tokio::io::AsyncWrite;
 
 use super::{Handoff, Served, write};
-use crate::forward::Proxy;
-
-/// An answer the proxy makes itself: status, reason label (metrics), message.
-pub(super) type Refusal = (StatusCode, &'static str, String);
+use crate::pipeline::{Proxy, Refusal};
 
 /// Renders a response the proxy makes itself (to a HEAD request: the head only).
-pub(super) fn error_response(
-    proxy: &Proxy,
-    out: &mut Vec<u8>,
-    (status, reason, msg): Refusal,
-    to: To,
-) {
-    let body = proxy.note(status, reason, &msg);
+pub(super) fn error_response(proxy: &Proxy, out: &mut Vec<u8>, why: Refusal, to: To) {
+    let status = why.status;
+    let body = proxy.note(status, why.reason, &why.msg);
     out.clear();
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_str().as_bytes());

@@ -7,10 +7,14 @@ use std::ops::Range;
 
 use http::HeaderName;
 
-use crate::forward::{Conn, MAX_REPLAY};
 use crate::headers;
+use crate::pipeline::{Conn, MAX_REPLAY};
 use crate::target;
 use crate::upstream;
+
+/// The HTTP/2 connection preface. hyper-util's auto builder reads up to its length to
+/// choose between HTTP/1.1 and HTTP/2.
+pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Most headers in a request or response head (hyper's limit too).
 pub const MAX_HEADERS: usize = 100;

@@ -5,6 +5,7 @@ mod balancing;
 mod errors;
 mod h1;
 mod harness;
+mod layering;
 mod pool;
 mod protocols;
 mod requests;
