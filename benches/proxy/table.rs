@@ -19,7 +19,7 @@ use causeway_crds::mcs::v1beta1::{ServiceImport, ServiceImportSpec};
 use causeway_crds::mcs::{ServiceImportType, ServicePort};
 use causeway_crds::well_known::labels::{SERVICE_NAME, SOURCE_CLUSTER};
 use causeway_proxy::metrics::Metrics;
-use causeway_proxy::table::{BuildOptions, RouteTable, Shared, Snapshot, Target, build};
+use causeway_proxy::table::{BuildOptions, Registries, RouteTable, Snapshot, Target, build};
 use clap::Parser;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 use k8s_openapi::api::networking::v1::{
@@ -261,7 +261,7 @@ fn main() -> anyhow::Result<()> {
         local_cluster: Some("east".into()),
         ..Default::default()
     };
-    let shared = Shared::new(Arc::new(Metrics::new()));
+    let shared = Registries::new(Arc::new(Metrics::new()));
     // first build: empty endpoint/circuit registries and metric families
     let t = Instant::now();
     let first = build(&snap, &opts, &shared);
@@ -269,7 +269,7 @@ fn main() -> anyhow::Result<()> {
     check(&first, &a)?;
     let (rss2, _) = rss();
 
-    // rebuilds as the proxy does them: Shared kept, the previous table alive until swapped
+    // rebuilds as the proxy does them: Registries kept, the previous table alive until swapped
     let mut prev = first;
     let mut times = Vec::with_capacity(a.runs);
     for _ in 0..a.runs {

@@ -196,7 +196,7 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
     let metrics_addr = admin_l.as_ref().map(|l| l.local_addr()).transpose()?;
 
     let metrics = Arc::new(metrics::Metrics::new());
-    let shared = Arc::new(table::Shared::new(metrics.clone()));
+    let shared = Arc::new(table::Registries::new(metrics.clone()));
     let table = Arc::new(ArcSwap::from_pointee(table::RouteTable::default()));
     let ready = Arc::new(AtomicBool::new(false));
     let resolver = match &https_l {
@@ -312,7 +312,7 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
 }
 
 /// Closes upstream keep-alive connections idle past their timeout, once a second.
-async fn reap_idle(shared: Arc<table::Shared>, stop: CancellationToken) {
+async fn reap_idle(shared: Arc<table::Registries>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -1,7 +1,7 @@
 //! The route table: a pure function from a snapshot of hub objects to an immutable
 //! [`RouteTable`] (MCI-3 class selection, MCI-2 validation, MCI-4 backend resolution,
 //! MCI-5 matching, MCI-7 readiness, MCI-8 traffic blocks). Stateful balancer parts
-//! (endpoint EWMA, ejections, circuits, upstream pools) come from [`Shared`] and are
+//! (endpoint EWMA, ejections, circuits, upstream pools) come from [`Registries`] and are
 //! attached by `Arc`, so they survive rebuilds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -50,8 +50,8 @@ pub struct BuildOptions {
 /// `(MCI, backend)` names.
 type MciBackend = (Arc<str>, Arc<str>);
 
-/// State shared by every table generation.
-pub struct Shared {
+/// Endpoint and circuit state, and metric handles, kept across table generations.
+pub struct Registries {
     /// Endpoint state by cluster and address.
     pub endpoints: crate::endpoint::Registry,
     /// Circuits by backend.
@@ -62,10 +62,10 @@ pub struct Shared {
     backend_metrics: parking_lot::Mutex<HashMap<MciBackend, BackendMetrics>>,
 }
 
-impl Shared {
+impl Registries {
     /// Fresh shared state.
     pub fn new(metrics: Arc<Metrics>) -> Self {
-        Shared {
+        Registries {
             endpoints: Default::default(),
             circuits: Default::default(),
             metrics,
@@ -389,7 +389,7 @@ fn backend_key(svc: &IngressServiceBackend) -> String {
 struct MciBuilder<'a> {
     idx: &'a Index<'a>,
     opts: &'a BuildOptions,
-    shared: &'a Shared,
+    shared: &'a Registries,
     mci: Arc<str>,
     ns: String,
     tuning: Arc<Tuning>,
@@ -457,7 +457,7 @@ fn created(m: &MultiClusterIngress) -> Option<jiff::Timestamp> {
 }
 
 /// Builds the route table from `snapshot`.
-pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Shared) -> RouteTable {
+pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> RouteTable {
     let start = Instant::now();
     let idx = Index::new(snapshot);
     let mut mcis: Vec<&Arc<MultiClusterIngress>> = snapshot.mcis.iter().collect();

@@ -132,8 +132,8 @@ fn services() -> Snapshot {
     }
 }
 
-fn table(s: &Snapshot) -> (RouteTable, Shared) {
-    let shared = Shared::new(Arc::new(Metrics::new()));
+fn table(s: &Snapshot) -> (RouteTable, Registries) {
+    let shared = Registries::new(Arc::new(Metrics::new()));
     (build(s, &BuildOptions::default(), &shared), shared)
 }
 
@@ -400,7 +400,7 @@ fn endpoint_state_survives_rebuilds() {
         "2026-01-01T00:00:00Z",
         json!({"defaultBackend": backend("web", json!({"number": 80}))}),
     )];
-    let shared = Shared::new(Arc::new(Metrics::new()));
+    let shared = Registries::new(Arc::new(Metrics::new()));
     let t1 = build(&s, &BuildOptions::default(), &shared);
     let t2 = build(&s, &BuildOptions::default(), &shared);
     let first = |t: &RouteTable| match &t.route("x", "/").unwrap().target {
@@ -419,7 +419,7 @@ fn metric_series_leave_with_their_backend_or_cluster() {
     let spec = |svc: &str| json!({"defaultBackend": backend(svc, json!({"number": 80}))});
     s.mcis = vec![mci("a", "2026-01-01T00:00:00Z", spec("web"))];
     let metrics = Arc::new(Metrics::new());
-    let shared = Shared::new(metrics.clone());
+    let shared = Registries::new(metrics.clone());
     let series = |cluster: &str| {
         metrics
             .encode()

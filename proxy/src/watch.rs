@@ -20,7 +20,7 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
-use crate::table::{self, BuildOptions, RouteTable, Shared, Snapshot};
+use crate::table::{self, BuildOptions, Registries, RouteTable, Snapshot};
 use crate::tls::{Certs, Resolver};
 
 fn is_tls(s: &Secret) -> bool {
@@ -134,7 +134,7 @@ pub struct Targets {
 pub async fn run(
     caches: Caches,
     opts: BuildOptions,
-    shared: Arc<Shared>,
+    shared: Arc<Registries>,
     targets: Targets,
     debounce: Duration,
     stop: CancellationToken,
