@@ -61,10 +61,11 @@ use crate::upstream::{self, Raw};
 use answer::{To, answer, error_response};
 pub use chunked::Chunked;
 use deadline::Deadline;
+pub(crate) use wire::H2_PREFACE;
+pub use wire::MAX_HEADERS;
 use wire::{
     Framing, Parse, ReqHead, RespHead, is_token, parse_request, parse_response, write_request,
 };
-pub use wire::{H2_PREFACE, MAX_HEADERS};
 
 /// Read buffer growth step.
 const READ_CHUNK: usize = 16 * 1024;

@@ -23,7 +23,7 @@
 //! (the listener hands a connection from one to the other). The hot path allocates
 //! nothing here: plain functions and one small struct, generic over the engine's head.
 
-pub mod account;
+pub(crate) mod account;
 mod drain;
 
 use std::net::SocketAddr;
@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 
 pub use drain::Drain;
@@ -121,7 +121,7 @@ impl Default for Limits {
 
 /// An answer the proxy makes itself.
 #[derive(Debug)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// Its status.
     pub status: StatusCode,
     /// The reason label (metrics).
@@ -132,7 +132,7 @@ pub struct Refusal {
 
 impl Refusal {
     /// An answer with `status`, `reason` and `msg`.
-    pub fn new(status: StatusCode, reason: &'static str, msg: String) -> Self {
+    pub(crate) fn new(status: StatusCode, reason: &'static str, msg: String) -> Self {
         Refusal {
             status,
             reason,
@@ -142,7 +142,7 @@ impl Refusal {
 }
 
 /// Where the route phase sends a request.
-pub enum Routed {
+pub(crate) enum Routed {
     /// To this backend.
     Backend(Arc<Backend>),
     /// To https (the route wants TLS and the request came in plain).
@@ -154,7 +154,7 @@ pub enum Routed {
 /// The route phase: the backend for normalised `host` and `path` (a request that came
 /// over TLS when `https`).
 #[inline]
-pub fn route(table: &RouteTable, host: &str, path: &str, https: bool) -> Routed {
+pub(crate) fn route(table: &RouteTable, host: &str, path: &str, https: bool) -> Routed {
     match table.route(host, path) {
         None => Routed::Refused(Refusal::new(
             StatusCode::NOT_FOUND,
@@ -175,7 +175,7 @@ pub fn route(table: &RouteTable, host: &str, path: &str, https: bool) -> Routed 
 
 /// The answer when a request body did not arrive within `within` (the request
 /// timeout).
-pub fn body_timeout(within: Duration) -> Refusal {
+pub(crate) fn body_timeout(within: Duration) -> Refusal {
     Refusal::new(
         StatusCode::REQUEST_TIMEOUT,
         "client_body_timeout",
@@ -186,7 +186,7 @@ pub fn body_timeout(within: Duration) -> Refusal {
 /// Idempotent methods (RFC 9110 section 9.2.2): retried after any failure. Both request
 /// paths ask this one list (the engine with the method's bytes).
 #[inline]
-pub fn idempotent(method: &[u8]) -> bool {
+pub(crate) fn idempotent(method: &[u8]) -> bool {
     matches!(
         method,
         b"GET" | b"HEAD" | b"OPTIONS" | b"PUT" | b"DELETE" | b"TRACE"
@@ -194,7 +194,7 @@ pub fn idempotent(method: &[u8]) -> bool {
 }
 
 /// A request head as an engine holds it: what the hash key reads.
-pub trait Head {
+pub(crate) trait Head {
     /// The first value of header `name`.
     fn header(&self, name: &HeaderName) -> Option<&[u8]>;
     /// The value of cookie `name` in the `Cookie` headers.
@@ -209,19 +209,14 @@ impl Head for HeaderMap {
 
     #[inline]
     fn cookie(&self, name: &str) -> Option<&str> {
-        headers::cookie_in(
-            self.get_all(header::COOKIE)
-                .iter()
-                .map(HeaderValue::as_bytes),
-            name,
-        )
+        headers::cookie(self, name)
     }
 }
 
 /// The hash key phase: the consistent-hash key of a request to a backend that hashes
 /// `on` a header or a cookie (None: it does not, or the request has none).
 #[inline]
-pub fn hash_key(on: Option<&HashOn>, head: &impl Head) -> Option<u64> {
+pub(crate) fn hash_key(on: Option<&HashOn>, head: &impl Head) -> Option<u64> {
     match on? {
         HashOn::Header(h) => head.header(h).map(hash_bytes),
         HashOn::Cookie(c) => head.cookie(c).map(|v| hash_bytes(v.as_bytes())),
@@ -229,7 +224,7 @@ pub fn hash_key(on: Option<&HashOn>, head: &impl Head) -> Option<u64> {
 }
 
 /// The admit phase: a circuit slot for a request to `b` (503 when refused).
-pub async fn admit(b: &Backend) -> Result<Permit, Refusal> {
+pub(crate) async fn admit(b: &Backend) -> Result<Permit, Refusal> {
     let l = &b.tuning.limits;
     b.circuit
         .acquire(
@@ -249,7 +244,7 @@ pub async fn admit(b: &Backend) -> Result<Permit, Refusal> {
 }
 
 /// An endpoint picked for one attempt, with the request marked in flight on it.
-pub struct Pick {
+pub(crate) struct Pick {
     /// The endpoint.
     pub ep: Arc<Endpoint>,
     /// The request in flight on it (its latency sample).
@@ -258,7 +253,7 @@ pub struct Pick {
 
 /// The pick and retry phases of one request: an endpoint per attempt, each attempt
 /// after the first within the retry budget, none tried twice.
-pub struct Attempts<'a> {
+pub(crate) struct Attempts<'a> {
     proxy: &'a Proxy,
     b: &'a Backend,
     key: Option<u64>,
@@ -279,7 +274,12 @@ impl<'a> Attempts<'a> {
     /// only when the request can be sent again (`replayable`: its body is at hand).
     /// Deposits in the retry budget.
     #[inline]
-    pub fn new(proxy: &'a Proxy, b: &'a Backend, key: Option<u64>, replayable: bool) -> Self {
+    pub(crate) fn new(
+        proxy: &'a Proxy,
+        b: &'a Backend,
+        key: Option<u64>,
+        replayable: bool,
+    ) -> Self {
         proxy.budget.deposit();
         let retries = if replayable {
             b.tuning.limits.retries
@@ -301,7 +301,7 @@ impl<'a> Attempts<'a> {
     /// The next attempt's endpoint; `Ok(None)` when no attempt is left (answer
     /// [`exhausted`](Self::exhausted)), a 503 when the backend has no endpoint to pick.
     #[inline]
-    pub fn pick(&mut self) -> Result<Option<Pick>, Refusal> {
+    pub(crate) fn pick(&mut self) -> Result<Option<Pick>, Refusal> {
         if self.stop || self.started == self.total {
             return Ok(None);
         }
@@ -325,13 +325,13 @@ impl<'a> Attempts<'a> {
     }
 
     /// Whether the attempt under way is the last one allowed.
-    pub fn last(&self) -> bool {
+    pub(crate) fn last(&self) -> bool {
         self.started == self.total
     }
 
     /// The attempt on `ep` failed with `e` (no response): accounted, and another
     /// attempt may follow after a refused connect, or any failure when `idempotent`.
-    pub fn failed(&mut self, ep: &Arc<Endpoint>, e: &upstream::Error, idempotent: bool) {
+    pub(crate) fn failed(&mut self, ep: &Arc<Endpoint>, e: &upstream::Error, idempotent: bool) {
         let connect = e.is_connect();
         let msg = self.proxy.failed(self.b, ep, e);
         let attempt = self.started - 1;
@@ -342,7 +342,7 @@ impl<'a> Attempts<'a> {
     }
 
     /// The 502 when no attempt got a response.
-    pub fn exhausted(self) -> Refusal {
+    pub(crate) fn exhausted(self) -> Refusal {
         Refusal::new(
             StatusCode::BAD_GATEWAY,
             "upstream_failed",

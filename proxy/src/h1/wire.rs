@@ -14,7 +14,7 @@ use crate::upstream;
 
 /// The HTTP/2 connection preface. hyper-util's auto builder reads up to its length to
 /// choose between HTTP/1.1 and HTTP/2.
-pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Most headers in a request or response head (hyper's limit too).
 pub const MAX_HEADERS: usize = 100;

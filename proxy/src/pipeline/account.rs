@@ -11,14 +11,14 @@ use crate::table::Backend;
 /// Records the arrival of a response head: the endpoint's latency sample and the
 /// backend's latency histogram.
 #[inline]
-pub fn head_arrived(b: &Backend, inflight: &mut InFlight) {
+pub(crate) fn head_arrived(b: &Backend, inflight: &mut InFlight) {
     let rtt = inflight.responded();
     b.metrics.latency.observe(rtt as f64 / 1e9);
 }
 
 impl Proxy {
     /// Counts and logs a response the proxy makes itself; returns its body.
-    pub fn note(&self, status: StatusCode, reason: &'static str, msg: &str) -> String {
+    pub(crate) fn note(&self, status: StatusCode, reason: &'static str, msg: &str) -> String {
         self.metrics.proxy_response(status.as_u16(), reason);
         tracing::debug!(status = status.as_u16(), reason, "{msg}");
         format!("{status}: {msg}\n")
@@ -26,7 +26,7 @@ impl Proxy {
 
     /// Records an exchange with `ep` that got no answer within the request timeout;
     /// returns the 504.
-    pub fn timed_out(&self, b: &Backend, ep: &Endpoint) -> Refusal {
+    pub(crate) fn timed_out(&self, b: &Backend, ep: &Endpoint) -> Refusal {
         self.failure(b, ep);
         if let Some(c) = b.metrics.cluster(&ep.cluster) {
             c.count(504);
@@ -42,7 +42,7 @@ impl Proxy {
     }
 
     /// Records a failed exchange with `ep`; returns the message.
-    pub fn failed(&self, b: &Backend, ep: &Endpoint, e: &dyn std::fmt::Display) -> String {
+    pub(crate) fn failed(&self, b: &Backend, ep: &Endpoint, e: &dyn std::fmt::Display) -> String {
         self.failure(b, ep);
         if let Some(c) = b.metrics.cluster(&ep.cluster) {
             c.count(502);
@@ -51,13 +51,19 @@ impl Proxy {
     }
 
     /// Records a response head from `ep` with `status`: latency, outlier state, count.
-    pub fn responded(&self, b: &Backend, ep: &Endpoint, inflight: &mut InFlight, status: u16) {
+    pub(crate) fn responded(
+        &self,
+        b: &Backend,
+        ep: &Endpoint,
+        inflight: &mut InFlight,
+        status: u16,
+    ) {
         head_arrived(b, inflight);
         self.answered(b, ep, status);
     }
 
     /// Records the status `ep` answered with: outlier state, count.
-    pub fn answered(&self, b: &Backend, ep: &Endpoint, status: u16) {
+    pub(crate) fn answered(&self, b: &Backend, ep: &Endpoint, status: u16) {
         if status >= 500 {
             self.failure(b, ep);
         } else {
