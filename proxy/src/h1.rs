@@ -7,7 +7,7 @@
 //! - not HTTP/1.1, or a request target that is not origin-form (`/path`);
 //! - not exactly one valid `Host` (hyper's path answers 400, [`crate::target`]), a
 //!   `Transfer-Encoding` (chunked uploads), more than one
-//!   `Content-Length` or one above [`MAX_REPLAY`](crate::pipeline::MAX_REPLAY), `Expect`, `Upgrade` (WebSocket);
+//!   `Content-Length` or one above `MAX_REPLAY` (64 KiB), `Expect`, `Upgrade` (WebSocket);
 //! - more than [`MAX_HEADERS`] headers, a head hyper would reject (hyper answers 400 or
 //!   431), and the HTTP/2 preface (h2c prior knowledge);
 //! - an HTTP→HTTPS redirect (308), and a request with a body that gets no route (404)

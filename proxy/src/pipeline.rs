@@ -3,18 +3,18 @@
 //! them itself, the hyper path ([`crate::forward`]) takes and gives `http` types. Each
 //! runs a request through these phases in this order:
 //!
-//! 1. **route**: [`route`] looks up host and path in the table (after the engine's
+//! 1. **route**: `route` looks up host and path in the table (after the engine's
 //!    request checks in [`crate::target`]): a backend, an https redirect, or a
-//!    [`Refusal`] (404 no route, 503 unresolved backend);
-//! 2. **read body**: the engine reads a body of up to [`MAX_REPLAY`] bytes whole,
-//!    within the request timeout ([`body_timeout`] when it does not arrive);
-//! 3. **hash key**: [`hash_key`] over the engine's request [`Head`];
-//! 4. **admit**: [`admit`] takes a circuit slot (503 when open);
-//! 5. **pick** and **retry**: [`Attempts`] picks an endpoint per attempt, skipping
+//!    `Refusal` (404 no route, 503 unresolved backend);
+//! 2. **read body**: the engine reads a body of up to `MAX_REPLAY` bytes whole,
+//!    within the request timeout (`body_timeout` when it does not arrive);
+//! 3. **hash key**: `hash_key` over the engine's request `Head`;
+//! 4. **admit**: `admit` takes a circuit slot (503 when open);
+//! 5. **pick** and **retry**: `Attempts` picks an endpoint per attempt, skipping
 //!    those tried, within the attempts and the retry budget (503 no endpoints, 502
 //!    when they are used up);
 //! 6. **respond** and **account**: the engine writes the answer; [`Proxy`]'s
-//!    accounting ([`account`]) records latency, outlier state, per-cluster counts
+//!    accounting (`account`) records latency, outlier state, per-cluster counts
 //!    and the answers the proxy makes itself.
 //!
 //! Dependencies run one way: listener ([`crate::server`]) → engines ([`crate::h1`],

@@ -2,7 +2,7 @@
 //! requests served through hyper (HTTP/2 clients, upgrades, streamed uploads), and
 //! plain sockets for the proxy's own HTTP/1.1 engine ([`crate::h1`]).
 //!
-//! Each [`Endpoint`](crate::endpoint::Endpoint) owns one [`Pool`], so warm connections
+//! Each [`Endpoint`] owns one [`Pool`], so warm connections
 //! survive route-table swaps and are shared by every backend and task that reaches
 //! that address. The request path is short on purpose (it is most of the proxy's own
 //! CPU per request): pop the most recently used idle connection, wait until hyper says
