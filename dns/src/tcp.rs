@@ -15,7 +15,6 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -104,14 +103,12 @@ impl Drop for Slot {
 
 /// Accepts TCP connections until the task is aborted.
 pub async fn accept(listener: TcpListener, shared: Arc<ServerState>) {
+    let never = tokio_util::sync::CancellationToken::new();
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "tcp accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
+        let Some((stream, peer)) =
+            causeway_runtime::net::accept(&listener, &never, "dns tcp").await
+        else {
+            return;
         };
         let slot = match shared.tcp_slots.take(peer.ip()) {
             Ok(s) => s,

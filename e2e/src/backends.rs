@@ -58,9 +58,10 @@ impl Backend {
         );
         tokio::spawn(async move {
             loop {
-                let (stream, _) = tokio::select! {
-                    r = listener.accept() => match r { Ok(x) => x, Err(_) => continue },
-                    _ = s.cancelled() => return,
+                let Some((stream, _)) =
+                    causeway_runtime::net::accept(&listener, &s, "demo backend").await
+                else {
+                    return;
                 };
                 let (c, p, h, s) = (c.clone(), p.clone(), h.clone(), s.clone());
                 tokio::spawn(async move {

@@ -52,16 +52,9 @@ pub async fn serve(
     let builder = Arc::new(builder(&limits));
     let https = tls.is_some();
     loop {
-        let (tcp, remote) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stop.cancelled() => break,
+        let Some((tcp, remote)) = causeway_runtime::net::accept(&listener, &stop, "proxy").await
+        else {
+            break;
         };
         let _ = tcp.set_nodelay(true);
         let conn = Conn::new(remote, https);

@@ -74,16 +74,8 @@ pub fn serve(
             TokioExecutor::new(),
         ));
         loop {
-            let tcp = tokio::select! {
-                r = listener.accept() => match r {
-                    Ok((tcp, _)) => tcp,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "admin accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                _ = stop.cancelled() => return,
+            let Some((tcp, _)) = crate::net::accept(&listener, &stop, "admin").await else {
+                return;
             };
             let e = endpoints.clone();
             let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {

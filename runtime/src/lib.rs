@@ -4,6 +4,7 @@
 //!   binary's own names for them), else the inferred configuration, with one
 //!   behaviour everywhere.
 //! - [`crds`]: installing CRDs and waiting until they are Established.
+//! - [`net`]: accepting connections with one retry behaviour.
 //! - [`signal`]: SIGINT and SIGTERM end the process cleanly.
 //! - [`log`]: `tracing` to stderr as text or JSON, coloured only on a terminal.
 //! - [`apply`]: the one applier (server-side apply of typed or dynamic objects, status,
@@ -16,5 +17,6 @@ pub mod apply;
 pub mod client;
 pub mod crds;
 pub mod log;
+pub mod net;
 pub mod reflect;
 pub mod signal;

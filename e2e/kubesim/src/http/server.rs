@@ -277,16 +277,10 @@ async fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
     };
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
-        let (tcp, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = inner.shutdown.cancelled() => break,
+        let Some((tcp, peer)) =
+            causeway_runtime::net::accept(&listener, &inner.shutdown, "kubesim").await
+        else {
+            break;
         };
         if inner.faults.dropping() {
             drop(tcp);
