@@ -1,0 +1,136 @@
+//! MCI-4 backend resolution: a backend's Service, through the hub ServiceImport and
+//! the exporting clusters' EndpointSlices, to the ready endpoints of each cluster.
+
+use super::*;
+
+fn is_tcp(p: Option<&str>) -> bool {
+    p.is_none_or(|p| p.eq_ignore_ascii_case("TCP"))
+}
+
+/// MCI-4: the ready endpoints of `svc` by cluster, or why there are none. MCI-7:
+/// terminating endpoints get no new requests, unless no endpoint of the backend is
+/// ready and some are still serving: then those take the traffic until they are gone
+/// (as kube-proxy does, KEP-1669), rather than every request getting a 503.
+pub(super) fn resolve(
+    idx: &Index<'_>,
+    ns: &str,
+    svc: &IngressServiceBackend,
+    blocked: &[String],
+) -> Result<BTreeMap<String, (BTreeSet<SocketAddr>, usize)>, String> {
+    let name = svc.name.as_str();
+    let si = idx
+        .imports
+        .get(&(ns, name))
+        .ok_or_else(|| format!("no ServiceImport {ns}/{name} (is the Service exported?)"))?;
+    let want = svc.port.as_ref();
+    let by_name = want
+        .and_then(|p| p.name.as_deref())
+        .filter(|n| !n.is_empty());
+    let by_number = want.and_then(|p| p.number);
+    let port = si
+        .spec
+        .ports
+        .iter()
+        .filter(|p| is_tcp(p.protocol.as_deref()))
+        .find(|p| match (by_name, by_number) {
+            (Some(n), _) => p.name.as_deref() == Some(n),
+            (None, Some(num)) => p.port == num,
+            (None, None) => true,
+        })
+        .ok_or_else(|| {
+            let want = by_name
+                .map(str::to_string)
+                .or(by_number.map(|n| n.to_string()))
+                .unwrap_or_default();
+            format!("ServiceImport {ns}/{name} has no TCP port {want}")
+        })?;
+    let port_name = port.name.as_deref().unwrap_or("");
+    let serving: BTreeSet<&str> = idx
+        .exports
+        .get(&(ns, name))
+        .into_iter()
+        .flatten()
+        .filter(|es| !blocked.contains(&es.spec.cluster))
+        .filter(|es| {
+            es.spec.ports.iter().any(|p| {
+                is_tcp(p.protocol.as_deref())
+                    && p.name.as_deref().unwrap_or("") == port_name
+                    && (by_name.is_some() || p.port == port.port)
+            })
+        })
+        .map(|es| es.spec.cluster.as_str())
+        .collect();
+    let mut out: BTreeMap<String, (BTreeSet<SocketAddr>, usize)> = BTreeMap::new();
+    let mut draining: BTreeMap<String, BTreeSet<SocketAddr>> = BTreeMap::new();
+    for sl in idx.slices.get(&(ns, name)).into_iter().flatten() {
+        let Some(cluster) = sl
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(SOURCE_CLUSTER))
+        else {
+            continue;
+        };
+        if !serving.contains(cluster.as_str()) {
+            continue;
+        }
+        let Some(target) = sl.ports.iter().flatten().find_map(|p| {
+            (p.name.as_deref().unwrap_or("") == port_name && is_tcp(p.protocol.as_deref()))
+                .then_some(p.port)
+                .flatten()
+        }) else {
+            continue;
+        };
+        let Ok(target) = u16::try_from(target) else {
+            continue;
+        };
+        let (eps, unready) = out.entry(cluster.clone()).or_default();
+        for ep in &sl.endpoints {
+            let c = ep.conditions.as_ref();
+            let ready = c.and_then(|c| c.ready) != Some(false);
+            let terminating = c.and_then(|c| c.terminating) == Some(true);
+            if terminating {
+                if c.and_then(|c| c.serving) == Some(true) {
+                    let d = draining.entry(cluster.clone()).or_default();
+                    d.extend(
+                        ep.addresses
+                            .iter()
+                            .filter_map(|a| a.parse::<IpAddr>().ok())
+                            .map(|ip| SocketAddr::new(ip, target)),
+                    );
+                }
+                continue;
+            }
+            if !ready {
+                *unready += ep.addresses.len().min(1);
+                continue;
+            }
+            for a in &ep.addresses {
+                if let Ok(ip) = a.parse::<IpAddr>() {
+                    eps.insert(SocketAddr::new(ip, target));
+                }
+            }
+        }
+    }
+    out.retain(|_, (v, _)| !v.is_empty());
+    if out.is_empty() {
+        out = draining
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(c, v)| (c, (v, 0)))
+            .collect();
+    }
+    Ok(out)
+}
+
+pub(super) fn backend_key(svc: &IngressServiceBackend) -> String {
+    let port = svc.port.as_ref();
+    match (
+        port.and_then(|p| p.name.clone()).filter(|n| !n.is_empty()),
+        port.and_then(|p| p.number),
+    ) {
+        (Some(n), _) => format!("{}:{n}", svc.name),
+        (None, Some(n)) => format!("{}:{n}", svc.name),
+        (None, None) => svc.name.clone(),
+    }
+}
