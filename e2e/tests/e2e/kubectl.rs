@@ -514,6 +514,87 @@ async fn kubectl_create_generators_send_protobuf_and_work() {
         .ok(&["get", "ns", "gen", "-o", "jsonpath={.status.phase}"])
         .await;
     assert_eq!(phase, "Active");
+    // `kubectl create service` (protobuf too): ports with a numeric or named target,
+    // the generator's selector, and each type
+    env.ok(&[
+        "-n",
+        "gen",
+        "create",
+        "service",
+        "clusterip",
+        "web",
+        "--tcp=80:8080",
+        "--tcp=443:https",
+    ])
+    .await;
+    let web = env
+        .ok(&[
+            "-n",
+            "gen",
+            "get",
+            "svc",
+            "web",
+            "-o",
+            "jsonpath={.spec.type}|{.spec.selector.app}|{.spec.ports[0].port}->{.spec.ports[0].targetPort}|{.spec.ports[1].port}->{.spec.ports[1].targetPort}|{.spec.clusterIP}",
+        ])
+        .await;
+    let parts: Vec<&str> = web.split('|').collect();
+    assert_eq!(
+        &parts[..4],
+        ["ClusterIP", "web", "80->8080", "443->https"],
+        "{web}"
+    );
+    assert!(
+        parts[4].parse::<std::net::IpAddr>().is_ok(),
+        "a ClusterIP was allocated: {web}"
+    );
+    env.ok(&[
+        "-n",
+        "gen",
+        "create",
+        "service",
+        "nodeport",
+        "np",
+        "--tcp=80:80",
+    ])
+    .await;
+    let np = env
+        .ok(&[
+            "-n",
+            "gen",
+            "get",
+            "svc",
+            "np",
+            "-o",
+            "jsonpath={.spec.type}|{.spec.ports[0].nodePort}",
+        ])
+        .await;
+    assert!(
+        np.starts_with("NodePort|3"),
+        "a NodePort was allocated: {np}"
+    );
+    env.ok(&[
+        "-n",
+        "gen",
+        "create",
+        "service",
+        "externalname",
+        "ext",
+        "--external-name=example.com",
+    ])
+    .await;
+    let ext = env
+        .ok(&[
+            "-n",
+            "gen",
+            "get",
+            "svc",
+            "ext",
+            "-o",
+            "jsonpath={.spec.type}|{.spec.externalName}",
+        ])
+        .await;
+    assert_eq!(ext, "ExternalName|example.com");
     // kinds kubesim cannot decode from protobuf get a clear 415, and nothing is created
     let err = env
         .fails(&["-n", "gen", "create", "deployment", "web", "--image=nginx"])

@@ -1,6 +1,6 @@
 //! Protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the kinds
 //! kubectl's typed generators send that way (`kubectl create namespace|configmap|secret|
-//! serviceaccount`). A table of field numbers per message turns the wire format into the
+//! serviceaccount|service`). A table of field numbers per message turns the wire format into the
 //! JSON the rest of the server stores. A field the table does not know is refused with
 //! 415, never dropped: no silent data loss.
 
@@ -17,6 +17,8 @@ enum Kind {
     Time,
     MapStr,
     MapBytes,
+    /// `k8s.io.apimachinery.pkg.util.intstr.IntOrString`: a number or a string in JSON.
+    IntOrString,
     Msg(&'static [Field]),
 }
 
@@ -130,12 +132,58 @@ const TOKEN_REQUEST: &[Field] = &[
     f(3, "status", Kind::Msg(TOKEN_REQUEST_STATUS)),
 ];
 
+const SERVICE_PORT: &[Field] = &[
+    f(1, "name", Kind::Str),
+    f(2, "protocol", Kind::Str),
+    f(3, "port", Kind::I64),
+    f(4, "targetPort", Kind::IntOrString),
+    f(5, "nodePort", Kind::I64),
+    f(6, "appProtocol", Kind::Str),
+];
+const CLIENT_IP_CONFIG: &[Field] = &[f(1, "timeoutSeconds", Kind::I64)];
+const SESSION_AFFINITY_CONFIG: &[Field] = &[f(1, "clientIP", Kind::Msg(CLIENT_IP_CONFIG))];
+const SERVICE_SPEC: &[Field] = &[
+    r(1, "ports", Kind::Msg(SERVICE_PORT)),
+    f(2, "selector", Kind::MapStr),
+    f(3, "clusterIP", Kind::Str),
+    f(4, "type", Kind::Str),
+    r(5, "externalIPs", Kind::Str),
+    f(7, "sessionAffinity", Kind::Str),
+    f(8, "loadBalancerIP", Kind::Str),
+    r(9, "loadBalancerSourceRanges", Kind::Str),
+    f(10, "externalName", Kind::Str),
+    f(11, "externalTrafficPolicy", Kind::Str),
+    f(12, "healthCheckNodePort", Kind::I64),
+    f(13, "publishNotReadyAddresses", Kind::Bool),
+    f(
+        14,
+        "sessionAffinityConfig",
+        Kind::Msg(SESSION_AFFINITY_CONFIG),
+    ),
+    f(17, "ipFamilyPolicy", Kind::Str),
+    r(18, "clusterIPs", Kind::Str),
+    r(19, "ipFamilies", Kind::Str),
+    f(20, "allocateLoadBalancerNodePorts", Kind::Bool),
+    f(21, "loadBalancerClass", Kind::Str),
+    f(22, "internalTrafficPolicy", Kind::Str),
+    f(23, "trafficDistribution", Kind::Str),
+];
+const LOAD_BALANCER_INGRESS: &[Field] = &[f(1, "ip", Kind::Str), f(2, "hostname", Kind::Str)];
+const LOAD_BALANCER_STATUS: &[Field] = &[r(1, "ingress", Kind::Msg(LOAD_BALANCER_INGRESS))];
+const SERVICE_STATUS: &[Field] = &[f(1, "loadBalancer", Kind::Msg(LOAD_BALANCER_STATUS))];
+const SERVICE: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(SERVICE_SPEC)),
+    f(3, "status", Kind::Msg(SERVICE_STATUS)),
+];
+
 fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
     match (api_version, kind) {
         ("v1", "Namespace") => Some(NAMESPACE),
         ("v1", "ConfigMap") => Some(CONFIG_MAP),
         ("v1", "Secret") => Some(SECRET),
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
+        ("v1", "Service") => Some(SERVICE),
         ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         _ => None,
     }
@@ -228,7 +276,7 @@ fn message(buf: &[u8], fields: &[Field], what: &str) -> ApiResult<Map<String, Va
         let Some(field) = fields.iter().find(|fl| fl.tag == tag) else {
             return Err(ApiError::unsupported_media(
                 "application/vnd.kubernetes.protobuf",
-                &["application/json", "application/yaml (kubesim decodes protobuf only for the fields of Namespace, ConfigMap, Secret and ServiceAccount it knows; field {tag} of {what} is not one)"],
+                &["application/json", "application/yaml (kubesim decodes protobuf only for the fields of Namespace, ConfigMap, Secret, ServiceAccount and Service it knows; field {tag} of {what} is not one)"],
             )
             .with_message(format!("kubesim cannot decode protobuf field {tag} of {what}: send this object as JSON or YAML (kubectl create -f / apply)")));
         };
@@ -238,6 +286,7 @@ fn message(buf: &[u8], fields: &[Field], what: &str) -> ApiResult<Map<String, Va
             (Kind::Str, 2) => json!(utf8(rd.bytes()?)?),
             (Kind::Time, 2) => time(rd.bytes()?)?,
             (Kind::Msg(sub), 2) => Value::Object(message(rd.bytes()?, sub, field.name)?),
+            (Kind::IntOrString, 2) => int_or_string(rd.bytes()?)?,
             (Kind::MapStr, 2) | (Kind::MapBytes, 2) => {
                 let (k, v) = map_entry(rd.bytes()?, matches!(field.kind, Kind::MapBytes))?;
                 let m = out
@@ -275,6 +324,22 @@ fn message(buf: &[u8], fields: &[Field], what: &str) -> ApiResult<Map<String, Va
     Ok(out)
 }
 
+/// An `IntOrString` message (type 0: `intVal`, type 1: `strVal`) as JSON.
+fn int_or_string(buf: &[u8]) -> ApiResult<Value> {
+    let (mut is_str, mut int, mut text) = (false, 0i64, String::new());
+    let mut rd = Reader { buf, pos: 0 };
+    while !rd.done() {
+        let key = rd.varint()?;
+        match (key >> 3, key & 7) {
+            (1, 0) => is_str = rd.varint()? == 1,
+            (2, 0) => int = rd.varint()? as i32 as i64,
+            (3, 2) => text = utf8(rd.bytes()?)?,
+            _ => return Err(malformed()),
+        }
+    }
+    Ok(if is_str { json!(text) } else { json!(int) })
+}
+
 /// Decodes a `k8s\0` protobuf envelope into the object's JSON.
 pub fn decode(body: &[u8]) -> ApiResult<Value> {
     let rest = body
@@ -304,7 +369,7 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
     }
     let Some(fields) = schema(&api_version, &kind) else {
         return Err(ApiError::unsupported_media("application/vnd.kubernetes.protobuf", &["application/json", "application/yaml"])
-            .with_message(format!("kubesim decodes protobuf bodies only for v1 Namespace, ConfigMap, Secret and ServiceAccount, not {api_version} {kind}: send it as JSON or YAML (kubectl create -f / apply)")));
+            .with_message(format!("kubesim decodes protobuf bodies only for v1 Namespace, ConfigMap, Secret, ServiceAccount and Service, not {api_version} {kind}: send it as JSON or YAML (kubectl create -f / apply)")));
     };
     let mut obj = message(raw, fields, &kind)?;
     obj.insert("apiVersion".into(), json!(api_version));
@@ -323,6 +388,16 @@ impl ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn int_or_string_is_a_number_or_a_string() {
+        // intVal 8080 (type 0 omitted), and strVal "https" with type 1
+        assert_eq!(int_or_string(&[0x10, 0x90, 0x3f]).unwrap(), json!(8080));
+        let mut named = vec![0x08, 0x01, 0x1a, 5];
+        named.extend(b"https");
+        assert_eq!(int_or_string(&named).unwrap(), json!("https"));
+        assert_eq!(int_or_string(&[0x20, 0x01]).unwrap_err().code, 400);
+    }
 
     #[test]
     fn decodes_what_kubectl_create_namespace_sends() {
