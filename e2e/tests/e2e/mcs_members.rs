@@ -425,9 +425,9 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
     let before = failed_writes();
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let during = failed_writes() - before;
-    assert!(
-        (1..=8).contains(&during),
-        "{during} failed exporter writes in 3 s"
-    );
+    // (no lower bound: with the delay doubling, a 3 s window late in the sequence can
+    // fall between two retries)
+    assert!(during <= 8, "{during} failed exporter writes in 3 s");
+    assert!(before >= 1, "the refused write was counted");
     ctl.stop().await;
 }
