@@ -27,13 +27,11 @@ use crate::endpoint::InFlight;
 use crate::headers;
 use crate::matching::normalize_host;
 use crate::pipeline::{
-    self, Attempts, MAX_REPLAY, Pick, Refusal, Routed, admit, body_timeout, hash_key, idempotent,
+    self, Attempts, Conn, MAX_REPLAY, Pick, Proxy, Refusal, Routed, admit, body_timeout, hash_key,
+    idempotent,
 };
 use crate::target;
 use crate::upstream::{self, Lease};
-
-// Where they were before the pipeline (embedders name them here).
-pub use crate::pipeline::{Conn, Proxy};
 
 /// Response body to clients.
 pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;

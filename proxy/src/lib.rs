@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use annotations::Defaults;
 pub use health::Outlier;
-pub use server::Limits;
+pub use pipeline::Limits;
 
 /// How to run a proxy.
 #[derive(Clone, Debug)]
@@ -116,7 +116,7 @@ pub struct Running {
     /// The admin listener outlives the drain (so /readyz can say "draining").
     admin_stop: CancellationToken,
     servers: Vec<JoinHandle<()>>,
-    tunnels: server::Drain,
+    tunnels: pipeline::Drain,
     drain_timeout: Duration,
     admin: Option<JoinHandle<()>>,
     lease: Option<JoinHandle<()>>,
@@ -231,13 +231,13 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
     tokio::spawn(health::run_active(table.clone(), stop.clone()));
     tokio::spawn(reap_idle(shared.clone(), stop.clone()));
 
-    let proxy = Arc::new(forward::Proxy {
+    let proxy = Arc::new(pipeline::Proxy {
         table: table.clone(),
         metrics: metrics.clone(),
         outlier: cfg.outlier.clone(),
         budget: retry::Budget::new(cfg.retry_budget_percent, cfg.retry_budget_min_per_sec),
         https_port: https.map(|a| a.port()),
-        tunnels: server::Drain::default(),
+        tunnels: pipeline::Drain::default(),
     });
     let mut servers = vec![tokio::spawn(server::serve(
         http_l,

@@ -21,10 +21,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::h1;
-use crate::pipeline::{Conn, Proxy};
-
-// Where they were before the pipeline (embedders name them here).
-pub use crate::pipeline::{Drain, Limits};
+use crate::pipeline::{Conn, Drain, Limits, Proxy};
 
 fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());

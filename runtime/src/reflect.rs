@@ -195,11 +195,6 @@ impl Wake {
         self.backoff.lock().record(round, failed, Instant::now());
     }
 
-    /// How many keys are waiting for a retry.
-    pub fn failing(&self) -> usize {
-        self.backoff.lock().failing()
-    }
-
     /// Waits for a change, a due retry (see [`Wake::after_round`]) or `resync` (which
     /// forces a full round), lets a burst settle for `debounce`, and returns what
     /// changed; None once `stop` is cancelled.

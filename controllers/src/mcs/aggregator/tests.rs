@@ -212,3 +212,21 @@ fn what_unregistered_clusters_left_is_withdrawn_and_nothing_else() {
         );
     }
 }
+
+#[test]
+fn the_hub_import_says_whether_mcs_endpoint_slices_exist() {
+    let registered = BTreeSet::from(["east".to_string()]);
+    let exports = [exported("east", json!({}), json!({}))];
+    let status = |slices: &[Arc<EndpointSlice>]| {
+        desired(&exports, &registered, &[], slices, &now())[0]
+            .import
+            .status
+            .as_ref()
+            .and_then(|s| s.endpoint_slice_objects.clone())
+    };
+    assert_eq!(status(&[]).as_deref(), Some("Absent"));
+    assert_eq!(
+        status(&[hub_slice("web-1.east", "east", true)]).as_deref(),
+        Some("Present")
+    );
+}
