@@ -2,4 +2,5 @@
 
 pub mod health;
 pub mod join;
+pub mod options;
 pub mod registry;

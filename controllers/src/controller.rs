@@ -13,6 +13,7 @@ use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::clusters::join::client_for;
+use crate::clusters::options::Timing;
 use crate::clusters::registry::{MemberSpec, members};
 use crate::mcs::{aggregator, importer};
 use crate::metrics::Metrics;
@@ -26,18 +27,10 @@ struct Running {
 }
 
 /// Settings of the hub controllers.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// How often each member's `/readyz` is probed for its Cluster's Ready condition.
-    pub probe_interval: Duration,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            probe_interval: Duration::from_secs(10),
-        }
-    }
+    /// Probing, flap damping, lease grace periods, stale endpoint TTL.
+    pub timing: Timing,
 }
 
 /// Runs every hub-side controller until `stop`, with default [`Options`].
@@ -128,7 +121,7 @@ pub async fn run_with(
                 hub.clone(),
                 caches.clone(),
                 metrics.clone(),
-                opts.probe_interval,
+                opts.timing.clone(),
                 token.clone(),
             );
             running.insert(
@@ -155,7 +148,7 @@ fn start_member(
     hub: kube::Client,
     caches: Arc<crate::mcs::HubCaches>,
     metrics: Arc<Metrics>,
-    probe_interval: Duration,
+    timing: Timing,
     stop: CancellationToken,
 ) {
     tokio::spawn(async move {
@@ -172,7 +165,7 @@ fn start_member(
             id: m.id.clone(),
             client,
         };
-        let opts = crate::member::WorkerOptions { probe_interval };
+        let opts = crate::member::WorkerOptions { timing };
         crate::member::spawn_workers(member, hub, caches, metrics, &opts, stop);
     });
 }

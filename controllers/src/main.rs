@@ -42,18 +42,10 @@ struct ControllerArgs {
     /// Prometheus's own 9090).
     #[arg(long, default_value = "127.0.0.1:8479")]
     metrics: SocketAddr,
-    /// How often each member's /readyz is probed for its Cluster's Ready condition
-    /// (e.g. 10s, 500ms); MultiClusterIngress traffic avoids clusters that are not Ready.
-    #[arg(long, default_value = "10s", value_parser = parse_interval)]
-    cluster_probe_interval: std::time::Duration,
+    #[command(flatten)]
+    timing: causeway_controllers::clusters::options::TimingArgs,
     #[command(flatten)]
     log: LogArgs,
-}
-
-fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    causeway_crds::mci::tuning::parse_duration(s)
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("{s:?} is not a duration: use e.g. 500ms, 10s or 1m"))
 }
 
 #[derive(Debug, clap::Args)]
@@ -97,7 +89,7 @@ async fn main() -> anyhow::Result<()> {
             // Ctrl-C locally, SIGTERM from the kubelet: stop cleanly either way.
             causeway_runtime::signal::cancel_on_signal(stop.clone());
             let opts = causeway_controllers::controller::Options {
-                probe_interval: args.cluster_probe_interval,
+                timing: args.timing.timing(),
             };
             causeway_controllers::controller::run_with(hub, metrics, opts, stop).await
         }

@@ -3,10 +3,10 @@
 //! list inside a Pull member. Adding a per-member controller means adding it here.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::clusters::options::Timing;
 use crate::mcs::{HubCaches, exporter, importer};
 use crate::metrics::Metrics;
 
@@ -24,8 +24,8 @@ pub struct Member {
 /// Settings of the per-member workers.
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
-    /// How often the member's `/readyz` is probed for its Cluster's Ready condition.
-    pub probe_interval: Duration,
+    /// Probing and flap damping of the member's health.
+    pub timing: Timing,
 }
 
 /// Spawns every per-member worker (health probe, MCS exporter, MCS importer); they
@@ -42,7 +42,7 @@ pub fn spawn_workers(
         m.name.clone(),
         m.client.clone(),
         hub.clone(),
-        opts.probe_interval,
+        opts.timing.status_interval,
         stop.clone(),
     ));
     tokio::spawn(exporter::run(

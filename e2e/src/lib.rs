@@ -215,12 +215,22 @@ impl Clusterset {
 
     /// Starts the hub controllers with the given hub client (e.g. a least-privilege token).
     pub fn start_controller_as(&self, hub: kube::Client) -> anyhow::Result<Controller> {
+        // Probe members every second and damp for seconds, so readiness changes show
+        // quickly in tests and locally.
+        let opts = causeway_controllers::controller::Options {
+            timing: causeway_controllers::clusters::options::Timing::fast(),
+        };
+        self.start_controller_with(hub, opts)
+    }
+
+    /// Starts the hub controllers with the given hub client and settings.
+    pub fn start_controller_with(
+        &self,
+        hub: kube::Client,
+        opts: causeway_controllers::controller::Options,
+    ) -> anyhow::Result<Controller> {
         let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
         let stop = tokio_util::sync::CancellationToken::new();
-        // Probe members every second so readiness changes show quickly in tests and locally.
-        let opts = causeway_controllers::controller::Options {
-            probe_interval: Duration::from_secs(1),
-        };
         let task = tokio::spawn(causeway_controllers::controller::run_with(
             hub,
             metrics.clone(),
