@@ -4,3 +4,4 @@ pub mod health;
 pub mod join;
 pub mod options;
 pub mod registry;
+pub mod summary;

@@ -35,11 +35,11 @@ use serde::{Deserialize, Serialize};
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
     ),
+    printcolumn(name = "Region", type_ = "string", json_path = ".status.region"),
     printcolumn(
-        name = "Region",
-        type_ = "string",
-        priority = 1,
-        json_path = ".spec.region"
+        name = "Nodes",
+        type_ = "integer",
+        json_path = ".status.nodeSummary.readyNum"
     ),
     printcolumn(
         name = "Endpoint",
@@ -60,6 +60,13 @@ pub struct ClusterSpec {
     /// multicluster.kubernetes.io/source-cluster label on MCS EndpointSlices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+
+    /// The uid of the member's kube-system namespace, recorded at registration: the
+    /// physical cluster's identity. A second Cluster with the same value is the same
+    /// cluster registered under another name, and is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "kubeSystemUID")]
+    pub kube_system_uid: Option<String>,
 
     /// Push: the hub's controllers reach the member through apiEndpoint.
     /// Pull: the causeway agent inside the member reaches the hub.
@@ -157,6 +164,21 @@ pub struct ClusterStatus {
     /// Resource capacity and use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_summary: Option<ResourceSummary>,
+
+    /// The region the member runs in: spec.region, else the
+    /// topology.kubernetes.io/region label its nodes agree on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+
+    /// The zones the member spans: spec.zones (or spec.zone), else its nodes'
+    /// topology.kubernetes.io/zone labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
+
+    /// The infrastructure provider: spec.provider, else the scheme of its nodes'
+    /// spec.providerID (aws, gce, azure, kubesim...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 
     /// The agent's lease (Pull mode): when it last reported in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
