@@ -4,4 +4,5 @@ pub mod health;
 pub mod join;
 pub mod options;
 pub mod registry;
+pub mod status;
 pub mod summary;

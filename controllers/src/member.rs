@@ -38,11 +38,11 @@ pub fn spawn_workers(
     opts: &WorkerOptions,
     stop: CancellationToken,
 ) {
-    tokio::spawn(crate::clusters::health::run(
+    tokio::spawn(crate::clusters::status::run(
         m.name.clone(),
         m.client.clone(),
         hub.clone(),
-        opts.timing.status_interval,
+        opts.timing.clone(),
         stop.clone(),
     ));
     tokio::spawn(exporter::run(

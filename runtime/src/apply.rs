@@ -136,10 +136,27 @@ where
     if actual.is_some_and(|a| contains(a, status) && contains(status, a)) {
         return Ok(Outcome::Unchanged);
     }
+    apply_status_as(api, FIELD_MANAGER, name, api_version, kind, status).await
+}
+
+/// Server-side applies `status` under field `manager` (forced), unconditionally. Two
+/// writers of one object's status (a Pull agent and the hub's lease monitor) use two
+/// managers, so neither's apply drops the fields the other set.
+pub async fn apply_status_as<K>(
+    api: &Api<K>,
+    manager: &str,
+    name: &str,
+    api_version: &str,
+    kind: &str,
+    status: &Value,
+) -> Result<Outcome, ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
     let body = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "status": status});
     api.patch_status(
         name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(manager).force(),
         &Patch::Apply(&body),
     )
     .await

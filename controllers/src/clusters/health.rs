@@ -1,17 +1,15 @@
-//! Member health (Karmada's cluster status controller): GET `/readyz` (falling back to
-//! `/healthz` when the server has no `/readyz`) every probe interval, written to the
-//! Cluster's `Ready` condition — `ClusterReady`, `ClusterNotReady` (an answer other than
-//! 200) or `ClusterNotReachable` (no answer). MultiClusterIngress load balancing drops
-//! clusters that are not Ready (MCI-8).
+//! Member health (Karmada's cluster status controller, A.1–A.3): GET `/readyz` (falling
+//! back to `/healthz` only when the server answers 404), turned into the Cluster's
+//! `Ready` condition — `ClusterReady`, `ClusterNotReady` (an answer other than 200) or
+//! `ClusterNotReachable` (no answer) — and damped against flapping ([`Damper`]). The
+//! loop that posts it is [`super::status`].
 
 use std::time::Duration;
 
 use causeway_crds::federation::cluster::Cluster;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::Api;
-use tokio_util::sync::CancellationToken;
 
-use causeway_runtime::apply;
+use super::options::Timing;
 
 /// One probe's verdict: (status, reason, message).
 pub type Probe = (&'static str, &'static str, String);
@@ -74,53 +72,51 @@ pub async fn probe(member: &kube::Client) -> Probe {
     }
 }
 
-/// Probes `member` every `interval` and keeps the hub Cluster `name`'s Ready condition,
-/// until `stop`.
-pub async fn run(
-    name: String,
-    member: kube::Client,
-    hub: kube::Client,
-    interval: Duration,
-    stop: CancellationToken,
-) {
-    let api: Api<Cluster> = Api::all(hub);
-    let mut written: Option<(&'static str, &'static str)> = None;
-    loop {
-        let (status, reason, message) = tokio::select! {
-            v = probe(&member) => v,
-            _ = stop.cancelled() => return,
-        };
-        if written != Some((status, reason)) {
-            let current = api.get_opt(&name).await.ok().flatten();
-            let prev = current
-                .as_ref()
-                .and_then(|c| c.status.as_ref())
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-                .cloned();
-            let cond = ready_condition(
-                (status, reason, message),
-                current.as_ref(),
-                &Time(jiff::Timestamp::now()),
-            );
-            let body = serde_json::json!({ "conditions": [cond] });
-            match apply::ensure_status(&api, &name, "causeway.io/v1alpha1", "Cluster", &body, None)
-                .await
-            {
-                Ok(_) => {
-                    if prev.as_ref().is_none_or(|p| p.status != status) {
-                        tracing::info!(cluster = %name, status, reason, "cluster readiness changed");
-                    }
-                    written = Some((status, reason));
-                }
-                Err(e) => {
-                    tracing::warn!(cluster = %name, error = %e, "cannot write the cluster's Ready condition; retrying")
-                }
+/// Flap damping (Karmada's `cluster_condition_cache.go`, A.2): a move between `True`
+/// and `False` takes effect only once the new observation has lasted the failure (or
+/// success) threshold; until then the current condition is kept. Moves from or to
+/// `Unknown`, and a first condition, are not damped. One per member, in memory.
+///
+/// Unlike Karmada, a controller that restarts mid-flap starts a new window rather than
+/// writing its first observation at once, so a restart never flips a cluster.
+#[derive(Debug, Default, Clone)]
+pub struct Damper {
+    /// The status observed by the latest probes, and since when it has been observed.
+    observed: Option<(String, jiff::Timestamp)>,
+}
+
+impl Damper {
+    /// The Ready condition to post for `observed`, given the posted `current` one.
+    pub fn adjust(
+        &mut self,
+        current: Option<&Condition>,
+        observed: Condition,
+        now: jiff::Timestamp,
+        timing: &Timing,
+    ) -> Condition {
+        let since = match &self.observed {
+            Some((status, since)) if *status == observed.status => *since,
+            _ => {
+                self.observed = Some((observed.status.clone(), now));
+                now
             }
+        };
+        let Some(current) = current else {
+            return observed;
+        };
+        let threshold = match observed.status.as_str() {
+            "True" => timing.success_threshold,
+            _ => timing.failure_threshold,
+        };
+        let flip = matches!(
+            (current.status.as_str(), observed.status.as_str()),
+            ("True", "False") | ("False", "True")
+        );
+        let waited = now.duration_since(since).unsigned_abs();
+        if flip && waited < threshold {
+            return current.clone();
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stop.cancelled() => return,
-        }
+        observed
     }
 }
 
@@ -178,5 +174,109 @@ mod tests {
             ready_condition(down(), None, &at(7)).last_transition_time,
             at(7)
         );
+    }
+
+    fn cond(status: &str, since: i64) -> Condition {
+        Condition {
+            type_: "Ready".into(),
+            status: status.into(),
+            reason: "R".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: at(since),
+        }
+    }
+
+    /// A.2: a run of probes (second, observed status) against what gets posted, with the
+    /// posted condition fed back as the next round's current one.
+    #[test]
+    fn flaps_shorter_than_the_thresholds_are_damped() {
+        let timing = Timing {
+            failure_threshold: std::time::Duration::from_secs(30),
+            success_threshold: std::time::Duration::from_secs(20),
+            ..Timing::default()
+        };
+        type Run = (
+            &'static str,
+            Option<&'static str>,
+            Vec<(i64, &'static str, &'static str)>,
+        );
+        let runs: Vec<Run> = vec![
+            (
+                "a new cluster takes its first observation at once",
+                None,
+                vec![(0, "False", "False")],
+            ),
+            (
+                "failures shorter than the failure threshold keep it Ready",
+                Some("True"),
+                vec![
+                    (0, "False", "True"),
+                    (10, "False", "True"),
+                    (29, "False", "True"),
+                    (30, "False", "False"),
+                ],
+            ),
+            (
+                "one success inside the window cancels the pending transition",
+                Some("True"),
+                vec![
+                    (0, "False", "True"),
+                    (20, "True", "True"),
+                    (25, "False", "True"),
+                    (50, "False", "True"),
+                    (55, "False", "False"),
+                ],
+            ),
+            (
+                "recovery waits for the success threshold",
+                Some("False"),
+                vec![
+                    (0, "True", "False"),
+                    (19, "True", "False"),
+                    (20, "True", "True"),
+                ],
+            ),
+            (
+                "Unknown to False is not damped",
+                Some("Unknown"),
+                vec![(0, "False", "False")],
+            ),
+            (
+                "Unknown to True is not damped",
+                Some("Unknown"),
+                vec![(0, "True", "True")],
+            ),
+            (
+                "a restart mid-flap opens a new window instead of flipping",
+                Some("True"),
+                vec![
+                    (100, "False", "True"),
+                    (129, "False", "True"),
+                    (130, "False", "False"),
+                ],
+            ),
+        ];
+        for (what, start, steps) in runs {
+            let mut damper = Damper::default();
+            let mut current = start.map(|s| cond(s, -1000));
+            for (t, observed, want) in steps {
+                let got = damper.adjust(current.as_ref(), cond(observed, t), at(t).0, &timing);
+                assert_eq!(got.status, want, "{what}: at {t}s observed {observed}");
+                current = Some(got);
+            }
+        }
+    }
+
+    #[test]
+    fn zero_thresholds_turn_damping_off() {
+        let timing = Timing {
+            failure_threshold: std::time::Duration::ZERO,
+            success_threshold: std::time::Duration::ZERO,
+            ..Timing::default()
+        };
+        let mut damper = Damper::default();
+        let got = damper.adjust(Some(&cond("True", 0)), cond("False", 5), at(5).0, &timing);
+        assert_eq!(got.status, "False");
     }
 }
