@@ -2,6 +2,7 @@
 
 pub mod health;
 pub mod join;
+pub mod monitor;
 pub mod options;
 pub mod registry;
 pub mod status;

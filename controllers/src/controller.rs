@@ -54,12 +54,19 @@ pub async fn run_with(
         hub.clone(),
         caches.clone(),
         metrics.clone(),
+        opts.timing.stale_endpoints_ttl,
         stop.child_token(),
     ));
     tokio::spawn(crate::mci::run(
         hub.clone(),
         caches.clone(),
         metrics.clone(),
+        opts.timing.stale_endpoints_ttl,
+        stop.child_token(),
+    ));
+    tokio::spawn(crate::clusters::monitor::run(
+        hub.clone(),
+        opts.timing.clone(),
         stop.child_token(),
     ));
     let wake = Wake::new();

@@ -65,6 +65,12 @@ pub fn cluster_of_execution_namespace(namespace: &str) -> Option<&str> {
         .filter(|cluster| !cluster.is_empty())
 }
 
+/// The hub Lease (in `causeway-system`) that the agent of Pull member `cluster` renews:
+/// `cluster-<cluster>`.
+pub fn cluster_lease_name(cluster: &str) -> String {
+    format!("cluster-{cluster}")
+}
+
 /// The name of the `ExportedService` that member `cluster` publishes to the hub for
 /// its Service `service`: `<service>.<cluster>` (in the Service's namespace).
 pub fn exported_service_name(service: &str, cluster: &str) -> String {

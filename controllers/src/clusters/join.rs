@@ -149,6 +149,45 @@ pub async fn cluster_property_id(member: &kube::Client) -> anyhow::Result<Option
     Ok(None)
 }
 
+/// The uid of the member's `kube-system` namespace: the physical cluster's identity (A.7).
+pub async fn kube_system_uid(member: &kube::Client) -> anyhow::Result<String> {
+    let ns: Api<Namespace> = Api::all(member.clone());
+    ns.get("kube-system")
+        .await
+        .context("reading the member's kube-system namespace (its uid identifies the cluster)")?
+        .metadata
+        .uid
+        .context("the member's kube-system namespace has no uid")
+}
+
+/// Pure (CID-5, A.7 ★): refuses to register `name` when another Cluster already uses
+/// cluster id `id`, or already is the same physical cluster (same kube-system uid)
+/// under another name.
+pub fn refuse_duplicates(
+    existing: &[Cluster],
+    name: &str,
+    id: &str,
+    uid: &str,
+) -> anyhow::Result<()> {
+    for c in existing {
+        let other = c.metadata.name.clone().unwrap_or_default();
+        if other == name {
+            continue;
+        }
+        if c.spec.kube_system_uid.as_deref() == Some(uid) {
+            bail!(
+                "this cluster is already registered as \"{other}\" (same kube-system namespace uid {uid}); a cluster can be a member only once: unjoin \"{other}\" first, or use that name"
+            );
+        }
+        if c.cluster_id() == Some(id) {
+            bail!(
+                "cluster id \"{id}\" is already used by member \"{other}\": give this cluster another name or --id, or unjoin \"{other}\" first"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Registers `name` on the hub. Refuses a duplicate cluster id (CID-5).
 pub async fn join(
     hub: kube::Client,
@@ -180,19 +219,13 @@ pub async fn join(
     if !is_dns1123_subdomain(&id) || id.len() > 128 {
         bail!("cluster id \"{id}\" must be a DNS-1123 subdomain of at most 128 characters");
     }
+    let uid = kube_system_uid(&member).await?;
     let clusters: Api<Cluster> = Api::all(hub.clone());
-    for c in clusters
+    let existing = clusters
         .list(&Default::default())
         .await
-        .context("listing Clusters on the hub (are the CRDs installed?)")?
-    {
-        let other = c.metadata.name.clone().unwrap_or_default();
-        if other != name && c.cluster_id() == Some(id.as_str()) {
-            bail!(
-                "cluster id \"{id}\" is already used by member \"{other}\": give this cluster another name or --id, or unjoin \"{other}\" first"
-            );
-        }
-    }
+        .context("listing Clusters on the hub (are the CRDs installed?)")?;
+    refuse_duplicates(&existing.items, name, &id, &uid)?;
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let ns: Api<Namespace> = Api::all(hub.clone());
     ns.patch(SYSTEM_NAMESPACE, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})))
@@ -210,6 +243,7 @@ pub async fn join(
         .context("writing the member's credentials Secret on the hub")?;
     let spec = ClusterSpec {
         id: Some(id.clone()),
+        kube_system_uid: Some(uid),
         sync_mode: ClusterSyncMode::Push,
         api_endpoint: Some(access.server.clone()),
         ca_bundle: access

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::cluster::{Cluster, ClusterSyncMode};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use sha2::{Digest, Sha256};
@@ -42,6 +42,23 @@ fn secret_str(s: &Secret, key: &str) -> Option<String> {
     s.string_data.as_ref().and_then(|d| d.get(key)).cloned()
 }
 
+/// The older Cluster (by creation, then name) with the same kube-system uid as `c`.
+fn same_cluster_registered_before(clusters: &[Cluster], c: &Cluster) -> Option<String> {
+    let uid = c.spec.kube_system_uid.as_deref()?;
+    let key = |x: &Cluster| {
+        (
+            x.metadata.creation_timestamp.clone().map(|t| t.0),
+            x.name_any(),
+        )
+    };
+    clusters
+        .iter()
+        .filter(|o| o.spec.kube_system_uid.as_deref() == Some(uid) && o.name_any() != c.name_any())
+        .filter(|o| o.metadata.deletion_timestamp.is_none() && key(o) < key(c))
+        .map(|o| o.name_any())
+        .next()
+}
+
 /// Pure: the members reachable in push mode from Clusters and Secrets.
 pub fn members(
     clusters: &[Cluster],
@@ -51,7 +68,17 @@ pub fn members(
     let mut bad = Vec::new();
     for c in clusters {
         let name = c.name_any();
-        if c.metadata.deletion_timestamp.is_some() {
+        if c.metadata.deletion_timestamp.is_some() || c.spec.sync_mode == ClusterSyncMode::Pull {
+            // a Pull member's workers run in its agent
+            continue;
+        }
+        if let Some(first) = same_cluster_registered_before(clusters, c) {
+            bad.push(Unusable {
+                name,
+                reason: format!(
+                    "it is the same cluster as \"{first}\" (same kube-system uid); a cluster can be a member only once: delete one of the two"
+                ),
+            });
             continue;
         }
         let Some(server) = c.spec.api_endpoint.clone() else {
@@ -150,6 +177,40 @@ mod tests {
 
     fn secret(name: &str, token: &str) -> Secret {
         serde_json::from_value(json!({"metadata": {"name": format!("{name}-credentials"), "namespace": causeway_crds::well_known::SYSTEM_NAMESPACE}, "stringData": {"token": token}})).unwrap()
+    }
+
+    #[test]
+    fn pull_members_and_second_registrations_get_no_hub_workers() {
+        let mut pull = cluster("west", None);
+        pull.spec.sync_mode = ClusterSyncMode::Pull;
+        let mut first = cluster("east", Some("https://e"));
+        first.spec.kube_system_uid = Some("u-1".into());
+        first.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::from_second(1).unwrap(),
+            ));
+        let mut again = cluster("east-again", Some("https://e"));
+        again.spec.kube_system_uid = Some("u-1".into());
+        again.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::from_second(2).unwrap(),
+            ));
+        let (m, bad) = members(
+            &[pull, first, again],
+            &[
+                secret("east", "t"),
+                secret("east-again", "t"),
+                secret("west", "t"),
+            ],
+        );
+        assert_eq!(m.keys().collect::<Vec<_>>(), vec!["east"]);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!(bad[0].name, "east-again");
+        assert!(
+            bad[0].reason.contains("same cluster as \"east\""),
+            "{}",
+            bad[0].reason
+        );
     }
 
     #[test]
