@@ -88,6 +88,25 @@ pub fn hub_slice_name(slice: &str, cluster: &str) -> String {
     format!("{}.{hex}", &slice[..200.min(slice.len())])
 }
 
+/// Name of an object of namespace `namespace` in a Pull member's outbox (its execution
+/// namespace on the hub): `<namespace>.<name>`, so that objects of different namespaces
+/// cannot collide; over 253 characters, a prefix of it and a hash of the whole.
+pub fn outbox_name(namespace: &str, name: &str) -> String {
+    let n = format!("{namespace}.{name}");
+    if n.len() <= 253 {
+        return n;
+    }
+    let h = Sha256::digest(n.as_bytes());
+    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
+    // cut on a character boundary, and never leave a '.' or '-' before the hash's '.'
+    let mut cut = 200;
+    while !n.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = n[..cut].trim_end_matches(['.', '-']);
+    format!("{head}.{hex}")
+}
+
 /// Name of a member slice for a hub slice.
 pub fn member_slice_name(derived: &str, hub_slice: &str) -> String {
     let h = Sha256::digest(hub_slice.as_bytes());
@@ -108,6 +127,35 @@ mod tests {
         let n = hub_slice_name(&long, "east");
         assert!(n.len() <= 253, "{}", n.len());
         assert_ne!(hub_slice_name(&long, "east"), hub_slice_name(&long, "west"));
+    }
+
+    #[test]
+    fn outbox_names_keep_namespaces_apart_and_stay_valid() {
+        // (namespace, name, expected) where the name is short enough to keep
+        let table = [
+            ("default", "web.east", "default.web.east"),
+            ("shop", "web-abc.east", "shop.web-abc.east"),
+            // namespaces hold no dot, so the first dot separates namespace and name
+            ("a", "b.c", "a.b.c"),
+        ];
+        for (ns, name, want) in table {
+            assert_eq!(outbox_name(ns, name), want);
+            assert!(is_dns1123_subdomain(&outbox_name(ns, name)));
+        }
+        assert_ne!(outbox_name("a", "web"), outbox_name("b", "web"));
+        let ns = "n".repeat(63);
+        for len in [190, 191, 252, 253] {
+            let long = format!("{}-x", "a".repeat(len - 2));
+            let n = outbox_name(&ns, &long);
+            assert!(n.len() <= 253, "{}", n.len());
+            assert!(is_dns1123_subdomain(&n), "{n}");
+        }
+        let long = "a".repeat(250);
+        assert_ne!(outbox_name(&ns, &long), outbox_name("other", &long));
+        assert_ne!(
+            outbox_name(&ns, &long),
+            outbox_name(&ns, &format!("{}b", "a".repeat(249)))
+        );
     }
 
     #[test]

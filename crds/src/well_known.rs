@@ -88,6 +88,19 @@ pub mod labels {
     /// On `Work` objects and execution namespaces: the member cluster they target.
     pub const CLUSTER: &str = "causeway.io/cluster";
 
+    /// On an object a Pull member's agent wrote into its outbox (its execution
+    /// namespace on the hub) for the hub's relay to publish: the name of the member's
+    /// hub Cluster. Hub caches of real MCS objects select `!causeway.io/outbox`.
+    pub const OUTBOX: &str = "causeway.io/outbox";
+
+    /// On an outbox object: the namespace the object belongs in on the hub (the
+    /// namespace of the member's Service).
+    pub const ORIGIN_NAMESPACE: &str = "causeway.io/origin-namespace";
+
+    /// On a hub object the relay published from an outbox: the name of the Cluster
+    /// whose outbox it came from.
+    pub const RELAYED_FROM: &str = "causeway.io/relayed-from";
+
     /// CRD label: the mcs-api release the CRD schema comes from (API-8).
     pub const MCS_RELEASE_VERSION: &str = "multicluster.x-k8s.io/release-version";
 
@@ -103,6 +116,10 @@ pub mod annotations {
     /// On hub and imported EndpointSlices: when the exporter wrote them (ms since the
     /// epoch), for the "endpoint change → imported slice written" latency.
     pub const EXPORTED_AT: &str = "causeway.io/exported-at-ms";
+
+    /// On an outbox object: its name on the hub (outbox names are prefixed with the
+    /// origin namespace, or hashed; see [`crate::names::outbox_name`]).
+    pub const ORIGIN_NAME: &str = "causeway.io/origin-name";
 
     /// On a Service or MultiClusterIngress: which Causeway load balancer serves it.
     pub const LOAD_BALANCER: &str = "causeway.io/load-balancer";
