@@ -33,3 +33,4 @@ pub use http::auth::User;
 pub use http::context::{Config, Faults};
 pub use http::server::{Server, StartError};
 pub use state::ipam::Cidr;
+pub use state::sim::nodes::NodeCapacity;

@@ -36,12 +36,31 @@ struct Args {
     /// Serve plain HTTP instead of TLS (debugging only).
     #[arg(long)]
     insecure_http: bool,
-    /// Fill workload status (Deployments, StatefulSets, ReplicaSets, DaemonSets, Jobs) as if all replicas were ready.
+    /// Simulate the controllers, scheduler and kubelets: Deployments make ReplicaSets make
+    /// Pods (StatefulSets, DaemonSets and Jobs make Pods), Pods are placed on Ready nodes
+    /// with room for their requests (else Pending, Unschedulable), and workload status
+    /// counts the placed, ready Pods.
     #[arg(long)]
     simulate_workloads: bool,
-    /// Number of Ready nodes to create.
+    /// Number of Ready nodes to create (`<name>-node-<i>`).
     #[arg(long, default_value_t = 1)]
     nodes: usize,
+    /// CPU capacity (and allocatable) of each node, a Kubernetes quantity: 8, 3500m.
+    #[arg(long, default_value = "8", value_parser = quantity)]
+    node_cpu: String,
+    /// Memory capacity (and allocatable) of each node, a Kubernetes quantity: 32Gi, 512Mi.
+    #[arg(long, default_value = "32Gi", value_parser = quantity)]
+    node_memory: String,
+    /// Pod slots of each node.
+    #[arg(long, default_value_t = 110)]
+    node_pods: u32,
+    /// The nodes' topology.kubernetes.io/region label.
+    #[arg(long, default_value = "local")]
+    region: String,
+    /// The nodes' topology.kubernetes.io/zone labels, comma-separated; nodes take them
+    /// round-robin. Default: `<name>-a`.
+    #[arg(long, value_delimiter = ',')]
+    zones: Vec<String>,
     /// Events kept for watches; a watch from an older resourceVersion gets 410 Gone.
     #[arg(long, default_value_t = 50_000)]
     history: usize,
@@ -54,6 +73,14 @@ struct Args {
     data_dir: Option<PathBuf>,
     #[command(flatten)]
     log: causeway_runtime::log::LogArgs,
+}
+
+/// Accepts a non-negative Kubernetes quantity (clap names the flag in its error).
+fn quantity(s: &str) -> Result<String, String> {
+    match kubesim::state::quantity::parse_milli(s)? {
+        v if v < 0 => Err(format!("quantity \"{s}\" must not be negative")),
+        _ => Ok(s.to_string()),
+    }
 }
 
 #[tokio::main]
@@ -77,6 +104,15 @@ async fn main() -> anyhow::Result<()> {
     cfg.allow_anonymous = args.allow_anonymous;
     cfg.simulate_workloads = args.simulate_workloads;
     cfg.nodes = args.nodes;
+    cfg.node_capacity = kubesim::NodeCapacity {
+        cpu: args.node_cpu.clone(),
+        memory: args.node_memory.clone(),
+        pods: args.node_pods,
+    };
+    cfg.region = args.region.clone();
+    if !args.zones.is_empty() {
+        cfg.zones = args.zones.clone();
+    }
     cfg.history_limit = args.history;
     cfg.data_dir = args.data_dir.clone();
     cfg.bookmark_interval = Duration::from_secs(args.bookmark_interval.max(1));

@@ -14,6 +14,7 @@ use crate::http::metrics::Metrics;
 use crate::http::tls::Pki;
 use crate::state::cluster::State;
 use crate::state::ipam::Cidr;
+use crate::state::sim::nodes::NodeCapacity;
 
 /// How to start a server.
 #[derive(Debug, Clone)]
@@ -32,10 +33,19 @@ pub struct Config {
     pub allow_anonymous: bool,
     /// Events kept for watches; older resourceVersions answer 410 Gone.
     pub history_limit: usize,
-    /// Fill Deployment/StatefulSet/ReplicaSet/DaemonSet/Job status as if all replicas were ready.
+    /// Run what kube-controller-manager, kube-scheduler and kubelets would: Deployments
+    /// make ReplicaSets make Pods (StatefulSets, DaemonSets and Jobs make Pods), Pods are
+    /// placed on nodes with room for their requests, and workload status counts the
+    /// placed, ready ones (see [`crate::state::sim`]).
     pub simulate_workloads: bool,
-    /// Number of Ready nodes to create at start.
+    /// Number of Ready nodes to create at start (`<name>-node-<i>`).
     pub nodes: usize,
+    /// Capacity (and allocatable) of each node created at start.
+    pub node_capacity: NodeCapacity,
+    /// `topology.kubernetes.io/region` of the nodes.
+    pub region: String,
+    /// `topology.kubernetes.io/zone` of the nodes, taken round-robin (at least one).
+    pub zones: Vec<String>,
     /// How often watches with allowWatchBookmarks get a BOOKMARK.
     pub bookmark_interval: Duration,
     /// Largest accepted request body.
@@ -59,6 +69,9 @@ impl Config {
             history_limit: 50_000,
             simulate_workloads: false,
             nodes: 1,
+            node_capacity: NodeCapacity::default(),
+            region: "local".into(),
+            zones: vec![format!("{name}-a")],
             bookmark_interval: Duration::from_secs(5),
             max_body: 3 * 1024 * 1024,
             kubernetes_version: "v1.33.0".into(),

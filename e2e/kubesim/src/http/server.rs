@@ -20,6 +20,7 @@ use crate::state::cluster::State;
 use crate::state::ipam::Ipam;
 use crate::state::meta::new_uid;
 use crate::state::registry::{Registry, gr};
+use crate::state::sim::nodes::NodeSet;
 use crate::state::store::Store;
 
 /// A running server.
@@ -62,6 +63,15 @@ impl Server {
                 "two service CIDRs must be of different IP families".into(),
             ));
         }
+        let nodes = NodeSet {
+            cluster: &cfg.name,
+            count: cfg.nodes,
+            capacity: &cfg.node_capacity,
+            region: &cfg.region,
+            zones: &cfg.zones,
+            kubelet_version: &cfg.kubernetes_version,
+        };
+        nodes.validate().map_err(StartError::Config)?;
         let listener = TcpListener::bind(cfg.bind)
             .await
             .map_err(|source| StartError::Bind {
@@ -110,24 +120,12 @@ impl Server {
                 restore(&mut state, restored, max_rv);
                 if fresh {
                     state.store.set_journal(journal);
-                    bootstrap(
-                        &mut state,
-                        &cfg.name,
-                        &cfg.service_cidrs,
-                        cfg.nodes,
-                        &cfg.kubernetes_version,
-                    );
+                    bootstrap(&mut state, &cfg.name, &cfg.service_cidrs, &nodes);
                 } else {
                     state.store.set_journal(journal);
                 }
             }
-            None => bootstrap(
-                &mut state,
-                &cfg.name,
-                &cfg.service_cidrs,
-                cfg.nodes,
-                &cfg.kubernetes_version,
-            ),
+            None => bootstrap(&mut state, &cfg.name, &cfg.service_cidrs, &nodes),
         }
         let inner = Arc::new(Inner {
             cfg,

@@ -10,6 +10,7 @@ use crate::state::ipam::Cidr;
 use crate::state::meta::{new_uid, now_rfc3339, stable_uid};
 use crate::state::persist::Restored;
 use crate::state::registry::gr;
+use crate::state::sim::nodes::NodeSet;
 
 /// Puts journaled objects back: CRDs first (so their types are served), then the rest;
 /// Service addresses are re-reserved.
@@ -68,15 +69,9 @@ pub fn restore(state: &mut State, restored: Vec<Restored>, max_rv: u64) {
     state.store.restore_rv(max_rv);
 }
 
-/// The built-in namespaces, the `kubernetes` Service, `nodes` Ready nodes and the
+/// The built-in namespaces, the `kubernetes` Service, the Ready `nodes` and the
 /// default ClusterRoles of a new cluster named `cluster`.
-pub fn bootstrap(
-    state: &mut State,
-    cluster: &str,
-    service_cidrs: &[Cidr],
-    nodes: usize,
-    kubernetes_version: &str,
-) {
+pub fn bootstrap(state: &mut State, cluster: &str, service_cidrs: &[Cidr], nodes: &NodeSet) {
     let now = now_rfc3339();
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let uid = stable_uid(&format!("{}/{ns}", cluster));
@@ -96,14 +91,8 @@ pub fn bootstrap(
                "spec": {"type": "ClusterIP", "clusterIP": ips[0], "clusterIPs": ips, "ipFamilies": families, "ipFamilyPolicy": if families.len() > 1 { "PreferDualStack" } else { "SingleStack" }, "sessionAffinity": "None", "internalTrafficPolicy": "Cluster", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
                "status": {"loadBalancer": {}}}),
     );
-    for i in 0..nodes {
-        let name = format!("{}-node-{i}", cluster);
-        state.store.put(
-            &gr("", "nodes"),
-            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": format!("{}-a", cluster)}},
-                   "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubesim node is ready", "lastHeartbeatTime": now, "lastTransitionTime": now}],
-                   "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "nodeInfo": {"kubeletVersion": kubernetes_version}}}),
-        );
+    for i in 0..nodes.count {
+        state.store.put(&gr("", "nodes"), nodes.node(i, &now));
     }
     let rbac = "rbac.authorization.k8s.io";
     for (name, verbs) in [
