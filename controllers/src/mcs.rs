@@ -20,9 +20,10 @@ use crate::watch::by_service;
 pub struct HubCaches {
     /// Hub ServiceImports written by the aggregator.
     pub imports: Reflector<ServiceImport>,
-    /// Hub MCS EndpointSlices (every source cluster).
+    /// Hub MCS EndpointSlices (every source cluster; not the outboxes of Pull members,
+    /// which only the relay reads).
     pub slices: Reflector<EndpointSlice>,
-    /// Every ExportedService.
+    /// Every ExportedService but those in outboxes.
     pub exported: Reflector<ExportedService>,
 }
 
@@ -44,14 +45,18 @@ impl HubCaches {
             ),
             slices: Reflector::start(
                 Api::all(hub.clone()),
-                watcher::Config::default().labels(labels::SOURCE_CLUSTER),
+                watcher::Config::default().labels(&format!(
+                    "{},!{}",
+                    labels::SOURCE_CLUSTER,
+                    labels::OUTBOX
+                )),
                 stop.clone(),
                 "hub endpointslices",
                 by_service(),
             ),
             exported: Reflector::start(
                 Api::all(hub.clone()),
-                watcher::Config::default(),
+                watcher::Config::default().labels(&format!("!{}", labels::OUTBOX)),
                 stop.clone(),
                 "hub exportedservices",
                 by_service(),
