@@ -2,8 +2,10 @@
 
 pub mod health;
 pub mod join;
+pub mod lease;
 pub mod monitor;
 pub mod options;
+pub mod register;
 pub mod registry;
 pub mod status;
 pub mod summary;

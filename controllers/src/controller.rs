@@ -171,6 +171,7 @@ fn start_member(
             name: m.name.clone(),
             id: m.id.clone(),
             client,
+            pull: false,
         };
         let opts = crate::member::WorkerOptions { timing };
         crate::member::spawn_workers(member, hub, caches, metrics, &opts, stop);

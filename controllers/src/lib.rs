@@ -3,6 +3,7 @@
 //! the per-member worker list ([`member`]), and MCS keys over the shared caches.
 //! The `causeway` binary (src/main.rs) wires them to the command line.
 
+pub mod agent;
 pub mod clusters;
 pub mod condition;
 pub mod controller;

@@ -8,10 +8,12 @@ use causeway_controllers::clusters::join;
 use causeway_controllers::metrics::Metrics;
 use causeway_runtime::admin;
 use causeway_runtime::client::HubArgs;
+use causeway_runtime::leader::{LeaderArgs, Status};
 use causeway_runtime::log::LogArgs;
 use clap::{Parser, Subcommand};
 
 mod crds_cmd;
+mod pull_cmd;
 
 /// Causeway: multi-cluster services, multi-cluster ingress and federation for Kubernetes.
 #[derive(Debug, Parser)]
@@ -32,6 +34,14 @@ enum Command {
     Join(JoinArgs),
     /// Remove a member cluster from the hub.
     Unjoin(UnjoinArgs),
+    /// Register a member cluster in pull mode: a least-privilege agent identity on the
+    /// hub, its credentials in the member (then run `causeway agent` there).
+    Register(pull_cmd::RegisterArgs),
+    /// Remove a Pull member from the hub (and its agent Secret and imports from the member).
+    Unregister(pull_cmd::UnregisterArgs),
+    /// Run a Pull member's agent inside it: cluster status, lease, MCS export and import,
+    /// with only outbound connections to the hub.
+    Agent(pull_cmd::AgentArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -44,6 +54,8 @@ struct ControllerArgs {
     metrics: SocketAddr,
     #[command(flatten)]
     timing: causeway_controllers::clusters::options::TimingArgs,
+    #[command(flatten)]
+    leader: LeaderArgs,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -80,6 +92,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Controller(args) => {
             args.log.init("info")?;
             let hub = args.hub.client().await?;
+            let elector = args.leader.elector(hub.clone(), "causeway-controller")?;
             let metrics = Arc::new(Metrics::default());
             let stop = tokio_util::sync::CancellationToken::new();
             let listener = admin::bind(args.metrics, "--metrics").await?;
@@ -91,7 +104,30 @@ async fn main() -> anyhow::Result<()> {
             let opts = causeway_controllers::controller::Options {
                 timing: args.timing.timing(),
             };
-            causeway_controllers::controller::run_with(hub, metrics, opts, stop).await
+            let Some(elector) = elector else {
+                metrics.set_leader(&Status {
+                    leading: true,
+                    holder: None,
+                });
+                return causeway_controllers::controller::run_with(hub, metrics, opts, stop).await;
+            };
+            // /readyz and causeway_leader follow the election; only the leader works,
+            // and a replica that lost the Lease exits (non-zero) to restart as a standby
+            let mut status = elector.status();
+            let m = metrics.clone();
+            tokio::spawn(async move {
+                loop {
+                    m.set_leader(&status.borrow_and_update());
+                    if status.changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
+            elector
+                .run(&stop, |lead| {
+                    causeway_controllers::controller::run_with(hub, metrics, opts, lead)
+                })
+                .await
         }
         Command::Join(args) => {
             let access = join::member_access(&args.kubeconfig, args.context.as_deref())?;
@@ -102,6 +138,9 @@ async fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Register(args) => pull_cmd::register(args).await,
+        Command::Unregister(args) => pull_cmd::unregister(args).await,
+        Command::Agent(args) => pull_cmd::agent(args).await,
         Command::Unjoin(args) => {
             let hub = args.hub.client().await?;
             println!("{}", join::unjoin(hub, &args.name).await?);

@@ -19,6 +19,9 @@ pub struct Member {
     pub id: String,
     /// A client for the member's API server.
     pub client: kube::Client,
+    /// Pull mode: the workers run in the member's agent, and its exports go to the
+    /// hub through its execution namespace (the agent may write nothing else).
+    pub pull: bool,
 }
 
 /// Settings of the per-member workers.

@@ -97,23 +97,82 @@ pub fn member_access(kubeconfig: &Path, context: Option<&str>) -> anyhow::Result
     })
 }
 
-/// A kube client for a member from its access data.
-pub async fn client_for(access: &MemberAccess) -> anyhow::Result<kube::Client> {
+/// A kubeconfig (as JSON, which kubectl and kube-rs read like YAML) with one context
+/// `name` for `access`.
+pub fn kubeconfig_for(access: &MemberAccess, name: &str) -> serde_json::Value {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
     let mut cluster = json!({"server": access.server});
     if let Some(ca) = &access.ca_pem {
         cluster["certificate-authority-data"] = json!(b64(ca));
     }
-    let kc: Kubeconfig = serde_json::from_value(json!({
+    json!({
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "m", "cluster": cluster}],
-        "users": [{"name": "m", "user": {"token": access.token}}],
-        "contexts": [{"name": "m", "context": {"cluster": "m", "user": "m"}}],
-        "current-context": "m",
-    }))
-    .context("building a kubeconfig for the member")?;
+        "clusters": [{"name": name, "cluster": cluster}],
+        "users": [{"name": name, "user": {"token": access.token}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    })
+}
+
+/// A kube client for a member from its access data.
+pub async fn client_for(access: &MemberAccess) -> anyhow::Result<kube::Client> {
+    let kc: Kubeconfig = serde_json::from_value(kubeconfig_for(access, "m"))
+        .context("building a kubeconfig for the member")?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
     Ok(kube::Client::try_from(cfg)?)
+}
+
+/// What registration learns of a member before it writes anything.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// The cluster id (ClusterProperty, else `--id`, else the name).
+    pub id: String,
+    /// The kube-system namespace uid.
+    pub uid: String,
+    /// The member's Kubernetes version.
+    pub version: String,
+}
+
+/// Reaches the member, reads its identity and refuses duplicates on the hub (CID-5, A.7).
+pub async fn identify(
+    hub: &kube::Client,
+    member: &kube::Client,
+    server: &str,
+    name: &str,
+    id: Option<&str>,
+) -> anyhow::Result<Identity> {
+    if !is_dns1123_label(name) {
+        bail!(
+            "cluster name \"{name}\" must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters), e.g. east-1"
+        );
+    }
+    let version = member.apiserver_version().await.with_context(|| {
+        format!("cannot reach the member API server at {server} with the given credentials")
+    })?;
+    let property = cluster_property_id(member).await?;
+    let id = match (id, &property) {
+        (Some(given), Some(p)) if given != p => bail!(
+            "--id {given} disagrees with the member's ClusterProperty {CLUSTER_ID_PROPERTY} = {p}; drop --id or fix the ClusterProperty"
+        ),
+        (_, Some(p)) => p.clone(),
+        (Some(given), None) => given.to_string(),
+        (None, None) => name.to_string(),
+    };
+    if !is_dns1123_subdomain(&id) || id.len() > 128 {
+        bail!("cluster id \"{id}\" must be a DNS-1123 subdomain of at most 128 characters");
+    }
+    let uid = kube_system_uid(member).await?;
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    let existing = clusters
+        .list(&Default::default())
+        .await
+        .context("listing Clusters on the hub (are the CRDs installed?)")?;
+    refuse_duplicates(&existing.items, name, &id, &uid)?;
+    Ok(Identity {
+        id,
+        uid,
+        version: version.git_version,
+    })
 }
 
 /// The member's cluster id from its `about.k8s.io` ClusterProperty `cluster.clusterset.k8s.io`
@@ -195,37 +254,8 @@ pub async fn join(
     access: &MemberAccess,
     id: Option<&str>,
 ) -> anyhow::Result<String> {
-    if !is_dns1123_label(name) {
-        bail!(
-            "cluster name \"{name}\" must be a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters), e.g. east-1"
-        );
-    }
     let member = client_for(access).await?;
-    let version = member.apiserver_version().await.with_context(|| {
-        format!(
-            "cannot reach the member API server at {} with the given credentials",
-            access.server
-        )
-    })?;
-    let property = cluster_property_id(&member).await?;
-    let id = match (id, &property) {
-        (Some(given), Some(p)) if given != p => bail!(
-            "--id {given} disagrees with the member's ClusterProperty {CLUSTER_ID_PROPERTY} = {p}; drop --id or fix the ClusterProperty"
-        ),
-        (_, Some(p)) => p.clone(),
-        (Some(given), None) => given.to_string(),
-        (None, None) => name.to_string(),
-    };
-    if !is_dns1123_subdomain(&id) || id.len() > 128 {
-        bail!("cluster id \"{id}\" must be a DNS-1123 subdomain of at most 128 characters");
-    }
-    let uid = kube_system_uid(&member).await?;
-    let clusters: Api<Cluster> = Api::all(hub.clone());
-    let existing = clusters
-        .list(&Default::default())
-        .await
-        .context("listing Clusters on the hub (are the CRDs installed?)")?;
-    refuse_duplicates(&existing.items, name, &id, &uid)?;
+    let Identity { id, uid, version } = identify(&hub, &member, &access.server, name, id).await?;
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let ns: Api<Namespace> = Api::all(hub.clone());
     ns.patch(SYSTEM_NAMESPACE, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})))
@@ -256,6 +286,7 @@ pub async fn join(
         }),
         ..Default::default()
     };
+    let clusters: Api<Cluster> = Api::all(hub.clone());
     let cluster = Cluster::new(name, spec);
     let mut body = serde_json::to_value(&cluster)?;
     body["apiVersion"] = json!("causeway.io/v1alpha1");
@@ -265,8 +296,8 @@ pub async fn join(
         .await
         .context("writing the Cluster on the hub")?;
     Ok(format!(
-        "cluster \"{name}\" (id {id}, Kubernetes {}) joined: {}",
-        version.git_version, access.server
+        "cluster \"{name}\" (id {id}, Kubernetes {version}) joined: {}",
+        access.server
     ))
 }
 

@@ -1,0 +1,352 @@
+//! `causeway register` / `causeway unregister`: pull mode. The member is registered with
+//! an agent identity on the hub that may do only what its agent needs (★ least
+//! privilege): read the clusterset's shared MCS data, write its own Cluster's status
+//! and its own Lease, and write its exports into its own execution namespace
+//! `causeway-es-<name>` (the hub's relay copies them out, forcing the cluster's
+//! identity). The agent's hub kubeconfig (a ServiceAccount token) is stored in the
+//! member as Secret `causeway-system/causeway-agent-hub`, which `deploy/agent/` mounts.
+
+use anyhow::Context;
+use causeway_crds::federation::cluster::{Cluster, ClusterSpec, ClusterSyncMode};
+use causeway_crds::names::{cluster_lease_name, execution_namespace};
+use causeway_crds::well_known::{FIELD_MANAGER, SYSTEM_NAMESPACE};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::{Value, json};
+
+use super::join::{Identity, MemberAccess, client_for, identify, kubeconfig_for};
+
+/// The member Secret holding the agent's hub kubeconfig (key `kubeconfig`).
+pub const AGENT_SECRET: &str = "causeway-agent-hub";
+
+/// Label on every hub object made for one Pull member.
+pub const CLUSTER_LABEL: &str = "causeway.io/cluster";
+
+/// What `register` is told besides the two clusters.
+#[derive(Debug, Clone, Default)]
+pub struct RegisterOptions {
+    /// Cluster id (default: ClusterProperty, else the name).
+    pub id: Option<String>,
+    /// spec.region.
+    pub region: Option<String>,
+    /// spec.zones.
+    pub zones: Vec<String>,
+    /// spec.provider.
+    pub provider: Option<String>,
+    /// The hub API URL as the member reaches it (default: the hub kubeconfig's).
+    pub hub_endpoint: Option<String>,
+    /// Lifetime of the agent's token.
+    pub token_seconds: i64,
+}
+
+/// The agent's ServiceAccount on the hub.
+pub fn agent_account(name: &str) -> String {
+    format!("causeway-agent-{name}")
+}
+
+/// Pure: the hub RBAC of the agent of `name` (ClusterRole, Role in causeway-system,
+/// Role in its execution namespace, and their bindings).
+pub fn agent_rbac(name: &str) -> Vec<Value> {
+    let sa = agent_account(name);
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let role_name = format!("causeway-agent:{name}");
+    let labels = json!({ CLUSTER_LABEL: name });
+    let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": SYSTEM_NAMESPACE}]);
+    let read = json!(["get", "list", "watch"]);
+    let es = execution_namespace(name);
+    let binding = |kind: &str, ns: Option<&str>, role_kind: &str| {
+        let mut meta = json!({"name": role_name, "labels": labels});
+        if let Some(ns) = ns {
+            meta["namespace"] = json!(ns);
+        }
+        json!({"apiVersion": rbac, "kind": kind, "metadata": meta, "subjects": subject,
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name}})
+    };
+    vec![
+        json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role_name, "labels": labels}, "rules": [
+            // the clusterset's shared data, read-only
+            {"apiGroups": ["causeway.io"], "resources": ["clusters", "exportedservices"], "verbs": read},
+            {"apiGroups": ["multicluster.x-k8s.io"], "resources": ["serviceimports"], "verbs": read},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": read},
+            // its own Cluster's status only
+            {"apiGroups": ["causeway.io"], "resources": ["clusters/status"], "resourceNames": [name], "verbs": ["get", "patch", "update"]},
+            // Events about the hub ServiceImports it does not import
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        ]}),
+        binding("ClusterRoleBinding", None, "ClusterRole"),
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": role_name, "namespace": SYSTEM_NAMESPACE, "labels": labels}, "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [cluster_lease_name(name)], "verbs": ["get", "patch", "update"]},
+        ]}),
+        binding("RoleBinding", Some(SYSTEM_NAMESPACE), "Role"),
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": role_name, "namespace": es, "labels": labels}, "rules": [
+            {"apiGroups": ["causeway.io"], "resources": ["exportedservices"], "verbs": ["*"]},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["*"]},
+        ]}),
+        binding("RoleBinding", Some(&es), "Role"),
+    ]
+}
+
+fn api_for(client: &kube::Client, obj: &Value) -> anyhow::Result<Api<DynamicObject>> {
+    let api_version = obj["apiVersion"].as_str().context("apiVersion")?;
+    let kind = obj["kind"].as_str().context("kind")?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let plural = match kind {
+        "ClusterRole" => "clusterroles",
+        "ClusterRoleBinding" => "clusterrolebindings",
+        "Role" => "roles",
+        "RoleBinding" => "rolebindings",
+        "Namespace" => "namespaces",
+        "ServiceAccount" => "serviceaccounts",
+        "Secret" => "secrets",
+        "Lease" => "leases",
+        other => anyhow::bail!("no plural known for {other}"),
+    };
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+    Ok(
+        match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        },
+    )
+}
+
+async fn apply_all(client: &kube::Client, objs: &[Value], what: &str) -> anyhow::Result<()> {
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    for o in objs {
+        let name = o
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        api_for(client, o)?
+            .patch(name, &pp, &Patch::Apply(o))
+            .await
+            .with_context(|| {
+                format!(
+                    "writing {} {name} in the {what}",
+                    o["kind"].as_str().unwrap_or("object")
+                )
+            })?;
+    }
+    Ok(())
+}
+
+async fn delete_all(client: &kube::Client, objs: &[Value]) -> anyhow::Result<()> {
+    for o in objs {
+        let name = o
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match api_for(client, o)?
+            .delete(name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("deleting {} {name}", o["kind"].as_str().unwrap_or("object"))
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The hub objects a Pull member `name` owns, besides its Cluster.
+fn hub_objects(name: &str) -> Vec<Value> {
+    let labels = json!({ CLUSTER_LABEL: name });
+    let mut objs = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": execution_namespace(name), "labels": labels}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": agent_account(name), "namespace": SYSTEM_NAMESPACE, "labels": labels}}),
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": cluster_lease_name(name), "namespace": SYSTEM_NAMESPACE, "labels": labels}, "spec": {}}),
+    ];
+    objs.extend(agent_rbac(name));
+    objs
+}
+
+/// What `register` made: its summary line and the agent's hub kubeconfig.
+#[derive(Debug, Clone)]
+pub struct Registered {
+    /// One line for the user.
+    pub message: String,
+    /// The agent's hub kubeconfig (also stored in the member).
+    pub agent_kubeconfig: String,
+}
+
+/// Registers `name` in pull mode: `hub` and `hub_access` are the admin's hub
+/// credentials, `member` the member's.
+pub async fn register(
+    hub: kube::Client,
+    hub_access: &MemberAccess,
+    name: &str,
+    member_access: &MemberAccess,
+    opts: &RegisterOptions,
+) -> anyhow::Result<Registered> {
+    let member = client_for(member_access).await?;
+    let Identity { id, uid, version } = identify(
+        &hub,
+        &member,
+        &member_access.server,
+        name,
+        opts.id.as_deref(),
+    )
+    .await?;
+    apply_all(&hub, &hub_objects(name), "hub").await?;
+    let token = Api::<ServiceAccount>::namespaced(hub.clone(), SYSTEM_NAMESPACE)
+        .create_token_request(
+            &agent_account(name),
+            &PostParams::default(),
+            &TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec![],
+                    expiration_seconds: Some(opts.token_seconds),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .context("requesting a token for the agent's ServiceAccount on the hub")?
+        .status
+        .map(|s| s.token)
+        .context("the hub returned no token for the agent")?;
+    let agent_access = MemberAccess {
+        server: opts
+            .hub_endpoint
+            .clone()
+            .unwrap_or_else(|| hub_access.server.clone()),
+        ca_pem: hub_access.ca_pem.clone(),
+        token,
+    };
+    let kubeconfig = serde_json::to_string_pretty(&kubeconfig_for(&agent_access, "hub"))?;
+    apply_all(
+        &member,
+        &[
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": AGENT_SECRET, "namespace": SYSTEM_NAMESPACE},
+                   "type": "Opaque", "stringData": {"kubeconfig": kubeconfig, "cluster": name}}),
+        ],
+        "member",
+    )
+    .await?;
+    let spec = ClusterSpec {
+        id: Some(id.clone()),
+        kube_system_uid: Some(uid),
+        sync_mode: ClusterSyncMode::Pull,
+        region: opts.region.clone(),
+        zones: opts.zones.clone(),
+        provider: opts.provider.clone(),
+        ..Default::default()
+    };
+    let mut body = serde_json::to_value(Cluster::new(name, spec))?;
+    body["apiVersion"] = json!("causeway.io/v1alpha1");
+    body["kind"] = json!("Cluster");
+    Api::<Cluster>::all(hub)
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .context("writing the Cluster on the hub")?;
+    Ok(Registered {
+        message: format!(
+            "cluster \"{name}\" (id {id}, Kubernetes {version}) registered in pull mode; its agent's hub credentials are in Secret {SYSTEM_NAMESPACE}/{AGENT_SECRET} of the member: start the agent there (kubectl apply -f deploy/agent/) or run `causeway agent --cluster {name}`"
+        ),
+        agent_kubeconfig: kubeconfig,
+    })
+}
+
+/// Removes Pull member `name`: its Cluster and agent identity on the hub, its agent
+/// Secret in the member and, unless `preserve`, what Causeway imported there.
+pub async fn unregister(
+    hub: kube::Client,
+    name: &str,
+    member: Option<&MemberAccess>,
+    preserve: bool,
+) -> anyhow::Result<String> {
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    match clusters
+        .get_opt(name)
+        .await
+        .context("reading the Cluster")?
+    {
+        None => anyhow::bail!(
+            "no cluster \"{name}\" is registered on this hub (see `kubectl get clusters.causeway.io`)"
+        ),
+        Some(c) if c.spec.sync_mode != ClusterSyncMode::Pull => anyhow::bail!(
+            "cluster \"{name}\" is a Push member: remove it with `causeway unjoin {name}`"
+        ),
+        Some(_) => {}
+    }
+    clusters
+        .delete(name, &DeleteParams::default())
+        .await
+        .context("deleting the Cluster")?;
+    // everything but the shared causeway-system namespace
+    delete_all(&hub, &hub_objects(name)[1..]).await?;
+    let note = if let Some(access) = member {
+        let member = client_for(access).await?;
+        delete_all(
+            &member,
+            &[json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": AGENT_SECRET, "namespace": SYSTEM_NAMESPACE}})],
+        )
+        .await?;
+        if preserve {
+            "; what Causeway imported into the member is left in place (--preserve)".to_string()
+        } else {
+            let n = crate::mcs::importer::withdraw_all(&member).await?;
+            format!("; {n} imported objects removed from the member")
+        }
+    } else {
+        "; pass --kubeconfig <member> to also remove the agent's Secret and the imports from the member".to_string()
+    };
+    Ok(format!("cluster \"{name}\" unregistered{note}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_may_write_only_its_own_cluster_lease_and_outbox() {
+        let rbac = agent_rbac("west");
+        let writes: Vec<(String, Option<String>, Value)> = rbac
+            .iter()
+            .filter(|o| matches!(o["kind"].as_str(), Some("ClusterRole" | "Role")))
+            .flat_map(|o| {
+                let ns = o
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .map(String::from);
+                o["rules"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| {
+                        r["verbs"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|v| !matches!(v.as_str(), Some("get" | "list" | "watch")))
+                    })
+                    .map(move |r| (r["resources"].to_string(), ns.clone(), r.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (resources, ns, rule) in writes {
+            let names = rule.get("resourceNames");
+            match resources.as_str() {
+                r if r.contains("clusters/status") => assert_eq!(names, Some(&json!(["west"]))),
+                r if r.contains("leases") => assert_eq!(names, Some(&json!(["cluster-west"]))),
+                r if r.contains("events") => {}
+                _ => assert_eq!(ns.as_deref(), Some("causeway-es-west"), "{rule}"),
+            }
+        }
+    }
+}

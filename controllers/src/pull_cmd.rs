@@ -1,0 +1,146 @@
+//! `causeway register`, `causeway unregister` and `causeway agent`: pull mode.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use causeway_controllers::clusters::join;
+use causeway_controllers::clusters::options::TimingArgs;
+use causeway_controllers::clusters::register;
+use causeway_controllers::metrics::Metrics;
+use causeway_runtime::admin;
+use causeway_runtime::client::{ClusterArgs, HubArgs};
+use causeway_runtime::log::LogArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct RegisterArgs {
+    /// Name of the member on the hub: a DNS-1123 label, unique in the clusterset.
+    name: String,
+    /// kubeconfig of the member cluster (admin credentials: the agent's Secret is written there).
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Context in the member kubeconfig (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
+    /// kubeconfig of the hub (admin credentials; its server URL and CA go into the agent's kubeconfig).
+    #[arg(long, env = "CAUSEWAY_HUB_KUBECONFIG")]
+    hub_kubeconfig: PathBuf,
+    /// Context in the hub kubeconfig (default: its current context).
+    #[arg(long)]
+    hub_context: Option<String>,
+    /// The hub API URL as the member reaches it, when it differs from the hub kubeconfig's.
+    #[arg(long)]
+    hub_api_endpoint: Option<String>,
+    /// Cluster id (the source-cluster label value); default: the member's ClusterProperty
+    /// cluster.clusterset.k8s.io, else the name.
+    #[arg(long)]
+    id: Option<String>,
+    /// spec.region of the Cluster (default: what its nodes' topology labels say).
+    #[arg(long)]
+    cluster_region: Option<String>,
+    /// spec.zones of the Cluster, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    cluster_zones: Vec<String>,
+    /// spec.provider of the Cluster.
+    #[arg(long)]
+    cluster_provider: Option<String>,
+    /// Lifetime of the agent's hub token, in seconds (re-run register to renew it).
+    #[arg(long, default_value_t = 365 * 24 * 3600)]
+    token_expiration_seconds: i64,
+    /// Also write the agent's hub kubeconfig to this file (to run `causeway agent` by hand).
+    #[arg(long)]
+    agent_kubeconfig_out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct UnregisterArgs {
+    /// Name of the Pull member to remove.
+    name: String,
+    /// kubeconfig of the member: to remove the agent's Secret and the imports there too.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Context in the member kubeconfig.
+    #[arg(long)]
+    context: Option<String>,
+    /// Leave what Causeway imported into the member in place (for a migration or a rollback).
+    #[arg(long)]
+    preserve: bool,
+    #[command(flatten)]
+    hub: HubArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// Name of this member's Cluster on the hub.
+    #[arg(long, env = "CAUSEWAY_CLUSTER")]
+    cluster: String,
+    #[command(flatten)]
+    hub: HubArgs,
+    #[command(flatten)]
+    member: ClusterArgs,
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8480")]
+    metrics: SocketAddr,
+    #[command(flatten)]
+    timing: TimingArgs,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+pub async fn register(args: RegisterArgs) -> anyhow::Result<()> {
+    let member = join::member_access(&args.kubeconfig, args.context.as_deref())?;
+    let hub_access = join::member_access(&args.hub_kubeconfig, args.hub_context.as_deref())
+        .context("reading the hub kubeconfig")?;
+    let hub = join::client_for(&hub_access).await?;
+    let opts = register::RegisterOptions {
+        id: args.id,
+        region: args.cluster_region,
+        zones: args.cluster_zones,
+        provider: args.cluster_provider,
+        hub_endpoint: args.hub_api_endpoint,
+        token_seconds: args.token_expiration_seconds,
+    };
+    let done = register::register(hub, &hub_access, &args.name, &member, &opts).await?;
+    if let Some(path) = &args.agent_kubeconfig_out {
+        std::fs::write(path, &done.agent_kubeconfig)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!("{}", done.message);
+    Ok(())
+}
+
+pub async fn unregister(args: UnregisterArgs) -> anyhow::Result<()> {
+    let member = args
+        .kubeconfig
+        .as_deref()
+        .map(|k| join::member_access(k, args.context.as_deref()))
+        .transpose()?;
+    let hub = args.hub.client().await?;
+    println!(
+        "{}",
+        register::unregister(hub, &args.name, member.as_ref(), args.preserve).await?
+    );
+    Ok(())
+}
+
+pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
+    args.log.init("info")?;
+    let hub = args.hub.client().await?;
+    let member = args.member.client().await?;
+    let metrics = Arc::new(Metrics::default());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let listener = admin::bind(args.metrics, "--metrics").await?;
+    tracing::info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /livez, /readyz");
+    admin::serve(listener, metrics.endpoints(), stop.clone());
+    causeway_runtime::signal::cancel_on_signal(stop.clone());
+    causeway_controllers::agent::run(
+        hub,
+        member,
+        args.cluster,
+        args.timing.timing(),
+        metrics,
+        stop,
+    )
+    .await
+}
