@@ -3,7 +3,9 @@
 //! `Accepted` condition plus an Event, and keeps the status Karmada users read:
 //! `loadBalancer` from the live causeway-proxy Leases (MCI-10), `serviceLocations` from
 //! the hub ServiceImports' `status.clusters` (MCI-9), and `trafficBlockClusters` from the
-//! clusters among them that are not Ready or ask for `TrafficControl` (MCI-8).
+//! clusters serving its backends that ask for `TrafficControl` (MCI-8) or stayed not
+//! Ready past the stale-endpoints TTL (EPS-7; within it, their last known endpoints keep
+//! serving and the `EndpointsStale` condition says so).
 //! A finalizer clears the published addresses when an MCI is deleted.
 //!
 //! The pure part ([`desired`]) maps the hub caches to the status of one MCI; [`run`] is the
@@ -36,6 +38,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::mcs::stale::{ExpiryTimer, Staleness};
 use crate::metrics::Metrics;
 use causeway_crds::federation::cluster::remedy_actions::TRAFFIC_CONTROL;
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
@@ -51,6 +54,11 @@ pub struct World<'a> {
     pub imports: &'a BTreeMap<(String, String), Arc<ServiceImport>>,
     /// Registered clusters by cluster id.
     pub clusters: &'a BTreeMap<String, Arc<Cluster>>,
+    /// The clusters exporting each service, by (namespace, name): they serve it even
+    /// while withdrawn from its ServiceImport's `status.clusters`.
+    pub exporters: &'a BTreeMap<(String, String), BTreeSet<String>>,
+    /// Which clusters are stale or withdrawn.
+    pub stale: &'a Staleness,
     /// causeway-proxy Leases in the system namespace.
     pub proxies: &'a [Arc<Lease>],
     /// Now, for Lease expiry.
@@ -93,13 +101,27 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
             Some(ServiceLocation { name, clusters })
         })
         .collect();
-    let traffic_block_clusters: Vec<String> = service_locations
+    // every cluster serving a backend, withdrawn ones included
+    let serving: BTreeSet<&str> = service_locations
         .iter()
         .flat_map(|l| l.clusters.iter())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .filter(|c| world.clusters.get(*c).is_some_and(|c| blocks_traffic(c)))
-        .cloned()
+        .chain(
+            backend_services(mci)
+                .into_iter()
+                .filter_map(|name| world.exporters.get(&(ns.clone(), name)))
+                .flatten(),
+        )
+        .map(String::as_str)
+        .collect();
+    let traffic_block_clusters: Vec<String> = serving
+        .iter()
+        .filter(|c| {
+            world
+                .clusters
+                .get(**c)
+                .is_some_and(|c| blocks_traffic(c, world.stale))
+        })
+        .map(|c| c.to_string())
         .collect();
     let (reason, message, ok) = if !errors.is_empty() {
         (
@@ -145,23 +167,25 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
+    let mut conditions = vec![Condition {
+        type_: ACCEPTED.into(),
+        status: status_word.into(),
+        reason: reason.into(),
+        message: message.chars().take(32 * 1024).collect(),
+        observed_generation: mci.metadata.generation,
+        last_transition_time: crate::condition::since(
+            prev,
+            ACCEPTED,
+            status_word,
+            &Time(world.now),
+        ),
+    }];
+    conditions.extend(world.stale.condition(serving.iter().copied(), prev));
     let status = MultiClusterIngressStatus {
         load_balancer,
         traffic_block_clusters,
         service_locations,
-        conditions: vec![Condition {
-            type_: ACCEPTED.into(),
-            status: status_word.into(),
-            reason: reason.into(),
-            message: message.chars().take(32 * 1024).collect(),
-            observed_generation: mci.metadata.generation,
-            last_transition_time: crate::condition::since(
-                prev,
-                ACCEPTED,
-                status_word,
-                &Time(world.now),
-            ),
-        }],
+        conditions,
     };
     Desired::Ours {
         status,
@@ -189,17 +213,22 @@ pub fn backend_services(mci: &MultiClusterIngress) -> Vec<String> {
     names.into_iter().collect()
 }
 
-/// Whether MCI load balancing must skip `cluster`: a `TrafficControl` remedy, or a Ready
-/// condition that is not True (no condition yet: not blocked).
-pub fn blocks_traffic(cluster: &Cluster) -> bool {
-    let Some(st) = &cluster.status else {
-        return false;
-    };
-    st.remedy_actions.iter().any(|a| a == TRAFFIC_CONTROL)
-        || st
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status != "True")
+/// Whether MCI load balancing must skip `cluster`: a `TrafficControl` remedy, or not
+/// Ready for longer than the stale-endpoints TTL (within it, its last known endpoints
+/// keep serving; endpoints that are really dead are ejected by the proxy).
+pub fn blocks_traffic(cluster: &Cluster, stale: &Staleness) -> bool {
+    let remedy = cluster
+        .status
+        .as_ref()
+        .is_some_and(|st| st.remedy_actions.iter().any(|a| a == TRAFFIC_CONTROL));
+    remedy || stale.withdrawn(&cluster_id(cluster))
+}
+
+/// A Cluster's id: `spec.id`, else its name.
+fn cluster_id(c: &Cluster) -> String {
+    c.cluster_id()
+        .map(String::from)
+        .unwrap_or_else(|| c.name_any())
 }
 
 /// `status.loadBalancer` from the causeway-proxy Leases that are still held at `now`:
@@ -291,6 +320,7 @@ pub async fn run(
     hub: kube::Client,
     caches: Arc<crate::mcs::HubCaches>,
     metrics: Arc<Metrics>,
+    stale_ttl: Duration,
     stop: CancellationToken,
 ) {
     let wake = Wake::new();
@@ -310,14 +340,8 @@ pub async fn run(
         "hub ingressclasses",
         None,
     );
-    let clusters = cache(
-        Api::<Cluster>::all(hub.clone()),
-        watcher::Config::default(),
-        wake.clone(),
-        stop.clone(),
-        "hub clusters",
-        None,
-    );
+    let clusters = caches.clusters.subscribe(wake.clone());
+    let exported = caches.exported.subscribe(wake.clone());
     let proxies = cache(
         Api::<Lease>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
         watcher::Config::default().labels(&format!(
@@ -336,6 +360,7 @@ pub async fn run(
         || clusters.wait_until_ready().await.is_err()
         || proxies.wait_until_ready().await.is_err()
         || imports.wait_until_ready().await.is_err()
+        || exported.wait_until_ready().await.is_err()
     {
         return;
     }
@@ -348,8 +373,10 @@ pub async fn run(
         },
     );
     let mut memo = Memo::default();
+    let mut expiry = ExpiryTimer::default();
     loop {
         let started = Instant::now();
+        let now = jiff::Timestamp::now();
         let class_list: Vec<IngressClass> =
             classes.state().iter().map(|c| c.as_ref().clone()).collect();
         let imports_now = imports.state();
@@ -357,25 +384,29 @@ pub async fn run(
             .into_iter()
             .map(|(k, v)| (k, v.clone()))
             .collect();
-        let cluster_map: BTreeMap<String, Arc<Cluster>> = clusters
-            .state()
+        let clusters_now = clusters.state();
+        let stale = Staleness::new(&clusters_now, stale_ttl, now);
+        expiry.set(&wake, stale.next_expiry());
+        let cluster_map: BTreeMap<String, Arc<Cluster>> = clusters_now
             .into_iter()
-            .map(|c| {
-                (
-                    c.cluster_id()
-                        .map(String::from)
-                        .unwrap_or_else(|| c.name_any()),
-                    c,
-                )
-            })
+            .map(|c| (cluster_id(&c), c))
             .collect();
+        let mut exporters: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+        for e in exported.state() {
+            exporters
+                .entry((e.namespace().unwrap_or_default(), e.spec.service.clone()))
+                .or_default()
+                .insert(e.spec.cluster.clone());
+        }
         let leases = proxies.state();
         let world = World {
             classes: &class_list,
             imports: &import_map,
             clusters: &cluster_map,
+            exporters: &exporters,
+            stale: &stale,
             proxies: &leases,
-            now: jiff::Timestamp::now(),
+            now,
         };
         let mut failed = std::collections::HashSet::new();
         for mci in mcis.state() {

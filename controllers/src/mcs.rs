@@ -3,8 +3,11 @@
 pub mod aggregator;
 pub mod exporter;
 pub mod importer;
+pub mod relay;
+pub mod stale;
 
 use causeway_crds::exported_service::ExportedService;
+use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -25,6 +28,9 @@ pub struct HubCaches {
     pub slices: Reflector<EndpointSlice>,
     /// Every ExportedService but those in outboxes.
     pub exported: Reflector<ExportedService>,
+    /// Every Cluster (registration, and readiness for stale endpoints, EPS-7); a
+    /// change asks for a full round.
+    pub clusters: Reflector<Cluster>,
 }
 
 impl HubCaches {
@@ -61,6 +67,21 @@ impl HubCaches {
                 "hub exportedservices",
                 by_service(),
             ),
+            clusters: Reflector::start(
+                Api::all(hub.clone()),
+                watcher::Config::default(),
+                stop.clone(),
+                "hub clusters",
+                None,
+            ),
         }
     }
+}
+
+/// The source cluster of a hub or member MCS EndpointSlice ("" without the label).
+pub fn source_cluster(s: &EndpointSlice) -> &str {
+    use kube::ResourceExt;
+    s.labels()
+        .get(labels::SOURCE_CLUSTER)
+        .map_or("", String::as_str)
 }

@@ -56,5 +56,13 @@ pub fn spawn_workers(
         metrics.clone(),
         stop.clone(),
     ));
-    tokio::spawn(importer::run(m.id, m.client, hub, caches, metrics, stop));
+    tokio::spawn(importer::run(
+        m.id,
+        m.client,
+        hub,
+        caches,
+        metrics,
+        opts.timing.stale_endpoints_ttl,
+        stop,
+    ));
 }

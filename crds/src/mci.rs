@@ -141,6 +141,11 @@ pub struct MultiClusterIngressStatus {
 /// `type` of the MultiClusterIngress condition that says whether Causeway serves it.
 pub const ACCEPTED: &str = "Accepted";
 
+/// `type` of the MultiClusterIngress condition that says a cluster serving its backends
+/// is not Ready, so its endpoints are stale and, past the TTL, withdrawn (the same
+/// condition as on ServiceImport, with the same reasons).
+pub const ENDPOINTS_STALE: &str = crate::mcs::conditions::service_import::ENDPOINTS_STALE;
+
 fn mci_status_schema(schema: &mut Schema) {
     for path in ["loadBalancer.ingress", "loadBalancer.ingress[].ports"] {
         set_at(schema, path, "x-kubernetes-list-type", json!("atomic"));

@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use causeway_crds::federation::cluster::{Cluster, ClusterStatus};
@@ -101,6 +101,8 @@ struct Fixture {
     classes: Vec<IngressClass>,
     imports: BTreeMap<(String, String), Arc<ServiceImport>>,
     clusters: BTreeMap<String, Arc<Cluster>>,
+    exporters: BTreeMap<(String, String), BTreeSet<String>>,
+    ttl: std::time::Duration,
     proxies: Vec<Arc<Lease>>,
     now: jiff::Timestamp,
 }
@@ -127,6 +129,8 @@ impl Fixture {
             classes: classes(),
             imports,
             clusters,
+            exporters: BTreeMap::new(),
+            ttl: crate::mcs::stale::tests::TTL,
             proxies: vec![
                 lease("127.0.0.1", "8080/http,8443/https", 1, now),
                 lease("proxy.example.com, 127.0.0.1", "8080/http", 3, now),
@@ -137,12 +141,15 @@ impl Fixture {
     }
 
     fn verdict(&self, m: &MultiClusterIngress) -> Desired {
+        let all: Vec<Arc<Cluster>> = self.clusters.values().cloned().collect();
         desired(
             m,
             &World {
                 classes: &self.classes,
                 imports: &self.imports,
                 clusters: &self.clusters,
+                exporters: &self.exporters,
+                stale: &Staleness::new(&all, self.ttl, self.now),
                 proxies: &self.proxies,
                 now: self.now,
             },
@@ -287,4 +294,102 @@ fn accepted_keeps_its_transition_time_while_the_status_stays() {
         panic!()
     };
     assert_eq!(status.conditions[0].last_transition_time, Time(f.now));
+}
+
+#[test]
+fn a_cluster_not_ready_keeps_serving_until_the_ttl_then_is_blocked() {
+    use crate::mcs::stale::tests::{cluster as stale_cluster, stale_condition, stale_true, t};
+    // (west's Ready condition (status, since), now, west still in the import's
+    // status.clusters, blocked clusters, EndpointsStale (status, reason), fragment)
+    type Case = (
+        (&'static str, i64),
+        i64,
+        bool,
+        &'static [&'static str],
+        Option<(&'static str, &'static str)>,
+        &'static str,
+    );
+    let table: &[Case] = &[
+        // ready: served, no condition
+        (("True", 0), 1100, true, &["north"], None, ""),
+        // not Ready within the TTL: still served, said stale
+        (
+            ("False", 1000),
+            1100,
+            true,
+            &["north"],
+            Some(("True", "ClusterNotReady")),
+            "cluster west is not Ready since 1970-01-01T00:16:40Z: its last known endpoints are served until 1970-01-01T00:21:40Z",
+        ),
+        // Unknown is not Ready either
+        (
+            ("Unknown", 1000),
+            1299,
+            true,
+            &["north"],
+            Some(("True", "ClusterNotReady")),
+            "cluster west",
+        ),
+        // past the TTL: blocked, even once the aggregator has left it out of the
+        // ServiceImport (it still exports the service)
+        (
+            ("False", 1000),
+            1300,
+            false,
+            &["north", "west"],
+            Some(("True", "EndpointsWithdrawn")),
+            "its endpoints are withdrawn since 1970-01-01T00:21:40Z",
+        ),
+    ];
+    for (ready, now, listed, blocked, cond, fragment) in table {
+        let mut f = Fixture::new();
+        f.now = t(*now).0;
+        f.clusters
+            .insert("west".into(), stale_cluster("west", Some(*ready)));
+        let web: &[&str] = if *listed {
+            &["west", "east", "north"]
+        } else {
+            &["east", "north"]
+        };
+        f.imports
+            .insert(("demo".into(), "web".into()), import("web", web));
+        f.exporters.insert(
+            ("demo".into(), "web".into()),
+            ["west", "east", "north"].map(String::from).into(),
+        );
+        let Desired::Ours { status, .. } = f.verdict(&mci("causeway", "")) else {
+            panic!("should be ours")
+        };
+        assert_eq!(
+            &status.traffic_block_clusters, blocked,
+            "{ready:?} at {now}"
+        );
+        let got = stale_condition(&status.conditions);
+        assert_eq!(
+            got.as_ref().map(|(s, r, _)| (s.as_str(), r.as_str())),
+            *cond,
+            "{ready:?} at {now}"
+        );
+        if let Some((_, _, msg)) = got {
+            assert!(msg.contains(fragment), "{msg:?} lacks {fragment:?}");
+        }
+        assert_eq!(status.conditions[0].type_, ACCEPTED, "Accepted stays first");
+    }
+    // Ready again: no longer blocked, the condition turns False.
+    let mut f = Fixture::new();
+    f.clusters
+        .insert("west".into(), stale_cluster("west", Some(("True", 0))));
+    let mut m = mci("causeway", "");
+    m.status = Some(MultiClusterIngressStatus {
+        conditions: vec![stale_true("EndpointsWithdrawn", 1000)],
+        ..Default::default()
+    });
+    let Desired::Ours { status, .. } = f.verdict(&m) else {
+        panic!()
+    };
+    assert_eq!(status.traffic_block_clusters, vec!["north"]);
+    assert_eq!(
+        stale_condition(&status.conditions).map(|(s, r, _)| (s, r)),
+        Some(("False".into(), "ClustersReady".into()))
+    );
 }

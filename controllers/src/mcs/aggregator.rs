@@ -1,14 +1,15 @@
 //! Aggregator (hub): all `ExportedService`s of one namespace/name → the hub
 //! `ServiceImport` (merged per the conflict rules) and each export's verdict
 //! (`Conflict` condition, `excludedPorts`). Exports and hub slices of clusters that
-//! are no longer registered are withdrawn here.
+//! are no longer registered are withdrawn here. Clusters that stayed not Ready past
+//! the stale-endpoints TTL are left out of `status.clusters`, and the ServiceImport
+//! says which of its clusters are stale ([`super::stale`], EPS-7).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use causeway_crds::exported_service::{ExportedService, ExportedServiceSpec};
-use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::mcs::conditions::{service_export as ex_cond, service_import as im_cond};
 use causeway_crds::mcs::merge::{Merged, merge_specs, to_service_import_spec};
 use causeway_crds::mcs::v1beta1::ServiceImport;
@@ -19,14 +20,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use k8s_validation::{self as validation, FieldError};
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::watcher;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::source_cluster;
+use super::stale::{ExpiryTimer, Staleness};
 use crate::metrics::Metrics;
 use crate::watch::{ByService, service_key};
 use causeway_runtime::apply::{self, Failures, Outcome};
-use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
 
 /// The hub ServiceImport of a merge, and the verdict for each export.
@@ -107,7 +108,7 @@ pub fn withdrawals(
             .filter(|s| {
                 let l = s.labels();
                 l.get(labels::MANAGED).map(String::as_str) == Some(labels::MANAGED_VALUE)
-                    && !registered.contains(l.get(labels::SOURCE_CLUSTER).map_or("", |c| c))
+                    && !registered.contains(source_cluster(s))
             })
             .map(|s| {
                 (
@@ -123,10 +124,13 @@ pub fn withdrawals(
     }
 }
 
-/// Pure: merge every namespace/name group of exports from registered clusters.
+/// Pure: merge every namespace/name group of exports from registered clusters; the
+/// clusters `stale` says are withdrawn stay in the merge (the import keeps its shape
+/// while they are away) but not in `status.clusters`.
 pub fn desired(
     exports: &[Arc<ExportedService>],
     registered: &BTreeSet<String>,
+    stale: &Staleness,
     hub_imports: &[Arc<ServiceImport>],
     hub_slices: &[Arc<EndpointSlice>],
     now: &Time,
@@ -168,7 +172,16 @@ pub fn desired(
         };
         let has_slices = slices_by_service
             .get(&(ns.clone(), svc.clone()))
-            .is_some_and(|l| !l.is_empty());
+            .is_some_and(|l| l.iter().any(|s| !stale.withdrawn(source_cluster(s))));
+        let mut conditions = vec![Condition {
+            type_: im_cond::READY.into(),
+            status: "True".into(),
+            reason: im_cond::reason::READY.into(),
+            message: format!("merged from {} exporting cluster(s)", merged.clusters.len()),
+            last_transition_time: crate::condition::since(&prev_conds, im_cond::READY, "True", now),
+            observed_generation: None,
+        }];
+        conditions.extend(stale.condition(merged.clusters.iter().map(String::as_str), &prev_conds));
         import.status = Some(ServiceImportStatus {
             endpoint_slice_objects: Some(
                 if has_slices {
@@ -178,20 +191,12 @@ pub fn desired(
                 }
                 .into(),
             ),
-            clusters: merged.cluster_statuses(),
-            conditions: vec![Condition {
-                type_: im_cond::READY.into(),
-                status: "True".into(),
-                reason: im_cond::reason::READY.into(),
-                message: format!("merged from {} exporting cluster(s)", merged.clusters.len()),
-                last_transition_time: crate::condition::since(
-                    &prev_conds,
-                    im_cond::READY,
-                    "True",
-                    now,
-                ),
-                observed_generation: None,
-            }],
+            clusters: merged
+                .cluster_statuses()
+                .into_iter()
+                .filter(|c| !stale.withdrawn(&c.cluster))
+                .collect(),
+            conditions,
         });
         let mut verdicts = BTreeMap::new();
         for e in &group {
@@ -266,24 +271,19 @@ pub fn desired(
     out
 }
 
-/// Runs the aggregator until `stop`.
+/// Runs the aggregator until `stop`; endpoints of clusters not Ready for `stale_ttl`
+/// are withdrawn from the ServiceImports.
 pub async fn run(
     hub: kube::Client,
     caches: Arc<super::HubCaches>,
     metrics: Arc<Metrics>,
+    stale_ttl: Duration,
     stop: CancellationToken,
 ) {
     let wake = Wake::new();
     let exports = caches.exported.subscribe(wake.clone());
     let imports = caches.imports.subscribe(wake.clone());
-    let clusters = cache(
-        Api::<Cluster>::all(hub.clone()),
-        watcher::Config::default(),
-        wake.clone(),
-        stop.clone(),
-        "hub clusters",
-        None,
-    );
+    let clusters = caches.clusters.subscribe(wake.clone());
     let slices = caches.slices.subscribe(wake.clone());
     if exports.wait_until_ready().await.is_err()
         || imports.wait_until_ready().await.is_err()
@@ -296,10 +296,11 @@ pub async fn run(
     let mut memo = Memos::default();
     let mut conflicted: std::collections::HashSet<crate::watch::ServiceKey> = Default::default();
     let mut dirty = Dirty::full();
+    let mut expiry = ExpiryTimer::default();
     loop {
         let started = Instant::now();
-        let registered: BTreeSet<String> = clusters
-            .state()
+        let clusters_now = clusters.state();
+        let registered: BTreeSet<String> = clusters_now
             .iter()
             .filter(|c| c.metadata.deletion_timestamp.is_none())
             .map(|c| {
@@ -309,13 +310,22 @@ pub async fn run(
             })
             .collect();
         let now = Time(jiff::Timestamp::now());
+        let stale = Staleness::new(&clusters_now, stale_ttl, now.0);
+        expiry.set(&wake, stale.next_expiry());
         // only the services that changed, unless this is a full round
         let (exports_now, imports_now, slices_now) = (
             dirty.filter(exports.state()),
             dirty.filter(imports.state()),
             dirty.filter(slices.state()),
         );
-        let verdicts = desired(&exports_now, &registered, &imports_now, &slices_now, &now);
+        let verdicts = desired(
+            &exports_now,
+            &registered,
+            &stale,
+            &imports_now,
+            &slices_now,
+            &now,
+        );
         if dirty.full {
             conflicted.clear();
         } else {

@@ -1,11 +1,14 @@
 //! Importer (one per member): hub ServiceImports and MCS EndpointSlices → in every
 //! member namespace that exists: the ServiceImport (same ns/name, `ips` from the
 //! derived Service), the derived Service, and one EndpointSlice per source slice
-//! carrying only the ports that source cluster may serve.
+//! carrying only the ports that source cluster may serve. The slices of a source
+//! cluster that stayed not Ready past the stale-endpoints TTL are left out until it is
+//! Ready again, and the ServiceImport says which of its clusters are stale
+//! ([`super::stale`], EPS-7).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::mcs::conditions::service_import as im_cond;
@@ -25,6 +28,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::source_cluster;
+use super::stale::{ExpiryTimer, Staleness};
 use crate::metrics::Metrics;
 use crate::watch::service_key;
 use crate::watch::{ByService, by_service};
@@ -71,10 +76,12 @@ fn managed_labels(svc: &str) -> BTreeMap<String, String> {
 }
 
 /// Pure: the member's imported objects.
+#[allow(clippy::too_many_arguments)]
 pub fn desired(
     hub_imports: &[Arc<ServiceImport>],
     hub_slices: &[Arc<EndpointSlice>],
     exported: &[Arc<ExportedService>],
+    stale: &Staleness,
     namespaces: &[Arc<Namespace>],
     member_services: &[Arc<Service>],
     member_imports: &[Arc<ServiceImport>],
@@ -208,9 +215,34 @@ pub fn desired(
         };
         let last = crate::condition::since(&prev, im_cond::READY, status, now);
         let none = Vec::new();
-        let hub_slices_of = slices_by_service
+        let all_slices_of = slices_by_service
             .get(&(ns.clone(), name.clone()))
             .unwrap_or(&none);
+        let hub_clusters = si
+            .status
+            .as_ref()
+            .map(|s| s.clusters.clone())
+            .unwrap_or_default();
+        // EPS-7: every cluster serving it (also those the hub import already left out)
+        let serving: BTreeSet<&str> = hub_clusters
+            .iter()
+            .map(|c| c.cluster.as_str())
+            .chain(all_slices_of.iter().map(|s| source_cluster(s)))
+            .collect();
+        let mut conditions = vec![Condition {
+            type_: im_cond::READY.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: last,
+            observed_generation: None,
+        }];
+        conditions.extend(stale.condition(serving, &prev));
+        let hub_slices_of: Vec<&Arc<EndpointSlice>> = all_slices_of
+            .iter()
+            .copied()
+            .filter(|s| !stale.withdrawn(source_cluster(s)))
+            .collect();
         let st = ServiceImportStatus {
             // one member slice per hub slice (IMP-13)
             endpoint_slice_objects: Some(
@@ -221,19 +253,11 @@ pub fn desired(
                 }
                 .into(),
             ),
-            clusters: si
-                .status
-                .as_ref()
-                .map(|s| s.clusters.clone())
-                .unwrap_or_default(),
-            conditions: vec![Condition {
-                type_: im_cond::READY.into(),
-                status: status.into(),
-                reason: reason.into(),
-                message: message.into(),
-                last_transition_time: last,
-                observed_generation: None,
-            }],
+            clusters: hub_clusters
+                .into_iter()
+                .filter(|c| !stale.withdrawn(&c.cluster))
+                .collect(),
+            conditions,
         };
         out.imports.push((import, st));
         out.services.push(svc);
@@ -245,11 +269,7 @@ pub fn desired(
             .map(|p| p.name.clone().unwrap_or_default())
             .collect();
         for hs in hub_slices_of {
-            let src = hs
-                .labels()
-                .get(labels::SOURCE_CLUSTER)
-                .cloned()
-                .unwrap_or_default();
+            let src = source_cluster(hs).to_string();
             let excluded: BTreeSet<String> = exported_by
                 .get(&(ns.clone(), name.clone(), src.clone()))
                 .and_then(|e| e.status.as_ref())
@@ -303,6 +323,7 @@ pub async fn run(
     hub: kube::Client,
     caches: Arc<super::HubCaches>,
     metrics: Arc<Metrics>,
+    stale_ttl: Duration,
     stop: CancellationToken,
 ) {
     let wake = Wake::new();
@@ -314,6 +335,7 @@ pub async fn run(
     let hub_imports = caches.imports.subscribe(wake.clone());
     let hub_slices = caches.slices.subscribe(wake.clone());
     let exported = caches.exported.subscribe(wake.clone());
+    let clusters = caches.clusters.subscribe(wake.clone());
     let namespaces = cache(
         Api::<Namespace>::all(member.clone()),
         watcher::Config::default(),
@@ -353,6 +375,7 @@ pub async fn run(
     if hub_imports.wait_until_ready().await.is_err()
         || hub_slices.wait_until_ready().await.is_err()
         || exported.wait_until_ready().await.is_err()
+        || clusters.wait_until_ready().await.is_err()
         || namespaces.wait_until_ready().await.is_err()
         || imports.wait_until_ready().await.is_err()
         || services.wait_until_ready().await.is_err()
@@ -372,9 +395,12 @@ pub async fn run(
     let mut told: HashSet<(String, String)> = HashSet::new();
     let mut memo = Memos::default();
     let mut dirty = Dirty::full();
+    let mut expiry = ExpiryTimer::default();
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
+        let stale = Staleness::new(&clusters.state(), stale_ttl, now.0);
+        expiry.set(&wake, stale.next_expiry());
         // only the services that changed, unless this is a full round
         let (member_imports, member_services, member_slices) = (
             dirty.filter(imports.state()),
@@ -385,6 +411,7 @@ pub async fn run(
             &dirty.filter(hub_imports.state()),
             &dirty.filter(hub_slices.state()),
             &dirty.filter(exported.state()),
+            &stale,
             &namespaces.state(),
             &member_services,
             &member_imports,

@@ -75,6 +75,12 @@ pub mod service_export {
 pub mod service_import {
     /// `Ready`: true when the ServiceImport is ready.
     pub const READY: &str = "Ready";
+    /// `EndpointsStale` (Causeway, EPS-7; also on MultiClusterIngress): true while a
+    /// cluster serving the service is not Ready: its last known endpoints are kept for
+    /// `--stale-endpoints-ttl` (reason `ClusterNotReady`), then withdrawn until it is
+    /// Ready again (reason `EndpointsWithdrawn`). The message names the clusters, since
+    /// when they are not Ready and when their endpoints are (or were) withdrawn.
+    pub const ENDPOINTS_STALE: &str = "EndpointsStale";
 
     /// Reasons of the `Ready` condition.
     pub mod reason {
@@ -84,5 +90,14 @@ pub mod service_import {
         pub const PENDING: &str = "Pending";
         /// `Ready=False`: the service cannot be imported because of its IP families.
         pub const IP_FAMILY_NOT_SUPPORTED: &str = "IPFamilyNotSupported";
+
+        /// `EndpointsStale=True`: a serving cluster is not Ready; its last known
+        /// endpoints are still served until the TTL runs out.
+        pub const CLUSTER_NOT_READY: &str = "ClusterNotReady";
+        /// `EndpointsStale=True`: a serving cluster stayed not Ready past the TTL; its
+        /// endpoints are withdrawn until it is Ready again.
+        pub const ENDPOINTS_WITHDRAWN: &str = "EndpointsWithdrawn";
+        /// `EndpointsStale=False`: every serving cluster is Ready (again).
+        pub const CLUSTERS_READY: &str = "ClustersReady";
     }
 }

@@ -1,5 +1,6 @@
 //! Table tests of the aggregator's pure `desired`: exported metadata that no API server
-//! accepts stays off the ServiceImport and is reported on the export.
+//! accepts stays off the ServiceImport and is reported on the export; clusters not
+//! Ready past the TTL leave `status.clusters` (EPS-7).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -36,6 +37,7 @@ fn run(labels: Value, annotations: Value) -> Aggregate {
     let mut v = desired(
         &[exported("east", labels, annotations)],
         &registered,
+        &Staleness::default(),
         &[],
         &[],
         &now(),
@@ -218,15 +220,109 @@ fn the_hub_import_says_whether_mcs_endpoint_slices_exist() {
     let registered = BTreeSet::from(["east".to_string()]);
     let exports = [exported("east", json!({}), json!({}))];
     let status = |slices: &[Arc<EndpointSlice>]| {
-        desired(&exports, &registered, &[], slices, &now())[0]
-            .import
-            .status
-            .as_ref()
-            .and_then(|s| s.endpoint_slice_objects.clone())
+        desired(
+            &exports,
+            &registered,
+            &Staleness::default(),
+            &[],
+            slices,
+            &now(),
+        )[0]
+        .import
+        .status
+        .as_ref()
+        .and_then(|s| s.endpoint_slice_objects.clone())
     };
     assert_eq!(status(&[]).as_deref(), Some("Absent"));
     assert_eq!(
         status(&[hub_slice("web-1.east", "east", true)]).as_deref(),
         Some("Present")
     );
+}
+
+#[test]
+fn a_cluster_not_ready_is_kept_until_the_ttl_then_left_out_until_ready_again() {
+    use crate::mcs::stale::tests::{cluster, import_summary, stale_true, t, world};
+    // east Ready; west not Ready since 1000 s (TTL 300 s); only west has slices
+    let registered = BTreeSet::from(["east".to_string(), "west".to_string()]);
+    let exports = [
+        exported("east", json!({}), json!({})),
+        exported("west", json!({}), json!({})),
+    ];
+    let slices = [hub_slice("web-1.west", "west", true)];
+    let run = |stale: &Staleness, prev: Vec<Condition>| {
+        let prev_import: ServiceImport = serde_json::from_value(json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "metadata": {"name": "web", "namespace": "demo"},
+            "spec": {"type": "ClusterSetIP"},
+            "status": {"conditions": prev},
+        }))
+        .unwrap();
+        let mut v = desired(
+            &exports,
+            &registered,
+            stale,
+            &[Arc::new(prev_import)],
+            &slices,
+            &t(1400),
+        );
+        let st = v.remove(0).import.status.unwrap();
+        let (clusters, cond) = import_summary(&st);
+        (clusters, st.endpoint_slice_objects.unwrap(), cond)
+    };
+    // (now, clusters listed, endpointSliceObjects, EndpointsStale (status, reason), fragment)
+    type Case = (
+        i64,
+        &'static [&'static str],
+        &'static str,
+        Option<(&'static str, &'static str)>,
+        &'static str,
+    );
+    let table: &[Case] = &[
+        (
+            1100,
+            &["east", "west"],
+            "Present",
+            Some(("True", "ClusterNotReady")),
+            "cluster west is not Ready since 1970-01-01T00:16:40Z: its last known endpoints are served until 1970-01-01T00:21:40Z",
+        ),
+        (
+            1300,
+            &["east"],
+            "Absent",
+            Some(("True", "EndpointsWithdrawn")),
+            "its endpoints are withdrawn since 1970-01-01T00:21:40Z",
+        ),
+    ];
+    for (now, clusters, objects, cond, fragment) in table {
+        let (got_clusters, got_objects, got_cond) = run(&world(*now).1, vec![]);
+        assert_eq!(&got_clusters, clusters, "at {now}");
+        assert_eq!(&got_objects, objects, "at {now}");
+        let (st, reason, msg) = got_cond.expect("an EndpointsStale condition");
+        assert_eq!(Some((st.as_str(), reason.as_str())), *cond, "at {now}");
+        assert!(msg.contains(fragment), "{msg:?} lacks {fragment:?}");
+    }
+    // withdrawn, not deleted: the hub objects of a registered cluster stay
+    assert_eq!(
+        withdrawals(&exports, &slices, &registered),
+        Withdrawals::default()
+    );
+    // Ready again: listed, and the condition turns False
+    let ready = Staleness::new(
+        &[
+            cluster("east", Some(("True", 0))),
+            cluster("west", Some(("True", 1500))),
+        ],
+        crate::mcs::stale::tests::TTL,
+        t(1600).0,
+    );
+    let (clusters, objects, cond) = run(&ready, vec![stale_true("EndpointsWithdrawn", 1100)]);
+    assert_eq!(clusters, ["east", "west"]);
+    assert_eq!(objects, "Present");
+    assert_eq!(
+        cond.map(|(s, r, _)| (s, r)),
+        Some(("False".into(), "ClustersReady".into()))
+    );
+    // never stale: no condition
+    assert_eq!(run(&ready, vec![]).2, None);
 }

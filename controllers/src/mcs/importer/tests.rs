@@ -1,6 +1,7 @@
 //! Table tests of the importer's pure `desired`: every ServiceImport field a Service
 //! also has reaches the derived Service (IMP-10), and `status.endpointSliceObjects`
-//! says whether MCS EndpointSlices exist (IMP-13).
+//! says whether MCS EndpointSlices exist (IMP-13); a source cluster not Ready past the
+//! TTL has its slices left out until it is Ready again (EPS-7).
 
 use std::sync::Arc;
 
@@ -39,10 +40,14 @@ fn hub_import(spec: Value) -> Arc<ServiceImport> {
 }
 
 fn hub_slice(name: &str) -> Arc<EndpointSlice> {
+    hub_slice_of(name, "east")
+}
+
+fn hub_slice_of(name: &str, cluster: &str) -> Arc<EndpointSlice> {
     Arc::new(
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "demo", "labels": {
-                labels::SERVICE_NAME: "web", labels::SOURCE_CLUSTER: "east"}},
+                labels::SERVICE_NAME: "web", labels::SOURCE_CLUSTER: cluster}},
             "addressType": "IPv4",
             "endpoints": [{"addresses": ["10.0.0.1"]}],
             "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
@@ -51,8 +56,28 @@ fn hub_slice(name: &str) -> Arc<EndpointSlice> {
     )
 }
 
+/// What a member with namespace `demo`, no derived Services yet and the member
+/// imports `prev` wants for `si` and the hub `slices`.
+fn import(
+    si: &ServiceImport,
+    slices: &[Arc<EndpointSlice>],
+    stale: &Staleness,
+    prev: &[Arc<ServiceImport>],
+) -> Desired {
+    desired(
+        &[Arc::new(si.clone())],
+        slices,
+        &[],
+        stale,
+        &[ns("demo")],
+        &[],
+        prev,
+        &now(),
+    )
+}
+
 fn derived_service(si: Arc<ServiceImport>) -> Value {
-    let want = desired(&[si], &[], &[], &[ns("demo")], &[], &[], &now());
+    let want = import(&si, &[], &Staleness::default(), &[]);
     assert_eq!(want.services.len(), 1);
     serde_json::to_value(&want.services[0].spec).unwrap()
 }
@@ -134,15 +159,7 @@ fn unset_fields_stay_unset_on_the_derived_service() {
 fn endpoint_slice_objects_is_present_only_with_slices() {
     let si = hub_import(json!({}));
     let status = |slices: &[Arc<EndpointSlice>]| {
-        let want = desired(
-            std::slice::from_ref(&si),
-            slices,
-            &[],
-            &[ns("demo")],
-            &[],
-            &[],
-            &now(),
-        );
+        let want = import(&si, slices, &Staleness::default(), &[]);
         (
             want.imports[0].1.endpoint_slice_objects.clone(),
             want.slices.len(),
@@ -152,5 +169,87 @@ fn endpoint_slice_objects_is_present_only_with_slices() {
     assert_eq!(
         status(&[hub_slice("web-abc.east"), hub_slice("web-def.east")]),
         (Some("Present".to_string()), 2)
+    );
+}
+
+#[test]
+fn slices_of_a_cluster_not_ready_are_kept_until_the_ttl_then_left_out() {
+    use crate::mcs::stale::tests::{TTL, cluster, import_summary, t, world};
+    use causeway_crds::mcs::conditions::service_import::ENDPOINTS_STALE;
+    // the hub import lists east and west (as before the aggregator withdrew west)
+    let mut si = (*hub_import(json!({}))).clone();
+    si.status =
+        serde_json::from_value(json!({"clusters": [{"cluster": "east"}, {"cluster": "west"}]}))
+            .unwrap();
+    let slices = [
+        hub_slice_of("web-1.east", "east"),
+        hub_slice_of("web-1.west", "west"),
+    ];
+    let run = |si: &ServiceImport, stale: &Staleness, prev: &[Arc<ServiceImport>]| {
+        let want = import(si, &slices, stale, prev);
+        let sources: Vec<String> = want
+            .slices
+            .iter()
+            .map(|s| super::super::source_cluster(s).to_string())
+            .collect();
+        let (clusters, cond) = import_summary(&want.imports[0].1);
+        (sources, clusters, cond)
+    };
+    // (now, slice sources, status.clusters, EndpointsStale (status, reason), fragment)
+    type Case = (
+        i64,
+        &'static [&'static str],
+        &'static [&'static str],
+        (&'static str, &'static str),
+        &'static str,
+    );
+    let table: &[Case] = &[
+        (
+            1299,
+            &["east", "west"],
+            &["east", "west"],
+            ("True", "ClusterNotReady"),
+            "served until 1970-01-01T00:21:40Z, then withdrawn",
+        ),
+        (
+            1300,
+            &["east"],
+            &["east"],
+            ("True", "EndpointsWithdrawn"),
+            "cluster west is not Ready since 1970-01-01T00:16:40Z: its endpoints are withdrawn since 1970-01-01T00:21:40Z",
+        ),
+    ];
+    for (now, sources, clusters, cond, fragment) in table {
+        let (got_sources, got_clusters, got_cond) = run(&si, &world(*now).1, &[]);
+        assert_eq!(&got_sources, sources, "at {now}");
+        assert_eq!(&got_clusters, clusters, "at {now}");
+        let (st, reason, msg) = got_cond.expect("an EndpointsStale condition");
+        assert_eq!((st.as_str(), reason.as_str()), *cond, "at {now}");
+        assert!(msg.contains(fragment), "{msg:?} lacks {fragment:?}");
+    }
+    // once the hub import no longer lists west, its slices still make it a serving
+    // cluster: the condition keeps saying it is withdrawn
+    si.status = serde_json::from_value(json!({"clusters": [{"cluster": "east"}]})).unwrap();
+    let (_, _, cond) = run(&si, &world(1300).1, &[]);
+    assert_eq!(cond.map(|c| c.1), Some("EndpointsWithdrawn".to_string()));
+    // Ready again: its slices are back and the condition turns False
+    let ready = Staleness::new(
+        &[
+            cluster("east", Some(("True", 0))),
+            cluster("west", Some(("True", 1500))),
+        ],
+        TTL,
+        t(1600).0,
+    );
+    let mut prev = si.clone();
+    prev.status = serde_json::from_value(json!({"conditions": [{
+        "type": ENDPOINTS_STALE, "status": "True", "reason": "EndpointsWithdrawn",
+        "message": "", "lastTransitionTime": "1970-01-01T00:18:20Z"}]}))
+    .unwrap();
+    let (sources, _, cond) = run(&si, &ready, &[Arc::new(prev)]);
+    assert_eq!(sources, ["east", "west"]);
+    assert_eq!(
+        cond.map(|(s, r, _)| (s, r)),
+        Some(("False".into(), "ClustersReady".into()))
     );
 }
