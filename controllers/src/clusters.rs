@@ -1,5 +1,6 @@
 //! Member clusters: registration (`join`/`unjoin`) and the registry the controller follows.
 
+pub mod finalize;
 pub mod health;
 pub mod join;
 pub mod lease;

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clusters::join::client_for;
 use crate::clusters::options::Timing;
 use crate::clusters::registry::{MemberSpec, members};
-use crate::mcs::{aggregator, importer};
+use crate::mcs::aggregator;
 use crate::metrics::Metrics;
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_runtime::reflect::Wake;
@@ -94,6 +94,7 @@ pub async fn run_with(
     .map_err(|_| anyhow::anyhow!("could not list Clusters and Secrets on the hub within 30 s (are the CRDs installed and the credentials right?)"))?;
     metrics.set_ready(true);
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
+    let mut finalizing = std::collections::BTreeSet::new();
     loop {
         let cl: Vec<Cluster> = clusters
             .state()
@@ -102,6 +103,7 @@ pub async fn run_with(
             .collect();
         let se: Vec<Secret> = secrets.state().iter().map(|s| s.as_ref().clone()).collect();
         let (want, unusable) = members(&cl, &se);
+        crate::clusters::finalize::round(&hub, &clusters.state(), &se, &mut finalizing).await;
         for u in &unusable {
             tracing::warn!(cluster = %u.name, reason = %u.reason, "cluster not usable yet");
         }
@@ -112,8 +114,7 @@ pub async fn run_with(
                 if want.contains_key(name) {
                     tracing::info!(cluster = %name, "restarting member workers with new credentials");
                 } else {
-                    tracing::info!(cluster = %name, "member removed: stopping its workers and withdrawing its imports");
-                    tokio::spawn(withdraw(r.spec.clone()));
+                    tracing::info!(cluster = %name, "member removed: stopping its workers");
                 }
             }
             keep
@@ -176,22 +177,4 @@ fn start_member(
         let opts = crate::member::WorkerOptions { timing };
         crate::member::spawn_workers(member, hub, caches, metrics, &opts, stop);
     });
-}
-
-/// Removes what the importer wrote into a member that left the clusterset, with the
-/// credentials it had (best effort: they may already be revoked).
-async fn withdraw(m: MemberSpec) {
-    let result = async {
-        let client = client_for(&m.access).await?;
-        importer::withdraw_all(&client).await
-    }
-    .await;
-    match result {
-        Ok(n) => {
-            tracing::info!(cluster = %m.name, objects = n, "imports withdrawn from the removed member")
-        }
-        Err(e) => {
-            tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not withdraw the imports of a removed member; delete objects labelled causeway.io/managed=true there by hand")
-        }
-    }
 }

@@ -81,6 +81,13 @@ struct JoinArgs {
 struct UnjoinArgs {
     /// Name of the member to remove.
     name: String,
+    /// Leave what Causeway imported into the member in place (for a migration or a
+    /// rollback); without it the imports are withdrawn from the member.
+    #[arg(long)]
+    preserve: bool,
+    /// How long to wait for the hub controller to finish the cleanup.
+    #[arg(long, default_value = "60s", value_parser = causeway_controllers::clusters::options::parse_interval)]
+    timeout: std::time::Duration,
     #[command(flatten)]
     hub: HubArgs,
 }
@@ -143,7 +150,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Agent(args) => pull_cmd::agent(args).await,
         Command::Unjoin(args) => {
             let hub = args.hub.client().await?;
-            println!("{}", join::unjoin(hub, &args.name).await?);
+            println!(
+                "{}",
+                join::unjoin(hub, &args.name, args.preserve, args.timeout).await?
+            );
             Ok(())
         }
     }

@@ -117,6 +117,10 @@ pub mod annotations {
     /// epoch), for the "endpoint change → imported slice written" latency.
     pub const EXPORTED_AT: &str = "causeway.io/exported-at-ms";
 
+    /// On a Cluster being deleted: "true" leaves what Causeway wrote into the member in
+    /// place (`causeway unjoin --preserve`).
+    pub const PRESERVE_ON_UNJOIN: &str = "causeway.io/preserve-on-unjoin";
+
     /// On an outbox object: its name on the hub (outbox names are prefixed with the
     /// origin namespace, or hashed; see [`crate::names::outbox_name`]).
     pub const ORIGIN_NAME: &str = "causeway.io/origin-name";

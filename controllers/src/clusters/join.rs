@@ -301,15 +301,59 @@ pub async fn join(
     ))
 }
 
-/// Removes `name` from the hub (its Cluster and credentials).
-pub async fn unjoin(hub: kube::Client, name: &str) -> anyhow::Result<String> {
+/// Removes `name` from the hub: deletes its Cluster, waits (up to `wait`) for the hub
+/// controller to finish the cleanup its finalizer holds — withdrawing what Causeway
+/// imported into the member unless `preserve` — then deletes the credentials.
+pub async fn unjoin(
+    hub: kube::Client,
+    name: &str,
+    preserve: bool,
+    wait: std::time::Duration,
+) -> anyhow::Result<String> {
+    use causeway_crds::well_known::annotations::PRESERVE_ON_UNJOIN;
     let clusters: Api<Cluster> = Api::all(hub.clone());
     let secrets: Api<Secret> = Api::namespaced(hub, SYSTEM_NAMESPACE);
-    let found = match clusters.delete(name, &DeleteParams::default()).await {
-        Ok(_) => true,
-        Err(kube::Error::Api(s)) if s.code == 404 => false,
-        Err(e) => return Err(e).context("deleting the Cluster"),
+    let Some(c) = clusters
+        .get_opt(name)
+        .await
+        .context("reading the Cluster")?
+    else {
+        bail!(
+            "no cluster \"{name}\" is joined to this hub (see `kubectl get clusters.causeway.io`)"
+        );
     };
+    if c.spec.sync_mode == ClusterSyncMode::Pull {
+        bail!("cluster \"{name}\" is a Pull member: remove it with `causeway unregister {name}`");
+    }
+    let value = if preserve { "true" } else { "false" };
+    clusters
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {PRESERVE_ON_UNJOIN: value}}})),
+        )
+        .await
+        .context("marking the Cluster for removal")?;
+    match clusters.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e).context("deleting the Cluster"),
+    }
+    let deadline = tokio::time::Instant::now() + wait;
+    while clusters
+        .get_opt(name)
+        .await
+        .context("reading the Cluster")?
+        .is_some()
+    {
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "cluster \"{name}\" is being removed but still there after {} s: `causeway controller` finishes the cleanup (is it running?); its credentials Secret {SYSTEM_NAMESPACE}/{name}-credentials is kept until then",
+                wait.as_secs()
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     match secrets
         .delete(&format!("{name}-credentials"), &DeleteParams::default())
         .await
@@ -317,10 +361,11 @@ pub async fn unjoin(hub: kube::Client, name: &str) -> anyhow::Result<String> {
         Ok(_) | Err(kube::Error::Api(_)) => {}
         Err(e) => return Err(e).context("deleting the credentials Secret"),
     }
-    if !found {
-        bail!(
-            "no cluster \"{name}\" is joined to this hub (see `kubectl get clusters.causeway.io`)"
-        );
-    }
-    Ok(format!("cluster \"{name}\" unjoined"))
+    Ok(if preserve {
+        format!(
+            "cluster \"{name}\" unjoined; what Causeway imported into it is left in place (--preserve)"
+        )
+    } else {
+        format!("cluster \"{name}\" unjoined; its imports were withdrawn")
+    })
 }

@@ -80,10 +80,17 @@ impl Freshness {
             .map(|t| t.0)
             .unwrap_or(now);
         let name = cluster.name_any();
+        // first sight: a lease or condition already there counts as a report now (as in
+        // Karmada); with neither, the clock runs from the Cluster's creation
+        let first = if renew.is_some() || ready_key.is_some() {
+            now
+        } else {
+            created
+        };
         let entry = self.seen.entry(name.clone()).or_insert_with(|| Seen {
             renew: renew.clone(),
             ready: ready_key.clone(),
-            changed_at: created,
+            changed_at: first,
         });
         if entry.renew != renew || entry.ready != ready_key {
             entry.renew = renew;

@@ -81,78 +81,73 @@ pub fn members(
             });
             continue;
         }
-        let Some(server) = c.spec.api_endpoint.clone() else {
-            bad.push(Unusable {
-                name,
-                reason: "spec.apiEndpoint is not set".into(),
-            });
-            continue;
-        };
-        let Some(sref) = &c.spec.secret_ref else {
-            bad.push(Unusable {
-                name,
-                reason: "spec.secretRef is not set".into(),
-            });
-            continue;
-        };
-        let Some(secret) = secrets.iter().find(|s| {
-            s.namespace().as_deref() == Some(sref.namespace.as_str()) && s.name_any() == sref.name
-        }) else {
-            bad.push(Unusable {
-                name,
-                reason: format!("Secret {}/{} not found", sref.namespace, sref.name),
-            });
-            continue;
-        };
-        let Some(token) = secret_str(secret, "token") else {
-            bad.push(Unusable {
-                name,
-                reason: format!("Secret {}/{} has no key token", sref.namespace, sref.name),
-            });
-            continue;
-        };
-        let ca_pem = c
-            .spec
-            .ca_bundle
-            .as_ref()
-            .and_then(|b| {
-                base64::engine::general_purpose::STANDARD
-                    .decode(b.trim())
-                    .ok()
-            })
-            .and_then(|b| String::from_utf8(b).ok())
-            .or_else(|| secret_str(secret, "caBundle"));
-        let id = c.cluster_id().unwrap_or(&name).to_string();
-        let access = MemberAccess {
-            server,
-            ca_pem,
-            token,
-        };
-        let mut h = Sha256::new();
-        for part in [
-            id.as_str(),
-            access.server.as_str(),
-            access.ca_pem.as_deref().unwrap_or(""),
-            access.token.as_str(),
-        ] {
-            h.update(part.as_bytes());
-            h.update([0]);
+        match member_spec(c, secrets) {
+            Ok(m) => {
+                out.insert(name, m);
+            }
+            Err(reason) => bad.push(Unusable { name, reason }),
         }
-        let fingerprint = h.finalize()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        out.insert(
-            name.clone(),
-            MemberSpec {
-                name,
-                id,
-                access,
-                fingerprint,
-            },
-        );
     }
     (out, bad)
+}
+
+/// Pure: how the hub reaches Push member `c`, or what is missing.
+pub fn member_spec(c: &Cluster, secrets: &[Secret]) -> Result<MemberSpec, String> {
+    let name = c.name_any();
+    let Some(server) = c.spec.api_endpoint.clone() else {
+        return Err("spec.apiEndpoint is not set".into());
+    };
+    let Some(sref) = &c.spec.secret_ref else {
+        return Err("spec.secretRef is not set".into());
+    };
+    let Some(secret) = secrets.iter().find(|s| {
+        s.namespace().as_deref() == Some(sref.namespace.as_str()) && s.name_any() == sref.name
+    }) else {
+        return Err(format!("Secret {}/{} not found", sref.namespace, sref.name));
+    };
+    let Some(token) = secret_str(secret, "token") else {
+        return Err(format!(
+            "Secret {}/{} has no key token",
+            sref.namespace, sref.name
+        ));
+    };
+    let ca_pem = c
+        .spec
+        .ca_bundle
+        .as_ref()
+        .and_then(|b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b.trim())
+                .ok()
+        })
+        .and_then(|b| String::from_utf8(b).ok())
+        .or_else(|| secret_str(secret, "caBundle"));
+    let id = c.cluster_id().unwrap_or(&name).to_string();
+    let access = MemberAccess {
+        server,
+        ca_pem,
+        token,
+    };
+    let mut h = Sha256::new();
+    for part in [
+        id.as_str(),
+        access.server.as_str(),
+        access.ca_pem.as_deref().unwrap_or(""),
+        access.token.as_str(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    let fingerprint = h.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(MemberSpec {
+        name,
+        id,
+        access,
+        fingerprint,
+    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! controller restart with hand edits.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use k8s_openapi::api::core::v1::Service;
@@ -206,9 +207,15 @@ async fn removed_cluster_endpoints_are_withdrawn() {
         (m.mcs_slices(1, "hello").await.len() == 2).then_some(())
     })
     .await;
-    causeway_controllers::clusters::join::unjoin(m.hub.clone(), "c0")
-        .await
-        .unwrap();
+    let said = causeway_controllers::clusters::join::unjoin(
+        m.hub.clone(),
+        "c0",
+        false,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert!(said.contains("withdrawn"), "{said}");
     let s = eventually("c0's endpoints withdrawn", PRESENT, || async {
         let s = m.mcs_slices(1, "hello").await;
         (s.len() == 1).then_some(s)
@@ -312,11 +319,9 @@ async fn controller_restart_mid_change_converges_and_hand_edits_are_reverted() {
         (slices.list(&managed).await.unwrap().items.len() == 1).then_some(())
     })
     .await;
-    consistently(
-        "and it stays one",
-        std::time::Duration::from_secs(2),
-        || async { slices.list(&managed).await.unwrap().items.len() == 1 },
-    )
+    consistently("and it stays one", Duration::from_secs(2), || async {
+        slices.list(&managed).await.unwrap().items.len() == 1
+    })
     .await;
 }
 
@@ -358,4 +363,34 @@ async fn ipv6_only_import_into_an_ipv4_cluster_is_not_ready_with_a_reason() {
         si.spec.ips.is_empty(),
         "no IP from a family the cluster lacks"
     );
+}
+
+/// ★ karmada#4326: `unjoin --preserve` leaves what Causeway wrote into the member (a
+/// migration or rollback keeps serving), while the clusterset forgets the member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unjoin_preserve_leaves_the_members_imports() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("c0's service imported into c1", PRESENT, || async {
+        (m.mcs_slices(1, "hello").await.len() == 1).then_some(())
+    })
+    .await;
+    let said = causeway_controllers::clusters::join::unjoin(
+        m.hub.clone(),
+        "c1",
+        true,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert!(said.contains("--preserve"), "{said}");
+    // the Cluster is gone (its finalizer let go) ...
+    let clusters: Api<causeway_crds::federation::cluster::Cluster> = Api::all(m.hub.clone());
+    assert!(clusters.get_opt("c1").await.unwrap().is_none());
+    // ... and c1 keeps its import, though nothing updates it any more
+    tick().await;
+    assert!(m.si(1, "hello").await.is_some(), "the ServiceImport stays");
+    assert_eq!(m.mcs_slices(1, "hello").await.len(), 1, "its slice stays");
 }
