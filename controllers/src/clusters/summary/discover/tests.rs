@@ -22,7 +22,14 @@ fn the_condition_says_complete_partial_or_empty() {
         "503 service unavailable".to_string(),
     )];
     // (enablements, failures, status, reason, words in the message)
-    let table: Vec<(Vec<ApiEnablement>, Vec<(String, String)>, &str, &str, &str)> = vec![
+    type Case = (
+        Vec<ApiEnablement>,
+        Vec<(String, String)>,
+        &'static str,
+        &'static str,
+        &'static str,
+    );
+    let table: Vec<Case> = vec![
         (
             some.clone(),
             vec![],

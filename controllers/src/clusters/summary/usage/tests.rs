@@ -29,7 +29,8 @@ fn a_pod_requests_what_kube_scheduler_counts() {
         s
     };
     // (what, spec, phase, expected entry: bound, cpu millicores, memory bytes)
-    let table: Vec<(&str, Value, &str, Option<(bool, i64, i64)>)> = vec![
+    type Case = (&'static str, Value, &'static str, Option<(bool, i64, i64)>);
+    let table: Vec<Case> = vec![
         (
             "no requests",
             json!({"containers": [{"name": "c", "image": "i"}]}),
@@ -130,6 +131,46 @@ fn a_node_keeps_readiness_allocatable_and_topology_only() {
     assert_eq!(node_entry(&bare), Some(NodeEntry::default()));
 }
 
+#[test]
+fn a_relist_replaces_what_was_kept_and_changes_fold_in_place() {
+    let pod = |name: &str, phase: &str| {
+        let mut p = slim_pod(json!({"containers": [c("1", "1Gi")]}), phase);
+        p.metadata.name = Some(name.into());
+        p
+    };
+    let mut t: Table<PodEntry> = Table::default();
+    let keys = |t: &Table<PodEntry>| {
+        let mut k: Vec<String> = t.live.keys().cloned().collect();
+        k.sort();
+        k
+    };
+    use watcher::Event::*;
+    for e in [
+        Init,
+        InitApply(pod("a", "Running")),
+        InitApply(pod("b", "Running")),
+        InitApply(pod("x", "Succeeded")),
+    ] {
+        t.apply(e, pod_entry);
+    }
+    assert!(
+        !t.synced && t.live.is_empty(),
+        "nothing counts before the list is whole"
+    );
+    t.apply(InitDone, pod_entry);
+    assert!(t.synced);
+    assert_eq!(keys(&t), ["ns/a", "ns/b"], "a finished pod is not kept");
+    t.apply(Apply(pod("c", "Pending")), pod_entry);
+    t.apply(Apply(pod("a", "Failed")), pod_entry);
+    t.apply(Delete(pod("b", "Running")), pod_entry);
+    assert_eq!(keys(&t), ["ns/c"]);
+    // After a reconnect, the relist is the truth: "c" was deleted meanwhile.
+    for e in [Init, InitApply(pod("d", "Running")), InitDone] {
+        t.apply(e, pod_entry);
+    }
+    assert_eq!(keys(&t), ["ns/d"]);
+}
+
 /// Polls `usage` until its summary satisfies `ok`, for at most 10 s.
 async fn until(usage: &Usage, what: &str, ok: impl Fn(&Summary) -> bool) -> Summary {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -224,6 +265,11 @@ async fn a_kubesim_member_is_summarised_and_followed() {
     assert_eq!(quantities(&s, "allocatable"), t("6", "12Gi", "220"));
     assert_eq!(quantities(&s, "allocated"), t("1500m", "1536Mi", "2"));
     assert_eq!(quantities(&s, "allocating"), t("250m", "128Mi", "1"));
+    assert_eq!(
+        usage.state.lock().pods.live.len(),
+        3,
+        "the finished pod is not kept"
+    );
     assert_eq!(
         s.topology,
         Topology {
