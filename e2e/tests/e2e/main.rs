@@ -17,4 +17,5 @@ mod mcs_members;
 mod mcs_status;
 mod mcs_support;
 mod mcs_topology;
+mod registry;
 mod support;

@@ -1,0 +1,356 @@
+//! The cluster registry end to end (federation.md §8 A): Push health with flap damping
+//! and taints, a Pull member's agent with its lease, lease expiry → Unknown, the agent's
+//! least-privilege hub identity, and refused re-registration of the same cluster.
+
+use std::time::Duration;
+
+use causeway_controllers::clusters::options::Timing;
+use causeway_controllers::clusters::register::{RegisterOptions, register};
+use causeway_crds::federation::cluster::{Cluster, taints};
+use causeway_e2e::{Clusterset, Options, access, client};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::mcs_support::eventually;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn start(members: &[&str]) -> Clusterset {
+    let cs = Clusterset::start(
+        &Options {
+            members: members.iter().map(|m| m.to_string()).collect(),
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await
+    .unwrap();
+    cs.install_crds().await.unwrap();
+    cs
+}
+
+fn ready(c: &Cluster) -> Option<(String, String)> {
+    let r = causeway_controllers::clusters::status::ready_of(c)?;
+    Some((r.status.clone(), r.reason.clone()))
+}
+
+fn taint_keys(c: &Cluster) -> Vec<String> {
+    c.spec.taints.iter().map(|t| t.key.clone()).collect()
+}
+
+async fn cluster_where(
+    hub: &kube::Client,
+    name: &str,
+    what: &str,
+    f: impl Fn(&Cluster) -> bool,
+) -> Cluster {
+    let api: Api<Cluster> = Api::all(hub.clone());
+    eventually(what, WAIT, || {
+        let api = api.clone();
+        let f = &f;
+        async move { api.get_opt(name).await.ok().flatten().filter(|c| f(c)) }
+    })
+    .await
+}
+
+/// A.1, A.3, A.5 on a Push member: Ready with version and no taints; cut off → after
+/// the failure threshold Ready=False/ClusterNotReachable and the not-ready taint, with a
+/// transition time that then stays put; back → Ready, taints gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_member_goes_not_ready_is_tainted_and_recovers() {
+    let cs = start(&["east"]).await;
+    cs.join_all().await.unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let c = cluster_where(&hub, "east", "east Ready without taints", |c| {
+        ready(c).is_some_and(|r| r.0 == "True") && c.spec.taints.is_empty()
+    })
+    .await;
+    assert_eq!(ready(&c).unwrap().1, "ClusterReady");
+    assert!(c.status.as_ref().unwrap().kubernetes_version.is_some());
+    assert!(
+        c.finalizers()
+            .iter()
+            .any(|f| f == "causeway.io/cluster-controller"),
+        "A.6: the cluster finalizer"
+    );
+
+    let cut = std::time::Instant::now();
+    cs.member("east")
+        .unwrap()
+        .faults()
+        .set_drop_connections(true);
+    let c = cluster_where(&hub, "east", "east not ready and tainted", |c| {
+        ready(c).is_some_and(|r| r.0 == "False") && taint_keys(c) == [taints::NOT_READY]
+    })
+    .await;
+    assert_eq!(ready(&c).unwrap().1, "ClusterNotReachable");
+    assert!(
+        cut.elapsed() >= Timing::fast().failure_threshold,
+        "A.2: damped for the failure threshold, went False after {:?}",
+        cut.elapsed()
+    );
+    let since = causeway_controllers::clusters::status::ready_of(&c)
+        .unwrap()
+        .last_transition_time
+        .clone();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let api: Api<Cluster> = Api::all(hub.clone());
+    let later = api.get("east").await.unwrap();
+    assert_eq!(
+        causeway_controllers::clusters::status::ready_of(&later)
+            .unwrap()
+            .last_transition_time,
+        since,
+        "A.3: probes that agree do not move lastTransitionTime"
+    );
+
+    cs.member("east")
+        .unwrap()
+        .faults()
+        .set_drop_connections(false);
+    cluster_where(&hub, "east", "east Ready again, untainted", |c| {
+        ready(c).is_some_and(|r| r.0 == "True") && c.spec.taints.is_empty()
+    })
+    .await;
+    ctl.stop().await;
+    cs.shutdown();
+}
+
+/// A.1 `/readyz` failing (not unreachable) → ClusterNotReady.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_readyz_is_not_ready_rather_than_unreachable() {
+    let cs = start(&["east"]).await;
+    cs.join_all().await.unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    cluster_where(&hub, "east", "east Ready", |c| {
+        ready(c).is_some_and(|r| r.0 == "True")
+    })
+    .await;
+    cs.member("east").unwrap().faults().set_not_ready(true);
+    cluster_where(&hub, "east", "east ClusterNotReady", |c| {
+        ready(c).is_some_and(|r| r.1 == "ClusterNotReady")
+    })
+    .await;
+    ctl.stop().await;
+    cs.shutdown();
+}
+
+/// A.7 ★: the same physical cluster cannot be registered twice under two names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_cluster_cannot_join_twice() {
+    let cs = start(&["east"]).await;
+    cs.join_all().await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let c: Cluster = Api::all(hub.clone()).get("east").await.unwrap();
+    assert_eq!(
+        c.spec.kube_system_uid.as_deref(),
+        Some(cs.member("east").unwrap().kube_system_uid().as_str())
+    );
+    let err = causeway_controllers::clusters::join::join(
+        hub.clone(),
+        "east-again",
+        &access(cs.member("east").unwrap()),
+        Some("other-id"),
+    )
+    .await
+    .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("already registered as \"east\""), "{msg}");
+    cs.shutdown();
+}
+
+async fn agent_client(kubeconfig: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// A.4, A.5 on a Pull member: the agent posts Ready and renews its lease; when it goes
+/// silent, the hub marks the cluster Unknown after the grace period and taints it
+/// unreachable; a new agent brings it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_agent_makes_its_cluster_unknown_and_a_new_one_recovers_it() {
+    let cs = start(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let done = register(
+        hub.clone(),
+        &access(&cs.hub),
+        "west",
+        &access(cs.member("west").unwrap()),
+        &RegisterOptions {
+            token_seconds: 3600,
+            region: Some("eu-west".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let timing = Timing::fast();
+    let member = client(cs.member("west").unwrap()).await.unwrap();
+    let run_agent = |stop: tokio_util::sync::CancellationToken| {
+        let (member, kubeconfig, timing) = (
+            member.clone(),
+            done.agent_kubeconfig.clone(),
+            timing.clone(),
+        );
+        async move {
+            let hub = agent_client(&kubeconfig).await;
+            let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
+            causeway_controllers::agent::run(hub, member, "west".into(), timing, metrics, stop)
+                .await
+        }
+    };
+    let stop1 = tokio_util::sync::CancellationToken::new();
+    let first = tokio::spawn(run_agent(stop1.clone()));
+    let c = cluster_where(&hub, "west", "west Ready through its agent", |c| {
+        ready(c).is_some_and(|r| r.0 == "True") && c.spec.taints.is_empty()
+    })
+    .await;
+    assert_eq!(
+        c.spec.sync_mode,
+        causeway_crds::federation::cluster::ClusterSyncMode::Pull
+    );
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(hub.clone(), "causeway-system");
+    let lease = leases.get("cluster-west").await.unwrap();
+    assert!(
+        lease.spec.unwrap().renew_time.is_some(),
+        "the agent renews its lease"
+    );
+
+    // the agent goes silent (a partition, or its pod is gone)
+    stop1.cancel();
+    first.await.unwrap().unwrap();
+    let silent = std::time::Instant::now();
+    let c = cluster_where(&hub, "west", "west Unknown and unreachable", |c| {
+        ready(c).is_some_and(|r| r.0 == "Unknown") && taint_keys(c) == [taints::UNREACHABLE]
+    })
+    .await;
+    assert_eq!(ready(&c).unwrap().1, "ClusterStatusUnknown");
+    assert!(
+        silent.elapsed() >= timing.monitor_grace_period - Duration::from_secs(1),
+        "not before the grace period: {:?}",
+        silent.elapsed()
+    );
+
+    let stop2 = tokio_util::sync::CancellationToken::new();
+    let second = tokio::spawn(run_agent(stop2.clone()));
+    cluster_where(&hub, "west", "west Ready again", |c| {
+        ready(c).is_some_and(|r| r.0 == "True") && c.spec.taints.is_empty()
+    })
+    .await;
+    stop2.cancel();
+    second.await.unwrap().unwrap();
+    ctl.stop().await;
+    cs.shutdown();
+}
+
+/// ★ Least privilege: the agent's hub identity writes its own Cluster status and Lease
+/// and its execution namespace, and nothing of another cluster's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_touch_another_clusters_objects() {
+    let cs = start(&["east", "west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let mut agents = Vec::new();
+    for name in ["east", "west"] {
+        let done = register(
+            hub.clone(),
+            &access(&cs.hub),
+            name,
+            &access(cs.member(name).unwrap()),
+            &RegisterOptions {
+                token_seconds: 3600,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        agents.push(agent_client(&done.agent_kubeconfig).await);
+    }
+    let west = &agents[1];
+    let status = |name: &str| {
+        json!({"apiVersion": "causeway.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
+               "status": {"kubernetesVersion": "v0.0.0-spoofed"}})
+    };
+    let clusters: Api<Cluster> = Api::all(west.clone());
+    let pp = PatchParams::apply("test").force();
+    clusters
+        .patch_status("west", &pp, &Patch::Apply(status("west")))
+        .await
+        .expect("its own Cluster's status");
+    let denied = |r: Result<_, kube::Error>| matches!(r, Err(kube::Error::Api(s)) if s.code == 403);
+    assert!(
+        denied(
+            clusters
+                .patch_status("east", &pp, &Patch::Apply(status("east")))
+                .await
+                .map(|_| ())
+        ),
+        "east's status"
+    );
+    assert!(
+        denied(
+            clusters
+                .delete("east", &Default::default())
+                .await
+                .map(|_| ())
+        ),
+        "deleting a Cluster"
+    );
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(west.clone(), "causeway-system");
+    let renew = json!({"spec": {"holderIdentity": "x"}});
+    leases
+        .patch(
+            "cluster-west",
+            &PatchParams::default(),
+            &Patch::Merge(&renew),
+        )
+        .await
+        .expect("its own lease");
+    assert!(
+        denied(
+            leases
+                .patch(
+                    "cluster-east",
+                    &PatchParams::default(),
+                    &Patch::Merge(&renew)
+                )
+                .await
+                .map(|_| ())
+        ),
+        "east's lease"
+    );
+    // MCS objects: only in its own execution namespace
+    let slice = |ns: &str| {
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": "web.east", "namespace": ns,
+                            "labels": {"multicluster.kubernetes.io/source-cluster": "east"}},
+               "addressType": "IPv4", "endpoints": []})
+    };
+    let in_ns = |ns: &str| {
+        Api::<k8s_openapi::api::discovery::v1::EndpointSlice>::namespaced(west.clone(), ns)
+    };
+    for ns in ["default", "causeway-es-east"] {
+        assert!(
+            denied(
+                in_ns(ns)
+                    .patch("web.east", &pp, &Patch::Apply(slice(ns)))
+                    .await
+                    .map(|_| ())
+            ),
+            "a slice in {ns}"
+        );
+    }
+    in_ns("causeway-es-west")
+        .patch("web.east", &pp, &Patch::Apply(slice("causeway-es-west")))
+        .await
+        .expect("its outbox");
+    cs.shutdown();
+}
