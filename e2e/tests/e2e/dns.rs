@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::mcs_support::{Mcs, PRESENT, eventually};
 
-async fn ask(
+pub(crate) async fn ask(
     server: std::net::SocketAddr,
     via: Via,
     name: &str,
@@ -24,7 +24,7 @@ async fn ask(
         .ok()
 }
 
-fn ips(v: &[&str]) -> Vec<IpAddr> {
+pub(crate) fn ips(v: &[&str]) -> Vec<IpAddr> {
     let mut v: Vec<IpAddr> = v.iter().map(|s| s.parse().unwrap()).collect();
     v.sort();
     v

@@ -18,4 +18,5 @@ mod mcs_status;
 mod mcs_support;
 mod mcs_topology;
 mod registry;
+mod stale;
 mod support;

@@ -1,11 +1,11 @@
 //! MultiClusterIngress, control plane: Karmada's YAML applied with kubectl is accepted
-//! unchanged and gets Karmada's status (serviceLocations, trafficBlockClusters from
-//! cluster health, loadBalancer from the proxies); invalid objects get a condition and an
+//! unchanged and gets Karmada's status (serviceLocations, trafficBlockClusters,
+//! loadBalancer from the proxies) and says when a cluster's endpoints are stale; invalid objects get a condition and an
 //! Event instead of a crash; other IngressClasses are left alone; the finalizer lets go.
 
 use std::time::Duration;
 
-use causeway_crds::mci::MultiClusterIngress;
+use causeway_crds::mci::{ENDPOINTS_STALE, MultiClusterIngress};
 use causeway_crds::well_known::{annotations, finalizers, labels};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
@@ -146,17 +146,24 @@ async fn karmada_mci_applies_unchanged_and_gets_karmada_status() {
     })
     .await;
 
-    // A member whose API server stops being ready is blocked from MCI traffic.
+    // A member whose API server stops being ready is a control-plane outage, not a
+    // data-plane one (EPS-7): within the stale-endpoints TTL it is not blocked, and the
+    // MCI says its endpoints are stale (stale.rs covers the block after the TTL).
     mcs.cs.members[1].faults().set_not_ready(true);
-    eventually("west is in trafficBlockClusters", PRESENT, || async {
-        let m = mci(&mcs, "demo-localhost").await?;
-        (m.status?.traffic_block_clusters == vec!["west".to_string()]).then_some(())
+    eventually("the MCI says west is stale", PRESENT, || async {
+        let st = mci(&mcs, "demo-localhost").await?.status?;
+        let c = st.conditions.iter().find(|c| c.type_ == ENDPOINTS_STALE)?;
+        (c.status == "True" && c.reason == "ClusterNotReady" && c.message.contains("cluster west"))
+            .then_some(st)
     })
     .await;
+    let st = mci(&mcs, "demo-localhost").await.unwrap().status.unwrap();
+    assert!(st.traffic_block_clusters.is_empty(), "{st:?}");
     mcs.cs.members[1].faults().set_not_ready(false);
-    eventually("west is unblocked once ready again", PRESENT, || async {
-        let m = mci(&mcs, "demo-localhost").await?;
-        m.status?.traffic_block_clusters.is_empty().then_some(())
+    eventually("west is fresh once ready again", PRESENT, || async {
+        let st = mci(&mcs, "demo-localhost").await?.status?;
+        let c = st.conditions.iter().find(|c| c.type_ == ENDPOINTS_STALE)?;
+        (c.status == "False" && st.traffic_block_clusters.is_empty()).then_some(())
     })
     .await;
 
