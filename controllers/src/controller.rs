@@ -57,6 +57,12 @@ pub async fn run_with(
         opts.timing.stale_endpoints_ttl,
         stop.child_token(),
     ));
+    tokio::spawn(crate::mcs::relay::run(
+        hub.clone(),
+        caches.clone(),
+        metrics.clone(),
+        stop.child_token(),
+    ));
     tokio::spawn(crate::mci::run(
         hub.clone(),
         caches.clone(),

@@ -29,10 +29,15 @@ pub fn by_service<K: kube::ResourceExt>() -> Option<reflect::KeyOf<K>> {
 }
 
 /// The service an MCS object belongs to: the MCS or Kubernetes service-name label
-/// (EndpointSlices, ExportedServices, derived Services), else its own name.
+/// (EndpointSlices, ExportedServices, derived Services), else its own name; in the
+/// namespace the origin-namespace label names (objects in a Pull member's outbox belong
+/// to the member's service), else its own.
 pub fn service_key<K: kube::ResourceExt>(o: &K) -> Option<ServiceKey> {
-    let ns = o.namespace()?;
     let l = o.labels();
+    let ns = match l.get(causeway_crds::well_known::labels::ORIGIN_NAMESPACE) {
+        Some(origin) => origin.clone(),
+        None => o.namespace()?,
+    };
     let svc = l
         .get(causeway_crds::well_known::labels::SERVICE_NAME)
         .or_else(|| l.get(causeway_crds::well_known::labels::KUBERNETES_SERVICE_NAME))
@@ -68,4 +73,54 @@ pub fn by_label<'a, K: kube::ResourceExt>(
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_crds::well_known::labels::{
+        KUBERNETES_SERVICE_NAME, ORIGIN_NAMESPACE, SERVICE_NAME,
+    };
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+
+    fn slice(ns: Option<&str>, labels: &[(&str, &str)]) -> EndpointSlice {
+        let mut s = EndpointSlice::default();
+        s.metadata.name = Some("s".into());
+        s.metadata.namespace = ns.map(Into::into);
+        s.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        s
+    }
+
+    #[test]
+    fn service_key_follows_labels_and_the_origin_namespace() {
+        let k = |ns: &str, n: &str| Some((ns.to_string(), n.to_string()));
+        let table = [
+            (slice(Some("demo"), &[]), k("demo", "s")),
+            (
+                slice(Some("demo"), &[(SERVICE_NAME, "web")]),
+                k("demo", "web"),
+            ),
+            (
+                slice(Some("demo"), &[(KUBERNETES_SERVICE_NAME, "api")]),
+                k("demo", "api"),
+            ),
+            // an outbox object belongs to the member's service, not the outbox's
+            (
+                slice(
+                    Some("causeway-es-east"),
+                    &[(SERVICE_NAME, "web"), (ORIGIN_NAMESPACE, "demo")],
+                ),
+                k("demo", "web"),
+            ),
+            (slice(None, &[(SERVICE_NAME, "web")]), None),
+        ];
+        for (o, want) in table {
+            assert_eq!(service_key(&o), want, "{:?}", o.metadata);
+        }
+    }
 }

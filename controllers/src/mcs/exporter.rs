@@ -386,12 +386,42 @@ pub fn events_for(prev: &[Condition], next: &[Condition]) -> Vec<ExportEvent> {
     out
 }
 
-/// Runs the exporter of one member until `stop`.
+/// Where the exporter writes a member's exports on the hub.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Straight into the Services' namespaces (Push members: the hub's controller runs
+    /// the exporter), creating them as needed.
+    Hub,
+    /// Into the outbox of the Cluster named here (Pull members: the agent runs the
+    /// exporter with a hub identity that may write only its execution namespace); the
+    /// hub's relay publishes them. Never creates a namespace.
+    Outbox {
+        /// The member's Cluster object name on the hub.
+        cluster: String,
+    },
+}
+
+/// Runs the exporter of one member until `stop`, writing to the hub directly.
 pub async fn run(
     cluster: String,
     member: kube::Client,
     hub: kube::Client,
     caches: Arc<super::HubCaches>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    run_to(cluster, member, hub, caches, Target::Hub, metrics, stop).await
+}
+
+/// Runs the exporter of member `cluster` (its cluster id, the source-cluster label)
+/// until `stop`, writing to `target`. What the hub made of the exports (Ready,
+/// conflicts) is read from the hub caches either way.
+pub async fn run_to(
+    cluster: String,
+    member: kube::Client,
+    hub: kube::Client,
+    caches: Arc<super::HubCaches>,
+    target: Target,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
@@ -429,6 +459,32 @@ pub async fn run(
     );
     let hub_exported = caches.exported.subscribe(wake.clone());
     let hub_slices = caches.slices.subscribe(wake.clone());
+    // where the exporter's own writes are read back from: the hub caches, or its outbox
+    let outbox = match &target {
+        Target::Hub => None,
+        Target::Outbox { cluster: name } => {
+            let ns = causeway_crds::names::execution_namespace(name);
+            let mine = all.clone().labels(&outbox::selector(name));
+            Some((
+                cache(
+                    Api::<ExportedService>::namespaced(hub.clone(), &ns),
+                    mine.clone(),
+                    wake.clone(),
+                    stop.clone(),
+                    "outbox exportedservices",
+                    by_service(),
+                ),
+                cache(
+                    Api::<EndpointSlice>::namespaced(hub.clone(), &ns),
+                    mine,
+                    wake.clone(),
+                    stop.clone(),
+                    "outbox endpointslices",
+                    by_service(),
+                ),
+            ))
+        }
+    };
     let mine = |labels: &std::collections::BTreeMap<String, String>| {
         labels.get(labels::SOURCE_CLUSTER).map(String::as_str) == Some(cluster.as_str())
     };
@@ -438,6 +494,12 @@ pub async fn run(
         slices.wait_until_ready().await.is_ok(),
         hub_exported.wait_until_ready().await.is_ok(),
         hub_slices.wait_until_ready().await.is_ok(),
+        match &outbox {
+            Some((e, s)) => {
+                e.wait_until_ready().await.is_ok() && s.wait_until_ready().await.is_ok()
+            }
+            None => true,
+        },
     ] {
         if !ready {
             return;
@@ -477,7 +539,18 @@ pub async fn run(
             &now,
         );
         let mut failures = Failures::new("exporter", &cluster);
-        ensure_namespaces(&hub, &want, &mut hub_namespaces, &mut failures).await;
+        let (want, actual_exported, actual_slices) = match (&target, &outbox) {
+            (Target::Outbox { cluster: name }, Some((e, s))) => (
+                outbox::place(want, name),
+                dirty.filter(e.state()),
+                dirty.filter(s.state()),
+            ),
+            _ => {
+                let services = want.exported.iter().filter_map(service_key);
+                ensure_namespaces(&hub, services, &mut hub_namespaces, &mut failures).await;
+                (want, my_exported, my_slices)
+            }
+        };
         let written = write(
             &mut failures,
             &mut memo,
@@ -485,8 +558,8 @@ pub async fn run(
             &hub,
             &want,
             &exports_now,
-            &my_exported,
-            &my_slices,
+            &actual_exported,
+            &actual_slices,
         )
         .await;
         publish_events(&recorder, &exports_now, &written).await;
@@ -501,7 +574,8 @@ pub async fn run(
     }
 }
 
-mod write;
+pub mod outbox;
+pub(crate) mod write;
 use write::{Memos, ensure_namespaces, publish_events, write};
 
 #[cfg(test)]

@@ -40,16 +40,17 @@ pub(super) async fn publish_events(
     }
 }
 
-/// The hub mirrors the namespaces of exported Services (namespace sameness, NS-1).
-pub(super) async fn ensure_namespaces(
+/// The hub mirrors the namespaces of exported Services (namespace sameness, NS-1):
+/// creates the namespace of each `(namespace, service)` not in `done` yet, a failure
+/// reported for that service. Also used by the relay for Pull members.
+pub(crate) async fn ensure_namespaces(
     hub: &kube::Client,
-    want: &Desired,
+    services: impl IntoIterator<Item = crate::watch::ServiceKey>,
     done: &mut BTreeSet<String>,
     failures: &mut Failures,
 ) {
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.clone());
-    for e in &want.exported {
-        let Some(ns) = e.namespace() else { continue };
+    for (ns, service) in services {
         if done.contains(&ns) {
             continue;
         }
@@ -66,7 +67,7 @@ pub(super) async fn ensure_namespaces(
                 done.insert(ns);
             }
             Err(err) => failures.failed(
-                (ns, e.spec.service.clone()),
+                (ns, service),
                 &format!("creating the namespace on the hub: {err}"),
             ),
         }
@@ -113,10 +114,12 @@ pub(super) async fn write(
             .exported
             .ensure(&api, e, actual.map(|a| a.as_ref()))
             .await;
+        // the member's service, wherever the object goes (an outbox names it in a label)
+        let key = service_key(e).unwrap_or_default();
         if let Err(err) = &r {
-            failed.insert((ns.clone(), e.spec.service.clone()), err.to_string());
+            failed.insert(key.clone(), err.to_string());
         }
-        failures.check((ns.clone(), e.spec.service.clone()), r);
+        failures.check(key, r);
     }
     for (k, e) in apply::remove_all_but(
         |ns| Api::<ExportedService>::namespaced(hub.clone(), ns),
@@ -152,10 +155,10 @@ pub(super) async fn write(
             continue;
         }
         let mut stamped = s.clone();
-        stamped.metadata.annotations = Some(BTreeMap::from([(
+        stamped.metadata.annotations.get_or_insert_default().insert(
             annotations::EXPORTED_AT.to_string(),
             jiff::Timestamp::now().as_millisecond().to_string(),
-        )]));
+        );
         failures.check(
             service_key(s).unwrap_or_default(),
             apply::ensure(&api, &stamped, None).await,
