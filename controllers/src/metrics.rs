@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use causeway_runtime::admin::Endpoints;
+use causeway_runtime::leader::Status;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -43,7 +44,10 @@ pub struct Metrics {
     conflicts: Gauge,
     import_latency: Family<ClusterLabel, Histogram, fn() -> Histogram>,
     members: Gauge,
+    leader: Gauge,
     ready: AtomicBool,
+    /// Why this replica stands by (leader election), if it does.
+    standby: parking_lot::Mutex<Option<String>>,
 }
 
 impl Default for Metrics {
@@ -61,6 +65,12 @@ impl Default for Metrics {
                 latency_histogram as fn() -> Histogram,
             );
         let members = Gauge::default();
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader Lease (or runs without election), 0 on a standby",
+            leader.clone(),
+        );
         registry.register(
             "reconcile_duration_seconds",
             "Time one reconcile round took",
@@ -105,7 +115,9 @@ impl Default for Metrics {
             conflicts,
             import_latency,
             members,
+            leader,
             ready: AtomicBool::new(false),
+            standby: parking_lot::Mutex::new(None),
         }
     }
 }
@@ -164,13 +176,28 @@ impl Metrics {
     pub fn set_ready(&self, v: bool) {
         self.ready.store(v, Ordering::SeqCst);
     }
-    /// What the admin listener answers: these metrics, and ready once caches synced.
+    /// Where this replica stands in the leader election: the `causeway_leader` gauge,
+    /// and on a standby the reason `/readyz` gives.
+    pub fn set_leader(&self, status: &Status) {
+        self.leader.set(i64::from(status.leading));
+        *self.standby.lock() = status.not_ready();
+    }
+    /// What the admin listener answers: these metrics, and ready once this replica
+    /// leads (if elected) and its caches synced.
     pub fn endpoints(self: &Arc<Self>) -> Endpoints {
         let (m, r) = (self.clone(), self.clone());
         Endpoints {
             metrics: Arc::new(move || m.encode()),
-            ready: Arc::new(move || r.ready.load(Ordering::SeqCst)),
-            not_ready: "caches not synced yet",
+            ready: Arc::new(move || {
+                if let Some(why) = r.standby.lock().clone() {
+                    return Err(why);
+                }
+                if r.ready.load(Ordering::SeqCst) {
+                    Ok(())
+                } else {
+                    Err("caches not synced yet".into())
+                }
+            }),
         }
     }
     /// Text exposition.

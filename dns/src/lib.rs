@@ -326,8 +326,10 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         let (m, s) = (shared.metrics.clone(), shared.clone());
         let endpoints = causeway_runtime::admin::Endpoints {
             metrics: Arc::new(move || m.encode()),
-            ready: Arc::new(move || s.zone.load().ready()),
-            not_ready: "waiting for the first list of ServiceImports and EndpointSlices",
+            ready: causeway_runtime::admin::ready_when(
+                move || s.zone.load().ready(),
+                "waiting for the first list of ServiceImports and EndpointSlices",
+            ),
         };
         tasks.push(causeway_runtime::admin::serve(
             l,

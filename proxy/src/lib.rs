@@ -261,8 +261,10 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         let (m, r) = (metrics.clone(), ready.clone());
         let endpoints = causeway_runtime::admin::Endpoints {
             metrics: Arc::new(move || m.encode()),
-            ready: Arc::new(move || r.load(Ordering::Relaxed)),
-            not_ready: "hub caches not synced, no route table yet, or draining",
+            ready: causeway_runtime::admin::ready_when(
+                move || r.load(Ordering::Relaxed),
+                "hub caches not synced, no route table yet, or draining",
+            ),
         };
         causeway_runtime::admin::serve(l, endpoints, admin_stop.clone())
     });

@@ -24,10 +24,26 @@ pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; char
 pub struct Endpoints {
     /// Renders the metrics.
     pub metrics: Arc<dyn Fn() -> String + Send + Sync>,
-    /// Whether the component is ready.
-    pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
-    /// What `/readyz` says while not ready (e.g. "hub caches not synced yet").
-    pub not_ready: &'static str,
+    /// `Ok` while the component is ready, else what `/readyz` says (e.g. "hub caches
+    /// not synced yet", "not the leader (leader is pod-1_...)").
+    pub ready: Readiness,
+}
+
+/// A readiness check: `Ok`, or why not.
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// A readiness check from a flag and the one reason it gives while the flag is false.
+pub fn ready_when(
+    ready: impl Fn() -> bool + Send + Sync + 'static,
+    not_ready: &'static str,
+) -> Readiness {
+    Arc::new(move || {
+        if ready() {
+            Ok(())
+        } else {
+            Err(not_ready.to_string())
+        }
+    })
 }
 
 /// Binds the admin listener; the error names `flag` and the address.
@@ -42,12 +58,14 @@ pub fn answer(path: &str, e: &Endpoints) -> Response<Full<Bytes>> {
     let (status, ctype, body) = match path {
         "/metrics" => (StatusCode::OK, OPENMETRICS, (e.metrics)()),
         "/healthz" | "/livez" => (StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
-        "/readyz" if (e.ready)() => (StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
-        "/readyz" => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain; charset=utf-8",
-            format!("not ready: {}\n", e.not_ready),
-        ),
+        "/readyz" => match (e.ready)() {
+            Ok(()) => (StatusCode::OK, "text/plain; charset=utf-8", "ok\n".into()),
+            Err(why) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8",
+                format!("not ready: {why}\n"),
+            ),
+        },
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
@@ -126,8 +144,7 @@ mod tests {
             listener,
             Endpoints {
                 metrics: Arc::new(|| "# EOF\n".to_string()),
-                ready: Arc::new(move || r.load(Ordering::SeqCst)),
-                not_ready: "caches not synced yet",
+                ready: ready_when(move || r.load(Ordering::SeqCst), "caches not synced yet"),
             },
             stop.clone(),
         );

@@ -11,11 +11,13 @@
 //!   deletion and pruning by owner labels, finalizers, per-key failures).
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/livez`, `/readyz`.
 //! - [`reflect`]: shared reflectors that wake reconcile loops with what changed.
+//! - [`leader`]: leader election on a Lease, so a component runs as several replicas.
 
 pub mod admin;
 pub mod apply;
 pub mod client;
 pub mod crds;
+pub mod leader;
 pub mod log;
 pub mod net;
 pub mod reflect;

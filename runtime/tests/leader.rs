@@ -1,0 +1,291 @@
+//! Leader election against a real API server (kubesim): candidates with their own
+//! clients race for one Lease; exactly one works at any sampled instant, a stopped or
+//! crashed leader is replaced, and a leader that cannot renew steps down in time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use causeway_runtime::leader::{Elector, Status, Timings};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "causeway-system";
+const LEASE: &str = "leader-test";
+
+fn timings() -> Timings {
+    Timings {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(300),
+    }
+}
+
+/// Some slack for a loaded test machine.
+const SLACK: Duration = Duration::from_secs(2);
+
+async fn client(server: &kubesim::Server, token: &str) -> kube::Client {
+    let yaml = kubesim::kubeconfig::single(server.name(), &server.url(), server.ca_pem(), token);
+    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Clears a flag when dropped: the work is over however it ended (returned or aborted).
+struct Working(Arc<AtomicBool>);
+impl Drop for Working {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// One replica: an elector whose work raises `working` until its token is cancelled.
+struct Candidate {
+    id: String,
+    status: watch::Receiver<Status>,
+    working: Arc<AtomicBool>,
+    stop: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+fn start(client: kube::Client, id: &str) -> Candidate {
+    let elector = Elector::new(client, NS, LEASE, id, timings()).unwrap();
+    let working = Arc::new(AtomicBool::new(false));
+    let stop = CancellationToken::new();
+    let (w, s) = (working.clone(), stop.clone());
+    let status = elector.status();
+    let task = tokio::spawn(async move {
+        elector
+            .run(&s, |lead| async move {
+                w.store(true, Ordering::SeqCst);
+                let _guard = Working(w);
+                lead.cancelled().await;
+                Ok(())
+            })
+            .await
+    });
+    Candidate {
+        id: id.into(),
+        status,
+        working,
+        stop,
+        task,
+    }
+}
+
+/// Whether a candidate works or says it leads (a crashed one says nothing any more).
+fn leads(working: &AtomicBool, status: &watch::Receiver<Status>) -> bool {
+    working.load(Ordering::SeqCst) || (status.has_changed().is_ok() && status.borrow().leading)
+}
+
+impl Candidate {
+    fn leading(&self) -> bool {
+        leads(&self.working, &self.status)
+    }
+}
+
+/// Samples every 5 ms (for at most 2 minutes) how many candidates work or say they
+/// lead; the count of instants where more than one did.
+fn sample(
+    flags: Vec<(Arc<AtomicBool>, watch::Receiver<Status>)>,
+) -> (Arc<AtomicUsize>, CancellationToken) {
+    let both = Arc::new(AtomicUsize::new(0));
+    let done = CancellationToken::new();
+    let (b, d) = (both.clone(), done.clone());
+    tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !d.is_cancelled() && Instant::now() < deadline {
+            let n = flags.iter().filter(|(w, s)| leads(w, s)).count();
+            if n > 1 {
+                b.fetch_add(1, Ordering::SeqCst);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    (both, done)
+}
+
+/// Polls `cond` every 20 ms until it holds or `within` passed; the time it took.
+async fn until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < within, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    started.elapsed()
+}
+
+async fn lease(c: &kube::Client) -> Lease {
+    Api::<Lease>::namespaced(c.clone(), NS)
+        .get(LEASE)
+        .await
+        .unwrap()
+}
+
+async fn cluster() -> kubesim::Server {
+    kubesim::Server::start(kubesim::Config::new("leader"))
+        .await
+        .unwrap()
+}
+
+/// A candidate alone with the Lease, once it leads.
+async fn sole_leader(client: kube::Client, id: &str) -> Candidate {
+    let c = start(client, id);
+    until("the first candidate leads", Duration::from_secs(10), || {
+        c.leading()
+    })
+    .await;
+    c
+}
+
+/// Waits until `c` steps down within the renew deadline; what its `run` returned.
+async fn steps_down(c: Candidate) -> anyhow::Error {
+    until(
+        "the leader steps down",
+        timings().renew_deadline + timings().retry_period + SLACK,
+        || !c.leading(),
+    )
+    .await;
+    c.task.await.unwrap().unwrap_err()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_of_two_leads_and_the_other_takes_over_when_it_stops_or_crashes() {
+    let server = cluster().await;
+    let admin = client(&server, server.admin_token()).await;
+    let a = start(admin.clone(), "a");
+    let b = start(admin.clone(), "b");
+    let (both, done) = sample(
+        [&a, &b]
+            .iter()
+            .map(|c| (c.working.clone(), c.status.clone()))
+            .collect(),
+    );
+    let first = Duration::from_secs(10);
+    until("a leader", first, || a.leading() || b.leading()).await;
+    let (leader, standby) = if a.leading() { (a, b) } else { (b, a) };
+    // the Lease says so (the namespace was created on the way), and the standby knows who leads
+    let l = lease(&admin).await.spec.unwrap();
+    assert_eq!(l.holder_identity.as_deref(), Some(leader.id.as_str()));
+    assert_eq!(l.lease_duration_seconds, Some(3));
+    assert!(l.acquire_time.is_some() && l.renew_time.is_some());
+    until("the standby sees the holder", first, || {
+        standby.status.borrow().holder.as_deref() == Some(leader.id.as_str())
+    })
+    .await;
+    assert_eq!(
+        standby.status.borrow().not_ready().unwrap(),
+        format!("not the leader (leader is {})", leader.id)
+    );
+    // it keeps the Lease across several renewals
+    tokio::time::sleep(timings().lease_duration * 2).await;
+    assert!(leader.leading() && !standby.leading());
+    let transitions = lease(&admin).await.spec.unwrap().lease_transitions;
+
+    // A clean stop releases the Lease: the standby takes over at its next try.
+    leader.stop.cancel();
+    leader.task.await.unwrap().unwrap();
+    assert!(!leader.working.load(Ordering::SeqCst), "work ended");
+    let took = until(
+        "takeover after a clean stop",
+        timings().retry_period * 2 + SLACK,
+        || standby.leading(),
+    )
+    .await;
+    assert!(
+        took < timings().lease_duration,
+        "released, not expired: {took:?}"
+    );
+    let l = lease(&admin).await.spec.unwrap();
+    assert_eq!(l.holder_identity.as_deref(), Some(standby.id.as_str()));
+    assert_eq!(
+        l.lease_transitions,
+        transitions.map(|t| t + 1),
+        "one transition"
+    );
+
+    // A crash releases nothing: a new candidate waits out the lease duration.
+    let c = start(admin.clone(), "c");
+    let (both_c, done_c) = sample(vec![
+        (standby.working.clone(), standby.status.clone()),
+        (c.working.clone(), c.status.clone()),
+    ]);
+    until("c sees the holder", first, || {
+        c.status.borrow().holder.is_some()
+    })
+    .await;
+    standby.task.abort();
+    let crashed = Instant::now();
+    until(
+        "takeover after a crash",
+        timings().lease_duration + timings().retry_period + SLACK,
+        || c.leading(),
+    )
+    .await;
+    let took = crashed.elapsed();
+    // the crashed leader's last renewal was at most a retry period before the crash
+    assert!(
+        took + timings().retry_period >= timings().lease_duration,
+        "taken over before the lease expired: {took:?}"
+    );
+    assert_eq!(
+        lease(&admin).await.spec.unwrap().holder_identity.as_deref(),
+        Some("c")
+    );
+    done.cancel();
+    done_c.cancel();
+    assert_eq!(both.load(Ordering::SeqCst), 0, "two leaders at once");
+    assert_eq!(both_c.load(Ordering::SeqCst), 0, "two leaders at once");
+    c.stop.cancel();
+    c.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_steps_down_within_the_renew_deadline() {
+    let server = cluster().await;
+    server.add_token("a-token", kubesim::User::admin("a"));
+    let a = sole_leader(client(&server, "a-token").await, "a").await;
+    let admin = client(&server, server.admin_token()).await;
+    let b = start(admin.clone(), "b");
+    let (both, done) = sample(vec![
+        (a.working.clone(), a.status.clone()),
+        (b.working.clone(), b.status.clone()),
+    ]);
+    until("b sees a lead", Duration::from_secs(10), || {
+        b.status.borrow().holder.as_deref() == Some("a")
+    })
+    .await;
+    // a's credentials stop working: every renewal gets 401
+    server.revoke_token("a-token");
+    let revoked = Instant::now();
+    let err = steps_down(a).await;
+    assert!(
+        format!("{err:#}").contains("lost the leader Lease causeway-system/leader-test"),
+        "{err:#}"
+    );
+    until(
+        "b takes over",
+        timings().lease_duration + timings().retry_period + SLACK,
+        || b.leading(),
+    )
+    .await;
+    assert!(revoked.elapsed() + timings().retry_period >= timings().lease_duration);
+    done.cancel();
+    assert_eq!(both.load(Ordering::SeqCst), 0, "two leaders at once");
+    b.stop.cancel();
+    b.task.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_makes_the_leader_step_down() {
+    let server = cluster().await;
+    let a = sole_leader(client(&server, server.admin_token()).await, "a").await;
+    server.faults().set_drop_connections(true);
+    let err = steps_down(a).await;
+    assert!(format!("{err:#}").contains("renew deadline"), "{err:#}");
+}
