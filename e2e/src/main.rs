@@ -20,6 +20,22 @@ struct Cli {
 enum Cmd {
     /// Start the hub and member clusters, install the CRDs, write kubeconfigs, and run until Ctrl-C.
     Up(UpArgs),
+    /// Inject a fault into a member of a running `causeway-local up` (from a second terminal):
+    /// watch it go NotReady or Unknown, get tainted, keep serving its last endpoints, and recover.
+    Fault(FaultArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct FaultArgs {
+    /// The member cluster.
+    cluster: String,
+    /// unreachable: a Push member's API server drops every connection, a Pull member's agent
+    /// loses the hub; not-ready: its /readyz fails; ok: no fault.
+    #[arg(value_enum)]
+    fault: causeway_e2e::pull::Fault,
+    /// The --dir of the running `causeway-local up`.
+    #[arg(long, default_value = ".causeway-local")]
+    dir: PathBuf,
 }
 
 #[derive(clap::Args, Debug)]
@@ -33,6 +49,10 @@ struct UpArgs {
     /// Member cluster names, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "east,west,north")]
     members: Vec<String>,
+    /// Members to register in pull mode, each with its own agent (comma separated); the
+    /// others join in push mode.
+    #[arg(long, value_delimiter = ',')]
+    pull: Vec<String>,
     /// Give every cluster an IPv6 service CIDR as well (dual-stack Services).
     #[arg(long)]
     dual_stack: bool,
@@ -73,6 +93,17 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Up(args) => up(args).await,
+        Cmd::Fault(args) => {
+            let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
+            causeway_e2e::pull::request_fault(&dir, &args.cluster, args.fault)?;
+            println!(
+                "asked {} to make {} {:?}; watch: kubectl --context hub get clusters -w",
+                dir.display(),
+                args.cluster,
+                args.fault
+            );
+            Ok(())
+        }
     }
 }
 
@@ -87,6 +118,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         simulate_workloads: !args.no_simulate_workloads,
         data_dir: args.data_dir.clone(),
         cidrs: Default::default(),
+        ..Default::default()
     };
     if args.pods > 50 {
         anyhow::bail!(
@@ -106,10 +138,42 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         "[3/{total}] joining the members to the hub ({})",
         opts.members.join(", ")
     );
-    cs.join_all().await?;
+    for p in &args.pull {
+        if !opts.members.contains(p) {
+            anyhow::bail!(
+                "--pull {p}: no member named {p} (members: {})",
+                opts.members.join(", ")
+            );
+        }
+    }
+    let hub_client = causeway_e2e::client(&cs.hub).await?;
+    for m in &cs.members {
+        if !args.pull.iter().any(|p| p == m.name()) {
+            causeway_controllers::clusters::join::join(
+                hub_client.clone(),
+                m.name(),
+                &causeway_e2e::access(m),
+                None,
+            )
+            .await
+            .with_context(|| format!("joining {}", m.name()))?;
+        }
+    }
     cs.create_namespace_everywhere("demo").await?;
     println!("[4/{total}] starting the controller (MCS exporter, aggregator, importer)");
     let ctl = cs.start_controller().await?;
+    let mut agents = Vec::new();
+    for p in &args.pull {
+        let agent = cs
+            .start_pull_member(p, causeway_controllers::clusters::options::Timing::fast())
+            .await?;
+        println!(
+            "      {p}: pull mode, its agent reaches the hub through {}",
+            agent.link.addr
+        );
+        agents.push(agent);
+    }
+    let agents = std::sync::Arc::new(agents);
     let listener = causeway_runtime::admin::bind(args.metrics, "--metrics").await?;
     let metrics_addr = listener.local_addr()?;
     causeway_runtime::admin::serve(listener, ctl.metrics.endpoints(), ctl.stop.clone());
@@ -244,10 +308,38 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             d.udp.port()
         );
     }
+    println!("  # the registry: mode, readiness, region, nodes; then cut a member off and watch");
+    println!("  kubectl --context {} get clusters -w", opts.hub);
+    if let Some(m) = args.pull.first().or(opts.members.first()) {
+        println!(
+            "  cargo run --bin causeway-local -- fault {m} unreachable --dir {}   # Unknown/NotReady, tainted",
+            dir.display()
+        );
+        println!(
+            "  cargo run --bin causeway-local -- fault {m} ok --dir {}",
+            dir.display()
+        );
+    }
+    let faults_dir = dir.clone();
+    let _ = std::fs::remove_dir_all(
+        causeway_e2e::pull::fault_file(&faults_dir, "x")
+            .parent()
+            .unwrap(),
+    );
     println!();
     println!("Press Ctrl-C to stop.");
+    let cs = std::sync::Arc::new(cs);
+    tokio::spawn(causeway_e2e::pull::follow_faults(
+        cs.clone(),
+        agents.clone(),
+        faults_dir,
+        ctl.stop.clone(),
+    ));
     causeway_runtime::signal::shutdown_signal().await;
     println!("stopping...");
+    for a in agents.iter() {
+        a.stop.cancel();
+    }
     ctl.stop().await;
     proxy.shutdown().await;
     drop(backends);

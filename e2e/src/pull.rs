@@ -1,0 +1,223 @@
+//! Pull members for the harness and `causeway-local`: register a member in pull mode,
+//! run its agent in this process, and reach the hub through a [`Link`] that can be cut
+//! (a network partition between the member and the hub), plus the fault switch
+//! `causeway-local fault` drives from a second terminal.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, bail};
+use causeway_controllers::clusters::options::Timing;
+use causeway_controllers::clusters::register::{RegisterOptions, Registered, register};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Clusterset, access, client};
+
+/// A TCP forwarder on 127.0.0.1 that can be cut: while cut, open connections are closed
+/// and new ones are dropped at once.
+pub struct Link {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    cut: Arc<AtomicBool>,
+    generation: Arc<tokio::sync::watch::Sender<u64>>,
+    stop: CancellationToken,
+}
+
+impl Link {
+    /// Forwards 127.0.0.1:<any port> to `target`.
+    pub async fn start(target: SocketAddr) -> anyhow::Result<Link> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let cut = Arc::new(AtomicBool::new(false));
+        let (tx, _) = tokio::sync::watch::channel(0u64);
+        let generation = Arc::new(tx);
+        let stop = CancellationToken::new();
+        let (c, g, s) = (cut.clone(), generation.clone(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                let Some((mut inbound, _)) =
+                    causeway_runtime::net::accept(&listener, &s, "link").await
+                else {
+                    return;
+                };
+                if c.load(Ordering::SeqCst) {
+                    continue; // dropped: the peer sees a reset
+                }
+                let mut cut_now = g.subscribe();
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut_now.changed() => {}
+                        _ = s.cancelled() => {}
+                    }
+                });
+            }
+        });
+        Ok(Link {
+            addr,
+            cut,
+            generation,
+            stop,
+        })
+    }
+
+    /// Cuts (true) or restores (false) the link.
+    pub fn set_cut(&self, cut: bool) {
+        self.cut.store(cut, Ordering::SeqCst);
+        if cut {
+            self.generation.send_modify(|g| *g += 1);
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// A Pull member's agent running in this process.
+pub struct Agent {
+    /// The member's name.
+    pub name: String,
+    /// Its way to the hub.
+    pub link: Link,
+    /// Stops it.
+    pub stop: CancellationToken,
+}
+
+impl Clusterset {
+    /// Registers member `name` in pull mode and starts its agent in this process; the
+    /// agent reaches the hub through a [`Link`].
+    pub async fn start_pull_member(&self, name: &str, timing: Timing) -> anyhow::Result<Agent> {
+        let member = self
+            .member(name)
+            .with_context(|| format!("no member named {name}"))?;
+        let hub_addr: SocketAddr = self.hub.addr();
+        let link = Link::start(hub_addr).await?;
+        let scheme = if self.hub.ca_pem().is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let Registered {
+            agent_kubeconfig, ..
+        } = register(
+            client(&self.hub).await?,
+            &access(&self.hub),
+            name,
+            &access(member),
+            &RegisterOptions {
+                hub_endpoint: Some(format!("{scheme}://{}", link.addr)),
+                token_seconds: 365 * 24 * 3600,
+                ..Default::default()
+            },
+        )
+        .await
+        .with_context(|| format!("registering {name} in pull mode"))?;
+        let kc = kube::config::Kubeconfig::from_yaml(&agent_kubeconfig)?;
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        let hub = kube::Client::try_from(cfg)?;
+        let member = client(member).await?;
+        let stop = CancellationToken::new();
+        let metrics = Arc::new(causeway_controllers::metrics::Metrics::default());
+        let (n, s) = (name.to_string(), stop.clone());
+        tokio::spawn(async move {
+            if let Err(e) =
+                causeway_controllers::agent::run(hub, member, n.clone(), timing, metrics, s).await
+            {
+                tracing::error!(cluster = %n, error = %format!("{e:#}"), "agent stopped");
+            }
+        });
+        Ok(Agent {
+            name: name.to_string(),
+            link,
+            stop,
+        })
+    }
+}
+
+/// The faults `causeway-local fault` sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// Cut the member off: a Push member's API server drops every connection; a Pull
+    /// member's agent loses its connection to the hub.
+    Unreachable,
+    /// The member's API server answers /readyz with 500.
+    NotReady,
+    /// No fault.
+    Ok,
+}
+
+/// The file through which `causeway-local fault` tells a running `up` about `cluster`.
+pub fn fault_file(dir: &Path, cluster: &str) -> PathBuf {
+    dir.join("faults").join(cluster)
+}
+
+/// Writes a fault request for a running `causeway-local up` using `dir`.
+pub fn request_fault(dir: &Path, cluster: &str, fault: Fault) -> anyhow::Result<()> {
+    if !dir.join(format!("{cluster}.kubeconfig")).exists() {
+        bail!(
+            "no cluster \"{cluster}\" in {} (is `causeway-local up` running with --dir {}?)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let path = fault_file(dir, cluster);
+    std::fs::create_dir_all(path.parent().context("fault dir")?)?;
+    let word = match fault {
+        Fault::Unreachable => "unreachable",
+        Fault::NotReady => "not-ready",
+        Fault::Ok => "ok",
+    };
+    std::fs::write(&path, word).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Applies the fault requests found under `dir` every half second, until `stop`.
+pub async fn follow_faults(
+    cs: Arc<Clusterset>,
+    agents: Arc<Vec<Agent>>,
+    dir: PathBuf,
+    stop: CancellationToken,
+) {
+    let mut applied: std::collections::HashMap<String, String> = Default::default();
+    loop {
+        for m in &cs.members {
+            let name = m.name().to_string();
+            let Ok(word) = std::fs::read_to_string(fault_file(&dir, &name)) else {
+                continue;
+            };
+            let word = word.trim().to_string();
+            if applied.get(&name) == Some(&word) {
+                continue;
+            }
+            let agent = agents.iter().find(|a| a.name == name);
+            match (word.as_str(), agent) {
+                ("unreachable", Some(a)) => a.link.set_cut(true),
+                ("unreachable", None) => m.faults().set_drop_connections(true),
+                ("not-ready", _) => m.faults().set_not_ready(true),
+                _ => {
+                    m.faults().set_drop_connections(false);
+                    m.faults().set_not_ready(false);
+                    if let Some(a) = agent {
+                        a.link.set_cut(false);
+                    }
+                }
+            }
+            println!("fault: {name} is now {word}");
+            applied.insert(name, word);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
+            _ = stop.cancelled() => return,
+        }
+    }
+}
