@@ -10,7 +10,7 @@ use arc_swap::ArcSwap;
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::mci::MultiClusterIngress;
 use causeway_crds::mcs::v1beta1::ServiceImport;
-use causeway_crds::well_known::labels::SERVICE_NAME;
+use causeway_crds::well_known::labels::{OUTBOX, SERVICE_NAME};
 use causeway_runtime::reflect::{Cache, Reflector, Wake, cache};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -74,7 +74,7 @@ impl Caches {
             ),
             exports: cache(
                 Api::all(client.clone()),
-                all(),
+                all().labels(&format!("!{OUTBOX}")), // not Pull members' outboxes
                 w(),
                 s(),
                 "exportedservices",
@@ -82,7 +82,7 @@ impl Caches {
             ),
             slices: cache(
                 Api::all(client.clone()),
-                all().labels(SERVICE_NAME),
+                all().labels(&format!("{SERVICE_NAME},!{OUTBOX}")),
                 w(),
                 s(),
                 "endpointslices",
