@@ -217,6 +217,16 @@ impl Server {
         &self.inner.faults
     }
 
+    /// Marks node `name` Ready or NotReady, as its kubelet would report (reason
+    /// `KubeletReady`/`KubeletNotReady`; lastTransitionTime when it changes). With
+    /// `simulate_workloads`, Pods on a NotReady node lose their Ready condition and no new
+    /// Pod is placed there. Errors with 404 NotFound when there is no such node.
+    pub fn set_node_ready(&self, name: &str, ready: bool) -> Result<(), crate::error::ApiError> {
+        crate::state::sim::nodes::set_ready(&mut self.inner.state.lock(), name, ready)?;
+        self.inner.changed.notify_one();
+        Ok(())
+    }
+
     /// A kubeconfig (YAML) for this server with the admin token.
     pub fn kubeconfig(&self) -> String {
         crate::kubeconfig::single(self.name(), &self.url(), self.ca_pem(), &self.admin_token)

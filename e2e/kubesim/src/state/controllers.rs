@@ -1,6 +1,6 @@
 //! What kube-controller-manager would do for the API's sake: owner-reference garbage
 //! collection (background, foreground, orphan), namespace termination, and optional
-//! workload status simulation.
+//! workload simulation ([`crate::state::sim`]).
 
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ pub fn pass(st: &mut State, simulate_workloads: bool) -> bool {
         changed |= namespaces(st);
     }
     if st.store.take_workload_hint() && simulate_workloads {
-        changed |= workloads(st);
+        changed |= crate::state::sim::pass(st);
     }
     changed
 }
@@ -49,7 +49,14 @@ fn remove_finalizer(st: &mut State, gr: &GroupResource, o: &StoredObj, f: &str) 
     put_back(st, gr, v);
 }
 
-fn delete(st: &mut State, gr: &GroupResource, ns: &str, name: &str, propagation: &str) -> bool {
+/// Deletes an object as a controller does (`propagation`: Background, Foreground).
+pub(crate) fn delete(
+    st: &mut State,
+    gr: &GroupResource,
+    ns: &str,
+    name: &str,
+    propagation: &str,
+) -> bool {
     let Some(rt) = st.registry.by_group_resource(gr) else {
         return st.store.delete(gr, ns, name).is_some();
     };
@@ -201,68 +208,6 @@ fn namespaces(st: &mut State) -> bool {
             } else {
                 put_back(st, &ns_gr, v);
             }
-            changed = true;
-        }
-    }
-    changed
-}
-
-/// Fills workload status as if every replica became ready.
-fn workloads(st: &mut State) -> bool {
-    let mut changed = false;
-    for (group, res) in [
-        ("apps", "deployments"),
-        ("apps", "statefulsets"),
-        ("apps", "replicasets"),
-        ("apps", "daemonsets"),
-        ("batch", "jobs"),
-    ] {
-        let g = gr(group, res);
-        for o in st.store.list(&g, None) {
-            let generation = o
-                .value
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            if o.value
-                .pointer("/status/observedGeneration")
-                .and_then(Value::as_i64)
-                == Some(generation)
-            {
-                continue;
-            }
-            let replicas = o
-                .value
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            let now = crate::state::meta::now_rfc3339();
-            let cond = |t: &str, reason: &str| json!({"type": t, "status": "True", "reason": reason, "lastTransitionTime": now, "lastUpdateTime": now, "message": "simulated by kubesim"});
-            let status = match res {
-                "deployments" => {
-                    json!({"observedGeneration": generation, "replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "updatedReplicas": replicas, "conditions": [cond("Available", "MinimumReplicasAvailable"), cond("Progressing", "NewReplicaSetAvailable")]})
-                }
-                "statefulsets" => {
-                    json!({"observedGeneration": generation, "replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "currentReplicas": replicas, "updatedReplicas": replicas})
-                }
-                "replicasets" => {
-                    json!({"observedGeneration": generation, "replicas": replicas, "readyReplicas": replicas, "availableReplicas": replicas, "fullyLabeledReplicas": replicas})
-                }
-                "daemonsets" => {
-                    json!({"observedGeneration": generation, "currentNumberScheduled": 1, "desiredNumberScheduled": 1, "numberReady": 1, "numberAvailable": 1, "updatedNumberScheduled": 1, "numberMisscheduled": 0})
-                }
-                _ => {
-                    let completions = o
-                        .value
-                        .pointer("/spec/completions")
-                        .and_then(Value::as_i64)
-                        .unwrap_or(1);
-                    json!({"observedGeneration": generation, "succeeded": completions, "startTime": now, "completionTime": now, "conditions": [cond("Complete", "Completed")]})
-                }
-            };
-            let mut v = o.value.clone();
-            v["status"] = status;
-            put_back(st, &g, v);
             changed = true;
         }
     }

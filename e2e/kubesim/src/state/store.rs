@@ -69,7 +69,7 @@ impl Store {
         std::mem::take(&mut self.gc_hint)
     }
 
-    /// True (once) when a workload (apps, batch) changed since the last call.
+    /// True (once) when a workload (apps, batch), a Pod or a Node changed since the last call.
     pub fn take_workload_hint(&mut self) -> bool {
         std::mem::take(&mut self.workload_hint)
     }
@@ -258,15 +258,20 @@ impl Store {
             j.append(&e);
         }
         let md = e.obj.value.get("metadata");
+        let owners = |o: &StoredObj| o.value.pointer("/metadata/ownerReferences").cloned();
+        // an update that keeps the owner references gives GC no new work (a status
+        // write of a simulated Pod, say); a new object with owners, or new owners, may
         if e.kind == EventType::Deleted
-            || md.is_some_and(|m| {
-                m.get("ownerReferences").is_some() || m.get("deletionTimestamp").is_some()
-            })
+            || md.is_some_and(|m| m.get("deletionTimestamp").is_some())
+            || (md.is_some_and(|m| m.get("ownerReferences").is_some())
+                && e.prev.as_deref().map(owners) != Some(owners(&e.obj)))
             || (e.gr.group.is_empty() && e.gr.resource == "namespaces")
         {
             self.gc_hint = true;
         }
-        if matches!(e.gr.group.as_str(), "apps" | "batch") {
+        if matches!(e.gr.group.as_str(), "apps" | "batch")
+            || (e.gr.group.is_empty() && matches!(e.gr.resource.as_str(), "pods" | "nodes"))
+        {
             self.workload_hint = true;
         }
         let e = Arc::new(e);

@@ -2,8 +2,6 @@
 //! labels, providerID, a pod range), what the scheduler reads from any Node, and the
 //! Ready knob a test turns to play a failed kubelet.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
@@ -187,13 +185,7 @@ pub fn facts(node: &Value) -> NodeFacts {
             })
             .unwrap_or(0)
     };
-    let labels: BTreeMap<String, String> = node
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-        .collect();
+    let labels = crate::state::sim::string_map(node.pointer("/metadata/labels"));
     NodeFacts {
         name: node["metadata"]["name"].as_str().unwrap_or("").to_string(),
         ready: is_ready(node),
