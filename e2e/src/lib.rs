@@ -33,6 +33,12 @@ pub struct Options {
     pub data_dir: Option<PathBuf>,
     /// Service CIDRs for particular clusters (by name), instead of the defaults.
     pub cidrs: std::collections::BTreeMap<String, Vec<Cidr>>,
+    /// Nodes each cluster starts with.
+    pub nodes: usize,
+    /// Capacity of each node.
+    pub node_capacity: kubesim::NodeCapacity,
+    /// Region and zones of particular clusters' nodes (by name), instead of `local` and `<name>-a`.
+    pub topology: std::collections::BTreeMap<String, (String, Vec<String>)>,
 }
 
 impl Default for Options {
@@ -45,6 +51,9 @@ impl Default for Options {
             simulate_workloads: true,
             data_dir: None,
             cidrs: Default::default(),
+            nodes: 1,
+            node_capacity: Default::default(),
+            topology: Default::default(),
         }
     }
 }
@@ -126,6 +135,12 @@ impl Clusterset {
                 .unwrap_or_else(|| service_cidrs(i, opts.dual_stack));
             cfg.service_cidrs = cfg_cidrs.clone();
             cfg.simulate_workloads = opts.simulate_workloads;
+            cfg.nodes = opts.nodes;
+            cfg.node_capacity = opts.node_capacity.clone();
+            if let Some((region, zones)) = opts.topology.get(name) {
+                cfg.region = region.clone();
+                cfg.zones = zones.clone();
+            }
             cfg.data_dir = opts.data_dir.as_ref().map(|d| d.join(name));
             let s = Server::start(cfg)
                 .await
