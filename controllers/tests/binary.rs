@@ -1,42 +1,11 @@
 //! The `causeway` binary as an operator runs it: `causeway controller` against a hub,
 //! with its log going to a file.
 
-use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Waits for `needle` in the log file at `log` (30 s at most); returns the log.
-fn wait_for_log(log: &std::path::Path, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut text = String::new();
-    while !text.contains(needle) {
-        assert!(
-            Instant::now() < deadline,
-            "no {needle:?} line within 30 s; log:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-        text.clear();
-        std::fs::File::open(log)
-            .unwrap()
-            .read_to_string(&mut text)
-            .unwrap();
-    }
-    text
-}
-
-/// One plain HTTP GET; the status line.
-fn status(addr: &str, path: &str) -> String {
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out.lines().next().unwrap_or_default().to_string()
-}
+mod support;
+use support::{admin_addr, status, wait_for_log};
 
 #[test]
 fn controller_logs_to_a_file_without_colour_codes() {
@@ -131,12 +100,7 @@ fn hub_context_without_hub_kubeconfig_picks_that_context_of_kubeconfig() {
         .spawn()
         .expect("causeway starts");
     let text = wait_for_log(&log, "serving /metrics");
-    let addr = text
-        .split("addr=")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .expect("the admin address in the log")
-        .to_string();
+    let addr = admin_addr(&text);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !status(&addr, "/readyz").contains("200") {
         assert!(

@@ -1,0 +1,331 @@
+//! `causeway controller` as two replicas with leader election: a real hub and two
+//! members on kubesim, two `causeway` processes. Exactly one is ready and works; when
+//! it is killed (SIGKILL, no clean hand-over) the standby takes over within the lease
+//! duration, and MCS imports go on with nothing lost and nothing written twice. The
+//! hub RBAC from deploy/ is enough for the election.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use causeway_crds::mcs::v1beta1::{ServiceExport, ServiceImport};
+use causeway_runtime::leader::{Elector, Timings};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use serde_json::json;
+
+mod support;
+use support::{admin_addr, get, status, wait_for_log};
+
+const NS: &str = "shop";
+/// `--leader-elect-lease-duration` below.
+const LEASE: Duration = Duration::from_secs(3);
+
+/// Kills the controllers when the test ends, however it ends.
+struct Replicas(Vec<Option<Child>>);
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+async fn client(s: &kubesim::Server) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(&s.kubeconfig()).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Polls `f` every 100 ms until it gives `Some` (at most `within`).
+async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    within: Duration,
+    mut f: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A Service with one endpoint, its EndpointSlice (as the endpoint controller would
+/// write it), and its ServiceExport.
+async fn export(member: &kube::Client, name: &str, ip: &str) {
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": name},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}))
+    .unwrap();
+    Api::<Service>::namespaced(member.clone(), NS)
+        .create(&PostParams::default(), &svc)
+        .await
+        .unwrap();
+    let slice: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-abc12"), "labels": {"kubernetes.io/service-name": name}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}]}))
+    .unwrap();
+    Api::<EndpointSlice>::namespaced(member.clone(), NS)
+        .create(&PostParams::default(), &slice)
+        .await
+        .unwrap();
+    let ex: ServiceExport = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<ServiceExport>::namespaced(member.clone(), NS)
+        .create(&PostParams::default(), &ex)
+        .await
+        .unwrap();
+}
+
+/// The MCS EndpointSlices of `svc` in a cluster.
+async fn mcs_slices(c: &kube::Client, svc: &str) -> Vec<EndpointSlice> {
+    let lp =
+        ListParams::default().labels(&format!("multicluster.kubernetes.io/service-name={svc}"));
+    Api::<EndpointSlice>::namespaced(c.clone(), NS)
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+}
+
+/// `svc` is imported into `member`: its ServiceImport has an IP and its slice is there.
+async fn imported(member: &kube::Client, svc: &str) -> Option<()> {
+    let si = Api::<ServiceImport>::namespaced(member.clone(), NS)
+        .get_opt(svc)
+        .await
+        .ok()??;
+    (!si.spec.ips.is_empty() && !mcs_slices(member, svc).await.is_empty()).then_some(())
+}
+
+/// How many hub ServiceImports are called `svc` (in any namespace).
+async fn hub_imports(hub: &kube::Client, svc: &str) -> usize {
+    Api::<ServiceImport>::all(hub.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|s| s.metadata.name.as_deref() == Some(svc))
+        .count()
+}
+
+fn start(dir: &std::path::Path, kubeconfig: &std::path::Path, id: &str) -> (Child, String) {
+    let log = dir.join(format!("{id}.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(["controller", "--metrics", "127.0.0.1:0", "--hub-kubeconfig"])
+        .arg(kubeconfig)
+        .args([
+            "--leader-elect-lease-duration",
+            "3s",
+            "--leader-elect-renew-deadline",
+            "2s",
+            "--leader-elect-retry-period",
+            "500ms",
+            "--leader-elect-identity",
+            id,
+            "--cluster-status-update-frequency",
+            "1s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("causeway starts");
+    (child, admin_addr(&wait_for_log(&log, "serving /metrics")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_takes_over_when_the_leader_is_killed() {
+    let hub = kubesim::Server::start(kubesim::Config::new("hub"))
+        .await
+        .unwrap();
+    let east = kubesim::Server::start(kubesim::Config::new("east"))
+        .await
+        .unwrap();
+    let west = kubesim::Server::start(kubesim::Config::new("west"))
+        .await
+        .unwrap();
+    let (h, e, w) = (client(&hub).await, client(&east).await, client(&west).await);
+    for c in [&h, &e, &w] {
+        causeway_runtime::crds::install(
+            c,
+            &causeway_crds::crdgen::all_crds(),
+            "test",
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    }
+    for m in [&east, &west] {
+        let access = causeway_controllers::clusters::join::MemberAccess {
+            server: m.url(),
+            ca_pem: m.ca_pem().map(String::from),
+            token: m.admin_token().into(),
+        };
+        causeway_controllers::clusters::join::join(h.clone(), m.name(), &access, None)
+            .await
+            .unwrap();
+    }
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+    for c in [&e, &w] {
+        Api::<Namespace>::all(c.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("hub.kubeconfig");
+    std::fs::write(&kubeconfig, hub.kubeconfig()).unwrap();
+    let (a, a_addr) = start(dir.path(), &kubeconfig, "ctl-a");
+    let mut replicas = Replicas(vec![Some(a)]);
+    let (b, b_addr) = start(dir.path(), &kubeconfig, "ctl-b");
+    replicas.0.push(Some(b));
+    let addrs = [a_addr, b_addr];
+    let ids = ["ctl-a", "ctl-b"];
+
+    // exactly one is ready; the other says who leads, and stays healthy
+    let leader = eventually("one ready replica", Duration::from_secs(30), || {
+        let ready: Vec<usize> = (0..2)
+            .filter(|&i| status(&addrs[i], "/readyz").contains(" 200"))
+            .collect();
+        async move { (ready.len() == 1).then(|| ready[0]) }
+    })
+    .await;
+    let standby = 1 - leader;
+    // (the standby learns who leads at its next try)
+    let want = format!("not ready: not the leader (leader is {})\n", ids[leader]);
+    eventually(
+        "the standby names the leader",
+        Duration::from_secs(5),
+        || {
+            let nr = get(&addrs[standby], "/readyz");
+            let named = nr.starts_with("HTTP/1.1 503") && nr.ends_with(&want);
+            async move { named.then_some(()) }
+        },
+    )
+    .await;
+    assert!(status(&addrs[standby], "/healthz").contains(" 200"));
+    assert!(get(&addrs[leader], "/metrics").contains("\ncauseway_leader 1\n"));
+    assert!(get(&addrs[standby], "/metrics").contains("\ncauseway_leader 0\n"));
+
+    export(&e, "cart", "10.0.0.1").await;
+    let present = Duration::from_secs(30);
+    eventually("cart imported into west", present, || imported(&w, "cart")).await;
+
+    // SIGKILL: no release, the standby waits out the lease
+    let mut killed = replicas.0[leader].take().unwrap();
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let since = Instant::now();
+    eventually(
+        "the standby ready",
+        LEASE + Duration::from_secs(10),
+        || async {
+            status(&addrs[standby], "/readyz")
+                .contains(" 200")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        since.elapsed() < LEASE + Duration::from_secs(10),
+        "took {:?}",
+        since.elapsed()
+    );
+    assert!(get(&addrs[standby], "/metrics").contains("\ncauseway_leader 1\n"));
+
+    export(&e, "checkout", "10.0.0.2").await;
+    eventually("checkout imported into west", present, || {
+        imported(&w, "checkout")
+    })
+    .await;
+    // nothing lost, nothing twice: one hub ServiceImport per service, one west slice per
+    // source slice (checked a few times over two seconds)
+    for _ in 0..4 {
+        for svc in ["cart", "checkout"] {
+            assert!(imported(&w, svc).await.is_some(), "{svc} still imported");
+            assert_eq!(hub_imports(&h, svc).await, 1, "hub ServiceImports {svc}");
+            assert_eq!(mcs_slices(&w, svc).await.len(), 1, "west slices of {svc}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_rbac_from_deploy_allows_leader_election() {
+    let hub = kubesim::Server::start(kubesim::Config::new("hub"))
+        .await
+        .unwrap();
+    let admin = client(&hub).await;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac/hub.yaml");
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&std::fs::read_to_string(path).unwrap()).unwrap();
+    for doc in docs {
+        let obj: DynamicObject = serde_json::from_value(doc).unwrap();
+        let tm = obj.types.clone().unwrap();
+        let (group, version) = tm
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", &tm.api_version));
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &tm.kind));
+        let api: Api<DynamicObject> = match &obj.metadata.namespace {
+            Some(ns) => Api::namespaced_with(admin.clone(), ns, &ar),
+            None => Api::all_with(admin.clone(), &ar),
+        };
+        api.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    hub.add_token(
+        "controller-token",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-controller".into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:authenticated".into(),
+            ],
+        },
+    );
+    let yaml = kubesim::kubeconfig::single("hub", &hub.url(), hub.ca_pem(), "controller-token");
+    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let restricted = kube::Client::try_from(cfg).unwrap();
+    let timings = Timings {
+        lease_duration: LEASE,
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(300),
+    };
+    let elector = Elector::new(
+        restricted,
+        "causeway-system",
+        "causeway-controller",
+        "ctl-a",
+        timings,
+    )
+    .unwrap();
+    // it takes the Lease, renews it for two lease durations, and releases it at the end:
+    // get, create and update are all allowed
+    let stop = tokio_util::sync::CancellationToken::new();
+    let run = elector.run(&stop, |_lead| async {
+        tokio::time::sleep(LEASE * 2).await;
+        Ok(())
+    });
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("led and finished within 20 s")
+        .expect("kept the Lease with the deploy/ RBAC");
+    let lease = Api::<Lease>::namespaced(admin, "causeway-system")
+        .get("causeway-controller")
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(lease.holder_identity, None, "released");
+    assert_eq!(lease.lease_transitions, Some(0));
+}
