@@ -18,5 +18,6 @@ mod mcs_status;
 mod mcs_support;
 mod mcs_topology;
 mod registry;
+mod relay;
 mod stale;
 mod support;

@@ -162,7 +162,7 @@ async fn the_same_cluster_cannot_join_twice() {
     cs.shutdown();
 }
 
-async fn agent_client(kubeconfig: &str) -> kube::Client {
+pub(crate) async fn agent_client(kubeconfig: &str) -> kube::Client {
     let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await

@@ -1,0 +1,238 @@
+//! A Pull member's exports through its outbox and the hub's relay (issue 13 item 2):
+//! the member's exporter, with the agent's least-privilege hub identity from
+//! `causeway register`, writes only into `causeway-es-<cluster>`; the hub controller's
+//! relay publishes the real hub objects with the identity of the outbox's Cluster,
+//! whatever the agent wrote, and the aggregator merges them with a Push member's.
+
+use std::sync::Arc;
+
+use causeway_controllers::clusters::register::{RegisterOptions, register};
+use causeway_controllers::mcs::HubCaches;
+use causeway_controllers::mcs::exporter::{self, Target};
+use causeway_crds::exported_service::ExportedService;
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::well_known::labels;
+use causeway_e2e::{Options, access};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::mcs_support::{Mcs, PRESENT, eventually};
+use crate::registry::agent_client;
+
+const OUTBOX: &str = "causeway-es-west";
+
+/// The names of the objects of kind `K` in `ns` on the hub that `selector` selects.
+async fn names<K>(hub: &kube::Client, ns: &str, selector: &str) -> Vec<String>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let mut n: Vec<String> = Api::<K>::namespaced(hub.clone(), ns)
+        .list(&ListParams::default().labels(selector).limit(500))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|o| o.name_any())
+        .collect();
+    n.sort();
+    n
+}
+
+/// The cluster ids in the hub ServiceImport `ns/name`'s status.
+async fn import_clusters(hub: &kube::Client, ns: &str, name: &str) -> Option<Vec<String>> {
+    let si = Api::<ServiceImport>::namespaced(hub.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()?;
+    let mut c: Vec<String> = si.status?.clusters.into_iter().map(|c| c.cluster).collect();
+    c.sort();
+    Some(c)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
+    let opts = Options {
+        members: vec!["east".into(), "west".into()],
+        ..Default::default()
+    };
+    // east joins in push mode; west registers in pull mode
+    let m = Mcs::start_with(opts, 1).await;
+    let west = m.cs.member("west").unwrap();
+    let done = register(
+        m.hub.clone(),
+        &access(&m.cs.hub),
+        "west",
+        &access(west),
+        &RegisterOptions {
+            id: Some("west.example".into()),
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let agent_hub = agent_client(&done.agent_kubeconfig).await;
+    // the agent's identity really cannot write into the Service's namespace on the hub
+    let forbidden = ExportedService::new("x.west.example", Default::default());
+    let err = Api::<ExportedService>::namespaced(agent_hub.clone(), &m.ns)
+        .create(&PostParams::default(), &forbidden)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err}"
+    );
+    // west's exporter, as its agent runs it
+    let stop = CancellationToken::new();
+    let _stop_on_drop = stop.clone().drop_guard();
+    tokio::spawn(exporter::run_to(
+        "west.example".into(),
+        m.c(1),
+        agent_hub.clone(),
+        Arc::new(HubCaches::start(&agent_hub, &stop)),
+        Target::Outbox {
+            cluster: "west".into(),
+        },
+        Arc::new(causeway_controllers::metrics::Metrics::default()),
+        stop.clone(),
+    ));
+    m.hello(0, &["10.1.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    m.hello(1, &["10.2.0.1"]).await;
+    m.export(1, "hello", "dummy-label").await;
+
+    // the outbox holds west's export under <namespace>.<name>
+    let ns = m.ns.clone();
+    let outbox = &format!("{}=west", labels::OUTBOX);
+    eventually("west's ExportedService in its outbox", PRESENT, || async {
+        let n = names::<ExportedService>(&m.hub, OUTBOX, outbox).await;
+        (n == [format!("{ns}.hello.west.example")]).then_some(())
+    })
+    .await;
+    // the aggregator merges the relayed export with east's
+    eventually("hub ServiceImport from east and west", PRESENT, || async {
+        let c = import_clusters(&m.hub, &ns, "hello").await?;
+        (c == ["east", "west.example"]).then_some(())
+    })
+    .await;
+    let relayed = Api::<ExportedService>::namespaced(m.hub.clone(), &ns)
+        .get("hello.west.example")
+        .await
+        .unwrap();
+    assert_eq!(relayed.spec.cluster, "west.example");
+    assert_eq!(relayed.labels()[labels::RELAYED_FROM], "west");
+    assert!(!relayed.labels().contains_key(labels::OUTBOX));
+    let relayed_from_west = format!("{}=west", labels::RELAYED_FROM);
+    let slices = Api::<EndpointSlice>::namespaced(m.hub.clone(), &ns)
+        .list(&ListParams::default().labels(&relayed_from_west))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(slices.len(), 1, "{slices:?}");
+    assert_eq!(slices[0].labels()[labels::SOURCE_CLUSTER], "west.example");
+    assert_eq!(slices[0].endpoints[0].addresses, ["10.2.0.1"]);
+    // west's ServiceExport is Ready once the relayed export is on the hub
+    eventually("west's export Ready", PRESENT, || async {
+        let (status, _, _) = m.export_condition(1, "hello", "Ready").await?;
+        (status == "True").then_some(())
+    })
+    .await;
+    // unexporting removes the outbox objects, the relayed ones, and west from the import
+    m.unexport(1, "hello").await;
+    eventually(
+        "west's outbox and relayed objects gone",
+        PRESENT,
+        || async {
+            let outboxed = names::<ExportedService>(&m.hub, OUTBOX, outbox).await;
+            let outboxed_slices = names::<EndpointSlice>(&m.hub, OUTBOX, outbox).await;
+            let relayed = names::<ExportedService>(&m.hub, &ns, &relayed_from_west).await;
+            let relayed_slices = names::<EndpointSlice>(&m.hub, &ns, &relayed_from_west).await;
+            (outboxed.is_empty()
+                && outboxed_slices.is_empty()
+                && relayed.is_empty()
+                && relayed_slices.is_empty())
+            .then_some(())
+        },
+    )
+    .await;
+    eventually("hub ServiceImport from east only", PRESENT, || async {
+        let c = import_clusters(&m.hub, &ns, "hello").await?;
+        (c == ["east"]).then_some(())
+    })
+    .await;
+
+    // west's exporter stops (it would delete from its outbox what it did not write)
+    stop.cancel();
+    // a lying agent: it claims to be east; the relay publishes it as west
+    let mut lie: ExportedService = serde_json::from_value(json!({
+        "apiVersion": "causeway.io/v1alpha1", "kind": "ExportedService",
+        "metadata": {"name": format!("{ns}.liar.east"), "labels": {
+            labels::OUTBOX: "west", labels::ORIGIN_NAMESPACE: ns,
+            labels::SERVICE_NAME: "liar", labels::SOURCE_CLUSTER: "east"},
+            "annotations": {"causeway.io/origin-name": "liar.east"}},
+        "spec": {"cluster": "east", "service": "liar", "ports": [{"port": 80, "protocol": "TCP"}]},
+    }))
+    .unwrap();
+    let outbox_api = Api::<ExportedService>::namespaced(agent_hub.clone(), OUTBOX);
+    outbox_api
+        .create(&PostParams::default(), &lie)
+        .await
+        .unwrap();
+    let forced = eventually("the lie published as west's", PRESENT, || async {
+        Api::<ExportedService>::namespaced(m.hub.clone(), &ns)
+            .get_opt("liar.west.example")
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(forced.spec.cluster, "west.example");
+    assert_eq!(forced.labels()[labels::SOURCE_CLUSTER], "west.example");
+    // only the relayed object counts: the outbox one is nobody's export
+    eventually("liar imported from west only", PRESENT, || async {
+        let c = import_clusters(&m.hub, &ns, "liar").await?;
+        (c == ["west.example"]).then_some(())
+    })
+    .await;
+    assert!(
+        Api::<ExportedService>::namespaced(m.hub.clone(), &ns)
+            .get_opt("liar.east")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // marked for another cluster's outbox: not published, and a Warning Event says why
+    lie.metadata.name = Some(format!("{ns}.other.east"));
+    lie.labels_mut()
+        .insert(labels::OUTBOX.into(), "east".into());
+    lie.spec.service = "other".into();
+    outbox_api
+        .create(&PostParams::default(), &lie)
+        .await
+        .unwrap();
+    let note = eventually("an OutboxMismatch Event", PRESENT, || async {
+        Api::<Event>::namespaced(m.hub.clone(), OUTBOX)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("OutboxMismatch"))
+            .and_then(|e| e.note)
+    })
+    .await;
+    assert!(note.contains("outbox of Cluster \"west\""), "{note}");
+    assert!(
+        names::<ExportedService>(&m.hub, &ns, &relayed_from_west)
+            .await
+            .iter()
+            .all(|n| !n.starts_with("other.")),
+        "the mismatched object is not published"
+    );
+}
