@@ -3,6 +3,7 @@
 //! (a network partition between the member and the hub), plus the fault switch
 //! `causeway-local fault` drives from a second terminal.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -212,7 +213,8 @@ pub async fn follow_faults(
                     }
                 }
             }
-            println!("fault: {name} is now {word}");
+            // stdout may be gone (a closed pipe): the fault still applies
+            let _ = writeln!(std::io::stdout(), "fault: {name} is now {word}");
             applied.insert(name, word);
         }
         tokio::select! {

@@ -1,7 +1,6 @@
 //! `causeway-local up`: comes up, kubectl works against every context, Ctrl-C stops it cleanly.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::kubectl_bin;
@@ -11,33 +10,8 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
     let kubectl = kubectl_bin();
     let dir = tempfile::tempdir().unwrap();
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
-        .args(["up", "--log", "info", "--dir"])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(log.reopen().unwrap())
-        .spawn()
-        .expect("causeway-local starts");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut out = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !out.iter().any(|l: &String| l.contains("Press Ctrl-C")) {
-        assert!(
-            Instant::now() < deadline,
-            "causeway-local did not come up in 30 s; printed {out:#?}"
-        );
-        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
-            out.push(l);
-        }
-    }
+    let (mut child, out, rx) =
+        crate::local_pull::up(&["up", "--log", "info"], dir.path(), log.as_file());
     let printed = out.join("\n");
     for step in [
         "[1/8]",

@@ -10,6 +10,7 @@ mod kubectl_bad_input;
 mod kubectl_events;
 mod kubectl_token;
 mod local;
+mod local_pull;
 mod mci;
 mod mci_proxy;
 mod mcs;
