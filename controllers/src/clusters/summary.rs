@@ -23,7 +23,7 @@ use causeway_crds::federation::cluster::{
     ClusterSpec, ClusterStatus, NodeSummary, ResourceSummary,
 };
 
-pub use discover::{Apis, discover};
+pub use discover::{Apis, DISCOVERY_TIMEOUT, discover};
 pub use usage::Usage;
 
 /// Node label naming the node's region.

@@ -7,6 +7,8 @@
 //! is down, a `Stale` entry) is named in the condition and does not fail the rest.
 
 use causeway_crds::federation::cluster::{ApiEnablement, ApiResourceRef, conditions};
+use std::time::Duration;
+
 use futures::{StreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::core::discovery::v2::APIGroupDiscoveryList;
@@ -15,6 +17,38 @@ use crate::clusters::health::Probe;
 
 /// How many group versions the classic walk asks for at once.
 const CONCURRENT: usize = 8;
+
+/// How long one discovery request may take, retries included, before what it asked
+/// for counts as failed. kube's client retries a 503 (what kube-apiserver answers for
+/// an aggregated API server that is down) up to 15 times over minutes.
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a request gave nothing.
+#[derive(Debug)]
+enum Failure {
+    Kube(kube::Error),
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Kube(e) => e.fmt(f),
+            Failure::Timeout(d) => write!(f, "no answer within {} ms", d.as_millis()),
+        }
+    }
+}
+
+/// `request`, given at most `limit`.
+async fn ask<T>(
+    limit: Duration,
+    request: impl Future<Output = kube::Result<T>>,
+) -> Result<T, Failure> {
+    match tokio::time::timeout(limit, request).await {
+        Ok(answer) => answer.map_err(Failure::Kube),
+        Err(_) => Err(Failure::Timeout(limit)),
+    }
+}
 
 /// What discovery found.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -76,11 +110,12 @@ impl Apis {
     }
 }
 
-/// Discovers what `member` serves: aggregated discovery, else the classic walk.
-pub async fn discover(member: &kube::Client) -> Apis {
-    match aggregated(member).await {
+/// Discovers what `member` serves: aggregated discovery, else the classic walk. Each
+/// request may take `limit` ([`DISCOVERY_TIMEOUT`] is a good one).
+pub async fn discover(member: &kube::Client, limit: Duration) -> Apis {
+    match aggregated(member, limit).await {
         Ok(apis) => apis.sort(),
-        Err(Fallback::Classic) => classic(member).await.sort(),
+        Err(Fallback::Classic) => classic(member, limit).await.sort(),
         Err(Fallback::Unreachable(e)) => Apis {
             enablements: Vec::new(),
             failed: vec![("/api".into(), e.to_string())],
@@ -92,17 +127,16 @@ enum Fallback {
     /// The server does not do aggregated discovery.
     Classic,
     /// The server did not answer: the classic walk would not fare better.
-    Unreachable(kube::Error),
+    Unreachable(Failure),
 }
 
 /// Aggregated discovery of `/api` and `/apis`.
-async fn aggregated(member: &kube::Client) -> Result<Apis, Fallback> {
-    let no_aggregation = |e: kube::Error| match e {
-        kube::Error::Api(_) | kube::Error::SerdeError(_) => Fallback::Classic,
+async fn aggregated(member: &kube::Client, limit: Duration) -> Result<Apis, Fallback> {
+    let no_aggregation = |e: Failure| match e {
+        Failure::Kube(kube::Error::Api(_) | kube::Error::SerdeError(_)) => Fallback::Classic,
         e => Fallback::Unreachable(e),
     };
-    let core = member
-        .list_core_api_versions_aggregated()
+    let core = ask(limit, member.list_core_api_versions_aggregated())
         .await
         .map_err(no_aggregation)?;
     if core.items.is_empty() {
@@ -112,7 +146,7 @@ async fn aggregated(member: &kube::Client) -> Result<Apis, Fallback> {
     }
     let mut apis = Apis::default();
     from_aggregated(core, &mut apis);
-    match member.list_api_groups_aggregated().await {
+    match ask(limit, member.list_api_groups_aggregated()).await {
         Ok(groups) => from_aggregated(groups, &mut apis),
         Err(e) => apis.failed.push(("/apis".into(), e.to_string())),
     }
@@ -150,14 +184,14 @@ fn from_aggregated(list: APIGroupDiscoveryList, apis: &mut Apis) {
 }
 
 /// The classic walk: `/api`, `/apis`, then each group version.
-async fn classic(member: &kube::Client) -> Apis {
+async fn classic(member: &kube::Client, limit: Duration) -> Apis {
     let mut apis = Apis::default();
     let mut gvs = Vec::new();
-    match member.list_core_api_versions().await {
+    match ask(limit, member.list_core_api_versions()).await {
         Ok(core) => gvs.extend(core.versions),
         Err(e) => apis.failed.push(("/api".into(), e.to_string())),
     }
-    match member.list_api_groups().await {
+    match ask(limit, member.list_api_groups()).await {
         Ok(groups) => gvs.extend(
             groups
                 .groups
@@ -166,12 +200,12 @@ async fn classic(member: &kube::Client) -> Apis {
         ),
         Err(e) => apis.failed.push(("/apis".into(), e.to_string())),
     }
-    let answers: Vec<(String, kube::Result<APIResourceList>)> = stream::iter(gvs)
+    let answers: Vec<(String, Result<APIResourceList, Failure>)> = stream::iter(gvs)
         .map(|gv| async move {
             let answer = if gv.contains('/') {
-                member.list_api_group_resources(&gv).await
+                ask(limit, member.list_api_group_resources(&gv)).await
             } else {
-                member.list_core_api_resources(&gv).await
+                ask(limit, member.list_core_api_resources(&gv)).await
             };
             (gv, answer)
         })
