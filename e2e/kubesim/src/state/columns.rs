@@ -40,6 +40,7 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
         ("", "pods") => vec![
             col("Status", "string", ".status.phase", 0),
             col("IP", "string", ".status.podIP", 1),
+            col("Node", "string", ".spec.nodeName", 1),
         ],
         ("", "nodes") => vec![col(
             "Status",

@@ -5,7 +5,6 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
-use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use crate::helpers::*;
@@ -97,15 +96,45 @@ async fn node_status_patched_by_a_client_is_respected() {
     let nodes: Api<Node> = Api::all(env.client.clone());
     create(&deps, "web", 2, template("web", "", json!({}))).await;
     ready_replicas(&deps, "web", 2).await;
-    let not_ready = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "down"}]}});
-    nodes
-        .patch_status(
+    // with real kubectl, as a user (or a kubelet) posts node status
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(&kc, env.server.kubeconfig()).unwrap();
+    let not_ready = r#"{"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"down"}]}}"#;
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = tokio::process::Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args([
+            "patch",
+            "node",
             "sim-node-0",
-            &PatchParams::default(),
-            &Patch::Strategic(not_ready),
-        )
+            "--subresource=status",
+            "-p",
+            not_ready,
+        ])
+        .output();
+    let out = within("kubectl patch", out)
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("run {kubectl} (install kubectl or set KUBECTL): {e}"));
+    assert!(
+        out.status.success(),
+        "kubectl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // `kubectl get pods -o wide` shows where each pod runs
+    let wide = tokio::process::Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["get", "pods", "-o", "wide", "--no-headers"])
+        .output();
+    let wide = within("kubectl get pods", wide).await.unwrap();
+    let text = String::from_utf8_lossy(&wide.stdout);
+    assert_eq!(
+        text.lines().filter(|l| l.contains("sim-node-0")).count(),
+        2,
+        "{text}"
+    );
     ready_replicas(&deps, "web", 0).await;
     // the simulation never rewrites node status
     let n = nodes.get("sim-node-0").await.unwrap();
