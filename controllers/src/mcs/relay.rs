@@ -359,7 +359,7 @@ pub async fn run(
             &mut failures,
         )
         .await;
-        write::report(&recorder, &mut state, &want.ignored).await;
+        write::report(&recorder, &mut state, &want.ignored, dirty.full).await;
         metrics.observe_reconcile("relay", "", started.elapsed(), failures.count);
         dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
             Some(d) => d,

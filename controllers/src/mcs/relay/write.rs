@@ -75,20 +75,28 @@ pub(super) async fn write(
 }
 
 /// A Warning Event on each ignored outbox object, once per version of it (a log line
-/// when the Event cannot be written).
+/// when the Event cannot be written). A full round (`full`) sees every outbox object,
+/// so it forgets the ones no longer ignored.
 pub(super) async fn report(
     recorder: &kube::runtime::events::Recorder,
     state: &mut State,
     ignored: &[Ignored],
+    full: bool,
 ) {
     use kube::runtime::events::{Event, EventType};
-    for i in ignored {
-        let seen = (
+    let seen = |i: &Ignored| {
+        (
             i.object.uid.clone().unwrap_or_default(),
             i.object.resource_version.clone().unwrap_or_default(),
             i.reason,
-        );
-        if !state.reported.insert(seen) {
+        )
+    };
+    if full {
+        let now: HashSet<_> = ignored.iter().map(seen).collect();
+        state.reported.retain(|k| now.contains(k));
+    }
+    for i in ignored {
+        if !state.reported.insert(seen(i)) {
             continue;
         }
         let (ns, name) = (
