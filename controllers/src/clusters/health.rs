@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::cluster::{Cluster, conditions};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::options::Timing;
@@ -20,18 +20,23 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pure: the Cluster's `Ready` condition for a probe's answer, keeping the transition
 /// time while the status stays the same and recording the generation observed.
 pub fn ready_condition(probe: Probe, current: Option<&Cluster>, now: &Time) -> Condition {
-    let (status, reason, message) = probe;
+    condition(conditions::READY, probe, current, now)
+}
+
+/// Pure: a Cluster condition of `type_` for a verdict (status, reason, message).
+pub fn condition(type_: &str, verdict: Probe, current: Option<&Cluster>, now: &Time) -> Condition {
+    let (status, reason, message) = verdict;
     let prev = current
         .and_then(|c| c.status.as_ref())
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     Condition {
-        type_: "Ready".into(),
+        type_: type_.into(),
         status: status.into(),
         reason: reason.into(),
         message,
         observed_generation: current.and_then(|c| c.metadata.generation),
-        last_transition_time: crate::condition::since(prev, "Ready", status, now),
+        last_transition_time: crate::condition::since(prev, type_, status, now),
     }
 }
 

@@ -5,29 +5,46 @@
 //! only when something changed, under its own field manager, so the hub's lease
 //! monitor (which may post `Ready=Unknown` for a silent Pull member) never erases it.
 
-use causeway_crds::federation::cluster::{Cluster, conditions};
+use causeway_crds::federation::cluster::{ApiEnablement, Cluster, ClusterStatus, conditions};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::Api;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::health::{Damper, probe, ready_condition};
+use super::health::{Damper, condition, probe, ready_condition};
 use super::options::Timing;
+use super::summary::{DISCOVERY_TIMEOUT, Summary, Usage, discover};
 use causeway_runtime::apply;
 
 /// Field manager of the status this controller posts.
 pub const MANAGER: &str = "causeway-cluster-status";
 
-/// How many status rounds pass between two reads of the member's version.
-const VERSION_EVERY: u32 = 30;
+/// How many status rounds pass between two reads of the member's version and APIs
+/// (5 minutes at the default 10 s interval; discovery costs a request per group).
+const DISCOVER_EVERY: u32 = 30;
 
-/// Pure: the status body to post from the damped Ready condition and what else is known.
-pub fn status_body(ready: &Condition, version: Option<&str>) -> Value {
-    let mut body = json!({ "conditions": [ready] });
-    if let Some(v) = version {
-        body["kubernetesVersion"] = json!(v);
+/// Pure: the status body to post from the damped Ready condition and what else is known:
+/// the member's version, its APIs with their `CompleteAPIEnablements` condition, and its
+/// node/resource summaries and topology.
+pub fn status_body(
+    ready: &Condition,
+    version: Option<&str>,
+    apis: Option<&(Vec<ApiEnablement>, Condition)>,
+    summary: Option<&Summary>,
+) -> Value {
+    let mut st = ClusterStatus {
+        kubernetes_version: version.map(String::from),
+        conditions: vec![ready.clone()],
+        ..Default::default()
+    };
+    if let Some((enablements, complete)) = apis {
+        st.api_enablements = enablements.clone();
+        st.conditions.push(complete.clone());
     }
-    body
+    if let Some(s) = summary {
+        s.fill(&mut st);
+    }
+    serde_json::to_value(st).unwrap_or(Value::Null)
 }
 
 /// The Ready condition a Cluster carries now.
@@ -51,6 +68,8 @@ pub async fn run(
     let api: Api<Cluster> = Api::all(hub);
     let mut damper = Damper::default();
     let mut version: Option<String> = None;
+    let mut apis: Option<super::summary::Apis> = None;
+    let usage = Usage::start(member.clone(), stop.clone());
     let mut round: u32 = 0;
     loop {
         let verdict = tokio::select! {
@@ -58,10 +77,11 @@ pub async fn run(
             _ = stop.cancelled() => return,
         };
         let reachable = verdict.0 == "True";
-        if reachable && (version.is_none() || round.is_multiple_of(VERSION_EVERY)) {
+        if reachable && (version.is_none() || round.is_multiple_of(DISCOVER_EVERY)) {
             if let Ok(v) = member.apiserver_version().await {
                 version = Some(v.git_version);
             }
+            apis = Some(discover(&member, DISCOVERY_TIMEOUT).await);
         }
         round = round.wrapping_add(1);
         match api.get_opt(&name).await {
@@ -69,7 +89,24 @@ pub async fn run(
                 let now = jiff::Timestamp::now();
                 let observed = ready_condition(verdict, Some(&current), &Time(now));
                 let ready = damper.adjust(ready_of(&current), observed, now, &timing);
-                let body = status_body(&ready, version.as_deref());
+                let complete = apis.as_ref().map(|a| {
+                    (
+                        a.enablements.clone(),
+                        condition(
+                            conditions::COMPLETE_API_ENABLEMENTS,
+                            a.verdict(),
+                            Some(&current),
+                            &Time(now),
+                        ),
+                    )
+                });
+                let summary = usage.summary(&current.spec);
+                let body = status_body(
+                    &ready,
+                    version.as_deref(),
+                    complete.as_ref(),
+                    summary.as_ref(),
+                );
                 let live = current
                     .status
                     .as_ref()

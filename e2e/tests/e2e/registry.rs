@@ -69,6 +69,39 @@ async fn a_push_member_goes_not_ready_is_tainted_and_recovers() {
     .await;
     assert_eq!(ready(&c).unwrap().1, "ClusterReady");
     assert!(c.status.as_ref().unwrap().kubernetes_version.is_some());
+    // A.8: APIs, node and resource summaries, topology from the nodes' labels
+    let c = cluster_where(&hub, "east", "east's status content", |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.resource_summary.is_some() && !s.api_enablements.is_empty())
+    })
+    .await;
+    let st = c.status.clone().unwrap();
+    let complete = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "CompleteAPIEnablements")
+        .expect("CompleteAPIEnablements");
+    assert_eq!(
+        (complete.status.as_str(), complete.reason.as_str()),
+        ("True", "Complete")
+    );
+    assert!(
+        st.api_enablements
+            .iter()
+            .any(|e| e.group_version == "apps/v1"
+                && e.resources
+                    .iter()
+                    .any(|r| r.name == "deployments" && r.kind == "Deployment")),
+        "{:?}",
+        st.api_enablements
+    );
+    let nodes = st.node_summary.unwrap();
+    assert_eq!((nodes.total_num, nodes.ready_num), (1, 1));
+    assert_eq!(st.resource_summary.unwrap().allocatable["cpu"].0, "8");
+    assert_eq!(st.region.as_deref(), Some("local"));
+    assert_eq!(st.zones, vec!["east-a".to_string()]);
+    assert_eq!(st.provider.as_deref(), Some("kubesim"));
     assert!(
         c.finalizers()
             .iter()

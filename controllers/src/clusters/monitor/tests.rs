@@ -159,7 +159,9 @@ fn the_ready_condition_maps_to_taints() {
     };
     let nr = taints::NOT_READY;
     let un = taints::UNREACHABLE;
-    let cases: Vec<(&str, Vec<Taint>, Option<&str>, Option<Vec<&str>>)> = vec![
+    // (what, current taints, Ready status, expected taint keys or None for unchanged)
+    type Case<'a> = (&'a str, Vec<Taint>, Option<&'a str>, Option<Vec<&'a str>>);
+    let cases: Vec<Case> = vec![
         ("no condition yet: not-ready", vec![], None, Some(vec![nr])),
         ("False: not-ready", vec![], Some("False"), Some(vec![nr])),
         (
