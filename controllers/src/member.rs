@@ -48,11 +48,19 @@ pub fn spawn_workers(
         opts.timing.clone(),
         stop.clone(),
     ));
-    tokio::spawn(exporter::run(
+    let target = if m.pull {
+        exporter::Target::Outbox {
+            cluster: m.name.clone(),
+        }
+    } else {
+        exporter::Target::Hub
+    };
+    tokio::spawn(exporter::run_to(
         m.id.clone(),
         m.client.clone(),
         hub.clone(),
         caches.clone(),
+        target,
         metrics.clone(),
         stop.clone(),
     ));

@@ -233,14 +233,14 @@ pub fn refuse_duplicates(
         if other == name {
             continue;
         }
-        if c.spec.kube_system_uid.as_deref() == Some(uid) {
-            bail!(
-                "this cluster is already registered as \"{other}\" (same kube-system namespace uid {uid}); a cluster can be a member only once: unjoin \"{other}\" first, or use that name"
-            );
-        }
         if c.cluster_id() == Some(id) {
             bail!(
                 "cluster id \"{id}\" is already used by member \"{other}\": give this cluster another name or --id, or unjoin \"{other}\" first"
+            );
+        }
+        if c.spec.kube_system_uid.as_deref() == Some(uid) {
+            bail!(
+                "this cluster is already registered as \"{other}\" (same kube-system namespace uid {uid}); a cluster can be a member only once: unjoin \"{other}\" first, or use that name"
             );
         }
     }

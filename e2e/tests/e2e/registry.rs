@@ -387,3 +387,68 @@ async fn an_agent_cannot_touch_another_clusters_objects() {
         .expect("its outbox");
     cs.shutdown();
 }
+
+/// A Pull member end to end: its agent exports through its outbox (relayed by the
+/// hub) and imports like any member, next to Push members; applied with real kubectl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_member_exports_and_imports_through_its_agent() {
+    let cs = start(&["east", "west", "north"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    for m in ["east", "north"] {
+        causeway_controllers::clusters::join::join(
+            hub.clone(),
+            m,
+            &access(cs.member(m).unwrap()),
+            None,
+        )
+        .await
+        .unwrap();
+    }
+    cs.create_namespace_everywhere("demo").await.unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let agent = cs.start_pull_member("west", Timing::fast()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let merged = cs.write_kubeconfigs(dir.path()).unwrap();
+    let repo = crate::support::repo();
+    for c in ["east", "west"] {
+        let o = std::process::Command::new(crate::support::kubectl_bin())
+            .env("KUBECONFIG", &merged)
+            .args(["--context", c, "apply", "-f"])
+            .arg(repo.join(format!("examples/mcs-demo/{c}.yaml")))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let imported = |member: &'static str| {
+        let cs = &cs;
+        async move {
+            let c = client(cs.member(member).unwrap()).await.unwrap();
+            let api: Api<causeway_crds::mcs::v1beta1::ServiceImport> = Api::namespaced(c, "demo");
+            eventually(
+                &format!("demo imported in {member} from east and west"),
+                WAIT,
+                || {
+                    let api = api.clone();
+                    async move {
+                        let si = api.get_opt("demo").await.ok().flatten()?;
+                        let clusters: Vec<String> =
+                            si.status?.clusters.into_iter().map(|c| c.cluster).collect();
+                        (clusters == ["east", "west"]).then_some(())
+                    }
+                },
+            )
+            .await
+        }
+    };
+    imported("north").await; // west's export reached the hub through its outbox
+    imported("west").await; // and west's agent imports like any member
+    let outbox: Api<causeway_crds::exported_service::ExportedService> =
+        Api::namespaced(hub.clone(), "causeway-es-west");
+    assert_eq!(
+        outbox.list(&Default::default()).await.unwrap().items.len(),
+        1
+    );
+    agent.stop.cancel();
+    ctl.stop().await;
+    cs.shutdown();
+}
