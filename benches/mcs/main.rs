@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use causeway_benches::{cpu_seconds, pct, status_kib};
 use causeway_e2e::{Clusterset, Options};
 use clap::Parser;
 use futures::StreamExt;
@@ -58,35 +59,20 @@ fn slice(svc: usize, member: usize, endpoints: usize, version: usize) -> Endpoin
     .expect("valid slice")
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
 
 fn mem_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    status_kib(&pid.to_string(), field)
 }
 
+/// CPU seconds and peak RSS (KiB) of process `pid`.
 fn proc_stats(pid: u32) -> anyhow::Result<(f64, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = stat.rsplit_once(')').context("stat format")?.1;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
-    Ok((ticks / 100.0, mem_kib(pid, "VmHWM:")))
+    Ok((
+        cpu_seconds(&format!("/proc/{pid}/stat"))?,
+        mem_kib(pid, "VmHWM:"),
+    ))
 }
 
 struct Kill(Child);

@@ -186,16 +186,10 @@ fn snapshot(a: &Args) -> Snapshot {
 
 /// (VmRSS, VmHWM) of this process in KiB.
 fn rss() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let field = |k: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(k))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    (
+        causeway_benches::status_kib("self", "VmRSS:"),
+        causeway_benches::status_kib("self", "VmHWM:"),
+    )
 }
 
 fn ms(d: Duration) -> String {
