@@ -111,30 +111,10 @@ async fn main() -> anyhow::Result<()> {
             let opts = causeway_controllers::controller::Options {
                 timing: args.timing.timing(),
             };
-            let Some(elector) = elector else {
-                metrics.set_leader(&Status {
-                    leading: true,
-                    holder: None,
-                });
-                return causeway_controllers::controller::run_with(hub, metrics, opts, stop).await;
-            };
-            // /readyz and causeway_leader follow the election; only the leader works,
-            // and a replica that lost the Lease exits (non-zero) to restart as a standby
-            let mut status = elector.status();
-            let m = metrics.clone();
-            tokio::spawn(async move {
-                loop {
-                    m.set_leader(&status.borrow_and_update());
-                    if status.changed().await.is_err() {
-                        return;
-                    }
-                }
-            });
-            elector
-                .run(&stop, |lead| {
-                    causeway_controllers::controller::run_with(hub, metrics, opts, lead)
-                })
-                .await
+            run_elected(elector, &metrics, &stop, |lead| {
+                causeway_controllers::controller::run_with(hub, metrics.clone(), opts, lead)
+            })
+            .await
         }
         Command::Join(args) => {
             let access = join::member_access(&args.kubeconfig, args.context.as_deref())?;
@@ -157,4 +137,37 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Runs `work` under leader election when `elector` is given (else at once): only the
+/// leader works, /readyz and `causeway_leader` follow the election, and a replica that
+/// lost the Lease exits (non-zero) to restart as a standby.
+pub(crate) async fn run_elected<F, Fut>(
+    elector: Option<causeway_runtime::leader::Elector>,
+    metrics: &Arc<Metrics>,
+    stop: &tokio_util::sync::CancellationToken,
+    work: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(tokio_util::sync::CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let Some(elector) = elector else {
+        metrics.set_leader(&Status {
+            leading: true,
+            holder: None,
+        });
+        return work(stop.clone()).await;
+    };
+    let mut status = elector.status();
+    let m = metrics.clone();
+    tokio::spawn(async move {
+        loop {
+            m.set_leader(&status.borrow_and_update());
+            if status.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    elector.run(stop, work).await
 }

@@ -84,6 +84,10 @@ pub struct AgentArgs {
     metrics: SocketAddr,
     #[command(flatten)]
     timing: TimingArgs,
+    /// Leader election among the agent's replicas, on a Lease in the member (default
+    /// name causeway-agent).
+    #[command(flatten)]
+    leader: causeway_runtime::leader::LeaderArgs,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -128,19 +132,16 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     args.log.init("info")?;
     let hub = args.hub.client().await?;
     let member = args.member.client().await?;
+    let elector = args.leader.elector(member.clone(), "causeway-agent")?;
     let metrics = Arc::new(Metrics::default());
     let stop = tokio_util::sync::CancellationToken::new();
     let listener = admin::bind(args.metrics, "--metrics").await?;
     tracing::info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /livez, /readyz");
     admin::serve(listener, metrics.endpoints(), stop.clone());
     causeway_runtime::signal::cancel_on_signal(stop.clone());
-    causeway_controllers::agent::run(
-        hub,
-        member,
-        args.cluster,
-        args.timing.timing(),
-        metrics,
-        stop,
-    )
+    let timing = args.timing.timing();
+    crate::run_elected(elector, &metrics, &stop, |lead| {
+        causeway_controllers::agent::run(hub, member, args.cluster, timing, metrics.clone(), lead)
+    })
     .await
 }

@@ -7,82 +7,20 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use causeway_crds::mcs::v1beta1::{ServiceExport, ServiceImport};
+use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_runtime::leader::{Elector, Timings};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::json;
 
 mod support;
-use support::{admin_addr, get, status, wait_for_log};
+use support::{Replicas, admin_addr, client, eventually, export, get, status, wait_for_log};
 
 const NS: &str = "shop";
 /// `--leader-elect-lease-duration` below.
 const LEASE: Duration = Duration::from_secs(3);
-
-/// Kills the controllers when the test ends, however it ends.
-struct Replicas(Vec<Option<Child>>);
-impl Drop for Replicas {
-    fn drop(&mut self) {
-        for c in self.0.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-async fn client(s: &kubesim::Server) -> kube::Client {
-    let kc = kube::config::Kubeconfig::from_yaml(&s.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(cfg).unwrap()
-}
-
-/// Polls `f` every 100 ms until it gives `Some` (at most `within`).
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    within: Duration,
-    mut f: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// A Service with one endpoint, its EndpointSlice (as the endpoint controller would
-/// write it), and its ServiceExport.
-async fn export(member: &kube::Client, name: &str, ip: &str) {
-    let svc: Service = serde_json::from_value(json!({"metadata": {"name": name},
-        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}))
-    .unwrap();
-    Api::<Service>::namespaced(member.clone(), NS)
-        .create(&PostParams::default(), &svc)
-        .await
-        .unwrap();
-    let slice: EndpointSlice = serde_json::from_value(json!({
-        "metadata": {"name": format!("{name}-abc12"), "labels": {"kubernetes.io/service-name": name}},
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}]}))
-    .unwrap();
-    Api::<EndpointSlice>::namespaced(member.clone(), NS)
-        .create(&PostParams::default(), &slice)
-        .await
-        .unwrap();
-    let ex: ServiceExport = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    Api::<ServiceExport>::namespaced(member.clone(), NS)
-        .create(&PostParams::default(), &ex)
-        .await
-        .unwrap();
-}
 
 /// The MCS EndpointSlices of `svc` in a cluster.
 async fn mcs_slices(c: &kube::Client, svc: &str) -> Vec<EndpointSlice> {
@@ -214,7 +152,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     assert!(get(&addrs[leader], "/metrics").contains("\ncauseway_leader 1\n"));
     assert!(get(&addrs[standby], "/metrics").contains("\ncauseway_leader 0\n"));
 
-    export(&e, "cart", "10.0.0.1").await;
+    export(&e, NS, "cart", "10.0.0.1").await;
     let present = Duration::from_secs(30);
     eventually("cart imported into west", present, || imported(&w, "cart")).await;
 
@@ -240,7 +178,7 @@ async fn the_standby_takes_over_when_the_leader_is_killed() {
     );
     assert!(get(&addrs[standby], "/metrics").contains("\ncauseway_leader 1\n"));
 
-    export(&e, "checkout", "10.0.0.2").await;
+    export(&e, NS, "checkout", "10.0.0.2").await;
     eventually("checkout imported into west", present, || {
         imported(&w, "checkout")
     })

@@ -4,6 +4,12 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
+use causeway_crds::mcs::v1beta1::ServiceExport;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
 /// Waits for `needle` in the log file at `log` (30 s at most); returns the log.
 pub fn wait_for_log(log: &std::path::Path, needle: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -54,4 +60,66 @@ pub fn status(addr: &str, path: &str) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
+}
+
+/// Kills the processes when the test ends, however it ends.
+pub struct Replicas(pub Vec<Option<std::process::Child>>);
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub async fn client(s: &kubesim::Server) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(&s.kubeconfig()).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// Polls `f` every 100 ms until it gives `Some` (at most `within`).
+pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    within: Duration,
+    mut f: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A Service with one endpoint, its EndpointSlice (as the endpoint controller would
+/// write it), and its ServiceExport.
+pub async fn export(member: &kube::Client, ns: &str, name: &str, ip: &str) {
+    let svc: Service = serde_json::from_value(json!({"metadata": {"name": name},
+        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}))
+    .unwrap();
+    Api::<Service>::namespaced(member.clone(), ns)
+        .create(&PostParams::default(), &svc)
+        .await
+        .unwrap();
+    let slice: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}-abc12"), "labels": {"kubernetes.io/service-name": name}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}]}))
+    .unwrap();
+    Api::<EndpointSlice>::namespaced(member.clone(), ns)
+        .create(&PostParams::default(), &slice)
+        .await
+        .unwrap();
+    let ex: ServiceExport = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    Api::<ServiceExport>::namespaced(member.clone(), ns)
+        .create(&PostParams::default(), &ex)
+        .await
+        .unwrap();
 }

@@ -1,0 +1,188 @@
+//! `causeway agent` as two replicas in a Pull member (leader election on a Lease in the
+//! member): exactly one works; when it is killed with SIGKILL the standby takes over
+//! within the lease duration, keeps the Cluster Ready and the hub lease renewed, and
+//! exports go on into the member's outbox with nothing written twice.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use causeway_controllers::clusters::join::MemberAccess;
+use causeway_controllers::clusters::register::{RegisterOptions, register};
+use causeway_crds::exported_service::ExportedService;
+use causeway_crds::federation::cluster::Cluster;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+mod support;
+use support::{Replicas, admin_addr, client, eventually, export, status, wait_for_log};
+
+const LEASE: Duration = Duration::from_secs(3);
+
+fn access(s: &kubesim::Server) -> MemberAccess {
+    MemberAccess {
+        server: s.url(),
+        ca_pem: s.ca_pem().map(String::from),
+        token: s.admin_token().into(),
+    }
+}
+
+fn start(dir: &std::path::Path, id: &str) -> (Child, String) {
+    let log = dir.join(format!("{id}.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(["agent", "--cluster", "west", "--metrics", "127.0.0.1:0"])
+        .arg("--hub-kubeconfig")
+        .arg(dir.join("agent-hub.kubeconfig"))
+        .arg("--kubeconfig")
+        .arg(dir.join("west.kubeconfig"))
+        .args([
+            "--leader-elect-lease-duration",
+            "3s",
+            "--leader-elect-renew-deadline",
+            "2s",
+            "--leader-elect-retry-period",
+            "500ms",
+            "--leader-elect-identity",
+            id,
+            "--cluster-status-update-frequency",
+            "1s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("causeway agent starts");
+    (child, admin_addr(&wait_for_log(&log, "serving /metrics")))
+}
+
+async fn outbox(hub: &kube::Client) -> Vec<String> {
+    let mut names: Vec<String> =
+        Api::<ExportedService>::namespaced(hub.clone(), "causeway-es-west")
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|e| e.metadata.name)
+            .collect();
+    names.sort();
+    names
+}
+
+async fn renewed(hub: &kube::Client) -> Option<String> {
+    let l = Api::<Lease>::namespaced(hub.clone(), "causeway-system")
+        .get("cluster-west")
+        .await
+        .ok()?;
+    l.spec?.renew_time.map(|t| t.0.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_agent_takes_over_when_the_leader_is_killed() {
+    let hub = kubesim::Server::start(kubesim::Config::new("hub"))
+        .await
+        .unwrap();
+    let west = kubesim::Server::start(kubesim::Config::new("west"))
+        .await
+        .unwrap();
+    let (h, w) = (client(&hub).await, client(&west).await);
+    for c in [&h, &w] {
+        causeway_runtime::crds::install(
+            c,
+            &causeway_crds::crdgen::all_crds(),
+            "test",
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    }
+    let done = register(
+        h.clone(),
+        &access(&hub),
+        "west",
+        &access(&west),
+        &RegisterOptions {
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap();
+    Api::<Namespace>::all(w.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agent-hub.kubeconfig"),
+        &done.agent_kubeconfig,
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("west.kubeconfig"), west.kubeconfig()).unwrap();
+    let (a, a_addr) = start(dir.path(), "agent-a");
+    let mut replicas = Replicas(vec![Some(a)]);
+    let (b, b_addr) = start(dir.path(), "agent-b");
+    replicas.0.push(Some(b));
+    let addrs = [a_addr, b_addr];
+    let leader = eventually("one ready agent", Duration::from_secs(30), || {
+        let ready: Vec<usize> = (0..2)
+            .filter(|&i| status(&addrs[i], "/readyz").contains(" 200"))
+            .collect();
+        async move { (ready.len() == 1).then(|| ready[0]) }
+    })
+    .await;
+    let standby = 1 - leader;
+    assert!(status(&addrs[standby], "/healthz").contains(" 200"));
+    let clusters: Api<Cluster> = Api::all(h.clone());
+    let ready = || async {
+        let c = clusters.get("west").await.ok()?;
+        let r = causeway_controllers::clusters::status::ready_of(&c)?;
+        (r.status == "True").then_some(())
+    };
+    eventually(
+        "west Ready through its agent",
+        Duration::from_secs(20),
+        ready,
+    )
+    .await;
+    export(&w, "shop", "cart", "10.0.0.1").await;
+    eventually("cart in the outbox", Duration::from_secs(20), || async {
+        (outbox(&h).await == ["shop.cart.west"]).then_some(())
+    })
+    .await;
+
+    let mut killed = replicas.0[leader].take().unwrap();
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let since = Instant::now();
+    eventually(
+        "the standby agent ready",
+        LEASE + Duration::from_secs(10),
+        || async {
+            status(&addrs[standby], "/readyz")
+                .contains(" 200")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(since.elapsed() < LEASE + Duration::from_secs(10));
+    let before = renewed(&h).await;
+    eventually(
+        "the hub lease renewed by the new leader",
+        Duration::from_secs(10),
+        || async {
+            let now = renewed(&h).await;
+            (now.is_some() && now != before).then_some(())
+        },
+    )
+    .await;
+    export(&w, "shop", "checkout", "10.0.0.2").await;
+    eventually(
+        "checkout in the outbox too",
+        Duration::from_secs(20),
+        || async { (outbox(&h).await == ["shop.cart.west", "shop.checkout.west"]).then_some(()) },
+    )
+    .await;
+    eventually("west still Ready", Duration::from_secs(5), ready).await;
+}
