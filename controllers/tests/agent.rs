@@ -186,3 +186,136 @@ async fn the_standby_agent_takes_over_when_the_leader_is_killed() {
     .await;
     eventually("west still Ready", Duration::from_secs(5), ready).await;
 }
+
+/// deploy/agent/: the member RBAC is enough for everything the agent does there, and
+/// every flag the Deployment passes exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_runs_with_the_member_rbac_from_deploy() {
+    let hub = kubesim::Server::start(kubesim::Config::new("hub"))
+        .await
+        .unwrap();
+    let west = kubesim::Server::start(kubesim::Config::new("west"))
+        .await
+        .unwrap();
+    let (h, w) = (client(&hub).await, client(&west).await);
+    for c in [&h, &w] {
+        causeway_runtime::crds::install(
+            c,
+            &causeway_crds::crdgen::all_crds(),
+            "test",
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    }
+    let done = register(
+        h.clone(),
+        &access(&hub),
+        "west",
+        &access(&west),
+        &RegisterOptions {
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    support::apply_file(&w, "deploy/agent/rbac.yaml").await;
+    let member = support::client_as(
+        &west,
+        "system:serviceaccount:causeway-system:causeway-agent",
+        &["system:serviceaccounts", "system:authenticated"],
+    )
+    .await;
+    let kc = kube::config::Kubeconfig::from_yaml(&done.agent_kubeconfig).unwrap();
+    let agent_hub = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap();
+    Api::<Namespace>::all(w.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let elector = causeway_runtime::leader::Elector::new(
+        member.clone(),
+        "causeway-system",
+        "causeway-agent",
+        "agent-a",
+        causeway_runtime::leader::Timings {
+            lease_duration: LEASE,
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(300),
+        },
+    )
+    .unwrap();
+    let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
+    let timing = causeway_controllers::clusters::options::Timing::fast();
+    let s = stop.clone();
+    let agent = tokio::spawn(async move {
+        elector
+            .run(&s, |lead| {
+                causeway_controllers::agent::run(
+                    agent_hub,
+                    member,
+                    "west".into(),
+                    timing,
+                    metrics,
+                    lead,
+                )
+            })
+            .await
+    });
+    let clusters: Api<Cluster> = Api::all(h.clone());
+    eventually(
+        "west Ready with its summaries",
+        Duration::from_secs(20),
+        || async {
+            let c = clusters.get("west").await.ok()?;
+            let r = causeway_controllers::clusters::status::ready_of(&c)?;
+            let st = c.status.as_ref()?;
+            (r.status == "True" && st.node_summary.is_some() && !st.api_enablements.is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+    export(&w, "shop", "cart", "10.0.0.1").await;
+    eventually("cart in the outbox", Duration::from_secs(20), || async {
+        (outbox(&h).await == ["shop.cart.west"]).then_some(())
+    })
+    .await;
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), agent)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // every flag of the Deployment is one `causeway agent` has
+    let help = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(["agent", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let deployment = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/agent/deployment.yaml"
+    ))
+    .unwrap();
+    for flag in deployment
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| w.split('=').next().unwrap())
+    {
+        assert!(
+            help.contains(flag),
+            "{flag} is not a flag of causeway agent"
+        );
+    }
+    assert!(
+        help.contains("CAUSEWAY_CLUSTER"),
+        "the cluster comes from the environment"
+    );
+}

@@ -12,7 +12,7 @@ use causeway_runtime::leader::{Elector, Timings};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 mod support;
@@ -201,39 +201,13 @@ async fn the_hub_rbac_from_deploy_allows_leader_election() {
         .await
         .unwrap();
     let admin = client(&hub).await;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac/hub.yaml");
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&std::fs::read_to_string(path).unwrap()).unwrap();
-    for doc in docs {
-        let obj: DynamicObject = serde_json::from_value(doc).unwrap();
-        let tm = obj.types.clone().unwrap();
-        let (group, version) = tm
-            .api_version
-            .split_once('/')
-            .unwrap_or(("", &tm.api_version));
-        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &tm.kind));
-        let api: Api<DynamicObject> = match &obj.metadata.namespace {
-            Some(ns) => Api::namespaced_with(admin.clone(), ns, &ar),
-            None => Api::all_with(admin.clone(), &ar),
-        };
-        api.create(&PostParams::default(), &obj).await.unwrap();
-    }
-    hub.add_token(
-        "controller-token",
-        kubesim::User {
-            name: "system:serviceaccount:causeway-system:causeway-controller".into(),
-            groups: vec![
-                "system:serviceaccounts".into(),
-                "system:authenticated".into(),
-            ],
-        },
-    );
-    let yaml = kubesim::kubeconfig::single("hub", &hub.url(), hub.ca_pem(), "controller-token");
-    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let restricted = kube::Client::try_from(cfg).unwrap();
+    support::apply_file(&admin, "deploy/rbac/hub.yaml").await;
+    let restricted = support::client_as(
+        &hub,
+        "system:serviceaccount:causeway-system:causeway-controller",
+        &["system:serviceaccounts", "system:authenticated"],
+    )
+    .await;
     let timings = Timings {
         lease_duration: LEASE,
         renew_deadline: Duration::from_secs(2),

@@ -123,3 +123,48 @@ pub async fn export(member: &kube::Client, ns: &str, name: &str, ip: &str) {
         .await
         .unwrap();
 }
+
+/// Applies every object of a multi-document YAML file of the repository (e.g.
+/// `deploy/rbac/hub.yaml`), as `kubectl apply --server-side -f` would.
+pub async fn apply_file(admin: &kube::Client, path: &str) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+    let path = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for doc in docs {
+        let obj: DynamicObject = serde_json::from_value(doc).unwrap();
+        let tm = obj.types.clone().unwrap();
+        let (group, version) = tm
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", &tm.api_version));
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &tm.kind));
+        let api: Api<DynamicObject> = match &obj.metadata.namespace {
+            Some(ns) => Api::namespaced_with(admin.clone(), ns, &ar),
+            None => Api::all_with(admin.clone(), &ar),
+        };
+        let name = obj.metadata.name.clone().unwrap();
+        let pp = kube::api::PatchParams::apply("test").force();
+        api.patch(&name, &pp, &kube::api::Patch::Apply(&obj))
+            .await
+            .unwrap_or_else(|e| panic!("applying {} {name} from {path}: {e}", tm.kind));
+    }
+}
+
+/// A client for `server` as `user` (a token added to the server for it).
+pub async fn client_as(server: &kubesim::Server, user: &str, groups: &[&str]) -> kube::Client {
+    let token = format!("token-{}", user.replace(':', "-"));
+    server.add_token(
+        &token,
+        kubesim::User {
+            name: user.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        },
+    );
+    let yaml = kubesim::kubeconfig::single(server.name(), &server.url(), server.ca_pem(), &token);
+    let kc = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
