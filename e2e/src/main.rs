@@ -19,7 +19,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Start the hub and member clusters, install the CRDs, write kubeconfigs, and run until Ctrl-C.
-    Up(UpArgs),
+    Up(Box<UpArgs>),
     /// Inject a fault into a member of a running `causeway-local up` (from a second terminal):
     /// watch it go NotReady or Unknown, get tainted, keep serving its last endpoints, and recover.
     Fault(FaultArgs),
@@ -92,7 +92,7 @@ struct UpArgs {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Up(args) => up(args).await,
+        Cmd::Up(args) => up(*args).await,
         Cmd::Fault(args) => {
             let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
             causeway_e2e::pull::request_fault(&dir, &args.cluster, args.fault)?;
