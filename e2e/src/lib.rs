@@ -27,7 +27,8 @@ pub struct Options {
     pub dual_stack: bool,
     /// First port: hub on `base_port`, members on the following ports. 0 = any free ports.
     pub base_port: u16,
-    /// Fill workload status as if replicas became ready.
+    /// Run workloads on the members' simulated nodes (never on the hub, whose
+    /// templates are not run).
     pub simulate_workloads: bool,
     /// Keep each cluster's objects under `<dir>/<name>/` so they survive a restart.
     pub data_dir: Option<PathBuf>,
@@ -134,7 +135,8 @@ impl Clusterset {
                 .cloned()
                 .unwrap_or_else(|| service_cidrs(i, opts.dual_stack));
             cfg.service_cidrs = cfg_cidrs.clone();
-            cfg.simulate_workloads = opts.simulate_workloads;
+            // the hub holds templates that are never run there: no workload simulation
+            cfg.simulate_workloads = opts.simulate_workloads && i != 0;
             cfg.nodes = opts.nodes;
             cfg.node_capacity = opts.node_capacity.clone();
             if let Some((region, zones)) = opts.topology.get(name) {

@@ -452,3 +452,56 @@ async fn a_pull_member_exports_and_imports_through_its_agent() {
     ctl.stop().await;
     cs.shutdown();
 }
+
+/// kubesim as a cluster with capacity: a member runs a Deployment's Pods on its nodes
+/// until allocatable runs out (its Cluster status counts them), the hub runs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_run_workloads_on_their_nodes_and_the_hub_runs_none() {
+    let cs = start(&["east"]).await;
+    cs.join_all().await.unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let east = client(cs.member("east").unwrap()).await.unwrap();
+    // one node of 8 cpu: 10 replicas of 1 cpu → 8 placed, 2 Pending
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "web",
+                                       "resources": {"requests": {"cpu": "1"}}}]}}}});
+    let pp = PatchParams::apply("test");
+    for c in [&hub, &east] {
+        let api: Api<k8s_openapi::api::apps::v1::Deployment> =
+            Api::namespaced(c.clone(), "default");
+        api.patch("web", &pp, &Patch::Apply(&deploy)).await.unwrap();
+    }
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(east.clone(), "default");
+    eventually("8 of 10 replicas ready in east", WAIT, || async {
+        let d = deployments.get("web").await.ok()?;
+        (d.status?.ready_replicas == Some(8)).then_some(())
+    })
+    .await;
+    let c = cluster_where(&hub, "east", "east's allocated and allocating", |c| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.resource_summary.as_ref())
+            .is_some_and(|r| {
+                r.allocated.get("cpu").map(|q| q.0.as_str()) == Some("8")
+                    && r.allocating.get("cpu").map(|q| q.0.as_str()) == Some("2")
+            })
+    })
+    .await;
+    assert!(c.status.is_some());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(hub.clone(), "default");
+    assert!(
+        pods.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "the hub runs no pods"
+    );
+    ctl.stop().await;
+    cs.shutdown();
+}
