@@ -7,7 +7,9 @@
 //! creating the namespace if needed, and deletes relayed objects whose outbox object
 //! is gone or whose cluster left. The cluster's identity comes from the namespace the
 //! object was found in, never from the object: the ExportedService's `spec.cluster`
-//! and every `source-cluster` label are forced to that Cluster's id.
+//! and every `source-cluster` label are forced to that Cluster's id, and a relayed
+//! object carries only the labels the exporter sets, never the agent's others. Nothing
+//! is published in Causeway's namespaces or in Kubernetes' own (`kube-*`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -29,6 +31,11 @@ use crate::metrics::Metrics;
 use crate::watch::{ByService, ServiceKey, by_service, key, service_key};
 use causeway_runtime::apply::{self, Failures};
 use causeway_runtime::reflect::{Dirty, Wake, cache};
+
+/// The prefix of the namespaces Kubernetes reserves for itself (`kube-system`,
+/// `kube-public`, `kube-node-lease`, ...): no agent may publish there, where the hub's
+/// own components (kube-proxy, CoreDNS) would act on what it writes.
+const KUBERNETES_NAMESPACE_PREFIX: &str = "kube-";
 
 /// An outbox object the relay will not publish, and why (told as a Warning Event on it).
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +127,14 @@ fn relayable<K: Resource<DynamicType = ()> + Clone>(
             ),
         );
     }
+    if origin.starts_with(KUBERNETES_NAMESPACE_PREFIX) {
+        return ignore(
+            "ReservedOriginNamespace",
+            format!(
+                "origin namespace {origin:?} is reserved for Kubernetes' own ({KUBERNETES_NAMESPACE_PREFIX}*): the relay publishes nothing there; export the Service from another namespace"
+            ),
+        );
+    }
     Some(Ok((hub, name.to_string(), id.clone())))
 }
 
@@ -141,19 +156,17 @@ fn sort_out<'a, K: Resource<DynamicType = ()> + Clone>(
     out
 }
 
-/// The labels of a relayed object: the agent's, with the forced identity.
-fn forced_labels(
-    l: &BTreeMap<String, String>,
-    service: &str,
-    cluster: &str,
-    id: &str,
-) -> BTreeMap<String, String> {
-    let mut l = l.clone();
-    l.insert(labels::SERVICE_NAME.into(), service.into());
-    l.insert(labels::SOURCE_CLUSTER.into(), id.into());
-    l.insert(labels::RELAYED_FROM.into(), cluster.into());
-    l.insert(labels::MANAGED.into(), labels::MANAGED_VALUE.into());
-    l
+/// The labels of a relayed object: exactly those the exporter puts on hub objects
+/// (`exporter::labels_for`), every value forced, plus `relayed-from`. None of the
+/// agent's labels come along: a label such as `kubernetes.io/service-name` on a hub
+/// EndpointSlice would hand a hub Service's traffic to the agent's endpoints.
+fn forced_labels(service: &str, cluster: &str, id: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (labels::SERVICE_NAME.into(), service.into()),
+        (labels::SOURCE_CLUSTER.into(), id.into()),
+        (labels::RELAYED_FROM.into(), cluster.into()),
+        (labels::MANAGED.into(), labels::MANAGED_VALUE.into()),
+    ])
 }
 
 /// Fresh metadata for a relayed object: nothing of the outbox object's identity (uid,
@@ -218,7 +231,7 @@ pub fn desired(
         if !seen.insert(at) {
             continue; // two outbox objects for one export: the first one counts
         }
-        let l = forced_labels(hub.labels(), &service, &cluster, &id);
+        let l = forced_labels(&service, &cluster, &id);
         let mut spec = hub.spec.clone();
         spec.cluster = id;
         out.namespaces
@@ -259,7 +272,7 @@ pub fn desired(
         if !seen.insert(at) {
             continue;
         }
-        let mut l = forced_labels(hub.labels(), &service, &cluster, &id);
+        let mut l = forced_labels(&service, &cluster, &id);
         // MCS slices must never look like kube-controller-manager's (EPS-4)
         l.insert(
             labels::ENDPOINTSLICE_MANAGED_BY.into(),

@@ -76,6 +76,24 @@ fn s4(a: &str, b: &str, c: &str, d: &str) -> [String; 4] {
     [a.into(), b.into(), c.into(), d.into()]
 }
 
+/// The label keys of every relayed object (slices add the managed-by label): what the
+/// exporter sets on hub objects, and relayed-from.
+const RELAYED_LABELS: [&str; 4] = [
+    labels::MANAGED,
+    labels::RELAYED_FROM,
+    labels::SERVICE_NAME,
+    labels::SOURCE_CLUSTER,
+];
+
+fn label_keys<K: Resource>(o: &K) -> Vec<&str> {
+    o.meta()
+        .labels
+        .iter()
+        .flatten()
+        .map(|(k, _)| k.as_str())
+        .collect()
+}
+
 #[test]
 fn relays_outbox_objects_with_the_identity_of_the_outbox() {
     let clusters = vec![
@@ -121,6 +139,25 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
             .insert(labels::ORIGIN_NAMESPACE.into(), "causeway-es-west".into());
         e
     };
+    // a lying agent labels its slice as kube-dns's (kube-proxy would send that
+    // Service's traffic to its endpoints) and adds labels of its own
+    let kube_dns = |origin: &str| {
+        let mut s = slice("web-1.east.set", "web", "east.set", "east");
+        let l = s.metadata.labels.as_mut().unwrap();
+        l.insert(labels::KUBERNETES_SERVICE_NAME.into(), "kube-dns".into());
+        l.insert("app".into(), "evil".into());
+        l.insert(labels::ORIGIN_NAMESPACE.into(), origin.into());
+        s
+    };
+    let in_namespace = |origin: &str| {
+        let mut e = exported("web", "east.set", "east");
+        e.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(labels::ORIGIN_NAMESPACE.into(), origin.into());
+        e
+    };
     let table: Vec<Case> = vec![
         (
             "an honest agent: same names, the Cluster's id, relayed-from its name",
@@ -163,6 +200,39 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
             vec!["ReservedOriginNamespace"],
         ),
         (
+            "a lying agent's labels stay behind: only the exporter's, forced",
+            vec![],
+            vec![kube_dns("demo")],
+            vec![],
+            vec![s4("demo", "web-1.east.set", "east.set", "east")],
+            vec![],
+        ),
+        (
+            "Kubernetes' own namespaces are not origins",
+            vec![
+                in_namespace("kube-system"),
+                in_namespace("kube-public"),
+                in_namespace("kube-node-lease"),
+            ],
+            vec![kube_dns("kube-system")],
+            vec![],
+            vec![],
+            vec![
+                "ReservedOriginNamespace",
+                "ReservedOriginNamespace",
+                "ReservedOriginNamespace",
+                "ReservedOriginNamespace",
+            ],
+        ),
+        (
+            "default is an origin like any other",
+            vec![in_namespace("default")],
+            vec![kube_dns("default")],
+            vec![s4("default", "web.east.set", "east.set", "east")],
+            vec![s4("default", "web-1.east.set", "east.set", "east")],
+            vec![],
+        ),
+        (
             "outboxes of Push and unregistered clusters are not relayed",
             vec![
                 exported("web", "push", "push"),
@@ -183,8 +253,7 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
         );
         for e in &got.exported {
             assert_eq!(e.labels()[labels::SOURCE_CLUSTER], e.spec.cluster, "{case}");
-            assert!(!e.labels().contains_key(labels::OUTBOX), "{case}");
-            assert!(!e.labels().contains_key(labels::ORIGIN_NAMESPACE), "{case}");
+            assert_eq!(label_keys(e), RELAYED_LABELS, "{case}");
         }
         assert_eq!(
             summary(&got.slices, |s| s.labels()[labels::SOURCE_CLUSTER].clone()),
@@ -192,6 +261,9 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
             "{case}"
         );
         for s in &got.slices {
+            let mut keys = RELAYED_LABELS.to_vec();
+            keys.insert(2, labels::ENDPOINTSLICE_MANAGED_BY);
+            assert_eq!(label_keys(s), keys, "{case}");
             assert_eq!(
                 s.labels()[labels::ENDPOINTSLICE_MANAGED_BY],
                 labels::ENDPOINTSLICE_MANAGED_BY_VALUE,
@@ -203,12 +275,12 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
         assert_eq!(reasons, want_ignored, "{case}");
         // the namespace creation list: every origin namespace written to, once
         let namespaces: Vec<_> = got.namespaces.keys().cloned().collect();
-        let expected: Vec<String> = if want_ex.is_empty() && want_sl.is_empty() {
-            vec![]
-        } else {
-            vec!["demo".into()]
-        };
-        assert_eq!(namespaces, expected, "{case}");
+        let expected: BTreeSet<String> = want_ex
+            .iter()
+            .chain(&want_sl)
+            .map(|w| w[0].clone())
+            .collect();
+        assert_eq!(namespaces, Vec::from_iter(expected), "{case}");
     }
 }
 
