@@ -56,6 +56,22 @@ async fn import_clusters(hub: &kube::Client, ns: &str, name: &str) -> Option<Vec
     Some(c)
 }
 
+/// The note of the first Event with `reason` in the outbox, once there is one.
+async fn event_note(hub: &kube::Client, reason: &str) -> String {
+    let events = Api::<Event>::namespaced(hub.clone(), OUTBOX);
+    eventually(&format!("a {reason} Event"), PRESENT, || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+            .and_then(|e| e.note)
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
     let opts = Options {
@@ -207,6 +223,54 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
             .unwrap()
             .is_none()
     );
+    // a lying agent labels its slices as kube-dns's, which a hub kube-proxy would route
+    // to: in the Service's namespace the label stays behind, in kube-system nothing is
+    // published and a Warning Event says why
+    let slice_api = Api::<EndpointSlice>::namespaced(agent_hub.clone(), OUTBOX);
+    for (origin, name) in [
+        (ns.as_str(), "liar-1.west.example"),
+        ("kube-system", "kube-dns-1"),
+    ] {
+        let s: EndpointSlice = serde_json::from_value(json!({
+            "metadata": {"name": format!("{origin}.{name}"), "labels": {
+                labels::OUTBOX: "west", labels::ORIGIN_NAMESPACE: origin,
+                labels::SERVICE_NAME: "liar", labels::KUBERNETES_SERVICE_NAME: "kube-dns",
+                "app": "evil"},
+                "annotations": {"causeway.io/origin-name": name}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.9.9.9"]}],
+        }))
+        .unwrap();
+        slice_api.create(&PostParams::default(), &s).await.unwrap();
+    }
+    let relayed = eventually("the kube-dns-labelled slice relayed", PRESENT, || async {
+        Api::<EndpointSlice>::namespaced(m.hub.clone(), &ns)
+            .get_opt("liar-1.west.example")
+            .await
+            .unwrap()
+    })
+    .await;
+    let mut keys: Vec<_> = relayed.labels().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            labels::MANAGED,
+            labels::RELAYED_FROM,
+            labels::ENDPOINTSLICE_MANAGED_BY,
+            labels::SERVICE_NAME,
+            labels::SOURCE_CLUSTER,
+        ],
+        "only the exporter's labels are relayed"
+    );
+    let note = event_note(&m.hub, "ReservedOriginNamespace").await;
+    assert!(note.contains("\"kube-system\""), "{note}");
+    // the Event is sent in the round that wrote: nothing went to kube-system
+    assert!(
+        names::<EndpointSlice>(&m.hub, "kube-system", &relayed_from_west)
+            .await
+            .is_empty()
+    );
     // marked for another cluster's outbox: not published, and a Warning Event says why
     lie.metadata.name = Some(format!("{ns}.other.east"));
     lie.labels_mut()
@@ -216,17 +280,7 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
         .create(&PostParams::default(), &lie)
         .await
         .unwrap();
-    let note = eventually("an OutboxMismatch Event", PRESENT, || async {
-        Api::<Event>::namespaced(m.hub.clone(), OUTBOX)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some("OutboxMismatch"))
-            .and_then(|e| e.note)
-    })
-    .await;
+    let note = event_note(&m.hub, "OutboxMismatch").await;
     assert!(note.contains("outbox of Cluster \"west\""), "{note}");
     assert!(
         names::<ExportedService>(&m.hub, &ns, &relayed_from_west)
