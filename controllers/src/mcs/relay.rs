@@ -18,7 +18,9 @@ use std::time::Instant;
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::federation::cluster::{Cluster, ClusterSyncMode};
 use causeway_crds::names::{cluster_of_execution_namespace, exported_service_name, hub_slice_name};
-use causeway_crds::well_known::{EXECUTION_NAMESPACE_PREFIX, SYSTEM_NAMESPACE, labels};
+use causeway_crds::well_known::{
+    EXECUTION_NAMESPACE_PREFIX, SYSTEM_NAMESPACE, annotations, labels,
+};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ObjectMeta};
@@ -104,7 +106,7 @@ fn relayable<K: Resource<DynamicType = ()> + Clone>(
             format!(
                 "an outbox object needs the label {} and the annotation {}: not published",
                 labels::ORIGIN_NAMESPACE,
-                causeway_crds::well_known::annotations::ORIGIN_NAME
+                annotations::ORIGIN_NAME
             ),
         );
     };
@@ -170,13 +172,18 @@ fn forced_labels(service: &str, cluster: &str, id: &str) -> BTreeMap<String, Str
 }
 
 /// Fresh metadata for a relayed object: nothing of the outbox object's identity (uid,
-/// resourceVersion, owners, finalizers) comes along.
+/// resourceVersion, owners, finalizers) comes along, and of its annotations only the
+/// one the exporter sets on hub objects (`exported-at-ms`, for propagation latency).
 fn meta(ns: String, name: String, hub: &ObjectMeta, l: BTreeMap<String, String>) -> ObjectMeta {
+    let exported_at = hub.annotations.as_ref().and_then(|a| {
+        let (k, v) = a.get_key_value(annotations::EXPORTED_AT)?;
+        Some(BTreeMap::from([(k.clone(), v.clone())]))
+    });
     ObjectMeta {
         name: Some(name),
         namespace: Some(ns),
         labels: Some(l),
-        annotations: hub.annotations.clone(),
+        annotations: exported_at,
         ..Default::default()
     }
 }

@@ -45,7 +45,8 @@ fn slice(name: &str, svc: &str, id: &str, outbox: &str) -> EndpointSlice {
     let s: EndpointSlice = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "demo", "labels": {
             labels::SERVICE_NAME: svc, labels::SOURCE_CLUSTER: id,
-            labels::ENDPOINTSLICE_MANAGED_BY: labels::ENDPOINTSLICE_MANAGED_BY_KUBE}},
+            labels::ENDPOINTSLICE_MANAGED_BY: labels::ENDPOINTSLICE_MANAGED_BY_KUBE},
+            "annotations": {annotations::EXPORTED_AT: "1"}},
         "addressType": "IPv4",
         "endpoints": [{"addresses": ["10.0.0.1"]}],
     }))
@@ -147,6 +148,8 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
         l.insert(labels::KUBERNETES_SERVICE_NAME.into(), "kube-dns".into());
         l.insert("app".into(), "evil".into());
         l.insert(labels::ORIGIN_NAMESPACE.into(), origin.into());
+        let a = s.metadata.annotations.as_mut().unwrap();
+        a.insert("evil.example/annotation".into(), "x".into());
         s
     };
     let in_namespace = |origin: &str| {
@@ -200,7 +203,7 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
             vec!["ReservedOriginNamespace"],
         ),
         (
-            "a lying agent's labels stay behind: only the exporter's, forced",
+            "a lying agent's labels and annotations stay behind: only the exporter's, forced",
             vec![],
             vec![kube_dns("demo")],
             vec![],
@@ -264,6 +267,12 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
             let mut keys = RELAYED_LABELS.to_vec();
             keys.insert(2, labels::ENDPOINTSLICE_MANAGED_BY);
             assert_eq!(label_keys(s), keys, "{case}");
+            // of the annotations only the exporter's timestamp
+            assert_eq!(
+                s.annotations(),
+                &BTreeMap::from([(annotations::EXPORTED_AT.into(), "1".into())]),
+                "{case}"
+            );
             assert_eq!(
                 s.labels()[labels::ENDPOINTSLICE_MANAGED_BY],
                 labels::ENDPOINTSLICE_MANAGED_BY_VALUE,
