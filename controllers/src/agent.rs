@@ -7,45 +7,83 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use causeway_crds::federation::cluster::{Cluster, ClusterSyncMode};
-use kube::api::Api;
+use causeway_crds::names::cluster_lease_name;
+use causeway_crds::well_known::SYSTEM_NAMESPACE;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, Patch, PatchParams};
 use tokio_util::sync::CancellationToken;
 
 use crate::clusters::options::Timing;
 use crate::metrics::Metrics;
 
 /// Checks that `name` is a Pull Cluster on the hub describing this very member, and
-/// returns its cluster id.
+/// returns its cluster id. Errors that may pass (the hub or the member not answering)
+/// are retried until `stop`; what needs a person (no such Cluster, a Push Cluster, one
+/// being deleted, another cluster's identity) is an error at once.
 pub async fn check_registration(
     hub: &kube::Client,
     member: &kube::Client,
     name: &str,
+    stop: &CancellationToken,
 ) -> anyhow::Result<String> {
-    let cluster = Api::<Cluster>::all(hub.clone())
-        .get_opt(name)
-        .await
-        .with_context(|| format!("reading Cluster {name} from the hub"))?
-        .with_context(|| {
-            format!("no Cluster \"{name}\" on the hub: register the member first with `causeway register {name}`")
-        })?;
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match try_registration(hub, member, name).await {
+            Ok(Ok(id)) => return Ok(id),
+            Ok(Err(fatal)) => return Err(fatal),
+            Err(passing) => {
+                tracing::warn!(cluster = %name, error = %format!("{passing:#}"), "cannot check the registration yet; retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => bail!("stopped before the registration could be checked"),
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// One try: `Err` for what may pass, `Ok(Err)` for what needs a person.
+async fn try_registration(
+    hub: &kube::Client,
+    member: &kube::Client,
+    name: &str,
+) -> anyhow::Result<anyhow::Result<String>> {
+    let cluster = crate::clusters::within(
+        crate::clusters::CALL_TIMEOUT,
+        Api::<Cluster>::all(hub.clone()).get_opt(name),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("reading Cluster {name} from the hub: {e}"))?;
+    let Some(cluster) = cluster else {
+        return Ok(Err(anyhow::anyhow!(
+            "no Cluster \"{name}\" on the hub: register the member first with `causeway register {name}`"
+        )));
+    };
     if cluster.spec.sync_mode != ClusterSyncMode::Pull {
-        bail!(
+        return Ok(Err(anyhow::anyhow!(
             "Cluster \"{name}\" is a Push member: the hub controller runs its workers, no agent is needed (re-register it with `causeway register` for pull mode)"
-        );
+        )));
+    }
+    if cluster.metadata.deletion_timestamp.is_some() {
+        return Ok(Err(anyhow::anyhow!(
+            "Cluster \"{name}\" is being removed from the hub: this agent has nothing to do (remove its Deployment)"
+        )));
     }
     if let Some(want) = &cluster.spec.kube_system_uid {
         let have = crate::clusters::join::kube_system_uid(member).await?;
         if &have != want {
-            bail!(
+            return Ok(Err(anyhow::anyhow!(
                 "this agent runs in another cluster than the one registered as \"{name}\" (kube-system uid {have}, registered {want}); check --kubeconfig/--cluster"
-            );
+            )));
         }
     }
-    Ok(cluster
+    Ok(Ok(cluster
         .cluster_id()
         .map(String::from)
-        .unwrap_or_else(|| name.to_string()))
+        .unwrap_or_else(|| name.to_string())))
 }
 
 /// Runs the agent of Pull member `name` until `stop` or until its Cluster is removed.
@@ -57,7 +95,7 @@ pub async fn run(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let id = check_registration(&hub, &member, &name).await?;
+    let id = check_registration(&hub, &member, &name, &stop).await?;
     let identity = format!(
         "{}_{}",
         std::env::var("HOSTNAME").unwrap_or_else(|_| "agent".into()),
@@ -72,11 +110,11 @@ pub async fn run(
         work.clone(),
     ));
     let caches = Arc::new(crate::mcs::HubCaches::start(&hub, &work));
-    crate::member::spawn_workers(
+    let workers = crate::member::spawn_workers(
         crate::member::Member {
             name: name.clone(),
             id: id.clone(),
-            client: member,
+            client: member.clone(),
             pull: true,
         },
         hub.clone(),
@@ -90,22 +128,71 @@ pub async fn run(
     metrics.set_members(1);
     metrics.set_ready(true);
     tracing::info!(cluster = %name, id = %id, "agent running");
-    let clusters: Api<Cluster> = Api::all(hub);
+    let clusters: Api<Cluster> = Api::all(hub.clone());
     loop {
         tokio::select! {
             _ = tokio::time::sleep(timing.status_interval.max(Duration::from_secs(1))) => {}
             _ = stop.cancelled() => return Ok(()),
         }
-        match clusters.get_opt(&name).await {
-            Ok(Some(c)) if c.metadata.deletion_timestamp.is_none() => {}
-            Ok(_) => {
-                tracing::info!(cluster = %name, "the Cluster was removed from the hub: agent stopping");
-                work.cancel();
-                return Ok(());
+        let seen =
+            crate::clusters::within(crate::clusters::CALL_TIMEOUT, clusters.get_opt(&name)).await;
+        let leaving = match &seen {
+            Ok(Some(c)) if c.metadata.deletion_timestamp.is_none() => continue,
+            Ok(Some(c)) => Some(crate::clusters::finalize::preserves(c)),
+            Ok(None) => None,
+            // its identity was revoked: it has been unregistered
+            Err(e)
+                if e.contains("401")
+                    || e.contains("403")
+                    || e.contains("Unauthorized")
+                    || e.contains("Forbidden") =>
+            {
+                None
             }
             Err(e) => {
-                tracing::debug!(cluster = %name, error = %e, "cannot read the Cluster from the hub")
+                tracing::debug!(cluster = %name, error = %e, "cannot read the Cluster from the hub");
+                continue;
+            }
+        };
+        // stop every worker first, so none writes after the withdrawal
+        work.cancel();
+        for w in workers {
+            let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
+        }
+        match leaving {
+            Some(false) => match crate::mcs::importer::withdraw_all(&member).await {
+                Ok(n) => {
+                    tracing::info!(cluster = %name, objects = n, "left the clusterset: imports withdrawn")
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %name, error = %format!("{e:#}"), "left the clusterset, but could not withdraw the imports; delete objects labelled causeway.io/managed=true by hand")
+                }
+            },
+            Some(true) => {
+                tracing::info!(cluster = %name, "left the clusterset with --preserve: imports stay in place")
+            }
+            None => {
+                tracing::info!(cluster = %name, "the Cluster is gone from the hub: agent stopping")
             }
         }
+        if leaving.is_some() {
+            // tell the hub, which holds the Cluster's finalizer until then
+            let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+            let patch = serde_json::json!({"metadata": {"annotations": {crate::clusters::finalize::AGENT_LEFT: "true"}}});
+            let (lease, pp, merge) = (
+                cluster_lease_name(&name),
+                PatchParams::default(),
+                Patch::Merge(&patch),
+            );
+            if let Err(e) = crate::clusters::within(
+                crate::clusters::CALL_TIMEOUT,
+                leases.patch(&lease, &pp, &merge),
+            )
+            .await
+            {
+                tracing::warn!(cluster = %name, error = %e, "cannot tell the hub the agent is done");
+            }
+        }
+        return Ok(());
     }
 }

@@ -24,6 +24,8 @@ use causeway_runtime::reflect::cache;
 struct Running {
     spec: MemberSpec,
     stop: CancellationToken,
+    /// Ends once every worker of the member has ended.
+    task: tokio::task::JoinHandle<()>,
 }
 
 /// Settings of the hub controllers.
@@ -101,6 +103,10 @@ pub async fn run_with(
     metrics.set_ready(true);
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
     let mut finalizing = std::collections::BTreeSet::new();
+    // workers being stopped, by member: a leaving member's cleanup waits for them
+    let mut stopping: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
+    // what was last said about members the hub cannot use, so it is said once
+    let mut told: BTreeMap<String, String> = BTreeMap::new();
     loop {
         let cl: Vec<Cluster> = clusters
             .state()
@@ -109,10 +115,6 @@ pub async fn run_with(
             .collect();
         let se: Vec<Secret> = secrets.state().iter().map(|s| s.as_ref().clone()).collect();
         let (want, unusable) = members(&cl, &se);
-        crate::clusters::finalize::round(&hub, &clusters.state(), &se, &mut finalizing).await;
-        for u in &unusable {
-            tracing::warn!(cluster = %u.name, reason = %u.reason, "cluster not usable yet");
-        }
         running.retain(|name, r| {
             let keep = want.get(name).is_some_and(|m| m.fingerprint == r.spec.fingerprint);
             if !keep {
@@ -125,12 +127,36 @@ pub async fn run_with(
             }
             keep
         });
+        for (name, r) in std::mem::take(&mut running) {
+            if r.stop.is_cancelled() {
+                stopping.insert(name, r.task);
+            } else {
+                running.insert(name, r);
+            }
+        }
+        stopping.retain(|_, t| !t.is_finished());
+        crate::clusters::finalize::round(
+            &hub,
+            &clusters.state(),
+            &se,
+            &mut finalizing,
+            &mut stopping,
+        )
+        .await;
+        told.retain(|name, _| unusable.iter().any(|u| &u.name == name));
+        for u in &unusable {
+            if told.get(&u.name) != Some(&u.reason) {
+                tracing::warn!(cluster = %u.name, reason = %u.reason, "cluster not usable");
+                crate::clusters::status::post_not_ready(&hub, &u.name, &u.reason).await;
+                told.insert(u.name.clone(), u.reason.clone());
+            }
+        }
         for (name, m) in &want {
             if running.contains_key(name) {
                 continue;
             }
             let token = stop.child_token();
-            start_member(
+            let task = start_member(
                 m.clone(),
                 hub.clone(),
                 caches.clone(),
@@ -143,6 +169,7 @@ pub async fn run_with(
                 Running {
                     spec: m.clone(),
                     stop: token,
+                    task,
                 },
             );
         }
@@ -157,6 +184,8 @@ pub async fn run_with(
     }
 }
 
+/// Starts the workers of a Push member; the handle ends when they all have. While no
+/// client can be built for it (a bad CA, say), its Cluster says so and it is retried.
 fn start_member(
     m: MemberSpec,
     hub: kube::Client,
@@ -164,13 +193,20 @@ fn start_member(
     metrics: Arc<Metrics>,
     timing: Timing,
     stop: CancellationToken,
-) {
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let client = match client_for(&m.access).await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(cluster = %m.name, error = %e, "cannot build a client for the member");
-                return;
+        let client = loop {
+            match client_for(&m.access).await {
+                Ok(c) => break c,
+                Err(e) => {
+                    let why = format!("cannot build a client for the member: {e:#}");
+                    tracing::warn!(cluster = %m.name, error = %why, "member not reachable; retrying");
+                    crate::clusters::status::post_not_ready(&hub, &m.name, &why).await;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(timing.status_interval) => {}
+                _ = stop.cancelled() => return,
             }
         };
         tracing::info!(cluster = %m.name, id = %m.id, server = %m.access.server, "member workers starting");
@@ -181,6 +217,8 @@ fn start_member(
             pull: false,
         };
         let opts = crate::member::WorkerOptions { timing };
-        crate::member::spawn_workers(member, hub, caches, metrics, &opts, stop);
-    });
+        for w in crate::member::spawn_workers(member, hub, caches, metrics, &opts, stop) {
+            let _ = w.await;
+        }
+    })
 }

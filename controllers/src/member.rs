@@ -31,8 +31,9 @@ pub struct WorkerOptions {
     pub timing: Timing,
 }
 
-/// Spawns every per-member worker (health probe, MCS exporter, MCS importer); they
-/// run until `stop`.
+/// Spawns every per-member worker (cluster status, MCS exporter, MCS importer); they
+/// run until `stop`. The handles let a caller wait until they are all gone (before it
+/// withdraws what they wrote, say).
 pub fn spawn_workers(
     m: Member,
     hub: kube::Client,
@@ -40,8 +41,8 @@ pub fn spawn_workers(
     metrics: Arc<Metrics>,
     opts: &WorkerOptions,
     stop: CancellationToken,
-) {
-    tokio::spawn(crate::clusters::status::run(
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let status = tokio::spawn(crate::clusters::status::run(
         m.name.clone(),
         m.client.clone(),
         hub.clone(),
@@ -55,7 +56,7 @@ pub fn spawn_workers(
     } else {
         exporter::Target::Hub
     };
-    tokio::spawn(exporter::run_to(
+    let export = tokio::spawn(exporter::run_to(
         m.id.clone(),
         m.client.clone(),
         hub.clone(),
@@ -64,7 +65,7 @@ pub fn spawn_workers(
         metrics.clone(),
         stop.clone(),
     ));
-    tokio::spawn(importer::run(
+    let import = tokio::spawn(importer::run(
         m.id,
         m.client,
         hub,
@@ -73,4 +74,5 @@ pub fn spawn_workers(
         opts.timing.stale_endpoints_ttl,
         stop,
     ));
+    vec![status, export, import]
 }

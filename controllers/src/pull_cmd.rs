@@ -66,6 +66,9 @@ pub struct UnregisterArgs {
     /// Leave what Causeway imported into the member in place (for a migration or a rollback).
     #[arg(long)]
     preserve: bool,
+    /// How long to wait for the agent and the hub controller to finish the cleanup.
+    #[arg(long, default_value = "90s", value_parser = causeway_controllers::clusters::options::parse_interval)]
+    timeout: std::time::Duration,
     #[command(flatten)]
     hub: HubArgs,
 }
@@ -123,7 +126,14 @@ pub async fn unregister(args: UnregisterArgs) -> anyhow::Result<()> {
     let hub = args.hub.client().await?;
     println!(
         "{}",
-        register::unregister(hub, &args.name, member.as_ref(), args.preserve).await?
+        register::unregister(
+            hub,
+            &args.name,
+            member.as_ref(),
+            args.preserve,
+            args.timeout
+        )
+        .await?
     );
     Ok(())
 }

@@ -136,12 +136,14 @@ where
     if actual.is_some_and(|a| contains(a, status) && contains(status, a)) {
         return Ok(Outcome::Unchanged);
     }
-    apply_status_as(api, FIELD_MANAGER, name, api_version, kind, status).await
+    apply_status_as(api, FIELD_MANAGER, name, api_version, kind, status, None).await
 }
 
 /// Server-side applies `status` under field `manager` (forced), unconditionally. Two
 /// writers of one object's status (a Pull agent and the hub's lease monitor) use two
-/// managers, so neither's apply drops the fields the other set.
+/// managers, so neither's apply drops the fields the other set. With
+/// `resource_version`, the write is refused (409) if the object changed since the
+/// caller read it, so a decision made on a stale read never lands.
 pub async fn apply_status_as<K>(
     api: &Api<K>,
     manager: &str,
@@ -149,11 +151,15 @@ pub async fn apply_status_as<K>(
     api_version: &str,
     kind: &str,
     status: &Value,
+    resource_version: Option<&str>,
 ) -> Result<Outcome, ApplyError>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let body = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "status": status});
+    let mut body = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "status": status});
+    if let Some(rv) = resource_version {
+        body["metadata"]["resourceVersion"] = serde_json::json!(rv);
+    }
     api.patch_status(
         name,
         &PatchParams::apply(manager).force(),

@@ -5,7 +5,7 @@
 //! `causeway unjoin --preserve` sets), and the execution namespace and Lease of the
 //! member are deleted; the finalizer goes once the namespace is gone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,12 +29,15 @@ pub fn preserves(c: &Cluster) -> bool {
 }
 
 /// One round: adds the finalizer where it is missing and starts the cleanup of
-/// Clusters being deleted (once each; `finalizing` remembers them).
+/// Clusters being deleted (once each; `finalizing` remembers them; a cleanup retries
+/// until the finalizer is gone). The cleanup of a Push member first waits for its
+/// workers (`stopping`), so none of them writes after its imports are withdrawn.
 pub async fn round(
     hub: &kube::Client,
     clusters: &[Arc<Cluster>],
     secrets: &[Secret],
     finalizing: &mut BTreeSet<String>,
+    stopping: &mut BTreeMap<String, tokio::task::JoinHandle<()>>,
 ) {
     let api: Api<Cluster> = Api::all(hub.clone());
     finalizing.retain(|n| clusters.iter().any(|c| c.name_any() == *n));
@@ -49,17 +52,30 @@ pub async fn round(
             }
             continue;
         }
-        if held && finalizing.insert(name) {
+        if held && finalizing.insert(name.clone()) {
             let spec = member_spec(c, secrets).ok();
-            tokio::spawn(cleanup(hub.clone(), c.as_ref().clone(), spec));
+            let workers = stopping.remove(&name);
+            tokio::spawn(cleanup(hub.clone(), c.as_ref().clone(), spec, workers));
         }
     }
 }
 
-async fn cleanup(hub: kube::Client, c: Cluster, spec: Option<super::registry::MemberSpec>) {
+async fn cleanup(
+    hub: kube::Client,
+    c: Cluster,
+    spec: Option<super::registry::MemberSpec>,
+    workers: Option<tokio::task::JoinHandle<()>>,
+) {
     let name = c.name_any();
-    if c.spec.sync_mode == ClusterSyncMode::Push {
-        match (preserves(&c), spec) {
+    if let Some(w) = workers
+        && tokio::time::timeout(Duration::from_secs(30), w)
+            .await
+            .is_err()
+    {
+        tracing::warn!(cluster = %name, "the member's workers did not stop within 30 s");
+    }
+    match c.spec.sync_mode {
+        ClusterSyncMode::Push => match (preserves(&c), spec) {
             (true, _) => {
                 tracing::info!(cluster = %name, "member left with --preserve: its imports stay in place")
             }
@@ -67,7 +83,9 @@ async fn cleanup(hub: kube::Client, c: Cluster, spec: Option<super::registry::Me
             (false, None) => {
                 tracing::warn!(cluster = %name, "member left without usable credentials: its imports stay in place; delete objects labelled causeway.io/managed=true there by hand")
             }
-        }
+        },
+        // the agent withdraws (or keeps) the imports itself and says so on its Lease
+        ClusterSyncMode::Pull => wait_for_agent(&hub, &c).await,
     }
     let namespaces: Api<Namespace> = Api::all(hub.clone());
     let es = execution_namespace(&name);
@@ -90,18 +108,70 @@ async fn cleanup(hub: kube::Client, c: Cluster, spec: Option<super::registry::Me
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(30));
     }
+    if let Some(sref) = &c.spec.secret_ref {
+        // the member's credentials go with it (unjoin may have given up waiting)
+        let secrets: Api<Secret> = Api::namespaced(hub.clone(), &sref.namespace);
+        if let Err(e) = apply::remove(&secrets, &sref.name).await {
+            tracing::warn!(cluster = %name, error = %e, "cannot delete the member's credentials Secret");
+        }
+    }
     let api: Api<Cluster> = Api::all(hub);
-    match api.get_opt(&name).await {
-        Ok(Some(current)) => {
-            if let Err(e) = apply::remove_finalizer(&api, &current, finalizers::CLUSTER).await {
-                tracing::warn!(cluster = %name, error = %e, "cannot remove the cluster finalizer; the next round retries");
-            } else {
-                tracing::info!(cluster = %name, "member removed from the clusterset");
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match api.get_opt(&name).await {
+            Ok(Some(current)) => {
+                match apply::remove_finalizer(&api, &current, finalizers::CLUSTER).await {
+                    Ok(_) => {
+                        tracing::info!(cluster = %name, "member removed from the clusterset");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(cluster = %name, error = %e, "cannot remove the cluster finalizer; retrying")
+                    }
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %e, "cannot read the Cluster; retrying")
             }
         }
-        Ok(None) => {}
-        Err(e) => tracing::warn!(cluster = %name, error = %e, "cannot read the Cluster"),
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
     }
+}
+
+/// The annotation a Pull member's agent puts on its Lease once it has withdrawn (or,
+/// with `--preserve`, kept) what it imported and stopped its workers.
+pub const AGENT_LEFT: &str = "causeway.io/agent-left";
+
+/// How long a leaving Pull member's cleanup waits for its agent.
+const AGENT_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until the agent of leaving Pull member `c` says it is done, or it cannot say
+/// (the cluster is not Ready: an agent that is gone cannot clean up; Karmada strips the
+/// finalizers then too), or [`AGENT_WAIT`] passed.
+async fn wait_for_agent(hub: &kube::Client, c: &Cluster) {
+    let name = c.name_any();
+    if super::status::ready_of(c).is_none_or(|r| r.status != "True") {
+        tracing::warn!(cluster = %name, "Pull member leaves while not Ready: its agent cannot clean up; what it imported stays in the member");
+        return;
+    }
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+    let deadline = tokio::time::Instant::now() + AGENT_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(Ok(Some(l))) = tokio::time::timeout(
+            super::CALL_TIMEOUT,
+            leases.get_opt(&cluster_lease_name(&name)),
+        )
+        .await
+            && l.annotations().contains_key(AGENT_LEFT)
+        {
+            tracing::info!(cluster = %name, "the Pull member's agent cleaned up and stopped");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tracing::warn!(cluster = %name, "the Pull member's agent did not confirm its cleanup within 60 s; removing the member anyway");
 }
 
 /// Removes what the importer wrote into a member that left the clusterset, with the

@@ -231,6 +231,11 @@ pub fn refuse_duplicates(
     for c in existing {
         let other = c.metadata.name.clone().unwrap_or_default();
         if other == name {
+            if c.metadata.deletion_timestamp.is_some() {
+                bail!(
+                    "cluster \"{name}\" is still being removed from the hub; join it again once `kubectl get clusters.causeway.io {name}` finds nothing"
+                );
+            }
             continue;
         }
         if c.cluster_id() == Some(id) {
@@ -301,29 +306,56 @@ pub async fn join(
     ))
 }
 
-/// Removes `name` from the hub: deletes its Cluster, waits (up to `wait`) for the hub
-/// controller to finish the cleanup its finalizer holds — withdrawing what Causeway
-/// imported into the member unless `preserve` — then deletes the credentials.
+/// Removes Push member `name` from the hub: deletes its Cluster and waits (up to
+/// `wait`) for the hub controller to finish the cleanup its finalizer holds —
+/// withdrawing what Causeway imported into the member unless `preserve`, and deleting
+/// its credentials.
 pub async fn unjoin(
     hub: kube::Client,
     name: &str,
     preserve: bool,
     wait: std::time::Duration,
 ) -> anyhow::Result<String> {
+    remove_cluster(&hub, name, ClusterSyncMode::Push, preserve, wait).await?;
+    Ok(if preserve {
+        format!(
+            "cluster \"{name}\" unjoined; what Causeway imported into it is left in place (--preserve)"
+        )
+    } else {
+        format!("cluster \"{name}\" unjoined; its imports were withdrawn")
+    })
+}
+
+/// Deletes Cluster `name` of sync mode `mode`, marked with whether the member keeps
+/// its imports, and waits (up to `wait`) until the hub controller let it go.
+pub async fn remove_cluster(
+    hub: &kube::Client,
+    name: &str,
+    mode: ClusterSyncMode,
+    preserve: bool,
+    wait: std::time::Duration,
+) -> anyhow::Result<()> {
     use causeway_crds::well_known::annotations::PRESERVE_ON_UNJOIN;
     let clusters: Api<Cluster> = Api::all(hub.clone());
-    let secrets: Api<Secret> = Api::namespaced(hub, SYSTEM_NAMESPACE);
     let Some(c) = clusters
         .get_opt(name)
         .await
         .context("reading the Cluster")?
     else {
         bail!(
-            "no cluster \"{name}\" is joined to this hub (see `kubectl get clusters.causeway.io`)"
+            "no cluster \"{name}\" is registered on this hub (see `kubectl get clusters.causeway.io`)"
         );
     };
-    if c.spec.sync_mode == ClusterSyncMode::Pull {
-        bail!("cluster \"{name}\" is a Pull member: remove it with `causeway unregister {name}`");
+    match (c.spec.sync_mode, mode) {
+        (ClusterSyncMode::Pull, ClusterSyncMode::Push) => {
+            bail!(
+                "cluster \"{name}\" is a Pull member: remove it with `causeway unregister {name}`"
+            )
+        }
+        (ClusterSyncMode::Push, ClusterSyncMode::Pull) => {
+            bail!("cluster \"{name}\" is a Push member: remove it with `causeway unjoin {name}`")
+        }
+        _ => {}
     }
     let value = if preserve { "true" } else { "false" };
     clusters
@@ -348,24 +380,11 @@ pub async fn unjoin(
     {
         if tokio::time::Instant::now() >= deadline {
             bail!(
-                "cluster \"{name}\" is being removed but still there after {} s: `causeway controller` finishes the cleanup (is it running?); its credentials Secret {SYSTEM_NAMESPACE}/{name}-credentials is kept until then",
+                "cluster \"{name}\" is being removed but still there after {} s: `causeway controller` finishes the cleanup (is it running?)",
                 wait.as_secs()
             );
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
-    match secrets
-        .delete(&format!("{name}-credentials"), &DeleteParams::default())
-        .await
-    {
-        Ok(_) | Err(kube::Error::Api(_)) => {}
-        Err(e) => return Err(e).context("deleting the credentials Secret"),
-    }
-    Ok(if preserve {
-        format!(
-            "cluster \"{name}\" unjoined; what Causeway imported into it is left in place (--preserve)"
-        )
-    } else {
-        format!("cluster \"{name}\" unjoined; its imports were withdrawn")
-    })
+    Ok(())
 }

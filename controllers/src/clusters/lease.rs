@@ -48,9 +48,18 @@ pub async fn run(
     duration: Duration,
     stop: CancellationToken,
 ) {
+    let every = renew_interval(duration);
+    // a fixed tick, each renewal bounded by it: one slow answer from the hub must not
+    // push the next renewals back until the lease runs out
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut failing = false;
     loop {
-        match renew_once(&hub, &cluster, &identity, duration).await {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.cancelled() => return,
+        }
+        match super::within(every, renew_once(&hub, &cluster, &identity, duration)).await {
             Ok(()) if failing => {
                 tracing::info!(cluster, "cluster lease renewed again");
                 failing = false;
@@ -62,10 +71,6 @@ pub async fn run(
                 }
                 failing = true;
             }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(renew_interval(duration)) => {}
-            _ = stop.cancelled() => return,
         }
     }
 }

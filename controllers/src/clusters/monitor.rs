@@ -202,7 +202,6 @@ pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
     let api: Api<Cluster> = Api::all(hub.clone());
     let mut fresh = Freshness::default();
     loop {
-        let now = jiff::Timestamp::now();
         let leases_now = leases.state();
         let all = clusters.state();
         fresh.retain(&all.iter().map(|c| c.name_any()).collect());
@@ -211,42 +210,49 @@ pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
             .filter(|c| c.metadata.deletion_timestamp.is_none())
         {
             let name = c.name_any();
+            // the clock per cluster: writes for earlier clusters may have taken a while
+            let now = jiff::Timestamp::now();
             let lease = leases_now
                 .iter()
                 .find(|l| l.name_any() == cluster_lease_name(&name));
-            let mut ready = ready_of(c).cloned();
+            if c.spec.sync_mode == ClusterSyncMode::Pull && lease.is_none() {
+                // the agent may only renew its Lease: put it back if someone deleted it
+                recreate_lease(&hub, &name).await;
+            }
             if let Some(unknown) = fresh.verdict(c, lease.map(|l| l.as_ref()), now, &timing) {
                 let body = json!({ "conditions": [unknown] });
-                match apply::apply_status_as(
+                let rv = c.resource_version();
+                // refused (409) if the agent posted since this round's read
+                let write = apply::apply_status_as(
                     &api,
                     MANAGER,
                     &name,
                     "causeway.io/v1alpha1",
                     "Cluster",
                     &body,
-                )
-                .await
-                {
+                    rv.as_deref(),
+                );
+                match super::within(super::CALL_TIMEOUT, write).await {
                     Ok(_) => {
                         tracing::warn!(cluster = %name, reason = %unknown.reason, "cluster status unknown");
-                        ready = Some(unknown);
+                        // the taints follow next round, from the object as written
+                        continue;
                     }
                     Err(e) => {
-                        tracing::warn!(cluster = %name, error = %e, "cannot post Ready=Unknown; retrying")
+                        tracing::debug!(cluster = %name, error = %e, "Ready=Unknown not posted (the agent posted meanwhile, or the hub is slow); next round decides again")
                     }
                 }
             }
-            if let Some(taints) = desired_taints(&c.spec.taints, ready.as_ref(), &Time(now)) {
+            if let Some(taints) = desired_taints(&c.spec.taints, ready_of(c), &Time(now)) {
                 // optimistic concurrency: a user's taint edit in between makes this fail
                 // and the next round recomputes from what they wrote
                 let patch = json!({
                     "metadata": {"resourceVersion": c.resource_version()},
                     "spec": {"taints": taints},
                 });
-                match api
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
+                let (pp, merge) = (PatchParams::default(), Patch::Merge(&patch));
+                let write = api.patch(&name, &pp, &merge);
+                match super::within(super::CALL_TIMEOUT, write).await {
                     Ok(_) => {
                         tracing::info!(cluster = %name, taints = ?taints.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), "cluster taints updated")
                     }
@@ -263,6 +269,27 @@ pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
         {
             return;
         }
+    }
+}
+
+/// Creates the Lease of Pull member `name` again (as `causeway register` made it).
+async fn recreate_lease(hub: &kube::Client, name: &str) {
+    let api: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+    let body = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": cluster_lease_name(name), "namespace": SYSTEM_NAMESPACE,
+                     "labels": {super::register::CLUSTER_LABEL: name}},
+        "spec": {}});
+    let (lease, pp, apply) = (
+        cluster_lease_name(name),
+        PatchParams::apply(MANAGER),
+        Patch::Apply(&body),
+    );
+    let write = api.patch(&lease, &pp, &apply);
+    match super::within(super::CALL_TIMEOUT, write).await {
+        Ok(_) => {
+            tracing::warn!(cluster = %name, "the cluster's Lease was missing: created it again")
+        }
+        Err(e) => tracing::warn!(cluster = %name, error = %e, "cannot create the cluster's Lease"),
     }
 }
 

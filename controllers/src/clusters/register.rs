@@ -73,8 +73,6 @@ pub fn agent_rbac(name: &str) -> Vec<Value> {
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": read},
             // its own Cluster's status only
             {"apiGroups": ["causeway.io"], "resources": ["clusters/status"], "resourceNames": [name], "verbs": ["get", "patch", "update"]},
-            // Events about the hub ServiceImports it does not import
-            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         ]}),
         binding("ClusterRoleBinding", None, "ClusterRole"),
         json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": role_name, "namespace": SYSTEM_NAMESPACE, "labels": labels}, "rules": [
@@ -84,6 +82,8 @@ pub fn agent_rbac(name: &str) -> Vec<Value> {
         json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": role_name, "namespace": es, "labels": labels}, "rules": [
             {"apiGroups": ["causeway.io"], "resources": ["exportedservices"], "verbs": ["*"]},
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["*"]},
+            // Events only here: never about another cluster's objects
+            {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         ]}),
         binding("RoleBinding", Some(&es), "Role"),
     ]
@@ -262,32 +262,18 @@ pub async fn register(
     })
 }
 
-/// Removes Pull member `name`: its Cluster and agent identity on the hub, its agent
-/// Secret in the member and, unless `preserve`, what Causeway imported there.
+/// Removes Pull member `name`: deletes its Cluster and waits (up to `wait`) while its
+/// agent withdraws what it imported (unless `preserve`) and the hub cleans up, then
+/// removes its agent identity from the hub and its Secret from the member (given its
+/// kubeconfig, which also withdraws the imports if the agent could not).
 pub async fn unregister(
     hub: kube::Client,
     name: &str,
     member: Option<&MemberAccess>,
     preserve: bool,
+    wait: std::time::Duration,
 ) -> anyhow::Result<String> {
-    let clusters: Api<Cluster> = Api::all(hub.clone());
-    match clusters
-        .get_opt(name)
-        .await
-        .context("reading the Cluster")?
-    {
-        None => anyhow::bail!(
-            "no cluster \"{name}\" is registered on this hub (see `kubectl get clusters.causeway.io`)"
-        ),
-        Some(c) if c.spec.sync_mode != ClusterSyncMode::Pull => anyhow::bail!(
-            "cluster \"{name}\" is a Push member: remove it with `causeway unjoin {name}`"
-        ),
-        Some(_) => {}
-    }
-    clusters
-        .delete(name, &DeleteParams::default())
-        .await
-        .context("deleting the Cluster")?;
+    super::join::remove_cluster(&hub, name, ClusterSyncMode::Pull, preserve, wait).await?;
     // everything but the shared causeway-system namespace
     delete_all(&hub, &hub_objects(name)[1..]).await?;
     let note = if let Some(access) = member {
@@ -344,7 +330,6 @@ mod tests {
             match resources.as_str() {
                 r if r.contains("clusters/status") => assert_eq!(names, Some(&json!(["west"]))),
                 r if r.contains("leases") => assert_eq!(names, Some(&json!(["cluster-west"]))),
-                r if r.contains("events") => {}
                 _ => assert_eq!(ns.as_deref(), Some("causeway-es-west"), "{rule}"),
             }
         }

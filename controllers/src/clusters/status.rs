@@ -47,6 +47,42 @@ pub fn status_body(
     serde_json::to_value(st).unwrap_or(Value::Null)
 }
 
+/// Posts `Ready=False` (`ClusterNotReachable`) with `why` for a member the hub cannot
+/// use at all (no credentials, no client), so its Cluster does not keep a stale `True`
+/// — and gets the not-ready taint and its endpoints the stale TTL. Best effort.
+pub async fn post_not_ready(hub: &kube::Client, name: &str, why: &str) {
+    let api: Api<Cluster> = Api::all(hub.clone());
+    let Ok(Some(current)) = super::within(super::CALL_TIMEOUT, api.get_opt(name)).await else {
+        return;
+    };
+    let verdict = (
+        "False",
+        conditions::REASON_CLUSTER_NOT_REACHABLE,
+        format!("the hub cannot reach this member: {why}"),
+    );
+    let ready = ready_condition(verdict, Some(&current), &Time(jiff::Timestamp::now()));
+    let live = current
+        .status
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s).ok());
+    let body = serde_json::json!({ "conditions": [ready] });
+    if live.is_some_and(|l| apply::contains(&l, &body)) {
+        return;
+    }
+    let write = apply::apply_status_as(
+        &api,
+        MANAGER,
+        name,
+        "causeway.io/v1alpha1",
+        "Cluster",
+        &body,
+        current.metadata.resource_version.as_deref(),
+    );
+    if let Err(e) = super::within(super::CALL_TIMEOUT, write).await {
+        tracing::debug!(cluster = %name, error = %e, "cannot post Ready=False");
+    }
+}
+
 /// The Ready condition a Cluster carries now.
 pub fn ready_of(c: &Cluster) -> Option<&Condition> {
     c.status
@@ -78,13 +114,13 @@ pub async fn run(
         };
         let reachable = verdict.0 == "True";
         if reachable && (version.is_none() || round.is_multiple_of(DISCOVER_EVERY)) {
-            if let Ok(v) = member.apiserver_version().await {
+            if let Ok(v) = super::within(super::CALL_TIMEOUT, member.apiserver_version()).await {
                 version = Some(v.git_version);
             }
             apis = Some(discover(&member, DISCOVERY_TIMEOUT).await);
         }
         round = round.wrapping_add(1);
-        match api.get_opt(&name).await {
+        match super::within(super::CALL_TIMEOUT, api.get_opt(&name)).await {
             Ok(Some(current)) => {
                 let now = jiff::Timestamp::now();
                 let observed = ready_condition(verdict, Some(&current), &Time(now));
@@ -114,16 +150,18 @@ pub async fn run(
                     .unwrap_or(Value::Null);
                 if !apply::contains(&live, &body) {
                     let before = ready_of(&current).map(|c| c.status.clone());
-                    match apply::apply_status_as(
+                    // refused (409) if the monitor wrote in between: the next round
+                    // decides again from what it wrote
+                    let write = apply::apply_status_as(
                         &api,
                         MANAGER,
                         &name,
                         "causeway.io/v1alpha1",
                         "Cluster",
                         &body,
-                    )
-                    .await
-                    {
+                        current.metadata.resource_version.as_deref(),
+                    );
+                    match super::within(super::CALL_TIMEOUT, write).await {
                         Ok(_) if before.as_deref() != Some(ready.status.as_str()) => {
                             tracing::info!(cluster = %name, status = %ready.status, reason = %ready.reason, "cluster readiness changed");
                         }

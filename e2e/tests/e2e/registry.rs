@@ -448,6 +448,49 @@ async fn a_pull_member_exports_and_imports_through_its_agent() {
         outbox.list(&Default::default()).await.unwrap().items.len(),
         1
     );
+
+    // unregister: the agent withdraws what it imported, tells the hub, and stops; the
+    // hub cleans up and lets the Cluster go; west's export leaves the clusterset
+    let said = causeway_controllers::clusters::register::unregister(
+        hub.clone(),
+        "west",
+        None,
+        false,
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    assert!(said.contains("unregistered"), "{said}");
+    let west = client(cs.member("west").unwrap()).await.unwrap();
+    let west_imports: Api<causeway_crds::mcs::v1beta1::ServiceImport> =
+        Api::namespaced(west, "demo");
+    assert!(
+        west_imports.get_opt("demo").await.unwrap().is_none(),
+        "the agent withdrew west's import before the Cluster went"
+    );
+    let north = client(cs.member("north").unwrap()).await.unwrap();
+    let north_imports: Api<causeway_crds::mcs::v1beta1::ServiceImport> =
+        Api::namespaced(north, "demo");
+    eventually("north imports demo from east only", WAIT, || {
+        let api = north_imports.clone();
+        async move {
+            let si = api.get_opt("demo").await.ok().flatten()?;
+            let clusters: Vec<String> =
+                si.status?.clusters.into_iter().map(|c| c.cluster).collect();
+            (clusters == ["east"]).then_some(())
+        }
+    })
+    .await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.clone());
+    eventually("west's execution namespace gone", WAIT, || {
+        let api = namespaces.clone();
+        async move {
+            let ns = api.get_opt("causeway-es-west").await.ok()?;
+            ns.is_none_or(|n| n.metadata.deletion_timestamp.is_some())
+                .then_some(())
+        }
+    })
+    .await;
     agent.stop.cancel();
     ctl.stop().await;
     cs.shutdown();
