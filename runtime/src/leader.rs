@@ -11,7 +11,11 @@
 //! - the leader renews every retry period; when it has not renewed for the renew
 //!   deadline (shorter than the lease duration) it steps down: its work is cancelled and
 //!   [`Elector::run`] returns an error, so the process exits and restarts as a standby.
-//!   It never keeps working without the Lease;
+//!   It never keeps working without the Lease: the deadline counts from when its last
+//!   successful renewal was sent (a standby's clock starts later, when it sees the
+//!   write), each renewal request is cut off at the deadline (kube's client has no read
+//!   timeout and retries 429/503), and work that ignores its cancelled token is dropped
+//!   when the lease duration from that renewal has passed;
 //! - on a clean stop (SIGTERM) the leader releases the Lease, so a standby takes over
 //!   at its next try instead of after the lease duration.
 //!
@@ -166,10 +170,10 @@ impl Elector {
         };
         let lease = format!("{}/{}", self.namespace, self.name);
         tracing::info!(%lease, identity = %self.identity, "waiting to become the leader");
-        loop {
+        let mut renewed = loop {
             match self.try_acquire_or_renew(&mut observed).await {
-                Ok(true) => break,
-                Ok(false) => {}
+                Ok(Some(sent)) => break sent,
+                Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(%lease, error = %format!("{e:#}"), "reading or taking the leader Lease failed; retrying")
                 }
@@ -179,7 +183,7 @@ impl Elector {
                 _ = tokio::time::sleep(jittered(self.timings.retry_period)) => {}
                 _ = stop.cancelled() => return Ok(()),
             }
-        }
+        };
         tracing::info!(%lease, identity = %self.identity, "became the leader");
         self.publish(true, &observed);
         let lead = stop.child_token();
@@ -187,8 +191,12 @@ impl Elector {
         tokio::pin!(work);
         let ended = tokio::select! {
             r = &mut work => Ok(r),
-            lost = self.keep(&mut observed, stop) => Err(lost),
+            lost = self.keep(&mut observed, stop, &mut renewed) => Err(lost),
         };
+        // the Lease is ours (and the work may run) until the renew deadline; after the
+        // lease duration a standby may hold it
+        let renew_deadline = tokio::time::Instant::from_std(renewed + self.timings.renew_deadline);
+        let expiry = tokio::time::Instant::from_std(renewed + self.timings.lease_duration);
         lead.cancel();
         match ended {
             Ok(r) => {
@@ -198,11 +206,11 @@ impl Elector {
             Err(None) => {
                 // stopped cleanly: let the work finish (no longer than the Lease stays
                 // ours without renewals), then hand the Lease over at once
-                let r = tokio::time::timeout(self.timings.renew_deadline, work).await;
+                let r = tokio::time::timeout_at(renew_deadline, work).await;
                 self.release(&mut observed).await;
                 r.unwrap_or_else(|_| {
                     anyhow::bail!(
-                        "the work did not stop within {:?} of the stop signal",
+                        "the work did not stop after the stop signal within the renew deadline ({:?} from the last renewal of the leader Lease)",
                         self.timings.renew_deadline
                     )
                 })
@@ -210,9 +218,9 @@ impl Elector {
             Err(Some(why)) => {
                 self.publish(false, &observed);
                 tracing::error!(%lease, identity = %self.identity, reason = %why, "lost the leader Lease; stopping");
-                // the work had its token cancelled; give it until the Lease could be taken
-                let margin = self.timings.lease_duration - self.timings.renew_deadline;
-                let _ = tokio::time::timeout(margin, work).await;
+                // the work had its token cancelled; give it until a standby could take
+                // the Lease, then drop it
+                let _ = tokio::time::timeout_at(expiry, work).await;
                 anyhow::bail!(
                     "lost the leader Lease {lease} ({why}); exiting so that this replica restarts as a standby"
                 )
@@ -221,25 +229,34 @@ impl Elector {
     }
 
     /// Renews every retry period until `stop` (`None`) or until leadership is lost
-    /// (`Some(why)`).
-    async fn keep(&self, observed: &mut Observed, stop: &CancellationToken) -> Option<String> {
-        let mut renewed = Instant::now();
+    /// (`Some(why)`): another holder took the Lease, or no renewal succeeded within the
+    /// renew deadline of `renewed` (when the last successful one was sent; updated).
+    async fn keep(
+        &self,
+        observed: &mut Observed,
+        stop: &CancellationToken,
+        renewed: &mut Instant,
+    ) -> Option<String> {
         loop {
+            let deadline = tokio::time::Instant::from_std(*renewed + self.timings.renew_deadline);
+            let next = tokio::time::Instant::now() + self.timings.retry_period;
             tokio::select! {
-                _ = tokio::time::sleep(self.timings.retry_period) => {}
+                _ = tokio::time::sleep_until(next.min(deadline)) => {}
                 _ = stop.cancelled() => return None,
             }
-            let left = self
-                .timings
-                .renew_deadline
-                .saturating_sub(renewed.elapsed());
+            if tokio::time::Instant::now() >= deadline {
+                return Some(format!(
+                    "not renewed within the renew deadline of {:?}",
+                    self.timings.renew_deadline
+                ));
+            }
             let attempt = tokio::select! {
-                r = tokio::time::timeout(left, self.try_acquire_or_renew(observed)) => r,
+                r = tokio::time::timeout_at(deadline, self.try_acquire_or_renew(observed)) => r,
                 _ = stop.cancelled() => return None,
             };
             match attempt {
-                Ok(Ok(true)) => renewed = Instant::now(),
-                Ok(Ok(false)) => {
+                Ok(Ok(Some(sent))) => *renewed = sent,
+                Ok(Ok(None)) => {
                     return Some(match holder(observed.spec()) {
                         Some(h) => format!("{h} holds it now"),
                         None => "another candidate changed it first".into(),
@@ -248,21 +265,22 @@ impl Elector {
                 Ok(Err(e)) => {
                     tracing::warn!(lease = %self.name, error = %format!("{e:#}"), "renewing the leader Lease failed; retrying");
                 }
-                Err(_) => {}
-            }
-            if renewed.elapsed() >= self.timings.renew_deadline {
-                return Some(format!(
-                    "not renewed within the renew deadline of {:?}",
-                    self.timings.renew_deadline
-                ));
+                Err(_) => {
+                    tracing::warn!(lease = %self.name, "renewing the leader Lease did not finish by the renew deadline");
+                }
             }
         }
     }
 
-    /// One try: `Ok(true)` when this candidate holds the Lease afterwards.
-    async fn try_acquire_or_renew(&self, observed: &mut Observed) -> anyhow::Result<bool> {
+    /// One try: `Ok(Some(sent))` when this candidate holds the Lease afterwards, `sent`
+    /// being when the write that holds it left (its claim runs from then, at the latest).
+    async fn try_acquire_or_renew(
+        &self,
+        observed: &mut Observed,
+    ) -> anyhow::Result<Option<Instant>> {
         let current = self.api.get_opt(&self.name).await.context("reading")?;
         observed.see(current);
+        let sent = Instant::now();
         let now = Timestamp::now();
         let unchanged = observed.since.elapsed();
         let Some(spec) = next_record(
@@ -272,7 +290,7 @@ impl Elector {
             &self.timings,
             now,
         ) else {
-            return Ok(false);
+            return Ok(None);
         };
         let written = match &observed.lease {
             Some(l) => {
@@ -288,9 +306,9 @@ impl Elector {
         match written {
             Ok(l) => {
                 observed.see(Some(l));
-                Ok(true)
+                Ok(Some(sent))
             }
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
             Err(e) => Err(e).context("writing"),
         }
     }

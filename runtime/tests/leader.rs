@@ -2,12 +2,13 @@
 //! clients race for one Lease; exactly one works at any sampled instant, a stopped or
 //! crashed leader is replaced, and a leader that cannot renew steps down in time.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use causeway_runtime::leader::{Elector, Status, Timings};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -36,12 +37,30 @@ async fn client(server: &kubesim::Server, token: &str) -> kube::Client {
     kube::Client::try_from(cfg).unwrap()
 }
 
+/// When (by the wall clock, as the Lease's renewTime) a leader's work saw its token
+/// cancelled, and when the work ended.
+#[derive(Default)]
+struct Ends {
+    cancelled: Mutex<Option<Timestamp>>,
+    ended: Mutex<Option<Timestamp>>,
+}
+
 /// Clears a flag when dropped: the work is over however it ended (returned or aborted).
-struct Working(Arc<AtomicBool>);
+struct Working(Arc<AtomicBool>, Arc<Ends>);
 impl Drop for Working {
     fn drop(&mut self) {
         self.0.store(false, Ordering::SeqCst);
+        *self.1.ended.lock().unwrap() = Some(Timestamp::now());
     }
+}
+
+/// What a leader's work does once its token is cancelled.
+#[derive(Clone, Copy, PartialEq)]
+enum Work {
+    /// Returns at once.
+    Stops,
+    /// Goes on until it is dropped.
+    IgnoresCancel,
 }
 
 /// One replica: an elector whose work raises `working` until its token is cancelled.
@@ -49,22 +68,32 @@ struct Candidate {
     id: String,
     status: watch::Receiver<Status>,
     working: Arc<AtomicBool>,
+    ends: Arc<Ends>,
     stop: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
 }
 
 fn start(client: kube::Client, id: &str) -> Candidate {
-    let elector = Elector::new(client, NS, LEASE, id, timings()).unwrap();
+    start_with(client, id, timings(), Work::Stops)
+}
+
+fn start_with(client: kube::Client, id: &str, timings: Timings, work: Work) -> Candidate {
+    let elector = Elector::new(client, NS, LEASE, id, timings).unwrap();
     let working = Arc::new(AtomicBool::new(false));
+    let ends = Arc::new(Ends::default());
     let stop = CancellationToken::new();
-    let (w, s) = (working.clone(), stop.clone());
+    let (w, e, s) = (working.clone(), ends.clone(), stop.clone());
     let status = elector.status();
     let task = tokio::spawn(async move {
         elector
             .run(&s, |lead| async move {
                 w.store(true, Ordering::SeqCst);
-                let _guard = Working(w);
+                let _guard = Working(w, e.clone());
                 lead.cancelled().await;
+                *e.cancelled.lock().unwrap() = Some(Timestamp::now());
+                if work == Work::IgnoresCancel {
+                    std::future::pending::<()>().await;
+                }
                 Ok(())
             })
             .await
@@ -73,6 +102,7 @@ fn start(client: kube::Client, id: &str) -> Candidate {
         id: id.into(),
         status,
         working,
+        ends,
         stop,
         task,
     }
@@ -125,6 +155,10 @@ async fn lease(c: &kube::Client) -> Lease {
         .get(LEASE)
         .await
         .unwrap()
+}
+
+async fn renew_time(c: &kube::Client) -> Timestamp {
+    lease(c).await.spec.unwrap().renew_time.unwrap().0
 }
 
 async fn cluster() -> kubesim::Server {
@@ -288,4 +322,129 @@ async fn an_unreachable_api_server_makes_the_leader_step_down() {
     server.faults().set_drop_connections(true);
     let err = steps_down(a).await;
     assert!(format!("{err:#}").contains("renew deadline"), "{err:#}");
+}
+
+/// How late a timer may fire on a loaded test machine.
+const LATE: Duration = Duration::from_millis(250);
+
+/// Waits (at most `within`) until the leader `c` stops, and checks the moments it
+/// stopped against its last renewal (`renewed`, else the Lease's `renewTime` on `server`
+/// once it stopped; the leader writes it just before sending the renewal): it says it no
+/// longer leads and its work's token is cancelled within the renew deadline, and work
+/// that ignores its token is gone `work_ends` after the renewal.
+async fn stops_in_time(
+    server: &kubesim::Server,
+    c: Candidate,
+    renewed: Option<Timestamp>,
+    (t, work_ends): (Timings, Duration),
+    within: Duration,
+) {
+    let mut status = c.status.clone();
+    let stepped_down = tokio::time::timeout(within, status.wait_for(|s| !s.leading))
+        .await
+        .map(|_| Timestamp::now())
+        .expect("the leader steps down");
+    let err = tokio::time::timeout(within, c.task)
+        .await
+        .expect("run returns")
+        .unwrap()
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("renew deadline"), "{err:#}");
+    server.faults().set_latency(Duration::ZERO);
+    server.faults().set_drop_connections(false);
+    let renewed = match renewed {
+        Some(r) => r,
+        None => renew_time(&client(server, server.admin_token()).await).await,
+    };
+    let after = |at: Option<Timestamp>, what: &str| {
+        let at = at.unwrap_or_else(|| panic!("{what}: never"));
+        at.duration_since(renewed)
+    };
+    let bound = |d: Duration| SignedDuration::try_from(d + LATE).unwrap();
+    let cancelled = after(*c.ends.cancelled.lock().unwrap(), "work cancelled");
+    let ended = after(*c.ends.ended.lock().unwrap(), "work ended");
+    let stepped_down = after(Some(stepped_down), "stepped down");
+    assert!(
+        stepped_down <= bound(t.renew_deadline),
+        "says it leads until {stepped_down:?} after its last renewal"
+    );
+    assert!(
+        cancelled <= bound(t.renew_deadline),
+        "work cancelled {cancelled:?} after the last renewal"
+    );
+    assert!(
+        ended <= bound(work_ends),
+        "work ran until {ended:?} after the last renewal"
+    );
+}
+
+/// A retry period near the renew deadline: one more full wait after a failed try
+/// would overrun the deadline, and the lease.
+const LONG_RETRY: Timings = Timings {
+    lease_duration: Duration::from_secs(3),
+    renew_deadline: Duration::from_secs(2),
+    retry_period: Duration::from_millis(1900),
+};
+
+/// A server, its admin client, and a sole leader with `t` whose work ignores its
+/// cancelled token.
+async fn lingering_leader(t: Timings) -> (kubesim::Server, kube::Client, Candidate) {
+    let server = cluster().await;
+    let admin = client(&server, server.admin_token()).await;
+    let a = start_with(admin.clone(), "a", t, Work::IgnoresCancel);
+    until("a leads", Duration::from_secs(10), || a.leading()).await;
+    (server, admin, a)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_renewals_fail_stops_within_the_renew_deadline_of_its_last_renewal() {
+    let t = LONG_RETRY;
+    let (server, _, a) = lingering_leader(t).await;
+    server.faults().set_drop_connections(true);
+    let within = t.lease_duration + SLACK;
+    stops_in_time(&server, a, None, (t, t.lease_duration), within).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_api_server_gets_slow_stops_within_the_renew_deadline_of_its_last_renewal() {
+    let t = Timings {
+        lease_duration: Duration::from_secs(6),
+        renew_deadline: Duration::from_secs(4),
+        retry_period: Duration::from_millis(500),
+    };
+    let (server, admin, a) = lingering_leader(t).await;
+    // slow, yet a renewal (a read and a write) fits in the renew deadline: it keeps leading
+    let latency = Duration::from_millis(800);
+    server.faults().set_latency(latency);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 3 {
+        assert!(Instant::now() < deadline, "renewals while slow: {seen:?}");
+        let renewed = renew_time(&admin).await;
+        if seen.last() != Some(&renewed) {
+            seen.push(renewed);
+        }
+    }
+    assert!(a.leading(), "a slow server is no reason to step down");
+    // then requests hang: each is cut off at the deadline, whatever the client does
+    server.faults().set_latency(Duration::from_secs(60));
+    let within = t.lease_duration + latency + SLACK;
+    stops_in_time(&server, a, None, (t, t.lease_duration), within).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_leader_whose_work_lingers_hands_over_by_the_renew_deadline_of_its_last_renewal()
+{
+    // no renewal for 1.9 s after taking the Lease
+    let t = LONG_RETRY;
+    let (server, admin, a) = lingering_leader(t).await;
+    let renewed = renew_time(&admin).await;
+    // stopped half-way to its first renewal, it may not drain for a whole renew
+    // deadline from the stop signal
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    a.stop.cancel();
+    let within = t.renew_deadline + SLACK;
+    stops_in_time(&server, a, Some(renewed), (t, t.renew_deadline), within).await;
+    let l = lease(&admin).await.spec.unwrap();
+    assert_eq!(l.holder_identity, None, "released");
 }
