@@ -111,12 +111,16 @@ fn exponent(e: &str) -> Option<i64> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    // Anything past ±10^6 is out of range (or zero) whatever the mantissa.
-    Some(e.parse::<i64>().unwrap_or(if e.starts_with('-') {
-        -1_000_000
-    } else {
-        1_000_000
-    }))
+    // Anything past ±10^6 is out of range (or less than one unit) whatever the mantissa,
+    // so the exponent is clamped there: adding the suffix's and the fraction's powers
+    // of ten to one near i64::MIN/MAX would overflow.
+    const LIMIT: i64 = 1_000_000;
+    let negative = e.starts_with('-');
+    Some(
+        e.parse::<i64>()
+            .unwrap_or(if negative { -LIMIT } else { LIMIT })
+            .clamp(-LIMIT, LIMIT),
+    )
 }
 
 /// A CPU sum in millicores as kube writes it: "2" when whole, else "1500m".
@@ -187,6 +191,11 @@ mod tests {
             ("0e999", 0, 0),
             ("-0", 0, 0),
             ("00012", 12, 12_000),
+            // exponents at the ends of i64: tiny amounts still round up to one unit
+            ("1e-9223372036854775808", 1, 1),
+            ("1.5e-9223372036854775808", 1, 1),
+            ("0.5e-9223372036854775807", 1, 1),
+            ("0e9223372036854775807", 0, 0),
         ];
         for &(q, one, milli) in table {
             assert_eq!(parse(q, Unit::One), Ok(one), "{q} in units");
@@ -222,12 +231,15 @@ mod tests {
             "1e19",
             "1e999999999999",
             "10E",
+            "1e9223372036854775807",
+            "1.5e9223372036854775807",
+            "1e+9223372036854775806",
         ] {
-            assert_eq!(
-                parse(q, Unit::One),
-                Err(QuantityError::OutOfRange(q.into())),
-                "{q}"
-            );
+            for unit in [Unit::One, Unit::Milli] {
+                let err = parse(q, unit).expect_err(q);
+                assert_eq!(err, QuantityError::OutOfRange(q.into()), "{q} in {unit:?}");
+                assert!(err.to_string().contains("out of range"), "{err}");
+            }
         }
         assert_eq!(parse("9223372036854775807", Unit::One), Ok(i64::MAX));
     }
