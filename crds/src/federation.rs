@@ -14,8 +14,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod cluster;
+pub mod override_apply;
 pub mod overrides;
 pub mod propagation;
+pub mod schedule;
+pub mod selection;
 pub mod work;
 
 /// Selects member clusters. All set fields must match (they are ANDed);
