@@ -79,6 +79,14 @@ pub mod labels {
     /// On objects a work applier wrote into a member: the namespace of that `Work`.
     pub const WORK_NAMESPACE: &str = "causeway.io/work-namespace";
 
+    /// On a ResourceBinding or ClusterResourceBinding: the name of the PropagationPolicy
+    /// or ClusterPropagationPolicy that claimed its resource template.
+    pub const POLICY_NAME: &str = "causeway.io/policy-name";
+
+    /// On a ResourceBinding: the namespace of the PropagationPolicy that claimed its
+    /// resource template (absent when a ClusterPropagationPolicy claimed it).
+    pub const POLICY_NAMESPACE: &str = "causeway.io/policy-namespace";
+
     /// On a causeway-proxy's hub Lease (value [`PROXY_COMPONENT`]): which component holds it.
     pub const COMPONENT: &str = "causeway.io/component";
 

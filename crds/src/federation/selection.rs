@@ -1,1 +1,529 @@
-//! Which propagation policy claims a resource template (issue 14 item 1; being written).
+//! Which propagation policy claims a resource template (federation.md §8 B.14–15).
+//!
+//! A resource template (any object on the hub) is propagated by at most one policy: a
+//! `PropagationPolicy` in the template's namespace or a `ClusterPropagationPolicy`.
+//! [`claim`] decides which, from the policies and the template's current claim:
+//!
+//! 1. **Matching** ([`resource_selector_matches`]): a selector matches when apiVersion
+//!    and kind are equal, its namespace (if set) is the template's, and its name (if
+//!    set) is the template's name; only without a name does its labelSelector count
+//!    (as in Karmada: the name wins). A policy matches when any selector does; a
+//!    PropagationPolicy only ever matches templates in its own namespace, and a
+//!    ClusterPropagationPolicy never matches a template in a reserved namespace
+//!    ([`is_reserved_namespace`]), nor such a Namespace object itself. A policy with
+//!    no selectors matches nothing ([`validate_policy`] rejects it: there is no
+//!    select-all).
+//! 2. **Ranking**, for a template no policy holds: a matching PropagationPolicy beats
+//!    every ClusterPropagationPolicy whatever their priorities (Karmada's detector
+//!    looks for a PropagationPolicy first and falls back to cluster policies only when
+//!    none matches: `propagateResource` in `pkg/detector/policy.go`). Within one kind,
+//!    the higher `priority` wins (default 0); at equal priority the more specific
+//!    match wins ([`Specificity`]: name, then labelSelector, then kind only); then
+//!    the lexicographically smaller name.
+//! 3. **Claims stick**: a template claimed by a policy that still exists and still
+//!    matches it stays with that policy, unless a policy with `preemption: Always`
+//!    may take it over (Karmada's `pkg/detector/preemption.go`): a PropagationPolicy
+//!    of higher priority preempts a PropagationPolicy; any PropagationPolicy with
+//!    `Always` preempts a ClusterPropagationPolicy, whatever the priorities; a
+//!    ClusterPropagationPolicy of higher priority preempts a ClusterPropagationPolicy,
+//!    and never a PropagationPolicy. When several may preempt, the ranking of step 2
+//!    picks one, so that the result is a fixed point: claiming again with the winner
+//!    as the current claim keeps it. A claim whose policy is gone or no longer
+//!    matches is dropped and the template is ranked afresh.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use kube::ResourceExt;
+use kube::core::DynamicObject;
+use thiserror::Error;
+
+use k8s_validation::FieldError;
+
+use super::ResourceSelector;
+use super::propagation::{
+    ClusterPropagationPolicy, PreemptionBehavior, PropagationPolicy, PropagationSpec,
+};
+use crate::well_known::{EXECUTION_NAMESPACE_PREFIX, SYSTEM_NAMESPACE, labels as wk_labels};
+
+pub mod labels;
+#[cfg(test)]
+mod tests;
+
+/// Namespaces a ClusterPropagationPolicy never selects from (besides every
+/// `causeway-es-*` execution namespace): Kubernetes' own and Causeway's.
+pub const RESERVED_NAMESPACES: [&str; 4] = [
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    SYSTEM_NAMESPACE,
+];
+
+/// Whether `namespace` is reserved: one of [`RESERVED_NAMESPACES`] or an execution
+/// namespace (`causeway-es-<cluster>`).
+pub fn is_reserved_namespace(namespace: &str) -> bool {
+    RESERVED_NAMESPACES.contains(&namespace) || namespace.starts_with(EXECUTION_NAMESPACE_PREFIX)
+}
+
+/// What selection needs to know about a resource template.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TemplateMeta {
+    /// `apiVersion`, e.g. `apps/v1`.
+    pub api_version: String,
+    /// `kind`, e.g. `Deployment`.
+    pub kind: String,
+    /// `metadata.namespace`; `None` for a cluster-scoped template.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl TemplateMeta {
+    /// The selection view of an object read through the dynamic API. Fails when the
+    /// object has no apiVersion, kind or name.
+    pub fn from_object(obj: &DynamicObject) -> Result<Self, SelectionError> {
+        let types = obj.types.clone().unwrap_or_default();
+        let meta = Self {
+            api_version: types.api_version,
+            kind: types.kind,
+            namespace: obj.namespace().filter(|ns| !ns.is_empty()),
+            name: obj.name_any(),
+            labels: obj.labels().clone(),
+        };
+        meta.check()?;
+        Ok(meta)
+    }
+
+    /// The template's `kind/name` or `kind namespace/name`, for messages.
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+
+    fn check(&self) -> Result<(), SelectionError> {
+        for (field, value) in [
+            ("apiVersion", &self.api_version),
+            ("kind", &self.kind),
+            ("metadata.name", &self.name),
+        ] {
+            if value.is_empty() {
+                return Err(SelectionError::InvalidTemplate {
+                    template: self.describe(),
+                    field,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this template is one of the reserved namespaces itself (a `v1`
+    /// Namespace named like one), which no ClusterPropagationPolicy propagates.
+    fn is_reserved_namespace_object(&self) -> bool {
+        self.api_version == "v1" && self.kind == "Namespace" && is_reserved_namespace(&self.name)
+    }
+}
+
+/// Identifies a PropagationPolicy (namespace and name) or a ClusterPropagationPolicy
+/// (name only).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PolicyId {
+    /// The PropagationPolicy's namespace; `None` for a ClusterPropagationPolicy.
+    pub namespace: Option<String>,
+    /// The policy's name.
+    pub name: String,
+}
+
+impl PolicyId {
+    /// A PropagationPolicy.
+    pub fn namespaced(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: Some(namespace.into()),
+            name: name.into(),
+        }
+    }
+
+    /// A ClusterPropagationPolicy.
+    pub fn cluster(name: impl Into<String>) -> Self {
+        Self {
+            namespace: None,
+            name: name.into(),
+        }
+    }
+
+    /// The labels a binding carries to name the policy that claimed its template:
+    /// [`wk_labels::POLICY_NAME`] and, for a PropagationPolicy,
+    /// [`wk_labels::POLICY_NAMESPACE`].
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::from([(wk_labels::POLICY_NAME.to_string(), self.name.clone())]);
+        if let Some(ns) = &self.namespace {
+            out.insert(wk_labels::POLICY_NAMESPACE.to_string(), ns.clone());
+        }
+        out
+    }
+
+    /// The policy named by a binding's labels (see [`PolicyId::labels`]); `None`
+    /// when there is no non-empty policy-name label.
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> Option<Self> {
+        let name = labels
+            .get(wk_labels::POLICY_NAME)
+            .filter(|n| !n.is_empty())?;
+        Some(Self {
+            namespace: labels
+                .get(wk_labels::POLICY_NAMESPACE)
+                .filter(|ns| !ns.is_empty())
+                .cloned(),
+            name: name.clone(),
+        })
+    }
+}
+
+impl fmt::Display for PolicyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "PropagationPolicy {ns}/{}", self.name),
+            None => write!(f, "ClusterPropagationPolicy {}", self.name),
+        }
+    }
+}
+
+/// A PropagationPolicy or ClusterPropagationPolicy, as selection sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyRef<'a> {
+    /// The PropagationPolicy's namespace; `None` for a ClusterPropagationPolicy.
+    pub namespace: Option<&'a str>,
+    /// The policy's name.
+    pub name: &'a str,
+    /// The policy's spec.
+    pub spec: &'a PropagationSpec,
+}
+
+impl<'a> PolicyRef<'a> {
+    /// A PropagationPolicy (a policy without a namespace is read as in `default`, as
+    /// the API server would have defaulted it).
+    pub fn from_pp(policy: &'a PropagationPolicy) -> Self {
+        Self {
+            namespace: Some(policy.metadata.namespace.as_deref().unwrap_or("default")),
+            name: policy.metadata.name.as_deref().unwrap_or_default(),
+            spec: &policy.spec,
+        }
+    }
+
+    /// A ClusterPropagationPolicy.
+    pub fn from_cpp(policy: &'a ClusterPropagationPolicy) -> Self {
+        Self {
+            namespace: None,
+            name: policy.metadata.name.as_deref().unwrap_or_default(),
+            spec: &policy.spec,
+        }
+    }
+
+    /// The policy's identity.
+    pub fn id(&self) -> PolicyId {
+        PolicyId {
+            namespace: self.namespace.map(str::to_string),
+            name: self.name.to_string(),
+        }
+    }
+
+    /// `spec.priority`, default 0.
+    pub fn priority(&self) -> i32 {
+        self.spec.priority.unwrap_or(0)
+    }
+
+    fn preempts(&self) -> bool {
+        self.spec.preemption == Some(PreemptionBehavior::Always)
+    }
+
+    /// How specifically this policy selects `template`; `None` when it does not
+    /// select it at all (see the module documentation for the scope rules).
+    pub fn specificity(&self, template: &TemplateMeta) -> Option<Specificity> {
+        match self.namespace {
+            Some(ns) if template.namespace.as_deref() != Some(ns) => return None,
+            None if template
+                .namespace
+                .as_deref()
+                .is_some_and(is_reserved_namespace)
+                || template.is_reserved_namespace_object() =>
+            {
+                return None;
+            }
+            _ => {}
+        }
+        policy_specificity(&self.spec.resource_selectors, template)
+    }
+
+    /// The ranking key of step 2 (greater is better): PropagationPolicy first, then
+    /// priority, then specificity, then the smaller name.
+    fn rank(&self, specificity: Specificity) -> (bool, i32, Specificity, std::cmp::Reverse<&str>) {
+        (
+            self.namespace.is_some(),
+            self.priority(),
+            specificity,
+            std::cmp::Reverse(self.name),
+        )
+    }
+
+    /// Whether this policy may take a template over from `holder` (step 3).
+    fn can_preempt(&self, holder: &PolicyRef<'_>) -> bool {
+        if !self.preempts() || self.id() == holder.id() {
+            return false;
+        }
+        match (self.namespace, holder.namespace) {
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            _ => self.priority() > holder.priority(),
+        }
+    }
+}
+
+/// How precisely a selector matches a template (Karmada's implicit priority). Greater
+/// is more specific.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Specificity {
+    /// Matched by apiVersion and kind (and namespace) only.
+    KindOnly,
+    /// Matched by labelSelector.
+    LabelSelector,
+    /// Matched by name.
+    Name,
+}
+
+/// How `sel` matches `template`; `None` when it does not. A selector's name, when set,
+/// decides alone (its labelSelector is ignored); an invalid labelSelector matches
+/// nothing.
+pub fn selector_specificity(
+    sel: &ResourceSelector,
+    template: &TemplateMeta,
+) -> Option<Specificity> {
+    let namespace = sel.namespace.as_deref().filter(|ns| !ns.is_empty());
+    if sel.api_version != template.api_version
+        || sel.kind != template.kind
+        || namespace.is_some_and(|ns| template.namespace.as_deref() != Some(ns))
+    {
+        return None;
+    }
+    if let Some(name) = sel.name.as_deref().filter(|n| !n.is_empty()) {
+        return (name == template.name).then_some(Specificity::Name);
+    }
+    match &sel.label_selector {
+        None => Some(Specificity::KindOnly),
+        Some(ls) => labels::matches(ls, &template.labels).then_some(Specificity::LabelSelector),
+    }
+}
+
+/// Whether `sel` selects `template` (see [`selector_specificity`]).
+pub fn resource_selector_matches(sel: &ResourceSelector, template: &TemplateMeta) -> bool {
+    selector_specificity(sel, template).is_some()
+}
+
+/// The most specific match of any of `selectors`; `None` when none matches (and
+/// always for an empty list).
+pub fn policy_specificity(
+    selectors: &[ResourceSelector],
+    template: &TemplateMeta,
+) -> Option<Specificity> {
+    selectors
+        .iter()
+        .filter_map(|sel| selector_specificity(sel, template))
+        .max()
+}
+
+/// The outcome of [`claim`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The policy that holds the template.
+    pub policy: PolicyId,
+    /// How specifically it selects the template.
+    pub specificity: Specificity,
+    /// The policy the template was taken from by preemption, if it was.
+    pub preempted: Option<PolicyId>,
+}
+
+/// Which policy holds `template`, given every PropagationPolicy and
+/// ClusterPropagationPolicy (`policies`, in any order) and the policy that held it so
+/// far (`current`, e.g. [`PolicyId::from_labels`] of its binding). `Ok(None)` when no
+/// policy selects it. The rules are in the module documentation.
+///
+/// Fails when the template has no apiVersion, kind or name, or when a policy is
+/// listed twice.
+pub fn claim(
+    template: &TemplateMeta,
+    policies: &[PolicyRef<'_>],
+    current: Option<&PolicyId>,
+) -> Result<Option<Claim>, SelectionError> {
+    template.check()?;
+    let mut seen = BTreeSet::new();
+    for p in policies {
+        let id = p.id();
+        if !seen.insert(id.clone()) {
+            return Err(SelectionError::DuplicatePolicy(id));
+        }
+    }
+    let matching: Vec<(PolicyRef<'_>, Specificity)> = policies
+        .iter()
+        .filter_map(|p| Some((*p, p.specificity(template)?)))
+        .collect();
+    let best = |candidates: &mut dyn Iterator<Item = &(PolicyRef<'_>, Specificity)>| {
+        candidates
+            .max_by(|(a, sa), (b, sb)| a.rank(*sa).cmp(&b.rank(*sb)))
+            .map(|(p, s)| (p.id(), *s))
+    };
+    let holder = current.and_then(|id| matching.iter().find(|(p, _)| p.id() == *id));
+    let result = match holder {
+        Some((held, held_specificity)) => {
+            match best(&mut matching.iter().filter(|(p, _)| p.can_preempt(held))) {
+                Some((policy, specificity)) => Claim {
+                    policy,
+                    specificity,
+                    preempted: Some(held.id()),
+                },
+                None => Claim {
+                    policy: held.id(),
+                    specificity: *held_specificity,
+                    preempted: None,
+                },
+            }
+        }
+        None => match best(&mut matching.iter()) {
+            Some((policy, specificity)) => Claim {
+                policy,
+                specificity,
+                preempted: None,
+            },
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(result))
+}
+
+/// Checks the selection rules of a policy (B.15): at least one resource selector;
+/// each with an apiVersion and a kind and a valid labelSelector; a
+/// PropagationPolicy's selectors only in its own namespace; a
+/// ClusterPropagationPolicy's never in a reserved namespace. The placement is
+/// checked by the scheduler.
+pub fn validate_policy(policy: &PolicyRef<'_>) -> Result<(), SelectionError> {
+    let mut errors = Vec::new();
+    let mut push = |field: String, value: &str, message: String| {
+        errors.push(FieldError {
+            field,
+            value: value.to_string(),
+            message,
+        })
+    };
+    let selectors = &policy.spec.resource_selectors;
+    if selectors.is_empty() {
+        push(
+            "spec.resourceSelectors".into(),
+            "[]",
+            "at least one resource selector is required (there is no select-all, so that \
+             nothing, Secrets included, is propagated by accident): give the apiVersion and \
+             kind, and a name or labelSelector, of the resources to propagate"
+                .into(),
+        );
+    }
+    for (i, sel) in selectors.iter().enumerate() {
+        let at = format!("spec.resourceSelectors[{i}]");
+        if sel.api_version.is_empty() {
+            push(
+                format!("{at}.apiVersion"),
+                "",
+                "required: the API version of the resources to propagate, e.g. apps/v1".into(),
+            );
+        }
+        if sel.kind.is_empty() {
+            push(
+                format!("{at}.kind"),
+                "",
+                "required: the kind of the resources to propagate, e.g. Deployment".into(),
+            );
+        }
+        let namespace = sel.namespace.as_deref().filter(|ns| !ns.is_empty());
+        match (policy.namespace, namespace) {
+            (Some(own), Some(ns)) if ns != own => push(
+                format!("{at}.namespace"),
+                ns,
+                format!(
+                    "a PropagationPolicy selects only resources in its own namespace {own:?}: \
+                     leave namespace empty or set it to {own:?}, or use a \
+                     ClusterPropagationPolicy"
+                ),
+            ),
+            (None, Some(ns)) if is_reserved_namespace(ns) => {
+                push(format!("{at}.namespace"), ns, reserved_message())
+            }
+            _ => {}
+        }
+        let selects_reserved_namespace_object = sel.api_version == "v1"
+            && sel.kind == "Namespace"
+            && sel.name.as_deref().is_some_and(is_reserved_namespace);
+        if policy.namespace.is_none() && selects_reserved_namespace_object {
+            push(
+                format!("{at}.name"),
+                sel.name.as_deref().unwrap_or_default(),
+                reserved_message(),
+            );
+        }
+        if let Some(ls) = &sel.label_selector {
+            for e in labels::validate(ls, &format!("{at}.labelSelector")) {
+                push(e.field, &e.value, e.message);
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(SelectionError::InvalidPolicy {
+            policy: policy.id(),
+            errors,
+        })
+    }
+}
+
+fn reserved_message() -> String {
+    format!(
+        "a ClusterPropagationPolicy never selects resources in the reserved namespaces \
+         ({}, {EXECUTION_NAMESPACE_PREFIX}*): propagate from another namespace",
+        RESERVED_NAMESPACES.join(", ")
+    )
+}
+
+/// Why a policy or a template cannot take part in selection.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum SelectionError {
+    /// The policy breaks the selection rules; each error names the field and the fix.
+    #[error("{policy} is invalid: {}", join(.errors))]
+    InvalidPolicy {
+        /// The policy.
+        policy: PolicyId,
+        /// What is wrong, per field.
+        errors: Vec<FieldError>,
+    },
+    /// The resource template lacks a field selection needs.
+    #[error(
+        "resource template {template:?} has no {field}: only complete objects (apiVersion, kind, metadata.name) can be propagated"
+    )]
+    InvalidTemplate {
+        /// The template, as far as it is known.
+        template: String,
+        /// The missing field.
+        field: &'static str,
+    },
+    /// The same policy was passed twice to [`claim`].
+    #[error(
+        "{0} is listed twice: pass each policy once (a PropagationPolicy is identified by namespace and name, a ClusterPropagationPolicy by name)"
+    )]
+    DuplicatePolicy(PolicyId),
+}
+
+fn join(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
