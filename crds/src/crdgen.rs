@@ -15,6 +15,7 @@ use kube::core::crd::{MergeError, merge_crds};
 use thiserror::Error;
 
 use crate::exported_service::ExportedService;
+use crate::federation::binding::{ClusterResourceBinding, ResourceBinding};
 use crate::federation::cluster::Cluster;
 use crate::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
 use crate::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
@@ -160,6 +161,8 @@ pub fn try_all_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         OverridePolicy::crd(),
         ClusterOverridePolicy::crd(),
         Work::crd(),
+        ResourceBinding::crd(),
+        ClusterResourceBinding::crd(),
     ]);
     Ok(crds)
 }
@@ -403,7 +406,9 @@ mod tests {
         assert!(names.contains(&"serviceimports.multicluster.x-k8s.io.yaml".to_string()));
         assert!(names.contains(&"multiclusteringresses.networking.karmada.io.yaml".to_string()));
         assert!(names.contains(&"works.causeway.io.yaml".to_string()));
-        assert_eq!(names.len(), 10);
+        assert!(names.contains(&"resourcebindings.causeway.io.yaml".to_string()));
+        assert!(names.contains(&"clusterresourcebindings.causeway.io.yaml".to_string()));
+        assert_eq!(names.len(), 12);
     }
 
     #[test]
@@ -483,8 +488,20 @@ mod tests {
                 map("groupVersion"),
             ),
         ];
+        let bindings = [
+            "resourcebindings.causeway.io",
+            "clusterresourcebindings.causeway.io",
+        ];
+        let binding_lists = bindings.iter().flat_map(|crd| {
+            [
+                (*crd, ".spec.clusters", map("name")),
+                (*crd, ".status.aggregatedStatus", map("clusterName")),
+                (*crd, ".status.schedulingReasons", map("cluster")),
+            ]
+        });
+        let expected: Vec<_> = expected.iter().cloned().chain(binding_lists).collect();
         let crds = all_crds();
-        for (crd_name, path, want) in expected {
+        for (crd_name, path, want) in &expected {
             for v in &find(&crds, crd_name).spec.versions {
                 let arrays = arrays_of(v);
                 let got = arrays.iter().find(|(p, _)| p == path).map(|(_, l)| l);

@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod binding;
 pub mod cluster;
 pub mod override_apply;
 pub mod overrides;

@@ -1,0 +1,423 @@
+//! `ResourceBinding` (namespaced) and `ClusterResourceBinding` (cluster-scoped): one
+//! per propagated resource template, in the template's namespace (cluster-scoped
+//! templates get a ClusterResourceBinding). It records which template, the policy
+//! that claimed it (labels [`labels::POLICY_NAME`] and [`labels::POLICY_NAMESPACE`],
+//! see [`super::selection::PolicyId::labels`]), the scheduling result, and the
+//! status aggregated from the members.
+//!
+//! The shape is Karmada's `work.karmada.io/v1alpha2` ResourceBinding trimmed to what
+//! Causeway uses (federation.md §1.4), plus ★ a reason for every cluster the
+//! scheduler did not choose (`status.schedulingReasons`). Both kinds share
+//! [`BindingSpec`] and [`BindingStatus`].
+//!
+//! [`labels::POLICY_NAME`]: crate::well_known::labels::POLICY_NAME
+//! [`labels::POLICY_NAMESPACE`]: crate::well_known::labels::POLICY_NAMESPACE
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::propagation::Placement;
+use super::work::ResourceHealth;
+use super::{ConflictResolution, newtype_spec};
+
+/// The spec shared by ResourceBinding and ClusterResourceBinding.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingSpec {
+    /// The resource template this binding propagates.
+    pub resource: ResourceReference,
+
+    /// The template's replica count, for workloads (`spec.replicas`); unset for
+    /// resources without replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+
+    /// The scheduling result: the clusters the template goes to, and how many
+    /// replicas each runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub clusters: Vec<TargetCluster>,
+
+    /// The placement of the claiming policy, copied when it claimed the template.
+    #[serde(default, skip_serializing_if = "Placement::is_unset")]
+    pub placement: Placement,
+
+    /// What to do when the resource already exists in a member and was not created
+    /// by Causeway (copied from the policy): Abort (the default) or Overwrite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict_resolution: Option<ConflictResolution>,
+
+    /// Also propagate what the template depends on (copied from the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub propagate_deps: Option<bool>,
+}
+
+/// Identifies a resource template on the hub.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceReference {
+    /// API version, e.g. `apps/v1`.
+    pub api_version: String,
+
+    /// Kind, e.g. `Deployment`.
+    pub kind: String,
+
+    /// Namespace; unset for a cluster-scoped template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+
+    /// Name.
+    pub name: String,
+
+    /// UID, so that a template deleted and created again is told apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+
+    /// The resourceVersion of the template this binding was last computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+}
+
+/// One cluster of the scheduling result.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetCluster {
+    /// Name of the Cluster.
+    pub name: String,
+
+    /// Replicas this cluster runs; unset for resources without replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+}
+
+/// What the scheduler decided and what the members report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingStatus {
+    /// `Scheduled` (the scheduling result is current) and `FullyApplied` (every
+    /// scheduled cluster has applied the resource); see [`conditions`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+
+    /// The resource's status in each scheduled cluster.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["clusterName"]))]
+    pub aggregated_status: Vec<AggregatedStatusItem>,
+
+    /// Why each cluster that was not chosen was left out, e.g. "taint
+    /// cluster.causeway.io/not-ready:NoSchedule not tolerated".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["cluster"]))]
+    pub scheduling_reasons: Vec<SchedulingReason>,
+}
+
+/// The resource's status in one member cluster.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AggregatedStatusItem {
+    /// Name of the Cluster.
+    pub cluster_name: String,
+
+    /// The member object's status, as found there (raw).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::free_form_object")]
+    pub status: Option<serde_json::Value>,
+
+    /// Whether the resource was applied to the cluster.
+    #[serde(default)]
+    pub applied: bool,
+
+    /// Why it was not applied (or a note on how it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_message: Option<String>,
+
+    /// Health of the member object: Healthy, Unhealthy or Unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<ResourceHealth>,
+}
+
+/// Why the scheduler did not choose a cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingReason {
+    /// Name of the Cluster.
+    pub cluster: String,
+
+    /// Why it was not chosen, for people.
+    pub reason: String,
+}
+
+/// A resource template propagated by a PropagationPolicy or ClusterPropagationPolicy
+/// (the BindingSpec).
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "causeway.io",
+    version = "v1alpha1",
+    kind = "ResourceBinding",
+    plural = "resourcebindings",
+    namespaced,
+    status = "BindingStatus",
+    shortname = "rb",
+    category = "causeway",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ResourceBinding binds a namespaced resource template to the member clusters it is propagated to.",
+    printcolumn(name = "Kind", type_ = "string", json_path = ".spec.resource.kind"),
+    printcolumn(name = "Template", type_ = "string", json_path = ".spec.resource.name"),
+    printcolumn(
+        name = "Policy",
+        type_ = "string",
+        json_path = ".metadata.labels.causeway\\.io/policy-name"
+    ),
+    printcolumn(
+        name = "Scheduled",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Scheduled\")].status"
+    ),
+    printcolumn(
+        name = "Fully-Applied",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"FullyApplied\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(transparent)]
+pub struct ResourceBindingSpec(pub BindingSpec);
+newtype_spec!(ResourceBindingSpec => BindingSpec);
+
+/// A cluster-scoped resource template propagated by a ClusterPropagationPolicy (the
+/// BindingSpec).
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "causeway.io",
+    version = "v1alpha1",
+    kind = "ClusterResourceBinding",
+    plural = "clusterresourcebindings",
+    status = "BindingStatus",
+    shortname = "crb",
+    category = "causeway",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ClusterResourceBinding binds a cluster-scoped resource template to the member clusters it is propagated to.",
+    printcolumn(name = "Kind", type_ = "string", json_path = ".spec.resource.kind"),
+    printcolumn(name = "Template", type_ = "string", json_path = ".spec.resource.name"),
+    printcolumn(
+        name = "Policy",
+        type_ = "string",
+        json_path = ".metadata.labels.causeway\\.io/policy-name"
+    ),
+    printcolumn(
+        name = "Scheduled",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Scheduled\")].status"
+    ),
+    printcolumn(
+        name = "Fully-Applied",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"FullyApplied\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(transparent)]
+pub struct ClusterResourceBindingSpec(pub BindingSpec);
+newtype_spec!(ClusterResourceBindingSpec => BindingSpec);
+
+/// The name of the binding of a template: `<name>-<kind>`, lower-cased, with `:`
+/// (allowed in some names, e.g. ClusterRoles `system:...`) replaced by `.`, as Karmada
+/// names its bindings.
+pub fn binding_name(kind: &str, name: &str) -> String {
+    format!("{name}-{kind}").to_lowercase().replace(':', ".")
+}
+
+/// Condition types and reasons of the binding kinds.
+pub mod conditions {
+    /// `Scheduled`: the scheduling result in spec.clusters is current.
+    pub const SCHEDULED: &str = "Scheduled";
+    /// `FullyApplied`: every scheduled cluster has applied the resource.
+    pub const FULLY_APPLIED: &str = "FullyApplied";
+
+    /// `Scheduled=True`.
+    pub const REASON_SUCCESS: &str = "Success";
+    /// `Scheduled=False`: no cluster passed the placement; schedulingReasons says why
+    /// for each.
+    pub const REASON_NO_CLUSTER_FIT: &str = "NoClusterFit";
+    /// `Scheduled=False`: clusters fit, but the replicas or spread constraints cannot
+    /// be satisfied.
+    pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
+    /// `Scheduled=False`: the placement is invalid or scheduling failed otherwise;
+    /// the message says what to fix.
+    pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
+    /// `FullyApplied=True`.
+    pub const REASON_FULLY_APPLIED_SUCCESS: &str = "FullyAppliedSuccess";
+    /// `FullyApplied=False`: the message names the clusters that have not applied.
+    pub const REASON_FULLY_APPLIED_FAILED: &str = "FullyAppliedFailed";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::federation::selection::PolicyId;
+    use kube::Resource;
+    use serde_json::json;
+
+    #[test]
+    fn crds_have_short_names_scopes_and_the_kubectl_get_columns() {
+        use kube::CustomResourceExt;
+        for (crd, scope, short) in [
+            (ResourceBinding::crd(), "Namespaced", "rb"),
+            (ClusterResourceBinding::crd(), "Cluster", "crb"),
+        ] {
+            assert_eq!(crd.spec.scope, scope);
+            assert_eq!(crd.spec.names.short_names, Some(vec![short.to_string()]));
+            assert_eq!(
+                crd.spec.names.categories,
+                Some(vec!["causeway".to_string()])
+            );
+            let version = &crd.spec.versions[0];
+            assert!(
+                version
+                    .subresources
+                    .as_ref()
+                    .is_some_and(|s| s.status.is_some())
+            );
+            let cols: Vec<_> = version
+                .additional_printer_columns
+                .iter()
+                .flatten()
+                .map(|c| (c.name.as_str(), c.json_path.as_str()))
+                .collect();
+            assert_eq!(
+                cols,
+                [
+                    ("Kind", ".spec.resource.kind"),
+                    ("Template", ".spec.resource.name"),
+                    ("Policy", ".metadata.labels.causeway\\.io/policy-name"),
+                    (
+                        "Scheduled",
+                        ".status.conditions[?(@.type==\"Scheduled\")].status"
+                    ),
+                    (
+                        "Fully-Applied",
+                        ".status.conditions[?(@.type==\"FullyApplied\")].status"
+                    ),
+                    ("Age", ".metadata.creationTimestamp"),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn binding_names_follow_karmada() {
+        let table = [
+            ("Deployment", "web", "web-deployment"),
+            (
+                "ClusterRole",
+                "system:aggregate-to-edit",
+                "system.aggregate-to-edit-clusterrole",
+            ),
+            ("ConfigMap", "Mixed", "mixed-configmap"),
+        ];
+        for (kind, name, want) in table {
+            assert_eq!(binding_name(kind, name), want);
+        }
+    }
+
+    #[test]
+    fn resource_binding_round_trips_in_karmada_shape() {
+        let doc = json!({
+            "apiVersion": "causeway.io/v1alpha1",
+            "kind": "ResourceBinding",
+            "metadata": {
+                "name": "web-deployment",
+                "namespace": "demo",
+                "labels": {"causeway.io/policy-name": "web", "causeway.io/policy-namespace": "demo"},
+            },
+            "spec": {
+                "resource": {
+                    "apiVersion": "apps/v1", "kind": "Deployment", "namespace": "demo",
+                    "name": "web", "uid": "u-1", "resourceVersion": "42",
+                },
+                "replicas": 3,
+                "clusters": [{"name": "m1", "replicas": 3}, {"name": "m2", "replicas": 3}],
+                "placement": {"clusterAffinity": {"clusterNames": ["m1", "m2"]}},
+                "conflictResolution": "Overwrite",
+                "propagateDeps": true,
+            },
+            "status": {
+                "conditions": [{
+                    "type": "Scheduled", "status": "True", "reason": "Success", "message": "",
+                    "lastTransitionTime": "2025-01-01T00:00:00Z",
+                }],
+                "aggregatedStatus": [{
+                    "clusterName": "m1", "status": {"readyReplicas": 3}, "applied": true,
+                    "health": "Healthy",
+                }, {
+                    "clusterName": "m2", "applied": false,
+                    "appliedMessage": "already exists and is not managed by Causeway",
+                }],
+                "schedulingReasons": [{"cluster": "m3", "reason": "not matched by clusterNames [m1, m2]"}],
+            },
+        });
+        let rb: ResourceBinding = serde_json::from_value(doc.clone()).unwrap();
+        assert_eq!(rb.spec.resource.name, "web");
+        assert_eq!(
+            rb.spec.clusters[1],
+            TargetCluster {
+                name: "m2".into(),
+                replicas: Some(3)
+            }
+        );
+        let status = rb.status.as_ref().unwrap();
+        assert_eq!(
+            status.aggregated_status[0].health,
+            Some(ResourceHealth::Healthy)
+        );
+        assert!(!status.aggregated_status[1].applied);
+        assert_eq!(status.scheduling_reasons[0].cluster, "m3");
+        assert_eq!(
+            PolicyId::from_labels(rb.meta().labels.as_ref().unwrap()),
+            Some(PolicyId::namespaced("demo", "web"))
+        );
+        assert_eq!(serde_json::to_value(&rb).unwrap(), doc);
+    }
+
+    #[test]
+    fn cluster_resource_binding_is_cluster_scoped_with_an_optional_namespace() {
+        let mut crb = ClusterResourceBinding::new(
+            "admin-clusterrole",
+            BindingSpec {
+                resource: ResourceReference {
+                    api_version: "rbac.authorization.k8s.io/v1".into(),
+                    kind: "ClusterRole".into(),
+                    name: "admin".into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }
+            .into(),
+        );
+        crb.metadata.labels = Some(PolicyId::cluster("rbac").labels());
+        let v = serde_json::to_value(&crb).unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"resource": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "admin"}})
+        );
+        assert_eq!(
+            v["metadata"]["labels"],
+            json!({"causeway.io/policy-name": "rbac"})
+        );
+        let back: ClusterResourceBinding = serde_json::from_value(v).unwrap();
+        assert_eq!(back, crb);
+    }
+}
