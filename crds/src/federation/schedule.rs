@@ -1,1 +1,304 @@
-//! Choosing member clusters for a binding (issue 14 item 2; being written).
+//! Choosing member clusters for a resource template (issue 14 item 2): a pure
+//! function from a [`Placement`], the registered [`Cluster`]s and the [`Workload`]'s
+//! replica count to a [`Decision`]: the chosen clusters with their replicas, and for
+//! every other cluster the [`Reason`] it was not chosen (★ explainable scheduling).
+//!
+//! # Which clusters a placement selects (federation.md §8 B.9–10)
+//!
+//! A cluster is chosen when all of these hold, checked in this order; the first
+//! that fails is its reason:
+//!
+//! 1. it is not being deleted (`metadata.deletionTimestamp` unset): "being removed";
+//! 2. it is not in `exclude`: "excluded by name";
+//! 3. `clusterNames` is empty or names it: "not in clusterNames [a, b]";
+//! 4. `labelSelector` is unset or matches the Cluster object's labels (matchLabels
+//!    and the operators In, NotIn, Exists, DoesNotExist; `{}` matches every
+//!    cluster): "not matched by labelSelector env=prod";
+//! 5. every `fieldSelector` requirement holds (keys `provider`, `region`, `zone`,
+//!    operators In and NotIn, against the Cluster's effective `status` value, else
+//!    its `spec` value): "region eu-west not in [us-east]". A cluster whose value is
+//!    unknown fails In and passes NotIn, except that, as in Karmada, `zone` In wants
+//!    every zone of the cluster in the list and a cluster with no known zone fails it;
+//! 6. every NoSchedule and NoExecute taint is tolerated by `clusterTolerations`
+//!    (Kubernetes' matching: key, operator Equal or Exists, value, effect; an empty
+//!    effect or, with Exists, an empty key matches all): "taint
+//!    cluster.causeway.io/not-ready:NoSchedule not tolerated". PreferNoSchedule never
+//!    keeps a cluster out.
+//!
+//! kubefed's precedence table (§2.2) and Karmada disagree on two rows; the API is
+//! Karmada's, so Causeway follows Karmada and writes the rule down:
+//!
+//! | placement | kubefed | Causeway (Karmada) |
+//! |---|---|---|
+//! | `{}` (no clusterAffinity) | no clusters | every cluster: the API documents "Unset: every cluster" |
+//! | `clusterNames: []` | no clusters | ignored: an empty list cannot be told from an unset one here; to choose no cluster, use a selector that matches none |
+//! | `labelSelector: {}` | every cluster | every cluster |
+//! | `labelSelector` with labels | clusters whose labels match | the same |
+//! | `clusterNames` and `labelSelector` | names win, selector ignored | both must hold (B.10) |
+//!
+//! With `clusterAffinities` (ordered groups) the first group that chooses at least
+//! one cluster is used and named in [`Decision::affinity_name`]; when none does, the
+//! reasons are those of the first group.
+//!
+//! # Replicas (§8 C.17–18)
+//!
+//! Duplicated (also when `replicaScheduling` is unset): every chosen cluster gets the
+//! workload's replicas; a non-workload (`replicas` None) goes to every chosen cluster
+//! with none. Divided division of a workload's replicas and spread constraints are
+//! not implemented yet and are refused with [`PlacementError::Unsupported`], so they
+//! are never silently ignored.
+//!
+//! The result depends only on the set of clusters, not their order: chosen clusters
+//! are sorted by name and reasons are kept in a sorted map.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_validation::FieldError;
+use thiserror::Error;
+
+use super::ClusterAffinity;
+use super::cluster::Cluster;
+use super::propagation::{Placement, ReplicaSchedulingType};
+
+mod affinity;
+mod taints;
+
+pub use affinity::{
+    affinity_matches, affinity_rejects, unmet_label_requirements, validate_affinity,
+};
+pub use taints::{tolerates, validate_tolerations};
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+/// What is being scheduled, as far as the scheduler cares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workload {
+    /// The template's `spec.replicas`; `None` for a non-workload (a ConfigMap, a
+    /// Service...), which goes to every chosen cluster without a replica count.
+    pub replicas: Option<i32>,
+}
+
+/// One chosen cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// The Cluster object's name.
+    pub cluster: String,
+    /// The replicas this cluster runs; `None` for a non-workload.
+    pub replicas: Option<i32>,
+}
+
+/// Why a cluster was not chosen. [`fmt::Display`] gives the sentence users read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// The Cluster is being deleted.
+    BeingRemoved,
+    /// The cluster is listed in `exclude`.
+    Excluded,
+    /// `clusterNames` (given here sorted) does not list the cluster.
+    NotInClusterNames(Vec<String>),
+    /// The label selector's requirements the cluster's labels do not meet.
+    LabelSelector(Vec<String>),
+    /// The field selector requirement the cluster fails, e.g.
+    /// `region eu-west not in [us-east]`.
+    FieldSelector(String),
+    /// A NoSchedule or NoExecute taint no toleration tolerates, as `key=value:Effect`.
+    Taint(String),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::BeingRemoved => f.write_str("being removed"),
+            Reason::Excluded => f.write_str("excluded by name"),
+            Reason::NotInClusterNames(names) => {
+                write!(f, "not in clusterNames [{}]", names.join(", "))
+            }
+            Reason::LabelSelector(unmet) => {
+                write!(f, "not matched by labelSelector {}", unmet.join(","))
+            }
+            Reason::FieldSelector(why) => f.write_str(why),
+            Reason::Taint(taint) => write!(f, "taint {taint} not tolerated"),
+        }
+    }
+}
+
+/// The scheduling result: every cluster given is either chosen or rejected.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// The chosen clusters, sorted by name. Empty: nothing fits (Scheduled=False).
+    pub chosen: Vec<Target>,
+    /// Why each other cluster was not chosen, by cluster name.
+    pub rejected: BTreeMap<String, Reason>,
+    /// With `clusterAffinities`: the group in use.
+    pub affinity_name: Option<String>,
+}
+
+/// Why no decision could be made. Each message names what is wrong and what to do.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum PlacementError {
+    /// The placement (or the workload) has invalid fields.
+    #[error("invalid placement: {}; fix these fields of the policy", join(.0))]
+    Invalid(Vec<FieldError>),
+    /// A placement feature the scheduler does not implement yet.
+    #[error("{field}: {what} is not supported yet; {instead}")]
+    Unsupported {
+        /// The field path.
+        field: String,
+        /// What was asked for.
+        what: String,
+        /// What to use instead.
+        instead: String,
+    },
+    /// A Cluster without `metadata.name`.
+    #[error(
+        "the Cluster at index {0} has no metadata.name; pass Cluster objects as the API server returns them"
+    )]
+    UnnamedCluster(usize),
+    /// Two Clusters with the same name.
+    #[error("the Cluster {0:?} is given twice; pass each Cluster once")]
+    DuplicateCluster(String),
+}
+
+fn join(errs: &[FieldError]) -> String {
+    let parts: Vec<String> = errs.iter().map(ToString::to_string).collect();
+    parts.join("; ")
+}
+
+/// Chooses the clusters for `workload` under `placement` (see the module docs for
+/// the rules). Errors when the placement is invalid or asks for what is not
+/// implemented, or when `clusters` has an unnamed or repeated Cluster.
+pub fn schedule(
+    placement: &Placement,
+    clusters: &[Cluster],
+    workload: &Workload,
+) -> Result<Decision, PlacementError> {
+    validate(placement, workload)?;
+    let mut named = BTreeMap::new();
+    for (i, cluster) in clusters.iter().enumerate() {
+        let name = cluster.metadata.name.as_deref().unwrap_or_default();
+        if name.is_empty() {
+            return Err(PlacementError::UnnamedCluster(i));
+        }
+        if named.insert(name, cluster).is_some() {
+            return Err(PlacementError::DuplicateCluster(name.to_string()));
+        }
+    }
+    let every = ClusterAffinity::default();
+    let terms: Vec<(Option<&str>, &ClusterAffinity)> = if placement.cluster_affinities.is_empty() {
+        vec![(None, placement.cluster_affinity.as_ref().unwrap_or(&every))]
+    } else {
+        let terms = placement.cluster_affinities.iter();
+        terms
+            .map(|t| (Some(t.affinity_name.as_str()), &t.affinity))
+            .collect()
+    };
+    let mut first = None;
+    for (affinity_name, affinity) in terms {
+        let mut decision = Decision::default();
+        for (&name, cluster) in &named {
+            match rejects(placement, affinity, cluster) {
+                Some(reason) => {
+                    decision.rejected.insert(name.to_string(), reason);
+                }
+                None => decision.chosen.push(Target {
+                    cluster: name.to_string(),
+                    replicas: workload.replicas,
+                }),
+            }
+        }
+        if !decision.chosen.is_empty() {
+            decision.affinity_name = affinity_name.map(str::to_string);
+            return Ok(decision);
+        }
+        first.get_or_insert(decision);
+    }
+    Ok(first.unwrap_or_default())
+}
+
+/// Why `cluster` is not chosen under one affinity; `None` when it is.
+fn rejects(placement: &Placement, affinity: &ClusterAffinity, cluster: &Cluster) -> Option<Reason> {
+    if cluster.metadata.deletion_timestamp.is_some() {
+        return Some(Reason::BeingRemoved);
+    }
+    affinity_rejects(affinity, cluster).or_else(|| {
+        taints::untolerated_taint(&cluster.spec.taints, &placement.cluster_tolerations)
+            .map(Reason::Taint)
+    })
+}
+
+/// Refuses invalid placements and what the scheduler does not implement yet.
+fn validate(placement: &Placement, workload: &Workload) -> Result<(), PlacementError> {
+    let at = "spec.placement";
+    let mut errs = Vec::new();
+    if let Some(affinity) = &placement.cluster_affinity {
+        errs.extend(validate_affinity(
+            affinity,
+            &format!("{at}.clusterAffinity"),
+        ));
+        if !placement.cluster_affinities.is_empty() {
+            errs.push(FieldError {
+                field: format!("{at}.clusterAffinities"),
+                value: String::new(),
+                message: "clusterAffinity and clusterAffinities cannot both be set; keep one"
+                    .into(),
+            });
+        }
+    }
+    let mut seen = Vec::new();
+    for (i, term) in placement.cluster_affinities.iter().enumerate() {
+        let at = format!("{at}.clusterAffinities[{i}]");
+        if term.affinity_name.is_empty() {
+            errs.push(FieldError {
+                field: format!("{at}.affinityName"),
+                value: String::new(),
+                message: "must name the group".into(),
+            });
+        } else if seen.contains(&&term.affinity_name) {
+            errs.push(FieldError {
+                field: format!("{at}.affinityName"),
+                value: term.affinity_name.clone(),
+                message: "is used by an earlier group; give each group its own name".into(),
+            });
+        }
+        seen.push(&term.affinity_name);
+        errs.extend(validate_affinity(&term.affinity, &at));
+    }
+    errs.extend(validate_tolerations(
+        &placement.cluster_tolerations,
+        &format!("{at}.clusterTolerations"),
+    ));
+    if let Some(r) = workload.replicas.filter(|r| *r < 0) {
+        errs.push(FieldError {
+            field: "spec.replicas".into(),
+            value: r.to_string(),
+            message: "must be greater than or equal to 0".into(),
+        });
+    }
+    if !errs.is_empty() {
+        return Err(PlacementError::Invalid(errs));
+    }
+    if !placement.spread_constraints.is_empty() {
+        return Err(PlacementError::Unsupported {
+            field: format!("{at}.spreadConstraints"),
+            what: "spreading over groups of clusters".into(),
+            instead: "select the clusters with clusterAffinity".into(),
+        });
+    }
+    let divided = placement
+        .replica_scheduling
+        .as_ref()
+        .and_then(|r| r.replica_scheduling_type)
+        == Some(ReplicaSchedulingType::Divided);
+    if divided && workload.replicas.is_some_and(|r| r > 0) {
+        return Err(PlacementError::Unsupported {
+            field: format!("{at}.replicaScheduling.replicaSchedulingType"),
+            what: "Divided".into(),
+            instead: "use Duplicated (or leave replicaScheduling unset)".into(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,578 @@
+//! Table tests: one fixed fleet of clusters, one placement per row, and the full
+//! outcome (chosen, or the reason shown to users) for every cluster.
+
+use super::*;
+
+/// The fleet every table row schedules over.
+const FLEET: &str = r#"
+- metadata: {name: a, labels: {env: prod, tier: web}}
+  spec: {syncMode: Push, provider: aws, region: us-east, zones: [us-east-1a]}
+- metadata: {name: b, labels: {env: dev}}
+  spec: {syncMode: Push, provider: gcp, zone: eu-west-1b}
+  status: {region: eu-west}
+- metadata: {name: c, labels: {env: prod, gpu: "true"}}
+  spec: {syncMode: Pull, provider: aws, region: us-east}
+  status: {region: us-west, zones: [us-west-1a, us-west-1b]}
+- metadata: {name: d}
+  spec:
+    syncMode: Push
+    taints: [{key: cluster.causeway.io/not-ready, effect: NoSchedule}]
+- metadata: {name: e, labels: {env: prod}, deletionTimestamp: "2025-01-01T00:00:00Z"}
+  spec: {syncMode: Push, region: us-east}
+- metadata: {name: f, labels: {env: prod}}
+  spec:
+    syncMode: Push
+    region: us-east
+    taints:
+    - {key: dedicated, value: ml, effect: NoExecute}
+    - {key: soft, effect: PreferNoSchedule}
+"#;
+
+fn fleet() -> Vec<Cluster> {
+    serde_saphyr::from_str(FLEET).unwrap()
+}
+
+fn placement(yaml: &str) -> Placement {
+    if yaml.trim().is_empty() {
+        return Placement::default();
+    }
+    serde_saphyr::from_str(yaml).unwrap()
+}
+
+/// Every cluster's outcome: "chosen" or its reason, in name order.
+fn outcome(placement: &Placement, clusters: &[Cluster]) -> Vec<(String, String)> {
+    let d = schedule(placement, clusters, &Workload::default()).unwrap();
+    let chosen = d
+        .chosen
+        .iter()
+        .map(|t| (t.cluster.clone(), "chosen".into()));
+    let rejected = d.rejected.iter().map(|(c, r)| (c.clone(), r.to_string()));
+    let mut all: Vec<(String, String)> = chosen.chain(rejected).collect();
+    all.sort();
+    all
+}
+
+fn expect(rows: &[(&str, &str)]) -> Vec<(String, String)> {
+    rows.iter()
+        .map(|(c, r)| (c.to_string(), r.to_string()))
+        .collect()
+}
+
+const REMOVED: (&str, &str) = ("e", "being removed");
+const NOT_READY: (&str, &str) = (
+    "d",
+    "taint cluster.causeway.io/not-ready:NoSchedule not tolerated",
+);
+const DEDICATED: (&str, &str) = ("f", "taint dedicated=ml:NoExecute not tolerated");
+
+/// One cluster's expected outcome: its name and "chosen" or its reason.
+type Outcome = (&'static str, &'static str);
+
+/// A table row: the case, the placement YAML and every cluster's outcome.
+type Row = (&'static str, &'static str, Vec<Outcome>);
+
+fn run_table(table: &[Row]) {
+    for (case, yaml, want) in table {
+        assert_eq!(outcome(&placement(yaml), &fleet()), expect(want), "{case}");
+    }
+}
+
+/// B.9: the kubefed precedence table, each row as Causeway resolves it (see the
+/// module docs for where it follows Karmada instead).
+#[test]
+fn precedence_table() {
+    let all_untainted = vec![
+        ("a", "chosen"),
+        ("b", "chosen"),
+        ("c", "chosen"),
+        NOT_READY,
+        REMOVED,
+        DEDICATED,
+    ];
+    run_table(&[
+        (
+            "placement {} selects every cluster",
+            "",
+            all_untainted.clone(),
+        ),
+        (
+            "clusterAffinity {} selects every cluster",
+            "clusterAffinity: {}",
+            all_untainted.clone(),
+        ),
+        (
+            "clusterNames [] is ignored",
+            "clusterAffinity: {clusterNames: []}",
+            all_untainted.clone(),
+        ),
+        (
+            "labelSelector {} selects every cluster",
+            "clusterAffinity: {labelSelector: {}}",
+            all_untainted,
+        ),
+        (
+            "labelSelector with labels selects the matching clusters",
+            "clusterAffinity: {labelSelector: {matchLabels: {env: prod}}}",
+            vec![
+                ("a", "chosen"),
+                ("b", "not matched by labelSelector env=prod"),
+                ("c", "chosen"),
+                ("d", "not matched by labelSelector env=prod"),
+                REMOVED,
+                DEDICATED,
+            ],
+        ),
+        (
+            "clusterNames and labelSelector must both hold",
+            "clusterAffinity: {clusterNames: [a, b], labelSelector: {matchLabels: {env: prod}}}",
+            vec![
+                ("a", "chosen"),
+                ("b", "not matched by labelSelector env=prod"),
+                ("c", "not in clusterNames [a, b]"),
+                ("d", "not in clusterNames [a, b]"),
+                REMOVED,
+                ("f", "not in clusterNames [a, b]"),
+            ],
+        ),
+    ]);
+}
+
+/// B.10: labelSelector AND fieldSelector AND clusterNames AND NOT exclude.
+#[test]
+fn affinity_table() {
+    run_table(&[
+        (
+            "exclude beats clusterNames",
+            "clusterAffinity: {clusterNames: [b, a], exclude: [a]}",
+            vec![
+                ("a", "excluded by name"),
+                ("b", "chosen"),
+                ("c", "not in clusterNames [a, b]"),
+                ("d", "not in clusterNames [a, b]"),
+                REMOVED,
+                ("f", "not in clusterNames [a, b]"),
+            ],
+        ),
+        (
+            "every unmet label requirement is named, in kubectl syntax",
+            r#"clusterAffinity:
+                 labelSelector:
+                   matchLabels: {env: prod}
+                   matchExpressions:
+                   - {key: tier, operator: In, values: [web, api]}
+                   - {key: gpu, operator: DoesNotExist}"#,
+            vec![
+                ("a", "chosen"),
+                (
+                    "b",
+                    "not matched by labelSelector env=prod,tier in (web,api)",
+                ),
+                ("c", "not matched by labelSelector tier in (web,api),!gpu"),
+                (
+                    "d",
+                    "not matched by labelSelector env=prod,tier in (web,api)",
+                ),
+                REMOVED,
+                ("f", "not matched by labelSelector tier in (web,api)"),
+            ],
+        ),
+        (
+            "NotIn and Exists",
+            r#"clusterAffinity:
+                 labelSelector:
+                   matchExpressions:
+                   - {key: env, operator: NotIn, values: [dev]}
+                   - {key: env, operator: Exists}"#,
+            vec![
+                ("a", "chosen"),
+                ("b", "not matched by labelSelector env notin (dev)"),
+                ("c", "chosen"),
+                ("d", "not matched by labelSelector env"),
+                REMOVED,
+                DEDICATED,
+            ],
+        ),
+        (
+            "region In reads status.region before spec.region",
+            r#"clusterAffinity:
+                 fieldSelector:
+                   matchExpressions: [{key: region, operator: In, values: [us-east]}]"#,
+            vec![
+                ("a", "chosen"),
+                ("b", "region eu-west not in [us-east]"),
+                ("c", "region us-west not in [us-east]"),
+                ("d", "region unknown, not in [us-east]"),
+                REMOVED,
+                DEDICATED,
+            ],
+        ),
+        (
+            "provider NotIn passes clusters with no provider",
+            r#"clusterAffinity:
+                 fieldSelector:
+                   matchExpressions: [{key: provider, operator: NotIn, values: [aws]}]"#,
+            vec![
+                ("a", "provider aws in excluded [aws]"),
+                ("b", "chosen"),
+                ("c", "provider aws in excluded [aws]"),
+                NOT_READY,
+                REMOVED,
+                DEDICATED,
+            ],
+        ),
+        (
+            "zone In wants every zone of the cluster listed (spec.zone counts)",
+            r#"clusterAffinity:
+                 fieldSelector:
+                   matchExpressions:
+                   - {key: zone, operator: In, values: [us-west-1a, eu-west-1b, us-east-1a]}"#,
+            vec![
+                ("a", "chosen"),
+                ("b", "chosen"),
+                (
+                    "c",
+                    "zones [us-west-1a, us-west-1b] not all in [eu-west-1b, us-east-1a, us-west-1a]",
+                ),
+                (
+                    "d",
+                    "zone unknown, not in [eu-west-1b, us-east-1a, us-west-1a]",
+                ),
+                REMOVED,
+                (
+                    "f",
+                    "zone unknown, not in [eu-west-1b, us-east-1a, us-west-1a]",
+                ),
+            ],
+        ),
+        (
+            "zone NotIn refuses a cluster with any listed zone",
+            r#"clusterAffinity:
+                 fieldSelector:
+                   matchExpressions: [{key: zone, operator: NotIn, values: [us-west-1b]}]"#,
+            vec![
+                ("a", "chosen"),
+                ("b", "chosen"),
+                (
+                    "c",
+                    "zones [us-west-1a, us-west-1b] meet excluded [us-west-1b]",
+                ),
+                NOT_READY,
+                REMOVED,
+                DEDICATED,
+            ],
+        ),
+        (
+            "all four fields ANDed",
+            r#"clusterAffinity:
+                 clusterNames: [a, c, f]
+                 exclude: [f]
+                 labelSelector: {matchLabels: {env: prod}}
+                 fieldSelector:
+                   matchExpressions: [{key: provider, operator: In, values: [aws]}]"#,
+            vec![
+                ("a", "chosen"),
+                ("b", "not in clusterNames [a, c, f]"),
+                ("c", "chosen"),
+                ("d", "not in clusterNames [a, c, f]"),
+                REMOVED,
+                ("f", "excluded by name"),
+            ],
+        ),
+    ]);
+}
+
+/// B.12: NoSchedule and NoExecute taints repel unless tolerated.
+#[test]
+fn toleration_table() {
+    let names = "clusterAffinity: {clusterNames: [a, d, f]}\n";
+    let rest = [
+        ("b", "not in clusterNames [a, d, f]"),
+        ("c", "not in clusterNames [a, d, f]"),
+        REMOVED,
+    ];
+    let rows: [(&str, &str, [Outcome; 3]); 7] = [
+        (
+            "no tolerations",
+            "",
+            [("a", "chosen"), NOT_READY, DEDICATED],
+        ),
+        (
+            "Exists on the key tolerates any value and effect",
+            "clusterTolerations: [{key: dedicated, operator: Exists}]",
+            [("a", "chosen"), NOT_READY, ("f", "chosen")],
+        ),
+        (
+            "Equal needs the value",
+            "clusterTolerations: [{key: dedicated, value: gpu, effect: NoExecute}]",
+            [("a", "chosen"), NOT_READY, DEDICATED],
+        ),
+        (
+            "Equal with the value and effect",
+            "clusterTolerations: [{key: dedicated, operator: Equal, value: ml, effect: NoExecute}]",
+            [("a", "chosen"), NOT_READY, ("f", "chosen")],
+        ),
+        (
+            "the effect must match",
+            "clusterTolerations: [{key: dedicated, value: ml, effect: NoSchedule}]",
+            [("a", "chosen"), NOT_READY, DEDICATED],
+        ),
+        (
+            "an empty key with Exists tolerates every taint",
+            "clusterTolerations: [{operator: Exists}]",
+            [("a", "chosen"), ("d", "chosen"), ("f", "chosen")],
+        ),
+        (
+            "tolerating the not-ready taint",
+            "clusterTolerations: [{key: cluster.causeway.io/not-ready, operator: Exists, effect: NoSchedule}]",
+            [("a", "chosen"), ("d", "chosen"), DEDICATED],
+        ),
+    ];
+    for (case, tolerations, want) in rows {
+        let mut want = want.to_vec();
+        want.extend(rest);
+        want.sort();
+        let p = placement(&format!("{names}{tolerations}"));
+        assert_eq!(outcome(&p, &fleet()), expect(&want), "{case}");
+    }
+}
+
+/// C.17–18: Duplicated, also when replicaScheduling is unset; non-workloads get none.
+#[test]
+fn duplicated_replicas() {
+    let names = "clusterAffinity: {clusterNames: [a, b]}\n";
+    let table = [
+        ("unset replicaScheduling", "", Some(3)),
+        (
+            "Duplicated",
+            "replicaScheduling: {replicaSchedulingType: Duplicated}",
+            Some(3),
+        ),
+        ("a non-workload", "", None),
+        (
+            "a non-workload under Divided",
+            "replicaScheduling: {replicaSchedulingType: Divided}",
+            None,
+        ),
+        (
+            "zero replicas under Divided",
+            "replicaScheduling: {replicaSchedulingType: Divided}",
+            Some(0),
+        ),
+    ];
+    for (case, yaml, replicas) in table {
+        let p = placement(&format!("{names}{yaml}"));
+        let d = schedule(&p, &fleet(), &Workload { replicas }).unwrap();
+        let want: Vec<Target> = ["a", "b"]
+            .map(|c| Target {
+                cluster: c.into(),
+                replicas,
+            })
+            .to_vec();
+        assert_eq!(d.chosen, want, "{case}");
+    }
+}
+
+/// B.11 (ordered groups): the first group that chooses a cluster is used.
+#[test]
+fn affinity_groups_fall_back_in_order() {
+    let groups = r#"clusterAffinities:
+      - {affinityName: primary, clusterNames: [d]}
+      - {affinityName: backup, labelSelector: {matchLabels: {env: dev}}}
+      - {affinityName: last, clusterNames: [a]}"#;
+    let d = schedule(&placement(groups), &fleet(), &Workload::default()).unwrap();
+    assert_eq!(d.affinity_name.as_deref(), Some("backup"));
+    let chosen: Vec<&str> = d.chosen.iter().map(|t| t.cluster.as_str()).collect();
+    assert_eq!(chosen, ["b"]);
+    assert_eq!(
+        d.rejected["a"].to_string(),
+        "not matched by labelSelector env=dev"
+    );
+
+    let none = "clusterAffinities: [{affinityName: primary, clusterNames: [d]}, {affinityName: backup, clusterNames: [e]}]";
+    let d = schedule(&placement(none), &fleet(), &Workload::default()).unwrap();
+    assert!(d.chosen.is_empty());
+    assert_eq!(d.affinity_name, None);
+    assert_eq!(
+        d.rejected["d"].to_string(),
+        NOT_READY.1,
+        "the first group's reasons"
+    );
+    assert_eq!(d.rejected["a"].to_string(), "not in clusterNames [d]");
+}
+
+/// Bad placements are refused with every offending field path and what to do.
+#[test]
+fn invalid_placements_name_the_field() {
+    let at = "spec.placement";
+    let table = [
+        (
+            "clusterAffinity: {fieldSelector: {matchExpressions: [{key: name, operator: In, values: [x]}]}}",
+            vec![format!(
+                "{at}.clusterAffinity.fieldSelector.matchExpressions[0].key: Invalid value: \"name\": supported values: \"provider\", \"region\", \"zone\""
+            )],
+        ),
+        (
+            "clusterAffinity: {fieldSelector: {matchExpressions: [{key: zone, operator: Exists}]}}",
+            vec![format!(
+                "{at}.clusterAffinity.fieldSelector.matchExpressions[0].operator: Invalid value: \"Exists\": supported values: \"In\", \"NotIn\""
+            )],
+        ),
+        (
+            "clusterAffinity: {fieldSelector: {matchExpressions: [{key: region, operator: In}]}}",
+            vec![format!(
+                "{at}.clusterAffinity.fieldSelector.matchExpressions[0].values: Invalid value: \"\": must be specified when `operator` is 'In' or 'NotIn'"
+            )],
+        ),
+        (
+            "clusterAffinity: {labelSelector: {matchExpressions: [{key: env, operator: Gt, values: ['1']}]}}",
+            vec![format!(
+                "{at}.clusterAffinity.labelSelector.matchExpressions[0].operator: Invalid value: \"Gt\": not a valid label selector operator: use one of In, NotIn, Exists, DoesNotExist"
+            )],
+        ),
+        (
+            "clusterTolerations: [{key: gpu, operator: Lt, value: '4'}]",
+            vec![format!(
+                "{at}.clusterTolerations[0].operator: Invalid value: \"Lt\": the operators Lt and Gt are not allowed in cluster tolerations; use Equal or Exists"
+            )],
+        ),
+        (
+            "clusterTolerations: [{key: gpu, operator: Gt, value: '4'}, {value: x}]",
+            vec![
+                format!(
+                    "{at}.clusterTolerations[0].operator: Invalid value: \"Gt\": the operators Lt and Gt are not allowed in cluster tolerations; use Equal or Exists"
+                ),
+                format!(
+                    "{at}.clusterTolerations[1].operator: Invalid value: \"\": operator must be Exists when `key` is empty, which means \"match all values and all keys\""
+                ),
+            ],
+        ),
+        (
+            "clusterTolerations: [{key: gpu, operator: Exists, value: x, effect: Sometimes}]",
+            vec![
+                format!(
+                    "{at}.clusterTolerations[0].value: Invalid value: \"x\": value must be empty when `operator` is 'Exists'"
+                ),
+                format!(
+                    "{at}.clusterTolerations[0].effect: Invalid value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""
+                ),
+            ],
+        ),
+        (
+            "clusterTolerations: [{key: gpu, operator: Exists, tolerationSeconds: 5}]",
+            vec![format!(
+                "{at}.clusterTolerations[0].effect: Invalid value: \"\": effect must be 'NoExecute' when `tolerationSeconds` is set"
+            )],
+        ),
+        (
+            "{clusterAffinity: {}, clusterAffinities: [{affinityName: x}, {affinityName: x}]}",
+            vec![
+                format!(
+                    "{at}.clusterAffinities: Invalid value: \"\": clusterAffinity and clusterAffinities cannot both be set; keep one"
+                ),
+                format!(
+                    "{at}.clusterAffinities[1].affinityName: Invalid value: \"x\": is used by an earlier group; give each group its own name"
+                ),
+            ],
+        ),
+    ];
+    for (yaml, want) in table {
+        match schedule(&placement(yaml), &fleet(), &Workload::default()) {
+            Err(PlacementError::Invalid(errs)) => {
+                let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
+                assert_eq!(got, want, "{yaml}");
+            }
+            other => panic!("{yaml}: want Invalid, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn errors_say_what_to_do() {
+    let w = Workload::default();
+    let bad = placement("clusterTolerations: [{key: gpu, operator: Lt, value: '4'}]");
+    assert_eq!(
+        schedule(&bad, &fleet(), &w).unwrap_err().to_string(),
+        "invalid placement: spec.placement.clusterTolerations[0].operator: Invalid value: \"Lt\": \
+         the operators Lt and Gt are not allowed in cluster tolerations; use Equal or Exists; \
+         fix these fields of the policy"
+    );
+    let negative = schedule(
+        &Placement::default(),
+        &fleet(),
+        &Workload { replicas: Some(-1) },
+    );
+    assert_eq!(
+        negative.unwrap_err().to_string(),
+        "invalid placement: spec.replicas: Invalid value: \"-1\": must be greater than or equal to 0; fix these fields of the policy"
+    );
+    let divided = placement("replicaScheduling: {replicaSchedulingType: Divided}");
+    assert_eq!(
+        schedule(&divided, &fleet(), &Workload { replicas: Some(2) })
+            .unwrap_err()
+            .to_string(),
+        "spec.placement.replicaScheduling.replicaSchedulingType: Divided is not supported yet; \
+         use Duplicated (or leave replicaScheduling unset)"
+    );
+    let spread = placement("spreadConstraints: [{spreadByField: cluster, maxGroups: 2}]");
+    assert!(matches!(
+        schedule(&spread, &fleet(), &w),
+        Err(PlacementError::Unsupported { field, .. }) if field == "spec.placement.spreadConstraints"
+    ));
+
+    let mut clusters = fleet();
+    clusters.push(clusters[0].clone());
+    assert_eq!(
+        schedule(&Placement::default(), &clusters, &w)
+            .unwrap_err()
+            .to_string(),
+        "the Cluster \"a\" is given twice; pass each Cluster once"
+    );
+    clusters[6].metadata.name = None;
+    assert_eq!(
+        schedule(&Placement::default(), &clusters, &w).unwrap_err(),
+        PlacementError::UnnamedCluster(6)
+    );
+}
+
+#[test]
+fn no_clusters_is_an_empty_decision() {
+    let d = schedule(&Placement::default(), &[], &Workload::default()).unwrap();
+    assert_eq!(d, Decision::default());
+}
+
+/// `affinity_matches` is public for other callers (override targets) that may hold
+/// an affinity that never went through validation: such requirements match nothing.
+#[test]
+fn unvalidated_field_requirements_match_nothing() {
+    let a = &fleet()[0];
+    let table = [
+        (
+            "fieldSelector: {matchExpressions: [{key: region, operator: In, values: [us-east]}]}",
+            true,
+        ),
+        (
+            "fieldSelector: {matchExpressions: [{key: name, operator: In, values: [a]}]}",
+            false,
+        ),
+        (
+            "fieldSelector: {matchExpressions: [{key: region, operator: Exists}]}",
+            false,
+        ),
+        (
+            "labelSelector: {matchExpressions: [{key: env, operator: In}]}",
+            false,
+        ),
+    ];
+    for (yaml, want) in table {
+        let affinity: ClusterAffinity = serde_saphyr::from_str(yaml).unwrap();
+        assert_eq!(affinity_matches(&affinity, a), want, "{yaml}");
+    }
+    let odd: ClusterAffinity = serde_saphyr::from_str(
+        "fieldSelector: {matchExpressions: [{key: name, operator: In, values: [a]}]}",
+    )
+    .unwrap();
+    assert_eq!(
+        affinity_rejects(&odd, a).unwrap().to_string(),
+        "fieldSelector key name is not supported"
+    );
+}
