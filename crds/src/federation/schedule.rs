@@ -58,6 +58,7 @@ use k8s_validation::FieldError;
 use thiserror::Error;
 
 use super::ClusterAffinity;
+use super::binding::{SchedulingReason, TargetCluster};
 use super::cluster::Cluster;
 use super::propagation::{Placement, ReplicaSchedulingType};
 
@@ -135,6 +136,30 @@ pub struct Decision {
     pub rejected: BTreeMap<String, Reason>,
     /// With `clusterAffinities`: the group in use.
     pub affinity_name: Option<String>,
+}
+
+impl Decision {
+    /// The chosen clusters as a binding's `spec.clusters`.
+    pub fn target_clusters(&self) -> Vec<TargetCluster> {
+        let chosen = self.chosen.iter();
+        chosen
+            .map(|t| TargetCluster {
+                name: t.cluster.clone(),
+                replicas: t.replicas,
+            })
+            .collect()
+    }
+
+    /// The reasons as a binding's `status.schedulingReasons`, sorted by cluster.
+    pub fn scheduling_reasons(&self) -> Vec<SchedulingReason> {
+        let rejected = self.rejected.iter();
+        rejected
+            .map(|(cluster, reason)| SchedulingReason {
+                cluster: cluster.clone(),
+                reason: reason.to_string(),
+            })
+            .collect()
+    }
 }
 
 /// Why no decision could be made. Each message names what is wrong and what to do.

@@ -576,3 +576,25 @@ fn unvalidated_field_requirements_match_nothing() {
         "fieldSelector key name is not supported"
     );
 }
+
+/// The decision converts into the binding's `spec.clusters` and
+/// `status.schedulingReasons` as users see them.
+#[test]
+fn decision_fills_the_binding() {
+    let p = placement("clusterAffinity: {clusterNames: [a, d]}");
+    let d = schedule(&p, &fleet(), &Workload { replicas: Some(2) }).unwrap();
+    let clusters = serde_json::to_value(d.target_clusters()).unwrap();
+    assert_eq!(clusters, serde_json::json!([{"name": "a", "replicas": 2}]));
+    let reasons = serde_json::to_value(d.scheduling_reasons()).unwrap();
+    let not_named = "not in clusterNames [a, d]";
+    assert_eq!(
+        reasons,
+        serde_json::json!([
+            {"cluster": "b", "reason": not_named},
+            {"cluster": "c", "reason": not_named},
+            {"cluster": "d", "reason": NOT_READY.1},
+            {"cluster": "e", "reason": "being removed"},
+            {"cluster": "f", "reason": not_named},
+        ])
+    );
+}
