@@ -87,13 +87,29 @@ pub fn eval_path<'v>(obj: &'v Value, path: &str) -> Vec<&'v Value> {
     let mut rest = path.trim_start_matches('$');
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix('.') {
-            let end = r.find(['.', '[']).unwrap_or(r.len());
-            let field = &r[..end];
+            // a field ends at an unescaped '.' or '['; `\.` is a dot inside the name, as
+            // in `.metadata.labels.causeway\.io/policy-name`
+            let mut field = String::new();
+            let mut end = r.len();
+            let mut chars = r.char_indices();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => field.extend(chars.next().map(|(_, n)| n)),
+                    '.' | '[' => {
+                        end = i;
+                        break;
+                    }
+                    _ => field.push(c),
+                }
+            }
             rest = &r[end..];
             if field.is_empty() {
                 continue;
             }
-            cur = cur.into_iter().filter_map(|v| v.get(field)).collect();
+            cur = cur
+                .into_iter()
+                .filter_map(|v| v.get(field.as_str()))
+                .collect();
         } else if let Some(r) = rest.strip_prefix('[') {
             let Some(end) = r.find(']') else {
                 return vec![];
@@ -264,6 +280,18 @@ mod tests {
             vec![&json!("False")]
         );
         assert!(eval_path(&o, ".nope.x").is_empty());
+        // kubectl's escaped dots in label keys (CRD printer columns use them)
+        let labelled =
+            json!({"metadata": {"labels": {"causeway.io/policy-name": "web", "a.b": "c"}}});
+        assert_eq!(
+            eval_path(&labelled, ".metadata.labels.causeway\\.io/policy-name"),
+            vec![&json!("web")]
+        );
+        assert_eq!(
+            eval_path(&labelled, ".metadata.labels.a\\.b"),
+            vec![&json!("c")]
+        );
+        assert!(eval_path(&labelled, ".metadata.labels.causeway").is_empty());
         assert_eq!(
             cell(&eval_path(&o, ".spec.ips[*]"), "string"),
             json!("10.0.0.1,fd00::1")
