@@ -54,13 +54,15 @@ pub struct FieldSelector {
     pub match_expressions: Vec<NodeSelectorRequirement>,
 }
 
-/// The Cluster fields a [`FieldSelector`] can match.
+/// The Cluster fields a [`FieldSelector`] can match: the effective values in the
+/// Cluster's status (the spec's, else what its nodes' labels say), else the spec's.
 pub mod field_selector_keys {
-    /// `spec.provider`.
+    /// `status.provider`, else `spec.provider`.
     pub const PROVIDER: &str = "provider";
-    /// `spec.region`.
+    /// `status.region`, else `spec.region`.
     pub const REGION: &str = "region";
-    /// `spec.zone` (or any of `spec.zones`).
+    /// `status.zones`, else `spec.zones` / `spec.zone`. As in Karmada, `In` needs every
+    /// zone of the cluster in the list, and a cluster with no known zone fails `In`.
     pub const ZONE: &str = "zone";
 }
 

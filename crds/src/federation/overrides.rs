@@ -73,14 +73,15 @@ pub struct Overriders {
 }
 
 /// A patch operator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OverriderOperator {
     /// Add the value.
     Add,
     /// Remove the value.
     Remove,
-    /// Replace the value.
+    /// Replace the value (the default, D.26).
+    #[default]
     Replace,
 }
 
@@ -91,7 +92,8 @@ pub struct PlaintextOverrider {
     /// JSON pointer (RFC 6901) to the target field, e.g. /spec/replicas.
     pub path: String,
 
-    /// add, remove or replace.
+    /// add, remove or replace (default: replace).
+    #[serde(default)]
     pub operator: OverriderOperator,
 
     /// The value for add and replace (any JSON value); must be unset for remove.

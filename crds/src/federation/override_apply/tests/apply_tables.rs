@@ -28,6 +28,12 @@ fn plaintext_json_patch_subset_d26() {
             json!(5),
         ),
         (
+            "op defaults to replace",
+            json!({"plaintext": [{"path": "/spec/replicas", "value": 7}]}),
+            "/spec/replicas",
+            json!(7),
+        ),
+        (
             "add a new field",
             json!({"plaintext": [{"path": "/spec/paused", "operator": "add", "value": true}]}),
             "/spec/paused",
