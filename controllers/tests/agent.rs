@@ -3,7 +3,7 @@
 //! within the lease duration, keeps the Cluster Ready and the hub lease renewed, and
 //! exports go on into the member's outbox with nothing written twice.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use causeway_controllers::clusters::join::MemberAccess;
@@ -16,7 +16,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 mod support;
-use support::{Replicas, admin_addr, client, eventually, export, status, wait_for_log};
+use support::{Replicas, client, eventually, export, status};
 
 const LEASE: Duration = Duration::from_secs(3);
 
@@ -29,30 +29,23 @@ fn access(s: &kubesim::Server) -> MemberAccess {
 }
 
 fn start(dir: &std::path::Path, id: &str) -> (Child, String) {
-    let log = dir.join(format!("{id}.log"));
-    let child = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(["agent", "--cluster", "west", "--metrics", "127.0.0.1:0"])
-        .arg("--hub-kubeconfig")
-        .arg(dir.join("agent-hub.kubeconfig"))
-        .arg("--kubeconfig")
-        .arg(dir.join("west.kubeconfig"))
-        .args([
-            "--leader-elect-lease-duration",
-            "3s",
-            "--leader-elect-renew-deadline",
-            "2s",
-            "--leader-elect-retry-period",
-            "500ms",
-            "--leader-elect-identity",
-            id,
-            "--cluster-status-update-frequency",
-            "1s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("causeway agent starts");
-    (child, admin_addr(&wait_for_log(&log, "serving /metrics")))
+    let (hub, member) = (
+        dir.join("agent-hub.kubeconfig"),
+        dir.join("west.kubeconfig"),
+    );
+    support::start_replica(
+        dir,
+        id,
+        &[
+            "agent".as_ref(),
+            "--cluster".as_ref(),
+            "west".as_ref(),
+            "--hub-kubeconfig".as_ref(),
+            hub.as_os_str(),
+            "--kubeconfig".as_ref(),
+            member.as_os_str(),
+        ],
+    )
 }
 
 async fn outbox(hub: &kube::Client) -> Vec<String> {
@@ -77,8 +70,16 @@ async fn renewed(hub: &kube::Client) -> Option<String> {
     l.spec?.renew_time.map(|t| t.0.to_string())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_standby_agent_takes_over_when_the_leader_is_killed() {
+/// A hub and a member `west` registered in pull mode (namespace `shop` in west).
+struct Pull {
+    hub: kubesim::Server,
+    west: kubesim::Server,
+    h: kube::Client,
+    w: kube::Client,
+    done: causeway_controllers::clusters::register::Registered,
+}
+
+async fn pull_member() -> Pull {
     let hub = kubesim::Server::start(kubesim::Config::new("hub"))
         .await
         .unwrap();
@@ -113,6 +114,24 @@ async fn the_standby_agent_takes_over_when_the_leader_is_killed() {
         .create(&PostParams::default(), &ns)
         .await
         .unwrap();
+    Pull {
+        hub,
+        west,
+        h,
+        w,
+        done,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_agent_takes_over_when_the_leader_is_killed() {
+    let Pull {
+        hub: _hub,
+        west,
+        h,
+        w,
+        done,
+    } = pull_member().await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("agent-hub.kubeconfig"),
@@ -191,35 +210,13 @@ async fn the_standby_agent_takes_over_when_the_leader_is_killed() {
 /// every flag the Deployment passes exists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_runs_with_the_member_rbac_from_deploy() {
-    let hub = kubesim::Server::start(kubesim::Config::new("hub"))
-        .await
-        .unwrap();
-    let west = kubesim::Server::start(kubesim::Config::new("west"))
-        .await
-        .unwrap();
-    let (h, w) = (client(&hub).await, client(&west).await);
-    for c in [&h, &w] {
-        causeway_runtime::crds::install(
-            c,
-            &causeway_crds::crdgen::all_crds(),
-            "test",
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
-    }
-    let done = register(
-        h.clone(),
-        &access(&hub),
-        "west",
-        &access(&west),
-        &RegisterOptions {
-            token_seconds: 3600,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let Pull {
+        hub: _hub,
+        west,
+        h,
+        w,
+        done,
+    } = pull_member().await;
     support::apply_file(&w, "deploy/agent/rbac.yaml").await;
     let member = support::client_as(
         &west,
@@ -234,11 +231,6 @@ async fn the_agent_runs_with_the_member_rbac_from_deploy() {
             .unwrap(),
     )
     .unwrap();
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "shop"}})).unwrap();
-    Api::<Namespace>::all(w.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
     let elector = causeway_runtime::leader::Elector::new(
         member.clone(),

@@ -4,7 +4,7 @@
 //! duration, and MCS imports go on with nothing lost and nothing written twice. The
 //! hub RBAC from deploy/ is enough for the election.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use causeway_crds::mcs::v1beta1::ServiceImport;
@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 mod support;
-use support::{Replicas, admin_addr, client, eventually, export, get, status, wait_for_log};
+use support::{Replicas, client, eventually, export, get, status};
 
 const NS: &str = "shop";
 /// `--leader-elect-lease-duration` below.
@@ -55,27 +55,15 @@ async fn hub_imports(hub: &kube::Client, svc: &str) -> usize {
 }
 
 fn start(dir: &std::path::Path, kubeconfig: &std::path::Path, id: &str) -> (Child, String) {
-    let log = dir.join(format!("{id}.log"));
-    let child = Command::new(env!("CARGO_BIN_EXE_causeway"))
-        .args(["controller", "--metrics", "127.0.0.1:0", "--hub-kubeconfig"])
-        .arg(kubeconfig)
-        .args([
-            "--leader-elect-lease-duration",
-            "3s",
-            "--leader-elect-renew-deadline",
-            "2s",
-            "--leader-elect-retry-period",
-            "500ms",
-            "--leader-elect-identity",
-            id,
-            "--cluster-status-update-frequency",
-            "1s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("causeway starts");
-    (child, admin_addr(&wait_for_log(&log, "serving /metrics")))
+    support::start_replica(
+        dir,
+        id,
+        &[
+            "controller".as_ref(),
+            "--hub-kubeconfig".as_ref(),
+            kubeconfig.as_os_str(),
+        ],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -168,3 +168,34 @@ pub async fn client_as(server: &kubesim::Server, user: &str, groups: &[&str]) ->
         .unwrap();
     kube::Client::try_from(cfg).unwrap()
 }
+
+/// Starts a `causeway` replica (`args` then fast leader election as `id`, a 1 s status
+/// interval, a free admin port); returns it with its admin address. Its log goes to
+/// `<dir>/<id>.log`.
+pub fn start_replica(
+    dir: &std::path::Path,
+    id: &str,
+    args: &[&std::ffi::OsStr],
+) -> (std::process::Child, String) {
+    let log = dir.join(format!("{id}.log"));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(args)
+        .args(["--metrics", "127.0.0.1:0"])
+        .args([
+            "--leader-elect-lease-duration",
+            "3s",
+            "--leader-elect-renew-deadline",
+            "2s",
+            "--leader-elect-retry-period",
+            "500ms",
+            "--leader-elect-identity",
+            id,
+            "--cluster-status-update-frequency",
+            "1s",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("causeway starts");
+    (child, admin_addr(&wait_for_log(&log, "serving /metrics")))
+}
