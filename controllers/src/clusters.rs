@@ -26,3 +26,38 @@ pub async fn within<T, E: std::fmt::Display>(
         Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
     }
 }
+
+/// The registry's clock for the durations it measures itself (flap-damping windows, a
+/// Pull member's silence): the wall time when the process started plus the monotonic
+/// time since, so a step of the system clock (NTP, a resumed VM) neither flips nor ages
+/// every cluster at once. Times written into the API use the wall clock.
+pub fn steady_now() -> jiff::Timestamp {
+    static START: std::sync::OnceLock<(jiff::Timestamp, std::time::Instant)> =
+        std::sync::OnceLock::new();
+    let (wall, mono) = *START.get_or_init(|| (jiff::Timestamp::now(), std::time::Instant::now()));
+    wall.checked_add(mono.elapsed()).unwrap_or(wall)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_steady_clock_follows_the_wall_clock_and_never_goes_back() {
+        let mut last = super::steady_now();
+        for _ in 0..1000 {
+            let t = super::steady_now();
+            assert!(t >= last);
+            last = t;
+        }
+        let drift = jiff::Timestamp::now().duration_since(last).unsigned_abs();
+        assert!(drift < std::time::Duration::from_secs(1), "{drift:?}");
+    }
+
+    #[tokio::test]
+    async fn within_turns_a_hang_into_an_error() {
+        let hang = std::future::pending::<Result<(), String>>();
+        let err = super::within(std::time::Duration::from_millis(50), hang)
+            .await
+            .unwrap_err();
+        assert_eq!(err, "no answer within 50 ms");
+    }
+}

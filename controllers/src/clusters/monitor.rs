@@ -219,7 +219,11 @@ pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
                 // the agent may only renew its Lease: put it back if someone deleted it
                 recreate_lease(&hub, &name).await;
             }
-            if let Some(unknown) = fresh.verdict(c, lease.map(|l| l.as_ref()), now, &timing) {
+            if let Some(mut unknown) =
+                fresh.verdict(c, lease.map(|l| l.as_ref()), super::steady_now(), &timing)
+            {
+                // silence is measured on the steady clock; the API gets wall time
+                unknown.last_transition_time = Time(now);
                 let body = json!({ "conditions": [unknown] });
                 let rv = c.resource_version();
                 // refused (409) if the agent posted since this round's read

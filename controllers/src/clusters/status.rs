@@ -124,7 +124,8 @@ pub async fn run(
             Ok(Some(current)) => {
                 let now = jiff::Timestamp::now();
                 let observed = ready_condition(verdict, Some(&current), &Time(now));
-                let ready = damper.adjust(ready_of(&current), observed, now, &timing);
+                let ready =
+                    damper.adjust(ready_of(&current), observed, super::steady_now(), &timing);
                 let complete = apis.as_ref().map(|a| {
                     (
                         a.enablements.clone(),
