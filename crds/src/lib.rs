@@ -8,6 +8,7 @@
 //! - [`well_known`]: label, annotation and finalizer keys and other fixed names.
 //! - [`names`]: derived names (derived Services, execution namespaces, ...).
 //! - [`crdgen`]: [`crdgen::all_crds`] and YAML rendering for `deploy/crds`.
+//! - [`quantity`]: resource quantities read exactly (cluster summaries, replica estimates).
 
 // kube-derive's `printcolumn(name = .., type_ = .., json_path = ..)` repeats the same
 // keys once per column, which this lint mistakes for duplicated attributes.
@@ -22,5 +23,6 @@ pub mod federation;
 pub mod mci;
 pub mod mcs;
 pub mod names;
+pub mod quantity;
 mod schema;
 pub mod well_known;

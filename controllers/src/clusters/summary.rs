@@ -14,7 +14,7 @@
 //! separate call the caller makes less often than it probes health.
 
 mod discover;
-pub mod quantity;
+pub use causeway_crds::quantity;
 mod usage;
 
 use std::collections::{BTreeMap, BTreeSet};
