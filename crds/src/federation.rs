@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod binding;
 pub mod cluster;
+pub mod divide;
 pub mod override_apply;
 pub mod overrides;
 pub mod propagation;
