@@ -43,10 +43,23 @@
 //! # Replicas (§8 C.17–18)
 //!
 //! Duplicated (also when `replicaScheduling` is unset): every chosen cluster gets the
-//! workload's replicas; a non-workload (`replicas` None) goes to every chosen cluster
-//! with none. Divided division of a workload's replicas and spread constraints are
-//! not implemented yet and are refused with [`PlacementError::Unsupported`], so they
-//! are never silently ignored.
+//! workload's replicas; a non-workload (`replicas` None, or 0) goes to every chosen
+//! cluster with none (or 0).
+//!
+//! Divided with `replicaDivisionPreference: Weighted` (or unset) divides the replicas
+//! with [`divide`](crate::federation::divide) (§8 C.19–23): by `staticWeightList`
+//! (a cluster's weight is the largest of the entries whose `targetCluster` matches
+//! it; a chosen cluster no entry matches gets nothing, "matched by no
+//! staticWeightList entry"; when no entry matches any chosen cluster, all weigh 1 as
+//! in Karmada), by `dynamicWeight: AvailableReplicas` (each cluster's
+//! [`available_replicas`](crate::federation::divide::available_replicas) for
+//! [`Workload::request`], Steady from [`Workload::previous`] unless
+//! [`Workload::fresh`]), or equally without `weightPreference`. A static division is
+//! recomputed each time (it is house-monotone, so a scale-up moves nothing). A chosen
+//! cluster that gets no replica is not chosen ("given none of the N replicas").
+//! `Aggregated` and spread constraints are not implemented yet and are refused with
+//! [`PlacementError::Unsupported`], so they are never silently ignored (overflow
+//! tiers, C.24, have no API field yet).
 //!
 //! The result depends only on the set of clusters, not their order: chosen clusters
 //! are sorted by name and reasons are kept in a sorted map.
@@ -60,9 +73,12 @@ use thiserror::Error;
 use super::ClusterAffinity;
 use super::binding::{SchedulingReason, TargetCluster};
 use super::cluster::Cluster;
-use super::propagation::{Placement, ReplicaSchedulingType};
+use super::divide::DivideError;
+use super::propagation::{Placement, ReplicaDivisionPreference, ReplicaSchedulingType};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 mod affinity;
+mod divided;
 mod taints;
 
 pub use affinity::{
@@ -76,11 +92,23 @@ mod proptests;
 mod tests;
 
 /// What is being scheduled, as far as the scheduler cares.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Workload {
     /// The template's `spec.replicas`; `None` for a non-workload (a ConfigMap, a
     /// Service...), which goes to every chosen cluster without a replica count.
     pub replicas: Option<i32>,
+    /// The template's `metadata.uid`: breaks ties when dividing replicas, so
+    /// remainders spread over clusters across workloads.
+    pub uid: String,
+    /// What one replica requests (a pod's `resources.requests`), for dynamic weights.
+    pub request: BTreeMap<String, Quantity>,
+    /// The binding's current assignment (`spec.clusters`: cluster → replicas), kept
+    /// by a Steady dynamic division.
+    pub previous: BTreeMap<String, i32>,
+    /// Recompute a dynamic division from scratch
+    /// ([`is_fresh`](crate::federation::divide::is_fresh) of the binding's
+    /// `rescheduleTriggeredAt` and `lastScheduledTime`).
+    pub fresh: bool,
 }
 
 /// One chosen cluster.
@@ -108,6 +136,10 @@ pub enum Reason {
     FieldSelector(String),
     /// A NoSchedule or NoExecute taint no toleration tolerates, as `key=value:Effect`.
     Taint(String),
+    /// Divided by `staticWeightList`, and no entry matches the cluster.
+    NoWeight,
+    /// Divided, and the division gave the cluster none of this many replicas.
+    NoReplicas(i32),
 }
 
 impl fmt::Display for Reason {
@@ -123,6 +155,8 @@ impl fmt::Display for Reason {
             }
             Reason::FieldSelector(why) => f.write_str(why),
             Reason::Taint(taint) => write!(f, "taint {taint} not tolerated"),
+            Reason::NoWeight => f.write_str("matched by no staticWeightList entry"),
+            Reason::NoReplicas(n) => write!(f, "given none of the {n} replicas"),
         }
     }
 }
@@ -186,6 +220,9 @@ pub enum PlacementError {
     /// Two Clusters with the same name.
     #[error("the Cluster {0:?} is given twice; pass each Cluster once")]
     DuplicateCluster(String),
+    /// The replicas cannot be divided (no capacity, an unreadable quantity...).
+    #[error("cannot divide the replicas: {0}")]
+    Division(#[from] DivideError),
 }
 
 fn join(errs: &[FieldError]) -> String {
@@ -234,6 +271,11 @@ pub fn schedule(
                     replicas: workload.replicas,
                 }),
             }
+        }
+        if let Some(replicas) = divided(placement, workload) {
+            let preferences = placement.replica_scheduling.as_ref();
+            let preferences = preferences.and_then(|r| r.weight_preference.as_ref());
+            divided::divide(&mut decision, &named, preferences, workload, replicas)?;
         }
         if !decision.chosen.is_empty() {
             decision.affinity_name = affinity_name.map(str::to_string);
@@ -313,17 +355,26 @@ fn validate(placement: &Placement, workload: &Workload) -> Result<(), PlacementE
             instead: "select the clusters with clusterAffinity".into(),
         });
     }
-    let divided = placement
+    let aggregated = placement
         .replica_scheduling
         .as_ref()
-        .and_then(|r| r.replica_scheduling_type)
-        == Some(ReplicaSchedulingType::Divided);
-    if divided && workload.replicas.is_some_and(|r| r > 0) {
+        .and_then(|r| r.replica_division_preference)
+        == Some(ReplicaDivisionPreference::Aggregated);
+    if aggregated && divided(placement, workload).is_some() {
         return Err(PlacementError::Unsupported {
-            field: format!("{at}.replicaScheduling.replicaSchedulingType"),
-            what: "Divided".into(),
-            instead: "use Duplicated (or leave replicaScheduling unset)".into(),
+            field: format!("{at}.replicaScheduling.replicaDivisionPreference"),
+            what: "Aggregated".into(),
+            instead: "use Weighted (with dynamicWeight: AvailableReplicas to follow capacity)"
+                .into(),
         });
     }
     Ok(())
+}
+
+/// The replicas to divide: `Some` for Divided with a positive replica count.
+fn divided(placement: &Placement, workload: &Workload) -> Option<i32> {
+    let scheduling = placement.replica_scheduling.as_ref();
+    let divided =
+        scheduling.and_then(|r| r.replica_scheduling_type) == Some(ReplicaSchedulingType::Divided);
+    workload.replicas.filter(|&r| divided && r > 0)
 }

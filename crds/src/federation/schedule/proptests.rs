@@ -203,7 +203,7 @@ proptest! {
         placement in placement(),
         replicas in prop::option::of(0..5i32),
     ) {
-        let d = schedule(&placement, &clusters, &Workload { replicas }).unwrap();
+        let d = schedule(&placement, &clusters, &Workload { replicas, ..Default::default() }).unwrap();
         let chosen = chosen_names(&d);
         prop_assert_eq!(chosen.len(), d.chosen.len(), "a cluster chosen twice");
         let rejected: BTreeSet<String> = d.rejected.keys().cloned().collect();
@@ -227,7 +227,7 @@ proptest! {
         (clusters, shuffled) in fleet().prop_flat_map(|f| (Just(f.clone()), Just(f).prop_shuffle())),
         placement in placement(),
     ) {
-        let w = Workload { replicas: Some(2) };
+        let w = Workload { replicas: Some(2), ..Default::default() };
         prop_assert_eq!(
             schedule(&placement, &clusters, &w).unwrap(),
             schedule(&placement, &shuffled, &w).unwrap()

@@ -361,7 +361,15 @@ fn duplicated_replicas() {
     ];
     for (case, yaml, replicas) in table {
         let p = placement(&format!("{names}{yaml}"));
-        let d = schedule(&p, &fleet(), &Workload { replicas }).unwrap();
+        let d = schedule(
+            &p,
+            &fleet(),
+            &Workload {
+                replicas,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let want: Vec<Target> = ["a", "b"]
             .map(|c| Target {
                 cluster: c.into(),
@@ -499,19 +507,28 @@ fn errors_say_what_to_do() {
     let negative = schedule(
         &Placement::default(),
         &fleet(),
-        &Workload { replicas: Some(-1) },
+        &Workload {
+            replicas: Some(-1),
+            ..Default::default()
+        },
     );
     assert_eq!(
         negative.unwrap_err().to_string(),
         "invalid placement: spec.replicas: Invalid value: \"-1\": must be greater than or equal to 0; fix these fields of the policy"
     );
-    let divided = placement("replicaScheduling: {replicaSchedulingType: Divided}");
+    let aggregated = placement(
+        "replicaScheduling: {replicaSchedulingType: Divided, replicaDivisionPreference: Aggregated}",
+    );
+    let two = Workload {
+        replicas: Some(2),
+        ..Default::default()
+    };
     assert_eq!(
-        schedule(&divided, &fleet(), &Workload { replicas: Some(2) })
+        schedule(&aggregated, &fleet(), &two)
             .unwrap_err()
             .to_string(),
-        "spec.placement.replicaScheduling.replicaSchedulingType: Divided is not supported yet; \
-         use Duplicated (or leave replicaScheduling unset)"
+        "spec.placement.replicaScheduling.replicaDivisionPreference: Aggregated is not supported yet; \
+         use Weighted (with dynamicWeight: AvailableReplicas to follow capacity)"
     );
     let spread = placement("spreadConstraints: [{spreadByField: cluster, maxGroups: 2}]");
     assert!(matches!(
@@ -582,7 +599,15 @@ fn unvalidated_field_requirements_match_nothing() {
 #[test]
 fn decision_fills_the_binding() {
     let p = placement("clusterAffinity: {clusterNames: [a, d]}");
-    let d = schedule(&p, &fleet(), &Workload { replicas: Some(2) }).unwrap();
+    let d = schedule(
+        &p,
+        &fleet(),
+        &Workload {
+            replicas: Some(2),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let clusters = serde_json::to_value(d.target_clusters()).unwrap();
     assert_eq!(clusters, serde_json::json!([{"name": "a", "replicas": 2}]));
     let reasons = serde_json::to_value(d.scheduling_reasons()).unwrap();
