@@ -11,4 +11,5 @@ pub mod mci;
 pub mod mcs;
 pub mod member;
 pub mod metrics;
+pub mod propagation;
 pub mod watch;

@@ -1,0 +1,291 @@
+//! The detector's pure step (federation.md §8 B.14–16): which bindings should exist
+//! for the resource templates on the hub, given the policies, the member clusters and
+//! the bindings that exist now.
+//!
+//! For every template that is not being deleted:
+//!
+//! 1. the valid policies ([`validate_policy`]; an invalid one claims nothing and is
+//!    listed in [`Desired::invalid_policies`] so the loop can report it on the policy)
+//!    compete for it with [`claim`], the current claim read from the labels of its
+//!    existing binding, so claims stick;
+//! 2. a claimed template gets a binding named [`binding_name`]: a ResourceBinding in
+//!    the template's namespace, or a ClusterResourceBinding for a cluster-scoped
+//!    template; labels name the claiming policy ([`PolicyId::labels`]); the spec
+//!    references the template (uid and resourceVersion included), carries its
+//!    `spec.replicas` when it has one and copies the policy's placement,
+//!    conflictResolution and propagateDeps;
+//! 3. the placement is scheduled over the current clusters ([`schedule`]), so a
+//!    cluster that joins later is picked up the next time (B.16): `spec.clusters`
+//!    and `status.schedulingReasons` come from the [`Decision`], with `Scheduled=True`;
+//!    `Scheduled=False` with reason NoClusterFit when no cluster fits, or with reason
+//!    SchedulerError and the [`PlacementError`]'s message when scheduling fails (the
+//!    clusters of the existing binding are kept then, so a bad edit of the policy
+//!    does not tear the workload down).
+//!
+//! Existing bindings whose template is gone or no longer claimed are listed for
+//! deletion. A template being deleted produces no binding and its binding is neither
+//! rewritten nor deleted here (deletion semantics belong to a later step).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use causeway_crds::federation::binding::{
+    BindingSpec, BindingStatus, ClusterResourceBinding, ClusterResourceBindingSpec,
+    ResourceBinding, ResourceBindingSpec, ResourceReference, TargetCluster, binding_name,
+    conditions,
+};
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
+use causeway_crds::federation::schedule::{Decision, PlacementError, Workload, schedule};
+use causeway_crds::federation::selection::{
+    PolicyId, PolicyRef, SelectionError, TemplateMeta, claim, validate_policy,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use kube::core::DynamicObject;
+
+#[cfg(test)]
+mod tests;
+
+/// What the detector should make true.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Desired {
+    /// The ResourceBindings that should exist (namespaced templates), sorted by
+    /// namespace and name.
+    pub bindings: Vec<ResourceBinding>,
+    /// The ClusterResourceBindings that should exist (cluster-scoped templates),
+    /// sorted by name.
+    pub cluster_bindings: Vec<ClusterResourceBinding>,
+    /// ResourceBindings to delete, as (namespace, name): their template is gone or
+    /// no longer claimed.
+    pub delete_bindings: Vec<(String, String)>,
+    /// ClusterResourceBindings to delete, by name.
+    pub delete_cluster_bindings: Vec<String>,
+    /// Policies that break the selection rules and so claim nothing, with what is
+    /// wrong, for the loop to report on each policy.
+    pub invalid_policies: Vec<(PolicyId, SelectionError)>,
+    /// Templates that cannot be propagated (no apiVersion, kind or name), with why.
+    pub invalid_templates: Vec<SelectionError>,
+}
+
+/// The pure detector: see the module documentation. `now` stamps the
+/// `lastTransitionTime` of a `Scheduled` condition whose status changes.
+pub fn desired(
+    templates: &[Arc<DynamicObject>],
+    policies: &[Arc<PropagationPolicy>],
+    cluster_policies: &[Arc<ClusterPropagationPolicy>],
+    clusters: &[Arc<Cluster>],
+    bindings: &[Arc<ResourceBinding>],
+    cluster_bindings: &[Arc<ClusterResourceBinding>],
+    now: &Time,
+) -> Desired {
+    let mut out = Desired::default();
+    let all = policies
+        .iter()
+        .map(|p| PolicyRef::from_pp(p))
+        .chain(cluster_policies.iter().map(|p| PolicyRef::from_cpp(p)));
+    let mut valid = Vec::new();
+    for policy in all {
+        match validate_policy(&policy) {
+            Ok(()) => valid.push(policy),
+            Err(e) => out.invalid_policies.push((policy.id(), e)),
+        }
+    }
+    let by_name = |name: Option<&String>, ns: Option<&String>| {
+        (
+            ns.cloned().unwrap_or_default(),
+            name.cloned().unwrap_or_default(),
+        )
+    };
+    let existing_rb: BTreeMap<(String, String), &ResourceBinding> = bindings
+        .iter()
+        .map(|b| {
+            let key = by_name(b.metadata.name.as_ref(), b.metadata.namespace.as_ref());
+            (key, &**b)
+        })
+        .collect();
+    let existing_crb: BTreeMap<String, &ClusterResourceBinding> = cluster_bindings
+        .iter()
+        .map(|b| (b.name_any(), &**b))
+        .collect();
+    let clusters: Vec<Cluster> = clusters.iter().map(|c| (**c).clone()).collect();
+    // bindings that must not be deleted: desired ones and those of templates being deleted
+    let mut keep_rb = BTreeSet::new();
+    let mut keep_crb = BTreeSet::new();
+    for template in templates {
+        let meta = match TemplateMeta::from_object(template) {
+            Ok(meta) => meta,
+            Err(e) => {
+                out.invalid_templates.push(e);
+                continue;
+            }
+        };
+        let name = binding_name(&meta.kind, &meta.name);
+        let existing: Option<(&ObjectMeta, &BindingSpec, Option<&BindingStatus>)> =
+            match &meta.namespace {
+                Some(ns) => existing_rb
+                    .get(&(ns.clone(), name.clone()))
+                    .map(|b| (&b.metadata, &b.spec.0, b.status.as_ref())),
+                None => existing_crb
+                    .get(&name)
+                    .map(|b| (&b.metadata, &b.spec.0, b.status.as_ref())),
+            };
+        let keep = match &meta.namespace {
+            Some(ns) => keep_rb.insert((ns.clone(), name.clone())),
+            None => keep_crb.insert(name.clone()),
+        };
+        if template.metadata.deletion_timestamp.is_some() || !keep {
+            continue;
+        }
+        let current = existing.and_then(|(m, _, _)| PolicyId::from_labels(m.labels.as_ref()?));
+        let held = match claim(&meta, &valid, current.as_ref()) {
+            Ok(Some(held)) => held,
+            Ok(None) => {
+                unkeep(&meta, &name, &mut keep_rb, &mut keep_crb);
+                continue;
+            }
+            Err(e) => {
+                out.invalid_templates.push(e);
+                unkeep(&meta, &name, &mut keep_rb, &mut keep_crb);
+                continue;
+            }
+        };
+        let Some(policy) = valid.iter().find(|p| p.id() == held.policy) else {
+            continue; // claim only returns given policies
+        };
+        let existing_spec = existing.map(|(_, spec, _)| spec);
+        let previous_conditions = existing
+            .and_then(|(_, _, status)| status)
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        let replicas = template
+            .data
+            .pointer("/spec/replicas")
+            .and_then(serde_json::Value::as_i64)
+            .and_then(|r| i32::try_from(r).ok());
+        let workload = Workload {
+            replicas,
+            uid: template.uid().unwrap_or_default(),
+            previous: existing_spec
+                .map(|s| {
+                    let clusters = s.clusters.iter();
+                    clusters
+                        .map(|c| (c.name.clone(), c.replicas.unwrap_or(0)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            ..Workload::default()
+        };
+        let scheduled = schedule(&policy.spec.placement, &clusters, &workload);
+        let (clusters_out, status) = outcome(scheduled, existing_spec, previous_conditions, now);
+        let spec = BindingSpec {
+            resource: ResourceReference {
+                api_version: meta.api_version.clone(),
+                kind: meta.kind.clone(),
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone(),
+                uid: template.uid(),
+                resource_version: template.resource_version(),
+            },
+            replicas,
+            clusters: clusters_out,
+            placement: policy.spec.placement.clone(),
+            conflict_resolution: policy.spec.conflict_resolution,
+            propagate_deps: policy.spec.propagate_deps,
+        };
+        let metadata = ObjectMeta {
+            name: Some(name),
+            namespace: meta.namespace.clone(),
+            labels: Some(held.policy.labels()),
+            ..ObjectMeta::default()
+        };
+        match meta.namespace {
+            Some(_) => out.bindings.push(ResourceBinding {
+                metadata,
+                spec: ResourceBindingSpec(spec),
+                status: Some(status),
+            }),
+            None => out.cluster_bindings.push(ClusterResourceBinding {
+                metadata,
+                spec: ClusterResourceBindingSpec(spec),
+                status: Some(status),
+            }),
+        }
+    }
+    out.delete_bindings = existing_rb
+        .into_keys()
+        .filter(|k| !keep_rb.contains(k))
+        .collect();
+    out.delete_cluster_bindings = existing_crb
+        .into_keys()
+        .filter(|k| !keep_crb.contains(k))
+        .collect();
+    let key = |m: &ObjectMeta| (m.namespace.clone(), m.name.clone());
+    out.bindings.sort_by_key(|b| key(&b.metadata));
+    out.cluster_bindings.sort_by_key(|b| key(&b.metadata));
+    out
+}
+
+/// Forgets that the binding of `meta` is to be kept: its template is not claimed.
+fn unkeep(
+    meta: &TemplateMeta,
+    name: &str,
+    keep_rb: &mut BTreeSet<(String, String)>,
+    keep_crb: &mut BTreeSet<String>,
+) {
+    match &meta.namespace {
+        Some(ns) => keep_rb.remove(&(ns.clone(), name.to_string())),
+        None => keep_crb.remove(name),
+    };
+}
+
+/// `spec.clusters` and the status of a binding from the scheduling result.
+fn outcome(
+    scheduled: Result<Decision, PlacementError>,
+    existing: Option<&BindingSpec>,
+    previous: &[Condition],
+    now: &Time,
+) -> (Vec<TargetCluster>, BindingStatus) {
+    let (clusters, reasons, ok, reason, message) = match scheduled {
+        Ok(d) if d.chosen.is_empty() => (
+            Vec::new(),
+            d.scheduling_reasons(),
+            false,
+            conditions::REASON_NO_CLUSTER_FIT,
+            format!(
+                "no cluster fits the placement (0/{} clusters): see status.schedulingReasons for why each was left out, then change the placement or the clusters",
+                d.rejected.len()
+            ),
+        ),
+        Ok(d) => (
+            d.target_clusters(),
+            d.scheduling_reasons(),
+            true,
+            conditions::REASON_SUCCESS,
+            format!("scheduled to {} cluster(s)", d.chosen.len()),
+        ),
+        Err(e) => (
+            existing.map(|s| s.clusters.clone()).unwrap_or_default(),
+            Vec::new(),
+            false,
+            conditions::REASON_SCHEDULER_ERROR,
+            e.to_string(),
+        ),
+    };
+    let status = if ok { "True" } else { "False" };
+    let condition = Condition {
+        type_: conditions::SCHEDULED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: None,
+        last_transition_time: crate::condition::since(previous, conditions::SCHEDULED, status, now),
+    };
+    let status = BindingStatus {
+        conditions: vec![condition],
+        scheduling_reasons: reasons,
+        ..BindingStatus::default()
+    };
+    (clusters, status)
+}

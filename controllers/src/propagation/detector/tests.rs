@@ -1,0 +1,385 @@
+//! Table tests of the pure detector: fixtures as JSON, one hub state per case.
+
+use super::*;
+use causeway_crds::well_known::labels;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+fn obj<T: DeserializeOwned>(v: Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).unwrap())
+}
+
+fn t(s: i64) -> Time {
+    Time(jiff::Timestamp::from_second(s).unwrap())
+}
+
+fn deployment(name: &str, replicas: i64) -> Arc<DynamicObject> {
+    obj(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "web", "uid": format!("uid-{name}"),
+                     "resourceVersion": "7", "labels": {"app": name}},
+        "spec": {"replicas": replicas}
+    }))
+}
+
+fn cluster(name: &str, extra: Value) -> Arc<Cluster> {
+    let mut c = json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"}});
+    if let Value::Object(m) = extra {
+        c["spec"].as_object_mut().unwrap().extend(m);
+    }
+    obj(c)
+}
+
+fn fleet() -> Vec<Arc<Cluster>> {
+    ["a", "b", "c"].map(|n| cluster(n, json!({}))).to_vec()
+}
+
+fn pp(name: &str, kind: &str, extra: Value) -> Arc<PropagationPolicy> {
+    let mut spec = json!({"resourceSelectors": [{"apiVersion": "apps/v1", "kind": kind}]});
+    if let Value::Object(m) = extra {
+        spec.as_object_mut().unwrap().extend(m);
+    }
+    obj(json!({"metadata": {"name": name, "namespace": "web"}, "spec": spec}))
+}
+
+/// Runs the detector with no ClusterPropagationPolicies nor ClusterResourceBindings.
+fn run(
+    templates: &[Arc<DynamicObject>],
+    policies: &[Arc<PropagationPolicy>],
+    clusters: &[Arc<Cluster>],
+    bindings: &[Arc<ResourceBinding>],
+) -> Desired {
+    desired(templates, policies, &[], clusters, bindings, &[], &t(100))
+}
+
+fn names(clusters: &[TargetCluster]) -> Vec<String> {
+    clusters.iter().map(|c| c.name.clone()).collect()
+}
+
+fn scheduled(status: &Option<BindingStatus>) -> &Condition {
+    let conds = &status.as_ref().unwrap().conditions;
+    conds
+        .iter()
+        .find(|c| c.type_ == conditions::SCHEDULED)
+        .unwrap()
+}
+
+#[test]
+fn deployment_claimed_by_a_policy_is_duplicated_to_every_cluster() {
+    let d = run(
+        &[deployment("api", 2)],
+        &[pp("all", "Deployment", json!({}))],
+        &fleet(),
+        &[],
+    );
+    assert_eq!(d.bindings.len(), 1, "{d:?}");
+    let b = &d.bindings[0];
+    assert_eq!(b.metadata.name.as_deref(), Some("api-deployment"));
+    assert_eq!(b.metadata.namespace.as_deref(), Some("web"));
+    let want_labels = BTreeMap::from([
+        (labels::POLICY_NAME.to_string(), "all".to_string()),
+        (labels::POLICY_NAMESPACE.to_string(), "web".to_string()),
+    ]);
+    assert_eq!(b.metadata.labels.as_ref(), Some(&want_labels));
+    let spec = &b.spec.0;
+    assert_eq!(
+        spec.resource,
+        ResourceReference {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("web".into()),
+            name: "api".into(),
+            uid: Some("uid-api".into()),
+            resource_version: Some("7".into()),
+        }
+    );
+    assert_eq!(spec.replicas, Some(2));
+    let want: Vec<(String, Option<i32>)> = ["a", "b", "c"]
+        .iter()
+        .map(|n| (n.to_string(), Some(2)))
+        .collect();
+    let got: Vec<(String, Option<i32>)> = spec
+        .clusters
+        .iter()
+        .map(|c| (c.name.clone(), c.replicas))
+        .collect();
+    assert_eq!(got, want);
+    let cond = scheduled(&b.status);
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("True", "Success")
+    );
+    assert_eq!(cond.last_transition_time, t(100));
+    assert!(d.delete_bindings.is_empty() && d.invalid_policies.is_empty());
+}
+
+#[test]
+fn configmap_has_no_replicas() {
+    let cm = obj(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": "web"}, "data": {"k": "v"}
+    }));
+    let policy = obj(json!({
+        "metadata": {"name": "cm", "namespace": "web"},
+        "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["b"]}}}
+    }));
+    let d = run(&[cm], &[policy], &fleet(), &[]);
+    let spec = &d.bindings[0].spec.0;
+    assert_eq!(
+        d.bindings[0].metadata.name.as_deref(),
+        Some("settings-configmap")
+    );
+    assert_eq!(spec.replicas, None);
+    assert_eq!(names(&spec.clusters), ["b"]);
+    assert_eq!(spec.clusters[0].replicas, None);
+    assert!(
+        spec.placement.cluster_affinity.is_some(),
+        "placement copied"
+    );
+}
+
+#[test]
+fn cluster_scoped_template_gets_a_cluster_resource_binding() {
+    let role = obj(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "system:reader", "uid": "r1"}, "rules": []
+    }));
+    let cpp: Arc<ClusterPropagationPolicy> = obj(json!({
+        "metadata": {"name": "roles"},
+        "spec": {"resourceSelectors": [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}]}
+    }));
+    let d = desired(&[role], &[], &[cpp], &fleet(), &[], &[], &t(1));
+    assert!(d.bindings.is_empty());
+    assert_eq!(d.cluster_bindings.len(), 1);
+    let b = &d.cluster_bindings[0];
+    assert_eq!(
+        b.metadata.name.as_deref(),
+        Some("system.reader-clusterrole")
+    );
+    assert_eq!(b.metadata.namespace, None);
+    let want = BTreeMap::from([(labels::POLICY_NAME.to_string(), "roles".to_string())]);
+    assert_eq!(b.metadata.labels.as_ref(), Some(&want));
+    assert_eq!(names(&b.spec.0.clusters), ["a", "b", "c"]);
+}
+
+#[test]
+fn tainted_cluster_is_rejected_with_its_reason() {
+    let mut clusters = fleet();
+    clusters.push(cluster(
+        "d",
+        json!({"taints": [{"key": "cluster.causeway.io/not-ready", "effect": "NoSchedule"}]}),
+    ));
+    let d = run(
+        &[deployment("api", 1)],
+        &[pp("all", "Deployment", json!({}))],
+        &clusters,
+        &[],
+    );
+    let b = &d.bindings[0];
+    assert_eq!(names(&b.spec.0.clusters), ["a", "b", "c"]);
+    let reasons = &b.status.as_ref().unwrap().scheduling_reasons;
+    assert_eq!(reasons.len(), 1);
+    assert_eq!(reasons[0].cluster, "d");
+    assert_eq!(
+        reasons[0].reason,
+        "taint cluster.causeway.io/not-ready:NoSchedule not tolerated"
+    );
+}
+
+#[test]
+fn no_cluster_fits_and_scheduler_errors_are_scheduled_false() {
+    let only_x = pp(
+        "x",
+        "Deployment",
+        json!({"placement": {"clusterAffinity": {"clusterNames": ["x"]}}}),
+    );
+    let d = run(&[deployment("api", 1)], &[only_x], &fleet(), &[]);
+    let b = &d.bindings[0];
+    assert!(b.spec.0.clusters.is_empty());
+    let cond = scheduled(&b.status);
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", "NoClusterFit")
+    );
+    assert_eq!(b.status.as_ref().unwrap().scheduling_reasons.len(), 3);
+
+    // an invalid placement keeps the clusters already scheduled and says what to fix
+    let existing = run(
+        &[deployment("api", 1)],
+        &[pp("all", "Deployment", json!({}))],
+        &fleet(),
+        &[],
+    );
+    let bad = pp(
+        "all",
+        "Deployment",
+        json!({"placement": {"clusterAffinity": {"clusterNames": ["a"]},
+                             "clusterAffinities": [{"affinityName": "g"}]}}),
+    );
+    let previous = Arc::new(existing.bindings[0].clone());
+    let d = run(&[deployment("api", 1)], &[bad], &fleet(), &[previous]);
+    let b = &d.bindings[0];
+    assert_eq!(names(&b.spec.0.clusters), ["a", "b", "c"]);
+    let cond = scheduled(&b.status);
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", "SchedulerError")
+    );
+    assert!(
+        cond.message.contains("clusterAffinities"),
+        "{}",
+        cond.message
+    );
+}
+
+#[test]
+fn sticky_claim_is_kept_against_higher_priority_without_preemption() {
+    let low = pp("low", "Deployment", json!({"priority": 1}));
+    let first = run(
+        &[deployment("api", 1)],
+        std::slice::from_ref(&low),
+        &fleet(),
+        &[],
+    );
+    let existing = Arc::new(first.bindings[0].clone());
+    let policy_of = |d: &Desired| {
+        let labels = d.bindings[0].metadata.labels.clone().unwrap_or_default();
+        labels.get(labels::POLICY_NAME).cloned()
+    };
+    let high = pp("high", "Deployment", json!({"priority": 9}));
+    let d = run(
+        &[deployment("api", 1)],
+        &[low.clone(), high],
+        &fleet(),
+        std::slice::from_ref(&existing),
+    );
+    assert_eq!(policy_of(&d).as_deref(), Some("low"));
+    // with preemption the higher priority takes it over
+    let preempting = pp(
+        "high",
+        "Deployment",
+        json!({"priority": 9, "preemption": "Always"}),
+    );
+    let d = run(
+        &[deployment("api", 1)],
+        &[low, preempting],
+        &fleet(),
+        &[existing],
+    );
+    assert_eq!(policy_of(&d).as_deref(), Some("high"));
+}
+
+#[test]
+fn deleted_or_unclaimed_template_has_its_binding_deleted() {
+    let policy = pp("all", "Deployment", json!({}));
+    let first = run(
+        &[deployment("api", 1), deployment("web", 1)],
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &[],
+    );
+    let existing: Vec<Arc<ResourceBinding>> =
+        first.bindings.iter().cloned().map(Arc::new).collect();
+    // "web" is gone from the hub
+    let d = run(&[deployment("api", 1)], &[policy], &fleet(), &existing);
+    assert_eq!(d.bindings.len(), 1);
+    assert_eq!(
+        d.delete_bindings,
+        [("web".to_string(), "web-deployment".to_string())]
+    );
+    // no policy claims anything any more
+    let d = run(&[deployment("api", 1)], &[], &fleet(), &existing);
+    assert!(d.bindings.is_empty());
+    assert_eq!(d.delete_bindings.len(), 2);
+    // a template being deleted: no binding, and its binding is left alone
+    let mut deleting = (*deployment("api", 1)).clone();
+    deleting.metadata.deletion_timestamp = Some(t(5));
+    let d = run(
+        &[Arc::new(deleting), deployment("web", 1)],
+        &[pp("all", "Deployment", json!({}))],
+        &fleet(),
+        &existing,
+    );
+    assert_eq!(names_of(&d.bindings), ["web-deployment"]);
+    assert!(d.delete_bindings.is_empty(), "{:?}", d.delete_bindings);
+}
+
+fn names_of(bindings: &[ResourceBinding]) -> Vec<String> {
+    bindings.iter().map(|b| b.name_any()).collect()
+}
+
+#[test]
+fn invalid_policy_claims_nothing_and_is_reported() {
+    let invalid: Arc<PropagationPolicy> = obj(json!({
+        "metadata": {"name": "bad", "namespace": "web"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": ""}]}
+    }));
+    let d = run(&[deployment("api", 1)], &[invalid], &fleet(), &[]);
+    assert!(d.bindings.is_empty());
+    assert_eq!(d.invalid_policies.len(), 1);
+    let (id, err) = &d.invalid_policies[0];
+    assert_eq!(*id, PolicyId::namespaced("web", "bad"));
+    assert!(
+        err.to_string().contains("spec.resourceSelectors[0].kind"),
+        "{err}"
+    );
+}
+
+#[test]
+fn late_joining_matching_cluster_appears_in_spec_clusters() {
+    let prod = pp(
+        "prod",
+        "Deployment",
+        json!({"placement": {"clusterAffinity": {"labelSelector": {"matchLabels": {"env": "prod"}}}}}),
+    );
+    let labelled = |name: &str| -> Arc<Cluster> {
+        obj(
+            json!({"metadata": {"name": name, "labels": {"env": "prod"}},
+                   "spec": {"syncMode": "Push"}}),
+        )
+    };
+    let mut clusters = fleet();
+    clusters.push(labelled("p1"));
+    let first = run(
+        &[deployment("api", 1)],
+        std::slice::from_ref(&prod),
+        &clusters,
+        &[],
+    );
+    assert_eq!(names(&first.bindings[0].spec.0.clusters), ["p1"]);
+    clusters.push(labelled("p2"));
+    let existing = Arc::new(first.bindings[0].clone());
+    let (templates, policies) = ([deployment("api", 1)], [prod]);
+    let d = desired(
+        &templates,
+        &policies,
+        &[],
+        &clusters,
+        &[existing],
+        &[],
+        &t(200),
+    );
+    assert_eq!(names(&d.bindings[0].spec.0.clusters), ["p1", "p2"]);
+    // Scheduled stayed True, so its transition time is kept
+    assert_eq!(
+        scheduled(&d.bindings[0].status).last_transition_time,
+        t(100)
+    );
+}
+
+#[test]
+fn template_without_a_name_is_reported() {
+    let nameless = obj(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"namespace": "web"}}));
+    let d = run(
+        &[nameless],
+        &[pp("all", "Deployment", json!({}))],
+        &fleet(),
+        &[],
+    );
+    assert!(d.bindings.is_empty());
+    assert_eq!(d.invalid_templates.len(), 1);
+    assert!(d.invalid_templates[0].to_string().contains("metadata.name"));
+}
