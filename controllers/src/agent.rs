@@ -135,22 +135,19 @@ pub async fn run(
             _ = stop.cancelled() => return Ok(()),
         }
         let seen =
-            crate::clusters::within(crate::clusters::CALL_TIMEOUT, clusters.get_opt(&name)).await;
+            tokio::time::timeout(crate::clusters::CALL_TIMEOUT, clusters.get_opt(&name)).await;
         let leaving = match &seen {
-            Ok(Some(c)) if c.metadata.deletion_timestamp.is_none() => continue,
-            Ok(Some(c)) => Some(crate::clusters::finalize::preserves(c)),
-            Ok(None) => None,
+            Ok(Ok(Some(c))) if c.metadata.deletion_timestamp.is_none() => continue,
+            Ok(Ok(Some(c))) => Some(crate::clusters::finalize::preserves(c)),
+            Ok(Ok(None)) => None,
             // its identity was revoked: it has been unregistered
-            Err(e)
-                if e.contains("401")
-                    || e.contains("403")
-                    || e.contains("Unauthorized")
-                    || e.contains("Forbidden") =>
-            {
-                None
-            }
-            Err(e) => {
+            Ok(Err(kube::Error::Api(s))) if s.code == 401 || s.code == 403 => None,
+            Ok(Err(e)) => {
                 tracing::debug!(cluster = %name, error = %e, "cannot read the Cluster from the hub");
+                continue;
+            }
+            Err(_) => {
+                tracing::debug!(cluster = %name, "the hub did not answer in time");
                 continue;
             }
         };

@@ -115,24 +115,27 @@ pub async fn run_with(
             .collect();
         let se: Vec<Secret> = secrets.state().iter().map(|s| s.as_ref().clone()).collect();
         let (want, unusable) = members(&cl, &se);
-        running.retain(|name, r| {
-            let keep = want.get(name).is_some_and(|m| m.fingerprint == r.spec.fingerprint);
-            if !keep {
-                r.stop.cancel();
-                if want.contains_key(name) {
-                    tracing::info!(cluster = %name, "restarting member workers with new credentials");
-                } else {
-                    tracing::info!(cluster = %name, "member removed: stopping its workers");
-                }
-            }
-            keep
-        });
-        for (name, r) in std::mem::take(&mut running) {
-            if r.stop.is_cancelled() {
-                stopping.insert(name, r.task);
+        // members gone or with new credentials: stop their workers; a leaving member's
+        // cleanup waits for them (`stopping`)
+        let outdated: Vec<String> = running
+            .iter()
+            .filter(|(name, r)| {
+                want.get(*name)
+                    .is_none_or(|m| m.fingerprint != r.spec.fingerprint)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in outdated {
+            let Some(r) = running.remove(&name) else {
+                continue;
+            };
+            r.stop.cancel();
+            if want.contains_key(&name) {
+                tracing::info!(cluster = %name, "restarting member workers with new credentials");
             } else {
-                running.insert(name, r);
+                tracing::info!(cluster = %name, "member removed: stopping its workers");
             }
+            stopping.insert(name, r.task);
         }
         stopping.retain(|_, t| !t.is_finished());
         crate::clusters::finalize::round(

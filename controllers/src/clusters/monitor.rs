@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::options::Timing;
 use super::status::ready_of;
-use causeway_runtime::apply;
 use causeway_runtime::reflect::{Wake, cache};
 
 /// Field manager of the `Ready=Unknown` the monitor posts.
@@ -225,18 +224,8 @@ pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
                 // silence is measured on the steady clock; the API gets wall time
                 unknown.last_transition_time = Time(now);
                 let body = json!({ "conditions": [unknown] });
-                let rv = c.resource_version();
                 // refused (409) if the agent posted since this round's read
-                let write = apply::apply_status_as(
-                    &api,
-                    MANAGER,
-                    &name,
-                    "causeway.io/v1alpha1",
-                    "Cluster",
-                    &body,
-                    rv.as_deref(),
-                );
-                match super::within(super::CALL_TIMEOUT, write).await {
+                match super::status::post_status(&api, MANAGER, c, &body).await {
                     Ok(_) => {
                         tracing::warn!(cluster = %name, reason = %unknown.reason, "cluster status unknown");
                         // the taints follow next round, from the object as written
@@ -279,10 +268,7 @@ pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
 /// Creates the Lease of Pull member `name` again (as `causeway register` made it).
 async fn recreate_lease(hub: &kube::Client, name: &str) {
     let api: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
-    let body = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-        "metadata": {"name": cluster_lease_name(name), "namespace": SYSTEM_NAMESPACE,
-                     "labels": {super::register::CLUSTER_LABEL: name}},
-        "spec": {}});
+    let body = super::register::lease_object(name);
     let (lease, pp, apply) = (
         cluster_lease_name(name),
         PatchParams::apply(MANAGER),

@@ -156,6 +156,15 @@ async fn delete_all(client: &kube::Client, objs: &[Value]) -> anyhow::Result<()>
     Ok(())
 }
 
+/// The hub Lease the agent of Pull member `name` renews (created empty: the agent may
+/// only update it).
+pub fn lease_object(name: &str) -> Value {
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+           "metadata": {"name": cluster_lease_name(name), "namespace": SYSTEM_NAMESPACE,
+                        "labels": { CLUSTER_LABEL: name }},
+           "spec": {}})
+}
+
 /// The hub objects a Pull member `name` owns, besides its Cluster.
 fn hub_objects(name: &str) -> Vec<Value> {
     let labels = json!({ CLUSTER_LABEL: name });
@@ -163,7 +172,7 @@ fn hub_objects(name: &str) -> Vec<Value> {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}),
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": execution_namespace(name), "labels": labels}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": agent_account(name), "namespace": SYSTEM_NAMESPACE, "labels": labels}}),
-        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": cluster_lease_name(name), "namespace": SYSTEM_NAMESPACE, "labels": labels}, "spec": {}}),
+        lease_object(name),
     ];
     objs.extend(agent_rbac(name));
     objs

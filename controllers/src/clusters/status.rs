@@ -61,26 +61,40 @@ pub async fn post_not_ready(hub: &kube::Client, name: &str, why: &str) {
         format!("the hub cannot reach this member: {why}"),
     );
     let ready = ready_condition(verdict, Some(&current), &Time(jiff::Timestamp::now()));
+    let body = serde_json::json!({ "conditions": [ready] });
+    if let Err(e) = post_status(&api, MANAGER, &current, &body).await {
+        tracing::debug!(cluster = %name, error = %e, "cannot post Ready=False");
+    }
+}
+
+/// Posts `body` as the status of Cluster `current` under field `manager`, unless the
+/// status already contains it; refused (409) if the Cluster changed since `current` was
+/// read, so a decision made on a stale read never lands; bounded in time.
+pub async fn post_status(
+    api: &Api<Cluster>,
+    manager: &str,
+    current: &Cluster,
+    body: &Value,
+) -> Result<apply::Outcome, String> {
     let live = current
         .status
         .as_ref()
-        .and_then(|s| serde_json::to_value(s).ok());
-    let body = serde_json::json!({ "conditions": [ready] });
-    if live.is_some_and(|l| apply::contains(&l, &body)) {
-        return;
+        .and_then(|s| serde_json::to_value(s).ok())
+        .unwrap_or(Value::Null);
+    if apply::contains(&live, body) {
+        return Ok(apply::Outcome::Unchanged);
     }
+    let name = current.metadata.name.as_deref().unwrap_or_default();
     let write = apply::apply_status_as(
-        &api,
-        MANAGER,
+        api,
+        manager,
         name,
         "causeway.io/v1alpha1",
         "Cluster",
-        &body,
+        body,
         current.metadata.resource_version.as_deref(),
     );
-    if let Err(e) = super::within(super::CALL_TIMEOUT, write).await {
-        tracing::debug!(cluster = %name, error = %e, "cannot post Ready=False");
-    }
+    super::within(super::CALL_TIMEOUT, write).await
 }
 
 /// The Ready condition a Cluster carries now.
@@ -144,32 +158,18 @@ pub async fn run(
                     complete.as_ref(),
                     summary.as_ref(),
                 );
-                let live = current
-                    .status
-                    .as_ref()
-                    .and_then(|s| serde_json::to_value(s).ok())
-                    .unwrap_or(Value::Null);
-                if !apply::contains(&live, &body) {
-                    let before = ready_of(&current).map(|c| c.status.clone());
-                    // refused (409) if the monitor wrote in between: the next round
-                    // decides again from what it wrote
-                    let write = apply::apply_status_as(
-                        &api,
-                        MANAGER,
-                        &name,
-                        "causeway.io/v1alpha1",
-                        "Cluster",
-                        &body,
-                        current.metadata.resource_version.as_deref(),
-                    );
-                    match super::within(super::CALL_TIMEOUT, write).await {
-                        Ok(_) if before.as_deref() != Some(ready.status.as_str()) => {
-                            tracing::info!(cluster = %name, status = %ready.status, reason = %ready.reason, "cluster readiness changed");
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            tracing::warn!(cluster = %name, error = %e, "cannot post the cluster's status; retrying")
-                        }
+                let before = ready_of(&current).map(|c| c.status.clone());
+                // refused (409) if the monitor wrote in between: the next round decides
+                // again from what it wrote
+                match post_status(&api, MANAGER, &current, &body).await {
+                    Ok(apply::Outcome::Written)
+                        if before.as_deref() != Some(ready.status.as_str()) =>
+                    {
+                        tracing::info!(cluster = %name, status = %ready.status, reason = %ready.reason, "cluster readiness changed");
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(cluster = %name, error = %e, "cannot post the cluster's status; retrying")
                     }
                 }
             }
