@@ -77,41 +77,44 @@ pub fn exported_service_name(service: &str, cluster: &str) -> String {
     format!("{service}.{cluster}")
 }
 
+/// The first `bytes` bytes of the SHA-256 of `s`, in lowercase hex.
+fn short_hash(s: &str, bytes: usize) -> String {
+    Sha256::digest(s.as_bytes())[..bytes]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `joined` when it is a valid length for a name (253), else a prefix of it and a hash
+/// of the whole, cut on a character boundary and never leaving a '.' or '-' before the
+/// hash's '.', so the result stays a DNS-1123 subdomain.
+fn bounded(joined: String) -> String {
+    if joined.len() <= 253 {
+        return joined;
+    }
+    let mut cut = 200;
+    while !joined.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = joined[..cut].trim_end_matches(['.', '-']);
+    format!("{head}.{}", short_hash(&joined, 8))
+}
+
 /// Name of the hub copy of a member slice: `<slice>.<cluster>`, hashed when too long.
 pub fn hub_slice_name(slice: &str, cluster: &str) -> String {
-    let n = format!("{slice}.{cluster}");
-    if n.len() <= 253 {
-        return n;
-    }
-    let h = Sha256::digest(n.as_bytes());
-    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}.{hex}", &slice[..200.min(slice.len())])
+    bounded(format!("{slice}.{cluster}"))
 }
 
 /// Name of an object of namespace `namespace` in a Pull member's outbox (its execution
 /// namespace on the hub): `<namespace>.<name>`, so that objects of different namespaces
 /// cannot collide; over 253 characters, a prefix of it and a hash of the whole.
 pub fn outbox_name(namespace: &str, name: &str) -> String {
-    let n = format!("{namespace}.{name}");
-    if n.len() <= 253 {
-        return n;
-    }
-    let h = Sha256::digest(n.as_bytes());
-    let hex: String = h[..8].iter().map(|b| format!("{b:02x}")).collect();
-    // cut on a character boundary, and never leave a '.' or '-' before the hash's '.'
-    let mut cut = 200;
-    while !n.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let head = n[..cut].trim_end_matches(['.', '-']);
-    format!("{head}.{hex}")
+    bounded(format!("{namespace}.{name}"))
 }
 
 /// Name of a member slice for a hub slice.
 pub fn member_slice_name(derived: &str, hub_slice: &str) -> String {
-    let h = Sha256::digest(hub_slice.as_bytes());
-    let hex: String = h[..6].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{derived}-{hex}")
+    format!("{derived}-{}", short_hash(hub_slice, 6))
 }
 
 #[cfg(test)]
@@ -126,6 +129,10 @@ mod tests {
         let long = "a".repeat(250);
         let n = hub_slice_name(&long, "east");
         assert!(n.len() <= 253, "{}", n.len());
+        // a '-' exactly at the cut must not end up before the hash
+        let dashed = format!("{}-{}", "a".repeat(199), "b".repeat(60));
+        let n = hub_slice_name(&dashed, "east");
+        assert!(is_dns1123_subdomain(&n), "{n}");
         assert_ne!(hub_slice_name(&long, "east"), hub_slice_name(&long, "west"));
     }
 
