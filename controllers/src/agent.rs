@@ -96,11 +96,7 @@ pub async fn run(
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let id = check_registration(&hub, &member, &name, &stop).await?;
-    let identity = format!(
-        "{}_{}",
-        std::env::var("HOSTNAME").unwrap_or_else(|_| "agent".into()),
-        std::process::id()
-    );
+    let identity = causeway_runtime::leader::default_identity();
     let work = stop.child_token();
     tokio::spawn(crate::clusters::lease::run(
         hub.clone(),

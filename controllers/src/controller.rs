@@ -74,6 +74,7 @@ pub async fn run_with(
     ));
     tokio::spawn(crate::clusters::monitor::run(
         hub.clone(),
+        caches.clone(),
         opts.timing.clone(),
         stop.child_token(),
     ));

@@ -204,8 +204,17 @@ impl Clusterset {
 
     /// Registers every member on the hub (`causeway join`, push mode).
     pub async fn join_all(&self) -> anyhow::Result<()> {
+        self.join_all_but(&[]).await
+    }
+
+    /// Registers every member but those named in `pull` (which register in pull mode).
+    pub async fn join_all_but(&self, pull: &[String]) -> anyhow::Result<()> {
         let hub = client(&self.hub).await?;
-        for m in &self.members {
+        for m in self
+            .members
+            .iter()
+            .filter(|m| !pull.iter().any(|p| p == m.name()))
+        {
             causeway_controllers::clusters::join::join(hub.clone(), m.name(), &access(m), None)
                 .await
                 .with_context(|| format!("joining {}", m.name()))?;

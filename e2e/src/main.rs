@@ -146,19 +146,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let hub_client = causeway_e2e::client(&cs.hub).await?;
-    for m in &cs.members {
-        if !args.pull.iter().any(|p| p == m.name()) {
-            causeway_controllers::clusters::join::join(
-                hub_client.clone(),
-                m.name(),
-                &causeway_e2e::access(m),
-                None,
-            )
-            .await
-            .with_context(|| format!("joining {}", m.name()))?;
-        }
-    }
+    cs.join_all_but(&args.pull).await?;
     cs.create_namespace_everywhere("demo").await?;
     println!("[4/{total}] starting the controller (MCS exporter, aggregator, importer)");
     let ctl = cs.start_controller().await?;

@@ -55,20 +55,24 @@ pub async fn probe(member: &kube::Client) -> Probe {
         answer = get("/healthz").await;
     }
     match answer {
-        Ok(Ok(_)) => ("True", "ClusterReady", "cluster is ready".into()),
+        Ok(Ok(_)) => (
+            "True",
+            conditions::REASON_CLUSTER_READY,
+            "cluster is ready".into(),
+        ),
         Ok(Err(kube::Error::Api(s))) => (
             "False",
-            "ClusterNotReady",
+            conditions::REASON_CLUSTER_NOT_READY,
             format!("cluster is not ready: /readyz answered {}", s.code),
         ),
         Ok(Err(e)) => (
             "False",
-            "ClusterNotReachable",
+            conditions::REASON_CLUSTER_NOT_REACHABLE,
             format!("cluster is not reachable: {e}"),
         ),
         Err(_) => (
             "False",
-            "ClusterNotReachable",
+            conditions::REASON_CLUSTER_NOT_REACHABLE,
             format!(
                 "cluster is not reachable: no answer within {} s",
                 PROBE_TIMEOUT.as_secs()

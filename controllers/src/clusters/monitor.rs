@@ -176,16 +176,14 @@ pub fn desired_taints(
 }
 
 /// Runs the monitor until `stop`.
-pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
+pub async fn run(
+    hub: kube::Client,
+    caches: std::sync::Arc<crate::mcs::HubCaches>,
+    timing: Timing,
+    stop: CancellationToken,
+) {
     let wake = Wake::new();
-    let clusters = cache(
-        Api::<Cluster>::all(hub.clone()),
-        watcher::Config::default(),
-        wake.clone(),
-        stop.clone(),
-        "monitor clusters",
-        None,
-    );
+    let clusters = caches.clusters.subscribe(wake.clone());
     let leases = cache(
         Api::<Lease>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
         watcher::Config::default(),
@@ -201,7 +199,11 @@ pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
     let api: Api<Cluster> = Api::all(hub.clone());
     let mut fresh = Freshness::default();
     loop {
-        let leases_now = leases.state();
+        let leases_now: HashMap<String, std::sync::Arc<Lease>> = leases
+            .state()
+            .into_iter()
+            .map(|l| (l.name_any(), l))
+            .collect();
         let all = clusters.state();
         fresh.retain(&all.iter().map(|c| c.name_any()).collect());
         for c in all
@@ -211,9 +213,7 @@ pub async fn run(hub: kube::Client, timing: Timing, stop: CancellationToken) {
             let name = c.name_any();
             // the clock per cluster: writes for earlier clusters may have taken a while
             let now = jiff::Timestamp::now();
-            let lease = leases_now
-                .iter()
-                .find(|l| l.name_any() == cluster_lease_name(&name));
+            let lease = leases_now.get(&cluster_lease_name(&name));
             if c.spec.sync_mode == ClusterSyncMode::Pull && lease.is_none() {
                 // the agent may only renew its Lease: put it back if someone deleted it
                 recreate_lease(&hub, &name).await;

@@ -38,7 +38,7 @@ pub struct Desired {
     pub conditions: BTreeMap<(String, String), Vec<Condition>>,
 }
 
-fn labels_for(svc: &str, cluster: &str) -> BTreeMap<String, String> {
+pub(crate) fn labels_for(svc: &str, cluster: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (labels::SERVICE_NAME.to_string(), svc.to_string()),
         (labels::SOURCE_CLUSTER.to_string(), cluster.to_string()),

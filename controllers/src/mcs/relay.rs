@@ -163,12 +163,9 @@ fn sort_out<'a, K: Resource<DynamicType = ()> + Clone>(
 /// agent's labels come along: a label such as `kubernetes.io/service-name` on a hub
 /// EndpointSlice would hand a hub Service's traffic to the agent's endpoints.
 fn forced_labels(service: &str, cluster: &str, id: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (labels::SERVICE_NAME.into(), service.into()),
-        (labels::SOURCE_CLUSTER.into(), id.into()),
-        (labels::RELAYED_FROM.into(), cluster.into()),
-        (labels::MANAGED.into(), labels::MANAGED_VALUE.into()),
-    ])
+    let mut l = super::exporter::labels_for(service, id);
+    l.insert(labels::RELAYED_FROM.into(), cluster.into());
+    l
 }
 
 /// Fresh metadata for a relayed object: nothing of the outbox object's identity (uid,

@@ -41,12 +41,7 @@ impl Staleness {
         let clusters = clusters
             .iter()
             .filter_map(|c| {
-                let ready = c
-                    .status
-                    .as_ref()?
-                    .conditions
-                    .iter()
-                    .find(|c| c.type_ == "Ready")?;
+                let ready = crate::clusters::status::ready_of(c)?;
                 if ready.status == "True" {
                     return None;
                 }

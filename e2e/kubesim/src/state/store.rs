@@ -258,7 +258,9 @@ impl Store {
             j.append(&e);
         }
         let md = e.obj.value.get("metadata");
-        let owners = |o: &StoredObj| o.value.pointer("/metadata/ownerReferences").cloned();
+        fn owners(o: &StoredObj) -> Option<&Value> {
+            o.value.pointer("/metadata/ownerReferences")
+        }
         // an update that keeps the owner references gives GC no new work (a status
         // write of a simulated Pod, say); a new object with owners, or new owners, may
         if e.kind == EventType::Deleted
