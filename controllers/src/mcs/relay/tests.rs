@@ -228,6 +228,22 @@ fn relays_outbox_objects_with_the_identity_of_the_outbox() {
             ],
         ),
         (
+            "an origin that is not a namespace name, or no origin at all, is not published",
+            vec![in_namespace("Not_A_Namespace"), {
+                let mut e = exported("web", "east.set", "east");
+                e.metadata
+                    .labels
+                    .as_mut()
+                    .unwrap()
+                    .remove(labels::ORIGIN_NAMESPACE);
+                e
+            }],
+            vec![],
+            vec![],
+            vec![],
+            vec!["InvalidOriginNamespace", "OutboxIncomplete"],
+        ),
+        (
             "default is an origin like any other",
             vec![in_namespace("default")],
             vec![kube_dns("default")],
