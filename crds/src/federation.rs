@@ -14,8 +14,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod binding;
+pub mod aggregate;
 pub mod cluster;
+pub mod deps;
 pub mod divide;
+pub mod health;
 pub mod override_apply;
 pub mod overrides;
 pub mod propagation;

@@ -112,6 +112,16 @@ pub fn outbox_name(namespace: &str, name: &str) -> String {
     bounded(format!("{namespace}.{name}"))
 }
 
+/// Name of the `Work` (in a member's execution namespace) rendered from a binding:
+/// `<namespace>.<binding>` for a ResourceBinding, `<binding>` for a
+/// ClusterResourceBinding; over 253 characters, a prefix and a hash of the whole.
+pub fn work_name(binding_namespace: Option<&str>, binding: &str) -> String {
+    match binding_namespace {
+        Some(ns) if !ns.is_empty() => bounded(format!("{ns}.{binding}")),
+        _ => bounded(binding.to_string()),
+    }
+}
+
 /// Name of a member slice for a hub slice.
 pub fn member_slice_name(derived: &str, hub_slice: &str) -> String {
     format!("{derived}-{}", short_hash(hub_slice, 6))

@@ -73,11 +73,17 @@ pub mod labels {
     /// Value of [`MANAGED`].
     pub const MANAGED_VALUE: &str = "true";
 
-    /// On objects a work applier wrote into a member: the `Work` that carries them.
-    pub const WORK_NAME: &str = "causeway.io/work-name";
+    /// On a `Work`: the name of the ResourceBinding or ClusterResourceBinding it was
+    /// rendered from.
+    pub const BINDING_NAME: &str = "causeway.io/binding-name";
 
-    /// On objects a work applier wrote into a member: the namespace of that `Work`.
-    pub const WORK_NAMESPACE: &str = "causeway.io/work-namespace";
+    /// On a `Work`: the namespace of the ResourceBinding it was rendered from (absent
+    /// for a ClusterResourceBinding).
+    pub const BINDING_NAMESPACE: &str = "causeway.io/binding-namespace";
+
+    /// On a resource template: "true" keeps the member's `spec.replicas` (an HPA's, say)
+    /// on updates; Causeway sets replicas only when it creates the object.
+    pub const RETAIN_REPLICAS: &str = "causeway.io/retain-replicas";
 
     /// On a ResourceBinding or ClusterResourceBinding: the name of the PropagationPolicy
     /// or ClusterPropagationPolicy that claimed its resource template.
@@ -191,6 +197,30 @@ pub mod annotations {
     /// On a causeway-proxy's hub Lease: the addresses (IPs or hostnames, comma-separated)
     /// it publishes for MultiClusterIngress `status.loadBalancer`.
     pub const PROXY_ADDRESSES: &str = "causeway.io/proxy-addresses";
+
+    /// On objects a work applier wrote into a member: the `Work` that carries them
+    /// (`<namespace>/<name>`, the namespace being `causeway-es-<cluster>`).
+    pub const WORK: &str = "causeway.io/work";
+
+    /// On objects a work applier wrote into a member: a hash of the manifest last
+    /// applied, so an unchanged manifest is never applied again (zero writes) and a
+    /// changed one always is (fields dropped from the template are then released).
+    pub const APPLIED_HASH: &str = "causeway.io/applied-hash";
+
+    /// On a resource template: "true" lets the work applier delete and recreate a
+    /// member object when a change touches an immutable field (e.g. a Job's
+    /// `spec.completions`); without it the change is reported and not applied.
+    pub const RECREATE_ON_IMMUTABLE: &str = "causeway.io/recreate-on-immutable";
+
+    /// On a resource template or a (Cluster)PropagationPolicy: the clusters
+    /// (comma-separated names) whose copies are kept when the template is deleted or
+    /// the cluster leaves the placement, on top of `preserveResourcesOnDeletion`
+    /// (which keeps every cluster's copy).
+    pub const PRESERVE_ON_CLUSTERS: &str = "causeway.io/preserve-resources-on-clusters";
+
+    /// On a `Work`: which override policy set which path of each manifest (JSON:
+    /// manifest ordinal → path → "Kind ns/name rule N overrider").
+    pub const PROVENANCE: &str = "causeway.io/override-provenance";
 
     /// On a causeway-proxy's hub Lease: the ports it serves, `80/http,443/https`.
     pub const PROXY_PORTS: &str = "causeway.io/proxy-ports";

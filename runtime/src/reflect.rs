@@ -306,6 +306,26 @@ where
         relevant: Option<fn(&K) -> bool>,
     ) -> Self {
         let (reader, writer) = reflector::store();
+        Self::spawn_with(reader, writer, api, cfg, stop, what, key_of, relevant)
+    }
+}
+
+impl<K> Reflector<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_with(
+        reader: Store<K>,
+        writer: reflector::store::Writer<K>,
+        api: Api<K>,
+        cfg: watcher::Config,
+        stop: CancellationToken,
+        what: &'static str,
+        key_of: Option<KeyOf<K>>,
+        relevant: Option<fn(&K) -> bool>,
+    ) -> Self {
         let subscribers: Arc<parking_lot::Mutex<Vec<Arc<Wake>>>> = Default::default();
         let subs = subscribers.clone();
         let stream = reflector::reflector(
@@ -359,6 +379,23 @@ where
             store: self.store.clone(),
             ready: self.ready.clone(),
         }
+    }
+}
+
+impl Reflector<kube::api::DynamicObject> {
+    /// Starts a reflector of objects of any kind (`api` made with
+    /// `Api::all_with`/`namespaced_with` for `resource`); see [`Reflector::start`].
+    pub fn start_dynamic(
+        api: Api<kube::api::DynamicObject>,
+        resource: kube::api::ApiResource,
+        cfg: watcher::Config,
+        stop: CancellationToken,
+        what: &'static str,
+        key_of: Option<KeyOf<kube::api::DynamicObject>>,
+    ) -> Self {
+        let writer = reflector::store::Writer::new(resource);
+        let reader = writer.as_reader();
+        Self::spawn_with(reader, writer, api, cfg, stop, what, key_of, None)
     }
 }
 

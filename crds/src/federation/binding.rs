@@ -18,7 +18,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::propagation::Placement;
+use super::propagation::{Placement, Suspension};
 use super::work::ResourceHealth;
 use super::{ConflictResolution, newtype_spec};
 
@@ -52,6 +52,41 @@ pub struct BindingSpec {
     /// Also propagate what the template depends on (copied from the policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub propagate_deps: Option<bool>,
+
+    /// Suspends dispatching to all or some clusters (copied from the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspension: Option<Suspension>,
+
+    /// Keep the member copies when the template is deleted (copied from the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preserve_resources_on_deletion: Option<bool>,
+
+    /// The OverridePolicies (in the template's namespace) that must exist before
+    /// anything is rendered (copied from the policy's `dependentOverrides`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependent_overrides: Vec<String>,
+
+    /// For the binding of a dependency (a ConfigMap, Secret, ServiceAccount or PVC a
+    /// propagated workload uses, with `propagateDeps`): the bindings that need it. Its
+    /// clusters are the union of theirs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_by: Vec<BindingSnapshot>,
+}
+
+/// A binding that requires a dependency, and where it is scheduled.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingSnapshot {
+    /// Namespace of the requiring binding (unset for a ClusterResourceBinding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+
+    /// Name of the requiring binding.
+    pub name: String,
+
+    /// Its clusters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<TargetCluster>,
 }
 
 /// Identifies a resource template on the hub.

@@ -146,6 +146,28 @@ pub struct ManifestStatus {
     /// Whether the object is healthy in the member.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<ResourceHealth>,
+
+    /// Whether the manifest is applied as it is now (false while a write failed or
+    /// was refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<bool>,
+
+    /// Why it was not applied (see the reasons in [`conditions`]), unset when applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+
+    /// What went wrong and what to do, for people; unset when applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+
+    /// `metadata.generation` of the member object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+
+    /// The template generation the member object was rendered from (its
+    /// `causeway.io/template-generation` annotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_generation: Option<i64>,
 }
 
 /// Identifies one manifest of a Work and the object it became.
@@ -214,6 +236,22 @@ pub mod conditions {
     pub const REASON_RESOURCES_UNAVAILABLE: &str = "ResourcesUnavailable";
     /// Dispatching=False: suspended by the policy.
     pub const REASON_SUSPEND_DISPATCHING: &str = "SuspendDispatching";
+    /// A manifest not applied: the member object carries `causeway.io/managed: "false"`.
+    pub const REASON_MANAGED_LABEL_FALSE: &str = "ManagedLabelFalse";
+    /// A manifest not applied: the change touches an immutable field.
+    pub const REASON_IMMUTABLE_FIELD: &str = "ImmutableFieldChange";
+    /// Nothing applied: the member cluster is not Ready.
+    pub const REASON_CLUSTER_NOT_READY: &str = "ClusterNotReady";
+    /// A create that did not answer within the per-cluster timeout.
+    pub const REASON_CREATION_TIMED_OUT: &str = "CreationTimedOut";
+    /// An update that did not answer within the per-cluster timeout.
+    pub const REASON_UPDATE_TIMED_OUT: &str = "UpdateTimedOut";
+    /// A delete that did not answer within the per-cluster timeout.
+    pub const REASON_DELETION_TIMED_OUT: &str = "DeletionTimedOut";
+    /// A member object that is leaving is still terminating.
+    pub const REASON_WAITING_FOR_REMOVAL: &str = "WaitingForRemoval";
+    /// The overrides failed for this cluster (set by the hub on the binding).
+    pub const REASON_APPLY_OVERRIDES_FAILED: &str = "ApplyOverridesFailed";
 }
 
 #[cfg(test)]
