@@ -193,6 +193,10 @@ pub fn desired(
             placement: policy.spec.placement.clone(),
             conflict_resolution: policy.spec.conflict_resolution,
             propagate_deps: policy.spec.propagate_deps,
+            suspension: policy.spec.suspension.clone(),
+            preserve_resources_on_deletion: policy.spec.preserve_resources_on_deletion,
+            dependent_overrides: policy.spec.dependent_overrides.clone(),
+            required_by: Vec::new(),
         };
         let metadata = ObjectMeta {
             name: Some(name),
