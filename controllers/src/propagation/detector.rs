@@ -22,8 +22,10 @@
 //!    clusters of the existing binding are kept then, so a bad edit of the policy
 //!    does not tear the workload down).
 //!
-//! Existing bindings whose template is gone or no longer claimed are listed for
-//! deletion. A template being deleted produces no binding and its binding is neither
+//! Existing bindings whose template is gone are listed for deletion. The binding of a
+//! template that no policy claims any more is kept, frozen (`Scheduled=False`,
+//! PolicyRemoved): deleting a policy never removes workloads from members (G.47), and
+//! a policy deleted together with its overrides never re-renders (D.32). A template being deleted produces no binding and its binding is neither
 //! rewritten nor deleted here (deletion semantics belong to a later step).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -142,7 +144,11 @@ pub fn desired(
         let held = match claim(&meta, &valid, current.as_ref()) {
             Ok(Some(held)) => held,
             Ok(None) => {
-                unkeep(&meta, &name, &mut keep_rb, &mut keep_crb);
+                match existing {
+                    // G.47: the copies stay; the binding is kept, frozen
+                    Some((m, spec, status)) => detach(&mut out, m, spec, status, now),
+                    None => unkeep(&meta, &name, &mut keep_rb, &mut keep_crb),
+                }
                 continue;
             }
             Err(e) => {
@@ -229,6 +235,50 @@ pub fn desired(
     out.bindings.sort_by_key(|b| key(&b.metadata));
     out.cluster_bindings.sort_by_key(|b| key(&b.metadata));
     out
+}
+
+/// Keeps the binding of a template no policy claims any more as it is, with
+/// `Scheduled=False` (PolicyRemoved): nothing is re-rendered, the members keep their
+/// copies (deleting a policy never deletes workloads, G.47).
+fn detach(
+    out: &mut Desired,
+    meta: &ObjectMeta,
+    spec: &BindingSpec,
+    status: Option<&BindingStatus>,
+    now: &Time,
+) {
+    let previous = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let mut status = status.cloned().unwrap_or_default();
+    let condition = Condition {
+        type_: conditions::SCHEDULED.into(),
+        status: "False".into(),
+        reason: conditions::REASON_POLICY_REMOVED.into(),
+        message: "no PropagationPolicy or ClusterPropagationPolicy claims the template any more: the member copies are kept as they are and no longer updated; create a policy that selects the template to resume, or delete the template to remove them".into(),
+        observed_generation: None,
+        last_transition_time: crate::condition::since(previous, conditions::SCHEDULED, "False", now),
+    };
+    status
+        .conditions
+        .retain(|c| c.type_ != conditions::SCHEDULED);
+    status.conditions.insert(0, condition);
+    let metadata = ObjectMeta {
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        labels: meta.labels.clone(),
+        ..ObjectMeta::default()
+    };
+    match meta.namespace {
+        Some(_) => out.bindings.push(ResourceBinding {
+            metadata,
+            spec: ResourceBindingSpec(spec.clone()),
+            status: Some(status),
+        }),
+        None => out.cluster_bindings.push(ClusterResourceBinding {
+            metadata,
+            spec: ClusterResourceBindingSpec(spec.clone()),
+            status: Some(status),
+        }),
+    }
 }
 
 /// Forgets that the binding of `meta` is to be kept: its template is not claimed.

@@ -293,6 +293,11 @@ pub mod conditions {
     /// `Scheduled=False`: the placement is invalid or scheduling failed otherwise;
     /// the message says what to fix.
     pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
+    /// `Scheduled=False`: no policy claims the template any more (the policy was
+    /// deleted or no longer selects it). The binding and the member copies stay as
+    /// they are, frozen: nothing is re-rendered until a policy claims the template
+    /// again; deleting the template removes the copies (G.47, D.32).
+    pub const REASON_POLICY_REMOVED: &str = "PolicyRemoved";
     /// `FullyApplied=True`.
     pub const REASON_FULLY_APPLIED_SUCCESS: &str = "FullyAppliedSuccess";
     /// `FullyApplied=False`: the message names the clusters that have not applied.

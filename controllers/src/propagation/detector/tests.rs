@@ -272,7 +272,7 @@ fn sticky_claim_is_kept_against_higher_priority_without_preemption() {
 }
 
 #[test]
-fn deleted_or_unclaimed_template_has_its_binding_deleted() {
+fn deleted_template_has_its_binding_deleted_and_an_unclaimed_one_is_kept_frozen() {
     let policy = pp("all", "Deployment", json!({}));
     let first = run(
         &[deployment("api", 1), deployment("web", 1)],
@@ -289,10 +289,22 @@ fn deleted_or_unclaimed_template_has_its_binding_deleted() {
         d.delete_bindings,
         [("web".to_string(), "web-deployment".to_string())]
     );
-    // no policy claims anything any more
+    // no policy claims anything any more (G.47): the template that is still there keeps
+    // its binding, frozen with Scheduled=False PolicyRemoved and the same clusters; the
+    // gone template's binding goes
     let d = run(&[deployment("api", 1)], &[], &fleet(), &existing);
-    assert!(d.bindings.is_empty());
-    assert_eq!(d.delete_bindings.len(), 2);
+    assert_eq!(names_of(&d.bindings), ["api-deployment"]);
+    assert_eq!(d.bindings[0].spec.clusters, existing[0].spec.clusters);
+    let scheduled = &d.bindings[0].status.as_ref().unwrap().conditions[0];
+    assert_eq!(
+        (scheduled.status.as_str(), scheduled.reason.as_str()),
+        ("False", conditions::REASON_POLICY_REMOVED)
+    );
+    assert!(scheduled.message.contains("kept"), "{}", scheduled.message);
+    assert_eq!(
+        d.delete_bindings,
+        [("web".to_string(), "web-deployment".to_string())]
+    );
     // a template being deleted: no binding, and its binding is left alone
     let mut deleting = (*deployment("api", 1)).clone();
     deleting.metadata.deletion_timestamp = Some(t(5));
