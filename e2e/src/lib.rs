@@ -59,6 +59,28 @@ impl Default for Options {
     }
 }
 
+/// The regions (and zones) `causeway-local up` gives its members, so placements and
+/// overrides by region have something to tell apart: `east` is in `us-east`, `west` in
+/// `us-west`, `north` in `eu-north` (zones `<region>-a`, `<region>-b`); other members
+/// keep the default region `local`.
+pub fn demo_regions(
+    members: &[String],
+) -> std::collections::BTreeMap<String, (String, Vec<String>)> {
+    members
+        .iter()
+        .filter_map(|m| {
+            let region = match m.as_str() {
+                "east" => "us-east",
+                "west" => "us-west",
+                "north" => "eu-north",
+                _ => return None,
+            };
+            let zones = vec![format!("{region}-a"), format!("{region}-b")];
+            Some((m.clone(), (region.to_string(), zones)))
+        })
+        .collect()
+}
+
 /// A running hub and its members.
 pub struct Clusterset {
     /// The hub.

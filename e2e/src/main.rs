@@ -118,6 +118,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         simulate_workloads: !args.no_simulate_workloads,
         data_dir: args.data_dir.clone(),
         cidrs: Default::default(),
+        topology: causeway_e2e::demo_regions(&args.members),
         ..Default::default()
     };
     if args.pods > 50 {

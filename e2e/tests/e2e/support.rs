@@ -43,11 +43,16 @@ pub struct Env {
 impl Env {
     /// Starts hub + one member with the CRDs installed.
     pub async fn start() -> Env {
-        let bin = kubectl_bin();
-        let opts = Options {
+        Env::start_with(Options {
             members: vec!["east".into()],
             ..Options::default()
-        };
+        })
+        .await
+    }
+
+    /// Starts the clusters of `opts` with the CRDs installed.
+    pub async fn start_with(opts: Options) -> Env {
+        let bin = kubectl_bin();
         let cs = Clusterset::start(&opts, |_| {})
             .await
             .expect("clusterset starts");
