@@ -244,11 +244,12 @@ impl Clusterset {
         Ok(())
     }
 
-    /// Creates a namespace in every member (imports land only where it exists, NS-2).
+    /// Creates a namespace in the hub (where templates of it are written) and in every
+    /// member (imports land only where it exists, NS-2).
     pub async fn create_namespace_everywhere(&self, ns: &str) -> anyhow::Result<()> {
         let body =
             serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        for m in &self.members {
+        for m in self.all() {
             let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client(m).await?);
             api.patch(ns, &PatchParams::apply(MANAGER), &Patch::Apply(&body))
                 .await
