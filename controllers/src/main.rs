@@ -13,6 +13,7 @@ use causeway_runtime::log::LogArgs;
 use clap::{Parser, Subcommand};
 
 mod crds_cmd;
+mod explain_cmd;
 mod pull_cmd;
 
 /// Causeway: multi-cluster services, multi-cluster ingress and federation for Kubernetes.
@@ -42,6 +43,10 @@ enum Command {
     /// Run a Pull member's agent inside it: cluster status, lease, MCS export and import,
     /// with only outbound connections to the hub.
     Agent(pull_cmd::AgentArgs),
+    /// Explain a propagated resource template: per member cluster, chosen or not and
+    /// why, replicas, each field that differs from the template and the override that
+    /// set it, applied and health.
+    Explain(explain_cmd::ExplainArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -128,6 +133,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Register(args) => pull_cmd::register(args).await,
         Command::Unregister(args) => pull_cmd::unregister(args).await,
         Command::Agent(args) => pull_cmd::agent(args).await,
+        Command::Explain(args) => explain_cmd::run(args).await,
         Command::Unjoin(args) => {
             let hub = args.hub.client().await?;
             println!(
