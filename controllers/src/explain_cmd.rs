@@ -28,7 +28,7 @@ pub(crate) mod target;
 mod tests;
 
 use diff::{Change, diff, provenance_of, shown};
-use target::{Kind, Target};
+use target::Kind;
 
 /// Arguments of `causeway explain`.
 #[derive(Debug, clap::Args)]
@@ -391,12 +391,8 @@ pub(crate) fn not_propagated(
 
 /// Runs `causeway explain`.
 pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
-    let target = Target::parse(&args.target).map_err(anyhow::Error::msg)?;
-    let hub = args.hub.client().await?;
-    let namespace = args
-        .namespace
-        .clone()
-        .unwrap_or_else(|| hub.default_namespace().to_string());
+    let (target, hub, namespace) =
+        target::start(&args.target, &args.hub, args.namespace.as_deref()).await?;
     let kind = target::kind_on(&hub, &target.kind, "hub").await?;
     let report = fetch(&hub, &kind, &namespace, &target.name).await?;
     match args.output {
@@ -520,7 +516,7 @@ async fn fetch(
 }
 
 /// One hub call, bounded, with what was being done in its error.
-async fn call<T>(
+pub(crate) async fn call<T>(
     fut: impl std::future::Future<Output = Result<T, kube::Error>>,
     what: impl FnOnce() -> String,
 ) -> anyhow::Result<T> {

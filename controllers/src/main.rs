@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 mod crds_cmd;
 mod explain_cmd;
+mod promote_cmd;
 mod pull_cmd;
 
 /// Causeway: multi-cluster services, multi-cluster ingress and federation for Kubernetes.
@@ -47,6 +48,10 @@ enum Command {
     /// why, replicas, each field that differs from the template and the override that
     /// set it, applied and health.
     Explain(explain_cmd::ExplainArgs),
+    /// Adopt an object that already runs in a member: its live copy becomes the hub's
+    /// template and a PropagationPolicy places it on that member, taking it over with no
+    /// change (karmadactl promote).
+    Promote(promote_cmd::PromoteArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -134,6 +139,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Unregister(args) => pull_cmd::unregister(args).await,
         Command::Agent(args) => pull_cmd::agent(args).await,
         Command::Explain(args) => explain_cmd::run(args).await,
+        Command::Promote(args) => promote_cmd::run(args).await,
         Command::Unjoin(args) => {
             let hub = args.hub.client().await?;
             println!(

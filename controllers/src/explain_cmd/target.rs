@@ -43,6 +43,32 @@ pub(crate) struct Kind {
 }
 
 impl Kind {
+    /// A kind for tests: `group/version`, `kind`, `plural`.
+    #[cfg(test)]
+    pub(crate) fn new(
+        group: &str,
+        version: &str,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+    ) -> Kind {
+        let api_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        Kind {
+            resource: ApiResource {
+                group: group.into(),
+                version: version.into(),
+                api_version,
+                kind: kind.into(),
+                plural: plural.into(),
+            },
+            namespaced,
+        }
+    }
+
     /// The API of this kind in `namespace` (ignored for a cluster-scoped kind).
     pub(crate) fn api(&self, client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
         if self.namespaced {
@@ -113,4 +139,17 @@ pub(crate) async fn kind_on(
 ) -> anyhow::Result<Kind> {
     let served = served(client, which).await?;
     resolve(query, &served).map_err(|e| anyhow::anyhow!("on the {which}: {e}"))
+}
+
+/// The common start of `explain` and `promote`: the parsed `<kind>/<name>`, the hub
+/// client and the namespace (`-n`, else the hub context's, else "default").
+pub(crate) async fn start(
+    arg: &str,
+    hub: &causeway_runtime::client::HubArgs,
+    namespace: Option<&str>,
+) -> anyhow::Result<(Target, kube::Client, String)> {
+    let target = Target::parse(arg).map_err(anyhow::Error::msg)?;
+    let hub = hub.client().await?;
+    let namespace = namespace.map_or_else(|| hub.default_namespace().to_string(), str::to_string);
+    Ok((target, hub, namespace))
 }

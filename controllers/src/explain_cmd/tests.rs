@@ -9,7 +9,7 @@ use causeway_crds::federation::work::{
     WorkloadTemplate,
 };
 use causeway_crds::well_known::annotations;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
 use super::diff::{diff, leaves, provenance_of};
@@ -38,21 +38,7 @@ fn targets_parse_as_kind_slash_name() {
 }
 
 fn kind(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Kind {
-    let api_version = if group.is_empty() {
-        version.to_string()
-    } else {
-        format!("{group}/{version}")
-    };
-    Kind {
-        resource: ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version,
-            kind: kind.into(),
-            plural: plural.into(),
-        },
-        namespaced,
-    }
+    Kind::new(group, version, kind, plural, namespaced)
 }
 
 #[test]

@@ -1,0 +1,119 @@
+use serde_json::json;
+
+use super::*;
+
+fn kind(group: &str, kind: &str, plural: &str, namespaced: bool) -> Kind {
+    Kind::new(group, "v1", kind, plural, namespaced)
+}
+
+#[test]
+fn a_member_object_becomes_a_template_without_what_the_member_set() {
+    let deployment = kind("apps", "Deployment", "deployments", true);
+    let service = kind("", "Service", "services", true);
+    let job = kind("batch", "Job", "jobs", true);
+    let cases = [
+        (
+            "server metadata, status and the member's own annotations go; the rest stays",
+            &deployment,
+            json!({"metadata": {"name": "shop", "namespace": "demo", "uid": "u", "resourceVersion": "9",
+                    "generation": 3, "creationTimestamp": "2026-01-01T00:00:00Z", "managedFields": [{}],
+                    "ownerReferences": [{}], "finalizers": ["x"],
+                    "labels": {"app": "shop", "causeway.io/managed": "true"},
+                    "annotations": {"deployment.kubernetes.io/revision": "2", "team": "shop",
+                        "causeway.io/work": "causeway-es-east/demo.shop-deployment", "causeway.io/template-generation": "4"}},
+                "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+                "status": {"readyReplicas": 2}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "shop", "namespace": "demo", "labels": {"app": "shop"},
+                    "annotations": {"team": "shop", "causeway.io/conflict-resolution": "overwrite"}},
+                "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}),
+        ),
+        (
+            "no labels or annotations: the conflict-resolution annotation alone",
+            &deployment,
+            json!({"metadata": {"name": "a", "labels": {"causeway.io/managed": "true"}}, "spec": {}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "a", "annotations": {"causeway.io/conflict-resolution": "overwrite"}}, "spec": {}}),
+        ),
+        (
+            "a Service's allocated cluster IPs stay the member's",
+            &service,
+            json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "10.0.0.7", "clusterIPs": ["10.0.0.7"], "ports": [{"port": 80}]}}),
+            json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "s", "annotations": {"causeway.io/conflict-resolution": "overwrite"}}, "spec": {"ports": [{"port": 80}]}}),
+        ),
+        (
+            "a headless Service keeps None",
+            &service,
+            json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "None", "clusterIPs": ["None"]}}),
+            json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "s", "annotations": {"causeway.io/conflict-resolution": "overwrite"}},
+                "spec": {"clusterIP": "None", "clusterIPs": ["None"]}}),
+        ),
+        (
+            "a Job's generated selector and uid labels go",
+            &job,
+            json!({"metadata": {"name": "j"}, "spec": {"selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+                "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "u", "controller-uid": "u", "app": "j"}}}}}),
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "j", "annotations": {"causeway.io/conflict-resolution": "overwrite"}},
+                "spec": {"template": {"metadata": {"labels": {"app": "j"}}}}}),
+        ),
+        (
+            "a Job with manualSelector keeps its selector",
+            &job,
+            json!({"metadata": {"name": "j"}, "spec": {"manualSelector": true, "selector": {"matchLabels": {"a": "b"}}}}),
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "j", "annotations": {"causeway.io/conflict-resolution": "overwrite"}},
+                "spec": {"manualSelector": true, "selector": {"matchLabels": {"a": "b"}}}}),
+        ),
+    ];
+    for (what, kind, live, want) in cases {
+        assert_eq!(template_from_member(&live, kind), want, "{what}");
+    }
+}
+
+#[test]
+fn the_policy_places_the_template_on_its_cluster_and_takes_the_object_over() {
+    let deployment = kind("apps", "Deployment", "deployments", true);
+    let p = policy_for(&deployment, "demo", "shop", "east");
+    assert_eq!(
+        p,
+        json!({
+            "apiVersion": "causeway.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "shop-deployment", "namespace": "demo"},
+            "spec": {
+                "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}],
+                "placement": {"clusterAffinity": {"clusterNames": ["east"]}},
+                "conflictResolution": "Overwrite",
+                "preserveResourcesOnDeletion": true,
+            },
+        })
+    );
+    // it is a valid policy that claims the template (what the detector will do)
+    let typed: PropagationPolicy = serde_json::from_value(p).unwrap();
+    let template: kube::api::DynamicObject =
+        serde_json::from_value(json!({"apiVersion": "apps/v1",
+        "kind": "Deployment", "metadata": {"name": "shop", "namespace": "demo"}}))
+        .unwrap();
+    let pref = causeway_crds::federation::selection::PolicyRef::from_pp(&typed);
+    causeway_crds::federation::selection::validate_policy(&pref).unwrap();
+    let meta = causeway_crds::federation::selection::TemplateMeta::from_object(&template).unwrap();
+    let held = causeway_crds::federation::selection::claim(&meta, &[pref], None).unwrap();
+    assert_eq!(held.unwrap().policy.name, "shop-deployment");
+
+    let role = kind(
+        "rbac.authorization.k8s.io",
+        "ClusterRole",
+        "clusterroles",
+        false,
+    );
+    let c = policy_for(&role, "ignored", "Admin", "west");
+    assert_eq!(c["kind"], "ClusterPropagationPolicy");
+    assert_eq!(c["metadata"], json!({"name": "admin-clusterrole"}));
+    assert_eq!(
+        c["spec"]["placement"]["clusterAffinity"]["clusterNames"],
+        json!(["west"])
+    );
+    serde_json::from_value::<ClusterPropagationPolicy>(c).unwrap();
+}
