@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub mod binding;
 pub mod aggregate;
+pub mod binding;
 pub mod cluster;
 pub mod deps;
 pub mod divide;
