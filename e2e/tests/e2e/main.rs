@@ -18,6 +18,7 @@ mod mcs_members;
 mod mcs_status;
 mod mcs_support;
 mod mcs_topology;
+mod propagation_cli;
 mod registry;
 mod relay;
 mod stale;
