@@ -263,6 +263,13 @@ async fn promote_writes_the_template_and_its_policy_to_the_hub() {
     let hub = env.hub_client().await;
     env.ok_in("east", &["apply", "-f", &env.file("shop.json", SHOP)])
         .await;
+    // what the member's deployment controller writes on it (kubesim does not)
+    let revision = "deployment.kubernetes.io/revision=2";
+    env.ok_in(
+        "east",
+        &["annotate", "deployment", "shop", "-n", "demo", revision],
+    )
+    .await;
     let deployments = Api::<DynamicObject>::namespaced_with(
         hub.clone(),
         "demo",
