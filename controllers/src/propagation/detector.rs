@@ -47,6 +47,7 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use kube::core::DynamicObject;
 
+mod attach;
 #[cfg(test)]
 mod tests;
 
@@ -145,6 +146,10 @@ pub fn desired(
             Ok(Some(held)) => held,
             Ok(None) => {
                 match existing {
+                    // a dependency's binding: kept only if still required (attach below)
+                    Some((_, spec, _)) if !spec.required_by.is_empty() => {
+                        unkeep(&meta, &name, &mut keep_rb, &mut keep_crb)
+                    }
                     // G.47: the copies stay; the binding is kept, frozen
                     Some((m, spec, status)) => detach(&mut out, m, spec, status, now),
                     None => unkeep(&meta, &name, &mut keep_rb, &mut keep_crb),
@@ -223,6 +228,7 @@ pub fn desired(
             }),
         }
     }
+    attach::attach(&mut out, templates, &existing_rb, &mut keep_rb, now);
     out.delete_bindings = existing_rb
         .into_keys()
         .filter(|k| !keep_rb.contains(k))

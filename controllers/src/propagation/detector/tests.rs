@@ -395,3 +395,111 @@ fn template_without_a_name_is_reported() {
     assert_eq!(d.invalid_templates.len(), 1);
     assert!(d.invalid_templates[0].to_string().contains("metadata.name"));
 }
+
+fn using(name: &str, config: &str, secret: &str) -> Arc<DynamicObject> {
+    obj(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "web", "uid": format!("uid-{name}")},
+        "spec": {"replicas": 1, "template": {"spec": {
+            "containers": [{"name": "c", "image": "x", "envFrom": [{"secretRef": {"name": secret}}]}],
+            "volumes": [{"name": "v", "configMap": {"name": config}}]
+        }}}
+    }))
+}
+
+fn core(kind: &str, name: &str) -> Arc<DynamicObject> {
+    obj(json!({"apiVersion": "v1", "kind": kind,
+               "metadata": {"name": name, "namespace": "web", "uid": format!("uid-{name}")}}))
+}
+
+fn placed(names: &[&str]) -> Value {
+    json!({"propagateDeps": true, "placement": {"clusterAffinity": {"clusterNames": names}}})
+}
+
+/// I.56–57: the ConfigMap and Secret a Deployment uses get attached bindings that go
+/// where their requirers go (the union), with requiredBy; the most permissive conflict
+/// setting wins; a dependency missing on the hub is skipped until it exists; a
+/// dependency claimed by its own policy keeps it (F.43 ★); when the requirers go, the
+/// attached binding is deleted.
+#[test]
+fn dependencies_follow_their_workloads() {
+    let templates = [
+        using("api", "shared", "api-secret"),
+        using("web", "shared", "missing"),
+        core("ConfigMap", "shared"),
+        core("Secret", "api-secret"),
+    ];
+    let by_name_policy = |name: &str, extra: Value| -> Arc<PropagationPolicy> {
+        let mut spec = json!({"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": name}]});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        obj(json!({"metadata": {"name": name, "namespace": "web"}, "spec": spec}))
+    };
+    let mut web_extra = placed(&["b", "c"]);
+    web_extra["conflictResolution"] = json!("Overwrite");
+    let policies = vec![
+        by_name_policy("api", placed(&["a", "b"])),
+        by_name_policy("web", web_extra),
+    ];
+    let d = run(&templates, &policies, &fleet(), &[]);
+    let by_name: BTreeMap<String, &ResourceBinding> =
+        d.bindings.iter().map(|b| (b.name_any(), b)).collect();
+    assert_eq!(
+        by_name.keys().collect::<Vec<_>>(),
+        [
+            "api-deployment",
+            "api-secret-secret",
+            "shared-configmap",
+            "web-deployment"
+        ]
+    );
+    let shared = &by_name["shared-configmap"].spec.0;
+    assert_eq!(names(&shared.clusters), ["a", "b", "c"]);
+    let requirers: Vec<&str> = shared.required_by.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(requirers, ["api-deployment", "web-deployment"]);
+    assert_eq!(
+        shared.conflict_resolution,
+        Some(causeway_crds::federation::ConflictResolution::Overwrite)
+    );
+    assert!(
+        by_name["shared-configmap"].metadata.labels.is_none(),
+        "no policy claims it"
+    );
+    let secret = &by_name["api-secret-secret"].spec.0;
+    assert_eq!(names(&secret.clusters), ["a", "b"]);
+    assert_eq!(secret.conflict_resolution, None);
+
+    // a policy of its own for the ConfigMap: it is claimed, not attached
+    let own = obj(
+        json!({"metadata": {"name": "cm", "namespace": "web"}, "spec": {
+        "resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "shared"}],
+        "placement": {"clusterAffinity": {"clusterNames": ["c"]}}}}),
+    );
+    let mut with_own = policies.clone();
+    with_own.push(own);
+    let d2 = run(&templates, &with_own, &fleet(), &[]);
+    let shared = d2
+        .bindings
+        .iter()
+        .find(|b| b.name_any() == "shared-configmap")
+        .unwrap();
+    assert!(shared.spec.required_by.is_empty());
+    assert_eq!(names(&shared.spec.clusters), ["c"]);
+
+    // the requirers go: the attached bindings are deleted, not frozen
+    let existing: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
+    let d3 = run(&templates[2..], &[], &fleet(), &existing);
+    assert!(d3.bindings.is_empty(), "{:?}", names_of(&d3.bindings));
+    let mut gone = d3.delete_bindings.clone();
+    gone.sort();
+    assert_eq!(
+        gone.iter().map(|k| k.1.as_str()).collect::<Vec<_>>(),
+        [
+            "api-deployment",
+            "api-secret-secret",
+            "shared-configmap",
+            "web-deployment"
+        ]
+    );
+}

@@ -1,0 +1,166 @@
+//! Dependencies (federation.md §8 I.56–57, §1.9): the ConfigMaps, Secrets,
+//! ServiceAccount and PVCs a propagated workload's pod template uses follow it, when
+//! its policy says `propagateDeps: true`. Each dependency gets an "attached" binding
+//! (no policy labels) whose `spec.requiredBy` lists the bindings that need it and whose
+//! clusters are the union of theirs, so it moves with them. A dependency a policy
+//! claims itself keeps that policy's settings (★ configured independently, F.43). When
+//! several requirers disagree, the most permissive setting wins (Overwrite over Abort,
+//! preserve over delete), as in Karmada.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use causeway_crds::federation::ConflictResolution;
+use causeway_crds::federation::binding::{
+    BindingSnapshot, BindingSpec, BindingStatus, ResourceBinding, ResourceBindingSpec,
+    ResourceReference, TargetCluster, binding_name, conditions,
+};
+use causeway_crds::federation::deps::dependencies;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use kube::core::DynamicObject;
+
+use super::Desired;
+
+type Key = (String, String);
+
+/// Adds the attached bindings of the dependencies of `out.bindings` that ask for them,
+/// keeping their keys in `keep`.
+pub(super) fn attach(
+    out: &mut Desired,
+    templates: &[Arc<DynamicObject>],
+    existing: &BTreeMap<Key, &ResourceBinding>,
+    keep: &mut BTreeSet<Key>,
+    now: &Time,
+) {
+    let index: HashMap<(&str, String, String), &Arc<DynamicObject>> = templates
+        .iter()
+        .filter_map(|t| {
+            let kind = t.types.as_ref()?.kind.as_str();
+            Some(((kind, t.namespace()?, t.name_any()), t))
+        })
+        .collect();
+    let claimed: BTreeSet<Key> = out.bindings.iter().map(crate::watch::key).collect();
+    let mut attached: BTreeMap<Key, ResourceBinding> = BTreeMap::new();
+    for b in &out.bindings {
+        let spec = &b.spec;
+        if spec.propagate_deps != Some(true) || frozen(b) {
+            continue;
+        }
+        let Some(ns) = spec.resource.namespace.clone() else {
+            continue;
+        };
+        let Some(owner) = index.get(&(
+            spec.resource.kind.as_str(),
+            ns.clone(),
+            spec.resource.name.clone(),
+        )) else {
+            continue;
+        };
+        let Ok(value) = serde_json::to_value(owner.as_ref()) else {
+            continue;
+        };
+        for dep in dependencies(&value) {
+            // a dependency not on the hub (yet) is picked up once it is created (I.57)
+            let Some(t) = index.get(&(dep.kind.as_str(), ns.clone(), dep.name.clone())) else {
+                continue;
+            };
+            if t.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let key = (ns.clone(), binding_name(&dep.kind, &dep.name));
+            if claimed.contains(&key) {
+                continue;
+            }
+            let entry = attached
+                .entry(key.clone())
+                .or_insert_with(|| fresh(&key, &dep.api_version, &dep.kind, t));
+            let e = &mut entry.spec.0;
+            e.required_by.push(BindingSnapshot {
+                namespace: Some(ns.clone()),
+                name: b.name_any(),
+                clusters: spec.clusters.clone(),
+            });
+            if spec.conflict_resolution == Some(ConflictResolution::Overwrite) {
+                e.conflict_resolution = Some(ConflictResolution::Overwrite);
+            }
+            if spec.preserve_resources_on_deletion == Some(true) {
+                e.preserve_resources_on_deletion = Some(true);
+            }
+        }
+    }
+    for (key, mut b) in attached {
+        let spec = &mut b.spec.0;
+        spec.required_by.sort_by(|a, b| a.name.cmp(&b.name));
+        let names: BTreeSet<String> = spec
+            .required_by
+            .iter()
+            .flat_map(|r| r.clusters.iter().map(|c| c.name.clone()))
+            .collect();
+        spec.clusters = names
+            .into_iter()
+            .map(|name| TargetCluster {
+                name,
+                replicas: None,
+            })
+            .collect();
+        let requirers: Vec<&str> = spec.required_by.iter().map(|r| r.name.as_str()).collect();
+        let previous = existing
+            .get(&key)
+            .and_then(|e| e.status.as_ref())
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        b.status = Some(BindingStatus {
+            conditions: vec![Condition {
+                type_: conditions::SCHEDULED.into(),
+                status: "True".into(),
+                reason: conditions::REASON_SUCCESS.into(),
+                message: format!(
+                    "a dependency of {}: goes where they go",
+                    requirers.join(", ")
+                ),
+                observed_generation: None,
+                last_transition_time: crate::condition::since(
+                    previous,
+                    conditions::SCHEDULED,
+                    "True",
+                    now,
+                ),
+            }],
+            ..BindingStatus::default()
+        });
+        keep.insert(key);
+        out.bindings.push(b);
+    }
+}
+
+fn frozen(b: &ResourceBinding) -> bool {
+    b.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == conditions::SCHEDULED && c.status != "True")
+    })
+}
+
+fn fresh(key: &Key, api_version: &str, kind: &str, t: &DynamicObject) -> ResourceBinding {
+    ResourceBinding {
+        metadata: ObjectMeta {
+            name: Some(key.1.clone()),
+            namespace: Some(key.0.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceBindingSpec(BindingSpec {
+            resource: ResourceReference {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                namespace: Some(key.0.clone()),
+                name: t.name_any(),
+                uid: t.uid(),
+                resource_version: t.resource_version(),
+            },
+            ..BindingSpec::default()
+        }),
+        status: None,
+    }
+}
