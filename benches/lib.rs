@@ -1,9 +1,12 @@
-//! What the benchmarks share: percentiles, and CPU time and memory read from /proc
-//! (of this process, one of its threads, or a child process).
+//! What the benchmarks share: percentiles and their formatting, CPU time and memory
+//! read from /proc (of this process, one of its threads, or a child process), the
+//! `causeway` binary run as a child process, and the report's machine and commit lines.
 
+use std::path::{Path, PathBuf};
+use std::process::Child;
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 
 /// The `p` quantile (0.0–1.0) of `sorted` (nearest rank); zero when empty.
 pub fn pct(sorted: &[Duration], p: f64) -> Duration {
@@ -70,6 +73,115 @@ pub fn status_kib(pid: &str, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `d` in whole milliseconds: "27 ms".
+pub fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// p50 / p99 / max of `v` (any order) in whole milliseconds.
+pub fn p50_p99_max(v: &[Duration]) -> String {
+    let mut v = v.to_vec();
+    v.sort();
+    format!(
+        "{} / {} / {}",
+        ms(pct(&v, 0.5)),
+        ms(pct(&v, 0.99)),
+        ms(pct(&v, 1.0))
+    )
+}
+
+/// KiB as MiB with one decimal: "1.5 MiB".
+pub fn mib(kib: i64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// CPU seconds and peak RSS (VmHWM, KiB) of process `pid`.
+pub fn process_stats(pid: u32) -> anyhow::Result<(f64, u64)> {
+    Ok((
+        cpu_seconds(&format!("/proc/{pid}/stat"))?,
+        status_kib(&pid.to_string(), "VmHWM:"),
+    ))
+}
+
+/// A child process, killed and reaped when dropped (so a failing bench leaves none behind).
+pub struct Kill(pub Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The `causeway` binary: `given`, else the one next to this executable (cargo puts
+/// every binary of a profile in one directory); `build` says how to build it when it is
+/// missing.
+pub fn causeway_bin(given: Option<&Path>, build: &str) -> anyhow::Result<PathBuf> {
+    let bin = match given {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()
+            .context("locating this executable")?
+            .parent()
+            .context("this executable has no directory")?
+            .join(format!("causeway{}", std::env::consts::EXE_SUFFIX)),
+    };
+    if !bin.exists() {
+        bail!(
+            "{} not found: build it with `{build}` or pass --causeway",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+/// The command that reproduces this run of `bin` (with this run's arguments).
+pub fn reproduce(bin: &str) -> String {
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    format!(
+        "cargo run --release -p causeway-benches --bin {bin} --{}{}",
+        if given.is_empty() { "" } else { " " },
+        given.join(" ")
+    )
+}
+
+/// The machine a report was measured on: cores, CPU model, RAM.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<i64>().ok())
+        })
+        .unwrap_or(0);
+    format!(
+        "{cores} cores ({cpu}), {} RAM, shared with other builds and tests",
+        mib(total)
+    )
+}
+
+/// The short commit of HEAD ("unknown" outside a git checkout).
+pub fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +243,46 @@ mod tests {
         );
         drop(done);
         spin.join().unwrap();
+    }
+
+    #[test]
+    fn formatted_percentiles_sort_first() {
+        let v: Vec<Duration> = [30, 10, 20].map(Duration::from_millis).to_vec();
+        assert_eq!(p50_p99_max(&v), "20 ms / 30 ms / 30 ms");
+        assert_eq!(p50_p99_max(&[]), "0 ms / 0 ms / 0 ms");
+        assert_eq!(mib(1536), "1.5 MiB");
+    }
+
+    #[test]
+    fn a_child_has_stats_and_is_gone_once_dropped() {
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let pid = child.id();
+        let guard = Kill(child);
+        let (cpu, peak_kib) = process_stats(pid).unwrap();
+        assert!(cpu >= 0.0);
+        assert!(peak_kib > 0, "VmHWM of a live child");
+        drop(guard);
+        // killed and reaped: no zombie left in /proc
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+        let err = process_stats(pid).unwrap_err();
+        assert!(
+            format!("{err:#}").contains(&format!("/proc/{pid}/stat")),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn a_missing_causeway_binary_says_how_to_build_it() {
+        let err =
+            causeway_bin(Some(Path::new("/no/such/causeway")), "cargo build -p x").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "/no/such/causeway not found: build it with `cargo build -p x` or pass --causeway"
+        );
+        let sh = causeway_bin(Some(Path::new("/bin/sh")), "-").unwrap();
+        assert_eq!(sh, Path::new("/bin/sh"));
     }
 }

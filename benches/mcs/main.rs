@@ -7,12 +7,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use causeway_benches::{cpu_seconds, pct, status_kib};
+use causeway_benches::{Kill, causeway_bin, ms, pct, process_stats, status_kib};
 use causeway_e2e::{Clusterset, Options};
 use clap::Parser;
 use futures::StreamExt;
@@ -59,46 +59,13 @@ fn slice(svc: usize, member: usize, endpoints: usize, version: usize) -> Endpoin
     .expect("valid slice")
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn mem_kib(pid: u32, field: &str) -> u64 {
-    status_kib(&pid.to_string(), field)
-}
-
-/// CPU seconds and peak RSS (KiB) of process `pid`.
-fn proc_stats(pid: u32) -> anyhow::Result<(f64, u64)> {
-    Ok((
-        cpu_seconds(&format!("/proc/{pid}/stat"))?,
-        mem_kib(pid, "VmHWM:"),
-    ))
-}
-
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let causeway = match &args.causeway {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?
-            .parent()
-            .context("exe dir")?
-            .join("causeway"),
-    };
-    if !causeway.exists() {
-        bail!(
-            "{} not found: build it with `cargo build --profile bench-fast --workspace` or pass --causeway",
-            causeway.display()
-        );
-    }
+    let causeway = causeway_bin(
+        args.causeway.as_deref(),
+        "cargo build --profile bench-fast --workspace",
+    )?;
     let opts = Options {
         members: MEMBERS.iter().map(|s| s.to_string()).collect(),
         simulate_workloads: false,
@@ -187,7 +154,7 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let converge = started.elapsed();
-    let (cpu_converge, _) = proc_stats(pid)?;
+    let (cpu_converge, _) = process_stats(pid)?;
 
     // single endpoint changes: east changes one endpoint; time until each member's import has it
     let (tx, mut rx) =
@@ -247,8 +214,8 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     lat.sort();
-    let (cpu, rss_kib) = proc_stats(pid)?;
-    let rss_now_kib = mem_kib(pid, "VmRSS:");
+    let (cpu, rss_kib) = process_stats(pid)?;
+    let rss_now_kib = status_kib(&pid.to_string(), "VmRSS:");
     let report = format!(
         "# MCS control-plane benchmark\n\n\
 Command: `cargo build --profile bench-fast --workspace && target/bench-fast/bench-mcs`\n\n\

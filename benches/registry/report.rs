@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use causeway_benches::pct;
+use causeway_benches::{commit, machine, mib, p50_p99_max, pct, reproduce};
 use causeway_controllers::clusters::lease::renew_interval;
 use causeway_controllers::clusters::options::Timing;
 
@@ -50,21 +50,6 @@ pub struct Report {
     pub total: Duration,
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn p50_p99_max(v: &[Duration]) -> String {
-    let mut v = v.to_vec();
-    v.sort();
-    format!(
-        "{} / {} / {}",
-        ms(pct(&v, 0.5)),
-        ms(pct(&v, 0.99)),
-        ms(pct(&v, 1.0))
-    )
-}
-
 /// p50 / p99 / max of `v` minus `grace`, signed, in ms.
 fn minus_grace(v: &[Duration], grace: Duration) -> String {
     let mut v = v.to_vec();
@@ -78,46 +63,6 @@ fn minus_grace(v: &[Duration], grace: Duration) -> String {
     format!("{} / {} / {}", d(0.5), d(0.99), d(1.0))
 }
 
-fn mib(kib: i64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<i64>().ok())
-        })
-        .unwrap_or(0);
-    format!(
-        "{cores} cores ({cpu}), {} RAM, shared with other builds and tests",
-        mib(total)
-    )
-}
-
-fn commit() -> String {
-    std::process::Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 impl Report {
     /// The report as markdown.
     pub fn markdown(&self, args: &Args) -> String {
@@ -129,10 +74,9 @@ impl Report {
         let per_member_ms_min =
             steady.controller_cpu / steady.elapsed.as_secs_f64() * 60_000.0 / n as f64;
         let rss_growth = steady.rss_after_kib as i64 - floor.rss_after_kib as i64;
-        let given: Vec<String> = std::env::args().skip(1).collect();
         let mut out = format!(
             "# Cluster registry benchmark: {n} members\n\n\
-Command: `cargo run --release -p causeway-benches --bin bench-registry --{}{}`\n\n\
+Command: `{}`\n\n\
 Date: {} (commit {}, working tree shared with engineers' uncommitted work). Machine: {}.\n\n\
 Setup, all in one process: a kubesim hub and {n} kubesim members of {nodes} nodes each; the hub controller \
 (`controller::run_with`, every hub-wide loop and per member the status controller, MCS exporter and importer) \
@@ -148,8 +92,7 @@ The whole run took {total:.0} s.\n\n\
 | floor: {servers} API servers alone ({w:.0} s window) | {floor_pct:.2} % of a core | |\n\
 | RSS growth from the floor to the end of the controller window (controller + its watches' server side) | {growth} ({gpm} per member) | |\n\
 | RSS during the controller window: start → end | {rss0} → {rss1} | flat |\n",
-            if given.is_empty() { "" } else { " " },
-            given.join(" "),
+            reproduce("bench-registry"),
             jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
             commit(),
             machine(),
