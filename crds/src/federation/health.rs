@@ -1,1 +1,460 @@
-//! Health of a member object per kind (federation.md §8 H.54, Karmada's `healthy.go`).
+//! Health of a member object per kind (federation.md §8 H.54, Karmada's `healthy.go`):
+//! what the work applier reports in each manifest status and what the Work's
+//! `Available` condition is made of.
+//!
+//! - Deployment, StatefulSet: the controller saw the current generation and every
+//!   replica is updated.
+//! - ReplicaSet: current generation seen, `availableReplicas >= spec.replicas`.
+//! - DaemonSet: current generation seen, every desired pod updated and available.
+//! - Service: a LoadBalancer needs an ingress address; other types are healthy.
+//! - Ingress: an ingress address. PersistentVolumeClaim: `Bound`.
+//! - PodDisruptionBudget: `currentHealthy >= desiredHealthy`.
+//! - Pod: `Succeeded`, or `Running` and Ready.
+//! - Job: `Complete` → healthy, `Failed` → unhealthy, still running → unknown.
+//! - Kinds without a status to judge (ConfigMap, Secret, ServiceAccount, Namespace,
+//!   RBAC, ...) are healthy; other kinds are unknown. A workload with no status yet is
+//!   unknown.
+
+use serde_json::Value;
+
+use super::work::ResourceHealth;
+
+/// Kinds with nothing in their status to judge: healthy once they exist.
+const STATUSLESS: &[(&str, &str)] = &[
+    ("", "ConfigMap"),
+    ("", "Secret"),
+    ("", "ServiceAccount"),
+    ("", "Namespace"),
+    ("", "Endpoints"),
+    ("", "LimitRange"),
+    ("", "ResourceQuota"),
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("networking.k8s.io", "NetworkPolicy"),
+    ("networking.k8s.io", "IngressClass"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("storage.k8s.io", "StorageClass"),
+    ("batch", "CronJob"),
+];
+
+fn int(v: &Value, path: &str) -> i64 {
+    v.pointer(path).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn verdict(ok: bool) -> ResourceHealth {
+    if ok {
+        ResourceHealth::Healthy
+    } else {
+        ResourceHealth::Unhealthy
+    }
+}
+
+/// `metadata.generation == status.observedGeneration`.
+fn generation_seen(obj: &Value) -> bool {
+    int(obj, "/metadata/generation") == int(obj, "/status/observedGeneration")
+}
+
+/// `spec.replicas`, 1 when unset (the API server's default).
+fn replicas(obj: &Value) -> i64 {
+    obj.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+fn has_ingress(obj: &Value) -> bool {
+    obj.pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .is_some_and(|l| !l.is_empty())
+}
+
+fn condition_true(obj: &Value, type_: &str) -> bool {
+    obj.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some(type_)
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+}
+
+/// The health of `obj` (a complete object: apiVersion, kind, metadata, spec, status).
+pub fn health(obj: &Value) -> ResourceHealth {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    if STATUSLESS.contains(&(group, kind)) {
+        return ResourceHealth::Healthy;
+    }
+    let status = obj.get("status").filter(|s| s.as_object().is_some());
+    match (group, kind) {
+        ("", "Service") => {
+            let lb = obj.pointer("/spec/type").and_then(Value::as_str) == Some("LoadBalancer");
+            verdict(!lb || has_ingress(obj))
+        }
+        _ if status.is_none() => ResourceHealth::Unknown,
+        ("apps", "Deployment" | "StatefulSet") => {
+            verdict(generation_seen(obj) && int(obj, "/status/updatedReplicas") == replicas(obj))
+        }
+        ("apps", "ReplicaSet") => {
+            verdict(generation_seen(obj) && int(obj, "/status/availableReplicas") >= replicas(obj))
+        }
+        ("apps", "DaemonSet") => {
+            let updated = int(obj, "/status/updatedNumberScheduled");
+            verdict(
+                generation_seen(obj)
+                    && updated >= int(obj, "/status/desiredNumberScheduled")
+                    && int(obj, "/status/numberAvailable") >= updated,
+            )
+        }
+        ("networking.k8s.io", "Ingress") => verdict(has_ingress(obj)),
+        ("", "PersistentVolumeClaim") => {
+            verdict(obj.pointer("/status/phase").and_then(Value::as_str) == Some("Bound"))
+        }
+        ("policy", "PodDisruptionBudget") => {
+            verdict(int(obj, "/status/currentHealthy") >= int(obj, "/status/desiredHealthy"))
+        }
+        ("", "Pod") => {
+            let phase = obj.pointer("/status/phase").and_then(Value::as_str);
+            verdict(
+                phase == Some("Succeeded")
+                    || (phase == Some("Running") && condition_true(obj, "Ready")),
+            )
+        }
+        ("batch", "Job") if condition_true(obj, "Complete") => ResourceHealth::Healthy,
+        ("batch", "Job") if condition_true(obj, "Failed") => ResourceHealth::Unhealthy,
+        _ => ResourceHealth::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ResourceHealth::*;
+    use serde_json::json;
+
+    fn obj(api_version: &str, kind: &str, gen_: i64, spec: Value, status: Value) -> Value {
+        let mut o = json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": "x", "generation": gen_}, "spec": spec});
+        if !status.is_null() {
+            o["status"] = status;
+        }
+        o
+    }
+
+    #[test]
+    fn health_per_kind() {
+        let cases = [
+            // Deployment: generation seen and every replica updated
+            (
+                obj(
+                    "apps/v1",
+                    "Deployment",
+                    2,
+                    json!({"replicas": 3}),
+                    json!({"observedGeneration": 2, "updatedReplicas": 3}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "Deployment",
+                    2,
+                    json!({"replicas": 3}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 3}),
+                ),
+                Unhealthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "Deployment",
+                    2,
+                    json!({"replicas": 3}),
+                    json!({"observedGeneration": 2, "updatedReplicas": 2}),
+                ),
+                Unhealthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "Deployment",
+                    1,
+                    json!({}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 1}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "Deployment",
+                    1,
+                    json!({"replicas": 1}),
+                    Value::Null,
+                ),
+                Unknown,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "StatefulSet",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 2}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "StatefulSet",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 1}),
+                ),
+                Unhealthy,
+            ),
+            // ReplicaSet: available >= desired
+            (
+                obj(
+                    "apps/v1",
+                    "ReplicaSet",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "availableReplicas": 2}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "ReplicaSet",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "availableReplicas": 1}),
+                ),
+                Unhealthy,
+            ),
+            // DaemonSet: all desired updated, all updated available
+            (
+                obj(
+                    "apps/v1",
+                    "DaemonSet",
+                    1,
+                    json!({}),
+                    json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2, "numberAvailable": 2}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "DaemonSet",
+                    1,
+                    json!({}),
+                    json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2, "numberAvailable": 1}),
+                ),
+                Unhealthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "DaemonSet",
+                    1,
+                    json!({}),
+                    json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 1, "numberAvailable": 1}),
+                ),
+                Unhealthy,
+            ),
+            // Service: a LoadBalancer needs an ingress address
+            (
+                obj(
+                    "v1",
+                    "Service",
+                    0,
+                    json!({"type": "ClusterIP"}),
+                    Value::Null,
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "v1",
+                    "Service",
+                    0,
+                    json!({"type": "LoadBalancer"}),
+                    json!({"loadBalancer": {}}),
+                ),
+                Unhealthy,
+            ),
+            (
+                obj(
+                    "v1",
+                    "Service",
+                    0,
+                    json!({"type": "LoadBalancer"}),
+                    json!({"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "networking.k8s.io/v1",
+                    "Ingress",
+                    1,
+                    json!({}),
+                    json!({"loadBalancer": {"ingress": [{"hostname": "lb"}]}}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "networking.k8s.io/v1",
+                    "Ingress",
+                    1,
+                    json!({}),
+                    json!({"loadBalancer": {}}),
+                ),
+                Unhealthy,
+            ),
+            (
+                obj(
+                    "v1",
+                    "PersistentVolumeClaim",
+                    0,
+                    json!({}),
+                    json!({"phase": "Bound"}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "v1",
+                    "PersistentVolumeClaim",
+                    0,
+                    json!({}),
+                    json!({"phase": "Pending"}),
+                ),
+                Unhealthy,
+            ),
+            (
+                obj(
+                    "policy/v1",
+                    "PodDisruptionBudget",
+                    1,
+                    json!({}),
+                    json!({"currentHealthy": 3, "desiredHealthy": 2}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "policy/v1",
+                    "PodDisruptionBudget",
+                    1,
+                    json!({}),
+                    json!({"currentHealthy": 1, "desiredHealthy": 2}),
+                ),
+                Unhealthy,
+            ),
+            // Pod: Succeeded, or Running and Ready
+            (
+                obj("v1", "Pod", 0, json!({}), json!({"phase": "Succeeded"})),
+                Healthy,
+            ),
+            (
+                obj(
+                    "v1",
+                    "Pod",
+                    0,
+                    json!({}),
+                    json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "v1",
+                    "Pod",
+                    0,
+                    json!({}),
+                    json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}),
+                ),
+                Unhealthy,
+            ),
+            (
+                obj("v1", "Pod", 0, json!({}), json!({"phase": "Pending"})),
+                Unhealthy,
+            ),
+            // Job: Complete healthy, Failed unhealthy, running unknown
+            (
+                obj(
+                    "batch/v1",
+                    "Job",
+                    1,
+                    json!({}),
+                    json!({"conditions": [{"type": "Complete", "status": "True"}]}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "batch/v1",
+                    "Job",
+                    1,
+                    json!({}),
+                    json!({"conditions": [{"type": "Failed", "status": "True"}]}),
+                ),
+                Unhealthy,
+            ),
+            (
+                obj("batch/v1", "Job", 1, json!({}), json!({"active": 1})),
+                Unknown,
+            ),
+            // nothing to judge: healthy; unknown kinds: unknown
+            (obj("v1", "ConfigMap", 0, Value::Null, Value::Null), Healthy),
+            (obj("v1", "Secret", 0, Value::Null, Value::Null), Healthy),
+            (
+                obj("v1", "ServiceAccount", 0, Value::Null, Value::Null),
+                Healthy,
+            ),
+            (
+                obj("v1", "Namespace", 0, json!({}), json!({"phase": "Active"})),
+                Healthy,
+            ),
+            (
+                obj(
+                    "rbac.authorization.k8s.io/v1",
+                    "Role",
+                    0,
+                    Value::Null,
+                    Value::Null,
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "example.com/v1",
+                    "Widget",
+                    1,
+                    json!({}),
+                    json!({"ready": true}),
+                ),
+                Unknown,
+            ),
+            // same kind name in another group is not mistaken for the core one
+            (
+                obj("example.com/v1", "ConfigMap", 0, Value::Null, Value::Null),
+                Unknown,
+            ),
+            (json!({}), Unknown),
+        ];
+        for (o, want) in cases {
+            assert_eq!(health(&o), want, "{o}");
+        }
+    }
+}
