@@ -1,2 +1,327 @@
 //! The binding controller's pure step: a binding, its template and the override
 //! policies → one `Work` per scheduled cluster (federation.md §8 D, E).
+//!
+//! For each cluster of `spec.clusters` whose Cluster exists:
+//! 1. the template without what the server set ([`manifest_of`]), with `spec.replicas`
+//!    the cluster's share when the template has replicas and the binding divides them;
+//! 2. the overrides that apply to it there (`override_apply`), with their provenance
+//!    (annotation [`annotations::PROVENANCE`] on the Work); a failing override fails
+//!    that cluster only (`failed`: it gets no Work, so the one it has stays as it is and
+//!    nothing un-overridden is pushed);
+//! 3. annotation [`annotations::TEMPLATE_GENERATION`], added last so no override can
+//!    hide which template generation a member runs (H.53);
+//! 4. the per-cluster settings: `suspendDispatching` (E.39), `preserveResourcesOnDeletion`
+//!    (G.46, per cluster through [`annotations::PRESERVE_ON_CLUSTERS`]) and
+//!    `conflictResolution` (F.41, the template's [`annotations::CONFLICT_RESOLUTION`]
+//!    over the binding's). Every setting is written, `false` included, so a Work that
+//!    was suspended is resumed by the next apply.
+//!
+//! Nothing is rendered while an OverridePolicy named in `dependentOverrides` is missing
+//! (`blocked`, D.32): pushing the template without the overrides it waits for is what
+//! the user asked to avoid.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use causeway_crds::federation::ConflictResolution;
+use causeway_crds::federation::binding::BindingSpec;
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::override_apply::{Provenance, applicable_policies, apply};
+use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
+use causeway_crds::federation::work::{Manifest, Work, WorkSpec, WorkloadTemplate};
+use causeway_crds::names;
+use causeway_crds::well_known::{annotations, finalizers, labels};
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use serde_json::{Map, Value};
+
+/// Metadata fields the API server or controllers set: never part of a manifest.
+pub const SERVER_METADATA: [&str; 10] = [
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "ownerReferences",
+    "finalizers",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+];
+
+/// The annotation `kubectl apply` keeps the last applied configuration in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What [`render`] reads.
+#[derive(Clone, Copy, Debug)]
+pub struct RenderInput<'a> {
+    /// Namespace of the ResourceBinding; `None` for a ClusterResourceBinding.
+    pub binding_namespace: Option<&'a str>,
+    /// Name of the binding.
+    pub binding_name: &'a str,
+    /// The binding's spec (the scheduling result and the policy's settings).
+    pub spec: &'a BindingSpec,
+    /// The resource template, as the hub has it.
+    pub template: &'a Value,
+    /// Every OverridePolicy on the hub.
+    pub overrides: &'a [Arc<OverridePolicy>],
+    /// Every ClusterOverridePolicy on the hub.
+    pub cluster_overrides: &'a [Arc<ClusterOverridePolicy>],
+    /// Every Cluster on the hub.
+    pub clusters: &'a [Arc<Cluster>],
+}
+
+/// What [`render`] decided.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rendered {
+    /// One Work per scheduled cluster that exists and whose overrides applied.
+    pub works: Vec<Work>,
+    /// Clusters whose overrides failed (reason ApplyOverridesFailed), with the message.
+    pub failed: Vec<(String, String)>,
+    /// Why nothing was rendered (dependentOverrides missing), if so.
+    pub blocked: Option<String>,
+    /// Problems with the template's annotations, for a Warning Event.
+    pub warnings: Vec<String>,
+}
+
+/// The Works of a binding (see the module docs).
+pub fn render(input: &RenderInput) -> Rendered {
+    let template = input.template;
+    let namespace = text(template, "/metadata/namespace");
+    if let Some(blocked) = missing_dependent_overrides(input, namespace) {
+        return Rendered {
+            blocked: Some(blocked),
+            ..Rendered::default()
+        };
+    }
+    let mut out = Rendered::default();
+    let conflict = conflict_resolution(input, &mut out.warnings);
+    let preserved = preserved_clusters(template);
+    let base = manifest_of(template);
+    let generation = template
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    // the policies that can apply to this template, cloned once for override_apply
+    let cluster_policies: Vec<ClusterOverridePolicy> = input
+        .cluster_overrides
+        .iter()
+        .map(|p| (**p).clone())
+        .collect();
+    let policies: Vec<OverridePolicy> = input
+        .overrides
+        .iter()
+        .filter(|p| namespace.is_some() && p.namespace().as_deref() == namespace)
+        .map(|p| (**p).clone())
+        .collect();
+    for target in &input.spec.clusters {
+        let Some(cluster) = input.clusters.iter().find(|c| c.name_any() == target.name) else {
+            continue;
+        };
+        let mut manifest = base.clone();
+        if let (Some(n), Some(replicas)) = (target.replicas, manifest.pointer_mut("/spec/replicas"))
+        {
+            *replicas = Value::from(n);
+        }
+        let rules = applicable_policies(&manifest, cluster, &cluster_policies, &policies);
+        let (mut manifest, provenance) = match apply(&manifest, &rules) {
+            Ok(done) => done,
+            Err(e) => {
+                out.failed.push((target.name.clone(), e.to_string()));
+                continue;
+            }
+        };
+        annotate(
+            &mut manifest,
+            annotations::TEMPLATE_GENERATION,
+            &generation.to_string(),
+        );
+        let settings = Settings {
+            suspend: suspended(input.spec, &target.name),
+            preserve: input.spec.preserve_resources_on_deletion == Some(true)
+                || preserved.contains(target.name.as_str()),
+            conflict,
+        };
+        out.works
+            .push(work(input, &target.name, manifest, &provenance, settings));
+    }
+    out
+}
+
+/// The per-cluster settings of a Work.
+#[derive(Clone, Copy)]
+struct Settings {
+    suspend: bool,
+    preserve: bool,
+    conflict: ConflictResolution,
+}
+
+/// The Work for `cluster`.
+fn work(
+    input: &RenderInput,
+    cluster: &str,
+    manifest: Value,
+    provenance: &Provenance,
+    s: Settings,
+) -> Work {
+    let mut labels = BTreeMap::from([
+        (
+            labels::BINDING_NAME.to_string(),
+            input.binding_name.to_string(),
+        ),
+        (labels::CLUSTER.to_string(), cluster.to_string()),
+    ]);
+    if let Some(ns) = input.binding_namespace {
+        labels.insert(labels::BINDING_NAMESPACE.into(), ns.into());
+    }
+    let mut work = Work::new(
+        &names::work_name(input.binding_namespace, input.binding_name),
+        WorkSpec {
+            workload: WorkloadTemplate {
+                manifests: vec![Manifest(manifest)],
+            },
+            suspend_dispatching: Some(s.suspend),
+            preserve_resources_on_deletion: Some(s.preserve),
+            conflict_resolution: Some(s.conflict),
+        },
+    );
+    work.metadata = ObjectMeta {
+        name: work.metadata.name,
+        namespace: Some(names::execution_namespace(cluster)),
+        labels: Some(labels),
+        annotations: Some(BTreeMap::from([(
+            annotations::PROVENANCE.to_string(),
+            provenance_json(provenance),
+        )])),
+        finalizers: Some(vec![finalizers::WORK.to_string()]),
+        ..ObjectMeta::default()
+    };
+    work
+}
+
+/// The Work's provenance annotation: manifest ordinal → JSON pointer → the override
+/// that set it (`OverridePolicy demo/registry rule 0 (image)`).
+fn provenance_json(provenance: &Provenance) -> String {
+    let paths: Map<String, Value> = provenance
+        .iter()
+        .map(|(pointer, origin)| (pointer.to_string(), Value::from(origin.to_string())))
+        .collect();
+    Value::Object(Map::from_iter([("0".to_string(), Value::Object(paths))])).to_string()
+}
+
+/// The template as a manifest: without `status`, the metadata the server sets
+/// ([`SERVER_METADATA`]) and kubectl's [`LAST_APPLIED`] annotation.
+pub fn manifest_of(template: &Value) -> Value {
+    let mut m = template.clone();
+    if let Some(obj) = m.as_object_mut() {
+        obj.remove("status");
+    }
+    if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+        for f in SERVER_METADATA {
+            meta.remove(f);
+        }
+        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove(LAST_APPLIED);
+        }
+    }
+    m
+}
+
+/// Sets annotation `key` on `manifest` (creating the map if needed).
+fn annotate(manifest: &mut Value, key: &str, value: &str) {
+    let Some(obj) = manifest.as_object_mut() else {
+        return;
+    };
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    let a = &mut meta["annotations"];
+    if !a.is_object() {
+        *a = Value::Object(Map::new());
+    }
+    a[key] = Value::from(value);
+}
+
+/// Why nothing may be rendered yet: the `dependentOverrides` that do not exist in
+/// the template's namespace.
+fn missing_dependent_overrides(input: &RenderInput, namespace: Option<&str>) -> Option<String> {
+    let wanted = &input.spec.dependent_overrides;
+    let missing: Vec<&str> = wanted
+        .iter()
+        .map(String::as_str)
+        .filter(|name| {
+            !input.overrides.iter().any(|p| {
+                namespace.is_some()
+                    && p.namespace().as_deref() == namespace
+                    && p.name_any() == *name
+            })
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "not rendered: the policy's dependentOverrides name OverridePolicies that do not exist in namespace {}: {}; create them (nothing is pushed to the members without them), or remove them from dependentOverrides",
+        namespace.unwrap_or("(none: the template is cluster-scoped)"),
+        missing.join(", ")
+    ))
+}
+
+/// The template's conflict-resolution annotation when valid, else the binding's, else
+/// Abort; an invalid annotation is reported in `warnings`.
+fn conflict_resolution(input: &RenderInput, warnings: &mut Vec<String>) -> ConflictResolution {
+    let annotated = annotation(input.template, annotations::CONFLICT_RESOLUTION);
+    let from_binding = input.spec.conflict_resolution.unwrap_or_default();
+    match annotated.map(str::to_ascii_lowercase).as_deref() {
+        None => from_binding,
+        Some("overwrite") => ConflictResolution::Overwrite,
+        Some("abort") => ConflictResolution::Abort,
+        Some(_) => {
+            warnings.push(format!(
+                "annotation {}={:?} is ignored: the allowed values are overwrite and abort (any case); using {:?} from the policy",
+                annotations::CONFLICT_RESOLUTION,
+                annotated.unwrap_or_default(),
+                from_binding
+            ));
+            from_binding
+        }
+    }
+}
+
+/// The clusters named in the template's [`annotations::PRESERVE_ON_CLUSTERS`].
+fn preserved_clusters(template: &Value) -> BTreeSet<&str> {
+    annotation(template, annotations::PRESERVE_ON_CLUSTERS)
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// Whether dispatching to `cluster` is suspended.
+fn suspended(spec: &BindingSpec, cluster: &str) -> bool {
+    spec.suspension.as_ref().is_some_and(|s| {
+        s.dispatching == Some(true)
+            || s.dispatching_on_clusters
+                .as_ref()
+                .is_some_and(|c| c.cluster_names.iter().any(|n| n == cluster))
+    })
+}
+
+/// The string at `pointer`.
+fn text<'a>(v: &'a Value, pointer: &str) -> Option<&'a str> {
+    v.pointer(pointer).and_then(Value::as_str)
+}
+
+/// The value of annotation `key` of `v`.
+fn annotation<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+#[cfg(test)]
+mod tests;

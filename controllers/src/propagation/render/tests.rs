@@ -1,0 +1,402 @@
+//! Table tests of rendering: a binding, its template and the overrides → Works.
+
+use super::*;
+use causeway_crds::federation::binding::TargetCluster;
+use causeway_crds::federation::work::Work;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+fn obj<T: DeserializeOwned>(v: Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).expect("fixture parses"))
+}
+
+fn cluster(name: &str) -> Arc<Cluster> {
+    obj(json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"}}))
+}
+
+/// A Deployment template as the hub serves it (server-set fields included).
+fn template() -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {
+            "name": "web", "namespace": "demo", "labels": {"app": "web"},
+            "uid": "u-1", "resourceVersion": "42", "generation": 3,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "managedFields": [{"manager": "kubectl"}],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "o"}],
+            "finalizers": ["causeway.io/propagation"],
+            "deletionGracePeriodSeconds": 30, "selfLink": "/apis/apps/v1/x",
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                "team": "shop",
+            },
+        },
+        "spec": {"replicas": 4, "template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}},
+        "status": {"replicas": 4},
+    })
+}
+
+fn spec(clusters: &[(&str, Option<i32>)]) -> BindingSpec {
+    BindingSpec {
+        clusters: clusters
+            .iter()
+            .map(|(n, r)| TargetCluster {
+                name: n.to_string(),
+                replicas: *r,
+            })
+            .collect(),
+        ..BindingSpec::default()
+    }
+}
+
+/// An OverridePolicy in `demo` whose rule sets the image registry, in `targets` only
+/// (every cluster when empty).
+fn registry(name: &str, registry: &str, targets: &[&str]) -> Arc<OverridePolicy> {
+    let mut rule = json!({"overriders": {"imageOverrider": [
+        {"component": "Registry", "operator": "replace", "value": registry}]}});
+    if !targets.is_empty() {
+        rule["targetCluster"] = json!({"clusterNames": targets});
+    }
+    obj(json!({"metadata": {"name": name, "namespace": "demo"}, "spec": {"overrideRules": [rule]}}))
+}
+
+struct Hub {
+    template: Value,
+    spec: BindingSpec,
+    overrides: Vec<Arc<OverridePolicy>>,
+    cluster_overrides: Vec<Arc<ClusterOverridePolicy>>,
+    clusters: Vec<Arc<Cluster>>,
+}
+
+impl Hub {
+    fn new(spec: BindingSpec) -> Self {
+        Hub {
+            template: template(),
+            spec,
+            overrides: Vec::new(),
+            cluster_overrides: Vec::new(),
+            clusters: ["east", "west"].map(cluster).to_vec(),
+        }
+    }
+
+    fn render(&self) -> Rendered {
+        render(&RenderInput {
+            binding_namespace: Some("demo"),
+            binding_name: "web-deployment",
+            spec: &self.spec,
+            template: &self.template,
+            overrides: &self.overrides,
+            cluster_overrides: &self.cluster_overrides,
+            clusters: &self.clusters,
+        })
+    }
+}
+
+fn manifest(w: &Work) -> &Value {
+    &w.spec.workload.manifests[0].0
+}
+
+fn work_of<'a>(out: &'a Rendered, cluster: &str) -> &'a Work {
+    out.works
+        .iter()
+        .find(|w| w.labels().get(labels::CLUSTER).map(String::as_str) == Some(cluster))
+        .unwrap_or_else(|| panic!("no Work for {cluster}: {out:?}"))
+}
+
+#[test]
+fn one_work_per_scheduled_cluster_that_exists_named_labelled_and_finalized() {
+    let out = Hub::new(spec(&[("east", None), ("gone", None), ("west", None)])).render();
+    assert_eq!(out.failed, []);
+    assert_eq!(out.blocked, None);
+    let places: Vec<_> = out
+        .works
+        .iter()
+        .map(|w| (w.namespace().unwrap(), w.name_any()))
+        .collect();
+    assert_eq!(
+        places,
+        [
+            (
+                "causeway-es-east".to_string(),
+                "demo.web-deployment".to_string()
+            ),
+            (
+                "causeway-es-west".to_string(),
+                "demo.web-deployment".to_string()
+            ),
+        ]
+    );
+    let w = work_of(&out, "east");
+    assert_eq!(
+        w.labels(),
+        &BTreeMap::from([
+            (
+                labels::BINDING_NAME.to_string(),
+                "web-deployment".to_string()
+            ),
+            (labels::BINDING_NAMESPACE.to_string(), "demo".to_string()),
+            (labels::CLUSTER.to_string(), "east".to_string()),
+        ])
+    );
+    assert_eq!(w.finalizers(), [finalizers::WORK.to_string()]);
+    assert_eq!(w.annotations()[annotations::PROVENANCE], r#"{"0":{}}"#);
+}
+
+#[test]
+fn cluster_resource_bindings_have_no_namespace_label() {
+    let mut t = template();
+    t["kind"] = json!("ClusterRole");
+    t["metadata"].as_object_mut().unwrap().remove("namespace");
+    let spec = spec(&[("east", None)]);
+    let out = render(&RenderInput {
+        binding_namespace: None,
+        binding_name: "web-clusterrole",
+        spec: &spec,
+        template: &t,
+        overrides: &[],
+        cluster_overrides: &[],
+        clusters: &[cluster("east")],
+    });
+    let w = &out.works[0];
+    assert_eq!(w.name_any(), "web-clusterrole");
+    assert_eq!(w.labels().get(labels::BINDING_NAMESPACE), None);
+}
+
+#[test]
+fn the_manifest_is_the_template_without_server_fields_plus_the_template_generation() {
+    let out = Hub::new(spec(&[("east", None)])).render();
+    assert_eq!(
+        manifest(&out.works[0]),
+        &json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {
+                "name": "web", "namespace": "demo", "labels": {"app": "web"},
+                "annotations": {"team": "shop", annotations::TEMPLATE_GENERATION: "3"},
+            },
+            "spec": {"replicas": 4, "template": {"spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}},
+        })
+    );
+    // no generation on the template: 0
+    let mut hub = Hub::new(spec(&[("east", None)]));
+    hub.template["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("generation");
+    hub.template["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    let out = hub.render();
+    assert_eq!(
+        manifest(&out.works[0])["metadata"]["annotations"],
+        json!({annotations::TEMPLATE_GENERATION: "0"})
+    );
+}
+
+#[test]
+fn replicas_are_the_clusters_share_when_the_template_has_replicas() {
+    let out = Hub::new(spec(&[("east", Some(3)), ("west", None)])).render();
+    assert_eq!(manifest(work_of(&out, "east"))["spec"]["replicas"], 3);
+    assert_eq!(
+        manifest(work_of(&out, "west"))["spec"]["replicas"],
+        4,
+        "no share: the template's"
+    );
+    let mut hub = Hub::new(spec(&[("east", Some(3))]));
+    hub.template["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("replicas");
+    let out = hub.render();
+    assert_eq!(
+        manifest(&out.works[0])["spec"].get("replicas"),
+        None,
+        "never added"
+    );
+}
+
+#[test]
+fn overrides_apply_per_cluster_with_provenance() {
+    let mut hub = Hub::new(spec(&[("east", None), ("west", None)]));
+    hub.overrides = vec![
+        registry("eu", "mirror.eu.example.com", &["west"]),
+        // another namespace's policy never applies
+        obj(
+            json!({"metadata": {"name": "other", "namespace": "elsewhere"}, "spec": {"overrideRules": [
+            {"overriders": {"labelsOverrider": [{"operator": "add", "value": {"x": "y"}}]}}]}}),
+        ),
+    ];
+    hub.cluster_overrides = vec![obj(
+        json!({"metadata": {"name": "tier"}, "spec": {"overrideRules": [
+        {"overriders": {"labelsOverrider": [{"operator": "add", "value": {"tier": "gold"}}]}}]}}),
+    )];
+    let out = hub.render();
+    let east = manifest(work_of(&out, "east"));
+    let west = manifest(work_of(&out, "west"));
+    let image = "/spec/template/spec/containers/0/image";
+    assert_eq!(east.pointer(image), Some(&json!("nginx:1.27")));
+    assert_eq!(
+        west.pointer(image),
+        Some(&json!("mirror.eu.example.com/nginx:1.27"))
+    );
+    assert_eq!(
+        east["metadata"]["labels"],
+        json!({"app": "web", "tier": "gold"})
+    );
+    let prov: Value =
+        serde_json::from_str(&work_of(&out, "west").annotations()[annotations::PROVENANCE])
+            .unwrap();
+    assert_eq!(
+        prov,
+        json!({"0": {
+            image: "OverridePolicy demo/eu rule 0 (image)",
+            "/metadata/labels/tier": "ClusterOverridePolicy tier rule 0 (labels)",
+        }})
+    );
+}
+
+#[test]
+fn an_override_that_fails_fails_that_cluster_only() {
+    let mut hub = Hub::new(spec(&[("east", None), ("west", None)]));
+    hub.overrides = vec![obj(
+        json!({"metadata": {"name": "bad", "namespace": "demo"}, "spec": {"overrideRules": [{
+        "targetCluster": {"clusterNames": ["west"]},
+        "overriders": {"plaintext": [{"path": "/spec/nothing/here", "operator": "replace", "value": 1}]}}]}}),
+    )];
+    let out = hub.render();
+    assert_eq!(out.works.len(), 1);
+    work_of(&out, "east");
+    assert_eq!(out.failed.len(), 1);
+    let (cluster, message) = &out.failed[0];
+    assert_eq!(cluster, "west");
+    assert!(
+        message.starts_with(
+            "OverridePolicy demo/bad rule 0, plaintext[0]: cannot replace /spec/nothing/here"
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn missing_dependent_overrides_block_every_work() {
+    let mut hub = Hub::new(spec(&[("east", None)]));
+    hub.spec.dependent_overrides = vec!["zeta".into(), "eu".into(), "alpha".into()];
+    hub.overrides = vec![
+        registry("eu", "mirror.eu.example.com", &[]),
+        registry("alpha", "x.example.com", &[]),
+    ];
+    // alpha exists, but in another namespace
+    hub.overrides[1] = {
+        let mut p = (*hub.overrides[1]).clone();
+        p.metadata.namespace = Some("elsewhere".into());
+        Arc::new(p)
+    };
+    let out = hub.render();
+    assert_eq!(out.works, []);
+    let why = out.blocked.expect("blocked");
+    assert!(why.contains("namespace demo: alpha, zeta;"), "{why}");
+    // once they exist, it renders with them
+    hub.overrides
+        .push(registry("alpha", "x.example.com", &["none"]));
+    hub.overrides
+        .push(registry("zeta", "x.example.com", &["none"]));
+    let out = hub.render();
+    assert_eq!(out.blocked, None);
+    assert_eq!(
+        manifest(&out.works[0]).pointer("/spec/template/spec/containers/0/image"),
+        Some(&json!("mirror.eu.example.com/nginx:1.27"))
+    );
+}
+
+#[test]
+fn suspension_is_per_cluster() {
+    let mut s = spec(&[("east", None), ("west", None)]);
+    let cases = [
+        (json!(null), [false, false]),
+        (json!({"dispatching": true}), [true, true]),
+        (
+            json!({"dispatching": false, "dispatchingOnClusters": {"clusterNames": ["west"]}}),
+            [false, true],
+        ),
+    ];
+    for (suspension, want) in cases {
+        s.suspension = serde_json::from_value(suspension.clone()).unwrap();
+        let out = Hub::new(s.clone()).render();
+        let got = ["east", "west"].map(|c| work_of(&out, c).spec.suspend_dispatching);
+        assert_eq!(got, want.map(Some), "{suspension}");
+    }
+}
+
+#[test]
+fn preserve_is_the_policys_or_the_templates_per_cluster() {
+    let cases = [
+        (None, None, [false, false]),
+        (Some(true), None, [true, true]),
+        (None, Some(" west , north"), [false, true]),
+        (Some(false), Some("east"), [true, false]),
+    ];
+    for (policy, annotation, want) in cases {
+        let mut hub = Hub::new(spec(&[("east", None), ("west", None)]));
+        hub.spec.preserve_resources_on_deletion = policy;
+        if let Some(a) = annotation {
+            hub.template["metadata"]["annotations"][annotations::PRESERVE_ON_CLUSTERS] = json!(a);
+        }
+        let out = hub.render();
+        let got = ["east", "west"].map(|c| work_of(&out, c).spec.preserve_resources_on_deletion);
+        assert_eq!(got, want.map(Some), "{policy:?} {annotation:?}");
+    }
+}
+
+#[test]
+fn conflict_resolution_annotation_wins_over_the_policy() {
+    use ConflictResolution::{Abort, Overwrite};
+    let cases = [
+        (None, None, Abort, false),
+        (Some(Overwrite), None, Overwrite, false),
+        (Some(Overwrite), Some("abort"), Abort, false),
+        (None, Some("Overwrite"), Overwrite, false),
+        (Some(Abort), Some("OVERWRITE"), Overwrite, false),
+        (Some(Overwrite), Some("yes please"), Overwrite, true),
+        (None, Some(""), Abort, true),
+    ];
+    for (policy, annotation, want, warned) in cases {
+        let mut hub = Hub::new(spec(&[("east", None)]));
+        hub.spec.conflict_resolution = policy;
+        if let Some(a) = annotation {
+            hub.template["metadata"]["annotations"][annotations::CONFLICT_RESOLUTION] = json!(a);
+        }
+        let out = hub.render();
+        assert_eq!(
+            out.works[0].spec.conflict_resolution,
+            Some(want),
+            "{policy:?} {annotation:?}"
+        );
+        assert_eq!(
+            out.warnings.len(),
+            usize::from(warned),
+            "{:?}",
+            out.warnings
+        );
+        if warned {
+            assert!(
+                out.warnings[0].contains("allowed values are overwrite and abort"),
+                "{:?}",
+                out.warnings
+            );
+        }
+    }
+}
+
+#[test]
+fn overrides_cannot_remove_the_template_generation() {
+    let mut hub = Hub::new(spec(&[("east", None)]));
+    hub.overrides = vec![obj(
+        json!({"metadata": {"name": "strip", "namespace": "demo"}, "spec": {"overrideRules": [
+        {"overriders": {"plaintext": [{"path": "/metadata/annotations", "operator": "remove"}]}}]}}),
+    )];
+    let out = hub.render();
+    assert_eq!(
+        manifest(&out.works[0])["metadata"]["annotations"],
+        json!({annotations::TEMPLATE_GENERATION: "3"})
+    );
+}
