@@ -1,0 +1,630 @@
+//! The work applier's pure step: one Work and what the member holds → the writes to
+//! make ([`plan`]), and, once they are made, the Work's status ([`status`]).
+//! No client, no clock.
+
+use std::collections::BTreeMap;
+
+use causeway_crds::federation::ConflictResolution;
+use causeway_crds::federation::health::health;
+use causeway_crds::federation::work::{
+    ManifestStatus, ResourceHealth, ResourceIdentifier, Work, WorkStatus, conditions,
+};
+use causeway_crds::well_known::{annotations, labels};
+use causeway_runtime::apply::contains;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+/// Dispatching=True.
+pub const REASON_DISPATCHING: &str = "Dispatching";
+
+/// Why a manifest is not applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotApplied {
+    /// One of [`conditions`]' reasons.
+    pub reason: String,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl NotApplied {
+    /// A reason and message.
+    pub fn new(reason: &str, message: impl Into<String>) -> Self {
+        NotApplied {
+            reason: reason.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A manifest's kind as the member serves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// Plural resource name.
+    pub plural: String,
+    /// Namespaced (else cluster-scoped).
+    pub namespaced: bool,
+}
+
+/// One manifest of the Work, and what the member has for it.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    /// How the member serves the manifest's kind (Err: it does not, and why).
+    pub served: Result<Served, String>,
+    /// The member object (from the cache or a live GET), None when absent; Err when
+    /// it could not be read.
+    pub found: Result<Option<Value>, NotApplied>,
+}
+
+/// An object a write is about.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjRef {
+    /// apiVersion.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace ("" for cluster-scoped).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjRef {
+    /// The object's reference, from its JSON.
+    pub fn of(obj: &Value) -> ObjRef {
+        let s = |p: &str| {
+            obj.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        ObjRef {
+            api_version: s("/apiVersion"),
+            kind: s("/kind"),
+            namespace: s("/metadata/namespace"),
+            name: s("/metadata/name"),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// A member write.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Server-side apply `body` for manifest `ordinal`.
+    Apply {
+        /// Index in spec.workload.manifests.
+        ordinal: usize,
+        /// What to apply.
+        body: Value,
+        /// The member object exists (an error is then an update's, not a create's).
+        exists: bool,
+        /// The manifest changed since it was last applied: try it with dryRun=All first,
+        /// so a change refused as immutable is caught before anything is written.
+        dry_run_first: bool,
+        /// The manifest allows delete-and-recreate when a change is immutable.
+        recreate: bool,
+    },
+    /// Delete the object (Background propagation); `ordinal` when it is a manifest's.
+    Delete(ObjRef, Option<usize>),
+    /// Strip Causeway's label and annotations, leaving the object in the member.
+    Orphan(ObjRef, Option<usize>),
+}
+
+/// What one round does for one Work.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// The member writes.
+    pub actions: Vec<Action>,
+    /// Per manifest, what is reported when no write fails (a failed write replaces it).
+    pub results: Vec<Result<(), NotApplied>>,
+    /// The Work is being deleted: remove its finalizer once the actions succeeded.
+    pub release: bool,
+    /// The Work is being deleted (its status is not written).
+    pub deleting: bool,
+}
+
+/// The inputs of [`plan`] for one Work.
+pub struct Input<'a> {
+    /// The member cluster's name.
+    pub cluster: &'a str,
+    /// The Work.
+    pub work: &'a Work,
+    /// The member's Cluster is Ready.
+    pub ready: bool,
+    /// One per manifest.
+    pub manifests: &'a [Observed],
+    /// Member objects of this Work (labelled managed, annotated with it) that no
+    /// manifest names any more.
+    pub leftovers: &'a [Value],
+}
+
+/// `<namespace>/<name>` of a Work: the value of the member objects' WORK annotation.
+pub fn work_ref(work: &Work) -> String {
+    format!(
+        "{}/{}",
+        work.namespace().unwrap_or_default(),
+        work.name_any()
+    )
+}
+
+/// A stable hash of a manifest (FNV-1a 64 of its JSON, keys sorted), hex.
+pub fn manifest_hash(manifest: &Value) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in canonical(manifest).to_string().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+fn canonical(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let sorted: BTreeMap<&String, Value> =
+                m.iter().map(|(k, v)| (k, canonical(v))).collect();
+            json!(sorted)
+        }
+        Value::Array(l) => Value::Array(l.iter().map(canonical).collect()),
+        _ => v.clone(),
+    }
+}
+
+fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+}
+
+fn terminating(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+}
+
+/// True when `obj` carries `causeway.io/managed=true` and the annotation of `work`.
+pub fn belongs_to(obj: &Value, work: &str) -> bool {
+    label(obj, labels::MANAGED) == Some(labels::MANAGED_VALUE)
+        && annotation(obj, annotations::WORK) == Some(work)
+}
+
+/// What is applied for `manifest`: the manifest without server-set metadata and
+/// status, labelled managed, annotated with its Work and hash; without
+/// `spec.replicas` when the manifest asks to retain the member's and the object exists.
+pub fn body(manifest: &Value, work: &str, exists: bool) -> Value {
+    let mut b = manifest.clone();
+    let retain = label(manifest, labels::RETAIN_REPLICAS) == Some("true");
+    if let Some(m) = b.as_object_mut() {
+        m.remove("status");
+    }
+    if let Some(md) = b.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "generation",
+            "managedFields",
+            "selfLink",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "ownerReferences",
+            "finalizers",
+        ] {
+            md.remove(k);
+        }
+    }
+    b["metadata"]["labels"][labels::MANAGED] = json!(labels::MANAGED_VALUE);
+    b["metadata"]["annotations"][annotations::WORK] = json!(work);
+    b["metadata"]["annotations"][annotations::APPLIED_HASH] = json!(manifest_hash(manifest));
+    if retain
+        && exists
+        && let Some(spec) = b.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        spec.remove("replicas");
+    }
+    b
+}
+
+fn overwrite(work: &Work, manifest: &Value) -> bool {
+    match annotation(manifest, annotations::CONFLICT_RESOLUTION) {
+        Some(v) => v.eq_ignore_ascii_case("overwrite"),
+        None => work.spec.conflict_resolution == Some(ConflictResolution::Overwrite),
+    }
+}
+
+/// Manifest `ordinal` is unusable (no apiVersion, kind or name).
+fn malformed(ordinal: usize) -> NotApplied {
+    NotApplied::new(
+        conditions::REASON_APPLIED_FAILED,
+        format!(
+            "manifest {ordinal} lacks apiVersion, kind or metadata.name: fix the resource template"
+        ),
+    )
+}
+
+/// The conflict message of F.40.
+pub fn conflict_message(obj: &ObjRef, cluster: &str) -> String {
+    format!(
+        "{} {}/{} already exists in cluster {cluster} and is not managed by Causeway; set conflictResolution: Overwrite on the policy or annotate the template {}=overwrite to adopt it",
+        obj.kind,
+        obj.namespace,
+        obj.name,
+        annotations::CONFLICT_RESOLUTION
+    )
+}
+
+/// Pure: the writes for one Work.
+pub fn plan(input: &Input) -> Plan {
+    let work = input.work;
+    let wref = work_ref(work);
+    let manifests = &work.spec.workload.manifests;
+    let mut out = Plan {
+        deleting: work.metadata.deletion_timestamp.is_some(),
+        ..Default::default()
+    };
+    if out.deleting {
+        return plan_deletion(input, &wref, out);
+    }
+    let suspended = work.spec.suspend_dispatching == Some(true);
+    for (i, (m, seen)) in manifests.iter().zip(input.manifests).enumerate() {
+        let m = &m.0;
+        let r = ObjRef::of(m);
+        let result = if !input.ready {
+            Err(NotApplied::new(
+                conditions::REASON_CLUSTER_NOT_READY,
+                format!(
+                    "cluster {} is not Ready: nothing is applied until it is",
+                    input.cluster
+                ),
+            ))
+        } else if r.api_version.is_empty() || r.kind.is_empty() || r.name.is_empty() {
+            Err(malformed(i))
+        } else if let Err(e) = &seen.served {
+            Err(NotApplied::new(
+                conditions::REASON_APPLIED_FAILED,
+                e.clone(),
+            ))
+        } else {
+            match &seen.found {
+                Err(e) => Err(e.clone()),
+                Ok(found) => {
+                    manifest_step(input, i, m, &r, found.as_ref(), &wref, suspended).map(|a| {
+                        if let Some(a) = a {
+                            out.actions.push(a);
+                        }
+                    })
+                }
+            }
+        };
+        out.results.push(result);
+    }
+    if input.ready && !suspended {
+        for l in input.leftovers {
+            if !terminating(l) {
+                out.actions.push(Action::Delete(ObjRef::of(l), None));
+            }
+        }
+    }
+    out
+}
+
+fn manifest_step(
+    input: &Input,
+    i: usize,
+    m: &Value,
+    r: &ObjRef,
+    found: Option<&Value>,
+    wref: &str,
+    suspended: bool,
+) -> Result<Option<Action>, NotApplied> {
+    let recreate = annotation(m, annotations::RECREATE_ON_IMMUTABLE) == Some("true");
+    let Some(obj) = found else {
+        if suspended {
+            return Err(NotApplied::new(
+                conditions::REASON_SUSPEND_DISPATCHING,
+                format!(
+                    "{r} is not in cluster {} yet: dispatching is suspended",
+                    input.cluster
+                ),
+            ));
+        }
+        return Ok(Some(Action::Apply {
+            ordinal: i,
+            body: body(m, wref, false),
+            exists: false,
+            dry_run_first: false,
+            recreate,
+        }));
+    };
+    let managed = label(obj, labels::MANAGED);
+    if managed == Some("false") {
+        return Err(NotApplied::new(
+            conditions::REASON_MANAGED_LABEL_FALSE,
+            format!(
+                "{r} in cluster {} is labelled {}=false: Causeway leaves it alone; remove the label to let Causeway manage it",
+                input.cluster,
+                labels::MANAGED
+            ),
+        ));
+    }
+    if !belongs_to(obj, wref) && !overwrite(input.work, m) {
+        let message = match annotation(obj, annotations::WORK) {
+            Some(other) if managed == Some(labels::MANAGED_VALUE) => format!(
+                "{r} in cluster {} is managed by Work {other}; set conflictResolution: Overwrite on the policy to take it over",
+                input.cluster
+            ),
+            _ => conflict_message(r, input.cluster),
+        };
+        return Err(NotApplied::new(conditions::REASON_CONFLICT, message));
+    }
+    if terminating(obj) {
+        return Err(NotApplied::new(
+            conditions::REASON_WAITING_FOR_REMOVAL,
+            format!(
+                "{r} in cluster {} is being deleted; it is applied again once it is gone",
+                input.cluster
+            ),
+        ));
+    }
+    let want = body(m, wref, true);
+    if contains(obj, &want) {
+        return Ok(None);
+    }
+    if suspended {
+        return Err(NotApplied::new(
+            conditions::REASON_SUSPEND_DISPATCHING,
+            format!(
+                "{r} in cluster {} differs from the Work: dispatching is suspended",
+                input.cluster
+            ),
+        ));
+    }
+    let changed = annotation(obj, annotations::APPLIED_HASH) != Some(manifest_hash(m).as_str());
+    Ok(Some(Action::Apply {
+        ordinal: i,
+        body: want,
+        exists: true,
+        dry_run_first: changed,
+        recreate,
+    }))
+}
+
+fn plan_deletion(input: &Input, wref: &str, mut out: Plan) -> Plan {
+    if !input.ready {
+        let why = NotApplied::new(
+            conditions::REASON_CLUSTER_NOT_READY,
+            format!(
+                "cluster {} is not Ready: its objects are removed once it is",
+                input.cluster
+            ),
+        );
+        out.results = vec![Err(why); input.manifests.len()];
+        return out;
+    }
+    let preserve = input.work.spec.preserve_resources_on_deletion == Some(true);
+    let found = input
+        .manifests
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (Some(i), o.found.clone()))
+        .chain(input.leftovers.iter().map(|l| (None, Ok(Some(l.clone())))));
+    let mut remaining = false;
+    for (ordinal, f) in found {
+        let result = match f {
+            Err(e) => {
+                remaining = true;
+                Err(e)
+            }
+            Ok(Some(obj)) if belongs_to(&obj, wref) => {
+                remaining = true;
+                let r = ObjRef::of(&obj);
+                if preserve {
+                    out.actions.push(Action::Orphan(r, ordinal));
+                    Ok(())
+                } else if terminating(&obj) {
+                    Err(NotApplied::new(
+                        conditions::REASON_WAITING_FOR_REMOVAL,
+                        format!("{r} in cluster {} is still terminating", input.cluster),
+                    ))
+                } else {
+                    out.actions.push(Action::Delete(r, ordinal));
+                    Ok(())
+                }
+            }
+            // gone, or never Causeway's: nothing to do
+            Ok(_) => Ok(()),
+        };
+        if ordinal.is_some() {
+            out.results.push(result);
+        }
+    }
+    // orphaning is done once its patches land; deletion once a live read finds nothing
+    out.release = preserve || !remaining;
+    out
+}
+
+/// What a manifest's write came to.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The plan's result, or the failed write's.
+    pub result: Result<(), NotApplied>,
+    /// The member object after the round (the apply's answer, or as found).
+    pub object: Option<Value>,
+}
+
+fn identifier(ordinal: usize, m: &Value, served: &Result<Served, String>) -> ResourceIdentifier {
+    let r = ObjRef::of(m);
+    let (group, version) = match r.api_version.rsplit_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (String::new(), r.api_version.clone()),
+    };
+    ResourceIdentifier {
+        ordinal: i32::try_from(ordinal).unwrap_or(i32::MAX),
+        group,
+        version,
+        kind: r.kind,
+        resource: served
+            .as_ref()
+            .map(|s| s.plural.clone())
+            .unwrap_or_default(),
+        namespace: r.namespace,
+        name: r.name,
+    }
+}
+
+fn condition(
+    prev: &[Condition],
+    type_: &str,
+    ok: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    let status = if ok { "True" } else { "False" };
+    Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time: crate::condition::since(prev, type_, status, now),
+    }
+}
+
+/// Pure: the Work's status from what each manifest came to.
+pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
+    let work = input.work;
+    let prev = work
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or(&[]);
+    let generation = work.metadata.generation;
+    let mut manifest_statuses = Vec::new();
+    let mut failing = Vec::new();
+    let mut unhealthy = Vec::new();
+    for (i, ((m, seen), out)) in work
+        .spec
+        .workload
+        .manifests
+        .iter()
+        .zip(input.manifests)
+        .zip(outcomes)
+        .enumerate()
+    {
+        let id = identifier(i, &m.0, &seen.served);
+        let obj = out.object.as_ref();
+        let h = obj.map_or(ResourceHealth::Unknown, health);
+        let what = format!("manifest {i} ({})", ObjRef::of(&m.0));
+        if let Err(e) = &out.result {
+            failing.push((what.clone(), e.clone()));
+        }
+        if out.result.is_err() || h != ResourceHealth::Healthy {
+            unhealthy.push(format!("{what}: {h:?}"));
+        }
+        manifest_statuses.push(ManifestStatus {
+            identifier: id,
+            status: obj.and_then(|o| o.get("status")).cloned(),
+            health: Some(h),
+            applied: Some(out.result.is_ok()),
+            reason: out.result.as_ref().err().map(|e| e.reason.clone()),
+            message: out.result.as_ref().err().map(|e| e.message.clone()),
+            generation: obj
+                .and_then(|o| o.pointer("/metadata/generation"))
+                .and_then(Value::as_i64),
+            template_generation: obj
+                .and_then(|o| annotation(o, annotations::TEMPLATE_GENERATION))
+                .and_then(|g| g.parse().ok()),
+        });
+    }
+    let n = manifest_statuses.len();
+    let applied = match failing.first() {
+        None => condition(
+            prev,
+            conditions::APPLIED,
+            true,
+            conditions::REASON_APPLIED_SUCCESSFUL,
+            format!("all {n} manifests are applied to cluster {}", input.cluster),
+            generation,
+            now,
+        ),
+        Some((_, first)) => condition(
+            prev,
+            conditions::APPLIED,
+            false,
+            &first.reason,
+            failing
+                .iter()
+                .map(|(what, e)| format!("{what}: {}", e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+            generation,
+            now,
+        ),
+    };
+    let available = if unhealthy.is_empty() {
+        condition(
+            prev,
+            conditions::AVAILABLE,
+            true,
+            conditions::REASON_RESOURCES_AVAILABLE,
+            format!("all {n} manifests are healthy in cluster {}", input.cluster),
+            generation,
+            now,
+        )
+    } else {
+        condition(
+            prev,
+            conditions::AVAILABLE,
+            false,
+            conditions::REASON_RESOURCES_UNAVAILABLE,
+            format!(
+                "not healthy in cluster {}: {}",
+                input.cluster,
+                unhealthy.join("; ")
+            ),
+            generation,
+            now,
+        )
+    };
+    let dispatching = if work.spec.suspend_dispatching == Some(true) {
+        condition(
+            prev,
+            conditions::DISPATCHING,
+            false,
+            conditions::REASON_SUSPEND_DISPATCHING,
+            "dispatching is suspended: the member keeps what it has and reports its status".into(),
+            generation,
+            now,
+        )
+    } else {
+        condition(
+            prev,
+            conditions::DISPATCHING,
+            true,
+            REASON_DISPATCHING,
+            format!("manifests are dispatched to cluster {}", input.cluster),
+            generation,
+            now,
+        )
+    };
+    WorkStatus {
+        conditions: vec![applied, available, dispatching],
+        manifest_statuses,
+    }
+}

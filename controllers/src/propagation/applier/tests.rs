@@ -1,0 +1,484 @@
+use causeway_crds::federation::ConflictResolution;
+use causeway_crds::federation::work::{Manifest, ResourceHealth, Work, WorkSpec, conditions};
+use causeway_crds::well_known::{annotations, labels};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{Value, json};
+
+use super::plan::*;
+
+const W: &str = "causeway-es-east/web-deployment";
+
+fn work(manifests: Vec<Value>) -> Work {
+    let mut w = Work::new(
+        "web-deployment",
+        WorkSpec {
+            workload: causeway_crds::federation::work::WorkloadTemplate {
+                manifests: manifests.into_iter().map(Manifest).collect(),
+            },
+            ..Default::default()
+        },
+    );
+    w.metadata.namespace = Some("causeway-es-east".into());
+    w.metadata.generation = Some(4);
+    w
+}
+
+fn deploy(replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": "demo", "annotations": {annotations::TEMPLATE_GENERATION: "7"}},
+           "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+}
+
+fn served() -> Result<Served, String> {
+    Ok(Served {
+        plural: "deployments".into(),
+        namespaced: true,
+    })
+}
+
+fn seen(found: Option<Value>) -> Observed {
+    Observed {
+        served: served(),
+        found: Ok(found),
+    }
+}
+
+/// The member copy of `manifest` as the applier last wrote it, plus server fields.
+fn applied(manifest: &Value) -> Value {
+    let mut o = body(manifest, W, false);
+    o["metadata"]["uid"] = json!("u1");
+    o["metadata"]["generation"] = json!(3);
+    o["metadata"]["labels"]["team"] = json!("member-added");
+    o["spec"]["progressDeadlineSeconds"] = json!(600);
+    o["status"] = json!({"observedGeneration": 3, "updatedReplicas": 2});
+    o
+}
+
+fn unmanaged(manifest: &Value, managed: Option<&str>) -> Value {
+    let mut o = manifest.clone();
+    if let Some(v) = managed {
+        o["metadata"]["labels"] = json!({labels::MANAGED: v});
+    }
+    o
+}
+
+fn run(w: &Work, ready: bool, found: Vec<Option<Value>>, leftovers: &[Value]) -> Plan {
+    let observed: Vec<Observed> = found.into_iter().map(seen).collect();
+    plan(&Input {
+        cluster: "east",
+        work: w,
+        ready,
+        manifests: &observed,
+        leftovers,
+    })
+}
+
+fn reason(p: &Plan, i: usize) -> Option<&str> {
+    p.results[i].as_ref().err().map(|e| e.reason.as_str())
+}
+
+#[test]
+fn the_body_is_labelled_annotated_and_hashed() {
+    let m = deploy(2);
+    let b = body(&m, W, false);
+    assert_eq!(b["metadata"]["labels"][labels::MANAGED], "true");
+    assert_eq!(b["metadata"]["annotations"][annotations::WORK], W);
+    assert_eq!(
+        b["metadata"]["annotations"][annotations::APPLIED_HASH],
+        manifest_hash(&m)
+    );
+    assert_eq!(b["spec"]["replicas"], 2);
+    // the hash ignores key order and follows every change
+    let reordered: Value = serde_json::from_str(
+        r#"{"spec": {"template": {"spec": {"containers": [{"image": "nginx", "name": "c"}]}}, "replicas": 2},
+            "metadata": {"annotations": {"causeway.io/template-generation": "7"}, "namespace": "demo", "name": "web"},
+            "kind": "Deployment", "apiVersion": "apps/v1"}"#,
+    )
+    .unwrap();
+    assert_eq!(manifest_hash(&reordered), manifest_hash(&m));
+    assert_ne!(manifest_hash(&deploy(3)), manifest_hash(&m));
+    // server-set metadata and status never go into an apply
+    let mut m2 = m.clone();
+    m2["metadata"]["resourceVersion"] = json!("9");
+    m2["metadata"]["uid"] = json!("hub-uid");
+    m2["status"] = json!({"replicas": 1});
+    let b2 = body(&m2, W, false);
+    assert!(b2["metadata"].get("resourceVersion").is_none());
+    assert!(b2["metadata"].get("uid").is_none());
+    assert!(b2.get("status").is_none());
+}
+
+#[test]
+fn retain_replicas_leaves_spec_replicas_out_once_the_object_exists() {
+    let mut m = deploy(2);
+    m["metadata"]["labels"] = json!({labels::RETAIN_REPLICAS: "true"});
+    assert_eq!(body(&m, W, false)["spec"]["replicas"], 2, "set on create");
+    assert!(
+        body(&m, W, true)["spec"].get("replicas").is_none(),
+        "kept on update"
+    );
+    // an HPA scaled the member copy: nothing to write
+    let mut member = applied(&m);
+    member["spec"]["replicas"] = json!(9);
+    let p = run(&work(vec![m]), true, vec![Some(member)], &[]);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert_eq!(p.results, vec![Ok(())]);
+}
+
+#[test]
+fn applies_only_what_the_member_lacks() {
+    let m = deploy(2);
+    let w = work(vec![m.clone()]);
+    // absent: created
+    let p = run(&w, true, vec![None], &[]);
+    assert_eq!(
+        p.actions,
+        vec![Action::Apply {
+            ordinal: 0,
+            body: body(&m, W, false),
+            exists: false,
+            dry_run_first: false,
+            recreate: false
+        }]
+    );
+    // present and containing it (member-added fields ignored): zero writes
+    let p = run(&w, true, vec![Some(applied(&m))], &[]);
+    assert!(p.actions.is_empty());
+    assert_eq!(p.results, vec![Ok(())]);
+    // a hand edit of a field Causeway set: reverted, no dry run (the manifest is unchanged)
+    let mut edited = applied(&m);
+    edited["spec"]["replicas"] = json!(5);
+    let p = run(&w, true, vec![Some(edited)], &[]);
+    assert!(matches!(
+        &p.actions[..],
+        [Action::Apply {
+            exists: true,
+            dry_run_first: false,
+            ..
+        }]
+    ));
+    // the manifest changed: dry run first; recreate only when the manifest allows it
+    let mut changed = deploy(3);
+    changed["metadata"]["annotations"][annotations::RECREATE_ON_IMMUTABLE] = json!("true");
+    let p = run(&work(vec![changed]), true, vec![Some(applied(&m))], &[]);
+    assert!(matches!(
+        &p.actions[..],
+        [Action::Apply {
+            exists: true,
+            dry_run_first: true,
+            recreate: true,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn conflicts_and_the_managed_label() {
+    let m = deploy(2);
+    let abort = work(vec![m.clone()]);
+    let mut over = abort.clone();
+    over.spec.conflict_resolution = Some(ConflictResolution::Overwrite);
+    let mut over_annotated = m.clone();
+    over_annotated["metadata"]["annotations"][annotations::CONFLICT_RESOLUTION] =
+        json!("overwrite");
+    let mut other_work = applied(&m);
+    other_work["metadata"]["annotations"][annotations::WORK] = json!("causeway-es-east/other");
+    let cases: Vec<(&str, Work, Value, Option<&str>)> = vec![
+        (
+            "unmanaged, Abort",
+            abort.clone(),
+            unmanaged(&m, None),
+            Some(conditions::REASON_CONFLICT),
+        ),
+        (
+            "unmanaged, Overwrite",
+            over.clone(),
+            unmanaged(&m, None),
+            None,
+        ),
+        (
+            "unmanaged, annotated overwrite",
+            work(vec![over_annotated.clone()]),
+            unmanaged(&over_annotated, None),
+            None,
+        ),
+        (
+            "managed=false, Abort",
+            abort.clone(),
+            unmanaged(&m, Some("false")),
+            Some(conditions::REASON_MANAGED_LABEL_FALSE),
+        ),
+        (
+            "managed=false, Overwrite",
+            over.clone(),
+            unmanaged(&m, Some("false")),
+            Some(conditions::REASON_MANAGED_LABEL_FALSE),
+        ),
+        (
+            "another Work's",
+            abort.clone(),
+            other_work.clone(),
+            Some(conditions::REASON_CONFLICT),
+        ),
+        ("another Work's, Overwrite", over.clone(), other_work, None),
+    ];
+    for (what, w, member, want) in cases {
+        let p = run(&w, true, vec![Some(member)], &[]);
+        assert_eq!(reason(&p, 0), want, "{what}");
+        assert_eq!(
+            p.actions.is_empty(),
+            want.is_some(),
+            "{what}: {:?}",
+            p.actions
+        );
+    }
+    let p = run(&abort, true, vec![Some(unmanaged(&m, None))], &[]);
+    assert_eq!(
+        p.results[0].as_ref().unwrap_err().message,
+        "Deployment demo/web already exists in cluster east and is not managed by Causeway; set conflictResolution: Overwrite on the policy or annotate the template causeway.io/conflict-resolution=overwrite to adopt it"
+    );
+}
+
+#[test]
+fn not_ready_suspended_unserved_and_leftovers() {
+    let m = deploy(2);
+    let w = work(vec![m.clone()]);
+    let gone = applied(
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "old", "namespace": "demo"}}),
+    );
+    // not Ready: nothing written, not even leftovers
+    let p = run(&w, false, vec![None], std::slice::from_ref(&gone));
+    assert!(p.actions.is_empty());
+    assert_eq!(reason(&p, 0), Some(conditions::REASON_CLUSTER_NOT_READY));
+    // suspended: nothing written; in sync is still applied, a difference is reported
+    let mut s = w.clone();
+    s.spec.suspend_dispatching = Some(true);
+    let p = run(
+        &s,
+        true,
+        vec![Some(applied(&m))],
+        std::slice::from_ref(&gone),
+    );
+    assert!(p.actions.is_empty());
+    assert_eq!(p.results, vec![Ok(())]);
+    let p = run(&s, true, vec![None], &[]);
+    assert_eq!(reason(&p, 0), Some(conditions::REASON_SUSPEND_DISPATCHING));
+    // a kind the member does not serve
+    let observed = [Observed {
+        served: Err("cluster east does not serve Deployment in apps/v1".into()),
+        found: Ok(None),
+    }];
+    let p = plan(&Input {
+        cluster: "east",
+        work: &w,
+        ready: true,
+        manifests: &observed,
+        leftovers: &[],
+    });
+    assert_eq!(reason(&p, 0), Some(conditions::REASON_APPLIED_FAILED));
+    // a manifest removed from the Work: its object is deleted, unless already leaving
+    let p = run(
+        &w,
+        true,
+        vec![Some(applied(&m))],
+        std::slice::from_ref(&gone),
+    );
+    assert_eq!(p.actions, vec![Action::Delete(ObjRef::of(&gone), None)]);
+    let mut leaving = gone.clone();
+    leaving["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    assert!(
+        run(&w, true, vec![Some(applied(&m))], &[leaving])
+            .actions
+            .is_empty()
+    );
+}
+
+#[test]
+fn deletion_deletes_only_causeways_objects_then_releases() {
+    let m = deploy(2);
+    let mut w = work(vec![m.clone(), deploy(1)]);
+    w.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+    let ours = applied(&m);
+    let theirs = unmanaged(&m, None);
+    let mut leaving = ours.clone();
+    leaving["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    // ours deleted, theirs never; not released while anything of ours is there
+    let p = run(
+        &w,
+        true,
+        vec![Some(ours.clone()), Some(theirs.clone())],
+        &[],
+    );
+    assert!(p.deleting);
+    assert_eq!(p.actions, vec![Action::Delete(ObjRef::of(&ours), Some(0))]);
+    assert!(!p.release);
+    // terminating: waiting
+    let p = run(&w, true, vec![Some(leaving), None], &[]);
+    assert!(p.actions.is_empty());
+    assert_eq!(reason(&p, 0), Some(conditions::REASON_WAITING_FOR_REMOVAL));
+    assert!(!p.release);
+    // all gone (or never ours): released
+    let p = run(&w, true, vec![None, Some(theirs)], &[]);
+    assert!(p.actions.is_empty() && p.release);
+    // not Ready: nothing written, nothing released
+    let p = run(&w, false, vec![Some(ours.clone()), None], &[]);
+    assert!(p.actions.is_empty() && !p.release);
+    // preserveResourcesOnDeletion: orphaned and released at once
+    w.spec.preserve_resources_on_deletion = Some(true);
+    let p = run(
+        &w,
+        true,
+        vec![Some(ours.clone()), None],
+        std::slice::from_ref(&ours),
+    );
+    assert_eq!(
+        p.actions,
+        vec![
+            Action::Orphan(ObjRef::of(&ours), Some(0)),
+            Action::Orphan(ObjRef::of(&ours), None)
+        ]
+    );
+    assert!(p.release);
+}
+
+#[test]
+fn status_reports_each_manifest_and_the_conditions() {
+    let ok = deploy(2);
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "demo"}});
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "demo"}});
+    let w = work(vec![ok.clone(), cm.clone(), job.clone()]);
+    let observed: Vec<Observed> = vec![seen(None), seen(None), seen(None)];
+    let input = Input {
+        cluster: "east",
+        work: &w,
+        ready: true,
+        manifests: &observed,
+        leftovers: &[],
+    };
+    let now = Time(jiff::Timestamp::from_second(100).unwrap());
+    let immutable = NotApplied::new(
+        conditions::REASON_IMMUTABLE_FIELD,
+        "spec.completions: field is immutable",
+    );
+    let timed_out = NotApplied::new(
+        conditions::REASON_CREATION_TIMED_OUT,
+        "no answer within 10000 ms",
+    );
+    let outcomes = vec![
+        Outcome {
+            result: Ok(()),
+            object: Some(applied(&ok)),
+        },
+        Outcome {
+            result: Err(immutable),
+            object: Some(applied(&cm)),
+        },
+        Outcome {
+            result: Err(timed_out),
+            object: None,
+        },
+    ];
+    let st = status(&input, &outcomes, &now);
+    let m0 = &st.manifest_statuses[0];
+    assert_eq!(m0.identifier.group, "apps");
+    assert_eq!(m0.identifier.resource, "deployments");
+    assert_eq!(
+        (m0.applied, m0.generation, m0.template_generation),
+        (Some(true), Some(3), Some(7))
+    );
+    assert_eq!(m0.health, Some(ResourceHealth::Healthy));
+    assert_eq!(
+        m0.status,
+        Some(json!({"observedGeneration": 3, "updatedReplicas": 2}))
+    );
+    assert_eq!(
+        st.manifest_statuses[1].reason.as_deref(),
+        Some(conditions::REASON_IMMUTABLE_FIELD)
+    );
+    assert_eq!(
+        st.manifest_statuses[2].health,
+        Some(ResourceHealth::Unknown)
+    );
+    let applied_c = &st.conditions[0];
+    assert_eq!(
+        (applied_c.status.as_str(), applied_c.reason.as_str()),
+        ("False", conditions::REASON_IMMUTABLE_FIELD)
+    );
+    assert_eq!(applied_c.observed_generation, Some(4));
+    assert!(
+        applied_c
+            .message
+            .contains("manifest 1 (ConfigMap demo/cfg)"),
+        "{}",
+        applied_c.message
+    );
+    assert!(
+        applied_c
+            .message
+            .contains("manifest 2 (Job demo/j): no answer"),
+        "{}",
+        applied_c.message
+    );
+    assert_eq!(st.conditions[1].status, "False");
+    assert_eq!(st.conditions[2].reason, REASON_DISPATCHING);
+    // all applied and healthy: True, and the transition time stays put
+    let mut w2 = work(vec![ok.clone(), cm.clone()]);
+    let observed = vec![seen(None), seen(None)];
+    let good = vec![
+        Outcome {
+            result: Ok(()),
+            object: Some(applied(&ok)),
+        },
+        Outcome {
+            result: Ok(()),
+            object: Some(applied(&cm)),
+        },
+    ];
+    let input = Input {
+        cluster: "east",
+        work: &w2,
+        ready: true,
+        manifests: &observed,
+        leftovers: &[],
+    };
+    let st = status(&input, &good, &now);
+    assert_eq!(
+        st.conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                conditions::APPLIED,
+                "True",
+                conditions::REASON_APPLIED_SUCCESSFUL
+            ),
+            (
+                conditions::AVAILABLE,
+                "True",
+                conditions::REASON_RESOURCES_AVAILABLE
+            ),
+            (conditions::DISPATCHING, "True", REASON_DISPATCHING),
+        ]
+    );
+    w2.status = Some(st.clone());
+    w2.spec.suspend_dispatching = Some(true);
+    let later = Time(jiff::Timestamp::from_second(200).unwrap());
+    let input = Input {
+        cluster: "east",
+        work: &w2,
+        ready: true,
+        manifests: &observed,
+        leftovers: &[],
+    };
+    let st2 = status(&input, &good, &later);
+    assert_eq!(st2.conditions[0].last_transition_time, now);
+    assert_eq!(
+        (
+            st2.conditions[2].status.as_str(),
+            st2.conditions[2].reason.as_str(),
+            &st2.conditions[2].last_transition_time
+        ),
+        ("False", conditions::REASON_SUSPEND_DISPATCHING, &later)
+    );
+}
