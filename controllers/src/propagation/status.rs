@@ -1,2 +1,231 @@
 //! The binding controller's pure status step: the Works of a binding → its
 //! `aggregatedStatus`, `FullyApplied`, and the hub template's `.status` (§8 H.52–53).
+//!
+//! A cluster counts as applied only when its Work's `Applied` condition is True for
+//! the Work's current generation: a condition the applier wrote for older manifests
+//! says nothing about the ones the hub just rendered.
+
+use std::sync::Arc;
+
+use causeway_crds::federation::aggregate;
+use causeway_crds::federation::binding::{
+    AggregatedStatusItem, BindingSpec, BindingStatus, conditions,
+};
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::work::{self, ManifestStatus, ResourceHealth, Work};
+use causeway_crds::well_known::labels;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use serde_json::Value;
+
+use crate::clusters::status::ready_of;
+
+/// What the binding's status should be (see the module docs):
+/// - `conditions`: the previous ones (the detector's `Scheduled` among them) with
+///   `FullyApplied` set from the clusters' results, its `lastTransitionTime` kept while
+///   its status does not change;
+/// - `aggregatedStatus`: one item per scheduled cluster, in `spec.clusters` order;
+/// - `schedulingReasons`: the previous ones (the detector's).
+///
+/// `failed` are the clusters whose overrides failed in this round (their Work, if any,
+/// holds older manifests).
+pub fn binding_status(
+    spec: &BindingSpec,
+    works: &[Arc<Work>],
+    clusters: &[Arc<Cluster>],
+    failed: &[(String, String)],
+    previous: Option<&BindingStatus>,
+    now: &Time,
+) -> BindingStatus {
+    let items: Vec<AggregatedStatusItem> = spec
+        .clusters
+        .iter()
+        .map(|t| item(&t.name, work_of(works, &t.name), clusters, failed))
+        .collect();
+    let not_applied: Vec<String> = items
+        .iter()
+        .filter(|i| !i.applied)
+        .map(|i| match &i.applied_message {
+            Some(why) => format!("{} ({why})", i.cluster_name),
+            None => i.cluster_name.clone(),
+        })
+        .collect();
+    let (status, reason, message) = if items.is_empty() {
+        (
+            "False",
+            conditions::REASON_FULLY_APPLIED_FAILED,
+            "scheduled to no cluster".to_string(),
+        )
+    } else if not_applied.is_empty() {
+        (
+            "True",
+            conditions::REASON_FULLY_APPLIED_SUCCESS,
+            format!("applied in every scheduled cluster ({})", items.len()),
+        )
+    } else {
+        (
+            "False",
+            conditions::REASON_FULLY_APPLIED_FAILED,
+            format!(
+                "not applied in {} of {} cluster(s): {}",
+                not_applied.len(),
+                items.len(),
+                not_applied.join("; ")
+            ),
+        )
+    };
+    let prev_conditions = previous
+        .map(|p| p.conditions.as_slice())
+        .unwrap_or_default();
+    let fully = Condition {
+        type_: conditions::FULLY_APPLIED.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message,
+        observed_generation: None,
+        last_transition_time: crate::condition::since(
+            prev_conditions,
+            conditions::FULLY_APPLIED,
+            status,
+            now,
+        ),
+    };
+    let mut conds: Vec<Condition> = prev_conditions.to_vec();
+    match conds
+        .iter_mut()
+        .find(|c| c.type_ == conditions::FULLY_APPLIED)
+    {
+        Some(c) => *c = fully,
+        None => conds.push(fully),
+    }
+    BindingStatus {
+        conditions: conds,
+        aggregated_status: items,
+        scheduling_reasons: previous
+            .map(|p| p.scheduling_reasons.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// The hub template's `.status` from its Works (the first manifest of each), or `None`
+/// for kinds without an aggregation rule; see [`aggregate::template_status`].
+pub fn template_status(
+    kind: &str,
+    template_generation: i64,
+    previous: Option<&Value>,
+    works: &[Arc<Work>],
+    expected: usize,
+) -> Option<Value> {
+    let members: Vec<&ManifestStatus> = works.iter().filter_map(|w| first_manifest(w)).collect();
+    aggregate::template_status(kind, template_generation, previous, &members, expected)
+}
+
+/// The Work of `cluster` among the binding's Works.
+fn work_of<'a>(works: &'a [Arc<Work>], cluster: &str) -> Option<&'a Work> {
+    works
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|w| w.labels().get(labels::CLUSTER).map(String::as_str) == Some(cluster))
+}
+
+/// The status of the Work's first manifest (ordinal 0).
+fn first_manifest(w: &Work) -> Option<&ManifestStatus> {
+    let statuses = &w.status.as_ref()?.manifest_statuses;
+    statuses
+        .iter()
+        .find(|m| m.identifier.ordinal == 0)
+        .or(statuses.first())
+}
+
+/// The aggregated status of one scheduled cluster.
+fn item(
+    cluster: &str,
+    work: Option<&Work>,
+    clusters: &[Arc<Cluster>],
+    failed: &[(String, String)],
+) -> AggregatedStatusItem {
+    let applied_condition = work.and_then(|w| {
+        let c = w
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == work::conditions::APPLIED)?;
+        Some((w, c))
+    });
+    let current = applied_condition.is_some_and(|(w, c)| {
+        c.status == "True"
+            && w.metadata
+                .generation
+                .is_none_or(|g| c.observed_generation.is_some_and(|o| o >= g))
+    });
+    let override_failure = failed.iter().find(|(c, _)| c == cluster).map(|(_, m)| m);
+    let ready = clusters
+        .iter()
+        .find(|c| c.name_any() == cluster)
+        .map(|c| ready_of(c).is_some_and(|r| r.status == "True"));
+    let applied = current && override_failure.is_none();
+    let message = match (override_failure, ready) {
+        (Some(why), _) => Some(format!(
+            "{}: {why}",
+            work::conditions::REASON_APPLY_OVERRIDES_FAILED
+        )),
+        _ if applied => applied_condition
+            .map(|(_, c)| c.message.clone())
+            .filter(|m| !m.is_empty()),
+        (None, None) => Some(format!(
+            "cluster {cluster} is not registered (no Cluster object)"
+        )),
+        (None, Some(false)) => Some(format!(
+            "cluster {cluster} is not Ready ({})",
+            work::conditions::REASON_CLUSTER_NOT_READY
+        )),
+        (None, Some(true)) => Some(match applied_condition {
+            Some((_, c)) if c.status != "True" && !c.message.is_empty() => c.message.clone(),
+            Some((_, c)) if c.status != "True" => {
+                format!(
+                    "the Work's Applied condition is {} ({})",
+                    c.status, c.reason
+                )
+            }
+            Some((w, _)) => format!(
+                "waiting for the work applier to apply generation {} of the Work",
+                w.metadata.generation.unwrap_or_default()
+            ),
+            None => "waiting for the work applier".to_string(),
+        }),
+    };
+    let statuses = work
+        .and_then(|w| w.status.as_ref())
+        .map(|s| s.manifest_statuses.as_slice())
+        .unwrap_or_default();
+    AggregatedStatusItem {
+        cluster_name: cluster.to_string(),
+        status: work.and_then(first_manifest).and_then(|m| m.status.clone()),
+        applied,
+        applied_message: message,
+        health: health(statuses),
+    }
+}
+
+/// Health of the member objects: Unhealthy if any is, else Unknown if any is (or has
+/// no health yet), else Healthy; `None` before anything was reported.
+fn health(statuses: &[ManifestStatus]) -> Option<ResourceHealth> {
+    let each = || {
+        statuses
+            .iter()
+            .map(|m| m.health.unwrap_or(ResourceHealth::Unknown))
+    };
+    if statuses.is_empty() {
+        None
+    } else if each().any(|h| h == ResourceHealth::Unhealthy) {
+        Some(ResourceHealth::Unhealthy)
+    } else if each().any(|h| h == ResourceHealth::Unknown) {
+        Some(ResourceHealth::Unknown)
+    } else {
+        Some(ResourceHealth::Healthy)
+    }
+}
+
+#[cfg(test)]
+mod tests;

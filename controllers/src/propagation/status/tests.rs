@@ -1,0 +1,367 @@
+//! Table tests of the binding status: Works and Clusters → aggregatedStatus and
+//! FullyApplied (H.52), and the template status through the Works (H.53).
+
+use super::*;
+use causeway_crds::federation::binding::{SchedulingReason, TargetCluster};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+fn obj<T: DeserializeOwned>(v: Value) -> Arc<T> {
+    Arc::new(serde_json::from_value(v).expect("fixture parses"))
+}
+
+fn t(s: i64) -> Time {
+    Time(jiff::Timestamp::from_second(s).unwrap())
+}
+
+fn cluster(name: &str, ready: &str) -> Arc<Cluster> {
+    obj(
+        json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"}, "status": {"conditions": [
+        {"type": "Ready", "status": ready, "reason": "R", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+    )
+}
+
+fn spec(clusters: &[&str]) -> BindingSpec {
+    BindingSpec {
+        clusters: clusters
+            .iter()
+            .map(|n| TargetCluster {
+                name: n.to_string(),
+                replicas: None,
+            })
+            .collect(),
+        ..BindingSpec::default()
+    }
+}
+
+/// The Work of `cluster` at `generation`, with an Applied condition
+/// (`status`, observed generation, message) and manifest statuses (health, status).
+fn work(
+    cluster: &str,
+    generation: i64,
+    applied: Option<(&str, i64, &str)>,
+    manifests: &[ManifestFixture],
+) -> Arc<Work> {
+    let conditions: Vec<Value> = applied
+        .into_iter()
+        .map(|(s, observed, m)| {
+            json!({"type": "Applied", "status": s, "observedGeneration": observed,
+                "reason": if s == "True" { "AppliedSuccessful" } else { "AppliedFailed" },
+                "message": m, "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        })
+        .collect();
+    let statuses: Vec<Value> = manifests
+        .iter()
+        .enumerate()
+        .map(|(i, (h, s))| {
+            json!({"identifier": {"ordinal": i, "version": "v1", "kind": "Deployment", "name": "web"},
+                "health": h, "status": s, "applied": true, "generation": 1, "templateGeneration": 1})
+        })
+        .collect();
+    obj(json!({
+        "metadata": {"name": "demo.web-deployment", "namespace": format!("causeway-es-{cluster}"),
+            "generation": generation, "labels": {labels::CLUSTER: cluster}},
+        "spec": {},
+        "status": {"conditions": conditions, "manifestStatuses": statuses},
+    }))
+}
+
+/// A manifest status fixture: health and status.
+type ManifestFixture = (Option<&'static str>, Value);
+
+/// A case of a cluster not applied: what, its Work, its Cluster, the override
+/// failures, the message expected.
+type NotApplied<'a> = (
+    &'static str,
+    Option<Arc<Work>>,
+    Option<&'a Arc<Cluster>>,
+    &'a [(String, String)],
+    &'static str,
+);
+
+fn healthy() -> (Option<&'static str>, Value) {
+    (
+        Some("Healthy"),
+        json!({"observedGeneration": 1, "readyReplicas": 2}),
+    )
+}
+
+fn fully(st: &BindingStatus) -> &Condition {
+    st.conditions
+        .iter()
+        .find(|c| c.type_ == conditions::FULLY_APPLIED)
+        .expect("FullyApplied")
+}
+
+#[test]
+fn applied_everywhere_is_fully_applied() {
+    let works = [
+        work("east", 2, Some(("True", 2, "")), &[healthy()]),
+        work(
+            "west",
+            2,
+            Some(("True", 3, "applied 1 manifest")),
+            &[healthy()],
+        ),
+    ];
+    let clusters = [cluster("east", "True"), cluster("west", "True")];
+    let st = binding_status(
+        &spec(&["east", "west"]),
+        &works,
+        &clusters,
+        &[],
+        None,
+        &t(5),
+    );
+    let c = fully(&st);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", "FullyAppliedSuccess")
+    );
+    assert_eq!(c.last_transition_time, t(5));
+    assert_eq!(
+        st.aggregated_status,
+        [
+            AggregatedStatusItem {
+                cluster_name: "east".into(),
+                status: Some(json!({"observedGeneration": 1, "readyReplicas": 2})),
+                applied: true,
+                applied_message: None,
+                health: Some(ResourceHealth::Healthy),
+            },
+            AggregatedStatusItem {
+                cluster_name: "west".into(),
+                status: Some(json!({"observedGeneration": 1, "readyReplicas": 2})),
+                applied: true,
+                applied_message: Some("applied 1 manifest".into()),
+                health: Some(ResourceHealth::Healthy),
+            },
+        ]
+    );
+}
+
+#[test]
+fn each_reason_a_cluster_is_not_applied() {
+    let ready = cluster("c", "True");
+    let not_ready = cluster("c", "False");
+    let failed = [(
+        "c".to_string(),
+        "OverridePolicy demo/x rule 0, plaintext[0]: bad".to_string(),
+    )];
+    let cases: [NotApplied; 7] = [
+        (
+            "the applier failed",
+            Some(work(
+                "c",
+                2,
+                Some(("False", 2, "Deployment demo/web: ResourceConflict: exists")),
+                &[],
+            )),
+            Some(&ready),
+            &[],
+            "Deployment demo/web: ResourceConflict: exists",
+        ),
+        (
+            "applied, but an older generation of the Work",
+            Some(work("c", 3, Some(("True", 2, "done")), &[])),
+            Some(&ready),
+            &[],
+            "waiting for the work applier to apply generation 3 of the Work",
+        ),
+        (
+            "no Work yet",
+            None,
+            Some(&ready),
+            &[],
+            "waiting for the work applier",
+        ),
+        (
+            "no Applied condition yet",
+            Some(work("c", 1, None, &[])),
+            Some(&ready),
+            &[],
+            "waiting for the work applier",
+        ),
+        (
+            "the cluster is not Ready",
+            Some(work("c", 1, None, &[])),
+            Some(&not_ready),
+            &[],
+            "cluster c is not Ready (ClusterNotReady)",
+        ),
+        (
+            "the Cluster is gone",
+            None,
+            None,
+            &[],
+            "cluster c is not registered (no Cluster object)",
+        ),
+        (
+            "the overrides failed (the Work holds older manifests)",
+            Some(work("c", 1, Some(("True", 1, "")), &[])),
+            Some(&ready),
+            &failed,
+            "ApplyOverridesFailed: OverridePolicy demo/x rule 0, plaintext[0]: bad",
+        ),
+    ];
+    for (what, w, c, failed, want) in cases {
+        let works: Vec<Arc<Work>> = w.into_iter().collect();
+        let clusters: Vec<Arc<Cluster>> = c.cloned().into_iter().collect();
+        let st = binding_status(&spec(&["c"]), &works, &clusters, failed, None, &t(5));
+        let item = &st.aggregated_status[0];
+        assert!(!item.applied, "{what}");
+        assert_eq!(item.applied_message.as_deref(), Some(want), "{what}");
+        let c = fully(&st);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "FullyAppliedFailed"),
+            "{what}"
+        );
+        assert_eq!(
+            c.message,
+            format!("not applied in 1 of 1 cluster(s): c ({want})"),
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn an_applied_cluster_stays_applied_while_not_ready() {
+    let works = [work("east", 1, Some(("True", 1, "")), &[healthy()])];
+    let st = binding_status(
+        &spec(&["east"]),
+        &works,
+        &[cluster("east", "Unknown")],
+        &[],
+        None,
+        &t(5),
+    );
+    assert!(st.aggregated_status[0].applied);
+    assert_eq!(fully(&st).status, "True");
+}
+
+#[test]
+fn the_message_names_every_cluster_not_applied() {
+    let works = [work("a", 1, Some(("True", 1, "")), &[])];
+    let clusters = ["a", "b", "c"].map(|n| cluster(n, "True"));
+    let st = binding_status(&spec(&["a", "b", "c"]), &works, &clusters, &[], None, &t(5));
+    assert_eq!(
+        fully(&st).message,
+        "not applied in 2 of 3 cluster(s): b (waiting for the work applier); c (waiting for the work applier)"
+    );
+    let st = binding_status(&spec(&[]), &[], &clusters, &[], None, &t(5));
+    assert_eq!(fully(&st).status, "False");
+    assert_eq!(fully(&st).message, "scheduled to no cluster");
+}
+
+#[test]
+fn health_is_the_worst_of_the_manifests() {
+    let h = |s: Option<&'static str>| (s, json!({}));
+    let cases: [(&[ManifestFixture], Option<ResourceHealth>); 5] = [
+        (&[], None),
+        (
+            &[h(Some("Healthy")), h(Some("Healthy"))],
+            Some(ResourceHealth::Healthy),
+        ),
+        (
+            &[h(Some("Healthy")), h(Some("Unknown"))],
+            Some(ResourceHealth::Unknown),
+        ),
+        (
+            &[h(Some("Healthy")), h(None)],
+            Some(ResourceHealth::Unknown),
+        ),
+        (
+            &[h(Some("Unknown")), h(Some("Unhealthy"))],
+            Some(ResourceHealth::Unhealthy),
+        ),
+    ];
+    for (manifests, want) in cases {
+        let works = [work("a", 1, Some(("True", 1, "")), manifests)];
+        let st = binding_status(
+            &spec(&["a"]),
+            &works,
+            &[cluster("a", "True")],
+            &[],
+            None,
+            &t(5),
+        );
+        assert_eq!(st.aggregated_status[0].health, want, "{manifests:?}");
+    }
+}
+
+#[test]
+fn scheduled_and_reasons_are_kept_and_the_transition_time_only_moves_on_change() {
+    let scheduled = Condition {
+        type_: conditions::SCHEDULED.into(),
+        status: "True".into(),
+        reason: conditions::REASON_SUCCESS.into(),
+        message: "scheduled".into(),
+        observed_generation: None,
+        last_transition_time: t(1),
+    };
+    let previous = BindingStatus {
+        conditions: vec![scheduled.clone()],
+        aggregated_status: Vec::new(),
+        scheduling_reasons: vec![SchedulingReason {
+            cluster: "west".into(),
+            reason: "not in clusterNames [east]".into(),
+        }],
+    };
+    let clusters = [cluster("east", "True")];
+    let pending = binding_status(
+        &spec(&["east"]),
+        &[],
+        &clusters,
+        &[],
+        Some(&previous),
+        &t(10),
+    );
+    assert_eq!(pending.conditions[0], scheduled);
+    assert_eq!(pending.scheduling_reasons, previous.scheduling_reasons);
+    assert_eq!(fully(&pending).last_transition_time, t(10));
+    // still not applied later: the time stays
+    let later = binding_status(
+        &spec(&["east"]),
+        &[],
+        &clusters,
+        &[],
+        Some(&pending),
+        &t(20),
+    );
+    assert_eq!(fully(&later).last_transition_time, t(10));
+    assert_eq!(later.conditions.len(), 2);
+    // applied: it moves
+    let works = [work("east", 1, Some(("True", 1, "")), &[])];
+    let done = binding_status(
+        &spec(&["east"]),
+        &works,
+        &clusters,
+        &[],
+        Some(&later),
+        &t(30),
+    );
+    assert_eq!(fully(&done).status, "True");
+    assert_eq!(fully(&done).last_transition_time, t(30));
+}
+
+#[test]
+fn template_status_aggregates_the_first_manifest_of_each_work() {
+    let deploy = |n: i64| {
+        (
+            Some("Healthy"),
+            json!({"observedGeneration": 1, "replicas": n, "readyReplicas": n}),
+        )
+    };
+    let works = [
+        work("a", 1, Some(("True", 1, "")), &[deploy(2), deploy(100)]),
+        work("b", 1, Some(("True", 1, "")), &[deploy(3)]),
+        // a Work not reported yet adds nothing
+        work("c", 1, None, &[]),
+    ];
+    let got = template_status("Deployment", 1, None, &works, 2).unwrap();
+    assert_eq!(got["replicas"], 5);
+    assert_eq!(got["readyReplicas"], 5);
+    assert_eq!(got["observedGeneration"], 1);
+    assert_eq!(template_status("ConfigMap", 1, None, &works, 2), None);
+}
