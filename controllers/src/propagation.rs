@@ -9,8 +9,12 @@
 //! - [`render`]: binding + template + overrides → Works.
 //! - [`status`]: Works → the binding's aggregated status and the template's `.status`.
 //! - [`applier`]: a member's Works → objects in the member, and their status.
+//! - [`hub`]: the hub's loop that runs the detector, renders and aggregates; [`kinds`]
+//!   its watches of templates of any kind.
 
 pub mod applier;
 pub mod detector;
+pub mod hub;
+pub mod kinds;
 pub mod render;
 pub mod status;

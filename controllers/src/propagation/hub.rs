@@ -1,0 +1,708 @@
+//! The hub's propagation loop (issue 14), on the common controller shape: watches
+//! (policies, override policies, clusters, bindings, Works, and the templates of every
+//! kind a policy selects, [`super::kinds`]) → the pure steps ([`super::detector`],
+//! [`super::render`], [`super::status`]) → the shared applier.
+//!
+//! One round:
+//!
+//! 1. the detector's bindings are applied (and bindings of gone templates deleted);
+//!    each claimed template holds the `causeway.io/propagation` finalizer;
+//! 2. every binding whose key is dirty (all of them in a full round) is rendered into
+//!    one Work per scheduled cluster, unless it is frozen (PolicyRemoved) or blocked
+//!    (missing dependentOverrides); Works of clusters no longer scheduled are deleted
+//!    (G.51; the member's applier removes the copies), except where the overrides
+//!    failed (that cluster keeps what it has, ApplyOverridesFailed);
+//! 3. its status is aggregated from the Works (H.52) and the template's `.status`
+//!    from the members' (H.53);
+//! 4. a template being deleted has its Works deleted; once a live list confirms none is
+//!    left (each Work goes only when its applier removed or orphaned the member copy,
+//!    G.45–46), its binding is deleted and its finalizer released.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use causeway_crds::federation::binding::{
+    BindingSpec, BindingStatus, ClusterResourceBinding, ResourceBinding, conditions,
+};
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
+use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
+use causeway_crds::federation::work::Work;
+use causeway_crds::names::execution_namespace;
+use causeway_crds::well_known::{finalizers, labels};
+use causeway_runtime::apply::{self, Failures, Memo, StatusMemo};
+use causeway_runtime::reflect::{Cache, Dirty, Key, Wake, cache};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::kinds::{Kinds, kind_of, template_key};
+use super::render::{RenderInput, render};
+use super::{detector, status};
+use crate::mcs::HubCaches;
+use crate::metrics::Metrics;
+
+/// The key of a Work: its binding's `(namespace, name)` ("" for a
+/// ClusterResourceBinding).
+fn work_key(w: &Work) -> Option<Key> {
+    let l = w.metadata.labels.as_ref()?;
+    Some((
+        l.get(labels::BINDING_NAMESPACE)
+            .cloned()
+            .unwrap_or_default(),
+        l.get(labels::BINDING_NAME)?.clone(),
+    ))
+}
+
+fn binding_key(b: &ResourceBinding) -> Option<Key> {
+    Some(crate::watch::key(b))
+}
+
+fn cluster_binding_key(b: &ClusterResourceBinding) -> Option<Key> {
+    Some((String::new(), b.name_any()))
+}
+
+struct Caches {
+    pps: Cache<PropagationPolicy>,
+    cpps: Cache<ClusterPropagationPolicy>,
+    ops: Cache<OverridePolicy>,
+    cops: Cache<ClusterOverridePolicy>,
+    rbs: Cache<ResourceBinding>,
+    crbs: Cache<ClusterResourceBinding>,
+    works: Cache<Work>,
+    clusters: Cache<Cluster>,
+}
+
+/// What the loop remembers between rounds: the appliers' memos, and the Events
+/// already told (so each is told once per distinct message).
+#[derive(Default)]
+struct Memos {
+    rbs: Memo<ResourceBinding>,
+    crbs: Memo<ClusterResourceBinding>,
+    works: Memo<Work>,
+    status: StatusMemo,
+    told: HashMap<(Key, &'static str), String>,
+}
+
+/// Runs the hub's propagation loop until `stop`.
+pub async fn run(
+    hub: kube::Client,
+    hub_caches: Arc<HubCaches>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    let wake = Wake::new();
+    let all = watcher::Config::default;
+    let c = Caches {
+        pps: cache(
+            Api::all(hub.clone()),
+            all(),
+            wake.clone(),
+            stop.clone(),
+            "hub propagation policies",
+            None,
+        ),
+        cpps: cache(
+            Api::all(hub.clone()),
+            all(),
+            wake.clone(),
+            stop.clone(),
+            "hub cluster propagation policies",
+            None,
+        ),
+        ops: cache(
+            Api::all(hub.clone()),
+            all(),
+            wake.clone(),
+            stop.clone(),
+            "hub override policies",
+            None,
+        ),
+        cops: cache(
+            Api::all(hub.clone()),
+            all(),
+            wake.clone(),
+            stop.clone(),
+            "hub cluster override policies",
+            None,
+        ),
+        rbs: cache(
+            Api::all(hub.clone()),
+            all(),
+            wake.clone(),
+            stop.clone(),
+            "hub resource bindings",
+            Some(binding_key),
+        ),
+        crbs: cache(
+            Api::all(hub.clone()),
+            all(),
+            wake.clone(),
+            stop.clone(),
+            "hub cluster resource bindings",
+            Some(cluster_binding_key),
+        ),
+        works: cache(
+            Api::all(hub.clone()),
+            all().labels(labels::BINDING_NAME),
+            wake.clone(),
+            stop.clone(),
+            "hub works",
+            Some(work_key),
+        ),
+        clusters: hub_caches.clusters.subscribe(wake.clone()),
+    };
+    let ready = async {
+        c.pps.wait_until_ready().await?;
+        c.cpps.wait_until_ready().await?;
+        c.ops.wait_until_ready().await?;
+        c.cops.wait_until_ready().await?;
+        c.rbs.wait_until_ready().await?;
+        c.crbs.wait_until_ready().await?;
+        c.works.wait_until_ready().await?;
+        c.clusters.wait_until_ready().await
+    };
+    if tokio::select! { r = ready => r.is_err(), _ = stop.cancelled() => true } {
+        return;
+    }
+    tracing::info!("propagation controller running");
+    let recorder = Recorder::new(
+        hub.clone(),
+        Reporter {
+            controller: "causeway-propagation".into(),
+            instance: None,
+        },
+    );
+    let mut kinds = Kinds::new(hub.clone(), wake.clone(), stop.clone());
+    let mut memos = Memos::default();
+    let mut dirty = Dirty::full();
+    loop {
+        let started = Instant::now();
+        let failures = round(&hub, &c, &mut kinds, &mut memos, &recorder, &dirty).await;
+        metrics.observe_reconcile("propagation", "hub", started.elapsed(), failures.count);
+        dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
+            Some(d) => d,
+            None => return,
+        };
+    }
+}
+
+/// The kinds the policies select, plus the dependency kinds when one propagates
+/// dependencies.
+fn wanted_kinds(
+    pps: &[Arc<PropagationPolicy>],
+    cpps: &[Arc<ClusterPropagationPolicy>],
+) -> BTreeSet<(String, String)> {
+    let specs = pps
+        .iter()
+        .map(|p| &*p.spec)
+        .chain(cpps.iter().map(|p| &*p.spec));
+    let mut wanted = BTreeSet::new();
+    let mut deps = false;
+    for spec in specs {
+        deps |= spec.propagate_deps == Some(true);
+        for s in &spec.resource_selectors {
+            wanted.insert((s.api_version.clone(), s.kind.clone()));
+        }
+    }
+    if deps {
+        wanted.insert(kind_of::<ConfigMap>());
+        wanted.insert(kind_of::<Secret>());
+        wanted.insert(kind_of::<ServiceAccount>());
+        wanted.insert(kind_of::<PersistentVolumeClaim>());
+    }
+    wanted
+}
+
+/// One binding, namespaced or not, as the round sees it.
+struct View<'a> {
+    key: Key,
+    namespace: Option<&'a str>,
+    name: &'a str,
+    spec: &'a BindingSpec,
+    status: Option<&'a BindingStatus>,
+}
+
+impl View<'_> {
+    fn frozen(&self) -> bool {
+        self.status.is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == conditions::SCHEDULED && c.reason == conditions::REASON_POLICY_REMOVED
+            })
+        })
+    }
+}
+
+async fn round(
+    hub: &kube::Client,
+    c: &Caches,
+    kinds: &mut Kinds,
+    memos: &mut Memos,
+    recorder: &Recorder,
+    dirty: &Dirty,
+) -> Failures {
+    let mut failures = Failures::new("propagation", "hub");
+    let (pps, cpps) = (c.pps.state(), c.cpps.state());
+    kinds.ensure(&wanted_kinds(&pps, &cpps)).await;
+    for (kind, why) in &kinds.unknown {
+        tracing::warn!(api_version = %kind.0, kind = %kind.1, reason = %why, "a policy selects a kind the hub does not serve");
+    }
+    let templates = kinds.templates();
+    let clusters = c.clusters.state();
+    let (rbs, crbs) = (c.rbs.state(), c.crbs.state());
+    let now = Time(jiff::Timestamp::now());
+    let want = detector::desired(&templates, &pps, &cpps, &clusters, &rbs, &crbs, &now);
+    for (policy, e) in &want.invalid_policies {
+        tracing::warn!(policy = %policy, error = %e, "invalid propagation policy claims nothing");
+    }
+    let by_key: HashMap<Key, &Arc<DynamicObject>> = templates
+        .iter()
+        .filter_map(|t| Some((template_key(t)?, t)))
+        .collect();
+    let mut works: HashMap<Key, Vec<Arc<Work>>> = HashMap::new();
+    for w in c.works.state() {
+        if let Some(k) = work_key(&w) {
+            works.entry(k).or_default().push(w);
+        }
+    }
+    let actual_rb = crate::watch::by_key(&rbs);
+    let actual_crb: HashMap<String, &Arc<ClusterResourceBinding>> =
+        crbs.iter().map(|b| (b.name_any(), b)).collect();
+    let (ops, cops) = (c.ops.state(), c.cops.state());
+    let mut ctx = Ctx {
+        hub,
+        kinds,
+        memos,
+        recorder,
+        failures: &mut failures,
+        clusters: &clusters,
+        ops: &ops,
+        cops: &cops,
+        now: &now,
+    };
+    let mut bound: BTreeSet<Key> = BTreeSet::new();
+    for b in &want.bindings {
+        let key = crate::watch::key(b);
+        bound.insert(key.clone());
+        if !dirty.full && !dirty.keys.contains(&key) {
+            continue;
+        }
+        let actual = actual_rb.get(&key).map(|a| a.as_ref());
+        let api = Api::<ResourceBinding>::namespaced(hub.clone(), &key.0);
+        let r = ctx.memos.rbs.ensure(&api, b, actual).await;
+        ctx.failures.check(key.clone(), r);
+        let view = View {
+            key: key.clone(),
+            namespace: b.metadata.namespace.as_deref(),
+            name: b.metadata.name.as_deref().unwrap_or_default(),
+            spec: &b.spec,
+            status: b.status.as_ref(),
+        };
+        let rv = actual.and_then(|a| a.resource_version());
+        let actual_status = actual.and_then(|a| a.status.as_ref());
+        ctx.sync(
+            &view,
+            by_key.get(&key).copied(),
+            works.get(&key),
+            rv,
+            actual_status,
+        )
+        .await;
+    }
+    for b in &want.cluster_bindings {
+        let key = (String::new(), b.name_any());
+        bound.insert(key.clone());
+        if !dirty.full && !dirty.keys.contains(&key) {
+            continue;
+        }
+        let actual = actual_crb.get(&key.1).map(|a| a.as_ref());
+        let api = Api::<ClusterResourceBinding>::all(hub.clone());
+        let r = ctx.memos.crbs.ensure(&api, b, actual).await;
+        ctx.failures.check(key.clone(), r);
+        let view = View {
+            key: key.clone(),
+            namespace: None,
+            name: &key.1,
+            spec: &b.spec,
+            status: b.status.as_ref(),
+        };
+        let rv = actual.and_then(|a| a.resource_version());
+        let actual_status = actual.and_then(|a| a.status.as_ref());
+        ctx.sync(
+            &view,
+            by_key.get(&key).copied(),
+            works.get(&key),
+            rv,
+            actual_status,
+        )
+        .await;
+    }
+    // bindings whose template is gone: their Works, then themselves
+    let gone = want.delete_bindings.iter().cloned().chain(
+        want.delete_cluster_bindings
+            .iter()
+            .map(|n| (String::new(), n.clone())),
+    );
+    for key in gone {
+        ctx.withdraw(&key, works.get(&key), None).await;
+    }
+    // templates being deleted, and templates that hold the finalizer but no binding
+    for t in &templates {
+        let Some(key) = template_key(t) else { continue };
+        let held = t.finalizers().iter().any(|f| f == finalizers::PROPAGATION);
+        if !held {
+            continue;
+        }
+        if t.metadata.deletion_timestamp.is_some() {
+            if dirty.full || dirty.keys.contains(&key) {
+                ctx.withdraw(&key, works.get(&key), Some(t)).await;
+            }
+        } else if !bound.contains(&key) {
+            ctx.release(&key, t).await;
+        }
+    }
+    failures
+}
+
+struct Ctx<'a> {
+    hub: &'a kube::Client,
+    kinds: &'a Kinds,
+    memos: &'a mut Memos,
+    recorder: &'a Recorder,
+    failures: &'a mut Failures,
+    clusters: &'a [Arc<Cluster>],
+    ops: &'a [Arc<OverridePolicy>],
+    cops: &'a [Arc<ClusterOverridePolicy>],
+    now: &'a Time,
+}
+
+impl Ctx<'_> {
+    /// Renders one binding into its Works, deletes the Works of clusters it left, and
+    /// writes its status and its template's.
+    async fn sync(
+        &mut self,
+        b: &View<'_>,
+        template: Option<&Arc<DynamicObject>>,
+        works: Option<&Vec<Arc<Work>>>,
+        rv: Option<String>,
+        actual_status: Option<&BindingStatus>,
+    ) {
+        let Some(template) = template else { return };
+        let works: &[Arc<Work>] = works.map(Vec::as_slice).unwrap_or_default();
+        let t_api = self.kinds.api(
+            &b.spec.resource.api_version,
+            &b.spec.resource.kind,
+            b.namespace,
+        );
+        if let Some(api) = &t_api {
+            let r = apply::add_finalizer(api, template.as_ref(), finalizers::PROPAGATION).await;
+            self.failures.check(b.key.clone(), r);
+        }
+        let mut failed = Vec::new();
+        if !b.frozen() {
+            let manifest = serde_json::to_value(template.as_ref()).unwrap_or_default();
+            let out = render(&RenderInput {
+                binding_namespace: b.namespace,
+                binding_name: b.name,
+                spec: b.spec,
+                template: &manifest,
+                overrides: self.ops,
+                cluster_overrides: self.cops,
+                clusters: self.clusters,
+            });
+            for w in &out.warnings {
+                self.tell(b, template, EventType::Warning, "InvalidAnnotation", w)
+                    .await;
+            }
+            match &out.blocked {
+                Some(why) => {
+                    self.tell(
+                        b,
+                        template,
+                        EventType::Warning,
+                        "DependentOverridesMissing",
+                        why,
+                    )
+                    .await
+                }
+                None => self.forget(b, "DependentOverridesMissing"),
+            }
+            for (cluster, why) in &out.failed {
+                let note = format!("cluster {cluster}: {why}");
+                self.tell(
+                    b,
+                    template,
+                    EventType::Warning,
+                    "ApplyOverridesFailed",
+                    &note,
+                )
+                .await;
+            }
+            if out.failed.is_empty() {
+                self.forget(b, "ApplyOverridesFailed");
+            }
+            if out.blocked.is_none() {
+                self.write_works(b, &out.works, &out.failed, works).await;
+            }
+            failed = out.failed;
+        }
+        // status: the detector's Scheduled condition and reasons, the Works' results
+        let previous = b.status.cloned();
+        let st = status::binding_status(
+            b.spec,
+            works,
+            self.clusters,
+            &failed,
+            previous.as_ref(),
+            self.now,
+        );
+        let value = serde_json::to_value(&st).unwrap_or_default();
+        let (kind, api_version) = match b.namespace {
+            Some(_) => ("ResourceBinding", "causeway.io/v1alpha1"),
+            None => ("ClusterResourceBinding", "causeway.io/v1alpha1"),
+        };
+        let actual = || actual_status.and_then(|s| serde_json::to_value(s).ok());
+        let r = match b.namespace {
+            Some(ns) => {
+                let api = Api::<ResourceBinding>::namespaced(self.hub.clone(), ns);
+                let ns = ns.to_string();
+                self.memos
+                    .status
+                    .ensure(&api, &ns, b.name, api_version, kind, &value, rv, actual)
+                    .await
+            }
+            None => {
+                let api = Api::<ClusterResourceBinding>::all(self.hub.clone());
+                self.memos
+                    .status
+                    .ensure(&api, "", b.name, api_version, kind, &value, rv, actual)
+                    .await
+            }
+        };
+        self.failures.check(b.key.clone(), r);
+        // the template's .status, for the kinds with a rule (H.53)
+        let generation = template.metadata.generation.unwrap_or(0);
+        let previous = template.data.get("status");
+        let expected = b.spec.clusters.len();
+        if let (Some(api), Some(st)) = (
+            t_api,
+            status::template_status(&b.spec.resource.kind, generation, previous, works, expected),
+        ) {
+            let ns = b.namespace.unwrap_or_default().to_string();
+            let r = self
+                .memos
+                .status
+                .ensure(
+                    &api,
+                    &ns,
+                    &template.name_any(),
+                    &b.spec.resource.api_version,
+                    &b.spec.resource.kind,
+                    &st,
+                    template.resource_version(),
+                    || previous.cloned(),
+                )
+                .await;
+            self.failures.check(b.key.clone(), r);
+        }
+    }
+
+    /// Applies the rendered Works and deletes those of clusters no longer scheduled
+    /// (but not of clusters whose overrides failed: they keep what they have).
+    async fn write_works(
+        &mut self,
+        b: &View<'_>,
+        rendered: &[Work],
+        failed: &[(String, String)],
+        actual: &[Arc<Work>],
+    ) {
+        let by_ns: HashMap<&str, &Arc<Work>> = actual
+            .iter()
+            .filter_map(|w| Some((w.metadata.namespace.as_deref()?, w)))
+            .collect();
+        let mut keep: BTreeSet<String> = BTreeSet::new();
+        for w in rendered {
+            let ns = w.metadata.namespace.clone().unwrap_or_default();
+            keep.insert(ns.clone());
+            let current = by_ns.get(ns.as_str()).map(|w| w.as_ref());
+            if current.is_some_and(|c| c.metadata.deletion_timestamp.is_some()) {
+                continue; // being removed; a new one is made once it is gone
+            }
+            let api = Api::<Work>::namespaced(self.hub.clone(), &ns);
+            let r = self.memos.works.ensure(&api, w, current).await;
+            self.failures.check(b.key.clone(), r);
+        }
+        for (cluster, _) in failed {
+            keep.insert(execution_namespace(cluster));
+        }
+        for w in actual {
+            let ns = w.metadata.namespace.clone().unwrap_or_default();
+            if keep.contains(&ns) || w.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let api = Api::<Work>::namespaced(self.hub.clone(), &ns);
+            let r = apply::remove(&api, &w.name_any())
+                .await
+                .map(|_| apply::Outcome::Written);
+            self.failures.check(b.key.clone(), r);
+        }
+    }
+
+    /// Deletes the Works of a binding whose template is gone or being deleted; once a
+    /// live list shows none left, deletes the binding and releases the template.
+    async fn withdraw(
+        &mut self,
+        key: &Key,
+        works: Option<&Vec<Arc<Work>>>,
+        template: Option<&Arc<DynamicObject>>,
+    ) {
+        for w in works.map(Vec::as_slice).unwrap_or_default() {
+            if w.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let api = Api::<Work>::namespaced(self.hub.clone(), &w.namespace().unwrap_or_default());
+            let r = apply::remove(&api, &w.name_any())
+                .await
+                .map(|_| apply::Outcome::Written);
+            self.failures.check(key.clone(), r);
+        }
+        // confirmed by a live list, not the cache (G.45)
+        let selector = match key.0.as_str() {
+            "" => format!(
+                "{}={},!{}",
+                labels::BINDING_NAME,
+                key.1,
+                labels::BINDING_NAMESPACE
+            ),
+            ns => format!(
+                "{}={},{}={}",
+                labels::BINDING_NAME,
+                key.1,
+                labels::BINDING_NAMESPACE,
+                ns
+            ),
+        };
+        let left = crate::clusters::within(
+            crate::clusters::CALL_TIMEOUT,
+            Api::<Work>::all(self.hub.clone()).list(&ListParams::default().labels(&selector)),
+        )
+        .await;
+        match left {
+            Ok(l) if l.items.is_empty() => {}
+            Ok(l) => {
+                let pending: Vec<String> = l
+                    .items
+                    .iter()
+                    .filter_map(|w| w.labels().get(labels::CLUSTER).cloned())
+                    .collect();
+                if let Some(t) = template {
+                    let note = format!(
+                        "waiting for the member copies to be removed from: {} (a cluster that is not Ready blocks the deletion until it is back or leaves the clusterset)",
+                        pending.join(", ")
+                    );
+                    self.tell_key(key, t, EventType::Normal, "WaitingForRemoval", &note)
+                        .await;
+                }
+                self.failures.failed(
+                    key.clone(),
+                    &format!("{} Work(s) still being removed", l.items.len()),
+                );
+                return;
+            }
+            Err(e) => {
+                self.failures.failed(key.clone(), &e);
+                return;
+            }
+        }
+        let r = match key.0.as_str() {
+            "" => {
+                apply::remove(
+                    &Api::<ClusterResourceBinding>::all(self.hub.clone()),
+                    &key.1,
+                )
+                .await
+            }
+            ns => {
+                apply::remove(
+                    &Api::<ResourceBinding>::namespaced(self.hub.clone(), ns),
+                    &key.1,
+                )
+                .await
+            }
+        };
+        self.failures
+            .check(key.clone(), r.map(|_| apply::Outcome::Written));
+        if let Some(t) = template {
+            self.release(key, t).await;
+        }
+    }
+
+    /// Removes the propagation finalizer from a template.
+    async fn release(&mut self, key: &Key, t: &Arc<DynamicObject>) {
+        let Some(types) = &t.types else { return };
+        let ns = t.namespace();
+        if let Some(api) = self
+            .kinds
+            .api(&types.api_version, &types.kind, ns.as_deref())
+        {
+            let r = apply::remove_finalizer(&api, t.as_ref(), finalizers::PROPAGATION).await;
+            self.failures.check(key.clone(), r);
+        }
+    }
+
+    async fn tell(
+        &mut self,
+        b: &View<'_>,
+        template: &Arc<DynamicObject>,
+        type_: EventType,
+        reason: &'static str,
+        note: &str,
+    ) {
+        self.tell_key(&b.key, template, type_, reason, note).await;
+    }
+
+    fn forget(&mut self, b: &View<'_>, reason: &'static str) {
+        self.memos.told.remove(&(b.key.clone(), reason));
+    }
+
+    /// Publishes an Event on the template, once per distinct note.
+    async fn tell_key(
+        &mut self,
+        key: &Key,
+        template: &Arc<DynamicObject>,
+        type_: EventType,
+        reason: &'static str,
+        note: &str,
+    ) {
+        let slot = (key.clone(), reason);
+        if self.memos.told.get(&slot).is_some_and(|n| n == note) {
+            return;
+        }
+        let Some(types) = &template.types else { return };
+        let Some(resource) = self.kinds.resource(&types.api_version, &types.kind) else {
+            return;
+        };
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Propagate".into(),
+            secondary: None,
+        };
+        match self
+            .recorder
+            .publish(&ev, &template.object_ref(resource))
+            .await
+        {
+            Ok(()) => {
+                self.memos.told.insert(slot, note.to_string());
+            }
+            Err(e) => tracing::debug!(error = %e, "could not publish an Event"),
+        }
+    }
+}
