@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use causeway_controllers::clusters::{join, registry};
+use causeway_controllers::propagation::render::SERVER_METADATA;
 use causeway_crds::federation::binding::binding_name;
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::propagation::{
@@ -60,20 +61,6 @@ pub struct PromoteArgs {
     #[command(flatten)]
     hub: HubArgs,
 }
-
-/// Metadata fields the server or controllers set: never part of a template.
-const SERVER_METADATA: [&str; 10] = [
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-    "selfLink",
-    "ownerReferences",
-    "finalizers",
-];
 
 /// Annotations a member's controllers or Causeway's applier set on the member copy.
 const MEMBER_ANNOTATIONS: [&str; 4] = [

@@ -4,26 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use causeway_controllers::propagation::render::manifest_of;
 use causeway_crds::federation::override_apply::display_path;
 use causeway_crds::well_known::annotations;
 use serde::Serialize;
 use serde_json::{Map, Value};
-
-/// Paths the server or kubectl sets, never a difference worth showing.
-const IGNORED: [&str; 12] = [
-    "/status",
-    "/metadata/uid",
-    "/metadata/resourceVersion",
-    "/metadata/generation",
-    "/metadata/creationTimestamp",
-    "/metadata/managedFields",
-    "/metadata/selfLink",
-    "/metadata/deletionTimestamp",
-    "/metadata/deletionGracePeriodSeconds",
-    "/metadata/ownerReferences",
-    "/metadata/finalizers",
-    "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration",
-];
 
 /// One changed leaf.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -64,7 +49,7 @@ fn walk(
     b: Option<&Value>,
     out: &mut Vec<(String, Option<Value>, Option<Value>)>,
 ) {
-    if IGNORED.contains(&at.as_str()) || a == b {
+    if a == b {
         return;
     }
     let empty_obj = Map::new();
@@ -170,7 +155,9 @@ fn recorded(prov: &Provenance, pointer: &str) -> Option<String> {
 }
 
 /// Pure: the diff of `template` → `member` for one cluster, each change labelled.
-/// `divided` says whether the binding gives this cluster its own replica count.
+/// Both are taken as the renderer takes a template ([`manifest_of`]: without what the
+/// server and kubectl set). `divided` says whether the binding gives this cluster its
+/// own replica count.
 pub(crate) fn diff(
     template: &Value,
     member: &Value,
@@ -181,7 +168,7 @@ pub(crate) fn diff(
         "/metadata/annotations/{}",
         escape(annotations::TEMPLATE_GENERATION)
     );
-    leaves(template, member)
+    leaves(&manifest_of(template), &manifest_of(member))
         .into_iter()
         .map(|(pointer, template, member)| {
             let source = if let Some(origin) = recorded(prov, &pointer) {

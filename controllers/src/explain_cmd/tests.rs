@@ -99,9 +99,11 @@ fn kinds_resolve_like_kubectl() {
 }
 
 #[test]
-fn leaves_list_each_changed_leaf_and_skip_server_fields() {
+fn the_diff_lists_each_changed_leaf_and_skips_what_the_server_set() {
     let t = json!({
-        "metadata": {"name": "shop", "uid": "u1", "resourceVersion": "7", "labels": {"app": "shop"}},
+        "metadata": {"name": "shop", "uid": "u1", "resourceVersion": "7", "generation": 2,
+            "managedFields": [{}], "finalizers": ["causeway.io/propagation"], "labels": {"app": "shop"},
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
         "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}},
         "status": {"readyReplicas": 3},
     });
@@ -109,7 +111,10 @@ fn leaves_list_each_changed_leaf_and_skip_server_fields() {
         "metadata": {"name": "shop", "labels": {"app": "shop", "tier": "web"}, "annotations": {"a": "1"}},
         "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "mirror/nginx:1"}, {"name": "side", "image": "envoy"}]}}},
     });
-    let got: Vec<(String, Option<Value>, Option<Value>)> = leaves(&t, &m);
+    let got: Vec<(String, Option<Value>, Option<Value>)> = diff(&t, &m, &BTreeMap::new(), false)
+        .into_iter()
+        .map(|c| (c.pointer, c.template, c.member))
+        .collect();
     let want = vec![
         ("/metadata/annotations/a", None, Some(json!("1"))),
         ("/metadata/labels/tier", None, Some(json!("web"))),
@@ -135,7 +140,9 @@ fn leaves_list_each_changed_leaf_and_skip_server_fields() {
         .map(|(p, a, b)| (p.to_string(), a, b))
         .collect();
     assert_eq!(got, want);
-    assert!(leaves(&t, &t).is_empty());
+    assert!(diff(&t, &t, &BTreeMap::new(), false).is_empty());
+    // leaves alone compares everything
+    assert_eq!(leaves(&t, &t), vec![]);
 }
 
 #[test]
