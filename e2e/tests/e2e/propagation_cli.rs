@@ -152,7 +152,7 @@ async fn propagated_by_hand(hub: &kube::Client) {
     manifest["spec"]["template"]["spec"]["containers"][0]["image"] =
         json!("mirror.us.example.com/library/nginx:1.27");
     manifest["metadata"]["annotations"] = json!({annotations::TEMPLATE_GENERATION: "1"});
-    let provenance = json!({"0": {"/spec/template/spec/containers/0/image": "OverridePolicy demo/registry rule 0 imageOverrider"}});
+    let provenance = json!({"0": {"/spec/template/spec/containers/0/image": "OverridePolicy demo/registry rule 0 (image)"}});
     let works: Api<Work> = Api::namespaced(hub.clone(), "causeway-es-east");
     let work: Work = serde_json::from_value(json!({
         "apiVersion": "causeway.io/v1alpha1", "kind": "Work",
@@ -193,7 +193,7 @@ async fn explain_prints_reasons_overrides_and_status_per_cluster() {
         "  FullyApplied: True (FullyAppliedSuccess): applied in every scheduled cluster",
         "east: chosen, 3 replica(s)",
         "  work: causeway-es-east/demo.shop-deployment",
-        "  spec.template.spec.containers[0].image: \"nginx:1.27\" → \"mirror.us.example.com/library/nginx:1.27\"  (set by OverridePolicy demo/registry rule 0 imageOverrider)",
+        "  spec.template.spec.containers[0].image: \"nginx:1.27\" → \"mirror.us.example.com/library/nginx:1.27\"  (set by OverridePolicy demo/registry rule 0 (image))",
         "  metadata.annotations[\"causeway.io/template-generation\"]: <none> → \"1\"  (added by Causeway: the template generation it was rendered from)",
         "  applied: yes, health: Healthy",
         "west: not chosen: not in clusterNames [east]",
