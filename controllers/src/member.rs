@@ -31,9 +31,9 @@ pub struct WorkerOptions {
     pub timing: Timing,
 }
 
-/// Spawns every per-member worker (cluster status, MCS exporter, MCS importer); they
-/// run until `stop`. The handles let a caller wait until they are all gone (before it
-/// withdraws what they wrote, say).
+/// Spawns every per-member worker (cluster status, MCS exporter, work applier, MCS
+/// importer); they run until `stop`. The handles let a caller wait until they are all
+/// gone (before it withdraws what they wrote, say).
 pub fn spawn_workers(
     m: Member,
     hub: kube::Client,
@@ -65,6 +65,17 @@ pub fn spawn_workers(
         metrics.clone(),
         stop.clone(),
     ));
+    let apply = tokio::spawn(crate::propagation::applier::run(
+        crate::propagation::applier::Applier {
+            cluster: m.name.clone(),
+            member: m.client.clone(),
+            hub: hub.clone(),
+            limit: crate::clusters::CALL_TIMEOUT,
+        },
+        caches.clone(),
+        metrics.clone(),
+        stop.clone(),
+    ));
     let import = tokio::spawn(importer::run(
         m.id,
         m.client,
@@ -74,5 +85,5 @@ pub fn spawn_workers(
         opts.timing.stale_endpoints_ttl,
         stop,
     ));
-    vec![status, export, import]
+    vec![status, export, apply, import]
 }

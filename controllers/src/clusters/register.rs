@@ -82,6 +82,10 @@ pub fn agent_rbac(name: &str) -> Vec<Value> {
         json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": role_name, "namespace": es, "labels": labels}, "rules": [
             {"apiGroups": ["causeway.io"], "resources": ["exportedservices"], "verbs": ["*"]},
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["*"]},
+            // its Works: read them, release their finalizer, report their status; never
+            // create or delete one (the hub renders them)
+            {"apiGroups": ["causeway.io"], "resources": ["works"], "verbs": ["get", "list", "watch", "patch", "update"]},
+            {"apiGroups": ["causeway.io"], "resources": ["works/status"], "verbs": ["get", "patch", "update"]},
             // Events only here: never about another cluster's objects
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         ]}),
@@ -309,7 +313,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_agent_may_write_only_its_own_cluster_lease_and_outbox() {
+    fn the_agent_may_write_only_its_own_cluster_lease_outbox_and_works() {
         let rbac = agent_rbac("west");
         let writes: Vec<(String, Option<String>, Value)> = rbac
             .iter()
@@ -342,5 +346,29 @@ mod tests {
                 _ => assert_eq!(ns.as_deref(), Some("causeway-es-west"), "{rule}"),
             }
         }
+        // the work applier in the agent: its Works and their status, no create/delete
+        let es_role = rbac
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == "causeway-es-west")
+            .unwrap();
+        let verbs = |resource: &str| -> Vec<String> {
+            es_role["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| {
+                    r["apiGroups"] == json!(["causeway.io"]) && r["resources"] == json!([resource])
+                })
+                .flat_map(|r| {
+                    r["verbs"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_str().unwrap().to_string())
+                })
+                .collect()
+        };
+        assert_eq!(verbs("works"), ["get", "list", "watch", "patch", "update"]);
+        assert_eq!(verbs("works/status"), ["get", "patch", "update"]);
     }
 }

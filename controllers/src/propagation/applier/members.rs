@@ -1,0 +1,231 @@
+//! The applier's watches of member objects, of any kind: one dynamic reflector per
+//! `(apiVersion, kind)` some Work names (in its manifests or, for manifests since
+//! removed, in its status), selected by `causeway.io/managed=true`, started on demand;
+//! each kind resolved once through the member's discovery (a kind the member does not
+//! serve is retried each round, so a CRD installed later is picked up). A change to an
+//! object wakes the loop for the Work its `causeway.io/work` annotation names.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use causeway_crds::well_known::{annotations, labels};
+use causeway_runtime::reflect::{Cache, Key, Reflector, Wake};
+use kube::ResourceExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::discovery::Scope;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::plan::Served;
+
+/// The Work a member object's change belongs to: its `causeway.io/work` annotation.
+pub fn member_key(o: &DynamicObject) -> Option<Key> {
+    let (ns, name) = o.annotations().get(annotations::WORK)?.split_once('/')?;
+    Some((ns.to_string(), name.to_string()))
+}
+
+struct Watched {
+    resource: ApiResource,
+    namespaced: bool,
+    cache: Cache<DynamicObject>,
+}
+
+/// `(group, kind)`: objects are matched across versions of one kind.
+pub type GroupKind = (String, String);
+
+/// The group of an apiVersion ("" for the core group).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+/// Resolves `(apiVersion, kind)` through `client`'s discovery (within `limit`): its
+/// resource and whether it is namespaced.
+pub async fn resolve(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    limit: Duration,
+) -> Result<(ApiResource, bool), String> {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, caps) =
+        crate::clusters::within(limit, kube::discovery::pinned_kind(client, &gvk)).await?;
+    Ok((resource, caps.scope == Scope::Namespaced))
+}
+
+/// The member watches of one applier.
+pub struct Members {
+    cluster: String,
+    client: kube::Client,
+    wake: Arc<Wake>,
+    stop: CancellationToken,
+    limit: Duration,
+    watched: BTreeMap<(String, String), Watched>,
+    unknown: BTreeMap<(String, String), String>,
+}
+
+/// The cached member objects of one round, as JSON with apiVersion and kind set.
+#[derive(Default)]
+pub struct Index {
+    /// By (group, kind), then (namespace, name).
+    pub objects: HashMap<GroupKind, HashMap<(String, String), Value>>,
+}
+
+impl Index {
+    /// The cached object, if any.
+    pub fn get(&self, api_version: &str, kind: &str, ns: &str, name: &str) -> Option<&Value> {
+        self.objects
+            .get(&(group_of(api_version).to_string(), kind.to_string()))?
+            .get(&(ns.to_string(), name.to_string()))
+    }
+
+    /// Every cached object annotated with Work `wref`.
+    pub fn of_work<'a>(&'a self, wref: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.objects
+            .values()
+            .flat_map(|m| m.values())
+            .filter(move |o| {
+                o.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(annotations::WORK))
+                    .and_then(Value::as_str)
+                    == Some(wref)
+            })
+    }
+}
+
+impl Members {
+    /// Nothing watched yet; changes wake `wake`; every member call within `limit`.
+    pub fn new(
+        cluster: &str,
+        client: kube::Client,
+        wake: Arc<Wake>,
+        stop: CancellationToken,
+        limit: Duration,
+    ) -> Members {
+        Members {
+            cluster: cluster.to_string(),
+            client,
+            wake,
+            stop,
+            limit,
+            watched: BTreeMap::new(),
+            unknown: BTreeMap::new(),
+        }
+    }
+
+    /// Starts the watches of the `(apiVersion, kind)`s in `wanted` not watched yet and
+    /// waits (bounded) for their first lists.
+    pub async fn ensure(&mut self, wanted: &BTreeSet<(String, String)>) {
+        self.unknown.retain(|k, _| wanted.contains(k));
+        for key in wanted {
+            if self.watched.contains_key(key) {
+                continue;
+            }
+            let (api_version, kind) = key;
+            let (resource, namespaced) = match resolve(&self.client, api_version, kind, self.limit)
+                .await
+            {
+                Ok(found) => found,
+                Err(e) => {
+                    self.unknown.insert(
+                            key.clone(),
+                            format!(
+                                "cluster {} does not serve {kind} in {api_version} ({e}): install its CRD in the member, or fix the resource template",
+                                self.cluster
+                            ),
+                        );
+                    continue;
+                }
+            };
+            let cfg = watcher::Config::default().labels(&format!(
+                "{}={}",
+                labels::MANAGED,
+                labels::MANAGED_VALUE
+            ));
+            let reflector = Reflector::start_dynamic(
+                Api::all_with(self.client.clone(), &resource),
+                resource.clone(),
+                cfg,
+                self.stop.clone(),
+                "member objects of Works",
+                Some(member_key),
+            );
+            let cache = reflector.subscribe(self.wake.clone());
+            let _ = tokio::time::timeout(self.limit, cache.wait_until_ready()).await;
+            self.unknown.remove(key);
+            self.watched.insert(
+                key.clone(),
+                Watched {
+                    resource,
+                    namespaced,
+                    cache,
+                },
+            );
+        }
+    }
+
+    /// How the member serves `(apiVersion, kind)`.
+    pub fn served(&self, api_version: &str, kind: &str) -> Result<Served, String> {
+        let key = (api_version.to_string(), kind.to_string());
+        match self.watched.get(&key) {
+            Some(w) => Ok(Served {
+                plural: w.resource.plural.clone(),
+                namespaced: w.namespaced,
+            }),
+            None => Err(self.unknown.get(&key).cloned().unwrap_or_else(|| {
+                format!(
+                    "cluster {} does not serve {kind} in {api_version} yet",
+                    self.cluster
+                )
+            })),
+        }
+    }
+
+    /// The API of `(apiVersion, kind)` in namespace `ns` ("default" when a namespaced
+    /// object names none), if the member serves it.
+    pub fn api(&self, api_version: &str, kind: &str, ns: &str) -> Option<Api<DynamicObject>> {
+        let w = self
+            .watched
+            .get(&(api_version.to_string(), kind.to_string()))?;
+        Some(if w.namespaced {
+            let ns = if ns.is_empty() { "default" } else { ns };
+            Api::namespaced_with(self.client.clone(), ns, &w.resource)
+        } else {
+            Api::all_with(self.client.clone(), &w.resource)
+        })
+    }
+
+    /// A snapshot of every cached object.
+    pub fn index(&self) -> Index {
+        let mut out = Index::default();
+        for w in self.watched.values() {
+            let gk = (
+                group_of(&w.resource.api_version).to_string(),
+                w.resource.kind.clone(),
+            );
+            let m = out.objects.entry(gk).or_default();
+            for o in w.cache.state() {
+                let v = to_json(&o, &w.resource.api_version, &w.resource.kind);
+                m.insert((o.namespace().unwrap_or_default(), o.name_any()), v);
+            }
+        }
+        out
+    }
+}
+
+/// The JSON of an object read from the member (list items and GETs of
+/// `DynamicObject`s may lack apiVersion and kind).
+pub fn to_json(o: &DynamicObject, api_version: &str, kind: &str) -> Value {
+    let mut v = serde_json::to_value(o).unwrap_or_default();
+    v["apiVersion"] = json!(api_version);
+    v["kind"] = json!(kind);
+    if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        md.remove("managedFields");
+    }
+    v
+}

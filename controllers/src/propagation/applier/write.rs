@@ -1,0 +1,243 @@
+//! The applier's member writes, each bounded in time: server-side apply (with a dry
+//! run first when the manifest changed, and delete-and-recreate when an immutable
+//! change is allowed), delete, orphan. Failures come back as the manifest's reason and
+//! message (federation.md §8 E.36, E.37).
+
+use std::time::Duration;
+
+use causeway_crds::federation::work::conditions;
+use causeway_crds::well_known::{FIELD_MANAGER, annotations, labels};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use super::members::to_json;
+use super::plan::{NotApplied, ObjRef};
+
+/// A member call that failed.
+#[derive(Debug)]
+pub enum CallError {
+    /// No answer within the limit.
+    TimedOut(Duration),
+    /// The API server's answer.
+    Kube(kube::Error),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::TimedOut(d) => write!(f, "no answer within {} ms", d.as_millis()),
+            CallError::Kube(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// `fut` within `limit` (kube's client has no read timeout of its own).
+pub async fn call<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(CallError::Kube),
+        Err(_) => Err(CallError::TimedOut(limit)),
+    }
+}
+
+/// The manifest's reason for a failed call: `timed_out` when it timed out.
+fn failed(e: &CallError, timed_out: &str, what: String, cluster: &str) -> NotApplied {
+    let reason = match e {
+        CallError::TimedOut(_) => timed_out,
+        CallError::Kube(_) => conditions::REASON_APPLIED_FAILED,
+    };
+    NotApplied::new(reason, format!("{what} in cluster {cluster}: {e}"))
+}
+
+/// A 422 refusal of an immutable change.
+fn immutable(e: &CallError) -> Option<&str> {
+    match e {
+        CallError::Kube(kube::Error::Api(s))
+            if s.code == 422
+                && (s.message.contains("immutable") || s.message.contains("Forbidden")) =>
+        {
+            Some(&s.message)
+        }
+        _ => None,
+    }
+}
+
+/// One apply.
+pub struct Apply<'a> {
+    /// The object's API.
+    pub api: &'a Api<DynamicObject>,
+    /// Which object.
+    pub obj: &'a ObjRef,
+    /// The body.
+    pub body: &'a Value,
+    /// It exists in the member.
+    pub exists: bool,
+    /// Try with dryRun=All first.
+    pub dry_run_first: bool,
+    /// Delete and recreate when the change is immutable.
+    pub recreate: bool,
+    /// The member cluster.
+    pub cluster: &'a str,
+    /// Per call.
+    pub limit: Duration,
+}
+
+/// Server-side applies; the member object as the server answered.
+pub async fn apply(a: Apply<'_>) -> Result<Value, NotApplied> {
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let name = a.obj.name.as_str();
+    let mut exists = a.exists;
+    if a.dry_run_first {
+        let dry = call(
+            a.limit,
+            a.api
+                .patch(name, &pp.clone().dry_run(), &Patch::Apply(a.body)),
+        )
+        .await;
+        match dry {
+            Ok(_) => {}
+            Err(e) => match immutable(&e) {
+                Some(msg) if !a.recreate => {
+                    return Err(NotApplied::new(
+                        conditions::REASON_IMMUTABLE_FIELD,
+                        format!(
+                            "{} in cluster {}: the change touches an immutable field and was not applied ({msg}); revert it, or annotate the template {}=true to let Causeway delete and recreate the object",
+                            a.obj,
+                            a.cluster,
+                            annotations::RECREATE_ON_IMMUTABLE
+                        ),
+                    ));
+                }
+                Some(_) => {
+                    delete(a.api, a.obj, a.cluster, a.limit).await?;
+                    wait_gone(a.api, a.obj, a.cluster, a.limit).await?;
+                    exists = false;
+                }
+                None => {
+                    let timed_out = conditions::REASON_UPDATE_TIMED_OUT;
+                    return Err(failed(
+                        &e,
+                        timed_out,
+                        format!("applying {}", a.obj),
+                        a.cluster,
+                    ));
+                }
+            },
+        }
+    }
+    match call(a.limit, a.api.patch(name, &pp, &Patch::Apply(a.body))).await {
+        Ok(o) => Ok(to_json(&o, &a.obj.api_version, &a.obj.kind)),
+        Err(e) => {
+            let timed_out = if exists {
+                conditions::REASON_UPDATE_TIMED_OUT
+            } else {
+                conditions::REASON_CREATION_TIMED_OUT
+            };
+            let verb = if exists { "updating" } else { "creating" };
+            Err(failed(
+                &e,
+                timed_out,
+                format!("{verb} {}", a.obj),
+                a.cluster,
+            ))
+        }
+    }
+}
+
+/// Deletes (Background propagation); gone already counts as done.
+pub async fn delete(
+    api: &Api<DynamicObject>,
+    obj: &ObjRef,
+    cluster: &str,
+    limit: Duration,
+) -> Result<(), NotApplied> {
+    match call(limit, api.delete(&obj.name, &DeleteParams::background())).await {
+        Ok(_) => Ok(()),
+        Err(CallError::Kube(kube::Error::Api(s))) if s.code == 404 => Ok(()),
+        Err(e) => Err(failed(
+            &e,
+            conditions::REASON_DELETION_TIMED_OUT,
+            format!("deleting {obj}"),
+            cluster,
+        )),
+    }
+}
+
+/// Waits (up to `limit`) until a live GET finds the object gone.
+async fn wait_gone(
+    api: &Api<DynamicObject>,
+    obj: &ObjRef,
+    cluster: &str,
+    limit: Duration,
+) -> Result<(), NotApplied> {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        match call(limit, api.get_opt(&obj.name)).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => {
+                return Err(failed(
+                    &e,
+                    conditions::REASON_DELETION_TIMED_OUT,
+                    format!("reading {obj}"),
+                    cluster,
+                ));
+            }
+        }
+    }
+    Err(NotApplied::new(
+        conditions::REASON_WAITING_FOR_REMOVAL,
+        format!(
+            "{obj} in cluster {cluster} was deleted to be recreated (immutable change) and is still terminating"
+        ),
+    ))
+}
+
+/// Strips Causeway's label and annotations (the object stays, no longer managed).
+pub async fn orphan(
+    api: &Api<DynamicObject>,
+    obj: &ObjRef,
+    cluster: &str,
+    limit: Duration,
+) -> Result<(), NotApplied> {
+    let patch = json!({"metadata": {
+        "labels": {labels::MANAGED: null},
+        "annotations": {
+            annotations::WORK: null,
+            annotations::APPLIED_HASH: null,
+            annotations::TEMPLATE_GENERATION: null,
+        },
+    }});
+    match call(
+        limit,
+        api.patch(&obj.name, &PatchParams::default(), &Patch::Merge(&patch)),
+    )
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(CallError::Kube(kube::Error::Api(s))) if s.code == 404 => Ok(()),
+        Err(e) => Err(failed(
+            &e,
+            conditions::REASON_UPDATE_TIMED_OUT,
+            format!("releasing {obj}"),
+            cluster,
+        )),
+    }
+}
+
+/// A live GET (None: gone); a timeout is reported as `timed_out` (the GET comes
+/// before a create, or confirms a deletion).
+pub async fn get(
+    api: &Api<DynamicObject>,
+    obj: &ObjRef,
+    cluster: &str,
+    limit: Duration,
+    timed_out: &str,
+) -> Result<Option<Value>, NotApplied> {
+    match call(limit, api.get_opt(&obj.name)).await {
+        Ok(o) => Ok(o.map(|o| to_json(&o, &obj.api_version, &obj.kind))),
+        Err(e) => Err(failed(&e, timed_out, format!("reading {obj}"), cluster)),
+    }
+}
