@@ -110,6 +110,8 @@ pub async fn run_with(
     metrics.set_ready(true);
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
     let mut finalizing = std::collections::BTreeSet::new();
+    // Clusters whose execution namespace is known to exist
+    let mut execution_namespaces = std::collections::BTreeSet::new();
     // workers being stopped, by member: a leaving member's cleanup waits for them
     let mut stopping: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
     // what was last said about members the hub cannot use, so it is said once
@@ -145,6 +147,12 @@ pub async fn run_with(
             stopping.insert(name, r.task);
         }
         stopping.retain(|_, t| !t.is_finished());
+        crate::clusters::finalize::ensure_execution_namespaces(
+            &hub,
+            &clusters.state(),
+            &mut execution_namespaces,
+        )
+        .await;
         crate::clusters::finalize::round(
             &hub,
             &clusters.state(),

@@ -22,6 +22,7 @@ pub mod health;
 pub mod override_apply;
 pub mod overrides;
 pub mod propagation;
+pub mod prune;
 pub mod schedule;
 pub mod selection;
 pub mod work;

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use causeway_crds::federation::cluster::{Cluster, ClusterSyncMode};
 use causeway_crds::names::{cluster_lease_name, execution_namespace};
-use causeway_crds::well_known::{SYSTEM_NAMESPACE, annotations, finalizers};
+use causeway_crds::well_known::{FIELD_MANAGER, SYSTEM_NAMESPACE, annotations, finalizers, labels};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 
 use super::join::client_for;
 use super::registry::member_spec;
@@ -26,6 +26,41 @@ pub fn preserves(c: &Cluster) -> bool {
     c.annotations()
         .get(annotations::PRESERVE_ON_UNJOIN)
         .is_some_and(|v| v == "true")
+}
+
+/// Makes sure every Cluster not being deleted has its execution namespace
+/// `causeway-es-<cluster>` on the hub (where its Works go), whether it joined, registered
+/// or was created by hand; `ensured` remembers those already made.
+pub async fn ensure_execution_namespaces(
+    hub: &kube::Client,
+    clusters: &[Arc<Cluster>],
+    ensured: &mut BTreeSet<String>,
+) {
+    let api: Api<Namespace> = Api::all(hub.clone());
+    ensured.retain(|n| clusters.iter().any(|c| c.name_any() == *n));
+    for c in clusters {
+        let name = c.name_any();
+        if c.metadata.deletion_timestamp.is_some() || ensured.contains(&name) {
+            continue;
+        }
+        let ns = execution_namespace(&name);
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {labels::CLUSTER: name}}});
+        let pp = PatchParams::apply(FIELD_MANAGER);
+        match super::within(
+            super::CALL_TIMEOUT,
+            api.patch(&ns, &pp, &Patch::Apply(&body)),
+        )
+        .await
+        {
+            Ok(_) => {
+                ensured.insert(name);
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %e, "cannot create the execution namespace; retrying")
+            }
+        }
+    }
 }
 
 /// One round: adds the finalizer where it is missing and starts the cleanup of

@@ -28,6 +28,7 @@ use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::override_apply::{Provenance, applicable_policies, apply};
 use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
+use causeway_crds::federation::prune::prune_allocated;
 use causeway_crds::federation::work::{Manifest, Work, WorkSpec, WorkloadTemplate};
 use causeway_crds::names;
 use causeway_crds::well_known::{annotations, finalizers, labels};
@@ -210,12 +211,19 @@ fn provenance_json(provenance: &Provenance) -> String {
 }
 
 /// The template as a manifest: without `status`, the metadata the server sets
-/// ([`SERVER_METADATA`]) and kubectl's [`LAST_APPLIED`] annotation.
+/// ([`SERVER_METADATA`]), kubectl's [`LAST_APPLIED`] annotation, and what the hub
+/// allocated for its kind ([`prune_allocated`]: a Service's cluster IPs, say).
 pub fn manifest_of(template: &Value) -> Value {
     let mut m = template.clone();
     if let Some(obj) = m.as_object_mut() {
         obj.remove("status");
     }
+    let kind = m
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    prune_allocated(&kind, &mut m);
     if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
         for f in SERVER_METADATA {
             meta.remove(f);
