@@ -18,6 +18,8 @@ mod mcs_members;
 mod mcs_status;
 mod mcs_support;
 mod mcs_topology;
+mod propagation;
+mod propagation_applier;
 mod propagation_cli;
 mod registry;
 mod relay;

@@ -1,0 +1,336 @@
+//! Propagation end to end (issue 14, federation.md §8 B, D, G, H): a hub and three
+//! members (east in us-east, west in us-west, north in eu-north, workloads simulated in
+//! the members), the hub controller, and the user's steps with real kubectl.
+
+use std::time::Duration;
+
+use causeway_e2e::{Options, demo_regions};
+use serde_json::Value;
+
+use crate::mcs_support::eventually;
+use crate::support::Env;
+
+const WAIT: Duration = Duration::from_secs(45);
+const MEMBERS: [&str; 3] = ["east", "west", "north"];
+
+/// The clusterset with the controller running, namespace `demo` everywhere, and every
+/// member Ready with its region known (placements and overrides read it).
+async fn fleet() -> (Env, causeway_e2e::Controller) {
+    let members: Vec<String> = MEMBERS.iter().map(|m| m.to_string()).collect();
+    let env = Env::start_with(Options {
+        topology: demo_regions(&members),
+        members,
+        ..Options::default()
+    })
+    .await;
+    env.cs.create_namespace_everywhere("demo").await.unwrap();
+    env.cs.join_all().await.unwrap();
+    let ctl = env.cs.start_controller().await.unwrap();
+    eventually("every member Ready with its region", WAIT, || async {
+        let out = env
+            .ok(&[
+                "get",
+                "clusters",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name}={.status.region}/{.status.conditions[?(@.type==\"Ready\")].status} {end}",
+            ])
+            .await;
+        let want = ["east=us-east/True", "west=us-west/True", "north=eu-north/True"];
+        want.iter().all(|w| out.contains(w)).then_some(())
+    })
+    .await;
+    (env, ctl)
+}
+
+/// kubectl get -o json in a context; None when it fails (not there yet).
+async fn get(env: &Env, context: &str, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = env.run(context, &all).await;
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+fn image_and_replicas(d: &Value) -> (String, i64) {
+    (
+        d.pointer("/spec/template/spec/containers/0/image")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        d.pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(-1),
+    )
+}
+
+async fn member_shop(env: &Env, cluster: &str, want: (&str, i64)) {
+    eventually(
+        &format!("{cluster}: deployment shop {want:?}"),
+        WAIT,
+        || async {
+            let d = get(env, cluster, &["deployment", "shop", "-n", "demo"]).await?;
+            let got = image_and_replicas(&d);
+            (got.0 == want.0 && got.1 == want.1).then_some(())
+        },
+    )
+    .await;
+}
+
+/// The README's federation demo: the templates, the policy and the overrides applied
+/// with kubectl on the hub put the Deployment (overridden per region), its ConfigMap
+/// and the Service in every member (B.9, D.27–29 by region, C.17 Duplicated); `kubectl
+/// get rb` shows the binding Scheduled and FullyApplied (H.52); the hub Deployment's
+/// status sums the members' with observedGeneration = generation (H.53); a template
+/// change reaches every member with the overrides kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn federation_demo_propagates_with_overrides_and_aggregated_status() {
+    let (env, _ctl) = fleet().await;
+    env.ok(&["apply", "-f", "examples/federation-demo/"]).await;
+    member_shop(
+        &env,
+        "east",
+        ("mirror.us.example.com/library/nginx:1.27", 3),
+    )
+    .await;
+    member_shop(
+        &env,
+        "west",
+        ("mirror.us.example.com/library/nginx:1.27", 3),
+    )
+    .await;
+    member_shop(
+        &env,
+        "north",
+        ("mirror.eu.example.com/library/nginx:1.27", 1),
+    )
+    .await;
+    for m in MEMBERS {
+        eventually(&format!("{m}: configmap and service"), WAIT, || async {
+            get(&env, m, &["configmap", "shop-config", "-n", "demo"]).await?;
+            let svc = get(&env, m, &["service", "shop", "-n", "demo"]).await?;
+            // the member allocated its own clusterIP: Causeway never owned it (E.35)
+            svc.pointer("/spec/clusterIP")?
+                .as_str()
+                .filter(|ip| !ip.is_empty())?;
+            Some(())
+        })
+        .await;
+    }
+    let rb = eventually(
+        "kubectl get rb: Scheduled and Fully-Applied",
+        WAIT,
+        || async {
+            let out = env.ok(&["get", "rb", "-n", "demo"]).await;
+            let line = out
+                .lines()
+                .find(|l| l.starts_with("shop-deployment"))?
+                .to_string();
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // NAME KIND TEMPLATE POLICY SCHEDULED FULLY-APPLIED AGE
+            (cols.get(1..6)? == ["Deployment", "shop", "shop", "True", "True"]).then_some(out)
+        },
+    )
+    .await;
+    assert!(rb.contains("shop-config-configmap"), "{rb}");
+    assert!(rb.contains("shop-service"), "{rb}");
+    // H.53: 3 + 3 + 1 ready replicas, and the generation observed everywhere
+    eventually("hub deployment status aggregated", WAIT, || async {
+        let d = get(&env, "hub", &["deployment", "shop", "-n", "demo"]).await?;
+        let ready = d.pointer("/status/readyReplicas")?.as_i64()?;
+        let observed = d.pointer("/status/observedGeneration")?.as_i64()?;
+        let generation = d.pointer("/metadata/generation")?.as_i64()?;
+        (ready == 7 && observed == generation).then_some(())
+    })
+    .await;
+    // a template change: every member follows, the overrides still applied
+    env.ok(&[
+        "set",
+        "image",
+        "deployment/shop",
+        "shop=docker.io/library/nginx:1.28",
+        "-n",
+        "demo",
+    ])
+    .await;
+    member_shop(
+        &env,
+        "east",
+        ("mirror.us.example.com/library/nginx:1.28", 3),
+    )
+    .await;
+    member_shop(
+        &env,
+        "north",
+        ("mirror.eu.example.com/library/nginx:1.28", 1),
+    )
+    .await;
+}
+
+fn policy(name: &str, extra: &str) -> String {
+    format!(
+        r#"apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: {name}
+  namespace: demo
+spec:
+  resourceSelectors:
+  - apiVersion: v1
+    kind: ConfigMap
+    name: {name}
+{extra}"#
+    )
+}
+
+fn configmap(name: &str, value: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {name}
+  namespace: demo
+data:
+  key: "{value}"
+"#
+    )
+}
+
+async fn member_value(env: &Env, cluster: &str, name: &str) -> Option<String> {
+    let cm = get(env, cluster, &["configmap", name, "-n", "demo"]).await?;
+    cm.pointer("/data/key")?.as_str().map(String::from)
+}
+
+async fn member_has(env: &Env, cluster: &str, name: &str, want: Option<&str>) {
+    eventually(
+        &format!("{cluster}: configmap {name} = {want:?}"),
+        WAIT,
+        || async { (member_value(env, cluster, name).await.as_deref() == want).then_some(()) },
+    )
+    .await;
+}
+
+/// B.16 ★ and G.51: a cluster that starts to match a label placement gets the existing
+/// templates with no user action; one that stops matching has its copy removed; the
+/// binding says why each cluster was left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_entering_and_leaving_the_placement() {
+    let (env, _ctl) = fleet().await;
+    let placement = "  placement:\n    clusterAffinity:\n      labelSelector:\n        matchLabels:\n          env: prod\n";
+    env.ok(&["label", "cluster", "east", "env=prod"]).await;
+    let cm = env.file("cm.yaml", &configmap("settings", "v1"));
+    let pp = env.file("pp.yaml", &policy("settings", placement));
+    env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
+    member_has(&env, "east", "settings", Some("v1")).await;
+    let rb = get(&env, "hub", &["rb", "settings-configmap", "-n", "demo"])
+        .await
+        .unwrap();
+    let reasons = rb.pointer("/status/schedulingReasons").unwrap().to_string();
+    assert!(
+        reasons.contains("west") && reasons.contains("env=prod"),
+        "{reasons}"
+    );
+    assert_eq!(member_value(&env, "west", "settings").await, None);
+    // west starts matching: it gets the copy
+    env.ok(&["label", "cluster", "west", "env=prod"]).await;
+    member_has(&env, "west", "settings", Some("v1")).await;
+    // east stops matching: its copy goes, west keeps its own
+    env.ok(&["label", "cluster", "east", "env-"]).await;
+    member_has(&env, "east", "settings", None).await;
+    member_has(&env, "west", "settings", Some("v1")).await;
+}
+
+/// G.47, D.32 ★ and G.45: deleting the PropagationPolicy together with its
+/// OverridePolicy leaves the members' overridden copies alone (never the
+/// un-overridden template); the binding says PolicyRemoved; deleting the template then
+/// removes every copy and the binding, and the template goes once they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_deletion_keeps_copies_and_template_deletion_cascades() {
+    let (env, _ctl) = fleet().await;
+    let cm = env.file("cm.yaml", &configmap("flags", "plain"));
+    let op = env.file(
+        "op.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: OverridePolicy
+metadata:
+  name: flags
+  namespace: demo
+spec:
+  resourceSelectors:
+  - apiVersion: v1
+    kind: ConfigMap
+    name: flags
+  overrideRules:
+  - overriders:
+      plaintext:
+      - path: /data/key
+        operator: replace
+        value: overridden
+"#,
+    );
+    let pp = env.file(
+        "pp.yaml",
+        &policy("flags", "  dependentOverrides: [flags]\n"),
+    );
+    env.ok(&["apply", "-f", &cm, "-f", &op, "-f", &pp]).await;
+    for m in MEMBERS {
+        member_has(&env, m, "flags", Some("overridden")).await;
+    }
+    // the override goes first, then the policy: dependentOverrides blocks the render
+    env.ok(&["delete", "-f", &op, "-f", &pp]).await;
+    eventually("binding frozen with PolicyRemoved", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "flags-configmap", "-n", "demo"]).await?;
+        let conds = rb.pointer("/status/conditions")?.to_string();
+        conds.contains("PolicyRemoved").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for m in MEMBERS {
+        assert_eq!(
+            member_value(&env, m, "flags").await.as_deref(),
+            Some("overridden")
+        );
+    }
+    // deleting the template removes every copy, then the binding, then the template
+    env.ok(&["delete", "-f", &cm, "--wait=false"]).await;
+    for m in MEMBERS {
+        member_has(&env, m, "flags", None).await;
+    }
+    eventually("binding and template gone", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "flags-configmap", "-n", "demo"]).await;
+        let t = get(&env, "hub", &["configmap", "flags", "-n", "demo"]).await;
+        (rb.is_none() && t.is_none()).then_some(())
+    })
+    .await;
+}
+
+/// G.46 with ★ per cluster: `causeway.io/preserve-resources-on-clusters: north` keeps
+/// north's copy when the template is deleted (no longer managed: its managed label is
+/// gone), while east and west lose theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preserve_on_deletion_for_one_cluster() {
+    let (env, _ctl) = fleet().await;
+    let cm = configmap("keep", "v1").replace(
+        "  namespace: demo\n",
+        "  namespace: demo\n  annotations:\n    causeway.io/preserve-resources-on-clusters: north\n",
+    );
+    let cm = env.file("cm.yaml", &cm);
+    let pp = env.file("pp.yaml", &policy("keep", ""));
+    env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
+    for m in MEMBERS {
+        member_has(&env, m, "keep", Some("v1")).await;
+    }
+    env.ok(&["delete", "-f", &cm]).await;
+    member_has(&env, "east", "keep", None).await;
+    member_has(&env, "west", "keep", None).await;
+    let kept = get(&env, "north", &["configmap", "keep", "-n", "demo"])
+        .await
+        .unwrap();
+    let labels = kept
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or_default();
+    assert!(labels.get("causeway.io/managed").is_none(), "{labels}");
+}
