@@ -334,3 +334,190 @@ async fn preserve_on_deletion_for_one_cluster() {
         .unwrap_or_default();
     assert!(labels.get("causeway.io/managed").is_none(), "{labels}");
 }
+
+/// I.56–57: with `propagateDeps`, the ConfigMap, Secret (env and imagePullSecrets),
+/// ServiceAccount and PVC a Deployment uses appear in every cluster it is placed in and
+/// move with it; a dependency deleted and created again is propagated again; when the
+/// Deployment goes, so do the dependencies' bindings and copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_follow_the_deployment() {
+    let (env, _ctl) = fleet().await;
+    let app = env.file(
+        "app.yaml",
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config, namespace: demo}
+data: {mode: "fast"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: app-secret, namespace: demo}
+stringData: {token: "s3cret"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: registry-creds, namespace: demo}
+stringData: {auth: "x"}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: app-sa, namespace: demo}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: app-data, namespace: demo}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: demo}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: app}}
+  template:
+    metadata: {labels: {app: app}}
+    spec:
+      serviceAccountName: app-sa
+      imagePullSecrets: [{name: registry-creds}]
+      containers:
+      - name: app
+        image: app:1
+        env:
+        - name: TOKEN
+          valueFrom: {secretKeyRef: {name: app-secret, key: token}}
+        volumeMounts: [{name: config, mountPath: /etc/app}, {name: data, mountPath: /data}]
+      volumes:
+      - {name: config, configMap: {name: app-config}}
+      - {name: data, persistentVolumeClaim: {claimName: app-data}}
+"#,
+    );
+    let pp = env.file(
+        "pp.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: app, namespace: demo}
+spec:
+  propagateDeps: true
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: app}
+  placement:
+    clusterAffinity: {clusterNames: [east, west]}
+"#,
+    );
+    env.ok(&["apply", "-f", &app, "-f", &pp]).await;
+    let deps = [
+        "configmap/app-config",
+        "secret/app-secret",
+        "secret/registry-creds",
+        "serviceaccount/app-sa",
+        "persistentvolumeclaim/app-data",
+    ];
+    for m in ["east", "west"] {
+        for d in deps {
+            eventually(&format!("{m}: {d}"), WAIT, || async {
+                get(&env, m, &[d, "-n", "demo"]).await.map(|_| ())
+            })
+            .await;
+        }
+    }
+    for d in deps {
+        assert!(
+            get(&env, "north", &[d, "-n", "demo"]).await.is_none(),
+            "{d} in north"
+        );
+    }
+    // the Deployment moves from west to north: its dependencies move with it
+    let moved = std::fs::read_to_string(&pp)
+        .unwrap()
+        .replace("[east, west]", "[east, north]");
+    let moved = env.file("pp2.yaml", &moved);
+    env.ok(&["apply", "-f", &moved]).await;
+    for d in deps {
+        eventually(&format!("{d} moved to north"), WAIT, || async {
+            let north = get(&env, "north", &[d, "-n", "demo"]).await.is_some();
+            let west = get(&env, "west", &[d, "-n", "demo"]).await.is_some();
+            (north && !west).then_some(())
+        })
+        .await;
+    }
+    // I.57: a dependency deleted and created again is propagated again
+    env.ok(&["delete", "configmap", "app-config", "-n", "demo"])
+        .await;
+    eventually("app-config gone from east", WAIT, || async {
+        get(&env, "east", &["configmap", "app-config", "-n", "demo"])
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    env.ok(&["apply", "-f", &app]).await;
+    eventually("app-config back in east", WAIT, || async {
+        get(&env, "east", &["configmap", "app-config", "-n", "demo"])
+            .await
+            .map(|_| ())
+    })
+    .await;
+    // the owner goes: the attached bindings and the copies go
+    env.ok(&["delete", "deployment", "app", "-n", "demo"]).await;
+    eventually("dependency copies and bindings gone", WAIT, || async {
+        let rbs = env.ok(&["get", "rb", "-n", "demo", "-o", "name"]).await;
+        let copy = get(&env, "east", &["secret", "app-secret", "-n", "demo"]).await;
+        (rbs.trim().is_empty() && copy.is_none()).then_some(())
+    })
+    .await;
+}
+
+/// D.26 and the Events: a JSON-patch `remove` of a path the template lacks fails that
+/// cluster only (ApplyOverridesFailed in the binding, a Warning Event on the template);
+/// the other clusters get the object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_override_fails_its_cluster_only() {
+    let (env, _ctl) = fleet().await;
+    let cm = env.file("cm.yaml", &configmap("tuning", "v1"));
+    let op = env.file(
+        "op.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: tuning, namespace: demo}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ConfigMap, name: tuning}
+  overrideRules:
+  - targetCluster: {clusterNames: [north]}
+    overriders:
+      plaintext:
+      - {path: /data/missing, operator: remove}
+"#,
+    );
+    let pp = env.file("pp.yaml", &policy("tuning", ""));
+    env.ok(&["apply", "-f", &cm, "-f", &op, "-f", &pp]).await;
+    member_has(&env, "east", "tuning", Some("v1")).await;
+    member_has(&env, "west", "tuning", Some("v1")).await;
+    let msg = eventually("north's aggregated status says why", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "tuning-configmap", "-n", "demo"]).await?;
+        let items = rb.pointer("/status/aggregatedStatus")?.as_array()?.clone();
+        let north = items.iter().find(|i| i["clusterName"] == "north")?;
+        let m = north["appliedMessage"].as_str()?.to_string();
+        (north["applied"] == false && m.contains("ApplyOverridesFailed")).then_some(m)
+    })
+    .await;
+    assert!(msg.contains("/data/missing"), "{msg}");
+    assert_eq!(member_value(&env, "north", "tuning").await, None);
+    let events = eventually("a Warning Event on the template", WAIT, || async {
+        let out = env
+            .ok(&[
+                "get",
+                "events",
+                "-n",
+                "demo",
+                "--field-selector",
+                "involvedObject.name=tuning",
+            ])
+            .await;
+        out.contains("ApplyOverridesFailed").then_some(out)
+    })
+    .await;
+    assert!(events.contains("north"), "{events}");
+}
