@@ -250,10 +250,12 @@ impl ApiError {
         } else {
             msgs.join("")
         };
+        // `<Kind>.<group>`, as apimachinery prints the GroupKind
+        let qualified = Self::qualified(group, kind);
         let mut e = Self::new(
             422,
             "Invalid",
-            format!("{kind} \"{name}\" is invalid: {msg}"),
+            format!("{qualified} \"{name}\" is invalid: {msg}"),
         )
         .with_details(group, kind, name);
         e.causes = causes;
@@ -319,6 +321,15 @@ pub fn invalid_field(field: &str, message: impl Into<String>) -> Cause {
     Cause {
         reason: "FieldValueInvalid".into(),
         message: message.into(),
+        field: field.into(),
+    }
+}
+
+/// A 422 cause: `FieldValueForbidden` (`Forbidden: <detail>`).
+pub fn forbidden_field(field: &str, detail: &str) -> Cause {
+    Cause {
+        reason: "FieldValueForbidden".into(),
+        message: format!("Forbidden: {detail}"),
         field: field.into(),
     }
 }

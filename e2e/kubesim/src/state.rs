@@ -6,7 +6,8 @@
 //!   history ([`stored`] has the units it keeps); [`persist`] journals it to disk.
 //! - [`registry`], [`columns`] and [`crd`] say which types are served and how.
 //! - [`meta`], [`kinds`], [`crd`] and [`ssa`] / [`patch`] are the admission-like rules:
-//!   metadata, per-kind defaulting and allocation ([`ipam`]), schemas, field ownership.
+//!   metadata, per-kind defaulting and allocation ([`ipam`]), fields kept on update
+//!   ([`immutable`]), schemas, field ownership.
 //! - [`deletion`] and [`controllers`] are finalizers and garbage collection.
 //! - [`convert`], [`selectors`] and [`table`] are how objects are shown and filtered.
 //! - [`cluster`] ties it together; [`bootstrap`] fills a new or restored cluster.
@@ -18,6 +19,7 @@ pub mod controllers;
 pub mod convert;
 pub mod crd;
 pub mod deletion;
+pub mod immutable;
 pub mod ipam;
 pub mod kinds;
 pub mod meta;

@@ -1,5 +1,6 @@
 //! Per-kind behaviour kube-apiserver's registry strategies give built-in kinds:
-//! Service IP/NodePort allocation, Namespace phase and finalizers, CRD serving.
+//! Service IP/NodePort allocation, Namespace phase and finalizers, CRD serving,
+//! Secret `stringData`, and the fields an update may not change ([`immutable`]).
 
 use std::net::IpAddr;
 
@@ -9,6 +10,7 @@ use crate::error::Cause;
 use crate::error::{ApiError, ApiResult, duplicate_field, invalid_field, required_field};
 use crate::state::cluster::State;
 use crate::state::crd;
+use crate::state::immutable;
 use crate::state::ipam::Ipam;
 use crate::state::meta::now_rfc3339;
 use crate::state::registry::{GroupResource, Registry, ResourceType};
@@ -32,8 +34,34 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
         obj["status"] = json!({"phase": "Active"});
     } else if is(rt, "apiextensions.k8s.io", "customresourcedefinitions") {
         crd_serve(&mut state.registry, obj)?;
+    } else if is(rt, "", "secrets") {
+        secret_defaults(obj);
     }
     Ok(())
+}
+
+/// A Secret's `type` defaults to Opaque and `stringData` is written into `data`
+/// (base64), winning over a `data` key of the same name; `stringData` is never stored.
+fn secret_defaults(obj: &mut Value) {
+    use base64::Engine;
+    if obj
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        obj["type"] = json!("Opaque");
+    }
+    let Some(Value::Object(string_data)) = obj.as_object_mut().and_then(|m| m.remove("stringData"))
+    else {
+        return;
+    };
+    if !obj.get("data").is_some_and(Value::is_object) {
+        obj["data"] = json!({});
+    }
+    for (k, v) in string_data {
+        let text = v.as_str().unwrap_or_default();
+        obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
 }
 
 /// Rules and allocation carry-over before an update is stored.
@@ -43,6 +71,10 @@ pub fn on_update(
     old: &Value,
     new: &mut Value,
 ) -> ApiResult<()> {
+    if is(rt, "", "secrets") {
+        secret_defaults(new);
+    }
+    immutable::check(rt, old, new)?;
     if is(rt, "", "services") {
         service_create(&mut state.ipam, new, Some(old))?;
     } else if is(rt, "", "namespaces") {
@@ -266,13 +298,22 @@ fn service_create(ipam: &mut Ipam, obj: &mut Value, old: Option<&Value>) -> ApiR
     }
     if let Some(os) = old_spec {
         let old_ips = str_list(os.get("clusterIPs"));
+        // NormalizeClusterIPs: a changed clusterIP with clusterIPs untouched is the
+        // primary being changed (refused below like a changed clusterIPs[0])
+        let old_ip = os.get("clusterIP").and_then(Value::as_str).unwrap_or("");
+        if !requested_ip.is_empty() && requested_ip != old_ip && cluster_ips == old_ips {
+            cluster_ips = vec![requested_ip.clone()];
+        }
         if cluster_ips.is_empty() {
             cluster_ips = old_ips.clone();
         } else if !old_ips.is_empty() && cluster_ips.first() != old_ips.first() {
             return Err(svc_invalid(
                 obj,
                 "spec.clusterIPs[0]",
-                format!("Invalid value: {:?}: may not change once set", cluster_ips),
+                format!(
+                    "Invalid value: {}: may not change once set",
+                    json!(cluster_ips)
+                ),
             ));
         }
         if !old_ips.is_empty() && cluster_ips == old_ips {

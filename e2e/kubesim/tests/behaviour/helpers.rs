@@ -144,6 +144,26 @@ pub fn reason(e: &kube::Error) -> String {
     }
 }
 
+/// (reason, field, message) of one cause of a 422.
+pub type Cause = (String, String, String);
+
+/// Every cause of a 422.
+pub fn causes(e: &kube::Error) -> Vec<Cause> {
+    let kube::Error::Api(s) = e else {
+        panic!("expected an API error, got {e:?}")
+    };
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+    s.details
+        .as_ref()
+        .map(|d| {
+            d.causes
+                .iter()
+                .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Polls `f` until it yields `Some`, or panics after [`DEADLINE`] with `what`.
 pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
 where

@@ -13,6 +13,7 @@ mod events;
 mod faults;
 mod finalizers;
 mod gc;
+mod immutable;
 mod nodes;
 mod pagination;
 mod patch;

@@ -12,26 +12,6 @@ const KEY_NAME_PART: &str = "name part must consist of alphanumeric characters, 
 const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
-/// (reason, field, message) of one cause of a 422.
-type Cause = (String, String, String);
-
-/// Every cause of a 422.
-fn causes(e: &kube::Error) -> Vec<Cause> {
-    let kube::Error::Api(s) = e else {
-        panic!("expected an API error, got {e:?}")
-    };
-    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
-    s.details
-        .as_ref()
-        .map(|d| {
-            d.causes
-                .iter()
-                .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn invalid(field: &str, message: String) -> Cause {
     ("FieldValueInvalid".into(), field.into(), message)
 }
