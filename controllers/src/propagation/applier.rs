@@ -274,8 +274,8 @@ async fn reconcile(
         }
     }
     let hub: Api<Work> = Api::namespaced(a.hub.clone(), &key.0);
-    if p.deleting {
-        if p.release && ok {
+    if p.deleting && p.release {
+        if ok {
             let r = crate::clusters::within(
                 a.limit,
                 apply::remove_finalizer(&hub, w, finalizers::WORK),

@@ -129,7 +129,7 @@ pub struct Plan {
     pub results: Vec<Result<(), NotApplied>>,
     /// The Work is being deleted: remove its finalizer once the actions succeeded.
     pub release: bool,
-    /// The Work is being deleted (its status is not written).
+    /// The Work is being deleted.
     pub deleting: bool,
 }
 
