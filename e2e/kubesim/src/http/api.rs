@@ -124,6 +124,12 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         .unwrap_or_default();
     let method = req.method().clone();
     let verb = verb_of(&method, &rp, &query);
+    // a DELETE may ask for a dry run in its body: counted once the body is read
+    if method != Method::DELETE {
+        inner
+            .metrics
+            .count_write(verb, query.get("dryRun").map(String::as_str));
+    }
     let rt = inner
         .state
         .lock()
@@ -222,6 +228,17 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     } else {
         Bytes::new()
     };
+    if method == Method::DELETE {
+        let body_dry_run = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|b| b.get("dryRun").cloned())
+            .and_then(|d| d.as_array().map(|a| a.iter().any(|x| x == "All")));
+        let dry_run = match (query.get("dryRun"), body_dry_run) {
+            (_, Some(true)) => Some("All"),
+            (q, _) => q.map(String::as_str),
+        };
+        inner.metrics.count_write(verb, dry_run);
+    }
     let decoded = (content_type == "application/vnd.kubernetes.protobuf" && !body.is_empty())
         .then(|| crate::http::protobuf::decode(&body));
     let mut r = Req {

@@ -24,6 +24,9 @@ pub struct Metrics {
     pub requests: Family<RequestLabels, Counter>,
     /// Open watches.
     pub watchers: Gauge,
+    /// Write requests (create, update, patch, delete, deletecollection) that are not
+    /// `dryRun=All`, whatever their outcome: what a client sent to change something.
+    pub writes: Counter,
 }
 
 impl Default for Metrics {
@@ -31,6 +34,7 @@ impl Default for Metrics {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let watchers = Gauge::default();
+        let writes = Counter::default();
         registry.register(
             "apiserver_request",
             "API requests by verb, resource and HTTP code",
@@ -41,15 +45,33 @@ impl Default for Metrics {
             "Open watch streams",
             watchers.clone(),
         );
+        registry.register(
+            "kubesim_write_requests",
+            "Create, update, patch and delete requests that are not dry runs",
+            writes.clone(),
+        );
         Metrics {
             registry,
             requests,
             watchers,
+            writes,
         }
     }
 }
 
 impl Metrics {
+    /// Counts a request with `verb` and the `dryRun` query parameter as a write when
+    /// it is one.
+    pub fn count_write(&self, verb: &str, dry_run: Option<&str>) {
+        let write = matches!(
+            verb,
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        );
+        if write && dry_run != Some("All") {
+            self.writes.inc();
+        }
+    }
+
     /// Text exposition.
     pub fn encode(&self) -> String {
         let mut s = String::new();

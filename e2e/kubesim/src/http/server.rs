@@ -237,6 +237,16 @@ impl Server {
         self.inner.state.lock().store.rv()
     }
 
+    /// How many write requests (create, update, patch, delete, deletecollection) this
+    /// server has received that were not `dryRun=All`, successful or not; the same count
+    /// as `kubesim_write_requests_total` on `/metrics`. Tests assert "no writes" with it:
+    /// read it, act, read it again. Not counted: requests refused before routing
+    /// (unauthenticated, unknown paths) and DELETEs refused before their body is read
+    /// (RBAC), since only the body says whether a DELETE is a dry run.
+    pub fn write_requests(&self) -> u64 {
+        self.inner.metrics.writes.get()
+    }
+
     /// Stops accepting, ends watches and background work.
     pub fn shutdown(&self) {
         self.inner.shutdown.cancel();

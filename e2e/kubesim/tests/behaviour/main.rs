@@ -26,3 +26,4 @@ mod tokens;
 mod validation;
 mod watch;
 mod workloads;
+mod writes;

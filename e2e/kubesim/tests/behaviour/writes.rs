@@ -1,0 +1,201 @@
+//! Dry-run patches (every patch type and server-side apply) store nothing, bump no
+//! resourceVersion and send no watch event, yet answer with the object or the error a
+//! real write would get; and `Server::write_requests` counts the writes that are not
+//! dry runs.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{
+    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
+use serde_json::json;
+
+use crate::helpers::*;
+
+fn applied(name: &str, data: serde_json::Value) -> Patch<serde_json::Value> {
+    Patch::Apply(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": data}),
+    )
+}
+
+#[tokio::test]
+async fn dry_run_patches_and_applies_store_nothing_and_send_no_event() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let cur = api
+        .patch(
+            "c",
+            &PatchParams::apply("causeway"),
+            &applied("c", json!({"a": "1"})),
+        )
+        .await
+        .unwrap();
+    let rv = env.server.resource_version();
+    let dry = PatchParams::default().dry_run();
+    let patches = [
+        ("merge", Patch::Merge(json!({"data": {"a": "2"}}))),
+        ("strategic", Patch::Strategic(json!({"data": {"a": "2"}}))),
+        (
+            "json",
+            Patch::Json(
+                serde_json::from_value(json!([{"op": "replace", "path": "/data/a", "value": "2"}]))
+                    .unwrap(),
+            ),
+        ),
+        ("apply", applied("c", json!({"a": "2"}))),
+    ];
+    for (what, p) in patches {
+        let pp = if what == "apply" {
+            PatchParams::apply("causeway").dry_run()
+        } else {
+            dry.clone()
+        };
+        let out = api.patch("c", &pp, &p).await.unwrap();
+        assert_eq!(
+            out.data.unwrap()["a"],
+            "2",
+            "{what}: answers with the patched object"
+        );
+        assert_eq!(api.get("c").await.unwrap(), cur, "{what}: nothing stored");
+        assert_eq!(
+            env.server.resource_version(),
+            rv,
+            "{what}: no resourceVersion bump"
+        );
+    }
+    // an apply that would create stores nothing either
+    let out = api
+        .patch(
+            "new",
+            &PatchParams::apply("causeway").dry_run(),
+            &applied("new", json!({"x": "1"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.data.unwrap()["x"], "1");
+    assert!(
+        is_gone(&api, "new").await,
+        "a dry-run apply creates nothing"
+    );
+    // errors are still returned
+    api.patch(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"immutable": true})),
+    )
+    .await
+    .unwrap();
+    let e = api
+        .patch(
+            "c",
+            &PatchParams::apply("causeway").dry_run(),
+            &applied("c", json!({"a": "3"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        causes(&e)[0].1,
+        "data",
+        "immutability is checked on a dry run"
+    );
+
+    // the only events after `rv` are the real write's
+    let events: Vec<_> = within(
+        "watch from before the dry runs",
+        api.watch(
+            &WatchParams::default().disable_bookmarks().timeout(1),
+            &rv.to_string(),
+        )
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    let modified: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Modified(c) => {
+                format!("{}:{:?}", c.metadata.name.as_deref().unwrap(), c.immutable)
+            }
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(modified, ["c:Some(true)"]);
+}
+
+#[tokio::test]
+async fn write_requests_count_writes_that_are_not_dry_runs() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let start = env.server.write_requests();
+    let count = || env.server.write_requests() - start;
+
+    // reads are not writes
+    api.list(&ListParams::default()).await.unwrap();
+    let _ = api.get("missing").await;
+    let mut w = api
+        .watch(&WatchParams::default().timeout(1), "0")
+        .await
+        .unwrap()
+        .boxed();
+    while within("a short watch", w.next()).await.is_some() {}
+    assert_eq!(count(), 0);
+
+    // dry runs are not writes
+    let dry_post = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.create(&dry_post, &cm("c", json!({}), json!({})))
+        .await
+        .unwrap();
+    api.patch(
+        "c",
+        &PatchParams::apply("causeway").dry_run(),
+        &applied("c", json!({})),
+    )
+    .await
+    .unwrap();
+    let dry_delete = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.delete("c", &dry_delete).await.unwrap_err();
+    assert_eq!(count(), 0);
+
+    // create, apply, update, patch, delete, deletecollection are; refused ones too
+    api.create(&PostParams::default(), &cm("c", json!({}), json!({})))
+        .await
+        .unwrap();
+    api.patch(
+        "c",
+        &PatchParams::apply("causeway"),
+        &applied("c", json!({"a": "1"})),
+    )
+    .await
+    .unwrap();
+    let cur = api.get("c").await.unwrap();
+    api.replace("c", &PostParams::default(), &cur)
+        .await
+        .unwrap();
+    api.patch("missing", &PatchParams::default(), &Patch::Merge(json!({})))
+        .await
+        .unwrap_err();
+    api.delete("c", &DeleteParams::default()).await.unwrap();
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(count(), 6);
+
+    let metrics = raw(&env.client, "GET", "/metrics", None, vec![]).await;
+    let text = metrics.body.as_str().expect("metrics are text");
+    assert!(
+        text.contains(&format!(
+            "kubesim_write_requests_total {}",
+            env.server.write_requests()
+        )),
+        "{text}"
+    );
+}
