@@ -17,6 +17,7 @@ use causeway_crds::federation::propagation::{
     ClusterPropagationPolicy, ClusterPropagationPolicySpec, Placement, PropagationPolicy,
     PropagationPolicySpec, PropagationSpec,
 };
+use causeway_crds::federation::prune::prune_allocated;
 use causeway_crds::federation::{ClusterAffinity, ConflictResolution, ResourceSelector};
 use causeway_crds::well_known::{FIELD_MANAGER, annotations, labels};
 use causeway_runtime::client::{HubArgs, Source};
@@ -72,8 +73,8 @@ const MEMBER_ANNOTATIONS: [&str; 4] = [
 
 /// Pure: the hub template for a member's live object: apiVersion, kind, metadata
 /// (name, namespace, labels, annotations, minus what the member set) and the rest
-/// without status; the member's Service cluster IPs and a Job's generated selector
-/// stay the member's. Annotated `causeway.io/conflict-resolution: overwrite` so the
+/// without status and without what the member allocated ([`prune_allocated`]: a
+/// Service's cluster IPs, a Job's generated selector, ...). Annotated `causeway.io/conflict-resolution: overwrite` so the
 /// first apply takes the member object over.
 pub(crate) fn template_from_member(live: &Value, kind: &Kind) -> Value {
     let mut t = live.as_object().cloned().unwrap_or_default();
@@ -109,34 +110,9 @@ pub(crate) fn template_from_member(live: &Value, kind: &Kind) -> Value {
             meta.remove("labels");
         }
     }
-    let spec = t.get_mut("spec").and_then(Value::as_object_mut);
-    match (
-        kind.resource.group.as_str(),
-        kind.resource.kind.as_str(),
-        spec,
-    ) {
-        // a headless Service's "None" is the user's; an allocated IP is the member's
-        ("", "Service", Some(spec))
-            if spec.get("clusterIP").and_then(Value::as_str) != Some("None") =>
-        {
-            spec.remove("clusterIP");
-            spec.remove("clusterIPs");
-        }
-        // generated from the Job's uid unless the user set manualSelector
-        ("batch", "Job", Some(spec)) if spec.get("manualSelector") != Some(&Value::Bool(true)) => {
-            spec.remove("selector");
-            for l in ["controller-uid", "batch.kubernetes.io/controller-uid"] {
-                if let Some(Value::Object(m)) = spec
-                    .get_mut("template")
-                    .and_then(|t| t.pointer_mut("/metadata/labels"))
-                {
-                    m.remove(l);
-                }
-            }
-        }
-        _ => {}
-    }
-    Value::Object(t)
+    let mut t = Value::Object(t);
+    prune_allocated(&kind.resource.kind, &mut t);
+    t
 }
 
 /// Pure: the name of the policy promote writes: `<name>-<kind>` lowercased, the same

@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use causeway_crds::federation::binding::ResourceBinding;
 use causeway_crds::federation::propagation::PropagationPolicy;
@@ -16,7 +17,10 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::mcs_support::eventually;
 use crate::support::Env;
+
+const WAIT: Duration = Duration::from_secs(45);
 
 /// The `causeway` binary.
 fn causeway_bin() -> PathBuf {
@@ -93,18 +97,32 @@ async fn clusterset() -> Env {
     env
 }
 
+/// `causeway promote` of Deployment demo/shop from east.
+const PROMOTE_EAST: [&str; 6] = [
+    "promote",
+    "deployment/shop",
+    "-n",
+    "demo",
+    "--cluster",
+    "east",
+];
+
 const SHOP: &str = r#"{"apiVersion": "apps/v1", "kind": "Deployment",
  "metadata": {"name": "shop", "namespace": "demo", "labels": {"app": "shop"}},
  "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "shop"}},
   "template": {"metadata": {"labels": {"app": "shop"}},
    "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}}"#;
 
-/// Creates PropagationPolicy demo/`name` selecting Deployment demo/`selects`.
-async fn deployment_policy(hub: &kube::Client, name: &str, selects: &str) {
+/// Creates PropagationPolicy demo/`name` selecting Deployment demo/`selects`, placing
+/// it on `clusters` (all clusters when empty).
+async fn deployment_policy(hub: &kube::Client, name: &str, selects: &str, clusters: &[&str]) {
+    let mut spec = json!({"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": selects}]});
+    if !clusters.is_empty() {
+        spec["placement"] = json!({"clusterAffinity": {"clusterNames": clusters}});
+    }
     let pp: PropagationPolicy = serde_json::from_value(json!({
         "apiVersion": "causeway.io/v1alpha1", "kind": "PropagationPolicy",
-        "metadata": {"name": name, "namespace": "demo"},
-        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": selects}]}}))
+        "metadata": {"name": name, "namespace": "demo"}, "spec": spec}))
     .unwrap();
     Api::<PropagationPolicy>::namespaced(hub.clone(), "demo")
         .create(&PostParams::default(), &pp)
@@ -150,7 +168,7 @@ async fn propagated_by_hand(hub: &kube::Client) {
     .unwrap();
     let mut manifest: Value = serde_json::from_str(SHOP).unwrap();
     manifest["spec"]["template"]["spec"]["containers"][0]["image"] =
-        json!("mirror.us.example.com/library/nginx:1.27");
+        json!("mirror.us.example.com/nginx:1.27");
     manifest["metadata"]["annotations"] = json!({annotations::TEMPLATE_GENERATION: "1"});
     let provenance = json!({"0": {"/spec/template/spec/containers/0/image": "OverridePolicy demo/registry rule 0 (image)"}});
     let works: Api<Work> = Api::namespaced(hub.clone(), "causeway-es-east");
@@ -193,7 +211,7 @@ async fn explain_prints_reasons_overrides_and_status_per_cluster() {
         "  FullyApplied: True (FullyAppliedSuccess): applied in every scheduled cluster",
         "east: chosen, 3 replica(s)",
         "  work: causeway-es-east/demo.shop-deployment",
-        "  spec.template.spec.containers[0].image: \"nginx:1.27\" → \"mirror.us.example.com/library/nginx:1.27\"  (set by OverridePolicy demo/registry rule 0 (image))",
+        "  spec.template.spec.containers[0].image: \"nginx:1.27\" → \"mirror.us.example.com/nginx:1.27\"  (set by OverridePolicy demo/registry rule 0 (image))",
         "  metadata.annotations[\"causeway.io/template-generation\"]: <none> → \"1\"  (added by Causeway: the template generation it was rendered from)",
         "  applied: yes, health: Healthy",
         "west: not chosen: not in clusterNames [east]",
@@ -250,7 +268,7 @@ async fn explain_says_why_it_cannot_explain() {
         "is not <kind>/<name>",
     )
     .await;
-    deployment_policy(&hub, "web", "web").await;
+    deployment_policy(&hub, "web", "web", &[]).await;
     refused(&env, &["explain", "deployment/shop", "-n", "demo"], "Deployment demo/shop is not propagated: the policies that could select it are: PropagationPolicy demo/web, and none selects it").await;
 }
 
@@ -281,15 +299,7 @@ async fn promote_writes_the_template_and_its_policy_to_the_hub() {
     );
     let policies: Api<PropagationPolicy> = Api::namespaced(hub.clone(), "demo");
 
-    let promote = [
-        "promote",
-        "deployment/shop",
-        "-n",
-        "demo",
-        "--cluster",
-        "east",
-    ];
-    let dry = ok(&env, &[&promote[..], &["--dry-run"]].concat()).await;
+    let dry = ok(&env, &[&PROMOTE_EAST[..], &["--dry-run"]].concat()).await;
     assert!(
         dry.contains("kind: PropagationPolicy")
             && dry.contains("causeway.io/conflict-resolution: overwrite"),
@@ -305,7 +315,7 @@ async fn promote_writes_the_template_and_its_policy_to_the_hub() {
     );
 
     // the member's credentials come from the hub (a Push member): no --member-kubeconfig
-    let out = ok(&env, &promote).await;
+    let out = ok(&env, &PROMOTE_EAST).await;
     assert!(
         out.contains("created the template Deployment demo/shop on the hub from member east"),
         "{out}"
@@ -344,7 +354,7 @@ async fn promote_writes_the_template_and_its_policy_to_the_hub() {
 
     refused(
         &env,
-        &promote,
+        &PROMOTE_EAST,
         "Deployment demo/shop already exists on the hub",
     )
     .await;
@@ -386,7 +396,7 @@ async fn promote_with_a_member_kubeconfig_and_no_policy() {
         .await;
     let kc = env.kubeconfig.display().to_string();
     let policies: Api<PropagationPolicy> = Api::namespaced(hub.clone(), "demo");
-    deployment_policy(&hub, "shop-deployment", "other").await;
+    deployment_policy(&hub, "shop-deployment", "other", &[]).await;
     let args = [
         "promote",
         "deployments.apps/shop",
@@ -417,5 +427,133 @@ async fn promote_with_a_member_kubeconfig_and_no_policy() {
     assert_eq!(
         spec["resourceSelectors"][0]["name"], "other",
         "the existing policy was changed"
+    );
+}
+
+/// The clusterset with the hub controller running and both members Ready.
+async fn running() -> (Env, causeway_e2e::Controller) {
+    let env = clusterset().await;
+    let ctl = env.cs.start_controller().await.unwrap();
+    eventually("east and west Ready", WAIT, || async {
+        let out = env
+            .ok(&[
+                "get",
+                "clusters",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}",
+            ])
+            .await;
+        (out.contains("east=True") && out.contains("west=True")).then_some(())
+    })
+    .await;
+    (env, ctl)
+}
+
+/// The member's Deployment demo/shop as JSON, if it is there.
+async fn member_shop(env: &Env, cluster: &str) -> Option<Value> {
+    let out = env
+        .run(
+            cluster,
+            &["get", "deployment", "shop", "-n", "demo", "-o", "json"],
+        )
+        .await;
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())?
+}
+
+/// F.44 end to end: promote adopts a Deployment that runs in east. The hub controller
+/// takes it over (Causeway's label and Work annotation on it) without changing it: same
+/// object, same generation, same spec; west gets nothing; explain shows it applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_adopts_a_member_deployment_with_no_spec_change() {
+    let (env, _ctl) = running().await;
+    env.ok_in("east", &["apply", "-f", &env.file("shop.json", SHOP)])
+        .await;
+    let before = member_shop(&env, "east").await.expect("shop in east");
+    ok(&env, &PROMOTE_EAST).await;
+    let after = eventually("east's shop adopted by Causeway", WAIT, || async {
+        let d = member_shop(&env, "east").await?;
+        let managed = d.pointer("/metadata/labels/causeway.io~1managed")?;
+        (managed == "true"
+            && d.pointer("/metadata/annotations/causeway.io~1work")
+                .is_some())
+        .then_some(d)
+    })
+    .await;
+    assert_eq!(
+        after["metadata"]["uid"], before["metadata"]["uid"],
+        "recreated"
+    );
+    assert_eq!(
+        after["metadata"]["generation"], before["metadata"]["generation"],
+        "spec changed"
+    );
+    assert_eq!(after["spec"], before["spec"]);
+    let out = eventually("explain: east applied", WAIT, || async {
+        let out = ok(&env, &["explain", "deployment/shop", "-n", "demo"]).await;
+        out.contains("applied: yes").then_some(out)
+    })
+    .await;
+    assert!(
+        out.contains("claimed by PropagationPolicy demo/shop-deployment"),
+        "{out}"
+    );
+    assert!(out.contains("east: chosen, 3 replica(s)"), "{out}");
+    assert!(out.contains("west: not chosen: "), "{out}");
+    assert!(
+        member_shop(&env, "west").await.is_none(),
+        "west got the promoted Deployment"
+    );
+}
+
+const REGISTRY: &str = r#"{"apiVersion": "causeway.io/v1alpha1", "kind": "OverridePolicy",
+ "metadata": {"name": "registry", "namespace": "demo"},
+ "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}],
+  "overrideRules": [{"targetCluster": {"clusterNames": ["east"]},
+   "overriders": {"imageOverrider": [{"component": "Registry", "operator": "replace", "value": "mirror.us.example.com"}]}}]}}"#;
+
+/// explain on a template the hub controller really propagated: east is chosen and its
+/// copy differs by the image the OverridePolicy set (named with its rule and
+/// overrider) and the template generation; west is left out with the scheduler's
+/// reason; east applied it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_a_real_propagation_names_the_override_of_each_field() {
+    let (env, _ctl) = running().await;
+    env.ok(&["apply", "-f", &env.file("shop.json", SHOP)]).await;
+    env.ok(&["apply", "-f", &env.file("registry.json", REGISTRY)])
+        .await;
+    deployment_policy(&env.hub_client().await, "shop", "shop", &["east"]).await;
+    eventually("east runs the overridden image", WAIT, || async {
+        let d = member_shop(&env, "east").await?;
+        let image = d.pointer("/spec/template/spec/containers/0/image")?;
+        (image == "mirror.us.example.com/nginx:1.27").then_some(())
+    })
+    .await;
+    let out = eventually("explain: east applied and healthy", WAIT, || async {
+        let out = ok(&env, &["explain", "deployment/shop", "-n", "demo"]).await;
+        out.contains("applied: yes, health: Healthy").then_some(out)
+    })
+    .await;
+    let want = [
+        "  binding: ResourceBinding demo/shop-deployment, claimed by PropagationPolicy demo/shop",
+        "east: chosen, 3 replica(s)",
+        "  spec.template.spec.containers[0].image: \"nginx:1.27\" → \"mirror.us.example.com/nginx:1.27\"  (set by OverridePolicy demo/registry rule 0 (image))",
+        "  metadata.annotations[\"causeway.io/template-generation\"]: <none> → \"1\"  (added by Causeway: the template generation it was rendered from)",
+    ];
+    for line in want {
+        assert!(
+            out.lines().any(|l| l == line),
+            "no line {line:?} in:\n{out}"
+        );
+    }
+    assert_eq!(out.matches(" → ").count(), 2, "{out}");
+    let west = out
+        .lines()
+        .find(|l| l.starts_with("west: not chosen: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        west.len() > "west: not chosen: ".len(),
+        "no reason for west: {out}"
     );
 }
