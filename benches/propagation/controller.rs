@@ -1,0 +1,238 @@
+//! The hub controller as an operator runs it: the real `causeway controller` binary in
+//! a child process, so /proc gives its own CPU time and peak RSS (VmHWM).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use causeway_benches::{Kill, process_stats};
+
+/// CPU seconds and peak RSS of the controller process so far.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stats {
+    /// User + system CPU seconds since it started.
+    pub cpu: f64,
+    /// VmHWM, KiB.
+    pub peak_kib: u64,
+}
+
+/// A running `causeway controller`.
+pub struct Controller {
+    child: Kill,
+    log: PathBuf,
+}
+
+/// How long a stopped controller gets to exit before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+
+impl Controller {
+    /// Starts `bin controller` against the hub in `kubeconfig`, its log (warnings and
+    /// errors) going to `log`. One replica, so no leader election (whose Lease renewal
+    /// would be a hub write every 2 s).
+    pub fn start(bin: &Path, kubeconfig: &Path, log: &Path) -> anyhow::Result<Controller> {
+        let file = std::fs::File::create(log)
+            .with_context(|| format!("creating the controller log {}", log.display()))?;
+        let child = Command::new(bin)
+            .args(["controller", "--metrics", "127.0.0.1:0", "--log", "warn"])
+            .arg("--leader-elect=false")
+            .arg("--hub-kubeconfig")
+            .arg(kubeconfig)
+            .env_remove("KUBECONFIG")
+            // an error's message, not a backtrace, at the end of the log
+            .env("RUST_LIB_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting {} controller", bin.display()))?;
+        Ok(Controller {
+            child: Kill(child),
+            log: log.to_path_buf(),
+        })
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.0.id()
+    }
+
+    /// Fails (with the end of its log) when the process has exited.
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.0.try_wait().context("checking the controller")? {
+            bail!(
+                "the controller exited ({status}); the end of its log {}:\n{}",
+                self.log.display(),
+                self.log_tail(30)
+            );
+        }
+        Ok(())
+    }
+
+    /// The last `lines` lines of its log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Its CPU time and peak RSS so far.
+    pub fn stats(&mut self) -> anyhow::Result<Stats> {
+        self.check_running()?;
+        let (cpu, peak_kib) = process_stats(self.pid())?;
+        Ok(Stats { cpu, peak_kib })
+    }
+
+    /// Stops it as an operator would (SIGTERM, then SIGKILL after [`STOP_GRACE`]);
+    /// returns its figures read just before.
+    pub async fn stop(mut self) -> anyhow::Result<Stats> {
+        let stats = self.stats()?;
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .context("running kill -TERM")?;
+        if !sent.success() {
+            bail!("kill -TERM {pid} failed ({sent})");
+        }
+        let deadline = Instant::now() + STOP_GRACE;
+        while self.child.0.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                tracing::warn!(pid, "the controller did not stop on SIGTERM; killing it");
+                break; // dropping the guard kills it
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(stats)
+    }
+
+    /// Waits until it has been quiet for `quiet`: `writes()` (per server) unchanged and its CPU
+    /// under [`QUIET_CPU`] of a core; returns the time from `since` to the start of the
+    /// quiet stretch. Fails after `limit`.
+    pub async fn settle(
+        &mut self,
+        since: Instant,
+        quiet: Duration,
+        limit: Duration,
+        writes: impl Fn() -> Vec<u64>,
+    ) -> anyhow::Result<Duration> {
+        let mut mark = (Instant::now(), self.stats()?.cpu, writes());
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = (Instant::now(), self.stats()?.cpu, writes());
+            let span = now.0 - mark.0;
+            let busy = now.1 - mark.1 > QUIET_CPU * span.as_secs_f64().max(1.0);
+            if now.2 != mark.2 || busy {
+                tracing::debug!(
+                    writes = ?now.2.iter().zip(&mark.2).map(|(a, b)| a - b).collect::<Vec<_>>(),
+                    cpu = now.1 - mark.1,
+                    "the controller is not quiet yet"
+                );
+                mark = now;
+            } else if span >= quiet {
+                return Ok(mark.0 - since);
+            }
+            if since.elapsed() > limit {
+                bail!(
+                    "the controller did not settle ({} s without writes and under {:.0} % of a core) within {} s of its start",
+                    quiet.as_secs(),
+                    QUIET_CPU * 100.0,
+                    limit.as_secs()
+                );
+            }
+        }
+    }
+}
+
+/// The share of a core under which the controller counts as quiet.
+pub const QUIET_CPU: f64 = 0.05;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `causeway` binary of this profile: target/<profile>/deps/<test> →
+    /// target/<profile>/causeway.
+    fn causeway() -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().and_then(Path::parent).unwrap();
+        let bin = dir.join(format!("causeway{}", std::env::consts::EXE_SUFFIX));
+        causeway_benches::causeway_bin(Some(&bin), "cargo build -p causeway-controllers").unwrap()
+    }
+
+    /// The real binary against a kubesim hub: it runs, has figures, settles when
+    /// nothing is written, and stops on SIGTERM.
+    #[tokio::test]
+    async fn the_controller_process_runs_settles_and_stops() {
+        let hub = kubesim::Server::start(kubesim::Config::new("hub"))
+            .await
+            .unwrap();
+        causeway_e2e::install_crds(&causeway_e2e::client(&hub).await.unwrap())
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("hub.kubeconfig");
+        std::fs::write(&kubeconfig, hub.kubeconfig()).unwrap();
+        let mut ctl =
+            Controller::start(&causeway(), &kubeconfig, &dir.path().join("c.log")).unwrap();
+        let started = Instant::now();
+        let s = ctl.stats().unwrap();
+        assert!(s.peak_kib > 0, "{s:?}");
+        // a write count that moves keeps it from settling; one that stays lets it
+        let count = std::sync::atomic::AtomicU64::new(0);
+        let moving = || vec![7, count.fetch_add(1, std::sync::atomic::Ordering::Relaxed)];
+        let err = ctl
+            .settle(
+                started,
+                Duration::from_secs(1),
+                Duration::from_secs(2),
+                moving,
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("did not settle"), "{err}");
+        let settled = ctl
+            .settle(
+                Instant::now(),
+                Duration::from_secs(1),
+                Duration::from_secs(60),
+                || vec![7, 3],
+            )
+            .await
+            .unwrap();
+        assert!(settled < Duration::from_secs(59), "{settled:?}");
+        let pid = ctl.pid();
+        let stopped = Instant::now();
+        ctl.stop().await.unwrap();
+        assert!(
+            stopped.elapsed() < STOP_GRACE,
+            "stopped on SIGTERM, not killed"
+        );
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
+        hub.shutdown();
+    }
+
+    /// A controller that cannot start says so, with its log.
+    #[tokio::test]
+    async fn a_controller_that_exits_is_reported_with_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no.kubeconfig");
+        let mut ctl = Controller::start(&causeway(), &missing, &dir.path().join("c.log")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let err = loop {
+            match ctl.stats() {
+                Err(e) => break e,
+                Ok(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Ok(_) => panic!("a controller without a kubeconfig still runs"),
+            }
+        };
+        let text = err.to_string();
+        assert!(text.starts_with("the controller exited"), "{text}");
+        assert!(
+            text.contains("no.kubeconfig"),
+            "the log names the file: {text}"
+        );
+    }
+}
