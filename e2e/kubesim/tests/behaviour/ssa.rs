@@ -282,3 +282,95 @@ async fn list_items_a_manager_stops_applying_are_removed_whole() {
         container_names(&d)
     );
 }
+
+/// A Deployment as the propagation applier applies it: labels, annotations, spec fields
+/// and container ports (a map-list keyed by containerPort and protocol).
+fn applied_web(labels: Value, annotations: Value, spec: Value, ports: Value) -> Patch<Value> {
+    let mut s = json!({
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "app", "image": "app:1", "ports": ports}]}},
+    });
+    if let (Some(m), Some(extra)) = (s.as_object_mut(), spec.as_object()) {
+        m.extend(extra.clone());
+    }
+    Patch::Apply(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "labels": labels, "annotations": annotations},
+        "spec": s,
+    }))
+}
+
+#[tokio::test]
+async fn fields_released_by_an_applier_go_unless_another_manager_owns_them() {
+    let env = start().await;
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(env.client.clone(), "default");
+    let causeway = PatchParams::apply("causeway");
+    api.patch(
+        "web",
+        &causeway,
+        &applied_web(
+            json!({"mine": "1", "shared": "1", "kept": "1"}),
+            json!({"note": "x", "kept": "1"}),
+            json!({"replicas": 2, "minReadySeconds": 5, "revisionHistoryLimit": 3}),
+            json!([{"containerPort": 80}, {"containerPort": 9090}]),
+        ),
+    )
+    .await
+    .unwrap();
+    // another manager co-owns the "shared" label, minReadySeconds and port 9090
+    api.patch(
+        "web",
+        &PatchParams::apply("other"),
+        &applied_web(
+            json!({"shared": "1"}),
+            json!({}),
+            json!({"minReadySeconds": 5}),
+            json!([{"containerPort": 9090}]),
+        ),
+    )
+    .await
+    .unwrap();
+
+    let d = api
+        .patch(
+            "web",
+            &causeway,
+            &applied_web(
+                json!({"kept": "1"}),
+                json!({"kept": "1"}),
+                json!({"replicas": 2}),
+                json!([{"containerPort": 80}]),
+            ),
+        )
+        .await
+        .unwrap();
+    let keys = |m: Option<std::collections::BTreeMap<String, String>>| -> Vec<String> {
+        m.unwrap_or_default().into_keys().collect()
+    };
+    assert_eq!(
+        keys(d.metadata.labels.clone()),
+        ["kept", "shared"],
+        "the label causeway alone owned goes, the co-owned one stays"
+    );
+    assert_eq!(keys(d.metadata.annotations.clone()), ["kept"]);
+    let spec = d.spec.clone().unwrap();
+    assert_eq!(
+        (
+            spec.replicas,
+            spec.min_ready_seconds,
+            spec.revision_history_limit
+        ),
+        (Some(2), Some(5), None),
+        "revisionHistoryLimit (causeway's alone) goes, minReadySeconds (shared) stays"
+    );
+    let ports: Vec<i32> = spec.template.spec.unwrap().containers[0]
+        .ports
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p.container_port)
+        .collect();
+    assert_eq!(ports, [80, 9090], "the co-owned port item stays");
+    assert_eq!(api.get("web").await.unwrap(), d, "as stored");
+}
