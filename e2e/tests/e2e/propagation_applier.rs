@@ -790,3 +790,61 @@ async fn a_hanging_member_times_out_and_others_carry_on() {
     );
     stop.cancel();
 }
+
+/// A Pull member's Works are applied by its agent with its least-privilege hub
+/// identity: it reads its Works, reports their status and releases their finalizer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_members_agent_applies_its_works() {
+    let cs = Clusterset::start(
+        &Options {
+            members: vec!["west".into()],
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await
+    .unwrap();
+    cs.install_crds().await.unwrap();
+    cs.create_namespace_everywhere(NS).await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let agent = cs
+        .start_pull_member(
+            "west",
+            causeway_controllers::clusters::options::Timing::fast(),
+        )
+        .await
+        .unwrap();
+    cluster_ready(&hub, "west", true).await;
+    put_work(
+        &hub,
+        "west",
+        "cfg",
+        &[config_map("pulled", json!({"v": "1"}))],
+        json!({}),
+    )
+    .await;
+    work_where(&hub, "west", "cfg", "applied by the agent", |_, s| {
+        condition(s, conditions::APPLIED) == Some(("True", conditions::REASON_APPLIED_SUCCESSFUL))
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client(&cs.members[0]).await.unwrap(), NS);
+    assert_eq!(cms.get("pulled").await.unwrap().data.unwrap()["v"], "1");
+    let works: Api<Work> = Api::namespaced(hub.clone(), &execution_namespace("west"));
+    works.delete("cfg", &DeleteParams::default()).await.unwrap();
+    eventually(
+        "the agent removed the object and released the Work",
+        WAIT,
+        || {
+            let (works, cms) = (works.clone(), cms.clone());
+            async move {
+                let gone = works.get_opt("cfg").await.ok()?.is_none()
+                    && cms.get_opt("pulled").await.ok()?.is_none();
+                gone.then_some(())
+            }
+        },
+    )
+    .await;
+    agent.stop.cancel();
+    ctl.stop().await;
+}
