@@ -1,0 +1,189 @@
+//! `causeway explain` and `causeway promote` on the real pipeline: the hub controller
+//! (detector, renderer, status) and the members' work appliers running.
+
+use serde_json::Value;
+
+use super::{PROMOTE_EAST, SHOP, WAIT, clusterset, deployment_policy, ok};
+use crate::mcs_support::eventually;
+use crate::support::Env;
+
+/// The clusterset with the hub controller running and both members Ready.
+async fn running() -> (Env, causeway_e2e::Controller) {
+    let env = clusterset().await;
+    let ctl = env.cs.start_controller().await.unwrap();
+    eventually("east and west Ready", WAIT, || async {
+        let out = env
+            .ok(&[
+                "get",
+                "clusters",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}",
+            ])
+            .await;
+        (out.contains("east=True") && out.contains("west=True")).then_some(())
+    })
+    .await;
+    (env, ctl)
+}
+
+/// The member's Deployment demo/shop as JSON, if it is there.
+async fn member_shop(env: &Env, cluster: &str) -> Option<Value> {
+    let out = env
+        .run(
+            cluster,
+            &["get", "deployment", "shop", "-n", "demo", "-o", "json"],
+        )
+        .await;
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())?
+}
+
+/// F.44 end to end: promote adopts a Deployment that runs in east. The hub controller
+/// takes it over (Causeway's label and Work annotation on it) without changing it: same
+/// object, same generation, same spec; west gets nothing; explain shows it applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_adopts_a_member_deployment_with_no_spec_change() {
+    let (env, _ctl) = running().await;
+    env.ok_in("east", &["apply", "-f", &env.file("shop.json", SHOP)])
+        .await;
+    let before = member_shop(&env, "east").await.expect("shop in east");
+    ok(&env, &PROMOTE_EAST).await;
+    let after = eventually("east's shop adopted by Causeway", WAIT, || async {
+        let d = member_shop(&env, "east").await?;
+        let managed = d.pointer("/metadata/labels/causeway.io~1managed")?;
+        (managed == "true"
+            && d.pointer("/metadata/annotations/causeway.io~1work")
+                .is_some())
+        .then_some(d)
+    })
+    .await;
+    assert_eq!(
+        after["metadata"]["uid"], before["metadata"]["uid"],
+        "recreated"
+    );
+    assert_eq!(
+        after["metadata"]["generation"], before["metadata"]["generation"],
+        "spec changed"
+    );
+    assert_eq!(after["spec"], before["spec"]);
+    let out = eventually("explain: east applied", WAIT, || async {
+        let out = ok(&env, &["explain", "deployment/shop", "-n", "demo"]).await;
+        out.contains("applied: yes").then_some(out)
+    })
+    .await;
+    assert!(
+        out.contains("claimed by PropagationPolicy demo/shop-deployment"),
+        "{out}"
+    );
+    assert!(out.contains("east: chosen, 3 replica(s)"), "{out}");
+    assert!(out.contains("west: not chosen: "), "{out}");
+    assert!(
+        member_shop(&env, "west").await.is_none(),
+        "west got the promoted Deployment"
+    );
+}
+
+const REGISTRY: &str = r#"{"apiVersion": "causeway.io/v1alpha1", "kind": "OverridePolicy",
+ "metadata": {"name": "registry", "namespace": "demo"},
+ "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}],
+  "overrideRules": [{"targetCluster": {"clusterNames": ["east"]},
+   "overriders": {"imageOverrider": [{"component": "Registry", "operator": "replace", "value": "mirror.us.example.com"}]}}]}}"#;
+
+/// explain on a template the hub controller really propagated: east is chosen and its
+/// copy differs by the image the OverridePolicy set (named with its rule and
+/// overrider) and the template generation; west is left out with the scheduler's
+/// reason; east applied it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_a_real_propagation_names_the_override_of_each_field() {
+    let (env, _ctl) = running().await;
+    env.ok(&["apply", "-f", &env.file("shop.json", SHOP)]).await;
+    env.ok(&["apply", "-f", &env.file("registry.json", REGISTRY)])
+        .await;
+    deployment_policy(&env.hub_client().await, "shop", "shop", &["east"]).await;
+    eventually("east runs the overridden image", WAIT, || async {
+        let d = member_shop(&env, "east").await?;
+        let image = d.pointer("/spec/template/spec/containers/0/image")?;
+        (image == "mirror.us.example.com/nginx:1.27").then_some(())
+    })
+    .await;
+    let out = eventually("explain: east applied and healthy", WAIT, || async {
+        let out = ok(&env, &["explain", "deployment/shop", "-n", "demo"]).await;
+        out.contains("applied: yes, health: Healthy").then_some(out)
+    })
+    .await;
+    let want = [
+        "  binding: ResourceBinding demo/shop-deployment, claimed by PropagationPolicy demo/shop",
+        "east: chosen, 3 replica(s)",
+        "  spec.template.spec.containers[0].image: \"nginx:1.27\" → \"mirror.us.example.com/nginx:1.27\"  (set by OverridePolicy demo/registry rule 0 (image))",
+        "  metadata.annotations[\"causeway.io/template-generation\"]: <none> → \"1\"  (added by Causeway: the template generation it was rendered from)",
+    ];
+    for line in want {
+        assert!(
+            out.lines().any(|l| l == line),
+            "no line {line:?} in:\n{out}"
+        );
+    }
+    assert_eq!(out.matches(" → ").count(), 2, "{out}");
+    let west = out
+        .lines()
+        .find(|l| l.starts_with("west: not chosen: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        west.len() > "west: not chosen: ".len(),
+        "no reason for west: {out}"
+    );
+}
+
+/// A cluster-scoped object: promote writes a ClusterPropagationPolicy, the hub
+/// controller adopts the member's ClusterRole through a ClusterResourceBinding, and
+/// explain (no -n) follows that binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_and_explain_a_cluster_scoped_object() {
+    let (env, _ctl) = running().await;
+    let role = r#"{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "shop-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}"#;
+    env.ok_in("east", &["apply", "-f", &env.file("role.json", role)])
+        .await;
+    let out = ok(
+        &env,
+        &["promote", "clusterrole/shop-reader", "--cluster", "east"],
+    )
+    .await;
+    assert!(
+        out.contains("created ClusterPropagationPolicy shop-reader-clusterrole"),
+        "{out}"
+    );
+    let out = eventually("explain: east applied the ClusterRole", WAIT, || async {
+        let out = ok(
+            &env,
+            &[
+                "explain",
+                "clusterroles.rbac.authorization.k8s.io/shop-reader",
+            ],
+        )
+        .await;
+        out.contains("applied: yes").then_some(out)
+    })
+    .await;
+    for line in [
+        "ClusterRole shop-reader",
+        "  binding: ClusterResourceBinding shop-reader-clusterrole, claimed by ClusterPropagationPolicy shop-reader-clusterrole",
+        "east: chosen",
+        "  work: causeway-es-east/shop-reader-clusterrole",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "no line {line:?} in:\n{out}"
+        );
+    }
+    let role = env
+        .ok_in("east", &["get", "clusterrole", "shop-reader", "-o", "json"])
+        .await;
+    let role: Value = serde_json::from_str(&role).unwrap();
+    assert_eq!(
+        role["metadata"]["labels"]["causeway.io/managed"], "true",
+        "{role}"
+    );
+}
