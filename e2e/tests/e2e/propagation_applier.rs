@@ -60,7 +60,7 @@ impl Env {
     }
 
     fn writes(&self) -> u64 {
-        self.cs.members[0].resource_version()
+        self.cs.members[0].write_requests()
     }
 }
 
@@ -510,6 +510,7 @@ async fn not_ready_and_suspended_members_are_not_written() {
     };
 
     // suspended: status still reported, nothing written
+    let before = env.writes();
     put_work(
         &env.hub,
         "east",
@@ -543,9 +544,11 @@ async fn not_ready_and_suspended_members_are_not_written() {
     )
     .await;
 
+    assert_eq!(env.writes(), before, "suspended: no member write");
     // not Ready: nothing written
     env.cs.members[0].faults().set_not_ready(true);
     cluster_ready(&env.hub, "east", false).await;
+    let before = env.writes();
     put_work(
         &env.hub,
         "east",
@@ -575,6 +578,7 @@ async fn not_ready_and_suspended_members_are_not_written() {
     )
     .await;
 
+    assert_eq!(env.writes(), before, "not Ready: no member write");
     // Ready again: applied
     env.cs.members[0].faults().set_not_ready(false);
     eventually("v=3 once Ready", WAIT, || {
