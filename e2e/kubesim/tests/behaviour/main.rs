@@ -25,5 +25,6 @@ mod tls;
 mod tokens;
 mod validation;
 mod watch;
+mod workload_status;
 mod workloads;
 mod writes;
