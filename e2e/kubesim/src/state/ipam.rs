@@ -86,7 +86,7 @@ impl Cidr {
 }
 
 /// Allocations of one server.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Ipam {
     /// Service CIDRs, primary family first.
     pub cidrs: Vec<Cidr>,

@@ -128,8 +128,29 @@ pub fn merge_for_update(rt: &ResourceType, old: &Value, body: Value, sub: &str) 
 }
 
 /// Validates, admits and stores an update of `cur` to `new` (shared by PUT, PATCH and
-/// apply); `record_as` records the write's field ownership for that manager.
+/// apply); `record_as` records the write's field ownership for that manager. A dry run,
+/// or an update refused after a Service's addresses were allocated, leaves the
+/// allocations as they were.
 pub fn finish_update(
+    st: &mut State,
+    rt: &ResourceType,
+    cur: &StoredObj,
+    new: Value,
+    sub: &str,
+    r: &mut Req,
+    record_as: Option<&str>,
+) -> ApiResult<(u16, Bytes)> {
+    let before = (rt.group.is_empty() && rt.plural == "services").then(|| st.ipam.clone());
+    let out = admit_and_store(st, rt, cur, new, sub, r, record_as);
+    if let Some(before) = before
+        && (out.is_err() || dry_run(r))
+    {
+        st.ipam = before;
+    }
+    out
+}
+
+fn admit_and_store(
     st: &mut State,
     rt: &ResourceType,
     cur: &StoredObj,

@@ -4,7 +4,7 @@
 //! dry runs.
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Api;
 use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
@@ -198,4 +198,40 @@ async fn write_requests_count_writes_that_are_not_dry_runs() {
         )),
         "{text}"
     );
+}
+
+#[tokio::test]
+async fn a_dry_run_service_update_allocates_nothing() {
+    let env = start().await;
+    let api: Api<Service> = Api::namespaced(env.client.clone(), "default");
+    let svc = |name: &str, spec: serde_json::Value| -> Service {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    api.create(
+        &PostParams::default(),
+        &svc("a", json!({"ports": [{"port": 80}]})),
+    )
+    .await
+    .unwrap();
+    let node_port =
+        json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}});
+    let out = api
+        .patch(
+            "a",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(node_port),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.spec.unwrap().ports.unwrap()[0].node_port, Some(30080));
+    // the dry run held nothing: another Service can take the port
+    api.create(
+        &PostParams::default(),
+        &svc(
+            "b",
+            json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}),
+        ),
+    )
+    .await
+    .expect("nodePort 30080 is free after a dry run");
 }
