@@ -181,12 +181,21 @@ pub(crate) fn explain(inp: &Inputs<'_>) -> Report {
                         .unwrap_or_else(|| "not in the binding's scheduling result (no reason recorded)".into()),
                 );
             }
+            // the hub's verdict (overrides failed, cluster not Ready, applier behind)
+            let hub_says = inp
+                .status
+                .and_then(|s| s.aggregated_status.iter().find(|a| a.cluster_name == name))
+                .filter(|a| !a.applied && target.is_some())
+                .and_then(|a| a.applied_message.clone());
             match work_of(name) {
                 Some(work) => member(&mut out, inp, work, target.is_some_and(|t| t.replicas.is_some())),
-                None if target.is_some() => out.notes.push(
+                None if target.is_some() && hub_says.is_none() => out.notes.push(
                     "no Work yet: the hub has not rendered the template for this cluster (is `causeway controller` running? see the binding's conditions)".into(),
                 ),
                 None => {}
+            }
+            if let Some(why) = hub_says {
+                out.notes.push(format!("the binding says it is not applied: {why}"));
             }
             out
         })

@@ -338,6 +338,10 @@ fn report_per_cluster_with_reasons_diff_and_status() {
                 name: "south".into(),
                 replicas: Some(3),
             },
+            TargetCluster {
+                name: "central".into(),
+                replicas: Some(3),
+            },
         ],
         ..BindingSpec::default()
     };
@@ -355,11 +359,20 @@ fn report_per_cluster_with_reasons_diff_and_status() {
             cluster: "north".into(),
             reason: "region eu-north not in [us-east us-west]".into(),
         }],
-        aggregated_status: vec![AggregatedStatusItem {
-            cluster_name: "east".into(),
-            applied: true,
-            ..Default::default()
-        }],
+        aggregated_status: vec![
+            AggregatedStatusItem {
+                cluster_name: "east".into(),
+                applied: true,
+                ..Default::default()
+            },
+            // the hub's verdict for a cluster whose overrides failed: it has no Work
+            AggregatedStatusItem {
+                cluster_name: "central".into(),
+                applied: false,
+                applied_message: Some("ApplyOverridesFailed: OverridePolicy demo/shop rule 1, plaintext[0]: cannot remove /spec/x: it does not exist in the manifest; fix the path, or use add to create it".into()),
+                ..Default::default()
+            },
+        ],
     };
     let labels: BTreeMap<String, String> = [
         ("causeway.io/policy-name".to_string(), "shop".to_string()),
@@ -369,7 +382,7 @@ fn report_per_cluster_with_reasons_diff_and_status() {
         ),
     ]
     .into();
-    let clusters = ["east", "north", "south", "west"].map(String::from);
+    let clusters = ["central", "east", "north", "south", "west"].map(String::from);
     let report = explain(&Inputs {
         template: &template,
         describe: "Deployment demo/shop".into(),
@@ -385,6 +398,9 @@ fn report_per_cluster_with_reasons_diff_and_status() {
   binding: ResourceBinding demo/shop-deployment, claimed by PropagationPolicy demo/shop
   Scheduled: True (Success): scheduled to 3 cluster(s)
   FullyApplied: False (NotAllApplied): west: ResourceConflict
+
+central: chosen, 3 replica(s)
+  note: the binding says it is not applied: ApplyOverridesFailed: OverridePolicy demo/shop rule 1, plaintext[0]: cannot remove /spec/x: it does not exist in the manifest; fix the path, or use add to create it
 
 east: chosen, 3 replica(s)
   work: causeway-es-east/demo.shop-deployment
@@ -406,11 +422,11 @@ west: chosen, 3 replica(s)
     // --output json carries the same facts
     let j = serde_json::to_value(&report).unwrap();
     assert_eq!(
-        j["clusters"][0]["changes"][1]["member"],
+        j["clusters"][1]["changes"][1]["member"],
         json!("mirror.us.example.com/nginx:1.27")
     );
-    assert_eq!(j["clusters"][1]["chosen"], json!(false));
-    assert_eq!(j["clusters"][3]["appliedReason"], json!("ResourceConflict"));
+    assert_eq!(j["clusters"][2]["chosen"], json!(false));
+    assert_eq!(j["clusters"][4]["appliedReason"], json!("ResourceConflict"));
     assert_eq!(j["policy"], json!("PropagationPolicy demo/shop"));
 }
 
