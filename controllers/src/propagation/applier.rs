@@ -7,7 +7,7 @@
 //! On the common controller shape: watches (the Works, the member's Cluster for
 //! readiness, and the member objects of every kind the Works name, [`members`]) → the
 //! pure [`plan::plan`] per dirty Work → the writes ([`write`], each bounded by the
-//! call limit) → [`plan::status`] applied with the status applier when it changed →
+//! call limit) → [`report::status`] applied with the status applier when it changed →
 //! `Failures` and `Wake::after_round`. An unchanged Work makes no member write: a
 //! manifest is applied only when the member copy lacks it (E.33/34).
 //!
@@ -17,6 +17,7 @@
 
 pub mod members;
 pub mod plan;
+pub mod report;
 pub mod write;
 
 #[cfg(test)]
@@ -40,7 +41,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::members::{Index, Members, group_of};
-use self::plan::{Action, Input, NotApplied, ObjRef, Observed, Outcome};
+use self::plan::{Action, Input, NotApplied, ObjRef, Observed};
+use self::report::Outcome;
 use crate::mcs::HubCaches;
 use crate::metrics::Metrics;
 
@@ -169,7 +171,7 @@ async fn observe(
         let found = match (&served, members.api(&r.api_version, &r.kind, &r.namespace)) {
             _ if !ready => Ok(None),
             (Ok(_), Some(api)) => match index.get(&r.api_version, &r.kind, &r.namespace, &r.name) {
-                Some(o) if !deleting => Ok(Some(o.clone())),
+                Some(o) if !deleting => Ok(Some(o)),
                 _ => {
                     let timed_out = if deleting {
                         conditions::REASON_DELETION_TIMED_OUT
@@ -214,6 +216,7 @@ async fn reconcile(
         .collect();
     let leftovers: Vec<serde_json::Value> = index
         .of_work(&wref)
+        .into_iter()
         .filter(|o| plan::belongs_to(o, &wref))
         .filter(|o| {
             let r = ObjRef::of(o);
@@ -224,7 +227,6 @@ async fn reconcile(
                 r.name,
             ))
         })
-        .cloned()
         .collect();
     let input = Input {
         cluster: &a.cluster,
@@ -287,7 +289,7 @@ async fn reconcile(
         }
         return;
     }
-    let status = plan::status(&input, &outcomes, &Time(jiff::Timestamp::now()));
+    let status = report::status(&input, &outcomes, &Time(jiff::Timestamp::now()));
     let Ok(value) = serde_json::to_value(&status) else {
         return;
     };

@@ -20,6 +20,7 @@ mod mcs_support;
 mod mcs_topology;
 mod propagation;
 mod propagation_applier;
+mod propagation_applier_lifecycle;
 mod propagation_cli;
 mod registry;
 mod relay;

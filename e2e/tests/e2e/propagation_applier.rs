@@ -1,11 +1,12 @@
 //! The work applier end to end (federation.md §8 E, F, G, H.54): Works written on the
 //! hub as the renderer writes them, the controller's per-member appliers, assertions on
-//! the member objects, the Work status and the member's write counter.
+//! the member objects, the Work status and the member's write counter. Not Ready,
+//! suspension, deletion, timeouts and Pull members are in
+//! `propagation_applier_lifecycle.rs`.
 
 use std::time::Duration;
 
 use causeway_controllers::clusters::status::ready_of;
-use causeway_controllers::propagation::applier::{self, Applier};
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::work::{ResourceHealth, Work, WorkStatus, conditions};
 use causeway_crds::names::execution_namespace;
@@ -14,37 +15,44 @@ use causeway_e2e::{Clusterset, Controller, MANAGER, Options, client};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::mcs_support::{consistently, eventually};
+use crate::mcs_support::eventually;
 
-const WAIT: Duration = Duration::from_secs(30);
-const NS: &str = "demo";
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const NS: &str = "demo";
 
-struct Env {
-    cs: Clusterset,
-    ctl: Option<Controller>,
-    hub: kube::Client,
-    member: kube::Client,
+pub(crate) struct Env {
+    pub(crate) cs: Clusterset,
+    pub(crate) ctl: Option<Controller>,
+    pub(crate) hub: kube::Client,
+    pub(crate) member: kube::Client,
+}
+
+/// A hub and `members` on kubesim with the CRDs and namespace `demo` everywhere
+/// (nothing joined).
+pub(crate) async fn clusterset(members: &[&str]) -> Clusterset {
+    let cs = Clusterset::start(
+        &Options {
+            members: members.iter().map(|m| m.to_string()).collect(),
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await
+    .unwrap();
+    cs.install_crds().await.unwrap();
+    cs.create_namespace_everywhere(NS).await.unwrap();
+    cs
 }
 
 impl Env {
     /// A hub and `members` (the first one is the one the tests write to), joined,
     /// Ready, the controller running, namespace `demo` everywhere.
-    async fn start(members: &[&str]) -> Env {
-        let cs = Clusterset::start(
-            &Options {
-                members: members.iter().map(|m| m.to_string()).collect(),
-                ..Default::default()
-            },
-            |_| {},
-        )
-        .await
-        .unwrap();
-        cs.install_crds().await.unwrap();
+    pub(crate) async fn start(members: &[&str]) -> Env {
+        let cs = clusterset(members).await;
         cs.join_all().await.unwrap();
-        cs.create_namespace_everywhere(NS).await.unwrap();
         let hub = client(&cs.hub).await.unwrap();
         let member = client(&cs.members[0]).await.unwrap();
         let ctl = cs.start_controller().await.unwrap();
@@ -59,12 +67,12 @@ impl Env {
         }
     }
 
-    fn writes(&self) -> u64 {
+    pub(crate) fn writes(&self) -> u64 {
         self.cs.members[0].write_requests()
     }
 }
 
-async fn cluster_ready(hub: &kube::Client, name: &str, ready: bool) {
+pub(crate) async fn cluster_ready(hub: &kube::Client, name: &str, ready: bool) {
     let api: Api<Cluster> = Api::all(hub.clone());
     let want = if ready { "True" } else { "False" };
     eventually(&format!("cluster {name} Ready={want}"), WAIT, || {
@@ -79,7 +87,13 @@ async fn cluster_ready(hub: &kube::Client, name: &str, ready: bool) {
 
 /// Writes Work `name` for `cluster` as the hub's renderer does (finalizer, cluster
 /// label), with `spec` merged over the manifests.
-async fn put_work(hub: &kube::Client, cluster: &str, name: &str, manifests: &[Value], spec: Value) {
+pub(crate) async fn put_work(
+    hub: &kube::Client,
+    cluster: &str,
+    name: &str,
+    manifests: &[Value],
+    spec: Value,
+) {
     let es = execution_namespace(cluster);
     let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(hub.clone());
     ns_api
@@ -111,14 +125,14 @@ async fn put_work(hub: &kube::Client, cluster: &str, name: &str, manifests: &[Va
         .unwrap();
 }
 
-fn condition<'a>(s: &'a WorkStatus, type_: &str) -> Option<(&'a str, &'a str)> {
+pub(crate) fn condition<'a>(s: &'a WorkStatus, type_: &str) -> Option<(&'a str, &'a str)> {
     s.conditions
         .iter()
         .find(|c| c.type_ == type_)
         .map(|c| (c.status.as_str(), c.reason.as_str()))
 }
 
-async fn work_where(
+pub(crate) async fn work_where(
     hub: &kube::Client,
     cluster: &str,
     name: &str,
@@ -138,7 +152,7 @@ async fn work_where(
     .await
 }
 
-fn config_map(name: &str, data: Value) -> Value {
+pub(crate) fn config_map(name: &str, data: Value) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}, "data": data})
 }
 
@@ -156,7 +170,7 @@ fn deployment(image: &str, tier: Option<&str>) -> Value {
 }
 
 /// A merge patch by another field manager (a person, an HPA, another controller).
-async fn edit<K>(api: &Api<K>, name: &str, patch: Value)
+pub(crate) async fn edit<K>(api: &Api<K>, name: &str, patch: Value)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -409,6 +423,28 @@ async fn conflicts_abort_overwrite_and_managed_false() {
         Some(conditions::REASON_MANAGED_LABEL_FALSE)
     );
     let hands_off = cms.get("hands-off").await.unwrap();
+    // a kind the member does not serve is reported, with what to do
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": NS}});
+    put_work(&env.hub, "east", "widget", &[widget], json!({})).await;
+    let w = work_where(
+        &env.hub,
+        "east",
+        "widget",
+        "the unknown kind reported",
+        |_, s| {
+            condition(s, conditions::APPLIED) == Some(("False", conditions::REASON_APPLIED_FAILED))
+        },
+    )
+    .await;
+    let msg = w.status.unwrap().manifest_statuses[0]
+        .message
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        msg.contains("cluster east does not serve Widget in example.com/v1")
+            && msg.contains("install its CRD"),
+        "{msg}"
+    );
     assert_eq!(hands_off.data.as_ref().unwrap()["who"], "member");
     assert_eq!(
         hands_off.labels().get(labels::MANAGED).map(String::as_str),
@@ -480,375 +516,4 @@ async fn immutable_changes_are_reported_or_recreated() {
         |_, s| condition(s, conditions::APPLIED).is_some_and(|c| c.0 == "True"),
     )
     .await;
-}
-
-/// E.38–39: while the member's Cluster is not Ready nothing is written
-/// (Applied=False ClusterNotReady); with suspendDispatching nothing is written either,
-/// the status is still reported and Dispatching=False SuspendDispatching.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn not_ready_and_suspended_members_are_not_written() {
-    let env = Env::start(&["east"]).await;
-    let cms: Api<ConfigMap> = Api::namespaced(env.member.clone(), NS);
-    put_work(
-        &env.hub,
-        "east",
-        "cfg",
-        &[config_map("cfg", json!({"v": "1"}))],
-        json!({}),
-    )
-    .await;
-    work_where(&env.hub, "east", "cfg", "cfg applied", |_, s| {
-        condition(s, conditions::APPLIED).is_some_and(|c| c.0 == "True")
-    })
-    .await;
-    let data = |cms: Api<ConfigMap>| async move {
-        cms.get("cfg")
-            .await
-            .ok()
-            .and_then(|c| c.data)
-            .and_then(|d| d.get("v").cloned())
-    };
-
-    // suspended: status still reported, nothing written
-    let before = env.writes();
-    put_work(
-        &env.hub,
-        "east",
-        "cfg",
-        &[config_map("cfg", json!({"v": "2"}))],
-        json!({"suspendDispatching": true}),
-    )
-    .await;
-    let w = work_where(&env.hub, "east", "cfg", "Dispatching=False", |_, s| {
-        condition(s, conditions::DISPATCHING)
-            == Some(("False", conditions::REASON_SUSPEND_DISPATCHING))
-    })
-    .await;
-    let m = &w.status.unwrap().manifest_statuses[0];
-    assert_eq!(
-        m.reason.as_deref(),
-        Some(conditions::REASON_SUSPEND_DISPATCHING)
-    );
-    assert_eq!(
-        m.health,
-        Some(ResourceHealth::Healthy),
-        "status still collected"
-    );
-    consistently(
-        "suspended: the member keeps v=1",
-        Duration::from_secs(3),
-        || {
-            let cms = cms.clone();
-            async move { data(cms).await.as_deref() == Some("1") }
-        },
-    )
-    .await;
-
-    assert_eq!(env.writes(), before, "suspended: no member write");
-    // not Ready: nothing written
-    env.cs.members[0].faults().set_not_ready(true);
-    cluster_ready(&env.hub, "east", false).await;
-    let before = env.writes();
-    put_work(
-        &env.hub,
-        "east",
-        "cfg",
-        &[config_map("cfg", json!({"v": "3"}))],
-        json!({"suspendDispatching": false}),
-    )
-    .await;
-    work_where(
-        &env.hub,
-        "east",
-        "cfg",
-        "Applied=False ClusterNotReady",
-        |_, s| {
-            condition(s, conditions::APPLIED)
-                == Some(("False", conditions::REASON_CLUSTER_NOT_READY))
-        },
-    )
-    .await;
-    consistently(
-        "not Ready: the member keeps v=1",
-        Duration::from_secs(3),
-        || {
-            let cms = cms.clone();
-            async move { data(cms).await.as_deref() == Some("1") }
-        },
-    )
-    .await;
-
-    assert_eq!(env.writes(), before, "not Ready: no member write");
-    // Ready again: applied
-    env.cs.members[0].faults().set_not_ready(false);
-    eventually("v=3 once Ready", WAIT, || {
-        let cms = cms.clone();
-        async move { (data(cms).await.as_deref() == Some("3")).then_some(()) }
-    })
-    .await;
-}
-
-/// G: a manifest removed from a Work has its object deleted; deleting a Work deletes
-/// its objects (never one Causeway did not manage), waits while one is terminating
-/// (WaitingForRemoval), then releases the finalizer; with preserveResourcesOnDeletion
-/// the objects stay, stripped of Causeway's label and annotations.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_works_removes_or_orphans_member_objects() {
-    let env = Env::start(&["east"]).await;
-    let cms: Api<ConfigMap> = Api::namespaced(env.member.clone(), NS);
-    let works: Api<Work> = Api::namespaced(env.hub.clone(), &execution_namespace("east"));
-    let theirs: ConfigMap =
-        serde_json::from_value(config_map("theirs", json!({"who": "member"}))).unwrap();
-    cms.create(&PostParams::default(), &theirs).await.unwrap();
-    let manifests = [
-        config_map("a", json!({})),
-        config_map("b", json!({})),
-        config_map("theirs", json!({})),
-    ];
-    put_work(&env.hub, "east", "gone", &manifests, json!({})).await;
-    let exists = |name: &'static str, want: bool| {
-        let cms = cms.clone();
-        async move {
-            eventually(&format!("{name} exists={want}"), WAIT, || {
-                let cms = cms.clone();
-                async move { (cms.get_opt(name).await.ok()?.is_some() == want).then_some(()) }
-            })
-            .await
-        }
-    };
-    exists("a", true).await;
-    exists("b", true).await;
-
-    // b leaves the Work: deleted
-    put_work(
-        &env.hub,
-        "east",
-        "gone",
-        &[manifests[0].clone(), manifests[2].clone()],
-        json!({}),
-    )
-    .await;
-    exists("b", false).await;
-
-    // a is held by a member finalizer: the Work waits for it
-    edit(
-        &cms,
-        "a",
-        json!({"metadata": {"finalizers": ["example.com/hold"]}}),
-    )
-    .await;
-    works
-        .delete("gone", &DeleteParams::default())
-        .await
-        .unwrap();
-    work_where(&env.hub, "east", "gone", "WaitingForRemoval", |_, s| {
-        s.manifest_statuses
-            .first()
-            .and_then(|m| m.reason.as_deref())
-            == Some(conditions::REASON_WAITING_FOR_REMOVAL)
-    })
-    .await;
-    edit(&cms, "a", json!({"metadata": {"finalizers": null}})).await;
-    exists("a", false).await;
-    eventually("the Work released", WAIT, || {
-        let works = works.clone();
-        async move { works.get_opt("gone").await.ok()?.is_none().then_some(()) }
-    })
-    .await;
-    assert_eq!(
-        cms.get("theirs").await.unwrap().data.unwrap()["who"],
-        "member",
-        "never Causeway's"
-    );
-
-    // preserveResourcesOnDeletion: orphaned
-    put_work(
-        &env.hub,
-        "east",
-        "kept",
-        &[config_map("kept", json!({"k": "v"}))],
-        json!({"preserveResourcesOnDeletion": true}),
-    )
-    .await;
-    exists("kept", true).await;
-    works
-        .delete("kept", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("the preserving Work released", WAIT, || {
-        let works = works.clone();
-        async move { works.get_opt("kept").await.ok()?.is_none().then_some(()) }
-    })
-    .await;
-    let kept = cms.get("kept").await.unwrap();
-    assert_eq!(kept.labels().get(labels::MANAGED), None);
-    assert_eq!(kept.annotations().get(annotations::WORK), None);
-    assert_eq!(kept.annotations().get(annotations::APPLIED_HASH), None);
-    assert_eq!(kept.data.unwrap()["k"], "v");
-}
-
-/// E.37: every member call is bounded: a member that stops answering gets
-/// CreationTimedOut on its Work, and another member's applier (a separate task) is not
-/// held up. The appliers run here with a 1 s call limit (the controller's is 10 s).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hanging_member_times_out_and_others_carry_on() {
-    let cs = Clusterset::start(
-        &Options {
-            members: vec!["east".into(), "west".into()],
-            ..Default::default()
-        },
-        |_| {},
-    )
-    .await
-    .unwrap();
-    cs.install_crds().await.unwrap();
-    cs.join_all().await.unwrap();
-    cs.create_namespace_everywhere(NS).await.unwrap();
-    let hub = client(&cs.hub).await.unwrap();
-    // Ready as the status loop would say (no controller runs here)
-    for name in ["east", "west"] {
-        let status = json!({"apiVersion": "causeway.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
-            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady", "message": "",
-                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-        Api::<Cluster>::all(hub.clone())
-            .patch_status(
-                name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(status),
-            )
-            .await
-            .unwrap();
-    }
-    let stop = tokio_util::sync::CancellationToken::new();
-    let caches = std::sync::Arc::new(causeway_controllers::mcs::HubCaches::start(&hub, &stop));
-    let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
-    for m in &cs.members {
-        let a = Applier {
-            cluster: m.name().to_string(),
-            member: client(m).await.unwrap(),
-            hub: hub.clone(),
-            limit: Duration::from_secs(1),
-        };
-        tokio::spawn(applier::run(
-            a,
-            caches.clone(),
-            metrics.clone(),
-            stop.clone(),
-        ));
-    }
-    // both converge once (discovery and watches of ConfigMaps in place)
-    for c in ["east", "west"] {
-        put_work(
-            &hub,
-            c,
-            "first",
-            &[config_map("first", json!({}))],
-            json!({}),
-        )
-        .await;
-        work_where(&hub, c, "first", "first applied", |_, s| {
-            condition(s, conditions::APPLIED).is_some_and(|c| c.0 == "True")
-        })
-        .await;
-    }
-    // west stops answering in time
-    cs.member("west")
-        .unwrap()
-        .faults()
-        .set_latency(Duration::from_secs(3));
-    for c in ["west", "east"] {
-        put_work(
-            &hub,
-            c,
-            "second",
-            &[config_map("second", json!({}))],
-            json!({}),
-        )
-        .await;
-    }
-    let east_cms: Api<ConfigMap> = Api::namespaced(client(&cs.members[0]).await.unwrap(), NS);
-    work_where(
-        &hub,
-        "east",
-        "second",
-        "east applies the second Work",
-        |_, s| condition(s, conditions::APPLIED).is_some_and(|c| c.0 == "True"),
-    )
-    .await;
-    assert!(east_cms.get_opt("second").await.unwrap().is_some());
-    let w = work_where(
-        &hub,
-        "west",
-        "second",
-        "west's second Work timed out",
-        |_, s| {
-            condition(s, conditions::APPLIED)
-                == Some(("False", conditions::REASON_CREATION_TIMED_OUT))
-        },
-    )
-    .await;
-    let msg = &w.status.unwrap().conditions[0].message;
-    assert!(
-        msg.contains("cluster west") && msg.contains("no answer within 1000 ms"),
-        "{msg}"
-    );
-    stop.cancel();
-}
-
-/// A Pull member's Works are applied by its agent with its least-privilege hub
-/// identity: it reads its Works, reports their status and releases their finalizer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pull_members_agent_applies_its_works() {
-    let cs = Clusterset::start(
-        &Options {
-            members: vec!["west".into()],
-            ..Default::default()
-        },
-        |_| {},
-    )
-    .await
-    .unwrap();
-    cs.install_crds().await.unwrap();
-    cs.create_namespace_everywhere(NS).await.unwrap();
-    let hub = client(&cs.hub).await.unwrap();
-    let ctl = cs.start_controller().await.unwrap();
-    let agent = cs
-        .start_pull_member(
-            "west",
-            causeway_controllers::clusters::options::Timing::fast(),
-        )
-        .await
-        .unwrap();
-    cluster_ready(&hub, "west", true).await;
-    put_work(
-        &hub,
-        "west",
-        "cfg",
-        &[config_map("pulled", json!({"v": "1"}))],
-        json!({}),
-    )
-    .await;
-    work_where(&hub, "west", "cfg", "applied by the agent", |_, s| {
-        condition(s, conditions::APPLIED) == Some(("True", conditions::REASON_APPLIED_SUCCESSFUL))
-    })
-    .await;
-    let cms: Api<ConfigMap> = Api::namespaced(client(&cs.members[0]).await.unwrap(), NS);
-    assert_eq!(cms.get("pulled").await.unwrap().data.unwrap()["v"], "1");
-    let works: Api<Work> = Api::namespaced(hub.clone(), &execution_namespace("west"));
-    works.delete("cfg", &DeleteParams::default()).await.unwrap();
-    eventually(
-        "the agent removed the object and released the Work",
-        WAIT,
-        || {
-            let (works, cms) = (works.clone(), cms.clone());
-            async move {
-                let gone = works.get_opt("cfg").await.ok()?.is_none()
-                    && cms.get_opt("pulled").await.ok()?.is_none();
-                gone.then_some(())
-            }
-        },
-    )
-    .await;
-    agent.stop.cancel();
-    ctl.stop().await;
 }

@@ -69,32 +69,40 @@ pub struct Members {
     unknown: BTreeMap<(String, String), String>,
 }
 
-/// The cached member objects of one round, as JSON with apiVersion and kind set.
+/// Objects of one kind by (namespace, name).
+type ByName = HashMap<(String, String), Arc<DynamicObject>>;
+
+/// The cached member objects of one round (shared, not copied: an object becomes
+/// JSON only when a Work asks for it).
 #[derive(Default)]
 pub struct Index {
-    /// By (group, kind), then (namespace, name).
-    pub objects: HashMap<GroupKind, HashMap<(String, String), Value>>,
+    /// By (group, kind): the apiVersion watched, and the objects by (namespace, name).
+    objects: HashMap<GroupKind, (String, ByName)>,
+    /// By the Work their annotation names: (group, kind) and the object.
+    by_work: HashMap<String, Vec<(GroupKind, Arc<DynamicObject>)>>,
 }
 
 impl Index {
-    /// The cached object, if any.
-    pub fn get(&self, api_version: &str, kind: &str, ns: &str, name: &str) -> Option<&Value> {
-        self.objects
-            .get(&(group_of(api_version).to_string(), kind.to_string()))?
-            .get(&(ns.to_string(), name.to_string()))
+    /// The cached object, as JSON with apiVersion and kind, if any.
+    pub fn get(&self, api_version: &str, kind: &str, ns: &str, name: &str) -> Option<Value> {
+        let (av, m) = self
+            .objects
+            .get(&(group_of(api_version).to_string(), kind.to_string()))?;
+        let o = m.get(&(ns.to_string(), name.to_string()))?;
+        Some(to_json(o, av, kind))
     }
 
-    /// Every cached object annotated with Work `wref`.
-    pub fn of_work<'a>(&'a self, wref: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.objects
-            .values()
-            .flat_map(|m| m.values())
-            .filter(move |o| {
-                o.pointer("/metadata/annotations")
-                    .and_then(|a| a.get(annotations::WORK))
-                    .and_then(Value::as_str)
-                    == Some(wref)
+    /// Every cached object annotated with Work `wref`, as JSON.
+    pub fn of_work(&self, wref: &str) -> Vec<Value> {
+        let Some(objs) = self.by_work.get(wref) else {
+            return Vec::new();
+        };
+        objs.iter()
+            .filter_map(|(gk, o)| {
+                let (av, _) = self.objects.get(gk)?;
+                Some(to_json(o, av, &gk.1))
             })
+            .collect()
     }
 }
 
@@ -208,11 +216,17 @@ impl Members {
                 group_of(&w.resource.api_version).to_string(),
                 w.resource.kind.clone(),
             );
-            let m = out.objects.entry(gk).or_default();
+            let mut m = HashMap::new();
             for o in w.cache.state() {
-                let v = to_json(&o, &w.resource.api_version, &w.resource.kind);
-                m.insert((o.namespace().unwrap_or_default(), o.name_any()), v);
+                if let Some(wref) = o.annotations().get(annotations::WORK) {
+                    out.by_work
+                        .entry(wref.clone())
+                        .or_default()
+                        .push((gk.clone(), o.clone()));
+                }
+                m.insert((o.namespace().unwrap_or_default(), o.name_any()), o);
             }
+            out.objects.insert(gk, (w.resource.api_version.clone(), m));
         }
         out
     }

@@ -1,22 +1,15 @@
 //! The work applier's pure step: one Work and what the member holds → the writes to
-//! make ([`plan`]), and, once they are made, the Work's status ([`status`]).
+//! make ([`plan`]); once they are made, [`super::report`] gives the Work's status.
 //! No client, no clock.
 
 use std::collections::BTreeMap;
 
 use causeway_crds::federation::ConflictResolution;
-use causeway_crds::federation::health::health;
-use causeway_crds::federation::work::{
-    ManifestStatus, ResourceHealth, ResourceIdentifier, Work, WorkStatus, conditions,
-};
+use causeway_crds::federation::work::{Work, conditions};
 use causeway_crds::well_known::{annotations, labels};
 use causeway_runtime::apply::contains;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use serde_json::{Value, json};
-
-/// Dispatching=True.
-pub const REASON_DISPATCHING: &str = "Dispatching";
 
 /// Why a manifest is not applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,7 +178,8 @@ fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+/// The value of annotation `key` on `obj`.
+pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.pointer("/metadata/annotations")
         .and_then(|l| l.get(key))
         .and_then(Value::as_str)
@@ -455,176 +449,4 @@ fn plan_deletion(input: &Input, wref: &str, mut out: Plan) -> Plan {
     // orphaning is done once its patches land; deletion once a live read finds nothing
     out.release = preserve || !remaining;
     out
-}
-
-/// What a manifest's write came to.
-#[derive(Clone, Debug)]
-pub struct Outcome {
-    /// The plan's result, or the failed write's.
-    pub result: Result<(), NotApplied>,
-    /// The member object after the round (the apply's answer, or as found).
-    pub object: Option<Value>,
-}
-
-fn identifier(ordinal: usize, m: &Value, served: &Result<Served, String>) -> ResourceIdentifier {
-    let r = ObjRef::of(m);
-    let (group, version) = match r.api_version.rsplit_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), r.api_version.clone()),
-    };
-    ResourceIdentifier {
-        ordinal: i32::try_from(ordinal).unwrap_or(i32::MAX),
-        group,
-        version,
-        kind: r.kind,
-        resource: served
-            .as_ref()
-            .map(|s| s.plural.clone())
-            .unwrap_or_default(),
-        namespace: r.namespace,
-        name: r.name,
-    }
-}
-
-fn condition(
-    prev: &[Condition],
-    type_: &str,
-    ok: bool,
-    reason: &str,
-    message: String,
-    generation: Option<i64>,
-    now: &Time,
-) -> Condition {
-    let status = if ok { "True" } else { "False" };
-    Condition {
-        type_: type_.to_string(),
-        status: status.to_string(),
-        reason: reason.to_string(),
-        message,
-        observed_generation: generation,
-        last_transition_time: crate::condition::since(prev, type_, status, now),
-    }
-}
-
-/// Pure: the Work's status from what each manifest came to.
-pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
-    let work = input.work;
-    let prev = work
-        .status
-        .as_ref()
-        .map(|s| s.conditions.as_slice())
-        .unwrap_or(&[]);
-    let generation = work.metadata.generation;
-    let mut manifest_statuses = Vec::new();
-    let mut failing = Vec::new();
-    let mut unhealthy = Vec::new();
-    for (i, ((m, seen), out)) in work
-        .spec
-        .workload
-        .manifests
-        .iter()
-        .zip(input.manifests)
-        .zip(outcomes)
-        .enumerate()
-    {
-        let id = identifier(i, &m.0, &seen.served);
-        let obj = out.object.as_ref();
-        let h = obj.map_or(ResourceHealth::Unknown, health);
-        let what = format!("manifest {i} ({})", ObjRef::of(&m.0));
-        if let Err(e) = &out.result {
-            failing.push((what.clone(), e.clone()));
-        }
-        if out.result.is_err() || h != ResourceHealth::Healthy {
-            unhealthy.push(format!("{what}: {h:?}"));
-        }
-        manifest_statuses.push(ManifestStatus {
-            identifier: id,
-            status: obj.and_then(|o| o.get("status")).cloned(),
-            health: Some(h),
-            applied: Some(out.result.is_ok()),
-            reason: out.result.as_ref().err().map(|e| e.reason.clone()),
-            message: out.result.as_ref().err().map(|e| e.message.clone()),
-            generation: obj
-                .and_then(|o| o.pointer("/metadata/generation"))
-                .and_then(Value::as_i64),
-            template_generation: obj
-                .and_then(|o| annotation(o, annotations::TEMPLATE_GENERATION))
-                .and_then(|g| g.parse().ok()),
-        });
-    }
-    let n = manifest_statuses.len();
-    let applied = match failing.first() {
-        None => condition(
-            prev,
-            conditions::APPLIED,
-            true,
-            conditions::REASON_APPLIED_SUCCESSFUL,
-            format!("all {n} manifests are applied to cluster {}", input.cluster),
-            generation,
-            now,
-        ),
-        Some((_, first)) => condition(
-            prev,
-            conditions::APPLIED,
-            false,
-            &first.reason,
-            failing
-                .iter()
-                .map(|(what, e)| format!("{what}: {}", e.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-            generation,
-            now,
-        ),
-    };
-    let available = if unhealthy.is_empty() {
-        condition(
-            prev,
-            conditions::AVAILABLE,
-            true,
-            conditions::REASON_RESOURCES_AVAILABLE,
-            format!("all {n} manifests are healthy in cluster {}", input.cluster),
-            generation,
-            now,
-        )
-    } else {
-        condition(
-            prev,
-            conditions::AVAILABLE,
-            false,
-            conditions::REASON_RESOURCES_UNAVAILABLE,
-            format!(
-                "not healthy in cluster {}: {}",
-                input.cluster,
-                unhealthy.join("; ")
-            ),
-            generation,
-            now,
-        )
-    };
-    let dispatching = if work.spec.suspend_dispatching == Some(true) {
-        condition(
-            prev,
-            conditions::DISPATCHING,
-            false,
-            conditions::REASON_SUSPEND_DISPATCHING,
-            "dispatching is suspended: the member keeps what it has and reports its status".into(),
-            generation,
-            now,
-        )
-    } else {
-        condition(
-            prev,
-            conditions::DISPATCHING,
-            true,
-            REASON_DISPATCHING,
-            format!("manifests are dispatched to cluster {}", input.cluster),
-            generation,
-            now,
-        )
-    };
-    WorkStatus {
-        conditions: vec![applied, available, dispatching],
-        manifest_statuses,
-    }
 }

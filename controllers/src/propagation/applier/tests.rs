@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
 use super::plan::*;
+use super::report::*;
 
 const W: &str = "causeway-es-east/web-deployment";
 
