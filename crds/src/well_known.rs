@@ -73,6 +73,17 @@ pub mod labels {
     /// Value of [`MANAGED`].
     pub const MANAGED_VALUE: &str = "true";
 
+    /// Selects the Services the MCS importer derived in a member: [`MANAGED`] and
+    /// [`SERVICE_NAME`]. Services the work applier propagated are [`MANAGED`] too but
+    /// carry no [`SERVICE_NAME`], so the importer never mistakes one for its own.
+    pub const DERIVED_SERVICE_SELECTOR: &str =
+        "causeway.io/managed=true,multicluster.kubernetes.io/service-name";
+
+    /// Selects a member's Services the exporter may export: all but the Services the
+    /// importer derived (which carry [`SERVICE_NAME`]); a propagated Service is exported
+    /// like any other.
+    pub const NOT_DERIVED_SELECTOR: &str = "!multicluster.kubernetes.io/service-name";
+
     /// On a `Work`: the name of the ResourceBinding or ClusterResourceBinding it was
     /// rendered from.
     pub const BINDING_NAME: &str = "causeway.io/binding-name";
@@ -249,6 +260,20 @@ pub mod finalizers {
     /// The finalizer for a controller: `causeway.io/<controller>`.
     pub fn for_controller(controller: &str) -> String {
         format!("{PREFIX}{controller}")
+    }
+}
+
+#[cfg(test)]
+mod selector_tests {
+    use super::labels::*;
+
+    #[test]
+    fn mcs_selectors_are_spelled_from_the_label_keys() {
+        assert_eq!(
+            DERIVED_SERVICE_SELECTOR,
+            format!("{MANAGED}={MANAGED_VALUE},{SERVICE_NAME}")
+        );
+        assert_eq!(NOT_DERIVED_SELECTOR, format!("!{SERVICE_NAME}"));
     }
 }
 

@@ -438,7 +438,7 @@ pub async fn run_to(
     // the member's own Services and slices, not the ones the importer writes there
     let services = cache(
         Api::<Service>::all(member.clone()),
-        all.clone().labels(&format!("!{}", labels::MANAGED)),
+        all.clone().labels(labels::NOT_DERIVED_SELECTOR),
         wake.clone(),
         stop.clone(),
         "member services",

@@ -354,7 +354,7 @@ pub async fn run(
     );
     let services = cache(
         Api::<Service>::all(member.clone()),
-        managed.clone(),
+        watcher::Config::default().labels(labels::DERIVED_SERVICE_SELECTOR),
         wake.clone(),
         stop.clone(),
         "member derived services",
@@ -500,6 +500,7 @@ pub async fn withdraw_all(member: &kube::Client) -> anyhow::Result<usize> {
     use kube::api::{DeleteParams, ListParams};
     let managed =
         ListParams::default().labels(&format!("{}={}", labels::MANAGED, labels::MANAGED_VALUE));
+    let derived = ListParams::default().labels(labels::DERIVED_SERVICE_SELECTOR);
     let mut n = 0;
     for si in Api::<ServiceImport>::all(member.clone())
         .list(&managed)
@@ -513,7 +514,7 @@ pub async fn withdraw_all(member: &kube::Client) -> anyhow::Result<usize> {
         n += 1;
     }
     for s in Api::<Service>::all(member.clone())
-        .list(&managed)
+        .list(&derived)
         .await?
         .items
     {

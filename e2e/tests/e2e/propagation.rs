@@ -119,6 +119,25 @@ async fn federation_demo_propagates_with_overrides_and_aggregated_status() {
         })
         .await;
     }
+    // the Service stays (the MCS importer leaves propagated Services alone), with the
+    // clusterIP its member allocated (E.35)
+    let ip_of = |v: Value| {
+        v.pointer("/spec/clusterIP")
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    let before = get(&env, "east", &["service", "shop", "-n", "demo"])
+        .await
+        .and_then(ip_of);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = get(&env, "east", &["service", "shop", "-n", "demo"])
+        .await
+        .and_then(ip_of);
+    assert!(before.is_some());
+    assert_eq!(
+        before, after,
+        "the member's Service was recreated or lost its clusterIP"
+    );
     let rb = eventually(
         "kubectl get rb: Scheduled and Fully-Applied",
         WAIT,
