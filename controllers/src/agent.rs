@@ -152,6 +152,24 @@ pub async fn run(
         for w in workers {
             let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
         }
+        if let Some(preserve) = leaving {
+            let left = crate::propagation::applier::leave::leave(
+                &name,
+                &hub,
+                &member,
+                preserve,
+                crate::clusters::CALL_TIMEOUT,
+            )
+            .await;
+            match left {
+                Ok(n) => {
+                    tracing::info!(cluster = %name, objects = n, preserve, "left the clusterset: propagated objects deleted (or, preserved, no longer managed)")
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %name, error = %format!("{e:#}"), "left the clusterset, but could not remove the propagated objects; delete objects labelled causeway.io/managed=true by hand")
+                }
+            }
+        }
         match leaving {
             Some(false) => match crate::mcs::importer::withdraw_all(&member).await {
                 Ok(n) => {

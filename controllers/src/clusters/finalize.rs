@@ -110,17 +110,29 @@ async fn cleanup(
         tracing::warn!(cluster = %name, "the member's workers did not stop within 30 s");
     }
     match c.spec.sync_mode {
-        ClusterSyncMode::Push => match (preserves(&c), spec) {
-            (true, _) => {
-                tracing::info!(cluster = %name, "member left with --preserve: its imports stay in place")
+        ClusterSyncMode::Push => {
+            match &spec {
+                Some(spec) => leave_member(&hub, spec, preserves(&c)).await,
+                None => {
+                    tracing::warn!(cluster = %name, "member left without usable credentials: what Causeway imported and propagated stays in place; delete objects labelled causeway.io/managed=true there by hand")
+                }
             }
-            (false, Some(spec)) => withdraw(spec).await,
-            (false, None) => {
-                tracing::warn!(cluster = %name, "member left without usable credentials: its imports stay in place; delete objects labelled causeway.io/managed=true there by hand")
+            match (preserves(&c), spec) {
+                (true, _) => {
+                    tracing::info!(cluster = %name, "member left with --preserve: its imports stay in place")
+                }
+                (false, Some(spec)) => withdraw(spec).await,
+                (false, None) => {}
             }
-        },
+        }
         // the agent withdraws (or keeps) the imports itself and says so on its Lease
         ClusterSyncMode::Pull => wait_for_agent(&hub, &c).await,
+    }
+    // Works still held (no credentials, an agent that is gone): their copies stay
+    if let Err(e) =
+        crate::propagation::applier::leave::release(&name, &hub, super::CALL_TIMEOUT).await
+    {
+        tracing::warn!(cluster = %name, error = %format!("{e:#}"), "cannot release the member's Works; retrying with the namespace");
     }
     let namespaces: Api<Namespace> = Api::all(hub.clone());
     let es = execution_namespace(&name);
@@ -207,6 +219,38 @@ async fn wait_for_agent(hub: &kube::Client, c: &Cluster) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     tracing::warn!(cluster = %name, "the Pull member's agent did not confirm its cleanup within 60 s; removing the member anyway");
+}
+
+/// Deletes (or, leaving with `--preserve`, orphans) the propagated copies in a Push
+/// member that left, with the credentials it had, and releases its Works (G.48–49).
+async fn leave_member(hub: &kube::Client, m: &super::registry::MemberSpec, preserve: bool) {
+    let result = async {
+        let client = client_for(&m.access).await?;
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            crate::propagation::applier::leave::leave(
+                &m.name,
+                hub,
+                &client,
+                preserve,
+                super::CALL_TIMEOUT,
+            ),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("the member did not answer within 30 s"))?
+    }
+    .await;
+    match result {
+        Ok(n) if preserve => {
+            tracing::info!(cluster = %m.name, objects = n, "propagated objects left in the removed member, no longer managed")
+        }
+        Ok(n) => {
+            tracing::info!(cluster = %m.name, objects = n, "propagated objects deleted from the removed member")
+        }
+        Err(e) => {
+            tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not remove the propagated objects of a removed member; delete objects labelled causeway.io/managed=true there by hand")
+        }
+    }
 }
 
 /// Removes what the importer wrote into a member that left the clusterset, with the

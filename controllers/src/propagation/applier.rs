@@ -15,6 +15,7 @@
 //! deleted (Background) or, with preserveResourcesOnDeletion, orphaned; the finalizer
 //! goes once a live read finds none of Causeway's left (G).
 
+pub mod leave;
 pub mod members;
 pub mod plan;
 pub mod report;

@@ -542,6 +542,13 @@ impl Ctx<'_> {
         for (cluster, _) in failed {
             keep.insert(execution_namespace(cluster));
         }
+        // a leaving cluster's Works are the unjoin's to handle (delete or, with
+        // --preserve, orphan the copies: applier::leave), not the scheduler's
+        for c in self.clusters {
+            if c.metadata.deletion_timestamp.is_some() {
+                keep.insert(execution_namespace(&c.name_any()));
+            }
+        }
         for w in actual {
             let ns = w.metadata.namespace.clone().unwrap_or_default();
             if keep.contains(&ns) || w.metadata.deletion_timestamp.is_some() {

@@ -540,3 +540,56 @@ spec:
     .await;
     assert!(events.contains("north"), "{events}");
 }
+
+/// G.48–49 with ★ `unjoin --preserve`: a member that leaves has its propagated copies
+/// deleted; one that leaves with --preserve keeps them, no longer managed; either way
+/// its Works are released and its execution namespace goes, and the binding no longer
+/// schedules to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_members_lose_or_keep_their_copies() {
+    let (env, _ctl) = fleet().await;
+    let cm = env.file("cm.yaml", &configmap("shared", "v1"));
+    let pp = env.file("pp.yaml", &policy("shared", ""));
+    env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
+    for m in MEMBERS {
+        member_has(&env, m, "shared", Some("v1")).await;
+    }
+    let hub = env.hub_client().await;
+    let wait = Duration::from_secs(40);
+    causeway_controllers::clusters::join::unjoin(hub.clone(), "east", false, wait)
+        .await
+        .unwrap();
+    causeway_controllers::clusters::join::unjoin(hub, "west", true, wait)
+        .await
+        .unwrap();
+    member_has(&env, "east", "shared", None).await;
+    let kept = get(&env, "west", &["configmap", "shared", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.pointer("/data/key").and_then(Value::as_str),
+        Some("v1")
+    );
+    let labels = kept
+        .pointer("/metadata/labels")
+        .cloned()
+        .unwrap_or_default();
+    assert!(labels.get("causeway.io/managed").is_none(), "{labels}");
+    for ns in ["causeway-es-east", "causeway-es-west"] {
+        eventually(&format!("{ns} gone"), WAIT, || async {
+            get(&env, "hub", &["namespace", ns])
+                .await
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+    eventually("the binding schedules to north only", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "shared-configmap", "-n", "demo"]).await?;
+        let clusters = rb.pointer("/spec/clusters")?.to_string();
+        (clusters.contains("north") && !clusters.contains("east") && !clusters.contains("west"))
+            .then_some(())
+    })
+    .await;
+    member_has(&env, "north", "shared", Some("v1")).await;
+}
