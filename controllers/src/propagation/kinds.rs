@@ -62,17 +62,8 @@ impl Kinds {
                 continue;
             }
             let (api_version, kind) = key;
-            let (group, version) = match api_version.split_once('/') {
-                Some((g, v)) => (g, v),
-                None => ("", api_version.as_str()),
-            };
-            let gvk = GroupVersionKind::gvk(group, version, kind);
-            let found = crate::clusters::within(
-                crate::clusters::CALL_TIMEOUT,
-                kube::discovery::pinned_kind(&self.hub, &gvk),
-            )
-            .await;
-            let (resource, caps) = match found {
+            let found = resolve(&self.hub, api_version, kind, crate::clusters::CALL_TIMEOUT).await;
+            let (resource, namespaced) = match found {
                 Ok(found) => found,
                 Err(e) => {
                     self.unknown.insert(
@@ -99,7 +90,7 @@ impl Kinds {
                 key.clone(),
                 Watched {
                     resource,
-                    namespaced: caps.scope == Scope::Namespaced,
+                    namespaced,
                     cache,
                 },
             );
@@ -150,6 +141,24 @@ impl Kinds {
             .get(&(api_version.to_string(), kind.to_string()))
             .map(|w| &w.resource)
     }
+}
+
+/// Resolves `(apiVersion, kind)` through `client`'s discovery (within `limit`): its
+/// resource and whether it is namespaced.
+pub async fn resolve(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    limit: std::time::Duration,
+) -> Result<(ApiResource, bool), String> {
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, caps) =
+        crate::clusters::within(limit, kube::discovery::pinned_kind(client, &gvk)).await?;
+    Ok((resource, caps.scope == Scope::Namespaced))
 }
 
 /// The `(apiVersion, kind)` of a resource type, for [`Kinds::ensure`].

@@ -13,13 +13,14 @@ use crate::support::Env;
 const WAIT: Duration = Duration::from_secs(45);
 const MEMBERS: [&str; 3] = ["east", "west", "north"];
 
-/// The clusterset with the controller running, namespace `demo` everywhere, and every
-/// member Ready with its region known (placements and overrides read it).
-async fn fleet() -> (Env, causeway_e2e::Controller) {
-    let members: Vec<String> = MEMBERS.iter().map(|m| m.to_string()).collect();
+/// The clusterset of `members` with the controller running, namespace `demo`
+/// everywhere, and every member Ready with its region known (placements and overrides
+/// read it; east is in us-east, west in us-west, north in eu-north).
+pub(crate) async fn fleet_of(members: &[&str]) -> (Env, causeway_e2e::Controller) {
+    let members: Vec<String> = members.iter().map(|m| m.to_string()).collect();
     let env = Env::start_with(Options {
         topology: demo_regions(&members),
-        members,
+        members: members.clone(),
         ..Options::default()
     })
     .await;
@@ -35,11 +36,18 @@ async fn fleet() -> (Env, causeway_e2e::Controller) {
                 "jsonpath={range .items[*]}{.metadata.name}={.status.region}/{.status.conditions[?(@.type==\"Ready\")].status} {end}",
             ])
             .await;
-        let want = ["east=us-east/True", "west=us-west/True", "north=eu-north/True"];
-        want.iter().all(|w| out.contains(w)).then_some(())
+        let regions = demo_regions(&members);
+        members
+            .iter()
+            .all(|m| out.contains(&format!("{m}={}/True", regions[m].0)))
+            .then_some(())
     })
     .await;
     (env, ctl)
+}
+
+async fn fleet() -> (Env, causeway_e2e::Controller) {
+    fleet_of(&MEMBERS).await
 }
 
 /// kubectl get -o json in a context; None when it fails (not there yet).

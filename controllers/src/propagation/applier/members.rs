@@ -12,8 +12,7 @@ use std::time::Duration;
 use causeway_crds::well_known::{annotations, labels};
 use causeway_runtime::reflect::{Cache, Key, Reflector, Wake};
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
-use kube::discovery::Scope;
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -40,23 +39,7 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
-/// Resolves `(apiVersion, kind)` through `client`'s discovery (within `limit`): its
-/// resource and whether it is namespaced.
-pub async fn resolve(
-    client: &kube::Client,
-    api_version: &str,
-    kind: &str,
-    limit: Duration,
-) -> Result<(ApiResource, bool), String> {
-    let (group, version) = match api_version.split_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
-    };
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, caps) =
-        crate::clusters::within(limit, kube::discovery::pinned_kind(client, &gvk)).await?;
-    Ok((resource, caps.scope == Scope::Namespaced))
-}
+pub use crate::propagation::kinds::resolve;
 
 /// The member watches of one applier.
 pub struct Members {

@@ -3,27 +3,12 @@
 
 use serde_json::Value;
 
-use super::{PROMOTE_EAST, SHOP, WAIT, clusterset, deployment_policy, ok};
+use super::{PROMOTE_EAST, SHOP, WAIT, deployment_policy, ok};
 use crate::mcs_support::eventually;
 use crate::support::Env;
 
-/// The clusterset with the hub controller running and both members Ready.
 async fn running() -> (Env, causeway_e2e::Controller) {
-    let env = clusterset().await;
-    let ctl = env.cs.start_controller().await.unwrap();
-    eventually("east and west Ready", WAIT, || async {
-        let out = env
-            .ok(&[
-                "get",
-                "clusters",
-                "-o",
-                "jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type==\"Ready\")].status} {end}",
-            ])
-            .await;
-        (out.contains("east=True") && out.contains("west=True")).then_some(())
-    })
-    .await;
-    (env, ctl)
+    crate::propagation::fleet_of(&["east", "west"]).await
 }
 
 /// The member's Deployment demo/shop as JSON, if it is there.
