@@ -75,10 +75,13 @@ pub struct Args {
     /// Longest wait for one change to reach every member.
     #[arg(long, default_value = "30s", value_parser = parse_interval)]
     change_timeout: Duration,
-    /// Longest wait for part 1 (every copy, every binding FullyApplied) and for the
-    /// controller to settle.
+    /// Longest wait for part 1 (every copy, every binding FullyApplied).
     #[arg(long, default_value = "10m", value_parser = parse_interval)]
     timeout: Duration,
+    /// Longest wait for the controller to go quiet (after part 1, before part 3, and
+    /// after the restart); one that never does is reported with what it still writes.
+    #[arg(long, default_value = "2m", value_parser = parse_interval)]
+    settle_timeout: Duration,
     /// The controller counts as settled after this long with no write to any cluster
     /// and under 5 % of a core.
     #[arg(long, default_value = "3s", value_parser = parse_interval)]
@@ -119,9 +122,15 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Stored changes each server has made so far (its resourceVersion: kubesim has one
-/// counter for all objects), hub first, then the members.
+/// Write requests (not dry runs) each server has received so far, hub first, then the
+/// members.
 fn writes(servers: &[&Server]) -> Vec<u64> {
+    servers.iter().map(|s| s.write_requests()).collect()
+}
+
+/// Changes each server has stored so far (its resourceVersion: kubesim has one counter
+/// for all objects; a write that changes nothing does not move it).
+fn changes(servers: &[&Server]) -> Vec<u64> {
     servers.iter().map(|s| s.resource_version()).collect()
 }
 
@@ -252,7 +261,7 @@ async fn run(args: &Args, causeway: &std::path::Path) -> anyhow::Result<Report> 
         "every binding FullyApplied"
     );
     let settled = ctl
-        .settle(t0, args.quiet, args.timeout, settle_writes)
+        .settle(t0, args.quiet, args.settle_timeout, settle_writes)
         .await?;
     let part1 = Part1 {
         copies,
@@ -295,29 +304,38 @@ async fn run(args: &Args, causeway: &std::path::Path) -> anyhow::Result<Report> 
     };
 
     // 3. a restart with nothing changed
-    ctl.settle(Instant::now(), args.quiet, args.timeout, settle_writes)
+    let before_restart = ctl
+        .settle(
+            Instant::now(),
+            args.quiet,
+            args.settle_timeout,
+            settle_writes,
+        )
         .await?;
     let first = ctl.stop().await?;
-    let before = writes(&servers);
+    let before = (writes(&servers), changes(&servers));
     let restart = Instant::now();
     let mut ctl = Controller::start(causeway, &kubeconfig, &log)?;
     let settled = ctl
-        .settle(restart, args.quiet, args.timeout, settle_writes)
+        .settle(restart, args.quiet, args.settle_timeout, settle_writes)
         .await?;
-    let to_settled = delta(&writes(&servers), &before);
+    let to_settled = delta(&writes(&servers), &before.0);
     let settled_cpu = ctl.stats()?.cpu;
     if let Some(rest) = args.resync_window.checked_sub(restart.elapsed()) {
         tokio::time::sleep(rest).await;
     }
     let window = restart.elapsed();
-    let in_window = delta(&writes(&servers), &before);
+    let in_window = delta(&writes(&servers), &before.0);
+    let changed = delta(&changes(&servers), &before.1);
     let second = ctl.stop().await?;
     let part3 = Part3 {
+        before_restart,
         settled,
         to_settled,
         settled_cpu,
         window,
         in_window,
+        changed,
         stats: second,
     };
     stop.cancel();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use causeway_benches::{commit, machine, mib, ms, p50_p99_max, pct, reproduce};
 
 use crate::Args;
-use crate::controller::Stats;
+use crate::controller::{Quiet, Stats};
 
 /// Karmada's published push-mode propagation P99.
 const KARMADA_P99: Duration = Duration::from_millis(1300);
@@ -22,7 +22,7 @@ pub struct Part1 {
     /// The policy's creation → the last binding seen FullyApplied.
     pub applied: Duration,
     /// The policy's creation → the controller quiet.
-    pub settled: Duration,
+    pub settled: Quiet,
     /// Controller CPU seconds from the policy's creation to settled.
     pub cpu: f64,
     /// Controller CPU seconds before the policy (start, caches, member workers).
@@ -43,9 +43,11 @@ pub struct Part2 {
 
 /// Part 3: a restart with nothing changed.
 pub struct Part3 {
+    /// Before the restart (after part 2): quiet again.
+    pub before_restart: Quiet,
     /// Start → quiet.
-    pub settled: Duration,
-    /// Write requests from the start to quiet (hub, then members).
+    pub settled: Quiet,
+    /// Write requests from the start to quiet, or to giving up (hub, then members).
     pub to_settled: Vec<u64>,
     /// Controller CPU seconds from the start to quiet.
     pub settled_cpu: f64,
@@ -53,6 +55,8 @@ pub struct Part3 {
     pub window: Duration,
     /// Write requests over the window (hub, then members).
     pub in_window: Vec<u64>,
+    /// Changes stored over the window (resourceVersion moves; hub, then members).
+    pub changed: Vec<u64>,
     /// The restarted process at the end of the window.
     pub stats: Stats,
 }
@@ -84,6 +88,23 @@ fn per_server(names: &[String], counts: &[u64]) -> String {
         .map(|(n, c)| format!("{n} {c}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// "12.3 s", or what the controller was still doing when the wait gave up.
+fn quiet(q: &Quiet, names: &[String]) -> String {
+    match q {
+        Quiet::After(d) => secs(*d),
+        Quiet::Never {
+            limit,
+            writes_per_second,
+            cpu,
+        } => format!(
+            "**never quiet** within {}: still writing {} per second, at {:.0} % of a core",
+            secs(*limit),
+            per_server(names, writes_per_second),
+            cpu * 100.0
+        ),
+    }
 }
 
 /// Member writes only (every server but the first, the hub).
@@ -126,8 +147,8 @@ The whole run took {total:.0} s.\n\n\
 | | create the templates on the hub ({objects} objects, {par} at a time) | {pop} | |\n\
 | 1 | policy created → every copy in every member ({copies_n} objects) | {copies} | |\n\
 | 1 | policy created → every binding `FullyApplied=True` ({objects}) | {applied} | |\n\
-| 1 | policy created → controller quiet ({q} s without writes) | {settled} | |\n\
-| 1 | write requests, policy → quiet | {w1} ({w1_per:.2} per member copy) | |\n",
+| 1 | policy created → controller quiet ({q} s without writes, under 5 % of a core) | {settled} | |\n\
+| 1 | write requests, policy → quiet | {w1} ({w1_hub:.1} per template on the hub, {w1_per:.2} per member copy) | |\n",
             d = args.deployments,
             c = args.configmaps,
             cmd = reproduce("bench-propagation"),
@@ -141,8 +162,9 @@ The whole run took {total:.0} s.\n\n\
             copies = secs(p1.copies),
             applied = secs(p1.applied),
             q = args.quiet.as_secs(),
-            settled = secs(p1.settled),
+            settled = quiet(&p1.settled, &self.members),
             w1 = per_server(&self.members, &p1.writes),
+            w1_hub = p1.writes[0] as f64 / objects as f64,
             w1_per = member_total(&p1.writes) as f64 / (objects * m as u64) as f64,
         );
         if !p2.last.is_empty() {
@@ -159,13 +181,16 @@ The whole run took {total:.0} s.\n\n\
             );
         }
         out += &format!(
-            "| 3 | controller restart (cold start, nothing changed) → quiet | {s3} | |\n\
+            "| 3 | before the restart (after part 2): quiet | {s2} | |\n\
+| 3 | controller restart (cold start, nothing changed) → quiet | {s3} | |\n\
 | 3 | member write requests, restart → quiet | {mw3} ({w3}) | 0 ({g3}) |\n\
 | 3 | member write requests over {win:.0} s from the restart (holds the 60 s periodic resync) | {mw3w} ({w3w}) | 0 ({g3w}) |\n\
 | 3 | hub write requests, restart → quiet / over the window | {hw3} / {hw3w} | |\n\
+| 3 | changes stored over the window (resourceVersion moves) | {ch3} | |\n\
 | 4 | controller peak RSS (VmHWM): parts 1–2 process / restarted process | {rss1} / {rss3} | < 250 MiB ({g4}) |\n\
 | 4 | controller CPU: start + caches before the policy / part 1 / part 2 / part 3 to quiet / part 3 window | {cs:.1} s / {c1:.1} s / {c2:.1} s / {c3:.1} s / {c3w:.1} s | |\n",
-            s3 = secs(p3.settled),
+            s3 = quiet(&p3.settled, &self.members),
+            s2 = quiet(&p3.before_restart, &self.members),
             mw3 = member_total(&p3.to_settled),
             w3 = per_server(&self.members, &p3.to_settled),
             g3 = goal(member_total(&p3.to_settled) == 0),
@@ -175,6 +200,7 @@ The whole run took {total:.0} s.\n\n\
             g3w = goal(member_total(&p3.in_window) == 0),
             hw3 = p3.to_settled[0],
             hw3w = p3.in_window[0],
+            ch3 = per_server(&self.members, &p3.changed),
             rss1 = mib(self.first.peak_kib as i64),
             rss3 = mib(p3.stats.peak_kib as i64),
             g4 = goal(peak < GOAL_RSS_KIB),
@@ -194,9 +220,11 @@ bench's watches, so the figure is write throughput, not latency.\n\
 → render → the Work's update → the member applier's Work watch → one server-side apply in each member → the \
 bench's member watch. Measured from just before the hub PATCH to the arrival of the member's watch event, with \
 {gap} between changes; the changes go round the Deployments ({k} of them), so no key's backoff is involved.\n\
-- **Restart writes.** A cold start lists everything and runs a full round; the applier writes a member object \
-only when the member's copy does not already contain the desired fields (`causeway_runtime::apply`), so a \
-restart with nothing changed should write nothing to members. Hub writes, if any, are listed per server above.\n\
+- **Restart writes.** Write requests are kubesim's count of create/update/patch/delete requests that are not \
+dry runs (`Server::write_requests`), whether they change anything or not; stored changes are resourceVersion \
+moves. A cold start lists everything and runs a full round; the applier writes a member object only when the \
+member's copy does not already contain the desired fields (`causeway_runtime::apply`), so a restart with \
+nothing changed should send no write to a member.\n\
 - **CPU and RSS.** /proc of the controller process (user + system; VmHWM); the API servers are in the bench \
 process and not counted.\n",
             works = objects * m as u64,
