@@ -297,6 +297,18 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             d.udp.port()
         );
     }
+    println!(
+        "  # federation: a Deployment, ConfigMap and Service to every member, overridden per region"
+    );
+    println!(
+        "  kubectl --context {} apply -f examples/federation-demo/",
+        opts.hub
+    );
+    println!("  kubectl --context {} get rb -n demo", opts.hub);
+    println!(
+        "  cargo run --bin causeway -- explain deployment/shop -n demo --hub-context {}",
+        opts.hub
+    );
     println!("  # the registry: mode, readiness, region, nodes; then cut a member off and watch");
     println!("  kubectl --context {} get clusters -w", opts.hub);
     if let Some(m) = args.pull.first().or(opts.members.first()) {
