@@ -221,6 +221,33 @@ fn wanted_kinds(
     wanted
 }
 
+/// What the members refused, one "cluster <c>: <reason>: <message>" per Work whose
+/// current generation is not applied for a reason other than the cluster not being
+/// Ready (said on the binding) or not having been tried yet.
+fn refused_by_members(works: &[Arc<Work>]) -> Vec<String> {
+    use causeway_crds::federation::work::conditions as wc;
+    let mut out = Vec::new();
+    for w in works {
+        let Some(applied) = w
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == wc::APPLIED))
+        else {
+            continue;
+        };
+        let current = applied.observed_generation == w.metadata.generation;
+        if applied.status == "False" && current && applied.reason != wc::REASON_CLUSTER_NOT_READY {
+            let cluster = w.labels().get(labels::CLUSTER).cloned().unwrap_or_default();
+            out.push(format!(
+                "cluster {cluster}: {}: {}",
+                applied.reason, applied.message
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// One binding, namespaced or not, as the round sees it.
 struct View<'a> {
     key: Key,
@@ -463,6 +490,21 @@ impl Ctx<'_> {
             previous.as_ref(),
             self.now,
         );
+        // a Warning Event on the template for what a member refused (conflicts,
+        // immutable fields, timeouts), once per distinct set of failures
+        let refused = refused_by_members(works);
+        if refused.is_empty() {
+            self.forget(b, "ApplyFailed");
+        } else {
+            self.tell(
+                b,
+                template,
+                EventType::Warning,
+                "ApplyFailed",
+                &refused.join("; "),
+            )
+            .await;
+        }
         let value = serde_json::to_value(&st).unwrap_or_default();
         let (kind, api_version) = match b.namespace {
             Some(_) => ("ResourceBinding", "causeway.io/v1alpha1"),

@@ -22,6 +22,7 @@ mod propagation;
 mod propagation_applier;
 mod propagation_applier_lifecycle;
 mod propagation_cli;
+mod propagation_faults;
 mod registry;
 mod relay;
 mod stale;

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::mcs_support::eventually;
 use crate::support::Env;
 
-const WAIT: Duration = Duration::from_secs(45);
+pub(crate) const WAIT: Duration = Duration::from_secs(45);
 const MEMBERS: [&str; 3] = ["east", "west", "north"];
 
 /// The clusterset of `members` with the controller running, namespace `demo`
@@ -51,7 +51,7 @@ async fn fleet() -> (Env, causeway_e2e::Controller) {
 }
 
 /// kubectl get -o json in a context; None when it fails (not there yet).
-async fn get(env: &Env, context: &str, args: &[&str]) -> Option<Value> {
+pub(crate) async fn get(env: &Env, context: &str, args: &[&str]) -> Option<Value> {
     let mut all = vec!["get"];
     all.extend_from_slice(args);
     all.extend_from_slice(&["-o", "json"]);
@@ -196,7 +196,7 @@ async fn federation_demo_propagates_with_overrides_and_aggregated_status() {
     .await;
 }
 
-fn policy(name: &str, extra: &str) -> String {
+pub(crate) fn policy(name: &str, extra: &str) -> String {
     format!(
         r#"apiVersion: causeway.io/v1alpha1
 kind: PropagationPolicy
@@ -212,7 +212,7 @@ spec:
     )
 }
 
-fn configmap(name: &str, value: &str) -> String {
+pub(crate) fn configmap(name: &str, value: &str) -> String {
     format!(
         r#"apiVersion: v1
 kind: ConfigMap
@@ -225,12 +225,12 @@ data:
     )
 }
 
-async fn member_value(env: &Env, cluster: &str, name: &str) -> Option<String> {
+pub(crate) async fn member_value(env: &Env, cluster: &str, name: &str) -> Option<String> {
     let cm = get(env, cluster, &["configmap", name, "-n", "demo"]).await?;
     cm.pointer("/data/key")?.as_str().map(String::from)
 }
 
-async fn member_has(env: &Env, cluster: &str, name: &str, want: Option<&str>) {
+pub(crate) async fn member_has(env: &Env, cluster: &str, name: &str, want: Option<&str>) {
     eventually(
         &format!("{cluster}: configmap {name} = {want:?}"),
         WAIT,

@@ -1,0 +1,118 @@
+//! Propagation when members refuse or cannot take part (federation.md §8 F.40, G.48):
+//! the user sees why on the hub, with real kubectl.
+
+use std::time::Duration;
+
+use crate::mcs_support::eventually;
+use crate::propagation::{WAIT, configmap, fleet_of, get, member_has, member_value, policy};
+
+/// F.40 through the whole pipeline: a ConfigMap that already exists in east and is not
+/// Causeway's is left as it is (Abort, the default), the other clusters get the
+/// template, and a Warning Event on the template says which cluster refused and what to
+/// do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_in_one_member_is_reported_on_the_template() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    env.ok_in(
+        "east",
+        &[
+            "apply",
+            "-f",
+            &env.file("theirs.yaml", &configmap("owned", "theirs")),
+        ],
+    )
+    .await;
+    let cm = env.file("cm.yaml", &configmap("owned", "ours"));
+    let pp = env.file("pp.yaml", &policy("owned", ""));
+    env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
+    member_has(&env, "west", "owned", Some("ours")).await;
+    let events = eventually("an ApplyFailed Event naming east", WAIT, || async {
+        let out = env
+            .ok(&[
+                "get",
+                "events",
+                "-n",
+                "demo",
+                "--field-selector",
+                "involvedObject.name=owned",
+            ])
+            .await;
+        (out.contains("ApplyFailed") && out.contains("east")).then_some(out)
+    })
+    .await;
+    assert!(
+        events.contains("Overwrite"),
+        "says how to adopt it: {events}"
+    );
+    assert_eq!(
+        member_value(&env, "east", "owned").await.as_deref(),
+        Some("theirs")
+    );
+    let rb = get(&env, "hub", &["rb", "owned-configmap", "-n", "demo"])
+        .await
+        .unwrap();
+    let fully = rb.pointer("/status/conditions").unwrap().to_string();
+    assert!(fully.contains("FullyAppliedFailed"), "{fully}");
+}
+
+/// G.48: while east is not Ready, deleting the template removes the other clusters'
+/// copies but keeps the template (its finalizer) and east's copy, and an Event says the
+/// deletion waits for east; once east is back, its copy goes and so does the template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_waits_for_a_member_that_is_not_ready() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    let cm = env.file("cm.yaml", &configmap("pending", "v1"));
+    let pp = env.file("pp.yaml", &policy("pending", ""));
+    env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
+    member_has(&env, "east", "pending", Some("v1")).await;
+    member_has(&env, "west", "pending", Some("v1")).await;
+    env.cs.member("east").unwrap().faults().set_not_ready(true);
+    eventually("east not Ready", WAIT, || async {
+        let out = env
+            .ok(&[
+                "get",
+                "cluster",
+                "east",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ])
+            .await;
+        (out.trim() == "False").then_some(())
+    })
+    .await;
+    env.ok(&["delete", "-f", &cm, "--wait=false"]).await;
+    member_has(&env, "west", "pending", None).await;
+    eventually("a WaitingForRemoval Event naming east", WAIT, || async {
+        let out = env
+            .ok(&[
+                "get",
+                "events",
+                "-n",
+                "demo",
+                "--field-selector",
+                "involvedObject.name=pending",
+            ])
+            .await;
+        (out.contains("WaitingForRemoval") && out.contains("east")).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        get(&env, "hub", &["configmap", "pending", "-n", "demo"])
+            .await
+            .is_some()
+    );
+    assert_eq!(
+        member_value(&env, "east", "pending").await.as_deref(),
+        Some("v1")
+    );
+    env.cs.member("east").unwrap().faults().set_not_ready(false);
+    member_has(&env, "east", "pending", None).await;
+    eventually("the template gone", WAIT, || async {
+        get(&env, "hub", &["configmap", "pending", "-n", "demo"])
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
