@@ -19,7 +19,8 @@
 //!    its `spec` value): "region eu-west not in [us-east]". A cluster whose value is
 //!    unknown fails In and passes NotIn, except that, as in Karmada, `zone` In wants
 //!    every zone of the cluster in the list and a cluster with no known zone fails it;
-//! 6. every NoSchedule and NoExecute taint is tolerated by `clusterTolerations`
+//! 6. every NoSchedule (for a cluster the workload is not on yet) and NoExecute taint
+//!    is tolerated by `clusterTolerations`
 //!    (Kubernetes' matching: key, operator Equal or Exists, value, effect; an empty
 //!    effect or, with Exists, an empty key matches all): "taint
 //!    cluster.causeway.io/not-ready:NoSchedule not tolerated". PreferNoSchedule never
@@ -262,7 +263,8 @@ pub fn schedule(
     for (affinity_name, affinity) in terms {
         let mut decision = Decision::default();
         for (&name, cluster) in &named {
-            match rejects(placement, affinity, cluster) {
+            let placed = workload.previous.contains_key(name);
+            match rejects(placement, affinity, cluster, placed) {
                 Some(reason) => {
                     decision.rejected.insert(name.to_string(), reason);
                 }
@@ -286,13 +288,21 @@ pub fn schedule(
     Ok(first.unwrap_or_default())
 }
 
-/// Why `cluster` is not chosen under one affinity; `None` when it is.
-fn rejects(placement: &Placement, affinity: &ClusterAffinity, cluster: &Cluster) -> Option<Reason> {
+/// Why `cluster` is not chosen under one affinity; `None` when it is. A cluster the
+/// workload is already `placed` on keeps it despite NoSchedule taints (Kubernetes'
+/// semantics: NoSchedule keeps new work out, only NoExecute evicts), so a member that
+/// goes not-ready is tainted but loses nothing (J.58).
+fn rejects(
+    placement: &Placement,
+    affinity: &ClusterAffinity,
+    cluster: &Cluster,
+    placed: bool,
+) -> Option<Reason> {
     if cluster.metadata.deletion_timestamp.is_some() {
         return Some(Reason::BeingRemoved);
     }
     affinity_rejects(affinity, cluster).or_else(|| {
-        taints::untolerated_taint(&cluster.spec.taints, &placement.cluster_tolerations)
+        taints::untolerated_taint(&cluster.spec.taints, &placement.cluster_tolerations, placed)
             .map(Reason::Taint)
     })
 }

@@ -188,6 +188,56 @@ fn tainted_cluster_is_rejected_with_its_reason() {
     );
 }
 
+/// J.58: a cluster that goes not-ready (tainted NoSchedule by the registry) keeps what
+/// is already there; only a NoExecute taint takes it away.
+#[test]
+fn a_noschedule_taint_keeps_what_is_already_placed() {
+    let policy = pp("all", "Deployment", json!({}));
+    let before = run(
+        &[deployment("api", 1)],
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &[],
+    );
+    let existing: Vec<Arc<ResourceBinding>> =
+        before.bindings.iter().cloned().map(Arc::new).collect();
+    let taint = |effect: &str| {
+        let mut clusters = fleet();
+        clusters[2] = cluster(
+            "c",
+            json!({"taints": [{"key": "cluster.causeway.io/not-ready", "effect": effect}]}),
+        );
+        clusters
+    };
+    let d = run(
+        &[deployment("api", 1)],
+        std::slice::from_ref(&policy),
+        &taint("NoSchedule"),
+        &existing,
+    );
+    assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
+    // a new workload does not go there
+    let d = run(
+        &[deployment("api", 1), deployment("web", 1)],
+        std::slice::from_ref(&policy),
+        &taint("NoSchedule"),
+        &existing,
+    );
+    let web = d
+        .bindings
+        .iter()
+        .find(|b| b.name_any() == "web-deployment")
+        .unwrap();
+    assert_eq!(names(&web.spec.0.clusters), ["a", "b"]);
+    let d = run(
+        &[deployment("api", 1)],
+        &[policy],
+        &taint("NoExecute"),
+        &existing,
+    );
+    assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b"]);
+}
+
 #[test]
 fn no_cluster_fits_and_scheduler_errors_are_scheduled_false() {
     let only_x = pp(

@@ -6,13 +6,18 @@ use k8s_validation::FieldError;
 
 use super::affinity::unsupported;
 
-/// The first taint (in the Cluster's order) with effect NoSchedule or NoExecute that
-/// no toleration tolerates, written as kubectl writes taints (`key=value:Effect`).
-/// PreferNoSchedule taints never keep a cluster out.
-pub(super) fn untolerated_taint(taints: &[Taint], tolerations: &[Toleration]) -> Option<String> {
+/// The first taint (in the Cluster's order) with effect NoSchedule (unless the workload
+/// is already `placed` there) or NoExecute that no toleration tolerates, written as
+/// kubectl writes taints (`key=value:Effect`). PreferNoSchedule taints never keep a
+/// cluster out.
+pub(super) fn untolerated_taint(
+    taints: &[Taint],
+    tolerations: &[Toleration],
+    placed: bool,
+) -> Option<String> {
     taints
         .iter()
-        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .filter(|t| t.effect == "NoExecute" || (t.effect == "NoSchedule" && !placed))
         .find(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
         .map(render_taint)
 }
