@@ -318,7 +318,12 @@ async fn round(
     for b in &want.bindings {
         let key = crate::watch::key(b);
         bound.insert(key.clone());
-        if !dirty.full && !dirty.keys.contains(&key) {
+        // a dependency's binding follows its requirers: dirty when one of them is
+        let required = b.spec.required_by.iter().any(|r| {
+            let k = (r.namespace.clone().unwrap_or_default(), r.name.clone());
+            dirty.keys.contains(&k)
+        });
+        if !dirty.full && !dirty.keys.contains(&key) && !required {
             continue;
         }
         let actual = actual_rb.get(&key).map(|a| a.as_ref());
@@ -481,7 +486,24 @@ impl Ctx<'_> {
             failed = out.failed;
         }
         // status: the detector's Scheduled condition and reasons, the Works' results
-        let previous = b.status.cloned();
+        // (the previous status is what the binding has, so FullyApplied's transition
+        // time stays put; the detector's Scheduled condition and reasons replace theirs)
+        let mut previous = actual_status.cloned().unwrap_or_default();
+        if let Some(detected) = b.status {
+            // in place, so the conditions keep the order the API server has
+            for c in detected
+                .conditions
+                .iter()
+                .filter(|c| c.type_ == conditions::SCHEDULED)
+            {
+                match previous.conditions.iter_mut().find(|p| p.type_ == c.type_) {
+                    Some(p) => *p = c.clone(),
+                    None => previous.conditions.insert(0, c.clone()),
+                }
+            }
+            previous.scheduling_reasons = detected.scheduling_reasons.clone();
+        }
+        let previous = Some(previous);
         let st = status::binding_status(
             b.spec,
             works,

@@ -172,6 +172,24 @@ async fn federation_demo_propagates_with_overrides_and_aggregated_status() {
         (ready == 7 && observed == generation).then_some(())
     })
     .await;
+    // E.33 at the hub too: a full round (a Cluster changed) with nothing to change
+    // writes nothing, in the hub or in any member, besides the label itself
+    let writes = |env: &Env| -> Vec<u64> { env.cs.all().map(|s| s.write_requests()).collect() };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = writes(&env);
+    env.ok(&["label", "cluster", "north", "touched=yes"]).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = writes(&env);
+    assert_eq!(
+        after[0],
+        before[0] + 1,
+        "hub writes: {before:?} → {after:?}"
+    );
+    assert_eq!(
+        after[1..],
+        before[1..],
+        "member writes: {before:?} → {after:?}"
+    );
     // a template change: every member follows, the overrides still applied
     env.ok(&[
         "set",
