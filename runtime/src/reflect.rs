@@ -259,6 +259,11 @@ where
         self.store.state()
     }
 
+    /// Whether the initial list has arrived (the cache holds every object).
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
     /// Waits for the initial list. Many loops may wait at once (kube's
     /// `Store::wait_until_ready` wakes only one of several concurrent waiters).
     pub async fn wait_until_ready(&self) -> Result<(), ()> {

@@ -277,13 +277,20 @@ async fn round(
 ) -> Failures {
     let mut failures = Failures::new("propagation", "hub");
     let (pps, cpps) = (c.pps.state(), c.cpps.state());
-    kinds.ensure(&wanted_kinds(&pps, &cpps)).await;
+    let (rbs, crbs) = (c.rbs.state(), c.crbs.state());
+    // the kinds policies select, and those of existing bindings (a policy deleted, a
+    // restart: their templates must still be seen, or they would look gone)
+    let mut wanted = wanted_kinds(&pps, &cpps);
+    let bound_kinds = rbs.iter().map(|b| &b.spec.resource);
+    for r in bound_kinds.chain(crbs.iter().map(|b| &b.spec.resource)) {
+        wanted.insert((r.api_version.clone(), r.kind.clone()));
+    }
+    kinds.ensure(&wanted).await;
     for (kind, why) in &kinds.unknown {
         tracing::warn!(api_version = %kind.0, kind = %kind.1, reason = %why, "a policy selects a kind the hub does not serve");
     }
     let templates = kinds.templates();
     let clusters = c.clusters.state();
-    let (rbs, crbs) = (c.rbs.state(), c.crbs.state());
     let now = Time(jiff::Timestamp::now());
     let want = detector::desired(&templates, &pps, &cpps, &clusters, &rbs, &crbs, &now);
     for (policy, e) in &want.invalid_policies {
@@ -376,12 +383,22 @@ async fn round(
         )
         .await;
     }
-    // bindings whose template is gone: their Works, then themselves
-    let gone = want.delete_bindings.iter().cloned().chain(
-        want.delete_cluster_bindings
-            .iter()
-            .map(|n| (String::new(), n.clone())),
-    );
+    // bindings whose template is gone: their Works, then themselves; only when the
+    // template's kind is watched and listed (else "missing" means "not seen yet")
+    let seen = |r: &causeway_crds::federation::binding::ResourceReference| {
+        ctx.kinds.synced(&r.api_version, &r.kind)
+    };
+    let gone_rb = want
+        .delete_bindings
+        .iter()
+        .filter(|k| actual_rb.get(*k).is_some_and(|b| seen(&b.spec.resource)))
+        .cloned();
+    let gone_crb = want
+        .delete_cluster_bindings
+        .iter()
+        .filter(|n| actual_crb.get(*n).is_some_and(|b| seen(&b.spec.resource)))
+        .map(|n| (String::new(), n.clone()));
+    let gone: Vec<Key> = gone_rb.chain(gone_crb).collect();
     for key in gone {
         ctx.withdraw(&key, works.get(&key), None).await;
     }

@@ -135,6 +135,14 @@ impl Kinds {
         })
     }
 
+    /// Whether kind `(apiVersion, kind)` is watched and its first list has arrived: only
+    /// then does a template missing from [`Kinds::templates`] mean it is gone.
+    pub fn synced(&self, api_version: &str, kind: &str) -> bool {
+        self.watched
+            .get(&(api_version.to_string(), kind.to_string()))
+            .is_some_and(|w| w.cache.is_ready())
+    }
+
     /// The resource of a watched kind.
     pub fn resource(&self, api_version: &str, kind: &str) -> Option<&ApiResource> {
         self.watched

@@ -293,7 +293,7 @@ async fn clusters_entering_and_leaving_the_placement() {
 /// removes every copy and the binding, and the template goes once they are gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_deletion_keeps_copies_and_template_deletion_cascades() {
-    let (env, _ctl) = fleet().await;
+    let (env, ctl) = fleet().await;
     let cm = env.file("cm.yaml", &configmap("flags", "plain"));
     let op = env.file(
         "op.yaml",
@@ -331,7 +331,11 @@ spec:
         conds.contains("PolicyRemoved").then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // a restart (or a new leader) with no policy selecting ConfigMaps any more: the
+    // template is still watched through its binding, so nothing looks gone
+    ctl.stop().await;
+    let _ctl = env.cs.start_controller().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
     for m in MEMBERS {
         assert_eq!(
             member_value(&env, m, "flags").await.as_deref(),
