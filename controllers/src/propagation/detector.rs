@@ -197,7 +197,7 @@ pub fn desired(
                 namespace: meta.namespace.clone(),
                 name: meta.name.clone(),
                 uid: template.uid(),
-                resource_version: template.resource_version(),
+                resource_version: None,
             },
             replicas,
             clusters: clusters_out,

@@ -110,7 +110,9 @@ pub struct ResourceReference {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
 
-    /// The resourceVersion of the template this binding was last computed from.
+    /// The resourceVersion of the template this binding was last computed from. Causeway
+    /// leaves it unset: the hub writes the template's aggregated status, and recording
+    /// each resulting resourceVersion would rewrite the binding for nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
 }

@@ -41,11 +41,20 @@ pub(super) fn attach(
             Some(((kind, t.namespace()?, t.name_any()), t))
         })
         .collect();
-    let claimed: BTreeSet<Key> = out.bindings.iter().map(crate::watch::key).collect();
+    // claimed by a policy (a binding frozen because its policy went is not: if it is
+    // still required, it becomes a dependency's binding and follows its requirers)
+    let claimed: BTreeSet<Key> = out
+        .bindings
+        .iter()
+        .filter(|b| !policy_removed(b))
+        .map(crate::watch::key)
+        .collect();
     let mut attached: BTreeMap<Key, ResourceBinding> = BTreeMap::new();
     for b in &out.bindings {
         let spec = &b.spec;
-        if spec.propagate_deps != Some(true) || frozen(b) {
+        // a frozen requirer (its policy deleted) keeps its clusters, and so its
+        // dependencies keep theirs
+        if spec.propagate_deps != Some(true) {
             continue;
         }
         let Some(ns) = spec.resource.namespace.clone() else {
@@ -90,6 +99,8 @@ pub(super) fn attach(
             }
         }
     }
+    out.bindings
+        .retain(|b| !attached.contains_key(&crate::watch::key(b)));
     for (key, mut b) in attached {
         let spec = &mut b.spec.0;
         spec.required_by.sort_by(|a, b| a.name.cmp(&b.name));
@@ -135,11 +146,11 @@ pub(super) fn attach(
     }
 }
 
-fn frozen(b: &ResourceBinding) -> bool {
+fn policy_removed(b: &ResourceBinding) -> bool {
     b.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == conditions::SCHEDULED && c.status != "True")
+        s.conditions.iter().any(|c| {
+            c.type_ == conditions::SCHEDULED && c.reason == conditions::REASON_POLICY_REMOVED
+        })
     })
 }
 
@@ -157,7 +168,7 @@ fn fresh(key: &Key, api_version: &str, kind: &str, t: &DynamicObject) -> Resourc
                 namespace: Some(key.0.clone()),
                 name: t.name_any(),
                 uid: t.uid(),
-                resource_version: t.resource_version(),
+                resource_version: None,
             },
             ..BindingSpec::default()
         }),

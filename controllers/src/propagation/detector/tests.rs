@@ -90,7 +90,7 @@ fn deployment_claimed_by_a_policy_is_duplicated_to_every_cluster() {
             namespace: Some("web".into()),
             name: "api".into(),
             uid: Some("uid-api".into()),
-            resource_version: Some("7".into()),
+            resource_version: None,
         }
     );
     assert_eq!(spec.replicas, Some(2));
@@ -536,6 +536,31 @@ fn dependencies_follow_their_workloads() {
         .unwrap();
     assert!(shared.spec.required_by.is_empty());
     assert_eq!(names(&shared.spec.clusters), ["c"]);
+
+    // the ConfigMap's own policy goes while api and web still need it: it becomes
+    // their dependency again (not frozen where its policy left it)
+    let existing2: Vec<Arc<ResourceBinding>> = d2.bindings.iter().cloned().map(Arc::new).collect();
+    let d4 = run(&templates, &policies, &fleet(), &existing2);
+    let shared = d4
+        .bindings
+        .iter()
+        .find(|b| b.name_any() == "shared-configmap")
+        .unwrap();
+    assert_eq!(names(&shared.spec.clusters), ["a", "b", "c"]);
+    assert_eq!(shared.spec.required_by.len(), 2);
+    // api's policy goes: api is frozen where it is, and its dependencies stay with it
+    let d5 = run(&templates, &policies[1..], &fleet(), &existing2);
+    let secret = d5
+        .bindings
+        .iter()
+        .find(|b| b.name_any() == "api-secret-secret")
+        .unwrap();
+    assert_eq!(names(&secret.spec.clusters), ["a", "b"]);
+    assert!(
+        !d5.delete_bindings
+            .iter()
+            .any(|k| k.1 == "api-secret-secret")
+    );
 
     // the requirers go: the attached bindings are deleted, not frozen
     let existing: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
