@@ -128,17 +128,18 @@ async fn cleanup(
         // the agent withdraws (or keeps) the imports itself and says so on its Lease
         ClusterSyncMode::Pull => wait_for_agent(&hub, &c).await,
     }
-    // Works still held (no credentials, an agent that is gone): their copies stay
-    if let Err(e) =
-        crate::propagation::applier::leave::release(&name, &hub, super::CALL_TIMEOUT).await
-    {
-        tracing::warn!(cluster = %name, error = %format!("{e:#}"), "cannot release the member's Works; retrying with the namespace");
-    }
     let namespaces: Api<Namespace> = Api::all(hub.clone());
     let es = execution_namespace(&name);
     let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
     let mut delay = Duration::from_millis(200);
     loop {
+        // Works still held (no credentials, an agent that is gone, one written late):
+        // released on every pass, their copies stay in the member
+        if let Err(e) =
+            crate::propagation::applier::leave::release(&name, &hub, super::CALL_TIMEOUT).await
+        {
+            tracing::warn!(cluster = %name, error = %format!("{e:#}"), "cannot release the member's Works; retrying");
+        }
         let gone = async {
             apply::remove(&leases, &cluster_lease_name(&name)).await?;
             apply::remove(&namespaces, &es).await?;
@@ -227,7 +228,7 @@ async fn leave_member(hub: &kube::Client, m: &super::registry::MemberSpec, prese
     let result = async {
         let client = client_for(&m.access).await?;
         tokio::time::timeout(
-            Duration::from_secs(30),
+            Duration::from_secs(300),
             crate::propagation::applier::leave::leave(
                 &m.name,
                 hub,
@@ -237,7 +238,7 @@ async fn leave_member(hub: &kube::Client, m: &super::registry::MemberSpec, prese
             ),
         )
         .await
-        .map_err(|_| anyhow::anyhow!("the member did not answer within 30 s"))?
+        .map_err(|_| anyhow::anyhow!("the member did not finish within 5 min"))?
     }
     .await;
     match result {

@@ -17,8 +17,10 @@ use super::members::resolve;
 use super::plan::{ObjRef, belongs_to, work_ref};
 use super::write::{delete, get, orphan};
 
-/// Deletes (or, with `preserve`, orphans) in `member` every object the Works of
-/// `cluster` put there, then releases the Works. Returns how many objects it handled.
+/// Deletes (or, with `preserve` or a Work's own preserveResourcesOnDeletion, orphans)
+/// in `member` every object the Works of `cluster` put there, then releases the Works.
+/// Every manifest is tried (a kind the member does not serve is skipped); returns how
+/// many objects it handled, or every failure at once.
 pub async fn leave(
     cluster: &str,
     hub: &kube::Client,
@@ -28,42 +30,63 @@ pub async fn leave(
 ) -> anyhow::Result<usize> {
     let works = list(hub, cluster, limit).await?;
     let mut n = 0;
+    let mut failed = Vec::new();
     for w in &works {
         let wref = work_ref(w);
+        let keep = preserve || w.spec.preserve_resources_on_deletion == Some(true);
         for m in &w.spec.workload.manifests {
             let obj = ObjRef::of(&m.0);
-            let (resource, namespaced) = resolve(member, &obj.api_version, &obj.kind, limit)
-                .await
-                .map_err(|e| anyhow::anyhow!("{obj}: {e}"))?;
-            let api = if namespaced {
-                Api::namespaced_with(member.clone(), &obj.namespace, &resource)
-            } else {
-                Api::all_with(member.clone(), &resource)
-            };
-            let found = get(
-                &api,
-                &obj,
-                cluster,
-                limit,
-                conditions::REASON_DELETION_TIMED_OUT,
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
-            // objects Causeway never managed (or another Work's) are never touched
-            if !found.as_ref().is_some_and(|o| belongs_to(o, &wref)) {
-                continue;
+            match withdraw_one(cluster, member, &obj, &wref, keep, limit).await {
+                Ok(true) => n += 1,
+                Ok(false) => {}
+                Err(e) => failed.push(format!("{obj}: {e}")),
             }
-            let done = if preserve {
-                orphan(&api, &obj, cluster, limit).await
-            } else {
-                delete(&api, &obj, cluster, limit).await
-            };
-            done.map_err(|e| anyhow::anyhow!("{}", e.message))?;
-            n += 1;
         }
     }
     release_all(hub, &works).await?;
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{} object(s) left in place: {}",
+            failed.len(),
+            failed.join("; ")
+        );
+    }
     Ok(n)
+}
+
+/// Deletes or orphans one object if it is this Work's; false when there was nothing
+/// of Causeway's to handle (gone, another's, or a kind the member does not serve).
+async fn withdraw_one(
+    cluster: &str,
+    member: &kube::Client,
+    obj: &ObjRef,
+    wref: &str,
+    keep: bool,
+    limit: Duration,
+) -> Result<bool, String> {
+    let Ok((resource, namespaced)) = resolve(member, &obj.api_version, &obj.kind, limit).await
+    else {
+        return Ok(false);
+    };
+    let api = if namespaced {
+        Api::namespaced_with(member.clone(), &obj.namespace, &resource)
+    } else {
+        Api::all_with(member.clone(), &resource)
+    };
+    let timed_out = conditions::REASON_DELETION_TIMED_OUT;
+    let found = get(&api, obj, cluster, limit, timed_out)
+        .await
+        .map_err(|e| e.message)?;
+    // objects Causeway never managed (or another Work's) are never touched
+    if !found.as_ref().is_some_and(|o| belongs_to(o, wref)) {
+        return Ok(false);
+    }
+    let done = if keep {
+        orphan(&api, obj, cluster, limit).await
+    } else {
+        delete(&api, obj, cluster, limit).await
+    };
+    done.map(|_| true).map_err(|e| e.message)
 }
 
 /// Releases the Works of `cluster` without touching the member (it cannot be reached,
