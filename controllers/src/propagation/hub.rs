@@ -80,6 +80,7 @@ struct Caches {
 
 /// What the loop remembers between rounds: the appliers' memos, and the Events
 /// already told (so each is told once per distinct message).
+mod policies;
 mod removal;
 
 #[derive(Default)]
@@ -293,9 +294,11 @@ async fn round(
     let clusters = c.clusters.state();
     let now = Time(jiff::Timestamp::now());
     let want = detector::desired(&templates, &pps, &cpps, &clusters, &rbs, &crbs, &now);
-    for (policy, e) in &want.invalid_policies {
-        tracing::warn!(policy = %policy, error = %e, "invalid propagation policy claims nothing");
-    }
+    let invalid: std::collections::BTreeMap<_, _> = want
+        .invalid_policies
+        .iter()
+        .map(|(id, e)| (id.clone(), e.to_string()))
+        .collect();
     let by_key: HashMap<Key, &Arc<DynamicObject>> = templates
         .iter()
         .filter_map(|t| Some((template_key(t)?, t)))
@@ -321,6 +324,7 @@ async fn round(
         cops: &cops,
         now: &now,
     };
+    ctx.policy_statuses(&pps, &cpps, &invalid).await;
     let mut bound: BTreeSet<Key> = BTreeSet::new();
     for b in &want.bindings {
         let key = crate::watch::key(b);

@@ -116,3 +116,67 @@ async fn deletion_waits_for_a_member_that_is_not_ready() {
     })
     .await;
 }
+
+/// B.15 and bad input: a policy says whether it is in force. One that selects a kind
+/// the hub does not serve, or a reserved namespace from a ClusterPropagationPolicy, is
+/// `Valid=False` with what to fix; a good one is `Valid=True`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policies_say_whether_they_are_in_force() {
+    let (env, _ctl) = fleet_of(&["east"]).await;
+    let pps = env.file(
+        "pps.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: widgets, namespace: demo}
+spec:
+  resourceSelectors: [{apiVersion: example.com/v1, kind: Widget}]
+---
+apiVersion: causeway.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: system}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap, namespace: kube-system}]
+"#,
+    );
+    let good = env.file("good.yaml", &policy("fine", ""));
+    env.ok(&["apply", "-f", &pps, "-f", &good]).await;
+    let valid = |kind: &'static str, name: &'static str, ns: Option<&'static str>| {
+        let env = &env;
+        async move {
+            let mut args = vec![
+                "get",
+                kind,
+                name,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Valid\")].status} {.status.conditions[?(@.type==\"Valid\")].message}",
+            ];
+            if let Some(ns) = ns {
+                args.extend(["-n", ns]);
+            }
+            let out = env.ok(&args).await;
+            (!out.trim().is_empty()).then_some(out)
+        }
+    };
+    let widgets = eventually("widgets' Valid condition", WAIT, || {
+        valid("pp", "widgets", Some("demo"))
+    })
+    .await;
+    assert!(
+        widgets.starts_with("False") && widgets.contains("Widget"),
+        "{widgets}"
+    );
+    assert!(widgets.contains("CRD"), "says what to do: {widgets}");
+    let system = eventually("system's Valid condition", WAIT, || {
+        valid("cpp", "system", None)
+    })
+    .await;
+    assert!(
+        system.starts_with("False") && system.contains("kube-system"),
+        "{system}"
+    );
+    let fine = eventually("fine's Valid condition", WAIT, || {
+        valid("pp", "fine", Some("demo"))
+    })
+    .await;
+    assert!(fine.starts_with("True"), "{fine}");
+}

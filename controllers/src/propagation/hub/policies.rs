@@ -1,0 +1,115 @@
+//! Each (Cluster)PropagationPolicy says whether it is in force: `Valid=True`, or
+//! `Valid=False` with what to fix (it breaks the selection rules, B.15, or selects a
+//! kind the hub does not serve), so a policy that claims nothing says why.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use causeway_crds::federation::policy_conditions as pc;
+use causeway_crds::federation::propagation::{
+    ClusterPropagationPolicy, PropagationPolicy, PropagationSpec,
+};
+use causeway_crds::federation::selection::PolicyId;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::Ctx;
+
+const API_VERSION: &str = "causeway.io/v1alpha1";
+
+/// Why a policy is not in force, if it is not: the detector's verdict, else a kind
+/// it selects that the hub does not serve.
+fn problem(
+    id: &PolicyId,
+    spec: &PropagationSpec,
+    invalid: &BTreeMap<PolicyId, String>,
+    unknown: &BTreeMap<(String, String), String>,
+) -> Option<String> {
+    invalid.get(id).cloned().or_else(|| {
+        spec.resource_selectors.iter().find_map(|s| {
+            unknown
+                .get(&(s.api_version.clone(), s.kind.clone()))
+                .cloned()
+        })
+    })
+}
+
+impl Ctx<'_> {
+    /// Writes the `Valid` condition of every policy whose verdict changed.
+    pub(super) async fn policy_statuses(
+        &mut self,
+        pps: &[Arc<PropagationPolicy>],
+        cpps: &[Arc<ClusterPropagationPolicy>],
+        invalid: &BTreeMap<PolicyId, String>,
+    ) {
+        let unknown = self.kinds.unknown.clone();
+        for p in pps {
+            let ns = p.namespace().unwrap_or_default();
+            let id = PolicyId::namespaced(ns.clone(), p.name_any());
+            let why = problem(&id, &p.spec, invalid, &unknown);
+            let api = Api::<PropagationPolicy>::namespaced(self.hub.clone(), &ns);
+            self.policy_status(&api, p.as_ref(), &ns, why).await;
+        }
+        for p in cpps {
+            let id = PolicyId::cluster(p.name_any());
+            let why = problem(&id, &p.spec, invalid, &unknown);
+            let api = Api::<ClusterPropagationPolicy>::all(self.hub.clone());
+            self.policy_status(&api, p.as_ref(), "", why).await;
+        }
+    }
+
+    async fn policy_status<K>(&mut self, api: &Api<K>, p: &K, ns: &str, why: Option<String>)
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let actual = serde_json::to_value(p)
+            .ok()
+            .and_then(|v| v.get("status").cloned());
+        let previous: Vec<Condition> = actual
+            .as_ref()
+            .and_then(|s| s.get("conditions"))
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default();
+        let (status, reason, message) = match &why {
+            None => (
+                "True",
+                pc::REASON_VALID,
+                "the policy is in force".to_string(),
+            ),
+            Some(why) => ("False", pc::REASON_INVALID, why.clone()),
+        };
+        let condition = Condition {
+            type_: pc::VALID.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message,
+            observed_generation: p.meta().generation,
+            last_transition_time: crate::condition::since(&previous, pc::VALID, status, self.now),
+        };
+        let body = json!({"observedGeneration": p.meta().generation, "conditions": [condition]});
+        let kind = K::kind(&()).into_owned();
+        let name = p.name_any();
+        let key = (ns.to_string(), format!("{kind}/{name}"));
+        let r = self
+            .memos
+            .status
+            .ensure(
+                api,
+                ns,
+                &name,
+                API_VERSION,
+                &kind,
+                &body,
+                p.resource_version(),
+                || actual,
+            )
+            .await;
+        self.failures.check(key, r);
+    }
+}
