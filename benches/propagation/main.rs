@@ -297,6 +297,7 @@ async fn run(args: &Args, causeway: &std::path::Path) -> anyhow::Result<Report> 
         last.push(*seen_at.iter().max().expect("at least one member") - t0);
         tokio::time::sleep(args.change_gap).await;
     }
+    tracing::info!(changes = last.len(), "template changes timed");
     let part2 = Part2 {
         last,
         each,
@@ -313,6 +314,7 @@ async fn run(args: &Args, causeway: &std::path::Path) -> anyhow::Result<Report> 
         )
         .await?;
     let first = ctl.stop().await?;
+    tracing::info!("controller stopped; restarting it");
     let before = (writes(&servers), changes(&servers));
     let restart = Instant::now();
     let mut ctl = Controller::start(causeway, &kubeconfig, &log)?;

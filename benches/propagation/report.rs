@@ -124,10 +124,12 @@ impl Report {
         let vs_karmada = if p2.last.is_empty() {
             "-".to_string()
         } else {
-            format!(
-                "{:.1}× faster than Karmada's 1.3 s",
-                KARMADA_P99.as_secs_f64() / p99.as_secs_f64().max(1e-3)
-            )
+            let r = KARMADA_P99.as_secs_f64() / p99.as_secs_f64().max(1e-3);
+            if r >= 1.0 {
+                format!("{r:.1} (ours {r:.1}× faster)")
+            } else {
+                format!("{r:.2} (ours {:.1}× slower)", 1.0 / r)
+            }
         };
         let goal = |ok: bool| if ok { "met" } else { "**missed**" };
         let peak = self.first.peak_kib.max(p3.stats.peak_kib);
