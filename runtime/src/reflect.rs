@@ -229,6 +229,9 @@ impl Wake {
     }
 }
 
+/// Completes each object as it arrives (before it is cached and keyed).
+type Filler<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
+
 /// A cache several reconcile loops read; each subscriber is woken on every change.
 pub struct Reflector<K: Resource + Clone + 'static>
 where
@@ -311,7 +314,7 @@ where
         relevant: Option<fn(&K) -> bool>,
     ) -> Self {
         let (reader, writer) = reflector::store();
-        Self::spawn_with(reader, writer, api, cfg, stop, what, key_of, relevant)
+        Self::spawn_with(reader, writer, api, cfg, stop, what, key_of, relevant, None)
     }
 }
 
@@ -330,13 +333,17 @@ where
         what: &'static str,
         key_of: Option<KeyOf<K>>,
         relevant: Option<fn(&K) -> bool>,
+        fill: Option<Filler<K>>,
     ) -> Self {
         let subscribers: Arc<parking_lot::Mutex<Vec<Arc<Wake>>>> = Default::default();
         let subs = subscribers.clone();
         let stream = reflector::reflector(
             writer,
-            watcher(api, cfg).modify(|o| {
+            watcher(api, cfg).modify(move |o| {
                 o.meta_mut().managed_fields = None;
+                if let Some(fill) = &fill {
+                    fill(o);
+                }
             }),
         )
         .default_backoff();
@@ -398,9 +405,29 @@ impl Reflector<kube::api::DynamicObject> {
         what: &'static str,
         key_of: Option<KeyOf<kube::api::DynamicObject>>,
     ) -> Self {
-        let writer = reflector::store::Writer::new(resource);
+        let writer = reflector::store::Writer::new(resource.clone());
         let reader = writer.as_reader();
-        Self::spawn_with(reader, writer, api, cfg, stop, what, key_of, None)
+        // list items come without apiVersion and kind (kube-apiserver sends them only
+        // on the list); every cached object gets them, so keys and consumers see them
+        let fill: Filler<kube::api::DynamicObject> = Arc::new(move |o| {
+            if o.types.is_none() {
+                o.types = Some(kube::api::TypeMeta {
+                    api_version: resource.api_version.clone(),
+                    kind: resource.kind.clone(),
+                });
+            }
+        });
+        Self::spawn_with(
+            reader,
+            writer,
+            api,
+            cfg,
+            stop,
+            what,
+            key_of,
+            None,
+            Some(fill),
+        )
     }
 }
 
