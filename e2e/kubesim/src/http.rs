@@ -16,3 +16,4 @@ pub mod server;
 pub mod tls;
 pub mod tokens;
 pub mod watch;
+pub mod webhooks;

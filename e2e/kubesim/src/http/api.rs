@@ -254,6 +254,9 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     if verb == "watch" {
         return crate::http::watch::serve(inner.clone(), rt, rp, r).map_err(fail);
     }
+    admit_by_webhooks(inner, &rt, &rp, &method, &r, &user)
+        .await
+        .map_err(fail)?;
     let result = dispatch(inner, &rt, &rp, &method, &mut r);
     match result {
         Ok((code, body)) => {
@@ -275,6 +278,62 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         }
         Err(e) => Err(fail(e)),
     }
+}
+
+/// Sends CREATE, UPDATE and DELETE of one object to the matching validating webhooks
+/// ([`crate::http::webhooks`]); PATCH and deletecollection are not sent.
+async fn admit_by_webhooks(
+    inner: &Inner,
+    rt: &ResourceType,
+    rp: &ResPath,
+    method: &Method,
+    r: &Req,
+    user: &User,
+) -> ApiResult<()> {
+    let sub = rp.sub.as_deref().unwrap_or("");
+    let operation = match (method.as_str(), rp.name.as_deref(), sub) {
+        ("POST", None, "") => "CREATE",
+        ("PUT", Some(_), "") => "UPDATE",
+        ("DELETE", Some(_), "") => "DELETE",
+        _ => return Ok(()),
+    };
+    let ns = rp.ns.as_deref().unwrap_or("");
+    let object = match operation {
+        "DELETE" => None,
+        _ => Some(r.decode()?),
+    };
+    let name = match (&rp.name, &object) {
+        (Some(n), _) => n.clone(),
+        (None, Some(o)) => crate::state::stored::meta_str(o, "name").to_string(),
+        (None, None) => String::new(),
+    };
+    let old_object = match operation {
+        "CREATE" => None,
+        _ => inner
+            .state
+            .lock()
+            .store
+            .get(&rt.group_resource(), ns, &name)
+            .map(|o| o.value.clone()),
+    };
+    if operation == "DELETE" && old_object.is_none() {
+        // nothing to delete: the verb answers NotFound
+        return Ok(());
+    }
+    crate::http::webhooks::admit(
+        &inner.state,
+        crate::http::webhooks::Request {
+            operation,
+            rt,
+            namespace: ns,
+            name: &name,
+            user,
+            object,
+            old_object,
+            dry_run: r.q("dryRun") == Some("All"),
+        },
+    )
+    .await
 }
 
 fn verb_of(method: &Method, rp: &ResPath, q: &HashMap<String, String>) -> &'static str {

@@ -467,6 +467,16 @@ const BUILTINS: &[Builtin] = &[
         "",
     ),
     (
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        false,
+        false,
+        "",
+        "api-extensions",
+    ),
+    (
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",

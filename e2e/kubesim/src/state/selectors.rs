@@ -102,6 +102,51 @@ impl LabelSelector {
         Ok(LabelSelector(reqs))
     }
 
+    /// A `metav1.LabelSelector` object (matchLabels, matchExpressions); null or absent
+    /// selects everything.
+    pub fn from_json(sel: Option<&Value>) -> ApiResult<Self> {
+        let mut reqs = Vec::new();
+        let Some(sel) = sel.filter(|s| !s.is_null()) else {
+            return Ok(LabelSelector(reqs));
+        };
+        if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+            for (k, v) in m {
+                reqs.push(Requirement::Eq(k.clone(), v.as_str().unwrap_or("").into()));
+            }
+        }
+        for e in sel
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let key = e
+                .get("key")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let values: Vec<String> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect();
+            reqs.push(match e.get("operator").and_then(Value::as_str) {
+                Some("In") => Requirement::In(key, values),
+                Some("NotIn") => Requirement::NotIn(key, values),
+                Some("Exists") => Requirement::Exists(key),
+                Some("DoesNotExist") => Requirement::NotExists(key),
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "matchExpressions operator {other:?} is not supported: use In, NotIn, Exists or DoesNotExist"
+                    )));
+                }
+            });
+        }
+        Ok(LabelSelector(reqs))
+    }
+
     /// True when `labels` (a JSON object or null) satisfies every requirement.
     pub fn matches(&self, labels: Option<&Value>) -> bool {
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);

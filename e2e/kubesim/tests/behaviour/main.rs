@@ -25,6 +25,7 @@ mod tls;
 mod tokens;
 mod validation;
 mod watch;
+mod webhooks;
 mod workload_status;
 mod workloads;
 mod writes;

@@ -1,0 +1,346 @@
+//! Validating admission webhooks: a real HTTPS webhook on 127.0.0.1, configured with a
+//! ValidatingWebhookConfiguration, sees CREATE, UPDATE and DELETE and can deny them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+use crate::helpers::*;
+
+type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
+
+/// An HTTPS admission webhook on 127.0.0.1 that records the reviews it gets.
+struct Webhook {
+    url: String,
+    ca_pem: String,
+    seen: Arc<parking_lot::Mutex<Vec<Value>>>,
+}
+
+/// Starts a webhook answering each review's request with `answer(request)` after `delay`.
+async fn webhook(delay: Duration, answer: Answer) -> Webhook {
+    let pki = kubesim::http::tls::Pki::generate("webhook", &["127.0.0.1".into()]).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(pki.server_config().unwrap()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                continue;
+            };
+            let (answer, record) = (answer.clone(), record.clone());
+            let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+                let (answer, record) = (answer.clone(), record.clone());
+                async move {
+                    let body = req.into_body().collect().await?.to_bytes();
+                    let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    record.lock().push(review.clone());
+                    tokio::time::sleep(delay).await;
+                    let mut response = answer(&review["request"]);
+                    response["uid"] = review["request"]["uid"].clone();
+                    let out = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
+                    Ok::<_, hyper::Error>(http::Response::new(Full::new(Bytes::from(
+                        out.to_string(),
+                    ))))
+                }
+            });
+            tokio::spawn(async move {
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    Webhook {
+        url: format!("https://{addr}/validate"),
+        ca_pem: pki.ca_pem.clone(),
+        seen,
+    }
+}
+
+/// Denies the DELETE of whatever carries the label `protected=yes`.
+fn deny_protected() -> Answer {
+    Arc::new(|req: &Value| {
+        let labels = &req["oldObject"]["metadata"]["labels"];
+        if req["operation"] == "DELETE" && labels["protected"] == "yes" {
+            json!({"allowed": false, "status": {"message": "it is protected"}})
+        } else {
+            json!({"allowed": true})
+        }
+    })
+}
+
+fn config_api(client: &kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(
+        "admissionregistration.k8s.io",
+        "v1",
+        "ValidatingWebhookConfiguration",
+    );
+    Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, "validatingwebhookconfigurations"),
+    )
+}
+
+/// Creates a configuration with one webhook `hook` (rules and policy from `extra`).
+async fn configure(client: &kube::Client, ca_pem: &str, url: &str, extra: Value) {
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let mut hook = json!({
+        "name": "check.example.com",
+        "clientConfig": {"url": url, "caBundle": ca},
+        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["CREATE", "UPDATE", "DELETE"]}],
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        hook[k] = v.clone();
+    }
+    let cfg: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "check"},
+        "webhooks": [hook],
+    }))
+    .unwrap();
+    config_api(client)
+        .create(&PostParams::default(), &cfg)
+        .await
+        .unwrap();
+}
+
+fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn a_webhook_denies_the_delete_of_a_selected_object_until_its_label_is_removed() {
+    let env = start().await;
+    let hook = webhook(Duration::ZERO, deny_protected()).await;
+    configure(
+        &env.client,
+        &hook.ca_pem,
+        &hook.url,
+        json!({"objectSelector": {"matchLabels": {"protected": "yes"}}, "failurePolicy": "Fail"}),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &cm("keep", json!({"protected": "yes"}), json!({})),
+    )
+    .await
+    .expect("the webhook allows the create");
+    cms.create(&PostParams::default(), &cm("free", json!({}), json!({})))
+        .await
+        .unwrap();
+
+    let err = cms
+        .delete("keep", &DeleteParams::default())
+        .await
+        .expect_err("the webhook denies the delete");
+    assert_eq!(code(&err), 400, "the default code: {err}");
+    assert_eq!(
+        message(&err),
+        "admission webhook \"check.example.com\" denied the request: it is protected"
+    );
+    assert!(
+        !is_gone(&cms, "keep").await,
+        "a denied delete keeps the object"
+    );
+
+    let before = hook.seen.lock().len();
+    cms.delete("free", &DeleteParams::default())
+        .await
+        .expect("an object outside the objectSelector is not sent");
+    assert_eq!(hook.seen.lock().len(), before, "not sent to the webhook");
+
+    let review = hook.seen.lock().last().cloned().unwrap();
+    let req = &review["request"];
+    assert_eq!(req["operation"], "DELETE");
+    assert_eq!(req["name"], "keep");
+    assert_eq!(req["namespace"], "default");
+    assert_eq!(
+        req["kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert_eq!(req["resource"]["resource"], "configmaps");
+    assert_eq!(req["oldObject"]["metadata"]["name"], "keep");
+    assert!(req["object"].is_null());
+    assert!(!req["uid"].as_str().unwrap_or("").is_empty());
+    assert!(
+        !req["userInfo"]["username"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty()
+    );
+
+    // removing the label takes it out of the selector: the delete goes through
+    let unlabel = json!({"metadata": {"labels": {"protected": null}}});
+    cms.patch("keep", &PatchParams::default(), &Patch::Merge(&unlabel))
+        .await
+        .unwrap();
+    cms.delete("keep", &DeleteParams::default())
+        .await
+        .expect("the unlabelled object can be deleted");
+    assert!(is_gone(&cms, "keep").await);
+}
+
+#[tokio::test]
+async fn a_denial_carries_the_webhooks_code_and_create_and_update_are_sent_with_wildcard_rules() {
+    let env = start().await;
+    let answer: Answer = Arc::new(|req: &Value| {
+        if req["object"]["data"]["bad"] == "1" {
+            json!({"allowed": false, "status": {"code": 403, "message": "no bad data"}})
+        } else if req["object"]["data"]["bad"] == "2" {
+            json!({"allowed": false})
+        } else {
+            json!({"allowed": true})
+        }
+    });
+    let hook = webhook(Duration::ZERO, answer).await;
+    configure(
+        &env.client,
+        &hook.ca_pem,
+        &hook.url,
+        json!({"rules": [{"apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}]}),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let err = cms
+        .create(
+            &PostParams::default(),
+            &cm("x", json!({}), json!({"bad": "1"})),
+        )
+        .await
+        .expect_err("denied");
+    assert_eq!(code(&err), 403);
+    assert_eq!(
+        message(&err),
+        "admission webhook \"check.example.com\" denied the request: no bad data"
+    );
+    let created = cms
+        .create(
+            &PostParams::default(),
+            &cm("x", json!({}), json!({"bad": "0"})),
+        )
+        .await
+        .unwrap();
+    let mut changed = created.clone();
+    changed.data = Some([("bad".to_string(), "2".to_string())].into());
+    let err = cms
+        .replace("x", &PostParams::default(), &changed)
+        .await
+        .expect_err("the update is denied");
+    assert_eq!(code(&err), 400, "no code: 400");
+    assert_eq!(
+        message(&err),
+        "admission webhook \"check.example.com\" denied the request without explanation"
+    );
+    let last = hook.seen.lock().last().cloned().unwrap();
+    assert_eq!(last["request"]["operation"], "UPDATE");
+    assert_eq!(last["request"]["oldObject"]["data"]["bad"], "0");
+    // a cluster-scoped create is outside `scope: Namespaced`
+    let seen = hook.seen.lock().len();
+    namespace(&env.client, "other").await;
+    assert_eq!(hook.seen.lock().len(), seen, "namespaces are not sent");
+}
+
+#[tokio::test]
+async fn an_unreachable_untrusted_or_slow_webhook_fails_the_request_unless_the_policy_is_ignore() {
+    let env = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let hook = webhook(Duration::from_secs(5), deny_protected()).await;
+    let other_ca = kubesim::http::tls::Pki::generate("other", &["127.0.0.1".into()]).unwrap();
+    let cases = [
+        (
+            "unreachable",
+            hook.ca_pem.clone(),
+            "https://127.0.0.1:1/x",
+            json!({}),
+        ),
+        (
+            "untrusted",
+            other_ca.ca_pem.clone(),
+            hook.url.as_str(),
+            json!({}),
+        ),
+        (
+            "slow",
+            hook.ca_pem.clone(),
+            hook.url.as_str(),
+            json!({"timeoutSeconds": 1}),
+        ),
+    ];
+    for (what, ca, url, extra) in cases {
+        for policy in ["Fail", "Ignore"] {
+            let mut extra = extra.clone();
+            extra["failurePolicy"] = json!(policy);
+            configure(&env.client, &ca, url, extra).await;
+            let name = format!("{what}-{}", policy.to_lowercase());
+            let res = cms
+                .create(&PostParams::default(), &cm(&name, json!({}), json!({})))
+                .await;
+            match (policy, res) {
+                ("Fail", Err(e)) => {
+                    assert_eq!(code(&e), 500, "{what}: {e}");
+                    assert!(
+                        message(&e).contains("failed calling webhook \"check.example.com\""),
+                        "{what}: {e}"
+                    );
+                }
+                ("Ignore", Ok(_)) => {}
+                (p, r) => panic!("{what} with failurePolicy {p}: {r:?}"),
+            }
+            config_api(&env.client)
+                .delete("check", &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_namespace_selector_picks_the_namespaces_whose_objects_are_sent() {
+    let env = start().await;
+    let hook = webhook(Duration::ZERO, deny_protected()).await;
+    configure(
+        &env.client,
+        &hook.ca_pem,
+        &hook.url,
+        json!({"namespaceSelector": {"matchExpressions": [{"key": "guarded", "operator": "Exists"}]}}),
+    )
+    .await;
+    namespace(&env.client, "open").await;
+    let guarded = json!({"metadata": {"labels": {"guarded": "1"}}});
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+        .patch("default", &PatchParams::default(), &Patch::Merge(&guarded))
+        .await
+        .unwrap();
+    for ns in ["open", "default"] {
+        let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), ns);
+        cms.create(
+            &PostParams::default(),
+            &cm("keep", json!({"protected": "yes"}), json!({})),
+        )
+        .await
+        .unwrap();
+        let res = cms.delete("keep", &DeleteParams::default()).await;
+        match ns {
+            "open" => assert!(res.is_ok(), "not selected: {res:?}"),
+            _ => assert_eq!(code(&res.expect_err("selected: denied")), 400),
+        }
+    }
+}
