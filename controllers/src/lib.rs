@@ -13,3 +13,4 @@ pub mod member;
 pub mod metrics;
 pub mod propagation;
 pub mod watch;
+pub mod webhook;

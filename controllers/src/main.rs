@@ -52,6 +52,9 @@ enum Command {
     /// template and a PropagationPolicy places it on that member, taking it over with no
     /// change (karmadactl promote).
     Promote(promote_cmd::PromoteArgs),
+    /// Serve the deletion-protection admission webhook (POST /validate-deletion): the
+    /// DELETE of an object labelled causeway.io/deletion-protected=Always is denied.
+    Webhook(causeway_controllers::webhook::WebhookArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -140,6 +143,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Agent(args) => pull_cmd::agent(args).await,
         Command::Explain(args) => explain_cmd::run(args).await,
         Command::Promote(args) => promote_cmd::run(args).await,
+        Command::Webhook(args) => {
+            args.log.init("info")?;
+            causeway_controllers::webhook::run(args).await
+        }
         Command::Unjoin(args) => {
             let hub = args.hub.client().await?;
             println!(

@@ -92,6 +92,13 @@ pub mod labels {
     /// for a ClusterResourceBinding).
     pub const BINDING_NAMESPACE: &str = "causeway.io/binding-namespace";
 
+    /// On a resource template: [`DELETION_PROTECTED_ALWAYS`] makes the deletion webhook
+    /// (`causeway webhook`) deny its deletion until the label is removed (G.50).
+    pub const DELETION_PROTECTED: &str = "causeway.io/deletion-protected";
+
+    /// Value of [`DELETION_PROTECTED`] that protects an object.
+    pub const DELETION_PROTECTED_ALWAYS: &str = "Always";
+
     /// On a resource template: "true" keeps the member's `spec.replicas` (an HPA's, say)
     /// on updates; Causeway sets replicas only when it creates the object.
     pub const RETAIN_REPLICAS: &str = "causeway.io/retain-replicas";

@@ -1,0 +1,254 @@
+//! Deletion protection (federation.md §8 G.50): `causeway webhook` serves the
+//! validating admission webhook `POST /validate-deletion`, which denies the DELETE of
+//! any object labelled `causeway.io/deletion-protected: Always` and allows everything
+//! else. The ValidatingWebhookConfiguration (deploy/webhook) sends it only DELETEs of
+//! labelled objects; the check here does not rely on that.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use causeway_crds::well_known::labels::{DELETION_PROTECTED, DELETION_PROTECTED_ALWAYS};
+use http::{Method, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The path kube-apiserver POSTs AdmissionReviews to.
+pub const PATH: &str = "/validate-deletion";
+
+/// AdmissionReviews larger than this are refused (kube-apiserver sends at most ~3 MiB
+/// objects, twice for an update).
+const MAX_BODY: usize = 8 << 20;
+
+/// `causeway webhook` flags.
+#[derive(Debug, clap::Args)]
+pub struct WebhookArgs {
+    /// Address to serve HTTPS on.
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    pub addr: SocketAddr,
+    /// Serving certificate (PEM, leaf first); the ValidatingWebhookConfiguration's
+    /// caBundle must trust it.
+    #[arg(long)]
+    pub cert: PathBuf,
+    /// Private key of the serving certificate (PEM).
+    #[arg(long)]
+    pub key: PathBuf,
+    #[command(flatten)]
+    pub log: causeway_runtime::log::LogArgs,
+}
+
+/// Runs the webhook until Ctrl-C or SIGTERM.
+pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
+    let read = |p: &PathBuf, what: &str| {
+        std::fs::read(p).with_context(|| format!("reading the {what} {}", p.display()))
+    };
+    let tls = server_config(&read(&args.cert, "--cert")?, &read(&args.key, "--key")?)?;
+    let listener = causeway_runtime::admin::bind(args.addr, "--addr").await?;
+    tracing::info!(addr = %listener.local_addr()?, path = PATH, "serving the deletion-protection webhook");
+    let stop = CancellationToken::new();
+    causeway_runtime::signal::cancel_on_signal(stop.clone());
+    serve(listener, tls, stop).await;
+    Ok(())
+}
+
+/// A TLS server config from a PEM certificate chain and key.
+pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> anyhow::Result<rustls::ServerConfig> {
+    let certs = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .context("--cert is not a PEM certificate")?;
+    anyhow::ensure!(!certs.is_empty(), "--cert holds no PEM certificate");
+    let key = PrivateKeyDer::from_pem_slice(key_pem).context("--key is not a PEM private key")?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("--key does not fit --cert")?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// Serves the webhook on `listener` until `stop`.
+pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, stop: CancellationToken) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let builder = Arc::new(hyper_util::server::conn::auto::Builder::new(
+        TokioExecutor::new(),
+    ));
+    while let Some((tcp, peer)) = causeway_runtime::net::accept(&listener, &stop, "webhook").await {
+        let (acceptor, builder, stop) = (acceptor.clone(), builder.clone(), stop.clone());
+        tokio::spawn(async move {
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => tls,
+                    Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
+                };
+            let svc = service_fn(|req: http::Request<hyper::body::Incoming>| async move {
+                Ok::<_, Infallible>(handle(req).await)
+            });
+            let conn = builder.serve_connection(TokioIo::new(tls), svc);
+            tokio::select! {
+                _ = conn => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+}
+
+async fn handle(req: http::Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+    if req.uri().path() != PATH || req.method() != Method::POST {
+        return reply(
+            StatusCode::NOT_FOUND,
+            format!("not found: POST AdmissionReviews to {PATH}"),
+        );
+    }
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return reply(
+                StatusCode::BAD_REQUEST,
+                format!("reading the body failed: {e}"),
+            );
+        }
+    };
+    match serde_json::from_slice::<Value>(&body) {
+        Ok(review) if review.pointer("/request/uid").is_some() => {
+            let mut r = reply(StatusCode::OK, review_response(&review).to_string());
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+        _ => reply(
+            StatusCode::BAD_REQUEST,
+            "the body must be an admission.k8s.io/v1 AdmissionReview with a request".into(),
+        ),
+    }
+}
+
+fn reply(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r
+}
+
+/// The AdmissionReview answering `review`: a DELETE of a protected object is denied
+/// (403, with how to delete it), anything else allowed.
+pub fn review_response(review: &Value) -> Value {
+    let req = &review["request"];
+    let uid = req["uid"].clone();
+    let protected = req["oldObject"]["metadata"]["labels"][DELETION_PROTECTED]
+        .as_str()
+        .is_some_and(|v| v == DELETION_PROTECTED_ALWAYS);
+    let response = if req["operation"] == "DELETE" && protected {
+        let kind = req["kind"]["kind"].as_str().unwrap_or("object");
+        let resource = req["resource"]["resource"].as_str().unwrap_or("");
+        let group = req["resource"]["group"].as_str().unwrap_or("");
+        let name = req["name"].as_str().unwrap_or("");
+        let ns = req["namespace"].as_str().unwrap_or("");
+        let target = match group {
+            "" => format!("{resource}/{name}"),
+            g => format!("{resource}.{g}/{name}"),
+        };
+        let ns_flag = match ns {
+            "" => String::new(),
+            n => format!(" -n {n}"),
+        };
+        json!({
+            "uid": uid,
+            "allowed": false,
+            "status": {
+                "code": 403,
+                "reason": "Forbidden",
+                "message": format!(
+                    "{kind} {target} is deletion-protected ({DELETION_PROTECTED}={DELETION_PROTECTED_ALWAYS}): \
+                     remove the label first to delete it: kubectl label {target}{ns_flag} {DELETION_PROTECTED}-"
+                ),
+            },
+        })
+    } else {
+        json!({"uid": uid, "allowed": true})
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review(op: &str, old_labels: Value) -> Value {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u-1", "operation": op, "name": "web", "namespace": "shop",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "oldObject": {"metadata": {"name": "web", "labels": old_labels}},
+        }})
+    }
+
+    #[test]
+    fn only_the_delete_of_a_protected_object_is_denied() {
+        let cases = [
+            ("DELETE", json!({DELETION_PROTECTED: "Always"}), false),
+            ("DELETE", json!({DELETION_PROTECTED: "Never"}), true),
+            ("DELETE", json!({DELETION_PROTECTED: "always"}), true),
+            ("DELETE", json!({}), true),
+            ("DELETE", Value::Null, true),
+            ("UPDATE", json!({DELETION_PROTECTED: "Always"}), true),
+            ("CREATE", json!({DELETION_PROTECTED: "Always"}), true),
+        ];
+        for (op, labels, allowed) in cases {
+            let r = review_response(&review(op, labels.clone()));
+            assert_eq!(r["response"]["uid"], "u-1");
+            assert_eq!(r["response"]["allowed"], allowed, "{op} {labels}");
+        }
+    }
+
+    #[test]
+    fn a_denial_says_how_to_delete_the_object() {
+        let r = review_response(&review("DELETE", json!({DELETION_PROTECTED: "Always"})));
+        assert_eq!(r["response"]["status"]["code"], 403);
+        assert_eq!(
+            r["response"]["status"]["message"],
+            "Deployment deployments.apps/web is deletion-protected (causeway.io/deletion-protected=Always): \
+             remove the label first to delete it: kubectl label deployments.apps/web -n shop causeway.io/deletion-protected-"
+        );
+    }
+
+    #[test]
+    fn bad_certificates_and_keys_are_clear_errors() {
+        let c = rcgen_pair();
+        assert!(server_config(c.0.as_bytes(), c.1.as_bytes()).is_ok());
+        let e = server_config(b"junk", c.1.as_bytes()).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--cert holds no PEM certificate"),
+            "{e:#}"
+        );
+        let e = server_config(c.0.as_bytes(), b"junk").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--key is not a PEM private key"),
+            "{e:#}"
+        );
+    }
+
+    fn rcgen_pair() -> (String, String) {
+        let pki = kubesim::http::tls::Pki::generate("t", &["127.0.0.1".into()]).unwrap();
+        let c = pki
+            .issue_client(&kubesim::User {
+                name: "x".into(),
+                groups: vec![],
+            })
+            .unwrap();
+        (c.cert_pem, c.key_pem)
+    }
+}
