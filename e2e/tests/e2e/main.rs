@@ -23,6 +23,7 @@ mod propagation_applier;
 mod propagation_applier_lifecycle;
 mod propagation_cli;
 mod propagation_faults;
+mod propagation_protect;
 mod registry;
 mod relay;
 mod stale;

@@ -27,6 +27,11 @@ pub struct ClientCert {
 pub struct Pki {
     /// The CA certificate (PEM), for kubeconfigs.
     pub ca_pem: String,
+    /// The serving certificate (PEM), for servers other than kubesim that tests run
+    /// with this CA (admission webhooks, say).
+    pub server_cert_pem: String,
+    /// The serving certificate's private key (PEM).
+    pub server_key_pem: String,
     ca_der: CertificateDer<'static>,
     issuer: Issuer<'static, KeyPair>,
     server_cert: CertificateDer<'static>,
@@ -59,6 +64,8 @@ impl Pki {
         let server_cert = sp.signed_by(&server_key, &issuer)?;
         Ok(Arc::new(Pki {
             ca_pem: ca_cert.pem(),
+            server_cert_pem: server_cert.pem(),
+            server_key_pem: server_key.serialize_pem(),
             ca_der: ca_cert.der().clone(),
             issuer,
             server_cert: server_cert.der().clone(),
