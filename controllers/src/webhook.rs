@@ -6,7 +6,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,16 +49,27 @@ pub struct WebhookArgs {
 
 /// Runs the webhook until Ctrl-C or SIGTERM.
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
-    let read = |p: &PathBuf, what: &str| {
-        std::fs::read(p).with_context(|| format!("reading the {what} {}", p.display()))
-    };
-    let tls = server_config(&read(&args.cert, "--cert")?, &read(&args.key, "--key")?)?;
-    let listener = causeway_runtime::admin::bind(args.addr, "--addr").await?;
+    let (listener, tls) = listen(args.addr, &args.cert, &args.key).await?;
     tracing::info!(addr = %listener.local_addr()?, path = PATH, "serving the deletion-protection webhook");
     let stop = CancellationToken::new();
     causeway_runtime::signal::cancel_on_signal(stop.clone());
     serve(listener, tls, stop).await;
     Ok(())
+}
+
+/// Reads the serving certificate and key files (`--cert`, `--key`) and binds `addr`
+/// (`--addr`), for [`serve`].
+pub async fn listen(
+    addr: SocketAddr,
+    cert: &Path,
+    key: &Path,
+) -> anyhow::Result<(TcpListener, rustls::ServerConfig)> {
+    let read = |p: &Path, what: &str| {
+        std::fs::read(p).with_context(|| format!("reading the {what} file {}", p.display()))
+    };
+    let tls = server_config(&read(cert, "--cert")?, &read(key, "--key")?)?;
+    let listener = causeway_runtime::admin::bind(addr, "--addr").await?;
+    Ok((listener, tls))
 }
 
 /// A TLS server config from a PEM certificate chain and key.
@@ -239,6 +250,17 @@ mod tests {
             format!("{e:#}").contains("--key is not a PEM private key"),
             "{e:#}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_missing_certificate_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("tls.crt");
+        let e = listen("127.0.0.1:0".parse().unwrap(), &cert, &cert)
+            .await
+            .unwrap_err();
+        let want = format!("reading the --cert file {}", cert.display());
+        assert!(format!("{e:#}").starts_with(&want), "{e:#}");
     }
 
     fn rcgen_pair() -> (String, String) {

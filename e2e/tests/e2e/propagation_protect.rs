@@ -47,12 +47,12 @@ fn configuration(url: &str, ca_pem: &str) -> Value {
 async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
     let env = Env::start().await;
     let pki = kubesim::http::tls::Pki::generate("webhook", &["127.0.0.1".into()]).unwrap();
-    let tls = webhook::server_config(
-        pki.server_cert_pem.as_bytes(),
-        pki.server_key_pem.as_bytes(),
-    )
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let cert = env.file("tls.crt", &pki.server_cert_pem);
+    let key = env.file("tls.key", &pki.server_key_pem);
+    let (listener, tls) =
+        webhook::listen("127.0.0.1:0".parse().unwrap(), cert.as_ref(), key.as_ref())
+            .await
+            .unwrap();
     let url = format!(
         "https://{}{}",
         listener.local_addr().unwrap(),
