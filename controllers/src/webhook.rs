@@ -43,8 +43,53 @@ pub struct WebhookArgs {
     /// Private key of the serving certificate (PEM).
     #[arg(long)]
     pub key: PathBuf,
+    /// Address for /metrics, /healthz and /readyz (plain HTTP).
+    #[arg(long, default_value = "127.0.0.1:8481")]
+    pub metrics: SocketAddr,
     #[command(flatten)]
     pub log: causeway_runtime::log::LogArgs,
+}
+
+/// The webhook's metrics: `causeway_webhook_reviews_total{decision="allowed|denied|bad_request"}`.
+#[derive(Default)]
+pub struct Metrics {
+    registry: prometheus_client::registry::Registry,
+    reviews: prometheus_client::metrics::family::Family<
+        Vec<(&'static str, &'static str)>,
+        prometheus_client::metrics::counter::Counter,
+    >,
+}
+
+impl Metrics {
+    /// The registered metrics.
+    pub fn new() -> Arc<Metrics> {
+        let mut m = Metrics::default();
+        m.registry.register(
+            "causeway_webhook_reviews",
+            "AdmissionReviews answered, by decision",
+            m.reviews.clone(),
+        );
+        Arc::new(m)
+    }
+
+    fn count(&self, decision: &'static str) {
+        self.reviews
+            .get_or_create(&vec![("decision", decision)])
+            .inc();
+    }
+
+    /// What the admin listener serves: the metrics, always ready once serving.
+    pub fn endpoints(self: &Arc<Self>) -> causeway_runtime::admin::Endpoints {
+        let m = self.clone();
+        causeway_runtime::admin::Endpoints {
+            metrics: Arc::new(move || {
+                let mut s = String::new();
+                let _ = prometheus_client::encoding::text::encode(&mut s, &m.registry);
+                s
+            }),
+            ready: causeway_runtime::admin::ready_when(|| true, ""),
+        }
+    }
 }
 
 /// Runs the webhook until Ctrl-C or SIGTERM.
@@ -53,7 +98,11 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, path = PATH, "serving the deletion-protection webhook");
     let stop = CancellationToken::new();
     causeway_runtime::signal::cancel_on_signal(stop.clone());
-    serve(listener, tls, stop).await;
+    let metrics = Metrics::new();
+    let admin = causeway_runtime::admin::bind(args.metrics, "--metrics").await?;
+    tracing::info!(addr = %admin.local_addr()?, "serving /metrics, /healthz, /livez, /readyz");
+    causeway_runtime::admin::serve(admin, metrics.endpoints(), stop.clone());
+    serve(listener, tls, metrics, stop).await;
     Ok(())
 }
 
@@ -90,13 +139,19 @@ pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> anyhow::Result<rustls::
 }
 
 /// Serves the webhook on `listener` until `stop`.
-pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, stop: CancellationToken) {
+pub async fn serve(
+    listener: TcpListener,
+    tls: rustls::ServerConfig,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let builder = Arc::new(hyper_util::server::conn::auto::Builder::new(
         TokioExecutor::new(),
     ));
     while let Some((tcp, peer)) = causeway_runtime::net::accept(&listener, &stop, "webhook").await {
         let (acceptor, builder, stop) = (acceptor.clone(), builder.clone(), stop.clone());
+        let metrics = metrics.clone();
         tokio::spawn(async move {
             let tls =
                 match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
@@ -104,8 +159,9 @@ pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, stop: Cance
                     Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "TLS handshake failed"),
                     Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
                 };
-            let svc = service_fn(|req: http::Request<hyper::body::Incoming>| async move {
-                Ok::<_, Infallible>(handle(req).await)
+            let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                let metrics = metrics.clone();
+                async move { Ok::<_, Infallible>(handle(req, &metrics).await) }
             });
             let conn = builder.serve_connection(TokioIo::new(tls), svc);
             tokio::select! {
@@ -116,7 +172,10 @@ pub async fn serve(listener: TcpListener, tls: rustls::ServerConfig, stop: Cance
     }
 }
 
-async fn handle(req: http::Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+async fn handle(
+    req: http::Request<hyper::body::Incoming>,
+    metrics: &Metrics,
+) -> Response<Full<Bytes>> {
     if req.uri().path() != PATH || req.method() != Method::POST {
         return reply(
             StatusCode::NOT_FOUND,
@@ -134,17 +193,23 @@ async fn handle(req: http::Request<hyper::body::Incoming>) -> Response<Full<Byte
     };
     match serde_json::from_slice::<Value>(&body) {
         Ok(review) if review.pointer("/request/uid").is_some() => {
-            let mut r = reply(StatusCode::OK, review_response(&review).to_string());
+            let answer = review_response(&review);
+            let allowed = answer.pointer("/response/allowed") == Some(&Value::Bool(true));
+            metrics.count(if allowed { "allowed" } else { "denied" });
+            let mut r = reply(StatusCode::OK, answer.to_string());
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 header::HeaderValue::from_static("application/json"),
             );
             r
         }
-        _ => reply(
-            StatusCode::BAD_REQUEST,
-            "the body must be an admission.k8s.io/v1 AdmissionReview with a request".into(),
-        ),
+        _ => {
+            metrics.count("bad_request");
+            reply(
+                StatusCode::BAD_REQUEST,
+                "the body must be an admission.k8s.io/v1 AdmissionReview with a request".into(),
+            )
+        }
     }
 }
 

@@ -59,7 +59,8 @@ async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
         webhook::PATH
     );
     let stop = CancellationToken::new();
-    let server = tokio::spawn(webhook::serve(listener, tls, stop.clone()));
+    let metrics = webhook::Metrics::new();
+    let server = tokio::spawn(webhook::serve(listener, tls, metrics.clone(), stop.clone()));
 
     let cfg = env.file(
         "webhook.json",
@@ -79,6 +80,11 @@ async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
         "{err}"
     );
     env.ok(&["get", "deployment", "web"]).await;
+    let counted = (metrics.endpoints().metrics)();
+    assert!(
+        counted.contains("causeway_webhook_reviews_total{decision=\"denied\"} 1"),
+        "{counted}"
+    );
 
     // other objects are not protected
     env.ok(&["create", "configmap", "plain"]).await;
