@@ -1,0 +1,234 @@
+//! Table tests of the search query (K.65–70) and property tests of the continue token.
+
+use super::*;
+use proptest::prelude::*;
+
+fn params(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn parse(pairs: &[(&str, &str)]) -> Result<Query, QueryError> {
+    Query::parse(&params(pairs), None)
+}
+
+fn key(field: SortField, desc: bool) -> SortKey {
+    SortKey { field, desc }
+}
+
+#[test]
+fn filters_are_lists_sorted_and_deduplicated_k65() {
+    let q = parse(&[
+        ("clusters", "west, east"),
+        ("clusters", "east"),
+        ("namespaces", "shop"),
+        ("labelSelector", "app=web"),
+        ("fuzzy-name", "ngin"),
+    ])
+    .unwrap();
+    assert_eq!(q.clusters, ["east", "west"]);
+    assert_eq!(q.namespaces, ["shop"]);
+    assert_eq!(q.label_selector.as_deref(), Some("app=web"));
+    assert_eq!(q.fuzzy_name.as_deref(), Some("ngin"));
+    // the path's cluster is the only one; a different clusters= is refused
+    let q = Query::parse(&params(&[]), Some("east")).unwrap();
+    assert_eq!(q.clusters, ["east"]);
+    let e = Query::parse(&params(&[("clusters", "west")]), Some("east")).unwrap_err();
+    assert!(e.0.contains("one or the other"), "{e}");
+}
+
+#[test]
+fn order_is_from_an_allowlist_and_always_total_k66() {
+    use SortField::*;
+    let cases: [(&str, Result<Vec<SortKey>, &str>); 8] = [
+        (
+            "",
+            Ok(vec![
+                key(Cluster, false),
+                key(Namespace, false),
+                key(Name, false),
+            ]),
+        ),
+        (
+            "namespace desc,cluster",
+            Ok(vec![
+                key(Namespace, true),
+                key(Cluster, false),
+                key(Name, false),
+            ]),
+        ),
+        (
+            "created_at_desc",
+            Ok(vec![
+                key(CreatedAt, true),
+                key(Cluster, false),
+                key(Namespace, false),
+                key(Name, false),
+            ]),
+        ),
+        (
+            "creationTimestamp asc",
+            Ok(vec![
+                key(CreatedAt, false),
+                key(Cluster, false),
+                key(Namespace, false),
+                key(Name, false),
+            ]),
+        ),
+        (
+            "name desc, resource_version",
+            Ok(vec![
+                key(Name, true),
+                key(ResourceVersion, false),
+                key(Cluster, false),
+                key(Namespace, false),
+            ]),
+        ),
+        (
+            "uid",
+            Err("use one of cluster, namespace, name, created_at, resource_version"),
+        ),
+        (
+            "name; drop table",
+            Err("write `field`, `field desc` or `field_desc`"),
+        ),
+        ("name,name desc", Err("twice")),
+    ];
+    for (orderby, want) in cases {
+        let got = parse(&[("orderby", orderby)]);
+        match (got, want) {
+            (Ok(q), Ok(w)) => assert_eq!(q.order, w, "{orderby}"),
+            (Err(e), Err(w)) => assert!(e.0.contains(w), "{orderby}: {e}"),
+            (got, want) => panic!("{orderby}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn creation_window_accepts_every_documented_form_k68() {
+    let at = |s: &str| parse_time("since", s).unwrap().to_string();
+    assert_eq!(at("1704067200"), "2024-01-01T00:00:00Z");
+    assert_eq!(at("1704067200500"), "2024-01-01T00:00:00.5Z");
+    assert_eq!(at("2024-01-01"), "2024-01-01T00:00:00Z");
+    assert_eq!(at("2024-01-01 12:30:00"), "2024-01-01T12:30:00Z");
+    assert_eq!(at("2024-01-01T12:30:00+02:00"), "2024-01-01T10:30:00Z");
+    for bad in ["yesterday", "12345", "2024-13-01"] {
+        let e = parse_time("since", bad).unwrap_err();
+        assert!(e.0.contains("Unix seconds"), "{bad}: {e}");
+    }
+    let q = parse(&[("since", "2024-01-01"), ("before", "2024-01-02")]).unwrap();
+    assert!(q.since < q.before);
+    let e = parse(&[("since", "2024-01-02"), ("before", "2024-01-01")]).unwrap_err();
+    assert!(e.0.contains("empty"), "{e}");
+}
+
+#[test]
+fn owner_search_needs_one_cluster_and_uid_wins_k70() {
+    let q = Query::parse(
+        &params(&[
+            ("ownerName", "web"),
+            ("ownerGR", "deployments.apps"),
+            ("ownerSeniority", "1"),
+        ]),
+        Some("east"),
+    )
+    .unwrap();
+    assert_eq!(
+        q.owner,
+        Some(OwnerQuery {
+            owner: Owner::Name {
+                name: "web".into(),
+                group_resource: "deployments.apps".into()
+            },
+            seniority: 1
+        })
+    );
+    let q = parse(&[
+        ("clusters", "east"),
+        ("ownerUID", "u-1"),
+        ("ownerName", "ignored"),
+    ])
+    .unwrap();
+    assert_eq!(q.owner.unwrap().owner, Owner::Uid("u-1".into()));
+    let cases = [
+        (vec![("ownerUID", "u")], "exactly one cluster"),
+        (
+            vec![("clusters", "a,b"), ("ownerUID", "u")],
+            "exactly one cluster",
+        ),
+        (
+            vec![("clusters", "a"), ("ownerName", "web")],
+            "needs ownerGR",
+        ),
+        (
+            vec![("clusters", "a"), ("ownerGR", "deployments.apps")],
+            "needs ownerName",
+        ),
+        (
+            vec![
+                ("clusters", "a"),
+                ("ownerUID", "u"),
+                ("ownerSeniority", "-1"),
+            ],
+            "ownerSeniority",
+        ),
+    ];
+    for (pairs, want) in cases {
+        let e = parse(&pairs).unwrap_err();
+        assert!(e.0.contains(want), "{pairs:?}: {e}");
+    }
+}
+
+#[test]
+fn paging_parameters_k67() {
+    let q = parse(&[("limit", "5"), ("withRemainingCount", "true")]).unwrap();
+    assert_eq!(q.limit, Some(5));
+    assert!(q.with_remaining_count && q.with_continue);
+    assert_eq!(parse(&[("limit", "0")]).unwrap().limit, None);
+    assert!(!parse(&[("withContinue", "false")]).unwrap().with_continue);
+    assert!(
+        parse(&[("limit", "-1")])
+            .unwrap_err()
+            .0
+            .contains("whole number")
+    );
+}
+
+#[test]
+fn a_continue_token_resumes_its_own_query_only() {
+    let base = [("clusters", "east"), ("orderby", "created_at desc")];
+    let q = parse(&base).unwrap();
+    let last = vec![
+        "2024-01-01T00:00:00Z".to_string(),
+        "east".into(),
+        "shop".into(),
+        "web-1".into(),
+    ];
+    let token = q.continue_after(last.clone());
+    let mut next = base.to_vec();
+    next.push(("continue", &token));
+    next.push(("limit", "7")); // the page size may change
+    assert_eq!(parse(&next).unwrap().after, Some(last));
+    // another filter or order: refused, with what to do
+    let mut other = next.clone();
+    other[1] = ("orderby", "name");
+    let e = parse(&other).unwrap_err();
+    assert!(e.0.contains("another query"), "{e}");
+    let e = parse(&[("continue", "not-a-token")]).unwrap_err();
+    assert!(e.0.contains("without continue"), "{e}");
+}
+
+proptest! {
+    #[test]
+    fn tokens_round_trip_and_garbage_never_panics(
+        after in proptest::collection::vec(".{0,20}", 0..5),
+        junk in ".{0,64}",
+    ) {
+        let t = ContinueToken { query: "abc".into(), after };
+        prop_assert_eq!(ContinueToken::decode(&t.encode()).unwrap(), t);
+        let _ = ContinueToken::decode(&junk);
+        let _ = Query::parse(&[("continue".to_string(), junk.clone()), ("orderby".to_string(), junk)], None);
+    }
+}
