@@ -12,6 +12,7 @@ pub mod openapi;
 pub mod path;
 pub mod protobuf;
 pub mod response;
+pub mod reviews;
 pub mod server;
 pub mod tls;
 pub mod tokens;

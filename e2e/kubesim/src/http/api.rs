@@ -29,15 +29,20 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+/// The user a bearer token stands for: a static token, else a TokenRequest token.
+pub(crate) fn token_user(inner: &Inner, t: &str) -> Option<User> {
+    let fixed = inner
+        .tokens
+        .read()
+        .iter()
+        .find(|(tok, _)| tok == t)
+        .map(|(_, u)| u.clone());
+    fixed.or_else(|| crate::http::tokens::authenticate(inner, t))
+}
+
 fn authenticate(inner: &Inner, headers: &HeaderMap, cert_user: Option<User>) -> Option<User> {
     if let Some(t) = bearer(headers) {
-        let fixed = inner
-            .tokens
-            .read()
-            .iter()
-            .find(|(tok, _)| tok == t)
-            .map(|(_, u)| u.clone());
-        return fixed.or_else(|| crate::http::tokens::authenticate(inner, t));
+        return token_user(inner, t);
     }
     if let Some(u) = cert_user {
         return Some(u);
@@ -257,7 +262,11 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     admit_by_webhooks(inner, &rt, &rp, &method, &r, &user)
         .await
         .map_err(fail)?;
-    let result = dispatch(inner, &rt, &rp, &method, &mut r);
+    let result = if rt.is_review() {
+        crate::http::reviews::create(inner, &rt, &method, &user, &r)
+    } else {
+        dispatch(inner, &rt, &rp, &method, &mut r)
+    };
     match result {
         Ok((code, body)) => {
             let mut l = labels;

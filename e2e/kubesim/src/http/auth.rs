@@ -139,8 +139,14 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
 
 /// RBAC decision: system:masters, else any binding whose role has a matching rule.
 pub fn authorize(store: &Store, user: &User, a: &Attributes) -> bool {
+    decide(store, user, a).is_some()
+}
+
+/// [`authorize`] with its reason, as kube-apiserver's RBAC authorizer words it
+/// (`RBAC: allowed by ClusterRoleBinding "x" of ClusterRole "y" to User "z"`); None: denied.
+pub fn decide(store: &Store, user: &User, a: &Attributes) -> Option<String> {
     if user.groups.iter().any(|g| g == "system:masters") {
-        return true;
+        return Some(String::new());
     }
     let rbac = "rbac.authorization.k8s.io";
     let role_rules = |kind: &str, name: &str, ns: &str| -> Vec<Value> {
@@ -152,15 +158,13 @@ pub fn authorize(store: &Store, user: &User, a: &Attributes) -> bool {
         obj.and_then(|o| o.value.get("rules").and_then(Value::as_array).cloned())
             .unwrap_or_default()
     };
-    let binding_allows = |b: &Value, ns: &str| -> bool {
+    let binding_allows = |b: &Value, ns: &str| -> Option<String> {
         let subjects = b
             .get("subjects")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        if !subjects.iter().any(|s| subject_matches(s, user)) {
-            return false;
-        }
+        let subject = subjects.iter().find(|s| subject_matches(s, user))?;
         let kind = b
             .pointer("/roleRef/kind")
             .and_then(Value::as_str)
@@ -169,20 +173,38 @@ pub fn authorize(store: &Store, user: &User, a: &Attributes) -> bool {
             .pointer("/roleRef/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        role_rules(kind, name, ns).iter().any(|r| rule_allows(r, a))
+        if !role_rules(kind, name, ns).iter().any(|r| rule_allows(r, a)) {
+            return None;
+        }
+        let binding = crate::state::stored::meta_str(b, "name");
+        let (bkind, bname) = if ns.is_empty() {
+            ("ClusterRoleBinding", binding.to_string())
+        } else {
+            ("RoleBinding", format!("{binding}/{ns}"))
+        };
+        let s = |k: &str| subject.get(k).and_then(Value::as_str).unwrap_or("");
+        let who = match s("kind") {
+            "ServiceAccount" => format!("ServiceAccount \"{}/{}\"", s("name"), s("namespace")),
+            k => format!("{k} \"{}\"", s("name")),
+        };
+        Some(format!(
+            "RBAC: allowed by {bkind} \"{bname}\" of {kind} \"{name}\" to {who}"
+        ))
     };
-    if store
+    if let Some(r) = store
         .list(&gr(rbac, "clusterrolebindings"), None)
         .iter()
-        .any(|b| binding_allows(&b.value, ""))
+        .find_map(|b| binding_allows(&b.value, ""))
     {
-        return true;
+        return Some(r);
     }
-    !a.namespace.is_empty()
-        && store
-            .list(&gr(rbac, "rolebindings"), Some(a.namespace))
-            .iter()
-            .any(|b| binding_allows(&b.value, a.namespace))
+    if a.namespace.is_empty() {
+        return None;
+    }
+    store
+        .list(&gr(rbac, "rolebindings"), Some(a.namespace))
+        .iter()
+        .find_map(|b| binding_allows(&b.value, a.namespace))
 }
 
 #[cfg(test)]
@@ -228,5 +250,15 @@ mod tests {
         assert!(!authorize(&s, &carol, &at("update", "a", "two")));
         assert!(!authorize(&s, &carol, &at("update", "b", "one")));
         assert!(authorize(&s, &User::admin("root"), &at("delete", "z", "q")));
+        assert_eq!(
+            decide(&s, &viewer, &at("list", "", "")).as_deref(),
+            Some(
+                r#"RBAC: allowed by ClusterRoleBinding "v" of ClusterRole "view" to Group "viewers""#
+            )
+        );
+        assert_eq!(
+            decide(&s, &carol, &at("update", "a", "one")).as_deref(),
+            Some(r#"RBAC: allowed by RoleBinding "e/a" of Role "cm-edit" to User "carol""#)
+        );
     }
 }

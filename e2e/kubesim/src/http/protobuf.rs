@@ -131,6 +131,39 @@ const TOKEN_REQUEST: &[Field] = &[
     f(2, "spec", Kind::Msg(TOKEN_REQUEST_SPEC)),
     f(3, "status", Kind::Msg(TOKEN_REQUEST_STATUS)),
 ];
+const RESOURCE_ATTRIBUTES: &[Field] = &[
+    f(1, "namespace", Kind::Str),
+    f(2, "verb", Kind::Str),
+    f(3, "group", Kind::Str),
+    f(4, "version", Kind::Str),
+    f(5, "resource", Kind::Str),
+    f(6, "subresource", Kind::Str),
+    f(7, "name", Kind::Str),
+];
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &[f(1, "path", Kind::Str), f(2, "verb", Kind::Str)];
+const ACCESS_REVIEW_SPEC: &[Field] = &[
+    f(1, "resourceAttributes", Kind::Msg(RESOURCE_ATTRIBUTES)),
+    f(
+        2,
+        "nonResourceAttributes",
+        Kind::Msg(NON_RESOURCE_ATTRIBUTES),
+    ),
+    f(3, "user", Kind::Str),
+    r(4, "groups", Kind::Str),
+    f(6, "uid", Kind::Str),
+];
+const ACCESS_REVIEW_STATUS: &[Field] = &[
+    f(1, "allowed", Kind::Bool),
+    f(2, "reason", Kind::Str),
+    f(3, "evaluationError", Kind::Str),
+    f(4, "denied", Kind::Bool),
+];
+/// SubjectAccessReview and SelfSubjectAccessReview (whose spec has fields 1 and 2 only).
+const ACCESS_REVIEW: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(ACCESS_REVIEW_SPEC)),
+    f(3, "status", Kind::Msg(ACCESS_REVIEW_STATUS)),
+];
 
 const SERVICE_PORT: &[Field] = &[
     f(1, "name", Kind::Str),
@@ -185,6 +218,9 @@ fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
         ("v1", "Service") => Some(SERVICE),
         ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
+        ("authorization.k8s.io/v1", "SubjectAccessReview" | "SelfSubjectAccessReview") => {
+            Some(ACCESS_REVIEW)
+        }
         _ => None,
     }
 }

@@ -105,4 +105,18 @@ pub fn bootstrap(state: &mut State, cluster: &str, service_cidrs: &[Cidr], nodes
                    "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": verbs}]}),
         );
     }
+    // as kube-apiserver's bootstrap policy: every authenticated user may ask what it may do
+    // (`kubectl auth can-i`)
+    let labels = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+    state.store.put(
+        &gr(rbac, "clusterroles"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:basic-user", "uid": new_uid(), "creationTimestamp": now, "labels": labels},
+               "rules": [{"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"]}]}),
+    );
+    state.store.put(
+        &gr(rbac, "clusterrolebindings"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "system:basic-user", "uid": new_uid(), "creationTimestamp": now, "labels": labels},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:basic-user"}}),
+    );
 }

@@ -75,8 +75,23 @@ impl ResourceType {
         }
     }
 
+    /// TokenReview and the access reviews: create-only, answered and never stored.
+    pub fn is_review(&self) -> bool {
+        matches!(
+            (self.group.as_str(), self.plural.as_str()),
+            ("authentication.k8s.io", "tokenreviews")
+                | (
+                    "authorization.k8s.io",
+                    "subjectaccessreviews" | "selfsubjectaccessreviews"
+                )
+        )
+    }
+
     /// Verbs served on this resource.
     pub fn verbs(&self) -> Vec<&'static str> {
+        if self.is_review() {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -310,6 +325,36 @@ const BUILTINS: &[Builtin] = &[
         "",
     ),
     ("", "v1", "nodes", "Node", false, true, "no", ""),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "TokenReview",
+        false,
+        false,
+        "",
+        "",
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false,
+        false,
+        "",
+        "",
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+        false,
+        "",
+        "",
+    ),
     ("", "v1", "pods", "Pod", true, true, "po", "all"),
     ("", "v1", "events", "Event", true, false, "ev", ""),
     (

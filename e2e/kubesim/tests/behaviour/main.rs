@@ -17,6 +17,7 @@ mod immutable;
 mod nodes;
 mod pagination;
 mod patch;
+mod reviews;
 mod selectors;
 mod services;
 mod ssa;
