@@ -183,6 +183,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
             subresource: rp.sub.as_deref().unwrap_or(""),
             namespace: rp.ns.as_deref().unwrap_or(""),
             name: rp.name.as_deref().unwrap_or(""),
+            path: "",
         };
         if !authorize(&st.store, &user, &attrs) {
             return Err(fail(ApiError::forbidden(

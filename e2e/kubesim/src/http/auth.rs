@@ -96,6 +96,9 @@ pub struct Attributes<'a> {
     pub namespace: &'a str,
     /// Object name or "".
     pub name: &'a str,
+    /// A non-resource URL (`/healthz`, `/metrics`): set, it is what is asked about and
+    /// only `nonResourceURLs` rules match; "" for resource requests.
+    pub path: &'a str,
 }
 
 fn strs(v: &Value, key: &str) -> Vec<String> {
@@ -121,6 +124,11 @@ fn subject_matches(subject: &Value, user: &User) -> bool {
 
 fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     let any = |list: &[String], want: &str| list.iter().any(|x| x == "*" || x == want);
+    if !a.path.is_empty() {
+        let url =
+            |u: &String| u == a.path || u.strip_suffix('*').is_some_and(|p| a.path.starts_with(p));
+        return any(&strs(rule, "verbs"), a.verb) && strs(rule, "nonResourceURLs").iter().any(url);
+    }
     let resource = if a.subresource.is_empty() {
         a.resource.to_string()
     } else {
@@ -243,6 +251,7 @@ mod tests {
             subresource: "",
             namespace: ns,
             name,
+            path: "",
         };
         assert!(authorize(&s, &viewer, &at("list", "", "")));
         assert!(!authorize(&s, &viewer, &at("create", "a", "")));
@@ -250,6 +259,28 @@ mod tests {
         assert!(!authorize(&s, &carol, &at("update", "a", "two")));
         assert!(!authorize(&s, &carol, &at("update", "b", "one")));
         assert!(authorize(&s, &User::admin("root"), &at("delete", "z", "q")));
+        s.put(&gr("rbac.authorization.k8s.io", "clusterroles"), json!({"metadata": {"name": "health"}, "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz", "/logs/*"]}]}));
+        s.put(&gr("rbac.authorization.k8s.io", "clusterrolebindings"), json!({"metadata": {"name": "h"}, "subjects": [{"kind": "User", "name": "carol"}], "roleRef": {"kind": "ClusterRole", "name": "health"}}));
+        let url = |verb, path| Attributes {
+            path,
+            ..at(verb, "", "")
+        };
+        for (verb, path, want) in [
+            ("get", "/healthz", true),
+            ("get", "/logs/a", true),
+            ("post", "/healthz", false),
+            ("get", "/metrics", false),
+        ] {
+            assert_eq!(
+                authorize(&s, &carol, &url(verb, path)),
+                want,
+                "{verb} {path}"
+            );
+        }
+        assert!(
+            !authorize(&s, &viewer, &url("get", "/healthz")),
+            "view has no URL rules"
+        );
         assert_eq!(
             decide(&s, &viewer, &at("list", "", "")).as_deref(),
             Some(

@@ -88,16 +88,16 @@ fn token_review(inner: &Inner, spec: &Value) -> ApiResult<Value> {
 }
 
 fn access_review(inner: &Inner, user: &User, spec: &Value) -> ApiResult<Value> {
-    let Some(ra) = spec.get("resourceAttributes") else {
+    let (ra, nra) = (
+        spec.get("resourceAttributes"),
+        spec.get("nonResourceAttributes"),
+    );
+    let Some(at) = ra.or(nra) else {
         return Err(ApiError::bad_request(
-            if spec.get("nonResourceAttributes").is_some() {
-                "kubesim does not authorize nonResourceAttributes: ask about resourceAttributes"
-            } else {
-                "spec.resourceAttributes is required"
-            },
+            "spec.resourceAttributes or spec.nonResourceAttributes is required: say what is asked about",
         ));
     };
-    let f = |k: &str| ra.get(k).and_then(Value::as_str).unwrap_or("");
+    let f = |k: &str| at.get(k).and_then(Value::as_str).unwrap_or("");
     let attrs = Attributes {
         verb: f("verb"),
         group: f("group"),
@@ -105,6 +105,7 @@ fn access_review(inner: &Inner, user: &User, spec: &Value) -> ApiResult<Value> {
         subresource: f("subresource"),
         namespace: f("namespace"),
         name: f("name"),
+        path: if ra.is_some() { "" } else { f("path") },
     };
     let st = inner.state.lock();
     Ok(match decide(&st.store, user, &attrs) {

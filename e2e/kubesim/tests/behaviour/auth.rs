@@ -10,15 +10,6 @@ use serde_json::json;
 
 use crate::helpers::*;
 
-async fn client_with(env: &Env, creds: Creds<'_>) -> kube::Client {
-    client_from_yaml(&kubeconfig(
-        &env.server.url(),
-        env.server.ca_pem().unwrap(),
-        creds,
-    ))
-    .await
-}
-
 #[tokio::test]
 async fn requests_without_a_valid_token_are_401() {
     let env = start().await;

@@ -86,6 +86,24 @@ pub fn kubeconfig(url: &str, ca_pem: &str, creds: Creds) -> String {
     .to_string()
 }
 
+/// A client of `env`'s server with the given credentials.
+pub async fn client_with(env: &Env, creds: Creds<'_>) -> Client {
+    client_from_yaml(&kubeconfig(
+        &env.server.url(),
+        env.server.ca_pem().unwrap(),
+        creds,
+    ))
+    .await
+}
+
+/// Bearer-token credentials.
+pub fn token_creds(token: &str) -> Creds<'_> {
+    Creds {
+        token: Some(token),
+        ..Default::default()
+    }
+}
+
 /// A raw response: status code and body (JSON when it parses, else a string value).
 pub struct Raw {
     pub code: u16,

@@ -9,19 +9,6 @@ use serde_json::json;
 
 use crate::helpers::*;
 
-async fn user_client(env: &Env, token: &str) -> kube::Client {
-    let creds = Creds {
-        token: Some(token),
-        ..Default::default()
-    };
-    client_from_yaml(&kubeconfig(
-        &env.server.url(),
-        env.server.ca_pem().unwrap(),
-        creds,
-    ))
-    .await
-}
-
 fn alice() -> kubesim::http::auth::User {
     kubesim::http::auth::User {
         name: "alice".into(),
@@ -66,7 +53,7 @@ async fn token_review_authenticates_known_tokens_and_rejects_revoked_ones() {
             groups: vec!["system:authenticated".into()],
         },
     );
-    let bob = user_client(&env, "bob-token").await;
+    let bob = client_with(&env, token_creds("bob-token")).await;
     let tr: TokenReview = serde_json::from_value(json!({"spec": {"token": "x"}})).unwrap();
     let e = Api::<TokenReview>::all(bob)
         .create(&PostParams::default(), &tr)
@@ -155,6 +142,21 @@ async fn subject_access_review_answers_with_the_rbac_that_requests_go_through() 
             .unwrap();
         assert!(!st.allowed, "{user} {verb}");
     }
+    // non-resource URLs: only nonResourceURLs rules grant them
+    for (groups, want) in [(vec!["devs"], false), (vec!["system:masters"], true)] {
+        let sar: SubjectAccessReview = serde_json::from_value(json!({"spec": {
+            "user": "alice", "groups": groups,
+            "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+        }}))
+        .unwrap();
+        let st = api
+            .create(&PostParams::default(), &sar)
+            .await
+            .unwrap()
+            .status
+            .unwrap();
+        assert_eq!(st.allowed, want, "{groups:?}");
+    }
     let e = api
         .create(
             &PostParams::default(),
@@ -170,7 +172,7 @@ async fn self_subject_access_review_and_kubectl_auth_can_i() {
     let env = start().await;
     grant_view(&env).await;
     env.server.add_token("alice-token", alice());
-    let c = user_client(&env, "alice-token").await;
+    let c = client_with(&env, token_creds("alice-token")).await;
     let ssar: SelfSubjectAccessReview = serde_json::from_value(json!({"spec": {
         "resourceAttributes": {"namespace": "default", "verb": "get", "resource": "configmaps"},
     }}))
@@ -185,10 +187,7 @@ async fn self_subject_access_review_and_kubectl_auth_can_i() {
     // real kubectl, as alice
     let dir = tempfile::tempdir().unwrap();
     let kc = dir.path().join("kubeconfig");
-    let creds = Creds {
-        token: Some("alice-token"),
-        ..Default::default()
-    };
+    let creds = token_creds("alice-token");
     std::fs::write(
         &kc,
         kubeconfig(&env.server.url(), env.server.ca_pem().unwrap(), creds),
