@@ -5,31 +5,150 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use causeway_crds::federation::binding::binding_name;
-use causeway_runtime::reflect::{Cache, Key, Reflector, Wake};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
+use causeway_runtime::reflect::{Cache, Key, KeyOf, Reflector, Wake};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::discovery::Scope;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 /// One watched kind.
-struct Watched {
-    resource: ApiResource,
-    namespaced: bool,
-    cache: Cache<DynamicObject>,
+pub struct Watched {
+    /// The resource, as discovery gave it.
+    pub resource: ApiResource,
+    /// Namespaced (else cluster-scoped).
+    pub namespaced: bool,
+    /// The cached objects (every one with apiVersion and kind set).
+    pub cache: Cache<DynamicObject>,
 }
 
-/// The template watches of the hub.
-pub struct Kinds {
-    hub: kube::Client,
+/// How a kind an API server does not serve is reported: `(apiVersion, kind, error)`.
+type Unserved = Box<dyn Fn(&str, &str, &str) -> String + Send + Sync>;
+
+/// Dynamic watches of one API server, one per `(apiVersion, kind)` asked for, started
+/// on demand and resolved through its discovery; a kind it does not serve is kept in
+/// [`Watches::unknown`] and retried on the next [`Watches::ensure`]. The hub's template
+/// watches ([`Kinds`]) and each work applier's member watches share it.
+pub struct Watches {
+    client: kube::Client,
     wake: Arc<Wake>,
     stop: CancellationToken,
+    limit: Duration,
+    cfg: watcher::Config,
+    what: &'static str,
+    key_of: KeyOf<DynamicObject>,
+    /// How a kind not served is reported: `(apiVersion, kind, error) → message`.
+    unserved: Unserved,
     watched: BTreeMap<(String, String), Watched>,
     /// Kinds discovery does not know (yet), with why: reported, retried each round.
     pub unknown: BTreeMap<(String, String), String>,
 }
+
+impl Watches {
+    /// Nothing watched yet. Objects are selected by `cfg`, a change wakes `wake` for
+    /// `key_of` the object, every call (and the wait for a first list) within `limit`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: kube::Client,
+        wake: Arc<Wake>,
+        stop: CancellationToken,
+        limit: Duration,
+        cfg: watcher::Config,
+        what: &'static str,
+        key_of: KeyOf<DynamicObject>,
+        unserved: impl Fn(&str, &str, &str) -> String + Send + Sync + 'static,
+    ) -> Watches {
+        Watches {
+            client,
+            wake,
+            stop,
+            limit,
+            cfg,
+            what,
+            key_of,
+            unserved: Box::new(unserved),
+            watched: BTreeMap::new(),
+            unknown: BTreeMap::new(),
+        }
+    }
+
+    /// Starts the watches of the kinds in `wanted` not watched yet and waits (bounded)
+    /// for their first lists.
+    pub async fn ensure(&mut self, wanted: &BTreeSet<(String, String)>) {
+        self.unknown.retain(|k, _| wanted.contains(k));
+        for key in wanted {
+            if self.watched.contains_key(key) {
+                continue;
+            }
+            let (api_version, kind) = key;
+            let (resource, namespaced) =
+                match resolve(&self.client, api_version, kind, self.limit).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        let why = (self.unserved)(api_version, kind, &e);
+                        self.unknown.insert(key.clone(), why);
+                        continue;
+                    }
+                };
+            let reflector = Reflector::start_dynamic(
+                Api::all_with(self.client.clone(), &resource),
+                resource.clone(),
+                self.cfg.clone(),
+                self.stop.clone(),
+                self.what,
+                Some(self.key_of),
+            );
+            let cache = reflector.subscribe(self.wake.clone());
+            let _ = tokio::time::timeout(self.limit, cache.wait_until_ready()).await;
+            self.unknown.remove(key);
+            let w = Watched {
+                resource,
+                namespaced,
+                cache,
+            };
+            self.watched.insert(key.clone(), w);
+        }
+    }
+
+    /// The watch of `(apiVersion, kind)`, if it runs.
+    pub fn get(&self, api_version: &str, kind: &str) -> Option<&Watched> {
+        self.watched
+            .get(&(api_version.to_string(), kind.to_string()))
+    }
+
+    /// Every watch.
+    pub fn all(&self) -> impl Iterator<Item = &Watched> {
+        self.watched.values()
+    }
+
+    /// The API of `(apiVersion, kind)` in `namespace` (all namespaces for a
+    /// cluster-scoped kind or without one), if it is watched.
+    pub fn api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Option<Api<DynamicObject>> {
+        let w = self.get(api_version, kind)?;
+        Some(match (w.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &w.resource),
+            _ => Api::all_with(self.client.clone(), &w.resource),
+        })
+    }
+
+    /// Whether `(apiVersion, kind)` is watched and its first list has arrived: only
+    /// then does an object missing from the cache mean it is gone.
+    pub fn synced(&self, api_version: &str, kind: &str) -> bool {
+        self.get(api_version, kind)
+            .is_some_and(|w| w.cache.is_ready())
+    }
+}
+
+/// The template watches of the hub: every template, keyed by its binding.
+pub struct Kinds(pub Watches);
 
 /// The key a template's change marks dirty: its binding's.
 pub fn template_key(o: &DynamicObject) -> Option<Key> {
@@ -43,111 +162,44 @@ pub fn template_key(o: &DynamicObject) -> Option<Key> {
 impl Kinds {
     /// No kind watched yet; changes wake `wake`.
     pub fn new(hub: kube::Client, wake: Arc<Wake>, stop: CancellationToken) -> Kinds {
-        Kinds {
+        Kinds(Watches::new(
             hub,
             wake,
             stop,
-            watched: BTreeMap::new(),
-            unknown: BTreeMap::new(),
-        }
+            crate::clusters::CALL_TIMEOUT,
+            watcher::Config::default(),
+            "hub resource templates",
+            template_key,
+            |api_version, kind, e| {
+                format!(
+                    "the hub does not serve {kind} in {api_version} ({e}): install its CRD on the hub, or fix the policy's resourceSelectors"
+                )
+            },
+        ))
     }
 
-    /// Starts the watches of the kinds in `wanted` not watched yet (resolving them
-    /// through discovery) and waits for their first lists. Kinds discovery does not
-    /// know are kept in [`Kinds::unknown`] and retried on the next call.
-    pub async fn ensure(&mut self, wanted: &BTreeSet<(String, String)>) {
-        self.unknown.retain(|k, _| wanted.contains(k));
-        for key in wanted {
-            if self.watched.contains_key(key) {
-                continue;
-            }
-            let (api_version, kind) = key;
-            let found = resolve(&self.hub, api_version, kind, crate::clusters::CALL_TIMEOUT).await;
-            let (resource, namespaced) = match found {
-                Ok(found) => found,
-                Err(e) => {
-                    self.unknown.insert(
-                        key.clone(),
-                        format!("the hub does not serve {kind} in {api_version} ({e}): install its CRD on the hub, or fix the policy's resourceSelectors"),
-                    );
-                    continue;
-                }
-            };
-            let api: Api<DynamicObject> = Api::all_with(self.hub.clone(), &resource);
-            let reflector = Reflector::start_dynamic(
-                api,
-                resource.clone(),
-                watcher::Config::default(),
-                self.stop.clone(),
-                "hub resource templates",
-                Some(template_key),
-            );
-            let cache = reflector.subscribe(self.wake.clone());
-            let _ =
-                tokio::time::timeout(crate::clusters::CALL_TIMEOUT, cache.wait_until_ready()).await;
-            self.unknown.remove(key);
-            self.watched.insert(
-                key.clone(),
-                Watched {
-                    resource,
-                    namespaced,
-                    cache,
-                },
-            );
-        }
-    }
-
-    /// Every watched template, with `apiVersion` and `kind` set (list items may lack
-    /// them).
+    /// Every watched template (the reflectors set their apiVersion and kind).
     pub fn templates(&self) -> Vec<Arc<DynamicObject>> {
-        let mut out = Vec::new();
-        for w in self.watched.values() {
-            for o in w.cache.state() {
-                if o.types.as_ref().is_some_and(|t| t.kind == w.resource.kind) {
-                    out.push(o);
-                } else {
-                    let mut o = (*o).clone();
-                    o.types = Some(TypeMeta {
-                        api_version: w.resource.api_version.clone(),
-                        kind: w.resource.kind.clone(),
-                    });
-                    out.push(Arc::new(o));
-                }
-            }
-        }
-        out
-    }
-
-    /// The API of kind `(apiVersion, kind)` in `namespace` (all namespaces for a
-    /// cluster-scoped kind), if it is watched.
-    pub fn api(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-    ) -> Option<Api<DynamicObject>> {
-        let w = self
-            .watched
-            .get(&(api_version.to_string(), kind.to_string()))?;
-        Some(match (w.namespaced, namespace) {
-            (true, Some(ns)) => Api::namespaced_with(self.hub.clone(), ns, &w.resource),
-            _ => Api::all_with(self.hub.clone(), &w.resource),
-        })
-    }
-
-    /// Whether kind `(apiVersion, kind)` is watched and its first list has arrived: only
-    /// then does a template missing from [`Kinds::templates`] mean it is gone.
-    pub fn synced(&self, api_version: &str, kind: &str) -> bool {
-        self.watched
-            .get(&(api_version.to_string(), kind.to_string()))
-            .is_some_and(|w| w.cache.is_ready())
+        self.0.all().flat_map(|w| w.cache.state()).collect()
     }
 
     /// The resource of a watched kind.
     pub fn resource(&self, api_version: &str, kind: &str) -> Option<&ApiResource> {
-        self.watched
-            .get(&(api_version.to_string(), kind.to_string()))
-            .map(|w| &w.resource)
+        self.0.get(api_version, kind).map(|w| &w.resource)
+    }
+}
+
+impl std::ops::Deref for Kinds {
+    type Target = Watches;
+
+    fn deref(&self) -> &Watches {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Kinds {
+    fn deref_mut(&mut self) -> &mut Watches {
+        &mut self.0
     }
 }
 
@@ -157,7 +209,7 @@ pub async fn resolve(
     client: &kube::Client,
     api_version: &str,
     kind: &str,
-    limit: std::time::Duration,
+    limit: Duration,
 ) -> Result<(ApiResource, bool), String> {
     let (group, version) = match api_version.split_once('/') {
         Some((g, v)) => (g, v),
@@ -169,7 +221,7 @@ pub async fn resolve(
     Ok((resource, caps.scope == Scope::Namespaced))
 }
 
-/// The `(apiVersion, kind)` of a resource type, for [`Kinds::ensure`].
+/// The `(apiVersion, kind)` of a resource type, for [`Watches::ensure`].
 pub fn kind_of<K: Resource<DynamicType = ()>>() -> (String, String) {
     (K::api_version(&()).into_owned(), K::kind(&()).into_owned())
 }

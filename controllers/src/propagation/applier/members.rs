@@ -5,14 +5,14 @@
 //! serve is retried each round, so a CRD installed later is picked up). A change to an
 //! object wakes the loop for the Work its `causeway.io/work` annotation names.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use causeway_crds::well_known::{annotations, labels};
-use causeway_runtime::reflect::{Cache, Key, Reflector, Wake};
+use causeway_runtime::reflect::{Key, Wake};
 use kube::ResourceExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -25,12 +25,6 @@ pub fn member_key(o: &DynamicObject) -> Option<Key> {
     Some((ns.to_string(), name.to_string()))
 }
 
-struct Watched {
-    resource: ApiResource,
-    namespaced: bool,
-    cache: Cache<DynamicObject>,
-}
-
 /// `(group, kind)`: objects are matched across versions of one kind.
 pub type GroupKind = (String, String);
 
@@ -39,17 +33,13 @@ pub fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
+use crate::propagation::kinds::Watches;
 pub use crate::propagation::kinds::resolve;
 
 /// The member watches of one applier.
 pub struct Members {
     cluster: String,
-    client: kube::Client,
-    wake: Arc<Wake>,
-    stop: CancellationToken,
-    limit: Duration,
-    watched: BTreeMap<(String, String), Watched>,
-    unknown: BTreeMap<(String, String), String>,
+    watches: Watches,
 }
 
 /// Objects of one kind by (namespace, name).
@@ -98,77 +88,43 @@ impl Members {
         stop: CancellationToken,
         limit: Duration,
     ) -> Members {
-        Members {
-            cluster: cluster.to_string(),
+        let name = cluster.to_string();
+        let managed = format!("{}={}", labels::MANAGED, labels::MANAGED_VALUE);
+        let watches = Watches::new(
             client,
             wake,
             stop,
             limit,
-            watched: BTreeMap::new(),
-            unknown: BTreeMap::new(),
+            watcher::Config::default().labels(&managed),
+            "member objects of Works",
+            member_key,
+            move |api_version, kind, e| {
+                format!(
+                    "cluster {name} does not serve {kind} in {api_version} ({e}): install its CRD in the member, or fix the resource template"
+                )
+            },
+        );
+        Members {
+            cluster: cluster.to_string(),
+            watches,
         }
     }
 
     /// Starts the watches of the `(apiVersion, kind)`s in `wanted` not watched yet and
     /// waits (bounded) for their first lists.
     pub async fn ensure(&mut self, wanted: &BTreeSet<(String, String)>) {
-        self.unknown.retain(|k, _| wanted.contains(k));
-        for key in wanted {
-            if self.watched.contains_key(key) {
-                continue;
-            }
-            let (api_version, kind) = key;
-            let (resource, namespaced) = match resolve(&self.client, api_version, kind, self.limit)
-                .await
-            {
-                Ok(found) => found,
-                Err(e) => {
-                    self.unknown.insert(
-                            key.clone(),
-                            format!(
-                                "cluster {} does not serve {kind} in {api_version} ({e}): install its CRD in the member, or fix the resource template",
-                                self.cluster
-                            ),
-                        );
-                    continue;
-                }
-            };
-            let cfg = watcher::Config::default().labels(&format!(
-                "{}={}",
-                labels::MANAGED,
-                labels::MANAGED_VALUE
-            ));
-            let reflector = Reflector::start_dynamic(
-                Api::all_with(self.client.clone(), &resource),
-                resource.clone(),
-                cfg,
-                self.stop.clone(),
-                "member objects of Works",
-                Some(member_key),
-            );
-            let cache = reflector.subscribe(self.wake.clone());
-            let _ = tokio::time::timeout(self.limit, cache.wait_until_ready()).await;
-            self.unknown.remove(key);
-            self.watched.insert(
-                key.clone(),
-                Watched {
-                    resource,
-                    namespaced,
-                    cache,
-                },
-            );
-        }
+        self.watches.ensure(wanted).await;
     }
 
     /// How the member serves `(apiVersion, kind)`.
     pub fn served(&self, api_version: &str, kind: &str) -> Result<Served, String> {
         let key = (api_version.to_string(), kind.to_string());
-        match self.watched.get(&key) {
+        match self.watches.get(api_version, kind) {
             Some(w) => Ok(Served {
                 plural: w.resource.plural.clone(),
                 namespaced: w.namespaced,
             }),
-            None => Err(self.unknown.get(&key).cloned().unwrap_or_else(|| {
+            None => Err(self.watches.unknown.get(&key).cloned().unwrap_or_else(|| {
                 format!(
                     "cluster {} does not serve {kind} in {api_version} yet",
                     self.cluster
@@ -180,21 +136,14 @@ impl Members {
     /// The API of `(apiVersion, kind)` in namespace `ns` ("default" when a namespaced
     /// object names none), if the member serves it.
     pub fn api(&self, api_version: &str, kind: &str, ns: &str) -> Option<Api<DynamicObject>> {
-        let w = self
-            .watched
-            .get(&(api_version.to_string(), kind.to_string()))?;
-        Some(if w.namespaced {
-            let ns = if ns.is_empty() { "default" } else { ns };
-            Api::namespaced_with(self.client.clone(), ns, &w.resource)
-        } else {
-            Api::all_with(self.client.clone(), &w.resource)
-        })
+        let ns = if ns.is_empty() { "default" } else { ns };
+        self.watches.api(api_version, kind, Some(ns))
     }
 
     /// A snapshot of every cached object.
     pub fn index(&self) -> Index {
         let mut out = Index::default();
-        for w in self.watched.values() {
+        for w in self.watches.all() {
             let gk = (
                 group_of(&w.resource.api_version).to_string(),
                 w.resource.kind.clone(),
