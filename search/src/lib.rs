@@ -1,6 +1,13 @@
-//! Search across clusters (issue 15, federation.md §8 K). This crate starts with the
-//! pure query model of the search API ([`query`]): what a request asks for, validated
-//! with errors that say what to fix, a stable total order, and opaque keyset continue
-//! tokens. The indexer and its SQLite/PostgreSQL stores build on it.
+//! Search across clusters (issue 15, federation.md §8 K): an indexer streams objects of
+//! the member clusters ([`indexer`]) into a store ([`store`]: SQLite by default,
+//! PostgreSQL by one flag), and a kubectl-compatible API ([`api`]) serves lists across
+//! every member, filtered by what the caller may list on the hub. [`query`] is the pure
+//! query model: validated parameters, a stable total order, keyset continue tokens.
 
+pub mod api;
+pub mod indexer;
 pub mod query;
+pub mod store;
+
+/// The annotation each result carries: the member cluster it came from.
+pub const CLUSTER_ANNOTATION: &str = "search.causeway.io/cluster";

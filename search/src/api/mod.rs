@@ -1,0 +1,1 @@
+//! The kubectl-compatible search API (in progress).

@@ -1,0 +1,1 @@
+//! The indexer (in progress).

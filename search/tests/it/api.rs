@@ -1,0 +1,1 @@
+//! The search API with real kubectl and HTTP clients.

@@ -1,0 +1,1 @@
+//! The indexer against kubesim members.

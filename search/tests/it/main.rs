@@ -1,0 +1,5 @@
+//! Search end to end: kubesim members, real stores (SQLite in a temp dir and the
+//! PostgreSQL server named by `CAUSEWAY_TEST_POSTGRES`), real kubectl.
+
+mod api;
+mod indexer;
