@@ -113,6 +113,14 @@ pub fn bootstrap(state: &mut State, cluster: &str, service_cidrs: &[Cidr], nodes
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:basic-user", "uid": new_uid(), "creationTimestamp": now, "labels": labels},
                "rules": [{"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"]}]}),
     );
+    // what aggregated API servers and webhooks are bound to, to ask who a caller is and
+    // what it may do
+    state.store.put(
+        &gr(rbac, "clusterroles"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:auth-delegator", "uid": new_uid(), "creationTimestamp": now, "labels": labels},
+               "rules": [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                         {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]}),
+    );
     state.store.put(
         &gr(rbac, "clusterrolebindings"),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "system:basic-user", "uid": new_uid(), "creationTimestamp": now, "labels": labels},

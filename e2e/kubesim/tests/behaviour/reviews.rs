@@ -211,3 +211,55 @@ async fn self_subject_access_review_and_kubectl_auth_can_i() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_bootstrap_auth_delegator_role_lets_a_delegated_server_ask_reviews() {
+    // as kube-apiserver's bootstrap policy: system:auth-delegator grants exactly the two
+    // reviews an aggregated API server or webhook needs
+    let env = start().await;
+    env.server.add_token(
+        "search-token",
+        kubesim::http::auth::User {
+            name: "system:serviceaccount:causeway-system:causeway-search".into(),
+            groups: vec!["system:authenticated".into()],
+        },
+    );
+    env.server.add_token("alice-token", alice());
+    let search = client_with(&env, token_creds("search-token")).await;
+    let tr: TokenReview =
+        serde_json::from_value(json!({"spec": {"token": "alice-token"}})).unwrap();
+    let e = Api::<TokenReview>::all(search.clone())
+        .create(&PostParams::default(), &tr)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 403, "not bound yet");
+    let b: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "search-auth-delegator"},
+        "subjects": [{"kind": "ServiceAccount", "name": "causeway-search", "namespace": "causeway-system"}],
+        "roleRef": {"kind": "ClusterRole", "name": "system:auth-delegator", "apiGroup": "rbac.authorization.k8s.io"},
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(env.client.clone())
+        .create(&PostParams::default(), &b)
+        .await
+        .unwrap();
+    let st = Api::<TokenReview>::all(search.clone())
+        .create(&PostParams::default(), &tr)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert!(st.authenticated == Some(true), "{st:?}");
+    let sar: SubjectAccessReview = serde_json::from_value(json!({"spec": {
+        "user": "alice", "groups": ["devs"],
+        "resourceAttributes": {"namespace": "default", "verb": "list", "resource": "pods"},
+    }}))
+    .unwrap();
+    let st = Api::<SubjectAccessReview>::all(search)
+        .create(&PostParams::default(), &sar)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert!(!st.allowed, "alice may not list pods");
+}
