@@ -5,6 +5,7 @@
 //! query model: validated parameters, a stable total order, keyset continue tokens.
 
 pub mod api;
+pub mod cli;
 pub mod indexer;
 pub mod query;
 pub mod store;

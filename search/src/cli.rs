@@ -1,0 +1,406 @@
+//! `causeway search <resource>`: one query across every member, printed like `kubectl
+//! get` with a CLUSTER column. A client of the search API: it reads the server's
+//! discovery to resolve the resource (plural, singular, kind or short name), asks for
+//! Table output page by page (keyset continue tokens) and prints every row.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use causeway_runtime::client::Source;
+use kube::discovery::{ApiResource, Discovery, Scope};
+use serde_json::Value;
+
+/// `causeway search` flags (besides `serve`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct QueryArgs {
+    /// What to list: a resource as kubectl names it (pods, po, deployments, deploy,
+    /// deployments.apps, Deployment, svc, cm, nodes...).
+    pub resource: Option<String>,
+    /// Only these member clusters (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub clusters: Vec<String>,
+    /// Only this namespace (default: every namespace).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// Label selector, as kubectl's -l (`app=web,tier in (fe,be)`).
+    #[arg(short = 'l', long)]
+    pub selector: Option<String>,
+    /// Field selector: =, !=, in, notin, exists (`status.phase=Running`,
+    /// `metadata.annotations[team]`).
+    #[arg(long)]
+    pub field_selector: Option<String>,
+    /// Names containing this.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Order: comma-separated fields of cluster, namespace, name, created_at,
+    /// resource_version, each optionally followed by " desc" (`--sort "created_at desc"`).
+    /// Default: cluster, namespace, name.
+    #[arg(long)]
+    pub sort: Option<String>,
+    /// Owner search: the objects owned by KIND/NAME (`deployment/web`); needs exactly one
+    /// --clusters.
+    #[arg(long, value_name = "KIND/NAME")]
+    pub owner: Option<String>,
+    /// How many levels up the owner is: 0 its direct owner, 1 the owner's owner (Pods of
+    /// a Deployment, through their ReplicaSet).
+    #[arg(long, default_value_t = 0)]
+    pub seniority: u32,
+    /// Created at or after (RFC 3339, a date, or Unix seconds/milliseconds).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Created before.
+    #[arg(long)]
+    pub before: Option<String>,
+    /// Objects per request (pages are followed until the end).
+    #[arg(long, default_value_t = 500)]
+    pub chunk_size: u32,
+    /// Kubeconfig holding the search server's context (default: $KUBECONFIG or
+    /// ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context whose server is the search API (causeway-local writes one
+    /// named `search`).
+    #[arg(long, default_value = "search")]
+    pub context: String,
+}
+
+/// Runs a query and prints the table; returns the number of rows.
+pub async fn run(args: &QueryArgs) -> anyhow::Result<usize> {
+    let Some(resource) = args.resource.as_deref() else {
+        bail!(
+            "name what to list, e.g. `causeway search pods -l app=web`, or run the server with `causeway search serve`"
+        );
+    };
+    let client = Source {
+        kubeconfig: args.kubeconfig.as_deref(),
+        context: Some(&args.context),
+        kubeconfig_flag: "--kubeconfig",
+        context_flag: "--context",
+    }
+    .client()
+    .await?;
+    let (ar, scope) = resolve(&client, resource).await?;
+    let params = params(args)?;
+    let mut out = Vec::new();
+    let mut headers: Option<Vec<String>> = None;
+    let mut cont: Option<String> = None;
+    for _ in 0..100_000 {
+        let mut p = params.clone();
+        p.push(("limit".into(), args.chunk_size.to_string()));
+        if let Some(c) = &cont {
+            p.push(("continue".into(), c.clone()));
+        }
+        let path = list_path(&ar, &scope, args.namespace.as_deref());
+        let query = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(&p)
+            .finish();
+        let req = http::Request::get(format!("{path}?{query}"))
+            .header(
+                http::header::ACCEPT,
+                "application/json;as=Table;v=v1;g=meta.k8s.io",
+            )
+            .body(Vec::new())?;
+        let table: Value = tokio::time::timeout(Duration::from_secs(60), client.request(req))
+            .await
+            .context("the search server did not answer within 60 s")?
+            .map_err(describe)?;
+        if headers.is_none() {
+            headers = Some(columns(&table, scope == Scope::Namespaced));
+        }
+        out.extend(rows(&table, scope == Scope::Namespaced));
+        cont = table
+            .pointer("/metadata/continue")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        if cont.is_none() {
+            break;
+        }
+    }
+    if out.is_empty() {
+        eprintln!("No resources found.");
+        return Ok(0);
+    }
+    print!("{}", render(&headers.unwrap_or_default(), &out));
+    Ok(out.len())
+}
+
+fn describe(e: kube::Error) -> anyhow::Error {
+    match e {
+        kube::Error::Api(s) => anyhow::anyhow!("the search server refused: {}", s.message),
+        other => anyhow::anyhow!("cannot reach the search server: {other}"),
+    }
+}
+
+/// The query parameters of the flags.
+fn params(args: &QueryArgs) -> anyhow::Result<Vec<(String, String)>> {
+    let mut p: Vec<(String, String)> = Vec::new();
+    if !args.clusters.is_empty() {
+        p.push(("clusters".into(), args.clusters.join(",")));
+    }
+    let mut push = |k: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            p.push((k.into(), v.clone()));
+        }
+    };
+    push("labelSelector", &args.selector);
+    push("fieldSelector", &args.field_selector);
+    push("fuzzy-name", &args.name);
+    push("orderby", &args.sort);
+    push("since", &args.since);
+    push("before", &args.before);
+    if let Some(owner) = &args.owner {
+        let Some((kind, name)) = owner
+            .split_once('/')
+            .filter(|(k, n)| !k.is_empty() && !n.is_empty())
+        else {
+            bail!("--owner {owner:?}: give KIND/NAME, e.g. --owner deployment/web");
+        };
+        if args.clusters.len() != 1 {
+            bail!("--owner needs exactly one --clusters (owner search runs in one cluster)");
+        }
+        p.push(("ownerName".into(), name.into()));
+        p.push(("ownerGR".into(), owner_group_resource(kind)?));
+        p.push(("ownerSeniority".into(), args.seniority.to_string()));
+    }
+    Ok(p)
+}
+
+/// The group-resource of an owner kind as users write it.
+fn owner_group_resource(kind: &str) -> anyhow::Result<String> {
+    let gr = match kind.to_ascii_lowercase().as_str() {
+        "deployment" | "deployments" | "deploy" | "deployments.apps" => "deployments.apps",
+        "replicaset" | "replicasets" | "rs" | "replicasets.apps" => "replicasets.apps",
+        "statefulset" | "statefulsets" | "sts" | "statefulsets.apps" => "statefulsets.apps",
+        "daemonset" | "daemonsets" | "ds" | "daemonsets.apps" => "daemonsets.apps",
+        "job" | "jobs" | "jobs.batch" => "jobs.batch",
+        "cronjob" | "cronjobs" | "cj" | "cronjobs.batch" => "cronjobs.batch",
+        "node" | "nodes" | "no" => "nodes",
+        other if other.contains('.') => return Ok(other.to_string()),
+        other => bail!(
+            "--owner {other}/…: unknown owner kind; use deployment, replicaset, statefulset, daemonset, job, cronjob, node, or a group-resource such as widgets.example.com"
+        ),
+    };
+    Ok(gr.into())
+}
+
+/// The type the server indexes under that name.
+async fn resolve(client: &kube::Client, name: &str) -> anyhow::Result<(ApiResource, Scope)> {
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .context("reading the search server's discovery")?;
+    let want = name.to_ascii_lowercase();
+    let mut known = Vec::new();
+    for group in discovery.groups() {
+        for (ar, caps) in group.recommended_resources() {
+            let dotted = if ar.group.is_empty() {
+                ar.plural.clone()
+            } else {
+                format!("{}.{}", ar.plural, ar.group)
+            };
+            let hit = ar.plural == want
+                || ar.kind.to_ascii_lowercase() == want
+                || dotted == want
+                || short_names(&ar.plural).contains(&want.as_str());
+            if hit {
+                return Ok((ar, caps.scope));
+            }
+            known.push(dotted);
+        }
+    }
+    known.sort();
+    bail!(
+        "the search server indexes no resource named {name:?}; it indexes: {}",
+        known.join(", ")
+    )
+}
+
+/// kubectl's short names of the built-in types search indexes by default.
+fn short_names(plural: &str) -> &'static [&'static str] {
+    match plural {
+        "pods" => &["po", "pod"],
+        "services" => &["svc", "service"],
+        "deployments" => &["deploy", "deployment"],
+        "statefulsets" => &["sts", "statefulset"],
+        "daemonsets" => &["ds", "daemonset"],
+        "replicasets" => &["rs", "replicaset"],
+        "configmaps" => &["cm", "configmap"],
+        "namespaces" => &["ns", "namespace"],
+        "nodes" => &["no", "node"],
+        _ => &[],
+    }
+}
+
+fn list_path(ar: &ApiResource, scope: &Scope, ns: Option<&str>) -> String {
+    let base = if ar.group.is_empty() {
+        format!("/api/{}", ar.version)
+    } else {
+        format!("/apis/{}/{}", ar.group, ar.version)
+    };
+    match (scope, ns) {
+        (Scope::Namespaced, Some(ns)) => format!("{base}/namespaces/{ns}/{}", ar.plural),
+        _ => format!("{base}/{}", ar.plural),
+    }
+}
+
+/// Headers: the server's columns (CLUSTER, NAME, ...), with NAMESPACE after CLUSTER for
+/// namespaced types; wide-only columns (priority > 0) left out.
+fn columns(table: &Value, namespaced: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, c) in defs(table).enumerate() {
+        if i == 1 && namespaced {
+            out.push("NAMESPACE".into());
+        }
+        out.push(
+            c.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_uppercase(),
+        );
+    }
+    out
+}
+
+fn defs(table: &Value) -> impl Iterator<Item = &Value> {
+    table
+        .get("columnDefinitions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| c.get("priority").and_then(Value::as_i64).unwrap_or(0) == 0)
+}
+
+fn rows(table: &Value, namespaced: bool) -> Vec<Vec<String>> {
+    let shown: Vec<usize> = table
+        .get("columnDefinitions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, c)| c.get("priority").and_then(Value::as_i64).unwrap_or(0) == 0)
+        .map(|(i, _)| i)
+        .collect();
+    table
+        .get("rows")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let cells = r.get("cells").and_then(Value::as_array);
+            let mut out = Vec::new();
+            for (n, i) in shown.iter().enumerate() {
+                if n == 1 && namespaced {
+                    out.push(
+                        r.pointer("/object/metadata/namespace")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
+                    );
+                }
+                let cell = cells.and_then(|c| c.get(*i)).unwrap_or(&Value::Null);
+                out.push(match cell {
+                    Value::String(s) => s.clone(),
+                    Value::Null => "<none>".into(),
+                    other => other.to_string(),
+                });
+            }
+            out
+        })
+        .collect()
+}
+
+/// Columns padded as kubectl pads them (three spaces between columns).
+fn render(headers: &[String], rows: &[Vec<String>]) -> String {
+    let mut width: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if i < width.len() {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    for line in std::iter::once(headers).chain(rows.iter().map(Vec::as_slice)) {
+        let mut s = String::new();
+        for (i, c) in line.iter().enumerate() {
+            if i + 1 == line.len() {
+                s.push_str(c);
+            } else {
+                let _ = write!(s, "{c:<w$}   ", w = width.get(i).copied().unwrap_or(0));
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn table_rows_get_a_namespace_column_after_cluster() {
+        let t = json!({
+            "columnDefinitions": [
+                {"name": "Cluster", "priority": 0}, {"name": "Name", "priority": 0},
+                {"name": "Ready", "priority": 0}, {"name": "Node", "priority": 1}],
+            "rows": [
+                {"cells": ["east", "web-1", "1/1", "n1"], "object": {"metadata": {"namespace": "shop"}}},
+                {"cells": ["west-long", "web-2", null, "n2"], "object": {"metadata": {"namespace": "demo"}}}]
+        });
+        let h = columns(&t, true);
+        assert_eq!(h, ["CLUSTER", "NAMESPACE", "NAME", "READY"]);
+        let r = rows(&t, true);
+        assert_eq!(r[1], ["west-long", "demo", "web-2", "<none>"]);
+        assert_eq!(
+            render(&h, &r),
+            "CLUSTER     NAMESPACE   NAME    READY\neast        shop        web-1   1/1\nwest-long   demo        web-2   <none>\n"
+        );
+        assert_eq!(columns(&t, false), ["CLUSTER", "NAME", "READY"]);
+    }
+
+    #[test]
+    fn flags_become_search_parameters() {
+        let mut a = QueryArgs {
+            resource: Some("pods".into()),
+            clusters: vec!["east".into()],
+            namespace: None,
+            selector: Some("app=web".into()),
+            field_selector: None,
+            name: Some("web".into()),
+            sort: Some("created_at desc".into()),
+            owner: Some("deployment/web".into()),
+            seniority: 1,
+            since: None,
+            before: None,
+            chunk_size: 500,
+            kubeconfig: None,
+            context: "search".into(),
+        };
+        let p = params(&a).unwrap();
+        let get = |k: &str| p.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("clusters"), Some("east"));
+        assert_eq!(get("labelSelector"), Some("app=web"));
+        assert_eq!(get("fuzzy-name"), Some("web"));
+        assert_eq!(get("orderby"), Some("created_at desc"));
+        assert_eq!(get("ownerGR"), Some("deployments.apps"));
+        assert_eq!(get("ownerSeniority"), Some("1"));
+        a.clusters.push("west".into());
+        let e = params(&a).unwrap_err().to_string();
+        assert!(e.contains("exactly one --clusters"), "{e}");
+        a.clusters.pop();
+        a.owner = Some("web".into());
+        assert!(params(&a).unwrap_err().to_string().contains("KIND/NAME"));
+        a.owner = Some("gizmo/web".into());
+        assert!(
+            params(&a)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown owner kind")
+        );
+    }
+}
