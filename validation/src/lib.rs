@@ -3,6 +3,8 @@
 //! One place for everything that must refuse what a real API server refuses: kubesim
 //! (the test API server) and Causeway's controllers, before they write.
 
+pub mod selector;
+
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_SUBDOMAIN_FMT: &str =
     "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";

@@ -4,102 +4,19 @@ use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
 
-/// One requirement of a label selector.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Requirement {
-    /// `k=v`, `k==v`.
-    Eq(String, String),
-    /// `k!=v`.
-    NotEq(String, String),
-    /// `k in (a,b)`.
-    In(String, Vec<String>),
-    /// `k notin (a,b)`.
-    NotIn(String, Vec<String>),
-    /// `k`.
-    Exists(String),
-    /// `!k`.
-    NotExists(String),
-}
+pub use k8s_validation::selector::Requirement;
 
 /// A parsed label selector (all requirements must hold).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector(pub Vec<Requirement>);
 
-fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 317
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
-
-fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-fn split_top_level(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
-
 impl LabelSelector {
-    /// Parses `a=b,c!=d,e in (x,y),!f`.
+    /// Parses `a=b,c!=d,e in (x,y),!f` (k8s-validation's parser; a bad selector is a
+    /// 400 with kube-apiserver's message).
     pub fn parse(s: &str) -> ApiResult<Self> {
-        let mut reqs = Vec::new();
-        let bad = |why: &str| ApiError::bad_request(format!("unable to parse requirement: {why}"));
-        for part in split_top_level(s) {
-            let part = part.trim();
-            if part.is_empty() {
-                continue;
-            }
-            let req = if let Some(k) = part.strip_prefix('!') {
-                let k = k.trim();
-                if !valid_key(k) {
-                    return Err(bad(&format!("invalid label key \"{k}\"")));
-                }
-                Requirement::NotExists(k.to_string())
-            } else if let Some((k, v)) = part.split_once("!=") {
-                Requirement::NotEq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once("==") {
-                Requirement::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = part.split_once('=') {
-                Requirement::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, rest)) = part.split_once(" notin ") {
-                Requirement::NotIn(k.trim().into(), parse_set(rest).ok_or_else(|| bad(part))?)
-            } else if let Some((k, rest)) = part.split_once(" in ") {
-                Requirement::In(k.trim().into(), parse_set(rest).ok_or_else(|| bad(part))?)
-            } else {
-                Requirement::Exists(part.to_string())
-            };
-            let (k, vals): (&str, Vec<&String>) = match &req {
-                Requirement::Eq(k, v) | Requirement::NotEq(k, v) => (k, vec![v]),
-                Requirement::In(k, vs) | Requirement::NotIn(k, vs) => (k, vs.iter().collect()),
-                Requirement::Exists(k) | Requirement::NotExists(k) => (k, vec![]),
-            };
-            if !valid_key(k) {
-                return Err(bad(&format!("invalid label key \"{k}\"")));
-            }
-            if let Some(v) = vals.iter().find(|v| !valid_value(v)) {
-                return Err(bad(&format!("invalid label value: \"{v}\"")));
-            }
-            reqs.push(req);
-        }
-        Ok(LabelSelector(reqs))
+        k8s_validation::selector::parse(s)
+            .map(LabelSelector)
+            .map_err(ApiError::bad_request)
     }
 
     /// A `metav1.LabelSelector` object (matchLabels, matchExpressions); null or absent
@@ -164,16 +81,6 @@ impl LabelSelector {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-}
-
-fn parse_set(s: &str) -> Option<Vec<String>> {
-    let s = s.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(
-        s.split(',')
-            .map(|x| x.trim().to_string())
-            .filter(|x| !x.is_empty())
-            .collect(),
-    )
 }
 
 /// A parsed field selector: `path=value`, `path!=value`, comma separated.

@@ -1,0 +1,177 @@
+//! Label selectors as strings (`a=b,c!=d,e in (x,y),!f`), parsed as kube-apiserver
+//! parses them, with its messages. kubesim evaluates them on objects; the search store
+//! turns them into SQL.
+
+/// One requirement of a label selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requirement {
+    /// `k=v`, `k==v`.
+    Eq(String, String),
+    /// `k!=v` (an object without `k` matches, as in Kubernetes).
+    NotEq(String, String),
+    /// `k in (a,b)`.
+    In(String, Vec<String>),
+    /// `k notin (a,b)` (an object without `k` matches).
+    NotIn(String, Vec<String>),
+    /// `k`.
+    Exists(String),
+    /// `!k`.
+    NotExists(String),
+}
+
+impl Requirement {
+    /// The label key the requirement tests.
+    pub fn key(&self) -> &str {
+        match self {
+            Requirement::Eq(k, _)
+            | Requirement::NotEq(k, _)
+            | Requirement::In(k, _)
+            | Requirement::NotIn(k, _)
+            | Requirement::Exists(k)
+            | Requirement::NotExists(k) => k,
+        }
+    }
+}
+
+fn valid_key(k: &str) -> bool {
+    !k.is_empty()
+        && k.len() <= 317
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+fn valid_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn split_top_level(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn parse_set(s: &str) -> Option<Vec<String>> {
+    let s = s.trim().strip_prefix('(')?.strip_suffix(')')?;
+    Some(
+        s.split(',')
+            .map(|x| x.trim().to_string())
+            .filter(|x| !x.is_empty())
+            .collect(),
+    )
+}
+
+/// Parses `a=b,c!=d,e in (x,y),!f` (all requirements must hold; empty selects
+/// everything). The error is kube-apiserver's message.
+pub fn parse(s: &str) -> Result<Vec<Requirement>, String> {
+    let mut reqs = Vec::new();
+    let bad = |why: &str| format!("unable to parse requirement: {why}");
+    for part in split_top_level(s) {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let req = if let Some(k) = part.strip_prefix('!') {
+            let k = k.trim();
+            if !valid_key(k) {
+                return Err(bad(&format!("invalid label key \"{k}\"")));
+            }
+            Requirement::NotExists(k.to_string())
+        } else if let Some((k, v)) = part.split_once("!=") {
+            Requirement::NotEq(k.trim().into(), v.trim().into())
+        } else if let Some((k, v)) = part.split_once("==") {
+            Requirement::Eq(k.trim().into(), v.trim().into())
+        } else if let Some((k, v)) = part.split_once('=') {
+            Requirement::Eq(k.trim().into(), v.trim().into())
+        } else if let Some((k, rest)) = part.split_once(" notin ") {
+            Requirement::NotIn(k.trim().into(), parse_set(rest).ok_or_else(|| bad(part))?)
+        } else if let Some((k, rest)) = part.split_once(" in ") {
+            Requirement::In(k.trim().into(), parse_set(rest).ok_or_else(|| bad(part))?)
+        } else {
+            Requirement::Exists(part.to_string())
+        };
+        let vals: Vec<&String> = match &req {
+            Requirement::Eq(_, v) | Requirement::NotEq(_, v) => vec![v],
+            Requirement::In(_, vs) | Requirement::NotIn(_, vs) => vs.iter().collect(),
+            Requirement::Exists(_) | Requirement::NotExists(_) => vec![],
+        };
+        let k = req.key();
+        if !valid_key(k) {
+            return Err(bad(&format!("invalid label key \"{k}\"")));
+        }
+        if let Some(v) = vals.iter().find(|v| !valid_value(v)) {
+            return Err(bad(&format!("invalid label value: \"{v}\"")));
+        }
+        reqs.push(req);
+    }
+    Ok(reqs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Requirement::*;
+    use super::*;
+
+    fn s(v: &str) -> String {
+        v.to_string()
+    }
+
+    #[test]
+    fn parses_every_operator() {
+        let cases: Vec<(&str, Vec<Requirement>)> = vec![
+            ("", vec![]),
+            ("app=web", vec![Eq(s("app"), s("web"))]),
+            ("app==web", vec![Eq(s("app"), s("web"))]),
+            ("app=", vec![Eq(s("app"), s(""))]),
+            ("app != web", vec![NotEq(s("app"), s("web"))]),
+            ("app in (a, b)", vec![In(s("app"), vec![s("a"), s("b")])]),
+            ("app notin (a)", vec![NotIn(s("app"), vec![s("a")])]),
+            ("example.com/tier", vec![Exists(s("example.com/tier"))]),
+            ("!tier", vec![NotExists(s("tier"))]),
+            (
+                "a=b,c in (d,e),!f",
+                vec![
+                    Eq(s("a"), s("b")),
+                    In(s("c"), vec![s("d"), s("e")]),
+                    NotExists(s("f")),
+                ],
+            ),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(parse(sel), Ok(want), "{sel}");
+        }
+    }
+
+    #[test]
+    fn bad_selectors_say_what_is_wrong() {
+        let cases = [
+            (
+                "a b=c",
+                "unable to parse requirement: invalid label key \"a b\"",
+            ),
+            ("app in web", "unable to parse requirement: app in web"),
+            (
+                "x=(",
+                "unable to parse requirement: invalid label value: \"(\"",
+            ),
+            ("!", "unable to parse requirement: invalid label key \"\""),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(parse(sel), Err(want.to_string()), "{sel}");
+        }
+    }
+}
