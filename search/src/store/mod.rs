@@ -8,10 +8,23 @@
 //! run it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
-use crate::query::{Query, QueryError};
+use crate::query::{Owner, Query, QueryError};
+
+pub mod fields;
+mod postgres;
+mod record;
+pub(crate) mod sql;
+mod sqlite;
+pub mod testing;
+#[cfg(test)]
+mod tests;
+
+use sql::{Cell, Dialect, Search, Stmt};
 
 /// A resource type: group (`""` for core), version, plural resource name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -121,6 +134,282 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// The store's keys of one cluster and type, with their resourceVersions.
 pub type Versions = BTreeMap<(String, String), String>;
 
-/// For the labels/BTreeSet imports until the backends land.
-#[allow(dead_code)]
-fn _unused(_: &Query) {}
+enum Backend {
+    Sqlite(sqlite::Sqlite),
+    Postgres(postgres::Postgres),
+}
+
+struct Inner {
+    backend: Backend,
+    writes: AtomicU64,
+}
+
+/// The search index's storage (SQLite or PostgreSQL), cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl Store {
+    /// Opens (creating and migrating) a store: `postgres://…`/`postgresql://…` is
+    /// PostgreSQL; `sqlite:PATH` or a plain path is an SQLite file (parent dirs made).
+    pub async fn open(spec: &str) -> StoreResult<Store> {
+        let backend = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            Backend::Postgres(postgres::Postgres::open(spec).await?)
+        } else {
+            let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
+            Backend::Sqlite(sqlite::Sqlite::open(path).await?)
+        };
+        Ok(Store {
+            inner: Arc::new(Inner {
+                backend,
+                writes: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        match self.dialect() {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+        }
+    }
+
+    fn dialect(&self) -> Dialect {
+        match &self.inner.backend {
+            Backend::Sqlite(_) => Dialect::Sqlite,
+            Backend::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// Rows inserted, updated or deleted through this handle since it was opened.
+    pub fn writes(&self) -> u64 {
+        self.inner.writes.load(Ordering::Relaxed)
+    }
+
+    fn count(&self, n: u64) -> u64 {
+        self.inner.writes.fetch_add(n, Ordering::Relaxed);
+        n
+    }
+
+    async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
+        match &self.inner.backend {
+            Backend::Sqlite(b) => b.rows(stmt).await,
+            Backend::Postgres(b) => b.rows(stmt).await,
+        }
+    }
+
+    /// Runs statements in one transaction; the rows each changed.
+    async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
+        match &self.inner.backend {
+            Backend::Sqlite(b) => b.execute(stmts).await,
+            Backend::Postgres(b) => b.execute(stmts).await,
+        }
+    }
+
+    /// Stores records in one transaction; a record whose stored resourceVersion is the
+    /// same is not written. Of several records with one key, the last wins.
+    pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<Written> {
+        let mut last: BTreeMap<Key, Record> = BTreeMap::new();
+        for r in records {
+            last.insert(r.key(), r);
+        }
+        let records: Vec<Record> = last.into_values().collect();
+        let total = records.len() as u64;
+        if records.is_empty() {
+            return Ok(Written::default());
+        }
+        let written = match &self.inner.backend {
+            Backend::Sqlite(b) => b.upsert(records).await?,
+            Backend::Postgres(b) => b.upsert(records).await?,
+        };
+        self.count(written);
+        Ok(Written {
+            written,
+            unchanged: total - written,
+        })
+    }
+
+    /// Deletes objects (and their labels); returns how many were stored.
+    pub async fn delete(&self, keys: Vec<Key>) -> StoreResult<u64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let d = self.dialect();
+        let stmts = keys.iter().flat_map(|k| sql::delete_key(d, k)).collect();
+        let n: u64 = self.execute(stmts).await?.iter().skip(1).step_by(2).sum();
+        Ok(self.count(n))
+    }
+
+    /// The stored keys of one cluster and type, with their resourceVersions.
+    pub async fn versions(&self, cluster: &str, gvr: &Gvr) -> StoreResult<Versions> {
+        let rows = self
+            .rows(sql::versions(self.dialect(), cluster, gvr))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut r = r.into_iter().map(Cell::text);
+                let (ns, name, rv) = (r.next(), r.next(), r.next());
+                (
+                    (ns.unwrap_or_default(), name.unwrap_or_default()),
+                    rv.unwrap_or_default(),
+                )
+            })
+            .collect())
+    }
+
+    /// Deletes everything of one cluster; returns how many objects went.
+    pub async fn purge_cluster(&self, cluster: &str) -> StoreResult<u64> {
+        let stmts = sql::purge_cluster(self.dialect(), cluster).to_vec();
+        let n = self.execute(stmts).await?.get(1).copied().unwrap_or(0);
+        Ok(self.count(n))
+    }
+
+    /// The clusters with at least one stored object.
+    pub async fn clusters(&self) -> StoreResult<Vec<String>> {
+        self.texts(sql::clusters(self.dialect())).await
+    }
+
+    /// The distinct namespaces holding objects of a type (in `clusters`; empty: all).
+    pub async fn namespaces(&self, gvr: &Gvr, clusters: &[String]) -> StoreResult<Vec<String>> {
+        self.texts(sql::namespaces(self.dialect(), gvr, clusters))
+            .await
+    }
+
+    async fn texts(&self, stmt: Stmt) -> StoreResult<Vec<String>> {
+        let rows = self.rows(stmt).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().map(Cell::text))
+            .collect())
+    }
+
+    /// Records (or updates) a type for discovery.
+    pub async fn set_type(&self, t: &TypeInfo) -> StoreResult<()> {
+        self.execute(vec![sql::set_type(self.dialect(), t)]).await?;
+        Ok(())
+    }
+
+    /// Every recorded type, by group, version, resource.
+    pub async fn types(&self) -> StoreResult<Vec<TypeInfo>> {
+        let rows = self.rows(sql::types(self.dialect())).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let namespaced = r.get(4).is_some_and(|c| c.int() != 0);
+                let mut r = r.into_iter().map(Cell::text);
+                let mut next = || r.next().unwrap_or_default();
+                TypeInfo {
+                    gvr: Gvr {
+                        group: next(),
+                        version: next(),
+                        resource: next(),
+                    },
+                    kind: next(),
+                    namespaced,
+                }
+            })
+            .collect())
+    }
+
+    /// Checks the database answers.
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.rows(Stmt {
+            sql: "SELECT 1".into(),
+            params: vec![],
+        })
+        .await
+        .map(drop)
+    }
+
+    /// The owner uids an owner search selects: the owner's uid(s), then `seniority`
+    /// levels down through owner_uid (each level one indexed query; no nested JSON).
+    async fn owner_uids(&self, q: &Query) -> StoreResult<Option<Vec<String>>> {
+        let Some(o) = &q.owner else {
+            return Ok(None);
+        };
+        let d = self.dialect();
+        let cluster = q.clusters.first().map(String::as_str).unwrap_or_default();
+        let mut uids = match &o.owner {
+            Owner::Uid(u) => vec![u.clone()],
+            Owner::Name {
+                name,
+                group_resource,
+            } => {
+                self.texts(sql::owner_uids_by_name(
+                    d,
+                    cluster,
+                    name,
+                    group_resource,
+                    &q.namespaces,
+                ))
+                .await?
+            }
+        };
+        for _ in 0..o.seniority {
+            if uids.is_empty() {
+                break;
+            }
+            uids = self.texts(sql::owned_uids(d, cluster, &uids)).await?;
+        }
+        Ok(Some(uids))
+    }
+
+    /// One page of the objects of a type that the query selects and the scope allows,
+    /// in the query's order, each annotated with its cluster.
+    pub async fn search(&self, gvr: &Gvr, q: &Query, scope: &Scope) -> StoreResult<Page> {
+        let labels = match &q.label_selector {
+            Some(s) => k8s_validation::selector::parse(s)
+                .map_err(|e| QueryError(format!("labelSelector {s:?}: {e}")))?,
+            None => Vec::new(),
+        };
+        let fields = match &q.field_selector {
+            Some(s) => fields::parse(s)?,
+            None => Vec::new(),
+        };
+        let owners = self.owner_uids(q).await?;
+        let s = Search {
+            gvr,
+            q,
+            scope,
+            labels: &labels,
+            fields: &fields,
+            owners: owners.as_deref(),
+        };
+        let d = self.dialect();
+        let mut rows = self.rows(sql::search_page(d, &s)?).await?;
+        let more = q.limit.is_some_and(|l| rows.len() > l as usize);
+        if more {
+            rows.truncate(q.limit.unwrap_or_default() as usize);
+        }
+        let last = rows.last().map(|r| sql::sort_values(&q.order, r));
+        let remaining = match (&last, q.with_remaining_count) {
+            (Some(last), true) if more => {
+                let n = self.rows(sql::count_after(d, &s, last)?).await?;
+                Some(n.first().and_then(|r| r.first()).map_or(0, Cell::int))
+            }
+            (_, true) => Some(0),
+            (_, false) => None,
+        };
+        let continue_token = match last {
+            Some(last) if more && q.with_continue => Some(q.continue_after(last)),
+            _ => None,
+        };
+        let items = rows
+            .into_iter()
+            .map(|r| {
+                let mut cells = r.into_iter();
+                let object = cells.next().map(Cell::text).unwrap_or_default();
+                let cluster = cells.next().map(Cell::text).unwrap_or_default();
+                record::annotated(&object, &cluster)
+            })
+            .collect();
+        Ok(Page {
+            items,
+            continue_token,
+            remaining,
+        })
+    }
+}

@@ -1,0 +1,181 @@
+//! Clusterpedia's enhanced field selector (federation.md §4.4), parsed: comma-separated
+//! terms on any JSON path of the object, including bracketed keys
+//! (`metadata.annotations['example.com/x']`) and `status.*`:
+//!
+//! | term | selects objects whose field |
+//! |---|---|
+//! | `path` | exists (and is not null) |
+//! | `!path` | is absent (or null) |
+//! | `path=v`, `path==v` | equals `v` |
+//! | `path!=v` | does not equal `v` (absent counts, as in Kubernetes) |
+//! | `path in (a,b)` | is one of them |
+//! | `path notin (a,b)` | is none of them (absent counts) |
+//!
+//! Numbers and booleans compare as JSON writes them (`spec.replicas=3`,
+//! `spec.paused=true`). List fields cannot be indexed. Pure.
+
+use crate::query::QueryError;
+
+/// What a term asks of its field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldOp {
+    /// Present and not null.
+    Exists,
+    /// Absent or null.
+    NotExists,
+    /// Equal.
+    Eq(String),
+    /// Not equal, or absent.
+    NotEq(String),
+    /// One of.
+    In(Vec<String>),
+    /// None of, or absent.
+    NotIn(Vec<String>),
+}
+
+/// One term: a JSON path (one segment per key) and what it must satisfy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldTerm {
+    /// The keys from the object's root.
+    pub path: Vec<String>,
+    /// The test.
+    pub op: FieldOp,
+}
+
+fn bad(sel: &str, why: impl std::fmt::Display) -> QueryError {
+    QueryError(format!(
+        "fieldSelector {sel:?}: {why}; write terms like status.phase=Running, metadata.annotations['example.com/x']!=y, spec.nodeName in (a,b), status.phase notin (Failed), metadata.labels['app'] or !spec.nodeName, separated by commas"
+    ))
+}
+
+/// Splits at commas outside parentheses and brackets/quotes.
+fn split_terms(s: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut quote, mut start) = (Vec::new(), 0i32, None, 0);
+    for (i, c) in s.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[') => depth += 1,
+            (None, ')' | ']') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+/// Parses a path: dotted identifiers with optional `['key']`, `["key"]` or `[key]`.
+fn parse_path(sel: &str, p: &str) -> Result<Vec<String>, QueryError> {
+    let p = p.trim();
+    let mut out = Vec::new();
+    let mut rest = p;
+    let ident = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-');
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('[') {
+            let (key, after) = match r.chars().next() {
+                Some(q @ ('\'' | '"')) => {
+                    let end = r[1..]
+                        .find(q)
+                        .ok_or_else(|| bad(sel, format!("unclosed quote in {p:?}")))?;
+                    let after = r[1 + end + 1..]
+                        .strip_prefix(']')
+                        .ok_or_else(|| bad(sel, format!("expected ] in {p:?}")))?;
+                    (&r[1..1 + end], after)
+                }
+                _ => {
+                    let end = r
+                        .find(']')
+                        .ok_or_else(|| bad(sel, format!("unclosed [ in {p:?}")))?;
+                    (&r[..end], &r[end + 1..])
+                }
+            };
+            if key.is_empty() {
+                return Err(bad(sel, format!("empty key in {p:?}")));
+            }
+            out.push(key.to_string());
+            rest = after;
+        } else {
+            let r = if out.is_empty() {
+                rest
+            } else {
+                rest.strip_prefix('.').unwrap_or(rest)
+            };
+            let end = r.find(|c: char| !ident(c)).unwrap_or(r.len());
+            if end == 0 {
+                return Err(bad(sel, format!("{p:?} is not a field path")));
+            }
+            out.push(r[..end].to_string());
+            rest = &r[end..];
+            if !(rest.is_empty() || rest.starts_with('.') || rest.starts_with('[')) {
+                return Err(bad(sel, format!("{p:?} is not a field path")));
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(bad(sel, "a term names no field"));
+    }
+    Ok(out)
+}
+
+fn parse_set(sel: &str, s: &str) -> Result<Vec<String>, QueryError> {
+    let inner = s
+        .trim()
+        .strip_prefix('(')
+        .and_then(|s| s.strip_suffix(')'))
+        .ok_or_else(|| bad(sel, format!("{s:?} is not a set: write (a,b)")))?;
+    let vals: Vec<String> = inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if vals.is_empty() {
+        return Err(bad(sel, "an empty set selects nothing"));
+    }
+    Ok(vals)
+}
+
+/// Splits `path op rest` where op is a word (` in `, ` notin `) outside brackets.
+fn split_word<'a>(term: &'a str, word: &str) -> Option<(&'a str, &'a str)> {
+    let close = term.rfind(']').map_or(0, |i| i + 1);
+    let i = term[close..].find(word)? + close;
+    Some((&term[..i], &term[i + word.len()..]))
+}
+
+/// Parses a field selector; a bad one is a [`QueryError`] saying how to write it.
+pub fn parse(sel: &str) -> Result<Vec<FieldTerm>, QueryError> {
+    let mut out = Vec::new();
+    for term in split_terms(sel) {
+        let term = term.trim();
+        if term.is_empty() {
+            continue;
+        }
+        let close = term.rfind(']').map_or(0, |i| i + 1);
+        let tail = &term[close..];
+        let op_at = |op: &str| tail.find(op).map(|i| i + close);
+        let (path, op) = if let Some(p) = term.strip_prefix('!') {
+            (p, FieldOp::NotExists)
+        } else if let Some(i) = op_at("!=") {
+            (&term[..i], FieldOp::NotEq(term[i + 2..].trim().to_string()))
+        } else if let Some(i) = op_at("==") {
+            (&term[..i], FieldOp::Eq(term[i + 2..].trim().to_string()))
+        } else if let Some(i) = op_at("=") {
+            (&term[..i], FieldOp::Eq(term[i + 1..].trim().to_string()))
+        } else if let Some((p, set)) = split_word(term, " notin ") {
+            (p, FieldOp::NotIn(parse_set(sel, set)?))
+        } else if let Some((p, set)) = split_word(term, " in ") {
+            (p, FieldOp::In(parse_set(sel, set)?))
+        } else {
+            (term, FieldOp::Exists)
+        };
+        out.push(FieldTerm {
+            path: parse_path(sel, path)?,
+            op,
+        });
+    }
+    Ok(out)
+}

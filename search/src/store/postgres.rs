@@ -1,0 +1,287 @@
+//! The PostgreSQL backend (tokio-postgres, no TLS): one writer connection and a few
+//! readers, each reconnected on its next use after an error, statements prepared once
+//! per connection. Batches are written with `unnest` arrays: three statements per batch
+//! whatever its size.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+
+use super::sql::{self, Cell, Dialect, Param, Stmt};
+use super::{Record, StoreError, StoreResult};
+
+const READERS: usize = 3;
+const CACHE: usize = 512;
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+/// A connection with its prepared statements.
+struct Live {
+    client: Client,
+    prepared: HashMap<String, Statement>,
+}
+
+impl Live {
+    async fn prepare(&mut self, sql: &str) -> Result<Statement, tokio_postgres::Error> {
+        if let Some(s) = self.prepared.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql).await?;
+        if self.prepared.len() >= CACHE {
+            self.prepared.clear();
+        }
+        self.prepared.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+}
+
+/// A connection slot, (re)connected when used.
+struct Conn {
+    config: Config,
+    live: Mutex<Option<Live>>,
+}
+
+impl Conn {
+    async fn get(&self) -> StoreResult<tokio::sync::MutexGuard<'_, Option<Live>>> {
+        let mut g = self.live.lock().await;
+        if g.as_ref().is_none_or(|l| l.client.is_closed()) {
+            *g = None;
+            let (client, connection) = self.config.connect(NoTls).await.map_err(unavailable)?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::warn!(error = %e, "search store: PostgreSQL connection closed");
+                }
+            });
+            *g = Some(Live {
+                client,
+                prepared: HashMap::new(),
+            });
+        }
+        Ok(g)
+    }
+}
+
+pub(crate) struct Postgres {
+    writer: Conn,
+    readers: Vec<Conn>,
+    next: AtomicUsize,
+}
+
+fn boxed(ps: Vec<Param>) -> Vec<Box<dyn ToSql + Sync + Send>> {
+    ps.into_iter()
+        .map(|p| -> Box<dyn ToSql + Sync + Send> {
+            match p {
+                Param::Text(s) => Box::new(s),
+                Param::Int(i) => Box::new(i),
+                Param::Path(p) => Box::new(p),
+            }
+        })
+        .collect()
+}
+
+fn refs(ps: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    ps.iter()
+        .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+fn cells(row: &Row) -> Result<Vec<Cell>, tokio_postgres::Error> {
+    (0..row.len())
+        .map(|i| {
+            Ok(match *row.columns()[i].type_() {
+                Type::INT8 => row
+                    .try_get::<_, Option<i64>>(i)?
+                    .map_or(Cell::Null, Cell::Int),
+                Type::INT4 => row
+                    .try_get::<_, Option<i32>>(i)?
+                    .map_or(Cell::Null, |v| Cell::Int(v.into())),
+                _ => row
+                    .try_get::<_, Option<String>>(i)?
+                    .map_or(Cell::Null, Cell::Text),
+            })
+        })
+        .collect()
+}
+
+const UPSERT: &str = "INSERT INTO resources (grp, version, resource, cluster, namespace, name,
+        uid, resource_version, rv_num, owner_uid, created_at, object)
+    SELECT g, v, r, c, ns, n, u, rv, rvn, o, ca, obj::jsonb
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+        $7::text[], $8::text[], $9::bigint[], $10::text[], $11::bigint[], $12::text[])
+        AS t(g, v, r, c, ns, n, u, rv, rvn, o, ca, obj)
+    ON CONFLICT (grp, version, resource, cluster, namespace, name) DO UPDATE SET
+        uid = excluded.uid, resource_version = excluded.resource_version,
+        rv_num = excluded.rv_num, owner_uid = excluded.owner_uid,
+        created_at = excluded.created_at, object = excluded.object
+    WHERE resources.resource_version <> excluded.resource_version
+    RETURNING id, grp, version, resource, cluster, namespace, name";
+const CLEAR_LABELS: &str = "DELETE FROM labels WHERE rid = ANY($1::bigint[])";
+const INSERT_LABELS: &str = "INSERT INTO labels (rid, key, value)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[])";
+
+type KeyCols = (String, String, String, String, String, String);
+
+fn key_cols(r: &Record) -> KeyCols {
+    (
+        r.gvr.group.clone(),
+        r.gvr.version.clone(),
+        r.gvr.resource.clone(),
+        r.cluster.clone(),
+        r.namespace.clone(),
+        r.name.clone(),
+    )
+}
+
+impl Postgres {
+    pub async fn open(url: &str) -> StoreResult<Postgres> {
+        let mut config = Config::from_str(url)
+            .map_err(|e| unavailable(format!("bad PostgreSQL URL {url:?}: {e}")))?;
+        config.connect_timeout(Duration::from_secs(2));
+        let conn = || Conn {
+            config: config.clone(),
+            live: Mutex::new(None),
+        };
+        let pg = Postgres {
+            writer: conn(),
+            readers: (0..READERS).map(|_| conn()).collect(),
+            next: AtomicUsize::new(0),
+        };
+        pg.migrate().await?;
+        Ok(pg)
+    }
+
+    async fn migrate(&self) -> StoreResult<()> {
+        let mut g = self.writer.get().await?;
+        let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
+        let tx = live.client.transaction().await.map_err(unavailable)?;
+        // one migrator at a time when several processes open the store together
+        tx.batch_execute(
+            "SELECT pg_advisory_xact_lock(7401524719);
+             CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)",
+        )
+        .await
+        .map_err(unavailable)?;
+        let done: i64 = tx
+            .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])
+            .await
+            .map_err(unavailable)?
+            .get(0);
+        for (i, m) in sql::migrations(Dialect::Postgres).iter().enumerate() {
+            let v = i as i64 + 1;
+            if v > done {
+                tx.batch_execute(m).await.map_err(unavailable)?;
+                tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&v])
+                    .await
+                    .map_err(unavailable)?;
+            }
+        }
+        tx.commit().await.map_err(unavailable)
+    }
+
+    pub async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        let mut g = self.readers[i].get().await?;
+        let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
+        let st = live.prepare(&stmt.sql).await.map_err(unavailable)?;
+        let ps = boxed(stmt.params);
+        let rows = live
+            .client
+            .query(&st, &refs(&ps))
+            .await
+            .map_err(unavailable)?;
+        rows.iter()
+            .map(cells)
+            .collect::<Result<_, _>>()
+            .map_err(unavailable)
+    }
+
+    pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
+        let mut g = self.writer.get().await?;
+        let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
+        let mut prepared = Vec::with_capacity(stmts.len());
+        for s in stmts {
+            prepared.push((
+                live.prepare(&s.sql).await.map_err(unavailable)?,
+                boxed(s.params),
+            ));
+        }
+        let tx = live.client.transaction().await.map_err(unavailable)?;
+        let mut out = Vec::with_capacity(prepared.len());
+        for (st, ps) in &prepared {
+            out.push(tx.execute(st, &refs(ps)).await.map_err(unavailable)?);
+        }
+        tx.commit().await.map_err(unavailable)?;
+        Ok(out)
+    }
+
+    pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<u64> {
+        let mut g = self.writer.get().await?;
+        let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
+        let up = live.prepare(UPSERT).await.map_err(unavailable)?;
+        let clear = live.prepare(CLEAR_LABELS).await.map_err(unavailable)?;
+        let insert = live.prepare(INSERT_LABELS).await.map_err(unavailable)?;
+        let col = |f: fn(&Record) -> String| records.iter().map(f).collect::<Vec<String>>();
+        let (g_, v, r, c) = (
+            col(|r| r.gvr.group.clone()),
+            col(|r| r.gvr.version.clone()),
+            col(|r| r.gvr.resource.clone()),
+            col(|r| r.cluster.clone()),
+        );
+        let (ns, n, u, rv) = (
+            col(|r| r.namespace.clone()),
+            col(|r| r.name.clone()),
+            col(|r| r.uid.clone()),
+            col(|r| r.resource_version.clone()),
+        );
+        let rvn: Vec<i64> = records.iter().map(Record::rv_num).collect();
+        let owner: Vec<Option<String>> = records.iter().map(|r| r.owner_uid.clone()).collect();
+        let created: Vec<i64> = records.iter().map(|r| r.created_at.unwrap_or(0)).collect();
+        let obj = col(|r| r.object.clone());
+        let tx = live.client.transaction().await.map_err(unavailable)?;
+        let rows = tx
+            .query(
+                &up,
+                &[
+                    &g_, &v, &r, &c, &ns, &n, &u, &rv, &rvn, &owner, &created, &obj,
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+        let by_key: HashMap<KeyCols, &Record> = records.iter().map(|r| (key_cols(r), r)).collect();
+        let (mut ids, mut lr, mut lk, mut lv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for row in &rows {
+            let id: i64 = row.get(0);
+            ids.push(id);
+            let key = (
+                row.get(1),
+                row.get(2),
+                row.get(3),
+                row.get(4),
+                row.get(5),
+                row.get(6),
+            );
+            for (k, val) in by_key.get(&key).map(|r| &r.labels).into_iter().flatten() {
+                lr.push(id);
+                lk.push(k.clone());
+                lv.push(val.clone());
+            }
+        }
+        if !ids.is_empty() {
+            tx.execute(&clear, &[&ids]).await.map_err(unavailable)?;
+        }
+        if !lr.is_empty() {
+            tx.execute(&insert, &[&lr, &lk, &lv])
+                .await
+                .map_err(unavailable)?;
+        }
+        tx.commit().await.map_err(unavailable)?;
+        Ok(rows.len() as u64)
+    }
+}

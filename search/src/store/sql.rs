@@ -1,0 +1,527 @@
+//! The one SQL builder for both dialects: placeholders (`?N` / `$N`), JSON path
+//! expressions (`json_extract` / `jsonb #>>`), the schema, and the search query (filters,
+//! label and field selectors, scope, keyset order and paging). The backends only run
+//! what it builds.
+
+use k8s_validation::selector::Requirement;
+
+use super::fields::{FieldOp, FieldTerm};
+use super::{Gvr, Key, Scope};
+use crate::query::{Query, QueryError, SortField, SortKey};
+
+/// Which SQL the builder writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// SQLite 3.45 (bundled).
+    Sqlite,
+    /// PostgreSQL 12+.
+    Postgres,
+}
+
+/// A bound value.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Param {
+    /// Text.
+    Text(String),
+    /// A 64-bit integer.
+    Int(i64),
+    /// A JSON path (SQLite: `$."a"."b"`; PostgreSQL: `text[]`).
+    Path(Vec<String>),
+}
+
+/// A statement and its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Stmt {
+    /// The SQL text.
+    pub sql: String,
+    /// Its parameters, `?1`/`$1` first.
+    pub params: Vec<Param>,
+}
+
+/// One result cell.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Cell {
+    /// NULL.
+    Null,
+    /// An integer.
+    Int(i64),
+    /// Text.
+    Text(String),
+}
+
+impl Cell {
+    /// The text, or "" for anything else.
+    pub fn text(self) -> String {
+        match self {
+            Cell::Text(s) => s,
+            Cell::Int(i) => i.to_string(),
+            Cell::Null => String::new(),
+        }
+    }
+
+    /// The integer, or 0.
+    pub fn int(&self) -> i64 {
+        match self {
+            Cell::Int(i) => *i,
+            Cell::Text(s) => s.parse().unwrap_or(0),
+            Cell::Null => 0,
+        }
+    }
+}
+
+/// Builds one statement: SQL text with numbered placeholders.
+pub(crate) struct Builder {
+    d: Dialect,
+    params: Vec<Param>,
+}
+
+impl Builder {
+    pub fn new(d: Dialect) -> Builder {
+        Builder {
+            d,
+            params: Vec::new(),
+        }
+    }
+
+    /// Binds a parameter and returns its placeholder (usable more than once).
+    pub fn bind(&mut self, p: Param) -> String {
+        self.params.push(p);
+        match self.d {
+            Dialect::Sqlite => format!("?{}", self.params.len()),
+            Dialect::Postgres => format!("${}", self.params.len()),
+        }
+    }
+
+    pub fn text(&mut self, s: &str) -> String {
+        self.bind(Param::Text(s.to_string()))
+    }
+
+    pub fn int(&mut self, i: i64) -> String {
+        self.bind(Param::Int(i))
+    }
+
+    /// `(?1, ?2, …)` for a non-empty list.
+    pub fn list<'a>(&mut self, items: impl IntoIterator<Item = &'a String>) -> String {
+        let ps: Vec<String> = items.into_iter().map(|s| self.text(s)).collect();
+        format!("({})", ps.join(", "))
+    }
+
+    /// The text at a JSON path of `object` (strings unquoted, numbers and booleans as
+    /// JSON writes them, NULL when absent or null).
+    pub fn json_text(&mut self, path: &[String]) -> String {
+        let p = self.bind(Param::Path(path.to_vec()));
+        match self.d {
+            Dialect::Sqlite => format!(
+                "(CASE json_type(object, {p}) WHEN 'text' THEN json_extract(object, {p}) WHEN 'null' THEN NULL ELSE object -> {p} END)"
+            ),
+            Dialect::Postgres => format!("(object #>> {p})"),
+        }
+    }
+
+    pub fn finish(self, sql: String) -> Stmt {
+        Stmt {
+            sql,
+            params: self.params,
+        }
+    }
+}
+
+/// The SQLite rendering of a JSON path: `$."metadata"."annotations"."a.b/c"`.
+pub(crate) fn sqlite_path(path: &[String]) -> String {
+    let mut s = String::from("$");
+    for seg in path {
+        s.push_str(".\"");
+        s.push_str(&seg.replace('\\', "\\\\").replace('"', "\\\""));
+        s.push('"');
+    }
+    s
+}
+
+/// The schema migrations, in order; `schema_version` records how many ran.
+pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
+    match d {
+        Dialect::Sqlite => vec![
+            "CREATE TABLE resources (
+                id INTEGER PRIMARY KEY,
+                grp TEXT NOT NULL, version TEXT NOT NULL, resource TEXT NOT NULL,
+                cluster TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+                uid TEXT NOT NULL, resource_version TEXT NOT NULL, rv_num INTEGER NOT NULL,
+                owner_uid TEXT, created_at INTEGER NOT NULL, object TEXT NOT NULL,
+                UNIQUE (grp, version, resource, cluster, namespace, name));
+             CREATE INDEX resources_owner ON resources (cluster, owner_uid);
+             CREATE INDEX resources_created ON resources (grp, version, resource, created_at);
+             CREATE TABLE labels (rid INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+                PRIMARY KEY (rid, key)) WITHOUT ROWID;
+             CREATE INDEX labels_kv ON labels (key, value);
+             CREATE TABLE types (grp TEXT NOT NULL, version TEXT NOT NULL, resource TEXT NOT NULL,
+                kind TEXT NOT NULL, namespaced INTEGER NOT NULL,
+                PRIMARY KEY (grp, version, resource));",
+        ],
+        Dialect::Postgres => vec![
+            r#"CREATE TABLE resources (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                grp TEXT COLLATE "C" NOT NULL, version TEXT COLLATE "C" NOT NULL,
+                resource TEXT COLLATE "C" NOT NULL, cluster TEXT COLLATE "C" NOT NULL,
+                namespace TEXT COLLATE "C" NOT NULL, name TEXT COLLATE "C" NOT NULL,
+                uid TEXT NOT NULL, resource_version TEXT NOT NULL, rv_num BIGINT NOT NULL,
+                owner_uid TEXT COLLATE "C", created_at BIGINT NOT NULL, object JSONB NOT NULL,
+                UNIQUE (grp, version, resource, cluster, namespace, name));
+             CREATE INDEX resources_owner ON resources (cluster, owner_uid);
+             CREATE INDEX resources_created ON resources (grp, version, resource, created_at);
+             CREATE TABLE labels (rid BIGINT NOT NULL, key TEXT COLLATE "C" NOT NULL,
+                value TEXT COLLATE "C" NOT NULL, PRIMARY KEY (rid, key));
+             CREATE INDEX labels_kv ON labels (key, value);
+             CREATE TABLE types (grp TEXT COLLATE "C" NOT NULL, version TEXT COLLATE "C" NOT NULL,
+                resource TEXT COLLATE "C" NOT NULL, kind TEXT NOT NULL, namespaced BIGINT NOT NULL,
+                PRIMARY KEY (grp, version, resource));"#,
+        ],
+    }
+}
+
+fn gvr_cond(b: &mut Builder, gvr: &Gvr) -> String {
+    format!(
+        "grp = {} AND version = {} AND resource = {}",
+        b.text(&gvr.group),
+        b.text(&gvr.version),
+        b.text(&gvr.resource)
+    )
+}
+
+fn key_cond(b: &mut Builder, k: &Key) -> String {
+    format!(
+        "{} AND cluster = {} AND namespace = {} AND name = {}",
+        gvr_cond(b, &k.gvr),
+        b.text(&k.cluster),
+        b.text(&k.namespace),
+        b.text(&k.name)
+    )
+}
+
+/// Deletes one object and its labels (two statements: labels first).
+pub(crate) fn delete_key(d: Dialect, k: &Key) -> [Stmt; 2] {
+    let mut b = Builder::new(d);
+    let c = key_cond(&mut b, k);
+    let labels = b.finish(format!(
+        "DELETE FROM labels WHERE rid IN (SELECT id FROM resources WHERE {c})"
+    ));
+    let mut b = Builder::new(d);
+    let c = key_cond(&mut b, k);
+    [labels, b.finish(format!("DELETE FROM resources WHERE {c}"))]
+}
+
+/// Deletes every object of a cluster and their labels (labels first).
+pub(crate) fn purge_cluster(d: Dialect, cluster: &str) -> [Stmt; 2] {
+    let mut b = Builder::new(d);
+    let c = b.text(cluster);
+    let labels = b.finish(format!(
+        "DELETE FROM labels WHERE rid IN (SELECT id FROM resources WHERE cluster = {c})"
+    ));
+    let mut b = Builder::new(d);
+    let c = b.text(cluster);
+    [
+        labels,
+        b.finish(format!("DELETE FROM resources WHERE cluster = {c}")),
+    ]
+}
+
+/// (namespace, name, resource_version) of one cluster and type.
+pub(crate) fn versions(d: Dialect, cluster: &str, gvr: &Gvr) -> Stmt {
+    let mut b = Builder::new(d);
+    let g = gvr_cond(&mut b, gvr);
+    let c = b.text(cluster);
+    b.finish(format!(
+        "SELECT namespace, name, resource_version FROM resources WHERE {g} AND cluster = {c}"
+    ))
+}
+
+pub(crate) fn clusters(d: Dialect) -> Stmt {
+    Builder::new(d).finish("SELECT DISTINCT cluster FROM resources ORDER BY cluster".into())
+}
+
+pub(crate) fn namespaces(d: Dialect, gvr: &Gvr, clusters: &[String]) -> Stmt {
+    let mut b = Builder::new(d);
+    let mut c = gvr_cond(&mut b, gvr);
+    if !clusters.is_empty() {
+        c.push_str(&format!(" AND cluster IN {}", b.list(clusters)));
+    }
+    b.finish(format!(
+        "SELECT DISTINCT namespace FROM resources WHERE {c} AND namespace <> '' ORDER BY namespace"
+    ))
+}
+
+pub(crate) fn set_type(d: Dialect, t: &super::TypeInfo) -> Stmt {
+    let mut b = Builder::new(d);
+    let (g, v, r) = (
+        b.text(&t.gvr.group),
+        b.text(&t.gvr.version),
+        b.text(&t.gvr.resource),
+    );
+    let (k, n) = (b.text(&t.kind), b.int(i64::from(t.namespaced)));
+    b.finish(format!(
+        "INSERT INTO types (grp, version, resource, kind, namespaced) VALUES ({g}, {v}, {r}, {k}, {n})
+         ON CONFLICT (grp, version, resource) DO UPDATE SET kind = excluded.kind, namespaced = excluded.namespaced"
+    ))
+}
+
+pub(crate) fn types(d: Dialect) -> Stmt {
+    Builder::new(d).finish(
+        "SELECT grp, version, resource, kind, namespaced FROM types ORDER BY grp, version, resource"
+            .into(),
+    )
+}
+
+/// The uids of the owner named by name and group-resource in one cluster.
+pub(crate) fn owner_uids_by_name(
+    d: Dialect,
+    cluster: &str,
+    name: &str,
+    group_resource: &str,
+    namespaces: &[String],
+) -> Stmt {
+    let (resource, group) = group_resource
+        .split_once('.')
+        .unwrap_or((group_resource, ""));
+    let mut b = Builder::new(d);
+    let mut c = format!(
+        "grp = {} AND resource = {} AND cluster = {} AND name = {}",
+        b.text(group),
+        b.text(resource),
+        b.text(cluster),
+        b.text(name)
+    );
+    if !namespaces.is_empty() {
+        c.push_str(&format!(" AND namespace IN {}", b.list(namespaces)));
+    }
+    b.finish(format!("SELECT DISTINCT uid FROM resources WHERE {c}"))
+}
+
+/// The uids of the objects owned by any of `owners` in one cluster (one level down).
+pub(crate) fn owned_uids(d: Dialect, cluster: &str, owners: &[String]) -> Stmt {
+    let mut b = Builder::new(d);
+    let c = b.text(cluster);
+    let l = b.list(owners);
+    b.finish(format!(
+        "SELECT DISTINCT uid FROM resources WHERE cluster = {c} AND owner_uid IN {l}"
+    ))
+}
+
+fn column(f: SortField) -> &'static str {
+    match f {
+        SortField::Cluster => "cluster",
+        SortField::Namespace => "namespace",
+        SortField::Name => "name",
+        SortField::CreatedAt => "created_at",
+        SortField::ResourceVersion => "rv_num",
+    }
+}
+
+fn numeric(f: SortField) -> bool {
+    matches!(f, SortField::CreatedAt | SortField::ResourceVersion)
+}
+
+/// Escapes `\`, `%` and `_` for `LIKE … ESCAPE '\'`.
+pub(crate) fn like_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What a search selects, before paging.
+pub(crate) struct Search<'a> {
+    pub gvr: &'a Gvr,
+    pub q: &'a Query,
+    pub scope: &'a Scope,
+    pub labels: &'a [Requirement],
+    pub fields: &'a [FieldTerm],
+    /// The owner uids the objects must have (owner search), if any.
+    pub owners: Option<&'a [String]>,
+}
+
+fn in_or_none(b: &mut Builder, col: &str, items: &[String]) -> String {
+    if items.is_empty() {
+        "1 = 0".into()
+    } else {
+        format!("{col} IN {}", b.list(items))
+    }
+}
+
+fn label_cond(b: &mut Builder, r: &Requirement) -> String {
+    let sub = |b: &mut Builder, k: &String, vals: Option<&[String]>| {
+        let k = b.text(k);
+        match vals {
+            None => format!("SELECT rid FROM labels WHERE key = {k}"),
+            Some(v) => format!(
+                "SELECT rid FROM labels WHERE key = {k} AND value IN {}",
+                b.list(v)
+            ),
+        }
+    };
+    match r {
+        Requirement::Eq(k, v) => format!("id IN ({})", sub(b, k, Some(std::slice::from_ref(v)))),
+        Requirement::NotEq(k, v) => {
+            format!("id NOT IN ({})", sub(b, k, Some(std::slice::from_ref(v))))
+        }
+        Requirement::In(k, vs) => format!("id IN ({})", sub(b, k, Some(vs))),
+        Requirement::NotIn(k, vs) => format!("id NOT IN ({})", sub(b, k, Some(vs))),
+        Requirement::Exists(k) => format!("id IN ({})", sub(b, k, None)),
+        Requirement::NotExists(k) => format!("id NOT IN ({})", sub(b, k, None)),
+    }
+}
+
+fn field_cond(b: &mut Builder, t: &FieldTerm) -> String {
+    let col = match t.path.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["metadata", "name"] => "name".to_string(),
+        ["metadata", "namespace"] => "namespace".to_string(),
+        ["metadata", "uid"] => "uid".to_string(),
+        _ => b.json_text(&t.path),
+    };
+    match &t.op {
+        FieldOp::Exists => format!("{col} IS NOT NULL"),
+        FieldOp::NotExists => format!("{col} IS NULL"),
+        FieldOp::Eq(v) => format!("{col} = {}", b.text(v)),
+        FieldOp::NotEq(v) => format!("({col} IS NULL OR {col} <> {})", b.text(v)),
+        FieldOp::In(vs) => format!("{col} IN {}", b.list(vs)),
+        FieldOp::NotIn(vs) => format!("({col} IS NULL OR {col} NOT IN {})", b.list(vs)),
+    }
+}
+
+fn conditions(b: &mut Builder, s: &Search) -> Vec<String> {
+    let q = s.q;
+    let mut c = vec![gvr_cond(b, s.gvr)];
+    if !q.clusters.is_empty() {
+        c.push(format!("cluster IN {}", b.list(&q.clusters)));
+    }
+    if let Some(allowed) = &s.scope.clusters {
+        c.push(in_or_none(
+            b,
+            "cluster",
+            &allowed.iter().cloned().collect::<Vec<_>>(),
+        ));
+    }
+    if !q.namespaces.is_empty() {
+        c.push(format!("namespace IN {}", b.list(&q.namespaces)));
+    }
+    if let Some(allowed) = &s.scope.namespaces {
+        c.push(in_or_none(
+            b,
+            "namespace",
+            &allowed.iter().cloned().collect::<Vec<_>>(),
+        ));
+    }
+    if !q.names.is_empty() {
+        c.push(format!("name IN {}", b.list(&q.names)));
+    }
+    if let Some(f) = &q.fuzzy_name {
+        let like = if b.d == Dialect::Postgres {
+            "ILIKE"
+        } else {
+            "LIKE"
+        };
+        let p = b.text(&format!("%{}%", like_escape(f)));
+        c.push(format!("name {like} {p} ESCAPE '\\'"));
+    }
+    if let Some(t) = q.since {
+        c.push(format!("created_at >= {}", b.int(t.as_millisecond())));
+    }
+    if let Some(t) = q.before {
+        c.push(format!("created_at < {}", b.int(t.as_millisecond())));
+    }
+    if let Some(owners) = s.owners {
+        c.push(in_or_none(b, "owner_uid", owners));
+    }
+    c.extend(s.labels.iter().map(|r| label_cond(b, r)));
+    c.extend(s.fields.iter().map(|t| field_cond(b, t)));
+    c
+}
+
+/// The keyset condition: rows strictly after `after` in the order `keys`.
+fn after_cond(b: &mut Builder, keys: &[SortKey], after: &[String]) -> Result<String, QueryError> {
+    let damaged =
+        || QueryError("the continue token is damaged: list again without continue".into());
+    if after.len() != keys.len() {
+        return Err(damaged());
+    }
+    let mut vals = Vec::new();
+    for (k, v) in keys.iter().zip(after) {
+        vals.push(if numeric(k.field) {
+            b.int(v.parse().map_err(|_| damaged())?)
+        } else {
+            b.text(v)
+        });
+    }
+    let mut ors = Vec::new();
+    for i in 0..keys.len() {
+        let mut ands: Vec<String> = (0..i)
+            .map(|j| format!("{} = {}", column(keys[j].field), vals[j]))
+            .collect();
+        let op = if keys[i].desc { "<" } else { ">" };
+        ands.push(format!("{} {op} {}", column(keys[i].field), vals[i]));
+        ors.push(format!("({})", ands.join(" AND ")));
+    }
+    // a leading range on the first key lets the planner seek an index
+    let op = if keys[0].desc { "<=" } else { ">=" };
+    Ok(format!(
+        "{} {op} {} AND ({})",
+        column(keys[0].field),
+        vals[0],
+        ors.join(" OR ")
+    ))
+}
+
+/// The page query: objects (as JSON text) and their sort columns, `limit + 1` rows.
+pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
+    let mut b = Builder::new(d);
+    let mut c = conditions(&mut b, s);
+    if let Some(after) = &s.q.after {
+        c.push(after_cond(&mut b, &s.q.order, after)?);
+    }
+    let order: Vec<String> =
+        s.q.order
+            .iter()
+            .map(|k| format!("{}{}", column(k.field), if k.desc { " DESC" } else { "" }))
+            .collect();
+    let object = match d {
+        Dialect::Sqlite => "object",
+        Dialect::Postgres => "object::text",
+    };
+    let mut sql = format!(
+        "SELECT {object}, cluster, namespace, name, created_at, rv_num FROM resources WHERE {} ORDER BY {}",
+        c.join(" AND "),
+        order.join(", ")
+    );
+    if let Some(limit) = s.q.limit {
+        sql.push_str(&format!(" LIMIT {}", u64::from(limit) + 1));
+    }
+    Ok(b.finish(sql))
+}
+
+/// Counts the rows strictly after `last` (the sort values of a page's last row).
+pub(crate) fn count_after(d: Dialect, s: &Search, last: &[String]) -> Result<Stmt, QueryError> {
+    let mut b = Builder::new(d);
+    let mut c = conditions(&mut b, s);
+    c.push(after_cond(&mut b, &s.q.order, last)?);
+    Ok(b.finish(format!(
+        "SELECT COUNT(*) FROM resources WHERE {}",
+        c.join(" AND ")
+    )))
+}
+
+/// The sort values of a page row (`cluster, namespace, name, created_at, rv_num`
+/// cells), one per key of the order, as continue tokens carry them.
+pub(crate) fn sort_values(order: &[SortKey], row: &[Cell]) -> Vec<String> {
+    order
+        .iter()
+        .map(|k| match k.field {
+            SortField::Cluster => row[1].clone().text(),
+            SortField::Namespace => row[2].clone().text(),
+            SortField::Name => row[3].clone().text(),
+            SortField::CreatedAt => row[4].int().to_string(),
+            SortField::ResourceVersion => row[5].int().to_string(),
+        })
+        .collect()
+}

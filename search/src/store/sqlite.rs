@@ -1,0 +1,197 @@
+//! The SQLite backend: one file in WAL mode, a writer connection and a few readers, all
+//! used from blocking threads. A short busy timeout makes a locked or broken database
+//! an [`StoreError::Unavailable`] rather than a hang.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::{Connection, params_from_iter};
+
+use super::sql::{self, Cell, Dialect, Param, Stmt};
+use super::{Record, StoreError, StoreResult};
+
+const READERS: usize = 3;
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+pub(crate) struct Sqlite {
+    writer: Arc<Mutex<Connection>>,
+    readers: Vec<Arc<Mutex<Connection>>>,
+    next: AtomicUsize,
+}
+
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
+    let c = Connection::open(path)?;
+    c.busy_timeout(Duration::from_secs(1))?;
+    c.pragma_update(None, "journal_mode", "WAL")?;
+    c.pragma_update(None, "synchronous", "NORMAL")?;
+    Ok(c)
+}
+
+fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
+    let tx = c.transaction()?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
+    let done: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+        [],
+        |r| r.get(0),
+    )?;
+    for (i, m) in sql::migrations(Dialect::Sqlite).iter().enumerate() {
+        let v = i as i64 + 1;
+        if v > done {
+            tx.execute_batch(m)?;
+            tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [v])?;
+        }
+    }
+    tx.commit()
+}
+
+fn params(ps: &[Param]) -> impl Iterator<Item = SqlValue> + '_ {
+    ps.iter().map(|p| match p {
+        Param::Text(s) => SqlValue::Text(s.clone()),
+        Param::Int(i) => SqlValue::Integer(*i),
+        Param::Path(p) => SqlValue::Text(sql::sqlite_path(p)),
+    })
+}
+
+fn cell(v: ValueRef<'_>) -> Cell {
+    match v {
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(i) => Cell::Int(i),
+        ValueRef::Real(f) => Cell::Text(f.to_string()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => Cell::Text(String::from_utf8_lossy(t).into()),
+    }
+}
+
+const UPSERT: &str = "INSERT INTO resources (grp, version, resource, cluster, namespace, name, uid,
+        resource_version, rv_num, owner_uid, created_at, object)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+    ON CONFLICT (grp, version, resource, cluster, namespace, name) DO UPDATE SET
+        uid = excluded.uid, resource_version = excluded.resource_version,
+        rv_num = excluded.rv_num, owner_uid = excluded.owner_uid,
+        created_at = excluded.created_at, object = excluded.object
+    WHERE resources.resource_version <> excluded.resource_version
+    RETURNING id";
+
+fn upsert(c: &mut Connection, records: &[Record]) -> rusqlite::Result<u64> {
+    let tx = c.transaction()?;
+    let mut written = 0;
+    {
+        let mut up = tx.prepare_cached(UPSERT)?;
+        let mut clear = tx.prepare_cached("DELETE FROM labels WHERE rid = ?1")?;
+        let mut label =
+            tx.prepare_cached("INSERT INTO labels (rid, key, value) VALUES (?1, ?2, ?3)")?;
+        for r in records {
+            let id: Option<i64> = up
+                .query_row(
+                    rusqlite::params![
+                        r.gvr.group,
+                        r.gvr.version,
+                        r.gvr.resource,
+                        r.cluster,
+                        r.namespace,
+                        r.name,
+                        r.uid,
+                        r.resource_version,
+                        r.rv_num(),
+                        r.owner_uid,
+                        r.created_at.unwrap_or(0),
+                        r.object,
+                    ],
+                    |row| row.get(0),
+                )
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })?;
+            let Some(id) = id else { continue };
+            written += 1;
+            clear.execute([id])?;
+            for (k, v) in &r.labels {
+                label.execute(rusqlite::params![id, k, v])?;
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(written)
+}
+
+impl Sqlite {
+    pub async fn open(path: &str) -> StoreResult<Sqlite> {
+        let path = Path::new(path).to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| unavailable(format!("cannot create {}: {e}", dir.display())))?;
+            }
+            let open_err = |e: rusqlite::Error| unavailable(format!("{}: {e}", path.display()));
+            let mut writer = connect(&path).map_err(open_err)?;
+            migrate(&mut writer).map_err(open_err)?;
+            let readers = (0..READERS)
+                .map(|_| connect(&path).map(|c| Arc::new(Mutex::new(c))))
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(open_err)?;
+            Ok(Sqlite {
+                writer: Arc::new(Mutex::new(writer)),
+                readers,
+                next: AtomicUsize::new(0),
+            })
+        })
+        .await
+        .map_err(unavailable)?
+    }
+
+    async fn blocking<T: Send + 'static>(
+        conn: Arc<Mutex<Connection>>,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        tokio::task::spawn_blocking(move || f(&mut conn.lock()))
+            .await
+            .map_err(unavailable)?
+            .map_err(unavailable)
+    }
+
+    pub async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+        Self::blocking(self.readers[i].clone(), move |c| {
+            let mut st = c.prepare_cached(&stmt.sql)?;
+            let n = st.column_count();
+            let mut rows = st.query(params_from_iter(params(&stmt.params)))?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                out.push(
+                    (0..n)
+                        .map(|i| r.get_ref(i).map(cell))
+                        .collect::<Result<_, _>>()?,
+                );
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
+        Self::blocking(self.writer.clone(), move |c| {
+            let tx = c.transaction()?;
+            let mut out = Vec::with_capacity(stmts.len());
+            for s in &stmts {
+                let mut st = tx.prepare_cached(&s.sql)?;
+                out.push(st.execute(params_from_iter(params(&s.params)))? as u64);
+            }
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+    }
+
+    pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<u64> {
+        Self::blocking(self.writer.clone(), move |c| upsert(c, &records)).await
+    }
+}
