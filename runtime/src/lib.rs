@@ -12,6 +12,7 @@
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/livez`, `/readyz`.
 //! - [`reflect`]: shared reflectors that wake reconcile loops with what changed.
 //! - [`leader`]: leader election on a Lease, so a component runs as several replicas.
+//! - [`table`]: `Table` responses with kubectl's printer columns (kubesim, search).
 
 pub mod admin;
 pub mod apply;
@@ -22,3 +23,4 @@ pub mod log;
 pub mod net;
 pub mod reflect;
 pub mod signal;
+pub mod table;

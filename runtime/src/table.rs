@@ -1,9 +1,13 @@
 //! `Table` responses (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`) with the
-//! printer columns of built-in kinds and of CRDs, and the JSONPath subset they use.
+//! printer columns of built-in kinds ([`columns`]) and of CRDs, and the JSONPath subset
+//! they use. kubesim and the search API render with the same code, so `kubectl get`
+//! prints the same columns from either.
+
+pub mod columns;
 
 use serde_json::{Value, json};
 
-use crate::state::registry::ResourceType;
+pub use columns::Column;
 
 /// Cells kubectl's built-in printers compute rather than read (`@name` columns).
 fn computed(obj: &Value, which: &str) -> Value {
@@ -185,37 +189,33 @@ fn cell(values: &[&Value], type_: &str) -> Value {
     )
 }
 
-/// A Table with the given objects (rows carry PartialObjectMetadata).
-pub fn table(rt: &ResourceType, objects: &[&Value], rv: &str, continue_: Option<&str>) -> Value {
-    let mut defs = vec![
-        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
-    ];
-    let has_age = rt
-        .columns
+/// A Table of `objects` (rows carry PartialObjectMetadata): the `leading` columns, Name,
+/// the type's printer `columns`, and Age unless a column already shows the creation
+/// time. `leading` is for callers that put something before Name (the search API's
+/// Cluster); kubesim passes none.
+pub fn table(
+    leading: &[Column],
+    columns: &[Column],
+    objects: &[&Value],
+    rv: &str,
+    continue_: Option<&str>,
+) -> Value {
+    let def = |c: &Column| json!({"name": c.name, "type": c.type_, "format": "", "description": c.description, "priority": c.priority});
+    let mut defs: Vec<Value> = leading.iter().map(def).collect();
+    defs.push(json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}));
+    let has_age = columns
         .iter()
         .any(|c| c.json_path == ".metadata.creationTimestamp");
-    for c in &rt.columns {
-        defs.push(json!({"name": c.name, "type": c.type_, "format": "", "description": c.description, "priority": c.priority}));
-    }
+    defs.extend(columns.iter().map(def));
     if !has_age {
         defs.push(json!({"name": "Age", "type": "string", "format": "", "description": "CreationTimestamp", "priority": 0}));
     }
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let mut cells = vec![json!(o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""))];
-            for c in &rt.columns {
-                if c.json_path.starts_with('@') {
-                    cells.push(computed(o, &c.json_path));
-                    continue;
-                }
-                let vals = eval_path(o, &c.json_path);
-                let mut v = cell(&vals, &c.type_);
-                if c.type_ == "date" {
-                    v = json!(age(v.as_str().unwrap_or("")));
-                }
-                cells.push(v);
-            }
+            let mut cells: Vec<Value> = leading.iter().map(|c| column_cell(o, c)).collect();
+            cells.push(json!(o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")));
+            cells.extend(columns.iter().map(|c| column_cell(o, c)));
             if !has_age {
                 let ts = o.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or("");
                 cells.push(json!(age(ts)));
@@ -235,6 +235,18 @@ pub fn table(rt: &ResourceType, objects: &[&Value], rv: &str, continue_: Option<
         md["continue"] = json!(c);
     }
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": md, "columnDefinitions": defs, "rows": rows})
+}
+
+/// One column's cell of one object.
+fn column_cell(o: &Value, c: &Column) -> Value {
+    if c.json_path.starts_with('@') {
+        return computed(o, &c.json_path);
+    }
+    let v = cell(&eval_path(o, &c.json_path), &c.type_);
+    if c.type_ == "date" {
+        return json!(age(v.as_str().unwrap_or("")));
+    }
+    v
 }
 
 /// `5m`, `3h`, `2d` as kubectl prints ages.
@@ -296,5 +308,42 @@ mod tests {
             cell(&eval_path(&o, ".spec.ips[*]"), "string"),
             json!("10.0.0.1,fd00::1")
         );
+    }
+
+    #[test]
+    fn leading_columns_come_before_name() {
+        let cluster = Column::new("Cluster", "string", ".metadata.annotations.x\\.io/c", 0);
+        let ready = Column::new("Ready", "integer", ".status.readyReplicas", 0);
+        let o = json!({"metadata": {"name": "web", "annotations": {"x.io/c": "east"}, "managedFields": [{}]}, "status": {"readyReplicas": 2}});
+        let t = table(
+            &[cluster],
+            std::slice::from_ref(&ready),
+            &[&o],
+            "7",
+            Some("tok"),
+        );
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["Cluster", "Name", "Ready", "Age"]);
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!(["east", "web", 2, "<unknown>"])
+        );
+        assert_eq!(
+            t["rows"][0]["object"]["metadata"].get("managedFields"),
+            None
+        );
+        assert_eq!(
+            t["metadata"],
+            json!({"resourceVersion": "7", "continue": "tok"})
+        );
+        // kubesim's shape: no leading columns
+        let plain = table(&[], &[ready], &[&o], "7", None);
+        assert_eq!(plain["columnDefinitions"][0]["name"], "Name");
+        assert_eq!(plain["metadata"], json!({"resourceVersion": "7"}));
     }
 }

@@ -4,17 +4,18 @@
 //!
 //! - [`store`] keeps objects behind one global resourceVersion with a bounded event
 //!   history ([`stored`] has the units it keeps); [`persist`] journals it to disk.
-//! - [`registry`], [`columns`] and [`crd`] say which types are served and how.
+//! - [`registry`] and [`crd`] say which types are served and how (printer columns:
+//!   `causeway_runtime::table::columns`).
 //! - [`meta`], [`kinds`], [`crd`] and [`ssa`] / [`patch`] are the admission-like rules:
 //!   metadata, per-kind defaulting and allocation ([`ipam`]), fields kept on update
 //!   ([`immutable`]), schemas, field ownership.
 //! - [`deletion`] and [`controllers`] are finalizers and garbage collection.
-//! - [`convert`], [`selectors`] and [`table`] are how objects are shown and filtered.
+//! - [`convert`] and [`selectors`] are how objects are shown and filtered (Tables:
+//!   `causeway_runtime::table`).
 //! - [`cluster`] ties it together; [`bootstrap`] fills a new or restored cluster.
 
 pub mod bootstrap;
 pub mod cluster;
-pub mod columns;
 pub mod controllers;
 pub mod convert;
 pub mod crd;
@@ -32,4 +33,3 @@ pub mod sim;
 pub mod ssa;
 pub mod store;
 pub mod stored;
-pub mod table;

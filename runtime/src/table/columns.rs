@@ -16,14 +16,21 @@ pub struct Column {
     pub description: String,
 }
 
-fn col(name: &str, type_: &str, path: &str, priority: i64) -> Column {
-    Column {
-        name: name.into(),
-        type_: type_.into(),
-        json_path: path.into(),
-        priority,
-        description: String::new(),
+impl Column {
+    /// A column without a description.
+    pub fn new(name: &str, type_: &str, path: &str, priority: i64) -> Column {
+        Column {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: path.into(),
+            priority,
+            description: String::new(),
+        }
     }
+}
+
+fn col(name: &str, type_: &str, path: &str, priority: i64) -> Column {
+    Column::new(name, type_, path, priority)
 }
 
 /// Printer columns of the built-in kinds (besides Name and Age).

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Cause, invalid_field, required_field};
-use crate::state::columns::Column;
 use crate::state::registry::{NameRule, ResourceType};
 use crate::state::stored::str_list;
+use causeway_runtime::table::Column;
 
 /// Validates a CRD object; returns its served resource types.
 pub fn types_of(crd: &Value) -> ApiResult<Vec<ResourceType>> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::state::columns::{self, Column};
+use causeway_runtime::table::columns::{self, Column};
 
 /// One served resource at one group/version.
 #[derive(Debug, Clone)]

@@ -4,10 +4,11 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::state::convert;
 use crate::state::registry::ResourceType;
 use crate::state::stored::{StoredObj, meta_str};
-use crate::state::{convert, table};
 use crate::verbs::request::Req;
+use causeway_runtime::table;
 
 /// The object at the version the client asked for.
 pub fn render(rt: &ResourceType, obj: &StoredObj) -> Bytes {
@@ -43,7 +44,10 @@ pub fn output(rt: &ResourceType, v: &Value, r: &Req) -> Bytes {
     }
     if r.table {
         let rv = meta_str(v, "resourceVersion").to_string();
-        Bytes::from(serde_json::to_vec(&table::table(rt, &[v], &rv, None)).unwrap_or_default())
+        Bytes::from(
+            serde_json::to_vec(&table::table(&[], &rt.columns, &[v], &rv, None))
+                .unwrap_or_default(),
+        )
     } else {
         render_value(rt, v)
     }

@@ -10,12 +10,13 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
 use crate::state::cluster::State;
+use crate::state::convert;
 use crate::state::registry::ResourceType;
 use crate::state::selectors::LabelSelector;
 use crate::state::stored::StoredObj;
-use crate::state::{convert, table};
 use crate::verbs::output::{output, partial, render};
 use crate::verbs::request::Req;
+use causeway_runtime::table;
 
 /// GET one object.
 pub fn get(
@@ -136,7 +137,13 @@ pub fn list(
     }
     if r.table {
         let values: Vec<&Value> = selected.iter().map(|o| &o.value).collect();
-        let t = table::table(rt, &values, &list_rv.to_string(), cont.as_deref());
+        let t = table::table(
+            &[],
+            &rt.columns,
+            &values,
+            &list_rv.to_string(),
+            cont.as_deref(),
+        );
         return Ok((200, Bytes::from(serde_json::to_vec(&t).unwrap_or_default())));
     }
     let mut meta = json!({"resourceVersion": list_rv.to_string()});

@@ -17,9 +17,9 @@ use crate::state::convert;
 use crate::state::registry::{GroupResource, ResourceType};
 use crate::state::selectors::{FieldSelector, LabelSelector};
 use crate::state::stored::{Event, EventType, StoredObj};
-use crate::state::table;
 use crate::verbs::output::{partial, render};
 use crate::verbs::request::Req;
+use causeway_runtime::table;
 
 struct Filter {
     ns: Option<String>,
@@ -72,7 +72,7 @@ impl Encoder {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             Bytes::from(
-                serde_json::to_vec(&table::table(&self.rt, &[&o.value], rv, None))
+                serde_json::to_vec(&table::table(&[], &self.rt.columns, &[&o.value], rv, None))
                     .unwrap_or_default(),
             )
         } else {
