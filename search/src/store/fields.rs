@@ -179,3 +179,85 @@ pub fn parse(sel: &str) -> Result<Vec<FieldTerm>, QueryError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FieldOp::*;
+    use super::*;
+
+    fn t(path: &[&str], op: FieldOp) -> FieldTerm {
+        FieldTerm {
+            path: path.iter().map(|s| s.to_string()).collect(),
+            op,
+        }
+    }
+
+    fn v(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_every_form() {
+        let cases: Vec<(&str, Vec<FieldTerm>)> = vec![
+            ("", vec![]),
+            ("status.phase", vec![t(&["status", "phase"], Exists)]),
+            ("!spec.nodeName", vec![t(&["spec", "nodeName"], NotExists)]),
+            (
+                "status.phase=Running",
+                vec![t(&["status", "phase"], Eq("Running".into()))],
+            ),
+            (
+                "status.phase == Running",
+                vec![t(&["status", "phase"], Eq("Running".into()))],
+            ),
+            (
+                "status.phase!=",
+                vec![t(&["status", "phase"], NotEq("".into()))],
+            ),
+            ("a.b in (x, y)", vec![t(&["a", "b"], In(v(&["x", "y"])))]),
+            ("a.b notin (x)", vec![t(&["a", "b"], NotIn(v(&["x"])))]),
+            (
+                "metadata.annotations['example.com/a=b,c']!=x",
+                vec![t(
+                    &["metadata", "annotations", "example.com/a=b,c"],
+                    NotEq("x".into()),
+                )],
+            ),
+            (
+                "metadata.labels[\"app\"] in (a,b),!metadata.annotations[x.y]",
+                vec![
+                    t(&["metadata", "labels", "app"], In(v(&["a", "b"]))),
+                    t(&["metadata", "annotations", "x.y"], NotExists),
+                ],
+            ),
+            ("a['k'].b=1", vec![t(&["a", "k", "b"], Eq("1".into()))]),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(parse(sel), Ok(want), "{sel}");
+        }
+    }
+
+    #[test]
+    fn bad_selectors_say_what_is_wrong() {
+        let cases = [
+            (
+                "status.phase in Running",
+                "\"Running\" is not a set: write (a,b)",
+            ),
+            ("a in ()", "an empty set selects nothing"),
+            ("=x", "a term names no field"),
+            ("a..b=x", "\"a..b\" is not a field path"),
+            ("a b=x", "\"a b\" is not a field path"),
+            ("a['x=1", "unclosed quote in \"a['x\""),
+            ("a[x=1", "unclosed [ in \"a[x\""),
+            ("a['']=1", "empty key in \"a['']\""),
+        ];
+        for (sel, want) in cases {
+            let e = parse(sel).unwrap_err().0;
+            assert!(
+                e.starts_with(&format!("fieldSelector {sel:?}: {want}; write terms like")),
+                "{sel}: {e}"
+            );
+        }
+    }
+}

@@ -136,7 +136,7 @@ pub type Versions = BTreeMap<(String, String), String>;
 
 enum Backend {
     Sqlite(sqlite::Sqlite),
-    Postgres(postgres::Postgres),
+    Postgres(Box<postgres::Postgres>),
 }
 
 struct Inner {
@@ -155,7 +155,7 @@ impl Store {
     /// PostgreSQL; `sqlite:PATH` or a plain path is an SQLite file (parent dirs made).
     pub async fn open(spec: &str) -> StoreResult<Store> {
         let backend = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-            Backend::Postgres(postgres::Postgres::open(spec).await?)
+            Backend::Postgres(Box::new(postgres::Postgres::open(spec).await?))
         } else {
             let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
             Backend::Sqlite(sqlite::Sqlite::open(path).await?)

@@ -6,33 +6,34 @@ use serde_json::{Value, json};
 use super::*;
 use crate::query::Query;
 
-/// A store of the given backend and what keeps it alive.
+mod query;
+mod selectors;
+
+/// A store of the given backend, its spec, and what keeps it alive.
 pub(crate) struct Fixture {
     pub store: Store,
+    pub spec: String,
     _dir: Option<tempfile::TempDir>,
 }
 
 pub(crate) async fn open(backend: &str) -> Fixture {
-    match backend {
+    let (spec, dir) = match backend {
         "sqlite" => {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("sub/index.db");
-            let store = Store::open(&format!("sqlite:{}", path.display()))
-                .await
-                .unwrap();
-            Fixture {
-                store,
-                _dir: Some(dir),
-            }
+            (format!("sqlite:{}", path.display()), Some(dir))
         }
-        _ => Fixture {
-            store: Store::open(&testing::postgres_db().await).await.unwrap(),
-            _dir: None,
-        },
+        _ => (testing::postgres_db().await, None),
+    };
+    Fixture {
+        store: Store::open(&spec).await.unwrap(),
+        spec,
+        _dir: dir,
     }
 }
 
-/// One test body, run on each backend (`<name>::sqlite`, `<name>::postgres`).
+/// One test body (`|store, spec| async move {…}`), run on each backend
+/// (`<name>::sqlite`, `<name>::postgres`).
 macro_rules! both {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -41,17 +42,18 @@ macro_rules! both {
 
             #[tokio::test]
             async fn sqlite() {
-                let f = super::open("sqlite").await;
-                ($body)(f.store.clone()).await;
+                let f = $crate::store::tests::open("sqlite").await;
+                ($body)(f.store.clone(), f.spec.clone()).await;
             }
             #[tokio::test]
             async fn postgres() {
-                let f = super::open("postgres").await;
-                ($body)(f.store.clone()).await;
+                let f = $crate::store::tests::open("postgres").await;
+                ($body)(f.store.clone(), f.spec.clone()).await;
             }
         }
     };
 }
+pub(crate) use both;
 
 pub(crate) fn deployments() -> Gvr {
     Gvr {
@@ -85,6 +87,7 @@ fn merge(a: &mut Value, b: Value) {
     }
 }
 
+/// A Deployment record.
 pub(crate) fn record(cluster: &str, ns: &str, name: &str, rv: &str, extra: Value) -> Record {
     Record::from_object(cluster, &deployments(), &object(ns, name, rv, extra), false).unwrap()
 }
@@ -114,50 +117,275 @@ pub(crate) fn names(p: &Page) -> Vec<String> {
         .collect()
 }
 
-both!(upsert_versions_search_delete, |s: Store| async move {
-    let gvr = deployments();
-    let w = s
-        .upsert(vec![
-            record("a", "ns1", "web", "10", json!({})),
-            record("b", "ns1", "web", "11", json!({})),
-            record("a", "ns2", "db", "12", json!({})),
-        ])
-        .await
-        .unwrap();
-    assert_eq!(
-        w,
-        Written {
-            written: 3,
-            unchanged: 0
-        }
-    );
-    let v = s.versions("a", &gvr).await.unwrap();
-    assert_eq!(
-        v.into_iter().collect::<Vec<_>>(),
-        vec![
-            (("ns1".to_string(), "web".to_string()), "10".to_string()),
-            (("ns2".to_string(), "db".to_string()), "12".to_string()),
-        ]
-    );
-    let page = s.search(&gvr, &query(""), &Scope::default()).await.unwrap();
-    assert_eq!(names(&page), ["a/ns1/web", "a/ns2/db", "b/ns1/web"]);
-    let first = &page.items[0];
-    assert!(first["metadata"].get("managedFields").is_none(), "{first}");
-    assert_eq!(first["spec"]["replicas"], 1);
-    let gone = s
-        .delete(vec![Key {
-            cluster: "a".into(),
-            gvr: gvr.clone(),
-            namespace: "ns1".into(),
-            name: "web".into(),
-        }])
-        .await
-        .unwrap();
-    assert_eq!(gone, 1);
-    let page = s.search(&gvr, &query(""), &Scope::default()).await.unwrap();
-    assert_eq!(names(&page), ["a/ns2/db", "b/ns1/web"]);
-    assert_eq!(s.clusters().await.unwrap(), ["a", "b"]);
-    assert_eq!(s.namespaces(&gvr, &[]).await.unwrap(), ["ns1", "ns2"]);
-    assert_eq!(s.namespaces(&gvr, &["a".into()]).await.unwrap(), ["ns2"]);
-    s.ping().await.unwrap();
+both!(
+    upsert_versions_search_delete,
+    |s: Store, _spec| async move {
+        let gvr = deployments();
+        let w = s
+            .upsert(vec![
+                record("a", "ns1", "web", "10", json!({})),
+                record("b", "ns1", "web", "11", json!({})),
+                record("a", "ns2", "db", "12", json!({})),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            w,
+            Written {
+                written: 3,
+                unchanged: 0
+            }
+        );
+        let v = s.versions("a", &gvr).await.unwrap();
+        assert_eq!(
+            v.into_iter().collect::<Vec<_>>(),
+            vec![
+                (("ns1".to_string(), "web".to_string()), "10".to_string()),
+                (("ns2".to_string(), "db".to_string()), "12".to_string()),
+            ]
+        );
+        let page = s.search(&gvr, &query(""), &Scope::default()).await.unwrap();
+        assert_eq!(names(&page), ["a/ns1/web", "a/ns2/db", "b/ns1/web"]);
+        let first = &page.items[0];
+        assert!(first["metadata"].get("managedFields").is_none(), "{first}");
+        assert_eq!(first["spec"]["replicas"], 1);
+        let gone = s
+            .delete(vec![Key {
+                cluster: "a".into(),
+                gvr: gvr.clone(),
+                namespace: "ns1".into(),
+                name: "web".into(),
+            }])
+            .await
+            .unwrap();
+        assert_eq!(gone, 1);
+        let page = s.search(&gvr, &query(""), &Scope::default()).await.unwrap();
+        assert_eq!(names(&page), ["a/ns2/db", "b/ns1/web"]);
+        assert_eq!(s.clusters().await.unwrap(), ["a", "b"]);
+        assert_eq!(s.namespaces(&gvr, &[]).await.unwrap(), ["ns1", "ns2"]);
+        assert_eq!(s.namespaces(&gvr, &["a".into()]).await.unwrap(), ["ns2"]);
+        s.ping().await.unwrap();
+    }
+);
+
+pub(crate) fn key(cluster: &str, ns: &str, name: &str) -> Key {
+    Key {
+        cluster: cluster.into(),
+        gvr: deployments(),
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+pub(crate) async fn all(s: &Store, qs: &str) -> Vec<String> {
+    names(
+        &s.search(&deployments(), &query(qs), &Scope::default())
+            .await
+            .unwrap(),
+    )
+}
+
+both!(
+    unchanged_resource_versions_are_not_written,
+    |s: Store, _spec| async move {
+        let labels = json!({"metadata": {"labels": {"app": "web"}}});
+        let first = s
+            .upsert(vec![record("a", "ns", "web", "5", labels.clone())])
+            .await
+            .unwrap();
+        assert_eq!(
+            first,
+            Written {
+                written: 1,
+                unchanged: 0
+            }
+        );
+        let before = s.writes();
+        // the same resourceVersion, even with other content: no write
+        let changed_labels = json!({"metadata": {"labels": {"app": "db"}}});
+        let again = s
+            .upsert(vec![record("a", "ns", "web", "5", changed_labels.clone())])
+            .await
+            .unwrap();
+        assert_eq!(
+            again,
+            Written {
+                written: 0,
+                unchanged: 1
+            }
+        );
+        assert_eq!(s.writes(), before);
+        assert_eq!(all(&s, "labelSelector=app%3Dweb").await, ["a/ns/web"]);
+        // a new resourceVersion: updated, labels replaced
+        let newer = s
+            .upsert(vec![record("a", "ns", "web", "6", changed_labels)])
+            .await
+            .unwrap();
+        assert_eq!(
+            newer,
+            Written {
+                written: 1,
+                unchanged: 0
+            }
+        );
+        assert_eq!(s.writes(), before + 1);
+        assert!(all(&s, "labelSelector=app%3Dweb").await.is_empty());
+        assert_eq!(all(&s, "labelSelector=app%3Ddb").await, ["a/ns/web"]);
+        assert_eq!(
+            s.versions("a", &deployments())
+                .await
+                .unwrap()
+                .values()
+                .collect::<Vec<_>>(),
+            ["6"]
+        );
+        // deleting what is not stored writes nothing
+        assert_eq!(s.delete(vec![key("a", "ns", "nothing")]).await.unwrap(), 0);
+        assert_eq!(s.writes(), before + 1);
+    }
+);
+
+both!(purge_removes_one_cluster, |s: Store, _spec| async move {
+    let labels = json!({"metadata": {"labels": {"app": "web"}}});
+    s.upsert(vec![
+        record("a", "ns", "web", "1", labels.clone()),
+        record("a", "ns", "db", "2", labels.clone()),
+        record("b", "ns", "web", "3", labels),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(s.purge_cluster("a").await.unwrap(), 2);
+    assert_eq!(all(&s, "").await, ["b/ns/web"]);
+    assert_eq!(all(&s, "labelSelector=app").await, ["b/ns/web"]);
+    assert_eq!(s.clusters().await.unwrap(), ["b"]);
+    assert_eq!(s.purge_cluster("a").await.unwrap(), 0);
 });
+
+both!(
+    reopening_keeps_data_and_migrates_once,
+    |s: Store, spec: String| async move {
+        s.upsert(vec![record("a", "ns", "web", "1", json!({}))])
+            .await
+            .unwrap();
+        let t = TypeInfo {
+            gvr: deployments(),
+            kind: "Deployment".into(),
+            namespaced: true,
+        };
+        s.set_type(&t).await.unwrap();
+        for _ in 0..2 {
+            let again = Store::open(&spec).await.unwrap();
+            assert_eq!(all(&again, "").await, ["a/ns/web"]);
+            assert_eq!(again.types().await.unwrap(), std::slice::from_ref(&t));
+            let v = again
+                .rows(sql::Stmt {
+                    sql: "SELECT COUNT(*), MAX(version) FROM schema_version".into(),
+                    params: vec![],
+                })
+                .await
+                .unwrap();
+            let n = sql::migrations(again.dialect()).len() as i64;
+            assert_eq!(v[0].iter().map(sql::Cell::int).collect::<Vec<_>>(), [n, n]);
+        }
+    }
+);
+
+both!(
+    types_are_recorded_and_updated,
+    |s: Store, _spec| async move {
+        let mut t = TypeInfo {
+            gvr: deployments(),
+            kind: "Deployment".into(),
+            namespaced: true,
+        };
+        let node = TypeInfo {
+            gvr: Gvr {
+                group: "".into(),
+                version: "v1".into(),
+                resource: "nodes".into(),
+            },
+            kind: "Node".into(),
+            namespaced: false,
+        };
+        s.set_type(&t).await.unwrap();
+        s.set_type(&node).await.unwrap();
+        t.kind = "Deploy".into();
+        s.set_type(&t).await.unwrap();
+        assert_eq!(s.types().await.unwrap(), [node, t]);
+    }
+);
+
+#[tokio::test]
+async fn an_unreachable_postgres_is_unavailable() {
+    // a port nothing listens on
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let err = Store::open(&format!("postgres://causeway@127.0.0.1:{port}/x"))
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+}
+
+#[tokio::test]
+async fn a_locked_sqlite_database_is_unavailable_not_a_hang() {
+    let f = open("sqlite").await;
+    let path = f.spec.strip_prefix("sqlite:").unwrap();
+    let blocker = rusqlite::Connection::open(path).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let started = std::time::Instant::now();
+    let err = f
+        .store
+        .upsert(vec![record("a", "ns", "web", "1", json!({}))])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    blocker.execute_batch("ROLLBACK").unwrap();
+    f.store
+        .upsert(vec![record("a", "ns", "web", "1", json!({}))])
+        .await
+        .unwrap();
+}
+
+#[test]
+fn records_from_objects() {
+    let gvr = deployments();
+    let obj = object(
+        "ns",
+        "web",
+        "7",
+        json!({"metadata": {"labels": {"app": "web"}, "ownerReferences": [
+            {"uid": "first"}, {"uid": "ctrl", "controller": true}]}}),
+    );
+    let r = Record::from_object("a", &gvr, &obj, false).unwrap();
+    assert_eq!(r.owner_uid.as_deref(), Some("ctrl"));
+    assert_eq!(r.created_at, Some(1_704_067_200_000));
+    assert_eq!(r.labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(
+        (r.uid.as_str(), r.resource_version.as_str()),
+        ("uid-ns-web", "7")
+    );
+    let stored: Value = serde_json::from_str(&r.object).unwrap();
+    assert!(stored["metadata"].get("managedFields").is_none());
+    assert_eq!(stored["spec"]["replicas"], 1);
+
+    let meta = Record::from_object("a", &gvr, &obj, true).unwrap();
+    let stored: Value = serde_json::from_str(&meta.object).unwrap();
+    let mut keys: Vec<&String> = stored.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata"]);
+
+    let one_owner = object(
+        "ns",
+        "x",
+        "1",
+        json!({"metadata": {"ownerReferences": [{"uid": "only"}]}}),
+    );
+    let r = Record::from_object("a", &gvr, &one_owner, false).unwrap();
+    assert_eq!(r.owner_uid.as_deref(), Some("only"));
+    assert_eq!(r.namespace, "ns");
+    assert!(Record::from_object("a", &gvr, &json!({"metadata": {}}), false).is_none());
+    assert!(Record::from_object("a", &gvr, &json!({"kind": "X"}), false).is_none());
+}
