@@ -4,21 +4,15 @@
 //! else. The ValidatingWebhookConfiguration (deploy/webhook) sends it only DELETEs of
 //! labelled objects; the check here does not rely on that.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
 use causeway_crds::well_known::labels::{DELETION_PROTECTED, DELETION_PROTECTED_ALWAYS};
 use http::{Method, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -121,21 +115,9 @@ pub async fn listen(
     Ok((listener, tls))
 }
 
-/// A TLS server config from a PEM certificate chain and key.
+/// A TLS server config from a PEM certificate chain and key (`--cert`, `--key`).
 pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> anyhow::Result<rustls::ServerConfig> {
-    let certs = CertificateDer::pem_slice_iter(cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .context("--cert is not a PEM certificate")?;
-    anyhow::ensure!(!certs.is_empty(), "--cert holds no PEM certificate");
-    let key = PrivateKeyDer::from_pem_slice(key_pem).context("--key is not a PEM private key")?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .context("--key does not fit --cert")?;
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(cfg)
+    causeway_runtime::https::server_config(cert_pem, key_pem, "--cert", "--key")
 }
 
 /// Serves the webhook on `listener` until `stop`.
@@ -145,31 +127,11 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let builder = Arc::new(hyper_util::server::conn::auto::Builder::new(
-        TokioExecutor::new(),
-    ));
-    while let Some((tcp, peer)) = causeway_runtime::net::accept(&listener, &stop, "webhook").await {
-        let (acceptor, builder, stop) = (acceptor.clone(), builder.clone(), stop.clone());
+    causeway_runtime::https::serve(listener, tls, "webhook", stop, move |req, _| {
         let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(e)) => return tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    Err(_) => return tracing::debug!(%peer, "TLS handshake timed out"),
-                };
-            let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                let metrics = metrics.clone();
-                async move { Ok::<_, Infallible>(handle(req, &metrics).await) }
-            });
-            let conn = builder.serve_connection(TokioIo::new(tls), svc);
-            tokio::select! {
-                _ = conn => {}
-                _ = stop.cancelled() => {}
-            }
-        });
-    }
+        async move { handle(req, &metrics).await }
+    })
+    .await
 }
 
 async fn handle(

@@ -9,6 +9,7 @@
 //! - [`log`]: `tracing` to stderr as text or JSON, coloured only on a terminal.
 //! - [`apply`]: the one applier (server-side apply of typed or dynamic objects, status,
 //!   deletion and pruning by owner labels, finalizers, per-key failures).
+//! - [`https`]: TLS configs from PEM files and the HTTPS accept loop.
 //! - [`admin`]: the admin listener: `/metrics`, `/healthz`, `/livez`, `/readyz`.
 //! - [`reflect`]: shared reflectors that wake reconcile loops with what changed.
 //! - [`leader`]: leader election on a Lease, so a component runs as several replicas.
@@ -18,6 +19,7 @@ pub mod admin;
 pub mod apply;
 pub mod client;
 pub mod crds;
+pub mod https;
 pub mod leader;
 pub mod log;
 pub mod net;

@@ -1,0 +1,188 @@
+//! Serving HTTPS the same way in every server (the deletion-protection webhook, the
+//! search API): a rustls config from PEM files with the ring provider and h2 +
+//! http/1.1, and an accept loop with a bounded TLS handshake that stops, closing open
+//! connections, when `stop` is cancelled.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// How long a client may take to finish the TLS handshake.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// A TLS server config from a PEM certificate chain and key; errors name the flags the
+/// files came from (`cert_flag`, `key_flag`).
+pub fn server_config(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert_flag: &str,
+    key_flag: &str,
+) -> anyhow::Result<rustls::ServerConfig> {
+    let certs = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("{cert_flag} is not a PEM certificate"))?;
+    anyhow::ensure!(!certs.is_empty(), "{cert_flag} holds no PEM certificate");
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .with_context(|| format!("{key_flag} is not a PEM private key"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .with_context(|| format!("{key_flag} does not fit {cert_flag}"))?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// Serves `handler` over TLS on `listener` until `stop`. `what` names the server in log
+/// lines.
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    tls: rustls::ServerConfig,
+    what: &'static str,
+    stop: CancellationToken,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let builder = Arc::new(hyper_util::server::conn::auto::Builder::new(
+        TokioExecutor::new(),
+    ));
+    while let Some((tcp, peer)) = crate::net::accept(&listener, &stop, what).await {
+        let (acceptor, builder, stop, handler) = (
+            acceptor.clone(),
+            builder.clone(),
+            stop.clone(),
+            handler.clone(),
+        );
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    return tracing::debug!(server = what, %peer, error = %e, "TLS handshake failed");
+                }
+                Err(_) => return tracing::debug!(server = what, %peer, "TLS handshake timed out"),
+            };
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let answer = handler(req, peer);
+                async move { Ok::<_, Infallible>(answer.await) }
+            });
+            let conn = builder.serve_connection(TokioIo::new(tls), svc);
+            tokio::select! {
+                _ = conn => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn pki() -> std::sync::Arc<kubesim::http::tls::Pki> {
+        kubesim::http::tls::Pki::generate("t", &["127.0.0.1".into()]).unwrap()
+    }
+
+    #[test]
+    fn bad_certificates_and_keys_name_their_flags() {
+        let p = pki();
+        let (cert, key) = (p.server_cert_pem.as_bytes(), p.server_key_pem.as_bytes());
+        assert!(server_config(cert, key, "--tls-cert", "--tls-key").is_ok());
+        let cases: [(&[u8], &[u8], &str); 3] = [
+            (b"junk", key, "--tls-cert holds no PEM certificate"),
+            (cert, b"junk", "--tls-key is not a PEM private key"),
+            (
+                p.ca_pem.as_bytes(),
+                key,
+                "--tls-key does not fit --tls-cert",
+            ),
+        ];
+        for (c, k, want) in cases {
+            let e = server_config(c, k, "--tls-cert", "--tls-key").unwrap_err();
+            assert!(format!("{e:#}").contains(want), "{e:#}");
+        }
+    }
+
+    /// One HTTP/1.1 GET over TLS trusting `ca_pem`; the raw response.
+    async fn get(addr: SocketAddr, ca_pem: &str, path: &str) -> String {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut s = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn serves_the_handler_over_tls_until_stopped() {
+        let p = pki();
+        let tls = server_config(
+            p.server_cert_pem.as_bytes(),
+            p.server_key_pem.as_bytes(),
+            "--cert",
+            "--key",
+        )
+        .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(
+            listener,
+            tls,
+            "test",
+            stop.clone(),
+            |req, peer| async move {
+                Response::new(Full::new(Bytes::from(format!(
+                    "{} from {}",
+                    req.uri().path(),
+                    peer.ip()
+                ))))
+            },
+        ));
+        let r = get(addr, &p.ca_pem, "/hello").await;
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        assert!(r.ends_with("/hello from 127.0.0.1"), "{r}");
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the server stops when cancelled")
+            .unwrap();
+    }
+}
