@@ -2,6 +2,8 @@
 //! read from /proc (of this process, one of its threads, or a child process), the
 //! `causeway` binary run as a child process, and the report's machine and commit lines.
 
+pub mod process;
+
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
@@ -142,6 +144,28 @@ pub fn reproduce(bin: &str) -> String {
         if given.is_empty() { "" } else { " " },
         given.join(" ")
     )
+}
+
+/// Runs a bench's `run` future on a 2-worker runtime (stopped without waiting for the
+/// servers' tasks once it is done).
+pub fn block_on<T>(run: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the bench's runtime")?;
+    let out = rt.block_on(run);
+    rt.shutdown_background();
+    out
+}
+
+/// Prints a report and writes it to `out` (unless `out` is "-").
+pub fn publish(text: &str, out: &str) -> anyhow::Result<()> {
+    println!("{text}");
+    if out != "-" {
+        std::fs::write(out, text).with_context(|| format!("writing {out}"))?;
+    }
+    Ok(())
 }
 
 /// The machine a report was measured on: cores, CPU model, RAM.

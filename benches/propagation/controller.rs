@@ -1,109 +1,54 @@
 //! The hub controller as an operator runs it: the real `causeway controller` binary in
 //! a child process, so /proc gives its own CPU time and peak RSS (VmHWM).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use causeway_benches::{Kill, process_stats};
-
-/// CPU seconds and peak RSS of the controller process so far.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Stats {
-    /// User + system CPU seconds since it started.
-    pub cpu: f64,
-    /// VmHWM, KiB.
-    pub peak_kib: u64,
-}
+use causeway_benches::process::Process;
+pub use causeway_benches::process::Stats;
 
 /// A running `causeway controller`.
 pub struct Controller {
-    child: Kill,
-    log: PathBuf,
+    process: Process,
 }
-
-/// How long a stopped controller gets to exit before it is killed.
-const STOP_GRACE: Duration = Duration::from_secs(30);
 
 impl Controller {
     /// Starts `bin controller` against the hub in `kubeconfig`, its log (warnings and
     /// errors) going to `log`. One replica, so no leader election (whose Lease renewal
     /// would be a hub write every 2 s).
     pub fn start(bin: &Path, kubeconfig: &Path, log: &Path) -> anyhow::Result<Controller> {
-        let file = std::fs::File::create(log)
-            .with_context(|| format!("creating the controller log {}", log.display()))?;
-        let child = Command::new(bin)
-            .args(["controller", "--metrics", "127.0.0.1:0", "--log", "warn"])
+        let mut cmd = Command::new(bin);
+        cmd.args(["controller", "--metrics", "127.0.0.1:0", "--log", "warn"])
             .arg("--leader-elect=false")
             .arg("--hub-kubeconfig")
-            .arg(kubeconfig)
-            .env_remove("KUBECONFIG")
-            // an error's message, not a backtrace, at the end of the log
-            .env("RUST_LIB_BACKTRACE", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .with_context(|| format!("starting {} controller", bin.display()))?;
+            .arg(kubeconfig);
         Ok(Controller {
-            child: Kill(child),
-            log: log.to_path_buf(),
+            process: Process::start(cmd, "the controller", log)?,
         })
     }
 
     /// Its process id.
+    #[cfg(test)]
     pub fn pid(&self) -> u32 {
-        self.child.0.id()
-    }
-
-    /// Fails (with the end of its log) when the process has exited.
-    pub fn check_running(&mut self) -> anyhow::Result<()> {
-        if let Some(status) = self.child.0.try_wait().context("checking the controller")? {
-            bail!(
-                "the controller exited ({status}); the end of its log {}:\n{}",
-                self.log.display(),
-                self.log_tail(30)
-            );
-        }
-        Ok(())
+        self.process.pid()
     }
 
     /// The last `lines` lines of its log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.process.log_tail(lines)
     }
 
     /// Its CPU time and peak RSS so far.
     pub fn stats(&mut self) -> anyhow::Result<Stats> {
-        self.check_running()?;
-        let (cpu, peak_kib) = process_stats(self.pid())?;
-        Ok(Stats { cpu, peak_kib })
+        self.process.stats()
     }
 
-    /// Stops it as an operator would (SIGTERM, then SIGKILL after [`STOP_GRACE`]);
-    /// returns its figures read just before.
-    pub async fn stop(mut self) -> anyhow::Result<Stats> {
-        let stats = self.stats()?;
-        let pid = self.pid().to_string();
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .context("running kill -TERM")?;
-        if !sent.success() {
-            bail!("kill -TERM {pid} failed ({sent})");
-        }
-        let deadline = Instant::now() + STOP_GRACE;
-        while self.child.0.try_wait()?.is_none() {
-            if Instant::now() > deadline {
-                tracing::warn!(pid, "the controller did not stop on SIGTERM; killing it");
-                break; // dropping the guard kills it
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(stats)
+    /// Stops it (SIGTERM, then SIGKILL after
+    /// [`causeway_benches::process::STOP_GRACE`]); returns its figures read
+    /// just before.
+    pub async fn stop(self) -> anyhow::Result<Stats> {
+        self.process.stop().await
     }
 
     /// Waits until it has been quiet for `quiet`: `writes()` (per server) unchanged and
@@ -163,6 +108,8 @@ pub const QUIET_CPU: f64 = 0.05;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use causeway_benches::process::STOP_GRACE;
+    use std::path::PathBuf;
 
     /// The `causeway` binary of this profile: target/<profile>/deps/<test> →
     /// target/<profile>/causeway.

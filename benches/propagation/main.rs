@@ -107,19 +107,8 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     args.log.init("warn,bench_propagation=info")?;
     let causeway = causeway_benches::causeway_bin(args.causeway.as_deref(), BUILD)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the bench's runtime")?;
-    let report = rt.block_on(run(&args, &causeway))?;
-    rt.shutdown_background();
-    let text = report.markdown(&args);
-    println!("{text}");
-    if args.out != "-" {
-        std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out))?;
-    }
-    Ok(())
+    let report = causeway_benches::block_on(run(&args, &causeway))?;
+    causeway_benches::publish(&report.markdown(&args), &args.out)
 }
 
 /// Write requests (not dry runs) each server has received so far, hub first, then the
