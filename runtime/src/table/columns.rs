@@ -1,5 +1,6 @@
 //! Printer columns: their shape (CRDs' `additionalPrinterColumns`) and those of the
-//! built-in kinds, as kubectl's built-in printers show them (besides Name and Age).
+//! built-in kinds, as kubectl's built-in printers show them (besides Name and Age); and
+//! the built-in kinds' short names (`kubectl get deploy`), for discovery.
 
 /// A printer column.
 #[derive(Debug, Clone)]
@@ -86,5 +87,32 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
             vec![col("Created At", "date", ".metadata.creationTimestamp", 0)]
         }
         _ => vec![],
+    }
+}
+
+/// The short names kube-apiserver's discovery gives the built-in kinds.
+pub fn short_names(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("", "namespaces") => &["ns"],
+        ("", "services") => &["svc"],
+        ("", "endpoints") => &["ep"],
+        ("", "configmaps") => &["cm"],
+        ("", "serviceaccounts") => &["sa"],
+        ("", "nodes") => &["no"],
+        ("", "pods") => &["po"],
+        ("", "events") => &["ev"],
+        ("", "persistentvolumeclaims") => &["pvc"],
+        ("events.k8s.io", "events") => &["ev"],
+        ("apps", "deployments") => &["deploy"],
+        ("apps", "statefulsets") => &["sts"],
+        ("apps", "daemonsets") => &["ds"],
+        ("apps", "replicasets") => &["rs"],
+        ("batch", "cronjobs") => &["cj"],
+        ("networking.k8s.io", "ingresses") => &["ing"],
+        ("networking.k8s.io", "networkpolicies") => &["netpol"],
+        ("apiextensions.k8s.io", "customresourcedefinitions") => &["crd", "crds"],
+        ("policy", "poddisruptionbudgets") => &["pdb"],
+        ("autoscaling", "horizontalpodautoscalers") => &["hpa"],
+        _ => &[],
     }
 }

@@ -144,7 +144,7 @@ impl Registry {
     pub fn builtin() -> Self {
         let mut r = Registry::default();
         for b in BUILTINS {
-            let (group, version, plural, kind, namespaced, status, shorts, cats) = *b;
+            let (group, version, plural, kind, namespaced, status, cats) = *b;
             let singular = kind.to_lowercase();
             let name_rule = match plural {
                 "namespaces" | "services" => NameRule::Label,
@@ -173,10 +173,9 @@ impl Registry {
                 kind: kind.into(),
                 list_kind: format!("{kind}List"),
                 namespaced,
-                short_names: shorts
-                    .split(',')
-                    .filter(|s| !s.is_empty())
-                    .map(String::from)
+                short_names: columns::short_names(group, plural)
+                    .iter()
+                    .map(|s| s.to_string())
                     .collect(),
                 categories: cats
                     .split(',')
@@ -304,16 +303,16 @@ type Builtin = (
     bool,
     bool,
     &'static str,
-    &'static str,
 );
 
-/// (group, version, plural, kind, namespaced, status subresource, short names, categories)
+/// (group, version, plural, kind, namespaced, status subresource, categories); short
+/// names and printer columns are `causeway_runtime::table::columns`'
 const BUILTINS: &[Builtin] = &[
-    ("", "v1", "namespaces", "Namespace", false, true, "ns", ""),
-    ("", "v1", "services", "Service", true, true, "svc", "all"),
-    ("", "v1", "endpoints", "Endpoints", true, false, "ep", ""),
-    ("", "v1", "secrets", "Secret", true, false, "", ""),
-    ("", "v1", "configmaps", "ConfigMap", true, false, "cm", ""),
+    ("", "v1", "namespaces", "Namespace", false, true, ""),
+    ("", "v1", "services", "Service", true, true, "all"),
+    ("", "v1", "endpoints", "Endpoints", true, false, ""),
+    ("", "v1", "secrets", "Secret", true, false, ""),
+    ("", "v1", "configmaps", "ConfigMap", true, false, ""),
     (
         "",
         "v1",
@@ -321,10 +320,9 @@ const BUILTINS: &[Builtin] = &[
         "ServiceAccount",
         true,
         false,
-        "sa",
         "",
     ),
-    ("", "v1", "nodes", "Node", false, true, "no", ""),
+    ("", "v1", "nodes", "Node", false, true, ""),
     (
         "authentication.k8s.io",
         "v1",
@@ -332,7 +330,6 @@ const BUILTINS: &[Builtin] = &[
         "TokenReview",
         false,
         false,
-        "",
         "",
     ),
     (
@@ -343,7 +340,6 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
         "",
-        "",
     ),
     (
         "authorization.k8s.io",
@@ -353,10 +349,9 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
         "",
-        "",
     ),
-    ("", "v1", "pods", "Pod", true, true, "po", "all"),
-    ("", "v1", "events", "Event", true, false, "ev", ""),
+    ("", "v1", "pods", "Pod", true, true, "all"),
+    ("", "v1", "events", "Event", true, false, ""),
     (
         "",
         "v1",
@@ -364,7 +359,6 @@ const BUILTINS: &[Builtin] = &[
         "PersistentVolumeClaim",
         true,
         true,
-        "pvc",
         "",
     ),
     (
@@ -375,18 +369,8 @@ const BUILTINS: &[Builtin] = &[
         true,
         false,
         "",
-        "",
     ),
-    (
-        "events.k8s.io",
-        "v1",
-        "events",
-        "Event",
-        true,
-        false,
-        "ev",
-        "",
-    ),
+    ("events.k8s.io", "v1", "events", "Event", true, false, ""),
     (
         "coordination.k8s.io",
         "v1",
@@ -395,18 +379,8 @@ const BUILTINS: &[Builtin] = &[
         true,
         false,
         "",
-        "",
     ),
-    (
-        "apps",
-        "v1",
-        "deployments",
-        "Deployment",
-        true,
-        true,
-        "deploy",
-        "all",
-    ),
+    ("apps", "v1", "deployments", "Deployment", true, true, "all"),
     (
         "apps",
         "v1",
@@ -414,33 +388,12 @@ const BUILTINS: &[Builtin] = &[
         "StatefulSet",
         true,
         true,
-        "sts",
         "all",
     ),
-    (
-        "apps",
-        "v1",
-        "daemonsets",
-        "DaemonSet",
-        true,
-        true,
-        "ds",
-        "all",
-    ),
-    (
-        "apps",
-        "v1",
-        "replicasets",
-        "ReplicaSet",
-        true,
-        true,
-        "rs",
-        "all",
-    ),
-    ("batch", "v1", "jobs", "Job", true, true, "", "all"),
-    (
-        "batch", "v1", "cronjobs", "CronJob", true, true, "cj", "all",
-    ),
+    ("apps", "v1", "daemonsets", "DaemonSet", true, true, "all"),
+    ("apps", "v1", "replicasets", "ReplicaSet", true, true, "all"),
+    ("batch", "v1", "jobs", "Job", true, true, "all"),
+    ("batch", "v1", "cronjobs", "CronJob", true, true, "all"),
     (
         "networking.k8s.io",
         "v1",
@@ -448,7 +401,6 @@ const BUILTINS: &[Builtin] = &[
         "Ingress",
         true,
         true,
-        "ing",
         "",
     ),
     (
@@ -459,7 +411,6 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
         "",
-        "",
     ),
     (
         "networking.k8s.io",
@@ -468,7 +419,6 @@ const BUILTINS: &[Builtin] = &[
         "NetworkPolicy",
         true,
         false,
-        "netpol",
         "",
     ),
     (
@@ -479,7 +429,6 @@ const BUILTINS: &[Builtin] = &[
         true,
         false,
         "",
-        "",
     ),
     (
         "rbac.authorization.k8s.io",
@@ -488,7 +437,6 @@ const BUILTINS: &[Builtin] = &[
         "RoleBinding",
         true,
         false,
-        "",
         "",
     ),
     (
@@ -499,7 +447,6 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
         "",
-        "",
     ),
     (
         "rbac.authorization.k8s.io",
@@ -509,7 +456,6 @@ const BUILTINS: &[Builtin] = &[
         false,
         false,
         "",
-        "",
     ),
     (
         "admissionregistration.k8s.io",
@@ -518,7 +464,6 @@ const BUILTINS: &[Builtin] = &[
         "ValidatingWebhookConfiguration",
         false,
         false,
-        "",
         "api-extensions",
     ),
     (
@@ -528,7 +473,6 @@ const BUILTINS: &[Builtin] = &[
         "CustomResourceDefinition",
         false,
         true,
-        "crd,crds",
         "api-extensions",
     ),
     (
@@ -538,7 +482,6 @@ const BUILTINS: &[Builtin] = &[
         "PodDisruptionBudget",
         true,
         true,
-        "pdb",
         "",
     ),
     (
@@ -548,7 +491,6 @@ const BUILTINS: &[Builtin] = &[
         "HorizontalPodAutoscaler",
         true,
         true,
-        "hpa",
         "all",
     ),
 ];
