@@ -1,6 +1,232 @@
 //! The indexer: for every Ready member and every configured resource type
-//! ([`ResourceSpec`]), a list+watch that streams the member's objects into the store.
+//! ([`ResourceSpec`]) that applies to it, one synchro streams the member's objects into
+//! the [`Store`] (see [`synchro`] for restart consistency, K.71, and storage outages,
+//! K.72). The fleet comes from the registry as a [`Fleet`] on a watch channel:
+//!
+//! - a member that becomes Ready (or whose client changes: a new fingerprint) gets its
+//!   synchros (again);
+//! - a member that stops being Ready loses its synchros, but its objects stay in the
+//!   store while it is registered (the last known state is still worth finding);
+//! - a member that is no longer registered is purged from the store, and so is every
+//!   cluster the store holds that is not registered when the indexer starts.
 
+mod health;
+mod metrics;
 mod spec;
+mod synchro;
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use metrics::{IndexerMetrics, TypeLabels};
 pub use spec::{ResourceSpec, SpecError, default_resources, parse_all};
+
+use crate::store::Store;
+use health::Health;
+use synchro::Synchro;
+
+/// How often a purge that failed (store unavailable) is tried again.
+const PURGE_RETRY: Duration = Duration::from_secs(2);
+
+/// A member the indexer may read.
+#[derive(Clone)]
+pub struct Member {
+    /// A client of the member.
+    pub client: kube::Client,
+    /// Changes whenever `client` does (e.g. new credentials or endpoint): the member's
+    /// synchros restart with the new client.
+    pub fingerprint: String,
+}
+
+/// The members as the registry knows them.
+#[derive(Clone, Default)]
+pub struct Fleet {
+    /// Members that are Ready, by name: indexed.
+    pub ready: BTreeMap<String, Member>,
+    /// Every registered member, Ready or not: their objects are kept. A member that
+    /// leaves this set is purged from the store.
+    pub registered: BTreeSet<String>,
+}
+
+/// A running synchro.
+struct Running {
+    fingerprint: String,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Indexes the fleet into `store` until `stop`: one synchro per Ready member and
+/// resource spec that applies to it, restarted when the member's fingerprint changes,
+/// stopped when it is no longer Ready; members no longer registered are purged.
+pub async fn run(
+    store: Store,
+    resources: Vec<ResourceSpec>,
+    mut fleet: watch::Receiver<Fleet>,
+    metrics: IndexerMetrics,
+    stop: CancellationToken,
+) {
+    let health = Health::new(metrics.clone());
+    let pinger = tokio::spawn(
+        health
+            .clone()
+            .watch_store(store.clone(), stop.child_token()),
+    );
+    let mut running: BTreeMap<(String, usize), Running> = BTreeMap::new();
+    let mut purge = Purge::default();
+    let mut registered = BTreeSet::new();
+    let mut fleet_open = true;
+    loop {
+        let now = fleet.borrow_and_update().clone();
+        purge
+            .clusters
+            .extend(registered.difference(&now.registered).cloned());
+        registered = now.registered.clone();
+        reconcile(
+            &mut running,
+            &now,
+            &resources,
+            &store,
+            &metrics,
+            &health,
+            &stop,
+        )
+        .await;
+        purge.run(&registered, &mut running, &store, &metrics).await;
+        tokio::select! {
+            r = fleet.changed(), if fleet_open => fleet_open = r.is_ok(),
+            _ = tokio::time::sleep(PURGE_RETRY), if purge.pending() => {}
+            _ = stop.cancelled() => break,
+        }
+    }
+    for (_, r) in std::mem::take(&mut running) {
+        r.stop.cancel();
+        let _ = r.task.await;
+    }
+    let _ = pinger.await;
+}
+
+/// Starts and stops synchros to match the fleet.
+async fn reconcile(
+    running: &mut BTreeMap<(String, usize), Running>,
+    fleet: &Fleet,
+    resources: &[ResourceSpec],
+    store: &Store,
+    metrics: &IndexerMetrics,
+    health: &Health,
+    stop: &CancellationToken,
+) {
+    let wanted = |(cluster, i): &(String, usize), fingerprint: &str| {
+        fleet.ready.get(cluster).is_some_and(|m| {
+            m.fingerprint == fingerprint
+                && fleet.registered.contains(cluster)
+                && resources[*i].applies_to(cluster)
+        })
+    };
+    let stale: Vec<(String, usize)> = running
+        .iter()
+        .filter(|(k, r)| !wanted(k, &r.fingerprint))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in stale {
+        if let Some(r) = running.remove(&key) {
+            tracing::info!(cluster = %key.0, resource = %resources[key.1], "stopping the member's watch");
+            r.stop.cancel();
+            let _ = r.task.await;
+        }
+    }
+    for (cluster, member) in &fleet.ready {
+        if !fleet.registered.contains(cluster) {
+            continue;
+        }
+        for (i, spec) in resources.iter().enumerate() {
+            let key = (cluster.clone(), i);
+            if !spec.applies_to(cluster) || running.contains_key(&key) {
+                continue;
+            }
+            let token = stop.child_token();
+            let synchro = Synchro {
+                cluster: cluster.clone(),
+                spec: spec.clone(),
+                client: member.client.clone(),
+                store: store.clone(),
+                metrics: metrics.clone(),
+                health: health.clone(),
+                stop: token.clone(),
+            };
+            running.insert(
+                key,
+                Running {
+                    fingerprint: member.fingerprint.clone(),
+                    stop: token,
+                    task: tokio::spawn(synchro.run()),
+                },
+            );
+        }
+    }
+}
+
+/// The clusters to purge from the store.
+#[derive(Default)]
+struct Purge {
+    /// Whether the store's clusters were read (once, at start).
+    scanned: bool,
+    /// Clusters that left the fleet, not purged yet.
+    clusters: BTreeSet<String>,
+}
+
+impl Purge {
+    /// Whether there is work left (to retry).
+    fn pending(&self) -> bool {
+        !self.scanned || !self.clusters.is_empty()
+    }
+
+    /// Purges the clusters that are not registered (after their synchros stopped),
+    /// first adding, once, the store's clusters that are not; keeps what failed.
+    async fn run(
+        &mut self,
+        registered: &BTreeSet<String>,
+        running: &mut BTreeMap<(String, usize), Running>,
+        store: &Store,
+        metrics: &IndexerMetrics,
+    ) {
+        if !self.scanned {
+            match store.clusters().await {
+                Ok(stored) => {
+                    self.clusters.extend(stored);
+                    self.scanned = true;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the store's clusters yet; retrying")
+                }
+            }
+        }
+        self.clusters.retain(|c| !registered.contains(c));
+        for cluster in std::mem::take(&mut self.clusters) {
+            let keys: Vec<(String, usize)> = running
+                .keys()
+                .filter(|(c, _)| *c == cluster)
+                .cloned()
+                .collect();
+            for key in keys {
+                if let Some(r) = running.remove(&key) {
+                    r.stop.cancel();
+                    let _ = r.task.await;
+                }
+            }
+            match store.purge_cluster(&cluster).await {
+                Ok(n) => {
+                    metrics.purged.inc_by(n);
+                    tracing::info!(%cluster, objects = n, "member left the fleet: its objects are purged from the search store");
+                }
+                Err(e) => {
+                    tracing::warn!(%cluster, error = %e, "cannot purge a member that left; retrying");
+                    self.clusters.insert(cluster);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! One synchro: one resource type of one member, streamed into the store.
+//!
+//! The type is resolved by the member's discovery (kind, scope); a member that does not
+//! serve it is retried with backoff. Then, in sessions: a watcher lists (paged) and
+//! watches; every (re)list loads the store's `(namespace, name) → resourceVersion` of
+//! this member and type (K.71), skips listed objects whose version is the stored one,
+//! writes the others and, when the list is complete, deletes the keys it did not see.
+//! Changes are written in batches (≈500 objects or ≈50 ms), coalesced per object; the
+//! watch is not read while a batch is written, so memory stays bounded by one batch
+//! and one type's keys. A write that fails after its retries marks the store down
+//! (K.72): the session ends, dropping its watch and batch, and the next session, after
+//! the store answers again, relists — and the relist's diff deletes what went
+//! meanwhile.
+
+use std::collections::BTreeMap;
+use std::pin::pin;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
+use kube::core::GroupVersion;
+use kube::discovery::{Scope, verbs};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::ResourceSpec;
+use super::health::Health;
+use super::metrics::{IndexerMetrics, TypeLabels};
+use crate::store::{Gvr, Key, Record, Store, StoreError, StoreResult, TypeInfo, Versions};
+
+/// Objects per write.
+const BATCH: usize = 500;
+/// How long a change may wait for others to share its write.
+const LINGER: Duration = Duration::from_millis(50);
+/// Attempts of one write while the store is unavailable, before the outage is declared.
+const WRITE_TRIES: u32 = 4;
+/// The first wait between write attempts, doubled each time.
+const WRITE_BACKOFF: Duration = Duration::from_millis(100);
+/// Discovery calls give up after this long.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Retries of a type the member does not serve: first wait, doubled up to the max.
+const RESOLVE_FIRST: Duration = Duration::from_secs(1);
+const RESOLVE_MAX: Duration = Duration::from_secs(60);
+/// The pause before a new session after an unexpected failure.
+const RESTART: Duration = Duration::from_secs(2);
+
+/// One member's type, to stream into the store.
+pub(crate) struct Synchro {
+    pub(crate) cluster: String,
+    pub(crate) spec: ResourceSpec,
+    pub(crate) client: kube::Client,
+    pub(crate) store: Store,
+    pub(crate) metrics: IndexerMetrics,
+    pub(crate) health: Health,
+    pub(crate) stop: CancellationToken,
+}
+
+/// Why a session ended.
+enum End {
+    Stopped,
+    StoreDown,
+    Restart,
+}
+
+impl Synchro {
+    /// Runs until `stop`.
+    pub(crate) async fn run(self) {
+        let labels = TypeLabels {
+            cluster: self.cluster.clone(),
+            resource: gvr_text(&self.spec.gvr),
+        };
+        let resolved = self.resolve(&labels).await;
+        self.metrics.unserved.remove(&labels);
+        let Some((resource, namespaced)) = resolved else {
+            return;
+        };
+        let info = TypeInfo {
+            gvr: self.spec.gvr.clone(),
+            kind: resource.kind.clone(),
+            namespaced,
+        };
+        let mut typed = false;
+        loop {
+            if !self.health.wait_up(&self.stop).await {
+                return;
+            }
+            let end = if typed {
+                self.session(&resource).await
+            } else {
+                match self.retry(|| self.store.set_type(&info)).await {
+                    Ok(()) => {
+                        typed = true;
+                        continue;
+                    }
+                    Err(e) => self.failed(e),
+                }
+            };
+            match end {
+                End::Stopped => return,
+                End::StoreDown => {}
+                End::Restart => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(RESTART) => {}
+                        _ = self.stop.cancelled() => return,
+                    }
+                }
+            }
+        }
+    }
+
+    /// The type's resource and scope on the member, retried while it is not served.
+    async fn resolve(&self, labels: &TypeLabels) -> Option<(ApiResource, bool)> {
+        let mut wait = RESOLVE_FIRST;
+        loop {
+            match resolve(&self.client, &self.spec.gvr).await {
+                Ok(found) => return Some(found),
+                Err(e) => {
+                    tracing::warn!(
+                        cluster = %self.cluster,
+                        resource = %labels.resource,
+                        error = %e,
+                        "not indexed: the member does not serve this resource; retrying in {wait:?}"
+                    );
+                    self.metrics.unserved.get_or_create(labels).set(1);
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.stop.cancelled() => return None,
+            }
+            wait = (wait * 2).min(RESOLVE_MAX);
+        }
+    }
+
+    /// One list+watch, until stopped, the store goes down or a write fails.
+    async fn session(&self, resource: &ApiResource) -> End {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
+        let mut events = pin!(watcher(api, watcher::Config::default()).default_backoff());
+        let mut up = self.health.subscribe();
+        let mut running = Running::start(&self.metrics);
+        let mut batch = Batch::new(&self.metrics);
+        // the stored versions not seen yet by the list in progress
+        let mut listing: Option<Versions> = None;
+        loop {
+            let deadline = batch.deadline();
+            let event = tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return End::Stopped,
+                down = up.wait_for(|up| !*up).map(|r| r.is_ok()) => {
+                    if down {
+                        return End::StoreDown;
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => None,
+                event = events.next() => Some(event),
+            };
+            let Some(event) = event else {
+                if let Err(e) = self.flush(&mut batch).await {
+                    return self.failed(e);
+                }
+                continue;
+            };
+            let event = match event {
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member watch failed; retrying");
+                    continue;
+                }
+                None => return End::Restart,
+            };
+            let step = match event {
+                watcher::Event::Init => match self.flush(&mut batch).await {
+                    Ok(()) => self
+                        .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
+                        .await
+                        .map(|v| {
+                            running.synced(false);
+                            listing = Some(v);
+                        }),
+                    Err(e) => Err(e),
+                },
+                watcher::Event::InitApply(obj) => {
+                    let stored = listing.as_mut().and_then(|l| {
+                        let ns = obj.metadata.namespace.clone().unwrap_or_default();
+                        l.remove(&(ns, obj.metadata.name.clone().unwrap_or_default()))
+                    });
+                    if stored.is_some() && stored == obj.metadata.resource_version {
+                        self.metrics.unchanged.inc();
+                        Ok(())
+                    } else {
+                        self.put(&mut batch, resource, obj).await
+                    }
+                }
+                watcher::Event::InitDone => match self.flush(&mut batch).await {
+                    Ok(()) => self
+                        .delete_unlisted(listing.take().unwrap_or_default())
+                        .await
+                        .map(|()| running.synced(true)),
+                    Err(e) => Err(e),
+                },
+                watcher::Event::Apply(obj) => self.put(&mut batch, resource, obj).await,
+                watcher::Event::Delete(obj) => {
+                    let key = self.key(
+                        obj.metadata.namespace.unwrap_or_default(),
+                        obj.metadata.name.unwrap_or_default(),
+                    );
+                    batch.set(key, None);
+                    self.flush_if_full(&mut batch).await
+                }
+            };
+            if let Err(e) = step {
+                return self.failed(e);
+            }
+        }
+    }
+
+    /// Queues an object's record (apiVersion and kind set: list items lack them).
+    async fn put(
+        &self,
+        batch: &mut Batch<'_>,
+        resource: &ApiResource,
+        mut obj: DynamicObject,
+    ) -> StoreResult<()> {
+        obj.types = Some(TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        });
+        let value = match serde_json::to_value(&obj) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(cluster = %self.cluster, error = %e, "object not indexed: cannot encode it");
+                return Ok(());
+            }
+        };
+        let Some(record) = Record::from_object(
+            &self.cluster,
+            &self.spec.gvr,
+            &value,
+            self.spec.metadata_only,
+        ) else {
+            return Ok(());
+        };
+        let key = self.key(record.namespace.clone(), record.name.clone());
+        batch.set(key, Some(record));
+        self.flush_if_full(batch).await
+    }
+
+    async fn flush_if_full(&self, batch: &mut Batch<'_>) -> StoreResult<()> {
+        if batch.len() >= BATCH {
+            self.flush(batch).await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Writes the batch: upserts, then deletes, each retried while unavailable.
+    async fn flush(&self, batch: &mut Batch<'_>) -> StoreResult<()> {
+        let (upserts, deletes) = batch.take();
+        if !upserts.is_empty() {
+            let w = self.retry(|| self.store.upsert(upserts.clone())).await?;
+            self.metrics.written.inc_by(w.written);
+            self.metrics.unchanged.inc_by(w.unchanged);
+        }
+        if !deletes.is_empty() {
+            let n = self.retry(|| self.store.delete(deletes.clone())).await?;
+            self.metrics.deleted.inc_by(n);
+        }
+        Ok(())
+    }
+
+    /// Deletes the stored objects a complete list did not return (K.71), by batches.
+    async fn delete_unlisted(&self, gone: Versions) -> StoreResult<()> {
+        let keys: Vec<Key> = gone
+            .into_keys()
+            .map(|(ns, name)| self.key(ns, name))
+            .collect();
+        for chunk in keys.chunks(BATCH) {
+            let n = self.retry(|| self.store.delete(chunk.to_vec())).await?;
+            self.metrics.deleted.inc_by(n);
+        }
+        Ok(())
+    }
+
+    /// Runs a store call, retrying it with backoff while the store is unavailable.
+    async fn retry<T, F, Fut>(&self, mut call: F) -> StoreResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = StoreResult<T>>,
+    {
+        let mut wait = WRITE_BACKOFF;
+        for _ in 1..WRITE_TRIES {
+            match call().await {
+                Err(StoreError::Unavailable(e)) => {
+                    tracing::debug!(cluster = %self.cluster, error = %e, "store write failed; retrying in {wait:?}");
+                }
+                done => return done,
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.stop.cancelled() => {}
+            }
+            wait *= 2;
+        }
+        call().await
+    }
+
+    /// The end of a session after a store call failed for good.
+    fn failed(&self, e: StoreError) -> End {
+        match e {
+            StoreError::Unavailable(why) => {
+                self.health.down(&why);
+                End::StoreDown
+            }
+            other => {
+                tracing::error!(cluster = %self.cluster, resource = %gvr_text(&self.spec.gvr), error = %other, "store refused the indexer's write; relisting");
+                End::Restart
+            }
+        }
+    }
+
+    fn key(&self, namespace: String, name: String) -> Key {
+        Key {
+            cluster: self.cluster.clone(),
+            gvr: self.spec.gvr.clone(),
+            namespace,
+            name,
+        }
+    }
+}
+
+/// Resolves a type through the member's discovery: its resource and whether it is
+/// namespaced; an error says why it cannot be watched.
+pub(crate) async fn resolve(
+    client: &kube::Client,
+    gvr: &Gvr,
+) -> Result<(ApiResource, bool), String> {
+    let gv = GroupVersion::gv(&gvr.group, &gvr.version);
+    let group = match tokio::time::timeout(CALL_TIMEOUT, kube::discovery::pinned_group(client, &gv))
+        .await
+    {
+        Ok(Ok(g)) => g,
+        Ok(Err(e)) => return Err(format!("discovery of {}: {e}", gv.api_version())),
+        Err(_) => {
+            return Err(format!(
+                "discovery of {} timed out after {CALL_TIMEOUT:?}",
+                gv.api_version()
+            ));
+        }
+    };
+    let found = group
+        .versioned_resources(&gvr.version)
+        .into_iter()
+        .find(|(r, _)| r.plural == gvr.resource);
+    match found {
+        Some((r, caps))
+            if caps.supports_operation(verbs::LIST) && caps.supports_operation(verbs::WATCH) =>
+        {
+            Ok((r, caps.scope == Scope::Namespaced))
+        }
+        Some(_) => Err(format!("{} cannot be listed and watched", gvr_text(gvr))),
+        None => Err(format!(
+            "{} serves no resource {:?}",
+            gv.api_version(),
+            gvr.resource
+        )),
+    }
+}
+
+/// `[group/]version/resource`.
+pub(crate) fn gvr_text(gvr: &Gvr) -> String {
+    if gvr.group.is_empty() {
+        format!("{}/{}", gvr.version, gvr.resource)
+    } else {
+        format!("{}/{}/{}", gvr.group, gvr.version, gvr.resource)
+    }
+}
+
+/// Changes not written yet, the last one per object; counted in the backlog gauge.
+struct Batch<'a> {
+    changes: BTreeMap<Key, Option<Record>>,
+    since: Option<Instant>,
+    metrics: &'a IndexerMetrics,
+}
+
+impl<'a> Batch<'a> {
+    fn new(metrics: &'a IndexerMetrics) -> Batch<'a> {
+        Batch {
+            changes: BTreeMap::new(),
+            since: None,
+            metrics,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.changes.len()
+    }
+
+    /// When the batch must be written, if it holds anything.
+    fn deadline(&self) -> Option<Instant> {
+        self.since.map(|t| t + LINGER)
+    }
+
+    /// Queues an upsert (`Some`) or a delete (`None`), replacing the object's earlier
+    /// change.
+    fn set(&mut self, key: Key, change: Option<Record>) {
+        if self.changes.insert(key, change).is_none() {
+            self.metrics.backlog.inc();
+        }
+        self.since.get_or_insert_with(Instant::now);
+    }
+
+    /// Empties the batch: the records to upsert and the keys to delete.
+    fn take(&mut self) -> (Vec<Record>, Vec<Key>) {
+        self.since = None;
+        let changes = std::mem::take(&mut self.changes);
+        self.metrics.backlog.dec_by(changes.len() as i64);
+        let mut upserts = Vec::new();
+        let mut deletes = Vec::new();
+        for (key, change) in changes {
+            match change {
+                Some(r) => upserts.push(r),
+                None => deletes.push(key),
+            }
+        }
+        (upserts, deletes)
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.metrics.backlog.dec_by(self.changes.len() as i64);
+    }
+}
+
+/// Counts a streaming session in the synchros gauge while it lives, and in the synced
+/// gauge while its last list is complete.
+struct Running<'a> {
+    metrics: &'a IndexerMetrics,
+    synced: bool,
+}
+
+impl<'a> Running<'a> {
+    fn start(metrics: &'a IndexerMetrics) -> Running<'a> {
+        metrics.synchros.inc();
+        Running {
+            metrics,
+            synced: false,
+        }
+    }
+
+    /// Records whether the store holds the member's current list.
+    fn synced(&mut self, synced: bool) {
+        if synced != self.synced {
+            self.metrics.synced.inc_by(if synced { 1 } else { -1 });
+            self.synced = synced;
+        }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.synced(false);
+        self.metrics.synchros.dec();
+    }
+}
