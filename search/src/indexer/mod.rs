@@ -1,6 +1,6 @@
 //! The indexer: for every Ready member and every configured resource type
 //! ([`ResourceSpec`]) that applies to it, one synchro streams the member's objects into
-//! the [`Store`] (see [`synchro`] for restart consistency, K.71, and storage outages,
+//! the [`Store`] (see `synchro.rs` for restart consistency, K.71, and storage outages,
 //! K.72). The fleet comes from the registry as a [`Fleet`] on a watch channel:
 //!
 //! - a member that becomes Ready (or whose client changes: a new fingerprint) gets its

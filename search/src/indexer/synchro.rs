@@ -88,7 +88,7 @@ impl Synchro {
             let end = if typed {
                 self.session(&resource).await
             } else {
-                match self.retry(|| self.store.set_type(&info)).await {
+                match self.record_type(&info).await {
                     Ok(()) => {
                         typed = true;
                         continue;
@@ -107,6 +107,15 @@ impl Synchro {
                 }
             }
         }
+    }
+
+    /// Records the type for discovery, unless the store has it as it is (no write).
+    async fn record_type(&self, info: &TypeInfo) -> StoreResult<()> {
+        let known = self.retry(|| self.store.types()).await?;
+        if known.contains(info) {
+            return Ok(());
+        }
+        self.retry(|| self.store.set_type(info)).await
     }
 
     /// The type's resource and scope on the member, retried while it is not served.

@@ -432,6 +432,8 @@ enum Outage {
         admin: tokio_postgres::Client,
         db: String,
     },
+    /// A transaction holding `resources` in EXCLUSIVE mode: reads pass, writes wait.
+    PostgresLocked(tokio_postgres::Client),
 }
 
 impl Outage {
@@ -462,9 +464,26 @@ impl Outage {
         }
     }
 
+    /// Writes blocked, reads still served.
+    async fn writes_locked(spec: &str) -> Outage {
+        if spec.starts_with("sqlite:") {
+            // WAL: an exclusive transaction blocks writers, not readers
+            return Outage::start(spec).await;
+        }
+        let (c, conn) = tokio_postgres::connect(spec, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        c.batch_execute("BEGIN; LOCK TABLE resources IN EXCLUSIVE MODE")
+            .await
+            .unwrap();
+        Outage::PostgresLocked(c)
+    }
+
     async fn end(self) {
         match self {
             Outage::Sqlite(c) => c.execute_batch("ROLLBACK").unwrap(),
+            Outage::PostgresLocked(c) => c.batch_execute("ROLLBACK").await.unwrap(),
             Outage::Postgres { admin, db } => admin
                 .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"))
                 .await
@@ -692,4 +711,38 @@ async fn a_type_the_member_does_not_serve_is_retried_until_it_does(backend: Back
             .any(|t| t.gvr == wgvr && t.kind == "Widget" && t.namespaced)
     );
     indexer.stop().await;
+}
+
+both!(a_relist_of_unchanged_objects_needs_no_write);
+async fn a_relist_of_unchanged_objects_needs_no_write(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    for name in ["one", "two"] {
+        a.apply_configmap(name, json!({}), json!({})).await;
+    }
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let store = Store::open(&spec).await.unwrap();
+    let resources = specs(&["v1/configmaps:metadata"]);
+    let first = Indexer::start(&store, resources.clone(), rx.clone());
+    eventually("the list is stored", || async {
+        first.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    first.stop().await;
+
+    // with writes blocked, a relist that finds nothing new completes all the same
+    let lock = Outage::writes_locked(&spec).await;
+    let second = Indexer::start(&store, resources, rx);
+    eventually("the relist completes without writing", || async {
+        second.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    let listed = a.versions(&configmaps(), "ConfigMap").await.len();
+    assert_eq!(
+        second.metric("search_indexer_objects_unchanged_total"),
+        listed as f64
+    );
+    assert_eq!(second.metric("search_indexer_store_outages_total"), 0.0);
+    lock.end().await;
+    second.stop().await;
 }
