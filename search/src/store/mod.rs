@@ -142,7 +142,14 @@ enum Backend {
 struct Inner {
     backend: Backend,
     writes: AtomicU64,
+    /// Rows written since the planner's statistics were last refreshed, and the rows
+    /// written before: statistics are refreshed each time the table (roughly) doubles,
+    /// so the planners choose between labels_kv and the order indexes by selectivity.
+    stats: parking_lot::Mutex<(u64, u64)>,
 }
+
+/// Rows written before the first statistics refresh.
+const ANALYZE_AFTER: u64 = 5_000;
 
 /// The search index's storage (SQLite or PostgreSQL), cheap to clone.
 #[derive(Clone)]
@@ -164,6 +171,7 @@ impl Store {
             inner: Arc::new(Inner {
                 backend,
                 writes: AtomicU64::new(0),
+                stats: parking_lot::Mutex::new((0, 0)),
             }),
         })
     }
@@ -225,6 +233,19 @@ impl Store {
             Backend::Postgres(b) => b.upsert(records).await?,
         };
         self.count(written);
+        let analyze = {
+            let mut st = self.inner.stats.lock();
+            st.0 += written;
+            let due = st.0 >= ANALYZE_AFTER.max(st.1);
+            if due {
+                st.1 += st.0;
+                st.0 = 0;
+            }
+            due
+        };
+        if analyze {
+            self.execute(sql::analyze(self.dialect())).await?;
+        }
         Ok(Written {
             written,
             unchanged: total - written,

@@ -149,7 +149,10 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
                 owner_uid TEXT, created_at INTEGER NOT NULL, object TEXT NOT NULL,
                 UNIQUE (grp, version, resource, cluster, namespace, name));
              CREATE INDEX resources_owner ON resources (cluster, owner_uid);
-             CREATE INDEX resources_created ON resources (grp, version, resource, created_at);
+             CREATE INDEX resources_created ON resources
+                (grp, version, resource, created_at, cluster, namespace, name);
+             CREATE INDEX resources_rv ON resources
+                (grp, version, resource, rv_num, cluster, namespace, name);
              CREATE TABLE labels (rid INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
                 PRIMARY KEY (rid, key)) WITHOUT ROWID;
              CREATE INDEX labels_kv ON labels (key, value);
@@ -167,7 +170,10 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
                 owner_uid TEXT COLLATE "C", created_at BIGINT NOT NULL, object JSONB NOT NULL,
                 UNIQUE (grp, version, resource, cluster, namespace, name));
              CREATE INDEX resources_owner ON resources (cluster, owner_uid);
-             CREATE INDEX resources_created ON resources (grp, version, resource, created_at);
+             CREATE INDEX resources_created ON resources
+                (grp, version, resource, created_at, cluster, namespace, name);
+             CREATE INDEX resources_rv ON resources
+                (grp, version, resource, rv_num, cluster, namespace, name);
              CREATE TABLE labels (rid BIGINT NOT NULL, key TEXT COLLATE "C" NOT NULL,
                 value TEXT COLLATE "C" NOT NULL, PRIMARY KEY (rid, key));
              CREATE INDEX labels_kv ON labels (key, value);
@@ -351,26 +357,43 @@ fn in_or_none(b: &mut Builder, col: &str, items: &[String]) -> String {
 }
 
 fn label_cond(b: &mut Builder, r: &Requirement) -> String {
-    let sub = |b: &mut Builder, k: &String, vals: Option<&[String]>| {
+    // positive tests select ids from labels_kv (the planner may drive from it); negative
+    // ones are anti-joins on the labels primary key (NOT IN over a large set degrades
+    // badly on PostgreSQL once it no longer fits in memory)
+    let values = |b: &mut Builder, vals: Option<&[String]>| match vals {
+        None => String::new(),
+        Some(v) => format!(" AND value IN {}", b.list(v)),
+    };
+    let has = |b: &mut Builder, k: &String, vals: Option<&[String]>| {
         let k = b.text(k);
-        match vals {
-            None => format!("SELECT rid FROM labels WHERE key = {k}"),
-            Some(v) => format!(
-                "SELECT rid FROM labels WHERE key = {k} AND value IN {}",
-                b.list(v)
-            ),
-        }
+        let v = values(b, vals);
+        format!("id IN (SELECT rid FROM labels WHERE key = {k}{v})")
+    };
+    let lacks = |b: &mut Builder, k: &String, vals: Option<&[String]>| {
+        let k = b.text(k);
+        let v = values(b, vals);
+        format!("NOT EXISTS (SELECT 1 FROM labels WHERE rid = resources.id AND key = {k}{v})")
     };
     match r {
-        Requirement::Eq(k, v) => format!("id IN ({})", sub(b, k, Some(std::slice::from_ref(v)))),
-        Requirement::NotEq(k, v) => {
-            format!("id NOT IN ({})", sub(b, k, Some(std::slice::from_ref(v))))
-        }
-        Requirement::In(k, vs) => format!("id IN ({})", sub(b, k, Some(vs))),
-        Requirement::NotIn(k, vs) => format!("id NOT IN ({})", sub(b, k, Some(vs))),
-        Requirement::Exists(k) => format!("id IN ({})", sub(b, k, None)),
-        Requirement::NotExists(k) => format!("id NOT IN ({})", sub(b, k, None)),
+        Requirement::Eq(k, v) => has(b, k, Some(std::slice::from_ref(v))),
+        Requirement::NotEq(k, v) => lacks(b, k, Some(std::slice::from_ref(v))),
+        Requirement::In(k, vs) => has(b, k, Some(vs)),
+        Requirement::NotIn(k, vs) => lacks(b, k, Some(vs)),
+        Requirement::Exists(k) => has(b, k, None),
+        Requirement::NotExists(k) => lacks(b, k, None),
     }
+}
+
+/// Refreshes the planner's statistics.
+pub(crate) fn analyze(d: Dialect) -> Vec<Stmt> {
+    let stmts: &[&str] = match d {
+        Dialect::Sqlite => &["ANALYZE"],
+        Dialect::Postgres => &["ANALYZE resources", "ANALYZE labels"],
+    };
+    stmts
+        .iter()
+        .map(|s| Builder::new(d).finish(s.to_string()))
+        .collect()
 }
 
 fn field_cond(b: &mut Builder, t: &FieldTerm) -> String {
@@ -454,20 +477,26 @@ fn after_cond(b: &mut Builder, keys: &[SortKey], after: &[String]) -> Result<Str
             b.text(v)
         });
     }
+    let cols: Vec<&str> = keys.iter().map(|k| column(k.field)).collect();
+    let op = if keys[0].desc { "<" } else { ">" };
+    if keys.iter().all(|k| k.desc == keys[0].desc) {
+        // one direction: a row-value comparison, which both planners turn into an index
+        // range
+        return Ok(format!("({}) {op} ({})", cols.join(", "), vals.join(", ")));
+    }
     let mut ors = Vec::new();
     for i in 0..keys.len() {
         let mut ands: Vec<String> = (0..i)
-            .map(|j| format!("{} = {}", column(keys[j].field), vals[j]))
+            .map(|j| format!("{} = {}", cols[j], vals[j]))
             .collect();
         let op = if keys[i].desc { "<" } else { ">" };
-        ands.push(format!("{} {op} {}", column(keys[i].field), vals[i]));
+        ands.push(format!("{} {op} {}", cols[i], vals[i]));
         ors.push(format!("({})", ands.join(" AND ")));
     }
     // a leading range on the first key lets the planner seek an index
-    let op = if keys[0].desc { "<=" } else { ">=" };
     Ok(format!(
-        "{} {op} {} AND ({})",
-        column(keys[0].field),
+        "{} {op}= {} AND ({})",
+        cols[0],
         vals[0],
         ors.join(" OR ")
     ))

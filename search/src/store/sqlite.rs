@@ -22,6 +22,7 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
 
 pub(crate) struct Sqlite {
     writer: Arc<Mutex<Connection>>,
+
     readers: Vec<Arc<Mutex<Connection>>>,
     next: AtomicUsize,
 }
@@ -31,6 +32,8 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     c.busy_timeout(Duration::from_secs(1))?;
     c.pragma_update(None, "journal_mode", "WAL")?;
     c.pragma_update(None, "synchronous", "NORMAL")?;
+    c.pragma_update(None, "cache_size", -65_536)?; // 64 MiB
+    c.pragma_update(None, "analysis_limit", 1000)?; // ANALYZE samples, fast at any size
     Ok(c)
 }
 
@@ -140,6 +143,7 @@ impl Sqlite {
                 .map_err(open_err)?;
             Ok(Sqlite {
                 writer: Arc::new(Mutex::new(writer)),
+
                 readers,
                 next: AtomicUsize::new(0),
             })

@@ -8,6 +8,7 @@ use crate::query::Query;
 
 mod query;
 mod selectors;
+mod speed;
 
 /// A store of the given backend, its spec, and what keeps it alive.
 pub(crate) struct Fixture {
@@ -35,17 +36,19 @@ pub(crate) async fn open(backend: &str) -> Fixture {
 /// One test body (`|store, spec| async move {…}`), run on each backend
 /// (`<name>::sqlite`, `<name>::postgres`).
 macro_rules! both {
-    ($name:ident, $body:expr) => {
+    ($(#[$m:meta])* $name:ident, $body:expr) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
 
             #[tokio::test]
+            $(#[$m])*
             async fn sqlite() {
                 let f = $crate::store::tests::open("sqlite").await;
                 ($body)(f.store.clone(), f.spec.clone()).await;
             }
             #[tokio::test]
+            $(#[$m])*
             async fn postgres() {
                 let f = $crate::store::tests::open("postgres").await;
                 ($body)(f.store.clone(), f.spec.clone()).await;

@@ -1,0 +1,143 @@
+//! Rough speed figures (ignored by default; run with
+//! `cargo test -p causeway-search --profile bench-fast store::tests::speed -- --ignored --nocapture`):
+//! 100,000 objects upserted in batches of 500, then paged queries and their plans.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::*;
+use crate::store::sql::{Cell, Search, Stmt};
+
+const OBJECTS: usize = 100_000;
+const BATCH: usize = 500;
+
+fn batch(start: usize) -> Vec<Record> {
+    (start..start + BATCH)
+        .map(|i| {
+            let extra = json!({
+                "metadata": {
+                    "labels": {"app": format!("app-{}", i % 100), "tier": (["front", "back"][i % 2])},
+                    "annotations": {"example.com/note": "x".repeat(200)},
+                    "ownerReferences": [{"uid": format!("owner-{}", i / 10), "controller": true}],
+                    "creationTimestamp": format!("2024-01-{:02}T00:00:00Z", 1 + i % 28),
+                },
+                "status": {"phase": (["Running", "Pending"][i % 2]), "replicas": i % 5},
+            });
+            record(
+                &format!("c{}", i % 5),
+                &format!("ns-{}", i % 50),
+                &format!("obj-{i:07}"),
+                &(i + 1).to_string(),
+                extra,
+            )
+        })
+        .collect()
+}
+
+fn percentile(mut d: Vec<Duration>, p: f64) -> Duration {
+    d.sort();
+    d[((d.len() - 1) as f64 * p).round() as usize]
+}
+
+async fn plan(s: &Store, qs: &str) -> String {
+    let q = query(qs);
+    let labels = q
+        .label_selector
+        .as_deref()
+        .map(|l| k8s_validation::selector::parse(l).unwrap())
+        .unwrap_or_default();
+    let fields = q
+        .field_selector
+        .as_deref()
+        .map(|f| fields::parse(f).unwrap())
+        .unwrap_or_default();
+    let gvr = deployments();
+    let scope = Scope::default();
+    let search = Search {
+        gvr: &gvr,
+        q: &q,
+        scope: &scope,
+        labels: &labels,
+        fields: &fields,
+        owners: None,
+    };
+    let stmt = sql::search_page(s.dialect(), &search).unwrap();
+    let explain = match s.backend() {
+        "sqlite" => "EXPLAIN QUERY PLAN ",
+        _ => "EXPLAIN ",
+    };
+    let rows = s
+        .rows(Stmt {
+            sql: format!("{explain}{}", stmt.sql),
+            params: stmt.params,
+        })
+        .await
+        .unwrap();
+    rows.into_iter()
+        .map(|r| r.into_iter().map(Cell::text).collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("\n    ")
+}
+
+both!(
+    #[ignore = "speed figures, run on demand"]
+    speed,
+    |s: Store, _spec| async move {
+        let started = Instant::now();
+        for start in (0..OBJECTS).step_by(BATCH) {
+            s.upsert(batch(start)).await.unwrap();
+        }
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "{}: {OBJECTS} objects in batches of {BATCH}: {secs:.1} s, {:.0} objects/s",
+            s.backend(),
+            OBJECTS as f64 / secs
+        );
+        let started = Instant::now();
+        for start in (0..OBJECTS).step_by(BATCH).take(20) {
+            s.upsert(batch(start)).await.unwrap();
+        }
+        println!(
+            "{}: 10,000 unchanged objects re-upserted: {:.0} objects/s",
+            s.backend(),
+            10_000.0 / started.elapsed().as_secs_f64()
+        );
+        let queries = [
+            "limit=500",
+            "limit=500&withRemainingCount=true",
+            "limit=100&orderby=created_at_desc",
+            "limit=100&orderby=resource_version",
+            "limit=100&clusters=c1&namespaces=ns-7",
+            "limit=100&labelSelector=app%3Dapp-7",
+            "limit=100&labelSelector=app%3Dapp-7,tier!%3Dfront",
+            "limit=100&fieldSelector=status.phase%3DRunning",
+            "limit=100&fuzzy-name=00042",
+            "limit=100&since=2024-01-10&before=2024-01-11",
+        ];
+        for qs in queries {
+            let mut times = Vec::new();
+            let mut token = None::<String>;
+            for _ in 0..30 {
+                let q = match &token {
+                    Some(t) => format!("{qs}&continue={t}"),
+                    None => qs.to_string(),
+                };
+                let t = Instant::now();
+                let page = s
+                    .search(&deployments(), &query(&q), &Scope::default())
+                    .await
+                    .unwrap();
+                times.push(t.elapsed());
+                token = page.continue_token;
+            }
+            println!(
+                "{}: {qs}: 30 consecutive pages p50 {:?} p99 {:?}\n    {}",
+                s.backend(),
+                percentile(times.clone(), 0.5),
+                percentile(times, 0.99),
+                plan(&s, qs).await
+            );
+        }
+    }
+);
