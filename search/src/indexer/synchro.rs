@@ -301,8 +301,8 @@ impl Synchro {
         let mut wait = WRITE_BACKOFF;
         for _ in 1..WRITE_TRIES {
             match call().await {
-                Err(StoreError::Unavailable(e)) => {
-                    tracing::debug!(cluster = %self.cluster, error = %e, "store write failed; retrying in {wait:?}");
+                Err(StoreError::Unavailable(e)) if !self.stop.is_cancelled() => {
+                    tracing::debug!(cluster = %self.cluster, error = %e, "store call failed; retrying in {wait:?}");
                 }
                 done => return done,
             }
@@ -317,6 +317,9 @@ impl Synchro {
 
     /// The end of a session after a store call failed for good.
     fn failed(&self, e: StoreError) -> End {
+        if self.stop.is_cancelled() {
+            return End::Stopped;
+        }
         match e {
             StoreError::Unavailable(why) => {
                 self.health.down(&why);

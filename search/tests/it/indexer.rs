@@ -746,3 +746,35 @@ async fn a_relist_of_unchanged_objects_needs_no_write(backend: Backend) {
     lock.end().await;
     second.stop().await;
 }
+
+both!(a_list_of_many_pages_is_stored_whole);
+async fn a_list_of_many_pages_is_stored_whole(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    let api = a.configmaps();
+    for i in 0..1234 {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": format!("cm-{i:04}"), "labels": {"i": i.to_string()}},
+            "data": {"k": "v"},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let store = Store::open(&spec).await.unwrap();
+    let indexer = Indexer::start(&store, specs(&["v1/configmaps:metadata"]), rx);
+    eventually("the list is stored", || async {
+        indexer.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    assert!(in_sync(&store, &a, "a", &configmaps(), "ConfigMap").await);
+    let listed = a.versions(&configmaps(), "ConfigMap").await.len();
+    assert!(listed >= 1234);
+    assert_eq!(store.writes(), listed as u64);
+    assert_eq!(
+        indexer.metric("search_indexer_objects_written_total"),
+        listed as f64
+    );
+    assert_eq!(indexer.metric("search_indexer_backlog"), 0.0);
+    indexer.stop().await;
+}
