@@ -1,1 +1,236 @@
-//! The kubectl-compatible search API (in progress).
+//! The kubectl-compatible search API (federation.md §4.4, §8 K.65–73): one HTTPS
+//! listener serving a whole Kubernetes API under [`route::PREFIX`] (discovery from the
+//! indexed types, lists and gets across every member or one, `Table` output with a
+//! Cluster column), every request authenticated and filtered by the caller's hub RBAC
+//! ([`auth`]); and, without auth, `/healthz`, `/readyz` (the store answers) and
+//! `/metrics`.
+//!
+//! A kubeconfig reaches it with `server: https://HOST:PORT/apis/search.causeway.io/v1alpha1/resources`
+//! and a hub token: `kubectl get deployments -A -l app=web`.
+
+pub mod auth;
+pub mod discovery;
+pub mod list;
+pub mod route;
+pub mod status;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use causeway_runtime::admin::{Endpoints, answer};
+use http::{Method, Request, StatusCode, header};
+use hyper::body::Incoming;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::auth::Auth;
+use crate::api::route::Route;
+use crate::api::status::{Reply, failure, json_ok};
+use crate::store::Store;
+
+/// Where and how to serve.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The listen address.
+    pub listen: SocketAddr,
+    /// Where a generated certificate is kept.
+    pub data_dir: PathBuf,
+    /// The serving certificate and key files, else a generated one.
+    pub tls: Option<(PathBuf, PathBuf)>,
+}
+
+/// A bound, not yet serving, search API.
+pub struct Server {
+    listener: TcpListener,
+    tls: rustls::ServerConfig,
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The CA clients trust to reach it (kubeconfig certificate-authority-data).
+    pub ca_pem: String,
+}
+
+/// The API's metrics.
+pub struct Metrics {
+    registry: prometheus_client::registry::Registry,
+    requests: Family<Vec<(&'static str, String)>, Counter>,
+    query: Histogram,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut m = Metrics {
+            registry: Default::default(),
+            requests: Family::default(),
+            query: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+        };
+        m.registry.register(
+            "causeway_search_api_requests",
+            "Search API requests answered, by HTTP status code",
+            m.requests.clone(),
+        );
+        m.registry.register(
+            "causeway_search_api_query_seconds",
+            "Time the store took to answer a search",
+            m.query.clone(),
+        );
+        m
+    }
+
+    fn count(&self, code: StatusCode) {
+        self.requests
+            .get_or_create(&vec![("code", code.as_u16().to_string())])
+            .inc();
+    }
+
+    fn observe_query(&self, d: Duration) {
+        self.query.observe(d.as_secs_f64());
+    }
+
+    fn render(&self) -> String {
+        let mut s = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
+        s
+    }
+}
+
+/// What every request handler shares.
+pub struct Shared {
+    store: Store,
+    auth: Auth,
+    metrics: Metrics,
+}
+
+impl Server {
+    /// Loads (or generates) the certificate and binds the listener.
+    pub async fn bind(opts: &Options) -> anyhow::Result<Server> {
+        let extra_sans: Vec<String> = [opts.listen.ip()]
+            .into_iter()
+            .filter(|ip| !ip.is_unspecified())
+            .map(|ip| ip.to_string())
+            .collect();
+        let files = opts.tls.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+        let pem = tls::load(files, &opts.data_dir, &extra_sans)?;
+        let tls = causeway_runtime::https::server_config(
+            pem.cert.as_bytes(),
+            pem.key.as_bytes(),
+            "--tls-cert",
+            "--tls-key",
+        )?;
+        let listener = causeway_runtime::admin::bind(opts.listen, "--listen").await?;
+        Ok(Server {
+            addr: listener.local_addr()?,
+            listener,
+            tls,
+            ca_pem: pem.ca,
+        })
+    }
+
+    /// Serves until `stop`: the store's objects, reviewed by `hub`.
+    pub async fn serve(self, store: Store, hub: kube::Client, stop: CancellationToken) {
+        tracing::info!(addr = %self.addr, prefix = route::PREFIX, "serving the search API");
+        let shared = Arc::new(Shared {
+            store,
+            auth: Auth::new(hub),
+            metrics: Metrics::new(),
+        });
+        causeway_runtime::https::serve(self.listener, self.tls, "search", stop, move |req, _| {
+            let shared = shared.clone();
+            async move {
+                let started = Instant::now();
+                let (method, path) = (req.method().clone(), req.uri().path().to_string());
+                let r = handle(&shared, req).await;
+                shared.metrics.count(r.status());
+                tracing::debug!(%method, path, code = r.status().as_u16(), ms = started.elapsed().as_millis() as u64, "search request");
+                r
+            }
+        })
+        .await
+    }
+}
+
+async fn handle(shared: &Shared, req: Request<Incoming>) -> Reply {
+    let path = req.uri().path();
+    if matches!(path, "/healthz" | "/livez" | "/metrics" | "/readyz") {
+        let ready = match path {
+            "/readyz" => shared.store.ping().await.map_err(|e| e.to_string()),
+            _ => Ok(()),
+        };
+        let metrics = shared.metrics.render();
+        return answer(
+            path,
+            &Endpoints {
+                metrics: Arc::new(move || metrics.clone()),
+                ready: Arc::new(move || ready.clone()),
+            },
+        );
+    }
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let caller = match shared.auth.authenticate(authorization).await {
+        Ok(c) => c,
+        Err(auth::Denied::Unauthenticated(m)) => return failure(StatusCode::UNAUTHORIZED, m),
+        Err(auth::Denied::Unavailable(m)) => return failure(StatusCode::SERVICE_UNAVAILABLE, m),
+    };
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!(
+                "the search API is read-only: {} is not supported (get and list only)",
+                req.method()
+            ),
+        );
+    }
+    let route = route::route(path);
+    let types = || async {
+        shared
+            .store
+            .types()
+            .await
+            .map_err(|e| failure(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+    };
+    let not_found = || {
+        failure(
+            StatusCode::NOT_FOUND,
+            "the server could not find the requested resource",
+        )
+    };
+    let found = |v: Option<serde_json::Value>| v.map_or_else(not_found, |v| json_ok(&v));
+    match route {
+        Route::SearchGroup => json_ok(&discovery::search_group()),
+        Route::CoreVersions => json_ok(&discovery::core_versions()),
+        Route::Groups => match types().await {
+            Ok(t) => json_ok(&discovery::groups(&t)),
+            Err(r) => r,
+        },
+        Route::Group(g) => match types().await {
+            Ok(t) => found(discovery::group(&t, &g)),
+            Err(r) => r,
+        },
+        Route::Resources { group, version } => match types().await {
+            Ok(t) => found(discovery::resources(&t, &group, &version)),
+            Err(r) => r,
+        },
+        Route::Objects(target) => {
+            let params: Vec<(String, String)> = req
+                .uri()
+                .query()
+                .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+                .unwrap_or_default();
+            let table = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.contains("as=Table"));
+            list::objects(shared, &caller, &target, params, table).await
+        }
+        Route::NotFound => not_found(),
+    }
+}

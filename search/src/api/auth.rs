@@ -1,0 +1,322 @@
+//! Who is asking and what they may see, decided by the hub (★ K.72: results filtered by
+//! the caller's hub RBAC, not served with the server's own rights): a TokenReview of
+//! the bearer token, then SubjectAccessReviews (list of the type, cluster-wide or per
+//! namespace the store holds; get of each member's Cluster object). Answers are cached
+//! for [`TTL`] per token hash, so a kubectl paging through a list costs the hub a few
+//! reviews, not a few per page.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::Api;
+use kube::api::PostParams;
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use crate::store::{Gvr, Scope, Store, StoreError};
+
+/// How long a review's answer is reused.
+pub const TTL: Duration = Duration::from_secs(30);
+
+/// Cached answers beyond this are dropped (expired ones first).
+const MAX_CACHED: usize = 50_000;
+
+/// Reviews run at once for one request.
+const PARALLEL_REVIEWS: usize = 16;
+
+/// The group and resource of the hub's member registry (`Cluster`, causeway-crds).
+pub const CLUSTERS: (&str, &str) = ("causeway.io", "clusters");
+
+/// Why a request is refused or cannot be answered.
+#[derive(Debug, thiserror::Error)]
+pub enum Denied {
+    /// No or a bad token: 401.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The hub or the store cannot answer: 503.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<StoreError> for Denied {
+    fn from(e: StoreError) -> Self {
+        Denied::Unavailable(e.to_string())
+    }
+}
+
+/// What a request reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Access<'a> {
+    /// The type.
+    pub gvr: &'a Gvr,
+    /// Whether it is namespaced.
+    pub namespaced: bool,
+    /// `list`, or `get` of `name`.
+    pub verb: &'static str,
+    /// The name got, `""` for a list.
+    pub name: &'a str,
+    /// The namespaces the request is limited to (path or `namespaces=`); empty: every
+    /// namespace the store holds the type in.
+    pub namespaces: &'a [String],
+}
+
+/// An authenticated caller: the token's hash (the cache key) and who the hub says it is.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    key: [u8; 32],
+    /// Who the hub says the token belongs to.
+    pub user: UserInfo,
+}
+
+/// What one access review asks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Ask {
+    verb: &'static str,
+    group: String,
+    resource: String,
+    namespace: String,
+    name: String,
+}
+
+/// Answers kept for [`TTL`], at most [`MAX_CACHED`] (expired ones dropped first).
+struct Cache<K, V> {
+    entries: Mutex<HashMap<K, (Instant, V)>>,
+}
+
+impl<K: Eq + std::hash::Hash, V: Clone> Cache<K, V> {
+    fn new() -> Self {
+        Cache {
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, k: &K) -> Option<V> {
+        self.entries
+            .lock()
+            .get(k)
+            .filter(|(at, _)| at.elapsed() < TTL)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn put(&self, k: K, v: V) {
+        let mut m = self.entries.lock();
+        if m.len() >= MAX_CACHED {
+            m.retain(|_, (at, _)| at.elapsed() < TTL);
+            if m.len() >= MAX_CACHED {
+                m.clear();
+            }
+        }
+        m.insert(k, (Instant::now(), v));
+    }
+}
+
+/// The hub's answers, cached.
+pub struct Auth {
+    hub: kube::Client,
+    tokens: Cache<[u8; 32], Result<UserInfo, String>>,
+    reviews: Cache<([u8; 32], Ask), bool>,
+}
+
+impl Auth {
+    /// Reviews against `hub` (its identity needs create on tokenreviews and
+    /// subjectaccessreviews: the `system:auth-delegator` ClusterRole).
+    pub fn new(hub: kube::Client) -> Auth {
+        Auth {
+            hub,
+            tokens: Cache::new(),
+            reviews: Cache::new(),
+        }
+    }
+
+    /// The caller of an `Authorization` header value.
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Denied> {
+        let token = authorization
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                Denied::Unauthenticated(
+                    "Unauthorized: send a hub bearer token (Authorization: Bearer <token>) in the kubeconfig's user"
+                        .into(),
+                )
+            })?;
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let answer = match self.tokens.get(&key) {
+            Some(a) => a,
+            None => {
+                let a = self.review_token(token).await?;
+                self.tokens.put(key, a.clone());
+                a
+            }
+        };
+        match answer {
+            Ok(user) => Ok(Caller { key, user }),
+            Err(why) => Err(Denied::Unauthenticated(format!(
+                "Unauthorized: the hub does not accept this token ({why})"
+            ))),
+        }
+    }
+
+    async fn review_token(&self, token: &str) -> Result<Result<UserInfo, String>, Denied> {
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_string()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let out = Api::<TokenReview>::all(self.hub.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| {
+                Denied::Unavailable(format!(
+                    "cannot check the token with the hub (TokenReview): {e}"
+                ))
+            })?;
+        let status = out.status.unwrap_or_default();
+        Ok(match (status.authenticated, status.user) {
+            (Some(true), Some(user)) => Ok(user),
+            _ => Err(status
+                .error
+                .filter(|e| !e.is_empty())
+                .unwrap_or_else(|| "not authenticated".into())),
+        })
+    }
+
+    async fn allowed(&self, caller: &Caller, ask: Ask) -> Result<bool, Denied> {
+        let k = (caller.key, ask);
+        if let Some(a) = self.reviews.get(&k) {
+            return Ok(a);
+        }
+        let ask = &k.1;
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: caller.user.username.clone(),
+                uid: caller.user.uid.clone(),
+                groups: caller.user.groups.clone(),
+                extra: caller.user.extra.clone(),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(ask.verb.into()),
+                    group: Some(ask.group.clone()),
+                    resource: Some(ask.resource.clone()),
+                    namespace: Some(ask.namespace.clone()).filter(|s| !s.is_empty()),
+                    name: Some(ask.name.clone()).filter(|s| !s.is_empty()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let out = Api::<SubjectAccessReview>::all(self.hub.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| {
+                Denied::Unavailable(format!(
+                    "cannot check access with the hub (SubjectAccessReview): {e}"
+                ))
+            })?;
+        let allowed = out.status.is_some_and(|s| s.allowed);
+        self.reviews.put(k, allowed);
+        Ok(allowed)
+    }
+
+    /// Runs `asks` (at most [`PARALLEL_REVIEWS`] at once); the allowed ones' `pick`.
+    async fn allowed_of(
+        &self,
+        caller: &Caller,
+        asks: Vec<(String, Ask)>,
+    ) -> Result<BTreeSet<String>, Denied> {
+        let answers: Vec<Result<(String, bool), Denied>> = futures::stream::iter(asks)
+            .map(|(item, ask)| async move { Ok((item, self.allowed(caller, ask).await?)) })
+            .buffer_unordered(PARALLEL_REVIEWS)
+            .collect()
+            .await;
+        let mut out = BTreeSet::new();
+        for a in answers {
+            let (item, ok) = a?;
+            if ok {
+                out.insert(item);
+            }
+        }
+        Ok(out)
+    }
+
+    /// What `caller` may see of `want`: the clusters whose Cluster object they may get,
+    /// and the namespaces they may list (or get the name) in. `None` when nothing at all.
+    pub async fn scope(
+        &self,
+        caller: &Caller,
+        store: &Store,
+        want: &Access<'_>,
+    ) -> Result<Option<Scope>, Denied> {
+        let Access {
+            gvr,
+            namespaced,
+            verb,
+            name,
+            namespaces: asked,
+        } = *want;
+        let ask = |verb, group: &str, resource: &str, namespace: &str, name: &str| Ask {
+            verb,
+            group: group.into(),
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        let clusters = if self
+            .allowed(caller, ask("get", CLUSTERS.0, CLUSTERS.1, "", ""))
+            .await?
+        {
+            None
+        } else {
+            let asks = store
+                .clusters()
+                .await?
+                .into_iter()
+                .map(|c| {
+                    let a = ask("get", CLUSTERS.0, CLUSTERS.1, "", &c);
+                    (c, a)
+                })
+                .collect();
+            let allowed = self.allowed_of(caller, asks).await?;
+            if allowed.is_empty() {
+                return Ok(None);
+            }
+            Some(allowed)
+        };
+        let everywhere = ask(verb, &gvr.group, &gvr.resource, "", name);
+        let namespaces = if self.allowed(caller, everywhere).await? {
+            None
+        } else if !namespaced {
+            return Ok(None);
+        } else {
+            let candidates = if asked.is_empty() {
+                let in_clusters: Vec<String> = clusters.iter().flatten().cloned().collect();
+                store.namespaces(gvr, &in_clusters).await?
+            } else {
+                asked.to_vec()
+            };
+            let asks = candidates
+                .into_iter()
+                .map(|ns| {
+                    let a = ask(verb, &gvr.group, &gvr.resource, &ns, name);
+                    (ns, a)
+                })
+                .collect();
+            let allowed = self.allowed_of(caller, asks).await?;
+            if allowed.is_empty() {
+                return Ok(None);
+            }
+            Some(allowed)
+        };
+        Ok(Some(Scope {
+            clusters,
+            namespaces,
+        }))
+    }
+}

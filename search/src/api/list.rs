@@ -1,0 +1,265 @@
+//! Lists and gets by name across clusters: the request's parameters become a
+//! [`Query`], the caller's hub RBAC a [`Scope`] (computed before the store is asked),
+//! and the page a `<Kind>List` or a `Table` with the Cluster column before Name.
+
+use std::time::Instant;
+
+use causeway_runtime::table::{Column, columns, table};
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::CLUSTER_ANNOTATION;
+use crate::api::Shared;
+use crate::api::auth::{Access, Caller, Denied};
+use crate::api::route::Target;
+use crate::api::status::{Reply, failure, json_ok};
+use crate::query::Query;
+use crate::store::{Gvr, Page, StoreError, TypeInfo};
+
+/// The Table column showing each row's member cluster.
+fn cluster_column() -> Column {
+    let path = format!(
+        ".metadata.annotations.{}",
+        CLUSTER_ANNOTATION.replace('.', "\\.")
+    );
+    let mut c = Column::new("Cluster", "string", &path, 0);
+    c.description = "The member cluster the object is in.".into();
+    c
+}
+
+/// `deployments.apps` / `pods`, as kube-apiserver names a resource in messages.
+fn group_resource(gvr: &Gvr) -> String {
+    if gvr.group.is_empty() {
+        gvr.resource.clone()
+    } else {
+        format!("{}.{}", gvr.resource, gvr.group)
+    }
+}
+
+fn denied(e: Denied) -> Reply {
+    match e {
+        Denied::Unauthenticated(m) => failure(StatusCode::UNAUTHORIZED, m),
+        Denied::Unavailable(m) => failure(StatusCode::SERVICE_UNAVAILABLE, m),
+    }
+}
+
+/// The parameters a list or get runs with: the path's namespace replaces any
+/// `namespaces=`, a get adds `names=`.
+fn params_for(t: &Target, mut params: Vec<(String, String)>) -> Vec<(String, String)> {
+    if let Some(ns) = &t.namespace {
+        params.retain(|(k, _)| k != "namespaces");
+        params.push(("namespaces".into(), ns.clone()));
+    }
+    if let Some(name) = &t.name {
+        params.retain(|(k, _)| k != "names" && k != "limit" && k != "continue");
+        params.push(("names".into(), name.clone()));
+    }
+    params
+}
+
+/// Answers a list or get.
+pub async fn objects(
+    shared: &Shared,
+    caller: &Caller,
+    t: &Target,
+    params: Vec<(String, String)>,
+    as_table: bool,
+) -> Reply {
+    if params
+        .iter()
+        .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
+    {
+        return failure(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "watch is not supported across clusters (K.73): list again, or watch the member cluster itself",
+        );
+    }
+    let types = match shared.store.types().await {
+        Ok(t) => t,
+        Err(e) => return failure(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    };
+    let Some(ty) = types.into_iter().find(|ty| {
+        ty.gvr.group == t.group && ty.gvr.version == t.version && ty.gvr.resource == t.resource
+    }) else {
+        return failure(
+            StatusCode::NOT_FOUND,
+            format!(
+                "the server could not find the requested resource: {} is not indexed (the search server's --resource flags say what is)",
+                group_resource(&Gvr {
+                    group: t.group.clone(),
+                    version: t.version.clone(),
+                    resource: t.resource.clone(),
+                })
+            ),
+        );
+    };
+    if t.namespace.is_some() && !ty.namespaced {
+        return failure(
+            StatusCode::NOT_FOUND,
+            format!("{} is not namespaced", group_resource(&ty.gvr)),
+        );
+    }
+    let q = match Query::parse(&params_for(t, params), t.cluster.as_deref()) {
+        Ok(q) => q,
+        Err(e) => return failure(StatusCode::BAD_REQUEST, e.0),
+    };
+    let access = Access {
+        gvr: &ty.gvr,
+        namespaced: ty.namespaced,
+        verb: if t.name.is_some() { "get" } else { "list" },
+        name: t.name.as_deref().unwrap_or(""),
+        namespaces: &q.namespaces,
+    };
+    let scope = match shared.auth.scope(caller, &shared.store, &access).await {
+        Ok(s) => s,
+        Err(e) => return denied(e),
+    };
+    let page = match scope {
+        None => Page::default(),
+        Some(scope) => {
+            let started = Instant::now();
+            let r = shared.store.search(&ty.gvr, &q, &scope).await;
+            shared.metrics.observe_query(started.elapsed());
+            match r {
+                Ok(p) => p,
+                Err(StoreError::Query(e)) => return failure(StatusCode::BAD_REQUEST, e.0),
+                Err(e) => return failure(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            }
+        }
+    };
+    match &t.name {
+        Some(name) => got(&ty, name, page, as_table),
+        None => listed(&ty, page, as_table),
+    }
+}
+
+/// Every item with its apiVersion and kind (list items from some servers lack them).
+fn typed(ty: &TypeInfo, mut items: Vec<Value>) -> Vec<Value> {
+    let api_version = if ty.gvr.group.is_empty() {
+        ty.gvr.version.clone()
+    } else {
+        format!("{}/{}", ty.gvr.group, ty.gvr.version)
+    };
+    for o in &mut items {
+        if let Some(m) = o.as_object_mut() {
+            m.insert("apiVersion".into(), json!(api_version));
+            m.insert("kind".into(), json!(ty.kind));
+        }
+    }
+    items
+}
+
+fn list_metadata(page: &Page) -> Value {
+    let mut md = json!({});
+    if let Some(c) = &page.continue_token {
+        md["continue"] = json!(c);
+    }
+    if let Some(n) = page.remaining {
+        md["remainingItemCount"] = json!(n);
+    }
+    md
+}
+
+fn as_table(ty: &TypeInfo, items: &[Value], page: &Page) -> Value {
+    let refs: Vec<&Value> = items.iter().collect();
+    let mut t = table(
+        &[cluster_column()],
+        &columns::builtin(&ty.gvr.group, &ty.gvr.resource),
+        &refs,
+        "",
+        page.continue_token.as_deref(),
+    );
+    t["metadata"] = list_metadata(page);
+    t
+}
+
+fn listed(ty: &TypeInfo, page: Page, table: bool) -> Reply {
+    let items = typed(ty, page.items.clone());
+    if table {
+        return json_ok(&as_table(ty, &items, &page));
+    }
+    let api_version = items
+        .first()
+        .and_then(|o| o.get("apiVersion"))
+        .cloned()
+        .unwrap_or_else(|| json!(ty.gvr.version));
+    json_ok(&json!({
+        "kind": format!("{}List", ty.kind),
+        "apiVersion": api_version,
+        "metadata": list_metadata(&page),
+        "items": items,
+    }))
+}
+
+fn got(ty: &TypeInfo, name: &str, page: Page, table: bool) -> Reply {
+    let gr = group_resource(&ty.gvr);
+    let items = typed(ty, page.items.clone());
+    match items.as_slice() {
+        [] => failure(StatusCode::NOT_FOUND, format!("{gr} \"{name}\" not found")),
+        _ if table => json_ok(&as_table(ty, &items, &Page::default())),
+        [one] => json_ok(one),
+        many => {
+            let clusters: Vec<&str> = many
+                .iter()
+                .filter_map(|o| {
+                    o.pointer("/metadata/annotations")
+                        .and_then(|a| a.get(CLUSTER_ANNOTATION))
+                })
+                .filter_map(Value::as_str)
+                .collect();
+            failure(
+                StatusCode::CONFLICT,
+                format!(
+                    "{gr} \"{name}\" exists in {} clusters ({}): get it from one at …/resources/clusters/<cluster>/…, or list with -o json for every copy",
+                    many.len(),
+                    clusters.join(", ")
+                ),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_path_decides_namespace_and_name() {
+        let p = |kv: &[(&str, &str)]| -> Vec<(String, String)> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let t = Target {
+            namespace: Some("shop".into()),
+            name: Some("web".into()),
+            ..Target::default()
+        };
+        assert_eq!(
+            params_for(
+                &t,
+                p(&[
+                    ("namespaces", "other"),
+                    ("limit", "5"),
+                    ("labelSelector", "a=b")
+                ])
+            ),
+            p(&[
+                ("labelSelector", "a=b"),
+                ("namespaces", "shop"),
+                ("names", "web")
+            ])
+        );
+        let all = Target::default();
+        let given = p(&[("namespaces", "a,b"), ("limit", "5")]);
+        assert_eq!(params_for(&all, given.clone()), given);
+    }
+
+    #[test]
+    fn the_cluster_column_reads_the_annotation() {
+        let o = json!({"metadata": {"name": "web", "annotations": {CLUSTER_ANNOTATION: "east"}}});
+        let t = table(&[cluster_column()], &[], &[&o], "", None);
+        assert_eq!(t["rows"][0]["cells"][0], "east");
+        assert_eq!(t["columnDefinitions"][0]["name"], "Cluster");
+    }
+}

@@ -1,0 +1,81 @@
+//! Responses: JSON bodies and the metav1 Status errors kubectl prints as
+//! `Error from server (Reason): message`.
+
+use bytes::Bytes;
+use http::{Response, StatusCode, header};
+use http_body_util::Full;
+use serde_json::{Value, json};
+
+/// A response body.
+pub type Reply = Response<Full<Bytes>>;
+
+/// A 200 with a JSON body.
+pub fn json_ok(v: &Value) -> Reply {
+    json_reply(StatusCode::OK, v)
+}
+
+/// A JSON reply with `status`.
+pub fn json_reply(status: StatusCode, v: &Value) -> Reply {
+    let mut r = Response::new(Full::new(Bytes::from(
+        serde_json::to_vec(v).unwrap_or_default(),
+    )));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A failure Status with kube-apiserver's reason for the code.
+pub fn failure(status: StatusCode, message: impl Into<String>) -> Reply {
+    let reason = match status {
+        StatusCode::BAD_REQUEST => "BadRequest",
+        StatusCode::UNAUTHORIZED => "Unauthorized",
+        StatusCode::FORBIDDEN => "Forbidden",
+        StatusCode::NOT_FOUND => "NotFound",
+        StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
+        StatusCode::CONFLICT => "Conflict",
+        StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
+        _ => "InternalError",
+    };
+    json_reply(
+        status,
+        &json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message.into(),
+            "reason": reason,
+            "code": status.as_u16(),
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[tokio::test]
+    async fn failures_are_status_objects_with_the_reason_of_their_code() {
+        let cases = [
+            (StatusCode::BAD_REQUEST, "BadRequest"),
+            (StatusCode::UNAUTHORIZED, "Unauthorized"),
+            (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"),
+            (StatusCode::CONFLICT, "Conflict"),
+            (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
+        ];
+        for (code, reason) in cases {
+            let r = failure(code, "what went wrong");
+            assert_eq!(r.status(), code);
+            let body = r.into_body().collect().await.unwrap().to_bytes();
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["kind"], "Status");
+            assert_eq!(v["reason"], reason);
+            assert_eq!(v["code"], code.as_u16());
+            assert_eq!(v["message"], "what went wrong");
+        }
+    }
+}
