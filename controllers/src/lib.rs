@@ -12,5 +12,6 @@ pub mod mcs;
 pub mod member;
 pub mod metrics;
 pub mod propagation;
+pub mod search;
 pub mod watch;
 pub mod webhook;

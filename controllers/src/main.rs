@@ -55,6 +55,26 @@ enum Command {
     /// Serve the deletion-protection admission webhook (POST /validate-deletion): the
     /// DELETE of an object labelled causeway.io/deletion-protected=Always is denied.
     Webhook(causeway_controllers::webhook::WebhookArgs),
+    /// Search across every member: `causeway search pods -l app=web` prints a table with
+    /// a CLUSTER column; `causeway search serve` runs the indexer and the
+    /// kubectl-compatible search API.
+    Search(SearchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct SearchArgs {
+    #[command(subcommand)]
+    serve: Option<SearchCommand>,
+    #[command(flatten)]
+    query: causeway_search::cli::QueryArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum SearchCommand {
+    /// Run the search server: index every Ready member into SQLite (default, a file in
+    /// --data-dir) or PostgreSQL (--storage postgres://…) and serve the search API.
+    Serve(causeway_controllers::search::ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -147,6 +167,13 @@ async fn main() -> anyhow::Result<()> {
             args.log.init("info")?;
             causeway_controllers::webhook::run(args).await
         }
+        Command::Search(args) => match args.serve {
+            Some(SearchCommand::Serve(serve)) => {
+                serve.log.init("info")?;
+                causeway_controllers::search::serve(serve).await
+            }
+            None => causeway_search::cli::run(&args.query).await.map(|_| ()),
+        },
         Command::Unjoin(args) => {
             let hub = args.hub.client().await?;
             println!(

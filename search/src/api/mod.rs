@@ -63,23 +63,28 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    fn new() -> Metrics {
-        let mut m = Metrics {
-            registry: Default::default(),
-            requests: Family::default(),
-            query: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
-        };
-        m.registry.register(
-            "causeway_search_api_requests",
+    /// The API's metrics, registered into `registry` (which also holds the indexer's,
+    /// so one /metrics shows both) under `search_api_` (`causeway_search_api_` with the
+    /// server's `causeway` prefix).
+    fn new(mut registry: prometheus_client::registry::Registry) -> Metrics {
+        let requests = Family::default();
+        let query = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        let sub = registry.sub_registry_with_prefix("search_api");
+        sub.register(
+            "requests",
             "Search API requests answered, by HTTP status code",
-            m.requests.clone(),
+            requests.clone(),
         );
-        m.registry.register(
-            "causeway_search_api_query_seconds",
+        sub.register(
+            "query_seconds",
             "Time the store took to answer a search",
-            m.query.clone(),
+            query.clone(),
         );
-        m
+        Metrics {
+            registry,
+            requests,
+            query,
+        }
     }
 
     fn count(&self, code: StatusCode) {
@@ -131,13 +136,20 @@ impl Server {
         })
     }
 
-    /// Serves until `stop`: the store's objects, reviewed by `hub`.
-    pub async fn serve(self, store: Store, hub: kube::Client, stop: CancellationToken) {
+    /// Serves until `stop`: the store's objects, reviewed by `hub`; /metrics shows
+    /// `registry` (the caller's metrics, e.g. the indexer's) with the API's own.
+    pub async fn serve(
+        self,
+        store: Store,
+        hub: kube::Client,
+        registry: prometheus_client::registry::Registry,
+        stop: CancellationToken,
+    ) {
         tracing::info!(addr = %self.addr, prefix = route::PREFIX, "serving the search API");
         let shared = Arc::new(Shared {
             store,
             auth: Auth::new(hub),
-            metrics: Metrics::new(),
+            metrics: Metrics::new(registry),
         });
         causeway_runtime::https::serve(self.listener, self.tls, "search", stop, move |req, _| {
             let shared = shared.clone();

@@ -1,0 +1,313 @@
+//! `causeway search serve`: the cross-cluster search server (issue 15). It follows the
+//! member registry on the hub (the same `Cluster` objects and credential Secrets the hub
+//! controller reads, through [`crate::clusters::registry::members`]) and hands the
+//! indexer of `causeway-search` the Ready members to watch and the registered ones to
+//! keep; the indexer streams their objects into the store, and the API serves them to
+//! kubectl, filtered by hub RBAC.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::well_known::SYSTEM_NAMESPACE;
+use causeway_runtime::reflect::{Wake, cache};
+use causeway_search::indexer::{Fleet, Member};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::watcher;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::clusters::join::client_for;
+use crate::clusters::registry::members;
+
+/// Keeps `tx` at the hub's fleet: every registered Cluster (not being deleted), and the
+/// Push members whose Ready condition is True with a client built from their
+/// credentials (rebuilt when the credentials change). Pull members are registered but
+/// not watched: the hub cannot reach them.
+pub async fn follow_fleet(
+    hub: kube::Client,
+    tx: watch::Sender<Fleet>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let wake = Wake::new();
+    let clusters = cache(
+        Api::<Cluster>::all(hub.clone()),
+        watcher::Config::default(),
+        wake.clone(),
+        stop.clone(),
+        "hub clusters",
+        None,
+    );
+    let secrets = cache(
+        Api::<Secret>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
+        watcher::Config::default(),
+        wake.clone(),
+        stop.clone(),
+        "hub member credentials",
+        None,
+    );
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let _ = clusters.wait_until_ready().await;
+        let _ = secrets.wait_until_ready().await;
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("could not list Clusters and Secrets on the hub within 30 s (are the CRDs installed and the credentials right?)"))?;
+    // clients by member, with the fingerprint they were built for
+    let mut built: BTreeMap<String, Member> = BTreeMap::new();
+    loop {
+        let cl: Vec<Cluster> = clusters
+            .state()
+            .iter()
+            .map(|c| c.as_ref().clone())
+            .collect();
+        let se: Vec<Secret> = secrets.state().iter().map(|s| s.as_ref().clone()).collect();
+        let registered: BTreeSet<String> = cl
+            .iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .map(|c| c.name_any())
+            .collect();
+        let ready_names: BTreeSet<String> = cl
+            .iter()
+            .filter(|c| crate::clusters::status::ready_of(c).is_some_and(|r| r.status == "True"))
+            .map(|c| c.name_any())
+            .collect();
+        let (want, _unusable) = members(&cl, &se);
+        built.retain(|name, m| {
+            want.get(name)
+                .is_some_and(|w| w.fingerprint == m.fingerprint)
+        });
+        for (name, spec) in &want {
+            if built.contains_key(name) {
+                continue;
+            }
+            match client_for(&spec.access).await {
+                Ok(client) => {
+                    built.insert(
+                        name.clone(),
+                        Member {
+                            client,
+                            fingerprint: spec.fingerprint.clone(),
+                        },
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %name, error = %format!("{e:#}"), "cannot build a client for the member; not indexing it")
+                }
+            }
+        }
+        let ready: BTreeMap<String, Member> = built
+            .iter()
+            .filter(|(name, _)| ready_names.contains(*name) && registered.contains(*name))
+            .map(|(n, m)| (n.clone(), m.clone()))
+            .collect();
+        tx.send_if_modified(|f| {
+            let same = f.registered == registered
+                && f.ready.len() == ready.len()
+                && f.ready
+                    .iter()
+                    .zip(&ready)
+                    .all(|((a, x), (b, y))| a == b && x.fingerprint == y.fingerprint);
+            if !same {
+                f.registered = registered.clone();
+                f.ready = ready.clone();
+            }
+            !same
+        });
+        if wake
+            .next_round(&stop, Duration::from_secs(30), Duration::from_millis(5))
+            .await
+            .is_none()
+        {
+            return Ok(());
+        }
+    }
+}
+
+/// `causeway search serve` flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub hub: causeway_runtime::client::HubArgs,
+    /// Where the index lives: `postgres://USER@HOST:PORT/DB` for PostgreSQL, else a SQLite
+    /// file (default: search.db in --data-dir).
+    #[arg(long, env = "CAUSEWAY_SEARCH_STORAGE")]
+    pub storage: Option<String>,
+    /// Directory for the SQLite file and the self-signed serving certificate.
+    #[arg(long, default_value = "causeway-search")]
+    pub data_dir: std::path::PathBuf,
+    /// Address of the search API (HTTPS), with /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub listen: std::net::SocketAddr,
+    /// Serving certificate (PEM); default: a self-signed one kept in --data-dir
+    /// (its CA in ca.crt there, for kubeconfigs).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// A type to index, repeatable: `[GROUP/]VERSION/RESOURCE[:metadata][@CLUSTER,…]`
+    /// (e.g. `apps/v1/deployments`, `v1/configmaps:metadata`, `v1/secrets:metadata@east`).
+    /// Default: Deployments, StatefulSets, DaemonSets, ReplicaSets, Pods, Services,
+    /// ConfigMaps (metadata only), Nodes, Namespaces.
+    #[arg(long = "resource", value_name = "SPEC")]
+    pub resources: Vec<String>,
+    #[command(flatten)]
+    pub log: causeway_runtime::log::LogArgs,
+}
+
+/// What [`start`] needs besides the hub.
+#[derive(Clone, Debug)]
+pub struct StartOptions {
+    /// `postgres://…` or a SQLite file path.
+    pub storage: String,
+    /// The certificate's directory (and the SQLite file's, by default).
+    pub data_dir: std::path::PathBuf,
+    /// The API's address.
+    pub listen: std::net::SocketAddr,
+    /// Serving certificate and key files, else a self-signed pair in `data_dir`.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// What to index.
+    pub resources: Vec<causeway_search::indexer::ResourceSpec>,
+}
+
+/// A running search server.
+pub struct Running {
+    /// The API's address.
+    pub addr: std::net::SocketAddr,
+    /// The CA that signed the API's certificate (for kubeconfigs).
+    pub ca_pem: String,
+    /// Which store: `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// Cancel to stop everything.
+    pub stop: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// The kubeconfig server URL of the search API.
+    pub fn server_url(&self) -> String {
+        format!(
+            "https://{}{}",
+            self.addr,
+            causeway_search::api::route::PREFIX
+        )
+    }
+
+    /// Stops and waits for every task.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Opens the store, binds the API and starts the fleet follower, the indexer and the
+/// API; they run until [`Running::stop`].
+pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Running> {
+    let store = causeway_search::store::Store::open(&opts.storage)
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the search store {}: {e}", redact(&opts.storage)))?;
+    let server = causeway_search::api::Server::bind(&causeway_search::api::Options {
+        listen: opts.listen,
+        data_dir: opts.data_dir.clone(),
+        tls: opts.tls.clone(),
+    })
+    .await?;
+    let stop = CancellationToken::new();
+    let mut registry = prometheus_client::registry::Registry::with_prefix("causeway");
+    let metrics = causeway_search::indexer::IndexerMetrics::new(&mut registry);
+    let (tx, rx) = watch::channel(Fleet::default());
+    let (addr, ca_pem, backend) = (server.addr, server.ca_pem.clone(), store.backend());
+    let follower = {
+        let (hub, stop) = (hub.clone(), stop.clone());
+        tokio::spawn(async move {
+            if let Err(e) = follow_fleet(hub, tx, stop.clone()).await {
+                tracing::error!(error = %format!("{e:#}"), "cannot follow the member registry; stopping");
+                stop.cancel();
+            }
+        })
+    };
+    let indexer = tokio::spawn(causeway_search::indexer::run(
+        store.clone(),
+        opts.resources,
+        rx,
+        metrics,
+        stop.child_token(),
+    ));
+    let api = tokio::spawn(server.serve(store, hub, registry, stop.child_token()));
+    Ok(Running {
+        addr,
+        ca_pem,
+        backend,
+        stop,
+        tasks: vec![follower, indexer, api],
+    })
+}
+
+/// A storage URL without its password, for messages.
+fn redact(storage: &str) -> String {
+    match (storage.find("://"), storage.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &storage[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &storage[..s + 3], &storage[at..]),
+                None => storage.to_string(),
+            }
+        }
+        _ => storage.to_string(),
+    }
+}
+
+/// `causeway search serve`: runs until SIGINT/SIGTERM.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let hub = args.hub.client().await?;
+    let resources = if args.resources.is_empty() {
+        causeway_search::indexer::default_resources()
+    } else {
+        causeway_search::indexer::parse_all(&args.resources)
+            .map_err(|e| anyhow::anyhow!("--resource: {e}"))?
+    };
+    let storage = args
+        .storage
+        .clone()
+        .unwrap_or_else(|| args.data_dir.join("search.db").display().to_string());
+    let running = start(
+        hub,
+        StartOptions {
+            storage,
+            data_dir: args.data_dir.clone(),
+            listen: args.listen,
+            tls: args.tls_cert.clone().zip(args.tls_key.clone()),
+            resources,
+        },
+    )
+    .await?;
+    tracing::info!(
+        server = %running.server_url(),
+        store = running.backend,
+        "search serving; a kubeconfig cluster with this server and a hub token lists across every member"
+    );
+    causeway_runtime::signal::cancel_on_signal(running.stop.clone());
+    running.stop.cancelled().await;
+    running.shutdown().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn storage_urls_lose_their_password_in_messages() {
+        assert_eq!(
+            super::redact("postgres://search:s3cret@db:5432/idx"),
+            "postgres://search:***@db:5432/idx"
+        );
+        assert_eq!(
+            super::redact("postgres://search@db/idx"),
+            "postgres://search@db/idx"
+        );
+        assert_eq!(super::redact("/var/lib/search.db"), "/var/lib/search.db");
+    }
+}
