@@ -359,12 +359,14 @@ impl Store {
                 name,
                 group_resource,
             } => {
+                let versions = self.texts(sql::type_versions(d, group_resource)).await?;
                 self.texts(sql::owner_uids_by_name(
                     d,
                     cluster,
                     name,
                     group_resource,
                     &q.namespaces,
+                    &versions,
                 ))
                 .await?
             }

@@ -276,25 +276,45 @@ pub(crate) fn types(d: Dialect) -> Stmt {
     )
 }
 
+/// (group, resource) of `deployments.apps` or `nodes`.
+fn split_group_resource(gr: &str) -> (&str, &str) {
+    gr.split_once('.').map_or(("", gr), |(r, g)| (g, r))
+}
+
+/// The versions recorded for a group-resource in `types`.
+pub(crate) fn type_versions(d: Dialect, group_resource: &str) -> Stmt {
+    let (group, resource) = split_group_resource(group_resource);
+    let mut b = Builder::new(d);
+    let (g, r) = (b.text(group), b.text(resource));
+    b.finish(format!(
+        "SELECT version FROM types WHERE grp = {g} AND resource = {r}"
+    ))
+}
+
 /// The uids of the owner named by name and group-resource in one cluster.
+///
+/// `versions` (the type's versions the indexer recorded, if any) lets the unique index
+/// be used past the group; without them the group's rows are scanned.
 pub(crate) fn owner_uids_by_name(
     d: Dialect,
     cluster: &str,
     name: &str,
     group_resource: &str,
     namespaces: &[String],
+    versions: &[String],
 ) -> Stmt {
-    let (resource, group) = group_resource
-        .split_once('.')
-        .unwrap_or((group_resource, ""));
+    let (group, resource) = split_group_resource(group_resource);
     let mut b = Builder::new(d);
-    let mut c = format!(
-        "grp = {} AND resource = {} AND cluster = {} AND name = {}",
-        b.text(group),
+    let mut c = format!("grp = {}", b.text(group));
+    if !versions.is_empty() {
+        c.push_str(&format!(" AND version IN {}", b.list(versions)));
+    }
+    c.push_str(&format!(
+        " AND resource = {} AND cluster = {} AND name = {}",
         b.text(resource),
         b.text(cluster),
         b.text(name)
-    );
+    ));
     if !namespaces.is_empty() {
         c.push_str(&format!(" AND namespace IN {}", b.list(namespaces)));
     }

@@ -228,5 +228,23 @@ both!(
             .await
             .is_empty()
         );
+        // with the types recorded, the owner is looked up through its versions
+        for version in ["v1", "v1beta1"] {
+            let mut t = TypeInfo {
+                gvr: deployments(),
+                kind: "Deployment".into(),
+                namespaced: true,
+            };
+            t.gvr.version = version.into();
+            s.set_type(&t).await.unwrap();
+        }
+        assert_eq!(
+            search(
+                pods(),
+                "clusters=a&ownerName=web&ownerGR=deployments.apps&ownerSeniority=1"
+            )
+            .await,
+            ["a/ns/web-1-x", "a/ns/web-2-y"]
+        );
     }
 );
