@@ -210,6 +210,16 @@ impl Clusterset {
 
     /// Writes `<name>.kubeconfig` per cluster and a merged `kubeconfig`; returns the merged path.
     pub fn write_kubeconfigs(&self, dir: &Path) -> anyhow::Result<PathBuf> {
+        self.write_kubeconfigs_with(dir, &[])
+    }
+
+    /// [`Clusterset::write_kubeconfigs`], with `extra` contexts (e.g. `search`) in the
+    /// merged kubeconfig and a file each.
+    pub fn write_kubeconfigs_with(
+        &self,
+        dir: &Path,
+        extra: &[kubesim::kubeconfig::Entry],
+    ) -> anyhow::Result<PathBuf> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut entries = Vec::new();
         for s in self.all() {
@@ -217,6 +227,12 @@ impl Clusterset {
             std::fs::write(&path, s.kubeconfig())
                 .with_context(|| format!("writing {}", path.display()))?;
             entries.push(entry(s));
+        }
+        for e in extra {
+            let path = dir.join(format!("{}.kubeconfig", e.name));
+            std::fs::write(&path, kubesim::kubeconfig::multi(std::slice::from_ref(e)))
+                .with_context(|| format!("writing {}", path.display()))?;
+            entries.push(e.clone());
         }
         let merged = dir.join("kubeconfig");
         std::fs::write(&merged, kubesim::kubeconfig::multi(&entries))
@@ -292,6 +308,41 @@ impl Clusterset {
             metrics,
             task,
         })
+    }
+
+    /// Starts the search server in this process (indexer + API on 127.0.0.1, a free
+    /// port) on `storage` (a SQLite path or `postgres://…`), following this hub's
+    /// registry; its certificate goes to `data_dir`.
+    pub async fn start_search(
+        &self,
+        storage: &str,
+        data_dir: &Path,
+    ) -> anyhow::Result<causeway_controllers::search::Running> {
+        causeway_controllers::search::start(
+            client(&self.hub).await?,
+            causeway_controllers::search::StartOptions {
+                storage: storage.to_string(),
+                data_dir: data_dir.to_path_buf(),
+                listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                tls: None,
+                resources: causeway_search::indexer::default_resources(),
+            },
+        )
+        .await
+    }
+
+    /// The kubeconfig entry `search` for a running search server, with the hub's admin
+    /// token (what it may list on the hub is what it finds).
+    pub fn search_entry(
+        &self,
+        search: &causeway_controllers::search::Running,
+    ) -> kubesim::kubeconfig::Entry {
+        kubesim::kubeconfig::Entry {
+            name: "search".into(),
+            server: search.server_url(),
+            ca_pem: Some(search.ca_pem.clone()),
+            token: self.hub.admin_token().to_string(),
+        }
     }
 
     /// Stops every server.

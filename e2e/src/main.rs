@@ -127,7 +127,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             args.pods
         );
     }
-    let total = 8;
+    let total = 9;
     println!(
         "[1/{total}] starting {} clusters on kubesim",
         1 + opts.members.len()
@@ -230,16 +230,35 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         proxy.https.map(|a| a.to_string()).unwrap_or_default(),
         proxy.metrics.map(|a| a.to_string()).unwrap_or_default()
     );
-    println!("[8/{total}] writing kubeconfigs");
     let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
-    let merged = cs.write_kubeconfigs(&dir)?;
+    let search_dir = dir.join("search");
+    let search_db = search_dir.join("search.db");
+    println!(
+        "[8/{total}] starting search: every member indexed into SQLite ({})",
+        search_db.display()
+    );
+    let search = cs
+        .start_search(&search_db.display().to_string(), &search_dir)
+        .await
+        .context("starting the search server")?;
+    println!(
+        "      {} (kubeconfig context search; /metrics, /healthz, /readyz on the same address)",
+        search.server_url()
+    );
+    println!("[9/{total}] writing kubeconfigs");
+    let merged = cs.write_kubeconfigs_with(&dir, &[cs.search_entry(&search)])?;
     for s in cs.all() {
         println!(
             "      {}",
             dir.join(format!("{}.kubeconfig", s.name())).display()
         );
     }
-    let contexts: Vec<String> = cs.all().map(|s| s.name().to_string()).collect();
+    println!("      {}", dir.join("search.kubeconfig").display());
+    let contexts: Vec<String> = cs
+        .all()
+        .map(|s| s.name().to_string())
+        .chain(["search".to_string()])
+        .collect();
     println!(
         "      {} (contexts: {})",
         merged.display(),
@@ -305,6 +324,9 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         opts.hub
     );
     println!("  kubectl --context {} get rb -n demo", opts.hub);
+    println!("  # search: the demo's Pods in every member, one query (CLUSTER column)");
+    println!("  kubectl --context search get pods -n demo -l app=shop");
+    println!("  cargo run --bin causeway -- search pods -l app=shop --sort \"created_at desc\"");
     println!(
         "  cargo run --bin causeway -- explain deployment/shop -n demo --hub-context {}",
         opts.hub
@@ -343,6 +365,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     }
     ctl.stop().await;
     proxy.shutdown().await;
+    search.shutdown().await;
     drop(backends);
     for (_, d) in dns {
         d.shutdown().await;

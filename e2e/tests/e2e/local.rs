@@ -14,14 +14,15 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
         crate::local_pull::up(&["up", "--log", "info"], dir.path(), log.as_file());
     let printed = out.join("\n");
     for step in [
-        "[1/8]",
-        "[2/8]",
-        "[3/8]",
-        "[4/8]",
-        "[5/8]",
-        "[6/8]",
-        "[7/8]",
-        "[8/8]",
+        "[1/9]",
+        "[2/9]",
+        "[3/9]",
+        "[4/9]",
+        "[5/9]",
+        "[6/9]",
+        "[7/9]",
+        "[8/9]",
+        "[9/9]",
         "curl -s http://127.0.0.1:",
         "dig @127.0.0.1 -p ",
         "kubectl --context hub get crds",
@@ -50,7 +51,7 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
     let contexts = run(&["config", "get-contexts", "-o", "name"]);
     let mut ctx: Vec<&str> = contexts.lines().collect();
     ctx.sort();
-    assert_eq!(ctx, vec!["east", "hub", "north", "west"]);
+    assert_eq!(ctx, vec!["east", "hub", "north", "search", "west"]);
     let mut uids = Vec::new();
     for c in ["hub", "east", "west", "north"] {
         let ns = run(&[
@@ -121,6 +122,35 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
             String::from_utf8_lossy(&o.stderr)
         );
         std::thread::sleep(Duration::from_millis(200));
+    }
+    // the printed search line: after the federation demo, the shop Pods of every
+    // member in one kubectl query through the search server (SQLite)
+    let fed = repo.join("examples/federation-demo");
+    run(&["--context", "hub", "apply", "-f", fed.to_str().unwrap()]);
+    let line = printed
+        .lines()
+        .find(|l| l.contains("kubectl --context search get pods"))
+        .expect("search line")
+        .trim()
+        .to_string();
+    let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let out = run(&words);
+        let clusters: std::collections::BTreeSet<&str> = out
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        if out.starts_with("CLUSTER") && clusters.len() == 3 {
+            assert!(out.contains("shop-"), "{out}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "`{line}` did not list the shop Pods of east, west and north within 45 s:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
     }
     let slices = run(&[
         "--context",
