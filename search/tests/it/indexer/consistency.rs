@@ -1,0 +1,258 @@
+//! Restart consistency (K.71) and storage outages (K.72), on both stores.
+
+use std::time::Duration;
+
+use causeway_search::store::{Store, testing};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::PostParams;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::support::{
+    Backend, Indexer, cluster, configmaps, database, eventually, fleet, gvr, in_sync, specs, stored,
+};
+
+both!(a_restart_writes_only_what_changed_meanwhile);
+async fn a_restart_writes_only_what_changed_meanwhile(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    for name in ["keep", "change", "drop"] {
+        a.apply_configmap(name, json!({"v": "1"}), json!({})).await;
+    }
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let resources = specs(&["v1/configmaps:metadata", "v1/namespaces"]);
+    let store = Store::open(&spec).await.unwrap();
+    let first = Indexer::start(&store, resources.clone(), rx.clone());
+    let cm = configmaps();
+    eventually("the store holds the member's ConfigMaps", || {
+        in_sync(&store, &a, "a", &cm, "ConfigMap")
+    })
+    .await;
+    eventually("both lists are complete", || async {
+        first.metric("search_indexer_synced") == 2.0
+    })
+    .await;
+    first.stop().await;
+
+    // while the indexer is down
+    a.delete_configmap("drop").await;
+    a.apply_configmap("change", json!({"v": "2"}), json!({}))
+        .await;
+    let store = Store::open(&spec).await.unwrap();
+    assert_eq!(store.writes(), 0);
+    let second = Indexer::start(&store, resources, rx);
+    eventually("both lists are complete again", || async {
+        second.metric("search_indexer_synced") == 2.0
+    })
+    .await;
+    let cms = stored(&store, &configmaps(), Some("a")).await;
+    assert!(!cms.contains_key("a/default/drop"), "deleted while down");
+    assert_eq!(cms["a/default/change"]["metadata"]["labels"]["v"], "2");
+    assert!(cms.contains_key("a/default/keep"));
+    assert!(in_sync(&store, &a, "a", &configmaps(), "ConfigMap").await);
+    // one delete, one update; every unchanged object (and namespace) unwritten
+    assert_eq!(store.writes(), 2);
+    assert_eq!(second.metric("search_indexer_objects_written_total"), 1.0);
+    assert_eq!(second.metric("search_indexer_objects_deleted_total"), 1.0);
+    let listed = a.versions(&configmaps(), "ConfigMap").await.len()
+        + a.versions(&gvr("", "v1", "namespaces"), "Namespace")
+            .await
+            .len();
+    assert_eq!(
+        second.metric("search_indexer_objects_unchanged_total"),
+        (listed - 1) as f64
+    );
+    second.stop().await;
+}
+
+/// A storage outage, held from the test: SQLite locked by another connection's
+/// exclusive transaction; PostgreSQL refusing connections to the database (the store's
+/// are cut).
+enum Outage {
+    Sqlite(rusqlite::Connection),
+    Postgres {
+        admin: tokio_postgres::Client,
+        db: String,
+    },
+    /// A transaction holding `resources` in EXCLUSIVE mode: reads pass, writes wait.
+    PostgresLocked(tokio_postgres::Client),
+}
+
+impl Outage {
+    async fn start(spec: &str) -> Outage {
+        if let Some(path) = spec.strip_prefix("sqlite:") {
+            let c = rusqlite::Connection::open(path).unwrap();
+            c.busy_timeout(Duration::from_secs(10)).unwrap();
+            c.execute_batch("BEGIN EXCLUSIVE").unwrap();
+            return Outage::Sqlite(c);
+        }
+        let base = std::env::var(testing::POSTGRES_ENV).unwrap();
+        let (admin, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let db = spec.rsplit('/').next().unwrap().split('?').next().unwrap();
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE {db} ALLOW_CONNECTIONS false;
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                    WHERE datname = '{db}' AND pid <> pg_backend_pid();"
+            ))
+            .await
+            .unwrap();
+        Outage::Postgres {
+            admin,
+            db: db.to_string(),
+        }
+    }
+
+    /// Writes blocked, reads still served.
+    async fn writes_locked(spec: &str) -> Outage {
+        if spec.starts_with("sqlite:") {
+            // WAL: an exclusive transaction blocks writers, not readers
+            return Outage::start(spec).await;
+        }
+        let (c, conn) = tokio_postgres::connect(spec, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        c.batch_execute("BEGIN; LOCK TABLE resources IN EXCLUSIVE MODE")
+            .await
+            .unwrap();
+        Outage::PostgresLocked(c)
+    }
+
+    async fn end(self) {
+        match self {
+            Outage::Sqlite(c) => c.execute_batch("ROLLBACK").unwrap(),
+            Outage::PostgresLocked(c) => c.batch_execute("ROLLBACK").await.unwrap(),
+            Outage::Postgres { admin, db } => admin
+                .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"))
+                .await
+                .unwrap(),
+        }
+    }
+}
+
+both!(a_storage_outage_pauses_the_watches_and_loses_no_delete);
+async fn a_storage_outage_pauses_the_watches_and_loses_no_delete(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    for name in ["keep", "change", "doomed"] {
+        a.apply_configmap(name, json!({"v": "1"}), json!({})).await;
+    }
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let store = Store::open(&spec).await.unwrap();
+    let indexer = Indexer::start(&store, specs(&["v1/configmaps:metadata"]), rx);
+    eventually("the list is stored", || async {
+        indexer.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+
+    let outage = Outage::start(&spec).await;
+    a.apply_configmap("trigger", json!({}), json!({})).await;
+    eventually("the failed write is seen as an outage", || async {
+        indexer.metric("search_indexer_store_outages_total") >= 1.0
+    })
+    .await;
+    eventually("the watch stops reading during the outage", || async {
+        indexer.metric("search_indexer_synchros") == 0.0
+    })
+    .await;
+    // changes the indexer cannot see now
+    a.delete_configmap("doomed").await;
+    a.apply_configmap("change", json!({"v": "2"}), json!({}))
+        .await;
+    a.apply_configmap("born", json!({}), json!({})).await;
+    for _ in 0..20 {
+        a.apply_configmap("trigger", json!({"n": "x"}), json!({}))
+            .await;
+        a.apply_configmap("trigger", json!({"n": "y"}), json!({}))
+            .await;
+    }
+    assert!(indexer.metric("search_indexer_backlog") <= 500.0);
+    outage.end().await;
+
+    let cm = configmaps();
+    eventually("the store converges after the outage", || {
+        in_sync(&store, &a, "a", &cm, "ConfigMap")
+    })
+    .await;
+    let cms = stored(&store, &configmaps(), Some("a")).await;
+    assert!(!cms.contains_key("a/default/doomed"), "no lost delete");
+    assert_eq!(cms["a/default/change"]["metadata"]["labels"]["v"], "2");
+    assert!(cms.contains_key("a/default/born"));
+    assert_eq!(indexer.metric("search_indexer_store_up"), 1.0);
+    eventually("the watch runs again", || async {
+        indexer.metric("search_indexer_synchros") == 1.0
+            && indexer.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    indexer.stop().await;
+}
+
+both!(a_relist_of_unchanged_objects_needs_no_write);
+async fn a_relist_of_unchanged_objects_needs_no_write(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    for name in ["one", "two"] {
+        a.apply_configmap(name, json!({}), json!({})).await;
+    }
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let store = Store::open(&spec).await.unwrap();
+    let resources = specs(&["v1/configmaps:metadata"]);
+    let first = Indexer::start(&store, resources.clone(), rx.clone());
+    eventually("the list is stored", || async {
+        first.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    first.stop().await;
+
+    // with writes blocked, a relist that finds nothing new completes all the same
+    let lock = Outage::writes_locked(&spec).await;
+    let second = Indexer::start(&store, resources, rx);
+    eventually("the relist completes without writing", || async {
+        second.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    let listed = a.versions(&configmaps(), "ConfigMap").await.len();
+    assert_eq!(
+        second.metric("search_indexer_objects_unchanged_total"),
+        listed as f64
+    );
+    assert_eq!(second.metric("search_indexer_store_outages_total"), 0.0);
+    lock.end().await;
+    second.stop().await;
+}
+
+both!(a_list_of_many_pages_is_stored_whole);
+async fn a_list_of_many_pages_is_stored_whole(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    let api = a.configmaps();
+    for i in 0..1234 {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": format!("cm-{i:04}"), "labels": {"i": i.to_string()}},
+            "data": {"k": "v"},
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let store = Store::open(&spec).await.unwrap();
+    let indexer = Indexer::start(&store, specs(&["v1/configmaps:metadata"]), rx);
+    eventually("the list is stored", || async {
+        indexer.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    assert!(in_sync(&store, &a, "a", &configmaps(), "ConfigMap").await);
+    let listed = a.versions(&configmaps(), "ConfigMap").await.len();
+    assert!(listed >= 1234);
+    assert_eq!(store.writes(), listed as u64);
+    assert_eq!(
+        indexer.metric("search_indexer_objects_written_total"),
+        listed as f64
+    );
+    assert_eq!(indexer.metric("search_indexer_backlog"), 0.0);
+    indexer.stop().await;
+}

@@ -1,0 +1,258 @@
+//! What the indexer tests share: stores of both kinds, kubesim members, a running
+//! indexer with its metrics, polling.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use causeway_search::indexer::{self, Fleet, IndexerMetrics, Member, ResourceSpec};
+use causeway_search::query::Query;
+use causeway_search::store::{Gvr, Scope, Store, testing};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+};
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long any expected state may take to appear.
+pub const DEADLINE: Duration = Duration::from_secs(40);
+
+#[derive(Clone, Copy, Debug)]
+pub enum Backend {
+    /// A file in a temp dir.
+    Sqlite,
+    /// A fresh database on the test server.
+    Postgres,
+}
+
+/// Runs a scenario on both stores.
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name(super::Backend::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name(super::Backend::Postgres).await
+            }
+        }
+    };
+}
+
+/// A fresh database: its store spec (and the temp dir holding an SQLite file).
+pub async fn database(backend: Backend) -> (String, Option<tempfile::TempDir>) {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let spec = format!("sqlite:{}", dir.path().join("search.db").display());
+            (spec, Some(dir))
+        }
+        Backend::Postgres => (testing::postgres_db().await, None),
+    }
+}
+
+/// A kubesim member and an admin client of it.
+pub struct Cluster {
+    pub server: kubesim::Server,
+    pub client: kube::Client,
+}
+
+pub async fn cluster(name: &str) -> Cluster {
+    cluster_with(kubesim::Config::new(name)).await
+}
+
+pub async fn cluster_with(cfg: kubesim::Config) -> Cluster {
+    let server = kubesim::Server::start(cfg).await.expect("kubesim starts");
+    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(cfg).unwrap();
+    Cluster { server, client }
+}
+
+impl Cluster {
+    pub fn member(&self) -> Member {
+        Member {
+            client: self.client.clone(),
+            fingerprint: self.server.url(),
+        }
+    }
+
+    pub fn configmaps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    /// Server-side applies a ConfigMap in `default` (so it has managedFields).
+    pub async fn apply_configmap(&self, name: &str, labels: Value, data: Value) {
+        let cm = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": labels},
+            "data": data,
+        });
+        self.configmaps()
+            .patch(name, &PatchParams::apply("test"), &Patch::Apply(cm))
+            .await
+            .unwrap();
+    }
+
+    pub async fn delete_configmap(&self, name: &str) {
+        self.configmaps()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// `(namespace, name) → resourceVersion` of every object of a type in the member.
+    pub async fn versions(&self, gvr: &Gvr, kind: &str) -> BTreeMap<(String, String), String> {
+        let gvk = GroupVersionKind::gvk(&gvr.group, &gvr.version, kind);
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &gvr.resource);
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        let list = api.list(&Default::default()).await.unwrap();
+        list.items
+            .into_iter()
+            .map(|o| {
+                let m = o.metadata;
+                (
+                    (m.namespace.unwrap_or_default(), m.name.unwrap_or_default()),
+                    m.resource_version.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+}
+
+pub fn gvr(group: &str, version: &str, resource: &str) -> Gvr {
+    Gvr {
+        group: group.into(),
+        version: version.into(),
+        resource: resource.into(),
+    }
+}
+
+pub fn configmaps() -> Gvr {
+    gvr("", "v1", "configmaps")
+}
+
+pub fn specs(values: &[&str]) -> Vec<ResourceSpec> {
+    indexer::parse_all(values).unwrap()
+}
+
+/// A fleet: `ready` members, and the names of the registered ones.
+pub fn fleet(ready: &[(&str, &Cluster)], registered: &[&str]) -> Fleet {
+    Fleet {
+        ready: ready
+            .iter()
+            .map(|(n, c)| (n.to_string(), c.member()))
+            .collect(),
+        registered: registered.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// A running indexer and its metrics.
+pub struct Indexer {
+    registry: Registry,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Indexer {
+    pub fn start(
+        store: &Store,
+        resources: Vec<ResourceSpec>,
+        fleet: watch::Receiver<Fleet>,
+    ) -> Indexer {
+        let mut registry = Registry::default();
+        let metrics = IndexerMetrics::new(&mut registry);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(indexer::run(
+            store.clone(),
+            resources,
+            fleet,
+            metrics,
+            stop.clone(),
+        ));
+        Indexer {
+            registry,
+            stop,
+            task,
+        }
+    }
+
+    /// The value of a series as the registry encodes it, e.g. `search_indexer_synced`
+    /// or `search_indexer_unserved{cluster="a",resource="v1/pods"}` (0 when absent).
+    pub fn metric(&self, series: &str) -> f64 {
+        self.text()
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .map_or(0.0, |v| v.trim().parse().unwrap())
+    }
+
+    /// Every metric, as text.
+    pub fn text(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).unwrap();
+        text
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(DEADLINE, self.task)
+            .await
+            .expect("the indexer stops")
+            .unwrap();
+    }
+}
+
+/// Polls `check` until it returns true (every 20 ms, at most [`DEADLINE`]).
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < DEADLINE {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("not within {DEADLINE:?}: {what}");
+}
+
+/// Every stored object of a type (in `cluster`, if given), through the search API of
+/// the store, by `(cluster, namespace, name)`.
+pub async fn stored(store: &Store, gvr: &Gvr, cluster: Option<&str>) -> BTreeMap<String, Value> {
+    let mut params = Vec::new();
+    if let Some(c) = cluster {
+        params.push(("clusters".to_string(), c.to_string()));
+    }
+    let q = Query::parse(&params, None).unwrap();
+    let page = store.search(gvr, &q, &Scope::default()).await.unwrap();
+    page.items
+        .into_iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            let c = m["annotations"][causeway_search::CLUSTER_ANNOTATION]
+                .as_str()
+                .unwrap_or_default();
+            let ns = m["namespace"].as_str().unwrap_or_default();
+            let name = m["name"].as_str().unwrap_or_default();
+            (format!("{c}/{ns}/{name}"), o.clone())
+        })
+        .collect()
+}
+
+/// Whether the store holds exactly the member's objects of a type, at their versions.
+pub async fn in_sync(store: &Store, member: &Cluster, name: &str, gvr: &Gvr, kind: &str) -> bool {
+    match store.versions(name, gvr).await {
+        Ok(v) => v == member.versions(gvr, kind).await,
+        Err(_) => false,
+    }
+}
