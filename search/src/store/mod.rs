@@ -148,6 +148,9 @@ struct Inner {
     stats: parking_lot::Mutex<(u64, u64)>,
 }
 
+/// Keys per DELETE statement (six parameters each).
+const DELETE_CHUNK: usize = 200;
+
 /// Rows written before the first statistics refresh.
 const ANALYZE_AFTER: u64 = 5_000;
 
@@ -258,7 +261,11 @@ impl Store {
             return Ok(0);
         }
         let d = self.dialect();
-        let stmts = keys.iter().flat_map(|k| sql::delete_key(d, k)).collect();
+        // one transaction; chunks keep each statement's parameters well under the limits
+        let stmts = keys
+            .chunks(DELETE_CHUNK)
+            .flat_map(|c| sql::delete_keys(d, c))
+            .collect();
         let n: u64 = self.execute(stmts).await?.iter().skip(1).step_by(2).sum();
         Ok(self.count(n))
     }

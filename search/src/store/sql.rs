@@ -193,25 +193,36 @@ fn gvr_cond(b: &mut Builder, gvr: &Gvr) -> String {
     )
 }
 
-fn key_cond(b: &mut Builder, k: &Key) -> String {
-    format!(
-        "{} AND cluster = {} AND namespace = {} AND name = {}",
-        gvr_cond(b, &k.gvr),
-        b.text(&k.cluster),
-        b.text(&k.namespace),
-        b.text(&k.name)
-    )
-}
-
-/// Deletes one object and its labels (two statements: labels first).
-pub(crate) fn delete_key(d: Dialect, k: &Key) -> [Stmt; 2] {
+/// Deletes objects and their labels (two statements: labels first), by their full
+/// keys as one row-value list.
+pub(crate) fn delete_keys(d: Dialect, keys: &[Key]) -> [Stmt; 2] {
+    let cond = |b: &mut Builder| {
+        let rows: Vec<String> = keys
+            .iter()
+            .map(|k| {
+                let cols = [
+                    &k.gvr.group,
+                    &k.gvr.version,
+                    &k.gvr.resource,
+                    &k.cluster,
+                    &k.namespace,
+                    &k.name,
+                ];
+                b.list(cols)
+            })
+            .collect();
+        format!(
+            "(grp, version, resource, cluster, namespace, name) IN ({})",
+            rows.join(", ")
+        )
+    };
     let mut b = Builder::new(d);
-    let c = key_cond(&mut b, k);
+    let c = cond(&mut b);
     let labels = b.finish(format!(
         "DELETE FROM labels WHERE rid IN (SELECT id FROM resources WHERE {c})"
     ));
     let mut b = Builder::new(d);
-    let c = key_cond(&mut b, k);
+    let c = cond(&mut b);
     [labels, b.finish(format!("DELETE FROM resources WHERE {c}"))]
 }
 

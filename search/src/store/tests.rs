@@ -127,7 +127,13 @@ both!(
         let w = s
             .upsert(vec![
                 record("a", "ns1", "web", "10", json!({})),
-                record("b", "ns1", "web", "11", json!({})),
+                record(
+                    "b",
+                    "ns1",
+                    "web",
+                    "11",
+                    json!({"metadata": {"labels": {"app": "web"}}}),
+                ),
                 record("a", "ns2", "db", "12", json!({})),
             ])
             .await
@@ -168,6 +174,21 @@ both!(
         assert_eq!(s.namespaces(&gvr, &[]).await.unwrap(), ["ns1", "ns2"]);
         assert_eq!(s.namespaces(&gvr, &["a".into()]).await.unwrap(), ["ns2"]);
         s.ping().await.unwrap();
+        // several keys at once (one of them not stored), and their labels with them
+        let writes = s.writes();
+        let many = vec![
+            key("a", "ns2", "db"),
+            key("b", "ns1", "web"),
+            key("c", "x", "y"),
+        ];
+        assert_eq!(s.delete(many).await.unwrap(), 2);
+        assert_eq!(s.writes(), writes + 2);
+        assert!(all(&s, "").await.is_empty());
+        let left = s.rows(sql::Stmt {
+            sql: "SELECT COUNT(*) FROM labels".into(),
+            params: vec![],
+        });
+        assert_eq!(left.await.unwrap()[0][0].int(), 0);
     }
 );
 
@@ -391,4 +412,59 @@ fn records_from_objects() {
     assert_eq!(r.namespace, "ns");
     assert!(Record::from_object("a", &gvr, &json!({"metadata": {}}), false).is_none());
     assert!(Record::from_object("a", &gvr, &json!({"kind": "X"}), false).is_none());
+}
+
+#[tokio::test]
+async fn dropped_postgres_connections_are_reopened() {
+    let url = testing::postgres_db().await;
+    let s = Store::open(&url).await.unwrap();
+    s.upsert(vec![record("a", "ns", "web", "1", json!({}))])
+        .await
+        .unwrap();
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let admin = Store::open(&url).await.unwrap();
+    let killed = admin
+        .rows(sql::Stmt {
+            sql: "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()".into(),
+            params: vec![sql::Param::Text(db)],
+        })
+        .await
+        .unwrap();
+    assert!(killed[0][0].int() >= 1, "no connection was dropped");
+    // each connection fails (Unavailable) at most once, then is reopened
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut failures = 0;
+    let mut ok = 0;
+    while ok < 8 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store did not recover"
+        );
+        match s
+            .search(&deployments(), &query(""), &Scope::default())
+            .await
+        {
+            Ok(p) => {
+                assert_eq!(names(&p), ["a/ns/web"]);
+                ok += 1;
+            }
+            Err(StoreError::Unavailable(_)) => failures += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        failures <= 3,
+        "{failures} failures for 3 reader connections"
+    );
+    let w = s
+        .upsert(vec![record("a", "ns", "web", "2", json!({}))])
+        .await;
+    let w = match w {
+        Err(StoreError::Unavailable(_)) => {
+            s.upsert(vec![record("a", "ns", "web", "2", json!({}))])
+                .await
+        }
+        other => other,
+    };
+    assert_eq!(w.unwrap().written, 1);
 }
