@@ -1,7 +1,8 @@
 //! Serving HTTPS the same way in every server (the deletion-protection webhook, the
-//! search API): a rustls config from PEM files with the ring provider and h2 +
-//! http/1.1, and an accept loop with a bounded TLS handshake that stops, closing open
-//! connections, when `stop` is cancelled.
+//! search API, kubesim): a rustls config from PEM files with the ring provider and h2 +
+//! http/1.1, an accept loop with a bounded TLS handshake that stops, closing open
+//! connections, when `stop` is cancelled, and a generated CA ([`Authority`]) for servers
+//! that make their own serving certificate.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,6 +21,68 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+/// A generated certificate authority that issues serving (and other) certificates.
+pub struct Authority {
+    /// The CA certificate (PEM), for kubeconfigs and clients.
+    pub ca_pem: String,
+    /// The CA certificate (DER).
+    pub ca_der: CertificateDer<'static>,
+    /// What signs the certificates it issues.
+    pub issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+/// A certificate and its key.
+pub struct Issued {
+    /// Certificate (PEM).
+    pub cert_pem: String,
+    /// Certificate (DER).
+    pub cert_der: CertificateDer<'static>,
+    /// PKCS#8 private key (PEM).
+    pub key_pem: String,
+    /// PKCS#8 private key (DER).
+    pub key_der: Vec<u8>,
+}
+
+impl Authority {
+    /// A fresh CA with common name `cn`.
+    pub fn generate(cn: &str) -> Result<Authority, rcgen::Error> {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyUsagePurpose};
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key)?;
+        Ok(Authority {
+            ca_pem: cert.pem(),
+            ca_der: cert.der().clone(),
+            issuer: rcgen::Issuer::new(params, key),
+        })
+    }
+
+    /// A serving certificate with common name `cn`, valid for `sans` (DNS names or IP
+    /// addresses).
+    pub fn serving(&self, cn: &str, sans: &[String]) -> Result<Issued, rcgen::Error> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(sans.to_vec())?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(Issued {
+            cert_pem: cert.pem(),
+            cert_der: cert.der().clone(),
+            key_pem: key.serialize_pem(),
+            key_der: key.serialize_der(),
+        })
+    }
+}
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
@@ -97,8 +160,20 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    fn pki() -> std::sync::Arc<kubesim::http::tls::Pki> {
-        kubesim::http::tls::Pki::generate("t", &["127.0.0.1".into()]).unwrap()
+    struct Pki {
+        ca_pem: String,
+        server_cert_pem: String,
+        server_key_pem: String,
+    }
+
+    fn pki() -> Pki {
+        let ca = Authority::generate("test-ca").unwrap();
+        let s = ca.serving("test", &["127.0.0.1".into()]).unwrap();
+        Pki {
+            ca_pem: ca.ca_pem,
+            server_cert_pem: s.cert_pem,
+            server_key_pem: s.key_pem,
+        }
     }
 
     #[test]

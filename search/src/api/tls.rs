@@ -6,10 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use causeway_runtime::https::Authority;
 
 /// The PEM files a server uses.
 #[derive(Clone, Debug)]
@@ -18,9 +15,9 @@ pub struct Pem {
     pub cert: String,
     /// Its private key.
     pub key: String,
-    /// The CA a client trusts to reach the server (for a kubeconfig's
-    /// certificate-authority-data): the generated CA, or the given chain's last
-    /// certificate's file as given.
+    /// What a client trusts to reach the server (a kubeconfig's
+    /// certificate-authority-data): the generated CA, or the given certificate file
+    /// (right when it is self-signed; otherwise give clients its CA).
     pub ca: String,
 }
 
@@ -81,38 +78,18 @@ fn write(p: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
 
 /// A fresh CA and a serving certificate it signed.
 fn generate(extra_sans: &[String]) -> Result<Pem, rcgen::Error> {
-    let ca_key = KeyPair::generate()?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "causeway-search-ca");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let ca_cert = ca_params.self_signed(&ca_key)?;
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate()?;
+    let ca = Authority::generate("causeway-search-ca")?;
     let mut sans: Vec<String> = SANS.iter().map(|s| s.to_string()).collect();
-    sans.extend(
-        extra_sans
-            .iter()
-            .filter(|s| !sans.contains(s))
-            .cloned()
-            .collect::<Vec<_>>(),
-    );
-    let mut params = CertificateParams::new(sans)?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "causeway-search");
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = params.signed_by(&key, &issuer)?;
+    for s in extra_sans {
+        if !sans.contains(s) {
+            sans.push(s.clone());
+        }
+    }
+    let server = ca.serving("causeway-search", &sans)?;
     Ok(Pem {
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-        ca: ca_cert.pem(),
+        cert: server.cert_pem,
+        key: server.key_pem,
+        ca: ca.ca_pem,
     })
 }
 

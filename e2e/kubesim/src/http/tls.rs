@@ -4,11 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use causeway_runtime::https::Authority;
 use parking_lot::Mutex;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
 
@@ -42,34 +40,16 @@ pub struct Pki {
 impl Pki {
     /// Generates a CA named after the server and a serving cert for `sans`.
     pub fn generate(name: &str, sans: &[String]) -> Result<Arc<Self>, rcgen::Error> {
-        let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, format!("kubesim-ca-{name}"));
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca_cert = ca_params.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let server_key = KeyPair::generate()?;
-        let mut sp = CertificateParams::new(sans.to_vec())?;
-        sp.distinguished_name
-            .push(DnType::CommonName, "kube-apiserver");
-        sp.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let server_cert = sp.signed_by(&server_key, &issuer)?;
+        let ca = Authority::generate(&format!("kubesim-ca-{name}"))?;
+        let server = ca.serving("kube-apiserver", sans)?;
         Ok(Arc::new(Pki {
-            ca_pem: ca_cert.pem(),
-            server_cert_pem: server_cert.pem(),
-            server_key_pem: server_key.serialize_pem(),
-            ca_der: ca_cert.der().clone(),
-            issuer,
-            server_cert: server_cert.der().clone(),
-            server_key: server_key.serialize_der(),
+            ca_pem: ca.ca_pem,
+            server_cert_pem: server.cert_pem,
+            server_key_pem: server.key_pem,
+            ca_der: ca.ca_der,
+            issuer: ca.issuer,
+            server_cert: server.cert_der,
+            server_key: server.key_der,
             issued: Mutex::new(HashMap::new()),
         }))
     }
