@@ -26,5 +26,6 @@ mod propagation_faults;
 mod propagation_protect;
 mod registry;
 mod relay;
+mod search;
 mod stale;
 mod support;

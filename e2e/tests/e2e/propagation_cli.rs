@@ -24,7 +24,7 @@ mod pipeline;
 const WAIT: Duration = Duration::from_secs(45);
 
 /// The `causeway` binary.
-fn causeway_bin() -> PathBuf {
+pub(crate) fn causeway_bin() -> PathBuf {
     if let Ok(bin) = std::env::var("CAUSEWAY_BIN") {
         return bin.into();
     }

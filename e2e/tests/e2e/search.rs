@@ -1,0 +1,217 @@
+//! Search end to end (issue 15): a hub with members east and west (workloads simulated),
+//! the hub controller, and `causeway search serve` following the registry — on SQLite and
+//! on PostgreSQL — used the way a user does: plain kubectl with a `search` context, and
+//! the `causeway search` CLI.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::mcs_support::eventually;
+use crate::propagation::fleet_of;
+use crate::propagation_cli::causeway_bin;
+use crate::support::Env;
+
+const WAIT: Duration = Duration::from_secs(45);
+
+const SHOP: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: shop
+  namespace: demo
+  labels: {app: shop}
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: shop}
+  template:
+    metadata:
+      labels: {app: shop, team: pay}
+    spec:
+      containers:
+        - name: shop
+          image: nginx:1.27
+"#;
+
+/// `causeway search <args>` against the `search` context of the env's kubeconfig.
+async fn cli(env: &Env, args: &[&str]) -> Output {
+    let mut cmd = Command::new(causeway_bin());
+    cmd.arg("search")
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .env_remove("KUBECONFIG");
+    tokio::task::spawn_blocking(move || cmd.output().expect("causeway runs"))
+        .await
+        .expect("join")
+}
+
+/// The clusters of the rows of a printed table (first column), header excluded.
+fn clusters_of(table: &str) -> Vec<String> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `kubectl --context search get <args> -o json` items, or None while it fails.
+async fn items(env: &Env, args: &[&str]) -> Option<Vec<Value>> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = env.run("search", &all).await;
+    if !out.status.success() {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    v.get("items").and_then(Value::as_array).cloned()
+}
+
+fn cluster_of(o: &Value) -> String {
+    o.pointer("/metadata/annotations")
+        .and_then(|a| a.get(causeway_search::CLUSTER_ANNOTATION))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn scenario(postgres: bool) {
+    let (mut env, ctl) = fleet_of(&["east", "west"]).await;
+    let shop = env.file("shop.yaml", SHOP);
+    for m in ["east", "west"] {
+        env.ok_in(m, &["apply", "-f", &shop]).await;
+    }
+    let storage = if postgres {
+        causeway_search::store::testing::postgres_db().await
+    } else {
+        env.dir.path().join("search.db").display().to_string()
+    };
+    let search = env
+        .cs
+        .start_search(&storage, &env.dir.path().join("search"))
+        .await
+        .expect("search starts");
+    let backend = if postgres { "postgres" } else { "sqlite" };
+    assert_eq!(search.backend, backend);
+    env.kubeconfig = env
+        .cs
+        .write_kubeconfigs_with(env.dir.path(), &[env.cs.search_entry(&search)])
+        .unwrap();
+
+    // plain kubectl lists the Pods of every member, each annotated with its cluster
+    let pods = eventually("the shop Pods of east and west", WAIT, || async {
+        let pods = items(&env, &["pods", "-A", "-l", "app=shop"]).await?;
+        (pods.len() == 6).then_some(pods)
+    })
+    .await;
+    let clusters: BTreeSet<String> = pods.iter().map(cluster_of).collect();
+    assert_eq!(clusters, BTreeSet::from(["east".into(), "west".into()]));
+    assert!(
+        pods.iter()
+            .all(|p| p.pointer("/metadata/managedFields").is_none()),
+        "managedFields are not stored"
+    );
+    // the table has a CLUSTER column and the default order is (cluster, namespace, name)
+    let table = env
+        .ok_in("search", &["get", "pods", "-n", "demo", "-l", "app=shop"])
+        .await;
+    assert!(table.starts_with("CLUSTER"), "{table}");
+    assert_eq!(
+        clusters_of(&table),
+        ["east", "east", "east", "west", "west", "west"],
+        "{table}"
+    );
+    // kubectl's paging (limit + continue) returns each object once
+    let paged = env
+        .ok_in(
+            "search",
+            &["get", "pods", "-A", "--chunk-size=2", "-o", "name"],
+        )
+        .await;
+    let names: Vec<&str> = paged.lines().collect();
+    let unique: BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(names.len(), unique.len(), "{paged}");
+    assert!(names.len() >= 6, "{paged}");
+
+    // the CLI: order, a cluster filter, and owner search through the ReplicaSet level
+    let out = cli(&env, &["deploy", "--sort", "cluster desc"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout} {:?}", out.stderr);
+    assert!(stdout.starts_with("CLUSTER   NAMESPACE   NAME"), "{stdout}");
+    assert_eq!(clusters_of(&stdout), ["west", "east"], "{stdout}");
+    let out = cli(
+        &env,
+        &[
+            "pods",
+            "--owner",
+            "deployment/shop",
+            "--seniority",
+            "1",
+            "--clusters",
+            "west",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout} {:?}", out.stderr);
+    assert_eq!(clusters_of(&stdout), ["west", "west", "west"], "{stdout}");
+    let out = cli(&env, &["pods", "--owner", "deployment/shop"]).await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("exactly one --clusters"),
+        "{:?}",
+        out.stderr
+    );
+    let out = cli(&env, &["gizmos"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("indexes no resource named \"gizmos\"") && stderr.contains("pods"),
+        "{stderr}"
+    );
+    // an orderby outside the allowlist is a 400 that lists the allowed fields
+    let out = env
+        .run(
+            "search",
+            &["get", "--raw", "/api/v1/pods?orderby=spec.nodeName"],
+        )
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert!(stderr.contains("created_at"), "{stderr}");
+
+    // a deletion in a member follows
+    env.ok_in("east", &["delete", "deployment", "shop", "-n", "demo"])
+        .await;
+    eventually("east's shop Pods gone from search", WAIT, || async {
+        let pods = items(&env, &["pods", "-A", "-l", "app=shop"]).await?;
+        pods.iter().all(|p| cluster_of(p) == "west").then_some(())
+    })
+    .await;
+    // a member that leaves is purged
+    causeway_controllers::clusters::join::unjoin(env.hub_client().await, "west", false, WAIT)
+        .await
+        .expect("west unjoins");
+    eventually("west purged from search", WAIT, || async {
+        let pods = items(&env, &["pods", "-A"]).await?;
+        let nodes = items(&env, &["nodes"]).await?;
+        (pods.iter().chain(&nodes).all(|o| cluster_of(o) == "east")).then_some(())
+    })
+    .await;
+    search.shutdown().await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_and_the_cli_search_every_member_on_sqlite() {
+    scenario(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_and_the_cli_search_every_member_on_postgres() {
+    scenario(true).await;
+}
