@@ -116,6 +116,11 @@ pub fn parse(s: &str) -> Result<Vec<Requirement>, String> {
         if let Some(v) = vals.iter().find(|v| !valid_value(v)) {
             return Err(bad(&format!("invalid label value: \"{v}\"")));
         }
+        if matches!(&req, Requirement::In(_, vs) | Requirement::NotIn(_, vs) if vs.is_empty()) {
+            return Err(bad(
+                "for 'in', 'notin' operators, values set can't be empty",
+            ));
+        }
         reqs.push(req);
     }
     Ok(reqs)
@@ -169,6 +174,10 @@ mod tests {
                 "unable to parse requirement: invalid label value: \"(\"",
             ),
             ("!", "unable to parse requirement: invalid label key \"\""),
+            (
+                "app in ()",
+                "unable to parse requirement: for 'in', 'notin' operators, values set can't be empty",
+            ),
         ];
         for (sel, want) in cases {
             assert_eq!(parse(sel), Err(want.to_string()), "{sel}");

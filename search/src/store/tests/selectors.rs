@@ -66,6 +66,8 @@ both!(label_selector_operators, |s: Store, _spec| async move {
         let want: Vec<String> = want.iter().map(|n| format!("a/ns/{n}")).collect();
         assert_eq!(all(&s, &qs).await, want, "{sel}");
     }
+    let e = query_error(&s, "labelSelector=app%20in%20()").await;
+    assert!(e.ends_with("values set can't be empty"), "{e}");
     let e = query_error(&s, "labelSelector=a%20b%3Dc").await;
     assert_eq!(
         e,
