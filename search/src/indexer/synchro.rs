@@ -80,32 +80,38 @@ impl Synchro {
             kind: resource.kind.clone(),
             namespaced,
         };
-        let mut typed = false;
         loop {
             if !self.health.wait_up(&self.stop).await {
                 return;
             }
-            let end = if typed {
-                self.session(&resource).await
-            } else {
-                match self.record_type(&info).await {
-                    Ok(()) => {
-                        typed = true;
-                        continue;
-                    }
-                    Err(e) => self.failed(e),
-                }
+            let end = match self.record_type(&info).await {
+                Ok(()) => break,
+                Err(e) => self.failed(e),
             };
-            match end {
-                End::Stopped => return,
-                End::StoreDown => {}
-                End::Restart => {
-                    tokio::select! {
-                        _ = tokio::time::sleep(RESTART) => {}
-                        _ = self.stop.cancelled() => return,
-                    }
-                }
+            if !self.after(end).await {
+                return;
             }
+        }
+        loop {
+            if !self.health.wait_up(&self.stop).await {
+                return;
+            }
+            let end = self.session(&resource).await;
+            if !self.after(end).await {
+                return;
+            }
+        }
+    }
+
+    /// Whether to go on after `end` (after a pause if it was a failure).
+    async fn after(&self, end: End) -> bool {
+        match end {
+            End::Stopped => false,
+            End::StoreDown => true,
+            End::Restart => tokio::select! {
+                _ = tokio::time::sleep(RESTART) => true,
+                _ = self.stop.cancelled() => false,
+            },
         }
     }
 
@@ -147,12 +153,13 @@ impl Synchro {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
         let mut events = pin!(watcher(api, watcher::Config::default()).default_backoff());
         let mut up = self.health.subscribe();
-        let mut running = Running::start(&self.metrics);
-        let mut batch = Batch::new(&self.metrics);
-        // the stored versions not seen yet by the list in progress
-        let mut listing: Option<Versions> = None;
+        let mut st = Session {
+            running: Running::start(&self.metrics),
+            batch: Batch::new(&self.metrics),
+            listing: None,
+        };
         loop {
-            let deadline = batch.deadline();
+            let deadline = st.batch.deadline();
             let event = tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return End::Stopped,
@@ -165,62 +172,65 @@ impl Synchro {
                 _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => None,
                 event = events.next() => Some(event),
             };
-            let Some(event) = event else {
-                if let Err(e) = self.flush(&mut batch).await {
-                    return self.failed(e);
-                }
-                continue;
-            };
-            let event = match event {
-                Some(Ok(event)) => event,
-                Some(Err(e)) => {
-                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member watch failed; retrying");
-                    continue;
-                }
-                None => return End::Restart,
-            };
             let step = match event {
-                watcher::Event::Init => match self.flush(&mut batch).await {
-                    Ok(()) => self
-                        .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
-                        .await
-                        .map(|v| {
-                            running.synced(false);
-                            listing = Some(v);
-                        }),
-                    Err(e) => Err(e),
-                },
-                watcher::Event::InitApply(obj) => {
-                    let stored = listing.as_mut().and_then(|l| {
-                        let ns = obj.metadata.namespace.clone().unwrap_or_default();
-                        l.remove(&(ns, obj.metadata.name.clone().unwrap_or_default()))
-                    });
-                    if stored.is_some() && stored == obj.metadata.resource_version {
-                        self.metrics.unchanged.inc();
-                        Ok(())
-                    } else {
-                        self.put(&mut batch, resource, obj).await
-                    }
+                // the batch waited long enough
+                None => self.flush(&mut st.batch).await,
+                Some(Some(Ok(event))) => self.handle(&mut st, resource, event).await,
+                Some(Some(Err(e))) => {
+                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member watch failed; retrying");
+                    Ok(())
                 }
-                watcher::Event::InitDone => match self.flush(&mut batch).await {
-                    Ok(()) => self
-                        .delete_unlisted(listing.take().unwrap_or_default())
-                        .await
-                        .map(|()| running.synced(true)),
-                    Err(e) => Err(e),
-                },
-                watcher::Event::Apply(obj) => self.put(&mut batch, resource, obj).await,
-                watcher::Event::Delete(obj) => {
-                    let key = self.key(
-                        obj.metadata.namespace.unwrap_or_default(),
-                        obj.metadata.name.unwrap_or_default(),
-                    );
-                    batch.set(key, None);
-                    self.flush_if_full(&mut batch).await
-                }
+                Some(None) => return End::Restart,
             };
             if let Err(e) = step {
                 return self.failed(e);
+            }
+        }
+    }
+
+    /// Takes one watch event into the session's batch (or list diff).
+    async fn handle(
+        &self,
+        st: &mut Session<'_>,
+        resource: &ApiResource,
+        event: watcher::Event<DynamicObject>,
+    ) -> StoreResult<()> {
+        match event {
+            watcher::Event::Init => {
+                self.flush(&mut st.batch).await?;
+                let stored = self
+                    .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
+                    .await?;
+                st.running.synced(false);
+                st.listing = Some(stored);
+                Ok(())
+            }
+            watcher::Event::InitApply(obj) => {
+                let stored = st.listing.as_mut().and_then(|l| {
+                    let ns = obj.metadata.namespace.clone().unwrap_or_default();
+                    l.remove(&(ns, obj.metadata.name.clone().unwrap_or_default()))
+                });
+                if stored.is_some() && stored == obj.metadata.resource_version {
+                    self.metrics.unchanged.inc();
+                    return Ok(());
+                }
+                self.put(&mut st.batch, resource, obj).await
+            }
+            watcher::Event::InitDone => {
+                self.flush(&mut st.batch).await?;
+                self.delete_unlisted(st.listing.take().unwrap_or_default())
+                    .await?;
+                st.running.synced(true);
+                Ok(())
+            }
+            watcher::Event::Apply(obj) => self.put(&mut st.batch, resource, obj).await,
+            watcher::Event::Delete(obj) => {
+                let key = self.key(
+                    obj.metadata.namespace.unwrap_or_default(),
+                    obj.metadata.name.unwrap_or_default(),
+                );
+                st.batch.set(key, None);
+                self.flush_if_full(&mut st.batch).await
             }
         }
     }
@@ -387,6 +397,14 @@ pub(crate) fn gvr_text(gvr: &Gvr) -> String {
     } else {
         format!("{}/{}/{}", gvr.group, gvr.version, gvr.resource)
     }
+}
+
+/// What a session holds: at most one batch and, during a list, the stored versions of
+/// one member's type not seen yet.
+struct Session<'a> {
+    running: Running<'a>,
+    batch: Batch<'a>,
+    listing: Option<Versions>,
 }
 
 /// Changes not written yet, the last one per object; counted in the backlog gauge.
