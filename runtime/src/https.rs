@@ -84,6 +84,61 @@ impl Authority {
     }
 }
 
+impl Authority {
+    /// A client certificate with common name `cn` (e.g. the front proxy's, or a user's).
+    pub fn client(&self, cn: &str) -> Result<Issued, rcgen::Error> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer)?;
+        Ok(Issued {
+            cert_pem: cert.pem(),
+            cert_der: cert.der().clone(),
+            key_pem: key.serialize_pem(),
+            key_der: key.serialize_der(),
+        })
+    }
+}
+
+/// Put in a request's extensions by [`serve`] when the connection presented a client
+/// certificate, which the config's client verifier (see [`verify_clients`]) checked
+/// against its CA during the handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerifiedClientCertificate;
+
+/// `cfg` with optional client certificates: a client may present one, and if it does
+/// it must chain to a CA in `ca_pem` (else the handshake fails); requests over such a
+/// connection carry [`VerifiedClientCertificate`]. `flag` names where the CA came from.
+pub fn verify_clients(
+    cfg: rustls::ServerConfig,
+    ca_pem: &[u8],
+    flag: &str,
+) -> anyhow::Result<rustls::ServerConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem) {
+        let c = c.with_context(|| format!("{flag} is not a PEM certificate bundle"))?;
+        roots
+            .add(c)
+            .with_context(|| format!("{flag} holds a certificate that is not a usable CA"))?;
+    }
+    anyhow::ensure!(!roots.is_empty(), "{flag} holds no PEM certificate");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            .allow_unauthenticated()
+            .build()
+            .with_context(|| format!("{flag}: cannot verify client certificates with it"))?;
+    let mut out = rustls::ServerConfig::builder_with_provider(cfg.crypto_provider().clone())
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cfg.cert_resolver.clone());
+    out.alpn_protocols = cfg.alpn_protocols.clone();
+    Ok(out)
+}
+
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
 
@@ -142,7 +197,15 @@ pub async fn serve<H, F>(
                 }
                 Err(_) => return tracing::debug!(server = what, %peer, "TLS handshake timed out"),
             };
-            let svc = service_fn(move |req: Request<Incoming>| {
+            let verified = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .is_some_and(|c| !c.is_empty());
+            let svc = service_fn(move |mut req: Request<Incoming>| {
+                if verified {
+                    req.extensions_mut().insert(VerifiedClientCertificate);
+                }
                 let answer = handler(req, peer);
                 async move { Ok::<_, Infallible>(answer.await) }
             });
@@ -198,6 +261,19 @@ mod tests {
 
     /// One HTTP/1.1 GET over TLS trusting `ca_pem`; the raw response.
     async fn get(addr: SocketAddr, ca_pem: &str, path: &str) -> String {
+        get_as(addr, ca_pem, path, None)
+            .await
+            .expect("TLS handshake")
+    }
+
+    /// One GET presenting `client` (a certificate and key) if given; Err when the
+    /// handshake fails.
+    async fn get_as(
+        addr: SocketAddr,
+        ca_pem: &str,
+        path: &str,
+        client: Option<&Issued>,
+    ) -> std::io::Result<String> {
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
             roots.add(c.unwrap()).unwrap();
@@ -207,22 +283,89 @@ mod tests {
         ))
         .with_safe_default_protocol_versions()
         .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+        let cfg = match client {
+            Some(c) => cfg
+                .with_client_auth_cert(
+                    vec![c.cert_der.clone()],
+                    PrivateKeyDer::try_from(c.key_der.clone()).unwrap(),
+                )
+                .unwrap(),
+            None => cfg.with_no_client_auth(),
+        };
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
         let mut s = tokio_rustls::TlsConnector::from(Arc::new(cfg))
             .connect(name, tcp)
-            .await
-            .unwrap();
+            .await?;
         s.write_all(
             format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
         )
-        .await
-        .unwrap();
+        .await?;
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out).await;
-        String::from_utf8_lossy(&out).into_owned()
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    #[tokio::test]
+    async fn client_certificates_of_the_given_ca_are_marked_verified() {
+        let p = pki();
+        let front = Authority::generate("front-proxy-ca").unwrap();
+        let other = Authority::generate("someone-else").unwrap();
+        let tls = server_config(
+            p.server_cert_pem.as_bytes(),
+            p.server_key_pem.as_bytes(),
+            "--cert",
+            "--key",
+        )
+        .unwrap();
+        let tls =
+            verify_clients(tls, front.ca_pem.as_bytes(), "--requestheader-client-ca").unwrap();
+        let e = verify_clients(
+            server_config(
+                p.server_cert_pem.as_bytes(),
+                p.server_key_pem.as_bytes(),
+                "--cert",
+                "--key",
+            )
+            .unwrap(),
+            b"junk",
+            "--requestheader-client-ca",
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--requestheader-client-ca holds no PEM certificate"),
+            "{e:#}"
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        tokio::spawn(serve(
+            listener,
+            tls,
+            "test",
+            stop.clone(),
+            |req, _| async move {
+                let v = req
+                    .extensions()
+                    .get::<VerifiedClientCertificate>()
+                    .is_some();
+                Response::new(Full::new(Bytes::from(format!("verified={v}"))))
+            },
+        ));
+        let proxy = front.client("front-proxy-client").unwrap();
+        let r = get_as(addr, &p.ca_pem, "/", Some(&proxy)).await.unwrap();
+        assert!(r.ends_with("verified=true"), "{r}");
+        let r = get_as(addr, &p.ca_pem, "/", None).await.unwrap();
+        assert!(r.ends_with("verified=false"), "{r}");
+        // a certificate from another CA does not get in at all
+        let stranger = other.client("mallory").unwrap();
+        let r = get_as(addr, &p.ca_pem, "/", Some(&stranger)).await;
+        assert!(
+            r.is_err() || r.as_ref().is_ok_and(|s| s.is_empty()),
+            "{r:?}"
+        );
+        stop.cancel();
     }
 
     #[tokio::test]
