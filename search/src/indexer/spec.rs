@@ -94,15 +94,7 @@ impl FromStr for ResourceSpec {
 
 impl fmt::Display for ResourceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Gvr {
-            group,
-            version,
-            resource,
-        } = &self.gvr;
-        if !group.is_empty() {
-            write!(f, "{group}/")?;
-        }
-        write!(f, "{version}/{resource}")?;
+        f.write_str(&gvr_text(&self.gvr))?;
         if self.metadata_only {
             f.write_str(":metadata")?;
         }
@@ -111,6 +103,15 @@ impl fmt::Display for ResourceSpec {
             write!(f, "@{}", list.join(","))?;
         }
         Ok(())
+    }
+}
+
+/// `[group/]version/resource`.
+pub(crate) fn gvr_text(gvr: &Gvr) -> String {
+    if gvr.group.is_empty() {
+        format!("{}/{}", gvr.version, gvr.resource)
+    } else {
+        format!("{}/{}/{}", gvr.group, gvr.version, gvr.resource)
     }
 }
 

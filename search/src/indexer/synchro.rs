@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::ResourceSpec;
 use super::health::Health;
 use super::metrics::{IndexerMetrics, TypeLabels};
+use super::spec::gvr_text;
 use crate::store::{Gvr, Key, Record, Store, StoreError, StoreResult, TypeInfo, Versions};
 
 /// Objects per write.
@@ -390,15 +391,6 @@ pub(crate) async fn resolve(
     }
 }
 
-/// `[group/]version/resource`.
-pub(crate) fn gvr_text(gvr: &Gvr) -> String {
-    if gvr.group.is_empty() {
-        format!("{}/{}", gvr.version, gvr.resource)
-    } else {
-        format!("{}/{}/{}", gvr.group, gvr.version, gvr.resource)
-    }
-}
-
 /// What a session holds: at most one batch and, during a list, the stored versions of
 /// one member's type not seen yet.
 struct Session<'a> {
@@ -495,3 +487,6 @@ impl Drop for Running<'_> {
         self.metrics.synchros.dec();
     }
 }
+
+#[cfg(test)]
+mod tests;
