@@ -256,3 +256,43 @@ async fn a_list_of_many_pages_is_stored_whole(backend: Backend) {
     assert_eq!(indexer.metric("search_indexer_backlog"), 0.0);
     indexer.stop().await;
 }
+
+both!(a_type_made_names_only_loses_its_stored_contents);
+async fn a_type_made_names_only_loses_its_stored_contents(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    a.apply_configmap("creds", json!({}), json!({"password": "hunter2"}))
+        .await;
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let store = Store::open(&spec).await.unwrap();
+    let whole = Indexer::start(&store, specs(&["v1/configmaps"]), rx.clone());
+    eventually("the whole ConfigMap is stored", || async {
+        whole.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    let cms = stored(&store, &configmaps(), Some("a")).await;
+    assert_eq!(cms["a/default/creds"]["data"]["password"], "hunter2");
+    whole.stop().await;
+
+    // same objects, same resourceVersions: only the switch can drop the data
+    let names = Indexer::start(&store, specs(&["v1/configmaps:metadata"]), rx.clone());
+    eventually("the relist stored names only", || async {
+        names.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    let cms = stored(&store, &configmaps(), Some("a")).await;
+    let creds = &cms["a/default/creds"];
+    assert!(creds.get("data").is_none(), "{creds}");
+    assert!(in_sync(&store, &a, "a", &configmaps(), "ConfigMap").await);
+    names.stop().await;
+
+    // and a names-only restart of names-only records writes nothing
+    let writes = store.writes();
+    let again = Indexer::start(&store, specs(&["v1/configmaps:metadata"]), rx);
+    eventually("the relist is complete", || async {
+        again.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    assert_eq!(store.writes(), writes);
+    again.stop().await;
+}
