@@ -45,7 +45,7 @@ pub struct Member {
 /// The members as the registry knows them.
 #[derive(Clone, Default)]
 pub struct Fleet {
-    /// Members that are Ready, by name: indexed.
+    /// Members that are Ready, by name: indexed (if they are also registered).
     pub ready: BTreeMap<String, Member>,
     /// Every registered member, Ready or not: their objects are kept. A member that
     /// leaves this set is purged from the store.
@@ -62,6 +62,11 @@ struct Running {
 /// Indexes the fleet into `store` until `stop`: one synchro per Ready member and
 /// resource spec that applies to it, restarted when the member's fingerprint changes,
 /// stopped when it is no longer Ready; members no longer registered are purged.
+///
+/// The channel's first value must already be the registry's complete view: clusters
+/// the store holds that it does not register are purged at once (the store is a
+/// cache, so a wrong purge costs a relist, not data — but a relist of the whole fleet).
+/// `resources` should come from [`parse_all`] (no type twice for one member).
 pub async fn run(
     store: Store,
     resources: Vec<ResourceSpec>,
