@@ -56,6 +56,7 @@ pub async fn follow_fleet(
     .map_err(|_| anyhow::anyhow!("could not list Clusters and Secrets on the hub within 30 s (are the CRDs installed and the credentials right?)"))?;
     // clients by member, with the fingerprint they were built for
     let mut built: BTreeMap<String, Member> = BTreeMap::new();
+    let mut first = true;
     loop {
         let cl: Vec<Cluster> = clusters
             .state()
@@ -102,6 +103,15 @@ pub async fn follow_fleet(
             .filter(|(name, _)| ready_names.contains(*name) && registered.contains(*name))
             .map(|(n, m)| (n.clone(), m.clone()))
             .collect();
+        if first {
+            // the indexer starts from the registry's complete view: it purges what this
+            // does not list
+            first = false;
+            tx.send_replace(Fleet {
+                ready: ready.clone(),
+                registered: registered.clone(),
+            });
+        }
         tx.send_if_modified(|f| {
             let same = f.registered == registered
                 && f.ready.len() == ready.len()
@@ -219,7 +229,7 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
     let stop = CancellationToken::new();
     let mut registry = prometheus_client::registry::Registry::with_prefix("causeway");
     let metrics = causeway_search::indexer::IndexerMetrics::new(&mut registry);
-    let (tx, rx) = watch::channel(Fleet::default());
+    let (tx, mut rx) = watch::channel(Fleet::default());
     let (addr, ca_pem, backend) = (server.addr, server.ca_pem.clone(), store.backend());
     let follower = {
         let (hub, stop) = (hub.clone(), stop.clone());
@@ -230,6 +240,12 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
             }
         })
     };
+    // the indexer purges every cluster its first fleet does not list: wait for the
+    // registry's complete view rather than starting from an empty one
+    tokio::select! {
+        r = rx.changed() => r.map_err(|_| anyhow::anyhow!("could not read the member registry on the hub"))?,
+        _ = stop.cancelled() => anyhow::bail!("could not read the member registry on the hub (see the error above)"),
+    }
     let indexer = tokio::spawn(causeway_search::indexer::run(
         store.clone(),
         opts.resources,

@@ -184,6 +184,56 @@ async fn scenario(postgres: bool) {
     assert!(!out.status.success());
     assert!(stderr.contains("created_at"), "{stderr}");
 
+    // a restart relists every member and writes nothing: nothing changed (K.71), and
+    // nothing is purged while the registry is read
+    let metric = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    search.shutdown().await;
+    let search = env
+        .cs
+        .start_search(&storage, &env.dir.path().join("search"))
+        .await
+        .expect("search restarts");
+    let mut root = env.cs.search_entry(&search);
+    root.name = "search-root".into();
+    root.server = format!("https://{}", search.addr);
+    env.kubeconfig = env
+        .cs
+        .write_kubeconfigs_with(env.dir.path(), &[env.cs.search_entry(&search), root])
+        .unwrap();
+    let text = eventually("every watch synced after the restart", WAIT, || async {
+        let out = env.run("search-root", &["get", "--raw", "/metrics"]).await;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // 2 members × the 9 default types
+        (metric(&text, "causeway_search_indexer_synced") == 18.0).then_some(text)
+    })
+    .await;
+    assert_eq!(
+        metric(&text, "causeway_search_indexer_objects_written_total"),
+        0.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "causeway_search_indexer_objects_purged_total"),
+        0.0,
+        "{text}"
+    );
+    assert!(
+        metric(&text, "causeway_search_indexer_objects_unchanged_total") >= 6.0,
+        "{text}"
+    );
+    assert_eq!(
+        items(&env, &["pods", "-A", "-l", "app=shop"])
+            .await
+            .map(|p| p.len()),
+        Some(6)
+    );
+
     // a deletion in a member follows
     env.ok_in("east", &["delete", "deployment", "shop", "-n", "demo"])
         .await;
