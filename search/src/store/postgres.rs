@@ -59,6 +59,12 @@ impl Conn {
                     tracing::warn!(error = %e, "search store: PostgreSQL connection closed");
                 }
             });
+            // statements are prepared once, but a generic plan (chosen after five runs)
+            // does not know how selective a label or the keyset bound is: plan each run
+            client
+                .batch_execute("SET plan_cache_mode = force_custom_plan")
+                .await
+                .map_err(unavailable)?;
             *g = Some(Live {
                 client,
                 prepared: HashMap::new(),
