@@ -157,6 +157,12 @@ pub struct ServeArgs {
     /// Private key of --tls-cert (PEM).
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
+    /// Behind an APIService on a real hub: the requestheader CA of kube-apiserver (the
+    /// `requestheader-client-ca-file` of configmap kube-system/extension-apiserver-authentication).
+    /// Requests over a client certificate it signed are taken as the user named in
+    /// X-Remote-User / X-Remote-Group; others still need a bearer token.
+    #[arg(long, value_name = "FILE")]
+    pub requestheader_client_ca: Option<std::path::PathBuf>,
     /// A type to index, repeatable: `[GROUP/]VERSION/RESOURCE[:metadata][@CLUSTER,…]`
     /// (e.g. `apps/v1/deployments`, `v1/configmaps:metadata`, `v1/secrets:metadata@east`).
     /// Default: Deployments, StatefulSets, DaemonSets, ReplicaSets, Pods, Services,
@@ -180,6 +186,8 @@ pub struct StartOptions {
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
     /// What to index.
     pub resources: Vec<causeway_search::indexer::ResourceSpec>,
+    /// The front proxy's CA (APIService mode), see [`ServeArgs::requestheader_client_ca`].
+    pub requestheader_ca: Option<std::path::PathBuf>,
 }
 
 /// A running search server.
@@ -224,6 +232,7 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
         listen: opts.listen,
         data_dir: opts.data_dir.clone(),
         tls: opts.tls.clone(),
+        requestheader_ca: opts.requestheader_ca.clone(),
     })
     .await?;
     let stop = CancellationToken::new();
@@ -298,6 +307,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             listen: args.listen,
             tls: args.tls_cert.clone().zip(args.tls_key.clone()),
             resources,
+            requestheader_ca: args.requestheader_client_ca.clone(),
         },
     )
     .await?;

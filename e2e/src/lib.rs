@@ -326,6 +326,7 @@ impl Clusterset {
                 listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
                 tls: None,
                 resources: causeway_search::indexer::default_resources(),
+                requestheader_ca: None,
             },
         )
         .await

@@ -265,3 +265,92 @@ async fn kubectl_and_the_cli_search_every_member_on_sqlite() {
 async fn kubectl_and_the_cli_search_every_member_on_postgres() {
     scenario(true).await;
 }
+
+/// A kube client for the search server's root that presents `cert` (PEM certificate
+/// and key) and no token.
+async fn front_proxy_client(
+    search: &causeway_controllers::search::Running,
+    cert: Option<&causeway_runtime::https::Issued>,
+) -> kube::Client {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s.as_bytes());
+    let mut user = serde_json::json!({});
+    if let Some(c) = cert {
+        user = serde_json::json!({"client-certificate-data": b64(&c.cert_pem), "client-key-data": b64(&c.key_pem)});
+    }
+    let kc = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "s", "cluster": {"server": format!("https://{}", search.addr), "certificate-authority-data": b64(&search.ca_pem)}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}],
+        "current-context": "s",
+    });
+    let kc: kube::config::Kubeconfig = serde_json::from_value(kc).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// GET `path` naming `user` and `groups` in the front proxy's headers; (status, body).
+async fn as_proxied(c: &kube::Client, path: &str, user: &str, groups: &[&str]) -> (u16, String) {
+    let mut req = http::Request::get(path);
+    req = req.header("X-Remote-User", user);
+    for g in groups {
+        req = req.header("X-Remote-Group", *g);
+    }
+    match c.request_text(req.body(Vec::new()).unwrap()).await {
+        Ok(body) => (200, body),
+        Err(kube::Error::Api(s)) => (s.code, s.message),
+        Err(e) => (0, e.to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_an_apiservice_the_front_proxy_names_the_user() {
+    // kube-apiserver's aggregator forwards over a client certificate of its requestheader
+    // CA with X-Remote-User / X-Remote-Group (and no Authorization header): the search
+    // server believes those headers on such a connection only
+    let (env, ctl) = fleet_of(&["east"]).await;
+    let front = causeway_runtime::https::Authority::generate("front-proxy-ca").unwrap();
+    let ca_file = env.file("requestheader-ca.crt", &front.ca_pem);
+    let search = causeway_controllers::search::start(
+        env.hub_client().await,
+        causeway_controllers::search::StartOptions {
+            storage: env.dir.path().join("s.db").display().to_string(),
+            data_dir: env.dir.path().join("search"),
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: None,
+            resources: causeway_search::indexer::default_resources(),
+            requestheader_ca: Some(ca_file.into()),
+        },
+    )
+    .await
+    .expect("search starts");
+    let path = format!("{}/api/v1/nodes", causeway_search::api::route::PREFIX);
+    let proxy_cert = front.client("front-proxy-client").unwrap();
+    let proxy = front_proxy_client(&search, Some(&proxy_cert)).await;
+    let body = eventually("east's node through the front proxy", WAIT, || async {
+        let (code, body) = as_proxied(&proxy, &path, "root", &["system:masters"]).await;
+        (code == 200 && body.contains("east-node-0")).then_some(body)
+    })
+    .await;
+    assert!(body.contains(causeway_search::CLUSTER_ANNOTATION), "{body}");
+    // a user the hub grants nothing sees nothing
+    let (code, body) = as_proxied(&proxy, &path, "carol", &["system:authenticated"]).await;
+    assert_eq!(code, 200, "{body}");
+    let list: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "{body}");
+    // the same headers without the front proxy's certificate are not believed
+    let plain = front_proxy_client(&search, None).await;
+    let (code, body) = as_proxied(&plain, &path, "root", &["system:masters"]).await;
+    assert_eq!(code, 401, "{body}");
+    // a certificate of another CA does not get a connection
+    let other = causeway_runtime::https::Authority::generate("other").unwrap();
+    let stranger_cert = other.client("mallory").unwrap();
+    let stranger = front_proxy_client(&search, Some(&stranger_cert)).await;
+    let (code, body) = as_proxied(&stranger, &path, "root", &["system:masters"]).await;
+    assert_eq!(code, 0, "refused at the handshake: {body}");
+    search.shutdown().await;
+    ctl.stop().await;
+}

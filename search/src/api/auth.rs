@@ -162,6 +162,22 @@ impl Auth {
         }
     }
 
+    /// The caller a verified front proxy names (see [`super::front_proxy`]); its
+    /// reviews are cached per user and groups.
+    pub fn front_proxy_caller(&self, user: UserInfo) -> Caller {
+        let mut h = Sha256::new();
+        h.update(b"front-proxy\0");
+        h.update(user.username.as_deref().unwrap_or_default().as_bytes());
+        for g in user.groups.iter().flatten() {
+            h.update(b"\0");
+            h.update(g.as_bytes());
+        }
+        Caller {
+            key: h.finalize().into(),
+            user,
+        }
+    }
+
     async fn review_token(&self, token: &str) -> Result<Result<UserInfo, String>, Denied> {
         let review = TokenReview {
             spec: TokenReviewSpec {

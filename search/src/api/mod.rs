@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod discovery;
+pub mod front_proxy;
 pub mod list;
 pub mod route;
 pub mod status;
@@ -43,6 +44,9 @@ pub struct Options {
     pub data_dir: PathBuf,
     /// The serving certificate and key files, else a generated one.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// The front proxy's CA (a real hub's requestheader CA, behind an APIService): a
+    /// client certificate it signed makes X-Remote-User/X-Remote-Group trusted.
+    pub requestheader_ca: Option<PathBuf>,
 }
 
 /// A bound, not yet serving, search API.
@@ -127,6 +131,15 @@ impl Server {
             "--tls-cert",
             "--tls-key",
         )?;
+        let tls = match &opts.requestheader_ca {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| {
+                    anyhow::anyhow!("reading --requestheader-client-ca {}: {e}", path.display())
+                })?;
+                causeway_runtime::https::verify_clients(tls, &pem, "--requestheader-client-ca")?
+            }
+            None => tls,
+        };
         let listener = causeway_runtime::admin::bind(opts.listen, "--listen").await?;
         Ok(Server {
             addr: listener.local_addr()?,
@@ -186,7 +199,15 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Reply {
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let caller = match shared.auth.authenticate(authorization).await {
+    let proxied = req
+        .extensions()
+        .get::<causeway_runtime::https::VerifiedClientCertificate>()
+        .and_then(|_| front_proxy::user(req.headers()));
+    let authenticated = match proxied {
+        Some(user) => Ok(shared.auth.front_proxy_caller(user)),
+        None => shared.auth.authenticate(authorization).await,
+    };
+    let caller = match authenticated {
         Ok(c) => c,
         Err(auth::Denied::Unauthenticated(m)) => return failure(StatusCode::UNAUTHORIZED, m),
         Err(auth::Denied::Unavailable(m)) => return failure(StatusCode::SERVICE_UNAVAILABLE, m),

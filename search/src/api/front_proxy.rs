@@ -1,0 +1,85 @@
+//! Front-proxy authentication, for the search API behind an APIService on a real hub:
+//! kube-apiserver authenticates the user, drops the `Authorization` header and forwards
+//! the request over a client certificate signed by its requestheader CA
+//! (`--requestheader-client-ca-file`, published in kube-system's configmap
+//! `extension-apiserver-authentication`), naming the user in `X-Remote-User` and the
+//! groups in `X-Remote-Group` (and extras in `X-Remote-Extra-<key>`). Those headers are
+//! believed only on a connection whose client certificate the TLS layer verified against
+//! that CA (`--requestheader-client-ca`); anywhere else they are ignored.
+
+use std::collections::BTreeMap;
+
+use http::HeaderMap;
+use k8s_openapi::api::authentication::v1::UserInfo;
+
+/// The user the front proxy names, if it names one.
+pub fn user(headers: &HeaderMap) -> Option<UserInfo> {
+    let all = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect()
+    };
+    let username = all("x-remote-user").into_iter().next()?;
+    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, value) in headers {
+        if let Some(key) = name.as_str().strip_prefix("x-remote-extra-")
+            && let Ok(v) = value.to_str()
+        {
+            let key = percent_decode(key);
+            extra.entry(key).or_default().push(v.to_string());
+        }
+    }
+    Some(UserInfo {
+        username: Some(username),
+        groups: Some(all("x-remote-group")),
+        extra: (!extra.is_empty()).then_some(extra),
+        uid: None,
+    })
+}
+
+/// Header names carry extra keys percent-encoded (`X-Remote-Extra-Scopes%2Fx`).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_front_proxy_headers_name_the_user() {
+        let mut h = HeaderMap::new();
+        assert!(user(&h).is_none(), "no X-Remote-User: nobody");
+        h.append("X-Remote-User", "alice".parse().unwrap());
+        h.append("X-Remote-Group", "devs".parse().unwrap());
+        h.append("X-Remote-Group", "system:authenticated".parse().unwrap());
+        h.append("X-Remote-Extra-Scopes%2Fteam", "pay".parse().unwrap());
+        let u = user(&h).unwrap();
+        assert_eq!(u.username.as_deref(), Some("alice"));
+        assert_eq!(
+            u.groups.unwrap(),
+            ["devs".to_string(), "system:authenticated".to_string()]
+        );
+        assert_eq!(u.extra.unwrap()["scopes/team"], ["pay".to_string()]);
+    }
+}
