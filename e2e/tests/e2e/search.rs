@@ -310,12 +310,34 @@ async fn as_proxied(c: &kube::Client, path: &str, user: &str, groups: &[&str]) -
 async fn behind_an_apiservice_the_front_proxy_names_the_user() {
     // kube-apiserver's aggregator forwards over a client certificate of its requestheader
     // CA with X-Remote-User / X-Remote-Group (and no Authorization header): the search
-    // server believes those headers on such a connection only
+    // server believes those headers on such a connection only. The server runs with the
+    // least-privilege RBAC of deploy/search/.
     let (env, ctl) = fleet_of(&["east"]).await;
     let front = causeway_runtime::https::Authority::generate("front-proxy-ca").unwrap();
     let ca_file = env.file("requestheader-ca.crt", &front.ca_pem);
+    // the search server runs with exactly deploy/search/rbac.yaml's rights on the hub
+    let rbac = crate::support::repo().join("deploy/search/rbac.yaml");
+    env.ok(&["apply", "-f", rbac.to_str().unwrap()]).await;
+    env.cs.hub.add_token(
+        "search-token",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-search".into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:authenticated".into(),
+            ],
+        },
+    );
+    let restricted = causeway_controllers::clusters::join::client_for(
+        &causeway_controllers::clusters::join::MemberAccess {
+            token: "search-token".into(),
+            ..causeway_e2e::access(&env.cs.hub)
+        },
+    )
+    .await
+    .unwrap();
     let search = causeway_controllers::search::start(
-        env.hub_client().await,
+        restricted,
         causeway_controllers::search::StartOptions {
             storage: env.dir.path().join("s.db").display().to_string(),
             data_dir: env.dir.path().join("search"),
