@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use causeway_crds::federation::cluster::Cluster;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
-use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::clusters::join::client_for;
@@ -17,9 +15,7 @@ use crate::clusters::options::Timing;
 use crate::clusters::registry::{MemberSpec, members};
 use crate::mcs::aggregator;
 use crate::metrics::Metrics;
-use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_runtime::reflect::Wake;
-use causeway_runtime::reflect::cache;
 
 struct Running {
     spec: MemberSpec,
@@ -85,28 +81,7 @@ pub async fn run_with(
         stop.child_token(),
     ));
     let wake = Wake::new();
-    let clusters = cache(
-        Api::<Cluster>::all(hub.clone()),
-        watcher::Config::default(),
-        wake.clone(),
-        stop.clone(),
-        "hub clusters",
-        None,
-    );
-    let secrets = cache(
-        Api::<Secret>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
-        watcher::Config::default(),
-        wake.clone(),
-        stop.clone(),
-        "hub member credentials",
-        None,
-    );
-    tokio::time::timeout(Duration::from_secs(30), async {
-        let _ = clusters.wait_until_ready().await;
-        let _ = secrets.wait_until_ready().await;
-    })
-    .await
-    .map_err(|_| anyhow::anyhow!("could not list Clusters and Secrets on the hub within 30 s (are the CRDs installed and the credentials right?)"))?;
+    let (clusters, secrets) = crate::clusters::registry::caches(&hub, wake.clone(), &stop).await?;
     metrics.set_ready(true);
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
     let mut finalizing = std::collections::BTreeSet::new();

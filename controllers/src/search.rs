@@ -9,13 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use causeway_crds::federation::cluster::Cluster;
-use causeway_crds::well_known::SYSTEM_NAMESPACE;
-use causeway_runtime::reflect::{Wake, cache};
+use causeway_runtime::reflect::Wake;
 use causeway_search::indexer::{Fleet, Member};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::Api;
-use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -32,28 +29,7 @@ pub async fn follow_fleet(
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let wake = Wake::new();
-    let clusters = cache(
-        Api::<Cluster>::all(hub.clone()),
-        watcher::Config::default(),
-        wake.clone(),
-        stop.clone(),
-        "hub clusters",
-        None,
-    );
-    let secrets = cache(
-        Api::<Secret>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
-        watcher::Config::default(),
-        wake.clone(),
-        stop.clone(),
-        "hub member credentials",
-        None,
-    );
-    tokio::time::timeout(Duration::from_secs(30), async {
-        let _ = clusters.wait_until_ready().await;
-        let _ = secrets.wait_until_ready().await;
-    })
-    .await
-    .map_err(|_| anyhow::anyhow!("could not list Clusters and Secrets on the hub within 30 s (are the CRDs installed and the credentials right?)"))?;
+    let (clusters, secrets) = crate::clusters::registry::caches(&hub, wake.clone(), &stop).await?;
     // clients by member, with the fingerprint they were built for
     let mut built: BTreeMap<String, Member> = BTreeMap::new();
     let mut first = true;

@@ -68,31 +68,26 @@ impl Authority {
     /// A serving certificate with common name `cn`, valid for `sans` (DNS names or IP
     /// addresses).
     pub fn serving(&self, cn: &str, sans: &[String]) -> Result<Issued, rcgen::Error> {
+        self.issue(cn, sans, rcgen::ExtendedKeyUsagePurpose::ServerAuth)
+    }
+
+    /// A client certificate with common name `cn` (e.g. the front proxy's, or a user's).
+    pub fn client(&self, cn: &str) -> Result<Issued, rcgen::Error> {
+        self.issue(cn, &[], rcgen::ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    fn issue(
+        &self,
+        cn: &str,
+        sans: &[String],
+        usage: rcgen::ExtendedKeyUsagePurpose,
+    ) -> Result<Issued, rcgen::Error> {
         let key = rcgen::KeyPair::generate()?;
         let mut params = rcgen::CertificateParams::new(sans.to_vec())?;
         params
             .distinguished_name
             .push(rcgen::DnType::CommonName, cn);
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = params.signed_by(&key, &self.issuer)?;
-        Ok(Issued {
-            cert_pem: cert.pem(),
-            cert_der: cert.der().clone(),
-            key_pem: key.serialize_pem(),
-            key_der: key.serialize_der(),
-        })
-    }
-}
-
-impl Authority {
-    /// A client certificate with common name `cn` (e.g. the front proxy's, or a user's).
-    pub fn client(&self, cn: &str) -> Result<Issued, rcgen::Error> {
-        let key = rcgen::KeyPair::generate()?;
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, cn);
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        params.extended_key_usages = vec![usage];
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(Issued {
             cert_pem: cert.pem(),

@@ -13,6 +13,44 @@ use sha2::{Digest, Sha256};
 
 use super::join::MemberAccess;
 
+/// The hub's Clusters and member credential Secrets, cached and listed (waits up to
+/// 30 s for both); `wake` is woken on every change. What the hub controller and the
+/// search server follow the registry with.
+pub async fn caches(
+    hub: &kube::Client,
+    wake: std::sync::Arc<causeway_runtime::reflect::Wake>,
+    stop: &tokio_util::sync::CancellationToken,
+) -> anyhow::Result<(
+    causeway_runtime::reflect::Cache<Cluster>,
+    causeway_runtime::reflect::Cache<Secret>,
+)> {
+    use causeway_runtime::reflect::cache;
+    use kube::runtime::watcher;
+    let clusters = cache(
+        kube::Api::<Cluster>::all(hub.clone()),
+        watcher::Config::default(),
+        wake.clone(),
+        stop.clone(),
+        "hub clusters",
+        None,
+    );
+    let secrets = cache(
+        kube::Api::<Secret>::namespaced(hub.clone(), causeway_crds::well_known::SYSTEM_NAMESPACE),
+        watcher::Config::default(),
+        wake,
+        stop.clone(),
+        "hub member credentials",
+        None,
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let _ = clusters.wait_until_ready().await;
+        let _ = secrets.wait_until_ready().await;
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("could not list Clusters and Secrets on the hub within 30 s (are the CRDs installed and the credentials right?)"))?;
+    Ok((clusters, secrets))
+}
+
 /// One member the controller can reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberSpec {
