@@ -18,6 +18,7 @@ use crate::query::{Owner, Query, QueryError};
 pub mod fields;
 mod postgres;
 mod record;
+mod schema;
 pub(crate) mod sql;
 mod sqlite;
 pub mod testing;
@@ -148,6 +149,9 @@ struct Inner {
     stats: parking_lot::Mutex<(u64, u64)>,
 }
 
+/// A label requirement selecting at most this many objects drives the search.
+const DRIVE_MAX: i64 = 5_000;
+
 /// Keys per DELETE statement (six parameters each).
 const DELETE_CHUNK: usize = 200;
 
@@ -247,7 +251,7 @@ impl Store {
             due
         };
         if analyze {
-            self.execute(sql::analyze(self.dialect())).await?;
+            self.execute(schema::analyze(self.dialect())).await?;
         }
         Ok(Written {
             written,
@@ -400,6 +404,19 @@ impl Store {
             None => Vec::new(),
         };
         let owners = self.owner_uids(q).await?;
+        let d = self.dialect();
+        let mut drive = None;
+        // only PostgreSQL needs telling (SQLite's planner drives from labels_kv itself)
+        let counted = match d {
+            Dialect::Postgres => sql::label_matches(d, &labels, DRIVE_MAX + 1),
+            Dialect::Sqlite => None,
+        };
+        if let Some((i, count)) = counted {
+            let n = self.rows(count).await?;
+            if n.first().and_then(|r| r.first()).map_or(0, Cell::int) <= DRIVE_MAX {
+                drive = Some(i);
+            }
+        }
         let s = Search {
             gvr,
             q,
@@ -407,8 +424,8 @@ impl Store {
             labels: &labels,
             fields: &fields,
             owners: owners.as_deref(),
+            drive,
         };
-        let d = self.dialect();
         let mut rows = self.rows(sql::search_page(d, &s)?).await?;
         let more = q.limit.is_some_and(|l| rows.len() > l as usize);
         if more {

@@ -12,7 +12,8 @@ use tokio::sync::Mutex;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
-use super::sql::{self, Cell, Dialect, Param, Stmt};
+use super::schema;
+use super::sql::{Cell, Dialect, Param, Stmt};
 use super::{Record, StoreError, StoreResult};
 
 const READERS: usize = 3;
@@ -105,6 +106,11 @@ fn cells(row: &Row) -> Result<Vec<Cell>, tokio_postgres::Error> {
                 Type::INT8 => row
                     .try_get::<_, Option<i64>>(i)?
                     .map_or(Cell::Null, Cell::Int),
+                // decoded from binary jsonb here, not cast to text by the server for
+                // every row it sorts
+                Type::JSONB => row
+                    .try_get::<_, Option<serde_json::Value>>(i)?
+                    .map_or(Cell::Null, |v| Cell::Text(v.to_string())),
                 Type::INT4 => row
                     .try_get::<_, Option<i32>>(i)?
                     .map_or(Cell::Null, |v| Cell::Int(v.into())),
@@ -179,7 +185,7 @@ impl Postgres {
             .await
             .map_err(unavailable)?
             .get(0);
-        for (i, m) in sql::migrations(Dialect::Postgres).iter().enumerate() {
+        for (i, m) in schema::migrations(Dialect::Postgres).iter().enumerate() {
             let v = i as i64 + 1;
             if v > done {
                 tx.batch_execute(m).await.map_err(unavailable)?;

@@ -137,53 +137,6 @@ pub(crate) fn sqlite_path(path: &[String]) -> String {
     s
 }
 
-/// The schema migrations, in order; `schema_version` records how many ran.
-pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
-    match d {
-        Dialect::Sqlite => vec![
-            "CREATE TABLE resources (
-                id INTEGER PRIMARY KEY,
-                grp TEXT NOT NULL, version TEXT NOT NULL, resource TEXT NOT NULL,
-                cluster TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
-                uid TEXT NOT NULL, resource_version TEXT NOT NULL, rv_num INTEGER NOT NULL,
-                owner_uid TEXT, created_at INTEGER NOT NULL, object TEXT NOT NULL,
-                UNIQUE (grp, version, resource, cluster, namespace, name));
-             CREATE INDEX resources_owner ON resources (cluster, owner_uid);
-             CREATE INDEX resources_created ON resources
-                (grp, version, resource, created_at, cluster, namespace, name);
-             CREATE INDEX resources_rv ON resources
-                (grp, version, resource, rv_num, cluster, namespace, name);
-             CREATE TABLE labels (rid INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-                PRIMARY KEY (rid, key)) WITHOUT ROWID;
-             CREATE INDEX labels_kv ON labels (key, value);
-             CREATE TABLE types (grp TEXT NOT NULL, version TEXT NOT NULL, resource TEXT NOT NULL,
-                kind TEXT NOT NULL, namespaced INTEGER NOT NULL,
-                PRIMARY KEY (grp, version, resource));",
-        ],
-        Dialect::Postgres => vec![
-            r#"CREATE TABLE resources (
-                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                grp TEXT COLLATE "C" NOT NULL, version TEXT COLLATE "C" NOT NULL,
-                resource TEXT COLLATE "C" NOT NULL, cluster TEXT COLLATE "C" NOT NULL,
-                namespace TEXT COLLATE "C" NOT NULL, name TEXT COLLATE "C" NOT NULL,
-                uid TEXT NOT NULL, resource_version TEXT NOT NULL, rv_num BIGINT NOT NULL,
-                owner_uid TEXT COLLATE "C", created_at BIGINT NOT NULL, object JSONB NOT NULL,
-                UNIQUE (grp, version, resource, cluster, namespace, name));
-             CREATE INDEX resources_owner ON resources (cluster, owner_uid);
-             CREATE INDEX resources_created ON resources
-                (grp, version, resource, created_at, cluster, namespace, name);
-             CREATE INDEX resources_rv ON resources
-                (grp, version, resource, rv_num, cluster, namespace, name);
-             CREATE TABLE labels (rid BIGINT NOT NULL, key TEXT COLLATE "C" NOT NULL,
-                value TEXT COLLATE "C" NOT NULL, PRIMARY KEY (rid, key));
-             CREATE INDEX labels_kv ON labels (key, value);
-             CREATE TABLE types (grp TEXT COLLATE "C" NOT NULL, version TEXT COLLATE "C" NOT NULL,
-                resource TEXT COLLATE "C" NOT NULL, kind TEXT NOT NULL, namespaced BIGINT NOT NULL,
-                PRIMARY KEY (grp, version, resource));"#,
-        ],
-    }
-}
-
 fn gvr_cond(b: &mut Builder, gvr: &Gvr) -> String {
     format!(
         "grp = {} AND version = {} AND resource = {}",
@@ -377,6 +330,8 @@ pub(crate) struct Search<'a> {
     pub fields: &'a [FieldTerm],
     /// The owner uids the objects must have (owner search), if any.
     pub owners: Option<&'a [String]>,
+    /// The label requirement to drive the query from ([`label_matches`]), if any.
+    pub drive: Option<usize>,
 }
 
 fn in_or_none(b: &mut Builder, col: &str, items: &[String]) -> String {
@@ -387,18 +342,58 @@ fn in_or_none(b: &mut Builder, col: &str, items: &[String]) -> String {
     }
 }
 
-fn label_cond(b: &mut Builder, r: &Requirement) -> String {
-    // positive tests select ids from labels_kv (the planner may drive from it); negative
-    // ones are anti-joins on the labels primary key (NOT IN over a large set degrades
-    // badly on PostgreSQL once it no longer fits in memory)
-    let values = |b: &mut Builder, vals: Option<&[String]>| match vals {
+/// The key and values a positive requirement selects through labels_kv.
+fn positive(r: &Requirement) -> Option<(&String, Option<&[String]>)> {
+    match r {
+        Requirement::Eq(k, v) => Some((k, Some(std::slice::from_ref(v)))),
+        Requirement::In(k, vs) => Some((k, Some(vs))),
+        Requirement::Exists(k) => Some((k, None)),
+        _ => None,
+    }
+}
+
+fn label_values(b: &mut Builder, vals: Option<&[String]>) -> String {
+    match vals {
         None => String::new(),
         Some(v) => format!(" AND value IN {}", b.list(v)),
-    };
+    }
+}
+
+/// The first positive requirement and how many objects it selects, counting to `cap`
+/// at most (an index-only count on labels_kv).
+pub(crate) fn label_matches(d: Dialect, labels: &[Requirement], cap: i64) -> Option<(usize, Stmt)> {
+    let (i, (k, vals)) = labels
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| Some((i, positive(r)?)))?;
+    let mut b = Builder::new(d);
+    let k = b.text(k);
+    let v = label_values(&mut b, vals);
+    let cap = b.int(cap);
+    Some((
+        i,
+        b.finish(format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM labels WHERE key = {k}{v} LIMIT {cap}) t"
+        )),
+    ))
+}
+
+/// `drive`: the requirement is selective, so the ids it selects are fetched first and
+/// the page sorted from them (PostgreSQL otherwise walks the order index expecting to
+/// meet matches early, which costs the whole index when they cluster or run out).
+fn label_cond(b: &mut Builder, r: &Requirement, drive: bool) -> String {
+    // positive tests select ids from labels_kv; negative ones are anti-joins on the
+    // labels primary key (NOT IN over a large set degrades badly on PostgreSQL once it
+    // no longer fits in memory)
+    let values = label_values;
     let has = |b: &mut Builder, k: &String, vals: Option<&[String]>| {
         let k = b.text(k);
         let v = values(b, vals);
-        format!("id IN (SELECT rid FROM labels WHERE key = {k}{v})")
+        if drive && b.d == Dialect::Postgres {
+            format!("id = ANY(ARRAY(SELECT rid FROM labels WHERE key = {k}{v}))")
+        } else {
+            format!("id IN (SELECT rid FROM labels WHERE key = {k}{v})")
+        }
     };
     let lacks = |b: &mut Builder, k: &String, vals: Option<&[String]>| {
         let k = b.text(k);
@@ -413,18 +408,6 @@ fn label_cond(b: &mut Builder, r: &Requirement) -> String {
         Requirement::Exists(k) => has(b, k, None),
         Requirement::NotExists(k) => lacks(b, k, None),
     }
-}
-
-/// Refreshes the planner's statistics.
-pub(crate) fn analyze(d: Dialect) -> Vec<Stmt> {
-    let stmts: &[&str] = match d {
-        Dialect::Sqlite => &["ANALYZE"],
-        Dialect::Postgres => &["ANALYZE resources", "ANALYZE labels"],
-    };
-    stmts
-        .iter()
-        .map(|s| Builder::new(d).finish(s.to_string()))
-        .collect()
 }
 
 fn field_cond(b: &mut Builder, t: &FieldTerm) -> String {
@@ -488,7 +471,12 @@ fn conditions(b: &mut Builder, s: &Search) -> Vec<String> {
     if let Some(owners) = s.owners {
         c.push(in_or_none(b, "owner_uid", owners));
     }
-    c.extend(s.labels.iter().map(|r| label_cond(b, r)));
+    c.extend(
+        s.labels
+            .iter()
+            .enumerate()
+            .map(|(i, r)| label_cond(b, r, s.drive == Some(i))),
+    );
     c.extend(s.fields.iter().map(|t| field_cond(b, t)));
     c
 }
@@ -545,12 +533,8 @@ pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
             .iter()
             .map(|k| format!("{}{}", column(k.field), if k.desc { " DESC" } else { "" }))
             .collect();
-    let object = match d {
-        Dialect::Sqlite => "object",
-        Dialect::Postgres => "object::text",
-    };
     let mut sql = format!(
-        "SELECT {object}, cluster, namespace, name, created_at, rv_num FROM resources WHERE {} ORDER BY {}",
+        "SELECT object, cluster, namespace, name, created_at, rv_num FROM resources WHERE {} ORDER BY {}",
         c.join(" AND "),
         order.join(", ")
     );

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, params_from_iter};
 
+use super::schema;
 use super::sql::{self, Cell, Dialect, Param, Stmt};
 use super::{Record, StoreError, StoreResult};
 
@@ -45,7 +46,7 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
         [],
         |r| r.get(0),
     )?;
-    for (i, m) in sql::migrations(Dialect::Sqlite).iter().enumerate() {
+    for (i, m) in schema::migrations(Dialect::Sqlite).iter().enumerate() {
         let v = i as i64 + 1;
         if v > done {
             tx.execute_batch(m)?;

@@ -308,7 +308,7 @@ both!(
                 })
                 .await
                 .unwrap();
-            let n = sql::migrations(again.dialect()).len() as i64;
+            let n = schema::migrations(again.dialect()).len() as i64;
             assert_eq!(v[0].iter().map(sql::Cell::int).collect::<Vec<_>>(), [n, n]);
         }
     }

@@ -74,6 +74,7 @@ async fn plan(s: &Store, qs: &str) -> String {
         labels: &labels,
         fields: &fields,
         owners: None,
+        drive: None,
     };
     let stmt = sql::search_page(s.dialect(), &search).unwrap();
     let explain = match s.backend() {

@@ -1,0 +1,62 @@
+//! The schema, as versioned migrations for each dialect, and statistics upkeep.
+
+use super::sql::{Builder, Dialect, Stmt};
+
+/// The schema migrations, in order; `schema_version` records how many ran.
+pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
+    match d {
+        Dialect::Sqlite => vec![
+            "CREATE TABLE resources (
+                id INTEGER PRIMARY KEY,
+                grp TEXT NOT NULL, version TEXT NOT NULL, resource TEXT NOT NULL,
+                cluster TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+                uid TEXT NOT NULL, resource_version TEXT NOT NULL, rv_num INTEGER NOT NULL,
+                owner_uid TEXT, created_at INTEGER NOT NULL, object TEXT NOT NULL,
+                UNIQUE (grp, version, resource, cluster, namespace, name));
+             CREATE INDEX resources_owner ON resources (cluster, owner_uid);
+             CREATE INDEX resources_created ON resources
+                (grp, version, resource, created_at, cluster, namespace, name);
+             CREATE INDEX resources_rv ON resources
+                (grp, version, resource, rv_num, cluster, namespace, name);
+             CREATE TABLE labels (rid INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+                PRIMARY KEY (rid, key)) WITHOUT ROWID;
+             CREATE INDEX labels_kv ON labels (key, value);
+             CREATE TABLE types (grp TEXT NOT NULL, version TEXT NOT NULL, resource TEXT NOT NULL,
+                kind TEXT NOT NULL, namespaced INTEGER NOT NULL,
+                PRIMARY KEY (grp, version, resource));",
+        ],
+        Dialect::Postgres => vec![
+            r#"CREATE TABLE resources (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                grp TEXT COLLATE "C" NOT NULL, version TEXT COLLATE "C" NOT NULL,
+                resource TEXT COLLATE "C" NOT NULL, cluster TEXT COLLATE "C" NOT NULL,
+                namespace TEXT COLLATE "C" NOT NULL, name TEXT COLLATE "C" NOT NULL,
+                uid TEXT NOT NULL, resource_version TEXT NOT NULL, rv_num BIGINT NOT NULL,
+                owner_uid TEXT COLLATE "C", created_at BIGINT NOT NULL, object JSONB NOT NULL,
+                UNIQUE (grp, version, resource, cluster, namespace, name));
+             CREATE INDEX resources_owner ON resources (cluster, owner_uid);
+             CREATE INDEX resources_created ON resources
+                (grp, version, resource, created_at, cluster, namespace, name);
+             CREATE INDEX resources_rv ON resources
+                (grp, version, resource, rv_num, cluster, namespace, name);
+             CREATE TABLE labels (rid BIGINT NOT NULL, key TEXT COLLATE "C" NOT NULL,
+                value TEXT COLLATE "C" NOT NULL, PRIMARY KEY (rid, key));
+             CREATE INDEX labels_kv ON labels (key, value);
+             CREATE TABLE types (grp TEXT COLLATE "C" NOT NULL, version TEXT COLLATE "C" NOT NULL,
+                resource TEXT COLLATE "C" NOT NULL, kind TEXT NOT NULL, namespaced BIGINT NOT NULL,
+                PRIMARY KEY (grp, version, resource));"#,
+        ],
+    }
+}
+
+/// Refreshes the planner's statistics.
+pub(crate) fn analyze(d: Dialect) -> Vec<Stmt> {
+    let stmts: &[&str] = match d {
+        Dialect::Sqlite => &["ANALYZE"],
+        Dialect::Postgres => &["ANALYZE resources", "ANALYZE labels"],
+    };
+    stmts
+        .iter()
+        .map(|s| Builder::new(d).finish(s.to_string()))
+        .collect()
+}
