@@ -525,8 +525,20 @@ fn after_cond(b: &mut Builder, keys: &[SortKey], after: &[String]) -> Result<Str
 pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
     let mut b = Builder::new(d);
     let mut c = conditions(&mut b, s);
-    if let Some(after) = &s.q.after {
-        c.push(after_cond(&mut b, &s.q.order, after)?);
+    match (&s.q.after, s.q.order.first()) {
+        (Some(after), _) => c.push(after_cond(&mut b, &s.q.order, after)?),
+        // the first page ordered by a number: SQLite takes an open range on it as a
+        // reason to walk that order index (sorting only ties), as later pages do,
+        // rather than sorting the whole type
+        (None, Some(k)) if d == Dialect::Sqlite && numeric(k.field) => {
+            let (op, bound) = if k.desc {
+                ("<=", i64::MAX)
+            } else {
+                (">=", i64::MIN)
+            };
+            c.push(format!("{} {op} {}", column(k.field), b.int(bound)));
+        }
+        _ => {}
     }
     let order: Vec<String> =
         s.q.order
