@@ -109,7 +109,8 @@ impl Running {
     /// cannot be read yet.
     pub async fn metric(&self, name: &str) -> Option<f64> {
         match self {
-            Running::Serve(_, api) => api.metric(name).await.ok(),
+            // the server registers its metrics under its `causeway_` prefix
+            Running::Serve(_, api) => api.metric(&format!("causeway_{name}")).await.ok(),
             Running::Child(_, file) => {
                 let text = std::fs::read_to_string(file).ok()?;
                 Some(metric(&text, name))

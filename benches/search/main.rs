@@ -109,6 +109,7 @@ const BUILD: &str = "cargo build --release -p causeway-controllers";
 const WRITTEN: &str = "search_indexer_objects_written_total";
 const UNCHANGED: &str = "search_indexer_objects_unchanged_total";
 const DELETED: &str = "search_indexer_objects_deleted_total";
+const PURGED: &str = "search_indexer_objects_purged_total";
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -117,7 +118,8 @@ fn main() -> anyhow::Result<()> {
         return child::main(a);
     }
     let args = cli.args;
-    args.log.init("warn,bench_search=info")?;
+    // kube_client=off: the metrics are polled before the server listens
+    args.log.init("warn,bench_search=info,kube_client=off")?;
     let causeway = causeway_benches::causeway_bin(args.causeway.as_deref(), BUILD)?;
     if args.storage.contains(&Storage::Postgres)
         && std::env::var(causeway_search::store::testing::POSTGRES_ENV).is_err()
@@ -208,12 +210,14 @@ async fn measure(
 
     // 1. ingest
     let t0 = Instant::now();
+    let members_cpu = causeway_benches::cpu_seconds("/proc/self/stat")?;
     let mut ix = Running::start(args.indexer, setup, &spec, &state, &log).await?;
     let (ingest, _) = ix
         .until(t0, &[WRITTEN], args.timeout, |v| v[0] >= expected as f64)
         .await
         .with_context(|| format!("ingest into {name}"))?;
     let ingested = ix.stats()?;
+    let ingest_members_cpu = causeway_benches::cpu_seconds("/proc/self/stat")? - members_cpu;
     tracing::info!(backend = %name, seconds = ingest.as_secs_f64(), peak_mib = ingested.peak_kib / 1024, "every object stored");
 
     // 2. queries
@@ -240,26 +244,55 @@ async fn measure(
 
     // 3. restart on the same store
     let t0 = Instant::now();
+    let members_cpu = causeway_benches::cpu_seconds("/proc/self/stat")?;
     let mut ix = Running::start(args.indexer, setup, &spec, &state, &log).await?;
     let (relist, after) = ix
-        .until(t0, &[WRITTEN, UNCHANGED, DELETED], args.timeout, |v| {
-            v[0] + v[1] >= expected as f64
-        })
+        .until(
+            t0,
+            &[WRITTEN, UNCHANGED, DELETED, PURGED],
+            args.timeout,
+            |v| v[0] + v[1] >= expected as f64,
+        )
         .await
         .with_context(|| format!("relist from {name}"))?;
+    let relist_members_cpu = causeway_benches::cpu_seconds("/proc/self/stat")? - members_cpu;
     let restarted = ix.stop().await?;
+    if storage == Storage::Postgres {
+        drop_database(&spec).await?;
+    }
     Ok(Backend {
         name,
         expected,
         ingest,
         ingested,
+        ingest_members_cpu,
         counted,
         timings,
         queried,
         relist,
         relist_written: after[0] as u64,
         relist_deleted: after[2] as u64,
+        relist_purged: after[3] as u64,
         restarted,
+        relist_members_cpu,
         kind: args.indexer,
     })
+}
+
+/// Drops the bench's PostgreSQL database (a million objects take gigabytes).
+async fn drop_database(url: &str) -> anyhow::Result<()> {
+    let (base, db) = url
+        .rsplit_once('/')
+        .with_context(|| format!("{url} names no database"))?;
+    let db = db.split('?').next().unwrap_or(db);
+    let (client, conn) =
+        tokio_postgres::connect(&format!("{base}/postgres"), tokio_postgres::NoTls)
+            .await
+            .with_context(|| format!("connecting to {base}/postgres"))?;
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db}"))
+        .await
+        .with_context(|| format!("dropping database {db}"))?;
+    Ok(())
 }

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use causeway_search::api::route::PREFIX;
 use causeway_search::query::Query;
 use causeway_search::store::{Gvr, Scope, Store};
 use serde_json::Value;
@@ -51,8 +52,8 @@ impl Target {
         let page = match self {
             Target::Http(api) => {
                 let path = match &req.namespace {
-                    Some(ns) => format!("/api/v1/namespaces/{ns}/pods"),
-                    None => "/api/v1/pods".into(),
+                    Some(ns) => format!("{PREFIX}/api/v1/namespaces/{ns}/pods"),
+                    None => format!("{PREFIX}/api/v1/pods"),
                 };
                 let query: String = form_urlencoded::Serializer::new(String::new())
                     .extend_pairs(&params)
@@ -249,7 +250,7 @@ pub async fn run(
 /// How many objects of `resource` (e.g. `/api/v1/pods`) the API holds.
 pub async fn count(api: &Api, path: &str) -> anyhow::Result<u64> {
     let v = api
-        .json(&format!("{path}?limit=1&withRemainingCount=true"))
+        .json(&format!("{PREFIX}{path}?limit=1&withRemainingCount=true"))
         .await?;
     let first = v["items"].as_array().map_or(0, Vec::len) as u64;
     let rest = v

@@ -40,7 +40,7 @@ impl Serve {
     ) -> anyhow::Result<Serve> {
         let addr = free_addr()?;
         let mut cmd = Command::new(bin);
-        cmd.args(["search", "serve", "--log", "info"])
+        cmd.args(["search", "serve", "--log", "warn"])
             .arg("--hub-kubeconfig")
             .arg(kubeconfig)
             .args(["--storage", storage])
