@@ -150,7 +150,7 @@ struct Inner {
 }
 
 /// A label requirement selecting at most this many objects drives the search.
-const DRIVE_MAX: i64 = 5_000;
+const DRIVE_MAX: i64 = 20_000;
 
 /// Keys per DELETE statement (six parameters each).
 const DELETE_CHUNK: usize = 200;
