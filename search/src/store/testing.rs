@@ -39,6 +39,22 @@ pub async fn postgres_db() -> String {
     with_database(&base, &db)
 }
 
+/// Drops a database [`postgres_db`] made (closing its connections), for tests that
+/// fill one with much data.
+pub async fn drop_postgres_db(url: &str) {
+    let base = std::env::var(POSTGRES_ENV).unwrap_or_default();
+    let db = url.rsplit('/').next().unwrap_or_default();
+    let db = db.split('?').next().unwrap_or_default();
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {POSTGRES_ENV}={base}: {e}"));
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .await
+        .unwrap_or_else(|e| panic!("cannot drop database {db}: {e}"));
+}
+
 /// `base` (a PostgreSQL URL) with its database replaced by `db`.
 fn with_database(base: &str, db: &str) -> String {
     let (url, query) = base

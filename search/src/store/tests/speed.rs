@@ -97,7 +97,7 @@ async fn plan(s: &Store, qs: &str) -> String {
 both!(
     #[ignore = "speed figures, run on demand"]
     speed,
-    |s: Store, _spec| async move {
+    |s: Store, spec: String| async move {
         let objects = std::env::var("CAUSEWAY_SPEED_OBJECTS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -169,6 +169,9 @@ both!(
                 percentile(times, 0.99),
                 plan(&s, qs).await
             );
+        }
+        if s.backend() == "postgres" {
+            testing::drop_postgres_db(&spec).await;
         }
     }
 );
