@@ -23,6 +23,12 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
+/// How long a statement waits for a lock another session holds.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long any statement may run.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// A connection with its prepared statements.
 struct Live {
     client: Client,
@@ -62,8 +68,15 @@ impl Conn {
             });
             // statements are prepared once, but a generic plan (chosen after five runs)
             // does not know how selective a label or the keyset bound is: plan each run
+            // a lock held elsewhere (a migration, an operator's LOCK TABLE) fails a write
+            // after LOCK_TIMEOUT, as an outage the indexer pauses for, instead of hanging
+            // it; a runaway query ends after STATEMENT_TIMEOUT
             client
-                .batch_execute("SET plan_cache_mode = force_custom_plan")
+                .batch_execute(&format!(
+                    "SET plan_cache_mode = force_custom_plan; SET lock_timeout = {}; SET statement_timeout = {}",
+                    LOCK_TIMEOUT.as_millis(),
+                    STATEMENT_TIMEOUT.as_millis()
+                ))
                 .await
                 .map_err(unavailable)?;
             *g = Some(Live {

@@ -373,6 +373,33 @@ async fn a_locked_sqlite_database_is_unavailable_not_a_hang() {
         .unwrap();
 }
 
+#[tokio::test]
+async fn a_locked_postgres_table_is_unavailable_not_a_hang() {
+    let f = open("postgres").await;
+    let (blocker, conn) = tokio_postgres::connect(&f.spec, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    blocker
+        .batch_execute("BEGIN; LOCK TABLE resources IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        f.store
+            .upsert(vec![record("a", "ns", "web", "1", json!({}))]),
+    )
+    .await
+    .expect("a write under a held lock fails, it does not hang")
+    .unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    f.store
+        .upsert(vec![record("a", "ns", "web", "1", json!({}))])
+        .await
+        .unwrap();
+}
+
 #[test]
 fn records_from_objects() {
     let gvr = deployments();
