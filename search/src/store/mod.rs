@@ -346,14 +346,19 @@ impl Store {
             .collect())
     }
 
-    /// Checks the database answers.
+    /// Checks the database answers (SQLite: that a write could start, see
+    /// [`sqlite::Sqlite::ping`]).
     pub async fn ping(&self) -> StoreResult<()> {
-        self.rows(Stmt {
-            sql: "SELECT 1".into(),
-            params: vec![],
-        })
-        .await
-        .map(drop)
+        match &self.inner.backend {
+            Backend::Sqlite(b) => b.ping().await,
+            Backend::Postgres(_) => self
+                .rows(Stmt {
+                    sql: "SELECT 1".into(),
+                    params: vec![],
+                })
+                .await
+                .map(drop),
+        }
     }
 
     /// The owner uids an owner search selects: the owner's uid(s), then `seniority`

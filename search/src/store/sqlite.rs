@@ -196,6 +196,17 @@ impl Sqlite {
         .await
     }
 
+    /// Whether a write could start now: takes the write lock (and gives it back), so a
+    /// database another process holds locked is down for the indexer too, not only for
+    /// its writes.
+    pub async fn ping(&self) -> StoreResult<()> {
+        Self::blocking(self.writer.clone(), |c| {
+            c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?
+                .rollback()
+        })
+        .await
+    }
+
     pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<u64> {
         Self::blocking(self.writer.clone(), move |c| upsert(c, &records)).await
     }

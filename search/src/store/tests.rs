@@ -366,7 +366,11 @@ async fn a_locked_sqlite_database_is_unavailable_not_a_hang() {
         .unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // the indexer's health check sees the outage too (reads alone still work)
+    let err = f.store.ping().await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
     blocker.execute_batch("ROLLBACK").unwrap();
+    f.store.ping().await.unwrap();
     f.store
         .upsert(vec![record("a", "ns", "web", "1", json!({}))])
         .await
