@@ -72,6 +72,73 @@ fn computed(obj: &Value, which: &str) -> Value {
             ),
             _ => json!("<none>"),
         },
+        "@pod-ready" => {
+            let total = obj
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let ready = statuses(obj)
+                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+                .count();
+            json!(format!("{ready}/{total}"))
+        }
+        "@pod-status" => json!(pod_status(obj)),
+        "@pod-restarts" => json!(
+            statuses(obj)
+                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                .sum::<i64>()
+        ),
+        "@ready-of-replicas" => json!(format!(
+            "{}/{}",
+            int(obj, "/status/readyReplicas"),
+            int(obj, "/spec/replicas")
+        )),
+        "@node-status" => {
+            let ready = obj
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+                .and_then(|c| c.get("status").and_then(Value::as_str));
+            let mut s = match ready {
+                Some("True") => "Ready".to_string(),
+                Some("False") => "NotReady".to_string(),
+                _ => "Unknown".to_string(),
+            };
+            if obj.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+                s.push_str(",SchedulingDisabled");
+            }
+            json!(s)
+        }
+        "@node-roles" => {
+            let roles: Vec<&str> = obj
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
+                .filter(|r| !r.is_empty())
+                .collect();
+            json!(if roles.is_empty() {
+                "<none>".to_string()
+            } else {
+                roles.join(",")
+            })
+        }
+        "@node-selector" => match obj
+            .pointer("/spec/template/spec/nodeSelector")
+            .and_then(Value::as_object)
+        {
+            Some(m) if !m.is_empty() => json!(
+                m.iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            _ => json!("<none>"),
+        },
+        which if which.starts_with("@int:") => json!(int(obj, &which["@int:".len()..])),
         "@event-object" => {
             let r = |k: &str| {
                 obj.pointer(&format!("/involvedObject/{k}"))
@@ -82,6 +149,44 @@ fn computed(obj: &Value, which: &str) -> Value {
         }
         _ => Value::Null,
     }
+}
+
+/// An integer field as kubectl's built-in printers show it: 0 when absent.
+fn int(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+/// The container statuses of a Pod.
+fn statuses(obj: &Value) -> impl Iterator<Item = &Value> {
+    obj.pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// kubectl's STATUS of a Pod: Terminating, the Pod's reason, a container's waiting or
+/// terminated reason, else the phase.
+fn pod_status(obj: &Value) -> String {
+    if obj.pointer("/metadata/deletionTimestamp").is_some() {
+        return "Terminating".into();
+    }
+    if let Some(r) = obj.pointer("/status/reason").and_then(Value::as_str) {
+        return r.into();
+    }
+    for c in statuses(obj) {
+        for state in ["waiting", "terminated"] {
+            if let Some(r) = c
+                .pointer(&format!("/state/{state}/reason"))
+                .and_then(Value::as_str)
+            {
+                return r.into();
+            }
+        }
+    }
+    obj.pointer("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Unknown")
+        .into()
 }
 
 /// Evaluates a kubectl-style JSONPath (`.a.b`, `[0]`, `[*]`, `[?(@.k=="v")]`) to values.
@@ -278,6 +383,84 @@ mod tests {
         assert_eq!(computed(&svc, "@selector"), json!("app=web"));
         let lb = json!({"spec": {"type": "LoadBalancer"}});
         assert_eq!(computed(&lb, "@external-ip"), json!("<pending>"));
+    }
+
+    /// The cells of one row, as strings, by header.
+    fn row(group: &str, plural: &str, obj: &Value) -> Vec<(String, String)> {
+        let t = table(&[], &columns::builtin(group, plural), &[obj], "1", None);
+        let heads: Vec<String> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["priority"] == 0)
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect();
+        let cells = t["rows"][0]["cells"].as_array().unwrap();
+        heads
+            .into_iter()
+            .zip(cells)
+            .map(|(h, c)| (h, c.as_str().map_or(c.to_string(), String::from)))
+            .filter(|(h, _)| h != "Age")
+            .collect()
+    }
+
+    #[test]
+    fn builtin_workload_pod_and_node_columns_match_kubectl() {
+        let s = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let pod = json!({"metadata": {"name": "web-1"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "a", "ready": true, "restartCount": 2},
+                {"name": "b", "ready": false, "restartCount": 1,
+                 "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
+        assert_eq!(
+            row("", "pods", &pod),
+            s(&[
+                ("Name", "web-1"),
+                ("Ready", "1/2"),
+                ("Status", "CrashLoopBackOff"),
+                ("Restarts", "3")
+            ])
+        );
+        let pending = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}]}, "status": {"phase": "Pending"}});
+        assert_eq!(row("", "pods", &pending)[2].1, "Pending");
+        let deploy = json!({"metadata": {"name": "web"}, "spec": {"replicas": 3},
+            "status": {"readyReplicas": 2, "updatedReplicas": 3}});
+        assert_eq!(
+            row("apps", "deployments", &deploy),
+            s(&[
+                ("Name", "web"),
+                ("Ready", "2/3"),
+                ("Up-to-date", "3"),
+                ("Available", "0")
+            ])
+        );
+        let node = json!({"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/control-plane": ""}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.33.0"}}});
+        assert_eq!(
+            row("", "nodes", &node),
+            s(&[
+                ("Name", "n1"),
+                ("Status", "Ready,SchedulingDisabled"),
+                ("Roles", "control-plane"),
+                ("Version", "v1.33.0")
+            ])
+        );
+        let rs = json!({"metadata": {"name": "web-abc"}, "spec": {"replicas": 3}, "status": {"replicas": 3}});
+        assert_eq!(
+            row("apps", "replicasets", &rs),
+            s(&[
+                ("Name", "web-abc"),
+                ("Desired", "3"),
+                ("Current", "3"),
+                ("Ready", "0")
+            ])
+        );
     }
 
     #[test]

@@ -34,6 +34,11 @@ fn col(name: &str, type_: &str, path: &str, priority: i64) -> Column {
     Column::new(name, type_, path, priority)
 }
 
+/// Age where kubectl puts it before further columns (without it, Age comes last).
+fn age() -> Column {
+    col("Age", "date", ".metadata.creationTimestamp", 0)
+}
+
 /// Printer columns of the built-in kinds (besides Name and Age).
 pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
     match (group, plural) {
@@ -46,16 +51,19 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
             col("Selector", "string", "@selector", 1),
         ],
         ("", "pods") => vec![
-            col("Status", "string", ".status.phase", 0),
+            col("Ready", "string", "@pod-ready", 0),
+            col("Status", "string", "@pod-status", 0),
+            col("Restarts", "integer", "@pod-restarts", 0),
+            age(),
             col("IP", "string", ".status.podIP", 1),
             col("Node", "string", ".spec.nodeName", 1),
         ],
-        ("", "nodes") => vec![col(
-            "Status",
-            "string",
-            ".status.conditions[?(@.type==\"Ready\")].status",
-            0,
-        )],
+        ("", "nodes") => vec![
+            col("Status", "string", "@node-status", 0),
+            col("Roles", "string", "@node-roles", 0),
+            age(),
+            col("Version", "string", ".status.nodeInfo.kubeletVersion", 0),
+        ],
         ("", "configmaps") | ("", "secrets") => vec![],
         // both Event APIs share core storage, so the rows are core Events
         ("", "events") | ("events.k8s.io", "events") => vec![
@@ -69,9 +77,39 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
             col("Ports", "string", ".ports[*].port", 0),
             col("Endpoints", "string", ".endpoints[*].addresses[0]", 0),
         ],
-        ("apps", "deployments") | ("apps", "statefulsets") => vec![
-            col("Ready", "integer", ".status.readyReplicas", 0),
-            col("Replicas", "integer", ".spec.replicas", 0),
+        ("apps", "deployments") => vec![
+            col("Ready", "string", "@ready-of-replicas", 0),
+            col("Up-to-date", "integer", "@int:/status/updatedReplicas", 0),
+            col("Available", "integer", "@int:/status/availableReplicas", 0),
+        ],
+        ("apps", "statefulsets") => vec![col("Ready", "string", "@ready-of-replicas", 0)],
+        ("apps", "replicasets") => vec![
+            col("Desired", "integer", "@int:/spec/replicas", 0),
+            col("Current", "integer", "@int:/status/replicas", 0),
+            col("Ready", "integer", "@int:/status/readyReplicas", 0),
+        ],
+        ("apps", "daemonsets") => vec![
+            col(
+                "Desired",
+                "integer",
+                "@int:/status/desiredNumberScheduled",
+                0,
+            ),
+            col(
+                "Current",
+                "integer",
+                "@int:/status/currentNumberScheduled",
+                0,
+            ),
+            col("Ready", "integer", "@int:/status/numberReady", 0),
+            col(
+                "Up-to-date",
+                "integer",
+                "@int:/status/updatedNumberScheduled",
+                0,
+            ),
+            col("Available", "integer", "@int:/status/numberAvailable", 0),
+            col("Node Selector", "string", "@node-selector", 0),
         ],
         ("coordination.k8s.io", "leases") => {
             vec![col("Holder", "string", ".spec.holderIdentity", 0)]
