@@ -40,7 +40,15 @@ async fn kubectl_lists_and_gets_across_clusters(backend: Backend) {
     let r = rows(&out);
     assert_eq!(
         r[0],
-        ["NAMESPACE", "CLUSTER", "NAME", "READY", "REPLICAS", "AGE"],
+        [
+            "NAMESPACE",
+            "CLUSTER",
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE"
+        ],
         "{out}"
     );
     let got: Vec<(&str, &str, &str)> = r[1..].iter().map(|r| (r[0], r[1], r[2])).collect();
@@ -311,3 +319,34 @@ async fn hub_rbac_decides_what_each_user_sees(backend: Backend) {
     assert_eq!(keys(&v).len(), 7);
 }
 both!(hub_rbac_decides_what_each_user_sees);
+
+/// The store or the hub down: 503 ServiceUnavailable (never an empty list), and
+/// /readyz says the store is not answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outages_of_the_store_or_the_hub_are_503() {
+    let env = start(Backend::Postgres).await;
+    assert_eq!(env.https("/readyz", None).await.0, 200);
+    // the hub down: a token it has not reviewed yet cannot be checked
+    env.hub.shutdown();
+    env.hub.stopped().await;
+    let e = env.fails("erin-token", &["get", "deploy", "-A"]).await;
+    assert!(e.contains("ServiceUnavailable"), "{e}");
+    let e = env
+        .fails("erin-token", &["get", "--raw", "/apis/apps/v1/deployments"])
+        .await;
+    assert!(e.contains("cannot check the token with the hub"), "{e}");
+    // the store gone: /readyz says so, within its bound
+    let base = std::env::var(causeway_search::store::testing::POSTGRES_ENV).unwrap();
+    let db = env.store_spec.rsplit('/').next().unwrap().to_string();
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))
+        .await
+        .unwrap();
+    let (code, body) = env.https("/readyz", None).await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.starts_with("not ready: the search store"), "{body}");
+}

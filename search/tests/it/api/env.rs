@@ -75,7 +75,7 @@ pub fn owned(kind: &str, name: &str, ns: &str, uid: &str, owner: (&str, &str, &s
 /// The store every scenario starts from: web in shop on east and west, web in ops on
 /// east, api in shop on west, 3 more in batch on east; a ReplicaSet and two Pods of
 /// east's shop/web.
-pub async fn filled_store(backend: Backend) -> (Store, Option<tempfile::TempDir>) {
+pub async fn filled_store(backend: Backend) -> (Store, String, Option<tempfile::TempDir>) {
     let (spec, dir) = match backend {
         Backend::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
@@ -160,7 +160,7 @@ pub async fn filled_store(backend: Backend) -> (Store, Option<tempfile::TempDir>
         records.push(Record::from_object(cluster, &gvr("", "namespaces"), &o, false).unwrap());
     }
     store.upsert(records).await.expect("the records are stored");
-    (store, dir)
+    (store, spec, dir)
 }
 
 /// A kubesim hub with users: alice (every cluster, every namespace), bob (every
@@ -173,6 +173,8 @@ pub struct Env {
     dir: tempfile::TempDir,
     bin: String,
     stop: CancellationToken,
+    /// The store's spec (a path or a PostgreSQL URL).
+    pub store_spec: String,
     _store_dir: Option<tempfile::TempDir>,
 }
 
@@ -201,7 +203,7 @@ where
 
 pub async fn start(backend: Backend) -> Env {
     let bin = kubectl_bin();
-    let (store, store_dir) = filled_store(backend).await;
+    let (store, store_spec, store_dir) = filled_store(backend).await;
     let hub = kubesim::Server::start(kubesim::Config::new("hub"))
         .await
         .expect("kubesim starts");
@@ -277,6 +279,7 @@ pub async fn start(backend: Backend) -> Env {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.path().join("data"),
         tls: None,
+        requestheader_ca: None,
     })
     .await
     .expect("the search API binds");
@@ -291,6 +294,7 @@ pub async fn start(backend: Backend) -> Env {
         dir,
         bin,
         stop,
+        store_spec,
         _store_dir: store_dir,
     }
 }
@@ -363,6 +367,8 @@ impl Env {
                 .unwrap(),
         ]);
         cfg.auth_info.token = token.map(|t| t.to_string().into());
+        // the status as the server gave it, not retried
+        cfg.default_retry = false;
         let client = kube::Client::try_from(cfg).unwrap();
         let req = http::Request::get(path).body(Vec::new()).unwrap();
         match client.request_text(req).await {
