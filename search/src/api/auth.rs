@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use http::StatusCode;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -18,6 +19,7 @@ use kube::api::PostParams;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
+use crate::api::status::{Reply, failure};
 use crate::store::{Gvr, Scope, Store, StoreError};
 
 /// How long a review's answer is reused.
@@ -41,6 +43,16 @@ pub enum Denied {
     /// The hub or the store cannot answer: 503.
     #[error("{0}")]
     Unavailable(String),
+}
+
+impl Denied {
+    /// The Status response: 401 or 503.
+    pub fn reply(self) -> Reply {
+        match self {
+            Denied::Unauthenticated(m) => failure(StatusCode::UNAUTHORIZED, m),
+            Denied::Unavailable(m) => failure(StatusCode::SERVICE_UNAVAILABLE, m),
+        }
+    }
 }
 
 impl From<StoreError> for Denied {

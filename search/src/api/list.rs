@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::CLUSTER_ANNOTATION;
 use crate::api::Shared;
-use crate::api::auth::{Access, Caller, Denied};
+use crate::api::auth::{Access, Caller};
 use crate::api::route::Target;
 use crate::api::status::{Reply, failure, json_ok};
 use crate::query::Query;
@@ -33,13 +33,6 @@ fn group_resource(gvr: &Gvr) -> String {
         gvr.resource.clone()
     } else {
         format!("{}.{}", gvr.resource, gvr.group)
-    }
-}
-
-fn denied(e: Denied) -> Reply {
-    match e {
-        Denied::Unauthenticated(m) => failure(StatusCode::UNAUTHORIZED, m),
-        Denied::Unavailable(m) => failure(StatusCode::SERVICE_UNAVAILABLE, m),
     }
 }
 
@@ -112,7 +105,7 @@ pub async fn objects(
     };
     let scope = match shared.auth.scope(caller, &shared.store, &access).await {
         Ok(s) => s,
-        Err(e) => return denied(e),
+        Err(e) => return e.reply(),
     };
     let page = match scope {
         None => Page::default(),

@@ -209,8 +209,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Reply {
     };
     let caller = match authenticated {
         Ok(c) => c,
-        Err(auth::Denied::Unauthenticated(m)) => return failure(StatusCode::UNAUTHORIZED, m),
-        Err(auth::Denied::Unavailable(m)) => return failure(StatusCode::SERVICE_UNAVAILABLE, m),
+        Err(e) => return e.reply(),
     };
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return failure(
