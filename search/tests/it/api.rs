@@ -12,22 +12,6 @@ use serde_json::Value;
 
 use env::{Backend, k, keys, rows, start};
 
-/// Runs a scenario on both stores.
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(super::Backend::Postgres).await
-            }
-        }
-    };
-}
-
 async fn kubectl_lists_and_gets_across_clusters(backend: Backend) {
     let env = start(backend).await;
     // a Table with the Cluster column first, the built-in columns after Name

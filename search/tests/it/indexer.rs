@@ -6,9 +6,8 @@
 //! Pod → ReplicaSet → Deployment. Restarts (K.71) and storage outages (K.72) are in
 //! [`consistency`].
 
-#[macro_use]
-mod support;
 mod consistency;
+mod support;
 
 use std::collections::BTreeMap;
 

@@ -9,17 +9,13 @@ use std::process::{Command, Output, Stdio};
 use base64::Engine;
 use causeway_search::CLUSTER_ANNOTATION;
 use causeway_search::api::{Options, Server, route::PREFIX};
-use causeway_search::store::{Gvr, Record, Store, TypeInfo, testing};
+use causeway_search::store::{Gvr, Record, Store, TypeInfo};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-#[derive(Clone, Copy, Debug)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-}
+pub use crate::support::Backend;
 
 pub fn gvr(group: &str, resource: &str) -> Gvr {
     Gvr {
@@ -76,14 +72,7 @@ pub fn owned(kind: &str, name: &str, ns: &str, uid: &str, owner: (&str, &str, &s
 /// east, api in shop on west, 3 more in batch on east; a ReplicaSet and two Pods of
 /// east's shop/web.
 pub async fn filled_store(backend: Backend) -> (Store, String, Option<tempfile::TempDir>) {
-    let (spec, dir) = match backend {
-        Backend::Sqlite => {
-            let dir = tempfile::tempdir().unwrap();
-            let spec = format!("sqlite:{}", dir.path().join("search.db").display());
-            (spec, Some(dir))
-        }
-        Backend::Postgres => (testing::postgres_db().await, None),
-    };
+    let (spec, dir) = crate::support::database(backend).await;
     let store = Store::open(&spec).await.expect("the store opens");
     for (group, resource, kind) in [
         ("apps", "deployments", "Deployment"),
@@ -204,14 +193,10 @@ where
 pub async fn start(backend: Backend) -> Env {
     let bin = kubectl_bin();
     let (store, store_spec, store_dir) = filled_store(backend).await;
-    let hub = kubesim::Server::start(kubesim::Config::new("hub"))
-        .await
-        .expect("kubesim starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&hub.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let admin = kube::Client::try_from(cfg).unwrap();
+    let crate::support::Cluster {
+        server: hub,
+        client: admin,
+    } = crate::support::cluster("hub").await;
     for user in ["alice", "bob", "carol", "erin"] {
         hub.add_token(
             &format!("{user}-token"),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use causeway_search::indexer::{self, Fleet, IndexerMetrics, Member, ResourceSpec};
 use causeway_search::query::Query;
-use causeway_search::store::{Gvr, Scope, Store, testing};
+use causeway_search::store::{Gvr, Scope, Store};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
@@ -21,61 +21,7 @@ use tokio_util::sync::CancellationToken;
 /// How long any expected state may take to appear.
 pub const DEADLINE: Duration = Duration::from_secs(40);
 
-#[derive(Clone, Copy, Debug)]
-pub enum Backend {
-    /// A file in a temp dir.
-    Sqlite,
-    /// A fresh database on the test server.
-    Postgres,
-}
-
-/// Runs a scenario on both stores.
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::$name(super::Backend::Sqlite).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::$name(super::Backend::Postgres).await
-            }
-        }
-    };
-}
-
-/// A fresh database: its store spec (and the temp dir holding an SQLite file).
-pub async fn database(backend: Backend) -> (String, Option<tempfile::TempDir>) {
-    match backend {
-        Backend::Sqlite => {
-            let dir = tempfile::tempdir().unwrap();
-            let spec = format!("sqlite:{}", dir.path().join("search.db").display());
-            (spec, Some(dir))
-        }
-        Backend::Postgres => (testing::postgres_db().await, None),
-    }
-}
-
-/// A kubesim member and an admin client of it.
-pub struct Cluster {
-    pub server: kubesim::Server,
-    pub client: kube::Client,
-}
-
-pub async fn cluster(name: &str) -> Cluster {
-    cluster_with(kubesim::Config::new(name)).await
-}
-
-pub async fn cluster_with(cfg: kubesim::Config) -> Cluster {
-    let server = kubesim::Server::start(cfg).await.expect("kubesim starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(cfg).unwrap();
-    Cluster { server, client }
-}
+pub use crate::support::{Backend, Cluster, cluster, cluster_with, database};
 
 impl Cluster {
     pub fn member(&self) -> Member {
