@@ -117,43 +117,15 @@ impl Synchro {
     }
 
     /// Before the first list: records the type for discovery (unless the store has it
-    /// as it is: no write) and, for a names-only type, removes whole copies stored
-    /// before the type became names-only (a relist would skip them: same
-    /// resourceVersion), so that e.g. Secret data does not outlive the switch.
+    /// as it is: no write). A type that switched between whole objects and names only
+    /// needs nothing here: the stored versions carry the form
+    /// ([`crate::store::stored_version`]), so the relist rewrites every copy.
     async fn prepare(&self, info: &TypeInfo) -> StoreResult<()> {
         let known = self.retry(|| self.store.types()).await?;
         if !known.contains(info) {
             self.retry(|| self.store.set_type(info)).await?;
         }
-        if self.spec.metadata_only && self.stores_whole_objects().await? {
-            let stored = self
-                .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
-                .await?;
-            tracing::info!(cluster = %self.cluster, resource = %self.spec, objects = stored.len(), "the type is now names-only: dropping its whole copies before relisting");
-            self.delete_unlisted(stored).await?;
-        }
         Ok(())
-    }
-
-    /// Whether a stored object of this member and type has more than apiVersion, kind
-    /// and metadata (names-only records never do; whole copies of every kind that has
-    /// contents do).
-    async fn stores_whole_objects(&self) -> StoreResult<bool> {
-        let params = [
-            ("clusters".to_string(), self.cluster.clone()),
-            ("limit".to_string(), "1".to_string()),
-        ];
-        let q = crate::query::Query::parse(&params, None)?;
-        let all = crate::store::Scope::default();
-        let page = self
-            .retry(|| self.store.search(&self.spec.gvr, &q, &all))
-            .await?;
-        Ok(page.items.iter().any(|o| {
-            o.as_object().is_some_and(|m| {
-                m.keys()
-                    .any(|k| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
-            })
-        }))
     }
 
     /// The type's resource and scope on the member, retried while it is not served.
@@ -242,7 +214,12 @@ impl Synchro {
                     let ns = obj.metadata.namespace.clone().unwrap_or_default();
                     l.remove(&(ns, obj.metadata.name.clone().unwrap_or_default()))
                 });
-                if stored.is_some() && stored == obj.metadata.resource_version {
+                let listed = obj
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
+                if stored.is_some() && stored == listed {
                     self.metrics.unchanged.inc();
                     return Ok(());
                 }

@@ -18,6 +18,7 @@ use crate::query::{Owner, Query, QueryError};
 pub mod fields;
 mod postgres;
 mod record;
+pub use record::{resource_version_of, stored_version};
 mod schema;
 pub(crate) mod sql;
 mod sqlite;
@@ -63,7 +64,8 @@ pub struct Record {
     pub name: String,
     /// `metadata.uid`.
     pub uid: String,
-    /// `metadata.resourceVersion` (opaque; ordered numerically when it is a number).
+    /// The stored version: `metadata.resourceVersion` (opaque; ordered numerically when
+    /// it is a number), suffixed for names-only copies ([`stored_version`]).
     pub resource_version: String,
     /// The uid of the controller owner reference (else the first owner reference).
     pub owner_uid: Option<String>,

@@ -5,6 +5,43 @@ use serde_json::{Map, Value};
 use super::{Gvr, Key, Record};
 use crate::CLUSTER_ANNOTATION;
 
+/// What the store keeps as a record's version: its resourceVersion, with this suffix
+/// for names-only copies, so that a type switching between whole objects and names
+/// only is a change that gets written (same resourceVersion, other form).
+const NAMES_ONLY: &str = "/metadata";
+
+/// The stored version of an object at `resource_version`, whole or names only.
+pub fn stored_version(resource_version: &str, metadata_only: bool) -> String {
+    if metadata_only {
+        format!("{resource_version}{NAMES_ONLY}")
+    } else {
+        resource_version.to_string()
+    }
+}
+
+/// The resourceVersion part of a stored version.
+pub fn resource_version_of(stored: &str) -> &str {
+    stored.strip_suffix(NAMES_ONLY).unwrap_or(stored)
+}
+
+/// Removes NUL characters from every string and key: PostgreSQL's jsonb and text refuse
+/// them, and both stores must hold the same thing.
+fn without_nul(v: &mut Value) {
+    match v {
+        Value::String(s) if s.contains('\0') => *s = s.replace('\0', ""),
+        Value::Array(a) => a.iter_mut().for_each(without_nul),
+        Value::Object(o) if o.keys().any(|k| k.contains('\0')) => {
+            let old = std::mem::take(o);
+            for (k, mut x) in old {
+                without_nul(&mut x);
+                o.insert(k.replace('\0', ""), x);
+            }
+        }
+        Value::Object(o) => o.values_mut().for_each(without_nul),
+        _ => {}
+    }
+}
+
 impl Record {
     /// The record of an object of `gvr` in `cluster`: without `managedFields` (and with
     /// `metadata_only`, without anything but apiVersion, kind and metadata); the owner is
@@ -33,6 +70,7 @@ impl Record {
         if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("managedFields");
         }
+        without_nul(&mut object);
         let owners = meta
             .get("ownerReferences")
             .and_then(Value::as_array)
@@ -47,7 +85,7 @@ impl Record {
             .and_then(Value::as_object)
             .map(|l| {
                 l.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .filter_map(|(k, v)| Some((k.replace('\0', ""), v.as_str()?.replace('\0', ""))))
                     .collect()
             })
             .unwrap_or_default();
@@ -57,7 +95,7 @@ impl Record {
             namespace: s("namespace").to_string(),
             name: name.to_string(),
             uid: s("uid").to_string(),
-            resource_version: s("resourceVersion").to_string(),
+            resource_version: stored_version(s("resourceVersion"), metadata_only),
             owner_uid: owner
                 .and_then(|o| o.get("uid"))
                 .and_then(Value::as_str)
@@ -83,7 +121,9 @@ impl Record {
 
     /// The resourceVersion as a number for ordering (0 when it is not one).
     pub(crate) fn rv_num(&self) -> i64 {
-        self.resource_version.parse().unwrap_or(0)
+        resource_version_of(&self.resource_version)
+            .parse()
+            .unwrap_or(0)
     }
 }
 
@@ -107,4 +147,44 @@ pub(crate) fn annotated(object: &str, cluster: &str) -> Value {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gvr() -> Gvr {
+        Gvr {
+            group: "".into(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+        }
+    }
+
+    #[test]
+    fn nul_characters_never_reach_a_store() {
+        let o = json!({"metadata": {"name": "x", "resourceVersion": "7",
+            "labels": {"a": "b\u{0}c"}, "annotations": {"no\u{0}te": "a\u{0}b"}},
+            "data": {"k": ["\u{0}"]}});
+        let r = Record::from_object("c", &gvr(), &o, false).unwrap();
+        assert!(!r.object.contains("\\u0000"), "{}", r.object);
+        let v: Value = serde_json::from_str(&r.object).unwrap();
+        assert_eq!(v["metadata"]["annotations"]["note"], "ab");
+        assert_eq!(v["data"]["k"][0], "");
+        assert_eq!(r.labels["a"], "bc");
+    }
+
+    #[test]
+    fn the_stored_version_carries_the_form() {
+        let o = json!({"metadata": {"name": "x", "resourceVersion": "42"}, "data": {"k": "v"}});
+        let whole = Record::from_object("c", &gvr(), &o, false).unwrap();
+        let names = Record::from_object("c", &gvr(), &o, true).unwrap();
+        assert_eq!(whole.resource_version, "42");
+        assert_eq!(names.resource_version, "42/metadata");
+        assert_ne!(whole.resource_version, names.resource_version);
+        assert_eq!((whole.rv_num(), names.rv_num()), (42, 42));
+        assert_eq!(resource_version_of(&names.resource_version), "42");
+        assert_eq!(stored_version("42", true), names.resource_version);
+    }
 }

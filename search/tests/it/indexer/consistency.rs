@@ -261,6 +261,8 @@ both!(a_type_made_names_only_loses_its_stored_contents);
 async fn a_type_made_names_only_loses_its_stored_contents(backend: Backend) {
     let (spec, _dir) = database(backend).await;
     let a = cluster("a").await;
+    // the first ConfigMap has no contents at all: the switch must not be judged on it
+    a.apply_configmap("a-empty", json!({}), json!({})).await;
     a.apply_configmap("creds", json!({}), json!({"password": "hunter2"}))
         .await;
     let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
@@ -288,11 +290,21 @@ async fn a_type_made_names_only_loses_its_stored_contents(backend: Backend) {
 
     // and a names-only restart of names-only records writes nothing
     let writes = store.writes();
-    let again = Indexer::start(&store, specs(&["v1/configmaps:metadata"]), rx);
+    let again = Indexer::start(&store, specs(&["v1/configmaps:metadata"]), rx.clone());
     eventually("the relist is complete", || async {
         again.metric("search_indexer_synced") == 1.0
     })
     .await;
     assert_eq!(store.writes(), writes);
     again.stop().await;
+
+    // and back to whole objects: the contents return though nothing changed in the member
+    let back = Indexer::start(&store, specs(&["v1/configmaps"]), rx.clone());
+    eventually("the relist stored whole objects again", || async {
+        back.metric("search_indexer_synced") == 1.0
+    })
+    .await;
+    let cms = stored(&store, &configmaps(), Some("a")).await;
+    assert_eq!(cms["a/default/creds"]["data"]["password"], "hunter2");
+    back.stop().await;
 }

@@ -198,7 +198,18 @@ pub async fn stored(store: &Store, gvr: &Gvr, cluster: Option<&str>) -> BTreeMap
 /// Whether the store holds exactly the member's objects of a type, at their versions.
 pub async fn in_sync(store: &Store, member: &Cluster, name: &str, gvr: &Gvr, kind: &str) -> bool {
     match store.versions(name, gvr).await {
-        Ok(v) => v == member.versions(gvr, kind).await,
+        Ok(v) => {
+            let stored: BTreeMap<_, _> = v
+                .into_iter()
+                .map(|(k, rv)| {
+                    (
+                        k,
+                        causeway_search::store::resource_version_of(&rv).to_string(),
+                    )
+                })
+                .collect();
+            stored == member.versions(gvr, kind).await
+        }
         Err(_) => false,
     }
 }
