@@ -73,6 +73,9 @@ pub struct SortKey {
     pub desc: bool,
 }
 
+/// The deepest owner search: `ownerSeniority` above this is a bad request.
+pub const MAX_SENIORITY: u32 = 8;
+
 /// Owner search (K.70): the objects whose owner `seniority` levels up (0: the direct
 /// owner, 1: the owner's owner...) is the given one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -267,7 +270,12 @@ impl Query {
                         bad(format!(
                             "ownerSeniority={v:?}: give 0 (the direct owner), 1 (its owner), ..."
                         ))
-                    })?
+                    })?;
+                    if seniority > MAX_SENIORITY {
+                        return Err(bad(format!(
+                            "ownerSeniority={seniority}: at most {MAX_SENIORITY} levels"
+                        )));
+                    }
                 }
                 "orderby" => q.order = parse_order(v)?,
                 "limit" => {

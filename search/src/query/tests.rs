@@ -174,11 +174,25 @@ fn owner_search_needs_one_cluster_and_uid_wins_k70() {
             ],
             "ownerSeniority",
         ),
+        (
+            vec![
+                ("clusters", "a"),
+                ("ownerUID", "u"),
+                ("ownerSeniority", "9"),
+            ],
+            "ownerSeniority=9: at most 8 levels",
+        ),
     ];
     for (pairs, want) in cases {
         let e = parse(&pairs).unwrap_err();
         assert!(e.0.contains(want), "{pairs:?}: {e}");
     }
+    let deepest = parse(&[
+        ("clusters", "a"),
+        ("ownerUID", "u"),
+        ("ownerSeniority", "8"),
+    ]);
+    assert_eq!(deepest.unwrap().owner.map(|o| o.seniority), Some(8));
 }
 
 #[test]

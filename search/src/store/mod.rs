@@ -389,11 +389,15 @@ impl Store {
                 .await?
             }
         };
+        // each level keeps only uids not seen on a level above: an owner cycle (A owns
+        // B owns A) ends the walk instead of going round it
+        let mut seen: BTreeSet<String> = uids.iter().cloned().collect();
         for _ in 0..o.seniority {
             if uids.is_empty() {
                 break;
             }
             uids = self.texts(sql::owned_uids(d, cluster, &uids)).await?;
+            uids.retain(|u| seen.insert(u.clone()));
         }
         Ok(Some(uids))
     }

@@ -250,3 +250,39 @@ both!(
         );
     }
 );
+
+both!(an_owner_cycle_ends_the_walk, |s: Store, _spec| async move {
+    // A owns B owns A (a broken cluster can hold this); C is owned by B
+    let rec = |name: &str, uid: &str, owner: &str| {
+        let obj = object("ns", name, "1", owned(uid, Some(owner)));
+        Record::from_object("a", &pods(), &obj, false).unwrap()
+    };
+    s.upsert(vec![
+        rec("a", "A", "B"),
+        rec("b", "B", "A"),
+        rec("c", "C", "B"),
+    ])
+    .await
+    .unwrap();
+    let search = |qs: &'static str| {
+        let s = s.clone();
+        async move {
+            names(
+                &s.search(&pods(), &query(qs), &Scope::default())
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    assert_eq!(search("clusters=a&ownerUID=A").await, ["a/ns/b"]);
+    assert_eq!(
+        search("clusters=a&ownerUID=A&ownerSeniority=1").await,
+        ["a/ns/a", "a/ns/c"]
+    );
+    // two levels down from A is back at A: the walk stops, nothing is found
+    for n in 2..=8 {
+        let qs = format!("clusters=a&ownerUID=A&ownerSeniority={n}");
+        let p = s.search(&pods(), &query(&qs), &Scope::default()).await;
+        assert!(names(&p.unwrap()).is_empty(), "{qs}");
+    }
+});
