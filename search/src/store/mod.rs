@@ -377,13 +377,21 @@ impl Store {
                 name,
                 group_resource,
             } => {
-                let versions = self.texts(sql::type_versions(d, group_resource)).await?;
+                let rows = self.rows(sql::type_versions(d, group_resource)).await?;
+                // a cluster-scoped owner (a Node) has no namespace: `namespaces=` only
+                // filters the objects searched, not the owner
+                let cluster_scoped = rows.iter().any(|r| r.get(1).is_some_and(|c| c.int() == 0));
+                let versions: Vec<String> = rows
+                    .into_iter()
+                    .filter_map(|r| r.into_iter().next().map(Cell::text))
+                    .collect();
+                let namespaces: &[String] = if cluster_scoped { &[] } else { &q.namespaces };
                 self.texts(sql::owner_uids_by_name(
                     d,
                     cluster,
                     name,
                     group_resource,
-                    &q.namespaces,
+                    namespaces,
                     &versions,
                 ))
                 .await?

@@ -245,13 +245,13 @@ fn split_group_resource(gr: &str) -> (&str, &str) {
     gr.split_once('.').map_or(("", gr), |(r, g)| (g, r))
 }
 
-/// The versions recorded for a group-resource in `types`.
+/// The versions recorded for a group-resource in `types`, each with its namespaced flag.
 pub(crate) fn type_versions(d: Dialect, group_resource: &str) -> Stmt {
     let (group, resource) = split_group_resource(group_resource);
     let mut b = Builder::new(d);
     let (g, r) = (b.text(group), b.text(resource));
     b.finish(format!(
-        "SELECT version FROM types WHERE grp = {g} AND resource = {r}"
+        "SELECT version, namespaced FROM types WHERE grp = {g} AND resource = {r}"
     ))
 }
 

@@ -286,3 +286,48 @@ both!(an_owner_cycle_ends_the_walk, |s: Store, _spec| async move {
         assert!(names(&p.unwrap()).is_empty(), "{qs}");
     }
 });
+
+both!(
+    a_cluster_scoped_owner_ignores_the_namespaces_filter,
+    |s: Store, _spec| async move {
+        let nodes = Gvr {
+            group: "".into(),
+            version: "v1".into(),
+            resource: "nodes".into(),
+        };
+        s.set_type(&TypeInfo {
+            gvr: nodes.clone(),
+            kind: "Node".into(),
+            namespaced: false,
+        })
+        .await
+        .unwrap();
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "uid": "node-n1", "resourceVersion": "1"}});
+        let pod = |ns: &str, name: &str| {
+            let obj = object(
+                ns,
+                name,
+                "1",
+                owned(&format!("p-{ns}-{name}"), Some("node-n1")),
+            );
+            Record::from_object("a", &pods(), &obj, false).unwrap()
+        };
+        s.upsert(vec![
+            Record::from_object("a", &nodes, &node, false).unwrap(),
+            pod("x", "static-1"),
+            pod("y", "static-2"),
+        ])
+        .await
+        .unwrap();
+        let p = s
+            .search(
+                &pods(),
+                &query("clusters=a&ownerName=n1&ownerGR=nodes&namespaces=x"),
+                &Scope::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(names(&p), ["a/x/static-1"]);
+    }
+);
