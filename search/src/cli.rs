@@ -80,8 +80,21 @@ pub async fn run(args: &QueryArgs) -> anyhow::Result<usize> {
     }
     .client()
     .await?;
-    let (ar, scope) = resolve(&client, resource).await?;
-    let params = params(args)?;
+    let discovery = Discovery::new(client.clone())
+        .run()
+        .await
+        .context("reading the search server's discovery")?;
+    let (ar, scope) = resolve(&discovery, resource)?;
+    let owner_gr = match owner_of(args)? {
+        Some((kind, _)) => {
+            let (owner, _) = resolve(&discovery, kind).map_err(|e| {
+                anyhow::anyhow!("--owner {kind}/…: owner search walks indexed owners only: {e}")
+            })?;
+            Some(group_resource(&owner))
+        }
+        None => None,
+    };
+    let params = params(args, owner_gr.as_deref())?;
     let mut out = Vec::new();
     let mut headers: Option<Vec<String>> = None;
     let mut cont: Option<String> = None;
@@ -134,7 +147,7 @@ fn describe(e: kube::Error) -> anyhow::Error {
 }
 
 /// The query parameters of the flags.
-fn params(args: &QueryArgs) -> anyhow::Result<Vec<(String, String)>> {
+fn params(args: &QueryArgs, owner_gr: Option<&str>) -> anyhow::Result<Vec<(String, String)>> {
     let mut p: Vec<(String, String)> = Vec::new();
     if !args.clusters.is_empty() {
         p.push(("clusters".into(), args.clusters.join(",")));
@@ -150,60 +163,61 @@ fn params(args: &QueryArgs) -> anyhow::Result<Vec<(String, String)>> {
     push("orderby", &args.sort);
     push("since", &args.since);
     push("before", &args.before);
-    if let Some(owner) = &args.owner {
-        let Some((kind, name)) = owner
-            .split_once('/')
-            .filter(|(k, n)| !k.is_empty() && !n.is_empty())
-        else {
-            bail!("--owner {owner:?}: give KIND/NAME, e.g. --owner deployment/web");
+    if let Some((_, name)) = owner_of(args)? {
+        let Some(gr) = owner_gr else {
+            bail!("--owner: the owner's type is not known to the search server");
         };
-        if args.clusters.len() != 1 {
-            bail!("--owner needs exactly one --clusters (owner search runs in one cluster)");
-        }
         p.push(("ownerName".into(), name.into()));
-        p.push(("ownerGR".into(), owner_group_resource(kind)?));
+        p.push(("ownerGR".into(), gr.into()));
         p.push(("ownerSeniority".into(), args.seniority.to_string()));
+    } else if args.seniority != 0 {
+        bail!("--seniority needs --owner KIND/NAME");
     }
     Ok(p)
 }
 
-/// The group-resource of an owner kind as users write it.
-fn owner_group_resource(kind: &str) -> anyhow::Result<String> {
-    let gr = match kind.to_ascii_lowercase().as_str() {
-        "deployment" | "deployments" | "deploy" | "deployments.apps" => "deployments.apps",
-        "replicaset" | "replicasets" | "rs" | "replicasets.apps" => "replicasets.apps",
-        "statefulset" | "statefulsets" | "sts" | "statefulsets.apps" => "statefulsets.apps",
-        "daemonset" | "daemonsets" | "ds" | "daemonsets.apps" => "daemonsets.apps",
-        "job" | "jobs" | "jobs.batch" => "jobs.batch",
-        "cronjob" | "cronjobs" | "cj" | "cronjobs.batch" => "cronjobs.batch",
-        "node" | "nodes" | "no" => "nodes",
-        other if other.contains('.') => return Ok(other.to_string()),
-        other => bail!(
-            "--owner {other}/…: unknown owner kind; use deployment, replicaset, statefulset, daemonset, job, cronjob, node, or a group-resource such as widgets.example.com"
-        ),
+/// `--owner KIND/NAME`, checked: one cluster named (owner search runs in one).
+fn owner_of(args: &QueryArgs) -> anyhow::Result<Option<(&str, &str)>> {
+    let Some(owner) = &args.owner else {
+        return Ok(None);
     };
-    Ok(gr.into())
+    let Some((kind, name)) = owner
+        .split_once('/')
+        .filter(|(k, n)| !k.is_empty() && !n.is_empty())
+    else {
+        bail!("--owner {owner:?}: give KIND/NAME, e.g. --owner deployment/web");
+    };
+    let mut clusters = args.clusters.clone();
+    clusters.sort();
+    clusters.dedup();
+    if clusters.len() != 1 {
+        bail!("--owner needs exactly one --clusters (owner search runs in one cluster)");
+    }
+    Ok(Some((kind, name)))
 }
 
-/// The type the server indexes under that name.
-async fn resolve(client: &kube::Client, name: &str) -> anyhow::Result<(ApiResource, Scope)> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .context("reading the search server's discovery")?;
+/// `deployments.apps`, `nodes`: how ownerGR names a type.
+fn group_resource(ar: &ApiResource) -> String {
+    if ar.group.is_empty() {
+        ar.plural.clone()
+    } else {
+        format!("{}.{}", ar.plural, ar.group)
+    }
+}
+
+/// The type the server indexes under that name (plural, kind, `plural.group` or a
+/// kubectl short name).
+fn resolve(discovery: &Discovery, name: &str) -> anyhow::Result<(ApiResource, Scope)> {
     let want = name.to_ascii_lowercase();
     let mut known = Vec::new();
     for group in discovery.groups() {
         for (ar, caps) in group.recommended_resources() {
-            let dotted = if ar.group.is_empty() {
-                ar.plural.clone()
-            } else {
-                format!("{}.{}", ar.plural, ar.group)
-            };
+            let dotted = group_resource(&ar);
             let hit = ar.plural == want
                 || ar.kind.to_ascii_lowercase() == want
                 || dotted == want
-                || short_names(&ar.plural).contains(&want.as_str());
+                || causeway_runtime::table::columns::short_names(&ar.group, &ar.plural)
+                    .contains(&want.as_str());
             if hit {
                 return Ok((ar, caps.scope));
             }
@@ -217,22 +231,6 @@ async fn resolve(client: &kube::Client, name: &str) -> anyhow::Result<(ApiResour
     )
 }
 
-/// kubectl's short names of the built-in types search indexes by default.
-fn short_names(plural: &str) -> &'static [&'static str] {
-    match plural {
-        "pods" => &["po", "pod"],
-        "services" => &["svc", "service"],
-        "deployments" => &["deploy", "deployment"],
-        "statefulsets" => &["sts", "statefulset"],
-        "daemonsets" => &["ds", "daemonset"],
-        "replicasets" => &["rs", "replicaset"],
-        "configmaps" => &["cm", "configmap"],
-        "namespaces" => &["ns", "namespace"],
-        "nodes" => &["no", "node"],
-        _ => &[],
-    }
-}
-
 fn list_path(ar: &ApiResource, scope: &Scope, ns: Option<&str>) -> String {
     let base = if ar.group.is_empty() {
         format!("/api/{}", ar.version)
@@ -240,7 +238,11 @@ fn list_path(ar: &ApiResource, scope: &Scope, ns: Option<&str>) -> String {
         format!("/apis/{}/{}", ar.group, ar.version)
     };
     match (scope, ns) {
-        (Scope::Namespaced, Some(ns)) => format!("{base}/namespaces/{ns}/{}", ar.plural),
+        (Scope::Namespaced, Some(ns)) => format!(
+            "{base}/namespaces/{}/{}",
+            form_urlencoded::byte_serialize(ns.as_bytes()).collect::<String>(),
+            ar.plural
+        ),
         _ => format!("{base}/{}", ar.plural),
     }
 }
@@ -381,7 +383,7 @@ mod tests {
             kubeconfig: None,
             context: "search".into(),
         };
-        let p = params(&a).unwrap();
+        let p = params(&a, Some("deployments.apps")).unwrap();
         let get = |k: &str| p.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
         assert_eq!(get("clusters"), Some("east"));
         assert_eq!(get("labelSelector"), Some("app=web"));
@@ -389,18 +391,21 @@ mod tests {
         assert_eq!(get("orderby"), Some("created_at desc"));
         assert_eq!(get("ownerGR"), Some("deployments.apps"));
         assert_eq!(get("ownerSeniority"), Some("1"));
-        a.clusters.push("west".into());
-        let e = params(&a).unwrap_err().to_string();
-        assert!(e.contains("exactly one --clusters"), "{e}");
-        a.clusters.pop();
-        a.owner = Some("web".into());
-        assert!(params(&a).unwrap_err().to_string().contains("KIND/NAME"));
-        a.owner = Some("gizmo/web".into());
+        a.clusters.push("east".into());
         assert!(
-            params(&a)
-                .unwrap_err()
-                .to_string()
-                .contains("unknown owner kind")
+            owner_of(&a).is_ok(),
+            "the same cluster twice is one cluster"
         );
+        a.clusters.push("west".into());
+        let e = owner_of(&a).unwrap_err().to_string();
+        assert!(e.contains("exactly one --clusters"), "{e}");
+        a.clusters.truncate(1);
+        a.owner = Some("web".into());
+        assert!(owner_of(&a).unwrap_err().to_string().contains("KIND/NAME"));
+        a.owner = None;
+        let e = params(&a, None).unwrap_err().to_string();
+        assert!(e.contains("--seniority needs --owner"), "{e}");
+        a.seniority = 0;
+        assert!(params(&a, None).is_ok());
     }
 }

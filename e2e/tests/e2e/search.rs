@@ -159,6 +159,24 @@ async fn scenario(postgres: bool) {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{stdout} {:?}", out.stderr);
     assert_eq!(clusters_of(&stdout), ["west", "west", "west"], "{stdout}");
+    // fuzzy name
+    let out = cli(&env, &["deploy", "--name", "ho"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(clusters_of(&stdout), ["east", "west"], "{stdout}");
+    let out = cli(&env, &["deploy", "--name", "nothing-like-it"]).await;
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("No resources found"),
+        "{out:?}"
+    );
+    // an owner type the server does not index is said, not an empty answer
+    let out = cli(&env, &["pods", "--owner", "job/x", "--clusters", "east"]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stderr.contains("owner search walks indexed owners only"),
+        "{stderr}"
+    );
     let out = cli(&env, &["pods", "--owner", "deployment/shop"]).await;
     assert!(!out.status.success());
     assert!(
