@@ -226,7 +226,9 @@ impl Store {
     }
 
     /// Stores records in one transaction; a record whose stored resourceVersion is the
-    /// same is not written. Of several records with one key, the last wins.
+    /// same is not written. Of several records with one key, the last wins. A record
+    /// PostgreSQL refuses (bad data: SQLSTATE class 22 or 54) is skipped with a warning
+    /// and counted neither written nor unchanged; the others are stored.
     pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<Written> {
         let mut last: BTreeMap<Key, Record> = BTreeMap::new();
         for r in records {
@@ -237,8 +239,9 @@ impl Store {
         if records.is_empty() {
             return Ok(Written::default());
         }
-        let written = match &self.inner.backend {
-            Backend::Sqlite(b) => b.upsert(records).await?,
+        // PostgreSQL skips (and logs) objects it refuses: neither written nor unchanged
+        let (written, skipped) = match &self.inner.backend {
+            Backend::Sqlite(b) => (b.upsert(records).await?, 0),
             Backend::Postgres(b) => b.upsert(records).await?,
         };
         self.count(written);
@@ -257,7 +260,7 @@ impl Store {
         }
         Ok(Written {
             written,
-            unchanged: total - written,
+            unchanged: total - written - skipped,
         })
     }
 

@@ -15,12 +15,54 @@ use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 use super::schema;
 use super::sql::{Cell, Dialect, Param, Stmt};
 use super::{Record, StoreError, StoreResult};
+use crate::query::QueryError;
 
 const READERS: usize = 3;
 const CACHE: usize = 512;
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
+}
+
+/// The server's own words (message, detail, SQLSTATE), not tokio-postgres' "db error".
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let detail = db.detail().map(|d| format!(": {d}")).unwrap_or_default();
+            format!(
+                "PostgreSQL: {}{detail} (SQLSTATE {})",
+                db.message(),
+                db.code().code()
+            )
+        }
+        None => {
+            let mut msg = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                msg.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            msg
+        }
+    }
+}
+
+/// Whether PostgreSQL refused the data itself (SQLSTATE class 22, data exception: a NUL
+/// byte, text jsonb cannot hold) or its size (class 54, program limit exceeded): the
+/// same request fails again, so it is not an outage.
+fn refused(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error()
+        .is_some_and(|db| matches!(db.code().code().get(..2), Some("22" | "54")))
+}
+
+/// A refused request is the caller's (HTTP 400), anything else an outage.
+fn pg_error(e: tokio_postgres::Error) -> StoreError {
+    let msg = describe(&e);
+    if refused(&e) {
+        StoreError::Query(QueryError(msg))
+    } else {
+        StoreError::Unavailable(msg)
+    }
 }
 
 /// How long a statement waits for a lock another session holds.
@@ -60,7 +102,7 @@ impl Conn {
         let mut g = self.live.lock().await;
         if g.as_ref().is_none_or(|l| l.client.is_closed()) {
             *g = None;
-            let (client, connection) = self.config.connect(NoTls).await.map_err(unavailable)?;
+            let (client, connection) = self.config.connect(NoTls).await.map_err(pg_error)?;
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::warn!(error = %e, "search store: PostgreSQL connection closed");
@@ -78,7 +120,7 @@ impl Conn {
                     STATEMENT_TIMEOUT.as_millis()
                 ))
                 .await
-                .map_err(unavailable)?;
+                .map_err(pg_error)?;
             *g = Some(Live {
                 client,
                 prepared: HashMap::new(),
@@ -185,46 +227,42 @@ impl Postgres {
     async fn migrate(&self) -> StoreResult<()> {
         let mut g = self.writer.get().await?;
         let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
-        let tx = live.client.transaction().await.map_err(unavailable)?;
+        let tx = live.client.transaction().await.map_err(pg_error)?;
         // one migrator at a time when several processes open the store together
         tx.batch_execute(
             "SELECT pg_advisory_xact_lock(7401524719);
              CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)",
         )
         .await
-        .map_err(unavailable)?;
+        .map_err(pg_error)?;
         let done: i64 = tx
             .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])
             .await
-            .map_err(unavailable)?
+            .map_err(pg_error)?
             .get(0);
         for (i, m) in schema::migrations(Dialect::Postgres).iter().enumerate() {
             let v = i as i64 + 1;
             if v > done {
-                tx.batch_execute(m).await.map_err(unavailable)?;
+                tx.batch_execute(m).await.map_err(pg_error)?;
                 tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&v])
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(pg_error)?;
             }
         }
-        tx.commit().await.map_err(unavailable)
+        tx.commit().await.map_err(pg_error)
     }
 
     pub async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
         let mut g = self.readers[i].get().await?;
         let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
-        let st = live.prepare(&stmt.sql).await.map_err(unavailable)?;
+        let st = live.prepare(&stmt.sql).await.map_err(pg_error)?;
         let ps = boxed(stmt.params);
-        let rows = live
-            .client
-            .query(&st, &refs(&ps))
-            .await
-            .map_err(unavailable)?;
+        let rows = live.client.query(&st, &refs(&ps)).await.map_err(pg_error)?;
         rows.iter()
             .map(cells)
             .collect::<Result<_, _>>()
-            .map_err(unavailable)
+            .map_err(pg_error)
     }
 
     pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
@@ -233,80 +271,118 @@ impl Postgres {
         let mut prepared = Vec::with_capacity(stmts.len());
         for s in stmts {
             prepared.push((
-                live.prepare(&s.sql).await.map_err(unavailable)?,
+                live.prepare(&s.sql).await.map_err(pg_error)?,
                 boxed(s.params),
             ));
         }
-        let tx = live.client.transaction().await.map_err(unavailable)?;
+        let tx = live.client.transaction().await.map_err(pg_error)?;
         let mut out = Vec::with_capacity(prepared.len());
         for (st, ps) in &prepared {
-            out.push(tx.execute(st, &refs(ps)).await.map_err(unavailable)?);
+            out.push(tx.execute(st, &refs(ps)).await.map_err(pg_error)?);
         }
-        tx.commit().await.map_err(unavailable)?;
+        tx.commit().await.map_err(pg_error)?;
         Ok(out)
     }
 
-    pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<u64> {
+    /// Stores records in one transaction; returns (written, skipped). A batch the server
+    /// refuses ([`refused`]) is retried record by record and the records it still refuses
+    /// are skipped with a warning: one bad object never stops the indexer.
+    pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<(u64, u64)> {
         let mut g = self.writer.get().await?;
         let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
-        let up = live.prepare(UPSERT).await.map_err(unavailable)?;
-        let clear = live.prepare(CLEAR_LABELS).await.map_err(unavailable)?;
-        let insert = live.prepare(INSERT_LABELS).await.map_err(unavailable)?;
-        let col = |f: fn(&Record) -> String| records.iter().map(f).collect::<Vec<String>>();
-        let (g_, v, r, c) = (
-            col(|r| r.gvr.group.clone()),
-            col(|r| r.gvr.version.clone()),
-            col(|r| r.gvr.resource.clone()),
-            col(|r| r.cluster.clone()),
-        );
-        let (ns, n, u, rv) = (
-            col(|r| r.namespace.clone()),
-            col(|r| r.name.clone()),
-            col(|r| r.uid.clone()),
-            col(|r| r.resource_version.clone()),
-        );
-        let rvn: Vec<i64> = records.iter().map(Record::rv_num).collect();
-        let owner: Vec<Option<String>> = records.iter().map(|r| r.owner_uid.clone()).collect();
-        let created: Vec<i64> = records.iter().map(|r| r.created_at.unwrap_or(0)).collect();
-        let obj = col(|r| r.object.clone());
-        let tx = live.client.transaction().await.map_err(unavailable)?;
-        let rows = tx
-            .query(
-                &up,
-                &[
-                    &g_, &v, &r, &c, &ns, &n, &u, &rv, &rvn, &owner, &created, &obj,
-                ],
-            )
-            .await
-            .map_err(unavailable)?;
-        let by_key: HashMap<KeyCols, &Record> = records.iter().map(|r| (key_cols(r), r)).collect();
-        let (mut ids, mut lr, mut lk, mut lv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for row in &rows {
-            let id: i64 = row.get(0);
-            ids.push(id);
-            let key = (
-                row.get(1),
-                row.get(2),
-                row.get(3),
-                row.get(4),
-                row.get(5),
-                row.get(6),
-            );
-            for (k, val) in by_key.get(&key).map(|r| &r.labels).into_iter().flatten() {
-                lr.push(id);
-                lk.push(k.clone());
-                lv.push(val.clone());
+        match write(live, &records).await {
+            Ok(n) => return Ok((n, 0)),
+            Err(e) if refused(&e) && records.len() > 1 => {
+                tracing::debug!(error = %describe(&e), "search store: batch refused, writing its records one by one");
+            }
+            Err(e) if refused(&e) => {
+                skipped(&records[0], &e);
+                return Ok((0, 1));
+            }
+            Err(e) => return Err(pg_error(e)),
+        }
+        let (mut written, mut skips) = (0, 0);
+        for r in &records {
+            match write(live, std::slice::from_ref(r)).await {
+                Ok(n) => written += n,
+                Err(e) if refused(&e) => {
+                    skipped(r, &e);
+                    skips += 1;
+                }
+                Err(e) => return Err(pg_error(e)),
             }
         }
-        if !ids.is_empty() {
-            tx.execute(&clear, &[&ids]).await.map_err(unavailable)?;
-        }
-        if !lr.is_empty() {
-            tx.execute(&insert, &[&lr, &lk, &lv])
-                .await
-                .map_err(unavailable)?;
-        }
-        tx.commit().await.map_err(unavailable)?;
-        Ok(rows.len() as u64)
+        Ok((written, skips))
     }
+}
+
+fn skipped(r: &Record, e: &tokio_postgres::Error) {
+    tracing::warn!(
+        cluster = %r.cluster,
+        namespace = %r.namespace,
+        name = %r.name,
+        resource = %r.gvr.resource,
+        error = %describe(e),
+        "search store: PostgreSQL refused an object; it is not indexed"
+    );
+}
+
+/// Writes records and their labels in one transaction; the rows written.
+async fn write(live: &mut Live, records: &[Record]) -> Result<u64, tokio_postgres::Error> {
+    let up = live.prepare(UPSERT).await?;
+    let clear = live.prepare(CLEAR_LABELS).await?;
+    let insert = live.prepare(INSERT_LABELS).await?;
+    let col = |f: fn(&Record) -> String| records.iter().map(f).collect::<Vec<String>>();
+    let (g_, v, r, c) = (
+        col(|r| r.gvr.group.clone()),
+        col(|r| r.gvr.version.clone()),
+        col(|r| r.gvr.resource.clone()),
+        col(|r| r.cluster.clone()),
+    );
+    let (ns, n, u, rv) = (
+        col(|r| r.namespace.clone()),
+        col(|r| r.name.clone()),
+        col(|r| r.uid.clone()),
+        col(|r| r.resource_version.clone()),
+    );
+    let rvn: Vec<i64> = records.iter().map(Record::rv_num).collect();
+    let owner: Vec<Option<String>> = records.iter().map(|r| r.owner_uid.clone()).collect();
+    let created: Vec<i64> = records.iter().map(|r| r.created_at.unwrap_or(0)).collect();
+    let obj = col(|r| r.object.clone());
+    let tx = live.client.transaction().await?;
+    let rows = tx
+        .query(
+            &up,
+            &[
+                &g_, &v, &r, &c, &ns, &n, &u, &rv, &rvn, &owner, &created, &obj,
+            ],
+        )
+        .await?;
+    let by_key: HashMap<KeyCols, &Record> = records.iter().map(|r| (key_cols(r), r)).collect();
+    let (mut ids, mut lr, mut lk, mut lv) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for row in &rows {
+        let id: i64 = row.get(0);
+        ids.push(id);
+        let key = (
+            row.get(1),
+            row.get(2),
+            row.get(3),
+            row.get(4),
+            row.get(5),
+            row.get(6),
+        );
+        for (k, val) in by_key.get(&key).map(|r| &r.labels).into_iter().flatten() {
+            lr.push(id);
+            lk.push(k.clone());
+            lv.push(val.clone());
+        }
+    }
+    if !ids.is_empty() {
+        tx.execute(&clear, &[&ids]).await?;
+    }
+    if !lr.is_empty() {
+        tx.execute(&insert, &[&lr, &lk, &lv]).await?;
+    }
+    tx.commit().await?;
+    Ok(rows.len() as u64)
 }

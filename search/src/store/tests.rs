@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::query::Query;
 
+mod errors;
 mod query;
 mod selectors;
 mod speed;
@@ -397,6 +398,12 @@ async fn a_locked_postgres_table_is_unavailable_not_a_hang() {
     .expect("a write under a held lock fails, it does not hang")
     .unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    // the server's words, not tokio-postgres' bare "db error"
+    assert!(
+        err.to_string()
+            .ends_with("PostgreSQL: canceling statement due to lock timeout (SQLSTATE 55P03)"),
+        "{err}"
+    );
     blocker.batch_execute("ROLLBACK").await.unwrap();
     f.store
         .upsert(vec![record("a", "ns", "web", "1", json!({}))])
