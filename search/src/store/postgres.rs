@@ -4,6 +4,8 @@
 //! whatever its size.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -71,6 +73,16 @@ const LOCK_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long any statement may run.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long one call (connecting included) may wait for the server before its connection
+/// is dropped: a little over STATEMENT_TIMEOUT, for a network cut silently (no FIN, no
+/// RST), where the server's own timeouts never reach the client.
+const CALL_TIMEOUT: Duration = Duration::from_secs(70);
+
+/// Keepalive probes start after this much idle time; a socket whose sent data stays
+/// unacknowledged for TCP_USER_TIMEOUT is closed by the kernel.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A connection with its prepared statements.
 struct Live {
     client: Client,
@@ -95,11 +107,33 @@ impl Live {
 struct Conn {
     config: Config,
     live: Mutex<Option<Live>>,
+    /// [`CALL_TIMEOUT`], shorter in tests.
+    limit: Duration,
 }
 
+type Call<'a, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'a>>;
+
 impl Conn {
-    async fn get(&self) -> StoreResult<tokio::sync::MutexGuard<'_, Option<Live>>> {
+    /// Runs `f` on this connection, (re)connecting first. A call the server does not
+    /// answer within `limit` drops the connection and is Unavailable, so a silently cut
+    /// network cannot hold the connection's lock (the writer's: every write) forever.
+    async fn call<T>(&self, f: impl for<'a> FnOnce(&'a mut Live) -> Call<'a, T>) -> StoreResult<T> {
         let mut g = self.live.lock().await;
+        let r = tokio::time::timeout(self.limit, async {
+            let live = self.connected(&mut g).await?;
+            f(live).await
+        })
+        .await;
+        r.unwrap_or_else(|_| {
+            *g = None;
+            Err(unavailable(format!(
+                "PostgreSQL did not answer within {}s; the connection is dropped and reopened on next use",
+                self.limit.as_secs_f32()
+            )))
+        })
+    }
+
+    async fn connected<'a>(&self, g: &'a mut Option<Live>) -> StoreResult<&'a mut Live> {
         if g.as_ref().is_none_or(|l| l.client.is_closed()) {
             *g = None;
             let (client, connection) = self.config.connect(NoTls).await.map_err(pg_error)?;
@@ -126,7 +160,7 @@ impl Conn {
                 prepared: HashMap::new(),
             });
         }
-        Ok(g)
+        g.as_mut().ok_or_else(|| unavailable("not connected"))
     }
 }
 
@@ -208,12 +242,24 @@ fn key_cols(r: &Record) -> KeyCols {
 
 impl Postgres {
     pub async fn open(url: &str) -> StoreResult<Postgres> {
+        Self::open_with(url, CALL_TIMEOUT).await
+    }
+
+    /// [`Postgres::open`] with another call timeout ([`CALL_TIMEOUT`]).
+    pub(crate) async fn open_with(url: &str, limit: Duration) -> StoreResult<Postgres> {
         let mut config = Config::from_str(url)
             .map_err(|e| unavailable(format!("bad PostgreSQL URL {url:?}: {e}")))?;
-        config.connect_timeout(Duration::from_secs(2));
+        config
+            .connect_timeout(Duration::from_secs(2))
+            .keepalives(true)
+            .keepalives_idle(KEEPALIVE_IDLE)
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(3)
+            .tcp_user_timeout(TCP_USER_TIMEOUT);
         let conn = || Conn {
             config: config.clone(),
             live: Mutex::new(None),
+            limit,
         };
         let pg = Postgres {
             writer: conn(),
@@ -225,95 +271,111 @@ impl Postgres {
     }
 
     async fn migrate(&self) -> StoreResult<()> {
-        let mut g = self.writer.get().await?;
-        let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
-        let tx = live.client.transaction().await.map_err(pg_error)?;
-        // one migrator at a time when several processes open the store together
-        tx.batch_execute(
-            "SELECT pg_advisory_xact_lock(7401524719);
-             CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)",
-        )
-        .await
-        .map_err(pg_error)?;
-        let done: i64 = tx
-            .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])
-            .await
-            .map_err(pg_error)?
-            .get(0);
-        for (i, m) in schema::migrations(Dialect::Postgres).iter().enumerate() {
-            let v = i as i64 + 1;
-            if v > done {
-                tx.batch_execute(m).await.map_err(pg_error)?;
-                tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&v])
+        self.writer
+            .call(|live| {
+                Box::pin(async move {
+                    let tx = live.client.transaction().await.map_err(pg_error)?;
+                    // one migrator at a time when several processes open the store together
+                    tx.batch_execute(
+                        "SELECT pg_advisory_xact_lock(7401524719);
+                         CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)",
+                    )
                     .await
                     .map_err(pg_error)?;
-            }
-        }
-        tx.commit().await.map_err(pg_error)
+                    let done: i64 = tx
+                        .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])
+                        .await
+                        .map_err(pg_error)?
+                        .get(0);
+                    for (i, m) in schema::migrations(Dialect::Postgres).iter().enumerate() {
+                        let v = i as i64 + 1;
+                        if v > done {
+                            tx.batch_execute(m).await.map_err(pg_error)?;
+                            tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&v])
+                                .await
+                                .map_err(pg_error)?;
+                        }
+                    }
+                    tx.commit().await.map_err(pg_error)
+                })
+            })
+            .await
     }
 
     pub async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
-        let mut g = self.readers[i].get().await?;
-        let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
-        let st = live.prepare(&stmt.sql).await.map_err(pg_error)?;
-        let ps = boxed(stmt.params);
-        let rows = live.client.query(&st, &refs(&ps)).await.map_err(pg_error)?;
-        rows.iter()
-            .map(cells)
-            .collect::<Result<_, _>>()
-            .map_err(pg_error)
+        self.readers[i]
+            .call(|live| {
+                Box::pin(async move {
+                    let st = live.prepare(&stmt.sql).await.map_err(pg_error)?;
+                    let ps = boxed(stmt.params);
+                    let rows = live.client.query(&st, &refs(&ps)).await.map_err(pg_error)?;
+                    rows.iter()
+                        .map(cells)
+                        .collect::<Result<_, _>>()
+                        .map_err(pg_error)
+                })
+            })
+            .await
     }
 
     pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
-        let mut g = self.writer.get().await?;
-        let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
-        let mut prepared = Vec::with_capacity(stmts.len());
-        for s in stmts {
-            prepared.push((
-                live.prepare(&s.sql).await.map_err(pg_error)?,
-                boxed(s.params),
-            ));
-        }
-        let tx = live.client.transaction().await.map_err(pg_error)?;
-        let mut out = Vec::with_capacity(prepared.len());
-        for (st, ps) in &prepared {
-            out.push(tx.execute(st, &refs(ps)).await.map_err(pg_error)?);
-        }
-        tx.commit().await.map_err(pg_error)?;
-        Ok(out)
+        self.writer
+            .call(|live| {
+                Box::pin(async move {
+                    let mut prepared = Vec::with_capacity(stmts.len());
+                    for s in stmts {
+                        prepared.push((
+                            live.prepare(&s.sql).await.map_err(pg_error)?,
+                            boxed(s.params),
+                        ));
+                    }
+                    let tx = live.client.transaction().await.map_err(pg_error)?;
+                    let mut out = Vec::with_capacity(prepared.len());
+                    for (st, ps) in &prepared {
+                        out.push(tx.execute(st, &refs(ps)).await.map_err(pg_error)?);
+                    }
+                    tx.commit().await.map_err(pg_error)?;
+                    Ok(out)
+                })
+            })
+            .await
     }
 
     /// Stores records in one transaction; returns (written, skipped). A batch the server
     /// refuses ([`refused`]) is retried record by record and the records it still refuses
     /// are skipped with a warning: one bad object never stops the indexer.
     pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<(u64, u64)> {
-        let mut g = self.writer.get().await?;
-        let live = g.as_mut().ok_or_else(|| unavailable("not connected"))?;
-        match write(live, &records).await {
-            Ok(n) => return Ok((n, 0)),
-            Err(e) if refused(&e) && records.len() > 1 => {
-                tracing::debug!(error = %describe(&e), "search store: batch refused, writing its records one by one");
-            }
+        self.writer
+            .call(|live| Box::pin(async move { upsert(live, &records).await }))
+            .await
+    }
+}
+
+async fn upsert(live: &mut Live, records: &[Record]) -> StoreResult<(u64, u64)> {
+    match write(live, records).await {
+        Ok(n) => return Ok((n, 0)),
+        Err(e) if refused(&e) && records.len() > 1 => {
+            tracing::debug!(error = %describe(&e), "search store: batch refused, writing its records one by one");
+        }
+        Err(e) if refused(&e) => {
+            skipped(&records[0], &e);
+            return Ok((0, 1));
+        }
+        Err(e) => return Err(pg_error(e)),
+    }
+    let (mut written, mut skips) = (0, 0);
+    for r in records {
+        match write(live, std::slice::from_ref(r)).await {
+            Ok(n) => written += n,
             Err(e) if refused(&e) => {
-                skipped(&records[0], &e);
-                return Ok((0, 1));
+                skipped(r, &e);
+                skips += 1;
             }
             Err(e) => return Err(pg_error(e)),
         }
-        let (mut written, mut skips) = (0, 0);
-        for r in &records {
-            match write(live, std::slice::from_ref(r)).await {
-                Ok(n) => written += n,
-                Err(e) if refused(&e) => {
-                    skipped(r, &e);
-                    skips += 1;
-                }
-                Err(e) => return Err(pg_error(e)),
-            }
-        }
-        Ok((written, skips))
     }
+    Ok((written, skips))
 }
 
 fn skipped(r: &Record, e: &tokio_postgres::Error) {
