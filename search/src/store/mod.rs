@@ -210,7 +210,22 @@ impl Store {
         n
     }
 
+    /// A statement with more parameters than the database takes is a bad request (HTTP
+    /// 400), refused before it is sent (SQLite: an error; PostgreSQL: a broken
+    /// connection).
+    fn check_params(&self, stmt: &Stmt) -> StoreResult<()> {
+        let (n, max) = (stmt.params.len(), self.dialect().max_params());
+        if n > max {
+            return Err(StoreError::Query(QueryError(format!(
+                "the query needs {n} values, more than the {} store takes ({max}): give fewer names=, namespaces= or clusters= values, or a narrower owner search",
+                self.backend()
+            ))));
+        }
+        Ok(())
+    }
+
     async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
+        self.check_params(&stmt)?;
         match &self.inner.backend {
             Backend::Sqlite(b) => b.rows(stmt).await,
             Backend::Postgres(b) => b.rows(stmt).await,
@@ -219,6 +234,9 @@ impl Store {
 
     /// Runs statements in one transaction; the rows each changed.
     async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
+        for s in &stmts {
+            self.check_params(s)?;
+        }
         match &self.inner.backend {
             Backend::Sqlite(b) => b.execute(stmts).await,
             Backend::Postgres(b) => b.execute(stmts).await,

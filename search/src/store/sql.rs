@@ -18,6 +18,17 @@ pub(crate) enum Dialect {
     Postgres,
 }
 
+impl Dialect {
+    /// The most parameters one statement may bind (SQLITE_MAX_VARIABLE_NUMBER; the
+    /// PostgreSQL wire protocol's 16-bit count).
+    pub(crate) fn max_params(self) -> usize {
+        match self {
+            Dialect::Sqlite => 32_766,
+            Dialect::Postgres => 65_535,
+        }
+    }
+}
+
 /// A bound value.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Param {

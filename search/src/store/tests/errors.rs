@@ -175,3 +175,24 @@ async fn a_silently_cut_network_is_unavailable_not_a_hang() {
         .unwrap();
     assert_eq!((written, skipped), (1, 0));
 }
+
+both!(
+    a_query_with_more_values_than_the_database_takes_is_a_bad_request,
+    |s: Store, _spec| async move {
+        // past SQLite's 32766 and PostgreSQL's 65535 statement parameters
+        let names: Vec<String> = (0..70_000).map(|i| format!("n{i}")).collect();
+        let qs = format!("names={}", names.join(","));
+        match s
+            .search(&deployments(), &query(&qs), &Scope::default())
+            .await
+        {
+            Err(StoreError::Query(QueryError(msg))) => assert!(
+                msg.starts_with("the query needs 70003 values,") && msg.contains("give fewer"),
+                "{msg}"
+            ),
+            other => panic!("expected a query error, got {other:?}"),
+        }
+        // the store still answers
+        assert!(all(&s, "").await.is_empty());
+    }
+);
