@@ -100,7 +100,9 @@ pub async fn run(
             &stop,
         )
         .await;
-        purge.run(&registered, &mut running, &store, &metrics).await;
+        purge
+            .run(&registered, &resources, &mut running, &store, &metrics)
+            .await;
         tokio::select! {
             r = fleet.changed(), if fleet_open => fleet_open = r.is_ok(),
             _ = tokio::time::sleep(PURGE_RETRY), if purge.pending() => {}
@@ -184,6 +186,47 @@ struct Purge {
 }
 
 impl Purge {
+    /// At start: the store's clusters, and, for the registered ones, the objects of
+    /// types no resource spec covers for them any more (a type or a member dropped from
+    /// the configuration must not stay searchable) deleted.
+    async fn scan(
+        registered: &BTreeSet<String>,
+        resources: &[ResourceSpec],
+        store: &Store,
+        metrics: &IndexerMetrics,
+    ) -> crate::store::StoreResult<Vec<String>> {
+        let clusters = store.clusters().await?;
+        let types = store.types().await?;
+        for cluster in clusters.iter().filter(|c| registered.contains(*c)) {
+            for t in &types {
+                let covered = resources
+                    .iter()
+                    .any(|r| r.gvr == t.gvr && r.applies_to(cluster));
+                if covered {
+                    continue;
+                }
+                let keys: Vec<crate::store::Key> = store
+                    .versions(cluster, &t.gvr)
+                    .await?
+                    .into_keys()
+                    .map(|(namespace, name)| crate::store::Key {
+                        cluster: cluster.clone(),
+                        gvr: t.gvr.clone(),
+                        namespace,
+                        name,
+                    })
+                    .collect();
+                if keys.is_empty() {
+                    continue;
+                }
+                let n = store.delete(keys).await?;
+                metrics.purged.inc_by(n);
+                tracing::info!(%cluster, resource = ?t.gvr, objects = n, "no longer indexed for this member: its objects are purged from the search store");
+            }
+        }
+        Ok(clusters)
+    }
+
     /// Whether there is work left (to retry).
     fn pending(&self) -> bool {
         !self.scanned || !self.clusters.is_empty()
@@ -194,12 +237,13 @@ impl Purge {
     async fn run(
         &mut self,
         registered: &BTreeSet<String>,
+        resources: &[ResourceSpec],
         running: &mut BTreeMap<(String, usize), Running>,
         store: &Store,
         metrics: &IndexerMetrics,
     ) {
         if !self.scanned {
-            match store.clusters().await {
+            match Self::scan(registered, resources, store, metrics).await {
                 Ok(stored) => {
                     self.clusters.extend(stored);
                     self.scanned = true;

@@ -308,3 +308,39 @@ async fn a_type_made_names_only_loses_its_stored_contents(backend: Backend) {
     assert_eq!(cms["a/default/creds"]["data"]["password"], "hunter2");
     back.stop().await;
 }
+
+both!(a_type_no_longer_indexed_is_purged_at_start);
+async fn a_type_no_longer_indexed_is_purged_at_start(backend: Backend) {
+    // the configuration drops a type (or a member from a type's @clusters): its objects
+    // must not stay searchable, the others stay as they are
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    a.apply_configmap("settings", json!({}), json!({"k": "v"}))
+        .await;
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let store = Store::open(&spec).await.unwrap();
+    let namespaces = gvr("", "v1", "namespaces");
+    let both = Indexer::start(
+        &store,
+        specs(&["v1/configmaps", "v1/namespaces"]),
+        rx.clone(),
+    );
+    eventually("both types stored", || async {
+        both.metric("search_indexer_synced") == 2.0
+    })
+    .await;
+    both.stop().await;
+    assert!(!stored(&store, &namespaces, Some("a")).await.is_empty());
+    let cms = stored(&store, &configmaps(), Some("a")).await.len();
+    assert!(cms >= 1);
+
+    let one = Indexer::start(&store, specs(&["v1/configmaps"]), rx.clone());
+    eventually("namespaces purged, configmaps kept", || async {
+        one.metric("search_indexer_synced") == 1.0
+            && stored(&store, &namespaces, Some("a")).await.is_empty()
+    })
+    .await;
+    assert_eq!(stored(&store, &configmaps(), Some("a")).await.len(), cms);
+    assert!(one.metric("search_indexer_objects_purged_total") >= 1.0);
+    one.stop().await;
+}
