@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -343,39 +344,45 @@ impl Postgres {
     }
 
     /// Stores records in one transaction; returns (written, skipped). A batch the server
-    /// refuses ([`refused`]) is retried record by record and the records it still refuses
-    /// are skipped with a warning: one bad object never stops the indexer.
+    /// refuses ([`refused`]) is retried record by record, each its own call (and time
+    /// limit), and the records it still refuses are skipped with a warning: one bad
+    /// object never stops the indexer.
     pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<(u64, u64)> {
-        self.writer
-            .call(|live| Box::pin(async move { upsert(live, &records).await }))
-            .await
-    }
-}
-
-async fn upsert(live: &mut Live, records: &[Record]) -> StoreResult<(u64, u64)> {
-    match write(live, records).await {
-        Ok(n) => return Ok((n, 0)),
-        Err(e) if refused(&e) && records.len() > 1 => {
-            tracing::debug!(error = %describe(&e), "search store: batch refused, writing its records one by one");
-        }
-        Err(e) if refused(&e) => {
-            skipped(&records[0], &e);
-            return Ok((0, 1));
-        }
-        Err(e) => return Err(pg_error(e)),
-    }
-    let (mut written, mut skips) = (0, 0);
-    for r in records {
-        match write(live, std::slice::from_ref(r)).await {
-            Ok(n) => written += n,
+        let records: Arc<[Record]> = records.into();
+        match self.try_write(records.clone()).await? {
+            Ok(n) => return Ok((n, 0)),
+            Err(e) if refused(&e) && records.len() > 1 => {
+                tracing::debug!(error = %describe(&e), "search store: batch refused, writing its records one by one");
+            }
             Err(e) if refused(&e) => {
-                skipped(r, &e);
-                skips += 1;
+                skipped(&records[0], &e);
+                return Ok((0, 1));
             }
             Err(e) => return Err(pg_error(e)),
         }
+        let (mut written, mut skips) = (0, 0);
+        for r in records.iter() {
+            match self.try_write(Arc::from(std::slice::from_ref(r))).await? {
+                Ok(n) => written += n,
+                Err(e) if refused(&e) => {
+                    skipped(r, &e);
+                    skips += 1;
+                }
+                Err(e) => return Err(pg_error(e)),
+            }
+        }
+        Ok((written, skips))
     }
-    Ok((written, skips))
+
+    /// [`write`] on the writer connection: the server's error is left to the caller.
+    async fn try_write(
+        &self,
+        records: Arc<[Record]>,
+    ) -> StoreResult<Result<u64, tokio_postgres::Error>> {
+        self.writer
+            .call(|live| Box::pin(async move { Ok(write(live, &records).await) }))
+            .await
+    }
 }
 
 fn skipped(r: &Record, e: &tokio_postgres::Error) {
