@@ -15,8 +15,13 @@ use crate::store::Store;
 const PING_FIRST: Duration = Duration::from_millis(100);
 const PING_MAX: Duration = Duration::from_secs(5);
 /// An outage that starts again within this time of the last recovery (the store
-/// answered a ping but still failed writes) keeps the longer ping interval.
+/// answered a ping but still failed writes: a full disk, a read-only standby) keeps the
+/// longer ping interval, and the relist waits [`HOLD_FIRST`], doubled on every such
+/// flap up to [`HOLD_MAX`], so members are not relisted every few seconds while a store
+/// answers pings but refuses writes.
 const FLAP: Duration = Duration::from_secs(10);
+const HOLD_FIRST: Duration = Duration::from_secs(5);
+const HOLD_MAX: Duration = Duration::from_secs(300);
 
 /// The store's state, shared by every synchro of one store.
 #[derive(Clone)]
@@ -66,6 +71,7 @@ impl Health {
         let mut rx = self.up.subscribe();
         let mut wait = PING_FIRST;
         let mut recovered: Option<tokio::time::Instant> = None;
+        let mut hold = Duration::ZERO;
         loop {
             tokio::select! {
                 r = rx.wait_for(|up| !*up) => if r.is_err() { return },
@@ -73,6 +79,9 @@ impl Health {
             }
             if recovered.is_none_or(|t| t.elapsed() > FLAP) {
                 wait = PING_FIRST;
+                hold = Duration::ZERO;
+            } else {
+                hold = (hold * 2).clamp(HOLD_FIRST, HOLD_MAX);
             }
             loop {
                 tokio::select! {
@@ -85,10 +94,56 @@ impl Health {
                     Err(e) => tracing::debug!(error = %e, "search store still unavailable"),
                 }
             }
+            if !hold.is_zero() {
+                tracing::warn!(
+                    ?hold,
+                    "search store answers pings but failed writes again right after the last relist: waiting before relisting"
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(hold) => {}
+                    _ = stop.cancelled() => return,
+                }
+            }
             recovered = Some(tokio::time::Instant::now());
             self.metrics.store_up.set(1);
             self.up.send_replace(true);
             tracing::info!("search store answers again: every watch relists");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_keeps_failing_right_after_recovery_is_relisted_less_and_less_often() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db").display().to_string())
+            .await
+            .unwrap();
+        let health = Health::new(IndexerMetrics::default());
+        let stop = CancellationToken::new();
+        tokio::spawn(health.clone().watch_store(store, stop.clone()));
+        let mut pauses = Vec::new();
+        for _ in 0..5 {
+            // a write fails right after every recovery: the store answers pings only
+            let started = tokio::time::Instant::now();
+            health.down("disk full");
+            assert!(health.wait_up(&stop).await);
+            pauses.push(started.elapsed());
+        }
+        assert!(pauses[0] < Duration::from_secs(1), "{pauses:?}");
+        for w in pauses.windows(2).skip(1) {
+            assert!(w[1] > w[0], "each flap waits longer: {pauses:?}");
+        }
+        assert!(pauses[4] >= Duration::from_secs(40), "{pauses:?}");
+        // an outage long after the last recovery starts afresh
+        tokio::time::sleep(FLAP * 2).await;
+        let started = tokio::time::Instant::now();
+        health.down("a blip");
+        assert!(health.wait_up(&stop).await);
+        assert!(started.elapsed() < Duration::from_secs(1));
+        stop.cancel();
     }
 }
