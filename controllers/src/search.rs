@@ -248,9 +248,10 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
     })
 }
 
-/// A storage URL without its password, for messages.
+/// A storage URL without its password (in the user part or a `password=` parameter),
+/// for messages.
 fn redact(storage: &str) -> String {
-    match (storage.find("://"), storage.rfind('@')) {
+    let mut out = match (storage.find("://"), storage.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &storage[s + 3..at];
             match creds.split_once(':') {
@@ -259,7 +260,15 @@ fn redact(storage: &str) -> String {
             }
         }
         _ => storage.to_string(),
+    };
+    if let Some(i) = out.find("password=") {
+        let start = i + "password=".len();
+        let end = out[start..]
+            .find(['&', ' '])
+            .map_or(out.len(), |e| start + e);
+        out.replace_range(start..end, "***");
     }
+    out
 }
 
 /// `causeway search serve`: runs until SIGINT/SIGTERM.
@@ -311,5 +320,9 @@ mod tests {
             "postgres://search@db/idx"
         );
         assert_eq!(super::redact("/var/lib/search.db"), "/var/lib/search.db");
+        assert_eq!(
+            super::redact("postgres://db/idx?user=s&password=s3cret&sslmode=disable"),
+            "postgres://db/idx?user=s&password=***&sslmode=disable"
+        );
     }
 }

@@ -131,6 +131,23 @@ pub enum StoreError {
     Query(#[from] QueryError),
 }
 
+/// Whether `spec` is a libpq keyword/value string (`host=db dbname=x`), which would
+/// otherwise be taken for a SQLite file name.
+fn is_conninfo(spec: &str) -> bool {
+    spec.split_whitespace().any(|w| {
+        [
+            "host=",
+            "hostaddr=",
+            "dbname=",
+            "user=",
+            "port=",
+            "password=",
+        ]
+        .iter()
+        .any(|k| w.starts_with(k))
+    })
+}
+
 /// A store result.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -170,6 +187,12 @@ impl Store {
     /// Opens (creating and migrating) a store: `postgres://…`/`postgresql://…` is
     /// PostgreSQL; `sqlite:PATH` or a plain path is an SQLite file (parent dirs made).
     pub async fn open(spec: &str) -> StoreResult<Store> {
+        if is_conninfo(spec) {
+            return Err(StoreError::Query(QueryError(format!(
+                "{:?} looks like a PostgreSQL key=value connection string: give it as a URL, postgres://USER[:PASSWORD]@HOST[:PORT]/DB (a plain path is a SQLite file)",
+                spec.split_whitespace().next().unwrap_or_default()
+            ))));
+        }
         let backend = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
             Backend::Postgres(Box::new(postgres::Postgres::open(spec).await?))
         } else {

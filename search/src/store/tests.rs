@@ -506,3 +506,20 @@ async fn dropped_postgres_connections_are_reopened() {
     };
     assert_eq!(w.unwrap().written, 1);
 }
+
+#[tokio::test]
+async fn a_keyword_value_connection_string_is_refused_not_made_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    let spec = "host=db dbname=search password=x";
+    let e = crate::store::Store::open(spec)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("postgres://USER"), "{e}");
+    assert!(!cwd.join(spec).exists());
+    // a path with a space is still a SQLite file
+    let path = dir.path().join("my index.db").display().to_string();
+    assert!(crate::store::Store::open(&path).await.is_ok());
+}
