@@ -208,6 +208,14 @@ impl Store {
         })
     }
 
+    /// Sets how long a SQLite read may run (tests; PostgreSQL has statement_timeout).
+    #[cfg(test)]
+    pub(crate) fn set_read_deadline(&self, d: std::time::Duration) {
+        if let Backend::Sqlite(b) = &self.inner.backend {
+            *b.read_deadline.lock() = d;
+        }
+    }
+
     /// `"sqlite"` or `"postgres"`.
     pub fn backend(&self) -> &'static str {
         match self.dialect() {

@@ -17,6 +17,10 @@ use super::{Record, StoreError, StoreResult};
 
 const READERS: usize = 3;
 
+/// How long one read may run before SQLite interrupts it (a field selector over a
+/// large type parses every row's JSON): a reader is never held for longer, whoever asks.
+pub(crate) const READ_DEADLINE: Duration = Duration::from_secs(30);
+
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
@@ -26,6 +30,8 @@ pub(crate) struct Sqlite {
 
     readers: Vec<Arc<Mutex<Connection>>>,
     next: AtomicUsize,
+    /// [`READ_DEADLINE`], shorter in tests.
+    pub(crate) read_deadline: parking_lot::Mutex<Duration>,
 }
 
 fn connect(path: &Path) -> rusqlite::Result<Connection> {
@@ -147,6 +153,7 @@ impl Sqlite {
 
                 readers,
                 next: AtomicUsize::new(0),
+                read_deadline: parking_lot::Mutex::new(READ_DEADLINE),
             })
         })
         .await
@@ -165,21 +172,41 @@ impl Sqlite {
 
     pub async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
-        Self::blocking(self.readers[i].clone(), move |c| {
-            let mut st = c.prepare_cached(&stmt.sql)?;
-            let n = st.column_count();
-            let mut rows = st.query(params_from_iter(params(&stmt.params)))?;
-            let mut out = Vec::new();
-            while let Some(r) = rows.next()? {
-                out.push(
-                    (0..n)
-                        .map(|i| r.get_ref(i).map(cell))
-                        .collect::<Result<_, _>>()?,
-                );
+        let conn = self.readers[i].clone();
+        let limit = *self.read_deadline.lock();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut c = conn.lock();
+            let deadline = std::time::Instant::now() + limit;
+            let out = (|| {
+                c.progress_handler(10_000, Some(move || std::time::Instant::now() > deadline))?;
+                let mut st = c.prepare_cached(&stmt.sql)?;
+                let n = st.column_count();
+                let mut rows = st.query(params_from_iter(params(&stmt.params)))?;
+                let mut out = Vec::new();
+                while let Some(r) = rows.next()? {
+                    out.push(
+                        (0..n)
+                            .map(|i| r.get_ref(i).map(cell))
+                            .collect::<Result<_, _>>()?,
+                    );
+                }
+                Ok(out)
+            })();
+            if let Err(e) = c.progress_handler(0, None::<fn() -> bool>) {
+                tracing::warn!(error = %e, "could not clear the SQLite read deadline");
             }
-            Ok(out)
+            out
         })
         .await
+        .map_err(unavailable)?;
+        read.map_err(|e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::OperationInterrupted) => {
+                StoreError::Query(crate::query::QueryError(format!(
+                    "the search ran longer than {limit:?} and was stopped: narrow it (clusters, namespaces, labelSelector, a page limit)"
+                )))
+            }
+            _ => unavailable(e),
+        })
     }
 
     pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {

@@ -523,3 +523,36 @@ async fn a_keyword_value_connection_string_is_refused_not_made_a_file() {
     let path = dir.path().join("my index.db").display().to_string();
     assert!(crate::store::Store::open(&path).await.is_ok());
 }
+
+#[tokio::test]
+async fn a_sqlite_read_past_its_deadline_is_stopped_with_a_clear_error() {
+    let f = open("sqlite").await;
+    let records: Vec<Record> = (0..3000)
+        .map(|i| {
+            record(
+                "a",
+                "ns",
+                &format!("web-{i}"),
+                "1",
+                json!({"status": {"phase": "Running"}}),
+            )
+        })
+        .collect();
+    f.store.upsert(records).await.unwrap();
+    f.store.set_read_deadline(std::time::Duration::ZERO);
+    let q = query("fieldSelector=status.phase%3DRunning");
+    let e = f
+        .store
+        .search(&deployments(), &q, &Scope::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Query(_)), "{e}");
+    assert!(e.to_string().contains("ran longer than"), "{e}");
+    f.store.set_read_deadline(sqlite::READ_DEADLINE);
+    let page = f
+        .store
+        .search(&deployments(), &q, &Scope::default())
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 3000);
+}
