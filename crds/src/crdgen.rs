@@ -20,6 +20,7 @@ use crate::federation::cluster::Cluster;
 use crate::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
 use crate::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
 use crate::federation::work::Work;
+use crate::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use crate::mci::MultiClusterIngress;
 use crate::mcs::{v1alpha1, v1beta1};
 use crate::well_known::{MCS_CRD_SCHEMA_REVISION, MCS_RELEASE_VERSION, labels};
@@ -148,8 +149,8 @@ pub fn mci_crd() -> CustomResourceDefinition {
     crd
 }
 
-/// Every CRD Causeway installs, in a fixed order: MCS, MultiClusterIngress, then
-/// the `causeway.io` kinds.
+/// Every CRD Causeway installs, in a fixed order: MCS, MultiClusterIngress, the
+/// `causeway.io` kinds, then the Gateway API kinds causeway-proxy serves.
 pub fn try_all_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     let mut crds = mcs_crds()?;
     crds.push(mci_crd());
@@ -163,6 +164,10 @@ pub fn try_all_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         Work::crd(),
         ResourceBinding::crd(),
         ClusterResourceBinding::crd(),
+        GatewayClass::crd(),
+        Gateway::crd(),
+        HTTPRoute::crd(),
+        ReferenceGrant::crd(),
     ]);
     Ok(crds)
 }
@@ -408,7 +413,8 @@ mod tests {
         assert!(names.contains(&"works.causeway.io.yaml".to_string()));
         assert!(names.contains(&"resourcebindings.causeway.io.yaml".to_string()));
         assert!(names.contains(&"clusterresourcebindings.causeway.io.yaml".to_string()));
-        assert_eq!(names.len(), 12);
+        assert!(names.contains(&"httproutes.gateway.networking.k8s.io.yaml".to_string()));
+        assert_eq!(names.len(), 16);
     }
 
     #[test]

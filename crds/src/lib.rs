@@ -2,6 +2,8 @@
 //!
 //! - [`mcs`]: `multicluster.x-k8s.io` ServiceExport / ServiceImport (v1beta1 and v1alpha1).
 //! - [`mci`]: `networking.karmada.io/v1alpha1` MultiClusterIngress.
+//! - [`gateway`]: Gateway API `gateway.networking.k8s.io` GatewayClass, Gateway,
+//!   HTTPRoute (v1) and ReferenceGrant (v1beta1), the subset causeway-proxy serves.
 //! - [`exported_service`]: `causeway.io/v1alpha1` ExportedService (exporter → hub).
 //! - [`federation`]: `causeway.io/v1alpha1` Cluster, PropagationPolicy,
 //!   ClusterPropagationPolicy, OverridePolicy, ClusterOverridePolicy, Work.
@@ -20,6 +22,7 @@
 pub mod crdgen;
 pub mod exported_service;
 pub mod federation;
+pub mod gateway;
 pub mod mci;
 pub mod mcs;
 pub mod names;

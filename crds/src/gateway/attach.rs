@@ -1,0 +1,424 @@
+//! Which parents an HTTPRoute attaches to, and whether its backendRefs may be used: the
+//! pure rules both causeway-proxy (what to serve) and the status controller (what to
+//! report) follow, so they never disagree. Reasons are the Gateway API's.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::ResourceExt;
+
+use super::http_route::{HTTPBackendRef, HTTPRoute, ParentReference};
+use super::{CONTROLLER_NAME, GROUP, Gateway, GatewayClass, Listener, ReferenceGrant};
+use crate::federation::selection::labels;
+
+/// The group of `ServiceImport` (GEP-1748 backendRefs).
+pub const MCS_GROUP: &str = "multicluster.x-k8s.io";
+
+/// Condition types and reasons of route, Gateway and listener status.
+pub mod reasons {
+    /// Condition type: the route is attached / the Gateway or class is accepted.
+    pub const ACCEPTED: &str = "Accepted";
+    /// Condition type: every reference resolved.
+    pub const RESOLVED_REFS: &str = "ResolvedRefs";
+    /// Condition type: the Gateway (or listener) is configured in the data plane.
+    pub const PROGRAMMED: &str = "Programmed";
+    /// No listener of the parent allows this route (namespace or kind).
+    pub const NOT_ALLOWED_BY_LISTENERS: &str = "NotAllowedByListeners";
+    /// No hostname of the route intersects the listeners'.
+    pub const NO_MATCHING_LISTENER_HOSTNAME: &str = "NoMatchingListenerHostname";
+    /// The sectionName or port of the parentRef matches no listener.
+    pub const NO_MATCHING_PARENT: &str = "NoMatchingParent";
+    /// A field value is not supported by causeway-proxy.
+    pub const UNSUPPORTED_VALUE: &str = "UnsupportedValue";
+    /// A cross-namespace reference without a ReferenceGrant.
+    pub const REF_NOT_PERMITTED: &str = "RefNotPermitted";
+    /// A backendRef of a kind that is neither Service nor ServiceImport.
+    pub const INVALID_KIND: &str = "InvalidKind";
+    /// A backendRef to an object that does not exist.
+    pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
+    /// A listener protocol causeway-proxy does not serve.
+    pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
+}
+use reasons::*;
+
+/// Why a route does not attach, or a reference does not resolve.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The condition reason.
+    pub reason: &'static str,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+fn refused(reason: &'static str, message: impl Into<String>) -> Refused {
+    Refused {
+        reason,
+        message: message.into(),
+    }
+}
+
+/// A listener a route attached to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttachedListener {
+    /// The listener's name.
+    pub name: String,
+    /// The listener's port (redirects without a port use it).
+    pub port: i32,
+    /// The hostnames the route serves there (exact or `*.suffix`); empty: any host.
+    pub hostnames: Vec<String>,
+}
+
+/// The verdict on one parentRef of a route whose parent is a causeway Gateway.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParentVerdict {
+    /// The parentRef as written in the route.
+    pub parent_ref: ParentReference,
+    /// `namespace/name` of the Gateway.
+    pub gateway: String,
+    /// The listeners it attached to, or why it did not.
+    pub attached: Result<Vec<AttachedListener>, Refused>,
+}
+
+/// Whether `class` names a GatewayClass served by causeway.
+pub fn class_is_ours(class: &str, classes: &[Arc<GatewayClass>]) -> bool {
+    classes
+        .iter()
+        .any(|c| c.name_any() == class && c.spec.controller_name == CONTROLLER_NAME)
+}
+
+/// Why causeway-proxy cannot serve a listener (None: it can). Plain HTTP only.
+pub fn listener_problem(l: &Listener) -> Option<Refused> {
+    (l.protocol != "HTTP").then(|| {
+        refused(
+            UNSUPPORTED_PROTOCOL,
+            format!(
+                "listener {} has protocol {}; causeway-proxy serves HTTP listeners only",
+                l.name, l.protocol
+            ),
+        )
+    })
+}
+
+/// Whether `pattern` (exact or `*.suffix`) matches `host` (which may be a wildcard
+/// itself): a wildcard matches one or more labels before its suffix.
+pub fn host_matches(pattern: &str, host: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some(suffix) => host.len() > suffix.len() && host.ends_with(suffix),
+        None => pattern.eq_ignore_ascii_case(host),
+    }
+}
+
+/// The hostnames a route with `route` hostnames serves on a listener with `listener`:
+/// the spec's intersection (the more specific of each matching pair). `Some(vec![])`:
+/// any host; None: they do not intersect.
+pub fn intersect(listener: Option<&str>, route: &[String]) -> Option<Vec<String>> {
+    let listener = listener.filter(|l| !l.is_empty());
+    let route: Vec<String> = route.iter().map(|h| h.to_ascii_lowercase()).collect();
+    match (listener.map(str::to_ascii_lowercase), route.is_empty()) {
+        (None, _) => Some(route),
+        (Some(l), true) => Some(vec![l]),
+        (Some(l), false) => {
+            let mut out: Vec<String> = Vec::new();
+            for h in route {
+                let pick = if host_matches(&l, &h) {
+                    Some(h)
+                } else if host_matches(&h, &l) {
+                    Some(l.clone())
+                } else {
+                    None
+                };
+                if let Some(p) = pick.filter(|p| !out.contains(p)) {
+                    out.push(p);
+                }
+            }
+            (!out.is_empty()).then_some(out)
+        }
+    }
+}
+
+fn route_allowed(
+    l: &Listener,
+    gateway_ns: &str,
+    route_ns: &str,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<(), String> {
+    let allowed = l.allowed_routes.as_ref();
+    let kinds = allowed.map(|a| a.kinds.as_slice()).unwrap_or_default();
+    if !kinds.is_empty()
+        && !kinds
+            .iter()
+            .any(|k| k.kind == "HTTPRoute" && k.group.as_deref().unwrap_or(GROUP) == GROUP)
+    {
+        return Err(format!("listener {} does not allow HTTPRoutes", l.name));
+    }
+    let from = allowed.and_then(|a| a.namespaces.as_ref());
+    match from.and_then(|n| n.from.as_deref()).unwrap_or("Same") {
+        "All" => Ok(()),
+        "Same" if gateway_ns == route_ns => Ok(()),
+        "Same" => Err(format!(
+            "listener {} allows routes from its own namespace {gateway_ns} only",
+            l.name
+        )),
+        "Selector" => {
+            let empty = BTreeMap::new();
+            let labels_of = namespaces.get(route_ns).unwrap_or(&empty);
+            match from.and_then(|n| n.selector.as_ref()) {
+                Some(sel) if labels::matches(sel, labels_of) => Ok(()),
+                _ => Err(format!(
+                    "namespace {route_ns} does not match the selector of listener {}",
+                    l.name
+                )),
+            }
+        }
+        other => Err(format!(
+            "listener {} has allowedRoutes.namespaces.from {other:?} (All, Same or Selector)",
+            l.name
+        )),
+    }
+}
+
+/// Whether `p` refers to a Gateway (the default kind).
+pub fn refers_to_gateway(p: &ParentReference) -> bool {
+    p.group.as_deref().unwrap_or(GROUP) == GROUP
+        && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+}
+
+/// The verdict on each parentRef of `route` that names a Gateway of a causeway class
+/// (other parents are other controllers' business and are left out). `namespaces`:
+/// namespace labels, for listeners that select route namespaces.
+pub fn parents(
+    route: &HTTPRoute,
+    gateways: &[Arc<Gateway>],
+    classes: &[Arc<GatewayClass>],
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<ParentVerdict> {
+    let route_ns = route.namespace().unwrap_or_default();
+    let unsupported = unsupported(route);
+    let mut out = Vec::new();
+    for p in route
+        .spec
+        .parent_refs
+        .iter()
+        .filter(|p| refers_to_gateway(p))
+    {
+        let ns = p.namespace.clone().unwrap_or_else(|| route_ns.clone());
+        let Some(gw) = gateways
+            .iter()
+            .find(|g| g.namespace().as_deref() == Some(ns.as_str()) && g.name_any() == p.name)
+        else {
+            continue;
+        };
+        if !class_is_ours(&gw.spec.gateway_class_name, classes) {
+            continue;
+        }
+        let attached =
+            attach(route, &route_ns, p, gw, namespaces).and_then(|ls| match &unsupported {
+                Some(why) => Err(refused(UNSUPPORTED_VALUE, why.clone())),
+                None => Ok(ls),
+            });
+        out.push(ParentVerdict {
+            parent_ref: p.clone(),
+            gateway: format!("{ns}/{}", p.name),
+            attached,
+        });
+    }
+    out
+}
+
+fn attach(
+    route: &HTTPRoute,
+    route_ns: &str,
+    p: &ParentReference,
+    gw: &Gateway,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<Vec<AttachedListener>, Refused> {
+    let gw_ns = gw.namespace().unwrap_or_default();
+    let named: Vec<&Listener> = gw
+        .spec
+        .listeners
+        .iter()
+        .filter(|l| p.section_name.as_ref().is_none_or(|s| *s == l.name))
+        .filter(|l| p.port.is_none_or(|port| port == l.port))
+        .collect();
+    if named.is_empty() {
+        return Err(refused(
+            NO_MATCHING_PARENT,
+            format!(
+                "Gateway {gw_ns}/{} has no listener{}{}",
+                p.name,
+                p.section_name
+                    .as_ref()
+                    .map(|s| format!(" named {s}"))
+                    .unwrap_or_default(),
+                p.port.map(|s| format!(" on port {s}")).unwrap_or_default()
+            ),
+        ));
+    }
+    let mut why_not = Vec::new();
+    let allowed: Vec<&Listener> = named
+        .into_iter()
+        .filter(|l| listener_problem(l).is_none())
+        .filter(|l| match route_allowed(l, &gw_ns, route_ns, namespaces) {
+            Ok(()) => true,
+            Err(e) => {
+                why_not.push(e);
+                false
+            }
+        })
+        .collect();
+    if allowed.is_empty() {
+        let msg = if why_not.is_empty() {
+            "no HTTP listener of the Gateway matches".to_string()
+        } else {
+            why_not.join("; ")
+        };
+        return Err(refused(NOT_ALLOWED_BY_LISTENERS, msg));
+    }
+    let out: Vec<AttachedListener> = allowed
+        .into_iter()
+        .filter_map(|l| {
+            Some(AttachedListener {
+                name: l.name.clone(),
+                port: l.port,
+                hostnames: intersect(l.hostname.as_deref(), &route.spec.hostnames)?,
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        return Err(refused(
+            NO_MATCHING_LISTENER_HOSTNAME,
+            format!(
+                "no hostname of the route ({}) matches a listener hostname of Gateway {gw_ns}/{}",
+                route.spec.hostnames.join(", "),
+                p.name
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// What in `route` causeway-proxy does not support (None: everything is supported).
+pub fn unsupported(route: &HTTPRoute) -> Option<String> {
+    let mut out = Vec::new();
+    for (i, rule) in route.spec.rules.iter().enumerate() {
+        for m in rule.matches.iter().flatten() {
+            let t = m.path.as_ref().and_then(|p| p.type_.as_deref());
+            if !matches!(t, None | Some("Exact" | "PathPrefix")) {
+                out.push(format!(
+                    "rules[{i}]: path match type {} is not supported (use Exact or PathPrefix)",
+                    t.unwrap_or_default()
+                ));
+            }
+            let typed = m.headers.iter().filter_map(|h| h.type_.as_deref());
+            let q = m.query_params.iter().filter_map(|h| h.type_.as_deref());
+            if let Some(t) = typed.chain(q).find(|t| *t != "Exact") {
+                out.push(format!("rules[{i}]: header and query parameter match type {t} is not supported (use Exact)"));
+            }
+        }
+        let filters = rule
+            .filters
+            .iter()
+            .chain(rule.backend_refs.iter().flat_map(|b| b.filters.iter()));
+        for f in filters {
+            if !matches!(
+                f.type_.as_str(),
+                "RequestHeaderModifier"
+                    | "ResponseHeaderModifier"
+                    | "RequestRedirect"
+                    | "URLRewrite"
+            ) {
+                out.push(format!(
+                    "rules[{i}]: filter type {} is not supported",
+                    f.type_
+                ));
+            }
+        }
+        if rule.backend_refs.iter().any(|b| !b.filters.is_empty()) {
+            out.push(format!(
+                "rules[{i}]: filters on backendRefs are not supported (put them on the rule)"
+            ));
+        }
+    }
+    (!out.is_empty()).then(|| out.join("; "))
+}
+
+/// The kind of a backendRef causeway-proxy forwards to; both resolve through the hub
+/// ServiceImport of that name (a Service is served where it is exported).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// A core Service.
+    Service,
+    /// An MCS ServiceImport (GEP-1748).
+    ServiceImport,
+}
+
+impl BackendKind {
+    fn group_kind(self) -> (&'static str, &'static str) {
+        match self {
+            BackendKind::Service => ("", "Service"),
+            BackendKind::ServiceImport => (MCS_GROUP, "ServiceImport"),
+        }
+    }
+}
+
+/// The kind and namespace of `b`, a backendRef of a route in `route_ns`, or why it may
+/// not be used: `InvalidKind`, or `RefNotPermitted` (another namespace, and no
+/// ReferenceGrant there lets HTTPRoutes of `route_ns` refer to it).
+pub fn backend(
+    route_ns: &str,
+    b: &HTTPBackendRef,
+    grants: &[Arc<ReferenceGrant>],
+) -> Result<(BackendKind, String), Refused> {
+    let group = b.group.as_deref().unwrap_or("");
+    let kind = b.kind.as_deref().unwrap_or("Service");
+    let k = match (group, kind) {
+        ("", "Service") => BackendKind::Service,
+        (MCS_GROUP, "ServiceImport") => BackendKind::ServiceImport,
+        _ => {
+            return Err(refused(
+                INVALID_KIND,
+                format!(
+                    "backendRef {} has kind {kind} in group {group:?}; use a Service or a {MCS_GROUP} ServiceImport",
+                    b.name
+                ),
+            ));
+        }
+    };
+    let ns = b.namespace.clone().unwrap_or_else(|| route_ns.to_string());
+    if ns != route_ns && !granted(route_ns, k, &ns, &b.name, grants) {
+        return Err(refused(
+            REF_NOT_PERMITTED,
+            format!(
+                "backendRef {ns}/{} is in another namespace and no ReferenceGrant in {ns} allows HTTPRoutes from {route_ns} to refer to it",
+                b.name
+            ),
+        ));
+    }
+    Ok((k, ns))
+}
+
+fn granted(
+    from_ns: &str,
+    kind: BackendKind,
+    to_ns: &str,
+    name: &str,
+    grants: &[Arc<ReferenceGrant>],
+) -> bool {
+    let (group, k) = kind.group_kind();
+    grants
+        .iter()
+        .filter(|g| g.namespace().as_deref() == Some(to_ns))
+        .any(|g| {
+            g.spec
+                .from
+                .iter()
+                .any(|f| f.group == GROUP && f.kind == "HTTPRoute" && f.namespace == from_ns)
+                && g.spec.to.iter().any(|t| {
+                    t.group == group && t.kind == k && t.name.as_deref().is_none_or(|n| n == name)
+                })
+        })
+}
+
+#[cfg(test)]
+#[path = "attach_tests.rs"]
+mod tests;

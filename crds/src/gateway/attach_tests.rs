@@ -1,0 +1,238 @@
+use super::*;
+use serde_json::json;
+
+fn route(v: serde_json::Value) -> HTTPRoute {
+    let mut r: HTTPRoute = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "r", "namespace": "app"}, "spec": v,
+    }))
+    .unwrap();
+    r.metadata.namespace = Some("app".into());
+    r
+}
+
+fn gateway(ns: &str, class: &str, listeners: serde_json::Value) -> Arc<Gateway> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": ns},
+            "spec": {"gatewayClassName": class, "listeners": listeners},
+        }))
+        .unwrap(),
+    )
+}
+
+fn classes() -> Vec<Arc<GatewayClass>> {
+    let c = |name: &str, ctl: &str| {
+        Arc::new(
+            serde_json::from_value::<GatewayClass>(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                "metadata": {"name": name}, "spec": {"controllerName": ctl},
+            }))
+            .unwrap(),
+        )
+    };
+    vec![
+        c("causeway", CONTROLLER_NAME),
+        c("other", "example.com/other"),
+    ]
+}
+
+#[test]
+fn hostname_intersection_table() {
+    let s = |v: &[&str]| v.iter().map(|h| h.to_string()).collect::<Vec<_>>();
+    type Case<'a> = (Option<&'a str>, &'a [&'a str], Option<&'a [&'a str]>);
+    let cases: &[Case<'_>] = &[
+        (None, &[], Some(&[])),
+        (None, &["a.com"], Some(&["a.com"])),
+        (Some("a.com"), &[], Some(&["a.com"])),
+        (Some("a.com"), &["a.com", "b.com"], Some(&["a.com"])),
+        (Some("a.com"), &["b.com"], None),
+        (
+            Some("*.example.com"),
+            &["foo.example.com"],
+            Some(&["foo.example.com"]),
+        ),
+        (
+            Some("*.example.com"),
+            &["a.b.example.com"],
+            Some(&["a.b.example.com"]),
+        ),
+        (
+            Some("foo.example.com"),
+            &["*.example.com"],
+            Some(&["foo.example.com"]),
+        ),
+        (
+            Some("*.example.com"),
+            &["*.example.com"],
+            Some(&["*.example.com"]),
+        ),
+        (
+            Some("*.example.com"),
+            &["*.foo.example.com"],
+            Some(&["*.foo.example.com"]),
+        ),
+        (Some("*.example.com"), &["example.com"], None),
+        (Some("Foo.COM"), &["foo.com"], Some(&["foo.com"])),
+    ];
+    for (l, r, want) in cases {
+        assert_eq!(intersect(*l, &s(r)), want.map(s), "{l:?} {r:?}");
+    }
+}
+
+#[test]
+fn parent_verdicts_carry_the_spec_reasons() {
+    let gws = vec![
+        gateway(
+            "infra",
+            "causeway",
+            json!([
+                {"name": "http", "port": 80, "protocol": "HTTP", "hostname": "*.example.com",
+                 "allowedRoutes": {"namespaces": {"from": "All"}}},
+                {"name": "same", "port": 8080, "protocol": "HTTP"},
+                {"name": "tls", "port": 443, "protocol": "HTTPS"},
+            ]),
+        ),
+        gateway(
+            "app",
+            "other",
+            json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
+        ),
+    ];
+    let ns = BTreeMap::new();
+    let verdict = |spec: serde_json::Value| {
+        let v = parents(&route(spec), &gws, &classes(), &ns);
+        v.into_iter()
+            .map(|p| {
+                p.attached
+                    .map(|ls| {
+                        ls.into_iter()
+                            .map(|l| (l.name, l.hostnames))
+                            .collect::<Vec<_>>()
+                    })
+                    .map_err(|r| r.reason)
+            })
+            .collect::<Vec<_>>()
+    };
+    let infra = |extra: serde_json::Value| {
+        let mut p = json!({"name": "gw", "namespace": "infra"});
+        p.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        p
+    };
+    // Attached to the listener allowing all namespaces, with the listener's hostname.
+    assert_eq!(
+        verdict(json!({"parentRefs": [infra(json!({}))]})),
+        vec![Ok(vec![(
+            "http".to_string(),
+            vec!["*.example.com".to_string()]
+        )])]
+    );
+    assert_eq!(
+        verdict(json!({"parentRefs": [infra(json!({"sectionName": "nope"}))]})),
+        vec![Err(NO_MATCHING_PARENT)]
+    );
+    assert_eq!(
+        verdict(json!({"parentRefs": [infra(json!({"port": 81}))]})),
+        vec![Err(NO_MATCHING_PARENT)]
+    );
+    assert_eq!(
+        verdict(json!({"parentRefs": [infra(json!({"sectionName": "same"}))]})),
+        vec![Err(NOT_ALLOWED_BY_LISTENERS)]
+    );
+    assert_eq!(
+        verdict(
+            json!({"parentRefs": [infra(json!({"sectionName": "http"}))], "hostnames": ["other.org"]})
+        ),
+        vec![Err(NO_MATCHING_LISTENER_HOSTNAME)]
+    );
+    assert_eq!(
+        verdict(json!({"parentRefs": [infra(json!({}))],
+            "rules": [{"matches": [{"path": {"type": "RegularExpression", "value": "/a.*"}}]}]})),
+        vec![Err(UNSUPPORTED_VALUE)]
+    );
+    // Another controller's Gateway, and a missing one: no verdict of ours.
+    assert_eq!(
+        verdict(json!({"parentRefs": [{"name": "gw"}, {"name": "missing"}]})),
+        vec![]
+    );
+}
+
+#[test]
+fn listeners_selecting_namespaces() {
+    let gws = vec![gateway(
+        "infra",
+        "causeway",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP",
+                "allowedRoutes": {"namespaces": {"from": "Selector",
+                    "selector": {"matchLabels": {"gateway": "shared"}}}}}]),
+    )];
+    let r = route(json!({"parentRefs": [{"name": "gw", "namespace": "infra"}]}));
+    let mut ns = BTreeMap::new();
+    let v = parents(&r, &gws, &classes(), &ns);
+    assert_eq!(
+        v[0].attached.as_ref().unwrap_err().reason,
+        NOT_ALLOWED_BY_LISTENERS
+    );
+    ns.insert(
+        "app".to_string(),
+        BTreeMap::from([("gateway".to_string(), "shared".to_string())]),
+    );
+    assert!(parents(&r, &gws, &classes(), &ns)[0].attached.is_ok());
+}
+
+#[test]
+fn backend_kinds_and_reference_grants() {
+    let grant = |ns: &str, from_ns: &str, kind: &str, name: Option<&str>| {
+        let group = if kind == "ServiceImport" {
+            MCS_GROUP
+        } else {
+            ""
+        };
+        Arc::new(
+            serde_json::from_value::<ReferenceGrant>(json!({
+                "apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+                "metadata": {"name": "g", "namespace": ns},
+                "spec": {"from": [{"group": GROUP, "kind": "HTTPRoute", "namespace": from_ns}],
+                         "to": [{"group": group, "kind": kind, "name": name}]},
+            }))
+            .unwrap(),
+        )
+    };
+    let b = |v: serde_json::Value| serde_json::from_value::<HTTPBackendRef>(v).unwrap();
+    let check = |r: &HTTPBackendRef, grants: &[Arc<ReferenceGrant>]| {
+        backend("app", r, grants).map_err(|e| e.reason)
+    };
+    let svc = b(json!({"name": "web", "port": 80}));
+    assert_eq!(check(&svc, &[]), Ok((BackendKind::Service, "app".into())));
+    let si = b(json!({"group": MCS_GROUP, "kind": "ServiceImport", "name": "web", "port": 80}));
+    assert_eq!(
+        check(&si, &[]),
+        Ok((BackendKind::ServiceImport, "app".into()))
+    );
+    assert_eq!(
+        check(&b(json!({"kind": "ConfigMap", "name": "x"})), &[]),
+        Err(INVALID_KIND)
+    );
+    let other = b(json!({"name": "web", "namespace": "backends", "port": 80}));
+    assert_eq!(check(&other, &[]), Err(REF_NOT_PERMITTED));
+    assert_eq!(
+        check(&other, &[grant("backends", "app", "Service", None)]),
+        Ok((BackendKind::Service, "backends".into()))
+    );
+    assert_eq!(
+        check(&other, &[grant("backends", "app", "Service", Some("web"))]),
+        Ok((BackendKind::Service, "backends".into()))
+    );
+    // The grant must be in the target namespace, from this namespace, to this kind and name.
+    for g in [
+        grant("app", "app", "Service", None),
+        grant("backends", "elsewhere", "Service", None),
+        grant("backends", "app", "ServiceImport", None),
+        grant("backends", "app", "Service", Some("api")),
+    ] {
+        assert_eq!(check(&other, &[g]), Err(REF_NOT_PERMITTED));
+    }
+}
