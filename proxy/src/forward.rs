@@ -24,6 +24,7 @@ use hyper_util::rt::TokioIo;
 
 use crate::circuit::Permit;
 use crate::endpoint::InFlight;
+use crate::gateway::{self, Decided};
 use crate::headers;
 use crate::matching::normalize_host;
 use crate::pipeline::{
@@ -184,10 +185,29 @@ impl Proxy {
             }
         }
         .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        let b = match routed {
-            Routed::Backend(b) => b,
+        let (b, gateway_rule) = match routed {
+            Routed::Backend(b) => (b, None),
             Routed::Redirect => return self.redirect(&host, &pq),
             Routed::Refused(why) => return self.refuse(why),
+            Routed::Gateway(rules) => {
+                let r = gateway::Request {
+                    method: req.method(),
+                    host: &host,
+                    path,
+                    query: req.uri().query(),
+                    headers: req.headers(),
+                    https: conn.https,
+                };
+                match gateway::decide(&rules, &r) {
+                    Decided::Forward(b, rule) => (b, Some(rule)),
+                    Decided::Refused(why) => return self.refuse(why),
+                    Decided::Redirect(status, location) => {
+                        let mut r = self.error(status, "gateway_redirect", format!("{location:?}"));
+                        r.headers_mut().insert(header::LOCATION, location);
+                        return r;
+                    }
+                }
+            }
         };
         let limits = &b.tuning.limits;
         // An upgrade to a protocol the MCI does not allow is ignored: the request goes
@@ -218,6 +238,13 @@ impl Proxy {
             conn.https,
             host_val.as_ref(),
         );
+        let pq = match &gateway_rule {
+            Some(rule) => rule
+                .edit_request(&mut parts.headers, pq.path(), pq.query())
+                .and_then(|p| http::uri::PathAndQuery::try_from(p).ok())
+                .unwrap_or(pq),
+            None => pq,
+        };
         let key = hash_key(b.tuning.hash_on.as_ref(), &parts.headers);
         let idem = idempotent(parts.method.as_str().as_bytes());
         let len = content_length(&parts.headers);
@@ -331,6 +358,9 @@ impl Proxy {
                         return Response::from_parts(parts, full(Bytes::new()));
                     }
                     headers::strip_hop_by_hop(resp.headers_mut(), false);
+                    if let Some(rule) = &gateway_rule {
+                        rule.edit_response(resp.headers_mut());
+                    }
                     // The client's protocol decides (an HTTP/1.0 upstream stays hidden).
                     *resp.version_mut() = Version::HTTP_11;
                     let (parts, body) = resp.into_parts();

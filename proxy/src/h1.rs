@@ -398,7 +398,8 @@ where
     };
     let b = match routed {
         Routed::Backend(b) => b,
-        Routed::Redirect => return Err(Handoff),
+        // HTTPRoute rules read the whole request: hyper's path decides them.
+        Routed::Redirect | Routed::Gateway(_) => return Err(Handoff),
         Routed::Refused(_) if head.body > 0 => return Err(Handoff),
         Routed::Refused(why) => {
             buf.advance(head.len);

@@ -17,6 +17,7 @@ pub mod circuit;
 pub mod clock;
 pub mod endpoint;
 pub mod forward;
+pub mod gateway;
 pub mod h1;
 pub mod headers;
 pub mod health;

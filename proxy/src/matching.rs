@@ -10,6 +10,8 @@
 //!   beats rules without a host. A host with rules is its own server (as in
 //!   ingress-nginx): a path none of its rules match goes to the default backend (or
 //!   404), never to a less specific host's rules.
+//! - Gateway API wildcard hosts (HTTPRoute, [`crate::gateway`]) match one or more
+//!   labels; they come after the Ingress hosts, the longest suffix first.
 
 use std::collections::HashMap;
 
@@ -30,16 +32,31 @@ struct PathRule<T> {
     value: T,
 }
 
+/// Whether a rule of `kind` matches path `p`: `rule` is the rule's path as stored
+/// ([`rule_path`]: without trailing slashes for a prefix).
+#[inline]
+pub fn path_matches(kind: PathKind, rule: &str, p: &str) -> bool {
+    match kind {
+        PathKind::Exact => rule == p,
+        PathKind::Prefix => {
+            rule.is_empty()
+                || (p.starts_with(rule)
+                    && (p.len() == rule.len() || p.as_bytes()[rule.len()] == b'/'))
+        }
+    }
+}
+
+/// A rule's path as matched: a prefix without its trailing slashes (`/` → ``).
+pub fn rule_path(kind: PathKind, path: &str) -> Box<str> {
+    match kind {
+        PathKind::Exact => path.into(),
+        PathKind::Prefix => path.trim_end_matches('/').into(),
+    }
+}
+
 impl<T> PathRule<T> {
     fn matches(&self, p: &str) -> bool {
-        match self.kind {
-            PathKind::Exact => *self.path == *p,
-            PathKind::Prefix => {
-                let r = &*self.path;
-                r.is_empty()
-                    || (p.starts_with(r) && (p.len() == r.len() || p.as_bytes()[r.len()] == b'/'))
-            }
-        }
+        path_matches(self.kind, &self.path, p)
     }
 }
 
@@ -58,10 +75,7 @@ impl<T> Default for Paths<T> {
 impl<T> Paths<T> {
     /// Adds a rule; a rule identical to an earlier one is dropped (returns false).
     pub fn insert(&mut self, kind: PathKind, path: &str, value: T) -> bool {
-        let path: Box<str> = match kind {
-            PathKind::Exact => path.into(),
-            PathKind::Prefix => path.trim_end_matches('/').into(),
-        };
+        let path = rule_path(kind, path);
         if self.rules.iter().any(|r| r.kind == kind && r.path == path) {
             return false;
         }
@@ -101,6 +115,9 @@ pub struct Router<T> {
     exact: HashMap<Box<str>, Paths<T>>,
     /// `*.foo.com` stored as `foo.com`.
     wildcard: HashMap<Box<str>, Paths<T>>,
+    /// Gateway API wildcards (`*.foo.com` matches any number of labels before
+    /// `.foo.com`), stored as `foo.com`.
+    deep: HashMap<Box<str>, Paths<T>>,
     any: Paths<T>,
     default: Option<T>,
 }
@@ -110,6 +127,7 @@ impl<T> Default for Router<T> {
         Router {
             exact: HashMap::new(),
             wildcard: HashMap::new(),
+            deep: HashMap::new(),
             any: Paths::default(),
             default: None,
         }
@@ -129,6 +147,14 @@ impl<T> Router<T> {
         }
     }
 
+    /// The path table of a Gateway API wildcard host `*.<suffix>`, which matches hosts
+    /// with one or more labels before `.<suffix>` (an Ingress wildcard matches one).
+    pub fn deep_wildcard_mut(&mut self, suffix: &str) -> &mut Paths<T> {
+        self.deep
+            .entry(suffix.to_ascii_lowercase().into())
+            .or_default()
+    }
+
     /// Sets the default backend unless one is set (returns false then).
     pub fn set_default(&mut self, value: T) -> bool {
         if self.default.is_some() {
@@ -142,18 +168,31 @@ impl<T> Router<T> {
     pub fn finish(&mut self) {
         self.exact.values_mut().for_each(Paths::finish);
         self.wildcard.values_mut().for_each(Paths::finish);
+        self.deep.values_mut().for_each(Paths::finish);
         self.any.finish();
     }
 
     /// The route for `host` (lowercase, no port) and `path`: the paths of the most
-    /// specific host with rules (exact, else wildcard, else the rules without host),
-    /// else the default backend.
+    /// specific host with rules (exact, else wildcard, else the Gateway API wildcard
+    /// with the longest suffix, else the rules without host), else the default backend.
     pub fn route(&self, host: &str, path: &str) -> Option<&T> {
         let wildcard = || {
             let (first, suffix) = host.split_once('.')?;
             (!first.is_empty()).then(|| self.wildcard.get(suffix))?
         };
-        let paths = self.exact.get(host).or_else(wildcard).unwrap_or(&self.any);
+        let deep = || {
+            if self.deep.is_empty() || host.starts_with('.') {
+                return None;
+            }
+            host.match_indices('.')
+                .find_map(|(i, _)| self.deep.get(&host[i + 1..]))
+        };
+        let paths = self
+            .exact
+            .get(host)
+            .or_else(wildcard)
+            .or_else(deep)
+            .unwrap_or(&self.any);
         paths.find(path).or(self.default.as_ref())
     }
 
@@ -161,6 +200,7 @@ impl<T> Router<T> {
     pub fn len(&self) -> usize {
         self.exact.values().map(Paths::len).sum::<usize>()
             + self.wildcard.values().map(Paths::len).sum::<usize>()
+            + self.deep.values().map(Paths::len).sum::<usize>()
             + self.any.len()
     }
 
@@ -299,6 +339,29 @@ mod tests {
         assert!(r.set_default("default"));
         assert!(!r.set_default("second"));
         assert_eq!(r.route("other", "/"), Some(&"default"));
+    }
+
+    /// Gateway API wildcards match any number of labels; the longest suffix wins, and
+    /// Ingress hosts (exact, one-label wildcard) come first.
+    #[test]
+    fn deep_wildcards() {
+        let mut r = Router::default();
+        r.deep_wildcard_mut("example.com")
+            .insert(PathKind::Prefix, "/", "deep");
+        r.deep_wildcard_mut("b.example.com")
+            .insert(PathKind::Prefix, "/", "deeper");
+        r.host_mut(Some("*.c.example.com"))
+            .insert(PathKind::Prefix, "/", "ingress-wild");
+        r.host_mut(None).insert(PathKind::Prefix, "/", "any");
+        r.finish();
+        assert_eq!(r.route("a.example.com", "/"), Some(&"deep"));
+        assert_eq!(r.route("x.y.example.com", "/"), Some(&"deep"));
+        assert_eq!(r.route("a.b.example.com", "/"), Some(&"deeper"));
+        assert_eq!(r.route("z.a.b.example.com", "/"), Some(&"deeper"));
+        assert_eq!(r.route("x.c.example.com", "/"), Some(&"ingress-wild"));
+        assert_eq!(r.route("example.com", "/"), Some(&"any"));
+        assert_eq!(r.route(".example.com", "/"), Some(&"any"));
+        assert_eq!(r.len(), 4);
     }
 
     #[test]

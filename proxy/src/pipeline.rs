@@ -147,6 +147,8 @@ pub(crate) enum Routed {
     Backend(Arc<Backend>),
     /// To https (the route wants TLS and the request came in plain).
     Redirect,
+    /// To HTTPRoute rules, decided on the whole request ([`crate::gateway::decide`]).
+    Gateway(Arc<crate::gateway::HostRules>),
     /// Nowhere: answered by the proxy.
     Refused(Refusal),
 }
@@ -169,6 +171,7 @@ pub(crate) fn route(table: &RouteTable, host: &str, path: &str, https: bool) -> 
                 "backend_unresolved",
                 format!("backend of {} unavailable: {why}", route.mci),
             )),
+            Target::Gateway(rules) => Routed::Gateway(rules.clone()),
         },
     }
 }

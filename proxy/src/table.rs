@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use causeway_crds::exported_service::ExportedService;
+use causeway_crds::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use causeway_crds::mci::MultiClusterIngress;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels::{SERVICE_NAME, SOURCE_CLUSTER};
@@ -36,6 +37,16 @@ pub struct Snapshot {
     pub exported_services: Vec<Arc<ExportedService>>,
     /// Hub EndpointSlices with the MCS service-name and source-cluster labels.
     pub endpoint_slices: Vec<Arc<EndpointSlice>>,
+    /// Gateway API GatewayClasses.
+    pub gateway_classes: Vec<Arc<GatewayClass>>,
+    /// Gateways (all namespaces).
+    pub gateways: Vec<Arc<Gateway>>,
+    /// HTTPRoutes (all namespaces).
+    pub http_routes: Vec<Arc<HTTPRoute>>,
+    /// ReferenceGrants (all namespaces).
+    pub reference_grants: Vec<Arc<ReferenceGrant>>,
+    /// Namespace labels (listeners that select route namespaces).
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Build settings.
@@ -149,6 +160,8 @@ pub enum Target {
     Backend(Arc<Backend>),
     /// The backend could not be resolved (503 with this reason).
     Unavailable(Arc<str>),
+    /// HTTPRoute rules of this host, decided per request ([`crate::gateway`]).
+    Gateway(Arc<crate::gateway::HostRules>),
 }
 
 /// One matched route.
@@ -192,6 +205,8 @@ pub struct RouteTable {
     pub tls: Vec<TlsEntry>,
     /// `ns/name` of the MCIs served.
     pub served: Vec<String>,
+    /// `ns/name` of the HTTPRoutes served.
+    pub http_routes: Vec<String>,
     /// MCIs not served, with the reason.
     pub ignored: Vec<Ignored>,
     /// Warnings (bad annotations, conflicting defaults).
@@ -254,6 +269,7 @@ impl<'a> Index<'a> {
     }
 }
 
+mod gateway;
 mod resolve;
 use resolve::{backend_key, resolve};
 
@@ -275,11 +291,23 @@ impl MciBuilder<'_> {
         let Some(svc) = b.service.as_ref() else {
             return Target::Unavailable("resource backends are not supported".into());
         };
+        let ns = self.ns.clone();
+        self.service_target(&ns, svc)
+    }
+
+    /// The target for Service `svc` of namespace `ns` (the MCI's, or an HTTPRoute
+    /// backendRef's).
+    fn service_target(&mut self, ns: &str, svc: &IngressServiceBackend) -> Target {
         let key = backend_key(svc);
+        let key = if ns == self.ns {
+            key
+        } else {
+            format!("{ns}/{key}")
+        };
         if let Some(t) = self.cache.get(&key) {
             return t.clone();
         }
-        let t = match resolve(self.idx, &self.ns, svc, &self.blocked) {
+        let t = match resolve(self.idx, ns, svc, &self.blocked) {
             Err(reason) => Target::Unavailable(reason.into()),
             Ok(by_cluster) => {
                 let groups: Vec<Group> = by_cluster
@@ -307,10 +335,10 @@ impl MciBuilder<'_> {
                         self.tuning.cluster_weights.as_ref(),
                     ),
                     tuning: self.tuning.clone(),
-                    circuit: self
-                        .shared
-                        .circuits
-                        .circuit(&format!("{}/{key}", self.ns), limits.max_connections),
+                    circuit: self.shared.circuits.circuit(
+                        &format!("{ns}/{}", backend_key(svc)),
+                        limits.max_connections,
+                    ),
                     metrics: self.shared.backend_metrics(&self.mci, &name, &clusters),
                 };
                 let b = Arc::new(backend);
@@ -323,30 +351,23 @@ impl MciBuilder<'_> {
     }
 }
 
-fn created(m: &MultiClusterIngress) -> Option<jiff::Timestamp> {
-    m.metadata.creation_timestamp.as_ref().map(|t| t.0)
+/// `objects` oldest first (those without a creation time last), then by ns/name.
+fn oldest_first<K: kube::Resource>(objects: &[Arc<K>]) -> Vec<&Arc<K>> {
+    let key = |o: &K| {
+        let t = o.meta().creation_timestamp.as_ref().map(|t| t.0);
+        (t.is_none(), t, o.namespace(), o.name_any())
+    };
+    let mut v: Vec<&Arc<K>> = objects.iter().collect();
+    v.sort_by_cached_key(|o| key(o));
+    v
 }
 
 /// Builds the route table from `snapshot`.
 pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> RouteTable {
     let start = Instant::now();
     let idx = Index::new(snapshot);
-    let mut mcis: Vec<&Arc<MultiClusterIngress>> = snapshot.mcis.iter().collect();
-    // Oldest first (then ns/name): older MCIs win conflicts, deterministically.
-    mcis.sort_by(|a, b| {
-        (
-            created(a).is_none(),
-            created(a),
-            a.namespace(),
-            a.name_any(),
-        )
-            .cmp(&(
-                created(b).is_none(),
-                created(b),
-                b.namespace(),
-                b.name_any(),
-            ))
-    });
+    // Oldest first: older MCIs win conflicts, deterministically.
+    let mcis = oldest_first(&snapshot.mcis);
     let mut table = RouteTable::default();
     let mut default_owner: Option<String> = None;
     for mci in mcis {
@@ -468,6 +489,7 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
         table.backends.append(&mut b.new_backends);
         table.served.push(id);
     }
+    gateway::add(&idx, snapshot, opts, shared, &mut table);
     table.router.finish();
     shared.endpoints.sweep();
     shared.circuits.sweep();

@@ -1,5 +1,6 @@
 //! Table tests for [`super::build`]: class selection, validation, MCI-4 resolution,
-//! MCI-5 precedence across MCIs, and state that survives rebuilds.
+//! MCI-5 precedence across MCIs, and state that survives rebuilds. The helpers are
+//! shared with the HTTPRoute tables (`gateway_table_tests.rs`).
 
 use super::*;
 use serde_json::{Value, json};
@@ -14,7 +15,7 @@ fn class(name: &str, controller: &str, default: bool) -> IngressClass {
     .unwrap()
 }
 
-fn mci(name: &str, created: &str, spec: Value) -> Arc<MultiClusterIngress> {
+pub(super) fn mci(name: &str, created: &str, spec: Value) -> Arc<MultiClusterIngress> {
     mci_ann(name, created, spec, json!({}))
 }
 
@@ -30,11 +31,11 @@ fn mci_ann(name: &str, created: &str, spec: Value, ann: Value) -> Arc<MultiClust
     )
 }
 
-fn backend(svc: &str, port: Value) -> Value {
+pub(super) fn backend(svc: &str, port: Value) -> Value {
     json!({"service": {"name": svc, "port": port}})
 }
 
-fn import(svc: &str, ports: Value) -> Arc<ServiceImport> {
+pub(super) fn import(svc: &str, ports: Value) -> Arc<ServiceImport> {
     Arc::new(
         serde_json::from_value(json!({
             "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
@@ -45,7 +46,7 @@ fn import(svc: &str, ports: Value) -> Arc<ServiceImport> {
     )
 }
 
-fn export(svc: &str, cluster: &str, ports: Value) -> Arc<ExportedService> {
+pub(super) fn export(svc: &str, cluster: &str, ports: Value) -> Arc<ExportedService> {
     Arc::new(
         serde_json::from_value(json!({
             "apiVersion": "causeway.io/v1alpha1", "kind": "ExportedService",
@@ -56,7 +57,12 @@ fn export(svc: &str, cluster: &str, ports: Value) -> Arc<ExportedService> {
     )
 }
 
-fn slice(svc: &str, cluster: &str, ports: Value, endpoints: Value) -> Arc<EndpointSlice> {
+pub(super) fn slice(
+    svc: &str,
+    cluster: &str,
+    ports: Value,
+    endpoints: Value,
+) -> Arc<EndpointSlice> {
     Arc::new(
         serde_json::from_value(json!({
             "metadata": {"name": format!("{svc}-{cluster}"), "namespace": "ns", "labels": {
@@ -69,13 +75,13 @@ fn slice(svc: &str, cluster: &str, ports: Value, endpoints: Value) -> Arc<Endpoi
     )
 }
 
-fn ep(ip: &str, ready: Option<bool>, terminating: bool) -> Value {
+pub(super) fn ep(ip: &str, ready: Option<bool>, terminating: bool) -> Value {
     json!({"addresses": [ip], "conditions": {"ready": ready, "terminating": terminating}})
 }
 
 /// Service `web` (ports http/80 and admin/9000) exported by east, west and north;
 /// north does not export `admin`.
-fn services() -> Snapshot {
+pub(super) fn services() -> Snapshot {
     let ports = json!([{"name": "http", "protocol": "TCP", "port": 80}, {"name": "admin", "protocol": "TCP", "port": 9000}]);
     let eps = json!([{"name": "http", "protocol": "TCP", "port": 8080}, {"name": "admin", "protocol": "TCP", "port": 9090}]);
     Snapshot {
@@ -132,14 +138,15 @@ fn services() -> Snapshot {
     }
 }
 
-fn table(s: &Snapshot) -> (RouteTable, Registries) {
+pub(super) fn table(s: &Snapshot) -> (RouteTable, Registries) {
     let shared = Registries::new(Arc::new(Metrics::new()));
     (build(s, &BuildOptions::default(), &shared), shared)
 }
 
-fn addrs(t: &RouteTable, host: &str, path: &str) -> Result<Vec<String>, String> {
+pub(super) fn addrs(t: &RouteTable, host: &str, path: &str) -> Result<Vec<String>, String> {
     match &t.route(host, path).ok_or("404")?.target {
         Target::Unavailable(r) => Err(r.to_string()),
+        Target::Gateway(_) => Err("HTTPRoute rules".into()),
         Target::Backend(b) => {
             let mut v: Vec<String> = b
                 .balancer
@@ -405,7 +412,7 @@ fn endpoint_state_survives_rebuilds() {
     let t2 = build(&s, &BuildOptions::default(), &shared);
     let first = |t: &RouteTable| match &t.route("x", "/").unwrap().target {
         Target::Backend(b) => (b.balancer.endpoints()[0].clone(), b.circuit.clone()),
-        Target::Unavailable(r) => panic!("{r}"),
+        t => panic!("{t:?}"),
     };
     let (e1, c1) = first(&t1);
     let (e2, c2) = first(&t2);

@@ -8,16 +8,17 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use causeway_crds::exported_service::ExportedService;
+use causeway_crds::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use causeway_crds::mci::MultiClusterIngress;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels::{OUTBOX, SERVICE_NAME};
 use causeway_runtime::reflect::{Cache, Reflector, Wake, cache};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressClass;
-use kube::Client;
 use kube::api::Api;
 use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::table::{self, BuildOptions, Registries, RouteTable, Snapshot};
@@ -36,6 +37,8 @@ pub struct Caches {
     slices: Cache<EndpointSlice>,
     /// Only with an HTTPS listener (no Secret access needed otherwise).
     secrets: Option<Cache<Secret>>,
+    /// Gateway API: the HTTPRoute front end of the same table.
+    gateway: GatewayCaches,
     /// Woken by any change (a change to a non-TLS Secret does not count).
     wake: Arc<Wake>,
 }
@@ -92,11 +95,55 @@ impl Caches {
                 Reflector::start_filtered(Api::all(client.clone()), all(), s(), "secrets", is_tls)
                     .subscribe(w())
             }),
+            gateway: GatewayCaches {
+                classes: cache(
+                    Api::all(client.clone()),
+                    all(),
+                    w(),
+                    s(),
+                    "gatewayclasses",
+                    None,
+                ),
+                gateways: cache(Api::all(client.clone()), all(), w(), s(), "gateways", None),
+                routes: cache(
+                    Api::all(client.clone()),
+                    all(),
+                    w(),
+                    s(),
+                    "httproutes",
+                    None,
+                ),
+                grants: cache(
+                    Api::all(client.clone()),
+                    all(),
+                    w(),
+                    s(),
+                    "referencegrants",
+                    None,
+                ),
+                namespaces: cache(
+                    Api::all(client.clone()),
+                    all(),
+                    w(),
+                    s(),
+                    "namespaces",
+                    None,
+                ),
+            },
             wake,
         }
     }
 
     async fn wait_ready(&self) -> bool {
+        let g = &self.gateway;
+        if g.classes.wait_until_ready().await.is_err()
+            || g.gateways.wait_until_ready().await.is_err()
+            || g.routes.wait_until_ready().await.is_err()
+            || g.grants.wait_until_ready().await.is_err()
+            || g.namespaces.wait_until_ready().await.is_err()
+        {
+            return false;
+        }
         self.mcis.wait_until_ready().await.is_ok()
             && self.classes.wait_until_ready().await.is_ok()
             && self.imports.wait_until_ready().await.is_ok()
@@ -116,8 +163,29 @@ impl Caches {
             service_imports: self.imports.state(),
             exported_services: self.exports.state(),
             endpoint_slices: self.slices.state(),
+            gateway_classes: self.gateway.classes.state(),
+            gateways: self.gateway.gateways.state(),
+            http_routes: self.gateway.routes.state(),
+            reference_grants: self.gateway.grants.state(),
+            namespaces: self
+                .gateway
+                .namespaces
+                .state()
+                .iter()
+                .map(|n| (n.name_any(), n.labels().clone()))
+                .collect(),
         }
     }
+}
+
+/// The Gateway API objects the table reads.
+struct GatewayCaches {
+    classes: Cache<GatewayClass>,
+    gateways: Cache<Gateway>,
+    routes: Cache<HTTPRoute>,
+    grants: Cache<ReferenceGrant>,
+    /// Namespace labels, for listeners that select route namespaces.
+    namespaces: Cache<Namespace>,
 }
 
 /// What the rebuild loop updates.

@@ -1,0 +1,463 @@
+//! Table tests for the HTTPRoute front end of the route table (`table/gateway.rs`):
+//! attachment, hostnames, the spec's match precedence, weights, backend kinds and
+//! ReferenceGrants, and HTTPRoutes next to MultiClusterIngresses.
+
+use std::collections::BTreeMap as Map;
+
+use causeway_crds::gateway::CONTROLLER_NAME;
+use http::{HeaderMap, Method};
+use serde_json::{Value, json};
+
+use super::super::tests::{addrs, backend, ep, export, import, mci, services, slice, table};
+use super::*;
+use crate::gateway::{Decided, Request, decide};
+
+fn obj<K: serde::de::DeserializeOwned>(v: Value) -> Arc<K> {
+    Arc::new(serde_json::from_value(v).unwrap())
+}
+
+/// Class `causeway` (ours), `other` (not), and Gateway `infra/gw` with an HTTP listener
+/// for any host and one for `*.wild.com`, both open to all namespaces.
+fn gateway_snapshot() -> Snapshot {
+    let mut s = services();
+    s.gateway_classes = vec![
+        obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "causeway"}, "spec": {"controllerName": CONTROLLER_NAME}}),
+        ),
+        obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "other"}, "spec": {"controllerName": "example.com/x"}}),
+        ),
+    ];
+    let all = json!({"namespaces": {"from": "All"}});
+    s.gateways = vec![
+        obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": "infra"},
+            "spec": {"gatewayClassName": "causeway", "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": all},
+                {"name": "wild", "port": 8080, "protocol": "HTTP", "hostname": "*.wild.com", "allowedRoutes": all},
+            ]}}),
+        ),
+        obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "theirs", "namespace": "infra"},
+            "spec": {"gatewayClassName": "other", "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP", "allowedRoutes": all}]}}),
+        ),
+    ];
+    s
+}
+
+fn route(name: &str, created: &str, spec: Value) -> Arc<HTTPRoute> {
+    obj(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created}, "spec": spec}),
+    )
+}
+
+fn parent() -> Value {
+    json!([{"name": "gw", "namespace": "infra", "sectionName": "http"}])
+}
+
+/// A backendRef to Service `name` (not exported: identifies the rule in [`pick`]).
+fn to(name: &str) -> Value {
+    json!([{"name": name, "port": 80}])
+}
+
+/// What a request gets: the backend's name (`svc:port`), the name of the unexported
+/// Service it was sent to, `redirect <status> <location>`, or the refusal's status.
+fn pick(
+    t: &RouteTable,
+    method: &str,
+    host: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> String {
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (target, None),
+    };
+    let Some(r) = t.route(host, path) else {
+        return "404".into();
+    };
+    let Target::Gateway(rules) = &r.target else {
+        return format!("not a gateway route: {:?}", r.mci);
+    };
+    let mut h = HeaderMap::new();
+    for (n, v) in headers {
+        h.append(
+            http::header::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    let method = Method::from_bytes(method.as_bytes()).unwrap();
+    let req = Request {
+        method: &method,
+        host,
+        path,
+        query,
+        headers: &h,
+        https: false,
+    };
+    match decide(rules, &req) {
+        Decided::Forward(b, _) => b.name.to_string(),
+        Decided::Redirect(s, l) => format!("redirect {} {}", s.as_u16(), l.to_str().unwrap()),
+        Decided::Refused(why) if why.status == 500 => {
+            // "no ServiceImport ns/<name> (...)": the rule's Service.
+            let m = why.msg;
+            m.split("ServiceImport ")
+                .nth(1)
+                .and_then(|r| r.split(' ').next())
+                .map_or(m.clone(), |n| n.rsplit('/').next().unwrap().to_string())
+        }
+        Decided::Refused(why) => why.status.as_u16().to_string(),
+    }
+}
+
+#[test]
+fn attached_routes_are_served_and_others_are_not() {
+    let mut s = gateway_snapshot();
+    s.http_routes = vec![
+        route(
+            "a",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": parent(), "hostnames": ["a.com"],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+        ),
+        // Another controller's Gateway, and a listener that does not exist.
+        route(
+            "b",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": [{"name": "theirs", "namespace": "infra"}],
+            "hostnames": ["b.com"], "rules": [{"backendRefs": to("x")}]}),
+        ),
+        route(
+            "c",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "nope"}],
+            "hostnames": ["c.com"], "rules": [{"backendRefs": to("x")}]}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(t.http_routes, vec!["ns/a"]);
+    assert_eq!(pick(&t, "GET", "a.com", "/anything", &[]), "web:80");
+    assert_eq!(pick(&t, "GET", "b.com", "/", &[]), "404");
+    assert_eq!(pick(&t, "GET", "c.com", "/", &[]), "404");
+    // The route's backend is the MCI path's: the same endpoints.
+    let Target::Gateway(rules) = &t.route("a.com", "/").unwrap().target else {
+        panic!("not a gateway route");
+    };
+    let Target::Backend(b) = &rules.rules[0].action.backends[0].1 else {
+        panic!("unresolved");
+    };
+    assert_eq!(b.balancer.endpoints().len(), 4);
+    assert_eq!(&*b.mci, "ns/a");
+}
+
+/// The spec's precedence: hostname, exact path, longest prefix, method, most headers,
+/// most query parameters, oldest route, ns/name, rule order.
+#[test]
+fn match_precedence_table() {
+    let mut s = gateway_snapshot();
+    let p = parent();
+    s.http_routes = vec![
+        route(
+            "old",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": p, "hostnames": ["a.com"], "rules": [
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backendRefs": to("root-old")},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}}], "backendRefs": to("api")},
+                {"matches": [{"path": {"type": "Exact", "value": "/api"}}], "backendRefs": to("api-exact")},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}, "method": "POST"}], "backendRefs": to("api-post")},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}, "headers": [{"name": "version", "value": "2"}]}], "backendRefs": to("api-v2")},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}, "headers": [{"name": "version", "value": "2"}, {"name": "Color", "value": "blue"}]}], "backendRefs": to("api-v2-blue")},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}, "queryParams": [{"name": "animal", "value": "whale"}]}], "backendRefs": to("api-whale")},
+                {"matches": [{"path": {"value": "/api/v1/"}}], "backendRefs": to("api-v1")},
+            ]}),
+        ),
+        // Newer: loses every tie with "old"; "/" ties.
+        route(
+            "new",
+            "2026-02-01T00:00:00Z",
+            json!({"parentRefs": p, "hostnames": ["a.com"], "rules": [
+                {"backendRefs": to("root-new")},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/new"}}], "backendRefs": to("new")},
+            ]}),
+        ),
+        // Same age as "new", alphabetically first: wins the tie.
+        route(
+            "aaa",
+            "2026-02-01T00:00:00Z",
+            json!({"parentRefs": p, "hostnames": ["a.com"], "rules": [
+                {"matches": [{"path": {"value": "/new"}}], "backendRefs": to("new-aaa")},
+            ]}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case<'_>] = &[
+        ("GET", "/", &[], "root-old"),
+        ("GET", "/other", &[], "root-old"),
+        ("GET", "/api", &[], "api-exact"),
+        ("GET", "/api/", &[], "api"),
+        ("GET", "/apix", &[], "root-old"),
+        ("GET", "/api/x", &[], "api"),
+        ("POST", "/api/x", &[], "api-post"),
+        // Method beats headers.
+        ("POST", "/api/x", &[("version", "2")], "api-post"),
+        ("GET", "/api/x", &[("version", "2")], "api-v2"),
+        ("GET", "/api/x", &[("version", "3")], "api"),
+        // Header names are case-insensitive, values exact.
+        (
+            "GET",
+            "/api/x",
+            &[("VERSION", "2"), ("color", "blue")],
+            "api-v2-blue",
+        ),
+        (
+            "GET",
+            "/api/x",
+            &[("version", "2"), ("color", "Blue")],
+            "api-v2",
+        ),
+        // Headers beat query parameters.
+        ("GET", "/api/x?animal=whale", &[("version", "2")], "api-v2"),
+        ("GET", "/api/x?animal=whale", &[], "api-whale"),
+        (
+            "GET",
+            "/api/x?animal=whale&animal=dolphin",
+            &[],
+            "api-whale",
+        ),
+        ("GET", "/api/x?animal=dolphin", &[], "api"),
+        // Longest prefix beats everything below it.
+        (
+            "POST",
+            "/api/v1/x?animal=whale",
+            &[("version", "2")],
+            "api-v1",
+        ),
+        ("GET", "/new/1", &[], "new-aaa"),
+    ];
+    for (method, target, headers, want) in cases {
+        assert_eq!(
+            pick(&t, method, "a.com", target, headers),
+            *want,
+            "{method} {target} {headers:?}"
+        );
+    }
+}
+
+/// An exact hostname beats wildcards (longest suffix first), which beat the routes
+/// without hostnames; a request none of a hostname's rules match falls through to the
+/// less specific ones. Listener hostnames intersect the route's.
+#[test]
+fn hostname_precedence_and_intersection() {
+    let mut s = gateway_snapshot();
+    let p = parent();
+    s.http_routes = vec![
+        route(
+            "exact",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": p, "hostnames": ["foo.example.com"],
+            "rules": [{"matches": [{"path": {"value": "/exact"}}], "backendRefs": to("exact")}]}),
+        ),
+        route(
+            "wild",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": p, "hostnames": ["*.example.com"],
+            "rules": [{"backendRefs": to("wild")}]}),
+        ),
+        route(
+            "wilder",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": p, "hostnames": ["*.b.example.com"],
+            "rules": [{"matches": [{"path": {"value": "/b"}}], "backendRefs": to("wilder")}]}),
+        ),
+        route(
+            "any",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": p,
+            "rules": [{"matches": [{"path": {"value": "/any"}}], "backendRefs": to("any")}]}),
+        ),
+        // Through the `*.wild.com` listener: only the hostnames under it.
+        route(
+            "listener",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "wild"}],
+            "hostnames": ["a.wild.com", "other.org"], "rules": [{"backendRefs": to("listener")}]}),
+        ),
+        route(
+            "listener-any",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "wild"}],
+            "rules": [{"matches": [{"path": {"value": "/la"}}], "backendRefs": to("listener-any")}]}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    let cases = [
+        ("foo.example.com", "/exact/1", "exact"),
+        ("foo.example.com", "/else", "wild"),
+        ("foo.example.com", "/any", "wild"),
+        ("x.y.example.com", "/", "wild"),
+        ("x.b.example.com", "/b", "wilder"),
+        ("x.b.example.com", "/c", "wild"),
+        ("example.com", "/", "404"),
+        ("example.com", "/any/1", "any"),
+        ("a.wild.com", "/", "listener"),
+        ("other.org", "/", "404"),
+        ("z.wild.com", "/la", "listener-any"),
+        ("z.wild.com", "/", "404"),
+    ];
+    for (host, path, want) in cases {
+        assert_eq!(pick(&t, "GET", host, path, &[]), want, "{host} {path}");
+    }
+}
+
+/// Weighted backendRefs split traffic by weight; a weight of 0 gets nothing; invalid
+/// refs get 500s (the spec) for their share.
+#[test]
+fn weights_split_traffic() {
+    let mut s = gateway_snapshot();
+    let ports = json!([{"name": "http", "protocol": "TCP", "port": 80}]);
+    let eps = json!([{"name": "http", "protocol": "TCP", "port": 8080}]);
+    for (svc, ip) in [("a", "10.9.0.1"), ("b", "10.9.0.2")] {
+        s.service_imports.push(import(svc, ports.clone()));
+        s.exported_services.push(export(svc, "east", ports.clone()));
+        s.endpoint_slices.push(slice(
+            svc,
+            "east",
+            eps.clone(),
+            json!([ep(ip, Some(true), false)]),
+        ));
+    }
+    s.http_routes = vec![route(
+        "w",
+        "2026-01-01T00:00:00Z",
+        json!({"parentRefs": parent(), "rules": [
+            {"backendRefs": [{"name": "a", "port": 80, "weight": 1}, {"name": "b", "port": 80, "weight": 3},
+                             {"name": "web", "port": 80, "weight": 0}]},
+            {"matches": [{"path": {"value": "/half"}}],
+             "backendRefs": [{"name": "a", "port": 80}, {"name": "missing", "port": 80}]},
+        ]}),
+    )];
+    let (t, _) = table(&s);
+    let mut seen: Map<String, u32> = Map::new();
+    for _ in 0..4000 {
+        *seen.entry(pick(&t, "GET", "x", "/", &[])).or_default() += 1;
+    }
+    assert_eq!(
+        seen.keys().collect::<Vec<_>>(),
+        ["a:80", "b:80"],
+        "{seen:?}"
+    );
+    let b = f64::from(seen["b:80"]) / 4000.0;
+    assert!(
+        (0.7..0.8).contains(&b),
+        "b got {b} of the requests, want 0.75"
+    );
+    let mut half: Map<String, u32> = Map::new();
+    for _ in 0..2000 {
+        *half.entry(pick(&t, "GET", "x", "/half", &[])).or_default() += 1;
+    }
+    assert_eq!(
+        half.keys().collect::<Vec<_>>(),
+        ["a:80", "missing"],
+        "{half:?}"
+    );
+}
+
+/// ServiceImport backendRefs (GEP-1748) resolve like Services; other kinds, and
+/// another namespace's Service without a ReferenceGrant, are 500s.
+#[test]
+fn backend_kinds_and_reference_grants() {
+    let mut s = gateway_snapshot();
+    let grant = |from: &str| -> Arc<ReferenceGrant> {
+        obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+            "metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": from}],
+                     "to": [{"group": "", "kind": "Service"}]}}),
+        )
+    };
+    let other = |name: &str, path: &str, backend: Value| -> Arc<HTTPRoute> {
+        obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": "team"},
+            "spec": {"parentRefs": parent(), "hostnames": ["k.com"],
+                     "rules": [{"matches": [{"path": {"value": path}}], "backendRefs": [backend]}]}}),
+        )
+    };
+    s.http_routes = vec![
+        route(
+            "kinds",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": parent(), "hostnames": ["k.com"], "rules": [
+                {"matches": [{"path": {"value": "/si"}}], "backendRefs": [
+                    {"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "port": 80}]},
+                {"matches": [{"path": {"value": "/cm"}}], "backendRefs": [{"kind": "ConfigMap", "name": "web"}]},
+            ]}),
+        ),
+        other(
+            "cross",
+            "/cross",
+            json!({"name": "web", "namespace": "ns", "port": 80}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(pick(&t, "GET", "k.com", "/si", &[]), "web:80");
+    let cm = pick(&t, "GET", "k.com", "/cm", &[]);
+    assert!(cm.contains("kind ConfigMap"), "{cm}");
+    let cross = pick(&t, "GET", "k.com", "/cross", &[]);
+    assert!(
+        cross.contains("no ReferenceGrant in ns allows HTTPRoutes from team"),
+        "{cross}"
+    );
+    s.reference_grants = vec![grant("team")];
+    let (t, _) = table(&s);
+    // Another namespace's backend is named with its namespace.
+    assert_eq!(pick(&t, "GET", "k.com", "/cross", &[]), "ns/web:80");
+    s.reference_grants = vec![grant("elsewhere")];
+    let (t, _) = table(&s);
+    assert!(pick(&t, "GET", "k.com", "/cross", &[]).contains("no ReferenceGrant"));
+}
+
+/// One table, two front ends: an MCI's paths and an HTTPRoute share a host; the longer
+/// path wins, and a route for a path an older MCI serves is reported.
+#[test]
+fn routes_and_mcis_share_the_table() {
+    let mut s = gateway_snapshot();
+    s.mcis = vec![mci(
+        "m",
+        "2026-01-01T00:00:00Z",
+        json!({"rules": [{"host": "a.com", "http": {"paths": [
+            {"path": "/mci", "pathType": "Prefix", "backend": backend("web", json!({"name": "http"}))}]}}]}),
+    )];
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        json!({"parentRefs": parent(), "hostnames": ["a.com"],
+            "rules": [{"backendRefs": to("gw")}]}),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "a.com", "/mci/x").unwrap().len(), 4);
+    assert_eq!(pick(&t, "GET", "a.com", "/other", &[]), "gw");
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    s.mcis = vec![mci(
+        "m",
+        "2026-01-01T00:00:00Z",
+        json!({"rules": [{"host": "a.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": backend("web", json!({"name": "http"}))}]}}]}),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "a.com", "/other").unwrap().len(), 4);
+    assert!(
+        t.warnings
+            .iter()
+            .any(|w| w.contains("HTTPRoutes for host a.com are not served")),
+        "{:?}",
+        t.warnings
+    );
+}

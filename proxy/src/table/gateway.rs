@@ -1,0 +1,385 @@
+//! HTTPRoutes into the route table: one table, two front ends. Each HTTPRoute that
+//! [`attach::parents`] attaches to a causeway Gateway becomes [`Rule`]s under the
+//! hostnames it serves there; every hostname gets one [`HostRules`] (its own rules,
+//! then those of the wildcards and the host-less routes that cover it, in the spec's
+//! precedence), inserted at `/` in the same [`crate::matching::Router`] as the MCI
+//! rules. backendRefs resolve through the MCI's backend path (`service_target`), so a
+//! Service or ServiceImport backend balances exactly as an MCI backend does; the
+//! backendRefs of one rule are picked by weight.
+
+use std::cmp::Reverse;
+
+use causeway_crds::gateway::attach::{self, AttachedListener};
+use causeway_crds::gateway::http_route::{
+    HTTPHeaderFilter, HTTPPathModifier, HTTPRouteMatch, HTTPRouteRule,
+};
+use http::header::{HeaderName, HeaderValue};
+use http::{Method, StatusCode};
+use k8s_openapi::api::networking::v1::ServiceBackendPort;
+
+use super::*;
+use crate::gateway::{Action, HeaderEdit, HostRules, PathModifier, Redirect, Rewrite, Rule};
+
+/// How specific a hostname is (lower first).
+type HostRank = (u8, Reverse<usize>);
+
+/// A hostname routes serve: exact, `*.<suffix>`, or any.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum HostKey {
+    Exact(String),
+    Wildcard(String),
+    Any,
+}
+
+impl HostKey {
+    fn of(h: Option<&str>) -> HostKey {
+        match h {
+            None => HostKey::Any,
+            Some(h) => match h.strip_prefix("*.") {
+                Some(s) => HostKey::Wildcard(s.to_ascii_lowercase()),
+                None => HostKey::Exact(h.to_ascii_lowercase()),
+            },
+        }
+    }
+
+    /// Lower is more specific: exact, then wildcards by suffix length, then any.
+    fn rank(&self) -> HostRank {
+        match self {
+            HostKey::Exact(_) => (0, Reverse(0)),
+            HostKey::Wildcard(s) => (1, Reverse(s.len())),
+            HostKey::Any => (2, Reverse(0)),
+        }
+    }
+
+    /// Whether requests for `other` may also match this hostname's rules.
+    fn covers(&self, other: &HostKey) -> bool {
+        let under = |h: &str, s: &str| {
+            h.len() > s.len() + 1 && h.ends_with(s) && h.as_bytes()[h.len() - s.len() - 1] == b'.'
+        };
+        match (self, other) {
+            (HostKey::Any, _) => true,
+            (HostKey::Wildcard(s), HostKey::Exact(h) | HostKey::Wildcard(h)) => under(h, s),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for HostKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostKey::Exact(h) => f.write_str(h),
+            HostKey::Wildcard(s) => write!(f, "*.{s}"),
+            HostKey::Any => f.write_str("*"),
+        }
+    }
+}
+
+/// Precedence within one hostname: exact path, longest prefix, method, most headers,
+/// most query parameters, oldest route (then ns/name), rule, match.
+type Precedence = (
+    bool,
+    Reverse<usize>,
+    bool,
+    Reverse<usize>,
+    Reverse<usize>,
+    usize,
+    usize,
+    usize,
+);
+
+/// Adds every accepted HTTPRoute of `snap` to `table`.
+pub(super) fn add(
+    idx: &Index<'_>,
+    snap: &Snapshot,
+    opts: &BuildOptions,
+    shared: &Registries,
+    table: &mut RouteTable,
+) {
+    let mut by_host: BTreeMap<HostKey, Vec<(Precedence, Arc<Rule>)>> = BTreeMap::new();
+    let default_match = [HTTPRouteMatch::default()];
+    for (order, route) in oldest_first(&snap.http_routes).into_iter().enumerate() {
+        let ns = route.namespace().unwrap_or_default();
+        let id = format!("{ns}/{}", route.name_any());
+        if route.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let listeners: Vec<AttachedListener> = attach::parents(
+            route,
+            &snap.gateways,
+            &snap.gateway_classes,
+            &snap.namespaces,
+        )
+        .into_iter()
+        .filter_map(|v| v.attached.ok())
+        .flatten()
+        .collect();
+        if listeners.is_empty() {
+            // Not ours, or not accepted: its status says why.
+            continue;
+        }
+        let (tuning, warnings) = annotations::parse(&id, route.annotations(), &opts.defaults);
+        table
+            .warnings
+            .extend(warnings.into_iter().map(|w| format!("HTTPRoute {id}: {w}")));
+        let route_id: Arc<str> = id.as_str().into();
+        let mut b = MciBuilder {
+            idx,
+            opts,
+            shared,
+            mci: route_id.clone(),
+            ns: ns.clone(),
+            tuning: Arc::new(tuning),
+            blocked: Vec::new(),
+            cache: HashMap::new(),
+            new_backends: Vec::new(),
+            endpoints: 0,
+        };
+        for (ri, rule) in route.spec.rules.iter().enumerate() {
+            let mut warn = |w: String| {
+                table
+                    .warnings
+                    .push(format!("HTTPRoute {id}: rules[{ri}]: {w}"))
+            };
+            let action = Arc::new(action(&mut b, rule, &snap.reference_grants, &mut warn));
+            let matches = rule
+                .matches
+                .as_deref()
+                .filter(|m| !m.is_empty())
+                .unwrap_or(&default_match);
+            for (mi, m) in matches.iter().enumerate() {
+                for l in &listeners {
+                    let port = u16::try_from(l.port).unwrap_or(80);
+                    let (prec, rule) = rule_of(&route_id, m, port, action.clone(), &mut warn);
+                    let rule = Arc::new(rule);
+                    let prec = (prec.0, prec.1, prec.2, prec.3, prec.4, order, ri, mi);
+                    let hosts: Vec<Option<&str>> = if l.hostnames.is_empty() {
+                        vec![None]
+                    } else {
+                        l.hostnames.iter().map(|h| Some(h.as_str())).collect()
+                    };
+                    for h in hosts {
+                        let rules = by_host.entry(HostKey::of(h)).or_default();
+                        // Attached through two listeners with this hostname: once.
+                        if !rules.iter().any(|(p, _)| *p == prec) {
+                            rules.push((prec, rule.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        table.endpoints += b.endpoints;
+        table.backends.append(&mut b.new_backends);
+        table.http_routes.push(id);
+    }
+    for (key, _) in by_host.iter() {
+        // Hostname first (this one, then the wildcards and any host covering it).
+        let mut all: Vec<(HostRank, Precedence, &Arc<Rule>)> = by_host
+            .iter()
+            .filter(|(other, _)| *other == key || other.covers(key))
+            .flat_map(|(other, rules)| rules.iter().map(|(p, r)| (other.rank(), *p, r)))
+            .collect();
+        all.sort_by_key(|(h, p, _)| (*h, *p));
+        let rules = HostRules {
+            rules: all.into_iter().map(|(_, _, r)| r.clone()).collect(),
+        };
+        let route = Arc::new(Route {
+            mci: "Gateway API".into(),
+            target: Target::Gateway(Arc::new(rules)),
+            ssl_redirect: false,
+        });
+        let paths = match key {
+            HostKey::Exact(h) => table.router.host_mut(Some(h)),
+            HostKey::Wildcard(s) => table.router.deep_wildcard_mut(s),
+            HostKey::Any => table.router.host_mut(None),
+        };
+        if !paths.insert(PathKind::Prefix, "/", route) {
+            let w = format!(
+                "HTTPRoutes for host {key} are not served: a MultiClusterIngress rule for / on that host is"
+            );
+            tracing::warn!("{w}");
+            table.warnings.push(w);
+        }
+    }
+}
+
+type Partial = (bool, Reverse<usize>, bool, Reverse<usize>, Reverse<usize>);
+
+fn rule_of(
+    route: &Arc<str>,
+    m: &HTTPRouteMatch,
+    listener_port: u16,
+    action: Arc<Action>,
+    warn: &mut impl FnMut(String),
+) -> (Partial, Rule) {
+    let path_kind = match m.path.as_ref().and_then(|p| p.type_.as_deref()) {
+        Some("Exact") => PathKind::Exact,
+        _ => PathKind::Prefix,
+    };
+    let value = m
+        .path
+        .as_ref()
+        .and_then(|p| p.value.as_deref())
+        .unwrap_or("/");
+    let path = crate::matching::rule_path(path_kind, value);
+    let method = m
+        .method
+        .as_deref()
+        .and_then(|s| match Method::from_bytes(s.as_bytes()) {
+            Ok(m) => Some(m),
+            Err(_) => {
+                warn(format!("method {s:?} is not a method; matching any"));
+                None
+            }
+        });
+    let mut headers: Vec<(HeaderName, Box<str>)> = Vec::new();
+    for h in &m.headers {
+        match HeaderName::from_bytes(h.name.as_bytes()) {
+            // Only the first of equivalent names counts (the spec).
+            Ok(n) if headers.iter().any(|(x, _)| *x == n) => {}
+            Ok(n) => headers.push((n, h.value.as_str().into())),
+            Err(_) => warn(format!(
+                "header name {:?} is invalid; match ignored",
+                h.name
+            )),
+        }
+    }
+    let mut query: Vec<(Box<str>, Box<str>)> = Vec::new();
+    for q in &m.query_params {
+        if !query.iter().any(|(n, _)| **n == *q.name) {
+            query.push((q.name.as_str().into(), q.value.as_str().into()));
+        }
+    }
+    let prec = (
+        path_kind != PathKind::Exact,
+        Reverse(path.len()),
+        method.is_none(),
+        Reverse(headers.len()),
+        Reverse(query.len()),
+    );
+    let rule = Rule {
+        route: route.clone(),
+        path_kind,
+        path,
+        method,
+        headers,
+        query,
+        listener_port,
+        action,
+    };
+    (prec, rule)
+}
+
+fn header_edit(f: &HTTPHeaderFilter, warn: &mut impl FnMut(String)) -> HeaderEdit {
+    let mut pairs = |v: &[causeway_crds::gateway::http_route::HTTPHeader]| {
+        v.iter()
+            .filter_map(|h| {
+                match (
+                    HeaderName::from_bytes(h.name.as_bytes()),
+                    HeaderValue::from_str(&h.value),
+                ) {
+                    (Ok(n), Ok(v)) => Some((n, v)),
+                    _ => {
+                        warn(format!(
+                            "header {:?}: {:?} is invalid; ignored",
+                            h.name, h.value
+                        ));
+                        None
+                    }
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    HeaderEdit {
+        set: pairs(&f.set),
+        add: pairs(&f.add),
+        remove: f
+            .remove
+            .iter()
+            .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+            .collect(),
+    }
+}
+
+fn path_modifier(p: &HTTPPathModifier) -> Option<PathModifier> {
+    match p.type_.as_str() {
+        "ReplaceFullPath" => Some(PathModifier::Full(p.replace_full_path.clone()?)),
+        "ReplacePrefixMatch" => Some(PathModifier::Prefix(p.replace_prefix_match.clone()?)),
+        _ => None,
+    }
+}
+
+fn action(
+    b: &mut MciBuilder<'_>,
+    rule: &HTTPRouteRule,
+    grants: &[Arc<ReferenceGrant>],
+    warn: &mut impl FnMut(String),
+) -> Action {
+    let mut a = Action::default();
+    for f in &rule.filters {
+        match f.type_.as_str() {
+            "RequestHeaderModifier" => {
+                a.request_headers = f
+                    .request_header_modifier
+                    .as_ref()
+                    .map(|h| header_edit(h, warn));
+            }
+            "ResponseHeaderModifier" => {
+                a.response_headers = f
+                    .response_header_modifier
+                    .as_ref()
+                    .map(|h| header_edit(h, warn));
+            }
+            "RequestRedirect" => {
+                a.redirect = f.request_redirect.as_ref().map(|r| Redirect {
+                    scheme: r.scheme.clone(),
+                    hostname: r.hostname.clone(),
+                    path: r.path.as_ref().and_then(path_modifier),
+                    port: r.port.and_then(|p| u16::try_from(p).ok()),
+                    status: match r.status_code {
+                        Some(301) => StatusCode::MOVED_PERMANENTLY,
+                        _ => StatusCode::FOUND,
+                    },
+                });
+            }
+            "URLRewrite" => {
+                a.rewrite = f.url_rewrite.as_ref().map(|r| Rewrite {
+                    hostname: r
+                        .hostname
+                        .as_deref()
+                        .and_then(|h| HeaderValue::from_str(h).ok()),
+                    path: r.path.as_ref().and_then(path_modifier),
+                });
+            }
+            // Other filters make the route not Accepted (attach::unsupported).
+            _ => {}
+        }
+    }
+    let ns = b.ns.clone();
+    let mut total = 0u64;
+    for r in &rule.backend_refs {
+        let weight = u64::try_from(r.weight.unwrap_or(1)).unwrap_or(0);
+        if weight == 0 {
+            continue;
+        }
+        let target = match attach::backend(&ns, r, grants) {
+            Err(e) => Target::Unavailable(e.message.into()),
+            Ok((_, backend_ns)) => {
+                let svc = IngressServiceBackend {
+                    name: r.name.clone(),
+                    port: r.port.map(|p| ServiceBackendPort {
+                        number: Some(p),
+                        name: None,
+                    }),
+                };
+                b.service_target(&backend_ns, &svc)
+            }
+        };
+        total += weight;
+        a.backends.push((total, target));
+    }
+    a
+}
+
+#[cfg(test)]
+#[path = "../gateway_table_tests.rs"]
+mod tests;
