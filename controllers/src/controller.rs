@@ -68,6 +68,12 @@ pub async fn run_with(
         opts.timing.stale_endpoints_ttl,
         stop.child_token(),
     ));
+    tokio::spawn(crate::gateway::run(
+        hub.clone(),
+        caches.clone(),
+        metrics.clone(),
+        stop.child_token(),
+    ));
     tokio::spawn(crate::propagation::hub::run(
         hub.clone(),
         caches.clone(),

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod clusters;
 pub mod condition;
 pub mod controller;
+pub mod gateway;
 pub mod mci;
 pub mod mcs;
 pub mod member;

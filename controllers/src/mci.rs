@@ -315,6 +315,28 @@ fn status_json(status: &MultiClusterIngressStatus) -> serde_json::Value {
     })
 }
 
+/// A cache of the causeway-proxy Leases in the system namespace (their addresses are
+/// the MCIs' `loadBalancer` and the Gateways' `addresses`).
+pub fn proxy_leases(
+    hub: &kube::Client,
+    wake: &Arc<Wake>,
+    stop: &CancellationToken,
+    what: &'static str,
+) -> causeway_runtime::reflect::Cache<Lease> {
+    cache(
+        Api::<Lease>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
+        watcher::Config::default().labels(&format!(
+            "{}={}",
+            labels::COMPONENT,
+            labels::PROXY_COMPONENT
+        )),
+        wake.clone(),
+        stop.clone(),
+        what,
+        None,
+    )
+}
+
 /// Runs the MCI controller until `stop`.
 pub async fn run(
     hub: kube::Client,
@@ -342,18 +364,7 @@ pub async fn run(
     );
     let clusters = caches.clusters.subscribe(wake.clone());
     let exported = caches.exported.subscribe(wake.clone());
-    let proxies = cache(
-        Api::<Lease>::namespaced(hub.clone(), SYSTEM_NAMESPACE),
-        watcher::Config::default().labels(&format!(
-            "{}={}",
-            labels::COMPONENT,
-            labels::PROXY_COMPONENT
-        )),
-        wake.clone(),
-        stop.clone(),
-        "hub causeway-proxy leases",
-        None,
-    );
+    let proxies = proxy_leases(&hub, &wake, &stop, "hub causeway-proxy leases");
     let imports = caches.imports.subscribe(wake.clone());
     if mcis.wait_until_ready().await.is_err()
         || classes.wait_until_ready().await.is_err()

@@ -1,0 +1,505 @@
+//! Gateway API status controller (hub): the status of the GatewayClasses, Gateways and
+//! HTTPRoutes causeway-proxy serves (class `controllerName: causeway.io/gateway-controller`).
+//!
+//! - GatewayClass: `Accepted`.
+//! - Gateway: `Accepted` and `Programmed` (a causeway-proxy holds a live Lease; its
+//!   addresses are the Gateway's `status.addresses`), and per listener `Accepted`,
+//!   `Programmed`, `ResolvedRefs` (HTTP listeners only: `UnsupportedProtocol` else),
+//!   `supportedKinds` and `attachedRoutes`.
+//! - HTTPRoute: per parentRef naming a causeway Gateway, `Accepted` (Accepted,
+//!   NotAllowedByListeners, NoMatchingListenerHostname, NoMatchingParent,
+//!   UnsupportedValue) and `ResolvedRefs` (ResolvedRefs, RefNotPermitted, InvalidKind,
+//!   BackendNotFound), with `controllerName` and `observedGeneration`.
+//!
+//! Attachment and backendRef rules are `causeway_crds::gateway::attach`'s, the same the
+//! proxy's table follows. The pure part ([`desired`]) maps the hub caches to every
+//! status; [`run`] writes them with the shared applier.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use causeway_crds::gateway::attach::{self, ParentVerdict, reasons};
+use causeway_crds::gateway::http_route::{HTTPRouteStatus, RouteParentStatus};
+use causeway_crds::gateway::{
+    CONTROLLER_NAME, GROUP, Gateway, GatewayAddress, GatewayClass, GatewayClassStatus,
+    GatewayStatus, HTTPRoute, ListenerStatus, ReferenceGrant, RouteGroupKind,
+};
+use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_runtime::apply::StatusMemo;
+use causeway_runtime::reflect::{Dirty, Wake, cache};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+
+/// What the hub holds that Gateway API statuses depend on.
+pub struct World<'a> {
+    /// GatewayClasses.
+    pub classes: &'a [Arc<GatewayClass>],
+    /// Gateways.
+    pub gateways: &'a [Arc<Gateway>],
+    /// HTTPRoutes.
+    pub routes: &'a [Arc<HTTPRoute>],
+    /// ReferenceGrants.
+    pub grants: &'a [Arc<ReferenceGrant>],
+    /// Hub ServiceImports by (namespace, name): what backendRefs resolve through.
+    pub imports: &'a BTreeMap<(String, String), Arc<ServiceImport>>,
+    /// Namespace labels (listeners selecting route namespaces).
+    pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+    /// causeway-proxy Leases.
+    pub proxies: &'a [Arc<Lease>],
+    /// Now.
+    pub now: jiff::Timestamp,
+}
+
+/// Every status the controller wants, by (namespace, name); objects not served by
+/// causeway are left out.
+#[derive(Debug, Default, PartialEq)]
+pub struct Desired {
+    /// GatewayClass statuses (namespace "").
+    pub classes: BTreeMap<(String, String), GatewayClassStatus>,
+    /// Gateway statuses.
+    pub gateways: BTreeMap<(String, String), GatewayStatus>,
+    /// HTTPRoute statuses.
+    pub routes: BTreeMap<(String, String), HTTPRouteStatus>,
+}
+
+struct Cond<'a> {
+    prev: &'a [Condition],
+    generation: Option<i64>,
+    now: &'a Time,
+}
+
+impl Cond<'_> {
+    fn make(&self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) -> Condition {
+        let status = if ok { "True" } else { "False" };
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into().chars().take(32 * 1024).collect(),
+            observed_generation: self.generation,
+            last_transition_time: crate::condition::since(self.prev, type_, status, self.now),
+        }
+    }
+}
+
+fn http_route_kind() -> RouteGroupKind {
+    RouteGroupKind {
+        group: Some(GROUP.into()),
+        kind: "HTTPRoute".into(),
+    }
+}
+
+/// The statuses of everything in `world` that causeway serves.
+pub fn desired(world: &World<'_>) -> Desired {
+    let now = Time(world.now);
+    let mut out = Desired::default();
+    for c in world.classes {
+        if c.spec.controller_name != CONTROLLER_NAME {
+            continue;
+        }
+        let prev = c
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        let cond = Cond {
+            prev,
+            generation: c.metadata.generation,
+            now: &now,
+        };
+        out.classes.insert(
+            crate::watch::key(c.as_ref()),
+            GatewayClassStatus {
+                conditions: vec![cond.make(
+                    reasons::ACCEPTED,
+                    true,
+                    "Accepted",
+                    "served by causeway-proxy",
+                )],
+            },
+        );
+    }
+    // Routes first: listeners count the routes attached to them.
+    let mut attached: BTreeMap<(String, String), i32> = BTreeMap::new();
+    for r in world.routes {
+        let verdicts = attach::parents(r, world.gateways, world.classes, world.namespaces);
+        if verdicts.is_empty() {
+            continue;
+        }
+        for v in &verdicts {
+            for l in v.attached.iter().flatten() {
+                *attached
+                    .entry((v.gateway.clone(), l.name.clone()))
+                    .or_default() += 1;
+            }
+        }
+        out.routes.insert(
+            crate::watch::key(r.as_ref()),
+            route_status(r, &verdicts, world, &now),
+        );
+    }
+    let addresses = addresses(world);
+    for g in world.gateways {
+        if !attach::class_is_ours(&g.spec.gateway_class_name, world.classes) {
+            continue;
+        }
+        let (ns, name) = crate::watch::key(g.as_ref());
+        let id = format!("{ns}/{name}");
+        let prev_status = g.status.clone().unwrap_or_default();
+        let cond = |prev| Cond {
+            prev,
+            generation: g.metadata.generation,
+            now: &now,
+        };
+        let listeners = g
+            .spec
+            .listeners
+            .iter()
+            .map(|l| {
+                let prev = prev_status
+                    .listeners
+                    .iter()
+                    .find(|p| p.name == l.name)
+                    .map(|p| p.conditions.as_slice())
+                    .unwrap_or_default();
+                let c = cond(prev);
+                let problem = attach::listener_problem(l);
+                let (ok, reason, msg) = match &problem {
+                    None => (true, "Accepted", "served by causeway-proxy".to_string()),
+                    Some(p) => (false, p.reason, p.message.clone()),
+                };
+                let programmed = if ok { "Programmed" } else { "Invalid" };
+                ListenerStatus {
+                    name: l.name.clone(),
+                    supported_kinds: if ok {
+                        vec![http_route_kind()]
+                    } else {
+                        Vec::new()
+                    },
+                    attached_routes: attached
+                        .get(&(id.clone(), l.name.clone()))
+                        .copied()
+                        .unwrap_or(0),
+                    conditions: vec![
+                        c.make(reasons::ACCEPTED, ok, reason, msg.clone()),
+                        c.make(reasons::PROGRAMMED, ok, programmed, msg),
+                        c.make(
+                            reasons::RESOLVED_REFS,
+                            true,
+                            "ResolvedRefs",
+                            "no references to resolve",
+                        ),
+                    ],
+                }
+            })
+            .collect();
+        let c = cond(&prev_status.conditions);
+        let programmed = !addresses.is_empty();
+        out.gateways.insert(
+            (ns, name),
+            GatewayStatus {
+                addresses: addresses.clone(),
+                conditions: vec![
+                    c.make(
+                        reasons::ACCEPTED,
+                        true,
+                        "Accepted",
+                        "served by causeway-proxy",
+                    ),
+                    if programmed {
+                        c.make(
+                            reasons::PROGRAMMED,
+                            true,
+                            "Programmed",
+                            "causeway-proxy serves its listeners",
+                        )
+                    } else {
+                        c.make(
+                            reasons::PROGRAMMED,
+                            false,
+                            "Pending",
+                            "no causeway-proxy holds a live Lease yet",
+                        )
+                    },
+                ],
+                listeners,
+            },
+        );
+    }
+    out
+}
+
+/// The Gateway's addresses: those the live causeway-proxies publish.
+fn addresses(world: &World<'_>) -> Vec<GatewayAddress> {
+    crate::mci::load_balancer(world.proxies, world.now)
+        .ingress
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|i| match (i.ip, i.hostname) {
+            (Some(ip), _) => Some(GatewayAddress {
+                type_: Some("IPAddress".into()),
+                value: ip,
+            }),
+            (None, Some(h)) => Some(GatewayAddress {
+                type_: Some("Hostname".into()),
+                value: h,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `ResolvedRefs` of a route: the first backendRef that may not be used or does not exist.
+fn resolved_refs(r: &HTTPRoute, world: &World<'_>) -> Result<(), attach::Refused> {
+    let ns = r.namespace().unwrap_or_default();
+    for b in r
+        .spec
+        .rules
+        .iter()
+        .flat_map(|rule| rule.backend_refs.iter())
+    {
+        let (_, backend_ns) = attach::backend(&ns, b, world.grants)?;
+        if !world
+            .imports
+            .contains_key(&(backend_ns.clone(), b.name.clone()))
+        {
+            return Err(attach::Refused {
+                reason: reasons::BACKEND_NOT_FOUND,
+                message: format!(
+                    "backendRef {backend_ns}/{}: no ServiceImport of that name on the hub (export the Service from a member cluster)",
+                    b.name
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn route_status(
+    r: &HTTPRoute,
+    verdicts: &[ParentVerdict],
+    world: &World<'_>,
+    now: &Time,
+) -> HTTPRouteStatus {
+    let refs = resolved_refs(r, world);
+    let prev_parents = r
+        .status
+        .as_ref()
+        .map(|s| s.parents.as_slice())
+        .unwrap_or_default();
+    let parents = verdicts
+        .iter()
+        .map(|v| {
+            let prev = prev_parents
+                .iter()
+                .find(|p| p.parent_ref == v.parent_ref && p.controller_name == CONTROLLER_NAME)
+                .map(|p| p.conditions.as_slice())
+                .unwrap_or_default();
+            let c = Cond {
+                prev,
+                generation: r.metadata.generation,
+                now,
+            };
+            let accepted = match &v.attached {
+                Ok(ls) => c.make(
+                    reasons::ACCEPTED,
+                    true,
+                    "Accepted",
+                    format!(
+                        "attached to listener{} {} of Gateway {}",
+                        if ls.len() == 1 { "" } else { "s" },
+                        ls.iter()
+                            .map(|l| l.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        v.gateway
+                    ),
+                ),
+                Err(e) => c.make(reasons::ACCEPTED, false, e.reason, e.message.clone()),
+            };
+            let resolved = match &refs {
+                Ok(()) => c.make(
+                    reasons::RESOLVED_REFS,
+                    true,
+                    "ResolvedRefs",
+                    "every backendRef resolved",
+                ),
+                Err(e) => c.make(reasons::RESOLVED_REFS, false, e.reason, e.message.clone()),
+            };
+            RouteParentStatus {
+                parent_ref: v.parent_ref.clone(),
+                controller_name: CONTROLLER_NAME.into(),
+                conditions: vec![accepted, resolved],
+            }
+        })
+        .collect();
+    HTTPRouteStatus { parents }
+}
+
+/// Runs the Gateway API status controller until `stop`.
+pub async fn run(
+    hub: kube::Client,
+    caches: Arc<crate::mcs::HubCaches>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    let wake = Wake::new();
+    let all = watcher::Config::default;
+    let classes = cache(
+        Api::<GatewayClass>::all(hub.clone()),
+        all(),
+        wake.clone(),
+        stop.clone(),
+        "hub gatewayclasses",
+        None,
+    );
+    let gateways = cache(
+        Api::<Gateway>::all(hub.clone()),
+        all(),
+        wake.clone(),
+        stop.clone(),
+        "hub gateways",
+        None,
+    );
+    let routes = cache(
+        Api::<HTTPRoute>::all(hub.clone()),
+        all(),
+        wake.clone(),
+        stop.clone(),
+        "hub httproutes",
+        None,
+    );
+    let grants = cache(
+        Api::<ReferenceGrant>::all(hub.clone()),
+        all(),
+        wake.clone(),
+        stop.clone(),
+        "hub referencegrants",
+        None,
+    );
+    let namespaces = cache(
+        Api::<Namespace>::all(hub.clone()),
+        all(),
+        wake.clone(),
+        stop.clone(),
+        "hub namespaces",
+        None,
+    );
+    let proxies =
+        crate::mci::proxy_leases(&hub, &wake, &stop, "hub causeway-proxy leases (gateway)");
+    let imports = caches.imports.subscribe(wake.clone());
+    if classes.wait_until_ready().await.is_err()
+        || gateways.wait_until_ready().await.is_err()
+        || routes.wait_until_ready().await.is_err()
+        || grants.wait_until_ready().await.is_err()
+        || namespaces.wait_until_ready().await.is_err()
+        || proxies.wait_until_ready().await.is_err()
+        || imports.wait_until_ready().await.is_err()
+    {
+        return;
+    }
+    tracing::info!("gateway api status controller running");
+    let mut memo = StatusMemo::default();
+    loop {
+        let started = Instant::now();
+        let (c, g, r) = (classes.state(), gateways.state(), routes.state());
+        let import_map = imports
+            .state()
+            .into_iter()
+            .map(|i| (crate::watch::key(i.as_ref()), i))
+            .collect();
+        let ns_labels = namespaces
+            .state()
+            .iter()
+            .map(|n| (n.name_any(), n.labels().clone()))
+            .collect();
+        let (grant_list, lease_list) = (grants.state(), proxies.state());
+        let world = World {
+            classes: &c,
+            gateways: &g,
+            routes: &r,
+            grants: &grant_list,
+            imports: &import_map,
+            namespaces: &ns_labels,
+            proxies: &lease_list,
+            now: jiff::Timestamp::now(),
+        };
+        let want = desired(&world);
+        let mut failed = std::collections::HashSet::new();
+        let all = |_: &str| Api::all(hub.clone());
+        write_all(all, &mut memo, &want.classes, &c, &mut failed).await;
+        let ns = |ns: &str| Api::namespaced(hub.clone(), ns);
+        write_all(ns, &mut memo, &want.gateways, &g, &mut failed).await;
+        let ns = |ns: &str| Api::namespaced(hub.clone(), ns);
+        write_all(ns, &mut memo, &want.routes, &r, &mut failed).await;
+        metrics.observe_reconcile("gateway", "hub", started.elapsed(), failed.len());
+        wake.record_failures(&Dirty::full(), &failed);
+        // Proxy Leases expire without an event: look again within a renew interval.
+        if wake
+            .next_round(&stop, Duration::from_secs(5), Duration::from_millis(5))
+            .await
+            .is_none()
+        {
+            return;
+        }
+    }
+}
+
+/// Writes the `want`ed status of each object in `objects` (the shared applier, field
+/// manager `causeway`); a failed write is recorded in `failed`.
+async fn write_all<K, S>(
+    api_for: impl Fn(&str) -> Api<K>,
+    memo: &mut StatusMemo,
+    want: &BTreeMap<(String, String), S>,
+    objects: &[Arc<K>],
+    failed: &mut std::collections::HashSet<(String, String)>,
+) where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    S: serde::Serialize,
+{
+    for o in objects {
+        let key = crate::watch::key(o.as_ref());
+        let Some(status) = want.get(&key) else {
+            continue;
+        };
+        let api = api_for(&key.0);
+        let status = json!(status);
+        let actual = || {
+            serde_json::to_value(o.as_ref())
+                .ok()
+                .and_then(|v| v.get("status").cloned())
+        };
+        let res = memo
+            .ensure(
+                &api,
+                &key.0,
+                &key.1,
+                &K::api_version(&()),
+                &K::kind(&()),
+                &status,
+                o.resource_version(),
+                actual,
+            )
+            .await;
+        if let Err(e) = res {
+            tracing::warn!(kind = %K::kind(&()), namespace = %key.0, name = %key.1, error = %e, "gateway api status write failed; retrying with backoff");
+            failed.insert(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,327 @@
+//! Table tests for [`desired`]: the spec's conditions and reasons on GatewayClasses,
+//! Gateways and HTTPRoutes.
+
+use super::*;
+use causeway_crds::well_known::{SYSTEM_NAMESPACE, annotations};
+use serde_json::Value;
+
+fn obj<K: serde::de::DeserializeOwned>(v: Value) -> Arc<K> {
+    Arc::new(serde_json::from_value(v).unwrap())
+}
+
+fn now() -> jiff::Timestamp {
+    jiff::Timestamp::from_second(1_800_000_000).unwrap()
+}
+
+struct Fixture {
+    classes: Vec<Arc<GatewayClass>>,
+    gateways: Vec<Arc<Gateway>>,
+    routes: Vec<Arc<HTTPRoute>>,
+    grants: Vec<Arc<ReferenceGrant>>,
+    imports: BTreeMap<(String, String), Arc<ServiceImport>>,
+    proxies: Vec<Arc<Lease>>,
+}
+
+impl Fixture {
+    /// Classes `causeway` (ours) and `other`; Gateway `infra/gw` (ours) with listeners
+    /// `http` (all namespaces, `*.example.com`), `same` (its namespace only) and `tls`
+    /// (HTTPS); Gateway `infra/theirs` of `other`; ServiceImport `app/web`; one live proxy.
+    fn new() -> Self {
+        let class = |name: &str, ctl: &str| {
+            obj(
+                json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+                "metadata": {"name": name, "generation": 2}, "spec": {"controllerName": ctl}}),
+            )
+        };
+        let gateway = |name: &str, class: &str| {
+            obj(
+                json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": name, "namespace": "infra", "generation": 3},
+                "spec": {"gatewayClassName": class, "listeners": [
+                    {"name": "http", "port": 80, "protocol": "HTTP", "hostname": "*.example.com",
+                     "allowedRoutes": {"namespaces": {"from": "All"}}},
+                    {"name": "same", "port": 81, "protocol": "HTTP"},
+                    {"name": "tls", "port": 443, "protocol": "HTTPS"},
+                ]}}),
+            )
+        };
+        let import = obj(
+            json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "metadata": {"name": "web", "namespace": "app"},
+            "spec": {"type": "ClusterSetIP", "ports": [{"port": 80, "protocol": "TCP"}]}}),
+        );
+        let renewed = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(now());
+        let lease = obj(
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "causeway-proxy-a", "namespace": SYSTEM_NAMESPACE, "annotations": {
+                annotations::PROXY_ADDRESSES: "10.0.0.7", annotations::PROXY_PORTS: "80/http"}},
+            "spec": {"leaseDurationSeconds": 15, "renewTime": renewed}}),
+        );
+        Fixture {
+            classes: vec![
+                class("causeway", CONTROLLER_NAME),
+                class("other", "example.com/other"),
+            ],
+            gateways: vec![gateway("gw", "causeway"), gateway("theirs", "other")],
+            routes: Vec::new(),
+            grants: Vec::new(),
+            imports: BTreeMap::from([(("app".to_string(), "web".to_string()), import)]),
+            proxies: vec![lease],
+        }
+    }
+
+    fn route(&mut self, name: &str, spec: Value) {
+        self.routes.push(obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": "app", "generation": 5}, "spec": spec}),
+        ));
+    }
+
+    fn desired(&self) -> Desired {
+        let ns = BTreeMap::new();
+        desired(&World {
+            classes: &self.classes,
+            gateways: &self.gateways,
+            routes: &self.routes,
+            grants: &self.grants,
+            imports: &self.imports,
+            namespaces: &ns,
+            proxies: &self.proxies,
+            now: now(),
+        })
+    }
+}
+
+fn key(ns: &str, name: &str) -> (String, String) {
+    (ns.to_string(), name.to_string())
+}
+
+/// `(type, status, reason)` of a condition.
+type Said = (String, String, String);
+
+/// `(type, status, reason)` of each condition.
+fn conds(c: &[Condition]) -> Vec<Said> {
+    c.iter()
+        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+        .collect()
+}
+
+fn c(t: &str, s: &str, r: &str) -> Said {
+    (t.into(), s.into(), r.into())
+}
+
+#[test]
+fn classes_and_gateways_of_ours_get_status() {
+    let mut f = Fixture::new();
+    f.route(
+        "r",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra"}],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    );
+    let d = f.desired();
+    assert_eq!(d.classes.keys().collect::<Vec<_>>(), [&key("", "causeway")]);
+    let cs = &d.classes[&key("", "causeway")].conditions;
+    assert_eq!(conds(cs), [c("Accepted", "True", "Accepted")]);
+    assert_eq!(cs[0].observed_generation, Some(2));
+    assert_eq!(d.gateways.keys().collect::<Vec<_>>(), [&key("infra", "gw")]);
+    let g = &d.gateways[&key("infra", "gw")];
+    assert_eq!(
+        conds(&g.conditions),
+        [
+            c("Accepted", "True", "Accepted"),
+            c("Programmed", "True", "Programmed")
+        ]
+    );
+    assert_eq!(
+        g.addresses,
+        [GatewayAddress {
+            type_: Some("IPAddress".into()),
+            value: "10.0.0.7".into()
+        }]
+    );
+    let l: Vec<(&str, i32, usize)> = g
+        .listeners
+        .iter()
+        .map(|l| (l.name.as_str(), l.attached_routes, l.supported_kinds.len()))
+        .collect();
+    // The route attaches to the listener that allows its namespace only.
+    assert_eq!(l, [("http", 1, 1), ("same", 0, 1), ("tls", 0, 0)]);
+    assert_eq!(
+        conds(&g.listeners[2].conditions),
+        [
+            c("Accepted", "False", "UnsupportedProtocol"),
+            c("Programmed", "False", "Invalid"),
+            c("ResolvedRefs", "True", "ResolvedRefs")
+        ]
+    );
+    // No live proxy: not Programmed, no address.
+    f.proxies.clear();
+    let g = &f.desired().gateways[&key("infra", "gw")];
+    assert_eq!(conds(&g.conditions)[1], c("Programmed", "False", "Pending"));
+    assert!(g.addresses.is_empty());
+}
+
+#[test]
+fn route_conditions_per_parent_table() {
+    let parent = |extra: Value| {
+        let mut p = json!({"name": "gw", "namespace": "infra"});
+        p.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        p
+    };
+    let web = json!([{"name": "web", "port": 80}]);
+    let cases: Vec<(&str, Value, [Said; 2])> = vec![
+        (
+            "ok",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": web}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "True", "ResolvedRefs"),
+            ],
+        ),
+        (
+            "si",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": [
+            {"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "port": 80}]}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "True", "ResolvedRefs"),
+            ],
+        ),
+        (
+            "section",
+            json!({"parentRefs": [parent(json!({"sectionName": "nope"}))], "rules": [{"backendRefs": web}]}),
+            [
+                c("Accepted", "False", "NoMatchingParent"),
+                c("ResolvedRefs", "True", "ResolvedRefs"),
+            ],
+        ),
+        (
+            "ns",
+            json!({"parentRefs": [parent(json!({"sectionName": "same"}))], "rules": [{"backendRefs": web}]}),
+            [
+                c("Accepted", "False", "NotAllowedByListeners"),
+                c("ResolvedRefs", "True", "ResolvedRefs"),
+            ],
+        ),
+        (
+            "host",
+            json!({"parentRefs": [parent(json!({"sectionName": "http"}))], "hostnames": ["a.org"], "rules": [{"backendRefs": web}]}),
+            [
+                c("Accepted", "False", "NoMatchingListenerHostname"),
+                c("ResolvedRefs", "True", "ResolvedRefs"),
+            ],
+        ),
+        (
+            "regex",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"matches": [{"path": {"type": "RegularExpression", "value": "/.*"}}], "backendRefs": web}]}),
+            [
+                c("Accepted", "False", "UnsupportedValue"),
+                c("ResolvedRefs", "True", "ResolvedRefs"),
+            ],
+        ),
+        (
+            "missing",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": [{"name": "nope", "port": 80}]}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "False", "BackendNotFound"),
+            ],
+        ),
+        (
+            "kind",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": [{"kind": "ConfigMap", "name": "web"}]}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "False", "InvalidKind"),
+            ],
+        ),
+        (
+            "cross",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": [{"name": "web", "namespace": "other", "port": 80}]}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "False", "RefNotPermitted"),
+            ],
+        ),
+    ];
+    let mut f = Fixture::new();
+    for (name, spec, _) in &cases {
+        f.route(name, spec.clone());
+    }
+    // A route of another controller's Gateway only: no status of ours.
+    f.route(
+        "theirs",
+        json!({"parentRefs": [{"name": "theirs", "namespace": "infra"}]}),
+    );
+    let d = f.desired();
+    assert!(!d.routes.contains_key(&key("app", "theirs")));
+    for (name, _, want) in &cases {
+        let s = &d.routes[&key("app", name)];
+        assert_eq!(s.parents.len(), 1, "{name}");
+        let p = &s.parents[0];
+        assert_eq!(p.controller_name, CONTROLLER_NAME);
+        assert_eq!(p.parent_ref.name, "gw");
+        assert_eq!(
+            conds(&p.conditions),
+            want.to_vec(),
+            "{name}: {:?}",
+            p.conditions
+        );
+        assert!(
+            p.conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(5) && !c.message.is_empty())
+        );
+    }
+}
+
+#[test]
+fn a_reference_grant_permits_the_cross_namespace_backend() {
+    let mut f = Fixture::new();
+    f.imports
+        .insert(key("other", "web"), f.imports[&key("app", "web")].clone());
+    f.route(
+        "cross",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra"}],
+        "rules": [{"backendRefs": [{"name": "web", "namespace": "other", "port": 80}]}]}),
+    );
+    f.grants.push(obj(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+        "metadata": {"name": "g", "namespace": "other"},
+        "spec": {"from": [{"group": GROUP, "kind": "HTTPRoute", "namespace": "app"}],
+                 "to": [{"group": "", "kind": "Service"}]}}),
+    ));
+    let d = f.desired();
+    let p = &d.routes[&key("app", "cross")].parents[0];
+    assert_eq!(
+        conds(&p.conditions)[1],
+        c("ResolvedRefs", "True", "ResolvedRefs")
+    );
+}
+
+#[test]
+fn transition_times_stay_while_the_status_does() {
+    let mut f = Fixture::new();
+    f.route(
+        "r",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra"}],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    );
+    let mut first = f.desired().routes[&key("app", "r")].clone();
+    let old = Time(jiff::Timestamp::UNIX_EPOCH);
+    for c in &mut first.parents[0].conditions {
+        c.last_transition_time = old.clone();
+    }
+    let mut r = (*f.routes[0]).clone();
+    r.status = Some(first);
+    f.routes[0] = Arc::new(r);
+    let again = f.desired().routes[&key("app", "r")].clone();
+    assert!(
+        again.parents[0]
+            .conditions
+            .iter()
+            .all(|c| c.last_transition_time == old)
+    );
+}
