@@ -57,7 +57,8 @@ pub struct Config {
     pub metrics: Option<SocketAddr>,
     /// Upstream resolver for names outside the zone (None: REFUSED).
     pub forward: Option<SocketAddr>,
-    /// UDP receive threads (sharing the socket).
+    /// UDP worker threads, each reading its own `SO_REUSEPORT` socket (one plain
+    /// socket when 1).
     pub workers: usize,
     /// A TCP client that sends nothing between queries is closed after this long
     /// (default 10 s).
@@ -168,6 +169,8 @@ pub struct Running {
     shared: Arc<ServerState>,
     tasks: Vec<JoinHandle<()>>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// A handle on each worker's socket, to wake its reader at shutdown.
+    udp_socks: Vec<std::net::UdpSocket>,
     stop: Arc<AtomicBool>,
     admin_stop: CancellationToken,
 }
@@ -198,27 +201,14 @@ impl Running {
         for t in self.tasks {
             let _ = t.await;
         }
-        // Wake the blocked UDP workers with empty datagrams until they have all seen
-        // the flag (bounded: a worker that never wakes is left behind, not waited for).
-        let wake: SocketAddr = match self.udp.ip() {
-            IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, self.udp.port()).into(),
-            IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, self.udp.port()).into(),
-            _ => self.udp,
-        };
-        let bind: SocketAddr = if wake.is_ipv4() {
-            (Ipv4Addr::UNSPECIFIED, 0).into()
-        } else {
-            (Ipv6Addr::UNSPECIFIED, 0).into()
-        };
-        let waker = std::net::UdpSocket::bind(bind).ok();
+        // Wake the blocked UDP workers (bounded: a worker that never wakes is left
+        // behind, not waited for).
+        for s in &self.udp_socks {
+            server::wake(s);
+        }
         for _ in 0..100 {
             if self.threads.iter().all(|t| t.is_finished()) {
                 break;
-            }
-            if let Some(w) = &waker {
-                for _ in &self.threads {
-                    let _ = w.send_to(&[], wake);
-                }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -261,8 +251,8 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         },
     };
     let zone = Zone::unsynced(&zone_cfg)?;
-    let (udp, tcp) = server::bind(cfg.listen).await?;
-    let udp_addr = udp.local_addr().map_err(|source| Error::Bind {
+    let (udp, tcp) = server::bind(cfg.listen, cfg.workers).await?;
+    let udp_addr = udp[0].local_addr().map_err(|source| Error::Bind {
         what: "UDP",
         addr: cfg.listen,
         source,
@@ -303,21 +293,42 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
     let mut tasks = Vec::new();
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
+    let mut udp_socks = Vec::new();
     let rt = tokio::runtime::Handle::current();
-    for i in 0..cfg.workers {
-        let sock = udp.try_clone().map_err(|source| Error::Bind {
+    for (i, sock) in udp.into_iter().enumerate() {
+        let bind_err = |source| Error::Bind {
             what: "UDP",
             addr: cfg.listen,
             source,
-        })?;
-        let (shared, stop, rt) = (shared.clone(), stop.clone(), rt.clone());
+        };
+        udp_socks.push(sock.try_clone().map_err(bind_err)?);
+        let (w_shared, w_stop, w_rt) = (shared.clone(), stop.clone(), rt.clone());
+        // The batch buffers are made on the worker's thread (they are not Send); it
+        // says whether that worked before serving.
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let t = std::thread::Builder::new()
             .name(format!("dns-udp-{i}"))
-            .spawn(move || server::udp_worker(sock, shared, stop, rt))
+            .spawn(move || match server::Batch::new() {
+                Ok(batch) => {
+                    let _ = ready_tx.send(Ok(()));
+                    server::udp_worker(sock, batch, w_shared, w_stop, w_rt);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                }
+            })
             .map_err(|e| Error::Setting(format!("starting a UDP worker thread: {e}")))?;
         threads.push(t);
+        let failed = match ready_rx.await {
+            Ok(Ok(())) => continue,
+            Ok(Err(source)) => bind_err(source),
+            Err(_) => Error::Setting("a UDP worker thread died at start".into()),
+        };
+        // Stop the workers already serving before giving up.
+        stop.store(true, Ordering::Relaxed);
+        udp_socks.iter().for_each(server::wake);
+        return Err(failed);
     }
-    drop(udp);
     tasks.push(tokio::spawn(tcp::accept(tcp, shared.clone())));
     let mut metrics_addr = None;
     let admin_stop = CancellationToken::new();
@@ -351,6 +362,7 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         shared,
         tasks,
         threads,
+        udp_socks,
         admin_stop,
         stop,
     })

@@ -29,8 +29,9 @@ struct Args {
     /// Relay names outside the zone to this resolver (ip:port). Without it they are REFUSED.
     #[arg(long)]
     forward: Option<SocketAddr>,
-    /// UDP worker threads (blocking receive loops on the shared socket); also the
-    /// size of the async runtime for watches, TCP and metrics.
+    /// UDP worker threads, each a blocking loop on its own SO_REUSEPORT socket (the
+    /// kernel spreads clients over them) reading and answering batches of datagrams;
+    /// also the size of the async runtime for watches, TCP and metrics.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
     /// Close TCP clients that send nothing between queries for this many seconds.

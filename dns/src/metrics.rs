@@ -1,11 +1,20 @@
 //! Prometheus metrics (served on `/metrics` by the shared admin listener).
 //!
 //! Query counters are created up front for every (type, rcode) pair and kept in a
-//! flat table, so counting a query is one atomic add, never a label-map lookup.
+//! flat table, never a label-map lookup. The UDP workers count into a [`Tally`] of their
+//! own (plain additions) and add it to the shared metrics once per batch of datagrams
+//! ([`Metrics::flush`]): no lock and no shared atomic per packet. The latency histogram
+//! is made of atomics ([`LatencyHistogram`]); prometheus-client's takes a lock per
+//! observation.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -22,11 +31,136 @@ const RCODES: [&str; 9] = [
 
 type Labels = Vec<(String, String)>;
 
+/// Upper bound of the first latency bucket; each next bucket doubles it.
+const LATENCY_FIRST_NS: u64 = 2_000;
+/// Latency buckets with a finite bound (2 µs … 65.5 ms), then +Inf.
+const LATENCY_BUCKETS: usize = 16;
+
+/// The latency bucket of `ns` nanoseconds: the first whose bound is at least `ns`
+/// (`LATENCY_BUCKETS` is +Inf).
+fn latency_bucket(ns: u64) -> usize {
+    let over = ns.saturating_sub(1) / LATENCY_FIRST_NS;
+    ((u64::BITS - over.leading_zeros()) as usize).min(LATENCY_BUCKETS)
+}
+
+/// A query latency histogram of atomics, encoded like prometheus-client's.
+#[derive(Clone, Debug, Default)]
+struct LatencyHistogram(Arc<LatencyCells>);
+
+#[derive(Debug, Default)]
+struct LatencyCells {
+    buckets: [AtomicU64; LATENCY_BUCKETS + 1],
+    sum_ns: AtomicU64,
+}
+
+impl EncodeMetric for LatencyHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let mut bound = LATENCY_FIRST_NS as f64 / 1e9;
+        let mut count = 0;
+        let mut buckets = Vec::with_capacity(LATENCY_BUCKETS + 1);
+        for (i, cell) in self.0.buckets.iter().enumerate() {
+            let n = cell.load(Ordering::Relaxed);
+            count += n;
+            // The last bound is +Inf, as in prometheus-client's own histogram.
+            buckets.push((
+                if i < LATENCY_BUCKETS {
+                    bound
+                } else {
+                    f64::INFINITY
+                },
+                n,
+            ));
+            bound *= 2.0;
+        }
+        let sum = self.0.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Counts of one UDP worker since its last [`Metrics::flush`].
+#[derive(Clone, Debug)]
+pub struct Tally {
+    queries: [u64; QTYPES.len() * RCODES.len()],
+    latency: [u64; LATENCY_BUCKETS + 1],
+    latency_ns: u64,
+    truncated: u64,
+    dropped: u64,
+    forwarded: u64,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            queries: [0; QTYPES.len() * RCODES.len()],
+            latency: [0; LATENCY_BUCKETS + 1],
+            latency_ns: 0,
+            truncated: 0,
+            dropped: 0,
+            forwarded: 0,
+        }
+    }
+}
+
+impl Tally {
+    /// Counts one handled packet.
+    pub fn record(&mut self, outcome: &Outcome, elapsed: Duration) {
+        match *outcome {
+            Outcome::Reply {
+                qtype,
+                rcode: rc,
+                nodata,
+                truncated,
+            } => {
+                self.queries[qtype_index(qtype) * RCODES.len() + rcode_index(rc, nodata)] += 1;
+                if truncated {
+                    self.truncated += 1;
+                }
+                let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+                self.latency[latency_bucket(ns)] += 1;
+                self.latency_ns = self.latency_ns.saturating_add(ns);
+            }
+            Outcome::Forward { .. } => self.forwarded += 1,
+            Outcome::Drop => self.dropped += 1,
+        }
+    }
+}
+
+fn qtype_index(qtype: u16) -> usize {
+    match qtype {
+        rtype::A => 0,
+        rtype::AAAA => 1,
+        rtype::SRV => 2,
+        rtype::TXT => 3,
+        rtype::SOA => 4,
+        rtype::NS => 5,
+        rtype::ANY => 6,
+        _ => 7,
+    }
+}
+
+fn rcode_index(rc: u16, nodata: bool) -> usize {
+    match rc {
+        0 if nodata => 1,
+        0 => 0,
+        x if x == rcode::NXDOMAIN as u16 => 2,
+        x if x == rcode::SERVFAIL as u16 => 3,
+        x if x == rcode::REFUSED as u16 => 4,
+        x if x == rcode::FORMERR as u16 => 5,
+        x if x == rcode::NOTIMP as u16 => 6,
+        rcode::BADVERS => 7,
+        _ => 8,
+    }
+}
+
 /// All metrics of one server.
 pub struct Metrics {
     registry: Registry,
     queries: Vec<Counter>,
-    latency: Histogram,
+    latency: LatencyHistogram,
     truncated: Counter,
     dropped: Counter,
     forwarded: Counter,
@@ -66,7 +200,7 @@ impl Metrics {
             "DNS queries answered, by question type and response code",
             family,
         );
-        let latency = Histogram::new(exponential_buckets(0.000_002, 2.0, 16));
+        let latency = LatencyHistogram::default();
         registry.register(
             "query_duration_seconds",
             "Time to answer a query (server side, excluding I/O)",
@@ -149,51 +283,39 @@ impl Metrics {
         }
     }
 
-    /// Counts one handled packet.
+    /// Counts one handled packet at once (TCP; the UDP workers use a [`Tally`]).
     pub fn record(&self, outcome: &Outcome, elapsed: Duration) {
-        match *outcome {
-            Outcome::Reply {
-                qtype,
-                rcode: rc,
-                nodata,
-                truncated,
-            } => {
-                let t = match qtype {
-                    rtype::A => 0,
-                    rtype::AAAA => 1,
-                    rtype::SRV => 2,
-                    rtype::TXT => 3,
-                    rtype::SOA => 4,
-                    rtype::NS => 5,
-                    rtype::ANY => 6,
-                    _ => 7,
-                };
-                let r = match rc {
-                    0 if nodata => 1,
-                    0 => 0,
-                    x if x == rcode::NXDOMAIN as u16 => 2,
-                    x if x == rcode::SERVFAIL as u16 => 3,
-                    x if x == rcode::REFUSED as u16 => 4,
-                    x if x == rcode::FORMERR as u16 => 5,
-                    x if x == rcode::NOTIMP as u16 => 6,
-                    rcode::BADVERS => 7,
-                    _ => 8,
-                };
-                if let Some(c) = self.queries.get(t * RCODES.len() + r) {
-                    c.inc();
-                }
-                if truncated {
-                    self.truncated.inc();
-                }
-                self.latency.observe(elapsed.as_secs_f64());
-            }
-            Outcome::Forward { .. } => {
-                self.forwarded.inc();
-            }
-            Outcome::Drop => {
-                self.dropped.inc();
+        let mut t = Tally::default();
+        t.record(outcome, elapsed);
+        self.flush(&mut t);
+    }
+
+    /// Adds a worker's counts to the shared metrics and zeroes them.
+    pub fn flush(&self, t: &mut Tally) {
+        for (c, n) in self.queries.iter().zip(&t.queries) {
+            if *n > 0 {
+                c.inc_by(*n);
             }
         }
+        let cells = &self.latency.0;
+        for (c, n) in cells.buckets.iter().zip(&t.latency) {
+            if *n > 0 {
+                c.fetch_add(*n, Ordering::Relaxed);
+            }
+        }
+        if t.latency_ns > 0 {
+            cells.sum_ns.fetch_add(t.latency_ns, Ordering::Relaxed);
+        }
+        for (c, n) in [
+            (&self.truncated, t.truncated),
+            (&self.dropped, t.dropped),
+            (&self.forwarded, t.forwarded),
+        ] {
+            if n > 0 {
+                c.inc_by(n);
+            }
+        }
+        *t = Tally::default();
     }
 
     /// Counts a forwarded query that got no answer.
@@ -218,5 +340,67 @@ impl Metrics {
             s.clear();
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_buckets_hold_values_up_to_their_bound() {
+        // (nanoseconds, bucket): bucket k holds (2 µs × 2^(k-1), 2 µs × 2^k].
+        for (ns, want) in [
+            (0, 0),
+            (1, 0),
+            (2_000, 0),
+            (2_001, 1),
+            (4_000, 1),
+            (4_001, 2),
+            (65_536_000, 15),
+            (65_536_001, 16),
+            (u64::MAX, 16),
+        ] {
+            assert_eq!(latency_bucket(ns), want, "{ns} ns");
+        }
+    }
+
+    #[test]
+    fn a_flushed_tally_shows_in_the_text_and_is_zeroed() {
+        let m = Metrics::new();
+        let mut t = Tally::default();
+        let a = Outcome::Reply {
+            qtype: rtype::A,
+            rcode: 0,
+            nodata: false,
+            truncated: false,
+        };
+        let nx = Outcome::Reply {
+            qtype: rtype::AAAA,
+            rcode: rcode::NXDOMAIN as u16,
+            nodata: false,
+            truncated: true,
+        };
+        t.record(&a, Duration::from_micros(1));
+        t.record(&a, Duration::from_micros(3));
+        t.record(&nx, Duration::from_secs(1));
+        t.record(&Outcome::Drop, Duration::ZERO);
+        assert!(!m.encode().contains(r#"qtype="A",rcode="NOERROR"} 2"#));
+        m.flush(&mut t);
+        m.flush(&mut t); // zeroed: a second flush adds nothing
+        let text = m.encode();
+        for line in [
+            r#"causeway_dns_queries_total{qtype="A",rcode="NOERROR"} 2"#,
+            r#"causeway_dns_queries_total{qtype="AAAA",rcode="NXDOMAIN"} 1"#,
+            "causeway_dns_truncated_total 1",
+            "causeway_dns_dropped_total 1",
+            "causeway_dns_query_duration_seconds_count 3",
+            "causeway_dns_query_duration_seconds_sum 1.000004",
+            r#"causeway_dns_query_duration_seconds_bucket{le="0.000002"} 1"#,
+            r#"causeway_dns_query_duration_seconds_bucket{le="0.000004"} 2"#,
+            r#"causeway_dns_query_duration_seconds_bucket{le="+Inf"} 3"#,
+        ] {
+            assert!(text.contains(line), "{line} missing in:\n{text}");
+        }
     }
 }

@@ -8,3 +8,4 @@ mod records;
 mod robustness;
 mod support;
 mod sync;
+mod udp;
