@@ -28,6 +28,7 @@ pub struct IndexerMetrics {
     pub(crate) synchros: Gauge,
     pub(crate) synced: Gauge,
     pub(crate) backlog: Gauge,
+    pub(crate) listing: Gauge,
     pub(crate) unserved: Family<TypeLabels, Gauge>,
     pub(crate) purged: Counter,
 }
@@ -76,6 +77,11 @@ impl IndexerMetrics {
             "backlog",
             "Changes read from members and not yet written to the store (bounded: about 500 per watch)",
             m.backlog.clone(),
+        );
+        r.register(
+            "listing",
+            "Synchros comparing a full list with the store now (at most 4 at once: each holds its stored keys in memory)",
+            m.listing.clone(),
         );
         r.register(
             "unserved",

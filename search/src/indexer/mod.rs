@@ -16,9 +16,10 @@ mod spec;
 mod synchro;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -80,6 +81,7 @@ pub async fn run(
             .clone()
             .watch_store(store.clone(), stop.child_token()),
     );
+    let lists = Arc::new(Semaphore::new(synchro::LISTS));
     let mut running: BTreeMap<(String, usize), Running> = BTreeMap::new();
     let mut purge = Purge::default();
     let mut registered = BTreeSet::new();
@@ -95,8 +97,11 @@ pub async fn run(
             &now,
             &resources,
             &store,
-            &metrics,
-            &health,
+            Shared {
+                metrics: &metrics,
+                health: &health,
+                lists: &lists,
+            },
             &stop,
         )
         .await;
@@ -116,14 +121,20 @@ pub async fn run(
     let _ = pinger.await;
 }
 
+/// What every synchro shares.
+struct Shared<'a> {
+    metrics: &'a IndexerMetrics,
+    health: &'a Health,
+    lists: &'a Arc<Semaphore>,
+}
+
 /// Starts and stops synchros to match the fleet.
 async fn reconcile(
     running: &mut BTreeMap<(String, usize), Running>,
     fleet: &Fleet,
     resources: &[ResourceSpec],
     store: &Store,
-    metrics: &IndexerMetrics,
-    health: &Health,
+    shared: Shared<'_>,
     stop: &CancellationToken,
 ) {
     let wanted = |(cluster, i): &(String, usize), fingerprint: &str| {
@@ -160,8 +171,9 @@ async fn reconcile(
                 spec: spec.clone(),
                 client: member.client.clone(),
                 store: store.clone(),
-                metrics: metrics.clone(),
-                health: health.clone(),
+                metrics: shared.metrics.clone(),
+                health: shared.health.clone(),
+                lists: shared.lists.clone(),
                 stop: token.clone(),
             };
             running.insert(

@@ -7,13 +7,16 @@
 //! writes the others and, when the list is complete, deletes the keys it did not see.
 //! Changes are written in batches (≈500 objects or ≈50 ms), coalesced per object; the
 //! watch is not read while a batch is written, so memory stays bounded by one batch
-//! and one type's keys. A write that fails after its retries marks the store down
+//! per synchro and the stored keys of at most [`LISTS`] types at once: a list's
+//! comparison takes one of the indexer's [`LISTS`] permits (a restart over a million
+//! objects would otherwise hold every member's and type's keys together). A write that fails after its retries marks the store down
 //! (K.72): the session ends, dropping its watch and batch, and the next session, after
 //! the store answers again, relists — and the relist's diff deletes what went
 //! meanwhile.
 
 use std::collections::BTreeMap;
 use std::pin::pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
@@ -21,6 +24,7 @@ use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::core::GroupVersion;
 use kube::discovery::{Scope, verbs};
 use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +49,9 @@ const RESOLVE_FIRST: Duration = Duration::from_secs(1);
 const RESOLVE_MAX: Duration = Duration::from_secs(60);
 /// The pause before a new session after an unexpected failure.
 const RESTART: Duration = Duration::from_secs(2);
+/// Lists compared with the store at once, in the whole indexer (each holds the stored
+/// keys and versions of one member's type in memory).
+pub(crate) const LISTS: usize = 4;
 
 /// One member's type, to stream into the store.
 pub(crate) struct Synchro {
@@ -54,6 +61,8 @@ pub(crate) struct Synchro {
     pub(crate) store: Store,
     pub(crate) metrics: IndexerMetrics,
     pub(crate) health: Health,
+    /// [`LISTS`] permits, shared by every synchro.
+    pub(crate) lists: Arc<Semaphore>,
     pub(crate) stop: CancellationToken,
 }
 
@@ -161,6 +170,7 @@ impl Synchro {
             running: Running::start(&self.metrics),
             batch: Batch::new(&self.metrics),
             listing: None,
+            permit: None,
         };
         loop {
             let deadline = st.batch.deadline();
@@ -202,6 +212,9 @@ impl Synchro {
         match event {
             watcher::Event::Init => {
                 self.flush(&mut st.batch).await?;
+                if st.permit.is_none() {
+                    st.permit = Some(self.list_permit().await?);
+                }
                 let stored = self
                     .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
                     .await?;
@@ -229,6 +242,7 @@ impl Synchro {
                 self.flush(&mut st.batch).await?;
                 self.delete_unlisted(st.listing.take().unwrap_or_default())
                     .await?;
+                st.permit = None;
                 st.running.synced(true);
                 Ok(())
             }
@@ -242,6 +256,22 @@ impl Synchro {
                 self.flush_if_full(&mut st.batch).await
             }
         }
+    }
+
+    /// One of the [`LISTS`] permits to compare a list with the store; counted in the
+    /// `listing` gauge while held.
+    async fn list_permit(&self) -> StoreResult<ListPermit> {
+        let permit = self
+            .lists
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Unavailable("the indexer is stopping".into()))?;
+        self.metrics.listing.inc();
+        Ok(ListPermit {
+            _permit: permit,
+            listing: self.metrics.listing.clone(),
+        })
     }
 
     /// Queues an object's record (apiVersion and kind set: list items lack them).
@@ -405,6 +435,20 @@ struct Session<'a> {
     running: Running<'a>,
     batch: Batch<'a>,
     listing: Option<Versions>,
+    /// Held from a list's start to its end.
+    permit: Option<ListPermit>,
+}
+
+/// The right to compare a list with the store (one of [`LISTS`]).
+struct ListPermit {
+    _permit: OwnedSemaphorePermit,
+    listing: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for ListPermit {
+    fn drop(&mut self) {
+        self.listing.dec();
+    }
 }
 
 /// Changes not written yet, the last one per object; counted in the backlog gauge.

@@ -344,3 +344,61 @@ async fn a_type_no_longer_indexed_is_purged_at_start(backend: Backend) {
     assert!(one.metric("search_indexer_objects_purged_total") >= 1.0);
     one.stop().await;
 }
+
+/// Polls the indexer until `synced` synchros have complete lists (bounded: 60 s),
+/// returning the most lists it saw compared with the store at once.
+async fn most_lists_at_once(indexer: &Indexer, synced: f64) -> f64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut most: f64 = 0.0;
+    while indexer.metric("search_indexer_synced") < synced {
+        most = most.max(indexer.metric("search_indexer_listing"));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{synced} synchros not synced within 60 s: {}",
+            indexer.text()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    most
+}
+
+both!(lists_are_compared_at_most_four_at_once);
+async fn lists_are_compared_at_most_four_at_once(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let (a, b) = (cluster("a").await, cluster("b").await);
+    for m in [&a, &b] {
+        for i in 0..150 {
+            m.apply_configmap(&format!("cm-{i}"), json!({}), json!({}))
+                .await;
+        }
+    }
+    // 2 members × 5 types = 10 synchros, more than the 4 permits
+    let resources = specs(&[
+        "v1/configmaps:metadata",
+        "v1/namespaces",
+        "v1/serviceaccounts",
+        "v1/services",
+        "v1/secrets:metadata",
+    ]);
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a), ("b", &b)], &["a", "b"]));
+    let store = Store::open(&spec).await.unwrap();
+    let first = Indexer::start(&store, resources.clone(), rx.clone());
+    let most = most_lists_at_once(&first, 10.0).await;
+    assert!((1.0..=4.0).contains(&most), "lists at once: {most}");
+    assert!(in_sync(&store, &a, "a", &configmaps(), "ConfigMap").await);
+    assert!(in_sync(&store, &b, "b", &configmaps(), "ConfigMap").await);
+    first.stop().await;
+
+    // a restart compares every list again, four at a time, and writes nothing
+    let store = Store::open(&spec).await.unwrap();
+    let second = Indexer::start(&store, resources, rx);
+    let most = most_lists_at_once(&second, 10.0).await;
+    assert!(most <= 4.0, "lists at once: {most}");
+    assert_eq!(
+        second.metric("search_indexer_listing"),
+        0.0,
+        "permits given back"
+    );
+    assert_eq!(store.writes(), 0);
+    second.stop().await;
+}
