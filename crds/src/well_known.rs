@@ -210,6 +210,13 @@ pub mod annotations {
         /// Protocols a request may `Upgrade` to, comma-separated, e.g. `websocket,h2c`
         /// (default `websocket`); an upgrade to another is ignored (forwarded without it).
         pub const ALLOWED_UPGRADES: &str = "causeway.io/allowed-upgrades";
+        /// How the proxy speaks to the backends: `h2` (HTTP/2 over TLS, ALPN `h2`),
+        /// `h2c` (HTTP/2 in cleartext) or `http1`; unset: HTTP/2 in cleartext for a
+        /// port whose `appProtocol` is `kubernetes.io/h2c` or `grpc`, else HTTP/1.1.
+        pub const BACKEND_PROTOCOL: &str = "causeway.io/backend-protocol";
+        /// gRPC status codes after which a gRPC call is retried on another endpoint,
+        /// comma-separated names, e.g. `unavailable,resource-exhausted` (default: none).
+        pub const GRPC_RETRY_ON: &str = "causeway.io/grpc-retry-on";
     }
 
     /// On a causeway-proxy's hub Lease: the addresses (IPs or hostnames, comma-separated)

@@ -82,6 +82,10 @@ pub struct Tuning {
     pub underscores_in_headers: bool,
     /// Protocols a request may upgrade to (lowercase; default `websocket`).
     pub allowed_upgrades: Vec<String>,
+    /// How to speak to the backends (None: from the port's `appProtocol`).
+    pub backend_protocol: Option<crate::upstream::Protocol>,
+    /// gRPC status codes a gRPC call is retried after: bit `n` for code `n` (0: none).
+    pub grpc_retry_on: u32,
 }
 
 /// Parses the annotations of the MCI `mci` (`ns/name`, for warnings) over `defaults`
@@ -92,7 +96,8 @@ pub fn parse(
     ann: &BTreeMap<String, String>,
     defaults: &Defaults,
 ) -> (Tuning, Vec<String>) {
-    use causeway_crds::mci::tuning::{self, Balancer};
+    use crate::upstream::Protocol;
+    use causeway_crds::mci::tuning::{self, BackendProtocol, Balancer};
     let (p, errs) = tuning::parse(ann);
     let warnings: Vec<String> = errs
         .iter()
@@ -148,6 +153,12 @@ pub fn parse(
         allowed_upgrades: p
             .allowed_upgrades
             .unwrap_or_else(|| vec!["websocket".to_string()]),
+        backend_protocol: p.backend_protocol.map(|b| match b {
+            BackendProtocol::Http1 => Protocol::Http1,
+            BackendProtocol::H2c => Protocol::H2c,
+            BackendProtocol::H2 => Protocol::H2Tls,
+        }),
+        grpc_retry_on: p.grpc_retry_on,
     };
     (t, warnings)
 }
@@ -179,6 +190,8 @@ mod tests {
                 (keys::MAX_REQUESTS, "10"),
                 (keys::UNDERSCORES_IN_HEADERS, "true"),
                 (keys::ALLOWED_UPGRADES, "WebSocket,h2c"),
+                (keys::BACKEND_PROTOCOL, "h2"),
+                (keys::GRPC_RETRY_ON, "unavailable"),
             ]),
             &Defaults::default(),
         );
@@ -199,6 +212,8 @@ mod tests {
         );
         assert!(t.underscores_in_headers);
         assert_eq!(t.allowed_upgrades, ["websocket", "h2c"]);
+        assert_eq!(t.backend_protocol, Some(crate::upstream::Protocol::H2Tls));
+        assert_eq!(t.grpc_retry_on, 1 << 14);
     }
 
     #[test]

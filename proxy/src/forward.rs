@@ -6,7 +6,9 @@
 //! status and a short reason: 404 no route, 503 no endpoints or circuit open, 502
 //! upstream failed, 504 upstream timeout, 408 and 400 when the client's body is too
 //! slow or breaks off). WebSocket/`Upgrade` requests are tunnelled after both sides
-//! switched protocols.
+//! switched protocols. Backends spoken to over HTTP/2 ([`upstream::Protocol`]) get
+//! their requests on shared connections ([`upstream::h2`]), with trailers and both
+//! bodies streamed; gRPC calls get gRPC answers, deadlines and retries ([`grpc`]).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -25,6 +27,7 @@ use hyper_util::rt::TokioIo;
 use crate::circuit::Permit;
 use crate::endpoint::InFlight;
 use crate::gateway::{self, Decided};
+use crate::grpc;
 use crate::headers;
 use crate::matching::normalize_host;
 use crate::pipeline::{
@@ -32,7 +35,7 @@ use crate::pipeline::{
     idempotent,
 };
 use crate::target;
-use crate::upstream::{self, Lease};
+use crate::upstream::{self, Lease, Protocol};
 
 /// Response body to clients.
 pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;
@@ -43,11 +46,11 @@ fn full(s: impl Into<Bytes>) -> RespBody {
         .boxed_unsync()
 }
 
-/// An `Incoming` body that runs `A` once it has ended: when it yields its last frame,
-/// or when it is dropped already ended (an empty body, such as HEAD's or a 204's, may
-/// never be polled).
-struct Watched<A: AtEnd> {
-    inner: Incoming,
+/// A body that runs `A` once it has ended: when it yields its last frame, or when it
+/// is dropped already ended (an empty body, such as HEAD's or a 204's, may never be
+/// polled).
+struct Watched<B: Body, A: AtEnd> {
+    inner: B,
     at_end: A,
 }
 
@@ -56,7 +59,11 @@ trait AtEnd {
     fn ended(&mut self);
 }
 
-impl<A: AtEnd + Unpin> Body for Watched<A> {
+impl<B, A> Body for Watched<B, A>
+where
+    B: Body<Data = Bytes, Error = hyper::Error> + Unpin,
+    A: AtEnd + Unpin,
+{
     type Data = Bytes;
     type Error = hyper::Error;
 
@@ -83,7 +90,7 @@ impl<A: AtEnd + Unpin> Body for Watched<A> {
     }
 }
 
-impl<A: AtEnd> Drop for Watched<A> {
+impl<B: Body, A: AtEnd> Drop for Watched<B, A> {
     fn drop(&mut self) {
         if self.inner.is_end_stream() {
             self.at_end.ended();
@@ -127,6 +134,12 @@ impl AtEnd for Sent {
     }
 }
 
+/// A gRPC call being served.
+struct Call {
+    /// Its `grpc-timeout` as an instant, and as given.
+    deadline: Option<(tokio::time::Instant, std::time::Duration)>,
+}
+
 fn content_length(h: &http::HeaderMap) -> Option<u64> {
     h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
@@ -145,6 +158,8 @@ impl Proxy {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
+        // A gRPC call gets this answer in gRPC's form ([`grpc::answer`]).
+        r.extensions_mut().insert(grpc::Made(msg));
         r
     }
 
@@ -154,10 +169,20 @@ impl Proxy {
     }
 
     /// Serves one request.
-    pub async fn handle(
-        self: Arc<Self>,
+    pub async fn handle(self: Arc<Self>, req: Request<Incoming>, conn: Conn) -> Response<RespBody> {
+        if !grpc::is_grpc(req.headers()) {
+            return self.forward(req, conn, None).await;
+        }
+        let deadline = grpc::timeout(req.headers()).map(|t| (tokio::time::Instant::now() + t, t));
+        grpc::answer(self.forward(req, conn, Some(Call { deadline })).await)
+    }
+
+    /// Serves one request (`call`: a gRPC call).
+    async fn forward(
+        &self,
         mut req: Request<Incoming>,
         conn: Conn,
+        call: Option<Call>,
     ) -> Response<RespBody> {
         // In-flight requests keep the table they started with.
         let table = self.table.load_full();
@@ -213,12 +238,22 @@ impl Proxy {
         // An upgrade to a protocol the MCI does not allow is ignored: the request goes
         // up as a plain one (RFC 9110 §7.8 lets a server ignore Upgrade; nginx forwards
         // none unless configured to).
+        // (Not to HTTP/2 backends: that would take extended CONNECT.)
         let upgrade = req.version() == Version::HTTP_11
+            && !b.protocol.is_h2()
             && headers::is_upgrade(req.headers())
             && headers::upgrade_allowed(req.headers(), &b.tuning.allowed_upgrades);
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+        // gRPC needs `TE: trailers` upstream (a hop-by-hop header, removed below).
+        let te_trailers =
+            b.protocol.is_h2() && (call.is_some() || grpc::wants_trailers(req.headers()));
         let (mut parts, body) = req.into_parts();
         headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+        if te_trailers {
+            parts
+                .headers
+                .insert(header::TE, HeaderValue::from_static("trailers"));
+        }
         if !b.tuning.underscores_in_headers {
             headers::strip_underscored(&mut parts.headers);
         }
@@ -249,8 +284,9 @@ impl Proxy {
         let idem = idempotent(parts.method.as_str().as_bytes());
         let len = content_length(&parts.headers);
         let mut stream_body = None;
-        let replay: Option<Bytes> = if upgrade {
-            stream_body = Some(body);
+        let mut recording = None;
+        let mut replay: Option<Bytes> = if upgrade {
+            stream_body = Some(grpc::Upload::new(body));
             None
         } else if body.is_end_stream() || len == Some(0) {
             Some(Bytes::new())
@@ -268,25 +304,66 @@ impl Proxy {
                 }
                 Err(_) => return self.refuse(body_timeout(limits.request_timeout)),
             }
+        } else if call.is_some() && b.tuning.grpc_retry_on != 0 {
+            // Recorded as it streams, for a retry after a listed gRPC status.
+            let (upload, r) = grpc::Upload::recorded(body, MAX_REPLAY);
+            stream_body = Some(upload);
+            recording = Some(r);
+            None
         } else {
-            stream_body = Some(body);
+            stream_body = Some(grpc::Upload::new(body));
             None
         };
         // (A body hyper will not poll, such as an upgrade's empty one, is sent already.)
-        let sent = stream_body
+        let mut sent = stream_body
             .as_ref()
             .map(|b| Sent(Arc::new(AtomicBool::new(b.is_end_stream()))));
         let permit = match admit(&b).await {
             Ok(p) => p,
             Err(why) => return self.refuse(why),
         };
-        let mut attempts = Attempts::new(&self, &b, key, replay.is_some());
+        // A request to an HTTP/2 backend keeps its streamed body until a connection is
+        // up, so it too may go elsewhere after a failed connect.
+        let mut attempts = Attempts::new(self, &b, key, replay.is_some() || b.protocol.is_h2());
         let mut client_upgrade = client_upgrade;
+        let settings = upstream::Settings {
+            connect_timeout: limits.connect_timeout,
+            idle_timeout: limits.idle_timeout,
+            max_idle: limits.max_connections as usize,
+        };
+        let tls = b.protocol == Protocol::H2Tls;
         loop {
             let Pick { ep, mut inflight } = match attempts.pick() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(why) => return self.refuse(why),
+            };
+            // Until the response head: the request timeout, or the call's deadline when
+            // that comes first (then the client's choice, not the upstream's failure).
+            let mut until = tokio::time::Instant::now() + limits.request_timeout;
+            let call_deadline = call.as_ref().and_then(|c| c.deadline);
+            let deadline_first = call_deadline.is_some_and(|(d, _)| d <= until);
+            if let Some((d, t)) = call_deadline.filter(|_| deadline_first) {
+                until = d;
+                if d <= tokio::time::Instant::now() {
+                    return self.refuse(grpc::deadline_exceeded(t));
+                }
+            }
+            let shared = if b.protocol.is_h2() {
+                let checkout = ep.pool.h2.checkout(&ep, tls, settings, &self.metrics);
+                match tokio::time::timeout_at(until, checkout).await {
+                    Ok(Ok(c)) => Some(c),
+                    Ok(Err(e)) => {
+                        attempts.failed(&ep, &e, idem);
+                        continue;
+                    }
+                    Err(_) => match call_deadline.filter(|_| deadline_first) {
+                        Some((_, t)) => return self.refuse(grpc::deadline_exceeded(t)),
+                        None => return self.refuse(self.timed_out(&b, &ep)),
+                    },
+                }
+            } else {
+                None
             };
             let body = match (&replay, stream_body.take()) {
                 (Some(bytes), _) => Full::new(bytes.clone())
@@ -308,18 +385,19 @@ impl Proxy {
             } else {
                 parts.headers.clone()
             };
-            let settings = upstream::Settings {
-                connect_timeout: limits.connect_timeout,
-                idle_timeout: limits.idle_timeout,
-                max_idle: limits.max_connections as usize,
-            };
-            let res = tokio::time::timeout(
-                limits.request_timeout,
-                upstream::send(&ep, up, settings, &self.metrics),
-            )
+            let res = tokio::time::timeout_at(until, async {
+                match shared {
+                    Some(c) => upstream::h2::send(&ep, c, up, tls, settings, &self.metrics).await,
+                    None => upstream::send(&ep, up, settings, &self.metrics).await,
+                }
+            })
             .await;
             let uploading = sent.as_ref().is_some_and(|s| !s.done());
             match res {
+                Err(_) if deadline_first => {
+                    let t = call_deadline.map(|(_, t)| t).unwrap_or_default();
+                    return self.refuse(grpc::deadline_exceeded(t));
+                }
                 // The client had not finished sending its body: its delay, not the
                 // upstream's.
                 Err(_) if uploading => return self.refuse(body_timeout(limits.request_timeout)),
@@ -337,6 +415,30 @@ impl Proxy {
                 Ok(Ok((mut resp, lease))) => {
                     let status = resp.status();
                     self.responded(&b, &ep, &mut inflight, status.as_u16());
+                    // A trailers-only gRPC answer with a code the MCI retries, to a call
+                    // whose whole body is at hand.
+                    if call.is_some()
+                        && let Some(code) = grpc::status(resp.headers())
+                        && grpc::retried(b.tuning.grpc_retry_on, code)
+                        && attempts.can_retry()
+                        && let Some(again) = match (&replay, &recording) {
+                            (Some(bytes), _) => Some(bytes.clone()),
+                            (None, Some(r)) => r.finish(grpc::FINISH_WAIT).await,
+                            (None, None) => None,
+                        }
+                        && attempts.retry_answer(&ep, || {
+                            let msg = resp.headers().get("grpc-message");
+                            format!(
+                                "upstream {} in cluster {} answered grpc-status {code} ({})",
+                                ep.addr,
+                                ep.cluster,
+                                msg.and_then(|m| m.to_str().ok()).unwrap_or("")
+                            )
+                        })
+                    {
+                        (replay, sent) = (Some(again), None);
+                        continue;
+                    }
                     if status == StatusCode::SWITCHING_PROTOCOLS
                         && let Some(cu) = client_upgrade.take()
                     {
@@ -372,7 +474,11 @@ impl Proxy {
                             _guards: (inflight, permit),
                         },
                     };
-                    return Response::from_parts(parts, body.boxed_unsync());
+                    let body = match call.as_ref().and_then(|c| c.deadline) {
+                        Some((d, _)) => grpc::Deadline::new(body, d).boxed_unsync(),
+                        None => body.boxed_unsync(),
+                    };
+                    return Response::from_parts(parts, body);
                 }
             }
         }

@@ -397,7 +397,9 @@ where
         pipeline::route(&table, &normalize_host(host), &path, conn.https)
     };
     let b = match routed {
-        Routed::Backend(b) => b,
+        // HTTP/2 backends are spoken to on hyper's path.
+        Routed::Backend(b) if !b.protocol.is_h2() => b,
+        Routed::Backend(_) => return Err(Handoff),
         // HTTPRoute rules read the whole request: hyper's path decides them.
         Routed::Redirect | Routed::Gateway(_) => return Err(Handoff),
         Routed::Refused(_) if head.body > 0 => return Err(Handoff),

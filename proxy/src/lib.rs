@@ -18,6 +18,7 @@ pub mod clock;
 pub mod endpoint;
 pub mod forward;
 pub mod gateway;
+pub mod grpc;
 pub mod h1;
 pub mod headers;
 pub mod health;

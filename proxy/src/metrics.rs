@@ -43,6 +43,10 @@ pub struct Metrics {
     pub upstream_open: Gauge,
     /// Upstream connect failures.
     pub upstream_connect_errors: Counter,
+    /// Upstream HTTP/2 connections open now (also counted in `upstream_open`).
+    pub upstream_h2_open: Gauge,
+    /// Streams (requests) open on upstream HTTP/2 connections now.
+    pub upstream_h2_streams: Gauge,
     /// Outlier ejections.
     pub ejections: Counter,
     /// Retries refused by the retry budget.
@@ -143,6 +147,8 @@ impl Metrics {
             upstream_connects: Counter::default(),
             upstream_open: Gauge::default(),
             upstream_connect_errors: Counter::default(),
+            upstream_h2_open: Gauge::default(),
+            upstream_h2_streams: Gauge::default(),
             ejections: Counter::default(),
             retries_exhausted: Counter::default(),
             rebuilds: Counter::default(),
@@ -168,6 +174,16 @@ impl Metrics {
             "upstream_connect_errors",
             "Upstream connection attempts that failed",
             m.upstream_connect_errors.clone(),
+        );
+        r.register(
+            "upstream_h2_connections",
+            "Upstream HTTP/2 connections open (shared by concurrent requests)",
+            m.upstream_h2_open.clone(),
+        );
+        r.register(
+            "upstream_h2_streams",
+            "Requests open on upstream HTTP/2 connections",
+            m.upstream_h2_streams.clone(),
         );
         r.register(
             "ejections",

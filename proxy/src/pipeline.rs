@@ -270,6 +270,8 @@ pub(crate) struct Attempts<'a> {
     tried: Vec<usize>,
     /// The last failure's message.
     last: Option<String>,
+    /// The retry budget was already drawn for the next attempt.
+    prepaid: bool,
 }
 
 impl<'a> Attempts<'a> {
@@ -298,6 +300,7 @@ impl<'a> Attempts<'a> {
             stop: false,
             tried: Vec::new(),
             last: None,
+            prepaid: false,
         }
     }
 
@@ -308,7 +311,7 @@ impl<'a> Attempts<'a> {
         if self.stop || self.started == self.total {
             return Ok(None);
         }
-        if self.started > 0 && !self.proxy.retry(self.b) {
+        if self.started > 0 && !std::mem::take(&mut self.prepaid) && !self.proxy.retry(self.b) {
             return Ok(None);
         }
         self.started += 1;
@@ -342,6 +345,30 @@ impl<'a> Attempts<'a> {
         self.last = Some(msg);
         self.tried.push(Arc::as_ptr(ep) as usize);
         self.stop = !(connect || idempotent);
+    }
+
+    /// Whether an attempt is left after the one under way (the retry budget aside).
+    pub(crate) fn can_retry(&self) -> bool {
+        !self.stop && self.started < self.total
+    }
+
+    /// Whether `ep`'s answer, one the backend retries (a gRPC status it lists), may be
+    /// dropped for another attempt: one is left and the retry budget allows it (drawn
+    /// now). `msg` says what `ep` answered, for when no later attempt gets a response.
+    pub(crate) fn retry_answer(
+        &mut self,
+        ep: &Arc<Endpoint>,
+        msg: impl FnOnce() -> String,
+    ) -> bool {
+        if !self.can_retry() || !self.proxy.retry(self.b) {
+            return false;
+        }
+        let msg = msg();
+        tracing::debug!(backend = %self.b.name, attempt = self.started - 1, "{msg}");
+        self.prepaid = true;
+        self.last = Some(msg);
+        self.tried.push(Arc::as_ptr(ep) as usize);
+        true
     }
 
     /// The 502 when no attempt got a response.

@@ -141,6 +141,8 @@ pub struct Backend {
     pub circuit: Arc<Circuit>,
     /// Metric handles.
     pub metrics: BackendMetrics,
+    /// How the endpoints are spoken to (the MCI's choice, else the port's appProtocol).
+    pub protocol: crate::upstream::Protocol,
 }
 
 impl std::fmt::Debug for Backend {
@@ -309,7 +311,7 @@ impl MciBuilder<'_> {
         }
         let t = match resolve(self.idx, ns, svc, &self.blocked) {
             Err(reason) => Target::Unavailable(reason.into()),
-            Ok(by_cluster) => {
+            Ok((by_cluster, app_protocol)) => {
                 let groups: Vec<Group> = by_cluster
                     .iter()
                     .map(|(cluster, (addrs, unready))| Group {
@@ -340,6 +342,10 @@ impl MciBuilder<'_> {
                         limits.max_connections,
                     ),
                     metrics: self.shared.backend_metrics(&self.mci, &name, &clusters),
+                    protocol: crate::upstream::Protocol::of(
+                        self.tuning.backend_protocol,
+                        app_protocol.as_deref(),
+                    ),
                 };
                 let b = Arc::new(backend);
                 self.new_backends.push(b.clone());

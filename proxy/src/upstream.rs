@@ -1,6 +1,8 @@
 //! Upstream HTTP/1.1 keep-alive pools: hyper's `client::conn::http1` connections for
 //! requests served through hyper (HTTP/2 clients, upgrades, streamed uploads), and
-//! plain sockets for the proxy's own HTTP/1.1 engine ([`crate::h1`]).
+//! plain sockets for the proxy's own HTTP/1.1 engine ([`crate::h1`]). Backends spoken
+//! to over HTTP/2 ([`Protocol`]: h2c, h2 over TLS; gRPC) share a few multiplexed
+//! connections per endpoint instead ([`h2`]).
 //!
 //! Each [`Endpoint`] owns one [`Pool`], so warm connections
 //! survive route-table swaps and are shared by every backend and task that reaches
@@ -31,6 +33,40 @@ use tokio::net::TcpStream;
 use crate::clock::{nanos, now_nanos};
 use crate::endpoint::Endpoint;
 use crate::metrics::Metrics;
+
+pub mod h2;
+
+/// How the proxy speaks to a backend's endpoints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// HTTP/1.1 (the default).
+    #[default]
+    Http1,
+    /// HTTP/2 in cleartext, prior knowledge.
+    H2c,
+    /// HTTP/2 over TLS (ALPN `h2`).
+    H2Tls,
+}
+
+impl Protocol {
+    /// A backend port's protocol: the MCI's `causeway.io/backend-protocol` when set,
+    /// else HTTP/2 in cleartext for an `appProtocol` that says so (`kubernetes.io/h2c`,
+    /// KEP-3726; `grpc`, `h2c` and `http2` as Istio reads them), else HTTP/1.1.
+    pub fn of(chosen: Option<Protocol>, app_protocol: Option<&str>) -> Protocol {
+        if let Some(p) = chosen {
+            return p;
+        }
+        match app_protocol.map(str::to_ascii_lowercase).as_deref() {
+            Some("kubernetes.io/h2c" | "grpc" | "h2c" | "http2") => Protocol::H2c,
+            _ => Protocol::Http1,
+        }
+    }
+
+    /// Spoken over HTTP/2.
+    pub fn is_h2(self) -> bool {
+        self != Protocol::Http1
+    }
+}
 
 /// Request body type sent upstream (client bodies streamed, or buffered for retries).
 pub type Body = UnsyncBoxBody<Bytes, hyper::Error>;
@@ -108,6 +144,8 @@ struct RawIdle {
 pub struct Pool {
     idle: Mutex<Vec<Idle>>,
     raw: Mutex<Vec<RawIdle>>,
+    /// Shared HTTP/2 connections.
+    pub h2: h2::Pool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -115,6 +153,7 @@ impl std::fmt::Debug for Pool {
         f.debug_struct("Pool")
             .field("idle", &self.idle.lock().len())
             .field("raw", &self.raw.lock().len())
+            .field("h2", &self.h2)
             .finish()
     }
 }
@@ -134,18 +173,27 @@ pub struct Settings {
 }
 
 /// A connection on loan to one response; put back in its endpoint's pool when the
-/// body ended (dropped before that, it closes: the rest of the body is unread).
-pub struct Lease {
-    tx: Option<SendRequest<Body>>,
-    ep: Arc<Endpoint>,
-    settings: Settings,
+/// body ended (dropped before that, it closes: the rest of the body is unread). On a
+/// shared HTTP/2 connection: the stream, counted open until the body ended.
+pub struct Lease(Held);
+
+enum Held {
+    H1 {
+        tx: SendRequest<Body>,
+        ep: Arc<Endpoint>,
+        settings: Settings,
+    },
+    H2(h2::Stream),
+    Released,
 }
 
 impl Lease {
     /// The response body ended: the connection can carry the next request.
     pub fn release(&mut self) {
-        if let Some(tx) = self.tx.take() {
-            self.ep.pool.put(tx, self.settings);
+        match std::mem::replace(&mut self.0, Held::Released) {
+            Held::H1 { tx, ep, settings } => ep.pool.put(tx, settings),
+            Held::H2(stream) => drop(stream),
+            Held::Released => {}
         }
     }
 }
@@ -180,6 +228,7 @@ impl Pool {
             .lock()
             .retain(|c| c.expires > now && !c.tx.is_closed());
         self.raw.lock().retain(|c| c.expires > now);
+        self.h2.reap(now);
     }
 
     /// The most recently used idle plain connection that is still open (an upstream
@@ -243,11 +292,11 @@ pub async fn send(
             Ok(resp) => {
                 return Ok((
                     resp,
-                    Lease {
-                        tx: Some(tx),
+                    Lease(Held::H1 {
+                        tx,
                         ep: ep.clone(),
                         settings,
-                    },
+                    }),
                 ));
             }
             Err(mut e) => match e.take_message() {
@@ -260,7 +309,7 @@ pub async fn send(
 }
 
 /// Counts an upstream connection in the open-connections gauge until its task ends.
-struct Open(Gauge);
+pub(crate) struct Open(pub(crate) Gauge);
 
 impl Drop for Open {
     fn drop(&mut self) {
@@ -283,7 +332,11 @@ pub async fn connect_raw(
     })
 }
 
-async fn tcp(addr: SocketAddr, timeout: Duration, metrics: &Metrics) -> Result<TcpStream, Error> {
+pub(crate) async fn tcp(
+    addr: SocketAddr,
+    timeout: Duration,
+    metrics: &Metrics,
+) -> Result<TcpStream, Error> {
     let tcp = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -319,4 +372,31 @@ async fn connect(
         }
     });
     Ok(tx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Protocol;
+
+    #[test]
+    fn protocol_comes_from_the_mci_then_the_ports_app_protocol() {
+        use Protocol::*;
+        for (chosen, app, want) in [
+            (None, None, Http1),
+            (None, Some("kubernetes.io/h2c"), H2c),
+            (None, Some("grpc"), H2c),
+            (None, Some("GRPC"), H2c),
+            (None, Some("h2c"), H2c),
+            (None, Some("http2"), H2c),
+            (None, Some("http"), Http1),
+            (None, Some("kubernetes.io/ws"), Http1),
+            (Some(H2Tls), None, H2Tls),
+            (Some(H2Tls), Some("grpc"), H2Tls),
+            (Some(Http1), Some("kubernetes.io/h2c"), Http1),
+            (Some(H2c), Some("http"), H2c),
+        ] {
+            assert_eq!(Protocol::of(chosen, app), want, "{chosen:?} {app:?}");
+        }
+        assert!(!Http1.is_h2() && H2c.is_h2() && H2Tls.is_h2());
+    }
 }

@@ -32,6 +32,40 @@ pub enum HashOn {
     Cookie(String),
 }
 
+/// How causeway-proxy speaks to a backend's endpoints
+/// ([`annotations::mci::BACKEND_PROTOCOL`](crate::well_known::annotations::mci::BACKEND_PROTOCOL)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendProtocol {
+    /// HTTP/1.1.
+    Http1,
+    /// HTTP/2 in cleartext (prior knowledge).
+    H2c,
+    /// HTTP/2 over TLS (ALPN `h2`).
+    H2,
+}
+
+/// gRPC status codes by their names in `causeway.io/grpc-retry-on` (the code is the
+/// index: 0 is OK, which is never retried).
+pub const GRPC_CODES: [&str; 17] = [
+    "ok",
+    "cancelled",
+    "unknown",
+    "invalid-argument",
+    "deadline-exceeded",
+    "not-found",
+    "already-exists",
+    "permission-denied",
+    "resource-exhausted",
+    "failed-precondition",
+    "aborted",
+    "out-of-range",
+    "unimplemented",
+    "internal",
+    "unavailable",
+    "data-loss",
+    "unauthenticated",
+];
+
 /// Parsed tuning; `None` means "the proxy's default".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tuning {
@@ -53,6 +87,10 @@ pub struct Tuning {
     pub underscores_in_headers: bool,
     /// Protocols a request may upgrade to, lowercase (`None`: the proxy's default).
     pub allowed_upgrades: Option<Vec<String>>,
+    /// `None`: from the port's `appProtocol`.
+    pub backend_protocol: Option<BackendProtocol>,
+    /// gRPC status codes retried: bit `n` set retries code `n` (0: none).
+    pub grpc_retry_on: u32,
 }
 
 /// Parses the tuning annotations; every value that does not parse is reported (with what
@@ -169,6 +207,36 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> (Tuning, Vec<FieldError>
             );
         }
     }
+    if let Some(v) = get(a::BACKEND_PROTOCOL) {
+        match v {
+            "http1" => t.backend_protocol = Some(BackendProtocol::Http1),
+            "h2c" => t.backend_protocol = Some(BackendProtocol::H2c),
+            "h2" => t.backend_protocol = Some(BackendProtocol::H2),
+            _ => bad(
+                a::BACKEND_PROTOCOL,
+                v,
+                "h2 (HTTP/2 over TLS), h2c (HTTP/2 in cleartext) or http1",
+            ),
+        }
+    }
+    if let Some(v) = get(a::GRPC_RETRY_ON) {
+        let codes: Option<u32> = v
+            .split(',')
+            .map(|c| c.trim().to_ascii_lowercase())
+            .filter(|c| !c.is_empty())
+            .try_fold(0u32, |set, c| {
+                let i = GRPC_CODES.iter().skip(1).position(|n| *n == c)? + 1;
+                Some(set | 1 << i)
+            });
+        match codes {
+            Some(set) => t.grpc_retry_on = set,
+            None => bad(
+                a::GRPC_RETRY_ON,
+                v,
+                "gRPC status names separated by commas, e.g. unavailable,resource-exhausted",
+            ),
+        }
+    }
     if let Some(v) = get(a::HEALTH_CHECK_PATH) {
         if v.starts_with('/') && !v.contains(char::is_whitespace) {
             t.health_check_path = Some(v.to_string());
@@ -250,6 +318,8 @@ mod tests {
             (a::MAX_REQUESTS, "1000"),
             (a::UNDERSCORES_IN_HEADERS, "true"),
             (a::ALLOWED_UPGRADES, "websocket, H2C"),
+            (a::BACKEND_PROTOCOL, "h2"),
+            (a::GRPC_RETRY_ON, "unavailable, Resource-Exhausted"),
         ]);
         assert_eq!(e, Vec::<String>::new());
         assert_eq!(t.balancer, Balancer::ConsistentHash);
@@ -274,6 +344,15 @@ mod tests {
             t.allowed_upgrades,
             Some(vec!["websocket".to_string(), "h2c".to_string()])
         );
+        assert_eq!(t.backend_protocol, Some(BackendProtocol::H2));
+        assert_eq!(t.grpc_retry_on, 1 << 14 | 1 << 8);
+        for (v, want) in [
+            ("h2c", BackendProtocol::H2c),
+            ("http1", BackendProtocol::Http1),
+        ] {
+            let (t, e) = p(&[(a::BACKEND_PROTOCOL, v)]);
+            assert_eq!((t.backend_protocol, e.len()), (Some(want), 0), "{v}");
+        }
         // None at all.
         let (t, e) = p(&[(a::ALLOWED_UPGRADES, "")]);
         assert_eq!((t.allowed_upgrades, e.len()), (Some(vec![]), 0));
@@ -297,6 +376,11 @@ mod tests {
             (a::MAX_REQUESTS, "-1"),
             (a::UNDERSCORES_IN_HEADERS, "yes"),
             (a::ALLOWED_UPGRADES, "web socket"),
+            (a::BACKEND_PROTOCOL, "grpc"),
+            (a::BACKEND_PROTOCOL, "HTTP/2"),
+            (a::GRPC_RETRY_ON, "unavailable,busy"),
+            (a::GRPC_RETRY_ON, "ok"),
+            (a::GRPC_RETRY_ON, "14"),
         ];
         for (k, v) in cases {
             let (t, e) = p(&[(k, v)]);

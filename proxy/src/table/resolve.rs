@@ -7,7 +7,11 @@ fn is_tcp(p: Option<&str>) -> bool {
     p.is_none_or(|p| p.eq_ignore_ascii_case("TCP"))
 }
 
-/// MCI-4: the ready endpoints of `svc` by cluster, or why there are none. MCI-7:
+/// Ready endpoints by cluster, and how many endpoints are unready.
+pub(super) type ByCluster = BTreeMap<String, (BTreeSet<SocketAddr>, usize)>;
+
+/// MCI-4: the ready endpoints of `svc` by cluster and the port's `appProtocol`, or why
+/// there are none. MCI-7:
 /// terminating endpoints get no new requests, unless no endpoint of the backend is
 /// ready and some are still serving: then those take the traffic until they are gone
 /// (as kube-proxy does, KEP-1669), rather than every request getting a 503.
@@ -16,7 +20,7 @@ pub(super) fn resolve(
     ns: &str,
     svc: &IngressServiceBackend,
     blocked: &[String],
-) -> Result<BTreeMap<String, (BTreeSet<SocketAddr>, usize)>, String> {
+) -> Result<(ByCluster, Option<String>), String> {
     let name = svc.name.as_str();
     let si = idx
         .imports
@@ -120,7 +124,7 @@ pub(super) fn resolve(
             .map(|(c, v)| (c, (v, 0)))
             .collect();
     }
-    Ok(out)
+    Ok((out, port.app_protocol.clone()))
 }
 
 pub(super) fn backend_key(svc: &IngressServiceBackend) -> String {

@@ -3,6 +3,8 @@
 
 mod balancing;
 mod errors;
+mod grpc;
+mod grpc_support;
 mod h1;
 mod harness;
 mod layering;

@@ -1,0 +1,365 @@
+//! gRPC on the hyper path ([`crate::forward`]): a request is gRPC when its content type
+//! is `application/grpc` (or `application/grpc+<codec>`). For such a request:
+//!
+//! - the answers the proxy makes itself (no route, no endpoints, upstream failed,
+//!   timeouts, circuit open, bad requests) are gRPC answers: HTTP 200, trailers-only,
+//!   with `grpc-status` and `grpc-message` ([`answer`]); gRPC clients read no HTTP
+//!   status text;
+//! - `grpc-timeout` is the call's deadline, the route's request timeout still bounding
+//!   the wait for the response head ([`timeout`]); a deadline that passes before the
+//!   response head is `DEADLINE_EXCEEDED` from the proxy, and one that passes while the
+//!   response streams ends it with `DEADLINE_EXCEEDED` trailers ([`Deadline`]);
+//! - with `causeway.io/grpc-retry-on`, the request body is recorded as it streams
+//!   upstream, up to [`MAX_REPLAY`](crate::pipeline::MAX_REPLAY) ([`Upload`]); when
+//!   the upstream answers trailers-only with one of the listed codes and the client's
+//!   body has ended (a unary or server-streaming call: at once, or within
+//!   [`FINISH_WAIT`]), the call goes to another endpoint with the recorded body. A body
+//!   larger than that, with trailers, or still coming (client streaming, bidi: the
+//!   client waits for answers) is never replayed: the client gets the upstream's
+//!   answer.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use parking_lot::Mutex;
+use tokio::time::{Instant, Sleep};
+
+use crate::pipeline::Refusal;
+
+/// `grpc-status` codes the proxy answers with.
+pub mod code {
+    /// The deadline passed.
+    pub const DEADLINE_EXCEEDED: u32 = 4;
+    /// Too many requests for the backend's limits.
+    pub const RESOURCE_EXHAUSTED: u32 = 8;
+    /// No route for the method.
+    pub const UNIMPLEMENTED: u32 = 12;
+    /// A bad request.
+    pub const INTERNAL: u32 = 13;
+    /// No endpoint could take the call.
+    pub const UNAVAILABLE: u32 = 14;
+}
+
+/// How long a call to retry waits for the rest of its request body (the upstream may
+/// answer before it has all arrived).
+pub const FINISH_WAIT: Duration = Duration::from_millis(100);
+
+/// Whether a request with these headers is a gRPC call (`application/grpc`,
+/// `application/grpc+proto`...; not gRPC-Web, which is another protocol).
+pub fn is_grpc(h: &HeaderMap) -> bool {
+    h.get(CONTENT_TYPE).is_some_and(|v| {
+        let v = v.as_bytes();
+        v.len() >= 16
+            && v[..16].eq_ignore_ascii_case(b"application/grpc")
+            && matches!(v.get(16), None | Some(b'+' | b';'))
+    })
+}
+
+/// Whether the client sent `TE: trailers` (a hop-by-hop header, which HTTP/2 backends
+/// may need to see again).
+pub fn wants_trailers(h: &HeaderMap) -> bool {
+    h.get_all(http::header::TE).iter().any(|v| {
+        v.as_bytes()
+            .split(|&b| b == b',')
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+    })
+}
+
+/// The call's `grpc-timeout` (`<1–8 digits><H|M|S|m|u|n>`); None when absent or
+/// malformed (then the route's timeout alone applies).
+pub fn timeout(h: &HeaderMap) -> Option<Duration> {
+    let v = h.get("grpc-timeout")?.as_bytes();
+    let (&unit, digits) = v.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n.saturating_mul(3600)),
+        b'M' => Duration::from_secs(n.saturating_mul(60)),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// The `grpc-status` of a response head (a trailers-only answer), if any.
+pub fn status(h: &HeaderMap) -> Option<u32> {
+    std::str::from_utf8(h.get("grpc-status")?.as_bytes())
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Whether `code` is in the retry set `on` (bit `n` for code `n`).
+pub fn retried(on: u32, code: u32) -> bool {
+    code != 0 && code < 32 && on & (1 << code) != 0
+}
+
+/// The gRPC code for an answer the proxy makes with `status` (the gRPC spec's HTTP to
+/// gRPC mapping, timeouts as `DEADLINE_EXCEEDED`).
+pub fn code_for(status: StatusCode) -> u32 {
+    match status.as_u16() {
+        404 => code::UNIMPLEMENTED,
+        408 | 504 => code::DEADLINE_EXCEEDED,
+        429 => code::RESOURCE_EXHAUSTED,
+        401 => 16,
+        403 => 7,
+        502 | 503 => code::UNAVAILABLE,
+        _ => code::INTERNAL,
+    }
+}
+
+/// An answer the proxy made itself (carried in the response's extensions, so the
+/// gRPC form can replace it).
+#[derive(Clone, Debug)]
+pub struct Made(pub String);
+
+/// `resp`, or its gRPC form when the proxy made it: 200, trailers-only, the code for
+/// its status and its message.
+pub fn answer<B: Default>(resp: Response<B>) -> Response<B> {
+    match resp.extensions().get::<Made>() {
+        None => resp,
+        Some(Made(msg)) => trailers_only(code_for(resp.status()), msg),
+    }
+}
+
+/// A trailers-only gRPC answer.
+pub fn trailers_only<B: Default>(code: u32, msg: &str) -> Response<B> {
+    let mut r = Response::new(B::default());
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    h.insert("grpc-status", HeaderValue::from(code));
+    if let Ok(v) = HeaderValue::from_bytes(&encode_message(msg)) {
+        h.insert("grpc-message", v);
+    }
+    r
+}
+
+/// `grpc-message` is percent-encoded: bytes outside printable ASCII, and `%`.
+fn encode_message(msg: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(msg.len());
+    for &b in msg.trim_end().as_bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b);
+        } else {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        }
+    }
+    out
+}
+
+/// The answer when the call's own deadline (`within`) passed before the response head.
+pub(crate) fn deadline_exceeded(within: Duration) -> Refusal {
+    Refusal::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "grpc_deadline",
+        format!(
+            "the call's deadline (grpc-timeout {within:?}) passed before the upstream answered"
+        ),
+    )
+}
+
+/// A client's request body on its way upstream; for a call that may be retried,
+/// recorded up to a limit as it goes ([`Upload::recorded`]).
+pub struct Upload(Source);
+
+enum Source {
+    Plain(Incoming),
+    Recorded(Arc<Mutex<Record>>),
+}
+
+struct Record {
+    /// The client's body (None: taken by [`Recording::finish`]).
+    inner: Option<Incoming>,
+    data: BytesMut,
+    limit: u64,
+    /// The body ended with everything recorded.
+    complete: bool,
+    /// Larger than the limit, or with trailers: cannot be replayed.
+    overflow: bool,
+}
+
+impl Record {
+    fn note(&mut self, f: &Frame<Bytes>, ended: bool) {
+        match f.data_ref() {
+            Some(d) if !self.overflow && (self.data.len() + d.len()) as u64 <= self.limit => {
+                self.data.extend_from_slice(d);
+            }
+            _ => {
+                self.overflow = true;
+                self.data = BytesMut::new();
+            }
+        }
+        self.complete = ended;
+    }
+}
+
+/// The copy of a recorded [`Upload`].
+pub struct Recording(Arc<Mutex<Record>>);
+
+impl Upload {
+    /// The client's body, passed on as it comes.
+    pub fn new(inner: Incoming) -> Self {
+        Upload(Source::Plain(inner))
+    }
+
+    /// The client's body, recorded up to `limit` bytes as it goes upstream.
+    pub fn recorded(inner: Incoming, limit: u64) -> (Self, Recording) {
+        let r = Arc::new(Mutex::new(Record {
+            complete: inner.is_end_stream(),
+            inner: Some(inner),
+            data: BytesMut::new(),
+            limit,
+            overflow: false,
+        }));
+        (Upload(Source::Recorded(r.clone())), Recording(r))
+    }
+}
+
+impl Recording {
+    /// The whole body, to send again: what went upstream, and what is left of it if it
+    /// arrives within `within` (taken from the upload, which then ends). None when it
+    /// is larger than the limit, has trailers, or is still coming (a client that waits
+    /// for answers): such a call is not replayed.
+    pub async fn finish(&self, within: Duration) -> Option<Bytes> {
+        let mut inner = {
+            let mut r = self.0.lock();
+            if r.overflow {
+                return None;
+            }
+            if r.complete {
+                return Some(r.data.clone().freeze());
+            }
+            r.inner.take()?
+        };
+        let until = Instant::now() + within;
+        while !inner.is_end_stream() {
+            match tokio::time::timeout_at(until, inner.frame()).await {
+                Ok(Some(Ok(f))) => self.0.lock().note(&f, inner.is_end_stream()),
+                Ok(None) => break,
+                Ok(Some(Err(_))) | Err(_) => return None,
+            }
+        }
+        let r = self.0.lock();
+        (!r.overflow).then(|| r.data.clone().freeze())
+    }
+}
+
+impl Body for Upload {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match &mut self.get_mut().0 {
+            Source::Plain(inner) => Pin::new(inner).poll_frame(cx),
+            Source::Recorded(r) => {
+                let mut r = r.lock();
+                let Some(inner) = r.inner.as_mut() else {
+                    return Poll::Ready(None);
+                };
+                let f = Pin::new(&mut *inner).poll_frame(cx);
+                let ended = inner.is_end_stream();
+                match &f {
+                    Poll::Ready(Some(Ok(frame))) => r.note(frame, ended),
+                    Poll::Ready(None) => r.complete = !r.overflow,
+                    _ => {}
+                }
+                f
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.0 {
+            Source::Plain(inner) => inner.is_end_stream(),
+            Source::Recorded(r) => r.lock().inner.as_ref().is_none_or(Incoming::is_end_stream),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.0 {
+            Source::Plain(inner) => inner.size_hint(),
+            Source::Recorded(r) => r
+                .lock()
+                .inner
+                .as_ref()
+                .map_or_else(|| SizeHint::with_exact(0), Incoming::size_hint),
+        }
+    }
+}
+
+/// A gRPC response body that ends with `DEADLINE_EXCEEDED` trailers when the call's
+/// deadline passes before it has (the upstream stream is reset as it is dropped).
+pub struct Deadline<B> {
+    inner: Option<B>,
+    sleep: Pin<Box<Sleep>>,
+}
+
+impl<B> Deadline<B> {
+    /// `inner` until `at`.
+    pub fn new(inner: B, at: Instant) -> Self {
+        Deadline {
+            inner: Some(inner),
+            sleep: Box::pin(tokio::time::sleep_until(at)),
+        }
+    }
+}
+
+impl<B> Body for Deadline<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = self.get_mut();
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(f) = Pin::new(inner).poll_frame(cx) {
+            return Poll::Ready(f);
+        }
+        if this.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        this.inner = None;
+        let mut t = HeaderMap::new();
+        t.insert("grpc-status", HeaderValue::from(code::DEADLINE_EXCEEDED));
+        t.insert(
+            "grpc-message",
+            HeaderValue::from_static("deadline exceeded while the response streamed"),
+        );
+        Poll::Ready(Some(Ok(Frame::trailers(t))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(B::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), B::size_hint)
+    }
+}
+
+#[cfg(test)]
+#[path = "grpc/tests.rs"]
+mod tests;

@@ -1,0 +1,412 @@
+//! gRPC through the proxy with a real tonic server and client: HTTP/2 upstream
+//! (appProtocol `grpc`, or TLS by annotation) multiplexed on few connections, unary,
+//! server-streaming and bidi calls, trailers, statuses, deadlines, retries by gRPC
+//! status, and a backend killed under load.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use serde_json::json;
+use tonic::Code;
+
+use crate::grpc_support::*;
+use crate::harness::*;
+
+#[tokio::test]
+async fn grpc_calls_stream_both_ways_with_trailers_and_statuses() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 1], "g1").await?;
+    grpc_service(&hub, "echo", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "echo", "grpc.test", "echo", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "grpc.test").await?;
+
+    // Unary.
+    let r = c.unary(Echo::text("hi"), None).await?;
+    assert_eq!(r.into_inner().text, "g1:hi");
+
+    // Server streaming: every message in order, then the custom trailing metadata.
+    let ask = Echo {
+        text: "s".into(),
+        count: 5,
+        sleep_ms: 10,
+        ..Default::default()
+    };
+    let (got, trailers) = c.stream(ask, None).await?;
+    assert_eq!(got, ["g1:s-0", "g1:s-1", "g1:s-2", "g1:s-3", "g1:s-4"]);
+    assert_eq!(
+        trailers.get("x-served-by").map(|v| v.to_str().unwrap()),
+        Some("g1")
+    );
+
+    // Bidi: each message is sent only after the answer to the one before came back.
+    let got = c.bidi(&["a", "b", "c"]).await?;
+    assert_eq!(got, ["g1:a", "g1:b", "g1:c"]);
+
+    // A status the server answers with arrives unchanged, with its metadata.
+    let ask = Echo {
+        code: Code::NotFound as u32,
+        ..Echo::text("x")
+    };
+    let e = c.unary(ask, None).await.unwrap_err();
+    assert_eq!((e.code(), e.message()), (Code::NotFound, "g1 said no"));
+    assert_eq!(e.metadata().get("x-served-by").unwrap(), "g1");
+
+    // Plain HTTP/1.1 to the same HTTP/2 backend (the HTTP/1.1 engine hands it over).
+    let r = get(&client(), p.http, "grpc.test", "/plain", &[]).await?;
+    assert_eq!((r.status, r.body.as_str()), (200, "g1"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn concurrent_grpc_calls_share_few_upstream_connections() -> anyhow::Result<()> {
+    const CALLS: usize = 60;
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 2], "g2").await?;
+    grpc_service(
+        &hub,
+        "many",
+        Some("kubernetes.io/h2c"),
+        &[("east", &[pod.addr])],
+    )
+    .await?;
+    grpc_mci(&hub, "many", "many.test", "many", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    let admin = p.metrics.unwrap();
+    let c = GrpcClient::connect(p.http, "many.test").await?;
+    let calls: Vec<_> = (0..CALLS)
+        .map(|i| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let ask = Echo {
+                    sleep_ms: 300,
+                    ..Echo::text(&i.to_string())
+                };
+                c.unary(ask, None).await
+            })
+        })
+        .collect();
+    // While they are all open upstream: one connection, every call a stream on it.
+    let http = client();
+    eventually(
+        "all calls open upstream",
+        Duration::from_secs(5),
+        || async {
+            metric(&http, admin, "causeway_proxy_upstream_h2_streams")
+                .await
+                .ok()
+                == Some(CALLS as f64)
+        },
+    )
+    .await?;
+    assert_eq!(
+        metric(&http, admin, "causeway_proxy_upstream_h2_connections").await?,
+        1.0
+    );
+    for (i, call) in calls.into_iter().enumerate() {
+        assert_eq!(call.await??.into_inner().text, format!("g2:{i}"));
+    }
+    assert_eq!(
+        pod.conns(),
+        1,
+        "{CALLS} concurrent calls, one upstream connection"
+    );
+    assert_eq!(pod.calls(), CALLS as u64);
+    // Streams end with their responses; the connection stays for the next calls.
+    assert_eq!(
+        metric(&http, admin, "causeway_proxy_upstream_h2_streams").await?,
+        0.0
+    );
+    c.unary(Echo::text("again"), None).await?;
+    assert_eq!(pod.conns(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn proxy_errors_to_grpc_calls_are_grpc_statuses() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 3], "g3").await?;
+    grpc_service(&hub, "slow", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "slow", "slow.test", "slow", json!({})).await?;
+    grpc_service(&hub, "gone", Some("grpc"), &[("east", &[])]).await?;
+    grpc_mci(&hub, "gone", "gone.test", "gone", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+
+    // No route: UNIMPLEMENTED, trailers-only (tonic reads the status from the head).
+    let c = GrpcClient::connect(p.http, "nowhere.test").await?;
+    let e = c.unary(Echo::text("x"), None).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unimplemented, "{e:?}");
+    assert!(e.message().contains("no MultiClusterIngress rule"), "{e:?}");
+
+    // No endpoints: UNAVAILABLE.
+    let c = GrpcClient::connect(p.http, "gone.test").await?;
+    let e = c.unary(Echo::text("x"), None).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+    assert!(e.message().contains("no ready endpoints"), "{e:?}");
+
+    // grpc-timeout passes before the response head: DEADLINE_EXCEEDED from the proxy.
+    let c = GrpcClient::connect(p.http, "slow.test").await?;
+    let ask = Echo {
+        sleep_ms: 3000,
+        ..Echo::text("x")
+    };
+    let started = std::time::Instant::now();
+    let e = c
+        .unary(ask, Some(Duration::from_millis(300)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    assert!(
+        e.message().contains("grpc-timeout"),
+        "the proxy's answer: {e:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // ... and while the response streams: it ends with DEADLINE_EXCEEDED.
+    let ask = Echo {
+        count: 100,
+        sleep_ms: 50,
+        ..Echo::text("s")
+    };
+    let e = c
+        .stream(ask, Some(Duration::from_millis(400)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Within its deadline the same call succeeds.
+    let ask = Echo {
+        sleep_ms: 10,
+        ..Echo::text("y")
+    };
+    let r = c.unary(ask, Some(Duration::from_secs(5))).await?;
+    assert_eq!(r.into_inner().text, "g3:y");
+    Ok(())
+}
+
+#[tokio::test]
+async fn grpc_calls_are_retried_only_for_the_annotated_codes() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::{GRPC_RETRY_ON, LOAD_BALANCER};
+    let hub = Hub::start().await?;
+    let bad = GrpcPod::start([127, 0, 41, 4], "bad").await?;
+    let good = GrpcPod::start([127, 0, 41, 5], "good").await?;
+    bad.fail_with.store(Code::Unavailable as u32, Relaxed);
+    grpc_service(
+        &hub,
+        "flaky",
+        Some("grpc"),
+        &[("east", &[bad.addr, good.addr])],
+    )
+    .await?;
+    let rr = json!({ LOAD_BALANCER: "round-robin" });
+    let retried =
+        json!({ LOAD_BALANCER: "round-robin", GRPC_RETRY_ON: "unavailable,resource-exhausted" });
+    grpc_mci(&hub, "retried", "retried.test", "flaky", retried).await?;
+    grpc_mci(&hub, "plain", "plain.test", "flaky", rr).await?;
+    let p = proxy(&hub, None).await?;
+
+    // Listed code: every unary call ends at `good`, those that tried `bad` on a retry.
+    let c = GrpcClient::connect(p.http, "retried.test").await?;
+    for i in 0..10 {
+        let r = c.unary(Echo::text(&i.to_string()), None).await?;
+        assert_eq!(r.into_inner().text, format!("good:{i}"));
+    }
+    assert!(bad.calls() > 0, "round robin sent first attempts to bad");
+
+    // A streamed body (bidi: the client waits for answers) is never replayed.
+    let before = bad.calls() + good.calls();
+    let mut unavailable = 0;
+    for _ in 0..6 {
+        match c.bidi(&["a", "b"]).await {
+            Ok(got) => assert_eq!(got, ["good:a", "good:b"]),
+            Err(e) => {
+                assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+                unavailable += 1;
+            }
+        }
+    }
+    assert!(
+        unavailable > 0,
+        "bidi calls that reached bad were answered, not retried"
+    );
+    assert_eq!(
+        bad.calls() + good.calls() - before,
+        6,
+        "one attempt per bidi call"
+    );
+
+    // A code not listed arrives as the upstream answered it.
+    bad.fail_with.store(Code::PermissionDenied as u32, Relaxed);
+    let mut denied = 0;
+    for i in 0..10 {
+        match c.unary(Echo::text(&i.to_string()), None).await {
+            Ok(r) => assert_eq!(r.into_inner().text, format!("good:{i}")),
+            Err(e) => {
+                assert_eq!(
+                    (e.code(), e.message()),
+                    (Code::PermissionDenied, "bad said no")
+                );
+                denied += 1;
+            }
+        }
+    }
+    assert!(denied > 0);
+
+    // Without the annotation, no gRPC status is retried.
+    bad.fail_with.store(Code::Unavailable as u32, Relaxed);
+    let c = GrpcClient::connect(p.http, "plain.test").await?;
+    let mut unavailable = 0;
+    for i in 0..10 {
+        match c.unary(Echo::text(&i.to_string()), None).await {
+            Ok(r) => assert_eq!(r.into_inner().text, format!("good:{i}")),
+            Err(e) => {
+                assert_eq!((e.code(), e.message()), (Code::Unavailable, "bad said no"));
+                unavailable += 1;
+            }
+        }
+    }
+    assert!(unavailable > 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_grpc_backend_killed_under_load_fails_cleanly_then_calls_go_to_the_survivor()
+-> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::LOAD_BALANCER;
+    const WORKERS: usize = 8;
+    const PER_WORKER: usize = 40;
+    const KILL_AT: usize = 80;
+    let hub = Hub::start().await?;
+    let doomed = GrpcPod::start([127, 0, 41, 6], "doomed").await?;
+    let survivor = GrpcPod::start([127, 0, 41, 7], "survivor").await?;
+    let clusters: &[(&str, &[std::net::SocketAddr])] =
+        &[("east", &[doomed.addr]), ("west", &[survivor.addr])];
+    grpc_service(&hub, "load", Some("grpc"), clusters).await?;
+    grpc_mci(
+        &hub,
+        "load",
+        "load.test",
+        "load",
+        json!({ LOAD_BALANCER: "round-robin" }),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "load.test").await?;
+    let doomed = Arc::new(doomed);
+    let done = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (c, done, doomed) = (c.clone(), done.clone(), doomed.clone());
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                for i in 0..PER_WORKER {
+                    let ask = Echo {
+                        sleep_ms: 5,
+                        ..Echo::text(&format!("{w}.{i}"))
+                    };
+                    let r = c.unary(ask, None).await;
+                    let n = done.fetch_add(1, Relaxed);
+                    if n == KILL_AT {
+                        doomed.kill();
+                    }
+                    out.push((n, r.map(|r| r.into_inner().text)));
+                }
+                out
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for w in workers {
+        results.extend(w.await?);
+    }
+    results.sort_by_key(|(n, _)| *n);
+    assert_eq!(results.len(), WORKERS * PER_WORKER);
+    let mut failed = 0;
+    for (n, r) in &results {
+        match r {
+            Ok(text) => assert!(
+                text.starts_with("doomed:") || text.starts_with("survivor:"),
+                "{text}"
+            ),
+            // Calls in flight on the killed backend: a clean gRPC status.
+            Err(e) => {
+                assert!(*n >= KILL_AT, "call {n} failed before the kill: {e:?}");
+                assert!(
+                    matches!(e.code(), Code::Unavailable | Code::Internal | Code::Unknown),
+                    "call {n}: {e:?}"
+                );
+                failed += 1;
+            }
+        }
+    }
+    assert!(failed <= 2 * WORKERS, "{failed} calls failed");
+    assert!(
+        doomed.calls() > 0,
+        "the doomed backend served before it was killed"
+    );
+    // The endpoint was ejected; the last half of the calls all went to the survivor.
+    let admin = p.metrics.unwrap();
+    assert!(metric(&client(), admin, "causeway_proxy_ejections_total").await? >= 1.0);
+    for (n, r) in &results[results.len() / 2..] {
+        let text = r.as_ref().map_err(|e| anyhow::anyhow!("call {n}: {e:?}"))?;
+        assert!(text.starts_with("survivor:"), "call {n}: {text}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn grpc_over_tls_to_the_backend_with_the_backend_protocol_annotation() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::BACKEND_PROTOCOL;
+    let key = rcgen::KeyPair::generate()?;
+    let cert =
+        rcgen::CertificateParams::new(vec!["echo.demo.svc".to_string()])?.self_signed(&key)?;
+    let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )?;
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start_tls([127, 0, 41, 8], "tls", Some(Arc::new(tls))).await?;
+    // No appProtocol on the port: the annotation alone says h2 over TLS.
+    grpc_service(&hub, "secure", None, &[("east", &[pod.addr])]).await?;
+    grpc_mci(
+        &hub,
+        "secure",
+        "secure.test",
+        "secure",
+        json!({ BACKEND_PROTOCOL: "h2" }),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "secure.test").await?;
+    assert_eq!(
+        c.unary(Echo::text("x"), None).await?.into_inner().text,
+        "tls:x"
+    );
+    let ask = Echo {
+        count: 3,
+        ..Echo::text("s")
+    };
+    let (got, trailers) = c.stream(ask, None).await?;
+    assert_eq!(got, ["tls:s-0", "tls:s-1", "tls:s-2"]);
+    assert_eq!(trailers.get("x-served-by").unwrap(), "tls");
+    assert_eq!(c.bidi(&["a", "b"]).await?, ["tls:a", "tls:b"]);
+    assert_eq!(pod.conns(), 1);
+    Ok(())
+}

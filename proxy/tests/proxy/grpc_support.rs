@@ -1,0 +1,470 @@
+//! gRPC test parts: a hand-written prost message (no protoc), a real tonic server
+//! (`tonic::server::Grpc` with `ProstCodec`) on hyper's HTTP/2 server (h2c, or TLS with
+//! ALPN h2) that counts the connections it accepts, a real tonic client
+//! (`tonic::client::Grpc`) on one h2c connection to the proxy, and the hub objects of
+//! a gRPC Service (port `grpc` with `appProtocol: grpc`).
+//!
+//! gRPC test pods listen on 127.0.41.0/24.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use http::uri::PathAndQuery;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Status};
+use tonic_prost::ProstCodec;
+
+use crate::harness::{Hub, NS};
+
+/// The port every gRPC test pod listens on.
+pub const GRPC_PORT: u16 = 18090;
+
+/// The one message type: what to echo, and how to answer.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Echo {
+    /// Echoed back, prefixed with the pod's name.
+    #[prost(string, tag = "1")]
+    pub text: String,
+    /// Server streaming: how many messages.
+    #[prost(uint32, tag = "2")]
+    pub count: u32,
+    /// Answer with this gRPC status code (0: succeed).
+    #[prost(uint32, tag = "3")]
+    pub code: u32,
+    /// Sleep this long before answering (streams: between messages).
+    #[prost(uint64, tag = "4")]
+    pub sleep_ms: u64,
+}
+
+impl Echo {
+    pub fn text(t: &str) -> Echo {
+        Echo {
+            text: t.into(),
+            ..Default::default()
+        }
+    }
+}
+
+type Codec = ProstCodec<Echo, Echo>;
+type Replies = Pin<Box<dyn Stream<Item = Result<Echo, Status>> + Send>>;
+
+/// A gRPC backend pod: `/test.Echo/Unary`, `/Stream` (server streaming, ending with
+/// an `x-served-by` trailer), `/Bidi` (one answer per message, as it comes), and
+/// plain HTTP/2 `GET /plain` answering its name.
+pub struct GrpcPod {
+    pub addr: SocketAddr,
+    /// Connections accepted.
+    pub conns: Arc<AtomicU64>,
+    /// Calls served.
+    pub calls: Arc<AtomicU64>,
+    /// When non-zero, every call is answered with this status code.
+    pub fail_with: Arc<AtomicU32>,
+    stop: CancellationToken,
+}
+
+#[derive(Clone)]
+struct PodState {
+    name: Arc<str>,
+    calls: Arc<AtomicU64>,
+    fail_with: Arc<AtomicU32>,
+}
+
+impl PodState {
+    /// The status to answer a call with instead of serving it, if any.
+    fn failing(&self, asked: u32) -> Option<Status> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let code = match self.fail_with.load(Ordering::Relaxed) {
+            0 => asked,
+            c => c,
+        };
+        let mut md = MetadataMap::new();
+        md.insert("x-served-by", self.name.parse().ok()?);
+        (code != 0).then(|| {
+            Status::with_metadata(
+                Code::from(code as i32),
+                format!("{} said no", self.name),
+                md,
+            )
+        })
+    }
+
+    fn reply(&self, text: &str) -> Echo {
+        Echo::text(&format!("{}:{text}", self.name))
+    }
+}
+
+impl GrpcPod {
+    /// A plain-text (h2c) pod.
+    pub async fn start(ip: [u8; 4], name: &str) -> anyhow::Result<GrpcPod> {
+        Self::start_tls(ip, name, None).await
+    }
+
+    /// A pod; with `tls`, over TLS (ALPN h2) with that server configuration.
+    pub async fn start_tls(
+        ip: [u8; 4],
+        name: &str,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> anyhow::Result<GrpcPod> {
+        let l = TcpListener::bind(SocketAddr::new(IpAddr::from(ip), GRPC_PORT))
+            .await
+            .with_context(|| format!("binding gRPC pod {name} on {ip:?}:{GRPC_PORT}"))?;
+        let addr = l.local_addr()?;
+        let stop = CancellationToken::new();
+        let state = PodState {
+            name: name.into(),
+            calls: Arc::new(AtomicU64::new(0)),
+            fail_with: Arc::new(AtomicU32::new(0)),
+        };
+        let conns = Arc::new(AtomicU64::new(0));
+        let pod = GrpcPod {
+            addr,
+            conns: conns.clone(),
+            calls: state.calls.clone(),
+            fail_with: state.fail_with.clone(),
+            stop: stop.clone(),
+        };
+        let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+        tokio::spawn(async move {
+            let mut tasks = tokio::task::JoinSet::new();
+            loop {
+                let (tcp, _) = tokio::select! {
+                    r = l.accept() => match r { Ok(x) => x, Err(_) => continue },
+                    _ = stop.cancelled() => break,
+                };
+                conns.fetch_add(1, Ordering::Relaxed);
+                let (state, acceptor) = (state.clone(), acceptor.clone());
+                tasks.spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(serve(state, req).await) }
+                    });
+                    let h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+                    match acceptor {
+                        None => {
+                            let _ = h2.serve_connection(TokioIo::new(tcp), svc).await;
+                        }
+                        Some(a) => {
+                            if let Ok(s) = a.accept(tcp).await {
+                                let _ = h2.serve_connection(TokioIo::new(s), svc).await;
+                            }
+                        }
+                    }
+                });
+            }
+            // Killed: every open connection dies with the process.
+            tasks.abort_all();
+        });
+        Ok(pod)
+    }
+
+    /// Stops listening and cuts every open connection.
+    pub fn kill(&self) {
+        self.stop.cancel();
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    pub fn conns(&self) -> u64 {
+        self.conns.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for GrpcPod {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+type Resp = http::Response<tonic::body::Body>;
+
+async fn serve(state: PodState, req: http::Request<Incoming>) -> Resp {
+    let mut grpc = tonic::server::Grpc::new(Codec::default());
+    match req.uri().path() {
+        "/test.Echo/Unary" => {
+            let svc = tower::service_fn(move |r: tonic::Request<Echo>| {
+                let state = state.clone();
+                async move {
+                    let m = r.into_inner();
+                    tokio::time::sleep(Duration::from_millis(m.sleep_ms)).await;
+                    match state.failing(m.code) {
+                        Some(s) => Err(s),
+                        None => Ok(tonic::Response::new(state.reply(&m.text))),
+                    }
+                }
+            });
+            grpc.unary(svc, req).await
+        }
+        "/test.Echo/Stream" => {
+            let svc = tower::service_fn(move |r: tonic::Request<Echo>| {
+                let state = state.clone();
+                async move {
+                    let m = r.into_inner();
+                    if let Some(s) = state.failing(m.code) {
+                        return Err(s);
+                    }
+                    let text = m.text.clone();
+                    let replies = (0..m.count).map(move |i| format!("{text}-{i}"));
+                    let pause = Duration::from_millis(m.sleep_ms);
+                    let st = state.clone();
+                    let messages = futures::stream::iter(replies).then(move |t| {
+                        let st = st.clone();
+                        async move {
+                            tokio::time::sleep(pause).await;
+                            Ok(st.reply(&t))
+                        }
+                    });
+                    // Ends with trailing metadata (status OK).
+                    let mut md = MetadataMap::new();
+                    md.insert("x-served-by", state.name.parse().unwrap());
+                    let end = futures::stream::once(async move {
+                        Err(Status::with_metadata(Code::Ok, "", md))
+                    });
+                    Ok(tonic::Response::new(
+                        Box::pin(messages.chain(end)) as Replies
+                    ))
+                }
+            });
+            grpc.server_streaming(svc, req).await
+        }
+        "/test.Echo/Bidi" => {
+            let svc = tower::service_fn(move |r: tonic::Request<tonic::Streaming<Echo>>| {
+                let state = state.clone();
+                async move {
+                    if let Some(s) = state.failing(0) {
+                        return Err(s);
+                    }
+                    let st = state.clone();
+                    let replies = r.into_inner().map(move |m| m.map(|m| st.reply(&m.text)));
+                    Ok(tonic::Response::new(Box::pin(replies) as Replies))
+                }
+            });
+            grpc.streaming(svc, req).await
+        }
+        "/plain" => http::Response::new(tonic::body::Body::new(
+            Full::new(Bytes::from(state.name.to_string())).map_err(|e| match e {}),
+        )),
+        _ => Status::unimplemented("no such method").into_http(),
+    }
+}
+
+/// A tonic client on one HTTP/2 (h2c) connection to the proxy; calls carry
+/// `:authority` `host`.
+#[derive(Clone)]
+pub struct GrpcClient {
+    grpc: tonic::client::Grpc<H2>,
+}
+
+/// One client HTTP/2 connection as a tower service.
+#[derive(Clone)]
+pub struct H2(hyper::client::conn::http2::SendRequest<tonic::body::Body>);
+
+impl tower::Service<http::Request<tonic::body::Body>> for H2 {
+    type Response = http::Response<Incoming>;
+    type Error = hyper::Error;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<http::Response<Incoming>, hyper::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        let fut = self.0.send_request(req);
+        Box::pin(fut)
+    }
+}
+
+impl GrpcClient {
+    pub async fn connect(proxy: SocketAddr, host: &str) -> anyhow::Result<GrpcClient> {
+        let tcp = tokio::net::TcpStream::connect(proxy).await?;
+        let (tx, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await?;
+        tokio::spawn(conn);
+        let origin: http::Uri = format!("http://{host}").parse()?;
+        Ok(GrpcClient {
+            grpc: tonic::client::Grpc::with_origin(H2(tx), origin),
+        })
+    }
+
+    async fn ready(&self) -> Result<tonic::client::Grpc<H2>, Status> {
+        let mut g = self.grpc.clone();
+        g.ready()
+            .await
+            .map_err(|e| Status::unavailable(format!("client connection: {e}")))?;
+        Ok(g)
+    }
+
+    /// A unary call, with a `grpc-timeout` when `timeout` is set (bounded by 10 s).
+    pub async fn unary(
+        &self,
+        msg: Echo,
+        timeout: Option<Duration>,
+    ) -> Result<tonic::Response<Echo>, Status> {
+        let mut g = self.ready().await?;
+        let mut req = tonic::Request::new(msg);
+        if let Some(t) = timeout {
+            req.set_timeout(t);
+        }
+        let path = PathAndQuery::from_static("/test.Echo/Unary");
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            g.unary(req, path, Codec::default()),
+        )
+        .await
+        .map_err(|_| Status::cancelled("test client gave up after 10 s"))?
+    }
+
+    /// A server-streaming call: the messages' texts and the trailing metadata.
+    pub async fn stream(
+        &self,
+        msg: Echo,
+        timeout: Option<Duration>,
+    ) -> Result<(Vec<String>, MetadataMap), Status> {
+        let mut g = self.ready().await?;
+        let mut req = tonic::Request::new(msg);
+        if let Some(t) = timeout {
+            req.set_timeout(t);
+        }
+        let path = PathAndQuery::from_static("/test.Echo/Stream");
+        let call = async {
+            let mut s = g
+                .server_streaming(req, path, Codec::default())
+                .await?
+                .into_inner();
+            let mut got = Vec::new();
+            while let Some(m) = s.message().await? {
+                got.push(m.text);
+            }
+            let trailers = s.trailers().await?.unwrap_or_default();
+            Ok((got, trailers))
+        };
+        tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .map_err(|_| Status::cancelled("test client gave up after 10 s"))?
+    }
+
+    /// A bidi call: sends each of `texts` only after the answer to the one before has
+    /// arrived (so both directions interleave on one stream); returns the answers.
+    pub async fn bidi(&self, texts: &[&str]) -> Result<Vec<String>, Status> {
+        let mut g = self.ready().await?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Echo>(1);
+        let outbound =
+            futures::stream::unfold(rx, |mut rx| async { rx.recv().await.map(|m| (m, rx)) });
+        let path = PathAndQuery::from_static("/test.Echo/Bidi");
+        let call = async {
+            let mut first = texts.iter();
+            if let Some(t) = first.next() {
+                let _ = tx.send(Echo::text(t)).await;
+            }
+            let mut s = g
+                .streaming(tonic::Request::new(outbound), path, Codec::default())
+                .await?
+                .into_inner();
+            let mut got = Vec::new();
+            for t in first {
+                match s.message().await? {
+                    Some(m) => got.push(m.text),
+                    None => return Ok(got),
+                }
+                let _ = tx.send(Echo::text(t)).await;
+            }
+            if let Some(m) = s.message().await? {
+                got.push(m.text);
+            }
+            drop(tx);
+            while s.message().await?.is_some() {}
+            Ok(got)
+        };
+        tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .map_err(|_| Status::cancelled("test client gave up after 10 s"))?
+    }
+}
+
+/// Hub objects for gRPC Service `svc`: the ServiceImport (port `grpc`, `appProtocol`
+/// as given), and per cluster its ExportedService and slice of `endpoints` (ready).
+pub async fn grpc_service(
+    hub: &Hub,
+    svc: &str,
+    app_protocol: Option<&str>,
+    clusters: &[(&str, &[SocketAddr])],
+) -> anyhow::Result<()> {
+    let mut port = json!({"name": "grpc", "protocol": "TCP", "port": 50051});
+    if let Some(a) = app_protocol {
+        port["appProtocol"] = json!(a);
+    }
+    hub.apply(
+        "multicluster.x-k8s.io/v1beta1",
+        "ServiceImport",
+        Some(NS),
+        svc,
+        json!({"spec": {"type": "ClusterSetIP", "ports": [port.clone()]}}),
+    )
+    .await?;
+    for (cluster, endpoints) in clusters {
+        let mut exported = port.clone();
+        exported["targetPort"] = json!(GRPC_PORT);
+        hub.apply(
+            "causeway.io/v1alpha1",
+            "ExportedService",
+            Some(NS),
+            &format!("{svc}.{cluster}"),
+            json!({"spec": {"cluster": cluster, "service": svc, "ports": [exported]}}),
+        )
+        .await?;
+        let eps: Vec<Value> = endpoints
+            .iter()
+            .map(|a| json!({"addresses": [a.ip().to_string()], "conditions": {"ready": true}}))
+            .collect();
+        hub.apply(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            Some(NS),
+            &format!("{svc}-{cluster}"),
+            json!({
+                "metadata": {"labels": {
+                    causeway_crds::well_known::labels::SERVICE_NAME: svc,
+                    causeway_crds::well_known::labels::SOURCE_CLUSTER: cluster,
+                    "endpointslice.kubernetes.io/managed-by": "causeway.io"}},
+                "addressType": "IPv4",
+                "ports": [{"name": "grpc", "protocol": "TCP", "port": GRPC_PORT}],
+                "endpoints": eps
+            }),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// An MCI `name` sending every request for `host` to `svc`'s port `grpc`.
+pub async fn grpc_mci(
+    hub: &Hub,
+    name: &str,
+    host: &str,
+    svc: &str,
+    annotations: Value,
+) -> anyhow::Result<()> {
+    let backend = json!({"service": {"name": svc, "port": {"name": "grpc"}}});
+    hub.mci(
+        name,
+        json!({"rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}]}),
+        annotations,
+    )
+    .await
+}
