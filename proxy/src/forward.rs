@@ -31,8 +31,8 @@ use crate::grpc;
 use crate::headers;
 use crate::matching::normalize_host;
 use crate::pipeline::{
-    self, Attempts, Conn, MAX_REPLAY, Pick, Proxy, Refusal, Routed, admit, body_timeout, hash_key,
-    idempotent,
+    self, Attempts, Conn, MAX_REPLAY, Pick, Proxy, Refusal, Routed, admit, body_timeout,
+    deadline_exceeded, hash_key, idempotent,
 };
 use crate::target;
 use crate::upstream::{self, Lease, Protocol};
@@ -346,7 +346,7 @@ impl Proxy {
             if let Some((d, t)) = call_deadline.filter(|_| deadline_first) {
                 until = d;
                 if d <= tokio::time::Instant::now() {
-                    return self.refuse(grpc::deadline_exceeded(t));
+                    return self.refuse(deadline_exceeded(t));
                 }
             }
             let shared = if b.protocol.is_h2() {
@@ -358,7 +358,7 @@ impl Proxy {
                         continue;
                     }
                     Err(_) => match call_deadline.filter(|_| deadline_first) {
-                        Some((_, t)) => return self.refuse(grpc::deadline_exceeded(t)),
+                        Some((_, t)) => return self.refuse(deadline_exceeded(t)),
                         None => return self.refuse(self.timed_out(&b, &ep)),
                     },
                 }
@@ -396,7 +396,7 @@ impl Proxy {
             match res {
                 Err(_) if deadline_first => {
                     let t = call_deadline.map(|(_, t)| t).unwrap_or_default();
-                    return self.refuse(grpc::deadline_exceeded(t));
+                    return self.refuse(deadline_exceeded(t));
                 }
                 // The client had not finished sending its body: its delay, not the
                 // upstream's.

@@ -31,8 +31,6 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use parking_lot::Mutex;
 use tokio::time::{Instant, Sleep};
 
-use crate::pipeline::Refusal;
-
 /// `grpc-status` codes the proxy answers with.
 pub mod code {
     /// The deadline passed.
@@ -156,17 +154,6 @@ fn encode_message(msg: &str) -> Vec<u8> {
         }
     }
     out
-}
-
-/// The answer when the call's own deadline (`within`) passed before the response head.
-pub(crate) fn deadline_exceeded(within: Duration) -> Refusal {
-    Refusal::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        "grpc_deadline",
-        format!(
-            "the call's deadline (grpc-timeout {within:?}) passed before the upstream answered"
-        ),
-    )
 }
 
 /// A client's request body on its way upstream; for a call that may be retried,

@@ -186,6 +186,18 @@ pub(crate) fn body_timeout(within: Duration) -> Refusal {
     )
 }
 
+/// The answer when a gRPC call's own deadline (its `grpc-timeout`, `within`) passed
+/// before the response head.
+pub(crate) fn deadline_exceeded(within: Duration) -> Refusal {
+    Refusal::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "grpc_deadline",
+        format!(
+            "the call's deadline (grpc-timeout {within:?}) passed before the upstream answered"
+        ),
+    )
+}
+
 /// Idempotent methods (RFC 9110 section 9.2.2): retried after any failure. Both request
 /// paths ask this one list (the engine with the method's bytes).
 #[inline]
