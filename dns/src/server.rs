@@ -87,6 +87,8 @@ pub struct Batch {
     outs: Vec<Vec<u8>>,
     /// Which datagrams of the last read get an answer.
     replies: Vec<usize>,
+    /// Where the answers go (the first `replies.len()`).
+    to: Vec<Option<SockaddrStorage>>,
     recv: MultiHeaders<SockaddrStorage>,
     send: MultiHeaders<SockaddrStorage>,
 }
@@ -99,6 +101,7 @@ impl Batch {
             got: Vec::with_capacity(BATCH),
             outs: (0..BATCH).map(|_| Vec::with_capacity(UDP_READ)).collect(),
             replies: Vec::with_capacity(BATCH),
+            to: vec![None; BATCH],
             recv: primed_headers()?,
             send: primed_headers()?,
         })
@@ -126,7 +129,7 @@ impl Batch {
     /// refuses (an unroutable sender, say) is skipped, the others still go.
     fn write(&mut self, fd: RawFd) {
         let mut iov = [[IoSlice::new(&[])]; BATCH];
-        let mut to = [None; BATCH];
+        let to = &mut self.to;
         let n = self.replies.len();
         for (k, &i) in self.replies.iter().enumerate() {
             iov[k] = [IoSlice::new(&self.outs[i])];
@@ -234,15 +237,18 @@ pub fn udp_worker(
         let zone = shared.zone.load();
         batch.replies.clear();
         for i in 0..n {
-            let (len, peer) = batch.got[i];
-            let Some(peer) = peer.as_ref().and_then(std_addr) else {
+            let (len, Some(peer)) = &batch.got[i] else {
                 continue;
             };
             let at = i * UDP_READ;
-            let pkt = &batch.bufs[at..at + len.min(UDP_READ)];
+            let pkt = &batch.bufs[at..at + (*len).min(UDP_READ)];
             match shared.answer(&zone, pkt, Transport::Udp, &mut batch.outs[i], &mut tally) {
                 Outcome::Reply { .. } => batch.replies.push(i),
-                Outcome::Forward { limit } => forward(&sock, &shared, &rt, pkt, peer, limit),
+                Outcome::Forward { limit } => {
+                    if let Some(peer) = std_addr(peer) {
+                        forward(&sock, &shared, &rt, pkt, peer, limit);
+                    }
+                }
                 Outcome::Drop => {}
             }
         }
