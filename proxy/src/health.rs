@@ -1,6 +1,7 @@
 //! Endpoint health: passive outlier ejection (consecutive connect errors and 5xx,
 //! Envoy-style growing ejection time, capped share of a backend) and the optional
-//! active HTTP health check (`causeway.io/health-check-path`).
+//! active HTTP health check (`causeway.io/health-check-path`; over HTTP/2 to backends
+//! spoken to that way).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -9,6 +10,8 @@ use std::time::Duration;
 
 use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
+use crate::metrics::Metrics;
+use crate::upstream::{self, Protocol};
 
 /// Outlier-ejection settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,6 +61,7 @@ impl Outlier {
 /// Runs active health checks for backends that ask for them, until `stop`.
 pub async fn run_active(
     table: Arc<arc_swap::ArcSwap<crate::table::RouteTable>>,
+    metrics: Arc<Metrics>,
     stop: tokio_util::sync::CancellationToken,
 ) {
     let mut last: HashMap<SocketAddr, tokio::time::Instant> = HashMap::new();
@@ -84,8 +88,14 @@ pub async fn run_active(
                 let ep = ep.clone();
                 let path = path.clone();
                 let timeout = b.tuning.limits.connect_timeout.max(Duration::from_secs(1));
+                let (protocol, metrics) = (b.protocol, metrics.clone());
                 tokio::spawn(async move {
-                    let ok = probe(ep.addr, &path, timeout).await;
+                    let ok = match protocol {
+                        Protocol::Http1 => probe(ep.addr, &path, timeout).await,
+                        p => {
+                            probe_h2(ep.addr, p == Protocol::H2Tls, &path, timeout, &metrics).await
+                        }
+                    };
                     if ok == ep.is_unhealthy() {
                         tracing::info!(endpoint = %ep.addr, healthy = ok, "active health check changed");
                     }
@@ -113,6 +123,35 @@ async fn probe(addr: SocketAddr, path: &str, timeout: Duration) -> bool {
         let head = std::str::from_utf8(&buf[..n]).ok()?;
         let code: u16 = head.split(' ').nth(1)?.parse().ok()?;
         Some((200..400).contains(&code))
+    };
+    matches!(tokio::time::timeout(timeout, fut).await, Ok(Some(true)))
+}
+
+/// One HTTP/2 GET on a connection of its own (h2c, or TLS when `tls`): healthy on
+/// 2xx/3xx within `timeout`.
+async fn probe_h2(
+    addr: SocketAddr,
+    tls: bool,
+    path: &str,
+    timeout: Duration,
+    metrics: &Metrics,
+) -> bool {
+    use http_body_util::{BodyExt, Empty};
+    let fut = async {
+        let mut tx = upstream::h2::connect(addr, tls, timeout, metrics)
+            .await
+            .ok()?;
+        let scheme = if tls { "https" } else { "http" };
+        let req = http::Request::get(format!("{scheme}://{addr}{path}"))
+            .header(http::header::USER_AGENT, "causeway-proxy-health")
+            .body(
+                Empty::new()
+                    .map_err(|never: std::convert::Infallible| match never {})
+                    .boxed_unsync(),
+            )
+            .ok()?;
+        let s = tx.send_request(req).await.ok()?.status();
+        Some(s.is_success() || s.is_redirection())
     };
     matches!(tokio::time::timeout(timeout, fut).await, Ok(Some(true)))
 }

@@ -230,7 +230,11 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         cfg.debounce,
         stop.clone(),
     ));
-    tokio::spawn(health::run_active(table.clone(), stop.clone()));
+    tokio::spawn(health::run_active(
+        table.clone(),
+        metrics.clone(),
+        stop.clone(),
+    ));
     tokio::spawn(reap_idle(shared.clone(), stop.clone()));
 
     let proxy = Arc::new(pipeline::Proxy {

@@ -242,7 +242,8 @@ fn absolute(req: &mut Request<Body>, addr: SocketAddr, tls: bool) {
     *req.version_mut() = Version::HTTP_2;
 }
 
-async fn connect(
+/// A new HTTP/2 connection to `addr` (over TLS when `tls`), not shared.
+pub(crate) async fn connect(
     addr: SocketAddr,
     tls: bool,
     timeout: Duration,

@@ -410,3 +410,66 @@ async fn grpc_over_tls_to_the_backend_with_the_backend_protocol_annotation() -> 
     assert_eq!(pod.conns(), 1);
     Ok(())
 }
+
+#[tokio::test]
+async fn active_health_checks_speak_http2_to_http2_backends() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::{
+        HEALTH_CHECK_INTERVAL, HEALTH_CHECK_PATH, LOAD_BALANCER,
+    };
+    let hub = Hub::start().await?;
+    let sick = GrpcPod::start([127, 0, 41, 9], "sick").await?;
+    let well = GrpcPod::start([127, 0, 41, 10], "well").await?;
+    sick.health.store(503, Relaxed);
+    let eps = [sick.addr, well.addr];
+    grpc_service(
+        &hub,
+        "checked",
+        Some("kubernetes.io/h2c"),
+        &[("east", &eps)],
+    )
+    .await?;
+    let ann = json!({
+        HEALTH_CHECK_PATH: "/healthz",
+        HEALTH_CHECK_INTERVAL: "100ms",
+        LOAD_BALANCER: "round-robin",
+    });
+    grpc_mci(&hub, "checked", "checked.test", "checked", ann).await?;
+    let p = proxy(&hub, None).await?;
+    let unhealthy = |addr| {
+        let t = p.table();
+        let ep = t
+            .backends
+            .iter()
+            .flat_map(|b| b.balancer.endpoints())
+            .find(|e| e.addr == addr);
+        ep.map(|e| e.is_unhealthy())
+    };
+    // Both are checked over HTTP/2 (an HTTP/1.1 probe gets no answer from them).
+    eventually("both checked", Duration::from_secs(10), || async {
+        unhealthy(sick.addr) == Some(true) && well.checks.load(Relaxed) >= 2
+    })
+    .await?;
+    assert_eq!(unhealthy(well.addr), Some(false));
+    let c = GrpcClient::connect(p.http, "checked.test").await?;
+    for i in 0..6 {
+        let r = c.unary(Echo::text(&i.to_string()), None).await?;
+        assert_eq!(r.into_inner().text, format!("well:{i}"));
+    }
+    // Healthy again: back in rotation.
+    sick.health.store(200, Relaxed);
+    eventually("sick recovered", Duration::from_secs(10), || async {
+        unhealthy(sick.addr) == Some(false)
+    })
+    .await?;
+    let mut served = std::collections::BTreeSet::new();
+    for i in 0..6 {
+        let text = c
+            .unary(Echo::text(&i.to_string()), None)
+            .await?
+            .into_inner()
+            .text;
+        served.insert(text.split(':').next().unwrap_or_default().to_string());
+    }
+    assert_eq!(served, ["sick".to_string(), "well".to_string()].into());
+    Ok(())
+}

@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ type Replies = Pin<Box<dyn Stream<Item = Result<Echo, Status>> + Send>>;
 
 /// A gRPC backend pod: `/test.Echo/Unary`, `/Stream` (server streaming, ending with
 /// an `x-served-by` trailer), `/Bidi` (one answer per message, as it comes), and
-/// plain HTTP/2 `GET /plain` answering its name.
+/// plain HTTP/2: `GET /plain` answering its name, `GET /healthz` answering `health`.
 pub struct GrpcPod {
     pub addr: SocketAddr,
     /// Connections accepted.
@@ -73,6 +73,10 @@ pub struct GrpcPod {
     pub calls: Arc<AtomicU64>,
     /// When non-zero, every call is answered with this status code.
     pub fail_with: Arc<AtomicU32>,
+    /// The HTTP status of `/healthz`.
+    pub health: Arc<AtomicU16>,
+    /// `/healthz` requests.
+    pub checks: Arc<AtomicU64>,
     stop: CancellationToken,
 }
 
@@ -81,6 +85,8 @@ struct PodState {
     name: Arc<str>,
     calls: Arc<AtomicU64>,
     fail_with: Arc<AtomicU32>,
+    health: Arc<AtomicU16>,
+    checks: Arc<AtomicU64>,
 }
 
 impl PodState {
@@ -128,6 +134,8 @@ impl GrpcPod {
             name: name.into(),
             calls: Arc::new(AtomicU64::new(0)),
             fail_with: Arc::new(AtomicU32::new(0)),
+            health: Arc::new(AtomicU16::new(200)),
+            checks: Arc::new(AtomicU64::new(0)),
         };
         let conns = Arc::new(AtomicU64::new(0));
         let pod = GrpcPod {
@@ -135,6 +143,8 @@ impl GrpcPod {
             conns: conns.clone(),
             calls: state.calls.clone(),
             fail_with: state.fail_with.clone(),
+            health: state.health.clone(),
+            checks: state.checks.clone(),
             stop: stop.clone(),
         };
         let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
@@ -259,6 +269,13 @@ async fn serve(state: PodState, req: http::Request<Incoming>) -> Resp {
         "/plain" => http::Response::new(tonic::body::Body::new(
             Full::new(Bytes::from(state.name.to_string())).map_err(|e| match e {}),
         )),
+        "/healthz" => {
+            state.checks.fetch_add(1, Ordering::Relaxed);
+            let mut r = http::Response::new(tonic::body::Body::empty());
+            *r.status_mut() = http::StatusCode::from_u16(state.health.load(Ordering::Relaxed))
+                .unwrap_or(http::StatusCode::OK);
+            r
+        }
         _ => Status::unimplemented("no such method").into_http(),
     }
 }
