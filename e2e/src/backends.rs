@@ -42,7 +42,9 @@ pub struct Backend {
 impl Backend {
     /// Starts a backend on `ip:port` (port 0: any free port). Each answer's body is
     /// `<cluster>/<pod>\n`; headers `x-cluster` and `x-pod` carry the same, and
-    /// `x-seen-forwarded-for` / `x-seen-host` echo what the proxy sent.
+    /// `x-seen-forwarded-for` / `x-seen-host` / `x-seen-path` / `x-seen-method` /
+    /// `x-seen-target` (path and query) echo what the proxy sent, and `x-seen-headers`
+    /// every request header ([`seen_headers`]).
     pub async fn start(ip: IpAddr, port: u16, cluster: &str, pod: &str) -> anyhow::Result<Backend> {
         let listener = TcpListener::bind((ip, port))
             .await
@@ -80,6 +82,12 @@ impl Backend {
                             .header("x-seen-forwarded-for", seen("x-forwarded-for"))
                             .header("x-seen-host", seen("host"))
                             .header("x-seen-path", req.uri().path())
+                            .header("x-seen-method", req.method().as_str())
+                            .header(
+                                "x-seen-target",
+                                req.uri().path_and_query().map_or("/", |p| p.as_str()),
+                            )
+                            .header("x-seen-headers", seen_headers(req.headers()))
                             .body(Full::new(Bytes::from(format!("{c}/{p}\n"))))
                             .expect("static response");
                         async move { Ok::<_, Infallible>(resp) }
@@ -113,6 +121,19 @@ impl Drop for Backend {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// The request headers as a JSON object (lowercase name → the values joined by `,`),
+/// so a test can see what a proxy added, changed or removed.
+pub fn seen_headers(h: &hyper::HeaderMap) -> String {
+    let mut m: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (n, v) in h {
+        m.entry(n.as_str())
+            .or_default()
+            .push(v.to_str().unwrap_or("?"));
+    }
+    let m: BTreeMap<&str, String> = m.into_iter().map(|(k, v)| (k, v.join(","))).collect();
+    serde_json::to_string(&m).unwrap_or_default()
 }
 
 /// The loopback address of pod `pod` (1-based) of the `cluster`-th member (1-based):

@@ -5,6 +5,10 @@
 //! named by the `KUBECTL` environment variable.
 
 mod dns;
+mod gateway;
+mod gateway_filters;
+mod gateway_refs;
+mod gateway_support;
 mod kubectl;
 mod kubectl_bad_input;
 mod kubectl_events;

@@ -71,6 +71,37 @@ pub(crate) fn clusters(hits: &BTreeMap<String, usize>) -> BTreeSet<String> {
         .collect()
 }
 
+/// causeway-proxy started with a hub token bound only to deploy/rbac/proxy.yaml.
+pub(crate) async fn proxy_as_deployed(
+    mcs: &Mcs,
+    cfg: causeway_proxy::Config,
+) -> causeway_proxy::Running {
+    let kubectl = crate::mci::Kubectl::new(mcs);
+    kubectl
+        .ok("hub", &["apply", "-f", "deploy/rbac/proxy.yaml"])
+        .await;
+    mcs.cs.hub.add_token(
+        "proxy-token",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-proxy".into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:authenticated".into(),
+            ],
+        },
+    );
+    let access = causeway_controllers::clusters::join::MemberAccess {
+        token: "proxy-token".into(),
+        ..causeway_e2e::access(&mcs.cs.hub)
+    };
+    let restricted = causeway_controllers::clusters::join::client_for(&access)
+        .await
+        .unwrap();
+    causeway_proxy::start(restricted, cfg)
+        .await
+        .expect("proxy starts")
+}
+
 pub(crate) struct Fixture {
     pub(crate) mcs: Mcs,
     pub(crate) backends: Vec<Backend>,
@@ -91,31 +122,7 @@ impl Fixture {
             metrics: Some("127.0.0.1:0".parse().unwrap()),
             ..Default::default()
         };
-        // The proxy runs with a token bound only to deploy/rbac/proxy.yaml.
-        let kubectl = crate::mci::Kubectl::new(&mcs);
-        kubectl
-            .ok("hub", &["apply", "-f", "deploy/rbac/proxy.yaml"])
-            .await;
-        mcs.cs.hub.add_token(
-            "proxy-token",
-            kubesim::User {
-                name: "system:serviceaccount:causeway-system:causeway-proxy".into(),
-                groups: vec![
-                    "system:serviceaccounts".into(),
-                    "system:authenticated".into(),
-                ],
-            },
-        );
-        let access = causeway_controllers::clusters::join::MemberAccess {
-            token: "proxy-token".into(),
-            ..causeway_e2e::access(&mcs.cs.hub)
-        };
-        let restricted = causeway_controllers::clusters::join::client_for(&access)
-            .await
-            .unwrap();
-        let proxy = causeway_proxy::start(restricted, cfg)
-            .await
-            .expect("proxy starts");
+        let proxy = proxy_as_deployed(&mcs, cfg).await;
         Fixture {
             mcs,
             backends,
