@@ -1,14 +1,17 @@
 //! gRPC through the proxy with a real tonic server and client: HTTP/2 upstream
 //! (appProtocol `grpc`, or TLS by annotation) multiplexed on few connections, unary,
 //! server-streaming and bidi calls, trailers, statuses, deadlines, retries by gRPC
-//! status, and a backend killed under load.
+//! status, a backend killed under load, and active health checks over HTTP/2.
+//!
+//! gRPC test pods listen on 127.0.41.0/24.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tonic::Code;
 
 use crate::grpc_support::*;
@@ -290,7 +293,7 @@ async fn a_grpc_backend_killed_under_load_fails_cleanly_then_calls_go_to_the_sur
     let hub = Hub::start().await?;
     let doomed = GrpcPod::start([127, 0, 41, 6], "doomed").await?;
     let survivor = GrpcPod::start([127, 0, 41, 7], "survivor").await?;
-    let clusters: &[(&str, &[std::net::SocketAddr])] =
+    let clusters: &[(&str, &[SocketAddr])] =
         &[("east", &[doomed.addr]), ("west", &[survivor.addr])];
     grpc_service(&hub, "load", Some("grpc"), clusters).await?;
     grpc_mci(
@@ -350,7 +353,9 @@ async fn a_grpc_backend_killed_under_load_fails_cleanly_then_calls_go_to_the_sur
             }
         }
     }
-    assert!(failed <= 2 * WORKERS, "{failed} calls failed");
+    // At most the calls in flight when it died; the later ones that picked it were
+    // refused at connect and went to the survivor, their streamed bodies still unsent.
+    assert!(failed < WORKERS, "{failed} calls failed");
     assert!(
         doomed.calls() > 0,
         "the doomed backend served before it was killed"
@@ -472,4 +477,76 @@ async fn active_health_checks_speak_http2_to_http2_backends() -> anyhow::Result<
     }
     assert_eq!(served, ["sick".to_string(), "well".to_string()].into());
     Ok(())
+}
+
+/// Hub objects for gRPC Service `svc`: the ServiceImport (port `grpc`, `appProtocol`
+/// as given), and per cluster its ExportedService and slice of `endpoints` (ready).
+pub async fn grpc_service(
+    hub: &Hub,
+    svc: &str,
+    app_protocol: Option<&str>,
+    clusters: &[(&str, &[SocketAddr])],
+) -> anyhow::Result<()> {
+    let mut port = json!({"name": "grpc", "protocol": "TCP", "port": 50051});
+    if let Some(a) = app_protocol {
+        port["appProtocol"] = json!(a);
+    }
+    hub.apply(
+        "multicluster.x-k8s.io/v1beta1",
+        "ServiceImport",
+        Some(NS),
+        svc,
+        json!({"spec": {"type": "ClusterSetIP", "ports": [port.clone()]}}),
+    )
+    .await?;
+    for (cluster, endpoints) in clusters {
+        let mut exported = port.clone();
+        exported["targetPort"] = json!(GRPC_PORT);
+        hub.apply(
+            "causeway.io/v1alpha1",
+            "ExportedService",
+            Some(NS),
+            &format!("{svc}.{cluster}"),
+            json!({"spec": {"cluster": cluster, "service": svc, "ports": [exported]}}),
+        )
+        .await?;
+        let eps: Vec<Value> = endpoints
+            .iter()
+            .map(|a| json!({"addresses": [a.ip().to_string()], "conditions": {"ready": true}}))
+            .collect();
+        hub.apply(
+            "discovery.k8s.io/v1",
+            "EndpointSlice",
+            Some(NS),
+            &format!("{svc}-{cluster}"),
+            json!({
+                "metadata": {"labels": {
+                    causeway_crds::well_known::labels::SERVICE_NAME: svc,
+                    causeway_crds::well_known::labels::SOURCE_CLUSTER: cluster,
+                    "endpointslice.kubernetes.io/managed-by": "causeway.io"}},
+                "addressType": "IPv4",
+                "ports": [{"name": "grpc", "protocol": "TCP", "port": GRPC_PORT}],
+                "endpoints": eps
+            }),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// An MCI `name` sending every request for `host` to `svc`'s port `grpc`.
+pub async fn grpc_mci(
+    hub: &Hub,
+    name: &str,
+    host: &str,
+    svc: &str,
+    annotations: Value,
+) -> anyhow::Result<()> {
+    let backend = json!({"service": {"name": svc, "port": {"name": "grpc"}}});
+    hub.mci(
+        name,
+        json!({"rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}]}),
+        annotations,
+    )
+    .await
 }

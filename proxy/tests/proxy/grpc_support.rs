@@ -1,10 +1,10 @@
 //! gRPC test parts: a hand-written prost message (no protoc), a real tonic server
 //! (`tonic::server::Grpc` with `ProstCodec`) on hyper's HTTP/2 server (h2c, or TLS with
-//! ALPN h2) that counts the connections it accepts, a real tonic client
-//! (`tonic::client::Grpc`) on one h2c connection to the proxy, and the hub objects of
-//! a gRPC Service (port `grpc` with `appProtocol: grpc`).
-//!
-//! gRPC test pods listen on 127.0.41.0/24.
+//! ALPN h2) that counts the connections it accepts, and a real tonic client
+//! (`tonic::client::Grpc`) on one h2c connection to the proxy. Self-contained: the
+//! end-to-end tests (`e2e/tests/e2e/mci_grpc.rs`) include this file too, and use part
+//! of it.
+#![allow(dead_code)]
 
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
@@ -21,14 +21,11 @@ use http::uri::PathAndQuery;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 use tonic_prost::ProstCodec;
-
-use crate::harness::{Hub, NS};
 
 /// The port every gRPC test pod listens on.
 pub const GRPC_PORT: u16 = 18090;
@@ -412,76 +409,4 @@ impl GrpcClient {
             .await
             .map_err(|_| Status::cancelled("test client gave up after 10 s"))?
     }
-}
-
-/// Hub objects for gRPC Service `svc`: the ServiceImport (port `grpc`, `appProtocol`
-/// as given), and per cluster its ExportedService and slice of `endpoints` (ready).
-pub async fn grpc_service(
-    hub: &Hub,
-    svc: &str,
-    app_protocol: Option<&str>,
-    clusters: &[(&str, &[SocketAddr])],
-) -> anyhow::Result<()> {
-    let mut port = json!({"name": "grpc", "protocol": "TCP", "port": 50051});
-    if let Some(a) = app_protocol {
-        port["appProtocol"] = json!(a);
-    }
-    hub.apply(
-        "multicluster.x-k8s.io/v1beta1",
-        "ServiceImport",
-        Some(NS),
-        svc,
-        json!({"spec": {"type": "ClusterSetIP", "ports": [port.clone()]}}),
-    )
-    .await?;
-    for (cluster, endpoints) in clusters {
-        let mut exported = port.clone();
-        exported["targetPort"] = json!(GRPC_PORT);
-        hub.apply(
-            "causeway.io/v1alpha1",
-            "ExportedService",
-            Some(NS),
-            &format!("{svc}.{cluster}"),
-            json!({"spec": {"cluster": cluster, "service": svc, "ports": [exported]}}),
-        )
-        .await?;
-        let eps: Vec<Value> = endpoints
-            .iter()
-            .map(|a| json!({"addresses": [a.ip().to_string()], "conditions": {"ready": true}}))
-            .collect();
-        hub.apply(
-            "discovery.k8s.io/v1",
-            "EndpointSlice",
-            Some(NS),
-            &format!("{svc}-{cluster}"),
-            json!({
-                "metadata": {"labels": {
-                    causeway_crds::well_known::labels::SERVICE_NAME: svc,
-                    causeway_crds::well_known::labels::SOURCE_CLUSTER: cluster,
-                    "endpointslice.kubernetes.io/managed-by": "causeway.io"}},
-                "addressType": "IPv4",
-                "ports": [{"name": "grpc", "protocol": "TCP", "port": GRPC_PORT}],
-                "endpoints": eps
-            }),
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// An MCI `name` sending every request for `host` to `svc`'s port `grpc`.
-pub async fn grpc_mci(
-    hub: &Hub,
-    name: &str,
-    host: &str,
-    svc: &str,
-    annotations: Value,
-) -> anyhow::Result<()> {
-    let backend = json!({"service": {"name": svc, "port": {"name": "grpc"}}});
-    hub.mci(
-        name,
-        json!({"rules": [{"host": host, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend}]}}]}),
-        annotations,
-    )
-    .await
 }
