@@ -16,6 +16,7 @@ mod kubectl_token;
 mod local;
 mod local_pull;
 mod mci;
+mod mci_grpc;
 mod mci_proxy;
 mod mcs;
 mod mcs_members;
