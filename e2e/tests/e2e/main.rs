@@ -6,6 +6,7 @@
 
 mod dns;
 mod gateway;
+mod gateway_demo;
 mod gateway_filters;
 mod gateway_refs;
 mod gateway_support;

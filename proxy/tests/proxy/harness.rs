@@ -75,6 +75,7 @@ impl Hub {
         let plural = match kind {
             "IngressClass" => "ingressclasses".to_string(),
             "MultiClusterIngress" => "multiclusteringresses".to_string(),
+            k if k.ends_with('s') => format!("{}es", k.to_ascii_lowercase()),
             k => format!("{}s", k.to_ascii_lowercase()),
         };
         let ar = ApiResource::from_gvk_with_plural(

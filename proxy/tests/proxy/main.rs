@@ -3,6 +3,7 @@
 
 mod balancing;
 mod errors;
+mod gateway;
 mod grpc;
 mod grpc_support;
 mod h1;

@@ -1,0 +1,76 @@
+//! HTTPRoutes on the proxy's listeners: requests the HTTP/1.1 engine hands to hyper's
+//! path (HTTPRoute rules read the whole request), with bodies and on kept-alive
+//! connections shared with requests the engine answers itself.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::json;
+
+use crate::harness::{Hub, NS, Pod, client, eventually, get, proxy, send};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_requests_with_bodies_on_kept_alive_connections() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = Pod::start([127, 0, 61, 1], "east-web").await?;
+    hub.import("web").await?;
+    hub.export("web", "east", &[(pod.addr, true)]).await?;
+    let v1 = "gateway.networking.k8s.io/v1";
+    hub.apply(
+        v1,
+        "GatewayClass",
+        None,
+        "causeway",
+        json!({"spec": {"controllerName": causeway_crds::gateway::CONTROLLER_NAME}}),
+    )
+    .await?;
+    hub.apply(v1, "Gateway", Some(NS), "gw",
+        json!({"spec": {"gatewayClassName": "causeway", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})).await?;
+    hub.apply(v1, "HTTPRoute", Some(NS), "r", json!({"spec": {
+        "parentRefs": [{"name": "gw"}], "hostnames": ["gw.example"],
+        "rules": [{"matches": [{"method": "POST"}],
+                   "filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-forwarded-host", "value": "set-by-route"}]}}],
+                   "backendRefs": [{"name": "web", "port": 80}]}]}})).await?;
+    let p = proxy(&hub, None).await?;
+    let c = client();
+    eventually("the route is served", Duration::from_secs(20), || async {
+        p.table().http_routes == ["demo/r"]
+    })
+    .await?;
+    // One client, one kept-alive connection: the engine's own 404s and routed POSTs
+    // with bodies, alternating.
+    for i in 0..3 {
+        let miss = get(&c, p.http, "other.example", "/", &[]).await?;
+        assert_eq!(miss.status, 404, "{}", miss.body);
+        let body = Bytes::from(format!("payload {i}"));
+        let r = send(
+            &c,
+            http::Method::POST,
+            p.http,
+            "gw.example",
+            "/echo",
+            &[],
+            body.clone(),
+        )
+        .await?;
+        assert_eq!((r.status, r.body.as_bytes()), (200, &body[..]));
+        // A GET matches no rule of the route: 404 from the proxy.
+        let r = get(&c, p.http, "gw.example", "/", &[]).await?;
+        assert_eq!(r.status, 404, "{}", r.body);
+        assert!(r.body.contains("no HTTPRoute rule matches"), "{}", r.body);
+    }
+    // The route's header filter reached the backend (which echoes X-Forwarded-Host).
+    let r = send(
+        &c,
+        http::Method::POST,
+        p.http,
+        "gw.example",
+        "/",
+        &[],
+        Bytes::from_static(b"x"),
+    )
+    .await?;
+    assert_eq!(r.headers["echo-x-forwarded-host"], "set-by-route");
+    assert_eq!(pod.hits(), 4);
+    Ok(())
+}
