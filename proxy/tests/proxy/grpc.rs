@@ -479,6 +479,26 @@ async fn active_health_checks_speak_http2_to_http2_backends() -> anyhow::Result<
     Ok(())
 }
 
+#[tokio::test]
+async fn a_backend_closing_its_connection_gracefully_loses_no_call() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 11], "rolling").await?;
+    grpc_service(&hub, "rolling", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "rolling", "rolling.test", "rolling", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "rolling.test").await?;
+    for round in 1..=3u64 {
+        for i in 0..5 {
+            let r = c.unary(Echo::text(&format!("{round}.{i}")), None).await?;
+            assert_eq!(r.into_inner().text, format!("rolling:{round}.{i}"));
+        }
+        assert_eq!(pod.conns(), round, "one connection until it is closed");
+        // GOAWAY: the next calls take a new connection, none fails.
+        pod.drain();
+    }
+    Ok(())
+}
+
 /// Hub objects for gRPC Service `svc`: the ServiceImport (port `grpc`, `appProtocol`
 /// as given), and per cluster its ExportedService and slice of `endpoints` (ready).
 pub async fn grpc_service(

@@ -74,6 +74,7 @@ pub struct GrpcPod {
     pub health: Arc<AtomicU16>,
     /// `/healthz` requests.
     pub checks: Arc<AtomicU64>,
+    drain: tokio::sync::watch::Sender<u64>,
     stop: CancellationToken,
 }
 
@@ -135,6 +136,7 @@ impl GrpcPod {
             checks: Arc::new(AtomicU64::new(0)),
         };
         let conns = Arc::new(AtomicU64::new(0));
+        let (drain_tx, drained) = tokio::sync::watch::channel(0u64);
         let pod = GrpcPod {
             addr,
             conns: conns.clone(),
@@ -142,6 +144,7 @@ impl GrpcPod {
             fail_with: state.fail_with.clone(),
             health: state.health.clone(),
             checks: state.checks.clone(),
+            drain: drain_tx,
             stop: stop.clone(),
         };
         let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
@@ -154,19 +157,15 @@ impl GrpcPod {
                 };
                 conns.fetch_add(1, Ordering::Relaxed);
                 let (state, acceptor) = (state.clone(), acceptor.clone());
+                // Drained from now on only by a later `drain`.
+                let mut drain = drained.clone();
+                drain.borrow_and_update();
                 tasks.spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        let state = state.clone();
-                        async move { Ok::<_, Infallible>(serve(state, req).await) }
-                    });
-                    let h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
                     match acceptor {
-                        None => {
-                            let _ = h2.serve_connection(TokioIo::new(tcp), svc).await;
-                        }
+                        None => serve_h2(tcp, state, drain).await,
                         Some(a) => {
                             if let Ok(s) = a.accept(tcp).await {
-                                let _ = h2.serve_connection(TokioIo::new(s), svc).await;
+                                serve_h2(s, state, drain).await;
                             }
                         }
                     }
@@ -176,6 +175,12 @@ impl GrpcPod {
             tasks.abort_all();
         });
         Ok(pod)
+    }
+
+    /// Closes the open connections gracefully (HTTP/2 GOAWAY: their streams finish,
+    /// no new ones), and keeps listening: a rolling restart's old connections.
+    pub fn drain(&self) {
+        self.drain.send_modify(|g| *g += 1);
     }
 
     /// Stops listening and cuts every open connection.
@@ -196,6 +201,25 @@ impl Drop for GrpcPod {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// Serves one connection until it ends, or closes it gracefully when `drain` changes.
+async fn serve_h2<I>(io: I, state: PodState, mut drain: tokio::sync::watch::Receiver<u64>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(serve(state, req).await) }
+    });
+    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .serve_connection(TokioIo::new(io), svc);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = drain.changed() => conn.as_mut().graceful_shutdown(),
+    }
+    let _ = conn.await;
 }
 
 type Resp = http::Response<tonic::body::Body>;
