@@ -5,9 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use causeway_crds::gateway::HTTPRoute;
-use kube::api::Api;
-
+use crate::gateway_support::{ACCEPTED, expect_route};
 use crate::mci_proxy::Fixture;
 use crate::mcs_support::{PRESENT, eventually};
 
@@ -47,15 +45,7 @@ async fn readme_gateway_example_serves_every_cluster() {
     let r = get("/old/page").await.unwrap();
     assert_eq!(r.status(), 301);
     assert_eq!(r.headers()["location"], "http://shop.example.com/new/page");
-    let api: Api<HTTPRoute> = Api::namespaced(f.mcs.hub.clone(), "demo");
-    eventually("the route Accepted with resolved refs", PRESENT, || async {
-        let r = api.get("shop").await.ok()?;
-        let status = r.status?;
-        let conds = &status.parents.first()?.conditions;
-        let ok = |t: &str| conds.iter().any(|c| c.type_ == t && c.status == "True");
-        (ok("Accepted") && ok("ResolvedRefs")).then_some(())
-    })
-    .await;
+    expect_route(&f.mcs.hub, "demo", "shop", "shop", &ACCEPTED).await;
     // The MCI demo still serves every other host.
     let req = hyper::Request::get(format!("http://{}/", f.proxy.http))
         .body(http_body_util::Empty::new())

@@ -332,8 +332,7 @@ impl Gateway {
         }
     }
 
-    /// Waits until HTTPRoute `ns/name` says, for its parent `parent`, the conditions
-    /// `want` as (type, status, reason).
+    /// [`expect_route`] on this setup's hub.
     pub async fn expect_route(
         &self,
         ns: &str,
@@ -341,40 +340,52 @@ impl Gateway {
         parent: &str,
         want: &[(&str, &str, &str)],
     ) {
-        let api: Api<HTTPRoute> = Api::namespaced(self.mcs.hub.clone(), ns);
-        let mut last = String::new();
-        let seen = tokio::time::timeout(PRESENT, async {
-            loop {
-                if let Ok(r) = api.get(name).await {
-                    let have: Vec<(String, String, String)> = r
-                        .status
-                        .iter()
-                        .flat_map(|s| s.parents.iter())
-                        .filter(|p| {
-                            p.parent_ref.name == parent
-                                && p.controller_name == causeway_crds::gateway::CONTROLLER_NAME
-                        })
-                        .flat_map(|p| p.conditions.iter())
-                        .filter(|c| c.observed_generation == r.metadata.generation)
-                        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
-                        .collect();
-                    if want.iter().all(|(t, s, why)| {
-                        have.iter()
-                            .any(|h| (h.0.as_str(), h.1.as_str(), h.2.as_str()) == (*t, *s, *why))
-                    }) {
-                        return;
-                    }
-                    last = format!("{have:?}");
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .await;
-        assert!(
-            seen.is_ok(),
-            "HTTPRoute {ns}/{name} parent {parent}: want {want:?}, last {last}"
-        );
+        expect_route(&self.mcs.hub, ns, name, parent, want).await
     }
+}
+
+/// Waits until HTTPRoute `ns/name` on `hub` says, for its parent `parent`, the
+/// conditions `want` as (type, status, reason), for its current generation.
+pub async fn expect_route(
+    hub: &kube::Client,
+    ns: &str,
+    name: &str,
+    parent: &str,
+    want: &[(&str, &str, &str)],
+) {
+    let api: Api<HTTPRoute> = Api::namespaced(hub.clone(), ns);
+    let mut last = String::new();
+    let seen = tokio::time::timeout(PRESENT, async {
+        loop {
+            if let Ok(r) = api.get(name).await {
+                let have: Vec<(String, String, String)> = r
+                    .status
+                    .iter()
+                    .flat_map(|s| s.parents.iter())
+                    .filter(|p| {
+                        p.parent_ref.name == parent
+                            && p.controller_name == causeway_crds::gateway::CONTROLLER_NAME
+                    })
+                    .flat_map(|p| p.conditions.iter())
+                    .filter(|c| c.observed_generation == r.metadata.generation)
+                    .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+                    .collect();
+                if want.iter().all(|(t, s, why)| {
+                    have.iter()
+                        .any(|h| (h.0.as_str(), h.1.as_str(), h.2.as_str()) == (*t, *s, *why))
+                }) {
+                    return;
+                }
+                last = format!("{have:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(
+        seen.is_ok(),
+        "HTTPRoute {ns}/{name} parent {parent}: want {want:?}, last {last}"
+    );
 }
 
 /// causeway-proxy with the identity deploy/rbac/proxy.yaml binds, ready.

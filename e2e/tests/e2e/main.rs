@@ -8,6 +8,7 @@ mod dns;
 mod gateway;
 mod gateway_demo;
 mod gateway_filters;
+mod gateway_grpc;
 mod gateway_refs;
 mod gateway_support;
 mod kubectl;
