@@ -129,12 +129,16 @@ async fn concurrent_grpc_calls_share_few_upstream_connections() -> anyhow::Resul
 
 #[tokio::test]
 async fn proxy_errors_to_grpc_calls_are_grpc_statuses() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::{MAX_PENDING_REQUESTS, MAX_REQUESTS};
     let hub = Hub::start().await?;
     let pod = GrpcPod::start([127, 0, 41, 3], "g3").await?;
     grpc_service(&hub, "slow", Some("grpc"), &[("east", &[pod.addr])]).await?;
     grpc_mci(&hub, "slow", "slow.test", "slow", json!({})).await?;
     grpc_service(&hub, "gone", Some("grpc"), &[("east", &[])]).await?;
     grpc_mci(&hub, "gone", "gone.test", "gone", json!({})).await?;
+    grpc_service(&hub, "tight", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    let one_at_a_time = json!({ MAX_REQUESTS: "1", MAX_PENDING_REQUESTS: "0" });
+    grpc_mci(&hub, "tight", "tight.test", "tight", one_at_a_time).await?;
     let p = proxy(&hub, None).await?;
 
     // No route: UNIMPLEMENTED, trailers-only (tonic reads the status from the head).
@@ -195,6 +199,28 @@ async fn proxy_errors_to_grpc_calls_are_grpc_statuses() -> anyhow::Result<()> {
     };
     let r = c.unary(ask, Some(Duration::from_secs(5))).await?;
     assert_eq!(r.into_inner().text, "g3:y");
+
+    // Circuit open (one call at a time, none waiting): UNAVAILABLE while one is open.
+    let c = GrpcClient::connect(p.http, "tight.test").await?;
+    let slow = Echo {
+        sleep_ms: 1000,
+        ..Echo::text("first")
+    };
+    let before = pod.calls();
+    let first = tokio::spawn({
+        let c = c.clone();
+        async move { c.unary(slow, None).await }
+    });
+    eventually(
+        "the first call upstream",
+        Duration::from_secs(5),
+        || async { pod.calls() > before },
+    )
+    .await?;
+    let e = c.unary(Echo::text("second"), None).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+    assert!(e.message().contains("circuit open"), "{e:?}");
+    assert_eq!(first.await??.into_inner().text, "g3:first");
     Ok(())
 }
 

@@ -232,8 +232,10 @@ async fn serve(state: PodState, req: http::Request<Incoming>) -> Resp {
                 let state = state.clone();
                 async move {
                     let m = r.into_inner();
+                    // Counted as it arrives.
+                    let failing = state.failing(m.code);
                     tokio::time::sleep(Duration::from_millis(m.sleep_ms)).await;
-                    match state.failing(m.code) {
+                    match failing {
                         Some(s) => Err(s),
                         None => Ok(tonic::Response::new(state.reply(&m.text))),
                     }
