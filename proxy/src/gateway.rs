@@ -17,7 +17,7 @@ use http::{Method, StatusCode};
 
 use crate::clock::rand_u64;
 use crate::matching::{PathKind, path_matches};
-use crate::pipeline::Refusal;
+use crate::refusal::Refusal;
 use crate::table::{Backend, Target};
 
 /// The rules of one hostname (its own, then those of less specific hostnames that

@@ -26,6 +26,7 @@ pub mod lease;
 pub mod matching;
 pub mod metrics;
 pub mod pipeline;
+mod refusal;
 pub mod retry;
 pub mod server;
 pub mod table;

@@ -119,27 +119,7 @@ impl Default for Limits {
     }
 }
 
-/// An answer the proxy makes itself.
-#[derive(Debug)]
-pub(crate) struct Refusal {
-    /// Its status.
-    pub status: StatusCode,
-    /// The reason label (metrics).
-    pub reason: &'static str,
-    /// The message (logged, and the body).
-    pub msg: String,
-}
-
-impl Refusal {
-    /// An answer with `status`, `reason` and `msg`.
-    pub(crate) fn new(status: StatusCode, reason: &'static str, msg: String) -> Self {
-        Refusal {
-            status,
-            reason,
-            msg,
-        }
-    }
-}
+pub(crate) use crate::refusal::Refusal;
 
 /// Where the route phase sends a request.
 pub(crate) enum Routed {
