@@ -176,19 +176,25 @@ async fn run(args: &Args, causeway: &std::path::Path) -> anyhow::Result<Report> 
         members: &members,
         token: cs.hub.admin_token(),
     };
-    let mut backends = Vec::new();
+    let mut report = Report {
+        shape,
+        members: members.clone(),
+        populate,
+        backends: Vec::new(),
+        total: Duration::ZERO,
+    };
     for storage in &args.storage {
         let b = measure(args, &setup, *storage, shape, dir.path()).await?;
-        backends.push(b);
+        report.backends.push(b);
+        report.total = began.elapsed();
+        // each store's figures are kept even if a later one fails or runs out of time
+        if args.out != "-" {
+            std::fs::write(&args.out, report.markdown(args))
+                .with_context(|| format!("writing {}", args.out))?;
+        }
     }
     cs.shutdown();
-    Ok(Report {
-        shape,
-        members,
-        populate,
-        backends,
-        total: began.elapsed(),
-    })
+    Ok(report)
 }
 
 /// Ingest, queries and a restart on one store.
