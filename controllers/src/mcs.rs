@@ -85,3 +85,19 @@ pub fn source_cluster(s: &EndpointSlice) -> &str {
         .get(labels::SOURCE_CLUSTER)
         .map_or("", String::as_str)
 }
+
+/// How many services a part of a full MCS round covers (see
+/// `causeway_runtime::reflect::Dirty::parts`): a loop holds the desired objects of
+/// this many services at once, not those of every service (with 1,000 services the
+/// importers' and exporters' full rounds held ~80 MB of desired slices at once).
+pub(crate) const ROUND_PART: usize = 100;
+
+/// The service keys of cached objects, for a full round's parts.
+pub(crate) fn service_keys<K: kube::ResourceExt>(
+    items: &[std::sync::Arc<K>],
+) -> Vec<crate::watch::ServiceKey> {
+    items
+        .iter()
+        .filter_map(|o| crate::watch::service_key(o.as_ref()))
+        .collect()
+}

@@ -54,6 +54,38 @@ impl Dirty {
             .filter(|o| key_of(o.as_ref()).is_some_and(|k| self.keys.contains(&k)))
             .collect()
     }
+
+    /// The round in parts of at most `n` keys each, so that a loop builds and writes
+    /// its desired state a part at a time and holds one part's objects, not a whole
+    /// full round's (partial rounds of every key cover what a full round covers, for
+    /// loops whose objects all have a key). A partial round is its one part; a full
+    /// one is split over `keys` (the keys of every cached object), and is one empty
+    /// part when there are none.
+    pub fn parts(&self, keys: impl IntoIterator<Item = Key>, n: usize) -> Vec<Dirty> {
+        if !self.full {
+            return vec![Dirty {
+                full: false,
+                keys: self.keys.clone(),
+            }];
+        }
+        let mut keys: Vec<Key> = keys
+            .into_iter()
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        keys.sort();
+        let mut parts: Vec<Dirty> = keys
+            .chunks(n.max(1))
+            .map(|c| Dirty {
+                full: false,
+                keys: c.iter().cloned().collect(),
+            })
+            .collect();
+        if parts.is_empty() {
+            parts.push(Dirty::default());
+        }
+        parts
+    }
 }
 
 /// Per-key exponential backoff after failed writes (what kube-runtime's controller
@@ -468,6 +500,55 @@ mod tests {
         let kept = some.filter_by(items, key_of);
         assert_eq!(kept.len(), 1);
         assert_eq!(*kept[0], k("a", "y"));
+    }
+
+    #[test]
+    fn a_full_round_splits_into_parts_of_its_keys_and_a_partial_one_stays_whole() {
+        let keys = [k("a", "x"), k("a", "y"), k("b", "x"), k("a", "x")];
+        let some = Dirty {
+            full: false,
+            keys: HashSet::from([k("a", "y")]),
+        };
+        let covered = |parts: &[Dirty]| -> Vec<Vec<Key>> {
+            parts
+                .iter()
+                .map(|p| {
+                    assert!(!p.full);
+                    let mut v: Vec<Key> = p.keys.iter().cloned().collect();
+                    v.sort();
+                    v
+                })
+                .collect()
+        };
+        let table: Vec<(Dirty, usize, Vec<Vec<Key>>)> = vec![
+            // every key once, in parts of at most n
+            (
+                Dirty::full(),
+                2,
+                vec![vec![k("a", "x"), k("a", "y")], vec![k("b", "x")]],
+            ),
+            (
+                Dirty::full(),
+                10,
+                vec![vec![k("a", "x"), k("a", "y"), k("b", "x")]],
+            ),
+            // n = 0 is taken as 1
+            (
+                Dirty::full(),
+                0,
+                vec![vec![k("a", "x")], vec![k("a", "y")], vec![k("b", "x")]],
+            ),
+            // a partial round ignores the cached keys
+            (some, 1, vec![vec![k("a", "y")]]),
+        ];
+        for (round, n, want) in table {
+            assert_eq!(covered(&round.parts(keys.clone(), n)), want, "n={n}");
+        }
+        // a full round over no objects still runs once
+        assert_eq!(
+            covered(&Dirty::full().parts(Vec::new(), 5)),
+            vec![Vec::<Key>::new()]
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `ExportedService <svc>.<cluster>` and MCS-labelled EndpointSlices on the hub, and the
 //! ServiceExport's `Valid` / `Ready` / `Conflict` conditions back in the member.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,6 +20,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::service_keys;
 use crate::metrics::Metrics;
 use crate::watch::service_key;
 use crate::watch::{ByService, by_service};
@@ -519,55 +520,77 @@ pub async fn run_to(
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
-        let my_exported: Vec<_> = dirty
-            .filter(hub_exported.state())
-            .into_iter()
-            .filter(|e| mine(e.labels()))
-            .collect();
-        let my_slices: Vec<_> = dirty
-            .filter(hub_slices.state())
-            .into_iter()
-            .filter(|s| mine(s.labels()))
-            .collect();
-        let exports_now = dirty.filter(exports.state());
-        let want = desired(
-            &cluster,
-            &exports_now,
-            &dirty.filter(services.state()),
-            &dirty.filter(slices.state()),
-            &my_exported,
-            &now,
-        );
-        let mut failures = Failures::new("exporter", &cluster);
-        let (want, actual_exported, actual_slices) = match (&target, &outbox) {
-            (Target::Outbox { cluster: name }, Some((e, s))) => (
-                outbox::place(want, name),
-                dirty.filter(e.state()),
-                dirty.filter(s.state()),
-            ),
-            _ => {
-                let services = want.exported.iter().filter_map(service_key);
-                ensure_namespaces(&hub, services, &mut hub_namespaces, &mut failures).await;
-                (want, my_exported, my_slices)
+        // a full round a part of the services at a time (see `super::ROUND_PART`)
+        let keys = match dirty.full {
+            true => {
+                let mut all = service_keys(&exports.state());
+                all.extend(service_keys(&services.state()));
+                all.extend(service_keys(&slices.state()));
+                all.extend(service_keys(&hub_exported.state()));
+                all.extend(service_keys(&hub_slices.state()));
+                if let Some((e, s)) = &outbox {
+                    all.extend(service_keys(&e.state()));
+                    all.extend(service_keys(&s.state()));
+                }
+                all
             }
+            false => vec![],
         };
-        let written = write(
-            &mut failures,
-            &mut memo,
-            &member,
-            &hub,
-            &want,
-            &exports_now,
-            &actual_exported,
-            &actual_slices,
-        )
-        .await;
-        publish_events(&recorder, &exports_now, &written).await;
-        metrics.observe_reconcile("exporter", &cluster, started.elapsed(), failures.count);
-        if dirty.full {
-            metrics.set_exports(&cluster, want.exported.len() as i64);
+        let mut failed = HashSet::new();
+        let (mut count, mut exported) = (0, 0);
+        for part in dirty.parts(keys, super::ROUND_PART) {
+            let my_exported: Vec<_> = part
+                .filter(hub_exported.state())
+                .into_iter()
+                .filter(|e| mine(e.labels()))
+                .collect();
+            let my_slices: Vec<_> = part
+                .filter(hub_slices.state())
+                .into_iter()
+                .filter(|s| mine(s.labels()))
+                .collect();
+            let exports_now = part.filter(exports.state());
+            let want = desired(
+                &cluster,
+                &exports_now,
+                &part.filter(services.state()),
+                &part.filter(slices.state()),
+                &my_exported,
+                &now,
+            );
+            let mut failures = Failures::new("exporter", &cluster);
+            let (want, actual_exported, actual_slices) = match (&target, &outbox) {
+                (Target::Outbox { cluster: name }, Some((e, s))) => (
+                    outbox::place(want, name),
+                    part.filter(e.state()),
+                    part.filter(s.state()),
+                ),
+                _ => {
+                    let services = want.exported.iter().filter_map(service_key);
+                    ensure_namespaces(&hub, services, &mut hub_namespaces, &mut failures).await;
+                    (want, my_exported, my_slices)
+                }
+            };
+            let written = write(
+                &mut failures,
+                &mut memo,
+                &member,
+                &hub,
+                &want,
+                &exports_now,
+                &actual_exported,
+                &actual_slices,
+            )
+            .await;
+            publish_events(&recorder, &exports_now, &written).await;
+            (count, exported) = (count + failures.count, exported + want.exported.len());
+            failed.extend(failures.keys);
         }
-        dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
+        metrics.observe_reconcile("exporter", &cluster, started.elapsed(), count);
+        if dirty.full {
+            metrics.set_exports(&cluster, exported as i64);
+        }
+        dirty = match wake.after_round(&dirty, &failed, &stop).await {
             Some(d) => d,
             None => return,
         };

@@ -28,8 +28,8 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::source_cluster;
 use super::stale::{ExpiryTimer, Staleness};
+use super::{service_keys, source_cluster};
 use crate::metrics::Metrics;
 use crate::watch::service_key;
 use crate::watch::{ByService, by_service};
@@ -401,39 +401,54 @@ pub async fn run(
         let now = Time(jiff::Timestamp::now());
         let stale = Staleness::new(&clusters.state(), stale_ttl, now.0);
         expiry.set(&wake, stale.next_expiry());
-        // only the services that changed, unless this is a full round
-        let (member_imports, member_services, member_slices) = (
-            dirty.filter(imports.state()),
-            dirty.filter(services.state()),
-            dirty.filter(slices.state()),
-        );
-        let want = desired(
-            &dirty.filter(hub_imports.state()),
-            &dirty.filter(hub_slices.state()),
-            &dirty.filter(exported.state()),
-            &stale,
-            &namespaces.state(),
-            &member_services,
-            &member_imports,
-            &now,
-        );
-        let failures = write(
-            &mut memo,
-            &cluster,
-            &member,
-            &want,
-            &member_imports,
-            &member_services,
-            &member_slices,
-            &metrics,
-        )
-        .await;
-        tell_not_imported(&recorder, &cluster, &want.not_imported, &dirty, &mut told).await;
-        metrics.observe_reconcile("importer", &cluster, started.elapsed(), failures.count);
-        if dirty.full {
-            metrics.set_imports(&cluster, want.imports.len() as i64);
+        // only the services that changed, unless this is a full round; a full round a
+        // part of the services at a time, so its desired slices are not all held at once
+        let every_key = || {
+            let mut all = service_keys(&hub_imports.state());
+            all.extend(service_keys(&imports.state()));
+            all.extend(service_keys(&services.state()));
+            all.extend(service_keys(&slices.state()));
+            all
+        };
+        let mut failed = HashSet::new();
+        let (mut count, mut imported) = (0, 0);
+        let keys = if dirty.full { every_key() } else { vec![] };
+        for part in dirty.parts(keys, super::ROUND_PART) {
+            let (member_imports, member_services, member_slices) = (
+                part.filter(imports.state()),
+                part.filter(services.state()),
+                part.filter(slices.state()),
+            );
+            let want = desired(
+                &part.filter(hub_imports.state()),
+                &part.filter(hub_slices.state()),
+                &part.filter(exported.state()),
+                &stale,
+                &namespaces.state(),
+                &member_services,
+                &member_imports,
+                &now,
+            );
+            let failures = write(
+                &mut memo,
+                &cluster,
+                &member,
+                &want,
+                &member_imports,
+                &member_services,
+                &member_slices,
+                &metrics,
+            )
+            .await;
+            tell_not_imported(&recorder, &cluster, &want.not_imported, &part, &mut told).await;
+            (count, imported) = (count + failures.count, imported + want.imports.len());
+            failed.extend(failures.keys);
         }
-        dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
+        metrics.observe_reconcile("importer", &cluster, started.elapsed(), count);
+        if dirty.full {
+            metrics.set_imports(&cluster, imported as i64);
+        }
+        dirty = match wake.after_round(&dirty, &failed, &stop).await {
             Some(d) => d,
             None => return,
         };
