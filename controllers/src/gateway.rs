@@ -296,7 +296,7 @@ fn route_status(
         .as_ref()
         .map(|s| s.parents.as_slice())
         .unwrap_or_default();
-    let parents = verdicts
+    let mut parents: Vec<RouteParentStatus> = verdicts
         .iter()
         .map(|v| {
             let prev = prev_parents
@@ -342,6 +342,14 @@ fn route_status(
             }
         })
         .collect();
+    // the entries other controllers wrote for their parents stay as they are (the
+    // list is written whole)
+    parents.extend(
+        prev_parents
+            .iter()
+            .filter(|p| p.controller_name != CONTROLLER_NAME)
+            .cloned(),
+    );
     HTTPRouteStatus { parents }
 }
 

@@ -325,3 +325,37 @@ fn transition_times_stay_while_the_status_does() {
             .all(|c| c.last_transition_time == old)
     );
 }
+
+#[test]
+fn other_controllers_parent_entries_are_kept() {
+    let mut f = Fixture::new();
+    f.route(
+        "r",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra"}, {"name": "theirs", "namespace": "infra"}],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    );
+    let theirs: RouteParentStatus = serde_json::from_value(json!({
+        "parentRef": {"name": "theirs", "namespace": "infra"},
+        "controllerName": "example.com/other",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+            "message": "theirs", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+    .unwrap();
+    let mut r = (*f.routes[0]).clone();
+    r.status = Some(HTTPRouteStatus {
+        parents: vec![theirs.clone()],
+    });
+    f.routes[0] = Arc::new(r);
+    let status = f.desired().routes[&key("app", "r")].clone();
+    let ours: Vec<_> = status
+        .parents
+        .iter()
+        .filter(|p| p.controller_name == CONTROLLER_NAME)
+        .map(|p| p.parent_ref.name.clone())
+        .collect();
+    assert_eq!(ours, ["gw"], "only our Gateway gets our entry");
+    assert!(
+        status.parents.contains(&theirs),
+        "the other controller's entry stays: {:?}",
+        status.parents
+    );
+}
