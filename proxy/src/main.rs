@@ -96,6 +96,7 @@ struct Args {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    no_transparent_huge_pages();
     let args = Args::parse();
     match runtime(args.worker_threads).and_then(|rt| rt.block_on(run(args))) {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -103,6 +104,20 @@ fn main() -> std::process::ExitCode {
             eprintln!("causeway-proxy: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Keeps the proxy's heap in 4 KiB pages. mimalloc reserves its arenas with
+/// `madvise(MADV_HUGEPAGE)`, so on a kernel with transparent huge pages in `madvise`
+/// mode (the common default) every 2 MiB of arena the proxy touches became resident
+/// at once: under the proxy bench that was 22 of its 51 MiB peak RSS, and 7 of its
+/// 20 MiB idle. Disabling THP for the process costs no measurable CPU here (the heap
+/// is small and hot). Failure (an old kernel, a seccomp filter) only costs memory.
+fn no_transparent_huge_pages() {
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        eprintln!(
+            "causeway-proxy: could not disable transparent huge pages ({e}); memory use may be higher"
+        );
     }
 }
 
@@ -170,4 +185,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!("shutting down: draining connections");
     running.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn transparent_huge_pages_are_off_for_the_process() {
+        super::no_transparent_huge_pages();
+        assert_eq!(nix::sys::prctl::get_thp_disable(), Ok(true));
+    }
 }
