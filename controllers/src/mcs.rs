@@ -86,10 +86,11 @@ pub fn source_cluster(s: &EndpointSlice) -> &str {
         .map_or("", String::as_str)
 }
 
-/// How many services a part of a full MCS round covers (see
+/// How many services a part of an MCS round covers (see
 /// `causeway_runtime::reflect::Dirty::parts`): a loop holds the desired objects of
-/// this many services at once, not those of every service (with 1,000 services the
-/// importers' and exporters' full rounds held ~80 MB of desired slices at once).
+/// this many services at once, not those of every changed service (with 1,000
+/// services, the importers' and exporters' rounds held ~80 MB of desired slices at
+/// once through their writes; benches/results/mcs.md).
 pub(crate) const ROUND_PART: usize = 100;
 
 /// The service keys of cached objects, for a full round's parts.

@@ -57,22 +57,20 @@ impl Dirty {
 
     /// The round in parts of at most `n` keys each, so that a loop builds and writes
     /// its desired state a part at a time and holds one part's objects, not a whole
-    /// full round's (partial rounds of every key cover what a full round covers, for
-    /// loops whose objects all have a key). A partial round is its one part; a full
-    /// one is split over `keys` (the keys of every cached object), and is one empty
-    /// part when there are none.
+    /// round's (partial rounds of every key cover what a full round covers, for loops
+    /// whose objects all have a key). A full round is split over `keys` (the keys of
+    /// every cached object), a partial one over its own keys (during a convergence,
+    /// rounds of hundreds of changed keys are the rule); a round with no key is one
+    /// empty part.
     pub fn parts(&self, keys: impl IntoIterator<Item = Key>, n: usize) -> Vec<Dirty> {
-        if !self.full {
-            return vec![Dirty {
-                full: false,
-                keys: self.keys.clone(),
-            }];
-        }
-        let mut keys: Vec<Key> = keys
-            .into_iter()
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
+        let mut keys: Vec<Key> = match self.full {
+            true => keys
+                .into_iter()
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .collect(),
+            false => self.keys.iter().cloned().collect(),
+        };
         keys.sort();
         let mut parts: Vec<Dirty> = keys
             .chunks(n.max(1))
@@ -503,7 +501,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_round_splits_into_parts_of_its_keys_and_a_partial_one_stays_whole() {
+    fn a_round_splits_into_parts_of_at_most_n_keys() {
         let keys = [k("a", "x"), k("a", "y"), k("b", "x"), k("a", "x")];
         let some = Dirty {
             full: false,
@@ -538,8 +536,16 @@ mod tests {
                 0,
                 vec![vec![k("a", "x")], vec![k("a", "y")], vec![k("b", "x")]],
             ),
-            // a partial round ignores the cached keys
+            // a partial round is split over its own keys, not the cached ones
             (some, 1, vec![vec![k("a", "y")]]),
+            (
+                Dirty {
+                    full: false,
+                    keys: HashSet::from([k("b", "x"), k("a", "y"), k("a", "x")]),
+                },
+                2,
+                vec![vec![k("a", "x"), k("a", "y")], vec![k("b", "x")]],
+            ),
         ];
         for (round, n, want) in table {
             assert_eq!(covered(&round.parts(keys.clone(), n)), want, "n={n}");

@@ -520,7 +520,7 @@ pub async fn run_to(
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
-        // a full round a part of the services at a time (see `super::ROUND_PART`)
+        // every round a part of its services at a time (see `super::ROUND_PART`)
         let keys = match dirty.full {
             true => {
                 let mut all = service_keys(&exports.state());

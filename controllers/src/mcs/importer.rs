@@ -401,8 +401,8 @@ pub async fn run(
         let now = Time(jiff::Timestamp::now());
         let stale = Staleness::new(&clusters.state(), stale_ttl, now.0);
         expiry.set(&wake, stale.next_expiry());
-        // only the services that changed, unless this is a full round; a full round a
-        // part of the services at a time, so its desired slices are not all held at once
+        // only the services that changed, unless this is a full round; a part of them
+        // at a time, so the round's desired slices are not all held at once
         let every_key = || {
             let mut all = service_keys(&hub_imports.state());
             all.extend(service_keys(&imports.state()));
