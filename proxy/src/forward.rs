@@ -6,9 +6,11 @@
 //! status and a short reason: 404 no route, 503 no endpoints or circuit open, 502
 //! upstream failed, 504 upstream timeout, 408 and 400 when the client's body is too
 //! slow or breaks off). WebSocket/`Upgrade` requests are tunnelled after both sides
-//! switched protocols. Backends spoken to over HTTP/2 ([`upstream::Protocol`]) get
-//! their requests on shared connections ([`upstream::h2`]), with trailers and both
-//! bodies streamed; gRPC calls get gRPC answers, deadlines and retries ([`grpc`]).
+//! switched protocols. An HTTP/2 client's request to an HTTP/1.1 backend whose body is
+//! at hand (no body, or one read whole) goes out on the raw upstream pool of the
+//! HTTP/1.1 engine ([`raw`]); the others on hyper's client. Backends spoken to over
+//! HTTP/2 ([`upstream::Protocol`]) get their requests on shared connections
+//! ([`upstream::h2`]), with trailers and both bodies streamed; gRPC calls get gRPC answers, deadlines and retries ([`grpc`]).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -35,10 +37,13 @@ use crate::pipeline::{
     deadline_exceeded, hash_key, idempotent,
 };
 use crate::target;
+use crate::upstream::raw::BoxError;
 use crate::upstream::{self, Lease, Protocol};
 
+mod raw;
+
 /// Response body to clients.
-pub type RespBody = UnsyncBoxBody<Bytes, hyper::Error>;
+pub type RespBody = UnsyncBoxBody<Bytes, BoxError>;
 
 fn full(s: impl Into<Bytes>) -> RespBody {
     Full::new(s.into())
@@ -61,16 +66,16 @@ trait AtEnd {
 
 impl<B, A> Body for Watched<B, A>
 where
-    B: Body<Data = Bytes, Error = hyper::Error> + Unpin,
+    B: Body<Data = Bytes> + Unpin,
     A: AtEnd + Unpin,
 {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = B::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_frame(cx);
         match &r {
@@ -322,6 +327,23 @@ impl Proxy {
             Ok(p) => p,
             Err(why) => return self.refuse(why),
         };
+        // A plain HTTP/2 request to an HTTP/1.1 backend, its body at hand: on the raw
+        // upstream pool the HTTP/1.1 engine uses (no hyper client, no task per
+        // connection).
+        if let Some(body) = &replay
+            && parts.version == Version::HTTP_2
+            && !b.protocol.is_h2()
+            && call.is_none()
+        {
+            let req = raw::Req {
+                method: &parts.method,
+                target: pq.as_str(),
+                headers: &parts.headers,
+                body,
+                key,
+            };
+            return Box::pin(self.forward_raw(&b, req, permit, gateway_rule.as_ref())).await;
+        }
         // A request to an HTTP/2 backend keeps its streamed body until a connection is
         // up, so it too may go elsewhere after a failed connect.
         let mut attempts = Attempts::new(self, &b, key, replay.is_some() || b.protocol.is_h2());
@@ -467,7 +489,7 @@ impl Proxy {
                     *resp.version_mut() = Version::HTTP_11;
                     let (parts, body) = resp.into_parts();
                     let body = Watched {
-                        inner: body,
+                        inner: body.map_err(BoxError::from),
                         at_end: Release {
                             lease,
                             sent: sent.clone(),

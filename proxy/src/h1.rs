@@ -33,12 +33,10 @@
 //! headers into them).
 
 mod answer;
-mod chunked;
 mod deadline;
 mod wire;
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use bytes::{Buf, BytesMut};
 use http::{HeaderName, StatusCode};
@@ -46,8 +44,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::now_nanos;
-use crate::endpoint::Endpoint;
 use crate::headers::cookie_in;
 use crate::matching::normalize_host;
 use crate::pipeline::account::head_arrived;
@@ -59,16 +55,15 @@ use crate::target::normalize_path;
 use crate::upstream::{self, Raw};
 
 use answer::{To, answer, error_response};
-pub use chunked::Chunked;
 use deadline::Deadline;
 pub(crate) use wire::H2_PREFACE;
 pub use wire::MAX_HEADERS;
-use wire::{
-    Framing, Parse, ReqHead, RespHead, is_token, parse_request, parse_response, write_request,
-};
+#[cfg(test)]
+use wire::parse_response;
+use wire::{ClientHead, Parse, ReqHead, is_token, parse_request, write_request};
 
-/// Read buffer growth step.
-const READ_CHUNK: usize = 16 * 1024;
+pub use crate::upstream::chunked::Chunked;
+use crate::upstream::raw::{Framing, READ_CHUNK, exchange};
 /// Most pipelined bytes read ahead while a request is in flight.
 const MAX_READ_AHEAD: usize = 64 * 1024;
 
@@ -154,64 +149,6 @@ async fn relay<T: AsyncWrite + Unpin>(
         }
     }
     Ok(clean && framing != Framing::Close)
-}
-
-/// Sends `req` to `ep` on a pooled connection (or a new one) and reads the response
-/// head, which it writes for the client into `out`.
-#[allow(clippy::too_many_arguments)]
-async fn exchange(
-    ep: &Arc<Endpoint>,
-    req: &[u8],
-    idem: bool,
-    head_request: bool,
-    close_client: bool,
-    settings: upstream::Settings,
-    proxy: &Proxy,
-    ubuf: &mut BytesMut,
-    out: &mut Vec<u8>,
-) -> Result<(Raw, RespHead), upstream::Error> {
-    'conn: loop {
-        let (mut c, reused) = match ep.pool.checkout_raw(now_nanos()) {
-            Some(c) => (c, true),
-            None => (
-                Box::pin(upstream::connect_raw(
-                    ep.addr,
-                    settings.connect_timeout,
-                    &proxy.metrics,
-                ))
-                .await?,
-                false,
-            ),
-        };
-        ubuf.clear();
-        if let Err(e) = c.stream.write_all(req).await {
-            // A pooled connection the upstream had closed: nothing was processed.
-            if reused {
-                continue;
-            }
-            return Err(upstream::Error::Io(e));
-        }
-        loop {
-            ubuf.reserve(READ_CHUNK);
-            match c.stream.read_buf(ubuf).await {
-                Ok(0) | Err(_) if reused && ubuf.is_empty() && idem => {
-                    // The upstream closed an idle connection as the request went out
-                    // (its keep-alive timeout): an idempotent request goes again.
-                    continue 'conn;
-                }
-                Ok(0) => return Err(upstream::Error::Closed),
-                Err(e) => return Err(upstream::Error::Io(e)),
-                Ok(_) => {}
-            }
-            while let Some(head) = parse_response(ubuf, head_request, close_client, out)? {
-                if head.status >= 200 {
-                    return Ok((c, head));
-                }
-                // 1xx interim responses (103 Early Hints...) are not passed on.
-                ubuf.advance(head.len);
-            }
-        }
-    }
 }
 
 /// What became of one request.
@@ -477,16 +414,19 @@ where
         // as nginx and hyper do). Bytes it pipelines are kept for later.
         bufs.request.set(Instant::now() + limits.request_timeout);
         let res = {
+            let mut sink = ClientHead {
+                out: &mut bufs.out,
+                close,
+            };
             let ex = exchange(
                 &ep,
                 &bufs.req,
                 idem,
                 head_request,
-                close,
                 settings,
-                proxy,
+                &proxy.metrics,
                 &mut bufs.ubuf,
-                &mut bufs.out,
+                &mut sink,
             );
             tokio::pin!(ex);
             loop {

@@ -1,6 +1,8 @@
-//! Upstream HTTP/1.1 keep-alive pools: hyper's `client::conn::http1` connections for
-//! requests served through hyper (HTTP/2 clients, upgrades, streamed uploads), and
-//! plain sockets for the proxy's own HTTP/1.1 engine ([`crate::h1`]). Backends spoken
+//! Upstream HTTP/1.1 keep-alive pools: plain sockets ([`raw`]) for the proxy's own
+//! HTTP/1.1 engine ([`crate::h1`]) and for HTTP/2 clients' requests whose body is at
+//! hand, and hyper's `client::conn::http1` connections for the rest of what hyper
+//! serves (upgrades, streamed uploads, HTTP/1.0 and other handed-off HTTP/1.1
+//! requests). Backends spoken
 //! to over HTTP/2 ([`Protocol`]: h2c, h2 over TLS; gRPC) share a few multiplexed
 //! connections per endpoint instead ([`h2`]).
 //!
@@ -34,7 +36,11 @@ use crate::clock::{nanos, now_nanos};
 use crate::endpoint::Endpoint;
 use crate::metrics::Metrics;
 
+pub mod chunked;
 pub mod h2;
+pub mod raw;
+
+pub use raw::MAX_HEADERS;
 
 /// How the proxy speaks to a backend's endpoints.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -5,37 +5,20 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use http::HeaderName;
-
 use crate::headers;
 use crate::pipeline::{Conn, MAX_REPLAY};
 use crate::target;
 use crate::upstream;
+#[cfg(test)]
+use crate::upstream::raw::RespHead;
+pub(super) use crate::upstream::raw::is_token;
+use crate::upstream::raw::{Framing, Sink, hop_by_hop, trim};
 
 /// The HTTP/2 connection preface. hyper-util's auto builder reads up to its length to
 /// choose between HTTP/1.1 and HTTP/2.
 pub(crate) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Most headers in a request or response head (hyper's limit too).
-pub const MAX_HEADERS: usize = 100;
-/// Largest upstream response head.
-const MAX_RESPONSE_HEAD: usize = 256 * 1024;
-
-/// Whether `name` is a hop-by-hop header (RFC 9110 section 7.6.1; the list is
-/// [`headers::HOP_BY_HOP`] and `Upgrade`), `Transfer-Encoding` aside when `keep_te`:
-/// a response body goes on as the upstream framed it (the engine forwards no request
-/// that has one).
-fn hop_by_hop(name: &[u8], keep_te: bool) -> bool {
-    // Most names cannot be one (lengths 2, 7, 10, 16 to 19): no comparisons for them.
-    if !matches!(name.len(), 2 | 7 | 10 | 16..=19) {
-        return false;
-    }
-    headers::HOP_BY_HOP
-        .iter()
-        .map(HeaderName::as_str)
-        .chain(["upgrade"])
-        .any(|h| is_token(name, h) && !(keep_te && h == "transfer-encoding"))
-}
+pub use crate::upstream::raw::MAX_HEADERS;
 
 /// Request headers `Connection` may not name on the engine: dropping them would
 /// change the request's framing (a body sent without its length is a second request
@@ -85,14 +68,6 @@ pub(super) enum Parse {
 fn range(buf: &[u8], part: &[u8]) -> Range<usize> {
     let start = part.as_ptr() as usize - buf.as_ptr() as usize;
     start..start + part.len()
-}
-
-pub(super) fn is_token(name: &[u8], of: &str) -> bool {
-    name.eq_ignore_ascii_case(of.as_bytes())
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    v.trim_ascii()
 }
 
 /// Parses the request head at the start of `buf` into `head`.
@@ -231,35 +206,20 @@ pub(super) fn write_request(
     out.extend_from_slice(b"\r\n");
     if !head.has_request_id {
         out.extend_from_slice(b"x-request-id: ");
-        out.extend_from_slice(&crate::headers::request_id_hex());
+        out.extend_from_slice(&headers::request_id_hex());
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&buf[head.len..head.len + head.body]);
 }
 
-/// How an upstream response's body ends (RFC 9112 §6.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Framing {
-    /// No body.
-    Empty,
-    /// This many bytes.
-    Length(u64),
-    /// Chunked.
-    Chunked,
-    /// Until the upstream closes.
-    Close,
-}
-
-/// A parsed upstream response head (the client's head is written already).
-#[derive(Debug)]
-pub(super) struct RespHead {
-    /// Length of the head in the upstream buffer.
-    pub(super) len: usize,
-    pub(super) status: u16,
-    pub(super) framing: Framing,
-    /// The upstream connection can carry another request after this response.
-    pub(super) reusable: bool,
+/// The client's HTTP/1.1 response head, made of the upstream's (its headers as they
+/// came, a `Date` when it had none, `Connection: close` when the client connection
+/// closes after it).
+pub(super) struct ClientHead<'a> {
+    pub(super) out: &'a mut Vec<u8>,
+    /// The client connection closes after this response.
+    pub(super) close: bool,
 }
 
 /// The three digits of a status code (httparse reads exactly three).
@@ -268,129 +228,53 @@ fn status_digits(code: u16) -> [u8; 3] {
     [d(code / 100), d(code / 10), d(code)]
 }
 
-/// Parses an upstream response head and writes the client's head into `out`.
-/// `Ok(None)`: more bytes needed. Interim (1xx) responses are `Ok(Some)` with status
-/// below 200: the caller skips them.
+impl Sink for ClientHead<'_> {
+    fn status(&mut self, code: u16, reason: &[u8]) {
+        self.out.clear();
+        self.out.extend_from_slice(b"HTTP/1.1 ");
+        // (httparse skips empty lines before the status line: the code is not at a
+        // fixed offset.)
+        self.out.extend_from_slice(&status_digits(code));
+        self.out.push(b' ');
+        self.out.extend_from_slice(reason);
+        self.out.extend_from_slice(b"\r\n");
+    }
+
+    fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), upstream::Error> {
+        self.out.extend_from_slice(name);
+        self.out.extend_from_slice(b": ");
+        self.out.extend_from_slice(value);
+        self.out.extend_from_slice(b"\r\n");
+        Ok(())
+    }
+
+    fn end(&mut self, date: bool, framing: Framing) {
+        if !date {
+            self.out.extend_from_slice(b"date: ");
+            self.out.extend_from_slice(
+                httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes(),
+            );
+            self.out.extend_from_slice(b"\r\n");
+        }
+        if self.close || framing == Framing::Close {
+            self.out.extend_from_slice(b"connection: close\r\n");
+        }
+        self.out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Parses an upstream response head and writes the client's head into `out`
+/// ([`crate::upstream::raw::parse_response`] with a [`ClientHead`]).
+#[cfg(test)]
 pub(super) fn parse_response(
     buf: &[u8],
     head_request: bool,
     close_client: bool,
     out: &mut Vec<u8>,
 ) -> Result<Option<RespHead>, upstream::Error> {
-    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut []);
-    let len = match httparse::ParserConfig::default()
-        .parse_response_with_uninit_headers(&mut resp, buf, &mut slots)
-    {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_RESPONSE_HEAD => {
-            return Err(upstream::Error::Malformed("response head too large"));
-        }
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(upstream::Error::Malformed("more than 100 response headers"));
-        }
-        Err(_) => return Err(upstream::Error::Malformed("unparsable response head")),
+    let mut sink = ClientHead {
+        out,
+        close: close_client,
     };
-    let status = resp.code.unwrap_or(0);
-    if status == 101 {
-        return Err(upstream::Error::Malformed(
-            "101 Switching Protocols to a request that did not ask for it",
-        ));
-    }
-    if status < 200 {
-        return Ok(Some(RespHead {
-            len,
-            status,
-            framing: Framing::Empty,
-            reusable: false,
-        }));
-    }
-    let mut keep_alive = resp.version == Some(1);
-    let mut chunked = None;
-    let mut length: Option<u64> = None;
-    let mut named: Vec<&[u8]> = Vec::new();
-    let mut date = false;
-    for h in resp.headers.iter() {
-        let (name, value) = (h.name.as_bytes(), h.value);
-        if is_token(name, "connection") {
-            for t in value.split(|&b| b == b',').map(trim) {
-                if is_token(t, "close") {
-                    keep_alive = false;
-                } else if !t.is_empty()
-                    && !is_token(t, "keep-alive")
-                    // The body goes on as framed: its framing headers stay.
-                    && !is_token(t, "content-length")
-                    && !is_token(t, "transfer-encoding")
-                {
-                    named.push(t);
-                }
-            }
-        } else if is_token(name, "transfer-encoding") {
-            // The last coding decides: chunked, or the body runs to the close.
-            let last = value.rsplit(|&b| b == b',').next().map(trim);
-            chunked = Some(last.is_some_and(|c| is_token(c, "chunked")));
-        } else if is_token(name, "content-length") {
-            let v = trim(value);
-            let n = std::str::from_utf8(v)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or(upstream::Error::Malformed("invalid Content-Length"))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(upstream::Error::Malformed("conflicting Content-Length"));
-            }
-            length = Some(n);
-        } else if is_token(name, "date") {
-            date = true;
-        }
-    }
-    let framing = if head_request || status == 204 || status == 304 {
-        Framing::Empty
-    } else {
-        match (chunked, length) {
-            (Some(true), _) => Framing::Chunked,
-            (Some(false), _) => Framing::Close,
-            (None, Some(n)) => Framing::Length(n),
-            (None, None) => Framing::Close,
-        }
-    };
-    let close = close_client || framing == Framing::Close;
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    // (httparse skips empty lines before the status line: the code is not at a fixed
-    // offset.)
-    out.extend_from_slice(&status_digits(status));
-    out.push(b' ');
-    out.extend_from_slice(resp.reason.unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-    for h in resp.headers.iter() {
-        let name = h.name.as_bytes();
-        if hop_by_hop(name, true)
-            || named.iter().any(|n| name.eq_ignore_ascii_case(n))
-            // A Transfer-Encoding overrides Content-Length (which must then go).
-            || (chunked.is_some() && is_token(name, "content-length"))
-        {
-            continue;
-        }
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(h.value);
-        out.extend_from_slice(b"\r\n");
-    }
-    if !date {
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(httpdate::fmt_http_date(std::time::SystemTime::now()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    Ok(Some(RespHead {
-        len,
-        status,
-        framing,
-        reusable: keep_alive && framing != Framing::Close,
-    }))
+    crate::upstream::raw::parse_response(buf, head_request, &mut sink)
 }

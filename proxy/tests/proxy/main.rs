@@ -7,6 +7,7 @@ mod gateway;
 mod grpc;
 mod grpc_support;
 mod h1;
+mod h2;
 mod harness;
 mod layering;
 mod pool;

@@ -24,6 +24,9 @@ use crate::harness::*;
 /// - `/hop`: hop-by-hop response headers;
 /// - `/slow`: answers after 3 s, unless the proxy closes the connection first;
 /// - `/delay`: the echo, after 300 ms;
+/// - `/short`: a head announcing 10 bytes, 2 of them, then the connection closes;
+/// - `/drop`: the connection closes with no answer;
+/// - `/big`: 1 MiB of `x`;
 /// - anything else: 200 with the request exactly as received (head and body).
 ///
 /// Request bodies framed by Content-Length or chunked are read.
@@ -34,6 +37,9 @@ pub struct Scripted {
     pub abandoned: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
+
+/// Length of `/big`'s body.
+pub const BIG: usize = 1 << 20;
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
@@ -84,6 +90,13 @@ impl Scripted {
                                 "/interim" => b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
                                 "/nocontent" => b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
                                 "/badchunk" => b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n".to_vec(),
+                                "/short" => b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nok".to_vec(),
+                                "/drop" => return,
+                                "/big" => {
+                                    let mut r = format!("HTTP/1.1 200 OK\r\ncontent-length: {BIG}\r\n\r\n").into_bytes();
+                                    r.resize(r.len() + BIG, b'x');
+                                    r
+                                }
                                 "/hop" => b"HTTP/1.1 200 OK\r\nconnection: x-hop\r\nx-hop: 1\r\nkeep-alive: timeout=5\r\nx-kept: 1\r\ncontent-length: 2\r\n\r\nok".to_vec(),
                                 _ => {
                                     let mut r = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", req.len()).into_bytes();
@@ -116,7 +129,7 @@ impl Scripted {
                             if s.write_all(&resp).await.is_err() {
                                 return;
                             }
-                            if path == "/close" || path == "/badchunk" {
+                            if path == "/close" || path == "/badchunk" || path == "/short" {
                                 return;
                             }
                         }

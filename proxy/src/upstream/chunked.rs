@@ -1,5 +1,8 @@
-//! Chunked transfer coding (RFC 9112 section 7.1), checked as the bytes pass through
-//! unchanged: where the body ends, and whether its framing is valid.
+//! Chunked transfer coding (RFC 9112 section 7.1), checked as the bytes pass through:
+//! where the body ends, whether its framing is valid, and (for an HTTP/2 client, which
+//! gets the data without the framing) where its data is.
+
+use std::ops::Range;
 
 /// Largest trailer section of a chunked response.
 const MAX_TRAILERS: usize = 64 * 1024;
@@ -44,6 +47,16 @@ impl Chunked {
     /// Feeds the next bytes of the body: `Ok(Some(n))` when the body ends after `n` of
     /// them, `Ok(None)` when it goes on.
     pub fn feed(&mut self, data: &[u8]) -> Result<Option<usize>, &'static str> {
+        self.decode(data, |_| {})
+    }
+
+    /// As [`feed`](Self::feed), and gives `data_at` where in `data` the body's data is
+    /// (the chunks' contents, in order).
+    pub fn decode(
+        &mut self,
+        data: &[u8],
+        mut data_at: impl FnMut(Range<usize>),
+    ) -> Result<Option<usize>, &'static str> {
         use ChunkState::*;
         let mut i = 0;
         while i < data.len() {
@@ -77,6 +90,7 @@ impl Chunked {
                 }
                 Data => {
                     let take = self.size.min((data.len() - i) as u64);
+                    data_at(i..i + take as usize);
                     self.size -= take;
                     i += take as usize;
                     if self.size == 0 {
