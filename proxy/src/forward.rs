@@ -373,7 +373,9 @@ impl Proxy {
             }
             let shared = if b.protocol.is_h2() {
                 let checkout = ep.pool.h2.checkout(&ep, tls, settings, &self.metrics);
-                match tokio::time::timeout_at(until, checkout).await {
+                // Boxed, as the exchange below: the largest futures of this one, which
+                // would otherwise be moved (copied) with it on every request.
+                match Box::pin(tokio::time::timeout_at(until, checkout)).await {
                     Ok(Ok(c)) => Some(c),
                     Ok(Err(e)) => {
                         attempts.failed(&ep, &e, idem);
@@ -407,12 +409,12 @@ impl Proxy {
             } else {
                 parts.headers.clone()
             };
-            let res = tokio::time::timeout_at(until, async {
+            let res = Box::pin(tokio::time::timeout_at(until, async {
                 match shared {
                     Some(c) => upstream::h2::send(&ep, c, up, tls, settings, &self.metrics).await,
                     None => upstream::send(&ep, up, settings, &self.metrics).await,
                 }
-            })
+            }))
             .await;
             let uploading = sent.as_ref().is_some_and(|s| !s.done());
             match res {

@@ -414,6 +414,9 @@ where
         // as nginx and hyper do). Bytes it pipelines are kept for later.
         bufs.request.set(Instant::now() + limits.request_timeout);
         let res = {
+            // A whole read chunk for the head (and the start of the body).
+            bufs.ubuf.clear();
+            bufs.ubuf.reserve(READ_CHUNK);
             let mut sink = ClientHead {
                 out: &mut bufs.out,
                 close,

@@ -66,7 +66,7 @@ impl Proxy {
         let mut bytes = Vec::with_capacity(512 + req.body.len());
         raw::write_request(req.method, req.target, req.headers, req.body, &mut bytes);
         let mut attempts = Attempts::new(self, b, req.key, true);
-        let mut ubuf = BytesMut::new();
+        let mut ubuf = BytesMut::with_capacity(raw::HEAD_BUFFER);
         let mut head = Fields::default();
         loop {
             let Pick { ep, mut inflight } = match attempts.pick() {

@@ -29,6 +29,12 @@ use crate::metrics::Metrics;
 pub const MAX_HEADERS: usize = 100;
 /// Read buffer growth step.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
+/// Least free space a read is given.
+const MIN_READ: usize = 1024;
+/// What an HTTP/2 client's request reads its response head (and the start of its
+/// body) into first: a head of up to about this size costs no more (500 streams in
+/// flight hold 500 of these).
+pub(crate) const HEAD_BUFFER: usize = 4096;
 /// Largest upstream response head.
 const MAX_RESPONSE_HEAD: usize = 256 * 1024;
 
@@ -264,7 +270,8 @@ pub(crate) fn write_request(
 }
 
 /// Sends `req` to `ep` on a pooled connection (or a new one) and reads the response
-/// head (into `ubuf`, from its start), given to `sink`.
+/// head (into `ubuf`, from its start, in the space the caller reserved, grown by
+/// [`READ_CHUNK`] when less than 1 KiB is left), given to `sink`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn exchange(
     ep: &Arc<Endpoint>,
@@ -293,7 +300,10 @@ pub(crate) async fn exchange(
             return Err(Error::Io(e));
         }
         loop {
-            ubuf.reserve(READ_CHUNK);
+            // The caller sized the buffer for the head: it grows when nearly full.
+            if ubuf.capacity() - ubuf.len() < MIN_READ {
+                ubuf.reserve(READ_CHUNK);
+            }
             match c.stream.read_buf(ubuf).await {
                 Ok(0) | Err(_) if reused && ubuf.is_empty() && idem => {
                     // The upstream closed an idle connection as the request went out

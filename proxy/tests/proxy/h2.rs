@@ -152,6 +152,10 @@ async fn http2_clients_on_http1_backends() -> anyhow::Result<()> {
     assert_eq!(body.len(), BIG);
     assert!(body.iter().all(|&b| b == b'x'));
     assert_eq!(h["content-length"], BIG.to_string().as_str());
+    // A head larger than the first read's buffer.
+    let (status, h, body) = call(&mut send, "GET", "/bighead", empty()).await?;
+    assert_eq!((status, &body[..]), (200, &b"ok"[..]));
+    assert_eq!(h["x-big"].len(), 10_000);
 
     // Upstreams that break: before the head (or with a body already invalid) the
     // stream gets a 502; after it, the stream is reset.

@@ -27,6 +27,7 @@ use crate::harness::*;
 /// - `/short`: a head announcing 10 bytes, 2 of them, then the connection closes;
 /// - `/drop`: the connection closes with no answer;
 /// - `/big`: 1 MiB of `x`;
+/// - `/bighead`: a 10,000-byte `x-big` header;
 /// - anything else: 200 with the request exactly as received (head and body).
 ///
 /// Request bodies framed by Content-Length or chunked are read.
@@ -97,6 +98,7 @@ impl Scripted {
                                     r.resize(r.len() + BIG, b'x');
                                     r
                                 }
+                                "/bighead" => format!("HTTP/1.1 200 OK\r\nx-big: {}\r\ncontent-length: 2\r\n\r\nok", "y".repeat(10_000)).into_bytes(),
                                 "/hop" => b"HTTP/1.1 200 OK\r\nconnection: x-hop\r\nx-hop: 1\r\nkeep-alive: timeout=5\r\nx-kept: 1\r\ncontent-length: 2\r\n\r\nok".to_vec(),
                                 _ => {
                                     let mut r = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", req.len()).into_bytes();
