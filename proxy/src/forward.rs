@@ -26,6 +26,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
 
+use crate::annotations::HashOn;
 use crate::circuit::Permit;
 use crate::endpoint::InFlight;
 use crate::gateway::{self, Decided};
@@ -37,7 +38,7 @@ use crate::pipeline::{
     deadline_exceeded, hash_key, idempotent,
 };
 use crate::target;
-use crate::upstream::raw::BoxError;
+use crate::upstream::raw::{BoxError, Rewrite};
 use crate::upstream::{self, Lease, Protocol};
 
 mod raw;
@@ -253,31 +254,47 @@ impl Proxy {
         let te_trailers =
             b.protocol.is_h2() && (call.is_some() || grpc::wants_trailers(req.headers()));
         let (mut parts, body) = req.into_parts();
-        headers::strip_hop_by_hop(&mut parts.headers, upgrade);
-        if te_trailers {
-            parts
-                .headers
-                .insert(header::TE, HeaderValue::from_static("trailers"));
+        let len = content_length(&parts.headers);
+        // A plain HTTP/2 request to an HTTP/1.1 backend whose body will be at hand goes
+        // out on the raw upstream pool the HTTP/1.1 engine uses (no hyper client, no
+        // task per connection), its header map written as the request's bytes
+        // ([`raw`]); unless HTTPRoute filters edit it, or the backend hashes on a
+        // header (the hash key reads the map as sent), the headers the proxy adds and
+        // drops are written and skipped there, not inserted and removed here.
+        let raw = parts.version == Version::HTTP_2
+            && !b.protocol.is_h2()
+            && call.is_none()
+            && !upgrade
+            && (body.is_end_stream() || len.is_some_and(|l| l <= MAX_REPLAY));
+        let direct =
+            raw && gateway_rule.is_none() && !matches!(b.tuning.hash_on, Some(HashOn::Header(_)));
+        if !direct {
+            headers::strip_hop_by_hop(&mut parts.headers, upgrade);
+            if te_trailers {
+                parts
+                    .headers
+                    .insert(header::TE, HeaderValue::from_static("trailers"));
+            }
+            if !b.tuning.underscores_in_headers {
+                headers::strip_underscored(&mut parts.headers);
+            }
+            if parts.version == Version::HTTP_2 {
+                headers::join_cookies(&mut parts.headers);
+            }
+            // An absolute-form target's authority (HTTP/2: `:authority`) is the request's
+            // host (RFC 9112 §3.2.2).
+            if routing.from_target
+                && let Some(h) = &host_val
+            {
+                parts.headers.insert(header::HOST, h.clone());
+            }
+            headers::add_forwarded(
+                &mut parts.headers,
+                &conn.remote_ip,
+                conn.https,
+                host_val.as_ref(),
+            );
         }
-        if !b.tuning.underscores_in_headers {
-            headers::strip_underscored(&mut parts.headers);
-        }
-        if parts.version == Version::HTTP_2 {
-            headers::join_cookies(&mut parts.headers);
-        }
-        // An absolute-form target's authority (HTTP/2: `:authority`) is the request's
-        // host (RFC 9112 §3.2.2).
-        if routing.from_target
-            && let Some(h) = &host_val
-        {
-            parts.headers.insert(header::HOST, h.clone());
-        }
-        headers::add_forwarded(
-            &mut parts.headers,
-            &conn.remote_ip,
-            conn.https,
-            host_val.as_ref(),
-        );
         let pq = match &gateway_rule {
             Some(rule) => rule
                 .edit_request(&mut parts.headers, pq.path(), pq.query())
@@ -287,7 +304,6 @@ impl Proxy {
         };
         let key = hash_key(b.tuning.hash_on.as_ref(), &parts.headers);
         let idem = idempotent(parts.method.as_str().as_bytes());
-        let len = content_length(&parts.headers);
         let mut stream_body = None;
         let mut recording = None;
         let mut replay: Option<Bytes> = if upgrade {
@@ -327,20 +343,23 @@ impl Proxy {
             Ok(p) => p,
             Err(why) => return self.refuse(why),
         };
-        // A plain HTTP/2 request to an HTTP/1.1 backend, its body at hand: on the raw
-        // upstream pool the HTTP/1.1 engine uses (no hyper client, no task per
-        // connection).
-        if let Some(body) = &replay
-            && parts.version == Version::HTTP_2
-            && !b.protocol.is_h2()
-            && call.is_none()
-        {
+        if raw && let Some(body) = &replay {
+            let rw = Rewrite {
+                forwarded: direct,
+                client_ip: conn.remote_ip.as_bytes(),
+                https: conn.https,
+                host: host_val.as_ref().map(HeaderValue::as_bytes),
+                host_from_target: direct && routing.from_target,
+                underscores: !direct || b.tuning.underscores_in_headers,
+                h2: true,
+            };
             let req = raw::Req {
                 method: &parts.method,
                 target: pq.as_str(),
                 headers: &parts.headers,
                 body,
                 key,
+                rw,
             };
             return Box::pin(self.forward_raw(&b, req, permit, gateway_rule.as_ref())).await;
         }

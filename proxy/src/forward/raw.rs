@@ -19,7 +19,7 @@ use crate::pipeline::account::head_arrived;
 use crate::pipeline::{Attempts, Pick, Proxy, idempotent};
 use crate::table::Backend;
 use crate::upstream;
-use crate::upstream::raw::{self, Fields, RawBody, exchange};
+use crate::upstream::raw::{self, Fields, RawBody, Rewrite, exchange};
 
 /// A request as the hyper path rewrote it (hop-by-hop headers out, forwarding headers
 /// in), with its whole body.
@@ -31,6 +31,8 @@ pub(super) struct Req<'a> {
     pub(super) body: &'a [u8],
     /// The consistent-hash key.
     pub(super) key: Option<u64>,
+    /// What the proxy changes in it as it writes it.
+    pub(super) rw: Rewrite<'a>,
 }
 
 /// What a response body on the raw pool holds until it is dropped: the request's
@@ -64,7 +66,19 @@ impl Proxy {
         let idem = idempotent(req.method.as_str().as_bytes());
         let head_request = req.method == Method::HEAD;
         let mut bytes = Vec::with_capacity(512 + req.body.len());
-        raw::write_request(req.method, req.target, req.headers, req.body, &mut bytes);
+        let headers = req
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+        raw::write_request(
+            req.method.as_str().as_bytes(),
+            req.target.as_bytes(),
+            headers,
+            |_| false,
+            &req.rw,
+            req.body,
+            &mut bytes,
+        );
         let mut attempts = Attempts::new(self, b, req.key, true);
         let mut ubuf = BytesMut::with_capacity(raw::HEAD_BUFFER);
         let mut head = Fields::default();

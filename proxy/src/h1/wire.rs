@@ -5,14 +5,13 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use crate::headers;
 use crate::pipeline::{Conn, MAX_REPLAY};
 use crate::target;
 use crate::upstream;
 #[cfg(test)]
 use crate::upstream::raw::RespHead;
 pub(super) use crate::upstream::raw::is_token;
-use crate::upstream::raw::{Framing, Sink, hop_by_hop, trim};
+use crate::upstream::raw::{self, Framing, Rewrite, Sink, trim};
 
 /// The HTTP/2 connection preface. hyper-util's auto builder reads up to its length to
 /// choose between HTTP/1.1 and HTTP/2.
@@ -29,9 +28,6 @@ const KEPT: [&str; 4] = [
     "host",
     "x-request-id",
 ];
-
-/// Request headers the proxy replaces with its own.
-const REPLACED: [&str; 3] = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"];
 
 /// A parsed request head, as offsets into the connection's buffer.
 #[derive(Debug, Default)]
@@ -51,7 +47,6 @@ pub(super) struct ReqHead {
     pub(super) close: bool,
     /// Header names listed in `Connection` (hop-by-hop too).
     pub(super) named: Vec<Range<usize>>,
-    pub(super) has_request_id: bool,
 }
 
 /// What a request head is, for the engine.
@@ -93,7 +88,6 @@ pub(super) fn parse_request(buf: &[u8], head: &mut ReqHead) -> Parse {
     head.headers.clear();
     head.named.clear();
     head.close = false;
-    head.has_request_id = false;
     head.body = 0;
     let (mut hosts, mut lengths) = (0, 0);
     for h in req.headers.iter() {
@@ -120,7 +114,6 @@ pub(super) fn parse_request(buf: &[u8], head: &mut ReqHead) -> Parse {
                     }
                 }
             }
-            12 if is_token(name, "x-request-id") => head.has_request_id = true,
             14 if is_token(name, "content-length") => {
                 lengths += 1;
                 let v = trim(value);
@@ -145,10 +138,10 @@ pub(super) fn parse_request(buf: &[u8], head: &mut ReqHead) -> Parse {
     Parse::Fast
 }
 
-/// Writes the upstream request: request line (with `target` instead of the client's
-/// when the path was normalised), the client's headers minus hop-by-hop ones (and
-/// those with `_` in their names unless `underscores`), the forwarding headers, and
-/// the body.
+/// Writes the upstream request ([`raw::write_request`]): request line (with `target`
+/// instead of the client's when the path was normalised), the client's headers minus
+/// hop-by-hop ones (and those with `_` in their names unless `underscores`), the
+/// forwarding headers, and the body.
 pub(super) fn write_request(
     buf: &[u8],
     head: &ReqHead,
@@ -157,60 +150,30 @@ pub(super) fn write_request(
     underscores: bool,
     out: &mut Vec<u8>,
 ) {
-    out.clear();
-    out.extend_from_slice(&buf[head.method.clone()]);
-    out.push(b' ');
-    match target {
-        Some(t) => out.extend_from_slice(t.as_bytes()),
-        None => out.extend_from_slice(&buf[head.target.clone()]),
-    }
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    let mut xff: Vec<&[u8]> = Vec::new();
-    for (n, v) in &head.headers {
-        let name = &buf[n.clone()];
-        if !underscores && headers::underscored(name) {
-            continue;
-        }
-        if hop_by_hop(name, false)
-            || (matches!(name.len(), 15..=17) && REPLACED.iter().any(|d| is_token(name, d)))
-        {
-            if is_token(name, "x-forwarded-for") && !trim(&buf[v.clone()]).is_empty() {
-                xff.push(&buf[v.clone()]);
-            }
-            continue;
-        }
-        if head
-            .named
+    let rw = Rewrite {
+        forwarded: true,
+        client_ip: conn.remote_ip.as_bytes(),
+        https: conn.https,
+        host: Some(&buf[head.host.clone()]),
+        host_from_target: false,
+        underscores,
+        h2: false,
+    };
+    raw::write_request(
+        &buf[head.method.clone()],
+        target.map_or(&buf[head.target.clone()], str::as_bytes),
+        head.headers
             .iter()
-            .any(|c| name.eq_ignore_ascii_case(&buf[c.clone()]))
-        {
-            continue;
-        }
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(&buf[v.clone()]);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"x-forwarded-for: ");
-    for prev in xff {
-        out.extend_from_slice(prev);
-        out.extend_from_slice(b", ");
-    }
-    out.extend_from_slice(conn.remote_ip.as_bytes());
-    out.extend_from_slice(if conn.https {
-        b"\r\nx-forwarded-proto: https\r\nx-forwarded-host: "
-    } else {
-        b"\r\nx-forwarded-proto: http\r\nx-forwarded-host: "
-    });
-    out.extend_from_slice(&buf[head.host.clone()]);
-    out.extend_from_slice(b"\r\n");
-    if !head.has_request_id {
-        out.extend_from_slice(b"x-request-id: ");
-        out.extend_from_slice(&headers::request_id_hex());
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&buf[head.len..head.len + head.body]);
+            .map(|(n, v)| (&buf[n.clone()], &buf[v.clone()])),
+        |name| {
+            head.named
+                .iter()
+                .any(|c| name.eq_ignore_ascii_case(&buf[c.clone()]))
+        },
+        &rw,
+        &buf[head.len..head.len + head.body],
+        out,
+    );
 }
 
 /// The client's HTTP/1.1 response head, made of the upstream's (its headers as they

@@ -8,17 +8,13 @@
 //! upstream connection is a socket in its endpoint's pool.
 
 use std::mem::MaybeUninit;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use http::header::HeaderName;
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use hyper::body::{Frame, SizeHint};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::chunked::Chunked;
 use super::{Error, Raw, Settings, connect_raw};
 use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
@@ -27,6 +23,11 @@ use crate::metrics::Metrics;
 
 /// Most headers in a request or response head (hyper's limit too).
 pub const MAX_HEADERS: usize = 100;
+mod body;
+
+pub use body::BoxError;
+pub(crate) use body::RawBody;
+
 /// Read buffer growth step.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
 /// Least free space a read is given.
@@ -234,33 +235,128 @@ impl Sink for Fields {
     fn end(&mut self, _date: bool, _framing: Framing) {}
 }
 
-/// Writes an HTTP/1.1 request for an upstream: request line, `headers` (end-to-end
-/// ones only: the caller has removed the hop-by-hop ones and added the forwarding
-/// ones), a `Content-Length` for `body` when the headers have none and the method
-/// takes one, and `body`.
-pub(crate) fn write_request(
-    method: &Method,
-    target: &str,
-    headers: &HeaderMap,
+/// Request headers the proxy replaces with its own.
+const REPLACED: [&str; 3] = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"];
+
+/// What the proxy changes in a request it forwards, besides dropping hop-by-hop
+/// headers.
+pub(crate) struct Rewrite<'a> {
+    /// Write the forwarding headers (false: `headers` has them already, as the hyper
+    /// path set them, and then no header is replaced).
+    pub(crate) forwarded: bool,
+    /// The client's address: the last X-Forwarded-For element.
+    pub(crate) client_ip: &'a [u8],
+    /// The client came over TLS (X-Forwarded-Proto).
+    pub(crate) https: bool,
+    /// The client's host (Host, or the target's authority): X-Forwarded-Host.
+    pub(crate) host: Option<&'a [u8]>,
+    /// `host` came in the request target (HTTP/2's `:authority`): it is sent as Host,
+    /// instead of any Host header.
+    pub(crate) host_from_target: bool,
+    /// Keep headers with `_` in their names.
+    pub(crate) underscores: bool,
+    /// An HTTP/2 client's request: its Cookie headers are joined into one (RFC 9113
+    /// §8.2.3: an HTTP/1.1 server may read only the first), and a body without a
+    /// `Content-Length` (or a method that takes one) gets one.
+    pub(crate) h2: bool,
+}
+
+/// Writes an HTTP/1.1 request for an upstream: the request line, the client's
+/// `headers` (name, value) minus hop-by-hop ones, those `named` by its `Connection`,
+/// those with `_` in their names unless allowed, and the forwarding headers it
+/// replaces; then (unless `headers` has them already) `X-Forwarded-For` (the client's
+/// list, then the client), `-Proto`, `-Host`, an `X-Request-Id` when it had none;
+/// then `body`.
+pub(crate) fn write_request<'h>(
+    method: &[u8],
+    target: &[u8],
+    headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    named: impl Fn(&[u8]) -> bool,
+    rw: &Rewrite<'_>,
     body: &[u8],
     out: &mut Vec<u8>,
 ) {
     out.clear();
-    out.extend_from_slice(method.as_str().as_bytes());
+    out.extend_from_slice(method);
     out.push(b' ');
-    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    for (n, v) in headers {
-        out.extend_from_slice(n.as_str().as_bytes());
+    let mut xff: Vec<&[u8]> = Vec::new();
+    let mut cookies: Vec<&[u8]> = Vec::new();
+    let (mut id, mut length) = (false, false);
+    for (name, value) in headers {
+        if !rw.underscores && headers::underscored(name) {
+            continue;
+        }
+        if hop_by_hop(name, false)
+            || (rw.forwarded
+                && matches!(name.len(), 15..=17)
+                && REPLACED.iter().any(|d| is_token(name, d)))
+        {
+            if is_token(name, "x-forwarded-for") && !trim(value).is_empty() {
+                xff.push(value);
+            }
+            continue;
+        }
+        if named(name) {
+            continue;
+        }
+        match name.len() {
+            4 if rw.host_from_target && is_token(name, "host") => continue,
+            6 if rw.h2 && is_token(name, "cookie") => {
+                cookies.push(value);
+                continue;
+            }
+            12 if is_token(name, "x-request-id") => id = true,
+            14 if is_token(name, "content-length") => length = true,
+            _ => {}
+        }
+        out.extend_from_slice(name);
         out.extend_from_slice(b": ");
-        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
-    let bodiless = matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS | Method::TRACE
-    );
-    if !headers.contains_key(http::header::CONTENT_LENGTH) && (!body.is_empty() || !bodiless) {
+    if let Some((first, rest)) = cookies.split_first() {
+        out.extend_from_slice(b"cookie: ");
+        out.extend_from_slice(first);
+        for c in rest {
+            out.extend_from_slice(b"; ");
+            out.extend_from_slice(c);
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    if rw.host_from_target
+        && let Some(host) = rw.host
+    {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(host);
+        out.extend_from_slice(b"\r\n");
+    }
+    if rw.forwarded {
+        out.extend_from_slice(b"x-forwarded-for: ");
+        for prev in xff {
+            out.extend_from_slice(prev);
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(rw.client_ip);
+        out.extend_from_slice(if rw.https {
+            b"\r\nx-forwarded-proto: https\r\n"
+        } else {
+            b"\r\nx-forwarded-proto: http\r\n"
+        });
+        if let Some(host) = rw.host {
+            out.extend_from_slice(b"x-forwarded-host: ");
+            out.extend_from_slice(host);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if rw.forwarded && !id {
+        out.extend_from_slice(b"x-request-id: ");
+        out.extend_from_slice(&headers::request_id_hex());
+        out.extend_from_slice(b"\r\n");
+    }
+    let bodiless = matches!(method, b"GET" | b"HEAD" | b"DELETE" | b"OPTIONS" | b"TRACE");
+    if rw.h2 && !length && (!body.is_empty() || !bodiless) {
         out.extend_from_slice(b"content-length: ");
         out.extend_from_slice(body.len().to_string().as_bytes());
         out.extend_from_slice(b"\r\n");
@@ -325,235 +421,6 @@ pub(crate) async fn exchange(
     }
 }
 
-/// Errors of a response body on its way to the client.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// An upstream response body read from its [`Raw`] connection for an HTTP/2 client:
-/// data frames as they arrive (a chunked body decoded; its trailers are dropped), one
-/// read at a time (hyper polls for the next frame when the stream has room for it, so
-/// the memory held is one read buffer). The connection goes back to the endpoint's
-/// pool once the body has ended exactly where its framing said; dropped before that,
-/// it closes.
-pub(crate) struct RawBody {
-    /// None once the body ended.
-    conn: Option<Raw>,
-    buf: BytesMut,
-    /// Data taken from the buffer on creation, not yet given out.
-    first: Bytes,
-    framing: Framing,
-    /// What is left of a `Content-Length` body.
-    left: u64,
-    chunked: Chunked,
-    /// The upstream keeps the connection open after this response.
-    reusable: bool,
-    ep: Arc<Endpoint>,
-    settings: Settings,
-}
-
-impl RawBody {
-    /// The body of the response whose `head` came on `conn`; `buf` holds what was read
-    /// after the head. What it holds is framed here: a body already broken (an invalid
-    /// chunk) is an error before anything reaches the client.
-    pub(crate) fn new(
-        conn: Raw,
-        buf: BytesMut,
-        head: &RespHead,
-        ep: Arc<Endpoint>,
-        settings: Settings,
-    ) -> Result<Self, &'static str> {
-        let mut body = RawBody {
-            conn: Some(conn),
-            buf,
-            first: Bytes::new(),
-            framing: head.framing,
-            left: match head.framing {
-                Framing::Length(n) => n,
-                _ => 0,
-            },
-            chunked: Chunked::default(),
-            reusable: head.reusable,
-            ep,
-            settings,
-        };
-        if matches!(head.framing, Framing::Empty | Framing::Length(0)) {
-            body.ended(body.buf.is_empty());
-        } else if !body.buf.is_empty() {
-            body.first = body.take().map_err(|e| match e {
-                Error::Malformed(why) => why,
-                _ => "invalid response body",
-            })?;
-        }
-        Ok(body)
-    }
-
-    /// The body ended; `clean`: exactly where its framing said (nothing after it).
-    fn ended(&mut self, clean: bool) {
-        if let Some(conn) = self.conn.take()
-            && clean
-            && self.reusable
-        {
-            self.ep.pool.put_raw(conn, self.settings);
-        }
-        self.buf = BytesMut::new();
-    }
-
-    /// The next data from what is buffered (empty when it held none).
-    fn take(&mut self) -> Result<Bytes, Error> {
-        match self.framing {
-            Framing::Empty => Ok(Bytes::new()),
-            Framing::Length(_) => {
-                let n = self.left.min(self.buf.len() as u64);
-                self.left -= n;
-                let data = self.buf.split_to(n as usize).freeze();
-                if self.left == 0 {
-                    self.ended(self.buf.is_empty());
-                }
-                Ok(data)
-            }
-            Framing::Chunked => {
-                let mut data = BytesMut::new();
-                let buf = &self.buf;
-                let end = self
-                    .chunked
-                    .decode(buf, |r| data.extend_from_slice(&buf[r]))
-                    .map_err(Error::Malformed)?;
-                match end {
-                    Some(n) => {
-                        let clean = n == self.buf.len();
-                        self.ended(clean);
-                    }
-                    None => self.buf.clear(),
-                }
-                Ok(data.freeze())
-            }
-            Framing::Close => Ok(self.buf.split().freeze()),
-        }
-    }
-}
-
-impl hyper::body::Body for RawBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        if !this.first.is_empty() {
-            return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut this.first)))));
-        }
-        loop {
-            if !this.buf.is_empty() {
-                match this.take() {
-                    Ok(data) if !data.is_empty() => {
-                        return Poll::Ready(Some(Ok(Frame::data(data))));
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        this.conn = None;
-                        return Poll::Ready(Some(Err(e.into())));
-                    }
-                }
-            }
-            let Some(conn) = this.conn.as_mut() else {
-                return Poll::Ready(None);
-            };
-            if let Err(e) = ready!(conn.stream.poll_read_ready(cx)) {
-                this.conn = None;
-                return Poll::Ready(Some(Err(Error::Io(e).into())));
-            }
-            this.buf.reserve(READ_CHUNK);
-            match conn.stream.try_read_buf(&mut this.buf) {
-                Ok(0) if this.framing == Framing::Close => {
-                    this.ended(false);
-                    return Poll::Ready(None);
-                }
-                Ok(0) => {
-                    this.conn = None;
-                    return Poll::Ready(Some(Err(Error::Malformed(
-                        "the upstream closed the connection mid-body",
-                    )
-                    .into())));
-                }
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => {
-                    this.conn = None;
-                    return Poll::Ready(Some(Err(Error::Io(e).into())));
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.conn.is_none() && self.buf.is_empty() && self.first.is_empty()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self.framing {
-            Framing::Empty => SizeHint::with_exact(0),
-            Framing::Length(_) => SizeHint::with_exact(self.left + self.first.len() as u64),
-            _ => SizeHint::default(),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use http::{HeaderMap, HeaderValue, Method};
-
-    use super::write_request;
-
-    #[test]
-    fn requests_from_a_header_map() {
-        let mut h = HeaderMap::new();
-        h.insert("host", HeaderValue::from_static("a.test"));
-        h.append("x-a", HeaderValue::from_static("1"));
-        h.append("x-a", HeaderValue::from_static("2"));
-        let with_length = {
-            let mut h = h.clone();
-            h.insert("content-length", HeaderValue::from_static("2"));
-            h
-        };
-        let head = "host: a.test\r\nx-a: 1\r\nx-a: 2\r\n";
-        for (method, headers, body, want) in [
-            (
-                Method::GET,
-                &h,
-                "",
-                format!("GET /p?q HTTP/1.1\r\n{head}\r\n"),
-            ),
-            (
-                Method::HEAD,
-                &h,
-                "",
-                format!("HEAD /p?q HTTP/1.1\r\n{head}\r\n"),
-            ),
-            // A method that takes a body gets a length, even an empty one.
-            (
-                Method::POST,
-                &h,
-                "",
-                format!("POST /p?q HTTP/1.1\r\n{head}content-length: 0\r\n\r\n"),
-            ),
-            (
-                Method::GET,
-                &h,
-                "ab",
-                format!("GET /p?q HTTP/1.1\r\n{head}content-length: 2\r\n\r\nab"),
-            ),
-            // The client's length stays, once.
-            (
-                Method::PUT,
-                &with_length,
-                "ab",
-                format!("PUT /p?q HTTP/1.1\r\n{head}content-length: 2\r\n\r\nab"),
-            ),
-        ] {
-            let mut out = Vec::new();
-            write_request(&method, "/p?q", headers, body.as_bytes(), &mut out);
-            assert_eq!(String::from_utf8(out).unwrap(), want, "{method} {body:?}");
-        }
-    }
-}
+#[path = "raw/tests.rs"]
+mod tests;

@@ -1,6 +1,6 @@
 //! HTTPRoutes on the proxy's listeners: requests the HTTP/1.1 engine hands to hyper's
 //! path (HTTPRoute rules read the whole request), with bodies and on kept-alive
-//! connections shared with requests the engine answers itself.
+//! connections shared with requests the engine answers itself, and over HTTP/2.
 
 use std::time::Duration;
 
@@ -72,5 +72,19 @@ async fn http_route_requests_with_bodies_on_kept_alive_connections() -> anyhow::
     .await?;
     assert_eq!(r.headers["echo-x-forwarded-host"], "set-by-route");
     assert_eq!(pod.hits(), 4);
+    // The same over HTTP/2 (the raw upstream pool, the map the route edited written
+    // as it is): the filter's header, the proxy's own once each.
+    let mut h2 = crate::h2::h2(p.http).await?;
+    let req = http::Request::post("http://gw.example/")
+        .header("x-forwarded-for", "10.9.9.9")
+        .body(crate::h2::full(b"x"))?;
+    let resp = h2.send_request(req).await?;
+    assert_eq!(resp.status(), 200);
+    let h = resp.headers();
+    assert_eq!(h["echo-x-forwarded-host"], "set-by-route");
+    assert_eq!(h["echo-x-forwarded-for"], "10.9.9.9, 127.0.0.1");
+    assert_eq!(h["echo-host"], "gw.example");
+    assert_eq!(h["echo-x-request-id"].len(), 32);
+    assert_eq!(pod.hits(), 5);
     Ok(())
 }

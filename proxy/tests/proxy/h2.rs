@@ -17,10 +17,10 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use crate::harness::*;
 use crate::scripted::*;
 
-type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+pub type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// An h2c (prior knowledge) connection to the proxy.
-async fn h2(addr: std::net::SocketAddr) -> anyhow::Result<SendRequest<Body>> {
+pub async fn h2(addr: std::net::SocketAddr) -> anyhow::Result<SendRequest<Body>> {
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     let (send, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await?;
@@ -32,7 +32,7 @@ fn empty() -> Body {
     Empty::new().map_err(|n| match n {}).boxed_unsync()
 }
 
-fn full(b: &'static [u8]) -> Body {
+pub fn full(b: &'static [u8]) -> Body {
     Full::new(Bytes::from_static(b))
         .map_err(|n| match n {})
         .boxed_unsync()

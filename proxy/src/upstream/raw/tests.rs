@@ -1,0 +1,102 @@
+//! The request writer's HTTP/2 side (the HTTP/1.1 side is in h1's tests).
+
+use super::{Rewrite, write_request};
+
+/// An HTTP/2 client's request ([`Rewrite::h2`]); HTTP/1.1 ones are in h1's tests.
+#[test]
+fn an_http2_clients_request() {
+    let rw = |host, from_target, underscores| Rewrite {
+        forwarded: true,
+        client_ip: b"10.0.0.9",
+        https: false,
+        host,
+        host_from_target: from_target,
+        underscores,
+        h2: true,
+    };
+    let fwd = "x-forwarded-for: 10.0.0.9\r\nx-forwarded-proto: http\r\n";
+    let xfh = "x-forwarded-host: a.test\r\n";
+    let headers: &[(&str, &str)] = &[
+        ("host", "ignored.test"),
+        ("cookie", "a=1"),
+        ("x-a", "1"),
+        ("te", "trailers"),
+        ("x_u", "1"),
+        ("cookie", "b=2"),
+        ("x-forwarded-for", "1.1.1.1"),
+        ("x-forwarded-host", "evil"),
+        ("x-request-id", "abc"),
+    ];
+    for (method, rw, body, want) in [
+        (
+            "GET",
+            rw(Some(&b"a.test"[..]), true, false),
+            "",
+            format!(
+                "GET /p?q HTTP/1.1\r\nx-a: 1\r\nx-request-id: abc\r\ncookie: a=1; b=2\r\n\
+                 host: a.test\r\nx-forwarded-for: 1.1.1.1, 10.0.0.9\r\n\
+                 x-forwarded-proto: http\r\n{xfh}\r\n"
+            ),
+        ),
+        // The Host header stays when the target had no authority; `_` allowed.
+        (
+            "GET",
+            rw(Some(&b"a.test"[..]), false, true),
+            "",
+            format!(
+                "GET /p?q HTTP/1.1\r\nhost: ignored.test\r\nx-a: 1\r\nx_u: 1\r\n\
+                 x-request-id: abc\r\ncookie: a=1; b=2\r\n\
+                 x-forwarded-for: 1.1.1.1, 10.0.0.9\r\n\
+                 x-forwarded-proto: http\r\n{xfh}\r\n"
+            ),
+        ),
+    ] {
+        let mut out = Vec::new();
+        let it = headers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+        write_request(
+            method.as_bytes(),
+            b"/p?q",
+            it,
+            |_| false,
+            &rw,
+            body.as_bytes(),
+            &mut out,
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+    // Lengths: a body, or a method that takes one, gets one; a client's stays once;
+    // no host at all, a request id is made.
+    for (method, headers, body, want) in [
+        ("GET", &[][..], "", ""),
+        ("HEAD", &[][..], "", ""),
+        ("POST", &[][..], "", "content-length: 0\r\n"),
+        ("GET", &[][..], "ab", "content-length: 2\r\n"),
+        ("PUT", &[("content-length", "2")][..], "ab", ""),
+    ] {
+        let mut out = Vec::new();
+        let it = headers
+            .iter()
+            .map(|(n, v): &(&str, &str)| (n.as_bytes(), v.as_bytes()));
+        write_request(
+            method.as_bytes(),
+            b"/",
+            it,
+            |_| false,
+            &rw(None, false, false),
+            body.as_bytes(),
+            &mut out,
+        );
+        let out = String::from_utf8(out).unwrap();
+        let (head, rest) = out.split_once("x-request-id: ").unwrap();
+        let given: String = headers
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}\r\n"))
+            .collect();
+        assert_eq!(head, format!("{method} / HTTP/1.1\r\n{given}{fwd}"));
+        assert_eq!(
+            &rest[32..],
+            format!("\r\n{want}\r\n{body}"),
+            "{method} {body:?}"
+        );
+    }
+}
