@@ -64,7 +64,13 @@ pub async fn serve(
             None => {
                 conns.spawn(async move {
                     let _open = open;
-                    connection(tcp, false, &proxy, conn, &limits, &builder, &stop).await;
+                    // Boxed: the connection's state (both engines' futures, several
+                    // KiB) would otherwise be copied with this task's future each time
+                    // it is moved on its way into the runtime.
+                    Box::pin(connection(
+                        tcp, false, &proxy, conn, &limits, &builder, &stop,
+                    ))
+                    .await;
                 });
             }
             Some(acceptor) => {
@@ -88,7 +94,7 @@ pub async fn serve(
                         _ = stop.cancelled() => return,
                     };
                     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                    connection(tls, h2, &proxy, conn, &limits, &builder, &stop).await;
+                    Box::pin(connection(tls, h2, &proxy, conn, &limits, &builder, &stop)).await;
                 });
             }
         }

@@ -192,7 +192,7 @@ fn status_digits(code: u16) -> [u8; 3] {
 }
 
 impl Sink for ClientHead<'_> {
-    fn status(&mut self, code: u16, reason: &[u8]) {
+    fn status(&mut self, code: u16, reason: &[u8], _headers: usize) {
         self.out.clear();
         self.out.extend_from_slice(b"HTTP/1.1 ");
         // (httparse skips empty lines before the status line: the code is not at a

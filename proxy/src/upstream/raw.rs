@@ -53,15 +53,18 @@ pub(crate) fn trim(v: &[u8]) -> &[u8] {
 /// a response body goes on as the upstream framed it (the engine forwards no request
 /// that has one).
 pub(crate) fn hop_by_hop(name: &[u8], keep_te: bool) -> bool {
-    // Most names cannot be one (lengths 2, 7, 10, 16 to 19): no comparisons for them.
-    if !matches!(name.len(), 2 | 7 | 10 | 16..=19) {
-        return false;
+    // At most two comparisons per name, chosen by its length (the list's: a test
+    // checks they agree).
+    match name.len() {
+        2 => is_token(name, "te"),
+        7 => is_token(name, "trailer") || is_token(name, "upgrade"),
+        10 => is_token(name, "connection") || is_token(name, "keep-alive"),
+        16 => is_token(name, "proxy-connection"),
+        17 => !keep_te && is_token(name, "transfer-encoding"),
+        18 => is_token(name, "proxy-authenticate"),
+        19 => is_token(name, "proxy-authorization"),
+        _ => false,
     }
-    headers::HOP_BY_HOP
-        .iter()
-        .map(HeaderName::as_str)
-        .chain(["upgrade"])
-        .any(|h| is_token(name, h) && !(keep_te && h == "transfer-encoding"))
 }
 
 /// How an upstream response's body ends (RFC 9112 §6.3).
@@ -92,8 +95,8 @@ pub(crate) struct RespHead {
 /// headers (hop-by-hop ones and those `Connection` names are left out; a
 /// `Transfer-Encoding` stays, the body being passed on as framed).
 pub(crate) trait Sink {
-    /// The status line (called first).
-    fn status(&mut self, code: u16, reason: &[u8]);
+    /// The status line (called first), and how many headers the upstream sent.
+    fn status(&mut self, code: u16, reason: &[u8], headers: usize);
     /// One header, in order.
     fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error>;
     /// The head is complete: `date` whether it had a `Date`, and how its body ends.
@@ -186,7 +189,11 @@ pub(crate) fn parse_response(
             (None, None) => Framing::Close,
         }
     };
-    sink.status(status, resp.reason.unwrap_or("").as_bytes());
+    sink.status(
+        status,
+        resp.reason.unwrap_or("").as_bytes(),
+        resp.headers.len(),
+    );
     for h in resp.headers.iter() {
         let name = h.name.as_bytes();
         if hop_by_hop(name, true)
@@ -216,9 +223,12 @@ pub(crate) struct Fields {
 }
 
 impl Sink for Fields {
-    fn status(&mut self, code: u16, _reason: &[u8]) {
+    fn status(&mut self, code: u16, _reason: &[u8], headers: usize) {
         self.status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY);
         self.headers.clear();
+        // Room for them all at once (hyper adds none to a response that has its
+        // length and date).
+        self.headers.reserve(headers);
     }
 
     fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {

@@ -1,6 +1,7 @@
 //! The request writer's HTTP/2 side (the HTTP/1.1 side is in h1's tests).
 
-use super::{Rewrite, write_request};
+use super::{Rewrite, hop_by_hop, write_request};
+use crate::headers::HOP_BY_HOP;
 
 /// An HTTP/2 client's request ([`Rewrite::h2`]); HTTP/1.1 ones are in h1's tests.
 #[test]
@@ -98,5 +99,30 @@ fn an_http2_clients_request() {
             format!("\r\n{want}\r\n{body}"),
             "{method} {body:?}"
         );
+    }
+}
+
+#[test]
+fn hop_by_hop_names_are_the_lists() {
+    for name in HOP_BY_HOP.iter().map(|n| n.as_str()).chain(["upgrade"]) {
+        for n in [name.to_string(), name.to_ascii_uppercase()] {
+            assert!(hop_by_hop(n.as_bytes(), false), "{n}");
+            assert_eq!(
+                hop_by_hop(n.as_bytes(), true),
+                name != "transfer-encoding",
+                "{n}"
+            );
+        }
+    }
+    for n in [
+        "t",
+        "tee",
+        "content-length",
+        "connections",
+        "keep-alive2",
+        "x-upgrade",
+        "",
+    ] {
+        assert!(!hop_by_hop(n.as_bytes(), false), "{n}");
     }
 }
