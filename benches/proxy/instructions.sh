@@ -62,26 +62,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-printf '%099d\n' 0 | tr 0 x >"$RUN/www/index.html"
-sed "s/18080/$P_BACKEND/g; s/18090/$((P_BACKEND + 10))/g; s/^daemon on;/daemon off;/" \
-  "$HERE/nginx-backend.conf" >"$RUN/backend.conf"
+KUBESIM="$BIN/kubesim"
+# shellcheck source=benches/proxy/hub.sh
+source "$HERE/hub.sh"
+bench_hub "$P_BACKEND"
 sed "s/18080/$P_BACKEND/g; s/18081/$P_NGINX/g; s/18091/$((P_NGINX + 10))/g; s/^daemon on;/daemon off;\nmaster_process off;/; s/nginx-proxy.pid/nginx-cg.pid/" \
   "$HERE/nginx-proxy.conf" >"$RUN/proxy.conf"
-nginx -p "$RUN/" -e logs/backend.err -c "$RUN/backend.conf" &
-PIDS+=($!)
-"$BIN/kubesim" --name hub --listen 127.0.0.1:0 --kubeconfig "$RUN/hub.kubeconfig" >"$RUN/logs/kubesim.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do
-  [[ -s "$RUN/hub.kubeconfig" ]] && "$KUBECTL" --kubeconfig "$RUN/hub.kubeconfig" get ns >/dev/null 2>&1 && break
-  sleep 0.2
-done
-"$KUBECTL" --kubeconfig "$RUN/hub.kubeconfig" apply -f "$ROOT/deploy/crds/" >/dev/null
-for _ in $(seq 50); do
-  "$KUBECTL" --kubeconfig "$RUN/hub.kubeconfig" get multiclusteringresses.networking.karmada.io -A >/dev/null 2>&1 && break
-  sleep 0.2
-done
-sed "s/@BACKEND_PORT@/$P_BACKEND/g" "$HERE/hub-objects.yaml" \
-  | "$KUBECTL" --kubeconfig "$RUN/hub.kubeconfig" apply -f - >/dev/null
 
 # measure NAME URL MODE CMD...: prints "NAME MODE IR_PER_REQUEST"; leaves the dump.
 measure() {
