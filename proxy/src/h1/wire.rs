@@ -1,6 +1,7 @@
 //! The engine's byte-level HTTP/1.1: request heads it serves (and those it leaves to
-//! hyper), the rewritten upstream request, and upstream response heads with their
-//! framing (RFC 9112 section 6.3) and the client's response head.
+//! hyper), the rewritten upstream request, and the client's response head made of the
+//! upstream's. Writing upstream requests and parsing upstream responses (their framing,
+//! RFC 9112 section 6.3) are [`crate::upstream::raw`]'s, shared with HTTP/2 clients.
 
 use std::mem::MaybeUninit;
 use std::ops::Range;
