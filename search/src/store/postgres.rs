@@ -147,10 +147,12 @@ impl Conn {
             // does not know how selective a label or the keyset bound is: plan each run
             // a lock held elsewhere (a migration, an operator's LOCK TABLE) fails a write
             // after LOCK_TIMEOUT, as an outage the indexer pauses for, instead of hanging
-            // it; a runaway query ends after STATEMENT_TIMEOUT
+            // it; a runaway query ends after STATEMENT_TIMEOUT; no JIT: compiling costs
+            // 40-60 ms whenever a plan's estimate passes jit_above_cost, more than
+            // these queries take
             client
                 .batch_execute(&format!(
-                    "SET plan_cache_mode = force_custom_plan; SET lock_timeout = {}; SET statement_timeout = {}",
+                    "SET jit = off; SET plan_cache_mode = force_custom_plan; SET lock_timeout = {}; SET statement_timeout = {}",
                     LOCK_TIMEOUT.as_millis(),
                     STATEMENT_TIMEOUT.as_millis()
                 ))
@@ -275,7 +277,7 @@ impl Postgres {
         self.writer
             .call(|live| {
                 Box::pin(async move {
-                    let tx = live.client.transaction().await.map_err(pg_error)?;
+                    let mut tx = live.client.transaction().await.map_err(pg_error)?;
                     // one migrator at a time when several processes open the store together
                     tx.batch_execute(
                         "SELECT pg_advisory_xact_lock(7401524719);
@@ -295,6 +297,19 @@ impl Postgres {
                             tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&v])
                                 .await
                                 .map_err(pg_error)?;
+                        }
+                    }
+                    // best effort, in a savepoint: a failure leaves the migrations
+                    // done and fuzzy search scanning
+                    let sp = tx.savepoint("trigram").await.map_err(pg_error)?;
+                    match sp.batch_execute(schema::TRIGRAM_INDEX).await {
+                        Ok(()) => sp.commit().await.map_err(pg_error)?,
+                        Err(e) => {
+                            tracing::warn!(
+                                error = %e,
+                                "search store: no trigram index of names (pg_trgm unavailable), so fuzzy name searches scan every name; to fix, run CREATE EXTENSION pg_trgm in this database as a superuser and restart"
+                            );
+                            sp.rollback().await.map_err(pg_error)?;
                         }
                     }
                     tx.commit().await.map_err(pg_error)

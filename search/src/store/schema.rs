@@ -24,6 +24,20 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
              CREATE TABLE types (grp TEXT NOT NULL, version TEXT NOT NULL, resource TEXT NOT NULL,
                 kind TEXT NOT NULL, namespaced INTEGER NOT NULL,
                 PRIMARY KEY (grp, version, resource));",
+            // 2: a namespace-first index (a namespace filter in the default order walks
+            // one namespace, not every cluster's), and a trigram index of names for fuzzy
+            // search (FTS5, its own copy of the names: a LIKE it answers re-reads only
+            // that small table), kept by triggers (names never change in place: they
+            // are part of the key)
+            "CREATE INDEX resources_ns ON resources (grp, version, resource, namespace, cluster, name);
+             CREATE VIRTUAL TABLE resources_names USING fts5(name, tokenize = 'trigram', detail = 'none');
+             INSERT INTO resources_names (rowid, name) SELECT id, name FROM resources;
+             CREATE TRIGGER resources_names_insert AFTER INSERT ON resources BEGIN
+                INSERT INTO resources_names (rowid, name) VALUES (new.id, new.name); END;
+             CREATE TRIGGER resources_names_delete AFTER DELETE ON resources BEGIN
+                DELETE FROM resources_names WHERE rowid = old.id; END;
+             CREATE TRIGGER resources_names_update AFTER UPDATE OF name ON resources BEGIN
+                UPDATE resources_names SET name = new.name WHERE rowid = old.id; END;",
         ],
         Dialect::Postgres => vec![
             r#"CREATE TABLE resources (
@@ -45,9 +59,18 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
              CREATE TABLE types (grp TEXT COLLATE "C" NOT NULL, version TEXT COLLATE "C" NOT NULL,
                 resource TEXT COLLATE "C" NOT NULL, kind TEXT NOT NULL, namespaced BIGINT NOT NULL,
                 PRIMARY KEY (grp, version, resource));"#,
+            // 2: see the SQLite migration; the trigram index needs pg_trgm, which a
+            // database owner may lack, so it is made outside the migrations
+            // ([`trigram_index`])
+            "CREATE INDEX resources_ns ON resources (grp, version, resource, namespace, cluster, name)",
         ],
     }
 }
+
+/// PostgreSQL's trigram index of names (fuzzy search), made when the store opens if
+/// pg_trgm can be used: without it fuzzy names are matched by a scan.
+pub(crate) const TRIGRAM_INDEX: &str = "CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    CREATE INDEX IF NOT EXISTS resources_name_trgm ON resources USING gin (name gin_trgm_ops)";
 
 /// Refreshes the planner's statistics.
 pub(crate) fn analyze(d: Dialect) -> Vec<Stmt> {

@@ -332,6 +332,18 @@ pub(crate) fn like_escape(s: &str) -> String {
     out
 }
 
+/// What a selective search is driven from: the rows one label requirement or the
+/// fuzzy name selects are fetched first and the page sorted from them. Otherwise the
+/// planner walks an order index and tests each row (per-row probes of the labels
+/// primary key), which finds a page quickly when matches are common.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drive {
+    /// The label requirement at this index (a positive one).
+    Label(usize),
+    /// The fuzzy name, through the trigram index (SQLite: `resources_names`).
+    Name,
+}
+
 /// What a search selects, before paging.
 pub(crate) struct Search<'a> {
     pub gvr: &'a Gvr,
@@ -341,8 +353,8 @@ pub(crate) struct Search<'a> {
     pub fields: &'a [FieldTerm],
     /// The owner uids the objects must have (owner search), if any.
     pub owners: Option<&'a [String]>,
-    /// The label requirement to drive the query from ([`label_matches`]), if any.
-    pub drive: Option<usize>,
+    /// What drives the query, if it is selective ([`label_counts`], [`fts_pattern`]).
+    pub drive: Option<Drive>,
 }
 
 fn in_or_none(b: &mut Builder, col: &str, items: &[String]) -> String {
@@ -370,46 +382,68 @@ fn label_values(b: &mut Builder, vals: Option<&[String]>) -> String {
     }
 }
 
-/// The first positive requirement and how many objects it selects, counting to `cap`
-/// at most (an index-only count on labels_kv).
-pub(crate) fn label_matches(d: Dialect, labels: &[Requirement], cap: i64) -> Option<(usize, Stmt)> {
-    let (i, (k, vals)) = labels
+/// At most this many positive requirements are counted to choose a driver.
+const COUNTED: usize = 4;
+
+/// For each positive requirement (the first [`COUNTED`]), its index and a statement
+/// counting the objects it selects, to `cap` at most (an index-only count on labels_kv).
+pub(crate) fn label_counts(d: Dialect, labels: &[Requirement], cap: i64) -> Vec<(usize, Stmt)> {
+    labels
         .iter()
         .enumerate()
-        .find_map(|(i, r)| Some((i, positive(r)?)))?;
-    let mut b = Builder::new(d);
-    let k = b.text(k);
-    let v = label_values(&mut b, vals);
-    let cap = b.int(cap);
-    Some((
-        i,
-        b.finish(format!(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM labels WHERE key = {k}{v} LIMIT {cap}) t"
-        )),
-    ))
+        .filter_map(|(i, r)| Some((i, positive(r)?)))
+        .take(COUNTED)
+        .map(|(i, (k, vals))| {
+            let mut b = Builder::new(d);
+            let k = b.text(k);
+            let v = label_values(&mut b, vals);
+            let cap = b.int(cap);
+            let sql = format!(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM labels WHERE key = {k}{v} LIMIT {cap}) t"
+            );
+            (i, b.finish(sql))
+        })
+        .collect()
 }
 
-/// `drive`: the requirement is selective, so the ids it selects are fetched first and
-/// the page sorted from them (PostgreSQL otherwise walks the order index expecting to
-/// meet matches early, which costs the whole index when they cluster or run out).
+/// The `LIKE` pattern the SQLite trigram index can answer for a fuzzy name: at least
+/// three characters (one trigram) and no wildcard or escape character (the index's LIKE
+/// takes no ESCAPE clause; names with them are matched by the scan).
+pub(crate) fn fts_pattern(fuzzy: &str) -> Option<String> {
+    (fuzzy.chars().count() >= 3 && !fuzzy.contains(['%', '_', '\\'])).then(|| format!("%{fuzzy}%"))
+}
+
+/// A label requirement as a condition on `resources`. The driving one selects ids
+/// from labels_kv; the others are per-row probes of the labels primary key. On
+/// PostgreSQL `OFFSET 0` keeps a probe from being pulled up into a semi-join, which
+/// hashes every label row of the key (seconds at a million objects) where the walk of
+/// an order index needs only the page's rows tested.
 fn label_cond(b: &mut Builder, r: &Requirement, drive: bool) -> String {
-    // positive tests select ids from labels_kv; negative ones are anti-joins on the
-    // labels primary key (NOT IN over a large set degrades badly on PostgreSQL once it
-    // no longer fits in memory)
-    let values = label_values;
+    let barrier = if b.d == Dialect::Postgres {
+        " OFFSET 0"
+    } else {
+        ""
+    };
     let has = |b: &mut Builder, k: &String, vals: Option<&[String]>| {
         let k = b.text(k);
-        let v = values(b, vals);
-        if drive && b.d == Dialect::Postgres {
+        let v = label_values(b, vals);
+        if drive {
+            // PostgreSQL (SQLite's driver is the join of [`source`]): an array, not a
+            // semi-join, so the rows are fetched and sorted instead of the order index
+            // being walked in the hope of early matches
             format!("id = ANY(ARRAY(SELECT rid FROM labels WHERE key = {k}{v}))")
         } else {
-            format!("id IN (SELECT rid FROM labels WHERE key = {k}{v})")
+            format!(
+                "EXISTS (SELECT 1 FROM labels WHERE rid = resources.id AND key = {k}{v}{barrier})"
+            )
         }
     };
     let lacks = |b: &mut Builder, k: &String, vals: Option<&[String]>| {
         let k = b.text(k);
-        let v = values(b, vals);
-        format!("NOT EXISTS (SELECT 1 FROM labels WHERE rid = resources.id AND key = {k}{v})")
+        let v = label_values(b, vals);
+        format!(
+            "NOT EXISTS (SELECT 1 FROM labels WHERE rid = resources.id AND key = {k}{v}{barrier})"
+        )
     };
     match r {
         Requirement::Eq(k, v) => has(b, k, Some(std::slice::from_ref(v))),
@@ -436,6 +470,32 @@ fn field_cond(b: &mut Builder, t: &FieldTerm) -> String {
         FieldOp::In(vs) => format!("{col} IN {}", b.list(vs)),
         FieldOp::NotIn(vs) => format!("({col} IS NULL OR {col} NOT IN {})", b.list(vs)),
     }
+}
+
+/// What a search reads rows from: `resources`, or on SQLite, when it is driven, the
+/// driver's ids `CROSS JOIN resources` (SQLite keeps a CROSS JOIN's order: as an `IN`
+/// condition its planner still walks the order index, testing each row against the
+/// ids, which costs the whole type when the ids are few).
+fn source(b: &mut Builder, s: &Search) -> String {
+    let ids = match (s.drive, b.d) {
+        (Some(Drive::Label(i)), Dialect::Sqlite) => {
+            let Some((k, vals)) = s.labels.get(i).and_then(positive) else {
+                return "resources".into();
+            };
+            let k = b.text(k);
+            let v = label_values(b, vals);
+            format!("SELECT rid FROM labels WHERE key = {k}{v}")
+        }
+        (Some(Drive::Name), Dialect::Sqlite) => {
+            let Some(pattern) = s.q.fuzzy_name.as_deref().and_then(fts_pattern) else {
+                return "resources".into();
+            };
+            let p = b.text(&pattern);
+            format!("SELECT rowid AS rid FROM resources_names WHERE name LIKE {p}")
+        }
+        _ => return "resources".into(),
+    };
+    format!("({ids}) AS driver CROSS JOIN resources ON resources.id = driver.rid")
 }
 
 fn conditions(b: &mut Builder, s: &Search) -> Vec<String> {
@@ -482,11 +542,16 @@ fn conditions(b: &mut Builder, s: &Search) -> Vec<String> {
     if let Some(owners) = s.owners {
         c.push(in_or_none(b, "owner_uid", owners));
     }
+    let joined = match (s.drive, b.d) {
+        (Some(Drive::Label(i)), Dialect::Sqlite) => Some(i),
+        _ => None,
+    };
     c.extend(
         s.labels
             .iter()
             .enumerate()
-            .map(|(i, r)| label_cond(b, r, s.drive == Some(i))),
+            .filter(|(i, _)| joined != Some(*i))
+            .map(|(i, r)| label_cond(b, r, s.drive == Some(Drive::Label(i)))),
     );
     c.extend(s.fields.iter().map(|t| field_cond(b, t)));
     c
@@ -535,6 +600,7 @@ fn after_cond(b: &mut Builder, keys: &[SortKey], after: &[String]) -> Result<Str
 /// The page query: objects (as JSON text) and their sort columns, `limit + 1` rows.
 pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
     let mut b = Builder::new(d);
+    let from = source(&mut b, s);
     let mut c = conditions(&mut b, s);
     match (&s.q.after, s.q.order.first()) {
         (Some(after), _) => c.push(after_cond(&mut b, &s.q.order, after)?),
@@ -557,7 +623,7 @@ pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
             .map(|k| format!("{}{}", column(k.field), if k.desc { " DESC" } else { "" }))
             .collect();
     let mut sql = format!(
-        "SELECT object, cluster, namespace, name, created_at, rv_num FROM resources WHERE {} ORDER BY {}",
+        "SELECT object, cluster, namespace, name, created_at, rv_num FROM {from} WHERE {} ORDER BY {}",
         c.join(" AND "),
         order.join(", ")
     );
@@ -570,10 +636,11 @@ pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
 /// Counts the rows strictly after `last` (the sort values of a page's last row).
 pub(crate) fn count_after(d: Dialect, s: &Search, last: &[String]) -> Result<Stmt, QueryError> {
     let mut b = Builder::new(d);
+    let from = source(&mut b, s);
     let mut c = conditions(&mut b, s);
     c.push(after_cond(&mut b, &s.q.order, last)?);
     Ok(b.finish(format!(
-        "SELECT COUNT(*) FROM resources WHERE {}",
+        "SELECT COUNT(*) FROM {from} WHERE {}",
         c.join(" AND ")
     )))
 }

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::query::Query;
 
+mod drive;
 mod errors;
 mod query;
 mod selectors;

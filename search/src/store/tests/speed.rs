@@ -175,3 +175,57 @@ both!(
         }
     }
 );
+
+/// The bench's query shapes (`benches/search`) on an existing store, e.g. one the bench
+/// left: `CAUSEWAY_SPEED_STORE=/path/search.db cargo test -p causeway-search --profile
+/// bench-fast store::tests::speed::queries_on_an_existing_store -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore = "speed figures of an existing store, run on demand"]
+async fn queries_on_an_existing_store() {
+    let spec = std::env::var("CAUSEWAY_SPEED_STORE").expect("CAUSEWAY_SPEED_STORE: a store spec");
+    let s = Store::open(&spec).await.unwrap();
+    let pods = Gvr {
+        group: "".into(),
+        version: "v1".into(),
+        resource: "pods".into(),
+    };
+    let queries = [
+        "limit=100&namespaces=ns-07&labelSelector=tier%3Dbackend,version%20in%20(v1,v2,v3)",
+        "limit=100&namespaces=ns-23&labelSelector=tier%3Ddb,version%20in%20(v1,v2,v3)",
+        "limit=100&labelSelector=tier%3Dcache",
+        "limit=100&labelSelector=app%3Dpayments-api-1600",
+        "limit=100&fuzzyName=payments-api-17",
+        "limit=100&fuzzyName=checkout-web-4242",
+        "limit=100&fuzzyName=pay",
+        "limit=100&fuzzyName=zzzz",
+    ];
+    for qs in queries {
+        let mut times = Vec::new();
+        let mut token = None::<String>;
+        let mut n = 0;
+        for _ in 0..10 {
+            let q = match &token {
+                Some(t) => format!("{qs}&continue={t}"),
+                None => qs.to_string(),
+            };
+            let t = Instant::now();
+            let page = s
+                .search(&pods, &query(&q), &Scope::default())
+                .await
+                .unwrap();
+            times.push(t.elapsed());
+            n += page.items.len();
+            token = page.continue_token;
+            if token.is_none() {
+                break;
+            }
+        }
+        println!(
+            "{}: {qs}: {} pages, {n} objects, p50 {:?} max {:?}",
+            s.backend(),
+            times.len(),
+            percentile(times.clone(), 0.5),
+            percentile(times, 1.0),
+        );
+    }
+}

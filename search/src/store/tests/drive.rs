@@ -1,0 +1,314 @@
+//! What drives a search (a selective label requirement, the trigram index of names, or
+//! the walk of an order index) changes its speed, never its answer: every driver of
+//! each query gives the objects a plain filter of the records selects, in order, page
+//! after page, on both backends.
+
+use serde_json::json;
+
+use super::*;
+use crate::store::sql::{Drive, Search};
+
+const OBJECTS: usize = 60;
+const WORDS: [&str; 3] = ["nginx", "redis", "envoy"];
+const TIERS: [&str; 3] = ["front", "back", "cache"];
+
+/// Object `i`: (cluster, namespace, name) and its labels (no version label when
+/// `i % 5 == 0`).
+fn shape(
+    i: usize,
+) -> (
+    &'static str,
+    &'static str,
+    String,
+    Vec<(&'static str, String)>,
+) {
+    let mut labels = vec![
+        ("app", format!("app{}", i % 6)),
+        ("tier", TIERS[(i / 3) % 3].to_string()),
+    ];
+    if !i.is_multiple_of(5) {
+        labels.push(("version", format!("v{}", 1 + i % 4)));
+    }
+    (
+        ["a", "b"][i % 2],
+        ["ns1", "ns2"][(i / 2) % 2],
+        format!("{}-{i:02}", WORDS[i % 3]),
+        labels,
+    )
+}
+
+async fn fill(s: &Store) {
+    let records = (0..OBJECTS)
+        .map(|i| {
+            let (cluster, ns, name, labels) = shape(i);
+            let labels: serde_json::Map<String, serde_json::Value> = labels
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect();
+            record(
+                cluster,
+                ns,
+                &name,
+                &(i + 1).to_string(),
+                json!({"metadata": {"labels": labels}}),
+            )
+        })
+        .collect();
+    s.upsert(records).await.unwrap();
+}
+
+type Want = fn(usize) -> bool;
+
+fn label(i: usize, key: &str) -> Option<String> {
+    shape(i)
+        .3
+        .into_iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// The queries, and which objects each selects.
+fn cases() -> Vec<(&'static str, Want)> {
+    vec![
+        ("labelSelector=app%3Dapp1", |i| i % 6 == 1),
+        (
+            "labelSelector=tier%3Dfront,version in (v1,v2)&namespaces=ns1",
+            |i| {
+                label(i, "tier").as_deref() == Some("front")
+                    && matches!(label(i, "version").as_deref(), Some("v1" | "v2"))
+                    && shape(i).1 == "ns1"
+            },
+        ),
+        (
+            "labelSelector=tier in (front,back),app!%3Dapp2,!version",
+            |i| {
+                label(i, "tier").as_deref() != Some("cache")
+                    && label(i, "app").as_deref() != Some("app2")
+                    && label(i, "version").is_none()
+            },
+        ),
+        ("labelSelector=version&fuzzy-name=NGIN", |i| {
+            label(i, "version").is_some() && i % 3 == 0
+        }),
+        ("fuzzy-name=redis&clusters=b", |i| i % 3 == 1 && i % 2 == 1),
+        ("fuzzy-name=nvoy-1&orderby=name%20desc", |i| {
+            i % 3 == 2 && (10..20).contains(&i)
+        }),
+        (
+            "labelSelector=app in (app1,app3),tier%3Dback&orderby=name%20desc",
+            |i| matches!(i % 6, 1 | 3) && label(i, "tier").as_deref() == Some("back"),
+        ),
+    ]
+}
+
+/// Every driver that applies to a query: none, each positive requirement, the names.
+fn drivers(
+    s: &Store,
+    q: &Query,
+    labels: &[k8s_validation::selector::Requirement],
+) -> Vec<Option<Drive>> {
+    let mut out = vec![None];
+    out.extend(
+        sql::label_counts(s.dialect(), labels, 1)
+            .into_iter()
+            .map(|(i, _)| Some(Drive::Label(i))),
+    );
+    if s.backend() == "sqlite" && q.fuzzy_name.as_deref().and_then(sql::fts_pattern).is_some() {
+        out.push(Some(Drive::Name));
+    }
+    out
+}
+
+/// Every page of `qs` (pages of 4) with `drive`.
+async fn walk(s: &Store, qs: &str, drive: Option<Drive>) -> Vec<String> {
+    let mut got = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..OBJECTS {
+        let page_qs = match &token {
+            Some(t) => format!("{qs}&limit=4&continue={t}"),
+            None => format!("{qs}&limit=4"),
+        };
+        let q = query(&page_qs);
+        let labels = q
+            .label_selector
+            .as_deref()
+            .map(|l| k8s_validation::selector::parse(l).unwrap())
+            .unwrap_or_default();
+        let (gvr, scope) = (deployments(), Scope::default());
+        let search = Search {
+            gvr: &gvr,
+            q: &q,
+            scope: &scope,
+            labels: &labels,
+            fields: &[],
+            owners: None,
+            drive,
+        };
+        let page = s.page(&search, None).await.unwrap();
+        got.extend(names(&page));
+        token = page.continue_token;
+        if token.is_none() {
+            return got;
+        }
+    }
+    panic!("{qs}: more than {OBJECTS} pages");
+}
+
+fn expected(qs: &str, want: Want) -> Vec<String> {
+    let mut rows: Vec<(String, String, String)> = (0..OBJECTS)
+        .filter(|i| want(*i))
+        .map(|i| {
+            let (c, ns, name, _) = shape(i);
+            (c.to_string(), ns.to_string(), name)
+        })
+        .collect();
+    if qs.contains("orderby=name%20desc") {
+        rows.sort_by(|a, b| b.2.cmp(&a.2));
+    } else {
+        rows.sort();
+    }
+    rows.into_iter()
+        .map(|(c, ns, n)| format!("{c}/{ns}/{n}"))
+        .collect()
+}
+
+both!(
+    every_driver_gives_the_same_pages,
+    |s: Store, _spec| async move {
+        fill(&s).await;
+        for (qs, want) in cases() {
+            let want = expected(qs, want);
+            assert!(
+                !want.is_empty(),
+                "{qs} selects nothing: the case tests nothing"
+            );
+            let q = query(qs);
+            let labels = q
+                .label_selector
+                .as_deref()
+                .map(|l| k8s_validation::selector::parse(l).unwrap())
+                .unwrap_or_default();
+            for drive in drivers(&s, &q, &labels) {
+                assert_eq!(walk(&s, qs, drive).await, want, "{qs} driven by {drive:?}");
+            }
+            // and as the store chooses, from the trigram index at once on SQLite
+            for steps in [super::super::NAME_WALK_STEPS, 0] {
+                s.inner
+                    .name_walk_steps
+                    .store(steps, std::sync::atomic::Ordering::Relaxed);
+                assert_eq!(all(&s, qs).await, want, "{qs}, name walk budget {steps}");
+            }
+        }
+    }
+);
+
+/// SQLite: the trigram index of names follows every write, delete and purge.
+async fn names_indexed(s: &Store) -> (i64, i64) {
+    let count = |table: &str| sql::Stmt {
+        sql: format!("SELECT COUNT(*) FROM {table}"),
+        params: vec![],
+    };
+    (
+        s.rows(count("resources")).await.unwrap()[0][0].int(),
+        s.rows(count("resources_names")).await.unwrap()[0][0].int(),
+    )
+}
+
+#[tokio::test]
+async fn the_names_index_follows_writes_deletes_and_purges() {
+    let f = open("sqlite").await;
+    let s = f.store.clone();
+    s.inner
+        .name_walk_steps
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    fill(&s).await;
+    assert_eq!(names_indexed(&s).await, (OBJECTS as i64, OBJECTS as i64));
+    assert_eq!(all(&s, "fuzzy-name=nginx-00").await, ["a/ns1/nginx-00"]);
+    s.delete(vec![key("a", "ns1", "nginx-00")]).await.unwrap();
+    assert!(all(&s, "fuzzy-name=nginx-00").await.is_empty());
+    // an update (new resourceVersion) keeps one entry
+    let (c, ns, name, _) = shape(3);
+    s.upsert(vec![record(c, ns, &name, "999", json!({}))])
+        .await
+        .unwrap();
+    assert_eq!(
+        all(&s, &format!("fuzzy-name={name}")).await,
+        [format!("{c}/{ns}/{name}")]
+    );
+    assert_eq!(
+        names_indexed(&s).await,
+        (OBJECTS as i64 - 1, OBJECTS as i64 - 1)
+    );
+    s.purge_cluster("b").await.unwrap();
+    assert_eq!(
+        names_indexed(&s).await,
+        (OBJECTS as i64 / 2 - 1, OBJECTS as i64 / 2 - 1)
+    );
+    assert!(all(&s, "fuzzy-name=redis&clusters=b").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_read_over_its_budget_is_none_not_an_error() {
+    let f = open("sqlite").await;
+    fill(&f.store).await;
+    let Backend::Sqlite(b) = &f.store.inner.backend else {
+        unreachable!("an SQLite store")
+    };
+    // a scan of every name, joined with itself: far more than one progress interval
+    let scan = || {
+        sql::Stmt {
+        sql: "SELECT COUNT(*) FROM resources r1, resources r2 WHERE r1.name LIKE '%x%' OR r2.name LIKE '%y%'".into(),
+        params: vec![],
+    }
+    };
+    assert_eq!(b.rows_within(scan(), 1).await.unwrap(), None);
+    assert!(b.rows_within(scan(), u64::MAX / 2).await.unwrap().is_some());
+    assert!(
+        b.rows(scan()).await.is_ok(),
+        "the budget does not outlive its read"
+    );
+}
+
+#[tokio::test]
+async fn a_version_1_database_gains_the_names_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("search.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1);")
+            .unwrap();
+        c.execute_batch(schema::migrations(Dialect::Sqlite)[0])
+            .unwrap();
+        c.execute(
+            r#"INSERT INTO resources (grp, version, resource, cluster, namespace, name, uid, resource_version, rv_num, created_at, object)
+             VALUES ('apps', 'v1', 'deployments', 'a', 'ns', 'payments-api-7', 'u', '1', 1, 0,
+                     '{"metadata": {"name": "payments-api-7", "namespace": "ns"}}')"#,
+            [],
+        )
+        .unwrap();
+    }
+    let s = Store::open(path.to_str().unwrap()).await.unwrap();
+    s.inner
+        .name_walk_steps
+        .store(0, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(names_indexed(&s).await, (1, 1));
+    assert_eq!(all(&s, "fuzzy-name=API-7").await, ["a/ns/payments-api-7"]);
+}
+
+#[tokio::test]
+async fn postgres_has_a_trigram_index_of_names() {
+    let f = open("postgres").await;
+    let rows = f
+        .store
+        .rows(sql::Stmt {
+            sql: "SELECT indexdef FROM pg_indexes WHERE indexname = 'resources_name_trgm'".into(),
+            params: vec![],
+        })
+        .await
+        .unwrap();
+    let def = rows.into_iter().next().expect("the index exists")[0]
+        .clone()
+        .text();
+    assert!(def.contains("gin_trgm_ops"), "{def}");
+    testing::drop_postgres_db(&f.spec).await;
+}
