@@ -203,6 +203,14 @@ pub(crate) fn key(cluster: &str, ns: &str, name: &str) -> Key {
     }
 }
 
+/// The requirements of a query's label selector (none without one).
+pub(crate) fn label_requirements(q: &Query) -> Vec<k8s_validation::selector::Requirement> {
+    q.label_selector
+        .as_deref()
+        .map(|l| k8s_validation::selector::parse(l).unwrap())
+        .unwrap_or_default()
+}
+
 pub(crate) async fn all(s: &Store, qs: &str) -> Vec<String> {
     names(
         &s.search(&deployments(), &query(qs), &Scope::default())

@@ -129,11 +129,7 @@ async fn walk(s: &Store, qs: &str, drive: Option<Drive>) -> Vec<String> {
             None => format!("{qs}&limit=4"),
         };
         let q = query(&page_qs);
-        let labels = q
-            .label_selector
-            .as_deref()
-            .map(|l| k8s_validation::selector::parse(l).unwrap())
-            .unwrap_or_default();
+        let labels = label_requirements(&q);
         let (gvr, scope) = (deployments(), Scope::default());
         let search = Search {
             gvr: &gvr,
@@ -183,11 +179,7 @@ both!(
                 "{qs} selects nothing: the case tests nothing"
             );
             let q = query(qs);
-            let labels = q
-                .label_selector
-                .as_deref()
-                .map(|l| k8s_validation::selector::parse(l).unwrap())
-                .unwrap_or_default();
+            let labels = label_requirements(&q);
             for drive in drivers(&s, &q, &labels) {
                 assert_eq!(walk(&s, qs, drive).await, want, "{qs} driven by {drive:?}");
             }

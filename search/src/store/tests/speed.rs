@@ -55,11 +55,7 @@ fn percentile(mut d: Vec<Duration>, p: f64) -> Duration {
 
 async fn plan(s: &Store, qs: &str) -> String {
     let q = query(qs);
-    let labels = q
-        .label_selector
-        .as_deref()
-        .map(|l| k8s_validation::selector::parse(l).unwrap())
-        .unwrap_or_default();
+    let labels = label_requirements(&q);
     let fields = q
         .field_selector
         .as_deref()
