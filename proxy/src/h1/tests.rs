@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::upstream::chunked::Part;
 
 fn classify(req: &str) -> Parse {
     parse_request(req.as_bytes(), &mut ReqHead::default())
@@ -325,16 +326,21 @@ proptest! {
         at.dedup();
         let mut c = Chunked::default();
         let mut found = None;
-        let mut data = Vec::new();
+        let (mut data, mut trailers) = (Vec::new(), Vec::new());
         for w in at.windows(2) {
             let piece = &body[w[0]..w[1]];
-            if let Some(n) = c.decode(piece, |r| data.extend_from_slice(&piece[r])).unwrap() {
+            let end = c.decode(piece, |part, r| match part {
+                Part::Data => data.extend_from_slice(&piece[r]),
+                Part::Trailers => trailers.extend_from_slice(&piece[r]),
+            });
+            if let Some(n) = end.unwrap() {
                 found = Some(w[0] + n);
                 break;
             }
         }
         prop_assert_eq!(found, Some(end));
         prop_assert_eq!(data, chunks.concat());
+        prop_assert_eq!(&trailers[..], &b"t: 1\r\n\r\n"[..]);
     }
 
     /// Any head the engine serves names one host and at most 64 KiB of body, and its

@@ -1,6 +1,6 @@
 //! Chunked transfer coding (RFC 9112 section 7.1), checked as the bytes pass through:
 //! where the body ends, whether its framing is valid, and (for an HTTP/2 client, which
-//! gets the data without the framing) where its data is.
+//! gets the data without the framing) where its data and its trailer section are.
 
 use std::ops::Range;
 
@@ -33,6 +33,16 @@ enum ChunkState {
     EndLf,
 }
 
+/// What a range of a chunked body's bytes is, as [`Chunked::decode`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The contents of a chunk.
+    Data,
+    /// Part of the trailer section: the field lines after the last chunk, and the empty
+    /// line that ends the body (RFC 9112 §7.1.2), CRLFs included.
+    Trailers,
+}
+
 /// A chunked-body checker: finds where the body ends, rejects bad framing.
 #[derive(Debug, Default)]
 pub struct Chunked {
@@ -47,18 +57,21 @@ impl Chunked {
     /// Feeds the next bytes of the body: `Ok(Some(n))` when the body ends after `n` of
     /// them, `Ok(None)` when it goes on.
     pub fn feed(&mut self, data: &[u8]) -> Result<Option<usize>, &'static str> {
-        self.decode(data, |_| {})
+        self.decode(data, |_, _| {})
     }
 
-    /// As [`feed`](Self::feed), and gives `data_at` where in `data` the body's data is
-    /// (the chunks' contents, in order).
+    /// As [`feed`](Self::feed), and gives `at` where in `data` the body's data (the
+    /// chunks' contents) and its trailer section are, in order.
     pub fn decode(
         &mut self,
         data: &[u8],
-        mut data_at: impl FnMut(Range<usize>),
+        mut at: impl FnMut(Part, Range<usize>),
     ) -> Result<Option<usize>, &'static str> {
         use ChunkState::*;
         let mut i = 0;
+        // Where the trailer section starts in `data`, once in it.
+        let mut trailers =
+            matches!(self.state, Trailer | TrailerLine | TrailerLf | EndLf).then_some(0);
         while i < data.len() {
             let b = data[i];
             match self.state {
@@ -86,11 +99,16 @@ impl Chunked {
                     if b != b'\n' {
                         return Err("chunk size line not ended by CRLF");
                     }
-                    self.state = if self.size == 0 { Trailer } else { Data };
+                    if self.size == 0 {
+                        self.state = Trailer;
+                        trailers = Some(i + 1);
+                    } else {
+                        self.state = Data;
+                    }
                 }
                 Data => {
                     let take = self.size.min((data.len() - i) as u64);
-                    data_at(i..i + take as usize);
+                    at(Part::Data, i..i + take as usize);
                     self.size -= take;
                     i += take as usize;
                     if self.size == 0 {
@@ -110,7 +128,10 @@ impl Chunked {
                             self.digits = 0;
                         }
                         TrailerLf => self.state = Trailer,
-                        _ => return Ok(Some(i + 1)),
+                        _ => {
+                            at(Part::Trailers, trailers.unwrap_or(0)..i + 1);
+                            return Ok(Some(i + 1));
+                        }
                     }
                 }
                 Trailer | TrailerLine => {
@@ -127,6 +148,9 @@ impl Chunked {
                 }
             }
             i += 1;
+        }
+        if let Some(from) = trailers.filter(|&f| f < data.len()) {
+            at(Part::Trailers, from..data.len());
         }
         Ok(None)
     }

@@ -245,6 +245,48 @@ impl Sink for Fields {
     fn end(&mut self, _date: bool, _framing: Framing) {}
 }
 
+/// Whether a chunked response's trailer field `name` goes on to an HTTP/2 client: not a
+/// hop-by-hop one (an HTTP/2 peer resets a stream whose trailers carry one), nor one
+/// that framing, routing, authentication or the response's content handling needs
+/// before the body (RFC 9110 §6.5.1; hyper's HTTP/1.1 writer leaves out the same list).
+pub(crate) fn trailer_passed(name: &[u8]) -> bool {
+    const NOT_IN_TRAILERS: [&str; 10] = [
+        "authorization",
+        "cache-control",
+        "content-encoding",
+        "content-length",
+        "content-range",
+        "content-type",
+        "host",
+        "max-forwards",
+        "set-cookie",
+        "upgrade",
+    ];
+    !hop_by_hop(name, false) && !NOT_IN_TRAILERS.iter().any(|n| is_token(name, n))
+}
+
+/// Parses a chunked response's trailer section (as [`Part::Trailers`] gave it: its
+/// field lines and the empty line after them) into the trailers an HTTP/2 client gets
+/// ([`trailer_passed`]); empty when there were none.
+///
+/// [`Part::Trailers`]: super::chunked::Part::Trailers
+pub(crate) fn parse_trailers(section: &[u8]) -> Result<HeaderMap, Error> {
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let fields = match httparse::parse_headers(section, &mut slots) {
+        Ok(httparse::Status::Complete((_, fields))) => fields,
+        Ok(httparse::Status::Partial) => return Err(Error::Malformed("incomplete trailers")),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(Error::Malformed("more than 100 trailer fields"));
+        }
+        Err(_) => return Err(Error::Malformed("unparsable trailers")),
+    };
+    let mut out = Fields::default();
+    for f in fields.iter().filter(|f| trailer_passed(f.name.as_bytes())) {
+        out.header(f.name.as_bytes(), f.value)?;
+    }
+    Ok(out.headers)
+}
+
 /// Request headers the proxy replaces with its own.
 const REPLACED: [&str; 3] = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"];
 

@@ -1,9 +1,9 @@
 //! HTTP/2 clients in front of HTTP/1.1 backends (plain requests go out on the raw
 //! upstream pool the HTTP/1.1 engine uses): what the upstream receives, response
-//! framing turned into HTTP/2 data (chunked decoded, close-delimited, 1xx skipped, 204
-//! and HEAD without a body), keep-alive reuse across streams and engines, a large
-//! response, a streamed upload, and upstreams that break (502 before the head, a reset
-//! stream after it).
+//! framing turned into HTTP/2 data (chunked decoded and its trailers as HTTP/2
+//! trailers, close-delimited, 1xx skipped, 204 and HEAD without a body), keep-alive
+//! reuse across streams and engines, a large response, a streamed upload, and
+//! upstreams that break (502 before the head, a reset stream after it).
 
 use std::time::Duration;
 
@@ -45,6 +45,17 @@ async fn call(
     path: &str,
     body: Body,
 ) -> anyhow::Result<(u16, http::HeaderMap, Bytes)> {
+    let (status, headers, body, _) = call_trailed(send, method, path, body).await?;
+    Ok((status, headers, body))
+}
+
+/// As [`call`], with the response's trailers (empty when it had none).
+async fn call_trailed(
+    send: &mut SendRequest<Body>,
+    method: &str,
+    path: &str,
+    body: Body,
+) -> anyhow::Result<(u16, http::HeaderMap, Bytes, http::HeaderMap)> {
     let req = http::Request::builder()
         .method(method)
         .uri(format!("http://h2.test{path}"))
@@ -56,9 +67,14 @@ async fn call(
     let (parts, body) = resp.into_parts();
     let body = tokio::time::timeout(Duration::from_secs(10), body.collect())
         .await
-        .context("no body within 10 s")??
-        .to_bytes();
-    Ok((parts.status.as_u16(), parts.headers, body))
+        .context("no body within 10 s")??;
+    let trailers = body.trailers().cloned().unwrap_or_default();
+    Ok((
+        parts.status.as_u16(),
+        parts.headers,
+        body.to_bytes(),
+        trailers,
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,8 +86,11 @@ async fn http2_clients_on_http1_backends() -> anyhow::Result<()> {
     let mut send = h2(p.http).await?;
 
     // What the upstream receives: an HTTP/1.1 request with Host and the forwarding
-    // headers, no length for a GET; several streams on the one warm connection the
-    // HTTP/1.1 engine's request left in the pool.
+    // headers, no length for a GET; several streams, then an HTTP/1.1 request, on one
+    // warm connection. (It is counted from the second stream on: the HTTP/1.1 engine
+    // puts its connection back in the pool after the client has its response, so the
+    // first stream may come before it.)
+    call(&mut send, "GET", "/echo", empty()).await?;
     let before = up.accepted();
     for _ in 0..3 {
         let (status, _, body) = call(&mut send, "GET", "/echo?q=1", empty()).await?;
@@ -89,6 +108,8 @@ async fn http2_clients_on_http1_backends() -> anyhow::Result<()> {
         }
         assert!(!seen.contains("content-length"), "{seen}");
     }
+    let r = get(&client(), p.http, "h2.test", "/", &[]).await?;
+    assert_eq!(r.status, 200);
     assert_eq!(
         up.accepted(),
         before,
@@ -129,9 +150,11 @@ async fn http2_clients_on_http1_backends() -> anyhow::Result<()> {
     }
 
     // Response framing, as HTTP/2 data.
-    let (status, h, body) = call(&mut send, "GET", "/chunked", empty()).await?;
+    let (status, h, body, t) = call_trailed(&mut send, "GET", "/chunked", empty()).await?;
     assert_eq!((status, &body[..]), (200, &b"hello world"[..]));
     assert!(!h.contains_key("transfer-encoding"), "{h:?}");
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert_eq!(t["x-trailer"], "t");
     let (status, _, body) = call(&mut send, "GET", "/interim", empty()).await?;
     assert_eq!((status, &body[..]), (200, &b"ok"[..]));
     let (status, _, body) = call(&mut send, "GET", "/nocontent", empty()).await?;
@@ -157,18 +180,44 @@ async fn http2_clients_on_http1_backends() -> anyhow::Result<()> {
     assert_eq!((status, &body[..]), (200, &b"ok"[..]));
     assert_eq!(h["x-big"].len(), 10_000);
 
+    // Trailers go on as HTTP/2 trailers, end-to-end ones only; a stream with none
+    // ends with its data.
+    for _ in 0..2 {
+        let (status, h, body, t) = call_trailed(&mut send, "GET", "/trailers", empty()).await?;
+        assert_eq!((status, &body[..]), (200, &b"hello world"[..]));
+        assert!(!h.contains_key("trailer"), "{h:?}");
+        assert_eq!(t["x-checksum"], "abc");
+        let other: Vec<_> = t.get_all("x-other").iter().collect();
+        assert_eq!(other, ["1", "2"], "{t:?}");
+        assert_eq!(t.len(), 3, "only the end-to-end trailers: {t:?}");
+    }
+    let (_, _, _, t) = call_trailed(&mut send, "GET", "/echo", empty()).await?;
+    assert!(t.is_empty(), "{t:?}");
+
     // Upstreams that break: before the head (or with a body already invalid) the
     // stream gets a 502; after it, the stream is reset.
-    let (status, _, body) = call(&mut send, "POST", "/drop", empty()).await?;
-    let text = String::from_utf8_lossy(&body);
-    assert_eq!(status, 502, "{text}");
-    assert!(text.contains("closed before the response head"), "{text}");
-    let (status, _, body) = call(&mut send, "POST", "/badchunk", empty()).await?;
-    let text = String::from_utf8_lossy(&body);
-    assert_eq!(status, 502, "{text}");
+    for (method, path, why) in [
+        ("POST", "/drop", "closed before the response head"),
+        (
+            "POST",
+            "/badchunk",
+            "invalid response body: invalid chunk size",
+        ),
+        (
+            "GET",
+            "/badtrailer",
+            "invalid response body: unparsable trailers",
+        ),
+    ] {
+        let (status, _, body) = call(&mut send, method, path, empty()).await?;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(status, 502, "{path}: {text}");
+        assert!(text.contains(why), "{path}: {text}");
+    }
+    let late = call(&mut send, "GET", "/badtrailer-late", empty()).await;
     assert!(
-        text.contains("invalid response body: invalid chunk size"),
-        "{text}"
+        late.is_err(),
+        "trailers broken after the head reset the stream: {late:?}"
     );
     let short = call(&mut send, "GET", "/short", empty()).await;
     assert!(short.is_err(), "a body cut short ends cleanly: {short:?}");

@@ -16,6 +16,10 @@ use crate::harness::*;
 
 /// An upstream on raw sockets that answers by path:
 /// - `/chunked`: a chunked body with an extension and a trailer;
+/// - `/trailers`: a chunked body whose trailers are end-to-end (`x-checksum`, twice
+///   `x-other`), hop-by-hop (`connection`, `te`) and framing ones (`content-length`);
+///   `/badtrailer`: one whose trailer line is not a field (`/badtrailer-late`: sent
+///   50 ms after the first chunk);
 /// - `/close`: a body delimited by closing the connection;
 /// - `/interim`: a 103 Early Hints, then 200;
 /// - `/nocontent`: 204;
@@ -87,6 +91,8 @@ impl Scripted {
                             let path = line.split(' ').nth(1).unwrap_or("/").to_string();
                             let resp: Vec<u8> = match path.as_str() {
                                 "/chunked" => b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nx-trailer: t\r\n\r\n".to_vec(),
+                                "/trailers" => b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-checksum\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\nx-checksum: abc\r\nconnection: close\r\nte: trailers\r\ncontent-length: 11\r\nx-other: 1\r\nX-Other: 2\r\n\r\n".to_vec(),
+                                "/badtrailer" => b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nnot a field\r\n\r\n".to_vec(),
                                 "/close" => b"HTTP/1.1 200 OK\r\n\r\nuntil close".to_vec(),
                                 "/interim" => b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
                                 "/nocontent" => b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
@@ -121,11 +127,16 @@ impl Scripted {
                                     }
                                 }
                             }
-                            if path == "/badchunk-late" {
+                            let late: Option<&[u8]> = match path.as_str() {
+                                "/badchunk-late" => Some(b"zz\r\n"),
+                                "/badtrailer-late" => Some(b"0\r\nnot a field\r\n\r\n"),
+                                _ => None,
+                            };
+                            if let Some(late) = late {
                                 let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n";
                                 let _ = s.write_all(head).await;
                                 tokio::time::sleep(Duration::from_millis(50)).await;
-                                let _ = s.write_all(b"zz\r\n").await;
+                                let _ = s.write_all(late).await;
                                 return;
                             }
                             if s.write_all(&resp).await.is_err() {

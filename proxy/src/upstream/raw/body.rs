@@ -5,18 +5,20 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
+use http::HeaderMap;
 use hyper::body::{Frame, SizeHint};
 
-use super::{Framing, READ_CHUNK, RespHead};
+use super::{Framing, READ_CHUNK, RespHead, parse_trailers};
 use crate::endpoint::Endpoint;
-use crate::upstream::chunked::Chunked;
+use crate::upstream::chunked::{Chunked, Part};
 use crate::upstream::{Error, Raw, Settings};
 
 /// Errors of a response body on its way to the client.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// An upstream response body read from its [`Raw`] connection for an HTTP/2 client:
-/// data frames as they arrive (a chunked body decoded; its trailers are dropped), one
+/// data frames as they arrive (a chunked body decoded, its trailers given as a trailers
+/// frame after the data, hop-by-hop and framing fields left out: [`parse_trailers`]), one
 /// read at a time (hyper polls for the next frame when the stream has room for it, so
 /// the memory held is one read buffer). The connection goes back to the endpoint's
 /// pool once the body has ended exactly where its framing said; dropped before that,
@@ -31,6 +33,10 @@ pub(crate) struct RawBody {
     /// What is left of a `Content-Length` body.
     left: u64,
     chunked: Chunked,
+    /// A chunked body's trailer section, as it arrives (at most 64 KiB: [`Chunked`]).
+    section: Vec<u8>,
+    /// Its trailers, once the body ended, until given out.
+    trailers: Option<HeaderMap>,
     /// The upstream keeps the connection open after this response.
     reusable: bool,
     ep: Arc<Endpoint>,
@@ -58,6 +64,8 @@ impl RawBody {
                 _ => 0,
             },
             chunked: Chunked::default(),
+            section: Vec::new(),
+            trailers: None,
             reusable: head.reusable,
             ep,
             settings,
@@ -99,13 +107,18 @@ impl RawBody {
             }
             Framing::Chunked => {
                 let mut data = BytesMut::new();
-                let buf = &self.buf;
+                let (buf, section) = (&self.buf, &mut self.section);
                 let end = self
                     .chunked
-                    .decode(buf, |r| data.extend_from_slice(&buf[r]))
+                    .decode(buf, |part, r| match part {
+                        Part::Data => data.extend_from_slice(&buf[r]),
+                        Part::Trailers => section.extend_from_slice(&buf[r]),
+                    })
                     .map_err(Error::Malformed)?;
                 match end {
                     Some(n) => {
+                        let trailers = parse_trailers(&std::mem::take(&mut self.section))?;
+                        self.trailers = (!trailers.is_empty()).then_some(trailers);
                         let clean = n == self.buf.len();
                         self.ended(clean);
                     }
@@ -144,7 +157,7 @@ impl hyper::body::Body for RawBody {
                 }
             }
             let Some(conn) = this.conn.as_mut() else {
-                return Poll::Ready(None);
+                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
             };
             if let Err(e) = ready!(conn.stream.poll_read_ready(cx)) {
                 this.conn = None;
@@ -174,7 +187,10 @@ impl hyper::body::Body for RawBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.conn.is_none() && self.buf.is_empty() && self.first.is_empty()
+        self.conn.is_none()
+            && self.buf.is_empty()
+            && self.first.is_empty()
+            && self.trailers.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -1,6 +1,6 @@
 //! The request writer's HTTP/2 side (the HTTP/1.1 side is in h1's tests).
 
-use super::{Rewrite, hop_by_hop, write_request};
+use super::{Rewrite, hop_by_hop, parse_trailers, write_request};
 use crate::headers::HOP_BY_HOP;
 
 /// An HTTP/2 client's request ([`Rewrite::h2`]); HTTP/1.1 ones are in h1's tests.
@@ -125,4 +125,52 @@ fn hop_by_hop_names_are_the_lists() {
     ] {
         assert!(!hop_by_hop(n.as_bytes(), false), "{n}");
     }
+}
+
+/// A chunked response's trailer section as an HTTP/2 client gets it: end-to-end fields
+/// in order, hop-by-hop and framing ones left out; a broken section is an error.
+#[test]
+fn trailer_sections() {
+    let ok: &[(&str, &[(&str, &str)])] = &[
+        ("\r\n", &[]),
+        ("x-checksum: abc\r\n\r\n", &[("x-checksum", "abc")]),
+        (
+            "X-A: 1\r\nx-a: 2\r\ngrpc-status: 0\r\n\r\n",
+            &[("x-a", "1"), ("x-a", "2"), ("grpc-status", "0")],
+        ),
+        (
+            "connection: close\r\nkeep-alive: 1\r\nte: trailers\r\ntrailer: x\r\n\
+             transfer-encoding: chunked\r\nupgrade: h2c\r\ncontent-length: 5\r\n\
+             content-type: a/b\r\nhost: h\r\nset-cookie: a=1\r\nauthorization: x\r\n\
+             x-kept: 1\r\n\r\n",
+            &[("x-kept", "1")],
+        ),
+    ];
+    for (section, want) in ok {
+        let got = parse_trailers(section.as_bytes()).unwrap();
+        let got: Vec<_> = got
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.to_str().unwrap()))
+            .collect();
+        assert_eq!(&got, want, "{section:?}");
+    }
+    let bad: &[(&str, &str)] = &[
+        ("not a field\r\n\r\n", "unparsable trailers"),
+        ("x: 1\r\n", "incomplete trailers"),
+        ("x\x01y: 1\r\n\r\n", "unparsable trailers"),
+    ];
+    for (section, why) in bad {
+        let err = parse_trailers(section.as_bytes()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("invalid response: {why}"),
+            "{section:?}"
+        );
+    }
+    let many = "x: 1\r\n".repeat(101) + "\r\n";
+    let err = parse_trailers(many.as_bytes()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid response: more than 100 trailer fields"
+    );
 }
