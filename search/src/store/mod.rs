@@ -179,6 +179,34 @@ const DRIVE_MAX: i64 = 20_000;
 /// a scan of a million names about 3.3 million, 90 ms).
 const NAME_WALK_STEPS: u64 = 400_000;
 
+/// The trigrams ([`sql::trigrams`], by index) a fuzzy name is driven from on SQLite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NameDrivers {
+    /// The two rarest, the rarer held by at most [`DRIVE_MAX`] names (or by none:
+    /// nothing matches).
+    Rare([usize; 2]),
+    /// Every trigram is held by more: the first and the last (the farthest apart,
+    /// so the least likely to come together), after a walk.
+    Common([usize; 2]),
+    /// The name has no trigrams the store can count: the index's own `LIKE`.
+    Unknown,
+}
+
+impl NameDrivers {
+    /// From each trigram's count of names, capped above [`DRIVE_MAX`].
+    fn choose(counts: &[i64]) -> NameDrivers {
+        let mut order: Vec<usize> = (0..counts.len()).collect();
+        order.sort_by_key(|&i| counts[i]);
+        match order[..] {
+            [] => NameDrivers::Unknown,
+            [i, ..] if counts[i] == 0 => NameDrivers::Rare([i, i]),
+            [i] if counts[i] <= DRIVE_MAX => NameDrivers::Rare([i, i]),
+            [i, j, ..] if counts[i] <= DRIVE_MAX => NameDrivers::Rare([i, j]),
+            _ => NameDrivers::Common([0, counts.len() - 1]),
+        }
+    }
+}
+
 /// Keys per DELETE statement (six parameters each).
 const DELETE_CHUNK: usize = 200;
 
@@ -485,6 +513,25 @@ impl Store {
         Ok(best.map(|(_, i)| Drive::Label(i)))
     }
 
+    /// Which of a fuzzy name's trigrams ([`sql::trigrams`]) to drive it from
+    /// (SQLite's names index), from their counts capped above [`DRIVE_MAX`].
+    async fn name_drivers(&self, fuzzy: &str) -> StoreResult<NameDrivers> {
+        let Some(trigrams) = sql::trigrams(fuzzy) else {
+            return Ok(NameDrivers::Unknown);
+        };
+        let rows = self
+            .rows(sql::trigram_counts(&trigrams, DRIVE_MAX + 1))
+            .await?;
+        let counts: Vec<i64> = rows
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+            .iter()
+            .map(Cell::int)
+            .collect();
+        Ok(NameDrivers::choose(&counts))
+    }
+
     /// One page of the objects of a type that the query selects and the scope allows,
     /// in the query's order, each annotated with its cluster.
     pub async fn search(&self, gvr: &Gvr, q: &Query, scope: &Scope) -> StoreResult<Page> {
@@ -509,22 +556,29 @@ impl Store {
             drive: self.label_drive(&labels).await?,
         };
         let mut walked = None;
-        if let (None, Some(_), Backend::Sqlite(b)) = (
+        if let (None, Some(fuzzy), Backend::Sqlite(b)) = (
             s.drive,
-            q.fuzzy_name.as_deref().and_then(sql::fts_pattern),
+            q.fuzzy_name
+                .as_deref()
+                .filter(|f| sql::fts_pattern(f).is_some()),
             &self.inner.backend,
         ) {
-            // a fuzzy name matching many objects fills a page early in the order index;
-            // one matching few is faster from the trigram index: walk with a budget,
-            // then drive from the names
+            // a fuzzy name with a rare trigram is driven from the trigram index at
+            // once; one whose every trigram is common may match many objects, which
+            // fill a page early in the order index, or few (as a combination): walk
+            // with a budget, then drive from the index
+            let drivers = self.name_drivers(fuzzy).await?;
             let steps = self.inner.name_walk_steps.load(Ordering::Relaxed);
-            if steps > 0 {
+            if steps > 0 && !matches!(drivers, NameDrivers::Rare(_)) {
                 let page = sql::search_page(d, &s)?;
                 self.check_params(&page)?;
                 walked = b.rows_within(page, steps).await?;
             }
             if walked.is_none() {
-                s.drive = Some(Drive::Name);
+                s.drive = Some(Drive::Name(match drivers {
+                    NameDrivers::Rare(t) | NameDrivers::Common(t) => Some(t),
+                    NameDrivers::Unknown => None,
+                }));
             }
         }
         self.page(&s, walked).await

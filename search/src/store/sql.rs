@@ -340,8 +340,11 @@ pub(crate) fn like_escape(s: &str) -> String {
 pub(crate) enum Drive {
     /// The label requirement at this index (a positive one).
     Label(usize),
-    /// The fuzzy name, through the trigram index (SQLite: `resources_names`).
-    Name,
+    /// The fuzzy name, through the trigram index (SQLite: `resources_names`): the
+    /// names holding the two trigrams at these indexes of [`trigrams`] (its rarest),
+    /// tested with `LIKE`; without them, the index's own `LIKE`, which intersects the
+    /// names of every trigram of the pattern.
+    Name(Option<[usize; 2]>),
 }
 
 /// What a search selects, before paging.
@@ -411,6 +414,61 @@ pub(crate) fn label_counts(d: Dialect, labels: &[Requirement], cap: i64) -> Vec<
 /// takes no ESCAPE clause; names with them are matched by the scan).
 pub(crate) fn fts_pattern(fuzzy: &str) -> Option<String> {
     (fuzzy.chars().count() >= 3 && !fuzzy.contains(['%', '_', '\\'])).then(|| format!("%{fuzzy}%"))
+}
+
+/// At most this many of a fuzzy name's trigrams (its last) are counted to choose its
+/// drivers (each count reads up to [`trigram_counts`]'s cap of names, about 1 ms).
+const TRIGRAMS: usize = 8;
+
+/// The trigrams of a fuzzy name that choose its drivers, as SQLite's trigram tokenizer
+/// folds them: every third (they cover every character; the rest overlap them) and
+/// the last, distinct, the last [`TRIGRAMS`] of them; none when the index cannot answer
+/// the name ([`fts_pattern`]) or it is not ASCII (the tokenizer's Unicode folding is
+/// left to the index's own `LIKE`).
+pub(crate) fn trigrams(fuzzy: &str) -> Option<Vec<String>> {
+    fts_pattern(fuzzy)?;
+    if !fuzzy.is_ascii() {
+        return None;
+    }
+    let lower = fuzzy.to_ascii_lowercase();
+    let last = lower.len() - 3;
+    let mut out: Vec<String> = Vec::new();
+    for i in (0..=last).step_by(3).chain([last]) {
+        let t = &lower[i..i + 3];
+        if !out.iter().any(|o| o == t) {
+            out.push(t.to_string());
+        }
+    }
+    let skip = out.len().saturating_sub(TRIGRAMS);
+    out.drain(..skip);
+    Some(out)
+}
+
+/// One row: how many names hold each trigram, each to `cap` at most (SQLite's names
+/// index; counting reads the trigram's list of names, hence the cap).
+pub(crate) fn trigram_counts(trigrams: &[String], cap: i64) -> Stmt {
+    let mut b = Builder::new(Dialect::Sqlite);
+    let counts: Vec<String> = trigrams
+        .iter()
+        .map(|t| {
+            let m = b.text(&fts_all(&[t]));
+            let cap = b.int(cap);
+            format!(
+                "(SELECT COUNT(*) FROM (SELECT 1 FROM resources_names WHERE resources_names MATCH {m} LIMIT {cap}))"
+            )
+        })
+        .collect();
+    let sql = format!("SELECT {}", counts.join(", "));
+    b.finish(sql)
+}
+
+/// An FTS5 query for the names holding every one of `terms` (each a phrase).
+fn fts_all(terms: &[&str]) -> String {
+    let phrases: Vec<String> = terms
+        .iter()
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect();
+    phrases.join(" AND ")
 }
 
 /// A label requirement as a condition on `resources`. The driving one selects ids
@@ -486,12 +544,32 @@ fn source(b: &mut Builder, s: &Search) -> String {
             let v = label_values(b, vals);
             format!("SELECT rid FROM labels WHERE key = {k}{v}")
         }
-        (Some(Drive::Name), Dialect::Sqlite) => {
-            let Some(pattern) = s.q.fuzzy_name.as_deref().and_then(fts_pattern) else {
+        (Some(Drive::Name(terms)), Dialect::Sqlite) => {
+            let fuzzy = s.q.fuzzy_name.as_deref().unwrap_or_default();
+            let Some(pattern) = fts_pattern(fuzzy) else {
                 return "resources".into();
             };
+            let chosen = terms.and_then(|[i, j]| {
+                let all = trigrams(fuzzy)?;
+                let (a, b) = (all.get(i)?, all.get(j)?);
+                Some(if a == b {
+                    fts_all(&[a])
+                } else {
+                    fts_all(&[a, b])
+                })
+            });
             let p = b.text(&pattern);
-            format!("SELECT rowid AS rid FROM resources_names WHERE name LIKE {p}")
+            match chosen {
+                // `+name`: tested on each name the two trigrams select, not handed to
+                // the index (whose LIKE would intersect every trigram's names)
+                Some(m) => {
+                    let m = b.text(&m);
+                    format!(
+                        "SELECT rowid AS rid FROM resources_names WHERE resources_names MATCH {m} AND +name LIKE {p}"
+                    )
+                }
+                None => format!("SELECT rowid AS rid FROM resources_names WHERE name LIKE {p}"),
+            }
         }
         _ => return "resources".into(),
     };

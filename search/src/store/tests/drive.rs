@@ -91,6 +91,8 @@ fn cases() -> Vec<(&'static str, Want)> {
             label(i, "version").is_some() && i % 3 == 0
         }),
         ("fuzzy-name=redis&clusters=b", |i| i % 3 == 1 && i % 2 == 1),
+        // one trigram
+        ("fuzzy-name=S-0", |i| i % 3 == 1 && i < 10),
         ("fuzzy-name=nvoy-1&orderby=name%20desc", |i| {
             i % 3 == 2 && (10..20).contains(&i)
         }),
@@ -113,8 +115,16 @@ fn drivers(
             .into_iter()
             .map(|(i, _)| Some(Drive::Label(i))),
     );
-    if s.backend() == "sqlite" && q.fuzzy_name.as_deref().and_then(sql::fts_pattern).is_some() {
-        out.push(Some(Drive::Name));
+    let fuzzy = q.fuzzy_name.as_deref().unwrap_or_default();
+    if s.backend() == "sqlite" && sql::fts_pattern(fuzzy).is_some() {
+        out.push(Some(Drive::Name(None)));
+        // every pair of the name's trigrams (the store drives from its rarest two)
+        let n = sql::trigrams(fuzzy).map_or(0, |t| t.len());
+        for i in 0..n {
+            for j in i..n {
+                out.push(Some(Drive::Name(Some([i, j]))));
+            }
+        }
     }
     out
 }
@@ -216,6 +226,9 @@ async fn the_names_index_follows_writes_deletes_and_purges() {
     fill(&s).await;
     assert_eq!(names_indexed(&s).await, (OBJECTS as i64, OBJECTS as i64));
     assert_eq!(all(&s, "fuzzy-name=nginx-00").await, ["a/ns1/nginx-00"]);
+    // a trigram no name holds, a quote in a phrase: nothing, no error
+    assert!(all(&s, "fuzzy-name=zzzz").await.is_empty());
+    assert!(all(&s, "fuzzy-name=ng%22inx").await.is_empty());
     s.delete(vec![key("a", "ns1", "nginx-00")]).await.unwrap();
     assert!(all(&s, "fuzzy-name=nginx-00").await.is_empty());
     // an update (new resourceVersion) keeps one entry
@@ -303,4 +316,43 @@ async fn postgres_has_a_trigram_index_of_names() {
         .text();
     assert!(def.contains("gin_trgm_ops"), "{def}");
     testing::drop_postgres_db(&f.spec).await;
+}
+
+#[test]
+fn a_fuzzy_names_trigrams_are_folded_spread_and_capped() {
+    let t = |s: &str| sql::trigrams(s);
+    assert_eq!(t("NGINX").unwrap(), ["ngi", "inx"]);
+    assert_eq!(t("NGINX-1").unwrap(), ["ngi", "nx-", "x-1"]);
+    assert_eq!(t("aaaa").unwrap(), ["aaa"]);
+    assert_eq!(t("abc").unwrap(), ["abc"]);
+    // too short, a wildcard, not ASCII: the index's own LIKE or the scan
+    for none in ["ab", "a%bc", "a_bc", "caf\u{e9}s"] {
+        assert_eq!(t(none), None, "{none}");
+    }
+    // a long name: every third and the last, the last 8 of them
+    let long = t("abcdefghijklmnopqrstuvwxyz").unwrap();
+    assert_eq!(
+        long,
+        ["def", "ghi", "jkl", "mno", "pqr", "stu", "vwx", "xyz"].map(String::from)[..]
+    );
+    let longer = t(&"abcdefghijklmnopqrstuvwxyz".repeat(2)).unwrap();
+    assert_eq!((longer.len(), longer[7].as_str()), (8, "xyz"));
+}
+
+#[test]
+fn a_fuzzy_name_is_driven_from_its_rarest_trigrams_or_walked() {
+    use super::super::NameDrivers::{self, *};
+    let over = super::super::DRIVE_MAX + 1;
+    let cases: [(&[i64], NameDrivers); 7] = [
+        (&[], Unknown),
+        (&[5], Rare([0, 0])),
+        (&[over, 0, 7], Rare([1, 1])),
+        (&[over, 300, 20, over], Rare([2, 1])),
+        (&[over, over, 9, 9], Rare([2, 3])),
+        (&[over], Common([0, 0])),
+        (&[over, over, over], Common([0, 2])),
+    ];
+    for (counts, want) in cases {
+        assert_eq!(NameDrivers::choose(counts), want, "{counts:?}");
+    }
 }
