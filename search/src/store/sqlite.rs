@@ -46,6 +46,10 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     // rest; 64 MiB each took the indexer past 300 MiB RSS after queries at 1M objects
     c.pragma_update(None, "cache_size", -16_384)?;
     c.pragma_update(None, "analysis_limit", 1000)?; // ANALYZE samples, fast at any size
+    // a checkpoint every 10,000 WAL pages (40 MiB), not 1,000: a page the indexer's
+    // batches keep changing is copied back to the database file less often (8% more
+    // objects per CPU-second written; the kernel's page writes were 29% of the CPU)
+    c.pragma_update(None, "wal_autocheckpoint", 10_000)?;
     Ok(c)
 }
 
