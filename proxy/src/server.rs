@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::forward::RespBody;
 use crate::h1;
 use crate::pipeline::{Conn, Drain, Limits, Proxy};
 
@@ -146,25 +147,31 @@ async fn hyper_connection<T>(
     let activity = Arc::new(Activity::default());
     let act = activity.clone();
     let p = proxy.clone();
-    let svc = service_fn(move |req| {
+    let svc = service_fn(move |req| -> ServiceFuture {
         let proxy = p.clone();
         let conn = conn.clone();
         let busy = act.start();
-        async move {
-            // Boxed: hyper moves each HTTP/2 stream's service future into the task it
-            // spawns for it (and tokio moves it again), and since the gRPC and upstream
-            // HTTP/2 paths `handle`'s state is large enough that those copies were 96k
-            // of the 149k instructions per h2 request (instructions.sh, callgrind).
-            let resp = Box::pin(proxy.handle(req, conn)).await;
+        // Boxed whole, request and all: hyper moves each HTTP/2 stream's service future
+        // into the task it spawns for it (and tokio moves it again). Since the gRPC and
+        // upstream HTTP/2 paths, `handle`'s state is large enough that those copies were
+        // 96k of the 149k instructions per h2 request (instructions.sh, callgrind);
+        // boxing only `handle` still left them the request, the connection's details
+        // and the box to move, about 0.4 KiB per stream.
+        Box::pin(async move {
+            let resp = proxy.handle(req, conn).await;
             drop(busy);
-            Ok::<_, Infallible>(resp)
-        }
+            Ok(resp)
+        })
     });
     let idle = limits.header_read_timeout;
     let io = TokioIo::new(Detect::new(io, pre, idle));
     let c = builder.serve_connection_with_upgrades(io, svc);
     drive(c, remote, &activity, idle, stop).await;
 }
+
+/// What the service gives hyper for a request (see [`hyper_connection`]).
+type ServiceFuture =
+    Pin<Box<dyn Future<Output = Result<http::Response<RespBody>, Infallible>> + Send>>;
 
 /// A connection's requests: how many have started (high 32 bits) and how many are in
 /// progress (low 32 bits), in one word so a request costs one atomic add at its start
