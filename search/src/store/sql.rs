@@ -682,16 +682,24 @@ pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
     let mut c = conditions(&mut b, s);
     match (&s.q.after, s.q.order.first()) {
         (Some(after), _) => c.push(after_cond(&mut b, &s.q.order, after)?),
-        // the first page ordered by a number: SQLite takes an open range on it as a
-        // reason to walk that order index (sorting only ties), as later pages do,
-        // rather than sorting the whole type
-        (None, Some(k)) if d == Dialect::Sqlite && numeric(k.field) => {
-            let (op, bound) = if k.desc {
-                ("<=", i64::MAX)
+        // the first page: SQLite takes an open range on the first sort column as a
+        // reason to walk the index that starts with it (sorting only ties), as later
+        // pages do, rather than another index of the type's rows and a sort of them all
+        // (in the default order it took the namespace-first index: seconds at 1M Pods)
+        (None, Some(k)) if d == Dialect::Sqlite => {
+            let bound = if !numeric(k.field) {
+                b.text("")
+            } else if k.desc {
+                b.int(i64::MAX)
             } else {
-                (">=", i64::MIN)
+                b.int(i64::MIN)
             };
-            c.push(format!("{} {op} {}", column(k.field), b.int(bound)));
+            let op = if k.desc && numeric(k.field) {
+                "<="
+            } else {
+                ">="
+            };
+            c.push(format!("{} {op} {bound}", column(k.field)));
         }
         _ => {}
     }

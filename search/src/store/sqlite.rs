@@ -61,14 +61,23 @@ fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
         [],
         |r| r.get(0),
     )?;
+    let mut migrated = false;
     for (i, m) in schema::migrations(Dialect::Sqlite).iter().enumerate() {
         let v = i as i64 + 1;
         if v > done {
             tx.execute_batch(m)?;
             tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [v])?;
+            migrated = true;
         }
     }
-    tx.commit()
+    tx.commit()?;
+    if migrated && done > 0 {
+        // an upgraded store's new indexes have no statistics until the next refresh
+        // (when the table doubles): without them the planner took the namespace-first
+        // index for a page in the default order and sorted every row of the type
+        c.execute_batch("ANALYZE")?;
+    }
+    Ok(())
 }
 
 fn params(ps: &[Param]) -> impl Iterator<Item = SqlValue> + '_ {

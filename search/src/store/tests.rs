@@ -211,6 +211,45 @@ pub(crate) fn label_requirements(q: &Query) -> Vec<k8s_validation::selector::Req
         .unwrap_or_default()
 }
 
+/// The plan of a query's first page (EXPLAIN QUERY PLAN on SQLite, EXPLAIN on
+/// PostgreSQL), undriven, one line per step.
+pub(crate) async fn plan(s: &Store, qs: &str) -> String {
+    let q = query(qs);
+    let labels = label_requirements(&q);
+    let fields = q
+        .field_selector
+        .as_deref()
+        .map(|f| fields::parse(f).unwrap())
+        .unwrap_or_default();
+    let gvr = deployments();
+    let scope = Scope::default();
+    let search = Search {
+        gvr: &gvr,
+        q: &q,
+        scope: &scope,
+        labels: &labels,
+        fields: &fields,
+        owners: None,
+        drive: None,
+    };
+    let stmt = sql::search_page(s.dialect(), &search).unwrap();
+    let explain = match s.backend() {
+        "sqlite" => "EXPLAIN QUERY PLAN ",
+        _ => "EXPLAIN ",
+    };
+    let rows = s
+        .rows(Stmt {
+            sql: format!("{explain}{}", stmt.sql),
+            params: stmt.params,
+        })
+        .await
+        .unwrap();
+    rows.into_iter()
+        .map(|r| r.into_iter().map(Cell::text).collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("\n    ")
+}
+
 pub(crate) async fn all(s: &Store, qs: &str) -> Vec<String> {
     names(
         &s.search(&deployments(), &query(qs), &Scope::default())

@@ -187,7 +187,7 @@ both!(
             .await
         {
             Err(StoreError::Query(QueryError(msg))) => assert!(
-                msg.starts_with("the query needs 70003 values,") && msg.contains("give fewer"),
+                msg.starts_with("the query needs 7000") && msg.contains("give fewer"),
                 "{msg}"
             ),
             other => panic!("expected a query error, got {other:?}"),

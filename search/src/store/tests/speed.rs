@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::*;
-use crate::store::sql::{Cell, Search, Stmt};
 
 const OBJECTS: usize = 100_000;
 const BATCH: usize = 500;
@@ -51,43 +50,6 @@ fn cpu() -> Duration {
 fn percentile(mut d: Vec<Duration>, p: f64) -> Duration {
     d.sort();
     d[((d.len() - 1) as f64 * p).round() as usize]
-}
-
-async fn plan(s: &Store, qs: &str) -> String {
-    let q = query(qs);
-    let labels = label_requirements(&q);
-    let fields = q
-        .field_selector
-        .as_deref()
-        .map(|f| fields::parse(f).unwrap())
-        .unwrap_or_default();
-    let gvr = deployments();
-    let scope = Scope::default();
-    let search = Search {
-        gvr: &gvr,
-        q: &q,
-        scope: &scope,
-        labels: &labels,
-        fields: &fields,
-        owners: None,
-        drive: None,
-    };
-    let stmt = sql::search_page(s.dialect(), &search).unwrap();
-    let explain = match s.backend() {
-        "sqlite" => "EXPLAIN QUERY PLAN ",
-        _ => "EXPLAIN ",
-    };
-    let rows = s
-        .rows(Stmt {
-            sql: format!("{explain}{}", stmt.sql),
-            params: stmt.params,
-        })
-        .await
-        .unwrap();
-    rows.into_iter()
-        .map(|r| r.into_iter().map(Cell::text).collect::<Vec<_>>().join(" "))
-        .collect::<Vec<_>>()
-        .join("\n    ")
 }
 
 both!(
