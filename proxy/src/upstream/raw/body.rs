@@ -35,8 +35,9 @@ pub(crate) struct RawBody {
     chunked: Chunked,
     /// A chunked body's trailer section, as it arrives (at most 64 KiB: [`Chunked`]).
     section: Vec<u8>,
-    /// Its trailers, once the body ended, until given out.
-    trailers: Option<HeaderMap>,
+    /// Its trailers, once the body ended, until given out (boxed: most bodies have
+    /// none, and the body is moved into its box whole).
+    trailers: Option<Box<HeaderMap>>,
     /// The upstream keeps the connection open after this response.
     reusable: bool,
     ep: Arc<Endpoint>,
@@ -118,7 +119,7 @@ impl RawBody {
                 match end {
                     Some(n) => {
                         let trailers = parse_trailers(&std::mem::take(&mut self.section))?;
-                        self.trailers = (!trailers.is_empty()).then_some(trailers);
+                        self.trailers = (!trailers.is_empty()).then(|| Box::new(trailers));
                         let clean = n == self.buf.len();
                         self.ended(clean);
                     }
@@ -157,7 +158,7 @@ impl hyper::body::Body for RawBody {
                 }
             }
             let Some(conn) = this.conn.as_mut() else {
-                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(t))));
+                return Poll::Ready(this.trailers.take().map(|t| Ok(Frame::trailers(*t))));
             };
             if let Err(e) = ready!(conn.stream.poll_read_ready(cx)) {
                 this.conn = None;
