@@ -3,6 +3,7 @@
 //! watches, consistent paginated lists and `resourceVersionMatch=Exact`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -152,12 +153,26 @@ impl Store {
             .collect()
     }
 
-    /// Objects of a resource as they were at `rv` (consistent pagination, `Exact`).
+    /// Objects of a resource as they were at `rv` (`resourceVersionMatch=Exact`).
     pub fn list_at(
         &self,
         gr: &GroupResource,
         ns: Option<&str>,
         rv: u64,
+    ) -> ApiResult<Vec<Arc<StoredObj>>> {
+        self.list_after(gr, ns, rv, None)
+    }
+
+    /// Objects of a resource (one namespace or all) as they were at `rv`, in key order,
+    /// those after the key `after` only (consistent pagination: a page reads the rest
+    /// of the type from where the last ended, the changes since `rv` undone, and never
+    /// copies the keys of the objects before it).
+    pub fn list_after(
+        &self,
+        gr: &GroupResource,
+        ns: Option<&str>,
+        rv: u64,
+        after: Option<(&str, &str)>,
     ) -> ApiResult<Vec<Arc<StoredObj>>> {
         if rv > self.rv {
             return Err(ApiError::timeout(format!(
@@ -168,26 +183,39 @@ impl Store {
         if rv < self.compacted {
             return Err(too_old(rv));
         }
-        let mut snap: BTreeMap<Key, Arc<StoredObj>> = self
-            .list(gr, ns)
-            .into_iter()
-            .map(|o| ((o.namespace().to_string(), o.name().to_string()), o))
-            .collect();
+        let wanted = |k_ns: &str, k_name: &str| {
+            ns.is_none_or(|n| n == k_ns) && after.is_none_or(|a| (k_ns, k_name) > a)
+        };
+        // the objects' states at `rv` where they changed since: the oldest change's
+        // previous state (None: created since)
+        let mut undone: BTreeMap<Key, Option<Arc<StoredObj>>> = BTreeMap::new();
         for e in self.history.iter().rev().take_while(|e| e.rv > rv) {
-            if &e.gr != gr || ns.is_some_and(|n| n != e.obj.namespace()) {
-                continue;
-            }
-            let key = (e.obj.namespace().to_string(), e.obj.name().to_string());
-            match &e.prev {
-                Some(p) => {
-                    snap.insert(key, p.clone());
-                }
-                None => {
-                    snap.remove(&key);
-                }
+            if &e.gr == gr && wanted(e.obj.namespace(), e.obj.name()) {
+                let key = (e.obj.namespace().to_string(), e.obj.name().to_string());
+                undone.insert(key, e.prev.clone());
             }
         }
-        Ok(snap.into_values().collect())
+        let start = match (after, ns) {
+            (Some((a_ns, a_name)), _) => Bound::Excluded((a_ns.to_string(), a_name.to_string())),
+            (None, Some(n)) => Bound::Included((n.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
+        };
+        let mut out: Vec<Arc<StoredObj>> = match self.objects.get(gr) {
+            None => Vec::new(),
+            Some(m) => m
+                .range((start, Bound::Unbounded))
+                .skip_while(|((n, _), _)| ns.is_some_and(|x| n.as_str() < x))
+                .take_while(|((n, _), _)| ns.is_none_or(|x| n == x))
+                .filter(|(k, _)| undone.is_empty() || !undone.contains_key(*k))
+                .map(|(_, v)| v.clone())
+                .collect(),
+        };
+        let before = out.len();
+        out.extend(undone.into_values().flatten());
+        if out.len() > before {
+            out.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
+        }
+        Ok(out)
     }
 
     /// Commits a create or update. Sets `metadata.resourceVersion`; returns the event.

@@ -76,7 +76,12 @@ pub fn list(
     let gr = rt.group_resource();
     let rv_param = r.q("resourceVersion").unwrap_or("");
     let (items, list_rv) = if let Some(t) = &token {
-        let items = st.store.list_at(&gr, ns, t.rv).map_err(|e| {
+        // the key the last page ended at, "namespace/name" ("/name" cluster-scoped)
+        let after = t
+            .start
+            .split_once('/')
+            .ok_or_else(|| ApiError::bad_request("continue key is not valid"))?;
+        let items = st.store.list_after(&gr, ns, t.rv, Some(after)).map_err(|e| {
             if e.code == 410 {
                 ApiError::gone("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
             } else {
@@ -109,21 +114,24 @@ pub fn list(
         }
     };
     drop(st);
-    let start = token.as_ref().map(|t| t.start.clone());
-    let mut selected: Vec<Arc<StoredObj>> = items
-        .into_iter()
-        .filter(|o| {
-            start
-                .as_ref()
-                .is_none_or(|s| format!("{}/{}", o.namespace(), o.name()) > *s)
-        })
-        .filter(|o| ls.matches(o.value.pointer("/metadata/labels")) && fs.matches(&o.value))
-        .collect();
+    // the first `limit` selected objects; how many objects follow them is reported
+    // only for a list without selectors, as kube-apiserver does (it would have to
+    // test every one of them)
+    let selective = !ls.is_empty() || !fs.0.is_empty();
+    let mut selected: Vec<Arc<StoredObj>> = Vec::new();
+    let mut rest = None;
+    for (i, o) in items.iter().enumerate() {
+        if !(ls.matches(o.value.pointer("/metadata/labels")) && fs.matches(&o.value)) {
+            continue;
+        }
+        if limit > 0 && selected.len() == limit {
+            rest = Some(items.len() - i);
+            break;
+        }
+        selected.push(o.clone());
+    }
     let mut cont = None;
-    let mut remaining = 0;
-    if limit > 0 && selected.len() > limit {
-        remaining = selected.len() - limit;
-        selected.truncate(limit);
+    if let Some(rest) = rest {
         let last = selected
             .last()
             .map(|o| format!("{}/{}", o.namespace(), o.name()))
@@ -133,7 +141,10 @@ pub fn list(
             start: last,
         })
         .unwrap_or_default();
-        cont = Some(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw));
+        cont = Some((
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw),
+            (!selective).then_some(rest),
+        ));
     }
     if r.table {
         let values: Vec<&Value> = selected.iter().map(|o| &o.value).collect();
@@ -142,14 +153,16 @@ pub fn list(
             &rt.columns,
             &values,
             &list_rv.to_string(),
-            cont.as_deref(),
+            cont.as_ref().map(|(c, _)| c.as_str()),
         );
         return Ok((200, Bytes::from(serde_json::to_vec(&t).unwrap_or_default())));
     }
     let mut meta = json!({"resourceVersion": list_rv.to_string()});
-    if let Some(c) = &cont {
+    if let Some((c, rest)) = &cont {
         meta["continue"] = json!(c);
-        meta["remainingItemCount"] = json!(remaining);
+        if let Some(rest) = rest {
+            meta["remainingItemCount"] = json!(rest);
+        }
     }
     if r.metadata_only {
         let items: Vec<Value> = selected.iter().map(|o| partial(&o.value)).collect();
