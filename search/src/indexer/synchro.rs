@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersion;
 use kube::discovery::{Scope, verbs};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -279,23 +279,30 @@ impl Synchro {
         &self,
         batch: &mut Batch<'_>,
         resource: &ApiResource,
-        mut obj: DynamicObject,
+        obj: DynamicObject,
     ) -> StoreResult<()> {
-        obj.types = Some(TypeMeta {
-            api_version: resource.api_version.clone(),
-            kind: resource.kind.clone(),
-        });
-        let value = match serde_json::to_value(&obj) {
+        // the object as JSON: its fields other than metadata are moved, not copied
+        let metadata = match serde_json::to_value(&obj.metadata) {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(cluster = %self.cluster, error = %e, "object not indexed: cannot encode it");
                 return Ok(());
             }
         };
-        let Some(record) = Record::from_object(
+        let mut fields = serde_json::Map::new();
+        fields.insert("apiVersion".into(), resource.api_version.clone().into());
+        fields.insert("kind".into(), resource.kind.clone().into());
+        fields.insert("metadata".into(), metadata);
+        if let serde_json::Value::Object(data) = obj.data {
+            fields.extend(
+                data.into_iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata")),
+            );
+        }
+        let Some(record) = Record::from_value(
             &self.cluster,
             &self.spec.gvr,
-            &value,
+            serde_json::Value::Object(fields),
             self.spec.metadata_only,
         ) else {
             return Ok(());

@@ -52,25 +52,22 @@ impl Record {
         obj: &Value,
         metadata_only: bool,
     ) -> Option<Record> {
-        let meta = obj.get("metadata")?;
+        Record::from_value(cluster, gvr, obj.clone(), metadata_only)
+    }
+
+    /// [`Record::from_object`], taking the object (the indexer's: no copy of it is made).
+    pub fn from_value(
+        cluster: &str,
+        gvr: &Gvr,
+        mut object: Value,
+        metadata_only: bool,
+    ) -> Option<Record> {
+        let meta = object.get("metadata")?;
         let s = |k: &str| meta.get(k).and_then(Value::as_str).unwrap_or_default();
         let name = s("name");
         if name.is_empty() {
             return None;
         }
-        let mut object = match (metadata_only, obj.as_object()) {
-            (true, Some(o)) => Value::Object(
-                o.iter()
-                    .filter(|(k, _)| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            ),
-            _ => obj.clone(),
-        };
-        if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-        }
-        without_nul(&mut object);
         let owners = meta
             .get("ownerReferences")
             .and_then(Value::as_array)
@@ -89,7 +86,7 @@ impl Record {
                     .collect()
             })
             .unwrap_or_default();
-        Some(Record {
+        let mut record = Record {
             cluster: cluster.to_string(),
             gvr: gvr.clone(),
             namespace: s("namespace").to_string(),
@@ -105,8 +102,17 @@ impl Record {
                 .ok()
                 .map(|t| t.as_millisecond()),
             labels,
-            object: object.to_string(),
-        })
+            object: String::new(),
+        };
+        if let (true, Some(o)) = (metadata_only, object.as_object_mut()) {
+            o.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+        }
+        if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        without_nul(&mut object);
+        record.object = object.to_string();
+        Some(record)
     }
 
     /// Which object this is.
