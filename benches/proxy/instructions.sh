@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # benches/proxy/instructions.sh: user-space instructions per proxied request, counted
-# by valgrind's callgrind, for causeway-proxy and nginx on the same nginx backend.
+# by valgrind's callgrind, for causeway-proxy, nginx and (when installed) HAProxy on the
+# same nginx backend.
 #
 # Unlike CPU time on this shared 2-vCPU VM (±10-20% between runs), an instruction
 # count is deterministic to a few parts per thousand, so it shows what a code change
@@ -51,7 +52,7 @@ if [[ $BUILD == 1 ]]; then
 fi
 
 # Ports differ from run.sh's so both can be set up side by side (not run at once).
-P_BACKEND=18280 P_NGINX=18281 P_CAUSEWAY=18283 P_METRICS=18293
+P_BACKEND=18280 P_NGINX=18281 P_HAPROXY=18282 P_CAUSEWAY=18283 P_METRICS=18293
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/causeway-instructions.XXXXXX")
 chmod 755 "$RUN"
 mkdir -p "$RUN"/{run,logs,tmp,www,out}
@@ -103,6 +104,15 @@ measure causeway "http://127.0.0.1:$P_CAUSEWAY/" h2 "$PROXY_BIN" --hub-kubeconfi
 cp "$RUN"/out/causeway-h2.*.1 "$RUN/causeway-h2.callgrind"
 measure nginx "http://127.0.0.1:$P_NGINX/" h1 nginx -p "$RUN/" -e logs/nginx.err -c "$RUN/proxy.conf"
 measure nginx "http://127.0.0.1:$((P_NGINX + 10))/" h2 nginx -p "$RUN/" -e logs/nginx.err -c "$RUN/proxy.conf"
+if command -v haproxy >/dev/null; then
+  # run.sh's config, in the foreground (-db) on this script's ports.
+  sed "s/18080/$P_BACKEND/; s/18082/$P_HAPROXY/; s/18092/$((P_HAPROXY + 10))/; /^  daemon\$/d; s|pidfile run/|pidfile $RUN/run/|" \
+    "$HERE/haproxy.cfg" >"$RUN/haproxy.cfg"
+  measure haproxy "http://127.0.0.1:$P_HAPROXY/" h1 haproxy -db -f "$RUN/haproxy.cfg"
+  measure haproxy "http://127.0.0.1:$((P_HAPROXY + 10))/" h2 haproxy -db -f "$RUN/haproxy.cfg"
+else
+  echo "(haproxy not installed: no HAProxy figures)"
+fi
 for mode in h1 h2; do
   echo
   echo "causeway-proxy, $mode: top functions by self cost (instructions per request):"
