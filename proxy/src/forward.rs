@@ -517,6 +517,17 @@ impl Proxy {
                     // The client's protocol decides (an HTTP/1.0 upstream stays hidden).
                     *resp.version_mut() = Version::HTTP_11;
                     let (parts, body) = resp.into_parts();
+                    // An HTTP/1.1 upstream's trailers as on the raw path (an HTTP/2
+                    // client resets a stream whose trailers carry a hop-by-hop field).
+                    let h1 = !b.protocol.is_h2();
+                    let body = body.map_frame(move |f| match f.into_trailers() {
+                        Ok(mut t) if h1 => {
+                            upstream::raw::keep_passed_trailers(&mut t);
+                            Frame::trailers(t)
+                        }
+                        Ok(t) => Frame::trailers(t),
+                        Err(f) => f,
+                    });
                     let body = Watched {
                         inner: body.map_err(BoxError::from),
                         at_end: Release {

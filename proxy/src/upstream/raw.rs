@@ -268,6 +268,30 @@ pub(crate) fn trailer_passed(name: &[u8]) -> bool {
     !hop_by_hop(name, false) && !NOT_IN_TRAILERS.iter().any(|n| is_token(name, n))
 }
 
+/// Leaves in `trailers` (from an HTTP/1.1 upstream, as hyper's client decoded them) the
+/// fields [`trailer_passed`] lets through.
+pub(crate) fn keep_passed_trailers(trailers: &mut HeaderMap) {
+    if trailers
+        .keys()
+        .all(|n| trailer_passed(n.as_str().as_bytes()))
+    {
+        return;
+    }
+    let mut name = None;
+    for (n, v) in std::mem::take(trailers) {
+        // The map's iterator names a field once, before its first value.
+        if n.is_some() {
+            name = n;
+        }
+        if let Some(n) = name
+            .as_ref()
+            .filter(|n| trailer_passed(n.as_str().as_bytes()))
+        {
+            trailers.append(n.clone(), v);
+        }
+    }
+}
+
 /// Parses a chunked response's trailer section (as [`Part::Trailers`] gave it: its
 /// field lines and the empty line after them) into the trailers an HTTP/2 client gets
 /// ([`trailer_passed`]); empty when there were none.

@@ -193,6 +193,13 @@ async fn http2_clients_on_http1_backends() -> anyhow::Result<()> {
     }
     let (_, _, _, t) = call_trailed(&mut send, "GET", "/echo", empty()).await?;
     assert!(t.is_empty(), "{t:?}");
+    // The same on hyper's client (a streamed upload goes there).
+    let chunks = (0..2).map(|_| Ok::<_, std::io::Error>(Frame::data(Bytes::from_static(b"up"))));
+    let upload = StreamBody::new(futures::stream::iter(chunks)).boxed_unsync();
+    let (status, _, body, t) = call_trailed(&mut send, "POST", "/trailers", upload).await?;
+    assert_eq!((status, &body[..]), (200, &b"hello world"[..]));
+    assert_eq!(t["x-checksum"], "abc");
+    assert_eq!(t.len(), 3, "only the end-to-end trailers: {t:?}");
 
     // Upstreams that break: before the head (or with a body already invalid) the
     // stream gets a 502; after it, the stream is reset.

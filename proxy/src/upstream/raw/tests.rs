@@ -1,6 +1,6 @@
 //! The request writer's HTTP/2 side (the HTTP/1.1 side is in h1's tests).
 
-use super::{Rewrite, hop_by_hop, parse_trailers, write_request};
+use super::{Rewrite, hop_by_hop, keep_passed_trailers, parse_trailers, write_request};
 use crate::headers::HOP_BY_HOP;
 
 /// An HTTP/2 client's request ([`Rewrite::h2`]); HTTP/1.1 ones are in h1's tests.
@@ -173,4 +173,34 @@ fn trailer_sections() {
         err.to_string(),
         "invalid response: more than 100 trailer fields"
     );
+}
+
+/// Trailers hyper's client decoded keep the same fields as a parsed section, in order.
+#[test]
+fn decoded_trailers() {
+    let map = |fields: &[(&'static str, &'static str)]| {
+        let mut m = http::HeaderMap::new();
+        for (n, v) in fields {
+            m.append(*n, http::HeaderValue::from_static(v));
+        }
+        m
+    };
+    for (given, want) in [
+        (&[("x-a", "1")][..], &[("x-a", "1")][..]),
+        (
+            &[
+                ("x-a", "1"),
+                ("connection", "close"),
+                ("x-a", "2"),
+                ("content-length", "5"),
+                ("grpc-status", "0"),
+            ],
+            &[("x-a", "1"), ("x-a", "2"), ("grpc-status", "0")],
+        ),
+        (&[("te", "trailers"), ("keep-alive", "1")], &[]),
+    ] {
+        let mut got = map(given);
+        keep_passed_trailers(&mut got);
+        assert_eq!(got, map(want), "{given:?}");
+    }
 }
