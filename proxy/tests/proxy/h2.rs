@@ -193,6 +193,11 @@ async fn http2_clients_on_http1_backends() -> anyhow::Result<()> {
     }
     let (_, _, _, t) = call_trailed(&mut send, "GET", "/echo", empty()).await?;
     assert!(t.is_empty(), "{t:?}");
+    // Trailers that come after the head, as the stream reads the body.
+    let (status, _, body, t) = call_trailed(&mut send, "GET", "/trailers-late", empty()).await?;
+    assert_eq!((status, &body[..]), (200, &b"hello"[..]));
+    assert_eq!(t.len(), 1, "{t:?}");
+    assert_eq!(t["x-checksum"], "abc");
     // The same on hyper's client (a streamed upload goes there).
     let chunks = (0..2).map(|_| Ok::<_, std::io::Error>(Frame::data(Bytes::from_static(b"up"))));
     let upload = StreamBody::new(futures::stream::iter(chunks)).boxed_unsync();

@@ -19,7 +19,8 @@ use crate::harness::*;
 /// - `/trailers`: a chunked body whose trailers are end-to-end (`x-checksum`, twice
 ///   `x-other`), hop-by-hop (`connection`, `te`) and framing ones (`content-length`);
 ///   `/badtrailer`: one whose trailer line is not a field (`/badtrailer-late`: sent
-///   50 ms after the first chunk);
+///   50 ms after the first chunk; `/trailers-late`: a valid last chunk and trailer
+///   sent then);
 /// - `/close`: a body delimited by closing the connection;
 /// - `/interim`: a 103 Early Hints, then 200;
 /// - `/nocontent`: 204;
@@ -130,6 +131,7 @@ impl Scripted {
                             let late: Option<&[u8]> = match path.as_str() {
                                 "/badchunk-late" => Some(b"zz\r\n"),
                                 "/badtrailer-late" => Some(b"0\r\nnot a field\r\n\r\n"),
+                                "/trailers-late" => Some(b"0\r\nx-checksum: abc\r\n\r\n"),
                                 _ => None,
                             };
                             if let Some(late) = late {
@@ -137,6 +139,10 @@ impl Scripted {
                                 let _ = s.write_all(head).await;
                                 tokio::time::sleep(Duration::from_millis(50)).await;
                                 let _ = s.write_all(late).await;
+                                // A broken body ends the connection; a whole one does not.
+                                if path == "/trailers-late" {
+                                    continue;
+                                }
                                 return;
                             }
                             if s.write_all(&resp).await.is_err() {
