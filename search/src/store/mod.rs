@@ -499,18 +499,36 @@ impl Store {
         Ok(Some(uids))
     }
 
-    /// The most selective positive label requirement, when it selects at most
-    /// [`DRIVE_MAX`] objects (index-only counts on labels_kv, each capped there).
-    async fn label_drive(&self, labels: &[Requirement]) -> StoreResult<Option<Drive>> {
-        let mut best: Option<(i64, usize)> = None;
-        for (i, count) in sql::label_counts(self.dialect(), labels, DRIVE_MAX + 1) {
+    /// The most selective of the positive label requirements and (SQLite) the owner
+    /// search's owned objects, when it selects at most [`DRIVE_MAX`] objects (index-only
+    /// counts, each capped there).
+    async fn drive(
+        &self,
+        q: &Query,
+        labels: &[Requirement],
+        owners: Option<&[String]>,
+    ) -> StoreResult<Option<Drive>> {
+        let d = self.dialect();
+        let mut counts: Vec<(Drive, Stmt)> = sql::label_counts(d, labels, DRIVE_MAX + 1)
+            .into_iter()
+            .map(|(i, count)| (Drive::Label(i), count))
+            .collect();
+        if let (Some(owners), Dialect::Sqlite) = (owners, d) {
+            let cluster = q.clusters.first().map(String::as_str).unwrap_or_default();
+            counts.push((
+                Drive::Owner,
+                sql::owned_count(d, cluster, owners, DRIVE_MAX + 1),
+            ));
+        }
+        let mut best: Option<(i64, Drive)> = None;
+        for (drive, count) in counts {
             let rows = self.rows(count).await?;
             let n = rows.first().and_then(|r| r.first()).map_or(0, Cell::int);
             if n <= DRIVE_MAX && best.is_none_or(|(m, _)| n < m) {
-                best = Some((n, i));
+                best = Some((n, drive));
             }
         }
-        Ok(best.map(|(_, i)| Drive::Label(i)))
+        Ok(best.map(|(_, drive)| drive))
     }
 
     /// Which of a fuzzy name's trigrams ([`sql::trigrams`]) to drive it from
@@ -553,7 +571,7 @@ impl Store {
             labels: &labels,
             fields: &fields,
             owners: owners.as_deref(),
-            drive: self.label_drive(&labels).await?,
+            drive: self.drive(q, &labels, owners.as_deref()).await?,
         };
         let mut walked = None;
         if let (None, Some(fuzzy), Backend::Sqlite(b)) = (

@@ -345,6 +345,10 @@ pub(crate) enum Drive {
     /// tested with `LIKE`; without them, the index's own `LIKE`, which intersects the
     /// names of every trigram of the pattern.
     Name(Option<[usize; 2]>),
+    /// The owner search's owned objects, through the owner index (SQLite): its
+    /// statistics, sampled from the start of the index, do not show how selective an
+    /// owner is, and the planner walked the cluster's objects instead.
+    Owner,
 }
 
 /// What a search selects, before paging.
@@ -407,6 +411,18 @@ pub(crate) fn label_counts(d: Dialect, labels: &[Requirement], cap: i64) -> Vec<
             (i, b.finish(sql))
         })
         .collect()
+}
+
+/// Counts, to `cap` at most, the objects of `cluster` owned by `owners` (an index-only
+/// count on the owner index).
+pub(crate) fn owned_count(d: Dialect, cluster: &str, owners: &[String], cap: i64) -> Stmt {
+    let mut b = Builder::new(d);
+    let c = b.text(cluster);
+    let owned = in_or_none(&mut b, "owner_uid", owners);
+    let cap = b.int(cap);
+    b.finish(format!(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM resources WHERE cluster = {c} AND {owned} LIMIT {cap}) t"
+    ))
 }
 
 /// The `LIKE` pattern the SQLite trigram index can answer for a fuzzy name: at least
@@ -570,6 +586,11 @@ fn source(b: &mut Builder, s: &Search) -> String {
                 }
                 None => format!("SELECT rowid AS rid FROM resources_names WHERE name LIKE {p}"),
             }
+        }
+        (Some(Drive::Owner), Dialect::Sqlite) => {
+            let c = b.text(s.q.clusters.first().map(String::as_str).unwrap_or_default());
+            let owned = in_or_none(b, "owner_uid", s.owners.unwrap_or_default());
+            format!("SELECT id AS rid FROM resources WHERE cluster = {c} AND {owned}")
         }
         _ => return "resources".into(),
     };

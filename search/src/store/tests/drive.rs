@@ -129,8 +129,12 @@ fn drivers(
     out
 }
 
-/// Every page of `qs` (pages of 4) with `drive`.
-async fn walk(s: &Store, qs: &str, drive: Option<Drive>) -> Vec<String> {
+/// Every page of `qs` (pages of 4), each read by `one` from its query string.
+async fn paged<F, Fut>(qs: &str, mut one: F) -> Vec<String>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Page>,
+{
     let mut got = Vec::new();
     let mut token: Option<String> = None;
     for _ in 0..OBJECTS {
@@ -138,6 +142,19 @@ async fn walk(s: &Store, qs: &str, drive: Option<Drive>) -> Vec<String> {
             Some(t) => format!("{qs}&limit=4&continue={t}"),
             None => format!("{qs}&limit=4"),
         };
+        let page = one(page_qs).await;
+        got.extend(names(&page));
+        token = page.continue_token;
+        if token.is_none() {
+            return got;
+        }
+    }
+    panic!("{qs}: more than {OBJECTS} pages");
+}
+
+/// Every page of `qs` (pages of 4) with `drive`.
+async fn walk(s: &Store, qs: &str, drive: Option<Drive>) -> Vec<String> {
+    paged(qs, |page_qs| async move {
         let q = query(&page_qs);
         let labels = label_requirements(&q);
         let (gvr, scope) = (deployments(), Scope::default());
@@ -150,14 +167,9 @@ async fn walk(s: &Store, qs: &str, drive: Option<Drive>) -> Vec<String> {
             owners: None,
             drive,
         };
-        let page = s.page(&search, None).await.unwrap();
-        got.extend(names(&page));
-        token = page.continue_token;
-        if token.is_none() {
-            return got;
-        }
-    }
-    panic!("{qs}: more than {OBJECTS} pages");
+        s.page(&search, None).await.unwrap()
+    })
+    .await
 }
 
 fn expected(qs: &str, want: Want) -> Vec<String> {
@@ -396,4 +408,40 @@ async fn a_first_page_walks_the_index_of_its_order_not_a_sort_of_the_type() {
         let plan = plan(&s, &format!("{qs}&limit=4")).await;
         assert!(!plan.contains("TEMP B-TREE FOR ORDER BY"), "{qs}:\n{plan}");
     }
+}
+
+both!(
+    an_owner_search_is_driven_from_the_owner_index_on_sqlite,
+    |s: Store, _spec| async move {
+        let records = (0..OBJECTS)
+            .map(|i| {
+                let (cluster, ns, name, _) = shape(i);
+                let owner = json!({"metadata": {"ownerReferences": [
+                    {"uid": format!("owner-{}", i % 4), "controller": true}]}});
+                record(cluster, ns, &name, "1", owner)
+            })
+            .collect();
+        s.upsert(records).await.unwrap();
+        let qs = "clusters=a&ownerUID=owner-2";
+        let q = query(qs);
+        let owners = s.owner_uids(&q).await.unwrap();
+        let drive = s.drive(&q, &[], owners.as_deref()).await.unwrap();
+        let want_drive = (s.backend() == "sqlite").then_some(Drive::Owner);
+        assert_eq!(drive, want_drive);
+        let want = expected(qs, |i| i % 4 == 2 && shape(i).0 == "a");
+        assert!(!want.is_empty());
+        assert_eq!(all(&s, qs).await, want);
+        // and page by page
+        assert_eq!(walk_owned(&s, qs).await, want);
+    }
+);
+
+/// Every page (of 4) of an owner search, as the store chooses its driver.
+async fn walk_owned(s: &Store, qs: &str) -> Vec<String> {
+    paged(qs, |page_qs| async move {
+        s.search(&deployments(), &query(&page_qs), &Scope::default())
+            .await
+            .unwrap()
+    })
+    .await
 }

@@ -156,6 +156,8 @@ async fn queries_on_an_existing_store() {
         "limit=100&fuzzyName=checkout-web-4242",
         "limit=100&fuzzyName=pay",
         "limit=100&fuzzyName=zzzz",
+        "limit=100&ownerName=payments-api-0&ownerGR=deployments.apps&ownerSeniority=1&clusters=member-0",
+        "limit=100&ownerName=search-web-995&ownerGR=deployments.apps&ownerSeniority=1&clusters=member-9",
     ];
     for qs in queries {
         let mut times = Vec::new();
