@@ -5,7 +5,8 @@
 # One proxy (the `dataplane` build, --worker-threads 1 as in run.sh) in front of the
 # nginx backend, the bench's hub objects (hub-objects.yaml). Phases: idle (routes
 # served), then h2load --h1 -c50, then h2c -c50 -m10 twice, N requests each. After each
-# phase: VmRSS, VmHWM (the peak so far) and AnonHugePages (smaps_rollup), in MiB.
+# phase: VmRSS, VmHWM (the peak so far), RssAnon and RssFile (the heap and the binary's
+# own pages, now) and AnonHugePages (smaps_rollup), in MiB.
 #
 # Usage: benches/proxy/peak-rss.sh [--requests N] [--no-build]
 # Environment: CARGO_TARGET_DIR (default <repo>/target), PROXY_BIN (default
@@ -68,8 +69,9 @@ curl -sf -o /dev/null --max-time 2 "$URL" || { echo "peak-rss.sh: the proxy did 
 
 mib() { awk -v k="$1" '$1 == k":" {printf "%.1f", $2 / 1024}' "$2"; }
 report() {
-  printf '%-16s VmRSS %6s MiB  VmHWM %6s MiB  AnonHugePages %5s MiB\n' "$1" \
+  printf '%-16s VmRSS %6s MiB  VmHWM %6s MiB  RssAnon %6s MiB  RssFile %5s MiB  AnonHugePages %5s MiB\n' "$1" \
     "$(mib VmRSS "/proc/$PROXY/status")" "$(mib VmHWM "/proc/$PROXY/status")" \
+    "$(mib RssAnon "/proc/$PROXY/status")" "$(mib RssFile "/proc/$PROXY/status")" \
     "$(mib AnonHugePages "/proc/$PROXY/smaps_rollup")"
 }
 phase() {
