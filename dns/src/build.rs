@@ -9,6 +9,7 @@ use hickory_proto::rr::rdata::{A, AAAA, NS, SOA, SRV, TXT};
 use hickory_proto::rr::{Name, RData};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
+use crate::hash::NameMap;
 use crate::index::{
     ImportInput, IndexError, Node, PortInput, RrSet, SCHEMA_VERSION, ServiceKind, SliceInput,
     VERSION_TTL, ZoneConfig, rtype,
@@ -204,7 +205,7 @@ fn add_headless(nodes: &mut Nodes, svc: &str, svc_wire: &[u8], slices: &[&SliceI
 /// Encoded nodes, the apex SOA as a full RR (when the apex is among them), and the
 /// number of resource records.
 pub(crate) struct Encoded {
-    pub nodes: HashMap<Box<[u8]>, Node>,
+    pub nodes: NameMap<Node>,
     pub soa_authority: Option<Box<[u8]>>,
     pub records: usize,
 }
@@ -213,7 +214,7 @@ pub(crate) struct Encoded {
 pub(crate) fn encode(built: Nodes, ttl: u32) -> Result<Encoded, IndexError> {
     let mut records = 0;
     let mut soa_authority = None;
-    let mut nodes = HashMap::with_capacity(built.len());
+    let mut nodes = NameMap::with_capacity_and_hasher(built.len(), Default::default());
     for (wire, nb) in built {
         let mut sets: Vec<(u16, RrSet)> = Vec::new();
         let mut push = |rt: u16, rrs: Vec<Vec<u8>>| {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use crate::build;
+use crate::hash::NameMap;
 use crate::name::{self, NameError};
 
 /// RR type codes the index serves.
@@ -165,7 +166,7 @@ impl Node {
 /// between snapshots: a change rebuilds only the services it touches.
 #[derive(Debug, Default)]
 pub struct ServiceNodes {
-    nodes: HashMap<Box<[u8]>, Node>,
+    nodes: NameMap<Node>,
     records: usize,
 }
 
@@ -177,8 +178,8 @@ pub struct ServiceNodes {
 #[derive(Debug)]
 pub struct Zone {
     apex: Box<[u8]>,
-    statics: HashMap<Box<[u8]>, Node>,
-    services: HashMap<Box<[u8]>, Arc<ServiceNodes>>,
+    statics: NameMap<Node>,
+    services: NameMap<Arc<ServiceNodes>>,
     soa_authority: Box<[u8]>,
     ns_glue: RrSet,
     serial: u32,
@@ -312,7 +313,7 @@ pub struct ZoneState {
     cfg: ZoneConfig,
     apex: Vec<u8>,
     apex_dotted: String,
-    services: HashMap<Box<[u8]>, Arc<ServiceNodes>>,
+    services: NameMap<Arc<ServiceNodes>>,
     keys: HashMap<(String, String), Box<[u8]>>,
 }
 
@@ -325,7 +326,7 @@ impl ZoneState {
             cfg,
             apex,
             apex_dotted,
-            services: HashMap::new(),
+            services: NameMap::default(),
             keys: HashMap::new(),
         })
     }

@@ -23,6 +23,7 @@
 pub mod answer;
 mod build;
 pub mod client;
+pub mod hash;
 pub mod index;
 pub mod metrics;
 pub mod name;
