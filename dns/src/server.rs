@@ -56,12 +56,22 @@ impl ServerState {
     /// Answers one packet and counts it in the metrics at once (TCP).
     pub(crate) fn handle(&self, pkt: &[u8], transport: Transport, out: &mut Vec<u8>) -> Outcome {
         let mut tally = Tally::default();
-        let outcome = self.answer(&self.zone.load(), pkt, transport, out, &mut tally);
+        let mut since = Instant::now();
+        let outcome = self.answer(
+            &self.zone.load(),
+            pkt,
+            transport,
+            out,
+            &mut tally,
+            &mut since,
+        );
         self.metrics.flush(&mut tally);
         outcome
     }
 
-    /// Answers one packet from `zone`, counting it in `tally`.
+    /// Answers one packet from `zone`, counting it in `tally` with the time from
+    /// `since` to the end of the answer, which becomes the next `since`: a batch reads
+    /// the clock once per query, not twice.
     fn answer(
         &self,
         zone: &Zone,
@@ -69,10 +79,12 @@ impl ServerState {
         transport: Transport,
         out: &mut Vec<u8>,
         tally: &mut Tally,
+        since: &mut Instant,
     ) -> Outcome {
-        let start = Instant::now();
         let outcome = answer::respond(zone, &self.settings, pkt, transport, out);
-        tally.record(&outcome, start.elapsed());
+        let now = Instant::now();
+        tally.record(&outcome, now.saturating_duration_since(*since));
+        *since = now;
         outcome
     }
 }
@@ -236,18 +248,21 @@ pub fn udp_worker(
         };
         let zone = shared.zone.load();
         batch.replies.clear();
+        let mut since = Instant::now();
         for i in 0..n {
             let (len, Some(peer)) = &batch.got[i] else {
                 continue;
             };
             let at = i * UDP_READ;
             let pkt = &batch.bufs[at..at + (*len).min(UDP_READ)];
-            match shared.answer(&zone, pkt, Transport::Udp, &mut batch.outs[i], &mut tally) {
+            let out = &mut batch.outs[i];
+            match shared.answer(&zone, pkt, Transport::Udp, out, &mut tally, &mut since) {
                 Outcome::Reply { .. } => batch.replies.push(i),
                 Outcome::Forward { limit } => {
                     if let Some(peer) = std_addr(peer) {
                         forward(&sock, &shared, &rt, pkt, peer, limit);
                     }
+                    since = Instant::now();
                 }
                 Outcome::Drop => {}
             }
