@@ -92,7 +92,8 @@ pub async fn objects(
             format!("{} is not namespaced", group_resource(&ty.gvr)),
         );
     }
-    let q = match Query::parse(&params_for(t, params), t.cluster.as_deref()) {
+    let params = params_for(t, params);
+    let q = match Query::parse(&params, t.cluster.as_deref()) {
         Ok(q) => q,
         Err(e) => return failure(StatusCode::BAD_REQUEST, e.0),
     };
@@ -112,7 +113,11 @@ pub async fn objects(
         Some(scope) => {
             let started = Instant::now();
             let r = shared.store.search(&ty.gvr, &q, &scope).await;
-            shared.metrics.observe_query(started.elapsed());
+            let took = started.elapsed();
+            shared.metrics.observe_query(took);
+            if took >= SLOW {
+                tracing::warn!(resource = %group_resource(&ty.gvr), ?params, ?took, "slow search");
+            }
             match r {
                 Ok(p) => p,
                 Err(StoreError::Query(e)) => return failure(StatusCode::BAD_REQUEST, e.0),
@@ -125,6 +130,9 @@ pub async fn objects(
         None => listed(&ty, page, as_table),
     }
 }
+
+/// A search taking this long is logged (with its parameters) as slow.
+const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Every item with its apiVersion and kind (list items from some servers lack them).
 fn typed(ty: &TypeInfo, mut items: Vec<Value>) -> Vec<Value> {
