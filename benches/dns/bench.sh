@@ -12,7 +12,12 @@
 # (`taskset -c 1`) with one worker. All servers are started once and stay up (idle
 # when not measured); each pass runs every load against every server in turn. Per run:
 #   - server CPU per query = Δ(utime+stime) of the server PID from /proc/PID/stat over
-#     that run only ÷ completed queries;
+#     that run only ÷ completed queries. That is tick-sampled (this kernel: HZ=250,
+#     TICK_CPU_ACCOUNTING, no IRQ time accounting): a 4 ms tick charges whoever runs at
+#     that instant, so servers that sleep and wake thousands of times a second in step
+#     with the load are charged by sampling luck. Hence also
+#   - task-clock per query = `perf stat -e task-clock -p PID` over the same run ÷
+#     completed queries (the scheduler's own on-CPU time of every thread; 0 without perf);
 #   - latency distribution from dnsperf -v (one line per answer with its latency):
 #     mean, p50, p90, p99, p99.9, max;
 #   - foreign CPU = Δ(busy ticks of the whole box) − server − dnsperf (other tenants).
@@ -84,7 +89,7 @@ wait_dns() { # port name
 }
 
 RESULTS=$S/out/results.tsv
-printf 'pass\tserver\tqueries\trate\tqps\tcompleted\tlost\tcpu_us_per_q\tlat_mean_us\tlat_p50_us\tlat_p90_us\tlat_p99_us\tlat_p999_us\tlat_max_us\tbusy_pct_before\tforeign_s\n' >"$RESULTS"
+printf 'pass\tserver\tqueries\trate\tqps\tcompleted\tlost\tcpu_us_per_q\tlat_mean_us\tlat_p50_us\tlat_p90_us\tlat_p99_us\tlat_p999_us\tlat_max_us\tbusy_pct_before\tforeign_s\ttask_us_per_q\n' >"$RESULTS"
 
 # run PASS SERVER PID PORT QUERIES RATE(0 = max) -> one TSV row
 run() {
@@ -92,14 +97,23 @@ run() {
   local v="$S/runs/$server-$qf-$rate-p$pass"
   [ "$rate" != 0 ] && extra=(-Q "$rate")
   quiet=$(wait_quiet)
+  local pp=""
+  if command -v perf >/dev/null; then
+    perf stat -x, -e task-clock -p "$pid" -o "$v.tc" & pp=$!
+  fi
   b0=$(busy_ticks); t0=$(cpu_ticks "$pid")
   # The wrapper shell prints dnsperf's CPU ticks (its children's, once it has exited).
   lg=$(taskset -c 0 sh -c 'dnsperf "$@" >"$0.v" 2>&1; awk "{print \$16 + \$17}" /proc/$$/stat' \
     "$v" -s 127.0.0.1 -p "$port" -d "$S/big/$qf.txt" -l "$DUR" -c 4 -T 1 -q 200 -v "${extra[@]}")
   t1=$(cpu_ticks "$pid"); b1=$(busy_ticks)
-  python3 - "$v.v" "$pass" "$server" "$qf" "$rate" "$((t1 - t0))" "$TICK" "$quiet" "$((b1 - b0 - (t1 - t0) - lg))" <<'EOF'
+  local tc=0
+  if [ -n "$pp" ]; then
+    kill -INT "$pp"; wait "$pp" || true
+    tc=$(awk -F, '$3 == "task-clock" {print $1}' "$v.tc" 2>/dev/null); tc=${tc:-0}
+  fi
+  python3 - "$v.v" "$pass" "$server" "$qf" "$rate" "$((t1 - t0))" "$TICK" "$quiet" "$((b1 - b0 - (t1 - t0) - lg))" "$tc" <<'EOF'
 import re, sys
-path, pas, server, qf, rate, dt, tick, quiet, foreign = sys.argv[1:]
+path, pas, server, qf, rate, dt, tick, quiet, foreign, tc_ms = sys.argv[1:]
 lat, text = [], []
 for line in open(path, errors="replace"):
     if line.startswith("> "):
@@ -116,11 +130,12 @@ lat.sort()
 pct = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else 0.0
 mean = sum(lat) / len(lat) if lat else 0.0
 cpu = int(dt) / int(tick) * 1e6 / (done or 1)
+task = float(tc_ms) * 1e3 / (done or 1)
 print("\t".join([pas, server, qf, rate, f"{qps:.0f}", f"{done:.0f}", f"{lost:.0f}", f"{cpu:.2f}", f"{mean:.0f}",
                  f"{pct(.5):.0f}", f"{pct(.9):.0f}", f"{pct(.99):.0f}", f"{pct(.999):.0f}", f"{lat[-1] if lat else 0:.0f}",
-                 quiet, f"{int(foreign) / int(tick):.2f}"]))
+                 quiet, f"{int(foreign) / int(tick):.2f}", f"{task:.2f}"]))
 EOF
-  rm -f "$v.v"
+  rm -f "$v.v" "$v.tc"
 }
 
 # ---- start every server once (cpu1), each on its own port -------------------------------
