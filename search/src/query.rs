@@ -234,6 +234,15 @@ impl fmt::Display for SortField {
 }
 
 impl Query {
+    /// The cluster an owner search resolves its owner in: the first one asked for
+    /// (`""`, which holds nothing, without one).
+    pub fn owner_cluster(&self) -> &str {
+        self.clusters
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default()
+    }
+
     /// Parses a list request's query parameters (repeated ones are joined, as for
     /// `clusters=a&clusters=b`); `path_cluster` is the cluster named in the path
     /// (`…/resources/clusters/<c>/…`), if any.

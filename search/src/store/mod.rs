@@ -459,7 +459,7 @@ impl Store {
             return Ok(None);
         };
         let d = self.dialect();
-        let cluster = q.clusters.first().map(String::as_str).unwrap_or_default();
+        let cluster = q.owner_cluster();
         let mut uids = match &o.owner {
             Owner::Uid(u) => vec![u.clone()],
             Owner::Name {
@@ -514,11 +514,8 @@ impl Store {
             .map(|(i, count)| (Drive::Label(i), count))
             .collect();
         if let (Some(owners), Dialect::Sqlite) = (owners, d) {
-            let cluster = q.clusters.first().map(String::as_str).unwrap_or_default();
-            counts.push((
-                Drive::Owner,
-                sql::owned_count(d, cluster, owners, DRIVE_MAX + 1),
-            ));
+            let count = sql::owned_count(d, q.owner_cluster(), owners, DRIVE_MAX + 1);
+            counts.push((Drive::Owner, count));
         }
         let mut best: Option<(i64, Drive)> = None;
         for (drive, count) in counts {

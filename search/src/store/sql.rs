@@ -588,7 +588,7 @@ fn source(b: &mut Builder, s: &Search) -> String {
             }
         }
         (Some(Drive::Owner), Dialect::Sqlite) => {
-            let c = b.text(s.q.clusters.first().map(String::as_str).unwrap_or_default());
+            let c = b.text(s.q.owner_cluster());
             let owned = in_or_none(b, "owner_uid", s.owners.unwrap_or_default());
             format!("SELECT id AS rid FROM resources WHERE cluster = {c} AND {owned}")
         }
@@ -708,19 +708,13 @@ pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
         // pages do, rather than another index of the type's rows and a sort of them all
         // (in the default order it took the namespace-first index: seconds at 1M Pods)
         (None, Some(k)) if d == Dialect::Sqlite => {
-            let bound = if !numeric(k.field) {
-                b.text("")
-            } else if k.desc {
-                b.int(i64::MAX)
-            } else {
-                b.int(i64::MIN)
+            // every value is in the range: text >= '', numbers >= MIN (<= MAX descending)
+            let range = match (numeric(k.field), k.desc) {
+                (false, _) => format!(">= {}", b.text("")),
+                (true, false) => format!(">= {}", b.int(i64::MIN)),
+                (true, true) => format!("<= {}", b.int(i64::MAX)),
             };
-            let op = if k.desc && numeric(k.field) {
-                "<="
-            } else {
-                ">="
-            };
-            c.push(format!("{} {op} {bound}", column(k.field)));
+            c.push(format!("{} {range}", column(k.field)));
         }
         _ => {}
     }

@@ -105,23 +105,9 @@ both!(
             "limit=100&since=2024-01-01T12:00:00Z&before=2024-01-01T13:00:00Z",
         ];
         for qs in queries {
-            let mut times = Vec::new();
-            let mut token = None::<String>;
-            for _ in 0..30 {
-                let q = match &token {
-                    Some(t) => format!("{qs}&continue={t}"),
-                    None => qs.to_string(),
-                };
-                let t = Instant::now();
-                let page = s
-                    .search(&deployments(), &query(&q), &Scope::default())
-                    .await
-                    .unwrap();
-                times.push(t.elapsed());
-                token = page.continue_token;
-            }
+            let (times, _) = timed_pages(&s, &deployments(), qs, 30).await;
             println!(
-                "{}: {qs}: 30 consecutive pages p50 {:?} p99 {:?}\n    {}",
+                "{}: {qs}: up to 30 consecutive pages p50 {:?} p99 {:?}\n    {}",
                 s.backend(),
                 percentile(times.clone(), 0.5),
                 percentile(times, 0.99),
@@ -133,6 +119,28 @@ both!(
         }
     }
 );
+
+/// The time of each of up to `pages` consecutive pages of `qs` (by continue token), and
+/// the objects they held.
+async fn timed_pages(s: &Store, gvr: &Gvr, qs: &str, pages: usize) -> (Vec<Duration>, usize) {
+    let (mut times, mut n) = (Vec::new(), 0);
+    let mut token = None::<String>;
+    for _ in 0..pages {
+        let q = match &token {
+            Some(t) => format!("{qs}&continue={t}"),
+            None => qs.to_string(),
+        };
+        let t = Instant::now();
+        let page = s.search(gvr, &query(&q), &Scope::default()).await.unwrap();
+        times.push(t.elapsed());
+        n += page.items.len();
+        token = page.continue_token;
+        if token.is_none() {
+            break;
+        }
+    }
+    (times, n)
+}
 
 /// The bench's query shapes (`benches/search`) on an existing store, e.g. one the bench
 /// left: `CAUSEWAY_SPEED_STORE=/path/search.db cargo test -p causeway-search --profile
@@ -160,26 +168,7 @@ async fn queries_on_an_existing_store() {
         "limit=100&ownerName=search-web-995&ownerGR=deployments.apps&ownerSeniority=1&clusters=member-9",
     ];
     for qs in queries {
-        let mut times = Vec::new();
-        let mut token = None::<String>;
-        let mut n = 0;
-        for _ in 0..10 {
-            let q = match &token {
-                Some(t) => format!("{qs}&continue={t}"),
-                None => qs.to_string(),
-            };
-            let t = Instant::now();
-            let page = s
-                .search(&pods, &query(&q), &Scope::default())
-                .await
-                .unwrap();
-            times.push(t.elapsed());
-            n += page.items.len();
-            token = page.continue_token;
-            if token.is_none() {
-                break;
-            }
-        }
+        let (times, n) = timed_pages(&s, &pods, qs, 10).await;
         println!(
             "{}: {qs}: {} pages, {n} objects, p50 {:?} max {:?}",
             s.backend(),
