@@ -21,8 +21,9 @@ use crate::table::Backend;
 use crate::upstream;
 use crate::upstream::raw::{self, Fields, RawBody, Rewrite, exchange};
 
-/// A request as the hyper path rewrote it (hop-by-hop headers out, forwarding headers
-/// in), with its whole body.
+/// An HTTP/2 client's request for the raw pool, with its whole body: its header map
+/// either as the hyper path rewrote it (HTTPRoute filters, header-hashed backends) or
+/// as the client sent it, `rw` saying what [`raw::write_request`] changes as it writes.
 pub(super) struct Req<'a> {
     pub(super) method: &'a Method,
     /// Path and query.
