@@ -55,7 +55,6 @@ fi
 P_BACKEND=18280 P_NGINX=18281 P_HAPROXY=18282 P_CAUSEWAY=18283 P_METRICS=18293
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/causeway-instructions.XXXXXX")
 chmod 755 "$RUN"
-mkdir -p "$RUN"/{run,logs,tmp,www,out}
 PIDS=()
 cleanup() {
   local p
