@@ -100,7 +100,9 @@ mod tests {
     fn equal_names_hash_equal_and_near_names_apart() {
         let s = NameState::default();
         let base = b"\x04svc7\x03ns1\x03svc\x0aclusterset\x05local\x00";
-        assert_eq!(hash(&s, base), hash(&s, &base[..]));
+        // A boxed key and the borrowed name a lookup passes hash alike (and again so).
+        assert_eq!(hash(&s, base), s.hash_one(&base[..]));
+        assert_eq!(hash(&s, base), hash(&s, base));
         // Every one-byte change, and every truncation, gives another hash.
         let mut seen = std::collections::HashSet::new();
         seen.insert(hash(&s, base));
