@@ -2,95 +2,22 @@
 //!
 //! Every query hashes its name twice (the service key, then the full name); with std's
 //! SipHash-1-3 that was a sixth of the user-space instructions per query (callgrind,
-//! benches/results/dns.md). This one folds eight bytes at a time with a 64×64→128-bit
-//! multiply (the folded multiply of foldhash and ahash's fallback), keyed by a random
-//! seed per map, so colliding names cannot be chosen without knowing the seed.
+//! benches/results/dns.md). foldhash's fast hasher folds eight bytes at a time with a
+//! 64×64→128-bit multiply, keyed by a random seed per map, so colliding names cannot be
+//! chosen without knowing the seed.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+
+/// Builds the name maps' hashers, with a seed drawn once per map.
+pub type NameState = foldhash::fast::RandomState;
 
 /// A hash map keyed by lowercase wire names.
 pub type NameMap<V> = HashMap<Box<[u8]>, V, NameState>;
 
-/// Builds [`NameHasher`]s with a seed drawn once per map.
-#[derive(Clone, Debug)]
-pub struct NameState {
-    seed: [u64; 2],
-}
-
-impl Default for NameState {
-    fn default() -> Self {
-        let s = std::collections::hash_map::RandomState::new();
-        NameState {
-            seed: [s.hash_one(0x243f_6a88_85a3_08d3_u64), s.hash_one(1u64) | 1],
-        }
-    }
-}
-
-impl BuildHasher for NameState {
-    type Hasher = NameHasher;
-
-    fn build_hasher(&self) -> NameHasher {
-        NameHasher {
-            acc: self.seed[1],
-            seed: self.seed,
-        }
-    }
-}
-
-/// See the module documentation.
-#[derive(Clone, Debug)]
-pub struct NameHasher {
-    acc: u64,
-    seed: [u64; 2],
-}
-
-#[inline(always)]
-fn fold(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
-}
-
-impl NameHasher {
-    #[inline(always)]
-    fn mix(&mut self, word: u64) {
-        self.acc = fold(word ^ self.seed[0], self.acc ^ self.seed[1]);
-    }
-}
-
-impl Hasher for NameHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.mix(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            // The length byte keeps "a" and "a\0" apart.
-            w[7] ^= rest.len() as u8;
-            self.mix(u64::from_le_bytes(w));
-        }
-    }
-
-    #[inline]
-    fn write_usize(&mut self, n: usize) {
-        self.mix(n as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        fold(self.acc, self.seed[0] ^ 0x1319_8a2e_0370_7344).rotate_left(26)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::hash::BuildHasher;
 
     fn hash(state: &NameState, key: &[u8]) -> u64 {
         state.hash_one(Box::<[u8]>::from(key))
