@@ -11,8 +11,14 @@
 # For each proxy: start it under callgrind, send 2,000 warm-up requests, zero the
 # counters, send N requests with h2load (HTTP/1.1 with --h1, or h2c -m10), dump, and
 # divide. Prints the top functions of causeway-proxy by self cost (h1 and h2).
+# causeway-proxy executes itself once at start (transparent huge pages off before its
+# allocator starts, proxy/src/main.rs): --trace-children=yes keeps it under callgrind.
 #
 # Usage: benches/proxy/instructions.sh [--requests N] [--no-build] [--top K] [--keep]
+#          [--only LIST] [--modes LIST]
+#   --only   comma-separated proxies to measure (causeway,nginx,haproxy; default all)
+#   --modes  comma-separated modes (h1,h2; default both): e.g. `--only causeway --modes h1`
+#            while iterating on the HTTP/1.1 engine
 #   --keep   keep the run dir (the callgrind dumps: causeway-h1.callgrind, causeway-h2.callgrind)
 # Needs: valgrind, nginx, h2load, kubectl (as run.sh). Environment: CARGO_TARGET_DIR,
 # PROFILE (the causeway-proxy build profile, default dataplane), PROXY_BIN (another
@@ -27,12 +33,16 @@ N=4000
 BUILD=1
 TOP=25
 KEEP=0
+ONLY=causeway,nginx,haproxy
+MODES=h1,h2
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --requests) N=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --top) TOP=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --only) ONLY=$2; shift 2 ;;
+    --modes) MODES=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "instructions.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -72,12 +82,14 @@ sed "s/18080/$P_BACKEND/g; s/18081/$P_NGINX/g; s/18091/$((P_NGINX + 10))/g; s/^d
   "$HERE/nginx-proxy.conf" >"$RUN/proxy.conf"
 
 # measure NAME URL MODE CMD...: prints "NAME MODE IR_PER_REQUEST"; leaves the dump.
+# Skipped unless NAME is in --only and MODE in --modes.
 measure() {
   local name=$1 url=$2 mode=$3; shift 3
+  [[ ",$ONLY," == *",$name,"* && ",$MODES," == *",$mode,"* ]] || return 0
   local load=(h2load --h1 -c50) probe=(curl -sf -o /dev/null --max-time 2)
   [[ $mode == h2 ]] && load=(h2load -c50 -m10) && probe+=(--http2-prior-knowledge)
   # shellcheck disable=SC2086 # CALLGRIND_OPTS is a list of options
-  valgrind --tool=callgrind --compress-strings=no --compress-pos=no ${CALLGRIND_OPTS:-} \
+  valgrind --tool=callgrind --trace-children=yes --compress-strings=no --compress-pos=no ${CALLGRIND_OPTS:-} \
     --callgrind-out-file="$RUN/out/$name-$mode.%p" "$@" >"$RUN/logs/$name-$mode.log" 2>&1 &
   local vp=$!
   PIDS+=("$vp")
@@ -97,13 +109,15 @@ measure() {
 
 measure causeway "http://127.0.0.1:$P_CAUSEWAY/" h1 "$PROXY_BIN" --hub-kubeconfig "$RUN/hub.kubeconfig" \
   --cluster east --listen-http "127.0.0.1:$P_CAUSEWAY" --metrics "127.0.0.1:$P_METRICS" --no-publish --worker-threads 1
-cp "$RUN"/out/causeway-h1.*.1 "$RUN/causeway-h1.callgrind"
+cp "$RUN"/out/causeway-h1.*.1 "$RUN/causeway-h1.callgrind" 2>/dev/null || true
 measure causeway "http://127.0.0.1:$P_CAUSEWAY/" h2 "$PROXY_BIN" --hub-kubeconfig "$RUN/hub.kubeconfig" \
   --cluster east --listen-http "127.0.0.1:$P_CAUSEWAY" --metrics "127.0.0.1:$P_METRICS" --no-publish --worker-threads 1
-cp "$RUN"/out/causeway-h2.*.1 "$RUN/causeway-h2.callgrind"
+cp "$RUN"/out/causeway-h2.*.1 "$RUN/causeway-h2.callgrind" 2>/dev/null || true
 measure nginx "http://127.0.0.1:$P_NGINX/" h1 nginx -p "$RUN/" -e logs/nginx.err -c "$RUN/proxy.conf"
 measure nginx "http://127.0.0.1:$((P_NGINX + 10))/" h2 nginx -p "$RUN/" -e logs/nginx.err -c "$RUN/proxy.conf"
-if command -v haproxy >/dev/null; then
+if [[ ",$ONLY," != *,haproxy,* ]]; then
+  :
+elif command -v haproxy >/dev/null; then
   # run.sh's config, in the foreground (-db) on this script's ports.
   sed "s/18080/$P_BACKEND/; s/18082/$P_HAPROXY/; s/18092/$((P_HAPROXY + 10))/; /^  daemon\$/d; s|pidfile run/|pidfile $RUN/run/|" \
     "$HERE/haproxy.cfg" >"$RUN/haproxy.cfg"
@@ -113,6 +127,7 @@ else
   echo "(haproxy not installed: no HAProxy figures)"
 fi
 for mode in h1 h2; do
+  [[ -f "$RUN/causeway-$mode.callgrind" ]] || continue
   echo
   echo "causeway-proxy, $mode: top functions by self cost (instructions per request):"
   python3 "$HERE/callgrind_sum.py" --requests "$N" --top "$TOP" "$RUN/causeway-$mode.callgrind"

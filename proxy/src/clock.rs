@@ -11,7 +11,13 @@ fn epoch() -> Instant {
 
 /// Nanoseconds since the process-wide epoch (never 0, so 0 can mean "unset").
 pub fn now_nanos() -> u64 {
-    (epoch().elapsed().as_nanos() as u64).max(1)
+    nanos_at(Instant::now())
+}
+
+/// [`now_nanos`] of `t`, a clock read already made (one read can serve a request's
+/// timers and its balancer state).
+pub fn nanos_at(t: Instant) -> u64 {
+    (t.saturating_duration_since(epoch()).as_nanos() as u64).max(1)
 }
 
 /// Nanoseconds of a duration, saturating.

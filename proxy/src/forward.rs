@@ -382,14 +382,19 @@ impl Proxy {
         };
         let tls = b.protocol == Protocol::H2Tls;
         loop {
-            let Pick { ep, mut inflight } = match attempts.pick() {
+            let Pick {
+                ep,
+                mut inflight,
+                at,
+                ..
+            } = match attempts.pick() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(why) => return self.refuse(why),
             };
             // Until the response head: the request timeout, or the call's deadline when
             // that comes first (then the client's choice, not the upstream's failure).
-            let mut until = tokio::time::Instant::now() + limits.request_timeout;
+            let mut until = at + limits.request_timeout;
             let call_deadline = call.as_ref().and_then(|c| c.deadline);
             let deadline_first = call_deadline.is_some_and(|(d, _)| d <= until);
             if let Some((d, t)) = call_deadline.filter(|_| deadline_first) {

@@ -53,6 +53,7 @@ use crate::pipeline::{
 };
 use crate::target::normalize_path;
 use crate::upstream::{self, Raw};
+use crate::wake::Stop;
 
 use answer::{To, answer, error_response};
 use deadline::Deadline;
@@ -184,9 +185,8 @@ where
         eof: false,
     };
     let mut served = false;
-    // One registration with the token for the connection's life, not one per read.
-    let stopped = stop.cancelled();
-    tokio::pin!(stopped);
+    // One registration with the token for the connection's life; then a flag read.
+    let mut stop = Stop::new(stop);
     loop {
         if stop.is_cancelled() {
             return End::Closed;
@@ -213,6 +213,10 @@ where
             }
             buf.reserve(READ_CHUNK.min(limits.max_header_bytes.max(4096)));
             tokio::select! {
+                // The read first: once it is ready (the usual wake-up), the timer and
+                // the token are not polled again. A client that keeps sending fills
+                // the head's size limit; one that pauses meets the timer.
+                biased;
                 r = io.read_buf(buf) => match r {
                     Ok(0) | Err(_) => return End::Closed,
                     Ok(_) => {}
@@ -223,10 +227,10 @@ where
                     let _ = io.shutdown().await;
                     return End::Closed;
                 }
-                () = &mut stopped => return End::Closed,
+                () = &mut stop => return End::Closed,
             }
         }
-        match serve_one(io, buf, &head, proxy, conn, &mut bufs, stop).await {
+        match serve_one(io, buf, &head, proxy, conn, &mut bufs, &stop).await {
             Ok(Served::KeepAlive) => served = true,
             Ok(Served::Close) => {
                 let _ = io.shutdown().await;
@@ -297,7 +301,7 @@ async fn serve_one<T>(
     proxy: &Proxy,
     conn: &Conn,
     bufs: &mut Bufs,
-    stop: &CancellationToken,
+    stop: &Stop<'_>,
 ) -> Result<Served, Handoff>
 where
     T: AsyncRead + AsyncWrite + Unpin,
@@ -403,7 +407,12 @@ where
     // The whole body is at hand: any attempt can send it.
     let mut attempts = Attempts::new(proxy, &b, key, true);
     loop {
-        let Pick { ep, mut inflight } = match attempts.pick() {
+        let Pick {
+            ep,
+            mut inflight,
+            at,
+            now,
+        } = match attempts.pick() {
             Ok(Some(p)) => p,
             Ok(None) => break,
             Err(why) => return answer(io, proxy, &mut bufs.out, why, to).await,
@@ -412,7 +421,7 @@ where
         // Per attempt, as on the hyper path. The client is watched meanwhile: if it
         // goes away, so does the upstream exchange (the upstream connection closes,
         // as nginx and hyper do). Bytes it pipelines are kept for later.
-        bufs.request.set(Instant::now() + limits.request_timeout);
+        bufs.request.set(at + limits.request_timeout);
         let res = {
             // A whole read chunk for the head (and the start of the body).
             bufs.ubuf.clear();
@@ -423,6 +432,7 @@ where
             };
             let ex = exchange(
                 &ep,
+                now,
                 &bufs.req,
                 idem,
                 head_request,

@@ -33,6 +33,7 @@ pub mod table;
 pub mod target;
 pub mod tls;
 pub mod upstream;
+mod wake;
 pub mod watch;
 
 use std::net::SocketAddr;

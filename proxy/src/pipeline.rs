@@ -39,7 +39,7 @@ pub use drain::Drain;
 use crate::annotations::HashOn;
 use crate::balance::maglev::hash_bytes;
 use crate::circuit::Permit;
-use crate::clock::now_nanos;
+use crate::clock::nanos_at;
 use crate::endpoint::{Endpoint, InFlight};
 use crate::headers;
 use crate::health::Outlier;
@@ -244,6 +244,10 @@ pub(crate) struct Pick {
     pub ep: Arc<Endpoint>,
     /// The request in flight on it (its latency sample).
     pub inflight: InFlight,
+    /// When it was picked: the attempt's timers start here (one clock read per attempt).
+    pub at: tokio::time::Instant,
+    /// The same instant in [`crate::clock::now_nanos`]'s terms (for the upstream pool).
+    pub now: u64,
 }
 
 /// The pick and retry phases of one request: an endpoint per attempt, each attempt
@@ -307,7 +311,8 @@ impl<'a> Attempts<'a> {
             return Ok(None);
         }
         self.started += 1;
-        let now = now_nanos();
+        let at = std::time::Instant::now();
+        let now = nanos_at(at);
         let Some(ep) = self.b.balancer.pick(now, self.key, &self.tried) else {
             return Err(Refusal::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -319,7 +324,12 @@ impl<'a> Attempts<'a> {
             ));
         };
         let inflight = ep.start_at(now);
-        Ok(Some(Pick { ep, inflight }))
+        Ok(Some(Pick {
+            ep,
+            inflight,
+            at: at.into(),
+            now,
+        }))
     }
 
     /// Whether the attempt under way is the last one allowed.

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::forward::RespBody;
 use crate::h1;
 use crate::pipeline::{Conn, Drain, Limits, Proxy};
+use crate::wake::Stop;
 
 fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
@@ -230,6 +231,8 @@ async fn drive<I, S, B>(
     let mut check = std::pin::pin!(check);
     let mut closing = false;
     let mut idle_closing = false;
+    // Polled at each of the connection's wake-ups: a flag read (crate::wake).
+    let mut stopped = Stop::new(stop);
     loop {
         tokio::select! {
             r = conn.as_mut() => {
@@ -238,7 +241,7 @@ async fn drive<I, S, B>(
                 }
                 return;
             }
-            _ = stop.cancelled(), if !closing => {
+            () = &mut stopped, if !closing => {
                 closing = true;
                 conn.as_mut().graceful_shutdown();
             }

@@ -75,6 +75,7 @@ impl Proxy {
             req.method.as_str().as_bytes(),
             req.target.as_bytes(),
             headers,
+            None,
             |_| false,
             &req.rw,
             req.body,
@@ -84,14 +85,20 @@ impl Proxy {
         let mut ubuf = BytesMut::with_capacity(raw::HEAD_BUFFER);
         let mut head = Fields::default();
         loop {
-            let Pick { ep, mut inflight } = match attempts.pick() {
+            let Pick {
+                ep,
+                mut inflight,
+                at,
+                now,
+            } = match attempts.pick() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(why) => return self.refuse(why),
             };
-            let until = tokio::time::Instant::now() + limits.request_timeout;
+            let until = at + limits.request_timeout;
             let ex = exchange(
                 &ep,
+                now,
                 &bytes,
                 idem,
                 head_request,

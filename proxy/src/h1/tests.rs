@@ -100,9 +100,10 @@ fn requests_the_engine_serves_and_those_it_hands_to_hyper() {
 
 #[test]
 fn the_upstream_request_is_rewritten() {
+    // Field lines are copied as sent (X-Tight's missing space, X-Wide's tab).
     let raw = b"POST /p?q HTTP/1.1\r\nHost: h\r\nConnection: x-drop, close\r\nX-Drop: 1\r\n\
                 TE: trailers\r\nX-Forwarded-For: 1.1.1.1\r\nX-Request-Id: abc\r\n\
-                Cookie: a=1\r\nContent-Length: 3\r\n\r\nxyz";
+                X-Tight:1\r\nX-Wide:\t2\r\nCookie: a=1\r\nContent-Length: 3\r\n\r\nxyz";
     let mut head = ReqHead::default();
     assert_eq!(parse_request(raw, &mut head), Parse::Fast);
     assert!(head.close);
@@ -111,7 +112,8 @@ fn the_upstream_request_is_rewritten() {
     write_request(raw, &head, &conn, None, false, &mut out);
     assert_eq!(
         String::from_utf8(out).unwrap(),
-        "POST /p?q HTTP/1.1\r\nHost: h\r\nX-Request-Id: abc\r\nCookie: a=1\r\n\
+        "POST /p?q HTTP/1.1\r\nHost: h\r\nX-Request-Id: abc\r\nX-Tight:1\r\nX-Wide:\t2\r\n\
+         Cookie: a=1\r\n\
          Content-Length: 3\r\nx-forwarded-for: 1.1.1.1, 10.1.2.3\r\n\
          x-forwarded-proto: https\r\nx-forwarded-host: h\r\n\r\nxyz"
     );
@@ -231,6 +233,23 @@ fn the_client_response_head() {
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 404 Gone Away\r\nTransfer-Encoding: chunked\r\nDate: d\r\nX-B: 2\r\n\
          connection: close\r\n\r\n"
+    );
+}
+
+#[test]
+fn the_client_head_copies_field_lines_as_sent() {
+    // Each kept field line is copied whole (one copy, the upstream's spacing kept);
+    // an empty value is written as name and separator.
+    let mut out = Vec::new();
+    let resp = b"HTTP/1.1 200 OK\r\nX-Tight:1\r\nX-Wide: \t two words\r\nX-Empty:\r\n\
+                 Content-Length: 0\r\nDate: d\r\n\r\n";
+    parse_response(resp, false, false, &mut out)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "HTTP/1.1 200 OK\r\nX-Tight:1\r\nX-Wide: \t two words\r\nX-Empty: \r\n\
+         Content-Length: 0\r\nDate: d\r\n\r\n"
     );
 }
 

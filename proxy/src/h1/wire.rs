@@ -166,6 +166,7 @@ pub(super) fn write_request(
         head.headers
             .iter()
             .map(|(n, v)| (&buf[n.clone()], &buf[v.clone()])),
+        Some(buf),
         |name| {
             head.named
                 .iter()
@@ -204,10 +205,19 @@ impl Sink for ClientHead<'_> {
         self.out.extend_from_slice(b"\r\n");
     }
 
-    fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), upstream::Error> {
-        self.out.extend_from_slice(name);
-        self.out.extend_from_slice(b": ");
-        self.out.extend_from_slice(value);
+    fn header(
+        &mut self,
+        name: &[u8],
+        value: &[u8],
+        line: Option<&[u8]>,
+    ) -> Result<(), upstream::Error> {
+        if let Some(line) = line {
+            self.out.extend_from_slice(line);
+        } else {
+            self.out.extend_from_slice(name);
+            self.out.extend_from_slice(b": ");
+            self.out.extend_from_slice(value);
+        }
         self.out.extend_from_slice(b"\r\n");
         Ok(())
     }

@@ -7,6 +7,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::wake::Stop;
+
 /// Tasks that shutdown waits for (connections, WebSocket tunnels), up to a drain time,
 /// then cuts.
 #[derive(Clone, Default)]
@@ -21,8 +23,12 @@ impl Drain {
         let cut = self.cut.clone();
         self.tasks.spawn(async move {
             tokio::select! {
+                // The task first; the cut (polled at each of the task's wake-ups) is
+                // watched through `Stop`, which reads a flag instead of taking the
+                // token's locks.
+                biased;
                 () = f => {}
-                () = cut.cancelled() => {}
+                () = Stop::new(&cut) => {}
             }
         });
     }

@@ -16,7 +16,6 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{Error, Raw, Settings, connect_raw};
-use crate::clock::now_nanos;
 use crate::endpoint::Endpoint;
 use crate::headers;
 use crate::metrics::Metrics;
@@ -67,6 +66,33 @@ pub(crate) fn hop_by_hop(name: &[u8], keep_te: bool) -> bool {
     }
 }
 
+/// A `Content-Length` value: one or more ASCII digits, at most `u64::MAX`.
+pub(crate) fn decimal(v: &[u8]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.iter().try_fold(0u64, |n, &d| {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })
+}
+
+/// The field line of header `name` with `value` in `buf`, from the name's first byte to
+/// the value's last (the colon and the whitespace httparse allowed between them kept),
+/// when both are slices of `buf` in that order (httparse's are) and the value is not
+/// empty: one copy where the name, a separator and the value were three.
+pub(crate) fn field_line<'b>(buf: &'b [u8], name: &[u8], value: &[u8]) -> Option<&'b [u8]> {
+    let base = buf.as_ptr() as usize;
+    let start = (name.as_ptr() as usize).checked_sub(base)?;
+    let end = (value.as_ptr() as usize).checked_sub(base)? + value.len();
+    // The name ends before the value starts (a colon at least between them).
+    (!value.is_empty() && start + name.len() < end - value.len())
+        .then(|| buf.get(start..end))
+        .flatten()
+}
+
 /// How an upstream response's body ends (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Framing {
@@ -97,8 +123,9 @@ pub(crate) struct RespHead {
 pub(crate) trait Sink {
     /// The status line (called first), and how many headers the upstream sent.
     fn status(&mut self, code: u16, reason: &[u8], headers: usize);
-    /// One header, in order.
-    fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error>;
+    /// One header, in order; `line` is its field line as sent (name, colon,
+    /// whitespace, value: [`field_line`]) when there is one to copy whole.
+    fn header(&mut self, name: &[u8], value: &[u8], line: Option<&[u8]>) -> Result<(), Error>;
     /// The head is complete: `date` whether it had a `Date`, and how its body ends.
     fn end(&mut self, date: bool, framing: Framing);
 }
@@ -165,12 +192,7 @@ pub(crate) fn parse_response(
             let last = value.rsplit(|&b| b == b',').next().map(trim);
             chunked = Some(last.is_some_and(|c| is_token(c, "chunked")));
         } else if is_token(name, "content-length") {
-            let v = trim(value);
-            let n = std::str::from_utf8(v)
-                .ok()
-                .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or(Error::Malformed("invalid Content-Length"))?;
+            let n = decimal(trim(value)).ok_or(Error::Malformed("invalid Content-Length"))?;
             if length.is_some_and(|l| l != n) {
                 return Err(Error::Malformed("conflicting Content-Length"));
             }
@@ -203,7 +225,7 @@ pub(crate) fn parse_response(
         {
             continue;
         }
-        sink.header(name, h.value)?;
+        sink.header(name, h.value, field_line(buf, name, h.value))?;
     }
     sink.end(date, framing);
     Ok(Some(RespHead {
@@ -234,7 +256,7 @@ impl Sink for Fields {
     // Inlined into the response path (it is also called for trailers, and LLVM
     // then made it a call: about 200 more instructions per HTTP/2 request).
     #[inline(always)]
-    fn header(&mut self, name: &[u8], value: &[u8]) -> Result<(), Error> {
+    fn header(&mut self, name: &[u8], value: &[u8], _line: Option<&[u8]>) -> Result<(), Error> {
         if is_token(name, "transfer-encoding") {
             return Ok(());
         }
@@ -309,7 +331,7 @@ pub(crate) fn parse_trailers(section: &[u8]) -> Result<HeaderMap, Error> {
     };
     let mut out = Fields::default();
     for f in fields.iter().filter(|f| trailer_passed(f.name.as_bytes())) {
-        out.header(f.name.as_bytes(), f.value)?;
+        out.header(f.name.as_bytes(), f.value, None)?;
     }
     Ok(out.headers)
 }
@@ -345,11 +367,14 @@ pub(crate) struct Rewrite<'a> {
 /// those with `_` in their names unless allowed, and the forwarding headers it
 /// replaces; then (unless `headers` has them already) `X-Forwarded-For` (the client's
 /// list, then the client), `-Proto`, `-Host`, an `X-Request-Id` when it had none;
-/// then `body`.
+/// then `body`. When `headers` are slices of `src` (the HTTP/1.1 engine's buffer), a
+/// kept field line is copied whole ([`field_line`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_request<'h>(
     method: &[u8],
     target: &[u8],
     headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    src: Option<&[u8]>,
     named: impl Fn(&[u8]) -> bool,
     rw: &Rewrite<'_>,
     body: &[u8],
@@ -390,9 +415,13 @@ pub(crate) fn write_request<'h>(
             14 if is_token(name, "content-length") => length = true,
             _ => {}
         }
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
+        if let Some(line) = src.and_then(|b| field_line(b, name, value)) {
+            out.extend_from_slice(line);
+        } else {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+        }
         out.extend_from_slice(b"\r\n");
     }
     if let Some((first, rest)) = cookies.split_first() {
@@ -444,12 +473,13 @@ pub(crate) fn write_request<'h>(
     out.extend_from_slice(body);
 }
 
-/// Sends `req` to `ep` on a pooled connection (or a new one) and reads the response
-/// head (into `ubuf`, from its start, in the space the caller reserved, grown by
+/// Sends `req` to `ep` on a pooled connection (or a new one; `now` is
+/// [`crate::clock::now_nanos`], read by the caller) and reads the response head (into `ubuf`, from its start, in the space the caller reserved, grown by
 /// [`READ_CHUNK`] when less than 1 KiB is left), given to `sink`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn exchange(
     ep: &Arc<Endpoint>,
+    now: u64,
     req: &[u8],
     idem: bool,
     head_request: bool,
@@ -459,7 +489,7 @@ pub(crate) async fn exchange(
     sink: &mut impl Sink,
 ) -> Result<(Raw, RespHead), Error> {
     'conn: loop {
-        let (mut c, reused) = match ep.pool.checkout_raw(now_nanos()) {
+        let (mut c, reused) = match ep.pool.checkout_raw(now) {
             Some(c) => (c, true),
             None => (
                 Box::pin(connect_raw(ep.addr, settings.connect_timeout, metrics)).await?,

@@ -1,6 +1,8 @@
 //! The request writer's HTTP/2 side (the HTTP/1.1 side is in h1's tests).
 
-use super::{Rewrite, hop_by_hop, keep_passed_trailers, parse_trailers, write_request};
+use super::{
+    Rewrite, decimal, field_line, hop_by_hop, keep_passed_trailers, parse_trailers, write_request,
+};
 use crate::headers::HOP_BY_HOP;
 
 /// An HTTP/2 client's request ([`Rewrite::h2`]); HTTP/1.1 ones are in h1's tests.
@@ -58,6 +60,7 @@ fn an_http2_clients_request() {
             method.as_bytes(),
             b"/p?q",
             it,
+            None,
             |_| false,
             &rw,
             body.as_bytes(),
@@ -82,6 +85,7 @@ fn an_http2_clients_request() {
             method.as_bytes(),
             b"/",
             it,
+            None,
             |_| false,
             &rw(None, false, false),
             body.as_bytes(),
@@ -202,5 +206,45 @@ fn decoded_trailers() {
         let mut got = map(given);
         keep_passed_trailers(&mut got);
         assert_eq!(got, map(want), "{given:?}");
+    }
+}
+
+#[test]
+fn content_length_values() {
+    let cases: [(&[u8], Option<u64>); 9] = [
+        (b"0", Some(0)),
+        (b"100", Some(100)),
+        (b"007", Some(7)),
+        (b"18446744073709551615", Some(u64::MAX)),
+        (b"18446744073709551616", None),
+        (b"", None),
+        (b"+1", None),
+        (b"1 2", None),
+        (b"0x10", None),
+    ];
+    for (v, want) in cases {
+        assert_eq!(decimal(v), want, "{:?}", String::from_utf8_lossy(v));
+    }
+}
+
+#[test]
+fn field_lines_in_the_buffer() {
+    let buf = b"X-A: 1\r\nX-B:\r\n";
+    let (a, one) = (&buf[0..3], &buf[5..6]);
+    let other = b"X-A: 1".to_vec();
+    /// (name, value, the line expected)
+    type Case<'a> = (&'a [u8], &'a [u8], Option<&'a [u8]>);
+    let cases: [Case<'_>; 5] = [
+        (a, one, Some(b"X-A: 1")),
+        // An empty value: no line to copy.
+        (&buf[8..11], &buf[12..12], None),
+        // Not in that order, or overlapping.
+        (one, a, None),
+        (a, &buf[2..6], None),
+        // A value from another buffer.
+        (a, &other[5..6], None),
+    ];
+    for (name, value, want) in cases {
+        assert_eq!(field_line(buf, name, value), want, "{name:?} {value:?}");
     }
 }
