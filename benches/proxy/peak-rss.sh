@@ -6,7 +6,9 @@
 # nginx backend, the bench's hub objects (hub-objects.yaml). Phases: idle (routes
 # served), then h2load --h1 -c50, then h2c -c50 -m10 twice, N requests each. After each
 # phase: VmRSS, VmHWM (the peak so far), RssAnon and RssFile (the heap and the binary's
-# own pages, now) and AnonHugePages (smaps_rollup), in MiB.
+# own pages, now) and AnonHugePages (smaps_rollup), in MiB. Then nginx as the proxy
+# (run.sh's nginx-proxy.conf: a master and one worker) through the same phases, in the
+# same run: the sum of its processes' VmHWM, as run.sh's peak-RSS column.
 #
 # Usage: benches/proxy/peak-rss.sh [--requests N] [--no-build]
 # Environment: CARGO_TARGET_DIR (default <repo>/target), PROXY_BIN (default
@@ -42,7 +44,7 @@ if [[ $BUILD == 1 ]]; then
 fi
 
 # Ports differ from run.sh's and instructions.sh's.
-P_BACKEND=18380 P_CAUSEWAY=18383 P_METRICS=18393
+P_BACKEND=18380 P_NGINX=18381 P_CAUSEWAY=18383 P_METRICS=18393
 RUN=$(mktemp -d "${TMPDIR:-/tmp}/causeway-peak-rss.XXXXXX")
 chmod 755 "$RUN"
 PIDS=()
@@ -85,3 +87,31 @@ report idle
 phase h1 h2load --h1 -c50
 phase h2 h2load -c50 -m10
 phase "h2 again" h2load -c50 -m10
+kill "$PROXY" 2>/dev/null || true
+wait "$PROXY" 2>/dev/null || true
+
+# nginx, same phases (its h2c front is the port + 10).
+sed "s/18080/$P_BACKEND/g; s/18081/$P_NGINX/g; s/18091/$((P_NGINX + 10))/g" \
+  "$HERE/nginx-proxy.conf" >"$RUN/proxy.conf"
+nginx -p "$RUN/" -e logs/nginx.err -c "$RUN/proxy.conf"
+for _ in $(seq 100); do [[ -s "$RUN/run/nginx-proxy.pid" ]] && break; sleep 0.1; done
+MASTER=$(cat "$RUN/run/nginx-proxy.pid")
+PIDS+=("$MASTER")
+hwm_sum() {
+  local t=0 p
+  for p in "$MASTER" $(pgrep -P "$MASTER"); do
+    t=$((t + $(awk '/^VmHWM:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)))
+  done
+  awk -v t="$t" 'BEGIN {printf "%.1f", t / 1024}'
+}
+nginx_phase() {
+  local name=$1 url=$2; shift 2
+  "$@" -n "$N" "$url" >"$RUN/out/nginx-$name.load"
+  grep -q "status codes: $N 2xx" "$RUN/out/nginx-$name.load" || { echo "peak-rss.sh: nginx $name: not all $N requests got a 2xx" >&2; exit 1; }
+  printf '%-16s VmHWM (master + worker) %6s MiB\n' "after $name" "$(hwm_sum)"
+}
+echo "nginx (same run), $N requests per phase"
+printf '%-16s VmHWM (master + worker) %6s MiB\n' idle "$(hwm_sum)"
+nginx_phase h1 "http://127.0.0.1:$P_NGINX/" h2load --h1 -c50
+nginx_phase h2 "http://127.0.0.1:$((P_NGINX + 10))/" h2load -c50 -m10
+nginx_phase "h2 again" "http://127.0.0.1:$((P_NGINX + 10))/" h2load -c50 -m10

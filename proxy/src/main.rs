@@ -112,13 +112,44 @@ fn main() -> std::process::ExitCode {
 /// mode (the common default) every 2 MiB of arena the proxy touches became resident
 /// at once: under the proxy bench that was 22 of its 51 MiB peak RSS, and 7 of its
 /// 20 MiB idle. Disabling THP for the process costs no measurable CPU here (the heap
-/// is small and hot). Failure (an old kernel, a seccomp filter) only costs memory.
+/// is small and hot).
+///
+/// mimalloc has touched two huge pages (4 MiB, mostly empty) before `main` runs, so
+/// the flag is set and then the binary executes itself again, once: the flag is kept
+/// across `execve` (prctl(2)), so the new image's allocator starts with THP off (the
+/// test is `tests/proxy/binary.rs`: no huge page in the running binary's heap). The
+/// process keeps its id, arguments and environment. Failure (an old kernel, a seccomp
+/// filter, no `/proc/self/exe`) only costs memory.
 fn no_transparent_huge_pages() {
-    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
-        eprintln!(
-            "causeway-proxy: could not disable transparent huge pages ({e}); memory use may be higher"
-        );
+    use std::os::unix::process::CommandExt;
+    match nix::sys::prctl::get_thp_disable() {
+        // Set already: by this function before it executed the binary again (or by
+        // whoever started it).
+        Ok(true) => return,
+        Ok(false) => {}
+        Err(e) => return thp_warning(&e),
     }
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        return thp_warning(&e);
+    }
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return thp_warning(&e),
+    };
+    let mut args = std::env::args_os();
+    let mut again = std::process::Command::new(exe);
+    if let Some(arg0) = args.next() {
+        again.arg0(arg0);
+    }
+    // Returns only on failure; THP stays off for what is allocated from now on.
+    let e = again.args(args).exec();
+    thp_warning(&e);
+}
+
+fn thp_warning(e: &dyn std::fmt::Display) {
+    eprintln!(
+        "causeway-proxy: could not start with transparent huge pages off ({e}); memory use may be higher"
+    );
 }
 
 fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
@@ -185,13 +216,4 @@ async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!("shutting down: draining connections");
     running.shutdown().await;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn transparent_huge_pages_are_off_for_the_process() {
-        super::no_transparent_huge_pages();
-        assert_eq!(nix::sys::prctl::get_thp_disable(), Ok(true));
-    }
 }

@@ -29,7 +29,7 @@ pub const NS: &str = "demo";
 pub const POD_PORT: u16 = 18080;
 
 pub struct Hub {
-    _server: kubesim::Server,
+    server: kubesim::Server,
     pub client: kube::Client,
 }
 
@@ -39,10 +39,7 @@ impl Hub {
         let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig())?;
         let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
         let client = kube::Client::try_from(cfg)?;
-        let hub = Hub {
-            _server: server,
-            client,
-        };
+        let hub = Hub { server, client };
         hub.install_crds().await?;
         hub.apply("v1", "Namespace", None, NS, json!({})).await?;
         hub.apply(
@@ -89,6 +86,11 @@ impl Hub {
     }
 
     /// Server-side applies `body` (metadata merged with name/namespace).
+    /// A kubeconfig (YAML) for the hub, for the binary.
+    pub fn kubeconfig(&self) -> String {
+        self.server.kubeconfig()
+    }
+
     pub async fn apply(
         &self,
         api_version: &str,

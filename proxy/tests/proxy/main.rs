@@ -2,6 +2,7 @@
 //! clients (one test binary; modules per area).
 
 mod balancing;
+mod binary;
 mod errors;
 mod gateway;
 mod grpc;
