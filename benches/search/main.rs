@@ -98,6 +98,10 @@ pub struct Args {
     /// Where to write the markdown report ("-" for none).
     #[arg(long, default_value = "benches/results/search.md")]
     out: String,
+    /// Keep each store after its run, for study (the PostgreSQL database's URL and the
+    /// SQLite file's path are logged); by default they are dropped (gigabytes each).
+    #[arg(long)]
+    keep: bool,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -263,7 +267,19 @@ async fn measure(
         .with_context(|| format!("relist from {name}"))?;
     let relist_members_cpu = causeway_benches::cpu_seconds("/proc/self/stat")? - members_cpu;
     let restarted = ix.stop().await?;
-    if storage == Storage::Postgres {
+    if args.keep {
+        let kept = match storage {
+            Storage::Sqlite => {
+                let to =
+                    std::env::temp_dir().join(format!("bench-search-{}.db", std::process::id()));
+                std::fs::copy(&spec, &to)
+                    .with_context(|| format!("keeping {spec} as {}", to.display()))?;
+                to.display().to_string()
+            }
+            Storage::Postgres => spec.clone(),
+        };
+        tracing::info!(backend = %name, store = %kept, "store kept (--keep)");
+    } else if storage == Storage::Postgres {
         drop_database(&spec).await?;
     }
     Ok(Backend {
