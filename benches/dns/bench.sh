@@ -9,7 +9,11 @@
 # (`cargo install --root $SCRATCH/tools hickory-dns --version 0.26.3`).
 #
 # Layout (dataplane.md §3.4/§4): dnsperf on cpu0 (`taskset -c 0`), every server on cpu1
-# (`taskset -c 1`) with one worker. All servers are started once and stay up (idle
+# (`taskset -c 1`) with one worker. knotd pins its UDP worker threads itself, whatever
+# taskset says (`taskset -p` on its threads: its one UDP worker on cpu0, next to dnsperf;
+# so in every run before 24 Nov 2026, late night): after start every thread of every server is re-pinned
+# (`taskset -a -p -c 1`), and each run first checks that every thread is still allowed
+# only cpu1, else the bench stops. All servers are started once and stay up (idle
 # when not measured); each pass runs every load against every server in turn. Per run:
 #   - server CPU per query = Δ(utime+stime) of the server PID from /proc/PID/stat over
 #     that run only ÷ completed queries. That is tick-sampled (this kernel: HZ=250,
@@ -80,6 +84,17 @@ wait_quiet() { # up to QUIET_WAIT s for the box to be below 15 % busy; prints th
   for i in $(seq 1 "$QUIET_WAIT"); do b=$(busy_pct); [ "$b" -lt 15 ] && break; done
   echo "$b"
 }
+pin() { # PID: every thread of it on cpu1 only, checked
+  taskset -a -p -c 1 "$1" >/dev/null
+  local t bad=""
+  for t in /proc/"$1"/task/*; do
+    [ "$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status")" = 1 ] || bad="$bad ${t##*/}"
+  done
+  [ -z "$bad" ] || { echo "threads$bad of pid $1 are not pinned to cpu1" >&2; return 1; }
+}
+thread_cpus() { # PID: the CPUs its threads may run on, e.g. "1" (every thread's list, deduplicated)
+  awk '/^Cpus_allowed_list/ {print $2}' /proc/"$1"/task/*/status | sort -u | paste -sd/ -
+}
 wait_dns() { # port name
   for _ in $(seq 1 300); do
     [ -n "$(kdig @127.0.0.1 -p "$1" +short +timeout=1 +retry=0 "$2" A 2>/dev/null)" ] && return 0
@@ -96,6 +111,8 @@ run() {
   local pass=$1 server=$2 pid=$3 port=$4 qf=$5 rate=$6 quiet t0 t1 b0 b1 lg extra=()
   local v="$S/runs/$server-$qf-$rate-p$pass"
   [ "$rate" != 0 ] && extra=(-Q "$rate")
+  local cpus; cpus=$(thread_cpus "$pid")
+  [ "$cpus" = 1 ] || { echo "$server (pid $pid) has threads allowed on CPUs $cpus, not only cpu1" >&2; exit 1; }
   quiet=$(wait_quiet)
   local pp=""
   if command -v perf >/dev/null; then
@@ -171,6 +188,7 @@ start_causeway() { # NAME BIN PORT METRICS_PORT
   local p=$!; PIDS+=("$p"); NAMES+=("$1"); SPIDS+=("$p"); PORTS+=("$3")
   wait_dns "$3" svc0.ns0.svc.clusterset.local.
   wait_dns "$3" hsvc9.ns9.svc.clusterset.local.
+  pin "$p"
   log "$1 pid $p port $3 ($2)"
 }
 start_causeway causeway-dns "$DNS_BIN" 15357 19153
@@ -183,6 +201,7 @@ done
 taskset -c 1 knotd -c "$S/knot.conf" >"$S/out/knot.log" 2>&1 &
 KP=$!; PIDS+=("$KP"); NAMES+=(knot); SPIDS+=("$KP"); PORTS+=(15353)
 wait_dns 15353 svc0.ns0.svc.clusterset.local.
+pin "$KP"
 log "knot pid $KP port 15353"
 
 if [ -x "$HICKORY" ]; then
@@ -199,6 +218,7 @@ EOF
   taskset -c 1 "$HICKORY" -c "$S/hickory.toml" -q --workers 1 >"$S/out/hickory.log" 2>&1 &
   HP=$!; PIDS+=("$HP"); NAMES+=(hickory-dns); SPIDS+=("$HP"); PORTS+=(15356)
   wait_dns 15356 svc0.ns0.svc.clusterset.local.
+  pin "$HP"
   log "hickory-dns pid $HP port 15356"
 fi
 
