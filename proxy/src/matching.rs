@@ -177,6 +177,10 @@ impl<T> Router<T> {
     /// with the longest suffix, else the rules without host), else the default backend.
     pub fn route(&self, host: &str, path: &str) -> Option<&T> {
         let wildcard = || {
+            // (No wildcard rule, no search for the host's suffix.)
+            if self.wildcard.is_empty() {
+                return None;
+            }
             let (first, suffix) = host.split_once('.')?;
             (!first.is_empty()).then(|| self.wildcard.get(suffix))?
         };
@@ -216,11 +220,17 @@ pub fn normalize_host(h: &str) -> std::borrow::Cow<'_, str> {
         // IPv6 literal: keep the brackets' content.
         rest.split(']').next().unwrap_or(rest)
     } else {
-        h.rsplit_once(':')
-            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
-            .map_or(h, |(host, _)| host)
+        // A port: the digits (if any) after the last `:`. One backward scan over the
+        // bytes (a host is short: a generic `rsplit_once` cost twice as much).
+        let b = h.as_bytes();
+        let digits = b.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+        match b.len() - digits {
+            colon if colon > 0 && b[colon - 1] == b':' => &h[..colon - 1],
+            _ => h,
+        }
     };
-    let h = h.trim_end_matches('.');
+    let dots = h.bytes().rev().take_while(|&c| c == b'.').count();
+    let h = &h[..h.len() - dots];
     if h.bytes().any(|b| b.is_ascii_uppercase()) {
         h.to_ascii_lowercase().into()
     } else {
@@ -370,6 +380,15 @@ mod tests {
         assert_eq!(normalize_host("foo.com."), "foo.com");
         assert_eq!(normalize_host("[::1]:80"), "::1");
         assert_eq!(normalize_host("foo.com"), "foo.com");
+        // The port is the digits after the last colon, empty or not.
+        assert_eq!(normalize_host("foo:"), "foo");
+        assert_eq!(normalize_host("a:b:80"), "a:b");
+        assert_eq!(normalize_host("foo:8x"), "foo:8x");
+        assert_eq!(normalize_host("1234"), "1234");
+        assert_eq!(normalize_host(":80"), "");
+        assert_eq!(normalize_host("Foo.com..:443"), "foo.com");
+        assert_eq!(normalize_host("[::1]"), "::1");
+        assert_eq!(normalize_host("127.0.0.1:18283"), "127.0.0.1");
     }
 
     proptest! {
