@@ -343,6 +343,9 @@ impl Store {
         };
         if analyze {
             self.execute(schema::analyze(self.dialect())).await?;
+            if let Backend::Postgres(b) = &self.inner.backend {
+                b.vacuum();
+            }
         }
         Ok(Written {
             written,

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
@@ -171,6 +171,9 @@ pub(crate) struct Postgres {
     writer: Conn,
     readers: Vec<Conn>,
     next: AtomicUsize,
+    config: Config,
+    /// Whether a [`Postgres::vacuum`] is running.
+    vacuuming: Arc<AtomicBool>,
 }
 
 fn boxed(ps: Vec<Param>) -> Vec<Box<dyn ToSql + Sync + Send>> {
@@ -268,6 +271,8 @@ impl Postgres {
             writer: conn(),
             readers: (0..READERS).map(|_| conn()).collect(),
             next: AtomicUsize::new(0),
+            config,
+            vacuuming: Arc::default(),
         };
         pg.migrate().await?;
         Ok(pg)
@@ -333,6 +338,30 @@ impl Postgres {
                 })
             })
             .await
+    }
+
+    /// Starts [`schema::VACUUM`] on a connection of its own, unless one is running: it
+    /// takes no lock writes or reads wait for, and the writer goes on meanwhile. A
+    /// failure is logged (autovacuum gets there later). Returns the task, if started.
+    pub fn vacuum(&self) -> Option<tokio::task::JoinHandle<()>> {
+        if self.vacuuming.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let (config, running) = (self.config.clone(), self.vacuuming.clone());
+        Some(tokio::spawn(async move {
+            let done = async {
+                let (client, connection) = config.connect(NoTls).await?;
+                let connection = tokio::spawn(connection);
+                let r = client.batch_execute(schema::VACUUM).await;
+                drop(client);
+                let _ = connection.await;
+                r
+            };
+            if let Err(e) = done.await {
+                tracing::warn!(error = %describe(&e), "search store: VACUUM failed; autovacuum will mark the new pages all-visible later (until then label filters read more pages)");
+            }
+            running.store(false, Ordering::Release);
+        }))
     }
 
     pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {

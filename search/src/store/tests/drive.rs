@@ -445,3 +445,98 @@ async fn walk_owned(s: &Store, qs: &str) -> Vec<String> {
     })
     .await
 }
+
+/// PostgreSQL: the row of `sql`'s first column, as text.
+async fn pg_text(s: &Store, sql: &str) -> String {
+    let rows = s
+        .rows(sql::Stmt {
+            sql: sql.into(),
+            params: vec![],
+        })
+        .await
+        .unwrap();
+    rows.into_iter().next().expect("a row")[0].clone().text()
+}
+
+#[tokio::test]
+async fn a_label_probe_reads_only_the_labels_key_on_postgres() {
+    let f = open("postgres").await;
+    let s = &f.store;
+    // up to the first statistics refresh, which also starts a VACUUM
+    for start in (0..ANALYZE_AFTER as usize).step_by(500) {
+        let batch = (start..start + 500)
+            .map(|i: usize| {
+                let labels = json!({"tier": TIERS[i % 3], "version": format!("v{}", i % 4)});
+                record(
+                    "a",
+                    &format!("ns{}", i % 10),
+                    &format!("obj-{i:05}"),
+                    "1",
+                    json!({"metadata": {"labels": labels}}),
+                )
+            })
+            .collect();
+        s.upsert(batch).await.unwrap();
+    }
+    // the VACUUM runs on its own connection: wait until it has marked the labels'
+    // pages all-visible
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let visible = pg_text(
+            s,
+            "SELECT (relpages > 0 AND relallvisible = relpages)::text FROM pg_class WHERE relname = 'labels'",
+        )
+        .await;
+        if visible == "true" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no VACUUM marked the labels' pages all-visible"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let p = plan(
+        s,
+        "namespaces=ns3&labelSelector=tier=front,version in (v1,v2)&limit=10",
+    )
+    .await;
+    assert!(
+        p.contains("Index Only Scan using labels_pkey on labels")
+            && !p.contains("Index Scan using labels_pkey"),
+        "each row's labels are probed in the key, not the heap:\n    {p}"
+    );
+    testing::drop_postgres_db(&f.spec).await;
+}
+
+#[tokio::test]
+async fn a_version_2_postgres_store_gains_the_covering_labels_key() {
+    let spec = testing::postgres_db().await;
+    {
+        let (client, conn) = tokio_postgres::connect(&spec, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let v2 = schema::migrations(Dialect::Postgres)[..2].join(";\n");
+        client
+            .batch_execute(&format!(
+                r#"CREATE TABLE schema_version (version BIGINT NOT NULL); INSERT INTO schema_version VALUES (2); {v2};
+                 INSERT INTO resources (grp, version, resource, cluster, namespace, name, uid, resource_version, rv_num, created_at, object)
+                 VALUES ('apps', 'v1', 'deployments', 'a', 'ns', 'web', 'u', '1', 1, 0,
+                         '{{"metadata": {{"name": "web", "namespace": "ns"}}}}');
+                 INSERT INTO labels SELECT id, 'app', 'web' FROM resources"#
+            ))
+            .await
+            .unwrap();
+    }
+    let s = Store::open(&spec).await.unwrap();
+    let def = pg_text(
+        &s,
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'labels_pkey'",
+    )
+    .await;
+    assert!(def.ends_with("(rid, key) INCLUDE (value)"), "{def}");
+    assert_eq!(all(&s, "labelSelector=app=web").await, ["a/ns/web"]);
+    drop(s);
+    testing::drop_postgres_db(&spec).await;
+}
