@@ -79,6 +79,9 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 /// RST), where the server's own timeouts never reach the client.
 const CALL_TIMEOUT: Duration = Duration::from_secs(70);
 
+/// How long the connection of a background VACUUM may take to open.
+const VACUUM_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Keepalive probes start after this much idle time; a socket whose sent data stays
 /// unacknowledged for TCP_USER_TIMEOUT is closed by the kernel.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
@@ -347,7 +350,9 @@ impl Postgres {
         if self.vacuuming.swap(true, Ordering::AcqRel) {
             return None;
         }
-        let (config, running) = (self.config.clone(), self.vacuuming.clone());
+        let (mut config, running) = (self.config.clone(), self.vacuuming.clone());
+        // in the background: a busy server may take longer to accept than a caller waits
+        config.connect_timeout(VACUUM_CONNECT_TIMEOUT);
         Some(tokio::spawn(async move {
             let done = async {
                 let (client, connection) = config.connect(NoTls).await?;
@@ -357,10 +362,11 @@ impl Postgres {
                 let _ = connection.await;
                 r
             };
-            if let Err(e) = done.await {
+            let r = done.await;
+            running.store(false, Ordering::Release);
+            if let Err(e) = r {
                 tracing::warn!(error = %describe(&e), "search store: VACUUM failed; autovacuum will mark the new pages all-visible later (until then label filters read more pages)");
             }
-            running.store(false, Ordering::Release);
         }))
     }
 

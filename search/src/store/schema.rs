@@ -81,7 +81,9 @@ pub(crate) const TRIGRAM_INDEX: &str = "CREATE EXTENSION IF NOT EXISTS pg_trgm;
 /// PostgreSQL: marks the pages written since the last VACUUM all-visible (visibility
 /// map), so the label probes of [`migrations`]' covering key are index-only scans.
 /// Autovacuum does it too, but only once a fifth of a table is new: after a bulk
-/// ingest the newest objects' probes read heap pages until then.
+/// ingest the newest objects' probes read heap pages until then. A page is marked only
+/// when no transaction older than its rows runs on the server (in any database), so
+/// what a VACUUM leaves the next one (at the next refresh) or autovacuum marks.
 pub(crate) const VACUUM: &str = "VACUUM resources, labels";
 
 /// Refreshes the planner's statistics.
