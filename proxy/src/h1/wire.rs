@@ -211,14 +211,7 @@ impl Sink for ClientHead<'_> {
         value: &[u8],
         line: Option<&[u8]>,
     ) -> Result<(), upstream::Error> {
-        if let Some(line) = line {
-            self.out.extend_from_slice(line);
-        } else {
-            self.out.extend_from_slice(name);
-            self.out.extend_from_slice(b": ");
-            self.out.extend_from_slice(value);
-        }
-        self.out.extend_from_slice(b"\r\n");
+        raw::put_field(self.out, name, value, line);
         Ok(())
     }
 

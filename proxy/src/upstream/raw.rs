@@ -93,6 +93,20 @@ pub(crate) fn field_line<'b>(buf: &'b [u8], name: &[u8], value: &[u8]) -> Option
         .flatten()
 }
 
+/// Writes one field line and its CRLF: `line` whole when there is one ([`field_line`]),
+/// else the name, `: ` and the value.
+#[inline]
+pub(crate) fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8], line: Option<&[u8]>) {
+    if let Some(line) = line {
+        out.extend_from_slice(line);
+    } else {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
 /// How an upstream response's body ends (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Framing {
@@ -415,14 +429,12 @@ pub(crate) fn write_request<'h>(
             14 if is_token(name, "content-length") => length = true,
             _ => {}
         }
-        if let Some(line) = src.and_then(|b| field_line(b, name, value)) {
-            out.extend_from_slice(line);
-        } else {
-            out.extend_from_slice(name);
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-        }
-        out.extend_from_slice(b"\r\n");
+        put_field(
+            out,
+            name,
+            value,
+            src.and_then(|b| field_line(b, name, value)),
+        );
     }
     if let Some((first, rest)) = cookies.split_first() {
         out.extend_from_slice(b"cookie: ");
@@ -474,8 +486,9 @@ pub(crate) fn write_request<'h>(
 }
 
 /// Sends `req` to `ep` on a pooled connection (or a new one; `now` is
-/// [`crate::clock::now_nanos`], read by the caller) and reads the response head (into `ubuf`, from its start, in the space the caller reserved, grown by
-/// [`READ_CHUNK`] when less than 1 KiB is left), given to `sink`.
+/// [`crate::clock::now_nanos`], read by the caller) and reads the response head (into
+/// `ubuf`, from its start, in the space the caller reserved, grown by [`READ_CHUNK`]
+/// when less than 1 KiB is left), given to `sink`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn exchange(
     ep: &Arc<Endpoint>,
