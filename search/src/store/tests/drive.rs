@@ -315,17 +315,11 @@ async fn a_version_1_database_gains_the_names_index() {
 #[tokio::test]
 async fn postgres_has_a_trigram_index_of_names() {
     let f = open("postgres").await;
-    let rows = f
-        .store
-        .rows(sql::Stmt {
-            sql: "SELECT indexdef FROM pg_indexes WHERE indexname = 'resources_name_trgm'".into(),
-            params: vec![],
-        })
-        .await
-        .unwrap();
-    let def = rows.into_iter().next().expect("the index exists")[0]
-        .clone()
-        .text();
+    let def = pg_text(
+        &f.store,
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'resources_name_trgm'",
+    )
+    .await;
     assert!(def.contains("gin_trgm_ops"), "{def}");
     testing::drop_postgres_db(&f.spec).await;
 }
