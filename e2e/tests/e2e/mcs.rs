@@ -434,19 +434,25 @@ async fn conf_16_mcs_endpointslices_with_labels_removed_on_unexport() {
         );
         assert_eq!(s.address_type, "IPv4");
         assert_eq!(s.endpoints.len(), 2);
-        let si = m.si(i, "hello").await.unwrap();
-        let derived =
-            si.metadata.annotations.unwrap()["multicluster.kubernetes.io/derived-service"].clone();
-        assert_eq!(l["kubernetes.io/service-name"], derived);
-        let svc = Api::<Service>::namespaced(m.c(i), &m.ns)
-            .get(&derived)
+        let derived = m
+            .si(i, "hello")
             .await
-            .unwrap();
-        assert_eq!(
-            svc.spec.unwrap().cluster_ips.unwrap(),
-            si.spec.ips,
-            "SI ips are the derived Service's"
-        );
+            .unwrap()
+            .metadata
+            .annotations
+            .unwrap()["multicluster.kubernetes.io/derived-service"]
+            .clone();
+        assert_eq!(l["kubernetes.io/service-name"], derived);
+        // the SI's ips are written once the derived Service has its cluster IPs: a
+        // later step than the slices, so waited for
+        let svc = Api::<Service>::namespaced(m.c(i), &m.ns);
+        let (derived, svc) = (&derived, &svc);
+        eventually("SI ips are the derived Service's", PRESENT, || async move {
+            let ips = svc.get(derived).await.ok()?.spec?.cluster_ips?;
+            let si = m.si(i, "hello").await?;
+            (!ips.is_empty() && si.spec.ips == ips).then_some(())
+        })
+        .await;
     }
     m.unexport(0, "hello").await;
     for i in 0..2 {
