@@ -38,6 +38,8 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
                 DELETE FROM resources_names WHERE rowid = old.id; END;
              CREATE TRIGGER resources_names_update AFTER UPDATE OF name ON resources BEGIN
                 UPDATE resources_names SET name = new.name WHERE rowid = old.id; END;",
+            // 3: the writer indexes a new row's name itself (`sqlite::upsert` says why)
+            "DROP TRIGGER resources_names_insert",
         ],
         Dialect::Postgres => vec![
             r#"CREATE TABLE resources (

@@ -243,6 +243,31 @@ async fn the_names_index_follows_writes_deletes_and_purges() {
     assert!(all(&s, "fuzzy-name=ng%22inx").await.is_empty());
     s.delete(vec![key("a", "ns1", "nginx-00")]).await.unwrap();
     assert!(all(&s, "fuzzy-name=nginx-00").await.is_empty());
+    // the newest row deleted and written again (its id may be reused): indexed again
+    let newest = s.rows(sql::Stmt {
+        sql: "SELECT cluster, namespace, name FROM resources ORDER BY id DESC LIMIT 1".into(),
+        params: vec![],
+    });
+    let newest: Vec<String> = newest.await.unwrap()[0]
+        .iter()
+        .map(|c| c.clone().text())
+        .collect();
+    s.delete(vec![key(&newest[0], &newest[1], &newest[2])])
+        .await
+        .unwrap();
+    s.upsert(vec![record(
+        &newest[0],
+        &newest[1],
+        &newest[2],
+        "1000",
+        json!({}),
+    )])
+    .await
+    .unwrap();
+    assert_eq!(
+        all(&s, &format!("fuzzy-name={}", newest[2])).await,
+        [newest.join("/")]
+    );
     // an update (new resourceVersion) keeps one entry
     let (c, ns, name, _) = shape(3);
     s.upsert(vec![record(c, ns, &name, "999", json!({}))])
@@ -310,6 +335,12 @@ async fn a_version_1_database_gains_the_names_index() {
         .store(0, std::sync::atomic::Ordering::Relaxed);
     assert_eq!(names_indexed(&s).await, (1, 1));
     assert_eq!(all(&s, "fuzzy-name=API-7").await, ["a/ns/payments-api-7"]);
+    // the upgraded store's writer indexes the names of the rows it adds
+    s.upsert(vec![record("a", "ns", "checkout-web-3", "2", json!({}))])
+        .await
+        .unwrap();
+    assert_eq!(names_indexed(&s).await, (2, 2));
+    assert_eq!(all(&s, "fuzzy-name=web-3").await, ["a/ns/checkout-web-3"]);
 }
 
 #[tokio::test]
