@@ -335,16 +335,29 @@ impl Store {
             let mut st = self.inner.stats.lock();
             st.0 += written;
             let due = st.0 >= ANALYZE_AFTER.max(st.1);
+            let since = st.0;
             if due {
                 st.1 += st.0;
                 st.0 = 0;
             }
-            due
+            due.then_some(since)
         };
-        if analyze {
-            self.execute(schema::analyze(self.dialect())).await?;
-            if let Backend::Postgres(b) = &self.inner.backend {
-                b.vacuum();
+        if let Some(since) = analyze {
+            // the objects are written: a refresh that fails is tried again at the next
+            // write, not reported as a failed write (the indexer would write the batch
+            // again, and count it unchanged)
+            match self.execute(schema::analyze(self.dialect())).await {
+                Ok(_) => {
+                    if let Backend::Postgres(b) = &self.inner.backend {
+                        b.vacuum();
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "search store: the planner's statistics were not refreshed; the next write tries again");
+                    let mut st = self.inner.stats.lock();
+                    st.0 += since;
+                    st.1 -= since;
+                }
             }
         }
         Ok(Written {
