@@ -289,55 +289,6 @@ async fn the_names_index_follows_writes_deletes_and_purges() {
     assert!(all(&s, "fuzzy-name=redis&clusters=b").await.is_empty());
 }
 
-/// SQLite: the checkpointer thread copies the log into the database file as the writer
-/// commits, and has the log start again, so it stays bounded under steady writes.
-#[tokio::test]
-async fn the_checkpointer_keeps_the_log_bounded_under_steady_writes() {
-    use super::super::sqlite::{CHECKPOINT_FROM, RESTART_FROM};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("search.db");
-    let s = Store::open(path.to_str().unwrap()).await.unwrap();
-    let page = 4096;
-    let size = |suffix: &str| {
-        let f = format!("{}{suffix}", path.display());
-        std::fs::metadata(f).map_or(0, |m| m.len())
-    };
-    // about 8 MiB of objects, 2,000 pages: ten times the restart threshold
-    let note = "x".repeat(2_000);
-    for b in 0..40 {
-        let batch = (0..100)
-            .map(|i| {
-                let name = format!("obj-{b:02}-{i:03}");
-                record(
-                    "a",
-                    "ns",
-                    &name,
-                    "1",
-                    json!({"metadata": {"annotations": {"note": note}}}),
-                )
-            })
-            .collect();
-        s.upsert(batch).await.unwrap();
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while size("") < 6 << 20 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the database file holds {} bytes: the log was not copied back",
-            size("")
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    // the log's file keeps its largest extent: never near the 8 MiB written
-    let most = (RESTART_FROM + 4 * CHECKPOINT_FROM + 300) as u64 * page;
-    assert!(
-        size("-wal") < most,
-        "the log reached {} bytes (bound {most})",
-        size("-wal")
-    );
-    assert_eq!(all(&s, "limit=5000").await.len(), 4_000);
-}
-
 #[tokio::test]
 async fn a_read_over_its_budget_is_none_not_an_error() {
     let f = open("sqlite").await;
