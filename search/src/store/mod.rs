@@ -163,10 +163,7 @@ enum Backend {
 struct Inner {
     backend: Backend,
     writes: AtomicU64,
-    /// Rows written since the planner's statistics were last refreshed, and the rows
-    /// written before: statistics are refreshed each time the table (roughly) doubles,
-    /// so the planners choose between labels_kv and the order indexes by selectivity.
-    stats: parking_lot::Mutex<(u64, u64)>,
+    stats: parking_lot::Mutex<Stats>,
     /// [`NAME_WALK_STEPS`]; 0 drives every fuzzy name from the trigram index (tests).
     name_walk_steps: AtomicU64,
 }
@@ -213,6 +210,36 @@ const DELETE_CHUNK: usize = 200;
 /// Rows written before the first statistics refresh.
 const ANALYZE_AFTER: u64 = 5_000;
 
+/// When the planner's statistics are refreshed: each time the table (roughly) doubles,
+/// so the planners choose between labels_kv and the order indexes by selectivity.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Stats {
+    /// Rows written since the last refresh.
+    since: u64,
+    /// Rows written before it.
+    before: u64,
+}
+
+impl Stats {
+    /// Counts `rows` written; `Some(rows since the last refresh)` when a refresh is due
+    /// (counted as done: [`Stats::not_refreshed`] takes it back).
+    fn wrote(&mut self, rows: u64) -> Option<u64> {
+        self.since += rows;
+        if self.since < ANALYZE_AFTER.max(self.before) {
+            return None;
+        }
+        let since = std::mem::take(&mut self.since);
+        self.before += since;
+        Some(since)
+    }
+
+    /// The refresh [`Stats::wrote`] asked for failed: the next write asks again.
+    fn not_refreshed(&mut self, since: u64) {
+        self.before -= since;
+        self.since += since;
+    }
+}
+
 /// The search index's storage (SQLite or PostgreSQL), cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -239,7 +266,7 @@ impl Store {
             inner: Arc::new(Inner {
                 backend,
                 writes: AtomicU64::new(0),
-                stats: parking_lot::Mutex::new((0, 0)),
+                stats: parking_lot::Mutex::new(Stats::default()),
                 name_walk_steps: AtomicU64::new(NAME_WALK_STEPS),
             }),
         })
@@ -331,18 +358,8 @@ impl Store {
             Backend::Postgres(b) => b.upsert(records).await?,
         };
         self.count(written);
-        let analyze = {
-            let mut st = self.inner.stats.lock();
-            st.0 += written;
-            let due = st.0 >= ANALYZE_AFTER.max(st.1);
-            let since = st.0;
-            if due {
-                st.1 += st.0;
-                st.0 = 0;
-            }
-            due.then_some(since)
-        };
-        if let Some(since) = analyze {
+        let due = self.inner.stats.lock().wrote(written);
+        if let Some(rows) = due {
             // the objects are written: a refresh that fails is tried again at the next
             // write, not reported as a failed write (the indexer would write the batch
             // again, and count it unchanged)
@@ -354,9 +371,7 @@ impl Store {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "search store: the planner's statistics were not refreshed; the next write tries again");
-                    let mut st = self.inner.stats.lock();
-                    st.0 += since;
-                    st.1 -= since;
+                    self.inner.stats.lock().not_refreshed(rows);
                 }
             }
         }

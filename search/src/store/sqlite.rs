@@ -71,6 +71,13 @@ fn writing(c: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// A write transaction: it takes the write lock at once, so a busy database is waited
+/// for (the busy timeout); a deferred one that reads first (the upsert does) would get
+/// SQLITE_BUSY at once, without waiting, on upgrading to a writer.
+fn begin_write(c: &mut Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+}
+
 fn migrate(c: &mut Connection) -> rusqlite::Result<()> {
     let tx = c.transaction()?;
     tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")?;
@@ -135,7 +142,7 @@ const UPSERT: &str = "INSERT INTO resources (grp, version, resource, cluster, na
 /// `i64::MAX`), so an id above the largest at the start is a new row: it has no labels
 /// to clear and its name is not indexed yet.
 fn upsert(c: &mut Connection, records: &[Record]) -> rusqlite::Result<u64> {
-    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let tx = begin_write(c)?;
     let mut written = 0;
     {
         let last: i64 = tx
@@ -301,7 +308,7 @@ impl Sqlite {
 
     pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
         Self::blocking(self.writer.clone(), move |c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = begin_write(c)?;
             let mut out = Vec::with_capacity(stmts.len());
             for s in &stmts {
                 let mut st = tx.prepare_cached(&s.sql)?;
@@ -317,11 +324,7 @@ impl Sqlite {
     /// database another process holds locked is down for the indexer too, not only for
     /// its writes.
     pub async fn ping(&self) -> StoreResult<()> {
-        Self::blocking(self.writer.clone(), |c| {
-            c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?
-                .rollback()
-        })
-        .await
+        Self::blocking(self.writer.clone(), |c| begin_write(c)?.rollback()).await
     }
 
     pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<u64> {

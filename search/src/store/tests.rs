@@ -604,3 +604,56 @@ async fn a_sqlite_read_past_its_deadline_is_stopped_with_a_clear_error() {
         .unwrap();
     assert_eq!(page.items.len(), 3000);
 }
+
+#[test]
+fn statistics_are_refreshed_as_the_table_doubles_and_again_after_a_failure() {
+    let mut st = Stats::default();
+    // (rows written, refresh due with the rows since the last one)
+    let steps = [
+        (4_999, None),
+        (1, Some(5_000)),
+        (4_999, None),
+        (1, Some(5_000)),
+        (9_999, None),
+        (1, Some(10_000)),
+        (15_000, None),
+    ];
+    for (i, (rows, due)) in steps.into_iter().enumerate() {
+        assert_eq!(st.wrote(rows), due, "step {i}");
+    }
+    // 35,000 written before; at 20,000 more the refresh is due, and if it fails the
+    // next write asks again, with every row since the last refresh that ran
+    assert_eq!(st.wrote(5_000), Some(20_000));
+    st.not_refreshed(20_000);
+    assert_eq!(
+        st,
+        Stats {
+            since: 20_000,
+            before: 20_000
+        }
+    );
+    assert_eq!(st.wrote(1), Some(20_001));
+    assert_eq!(
+        st,
+        Stats {
+            since: 0,
+            before: 40_001
+        }
+    );
+}
+
+both!(
+    an_update_replaces_the_objects_labels,
+    |s: Store, _spec| async move {
+        let labelled = |app: &str| json!({"metadata": {"labels": {"app": app, "tier": "web"}}});
+        s.upsert(vec![record("a", "ns", "shop", "1", labelled("old"))])
+            .await
+            .unwrap();
+        s.upsert(vec![record("a", "ns", "shop", "2", labelled("new"))])
+            .await
+            .unwrap();
+        assert!(all(&s, "labelSelector=app%3Dold").await.is_empty());
+        assert_eq!(all(&s, "labelSelector=app%3Dnew").await, ["a/ns/shop"]);
+        assert_eq!(all(&s, "labelSelector=tier%3Dweb").await, ["a/ns/shop"]);
+    }
+);
