@@ -45,9 +45,21 @@ pub struct RegisterArgs {
     /// spec.provider of the Cluster.
     #[arg(long)]
     cluster_provider: Option<String>,
-    /// Lifetime of the agent's hub token, in seconds (re-run register to renew it).
+    /// Lifetime of the agent's hub token (and of the search server's member token, with
+    /// --search-access), in seconds (re-run register to renew them).
     #[arg(long, default_value_t = 365 * 24 * 3600)]
     token_expiration_seconds: i64,
+    /// Let the hub's search server read this member (list and watch, nothing else): creates
+    /// ServiceAccount causeway-system/causeway-search in the member, bound to the read-only
+    /// ClusterRole causeway:search-reader, and stores its token and the member's endpoint
+    /// on the hub. The member's API server must be reachable from the search server.
+    /// Registering again without it takes the access back.
+    #[arg(long)]
+    search_access: bool,
+    /// With --search-access: the member API URL as the search server reaches it, when it
+    /// differs from the member kubeconfig's.
+    #[arg(long, requires = "search_access")]
+    member_api_endpoint: Option<String>,
     /// Also write the agent's hub kubeconfig to this file (to run `causeway agent` by hand).
     #[arg(long)]
     agent_kubeconfig_out: Option<PathBuf>,
@@ -107,6 +119,8 @@ pub async fn register(args: RegisterArgs) -> anyhow::Result<()> {
         provider: args.cluster_provider,
         hub_endpoint: args.hub_api_endpoint,
         token_seconds: args.token_expiration_seconds,
+        search_access: args.search_access,
+        member_endpoint: args.member_api_endpoint,
     };
     let done = register::register(hub, &hub_access, &args.name, &member, &opts).await?;
     if let Some(path) = &args.agent_kubeconfig_out {

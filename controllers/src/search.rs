@@ -13,16 +13,19 @@ use causeway_runtime::reflect::Wake;
 use causeway_search::indexer::{Fleet, Member};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::clusters::join::client_for;
-use crate::clusters::registry::members;
+use crate::clusters::registry::{Reader, Unusable, members_for};
 
 /// Keeps `tx` at the hub's fleet: every registered Cluster (not being deleted), and the
-/// Push members whose Ready condition is True with a client built from their
-/// credentials (rebuilt when the credentials change). Pull members are registered but
-/// not watched: the hub cannot reach them.
+/// members whose Ready condition is True with a client built from their credentials
+/// (rebuilt when the credentials change): Push members, and Pull members registered
+/// with `--search-access`. A member that cannot be read (a Pull member without search
+/// access, missing credentials) stays registered but unindexed; a Warning Event
+/// `NotIndexed` on its Cluster and the log say why, once per reason.
 pub async fn follow_fleet(
     hub: kube::Client,
     tx: watch::Sender<Fleet>,
@@ -32,6 +35,15 @@ pub async fn follow_fleet(
     let (clusters, secrets) = crate::clusters::registry::caches(&hub, wake.clone(), &stop).await?;
     // clients by member, with the fingerprint they were built for
     let mut built: BTreeMap<String, Member> = BTreeMap::new();
+    // what was said about each member that cannot be indexed
+    let mut told: BTreeMap<String, String> = BTreeMap::new();
+    let recorder = Recorder::new(
+        hub.clone(),
+        Reporter {
+            controller: "causeway-search".into(),
+            instance: None,
+        },
+    );
     let mut first = true;
     loop {
         let cl: Vec<Cluster> = clusters
@@ -50,7 +62,18 @@ pub async fn follow_fleet(
             .filter(|c| crate::clusters::status::ready_of(c).is_some_and(|r| r.status == "True"))
             .map(|c| c.name_any())
             .collect();
-        let (want, _unusable) = members(&cl, &se);
+        let (want, unusable) = members_for(Reader::Search, &cl, &se);
+        told.retain(|name, _| unusable.iter().any(|u| &u.name == name));
+        for u in &unusable {
+            if told.get(&u.name) != Some(&u.reason) {
+                let uid = cl
+                    .iter()
+                    .find(|c| c.name_any() == u.name)
+                    .and_then(|c| c.uid());
+                tell_not_indexed(&recorder, u, uid).await;
+                told.insert(u.name.clone(), u.reason.clone());
+            }
+        }
         built.retain(|name, m| {
             want.get(name)
                 .is_some_and(|w| w.fingerprint == m.fingerprint)
@@ -108,6 +131,34 @@ pub async fn follow_fleet(
         {
             return Ok(());
         }
+    }
+}
+
+/// Says why member `u` is not indexed: in the log, and as a Warning Event on its
+/// Cluster (`kubectl describe cluster <name>` on the hub).
+async fn tell_not_indexed(recorder: &Recorder, u: &Unusable, uid: Option<String>) {
+    tracing::warn!(cluster = %u.name, reason = %u.reason, "member not indexed");
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("causeway.io/v1alpha1".into()),
+        kind: Some("Cluster".into()),
+        name: Some(u.name.clone()),
+        uid,
+        ..Default::default()
+    };
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: "NotIndexed".into(),
+        note: Some(
+            format!("search does not index this member: {}", u.reason)
+                .chars()
+                .take(1000)
+                .collect(),
+        ),
+        action: "Index".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, &reference).await {
+        tracing::warn!(cluster = %u.name, error = %e, "could not publish an Event on the Cluster");
     }
 }
 

@@ -154,10 +154,14 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     let mut agents = Vec::new();
     for p in &args.pull {
         let agent = cs
-            .start_pull_member(p, causeway_controllers::clusters::options::Timing::fast())
+            .start_pull_member(
+                p,
+                causeway_controllers::clusters::options::Timing::fast(),
+                true,
+            )
             .await?;
         println!(
-            "      {p}: pull mode, its agent reaches the hub through {}",
+            "      {p}: pull mode, its agent reaches the hub through {}; registered with --search-access (search reads it with a read-only account)",
             agent.link.addr
         );
         agents.push(agent);

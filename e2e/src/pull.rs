@@ -96,8 +96,14 @@ pub struct Agent {
 
 impl Clusterset {
     /// Registers member `name` in pull mode and starts its agent in this process; the
-    /// agent reaches the hub through a [`Link`].
-    pub async fn start_pull_member(&self, name: &str, timing: Timing) -> anyhow::Result<Agent> {
+    /// agent reaches the hub through a [`Link`]. With `search_access` the search server
+    /// may read the member (`causeway register --search-access`).
+    pub async fn start_pull_member(
+        &self,
+        name: &str,
+        timing: Timing,
+        search_access: bool,
+    ) -> anyhow::Result<Agent> {
         let member = self
             .member(name)
             .with_context(|| format!("no member named {name}"))?;
@@ -118,6 +124,7 @@ impl Clusterset {
             &RegisterOptions {
                 hub_endpoint: Some(format!("{scheme}://{}", link.addr)),
                 token_seconds: 365 * 24 * 3600,
+                search_access,
                 ..Default::default()
             },
         )

@@ -252,6 +252,65 @@ pub fn refuse_duplicates(
     Ok(())
 }
 
+/// The hub Secret holding member `name`'s credentials.
+pub fn credentials_secret(name: &str) -> String {
+    format!("{name}-credentials")
+}
+
+/// Writes how the hub reaches member `name` (`access`): its token (and CA) into the
+/// hub Secret [`credentials_secret`] in causeway-system, and the endpoint, CA and
+/// Secret reference into `spec`. Push joins and Pull registrations with search access
+/// share it.
+pub async fn store_credentials(
+    hub: &kube::Client,
+    name: &str,
+    access: &MemberAccess,
+    spec: &mut ClusterSpec,
+) -> anyhow::Result<()> {
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let secret_name = credentials_secret(name);
+    let mut data = json!({"token": access.token});
+    if let Some(ca) = &access.ca_pem {
+        data["caBundle"] = json!(ca);
+    }
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+    secrets
+        .patch(&secret_name, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name, "labels": {"causeway.io/cluster": name}}, "type": "Opaque", "stringData": data})))
+        .await
+        .context("writing the member's credentials Secret on the hub")?;
+    spec.api_endpoint = Some(access.server.clone());
+    spec.ca_bundle = access
+        .ca_pem
+        .as_ref()
+        .map(|c| base64::engine::general_purpose::STANDARD.encode(c.as_bytes()));
+    spec.secret_ref = Some(ClusterSecretRef {
+        namespace: SYSTEM_NAMESPACE.into(),
+        name: secret_name,
+    });
+    Ok(())
+}
+
+/// Server-side applies Cluster `name` with `spec` on the hub (fields this manager set
+/// before and `spec` no longer has are removed).
+pub async fn write_cluster(
+    hub: &kube::Client,
+    name: &str,
+    spec: ClusterSpec,
+) -> anyhow::Result<()> {
+    let mut body = serde_json::to_value(Cluster::new(name, spec))?;
+    body["apiVersion"] = json!("causeway.io/v1alpha1");
+    body["kind"] = json!("Cluster");
+    Api::<Cluster>::all(hub.clone())
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .context("writing the Cluster on the hub")?;
+    Ok(())
+}
+
 /// Registers `name` on the hub. Refuses a duplicate cluster id (CID-5).
 pub async fn join(
     hub: kube::Client,
@@ -266,40 +325,14 @@ pub async fn join(
     ns.patch(SYSTEM_NAMESPACE, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})))
         .await
         .context("creating the causeway-system namespace on the hub")?;
-    let secret_name = format!("{name}-credentials");
-    let mut data = json!({"token": access.token});
-    if let Some(ca) = &access.ca_pem {
-        data["caBundle"] = json!(ca);
-    }
-    let secrets: Api<Secret> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
-    secrets
-        .patch(&secret_name, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name, "labels": {"causeway.io/cluster": name}}, "type": "Opaque", "stringData": data})))
-        .await
-        .context("writing the member's credentials Secret on the hub")?;
-    let spec = ClusterSpec {
+    let mut spec = ClusterSpec {
         id: Some(id.clone()),
         kube_system_uid: Some(uid),
         sync_mode: ClusterSyncMode::Push,
-        api_endpoint: Some(access.server.clone()),
-        ca_bundle: access
-            .ca_pem
-            .as_ref()
-            .map(|c| base64::engine::general_purpose::STANDARD.encode(c.as_bytes())),
-        secret_ref: Some(ClusterSecretRef {
-            namespace: SYSTEM_NAMESPACE.into(),
-            name: secret_name,
-        }),
         ..Default::default()
     };
-    let clusters: Api<Cluster> = Api::all(hub.clone());
-    let cluster = Cluster::new(name, spec);
-    let mut body = serde_json::to_value(&cluster)?;
-    body["apiVersion"] = json!("causeway.io/v1alpha1");
-    body["kind"] = json!("Cluster");
-    clusters
-        .patch(name, &pp, &Patch::Apply(body))
-        .await
-        .context("writing the Cluster on the hub")?;
+    store_credentials(&hub, name, access, &mut spec).await?;
+    write_cluster(&hub, name, spec).await?;
     Ok(format!(
         "cluster \"{name}\" (id {id}, Kubernetes {version}) joined: {}",
         access.server

@@ -16,7 +16,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
-use super::join::{Identity, MemberAccess, client_for, identify, kubeconfig_for};
+use super::join::{
+    Identity, MemberAccess, client_for, credentials_secret, identify, kubeconfig_for,
+    store_credentials, write_cluster,
+};
 
 /// The member Secret holding the agent's hub kubeconfig (key `kubeconfig`).
 pub const AGENT_SECRET: &str = "causeway-agent-hub";
@@ -37,8 +40,97 @@ pub struct RegisterOptions {
     pub provider: Option<String>,
     /// The hub API URL as the member reaches it (default: the hub kubeconfig's).
     pub hub_endpoint: Option<String>,
-    /// Lifetime of the agent's token.
+    /// Lifetime of the agent's token (and of the search server's, with `search_access`).
     pub token_seconds: i64,
+    /// Let the hub's search server read the member: a read-only ServiceAccount in the
+    /// member ([`search_access_objects`]) whose token, with the member's endpoint, goes
+    /// into the Cluster like a Push member's credentials. Without it, a registration
+    /// takes such access back.
+    pub search_access: bool,
+    /// The member API URL as the search server reaches it (default: the member
+    /// kubeconfig's).
+    pub member_endpoint: Option<String>,
+}
+
+/// The member ServiceAccount a Pull member registered with search access is read as.
+pub const SEARCH_ACCOUNT: &str = "causeway-search";
+
+/// The member ClusterRole that lets the search server list and watch the types it
+/// indexes by default; `deploy/rbac/member.yaml` binds the same role to `causeway-hub`
+/// for Push members.
+pub const SEARCH_READER_ROLE: &str = "causeway:search-reader";
+
+/// Pure: the rules of [`SEARCH_READER_ROLE`]: get, list and watch on every type the
+/// search server indexes by default, one rule per API group. Nothing else: no writes,
+/// no other types (give extra `--resource` types a role of your own).
+pub fn search_reader_rules() -> Value {
+    let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for r in causeway_search::indexer::default_resources() {
+        by_group
+            .entry(r.gvr.group.clone())
+            .or_default()
+            .push(r.gvr.resource.clone());
+    }
+    Value::Array(
+        by_group
+            .into_iter()
+            .map(|(group, resources)| {
+                json!({"apiGroups": [group], "resources": resources, "verbs": ["get", "list", "watch"]})
+            })
+            .collect(),
+    )
+}
+
+/// Pure: what `--search-access` creates in the member: the ServiceAccount
+/// [`SEARCH_ACCOUNT`] in causeway-system, the read-only [`SEARCH_READER_ROLE`] and the
+/// binding between them (named like the account). A registration without search
+/// access, or an unregistration, removes the account and the binding (the role may
+/// also be bound by `deploy/rbac/member.yaml`, so it stays).
+pub fn search_access_objects() -> Vec<Value> {
+    let rbac = "rbac.authorization.k8s.io/v1";
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SEARCH_ACCOUNT, "namespace": SYSTEM_NAMESPACE}}),
+        json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": SEARCH_READER_ROLE}, "rules": search_reader_rules()}),
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": SEARCH_ACCOUNT},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SEARCH_READER_ROLE},
+               "subjects": [{"kind": "ServiceAccount", "name": SEARCH_ACCOUNT, "namespace": SYSTEM_NAMESPACE}]}),
+    ]
+}
+
+/// The search-access objects a registration without it, or an unregistration,
+/// removes from the member: the account and its binding.
+fn search_access_grant() -> Vec<Value> {
+    search_access_objects()
+        .into_iter()
+        .filter(|o| o["kind"] != "ClusterRole")
+        .collect()
+}
+
+/// A token of ServiceAccount `account` in causeway-system, valid `seconds`.
+async fn token_for(
+    client: &kube::Client,
+    account: &str,
+    seconds: i64,
+    what: &str,
+) -> anyhow::Result<String> {
+    Api::<ServiceAccount>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+        .create_token_request(
+            account,
+            &PostParams::default(),
+            &TokenRequest {
+                spec: TokenRequestSpec {
+                    audiences: vec![],
+                    expiration_seconds: Some(seconds),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .with_context(|| format!("requesting a token for {what}"))?
+        .status
+        .map(|s| s.token)
+        .with_context(|| format!("no token was returned for {what}"))
 }
 
 /// The agent's ServiceAccount on the hub.
@@ -210,24 +302,13 @@ pub async fn register(
     )
     .await?;
     apply_all(&hub, &hub_objects(name), "hub").await?;
-    let token = Api::<ServiceAccount>::namespaced(hub.clone(), SYSTEM_NAMESPACE)
-        .create_token_request(
-            &agent_account(name),
-            &PostParams::default(),
-            &TokenRequest {
-                spec: TokenRequestSpec {
-                    audiences: vec![],
-                    expiration_seconds: Some(opts.token_seconds),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .context("requesting a token for the agent's ServiceAccount on the hub")?
-        .status
-        .map(|s| s.token)
-        .context("the hub returned no token for the agent")?;
+    let token = token_for(
+        &hub,
+        &agent_account(name),
+        opts.token_seconds,
+        "the agent's ServiceAccount on the hub",
+    )
+    .await?;
     let agent_access = MemberAccess {
         server: opts
             .hub_endpoint
@@ -247,7 +328,7 @@ pub async fn register(
         "member",
     )
     .await?;
-    let spec = ClusterSpec {
+    let mut spec = ClusterSpec {
         id: Some(id.clone()),
         kube_system_uid: Some(uid),
         sync_mode: ClusterSyncMode::Pull,
@@ -256,20 +337,59 @@ pub async fn register(
         provider: opts.provider.clone(),
         ..Default::default()
     };
-    let mut body = serde_json::to_value(Cluster::new(name, spec))?;
-    body["apiVersion"] = json!("causeway.io/v1alpha1");
-    body["kind"] = json!("Cluster");
-    Api::<Cluster>::all(hub)
-        .patch(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
+    let search = if opts.search_access {
+        apply_all(&member, &search_access_objects(), "member").await?;
+        let token = token_for(
+            &member,
+            SEARCH_ACCOUNT,
+            opts.token_seconds,
+            "the search server's ServiceAccount in the member",
         )
-        .await
-        .context("writing the Cluster on the hub")?;
+        .await?;
+        let access = MemberAccess {
+            server: opts
+                .member_endpoint
+                .clone()
+                .unwrap_or_else(|| member_access.server.clone()),
+            ca_pem: member_access.ca_pem.clone(),
+            token,
+        };
+        store_credentials(&hub, name, &access, &mut spec).await?;
+        format!(
+            "; the search server reads it at {} as {SYSTEM_NAMESPACE}/{SEARCH_ACCOUNT} (read-only)",
+            access.server
+        )
+    } else {
+        // registered again without search access: the Cluster stops naming the member's
+        // credentials first (a merge patch: a server-side apply that drops secretRef would
+        // leave `secretRef: {}` behind on API servers that keep emptied maps, which the
+        // schema rejects), so the search server never sees them missing
+        let gone = json!({"spec": {"apiEndpoint": null, "caBundle": null, "secretRef": null}});
+        match Api::<Cluster>::all(hub.clone())
+            .patch(name, &PatchParams::default(), &Patch::Merge(&gone))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                return Err(e).context("removing the search server's access from the Cluster");
+            }
+        }
+        "; the search server cannot read it (add --search-access to let it)".to_string()
+    };
+    write_cluster(&hub, name, spec.clone()).await?;
+    if spec.secret_ref.is_none() {
+        // the access itself goes too
+        delete_all(&member, &search_access_grant()).await?;
+        delete_all(
+            &hub,
+            &[json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": credentials_secret(name), "namespace": SYSTEM_NAMESPACE}})],
+        )
+        .await?;
+    }
     Ok(Registered {
         message: format!(
-            "cluster \"{name}\" (id {id}, Kubernetes {version}) registered in pull mode; its agent's hub credentials are in Secret {SYSTEM_NAMESPACE}/{AGENT_SECRET} of the member: start the agent there (kubectl apply -f deploy/agent/) or run `causeway agent --cluster {name}`"
+            "cluster \"{name}\" (id {id}, Kubernetes {version}) registered in pull mode{search}; its agent's hub credentials are in Secret {SYSTEM_NAMESPACE}/{AGENT_SECRET} of the member: start the agent there (kubectl apply -f deploy/agent/) or run `causeway agent --cluster {name}`"
         ),
         agent_kubeconfig: kubeconfig,
     })
@@ -296,6 +416,7 @@ pub async fn unregister(
             &[json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": AGENT_SECRET, "namespace": SYSTEM_NAMESPACE}})],
         )
         .await?;
+        delete_all(&member, &search_access_grant()).await?;
         if preserve {
             "; what Causeway imported into the member is left in place (--preserve)".to_string()
         } else {
@@ -370,5 +491,40 @@ mod tests {
         };
         assert_eq!(verbs("works"), ["get", "list", "watch", "patch", "update"]);
         assert_eq!(verbs("works/status"), ["get", "patch", "update"]);
+    }
+
+    #[test]
+    fn search_access_reads_only_the_default_types_and_its_grant_leaves_the_role() {
+        let objs = search_access_objects();
+        let role = objs.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+        assert_eq!(role["metadata"]["name"], SEARCH_READER_ROLE);
+        let mut covered = std::collections::BTreeSet::new();
+        for rule in role["rules"].as_array().unwrap() {
+            assert_eq!(rule["verbs"], json!(["get", "list", "watch"]), "{rule}");
+            for r in rule["resources"].as_array().unwrap() {
+                covered.insert((
+                    rule["apiGroups"][0].as_str().unwrap().to_string(),
+                    r.as_str().unwrap().to_string(),
+                ));
+            }
+        }
+        let defaults: std::collections::BTreeSet<(String, String)> =
+            causeway_search::indexer::default_resources()
+                .into_iter()
+                .map(|r| (r.gvr.group, r.gvr.resource))
+                .collect();
+        assert_eq!(covered, defaults);
+        let binding = objs
+            .iter()
+            .find(|o| o["kind"] == "ClusterRoleBinding")
+            .unwrap();
+        assert_eq!(binding["roleRef"]["name"], SEARCH_READER_ROLE);
+        assert_eq!(binding["subjects"][0]["name"], SEARCH_ACCOUNT);
+        // taking access back removes the account and its binding, not the shared role
+        let kinds: Vec<String> = search_access_grant()
+            .into_iter()
+            .map(|o| o["kind"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kinds, ["ServiceAccount", "ClusterRoleBinding"]);
     }
 }

@@ -97,8 +97,30 @@ fn same_cluster_registered_before(clusters: &[Cluster], c: &Cluster) -> Option<S
         .next()
 }
 
+/// Who reads the members, which decides which Clusters count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    /// The hub controller's per-member workers: Push members only (a Pull member's
+    /// workers run in its agent).
+    HubWorkers,
+    /// The search server, which only lists and watches: every member whose Cluster
+    /// gives an endpoint and credentials — Push members, and Pull members registered
+    /// with `--search-access`.
+    Search,
+}
+
 /// Pure: the members reachable in push mode from Clusters and Secrets.
 pub fn members(
+    clusters: &[Cluster],
+    secrets: &[Secret],
+) -> (BTreeMap<String, MemberSpec>, Vec<Unusable>) {
+    members_for(Reader::HubWorkers, clusters, secrets)
+}
+
+/// Pure: the members `reader` reaches from Clusters and Secrets, and why the others
+/// cannot be reached.
+pub fn members_for(
+    reader: Reader,
     clusters: &[Cluster],
     secrets: &[Secret],
 ) -> (BTreeMap<String, MemberSpec>, Vec<Unusable>) {
@@ -106,9 +128,24 @@ pub fn members(
     let mut bad = Vec::new();
     for c in clusters {
         let name = c.name_any();
-        if c.metadata.deletion_timestamp.is_some() || c.spec.sync_mode == ClusterSyncMode::Pull {
-            // a Pull member's workers run in its agent
+        if c.metadata.deletion_timestamp.is_some() {
             continue;
+        }
+        if c.spec.sync_mode == ClusterSyncMode::Pull {
+            match reader {
+                // a Pull member's workers run in its agent
+                Reader::HubWorkers => continue,
+                Reader::Search if c.spec.api_endpoint.is_none() => {
+                    bad.push(Unusable {
+                        name: name.clone(),
+                        reason: format!(
+                            "pull member registered without read access for search: re-run `causeway register {name} --search-access` (its API server must be reachable from the search server; --member-api-endpoint says where)"
+                        ),
+                    });
+                    continue;
+                }
+                Reader::Search => {}
+            }
         }
         if let Some(first) = same_cluster_registered_before(clusters, c) {
             bad.push(Unusable {
@@ -129,7 +166,8 @@ pub fn members(
     (out, bad)
 }
 
-/// Pure: how the hub reaches Push member `c`, or what is missing.
+/// Pure: how the hub reaches member `c` (a Push member, or a Pull member registered
+/// with `--search-access`), or what is missing.
 pub fn member_spec(c: &Cluster, secrets: &[Secret]) -> Result<MemberSpec, String> {
     let name = c.name_any();
     let Some(server) = c.spec.api_endpoint.clone() else {
@@ -274,6 +312,61 @@ mod tests {
         assert_ne!(
             m["east"].fingerprint, m2["east"].fingerprint,
             "a rotated token restarts the member's workers"
+        );
+    }
+
+    #[test]
+    fn search_reads_pull_members_registered_with_search_access_and_says_why_not_others() {
+        let pull = |name: &str, endpoint: Option<&str>| {
+            let mut c = cluster(name, endpoint);
+            c.spec.sync_mode = ClusterSyncMode::Pull;
+            c
+        };
+        let clusters = [
+            cluster("east", Some("https://e")),
+            pull("west", Some("https://w")),
+            pull("north", None),
+            pull("south", Some("https://s")),
+        ];
+        let secrets = [
+            secret("east", "t"),
+            secret("west", "t"),
+            secret("north", "t"),
+        ];
+        // (reader, indexed, unusable with what the reason must say)
+        type Case<'a> = (Reader, &'a [&'a str], &'a [(&'a str, &'a str)]);
+        let cases: [Case; 2] = [
+            (Reader::HubWorkers, &["east"], &[]),
+            (
+                Reader::Search,
+                &["east", "west"],
+                &[
+                    ("north", "causeway register north --search-access"),
+                    (
+                        "south",
+                        "Secret causeway-system/south-credentials not found",
+                    ),
+                ],
+            ),
+        ];
+        for (reader, want, unusable) in cases {
+            let (m, bad) = members_for(reader, &clusters, &secrets);
+            assert_eq!(
+                m.keys().map(String::as_str).collect::<Vec<_>>(),
+                want,
+                "{reader:?}"
+            );
+            assert_eq!(bad.len(), unusable.len(), "{reader:?}: {bad:?}");
+            for (name, says) in unusable {
+                let b = bad.iter().find(|b| b.name == *name).unwrap();
+                assert!(b.reason.contains(says), "{reader:?} {name}: {}", b.reason);
+            }
+        }
+        assert_eq!(
+            members_for(Reader::Search, &clusters, &secrets).0["west"]
+                .access
+                .server,
+            "https://w"
         );
     }
 }

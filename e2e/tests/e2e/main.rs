@@ -34,5 +34,6 @@ mod propagation_protect;
 mod registry;
 mod relay;
 mod search;
+mod search_members;
 mod stale;
 mod support;

@@ -363,6 +363,7 @@ async fn a_pull_members_agent_applies_its_works() {
         .start_pull_member(
             "west",
             causeway_controllers::clusters::options::Timing::fast(),
+            false,
         )
         .await
         .unwrap();

@@ -406,7 +406,10 @@ async fn a_pull_member_exports_and_imports_through_its_agent() {
     }
     cs.create_namespace_everywhere("demo").await.unwrap();
     let ctl = cs.start_controller().await.unwrap();
-    let agent = cs.start_pull_member("west", Timing::fast()).await.unwrap();
+    let agent = cs
+        .start_pull_member("west", Timing::fast(), false)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let merged = cs.write_kubeconfigs(dir.path()).unwrap();
     let repo = crate::support::repo();
