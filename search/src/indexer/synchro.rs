@@ -323,6 +323,9 @@ impl Synchro {
     /// Writes the batch: upserts, then deletes, each retried while unavailable.
     async fn flush(&self, batch: &mut Batch<'_>) -> StoreResult<()> {
         let (upserts, deletes) = batch.take();
+        // one copy of the batch; each try (retries while the store is unavailable) gets
+        // a clone of the Arc
+        let (upserts, deletes): (Arc<[Record]>, Arc<[Key]>) = (upserts.into(), deletes.into());
         if !upserts.is_empty() {
             let w = self.retry(|| self.store.upsert(upserts.clone())).await?;
             self.metrics.written.inc_by(w.written);
@@ -342,7 +345,7 @@ impl Synchro {
             .map(|(ns, name)| self.key(ns, name))
             .collect();
         for chunk in keys.chunks(BATCH) {
-            let n = self.retry(|| self.store.delete(chunk.to_vec())).await?;
+            let n = self.retry(|| self.store.delete(chunk)).await?;
             self.metrics.deleted.inc_by(n);
         }
         Ok(())

@@ -78,6 +78,13 @@ pub struct Record {
     pub object: String,
 }
 
+impl Record {
+    /// Its [`Key`], borrowed: compares as the key does.
+    fn ordering(&self) -> (&str, &Gvr, &str, &str) {
+        (&self.cluster, &self.gvr, &self.namespace, &self.name)
+    }
+}
+
 /// Which object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
@@ -342,12 +349,22 @@ impl Store {
     /// same is not written. Of several records with one key, the last wins. A record
     /// PostgreSQL refuses (bad data: SQLSTATE class 22 or 54) is skipped with a warning
     /// and counted neither written nor unchanged; the others are stored.
-    pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<Written> {
-        let mut last: BTreeMap<Key, Record> = BTreeMap::new();
-        for r in records {
-            last.insert(r.key(), r);
+    ///
+    /// Records already in key order without repeats (the indexer's batches) are written
+    /// as they are: a caller that retries keeps one copy and passes clones of the `Arc`.
+    pub async fn upsert(&self, records: impl Into<Arc<[Record]>>) -> StoreResult<Written> {
+        let mut records: Arc<[Record]> = records.into();
+        if !records
+            .windows(2)
+            .all(|w| w[0].ordering() < w[1].ordering())
+        {
+            // out of order or with repeats: in key order, the last of each key
+            let mut last: BTreeMap<Key, &Record> = BTreeMap::new();
+            for r in records.iter() {
+                last.insert(r.key(), r);
+            }
+            records = last.into_values().cloned().collect();
         }
-        let records: Vec<Record> = last.into_values().collect();
         let total = records.len() as u64;
         if records.is_empty() {
             return Ok(Written::default());
@@ -382,7 +399,8 @@ impl Store {
     }
 
     /// Deletes objects (and their labels); returns how many were stored.
-    pub async fn delete(&self, keys: Vec<Key>) -> StoreResult<u64> {
+    pub async fn delete(&self, keys: impl AsRef<[Key]>) -> StoreResult<u64> {
+        let keys = keys.as_ref();
         if keys.is_empty() {
             return Ok(0);
         }

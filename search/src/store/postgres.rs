@@ -397,8 +397,7 @@ impl Postgres {
     /// refuses ([`refused`]) is retried record by record, each its own call (and time
     /// limit), and the records it still refuses are skipped with a warning: one bad
     /// object never stops the indexer.
-    pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<(u64, u64)> {
-        let records: Arc<[Record]> = records.into();
+    pub async fn upsert(&self, records: Arc<[Record]>) -> StoreResult<(u64, u64)> {
         match self.try_write(records.clone()).await? {
             Ok(n) => return Ok((n, 0)),
             Err(e) if refused(&e) && records.len() > 1 => {

@@ -327,7 +327,7 @@ impl Sqlite {
         Self::blocking(self.writer.clone(), |c| begin_write(c)?.rollback()).await
     }
 
-    pub async fn upsert(&self, records: Vec<Record>) -> StoreResult<u64> {
+    pub async fn upsert(&self, records: Arc<[Record]>) -> StoreResult<u64> {
         Self::blocking(self.writer.clone(), move |c| upsert(c, &records)).await
     }
 }

@@ -657,3 +657,33 @@ both!(
         assert_eq!(all(&s, "labelSelector=tier%3Dweb").await, ["a/ns/shop"]);
     }
 );
+
+both!(
+    of_several_records_with_one_key_the_last_is_stored,
+    |s: Store, _spec| async move {
+        let gvr = deployments();
+        let app = |v: &str| json!({"metadata": {"labels": {"app": v}}});
+        // out of order, with a repeat: the last of each key, once
+        let w = s
+            .upsert(vec![
+                record("a", "ns", "web", "1", app("first")),
+                record("a", "ns", "api", "1", json!({})),
+                record("a", "ns", "web", "2", app("second")),
+            ])
+            .await
+            .unwrap();
+        assert_eq!((w.written, w.unchanged), (2, 0));
+        let v = s.versions("a", &gvr).await.unwrap();
+        assert_eq!(v[&("ns".to_string(), "web".to_string())], "2");
+        assert_eq!(all(&s, "labelSelector=app=second").await, ["a/ns/web"]);
+        assert!(all(&s, "labelSelector=app=first").await.is_empty());
+        // in key order without repeats (the indexer's batches), written as given
+        let sorted: Vec<Record> = ["x", "y", "z"]
+            .iter()
+            .map(|n| record("a", "ns", n, "1", json!({})))
+            .collect();
+        let w = s.upsert(sorted).await.unwrap();
+        assert_eq!((w.written, w.unchanged), (3, 0));
+        assert_eq!(all(&s, "").await.len(), 5);
+    }
+);

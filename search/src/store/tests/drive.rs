@@ -38,7 +38,7 @@ fn shape(
 }
 
 async fn fill(s: &Store) {
-    let records = (0..OBJECTS)
+    let records: Vec<Record> = (0..OBJECTS)
         .map(|i| {
             let (cluster, ns, name, labels) = shape(i);
             let labels: serde_json::Map<String, serde_json::Value> = labels
@@ -438,7 +438,7 @@ async fn a_first_page_walks_the_index_of_its_order_not_a_sort_of_the_type() {
 both!(
     an_owner_search_is_driven_from_the_owner_index_on_sqlite,
     |s: Store, _spec| async move {
-        let records = (0..OBJECTS)
+        let records: Vec<Record> = (0..OBJECTS)
             .map(|i| {
                 let (cluster, ns, name, _) = shape(i);
                 let owner = json!({"metadata": {"ownerReferences": [
@@ -489,7 +489,7 @@ async fn a_label_probe_reads_only_the_labels_key_on_postgres() {
     let s = &f.store;
     // up to the first statistics refresh, which also starts a VACUUM
     for start in (0..ANALYZE_AFTER as usize).step_by(500) {
-        let batch = (start..start + 500)
+        let batch: Vec<Record> = (start..start + 500)
             .map(|i: usize| {
                 let labels = json!({"tier": TIERS[i % 3], "version": format!("v{}", i % 4)});
                 record(

@@ -135,7 +135,7 @@ async fn a_silently_cut_network_is_unavailable_not_a_hang() {
     let pg = postgres::Postgres::open_with(&relayed, limit)
         .await
         .unwrap();
-    pg.upsert(vec![record("a", "ns", "web", "1", json!({}))])
+    pg.upsert(Arc::from(vec![record("a", "ns", "web", "1", json!({}))]))
         .await
         .unwrap();
     relay.set_cut(true);
@@ -144,7 +144,7 @@ async fn a_silently_cut_network_is_unavailable_not_a_hang() {
         let err = tokio::time::timeout(limit * 5, async {
             match call {
                 "write" => pg
-                    .upsert(vec![record("a", "ns", "web", "2", json!({}))])
+                    .upsert(Arc::from(vec![record("a", "ns", "web", "2", json!({}))]))
                     .await
                     .map(drop),
                 _ => pg
@@ -170,7 +170,7 @@ async fn a_silently_cut_network_is_unavailable_not_a_hang() {
     // the cut connection was dropped: the next write connects anew and succeeds
     relay.set_cut(false);
     let (written, skipped) = pg
-        .upsert(vec![record("a", "ns", "web", "3", json!({}))])
+        .upsert(Arc::from(vec![record("a", "ns", "web", "3", json!({}))]))
         .await
         .unwrap();
     assert_eq!((written, skipped), (1, 0));

@@ -95,7 +95,7 @@ both!(
     keyset_pages_with_remaining_counts,
     |s: Store, _spec| async move {
         // K.67: 12 objects, limit 5 → 5, 5, 2 with 7, 2, 0 remaining
-        let recs = (0..12)
+        let recs: Vec<Record> = (0..12)
             .map(|i| record(["a", "b"][i % 2], "ns", &format!("n{i:02}"), "1", json!({})))
             .collect();
         s.upsert(recs).await.unwrap();
