@@ -334,6 +334,20 @@ impl Store {
         }
     }
 
+    /// Folds the rows of a read into `acc` one by one, never holding them all.
+    async fn fold<T: Send + 'static>(
+        &self,
+        stmt: Stmt,
+        acc: T,
+        f: fn(&mut T, Vec<Cell>),
+    ) -> StoreResult<T> {
+        self.check_params(&stmt)?;
+        match &self.inner.backend {
+            Backend::Sqlite(b) => b.fold(stmt, acc, f).await,
+            Backend::Postgres(b) => b.fold(stmt, acc, f).await,
+        }
+    }
+
     /// Runs statements in one transaction; the rows each changed.
     async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
         for s in &stmts {
@@ -416,20 +430,21 @@ impl Store {
 
     /// The stored keys of one cluster and type, with their resourceVersions.
     pub async fn versions(&self, cluster: &str, gvr: &Gvr) -> StoreResult<Versions> {
-        let rows = self
-            .rows(sql::versions(self.dialect(), cluster, gvr))
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| {
-                let mut r = r.into_iter().map(Cell::text);
+        // row by row into the map: a relist of 100k objects holds the map, not also
+        // every row as read (the restarted indexer's peak memory)
+        self.fold(
+            sql::versions(self.dialect(), cluster, gvr),
+            Versions::new(),
+            |map, row| {
+                let mut r = row.into_iter().map(Cell::text);
                 let (ns, name, rv) = (r.next(), r.next(), r.next());
-                (
+                map.insert(
                     (ns.unwrap_or_default(), name.unwrap_or_default()),
                     rv.unwrap_or_default(),
-                )
-            })
-            .collect())
+                );
+            },
+        )
+        .await
     }
 
     /// Deletes everything of one cluster; returns how many objects went.

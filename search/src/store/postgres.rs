@@ -327,17 +327,36 @@ impl Postgres {
     }
 
     pub async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
+        self.fold(stmt, Vec::new(), Vec::push).await
+    }
+
+    /// Folds the rows into `acc` one by one (`f`) as they arrive, never holding them all.
+    pub async fn fold<T: Send + 'static>(
+        &self,
+        stmt: Stmt,
+        acc: T,
+        f: fn(&mut T, Vec<Cell>),
+    ) -> StoreResult<T> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
         self.readers[i]
-            .call(|live| {
+            .call(move |live| {
                 Box::pin(async move {
+                    let mut acc = acc;
                     let st = live.prepare(&stmt.sql).await.map_err(pg_error)?;
                     let ps = boxed(stmt.params);
-                    let rows = live.client.query(&st, &refs(&ps)).await.map_err(pg_error)?;
-                    rows.iter()
-                        .map(cells)
-                        .collect::<Result<_, _>>()
-                        .map_err(pg_error)
+                    let rows = live
+                        .client
+                        .query_raw(&st, refs(&ps))
+                        .await
+                        .map_err(pg_error)?;
+                    let mut rows = std::pin::pin!(rows);
+                    while let Some(row) = futures::TryStreamExt::try_next(&mut rows)
+                        .await
+                        .map_err(pg_error)?
+                    {
+                        f(&mut acc, cells(&row).map_err(pg_error)?);
+                    }
+                    Ok(acc)
                 })
             })
             .await

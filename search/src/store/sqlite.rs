@@ -238,17 +238,39 @@ impl Sqlite {
     }
 
     pub async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
-        let rows = self.read(stmt, None).await?;
-        rows.ok_or_else(|| unavailable("a read without a budget ran out of it"))
+        self.fold(stmt, Vec::new(), Vec::push).await
+    }
+
+    /// Folds the rows into `acc` one by one (`f`), never holding them all.
+    pub async fn fold<T: Send + 'static>(
+        &self,
+        stmt: Stmt,
+        acc: T,
+        f: fn(&mut T, Vec<Cell>),
+    ) -> StoreResult<T> {
+        let out = self.read(stmt, None, acc, f).await?;
+        out.ok_or_else(|| unavailable("a read without a budget ran out of it"))
     }
 
     /// The rows, or None when the statement needs more than `steps` SQLite VM steps
     /// (counted in units of [`PROGRESS_STEPS`]): the caller then asks another way.
     pub async fn rows_within(&self, stmt: Stmt, steps: u64) -> StoreResult<Option<Vec<Vec<Cell>>>> {
-        self.read(stmt, Some(steps.div_ceil(PROGRESS_STEPS))).await
+        self.read(
+            stmt,
+            Some(steps.div_ceil(PROGRESS_STEPS)),
+            Vec::new(),
+            Vec::push,
+        )
+        .await
     }
 
-    async fn read(&self, stmt: Stmt, budget: Option<u64>) -> StoreResult<Option<Vec<Vec<Cell>>>> {
+    async fn read<T: Send + 'static>(
+        &self,
+        stmt: Stmt,
+        budget: Option<u64>,
+        mut acc: T,
+        f: fn(&mut T, Vec<Cell>),
+    ) -> StoreResult<Option<T>> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
         let conn = self.readers[i].clone();
         let limit = *self.read_deadline.lock();
@@ -258,7 +280,7 @@ impl Sqlite {
             let mut c = conn.lock();
             let deadline = std::time::Instant::now() + limit;
             let mut calls = 0u64;
-            let out = (|| -> rusqlite::Result<Vec<Vec<Cell>>> {
+            let out = (|| -> rusqlite::Result<T> {
                 c.progress_handler(
                     PROGRESS_STEPS as i32,
                     Some(move || {
@@ -273,15 +295,15 @@ impl Sqlite {
                 let mut st = c.prepare_cached(&stmt.sql)?;
                 let n = st.column_count();
                 let mut rows = st.query(params_from_iter(params(&stmt.params)))?;
-                let mut out = Vec::new();
                 while let Some(r) = rows.next()? {
-                    out.push(
+                    f(
+                        &mut acc,
                         (0..n)
                             .map(|i| r.get_ref(i).map(cell))
                             .collect::<Result<_, _>>()?,
                     );
                 }
-                Ok(out)
+                Ok(acc)
             })();
             if let Err(e) = c.progress_handler(0, None::<fn() -> bool>) {
                 tracing::warn!(error = %e, "could not clear the SQLite read deadline");
