@@ -96,7 +96,7 @@ pub async fn run_with(
     // workers being stopped, by member: a leaving member's cleanup waits for them
     let mut stopping: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
     // what was last said about members the hub cannot use, so it is said once
-    let mut told: BTreeMap<String, String> = BTreeMap::new();
+    let mut told = crate::clusters::registry::Told::default();
     loop {
         let cl: Vec<Cluster> = clusters
             .state()
@@ -142,13 +142,9 @@ pub async fn run_with(
             &mut stopping,
         )
         .await;
-        told.retain(|name, _| unusable.iter().any(|u| &u.name == name));
-        for u in &unusable {
-            if told.get(&u.name) != Some(&u.reason) {
-                tracing::warn!(cluster = %u.name, reason = %u.reason, "cluster not usable");
-                crate::clusters::status::post_not_ready(&hub, &u.name, &u.reason).await;
-                told.insert(u.name.clone(), u.reason.clone());
-            }
+        for u in told.news(&unusable) {
+            tracing::warn!(cluster = %u.name, reason = %u.reason, "cluster not usable");
+            crate::clusters::status::post_not_ready(&hub, &u.name, &u.reason).await;
         }
         for (name, m) in &want {
             if running.contains_key(name) {

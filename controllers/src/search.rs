@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::clusters::join::client_for;
-use crate::clusters::registry::{Reader, Unusable, members_for};
+use crate::clusters::registry::{Reader, Told, Unusable, members_for};
 
 /// Keeps `tx` at the hub's fleet: every registered Cluster (not being deleted), and the
 /// members whose Ready condition is True with a client built from their credentials
@@ -36,7 +36,7 @@ pub async fn follow_fleet(
     // clients by member, with the fingerprint they were built for
     let mut built: BTreeMap<String, Member> = BTreeMap::new();
     // what was said about each member that cannot be indexed
-    let mut told: BTreeMap<String, String> = BTreeMap::new();
+    let mut told = Told::default();
     let recorder = Recorder::new(
         hub.clone(),
         Reporter {
@@ -63,16 +63,12 @@ pub async fn follow_fleet(
             .map(|c| c.name_any())
             .collect();
         let (want, unusable) = members_for(Reader::Search, &cl, &se);
-        told.retain(|name, _| unusable.iter().any(|u| &u.name == name));
-        for u in &unusable {
-            if told.get(&u.name) != Some(&u.reason) {
-                let uid = cl
-                    .iter()
-                    .find(|c| c.name_any() == u.name)
-                    .and_then(|c| c.uid());
-                tell_not_indexed(&recorder, u, uid).await;
-                told.insert(u.name.clone(), u.reason.clone());
-            }
+        for u in told.news(&unusable) {
+            let uid = cl
+                .iter()
+                .find(|c| c.name_any() == u.name)
+                .and_then(|c| c.uid());
+            tell_not_indexed(&recorder, u, uid).await;
         }
         built.retain(|name, m| {
             want.get(name)

@@ -73,6 +73,24 @@ pub struct Unusable {
     pub reason: String,
 }
 
+/// What was last said about each unusable member, so each reason is said once.
+#[derive(Debug, Default)]
+pub struct Told(BTreeMap<String, String>);
+
+impl Told {
+    /// The members of `unusable` whose reason was not said yet (new, or changed); members
+    /// no longer in `unusable` are forgotten, so a reason that comes back is said again.
+    /// What is returned counts as said.
+    pub fn news<'a>(&mut self, unusable: &'a [Unusable]) -> Vec<&'a Unusable> {
+        self.0
+            .retain(|name, _| unusable.iter().any(|u| &u.name == name));
+        unusable
+            .iter()
+            .filter(|u| self.0.insert(u.name.clone(), u.reason.clone()).as_ref() != Some(&u.reason))
+            .collect()
+    }
+}
+
 fn secret_str(s: &Secret, key: &str) -> Option<String> {
     if let Some(v) = s.data.as_ref().and_then(|d| d.get(key)) {
         return String::from_utf8(v.0.clone()).ok();
@@ -368,5 +386,26 @@ mod tests {
                 .server,
             "https://w"
         );
+    }
+
+    #[test]
+    fn each_reason_is_told_once_and_again_after_it_went_away() {
+        let u = |name: &str, reason: &str| Unusable {
+            name: name.into(),
+            reason: reason.into(),
+        };
+        let mut told = Told::default();
+        let names = |v: Vec<&Unusable>| v.iter().map(|u| u.name.clone()).collect::<Vec<_>>();
+        // (unusable this round, what is told)
+        let rounds: [(Vec<Unusable>, &[&str]); 5] = [
+            (vec![u("a", "no token"), u("b", "no endpoint")], &["a", "b"]),
+            (vec![u("a", "no token"), u("b", "no endpoint")], &[]),
+            (vec![u("a", "bad CA"), u("b", "no endpoint")], &["a"]),
+            (vec![u("a", "bad CA")], &[]),
+            (vec![u("a", "bad CA"), u("b", "no endpoint")], &["b"]),
+        ];
+        for (i, (unusable, want)) in rounds.iter().enumerate() {
+            assert_eq!(names(told.news(unusable)), *want, "round {i}");
+        }
     }
 }
