@@ -12,8 +12,8 @@ use causeway_crds::federation::cluster::Cluster;
 use causeway_runtime::reflect::Wake;
 use causeway_search::indexer::{Fleet, Member};
 use k8s_openapi::api::core::v1::Secret;
-use kube::ResourceExt;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -64,11 +64,8 @@ pub async fn follow_fleet(
             .collect();
         let (want, unusable) = members_for(Reader::Search, &cl, &se);
         for u in told.news(&unusable) {
-            let uid = cl
-                .iter()
-                .find(|c| c.name_any() == u.name)
-                .and_then(|c| c.uid());
-            tell_not_indexed(&recorder, u, uid).await;
+            let cluster = cl.iter().find(|c| c.name_any() == u.name);
+            tell_not_indexed(&recorder, u, cluster).await;
         }
         built.retain(|name, m| {
             want.get(name)
@@ -132,14 +129,11 @@ pub async fn follow_fleet(
 
 /// Says why member `u` is not indexed: in the log, and as a Warning Event on its
 /// Cluster (`kubectl describe cluster <name>` on the hub).
-async fn tell_not_indexed(recorder: &Recorder, u: &Unusable, uid: Option<String>) {
+async fn tell_not_indexed(recorder: &Recorder, u: &Unusable, cluster: Option<&Cluster>) {
     tracing::warn!(cluster = %u.name, reason = %u.reason, "member not indexed");
-    let reference = k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some("causeway.io/v1alpha1".into()),
-        kind: Some("Cluster".into()),
-        name: Some(u.name.clone()),
-        uid,
-        ..Default::default()
+    // the reasons come from the Clusters listed: one without its object was deleted since
+    let Some(reference) = cluster.map(|c| c.object_ref(&())) else {
+        return;
     };
     let ev = Event {
         type_: EventType::Warning,

@@ -220,12 +220,12 @@ impl Purge {
                 let keys: Vec<crate::store::Key> = store
                     .versions(cluster, &t.gvr)
                     .await?
-                    .into_keys()
-                    .map(|(namespace, name)| crate::store::Key {
+                    .iter()
+                    .map(|(namespace, name, _)| crate::store::Key {
                         cluster: cluster.clone(),
                         gvr: t.gvr.clone(),
-                        namespace,
-                        name,
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
                     })
                     .collect();
                 if keys.is_empty() {

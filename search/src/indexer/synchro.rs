@@ -223,16 +223,19 @@ impl Synchro {
                 Ok(())
             }
             watcher::Event::InitApply(obj) => {
-                let stored = st.listing.as_mut().and_then(|l| {
-                    let ns = obj.metadata.namespace.clone().unwrap_or_default();
-                    l.remove(&(ns, obj.metadata.name.clone().unwrap_or_default()))
-                });
                 let listed = obj
                     .metadata
                     .resource_version
                     .as_deref()
                     .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
-                if stored.is_some() && stored == listed {
+                let m = &obj.metadata;
+                let stored = st.listing.as_mut().and_then(|l| {
+                    l.take(
+                        m.namespace.as_deref().unwrap_or_default(),
+                        m.name.as_deref().unwrap_or_default(),
+                    )
+                });
+                if stored.is_some() && stored == listed.as_deref() {
                     self.metrics.unchanged.inc();
                     return Ok(());
                 }
@@ -341,9 +344,10 @@ impl Synchro {
     /// Deletes the stored objects a complete list did not return (K.71), by batches.
     async fn delete_unlisted(&self, gone: Versions) -> StoreResult<()> {
         let keys: Vec<Key> = gone
-            .into_keys()
-            .map(|(ns, name)| self.key(ns, name))
+            .iter()
+            .map(|(ns, name, _)| self.key(ns.to_string(), name.to_string()))
             .collect();
+        drop(gone);
         for chunk in keys.chunks(BATCH) {
             let n = self.retry(|| self.store.delete(chunk)).await?;
             self.metrics.deleted.inc_by(n);

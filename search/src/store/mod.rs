@@ -22,6 +22,9 @@ pub use record::{resource_version_of, stored_version};
 mod schema;
 pub(crate) mod sql;
 mod sqlite;
+mod versions;
+use versions::Builder as VersionsBuilder;
+pub use versions::Versions;
 pub mod testing;
 #[cfg(test)]
 mod tests;
@@ -158,9 +161,6 @@ fn is_conninfo(spec: &str) -> bool {
 
 /// A store result.
 pub type StoreResult<T> = Result<T, StoreError>;
-
-/// The store's keys of one cluster and type, with their resourceVersions.
-pub type Versions = BTreeMap<(String, String), String>;
 
 enum Backend {
     Sqlite(sqlite::Sqlite),
@@ -430,21 +430,19 @@ impl Store {
 
     /// The stored keys of one cluster and type, with their resourceVersions.
     pub async fn versions(&self, cluster: &str, gvr: &Gvr) -> StoreResult<Versions> {
-        // row by row into the map: a relist of 100k objects holds the map, not also
+        // row by row into one buffer: a relist of 100k objects holds that, not also
         // every row as read (the restarted indexer's peak memory)
-        self.fold(
-            sql::versions(self.dialect(), cluster, gvr),
-            Versions::new(),
-            |map, row| {
-                let mut r = row.into_iter().map(Cell::text);
-                let (ns, name, rv) = (r.next(), r.next(), r.next());
-                map.insert(
-                    (ns.unwrap_or_default(), name.unwrap_or_default()),
-                    rv.unwrap_or_default(),
-                );
-            },
-        )
-        .await
+        let v = self
+            .fold(
+                sql::versions(self.dialect(), cluster, gvr),
+                VersionsBuilder::default(),
+                |v, row| {
+                    let text = |i: usize| row.get(i).map(Cell::as_str).unwrap_or_default();
+                    v.push(text(0), text(1), text(2));
+                },
+            )
+            .await?;
+        Ok(v.finish())
     }
 
     /// Deletes everything of one cluster; returns how many objects went.

@@ -70,6 +70,14 @@ impl Cell {
         }
     }
 
+    /// The text, borrowed; "" for anything else.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Cell::Text(s) => s,
+            _ => "",
+        }
+    }
+
     /// The integer, or 0.
     pub fn int(&self) -> i64 {
         match self {

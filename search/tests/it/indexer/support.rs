@@ -200,11 +200,11 @@ pub async fn in_sync(store: &Store, member: &Cluster, name: &str, gvr: &Gvr, kin
     match store.versions(name, gvr).await {
         Ok(v) => {
             let stored: BTreeMap<_, _> = v
-                .into_iter()
-                .map(|(k, rv)| {
+                .iter()
+                .map(|(ns, name, rv)| {
                     (
-                        k,
-                        causeway_search::store::resource_version_of(&rv).to_string(),
+                        (ns.to_string(), name.to_string()),
+                        causeway_search::store::resource_version_of(rv).to_string(),
                     )
                 })
                 .collect();
