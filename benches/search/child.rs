@@ -68,7 +68,14 @@ async fn run(args: &ChildArgs) -> anyhow::Result<()> {
     let metrics = IndexerMetrics::new(&mut registry);
     let specs = indexer::parse_all(&RESOURCES)?;
     let stop = CancellationToken::new();
-    tokio::spawn(indexer::run(store, specs, rx, metrics, stop.clone()));
+    tokio::spawn(indexer::run(
+        store,
+        specs,
+        rx,
+        metrics,
+        Default::default(),
+        stop.clone(),
+    ));
     let tmp = args.metrics_file.with_extension("tmp");
     loop {
         let mut text = String::new();

@@ -256,6 +256,7 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
     let mut registry = prometheus_client::registry::Registry::with_prefix("causeway");
     let metrics = causeway_search::indexer::IndexerMetrics::new(&mut registry);
     let (tx, mut rx) = watch::channel(Fleet::default());
+    let positions = causeway_search::positions::Positions::default();
     let (addr, ca_pem, backend) = (server.addr, server.ca_pem.clone(), store.backend());
     let follower = {
         let (hub, stop) = (hub.clone(), stop.clone());
@@ -277,9 +278,10 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
         opts.resources,
         rx,
         metrics,
+        positions.clone(),
         stop.child_token(),
     ));
-    let api = tokio::spawn(server.serve(store, hub, registry, stop.child_token()));
+    let api = tokio::spawn(server.serve(store, hub, positions, registry, stop.child_token()));
     Ok(Running {
         addr,
         ca_pem,

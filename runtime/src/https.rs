@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::Full;
-use hyper::body::Incoming;
+use futures::StreamExt;
+use http::{Request, Response, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
@@ -161,9 +163,31 @@ pub fn server_config(
     Ok(cfg)
 }
 
+/// A response body that is whole or streamed.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// A streamed `application/json` response (a watch: one JSON frame per chunk, as
+/// kube-apiserver sends them), ending when every sender of `rx` is gone.
+pub fn json_stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
+    let stream =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
+            .map(|b| Ok::<_, Infallible>(Frame::data(b)));
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-cache, private"),
+    );
+    r
+}
+
 /// Serves `handler` over TLS on `listener` until `stop`. `what` names the server in log
 /// lines.
-pub async fn serve<H, F>(
+pub async fn serve<H, F, B>(
     listener: TcpListener,
     tls: rustls::ServerConfig,
     what: &'static str,
@@ -171,7 +195,9 @@ pub async fn serve<H, F>(
     handler: H,
 ) where
     H: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let builder = Arc::new(hyper_util::server::conn::auto::Builder::new(
@@ -216,6 +242,7 @@ pub async fn serve<H, F>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::Full;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     struct Pki {

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod cli;
 pub mod indexer;
+pub mod positions;
 pub mod query;
 pub mod store;
 

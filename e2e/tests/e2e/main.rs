@@ -35,5 +35,6 @@ mod registry;
 mod relay;
 mod search;
 mod search_members;
+mod search_watch;
 mod stale;
 mod support;

@@ -17,7 +17,7 @@ use crate::query::Query;
 use crate::store::{Gvr, Page, StoreError, TypeInfo};
 
 /// The Table column showing each row's member cluster.
-fn cluster_column() -> Column {
+pub(crate) fn cluster_column() -> Column {
     let path = format!(
         ".metadata.annotations.{}",
         CLUSTER_ANNOTATION.replace('.', "\\.")
@@ -58,15 +58,6 @@ pub async fn objects(
     params: Vec<(String, String)>,
     as_table: bool,
 ) -> Reply {
-    if params
-        .iter()
-        .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
-    {
-        return failure(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "watch is not supported across clusters (K.73): list again, or watch the member cluster itself",
-        );
-    }
     let types = match shared.store.types().await {
         Ok(t) => t,
         Err(e) => return failure(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
@@ -92,6 +83,12 @@ pub async fn objects(
             format!("{} is not namespaced", group_resource(&ty.gvr)),
         );
     }
+    if params
+        .iter()
+        .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
+    {
+        return crate::api::watch::objects(shared, caller, t, &ty, &params, as_table).await;
+    }
     let params = params_for(t, params);
     let q = match Query::parse(&params, t.cluster.as_deref()) {
         Ok(q) => q,
@@ -108,6 +105,9 @@ pub async fn objects(
         Ok(s) => s,
         Err(e) => return e.reply(),
     };
+    // where the store is in every member before it is read: a watch from here may see
+    // an event again, never miss one (K.73)
+    let cursor = shared.positions.cursor(&ty.gvr).encode();
     let page = match scope {
         None => Page::default(),
         Some(scope) => {
@@ -127,7 +127,7 @@ pub async fn objects(
     };
     match &t.name {
         Some(name) => got(&ty, name, page, as_table),
-        None => listed(&ty, page, as_table),
+        None => listed(&ty, page, &cursor, as_table),
     }
 }
 
@@ -150,8 +150,11 @@ fn typed(ty: &TypeInfo, mut items: Vec<Value>) -> Vec<Value> {
     items
 }
 
-fn list_metadata(page: &Page) -> Value {
+fn list_metadata(page: &Page, cursor: &str) -> Value {
     let mut md = json!({});
+    if !cursor.is_empty() {
+        md["resourceVersion"] = json!(cursor);
+    }
     if let Some(c) = &page.continue_token {
         md["continue"] = json!(c);
     }
@@ -161,7 +164,7 @@ fn list_metadata(page: &Page) -> Value {
     md
 }
 
-fn as_table(ty: &TypeInfo, items: &[Value], page: &Page) -> Value {
+fn as_table(ty: &TypeInfo, items: &[Value], page: &Page, cursor: &str) -> Value {
     let refs: Vec<&Value> = items.iter().collect();
     let mut t = table(
         &[cluster_column()],
@@ -170,14 +173,14 @@ fn as_table(ty: &TypeInfo, items: &[Value], page: &Page) -> Value {
         "",
         page.continue_token.as_deref(),
     );
-    t["metadata"] = list_metadata(page);
+    t["metadata"] = list_metadata(page, cursor);
     t
 }
 
-fn listed(ty: &TypeInfo, page: Page, table: bool) -> Reply {
+fn listed(ty: &TypeInfo, page: Page, cursor: &str, table: bool) -> Reply {
     let items = typed(ty, page.items.clone());
     if table {
-        return json_ok(&as_table(ty, &items, &page));
+        return json_ok(&as_table(ty, &items, &page, cursor));
     }
     let api_version = items
         .first()
@@ -187,7 +190,7 @@ fn listed(ty: &TypeInfo, page: Page, table: bool) -> Reply {
     json_ok(&json!({
         "kind": format!("{}List", ty.kind),
         "apiVersion": api_version,
-        "metadata": list_metadata(&page),
+        "metadata": list_metadata(&page, cursor),
         "items": items,
     }))
 }
@@ -197,7 +200,7 @@ fn got(ty: &TypeInfo, name: &str, page: Page, table: bool) -> Reply {
     let items = typed(ty, page.items.clone());
     match items.as_slice() {
         [] => failure(StatusCode::NOT_FOUND, format!("{gr} \"{name}\" not found")),
-        _ if table => json_ok(&as_table(ty, &items, &Page::default())),
+        _ if table => json_ok(&as_table(ty, &items, &Page::default(), "")),
         [one] => json_ok(one),
         many => {
             let clusters: Vec<&str> = many

@@ -15,6 +15,7 @@ pub mod list;
 pub mod route;
 pub mod status;
 pub mod tls;
+pub mod watch;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,9 +24,11 @@ use std::time::{Duration, Instant};
 
 use causeway_runtime::admin::{Endpoints, answer};
 use http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::auth::Auth;
 use crate::api::route::Route;
 use crate::api::status::{Reply, failure, json_ok};
+use crate::positions::Positions;
 use crate::store::Store;
 
 /// Where and how to serve.
@@ -64,6 +68,7 @@ pub struct Metrics {
     registry: prometheus_client::registry::Registry,
     requests: Family<Vec<(&'static str, String)>, Counter>,
     query: Histogram,
+    watches: Gauge,
 }
 
 impl Metrics {
@@ -84,10 +89,17 @@ impl Metrics {
             "Time the store took to answer a search",
             query.clone(),
         );
+        let watches = Gauge::default();
+        sub.register(
+            "watches",
+            "Cross-cluster watches open (each holds one watch per member it shows)",
+            watches.clone(),
+        );
         Metrics {
             registry,
             requests,
             query,
+            watches,
         }
     }
 
@@ -113,6 +125,8 @@ pub struct Shared {
     store: Store,
     auth: Auth,
     metrics: Metrics,
+    /// Where the store is in each member's types, and how to watch them (K.73).
+    positions: Positions,
 }
 
 impl Server {
@@ -149,12 +163,14 @@ impl Server {
         })
     }
 
-    /// Serves until `stop`: the store's objects, reviewed by `hub`; /metrics shows
-    /// `registry` (the caller's metrics, e.g. the indexer's) with the API's own.
+    /// Serves until `stop`: the store's objects, reviewed by `hub`; watches go to the
+    /// members `positions` shows (the indexer's); /metrics shows `registry` (the
+    /// caller's metrics, e.g. the indexer's) with the API's own.
     pub async fn serve(
         self,
         store: Store,
         hub: kube::Client,
+        positions: Positions,
         registry: prometheus_client::registry::Registry,
         stop: CancellationToken,
     ) {
@@ -163,6 +179,7 @@ impl Server {
             store,
             auth: Auth::new(hub),
             metrics: Metrics::new(registry),
+            positions,
         });
         causeway_runtime::https::serve(self.listener, self.tls, "search", stop, move |req, _| {
             let shared = shared.clone();
@@ -193,7 +210,8 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Reply {
                 metrics: Arc::new(move || metrics.clone()),
                 ready: Arc::new(move || ready.clone()),
             },
-        );
+        )
+        .map(BodyExt::boxed);
     }
     let authorization = req
         .headers()

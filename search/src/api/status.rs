@@ -3,11 +3,11 @@
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
-/// A response body.
-pub type Reply = Response<Full<Bytes>>;
+/// A response: whole, or streamed (a watch).
+pub type Reply = Response<causeway_runtime::https::Body>;
 
 /// A 200 with a JSON body.
 pub fn json_ok(v: &Value) -> Reply {
@@ -16,9 +16,8 @@ pub fn json_ok(v: &Value) -> Reply {
 
 /// A JSON reply with `status`.
 pub fn json_reply(status: StatusCode, v: &Value) -> Reply {
-    let mut r = Response::new(Full::new(Bytes::from(
-        serde_json::to_vec(v).unwrap_or_default(),
-    )));
+    let mut r =
+        Response::new(Full::new(Bytes::from(serde_json::to_vec(v).unwrap_or_default())).boxed());
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 pub use metrics::{IndexerMetrics, TypeLabels};
 pub use spec::{ResourceSpec, SpecError, default_resources, parse_all};
 
+use crate::positions::Positions;
 use crate::store::Store;
 use health::Health;
 use synchro::Synchro;
@@ -68,11 +69,13 @@ struct Running {
 /// the store holds that it does not register are purged at once (the store is a
 /// cache, so a wrong purge costs a relist, not data — but a relist of the whole fleet).
 /// `resources` should come from [`parse_all`] (no type twice for one member).
+/// `positions` shows the API where the store is in every member's types (K.73).
 pub async fn run(
     store: Store,
     resources: Vec<ResourceSpec>,
     mut fleet: watch::Receiver<Fleet>,
     metrics: IndexerMetrics,
+    positions: Positions,
     stop: CancellationToken,
 ) {
     let health = Health::new(metrics.clone());
@@ -101,6 +104,7 @@ pub async fn run(
                 metrics: &metrics,
                 health: &health,
                 lists: &lists,
+                positions: &positions,
             },
             &stop,
         )
@@ -126,6 +130,7 @@ struct Shared<'a> {
     metrics: &'a IndexerMetrics,
     health: &'a Health,
     lists: &'a Arc<Semaphore>,
+    positions: &'a Positions,
 }
 
 /// Starts and stops synchros to match the fleet.
@@ -174,6 +179,7 @@ async fn reconcile(
                 metrics: shared.metrics.clone(),
                 health: shared.health.clone(),
                 lists: shared.lists.clone(),
+                positions: shared.positions.clone(),
                 stop: token.clone(),
             };
             running.insert(

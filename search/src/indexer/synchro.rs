@@ -32,6 +32,7 @@ use super::ResourceSpec;
 use super::health::Health;
 use super::metrics::{IndexerMetrics, TypeLabels};
 use super::spec::gvr_text;
+use crate::positions::{Positions, Publication, later};
 use crate::store::{Gvr, Key, Record, Store, StoreError, StoreResult, TypeInfo, Versions};
 
 /// Objects per write.
@@ -63,6 +64,8 @@ pub(crate) struct Synchro {
     pub(crate) health: Health,
     /// [`LISTS`] permits, shared by every synchro.
     pub(crate) lists: Arc<Semaphore>,
+    /// Where the store is in this type of the member, for cross-cluster watches.
+    pub(crate) positions: Positions,
     pub(crate) stop: CancellationToken,
 }
 
@@ -90,6 +93,15 @@ impl Synchro {
             kind: resource.kind.clone(),
             namespaced,
         };
+        // withdrawn when this synchro stops
+        let published = self.positions.publish(
+            &self.cluster,
+            &self.spec.gvr,
+            self.client.clone(),
+            resource.clone(),
+            namespaced,
+            self.spec.metadata_only,
+        );
         loop {
             if !self.health.wait_up(&self.stop).await {
                 return;
@@ -106,7 +118,7 @@ impl Synchro {
             if !self.health.wait_up(&self.stop).await {
                 return;
             }
-            let end = self.session(&resource).await;
+            let end = self.session(&resource, &published).await;
             if !self.after(end).await {
                 return;
             }
@@ -162,7 +174,7 @@ impl Synchro {
     }
 
     /// One list+watch, until stopped, the store goes down or a write fails.
-    async fn session(&self, resource: &ApiResource) -> End {
+    async fn session(&self, resource: &ApiResource, published: &Publication) -> End {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
         let mut events = pin!(watcher(api, watcher::Config::default()).default_backoff());
         let mut up = self.health.subscribe();
@@ -171,6 +183,9 @@ impl Synchro {
             batch: Batch::new(&self.metrics),
             listing: None,
             permit: None,
+            listed: None,
+            position: None,
+            unpublished: false,
         };
         loop {
             let deadline = st.batch.deadline();
@@ -199,6 +214,11 @@ impl Synchro {
             if let Err(e) = step {
                 return self.failed(e);
             }
+            // everything up to the position is written: watches may start from it
+            if st.unpublished && st.listing.is_none() && st.batch.len() == 0 {
+                published.stored_at(st.position.as_deref());
+                st.unpublished = false;
+            }
         }
     }
 
@@ -220,6 +240,7 @@ impl Synchro {
                     .await?;
                 st.running.synced(false);
                 st.listing = Some(stored);
+                st.listed = Some("0".into());
                 Ok(())
             }
             watcher::Event::InitApply(obj) => {
@@ -229,6 +250,10 @@ impl Synchro {
                     .as_deref()
                     .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
                 let m = &obj.metadata;
+                st.listed = st
+                    .listed
+                    .take()
+                    .and_then(|l| later(Some(&l), m.resource_version.as_deref().unwrap_or("")));
                 let stored = st.listing.as_mut().and_then(|l| {
                     l.take(
                         m.namespace.as_deref().unwrap_or_default(),
@@ -247,10 +272,16 @@ impl Synchro {
                     .await?;
                 st.permit = None;
                 st.running.synced(true);
+                st.position = st.listed.take();
+                st.unpublished = true;
                 Ok(())
             }
-            watcher::Event::Apply(obj) => self.put(&mut st.batch, resource, obj).await,
+            watcher::Event::Apply(obj) => {
+                st.moved_to(obj.metadata.resource_version.as_deref());
+                self.put(&mut st.batch, resource, obj).await
+            }
             watcher::Event::Delete(obj) => {
+                st.moved_to(obj.metadata.resource_version.as_deref());
                 let key = self.key(
                     obj.metadata.namespace.unwrap_or_default(),
                     obj.metadata.name.unwrap_or_default(),
@@ -451,6 +482,21 @@ struct Session<'a> {
     listing: Option<Versions>,
     /// Held from a list's start to its end.
     permit: Option<ListPermit>,
+    /// The latest resourceVersion of the list being compared ("0" for none yet; None
+    /// when the member's are not numbers).
+    listed: Option<String>,
+    /// The member resourceVersion of the latest event taken.
+    position: Option<String>,
+    /// The position moved since it was last published.
+    unpublished: bool,
+}
+
+impl Session<'_> {
+    /// A watch event (they come in resourceVersion order) was taken.
+    fn moved_to(&mut self, rv: Option<&str>) {
+        self.position = rv.map(str::to_string);
+        self.unpublished = true;
+    }
 }
 
 /// The right to compare a list with the store (one of [`LISTS`]).

@@ -18,6 +18,7 @@ use crate::query::{Owner, Query, QueryError};
 pub mod fields;
 mod postgres;
 mod record;
+pub(crate) use record::annotated;
 pub use record::{resource_version_of, stored_version};
 mod schema;
 pub(crate) mod sql;

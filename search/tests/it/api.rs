@@ -111,20 +111,6 @@ async fn kubectl_lists_and_gets_across_clusters(backend: Backend) {
         e.contains("NotFound") && e.contains("\"nope\" not found"),
         "{e}"
     );
-    // no cross-cluster watch (K.73)
-    let e = env
-        .fails(
-            "alice-token",
-            &[
-                "get",
-                "deploy",
-                "-A",
-                "--watch-only",
-                "--request-timeout=5s",
-            ],
-        )
-        .await;
-    assert!(e.contains("watch is not supported across clusters"), "{e}");
 }
 both!(kubectl_lists_and_gets_across_clusters);
 

@@ -1,15 +1,13 @@
 //! Response bodies: whole JSON bodies and `metav1.Status` errors.
 
-use std::convert::Infallible;
-
 use bytes::Bytes;
 use http::{Response, header};
-use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use http_body_util::{BodyExt, Full};
 
 use crate::error::ApiError;
 
 /// Response body type.
-pub type Body = BoxBody<Bytes, Infallible>;
+pub use causeway_runtime::https::Body;
 
 /// A full body.
 pub fn full(b: impl Into<Bytes>) -> Body {

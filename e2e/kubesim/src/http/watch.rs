@@ -4,10 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
-use http::{Response, header};
-use http_body_util::{BodyExt, StreamBody};
-use hyper::body::Frame;
+use http::Response;
 use tokio::sync::mpsc;
 
 use crate::error::ApiResult;
@@ -45,13 +42,5 @@ pub fn serve(
 }
 
 fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response<Body> {
-    let stream =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
-            .map(|b| Ok::<_, std::convert::Infallible>(Frame::data(b)));
-    Response::builder()
-        .status(200)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::CACHE_CONTROL, "no-cache, private")
-        .body(BodyExt::boxed(StreamBody::new(stream)))
-        .expect("valid response")
+    causeway_runtime::https::json_stream(rx)
 }

@@ -271,7 +271,7 @@ pub async fn start(backend: Backend) -> Env {
     let (api, ca_pem) = (server.addr, server.ca_pem.clone());
     let stop = CancellationToken::new();
     let registry = prometheus_client::registry::Registry::with_prefix("causeway");
-    tokio::spawn(server.serve(store, admin, registry, stop.clone()));
+    tokio::spawn(server.serve(store, admin, Default::default(), registry, stop.clone()));
     Env {
         hub,
         api,

@@ -122,6 +122,7 @@ impl Indexer {
             resources,
             fleet,
             metrics,
+            Default::default(),
             stop.clone(),
         ));
         Indexer {

@@ -1,0 +1,362 @@
+//! Cross-cluster watch through the search server (K.73), end to end: members east and
+//! west, the hub controller and `causeway search serve`; plain `kubectl get -w`, a
+//! kube-rs watch resumed from the resourceVersion of its last event, and a user whose
+//! hub RBAC shows one namespace.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
+use kube::core::GroupVersionKind;
+
+use crate::mcs_support::eventually;
+use crate::propagation::fleet_of;
+use crate::support::{Env, kubectl_bin};
+
+const WAIT: Duration = Duration::from_secs(45);
+
+fn deployment(name: &str, namespace: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: {namespace}
+  labels: {{app: {name}}}
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+        - name: c
+          image: nginx:1.27
+"#
+    )
+}
+
+fn deployments() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apps", "v1", "Deployment"),
+        "deployments",
+    )
+}
+
+/// A kube client of the search server, as the kubeconfig's `search` context with
+/// `token` (the hub admin's when None).
+async fn search_client(env: &Env, token: Option<&str>) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(&env.kubeconfig).unwrap();
+    let opts = kube::config::KubeConfigOptions {
+        context: Some("search".into()),
+        ..Default::default()
+    };
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .unwrap();
+    if let Some(t) = token {
+        cfg.auth_info.token = Some(t.to_string().into());
+    }
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// `kubectl get -w` in the background: its output lines, until killed.
+struct Watching {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Watching {
+    fn start(env: &Env, args: &[&str]) -> Watching {
+        let mut child = Command::new(kubectl_bin())
+            .env("KUBECONFIG", &env.kubeconfig)
+            .args(["--context", "search"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl runs");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Watching {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until a line has every one of `words`.
+    async fn wait_for(&mut self, words: &[&str]) {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            while let Ok(l) = self.lines.try_recv() {
+                self.seen.push(l);
+            }
+            if self
+                .seen
+                .iter()
+                .any(|l| words.iter().all(|w| l.split_whitespace().any(|x| x == *w)))
+            {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "kubectl -w never printed a line with {words:?}; it printed:\n{}",
+                self.seen.join("\n")
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Events of a watch from `rv` until `done` says the collected ones are enough.
+async fn watch_from(
+    api: &Api<DynamicObject>,
+    rv: &str,
+    done: impl Fn(&[(String, String, String)]) -> bool,
+) -> (Vec<(String, String, String)>, String) {
+    let mut events = Vec::new();
+    let mut last = rv.to_string();
+    let stream = api
+        .watch(&WatchParams::default().timeout(30), rv)
+        .await
+        .expect("the watch opens");
+    let mut stream = std::pin::pin!(stream);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !done(&events) {
+        let next = tokio::time::timeout_at(deadline, stream.try_next())
+            .await
+            .unwrap_or_else(|_| panic!("watch from {rv}: only {events:?}"))
+            .expect("watch event");
+        let (kind, o) = match next {
+            Some(WatchEvent::Added(o)) => ("ADDED", o),
+            Some(WatchEvent::Modified(o)) => ("MODIFIED", o),
+            Some(WatchEvent::Deleted(o)) => ("DELETED", o),
+            Some(WatchEvent::Bookmark(_)) => continue,
+            Some(WatchEvent::Error(e)) => panic!("watch error {e:?}"),
+            None => panic!("watch ended with {events:?}"),
+        };
+        let cluster = o
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(causeway_search::CLUSTER_ANNOTATION))
+            .cloned()
+            .unwrap_or_default();
+        last = o.metadata.resource_version.clone().unwrap_or_default();
+        events.push((
+            kind.to_string(),
+            cluster,
+            o.metadata.name.unwrap_or_default(),
+        ));
+    }
+    (events, last)
+}
+
+fn has(events: &[(String, String, String)], kind: &str, cluster: &str, name: &str) -> bool {
+    events
+        .iter()
+        .any(|(k, c, n)| k == kind && c == cluster && n == name)
+}
+
+async fn scenario(postgres: bool) {
+    let (mut env, ctl) = fleet_of(&["east", "west"]).await;
+    let shop = env.file("shop.yaml", &deployment("shop", "demo"));
+    env.ok_in("east", &["apply", "-f", &shop]).await;
+    let storage = if postgres {
+        causeway_search::store::testing::postgres_db().await
+    } else {
+        env.dir.path().join("search.db").display().to_string()
+    };
+    let search = env
+        .cs
+        .start_search(&storage, &env.dir.path().join("search"))
+        .await
+        .expect("search starts");
+    env.kubeconfig = env
+        .cs
+        .write_kubeconfigs_with(env.dir.path(), &[env.cs.search_entry(&search)])
+        .unwrap();
+    let client = search_client(&env, None).await;
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &deployments());
+    // once both members' deployments are stored, a list's resourceVersion is a cursor
+    // of both
+    let listed = eventually(
+        "east's shop listed with a cursor of both members",
+        WAIT,
+        || async {
+            let l = api.list(&ListParams::default()).await.ok()?;
+            let rv = l.metadata.resource_version.clone()?;
+            let cursor = causeway_search::positions::Cursor::decode(&rv).ok()?;
+            (l.items.len() == 1 && cursor.0.len() == 2).then_some(rv)
+        },
+    )
+    .await;
+
+    // plain kubectl: the list, then every member's changes, with the CLUSTER column
+    let mut table = Watching::start(
+        &env,
+        &["get", "deployments", "-A", "-w", "--request-timeout=120s"],
+    );
+    table.wait_for(&["east", "demo", "shop"]).await;
+    let mut events = Watching::start(
+        &env,
+        &[
+            "get",
+            "deployments",
+            "-A",
+            "-w",
+            "--output-watch-events",
+            "-o",
+            r#"jsonpath={.type} {.object.metadata.annotations.search\.causeway\.io/cluster} {.object.metadata.name}{"\n"}"#,
+        ],
+    );
+    events.wait_for(&["ADDED", "east", "shop"]).await;
+    let web = env.file("web.yaml", &deployment("web", "demo"));
+    env.ok_in("west", &["apply", "-f", &web]).await;
+    table.wait_for(&["west", "demo", "web"]).await;
+    events.wait_for(&["ADDED", "west", "web"]).await;
+    env.ok_in("east", &["delete", "deployment", "shop", "-n", "demo"])
+        .await;
+    events.wait_for(&["DELETED", "east", "shop"]).await;
+    drop((table, events));
+
+    // a watch from the list's cursor sees what happened since in both members, and
+    // one from its last event's resourceVersion resumes every member where it was
+    let (seen, last) = watch_from(&api, &listed, |e| {
+        has(e, "ADDED", "west", "web") && has(e, "DELETED", "east", "shop")
+    })
+    .await;
+    assert!(!has(&seen, "ADDED", "east", "shop"), "{seen:?}");
+    let api_yaml = env.file("api.yaml", &deployment("api", "demo"));
+    for m in ["east", "west"] {
+        env.ok_in(m, &["apply", "-f", &api_yaml]).await;
+    }
+    let (_, after_both) = watch_from(&api, &last, |e| {
+        has(e, "ADDED", "east", "api") && has(e, "ADDED", "west", "api")
+    })
+    .await;
+    env.ok_in("west", &["delete", "deployment", "api", "-n", "demo"])
+        .await;
+    let (resumed, _) = watch_from(&api, &after_both, |e| has(e, "DELETED", "west", "api")).await;
+    assert!(
+        resumed.iter().all(|(k, _, _)| k != "ADDED"),
+        "a watch resumed from its last event sees nothing again: {resumed:?}"
+    );
+
+    // what a watch cannot do is a 400 that says why; a foreign resourceVersion too
+    for (path, want) in [
+        (
+            "/apis/apps/v1/deployments?watch=true&fuzzy-name=we",
+            "fuzzy-name is not supported on a watch",
+        ),
+        (
+            "/apis/apps/v1/deployments?watch=true&resourceVersion=12",
+            "is not one of this search server's",
+        ),
+        (
+            "/apis/apps/v1/deployments?watch=true&labelSelector=a%20in%20(",
+            "cluster ",
+        ),
+    ] {
+        let req = http::Request::get(path).body(Vec::new()).unwrap();
+        match client.request_text(req).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 400, "{path}: {s:?}");
+                assert!(s.message.contains(want), "{path}: {}", s.message);
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    // a user whose hub RBAC lists deployments in demo only sees demo's events
+    env.cs.hub.add_token(
+        "dev-token",
+        kubesim::User {
+            name: "dev".into(),
+            groups: vec!["system:authenticated".into()],
+        },
+    );
+    let rbac = env.file(
+        "rbac.yaml",
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {name: demo}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: clusters-reader}
+rules:
+- {apiGroups: [causeway.io], resources: [clusters], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: dev-clusters}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusters-reader}
+subjects: [{kind: User, name: dev}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: deployments-watcher, namespace: demo}
+rules:
+- {apiGroups: [apps], resources: [deployments], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: dev-deployments, namespace: demo}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployments-watcher}
+subjects: [{kind: User, name: dev}]
+"#,
+    );
+    env.ok(&["apply", "-f", &rbac]).await;
+    let dev: Api<DynamicObject> =
+        Api::all_with(search_client(&env, Some("dev-token")).await, &deployments());
+    env.ok_in("east", &["create", "namespace", "private"]).await;
+    let now = api.list(&ListParams::default()).await.unwrap();
+    let from = now.metadata.resource_version.unwrap_or_default();
+    for (m, name, ns) in [("east", "secret", "private"), ("east", "open", "demo")] {
+        let f = env.file(&format!("{name}.yaml"), &deployment(name, ns));
+        env.ok_in(m, &["apply", "-f", &f]).await;
+    }
+    let (dev_seen, _) = watch_from(&dev, &from, |e| has(e, "ADDED", "east", "open")).await;
+    assert!(
+        dev_seen.iter().all(|(_, _, n)| n != "secret"),
+        "dev may not see namespace private: {dev_seen:?}"
+    );
+    let (admin_seen, _) = watch_from(&api, &from, |e| {
+        has(e, "ADDED", "east", "open") && has(e, "ADDED", "east", "secret")
+    })
+    .await;
+    assert!(has(&admin_seen, "ADDED", "east", "secret"));
+    search.shutdown().await;
+    ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_watches_every_member_and_resumes_from_a_cursor_on_sqlite() {
+    scenario(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_watches_every_member_and_resumes_from_a_cursor_on_postgres() {
+    scenario(true).await;
+}

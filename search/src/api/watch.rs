@@ -1,0 +1,767 @@
+//! Cross-cluster watch (K.73): `kubectl get pods -A -w` through the search server.
+//!
+//! A list's resourceVersion is a [`Cursor`]: the member resourceVersion the store holds
+//! each member's type at ([`crate::positions`]). A watch from it opens one watch per
+//! member the caller may see, each from that member's own resourceVersion, and merges
+//! their events into one stream. Each event's object is what a list returns (the
+//! cluster annotation, no managedFields, names only where the type is stored so) with,
+//! as its resourceVersion, the cursor after that event: a client that resumes from the
+//! last object it got resumes every member where it was. A member that compacted past
+//! its part of the cursor ends the watch with 410 Gone (list again), as kube-apiserver
+//! does; a member that cannot be reached is retried while the others stream.
+//!
+//! Watches go to the members, not to the store: an event reaches the client as fast as
+//! the member sends it, and the store is not polled.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+use causeway_runtime::table::{columns, table};
+use futures::stream::BoxStream;
+use futures::{StreamExt, future};
+use http::StatusCode;
+use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::Shared;
+use crate::api::auth::{Access, Caller};
+use crate::api::list::cluster_column;
+use crate::api::route::Target;
+use crate::api::status::{Reply, failure};
+use crate::positions::{Cursor, Indexed};
+use crate::store::{Gvr, Record, TypeInfo, annotated};
+
+/// Parameters a watch takes; anything else is a 400 that lists these. (`timeout`,
+/// which `kubectl --request-timeout` adds, bounds requests that are not watches, as in
+/// kube-apiserver: it is taken and not used.)
+const PARAMS: &[&str] = &[
+    "watch",
+    "timeout",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "timeoutSeconds",
+    "allowWatchBookmarks",
+    "labelSelector",
+    "fieldSelector",
+    "clusters",
+    "namespaces",
+];
+
+/// A watch ends after this long unless `timeoutSeconds` says otherwise (kube-apiserver
+/// picks 30 to 60 minutes); clients watch again from the last event.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// A member watch is opened again after this long at most (kube-rs refuses 295 s and
+/// more); the merged watch goes on.
+const MEMBER_TIMEOUT: u32 = 290;
+
+/// First and longest wait before a member that could not be reached is tried again.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// What a watch asks for, validated.
+#[derive(Debug, PartialEq)]
+struct Ask {
+    cursor: Cursor,
+    timeout: Duration,
+    bookmarks: bool,
+    labels: String,
+    fields: String,
+    clusters: BTreeSet<String>,
+    namespaces: Vec<String>,
+}
+
+/// Reads a watch's parameters (the path's namespace, cluster and name included).
+fn ask(t: &Target, params: &[(String, String)]) -> Result<Ask, String> {
+    let get = |k: &str| {
+        params
+            .iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    if let Some((k, _)) = params.iter().find(|(k, _)| !PARAMS.contains(&k.as_str())) {
+        return Err(format!(
+            "{k} is not supported on a watch: a watch takes {}",
+            PARAMS.join(", ")
+        ));
+    }
+    if let Some(m) = get("resourceVersionMatch").filter(|m| !m.is_empty()) {
+        return Err(format!(
+            "resourceVersionMatch={m} is not supported on a watch across clusters (it goes with sendInitialEvents, which is not served): list, then watch from the list's resourceVersion"
+        ));
+    }
+    let cursor = Cursor::decode(get("resourceVersion").unwrap_or(""))?;
+    let timeout = match get("timeoutSeconds") {
+        None | Some("") => DEFAULT_TIMEOUT,
+        Some(s) => s.parse::<u64>().map(Duration::from_secs).map_err(|_| {
+            format!("timeoutSeconds must be a whole number of seconds, got \"{s}\"")
+        })?,
+    };
+    let list = |k: &str| -> Vec<String> {
+        params
+            .iter()
+            .filter(|(n, _)| n == k)
+            .flat_map(|(_, v)| v.split(','))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let mut clusters: BTreeSet<String> = list("clusters").into_iter().collect();
+    if let Some(c) = &t.cluster {
+        if !clusters.is_empty() && !clusters.contains(c) {
+            clusters.clear();
+            clusters.insert(String::new());
+        } else {
+            clusters = BTreeSet::from([c.clone()]);
+        }
+    }
+    let namespaces = match &t.namespace {
+        Some(ns) => vec![ns.clone()],
+        None => list("namespaces"),
+    };
+    let mut fields = get("fieldSelector").unwrap_or("").to_string();
+    if let Some(name) = &t.name {
+        if !fields.is_empty() {
+            fields.push(',');
+        }
+        fields.push_str(&format!("metadata.name={name}"));
+    }
+    Ok(Ask {
+        cursor,
+        timeout,
+        bookmarks: matches!(get("allowWatchBookmarks"), Some("true" | "1")),
+        labels: get("labelSelector").unwrap_or("").to_string(),
+        fields,
+        clusters,
+        namespaces,
+    })
+}
+
+/// What a member's watch sends to the merge.
+enum Item {
+    Event {
+        cluster: String,
+        kind: &'static str,
+        object: Box<DynamicObject>,
+    },
+    Bookmark {
+        cluster: String,
+        rv: String,
+    },
+    /// The watch cannot go on (410 Gone: list again).
+    Fail(Value),
+}
+
+/// One member's part of a watch.
+struct Part {
+    cluster: String,
+    indexed: Indexed,
+    /// Watch one namespace on the member (the caller sees only it).
+    namespace: Option<String>,
+    rv: String,
+}
+
+impl Part {
+    fn api(&self) -> Api<DynamicObject> {
+        let i = &self.indexed;
+        match (&self.namespace, i.namespaced) {
+            (Some(ns), true) => Api::namespaced_with(i.client.clone(), ns, &i.resource),
+            _ => Api::all_with(i.client.clone(), &i.resource),
+        }
+    }
+
+    /// Opens the member's watch from its resourceVersion.
+    async fn open(
+        &self,
+        wp: &WatchParams,
+    ) -> kube::Result<BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>> {
+        Ok(self.api().watch(wp, &self.rv).await?.boxed())
+    }
+}
+
+/// Answers a watch of `ty`.
+pub async fn objects(
+    shared: &Shared,
+    caller: &Caller,
+    t: &Target,
+    ty: &TypeInfo,
+    params: &[(String, String)],
+    as_table: bool,
+) -> Reply {
+    let ask = match ask(t, params) {
+        Ok(a) => a,
+        Err(e) => return failure(StatusCode::BAD_REQUEST, e),
+    };
+    let access = Access {
+        gvr: &ty.gvr,
+        namespaced: ty.namespaced,
+        verb: "watch",
+        name: "",
+        namespaces: &ask.namespaces,
+    };
+    let scope = match shared.auth.scope(caller, &shared.store, &access).await {
+        Ok(s) => s,
+        Err(e) => return e.reply(),
+    };
+    // the namespaces the caller asked for and may see; None: all
+    let namespaces: Option<BTreeSet<String>> = match (
+        scope.as_ref().and_then(|s| s.namespaces.clone()),
+        ask.namespaces.is_empty(),
+    ) {
+        (Some(allowed), true) => Some(allowed),
+        (Some(allowed), false) => Some(
+            ask.namespaces
+                .iter()
+                .filter(|n| allowed.contains(*n))
+                .cloned()
+                .collect(),
+        ),
+        (None, true) => None,
+        (None, false) => Some(ask.namespaces.iter().cloned().collect()),
+    };
+    let visible = |c: &String| {
+        scope.as_ref().is_some_and(|s| {
+            s.clusters.as_ref().is_none_or(|cs| cs.contains(c))
+                && (ask.clusters.is_empty() || ask.clusters.contains(c))
+        })
+    };
+    let one_namespace = namespaces
+        .as_ref()
+        .filter(|n| n.len() == 1)
+        .and_then(|n| n.first().cloned());
+    let parts: Vec<Part> = if namespaces.as_ref().is_some_and(BTreeSet::is_empty) {
+        Vec::new()
+    } else {
+        shared
+            .positions
+            .of(&ty.gvr)
+            .into_iter()
+            .filter(|(c, _)| visible(c))
+            .map(|(cluster, indexed)| Part {
+                rv: ask.cursor.0.get(&cluster).cloned().unwrap_or_default(),
+                cluster,
+                indexed,
+                namespace: one_namespace.clone(),
+            })
+            .collect()
+    };
+    let wp = {
+        let mut wp = WatchParams::default()
+            .timeout(MEMBER_TIMEOUT.min(ask.timeout.as_secs().max(1) as u32))
+            .labels(&ask.labels)
+            .fields(&ask.fields);
+        wp.bookmarks = true;
+        wp
+    };
+    // open every member's watch before answering, so a selector a member refuses is
+    // this request's 400, as kube-apiserver answers it
+    let opened = future::join_all(parts.iter().map(|p| p.open(&wp))).await;
+    let mut streams = Vec::with_capacity(parts.len());
+    let mut gone = None;
+    for (p, o) in parts.iter().zip(opened) {
+        match o {
+            Ok(s) => streams.push(Some(s)),
+            Err(kube::Error::Api(s)) if s.code == 410 => {
+                gone.get_or_insert_with(|| expired(&p.cluster, &s.message));
+                streams.push(None);
+            }
+            Err(kube::Error::Api(s)) if (400..500).contains(&s.code) => {
+                return failure(
+                    StatusCode::from_u16(s.code).unwrap_or(StatusCode::BAD_REQUEST),
+                    format!("cluster {}: {}", p.cluster, s.message),
+                );
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %p.cluster, error = %e, "cross-cluster watch: member not reachable; retrying");
+                streams.push(None);
+            }
+        }
+    }
+    let (out, body) = mpsc::channel::<Bytes>(64);
+    if let Some(status) = gone {
+        let _ = out.try_send(frame("ERROR", &status));
+        return causeway_runtime::https::json_stream(body);
+    }
+    let (tx, rx) = mpsc::channel::<Item>(256);
+    let stop = CancellationToken::new();
+    for (p, s) in parts.into_iter().zip(streams) {
+        tokio::spawn(follow(p, wp.clone(), s, tx.clone(), stop.clone()));
+    }
+    drop(tx);
+    let merge = Merge {
+        gvr: ty.gvr.clone(),
+        kind: ty.kind.clone(),
+        metadata_only: shared
+            .positions
+            .of(&ty.gvr)
+            .into_iter()
+            .map(|(c, i)| (c, i.metadata_only))
+            .collect(),
+        namespaces,
+        cursor: ask.cursor,
+        table: as_table,
+        bookmarks: ask.bookmarks,
+    };
+    shared.metrics.watches.inc();
+    let watches = shared.metrics.watches.clone();
+    tokio::spawn(async move {
+        let _stop = stop.drop_guard();
+        merge.run(rx, out, ask.timeout).await;
+        watches.dec();
+    });
+    causeway_runtime::https::json_stream(body)
+}
+
+/// Streams one member's events into the merge, opening its watch again (from the
+/// last resourceVersion it sent) when it ends or fails, until `stop`.
+async fn follow(
+    mut p: Part,
+    wp: WatchParams,
+    mut stream: Option<BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>>,
+    tx: mpsc::Sender<Item>,
+    stop: CancellationToken,
+) {
+    let mut wait = RETRY_FIRST;
+    loop {
+        let mut events = match stream.take() {
+            Some(s) => s,
+            None => {
+                let opened = tokio::select! {
+                    o = p.open(&wp) => o,
+                    _ = stop.cancelled() => return,
+                };
+                match opened {
+                    Ok(s) => s,
+                    Err(kube::Error::Api(s)) if s.code == 410 => {
+                        let _ = tx.send(Item::Fail(expired(&p.cluster, &s.message))).await;
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(cluster = %p.cluster, error = %e, "cross-cluster watch: member watch failed; retrying in {wait:?}");
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = stop.cancelled() => return,
+                        }
+                        wait = (wait * 2).min(RETRY_MAX);
+                        continue;
+                    }
+                }
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                n = events.next() => n,
+                _ = stop.cancelled() => return,
+            };
+            let item = match next {
+                Some(Ok(WatchEvent::Added(o))) => event(&mut p, "ADDED", o),
+                Some(Ok(WatchEvent::Modified(o))) => event(&mut p, "MODIFIED", o),
+                Some(Ok(WatchEvent::Deleted(o))) => event(&mut p, "DELETED", o),
+                Some(Ok(WatchEvent::Bookmark(b))) => {
+                    p.rv = b.metadata.resource_version;
+                    Item::Bookmark {
+                        cluster: p.cluster.clone(),
+                        rv: p.rv.clone(),
+                    }
+                }
+                Some(Ok(WatchEvent::Error(e))) if e.code == 410 => {
+                    let _ = tx.send(Item::Fail(expired(&p.cluster, &e.message))).await;
+                    return;
+                }
+                Some(Ok(WatchEvent::Error(e))) => {
+                    tracing::warn!(cluster = %p.cluster, code = e.code, message = %e.message, "cross-cluster watch: member watch error; watching again");
+                    break;
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(cluster = %p.cluster, error = %e, "cross-cluster watch: member watch broke; watching again");
+                    break;
+                }
+                // the member's timeout: watch again from where it was
+                None => break,
+            };
+            wait = RETRY_FIRST;
+            if tx.send(item).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn event(p: &mut Part, kind: &'static str, o: DynamicObject) -> Item {
+    if let Some(rv) = &o.metadata.resource_version {
+        p.rv = rv.clone();
+    }
+    Item::Event {
+        cluster: p.cluster.clone(),
+        kind,
+        object: Box::new(o),
+    }
+}
+
+/// The Status of a watch whose cursor one member no longer has.
+fn expired(cluster: &str, message: &str) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": format!("cluster {cluster}: {message} (list again, and watch from the list's resourceVersion)"),
+        "reason": "Expired",
+        "code": 410,
+    })
+}
+
+fn frame(kind: &str, object: &Value) -> Bytes {
+    let mut b = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    b.push(b'\n');
+    Bytes::from(b)
+}
+
+/// Merges the members' events into the client's stream, keeping the cursor.
+struct Merge {
+    gvr: Gvr,
+    kind: String,
+    /// Per cluster: the type is stored as metadata only.
+    metadata_only: BTreeMap<String, bool>,
+    /// Only objects in these namespaces (None: all).
+    namespaces: Option<BTreeSet<String>>,
+    cursor: Cursor,
+    table: bool,
+    bookmarks: bool,
+}
+
+impl Merge {
+    async fn run(
+        mut self,
+        mut rx: mpsc::Receiver<Item>,
+        out: mpsc::Sender<Bytes>,
+        timeout: Duration,
+    ) {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        loop {
+            let item = tokio::select! {
+                i = rx.recv() => i,
+                _ = &mut deadline => return,
+                _ = out.closed() => return,
+            };
+            let (frame, last) = match item {
+                // no member left to watch (none visible): wait for the timeout
+                None => {
+                    tokio::select! {
+                        _ = &mut deadline => {}
+                        _ = out.closed() => {}
+                    }
+                    return;
+                }
+                Some(i) => self.frame(i),
+            };
+            if let Some(f) = frame
+                && out.send(f).await.is_err()
+            {
+                return;
+            }
+            if last {
+                return;
+            }
+        }
+    }
+
+    /// The frame an item becomes (None: filtered out), and whether the watch ends.
+    fn frame(&mut self, item: Item) -> (Option<Bytes>, bool) {
+        match item {
+            Item::Fail(status) => (Some(frame("ERROR", &status)), true),
+            Item::Bookmark { cluster, rv } => {
+                self.cursor.0.insert(cluster, rv);
+                if !self.bookmarks || self.table {
+                    return (None, false);
+                }
+                let api_version = api_version(&self.gvr);
+                let o = json!({"kind": self.kind, "apiVersion": api_version,
+                    "metadata": {"resourceVersion": self.cursor.encode()}});
+                (Some(frame("BOOKMARK", &o)), false)
+            }
+            Item::Event {
+                cluster,
+                kind,
+                object,
+            } => {
+                if let Some(rv) = &object.metadata.resource_version {
+                    self.cursor.0.insert(cluster.clone(), rv.clone());
+                }
+                let ns = object.metadata.namespace.as_deref().unwrap_or("");
+                if self.namespaces.as_ref().is_some_and(|n| !n.contains(ns)) {
+                    return (None, false);
+                }
+                (
+                    self.object(&cluster, *object).map(|o| frame(kind, &o)),
+                    false,
+                )
+            }
+        }
+    }
+
+    /// The object as a list returns it, at the cursor (or its Table row).
+    fn object(&self, cluster: &str, o: DynamicObject) -> Option<Value> {
+        let mut v = serde_json::to_value(o).ok()?;
+        if let Some(m) = v.as_object_mut() {
+            m.insert("apiVersion".into(), json!(api_version(&self.gvr)));
+            m.insert("kind".into(), json!(self.kind));
+        }
+        let names_only = self.metadata_only.get(cluster).copied().unwrap_or(false);
+        let record = Record::from_value(cluster, &self.gvr, v, names_only)?;
+        let mut v = annotated(&record.object, cluster);
+        let cursor = self.cursor.encode();
+        if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            md.insert("resourceVersion".into(), json!(cursor));
+        }
+        if self.table {
+            let cols = columns::builtin(&self.gvr.group, &self.gvr.resource);
+            return Some(table(&[cluster_column()], &cols, &[&v], &cursor, None));
+        }
+        Some(v)
+    }
+}
+
+fn api_version(gvr: &Gvr) -> String {
+    if gvr.group.is_empty() {
+        gvr.version.clone()
+    } else {
+        format!("{}/{}", gvr.group, gvr.version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(kv: &[(&str, &str)]) -> Vec<(String, String)> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_watch_takes_the_parameters_kubectl_and_informers_send() {
+        let cursor = Cursor(BTreeMap::from([("east".into(), "7".into())]));
+        let a = ask(
+            &Target::default(),
+            &p(&[
+                ("watch", "true"),
+                ("resourceVersion", &cursor.encode()),
+                ("timeoutSeconds", "30"),
+                ("allowWatchBookmarks", "true"),
+                ("labelSelector", "app=web"),
+                ("clusters", "east,west"),
+                ("namespaces", "shop"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(a.cursor, cursor);
+        assert_eq!(a.timeout, Duration::from_secs(30));
+        assert!(a.bookmarks);
+        assert_eq!(a.labels, "app=web");
+        assert_eq!(
+            a.clusters,
+            BTreeSet::from(["east".to_string(), "west".to_string()])
+        );
+        assert_eq!(a.namespaces, ["shop"]);
+        // the path's cluster, namespace and name
+        let t = Target {
+            cluster: Some("east".into()),
+            namespace: Some("prod".into()),
+            name: Some("web-1".into()),
+            ..Target::default()
+        };
+        let a = ask(
+            &t,
+            &p(&[("watch", "1"), ("fieldSelector", "status.phase=Running")]),
+        )
+        .unwrap();
+        assert_eq!(a.clusters, BTreeSet::from(["east".to_string()]));
+        assert_eq!(a.namespaces, ["prod"]);
+        assert_eq!(a.fields, "status.phase=Running,metadata.name=web-1");
+        assert_eq!(a.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(a.cursor, Cursor::default());
+        // a path cluster outside clusters= sees nothing
+        let a = ask(&t, &p(&[("clusters", "west")])).unwrap();
+        assert_eq!(a.clusters, BTreeSet::from([String::new()]));
+    }
+
+    #[test]
+    fn what_a_watch_cannot_do_is_a_clear_error() {
+        let t = Target::default();
+        let cases = [
+            (
+                vec![("fuzzy-name", "web")],
+                "fuzzy-name is not supported on a watch",
+            ),
+            (
+                vec![("orderby", "name")],
+                "orderby is not supported on a watch",
+            ),
+            (vec![("limit", "5")], "limit is not supported on a watch"),
+            (
+                vec![("sendInitialEvents", "true")],
+                "sendInitialEvents is not supported",
+            ),
+            (
+                vec![("resourceVersionMatch", "NotOlderThan")],
+                "resourceVersionMatch=NotOlderThan is not supported",
+            ),
+            (
+                vec![("resourceVersion", "12345")],
+                "is not one of this search server's",
+            ),
+            (
+                vec![("timeoutSeconds", "soon")],
+                "timeoutSeconds must be a whole number",
+            ),
+        ];
+        for (params, want) in cases {
+            let e = ask(&t, &p(&params)).unwrap_err();
+            assert!(e.contains(want), "{params:?}: {e}");
+        }
+    }
+
+    fn merge(table: bool, bookmarks: bool, namespaces: Option<&[&str]>) -> Merge {
+        Merge {
+            gvr: Gvr {
+                group: "".into(),
+                version: "v1".into(),
+                resource: "configmaps".into(),
+            },
+            kind: "ConfigMap".into(),
+            metadata_only: BTreeMap::from([("east".into(), true), ("west".into(), false)]),
+            namespaces: namespaces.map(|n| n.iter().map(|s| s.to_string()).collect()),
+            cursor: Cursor(BTreeMap::from([("gone".into(), "3".into())])),
+            table,
+            bookmarks,
+        }
+    }
+
+    fn cm(ns: &str, rv: &str) -> Box<DynamicObject> {
+        Box::new(
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "web", "namespace": ns, "resourceVersion": rv,
+                    "managedFields": [{"manager": "kubectl"}]},
+                "data": {"k": "v"},
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn decoded(f: &Bytes) -> Value {
+        assert_eq!(f.last(), Some(&b'\n'));
+        serde_json::from_slice(f).unwrap()
+    }
+
+    #[test]
+    fn events_carry_the_cursor_after_them_and_are_cut_as_the_store_keeps_them() {
+        let mut m = merge(false, true, None);
+        let (f, end) = m.frame(Item::Event {
+            cluster: "east".into(),
+            kind: "ADDED",
+            object: cm("shop", "10"),
+        });
+        assert!(!end);
+        let e = decoded(&f.unwrap());
+        assert_eq!(e["type"], "ADDED");
+        let o = &e["object"];
+        assert_eq!(
+            o["metadata"]["annotations"][crate::CLUSTER_ANNOTATION],
+            "east"
+        );
+        assert!(o["metadata"].get("managedFields").is_none());
+        // east stores ConfigMaps as names only
+        assert!(o.get("data").is_none());
+        let c = Cursor::decode(o["metadata"]["resourceVersion"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            c.0,
+            BTreeMap::from([("east".into(), "10".into()), ("gone".into(), "3".into())])
+        );
+        let (f, _) = m.frame(Item::Event {
+            cluster: "west".into(),
+            kind: "MODIFIED",
+            object: cm("shop", "4"),
+        });
+        let o = decoded(&f.unwrap())["object"].clone();
+        assert_eq!(o["data"]["k"], "v");
+        let c = Cursor::decode(o["metadata"]["resourceVersion"].as_str().unwrap()).unwrap();
+        assert_eq!(c.0["east"], "10");
+        assert_eq!(c.0["west"], "4");
+        // a bookmark moves the cursor and says so
+        let (f, _) = m.frame(Item::Bookmark {
+            cluster: "east".into(),
+            rv: "20".into(),
+        });
+        let b = decoded(&f.unwrap());
+        assert_eq!(b["type"], "BOOKMARK");
+        assert_eq!(b["object"]["kind"], "ConfigMap");
+        let c =
+            Cursor::decode(b["object"]["metadata"]["resourceVersion"].as_str().unwrap()).unwrap();
+        assert_eq!(c.0["east"], "20");
+        // 410 ends the watch
+        let (f, end) = m.frame(Item::Fail(expired(
+            "east",
+            "too old resource version: 1 (20)",
+        )));
+        assert!(end);
+        let e = decoded(&f.unwrap());
+        assert_eq!(e["type"], "ERROR");
+        assert_eq!(e["object"]["code"], 410);
+        assert!(
+            e["object"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("cluster east: too old")
+        );
+    }
+
+    #[test]
+    fn namespaces_not_visible_are_filtered_but_still_move_the_cursor() {
+        let mut m = merge(false, false, Some(&["shop"]));
+        let (f, _) = m.frame(Item::Event {
+            cluster: "west".into(),
+            kind: "ADDED",
+            object: cm("secret-team", "9"),
+        });
+        assert!(f.is_none());
+        assert_eq!(m.cursor.0["west"], "9");
+        // no bookmarks unless asked
+        let (f, _) = m.frame(Item::Bookmark {
+            cluster: "west".into(),
+            rv: "11".into(),
+        });
+        assert!(f.is_none());
+        assert_eq!(m.cursor.0["west"], "11");
+    }
+
+    #[test]
+    fn a_table_watch_sends_one_row_per_event_with_the_cluster_column() {
+        let mut m = merge(true, true, None);
+        let (f, _) = m.frame(Item::Event {
+            cluster: "west".into(),
+            kind: "DELETED",
+            object: cm("shop", "5"),
+        });
+        let e = decoded(&f.unwrap());
+        assert_eq!(e["type"], "DELETED");
+        assert_eq!(e["object"]["kind"], "Table");
+        assert_eq!(e["object"]["columnDefinitions"][0]["name"], "Cluster");
+        assert_eq!(e["object"]["rows"][0]["cells"][0], "west");
+        assert_eq!(e["object"]["rows"][0]["cells"][1], "web");
+        // Table watches get no bookmarks (kubectl does not ask for them)
+        let (f, _) = m.frame(Item::Bookmark {
+            cluster: "west".into(),
+            rv: "6".into(),
+        });
+        assert!(f.is_none());
+    }
+}

@@ -1,0 +1,224 @@
+//! Cross-cluster watch positions (K.73).
+//!
+//! Every running synchro (one member's type) publishes here how to reach that type on
+//! the member (client, resource, scope, whole or names only) and, once its objects are
+//! in the store, the member resourceVersion the store holds them at. A list from the
+//! store carries, as its resourceVersion, a [`Cursor`]: those resourceVersions of every
+//! member, encoded. A watch from a cursor opens one watch per member, each from that
+//! member's own resourceVersion, so resuming a watch resumes every cluster where it was.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use kube::api::ApiResource;
+use parking_lot::RwLock;
+
+use crate::store::Gvr;
+
+/// How to watch one member's type, and where the store is in it.
+#[derive(Clone)]
+pub struct Indexed {
+    /// A client of the member.
+    pub client: kube::Client,
+    /// The type as the member serves it.
+    pub resource: ApiResource,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Stored as metadata only: watch events are cut the same way.
+    pub metadata_only: bool,
+    /// The member resourceVersion the store holds this type at; None until the first
+    /// list is stored (or when the member's resourceVersions are not numbers).
+    pub resource_version: Option<String>,
+    /// Which synchro published this (a restarted one replaces it).
+    id: u64,
+}
+
+/// The indexed types of every member (shared by the indexer and the API).
+#[derive(Clone, Default)]
+pub struct Positions(Arc<RwLock<BTreeMap<(String, Gvr), Indexed>>>);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A published type; withdrawn when dropped (its synchro stopped).
+pub struct Publication {
+    positions: Positions,
+    key: (String, Gvr),
+    id: u64,
+}
+
+impl Positions {
+    /// Publishes a member's type (not yet stored: no resourceVersion).
+    pub fn publish(
+        &self,
+        cluster: &str,
+        gvr: &Gvr,
+        client: kube::Client,
+        resource: ApiResource,
+        namespaced: bool,
+        metadata_only: bool,
+    ) -> Publication {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let key = (cluster.to_string(), gvr.clone());
+        self.0.write().insert(
+            key.clone(),
+            Indexed {
+                client,
+                resource,
+                namespaced,
+                metadata_only,
+                resource_version: None,
+                id,
+            },
+        );
+        Publication {
+            positions: self.clone(),
+            key,
+            id,
+        }
+    }
+
+    /// The indexed members of a type, by cluster.
+    pub fn of(&self, gvr: &Gvr) -> BTreeMap<String, Indexed> {
+        self.0
+            .read()
+            .iter()
+            .filter(|((_, g), _)| g == gvr)
+            .map(|((c, _), i)| (c.clone(), i.clone()))
+            .collect()
+    }
+
+    /// The cursor of the store's copy of a type: each member's stored resourceVersion.
+    pub fn cursor(&self, gvr: &Gvr) -> Cursor {
+        Cursor(
+            self.of(gvr)
+                .into_iter()
+                .filter_map(|(c, i)| Some((c, i.resource_version?)))
+                .collect(),
+        )
+    }
+}
+
+impl Publication {
+    /// The store now holds the type at `rv` (everything up to it is written).
+    pub fn stored_at(&self, rv: Option<&str>) {
+        if let Some(i) = self.positions.0.write().get_mut(&self.key)
+            && i.id == self.id
+        {
+            i.resource_version = rv.map(str::to_string);
+        }
+    }
+}
+
+impl Drop for Publication {
+    fn drop(&mut self) {
+        let mut map = self.positions.0.write();
+        if map.get(&self.key).is_some_and(|i| i.id == self.id) {
+            map.remove(&self.key);
+        }
+    }
+}
+
+/// The later of two member resourceVersions. Kubernetes resourceVersions are opaque,
+/// but every kube-apiserver's (and kubesim's) are etcd revisions, decimal numbers; of
+/// anything else nothing is known, and None says so (a watch then starts the member
+/// afresh).
+pub fn later(a: Option<&str>, b: &str) -> Option<String> {
+    let n = b.parse::<u64>().ok()?;
+    match a.map(str::parse::<u64>) {
+        None => Some(b.to_string()),
+        Some(Ok(m)) if m >= n => a.map(str::to_string),
+        Some(Ok(_)) => Some(b.to_string()),
+        Some(Err(_)) => None,
+    }
+}
+
+/// A cross-cluster resourceVersion: each member's own, by cluster. Opaque to clients
+/// (`c1.` and base64url of JSON).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cursor(pub BTreeMap<String, String>);
+
+const CURSOR_PREFIX: &str = "c1.";
+
+impl Cursor {
+    /// The text a client gets.
+    pub fn encode(&self) -> String {
+        format!(
+            "{CURSOR_PREFIX}{}",
+            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&self.0).unwrap_or_default())
+        )
+    }
+
+    /// A client's resourceVersion: `""` and `"0"` are the empty cursor (every member
+    /// from its current state, as kube-apiserver's "any" version); anything else must
+    /// be a cursor this server made.
+    pub fn decode(text: &str) -> Result<Cursor, String> {
+        if text.is_empty() || text == "0" {
+            return Ok(Cursor::default());
+        }
+        let bad = || {
+            format!(
+                "resourceVersion \"{text}\" is not one of this search server's: watch from the metadata.resourceVersion of a list or of a watch event it sent"
+            )
+        };
+        let body = text.strip_prefix(CURSOR_PREFIX).ok_or_else(bad)?;
+        let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| bad())?;
+        serde_json::from_slice(&bytes)
+            .map(Cursor)
+            .map_err(|_| bad())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn later_compares_revisions_as_numbers() {
+        let cases = [
+            (None, "5", Some("5")),
+            (Some("5"), "12", Some("12")),
+            (Some("12"), "5", Some("12")),
+            (Some("7"), "7", Some("7")),
+            (Some("x"), "7", None),
+            (Some("7"), "x", None),
+            (None, "", None),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(later(a, b).as_deref(), want, "{a:?} {b}");
+        }
+    }
+
+    #[test]
+    fn cursors_round_trip_and_foreign_versions_are_refused() {
+        let c = Cursor(BTreeMap::from([
+            ("east".to_string(), "120".to_string()),
+            ("west".to_string(), "7".to_string()),
+        ]));
+        let text = c.encode();
+        assert!(text.starts_with("c1."));
+        assert_eq!(Cursor::decode(&text), Ok(c));
+        assert_eq!(Cursor::decode(""), Ok(Cursor::default()));
+        assert_eq!(Cursor::decode("0"), Ok(Cursor::default()));
+        for bad in ["123", "c1.", "c1.!!", "c1.bm90IGpzb24"] {
+            let e = Cursor::decode(bad).unwrap_err();
+            assert!(e.contains("not one of this search server's"), "{bad}: {e}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_cursor_round_trips(m in prop::collection::btree_map("[a-z0-9-]{1,12}", "[0-9]{1,12}", 0..8)) {
+            let c = Cursor(m);
+            prop_assert_eq!(Cursor::decode(&c.encode()), Ok(c));
+        }
+
+        #[test]
+        fn decoding_never_panics(s in ".{0,80}") {
+            let _ = Cursor::decode(&s);
+        }
+    }
+}
