@@ -30,7 +30,7 @@ pub struct Indexed {
     /// Stored as metadata only: watch events are cut the same way.
     pub metadata_only: bool,
     /// The member resourceVersion the store holds this type at; None until the first
-    /// list is stored (or when the member's resourceVersions are not numbers).
+    /// list is stored.
     pub resource_version: Option<String>,
     /// Which synchro published this (a restarted one replaces it).
     id: u64,
@@ -121,17 +121,15 @@ impl Drop for Publication {
     }
 }
 
-/// The later of two member resourceVersions. Kubernetes resourceVersions are opaque,
-/// but every kube-apiserver's (and kubesim's) are etcd revisions, decimal numbers; of
-/// anything else nothing is known, and None says so (a watch then starts the member
-/// afresh).
-pub fn later(a: Option<&str>, b: &str) -> Option<String> {
-    let n = b.parse::<u64>().ok()?;
-    match a.map(str::parse::<u64>) {
-        None => Some(b.to_string()),
-        Some(Ok(m)) if m >= n => a.map(str::to_string),
-        Some(Ok(_)) => Some(b.to_string()),
-        Some(Err(_)) => None,
+/// Where a member watch resumes after an event at `rv`, having been at `current`: the
+/// later of the two. Kubernetes resourceVersions are opaque, but every kube-apiserver's
+/// (and kubesim's) are etcd revisions, decimal numbers, and the events of a watch
+/// started without one (the member's current objects, as ADDED) come in no order, so
+/// the position never moves back; of anything else nothing is known and `rv` is taken.
+pub fn advance(current: &str, rv: &str) -> String {
+    match (current.parse::<u64>(), rv.parse::<u64>()) {
+        (Ok(c), Ok(r)) if c > r => current.to_string(),
+        _ => rv.to_string(),
     }
 }
 
@@ -177,18 +175,17 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    fn later_compares_revisions_as_numbers() {
+    fn a_position_never_moves_back() {
         let cases = [
-            (None, "5", Some("5")),
-            (Some("5"), "12", Some("12")),
-            (Some("12"), "5", Some("12")),
-            (Some("7"), "7", Some("7")),
-            (Some("x"), "7", None),
-            (Some("7"), "x", None),
-            (None, "", None),
+            ("", "5", "5"),
+            ("5", "12", "12"),
+            ("12", "5", "12"),
+            ("7", "7", "7"),
+            ("x", "7", "7"),
+            ("7", "y", "y"),
         ];
-        for (a, b, want) in cases {
-            assert_eq!(later(a, b).as_deref(), want, "{a:?} {b}");
+        for (current, rv, want) in cases {
+            assert_eq!(advance(current, rv), want, "{current} {rv}");
         }
     }
 

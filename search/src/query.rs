@@ -133,6 +133,10 @@ pub struct Query {
     pub with_continue: bool,
     /// Where the previous page ended (not part of the fingerprint).
     pub after: Option<Vec<String>>,
+    /// The resourceVersion of the list's first page, which every later page repeats
+    /// (carried in the continue token, as kube-apiserver's pages share one snapshot's):
+    /// a watch from the last page's starts where the first page was read (K.73).
+    pub snapshot: Option<String>,
 }
 
 /// A request the API refuses (HTTP 400), saying what is wrong and what to do.
@@ -367,6 +371,7 @@ impl Query {
                 ));
             }
             q.after = Some(t.after);
+            q.snapshot = t.rv;
         }
         Ok(q)
     }
@@ -399,6 +404,7 @@ impl Query {
         ContinueToken {
             query: self.fingerprint(),
             after: last,
+            rv: self.snapshot.clone(),
         }
         .encode()
     }
@@ -412,6 +418,9 @@ pub struct ContinueToken {
     pub query: String,
     /// The sort key of the last object returned.
     pub after: Vec<String>,
+    /// [`Query::snapshot`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rv: Option<String>,
 }
 
 impl ContinueToken {

@@ -235,6 +235,39 @@ async fn scenario(postgres: bool) {
     env.ok_in("west", &["apply", "-f", &web]).await;
     table.wait_for(&["west", "demo", "web"]).await;
     events.wait_for(&["ADDED", "west", "web"]).await;
+    // the pages of a list share the first page's resourceVersion, as kube-apiserver's
+    // share one snapshot's: a watch from the last page's misses nothing since the first
+    let first = eventually("west's web stored", WAIT, || async {
+        let l = api.list(&ListParams::default().limit(1)).await.ok()?;
+        l.metadata
+            .continue_
+            .as_ref()
+            .is_some_and(|c| !c.is_empty())
+            .then_some(l)
+    })
+    .await;
+    let token = first.metadata.continue_.clone().filter(|c| !c.is_empty());
+    let token = token.expect("two pages: east's shop and west's web");
+    // west moves on between the pages
+    env.ok_in(
+        "west",
+        &["label", "deployment", "web", "-n", "demo", "tier=front"],
+    )
+    .await;
+    eventually("a fresh list at a later cursor", WAIT, || async {
+        let l = api.list(&ListParams::default()).await.ok()?;
+        (l.metadata.resource_version != first.metadata.resource_version).then_some(())
+    })
+    .await;
+    let second = api
+        .list(&ListParams::default().limit(1).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(
+        second.metadata.resource_version, first.metadata.resource_version,
+        "every page carries the first page's cursor"
+    );
+
     env.ok_in("east", &["delete", "deployment", "shop", "-n", "demo"])
         .await;
     events.wait_for(&["DELETED", "east", "shop"]).await;

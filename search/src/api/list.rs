@@ -90,7 +90,7 @@ pub async fn objects(
         return crate::api::watch::objects(shared, caller, t, &ty, &params, as_table).await;
     }
     let params = params_for(t, params);
-    let q = match Query::parse(&params, t.cluster.as_deref()) {
+    let mut q = match Query::parse(&params, t.cluster.as_deref()) {
         Ok(q) => q,
         Err(e) => return failure(StatusCode::BAD_REQUEST, e.0),
     };
@@ -106,8 +106,12 @@ pub async fn objects(
         Err(e) => return e.reply(),
     };
     // where the store is in every member before it is read: a watch from here may see
-    // an event again, never miss one (K.73)
-    let cursor = shared.positions.cursor(&ty.gvr).encode();
+    // an event again, never miss one (K.73); later pages repeat the first page's
+    let cursor = match &q.snapshot {
+        Some(c) => c.clone(),
+        None => shared.positions.cursor(&ty.gvr).encode(),
+    };
+    q.snapshot = Some(cursor.clone());
     let page = match scope {
         None => Page::default(),
         Some(scope) => {

@@ -1,7 +1,7 @@
 //! The kubectl-compatible search API (federation.md §4.4, §8 K.65–73): one HTTPS
 //! listener serving a whole Kubernetes API under [`route::PREFIX`] (discovery from the
 //! indexed types, lists and gets across every member or one, `Table` output with a
-//! Cluster column), every request authenticated and filtered by the caller's hub RBAC
+//! Cluster column, watches across members from a cursor: [`watch`]), every request authenticated and filtered by the caller's hub RBAC
 //! ([`auth`]); and, without auth, `/healthz`, `/readyz` (the store answers) and
 //! `/metrics`.
 //!

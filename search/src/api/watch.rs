@@ -31,7 +31,7 @@ use crate::api::auth::{Access, Caller};
 use crate::api::list::cluster_column;
 use crate::api::route::Target;
 use crate::api::status::{Reply, failure};
-use crate::positions::{Cursor, Indexed};
+use crate::positions::{Cursor, Indexed, advance};
 use crate::store::{Gvr, Record, TypeInfo, annotated};
 
 /// Parameters a watch takes; anything else is a 400 that lists these. (`timeout`,
@@ -97,9 +97,16 @@ fn ask(t: &Target, params: &[(String, String)]) -> Result<Ask, String> {
     let cursor = Cursor::decode(get("resourceVersion").unwrap_or(""))?;
     let timeout = match get("timeoutSeconds") {
         None | Some("") => DEFAULT_TIMEOUT,
-        Some(s) => s.parse::<u64>().map(Duration::from_secs).map_err(|_| {
-            format!("timeoutSeconds must be a whole number of seconds, got \"{s}\"")
-        })?,
+        // 0: the server's choice, as in kube-apiserver
+        Some(s) => match s.parse::<u64>() {
+            Ok(0) => DEFAULT_TIMEOUT,
+            Ok(n) => Duration::from_secs(n),
+            Err(_) => {
+                return Err(format!(
+                    "timeoutSeconds must be a whole number of seconds, got \"{s}\""
+                ));
+            }
+        },
     };
     let list = |k: &str| -> Vec<String> {
         params
@@ -363,7 +370,7 @@ async fn follow(
                 Some(Ok(WatchEvent::Modified(o))) => event(&mut p, "MODIFIED", o),
                 Some(Ok(WatchEvent::Deleted(o))) => event(&mut p, "DELETED", o),
                 Some(Ok(WatchEvent::Bookmark(b))) => {
-                    p.rv = b.metadata.resource_version;
+                    p.rv = advance(&p.rv, &b.metadata.resource_version);
                     Item::Bookmark {
                         cluster: p.cluster.clone(),
                         rv: p.rv.clone(),
@@ -394,7 +401,7 @@ async fn follow(
 
 fn event(p: &mut Part, kind: &'static str, o: DynamicObject) -> Item {
     if let Some(rv) = &o.metadata.resource_version {
-        p.rv = rv.clone();
+        p.rv = advance(&p.rv, rv);
     }
     Item::Event {
         cluster: p.cluster.clone(),
@@ -477,7 +484,7 @@ impl Merge {
         match item {
             Item::Fail(status) => (Some(frame("ERROR", &status)), true),
             Item::Bookmark { cluster, rv } => {
-                self.cursor.0.insert(cluster, rv);
+                self.advance(cluster, &rv);
                 if !self.bookmarks || self.table {
                     return (None, false);
                 }
@@ -492,7 +499,7 @@ impl Merge {
                 object,
             } => {
                 if let Some(rv) = &object.metadata.resource_version {
-                    self.cursor.0.insert(cluster.clone(), rv.clone());
+                    self.advance(cluster.clone(), rv);
                 }
                 let ns = object.metadata.namespace.as_deref().unwrap_or("");
                 if self.namespaces.as_ref().is_some_and(|n| !n.contains(ns)) {
@@ -504,6 +511,11 @@ impl Merge {
                 )
             }
         }
+    }
+
+    fn advance(&mut self, cluster: String, rv: &str) {
+        let at = self.cursor.0.entry(cluster).or_default();
+        *at = advance(at, rv);
     }
 
     /// The object as a list returns it, at the cursor (or its Table row).
@@ -588,6 +600,8 @@ mod tests {
         assert_eq!(a.fields, "status.phase=Running,metadata.name=web-1");
         assert_eq!(a.timeout, DEFAULT_TIMEOUT);
         assert_eq!(a.cursor, Cursor::default());
+        let zero = ask(&Target::default(), &p(&[("timeoutSeconds", "0")])).unwrap();
+        assert_eq!(zero.timeout, DEFAULT_TIMEOUT);
         // a path cluster outside clusters= sees nothing
         let a = ask(&t, &p(&[("clusters", "west")])).unwrap();
         assert_eq!(a.clusters, BTreeSet::from([String::new()]));

@@ -1,8 +1,8 @@
 //! One synchro: one resource type of one member, streamed into the store.
 //!
 //! The type is resolved by the member's discovery (kind, scope); a member that does not
-//! serve it is retried with backoff. Then, in sessions: a watcher lists (paged) and
-//! watches; every (re)list loads the store's `(namespace, name) → resourceVersion` of
+//! serve it is retried with backoff. Then, in sessions: [`list_watch`] lists (paged)
+//! and watches (with bookmarks, relisting on 410); every (re)list loads the store's `(namespace, name) → resourceVersion` of
 //! this member and type (K.71), skips listed objects whose version is the stored one,
 //! writes the others and, when the list is complete, deletes the keys it did not see.
 //! Changes are written in batches (≈500 objects or ≈50 ms), coalesced per object; the
@@ -13,6 +13,10 @@
 //! (K.72): the session ends, dropping its watch and batch, and the next session, after
 //! the store answers again, relists — and the relist's diff deletes what went
 //! meanwhile.
+//!
+//! Once everything it took is written, a synchro publishes where the store is in its
+//! type ([`Publication::stored_at`]: the list's resourceVersion, then each event's or
+//! bookmark's), which cross-cluster watches start from (K.73).
 
 use std::collections::BTreeMap;
 use std::pin::pin;
@@ -23,16 +27,16 @@ use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersion;
 use kube::discovery::{Scope, verbs};
-use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ResourceSpec;
 use super::health::Health;
+use super::listwatch::{Step, list_watch};
 use super::metrics::{IndexerMetrics, TypeLabels};
 use super::spec::gvr_text;
-use crate::positions::{Positions, Publication, later};
+use crate::positions::{Positions, Publication};
 use crate::store::{Gvr, Key, Record, Store, StoreError, StoreResult, TypeInfo, Versions};
 
 /// Objects per write.
@@ -176,14 +180,13 @@ impl Synchro {
     /// One list+watch, until stopped, the store goes down or a write fails.
     async fn session(&self, resource: &ApiResource, published: &Publication) -> End {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
-        let mut events = pin!(watcher(api, watcher::Config::default()).default_backoff());
+        let mut events = pin!(list_watch(api));
         let mut up = self.health.subscribe();
         let mut st = Session {
             running: Running::start(&self.metrics),
             batch: Batch::new(&self.metrics),
             listing: None,
             permit: None,
-            listed: None,
             position: None,
             unpublished: false,
         };
@@ -227,10 +230,10 @@ impl Synchro {
         &self,
         st: &mut Session<'_>,
         resource: &ApiResource,
-        event: watcher::Event<DynamicObject>,
+        event: Step,
     ) -> StoreResult<()> {
         match event {
-            watcher::Event::Init => {
+            Step::Init => {
                 self.flush(&mut st.batch).await?;
                 if st.permit.is_none() {
                     st.permit = Some(self.list_permit().await?);
@@ -240,20 +243,15 @@ impl Synchro {
                     .await?;
                 st.running.synced(false);
                 st.listing = Some(stored);
-                st.listed = Some("0".into());
                 Ok(())
             }
-            watcher::Event::InitApply(obj) => {
+            Step::InitApply(obj) => {
                 let listed = obj
                     .metadata
                     .resource_version
                     .as_deref()
                     .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
                 let m = &obj.metadata;
-                st.listed = st
-                    .listed
-                    .take()
-                    .and_then(|l| later(Some(&l), m.resource_version.as_deref().unwrap_or("")));
                 let stored = st.listing.as_mut().and_then(|l| {
                     l.take(
                         m.namespace.as_deref().unwrap_or_default(),
@@ -266,21 +264,27 @@ impl Synchro {
                 }
                 self.put(&mut st.batch, resource, obj).await
             }
-            watcher::Event::InitDone => {
+            Step::InitDone(rv) => {
                 self.flush(&mut st.batch).await?;
                 self.delete_unlisted(st.listing.take().unwrap_or_default())
                     .await?;
                 st.permit = None;
                 st.running.synced(true);
-                st.position = st.listed.take();
-                st.unpublished = true;
+                st.moved_to(Some(&rv));
                 Ok(())
             }
-            watcher::Event::Apply(obj) => {
+            Step::Progress(rv) => {
+                // nothing changed up to rv; during a list the list's version decides
+                if st.listing.is_none() {
+                    st.moved_to(Some(&rv));
+                }
+                Ok(())
+            }
+            Step::Apply(obj) => {
                 st.moved_to(obj.metadata.resource_version.as_deref());
                 self.put(&mut st.batch, resource, obj).await
             }
-            watcher::Event::Delete(obj) => {
+            Step::Delete(obj) => {
                 st.moved_to(obj.metadata.resource_version.as_deref());
                 let key = self.key(
                     obj.metadata.namespace.unwrap_or_default(),
@@ -482,9 +486,6 @@ struct Session<'a> {
     listing: Option<Versions>,
     /// Held from a list's start to its end.
     permit: Option<ListPermit>,
-    /// The latest resourceVersion of the list being compared ("0" for none yet; None
-    /// when the member's are not numbers).
-    listed: Option<String>,
     /// The member resourceVersion of the latest event taken.
     position: Option<String>,
     /// The position moved since it was last published.
@@ -492,7 +493,8 @@ struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// A watch event (they come in resourceVersion order) was taken.
+    /// The member's type is at `rv`: a list read there, or a watch event or bookmark
+    /// (they come in resourceVersion order).
     fn moved_to(&mut self, rv: Option<&str>) {
         self.position = rv.map(str::to_string);
         self.unpublished = true;

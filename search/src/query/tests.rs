@@ -224,7 +224,15 @@ fn a_continue_token_resumes_its_own_query_only() {
     let mut next = base.to_vec();
     next.push(("continue", &token));
     next.push(("limit", "7")); // the page size may change
-    assert_eq!(parse(&next).unwrap().after, Some(last));
+    assert_eq!(parse(&next).unwrap().after, Some(last.clone()));
+    assert_eq!(parse(&next).unwrap().snapshot, None);
+    // the first page's resourceVersion rides in the token to every later page (K.73)
+    let mut q = parse(&base).unwrap();
+    q.snapshot = Some("c1.e30".into());
+    let token = q.continue_after(last);
+    let mut with_rv = base.to_vec();
+    with_rv.push(("continue", &token));
+    assert_eq!(parse(&with_rv).unwrap().snapshot.as_deref(), Some("c1.e30"));
     // another filter or order: refused, with what to do
     let mut other = next.clone();
     other[1] = ("orderby", "name");
@@ -238,9 +246,10 @@ proptest! {
     #[test]
     fn tokens_round_trip_and_garbage_never_panics(
         after in proptest::collection::vec(".{0,20}", 0..5),
+        rv in proptest::option::of(".{0,20}"),
         junk in ".{0,64}",
     ) {
-        let t = ContinueToken { query: "abc".into(), after };
+        let t = ContinueToken { query: "abc".into(), after, rv };
         prop_assert_eq!(ContinueToken::decode(&t.encode()).unwrap(), t);
         let _ = ContinueToken::decode(&junk);
         let _ = Query::parse(&[("continue".to_string(), junk.clone()), ("orderby".to_string(), junk)], None);

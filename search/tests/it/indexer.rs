@@ -3,7 +3,9 @@
 //! and ConfigMap contents are not stored; members that leave are purged, members that
 //! are only not Ready are kept; a new client relists without writes; a type a member
 //! does not serve is retried until it is; the default types let owner search walk
-//! Pod → ReplicaSet → Deployment. Restarts (K.71) and storage outages (K.72) are in
+//! Pod → ReplicaSet → Deployment; where the store is in each member's type (the
+//! positions cross-cluster watches start from, K.73) follows what is written and the
+//! member's bookmarks. Restarts (K.71) and storage outages (K.72) are in
 //! [`consistency`].
 
 mod consistency;
@@ -369,4 +371,71 @@ async fn the_default_types_let_owner_search_walk_from_pods_to_deployments(backen
     })
     .await;
     indexer.stop().await;
+}
+
+both!(positions_follow_what_is_stored_and_bookmarks_keep_a_quiet_type_current);
+async fn positions_follow_what_is_stored_and_bookmarks_keep_a_quiet_type_current(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let store = Store::open(&spec).await.unwrap();
+    let mut cfg = kubesim::Config::new("a");
+    cfg.bookmark_interval = std::time::Duration::from_millis(300);
+    let a = cluster_with(cfg).await;
+    a.apply_configmap("one", json!({}), json!({})).await;
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let ix = Indexer::start(&store, specs(&["v1/configmaps"]), rx);
+    let position = || -> u64 {
+        ix.positions
+            .cursor(&configmaps())
+            .0
+            .get("a")
+            .and_then(|rv| rv.parse().ok())
+            .unwrap_or(0)
+    };
+    let rv_of = |m: &BTreeMap<(String, String), String>, name: &str| -> u64 {
+        m[&("default".to_string(), name.to_string())]
+            .parse()
+            .unwrap()
+    };
+    // after the first list: at least the list's version, and the object is stored
+    let listed = a.versions(&configmaps(), "ConfigMap").await;
+    eventually("a position after the first list", || async {
+        position() >= rv_of(&listed, "one")
+    })
+    .await;
+    assert!(
+        stored(&store, &configmaps(), Some("a"))
+            .await
+            .contains_key("a/default/one")
+    );
+    // a change: the position passes it only once it is stored
+    a.apply_configmap("two", json!({}), json!({})).await;
+    let two = rv_of(&a.versions(&configmaps(), "ConfigMap").await, "two");
+    eventually("the position past two", || async { position() >= two }).await;
+    assert!(
+        stored(&store, &configmaps(), Some("a"))
+            .await
+            .contains_key("a/default/two"),
+        "published before it was written"
+    );
+    // nothing of the type changes while the member moves on (another type): the
+    // bookmarks move the position, so a watch from it stays in the member's window
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(a.client.clone());
+    let created = ns
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "elsewhere"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let elsewhere: u64 = created.metadata.resource_version.unwrap().parse().unwrap();
+    assert!(elsewhere > two);
+    eventually(
+        "the quiet type's position past the member's later change",
+        || async { position() >= elsewhere },
+    )
+    .await;
+    // a stopped synchro withdraws its type: no watch goes to it
+    let positions = ix.positions.clone();
+    ix.stop().await;
+    assert!(positions.of(&configmaps()).is_empty());
 }

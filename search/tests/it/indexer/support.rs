@@ -104,6 +104,8 @@ pub fn fleet(ready: &[(&str, &Cluster)], registered: &[&str]) -> Fleet {
 /// A running indexer and its metrics.
 pub struct Indexer {
     registry: Registry,
+    /// Where the store is in each member's types (K.73).
+    pub positions: causeway_search::positions::Positions,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -117,16 +119,18 @@ impl Indexer {
         let mut registry = Registry::default();
         let metrics = IndexerMetrics::new(&mut registry);
         let stop = CancellationToken::new();
+        let positions = causeway_search::positions::Positions::default();
         let task = tokio::spawn(indexer::run(
             store.clone(),
             resources,
             fleet,
             metrics,
-            Default::default(),
+            positions.clone(),
             stop.clone(),
         ));
         Indexer {
             registry,
+            positions,
             stop,
             task,
         }

@@ -1,0 +1,215 @@
+//! A member's type as a stream of steps: a paged list, then a watch from the list's
+//! resourceVersion, relisted on 410 Gone — what kube-runtime's `watcher` does, plus the
+//! two things it keeps to itself and cross-cluster watches need (K.73): the
+//! resourceVersion a list was read at, and the watch's bookmarks, which move the
+//! position of a type in which nothing changes (without them a quiet type's position
+//! would fall out of the member's watch window and every watch from it get 410).
+//!
+//! The stream is pulled: nothing is read from the member while the consumer is busy
+//! (the synchro writes a batch), so memory stays bounded by one list page.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
+
+/// Objects per list page (kube-runtime's watcher default).
+const PAGE: u32 = 500;
+/// A watch is opened again after this long (kube-rs refuses 295 s and more).
+const WATCH_TIMEOUT: u32 = 290;
+/// The wait after a failed call, doubled up to the max.
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// One step of a member's type.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// A (re)list starts.
+    Init,
+    /// An object of the list.
+    InitApply(DynamicObject),
+    /// The list is complete, read at this resourceVersion.
+    InitDone(String),
+    /// An object was added or changed.
+    Apply(DynamicObject),
+    /// An object was deleted.
+    Delete(DynamicObject),
+    /// A bookmark: nothing else of this type changed up to this resourceVersion.
+    Progress(String),
+}
+
+enum State {
+    Relist,
+    Listing {
+        page: VecDeque<DynamicObject>,
+        /// None before the first page.
+        next: Option<Option<String>>,
+        rv: String,
+    },
+    Watching {
+        rv: String,
+        stream: Option<BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>>,
+    },
+}
+
+struct Machine {
+    api: Api<DynamicObject>,
+    state: State,
+    /// The wait before the next call, after a failure.
+    backoff: Option<Duration>,
+}
+
+/// Lists and watches `api` until dropped. Errors are yielded (for the log) and the
+/// call is retried with backoff; a 410 relists.
+pub(crate) fn list_watch(
+    api: Api<DynamicObject>,
+) -> impl Stream<Item = Result<Step, kube::Error>> + Send {
+    let m = Machine {
+        api,
+        state: State::Relist,
+        backoff: None,
+    };
+    futures::stream::unfold(m, |mut m| async move {
+        let item = m.step().await;
+        Some((item, m))
+    })
+}
+
+fn gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 410)
+}
+
+/// The wait after one more failure.
+fn bump(backoff: &mut Option<Duration>) {
+    *backoff = Some(backoff.map_or(BACKOFF_FIRST, |b| (b * 2).min(BACKOFF_MAX)));
+}
+
+impl Machine {
+    async fn step(&mut self) -> Result<Step, kube::Error> {
+        loop {
+            if let Some(wait) = self.backoff.filter(|_| self.calling()) {
+                tokio::time::sleep(wait).await;
+            }
+            match &mut self.state {
+                State::Relist => {
+                    self.state = State::Listing {
+                        page: VecDeque::new(),
+                        next: None,
+                        rv: String::new(),
+                    };
+                    return Ok(Step::Init);
+                }
+                State::Listing { page, next, rv } => {
+                    if let Some(o) = page.pop_front() {
+                        return Ok(Step::InitApply(o));
+                    }
+                    let token = match next {
+                        Some(None) => {
+                            let rv = std::mem::take(rv);
+                            self.state = State::Watching {
+                                rv: rv.clone(),
+                                stream: None,
+                            };
+                            return Ok(Step::InitDone(rv));
+                        }
+                        Some(Some(t)) => Some(t.clone()),
+                        None => None,
+                    };
+                    let mut lp = ListParams::default().limit(PAGE);
+                    if let Some(t) = &token {
+                        lp = lp.continue_token(t);
+                    }
+                    match self.api.list(&lp).await {
+                        Ok(list) => {
+                            self.backoff = None;
+                            // a later page's resourceVersion is the first's
+                            if token.is_none() {
+                                *rv = list.metadata.resource_version.unwrap_or_default();
+                            }
+                            *next = Some(list.metadata.continue_.filter(|c| !c.is_empty()));
+                            page.extend(list.items);
+                        }
+                        // the continue token expired: list again from the start
+                        Err(e) if gone(&e) => {
+                            self.state = State::Relist;
+                            return Err(e);
+                        }
+                        Err(e) => {
+                            bump(&mut self.backoff);
+                            return Err(e);
+                        }
+                    }
+                }
+                State::Watching { rv, stream } => {
+                    let events = match stream {
+                        Some(s) => s,
+                        None => {
+                            let mut wp = WatchParams::default().timeout(WATCH_TIMEOUT);
+                            wp.bookmarks = true;
+                            match self.api.watch(&wp, rv).await {
+                                Ok(s) => {
+                                    self.backoff = None;
+                                    stream.insert(s.boxed())
+                                }
+                                Err(e) if gone(&e) => {
+                                    self.state = State::Relist;
+                                    return Err(e);
+                                }
+                                Err(e) => {
+                                    bump(&mut self.backoff);
+                                    return Err(e);
+                                }
+                            }
+                        }
+                    };
+                    let object_rv = |o: &DynamicObject| o.metadata.resource_version.clone();
+                    match events.next().await {
+                        Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+                            if let Some(v) = object_rv(&o) {
+                                *rv = v;
+                            }
+                            return Ok(Step::Apply(o));
+                        }
+                        Some(Ok(WatchEvent::Deleted(o))) => {
+                            if let Some(v) = object_rv(&o) {
+                                *rv = v;
+                            }
+                            return Ok(Step::Delete(o));
+                        }
+                        Some(Ok(WatchEvent::Bookmark(b))) => {
+                            *rv = b.metadata.resource_version;
+                            return Ok(Step::Progress(rv.clone()));
+                        }
+                        Some(Ok(WatchEvent::Error(s))) if s.code == 410 => {
+                            self.state = State::Relist;
+                            return Err(kube::Error::Api(s));
+                        }
+                        Some(Ok(WatchEvent::Error(s))) => {
+                            *stream = None;
+                            bump(&mut self.backoff);
+                            return Err(kube::Error::Api(s));
+                        }
+                        Some(Err(e)) => {
+                            *stream = None;
+                            bump(&mut self.backoff);
+                            return Err(e);
+                        }
+                        // the watch's timeout: open it again from where it was
+                        None => *stream = None,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the next step calls the member (and so waits out a backoff first).
+    fn calling(&self) -> bool {
+        match &self.state {
+            State::Relist => false,
+            State::Listing { page, next, .. } => page.is_empty() && !matches!(next, Some(None)),
+            State::Watching { stream, .. } => stream.is_none(),
+        }
+    }
+}
