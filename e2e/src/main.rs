@@ -330,6 +330,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     println!("  kubectl --context {} get rb -n demo", opts.hub);
     println!("  # search: the demo's Pods in every member, one query (CLUSTER column)");
     println!("  kubectl --context search get pods -n demo -l app=shop");
+    println!("  kubectl --context search get pods -A -w   # every member's changes, one watch");
     println!("  cargo run --bin causeway -- search pods -l app=shop --sort \"created_at desc\"");
     println!(
         "  cargo run --bin causeway -- explain deployment/shop -n demo --hub-context {}",

@@ -79,12 +79,12 @@ fn cluster_of(o: &Value) -> String {
         .to_string()
 }
 
-async fn scenario(postgres: bool) {
-    let (mut env, ctl) = fleet_of(&["east", "west"]).await;
-    let shop = env.file("shop.yaml", SHOP);
-    for m in ["east", "west"] {
-        env.ok_in(m, &["apply", "-f", &shop]).await;
-    }
+/// Starts `causeway search serve` for `env`'s hub on a fresh SQLite file or PostgreSQL
+/// database, and adds its `search` context to the env's kubeconfig.
+pub(crate) async fn start_search(
+    env: &mut Env,
+    postgres: bool,
+) -> (causeway_controllers::search::Running, String) {
     let storage = if postgres {
         causeway_search::store::testing::postgres_db().await
     } else {
@@ -95,12 +95,22 @@ async fn scenario(postgres: bool) {
         .start_search(&storage, &env.dir.path().join("search"))
         .await
         .expect("search starts");
-    let backend = if postgres { "postgres" } else { "sqlite" };
-    assert_eq!(search.backend, backend);
     env.kubeconfig = env
         .cs
         .write_kubeconfigs_with(env.dir.path(), &[env.cs.search_entry(&search)])
         .unwrap();
+    (search, storage)
+}
+
+async fn scenario(postgres: bool) {
+    let (mut env, ctl) = fleet_of(&["east", "west"]).await;
+    let shop = env.file("shop.yaml", SHOP);
+    for m in ["east", "west"] {
+        env.ok_in(m, &["apply", "-f", &shop]).await;
+    }
+    let (search, storage) = start_search(&mut env, postgres).await;
+    let backend = if postgres { "postgres" } else { "sqlite" };
+    assert_eq!(search.backend, backend);
 
     // plain kubectl lists the Pods of every member, each annotated with its cluster
     let pods = eventually("the shop Pods of east and west", WAIT, || async {

@@ -121,18 +121,7 @@ async fn search_reads_push_and_pull_members_with_least_privilege() {
         env.ok_in(m, &["apply", "-f", &web]).await;
     }
 
-    let search = env
-        .cs
-        .start_search(
-            &env.dir.path().join("search.db").display().to_string(),
-            &env.dir.path().join("search"),
-        )
-        .await
-        .expect("search starts");
-    env.kubeconfig = env
-        .cs
-        .write_kubeconfigs_with(env.dir.path(), &[env.cs.search_entry(&search)])
-        .unwrap();
+    let (search, _) = crate::search::start_search(&mut env, false).await;
 
     // the Pods of east and west, none of north's
     let by_cluster = eventually("the web Pods of east and west", WAIT, || async {

@@ -182,20 +182,7 @@ async fn scenario(postgres: bool) {
     let (mut env, ctl) = fleet_of(&["east", "west"]).await;
     let shop = env.file("shop.yaml", &deployment("shop", "demo"));
     env.ok_in("east", &["apply", "-f", &shop]).await;
-    let storage = if postgres {
-        causeway_search::store::testing::postgres_db().await
-    } else {
-        env.dir.path().join("search.db").display().to_string()
-    };
-    let search = env
-        .cs
-        .start_search(&storage, &env.dir.path().join("search"))
-        .await
-        .expect("search starts");
-    env.kubeconfig = env
-        .cs
-        .write_kubeconfigs_with(env.dir.path(), &[env.cs.search_entry(&search)])
-        .unwrap();
+    let (search, _) = crate::search::start_search(&mut env, postgres).await;
     let client = search_client(&env, None).await;
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &deployments());
     // once both members' deployments are stored, a list's resourceVersion is a cursor

@@ -31,7 +31,7 @@ use crate::api::auth::{Access, Caller};
 use crate::api::list::cluster_column;
 use crate::api::route::Target;
 use crate::api::status::{Reply, failure};
-use crate::positions::{Cursor, Indexed, advance};
+use crate::positions::{Cursor, Indexed, Positions, advance};
 use crate::store::{Gvr, Record, TypeInfo, annotated};
 
 /// Parameters a watch takes; anything else is a 400 that lists these. (`timeout`,
@@ -297,7 +297,8 @@ pub async fn objects(
     let (tx, rx) = mpsc::channel::<Item>(256);
     let stop = CancellationToken::new();
     for (p, s) in parts.into_iter().zip(streams) {
-        tokio::spawn(follow(p, wp.clone(), s, tx.clone(), stop.clone()));
+        let indexed = (shared.positions.clone(), ty.gvr.clone());
+        tokio::spawn(follow(p, wp.clone(), s, tx.clone(), indexed, stop.clone()));
     }
     drop(tx);
     let merge = Merge {
@@ -325,12 +326,15 @@ pub async fn objects(
 }
 
 /// Streams one member's events into the merge, opening its watch again (from the
-/// last resourceVersion it sent) when it ends or fails, until `stop`.
+/// last resourceVersion it sent) when it ends or fails, until `stop` — or until the
+/// member's type is no longer indexed (it left, or is not Ready): its part of the
+/// watch ends there, as its objects leave the store.
 async fn follow(
     mut p: Part,
     wp: WatchParams,
     mut stream: Option<BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>>,
     tx: mpsc::Sender<Item>,
+    indexed: (Positions, Gvr),
     stop: CancellationToken,
 ) {
     let mut wait = RETRY_FIRST;
@@ -338,6 +342,10 @@ async fn follow(
         let mut events = match stream.take() {
             Some(s) => s,
             None => {
+                if !indexed.0.of(&indexed.1).contains_key(&p.cluster) {
+                    tracing::info!(cluster = %p.cluster, "cross-cluster watch: the member is no longer indexed; its part ends");
+                    return;
+                }
                 let opened = tokio::select! {
                     o = p.open(&wp) => o,
                     _ = stop.cancelled() => return,

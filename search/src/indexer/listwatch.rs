@@ -81,9 +81,15 @@ fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 410)
 }
 
-/// The wait after one more failure.
-fn bump(backoff: &mut Option<Duration>) {
-    *backoff = Some(backoff.map_or(BACKOFF_FIRST, |b| (b * 2).min(BACKOFF_MAX)));
+/// After a failed call: 410 Gone relists; anything else waits out a longer backoff
+/// before the call is made again.
+fn failed(state: &mut State, backoff: &mut Option<Duration>, e: kube::Error) -> kube::Error {
+    if gone(&e) {
+        *state = State::Relist;
+    } else {
+        *backoff = Some(backoff.map_or(BACKOFF_FIRST, |b| (b * 2).min(BACKOFF_MAX)));
+    }
+    e
 }
 
 impl Machine {
@@ -131,15 +137,8 @@ impl Machine {
                             *next = Some(list.metadata.continue_.filter(|c| !c.is_empty()));
                             page.extend(list.items);
                         }
-                        // the continue token expired: list again from the start
-                        Err(e) if gone(&e) => {
-                            self.state = State::Relist;
-                            return Err(e);
-                        }
-                        Err(e) => {
-                            bump(&mut self.backoff);
-                            return Err(e);
-                        }
+                        // 410: the continue token expired; list again from the start
+                        Err(e) => return Err(failed(&mut self.state, &mut self.backoff, e)),
                     }
                 }
                 State::Watching { rv, stream } => {
@@ -153,13 +152,8 @@ impl Machine {
                                     self.backoff = None;
                                     stream.insert(s.boxed())
                                 }
-                                Err(e) if gone(&e) => {
-                                    self.state = State::Relist;
-                                    return Err(e);
-                                }
                                 Err(e) => {
-                                    bump(&mut self.backoff);
-                                    return Err(e);
+                                    return Err(failed(&mut self.state, &mut self.backoff, e));
                                 }
                             }
                         }
@@ -182,19 +176,14 @@ impl Machine {
                             *rv = b.metadata.resource_version;
                             return Ok(Step::Progress(rv.clone()));
                         }
-                        Some(Ok(WatchEvent::Error(s))) if s.code == 410 => {
-                            self.state = State::Relist;
-                            return Err(kube::Error::Api(s));
-                        }
                         Some(Ok(WatchEvent::Error(s))) => {
                             *stream = None;
-                            bump(&mut self.backoff);
-                            return Err(kube::Error::Api(s));
+                            let e = kube::Error::Api(s);
+                            return Err(failed(&mut self.state, &mut self.backoff, e));
                         }
                         Some(Err(e)) => {
                             *stream = None;
-                            bump(&mut self.backoff);
-                            return Err(e);
+                            return Err(failed(&mut self.state, &mut self.backoff, e));
                         }
                         // the watch's timeout: open it again from where it was
                         None => *stream = None,
