@@ -7,7 +7,7 @@
 //! member, encoded. A watch from a cursor opens one watch per member, each from that
 //! member's own resourceVersion, so resuming a watch resumes every cluster where it was.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -38,7 +38,18 @@ pub struct Indexed {
 
 /// The indexed types of every member (shared by the indexer and the API).
 #[derive(Clone, Default)]
-pub struct Positions(Arc<RwLock<BTreeMap<(String, Gvr), Indexed>>>);
+pub struct Positions(Arc<RwLock<Inner>>);
+
+#[derive(Default)]
+struct Inner {
+    indexed: BTreeMap<(String, Gvr), Indexed>,
+    /// Every registered member: the store may hold objects of each.
+    registered: BTreeSet<String>,
+}
+
+/// A cursor's part for a member whose objects the store may hold at no known position
+/// (its type not yet listed, or the member not Ready): a watch from it is 410.
+pub const UNKNOWN: &str = "?";
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -62,7 +73,7 @@ impl Positions {
     ) -> Publication {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let key = (cluster.to_string(), gvr.clone());
-        self.0.write().insert(
+        self.0.write().indexed.insert(
             key.clone(),
             Indexed {
                 client,
@@ -80,31 +91,46 @@ impl Positions {
         }
     }
 
+    /// The registered members (the indexer's fleet): the store may hold their objects.
+    pub fn set_registered(&self, registered: &BTreeSet<String>) {
+        self.0.write().registered.clone_from(registered);
+    }
+
     /// The indexed members of a type, by cluster.
     pub fn of(&self, gvr: &Gvr) -> BTreeMap<String, Indexed> {
         self.0
             .read()
+            .indexed
             .iter()
             .filter(|((_, g), _)| g == gvr)
             .map(|((c, _), i)| (c.clone(), i.clone()))
             .collect()
     }
 
-    /// The cursor of the store's copy of a type: each member's stored resourceVersion.
+    /// The cursor of the store's copy of a type: each member's stored resourceVersion,
+    /// [`UNKNOWN`] for a registered member whose position is not known.
     pub fn cursor(&self, gvr: &Gvr) -> Cursor {
-        Cursor(
-            self.of(gvr)
-                .into_iter()
-                .filter_map(|(c, i)| Some((c, i.resource_version?)))
-                .collect(),
-        )
+        let inner = self.0.read();
+        let mut c: BTreeMap<String, String> = inner
+            .registered
+            .iter()
+            .map(|m| (m.clone(), UNKNOWN.to_string()))
+            .collect();
+        for ((cluster, g), i) in &inner.indexed {
+            if g == gvr {
+                let at = i.resource_version.as_deref().unwrap_or(UNKNOWN);
+                c.insert(cluster.clone(), at.to_string());
+            }
+        }
+        Cursor(c)
     }
 }
 
 impl Publication {
-    /// The store now holds the type at `rv` (everything up to it is written).
+    /// The store now holds the type at `rv` (everything up to it is written); None:
+    /// at no known position (a relist is under way).
     pub fn stored_at(&self, rv: Option<&str>) {
-        if let Some(i) = self.positions.0.write().get_mut(&self.key)
+        if let Some(i) = self.positions.0.write().indexed.get_mut(&self.key)
             && i.id == self.id
         {
             i.resource_version = rv.map(str::to_string);
@@ -114,7 +140,7 @@ impl Publication {
 
 impl Drop for Publication {
     fn drop(&mut self) {
-        let mut map = self.positions.0.write();
+        let map = &mut self.positions.0.write().indexed;
         if map.get(&self.key).is_some_and(|i| i.id == self.id) {
             map.remove(&self.key);
         }
@@ -204,6 +230,53 @@ mod tests {
             let e = Cursor::decode(bad).unwrap_err();
             assert!(e.contains("not one of this search server's"), "{bad}: {e}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_cursor_names_every_registered_member_and_only_known_positions() {
+        let p = Positions::default();
+        let gvr = Gvr {
+            group: "apps".into(),
+            version: "v1".into(),
+            resource: "deployments".into(),
+        };
+        let other = Gvr {
+            resource: "replicasets".into(),
+            ..gvr.clone()
+        };
+        p.set_registered(&BTreeSet::from([
+            "east".into(),
+            "west".into(),
+            "north".into(),
+        ]));
+        let client = || {
+            kube::Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap()))
+                .unwrap()
+        };
+        let ar = ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
+        let east = p.publish("east", &gvr, client(), ar.clone(), true, false);
+        let west = p.publish("west", &gvr, client(), ar.clone(), true, false);
+        let _east_rs = p.publish("east", &other, client(), ar.clone(), true, false);
+        east.stored_at(Some("12"));
+        let c = p.cursor(&gvr).0;
+        // west is listing, north is not Ready: the store may hold their objects at no
+        // known position
+        assert_eq!(c["east"], "12");
+        assert_eq!(c["west"], UNKNOWN);
+        assert_eq!(c["north"], UNKNOWN);
+        west.stored_at(Some("30"));
+        assert_eq!(p.cursor(&gvr).0["west"], "30");
+        // a relist makes the position unknown again
+        west.stored_at(None);
+        assert_eq!(p.cursor(&gvr).0["west"], UNKNOWN);
+        // a synchro that stops withdraws its type; a restarted one is not withdrawn by
+        // the old one's drop
+        let again = p.publish("east", &gvr, client(), ar, true, false);
+        drop(east);
+        assert!(p.of(&gvr).contains_key("east"));
+        drop(again);
+        assert!(!p.of(&gvr).contains_key("east"));
+        assert_eq!(p.of(&other).len(), 1);
     }
 
     proptest! {

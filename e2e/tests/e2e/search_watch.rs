@@ -308,7 +308,28 @@ async fn scenario(postgres: bool) {
         }
     }
 
-    // a user whose hub RBAC lists deployments in demo only sees demo's events
+    // a cursor read while a member was not yet indexed cannot be resumed: 410, list again
+    let unknown = causeway_search::positions::Cursor(
+        [("east", causeway_search::positions::UNKNOWN), ("west", "1")]
+            .into_iter()
+            .map(|(c, rv)| (c.to_string(), rv.to_string()))
+            .collect(),
+    );
+    let stream = api
+        .watch(&WatchParams::default().timeout(10), &unknown.encode())
+        .await
+        .expect("the watch answers");
+    let mut stream = std::pin::pin!(stream);
+    match stream.try_next().await {
+        Ok(Some(WatchEvent::Error(e))) => {
+            assert_eq!(e.code, 410, "{e:?}");
+            assert!(e.message.contains("cluster east"), "{}", e.message);
+        }
+        other => panic!("a cursor with an unknown part: {other:?}"),
+    }
+
+    // a user whose hub RBAC watches deployments in demo and later (empty when the watch
+    // starts) sees their events and no others
     env.cs.hub.add_token(
         "dev-token",
         kubesim::User {
@@ -321,6 +342,10 @@ async fn scenario(postgres: bool) {
         r#"apiVersion: v1
 kind: Namespace
 metadata: {name: demo}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: later}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -345,23 +370,48 @@ kind: RoleBinding
 metadata: {name: dev-deployments, namespace: demo}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployments-watcher}
 subjects: [{kind: User, name: dev}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: deployments-watcher, namespace: later}
+rules:
+- {apiGroups: [apps], resources: [deployments], verbs: [list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: dev-deployments, namespace: later}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployments-watcher}
+subjects: [{kind: User, name: dev}]
 "#,
     );
     env.ok(&["apply", "-f", &rbac]).await;
     let dev: Api<DynamicObject> =
         Api::all_with(search_client(&env, Some("dev-token")).await, &deployments());
-    env.ok_in("east", &["create", "namespace", "private"]).await;
+    for ns in ["private", "later"] {
+        env.ok_in("east", &["create", "namespace", ns]).await;
+    }
     let now = api.list(&ListParams::default()).await.unwrap();
     let from = now.metadata.resource_version.unwrap_or_default();
-    for (m, name, ns) in [("east", "secret", "private"), ("east", "open", "demo")] {
+    let objects = [("secret", "private"), ("open", "demo"), ("late", "later")];
+    for (name, ns) in objects {
         let f = env.file(&format!("{name}.yaml"), &deployment(name, ns));
-        env.ok_in(m, &["apply", "-f", &f]).await;
+        env.ok_in("east", &["apply", "-f", &f]).await;
     }
-    let (dev_seen, _) = watch_from(&dev, &from, |e| has(e, "ADDED", "east", "open")).await;
+    let (dev_seen, _) = watch_from(&dev, &from, |e| {
+        has(e, "ADDED", "east", "open") && has(e, "ADDED", "east", "late")
+    })
+    .await;
     assert!(
         dev_seen.iter().all(|(_, _, n)| n != "secret"),
         "dev may not see namespace private: {dev_seen:?}"
     );
+    let listed = dev.list(&ListParams::default()).await.unwrap();
+    let names: Vec<_> = listed
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    assert!(!names.contains(&"secret".to_string()), "{names:?}");
     let (admin_seen, _) = watch_from(&api, &from, |e| {
         has(e, "ADDED", "east", "open") && has(e, "ADDED", "east", "secret")
     })

@@ -216,6 +216,24 @@ impl Auth {
         })
     }
 
+    /// Whether `caller` may `verb` objects of `gvr` in `namespace` (cached).
+    pub async fn allowed_in(
+        &self,
+        caller: &Caller,
+        verb: &'static str,
+        gvr: &Gvr,
+        namespace: &str,
+    ) -> Result<bool, Denied> {
+        let ask = Ask {
+            verb,
+            group: gvr.group.clone(),
+            resource: gvr.resource.clone(),
+            namespace: namespace.into(),
+            name: String::new(),
+        };
+        self.allowed(caller, ask).await
+    }
+
     async fn allowed(&self, caller: &Caller, ask: Ask) -> Result<bool, Denied> {
         let k = (caller.key, ask);
         if let Some(a) = self.reviews.get(&k) {

@@ -2,6 +2,7 @@
 //! [`Query`], the caller's hub RBAC a [`Scope`] (computed before the store is asked),
 //! and the page a `<Kind>List` or a `Table` with the Cluster column before Name.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use causeway_runtime::table::{Column, columns, table};
@@ -52,7 +53,7 @@ fn params_for(t: &Target, mut params: Vec<(String, String)>) -> Vec<(String, Str
 
 /// Answers a list or get.
 pub async fn objects(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     caller: &Caller,
     t: &Target,
     params: Vec<(String, String)>,
@@ -106,10 +107,19 @@ pub async fn objects(
         Err(e) => return e.reply(),
     };
     // where the store is in every member before it is read: a watch from here may see
-    // an event again, never miss one (K.73); later pages repeat the first page's
+    // an event again, never miss one (K.73); later pages repeat the first page's. It
+    // names only the clusters the caller may see.
     let cursor = match &q.snapshot {
         Some(c) => c.clone(),
-        None => shared.positions.cursor(&ty.gvr).encode(),
+        None => {
+            let mut c = shared.positions.cursor(&ty.gvr);
+            c.0.retain(|cluster, _| {
+                scope
+                    .as_ref()
+                    .is_some_and(|s| s.clusters.as_ref().is_none_or(|cs| cs.contains(cluster)))
+            });
+            c.encode()
+        }
     };
     q.snapshot = Some(cursor.clone());
     let page = match scope {

@@ -196,7 +196,7 @@ impl Server {
     }
 }
 
-async fn handle(shared: &Shared, req: Request<Incoming>) -> Reply {
+async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
     let path = req.uri().path();
     if matches!(path, "/healthz" | "/livez" | "/metrics" | "/readyz") {
         let ready = match path {

@@ -31,8 +31,9 @@ use crate::api::auth::{Access, Caller};
 use crate::api::list::cluster_column;
 use crate::api::route::Target;
 use crate::api::status::{Reply, failure};
-use crate::positions::{Cursor, Indexed, Positions, advance};
+use crate::positions::{Cursor, Indexed, Positions, UNKNOWN, advance};
 use crate::store::{Gvr, Record, TypeInfo, annotated};
+use std::sync::Arc;
 
 /// Parameters a watch takes; anything else is a 400 that lists these. (`timeout`,
 /// which `kubectl --request-timeout` adds, bounds requests that are not watches, as in
@@ -57,6 +58,12 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 /// A member watch is opened again after this long at most (kube-rs refuses 295 s and
 /// more); the merged watch goes on.
 const MEMBER_TIMEOUT: u32 = 290;
+
+/// Cross-cluster watches open at once, at most; more are 429.
+const MAX_WATCHES: i64 = 512;
+
+/// How long a member may take to answer a watch before it is retried in the background.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// First and longest wait before a member that could not be reached is tried again.
 const RETRY_FIRST: Duration = Duration::from_millis(500);
@@ -193,7 +200,7 @@ impl Part {
 
 /// Answers a watch of `ty`.
 pub async fn objects(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     caller: &Caller,
     t: &Target,
     ty: &TypeInfo,
@@ -204,6 +211,14 @@ pub async fn objects(
         Ok(a) => a,
         Err(e) => return failure(StatusCode::BAD_REQUEST, e),
     };
+    if shared.metrics.watches.get() >= MAX_WATCHES {
+        return failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "the search server has {MAX_WATCHES} cross-cluster watches open (each holds one watch per member): try again later, or watch fewer types"
+            ),
+        );
+    }
     let access = Access {
         gvr: &ty.gvr,
         namespaced: ty.namespaced,
@@ -215,11 +230,11 @@ pub async fn objects(
         Ok(s) => s,
         Err(e) => return e.reply(),
     };
-    // the namespaces the caller asked for and may see; None: all
-    let namespaces: Option<BTreeSet<String>> = match (
-        scope.as_ref().and_then(|s| s.namespaces.clone()),
-        ask.namespaces.is_empty(),
-    ) {
+    // the namespaces the caller asked for and may see; None: all. A caller who may see
+    // some namespaces only and named none gets the others reviewed as they appear
+    let restricted = scope.as_ref().and_then(|s| s.namespaces.clone());
+    let dynamic = restricted.is_some() && ask.namespaces.is_empty();
+    let namespaces: Option<BTreeSet<String>> = match (restricted, ask.namespaces.is_empty()) {
         (Some(allowed), true) => Some(allowed),
         (Some(allowed), false) => Some(
             ask.namespaces
@@ -239,61 +254,81 @@ pub async fn objects(
     };
     let one_namespace = namespaces
         .as_ref()
-        .filter(|n| n.len() == 1)
+        .filter(|n| n.len() == 1 && !dynamic)
         .and_then(|n| n.first().cloned());
-    let parts: Vec<Part> = if namespaces.as_ref().is_some_and(BTreeSet::is_empty) {
-        Vec::new()
-    } else {
-        shared
-            .positions
-            .of(&ty.gvr)
-            .into_iter()
-            .filter(|(c, _)| visible(c))
-            .map(|(cluster, indexed)| Part {
-                rv: ask.cursor.0.get(&cluster).cloned().unwrap_or_default(),
-                cluster,
-                indexed,
-                namespace: one_namespace.clone(),
-            })
-            .collect()
-    };
+    let nothing = namespaces.as_ref().is_some_and(BTreeSet::is_empty) && !dynamic;
+    let mut parts: Vec<Part> = Vec::new();
+    for (cluster, indexed) in shared.positions.of(&ty.gvr) {
+        if nothing || !visible(&cluster) {
+            continue;
+        }
+        let rv = ask.cursor.0.get(&cluster).cloned().unwrap_or_default();
+        // the list was read while the store held this member at no known position:
+        // what changed since cannot be told apart, so list again
+        if rv == UNKNOWN {
+            return gone(expired(
+                &cluster,
+                "its objects were not yet indexed (or it was not Ready) when this resourceVersion was read",
+            ));
+        }
+        parts.push(Part {
+            rv,
+            cluster,
+            indexed,
+            namespace: one_namespace.clone(),
+        });
+    }
     let wp = {
+        let secs = ask.timeout.as_secs().clamp(1, u64::from(MEMBER_TIMEOUT));
         let mut wp = WatchParams::default()
-            .timeout(MEMBER_TIMEOUT.min(ask.timeout.as_secs().max(1) as u32))
+            .timeout(u32::try_from(secs).unwrap_or(MEMBER_TIMEOUT))
             .labels(&ask.labels)
             .fields(&ask.fields);
         wp.bookmarks = true;
         wp
     };
     // open every member's watch before answering, so a selector a member refuses is
-    // this request's 400, as kube-apiserver answers it
-    let opened = future::join_all(parts.iter().map(|p| p.open(&wp))).await;
+    // this request's 400, as kube-apiserver answers it; a member that does not answer
+    // soon is retried while the others stream
+    let opened = future::join_all(
+        parts
+            .iter()
+            .map(|p| async { tokio::time::timeout(OPEN_TIMEOUT, p.open(&wp)).await }),
+    )
+    .await;
     let mut streams = Vec::with_capacity(parts.len());
-    let mut gone = None;
     for (p, o) in parts.iter().zip(opened) {
         match o {
-            Ok(s) => streams.push(Some(s)),
-            Err(kube::Error::Api(s)) if s.code == 410 => {
-                gone.get_or_insert_with(|| expired(&p.cluster, &s.message));
-                streams.push(None);
+            Ok(Ok(s)) => streams.push(Some(s)),
+            Ok(Err(kube::Error::Api(s))) if s.code == 410 => {
+                return gone(expired(&p.cluster, &s.message));
             }
-            Err(kube::Error::Api(s)) if (400..500).contains(&s.code) => {
+            Ok(Err(kube::Error::Api(s))) if matches!(s.code, 401 | 403) => {
                 return failure(
-                    StatusCode::from_u16(s.code).unwrap_or(StatusCode::BAD_REQUEST),
-                    format!("cluster {}: {}", p.cluster, s.message),
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "cluster {} refused the search server's own watch (its member credentials, not your rights): {}",
+                        p.cluster, s.message
+                    ),
                 );
             }
-            Err(e) => {
+            Ok(Err(kube::Error::Api(s))) if (400..500).contains(&s.code) => {
+                return failure(
+                    StatusCode::from_u16(s.code).unwrap_or(StatusCode::BAD_REQUEST),
+                    format!("cluster {} refused the watch: {}", p.cluster, s.message),
+                );
+            }
+            Ok(Err(e)) => {
                 tracing::warn!(cluster = %p.cluster, error = %e, "cross-cluster watch: member not reachable; retrying");
+                streams.push(None);
+            }
+            Err(_) => {
+                tracing::warn!(cluster = %p.cluster, "cross-cluster watch: member did not answer within {OPEN_TIMEOUT:?}; retrying");
                 streams.push(None);
             }
         }
     }
     let (out, body) = mpsc::channel::<Bytes>(64);
-    if let Some(status) = gone {
-        let _ = out.try_send(frame("ERROR", &status));
-        return causeway_runtime::https::json_stream(body);
-    }
     let (tx, rx) = mpsc::channel::<Item>(256);
     let stop = CancellationToken::new();
     for (p, s) in parts.into_iter().zip(streams) {
@@ -314,6 +349,7 @@ pub async fn objects(
         cursor: ask.cursor,
         table: as_table,
         bookmarks: ask.bookmarks,
+        grant: dynamic.then(|| (shared.clone(), caller.clone())),
     };
     shared.metrics.watches.inc();
     let watches = shared.metrics.watches.clone();
@@ -325,10 +361,19 @@ pub async fn objects(
     causeway_runtime::https::json_stream(body)
 }
 
+/// A watch that ends at once with `status` (an ERROR event), as kube-apiserver answers
+/// a watch from a resourceVersion it no longer has.
+fn gone(status: Value) -> Reply {
+    let (out, body) = mpsc::channel::<Bytes>(1);
+    let _ = out.try_send(frame("ERROR", &status));
+    causeway_runtime::https::json_stream(body)
+}
+
 /// Streams one member's events into the merge, opening its watch again (from the
-/// last resourceVersion it sent) when it ends or fails, until `stop` — or until the
-/// member's type is no longer indexed (it left, or is not Ready): its part of the
-/// watch ends there, as its objects leave the store.
+/// last resourceVersion it sent, with the member's current client) when it ends or
+/// fails, until `stop`. A member whose type is no longer indexed (it left, or is not
+/// Ready) ends the whole watch with 410: what the store holds of it changes without
+/// events (purged, or relisted later), so the client lists again.
 async fn follow(
     mut p: Part,
     wp: WatchParams,
@@ -338,14 +383,25 @@ async fn follow(
     stop: CancellationToken,
 ) {
     let mut wait = RETRY_FIRST;
+    // a watch that ends or fails before any event waits before the next open
+    let mut quiet = false;
     loop {
         let mut events = match stream.take() {
             Some(s) => s,
             None => {
-                if !indexed.0.of(&indexed.1).contains_key(&p.cluster) {
-                    tracing::info!(cluster = %p.cluster, "cross-cluster watch: the member is no longer indexed; its part ends");
-                    return;
+                if quiet {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = stop.cancelled() => return,
+                    }
+                    wait = (wait * 2).min(RETRY_MAX);
                 }
+                let Some(now) = indexed.0.of(&indexed.1).remove(&p.cluster) else {
+                    let why = "it is no longer indexed (it left the fleet or is not Ready)";
+                    let _ = tx.send(Item::Fail(expired(&p.cluster, why))).await;
+                    return;
+                };
+                p.indexed = now;
                 let opened = tokio::select! {
                     o = p.open(&wp) => o,
                     _ = stop.cancelled() => return,
@@ -358,16 +414,13 @@ async fn follow(
                     }
                     Err(e) => {
                         tracing::warn!(cluster = %p.cluster, error = %e, "cross-cluster watch: member watch failed; retrying in {wait:?}");
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            _ = stop.cancelled() => return,
-                        }
-                        wait = (wait * 2).min(RETRY_MAX);
+                        quiet = true;
                         continue;
                     }
                 }
             }
         };
+        quiet = true;
         loop {
             let next = tokio::select! {
                 n = events.next() => n,
@@ -399,6 +452,7 @@ async fn follow(
                 // the member's timeout: watch again from where it was
                 None => break,
             };
+            quiet = false;
             wait = RETRY_FIRST;
             if tx.send(item).await.is_err() {
                 return;
@@ -448,9 +502,35 @@ struct Merge {
     cursor: Cursor,
     table: bool,
     bookmarks: bool,
+    /// Who watches, when the namespaces they may see are found as events come (they
+    /// may list in some namespaces only and did not name any): a namespace new to the
+    /// watch is reviewed before its first event is sent or dropped.
+    grant: Option<(Arc<Shared>, Caller)>,
 }
 
 impl Merge {
+    /// Adds an event's namespace to those shown if the caller may watch there.
+    async fn review(&mut self, item: &Item) {
+        let (Some((shared, caller)), Some(shown), Item::Event { object, .. }) =
+            (&self.grant, &mut self.namespaces, item)
+        else {
+            return;
+        };
+        let ns = object.metadata.namespace.as_deref().unwrap_or("");
+        if ns.is_empty() || shown.contains(ns) {
+            return;
+        }
+        match shared.auth.allowed_in(caller, "watch", &self.gvr, ns).await {
+            Ok(true) => {
+                shown.insert(ns.to_string());
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(namespace = ns, error = ?e, "cross-cluster watch: cannot review a namespace new to the watch; its events are not sent");
+            }
+        }
+    }
+
     async fn run(
         mut self,
         mut rx: mpsc::Receiver<Item>,
@@ -474,12 +554,17 @@ impl Merge {
                     }
                     return;
                 }
-                Some(i) => self.frame(i),
+                Some(i) => {
+                    self.review(&i).await;
+                    self.frame(i)
+                }
             };
-            if let Some(f) = frame
-                && out.send(f).await.is_err()
-            {
-                return;
+            if let Some(f) = frame {
+                // a client that stops reading is let go at the deadline
+                tokio::select! {
+                    sent = out.send(f) => if sent.is_err() { return },
+                    _ = &mut deadline => return,
+                }
             }
             if last {
                 return;
@@ -664,6 +749,7 @@ mod tests {
             cursor: Cursor(BTreeMap::from([("gone".into(), "3".into())])),
             table,
             bookmarks,
+            grant: None,
         }
     }
 

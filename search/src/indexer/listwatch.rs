@@ -51,6 +51,8 @@ enum State {
     Watching {
         rv: String,
         stream: Option<BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>>,
+        /// Nothing came since the watch was opened.
+        quiet: bool,
     },
 }
 
@@ -87,9 +89,14 @@ fn failed(state: &mut State, backoff: &mut Option<Duration>, e: kube::Error) -> 
     if gone(&e) {
         *state = State::Relist;
     } else {
-        *backoff = Some(backoff.map_or(BACKOFF_FIRST, |b| (b * 2).min(BACKOFF_MAX)));
+        slower(backoff);
     }
     e
+}
+
+/// A longer wait before the next call.
+fn slower(backoff: &mut Option<Duration>) {
+    *backoff = Some(backoff.map_or(BACKOFF_FIRST, |b| (b * 2).min(BACKOFF_MAX)));
 }
 
 impl Machine {
@@ -117,6 +124,7 @@ impl Machine {
                             self.state = State::Watching {
                                 rv: rv.clone(),
                                 stream: None,
+                                quiet: false,
                             };
                             return Ok(Step::InitDone(rv));
                         }
@@ -141,7 +149,7 @@ impl Machine {
                         Err(e) => return Err(failed(&mut self.state, &mut self.backoff, e)),
                     }
                 }
-                State::Watching { rv, stream } => {
+                State::Watching { rv, stream, quiet } => {
                     let events = match stream {
                         Some(s) => s,
                         None => {
@@ -149,7 +157,7 @@ impl Machine {
                             wp.bookmarks = true;
                             match self.api.watch(&wp, rv).await {
                                 Ok(s) => {
-                                    self.backoff = None;
+                                    *quiet = true;
                                     stream.insert(s.boxed())
                                 }
                                 Err(e) => {
@@ -159,7 +167,12 @@ impl Machine {
                         }
                     };
                     let object_rv = |o: &DynamicObject| o.metadata.resource_version.clone();
-                    match events.next().await {
+                    let next = events.next().await;
+                    if matches!(&next, Some(Ok(e)) if !matches!(e, WatchEvent::Error(_))) {
+                        *quiet = false;
+                        self.backoff = None;
+                    }
+                    match next {
                         Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
                             if let Some(v) = object_rv(&o) {
                                 *rv = v;
@@ -185,8 +198,14 @@ impl Machine {
                             *stream = None;
                             return Err(failed(&mut self.state, &mut self.backoff, e));
                         }
-                        // the watch's timeout: open it again from where it was
-                        None => *stream = None,
+                        // the watch's timeout: open it again from where it was (after
+                        // a wait if it ended before anything came)
+                        None => {
+                            *stream = None;
+                            if *quiet {
+                                slower(&mut self.backoff);
+                            }
+                        }
                     }
                 }
             }

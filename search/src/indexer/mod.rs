@@ -96,6 +96,7 @@ pub async fn run(
             .clusters
             .extend(registered.difference(&now.registered).cloned());
         registered = now.registered.clone();
+        positions.set_registered(&registered);
         reconcile(
             &mut running,
             &now,

@@ -207,7 +207,14 @@ impl Synchro {
             let step = match event {
                 // the batch waited long enough
                 None => self.flush(&mut st.batch).await,
-                Some(Some(Ok(event))) => self.handle(&mut st, resource, event).await,
+                Some(Some(Ok(event))) => {
+                    if matches!(event, Step::Init) {
+                        // until the relist is written the store's position is not known
+                        // (a watch from the last one would meet the member's 410)
+                        published.stored_at(None);
+                    }
+                    self.handle(&mut st, resource, event).await
+                }
                 Some(Some(Err(e))) => {
                     tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member watch failed; retrying");
                     Ok(())
