@@ -107,6 +107,14 @@ impl Positions {
             .collect()
     }
 
+    /// Whether a member's type is indexed.
+    pub fn has(&self, cluster: &str, gvr: &Gvr) -> bool {
+        self.0
+            .read()
+            .indexed
+            .contains_key(&(cluster.to_string(), gvr.clone()))
+    }
+
     /// The cursor of the store's copy of a type: each member's stored resourceVersion,
     /// [`UNKNOWN`] for a registered member whose position is not known.
     pub fn cursor(&self, gvr: &Gvr) -> Cursor {

@@ -194,7 +194,12 @@ async fn scenario(postgres: bool) {
             let l = api.list(&ListParams::default()).await.ok()?;
             let rv = l.metadata.resource_version.clone()?;
             let cursor = causeway_search::positions::Cursor::decode(&rv).ok()?;
-            (l.items.len() == 1 && cursor.0.len() == 2).then_some(rv)
+            // both members at a known position (until then a watch from it is 410)
+            let known = cursor
+                .0
+                .values()
+                .all(|v| v != causeway_search::positions::UNKNOWN);
+            (l.items.len() == 1 && cursor.0.len() == 2 && known).then_some(rv)
         },
     )
     .await;
@@ -417,6 +422,34 @@ subjects: [{kind: User, name: dev}]
     })
     .await;
     assert!(has(&admin_seen, "ADDED", "east", "secret"));
+
+    // a member that leaves ends the watch with 410: its objects leave the store
+    // without events, so the client lists again
+    let now = api.list(&ListParams::default()).await.unwrap();
+    let from = now.metadata.resource_version.unwrap_or_default();
+    let stream = api
+        .watch(&WatchParams::default().timeout(120), &from)
+        .await
+        .expect("the watch opens");
+    let mut stream = std::pin::pin!(stream);
+    causeway_controllers::clusters::join::unjoin(env.hub_client().await, "west", false, WAIT)
+        .await
+        .expect("west unjoins");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let next = tokio::time::timeout_at(deadline, stream.try_next())
+            .await
+            .expect("the watch ends with 410 once west is gone");
+        match next {
+            Ok(Some(WatchEvent::Error(e))) => {
+                assert_eq!(e.code, 410, "{e:?}");
+                assert!(e.message.contains("cluster west"), "{}", e.message);
+                break;
+            }
+            Ok(Some(_)) => continue,
+            other => panic!("the watch ended without 410 after west left: {other:?}"),
+        }
+    }
     search.shutdown().await;
     ctl.stop().await;
 }

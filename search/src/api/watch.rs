@@ -372,8 +372,9 @@ fn gone(status: Value) -> Reply {
 /// Streams one member's events into the merge, opening its watch again (from the
 /// last resourceVersion it sent, with the member's current client) when it ends or
 /// fails, until `stop`. A member whose type is no longer indexed (it left, or is not
-/// Ready) ends the whole watch with 410: what the store holds of it changes without
-/// events (purged, or relisted later), so the client lists again.
+/// Ready) ends the whole watch with 410 at its next event, bookmark or reopen: what the
+/// store holds of it changes without events (purged, or relisted later), so the client
+/// lists again.
 async fn follow(
     mut p: Part,
     wp: WatchParams,
@@ -454,6 +455,11 @@ async fn follow(
             };
             quiet = false;
             wait = RETRY_FIRST;
+            if !indexed.0.has(&p.cluster, &indexed.1) {
+                let why = "it is no longer indexed (it left the fleet or is not Ready)";
+                let _ = tx.send(Item::Fail(expired(&p.cluster, why))).await;
+                return;
+            }
             if tx.send(item).await.is_err() {
                 return;
             }
