@@ -107,6 +107,15 @@ impl Positions {
             .collect()
     }
 
+    /// How to watch a member's type, if it is indexed.
+    pub fn get(&self, cluster: &str, gvr: &Gvr) -> Option<Indexed> {
+        self.0
+            .read()
+            .indexed
+            .get(&(cluster.to_string(), gvr.clone()))
+            .cloned()
+    }
+
     /// Whether a member's type is indexed.
     pub fn has(&self, cluster: &str, gvr: &Gvr) -> bool {
         self.0

@@ -149,7 +149,7 @@ fn bad(msg: impl Into<String>) -> QueryError {
 }
 
 /// Splits a comma-separated list, dropping empty items.
-fn list(v: &str) -> Vec<String> {
+pub(crate) fn list(v: &str) -> Vec<String> {
     v.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())

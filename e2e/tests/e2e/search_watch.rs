@@ -172,6 +172,40 @@ async fn watch_from(
     (events, last)
 }
 
+/// Watches from `rv` while `meanwhile` runs, until the watch ends with 410 naming
+/// `cluster`; the events before it.
+async fn expect_gone(
+    api: &Api<DynamicObject>,
+    rv: &str,
+    cluster: &str,
+    meanwhile: impl std::future::Future<Output = ()>,
+) -> Vec<String> {
+    let stream = api
+        .watch(&WatchParams::default().timeout(120), rv)
+        .await
+        .expect("the watch answers");
+    let mut stream = std::pin::pin!(stream);
+    meanwhile.await;
+    let mut before = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let next = tokio::time::timeout_at(deadline, stream.try_next())
+            .await
+            .unwrap_or_else(|_| panic!("no 410 for {cluster} within {WAIT:?}: {before:?}"));
+        match next {
+            Ok(Some(WatchEvent::Error(e))) => {
+                assert_eq!(e.code, 410, "{e:?}");
+                assert_eq!(e.reason, "Expired", "{e:?}");
+                let named = format!("cluster {cluster}");
+                assert!(e.message.contains(&named), "{}", e.message);
+                return before;
+            }
+            Ok(Some(e)) => before.push(format!("{e:?}")),
+            other => panic!("the watch ended without 410 for {cluster}: {other:?}"),
+        }
+    }
+}
+
 fn has(events: &[(String, String, String)], kind: &str, cluster: &str, name: &str) -> bool {
     events
         .iter()
@@ -320,18 +354,8 @@ async fn scenario(postgres: bool) {
             .map(|(c, rv)| (c.to_string(), rv.to_string()))
             .collect(),
     );
-    let stream = api
-        .watch(&WatchParams::default().timeout(10), &unknown.encode())
-        .await
-        .expect("the watch answers");
-    let mut stream = std::pin::pin!(stream);
-    match stream.try_next().await {
-        Ok(Some(WatchEvent::Error(e))) => {
-            assert_eq!(e.code, 410, "{e:?}");
-            assert!(e.message.contains("cluster east"), "{}", e.message);
-        }
-        other => panic!("a cursor with an unknown part: {other:?}"),
-    }
+    let events = expect_gone(&api, &unknown.encode(), "east", async {}).await;
+    assert!(events.is_empty(), "410 before any event: {events:?}");
 
     // a user whose hub RBAC watches deployments in demo and later (empty when the watch
     // starts) sees their events and no others
@@ -365,27 +389,21 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: clusters
 subjects: [{kind: User, name: dev}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: deployments-watcher, namespace: demo}
+kind: ClusterRole
+metadata: {name: deployments-watcher}
 rules:
 - {apiGroups: [apps], resources: [deployments], verbs: [list, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: dev-deployments, namespace: demo}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployments-watcher}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: deployments-watcher}
 subjects: [{kind: User, name: dev}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: deployments-watcher, namespace: later}
-rules:
-- {apiGroups: [apps], resources: [deployments], verbs: [list, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: dev-deployments, namespace: later}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: deployments-watcher}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: deployments-watcher}
 subjects: [{kind: User, name: dev}]
 "#,
     );
@@ -427,29 +445,13 @@ subjects: [{kind: User, name: dev}]
     // without events, so the client lists again
     let now = api.list(&ListParams::default()).await.unwrap();
     let from = now.metadata.resource_version.unwrap_or_default();
-    let stream = api
-        .watch(&WatchParams::default().timeout(120), &from)
-        .await
-        .expect("the watch opens");
-    let mut stream = std::pin::pin!(stream);
-    causeway_controllers::clusters::join::unjoin(env.hub_client().await, "west", false, WAIT)
-        .await
-        .expect("west unjoins");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let next = tokio::time::timeout_at(deadline, stream.try_next())
+    let hub = env.hub_client().await;
+    let unjoin = async move {
+        causeway_controllers::clusters::join::unjoin(hub, "west", false, WAIT)
             .await
-            .expect("the watch ends with 410 once west is gone");
-        match next {
-            Ok(Some(WatchEvent::Error(e))) => {
-                assert_eq!(e.code, 410, "{e:?}");
-                assert!(e.message.contains("cluster west"), "{}", e.message);
-                break;
-            }
-            Ok(Some(_)) => continue,
-            other => panic!("the watch ended without 410 after west left: {other:?}"),
-        }
-    }
+            .expect("west unjoins");
+    };
+    expect_gone(&api, &from, "west", unjoin).await;
     search.shutdown().await;
     ctl.stop().await;
 }

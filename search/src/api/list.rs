@@ -150,18 +150,19 @@ const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Every item with its apiVersion and kind (list items from some servers lack them).
 fn typed(ty: &TypeInfo, mut items: Vec<Value>) -> Vec<Value> {
-    let api_version = if ty.gvr.group.is_empty() {
-        ty.gvr.version.clone()
-    } else {
-        format!("{}/{}", ty.gvr.group, ty.gvr.version)
-    };
     for o in &mut items {
-        if let Some(m) = o.as_object_mut() {
-            m.insert("apiVersion".into(), json!(api_version));
-            m.insert("kind".into(), json!(ty.kind));
-        }
+        set_type(ty, o);
     }
     items
+}
+
+/// Sets an object's apiVersion and kind (list items and watch events from some servers
+/// lack them).
+pub(crate) fn set_type(ty: &TypeInfo, o: &mut Value) {
+    if let Some(m) = o.as_object_mut() {
+        m.insert("apiVersion".into(), json!(ty.gvr.api_version()));
+        m.insert("kind".into(), json!(ty.kind));
+    }
 }
 
 fn list_metadata(page: &Page, cursor: &str) -> Value {

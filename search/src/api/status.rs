@@ -28,6 +28,11 @@ pub fn json_reply(status: StatusCode, v: &Value) -> Reply {
 
 /// A failure Status with kube-apiserver's reason for the code.
 pub fn failure(status: StatusCode, message: impl Into<String>) -> Reply {
+    json_reply(status, &status_object(status, message))
+}
+
+/// The metav1 Status of a failure (also a watch's ERROR event object).
+pub fn status_object(status: StatusCode, message: impl Into<String>) -> Value {
     let reason = match status {
         StatusCode::BAD_REQUEST => "BadRequest",
         StatusCode::UNAUTHORIZED => "Unauthorized",
@@ -35,21 +40,20 @@ pub fn failure(status: StatusCode, message: impl Into<String>) -> Reply {
         StatusCode::NOT_FOUND => "NotFound",
         StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
         StatusCode::CONFLICT => "Conflict",
+        StatusCode::GONE => "Expired",
+        StatusCode::TOO_MANY_REQUESTS => "TooManyRequests",
         StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
         _ => "InternalError",
     };
-    json_reply(
-        status,
-        &json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message.into(),
-            "reason": reason,
-            "code": status.as_u16(),
-        }),
-    )
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message.into(),
+        "reason": reason,
+        "code": status.as_u16(),
+    })
 }
 
 #[cfg(test)]
@@ -64,6 +68,8 @@ mod tests {
             (StatusCode::UNAUTHORIZED, "Unauthorized"),
             (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"),
             (StatusCode::CONFLICT, "Conflict"),
+            (StatusCode::GONE, "Expired"),
+            (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
             (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable"),
         ];
         for (code, reason) in cases {

@@ -13,7 +13,7 @@
 //! Watches go to the members, not to the store: an event reaches the client as fast as
 //! the member sends it, and the store is not polled.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -28,11 +28,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::Shared;
 use crate::api::auth::{Access, Caller};
-use crate::api::list::cluster_column;
+use crate::api::list::{cluster_column, set_type};
 use crate::api::route::Target;
-use crate::api::status::{Reply, failure};
+use crate::api::status::{Reply, failure, status_object};
 use crate::positions::{Cursor, Indexed, Positions, UNKNOWN, advance};
-use crate::store::{Gvr, Record, TypeInfo, annotated};
+use crate::query::list;
+use crate::store::{Gvr, TypeInfo, annotate, cut};
 use std::sync::Arc;
 
 /// Parameters a watch takes; anything else is a 400 that lists these. (`timeout`,
@@ -115,17 +116,14 @@ fn ask(t: &Target, params: &[(String, String)]) -> Result<Ask, String> {
             }
         },
     };
-    let list = |k: &str| -> Vec<String> {
+    let all = |k: &str| -> Vec<String> {
         params
             .iter()
             .filter(|(n, _)| n == k)
-            .flat_map(|(_, v)| v.split(','))
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
+            .flat_map(|(_, v)| list(v))
             .collect()
     };
-    let mut clusters: BTreeSet<String> = list("clusters").into_iter().collect();
+    let mut clusters: BTreeSet<String> = all("clusters").into_iter().collect();
     if let Some(c) = &t.cluster {
         if !clusters.is_empty() && !clusters.contains(c) {
             clusters.clear();
@@ -136,7 +134,7 @@ fn ask(t: &Target, params: &[(String, String)]) -> Result<Ask, String> {
     }
     let namespaces = match &t.namespace {
         Some(ns) => vec![ns.clone()],
-        None => list("namespaces"),
+        None => all("namespaces"),
     };
     let mut fields = get("fieldSelector").unwrap_or("").to_string();
     if let Some(name) = &t.name {
@@ -162,6 +160,8 @@ enum Item {
         cluster: String,
         kind: &'static str,
         object: Box<DynamicObject>,
+        /// The member's type is stored as metadata only: the event is cut the same way.
+        names_only: bool,
     },
     Bookmark {
         cluster: String,
@@ -337,14 +337,7 @@ pub async fn objects(
     }
     drop(tx);
     let merge = Merge {
-        gvr: ty.gvr.clone(),
-        kind: ty.kind.clone(),
-        metadata_only: shared
-            .positions
-            .of(&ty.gvr)
-            .into_iter()
-            .map(|(c, i)| (c, i.metadata_only))
-            .collect(),
+        ty: ty.clone(),
         namespaces,
         cursor: ask.cursor,
         table: as_table,
@@ -386,6 +379,10 @@ async fn follow(
     let mut wait = RETRY_FIRST;
     // a watch that ends or fails before any event waits before the next open
     let mut quiet = false;
+    let left = |cluster: &str| {
+        let why = "it is no longer indexed (it left the fleet or is not Ready)";
+        Item::Fail(expired(cluster, why))
+    };
     loop {
         let mut events = match stream.take() {
             Some(s) => s,
@@ -397,9 +394,8 @@ async fn follow(
                     }
                     wait = (wait * 2).min(RETRY_MAX);
                 }
-                let Some(now) = indexed.0.of(&indexed.1).remove(&p.cluster) else {
-                    let why = "it is no longer indexed (it left the fleet or is not Ready)";
-                    let _ = tx.send(Item::Fail(expired(&p.cluster, why))).await;
+                let Some(now) = indexed.0.get(&p.cluster, &indexed.1) else {
+                    let _ = tx.send(left(&p.cluster)).await;
                     return;
                 };
                 p.indexed = now;
@@ -456,8 +452,7 @@ async fn follow(
             quiet = false;
             wait = RETRY_FIRST;
             if !indexed.0.has(&p.cluster, &indexed.1) {
-                let why = "it is no longer indexed (it left the fleet or is not Ready)";
-                let _ = tx.send(Item::Fail(expired(&p.cluster, why))).await;
+                let _ = tx.send(left(&p.cluster)).await;
                 return;
             }
             if tx.send(item).await.is_err() {
@@ -475,20 +470,18 @@ fn event(p: &mut Part, kind: &'static str, o: DynamicObject) -> Item {
         cluster: p.cluster.clone(),
         kind,
         object: Box::new(o),
+        names_only: p.indexed.metadata_only,
     }
 }
 
 /// The Status of a watch whose cursor one member no longer has.
 fn expired(cluster: &str, message: &str) -> Value {
-    json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": format!("cluster {cluster}: {message} (list again, and watch from the list's resourceVersion)"),
-        "reason": "Expired",
-        "code": 410,
-    })
+    status_object(
+        StatusCode::GONE,
+        format!(
+            "cluster {cluster}: {message} (list again, and watch from the list's resourceVersion)"
+        ),
+    )
 }
 
 fn frame(kind: &str, object: &Value) -> Bytes {
@@ -499,10 +492,7 @@ fn frame(kind: &str, object: &Value) -> Bytes {
 
 /// Merges the members' events into the client's stream, keeping the cursor.
 struct Merge {
-    gvr: Gvr,
-    kind: String,
-    /// Per cluster: the type is stored as metadata only.
-    metadata_only: BTreeMap<String, bool>,
+    ty: TypeInfo,
     /// Only objects in these namespaces (None: all).
     namespaces: Option<BTreeSet<String>>,
     cursor: Cursor,
@@ -526,7 +516,11 @@ impl Merge {
         if ns.is_empty() || shown.contains(ns) {
             return;
         }
-        match shared.auth.allowed_in(caller, "watch", &self.gvr, ns).await {
+        match shared
+            .auth
+            .allowed_in(caller, "watch", &self.ty.gvr, ns)
+            .await
+        {
             Ok(true) => {
                 shown.insert(ns.to_string());
             }
@@ -587,8 +581,7 @@ impl Merge {
                 if !self.bookmarks || self.table {
                     return (None, false);
                 }
-                let api_version = api_version(&self.gvr);
-                let o = json!({"kind": self.kind, "apiVersion": api_version,
+                let o = json!({"kind": self.ty.kind, "apiVersion": self.ty.gvr.api_version(),
                     "metadata": {"resourceVersion": self.cursor.encode()}});
                 (Some(frame("BOOKMARK", &o)), false)
             }
@@ -596,6 +589,7 @@ impl Merge {
                 cluster,
                 kind,
                 object,
+                names_only,
             } => {
                 if let Some(rv) = &object.metadata.resource_version {
                     self.advance(cluster.clone(), rv);
@@ -604,10 +598,8 @@ impl Merge {
                 if self.namespaces.as_ref().is_some_and(|n| !n.contains(ns)) {
                     return (None, false);
                 }
-                (
-                    self.object(&cluster, *object).map(|o| frame(kind, &o)),
-                    false,
-                )
+                let o = self.object(&cluster, *object, names_only);
+                (o.map(|o| frame(kind, &o)), false)
             }
         }
     }
@@ -617,38 +609,29 @@ impl Merge {
         *at = advance(at, rv);
     }
 
-    /// The object as a list returns it, at the cursor (or its Table row).
-    fn object(&self, cluster: &str, o: DynamicObject) -> Option<Value> {
+    /// The object as a list returns it (cut as the store keeps it, annotated with its
+    /// cluster), at the cursor; or its Table row.
+    fn object(&self, cluster: &str, o: DynamicObject, names_only: bool) -> Option<Value> {
         let mut v = serde_json::to_value(o).ok()?;
-        if let Some(m) = v.as_object_mut() {
-            m.insert("apiVersion".into(), json!(api_version(&self.gvr)));
-            m.insert("kind".into(), json!(self.kind));
-        }
-        let names_only = self.metadata_only.get(cluster).copied().unwrap_or(false);
-        let record = Record::from_value(cluster, &self.gvr, v, names_only)?;
-        let mut v = annotated(&record.object, cluster);
+        set_type(&self.ty, &mut v);
+        cut(&mut v, names_only);
+        annotate(&mut v, cluster);
         let cursor = self.cursor.encode();
         if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             md.insert("resourceVersion".into(), json!(cursor));
         }
         if self.table {
-            let cols = columns::builtin(&self.gvr.group, &self.gvr.resource);
+            let cols = columns::builtin(&self.ty.gvr.group, &self.ty.gvr.resource);
             return Some(table(&[cluster_column()], &cols, &[&v], &cursor, None));
         }
         Some(v)
     }
 }
 
-fn api_version(gvr: &Gvr) -> String {
-    if gvr.group.is_empty() {
-        gvr.version.clone()
-    } else {
-        format!("{}/{}", gvr.group, gvr.version)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn p(kv: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -744,13 +727,15 @@ mod tests {
 
     fn merge(table: bool, bookmarks: bool, namespaces: Option<&[&str]>) -> Merge {
         Merge {
-            gvr: Gvr {
-                group: "".into(),
-                version: "v1".into(),
-                resource: "configmaps".into(),
+            ty: TypeInfo {
+                gvr: Gvr {
+                    group: "".into(),
+                    version: "v1".into(),
+                    resource: "configmaps".into(),
+                },
+                kind: "ConfigMap".into(),
+                namespaced: true,
             },
-            kind: "ConfigMap".into(),
-            metadata_only: BTreeMap::from([("east".into(), true), ("west".into(), false)]),
             namespaces: namespaces.map(|n| n.iter().map(|s| s.to_string()).collect()),
             cursor: Cursor(BTreeMap::from([("gone".into(), "3".into())])),
             table,
@@ -782,6 +767,7 @@ mod tests {
         let (f, end) = m.frame(Item::Event {
             cluster: "east".into(),
             kind: "ADDED",
+            names_only: true,
             object: cm("shop", "10"),
         });
         assert!(!end);
@@ -793,7 +779,7 @@ mod tests {
             "east"
         );
         assert!(o["metadata"].get("managedFields").is_none());
-        // east stores ConfigMaps as names only
+        // east stores ConfigMaps as names only (west whole)
         assert!(o.get("data").is_none());
         let c = Cursor::decode(o["metadata"]["resourceVersion"].as_str().unwrap()).unwrap();
         assert_eq!(
@@ -803,6 +789,7 @@ mod tests {
         let (f, _) = m.frame(Item::Event {
             cluster: "west".into(),
             kind: "MODIFIED",
+            names_only: false,
             object: cm("shop", "4"),
         });
         let o = decoded(&f.unwrap())["object"].clone();
@@ -844,6 +831,7 @@ mod tests {
         let (f, _) = m.frame(Item::Event {
             cluster: "west".into(),
             kind: "ADDED",
+            names_only: false,
             object: cm("secret-team", "9"),
         });
         assert!(f.is_none());
@@ -863,6 +851,7 @@ mod tests {
         let (f, _) = m.frame(Item::Event {
             cluster: "west".into(),
             kind: "DELETED",
+            names_only: false,
             object: cm("shop", "5"),
         });
         let e = decoded(&f.unwrap());

@@ -18,7 +18,7 @@ use crate::query::{Owner, Query, QueryError};
 pub mod fields;
 mod postgres;
 mod record;
-pub(crate) use record::annotated;
+pub(crate) use record::{annotate, cut};
 pub use record::{resource_version_of, stored_version};
 mod schema;
 pub(crate) mod sql;
@@ -42,6 +42,17 @@ pub struct Gvr {
     pub version: String,
     /// Plural resource name, e.g. `deployments`.
     pub resource: String,
+}
+
+impl Gvr {
+    /// `apps/v1`, or `v1` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
 }
 
 /// What discovery needs to serve a type; the indexer records it when it resolves the

@@ -104,13 +104,7 @@ impl Record {
             labels,
             object: String::new(),
         };
-        if let (true, Some(o)) = (metadata_only, object.as_object_mut()) {
-            o.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
-        }
-        if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("managedFields");
-        }
-        without_nul(&mut object);
+        cut(&mut object, metadata_only);
         record.object = object.to_string();
         Some(record)
     }
@@ -133,9 +127,27 @@ impl Record {
     }
 }
 
+/// An object as the store keeps it: without `managedFields` (and with `metadata_only`,
+/// without anything but apiVersion, kind and metadata), NUL characters dropped.
+pub(crate) fn cut(object: &mut Value, metadata_only: bool) {
+    if let (true, Some(o)) = (metadata_only, object.as_object_mut()) {
+        o.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+    }
+    if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    without_nul(object);
+}
+
 /// A stored object (JSON text) as a result: annotated with its cluster.
 pub(crate) fn annotated(object: &str, cluster: &str) -> Value {
     let mut v: Value = serde_json::from_str(object).unwrap_or(Value::Null);
+    annotate(&mut v, cluster);
+    v
+}
+
+/// Annotates an object with its cluster.
+pub(crate) fn annotate(v: &mut Value, cluster: &str) {
     if let Some(o) = v.as_object_mut() {
         let meta = o
             .entry("metadata")
@@ -152,7 +164,6 @@ pub(crate) fn annotated(object: &str, cluster: &str) -> Value {
             }
         }
     }
-    v
 }
 
 #[cfg(test)]
