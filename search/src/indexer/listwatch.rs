@@ -7,13 +7,21 @@
 //!
 //! The stream is pulled: nothing is read from the member while the consumer is busy
 //! (the synchro writes a batch), so memory stays bounded by one list page.
+//!
+//! Objects are JSON values, read in one pass: kube's `ObjectList` and `DynamicObject`
+//! take their type fields with `#[serde(flatten)]`, which buffers a whole page into
+//! serde's `Content` and reads it again (and each item once more), and the indexer only
+//! wants the JSON back.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use serde::Deserialize;
+use serde_json::Value;
 
 /// Objects per list page (kube-runtime's watcher default).
 const PAGE: u32 = 500;
@@ -29,13 +37,13 @@ pub(crate) enum Step {
     /// A (re)list starts.
     Init,
     /// An object of the list.
-    InitApply(DynamicObject),
+    InitApply(Value),
     /// The list is complete, read at this resourceVersion.
     InitDone(String),
     /// An object was added or changed.
-    Apply(DynamicObject),
+    Apply(Value),
     /// An object was deleted.
-    Delete(DynamicObject),
+    Delete(Value),
     /// A bookmark: nothing else of this type changed up to this resourceVersion.
     Progress(String),
 }
@@ -43,21 +51,41 @@ pub(crate) enum Step {
 enum State {
     Relist,
     Listing {
-        page: VecDeque<DynamicObject>,
+        page: VecDeque<Value>,
         /// None before the first page.
         next: Option<Option<String>>,
         rv: String,
     },
     Watching {
         rv: String,
-        stream: Option<BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>>,
+        stream: Option<BoxStream<'static, kube::Result<WatchEvent<Value>>>>,
         /// Nothing came since the watch was opened.
         quiet: bool,
     },
 }
 
+/// A list page as the indexer reads it (no flattened fields: see the module's doc).
+#[derive(Deserialize)]
+struct Page {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    items: Vec<Value>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error> {
+    Ok(Option::<Vec<Value>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A string of an object's metadata (`name`, `namespace`, `resourceVersion`, …).
+pub(crate) fn meta<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.as_str()
+}
+
 struct Machine {
-    api: Api<DynamicObject>,
+    client: kube::Client,
+    /// The type's collection, as kube's `Request` takes it (`/api/v1/pods`).
+    request: kube::core::Request,
     state: State,
     /// The wait before the next call, after a failure.
     backoff: Option<Duration>,
@@ -66,10 +94,15 @@ struct Machine {
 /// Lists and watches `api` until dropped. Errors are yielded (for the log) and the
 /// call is retried with backoff; a 410 relists.
 pub(crate) fn list_watch(
-    api: Api<DynamicObject>,
+    client: kube::Client,
+    resource: &kube::api::ApiResource,
 ) -> impl Stream<Item = Result<Step, kube::Error>> + Send {
+    let url = kube::api::Api::<kube::api::DynamicObject>::all_with(client.clone(), resource)
+        .resource_url()
+        .to_string();
     let m = Machine {
-        api,
+        client,
+        request: kube::core::Request::new(url),
         state: State::Relist,
         backoff: None,
     };
@@ -97,6 +130,29 @@ fn failed(state: &mut State, backoff: &mut Option<Duration>, e: kube::Error) -> 
 /// A longer wait before the next call.
 fn slower(backoff: &mut Option<Duration>) {
     *backoff = Some(backoff.map_or(BACKOFF_FIRST, |b| (b * 2).min(BACKOFF_MAX)));
+}
+
+/// A page of the list (what `kube::Api::list` does, into a [`Page`]).
+async fn list(
+    client: &kube::Client,
+    request: &kube::core::Request,
+    lp: &ListParams,
+) -> kube::Result<Page> {
+    let mut req = request.list(lp).map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("list");
+    client.request::<Page>(req).await
+}
+
+/// A watch from `rv` (what `kube::Api::watch` does, of JSON values).
+async fn watch(
+    client: &kube::Client,
+    request: &kube::core::Request,
+    wp: &WatchParams,
+    rv: &str,
+) -> kube::Result<impl Stream<Item = kube::Result<WatchEvent<Value>>> + Send + use<>> {
+    let mut req = request.watch(wp, rv).map_err(kube::Error::BuildRequest)?;
+    req.extensions_mut().insert("watch");
+    client.request_events::<Value>(req).await
 }
 
 impl Machine {
@@ -135,7 +191,7 @@ impl Machine {
                     if let Some(t) = &token {
                         lp = lp.continue_token(t);
                     }
-                    match self.api.list(&lp).await {
+                    match list(&self.client, &self.request, &lp).await {
                         Ok(list) => {
                             self.backoff = None;
                             // a later page's resourceVersion is the first's
@@ -155,7 +211,7 @@ impl Machine {
                         None => {
                             let mut wp = WatchParams::default().timeout(WATCH_TIMEOUT);
                             wp.bookmarks = true;
-                            match self.api.watch(&wp, rv).await {
+                            match watch(&self.client, &self.request, &wp, rv).await {
                                 Ok(s) => {
                                     *quiet = true;
                                     stream.insert(s.boxed())
@@ -166,7 +222,7 @@ impl Machine {
                             }
                         }
                     };
-                    let object_rv = |o: &DynamicObject| o.metadata.resource_version.clone();
+                    let object_rv = |o: &Value| meta(o, "resourceVersion").map(String::from);
                     let next = events.next().await;
                     if matches!(&next, Some(Ok(e)) if !matches!(e, WatchEvent::Error(_))) {
                         *quiet = false;

@@ -24,16 +24,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::core::GroupVersion;
 use kube::discovery::{Scope, verbs};
+use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ResourceSpec;
 use super::health::Health;
-use super::listwatch::{Step, list_watch};
+use super::listwatch::{Step, list_watch, meta};
 use super::metrics::{IndexerMetrics, TypeLabels};
 use super::spec::gvr_text;
 use crate::positions::{Positions, Publication};
@@ -179,8 +180,7 @@ impl Synchro {
 
     /// One list+watch, until stopped, the store goes down or a write fails.
     async fn session(&self, resource: &ApiResource, published: &Publication) -> End {
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), resource);
-        let mut events = pin!(list_watch(api));
+        let mut events = pin!(list_watch(self.client.clone(), resource));
         let mut up = self.health.subscribe();
         let mut st = Session {
             running: Running::start(&self.metrics),
@@ -253,16 +253,12 @@ impl Synchro {
                 Ok(())
             }
             Step::InitApply(obj) => {
-                let listed = obj
-                    .metadata
-                    .resource_version
-                    .as_deref()
+                let listed = meta(&obj, "resourceVersion")
                     .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
-                let m = &obj.metadata;
                 let stored = st.listing.as_mut().and_then(|l| {
                     l.take(
-                        m.namespace.as_deref().unwrap_or_default(),
-                        m.name.as_deref().unwrap_or_default(),
+                        meta(&obj, "namespace").unwrap_or_default(),
+                        meta(&obj, "name").unwrap_or_default(),
                     )
                 });
                 if stored.is_some() && stored == listed.as_deref() {
@@ -288,14 +284,14 @@ impl Synchro {
                 Ok(())
             }
             Step::Apply(obj) => {
-                st.moved_to(obj.metadata.resource_version.as_deref());
+                st.moved_to(meta(&obj, "resourceVersion"));
                 self.put(&mut st.batch, resource, obj).await
             }
             Step::Delete(obj) => {
-                st.moved_to(obj.metadata.resource_version.as_deref());
+                st.moved_to(meta(&obj, "resourceVersion"));
                 let key = self.key(
-                    obj.metadata.namespace.unwrap_or_default(),
-                    obj.metadata.name.unwrap_or_default(),
+                    meta(&obj, "namespace").unwrap_or_default().to_string(),
+                    meta(&obj, "name").unwrap_or_default().to_string(),
                 );
                 st.batch.set(key, None);
                 self.flush_if_full(&mut st.batch).await
@@ -324,30 +320,28 @@ impl Synchro {
         &self,
         batch: &mut Batch<'_>,
         resource: &ApiResource,
-        obj: DynamicObject,
+        obj: Value,
     ) -> StoreResult<()> {
-        // the object as JSON: its fields other than metadata are moved, not copied
-        let metadata = match serde_json::to_value(&obj.metadata) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(cluster = %self.cluster, error = %e, "object not indexed: cannot encode it");
-                return Ok(());
-            }
+        let Value::Object(mut data) = obj else {
+            tracing::warn!(cluster = %self.cluster, "object not indexed: not a JSON object");
+            return Ok(());
         };
+        // apiVersion and kind first, as the API server writes them; the other fields
+        // are moved, not copied
         let mut fields = serde_json::Map::new();
         fields.insert("apiVersion".into(), resource.api_version.clone().into());
         fields.insert("kind".into(), resource.kind.clone().into());
-        fields.insert("metadata".into(), metadata);
-        if let serde_json::Value::Object(data) = obj.data {
-            fields.extend(
-                data.into_iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind" | "metadata")),
-            );
+        if let Some(m) = data.remove("metadata") {
+            fields.insert("metadata".into(), m);
         }
+        fields.extend(
+            data.into_iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind")),
+        );
         let Some(record) = Record::from_value(
             &self.cluster,
             &self.spec.gvr,
-            serde_json::Value::Object(fields),
+            Value::Object(fields),
             self.spec.metadata_only,
         ) else {
             return Ok(());

@@ -104,8 +104,14 @@ impl Record {
             labels,
             object: String::new(),
         };
-        cut(&mut object, metadata_only);
+        trim(&mut object, metadata_only);
+        // NULs are rare: the JSON text says whether there is one (serde_json writes it
+        // `\u0000`; a false alarm, the six characters in a string, only costs a walk)
         record.object = object.to_string();
+        if record.object.contains("\\u0000") {
+            without_nul(&mut object);
+            record.object = object.to_string();
+        }
         Some(record)
     }
 
@@ -130,13 +136,18 @@ impl Record {
 /// An object as the store keeps it: without `managedFields` (and with `metadata_only`,
 /// without anything but apiVersion, kind and metadata), NUL characters dropped.
 pub(crate) fn cut(object: &mut Value, metadata_only: bool) {
+    trim(object, metadata_only);
+    without_nul(object);
+}
+
+/// [`cut`] but for the NUL characters.
+fn trim(object: &mut Value, metadata_only: bool) {
     if let (true, Some(o)) = (metadata_only, object.as_object_mut()) {
         o.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
     }
     if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("managedFields");
     }
-    without_nul(object);
 }
 
 /// A stored object (JSON text) as a result: annotated with its cluster.

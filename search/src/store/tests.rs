@@ -685,3 +685,75 @@ both!(
         assert_eq!(all(&s, "").await.len(), 5);
     }
 );
+
+both!(
+    concurrent_batches_are_all_written_once,
+    |s: Store, _spec| async move {
+        // eight writers at once (on SQLite they share transactions: group commit), two
+        // of them writing one object with other labels at the same time
+        let writers = (0..8).map(|w| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                let mut batch: Vec<Record> = (0..40)
+                    .map(|i| {
+                        record(
+                            &format!("c{w}"),
+                            "ns",
+                            &format!("web-{i:02}"),
+                            "5",
+                            json!({}),
+                        )
+                    })
+                    .collect();
+                if w < 2 {
+                    let labels =
+                        json!({"metadata": {"labels": {"writer": format!("w{w}"), "both": "yes"}}});
+                    batch.push(record(
+                        "shared",
+                        "ns",
+                        "shared-obj",
+                        &format!("{}", 7 + w),
+                        labels,
+                    ));
+                }
+                s.upsert(batch).await.unwrap()
+            })
+        });
+        let mut written = 0;
+        for w in futures::future::join_all(writers).await {
+            written += w.unwrap().written;
+        }
+        assert_eq!(written, 8 * 40 + 2);
+        assert_eq!(all(&s, "").await.len(), 8 * 40 + 1);
+        assert_eq!(
+            all(&s, "fuzzy-name=shared-ob").await,
+            ["shared/ns/shared-obj"]
+        );
+        let shared = all(&s, "labelSelector=both%3Dyes").await;
+        assert_eq!(shared, ["shared/ns/shared-obj"]);
+        // the labels are those of the last write, and only those
+        let rv = &s.versions("shared", &deployments()).await.unwrap();
+        let last = rv.iter().next().unwrap().2.to_string();
+        let writer = if last == "7" { "w0" } else { "w1" };
+        assert_eq!(
+            all(&s, &format!("labelSelector=writer%3D{writer}")).await,
+            shared
+        );
+        assert!(
+            all(&s, "labelSelector=writer%20notin%20(w0,w1)")
+                .await
+                .len()
+                == 8 * 40
+        );
+        let labels = s.rows(sql::Stmt {
+            sql: "SELECT COUNT(*) FROM labels".into(),
+            params: vec![],
+        });
+        // every record's own labels (`object` gives each one) plus the shared one's two
+        let per_record = record("x", "ns", "x", "1", json!({})).labels.len() as i64;
+        assert_eq!(
+            labels.await.unwrap()[0][0].int(),
+            8 * 40 * per_record + 2 + per_record
+        );
+    }
+);
