@@ -186,6 +186,10 @@ pub struct ServeArgs {
     /// ConfigMaps (metadata only), Nodes, Namespaces.
     #[arg(long = "resource", value_name = "SPEC")]
     pub resources: Vec<String>,
+    /// Cross-cluster watches (`kubectl get -w`, informers) open at once, at most; each
+    /// holds one watch on every member it shows. More are refused with 429.
+    #[arg(long, default_value_t = causeway_search::api::watch::MAX_WATCHES, value_name = "N")]
+    pub max_watches: usize,
     #[command(flatten)]
     pub log: causeway_runtime::log::LogArgs,
 }
@@ -205,6 +209,8 @@ pub struct StartOptions {
     pub resources: Vec<causeway_search::indexer::ResourceSpec>,
     /// The front proxy's CA (APIService mode), see [`ServeArgs::requestheader_client_ca`].
     pub requestheader_ca: Option<std::path::PathBuf>,
+    /// See [`ServeArgs::max_watches`].
+    pub max_watches: usize,
 }
 
 /// A running search server.
@@ -250,6 +256,7 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
         data_dir: opts.data_dir.clone(),
         tls: opts.tls.clone(),
         requestheader_ca: opts.requestheader_ca.clone(),
+        max_watches: opts.max_watches,
     })
     .await?;
     let stop = CancellationToken::new();
@@ -336,6 +343,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tls: args.tls_cert.clone().zip(args.tls_key.clone()),
             resources,
             requestheader_ca: args.requestheader_client_ca.clone(),
+            max_watches: args.max_watches,
         },
     )
     .await?;

@@ -51,6 +51,9 @@ pub struct Options {
     /// The front proxy's CA (a real hub's requestheader CA, behind an APIService): a
     /// client certificate it signed makes X-Remote-User/X-Remote-Group trusted.
     pub requestheader_ca: Option<PathBuf>,
+    /// Cross-cluster watches open at once, at most (more are 429); see
+    /// [`watch::MAX_WATCHES`].
+    pub max_watches: usize,
 }
 
 /// A bound, not yet serving, search API.
@@ -61,6 +64,7 @@ pub struct Server {
     pub addr: SocketAddr,
     /// The CA clients trust to reach it (kubeconfig certificate-authority-data).
     pub ca_pem: String,
+    max_watches: usize,
 }
 
 /// The API's metrics.
@@ -127,6 +131,8 @@ pub struct Shared {
     metrics: Metrics,
     /// Where the store is in each member's types, and how to watch them (K.73).
     positions: Positions,
+    /// [`Options::max_watches`].
+    max_watches: usize,
 }
 
 impl Server {
@@ -160,6 +166,7 @@ impl Server {
             listener,
             tls,
             ca_pem: pem.ca,
+            max_watches: opts.max_watches,
         })
     }
 
@@ -180,6 +187,7 @@ impl Server {
             auth: Auth::new(hub),
             metrics: Metrics::new(registry),
             positions,
+            max_watches: self.max_watches,
         });
         causeway_runtime::https::serve(self.listener, self.tls, "search", stop, move |req, _| {
             let shared = shared.clone();

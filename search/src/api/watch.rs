@@ -60,8 +60,9 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 /// more); the merged watch goes on.
 const MEMBER_TIMEOUT: u32 = 290;
 
-/// Cross-cluster watches open at once, at most; more are 429.
-const MAX_WATCHES: i64 = 512;
+/// Cross-cluster watches open at once, at most, by default (`--max-watches`); more
+/// are 429.
+pub const MAX_WATCHES: usize = 512;
 
 /// How long a member may take to answer a watch before it is retried in the background.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -198,6 +199,16 @@ impl Part {
     }
 }
 
+/// A place among the `--max-watches` open watches (the `watches` gauge), given back when
+/// dropped.
+struct Slot(prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Answers a watch of `ty`.
 pub async fn objects(
     shared: &Arc<Shared>,
@@ -211,11 +222,15 @@ pub async fn objects(
         Ok(a) => a,
         Err(e) => return failure(StatusCode::BAD_REQUEST, e),
     };
-    if shared.metrics.watches.get() >= MAX_WATCHES {
+    // the place is taken before anything is awaited, so two watches at once cannot both
+    // take the last one
+    let max = shared.max_watches;
+    let slot = Slot(shared.metrics.watches.clone());
+    if slot.0.inc() >= i64::try_from(max).unwrap_or(i64::MAX) {
         return failure(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
-                "the search server has {MAX_WATCHES} cross-cluster watches open (each holds one watch per member): try again later, or watch fewer types"
+                "the search server has {max} cross-cluster watches open, its --max-watches (each holds one watch per member): try again later, watch fewer types, or raise --max-watches"
             ),
         );
     }
@@ -344,12 +359,9 @@ pub async fn objects(
         bookmarks: ask.bookmarks,
         grant: dynamic.then(|| (shared.clone(), caller.clone())),
     };
-    shared.metrics.watches.inc();
-    let watches = shared.metrics.watches.clone();
     tokio::spawn(async move {
-        let _stop = stop.drop_guard();
+        let (_stop, _slot) = (stop.drop_guard(), slot);
         merge.run(rx, out, ask.timeout).await;
-        watches.dec();
     });
     causeway_runtime::https::json_stream(body)
 }

@@ -10,7 +10,7 @@ mod env;
 use causeway_search::api::route::PREFIX;
 use serde_json::Value;
 
-use env::{Backend, k, keys, rows, start};
+use env::{Backend, k, keys, rows, start, start_with};
 
 async fn kubectl_lists_and_gets_across_clusters(backend: Backend) {
     let env = start(backend).await;
@@ -319,4 +319,45 @@ async fn outages_of_the_store_or_the_hub_are_503() {
     let (code, body) = env.https("/readyz", None).await;
     assert_eq!(code, 503, "{body}");
     assert!(body.starts_with("not ready: the search store"), "{body}");
+}
+
+/// `--max-watches`: a watch past the cap is a 429 that says why, and a watch that ends
+/// gives its place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_past_the_cap_is_429_until_one_ends() {
+    let env = start_with(Backend::Sqlite, 1).await;
+    let watch =
+        |secs: u32| format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds={secs}");
+    let open = || async {
+        let (code, metrics) = env.https("/metrics", None).await;
+        assert_eq!(code, 200);
+        metrics
+            .lines()
+            .any(|l| l == "causeway_search_api_watches 1")
+    };
+    let (long, short) = (watch(3), watch(1));
+    let (first, second) = tokio::join!(env.https(&long, Some("alice-token")), async {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while !open().await {
+            assert!(
+                std::time::Instant::now() < until,
+                "the first watch never opened"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        env.https(&short, Some("alice-token")).await
+    });
+    assert_eq!(first.0, 200, "{}", first.1);
+    assert_eq!(second.0, 429, "{}", second.1);
+    assert!(
+        second
+            .1
+            .contains("1 cross-cluster watches open, its --max-watches"),
+        "{}",
+        second.1
+    );
+    // the first ended at its timeout: its place is free again
+    assert!(!open().await);
+    let third = env.https(&short, Some("alice-token")).await;
+    assert_eq!(third.0, 200, "{}", third.1);
 }

@@ -191,6 +191,11 @@ where
 }
 
 pub async fn start(backend: Backend) -> Env {
+    start_with(backend, causeway_search::api::watch::MAX_WATCHES).await
+}
+
+/// [`start`], the server taking `max_watches` cross-cluster watches at once.
+pub async fn start_with(backend: Backend, max_watches: usize) -> Env {
     let bin = kubectl_bin();
     let (store, store_spec, store_dir) = filled_store(backend).await;
     let crate::support::Cluster {
@@ -208,7 +213,7 @@ pub async fn start(backend: Backend) -> Env {
     }
     create::<ClusterRole>(&admin, json!({
         "metadata": {"name": "workload-reader"},
-        "rules": [{"apiGroups": ["apps", ""], "resources": ["deployments", "replicasets", "pods", "namespaces"], "verbs": ["get", "list"]}],
+        "rules": [{"apiGroups": ["apps", ""], "resources": ["deployments", "replicasets", "pods", "namespaces"], "verbs": ["get", "list", "watch"]}],
     }))
     .await;
     create::<ClusterRole>(
@@ -265,6 +270,7 @@ pub async fn start(backend: Backend) -> Env {
         data_dir: dir.path().join("data"),
         tls: None,
         requestheader_ca: None,
+        max_watches,
     })
     .await
     .expect("the search API binds");
