@@ -361,3 +361,33 @@ async fn a_watch_past_the_cap_is_429_until_one_ends() {
     let third = env.https(&short, Some("alice-token")).await;
     assert_eq!(third.0, 200, "{}", third.1);
 }
+
+/// A member that refuses the search server's own credentials (its token revoked there):
+/// a watch is a 502 that says it is the server's access, not the caller's rights.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_refusing_the_servers_credentials_is_a_502() {
+    let env = start(Backend::Sqlite).await;
+    let west = crate::support::cluster("west").await;
+    let kc = kube::config::Kubeconfig::from_yaml(&west.server.kubeconfig()).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    cfg.auth_info.token = Some("a-revoked-token".to_string().into());
+    let revoked = kube::Client::try_from(cfg).unwrap();
+    let gvr = env::gvr("apps", "deployments");
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apps", "v1", "Deployment"),
+        "deployments",
+    );
+    env.positions.set_registered(&["west".to_string()].into());
+    let _published = env
+        .positions
+        .publish("west", &gvr, revoked, resource, true, false);
+    let path = format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds=1");
+    let (code, msg) = env.https(&path, Some("alice-token")).await;
+    assert_eq!(code, 502, "{msg}");
+    assert!(
+        msg.contains("cluster west refused the search server's own watch (its member credentials, not your rights)"),
+        "{msg}"
+    );
+}

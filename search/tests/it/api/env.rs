@@ -165,6 +165,8 @@ pub struct Env {
     /// The store's spec (a path or a PostgreSQL URL).
     pub store_spec: String,
     _store_dir: Option<tempfile::TempDir>,
+    /// The members the server watches (none unless a test publishes one).
+    pub positions: causeway_search::positions::Positions,
 }
 
 impl Drop for Env {
@@ -277,7 +279,8 @@ pub async fn start_with(backend: Backend, max_watches: usize) -> Env {
     let (api, ca_pem) = (server.addr, server.ca_pem.clone());
     let stop = CancellationToken::new();
     let registry = prometheus_client::registry::Registry::with_prefix("causeway");
-    tokio::spawn(server.serve(store, admin, Default::default(), registry, stop.clone()));
+    let positions = causeway_search::positions::Positions::default();
+    tokio::spawn(server.serve(store, admin, positions.clone(), registry, stop.clone()));
     Env {
         hub,
         api,
@@ -287,6 +290,7 @@ pub async fn start_with(backend: Backend, max_watches: usize) -> Env {
         stop,
         store_spec,
         _store_dir: store_dir,
+        positions,
     }
 }
 
