@@ -22,6 +22,8 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, future};
 use http::StatusCode;
 use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
+
+use crate::indexer::listwatch::meta;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -160,7 +162,7 @@ enum Item {
     Event {
         cluster: String,
         kind: &'static str,
-        object: Box<DynamicObject>,
+        object: Box<Value>,
         /// The member's type is stored as metadata only: the event is cut the same way.
         names_only: bool,
     },
@@ -194,8 +196,12 @@ impl Part {
     async fn open(
         &self,
         wp: &WatchParams,
-    ) -> kube::Result<BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>> {
-        Ok(self.api().watch(wp, &self.rv).await?.boxed())
+    ) -> kube::Result<BoxStream<'static, kube::Result<WatchEvent<Value>>>> {
+        // JSON values, as the indexer reads them: a DynamicObject would be parsed twice
+        // (its flattened fields) and serialised back into a value for every event
+        let request = kube::core::Request::new(self.api().resource_url());
+        let events = crate::indexer::listwatch::watch(&self.indexed.client, &request, wp, &self.rv);
+        Ok(events.await?.boxed())
     }
 }
 
@@ -383,7 +389,7 @@ fn gone(status: Value) -> Reply {
 async fn follow(
     mut p: Part,
     wp: WatchParams,
-    mut stream: Option<BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>>>,
+    mut stream: Option<BoxStream<'static, kube::Result<WatchEvent<Value>>>>,
     tx: mpsc::Sender<Item>,
     indexed: (Positions, Gvr),
     stop: CancellationToken,
@@ -474,8 +480,8 @@ async fn follow(
     }
 }
 
-fn event(p: &mut Part, kind: &'static str, o: DynamicObject) -> Item {
-    if let Some(rv) = &o.metadata.resource_version {
+fn event(p: &mut Part, kind: &'static str, o: Value) -> Item {
+    if let Some(rv) = meta(&o, "resourceVersion") {
         p.rv = advance(&p.rv, rv);
     }
     Item::Event {
@@ -524,7 +530,7 @@ impl Merge {
         else {
             return;
         };
-        let ns = object.metadata.namespace.as_deref().unwrap_or("");
+        let ns = meta(object, "namespace").unwrap_or("");
         if ns.is_empty() || shown.contains(ns) {
             return;
         }
@@ -603,15 +609,15 @@ impl Merge {
                 object,
                 names_only,
             } => {
-                if let Some(rv) = &object.metadata.resource_version {
+                if let Some(rv) = meta(&object, "resourceVersion") {
                     self.advance(cluster.clone(), rv);
                 }
-                let ns = object.metadata.namespace.as_deref().unwrap_or("");
+                let ns = meta(&object, "namespace").unwrap_or("");
                 if self.namespaces.as_ref().is_some_and(|n| !n.contains(ns)) {
                     return (None, false);
                 }
                 let o = self.object(&cluster, *object, names_only);
-                (o.map(|o| frame(kind, &o)), false)
+                (Some(frame(kind, &o)), false)
             }
         }
     }
@@ -623,8 +629,7 @@ impl Merge {
 
     /// The object as a list returns it (cut as the store keeps it, annotated with its
     /// cluster), at the cursor; or its Table row.
-    fn object(&self, cluster: &str, o: DynamicObject, names_only: bool) -> Option<Value> {
-        let mut v = serde_json::to_value(o).ok()?;
+    fn object(&self, cluster: &str, mut v: Value, names_only: bool) -> Value {
         set_type(&self.ty, &mut v);
         cut(&mut v, names_only);
         annotate(&mut v, cluster);
@@ -634,9 +639,9 @@ impl Merge {
         }
         if self.table {
             let cols = columns::builtin(&self.ty.gvr.group, &self.ty.gvr.resource);
-            return Some(table(&[cluster_column()], &cols, &[&v], &cursor, None));
+            return table(&[cluster_column()], &cols, &[&v], &cursor, None);
         }
-        Some(v)
+        v
     }
 }
 
@@ -756,16 +761,13 @@ mod tests {
         }
     }
 
-    fn cm(ns: &str, rv: &str) -> Box<DynamicObject> {
-        Box::new(
-            serde_json::from_value(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "web", "namespace": ns, "resourceVersion": rv,
-                    "managedFields": [{"manager": "kubectl"}]},
-                "data": {"k": "v"},
-            }))
-            .unwrap(),
-        )
+    fn cm(ns: &str, rv: &str) -> Box<Value> {
+        Box::new(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "web", "namespace": ns, "resourceVersion": rv,
+                "managedFields": [{"manager": "kubectl"}]},
+            "data": {"k": "v"},
+        }))
     }
 
     fn decoded(f: &Bytes) -> Value {

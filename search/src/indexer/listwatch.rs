@@ -143,8 +143,9 @@ async fn list(
     client.request::<Page>(req).await
 }
 
-/// A watch from `rv` (what `kube::Api::watch` does, of JSON values).
-async fn watch(
+/// A watch from `rv` (what `kube::Api::watch` does, of JSON values); the cross-cluster
+/// watch opens its member watches with it too.
+pub(crate) async fn watch(
     client: &kube::Client,
     request: &kube::core::Request,
     wp: &WatchParams,

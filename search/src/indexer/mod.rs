@@ -11,7 +11,7 @@
 //!   cluster the store holds that is not registered when the indexer starts.
 
 mod health;
-mod listwatch;
+pub(crate) mod listwatch;
 mod metrics;
 mod spec;
 mod synchro;

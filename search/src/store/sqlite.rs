@@ -58,8 +58,9 @@ fn connect(path: &Path) -> rusqlite::Result<Connection> {
     c.pragma_update(None, "analysis_limit", 0)?;
     // a checkpoint every 40,000 WAL pages (160 MiB of WAL at most), not 1,000: a page
     // the indexer's batches keep changing is copied back to the database file once per
-    // checkpoint, not once per batch (the writer's CPU per object: 72 us at 10,000
-    // pages, 62 us at 50,000, 57 us with no checkpoint at all)
+    // checkpoint, not once per batch (in a writer-only run, not kept as a bench, the
+    // writer took 72 us per object at 10,000 pages, 62 at 50,000, 57 with none; the
+    // whole indexer's figures are in benches/results/search.md)
     c.pragma_update(None, "wal_autocheckpoint", WAL_PAGES)?;
     Ok(c)
 }
