@@ -209,8 +209,8 @@ pub struct StartOptions {
     pub resources: Vec<causeway_search::indexer::ResourceSpec>,
     /// The front proxy's CA (APIService mode), see [`ServeArgs::requestheader_client_ca`].
     pub requestheader_ca: Option<std::path::PathBuf>,
-    /// See [`ServeArgs::max_watches`].
-    pub max_watches: usize,
+    /// What cross-cluster watches may hold ([`ServeArgs::max_watches`]).
+    pub watches: causeway_search::api::watch::Limits,
 }
 
 /// A running search server.
@@ -256,7 +256,7 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
         data_dir: opts.data_dir.clone(),
         tls: opts.tls.clone(),
         requestheader_ca: opts.requestheader_ca.clone(),
-        max_watches: opts.max_watches,
+        watches: opts.watches,
     })
     .await?;
     let stop = CancellationToken::new();
@@ -343,7 +343,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tls: args.tls_cert.clone().zip(args.tls_key.clone()),
             resources,
             requestheader_ca: args.requestheader_client_ca.clone(),
-            max_watches: args.max_watches,
+            watches: causeway_search::api::watch::Limits {
+                max: args.max_watches,
+                ..Default::default()
+            },
         },
     )
     .await?;

@@ -327,7 +327,7 @@ impl Clusterset {
                 tls: None,
                 resources: causeway_search::indexer::default_resources(),
                 requestheader_ca: None,
-                max_watches: causeway_search::api::watch::MAX_WATCHES,
+                watches: Default::default(),
             },
         )
         .await

@@ -373,7 +373,7 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
             tls: None,
             resources: causeway_search::indexer::default_resources(),
             requestheader_ca: Some(ca_file.into()),
-            max_watches: causeway_search::api::watch::MAX_WATCHES,
+            watches: Default::default(),
         },
     )
     .await

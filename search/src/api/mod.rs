@@ -51,9 +51,9 @@ pub struct Options {
     /// The front proxy's CA (a real hub's requestheader CA, behind an APIService): a
     /// client certificate it signed makes X-Remote-User/X-Remote-Group trusted.
     pub requestheader_ca: Option<PathBuf>,
-    /// Cross-cluster watches open at once, at most (more are 429); see
-    /// [`watch::MAX_WATCHES`].
-    pub max_watches: usize,
+    /// What cross-cluster watches may hold (how many, how long a client may stop
+    /// reading).
+    pub watches: watch::Limits,
 }
 
 /// A bound, not yet serving, search API.
@@ -64,7 +64,7 @@ pub struct Server {
     pub addr: SocketAddr,
     /// The CA clients trust to reach it (kubeconfig certificate-authority-data).
     pub ca_pem: String,
-    max_watches: usize,
+    watches: watch::Limits,
 }
 
 /// The API's metrics.
@@ -73,6 +73,7 @@ pub struct Metrics {
     requests: Family<Vec<(&'static str, String)>, Counter>,
     query: Histogram,
     watches: Gauge,
+    stalled: Counter,
 }
 
 impl Metrics {
@@ -99,11 +100,18 @@ impl Metrics {
             "Cross-cluster watches open (each holds one watch per member it shows)",
             watches.clone(),
         );
+        let stalled = Counter::default();
+        sub.register(
+            "watches_stalled",
+            "Cross-cluster watches ended because their client stopped reading",
+            stalled.clone(),
+        );
         Metrics {
             registry,
             requests,
             query,
             watches,
+            stalled,
         }
     }
 
@@ -131,8 +139,8 @@ pub struct Shared {
     metrics: Metrics,
     /// Where the store is in each member's types, and how to watch them (K.73).
     positions: Positions,
-    /// [`Options::max_watches`].
-    max_watches: usize,
+    /// [`Options::watches`].
+    watches: watch::Limits,
 }
 
 impl Server {
@@ -166,7 +174,7 @@ impl Server {
             listener,
             tls,
             ca_pem: pem.ca,
-            max_watches: opts.max_watches,
+            watches: opts.watches,
         })
     }
 
@@ -187,7 +195,7 @@ impl Server {
             auth: Auth::new(hub),
             metrics: Metrics::new(registry),
             positions,
-            max_watches: self.max_watches,
+            watches: self.watches,
         });
         causeway_runtime::https::serve(self.listener, self.tls, "search", stop, move |req, _| {
             let shared = shared.clone();

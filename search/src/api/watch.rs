@@ -66,6 +66,31 @@ const MEMBER_TIMEOUT: u32 = 290;
 /// are 429.
 pub const MAX_WATCHES: usize = 512;
 
+/// How long an event may wait for a client that stopped reading (every buffer between
+/// is full) before its watch is ended, by default. kube-apiserver likewise ends a
+/// watcher that does not keep up; the client watches again from the last event it read,
+/// and the watch's place and member watches are not held until its timeout.
+pub const STALLED_AFTER: Duration = Duration::from_secs(10);
+
+/// What cross-cluster watches may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Watches open at once, at most (`--max-watches`, [`MAX_WATCHES`]).
+    pub max: usize,
+    /// A watch whose client has not taken an event for this long is ended
+    /// ([`STALLED_AFTER`]).
+    pub stalled_after: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max: MAX_WATCHES,
+            stalled_after: STALLED_AFTER,
+        }
+    }
+}
+
 /// How long a member may take to answer a watch before it is retried in the background.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -230,7 +255,7 @@ pub async fn objects(
     };
     // the place is taken before anything is awaited, so two watches at once cannot both
     // take the last one
-    let max = shared.max_watches;
+    let max = shared.watches.max;
     let slot = Slot(shared.metrics.watches.clone());
     if slot.0.inc() >= i64::try_from(max).unwrap_or(i64::MAX) {
         return failure(
@@ -364,6 +389,7 @@ pub async fn objects(
         table: as_table,
         bookmarks: ask.bookmarks,
         grant: dynamic.then(|| (shared.clone(), caller.clone())),
+        stalled: (shared.watches.stalled_after, shared.metrics.stalled.clone()),
     };
     tokio::spawn(async move {
         let (_stop, _slot) = (stop.drop_guard(), slot);
@@ -520,6 +546,9 @@ struct Merge {
     /// may list in some namespaces only and did not name any): a namespace new to the
     /// watch is reviewed before its first event is sent or dropped.
     grant: Option<(Arc<Shared>, Caller)>,
+    /// How long an event may wait for the client ([`Limits::stalled_after`]), and the
+    /// count of watches ended so.
+    stalled: (Duration, prometheus_client::metrics::counter::Counter),
 }
 
 impl Merge {
@@ -578,9 +607,15 @@ impl Merge {
                 }
             };
             if let Some(f) = frame {
-                // a client that stops reading is let go at the deadline
+                // a client that stops reading is let go (it watches again from the
+                // last event it read), at the latest at the deadline
                 tokio::select! {
                     sent = out.send(f) => if sent.is_err() { return },
+                    _ = tokio::time::sleep(self.stalled.0) => {
+                        self.stalled.1.inc();
+                        tracing::info!(resource = %self.ty.gvr.resource, waited = ?self.stalled.0, "cross-cluster watch: the client stopped reading; ending its watch");
+                        return;
+                    }
                     _ = &mut deadline => return,
                 }
             }
@@ -758,6 +793,7 @@ mod tests {
             table,
             bookmarks,
             grant: None,
+            stalled: (STALLED_AFTER, Default::default()),
         }
     }
 

@@ -325,7 +325,11 @@ async fn outages_of_the_store_or_the_hub_are_503() {
 /// gives its place back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_past_the_cap_is_429_until_one_ends() {
-    let env = start_with(Backend::Sqlite, 1).await;
+    let limits = causeway_search::api::watch::Limits {
+        max: 1,
+        ..Default::default()
+    };
+    let env = start_with(Backend::Sqlite, limits).await;
     let watch =
         |secs: u32| format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds={secs}");
     let open = || async {
@@ -390,4 +394,82 @@ async fn a_member_refusing_the_servers_credentials_is_a_502() {
         msg.contains("cluster west refused the search server's own watch (its member credentials, not your rights)"),
         "{msg}"
     );
+}
+
+/// A client that stops reading a watch is let go once an event has waited for it for
+/// the stall limit: the watch's place is free again and the metric counts it, long
+/// before the watch's own timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_whose_client_stops_reading_is_ended() {
+    use std::time::{Duration, Instant};
+    let limits = causeway_search::api::watch::Limits {
+        stalled_after: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let env = start_with(Backend::Sqlite, limits).await;
+    let west = crate::support::cluster("west").await;
+    let gvr = env::gvr("apps", "deployments");
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apps", "v1", "Deployment"),
+        "deployments",
+    );
+    env.positions.set_registered(&["west".to_string()].into());
+    let _published =
+        env.positions
+            .publish("west", &gvr, west.client.clone(), resource, true, false);
+    let env = &env;
+    let metric = |name: &'static str| async move {
+        let (code, metrics) = env.https("/metrics", None).await;
+        assert_eq!(code, 200);
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+    };
+    let path = format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds=300");
+    let req = http::Request::get(path).body(Vec::new()).unwrap();
+    // the response's head only: its events are never read
+    let unread = env
+        .client(Some("alice-token"))
+        .request_stream(req)
+        .await
+        .expect("the watch opens");
+    assert_eq!(metric("causeway_search_api_watches").await, 1);
+    assert_eq!(metric("causeway_search_api_watches_stalled_total").await, 0);
+    // events of 100 KB each until the buffers between fill and one waits past the limit
+    let deployments = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(
+        west.client.clone(),
+        "default",
+    );
+    let filler = "x".repeat(100_000);
+    let started = Instant::now();
+    let mut created = 0;
+    while metric("causeway_search_api_watches_stalled_total").await == 0 {
+        assert!(
+            created < 400 && started.elapsed() < Duration::from_secs(120),
+            "the unread watch was not ended after {created} events of 100 KB"
+        );
+        let d: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("big-{created}"), "annotations": {"filler": filler}},
+            "spec": {"selector": {"matchLabels": {"app": "big"}},
+                     "template": {"metadata": {"labels": {"app": "big"}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+        }))
+        .unwrap();
+        deployments
+            .create(&Default::default(), &d)
+            .await
+            .expect("a Deployment is created");
+        created += 1;
+        if created % 20 == 0 {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
+    }
+    assert_eq!(
+        metric("causeway_search_api_watches").await,
+        0,
+        "its place is free"
+    );
+    assert!(created >= 20, "ended after {created} events only");
+    drop(unread);
 }

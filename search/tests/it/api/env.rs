@@ -193,11 +193,11 @@ where
 }
 
 pub async fn start(backend: Backend) -> Env {
-    start_with(backend, causeway_search::api::watch::MAX_WATCHES).await
+    start_with(backend, Default::default()).await
 }
 
-/// [`start`], the server taking `max_watches` cross-cluster watches at once.
-pub async fn start_with(backend: Backend, max_watches: usize) -> Env {
+/// [`start`], with these limits on cross-cluster watches.
+pub async fn start_with(backend: Backend, watches: causeway_search::api::watch::Limits) -> Env {
     let bin = kubectl_bin();
     let (store, store_spec, store_dir) = filled_store(backend).await;
     let crate::support::Cluster {
@@ -272,7 +272,7 @@ pub async fn start_with(backend: Backend, max_watches: usize) -> Env {
         data_dir: dir.path().join("data"),
         tls: None,
         requestheader_ca: None,
-        max_watches,
+        watches,
     })
     .await
     .expect("the search API binds");
@@ -355,6 +355,16 @@ impl Env {
     /// A GET of `path` on the server (not under the prefix) with plain HTTPS: status
     /// code and body.
     pub async fn https(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        let req = http::Request::get(path).body(Vec::new()).unwrap();
+        match self.client(token).request_text(req).await {
+            Ok(body) => (200, body),
+            Err(kube::Error::Api(s)) => (s.code, s.message),
+            Err(e) => panic!("GET {path}: {e}"),
+        }
+    }
+
+    /// A client of the server itself (paths not under the prefix), as `token`.
+    pub fn client(&self, token: Option<&str>) -> kube::Client {
         let mut cfg = kube::Config::new(format!("https://{}", self.api).parse().unwrap());
         cfg.root_cert = Some(vec![
             rustls_pki_types::pem::PemObject::from_pem_slice(self.ca_pem.as_bytes())
@@ -364,13 +374,7 @@ impl Env {
         cfg.auth_info.token = token.map(|t| t.to_string().into());
         // the status as the server gave it, not retried
         cfg.default_retry = false;
-        let client = kube::Client::try_from(cfg).unwrap();
-        let req = http::Request::get(path).body(Vec::new()).unwrap();
-        match client.request_text(req).await {
-            Ok(body) => (200, body),
-            Err(kube::Error::Api(s)) => (s.code, s.message),
-            Err(e) => panic!("GET {path}: {e}"),
-        }
+        kube::Client::try_from(cfg).unwrap()
     }
 
     pub async fn json(&self, token: &str, args: &[&str]) -> Value {
