@@ -52,6 +52,11 @@ pub struct QueryArgs {
     /// Created before.
     #[arg(long)]
     pub before: Option<String>,
+    /// After the list, print each change as it comes, as `kubectl get -w` does (a row for
+    /// each object added, changed or deleted in any member), until interrupted. Takes
+    /// --clusters, -n, -l and --field-selector only.
+    #[arg(short = 'w', long, conflicts_with_all = ["name", "sort", "owner", "since", "before"])]
+    pub watch: bool,
     /// Objects per request (pages are followed until the end).
     #[arg(long, default_value_t = 500)]
     pub chunk_size: u32,
@@ -95,7 +100,11 @@ pub async fn run(args: &QueryArgs) -> anyhow::Result<usize> {
         None => None,
     };
     let params = params(args, owner_gr.as_deref())?;
+    let namespaced = scope == Scope::Namespaced;
+    let path = list_path(&ar, &scope, args.namespace.as_deref());
     let mut out = Vec::new();
+    // the first page's: every page carries it, and a watch from it misses nothing
+    let mut listed_at: Option<String> = None;
     let mut headers: Option<Vec<String>> = None;
     let mut cont: Option<String> = None;
     for _ in 0..100_000 {
@@ -104,24 +113,16 @@ pub async fn run(args: &QueryArgs) -> anyhow::Result<usize> {
         if let Some(c) = &cont {
             p.push(("continue".into(), c.clone()));
         }
-        let path = list_path(&ar, &scope, args.namespace.as_deref());
-        let query = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(&p)
-            .finish();
-        let req = http::Request::get(format!("{path}?{query}"))
-            .header(
-                http::header::ACCEPT,
-                "application/json;as=Table;v=v1;g=meta.k8s.io",
-            )
-            .body(Vec::new())?;
+        let req = table_request(&path, &p)?;
         let table: Value = tokio::time::timeout(Duration::from_secs(60), client.request(req))
             .await
             .context("the search server did not answer within 60 s")?
             .map_err(describe)?;
         if headers.is_none() {
-            headers = Some(columns(&table, scope == Scope::Namespaced));
+            headers = Some(columns(&table, namespaced));
+            listed_at = resource_version(&table);
         }
-        out.extend(rows(&table, scope == Scope::Namespaced));
+        out.extend(rows(&table, namespaced));
         cont = table
             .pointer("/metadata/continue")
             .and_then(Value::as_str)
@@ -131,12 +132,91 @@ pub async fn run(args: &QueryArgs) -> anyhow::Result<usize> {
             break;
         }
     }
-    if out.is_empty() {
+    let headers = headers.unwrap_or_default();
+    let widths = if out.is_empty() {
         eprintln!("No resources found.");
-        return Ok(0);
+        headers.iter().map(|h| h.chars().count()).collect()
+    } else {
+        let widths = widths(&headers, &out);
+        print!("{}", render(&widths, &headers, &out));
+        widths
+    };
+    if args.watch {
+        let Some(rv) = listed_at else {
+            bail!("the search server's list has no resourceVersion to watch from");
+        };
+        watch(&client, &path, &params, rv, namespaced, &widths).await?;
     }
-    print!("{}", render(&headers.unwrap_or_default(), &out));
     Ok(out.len())
+}
+
+/// A GET of `path` with `params`, asking for Table output.
+fn table_request(
+    path: &str,
+    params: &[(String, String)],
+) -> anyhow::Result<http::Request<Vec<u8>>> {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(params)
+        .finish();
+    Ok(http::Request::get(format!("{path}?{query}"))
+        .header(
+            http::header::ACCEPT,
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
+        .body(Vec::new())?)
+}
+
+fn resource_version(table: &Value) -> Option<String> {
+    table
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|rv| !rv.is_empty())
+        .map(str::to_string)
+}
+
+/// Prints the rows of every change from `rv` on, in `widths`; watches again from the
+/// last change when the server ends the watch (its timeout), until an error.
+async fn watch(
+    client: &kube::Client,
+    path: &str,
+    params: &[(String, String)],
+    mut rv: String,
+    namespaced: bool,
+    widths: &[usize],
+) -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    use kube::api::WatchEvent;
+    use std::io::Write;
+    loop {
+        let mut p = params.to_vec();
+        p.push(("watch".into(), "true".into()));
+        p.push(("resourceVersion".into(), rv.clone()));
+        let events = client
+            .request_events::<Value>(table_request(path, &p)?)
+            .await
+            .map_err(describe)?;
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.try_next().await.map_err(describe)? {
+            let table = match event {
+                WatchEvent::Added(t) | WatchEvent::Modified(t) | WatchEvent::Deleted(t) => t,
+                WatchEvent::Bookmark(b) => {
+                    rv = b.metadata.resource_version;
+                    continue;
+                }
+                WatchEvent::Error(e) if e.code == 410 => bail!(
+                    "the watch expired ({}): run the command again to list anew",
+                    e.message
+                ),
+                WatchEvent::Error(e) => bail!("the search server ended the watch: {}", e.message),
+            };
+            if let Some(next) = resource_version(&table) {
+                rv = next;
+            }
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(render_rows(widths, &rows(&table, namespaced)).as_bytes())?;
+            stdout.flush()?;
+        }
+    }
 }
 
 fn describe(e: kube::Error) -> anyhow::Error {
@@ -313,8 +393,8 @@ fn rows(table: &Value, namespaced: bool) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Columns padded as kubectl pads them (three spaces between columns).
-fn render(headers: &[String], rows: &[Vec<String>]) -> String {
+/// The width of each column: its widest cell or header.
+fn widths(headers: &[String], rows: &[Vec<String>]) -> Vec<usize> {
     let mut width: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -323,14 +403,27 @@ fn render(headers: &[String], rows: &[Vec<String>]) -> String {
             }
         }
     }
+    width
+}
+
+/// The header and rows padded to `widths` as kubectl pads them (three spaces between
+/// columns).
+fn render(widths: &[usize], headers: &[String], rows: &[Vec<String>]) -> String {
+    let mut out = render_rows(widths, &[headers.to_vec()]);
+    out.push_str(&render_rows(widths, rows));
+    out
+}
+
+/// Rows padded to `widths` (a wider cell pushes the rest of its row along).
+fn render_rows(widths: &[usize], rows: &[Vec<String>]) -> String {
     let mut out = String::new();
-    for line in std::iter::once(headers).chain(rows.iter().map(Vec::as_slice)) {
+    for line in rows {
         let mut s = String::new();
         for (i, c) in line.iter().enumerate() {
             if i + 1 == line.len() {
                 s.push_str(c);
             } else {
-                let _ = write!(s, "{c:<w$}   ", w = width.get(i).copied().unwrap_or(0));
+                let _ = write!(s, "{c:<w$}   ", w = widths.get(i).copied().unwrap_or(0));
             }
         }
         out.push_str(s.trim_end());
@@ -359,7 +452,7 @@ mod tests {
         let r = rows(&t, true);
         assert_eq!(r[1], ["west-long", "demo", "web-2", "<none>"]);
         assert_eq!(
-            render(&h, &r),
+            render(&widths(&h, &r), &h, &r),
             "CLUSTER     NAMESPACE   NAME    READY\neast        shop        web-1   1/1\nwest-long   demo        web-2   <none>\n"
         );
         assert_eq!(columns(&t, false), ["CLUSTER", "NAME", "READY"]);
@@ -379,6 +472,7 @@ mod tests {
             seniority: 1,
             since: None,
             before: None,
+            watch: false,
             chunk_size: 500,
             kubeconfig: None,
             context: "search".into(),

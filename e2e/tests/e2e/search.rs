@@ -36,13 +36,19 @@ spec:
 "#;
 
 /// `causeway search <args>` against the `search` context of the env's kubeconfig.
-async fn cli(env: &Env, args: &[&str]) -> Output {
+pub(crate) fn cli_command(env: &Env, args: &[&str]) -> Command {
     let mut cmd = Command::new(causeway_bin());
     cmd.arg("search")
         .args(args)
         .arg("--kubeconfig")
         .arg(&env.kubeconfig)
         .env_remove("KUBECONFIG");
+    cmd
+}
+
+/// [`cli_command`], run to its end.
+async fn cli(env: &Env, args: &[&str]) -> Output {
+    let mut cmd = cli_command(env, args);
     tokio::task::spawn_blocking(move || cmd.output().expect("causeway runs"))
         .await
         .expect("join")
@@ -199,6 +205,14 @@ async fn scenario(postgres: bool) {
     assert!(!out.status.success());
     assert!(
         stderr.contains("indexes no resource named \"gizmos\"") && stderr.contains("pods"),
+        "{stderr}"
+    );
+    // a watch takes what a watch can filter by, and says what it cannot
+    let out = cli(&env, &["deploy", "-w", "--sort", "name"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("'--watch' cannot be used with '--sort <SORT>'"),
         "{stderr}"
     );
     // an orderby outside the allowlist is a 400 that lists the allowed fields

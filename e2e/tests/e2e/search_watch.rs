@@ -72,15 +72,26 @@ struct Watching {
 }
 
 impl Watching {
+    /// `kubectl --context search <args>`.
     fn start(env: &Env, args: &[&str]) -> Watching {
-        let mut child = Command::new(kubectl_bin())
-            .env("KUBECONFIG", &env.kubeconfig)
+        let mut cmd = Command::new(kubectl_bin());
+        cmd.env("KUBECONFIG", &env.kubeconfig)
             .args(["--context", "search"])
-            .args(args)
+            .args(args);
+        Watching::spawn(cmd)
+    }
+
+    /// `causeway search <args>` (its `search` context).
+    fn cli(env: &Env, args: &[&str]) -> Watching {
+        Watching::spawn(crate::search::cli_command(env, args))
+    }
+
+    fn spawn(mut cmd: Command) -> Watching {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("kubectl runs");
+            .expect("the watcher runs");
         let out = child.stdout.take().unwrap();
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -113,7 +124,7 @@ impl Watching {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "kubectl -w never printed a line with {words:?}; it printed:\n{}",
+                "the watcher never printed a line with {words:?}; it printed:\n{}",
                 self.seen.join("\n")
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -244,6 +255,10 @@ async fn scenario(postgres: bool) {
         &["get", "deployments", "-A", "-w", "--request-timeout=120s"],
     );
     table.wait_for(&["east", "demo", "shop"]).await;
+    // `causeway search -w`: the list's table, then a row per change, in its columns
+    let mut cli = Watching::cli(&env, &["deployments", "-w"]);
+    cli.wait_for(&["CLUSTER", "NAMESPACE", "NAME"]).await;
+    cli.wait_for(&["east", "demo", "shop"]).await;
     let mut events = Watching::start(
         &env,
         &[
@@ -260,6 +275,15 @@ async fn scenario(postgres: bool) {
     let web = env.file("web.yaml", &deployment("web", "demo"));
     env.ok_in("west", &["apply", "-f", &web]).await;
     table.wait_for(&["west", "demo", "web"]).await;
+    cli.wait_for(&["west", "demo", "web"]).await;
+    let header = &cli.seen[0];
+    let row = cli.seen.iter().find(|l| l.starts_with("west")).unwrap();
+    assert_eq!(
+        row.find("web"),
+        header.find("   NAME   ").map(|i| i + 3),
+        "a change's row is in the list's columns:\n{}",
+        cli.seen.join("\n")
+    );
     events.wait_for(&["ADDED", "west", "web"]).await;
     // the pages of a list share the first page's resourceVersion, as kube-apiserver's
     // share one snapshot's: a watch from the last page's misses nothing since the first
@@ -297,7 +321,7 @@ async fn scenario(postgres: bool) {
     env.ok_in("east", &["delete", "deployment", "shop", "-n", "demo"])
         .await;
     events.wait_for(&["DELETED", "east", "shop"]).await;
-    drop((table, events));
+    drop((table, events, cli));
 
     // a watch from the list's cursor sees what happened since in both members, and
     // one from its last event's resourceVersion resumes every member where it was
