@@ -188,6 +188,7 @@ async fn watch(
     use kube::api::WatchEvent;
     use std::io::Write;
     loop {
+        let opened = std::time::Instant::now();
         let mut p = params.to_vec();
         p.push(("watch".into(), "true".into()));
         p.push(("resourceVersion".into(), rv.clone()));
@@ -216,6 +217,8 @@ async fn watch(
             stdout.write_all(render_rows(widths, &rows(&table, namespaced)).as_bytes())?;
             stdout.flush()?;
         }
+        // a watch that ended at once is not opened again at once
+        tokio::time::sleep(Duration::from_secs(1).saturating_sub(opened.elapsed())).await;
     }
 }
 
