@@ -5,11 +5,8 @@
 //! position of a type in which nothing changes (without them a quiet type's position
 //! would fall out of the member's watch window and every watch from it get 410).
 //!
-//! The stream is pulled: while the consumer is busy (the synchro writes a batch) only
-//! the next list page is read ahead, so memory stays bounded by two list pages; a
-//! watch is not read while the consumer is busy. Reading the next page while the store
-//! writes the last one keeps the store's writer and the member busy at once (the
-//! member's serialisation and the page's parse run on the other core).
+//! The stream is pulled: nothing is read from the member while the consumer is busy
+//! (the synchro writes a batch), so memory stays bounded by one list page.
 //!
 //! Objects are JSON values, read in one pass: kube's `ObjectList` and `DynamicObject`
 //! take their type fields with `#[serde(flatten)]`, which buffers a whole page into
@@ -25,7 +22,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use serde::Deserialize;
 use serde_json::Value;
-use tokio_util::task::AbortOnDropHandle;
 
 /// Objects per list page (kube-runtime's watcher default).
 const PAGE: u32 = 500;
@@ -59,9 +55,6 @@ enum State {
         /// None before the first page.
         next: Option<Option<String>>,
         rv: String,
-        /// The next page, being read (its continue token is `next`'s); a list given up
-        /// (a relist, the stream dropped) stops reading it.
-        ahead: Option<AbortOnDropHandle<kube::Result<Page>>>,
     },
     Watching {
         rv: String,
@@ -175,25 +168,11 @@ impl Machine {
                         page: VecDeque::new(),
                         next: None,
                         rv: String::new(),
-                        ahead: None,
                     };
                     return Ok(Step::Init);
                 }
-                State::Listing {
-                    page,
-                    next,
-                    rv,
-                    ahead,
-                } => {
+                State::Listing { page, next, rv } => {
                     if let Some(o) = page.pop_front() {
-                        // the next page is read while this one is consumed
-                        if let (None, Some(Some(token))) = (&ahead, &next) {
-                            let lp = ListParams::default().limit(PAGE).continue_token(token);
-                            let (client, request) = (self.client.clone(), self.request.clone());
-                            *ahead = Some(AbortOnDropHandle::new(tokio::spawn(async move {
-                                list(&client, &request, &lp).await
-                            })));
-                        }
                         return Ok(Step::InitApply(o));
                     }
                     let token = match next {
@@ -209,20 +188,11 @@ impl Machine {
                         Some(Some(t)) => Some(t.clone()),
                         None => None,
                     };
-                    let read = match ahead.take() {
-                        Some(task) => match task.await {
-                            Ok(read) => read,
-                            Err(e) => Err(kube::Error::Service(Box::new(e))),
-                        },
-                        None => {
-                            let mut lp = ListParams::default().limit(PAGE);
-                            if let Some(t) = &token {
-                                lp = lp.continue_token(t);
-                            }
-                            list(&self.client, &self.request, &lp).await
-                        }
-                    };
-                    match read {
+                    let mut lp = ListParams::default().limit(PAGE);
+                    if let Some(t) = &token {
+                        lp = lp.continue_token(t);
+                    }
+                    match list(&self.client, &self.request, &lp).await {
                         Ok(list) => {
                             self.backoff = None;
                             // a later page's resourceVersion is the first's
