@@ -145,7 +145,11 @@ pub async fn run(args: &QueryArgs) -> anyhow::Result<usize> {
         let Some(rv) = listed_at else {
             bail!("the search server's list has no resourceVersion to watch from");
         };
-        watch(&client, &path, &params, rv, namespaced, &widths).await?;
+        // an empty list printed no header: the first change's row brings it
+        let header = out
+            .is_empty()
+            .then(|| render_rows(&widths, std::slice::from_ref(&headers)));
+        watch(&client, &path, &params, rv, namespaced, &widths, header).await?;
     }
     Ok(out.len())
 }
@@ -174,8 +178,9 @@ fn resource_version(table: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Prints the rows of every change from `rv` on, in `widths`; watches again from the
-/// last change when the server ends the watch (its timeout), until an error.
+/// Prints the rows of every change from `rv` on, in `widths` (after `header`, if any);
+/// watches again from the last change when the server ends the watch (its timeout),
+/// until an error.
 async fn watch(
     client: &kube::Client,
     path: &str,
@@ -183,6 +188,7 @@ async fn watch(
     mut rv: String,
     namespaced: bool,
     widths: &[usize],
+    mut header: Option<String>,
 ) -> anyhow::Result<()> {
     use futures::TryStreamExt;
     use kube::api::WatchEvent;
@@ -214,6 +220,9 @@ async fn watch(
                 rv = next;
             }
             let mut stdout = std::io::stdout().lock();
+            if let Some(h) = header.take() {
+                stdout.write_all(h.as_bytes())?;
+            }
             stdout.write_all(render_rows(widths, &rows(&table, namespaced)).as_bytes())?;
             stdout.flush()?;
         }

@@ -259,6 +259,8 @@ async fn scenario(postgres: bool) {
     let mut cli = Watching::cli(&env, &["deployments", "-w"]);
     cli.wait_for(&["CLUSTER", "NAMESPACE", "NAME"]).await;
     cli.wait_for(&["east", "demo", "shop"]).await;
+    // an empty list prints no header; the first change's row brings it
+    let mut none_yet = Watching::cli(&env, &["deployments", "-w", "-l", "app=web"]);
     let mut events = Watching::start(
         &env,
         &[
@@ -276,6 +278,12 @@ async fn scenario(postgres: bool) {
     env.ok_in("west", &["apply", "-f", &web]).await;
     table.wait_for(&["west", "demo", "web"]).await;
     cli.wait_for(&["west", "demo", "web"]).await;
+    none_yet.wait_for(&["west", "demo", "web"]).await;
+    assert!(
+        none_yet.seen[0].starts_with("CLUSTER") && none_yet.seen[1].starts_with("west"),
+        "{:?}",
+        none_yet.seen
+    );
     let header = &cli.seen[0];
     let row = cli.seen.iter().find(|l| l.starts_with("west")).unwrap();
     assert_eq!(
@@ -321,7 +329,7 @@ async fn scenario(postgres: bool) {
     env.ok_in("east", &["delete", "deployment", "shop", "-n", "demo"])
         .await;
     events.wait_for(&["DELETED", "east", "shop"]).await;
-    drop((table, events, cli));
+    drop((table, events, cli, none_yet));
 
     // a watch from the list's cursor sees what happened since in both members, and
     // one from its last event's resourceVersion resumes every member where it was
