@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use futures::StreamExt;
 use http::{Request, Response, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, StreamBody};
@@ -163,15 +162,44 @@ pub fn server_config(
     Ok(cfg)
 }
 
-/// A response body that is whole or streamed.
-pub type Body = BoxBody<Bytes, Infallible>;
+/// A response body that is whole or streamed; a streamed one may fail, which makes
+/// the server drop the connection (what it still holds for the client with it).
+pub type Body = BoxBody<Bytes, std::io::Error>;
+
+/// A whole response body.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    http_body_util::Full::new(b.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed()
+}
 
 /// A streamed `application/json` response (a watch: one JSON frame per chunk, as
 /// kube-apiserver sends them), ending when every sender of `rx` is gone.
 pub fn json_stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
-    let stream =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
-            .map(|b| Ok::<_, Infallible>(Frame::data(b)));
+    json_stream_until(rx, CancellationToken::new())
+}
+
+/// [`json_stream`], cut off when `abort` is cancelled: the frames not yet sent are
+/// dropped and so is the connection (a client that stopped reading would otherwise
+/// keep them, and the connection, for as long as it stays connected).
+pub fn json_stream_until(
+    rx: tokio::sync::mpsc::Receiver<Bytes>,
+    abort: CancellationToken,
+) -> Response<Body> {
+    let stream = futures::stream::unfold(Some((rx, abort)), |state| async move {
+        let (mut rx, abort) = state?;
+        tokio::select! {
+            biased;
+            _ = abort.cancelled() => Some((
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client stopped reading",
+                )),
+                None,
+            )),
+            b = rx.recv() => b.map(|b| (Ok(Frame::data(b)), Some((rx, abort)))),
+        }
+    });
     let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
     let h = r.headers_mut();
     h.insert(

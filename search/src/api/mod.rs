@@ -227,7 +227,7 @@ async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
                 ready: Arc::new(move || ready.clone()),
             },
         )
-        .map(BodyExt::boxed);
+        .map(|b| b.map_err(|never| match never {}).boxed());
     }
     let authorization = req
         .headers()

@@ -1,9 +1,7 @@
 //! Responses: JSON bodies and the metav1 Status errors kubectl prints as
 //! `Error from server (Reason): message`.
 
-use bytes::Bytes;
 use http::{Response, StatusCode, header};
-use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
 /// A response: whole, or streamed (a watch).
@@ -16,8 +14,9 @@ pub fn json_ok(v: &Value) -> Reply {
 
 /// A JSON reply with `status`.
 pub fn json_reply(status: StatusCode, v: &Value) -> Reply {
-    let mut r =
-        Response::new(Full::new(Bytes::from(serde_json::to_vec(v).unwrap_or_default())).boxed());
+    let mut r = Response::new(causeway_runtime::https::full(
+        serde_json::to_vec(v).unwrap_or_default(),
+    ));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -390,12 +390,14 @@ pub async fn objects(
         bookmarks: ask.bookmarks,
         grant: dynamic.then(|| (shared.clone(), caller.clone())),
         stalled: (shared.watches.stalled_after, shared.metrics.stalled.clone()),
+        cut_off: CancellationToken::new(),
     };
+    let cut_off = merge.cut_off.clone();
     tokio::spawn(async move {
         let (_stop, _slot) = (stop.drop_guard(), slot);
         merge.run(rx, out, ask.timeout).await;
     });
-    causeway_runtime::https::json_stream(body)
+    causeway_runtime::https::json_stream_until(body, cut_off)
 }
 
 /// A watch that ends at once with `status` (an ERROR event), as kube-apiserver answers
@@ -549,6 +551,9 @@ struct Merge {
     /// How long an event may wait for the client ([`Limits::stalled_after`]), and the
     /// count of watches ended so.
     stalled: (Duration, prometheus_client::metrics::counter::Counter),
+    /// Cancelled when the client stopped reading: the response fails, so the frames it
+    /// did not take and its connection are dropped with the watch.
+    cut_off: CancellationToken,
 }
 
 impl Merge {
@@ -612,6 +617,7 @@ impl Merge {
                 tokio::select! {
                     sent = out.send(f) => if sent.is_err() { return },
                     _ = tokio::time::sleep(self.stalled.0) => {
+                        self.cut_off.cancel();
                         self.stalled.1.inc();
                         tracing::info!(resource = %self.ty.gvr.resource, waited = ?self.stalled.0, "cross-cluster watch: the client stopped reading; ending its watch");
                         return;
@@ -794,6 +800,7 @@ mod tests {
             bookmarks,
             grant: None,
             stalled: (STALLED_AFTER, Default::default()),
+            cut_off: CancellationToken::new(),
         }
     }
 

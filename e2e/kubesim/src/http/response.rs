@@ -2,7 +2,6 @@
 
 use bytes::Bytes;
 use http::{Response, header};
-use http_body_util::{BodyExt, Full};
 
 use crate::error::ApiError;
 
@@ -10,9 +9,7 @@ use crate::error::ApiError;
 pub use causeway_runtime::https::Body;
 
 /// A full body.
-pub fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into()).boxed()
-}
+pub use causeway_runtime::https::full;
 
 /// A JSON response.
 pub fn json_response(code: u16, body: impl Into<Bytes>) -> Response<Body> {
