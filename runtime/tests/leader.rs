@@ -275,12 +275,13 @@ async fn one_of_two_leads_and_the_other_takes_over_when_it_stops_or_crashes() {
         .await
         .expect("the watch sees the takeover")
         .unwrap();
-    let released = history
-        .iter()
-        .find(|l| l.holder_identity.is_none())
-        .unwrap_or_else(|| panic!("the stopped leader released the Lease: {history:?}"));
+    // the standby took it from the released record, not from the stopped leader's
+    let [.., released, taken] = &history[..] else {
+        panic!("a release, then the takeover: {history:?}");
+    };
+    assert_eq!(taken.holder_identity.as_deref(), Some(standby.id.as_str()));
+    assert_eq!(released.holder_identity, None, "{history:?}");
     assert_eq!(released.lease_duration_seconds, Some(1));
-    let taken = history.last().unwrap();
     let since_release = taken
         .acquire_time
         .as_ref()

@@ -143,7 +143,9 @@ pub async fn run(args: &QueryArgs) -> anyhow::Result<usize> {
     };
     if args.watch {
         let Some(rv) = listed_at else {
-            bail!("the search server's list has no resourceVersion to watch from");
+            bail!(
+                "nothing to watch from: no member's {resource} are indexed yet, or you may see no cluster; try again once the search server has indexed them"
+            );
         };
         // an empty list printed no header: the first change's row brings it
         let header = out
@@ -198,10 +200,21 @@ async fn watch(
         let mut p = params.to_vec();
         p.push(("watch".into(), "true".into()));
         p.push(("resourceVersion".into(), rv.clone()));
+        // a quiet watch's resourceVersion moves on with the members': watching again
+        // after the server's timeout is not from a version they no longer have
+        p.push(("allowWatchBookmarks".into(), "true".into()));
         let events = client
             .request_events::<Value>(table_request(path, &p)?)
             .await
-            .map_err(describe)?;
+            .map_err(|e| match e {
+                // the members filter a watch themselves: they take fewer field selectors
+                // than a search does
+                kube::Error::Api(s) if s.code == 400 && params.iter().any(|(k, _)| k == "fieldSelector") => anyhow::anyhow!(
+                    "the search server refused the watch: {} (a watch's --field-selector goes to every member, which takes only = and != on the fields it indexes, e.g. metadata.name, metadata.namespace)",
+                    s.message
+                ),
+                e => describe(e),
+            })?;
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.try_next().await.map_err(describe)? {
             let table = match event {
@@ -211,7 +224,7 @@ async fn watch(
                     continue;
                 }
                 WatchEvent::Error(e) if e.code == 410 => bail!(
-                    "the watch expired ({}): run the command again to list anew",
+                    "the changes can no longer be followed: {}; run the command again",
                     e.message
                 ),
                 WatchEvent::Error(e) => bail!("the search server ended the watch: {}", e.message),

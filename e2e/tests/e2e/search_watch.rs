@@ -86,21 +86,28 @@ impl Watching {
         Watching::spawn(crate::search::cli_command(env, args))
     }
 
+    /// Its stdout's lines, and its stderr's prefixed with `stderr: `.
     fn spawn(mut cmd: Command) -> Watching {
         let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("the watcher runs");
-        let out = child.stdout.take().unwrap();
         let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        let forward = |r: Box<dyn std::io::Read + Send>, prefix: &'static str| {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for l in BufReader::new(r).lines().map_while(Result::ok) {
+                    if tx.send(format!("{prefix}{l}")).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            });
+        };
+        forward(Box::new(out), "");
+        forward(Box::new(err), "stderr: ");
         Watching {
             child,
             lines,
@@ -261,6 +268,9 @@ async fn scenario(postgres: bool) {
     cli.wait_for(&["east", "demo", "shop"]).await;
     // an empty list prints no header; the first change's row brings it
     let mut none_yet = Watching::cli(&env, &["deployments", "-w", "-l", "app=web"]);
+    none_yet
+        .wait_for(&["stderr:", "No", "resources", "found."])
+        .await;
     let mut events = Watching::start(
         &env,
         &[
@@ -279,8 +289,13 @@ async fn scenario(postgres: bool) {
     table.wait_for(&["west", "demo", "web"]).await;
     cli.wait_for(&["west", "demo", "web"]).await;
     none_yet.wait_for(&["west", "demo", "web"]).await;
+    let printed: Vec<&String> = none_yet
+        .seen
+        .iter()
+        .filter(|l| !l.starts_with("stderr: "))
+        .collect();
     assert!(
-        none_yet.seen[0].starts_with("CLUSTER") && none_yet.seen[1].starts_with("west"),
+        printed[0].starts_with("CLUSTER") && printed[1].starts_with("west"),
         "{:?}",
         none_yet.seen
     );

@@ -637,7 +637,9 @@ impl Merge {
             Item::Fail(status) => (Some(frame("ERROR", &status)), true),
             Item::Bookmark { cluster, rv } => {
                 self.advance(cluster, &rv);
-                if !self.bookmarks || self.table {
+                // Table watches too, when asked (kubectl does not ask; `causeway search
+                // -w` does, so that a quiet watch's resourceVersion keeps up)
+                if !self.bookmarks {
                     return (None, false);
                 }
                 let o = json!({"kind": self.ty.kind, "apiVersion": self.ty.gvr.api_version(),
@@ -917,8 +919,17 @@ mod tests {
         assert_eq!(e["object"]["columnDefinitions"][0]["name"], "Cluster");
         assert_eq!(e["object"]["rows"][0]["cells"][0], "west");
         assert_eq!(e["object"]["rows"][0]["cells"][1], "web");
-        // Table watches get no bookmarks (kubectl does not ask for them)
+        // bookmarks, when asked, carry the cursor (kubectl does not ask)
         let (f, _) = m.frame(Item::Bookmark {
+            cluster: "west".into(),
+            rv: "6".into(),
+        });
+        let e = decoded(&f.unwrap());
+        assert_eq!(e["type"], "BOOKMARK");
+        let rv = e["object"]["metadata"]["resourceVersion"].as_str().unwrap();
+        assert_eq!(Cursor::decode(rv).unwrap().0["west"], "6");
+        let mut unasked = merge(true, false, None);
+        let (f, _) = unasked.frame(Item::Bookmark {
             cluster: "west".into(),
             rv: "6".into(),
         });
