@@ -332,13 +332,7 @@ async fn a_watch_past_the_cap_is_429_until_one_ends() {
     let env = start_with(Backend::Sqlite, limits).await;
     let watch =
         |secs: u32| format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds={secs}");
-    let open = || async {
-        let (code, metrics) = env.https("/metrics", None).await;
-        assert_eq!(code, 200);
-        metrics
-            .lines()
-            .any(|l| l == "causeway_search_api_watches 1")
-    };
+    let open = || async { env.metric("causeway_search_api_watches").await == 1 };
     let (long, short) = (watch(3), watch(1));
     let (first, second) = tokio::join!(env.https(&long, Some("alice-token")), async {
         let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
@@ -378,15 +372,7 @@ async fn a_member_refusing_the_servers_credentials_is_a_502() {
         .unwrap();
     cfg.auth_info.token = Some("a-revoked-token".to_string().into());
     let revoked = kube::Client::try_from(cfg).unwrap();
-    let gvr = env::gvr("apps", "deployments");
-    let resource = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("apps", "v1", "Deployment"),
-        "deployments",
-    );
-    env.positions.set_registered(&["west".to_string()].into());
-    let _published = env
-        .positions
-        .publish("west", &gvr, revoked, resource, true, false);
+    let _published = env.publish_deployments("west", revoked);
     let path = format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds=1");
     let (code, msg) = env.https(&path, Some("alice-token")).await;
     assert_eq!(code, 502, "{msg}");
@@ -408,24 +394,8 @@ async fn a_watch_whose_client_stops_reading_is_ended() {
     };
     let env = start_with(Backend::Sqlite, limits).await;
     let west = crate::support::cluster("west").await;
-    let gvr = env::gvr("apps", "deployments");
-    let resource = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("apps", "v1", "Deployment"),
-        "deployments",
-    );
-    env.positions.set_registered(&["west".to_string()].into());
-    let _published =
-        env.positions
-            .publish("west", &gvr, west.client.clone(), resource, true, false);
-    let env = &env;
-    let metric = |name: &'static str| async move {
-        let (code, metrics) = env.https("/metrics", None).await;
-        assert_eq!(code, 200);
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("{name} in {metrics}"))
-    };
+    let _published = env.publish_deployments("west", west.client.clone());
+    let metric = |name: &'static str| env.metric(name);
     let path = format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds=300");
     let req = http::Request::get(path).body(Vec::new()).unwrap();
     // the response's head only: its events are never read

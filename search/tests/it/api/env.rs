@@ -363,6 +363,38 @@ impl Env {
         }
     }
 
+    /// Member `cluster` registered, with its Deployments indexed and read with `client`:
+    /// cross-cluster watches of Deployments go to it while the publication is kept.
+    pub fn publish_deployments(
+        &self,
+        cluster: &str,
+        client: kube::Client,
+    ) -> causeway_search::positions::Publication {
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        );
+        self.positions.set_registered(&[cluster.to_string()].into());
+        self.positions.publish(
+            cluster,
+            &gvr("apps", "deployments"),
+            client,
+            resource,
+            true,
+            false,
+        )
+    }
+
+    /// The value of the metric series `name` on the server's /metrics.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let (code, metrics) = self.https("/metrics", None).await;
+        assert_eq!(code, 200);
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+    }
+
     /// A client of the server itself (paths not under the prefix), as `token`.
     pub fn client(&self, token: Option<&str>) -> kube::Client {
         let mut cfg = kube::Config::new(format!("https://{}", self.api).parse().unwrap());
