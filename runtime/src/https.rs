@@ -180,26 +180,28 @@ pub fn json_stream(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Response<Body> {
 }
 
 /// [`json_stream`], cut off when `abort` is cancelled: the frames not yet sent are
-/// dropped and so is the connection (a client that stopped reading would otherwise
-/// keep them, and the connection, for as long as it stays connected).
+/// dropped and the response fails, so the server drops the connection (a client that
+/// stopped reading would otherwise keep them, and it, for as long as it stays
+/// connected).
 pub fn json_stream_until(
     rx: tokio::sync::mpsc::Receiver<Bytes>,
     abort: CancellationToken,
 ) -> Response<Body> {
-    let stream = futures::stream::unfold(Some((rx, abort)), |state| async move {
-        let (mut rx, abort) = state?;
-        tokio::select! {
-            biased;
-            _ = abort.cancelled() => Some((
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the client stopped reading",
-                )),
-                None,
-            )),
-            b = rx.recv() => b.map(|b| (Ok(Frame::data(b)), Some((rx, abort)))),
-        }
+    use futures::StreamExt;
+    let frames =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
+            .map(|b| Ok(Frame::data(b)))
+            // one wait on the token for the whole response, not one per frame
+            .take_until(abort.clone().cancelled_owned());
+    let cut = futures::stream::once(async move { abort.is_cancelled() }).filter_map(|cut| {
+        std::future::ready(cut.then(|| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            ))
+        }))
     });
+    let stream = frames.chain(cut);
     let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
     let h = r.headers_mut();
     h.insert(

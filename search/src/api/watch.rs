@@ -612,17 +612,25 @@ impl Merge {
                 }
             };
             if let Some(f) = frame {
-                // a client that stops reading is let go (it watches again from the
-                // last event it read), at the latest at the deadline
-                tokio::select! {
-                    sent = out.send(f) => if sent.is_err() { return },
-                    _ = tokio::time::sleep(self.stalled.0) => {
-                        self.cut_off.cancel();
-                        self.stalled.1.inc();
-                        tracing::info!(resource = %self.ty.gvr.resource, waited = ?self.stalled.0, "cross-cluster watch: the client stopped reading; ending its watch");
-                        return;
+                // a frame that fits is sent at once (no timer per frame); a client that
+                // stops reading is let go (it watches again from the last event it
+                // read), at the latest at the deadline
+                let f = match out.try_send(f) {
+                    Ok(()) => None,
+                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                    Err(mpsc::error::TrySendError::Full(f)) => Some(f),
+                };
+                if let Some(f) = f {
+                    tokio::select! {
+                        sent = out.send(f) => if sent.is_err() { return },
+                        _ = tokio::time::sleep(self.stalled.0) => {
+                            self.cut_off.cancel();
+                            self.stalled.1.inc();
+                            tracing::info!(resource = %self.ty.gvr.resource, waited = ?self.stalled.0, "cross-cluster watch: the client stopped reading; ending its watch");
+                            return;
+                        }
+                        _ = &mut deadline => return,
                     }
-                    _ = &mut deadline => return,
                 }
             }
             if last {
