@@ -210,7 +210,7 @@ async fn watch(
                 // the members filter a watch themselves: they take fewer field selectors
                 // than a search does
                 kube::Error::Api(s) if s.code == 400 && params.iter().any(|(k, _)| k == "fieldSelector") => anyhow::anyhow!(
-                    "the search server refused the watch: {} (a watch's --field-selector goes to every member, which takes only = and != on the fields it indexes, e.g. metadata.name, metadata.namespace)",
+                    "the search server refused the watch: {} (a watch's --field-selector goes to every member, which takes only = and != on its type's field labels: metadata.name and metadata.namespace on every type, a few more on some, e.g. status.phase on Pods; list without -w to filter on any field)",
                     s.message
                 ),
                 e => describe(e),

@@ -47,7 +47,7 @@ pub(crate) fn cli_command(env: &Env, args: &[&str]) -> Command {
 }
 
 /// [`cli_command`], run to its end.
-async fn cli(env: &Env, args: &[&str]) -> Output {
+pub(crate) async fn cli(env: &Env, args: &[&str]) -> Output {
     let mut cmd = cli_command(env, args);
     tokio::task::spawn_blocking(move || cmd.output().expect("causeway runs"))
         .await

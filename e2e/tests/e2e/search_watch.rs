@@ -271,6 +271,40 @@ async fn scenario(postgres: bool) {
     none_yet
         .wait_for(&["stderr:", "No", "resources", "found."])
         .await;
+    // a field label Deployments do not have: the search lists by it, but the members
+    // refuse the watch (as kube-apiserver does), and both kubectl and the CLI say which
+    let refusal = r#""spec.paused" is not a known field selector: only "metadata.name", "metadata.namespace""#;
+    let out = env
+        .run(
+            "search",
+            &[
+                "get",
+                "deployments",
+                "-A",
+                "-w",
+                "--field-selector",
+                "spec.paused=true",
+            ],
+        )
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("refused the watch") && stderr.contains(refusal),
+        "kubectl: {stderr}"
+    );
+    let out = crate::search::cli(
+        &env,
+        &["deployments", "-w", "--field-selector", "spec.paused=true"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("the search server refused the watch")
+            && stderr.contains(refusal)
+            && stderr.contains("goes to every member"),
+        "causeway search: {stderr}"
+    );
     let mut events = Watching::start(
         &env,
         &[

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::state::registry::ResourceType;
 use crate::state::selectors::FieldSelector;
 
@@ -25,10 +25,6 @@ const EVENT_FIELDS: &[(&str, &str)] = &[
 
 fn is_events_api(rt: &ResourceType) -> bool {
     rt.group == "events.k8s.io" && rt.plural == "events"
-}
-
-fn is_core_events(rt: &ResourceType) -> bool {
-    rt.group.is_empty() && rt.plural == "events"
 }
 
 /// Renames top-level fields `from` → `to`. A field of the target shape in the source means
@@ -67,24 +63,137 @@ pub fn from_storage<'a>(rt: &ResourceType, v: &'a Value) -> Cow<'a, Value> {
     }
 }
 
-/// A field selector of a request on `rt`, with its field labels turned into paths of the
-/// stored object: `regarding.name` on events.k8s.io is `involvedObject.name`; `source` on
-/// core Events is `source.component` (kube-apiserver's field label conversions).
+/// One field label a type's selectors may name: the label, the stored object's path it
+/// reads (`None`: accepted, always empty), and what it reads as when the object lacks it.
+type Label = (&'static str, Option<&'static str>, &'static str);
+
+const NAME: Label = ("metadata.name", Some("metadata.name"), "");
+const NAMESPACE: Label = ("metadata.namespace", Some("metadata.namespace"), "");
+
+/// Field labels per type, as kube-apiserver's field label conversion functions and
+/// `ToSelectableFields` define them (pkg/apis/core/v1/conversion.go, the registries'
+/// strategies). A type not listed takes `metadata.name` and `metadata.namespace` only
+/// (`runtime.DefaultMetaV1FieldSelectorConversion`), CRDs included.
+fn labels(rt: &ResourceType) -> Option<&'static [Label]> {
+    const fn same(l: &'static str) -> Label {
+        (l, Some(l), "")
+    }
+    const PODS: &[Label] = &[
+        NAME,
+        NAMESPACE,
+        same("spec.nodeName"),
+        same("spec.restartPolicy"),
+        same("spec.schedulerName"),
+        same("spec.serviceAccountName"),
+        ("spec.hostNetwork", Some("spec.hostNetwork"), "false"),
+        same("status.phase"),
+        same("status.podIP"),
+        // accepted by the conversion, absent from the selectable set: always empty
+        ("status.podIPs", None, ""),
+        same("status.nominatedNodeName"),
+        // old v1 clients' name for spec.nodeName
+        ("spec.host", Some("spec.nodeName"), ""),
+    ];
+    const NODES: &[Label] = &[
+        NAME,
+        ("spec.unschedulable", Some("spec.unschedulable"), "false"),
+    ];
+    const NAMESPACES: &[Label] = &[same("status.phase"), NAME];
+    const SECRETS: &[Label] = &[("type", Some("type"), "Opaque"), NAMESPACE, NAME];
+    const SERVICES: &[Label] = &[
+        NAMESPACE,
+        NAME,
+        same("spec.clusterIP"),
+        ("spec.type", Some("spec.type"), "ClusterIP"),
+    ];
+    const CORE_EVENTS: &[Label] = &[
+        same("involvedObject.kind"),
+        same("involvedObject.namespace"),
+        same("involvedObject.name"),
+        same("involvedObject.uid"),
+        same("involvedObject.apiVersion"),
+        same("involvedObject.resourceVersion"),
+        same("involvedObject.fieldPath"),
+        same("reason"),
+        same("reportingComponent"),
+        ("source", Some("source.component"), ""),
+        same("type"),
+        NAMESPACE,
+        NAME,
+    ];
+    // events.k8s.io/v1 labels, read on the stored core Event
+    const EVENTS: &[Label] = &[
+        same("reason"),
+        ("regarding.kind", Some("involvedObject.kind"), ""),
+        ("regarding.namespace", Some("involvedObject.namespace"), ""),
+        ("regarding.name", Some("involvedObject.name"), ""),
+        ("regarding.uid", Some("involvedObject.uid"), ""),
+        (
+            "regarding.apiVersion",
+            Some("involvedObject.apiVersion"),
+            "",
+        ),
+        (
+            "regarding.resourceVersion",
+            Some("involvedObject.resourceVersion"),
+            "",
+        ),
+        ("regarding.fieldPath", Some("involvedObject.fieldPath"), ""),
+        ("reportingController", Some("reportingComponent"), ""),
+        same("type"),
+        NAMESPACE,
+        NAME,
+    ];
+    const JOBS: &[Label] = &[
+        NAME,
+        NAMESPACE,
+        ("status.successful", Some("status.successful"), "0"),
+    ];
+    if rt.crd.is_some() {
+        return None;
+    }
+    Some(match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "pods") => PODS,
+        ("", "nodes") => NODES,
+        ("", "namespaces") => NAMESPACES,
+        ("", "secrets") => SECRETS,
+        ("", "services") => SERVICES,
+        ("", "events") => CORE_EVENTS,
+        ("events.k8s.io", "events") => EVENTS,
+        ("batch", "jobs") => JOBS,
+        _ => return None,
+    })
+}
+
+/// A field selector of a request on `rt`, each label checked against the type's and
+/// turned into the stored object's path (`regarding.name` on events.k8s.io reads
+/// `involvedObject.name`; `source` on core Events reads `source.component`). A label the
+/// type does not have is a 400 with kube-apiserver's message.
 pub fn field_selector(rt: &ResourceType, s: &str) -> ApiResult<FieldSelector> {
     let mut fs = FieldSelector::parse(s)?;
-    for (path, _, _) in &mut fs.0 {
-        if is_events_api(rt) {
-            for (from, to) in EVENT_FIELDS {
-                if let Some(rest) = path.strip_prefix(from)
-                    && (rest.is_empty() || rest.starts_with('.'))
-                {
-                    *path = format!("{to}{rest}");
-                    break;
+    let table = labels(rt);
+    for term in &mut fs.0 {
+        let label = term.path.take().unwrap_or_default();
+        let (path, absent) = match table {
+            Some(t) => match t.iter().find(|(l, _, _)| *l == label) {
+                Some((_, path, absent)) => (*path, *absent),
+                None => {
+                    return Err(ApiError::bad_request(format!(
+                        "field label not supported: {label}"
+                    )));
                 }
-            }
-        } else if is_core_events(rt) && path == "source" {
-            *path = "source.component".into();
-        }
+            },
+            None => match [NAME, NAMESPACE].iter().find(|(l, _, _)| *l == label) {
+                Some((_, path, _)) => (*path, ""),
+                None => {
+                    return Err(ApiError::bad_request(format!(
+                        "\"{label}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    )));
+                }
+            },
+        };
+        term.path = path.map(String::from);
+        term.absent = absent;
     }
     Ok(fs)
 }

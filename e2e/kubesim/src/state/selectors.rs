@@ -83,12 +83,28 @@ impl LabelSelector {
     }
 }
 
+/// One term of a field selector: the field, `=` or `!=`, the value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    /// The field's path in the stored object (`status.phase`); `None` for a label the
+    /// type accepts but whose value is always empty (kube-apiserver's `status.podIPs`).
+    pub path: Option<String>,
+    /// `=` (true) or `!=` (false).
+    pub eq: bool,
+    /// The value compared with.
+    pub value: String,
+    /// What the field reads as when the object lacks it (`false` for
+    /// `spec.unschedulable`, as kube-apiserver formats the Go zero value).
+    pub absent: &'static str,
+}
+
 /// A parsed field selector: `path=value`, `path!=value`, comma separated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FieldSelector(pub Vec<(String, bool, String)>);
+pub struct FieldSelector(pub Vec<Term>);
 
 impl FieldSelector {
-    /// Parses `metadata.name=foo,status.phase!=Running`.
+    /// Parses `metadata.name=foo,status.phase!=Running` (paths as written; which labels a
+    /// type accepts is [`crate::state::convert::field_selector`]'s to check).
     pub fn parse(s: &str) -> ApiResult<Self> {
         let mut out = Vec::new();
         for part in s.split(',') {
@@ -107,25 +123,25 @@ impl FieldSelector {
                     "invalid selector: '{part}'; can't understand '{part}'"
                 )));
             };
-            out.push((k.trim().to_string(), eq, v.trim().to_string()));
+            out.push(Term::on(k.trim(), eq, v.trim()));
         }
         Ok(FieldSelector(out))
     }
 
-    /// True when the object satisfies every term. Any dotted path into the object works.
+    /// True when the object satisfies every term.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(path, eq, want)| {
-            let mut cur = Some(obj);
-            for seg in path.split('.') {
+        self.0.iter().all(|t| {
+            let mut cur = t.path.as_ref().map(|_| obj);
+            for seg in t.path.iter().flat_map(|p| p.split('.')) {
                 cur = cur.and_then(|c| c.get(seg));
             }
             let got = match cur {
                 Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
+                Some(Value::Null) | None => t.absent.to_string(),
                 Some(Value::Bool(b)) => b.to_string(),
                 Some(other) => other.to_string(),
             };
-            (got == *want) == *eq
+            (got == t.value) == t.eq
         })
     }
 
@@ -133,8 +149,20 @@ impl FieldSelector {
     pub fn pinned_name(&self) -> Option<&str> {
         self.0
             .iter()
-            .find(|(p, eq, _)| p == "metadata.name" && *eq)
-            .map(|(_, _, v)| v.as_str())
+            .find(|t| t.path.as_deref() == Some("metadata.name") && t.eq)
+            .map(|t| t.value.as_str())
+    }
+}
+
+impl Term {
+    /// `path=value` (`eq`) or `path!=value`, on a field every object has.
+    pub fn on(path: &str, eq: bool, value: &str) -> Self {
+        Term {
+            path: Some(path.to_string()),
+            eq,
+            value: value.to_string(),
+            absent: "",
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::cluster::State;
 use crate::state::convert;
 use crate::state::registry::{GroupResource, ResourceType};
-use crate::state::selectors::{FieldSelector, LabelSelector};
+use crate::state::selectors::{FieldSelector, LabelSelector, Term};
 use crate::state::stored::{Event, EventType, StoredObj};
 use crate::verbs::output::{partial, render};
 use crate::verbs::request::Req;
@@ -140,7 +140,7 @@ pub fn start(
 ) -> ApiResult<Watch> {
     let mut fs = convert::field_selector(&rt, r.q("fieldSelector").unwrap_or(""))?;
     if let Some(name) = name {
-        fs.0.push(("metadata.name".into(), true, name.to_string()));
+        fs.0.push(Term::on("metadata.name", true, name));
     }
     let filter = Filter {
         ns,

@@ -1,7 +1,7 @@
 //! Label selectors (=, ==, !=, in, notin, exists, !exists) and field selectors.
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
@@ -123,6 +123,140 @@ async fn field_selectors_on_name_and_namespace() {
         names(&ns_api, &ListParams::default().fields("metadata.name==b")).await,
         vec!["b"]
     );
+}
+
+/// The message of a kube API error.
+fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Each type takes only its own field labels, as kube-apiserver's field label conversions
+/// say; any other label is a 400 on list, watch and deletecollection, with
+/// kube-apiserver's message. A label the object lacks reads as kube-apiserver formats
+/// the zero value (`false`, `0`, the default type).
+#[tokio::test]
+async fn field_selectors_take_only_the_types_own_labels() {
+    let env = start().await;
+    let c = env.client.clone();
+    let pp = PostParams::default();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let pod = |name: &str, spec: serde_json::Value| -> Pod {
+        let mut spec = spec;
+        spec["containers"] = json!([{"name": "c", "image": "nginx"}]);
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    pods.create(&pp, &pod("on-n1", json!({"nodeName": "n1"})))
+        .await
+        .unwrap();
+    pods.create(&pp, &pod("host", json!({"hostNetwork": true})))
+        .await
+        .unwrap();
+    let pod_names = |sel: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let mut v: Vec<String> = pods
+                .list(&ListParams::default().fields(sel))
+                .await
+                .unwrap_or_else(|e| panic!("fieldSelector {sel}: {e}"))
+                .items
+                .into_iter()
+                .map(|p| p.metadata.name.unwrap())
+                .collect();
+            v.sort();
+            v
+        }
+    };
+    assert_eq!(pod_names("spec.nodeName=n1").await, ["on-n1"]);
+    // old clients' name for spec.nodeName
+    assert_eq!(pod_names("spec.host=n1").await, ["on-n1"]);
+    // unset reads as false
+    assert_eq!(pod_names("spec.hostNetwork=false").await, ["on-n1"]);
+    assert_eq!(pod_names("spec.hostNetwork=true").await, ["host"]);
+    // accepted, and always empty
+    assert_eq!(pod_names("status.podIPs=").await, ["host", "on-n1"]);
+    assert!(pod_names("status.podIPs=10.0.0.1").await.is_empty());
+
+    let e = pods
+        .list(&ListParams::default().fields("spec.containers=c"))
+        .await
+        .unwrap_err();
+    assert_eq!((code(&e), reason(&e)), (400, "BadRequest".to_string()));
+    assert_eq!(message(&e), "field label not supported: spec.containers");
+    let e = pods
+        .watch(&WatchParams::default().fields("status.hostIP=1.2.3.4"), "0")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(message(&e), "field label not supported: status.hostIP");
+    let e = pods
+        .delete_collection(
+            &Default::default(),
+            &ListParams::default().fields("spec.image=nginx"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(message(&e), "field label not supported: spec.image");
+    assert_eq!(pod_names("").await.len(), 2, "nothing was deleted");
+
+    // a type with no labels of its own: name and namespace only
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let e = cms
+        .list(&ListParams::default().fields("data.x=1"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        message(&e),
+        r#""data.x" is not a known field selector: only "metadata.name", "metadata.namespace""#
+    );
+    // and custom resources alike
+    let widgets = install_widgets(&c, "default").await;
+    let e = widgets
+        .list(&ListParams::default().fields("spec.color=red"))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 400);
+    assert!(message(&e).starts_with(r#""spec.color" is not a known field selector"#));
+
+    // Nodes: spec.unschedulable (unset reads as false); no metadata.namespace
+    let nodes: Api<Node> = Api::all(c.clone());
+    for (name, spec) in [
+        ("cordoned", json!({"unschedulable": true})),
+        ("open", json!({})),
+    ] {
+        let n: Node =
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+        nodes.create(&pp, &n).await.unwrap();
+    }
+    let open: Vec<String> = nodes
+        .list(&ListParams::default().fields("spec.unschedulable=false"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|n| n.metadata.name.unwrap())
+        .collect();
+    assert!(
+        open.contains(&"open".to_string()) && !open.contains(&"cordoned".to_string()),
+        "{open:?}"
+    );
+    let e = nodes
+        .list(&ListParams::default().fields("metadata.namespace="))
+        .await
+        .unwrap_err();
+    assert_eq!(message(&e), "field label not supported: metadata.namespace");
+
+    // Secrets: type, Opaque when created without one
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), "default");
+    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "plain"}})).unwrap();
+    secrets.create(&pp, &s).await.unwrap();
+    let opaque = secrets
+        .list(&ListParams::default().fields("type=Opaque,metadata.name=plain"))
+        .await
+        .unwrap();
+    assert_eq!(opaque.items.len(), 1);
 }
 
 #[tokio::test]
