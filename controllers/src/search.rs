@@ -190,6 +190,12 @@ pub struct ServeArgs {
     /// holds one watch on every member it shows. More are refused with 429.
     #[arg(long, default_value_t = causeway_search::api::watch::MAX_WATCHES, value_name = "N")]
     pub max_watches: usize,
+    /// A cross-cluster watch that names no timeoutSeconds ends after a random time
+    /// between this many seconds and twice it (kube-apiserver's flag of the same name);
+    /// kubectl then stops, informers and `causeway search -w` watch again from their
+    /// last event.
+    #[arg(long, default_value_t = causeway_search::api::watch::MIN_TIMEOUT.as_secs(), value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub min_request_timeout: u64,
     #[command(flatten)]
     pub log: causeway_runtime::log::LogArgs,
 }
@@ -345,6 +351,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             requestheader_ca: args.requestheader_client_ca.clone(),
             watches: causeway_search::api::watch::Limits {
                 max: args.max_watches,
+                min_timeout: std::time::Duration::from_secs(args.min_request_timeout),
                 ..Default::default()
             },
         },

@@ -318,6 +318,17 @@ impl Clusterset {
         storage: &str,
         data_dir: &Path,
     ) -> anyhow::Result<causeway_controllers::search::Running> {
+        self.start_search_with(storage, data_dir, Default::default())
+            .await
+    }
+
+    /// [`Self::start_search`] with the given watch limits.
+    pub async fn start_search_with(
+        &self,
+        storage: &str,
+        data_dir: &Path,
+        watches: causeway_search::api::watch::Limits,
+    ) -> anyhow::Result<causeway_controllers::search::Running> {
         causeway_controllers::search::start(
             client(&self.hub).await?,
             causeway_controllers::search::StartOptions {
@@ -327,7 +338,7 @@ impl Clusterset {
                 tls: None,
                 resources: causeway_search::indexer::default_resources(),
                 requestheader_ca: None,
-                watches: Default::default(),
+                watches,
             },
         )
         .await

@@ -91,6 +91,15 @@ pub(crate) async fn start_search(
     env: &mut Env,
     postgres: bool,
 ) -> (causeway_controllers::search::Running, String) {
+    start_search_with(env, postgres, Default::default()).await
+}
+
+/// [`start_search`] with the given watch limits.
+pub(crate) async fn start_search_with(
+    env: &mut Env,
+    postgres: bool,
+    watches: causeway_search::api::watch::Limits,
+) -> (causeway_controllers::search::Running, String) {
     let storage = if postgres {
         causeway_search::store::testing::postgres_db().await
     } else {
@@ -98,7 +107,7 @@ pub(crate) async fn start_search(
     };
     let search = env
         .cs
-        .start_search(&storage, &env.dir.path().join("search"))
+        .start_search_with(&storage, &env.dir.path().join("search"), watches)
         .await
         .expect("search starts");
     env.kubeconfig = env

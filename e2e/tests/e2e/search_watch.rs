@@ -546,3 +546,74 @@ async fn kubectl_watches_every_member_and_resumes_from_a_cursor_on_sqlite() {
 async fn kubectl_watches_every_member_and_resumes_from_a_cursor_on_postgres() {
     scenario(true).await;
 }
+
+/// `causeway search -w` goes on when the server ends its watch at its timeout (here
+/// `--min-request-timeout` 1 s: every 1 to 2 s), where kubectl stops: it watches again
+/// from the last change it saw, so a change made after several such ends is printed,
+/// under the one header, and nothing is printed twice.
+#[tokio::test]
+async fn the_cli_watches_again_when_the_server_ends_its_watch() {
+    let (mut env, _ctl) = fleet_of(&["east"]).await;
+    let shop = env.file("shop.yaml", &deployment("shop", "demo"));
+    env.ok_in("east", &["apply", "-f", &shop]).await;
+    let limits = causeway_search::api::watch::Limits {
+        min_timeout: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let (_search, _) = crate::search::start_search_with(&mut env, false, limits).await;
+    let client = search_client(&env, None).await;
+    let api: Api<DynamicObject> = Api::all_with(client, &deployments());
+    eventually("east's shop listed at a known position", WAIT, || async {
+        let l = api.list(&ListParams::default()).await.ok()?;
+        let cursor =
+            causeway_search::positions::Cursor::decode(&l.metadata.resource_version?).ok()?;
+        let known = cursor
+            .0
+            .values()
+            .all(|v| v != causeway_search::positions::UNKNOWN);
+        (l.items.len() == 1 && cursor.0.len() == 1 && known).then_some(())
+    })
+    .await;
+
+    // the server's timeout is in force: kubectl's watch ends, and kubectl with it
+    let kubectl =
+        tokio::time::timeout(WAIT, env.run("search", &["get", "deployments", "-A", "-w"]))
+            .await
+            .expect("kubectl get -w ends when the server ends its watch");
+    assert!(
+        kubectl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&kubectl.stderr)
+    );
+
+    let mut cli = Watching::cli(&env, &["deployments", "-w"]);
+    cli.wait_for(&["east", "demo", "shop"]).await;
+    // several of the server's timeouts pass
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let web = env.file("web.yaml", &deployment("web", "demo"));
+    env.ok_in("east", &["apply", "-f", &web]).await;
+    cli.wait_for(&["east", "demo", "web"]).await;
+    assert!(
+        cli.child.try_wait().unwrap().is_none(),
+        "the CLI is still watching"
+    );
+    // the list is not printed again after a re-watch, and no change twice
+    let rows = |name: &str| {
+        cli.seen
+            .iter()
+            .filter(|l| l.split_whitespace().nth(2) == Some(name))
+            .count()
+    };
+    let headers = cli.seen.iter().filter(|l| l.starts_with("CLUSTER")).count();
+    let distinct: std::collections::BTreeSet<&String> = cli.seen.iter().collect();
+    assert!(
+        headers == 1 && rows("shop") == 1 && distinct.len() == cli.seen.len(),
+        "one header, each change once: {:?}",
+        cli.seen
+    );
+    assert!(
+        !cli.seen.iter().any(|l| l.starts_with("stderr: ")),
+        "{:?}",
+        cli.seen
+    );
+}

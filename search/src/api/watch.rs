@@ -54,9 +54,11 @@ const PARAMS: &[&str] = &[
     "namespaces",
 ];
 
-/// A watch ends after this long unless `timeoutSeconds` says otherwise (kube-apiserver
-/// picks 30 to 60 minutes); clients watch again from the last event.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// A watch that does not ask for a `timeoutSeconds` ends after a random time between
+/// this and twice this by default (`--min-request-timeout`, as kube-apiserver's: 30 to 60
+/// minutes, spread so that watches opened together do not all come back together);
+/// clients watch again from the last event.
+pub const MIN_TIMEOUT: Duration = Duration::from_secs(1800);
 
 /// A member watch is opened again after this long at most (kube-rs refuses 295 s and
 /// more); the merged watch goes on.
@@ -80,6 +82,22 @@ pub struct Limits {
     /// A watch whose client has not taken an event for this long is ended
     /// ([`STALLED_AFTER`]).
     pub stalled_after: Duration,
+    /// A watch that names no timeout ends after between this and twice this
+    /// ([`MIN_TIMEOUT`]).
+    pub min_timeout: Duration,
+}
+
+impl Limits {
+    /// The timeout of a watch that names none: `min_timeout` plus a random part of it.
+    fn timeout(&self) -> Duration {
+        use std::hash::{BuildHasher, Hasher};
+        // a fresh RandomState is randomly keyed: enough to spread timeouts, no crate
+        let r = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        self.min_timeout
+            .mul_f64(1.0 + (r >> 11) as f64 / (1u64 << 53) as f64)
+    }
 }
 
 impl Default for Limits {
@@ -87,6 +105,7 @@ impl Default for Limits {
         Limits {
             max: MAX_WATCHES,
             stalled_after: STALLED_AFTER,
+            min_timeout: MIN_TIMEOUT,
         }
     }
 }
@@ -102,7 +121,8 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 #[derive(Debug, PartialEq)]
 struct Ask {
     cursor: Cursor,
-    timeout: Duration,
+    /// `None`: the server's choice ([`Limits::timeout`]).
+    timeout: Option<Duration>,
     bookmarks: bool,
     labels: String,
     fields: String,
@@ -132,11 +152,11 @@ fn ask(t: &Target, params: &[(String, String)]) -> Result<Ask, String> {
     }
     let cursor = Cursor::decode(get("resourceVersion").unwrap_or(""))?;
     let timeout = match get("timeoutSeconds") {
-        None | Some("") => DEFAULT_TIMEOUT,
+        None | Some("") => None,
         // 0: the server's choice, as in kube-apiserver
         Some(s) => match s.parse::<u64>() {
-            Ok(0) => DEFAULT_TIMEOUT,
-            Ok(n) => Duration::from_secs(n),
+            Ok(0) => None,
+            Ok(n) => Some(Duration::from_secs(n)),
             Err(_) => {
                 return Err(format!(
                     "timeoutSeconds must be a whole number of seconds, got \"{s}\""
@@ -253,6 +273,7 @@ pub async fn objects(
         Ok(a) => a,
         Err(e) => return failure(StatusCode::BAD_REQUEST, e),
     };
+    let timeout = ask.timeout.unwrap_or_else(|| shared.watches.timeout());
     // the place is taken before anything is awaited, so two watches at once cannot both
     // take the last one
     let max = shared.watches.max;
@@ -325,7 +346,7 @@ pub async fn objects(
         });
     }
     let wp = {
-        let secs = ask.timeout.as_secs().clamp(1, u64::from(MEMBER_TIMEOUT));
+        let secs = timeout.as_secs().clamp(1, u64::from(MEMBER_TIMEOUT));
         let mut wp = WatchParams::default()
             .timeout(u32::try_from(secs).unwrap_or(MEMBER_TIMEOUT))
             .labels(&ask.labels)
@@ -395,7 +416,7 @@ pub async fn objects(
     let cut_off = merge.cut_off.clone();
     tokio::spawn(async move {
         let (_stop, _slot) = (stop.drop_guard(), slot);
-        merge.run(rx, out, ask.timeout).await;
+        merge.run(rx, out, timeout).await;
     });
     causeway_runtime::https::json_stream_until(body, cut_off)
 }
@@ -725,7 +746,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a.cursor, cursor);
-        assert_eq!(a.timeout, Duration::from_secs(30));
+        assert_eq!(a.timeout, Some(Duration::from_secs(30)));
         assert!(a.bookmarks);
         assert_eq!(a.labels, "app=web");
         assert_eq!(
@@ -748,13 +769,31 @@ mod tests {
         assert_eq!(a.clusters, BTreeSet::from(["east".to_string()]));
         assert_eq!(a.namespaces, ["prod"]);
         assert_eq!(a.fields, "status.phase=Running,metadata.name=web-1");
-        assert_eq!(a.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(a.timeout, None);
         assert_eq!(a.cursor, Cursor::default());
         let zero = ask(&Target::default(), &p(&[("timeoutSeconds", "0")])).unwrap();
-        assert_eq!(zero.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(zero.timeout, None);
         // a path cluster outside clusters= sees nothing
         let a = ask(&t, &p(&[("clusters", "west")])).unwrap();
         assert_eq!(a.clusters, BTreeSet::from([String::new()]));
+    }
+
+    /// A watch that names no timeout gets one between the minimum and twice it, not the
+    /// same for every watch (kube-apiserver's `--min-request-timeout`).
+    #[test]
+    fn the_servers_timeout_is_spread_between_the_minimum_and_twice_it() {
+        let l = Limits {
+            min_timeout: Duration::from_secs(60),
+            ..Limits::default()
+        };
+        let drawn: BTreeSet<Duration> = (0..50).map(|_| l.timeout()).collect();
+        assert!(
+            drawn
+                .iter()
+                .all(|t| (Duration::from_secs(60)..Duration::from_secs(120)).contains(t)),
+            "{drawn:?}"
+        );
+        assert!(drawn.len() > 40, "spread: {drawn:?}");
     }
 
     #[test]
