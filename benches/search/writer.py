@@ -13,6 +13,9 @@ Variants (argv[1]) change one thing of the schema at version 3:
   tid        an integer type id instead of (group, version, resource)
   ids        integer type and cluster ids, and `col`'s labels
   nofts      no trigram index of names
+  ext        the trigram index over the resources table's names (external content), no
+             sizes (columnsize=0): the names are not stored a second time
+  cs0        the trigram index without its per-row sizes (columnsize=0)
   amN        the trigram index with FTS5 automerge=N (default 4)
   noowner, nocreated, norv, nons   without that index
   smallobj   a 10-byte spec instead of 900 bytes
@@ -42,8 +45,9 @@ CREATE INDEX resources_owner ON resources ({ck}, owner_uid);
 CREATE INDEX resources_created ON resources ({gk}, created_at, {ck}, namespace, name);
 CREATE INDEX resources_rv ON resources ({gk}, rv_num, {ck}, namespace, name);
 CREATE INDEX resources_ns ON resources ({gk}, namespace, {ck}, name);
-CREATE VIRTUAL TABLE resources_names USING fts5(name, tokenize = 'trigram', detail = 'none');
 """)
+fts_opts = {"ext": ", content = 'resources', content_rowid = 'id', columnsize = 0", "cs0": ", columnsize = 0"}.get(variant, "")
+c.execute(f"CREATE VIRTUAL TABLE resources_names USING fts5(name, tokenize = 'trigram', detail = 'none'{fts_opts})")
 if variant.startswith("am"):
     c.execute(f"INSERT INTO resources_names(resources_names, rank) VALUES('automerge', {int(variant[2:])})")
 if variant.startswith("cm"):

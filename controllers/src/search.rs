@@ -193,8 +193,8 @@ pub struct ServeArgs {
     /// A cross-cluster watch that names no timeoutSeconds ends after a random time
     /// between this many seconds and twice it (kube-apiserver's flag of the same name);
     /// kubectl then stops, informers and `causeway search -w` watch again from their
-    /// last event.
-    #[arg(long, default_value_t = causeway_search::api::watch::MIN_TIMEOUT.as_secs(), value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// last event. At most a year.
+    #[arg(long, default_value_t = causeway_search::api::watch::MIN_TIMEOUT.as_secs(), value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub min_request_timeout: u64,
     #[command(flatten)]
     pub log: causeway_runtime::log::LogArgs,

@@ -95,8 +95,9 @@ impl Limits {
         let r = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
+        let part = (r >> 11) as f64 / (1u64 << 53) as f64;
         self.min_timeout
-            .mul_f64(1.0 + (r >> 11) as f64 / (1u64 << 53) as f64)
+            .saturating_add(self.min_timeout.mul_f64(part))
     }
 }
 
@@ -794,6 +795,12 @@ mod tests {
             "{drawn:?}"
         );
         assert!(drawn.len() > 40, "spread: {drawn:?}");
+        // no overflow, whatever the minimum
+        let huge = Limits {
+            min_timeout: Duration::MAX,
+            ..Limits::default()
+        };
+        assert_eq!(huge.timeout(), Duration::MAX);
     }
 
     #[test]
