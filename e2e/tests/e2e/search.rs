@@ -410,6 +410,37 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
     })
     .await;
     assert!(body.contains(causeway_search::CLUSTER_ANNOTATION), "{body}");
+    // a watch through the front proxy, from a list's cursor: the user the headers name
+    // sees the member's change
+    let rv = eventually("a cursor with east at a known position", WAIT, || async {
+        let (code, body) = as_proxied(&proxy, &path, "root", &["system:masters"]).await;
+        let list: Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+        let rv = list["metadata"]["resourceVersion"].as_str()?.to_string();
+        let cursor = causeway_search::positions::Cursor::decode(&rv).ok()?;
+        (cursor.0.get("east")? != causeway_search::positions::UNKNOWN).then_some(rv)
+    })
+    .await;
+    let watch = |user: &'static str, groups: &'static [&'static str]| {
+        let proxy = proxy.clone();
+        let path = format!("{path}?watch=true&timeoutSeconds=6&resourceVersion={rv}");
+        tokio::spawn(async move { as_proxied(&proxy, &path, user, groups).await })
+    };
+    let root = watch("root", &["system:masters"]);
+    let carol = watch("carol", &["system:authenticated"]);
+    env.ok_in("east", &["label", "node", "east-node-0", "watched=yes"])
+        .await;
+    let (code, events) = root.await.unwrap();
+    assert_eq!(code, 200, "{events}");
+    assert!(
+        events.contains("\"MODIFIED\"") && events.contains("\"watched\":\"yes\""),
+        "{events}"
+    );
+    // one the hub grants nothing is not shown it
+    let (code, events) = carol.await.unwrap();
+    assert!(
+        code == 200 && !events.contains("east-node-0"),
+        "{code}: {events}"
+    );
     // a user the hub grants nothing sees nothing
     let (code, body) = as_proxied(&proxy, &path, "carol", &["system:authenticated"]).await;
     assert_eq!(code, 200, "{body}");
