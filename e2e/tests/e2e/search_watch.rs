@@ -563,16 +563,22 @@ async fn the_cli_watches_again_when_the_server_ends_its_watch() {
     let (_search, _) = crate::search::start_search_with(&mut env, false, limits).await;
     let client = search_client(&env, None).await;
     let api: Api<DynamicObject> = Api::all_with(client, &deployments());
-    eventually("east's shop listed at a known position", WAIT, || async {
-        let l = api.list(&ListParams::default()).await.ok()?;
-        let cursor =
-            causeway_search::positions::Cursor::decode(&l.metadata.resource_version?).ok()?;
-        let known = cursor
-            .0
-            .values()
-            .all(|v| v != causeway_search::positions::UNKNOWN);
-        (l.items.len() == 1 && cursor.0.len() == 1 && known).then_some(())
-    })
+    eventually(
+        "east's shop listed, ready, at a known position",
+        WAIT,
+        || async {
+            let l = api.list(&ListParams::default()).await.ok()?;
+            let cursor =
+                causeway_search::positions::Cursor::decode(&l.metadata.resource_version?).ok()?;
+            let known = cursor
+                .0
+                .values()
+                .all(|v| v != causeway_search::positions::UNKNOWN);
+            // shop's status settled, so no later change of it is printed
+            let ready = l.items.first()?.data.pointer("/status/readyReplicas") == Some(&1.into());
+            (l.items.len() == 1 && cursor.0.len() == 1 && known && ready).then_some(())
+        },
+    )
     .await;
 
     // the server's timeout is in force: kubectl's watch ends, and kubectl with it

@@ -83,7 +83,7 @@ pub struct Limits {
     /// ([`STALLED_AFTER`]).
     pub stalled_after: Duration,
     /// A watch that names no timeout ends after between this and twice this
-    /// ([`MIN_TIMEOUT`]).
+    /// ([`MIN_TIMEOUT`]); zero: it does not end.
     pub min_timeout: Duration,
 }
 
@@ -95,6 +95,10 @@ impl Limits {
         let r = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
+        if self.min_timeout.is_zero() {
+            // as kube-apiserver with --min-request-timeout=0: no end
+            return Duration::MAX;
+        }
         let part = (r >> 11) as f64 / (1u64 << 53) as f64;
         self.min_timeout
             .saturating_add(self.min_timeout.mul_f64(part))
@@ -801,6 +805,11 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(huge.timeout(), Duration::MAX);
+        let zero = Limits {
+            min_timeout: Duration::ZERO,
+            ..Limits::default()
+        };
+        assert_eq!(zero.timeout(), Duration::MAX, "zero: no end");
     }
 
     #[test]

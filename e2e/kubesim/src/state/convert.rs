@@ -63,48 +63,83 @@ pub fn from_storage<'a>(rt: &ResourceType, v: &'a Value) -> Cow<'a, Value> {
     }
 }
 
-/// One field label a type's selectors may name: the label, the stored object's path it
-/// reads (`None`: accepted, always empty), and what it reads as when the object lacks it.
-type Label = (&'static str, Option<&'static str>, &'static str);
+/// One field label a type's selectors may name.
+#[derive(Clone, Copy)]
+struct Label {
+    /// The label, as a client writes it.
+    name: &'static str,
+    /// The stored object's path it reads (`None`: accepted, always empty).
+    path: Option<&'static str>,
+    /// What it reads as when the object lacks the field: the value kube-apiserver
+    /// defaults it to, or formats its zero value as.
+    absent: &'static str,
+    /// A second path read when the first is absent or empty.
+    or_path: Option<&'static str>,
+}
 
-const NAME: Label = ("metadata.name", Some("metadata.name"), "");
-const NAMESPACE: Label = ("metadata.namespace", Some("metadata.namespace"), "");
+/// A label that reads the path of its name.
+const fn same(name: &'static str) -> Label {
+    at(name, name)
+}
+
+/// A label that reads `path`.
+const fn at(name: &'static str, path: &'static str) -> Label {
+    Label {
+        name,
+        path: Some(path),
+        absent: "",
+        or_path: None,
+    }
+}
+
+/// A label that reads its name's path, `absent` when the object lacks it.
+const fn or(name: &'static str, absent: &'static str) -> Label {
+    Label {
+        absent,
+        ..same(name)
+    }
+}
+
+const NAME: Label = same("metadata.name");
+const NAMESPACE: Label = same("metadata.namespace");
 
 /// Field labels per type, as kube-apiserver's field label conversion functions and
 /// `ToSelectableFields` define them (pkg/apis/core/v1/conversion.go, the registries'
-/// strategies). A type not listed takes `metadata.name` and `metadata.namespace` only
-/// (`runtime.DefaultMetaV1FieldSelectorConversion`), CRDs included.
+/// strategies). `None`: the type takes `metadata.name` and `metadata.namespace` only
+/// (`runtime.DefaultMetaV1FieldSelectorConversion`); CRDs are [`crd_labels`].
 fn labels(rt: &ResourceType) -> Option<&'static [Label]> {
-    const fn same(l: &'static str) -> Label {
-        (l, Some(l), "")
-    }
     const PODS: &[Label] = &[
         NAME,
         NAMESPACE,
         same("spec.nodeName"),
-        same("spec.restartPolicy"),
-        same("spec.schedulerName"),
-        same("spec.serviceAccountName"),
-        ("spec.hostNetwork", Some("spec.hostNetwork"), "false"),
-        same("status.phase"),
+        // what kube-apiserver defaults (kubesim does not default Pods it is sent)
+        or("spec.restartPolicy", "Always"),
+        or("spec.schedulerName", "default-scheduler"),
+        // the ServiceAccount admission plugin's
+        or("spec.serviceAccountName", "default"),
+        or("spec.hostNetwork", "false"),
+        // PrepareForCreate's
+        or("status.phase", "Pending"),
         same("status.podIP"),
         // accepted by the conversion, absent from the selectable set: always empty
-        ("status.podIPs", None, ""),
+        Label {
+            name: "status.podIPs",
+            path: None,
+            absent: "",
+            or_path: None,
+        },
         same("status.nominatedNodeName"),
         // old v1 clients' name for spec.nodeName
-        ("spec.host", Some("spec.nodeName"), ""),
+        at("spec.host", "spec.nodeName"),
     ];
-    const NODES: &[Label] = &[
-        NAME,
-        ("spec.unschedulable", Some("spec.unschedulable"), "false"),
-    ];
+    const NODES: &[Label] = &[NAME, or("spec.unschedulable", "false")];
     const NAMESPACES: &[Label] = &[same("status.phase"), NAME];
-    const SECRETS: &[Label] = &[("type", Some("type"), "Opaque"), NAMESPACE, NAME];
+    const SECRETS: &[Label] = &[or("type", "Opaque"), NAMESPACE, NAME];
     const SERVICES: &[Label] = &[
         NAMESPACE,
         NAME,
         same("spec.clusterIP"),
-        ("spec.type", Some("spec.type"), "ClusterIP"),
+        or("spec.type", "ClusterIP"),
     ];
     const CORE_EVENTS: &[Label] = &[
         same("involvedObject.kind"),
@@ -116,7 +151,11 @@ fn labels(rt: &ResourceType) -> Option<&'static [Label]> {
         same("involvedObject.fieldPath"),
         same("reason"),
         same("reportingComponent"),
-        ("source", Some("source.component"), ""),
+        // the reporting controller when there is no source (events.k8s.io Events)
+        Label {
+            or_path: Some("reportingComponent"),
+            ..at("source", "source.component")
+        },
         same("type"),
         NAMESPACE,
         NAME,
@@ -124,34 +163,30 @@ fn labels(rt: &ResourceType) -> Option<&'static [Label]> {
     // events.k8s.io/v1 labels, read on the stored core Event
     const EVENTS: &[Label] = &[
         same("reason"),
-        ("regarding.kind", Some("involvedObject.kind"), ""),
-        ("regarding.namespace", Some("involvedObject.namespace"), ""),
-        ("regarding.name", Some("involvedObject.name"), ""),
-        ("regarding.uid", Some("involvedObject.uid"), ""),
-        (
-            "regarding.apiVersion",
-            Some("involvedObject.apiVersion"),
-            "",
-        ),
-        (
+        at("regarding.kind", "involvedObject.kind"),
+        at("regarding.namespace", "involvedObject.namespace"),
+        at("regarding.name", "involvedObject.name"),
+        at("regarding.uid", "involvedObject.uid"),
+        at("regarding.apiVersion", "involvedObject.apiVersion"),
+        at(
             "regarding.resourceVersion",
-            Some("involvedObject.resourceVersion"),
-            "",
+            "involvedObject.resourceVersion",
         ),
-        ("regarding.fieldPath", Some("involvedObject.fieldPath"), ""),
-        ("reportingController", Some("reportingComponent"), ""),
+        at("regarding.fieldPath", "involvedObject.fieldPath"),
+        at("reportingController", "reportingComponent"),
         same("type"),
         NAMESPACE,
         NAME,
     ];
+    // JobToSelectableFields: status.successful is status.succeeded
     const JOBS: &[Label] = &[
         NAME,
         NAMESPACE,
-        ("status.successful", Some("status.successful"), "0"),
+        Label {
+            absent: "0",
+            ..at("status.successful", "status.succeeded")
+        },
     ];
-    if rt.crd.is_some() {
-        return None;
-    }
     Some(match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "pods") => PODS,
         ("", "nodes") => NODES,
@@ -165,35 +200,42 @@ fn labels(rt: &ResourceType) -> Option<&'static [Label]> {
     })
 }
 
+/// A CRD's labels (apiextensions' `crConverter.ConvertFieldLabel`): `metadata.name`, and
+/// `metadata.namespace` when its resources are namespaced. (`selectableFields` are not
+/// served.)
+fn crd_labels(rt: &ResourceType) -> &'static [Label] {
+    if rt.namespaced {
+        &[NAME, NAMESPACE]
+    } else {
+        &[NAME]
+    }
+}
+
 /// A field selector of a request on `rt`, each label checked against the type's and
 /// turned into the stored object's path (`regarding.name` on events.k8s.io reads
 /// `involvedObject.name`; `source` on core Events reads `source.component`). A label the
 /// type does not have is a 400 with kube-apiserver's message.
 pub fn field_selector(rt: &ResourceType, s: &str) -> ApiResult<FieldSelector> {
     let mut fs = FieldSelector::parse(s)?;
-    let table = labels(rt);
+    let (table, unknown): (&[Label], fn(&str) -> String) = match labels(rt) {
+        _ if rt.crd.is_some() => (crd_labels(rt), |l| {
+            format!("field label not supported: {l}")
+        }),
+        Some(t) => (t, |l| format!("field label not supported: {l}")),
+        None => (&[NAME, NAMESPACE], |l| {
+            format!(
+                "{l:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+            )
+        }),
+    };
     for term in &mut fs.0 {
-        let label = term.path.take().unwrap_or_default();
-        let (path, absent) = match table {
-            Some(t) => match t.iter().find(|(l, _, _)| *l == label) {
-                Some((_, path, absent)) => (*path, *absent),
-                None => {
-                    return Err(ApiError::bad_request(format!(
-                        "field label not supported: {label}"
-                    )));
-                }
-            },
-            None => match [NAME, NAMESPACE].iter().find(|(l, _, _)| *l == label) {
-                Some((_, path, _)) => (*path, ""),
-                None => {
-                    return Err(ApiError::bad_request(format!(
-                        "\"{label}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
-                    )));
-                }
-            },
+        let name = term.path.take().unwrap_or_default();
+        let Some(label) = table.iter().find(|l| l.name == name) else {
+            return Err(ApiError::bad_request(unknown(&name)));
         };
-        term.path = path.map(String::from);
-        term.absent = absent;
+        term.path = label.path.map(String::from);
+        term.absent = label.absent;
+        term.or_path = label.or_path;
     }
     Ok(fs)
 }

@@ -96,6 +96,9 @@ pub struct Term {
     /// What the field reads as when the object lacks it (`false` for
     /// `spec.unschedulable`, as kube-apiserver formats the Go zero value).
     pub absent: &'static str,
+    /// A second path read when the first is absent or empty (core Events' `source`:
+    /// the reporting controller).
+    pub or_path: Option<&'static str>,
 }
 
 /// A parsed field selector: `path=value`, `path!=value`, comma separated.
@@ -130,17 +133,19 @@ impl FieldSelector {
 
     /// True when the object satisfies every term.
     pub fn matches(&self, obj: &Value) -> bool {
+        let read = |path: &str| match path.split('.').try_fold(obj, |c, seg| c.get(seg)) {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(Value::String(_) | Value::Null) | None => None,
+            Some(Value::Bool(b)) => Some(b.to_string()),
+            Some(other) => Some(other.to_string()),
+        };
         self.0.iter().all(|t| {
-            let mut cur = t.path.as_ref().map(|_| obj);
-            for seg in t.path.iter().flat_map(|p| p.split('.')) {
-                cur = cur.and_then(|c| c.get(seg));
-            }
-            let got = match cur {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => t.absent.to_string(),
-                Some(Value::Bool(b)) => b.to_string(),
-                Some(other) => other.to_string(),
-            };
+            let got = t
+                .path
+                .as_deref()
+                .and_then(read)
+                .or_else(|| t.or_path.and_then(read))
+                .unwrap_or_else(|| t.absent.to_string());
             (got == t.value) == t.eq
         })
     }
@@ -162,6 +167,7 @@ impl Term {
             eq,
             value: value.to_string(),
             absent: "",
+            or_path: None,
         }
     }
 }

@@ -138,21 +138,20 @@ pub fn start(
     name: Option<&str>,
     r: &Req,
 ) -> ApiResult<Watch> {
-    let mut fs = convert::field_selector(&rt, r.q("fieldSelector").unwrap_or(""))?;
-    if let Some(name) = name {
-        fs.0.push(Term::on("metadata.name", true, name));
-    }
-    let filter = Filter {
-        ns,
-        ls: LabelSelector::parse(r.q("labelSelector").unwrap_or(""))?,
-        fs,
-    };
+    // the request's options decoded first, its field labels checked after, as
+    // kube-apiserver does: of two errors, the same one is reported
     let timeout = match r.q("timeoutSeconds") {
         Some(t) => Duration::from_secs(t.parse().map_err(|_| {
             ApiError::bad_request(format!("timeoutSeconds must be an integer, got \"{t}\""))
         })?),
         None => Duration::from_secs(1800 + (uuid::Uuid::new_v4().as_u128() % 1800) as u64),
     };
+    let ls = LabelSelector::parse(r.q("labelSelector").unwrap_or(""))?;
+    let mut fs = convert::field_selector(&rt, r.q("fieldSelector").unwrap_or(""))?;
+    if let Some(name) = name {
+        fs.0.push(Term::on("metadata.name", true, name));
+    }
+    let filter = Filter { ns, ls, fs };
     let bookmarks = r.flag("allowWatchBookmarks");
     let send_initial = r.flag("sendInitialEvents");
     let rv_param = r.q("resourceVersion").unwrap_or("").to_string();

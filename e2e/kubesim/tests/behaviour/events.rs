@@ -78,6 +78,13 @@ async fn recorder_events_are_core_events_in_lists_and_watches() {
         .await
         .unwrap();
     assert!(other.items.is_empty(), "{other:?}");
+    // `source` is the reporting controller when the Event has no source (kube-apiserver's
+    // selectable fields of an Event)
+    let by_source = core
+        .list(&ListParams::default().fields("source=causeway.io/mcs"))
+        .await
+        .unwrap();
+    assert_eq!(by_source.items.len(), 1, "{by_source:?}");
 
     match next_event(&mut watch).await {
         WatchEvent::Added(a) => assert_eq!(a.message.as_deref(), Some("port 80 differs in west")),

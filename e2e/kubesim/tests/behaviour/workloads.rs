@@ -402,6 +402,24 @@ async fn job_runs_parallelism_pods_until_completions_succeed() {
     .await;
     assert_eq!((s.succeeded, s.active), (Some(5), Some(0)));
     assert!(s.completion_time.is_some() && s.start_time.is_some());
+    // the field label `status.successful` reads status.succeeded (kube-apiserver's Job)
+    let by = |sel: &'static str| {
+        let jobs = jobs.clone();
+        async move {
+            jobs.list(&ListParams::default().fields(sel))
+                .await
+                .unwrap()
+                .items
+                .len()
+        }
+    };
+    assert_eq!(
+        (
+            by("status.successful=5").await,
+            by("status.successful=0").await
+        ),
+        (1, 0)
+    );
     let ps = pods_of(&pods, "batch-").await;
     assert_eq!(ps.len(), 5);
     assert!(
