@@ -8,7 +8,7 @@ use causeway_controllers::clusters::join;
 use causeway_controllers::metrics::Metrics;
 use causeway_runtime::admin;
 use causeway_runtime::client::HubArgs;
-use causeway_runtime::leader::{LeaderArgs, Status};
+use causeway_runtime::leader::LeaderArgs;
 use causeway_runtime::log::LogArgs;
 use clap::{Parser, Subcommand};
 
@@ -199,10 +199,7 @@ where
     Fut: std::future::Future<Output = anyhow::Result<()>>,
 {
     let Some(elector) = elector else {
-        metrics.set_leader(&Status {
-            leading: true,
-            holder: None,
-        });
+        metrics.set_unelected();
         return work(stop.clone()).await;
     };
     let mut status = elector.status();

@@ -182,6 +182,13 @@ impl Metrics {
         self.leader.set(i64::from(status.leading));
         *self.standby.lock() = status.not_ready();
     }
+    /// This replica runs without leader election: it is the leader.
+    pub fn set_unelected(&self) {
+        self.set_leader(&Status {
+            leading: true,
+            holder: None,
+        });
+    }
     /// What the admin listener answers: these metrics, and ready once this replica
     /// leads (if elected) and its caches synced.
     pub fn endpoints(self: &Arc<Self>) -> Endpoints {

@@ -296,6 +296,8 @@ impl Clusterset {
         opts: causeway_controllers::controller::Options,
     ) -> anyhow::Result<Controller> {
         let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
+        // one controller, not elected: it leads
+        metrics.set_unelected();
         let stop = tokio_util::sync::CancellationToken::new();
         let task = tokio::spawn(causeway_controllers::controller::run_with(
             hub,

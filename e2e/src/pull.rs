@@ -136,6 +136,7 @@ impl Clusterset {
         let member = client(member).await?;
         let stop = CancellationToken::new();
         let metrics = Arc::new(causeway_controllers::metrics::Metrics::default());
+        metrics.set_unelected();
         let (n, s) = (name.to_string(), stop.clone());
         tokio::spawn(async move {
             if let Err(e) =

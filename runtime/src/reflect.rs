@@ -86,6 +86,35 @@ impl Dirty {
     }
 }
 
+/// A count a loop reports (e.g. the services it exports) kept right across partial
+/// rounds: each part replaces what its own keys counted, and a full round starts from
+/// nothing, so the total is what a full round would count.
+#[derive(Debug, Default)]
+pub struct PartCount(HashMap<Key, usize>);
+
+impl PartCount {
+    /// Starts a round: a full one counts every key again.
+    pub fn round(&mut self, dirty: &Dirty) {
+        if dirty.full {
+            self.0.clear();
+        }
+    }
+
+    /// What `part`'s keys count now: one for each of `counted` (the keys of what the
+    /// part wants), replacing what they counted before.
+    pub fn set(&mut self, part: &Dirty, counted: impl IntoIterator<Item = Key>) {
+        self.0.retain(|k, _| !part.keys.contains(k));
+        for k in counted {
+            *self.0.entry(k).or_default() += 1;
+        }
+    }
+
+    /// The count over every key.
+    pub fn total(&self) -> usize {
+        self.0.values().sum()
+    }
+}
+
 /// Per-key exponential backoff after failed writes (what kube-runtime's controller
 /// does per object): a key whose write failed is retried after `base`, then twice as
 /// long each time up to `max`, and forgotten once a round covers it without a failure.
@@ -484,6 +513,36 @@ mod tests {
 
     fn k(ns: &str, n: &str) -> Key {
         (ns.into(), n.into())
+    }
+
+    /// A partial round changes only its keys' share of the count; a full round counts
+    /// from nothing (what disappeared is no longer counted).
+    #[test]
+    fn a_part_count_is_what_a_full_round_would_count() {
+        let mut c = PartCount::default();
+        let full = Dirty::full();
+        c.round(&full);
+        for part in full.parts([k("a", "x"), k("a", "y"), k("b", "z")], 2) {
+            let counted: Vec<Key> = part.keys.iter().cloned().collect();
+            c.set(&part, counted);
+        }
+        assert_eq!(c.total(), 3);
+        // y no longer counts, x now counts twice (two objects of one service)
+        let partial = Dirty {
+            full: false,
+            keys: HashSet::from([k("a", "x"), k("a", "y")]),
+        };
+        c.round(&partial);
+        for part in partial.parts([], 10) {
+            c.set(&part, [k("a", "x"), k("a", "x")]);
+        }
+        assert_eq!(c.total(), 3, "z once, x twice");
+        // a full round over nothing: nothing counts
+        c.round(&full);
+        for part in full.parts([], 10) {
+            c.set(&part, []);
+        }
+        assert_eq!(c.total(), 0);
     }
 
     #[test]

@@ -517,9 +517,11 @@ pub async fn run_to(
     let mut hub_namespaces = BTreeSet::new();
     let mut memo = Memos::default();
     let mut dirty = Dirty::full();
+    let mut exported = causeway_runtime::reflect::PartCount::default();
     loop {
         let started = Instant::now();
         let now = Time(jiff::Timestamp::now());
+        exported.round(&dirty);
         // every round a part of its services at a time (see `super::ROUND_PART`)
         let keys = match dirty.full {
             true => {
@@ -537,7 +539,7 @@ pub async fn run_to(
             false => vec![],
         };
         let mut failed = HashSet::new();
-        let (mut count, mut exported) = (0, 0);
+        let mut count = 0;
         for part in dirty.parts(keys, super::ROUND_PART) {
             let my_exported: Vec<_> = part
                 .filter(hub_exported.state())
@@ -583,13 +585,12 @@ pub async fn run_to(
             )
             .await;
             publish_events(&recorder, &exports_now, &written).await;
-            (count, exported) = (count + failures.count, exported + want.exported.len());
+            count += failures.count;
+            exported.set(&part, want.exported.iter().filter_map(service_key));
             failed.extend(failures.keys);
         }
         metrics.observe_reconcile("exporter", &cluster, started.elapsed(), count);
-        if dirty.full {
-            metrics.set_exports(&cluster, exported as i64);
-        }
+        metrics.set_exports(&cluster, exported.total() as i64);
         dirty = match wake.after_round(&dirty, &failed, &stop).await {
             Some(d) => d,
             None => return,

@@ -395,6 +395,7 @@ pub async fn run(
     let mut told: HashSet<(String, String)> = HashSet::new();
     let mut memo = Memos::default();
     let mut dirty = Dirty::full();
+    let mut imported = causeway_runtime::reflect::PartCount::default();
     let mut expiry = ExpiryTimer::default();
     loop {
         let started = Instant::now();
@@ -411,7 +412,8 @@ pub async fn run(
             all
         };
         let mut failed = HashSet::new();
-        let (mut count, mut imported) = (0, 0);
+        let mut count = 0;
+        imported.round(&dirty);
         let keys = if dirty.full { every_key() } else { vec![] };
         for part in dirty.parts(keys, super::ROUND_PART) {
             let (member_imports, member_services, member_slices) = (
@@ -441,13 +443,15 @@ pub async fn run(
             )
             .await;
             tell_not_imported(&recorder, &cluster, &want.not_imported, &part, &mut told).await;
-            (count, imported) = (count + failures.count, imported + want.imports.len());
+            count += failures.count;
+            imported.set(
+                &part,
+                want.imports.iter().map(|(i, _)| crate::watch::key(i)),
+            );
             failed.extend(failures.keys);
         }
         metrics.observe_reconcile("importer", &cluster, started.elapsed(), count);
-        if dirty.full {
-            metrics.set_imports(&cluster, imported as i64);
-        }
+        metrics.set_imports(&cluster, imported.total() as i64);
         dirty = match wake.after_round(&dirty, &failed, &stop).await {
             Some(d) => d,
             None => return,

@@ -208,6 +208,45 @@ fn causeway_local_up_serves_every_context_and_stops_on_sigint() {
         2,
         "one MCS slice per source cluster: {slices}"
     );
+    // the gauges follow what the members hold, also after changes handled in partial
+    // rounds (the MCS demo was applied after the first full round); causeway-local's
+    // controller runs without election, so it leads
+    let objects = |ctx: &str, kind: &str| {
+        run(&["--context", ctx, "get", kind, "-A", "-o", "name"])
+            .lines()
+            .count()
+    };
+    let want = [
+        format!(
+            "causeway_mcs_exports{{cluster=\"east\"}} {}",
+            objects("east", "serviceexports")
+        ),
+        format!(
+            "causeway_mcs_exports{{cluster=\"west\"}} {}",
+            objects("west", "serviceexports")
+        ),
+        format!(
+            "causeway_mcs_imports{{cluster=\"north\"}} {}",
+            objects("north", "serviceimports")
+        ),
+        "causeway_leader 1".to_string(),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = get("/metrics");
+        let missing: Vec<&String> = want
+            .iter()
+            .filter(|w| !metrics.lines().any(|l| l == w.as_str()))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{missing:?} not in /metrics within 20 s:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
     // The printed dig line resolves the demo Service through that member's causeway-dns.
     let dig = printed
         .lines()
