@@ -13,5 +13,6 @@ pub mod output;
 pub mod patch;
 pub mod read;
 pub mod request;
+pub mod scale;
 pub mod update;
 pub mod watch;

@@ -608,3 +608,94 @@ async fn kubectl_create_generators_send_protobuf_and_work() {
         .await;
     assert!(none.trim().is_empty());
 }
+
+/// `kubectl scale` (the scale subresource, as a merge patch; with `--current-replicas`
+/// and `--resource-version`, a GET and a PUT), and `kubectl get --subresource scale`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_a_deployment() {
+    let env = Env::start().await;
+    let web = env.file(
+        "web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: nginx}]}\n",
+    );
+    env.ok(&["apply", "-f", &web]).await;
+    let out = env
+        .ok(&["scale", "deployment", "web", "--replicas=3"])
+        .await;
+    assert!(out.contains("deployment.apps/web scaled"), "{out}");
+    let replicas = env
+        .ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.metadata.generation}",
+        ])
+        .await;
+    assert_eq!(replicas, "3 2", "replicas set, the generation moved on");
+    let scale = env
+        .ok(&[
+            "get",
+            "deployment",
+            "web",
+            "--subresource",
+            "scale",
+            "-o",
+            "json",
+        ])
+        .await;
+    let scale: serde_json::Value = serde_json::from_str(&scale).unwrap();
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    assert_eq!(scale["status"]["selector"], "app=web");
+    // a precondition that does not hold: kubectl says so, nothing changes
+    let err = env
+        .fails(&[
+            "scale",
+            "deployment",
+            "web",
+            "--current-replicas=5",
+            "--replicas=1",
+        ])
+        .await;
+    assert!(err.contains("Expected replicas to be 5, was 3"), "{err}");
+    let out = env
+        .ok(&[
+            "scale",
+            "deployment",
+            "web",
+            "--current-replicas=3",
+            "--replicas=0",
+        ])
+        .await;
+    assert!(out.contains("scaled"), "{out}");
+    let stale = env
+        .fails(&[
+            "scale",
+            "deployment",
+            "web",
+            "--resource-version=1",
+            "--replicas=2",
+        ])
+        .await;
+    assert!(
+        stale.contains("Expected resource version to be 1"),
+        "{stale}"
+    );
+    let replicas = env
+        .ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+        .await;
+    assert_eq!(replicas, "0");
+    // a kind without the subresource
+    let err = env
+        .fails(&["scale", "configmap", "x", "--replicas=2"])
+        .await;
+    assert!(!err.is_empty());
+}

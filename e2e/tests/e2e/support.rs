@@ -74,6 +74,10 @@ impl Env {
         let mut cmd = Command::new(&self.bin);
         cmd.env("KUBECONFIG", &self.kubeconfig)
             .env_remove("KUBECTL_EXTERNAL_DIFF")
+            // this environment's own discovery cache: kubectl keeps it for hours per
+            // host:port, and a port an earlier kubesim had would bring that server's types
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("kube-cache"))
             .arg("--context")
             .arg(context)
             .args(args)

@@ -164,11 +164,16 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     }
     if let Some(sub) = &rp.sub {
         let token = sub == "token" && rt.group.is_empty() && rt.plural == "serviceaccounts";
+        let scale = sub == "scale" && rt.scale.is_some();
         let ok = (sub == "status" && rt.status_subresource)
             || (sub == "finalize" && rt.plural == "namespaces")
-            || token;
+            || token
+            || scale;
         if !ok {
             return Err(fail(ApiError::no_route(&path)));
+        }
+        if scale && !matches!(method, Method::GET | Method::PUT | Method::PATCH) {
+            return Err(fail(ApiError::method_not_allowed(method.as_str(), &path)));
         }
         if token && method != Method::POST {
             return Err(fail(ApiError::method_not_allowed(method.as_str(), &path)));
@@ -376,6 +381,10 @@ fn dispatch(
     let sub = rp.sub.as_deref().unwrap_or("");
     match (method.as_str(), rp.name.as_deref()) {
         ("POST", Some(name)) if sub == "token" => crate::http::tokens::create(inner, ns, name, r),
+        ("GET", Some(name)) if sub == "scale" => crate::verbs::scale::get(state, rt, ns, name),
+        ("PUT" | "PATCH", Some(name)) if sub == "scale" => {
+            crate::verbs::scale::write(state, rt, ns, name, method == Method::PATCH, r)
+        }
         ("GET", Some(name)) => read::get(state, rt, ns, name, r),
         ("GET", None) => read::list(state, rt, rp.ns.as_deref(), r),
         ("POST", None) => create::create(state, rt, ns, r),

@@ -75,6 +75,9 @@ fn resource_list(reg: &Registry, group: &str, version: &str) -> Value {
         if t.status_subresource {
             resources.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced, "kind": t.kind, "verbs": ["get", "patch", "update"]}));
         }
+        if t.scale.is_some() {
+            resources.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
         if is_service_accounts(&t) {
             resources.push(json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}));
         }
@@ -118,11 +121,18 @@ fn aggregated(reg: &Registry, core: bool) -> Value {
                                 "shortNames": t.short_names,
                                 "categories": t.categories,
                             });
+                            let mut subs = Vec::new();
                             if t.status_subresource {
-                                r["subresources"] = json!([{"subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"]}]);
+                                subs.push(json!({"subresource": "status", "responseKind": rk, "verbs": ["get", "patch", "update"]}));
+                            }
+                            if t.scale.is_some() {
+                                subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
                             }
                             if is_service_accounts(t) {
-                                r["subresources"] = json!([{"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}, "verbs": ["create"]}]);
+                                subs.push(json!({"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}, "verbs": ["create"]}));
+                            }
+                            if !subs.is_empty() {
+                                r["subresources"] = json!(subs);
                             }
                             r
                         })

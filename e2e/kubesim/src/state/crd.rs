@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Cause, invalid_field, required_field};
-use crate::state::registry::{NameRule, ResourceType};
+use crate::state::registry::{NameRule, ResourceType, ScalePaths};
 use crate::state::stored::str_list;
 use causeway_runtime::table::Column;
 
@@ -164,6 +164,14 @@ pub fn types_of(crd: &Value) -> ApiResult<Vec<ResourceType>> {
             schema: v.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
             crd: Some(name.to_string()),
             stored_as: None,
+            scale: v.pointer("/subresources/scale").map(|sc| {
+                let path = |k: &str| sc.get(k).and_then(Value::as_str).map(String::from);
+                ScalePaths {
+                    spec_replicas: path("specReplicasPath").unwrap_or_default(),
+                    status_replicas: path("statusReplicasPath").unwrap_or_default(),
+                    label_selector: Some(path("labelSelectorPath").unwrap_or_default()),
+                }
+            }),
         });
     }
     Ok(out)

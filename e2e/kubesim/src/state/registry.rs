@@ -45,6 +45,20 @@ pub struct ResourceType {
     /// Another resource whose objects these are, converted on the way in and out
     /// (events.k8s.io Events are core Events, as in kube-apiserver; see [`crate::state::convert`]).
     pub stored_as: Option<GroupResource>,
+    /// Serves the `scale` subresource, with these paths.
+    pub scale: Option<ScalePaths>,
+}
+
+/// Where a type's Scale reads and writes (a CRD's `subresources.scale`): `.a.b` paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas (`.spec.replicas`).
+    pub spec_replicas: String,
+    /// The observed replicas (`.status.replicas`).
+    pub status_replicas: String,
+    /// A string field holding the label selector; `None`: `.spec.selector`, a
+    /// LabelSelector (the built-in kinds).
+    pub label_selector: Option<String>,
 }
 
 /// How object names are validated.
@@ -192,6 +206,7 @@ impl Registry {
                     group: String::new(),
                     resource: "events".into(),
                 }),
+                scale: crate::verbs::scale::builtin(group, plural),
             });
         }
         r

@@ -18,6 +18,7 @@ mod nodes;
 mod pagination;
 mod patch;
 mod reviews;
+mod scale;
 mod selectors;
 mod services;
 mod ssa;
