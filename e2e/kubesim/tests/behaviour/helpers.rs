@@ -154,6 +154,14 @@ pub fn code(e: &kube::Error) -> u16 {
     }
 }
 
+/// The message of a kube API error (of any other error, what it says).
+pub fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// The `reason` of a kube API error.
 pub fn reason(e: &kube::Error) -> String {
     match e {

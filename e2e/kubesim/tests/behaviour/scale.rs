@@ -11,13 +11,6 @@ use serde_json::json;
 
 use crate::helpers::*;
 
-fn message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn deployments_scale_through_the_subresource() {
     let env = start().await;

@@ -125,14 +125,6 @@ async fn field_selectors_on_name_and_namespace() {
     );
 }
 
-/// The message of a kube API error.
-fn message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
-
 /// Each type takes only its own field labels, as kube-apiserver's field label conversions
 /// say; any other label is a 400 on list, watch and deletecollection, with
 /// kube-apiserver's message. A label the object lacks reads as kube-apiserver formats

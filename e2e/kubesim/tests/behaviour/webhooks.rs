@@ -118,13 +118,6 @@ async fn configure(client: &kube::Client, ca_pem: &str, url: &str, extra: Value)
         .unwrap();
 }
 
-fn message(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => s.message.clone(),
-        other => other.to_string(),
-    }
-}
-
 #[tokio::test]
 async fn a_webhook_denies_the_delete_of_a_selected_object_until_its_label_is_removed() {
     let env = start().await;
