@@ -597,16 +597,76 @@ async fn kubectl_create_generators_send_protobuf_and_work() {
     assert_eq!(ext, "ExternalName|example.com");
     // kinds kubesim cannot decode from protobuf get a clear 415, and nothing is created
     let err = env
-        .fails(&["-n", "gen", "create", "deployment", "web", "--image=nginx"])
+        .fails(&["-n", "gen", "create", "job", "once", "--image=busybox"])
         .await;
-    assert!(
-        err.contains("JSON or YAML") && err.contains("Deployment"),
-        "{err}"
-    );
-    let none = env
-        .ok(&["-n", "gen", "get", "deployments", "-o", "name"])
-        .await;
+    assert!(err.contains("JSON or YAML") && err.contains("Job"), "{err}");
+    let none = env.ok(&["-n", "gen", "get", "jobs", "-o", "name"]).await;
     assert!(none.trim().is_empty());
+}
+
+/// `kubectl create deployment` (a protobuf body: Pod template, container, port):
+/// what it creates is what kube-apiserver stores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_deployment_sends_protobuf_and_works() {
+    let env = Env::start().await;
+    env.ok(&["create", "namespace", "gen"]).await;
+    let out = env
+        .ok(&[
+            "-n",
+            "gen",
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=2",
+            "--port=8080",
+        ])
+        .await;
+    assert!(out.contains("deployment.apps/web created"), "{out}");
+    let d = env
+        .ok(&["-n", "gen", "get", "deployment", "web", "-o", "json"])
+        .await;
+    let d: serde_json::Value = serde_json::from_str(&d).unwrap();
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert_eq!(
+        d["spec"]["selector"],
+        json!({"matchLabels": {"app": "web"}})
+    );
+    assert_eq!(
+        d["spec"]["template"]["metadata"]["labels"],
+        json!({"app": "web"})
+    );
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        (&c["name"], &c["image"]),
+        (&json!("nginx"), &json!("nginx:1.27"))
+    );
+    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    // zero values kubectl sends on the wire are not stored where JSON omits them
+    assert!(c.get("stdin").is_none() && c.get("tty").is_none(), "{c}");
+    // replicas 0 is a value, not "unset"
+    env.ok(&[
+        "-n",
+        "gen",
+        "create",
+        "deployment",
+        "idle",
+        "--image=nginx",
+        "--replicas=0",
+    ])
+    .await;
+    let idle = env
+        .ok(&[
+            "-n",
+            "gen",
+            "get",
+            "deployment",
+            "idle",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+        .await;
+    assert_eq!(idle, "0");
 }
 
 /// `kubectl scale` (the scale subresource, as a merge patch; with `--current-replicas`

@@ -1,8 +1,9 @@
 //! Protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the kinds
 //! kubectl's typed generators send that way (`kubectl create namespace|configmap|secret|
-//! serviceaccount|service`). A table of field numbers per message turns the wire format into the
-//! JSON the rest of the server stores. A field the table does not know is refused with
-//! 415, never dropped: no silent data loss.
+//! serviceaccount|service|deployment`, `kubectl run`). A table of field numbers per message
+//! (k8s.io/api's generated.proto) turns the wire format into the JSON the rest of the
+//! server stores. A field the table does not know is refused with 415, never dropped: no
+//! silent data loss.
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -19,7 +20,13 @@ enum Kind {
     MapBytes,
     /// `k8s.io.apimachinery.pkg.util.intstr.IntOrString`: a number or a string in JSON.
     IntOrString,
+    /// `resource.Quantity` (its one field, `string`): a string in JSON.
+    Quantity,
+    /// `map<string, Quantity>`.
+    MapQuantity,
     Msg(&'static [Field]),
+    /// An embedded struct whose fields JSON puts in the parent (`json:",inline"`).
+    Inline(&'static [Field]),
 }
 
 #[derive(Clone, Copy)]
@@ -28,6 +35,10 @@ struct Field {
     name: &'static str,
     kind: Kind,
     repeated: bool,
+    /// A pointer in the Go type (or a field JSON never omits): sent only when set, so
+    /// a zero value (`replicas: 0`, `false`, `{}`) is kept. Other fields arrive at their
+    /// zero value when unset, which JSON omits.
+    keep_zero: bool,
 }
 
 const fn f(tag: u64, name: &'static str, kind: Kind) -> Field {
@@ -36,15 +47,22 @@ const fn f(tag: u64, name: &'static str, kind: Kind) -> Field {
         name,
         kind,
         repeated: false,
+        keep_zero: false,
+    }
+}
+
+/// A pointer field: its zero value is a value.
+const fn o(tag: u64, name: &'static str, kind: Kind) -> Field {
+    Field {
+        keep_zero: true,
+        ..f(tag, name, kind)
     }
 }
 
 const fn r(tag: u64, name: &'static str, kind: Kind) -> Field {
     Field {
-        tag,
-        name,
-        kind,
         repeated: true,
+        ..f(tag, name, kind)
     }
 }
 
@@ -53,8 +71,8 @@ const OWNER_REFERENCE: &[Field] = &[
     f(3, "name", Kind::Str),
     f(4, "uid", Kind::Str),
     f(5, "apiVersion", Kind::Str),
-    f(6, "controller", Kind::Bool),
-    f(7, "blockOwnerDeletion", Kind::Bool),
+    o(6, "controller", Kind::Bool),
+    o(7, "blockOwnerDeletion", Kind::Bool),
 ];
 
 const OBJECT_META: &[Field] = &[
@@ -85,14 +103,14 @@ const CONFIG_MAP: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
     f(2, "data", Kind::MapStr),
     f(3, "binaryData", Kind::MapBytes),
-    f(4, "immutable", Kind::Bool),
+    o(4, "immutable", Kind::Bool),
 ];
 const SECRET: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
     f(2, "data", Kind::MapBytes),
     f(3, "type", Kind::Str),
     f(4, "stringData", Kind::MapStr),
-    f(5, "immutable", Kind::Bool),
+    o(5, "immutable", Kind::Bool),
 ];
 const OBJECT_REFERENCE: &[Field] = &[
     f(1, "kind", Kind::Str),
@@ -108,7 +126,7 @@ const SERVICE_ACCOUNT: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
     r(2, "secrets", Kind::Msg(OBJECT_REFERENCE)),
     r(3, "imagePullSecrets", Kind::Msg(LOCAL_OBJECT_REFERENCE)),
-    f(4, "automountServiceAccountToken", Kind::Bool),
+    o(4, "automountServiceAccountToken", Kind::Bool),
 ];
 
 const BOUND_OBJECT_REFERENCE: &[Field] = &[
@@ -120,7 +138,7 @@ const BOUND_OBJECT_REFERENCE: &[Field] = &[
 const TOKEN_REQUEST_SPEC: &[Field] = &[
     r(1, "audiences", Kind::Str),
     f(3, "boundObjectRef", Kind::Msg(BOUND_OBJECT_REFERENCE)),
-    f(4, "expirationSeconds", Kind::I64),
+    o(4, "expirationSeconds", Kind::I64),
 ];
 const TOKEN_REQUEST_STATUS: &[Field] = &[
     f(1, "token", Kind::Str),
@@ -153,7 +171,7 @@ const ACCESS_REVIEW_SPEC: &[Field] = &[
     f(6, "uid", Kind::Str),
 ];
 const ACCESS_REVIEW_STATUS: &[Field] = &[
-    f(1, "allowed", Kind::Bool),
+    o(1, "allowed", Kind::Bool),
     f(2, "reason", Kind::Str),
     f(3, "evaluationError", Kind::Str),
     f(4, "denied", Kind::Bool),
@@ -173,7 +191,7 @@ const SERVICE_PORT: &[Field] = &[
     f(5, "nodePort", Kind::I64),
     f(6, "appProtocol", Kind::Str),
 ];
-const CLIENT_IP_CONFIG: &[Field] = &[f(1, "timeoutSeconds", Kind::I64)];
+const CLIENT_IP_CONFIG: &[Field] = &[o(1, "timeoutSeconds", Kind::I64)];
 const SESSION_AFFINITY_CONFIG: &[Field] = &[f(1, "clientIP", Kind::Msg(CLIENT_IP_CONFIG))];
 const SERVICE_SPEC: &[Field] = &[
     r(1, "ports", Kind::Msg(SERVICE_PORT)),
@@ -196,7 +214,7 @@ const SERVICE_SPEC: &[Field] = &[
     f(17, "ipFamilyPolicy", Kind::Str),
     r(18, "clusterIPs", Kind::Str),
     r(19, "ipFamilies", Kind::Str),
-    f(20, "allocateLoadBalancerNodePorts", Kind::Bool),
+    o(20, "allocateLoadBalancerNodePorts", Kind::Bool),
     f(21, "loadBalancerClass", Kind::Str),
     f(22, "internalTrafficPolicy", Kind::Str),
     f(23, "trafficDistribution", Kind::Str),
@@ -210,6 +228,211 @@ const SERVICE: &[Field] = &[
     f(3, "status", Kind::Msg(SERVICE_STATUS)),
 ];
 
+const OBJECT_FIELD_SELECTOR: &[Field] =
+    &[f(1, "apiVersion", Kind::Str), f(2, "fieldPath", Kind::Str)];
+/// ConfigMapKeySelector and SecretKeySelector (LocalObjectReference inline).
+const KEY_SELECTOR: &[Field] = &[
+    f(
+        1,
+        "localObjectReference",
+        Kind::Inline(LOCAL_OBJECT_REFERENCE),
+    ),
+    f(2, "key", Kind::Str),
+    o(3, "optional", Kind::Bool),
+];
+const ENV_VAR_SOURCE: &[Field] = &[
+    f(1, "fieldRef", Kind::Msg(OBJECT_FIELD_SELECTOR)),
+    f(3, "configMapKeyRef", Kind::Msg(KEY_SELECTOR)),
+    f(4, "secretKeyRef", Kind::Msg(KEY_SELECTOR)),
+];
+const ENV_VAR: &[Field] = &[
+    f(1, "name", Kind::Str),
+    f(2, "value", Kind::Str),
+    f(3, "valueFrom", Kind::Msg(ENV_VAR_SOURCE)),
+];
+const CONTAINER_PORT: &[Field] = &[
+    f(1, "name", Kind::Str),
+    f(2, "hostPort", Kind::I64),
+    f(3, "containerPort", Kind::I64),
+    f(4, "protocol", Kind::Str),
+    f(5, "hostIP", Kind::Str),
+];
+const RESOURCE_REQUIREMENTS: &[Field] = &[
+    f(1, "limits", Kind::MapQuantity),
+    f(2, "requests", Kind::MapQuantity),
+];
+const VOLUME_MOUNT: &[Field] = &[
+    f(1, "name", Kind::Str),
+    f(2, "readOnly", Kind::Bool),
+    f(3, "mountPath", Kind::Str),
+    f(4, "subPath", Kind::Str),
+];
+const SECURITY_CONTEXT: &[Field] = &[
+    o(2, "privileged", Kind::Bool),
+    o(4, "runAsUser", Kind::I64),
+    o(5, "runAsNonRoot", Kind::Bool),
+    o(6, "readOnlyRootFilesystem", Kind::Bool),
+    o(7, "allowPrivilegeEscalation", Kind::Bool),
+    o(8, "runAsGroup", Kind::I64),
+];
+const CONTAINER: &[Field] = &[
+    f(1, "name", Kind::Str),
+    f(2, "image", Kind::Str),
+    r(3, "command", Kind::Str),
+    r(4, "args", Kind::Str),
+    f(5, "workingDir", Kind::Str),
+    r(6, "ports", Kind::Msg(CONTAINER_PORT)),
+    r(7, "env", Kind::Msg(ENV_VAR)),
+    f(8, "resources", Kind::Msg(RESOURCE_REQUIREMENTS)),
+    r(9, "volumeMounts", Kind::Msg(VOLUME_MOUNT)),
+    f(13, "terminationMessagePath", Kind::Str),
+    f(14, "imagePullPolicy", Kind::Str),
+    f(15, "securityContext", Kind::Msg(SECURITY_CONTEXT)),
+    f(16, "stdin", Kind::Bool),
+    f(17, "stdinOnce", Kind::Bool),
+    f(18, "tty", Kind::Bool),
+    f(20, "terminationMessagePolicy", Kind::Str),
+];
+const KEY_TO_PATH: &[Field] = &[
+    f(1, "key", Kind::Str),
+    f(2, "path", Kind::Str),
+    o(3, "mode", Kind::I64),
+];
+const EMPTY_DIR: &[Field] = &[f(1, "medium", Kind::Str), o(2, "sizeLimit", Kind::Quantity)];
+const SECRET_VOLUME: &[Field] = &[
+    f(1, "secretName", Kind::Str),
+    r(2, "items", Kind::Msg(KEY_TO_PATH)),
+    o(3, "defaultMode", Kind::I64),
+    o(4, "optional", Kind::Bool),
+];
+const CONFIG_MAP_VOLUME: &[Field] = &[
+    f(
+        1,
+        "localObjectReference",
+        Kind::Inline(LOCAL_OBJECT_REFERENCE),
+    ),
+    r(2, "items", Kind::Msg(KEY_TO_PATH)),
+    o(3, "defaultMode", Kind::I64),
+    o(4, "optional", Kind::Bool),
+];
+const VOLUME_SOURCE: &[Field] = &[
+    f(2, "emptyDir", Kind::Msg(EMPTY_DIR)),
+    f(6, "secret", Kind::Msg(SECRET_VOLUME)),
+    f(19, "configMap", Kind::Msg(CONFIG_MAP_VOLUME)),
+];
+const VOLUME: &[Field] = &[
+    f(1, "name", Kind::Str),
+    f(2, "volumeSource", Kind::Inline(VOLUME_SOURCE)),
+];
+const TOLERATION: &[Field] = &[
+    f(1, "key", Kind::Str),
+    f(2, "operator", Kind::Str),
+    f(3, "value", Kind::Str),
+    f(4, "effect", Kind::Str),
+    o(5, "tolerationSeconds", Kind::I64),
+];
+const POD_SECURITY_CONTEXT: &[Field] = &[
+    o(2, "runAsUser", Kind::I64),
+    o(3, "runAsNonRoot", Kind::Bool),
+    r(4, "supplementalGroups", Kind::I64),
+    o(5, "fsGroup", Kind::I64),
+    o(6, "runAsGroup", Kind::I64),
+    o(9, "fsGroupChangePolicy", Kind::Str),
+];
+const POD_SPEC: &[Field] = &[
+    r(1, "volumes", Kind::Msg(VOLUME)),
+    r(2, "containers", Kind::Msg(CONTAINER)),
+    f(3, "restartPolicy", Kind::Str),
+    o(4, "terminationGracePeriodSeconds", Kind::I64),
+    o(5, "activeDeadlineSeconds", Kind::I64),
+    f(6, "dnsPolicy", Kind::Str),
+    f(7, "nodeSelector", Kind::MapStr),
+    f(8, "serviceAccountName", Kind::Str),
+    f(9, "serviceAccount", Kind::Str),
+    f(10, "nodeName", Kind::Str),
+    f(11, "hostNetwork", Kind::Bool),
+    f(12, "hostPID", Kind::Bool),
+    f(13, "hostIPC", Kind::Bool),
+    f(14, "securityContext", Kind::Msg(POD_SECURITY_CONTEXT)),
+    r(15, "imagePullSecrets", Kind::Msg(LOCAL_OBJECT_REFERENCE)),
+    f(16, "hostname", Kind::Str),
+    f(17, "subdomain", Kind::Str),
+    f(19, "schedulerName", Kind::Str),
+    r(20, "initContainers", Kind::Msg(CONTAINER)),
+    o(21, "automountServiceAccountToken", Kind::Bool),
+    r(22, "tolerations", Kind::Msg(TOLERATION)),
+    f(24, "priorityClassName", Kind::Str),
+    o(25, "priority", Kind::I64),
+    o(27, "shareProcessNamespace", Kind::Bool),
+    o(29, "runtimeClassName", Kind::Str),
+    o(30, "enableServiceLinks", Kind::Bool),
+];
+/// What a client sends of a Pod's status: its scalar fields, at their zero values as a
+/// rule (the create keeps no status a client sends).
+const POD_STATUS: &[Field] = &[
+    f(1, "phase", Kind::Str),
+    f(3, "message", Kind::Str),
+    f(4, "reason", Kind::Str),
+    f(5, "hostIP", Kind::Str),
+    f(6, "podIP", Kind::Str),
+    f(9, "qosClass", Kind::Str),
+    f(11, "nominatedNodeName", Kind::Str),
+    f(14, "resize", Kind::Str),
+    f(17, "observedGeneration", Kind::I64),
+];
+const POD: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(POD_SPEC)),
+    f(3, "status", Kind::Msg(POD_STATUS)),
+];
+const POD_TEMPLATE_SPEC: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(POD_SPEC)),
+];
+const LABEL_SELECTOR_REQUIREMENT: &[Field] = &[
+    f(1, "key", Kind::Str),
+    f(2, "operator", Kind::Str),
+    r(3, "values", Kind::Str),
+];
+const LABEL_SELECTOR: &[Field] = &[
+    f(1, "matchLabels", Kind::MapStr),
+    r(2, "matchExpressions", Kind::Msg(LABEL_SELECTOR_REQUIREMENT)),
+];
+const ROLLING_UPDATE_DEPLOYMENT: &[Field] = &[
+    o(1, "maxUnavailable", Kind::IntOrString),
+    o(2, "maxSurge", Kind::IntOrString),
+];
+const DEPLOYMENT_STRATEGY: &[Field] = &[
+    f(1, "type", Kind::Str),
+    f(2, "rollingUpdate", Kind::Msg(ROLLING_UPDATE_DEPLOYMENT)),
+];
+const DEPLOYMENT_SPEC: &[Field] = &[
+    o(1, "replicas", Kind::I64),
+    f(2, "selector", Kind::Msg(LABEL_SELECTOR)),
+    f(3, "template", Kind::Msg(POD_TEMPLATE_SPEC)),
+    f(4, "strategy", Kind::Msg(DEPLOYMENT_STRATEGY)),
+    f(5, "minReadySeconds", Kind::I64),
+    o(6, "revisionHistoryLimit", Kind::I64),
+    f(7, "paused", Kind::Bool),
+    o(9, "progressDeadlineSeconds", Kind::I64),
+];
+/// What a client sends of a Deployment's status: its counts, at zero as a rule.
+const DEPLOYMENT_STATUS: &[Field] = &[
+    f(1, "observedGeneration", Kind::I64),
+    f(2, "replicas", Kind::I64),
+    f(3, "updatedReplicas", Kind::I64),
+    f(4, "availableReplicas", Kind::I64),
+    f(5, "unavailableReplicas", Kind::I64),
+    f(7, "readyReplicas", Kind::I64),
+    o(8, "collisionCount", Kind::I64),
+    o(9, "terminatingReplicas", Kind::I64),
+];
+const DEPLOYMENT: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(DEPLOYMENT_SPEC)),
+    f(3, "status", Kind::Msg(DEPLOYMENT_STATUS)),
+];
+
 fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
     match (api_version, kind) {
         ("v1", "Namespace") => Some(NAMESPACE),
@@ -217,6 +440,8 @@ fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "Secret") => Some(SECRET),
         ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
         ("v1", "Service") => Some(SERVICE),
+        ("v1", "Pod") => Some(POD),
+        ("apps/v1", "Deployment") => Some(DEPLOYMENT),
         ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         ("authorization.k8s.io/v1", "SubjectAccessReview" | "SelfSubjectAccessReview") => {
             Some(ACCESS_REVIEW)
@@ -270,20 +495,38 @@ fn utf8(b: &[u8]) -> ApiResult<String> {
         .map_err(|_| ApiError::bad_request("a protobuf string field is not UTF-8"))
 }
 
-fn map_entry(b: &[u8], bytes_value: bool) -> ApiResult<(String, Value)> {
+/// One entry of a `map<string, V>`: V a string, bytes (base64 in JSON) or a Quantity.
+fn map_entry(b: &[u8], kind: Kind) -> ApiResult<(String, Value)> {
     let mut rd = Reader { buf: b, pos: 0 };
     let (mut k, mut v) = (String::new(), json!(""));
     while !rd.done() {
         let key = rd.varint()?;
         let data = rd.bytes()?;
-        match key >> 3 {
-            1 => k = utf8(data)?,
-            2 if bytes_value => v = json!(base64::engine::general_purpose::STANDARD.encode(data)),
-            2 => v = json!(utf8(data)?),
+        match (key >> 3, kind) {
+            (1, _) => k = utf8(data)?,
+            (2, Kind::MapBytes) => {
+                v = json!(base64::engine::general_purpose::STANDARD.encode(data))
+            }
+            (2, Kind::MapQuantity) => v = quantity(data)?,
+            (2, _) => v = json!(utf8(data)?),
             _ => return Err(malformed()),
         }
     }
     Ok((k, v))
+}
+
+/// A `resource.Quantity` message (field 1, its string form) as JSON.
+fn quantity(b: &[u8]) -> ApiResult<Value> {
+    let mut rd = Reader { buf: b, pos: 0 };
+    let mut q = String::new();
+    while !rd.done() {
+        let key = rd.varint()?;
+        match (key >> 3, key & 7) {
+            (1, 2) => q = utf8(rd.bytes()?)?,
+            _ => return Err(malformed()),
+        }
+    }
+    Ok(json!(q))
 }
 
 fn time(b: &[u8]) -> ApiResult<Value> {
@@ -312,7 +555,7 @@ fn message(buf: &[u8], fields: &[Field], what: &str) -> ApiResult<Map<String, Va
         let Some(field) = fields.iter().find(|fl| fl.tag == tag) else {
             return Err(ApiError::unsupported_media(
                 "application/vnd.kubernetes.protobuf",
-                &["application/json", "application/yaml (kubesim decodes protobuf only for the fields of Namespace, ConfigMap, Secret, ServiceAccount and Service it knows; field {tag} of {what} is not one)"],
+                &["application/json", "application/yaml"],
             )
             .with_message(format!("kubesim cannot decode protobuf field {tag} of {what}: send this object as JSON or YAML (kubectl create -f / apply)")));
         };
@@ -323,8 +566,13 @@ fn message(buf: &[u8], fields: &[Field], what: &str) -> ApiResult<Map<String, Va
             (Kind::Time, 2) => time(rd.bytes()?)?,
             (Kind::Msg(sub), 2) => Value::Object(message(rd.bytes()?, sub, field.name)?),
             (Kind::IntOrString, 2) => int_or_string(rd.bytes()?)?,
-            (Kind::MapStr, 2) | (Kind::MapBytes, 2) => {
-                let (k, v) = map_entry(rd.bytes()?, matches!(field.kind, Kind::MapBytes))?;
+            (Kind::Quantity, 2) => quantity(rd.bytes()?)?,
+            (Kind::Inline(sub), 2) => {
+                out.extend(message(rd.bytes()?, sub, field.name)?);
+                continue;
+            }
+            (Kind::MapStr | Kind::MapBytes | Kind::MapQuantity, 2) => {
+                let (k, v) = map_entry(rd.bytes()?, field.kind)?;
                 let m = out
                     .entry(field.name)
                     .or_insert_with(|| Value::Object(Map::new()));
@@ -345,12 +593,15 @@ fn message(buf: &[u8], fields: &[Field], what: &str) -> ApiResult<Map<String, Va
             }
             continue;
         }
-        // proto2 optional fields arrive set to their zero value; JSON omits them
+        // proto2 optional scalars arrive set to their zero value; JSON omits them, unless
+        // the field is a pointer (sent only when set). A message is on the wire when it
+        // is set (a pointer) or always (a struct), and JSON shows an empty struct as {}
         let empty = match &value {
             Value::Null => true,
+            _ if field.keep_zero => false,
             Value::String(s) => s.is_empty(),
             Value::Number(n) => n.as_i64() == Some(0),
-            Value::Object(m) => m.is_empty() && field.name != "spec" && field.name != "metadata",
+            Value::Bool(b) => !b,
             _ => false,
         };
         if !empty {
@@ -405,7 +656,7 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
     }
     let Some(fields) = schema(&api_version, &kind) else {
         return Err(ApiError::unsupported_media("application/vnd.kubernetes.protobuf", &["application/json", "application/yaml"])
-            .with_message(format!("kubesim decodes protobuf bodies only for v1 Namespace, ConfigMap, Secret, ServiceAccount and Service, not {api_version} {kind}: send it as JSON or YAML (kubectl create -f / apply)")));
+            .with_message(format!("kubesim decodes protobuf bodies only for v1 Namespace, ConfigMap, Secret, ServiceAccount, Service and Pod and apps/v1 Deployment, not {api_version} {kind}: send it as JSON or YAML (kubectl create -f / apply)")));
     };
     let mut obj = message(raw, fields, &kind)?;
     obj.insert("apiVersion".into(), json!(api_version));
@@ -454,6 +705,44 @@ mod tests {
         let mut v = vec![(tag << 3 | 2) as u8, s.len() as u8];
         v.extend_from_slice(s);
         v
+    }
+
+    /// A Pod as a typed client sends it: a container with resources (Quantity maps), an
+    /// emptyDir volume (VolumeSource inline in JSON), zero scalars left out, an empty
+    /// struct kept as {}, a pointer's zero kept.
+    #[test]
+    fn a_pod_with_resources_and_an_empty_dir() {
+        let msg = |parts: &[Vec<u8>]| parts.concat();
+        let quantity = |q: &[u8]| enc_str(1, q);
+        let limit = msg(&[enc_str(1, b"cpu"), enc_str(2, &quantity(b"200m"))]);
+        let resources = enc_str(1, &limit);
+        let container = msg(&[
+            enc_str(1, b"c"),
+            enc_str(2, b"busybox"),
+            enc_str(8, &resources),
+            vec![0x80, 0x01, 0], // stdin (field 16, a two-byte key): false, not in JSON
+        ]);
+        let volume = msg(&[enc_str(1, b"scratch"), enc_str(2, &enc_str(2, b""))]);
+        let spec = msg(&[
+            enc_str(1, &volume),
+            enc_str(2, &container),
+            vec![4 << 3, 0], // terminationGracePeriodSeconds: 0, a pointer: kept
+        ]);
+        let pod = msg(&[
+            enc_str(1, &enc_str(1, b"p")),
+            enc_str(2, &spec),
+            enc_str(3, b""),
+        ]);
+        let tm = msg(&[enc_str(1, b"v1"), enc_str(2, b"Pod")]);
+        let body = msg(&[b"k8s\0".to_vec(), enc_str(1, &tm), enc_str(2, &pod)]);
+        let v = decode(&body).unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"volumes": [{"name": "scratch", "emptyDir": {}}],
+                "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"cpu": "200m"}}}],
+                "terminationGracePeriodSeconds": 0})
+        );
+        assert_eq!(v["status"], json!({}));
     }
 
     #[test]
