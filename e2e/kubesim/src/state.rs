@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod controllers;
 pub mod convert;
 pub mod crd;
+pub mod defaults;
 pub mod deletion;
 pub mod immutable;
 pub mod ipam;

@@ -10,6 +10,7 @@ use crate::error::Cause;
 use crate::error::{ApiError, ApiResult, duplicate_field, invalid_field, required_field};
 use crate::state::cluster::State;
 use crate::state::crd;
+use crate::state::defaults;
 use crate::state::immutable;
 use crate::state::ipam::Ipam;
 use crate::state::meta::now_rfc3339;
@@ -22,6 +23,7 @@ fn is(rt: &ResourceType, group: &str, plural: &str) -> bool {
 
 /// Defaulting and allocation before a create is stored.
 pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
+    defaults::apply(rt, obj);
     if is(rt, "", "services") {
         service_create(&mut state.ipam, obj, None)?;
     } else if is(rt, "", "namespaces") {
@@ -71,6 +73,7 @@ pub fn on_update(
     old: &Value,
     new: &mut Value,
 ) -> ApiResult<()> {
+    defaults::apply(rt, new);
     if is(rt, "", "secrets") {
         secret_defaults(new);
     }

@@ -361,8 +361,8 @@ async fn fields_released_by_an_applier_go_unless_another_manager_owns_them() {
             spec.min_ready_seconds,
             spec.revision_history_limit
         ),
-        (Some(2), Some(5), None),
-        "revisionHistoryLimit (causeway's alone) goes, minReadySeconds (shared) stays"
+        (Some(2), Some(5), Some(10)),
+        "revisionHistoryLimit (causeway's alone) goes, back to its default, as kube-apiserver defaults it; minReadySeconds (shared) stays"
     );
     let ports: Vec<i32> = spec.template.spec.unwrap().containers[0]
         .ports

@@ -51,17 +51,10 @@ pub(crate) fn new_pod(
     if let Some(a) = template.pointer("/metadata/annotations") {
         meta["annotations"] = a.clone();
     }
-    let mut spec = template.get("spec").cloned().unwrap_or(json!({}));
-    for (k, v) in [
-        ("restartPolicy", "Always"),
-        ("schedulerName", "default-scheduler"),
-        ("dnsPolicy", "ClusterFirst"),
-    ] {
-        if spec.get(k).is_none() {
-            spec[k] = json!(v);
-        }
-    }
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}})
+    let spec = template.get("spec").cloned().unwrap_or(json!({}));
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": "Pending"}});
+    crate::state::defaults::pod(&mut pod);
+    pod
 }
 
 /// `status.phase`.
