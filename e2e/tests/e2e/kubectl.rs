@@ -759,3 +759,71 @@ async fn scale_a_deployment() {
         .await;
     assert!(!err.is_empty());
 }
+
+/// `kubectl rollout status|history|undo`: each Pod template is a revision of its
+/// ReplicaSet and of the Deployment; a rollback makes the old ReplicaSet the newest
+/// revision, and a change-cause set during a rollout reaches its ReplicaSet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollout_history_and_undo() {
+    let env = Env::start().await;
+    // east simulates the Deployment controller and kubelets (the hub holds templates)
+    let web = env.file(
+        "web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: 'nginx:1.27'}]}\n",
+    );
+    env.ok_in("east", &["apply", "-f", &web]).await;
+    let status = ["rollout", "status", "deployment", "web", "--timeout=60s"];
+    env.ok_in("east", &status).await;
+    env.ok_in(
+        "east",
+        &["set", "image", "deployment/web", "web=nginx:1.28"],
+    )
+    .await;
+    env.ok_in(
+        "east",
+        &[
+            "annotate",
+            "deployment",
+            "web",
+            "kubernetes.io/change-cause=to 1.28",
+        ],
+    )
+    .await;
+    env.ok_in("east", &status).await;
+    let history = crate::mcs_support::eventually(
+        "revision 2 with its change-cause",
+        crate::propagation::WAIT,
+        || async {
+            let h = env
+                .ok_in("east", &["rollout", "history", "deployment", "web"])
+                .await;
+            (h.contains("1         <none>") && h.contains("2         to 1.28")).then_some(h)
+        },
+    )
+    .await;
+    assert!(!history.contains("\n3 "), "{history}");
+    let out = env
+        .ok_in("east", &["rollout", "undo", "deployment", "web"])
+        .await;
+    assert!(out.contains("rolled back"), "{out}");
+    env.ok_in("east", &status).await;
+    let now = env
+        .ok_in("east", &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            r"jsonpath={.spec.template.spec.containers[0].image} {.metadata.annotations.deployment\.kubernetes\.io/revision}",
+        ])
+        .await;
+    assert_eq!(now, "nginx:1.27 3");
+    let history = env
+        .ok_in("east", &["rollout", "history", "deployment", "web"])
+        .await;
+    assert!(
+        history.contains("2         to 1.28")
+            && history.contains("\n3 ")
+            && !history.contains("\n1 "),
+        "revision 1 became 3: {history}"
+    );
+}

