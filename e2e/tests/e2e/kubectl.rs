@@ -669,15 +669,19 @@ async fn kubectl_create_deployment_sends_protobuf_and_works() {
     assert_eq!(idle, "0");
 }
 
+/// Deployment `web` (label `app: web`, container `web`) in `default`, as YAML.
+fn web_deployment(replicas: u32, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: default}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: '{image}'}}]}}\n"
+    )
+}
+
 /// `kubectl scale` (the scale subresource, as a merge patch; with `--current-replicas`
 /// and `--resource-version`, a GET and a PUT), and `kubectl get --subresource scale`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_a_deployment() {
     let env = Env::start().await;
-    let web = env.file(
-        "web.yaml",
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: nginx}]}\n",
-    );
+    let web = env.file("web.yaml", &web_deployment(1, "nginx"));
     env.ok(&["apply", "-f", &web]).await;
     let out = env
         .ok(&["scale", "deployment", "web", "--replicas=3"])
@@ -767,10 +771,7 @@ async fn scale_a_deployment() {
 async fn rollout_history_and_undo() {
     let env = Env::start().await;
     // east simulates the Deployment controller and kubelets (the hub holds templates)
-    let web = env.file(
-        "web.yaml",
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: 'nginx:1.27'}]}\n",
-    );
+    let web = env.file("web.yaml", &web_deployment(2, "nginx:1.27"));
     env.ok_in("east", &["apply", "-f", &web]).await;
     let status = ["rollout", "status", "deployment", "web", "--timeout=60s"];
     env.ok_in("east", &status).await;
