@@ -597,17 +597,28 @@ async fn kubectl_create_generators_send_protobuf_and_work() {
     assert_eq!(ext, "ExternalName|example.com");
     // kinds kubesim cannot decode from protobuf get a clear 415, and nothing is created
     let err = env
-        .fails(&["-n", "gen", "create", "job", "once", "--image=busybox"])
+        .fails(&[
+            "-n",
+            "gen",
+            "create",
+            "role",
+            "reader",
+            "--verb=get",
+            "--resource=pods",
+        ])
         .await;
-    assert!(err.contains("JSON or YAML") && err.contains("Job"), "{err}");
-    let none = env.ok(&["-n", "gen", "get", "jobs", "-o", "name"]).await;
+    assert!(
+        err.contains("JSON or YAML") && err.contains("Role"),
+        "{err}"
+    );
+    let none = env.ok(&["-n", "gen", "get", "roles", "-o", "name"]).await;
     assert!(none.trim().is_empty());
 }
 
-/// `kubectl create deployment` (a protobuf body: Pod template, container, port):
-/// what it creates is what kube-apiserver stores.
+/// `kubectl create deployment|job|cronjob` (protobuf bodies: Pod templates, containers,
+/// ports): what they create is what kube-apiserver stores.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_create_deployment_sends_protobuf_and_works() {
+async fn kubectl_create_workloads_send_protobuf_and_work() {
     let env = Env::start().await;
     env.ok(&["create", "namespace", "gen"]).await;
     let out = env
@@ -667,6 +678,67 @@ async fn kubectl_create_deployment_sends_protobuf_and_works() {
         ])
         .await;
     assert_eq!(idle, "0");
+
+    // Jobs and CronJobs (batch/v1): their Pods restart Never by kubectl's choice
+    let out = env
+        .ok(&[
+            "-n",
+            "gen",
+            "create",
+            "job",
+            "once",
+            "--image=busybox",
+            "--",
+            "true",
+        ])
+        .await;
+    assert!(out.contains("job.batch/once created"), "{out}");
+    let job = env
+        .ok(&[
+            "-n",
+            "gen",
+            "get",
+            "job",
+            "once",
+            "-o",
+            "jsonpath={.spec.completions} {.spec.backoffLimit} {.spec.template.spec.restartPolicy} {.spec.template.spec.containers[0].command}",
+        ])
+        .await;
+    assert_eq!(job, "1 6 Never [\"true\"]");
+    let out = env
+        .ok(&[
+            "-n",
+            "gen",
+            "create",
+            "cronjob",
+            "tick",
+            "--image=busybox",
+            "--schedule=*/5 * * * *",
+        ])
+        .await;
+    assert!(out.contains("cronjob.batch/tick created"), "{out}");
+    let cj = env
+        .ok(&[
+            "-n",
+            "gen",
+            "get",
+            "cronjob",
+            "tick",
+            "-o",
+            "jsonpath={.spec.schedule} {.spec.concurrencyPolicy} {.spec.jobTemplate.spec.template.spec.restartPolicy}",
+        ])
+        .await;
+    assert_eq!(cj, "*/5 * * * * Allow OnFailure");
+    // a Job whose Pods would restart Always is refused, as kube-apiserver refuses it
+    let bad = env.file(
+        "bad-job.yaml",
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: bad, namespace: gen}\nspec:\n  template:\n    spec: {containers: [{name: c, image: busybox}]}\n",
+    );
+    let err = env.fails(&["apply", "-f", &bad]).await;
+    assert!(
+        err.contains(r#"spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", "Never""#),
+        "{err}"
+    );
 }
 
 /// Deployment `web` (label `app: web`, container `web`) in `default`, as YAML.

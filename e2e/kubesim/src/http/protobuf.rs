@@ -1,6 +1,6 @@
 //! Protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the kinds
 //! kubectl's typed generators send that way (`kubectl create namespace|configmap|secret|
-//! serviceaccount|service|deployment`, `kubectl run`). A table of field numbers per message
+//! serviceaccount|service|deployment|job|cronjob`). A table of field numbers per message
 //! (k8s.io/api's generated.proto) turns the wire format into the JSON the rest of the
 //! server stores. A field the table does not know is refused with 415, never dropped: no
 //! silent data loss.
@@ -433,6 +433,64 @@ const DEPLOYMENT: &[Field] = &[
     f(3, "status", Kind::Msg(DEPLOYMENT_STATUS)),
 ];
 
+const JOB_SPEC: &[Field] = &[
+    o(1, "parallelism", Kind::I64),
+    o(2, "completions", Kind::I64),
+    o(3, "activeDeadlineSeconds", Kind::I64),
+    f(4, "selector", Kind::Msg(LABEL_SELECTOR)),
+    o(5, "manualSelector", Kind::Bool),
+    f(6, "template", Kind::Msg(POD_TEMPLATE_SPEC)),
+    o(7, "backoffLimit", Kind::I64),
+    o(8, "ttlSecondsAfterFinished", Kind::I64),
+    o(9, "completionMode", Kind::Str),
+    o(10, "suspend", Kind::Bool),
+    o(12, "backoffLimitPerIndex", Kind::I64),
+    o(13, "maxFailedIndexes", Kind::I64),
+    o(14, "podReplacementPolicy", Kind::Str),
+    o(15, "managedBy", Kind::Str),
+];
+/// What a client sends of a Job's status: its counts, at zero as a rule.
+const JOB_STATUS: &[Field] = &[
+    f(2, "startTime", Kind::Time),
+    f(3, "completionTime", Kind::Time),
+    f(4, "active", Kind::I64),
+    f(5, "succeeded", Kind::I64),
+    f(6, "failed", Kind::I64),
+    f(7, "completedIndexes", Kind::Str),
+    o(9, "ready", Kind::I64),
+    o(10, "failedIndexes", Kind::Str),
+    o(11, "terminating", Kind::I64),
+];
+const JOB: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(JOB_SPEC)),
+    f(3, "status", Kind::Msg(JOB_STATUS)),
+];
+const JOB_TEMPLATE_SPEC: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(JOB_SPEC)),
+];
+const CRON_JOB_SPEC: &[Field] = &[
+    f(1, "schedule", Kind::Str),
+    o(2, "startingDeadlineSeconds", Kind::I64),
+    f(3, "concurrencyPolicy", Kind::Str),
+    o(4, "suspend", Kind::Bool),
+    f(5, "jobTemplate", Kind::Msg(JOB_TEMPLATE_SPEC)),
+    o(6, "successfulJobsHistoryLimit", Kind::I64),
+    o(7, "failedJobsHistoryLimit", Kind::I64),
+    o(8, "timeZone", Kind::Str),
+];
+const CRON_JOB_STATUS: &[Field] = &[
+    r(1, "active", Kind::Msg(OBJECT_REFERENCE)),
+    f(4, "lastScheduleTime", Kind::Time),
+    f(5, "lastSuccessfulTime", Kind::Time),
+];
+const CRON_JOB: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(CRON_JOB_SPEC)),
+    f(3, "status", Kind::Msg(CRON_JOB_STATUS)),
+];
+
 fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
     match (api_version, kind) {
         ("v1", "Namespace") => Some(NAMESPACE),
@@ -442,6 +500,8 @@ fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
         ("v1", "Service") => Some(SERVICE),
         ("v1", "Pod") => Some(POD),
         ("apps/v1", "Deployment") => Some(DEPLOYMENT),
+        ("batch/v1", "Job") => Some(JOB),
+        ("batch/v1", "CronJob") => Some(CRON_JOB),
         ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
         ("authorization.k8s.io/v1", "SubjectAccessReview" | "SelfSubjectAccessReview") => {
             Some(ACCESS_REVIEW)
@@ -656,7 +716,7 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
     }
     let Some(fields) = schema(&api_version, &kind) else {
         return Err(ApiError::unsupported_media("application/vnd.kubernetes.protobuf", &["application/json", "application/yaml"])
-            .with_message(format!("kubesim decodes protobuf bodies only for v1 Namespace, ConfigMap, Secret, ServiceAccount, Service and Pod and apps/v1 Deployment, not {api_version} {kind}: send it as JSON or YAML (kubectl create -f / apply)")));
+            .with_message(format!("kubesim decodes protobuf bodies only for v1 Namespace, ConfigMap, Secret, ServiceAccount, Service and Pod, apps/v1 Deployment and batch/v1 Job and CronJob, not {api_version} {kind}: send it as JSON or YAML (kubectl create -f / apply)")));
     };
     let mut obj = message(raw, fields, &kind)?;
     obj.insert("apiVersion".into(), json!(api_version));

@@ -1,7 +1,7 @@
 //! kube-apiserver's defaulting of workloads (pkg/apis/core/v1/defaults.go and
 //! pkg/apis/apps/v1/defaults.go), applied on every write as kube-apiserver applies it when
 //! it decodes a request: Pods and the Pod templates of Deployments, ReplicaSets,
-//! StatefulSets and DaemonSets, and those kinds' own specs. What a client reads back is
+//! StatefulSets, DaemonSets, Jobs and CronJobs, and those kinds' own specs. What a client reads back is
 //! then what a real cluster would show (`kubectl get -o yaml`, a controller comparing
 //! what it wrote with what it reads).
 
@@ -122,10 +122,47 @@ fn rolling(spec: &mut Value, field: &str, defaults: &[(&str, Value)]) {
     }
 }
 
+/// `SetDefaults_Job`, and its template's Pod spec (whose restart policy then defaults
+/// to Always, which a Job's validation refuses, as kube-apiserver's does).
+fn job_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    template(spec);
+    if spec.get("completions").is_none_or(Value::is_null)
+        && spec.get("parallelism").is_none_or(Value::is_null)
+    {
+        spec["completions"] = json!(1);
+        spec["parallelism"] = json!(1);
+    }
+    or(spec, "parallelism", json!(1));
+    or(spec, "backoffLimit", json!(6));
+    or_str(spec, "completionMode", "NonIndexed");
+    or(spec, "suspend", json!(false));
+    or_str(spec, "podReplacementPolicy", "TerminatingOrFailed");
+}
+
 /// The defaults of `rt`'s objects, applied to `obj`.
 pub fn apply(rt: &ResourceType, obj: &mut Value) {
     match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "pods") => pod(obj),
+        ("batch", "jobs") => {
+            if let Some(spec) = obj.get_mut("spec") {
+                job_spec(spec);
+            }
+        }
+        ("batch", "cronjobs") => {
+            let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+                return;
+            };
+            or_str(spec, "concurrencyPolicy", "Allow");
+            or(spec, "suspend", json!(false));
+            or(spec, "successfulJobsHistoryLimit", json!(3));
+            or(spec, "failedJobsHistoryLimit", json!(1));
+            if let Some(j) = spec.pointer_mut("/jobTemplate/spec") {
+                job_spec(j);
+            }
+        }
         ("apps", kind @ ("deployments" | "replicasets" | "statefulsets" | "daemonsets")) => {
             let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
                 return;
@@ -254,6 +291,37 @@ mod tests {
             o["spec"]["updateStrategy"]["rollingUpdate"],
             json!({"maxUnavailable": 1, "maxSurge": 0})
         );
+    }
+
+    #[test]
+    fn a_job_gets_one_completion_and_its_template_the_pod_defaults() {
+        let reg = Registry::builtin();
+        let rt = reg.get("batch", "v1", "jobs").unwrap();
+        let mut j = json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+        apply(&rt, &mut j);
+        let s = &j["spec"];
+        assert_eq!(
+            (
+                &s["completions"],
+                &s["parallelism"],
+                &s["backoffLimit"],
+                &s["completionMode"]
+            ),
+            (&json!(1), &json!(1), &json!(6), &json!("NonIndexed"))
+        );
+        assert_eq!(s["template"]["spec"]["restartPolicy"], "Always");
+        assert_eq!(s["template"]["spec"]["dnsPolicy"], "ClusterFirst");
+        // parallelism alone: completions stays unset (a work queue)
+        let mut q =
+            json!({"spec": {"parallelism": 3, "template": {"spec": {"restartPolicy": "Never"}}}});
+        apply(&rt, &mut q);
+        assert!(q["spec"].get("completions").is_none());
+        assert_eq!(q["spec"]["template"]["spec"]["restartPolicy"], "Never");
+        let cj = reg.get("batch", "v1", "cronjobs").unwrap();
+        let mut c = json!({"spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure"}}}}}});
+        apply(&cj, &mut c);
+        assert_eq!(c["spec"]["concurrencyPolicy"], "Allow");
+        assert_eq!(c["spec"]["jobTemplate"]["spec"]["backoffLimit"], 6);
     }
 
     #[test]

@@ -24,6 +24,7 @@ fn is(rt: &ResourceType, group: &str, plural: &str) -> bool {
 /// Defaulting and allocation before a create is stored.
 pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
     defaults::apply(rt, obj);
+    job_restart_policy(rt, obj)?;
     if is(rt, "", "services") {
         service_create(&mut state.ipam, obj, None)?;
     } else if is(rt, "", "namespaces") {
@@ -40,6 +41,35 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
         secret_defaults(obj);
     }
     Ok(())
+}
+
+/// A Job's Pods restart OnFailure or Never (its template's, or a CronJob's job
+/// template's); kube-apiserver's 422 otherwise.
+fn job_restart_policy(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
+    let (kind, at) = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("batch", "jobs") => ("Job", "spec.template.spec.restartPolicy"),
+        ("batch", "cronjobs") => (
+            "CronJob",
+            "spec.jobTemplate.spec.template.spec.restartPolicy",
+        ),
+        _ => return Ok(()),
+    };
+    let policy = obj
+        .pointer(&format!("/{}", at.replace('.', "/")))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if matches!(policy, "OnFailure" | "Never") {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        kind,
+        "batch",
+        obj["metadata"]["name"].as_str().unwrap_or_default(),
+        vec![invalid_field(
+            at,
+            format!("Unsupported value: \"{policy}\": supported values: \"OnFailure\", \"Never\""),
+        )],
+    ))
 }
 
 /// A Secret's `type` defaults to Opaque and `stringData` is written into `data`
@@ -74,6 +104,7 @@ pub fn on_update(
     new: &mut Value,
 ) -> ApiResult<()> {
     defaults::apply(rt, new);
+    job_restart_policy(rt, new)?;
     if is(rt, "", "secrets") {
         secret_defaults(new);
     }
