@@ -67,8 +67,17 @@ async fn errors_on(hub: &Hub, own: bool) -> anyhow::Result<()> {
         p.table().warnings
     );
 
-    // 504 after the MCI's request timeout.
-    let r = get(&c, p.http, "t.test", "/sleep/3000", &[]).await?;
+    // 504 after the MCI's request timeout. (The routes probe's last request may hold the
+    // circuit's one place a moment after its response reached the client, until the
+    // proxy's connection task ends it: on a busy machine, ask again.)
+    let mut r = get(&c, p.http, "t.test", "/sleep/3000", &[]).await?;
+    for _ in 0..20 {
+        if !(r.status == 503 && r.body.contains("already in flight")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        r = get(&c, p.http, "t.test", "/sleep/3000", &[]).await?;
+    }
     assert_eq!(r.status, 504, "{}", r.body);
     assert!(r.body.contains("did not answer within 300ms"), "{}", r.body);
 
