@@ -103,7 +103,10 @@ impl PartCount {
     /// What `part`'s keys count now: one for each of `counted` (the keys of what the
     /// part wants), replacing what they counted before.
     pub fn set(&mut self, part: &Dirty, counted: impl IntoIterator<Item = Key>) {
-        self.0.retain(|k, _| !part.keys.contains(k));
+        // the part's keys only: a part is a few keys of a map of every key
+        for k in &part.keys {
+            self.0.remove(k);
+        }
         for k in counted {
             *self.0.entry(k).or_default() += 1;
         }

@@ -33,6 +33,37 @@ impl Requirement {
     }
 }
 
+/// kube's `Requirement.String()`: the form [`parse`] reads, set values sorted.
+impl std::fmt::Display for Requirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = |vs: &[String]| {
+            let mut vs: Vec<&str> = vs.iter().map(String::as_str).collect();
+            vs.sort_unstable();
+            vs.join(",")
+        };
+        match self {
+            Requirement::Eq(k, v) => write!(f, "{k}={v}"),
+            Requirement::NotEq(k, v) => write!(f, "{k}!={v}"),
+            Requirement::In(k, vs) => write!(f, "{k} in ({})", set(vs)),
+            Requirement::NotIn(k, vs) => write!(f, "{k} notin ({})", set(vs)),
+            Requirement::Exists(k) => write!(f, "{k}"),
+            Requirement::NotExists(k) => write!(f, "!{k}"),
+        }
+    }
+}
+
+/// A selector's string form as kube prints it (`labels.Selector.String()`): its
+/// requirements sorted by key, comma separated.
+pub fn display(reqs: &[Requirement]) -> String {
+    let mut sorted: Vec<&Requirement> = reqs.iter().collect();
+    sorted.sort_by(|a, b| a.key().cmp(b.key()));
+    sorted
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn valid_key(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 317
@@ -159,6 +190,27 @@ mod tests {
         for (sel, want) in cases {
             assert_eq!(parse(sel), Ok(want), "{sel}");
         }
+    }
+
+    #[test]
+    fn prints_as_kube_prints_and_parses_back() {
+        let reqs = parse("tier=web,x notin (b,a),!canary,env in (prod,dev),zone,app!=db").unwrap();
+        let printed = display(&reqs);
+        assert_eq!(
+            printed,
+            "app!=db,!canary,env in (dev,prod),tier=web,x notin (a,b),zone"
+        );
+        let mut back = parse(&printed).unwrap();
+        let mut want = reqs;
+        for r in want.iter_mut().chain(back.iter_mut()) {
+            if let In(_, vs) | NotIn(_, vs) = r {
+                vs.sort();
+            }
+        }
+        back.sort_by(|a, b| a.key().cmp(b.key()));
+        want.sort_by(|a, b| a.key().cmp(b.key()));
+        assert_eq!(back, want);
+        assert_eq!(display(&[]), "");
     }
 
     #[test]

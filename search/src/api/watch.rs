@@ -91,14 +91,14 @@ impl Limits {
     /// The timeout of a watch that names none: `min_timeout` plus a random part of it.
     fn timeout(&self) -> Duration {
         use std::hash::{BuildHasher, Hasher};
-        // a fresh RandomState is randomly keyed: enough to spread timeouts, no crate
-        let r = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
         if self.min_timeout.is_zero() {
             // as kube-apiserver with --min-request-timeout=0: no end
             return Duration::MAX;
         }
+        // a fresh RandomState is randomly keyed: enough to spread timeouts, no crate
+        let r = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
         let part = (r >> 11) as f64 / (1u64 << 53) as f64;
         self.min_timeout
             .saturating_add(self.min_timeout.mul_f64(part))

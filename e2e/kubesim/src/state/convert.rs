@@ -112,13 +112,13 @@ fn labels(rt: &ResourceType) -> Option<&'static [Label]> {
         NAME,
         NAMESPACE,
         same("spec.nodeName"),
-        // what kube-apiserver defaults (kubesim does not default Pods it is sent)
-        or("spec.restartPolicy", "Always"),
-        or("spec.schedulerName", "default-scheduler"),
-        // the ServiceAccount admission plugin's
+        // restartPolicy and schedulerName are defaulted on every write (`defaults`)
+        same("spec.restartPolicy"),
+        same("spec.schedulerName"),
+        // what admission (ServiceAccount) and PrepareForCreate would have set, and a
+        // bool's zero value, which kubesim does not store
         or("spec.serviceAccountName", "default"),
         or("spec.hostNetwork", "false"),
-        // PrepareForCreate's
         or("status.phase", "Pending"),
         same("status.podIP"),
         // accepted by the conversion, absent from the selectable set: always empty
@@ -134,13 +134,9 @@ fn labels(rt: &ResourceType) -> Option<&'static [Label]> {
     ];
     const NODES: &[Label] = &[NAME, or("spec.unschedulable", "false")];
     const NAMESPACES: &[Label] = &[same("status.phase"), NAME];
-    const SECRETS: &[Label] = &[or("type", "Opaque"), NAMESPACE, NAME];
-    const SERVICES: &[Label] = &[
-        NAMESPACE,
-        NAME,
-        same("spec.clusterIP"),
-        or("spec.type", "ClusterIP"),
-    ];
+    // Secrets' and Services' types are defaulted on write (`kinds`)
+    const SECRETS: &[Label] = &[same("type"), NAMESPACE, NAME];
+    const SERVICES: &[Label] = &[NAMESPACE, NAME, same("spec.clusterIP"), same("spec.type")];
     const CORE_EVENTS: &[Label] = &[
         same("involvedObject.kind"),
         same("involvedObject.namespace"),
@@ -217,16 +213,18 @@ fn crd_labels(rt: &ResourceType) -> &'static [Label] {
 /// type does not have is a 400 with kube-apiserver's message.
 pub fn field_selector(rt: &ResourceType, s: &str) -> ApiResult<FieldSelector> {
     let mut fs = FieldSelector::parse(s)?;
-    let (table, unknown): (&[Label], fn(&str) -> String) = match labels(rt) {
-        _ if rt.crd.is_some() => (crd_labels(rt), |l| {
-            format!("field label not supported: {l}")
-        }),
-        Some(t) => (t, |l| format!("field label not supported: {l}")),
-        None => (&[NAME, NAMESPACE], |l| {
-            format!(
-                "{l:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
-            )
-        }),
+    // a type with labels of its own (CRDs included) names the one it lacks; the others
+    // say which two they take (`DefaultMetaV1FieldSelectorConversion`)
+    let (table, own) = match (rt.crd.is_some(), labels(rt)) {
+        (true, _) => (crd_labels(rt), true),
+        (false, Some(t)) => (t, true),
+        (false, None) => (&[NAME, NAMESPACE][..], false),
+    };
+    let unknown = |l: &str| match own {
+        true => format!("field label not supported: {l}"),
+        false => format!(
+            "{l:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        ),
     };
     for term in &mut fs.0 {
         let name = term.path.take().unwrap_or_default();

@@ -55,7 +55,7 @@ fn job_restart_policy(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
         _ => return Ok(()),
     };
     let policy = obj
-        .pointer(&format!("/{}", at.replace('.', "/")))
+        .pointer(&crate::state::stored::json_pointer(at))
         .and_then(Value::as_str)
         .unwrap_or("");
     if matches!(policy, "OnFailure" | "Never") {

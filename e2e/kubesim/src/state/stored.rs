@@ -90,3 +90,9 @@ pub struct Event {
     /// The object before the change.
     pub prev: Option<Arc<StoredObj>>,
 }
+
+/// The JSON pointer of a dotted field path (`spec.replicas` or `.spec.replicas`, as
+/// CRDs write scale paths): `/spec/replicas`.
+pub fn json_pointer(dotted: &str) -> String {
+    format!("/{}", dotted.trim_start_matches('.').replace('.', "/"))
+}

@@ -12,7 +12,8 @@ use crate::error::{ApiError, ApiResult, invalid_field};
 use crate::state::cluster::State;
 use crate::state::patch::{json_patch, merge_patch};
 use crate::state::registry::{ResourceType, ScalePaths};
-use crate::state::stored::meta_str;
+use crate::state::selectors::LabelSelector;
+use crate::state::stored::{json_pointer, meta_str};
 use crate::verbs::output::client_value;
 use crate::verbs::request::Req;
 use crate::verbs::update::{finish_update, merge_for_update};
@@ -30,64 +31,17 @@ pub fn builtin(group: &str, plural: &str) -> Option<ScalePaths> {
     })
 }
 
-/// The JSON pointer of a `.a.b` path.
-fn pointer(path: &str) -> String {
-    path.replace('.', "/")
-}
-
-/// A `metav1.LabelSelector` as its string form (requirements sorted by key, as
-/// `LabelSelectorAsSelector(...).String()` prints them).
-fn selector_string(sel: &Value) -> String {
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
-        for (k, v) in m {
-            reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
-        }
-    }
-    for e in sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        let mut values: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        values.sort();
-        let values = values.join(",");
-        let r = match e.get("operator").and_then(Value::as_str) {
-            Some("In") => format!("{key} in ({values})"),
-            Some("NotIn") => format!("{key} notin ({values})"),
-            Some("Exists") => key.to_string(),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => continue,
-        };
-        reqs.push((key.to_string(), r));
-    }
-    reqs.sort();
-    reqs.into_iter()
-        .map(|(_, r)| r)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// The Scale of `obj`.
 fn scale_of(paths: &ScalePaths, obj: &Value) -> Value {
-    let int = |p: &str| obj.pointer(&pointer(p)).and_then(Value::as_i64);
+    let int = |p: &str| obj.pointer(&json_pointer(p)).and_then(Value::as_i64);
     let selector = match &paths.label_selector {
         Some(p) => obj
-            .pointer(&pointer(p))
+            .pointer(&json_pointer(p))
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string(),
-        None => obj
-            .pointer("/spec/selector")
-            .map(selector_string)
+        None => LabelSelector::from_json(obj.pointer("/spec/selector"))
+            .map(|sel| k8s_validation::selector::display(&sel.0))
             .unwrap_or_default(),
     };
     let meta = &obj["metadata"];
@@ -245,19 +199,6 @@ fn set(obj: &mut Value, path: &str, v: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_label_selector_prints_as_kube_prints_it() {
-        let sel = json!({"matchLabels": {"tier": "web", "app": "shop"},
-            "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]},
-                {"key": "canary", "operator": "DoesNotExist"}, {"key": "zone", "operator": "Exists"},
-                {"key": "x", "operator": "NotIn", "values": ["b", "a"]}]});
-        assert_eq!(
-            selector_string(&sel),
-            "app=shop,!canary,env in (dev,prod),tier=web,x notin (a,b),zone"
-        );
-        assert_eq!(selector_string(&json!({})), "");
-    }
 
     #[test]
     fn set_makes_the_path() {

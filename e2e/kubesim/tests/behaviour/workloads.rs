@@ -428,3 +428,71 @@ async fn job_runs_parallelism_pods_until_completions_succeed() {
     );
     assert_eq!(ps[0].metadata.labels.as_ref().unwrap()["job-name"], "batch");
 }
+
+/// kube-apiserver's defaults are applied on create and on every update: a field a
+/// client leaves out (or takes away) reads back at its default.
+#[tokio::test]
+async fn defaults_are_applied_on_create_and_on_every_update() {
+    let env = start().await;
+    let deploys: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "bare"},
+        "spec": {"selector": {"matchLabels": {"app": "bare"}},
+            "template": {"metadata": {"labels": {"app": "bare"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80}]}]}}}}))
+    .unwrap();
+    let created = deploys.create(&PostParams::default(), &d).await.unwrap();
+    let spec = created.spec.unwrap();
+    assert_eq!(
+        (
+            spec.replicas,
+            spec.revision_history_limit,
+            spec.progress_deadline_seconds
+        ),
+        (Some(1), Some(10), Some(600))
+    );
+    let c = &spec.template.spec.as_ref().unwrap().containers[0];
+    assert_eq!(c.image_pull_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        c.ports.as_ref().unwrap()[0].protocol.as_deref(),
+        Some("TCP")
+    );
+    // an update that takes the strategy away gets it back
+    let mut v = serde_json::to_value(deploys.get("bare").await.unwrap()).unwrap();
+    v["spec"].as_object_mut().unwrap().remove("strategy");
+    v["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:1.27");
+    v["spec"]["template"]["spec"]["containers"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("imagePullPolicy");
+    let updated = deploys
+        .replace(
+            "bare",
+            &PostParams::default(),
+            &serde_json::from_value(v).unwrap(),
+        )
+        .await
+        .unwrap();
+    let spec = updated.spec.unwrap();
+    let strategy = spec.strategy.unwrap();
+    assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+    assert!(strategy.rolling_update.is_some());
+    assert_eq!(
+        spec.template.spec.unwrap().containers[0]
+            .image_pull_policy
+            .as_deref(),
+        Some("IfNotPresent"),
+        "a tagged image, defaulted again"
+    );
+    // a Job whose Pods would restart Always is refused
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), "default");
+    let j: Job = serde_json::from_value(json!({"metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}))
+    .unwrap();
+    let e = jobs.create(&PostParams::default(), &j).await.unwrap_err();
+    assert_eq!(code(&e), 422);
+    assert!(
+        message(&e).ends_with(r#"spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", "Never""#),
+        "{}",
+        message(&e)
+    );
+}

@@ -109,24 +109,25 @@ pub(crate) fn deployments(st: &mut State, w: &mut Writes) {
         for rs in &owned {
             let is_current = rs.name() == name;
             let want = if is_current { replicas } else { 0 };
-            let mut v = rs.value.clone();
-            let mut changed = false;
-            if spec_int(&rs.value, "replicas", 1) != want && !terminating(&rs.value) {
-                v["spec"]["replicas"] = json!(want);
-                v["metadata"]["generation"] = json!(generation(&v) + 1);
-                changed = true;
-            }
+            let rescale = spec_int(&rs.value, "replicas", 1) != want && !terminating(&rs.value);
             // the current one follows the Deployment's annotations (a change-cause set
             // after the rollout started) and carries the revision
             let annotations = rs.value.pointer("/metadata/annotations");
-            let want_annotations = rs_annotations(&d.value, annotations, revision);
-            if is_current && annotations != Some(&want_annotations) {
-                v["metadata"]["annotations"] = want_annotations;
-                changed = true;
+            let relabel = is_current
+                .then(|| rs_annotations(&d.value, annotations, revision))
+                .filter(|a| annotations != Some(a));
+            if !rescale && relabel.is_none() {
+                continue;
             }
-            if changed {
-                w.put(st, &rs_gr, v);
+            let mut v = rs.value.clone();
+            if rescale {
+                v["spec"]["replicas"] = json!(want);
+                v["metadata"]["generation"] = json!(generation(&v) + 1);
             }
+            if let Some(a) = relabel {
+                v["metadata"]["annotations"] = a;
+            }
+            w.put(st, &rs_gr, v);
         }
         if d.value
             .pointer("/metadata/annotations")
