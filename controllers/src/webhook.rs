@@ -296,6 +296,7 @@ mod tests {
             .issue_client(&kubesim::User {
                 name: "x".into(),
                 groups: vec![],
+                ..Default::default()
             })
             .unwrap();
         (c.cert_pem, c.key_pem)

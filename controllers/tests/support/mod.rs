@@ -159,6 +159,7 @@ pub async fn client_as(server: &kubesim::Server, user: &str, groups: &[&str]) ->
         kubesim::User {
             name: user.into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..Default::default()
         },
     );
     let yaml = kubesim::kubeconfig::single(server.name(), &server.url(), server.ca_pem(), &token);

@@ -82,22 +82,37 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
-    /// 403 Forbidden for an RBAC denial.
-    pub fn forbidden(user: &str, verb: &str, group: &str, resource: &str, ns: &str) -> Self {
-        let scope = if ns.is_empty() {
-            "at the cluster scope".to_string()
+    /// 403 Forbidden for an RBAC denial, worded as kube-apiserver's authorization filter
+    /// words it: the object's name when the request names one, `resource/subresource`,
+    /// or the non-resource path.
+    pub fn forbidden(user: &str, a: &crate::http::auth::Attributes) -> Self {
+        let what = if !a.path.is_empty() {
+            format!("User \"{user}\" cannot {} path \"{}\"", a.verb, a.path)
         } else {
-            format!("in the namespace \"{ns}\"")
-        };
-        Self::new(
-            403,
-            "Forbidden",
+            let resource = if a.subresource.is_empty() {
+                a.resource.to_string()
+            } else {
+                format!("{}/{}", a.resource, a.subresource)
+            };
+            let scope = if a.namespace.is_empty() {
+                "at the cluster scope".to_string()
+            } else {
+                format!("in the namespace \"{}\"", a.namespace)
+            };
             format!(
-                "{} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\" {scope}",
-                Self::qualified(group, resource)
+                "User \"{user}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
+                a.verb, a.group
+            )
+        };
+        let message = match (a.resource, a.name) {
+            ("", _) => format!("forbidden: {what}"),
+            (r, "") => format!("{} is forbidden: {what}", Self::qualified(a.group, r)),
+            (r, n) => format!(
+                "{} \"{n}\" is forbidden: {what}",
+                Self::qualified(a.group, r)
             ),
-        )
-        .with_details(group, resource, "")
+        };
+        Self::new(403, "Forbidden", message).with_details(a.group, a.resource, a.name)
     }
 
     /// 403 Forbidden with a free message.

@@ -7,6 +7,7 @@ pub mod api;
 pub mod auth;
 pub mod context;
 pub mod discovery;
+pub mod impersonate;
 pub mod metrics;
 pub mod openapi;
 pub mod path;

@@ -595,24 +595,208 @@ async fn kubectl_create_generators_send_protobuf_and_work() {
         ])
         .await;
     assert_eq!(ext, "ExternalName|example.com");
-    // kinds kubesim cannot decode from protobuf get a clear 415, and nothing is created
-    let err = env
-        .fails(&[
+}
+
+/// `kubectl create role|clusterrole|rolebinding|clusterrolebinding|poddisruptionbudget|
+/// ingress` (protobuf bodies): stored as kube-apiserver stores them, and the RBAC objects
+/// take effect (`kubectl auth can-i`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_rbac_pdb_and_ingress_send_protobuf_and_work() {
+    let env = Env::start().await;
+    env.ok(&["create", "namespace", "gen"]).await;
+    let json = async |args: &[&str]| {
+        let mut a = vec!["-n", "gen", "get"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", "json"]);
+        serde_json::from_str::<serde_json::Value>(&env.ok(&a).await).unwrap()
+    };
+    let gen_ok = async |args: &[&str]| {
+        let mut a = vec!["-n", "gen"];
+        a.extend_from_slice(args);
+        env.ok(&a).await
+    };
+    gen_ok(&[
+        "create",
+        "role",
+        "reader",
+        "--verb=get,list",
+        "--resource=pods,deployments.apps",
+    ])
+    .await;
+    assert_eq!(
+        json(&["role", "reader"]).await["rules"],
+        serde_json::json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list"]}
+        ])
+    );
+    gen_ok(&[
+        "create",
+        "rolebinding",
+        "alice-reads",
+        "--role=reader",
+        "--user=alice",
+        "--serviceaccount=gen:robot",
+    ])
+    .await;
+    let rb = json(&["rolebinding", "alice-reads"]).await;
+    assert_eq!(
+        rb["roleRef"],
+        serde_json::json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"})
+    );
+    assert_eq!(
+        rb["subjects"],
+        serde_json::json!([
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"},
+            {"kind": "ServiceAccount", "name": "robot", "namespace": "gen"}
+        ])
+    );
+    env.ok(&[
+        "create",
+        "clusterrole",
+        "node-reader",
+        "--verb=get,list",
+        "--resource=nodes",
+    ])
+    .await;
+    env.ok(&[
+        "create",
+        "clusterrole",
+        "logs",
+        "--verb=get",
+        "--non-resource-url=/logs/*",
+    ])
+    .await;
+    let logs: serde_json::Value =
+        serde_json::from_str(&env.ok(&["get", "clusterrole", "logs", "-o", "json"]).await).unwrap();
+    assert_eq!(
+        logs["rules"],
+        serde_json::json!([{"nonResourceURLs": ["/logs/*"], "verbs": ["get"]}])
+    );
+    env.ok(&[
+        "create",
+        "clusterrolebinding",
+        "bob-reads-nodes",
+        "--clusterrole=node-reader",
+        "--group=ops",
+    ])
+    .await;
+    // the bindings take effect: what kube-apiserver's RBAC answers for each user
+    let can = async |args: &[&str]| {
+        let mut a = vec!["auth", "can-i"];
+        a.extend_from_slice(args);
+        let out = env.run("hub", &a).await;
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(
+        can(&["list", "pods", "-n", "gen", "--as", "alice"]).await,
+        "yes"
+    );
+    assert_eq!(
+        can(&["delete", "pods", "-n", "gen", "--as", "alice"]).await,
+        "no"
+    );
+    assert_eq!(
+        can(&["list", "pods", "-n", "default", "--as", "alice"]).await,
+        "no"
+    );
+    assert_eq!(
+        can(&[
+            "get",
+            "deployments.apps",
             "-n",
             "gen",
-            "create",
-            "role",
-            "reader",
-            "--verb=get",
-            "--resource=pods",
+            "--as",
+            "system:serviceaccount:gen:robot"
+        ])
+        .await,
+        "yes"
+    );
+    assert_eq!(
+        can(&["list", "nodes", "--as", "carol", "--as-group", "ops"]).await,
+        "yes"
+    );
+    assert_eq!(can(&["list", "nodes", "--as", "carol"]).await, "no");
+    // who an impersonated user is, and everything it may do
+    let who = env
+        .ok(&[
+            "auth",
+            "whoami",
+            "--as",
+            "carol",
+            "--as-group",
+            "ops",
+            "-o",
+            "json",
         ])
         .await;
+    let who: serde_json::Value = serde_json::from_str(&who).unwrap();
+    assert_eq!(
+        who["status"]["userInfo"],
+        serde_json::json!({"username": "carol", "groups": ["ops", "system:authenticated"]})
+    );
+    let list = env
+        .ok(&["auth", "can-i", "--list", "-n", "gen", "--as", "alice"])
+        .await;
+    let pods = list.lines().find(|l| l.starts_with("pods ")).expect(&list);
+    assert!(pods.ends_with("[get list]"), "{list}");
     assert!(
-        err.contains("JSON or YAML") && err.contains("Role"),
+        list.lines().any(|l| l.starts_with("deployments.apps ")),
+        "{list}"
+    );
+    assert!(!list.contains("nodes"), "{list}");
+    // impersonation is a request as that user: RBAC answers for alice, in her words
+    let err = env.fails(&["get", "nodes", "--as", "alice"]).await;
+    assert!(
+        err.contains(r#"nodes is forbidden: User "alice" cannot list resource "nodes" in API group "" at the cluster scope"#),
         "{err}"
     );
-    let none = env.ok(&["-n", "gen", "get", "roles", "-o", "name"]).await;
-    assert!(none.trim().is_empty());
+    let err = env
+        .fails(&["-n", "gen", "delete", "pod", "x", "--as", "alice"])
+        .await;
+    assert!(
+        err.contains(r#"pods "x" is forbidden: User "alice" cannot delete resource "pods" in API group "" in the namespace "gen""#),
+        "{err}"
+    );
+
+    gen_ok(&[
+        "create",
+        "poddisruptionbudget",
+        "web",
+        "--selector=app=web",
+        "--min-available=50%",
+    ])
+    .await;
+    let pdb = json(&["pdb", "web"]).await;
+    assert_eq!(
+        pdb["spec"],
+        serde_json::json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}})
+    );
+    gen_ok(&[
+        "create",
+        "ingress",
+        "web",
+        "--class=causeway",
+        "--rule=foo.example/api*=api:8080,tls=foo-cert",
+        "--rule=bar.example/=site:http",
+        "--default-backend=fallback:80",
+    ])
+    .await;
+    let ing = json(&["ingress", "web"]).await;
+    assert_eq!(
+        ing["spec"],
+        serde_json::json!({
+            "ingressClassName": "causeway",
+            "defaultBackend": {"service": {"name": "fallback", "port": {"number": 80}}},
+            "rules": [
+                {"host": "foo.example", "http": {"paths": [{"path": "/api", "pathType": "Prefix",
+                    "backend": {"service": {"name": "api", "port": {"number": 8080}}}}]}},
+                {"host": "bar.example", "http": {"paths": [{"path": "/", "pathType": "Exact",
+                    "backend": {"service": {"name": "site", "port": {"name": "http"}}}}]}}
+            ],
+            "tls": [{"hosts": ["foo.example"], "secretName": "foo-cert"}]
+        })
+    );
 }
 
 /// `kubectl create deployment|job|cronjob` (protobuf bodies: Pod templates, containers,

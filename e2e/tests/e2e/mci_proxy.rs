@@ -88,6 +88,7 @@ pub(crate) async fn proxy_as_deployed(
                 "system:serviceaccounts".into(),
                 "system:authenticated".into(),
             ],
+            ..Default::default()
         },
     );
     let access = causeway_controllers::clusters::join::MemberAccess {

@@ -231,6 +231,7 @@ async fn least_privilege_rbac_from_deploy_is_enough() {
             "system:serviceaccounts".into(),
             "system:authenticated".into(),
         ],
+        ..Default::default()
     };
     m.cs.hub
         .add_token("hub-controller-token", sa("causeway-controller"));
@@ -369,6 +370,7 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
         kubesim::User {
             name: "system:serviceaccount:causeway-system:causeway-controller".into(),
             groups: vec!["system:authenticated".into()],
+            ..Default::default()
         },
     );
     let access = causeway_controllers::clusters::join::MemberAccess {

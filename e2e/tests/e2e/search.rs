@@ -377,6 +377,7 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
                 "system:serviceaccounts".into(),
                 "system:authenticated".into(),
             ],
+            ..Default::default()
         },
     );
     let restricted = causeway_controllers::clusters::join::client_for(

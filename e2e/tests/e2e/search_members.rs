@@ -81,6 +81,7 @@ async fn search_reads_push_and_pull_members_with_least_privilege() {
                 "system:serviceaccounts".into(),
                 "system:authenticated".into(),
             ],
+            ..Default::default()
         },
     );
     let mut east_access = access(east);

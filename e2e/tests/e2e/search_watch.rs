@@ -445,6 +445,7 @@ async fn scenario(postgres: bool) {
         kubesim::User {
             name: "dev".into(),
             groups: vec!["system:authenticated".into()],
+            ..Default::default()
         },
     );
     let rbac = env.file(

@@ -281,6 +281,7 @@ async fn hub_rbac_decides_what_each_user_sees(backend: Backend) {
         kubesim::User {
             name: "alice".into(),
             groups: vec!["system:authenticated".into()],
+            ..Default::default()
         },
     );
     let v = env

@@ -101,6 +101,10 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     let Some(user) = authenticate(inner, req.headers(), cert_user) else {
         return Err((ApiError::unauthorized(), None));
     };
+    let user = {
+        let st = inner.state.lock();
+        crate::http::impersonate::apply(&st.store, req.headers(), user).map_err(|e| (e, None))?
+    };
     if path == "/metrics" {
         return Ok(Response::builder()
             .header(header::CONTENT_TYPE, "text/plain; version=0.0.4")
@@ -191,13 +195,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
             path: "",
         };
         if !authorize(&st.store, &user, &attrs) {
-            return Err(fail(ApiError::forbidden(
-                &user.name,
-                verb,
-                &rt.group,
-                &rt.plural,
-                attrs.namespace,
-            )));
+            return Err(fail(ApiError::forbidden(&user.name, &attrs)));
         }
     }
     let content_type = req

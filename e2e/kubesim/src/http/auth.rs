@@ -1,19 +1,25 @@
 //! Authentication (bearer tokens, client certificates, optional anonymous) and
 //! authorization (system:masters, then the RBAC objects stored in the server).
 
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
 
 use crate::state::registry::gr;
 use crate::state::store::Store;
 use crate::state::stored::str_list;
 
-/// An authenticated user.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An authenticated user (kube's `user.Info`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct User {
     /// User name.
     pub name: String,
     /// Groups.
     pub groups: Vec<String>,
+    /// The user's unique id, "" when the authenticator gives none.
+    pub uid: String,
+    /// Extra attributes (a bound token's pod, an impersonated `Impersonate-Extra-*`).
+    pub extra: BTreeMap<String, Vec<String>>,
 }
 
 impl User {
@@ -22,6 +28,7 @@ impl User {
         User {
             name: name.to_string(),
             groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..User::default()
         }
     }
 
@@ -30,6 +37,7 @@ impl User {
         User {
             name: "system:anonymous".into(),
             groups: vec!["system:unauthenticated".into()],
+            ..User::default()
         }
     }
 }
@@ -75,6 +83,8 @@ pub fn parse_token_file(text: &str) -> Result<Vec<(String, User)>, String> {
             User {
                 name: parts[1].trim().to_string(),
                 groups,
+                uid: parts[2].trim().to_string(),
+                ..User::default()
             },
         ));
     }
@@ -150,69 +160,138 @@ pub fn authorize(store: &Store, user: &User, a: &Attributes) -> bool {
     decide(store, user, a).is_some()
 }
 
-/// [`authorize`] with its reason, as kube-apiserver's RBAC authorizer words it
-/// (`RBAC: allowed by ClusterRoleBinding "x" of ClusterRole "y" to User "z"`); None: denied.
-pub fn decide(store: &Store, user: &User, a: &Attributes) -> Option<String> {
-    if user.groups.iter().any(|g| g == "system:masters") {
-        return Some(String::new());
-    }
-    let rbac = "rbac.authorization.k8s.io";
-    let role_rules = |kind: &str, name: &str, ns: &str| -> Vec<Value> {
-        let obj = if kind == "ClusterRole" {
-            store.get(&gr(rbac, "clusterroles"), "", name)
+/// One binding that names the user: where it is, the subject that matched, and its role's
+/// rules.
+struct Grant {
+    /// "" for a ClusterRoleBinding.
+    namespace: String,
+    binding: String,
+    role_kind: String,
+    role_name: String,
+    subject: Value,
+    rules: Vec<Value>,
+}
+
+impl Grant {
+    /// kube-apiserver's RBAC reason: `RBAC: allowed by ClusterRoleBinding "x" of
+    /// ClusterRole "y" to User "z"`.
+    fn reason(&self) -> String {
+        let (bkind, bname) = if self.namespace.is_empty() {
+            ("ClusterRoleBinding", self.binding.clone())
         } else {
-            store.get(&gr(rbac, "roles"), ns, name)
+            (
+                "RoleBinding",
+                format!("{}/{}", self.binding, self.namespace),
+            )
         };
-        obj.and_then(|o| o.value.get("rules").and_then(Value::as_array).cloned())
-            .unwrap_or_default()
-    };
-    let binding_allows = |b: &Value, ns: &str| -> Option<String> {
-        let subjects = b
-            .get("subjects")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let subject = subjects.iter().find(|s| subject_matches(s, user))?;
-        let kind = b
-            .pointer("/roleRef/kind")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let name = b
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !role_rules(kind, name, ns).iter().any(|r| rule_allows(r, a)) {
-            return None;
-        }
-        let binding = crate::state::stored::meta_str(b, "name");
-        let (bkind, bname) = if ns.is_empty() {
-            ("ClusterRoleBinding", binding.to_string())
-        } else {
-            ("RoleBinding", format!("{binding}/{ns}"))
-        };
-        let s = |k: &str| subject.get(k).and_then(Value::as_str).unwrap_or("");
+        let s = |k: &str| self.subject.get(k).and_then(Value::as_str).unwrap_or("");
         let who = match s("kind") {
             "ServiceAccount" => format!("ServiceAccount \"{}/{}\"", s("name"), s("namespace")),
             k => format!("{k} \"{}\"", s("name")),
         };
-        Some(format!(
-            "RBAC: allowed by {bkind} \"{bname}\" of {kind} \"{name}\" to {who}"
-        ))
+        format!(
+            "RBAC: allowed by {bkind} \"{bname}\" of {} \"{}\" to {who}",
+            self.role_kind, self.role_name
+        )
+    }
+}
+
+/// The bindings that apply to `user` in `namespace` ("" for cluster-wide only):
+/// ClusterRoleBindings first, then the namespace's RoleBindings, as kube's RBAC walks them.
+fn grants(store: &Store, user: &User, namespace: &str) -> Vec<Grant> {
+    let rbac = "rbac.authorization.k8s.io";
+    let grant = |b: &Value, ns: &str| -> Option<Grant> {
+        let subject = b
+            .get("subjects")
+            .and_then(Value::as_array)?
+            .iter()
+            .find(|s| subject_matches(s, user))?
+            .clone();
+        let field = |p: &str| {
+            b.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let (role_kind, role_name) = (field("/roleRef/kind"), field("/roleRef/name"));
+        let role = if role_kind == "ClusterRole" {
+            store.get(&gr(rbac, "clusterroles"), "", &role_name)
+        } else {
+            store.get(&gr(rbac, "roles"), ns, &role_name)
+        };
+        let rules = role
+            .and_then(|o| o.value.get("rules").and_then(Value::as_array).cloned())
+            .unwrap_or_default();
+        Some(Grant {
+            namespace: ns.to_string(),
+            binding: crate::state::stored::meta_str(b, "name").to_string(),
+            role_kind,
+            role_name,
+            subject,
+            rules,
+        })
     };
-    if let Some(r) = store
+    let mut out: Vec<Grant> = store
         .list(&gr(rbac, "clusterrolebindings"), None)
         .iter()
-        .find_map(|b| binding_allows(&b.value, ""))
-    {
-        return Some(r);
+        .filter_map(|b| grant(&b.value, ""))
+        .collect();
+    if !namespace.is_empty() {
+        out.extend(
+            store
+                .list(&gr(rbac, "rolebindings"), Some(namespace))
+                .iter()
+                .filter_map(|b| grant(&b.value, namespace)),
+        );
     }
-    if a.namespace.is_empty() {
-        return None;
+    out
+}
+
+fn is_master(user: &User) -> bool {
+    user.groups.iter().any(|g| g == "system:masters")
+}
+
+/// [`authorize`] with its reason, as kube-apiserver's RBAC authorizer words it
+/// (`RBAC: allowed by ClusterRoleBinding "x" of ClusterRole "y" to User "z"`); None: denied.
+pub fn decide(store: &Store, user: &User, a: &Attributes) -> Option<String> {
+    if is_master(user) {
+        return Some(String::new());
     }
-    store
-        .list(&gr(rbac, "rolebindings"), Some(a.namespace))
+    grants(store, user, a.namespace)
         .iter()
-        .find_map(|b| binding_allows(&b.value, a.namespace))
+        .find(|g| g.rules.iter().any(|r| rule_allows(r, a)))
+        .map(Grant::reason)
+}
+
+/// What `user` may do in `namespace`, as a SelfSubjectRulesReview's status
+/// (`kubectl auth can-i --list`): the rules of every binding that names it.
+pub fn rules_review(store: &Store, user: &User, namespace: &str) -> Value {
+    let rules: Vec<Value> = if is_master(user) {
+        vec![
+            json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+            json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
+        ]
+    } else {
+        grants(store, user, namespace)
+            .into_iter()
+            .flat_map(|g| g.rules)
+            .collect()
+    };
+    let (mut resource, mut non_resource) = (Vec::new(), Vec::new());
+    for r in &rules {
+        let list = |k: &str| json!(strs(r, k));
+        if strs(r, "nonResourceURLs").is_empty() {
+            let mut rule = json!({"verbs": list("verbs"), "apiGroups": list("apiGroups"), "resources": list("resources")});
+            if !strs(r, "resourceNames").is_empty() {
+                rule["resourceNames"] = list("resourceNames");
+            }
+            resource.push(rule);
+        } else {
+            non_resource
+                .push(json!({"verbs": list("verbs"), "nonResourceURLs": list("nonResourceURLs")}));
+        }
+    }
+    json!({"resourceRules": resource, "nonResourceRules": non_resource, "incomplete": false})
 }
 
 #[cfg(test)]
@@ -239,10 +318,12 @@ mod tests {
         let viewer = User {
             name: "v".into(),
             groups: vec!["viewers".into()],
+            ..Default::default()
         };
         let carol = User {
             name: "carol".into(),
             groups: vec![],
+            ..Default::default()
         };
         let at = |verb, ns, name| Attributes {
             verb,

@@ -1,6 +1,7 @@
 //! Protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the kinds
 //! kubectl's typed generators send that way (`kubectl create namespace|configmap|secret|
-//! serviceaccount|service|deployment|job|cronjob`). A table of field numbers per message
+//! serviceaccount|service|deployment|job|cronjob|role|clusterrole|rolebinding|
+//! clusterrolebinding|poddisruptionbudget|ingress`). A table of field numbers per message
 //! (k8s.io/api's generated.proto) turns the wire format into the JSON the rest of the
 //! server stores. A field the table does not know is refused with 415, never dropped: no
 //! silent data loss.
@@ -491,23 +492,209 @@ const CRON_JOB: &[Field] = &[
     f(3, "status", Kind::Msg(CRON_JOB_STATUS)),
 ];
 
+const POLICY_RULE: &[Field] = &[
+    r(1, "verbs", Kind::Str),
+    r(2, "apiGroups", Kind::Str),
+    r(3, "resources", Kind::Str),
+    r(4, "resourceNames", Kind::Str),
+    r(5, "nonResourceURLs", Kind::Str),
+];
+const AGGREGATION_RULE: &[Field] = &[r(1, "clusterRoleSelectors", Kind::Msg(LABEL_SELECTOR))];
+const ROLE: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    r(2, "rules", Kind::Msg(POLICY_RULE)),
+];
+const CLUSTER_ROLE: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    r(2, "rules", Kind::Msg(POLICY_RULE)),
+    f(3, "aggregationRule", Kind::Msg(AGGREGATION_RULE)),
+];
+const SUBJECT: &[Field] = &[
+    o(1, "kind", Kind::Str),
+    f(2, "apiGroup", Kind::Str),
+    o(3, "name", Kind::Str),
+    f(4, "namespace", Kind::Str),
+];
+/// Go's JSON never omits a RoleRef's fields.
+const ROLE_REF: &[Field] = &[
+    o(1, "apiGroup", Kind::Str),
+    o(2, "kind", Kind::Str),
+    o(3, "name", Kind::Str),
+];
+/// RoleBinding and ClusterRoleBinding.
+const BINDING: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    r(2, "subjects", Kind::Msg(SUBJECT)),
+    f(3, "roleRef", Kind::Msg(ROLE_REF)),
+];
+
+/// `metav1.Condition`.
+const CONDITION: &[Field] = &[
+    f(1, "type", Kind::Str),
+    f(2, "status", Kind::Str),
+    f(3, "observedGeneration", Kind::I64),
+    f(4, "lastTransitionTime", Kind::Time),
+    f(5, "reason", Kind::Str),
+    f(6, "message", Kind::Str),
+];
+const PDB_SPEC: &[Field] = &[
+    o(1, "minAvailable", Kind::IntOrString),
+    o(2, "selector", Kind::Msg(LABEL_SELECTOR)),
+    o(3, "maxUnavailable", Kind::IntOrString),
+    o(4, "unhealthyPodEvictionPolicy", Kind::Str),
+];
+/// What a client sends of a PodDisruptionBudget's status: its counts, which Go's JSON
+/// always shows.
+const PDB_STATUS: &[Field] = &[
+    f(1, "observedGeneration", Kind::I64),
+    o(3, "disruptionsAllowed", Kind::I64),
+    o(4, "currentHealthy", Kind::I64),
+    o(5, "desiredHealthy", Kind::I64),
+    o(6, "expectedPods", Kind::I64),
+    r(7, "conditions", Kind::Msg(CONDITION)),
+];
+const PDB: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(PDB_SPEC)),
+    f(3, "status", Kind::Msg(PDB_STATUS)),
+];
+
+/// `core/v1` TypedLocalObjectReference.
+const TYPED_LOCAL_OBJECT_REFERENCE: &[Field] = &[
+    o(1, "apiGroup", Kind::Str),
+    o(2, "kind", Kind::Str),
+    o(3, "name", Kind::Str),
+];
+const SERVICE_BACKEND_PORT: &[Field] = &[f(1, "name", Kind::Str), f(2, "number", Kind::I64)];
+const INGRESS_SERVICE_BACKEND: &[Field] = &[
+    o(1, "name", Kind::Str),
+    f(2, "port", Kind::Msg(SERVICE_BACKEND_PORT)),
+];
+const INGRESS_BACKEND: &[Field] = &[
+    f(3, "resource", Kind::Msg(TYPED_LOCAL_OBJECT_REFERENCE)),
+    f(4, "service", Kind::Msg(INGRESS_SERVICE_BACKEND)),
+];
+const HTTP_INGRESS_PATH: &[Field] = &[
+    f(1, "path", Kind::Str),
+    f(2, "backend", Kind::Msg(INGRESS_BACKEND)),
+    o(3, "pathType", Kind::Str),
+];
+const HTTP_INGRESS_RULE_VALUE: &[Field] = &[r(1, "paths", Kind::Msg(HTTP_INGRESS_PATH))];
+const INGRESS_RULE_VALUE: &[Field] = &[f(1, "http", Kind::Msg(HTTP_INGRESS_RULE_VALUE))];
+const INGRESS_RULE: &[Field] = &[
+    f(1, "host", Kind::Str),
+    f(2, "ingressRuleValue", Kind::Inline(INGRESS_RULE_VALUE)),
+];
+const INGRESS_TLS: &[Field] = &[r(1, "hosts", Kind::Str), f(2, "secretName", Kind::Str)];
+const INGRESS_SPEC: &[Field] = &[
+    f(1, "defaultBackend", Kind::Msg(INGRESS_BACKEND)),
+    r(2, "tls", Kind::Msg(INGRESS_TLS)),
+    r(3, "rules", Kind::Msg(INGRESS_RULE)),
+    o(4, "ingressClassName", Kind::Str),
+];
+const INGRESS_PORT_STATUS: &[Field] = &[
+    o(1, "port", Kind::I64),
+    o(2, "protocol", Kind::Str),
+    o(3, "error", Kind::Str),
+];
+const INGRESS_LOAD_BALANCER_INGRESS: &[Field] = &[
+    f(1, "ip", Kind::Str),
+    f(2, "hostname", Kind::Str),
+    r(4, "ports", Kind::Msg(INGRESS_PORT_STATUS)),
+];
+const INGRESS_LOAD_BALANCER_STATUS: &[Field] =
+    &[r(1, "ingress", Kind::Msg(INGRESS_LOAD_BALANCER_INGRESS))];
+const INGRESS_STATUS: &[Field] = &[f(
+    1,
+    "loadBalancer",
+    Kind::Msg(INGRESS_LOAD_BALANCER_STATUS),
+)];
+const INGRESS: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(INGRESS_SPEC)),
+    f(3, "status", Kind::Msg(INGRESS_STATUS)),
+];
+
+/// `authentication/v1` UserInfo (what a client sends of it: `extra` is refused).
+const USER_INFO: &[Field] = &[
+    f(1, "username", Kind::Str),
+    f(2, "uid", Kind::Str),
+    r(3, "groups", Kind::Str),
+];
+const SELF_SUBJECT_REVIEW_STATUS: &[Field] = &[f(1, "userInfo", Kind::Msg(USER_INFO))];
+const SELF_SUBJECT_REVIEW: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "status", Kind::Msg(SELF_SUBJECT_REVIEW_STATUS)),
+];
+const RULES_REVIEW_SPEC: &[Field] = &[f(1, "namespace", Kind::Str)];
+const RESOURCE_RULE: &[Field] = &[
+    r(1, "verbs", Kind::Str),
+    r(2, "apiGroups", Kind::Str),
+    r(3, "resources", Kind::Str),
+    r(4, "resourceNames", Kind::Str),
+];
+const NON_RESOURCE_RULE: &[Field] = &[r(1, "verbs", Kind::Str), r(2, "nonResourceURLs", Kind::Str)];
+const RULES_REVIEW_STATUS: &[Field] = &[
+    r(1, "resourceRules", Kind::Msg(RESOURCE_RULE)),
+    r(2, "nonResourceRules", Kind::Msg(NON_RESOURCE_RULE)),
+    o(3, "incomplete", Kind::Bool),
+    f(4, "evaluationError", Kind::Str),
+];
+const RULES_REVIEW: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(RULES_REVIEW_SPEC)),
+    f(3, "status", Kind::Msg(RULES_REVIEW_STATUS)),
+];
+
+/// The kinds whose protobuf bodies kubesim decodes: (apiVersion, kind, message).
+const SCHEMAS: &[(&str, &str, &[Field])] = &[
+    ("v1", "Namespace", NAMESPACE),
+    ("v1", "ConfigMap", CONFIG_MAP),
+    ("v1", "Secret", SECRET),
+    ("v1", "ServiceAccount", SERVICE_ACCOUNT),
+    ("v1", "Service", SERVICE),
+    ("v1", "Pod", POD),
+    ("apps/v1", "Deployment", DEPLOYMENT),
+    ("batch/v1", "Job", JOB),
+    ("batch/v1", "CronJob", CRON_JOB),
+    ("rbac.authorization.k8s.io/v1", "Role", ROLE),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole", CLUSTER_ROLE),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", BINDING),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        BINDING,
+    ),
+    ("policy/v1", "PodDisruptionBudget", PDB),
+    ("networking.k8s.io/v1", "Ingress", INGRESS),
+    ("authentication.k8s.io/v1", "TokenRequest", TOKEN_REQUEST),
+    (
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+        SELF_SUBJECT_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        RULES_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        ACCESS_REVIEW,
+    ),
+];
+
 fn schema(api_version: &str, kind: &str) -> Option<&'static [Field]> {
-    match (api_version, kind) {
-        ("v1", "Namespace") => Some(NAMESPACE),
-        ("v1", "ConfigMap") => Some(CONFIG_MAP),
-        ("v1", "Secret") => Some(SECRET),
-        ("v1", "ServiceAccount") => Some(SERVICE_ACCOUNT),
-        ("v1", "Service") => Some(SERVICE),
-        ("v1", "Pod") => Some(POD),
-        ("apps/v1", "Deployment") => Some(DEPLOYMENT),
-        ("batch/v1", "Job") => Some(JOB),
-        ("batch/v1", "CronJob") => Some(CRON_JOB),
-        ("authentication.k8s.io/v1", "TokenRequest") => Some(TOKEN_REQUEST),
-        ("authorization.k8s.io/v1", "SubjectAccessReview" | "SelfSubjectAccessReview") => {
-            Some(ACCESS_REVIEW)
-        }
-        _ => None,
-    }
+    SCHEMAS
+        .iter()
+        .find(|(v, k, _)| *v == api_version && *k == kind)
+        .map(|(_, _, fields)| *fields)
 }
 
 struct Reader<'a> {
@@ -715,8 +902,9 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
         }
     }
     let Some(fields) = schema(&api_version, &kind) else {
+        let known: Vec<String> = SCHEMAS.iter().map(|(v, k, _)| format!("{v} {k}")).collect();
         return Err(ApiError::unsupported_media("application/vnd.kubernetes.protobuf", &["application/json", "application/yaml"])
-            .with_message(format!("kubesim decodes protobuf bodies only for v1 Namespace, ConfigMap, Secret, ServiceAccount, Service and Pod, apps/v1 Deployment and batch/v1 Job and CronJob, not {api_version} {kind}: send it as JSON or YAML (kubectl create -f / apply)")));
+            .with_message(format!("kubesim decodes protobuf bodies only for {}, not {api_version} {kind}: send it as JSON or YAML (kubectl create -f / apply)", known.join(", "))));
     };
     let mut obj = message(raw, fields, &kind)?;
     obj.insert("apiVersion".into(), json!(api_version));

@@ -1,5 +1,6 @@
-//! TokenReview (`authentication.k8s.io/v1`) and SubjectAccessReview /
-//! SelfSubjectAccessReview (`authorization.k8s.io/v1`): create-only, answered from the
+//! TokenReview and SelfSubjectReview (`authentication.k8s.io/v1`), SubjectAccessReview,
+//! SelfSubjectAccessReview and SelfSubjectRulesReview (`authorization.k8s.io/v1`):
+//! create-only, answered from the
 //! server's own authentication ([`crate::http::api::token_user`]) and RBAC
 //! ([`crate::http::auth::decide`]) and never stored, as in kube-apiserver.
 
@@ -37,6 +38,11 @@ pub fn create(
     let status = match rt.plural.as_str() {
         "tokenreviews" => token_review(inner, &spec)?,
         "selfsubjectaccessreviews" => access_review(inner, caller, &spec)?,
+        "selfsubjectreviews" => json!({"userInfo": user_info(caller)}),
+        "selfsubjectrulesreviews" => {
+            let ns = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
+            crate::http::auth::rules_review(&inner.state.lock().store, caller, ns)
+        }
         _ => {
             let user = User {
                 name: spec
@@ -45,6 +51,20 @@ pub fn create(
                     .unwrap_or("")
                     .to_string(),
                 groups: str_list(spec.get("groups")),
+                uid: spec
+                    .get("uid")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                extra: spec
+                    .get("extra")
+                    .and_then(Value::as_object)
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), str_list(Some(v))))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             };
             if user.name.is_empty() && user.groups.is_empty() {
                 return Err(ApiError::bad_request(
@@ -66,6 +86,18 @@ pub fn create(
     ))
 }
 
+/// kube's `authentication.k8s.io/v1` UserInfo: empty uid and extra left out.
+fn user_info(u: &User) -> Value {
+    let mut info = json!({"username": u.name, "groups": u.groups});
+    if !u.uid.is_empty() {
+        info["uid"] = json!(u.uid);
+    }
+    if !u.extra.is_empty() {
+        info["extra"] = json!(u.extra);
+    }
+    info
+}
+
 fn token_review(inner: &Inner, spec: &Value) -> ApiResult<Value> {
     let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
     if token.is_empty() {
@@ -76,7 +108,7 @@ fn token_review(inner: &Inner, spec: &Value) -> ApiResult<Value> {
     Ok(match crate::http::api::token_user(inner, token) {
         Some(u) => json!({
             "authenticated": true,
-            "user": {"username": u.name, "groups": u.groups},
+            "user": user_info(&u),
             "audiences": [crate::http::tokens::API_AUDIENCE],
         }),
         None => json!({

@@ -104,6 +104,8 @@ pub fn authenticate(inner: &Inner, token: &str) -> Option<User> {
             format!("system:serviceaccounts:{ns}"),
             "system:authenticated".into(),
         ],
+        uid: uid.to_string(),
+        ..Default::default()
     })
 }
 

@@ -106,12 +106,13 @@ pub fn bootstrap(state: &mut State, cluster: &str, service_cidrs: &[Cidr], nodes
         );
     }
     // as kube-apiserver's bootstrap policy: every authenticated user may ask what it may do
-    // (`kubectl auth can-i`)
+    // and who it is (`kubectl auth can-i [--list]`, `kubectl auth whoami`)
     let labels = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
     state.store.put(
         &gr(rbac, "clusterroles"),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "system:basic-user", "uid": new_uid(), "creationTimestamp": now, "labels": labels},
-               "rules": [{"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"]}]}),
+               "rules": [{"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+                         {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]}]}),
     );
     // what aggregated API servers and webhooks are bound to, to ask who a caller is and
     // what it may do

@@ -93,11 +93,13 @@ impl ResourceType {
     pub fn is_review(&self) -> bool {
         matches!(
             (self.group.as_str(), self.plural.as_str()),
-            ("authentication.k8s.io", "tokenreviews")
-                | (
-                    "authorization.k8s.io",
-                    "subjectaccessreviews" | "selfsubjectaccessreviews"
-                )
+            (
+                "authentication.k8s.io",
+                "tokenreviews" | "selfsubjectreviews"
+            ) | (
+                "authorization.k8s.io",
+                "subjectaccessreviews" | "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
+            )
         )
     }
 
@@ -343,6 +345,24 @@ const BUILTINS: &[Builtin] = &[
         "v1",
         "tokenreviews",
         "TokenReview",
+        false,
+        false,
+        "",
+    ),
+    (
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+        false,
+        "",
+    ),
+    (
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
         false,
         false,
         "",

@@ -13,6 +13,7 @@ fn alice() -> kubesim::http::auth::User {
     kubesim::http::auth::User {
         name: "alice".into(),
         groups: vec!["devs".into(), "system:authenticated".into()],
+        ..Default::default()
     }
 }
 
@@ -51,6 +52,7 @@ async fn token_review_authenticates_known_tokens_and_rejects_revoked_ones() {
         kubesim::http::auth::User {
             name: "bob".into(),
             groups: vec!["system:authenticated".into()],
+            ..Default::default()
         },
     );
     let bob = client_with(&env, token_creds("bob-token")).await;
@@ -222,6 +224,7 @@ async fn the_bootstrap_auth_delegator_role_lets_a_delegated_server_ask_reviews()
         kubesim::http::auth::User {
             name: "system:serviceaccount:causeway-system:causeway-search".into(),
             groups: vec!["system:authenticated".into()],
+            ..Default::default()
         },
     );
     env.server.add_token("alice-token", alice());

@@ -89,6 +89,7 @@ async fn client_certificates_authenticate_their_user() {
     let carol = kubesim::User {
         name: "carol".into(),
         groups: vec!["system:authenticated".into()],
+        ..Default::default()
     };
     let cc = env.server.issue_client_cert(&carol).unwrap();
     let yaml = kubeconfig(

@@ -210,6 +210,7 @@ pub async fn start_with(backend: Backend, watches: causeway_search::api::watch::
             kubesim::User {
                 name: user.into(),
                 groups: vec!["system:authenticated".into()],
+                ..Default::default()
             },
         );
     }
