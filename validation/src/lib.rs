@@ -1,8 +1,11 @@
 //! Kubernetes' own validation of object names, label and annotation keys and label
 //! values (`k8s.io/apimachinery/pkg/util/validation`), with kube-apiserver's messages.
 //! One place for everything that must refuse what a real API server refuses: kubesim
-//! (the test API server) and Causeway's controllers, before they write.
+//! (the test API server) and Causeway's controllers, before they write; and for the
+//! requests kube-apiserver reads one way (label selectors, impersonation headers), so
+//! kubesim and Causeway's search API read them alike.
 
+pub mod impersonation;
 pub mod selector;
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";

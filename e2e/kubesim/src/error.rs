@@ -86,31 +86,21 @@ impl ApiError {
     /// words it: the object's name when the request names one, `resource/subresource`,
     /// or the non-resource path.
     pub fn forbidden(user: &str, a: &crate::http::auth::Attributes) -> Self {
-        let what = if !a.path.is_empty() {
-            format!("User \"{user}\" cannot {} path \"{}\"", a.verb, a.path)
-        } else {
-            let resource = if a.subresource.is_empty() {
-                a.resource.to_string()
-            } else {
-                format!("{}/{}", a.resource, a.subresource)
-            };
-            let scope = if a.namespace.is_empty() {
-                "at the cluster scope".to_string()
-            } else {
-                format!("in the namespace \"{}\"", a.namespace)
-            };
+        let message = if !a.path.is_empty() {
             format!(
-                "User \"{user}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
-                a.verb, a.group
+                "forbidden: User \"{user}\" cannot {} path \"{}\"",
+                a.verb, a.path
             )
-        };
-        let message = match (a.resource, a.name) {
-            ("", _) => format!("forbidden: {what}"),
-            (r, "") => format!("{} is forbidden: {what}", Self::qualified(a.group, r)),
-            (r, n) => format!(
-                "{} \"{n}\" is forbidden: {what}",
-                Self::qualified(a.group, r)
-            ),
+        } else {
+            k8s_validation::impersonation::forbidden_message(
+                user,
+                a.verb,
+                a.group,
+                a.resource,
+                a.subresource,
+                a.namespace,
+                a.name,
+            )
         };
         Self::new(403, "Forbidden", message).with_details(a.group, a.resource, a.name)
     }

@@ -14,6 +14,7 @@ use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInf
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
+use k8s_validation::impersonation::Impersonation;
 use kube::Api;
 use kube::api::PostParams;
 use parking_lot::Mutex;
@@ -43,6 +44,12 @@ pub enum Denied {
     /// The hub or the store cannot answer: 503.
     #[error("{0}")]
     Unavailable(String),
+    /// The caller may not impersonate whom the request names: 403.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Impersonation headers that do not make a request: 400.
+    #[error("{0}")]
+    BadRequest(String),
 }
 
 impl Denied {
@@ -51,6 +58,8 @@ impl Denied {
         match self {
             Denied::Unauthenticated(m) => failure(StatusCode::UNAUTHORIZED, m),
             Denied::Unavailable(m) => failure(StatusCode::SERVICE_UNAVAILABLE, m),
+            Denied::Forbidden(m) => failure(StatusCode::FORBIDDEN, m),
+            Denied::BadRequest(m) => failure(StatusCode::BAD_REQUEST, m),
         }
     }
 }
@@ -91,6 +100,7 @@ struct Ask {
     verb: &'static str,
     group: String,
     resource: String,
+    subresource: String,
     namespace: String,
     name: String,
 }
@@ -190,6 +200,68 @@ impl Auth {
         }
     }
 
+    /// The caller a request acts as: `caller`, or whom its `Impersonate-*` headers name
+    /// (`kubectl --as`), once the hub says `caller` may impersonate each of them, as
+    /// kube-apiserver's impersonation filter asks it. The impersonated user's reviews
+    /// are cached apart from the caller's.
+    pub async fn impersonate(
+        &self,
+        caller: Caller,
+        headers: &http::HeaderMap,
+    ) -> Result<Caller, Denied> {
+        let mut pairs = Vec::new();
+        for (name, v) in headers {
+            if name.as_str().starts_with("impersonate-") {
+                let v = std::str::from_utf8(v.as_bytes()).map_err(|_| {
+                    Denied::BadRequest(format!("the {name} header is not UTF-8 text"))
+                })?;
+                pairs.push((name.as_str(), v));
+            }
+        }
+        let Some(imp) = Impersonation::from_headers(pairs).map_err(Denied::BadRequest)? else {
+            return Ok(caller);
+        };
+        let who = caller.user.username.clone().unwrap_or_default();
+        for a in imp.asks() {
+            let ask = Ask {
+                verb: "impersonate",
+                group: a.group.into(),
+                resource: a.resource.into(),
+                subresource: a.subresource.clone(),
+                namespace: a.namespace.clone(),
+                name: a.name.clone(),
+            };
+            if !self.allowed(&caller, ask).await? {
+                return Err(Denied::Forbidden(a.forbidden(&who)));
+            }
+        }
+        let u = imp.user();
+        let mut h = Sha256::new();
+        h.update(b"impersonated\0");
+        h.update(caller.key);
+        for part in [&u.name, &u.uid].into_iter().chain(&u.groups) {
+            h.update(b"\0");
+            h.update(part.as_bytes());
+        }
+        for (k, vs) in &u.extra {
+            for v in vs {
+                h.update(b"\0");
+                h.update(k.as_bytes());
+                h.update(b"=");
+                h.update(v.as_bytes());
+            }
+        }
+        Ok(Caller {
+            key: h.finalize().into(),
+            user: UserInfo {
+                username: Some(u.name),
+                uid: Some(u.uid).filter(|s| !s.is_empty()),
+                groups: Some(u.groups),
+                extra: Some(u.extra).filter(|e| !e.is_empty()),
+            },
+        })
+    }
+
     async fn review_token(&self, token: &str) -> Result<Result<UserInfo, String>, Denied> {
         let review = TokenReview {
             spec: TokenReviewSpec {
@@ -228,6 +300,7 @@ impl Auth {
             verb,
             group: gvr.group.clone(),
             resource: gvr.resource.clone(),
+            subresource: String::new(),
             namespace: namespace.into(),
             name: String::new(),
         };
@@ -250,6 +323,7 @@ impl Auth {
                     verb: Some(ask.verb.into()),
                     group: Some(ask.group.clone()),
                     resource: Some(ask.resource.clone()),
+                    subresource: Some(ask.subresource.clone()).filter(|s| !s.is_empty()),
                     namespace: Some(ask.namespace.clone()).filter(|s| !s.is_empty()),
                     name: Some(ask.name.clone()).filter(|s| !s.is_empty()),
                     ..Default::default()
@@ -311,6 +385,7 @@ impl Auth {
             verb,
             group: group.into(),
             resource: resource.into(),
+            subresource: String::new(),
             namespace: namespace.into(),
             name: name.into(),
         };

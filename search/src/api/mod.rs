@@ -242,6 +242,10 @@ async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
         None => shared.auth.authenticate(authorization).await,
     };
     let caller = match authenticated {
+        Ok(c) => shared.auth.impersonate(c, req.headers()).await,
+        Err(e) => Err(e),
+    };
+    let caller = match caller {
         Ok(c) => c,
         Err(e) => return e.reply(),
     };

@@ -248,6 +248,48 @@ async fn hub_rbac_decides_what_each_user_sees(backend: Backend) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("No resources found"));
+    // kubectl --as: the hub decides whether the caller may impersonate, then the
+    // impersonated user's rights decide what is seen
+    let v = env
+        .json(
+            "alice-token",
+            &["get", "deploy", "-A", "-o", "json", "--as", "bob"],
+        )
+        .await;
+    assert_eq!(
+        keys(&v),
+        [
+            k("east", "shop", "web"),
+            k("west", "shop", "api"),
+            k("west", "shop", "web")
+        ]
+    );
+    let e = env
+        .fails("alice-token", &["get", "deploy", "-A", "--as", "erin"])
+        .await;
+    assert!(
+        e.contains(r#"users "erin" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope"#),
+        "{e}"
+    );
+    let e = env
+        .fails(
+            "alice-token",
+            &[
+                "get",
+                "deploy",
+                "-A",
+                "--as",
+                "bob",
+                "--as-group",
+                "system:masters",
+            ],
+        )
+        .await;
+    assert!(e.contains(r#"groups "system:masters" is forbidden"#), "{e}");
+    let e = env
+        .fails("bob-token", &["get", "deploy", "-A", "--as", "alice"])
+        .await;
+    assert!(e.contains(r#"User "bob" cannot impersonate"#), "{e}");
     // a token the hub does not know
     let e = env.fails("mallory-token", &["get", "deploy", "-A"]).await;
     assert!(e.contains("Unauthorized"), "{e}");

@@ -4,131 +4,32 @@
 //! `impersonate` (users, serviceaccounts, groups, uids, userextras/<key>), then the
 //! request goes on as the impersonated user.
 
-use std::collections::BTreeMap;
-
 use http::HeaderMap;
+use k8s_validation::impersonation::Impersonation;
 
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{Attributes, User, authorize};
 use crate::state::store::Store;
 
-const USER: &str = "impersonate-user";
-const GROUP: &str = "impersonate-group";
-const UID: &str = "impersonate-uid";
-const EXTRA: &str = "impersonate-extra-";
-
-/// One thing a request asks to impersonate, as the attributes the caller needs
-/// `impersonate` on.
-struct Ask {
-    group: &'static str,
-    resource: &'static str,
-    subresource: String,
-    namespace: String,
-    name: String,
-}
-
-fn value(v: &http::HeaderValue) -> ApiResult<String> {
-    v.to_str().map(str::to_string).map_err(|_| {
-        ApiError::bad_request("an Impersonate-* header value is not visible ASCII text")
-    })
-}
-
 /// The user a request acts as: `caller`, or whom its `Impersonate-*` headers name once
 /// `caller` may impersonate each of them (403 otherwise; a group, uid or extra without
 /// a user is kube's 500).
 pub fn apply(store: &Store, headers: &HeaderMap, caller: User) -> ApiResult<User> {
-    let user = headers
-        .get(USER)
-        .map(value)
-        .transpose()?
-        .unwrap_or_default();
-    let groups = headers
-        .get_all(GROUP)
-        .iter()
-        .map(value)
-        .collect::<ApiResult<Vec<_>>>()?;
-    let uid = headers.get(UID).map(value).transpose()?;
-    let mut extra: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut pairs = Vec::new();
     for (name, v) in headers {
-        if let Some(key) = name.as_str().strip_prefix(EXTRA) {
-            // kube unescapes the key (`%2F` for `/`, which a header name cannot hold)
-            let key = percent_decode(key);
-            extra.entry(key).or_default().push(value(v)?);
+        if name.as_str().starts_with("impersonate-") {
+            let v = std::str::from_utf8(v.as_bytes()).map_err(|_| {
+                ApiError::bad_request(format!("the {name} header is not UTF-8 text"))
+            })?;
+            pairs.push((name.as_str(), v));
         }
     }
-    if user.is_empty() {
-        if groups.is_empty() && extra.is_empty() && uid.is_none() {
-            return Ok(caller);
-        }
-        let mut asked: Vec<String> = groups.iter().map(|g| format!("group {g:?}")).collect();
-        asked.extend(uid.iter().map(|u| format!("uid {u:?}")));
-        asked.extend(extra.keys().map(|k| format!("extra {k:?}")));
-        return Err(ApiError::internal(format!(
-            "Internal error occurred: requested {} without impersonating a user: set Impersonate-User (kubectl --as) too",
-            asked.join(", ")
-        )));
-    }
-    let mut asks = Vec::new();
-    let service_account = user
-        .strip_prefix("system:serviceaccount:")
-        .and_then(|rest| rest.split_once(':'))
-        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains(':'));
-    let mut new_groups = Vec::new();
-    match service_account {
-        Some((ns, name)) => {
-            asks.push(Ask {
-                group: "",
-                resource: "serviceaccounts",
-                subresource: String::new(),
-                namespace: ns.to_string(),
-                name: name.to_string(),
-            });
-            if groups.is_empty() {
-                new_groups = vec![
-                    "system:serviceaccounts".to_string(),
-                    format!("system:serviceaccounts:{ns}"),
-                ];
-            }
-        }
-        None => asks.push(Ask {
-            group: "",
-            resource: "users",
-            subresource: String::new(),
-            namespace: String::new(),
-            name: user.clone(),
-        }),
-    }
-    for g in &groups {
-        asks.push(Ask {
-            group: "",
-            resource: "groups",
-            subresource: String::new(),
-            namespace: String::new(),
-            name: g.clone(),
-        });
-        new_groups.push(g.clone());
-    }
-    if let Some(u) = &uid {
-        asks.push(Ask {
-            group: "authentication.k8s.io",
-            resource: "uids",
-            subresource: String::new(),
-            namespace: String::new(),
-            name: u.clone(),
-        });
-    }
-    for (key, values) in &extra {
-        for v in values {
-            asks.push(Ask {
-                group: "authentication.k8s.io",
-                resource: "userextras",
-                subresource: key.clone(),
-                namespace: String::new(),
-                name: v.clone(),
-            });
-        }
-    }
-    for ask in &asks {
+    let imp = Impersonation::from_headers(pairs)
+        .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
+    let Some(imp) = imp else {
+        return Ok(caller);
+    };
+    for ask in imp.asks() {
         let a = Attributes {
             verb: "impersonate",
             group: ask.group,
@@ -142,28 +43,13 @@ pub fn apply(store: &Store, headers: &HeaderMap, caller: User) -> ApiResult<User
             return Err(ApiError::forbidden(&caller.name, &a));
         }
     }
-    // kube: a non-anonymous user is in system:authenticated unless the groups asked for
-    // say authenticated or unauthenticated; the anonymous user in system:unauthenticated
-    let has = |g: &str| new_groups.iter().any(|x| x == g);
-    if user != "system:anonymous" {
-        if !has("system:authenticated") && !has("system:unauthenticated") {
-            new_groups.push("system:authenticated".into());
-        }
-    } else if !has("system:unauthenticated") {
-        new_groups.push("system:unauthenticated".into());
-    }
+    let u = imp.user();
     Ok(User {
-        name: user,
-        groups: new_groups,
-        uid: uid.unwrap_or_default(),
-        extra,
+        name: u.name,
+        groups: u.groups,
+        uid: u.uid,
+        extra: u.extra,
     })
-}
-
-/// `%XX` escapes decoded (url.PathUnescape); a malformed escape is kept as written.
-fn percent_decode(s: &str) -> String {
-    let decoded: Vec<u8> = percent_encoding::percent_decode_str(s).collect();
-    String::from_utf8(decoded).unwrap_or_else(|_| s.to_string())
 }
 
 #[cfg(test)]

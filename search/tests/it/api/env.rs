@@ -250,6 +250,17 @@ pub async fn start_with(backend: Backend, watches: causeway_search::api::watch::
         .await;
     }
     create::<ClusterRoleBinding>(&admin, binding("erin-west", "west-viewer", "erin")).await;
+    // alice may act as bob (kubectl --as bob), and as nobody else
+    create::<ClusterRole>(
+        &admin,
+        json!({
+            "metadata": {"name": "bob-impersonator"},
+            "rules": [{"apiGroups": [""], "resources": ["users"], "resourceNames": ["bob"], "verbs": ["impersonate"]}],
+        }),
+    )
+    .await;
+    create::<ClusterRoleBinding>(&admin, binding("alice-as-bob", "bob-impersonator", "alice"))
+        .await;
     for user in ["alice", "bob"] {
         create::<ClusterRoleBinding>(
             &admin,
