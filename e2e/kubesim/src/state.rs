@@ -28,6 +28,7 @@ pub mod meta;
 pub mod patch;
 pub mod persist;
 pub mod quantity;
+pub mod rbac;
 pub mod registry;
 pub mod selectors;
 pub mod sim;

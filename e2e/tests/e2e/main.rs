@@ -14,6 +14,7 @@ mod gateway_support;
 mod kubectl;
 mod kubectl_bad_input;
 mod kubectl_events;
+mod kubectl_rbac;
 mod kubectl_token;
 mod local;
 mod local_pull;

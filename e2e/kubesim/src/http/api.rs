@@ -257,17 +257,18 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         content_type,
         body,
         user_agent,
+        user,
         warnings: Vec::new(),
         decoded,
     };
     if verb == "watch" {
         return crate::http::watch::serve(inner.clone(), rt, rp, r).map_err(fail);
     }
-    admit_by_webhooks(inner, &rt, &rp, &method, &r, &user)
+    admit_by_webhooks(inner, &rt, &rp, &method, &r, &r.user)
         .await
         .map_err(fail)?;
     let result = if rt.is_review() {
-        crate::http::reviews::create(inner, &rt, &method, &user, &r)
+        crate::http::reviews::create(inner, &rt, &method, &r.user, &r)
     } else {
         dispatch(inner, &rt, &rp, &method, &mut r)
     };

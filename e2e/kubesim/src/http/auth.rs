@@ -32,6 +32,19 @@ impl User {
         }
     }
 
+    /// kube's `authentication.k8s.io/v1` UserInfo (TokenReview, SelfSubjectReview,
+    /// admission reviews): an empty uid and extra left out.
+    pub fn info(&self) -> Value {
+        let mut info = json!({"username": self.name, "groups": self.groups});
+        if !self.uid.is_empty() {
+            info["uid"] = json!(self.uid);
+        }
+        if !self.extra.is_empty() {
+            info["extra"] = json!(self.extra);
+        }
+        info
+    }
+
     /// The anonymous user.
     pub fn anonymous() -> Self {
         User {
@@ -132,6 +145,8 @@ fn subject_matches(subject: &Value, user: &User) -> bool {
     }
 }
 
+/// kube's RBAC `RuleAllows`: verbs, API groups, resources (`*`, exact
+/// `resource/subresource`, or `*/subresource`) and names, or a non-resource URL.
 fn rule_allows(rule: &Value, a: &Attributes) -> bool {
     let any = |list: &[String], want: &str| list.iter().any(|x| x == "*" || x == want);
     if !a.path.is_empty() {
@@ -145,13 +160,12 @@ fn rule_allows(rule: &Value, a: &Attributes) -> bool {
         format!("{}/{}", a.resource, a.subresource)
     };
     let names = strs(rule, "resourceNames");
+    let any_sub = format!("*/{}", a.subresource);
     any(&strs(rule, "verbs"), a.verb)
         && any(&strs(rule, "apiGroups"), a.group)
-        && (any(&strs(rule, "resources"), &resource)
-            || (!a.subresource.is_empty()
-                && strs(rule, "resources")
-                    .iter()
-                    .any(|r| r == &format!("{}/*", a.resource))))
+        && strs(rule, "resources")
+            .iter()
+            .any(|r| r == "*" || *r == resource || (!a.subresource.is_empty() && *r == any_sub))
         && (names.is_empty() || names.iter().any(|n| n == a.name))
 }
 
@@ -263,22 +277,26 @@ pub fn decide(store: &Store, user: &User, a: &Attributes) -> Option<String> {
         .map(Grant::reason)
 }
 
-/// What `user` may do in `namespace`, as a SelfSubjectRulesReview's status
-/// (`kubectl auth can-i --list`): the rules of every binding that names it.
-pub fn rules_review(store: &Store, user: &User, namespace: &str) -> Value {
-    let rules: Vec<Value> = if is_master(user) {
-        vec![
+/// The rules of every binding that names `user` in `namespace` (kube's `RulesFor`; a
+/// `system:masters` member holds everything).
+pub fn rules_for(store: &Store, user: &User, namespace: &str) -> Vec<Value> {
+    if is_master(user) {
+        return vec![
             json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
             json!({"verbs": ["*"], "nonResourceURLs": ["*"]}),
-        ]
-    } else {
-        grants(store, user, namespace)
-            .into_iter()
-            .flat_map(|g| g.rules)
-            .collect()
-    };
+        ];
+    }
+    grants(store, user, namespace)
+        .into_iter()
+        .flat_map(|g| g.rules)
+        .collect()
+}
+
+/// What `user` may do in `namespace`, as a SelfSubjectRulesReview's status
+/// (`kubectl auth can-i --list`).
+pub fn rules_review(store: &Store, user: &User, namespace: &str) -> Value {
     let (mut resource, mut non_resource) = (Vec::new(), Vec::new());
-    for r in &rules {
+    for r in &rules_for(store, user, namespace) {
         let list = |k: &str| json!(strs(r, k));
         if strs(r, "nonResourceURLs").is_empty() {
             let mut rule = json!({"verbs": list("verbs"), "apiGroups": list("apiGroups"), "resources": list("resources")});

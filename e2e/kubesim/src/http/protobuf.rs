@@ -1,7 +1,7 @@
 //! Protobuf request bodies (`application/vnd.kubernetes.protobuf`) for the kinds
 //! kubectl's typed generators send that way (`kubectl create namespace|configmap|secret|
 //! serviceaccount|service|deployment|job|cronjob|role|clusterrole|rolebinding|
-//! clusterrolebinding|poddisruptionbudget|ingress`). A table of field numbers per message
+//! clusterrolebinding|poddisruptionbudget|ingress`, `kubectl autoscale`). A table of field numbers per message
 //! (k8s.io/api's generated.proto) turns the wire format into the JSON the rest of the
 //! server stores. A field the table does not know is refused with 415, never dropped: no
 //! silent data loss.
@@ -646,6 +646,70 @@ const RULES_REVIEW: &[Field] = &[
     f(3, "status", Kind::Msg(RULES_REVIEW_STATUS)),
 ];
 
+const CROSS_VERSION_OBJECT_REFERENCE: &[Field] = &[
+    o(1, "kind", Kind::Str),
+    o(2, "name", Kind::Str),
+    f(3, "apiVersion", Kind::Str),
+];
+const METRIC_TARGET: &[Field] = &[
+    o(1, "type", Kind::Str),
+    o(2, "value", Kind::Quantity),
+    o(3, "averageValue", Kind::Quantity),
+    o(4, "averageUtilization", Kind::I64),
+];
+const METRIC_IDENTIFIER: &[Field] = &[
+    o(1, "name", Kind::Str),
+    o(2, "selector", Kind::Msg(LABEL_SELECTOR)),
+];
+const OBJECT_METRIC_SOURCE: &[Field] = &[
+    f(1, "describedObject", Kind::Msg(CROSS_VERSION_OBJECT_REFERENCE)),
+    f(2, "target", Kind::Msg(METRIC_TARGET)),
+    f(3, "metric", Kind::Msg(METRIC_IDENTIFIER)),
+];
+/// PodsMetricSource and ExternalMetricSource.
+const METRIC_SOURCE: &[Field] = &[
+    f(1, "metric", Kind::Msg(METRIC_IDENTIFIER)),
+    f(2, "target", Kind::Msg(METRIC_TARGET)),
+];
+const RESOURCE_METRIC_SOURCE: &[Field] = &[
+    o(1, "name", Kind::Str),
+    f(2, "target", Kind::Msg(METRIC_TARGET)),
+];
+const CONTAINER_RESOURCE_METRIC_SOURCE: &[Field] = &[
+    o(1, "name", Kind::Str),
+    f(2, "target", Kind::Msg(METRIC_TARGET)),
+    o(3, "container", Kind::Str),
+];
+const METRIC_SPEC: &[Field] = &[
+    o(1, "type", Kind::Str),
+    o(2, "object", Kind::Msg(OBJECT_METRIC_SOURCE)),
+    o(3, "pods", Kind::Msg(METRIC_SOURCE)),
+    o(4, "resource", Kind::Msg(RESOURCE_METRIC_SOURCE)),
+    o(5, "external", Kind::Msg(METRIC_SOURCE)),
+    o(7, "containerResource", Kind::Msg(CONTAINER_RESOURCE_METRIC_SOURCE)),
+];
+/// What a client sends of an autoscaling/v2 HorizontalPodAutoscaler's spec (a
+/// `behavior` is refused with 415, never dropped).
+const HPA_SPEC: &[Field] = &[
+    f(1, "scaleTargetRef", Kind::Msg(CROSS_VERSION_OBJECT_REFERENCE)),
+    o(2, "minReplicas", Kind::I64),
+    o(3, "maxReplicas", Kind::I64),
+    r(4, "metrics", Kind::Msg(METRIC_SPEC)),
+];
+/// What a client sends of its status: the counts (a client sends no metrics or
+/// conditions).
+const HPA_STATUS: &[Field] = &[
+    o(1, "observedGeneration", Kind::I64),
+    o(2, "lastScaleTime", Kind::Time),
+    f(3, "currentReplicas", Kind::I64),
+    o(4, "desiredReplicas", Kind::I64),
+];
+const HPA: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(HPA_SPEC)),
+    f(3, "status", Kind::Msg(HPA_STATUS)),
+];
+
 /// The kinds whose protobuf bodies kubesim decodes: (apiVersion, kind, message).
 const SCHEMAS: &[(&str, &str, &[Field])] = &[
     ("v1", "Namespace", NAMESPACE),
@@ -667,6 +731,7 @@ const SCHEMAS: &[(&str, &str, &[Field])] = &[
     ),
     ("policy/v1", "PodDisruptionBudget", PDB),
     ("networking.k8s.io/v1", "Ingress", INGRESS),
+    ("autoscaling/v2", "HorizontalPodAutoscaler", HPA),
     ("authentication.k8s.io/v1", "TokenRequest", TOKEN_REQUEST),
     (
         "authentication.k8s.io/v1",

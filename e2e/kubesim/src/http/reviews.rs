@@ -38,7 +38,7 @@ pub fn create(
     let status = match rt.plural.as_str() {
         "tokenreviews" => token_review(inner, &spec)?,
         "selfsubjectaccessreviews" => access_review(inner, caller, &spec)?,
-        "selfsubjectreviews" => json!({"userInfo": user_info(caller)}),
+        "selfsubjectreviews" => json!({"userInfo": caller.info()}),
         "selfsubjectrulesreviews" => {
             let ns = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
             crate::http::auth::rules_review(&inner.state.lock().store, caller, ns)
@@ -86,18 +86,6 @@ pub fn create(
     ))
 }
 
-/// kube's `authentication.k8s.io/v1` UserInfo: empty uid and extra left out.
-fn user_info(u: &User) -> Value {
-    let mut info = json!({"username": u.name, "groups": u.groups});
-    if !u.uid.is_empty() {
-        info["uid"] = json!(u.uid);
-    }
-    if !u.extra.is_empty() {
-        info["extra"] = json!(u.extra);
-    }
-    info
-}
-
 fn token_review(inner: &Inner, spec: &Value) -> ApiResult<Value> {
     let token = spec.get("token").and_then(Value::as_str).unwrap_or("");
     if token.is_empty() {
@@ -108,7 +96,7 @@ fn token_review(inner: &Inner, spec: &Value) -> ApiResult<Value> {
     Ok(match crate::http::api::token_user(inner, token) {
         Some(u) => json!({
             "authenticated": true,
-            "user": user_info(&u),
+            "user": u.info(),
             "audiences": [crate::http::tokens::API_AUDIENCE],
         }),
         None => json!({

@@ -171,7 +171,7 @@ fn review(req: &Request<'_>) -> Value {
             "name": req.name,
             "namespace": req.namespace,
             "operation": req.operation,
-            "userInfo": {"username": req.user.name, "groups": req.user.groups},
+            "userInfo": req.user.info(),
             "object": req.object,
             "oldObject": req.old_object,
             "dryRun": req.dry_run,

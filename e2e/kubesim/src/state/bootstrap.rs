@@ -1,7 +1,7 @@
 //! What a cluster holds before any client writes: the objects kube-apiserver and its
 //! controllers create at start, or what a journal kept from an earlier run.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::state::cluster::State;
 use crate::state::convert;
@@ -95,16 +95,21 @@ pub fn bootstrap(state: &mut State, cluster: &str, service_cidrs: &[Cidr], nodes
         state.store.put(&gr("", "nodes"), nodes.node(i, &now));
     }
     let rbac = "rbac.authorization.k8s.io";
-    for (name, verbs) in [
-        ("cluster-admin", json!(["*"])),
-        ("view", json!(["get", "list", "watch"])),
-    ] {
-        state.store.put(
-            &gr(rbac, "clusterroles"),
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name, "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-                   "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": verbs}]}),
-        );
+    for role in default_cluster_roles() {
+        let mut role = role;
+        role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        role["kind"] = json!("ClusterRole");
+        role["metadata"]["uid"] = json!(new_uid());
+        role["metadata"]["creationTimestamp"] = json!(now);
+        role["metadata"]["labels"]["kubernetes.io/bootstrapping"] = json!("rbac-defaults");
+        state.store.put(&gr(rbac, "clusterroles"), role);
     }
+    state.store.put(
+        &gr(rbac, "clusterrolebindings"),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "cluster-admin", "uid": new_uid(), "creationTimestamp": now, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}],
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}}),
+    );
     // as kube-apiserver's bootstrap policy: every authenticated user may ask what it may do
     // and who it is (`kubectl auth can-i [--list]`, `kubectl auth whoami`)
     let labels = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
@@ -128,4 +133,52 @@ pub fn bootstrap(state: &mut State, cluster: &str, service_cidrs: &[Cidr], nodes
                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:basic-user"}}),
     );
+}
+
+/// kube-apiserver's bootstrap user-facing ClusterRoles: `cluster-admin`, and `admin`,
+/// `edit` and `view` aggregated (by kube-controller-manager, here
+/// [`crate::state::rbac::aggregate`]) from the `system:aggregate-to-*` roles and from any
+/// ClusterRole labelled `rbac.authorization.k8s.io/aggregate-to-<role>: "true"`. `view`
+/// reads no Secrets and no RBAC objects; `edit` writes workloads but not RBAC; `admin`
+/// adds Roles and RoleBindings.
+fn default_cluster_roles() -> Vec<Value> {
+    let read = json!(["get", "list", "watch"]);
+    let write = json!(["create", "delete", "deletecollection", "patch", "update"]);
+    let agg = |to: &str| json!({"clusterRoleSelectors": [{"matchLabels": {format!("rbac.authorization.k8s.io/aggregate-to-{to}"): "true"}}]});
+    let label = |to: &str| json!({format!("rbac.authorization.k8s.io/aggregate-to-{to}"): "true"});
+    vec![
+        json!({"metadata": {"name": "cluster-admin"}, "rules": [
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+            {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+        json!({"metadata": {"name": "admin"}, "aggregationRule": agg("admin"), "rules": []}),
+        json!({"metadata": {"name": "edit", "labels": label("admin")}, "aggregationRule": agg("edit"), "rules": []}),
+        json!({"metadata": {"name": "view", "labels": label("edit")}, "aggregationRule": agg("view"), "rules": []}),
+        json!({"metadata": {"name": "system:aggregate-to-admin", "labels": label("admin")}, "rules": [
+            {"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"], "verbs": ["create"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings", "roles"],
+             "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]}]}),
+        json!({"metadata": {"name": "system:aggregate-to-edit", "labels": label("edit")}, "rules": [
+            {"apiGroups": [""], "resources": ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"], "verbs": read},
+            {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]},
+            {"apiGroups": [""], "resources": ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy"], "verbs": write},
+            {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["configmaps", "events", "persistentvolumeclaims", "replicationcontrollers", "replicationcontrollers/scale", "secrets", "serviceaccounts", "services", "services/proxy"], "verbs": write},
+            {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
+            {"apiGroups": ["apps"], "resources": ["daemonsets", "deployments", "deployments/rollback", "deployments/scale", "replicasets", "replicasets/scale", "statefulsets", "statefulsets/scale"], "verbs": write},
+            {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": write},
+            {"apiGroups": ["batch"], "resources": ["cronjobs", "jobs"], "verbs": write},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": write},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "networkpolicies"], "verbs": write},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]}]}),
+        json!({"metadata": {"name": "system:aggregate-to-view", "labels": label("view")}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps", "endpoints", "persistentvolumeclaims", "persistentvolumeclaims/status", "pods", "replicationcontrollers", "replicationcontrollers/scale", "serviceaccounts", "services", "services/status"], "verbs": read},
+            {"apiGroups": [""], "resources": ["bindings", "events", "limitranges", "namespaces/status", "pods/log", "pods/status", "replicationcontrollers/status", "resourcequotas", "resourcequotas/status"], "verbs": read},
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": read},
+            {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": read},
+            {"apiGroups": ["apps"], "resources": ["controllerrevisions", "daemonsets", "daemonsets/status", "deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale", "replicasets/status", "statefulsets", "statefulsets/scale", "statefulsets/status"], "verbs": read},
+            {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers", "horizontalpodautoscalers/status"], "verbs": read},
+            {"apiGroups": ["batch"], "resources": ["cronjobs", "cronjobs/status", "jobs", "jobs/status"], "verbs": read},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets", "poddisruptionbudgets/status"], "verbs": read},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses", "ingresses/status", "networkpolicies"], "verbs": read}]}),
+    ]
 }

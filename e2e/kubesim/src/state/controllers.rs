@@ -1,5 +1,6 @@
 //! What kube-controller-manager would do for the API's sake: owner-reference garbage
-//! collection (background, foreground, orphan), namespace termination, and optional
+//! collection (background, foreground, orphan), namespace termination, ClusterRole
+//! aggregation ([`crate::state::rbac::aggregate`]), and optional
 //! workload simulation ([`crate::state::sim`]).
 
 use std::sync::Arc;
@@ -18,6 +19,9 @@ pub fn pass(st: &mut State, simulate_workloads: bool) -> bool {
     if st.store.take_gc_hint() {
         changed |= gc(st);
         changed |= namespaces(st);
+    }
+    if st.store.take_rbac_hint() {
+        changed |= crate::state::rbac::aggregate(st);
     }
     if st.store.take_workload_hint() && simulate_workloads {
         changed |= crate::state::sim::pass(st);

@@ -25,6 +25,8 @@ fn is(rt: &ResourceType, group: &str, plural: &str) -> bool {
 pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
     defaults::apply(rt, obj);
     job_restart_policy(rt, obj)?;
+    crate::state::rbac::defaults(rt, obj);
+    crate::state::rbac::validate(rt, obj, None)?;
     if is(rt, "", "services") {
         service_create(&mut state.ipam, obj, None)?;
     } else if is(rt, "", "namespaces") {
@@ -105,6 +107,8 @@ pub fn on_update(
 ) -> ApiResult<()> {
     defaults::apply(rt, new);
     job_restart_policy(rt, new)?;
+    crate::state::rbac::defaults(rt, new);
+    crate::state::rbac::validate(rt, new, Some(old))?;
     if is(rt, "", "secrets") {
         secret_defaults(new);
     }

@@ -39,6 +39,7 @@ pub struct Store {
     journal: Option<Journal>,
     gc_hint: bool,
     workload_hint: bool,
+    rbac_hint: bool,
 }
 
 impl Store {
@@ -56,6 +57,7 @@ impl Store {
             journal: None,
             gc_hint: true,
             workload_hint: true,
+            rbac_hint: true,
         }
     }
 
@@ -73,6 +75,11 @@ impl Store {
     /// True (once) when a workload (apps, batch), a Pod or a Node changed since the last call.
     pub fn take_workload_hint(&mut self) -> bool {
         std::mem::take(&mut self.workload_hint)
+    }
+
+    /// True (once) when a ClusterRole changed since the last call (aggregation's work).
+    pub fn take_rbac_hint(&mut self) -> bool {
+        std::mem::take(&mut self.rbac_hint)
     }
 
     /// Moves the resourceVersion past everything a journal ever recorded.
@@ -298,6 +305,9 @@ impl Store {
             || (e.gr.group.is_empty() && e.gr.resource == "namespaces")
         {
             self.gc_hint = true;
+        }
+        if e.gr.group == "rbac.authorization.k8s.io" && e.gr.resource == "clusterroles" {
+            self.rbac_hint = true;
         }
         if matches!(e.gr.group.as_str(), "apps" | "batch")
             || (e.gr.group.is_empty() && matches!(e.gr.resource.as_str(), "pods" | "nodes"))

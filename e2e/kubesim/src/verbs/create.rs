@@ -98,6 +98,7 @@ pub fn create_locked(
     }
     admit_schema(rt, &mut obj, r)?;
     kinds::on_create(st, rt, &mut obj)?;
+    crate::state::rbac::no_escalation(&st.store, rt, &obj, None, &r.user)?;
     if applied.is_none() {
         let manager = r.manager();
         let av = rt.api_version();

@@ -22,6 +22,8 @@ pub struct Req {
     pub body: Bytes,
     /// User-Agent.
     pub user_agent: String,
+    /// Who sent it (after impersonation).
+    pub user: crate::http::auth::User,
     /// Warnings to return as `Warning:` headers.
     pub warnings: Vec<String>,
     /// The body as decoded by the HTTP layer, for a content type the verbs do not read

@@ -176,6 +176,7 @@ fn admit_and_store(
         admit_schema(rt, &mut new, r)?;
     }
     kinds::on_update(st, rt, old, &mut new)?;
+    crate::state::rbac::no_escalation(&st.store, rt, &new, Some(old), &r.user)?;
     let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
     if deleting {
         let before = finalizers(old);
