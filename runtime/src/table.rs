@@ -11,6 +11,20 @@ pub use columns::Column;
 
 /// Cells kubectl's built-in printers compute rather than read (`@name` columns).
 fn computed(obj: &Value, which: &str) -> Value {
+    // a field, or kubectl's placeholder when it is absent
+    for (prefix, placeholder) in [
+        ("@or-na:", "N/A"),
+        ("@or-unset:", "<unset>"),
+        ("@or-none:", "<none>"),
+    ] {
+        if let Some(pointer) = which.strip_prefix(prefix) {
+            return match obj.pointer(pointer) {
+                Some(Value::Number(n)) => json!(n.to_string()),
+                Some(Value::String(s)) => json!(s),
+                _ => json!(placeholder),
+            };
+        }
+    }
     match which {
         "@service-ports" => {
             let ports = obj
@@ -147,8 +161,129 @@ fn computed(obj: &Value, which: &str) -> Value {
             };
             json!(format!("{}/{}", r("kind").to_lowercase(), r("name")))
         }
+        "@created-at" => obj
+            .pointer("/metadata/creationTimestamp")
+            .cloned()
+            .unwrap_or(Value::Null),
+        "@role-ref" => json!(format!(
+            "{}/{}",
+            text(obj, "/roleRef/kind"),
+            text(obj, "/roleRef/name")
+        )),
+        which if which.starts_with("@subjects:") => {
+            let kind = &which["@subjects:".len()..];
+            let names: Vec<String> = obj
+                .get("subjects")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|s| text(s, "/kind") == kind)
+                .map(|s| match kind {
+                    "ServiceAccount" => format!("{}/{}", text(s, "/namespace"), text(s, "/name")),
+                    _ => text(s, "/name").to_string(),
+                })
+                .collect();
+            json!(names.join(", "))
+        }
+        "@hpa-reference" => json!(format!(
+            "{}/{}",
+            text(obj, "/spec/scaleTargetRef/kind"),
+            text(obj, "/spec/scaleTargetRef/name")
+        )),
+        "@hpa-targets" => json!(hpa_targets(obj)),
+        "@ingress-address" => {
+            let lb: Vec<&str> = obj
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|i| {
+                    let ip = text(i, "/ip");
+                    if ip.is_empty() {
+                        text(i, "/hostname")
+                    } else {
+                        ip
+                    }
+                })
+                .collect();
+            json!(lb.join(","))
+        }
+        "@ingress-ports" => {
+            let tls = obj
+                .pointer("/spec/tls")
+                .and_then(Value::as_array)
+                .is_some_and(|t| !t.is_empty());
+            json!(if tls { "80, 443" } else { "80" })
+        }
         _ => Value::Null,
     }
+}
+
+/// A string field, "" when absent.
+fn text<'v>(obj: &'v Value, pointer: &str) -> &'v str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// kubectl's TARGETS of a HorizontalPodAutoscaler: each metric's current value (from
+/// status, `<unknown>` before the autoscaler reports) over its target, e.g.
+/// `cpu: <unknown>/80%`, `memory: 120Mi/500Mi`.
+fn hpa_targets(obj: &Value) -> String {
+    let specs = obj
+        .pointer("/spec/metrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let current = obj
+        .pointer("/status/currentMetrics")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let parts: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let kind = text(m, "/type");
+            let key = match kind {
+                "Resource" => "resource",
+                "ContainerResource" => "containerResource",
+                "Pods" => "pods",
+                "Object" => "object",
+                "External" => "external",
+                _ => return "<unknown type>".to_string(),
+            };
+            let src = &m[key];
+            let target = &src["target"];
+            let now = current.get(i).map(|c| &c[key]["current"]);
+            let (want, have) = if let Some(u) = target.get("averageUtilization") {
+                let have = now
+                    .and_then(|c| c.get("averageUtilization"))
+                    .map_or("<unknown>".to_string(), |v| format!("{v}%"));
+                (format!("{u}%"), have)
+            } else {
+                let field = if target.get("averageValue").is_some() {
+                    "averageValue"
+                } else {
+                    "value"
+                };
+                let have = now
+                    .and_then(|c| c.get(field))
+                    .and_then(Value::as_str)
+                    .unwrap_or("<unknown>")
+                    .to_string();
+                (text(target, &format!("/{field}")).to_string(), have)
+            };
+            match kind {
+                "Resource" | "ContainerResource" => {
+                    format!("{}: {have}/{want}", text(src, "/name"))
+                }
+                _ => format!("{have}/{want}"),
+            }
+        })
+        .collect();
+    parts.join(", ")
 }
 
 /// An integer field as kubectl's built-in printers show it: 0 when absent.
@@ -308,9 +443,12 @@ pub fn table(
     let def = |c: &Column| json!({"name": c.name, "type": c.type_, "format": "", "description": c.description, "priority": c.priority});
     let mut defs: Vec<Value> = leading.iter().map(def).collect();
     defs.push(json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}));
-    let has_age = columns
-        .iter()
-        .any(|c| c.json_path == ".metadata.creationTimestamp");
+    let has_age = columns.iter().any(|c| {
+        matches!(
+            c.json_path.as_str(),
+            ".metadata.creationTimestamp" | "@created-at"
+        )
+    });
     defs.extend(columns.iter().map(def));
     if !has_age {
         defs.push(json!({"name": "Age", "type": "string", "format": "", "description": "CreationTimestamp", "priority": 0}));
@@ -460,6 +598,68 @@ mod tests {
                 ("Current", "3"),
                 ("Ready", "0")
             ])
+        );
+    }
+
+    /// kubectl's cells for RBAC bindings, PodDisruptionBudgets, HorizontalPodAutoscalers
+    /// (before and after the autoscaler reports) and Ingresses.
+    #[test]
+    fn rbac_pdb_hpa_and_ingress_cells_match_kubectl() {
+        let cells = |group: &str, plural: &str, o: &Value| -> Vec<Value> {
+            columns::builtin(group, plural)
+                .iter()
+                .map(|c| column_cell(o, c))
+                .collect()
+        };
+        let rb = json!({"roleRef": {"kind": "ClusterRole", "name": "view"}, "metadata": {},
+            "subjects": [{"kind": "User", "name": "a"}, {"kind": "User", "name": "b"},
+                         {"kind": "ServiceAccount", "name": "r", "namespace": "n"}]});
+        let c = cells("rbac.authorization.k8s.io", "rolebindings", &rb);
+        assert_eq!(c[0], "ClusterRole/view");
+        assert_eq!(&c[2..], &[json!("a, b"), json!(""), json!("n/r")]);
+        let pdb = json!({"spec": {"maxUnavailable": 1}, "status": {"disruptionsAllowed": 2}});
+        assert_eq!(
+            cells("policy", "poddisruptionbudgets", &pdb),
+            vec![json!("N/A"), json!("1"), json!(2)]
+        );
+        let mut hpa = json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5,
+            "metrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}},
+                {"type": "Pods", "pods": {"metric": {"name": "qps"}, "target": {"type": "AverageValue", "averageValue": "10"}}}]}});
+        assert_eq!(
+            cells("autoscaling", "horizontalpodautoscalers", &hpa),
+            vec![
+                json!("Deployment/web"),
+                json!("cpu: <unknown>/80%, <unknown>/10"),
+                json!("<unset>"),
+                json!(5),
+                json!(0)
+            ]
+        );
+        hpa["spec"]["minReplicas"] = json!(2);
+        hpa["status"] = json!({"currentReplicas": 3, "currentMetrics": [
+            {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 41}}},
+            {"type": "Pods", "pods": {"current": {"averageValue": "7"}}}]});
+        assert_eq!(
+            cells("autoscaling", "horizontalpodautoscalers", &hpa),
+            vec![
+                json!("Deployment/web"),
+                json!("cpu: 41%/80%, 7/10"),
+                json!("2"),
+                json!(5),
+                json!(3)
+            ]
+        );
+        let ing = json!({"spec": {"rules": [{"host": "a.example"}], "tls": [{"hosts": ["a.example"]}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}, {"hostname": "lb.example"}]}}});
+        assert_eq!(
+            cells("networking.k8s.io", "ingresses", &ing),
+            vec![
+                json!("<none>"),
+                json!("a.example"),
+                json!("10.0.0.1,lb.example"),
+                json!("80, 443")
+            ]
         );
     }
 

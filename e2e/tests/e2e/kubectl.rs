@@ -797,6 +797,72 @@ async fn kubectl_create_rbac_pdb_and_ingress_send_protobuf_and_work() {
             "tls": [{"hosts": ["foo.example"], "secretName": "foo-cert"}]
         })
     );
+    // `kubectl autoscale` (an autoscaling/v2 body): kube's defaults fill what it leaves out
+    gen_ok(&["create", "deployment", "web", "--image=nginx:1.27"]).await;
+    gen_ok(&[
+        "autoscale",
+        "deployment",
+        "web",
+        "--min=2",
+        "--max=5",
+        "--cpu=80%",
+    ])
+    .await;
+    gen_ok(&[
+        "autoscale",
+        "deployment",
+        "web",
+        "--name=web-mem",
+        "--max=3",
+        "--memory=500Mi",
+    ])
+    .await;
+    let hpa = json(&["hpa", "web-mem"]).await;
+    assert_eq!(
+        hpa["spec"],
+        serde_json::json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1, "maxReplicas": 3,
+            "metrics": [{"type": "Resource", "resource": {"name": "memory",
+                "target": {"type": "AverageValue", "averageValue": "500Mi"}}}]})
+    );
+    // and `kubectl get` prints each kind's columns as kube-apiserver's Tables do
+    let rows = |out: String| -> Vec<String> {
+        out.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let hpas = rows(gen_ok(&["get", "hpa"]).await);
+    assert_eq!(
+        hpas[0],
+        "NAME REFERENCE TARGETS MINPODS MAXPODS REPLICAS AGE"
+    );
+    assert!(
+        hpas[1].starts_with("web Deployment/web cpu: <unknown>/80% 2 5 0 "),
+        "{hpas:?}"
+    );
+    assert!(
+        hpas[2].starts_with("web-mem Deployment/web memory: <unknown>/500Mi 1 3 0 "),
+        "{hpas:?}"
+    );
+    let pdbs = rows(gen_ok(&["get", "pdb"]).await);
+    assert_eq!(
+        pdbs[0],
+        "NAME MIN AVAILABLE MAX UNAVAILABLE ALLOWED DISRUPTIONS AGE"
+    );
+    assert!(pdbs[1].starts_with("web 50% N/A 0 "), "{pdbs:?}");
+    let ings = rows(gen_ok(&["get", "ingress"]).await);
+    assert_eq!(ings[0], "NAME CLASS HOSTS ADDRESS PORTS AGE");
+    assert!(
+        ings[1].starts_with("web causeway foo.example,bar.example 80, 443 "),
+        "{ings:?}"
+    );
+    let rbs = rows(gen_ok(&["get", "rolebinding", "alice-reads", "-o", "wide"]).await);
+    assert_eq!(rbs[0], "NAME ROLE AGE USERS GROUPS SERVICEACCOUNTS");
+    assert!(rbs[1].starts_with("alice-reads Role/reader "), "{rbs:?}");
+    assert!(rbs[1].ends_with(" alice gen/robot"), "{rbs:?}");
+    let roles = rows(gen_ok(&["get", "role"]).await);
+    assert_eq!(roles[0], "NAME CREATED AT");
+    assert!(roles[1].starts_with("reader 20"), "{roles:?}");
 }
 
 /// `kubectl create deployment|job|cronjob` (protobuf bodies: Pod templates, containers,

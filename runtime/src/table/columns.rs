@@ -115,15 +115,47 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
             vec![col("Holder", "string", ".spec.holderIdentity", 0)]
         }
         ("networking.k8s.io", "ingresses") => vec![
-            col("Class", "string", ".spec.ingressClassName", 0),
+            col("Class", "string", "@or-none:/spec/ingressClassName", 0),
             col("Hosts", "string", ".spec.rules[*].host", 0),
+            col("Address", "string", "@ingress-address", 0),
+            col("Ports", "string", "@ingress-ports", 0),
         ],
         ("networking.k8s.io", "ingressclasses") => {
             vec![col("Controller", "string", ".spec.controller", 0)]
         }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            vec![col("Created At", "date", ".metadata.creationTimestamp", 0)]
+        ("apiextensions.k8s.io", "customresourcedefinitions")
+        | ("rbac.authorization.k8s.io", "roles" | "clusterroles") => {
+            vec![col("Created At", "date", "@created-at", 0)]
         }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => vec![
+            col("Role", "string", "@role-ref", 0),
+            age(),
+            col("Users", "string", "@subjects:User", 1),
+            col("Groups", "string", "@subjects:Group", 1),
+            col("ServiceAccounts", "string", "@subjects:ServiceAccount", 1),
+        ],
+        ("policy", "poddisruptionbudgets") => vec![
+            col("Min Available", "string", "@or-na:/spec/minAvailable", 0),
+            col(
+                "Max Unavailable",
+                "string",
+                "@or-na:/spec/maxUnavailable",
+                0,
+            ),
+            col(
+                "Allowed Disruptions",
+                "integer",
+                "@int:/status/disruptionsAllowed",
+                0,
+            ),
+        ],
+        ("autoscaling", "horizontalpodautoscalers") => vec![
+            col("Reference", "string", "@hpa-reference", 0),
+            col("Targets", "string", "@hpa-targets", 0),
+            col("MinPods", "string", "@or-unset:/spec/minReplicas", 0),
+            col("MaxPods", "integer", "@int:/spec/maxReplicas", 0),
+            col("Replicas", "integer", "@int:/status/currentReplicas", 0),
+        ],
         _ => vec![],
     }
 }

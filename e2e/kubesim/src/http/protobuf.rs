@@ -662,7 +662,11 @@ const METRIC_IDENTIFIER: &[Field] = &[
     o(2, "selector", Kind::Msg(LABEL_SELECTOR)),
 ];
 const OBJECT_METRIC_SOURCE: &[Field] = &[
-    f(1, "describedObject", Kind::Msg(CROSS_VERSION_OBJECT_REFERENCE)),
+    f(
+        1,
+        "describedObject",
+        Kind::Msg(CROSS_VERSION_OBJECT_REFERENCE),
+    ),
     f(2, "target", Kind::Msg(METRIC_TARGET)),
     f(3, "metric", Kind::Msg(METRIC_IDENTIFIER)),
 ];
@@ -686,12 +690,20 @@ const METRIC_SPEC: &[Field] = &[
     o(3, "pods", Kind::Msg(METRIC_SOURCE)),
     o(4, "resource", Kind::Msg(RESOURCE_METRIC_SOURCE)),
     o(5, "external", Kind::Msg(METRIC_SOURCE)),
-    o(7, "containerResource", Kind::Msg(CONTAINER_RESOURCE_METRIC_SOURCE)),
+    o(
+        7,
+        "containerResource",
+        Kind::Msg(CONTAINER_RESOURCE_METRIC_SOURCE),
+    ),
 ];
 /// What a client sends of an autoscaling/v2 HorizontalPodAutoscaler's spec (a
 /// `behavior` is refused with 415, never dropped).
 const HPA_SPEC: &[Field] = &[
-    f(1, "scaleTargetRef", Kind::Msg(CROSS_VERSION_OBJECT_REFERENCE)),
+    f(
+        1,
+        "scaleTargetRef",
+        Kind::Msg(CROSS_VERSION_OBJECT_REFERENCE),
+    ),
     o(2, "minReplicas", Kind::I64),
     o(3, "maxReplicas", Kind::I64),
     r(4, "metrics", Kind::Msg(METRIC_SPEC)),

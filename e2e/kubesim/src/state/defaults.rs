@@ -1,7 +1,7 @@
 //! kube-apiserver's defaulting of workloads (pkg/apis/core/v1/defaults.go and
 //! pkg/apis/apps/v1/defaults.go), applied on every write as kube-apiserver applies it when
 //! it decodes a request: Pods and the Pod templates of Deployments, ReplicaSets,
-//! StatefulSets, DaemonSets, Jobs and CronJobs, and those kinds' own specs. What a client reads back is
+//! StatefulSets, DaemonSets, Jobs and CronJobs, and those kinds' own specs, and HorizontalPodAutoscalers (min replicas 1, 80% CPU when no metric is given). What a client reads back is
 //! then what a real cluster would show (`kubectl get -o yaml`, a controller comparing
 //! what it wrote with what it reads).
 
@@ -161,6 +161,20 @@ pub fn apply(rt: &ResourceType, obj: &mut Value) {
             or(spec, "failedJobsHistoryLimit", json!(1));
             if let Some(j) = spec.pointer_mut("/jobTemplate/spec") {
                 job_spec(j);
+            }
+        }
+        ("autoscaling", "horizontalpodautoscalers") => {
+            let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+                return;
+            };
+            or(spec, "minReplicas", json!(1));
+            if spec
+                .get("metrics")
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+            {
+                spec["metrics"] = json!([{"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 80}}}]);
             }
         }
         ("apps", kind @ ("deployments" | "replicasets" | "statefulsets" | "daemonsets")) => {
