@@ -344,13 +344,21 @@ async fn front_proxy_client(
 }
 
 /// GET `path` naming `user` and `groups` in the front proxy's headers; (status, body).
+/// An answer (a watch's end included) not there within a minute fails the test, naming
+/// the request, rather than hanging it.
 async fn as_proxied(c: &kube::Client, path: &str, user: &str, groups: &[&str]) -> (u16, String) {
     let mut req = http::Request::get(path);
     req = req.header("X-Remote-User", user);
     for g in groups {
         req = req.header("X-Remote-Group", *g);
     }
-    match c.request_text(req.body(Vec::new()).unwrap()).await {
+    let answer = tokio::time::timeout(
+        Duration::from_secs(60),
+        c.request_text(req.body(Vec::new()).unwrap()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("GET {path} as {user} {groups:?}: no complete answer in 60 s"));
+    match answer {
         Ok(body) => (200, body),
         Err(kube::Error::Api(s)) => (s.code, s.message),
         Err(e) => (0, e.to_string()),
@@ -457,6 +465,10 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
     let stranger = front_proxy_client(&search, Some(&stranger_cert)).await;
     let (code, body) = as_proxied(&stranger, &path, "root", &["system:masters"]).await;
     assert_eq!(code, 0, "refused at the handshake: {body}");
-    search.shutdown().await;
-    ctl.stop().await;
+    tokio::time::timeout(Duration::from_secs(60), search.shutdown())
+        .await
+        .expect("the search server stops within a minute");
+    tokio::time::timeout(Duration::from_secs(60), ctl.stop())
+        .await
+        .expect("the controllers stop within a minute");
 }

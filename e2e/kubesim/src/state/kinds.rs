@@ -24,6 +24,7 @@ fn is(rt: &ResourceType, group: &str, plural: &str) -> bool {
 /// Defaulting and allocation before a create is stored.
 pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiResult<()> {
     defaults::apply(rt, obj);
+    status_on_create(rt, obj);
     job_restart_policy(rt, obj)?;
     crate::state::rbac::defaults(rt, obj);
     crate::state::rbac::validate(rt, obj, None)?;
@@ -43,6 +44,39 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
         secret_defaults(obj);
     }
     Ok(())
+}
+
+/// kube-apiserver's `PrepareForCreate`: a new object's status is not the client's to
+/// set (only a later write to its status subresource is), so a built-in kind starts
+/// from its empty status, as Go's JSON shows it. Nodes keep theirs (a kubelet registers
+/// with its status); namespaces get theirs below; CRDs are cleared in the create verb.
+fn status_on_create(rt: &ResourceType, obj: &mut Value) {
+    let zero =
+        |keys: &[&str]| Value::Object(keys.iter().map(|k| (k.to_string(), json!(0))).collect());
+    let status = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "services") | ("networking.k8s.io", "ingresses") => json!({"loadBalancer": {}}),
+        ("", "pods") => {
+            json!({"phase": "Pending", "qosClass": crate::state::sim::pods::qos_class(obj)})
+        }
+        ("apps", "deployments") | ("batch", "jobs" | "cronjobs") => json!({}),
+        ("apps", "replicasets") => zero(&["replicas"]),
+        ("apps", "statefulsets") => zero(&["replicas", "availableReplicas"]),
+        ("apps", "daemonsets") => zero(&[
+            "currentNumberScheduled",
+            "numberMisscheduled",
+            "desiredNumberScheduled",
+            "numberReady",
+        ]),
+        ("policy", "poddisruptionbudgets") => zero(&[
+            "disruptionsAllowed",
+            "currentHealthy",
+            "desiredHealthy",
+            "expectedPods",
+        ]),
+        ("autoscaling", "horizontalpodautoscalers") => zero(&["desiredReplicas"]),
+        _ => return,
+    };
+    obj["status"] = status;
 }
 
 /// A Job's Pods restart OnFailure or Never (its template's, or a CronJob's job

@@ -209,3 +209,58 @@ async fn custom_resource_generation_ignores_metadata_and_status() {
         .unwrap();
     assert_eq!(w.metadata.generation, Some(2));
 }
+
+/// kube-apiserver's PrepareForCreate: a built-in object's status is the server's on
+/// create (a Deployment's empty, a Pod Pending with its QoS class, a Service's empty
+/// load balancer), whatever the client sent; the status subresource sets it later.
+#[tokio::test]
+async fn built_in_objects_start_from_the_servers_status() {
+    let env = start().await;
+    let client = env.client.clone();
+    let post = |path: &str, body: serde_json::Value| {
+        let client = client.clone();
+        let req = http::Request::post(path)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        async move { client.request::<serde_json::Value>(req).await.unwrap() }
+    };
+    let mut d = serde_json::to_value(deployment()).unwrap();
+    d["status"] = json!({"replicas": 3, "readyReplicas": 3});
+    let out = post("/apis/apps/v1/namespaces/default/deployments", d).await;
+    assert_eq!(out["status"], json!({}), "{out}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x",
+        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]},
+        "status": {"phase": "Running", "podIP": "10.9.9.9"}});
+    let out = post("/api/v1/namespaces/default/pods", pod).await;
+    assert_eq!(
+        out["status"],
+        json!({"phase": "Pending", "qosClass": "Guaranteed"})
+    );
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
+    let out = post("/api/v1/namespaces/default/services", svc).await;
+    assert_eq!(out["status"], json!({"loadBalancer": {}}));
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "b"},
+        "spec": {"minAvailable": 1}, "status": {"disruptionsAllowed": 5}});
+    let out = post(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        pdb,
+    )
+    .await;
+    assert_eq!(
+        out["status"],
+        json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0})
+    );
+    // the status subresource is how status is written
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    let out = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.status.unwrap().replicas, Some(3));
+}

@@ -366,7 +366,7 @@ fn placed(p: &Value, cl: &mut Cluster, i: usize, now: &str) -> Value {
 
 /// Guaranteed (every container's cpu and memory limits equal its requests),
 /// BestEffort (no requests or limits at all) or Burstable.
-fn qos_class(p: &Value) -> &'static str {
+pub(crate) fn qos_class(p: &Value) -> &'static str {
     let cs: Vec<&Value> = ["containers", "initContainers"]
         .iter()
         .flat_map(|k| {
