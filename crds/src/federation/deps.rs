@@ -8,11 +8,12 @@
 //!   `projected` volumes), from `env[].valueFrom.configMapKeyRef/secretKeyRef`, from
 //!   `envFrom[]`, and (Secrets) from `imagePullSecrets`, over `containers`,
 //!   `initContainers` and `ephemeralContainers`;
-//! - the ServiceAccount (`serviceAccountName`, else the deprecated `serviceAccount`),
-//!   never `default`, which every namespace has;
-//! - PersistentVolumeClaims from `persistentVolumeClaim` volumes.
+//! - the ServiceAccount (`serviceAccountName`, else the deprecated `serviceAccount`);
+//! - PersistentVolumeClaims from `persistentVolumeClaim` volumes;
 //!
-//! Services are not dependencies (karmada-io/karmada#4285), nor is anything of other
+//! never what every cluster keeps in every namespace itself (the `default`
+//! ServiceAccount, the `kube-root-ca.crt` ConfigMap a projected token volume names:
+//! [`super::selection::PUBLISHED_BY_EVERY_CLUSTER`]). Services are not dependencies (karmada-io/karmada#4285), nor is anything of other
 //! kinds.
 
 use std::collections::BTreeSet;
@@ -73,9 +74,10 @@ pub fn dependencies(template: &Value) -> Vec<Dependency> {
     let account = ["serviceAccountName", "serviceAccount"]
         .iter()
         .find_map(|f| text(spec.get(*f)));
-    if let Some(sa) = account.filter(|sa| *sa != "default") {
+    if let Some(sa) = account {
         found.insert((SERVICE_ACCOUNT, sa));
     }
+    found.retain(|(kind, name)| !super::selection::is_published_by_every_cluster("v1", kind, name));
     let namespace = template
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)

@@ -10,7 +10,10 @@
 //!    (as in Karmada: the name wins). A policy matches when any selector does; a
 //!    PropagationPolicy only ever matches templates in its own namespace, and a
 //!    ClusterPropagationPolicy never matches a template in a reserved namespace
-//!    ([`is_reserved_namespace`]), nor such a Namespace object itself. A policy with
+//!    ([`is_reserved_namespace`]), nor such a Namespace object itself. No policy matches
+//!    what every cluster keeps in every namespace itself
+//!    ([`PUBLISHED_BY_EVERY_CLUSTER`]: `kube-root-ca.crt`, the `default`
+//!    ServiceAccount), and [`validate_policy`] refuses a selector naming one. A policy with
 //!    no selectors matches nothing ([`validate_policy`] rejects it: there is no
 //!    select-all).
 //! 2. **Ranking**, for a template no policy holds: a matching PropagationPolicy beats
@@ -63,6 +66,21 @@ pub const RESERVED_NAMESPACES: [&str; 4] = [
 /// namespace (`causeway-es-<cluster>`).
 pub fn is_reserved_namespace(namespace: &str) -> bool {
     RESERVED_NAMESPACES.contains(&namespace) || namespace.starts_with(EXECUTION_NAMESPACE_PREFIX)
+}
+
+/// Objects every cluster keeps in every namespace itself, each cluster its own:
+/// kube-controller-manager's `kube-root-ca.crt` ConfigMap (the cluster's own CA bundle)
+/// and the `default` ServiceAccount. No policy propagates them: the hub's CA bundle
+/// written into a member would break its Pods' trust in their own API server, and the
+/// member's controller would fight the write.
+pub const PUBLISHED_BY_EVERY_CLUSTER: [(&str, &str, &str); 2] = [
+    ("v1", "ConfigMap", "kube-root-ca.crt"),
+    ("v1", "ServiceAccount", "default"),
+];
+
+/// Whether (apiVersion, kind, name) is one of [`PUBLISHED_BY_EVERY_CLUSTER`].
+pub fn is_published_by_every_cluster(api_version: &str, kind: &str, name: &str) -> bool {
+    PUBLISHED_BY_EVERY_CLUSTER.contains(&(api_version, kind, name))
 }
 
 /// What selection needs to know about a resource template.
@@ -241,6 +259,9 @@ impl<'a> PolicyRef<'a> {
     /// How specifically this policy selects `template`; `None` when it does not
     /// select it at all (see the module documentation for the scope rules).
     pub fn specificity(&self, template: &TemplateMeta) -> Option<Specificity> {
+        if is_published_by_every_cluster(&template.api_version, &template.kind, &template.name) {
+            return None;
+        }
         match self.namespace {
             Some(ns) if template.namespace.as_deref() != Some(ns) => return None,
             None if template
@@ -465,6 +486,20 @@ pub fn validate_policy(policy: &PolicyRef<'_>) -> Result<(), SelectionError> {
                 format!("{at}.name"),
                 sel.name.as_deref().unwrap_or_default(),
                 reserved_message(),
+            );
+        }
+        if let Some(name) = sel.name.as_deref()
+            && is_published_by_every_cluster(&sel.api_version, &sel.kind, name)
+        {
+            push(
+                format!("{at}.name"),
+                name,
+                format!(
+                    "every cluster keeps its own {} {name:?} in every namespace (its own \
+                     kube-controller-manager writes it), so it is never propagated: remove \
+                     this selector",
+                    sel.kind
+                ),
             );
         }
         if let Some(ls) = &sel.label_selector {

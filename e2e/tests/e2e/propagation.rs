@@ -623,3 +623,89 @@ async fn leaving_members_lose_or_keep_their_copies() {
     .await;
     member_has(&env, "north", "shared", Some("v1")).await;
 }
+
+/// A policy for every ConfigMap and ServiceAccount of a namespace propagates the user's
+/// ones and never what each cluster keeps there itself: every member keeps its own
+/// `kube-root-ca.crt` (its own CA) and `default` ServiceAccount; a policy naming
+/// `kube-root-ca.crt` is refused with a Valid=False condition saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_configmap_of_a_namespace_never_includes_each_clusters_own_ca_bundle() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    let cm = env.file("cm.yaml", &configmap("settings", "v1"));
+    let sa = env.file(
+        "sa.yaml",
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: robot\n  namespace: demo\n",
+    );
+    let pp = env.file(
+        "pp.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: everything
+  namespace: demo
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ConfigMap}
+  - {apiVersion: v1, kind: ServiceAccount}
+"#,
+    );
+    env.ok(&["apply", "-f", &cm, "-f", &sa, "-f", &pp]).await;
+    let ca = |ctx: &'static str| {
+        let env = &env;
+        async move {
+            get(env, ctx, &["configmap", "kube-root-ca.crt", "-n", "demo"])
+                .await
+                .and_then(|c| c.pointer("/data/ca.crt")?.as_str().map(String::from))
+        }
+    };
+    for m in ["east", "west"] {
+        member_has(&env, m, "settings", Some("v1")).await;
+        eventually(&format!("{m}: serviceaccount robot"), WAIT, || async {
+            get(&env, m, &["serviceaccount", "robot", "-n", "demo"]).await
+        })
+        .await;
+    }
+    let hub_ca = eventually("the hub's kube-root-ca.crt in demo", WAIT, || ca("hub")).await;
+    // the claims settle before anything is checked as absent
+    let bindings = eventually("bindings of settings and robot", WAIT, || async {
+        let rbs = env.ok(&["get", "rb", "-n", "demo", "-o", "name"]).await;
+        (rbs.contains("settings-configmap") && rbs.contains("robot-serviceaccount")).then_some(rbs)
+    })
+    .await;
+    assert!(
+        !bindings.contains("kube-root-ca") && !bindings.contains("default-serviceaccount"),
+        "{bindings}"
+    );
+    for m in ["east", "west"] {
+        let own = ca(m)
+            .await
+            .expect("every member publishes its own CA bundle");
+        assert_ne!(own, hub_ca, "{m} keeps its own CA bundle, not the hub's");
+    }
+    // naming it is refused, with why
+    let named = env.file(
+        "named.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: the-ca
+  namespace: demo
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ConfigMap, name: kube-root-ca.crt}
+"#,
+    );
+    env.ok(&["apply", "-f", &named]).await;
+    let why = eventually("the-ca Valid=False", WAIT, || async {
+        let p = get(&env, "hub", &["pp", "the-ca", "-n", "demo"]).await?;
+        let c = p.pointer("/status/conditions/0")?;
+        (c["status"] == "False").then(|| c["message"].as_str().unwrap_or("").to_string())
+    })
+    .await;
+    assert!(
+        why.contains(
+            "every cluster keeps its own ConfigMap \"kube-root-ca.crt\" in every namespace"
+        ),
+        "{why}"
+    );
+}

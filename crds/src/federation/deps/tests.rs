@@ -254,3 +254,23 @@ proptest! {
         prop_assert!(!deps.iter().any(|d| d.kind == "ServiceAccount" && d.name == "default"));
     }
 }
+
+/// A pod template with kube's own API-access volume (the projected token, the
+/// namespace's `kube-root-ca.crt`) and the `default` ServiceAccount depends on neither:
+/// every cluster has its own.
+#[test]
+fn what_every_cluster_publishes_itself_is_no_dependency() {
+    let pod = json!({
+        "serviceAccountName": "default",
+        "volumes": [{"name": "kube-api-access-x", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"configMap": {"name": "settings"}}]}}],
+    });
+    let deps = dependencies(&workload("Deployment", pod));
+    let names: Vec<(&str, &str)> = deps
+        .iter()
+        .map(|d| (d.kind.as_str(), d.name.as_str()))
+        .collect();
+    assert_eq!(names, [("ConfigMap", "settings")]);
+}

@@ -527,6 +527,52 @@ fn cluster_policies_never_claim_in_reserved_namespaces() {
     assert!(!is_reserved_namespace("causeway"));
 }
 
+/// What every cluster keeps in every namespace itself is claimed by no policy, however
+/// it selects: `kube-root-ca.crt` and the `default` ServiceAccount.
+#[test]
+fn no_policy_claims_what_every_cluster_publishes_itself() {
+    let of = |kind: &str, name: &str| TemplateMeta {
+        api_version: "v1".into(),
+        kind: kind.into(),
+        ..template(Some("demo"), name)
+    };
+    let kind = |k: &str| ResourceSelector {
+        api_version: "v1".into(),
+        kind: k.into(),
+        ..Default::default()
+    };
+    let policies = [
+        pp(
+            "all-cms",
+            0,
+            None,
+            vec![kind("ConfigMap"), kind("ServiceAccount")],
+        ),
+        cpp(
+            "all",
+            5,
+            Some(Always),
+            vec![kind("ConfigMap"), kind("ServiceAccount")],
+        ),
+    ];
+    for (k, name) in [
+        ("ConfigMap", "kube-root-ca.crt"),
+        ("ServiceAccount", "default"),
+    ] {
+        assert_eq!(run(&of(k, name), &policies, None), None, "{k} {name}");
+        assert!(is_published_by_every_cluster("v1", k, name));
+    }
+    // their neighbours are claimed as usual
+    assert_eq!(
+        run(&of("ConfigMap", "settings"), &policies, None),
+        Some((ns("all-cms"), None))
+    );
+    assert_eq!(
+        run(&of("ServiceAccount", "robot"), &policies, None),
+        Some((ns("all-cms"), None))
+    );
+}
+
 #[test]
 fn claim_reports_specificity() {
     let policies = [pp("a", 0, None, by_label("app", "web"))];

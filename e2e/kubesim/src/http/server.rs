@@ -109,6 +109,7 @@ impl Server {
             store: Store::new(cfg.history_limit),
             registry: Registry::builtin(),
             ipam: Ipam::new(cfg.service_cidrs.clone()),
+            root_ca: pki.as_ref().map(|p| p.ca_pem.clone()),
         };
         match &cfg.data_dir {
             Some(dir) => {

@@ -133,6 +133,9 @@ pub fn bootstrap(state: &mut State, cluster: &str, service_cidrs: &[Cidr], nodes
                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}],
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:basic-user"}}),
     );
+    // what kube-controller-manager keeps in every namespace, there before the first
+    // request (later namespaces get theirs from the controllers' next pass)
+    crate::state::controllers::namespace_defaults(state);
 }
 
 /// kube-apiserver's bootstrap user-facing ClusterRoles: `cluster-admin`, and `admin`,

@@ -13,4 +13,7 @@ pub struct State {
     pub registry: Registry,
     /// Address allocations.
     pub ipam: Ipam,
+    /// The CA that signs the server's certificate (PEM; `None` without TLS): what every
+    /// namespace's `kube-root-ca.crt` ConfigMap publishes.
+    pub root_ca: Option<String>,
 }

@@ -1,5 +1,6 @@
 //! What kube-controller-manager would do for the API's sake: owner-reference garbage
-//! collection (background, foreground, orphan), namespace termination, ClusterRole
+//! collection (background, foreground, orphan), namespace termination, each namespace's
+//! `default` ServiceAccount and `kube-root-ca.crt` ConfigMap, ClusterRole
 //! aggregation ([`crate::state::rbac::aggregate`]), and optional
 //! workload simulation ([`crate::state::sim`]).
 
@@ -19,6 +20,9 @@ pub fn pass(st: &mut State, simulate_workloads: bool) -> bool {
     if st.store.take_gc_hint() {
         changed |= gc(st);
         changed |= namespaces(st);
+    }
+    if st.store.take_namespace_hint() {
+        changed |= namespace_defaults(st);
     }
     if st.store.take_rbac_hint() {
         changed |= crate::state::rbac::aggregate(st);
@@ -181,6 +185,60 @@ fn gc(st: &mut State) -> bool {
 }
 
 /// Terminating namespaces: delete their content, then the namespace.
+/// The ConfigMap kube-controller-manager's root CA publisher keeps in every namespace.
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+
+/// What kube-controller-manager keeps in every namespace that is not being deleted: the
+/// `default` ServiceAccount (serviceaccount controller, recreated when deleted) and the
+/// `kube-root-ca.crt` ConfigMap holding the cluster's CA (root-ca-cert-publisher,
+/// recreated when deleted and its data put back when changed).
+pub(crate) fn namespace_defaults(st: &mut State) -> bool {
+    let active: Vec<String> = st
+        .store
+        .list(&gr("", "namespaces"), None)
+        .iter()
+        .filter(|n| n.value.pointer("/metadata/deletionTimestamp").is_none())
+        .map(|n| n.name().to_string())
+        .collect();
+    let (sa, cm) = (gr("", "serviceaccounts"), gr("", "configmaps"));
+    let now = crate::state::meta::now_rfc3339();
+    let mut changed = false;
+    for ns in active {
+        if st.store.get(&sa, &ns, "default").is_none() {
+            st.store.put(
+                &sa,
+                json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns,
+                       "uid": crate::state::meta::new_uid(), "creationTimestamp": now}}),
+            );
+            changed = true;
+        }
+        let Some(ca) = st.root_ca.clone() else {
+            continue;
+        };
+        let data = json!({"ca.crt": ca});
+        match st.store.get(&cm, &ns, ROOT_CA_CONFIGMAP) {
+            Some(o) if o.value.get("data") == Some(&data) => {}
+            Some(o) => {
+                let mut v = o.value.clone();
+                v["data"] = data;
+                put_back(st, &cm, v);
+                changed = true;
+            }
+            None => {
+                st.store.put(
+                    &cm,
+                    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": ns,
+                           "uid": crate::state::meta::new_uid(), "creationTimestamp": now,
+                           "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+                           "data": data}),
+                );
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
 fn namespaces(st: &mut State) -> bool {
     let ns_gr = gr("", "namespaces");
     let terminating: Vec<Arc<StoredObj>> = st

@@ -40,6 +40,7 @@ pub struct Store {
     gc_hint: bool,
     workload_hint: bool,
     rbac_hint: bool,
+    namespace_hint: bool,
 }
 
 impl Store {
@@ -58,6 +59,7 @@ impl Store {
             gc_hint: true,
             workload_hint: true,
             rbac_hint: true,
+            namespace_hint: true,
         }
     }
 
@@ -75,6 +77,12 @@ impl Store {
     /// True (once) when a workload (apps, batch), a Pod or a Node changed since the last call.
     pub fn take_workload_hint(&mut self) -> bool {
         std::mem::take(&mut self.workload_hint)
+    }
+
+    /// True (once) when a namespace, a ServiceAccount or a ConfigMap changed since the
+    /// last call (the per-namespace defaults' work).
+    pub fn take_namespace_hint(&mut self) -> bool {
+        std::mem::take(&mut self.namespace_hint)
     }
 
     /// True (once) when a ClusterRole changed since the last call (aggregation's work).
@@ -305,6 +313,14 @@ impl Store {
             || (e.gr.group.is_empty() && e.gr.resource == "namespaces")
         {
             self.gc_hint = true;
+        }
+        if e.gr.group.is_empty()
+            && matches!(
+                e.gr.resource.as_str(),
+                "namespaces" | "serviceaccounts" | "configmaps"
+            )
+        {
+            self.namespace_hint = true;
         }
         if e.gr.group == "rbac.authorization.k8s.io" && e.gr.resource == "clusterroles" {
             self.rbac_hint = true;

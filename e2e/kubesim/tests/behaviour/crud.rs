@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::helpers::*;
@@ -59,10 +59,7 @@ async fn configmap_crud_round_trip() {
 
     let list = api.list(&ListParams::default()).await.unwrap();
     assert_eq!(
-        list.items
-            .iter()
-            .map(|c| c.metadata.name.clone().unwrap())
-            .collect::<Vec<_>>(),
+        own(list.items.iter().map(|c| c.metadata.name.clone().unwrap())),
         vec!["settings"]
     );
     let list_rv: u64 = list
@@ -85,11 +82,14 @@ async fn configmap_crud_round_trip() {
         .unwrap_err();
     assert_eq!(code(&e), 404);
     assert!(
-        api.list(&ListParams::default())
+        own(api
+            .list(&ListParams::default())
             .await
             .unwrap()
             .items
-            .is_empty()
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap()))
+        .is_empty()
     );
 }
 
@@ -320,5 +320,43 @@ async fn delete_preconditions_and_delete_collection() {
         .into_iter()
         .map(|c| c.metadata.name.unwrap())
         .collect();
-    assert_eq!(left, vec!["b1"]);
+    assert_eq!(own(left), vec!["b1"]);
+}
+
+/// What kube-controller-manager keeps in every namespace: the `default` ServiceAccount
+/// and `kube-root-ca.crt` holding the server's CA, recreated when deleted, its data put
+/// back when changed, and gone with the namespace.
+#[tokio::test]
+async fn every_namespace_has_its_default_service_account_and_root_ca() {
+    let env = start().await;
+    namespace(&env.client, "fresh").await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "fresh");
+    let ca = env.server.ca_pem().unwrap().to_string();
+    let data = |c: ConfigMap| c.data.unwrap_or_default().get("ca.crt").cloned();
+    assert_eq!(data(cms.get(ROOT_CA).await.unwrap()), Some(ca.clone()));
+    cms.patch(
+        ROOT_CA,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"ca.crt": "not the CA"}})),
+    )
+    .await
+    .unwrap();
+    eventually("the CA bundle put back", || async {
+        (data(cms.get(ROOT_CA).await.ok()?) == Some(ca.clone())).then_some(())
+    })
+    .await;
+    cms.delete(ROOT_CA, &DeleteParams::default()).await.unwrap();
+    eventually("the CA bundle recreated", || async {
+        cms.get_opt(ROOT_CA).await.ok()?
+    })
+    .await;
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(env.client.clone(), "fresh");
+    sas.delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the default ServiceAccount recreated", || async {
+        sas.get_opt("default").await.ok()?
+    })
+    .await;
 }

@@ -79,7 +79,11 @@ async fn dropped_connections_fail_requests_until_reset() {
         })
     })
     .await;
-    assert_eq!(names, vec!["before"], "nothing was written while dropping");
+    assert_eq!(
+        own(names),
+        vec!["before"],
+        "nothing was written while dropping"
+    );
 }
 
 #[tokio::test]

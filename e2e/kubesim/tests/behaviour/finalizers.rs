@@ -33,9 +33,10 @@ async fn finalizers_hold_an_object_until_removed() {
         got.metadata.finalizers.as_deref(),
         Some(&["test.causeway.io/hold".to_string()][..])
     );
+    let left = api.list(&ListParams::default()).await.unwrap().items;
     assert_eq!(
-        api.list(&ListParams::default()).await.unwrap().items.len(),
-        1
+        own(left.into_iter().map(|c| c.metadata.name.unwrap())),
+        ["c"]
     );
 
     // no new finalizers while deleting
@@ -72,11 +73,14 @@ async fn finalizers_hold_an_object_until_removed() {
         "gone once the last finalizer is removed"
     );
     assert!(
-        api.list(&ListParams::default())
+        own(api
+            .list(&ListParams::default())
             .await
             .unwrap()
             .items
-            .is_empty()
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap()))
+        .is_empty()
     );
 }
 

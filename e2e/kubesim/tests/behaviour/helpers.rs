@@ -34,10 +34,42 @@ pub async fn start() -> Env {
 }
 
 /// Starts a server with `cfg`.
+/// Starts a server with `cfg`, once kube-controller-manager's per-namespace objects
+/// are in `default` (as a real cluster's test harness waits for them): a test that
+/// watches or counts a namespace's objects then sees only its own writes.
 pub async fn start_with(cfg: kubesim::Config) -> Env {
     let server = kubesim::Server::start(cfg).await.expect("kubesim starts");
     let client = client_from_yaml(&server.kubeconfig()).await;
+    namespace_settled(&client, "default").await;
     Env { server, client }
+}
+
+/// The ConfigMap the cluster keeps in every namespace (kube-controller-manager's root CA
+/// publisher): tests that count their own ConfigMaps leave it out.
+pub const ROOT_CA: &str = "kube-root-ca.crt";
+
+/// Names without the cluster's own [`ROOT_CA`].
+pub fn own(names: impl IntoIterator<Item = String>) -> Vec<String> {
+    names
+        .into_iter()
+        .filter(|n| n != ROOT_CA && !n.ends_with("/kube-root-ca.crt"))
+        .collect()
+}
+
+/// Waits for the `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap that
+/// the cluster keeps in every namespace.
+pub async fn namespace_settled(client: &Client, ns: &str) {
+    let sa: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    eventually(
+        &format!("{ns}'s default ServiceAccount and kube-root-ca.crt"),
+        || async {
+            let have_sa = sa.get_opt("default").await.ok()?.is_some();
+            let have_ca = cms.get_opt(ROOT_CA).await.ok()?.is_some();
+            (have_sa && have_ca).then_some(())
+        },
+    )
+    .await;
 }
 
 /// A kube client from kubeconfig YAML (or JSON), built the way users build one.
@@ -227,13 +259,14 @@ where
     }
 }
 
-/// Creates a namespace.
+/// Creates a namespace, and waits for what the cluster keeps in it.
 pub async fn namespace(client: &Client, name: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
     api.create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
+    namespace_settled(client, name).await;
 }
 
 /// A ConfigMap value.

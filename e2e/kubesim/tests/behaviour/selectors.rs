@@ -8,15 +8,15 @@ use serde_json::json;
 
 use crate::helpers::*;
 
+/// The names a list returns, sorted, without the namespace's kube-root-ca.crt.
 async fn names(api: &Api<ConfigMap>, lp: &ListParams) -> Vec<String> {
-    let mut v: Vec<String> = api
+    let mut v: Vec<String> = own(api
         .list(lp)
         .await
         .unwrap_or_else(|e| panic!("list {lp:?}: {e}"))
         .items
         .into_iter()
-        .map(|c| c.metadata.name.unwrap())
-        .collect();
+        .map(|c| c.metadata.name.unwrap()));
     v.sort();
     v
 }
@@ -79,20 +79,13 @@ async fn field_selectors_on_name_and_namespace() {
     let keys = |lp: ListParams| {
         let all = all.clone();
         async move {
-            let mut v: Vec<String> = all
-                .list(&lp)
-                .await
-                .unwrap()
-                .items
-                .into_iter()
-                .map(|c| {
-                    format!(
-                        "{}/{}",
-                        c.metadata.namespace.unwrap(),
-                        c.metadata.name.unwrap()
-                    )
-                })
-                .collect();
+            let mut v: Vec<String> = own(all.list(&lp).await.unwrap().items.into_iter().map(|c| {
+                format!(
+                    "{}/{}",
+                    c.metadata.namespace.unwrap(),
+                    c.metadata.name.unwrap()
+                )
+            }));
             v.sort();
             v
         }

@@ -11,9 +11,13 @@ async fn list_with(yaml: &str) -> Result<usize, kube::Error> {
         .await
         .expect("a valid kubeconfig");
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    api.list(&ListParams::default())
-        .await
-        .map(|l| l.items.len())
+    api.list(&ListParams::default()).await.map(|l| {
+        own(l
+            .items
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap_or_default()))
+        .len()
+    })
 }
 
 #[tokio::test]

@@ -89,6 +89,15 @@ fn validate_policy_table_b15() {
             ],
         ),
         (
+            "naming the CA bundle every cluster publishes",
+            pp("a", 0, None, sel(|s| {
+                s.api_version = "v1".into();
+                s.kind = "ConfigMap".into();
+                s.name = Some("kube-root-ca.crt".into());
+            })),
+            vec!["spec.resourceSelectors[0].name: Invalid value: \"kube-root-ca.crt\": every cluster keeps its own ConfigMap \"kube-root-ca.crt\" in every namespace (its own kube-controller-manager writes it), so it is never propagated: remove this selector".into()],
+        ),
+        (
             "PP naming another namespace",
             pp("a", 0, None, sel(|s| s.namespace = Some("other".into()))),
             vec!["spec.resourceSelectors[0].namespace: Invalid value: \"other\": a PropagationPolicy selects only resources in its own namespace \"demo\": leave namespace empty or set it to \"demo\", or use a ClusterPropagationPolicy".into()],
