@@ -100,9 +100,11 @@ pub fn forbidden_message(
     )
 }
 
-/// `%XX` escapes decoded, as kube reads an extra's key (`%2F` for `/`, which a header name
-/// cannot hold); an escape that does not decode to UTF-8 leaves the key as written.
-fn unescape(s: &str) -> String {
+/// `%XX` escapes decoded, as kube reads an extra's key from a header name
+/// (`Impersonate-Extra-`, a front proxy's `X-Remote-Extra-`: `%2F` for `/`, which a
+/// header name cannot hold); an escape that does not decode to UTF-8 leaves the key as
+/// written.
+pub fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -128,10 +130,12 @@ fn unescape(s: &str) -> String {
 
 impl Impersonation {
     /// Reads the `Impersonate-*` headers of `headers` (name, value) pairs, names in any
-    /// case. `Ok(None)`: none. A group, uid or extra without a user is refused, as kube
-    /// does, with what to do.
+    /// case, as kube reads them: the first `Impersonate-User` and `Impersonate-Uid`
+    /// values (empty ones ask for nothing), every group and extra value. `Ok(None)`:
+    /// none asked for. A group, uid or extra without a user is refused, as kube does,
+    /// with what to do; so is a value that is not UTF-8.
     pub fn from_headers<'a>(
-        headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
     ) -> Result<Option<Impersonation>, String> {
         let mut imp = Impersonation {
             user: String::new(),
@@ -139,39 +143,41 @@ impl Impersonation {
             uid: None,
             extra: BTreeMap::new(),
         };
-        let mut any = false;
+        let (mut user_seen, mut uid_seen) = (false, false);
         for (name, value) in headers {
             let name = name.to_ascii_lowercase();
-            match name.as_str() {
-                USER => {
-                    // kube takes the first value
-                    if imp.user.is_empty() {
-                        imp.user = value.to_string();
-                    }
-                }
-                GROUP => imp.groups.push(value.to_string()),
-                UID => {
-                    imp.uid.get_or_insert_with(|| value.to_string());
-                }
-                n => match n.strip_prefix(EXTRA) {
-                    Some(key) => imp
-                        .extra
-                        .entry(unescape(key))
-                        .or_default()
-                        .push(value.to_string()),
-                    None => continue,
-                },
+            let is_ours = matches!(name.as_str(), USER | GROUP | UID) || name.starts_with(EXTRA);
+            if !is_ours {
+                continue;
             }
-            any = true;
+            let value = std::str::from_utf8(value)
+                .map_err(|_| format!("the {name} header is not UTF-8 text"))?;
+            match name.as_str() {
+                USER if !user_seen => {
+                    user_seen = true;
+                    imp.user = value.to_string();
+                }
+                UID if !uid_seen => {
+                    uid_seen = true;
+                    imp.uid = Some(value.to_string()).filter(|u| !u.is_empty());
+                }
+                USER | UID => {}
+                GROUP => imp.groups.push(value.to_string()),
+                n => {
+                    let key = unescape(&n[EXTRA.len()..]);
+                    imp.extra.entry(key).or_default().push(value.to_string());
+                }
+            }
         }
-        if !any {
-            return Ok(None);
-        }
+        let others = !imp.groups.is_empty() || imp.uid.is_some() || !imp.extra.is_empty();
         if imp.user.is_empty() {
+            if !others {
+                return Ok(None);
+            }
             let mut asked: Vec<String> =
                 imp.groups.iter().map(|g| format!("group {g:?}")).collect();
-            asked.extend(imp.uid.iter().map(|u| format!("uid {u:?}")));
             asked.extend(imp.extra.keys().map(|k| format!("extra {k:?}")));
+            asked.extend(imp.uid.iter().map(|u| format!("uid {u:?}")));
             return Err(format!(
                 "requested {} without impersonating a user: set Impersonate-User (kubectl --as) too",
                 asked.join(", ")
@@ -181,15 +187,21 @@ impl Impersonation {
     }
 
     /// The service account the user names (`system:serviceaccount:<ns>:<name>`).
+    /// kube's `SplitUsername`: a valid namespace (DNS label) and name (DNS subdomain),
+    /// else the name is an ordinary user's.
     fn service_account(&self) -> Option<(&str, &str)> {
         self.user
             .strip_prefix("system:serviceaccount:")
             .and_then(|rest| rest.split_once(':'))
-            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains(':'))
+            .filter(|(ns, name)| {
+                !name.contains(':')
+                    && crate::is_dns1123_label(ns)
+                    && crate::is_dns1123_subdomain(name)
+            })
     }
 
     /// The `impersonate` permissions the caller needs, in kube's order: the user (or
-    /// service account), each group, the uid, each extra value.
+    /// service account), each group, each extra value, the uid.
     pub fn asks(&self) -> Vec<Ask> {
         let ask = |group, resource, subresource: &str, namespace: &str, name: &str| Ask {
             group,
@@ -203,11 +215,6 @@ impl Impersonation {
             None => ask("", "users", "", "", &self.user),
         }];
         out.extend(self.groups.iter().map(|g| ask("", "groups", "", "", g)));
-        out.extend(
-            self.uid
-                .iter()
-                .map(|u| ask("authentication.k8s.io", "uids", "", "", u)),
-        );
         for (key, values) in &self.extra {
             out.extend(
                 values
@@ -215,6 +222,11 @@ impl Impersonation {
                     .map(|v| ask("authentication.k8s.io", "userextras", key, "", v)),
             );
         }
+        out.extend(
+            self.uid
+                .iter()
+                .map(|u| ask("authentication.k8s.io", "uids", "", "", u)),
+        );
         out
     }
 
@@ -254,7 +266,7 @@ mod tests {
     use super::*;
 
     fn read(h: &[(&str, &str)]) -> Result<Option<Impersonation>, String> {
-        Impersonation::from_headers(h.iter().copied())
+        Impersonation::from_headers(h.iter().map(|(k, v)| (*k, v.as_bytes())))
     }
 
     #[test]
@@ -298,9 +310,9 @@ mod tests {
                 s("users", "", "alice"),
                 s("groups", "", "devs"),
                 s("groups", "", "ops"),
-                s("uids", "", "u-1"),
                 s("userextras", "example.org/team", "pay"),
                 s("userextras", "scopes", "view"),
+                s("uids", "", "u-1"),
             ]
         );
     }
@@ -342,11 +354,37 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(unauth.user().groups, vec!["system:unauthenticated"]);
-        // not a service account name: a user
-        let odd = read(&[("Impersonate-User", "system:serviceaccount:gen")])
+        // not a service account name (kube's SplitUsername): a user
+        for odd in [
+            "system:serviceaccount:gen",
+            "system:serviceaccount:Gen:robot",
+            "system:serviceaccount:gen:Bad!",
+        ] {
+            let odd = read(&[("Impersonate-User", odd)]).unwrap().unwrap();
+            assert_eq!(odd.asks()[0].resource, "users");
+            assert_eq!(odd.user().groups, vec!["system:authenticated"]);
+        }
+    }
+
+    /// Empty values ask for nothing, as in kube: an empty user alone is no
+    /// impersonation, an empty uid no uid; the first user value counts.
+    #[test]
+    fn empty_and_repeated_values_read_as_kube_reads_them() {
+        assert_eq!(read(&[("Impersonate-User", "")]), Ok(None));
+        let imp = read(&[("Impersonate-User", "alice"), ("Impersonate-Uid", "")])
             .unwrap()
             .unwrap();
-        assert_eq!(odd.asks()[0].resource, "users");
+        assert!(imp.asks().iter().all(|a| a.resource != "uids"));
+        let imp = read(&[("Impersonate-User", "alice"), ("Impersonate-User", "bob")])
+            .unwrap()
+            .unwrap();
+        assert_eq!(imp.user().name, "alice");
+        assert!(
+            read(&[("Impersonate-User", ""), ("Impersonate-User", "bob")])
+                .unwrap()
+                .is_none()
+        );
+        assert!(Impersonation::from_headers([("impersonate-user", &b"\xff"[..])]).is_err());
     }
 
     #[test]

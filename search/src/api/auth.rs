@@ -53,7 +53,7 @@ pub enum Denied {
 }
 
 impl Denied {
-    /// The Status response: 401 or 503.
+    /// The Status response: 401, 503, 403 or 400.
     pub fn reply(self) -> Reply {
         match self {
             Denied::Unauthenticated(m) => failure(StatusCode::UNAUTHORIZED, m),
@@ -137,6 +137,36 @@ impl<K: Eq + std::hash::Hash, V: Clone> Cache<K, V> {
     }
 }
 
+/// The cache key of a user whose identity the server did not review itself (a front
+/// proxy's, an impersonated one): every part of it, each tagged and length-prefixed, so
+/// two different users never share one (`origin`: how it came; `from`: the caller's
+/// key for an impersonated user).
+fn user_key(origin: &[u8], from: &[u8], user: &UserInfo) -> [u8; 32] {
+    let mut h = Sha256::new();
+    let mut part = |tag: u8, bytes: &[u8]| {
+        h.update([tag]);
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    part(b'o', origin);
+    part(b'f', from);
+    part(
+        b'n',
+        user.username.as_deref().unwrap_or_default().as_bytes(),
+    );
+    part(b'u', user.uid.as_deref().unwrap_or_default().as_bytes());
+    for g in user.groups.iter().flatten() {
+        part(b'g', g.as_bytes());
+    }
+    for (k, vs) in user.extra.iter().flatten() {
+        part(b'k', k.as_bytes());
+        for v in vs {
+            part(b'v', v.as_bytes());
+        }
+    }
+    h.finalize().into()
+}
+
 /// The hub's answers, cached.
 pub struct Auth {
     hub: kube::Client,
@@ -185,17 +215,10 @@ impl Auth {
     }
 
     /// The caller a verified front proxy names (see [`super::front_proxy`]); its
-    /// reviews are cached per user and groups.
+    /// reviews are cached per user, uid, groups and extras.
     pub fn front_proxy_caller(&self, user: UserInfo) -> Caller {
-        let mut h = Sha256::new();
-        h.update(b"front-proxy\0");
-        h.update(user.username.as_deref().unwrap_or_default().as_bytes());
-        for g in user.groups.iter().flatten() {
-            h.update(b"\0");
-            h.update(g.as_bytes());
-        }
         Caller {
-            key: h.finalize().into(),
+            key: user_key(b"front-proxy", &[], &user),
             user,
         }
     }
@@ -209,15 +232,7 @@ impl Auth {
         caller: Caller,
         headers: &http::HeaderMap,
     ) -> Result<Caller, Denied> {
-        let mut pairs = Vec::new();
-        for (name, v) in headers {
-            if name.as_str().starts_with("impersonate-") {
-                let v = std::str::from_utf8(v.as_bytes()).map_err(|_| {
-                    Denied::BadRequest(format!("the {name} header is not UTF-8 text"))
-                })?;
-                pairs.push((name.as_str(), v));
-            }
-        }
+        let pairs = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
         let Some(imp) = Impersonation::from_headers(pairs).map_err(Denied::BadRequest)? else {
             return Ok(caller);
         };
@@ -236,29 +251,15 @@ impl Auth {
             }
         }
         let u = imp.user();
-        let mut h = Sha256::new();
-        h.update(b"impersonated\0");
-        h.update(caller.key);
-        for part in [&u.name, &u.uid].into_iter().chain(&u.groups) {
-            h.update(b"\0");
-            h.update(part.as_bytes());
-        }
-        for (k, vs) in &u.extra {
-            for v in vs {
-                h.update(b"\0");
-                h.update(k.as_bytes());
-                h.update(b"=");
-                h.update(v.as_bytes());
-            }
-        }
+        let user = UserInfo {
+            username: Some(u.name),
+            uid: Some(u.uid).filter(|s| !s.is_empty()),
+            groups: Some(u.groups),
+            extra: Some(u.extra).filter(|e| !e.is_empty()),
+        };
         Ok(Caller {
-            key: h.finalize().into(),
-            user: UserInfo {
-                username: Some(u.name),
-                uid: Some(u.uid).filter(|s| !s.is_empty()),
-                groups: Some(u.groups),
-                extra: Some(u.extra).filter(|e| !e.is_empty()),
-            },
+            key: user_key(b"impersonated", &caller.key, &user),
+            user,
         })
     }
 

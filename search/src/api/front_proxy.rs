@@ -30,7 +30,8 @@ pub fn user(headers: &HeaderMap) -> Option<UserInfo> {
         if let Some(key) = name.as_str().strip_prefix("x-remote-extra-")
             && let Ok(v) = value.to_str()
         {
-            let key = percent_decode(key);
+            // header names carry extra keys percent-encoded (`X-Remote-Extra-Scopes%2Fx`)
+            let key = k8s_validation::impersonation::unescape(key);
             extra.entry(key).or_default().push(v.to_string());
         }
     }
@@ -40,26 +41,6 @@ pub fn user(headers: &HeaderMap) -> Option<UserInfo> {
         extra: (!extra.is_empty()).then_some(extra),
         uid: None,
     })
-}
-
-/// Header names carry extra keys percent-encoded (`X-Remote-Extra-Scopes%2Fx`).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(b);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

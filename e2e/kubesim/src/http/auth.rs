@@ -128,7 +128,9 @@ fn strs(v: &Value, key: &str) -> Vec<String> {
     str_list(v.get(key))
 }
 
-fn subject_matches(subject: &Value, user: &User) -> bool {
+/// kube's `appliesToUser`: a ServiceAccount subject without a namespace is one of the
+/// binding's own namespace (`binding_ns`).
+fn subject_matches(subject: &Value, user: &User, binding_ns: &str) -> bool {
     let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
     let name = subject.get("name").and_then(Value::as_str).unwrap_or("");
     match kind {
@@ -138,8 +140,9 @@ fn subject_matches(subject: &Value, user: &User) -> bool {
             let ns = subject
                 .get("namespace")
                 .and_then(Value::as_str)
-                .unwrap_or("");
-            user.name == format!("system:serviceaccount:{ns}:{name}")
+                .filter(|n| !n.is_empty())
+                .unwrap_or(binding_ns);
+            !ns.is_empty() && user.name == format!("system:serviceaccount:{ns}:{name}")
         }
         _ => false,
     }
@@ -219,7 +222,7 @@ fn grants(store: &Store, user: &User, namespace: &str) -> Vec<Grant> {
             .get("subjects")
             .and_then(Value::as_array)?
             .iter()
-            .find(|s| subject_matches(s, user))?
+            .find(|s| subject_matches(s, user, ns))?
             .clone();
         let field = |p: &str| {
             b.pointer(p)

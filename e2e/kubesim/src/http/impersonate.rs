@@ -15,15 +15,7 @@ use crate::state::store::Store;
 /// `caller` may impersonate each of them (403 otherwise; a group, uid or extra without
 /// a user is kube's 500).
 pub fn apply(store: &Store, headers: &HeaderMap, caller: User) -> ApiResult<User> {
-    let mut pairs = Vec::new();
-    for (name, v) in headers {
-        if name.as_str().starts_with("impersonate-") {
-            let v = std::str::from_utf8(v.as_bytes()).map_err(|_| {
-                ApiError::bad_request(format!("the {name} header is not UTF-8 text"))
-            })?;
-            pairs.push((name.as_str(), v));
-        }
-    }
+    let pairs = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
     let imp = Impersonation::from_headers(pairs)
         .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
     let Some(imp) = imp else {

@@ -184,7 +184,6 @@ fn gc(st: &mut State) -> bool {
     changed
 }
 
-/// Terminating namespaces: delete their content, then the namespace.
 /// The ConfigMap kube-controller-manager's root CA publisher keeps in every namespace.
 pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
 
@@ -239,6 +238,7 @@ pub(crate) fn namespace_defaults(st: &mut State) -> bool {
     changed
 }
 
+/// Terminating namespaces: delete their content, then the namespace.
 fn namespaces(st: &mut State) -> bool {
     let ns_gr = gr("", "namespaces");
     let terminating: Vec<Arc<StoredObj>> = st

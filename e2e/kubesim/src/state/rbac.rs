@@ -474,8 +474,9 @@ pub fn no_escalation(
                 .unwrap_or_default();
             confirm_no_escalation(store, user, ns, &rules).map_err(forbidden)?;
             let agg = |v: &Value| v.get("aggregationRule").filter(|a| !a.is_null()).cloned();
-            if agg(obj).is_some()
-                && old.is_none_or(|o| agg(o) != agg(obj))
+            // an aggregationRule gathers anything: kube asks for full authority to set,
+            // keep or drop one
+            if (agg(obj).is_some() || old.and_then(agg).is_some())
                 && confirm_no_escalation(store, user, ns, &full_authority()).is_err()
             {
                 return Err(forbidden(
@@ -517,9 +518,20 @@ pub fn no_escalation(
 /// name order, each rule once). True when a role changed (aggregation through several
 /// levels, view into edit into admin, settles over passes).
 pub fn aggregate(st: &mut State) -> bool {
-    let roles = st.store.list(&gr(RBAC, "clusterroles"), None);
+    let names: Vec<String> = st
+        .store
+        .list(&gr(RBAC, "clusterroles"), None)
+        .iter()
+        .map(|r| r.name().to_string())
+        .collect();
     let mut changed = false;
-    for role in roles.iter() {
+    for name in names {
+        // each role reads its sources as they are now, this pass's writes included, so
+        // roles that aggregate each other settle instead of swapping rules every pass
+        let roles = st.store.list(&gr(RBAC, "clusterroles"), None);
+        let Some(role) = roles.iter().find(|r| r.name() == name) else {
+            continue;
+        };
         let Some(selectors) = role
             .value
             .pointer("/aggregationRule/clusterRoleSelectors")

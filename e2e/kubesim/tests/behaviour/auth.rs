@@ -173,3 +173,121 @@ async fn token_file_user_needs_rbac_then_gets_exactly_what_is_granted() {
         403
     );
 }
+
+/// ClusterRoles that aggregate each other settle on the union of their sources and
+/// stay there (no rewrite every pass), as kube-controller-manager's aggregation does.
+#[tokio::test]
+async fn clusterroles_aggregating_each_other_settle() {
+    let env = start().await;
+    let api: Api<ClusterRole> = Api::all(env.client.clone());
+    let pp = PostParams::default();
+    let role = |v: serde_json::Value| serde_json::from_value::<ClusterRole>(v).unwrap();
+    for (name, labels, selects, verb) in [
+        (
+            "ring-a",
+            json!({"ring": "a", "to-b": "true"}),
+            "to-a",
+            "get",
+        ),
+        (
+            "ring-b",
+            json!({"ring": "b", "to-a": "true"}),
+            "to-b",
+            "list",
+        ),
+    ] {
+        api.create(
+            &pp,
+            &role(json!({"metadata": {"name": name, "labels": labels},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {selects: "true"}}]}})),
+        )
+        .await
+        .unwrap();
+        api.create(
+            &pp,
+            &role(
+                json!({"metadata": {"name": format!("{name}-src"), "labels": {selects: "true"}},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": [verb]}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    let verbs = |r: &ClusterRole| {
+        let mut v: Vec<String> = r
+            .rules
+            .iter()
+            .flatten()
+            .flat_map(|r| r.verbs.clone())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let settled = eventually("both rings hold get and list", || async {
+        let (a, b) = (api.get("ring-a").await.ok()?, api.get("ring-b").await.ok()?);
+        (verbs(&a) == ["get", "list"] && verbs(&b) == ["get", "list"]).then_some((
+            a.metadata.resource_version.unwrap(),
+            b.metadata.resource_version.unwrap(),
+        ))
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let (a, b) = (
+        api.get("ring-a").await.unwrap(),
+        api.get("ring-b").await.unwrap(),
+    );
+    assert_eq!(
+        (
+            a.metadata.resource_version.unwrap(),
+            b.metadata.resource_version.unwrap()
+        ),
+        settled,
+        "no rewrite once settled"
+    );
+}
+
+/// A ServiceAccount subject without a namespace in a RoleBinding is one of the
+/// binding's namespace, as kube's RBAC reads it.
+#[tokio::test]
+async fn a_service_account_subject_defaults_to_the_bindings_namespace() {
+    let env = start().await;
+    namespace(&env.client, "ns1").await;
+    let pp = PostParams::default();
+    let roles: Api<Role> = Api::namespaced(env.client.clone(), "ns1");
+    roles
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "cm-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let rbs: Api<RoleBinding> = Api::namespaced(env.client.clone(), "ns1");
+    rbs.create(
+        &pp,
+        &serde_json::from_value(json!({"metadata": {"name": "robot-reads"},
+        "subjects": [{"kind": "ServiceAccount", "name": "robot"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    env.server.add_token(
+        "robot-token",
+        kubesim::User {
+            name: "system:serviceaccount:ns1:robot".into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:authenticated".into(),
+            ],
+            ..Default::default()
+        },
+    );
+    let robot = client_with(&env, token_creds("robot-token")).await;
+    let cms: Api<ConfigMap> = Api::namespaced(robot, "ns1");
+    cms.list(&ListParams::default())
+        .await
+        .expect("robot may list in ns1");
+}
