@@ -51,18 +51,7 @@ fn computed(obj: &Value, which: &str) -> Value {
             )
         }
         "@external-ip" => {
-            let ingress: Vec<String> = obj
-                .pointer("/status/loadBalancer/ingress")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|i| {
-                    i.get("ip")
-                        .or_else(|| i.get("hostname"))
-                        .and_then(Value::as_str)
-                        .map(String::from)
-                })
-                .collect();
+            let ingress = load_balancer(obj);
             match (
                 obj.pointer("/spec/type").and_then(Value::as_str),
                 ingress.is_empty(),
@@ -165,11 +154,15 @@ fn computed(obj: &Value, which: &str) -> Value {
             .pointer("/metadata/creationTimestamp")
             .cloned()
             .unwrap_or(Value::Null),
-        "@role-ref" => json!(format!(
-            "{}/{}",
-            text(obj, "/roleRef/kind"),
-            text(obj, "/roleRef/name")
-        )),
+        // `Kind/name` of the reference at a pointer (a binding's roleRef, an HPA's target)
+        which if which.starts_with("@ref:") => {
+            let at = &which["@ref:".len()..];
+            json!(format!(
+                "{}/{}",
+                text(obj, &format!("{at}/kind")),
+                text(obj, &format!("{at}/name"))
+            ))
+        }
         which if which.starts_with("@subjects:") => {
             let kind = &which["@subjects:".len()..];
             let names: Vec<String> = obj
@@ -185,29 +178,9 @@ fn computed(obj: &Value, which: &str) -> Value {
                 .collect();
             json!(names.join(", "))
         }
-        "@hpa-reference" => json!(format!(
-            "{}/{}",
-            text(obj, "/spec/scaleTargetRef/kind"),
-            text(obj, "/spec/scaleTargetRef/name")
-        )),
+
         "@hpa-targets" => json!(hpa_targets(obj)),
-        "@ingress-address" => {
-            let lb: Vec<&str> = obj
-                .pointer("/status/loadBalancer/ingress")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .map(|i| {
-                    let ip = text(i, "/ip");
-                    if ip.is_empty() {
-                        text(i, "/hostname")
-                    } else {
-                        ip
-                    }
-                })
-                .collect();
-            json!(lb.join(","))
-        }
+        "@ingress-address" => json!(load_balancer(obj).join(",")),
         "@ingress-ports" => {
             let tls = obj
                 .pointer("/spec/tls")
@@ -217,6 +190,20 @@ fn computed(obj: &Value, which: &str) -> Value {
         }
         _ => Value::Null,
     }
+}
+
+/// The ip (else hostname) of each of a Service's or Ingress's load-balancer ingress points.
+fn load_balancer(obj: &Value) -> Vec<&str> {
+    obj.pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|i| {
+            i.get("ip")
+                .or_else(|| i.get("hostname"))
+                .and_then(Value::as_str)
+        })
+        .collect()
 }
 
 /// A string field, "" when absent.

@@ -105,6 +105,20 @@ impl ApiError {
         Self::new(403, "Forbidden", message).with_details(a.group, a.resource, a.name)
     }
 
+    /// 403 Forbidden for a reason of the server's own (kube's `NewForbidden`):
+    /// `<resource>.<group> "<name>" is forbidden: <why>`.
+    pub fn forbidden_because(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: {why}",
+                Self::qualified(group, resource)
+            ),
+        )
+        .with_details(group, resource, name)
+    }
+
     /// 403 Forbidden with a free message.
     pub fn forbidden_msg(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)

@@ -128,7 +128,7 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
             vec![col("Created At", "date", "@created-at", 0)]
         }
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => vec![
-            col("Role", "string", "@role-ref", 0),
+            col("Role", "string", "@ref:/roleRef", 0),
             age(),
             col("Users", "string", "@subjects:User", 1),
             col("Groups", "string", "@subjects:Group", 1),
@@ -150,7 +150,7 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
             ),
         ],
         ("autoscaling", "horizontalpodautoscalers") => vec![
-            col("Reference", "string", "@hpa-reference", 0),
+            col("Reference", "string", "@ref:/spec/scaleTargetRef", 0),
             col("Targets", "string", "@hpa-targets", 0),
             col("MinPods", "string", "@or-unset:/spec/minReplicas", 0),
             col("MaxPods", "integer", "@int:/spec/maxReplicas", 0),

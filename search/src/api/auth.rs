@@ -442,3 +442,57 @@ impl Auth {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(name: &str, groups: &[&str], extra: &[(&str, &[&str])]) -> UserInfo {
+        UserInfo {
+            username: Some(name.into()),
+            groups: Some(groups.iter().map(|g| g.to_string()).collect()),
+            extra: Some(
+                extra
+                    .iter()
+                    .map(|(k, vs)| (k.to_string(), vs.iter().map(|v| v.to_string()).collect()))
+                    .collect(),
+            ),
+            uid: None,
+        }
+    }
+
+    /// Different identities never share cached answers: a group that reads like an
+    /// extra, an extra key holding "=", another origin or caller.
+    #[test]
+    fn user_keys_tell_every_identity_apart() {
+        let keys = [
+            user_key(
+                b"i",
+                b"c",
+                &user("a", &["system:authenticated", "k=v"], &[]),
+            ),
+            user_key(
+                b"i",
+                b"c",
+                &user("a", &["system:authenticated"], &[("k", &["v"])]),
+            ),
+            user_key(b"i", b"c", &user("a", &[], &[("a", &["b=c"])])),
+            user_key(b"i", b"c", &user("a", &[], &[("a=b", &["c"])])),
+            user_key(b"i", b"c", &user("ab", &[], &[])),
+            user_key(b"i", b"c", &user("a", &["b"], &[])),
+            user_key(b"i", b"other", &user("a", &["b"], &[])),
+            user_key(b"front-proxy", b"", &user("a", &["b"], &[])),
+        ];
+        let distinct: std::collections::HashSet<_> = keys.iter().collect();
+        assert_eq!(distinct.len(), keys.len());
+        // and the same identity always gets the same key
+        assert_eq!(
+            keys[0],
+            user_key(
+                b"i",
+                b"c",
+                &user("a", &["system:authenticated", "k=v"], &[])
+            )
+        );
+    }
+}

@@ -204,17 +204,15 @@ both!(search_parameters_through_get_raw);
 async fn hub_rbac_decides_what_each_user_sees(backend: Backend) {
     let env = start(backend).await;
     // bob may list in shop only
+    let bobs = [
+        k("east", "shop", "web"),
+        k("west", "shop", "api"),
+        k("west", "shop", "web"),
+    ];
     let v = env
         .json("bob-token", &["get", "deploy", "-A", "-o", "json"])
         .await;
-    assert_eq!(
-        keys(&v),
-        [
-            k("east", "shop", "web"),
-            k("west", "shop", "api"),
-            k("west", "shop", "web")
-        ]
-    );
+    assert_eq!(keys(&v), bobs);
     let v = env
         .json("bob-token", &["get", "deploy", "-n", "ops", "-o", "json"])
         .await;
@@ -256,14 +254,7 @@ async fn hub_rbac_decides_what_each_user_sees(backend: Backend) {
             &["get", "deploy", "-A", "-o", "json", "--as", "bob"],
         )
         .await;
-    assert_eq!(
-        keys(&v),
-        [
-            k("east", "shop", "web"),
-            k("west", "shop", "api"),
-            k("west", "shop", "web")
-        ]
-    );
+    assert_eq!(keys(&v), bobs, "alice as bob sees exactly what bob sees");
     let e = env
         .fails("alice-token", &["get", "deploy", "-A", "--as", "erin"])
         .await;

@@ -101,9 +101,11 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     let Some(user) = authenticate(inner, req.headers(), cert_user) else {
         return Err((ApiError::unauthorized(), None));
     };
-    let user = {
-        let st = inner.state.lock();
-        crate::http::impersonate::apply(&st.store, req.headers(), user).map_err(|e| (e, None))?
+    // the state is locked only for a request that asks to act as someone
+    let user = match crate::http::impersonate::requested(req.headers()).map_err(|e| (e, None))? {
+        Some(imp) => crate::http::impersonate::act_as(&inner.state.lock().store, &user, &imp)
+            .map_err(|e| (e, None))?,
+        None => user,
     };
     if path == "/metrics" {
         return Ok(Response::builder()

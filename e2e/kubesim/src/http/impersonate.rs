@@ -11,16 +11,17 @@ use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{Attributes, User, authorize};
 use crate::state::store::Store;
 
-/// The user a request acts as: `caller`, or whom its `Impersonate-*` headers name once
-/// `caller` may impersonate each of them (403 otherwise; a group, uid or extra without
-/// a user is kube's 500).
-pub fn apply(store: &Store, headers: &HeaderMap, caller: User) -> ApiResult<User> {
+/// Whom a request's `Impersonate-*` headers name, if any (a group, uid or extra
+/// without a user is kube's 500). Read without the state: most requests ask for none.
+pub fn requested(headers: &HeaderMap) -> ApiResult<Option<Impersonation>> {
     let pairs = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
-    let imp = Impersonation::from_headers(pairs)
-        .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
-    let Some(imp) = imp else {
-        return Ok(caller);
-    };
+    Impersonation::from_headers(pairs)
+        .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))
+}
+
+/// The user a request acts as once `caller` may impersonate each thing `imp` names
+/// (403 otherwise).
+pub fn act_as(store: &Store, caller: &User, imp: &Impersonation) -> ApiResult<User> {
     for ask in imp.asks() {
         let a = Attributes {
             verb: "impersonate",
@@ -31,7 +32,7 @@ pub fn apply(store: &Store, headers: &HeaderMap, caller: User) -> ApiResult<User
             name: &ask.name,
             path: "",
         };
-        if !authorize(store, &caller, &a) {
+        if !authorize(store, caller, &a) {
             return Err(ApiError::forbidden(&caller.name, &a));
         }
     }
@@ -49,6 +50,13 @@ mod tests {
     use super::*;
     use crate::state::registry::gr;
     use serde_json::json;
+
+    fn apply(store: &Store, headers: &HeaderMap, caller: User) -> ApiResult<User> {
+        match requested(headers)? {
+            Some(imp) => act_as(store, &caller, &imp),
+            None => Ok(caller),
+        }
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

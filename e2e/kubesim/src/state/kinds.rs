@@ -504,9 +504,6 @@ fn service_create(ipam: &mut Ipam, obj: &mut Value, old: Option<&Value>) -> ApiR
     if obj["spec"].get("internalTrafficPolicy").is_none() {
         obj["spec"]["internalTrafficPolicy"] = json!("Cluster");
     }
-    if obj.get("status").is_none() {
-        obj["status"] = json!({"loadBalancer": {}});
-    }
     Ok(())
 }
 

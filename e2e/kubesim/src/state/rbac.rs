@@ -439,12 +439,7 @@ pub fn no_escalation(
     }
     let name = meta_str(obj, "name");
     let ns = meta_str(obj, "namespace");
-    let forbidden = |msg: String| {
-        ApiError::forbidden_msg(format!(
-            "{}.{RBAC} \"{name}\" is forbidden: {msg}",
-            rt.plural
-        ))
-    };
+    let forbidden = |msg: String| ApiError::forbidden_because(RBAC, &rt.plural, name, &msg);
     let allowed = |verb: &str, resource: &str, name: &str| {
         authorize(
             store,
@@ -522,6 +517,11 @@ pub fn aggregate(st: &mut State) -> bool {
         .store
         .list(&gr(RBAC, "clusterroles"), None)
         .iter()
+        .filter(|r| {
+            r.value
+                .pointer("/aggregationRule/clusterRoleSelectors")
+                .is_some()
+        })
         .map(|r| r.name().to_string())
         .collect();
     let mut changed = false;
