@@ -1,11 +1,15 @@
-//! `causeway crds print|write`: render the CRDs from the Rust types.
+//! `causeway crds print|write|install`: render the CRDs from the Rust types, or install
+//! them into a cluster without downgrading what is there (API-8).
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use causeway_crds::crdgen::{GENERATED_HEADER, render_all, render_all_multi_doc};
+use causeway_crds::crdgen::install::Action;
+use causeway_crds::crdgen::{GENERATED_HEADER, render_all, render_all_multi_doc, try_all_crds};
+use causeway_crds::well_known::FIELD_MANAGER;
+use causeway_runtime::client::ClusterArgs;
 use clap::{Args, Subcommand};
 
 /// Arguments of `causeway crds`.
@@ -30,10 +34,30 @@ enum CrdsCommand {
         #[arg(long, value_name = "DIR", default_value = "deploy/crds")]
         dir: PathBuf,
     },
+    /// Install every CRD into a cluster (the hub and each member) and wait until they
+    /// are Established.
+    ///
+    /// A CRD already there is replaced only when that is safe: one a newer Causeway
+    /// installed is refused (a downgrade could prune fields it stores); a newer mcs-api
+    /// release (its release-version and crd-schema-revision labels) is kept; another
+    /// installer's Gateway API, About API or MultiClusterIngress CRD is kept when it
+    /// serves the versions Causeway uses, refused otherwise. When one is refused,
+    /// nothing is written.
+    Install {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+        /// Replace every CRD with this Causeway's, whatever is installed (a downgrade,
+        /// or another installer's CRD).
+        #[arg(long)]
+        force: bool,
+        /// How long to wait for each CRD to become Established.
+        #[arg(long, default_value = "60s", value_parser = causeway_controllers::clusters::options::parse_interval)]
+        timeout: std::time::Duration,
+    },
 }
 
 /// Runs `causeway crds ...`.
-pub fn run(args: CrdsArgs) -> anyhow::Result<()> {
+pub async fn run(args: CrdsArgs) -> anyhow::Result<()> {
     match args.command {
         CrdsCommand::Print => {
             let yaml = render_all_multi_doc().context("rendering the CRDs")?;
@@ -44,6 +68,30 @@ pub fn run(args: CrdsArgs) -> anyhow::Result<()> {
             Ok(())
         }
         CrdsCommand::Write { dir } => write_dir(&dir),
+        CrdsCommand::Install {
+            cluster,
+            force,
+            timeout,
+        } => {
+            let client = cluster.client().await?;
+            let crds = try_all_crds().context("rendering the CRDs")?;
+            let done = causeway_runtime::crds::install_report(
+                &client,
+                &crds,
+                FIELD_MANAGER,
+                timeout,
+                force,
+            )
+            .await?;
+            for (name, action) in done {
+                match action {
+                    Action::Create => println!("{name} created"),
+                    Action::Update => println!("{name} configured"),
+                    Action::Keep(why) => println!("{name} kept: {why}"),
+                }
+            }
+            Ok(())
+        }
     }
 }
 

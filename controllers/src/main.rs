@@ -27,7 +27,8 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Generate the CustomResourceDefinitions Causeway needs (MCS, MultiClusterIngress, causeway.io).
+    /// Generate or install the CustomResourceDefinitions Causeway needs (MCS, About API,
+    /// MultiClusterIngress, causeway.io, Gateway API).
     Crds(crds_cmd::CrdsArgs),
     /// Run the hub controllers: MCS aggregator, MultiClusterIngress, and an exporter,
     /// importer and health probe per joined member.
@@ -128,7 +129,7 @@ struct UnjoinArgs {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Args::parse().command {
-        Command::Crds(args) => crds_cmd::run(args),
+        Command::Crds(args) => crds_cmd::run(args).await,
         Command::Controller(args) => {
             args.log.init("info")?;
             let hub = args.hub.client().await?;

@@ -14,6 +14,7 @@ use kube::CustomResourceExt;
 use kube::core::crd::{MergeError, merge_crds};
 use thiserror::Error;
 
+use crate::about;
 use crate::exported_service::ExportedService;
 use crate::federation::binding::{ClusterResourceBinding, ResourceBinding};
 use crate::federation::cluster::Cluster;
@@ -25,6 +26,7 @@ use crate::mci::MultiClusterIngress;
 use crate::mcs::{v1alpha1, v1beta1};
 use crate::well_known::{MCS_CRD_SCHEMA_REVISION, MCS_RELEASE_VERSION, labels};
 
+pub mod install;
 pub mod structural;
 
 /// First line of every rendered CRD file; `causeway crds write` only ever
@@ -142,6 +144,17 @@ pub fn mcs_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     Ok(crds)
 }
 
+/// The About API's ClusterProperty CRD: v1beta1 (storage) and v1alpha1, both served.
+pub fn about_crd() -> Result<CustomResourceDefinition, CrdError> {
+    merge_versions(
+        vec![
+            about::v1beta1::ClusterProperty::crd(),
+            about::v1alpha1::ClusterProperty::crd(),
+        ],
+        "v1beta1",
+    )
+}
+
 /// The MultiClusterIngress CRD. As in Karmada's CRD the spec is optional.
 pub fn mci_crd() -> CustomResourceDefinition {
     let mut crd = MultiClusterIngress::crd();
@@ -149,10 +162,13 @@ pub fn mci_crd() -> CustomResourceDefinition {
     crd
 }
 
-/// Every CRD Causeway installs, in a fixed order: MCS, MultiClusterIngress, the
-/// `causeway.io` kinds, then the Gateway API kinds causeway-proxy serves.
+/// Every CRD Causeway installs, in a fixed order: MCS, the About API's
+/// ClusterProperty, MultiClusterIngress, the `causeway.io` kinds, then the Gateway API
+/// kinds causeway-proxy serves. Each carries the `causeway.io/release-version` label
+/// (see [`install`]).
 pub fn try_all_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     let mut crds = mcs_crds()?;
+    crds.push(about_crd()?);
     crds.push(mci_crd());
     crds.extend([
         Cluster::crd(),
@@ -169,6 +185,12 @@ pub fn try_all_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         HTTPRoute::crd(),
         ReferenceGrant::crd(),
     ]);
+    for crd in &mut crds {
+        crd.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(labels::RELEASE_VERSION.into(), install::RELEASE.into());
+    }
     Ok(crds)
 }
 
@@ -414,7 +436,8 @@ mod tests {
         assert!(names.contains(&"resourcebindings.causeway.io.yaml".to_string()));
         assert!(names.contains(&"clusterresourcebindings.causeway.io.yaml".to_string()));
         assert!(names.contains(&"httproutes.gateway.networking.k8s.io.yaml".to_string()));
-        assert_eq!(names.len(), 16);
+        assert!(names.contains(&"clusterproperties.about.k8s.io.yaml".to_string()));
+        assert_eq!(names.len(), 17);
     }
 
     #[test]

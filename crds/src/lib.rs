@@ -1,5 +1,6 @@
 //! Causeway API types, well-known names, and the CRD generator.
 //!
+//! - [`about`]: `about.k8s.io` ClusterProperty (KEP-2149 cluster id and clusterset membership).
 //! - [`mcs`]: `multicluster.x-k8s.io` ServiceExport / ServiceImport (v1beta1 and v1alpha1).
 //! - [`mci`]: `networking.karmada.io/v1alpha1` MultiClusterIngress.
 //! - [`gateway`]: Gateway API `gateway.networking.k8s.io` GatewayClass, Gateway,
@@ -19,6 +20,7 @@
 // upstream (mcs-api, Kubernetes) wording, bare URLs included.
 #![allow(rustdoc::bare_urls)]
 
+pub mod about;
 pub mod crdgen;
 pub mod exported_service;
 pub mod federation;

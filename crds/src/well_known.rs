@@ -133,6 +133,10 @@ pub mod labels {
     /// whose outbox it came from.
     pub const RELAYED_FROM: &str = "causeway.io/relayed-from";
 
+    /// CRD label: the Causeway release that generated the CRD; `causeway crds install`
+    /// refuses to replace a CRD a newer Causeway installed (API-8).
+    pub const RELEASE_VERSION: &str = "causeway.io/release-version";
+
     /// CRD label: the mcs-api release the CRD schema comes from (API-8).
     pub const MCS_RELEASE_VERSION: &str = "multicluster.x-k8s.io/release-version";
 

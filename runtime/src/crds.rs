@@ -1,8 +1,13 @@
-//! Installing CRDs into a cluster (tests, causeway-local): server-side apply of each,
-//! then wait until each is `Established`. The CRDs themselves come from the caller
-//! (Causeway's from `causeway_crds::crdgen::all_crds`), so the API crate stays pure.
+//! Installing CRDs into a cluster (`causeway crds install`, causeway-local, tests):
+//! what to do with each CRD already there is decided by
+//! [`causeway_crds::crdgen::install::plan`] (never downgrade, keep another installer's
+//! superset); then server-side apply of each one to write, then wait until each is
+//! `Established`. The CRDs themselves come from the caller (Causeway's from
+//! `causeway_crds::crdgen::all_crds`).
 
 use std::time::Duration;
+
+use causeway_crds::crdgen::install::{Action, plan};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
@@ -12,6 +17,12 @@ use thiserror::Error;
 /// Why the CRDs could not be installed.
 #[derive(Debug, Error)]
 pub enum InstallError {
+    /// Some CRDs may not be installed over what is there (nothing was written).
+    #[error("nothing was installed:\n  {}", .reasons.join("\n  "))]
+    Refused { reasons: Vec<String> },
+    /// Reading the installed CRDs failed.
+    #[error("reading the installed CRD {name}: {source}")]
+    Read { name: String, source: kube::Error },
     /// The API server refused a CRD.
     #[error("applying CRD {name}: {source}")]
     Apply { name: String, source: kube::Error },
@@ -26,19 +37,56 @@ pub enum InstallError {
     },
 }
 
-/// Server-side applies `crds` as `manager` and waits (up to `timeout` each) until each
-/// is Established.
+/// Installs `crds` as `manager` (see [`install_report`]), never over a newer or another
+/// installer's CRD.
 pub async fn install(
     client: &kube::Client,
     crds: &[CustomResourceDefinition],
     manager: &str,
     timeout: Duration,
 ) -> Result<(), InstallError> {
+    install_report(client, crds, manager, timeout, false)
+        .await
+        .map(drop)
+}
+
+/// Plans every CRD against what is installed (`force`: replace whatever is there); if
+/// any is refused, writes nothing and says why for each. Otherwise server-side applies
+/// those to create or update as `manager` and waits (up to `timeout` each) until every
+/// one of `crds` is Established. Returns each CRD's name and what was done.
+pub async fn install_report(
+    client: &kube::Client,
+    crds: &[CustomResourceDefinition],
+    manager: &str,
+    timeout: Duration,
+    force: bool,
+) -> Result<Vec<(String, Action)>, InstallError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut plans = Vec::with_capacity(crds.len());
+    let mut reasons = Vec::new();
     for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
+        let installed = api
+            .get_opt(&name)
+            .await
+            .map_err(|source| InstallError::Read {
+                name: name.clone(),
+                source,
+            })?;
+        match plan(installed.as_ref(), crd, force) {
+            Ok(action) => plans.push((name, action)),
+            Err(why) => reasons.push(why),
+        }
+    }
+    if !reasons.is_empty() {
+        return Err(InstallError::Refused { reasons });
+    }
+    for (crd, (name, action)) in crds.iter().zip(&plans) {
+        if matches!(action, Action::Keep(_)) {
+            continue;
+        }
         api.patch(
-            &name,
+            name,
             &PatchParams::apply(manager).force(),
             &Patch::Apply(crd),
         )
@@ -57,5 +105,5 @@ pub async fn install(
             Err(_) => return Err(InstallError::NotEstablished { name, timeout }),
         }
     }
-    Ok(())
+    Ok(plans)
 }
