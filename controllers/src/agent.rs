@@ -187,6 +187,15 @@ pub async fn run(
             }
         }
         if leaving.is_some() {
+            match crate::clusters::membership::leave(&member).await {
+                Ok(true) => {
+                    tracing::info!(cluster = %name, "left the clusterset: clusterset.k8s.io ClusterProperty deleted")
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(cluster = %name, error = %format!("{e:#}"), "left the clusterset, but could not delete the clusterset.k8s.io ClusterProperty; delete it by hand")
+                }
+            }
             // tell the hub, which holds the Cluster's finalizer until then
             let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
             let patch = serde_json::json!({"metadata": {"annotations": {crate::clusters::finalize::AGENT_LEFT: "true"}}});

@@ -4,6 +4,7 @@ pub mod finalize;
 pub mod health;
 pub mod join;
 pub mod lease;
+pub mod membership;
 pub mod monitor;
 pub mod options;
 pub mod register;

@@ -86,6 +86,10 @@ pub async fn run_with(
         opts.timing.clone(),
         stop.child_token(),
     ));
+    tokio::spawn(crate::clusters::membership::name_the_clusterset(
+        hub.clone(),
+        stop.child_token(),
+    ));
     let wake = Wake::new();
     let (clusters, secrets) = crate::clusters::registry::caches(&hub, wake.clone(), &stop).await?;
     metrics.set_ready(true);

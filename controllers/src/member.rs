@@ -31,8 +31,8 @@ pub struct WorkerOptions {
     pub timing: Timing,
 }
 
-/// Spawns every per-member worker (cluster status, MCS exporter, work applier, MCS
-/// importer); they run until `stop`. The handles let a caller wait until they are all
+/// Spawns every per-member worker (cluster status, MCS exporter, work applier,
+/// clusterset membership properties, MCS importer); they run until `stop`. The handles let a caller wait until they are all
 /// gone (before it withdraws what they wrote, say).
 pub fn spawn_workers(
     m: Member,
@@ -76,6 +76,13 @@ pub fn spawn_workers(
         metrics.clone(),
         stop.clone(),
     ));
+    let membership = tokio::spawn(crate::clusters::membership::run(
+        m.name.clone(),
+        m.id.clone(),
+        m.client.clone(),
+        hub.clone(),
+        stop.clone(),
+    ));
     let import = tokio::spawn(importer::run(
         m.id,
         m.client,
@@ -85,5 +92,5 @@ pub fn spawn_workers(
         opts.timing.stale_endpoints_ttl,
         stop,
     ));
-    vec![status, export, apply, import]
+    vec![status, export, apply, membership, import]
 }

@@ -386,6 +386,21 @@ impl Controller {
     }
 }
 
+/// A cluster's About API ClusterProperties, name → value (empty when it has none or
+/// does not serve them).
+pub async fn cluster_properties(c: &kube::Client) -> std::collections::BTreeMap<String, String> {
+    let api: Api<causeway_crds::about::v1beta1::ClusterProperty> = Api::all(c.clone());
+    api.list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .map(|p| (p.metadata.name.unwrap_or_default(), p.spec.value))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// How the hub reaches a member server (its URL, CA and admin token).
 pub fn access(s: &Server) -> causeway_controllers::clusters::join::MemberAccess {
     causeway_controllers::clusters::join::MemberAccess {

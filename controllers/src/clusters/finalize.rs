@@ -117,6 +117,9 @@ async fn cleanup(
                     tracing::warn!(cluster = %name, "member left without usable credentials: what Causeway imported and propagated stays in place; delete objects labelled causeway.io/managed=true there by hand")
                 }
             }
+            if let Some(spec) = &spec {
+                end_membership(spec).await;
+            }
             match (preserves(&c), spec) {
                 (true, _) => {
                     tracing::info!(cluster = %name, "member left with --preserve: its imports stay in place")
@@ -250,6 +253,25 @@ async fn leave_member(hub: &kube::Client, m: &super::registry::MemberSpec, prese
         }
         Err(e) => {
             tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not remove the propagated objects of a removed member; delete objects labelled causeway.io/managed=true there by hand")
+        }
+    }
+}
+
+/// Deletes the `clusterset.k8s.io` ClusterProperty of a Push member that left (CID-4),
+/// with the credentials it had (best effort: they may already be revoked).
+async fn end_membership(m: &super::registry::MemberSpec) {
+    let result = async {
+        let client = client_for(&m.access).await?;
+        super::membership::leave(&client).await
+    }
+    .await;
+    match result {
+        Ok(true) => {
+            tracing::info!(cluster = %m.name, "the member's clusterset.k8s.io ClusterProperty deleted")
+        }
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not delete the removed member's clusterset.k8s.io ClusterProperty; delete it there by hand")
         }
     }
 }

@@ -7,7 +7,9 @@ use anyhow::{Context, bail};
 use base64::Engine;
 use causeway_crds::federation::cluster::{Cluster, ClusterSecretRef, ClusterSpec, ClusterSyncMode};
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
-use causeway_crds::well_known::{CLUSTER_ID_PROPERTY, FIELD_MANAGER, LEGACY_CLUSTER_ID_PROPERTY};
+use causeway_crds::well_known::{
+    CLUSTER_ID_PROPERTY, CLUSTERSET_PROPERTY, FIELD_MANAGER, LEGACY_CLUSTER_ID_PROPERTY,
+};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_validation::{is_dns1123_label, is_dns1123_subdomain};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -133,7 +135,8 @@ pub struct Identity {
     pub version: String,
 }
 
-/// Reaches the member, reads its identity and refuses duplicates on the hub (CID-5, A.7).
+/// Reaches the member, reads its identity and refuses duplicates on the hub and a
+/// cluster still in another clusterset (CID-5, A.7).
 pub async fn identify(
     hub: &kube::Client,
     member: &kube::Client,
@@ -162,6 +165,14 @@ pub async fn identify(
         bail!("cluster id \"{id}\" must be a DNS-1123 subdomain of at most 128 characters");
     }
     let uid = kube_system_uid(member).await?;
+    let clusterset = super::membership::ensure_clusterset(hub).await?;
+    super::membership::refuse_other_clusterset(
+        name,
+        super::membership::member_property(member, CLUSTERSET_PROPERTY)
+            .await?
+            .as_deref(),
+        &clusterset,
+    )?;
     let clusters: Api<Cluster> = Api::all(hub.clone());
     let existing = clusters
         .list(&Default::default())
@@ -178,31 +189,13 @@ pub async fn identify(
 /// The member's cluster id from its `about.k8s.io` ClusterProperty `cluster.clusterset.k8s.io`
 /// (or the legacy `id.k8s.io`), when the member has the About API (CID-3, CID-7).
 pub async fn cluster_property_id(member: &kube::Client) -> anyhow::Result<Option<String>> {
-    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
-    for version in ["v1beta1", "v1alpha1"] {
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("about.k8s.io", version, "ClusterProperty"),
-            "clusterproperties",
-        );
-        let api: Api<DynamicObject> = Api::all_with(member.clone(), &ar);
-        for name in [CLUSTER_ID_PROPERTY, LEGACY_CLUSTER_ID_PROPERTY] {
-            match api.get_opt(name).await {
-                Ok(Some(p)) => {
-                    let value = p
-                        .data
-                        .pointer("/spec/value")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or_default()
-                        .to_string();
-                    if value.is_empty() {
-                        bail!("the member's ClusterProperty {name} has an empty spec.value");
-                    }
-                    return Ok(Some(value));
-                }
-                Ok(None) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => break, // this version is not served
-                Err(e) => return Err(e).context("reading the member's ClusterProperty"),
+    for name in [CLUSTER_ID_PROPERTY, LEGACY_CLUSTER_ID_PROPERTY] {
+        match super::membership::member_property(member, name).await? {
+            Some(value) if value.is_empty() => {
+                bail!("the member's ClusterProperty {name} has an empty spec.value")
             }
+            Some(value) => return Ok(Some(value)),
+            None => {}
         }
     }
     Ok(None)

@@ -20,6 +20,7 @@ use super::join::{
     Identity, MemberAccess, client_for, credentials_secret, identify, kubeconfig_for,
     store_credentials, write_cluster,
 };
+use super::membership::CLUSTERSET_CONFIGMAP;
 
 /// The member Secret holding the agent's hub kubeconfig (key `kubeconfig`).
 pub const AGENT_SECRET: &str = "causeway-agent-hub";
@@ -169,6 +170,8 @@ pub fn agent_rbac(name: &str) -> Vec<Value> {
         binding("ClusterRoleBinding", None, "ClusterRole"),
         json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": role_name, "namespace": SYSTEM_NAMESPACE, "labels": labels}, "rules": [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [cluster_lease_name(name)], "verbs": ["get", "patch", "update"]},
+            // the clusterset's name, for the member's clusterset.k8s.io (KEP-2149)
+            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [CLUSTERSET_CONFIGMAP], "verbs": ["get"]},
         ]}),
         binding("RoleBinding", Some(SYSTEM_NAMESPACE), "Role"),
         json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": role_name, "namespace": es, "labels": labels}, "rules": [

@@ -58,22 +58,13 @@ async fn a_member_joined_while_the_controller_runs_takes_part() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_id_comes_from_the_members_cluster_property() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let opts = causeway_e2e::Options {
         members: vec!["c0".into(), "c1".into()],
         ..Default::default()
     };
     let owned = Mcs::start_with(opts, 1).await;
     let m = &owned;
-    // the About API (KEP-2149) in c1, with its cluster id
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "metadata": {"name": "clusterproperties.about.k8s.io"},
-        "spec": {"group": "about.k8s.io", "scope": "Cluster", "names": {"plural": "clusterproperties", "singular": "clusterproperty", "kind": "ClusterProperty", "listKind": "ClusterPropertyList"},
-                 "versions": [{"name": "v1alpha1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"value": {"type": "string", "maxLength": 128000}}}}}}}]}
-    }))
-    .unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(m.c(1));
-    crds.create(&Default::default(), &crd).await.unwrap();
+    // c1's cluster id in its About API (KEP-2149), written through the older v1alpha1
     let ar = kube::core::ApiResource::from_gvk_with_plural(
         &kube::core::GroupVersionKind::gvk("about.k8s.io", "v1alpha1", "ClusterProperty"),
         "clusterproperties",
@@ -317,6 +308,14 @@ async fn least_privilege_rbac_from_deploy_is_enough() {
         },
     )
     .await;
+    // the KEP-2149 membership properties, written with member.yaml's roles
+    eventually("c0's membership properties", PRESENT, || async {
+        let p = causeway_e2e::cluster_properties(&m.c(0)).await;
+        (p.contains_key("clusterset.k8s.io")
+            && p.get("cluster.clusterset.k8s.io").map(String::as_str) == Some("c0"))
+        .then_some(())
+    })
+    .await;
     eventually("members' Ready conditions written", PRESENT, || async {
         let cl = Api::<causeway_crds::federation::cluster::Cluster>::all(m.hub.clone())
             .get("c0")
@@ -432,4 +431,121 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
     assert!(during <= 8, "{during} failed exporter writes in 3 s");
     assert!(before >= 1, "the refused write was counted");
     ctl.stop().await;
+}
+
+/// CID-4 and CID-5 (KEP-2149): a member carries `clusterset.k8s.io` (the hub's
+/// clusterset name) and `cluster.clusterset.k8s.io` (its id) for exactly as long as it
+/// is a member: one changed by hand is put back, with a Warning Event on its Cluster; a
+/// cluster still in another clusterset may not join; leaving deletes
+/// `clusterset.k8s.io` and keeps the id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_properties_live_exactly_as_long_as_the_membership() {
+    use causeway_crds::about::v1beta1::{ClusterProperty, ClusterPropertySpec};
+    let opts = causeway_e2e::Options {
+        members: vec!["c0".into(), "c1".into(), "elsewhere".into()],
+        ..Default::default()
+    };
+    let owned = Mcs::start_with(opts, 2).await;
+    let m = &owned;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(m.hub.clone(), "causeway-system");
+    let clusterset = cms.get("clusterset").await.unwrap().data.unwrap()["name"].clone();
+    assert!(clusterset.starts_with("causeway-"), "{clusterset}");
+    let props = |i: usize| {
+        let c = m.c(i);
+        async move { causeway_e2e::cluster_properties(&c).await }
+    };
+    let is_member = |p: &std::collections::BTreeMap<String, String>, id: &str| {
+        p.get("clusterset.k8s.io") == Some(&clusterset)
+            && p.get("cluster.clusterset.k8s.io").map(String::as_str) == Some(id)
+    };
+    for (i, id) in [(0, "c0"), (1, "c1")] {
+        eventually(
+            &format!("{id}'s membership properties"),
+            PRESENT,
+            || async { is_member(&props(i).await, id).then_some(()) },
+        )
+        .await;
+    }
+
+    // changed by hand while a member: put back, and the Cluster says so
+    let c0_props: Api<ClusterProperty> = Api::all(m.c(0));
+    c0_props
+        .patch(
+            "clusterset.k8s.io",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"value": "fleet-b"}})),
+        )
+        .await
+        .unwrap();
+    eventually("c0's clusterset.k8s.io put back", PRESENT, || async {
+        is_member(&props(0).await, "c0").then_some(())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(m.hub.clone(), "causeway-es-c0");
+    let ev = eventually("a Warning Event on c0's Cluster", PRESENT, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("ClusterPropertyRestored")
+                    && e.note.as_deref().is_some_and(|n| n.contains("\"fleet-b\""))
+            })
+    })
+    .await;
+    assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    assert_eq!(ev.regarding.unwrap().name.as_deref(), Some("c0"));
+
+    // a cluster still in another clusterset may not join (and nothing is registered)
+    let elsewhere: Api<ClusterProperty> = Api::all(m.c(2));
+    elsewhere
+        .create(
+            &Default::default(),
+            &ClusterProperty::new(
+                "clusterset.k8s.io",
+                ClusterPropertySpec {
+                    value: "fleet-b".into(),
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    let err = causeway_controllers::clusters::join::join(
+        m.hub.clone(),
+        "elsewhere",
+        &causeway_e2e::access(&m.cs.members[2]),
+        None,
+    )
+    .await
+    .unwrap_err();
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("belongs to clusterset \"fleet-b\"") && err.contains("remove it from"),
+        "{err}"
+    );
+    let clusters: Api<causeway_crds::federation::cluster::Cluster> = Api::all(m.hub.clone());
+    assert!(clusters.get_opt("elsewhere").await.unwrap().is_none());
+
+    // leaving: clusterset.k8s.io is gone by the time unjoin returns; the id stays
+    causeway_controllers::clusters::join::unjoin(
+        m.hub.clone(),
+        "c1",
+        false,
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let left = props(1).await;
+    assert_eq!(left.get("clusterset.k8s.io"), None, "{left:?}");
+    assert_eq!(
+        left.get("cluster.clusterset.k8s.io").map(String::as_str),
+        Some("c1")
+    );
+    // and it stays gone: nothing of the clusterset writes it any more
+    tokio::time::sleep(crate::mcs_support::CONSISTENT).await;
+    assert_eq!(props(1).await.get("clusterset.k8s.io"), None);
 }

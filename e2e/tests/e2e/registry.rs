@@ -445,6 +445,18 @@ async fn a_pull_member_exports_and_imports_through_its_agent() {
     };
     imported("north").await; // west's export reached the hub through its outbox
     imported("west").await; // and west's agent imports like any member
+    // the agent keeps west's KEP-2149 membership properties
+    let west = client(cs.member("west").unwrap()).await.unwrap();
+    eventually("west's membership properties", WAIT, || {
+        let west = west.clone();
+        async move {
+            let p = causeway_e2e::cluster_properties(&west).await;
+            (p.contains_key("clusterset.k8s.io")
+                && p.get("cluster.clusterset.k8s.io").map(String::as_str) == Some("west"))
+            .then_some(())
+        }
+    })
+    .await;
     let outbox: Api<causeway_crds::exported_service::ExportedService> =
         Api::namespaced(hub.clone(), "causeway-es-west");
     assert_eq!(
@@ -464,12 +476,18 @@ async fn a_pull_member_exports_and_imports_through_its_agent() {
     .await
     .unwrap();
     assert!(said.contains("unregistered"), "{said}");
-    let west = client(cs.member("west").unwrap()).await.unwrap();
     let west_imports: Api<causeway_crds::mcs::v1beta1::ServiceImport> =
-        Api::namespaced(west, "demo");
+        Api::namespaced(west.clone(), "demo");
     assert!(
         west_imports.get_opt("demo").await.unwrap().is_none(),
         "the agent withdrew west's import before the Cluster went"
+    );
+    assert_eq!(
+        causeway_e2e::cluster_properties(&west)
+            .await
+            .get("clusterset.k8s.io"),
+        None,
+        "the agent deleted west's clusterset.k8s.io as it left"
     );
     let north = client(cs.member("north").unwrap()).await.unwrap();
     let north_imports: Api<causeway_crds::mcs::v1beta1::ServiceImport> =

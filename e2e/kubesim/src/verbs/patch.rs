@@ -5,6 +5,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
+use crate::http::auth::{Attributes, authorize};
 use crate::state::cluster::State;
 use crate::state::meta::now_rfc3339;
 use crate::state::patch::{json_patch, merge_patch, strategic_merge_patch};
@@ -122,6 +123,20 @@ fn apply(
         None => {
             if !sub.is_empty() {
                 return Err(ApiError::not_found(&rt.group, &rt.plural, name));
+            }
+            // an apply that creates needs create permission too (kube-apiserver's patch
+            // handler authorizes the create it turns into)
+            let create = Attributes {
+                verb: "create",
+                group: &rt.group,
+                resource: &rt.plural,
+                subresource: "",
+                namespace: ns,
+                name,
+                path: "",
+            };
+            if !authorize(&st.store, &r.user, &create) {
+                return Err(ApiError::forbidden(&r.user.name, &create));
             }
             let mut base = json!({"apiVersion": av, "kind": rt.kind, "metadata": {"name": name}});
             if rt.namespaced {

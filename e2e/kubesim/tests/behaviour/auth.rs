@@ -291,3 +291,84 @@ async fn a_service_account_subject_defaults_to_the_bindings_namespace() {
         .await
         .expect("robot may list in ns1");
 }
+
+/// As kube-apiserver: a server-side apply that creates its object is authorized as
+/// `patch` and as `create`; one that changes an existing object needs `patch` only.
+#[tokio::test]
+async fn an_apply_that_creates_needs_create_permission_too() {
+    let mut cfg = kubesim::Config::new("t");
+    cfg.tokens = kubesim::http::auth::parse_token_file("bob-token,bob,1002,\"\"").unwrap();
+    let env = start_with(cfg).await;
+    let admin = env.client.clone();
+    let grant = |verbs: serde_json::Value| {
+        let admin = admin.clone();
+        async move {
+            let role: Role = serde_json::from_value(json!({
+                "metadata": {"name": "cm", "namespace": "default"},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}],
+            }))
+            .unwrap();
+            let pp = kube::api::PatchParams::apply("test").force();
+            Api::<Role>::namespaced(admin, "default")
+                .patch("cm", &pp, &kube::api::Patch::Apply(&role))
+                .await
+                .unwrap();
+        }
+    };
+    grant(json!(["get", "patch"])).await;
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "bob-cm", "namespace": "default"},
+        "subjects": [{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": "cm", "apiGroup": "rbac.authorization.k8s.io"},
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &rb)
+        .await
+        .unwrap();
+    let bob = client_with(
+        &env,
+        Creds {
+            token: Some("bob-token"),
+            ..Default::default()
+        },
+    )
+    .await;
+    let bobs: Api<ConfigMap> = Api::namespaced(bob, "default");
+    let apply = |name: &'static str, v: &'static str| {
+        let bobs = bobs.clone();
+        async move {
+            let pp = kube::api::PatchParams::apply("bob");
+            let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": v}});
+            bobs.patch(name, &pp, &kube::api::Patch::Apply(&body)).await
+        }
+    };
+    let e = apply("new", "1").await.unwrap_err();
+    let kube::Error::Api(s) = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(s.code, 403);
+    assert!(
+        s.message
+            .contains("User \"bob\" cannot create resource \"configmaps\""),
+        "{}",
+        s.message
+    );
+    assert!(
+        Api::<ConfigMap>::namespaced(admin.clone(), "default")
+            .get_opt("new")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing was created"
+    );
+    // an existing object: patch is enough
+    Api::<ConfigMap>::namespaced(admin.clone(), "default")
+        .create(&PostParams::default(), &cm("old", json!({}), json!({})))
+        .await
+        .unwrap();
+    apply("old", "2").await.expect("patch is granted");
+    // with create granted, the apply creates
+    grant(json!(["get", "patch", "create"])).await;
+    apply("new", "1").await.expect("create is granted");
+}
