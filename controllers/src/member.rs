@@ -81,6 +81,7 @@ pub fn spawn_workers(
         m.id.clone(),
         m.client.clone(),
         hub.clone(),
+        m.pull,
         stop.clone(),
     ));
     let import = tokio::spawn(importer::run(

@@ -14,8 +14,9 @@
 //! The worker ([`run`]) runs per member like the others (the hub controller for Push
 //! members, the agent in a Pull member): watches the member's ClusterProperties → the
 //! pure [`fixes`] → the shared applier; a property it had to put back, or an About API
-//! the member lacks, is a Warning Event on the member's Cluster (in its execution
-//! namespace on the hub, where a Pull agent may write Events).
+//! the member lacks, is a Warning Event on the member's Cluster (`kubectl describe
+//! cluster`; a Pull agent's in the member's execution namespace on the hub, the only
+//! one where it may write Events).
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -284,21 +285,23 @@ fn about_api_missing() -> Event {
     }
 }
 
-/// The Cluster `name` as an Event's object, in its execution namespace.
-fn cluster_ref(name: &str) -> ObjectReference {
+/// The Cluster `name` as an Event's object: as it is (the Event lands where `kubectl
+/// describe cluster` finds it) for the hub controller, in the member's execution
+/// namespace for a Pull member's agent (the only namespace it may write Events in).
+fn cluster_ref(name: &str, pull: bool) -> ObjectReference {
     ObjectReference {
         api_version: Some("causeway.io/v1alpha1".into()),
         kind: Some("Cluster".into()),
         name: Some(name.into()),
-        namespace: Some(execution_namespace(name)),
+        namespace: pull.then(|| execution_namespace(name)),
         ..Default::default()
     }
 }
 
-async fn tell(hub: &kube::Client, recorder: &Recorder, cluster: &str, ev: &Event) {
+async fn tell(hub: &kube::Client, recorder: &Recorder, cluster: &str, pull: bool, ev: &Event) {
     tracing::warn!(cluster, reason = %ev.reason, note = ev.note.as_deref().unwrap_or_default(), "clusterset membership");
     // the Cluster's uid ties the Event to it; without it, by name
-    let mut reference = cluster_ref(cluster);
+    let mut reference = cluster_ref(cluster, pull);
     let clusters: Api<Cluster> = Api::all(hub.clone());
     if let Ok(Some(c)) = within(CALL_TIMEOUT, clusters.get_opt(cluster)).await {
         reference.uid = c.metadata.uid;
@@ -309,12 +312,14 @@ async fn tell(hub: &kube::Client, recorder: &Recorder, cluster: &str, ev: &Event
 }
 
 /// Runs until `stop`: keeps the member's membership properties (see the module docs).
-/// `cluster` is the member's Cluster name on the hub, `id` its cluster id.
+/// `cluster` is the member's Cluster name on the hub, `id` its cluster id, `pull` true in
+/// a Pull member's agent.
 pub async fn run(
     cluster: String,
     id: String,
     member: kube::Client,
     hub: kube::Client,
+    pull: bool,
     stop: CancellationToken,
 ) {
     let recorder = Recorder::new(
@@ -333,7 +338,7 @@ pub async fn run(
             Ok(_) => break,
             Err(Failure::Code(404, _)) => {
                 if !told {
-                    tell(&hub, &recorder, &cluster, &about_api_missing()).await;
+                    tell(&hub, &recorder, &cluster, pull, &about_api_missing()).await;
                     told = true;
                 }
                 delay = Duration::from_secs(30);
@@ -383,7 +388,7 @@ pub async fn run(
                         Ok(_) => {
                             tracing::info!(cluster, property = fix.name, value = %fix.value, "membership property written");
                             if let Some(ev) = restored_event(&fix) {
-                                tell(&hub, &recorder, &cluster, &ev).await;
+                                tell(&hub, &recorder, &cluster, pull, &ev).await;
                             }
                         }
                         Err(e) => {

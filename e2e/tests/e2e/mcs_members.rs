@@ -482,8 +482,8 @@ async fn membership_properties_live_exactly_as_long_as_the_membership() {
         is_member(&props(0).await, "c0").then_some(())
     })
     .await;
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(m.hub.clone(), "causeway-es-c0");
+    // where `kubectl describe cluster c0` finds it
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(m.hub.clone());
     let ev = eventually("a Warning Event on c0's Cluster", PRESENT, || async {
         events
             .list(&Default::default())
@@ -498,7 +498,12 @@ async fn membership_properties_live_exactly_as_long_as_the_membership() {
     })
     .await;
     assert_eq!(ev.type_.as_deref(), Some("Warning"));
-    assert_eq!(ev.regarding.unwrap().name.as_deref(), Some("c0"));
+    let regarding = ev.regarding.unwrap();
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.name.as_deref()),
+        (Some("Cluster"), Some("c0"))
+    );
+    assert_eq!(regarding.namespace, None);
 
     // a cluster still in another clusterset may not join (and nothing is registered)
     let elsewhere: Api<ClusterProperty> = Api::all(m.c(2));
