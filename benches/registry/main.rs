@@ -165,6 +165,7 @@ async fn run(args: &Args, controller_rt: &tokio::runtime::Handle) -> anyhow::Res
     let hub_access = causeway_e2e::access(&hub);
     let opts = causeway_controllers::controller::Options {
         timing: timing.clone(),
+        ..Default::default()
     };
     let controller = controller_rt.spawn({
         let stop = stop.child_token();

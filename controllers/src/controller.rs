@@ -29,6 +29,9 @@ struct Running {
 pub struct Options {
     /// Probing, flap damping, lease grace periods, stale endpoint TTL.
     pub timing: Timing,
+    /// Export and place the backend Services of MultiClusterIngresses
+    /// (`--export-mci-backends`, MCI-11; see [`crate::mci::backend_exports`]).
+    pub export_mci_backends: bool,
 }
 
 /// Runs every hub-side controller until `stop`, with default [`Options`].
@@ -86,6 +89,12 @@ pub async fn run_with(
         opts.timing.clone(),
         stop.child_token(),
     ));
+    if opts.export_mci_backends {
+        tokio::spawn(crate::mci::backend_exports::run(
+            hub.clone(),
+            stop.child_token(),
+        ));
+    }
     tokio::spawn(crate::clusters::membership::name_the_clusterset(
         hub.clone(),
         stop.child_token(),

@@ -88,6 +88,13 @@ struct ControllerArgs {
     metrics: SocketAddr,
     #[command(flatten)]
     timing: causeway_controllers::clusters::options::TimingArgs,
+    /// For every Service template a MultiClusterIngress served by Causeway names as a
+    /// backend, write a ServiceExport next to it and a PropagationPolicy
+    /// `propagate-service-<name>` placing it where the Service is scheduled (Karmada's
+    /// serviceexportpropagation); both go when no MCI names the Service any more.
+    /// Export templates and policies of that name that are not Causeway's are left alone.
+    #[arg(long)]
+    export_mci_backends: bool,
     #[command(flatten)]
     leader: LeaderArgs,
     #[command(flatten)]
@@ -144,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
             causeway_runtime::signal::cancel_on_signal(stop.clone());
             let opts = causeway_controllers::controller::Options {
                 timing: args.timing.timing(),
+                export_mci_backends: args.export_mci_backends,
             };
             run_elected(elector, &metrics, &stop, |lead| {
                 causeway_controllers::controller::run_with(hub, metrics.clone(), opts, lead)

@@ -11,6 +11,8 @@
 //! The pure part ([`desired`]) maps the hub caches to the status of one MCI; [`run`] is the
 //! loop that diffs and writes.
 
+pub mod backend_exports;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -285,6 +285,7 @@ impl Clusterset {
         // quickly in tests and locally.
         let opts = causeway_controllers::controller::Options {
             timing: causeway_controllers::clusters::options::Timing::fast(),
+            ..Default::default()
         };
         self.start_controller_with(hub, opts)
     }

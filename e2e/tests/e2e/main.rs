@@ -19,6 +19,7 @@ mod kubectl_token;
 mod local;
 mod local_pull;
 mod mci;
+mod mci_exports;
 mod mci_grpc;
 mod mci_proxy;
 mod mcs;

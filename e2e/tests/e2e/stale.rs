@@ -83,6 +83,7 @@ async fn endpoints_of_an_unreachable_member_serve_until_the_ttl_then_leave_and_c
             stale_endpoints_ttl: TTL,
             ..Timing::fast()
         },
+        ..Default::default()
     };
     f.mcs.ctl = Some(
         f.mcs
