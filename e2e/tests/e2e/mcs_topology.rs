@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
 use crate::mcs::port_set;
-use crate::mcs_support::{Mcs, PRESENT, consistently, eventually, tick};
+use crate::mcs_support::{CONSISTENT, Mcs, PRESENT, consistently, eventually, tick};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoint_changes_follow_with_their_readiness() {
@@ -393,4 +393,119 @@ async fn unjoin_preserve_leaves_the_members_imports() {
     tick().await;
     assert!(m.si(1, "hello").await.is_some(), "the ServiceImport stays");
     assert_eq!(m.mcs_slices(1, "hello").await.len(), 1, "its slice stays");
+}
+
+/// The endpoints of `svc`'s MCS slices in member `i`, with the cluster each came from,
+/// sorted.
+async fn imported_endpoints(m: &Mcs, i: usize, svc: &str) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = m
+        .mcs_slices(i, svc)
+        .await
+        .into_iter()
+        .flat_map(|s| {
+            let from = s
+                .metadata
+                .labels
+                .clone()
+                .unwrap_or_default()
+                .get("multicluster.kubernetes.io/source-cluster")
+                .cloned()
+                .unwrap_or_default();
+            let family = s.address_type.clone();
+            s.endpoints
+                .into_iter()
+                .flat_map(|e| e.addresses)
+                .map(move |a| (from.clone(), family.clone(), a))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// EXP-2 (CONF-25): the same Service in two clusters, exported from one: the other
+/// contributes no endpoints anywhere, its own import included, and the import names
+/// only the exporter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exp_2_a_cluster_without_an_export_contributes_no_endpoints() {
+    let owned = Mcs::start(&["c0", "c1", "c2"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.hello(1, &["10.1.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let only_c0 = vec![("c0".to_string(), "IPv4".to_string(), "10.0.0.1".to_string())];
+    for i in [0, 1, 2] {
+        eventually(&format!("c0's endpoints in c{i}"), PRESENT, || async {
+            (imported_endpoints(m, i, "hello").await == only_c0).then_some(())
+        })
+        .await;
+    }
+    consistently(
+        "only c0's endpoint anywhere, and the import names only c0",
+        CONSISTENT,
+        || async {
+            let mut ok = true;
+            for i in [0, 1, 2] {
+                ok &= imported_endpoints(m, i, "hello").await == only_c0;
+            }
+            let clusters: Vec<String> = m
+                .si(2, "hello")
+                .await
+                .and_then(|si| si.status)
+                .unwrap_or_default()
+                .clusters
+                .into_iter()
+                .map(|c| c.cluster)
+                .collect();
+            ok && clusters == ["c0"]
+        },
+    )
+    .await;
+}
+
+/// EPS-8: a dual-stack Service has an MCS slice per address type in every importing
+/// cluster, each with its endpoints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eps_8_a_dual_stack_service_has_a_slice_per_family() {
+    let owned = Mcs::start(&["c0", "c1"], true).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    // the endpoint controller's second slice, for the IPv6 family
+    let v6: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "hello-v6abc", "labels": {"kubernetes.io/service-name": "hello", "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"}},
+        "addressType": "IPv6",
+        "ports": [{"name": "tcp", "port": 42, "protocol": "TCP"}, {"name": "udp", "port": 42, "protocol": "UDP"}],
+        "endpoints": [{"addresses": ["fd00::1"], "conditions": {"ready": true, "serving": true, "terminating": false}}],
+    }))
+    .unwrap();
+    Api::<EndpointSlice>::namespaced(m.c(0), &m.ns)
+        .create(&Default::default(), &v6)
+        .await
+        .unwrap();
+    m.export(0, "hello", "dummy-label").await;
+    let want = vec![
+        ("c0".to_string(), "IPv4".to_string(), "10.0.0.1".to_string()),
+        ("c0".to_string(), "IPv6".to_string(), "fd00::1".to_string()),
+    ];
+    for i in [0, 1] {
+        eventually(
+            &format!("both families' slices in c{i}"),
+            PRESENT,
+            || async { (imported_endpoints(m, i, "hello").await == want).then_some(()) },
+        )
+        .await;
+        let families: Vec<String> = m
+            .mcs_slices(i, "hello")
+            .await
+            .into_iter()
+            .map(|s| s.address_type)
+            .collect();
+        assert_eq!(
+            families.len(),
+            2,
+            "one slice per family in c{i}: {families:?}"
+        );
+    }
+    let si = m.si(1, "hello").await.unwrap();
+    assert_eq!(si.spec.ip_families, vec!["IPv4", "IPv6"]);
 }
