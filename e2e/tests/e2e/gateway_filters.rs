@@ -308,6 +308,58 @@ spec:
         },
     )
     .await;
+    // GW-5 (GEP-1748): one particular cluster is reached through a ServiceImport only
+    // that cluster exports (infra-backend-v2 lives in east only, v3 in west only), never
+    // through a name that addresses a cluster
+    gw.apply(
+        "per-cluster",
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: per-cluster
+  namespace: gateway-conformance-infra
+spec:
+  parentRefs:
+  - name: same-namespace
+  hostnames:
+  - east.example.com
+  rules:
+  - backendRefs:
+    - {group: multicluster.x-k8s.io, kind: ServiceImport, name: infra-backend-v2, port: 80}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: per-cluster-west
+  namespace: gateway-conformance-infra
+spec:
+  parentRefs:
+  - name: same-namespace
+  hostnames:
+  - west.example.com
+  rules:
+  - backendRefs:
+    - {group: multicluster.x-k8s.io, kind: ServiceImport, name: infra-backend-v3, port: 80}
+"#,
+    )
+    .await;
+    for (host, backend, cluster) in [
+        ("east.example.com", "infra-backend-v2", "east"),
+        ("west.example.com", "infra-backend-v3", "west"),
+    ] {
+        gw.expect_backend("per-cluster", get(host, "/"), backend)
+            .await;
+        for _ in 0..20 {
+            let g = gw.send(&get(host, "/")).await.unwrap();
+            assert_eq!(
+                (g.status, g.cluster.as_deref()),
+                (200, Some(cluster)),
+                "{host}"
+            );
+        }
+    }
+    gw.delete("per-cluster").await;
     // The Gateway is programmed, with the proxy's address, and counts the route.
     let api: kube::Api<causeway_crds::gateway::Gateway> =
         kube::Api::namespaced(gw.mcs.hub.clone(), INFRA);
