@@ -142,6 +142,12 @@ fn computed(obj: &Value, which: &str) -> Value {
             _ => json!("<none>"),
         },
         which if which.starts_with("@int:") => json!(int(obj, &which["@int:".len()..])),
+        // a boolean Go shows false when unset
+        which if which.starts_with("@bool:") => json!(
+            obj.pointer(&which["@bool:".len()..])
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        ),
         "@event-object" => {
             let r = |k: &str| {
                 obj.pointer(&format!("/involvedObject/{k}"))

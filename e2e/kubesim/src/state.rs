@@ -27,6 +27,7 @@ pub mod kinds;
 pub mod meta;
 pub mod patch;
 pub mod persist;
+pub mod priority;
 pub mod quantity;
 pub mod rbac;
 pub mod registry;

@@ -180,3 +180,87 @@ spec:
     .await;
     assert!(fine.starts_with("True"), "{fine}");
 }
+
+/// A PriorityClass travels with the workloads that use it: created on the hub with
+/// `kubectl create priorityclass`, placed on every member by a ClusterPropagationPolicy
+/// next to a Deployment that names it; each member's Pods get its value (kubesim's
+/// Priority admission), and `kubectl get pc` there shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_priority_class_travels_with_the_workloads_that_use_it() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    env.ok(&[
+        "create",
+        "priorityclass",
+        "shop-critical",
+        "--value=100000",
+        "--description=the shop's front end",
+    ])
+    .await;
+    let file = env.file(
+        "shop.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: priority-classes}
+spec:
+  resourceSelectors: [{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, name: shop-critical}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: front, namespace: demo}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: front}}
+  template:
+    metadata: {labels: {app: front}}
+    spec:
+      priorityClassName: shop-critical
+      containers: [{name: web, image: nginx:1.27}]
+---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: front, namespace: demo}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: front}]
+"#,
+    );
+    env.ok(&["apply", "-f", &file]).await;
+    for member in ["east", "west"] {
+        let priorities = eventually(
+            &format!("{member}: front's Pod with its priority"),
+            WAIT,
+            || async {
+                let out = env
+                    .ok_in(
+                        member,
+                        &[
+                            "get",
+                            "pods",
+                            "-n",
+                            "demo",
+                            "-l",
+                            "app=front",
+                            "-o",
+                            "jsonpath={.items[*].spec.priority}",
+                        ],
+                    )
+                    .await;
+                (!out.trim().is_empty()).then_some(out)
+            },
+        )
+        .await;
+        assert_eq!(priorities.trim(), "100000", "{member}");
+        let table = env.ok_in(member, &["get", "pc", "shop-critical"]).await;
+        let mut lines = table.lines();
+        let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(
+            header,
+            ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
+        );
+        let row: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(
+            (row[0], row[1], row[2], row[4]),
+            ("shop-critical", "100000", "false", "PreemptLowerPriority"),
+            "{member}: {table}"
+        );
+    }
+}

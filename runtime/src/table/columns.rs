@@ -149,6 +149,12 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
                 0,
             ),
         ],
+        ("scheduling.k8s.io", "priorityclasses") => vec![
+            col("Value", "integer", "@int:/value", 0),
+            col("Global-Default", "boolean", "@bool:/globalDefault", 0),
+            age(),
+            col("PreemptionPolicy", "string", ".preemptionPolicy", 0),
+        ],
         ("autoscaling", "horizontalpodautoscalers") => vec![
             col("Reference", "string", "@ref:/spec/scaleTargetRef", 0),
             col("Targets", "string", "@hpa-targets", 0),
@@ -183,6 +189,7 @@ pub fn short_names(group: &str, plural: &str) -> &'static [&'static str] {
         ("apiextensions.k8s.io", "customresourcedefinitions") => &["crd", "crds"],
         ("policy", "poddisruptionbudgets") => &["pdb"],
         ("autoscaling", "horizontalpodautoscalers") => &["hpa"],
+        ("scheduling.k8s.io", "priorityclasses") => &["pc"],
         _ => &[],
     }
 }

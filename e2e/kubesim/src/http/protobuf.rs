@@ -553,6 +553,14 @@ const PDB_STATUS: &[Field] = &[
     o(6, "expectedPods", Kind::I64),
     r(7, "conditions", Kind::Msg(CONDITION)),
 ];
+/// `scheduling/v1` PriorityClass.
+const PRIORITY_CLASS: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "value", Kind::I64),
+    o(3, "globalDefault", Kind::Bool),
+    o(4, "description", Kind::Str),
+    o(5, "preemptionPolicy", Kind::Str),
+];
 const PDB: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
     f(2, "spec", Kind::Msg(PDB_SPEC)),
@@ -742,6 +750,7 @@ const SCHEMAS: &[(&str, &str, &[Field])] = &[
         BINDING,
     ),
     ("policy/v1", "PodDisruptionBudget", PDB),
+    ("scheduling.k8s.io/v1", "PriorityClass", PRIORITY_CLASS),
     ("networking.k8s.io/v1", "Ingress", INGRESS),
     ("autoscaling/v2", "HorizontalPodAutoscaler", HPA),
     ("authentication.k8s.io/v1", "TokenRequest", TOKEN_REQUEST),

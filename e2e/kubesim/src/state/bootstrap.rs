@@ -94,6 +94,11 @@ pub fn bootstrap(state: &mut State, cluster: &str, service_cidrs: &[Cidr], nodes
     for i in 0..nodes.count {
         state.store.put(&gr("", "nodes"), nodes.node(i, &now));
     }
+    for class in crate::state::priority::system_classes(&now) {
+        state
+            .store
+            .put(&gr("scheduling.k8s.io", "priorityclasses"), class);
+    }
     let rbac = "rbac.authorization.k8s.io";
     for role in default_cluster_roles() {
         let mut role = role;

@@ -14,6 +14,7 @@ use crate::state::defaults;
 use crate::state::immutable;
 use crate::state::ipam::Ipam;
 use crate::state::meta::now_rfc3339;
+use crate::state::priority;
 use crate::state::registry::{GroupResource, Registry, ResourceType};
 use crate::state::stored::str_list;
 
@@ -42,6 +43,18 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
         crd_serve(&mut state.registry, obj)?;
     } else if is(rt, "", "secrets") {
         secret_defaults(obj);
+    } else if is(rt, "scheduling.k8s.io", "priorityclasses") {
+        priority::class_defaults(obj);
+        priority::validate_class(&state.store, obj, None)?;
+    } else if is(rt, "", "pods") {
+        priority::admit_pod(&state.store, obj).map_err(|why| {
+            ApiError::forbidden_because(
+                "",
+                "pods",
+                obj["metadata"]["name"].as_str().unwrap_or_default(),
+                &why,
+            )
+        })?;
     }
     Ok(())
 }
@@ -145,6 +158,11 @@ pub fn on_update(
     crate::state::rbac::validate(rt, new, Some(old))?;
     if is(rt, "", "secrets") {
         secret_defaults(new);
+    } else if is(rt, "", "pods") {
+        priority::keep_on_update(old, new);
+    } else if is(rt, "scheduling.k8s.io", "priorityclasses") {
+        priority::class_defaults(new);
+        priority::validate_class(&state.store, new, Some(old))?;
     }
     immutable::check(rt, old, new)?;
     if is(rt, "", "services") {

@@ -520,6 +520,15 @@ const BUILTINS: &[Builtin] = &[
         "",
     ),
     (
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+        false,
+        false,
+        "",
+    ),
+    (
         "autoscaling",
         "v2",
         "horizontalpodautoscalers",

@@ -325,8 +325,10 @@ impl Store {
         if e.gr.group == "rbac.authorization.k8s.io" && e.gr.resource == "clusterroles" {
             self.rbac_hint = true;
         }
+        // a PriorityClass too: Pods refused for want of theirs are made once it exists
         if matches!(e.gr.group.as_str(), "apps" | "batch")
             || (e.gr.group.is_empty() && matches!(e.gr.resource.as_str(), "pods" | "nodes"))
+            || (e.gr.group == "scheduling.k8s.io" && e.gr.resource == "priorityclasses")
         {
             self.workload_hint = true;
         }

@@ -17,6 +17,7 @@ mod immutable;
 mod nodes;
 mod pagination;
 mod patch;
+mod priority;
 mod reviews;
 mod scale;
 mod selectors;

@@ -270,6 +270,16 @@ pub(crate) fn run(st: &mut State, new_pods: Vec<Value>, w: &mut Writes) {
         }
     }
     let now = now_rfc3339();
+    // the workload controllers' creates go through the Priority admission plugin: a
+    // Pod whose class does not exist (yet) is refused, and tried again next pass
+    let new_pods: Vec<Value> = new_pods
+        .into_iter()
+        .filter_map(|mut p| {
+            crate::state::priority::admit_pod(&st.store, &mut p)
+                .ok()
+                .map(|()| p)
+        })
+        .collect();
     for p in &live {
         let Some(node) = node_name(&p.value) else {
             continue;
