@@ -142,6 +142,36 @@ fn computed(obj: &Value, which: &str) -> Value {
             _ => json!("<none>"),
         },
         which if which.starts_with("@int:") => json!(int(obj, &which["@int:".len()..])),
+        // kubectl's ResourceQuota columns: `name: used/hard`, sorted, the `limits.*`
+        // resources in Limit and the others in Request
+        which if which.starts_with("@quota:") => {
+            let limits = &which["@quota:".len()..] == "limits";
+            let map = |k: &str| {
+                obj.pointer(&format!("/status/{k}"))
+                    .and_then(Value::as_object)
+            };
+            let (Some(hard), used) = (map("hard"), map("used")) else {
+                return json!("");
+            };
+            let mut names: Vec<&String> = hard
+                .keys()
+                .filter(|k| k.starts_with("limits.") == limits)
+                .collect();
+            names.sort();
+            let cell = |m: Option<&serde_json::Map<String, Value>>, k: &str| {
+                m.and_then(|m| m.get(k))
+                    .and_then(Value::as_str)
+                    .unwrap_or("0")
+                    .to_string()
+            };
+            json!(
+                names
+                    .iter()
+                    .map(|k| format!("{k}: {}/{}", cell(used, k), cell(Some(hard), k)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
         // a boolean Go shows false when unset
         which if which.starts_with("@bool:") => json!(
             obj.pointer(&which["@bool:".len()..])

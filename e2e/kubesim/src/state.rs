@@ -29,6 +29,7 @@ pub mod patch;
 pub mod persist;
 pub mod priority;
 pub mod quantity;
+pub mod quota;
 pub mod rbac;
 pub mod registry;
 pub mod selectors;

@@ -149,6 +149,11 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
                 0,
             ),
         ],
+        ("", "resourcequotas") => vec![
+            age(),
+            col("Request", "string", "@quota:requests", 0),
+            col("Limit", "string", "@quota:limits", 0),
+        ],
         ("scheduling.k8s.io", "priorityclasses") => vec![
             col("Value", "integer", "@int:/value", 0),
             col("Global-Default", "boolean", "@bool:/globalDefault", 0),
@@ -178,6 +183,7 @@ pub fn short_names(group: &str, plural: &str) -> &'static [&'static str] {
         ("", "pods") => &["po"],
         ("", "events") => &["ev"],
         ("", "persistentvolumeclaims") => &["pvc"],
+        ("", "resourcequotas") => &["quota"],
         ("events.k8s.io", "events") => &["ev"],
         ("apps", "deployments") => &["deploy"],
         ("apps", "statefulsets") => &["sts"],

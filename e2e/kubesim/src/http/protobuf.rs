@@ -553,6 +553,28 @@ const PDB_STATUS: &[Field] = &[
     o(6, "expectedPods", Kind::I64),
     r(7, "conditions", Kind::Msg(CONDITION)),
 ];
+/// `core/v1` ScopedResourceSelectorRequirement and ScopeSelector.
+const SCOPED_REQUIREMENT: &[Field] = &[
+    f(1, "scopeName", Kind::Str),
+    f(2, "operator", Kind::Str),
+    r(3, "values", Kind::Str),
+];
+const SCOPE_SELECTOR: &[Field] = &[r(1, "matchExpressions", Kind::Msg(SCOPED_REQUIREMENT))];
+const RESOURCE_QUOTA_SPEC: &[Field] = &[
+    f(1, "hard", Kind::MapQuantity),
+    r(2, "scopes", Kind::Str),
+    o(3, "scopeSelector", Kind::Msg(SCOPE_SELECTOR)),
+];
+const RESOURCE_QUOTA_STATUS: &[Field] = &[
+    f(1, "hard", Kind::MapQuantity),
+    f(2, "used", Kind::MapQuantity),
+];
+/// `core/v1` ResourceQuota.
+const RESOURCE_QUOTA: &[Field] = &[
+    f(1, "metadata", Kind::Msg(OBJECT_META)),
+    f(2, "spec", Kind::Msg(RESOURCE_QUOTA_SPEC)),
+    f(3, "status", Kind::Msg(RESOURCE_QUOTA_STATUS)),
+];
 /// `scheduling/v1` PriorityClass.
 const PRIORITY_CLASS: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
@@ -738,6 +760,7 @@ const SCHEMAS: &[(&str, &str, &[Field])] = &[
     ("v1", "ServiceAccount", SERVICE_ACCOUNT),
     ("v1", "Service", SERVICE),
     ("v1", "Pod", POD),
+    ("v1", "ResourceQuota", RESOURCE_QUOTA),
     ("apps/v1", "Deployment", DEPLOYMENT),
     ("batch/v1", "Job", JOB),
     ("batch/v1", "CronJob", CRON_JOB),

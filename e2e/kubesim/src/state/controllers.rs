@@ -1,7 +1,8 @@
 //! What kube-controller-manager would do for the API's sake: owner-reference garbage
 //! collection (background, foreground, orphan), namespace termination, each namespace's
 //! `default` ServiceAccount and `kube-root-ca.crt` ConfigMap, ClusterRole
-//! aggregation ([`crate::state::rbac::aggregate`]), and optional
+//! aggregation ([`crate::state::rbac::aggregate`]), ResourceQuota status
+//! ([`crate::state::quota::reconcile`]), and optional
 //! workload simulation ([`crate::state::sim`]).
 
 use std::sync::Arc;
@@ -29,6 +30,9 @@ pub fn pass(st: &mut State, simulate_workloads: bool) -> bool {
     }
     if st.store.take_workload_hint() && simulate_workloads {
         changed |= crate::state::sim::pass(st);
+    }
+    if st.store.take_quota_hint() {
+        changed |= crate::state::quota::reconcile(st);
     }
     changed
 }

@@ -55,8 +55,57 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
                 &why,
             )
         })?;
+    } else if is(rt, "", "resourcequotas") {
+        quota_hard_valid(obj)?;
+    }
+    // the ResourceQuota admission plugin runs last
+    if rt.namespaced {
+        crate::state::quota::admit(&state.store, rt, obj).map_err(|why| {
+            ApiError::forbidden_because(
+                &rt.group,
+                &rt.plural,
+                obj["metadata"]["name"].as_str().unwrap_or_default(),
+                &why,
+            )
+        })?;
     }
     Ok(())
+}
+
+/// A ResourceQuota's `hard` values are quantities (kube-apiserver's 422 otherwise).
+fn quota_hard_valid(obj: &Value) -> ApiResult<()> {
+    let causes: Vec<Cause> = obj
+        .pointer("/spec/hard")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| {
+            let text = v
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| v.to_string());
+            let bad = match crate::state::quantity::parse_milli(&text) {
+                Err(e) => Some(e),
+                Ok(m) if m < 0 => Some("must be greater than or equal to 0".to_string()),
+                Ok(_) => None,
+            };
+            bad.map(|why| {
+                invalid_field(
+                    &format!("spec.hard[{k}]"),
+                    format!("Invalid value: \"{text}\": {why}"),
+                )
+            })
+        })
+        .collect();
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "ResourceQuota",
+        "",
+        obj["metadata"]["name"].as_str().unwrap_or_default(),
+        causes,
+    ))
 }
 
 /// kube-apiserver's `PrepareForCreate`: a new object's status is not the client's to
@@ -87,6 +136,7 @@ fn status_on_create(rt: &ResourceType, obj: &mut Value) {
             "expectedPods",
         ]),
         ("autoscaling", "horizontalpodautoscalers") => zero(&["desiredReplicas"]),
+        ("", "resourcequotas") => json!({}),
         _ => return,
     };
     obj["status"] = status;

@@ -519,6 +519,7 @@ const BUILTINS: &[Builtin] = &[
         true,
         "",
     ),
+    ("", "v1", "resourcequotas", "ResourceQuota", true, true, ""),
     (
         "scheduling.k8s.io",
         "v1",

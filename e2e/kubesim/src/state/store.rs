@@ -41,6 +41,7 @@ pub struct Store {
     workload_hint: bool,
     rbac_hint: bool,
     namespace_hint: bool,
+    quota_hint: bool,
 }
 
 impl Store {
@@ -60,6 +61,7 @@ impl Store {
             workload_hint: true,
             rbac_hint: true,
             namespace_hint: true,
+            quota_hint: true,
         }
     }
 
@@ -72,6 +74,12 @@ impl Store {
     /// namespace termination work: a delete, an object with owners, or one being deleted.
     pub fn take_gc_hint(&mut self) -> bool {
         std::mem::take(&mut self.gc_hint)
+    }
+
+    /// True (once) when something a ResourceQuota may count changed since the last call
+    /// (any write but Events' and Leases').
+    pub fn take_quota_hint(&mut self) -> bool {
+        std::mem::take(&mut self.quota_hint)
     }
 
     /// True (once) when a workload (apps, batch), a Pod or a Node changed since the last call.
@@ -325,10 +333,15 @@ impl Store {
         if e.gr.group == "rbac.authorization.k8s.io" && e.gr.resource == "clusterroles" {
             self.rbac_hint = true;
         }
-        // a PriorityClass too: Pods refused for want of theirs are made once it exists
+        if !matches!(e.gr.resource.as_str(), "events" | "leases") {
+            self.quota_hint = true;
+        }
+        // a PriorityClass or ResourceQuota too: Pods refused for want of a class or of
+        // room are made once there is one
         if matches!(e.gr.group.as_str(), "apps" | "batch")
             || (e.gr.group.is_empty() && matches!(e.gr.resource.as_str(), "pods" | "nodes"))
             || (e.gr.group == "scheduling.k8s.io" && e.gr.resource == "priorityclasses")
+            || (e.gr.group.is_empty() && e.gr.resource == "resourcequotas")
         {
             self.workload_hint = true;
         }

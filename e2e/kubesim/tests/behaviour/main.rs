@@ -18,6 +18,7 @@ mod nodes;
 mod pagination;
 mod patch;
 mod priority;
+mod quota;
 mod reviews;
 mod scale;
 mod selectors;

@@ -270,16 +270,6 @@ pub(crate) fn run(st: &mut State, new_pods: Vec<Value>, w: &mut Writes) {
         }
     }
     let now = now_rfc3339();
-    // the workload controllers' creates go through the Priority admission plugin: a
-    // Pod whose class does not exist (yet) is refused, and tried again next pass
-    let new_pods: Vec<Value> = new_pods
-        .into_iter()
-        .filter_map(|mut p| {
-            crate::state::priority::admit_pod(&st.store, &mut p)
-                .ok()
-                .map(|()| p)
-        })
-        .collect();
     for p in &live {
         let Some(node) = node_name(&p.value) else {
             continue;
@@ -292,8 +282,20 @@ pub(crate) fn run(st: &mut State, new_pods: Vec<Value>, w: &mut Writes) {
             }
         }
     }
+    let pods_rt = st.registry.by_group_resource(&pods_gr);
     for mut p in pending.into_iter().chain(new_pods) {
         let is_new = p.pointer("/metadata/resourceVersion").is_none();
+        // the workload controllers' creates go through admission (Priority, then
+        // ResourceQuota, counting the Pods this pass already made): one refused, as for
+        // a class that does not exist yet or a full quota, is tried again next pass
+        if is_new
+            && (crate::state::priority::admit_pod(&st.store, &mut p).is_err()
+                || pods_rt
+                    .as_ref()
+                    .is_some_and(|rt| crate::state::quota::admit(&st.store, rt, &p).is_err()))
+        {
+            continue;
+        }
         match schedule(&needs(&p), &cl.nodes) {
             Ok(i) => {
                 p["spec"]["nodeName"] = json!(cl.nodes[i].name);
