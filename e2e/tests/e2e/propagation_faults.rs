@@ -264,3 +264,82 @@ spec:
         );
     }
 }
+
+/// A ResourceQuota made with `kubectl create quota` on the hub reaches every member;
+/// each member counts its own use (`kubectl get quota`) and holds a Deployment placed
+/// after it to the quota's Pods, as a real cluster's admission does (a quota never
+/// evicts: Pods made before it arrived stay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_quota_holds_each_members_pods() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    env.ok(&[
+        "-n",
+        "demo",
+        "create",
+        "quota",
+        "team",
+        "--hard=pods=2,services=5",
+    ])
+    .await;
+    let policy = env.file(
+        "policy.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: team, namespace: demo}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: ResourceQuota, name: team}
+  - {apiVersion: apps/v1, kind: Deployment, name: batch}
+"#,
+    );
+    env.ok(&["apply", "-f", &policy]).await;
+    for member in ["east", "west"] {
+        eventually(&format!("{member}: the quota, counted"), WAIT, || async {
+            let out = env
+                .run(member, &["-n", "demo", "get", "quota", "team"])
+                .await;
+            String::from_utf8_lossy(&out.stdout)
+                .contains("pods: 0/2, services: 0/5")
+                .then_some(())
+        })
+        .await;
+    }
+    let deployment = env.file(
+        "batch.yaml",
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: batch, namespace: demo}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: batch}}
+  template:
+    metadata: {labels: {app: batch}}
+    spec:
+      containers: [{name: work, image: busybox:1.36}]
+"#,
+    );
+    env.ok(&["apply", "-f", &deployment]).await;
+    for member in ["east", "west"] {
+        let table = eventually(
+            &format!("{member}: the quota full with 2 Pods"),
+            WAIT,
+            || async {
+                let out = env
+                    .ok_in(member, &["-n", "demo", "get", "quota", "team"])
+                    .await;
+                out.contains("pods: 2/2").then_some(out)
+            },
+        )
+        .await;
+        let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["NAME", "AGE", "REQUEST", "LIMIT"], "{table}");
+        assert!(table.contains("pods: 2/2, services: 0/5"), "{table}");
+        let pods = env
+            .ok_in(
+                member,
+                &["-n", "demo", "get", "pods", "-l", "app=batch", "-o", "name"],
+            )
+            .await;
+        assert_eq!(pods.lines().count(), 2, "{member}: {pods}");
+    }
+}
