@@ -29,6 +29,33 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
     job_restart_policy(rt, obj)?;
     crate::state::rbac::defaults(rt, obj);
     crate::state::rbac::validate(rt, obj, None)?;
+    if is(rt, "scheduling.k8s.io", "priorityclasses") {
+        priority::class_defaults(obj);
+        priority::validate_class(&state.store, obj, None)?;
+    } else if is(rt, "", "pods") {
+        priority::admit_pod(&state.store, obj).map_err(|why| {
+            ApiError::forbidden_because(
+                "",
+                "pods",
+                obj["metadata"]["name"].as_str().unwrap_or_default(),
+                &why,
+            )
+        })?;
+    } else if is(rt, "", "resourcequotas") {
+        quota_hard(obj)?;
+    }
+    // the ResourceQuota admission plugin, after the mutating ones and before anything
+    // is allocated for the object (a refused Service holds no IP or node port)
+    if rt.namespaced {
+        crate::state::quota::admit(&state.store, rt, obj).map_err(|why| {
+            ApiError::forbidden_because(
+                &rt.group,
+                &rt.plural,
+                obj["metadata"]["name"].as_str().unwrap_or_default(),
+                &why,
+            )
+        })?;
+    }
     if is(rt, "", "services") {
         service_create(&mut state.ipam, obj, None)?;
     } else if is(rt, "", "namespaces") {
@@ -43,60 +70,33 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
         crd_serve(&mut state.registry, obj)?;
     } else if is(rt, "", "secrets") {
         secret_defaults(obj);
-    } else if is(rt, "scheduling.k8s.io", "priorityclasses") {
-        priority::class_defaults(obj);
-        priority::validate_class(&state.store, obj, None)?;
-    } else if is(rt, "", "pods") {
-        priority::admit_pod(&state.store, obj).map_err(|why| {
-            ApiError::forbidden_because(
-                "",
-                "pods",
-                obj["metadata"]["name"].as_str().unwrap_or_default(),
-                &why,
-            )
-        })?;
-    } else if is(rt, "", "resourcequotas") {
-        quota_hard_valid(obj)?;
-    }
-    // the ResourceQuota admission plugin runs last
-    if rt.namespaced {
-        crate::state::quota::admit(&state.store, rt, obj).map_err(|why| {
-            ApiError::forbidden_because(
-                &rt.group,
-                &rt.plural,
-                obj["metadata"]["name"].as_str().unwrap_or_default(),
-                &why,
-            )
-        })?;
     }
     Ok(())
 }
 
-/// A ResourceQuota's `hard` values are quantities (kube-apiserver's 422 otherwise).
-fn quota_hard_valid(obj: &Value) -> ApiResult<()> {
-    let causes: Vec<Cause> = obj
-        .pointer("/spec/hard")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| {
+/// A ResourceQuota's `hard` values are quantities (kube-apiserver's 422 otherwise),
+/// stored as `resource.Quantity` writes them (`pods: 10` becomes `"10"`, `1000m` `"1"`).
+fn quota_hard(obj: &mut Value) -> ApiResult<()> {
+    let mut causes: Vec<Cause> = Vec::new();
+    if let Some(hard) = obj.pointer_mut("/spec/hard").and_then(Value::as_object_mut) {
+        for (k, v) in hard.iter_mut() {
             let text = v
                 .as_str()
                 .map(String::from)
                 .unwrap_or_else(|| v.to_string());
-            let bad = match crate::state::quantity::parse_milli(&text) {
-                Err(e) => Some(e),
-                Ok(m) if m < 0 => Some("must be greater than or equal to 0".to_string()),
-                Ok(_) => None,
-            };
-            bad.map(|why| {
-                invalid_field(
+            match crate::state::quantity::parse_milli(&text) {
+                Err(e) => causes.push(invalid_field(
                     &format!("spec.hard[{k}]"),
-                    format!("Invalid value: \"{text}\": {why}"),
-                )
-            })
-        })
-        .collect();
+                    format!("Invalid value: \"{text}\": {e}"),
+                )),
+                Ok(m) if m < 0 => causes.push(invalid_field(
+                    &format!("spec.hard[{k}]"),
+                    format!("Invalid value: \"{text}\": must be greater than or equal to 0"),
+                )),
+                Ok(m) => *v = json!(crate::state::quota::canonical_text(m, &text)),
+            }
+        }
+    }
     if causes.is_empty() {
         return Ok(());
     }
@@ -210,6 +210,8 @@ pub fn on_update(
         secret_defaults(new);
     } else if is(rt, "", "pods") {
         priority::keep_on_update(old, new);
+    } else if is(rt, "", "resourcequotas") {
+        quota_hard(new)?;
     } else if is(rt, "scheduling.k8s.io", "priorityclasses") {
         priority::class_defaults(new);
         priority::validate_class(&state.store, new, Some(old))?;

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::error::{ApiError, ApiResult, Cause, forbidden_field, invalid_field, required_field};
+use crate::error::{ApiError, ApiResult, Cause, forbidden_field, invalid_field};
 use crate::state::registry::{GroupResource, gr};
 use crate::state::store::Store;
 
@@ -44,8 +44,12 @@ pub fn system_classes(now: &str) -> Vec<Value> {
         .collect()
 }
 
-/// A class's defaults: `preemptionPolicy` PreemptLowerPriority.
+/// A class's defaults: `value` 0 (Go's int32 without omitempty), `preemptionPolicy`
+/// PreemptLowerPriority.
 pub fn class_defaults(obj: &mut Value) {
+    if obj.get("value").is_none_or(Value::is_null) {
+        obj["value"] = json!(0);
+    }
     if obj
         .get("preemptionPolicy")
         .and_then(Value::as_str)
@@ -67,7 +71,7 @@ pub fn validate_class(store: &Store, obj: &Value, old: Option<&Value>) -> ApiRes
     let mut causes: Vec<Cause> = Vec::new();
     let value = obj.get("value").and_then(Value::as_i64);
     match value {
-        None => causes.push(required_field("value")),
+        None => causes.push(invalid_field("value", "Invalid value: must be an integer")),
         Some(v) if v < i64::from(i32::MIN) || v > i64::from(i32::MAX) => {
             causes.push(invalid_field(
                 "value",

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use crate::state::cluster::State;
 use crate::state::quantity::parse_milli;
 use crate::state::registry::{GroupResource, ResourceType, gr};
+use crate::state::sim::pods;
 use crate::state::store::Store;
 
 fn quotas_gr() -> GroupResource {
@@ -39,6 +40,11 @@ fn format_of(s: &str) -> Format {
     } else {
         Format::Decimal
     }
+}
+
+/// The canonical text of a quantity written as `text` whose value is `millis`.
+pub(crate) fn canonical_text(millis: i128, text: &str) -> String {
+    canonical(millis, format_of(text))
 }
 
 /// `resource.Quantity`'s canonical text of `millis`.
@@ -77,56 +83,16 @@ fn canonical(millis: i128, format: Format) -> String {
 }
 
 fn live_pod(p: &Value) -> bool {
-    let phase = p
-        .pointer("/status/phase")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    p.pointer("/metadata/deletionTimestamp").is_none() && !matches!(phase, "Succeeded" | "Failed")
-}
-
-fn containers(p: &Value, key: &str) -> Vec<Value> {
-    p.pointer(&format!("/spec/{key}"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
+    !crate::state::sim::terminating(p) && !pods::finished(p)
 }
 
 fn amount(c: &Value, kind: &str, res: &str) -> Option<(i128, Format)> {
-    let v = c.pointer(&format!("/resources/{kind}/{res}"))?;
-    let s = match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    parse_milli(&s).ok().map(|m| (m, format_of(&s)))
+    pods::container_amount(c, kind, res).map(|(m, text)| (m, format_of(&text)))
 }
 
-/// A Pod's request (`kind` requests) or limit of `res`: the sum over its containers, or
-/// the largest init container's when that is more (kube's pod resource rule). A limit
-/// missing on a container counts its request (defaulting makes requests from limits).
 fn pod_amount(p: &Value, kind: &str, res: &str) -> (i128, Option<Format>) {
-    let mut format = None;
-    let mut one = |c: &Value| -> i128 {
-        let got = amount(c, kind, res).or_else(|| {
-            (kind == "requests")
-                .then(|| amount(c, "limits", res))
-                .flatten()
-        });
-        match got {
-            Some((m, f)) => {
-                format.get_or_insert(f);
-                m
-            }
-            None => 0,
-        }
-    };
-    let sum: i128 = containers(p, "containers").iter().map(&mut one).sum();
-    let init = containers(p, "initContainers")
-        .iter()
-        .map(&mut one)
-        .max()
-        .unwrap_or(0);
-    (sum.max(init), format)
+    let (m, text) = pods::pod_amount(p, kind, res);
+    (m, text.as_deref().map(format_of))
 }
 
 /// What one object adds to resource `key` of a quota (None: nothing).
@@ -376,12 +342,14 @@ fn must_specify(pod: &Value, tracked: &[String]) -> Option<String> {
             }
             _ => continue,
         };
-        for c in containers(pod, "containers")
-            .iter()
-            .chain(containers(pod, "initContainers").iter())
-        {
-            let has = amount(c, kind, res).is_some()
-                || (kind == "requests" && amount(c, "limits", res).is_some());
+        let list = |k: &str| {
+            pod.pointer(&format!("/spec/{k}"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        for c in list("containers").iter().chain(list("initContainers").iter()) {
+            let has = amount(c, kind, res).is_some();
             if !has {
                 let name = c
                     .get("name")

@@ -114,6 +114,28 @@ async fn a_quota_counts_what_its_namespace_uses_and_refuses_what_would_go_over()
         "{}",
         message(&e)
     );
+    // numbers are quantities too, stored as kube writes them, and enforced
+    let numeric = json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "numeric"},
+        "spec": {"hard": {"secrets": 0, "requests.cpu": "1000m"}}});
+    let q: ResourceQuota = serde_json::from_value(numeric).unwrap();
+    let made = quotas.create(&pp, &q).await.unwrap();
+    assert_eq!(
+        serde_json::to_value(made.spec.unwrap().hard).unwrap(),
+        json!({"requests.cpu": "1", "secrets": "0"})
+    );
+    let secret: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}})).unwrap();
+    let e = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), "default")
+        .create(&pp, &secret)
+        .await
+        .unwrap_err();
+    assert!(
+        message(&e).contains(
+            "exceeded quota: numeric, requested: secrets=1, used: secrets=0, limited: secrets=0"
+        ),
+        "{}",
+        message(&e)
+    );
     // a quantity that is none is kube's 422
     let bad: ResourceQuota = serde_json::from_value(
         json!({"metadata": {"name": "bad"}, "spec": {"hard": {"pods": "lots"}}}),

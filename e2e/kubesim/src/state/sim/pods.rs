@@ -114,18 +114,57 @@ pub(crate) fn to_delete(pods: &[Arc<StoredObj>], n: usize) -> Vec<Arc<StoredObj>
     v
 }
 
+/// A container's `kind` (`requests` or `limits`) of `res` in millis, with its text; an
+/// unset request is its limit (kube's defaulting).
+pub(crate) fn container_amount(c: &Value, kind: &str, res: &str) -> Option<(i128, String)> {
+    let r = c
+        .pointer(&format!("/resources/{kind}/{res}"))
+        .or_else(|| {
+            (kind == "requests")
+                .then(|| c.pointer(&format!("/resources/limits/{res}")))
+                .flatten()
+        })?;
+    let text = match r {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    parse_milli(&text).ok().map(|m| (m, text))
+}
+
+/// A Pod's `kind` of `res` in millis: its containers' sum, or its largest init
+/// container's when that is more (kube's pod resource rule); with the text of the first
+/// amount found (how to write the total).
+pub(crate) fn pod_amount(p: &Value, kind: &str, res: &str) -> (i128, Option<String>) {
+    let mut text = None;
+    let mut one = |c: &Value| -> i128 {
+        container_amount(c, kind, res)
+            .map(|(m, t)| {
+                text.get_or_insert(t);
+                m
+            })
+            .unwrap_or(0)
+    };
+    let list = |k: &str| {
+        p.pointer(&format!("/spec/{k}"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let sum: i128 = list("containers").iter().map(&mut one).sum();
+    let init = list("initContainers")
+        .iter()
+        .map(&mut one)
+        .max()
+        .unwrap_or(0);
+    (sum.max(init), text)
+}
+
 /// The sum of a Pod's container requests (limits stand in for unset requests, an init
 /// container counts when it asks for more), plus one pod slot; and the same for scoring.
 pub fn needs(p: &Value) -> PodNeeds {
     let spec = p.get("spec").unwrap_or(&Value::Null);
-    let amount = |c: &Value, res: &str| -> Option<i128> {
-        let r = c
-            .pointer(&format!("/resources/requests/{res}"))
-            .or_else(|| c.pointer(&format!("/resources/limits/{res}")))?;
-        r.as_str()
-            .and_then(|s| parse_milli(s).ok())
-            .or_else(|| r.as_i64().map(|n| n as i128 * 1000))
-    };
+    let amount = |c: &Value, res: &str| container_amount(c, "requests", res).map(|a| a.0);
     let list = |k: &str| {
         spec.get(k)
             .and_then(Value::as_array)
