@@ -186,16 +186,18 @@ pub async fn run(
                 tracing::info!(cluster = %name, "the Cluster is gone from the hub: agent stopping")
             }
         }
-        if leaving.is_some() {
-            match crate::clusters::membership::leave(&member).await {
-                Ok(true) => {
-                    tracing::info!(cluster = %name, "left the clusterset: clusterset.k8s.io ClusterProperty deleted")
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(cluster = %name, error = %format!("{e:#}"), "left the clusterset, but could not delete the clusterset.k8s.io ClusterProperty; delete it by hand")
-                }
+        // gone from the hub one way or another (removed, or the Cluster or this agent's
+        // identity deleted): the member is in the clusterset no more
+        match crate::clusters::membership::leave(&member).await {
+            Ok(true) => {
+                tracing::info!(cluster = %name, "left the clusterset: clusterset.k8s.io ClusterProperty deleted")
             }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %format!("{e:#}"), "left the clusterset, but could not delete the clusterset.k8s.io ClusterProperty; delete it by hand")
+            }
+        }
+        if leaving.is_some() {
             // tell the hub, which holds the Cluster's finalizer until then
             let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
             let patch = serde_json::json!({"metadata": {"annotations": {crate::clusters::finalize::AGENT_LEFT: "true"}}});

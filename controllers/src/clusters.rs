@@ -28,6 +28,36 @@ pub async fn within<T, E: std::fmt::Display>(
     }
 }
 
+/// A call to a cluster that failed: no answer in time, or the API server's error
+/// (kept whole, so callers can match its code).
+#[derive(Debug)]
+pub enum CallError {
+    /// No answer within the limit.
+    TimedOut(std::time::Duration),
+    /// The API server's answer.
+    Kube(kube::Error),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::TimedOut(d) => write!(f, "no answer within {} ms", d.as_millis()),
+            CallError::Kube(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// `fut` within `limit` (kube's client has no read timeout of its own).
+pub async fn call<T>(
+    limit: std::time::Duration,
+    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r.map_err(CallError::Kube),
+        Err(_) => Err(CallError::TimedOut(limit)),
+    }
+}
+
 /// The registry's clock for the durations it measures itself (flap-damping windows, a
 /// Pull member's silence): the wall time when the process started plus the monotonic
 /// time since, so a step of the system clock (NTP, a resumed VM) neither flips nor ages

@@ -93,6 +93,8 @@ struct ControllerArgs {
     /// `propagate-service-<name>` placing it where the Service is scheduled (Karmada's
     /// serviceexportpropagation); both go when no MCI names the Service any more.
     /// Export templates and policies of that name that are not Causeway's are left alone.
+    /// Turning the flag off leaves what it made: `kubectl delete
+    /// serviceexports,propagationpolicies -A -l causeway.io/mci-backend=true` removes it.
     #[arg(long)]
     export_mci_backends: bool,
     #[command(flatten)]

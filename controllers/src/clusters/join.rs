@@ -313,6 +313,8 @@ pub async fn join(
 ) -> anyhow::Result<String> {
     let member = client_for(access).await?;
     let Identity { id, uid, version } = identify(&hub, &member, &access.server, name, id).await?;
+    let clusterset = super::membership::ensure_clusterset(&hub).await?;
+    super::membership::claim(&member, name, &clusterset, &id).await?;
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let ns: Api<Namespace> = Api::all(hub.clone());
     ns.patch(SYSTEM_NAMESPACE, &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}})))

@@ -13,10 +13,14 @@
 //!
 //! The worker ([`run`]) runs per member like the others (the hub controller for Push
 //! members, the agent in a Pull member): watches the member's ClusterProperties → the
-//! pure [`fixes`] → the shared applier; a property it had to put back, or an About API
-//! the member lacks, is a Warning Event on the member's Cluster (`kubectl describe
-//! cluster`; a Pull agent's in the member's execution namespace on the hub, the only
-//! one where it may write Events).
+//! pure [`fixes`] → the shared applier; a property it had to put back, an About API
+//! the member lacks, or an identity that may not read the properties is a Warning Event
+//! on the member's Cluster (`kubectl describe cluster` for Push members; a Pull agent's
+//! are in the member's execution namespace on the hub, the only one where it may write
+//! Events: `kubectl -n causeway-es-<name> get events`). Join and register claim the
+//! properties at once ([`claim`]), so two hubs cannot both take one cluster. The name
+//! must not change while there are members: every member would be told its property
+//! was put back.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -37,36 +41,21 @@ use kube::runtime::watcher;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{CALL_TIMEOUT, within};
+use super::{CALL_TIMEOUT, CallError, call, within};
 
-/// Why a call failed: the API server's status code, or no answer.
-#[derive(Debug)]
-enum Failure {
-    Code(u16, String),
-    Other(String),
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Code(_, m) | Failure::Other(m) => f.write_str(m),
-        }
+/// The API server's status code of a failed call, if it answered.
+fn code(e: &CallError) -> Option<u16> {
+    match e {
+        CallError::Kube(kube::Error::Api(s)) => Some(s.code),
+        _ => None,
     }
 }
 
-/// `fut` within [`CALL_TIMEOUT`], its API status code kept.
+/// `fut` within [`CALL_TIMEOUT`].
 async fn timed<T>(
     fut: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, Failure> {
-    match tokio::time::timeout(CALL_TIMEOUT, fut).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(kube::Error::Api(s))) => Err(Failure::Code(s.code, s.message)),
-        Ok(Err(e)) => Err(Failure::Other(e.to_string())),
-        Err(_) => Err(Failure::Other(format!(
-            "no answer within {} ms",
-            CALL_TIMEOUT.as_millis()
-        ))),
-    }
+) -> Result<T, CallError> {
+    call(CALL_TIMEOUT, fut).await
 }
 
 /// The hub ConfigMap (in causeway-system) whose key [`NAME_KEY`] names the clusterset.
@@ -128,7 +117,7 @@ pub async fn ensure_clusterset(hub: &kube::Client) -> anyhow::Result<String> {
     }))?;
     let cms: Api<ConfigMap> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
     let mut made = timed(cms.create(&PostParams::default(), &cm)).await;
-    if let Err(Failure::Code(404, _)) = made {
+    if made.as_ref().err().and_then(code) == Some(404) {
         // a fresh hub: no causeway-system yet
         let ns: Api<Namespace> = Api::all(hub.clone());
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
@@ -144,7 +133,7 @@ pub async fn ensure_clusterset(hub: &kube::Client) -> anyhow::Result<String> {
     match made {
         Ok(made) => name_of(&made),
         // another controller or join made it first: theirs holds
-        Err(Failure::Code(409, _)) => clusterset(hub)
+        Err(e) if code(&e) == Some(409) => clusterset(hub)
             .await?
             .context("the clusterset ConfigMap vanished right after it was made"),
         Err(e) => Err(anyhow::anyhow!(
@@ -187,6 +176,41 @@ pub fn refuse_other_clusterset(
         ),
         _ => Ok(()),
     }
+}
+
+/// Joining: claims the member's membership properties at once (server-side apply
+/// without force, so a value another manager set is a conflict, not overwritten), so
+/// two hubs joining one cluster at the same moment cannot both take it (CID-5). A
+/// member without the About API is let in; its worker says `AboutAPIMissing`.
+pub async fn claim(
+    member: &kube::Client,
+    name: &str,
+    clusterset: &str,
+    id: &str,
+) -> anyhow::Result<()> {
+    let api: Api<ClusterProperty> = Api::all(member.clone());
+    for fix in fixes(&BTreeMap::new(), clusterset, id) {
+        let mut body = serde_json::to_value(property(&fix))?;
+        body["apiVersion"] = json!("about.k8s.io/v1beta1");
+        body["kind"] = json!("ClusterProperty");
+        match timed(api.patch(
+            fix.name,
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Apply(&body),
+        ))
+        .await
+        {
+            Ok(_) => {}
+            Err(e) if code(&e) == Some(404) => return Ok(()),
+            Err(e) if code(&e) == Some(409) => bail!(
+                "cluster \"{name}\" has a ClusterProperty {} that another tool set to another value than {:?} ({e}): it belongs to another clusterset, or is being joined to one; remove it from there first",
+                fix.name,
+                fix.value
+            ),
+            Err(e) => bail!("writing the member's ClusterProperty {}: {e}", fix.name),
+        }
+    }
+    Ok(())
 }
 
 /// The value of the member's ClusterProperty `name` (v1beta1, else v1alpha1), if it
@@ -272,14 +296,37 @@ pub fn restored_event(fix: &Fix) -> Option<Event> {
     })
 }
 
-/// The Event when the member does not serve the About API.
+/// The Event when the member does not serve the About API's v1beta1.
 fn about_api_missing() -> Event {
     Event {
         type_: EventType::Warning,
         reason: "AboutAPIMissing".into(),
         note: Some(format!(
-            "the member does not serve about.k8s.io ClusterProperties, so it cannot carry {CLUSTERSET_PROPERTY} and {CLUSTER_ID_PROPERTY}: run `causeway crds install` against the member"
+            "the member does not serve about.k8s.io/v1beta1 ClusterProperties, so it cannot carry {CLUSTERSET_PROPERTY} and {CLUSTER_ID_PROPERTY}: run `causeway crds install` against the member (add --force if it has an older About API that serves v1alpha1 only)"
         )),
+        action: "Record".into(),
+        secondary: None,
+    }
+}
+
+/// The Event when the member's credentials may not read ClusterProperties.
+fn no_access(e: &CallError, pull: bool) -> Event {
+    let rbac = if pull {
+        "deploy/agent/rbac.yaml"
+    } else {
+        "deploy/rbac/member.yaml"
+    };
+    Event {
+        type_: EventType::Warning,
+        reason: "ClusterPropertiesForbidden".into(),
+        note: Some(
+            format!(
+                "Causeway's identity in the member may not list ClusterProperties ({e}), so the member cannot carry {CLUSTERSET_PROPERTY} and {CLUSTER_ID_PROPERTY}: apply this release's {rbac} in the member"
+            )
+            .chars()
+            .take(1000)
+            .collect(),
+        ),
         action: "Record".into(),
         secondary: None,
     }
@@ -306,7 +353,7 @@ async fn tell(hub: &kube::Client, recorder: &Recorder, cluster: &str, pull: bool
     if let Ok(Some(c)) = within(CALL_TIMEOUT, clusters.get_opt(cluster)).await {
         reference.uid = c.metadata.uid;
     }
-    if let Err(e) = recorder.publish(ev, &reference).await {
+    if let Err(e) = call(CALL_TIMEOUT, recorder.publish(ev, &reference)).await {
         tracing::debug!(cluster, error = %e, "could not publish an Event");
     }
 }
@@ -330,23 +377,35 @@ pub async fn run(
         },
     );
     let api: Api<ClusterProperty> = Api::all(member);
-    // the member must serve the About API first
-    let mut told = false;
+    // the member must serve the About API first, to this identity
+    let mut told = None;
     let mut delay = Duration::from_millis(500);
+    let one = ListParams::default().limit(1);
     loop {
-        match timed(api.list(&ListParams::default().limit(1))).await {
+        let listed = tokio::select! {
+            r = timed(api.list(&one)) => r,
+            _ = stop.cancelled() => return,
+        };
+        let ev = match &listed {
             Ok(_) => break,
-            Err(Failure::Code(404, _)) => {
-                if !told {
-                    tell(&hub, &recorder, &cluster, pull, &about_api_missing()).await;
-                    told = true;
-                }
-                delay = Duration::from_secs(30);
-            }
+            Err(e) if code(e) == Some(404) => Some(about_api_missing()),
+            Err(e) if matches!(code(e), Some(401 | 403)) => Some(no_access(e, pull)),
             Err(e) => {
-                tracing::debug!(cluster, error = %e, "cannot list the member's ClusterProperties yet");
-                delay = (delay * 2).min(Duration::from_secs(30));
+                tracing::warn!(cluster, error = %e, "cannot list the member's ClusterProperties yet; retrying");
+                None
             }
+        };
+        if let Some(ev) = ev {
+            if told.as_ref() != Some(&ev.reason) {
+                tokio::select! {
+                    _ = tell(&hub, &recorder, &cluster, pull, &ev) => {}
+                    _ = stop.cancelled() => return,
+                }
+                told = Some(ev.reason.clone());
+            }
+            delay = Duration::from_secs(30);
+        } else {
+            delay = (delay * 2).min(Duration::from_secs(30));
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
@@ -363,6 +422,10 @@ pub async fn run(
     )
     .subscribe(wake.clone());
     if cache.wait_until_ready().await.is_err() {
+        tracing::warn!(
+            cluster,
+            "stopped before the member's ClusterProperties were listed"
+        );
         return;
     }
     let mut dirty = causeway_runtime::reflect::Dirty::full();
@@ -384,11 +447,26 @@ pub async fn run(
                     let actual = state
                         .iter()
                         .find(|p| p.metadata.name.as_deref() == Some(fix.name));
-                    match apply::ensure(&api, &property(&fix), actual.map(|a| a.as_ref())).await {
+                    // bounded, and dropped at once when the member leaves: the leave path
+                    // deletes clusterset.k8s.io once this worker has stopped
+                    let desired = property(&fix);
+                    let written = tokio::select! {
+                        r = tokio::time::timeout(
+                            CALL_TIMEOUT,
+                            apply::ensure(&api, &desired, actual.map(|a| a.as_ref())),
+                        ) => r
+                            .map_err(|_| format!("no answer within {} ms", CALL_TIMEOUT.as_millis()))
+                            .and_then(|r| r.map_err(|e| e.to_string())),
+                        _ = stop.cancelled() => return,
+                    };
+                    match written {
                         Ok(_) => {
                             tracing::info!(cluster, property = fix.name, value = %fix.value, "membership property written");
                             if let Some(ev) = restored_event(&fix) {
-                                tell(&hub, &recorder, &cluster, pull, &ev).await;
+                                tokio::select! {
+                                    _ = tell(&hub, &recorder, &cluster, pull, &ev) => {}
+                                    _ = stop.cancelled() => return,
+                                }
                             }
                         }
                         Err(e) => {
@@ -423,7 +501,7 @@ pub async fn leave(member: &kube::Client) -> anyhow::Result<bool> {
     let api: Api<ClusterProperty> = Api::all(member.clone());
     match timed(api.delete(CLUSTERSET_PROPERTY, &Default::default())).await {
         Ok(_) => Ok(true),
-        Err(Failure::Code(404, _)) => Ok(false),
+        Err(e) if code(&e) == Some(404) => Ok(false),
         Err(e) => bail!("deleting the member's ClusterProperty {CLUSTERSET_PROPERTY}: {e}"),
     }
 }

@@ -304,6 +304,8 @@ pub async fn register(
         opts.id.as_deref(),
     )
     .await?;
+    let clusterset = super::membership::ensure_clusterset(&hub).await?;
+    super::membership::claim(&member, name, &clusterset, &id).await?;
     apply_all(&hub, &hub_objects(name), "hub").await?;
     let token = token_for(
         &hub,
@@ -420,6 +422,8 @@ pub async fn unregister(
         )
         .await?;
         delete_all(&member, &search_access_grant()).await?;
+        // the agent deletes it as it leaves; not if it could not
+        super::membership::leave(&member).await?;
         if preserve {
             "; what Causeway imported into the member is left in place (--preserve)".to_string()
         } else {

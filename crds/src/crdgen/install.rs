@@ -11,8 +11,10 @@
 //!   API, Karmada's MultiClusterIngress): kept when it serves every version Causeway
 //!   talks, since upstream schemas are supersets of Causeway's subset (replacing them
 //!   would prune what other implementations store); refused with what to do otherwise.
-//! - A `causeway.io` CRD without the label comes from a Causeway before the label and is
-//!   replaced.
+//!   A Gateway API CRD that carries its `bundle-version` annotation is upstream's even
+//!   when an upgrade kept an older Causeway's label.
+//! - A `causeway.io` CRD without the label, or another group's that Causeway's field
+//!   manager applied, comes from a Causeway before the label and is replaced.
 //!
 //! `force` replaces every CRD whatever is installed.
 
@@ -57,7 +59,18 @@ pub fn plan(
             .and_then(|l| l.get(key))
             .cloned()
     };
-    if let Some(theirs) = label(installed, labels::RELEASE_VERSION) {
+    // Gateway API's own CRDs carry their bundle version: an upstream upgrade that kept
+    // an older Causeway label is upstream's now
+    let upstream_bundle = installed
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GATEWAY_BUNDLE_VERSION))
+        .cloned();
+    let causeways_group = ours.spec.group == "causeway.io" || mcs_release(ours).is_some();
+    let labelled = label(installed, labels::RELEASE_VERSION)
+        .filter(|_| causeways_group || upstream_bundle.is_none());
+    if let Some(theirs) = labelled {
         let mine = label(ours, labels::RELEASE_VERSION).unwrap_or_else(|| RELEASE.into());
         return match (version(&theirs), version(&mine)) {
             (Some(t), Some(m)) if t > m => Err(format!(
@@ -84,8 +97,12 @@ pub fn plan(
             _ => Action::Update,
         });
     }
-    if ours.spec.group == "causeway.io" || mcs_release(ours).is_some() {
+    if causeways_group {
         // Causeway's own group, or an mcs-api CRD without its release labels: ours
+        return Ok(Action::Update);
+    }
+    if upstream_bundle.is_none() && applied_by_causeway(installed) {
+        // another group's CRD a Causeway from before the label installed
         return Ok(Action::Update);
     }
     let served = |crd: &CustomResourceDefinition| -> Vec<String> {
@@ -102,11 +119,7 @@ pub fn plan(
         .filter(|v| !theirs.contains(v))
         .collect();
     if missing.is_empty() {
-        let bundle = installed
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("gateway.networking.k8s.io/bundle-version"))
+        let bundle = upstream_bundle
             .map(|v| format!(" (Gateway API {v})"))
             .unwrap_or_default();
         Ok(Action::Keep(format!(
@@ -124,6 +137,18 @@ pub fn plan(
             }
         ))
     }
+}
+
+/// The annotation Gateway API's own CRDs carry.
+const GATEWAY_BUNDLE_VERSION: &str = "gateway.networking.k8s.io/bundle-version";
+
+/// Whether Causeway's field manager applied the CRD (installs from before the label).
+fn applied_by_causeway(crd: &CustomResourceDefinition) -> bool {
+    crd.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .any(|m| m.manager.as_deref() == Some(crate::well_known::FIELD_MANAGER))
 }
 
 /// `v1.2.3` or `1.2.3` as a semantic version.
@@ -177,6 +202,25 @@ mod tests {
                 v.served = served.contains(&v.name.as_str());
             }
         }
+        crd
+    }
+
+    fn annotated(mut crd: CustomResourceDefinition, k: &str, v: &str) -> CustomResourceDefinition {
+        crd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(k.into(), v.into());
+        crd
+    }
+
+    fn applied_by(mut crd: CustomResourceDefinition, manager: &str) -> CustomResourceDefinition {
+        crd.metadata.managed_fields = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some("Apply".into()),
+                ..Default::default()
+            },
+        ]);
         crd
     }
 
@@ -269,6 +313,25 @@ mod tests {
                 &route,
                 Some(installed(&route, &[(rel, "")], None)),
                 Ok("keep:another installer"),
+            ),
+            (
+                "Gateway API's own, upgraded over an older Causeway's (label kept)",
+                &route,
+                Some(annotated(
+                    installed(&route, &[(rel, "0.0.1")], None),
+                    GATEWAY_BUNDLE_VERSION,
+                    "v1.3.0",
+                )),
+                Ok("keep:Gateway API v1.3.0"),
+            ),
+            (
+                "another group's CRD a Causeway from before the label applied",
+                &route,
+                Some(applied_by(
+                    installed(&route, &[(rel, "")], None),
+                    crate::well_known::FIELD_MANAGER,
+                )),
+                Ok("update"),
             ),
             (
                 "Gateway API's own, too old to serve v1",

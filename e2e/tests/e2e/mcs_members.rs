@@ -534,6 +534,25 @@ async fn membership_properties_live_exactly_as_long_as_the_membership() {
     );
     let clusters: Api<causeway_crds::federation::cluster::Cluster> = Api::all(m.hub.clone());
     assert!(clusters.get_opt("elsewhere").await.unwrap().is_none());
+    // and a join racing another hub's (past the check above) cannot take it either: the
+    // claim does not overwrite another tool's value
+    let err = causeway_controllers::clusters::membership::claim(
+        &m.c(2),
+        "elsewhere",
+        &clusterset,
+        "elsewhere",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("another tool set to another value"), "{err}");
+    assert_eq!(
+        causeway_e2e::cluster_properties(&m.c(2))
+            .await
+            .get("clusterset.k8s.io")
+            .map(String::as_str),
+        Some("fleet-b")
+    );
 
     // leaving: clusterset.k8s.io is gone by the time unjoin returns; the id stays
     causeway_controllers::clusters::join::unjoin(

@@ -13,34 +13,7 @@ use serde_json::{Value, json};
 use super::members::to_json;
 use super::plan::{NotApplied, ObjRef};
 
-/// A member call that failed.
-#[derive(Debug)]
-pub enum CallError {
-    /// No answer within the limit.
-    TimedOut(Duration),
-    /// The API server's answer.
-    Kube(kube::Error),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::TimedOut(d) => write!(f, "no answer within {} ms", d.as_millis()),
-            CallError::Kube(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-/// `fut` within `limit` (kube's client has no read timeout of its own).
-pub async fn call<T>(
-    limit: Duration,
-    fut: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, CallError> {
-    match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r.map_err(CallError::Kube),
-        Err(_) => Err(CallError::TimedOut(limit)),
-    }
-}
+pub use crate::clusters::{CallError, call};
 
 /// The manifest's reason for a failed call: `timed_out` when it timed out.
 fn failed(e: &CallError, timed_out: &str, what: String, cluster: &str) -> NotApplied {

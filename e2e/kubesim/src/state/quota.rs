@@ -348,7 +348,10 @@ fn must_specify(pod: &Value, tracked: &[String]) -> Option<String> {
                 .cloned()
                 .unwrap_or_default()
         };
-        for c in list("containers").iter().chain(list("initContainers").iter()) {
+        for c in list("containers")
+            .iter()
+            .chain(list("initContainers").iter())
+        {
             let has = amount(c, kind, res).is_some();
             if !has {
                 let name = c

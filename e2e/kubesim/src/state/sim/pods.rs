@@ -117,13 +117,11 @@ pub(crate) fn to_delete(pods: &[Arc<StoredObj>], n: usize) -> Vec<Arc<StoredObj>
 /// A container's `kind` (`requests` or `limits`) of `res` in millis, with its text; an
 /// unset request is its limit (kube's defaulting).
 pub(crate) fn container_amount(c: &Value, kind: &str, res: &str) -> Option<(i128, String)> {
-    let r = c
-        .pointer(&format!("/resources/{kind}/{res}"))
-        .or_else(|| {
-            (kind == "requests")
-                .then(|| c.pointer(&format!("/resources/limits/{res}")))
-                .flatten()
-        })?;
+    let r = c.pointer(&format!("/resources/{kind}/{res}")).or_else(|| {
+        (kind == "requests")
+            .then(|| c.pointer(&format!("/resources/limits/{res}")))
+            .flatten()
+    })?;
     let text = match r {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
