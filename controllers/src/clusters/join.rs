@@ -152,6 +152,14 @@ pub async fn identify(
     let version = member.apiserver_version().await.with_context(|| {
         format!("cannot reach the member API server at {server} with the given credentials")
     })?;
+    // the same physical cluster under another name first: the most useful thing to say
+    let uid = kube_system_uid(member).await?;
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    let existing = clusters
+        .list(&Default::default())
+        .await
+        .context("listing Clusters on the hub (are the CRDs installed?)")?;
+    refuse_duplicates(&existing.items, name, "", &uid)?;
     let property = cluster_property_id(member).await?;
     let id = match (id, &property) {
         (Some(given), Some(p)) if given != p => bail!(
@@ -164,7 +172,6 @@ pub async fn identify(
     if !is_dns1123_subdomain(&id) || id.len() > 128 {
         bail!("cluster id \"{id}\" must be a DNS-1123 subdomain of at most 128 characters");
     }
-    let uid = kube_system_uid(member).await?;
     let clusterset = super::membership::ensure_clusterset(hub).await?;
     super::membership::refuse_other_clusterset(
         name,
@@ -173,11 +180,6 @@ pub async fn identify(
             .as_deref(),
         &clusterset,
     )?;
-    let clusters: Api<Cluster> = Api::all(hub.clone());
-    let existing = clusters
-        .list(&Default::default())
-        .await
-        .context("listing Clusters on the hub (are the CRDs installed?)")?;
     refuse_duplicates(&existing.items, name, &id, &uid)?;
     Ok(Identity {
         id,
@@ -213,8 +215,8 @@ pub async fn kube_system_uid(member: &kube::Client) -> anyhow::Result<String> {
 }
 
 /// Pure (CID-5, A.7 ★): refuses to register `name` when another Cluster already uses
-/// cluster id `id`, or already is the same physical cluster (same kube-system uid)
-/// under another name.
+/// cluster id `id` (an empty `id` checks nothing of ids), or already is the same
+/// physical cluster (same kube-system uid) under another name.
 pub fn refuse_duplicates(
     existing: &[Cluster],
     name: &str,

@@ -11,7 +11,7 @@ use crate::mcs_support::{Mcs, PRESENT, eventually};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_joined_while_the_controller_runs_takes_part() {
     let opts = causeway_e2e::Options {
-        members: vec!["c0".into(), "c1".into(), "late".into()],
+        members: vec!["c0".into(), "c1".into(), "late".into(), "spare".into()],
         ..Default::default()
     };
     let owned = Mcs::start_with(opts, 2).await;
@@ -41,11 +41,11 @@ async fn a_member_joined_while_the_controller_runs_takes_part() {
         (m.mcs_slices(0, "hello").await.len() == 2).then_some(())
     })
     .await;
-    // a duplicate cluster id is refused with a clear message
+    // another cluster with a cluster id already taken is refused with a clear message
     let err = causeway_controllers::clusters::join::join(
         m.hub.clone(),
         "again",
-        &causeway_e2e::access(late),
+        &causeway_e2e::access(&m.cs.members[3]),
         Some("late"),
     )
     .await
