@@ -418,3 +418,57 @@ pub async fn remove_cluster(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(name: &str, id: &str, uid: &str, leaving: bool) -> Cluster {
+        let mut c = Cluster::new(
+            name,
+            ClusterSpec {
+                id: Some(id.into()),
+                kube_system_uid: Some(uid.into()),
+                ..Default::default()
+            },
+        );
+        if leaving {
+            c.metadata.deletion_timestamp = Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+            );
+        }
+        c
+    }
+
+    #[test]
+    fn a_cluster_joins_once_under_one_name_and_one_id() {
+        let existing = vec![
+            cluster("east", "east", "uid-east", false),
+            cluster("west", "west.fleet", "uid-west", false),
+            cluster("gone", "gone", "uid-gone", true),
+        ];
+        let refused = |name: &str, id: &str, uid: &str| {
+            refuse_duplicates(&existing, name, id, uid)
+                .err()
+                .map(|e| e.to_string())
+        };
+        // new cluster, new id; rejoining under its own name
+        assert_eq!(refused("north", "north", "uid-north"), None);
+        assert_eq!(refused("east", "east", "uid-east"), None);
+        // the same physical cluster under another name, whatever its id (an empty id
+        // checks the physical cluster alone)
+        for id in ["", "other"] {
+            let e = refused("east-again", id, "uid-east").unwrap();
+            assert!(e.contains("already registered as \"east\""), "{e}");
+        }
+        // another cluster with a taken id
+        let e = refused("south", "west.fleet", "uid-south").unwrap();
+        assert!(
+            e.contains("cluster id \"west.fleet\" is already used by member \"west\""),
+            "{e}"
+        );
+        // a name still being removed
+        let e = refused("gone", "gone", "uid-gone").unwrap();
+        assert!(e.contains("still being removed"), "{e}");
+    }
+}

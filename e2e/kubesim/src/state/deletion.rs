@@ -70,6 +70,20 @@ pub fn delete_locked(
         .store
         .get(&gr, ns, name)
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+    if rt.group == "scheduling.k8s.io"
+        && rt.plural == "priorityclasses"
+        && crate::state::priority::SYSTEM_CLASSES
+            .iter()
+            .any(|(n, _, _)| *n == name)
+    {
+        // kube-apiserver's PriorityClass storage
+        return Err(ApiError::forbidden_because(
+            &rt.group,
+            &rt.plural,
+            name,
+            "this is a system priority class and cannot be deleted",
+        ));
+    }
     let uid = meta_str(&cur.value, "uid");
     if let Some(want) = &opts.uid
         && want != uid

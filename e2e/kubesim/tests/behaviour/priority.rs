@@ -40,6 +40,18 @@ async fn priority_classes_are_validated_and_resolved_into_pods() {
         2_000_000_000
     );
 
+    let e = classes
+        .delete("system-node-critical", &Default::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (code(&e), message(&e)),
+        (
+            403,
+            "priorityclasses.scheduling.k8s.io \"system-node-critical\" is forbidden: this is a system priority class and cannot be deleted".to_string()
+        )
+    );
+
     // a user's class, defaulted; its value and policy may not change
     let high = classes
         .create(&pp, &class("high", 1000, false))
