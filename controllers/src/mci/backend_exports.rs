@@ -81,10 +81,9 @@ fn ours<K: Resource>(o: &K) -> bool {
 
 /// Pure: the Services to export, by (namespace, name).
 pub fn desired(w: &World) -> BTreeMap<(String, String), Want> {
-    let classes: Vec<IngressClass> = w.classes.to_vec();
     let mut named: BTreeSet<(String, String)> = BTreeSet::new();
     for mci in w.mcis {
-        if mci.metadata.deletion_timestamp.is_some() || !select(mci, &classes).is_ours() {
+        if mci.metadata.deletion_timestamp.is_some() || !select(mci, w.classes).is_ours() {
             continue;
         }
         let ns = mci.namespace().unwrap_or_default();

@@ -31,8 +31,9 @@ pub fn pass(st: &mut State, simulate_workloads: bool) -> bool {
     if st.store.take_workload_hint() && simulate_workloads {
         changed |= crate::state::sim::pass(st);
     }
-    if st.store.take_quota_hint() {
-        changed |= crate::state::quota::reconcile(st);
+    let quota_namespaces = st.store.take_quota_namespaces();
+    if !quota_namespaces.is_empty() {
+        changed |= crate::state::quota::reconcile(st, &quota_namespaces);
     }
     changed
 }

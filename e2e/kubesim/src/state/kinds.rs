@@ -32,30 +32,11 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
     if is(rt, "scheduling.k8s.io", "priorityclasses") {
         priority::class_defaults(obj);
         priority::validate_class(&state.store, obj, None)?;
-    } else if is(rt, "", "pods") {
-        priority::admit_pod(&state.store, obj).map_err(|why| {
-            ApiError::forbidden_because(
-                "",
-                "pods",
-                obj["metadata"]["name"].as_str().unwrap_or_default(),
-                &why,
-            )
-        })?;
     } else if is(rt, "", "resourcequotas") {
         quota_hard(obj)?;
     }
-    // the ResourceQuota admission plugin, after the mutating ones and before anything
-    // is allocated for the object (a refused Service holds no IP or node port)
-    if rt.namespaced {
-        crate::state::quota::admit(&state.store, rt, obj).map_err(|why| {
-            ApiError::forbidden_because(
-                &rt.group,
-                &rt.plural,
-                obj["metadata"]["name"].as_str().unwrap_or_default(),
-                &why,
-            )
-        })?;
-    }
+    // before anything is allocated for the object (a refused Service holds no IP)
+    admit(&state.store, rt, obj)?;
     if is(rt, "", "services") {
         service_create(&mut state.ipam, obj, None)?;
     } else if is(rt, "", "namespaces") {
@@ -70,6 +51,31 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
         crd_serve(&mut state.registry, obj)?;
     } else if is(rt, "", "secrets") {
         secret_defaults(obj);
+    }
+    Ok(())
+}
+
+/// The admission plugins a create passes through, in kube-apiserver's order, for the
+/// API's creates and the simulated controllers' alike: Priority (mutating, Pods), then
+/// ResourceQuota (last).
+pub fn admit(
+    store: &crate::state::store::Store,
+    rt: &ResourceType,
+    obj: &mut Value,
+) -> ApiResult<()> {
+    let refused = |why: String, obj: &Value| {
+        ApiError::forbidden_because(
+            &rt.group,
+            &rt.plural,
+            obj["metadata"]["name"].as_str().unwrap_or_default(),
+            &why,
+        )
+    };
+    if is(rt, "", "pods") {
+        priority::admit_pod(store, obj).map_err(|why| refused(why, obj))?;
+    }
+    if rt.namespaced {
+        crate::state::quota::admit(store, rt, obj).map_err(|why| refused(why, obj))?;
     }
     Ok(())
 }

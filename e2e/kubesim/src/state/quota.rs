@@ -13,7 +13,8 @@
 //! `scopeSelector`) select Pods; a scoped quota counts nothing else, as in kube. Other
 //! resource names are kept in `hard` with a `used` of 0.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -22,6 +23,7 @@ use crate::state::quantity::parse_milli;
 use crate::state::registry::{GroupResource, ResourceType, gr};
 use crate::state::sim::pods;
 use crate::state::store::Store;
+use crate::state::stored::StoredObj;
 
 fn quotas_gr() -> GroupResource {
     gr("", "resourcequotas")
@@ -268,8 +270,12 @@ fn hard(quota: &Value) -> BTreeMap<String, (i128, Format)> {
         .collect()
 }
 
+/// A namespace's objects of each kind, listed once for all the quotas and resources
+/// of a pass that count that kind.
+type Listed = HashMap<(String, String), Vec<Arc<StoredObj>>>;
+
 /// What the quota's namespace uses of each hard resource now.
-fn used(store: &Store, quota: &Value) -> BTreeMap<String, (i128, Format)> {
+fn used(store: &Store, quota: &Value, listed: &mut Listed) -> BTreeMap<String, (i128, Format)> {
     let ns = quota
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
@@ -279,7 +285,10 @@ fn used(store: &Store, quota: &Value) -> BTreeMap<String, (i128, Format)> {
         let mut total = 0;
         let mut format = None;
         for (g, plural) in sources(&key) {
-            for o in store.list(&gr(&g, &plural), Some(ns)) {
+            let objects = listed
+                .entry((g.clone(), plural.clone()))
+                .or_insert_with(|| store.list(&gr(&g, &plural), Some(ns)));
+            for o in objects.iter() {
                 if !in_scope(quota, (&plural, &g), &o.value) {
                     continue;
                 }
@@ -304,18 +313,22 @@ fn list(map: &BTreeMap<String, (i128, Format)>) -> Value {
     )
 }
 
-/// The resourcequota controller: every quota's `status.hard` and `status.used` as they
-/// are now. True when it wrote something.
-pub fn reconcile(st: &mut State) -> bool {
-    let quotas = st.store.list(&quotas_gr(), None);
+/// The resourcequota controller: the `status.hard` and `status.used` of every quota in
+/// `namespaces` (where something changed) as they are now. True when it wrote something.
+pub fn reconcile(st: &mut State, namespaces: &BTreeSet<String>) -> bool {
     let mut changed = false;
-    for q in quotas {
-        let status = json!({"hard": q.value.pointer("/spec/hard").cloned().unwrap_or(json!({})), "used": list(&used(&st.store, &q.value))});
-        if q.value.get("status") != Some(&status) {
-            let mut v = q.value.clone();
-            v["status"] = status;
-            st.store.put(&quotas_gr(), v);
-            changed = true;
+    for ns in namespaces {
+        let mut listed = Listed::new();
+        for q in st.store.list(&quotas_gr(), Some(ns)) {
+            let used = used(&st.store, &q.value, &mut listed);
+            let hard = q.value.pointer("/spec/hard").cloned().unwrap_or(json!({}));
+            let status = json!({"hard": hard, "used": list(&used)});
+            if q.value.get("status") != Some(&status) {
+                let mut v = q.value.clone();
+                v["status"] = status;
+                st.store.put(&quotas_gr(), v);
+                changed = true;
+            }
         }
     }
     changed
@@ -391,6 +404,7 @@ pub fn admit(store: &Store, rt: &ResourceType, obj: &Value) -> Result<(), String
     };
     let mut quotas = store.list(&quotas_gr(), Some(ns));
     quotas.sort_by(|a, b| a.name().cmp(b.name()));
+    let mut listed = Listed::new();
     for q in quotas {
         if !in_scope(&q.value, (&rt.plural, &rt.group), obj) {
             continue;
@@ -408,7 +422,7 @@ pub fn admit(store: &Store, rt: &ResourceType, obj: &Value) -> Result<(), String
         {
             return Err(format!("failed quota: {}: {why}", q.name()));
         }
-        let now = used(store, &q.value);
+        let now = used(store, &q.value, &mut listed);
         let mut exceeded = Vec::new();
         for key in &tracked {
             let Some((delta, f)) = object_usage(&rt.group, &rt.plural, obj, key) else {

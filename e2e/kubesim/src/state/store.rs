@@ -41,7 +41,7 @@ pub struct Store {
     workload_hint: bool,
     rbac_hint: bool,
     namespace_hint: bool,
-    quota_hint: bool,
+    quota_namespaces: std::collections::BTreeSet<String>,
 }
 
 impl Store {
@@ -61,7 +61,7 @@ impl Store {
             workload_hint: true,
             rbac_hint: true,
             namespace_hint: true,
-            quota_hint: true,
+            quota_namespaces: Default::default(),
         }
     }
 
@@ -76,10 +76,10 @@ impl Store {
         std::mem::take(&mut self.gc_hint)
     }
 
-    /// True (once) when something a ResourceQuota may count changed since the last call
-    /// (any write but Events' and Leases').
-    pub fn take_quota_hint(&mut self) -> bool {
-        std::mem::take(&mut self.quota_hint)
+    /// The namespaces where something a ResourceQuota may count changed since the last
+    /// call (any namespaced write but Events' and Leases'), once.
+    pub fn take_quota_namespaces(&mut self) -> std::collections::BTreeSet<String> {
+        std::mem::take(&mut self.quota_namespaces)
     }
 
     /// True (once) when a workload (apps, batch), a Pod or a Node changed since the last call.
@@ -333,8 +333,8 @@ impl Store {
         if e.gr.group == "rbac.authorization.k8s.io" && e.gr.resource == "clusterroles" {
             self.rbac_hint = true;
         }
-        if !matches!(e.gr.resource.as_str(), "events" | "leases") {
-            self.quota_hint = true;
+        if !matches!(e.gr.resource.as_str(), "events" | "leases") && !e.obj.namespace().is_empty() {
+            self.quota_namespaces.insert(e.obj.namespace().to_string());
         }
         // a PriorityClass or ResourceQuota too: Pods refused for want of a class or of
         // room are made once there is one

@@ -326,10 +326,8 @@ pub(crate) fn run(st: &mut State, new_pods: Vec<Value>, w: &mut Writes) {
         // ResourceQuota, counting the Pods this pass already made): one refused, as for
         // a class that does not exist yet or a full quota, is tried again next pass
         if is_new
-            && (crate::state::priority::admit_pod(&st.store, &mut p).is_err()
-                || pods_rt
-                    .as_ref()
-                    .is_some_and(|rt| crate::state::quota::admit(&st.store, rt, &p).is_err()))
+            && let Some(rt) = &pods_rt
+            && crate::state::kinds::admit(&st.store, rt, &mut p).is_err()
         {
             continue;
         }
