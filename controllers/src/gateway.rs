@@ -240,7 +240,7 @@ pub fn desired(world: &World<'_>) -> Desired {
 
 /// The Gateway's addresses: those the live causeway-proxies publish.
 fn addresses(world: &World<'_>) -> Vec<GatewayAddress> {
-    crate::mci::load_balancer(world.proxies, world.now)
+    crate::mci::load_balancer(world.proxies, world.now, &Default::default())
         .ingress
         .unwrap_or_default()
         .into_iter()

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::mci::class::{Decision, select};
+use causeway_crds::mci::lease as proxy_lease;
 use causeway_crds::mci::tuning;
 use causeway_crds::mci::validate::{FieldError, validate};
 use causeway_crds::mci::{
@@ -79,6 +80,10 @@ pub enum Desired {
         warnings: Vec<FieldError>,
     },
 }
+
+/// The Accepted reason (and Warning Event) of an MCI served while a proxy serves the
+/// default certificate for one of its TLS Secrets (MCI-10).
+pub const TLS_SECRET_UNUSABLE: &str = "TLSSecretUnusable";
 
 /// The verdict on `mci`.
 pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
@@ -162,7 +167,21 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
             true,
         )
     };
-    let load_balancer = ok.then(|| load_balancer(world.proxies, world.now));
+    // served, but with the default certificate for some hosts: said in the condition
+    let tls = if ok {
+        tls_notes(mci, world.proxies, world.now)
+    } else {
+        Vec::new()
+    };
+    let (reason, message) = match (tls.is_empty(), reason) {
+        (true, r) => (r, message),
+        (false, "Accepted") => (
+            TLS_SECRET_UNUSABLE,
+            format!("{message}; {}", tls.join("; ")),
+        ),
+        (false, r) => (r, format!("{message}; {}", tls.join("; "))),
+    };
+    let load_balancer = ok.then(|| load_balancer(world.proxies, world.now, &tls_secrets(mci)));
     let status_word = if ok { "True" } else { "False" };
     let prev: &[Condition] = mci
         .status
@@ -235,22 +254,29 @@ fn cluster_id(c: &Cluster) -> String {
 
 /// `status.loadBalancer` from the causeway-proxy Leases that are still held at `now`:
 /// one ingress per published address (IP or hostname) with the proxy's ports, sorted.
-pub fn load_balancer(proxies: &[Arc<Lease>], now: jiff::Timestamp) -> IngressLoadBalancerStatus {
-    let mut by_address: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
+/// An HTTPS port carries an `error` (MCI-10, `causeway.io/<reason>`) when a proxy at
+/// that address serves the default certificate for one of `tls_secrets`
+/// (`namespace/name`, the MCI's `spec.tls[].secretName`).
+pub fn load_balancer(
+    proxies: &[Arc<Lease>],
+    now: jiff::Timestamp,
+    tls_secrets: &BTreeSet<String>,
+) -> IngressLoadBalancerStatus {
+    let mut by_address: BTreeMap<String, BTreeMap<i32, Option<String>>> = BTreeMap::new();
     for lease in proxies {
         if !lease_held(lease, now) {
             continue;
         }
         let ann = lease.annotations();
-        let ports: BTreeSet<i32> = ann
+        let ports = ann
             .get(annotations::PROXY_PORTS)
-            .map(|p| {
-                p.split(',')
-                    .filter_map(|e| e.trim().split('/').next()?.parse().ok())
-                    .filter(|p| (1..=65535).contains(p))
-                    .collect()
-            })
+            .map(|p| proxy_lease::parse_ports(p))
             .unwrap_or_default();
+        let problems = proxy_tls_problems(lease);
+        let tls_error = tls_secrets
+            .iter()
+            .find_map(|s| problems.get(s))
+            .map(|p| format!("causeway.io/{}", p.reason));
         for addr in ann
             .get(annotations::PROXY_ADDRESSES)
             .into_iter()
@@ -258,10 +284,15 @@ pub fn load_balancer(proxies: &[Arc<Lease>], now: jiff::Timestamp) -> IngressLoa
             .map(str::trim)
             .filter(|a| !a.is_empty())
         {
-            by_address
-                .entry(addr.to_string())
-                .or_default()
-                .extend(ports.iter().copied());
+            let entry = by_address.entry(addr.to_string()).or_default();
+            for p in &ports {
+                let error = p.https.then(|| tls_error.clone()).flatten();
+                let e = entry.entry(p.port).or_default();
+                // one proxy's problem at this address is the port's
+                if e.is_none() {
+                    *e = error;
+                }
+            }
         }
     }
     let ingress: Vec<IngressLoadBalancerIngress> = by_address
@@ -274,10 +305,10 @@ pub fn load_balancer(proxies: &[Arc<Lease>], now: jiff::Timestamp) -> IngressLoa
                 ports: (!ports.is_empty()).then(|| {
                     ports
                         .into_iter()
-                        .map(|port| IngressPortStatus {
+                        .map(|(port, error)| IngressPortStatus {
                             port,
                             protocol: "TCP".into(),
-                            error: None,
+                            error,
                         })
                         .collect()
                 }),
@@ -287,6 +318,70 @@ pub fn load_balancer(proxies: &[Arc<Lease>], now: jiff::Timestamp) -> IngressLoa
     IngressLoadBalancerStatus {
         ingress: (!ingress.is_empty()).then_some(ingress),
     }
+}
+
+/// The TLS problems a proxy's Lease reports (none when the annotation does not parse).
+fn proxy_tls_problems(lease: &Lease) -> proxy_lease::TlsProblems {
+    let Some(text) = lease.annotations().get(annotations::PROXY_TLS_PROBLEMS) else {
+        return Default::default();
+    };
+    proxy_lease::parse_tls_problems(text).unwrap_or_else(|e| {
+        tracing::debug!(lease = %lease.name_any(), error = %e, "unreadable TLS problems annotation");
+        Default::default()
+    })
+}
+
+/// The MCI's TLS Secrets (`namespace/name`).
+fn tls_secrets(mci: &MultiClusterIngress) -> BTreeSet<String> {
+    let ns = mci.namespace().unwrap_or_default();
+    mci.spec
+        .tls
+        .iter()
+        .flatten()
+        .filter_map(|t| t.secret_name.as_deref())
+        .map(|s| proxy_lease::secret_key(&ns, s))
+        .collect()
+}
+
+/// What the live proxies report about the MCI's TLS Secrets, for people: one sentence
+/// per Secret (the first report by Lease name), naming the hosts that get the default
+/// certificate; empty when every proxy serves them.
+fn tls_notes(
+    mci: &MultiClusterIngress,
+    proxies: &[Arc<Lease>],
+    now: jiff::Timestamp,
+) -> Vec<String> {
+    let ns = mci.namespace().unwrap_or_default();
+    let mut held: Vec<&Arc<Lease>> = proxies.iter().filter(|l| lease_held(l, now)).collect();
+    held.sort_by_key(|l| l.name_any());
+    let mut notes = BTreeMap::new();
+    for t in mci.spec.tls.iter().flatten() {
+        let Some(secret) = t.secret_name.as_deref() else {
+            continue;
+        };
+        let key = proxy_lease::secret_key(&ns, secret);
+        let Some((lease, p)) = held
+            .iter()
+            .find_map(|l| Some((l, proxy_tls_problems(l).remove(&key)?)))
+        else {
+            continue;
+        };
+        let hosts = t.hosts.as_deref().unwrap_or_default().join(", ");
+        notes.entry(key.clone()).or_insert_with(|| {
+            format!(
+                "TLS Secret {key}: {} ({}, reported by {}); {} the proxy's default certificate",
+                p.message,
+                p.reason,
+                lease.name_any(),
+                if hosts.is_empty() {
+                    "its hosts get".to_string()
+                } else {
+                    format!("{hosts} get")
+                }
+            )
+        });
+    }
+    notes.into_values().collect()
 }
 
 /// Whether a Lease is held at `now`: renewed (or acquired) less than its duration ago.
@@ -553,6 +648,8 @@ async fn reconcile(
             (EventType::Warning, "InvalidSpec")
         } else if !warnings.is_empty() {
             (EventType::Warning, "InvalidAnnotations")
+        } else if next.reason == TLS_SECRET_UNUSABLE {
+            (EventType::Warning, TLS_SECRET_UNUSABLE)
         } else {
             (EventType::Normal, "Accepted")
         };

@@ -17,6 +17,7 @@ use serde_json::json;
 use crate::schema::set_at;
 
 pub mod class;
+pub mod lease;
 pub mod tuning;
 pub mod validate;
 

@@ -253,6 +253,10 @@ pub mod annotations {
 
     /// On a causeway-proxy's hub Lease: the ports it serves, `80/http,443/https`.
     pub const PROXY_PORTS: &str = "causeway.io/proxy-ports";
+
+    /// On a causeway-proxy's hub Lease: the MCI TLS Secrets it serves the default
+    /// certificate for instead, and why (JSON, `crate::mci::lease`); absent when none.
+    pub const PROXY_TLS_PROBLEMS: &str = "causeway.io/proxy-tls-problems";
 }
 
 /// Finalizers: always `causeway.io/<controller>`.

@@ -1,13 +1,15 @@
 //! Publishing: a `coordination.k8s.io/v1` Lease `causeway-proxy-<name>` in the hub
 //! namespace `causeway-system`, carrying the addresses and ports this proxy serves
-//! (read by the MCI controller for `status.loadBalancer`), renewed every 5 s and
-//! deleted on graceful shutdown.
+//! (read by the MCI controller for `status.loadBalancer`) and the MCI TLS Secrets it
+//! cannot serve, renewed every 5 s and at once when those change, deleted on graceful
+//! shutdown. The annotations' formats are `causeway_crds::mci::lease`'s.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use causeway_crds::mci::lease::{TlsProblems, tls_problems_text};
 use causeway_crds::well_known::SYSTEM_NAMESPACE;
-use causeway_crds::well_known::annotations::{PROXY_ADDRESSES, PROXY_PORTS};
+use causeway_crds::well_known::annotations::{PROXY_ADDRESSES, PROXY_PORTS, PROXY_TLS_PROBLEMS};
 use causeway_crds::well_known::labels::{COMPONENT, PROXY_COMPONENT};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::Namespace;
@@ -26,17 +28,21 @@ pub fn lease_name(name: &str) -> String {
     format!("causeway-proxy-{name}")
 }
 
-/// The Lease object.
-pub fn lease(name: &str, addresses: &str, ports: &str) -> Lease {
+/// The Lease object (applied: an annotation left out is removed).
+pub fn lease(name: &str, addresses: &str, ports: &str, tls: &TlsProblems) -> Lease {
+    let mut annotations = BTreeMap::from([
+        (PROXY_ADDRESSES.into(), addresses.into()),
+        (PROXY_PORTS.into(), ports.into()),
+    ]);
+    if let Some(t) = tls_problems_text(tls) {
+        annotations.insert(PROXY_TLS_PROBLEMS.into(), t);
+    }
     Lease {
         metadata: ObjectMeta {
             name: Some(lease_name(name)),
             namespace: Some(SYSTEM_NAMESPACE.into()),
             labels: Some(BTreeMap::from([(COMPONENT.into(), PROXY_COMPONENT.into())])),
-            annotations: Some(BTreeMap::from([
-                (PROXY_ADDRESSES.into(), addresses.into()),
-                (PROXY_PORTS.into(), ports.into()),
-            ])),
+            annotations: Some(annotations),
             ..Default::default()
         },
         spec: Some(LeaseSpec {
@@ -73,6 +79,7 @@ pub async fn run(
     name: String,
     addresses: String,
     ports: String,
+    mut tls: tokio::sync::watch::Receiver<TlsProblems>,
     stop: CancellationToken,
 ) {
     let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
@@ -89,7 +96,7 @@ pub async fn run(
             }
         }
         if ns_ok {
-            let l = lease(&name, &addresses, &ports);
+            let l = lease(&name, &addresses, &ports, &tls.borrow_and_update());
             if let Err(e) = api.patch(&lname, &pp, &Patch::Apply(&l)).await {
                 tracing::warn!(lease = %lname, error = %e, "renewing the proxy Lease failed; retrying");
                 ns_ok = false;
@@ -97,6 +104,13 @@ pub async fn run(
         }
         tokio::select! {
             _ = tokio::time::sleep(RENEW) => {}
+            // the rebuild loop stopped (it holds the sender): renewals go on
+            changed = tls.changed() => if changed.is_err() {
+                tokio::select! {
+                    _ = tokio::time::sleep(RENEW) => {}
+                    _ = stop.cancelled() => break,
+                }
+            },
             _ = stop.cancelled() => break,
         }
     }

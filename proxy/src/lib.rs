@@ -219,10 +219,12 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         local_cluster: cfg.cluster.clone(),
         defaults: cfg.defaults.clone(),
     };
+    let (tls_problems, tls_watch) = tokio::sync::watch::channel(Default::default());
     let targets = watch::Targets {
         table: table.clone(),
         resolver: resolver.clone(),
         ready: ready.clone(),
+        tls_problems,
     };
     tokio::spawn(watch::run(
         caches,
@@ -292,15 +294,13 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         } else {
             cfg.publish_addresses.join(",")
         };
-        let mut ports = format!("{}/http", http.port());
-        if let Some(h) = https {
-            ports.push_str(&format!(",{}/https", h.port()));
-        }
+        let ports = causeway_crds::mci::lease::ports_text(http.port(), https.map(|h| h.port()));
         tokio::spawn(lease::run(
             hub.clone(),
             name,
             addresses,
             ports,
+            tls_watch,
             stop.clone(),
         ))
     });

@@ -13,6 +13,8 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use causeway_crds::mci::lease::{self, TlsProblem, TlsProblems};
+
 use crate::table::TlsEntry;
 
 /// What is wrong with a certificate or key.
@@ -66,6 +68,35 @@ pub fn self_signed() -> Result<CertifiedKey, TlsError> {
     )
 }
 
+/// The certificate and key of the Secret `namespace/name`, or why there is none (a
+/// reason of [`lease`] and a message).
+fn secret_key(
+    namespace: &str,
+    name: &str,
+    secrets: &[Arc<Secret>],
+) -> Result<CertifiedKey, (&'static str, String)> {
+    let s = secrets
+        .iter()
+        .find(|s| {
+            s.metadata.namespace.as_deref() == Some(namespace)
+                && s.metadata.name.as_deref() == Some(name)
+        })
+        .ok_or((lease::SECRET_NOT_FOUND, "not found".to_string()))?;
+    let d = s.data.as_ref();
+    match (
+        d.and_then(|d| d.get("tls.crt")),
+        d.and_then(|d| d.get("tls.key")),
+    ) {
+        (Some(c), Some(k)) => {
+            certified_key(&c.0, &k.0).map_err(|e| (lease::SECRET_INVALID, e.to_string()))
+        }
+        _ => Err((
+            lease::SECRET_INCOMPLETE,
+            "has no tls.crt or no tls.key".to_string(),
+        )),
+    }
+}
+
 /// Certificates by SNI host.
 #[derive(Debug, Default)]
 pub struct Certs {
@@ -76,44 +107,31 @@ pub struct Certs {
 
 impl Certs {
     /// Builds the map from the table's `tls[]` entries and the TLS Secrets; a Secret that
-    /// is missing or bad leaves its hosts on the default certificate (and warns).
-    pub fn build(entries: &[TlsEntry], secrets: &[Arc<Secret>]) -> (Certs, Vec<String>) {
+    /// is missing or bad leaves its hosts on the default certificate: it is logged and
+    /// returned among the problems (published on the proxy's Lease, MCI-10).
+    pub fn build(entries: &[TlsEntry], secrets: &[Arc<Secret>]) -> (Certs, TlsProblems) {
         let mut by_key: HashMap<(&str, &str), Option<Arc<CertifiedKey>>> = HashMap::new();
-        let mut warnings = Vec::new();
+        let mut problems = TlsProblems::new();
         let mut certs = Certs::default();
         for e in entries {
             let ck = by_key
                 .entry((e.namespace.as_str(), e.secret.as_str()))
-                .or_insert_with(|| {
-                    let s = secrets.iter().find(|s| {
-                        s.metadata.namespace.as_deref() == Some(e.namespace.as_str())
-                            && s.metadata.name.as_deref() == Some(e.secret.as_str())
-                    });
-                    let r = match s {
-                        None => Err("not found".to_string()),
-                        Some(s) => {
-                            let d = s.data.as_ref();
-                            let crt = d.and_then(|d| d.get("tls.crt"));
-                            let key = d.and_then(|d| d.get("tls.key"));
-                            match (crt, key) {
-                                (Some(c), Some(k)) => {
-                                    certified_key(&c.0, &k.0).map_err(|e| e.to_string())
-                                }
-                                _ => Err("missing tls.crt or tls.key".to_string()),
-                            }
-                        }
-                    };
-                    match r {
-                        Ok(ck) => Some(Arc::new(ck)),
-                        Err(why) => {
-                            let w = format!(
-                                "TLS Secret {}/{}: {why}; its hosts get the default certificate",
-                                e.namespace, e.secret
-                            );
-                            tracing::warn!("{w}");
-                            warnings.push(w);
-                            None
-                        }
+                .or_insert_with(|| match secret_key(&e.namespace, &e.secret, secrets) {
+                    Ok(ck) => Some(Arc::new(ck)),
+                    Err((reason, why)) => {
+                        tracing::warn!(
+                            "TLS Secret {}/{}: {why}; its hosts get the default certificate",
+                            e.namespace,
+                            e.secret
+                        );
+                        problems.insert(
+                            lease::secret_key(&e.namespace, &e.secret),
+                            TlsProblem {
+                                reason: reason.into(),
+                                message: why,
+                            },
+                        );
+                        None
                     }
                 })
                 .clone();
@@ -123,7 +141,7 @@ impl Certs {
                 None => certs.exact.entry(e.host.clone()).or_insert(ck),
             };
         }
-        (certs, warnings)
+        (certs, problems)
     }
 
     fn get(&self, sni: &str) -> Option<&Arc<CertifiedKey>> {
@@ -222,16 +240,35 @@ mod tests {
             namespace: "ns".into(),
             secret: s.into(),
         };
-        let (certs, warnings) = Certs::build(
+        let mut half = Secret::default();
+        half.metadata.name = Some("half".into());
+        half.metadata.namespace = Some("ns".into());
+        let secrets = [secrets, vec![Arc::new(half)]].concat();
+        let (certs, problems) = Certs::build(
             &[
                 e("a.foo.com", "a"),
                 e("*.bar.com", "w"),
                 e("c.foo.com", "bad"),
+                e("c2.foo.com", "bad"),
                 e("d.foo.com", "gone"),
+                e("h.foo.com", "half"),
             ],
             &secrets,
         );
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        let reasons: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|(k, p)| (k.as_str(), p.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("ns/bad", lease::SECRET_INVALID),
+                ("ns/gone", lease::SECRET_NOT_FOUND),
+                ("ns/half", lease::SECRET_INCOMPLETE)
+            ],
+            "one problem per Secret, however many hosts use it"
+        );
+        assert_eq!(problems["ns/gone"].message, "not found");
         assert!(certs.get("A.foo.com").is_some());
         assert!(certs.get("x.bar.com").is_some());
         assert!(certs.get("bar.com").is_none());

@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use causeway_crds::mci::MultiClusterIngress;
+use causeway_crds::mci::lease::TlsProblems;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels::{OUTBOX, SERVICE_NAME};
 use causeway_runtime::reflect::{Cache, Reflector, Wake, cache};
@@ -196,6 +197,8 @@ pub struct Targets {
     pub resolver: Option<Arc<Resolver>>,
     /// Set after the first build.
     pub ready: Arc<AtomicBool>,
+    /// The TLS Secrets served the default certificate instead, for the Lease.
+    pub tls_problems: tokio::sync::watch::Sender<TlsProblems>,
 }
 
 /// Rebuilds on every change (after `debounce`) until `stop`.
@@ -231,8 +234,13 @@ pub async fn run(
         );
         if let (Some(r), Some(secrets)) = (&targets.resolver, &caches.secrets) {
             let secrets: Vec<Arc<Secret>> = secrets.state();
-            let (certs, _) = Certs::build(&t.tls, &secrets);
+            let (certs, problems) = Certs::build(&t.tls, &secrets);
             r.certs.store(Arc::new(certs));
+            targets.tls_problems.send_if_modified(|p| {
+                let changed = *p != problems;
+                *p = problems;
+                changed
+            });
         }
         targets.table.store(Arc::new(t));
         targets.ready.store(true, Ordering::Relaxed);

@@ -263,6 +263,122 @@ fn bad_annotations_are_served_with_defaults_and_reported() {
     );
 }
 
+/// A lease that reports problems with TLS Secrets (`namespace/name`, reason).
+fn with_tls_problems(lease: Arc<Lease>, name: &str, problems: &[(&str, &str)]) -> Arc<Lease> {
+    let mut l = (*lease).clone();
+    l.metadata.name = Some(name.into());
+    let p: proxy_lease::TlsProblems = problems
+        .iter()
+        .map(|(k, r)| {
+            (
+                k.to_string(),
+                proxy_lease::TlsProblem {
+                    reason: r.to_string(),
+                    message: "not found".into(),
+                },
+            )
+        })
+        .collect();
+    l.metadata.annotations.get_or_insert_default().insert(
+        annotations::PROXY_TLS_PROBLEMS.into(),
+        proxy_lease::tls_problems_text(&p).unwrap_or_default(),
+    );
+    Arc::new(l)
+}
+
+#[test]
+fn an_https_port_says_when_a_proxy_serves_the_default_certificate() {
+    let mut f = Fixture::new();
+    let mut m = mci("causeway", "");
+    m.spec.tls = Some(vec![yaml(
+        "{hosts: [demo.example.com, www.example.com], secretName: demo-cert}",
+    )]);
+    let ports = |status: &MultiClusterIngressStatus| -> Vec<(Option<String>, i32, Option<String>)> {
+        status
+            .load_balancer
+            .as_ref()
+            .and_then(|lb| lb.ingress.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|i| {
+                let addr = i.ip.or(i.hostname);
+                i.ports
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(move |p| (addr.clone(), p.port, p.error))
+            })
+            .collect()
+    };
+    let verdict = |f: &Fixture, m: &MultiClusterIngress| match f.verdict(m) {
+        Desired::Ours { status, .. } => status,
+        other => panic!("{other:?}"),
+    };
+    // every proxy serves the certificate: no error, the usual reason
+    let s = verdict(&f, &m);
+    assert!(ports(&s).iter().all(|p| p.2.is_none()), "{:?}", ports(&s));
+    assert_eq!(s.conditions[0].reason, "Accepted");
+
+    // the proxy at 127.0.0.1 with an HTTPS port cannot find the Secret; another
+    // MCI's Secret and an expired proxy's report change nothing
+    f.proxies[0] = with_tls_problems(
+        f.proxies[0].clone(),
+        "causeway-proxy-b",
+        &[
+            ("demo/demo-cert", proxy_lease::SECRET_NOT_FOUND),
+            ("other/x", proxy_lease::SECRET_INVALID),
+        ],
+    );
+    f.proxies[2] = with_tls_problems(
+        f.proxies[2].clone(),
+        "causeway-proxy-old",
+        &[("demo/demo-cert", proxy_lease::SECRET_INVALID)],
+    );
+    let s = verdict(&f, &m);
+    assert_eq!(
+        ports(&s),
+        [
+            (Some("127.0.0.1".into()), 8080, None),
+            (
+                Some("127.0.0.1".into()),
+                8443,
+                Some("causeway.io/TLSSecretNotFound".into())
+            ),
+            (Some("proxy.example.com".into()), 8080, None),
+        ],
+        "only the HTTPS port of the proxy that reports it"
+    );
+    let c = &s.conditions[0];
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", TLS_SECRET_UNUSABLE),
+        "still served"
+    );
+    for part in [
+        "TLS Secret demo/demo-cert: not found",
+        "TLSSecretNotFound",
+        "causeway-proxy-b",
+        "demo.example.com, www.example.com get the proxy's default certificate",
+    ] {
+        assert!(c.message.contains(part), "{part:?} in {}", c.message);
+    }
+    assert!(!c.message.contains("other/x"), "{}", c.message);
+
+    // an MCI without that Secret is not concerned
+    let s = verdict(&f, &mci("causeway", ""));
+    assert!(ports(&s).iter().all(|p| p.2.is_none()));
+    assert_eq!(s.conditions[0].reason, "Accepted");
+
+    // a report the controller cannot read is no report
+    let mut l = (*f.proxies[0]).clone();
+    l.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(annotations::PROXY_TLS_PROBLEMS.into(), "{not json".into());
+    f.proxies[0] = Arc::new(l);
+    assert_eq!(verdict(&f, &m).conditions[0].reason, "Accepted");
+}
+
 #[test]
 fn leases_expire_after_their_duration() {
     let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();

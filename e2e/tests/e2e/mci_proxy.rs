@@ -244,3 +244,91 @@ async fn proxy_reaches_every_cluster_and_follows_endpoint_health() {
     .await;
     f.proxy.shutdown().await;
 }
+
+/// MCI-10: a TLS Secret the proxy cannot serve a certificate from shows on the MCI (the
+/// HTTPS port's `error`, the Accepted reason and a Warning Event) until it is fixed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_secret_the_proxy_cannot_serve_shows_on_the_mci() {
+    use k8s_openapi::api::core::v1::{Event, Secret};
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let mcs = Mcs::start(&["east"], false).await;
+    mcs.cs
+        .create_namespace_everywhere(demo::NAMESPACE)
+        .await
+        .unwrap();
+    let _backends = demo::web(&mcs.cs, 1).await.unwrap();
+    let cfg = causeway_proxy::Config {
+        listen_http: "127.0.0.1:0".parse().unwrap(),
+        listen_https: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    };
+    let proxy = proxy_as_deployed(&mcs, cfg).await;
+    let https = i32::from(proxy.https.unwrap().port());
+    let api: Api<MultiClusterIngress> = Api::namespaced(mcs.hub.clone(), demo::NAMESPACE);
+    api.patch(
+        demo::SERVICE,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"tls": [
+            {"hosts": ["web.example.com"], "secretName": "web-cert"}]}})),
+    )
+    .await
+    .unwrap();
+    // (the HTTPS port's error, the Accepted condition's reason and message)
+    let seen = || async {
+        let m = api.get_opt(demo::SERVICE).await.ok()??;
+        let st = m.status?;
+        let port = st
+            .load_balancer?
+            .ingress?
+            .into_iter()
+            .flat_map(|i| i.ports.unwrap_or_default())
+            .find(|p| p.port == https)?;
+        let c = st.conditions.into_iter().find(|c| c.type_ == "Accepted")?;
+        Some((port.error, c.reason, c.message))
+    };
+    let (_, _, message) = eventually("the HTTPS port's error", PRESENT, || async {
+        seen().await.filter(|(e, r, _)| {
+            e.as_deref() == Some("causeway.io/TLSSecretNotFound") && r == "TLSSecretUnusable"
+        })
+    })
+    .await;
+    assert!(
+        message.contains("TLS Secret demo/web-cert: not found")
+            && message.contains("web.example.com get the proxy's default certificate"),
+        "{message}"
+    );
+    let events: Api<Event> = Api::namespaced(mcs.hub.clone(), demo::NAMESPACE);
+    eventually("a Warning Event", PRESENT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("TLSSecretUnusable")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.involved_object.name.as_deref() == Some(demo::SERVICE)
+            })
+            .then_some(())
+    })
+    .await;
+
+    // the Secret arrives: no error, the usual reason
+    let cert = rcgen::generate_simple_self_signed(vec!["web.example.com".to_string()]).unwrap();
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "web-cert", "namespace": demo::NAMESPACE},
+        "stringData": {"tls.crt": cert.cert.pem(), "tls.key": cert.signing_key.serialize_pem()},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(mcs.hub.clone(), demo::NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    eventually("no error once the Secret serves", PRESENT, || async {
+        seen()
+            .await
+            .filter(|(e, r, _)| e.is_none() && r == "Accepted")
+    })
+    .await;
+    proxy.shutdown().await;
+}

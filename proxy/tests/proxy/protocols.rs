@@ -16,13 +16,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::*;
 
-struct Ca {
+pub(crate) struct Ca {
     issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
     der: CertificateDer<'static>,
 }
 
 impl Ca {
-    fn new() -> anyhow::Result<Ca> {
+    pub(crate) fn new() -> anyhow::Result<Ca> {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params
@@ -37,7 +37,10 @@ impl Ca {
     }
 
     /// (cert PEM, key PEM, cert DER) for `host`.
-    fn leaf(&self, host: &str) -> anyhow::Result<(String, String, CertificateDer<'static>)> {
+    pub(crate) fn leaf(
+        &self,
+        host: &str,
+    ) -> anyhow::Result<(String, String, CertificateDer<'static>)> {
         let key = rcgen::KeyPair::generate()?;
         let cert =
             rcgen::CertificateParams::new(vec![host.to_string()])?.signed_by(&key, &self.issuer)?;
@@ -45,7 +48,7 @@ impl Ca {
     }
 }
 
-async fn tls_secret(hub: &Hub, name: &str, cert: &str, key: &str) -> anyhow::Result<()> {
+pub(crate) async fn tls_secret(hub: &Hub, name: &str, cert: &str, key: &str) -> anyhow::Result<()> {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     hub.apply(
         "v1",

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use kube::ResourceExt;
 use serde_json::json;
 
 use crate::harness::*;
@@ -218,6 +219,39 @@ async fn ssl_redirect_and_the_published_lease() -> anyhow::Result<()> {
         "causeway-proxy"
     );
     assert_eq!(l.spec.unwrap().lease_duration_seconds, Some(15));
+    // the MCI's TLS Secret does not exist: the Lease says so (MCI-10), until it does
+    let problems: serde_json::Value = serde_json::from_str(&ann["causeway.io/proxy-tls-problems"])?;
+    assert_eq!(
+        problems,
+        json!({"demo/s-cert": {"reason": "TLSSecretNotFound", "message": "not found"}})
+    );
+    let ca = crate::protocols::Ca::new()?;
+    let (cert, key, _) = ca.leaf("s.test")?;
+    crate::protocols::tls_secret(&hub, "s-cert", &cert, &key).await?;
+    eventually(
+        "no TLS problem on the Lease",
+        Duration::from_secs(10),
+        || async {
+            leases.get("causeway-proxy-test-east").await.is_ok_and(|l| {
+                !l.annotations()
+                    .contains_key("causeway.io/proxy-tls-problems")
+            })
+        },
+    )
+    .await?;
+    crate::protocols::tls_secret(&hub, "s-cert", "junk", &key).await?;
+    eventually(
+        "an invalid Secret on the Lease",
+        Duration::from_secs(10),
+        || async {
+            leases.get("causeway-proxy-test-east").await.is_ok_and(|l| {
+                l.annotations()
+                    .get("causeway.io/proxy-tls-problems")
+                    .is_some_and(|p| p.contains("\"reason\":\"TLSSecretInvalid\""))
+            })
+        },
+    )
+    .await?;
     p.shutdown().await;
     assert!(leases.get_opt("causeway-proxy-test-east").await?.is_none());
     Ok(())
