@@ -218,6 +218,11 @@ pub mod annotations {
         /// `h2c` (HTTP/2 in cleartext) or `http1`; unset: HTTP/2 in cleartext for a
         /// port whose `appProtocol` is `kubernetes.io/h2c` or `grpc`, else HTTP/1.1.
         pub const BACKEND_PROTOCOL: &str = "causeway.io/backend-protocol";
+        /// Which endpoints serve the MCI's backends (MCI-4): `clusterset` (default:
+        /// every exporting cluster's) or `cluster-local` (only those of the proxy's own
+        /// cluster, `causeway-proxy --cluster`; a proxy that does not know its cluster
+        /// answers 503 saying so).
+        pub const BACKEND_SCOPE: &str = "causeway.io/backend-scope";
         /// gRPC status codes after which a gRPC call is retried on another endpoint,
         /// comma-separated names, e.g. `unavailable,resource-exhausted` (default: none).
         pub const GRPC_RETRY_ON: &str = "causeway.io/grpc-retry-on";

@@ -86,6 +86,8 @@ pub struct Tuning {
     pub backend_protocol: Option<crate::upstream::Protocol>,
     /// gRPC status codes a gRPC call is retried after: bit `n` for code `n` (0: none).
     pub grpc_retry_on: u32,
+    /// Only the endpoints of the proxy's own cluster serve (MCI-4).
+    pub cluster_local: bool,
 }
 
 /// Parses the annotations of the MCI `mci` (`ns/name`, for warnings) over `defaults`
@@ -159,6 +161,7 @@ pub fn parse(
             BackendProtocol::H2 => Protocol::H2Tls,
         }),
         grpc_retry_on: p.grpc_retry_on,
+        cluster_local: p.cluster_local,
     };
     (t, warnings)
 }

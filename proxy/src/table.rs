@@ -309,7 +309,28 @@ impl MciBuilder<'_> {
         if let Some(t) = self.cache.get(&key) {
             return t.clone();
         }
-        let t = match resolve(self.idx, ns, svc, &self.blocked) {
+        let only = match (
+            self.tuning.cluster_local,
+            self.opts.local_cluster.as_deref(),
+        ) {
+            (false, _) => Ok(None),
+            (true, Some(c)) => Ok(Some(c)),
+            (true, None) => Err(format!(
+                "{}: cluster-local backends need a proxy that knows its cluster (causeway-proxy --cluster)",
+                causeway_crds::well_known::annotations::mci::BACKEND_SCOPE
+            )),
+        };
+        let t = match only.and_then(|only| {
+            let found = resolve(self.idx, ns, svc, &self.blocked, only)?;
+            match only {
+                Some(c) if found.0.is_empty() => Err(format!(
+                    "no ready endpoints of {ns}/{} in this proxy's cluster {c} ({}: cluster-local)",
+                    svc.name,
+                    causeway_crds::well_known::annotations::mci::BACKEND_SCOPE
+                )),
+                _ => Ok(found),
+            }
+        }) {
             Err(reason) => Target::Unavailable(reason.into()),
             Ok((by_cluster, app_protocol)) => {
                 let groups: Vec<Group> = by_cluster

@@ -529,3 +529,55 @@ proptest::proptest! {
         let _ = t.route(&probe.0, &probe.1);
     }
 }
+
+#[test]
+fn cluster_local_backends_use_only_the_proxys_cluster() {
+    let mut s = services();
+    let local = |scope: &str| {
+        mci_ann(
+            "a",
+            "2026-01-01T00:00:00Z",
+            json!({"rules": [{"http": {"paths": [
+                {"path": "/", "pathType": "Prefix", "backend": backend("web", json!({"name": "http"}))},
+                {"path": "/admin", "pathType": "Prefix", "backend": backend("web", json!({"name": "admin"}))},
+            ]}}]}),
+            json!({"causeway.io/backend-scope": scope}),
+        )
+    };
+    let build_at = |s: &Snapshot, cluster: Option<&str>| {
+        let shared = Registries::new(Arc::new(Metrics::new()));
+        let opts = BuildOptions {
+            local_cluster: cluster.map(String::from),
+            ..Default::default()
+        };
+        build(s, &opts, &shared)
+    };
+    s.mcis = vec![local("cluster-local")];
+    // a proxy in east: east's endpoints only
+    let t = build_at(&s, Some("east"));
+    assert_eq!(
+        addrs(&t, "x", "/").unwrap(),
+        vec!["east=10.1.0.1:8080", "east=10.1.0.2:8080"]
+    );
+    // a proxy in north, which does not export the admin port: 503 saying why
+    let t = build_at(&s, Some("north"));
+    assert_eq!(addrs(&t, "x", "/").unwrap(), vec!["north=10.3.0.1:8080"]);
+    let why = addrs(&t, "x", "/admin").unwrap_err();
+    assert!(
+        why.contains("no ready endpoints of ns/web in this proxy's cluster north"),
+        "{why}"
+    );
+    // a cluster that has slices but exports nothing serves nothing, locally either
+    let t = build_at(&s, Some("south"));
+    assert!(addrs(&t, "x", "/").is_err());
+    // a proxy that does not know its cluster cannot pick: 503 naming the flag
+    let t = build_at(&s, None);
+    let why = addrs(&t, "x", "/").unwrap_err();
+    assert!(why.contains("causeway-proxy --cluster"), "{why}");
+    // clusterset (the default, or said): every exporting cluster, whatever the proxy's
+    s.mcis = vec![local("clusterset")];
+    assert_eq!(
+        addrs(&build_at(&s, Some("east")), "x", "/").unwrap().len(),
+        4
+    );
+}

@@ -91,6 +91,9 @@ pub struct Tuning {
     pub backend_protocol: Option<BackendProtocol>,
     /// gRPC status codes retried: bit `n` set retries code `n` (0: none).
     pub grpc_retry_on: u32,
+    /// Only the proxy's own cluster's endpoints (`causeway.io/backend-scope:
+    /// cluster-local`).
+    pub cluster_local: bool,
 }
 
 /// Parses the tuning annotations; every value that does not parse is reported (with what
@@ -237,6 +240,17 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> (Tuning, Vec<FieldError>
             ),
         }
     }
+    if let Some(v) = get(a::BACKEND_SCOPE) {
+        match v {
+            "clusterset" => t.cluster_local = false,
+            "cluster-local" => t.cluster_local = true,
+            _ => bad(
+                a::BACKEND_SCOPE,
+                v,
+                "clusterset (every exporting cluster's endpoints) or cluster-local (the proxy's own cluster's)",
+            ),
+        }
+    }
     if let Some(v) = get(a::HEALTH_CHECK_PATH) {
         if v.starts_with('/') && !v.contains(char::is_whitespace) {
             t.health_check_path = Some(v.to_string());
@@ -320,6 +334,7 @@ mod tests {
             (a::ALLOWED_UPGRADES, "websocket, H2C"),
             (a::BACKEND_PROTOCOL, "h2"),
             (a::GRPC_RETRY_ON, "unavailable, Resource-Exhausted"),
+            (a::BACKEND_SCOPE, "cluster-local"),
         ]);
         assert_eq!(e, Vec::<String>::new());
         assert_eq!(t.balancer, Balancer::ConsistentHash);
@@ -346,6 +361,9 @@ mod tests {
         );
         assert_eq!(t.backend_protocol, Some(BackendProtocol::H2));
         assert_eq!(t.grpc_retry_on, 1 << 14 | 1 << 8);
+        assert!(t.cluster_local);
+        let (t, e) = p(&[(a::BACKEND_SCOPE, "clusterset")]);
+        assert_eq!((t.cluster_local, e.len()), (false, 0));
         for (v, want) in [
             ("h2c", BackendProtocol::H2c),
             ("http1", BackendProtocol::Http1),
@@ -381,6 +399,8 @@ mod tests {
             (a::GRPC_RETRY_ON, "unavailable,busy"),
             (a::GRPC_RETRY_ON, "ok"),
             (a::GRPC_RETRY_ON, "14"),
+            (a::BACKEND_SCOPE, "local"),
+            (a::BACKEND_SCOPE, "Cluster-Local"),
         ];
         for (k, v) in cases {
             let (t, e) = p(&[(k, v)]);

@@ -11,7 +11,7 @@ fn is_tcp(p: Option<&str>) -> bool {
 pub(super) type ByCluster = BTreeMap<String, (BTreeSet<SocketAddr>, usize)>;
 
 /// MCI-4: the ready endpoints of `svc` by cluster and the port's `appProtocol`, or why
-/// there are none. MCI-7:
+/// there are none; with `only`, only that cluster's (cluster-local backends). MCI-7:
 /// terminating endpoints get no new requests, unless no endpoint of the backend is
 /// ready and some are still serving: then those take the traffic until they are gone
 /// (as kube-proxy does, KEP-1669), rather than every request getting a 503.
@@ -20,6 +20,7 @@ pub(super) fn resolve(
     ns: &str,
     svc: &IngressServiceBackend,
     blocked: &[String],
+    only: Option<&str>,
 ) -> Result<(ByCluster, Option<String>), String> {
     let name = svc.name.as_str();
     let si = idx
@@ -55,6 +56,7 @@ pub(super) fn resolve(
         .into_iter()
         .flatten()
         .filter(|es| !blocked.contains(&es.spec.cluster))
+        .filter(|es| only.is_none_or(|c| es.spec.cluster == c))
         .filter(|es| {
             es.spec.ports.iter().any(|p| {
                 is_tcp(p.protocol.as_deref())

@@ -239,6 +239,58 @@ async fn locality_keeps_traffic_home_and_spills_over() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// MCI-4's cluster-local backends: a proxy in east sends to east's endpoints only and
+/// never spills over; one that does not know its cluster answers 503 saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_local_backends_never_leave_home() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let e1 = Pod::start([127, 0, 5, 11], "east").await?;
+    let w1 = Pod::start([127, 0, 5, 12], "west").await?;
+    site(
+        &hub,
+        "web",
+        json!({"causeway.io/backend-scope": "cluster-local"}),
+    )
+    .await?;
+    hub.export("web", "east", &[(e1.addr, true)]).await?;
+    hub.export("web", "west", &[(w1.addr, true)]).await?;
+    let p = proxy(&hub, Some("east")).await?;
+    let anywhere = proxy(&hub, None).await?;
+    let c = client();
+    eventually("east's endpoint", Duration::from_secs(10), || async {
+        table_has(&p, e1.addr)
+    })
+    .await?;
+    let s = spread(&c, p.http, "lb.test", "/", 40).await?;
+    assert_eq!(s.get("east"), Some(&40), "{s:?}");
+    assert!(
+        !table_has(&p, w1.addr),
+        "west is not in an east proxy's table"
+    );
+
+    // east unready: no spill-over to west, a 503 that says why
+    hub.slice("web", "east", &[(e1.addr, false)]).await?;
+    eventually("east out", Duration::from_secs(5), || async {
+        !table_has(&p, e1.addr)
+    })
+    .await?;
+    let r = get(&c, p.http, "lb.test", "/", &[]).await?;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(
+        r.body
+            .contains("no ready endpoints of demo/web in this proxy's cluster east"),
+        "{}",
+        r.body
+    );
+
+    let r = get(&c, anywhere.http, "lb.test", "/", &[]).await?;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("causeway-proxy --cluster"), "{}", r.body);
+    p.shutdown().await;
+    anywhere.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_hash_is_sticky() -> anyhow::Result<()> {
     let hub = Hub::start().await?;
