@@ -296,8 +296,10 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     }
 }
 
-/// Sends CREATE, UPDATE and DELETE of one object to the matching validating webhooks
-/// ([`crate::http::webhooks`]); PATCH and deletecollection are not sent.
+/// Sends CREATE, UPDATE (PUT and PATCH, of the object or its status) and DELETE of one
+/// object to the matching validating webhooks ([`crate::http::webhooks`]); a PATCH is
+/// an UPDATE to the patched object, or the CREATE of an apply that creates;
+/// deletecollection is not sent.
 async fn admit_by_webhooks(
     inner: &Inner,
     rt: &ResourceType,
@@ -307,13 +309,45 @@ async fn admit_by_webhooks(
     user: &User,
 ) -> ApiResult<()> {
     let sub = rp.sub.as_deref().unwrap_or("");
+    let ns = rp.ns.as_deref().unwrap_or("");
     let operation = match (method.as_str(), rp.name.as_deref(), sub) {
         ("POST", None, "") => "CREATE",
-        ("PUT", Some(_), "") => "UPDATE",
+        ("PUT", Some(_), "" | "status") => "UPDATE",
         ("DELETE", Some(_), "") => "DELETE",
+        ("PATCH", Some(name), "" | "status") => {
+            let wanted = crate::http::webhooks::any_rule_matches(
+                &inner.state.lock(),
+                &["UPDATE", "CREATE"],
+                rt,
+                sub,
+            );
+            if !wanted {
+                return Ok(());
+            }
+            // a PATCH that fails here fails the same way when it runs: its own error
+            let Ok((operation, old_object, object)) =
+                crate::verbs::patch::preview(&inner.state, rt, ns, name, sub, r)
+            else {
+                return Ok(());
+            };
+            return crate::http::webhooks::admit(
+                &inner.state,
+                crate::http::webhooks::Request {
+                    operation,
+                    rt,
+                    namespace: ns,
+                    name,
+                    subresource: sub,
+                    user,
+                    object: Some(object),
+                    old_object,
+                    dry_run: r.q("dryRun") == Some("All"),
+                },
+            )
+            .await;
+        }
         _ => return Ok(()),
     };
-    let ns = rp.ns.as_deref().unwrap_or("");
     let object = match operation {
         "DELETE" => None,
         _ => Some(r.decode()?),
@@ -343,6 +377,7 @@ async fn admit_by_webhooks(
             rt,
             namespace: ns,
             name: &name,
+            subresource: sub,
             user,
             object,
             old_object,

@@ -5,8 +5,11 @@
 //! `caBundle` (TLS verified with it; `clientConfig.service` is not supported: kubesim
 //! runs no Services, so a webhook naming one fails as unreachable), `failurePolicy`,
 //! `timeoutSeconds`, and the AdmissionReview v1 request and response.
-//! `namespaceSelector` is supported too. Not supported: `matchConditions`, `matchPolicy: Equivalent`, and PATCH and deletecollection
-//! requests (they are not sent to webhooks).
+//! `namespaceSelector` is supported too. A PATCH is admitted as kube-apiserver's patch
+//! handler does: an UPDATE of the stored object to the patched one (a CREATE when an
+//! apply creates); the `status` subresource is matched as `<resource>/status` (rules
+//! `*/*`, `<resource>/*`, `*/status`). Not supported: `matchConditions`, `matchPolicy:
+//! Equivalent`, the `scale` subresource and deletecollection (not sent to webhooks).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +38,8 @@ pub struct Request<'a> {
     pub namespace: &'a str,
     /// Object name.
     pub name: &'a str,
+    /// The subresource ("" or "status").
+    pub subresource: &'a str,
     /// Who sent it.
     pub user: &'a User,
     /// The new object (CREATE, UPDATE).
@@ -63,8 +68,23 @@ fn any_matches(list: &[&str], x: &str) -> bool {
     list.iter().any(|l| *l == "*" || *l == x)
 }
 
-/// True when one of `rules` covers the operation on this type.
-pub fn rules_match(rules: Option<&Value>, operation: &str, rt: &ResourceType) -> bool {
+/// Whether a rule's resource (`pods`, `pods/status`, `*`, `*/*`, `pods/*`, `*/status`)
+/// covers `resource` with `subresource` ("" for none), as kube-apiserver's matcher
+/// (`admission/plugin/webhook/predicates/rules`): `*` alone is every resource but none
+/// of their subresources; a `/*` suffix is the resource and all its subresources.
+fn resource_matches(rule: &str, resource: &str, subresource: &str) -> bool {
+    let (res, sub) = rule.split_once('/').unwrap_or((rule, ""));
+    (res == "*" || res == resource) && (sub == "*" || sub == subresource)
+}
+
+/// True when one of `rules` covers the operation on this type and subresource ("" for
+/// the object itself).
+pub fn rules_match(
+    rules: Option<&Value>,
+    operation: &str,
+    rt: &ResourceType,
+    subresource: &str,
+) -> bool {
     rules
         .and_then(Value::as_array)
         .into_iter()
@@ -80,8 +100,31 @@ pub fn rules_match(rules: Option<&Value>, operation: &str, rt: &ResourceType) ->
                 && any_matches(&strs(rule.get("operations")), operation)
                 && any_matches(&strs(rule.get("apiGroups")), &rt.group)
                 && any_matches(&strs(rule.get("apiVersions")), &rt.version)
-                && any_matches(&strs(rule.get("resources")), &rt.plural)
+                && strs(rule.get("resources"))
+                    .iter()
+                    .any(|r| resource_matches(r, &rt.plural, subresource))
         })
+}
+
+/// Whether any webhook's rules cover the operation (its selectors are not looked at):
+/// a PATCH is previewed only then.
+pub fn any_rule_matches(st: &State, operations: &[&str], rt: &ResourceType, sub: &str) -> bool {
+    let gr = GroupResource {
+        group: "admissionregistration.k8s.io".into(),
+        resource: "validatingwebhookconfigurations".into(),
+    };
+    st.store.list(&gr, None).iter().any(|cfg| {
+        cfg.value
+            .get("webhooks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|h| {
+                operations
+                    .iter()
+                    .any(|op| rules_match(h.get("rules"), op, rt, sub))
+            })
+    })
 }
 
 fn matching_hooks(st: &State, req: &Request<'_>) -> Vec<Hook> {
@@ -100,7 +143,7 @@ fn matching_hooks(st: &State, req: &Request<'_>) -> Vec<Hook> {
             .into_iter()
             .flatten()
         {
-            if !rules_match(hook.get("rules"), req.operation, req.rt) {
+            if !rules_match(hook.get("rules"), req.operation, req.rt, req.subresource) {
                 continue;
             }
             // an unparsable selector matches nothing, as kube-apiserver's webhook
@@ -170,6 +213,7 @@ fn review(req: &Request<'_>) -> Value {
             "requestResource": gvr,
             "name": req.name,
             "namespace": req.namespace,
+            "subResource": (!req.subresource.is_empty()).then_some(req.subresource),
             "operation": req.operation,
             "userInfo": req.user.info(),
             "object": req.object,
@@ -403,13 +447,40 @@ mod tests {
             ),
             (json!([]), "DELETE", &deploy, false),
             (Value::Null, "DELETE", &deploy, false),
+            (rule("*", "*", "*/*", "*", None), "DELETE", &deploy, true),
+            // `<resource>/*` is the resource itself too (kube's matcher)
+            (
+                rule("*", "*", "deployments/*", "*", None),
+                "DELETE",
+                &deploy,
+                true,
+            ),
         ];
         for (rules, op, rt, want) in cases {
             assert_eq!(
-                rules_match(Some(&rules), op, rt),
+                rules_match(Some(&rules), op, rt, ""),
                 want,
                 "{rules} {op} {}",
                 rt.plural
+            );
+        }
+        // subresources: `*` is no subresource, `*/*`, `<resource>/*`, `*/<sub>` and
+        // `<resource>/<sub>` are
+        let r = |res: &str| json!([{"apiGroups": ["*"], "apiVersions": ["*"], "resources": [res], "operations": ["UPDATE"]}]);
+        for (res, want) in [
+            ("*", false),
+            ("deployments", false),
+            ("*/*", true),
+            ("deployments/*", true),
+            ("*/status", true),
+            ("deployments/status", true),
+            ("deployments/scale", false),
+            ("statefulsets/status", false),
+        ] {
+            assert_eq!(
+                rules_match(Some(&r(res)), "UPDATE", &deploy, "status"),
+                want,
+                "{res}"
             );
         }
     }

@@ -1,5 +1,7 @@
 //! PATCH: JSON patch, merge patch, strategic merge patch and server-side apply.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -12,13 +14,24 @@ use crate::state::patch::{json_patch, merge_patch, strategic_merge_patch};
 use crate::state::registry::ResourceType;
 use crate::state::ssa::ApplyRequest;
 use crate::state::ssa::fields::Scope;
-use crate::state::stored::meta_str;
+use crate::state::stored::{StoredObj, meta_str};
 use crate::state::{convert, ssa};
 use crate::verbs::admit::{check_namespace, check_type, scope, shape};
 use crate::verbs::create::create_locked;
 use crate::verbs::output::client_value;
 use crate::verbs::request::Req;
 use crate::verbs::update::{finish_update, merge_for_update};
+
+/// What a PATCH writes: the stored object and its new state, or (an apply that
+/// creates) a new object.
+enum Outcome {
+    Update {
+        cur: Arc<StoredObj>,
+        new: Value,
+        manager: Option<String>,
+    },
+    Create(Value),
+}
 
 /// PATCH: json-patch, merge-patch, strategic-merge-patch, apply.
 pub fn patch(
@@ -29,9 +42,45 @@ pub fn patch(
     sub: &str,
     r: &mut Req,
 ) -> ApiResult<(u16, Bytes)> {
-    let ct = r.content_type.clone();
+    let mut st = state.lock();
+    match outcome(&st, rt, ns, name, sub, r)? {
+        Outcome::Update { cur, new, manager } => {
+            finish_update(&mut st, rt, &cur, new, sub, r, manager.as_deref())
+        }
+        Outcome::Create(obj) => create_locked(&mut st, rt, obj, r, Some(())),
+    }
+}
+
+/// What validating webhooks are asked about a PATCH, as kube-apiserver's patch
+/// handler admits it: an UPDATE of the stored object to the patched one, or the CREATE
+/// an apply turns into; (operation, old object, new object). The PATCH itself then
+/// runs as usual (and meets any change made meanwhile).
+pub fn preview(
+    state: &Mutex<State>,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    sub: &str,
+    r: &Req,
+) -> ApiResult<(&'static str, Option<Value>, Value)> {
+    let st = state.lock();
+    Ok(match outcome(&st, rt, ns, name, sub, r)? {
+        Outcome::Update { cur, new, .. } => ("UPDATE", Some(cur.value.clone()), new),
+        Outcome::Create(obj) => ("CREATE", None, obj),
+    })
+}
+
+fn outcome(
+    st: &State,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+    sub: &str,
+    r: &Req,
+) -> ApiResult<Outcome> {
+    let ct = r.content_type.as_str();
     if ct == "application/apply-patch+yaml" {
-        return apply(state, rt, ns, name, sub, r);
+        return apply(st, rt, ns, name, sub, r);
     }
     let mut allowed = vec![
         "application/json-patch+json",
@@ -41,18 +90,17 @@ pub fn patch(
     if rt.crd.is_none() {
         allowed.push("application/strategic-merge-patch+json");
     }
-    if !allowed.contains(&ct.as_str()) {
-        return Err(ApiError::unsupported_media(&ct, &allowed));
+    if !allowed.contains(&ct) {
+        return Err(ApiError::unsupported_media(ct, &allowed));
     }
     let p: Value = serde_json::from_slice(&r.body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-    let mut st = state.lock();
     let cur = st
         .store
         .get(&rt.group_resource(), ns, name)
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
     let base = client_value(rt, &cur.value);
-    let patched = match ct.as_str() {
+    let patched = match ct {
         "application/json-patch+json" => json_patch(&base, &p)?,
         "application/merge-patch+json" => merge_patch(&base, &p)?,
         _ => strategic_merge_patch(&base, &p)?,
@@ -77,18 +125,21 @@ pub fn patch(
     }
     check_type(rt, &patched)?;
     let new = merge_for_update(rt, &cur.value, patched, sub);
-    let manager = r.manager();
-    finish_update(&mut st, rt, &cur, new, sub, r, Some(&manager))
+    Ok(Outcome::Update {
+        cur,
+        new,
+        manager: Some(r.manager()),
+    })
 }
 
 fn apply(
-    state: &Mutex<State>,
+    st: &State,
     rt: &ResourceType,
     ns: &str,
     name: &str,
     sub: &str,
-    r: &mut Req,
-) -> ApiResult<(u16, Bytes)> {
+    r: &Req,
+) -> ApiResult<Outcome> {
     let manager = match r.q("fieldManager") {
         Some(m) if !m.is_empty() => m.to_string(),
         _ => {
@@ -116,7 +167,6 @@ fn apply(
         subresource: if sub == "status" { "status" } else { "" },
         scope: scope(rt, sub),
     };
-    let mut st = state.lock();
     let conflict =
         |c: Vec<(String, String)>| ApiError::apply_conflict(&rt.group, &rt.plural, name, &c);
     match st.store.get(&rt.group_resource(), ns, name) {
@@ -147,12 +197,16 @@ fn apply(
                 ..req
             };
             let obj = ssa::apply(&base, &applied, shape(rt), &req).map_err(conflict)?;
-            create_locked(&mut st, rt, obj, r, Some(()))
+            Ok(Outcome::Create(obj))
         }
         Some(cur) => {
             let shown = convert::from_storage(rt, &cur.value);
             let new = ssa::apply(&shown, &applied, shape(rt), &req).map_err(conflict)?;
-            finish_update(&mut st, rt, &cur, new, sub, r, None)
+            Ok(Outcome::Update {
+                cur,
+                new,
+                manager: None,
+            })
         }
     }
 }

@@ -337,3 +337,133 @@ async fn a_namespace_selector_picks_the_namespaces_whose_objects_are_sent() {
         }
     }
 }
+
+/// kube-apiserver admits a PATCH as an UPDATE of the stored object to the patched one
+/// (merge, JSON and strategic patches and server-side apply), an apply that creates as
+/// a CREATE, and sends `<resource>/status` writes with `subResource: status` only to
+/// webhooks whose rules name the subresource.
+#[tokio::test]
+async fn patches_and_status_writes_are_admitted_as_updates_and_creates() {
+    let env = start().await;
+    let answer: Answer = Arc::new(|req: &Value| {
+        if req["object"]["data"]["bad"] == "1" || req["object"]["status"]["bad"] == "1" {
+            json!({"allowed": false, "status": {"code": 403, "message": "no bad data"}})
+        } else {
+            json!({"allowed": true})
+        }
+    });
+    let hook = webhook(Duration::ZERO, answer).await;
+    configure(
+        &env.client,
+        &hook.ca_pem,
+        &hook.url,
+        json!({"rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps", "namespaces/status"], "operations": ["CREATE", "UPDATE"]}]}),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &cm("x", json!({}), json!({"bad": "0"})),
+    )
+    .await
+    .unwrap();
+    let bad = json!({"data": {"bad": "1"}});
+    for (what, patch) in [
+        ("merge", Patch::Merge(bad.clone())),
+        ("strategic", Patch::Strategic(bad.clone())),
+        (
+            "json",
+            Patch::Json(
+                serde_json::from_value(
+                    json!([{"op": "replace", "path": "/data/bad", "value": "1"}]),
+                )
+                .unwrap(),
+            ),
+        ),
+        (
+            "apply",
+            Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"bad": "1"}}),
+            ),
+        ),
+    ] {
+        let pp = match patch {
+            Patch::Apply(_) => PatchParams::apply("tester").force(),
+            _ => PatchParams::default(),
+        };
+        let err = cms.patch("x", &pp, &patch).await.expect_err(what);
+        assert_eq!(
+            (code(&err), message(&err).as_str()),
+            (
+                403,
+                "admission webhook \"check.example.com\" denied the request: no bad data"
+            ),
+            "{what}"
+        );
+        let last = hook.seen.lock().last().cloned().unwrap();
+        assert_eq!(last["request"]["operation"], "UPDATE", "{what}");
+        assert_eq!(last["request"]["oldObject"]["data"]["bad"], "0", "{what}");
+        assert!(
+            last["request"]
+                .get("subResource")
+                .is_none_or(Value::is_null),
+            "{what}"
+        );
+    }
+    assert_eq!(
+        cms.get("x").await.unwrap().data.unwrap()["bad"],
+        "0",
+        "nothing written"
+    );
+    // an allowed patch goes through; an apply that creates is a CREATE
+    cms.patch(
+        "x",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"bad": "0", "ok": "1"}})),
+    )
+    .await
+    .unwrap();
+    let pp = PatchParams::apply("tester");
+    let err = cms
+        .patch("new", &pp, &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "new"}, "data": {"bad": "1"}})))
+        .await
+        .expect_err("the create is denied");
+    assert_eq!(code(&err), 403);
+    let last = hook.seen.lock().last().cloned().unwrap();
+    assert_eq!(last["request"]["operation"], "CREATE");
+    assert!(last["request"]["oldObject"].is_null());
+    assert!(cms.get_opt("new").await.unwrap().is_none());
+
+    // a status write: sent to a rule naming the subresource, with subResource
+    namespace(&env.client, "other").await;
+    let seen = hook.seen.lock().len();
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client.clone());
+    nss.patch(
+        "other",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        hook.seen.lock().len(),
+        seen,
+        "a namespace itself is not sent"
+    );
+    nss.patch_status(
+        "other",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Active"}})),
+    )
+    .await
+    .unwrap();
+    let last = hook.seen.lock().last().cloned().unwrap();
+    assert_eq!(hook.seen.lock().len(), seen + 1);
+    assert_eq!(
+        (
+            &last["request"]["operation"],
+            &last["request"]["subResource"]
+        ),
+        (&json!("UPDATE"), &json!("status"))
+    );
+}
