@@ -1,8 +1,10 @@
-//! Deletion protection (federation.md §8 G.50): `causeway webhook` serves the
-//! validating admission webhook `POST /validate-deletion`, which denies the DELETE of
-//! any object labelled `causeway.io/deletion-protected: Always` and allows everything
-//! else. The ValidatingWebhookConfiguration (deploy/webhook) sends it only DELETEs of
-//! labelled objects; the check here does not rely on that.
+//! `causeway webhook`: Causeway's validating admission webhooks.
+//!
+//! - Deletion protection (federation.md §8 G.50), `POST /validate-deletion`: denies the
+//!   DELETE of any object labelled `causeway.io/deletion-protected: Always` and allows
+//!   everything else. Its ValidatingWebhookConfiguration (deploy/webhook) sends it only
+//!   DELETEs of labelled objects; the check here does not rely on that.
+//! - Who may write the MCS API (API-9, API-10), `POST /validate-mcs`: [`mcs`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,7 +19,9 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// The path kube-apiserver POSTs AdmissionReviews to.
+pub mod mcs;
+
+/// The path kube-apiserver POSTs deletion AdmissionReviews to.
 pub const PATH: &str = "/validate-deletion";
 
 /// AdmissionReviews larger than this are refused (kube-apiserver sends at most ~3 MiB
@@ -40,6 +44,8 @@ pub struct WebhookArgs {
     /// Address for /metrics, /healthz and /readyz (plain HTTP).
     #[arg(long, default_value = "127.0.0.1:8481")]
     pub metrics: SocketAddr,
+    #[command(flatten)]
+    pub mcs: mcs::McsPolicy,
     #[command(flatten)]
     pub log: causeway_runtime::log::LogArgs,
 }
@@ -89,14 +95,14 @@ impl Metrics {
 /// Runs the webhook until Ctrl-C or SIGTERM.
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let (listener, tls) = listen(args.addr, &args.cert, &args.key).await?;
-    tracing::info!(addr = %listener.local_addr()?, path = PATH, "serving the deletion-protection webhook");
+    tracing::info!(addr = %listener.local_addr()?, deletion = PATH, mcs = mcs::PATH, "serving the admission webhooks");
     let stop = CancellationToken::new();
     causeway_runtime::signal::cancel_on_signal(stop.clone());
     let metrics = Metrics::new();
     let admin = causeway_runtime::admin::bind(args.metrics, "--metrics").await?;
     tracing::info!(addr = %admin.local_addr()?, "serving /metrics, /healthz, /livez, /readyz");
     causeway_runtime::admin::serve(admin, metrics.endpoints(), stop.clone());
-    serve(listener, tls, metrics, stop).await;
+    serve(listener, tls, metrics, Arc::new(args.mcs), stop).await;
     Ok(())
 }
 
@@ -120,16 +126,17 @@ pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> anyhow::Result<rustls::
     causeway_runtime::https::server_config(cert_pem, key_pem, "--cert", "--key")
 }
 
-/// Serves the webhook on `listener` until `stop`.
+/// Serves the webhooks on `listener` until `stop`.
 pub async fn serve(
     listener: TcpListener,
     tls: rustls::ServerConfig,
     metrics: Arc<Metrics>,
+    policy: Arc<mcs::McsPolicy>,
     stop: CancellationToken,
 ) {
     causeway_runtime::https::serve(listener, tls, "webhook", stop, move |req, _| {
-        let metrics = metrics.clone();
-        async move { handle(req, &metrics).await }
+        let (metrics, policy) = (metrics.clone(), policy.clone());
+        async move { handle(req, &metrics, &policy).await }
     })
     .await
 }
@@ -137,13 +144,19 @@ pub async fn serve(
 async fn handle(
     req: http::Request<hyper::body::Incoming>,
     metrics: &Metrics,
+    policy: &mcs::McsPolicy,
 ) -> Response<Full<Bytes>> {
-    if req.uri().path() != PATH || req.method() != Method::POST {
+    let path = req.uri().path();
+    if req.method() != Method::POST || (path != PATH && path != mcs::PATH) {
         return reply(
             StatusCode::NOT_FOUND,
-            format!("not found: POST AdmissionReviews to {PATH}"),
+            format!(
+                "not found: POST AdmissionReviews to {PATH} (deletion protection) or {} (the MCS API's writers)",
+                mcs::PATH
+            ),
         );
     }
+    let mcs_review = path == mcs::PATH;
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
@@ -155,7 +168,11 @@ async fn handle(
     };
     match serde_json::from_slice::<Value>(&body) {
         Ok(review) if review.pointer("/request/uid").is_some() => {
-            let answer = review_response(&review);
+            let answer = if mcs_review {
+                mcs::review_response(&review, policy)
+            } else {
+                review_response(&review)
+            };
             let allowed = answer.pointer("/response/allowed") == Some(&Value::Bool(true));
             metrics.count(if allowed { "allowed" } else { "denied" });
             let mut r = reply(StatusCode::OK, answer.to_string());

@@ -23,6 +23,7 @@ mod mci_exports;
 mod mci_grpc;
 mod mci_proxy;
 mod mcs;
+mod mcs_admission;
 mod mcs_members;
 mod mcs_status;
 mod mcs_support;

@@ -184,8 +184,12 @@ async fn rotated_member_credentials_are_picked_up_without_a_restart() {
     assert_eq!(ready.1, "Exported");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn least_privilege_rbac_from_deploy_is_enough() {
+/// Two members, c0 and c1, joined with deploy/'s RBAC applied everywhere (with real
+/// kubectl) and service-account tokens bound only to those roles; the controller stopped,
+/// and a hub client with the controller's token to start it as. The kubeconfigs (one
+/// context per cluster, admin) are in the returned directory.
+pub(crate) async fn least_privileged() -> (Mcs, kube::Client, tempfile::TempDir, std::path::PathBuf)
+{
     let opts = causeway_e2e::Options {
         members: vec!["c0".into(), "c1".into()],
         ..Default::default()
@@ -242,6 +246,13 @@ async fn least_privilege_rbac_from_deploy_is_enough() {
     let restricted = causeway_controllers::clusters::join::client_for(&hub_access)
         .await
         .unwrap();
+    (owned, restricted, dir, kc)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn least_privilege_rbac_from_deploy_is_enough() {
+    let (owned, restricted, _dir, _) = least_privileged().await;
+    let m = &owned;
     // RBAC is really enforced: the controller's token cannot read Secrets outside causeway-system
     let err = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(restricted.clone(), "default")
         .list(&ListParams::default())

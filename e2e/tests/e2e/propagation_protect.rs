@@ -5,10 +5,8 @@
 //! label is removed, the delete goes through.
 
 use causeway_controllers::webhook;
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-use crate::support::{Env, repo};
+use crate::support::{Env, Webhook};
 
 const APP: &str = r#"
 apiVersion: apps/v1
@@ -31,40 +29,18 @@ spec:
         - {name: web, image: nginx:1.27}
 "#;
 
-/// deploy/webhook's configuration, sent to `url` and trusting `ca_pem` instead of the
-/// in-cluster Service (kubesim runs no Services).
-fn configuration(url: &str, ca_pem: &str) -> Value {
-    let path = repo().join("deploy/webhook/validatingwebhookconfiguration.yaml");
-    let text = std::fs::read_to_string(&path).expect("the deploy manifest");
-    let mut cfg: Value = serde_saphyr::from_str(&text).expect("the deploy manifest parses");
-    let ca =
-        serde_json::to_value(k8s_openapi::ByteString(ca_pem.as_bytes().to_vec())).expect("base64");
-    cfg["webhooks"][0]["clientConfig"] = json!({"url": url, "caBundle": ca});
-    cfg
-}
-
 #[tokio::test]
 async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
     let env = Env::start().await;
-    let pki = kubesim::http::tls::Pki::generate("webhook", &["127.0.0.1".into()]).unwrap();
-    let cert = env.file("tls.crt", &pki.server_cert_pem);
-    let key = env.file("tls.key", &pki.server_key_pem);
-    let (listener, tls) =
-        webhook::listen("127.0.0.1:0".parse().unwrap(), cert.as_ref(), key.as_ref())
-            .await
-            .unwrap();
-    let url = format!(
-        "https://{}{}",
-        listener.local_addr().unwrap(),
-        webhook::PATH
-    );
-    let stop = CancellationToken::new();
-    let metrics = webhook::Metrics::new();
-    let server = tokio::spawn(webhook::serve(listener, tls, metrics.clone(), stop.clone()));
-
+    let hook = Webhook::start().await;
     let cfg = env.file(
         "webhook.json",
-        &configuration(&url, &pki.ca_pem).to_string(),
+        &hook
+            .configuration(
+                "deploy/webhook/validatingwebhookconfiguration.yaml",
+                webhook::PATH,
+            )
+            .to_string(),
     );
     env.ok(&["apply", "-f", &cfg]).await;
     let app = env.file("app.yaml", APP);
@@ -80,7 +56,7 @@ async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
         "{err}"
     );
     env.ok(&["get", "deployment", "web"]).await;
-    let counted = (metrics.endpoints().metrics)();
+    let counted = hook.counted();
     assert!(
         counted.contains("causeway_webhook_reviews_total{decision=\"denied\"} 1"),
         "{counted}"
@@ -115,6 +91,5 @@ async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
     assert!(left.status.success());
     assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "", "deleted");
 
-    stop.cancel();
-    server.await.unwrap();
+    hook.stop().await;
 }

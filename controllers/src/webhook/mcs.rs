@@ -1,0 +1,414 @@
+//! Who may write the MCS API (KEP-1645, API-9 and API-10), for `causeway webhook`'s
+//! `POST /validate-mcs` (deploy/webhook/mcs-admission.yaml sends it the writes):
+//!
+//! - **ServiceImports** are the MCS controller's: a create, update (of the object or its
+//!   status) or delete is allowed only for cluster admins (`system:masters`) and the
+//!   identities Causeway's controllers run as (`--mcs-writer`); a delete also for the
+//!   `kube-system` service accounts (the namespace controller and the garbage
+//!   collector). Users export with ServiceExports instead.
+//! - **ServiceExports** in the protected namespaces (`--protected-export-namespaces`,
+//!   default `kube-system,default`) may be created or updated only by cluster admins,
+//!   the `--mcs-writer` identities (a propagated ServiceExport is written by Causeway)
+//!   and the members of `--protected-exporters-group`.
+//!
+//! RBAC still decides first (deploy/rbac/member.yaml gives namespace editors read-only
+//! ServiceImports); this check holds even when a role grants more.
+
+use serde_json::{Value, json};
+
+/// The path kube-apiserver POSTs the MCS API's AdmissionReviews to.
+pub const PATH: &str = "/validate-mcs";
+
+/// The group of cluster admins.
+const ADMINS: &str = "system:masters";
+
+/// Service accounts of `kube-system` (the core controllers).
+const KUBE_SYSTEM_SA: &str = "system:serviceaccount:kube-system:";
+
+/// The flags of the MCS check.
+#[derive(Clone, Debug, clap::Args)]
+pub struct McsPolicy {
+    /// A user besides cluster admins (`system:masters`) who may write ServiceImports and
+    /// ServiceExports in protected namespaces: the identities Causeway's controllers
+    /// run as (repeat the flag for each; the defaults are deploy/'s service accounts:
+    /// the hub controller, and a member's push-mode and pull-mode agents).
+    #[arg(
+        long = "mcs-writer",
+        value_name = "USER",
+        default_values = [
+            "system:serviceaccount:causeway-system:causeway-controller",
+            "system:serviceaccount:causeway-system:causeway-hub",
+            "system:serviceaccount:causeway-system:causeway-agent",
+        ]
+    )]
+    pub writers: Vec<String>,
+    /// Namespaces whose ServiceExports only cluster admins, `--mcs-writer` users and
+    /// `--protected-exporters-group` members may create or change (comma-separated;
+    /// "" for none).
+    #[arg(
+        long,
+        value_name = "NAMESPACES",
+        value_delimiter = ',',
+        default_value = "kube-system,default"
+    )]
+    pub protected_export_namespaces: Vec<String>,
+    /// The group whose members may export from the protected namespaces.
+    #[arg(
+        long,
+        value_name = "GROUP",
+        default_value = "causeway:protected-exporters"
+    )]
+    pub protected_exporters_group: String,
+}
+
+impl Default for McsPolicy {
+    fn default() -> Self {
+        <McsPolicy as clap::FromArgMatches>::from_arg_matches(
+            &<McsPolicy as clap::Args>::augment_args(clap::Command::new("x"))
+                .get_matches_from(["x"]),
+        )
+        .expect("the defaults parse")
+    }
+}
+
+/// The AdmissionReview answering `review` under `policy`.
+pub fn review_response(review: &Value, policy: &McsPolicy) -> Value {
+    let req = &review["request"];
+    let response = match denial(req, policy) {
+        None => json!({"uid": req["uid"], "allowed": true}),
+        Some(message) => json!({
+            "uid": req["uid"],
+            "allowed": false,
+            "status": {"code": 403, "reason": "Forbidden", "message": message},
+        }),
+    };
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+}
+
+/// Why the request is denied, or `None`.
+fn denial(req: &Value, policy: &McsPolicy) -> Option<String> {
+    let user = req["userInfo"]["username"].as_str().unwrap_or("");
+    let groups: Vec<&str> = req["userInfo"]["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if groups.contains(&ADMINS) || policy.writers.iter().any(|w| w == user) {
+        return None;
+    }
+    if req["resource"]["group"] != "multicluster.x-k8s.io" {
+        return None;
+    }
+    let op = req["operation"].as_str().unwrap_or("");
+    let ns = req["namespace"].as_str().unwrap_or("");
+    let name = req["name"].as_str().unwrap_or("");
+    let verb = match op {
+        "CREATE" => "create",
+        "UPDATE" => "change",
+        "DELETE" => "delete",
+        _ => return None,
+    };
+    let user_shown = if user.is_empty() { "anonymous" } else { user };
+    match req["resource"]["resource"].as_str().unwrap_or("") {
+        "serviceimports" => {
+            if op == "DELETE" && user.starts_with(KUBE_SYSTEM_SA) {
+                return None;
+            }
+            let what = match req["subResource"].as_str() {
+                Some("status") => "the status of ServiceImport",
+                _ => "ServiceImport",
+            };
+            Some(format!(
+                "{user_shown} may not {verb} {what} {ns}/{name}: ServiceImports are written only by \
+                 the MCS controller (KEP-1645), which derives them from the ServiceExports of every \
+                 cluster. Export the Service with a ServiceExport in each cluster that serves it \
+                 instead (kubectl create -f serviceexport.yaml -n {ns}); cluster admins and the \
+                 `causeway webhook --mcs-writer` identities may write ServiceImports"
+            ))
+        }
+        "serviceexports"
+            if op != "DELETE"
+                && policy
+                    .protected_export_namespaces
+                    .iter()
+                    .any(|p| !p.is_empty() && p == ns)
+                && !groups.contains(&policy.protected_exporters_group.as_str()) =>
+        {
+            Some(format!(
+                "{user_shown} may not {verb} ServiceExport {ns}/{name}: exporting from namespace \
+                 {ns} makes its Services reachable from every cluster of the clusterset, so only \
+                 cluster admins and members of group {} may do it (KEP-1645; \
+                 `causeway webhook --protected-export-namespaces`)",
+                policy.protected_exporters_group
+            ))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn review(
+        op: &str,
+        resource: &str,
+        sub: Option<&str>,
+        ns: &str,
+        user: &str,
+        groups: &[&str],
+    ) -> Value {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u-1", "operation": op, "name": "web", "namespace": ns,
+            "resource": {"group": "multicluster.x-k8s.io", "version": "v1alpha1", "resource": resource},
+            "subResource": sub,
+            "userInfo": {"username": user, "groups": groups},
+        }})
+    }
+
+    const EDITOR: &str = "alice";
+    const CONTROLLER: &str = "system:serviceaccount:causeway-system:causeway-controller";
+    const AGENT: &str = "system:serviceaccount:causeway-system:causeway-agent";
+    const GC: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
+
+    #[test]
+    fn who_may_write_serviceimports_and_protected_serviceexports() {
+        let p = McsPolicy::default();
+        let authn = &["system:authenticated"][..];
+        // (operation, resource, subresource, namespace, user, groups, allowed)
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            Option<&'a str>,
+            &'a str,
+            &'a str,
+            &'a [&'a str],
+            bool,
+        );
+        let cases: &[Case] = &[
+            // ServiceImports: the controllers and admins only, whatever the namespace
+            (
+                "CREATE",
+                "serviceimports",
+                None,
+                "shop",
+                EDITOR,
+                authn,
+                false,
+            ),
+            (
+                "UPDATE",
+                "serviceimports",
+                None,
+                "shop",
+                EDITOR,
+                authn,
+                false,
+            ),
+            (
+                "UPDATE",
+                "serviceimports",
+                Some("status"),
+                "shop",
+                EDITOR,
+                authn,
+                false,
+            ),
+            (
+                "DELETE",
+                "serviceimports",
+                None,
+                "shop",
+                EDITOR,
+                authn,
+                false,
+            ),
+            (
+                "CREATE",
+                "serviceimports",
+                None,
+                "shop",
+                CONTROLLER,
+                authn,
+                true,
+            ),
+            (
+                "UPDATE",
+                "serviceimports",
+                Some("status"),
+                "shop",
+                AGENT,
+                authn,
+                true,
+            ),
+            (
+                "CREATE",
+                "serviceimports",
+                None,
+                "shop",
+                "root",
+                &["system:masters"],
+                true,
+            ),
+            ("DELETE", "serviceimports", None, "shop", GC, authn, true),
+            ("CREATE", "serviceimports", None, "shop", GC, authn, false),
+            // ServiceExports: anyone RBAC lets, except in the protected namespaces
+            (
+                "CREATE",
+                "serviceexports",
+                None,
+                "shop",
+                EDITOR,
+                authn,
+                true,
+            ),
+            (
+                "CREATE",
+                "serviceexports",
+                None,
+                "default",
+                EDITOR,
+                authn,
+                false,
+            ),
+            (
+                "UPDATE",
+                "serviceexports",
+                None,
+                "kube-system",
+                EDITOR,
+                authn,
+                false,
+            ),
+            (
+                "DELETE",
+                "serviceexports",
+                None,
+                "kube-system",
+                EDITOR,
+                authn,
+                true,
+            ),
+            (
+                "CREATE",
+                "serviceexports",
+                None,
+                "default",
+                EDITOR,
+                &["causeway:protected-exporters"],
+                true,
+            ),
+            (
+                "CREATE",
+                "serviceexports",
+                None,
+                "default",
+                "root",
+                &["system:masters"],
+                true,
+            ),
+            (
+                "CREATE",
+                "serviceexports",
+                None,
+                "default",
+                AGENT,
+                authn,
+                true,
+            ),
+        ];
+        for (op, res, sub, ns, user, groups, allowed) in cases {
+            let r = review_response(&review(op, res, *sub, ns, user, groups), &p);
+            assert_eq!(r["response"]["uid"], "u-1");
+            assert_eq!(
+                r["response"]["allowed"], *allowed,
+                "{op} {res}/{sub:?} in {ns} by {user} {groups:?}: {r}"
+            );
+        }
+        // other groups' resources are not this check's business
+        let mut other = review("CREATE", "serviceimports", None, "shop", EDITOR, authn);
+        other["request"]["resource"]["group"] = json!("example.com");
+        assert_eq!(review_response(&other, &p)["response"]["allowed"], true);
+    }
+
+    #[test]
+    fn denials_say_what_to_do_instead() {
+        let p = McsPolicy::default();
+        let r = review_response(
+            &review("CREATE", "serviceimports", None, "shop", EDITOR, &[]),
+            &p,
+        );
+        assert_eq!(r["response"]["status"]["code"], 403);
+        let m = r["response"]["status"]["message"].as_str().unwrap();
+        for part in [
+            "alice may not create ServiceImport shop/web",
+            "written only by the MCS controller",
+            "Export the Service with a ServiceExport",
+            "--mcs-writer",
+        ] {
+            assert!(m.contains(part), "{part:?} in {m}");
+        }
+        let r = review_response(
+            &review("UPDATE", "serviceimports", Some("status"), "shop", "", &[]),
+            &p,
+        );
+        let m = r["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            m.starts_with("anonymous may not change the status of ServiceImport shop/web"),
+            "{m}"
+        );
+        let r = review_response(
+            &review("CREATE", "serviceexports", None, "kube-system", EDITOR, &[]),
+            &p,
+        );
+        let m = r["response"]["status"]["message"].as_str().unwrap();
+        assert!(
+            m.contains("alice may not create ServiceExport kube-system/web")
+                && m.contains("members of group causeway:protected-exporters"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn the_protected_namespaces_and_group_are_flags() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            p: McsPolicy,
+        }
+        let c = Cli::parse_from([
+            "x",
+            "--protected-export-namespaces",
+            "payments",
+            "--protected-exporters-group",
+            "exporters",
+            "--mcs-writer",
+            "me",
+        ]);
+        let r = |ns: &str, user: &str, groups: &[&str]| {
+            review_response(
+                &review("CREATE", "serviceexports", None, ns, user, groups),
+                &c.p,
+            )["response"]["allowed"]
+                .clone()
+        };
+        assert_eq!(r("default", EDITOR, &[]), true);
+        assert_eq!(r("payments", EDITOR, &[]), false);
+        assert_eq!(r("payments", EDITOR, &["exporters"]), true);
+        assert_eq!(r("payments", "me", &[]), true);
+        assert_eq!(
+            r("payments", AGENT, &[]),
+            false,
+            "the defaults are replaced"
+        );
+        let none = Cli::parse_from(["x", "--protected-export-namespaces", ""]);
+        assert!(
+            none.p
+                .protected_export_namespaces
+                .iter()
+                .all(|n| n.is_empty())
+        );
+    }
+}
