@@ -28,8 +28,21 @@ apiVersion: causeway.io/v1alpha1
 kind: PropagationPolicy
 metadata: {name: web-service, namespace: demo}
 spec:
-  resourceSelectors: [{apiVersion: v1, kind: Service, name: web}]
+  resourceSelectors: [{apiVersion: v1, kind: Service, name: web}, {apiVersion: v1, kind: Service, name: taken}]
   placement: {clusterAffinity: {clusterNames: [east, west]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: taken, namespace: demo}
+spec:
+  ports: [{name: http, port: 80, protocol: TCP}]
+---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: propagate-service-taken, namespace: demo}
+spec:
+  resourceSelectors: [{apiVersion: v1, kind: ConfigMap, name: unrelated}]
+  placement: {clusterAffinity: {clusterNames: [east]}}
 ---
 apiVersion: v1
 kind: Service
@@ -51,6 +64,7 @@ spec:
       paths:
       - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
       - {path: /own, pathType: Prefix, backend: {service: {name: own, port: {number: 80}}}}
+      - {path: /taken, pathType: Prefix, backend: {service: {name: taken, port: {number: 80}}}}
 "#;
 
 fn labels(v: &Value) -> String {
@@ -136,6 +150,43 @@ async fn an_mcis_backends_are_exported_where_the_hub_places_them_and_withdrawn_a
         .await
         .is_none()
     );
+
+    // a policy named as Causeway would name taken's is someone else's: left as it is,
+    // and the MCI gets a Warning Event saying so
+    let events = eventually("a BackendNotExported Event on the MCI", WAIT, || async {
+        let list = get(&env, "hub", &["-n", "demo", "events"]).await?;
+        let found: Vec<Value> = list["items"]
+            .as_array()?
+            .iter()
+            .filter(|e| {
+                e["reason"] == "BackendNotExported" && e["involvedObject"]["name"] == "shop"
+            })
+            .cloned()
+            .collect();
+        (!found.is_empty()).then_some(found)
+    })
+    .await;
+    let note = events[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        note.contains(
+            "PropagationPolicy demo/propagate-service-taken exists and is not Causeway's"
+        ) && note.contains("backend Service taken"),
+        "{note}"
+    );
+    assert_eq!(events[0]["type"], "Warning");
+    let foreign = get(
+        &env,
+        "hub",
+        &["-n", "demo", "propagationpolicy", "propagate-service-taken"],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        foreign.pointer("/spec/resourceSelectors/0/kind"),
+        Some(&Value::from("ConfigMap")),
+        "untouched"
+    );
+    assert_eq!(labels(&foreign), "");
 
     // no MCI names web any more: its export and policy go, and the members' exports
     env.ok(&["-n", "demo", "delete", "mci", "shop"]).await;

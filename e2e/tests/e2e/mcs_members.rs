@@ -584,3 +584,76 @@ async fn membership_properties_live_exactly_as_long_as_the_membership() {
     tokio::time::sleep(crate::mcs_support::CONSISTENT).await;
     assert_eq!(props(1).await.get("clusterset.k8s.io"), None);
 }
+
+/// A member that cannot carry the KEP-2149 properties still takes part, and its Cluster
+/// says why: one without the About API (`AboutAPIMissing`, naming `causeway crds
+/// install`), one whose Causeway identity may not list ClusterProperties
+/// (`ClusterPropertiesForbidden`, naming the RBAC file to apply).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_cannot_carry_the_properties_is_named_with_the_fix() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let (owned, restricted, _dir, _) = least_privileged().await;
+    let m = &owned;
+    // c0: Causeway's role there loses its About API rules
+    let roles: Api<ClusterRole> = Api::all(m.c(0));
+    let mut role = roles.get("causeway:member").await.unwrap();
+    role.rules
+        .as_mut()
+        .unwrap()
+        .retain(|r| !r.api_groups.iter().flatten().any(|g| g == "about.k8s.io"));
+    role.metadata.managed_fields = None;
+    roles
+        .replace("causeway:member", &Default::default(), &role)
+        .await
+        .unwrap();
+    // c1: no About API at all
+    let crds: Api<CustomResourceDefinition> = Api::all(m.c(1));
+    crds.delete("clusterproperties.about.k8s.io", &Default::default())
+        .await
+        .unwrap();
+    eventually("c1 no longer serves ClusterProperties", PRESENT, || async {
+        let api: Api<causeway_crds::about::v1beta1::ClusterProperty> = Api::all(m.c(1));
+        api.list(&Default::default()).await.is_err().then_some(())
+    })
+    .await;
+    let ctl = m.cs.start_controller_as(restricted).unwrap();
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(m.hub.clone());
+    for (cluster, reason, fix) in [
+        (
+            "c0",
+            "ClusterPropertiesForbidden",
+            "apply this release's deploy/rbac/member.yaml in the member",
+        ),
+        (
+            "c1",
+            "AboutAPIMissing",
+            "run `causeway crds install` against the member",
+        ),
+    ] {
+        let ev = eventually(&format!("{reason} on {cluster}"), PRESENT, || async {
+            events
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(cluster)
+                })
+        })
+        .await;
+        assert_eq!(ev.type_.as_deref(), Some("Warning"));
+        let note = ev.note.unwrap_or_default();
+        assert!(note.contains(fix), "{reason}: {note}");
+    }
+    // both still take part: an export from c0 is imported in c1
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("imported in c1", PRESENT, || async {
+        m.si(1, "hello").await.filter(|s| !s.spec.ips.is_empty())
+    })
+    .await;
+    ctl.stop().await;
+}
