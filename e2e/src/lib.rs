@@ -40,6 +40,10 @@ pub struct Options {
     pub node_capacity: kubesim::NodeCapacity,
     /// Region and zones of particular clusters' nodes (by name), instead of `local` and `<name>-a`.
     pub topology: std::collections::BTreeMap<String, (String, Vec<String>)>,
+    /// Carry Service traffic (kubesim's service proxy, as kube-proxy): clusters without
+    /// a `cidrs` entry get a loopback service CIDR ([`loopback_cidrs`]), so ClusterIPs
+    /// (and clusterset IPs) are real addresses on this machine.
+    pub service_proxy: bool,
 }
 
 impl Default for Options {
@@ -55,6 +59,7 @@ impl Default for Options {
             nodes: 1,
             node_capacity: Default::default(),
             topology: Default::default(),
+            service_proxy: false,
         }
     }
 }
@@ -106,6 +111,20 @@ pub fn service_cidrs(index: usize, dual_stack: bool) -> Vec<Cidr> {
     v
 }
 
+/// Clustersets with a service proxy started by this process (each gets its own block of
+/// loopback addresses, so tests running side by side never bind the same ClusterIP).
+static LOOPBACK_BLOCKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The loopback service CIDR of the `index`-th cluster (hub = 0) of a clusterset whose
+/// block is `block`, for kubesim's service proxy: 127.(100+block).(index).0/24.
+pub fn loopback_cidrs(block: usize, index: usize) -> Vec<Cidr> {
+    vec![
+        format!("127.{}.{index}.0/24", 100 + block % 150)
+            .parse()
+            .expect("valid v4 CIDR"),
+    ]
+}
+
 fn validate(opts: &Options) -> anyhow::Result<()> {
     let mut names = vec![opts.hub.clone()];
     names.extend(opts.members.iter().cloned());
@@ -138,6 +157,10 @@ impl Clusterset {
         mut progress: impl FnMut(&str),
     ) -> anyhow::Result<Clusterset> {
         validate(opts)?;
+        let block = opts
+            .service_proxy
+            .then(|| LOOPBACK_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            .unwrap_or_default();
         let mut servers = Vec::new();
         let names: Vec<String> = std::iter::once(opts.hub.clone())
             .chain(opts.members.iter().cloned())
@@ -151,12 +174,16 @@ impl Clusterset {
                     .context("--base-port too high for this many clusters")?;
                 cfg.bind = ([127, 0, 0, 1], port).into();
             }
-            let cfg_cidrs = opts
-                .cidrs
-                .get(name)
-                .cloned()
-                .unwrap_or_else(|| service_cidrs(i, opts.dual_stack));
+            let cfg_cidrs =
+                opts.cidrs
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| match opts.service_proxy {
+                        true => loopback_cidrs(block, i),
+                        false => service_cidrs(i, opts.dual_stack),
+                    });
             cfg.service_cidrs = cfg_cidrs.clone();
+            cfg.service_proxy = opts.service_proxy;
             // the hub holds templates that are never run there: no workload simulation
             cfg.simulate_workloads = opts.simulate_workloads && i != 0;
             cfg.nodes = opts.nodes;

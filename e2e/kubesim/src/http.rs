@@ -15,6 +15,7 @@ pub mod protobuf;
 pub mod response;
 pub mod reviews;
 pub mod server;
+pub mod service_proxy;
 pub mod tls;
 pub mod tokens;
 pub mod watch;

@@ -28,6 +28,7 @@ mod mcs_members;
 mod mcs_status;
 mod mcs_support;
 mod mcs_topology;
+mod mcs_traffic;
 mod propagation;
 mod propagation_applier;
 mod propagation_applier_lifecycle;

@@ -54,6 +54,9 @@ pub struct Config {
     pub kubernetes_version: String,
     /// Keep objects in a journal here and reload them at start (None: memory only).
     pub data_dir: Option<std::path::PathBuf>,
+    /// Carry Service traffic as kube-proxy would, for ClusterIPs on 127.0.0.0/8 (give
+    /// the cluster a loopback service CIDR): see [`crate::http::service_proxy`].
+    pub service_proxy: bool,
 }
 
 impl Config {
@@ -76,6 +79,7 @@ impl Config {
             max_body: 3 * 1024 * 1024,
             kubernetes_version: "v1.33.0".into(),
             data_dir: None,
+            service_proxy: false,
         }
     }
 }

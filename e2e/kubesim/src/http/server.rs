@@ -141,6 +141,12 @@ impl Server {
         });
         tokio::spawn(accept_loop(inner.clone(), listener));
         tokio::spawn(controllers(inner.clone()));
+        if inner.cfg.service_proxy {
+            tokio::spawn(crate::http::service_proxy::run(
+                inner.clone(),
+                inner.shutdown.clone(),
+            ));
+        }
         tracing::info!(name = %inner.cfg.name, %addr, tls = inner.cfg.tls, "kubesim serving");
         Ok(Server {
             inner,
