@@ -157,10 +157,11 @@ impl Clusterset {
         mut progress: impl FnMut(&str),
     ) -> anyhow::Result<Clusterset> {
         validate(opts)?;
-        let block = opts
-            .service_proxy
-            .then(|| LOOPBACK_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-            .unwrap_or_default();
+        let block = if opts.service_proxy {
+            LOOPBACK_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        } else {
+            0
+        };
         let mut servers = Vec::new();
         let names: Vec<String> = std::iter::once(opts.hub.clone())
             .chain(opts.members.iter().cloned())

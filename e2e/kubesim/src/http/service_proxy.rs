@@ -291,29 +291,40 @@ async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>, stop: CancellationTok
             _ = stop.cancelled() => return,
         };
         flows.retain(|_, (_, done)| !done.is_cancelled());
-        if !flows.contains_key(&client) {
-            let Some(ep) = shared.pick(client.ip()) else {
-                continue;
-            };
-            let local = match ep {
-                SocketAddr::V4(_) => SocketAddr::from(([127, 0, 0, 1], 0)),
-                SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0)),
-            };
-            let Ok(up) = UdpSocket::bind(local).await else {
-                continue;
-            };
-            if up.connect(ep).await.is_err() {
-                continue;
+        let up = match flows.get(&client) {
+            Some((up, _)) => up.clone(),
+            None => {
+                let Some(flow) = open_flow(&shared, &socket, client, &stop).await else {
+                    continue;
+                };
+                let up = flow.0.clone();
+                flows.insert(client, flow);
+                up
             }
-            let up = Arc::new(up);
-            let done = stop.child_token();
-            tokio::spawn(relay_back(up.clone(), socket.clone(), client, done.clone()));
-            flows.insert(client, (up, done));
-        }
-        if let Some((up, _)) = flows.get(&client) {
-            let _ = up.send(&buf[..n]).await;
-        }
+        };
+        let _ = up.send(&buf[..n]).await;
     }
+}
+
+/// A new UDP flow from `client`: a socket connected to its endpoint, whose replies go
+/// back to the client from the Service's socket until the flow is idle.
+async fn open_flow(
+    shared: &Shared,
+    front: &Arc<UdpSocket>,
+    client: SocketAddr,
+    stop: &CancellationToken,
+) -> Option<(Arc<UdpSocket>, CancellationToken)> {
+    let ep = shared.pick(client.ip())?;
+    let local = match ep {
+        SocketAddr::V4(_) => SocketAddr::from(([127, 0, 0, 1], 0)),
+        SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0)),
+    };
+    let up = UdpSocket::bind(local).await.ok()?;
+    up.connect(ep).await.ok()?;
+    let up = Arc::new(up);
+    let done = stop.child_token();
+    tokio::spawn(relay_back(up.clone(), front.clone(), client, done.clone()));
+    Some((up, done))
 }
 
 /// Replies of one UDP flow's endpoint, back to its client, until idle.
