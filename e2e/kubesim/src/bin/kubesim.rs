@@ -42,6 +42,12 @@ struct Args {
     /// counts the placed, ready Pods.
     #[arg(long)]
     simulate_workloads: bool,
+    /// Carry Service traffic as kube-proxy does: each ClusterIP port on 127.0.0.0/8
+    /// gets a real TCP/UDP socket forwarding to the Service's ready endpoints. Needs a
+    /// loopback --service-cidr, e.g. 127.96.0.0/16 (ports below 1024 need the privilege
+    /// to bind them).
+    #[arg(long)]
+    service_proxy: bool,
     /// Number of Ready nodes to create (`<name>-node-<i>`).
     #[arg(long, default_value_t = 1)]
     nodes: usize,
@@ -103,6 +109,17 @@ async fn main() -> anyhow::Result<()> {
     }
     cfg.allow_anonymous = args.allow_anonymous;
     cfg.simulate_workloads = args.simulate_workloads;
+    if args.service_proxy
+        && !cfg
+            .service_cidrs
+            .iter()
+            .any(|c| c.addr.is_ipv4() && c.addr.is_loopback())
+    {
+        anyhow::bail!(
+            "--service-proxy carries traffic only for ClusterIPs on 127.0.0.0/8: give a loopback --service-cidr too, e.g. --service-cidr 127.96.0.0/16"
+        );
+    }
+    cfg.service_proxy = args.service_proxy;
     cfg.nodes = args.nodes;
     cfg.node_capacity = kubesim::NodeCapacity {
         cpu: args.node_cpu.clone(),
