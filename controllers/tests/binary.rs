@@ -113,3 +113,37 @@ fn hub_context_without_hub_kubeconfig_picks_that_context_of_kubeconfig() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn the_webhook_deployment_uses_only_flags_causeway_webhook_has() {
+    let help = Command::new(env!("CARGO_BIN_EXE_causeway"))
+        .args(["webhook", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let deployment = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/webhook/deployment.yaml"
+    ))
+    .unwrap();
+    let flags: Vec<&str> = deployment
+        .split_whitespace()
+        .filter(|w| w.starts_with("--") && !w.starts_with("---"))
+        .map(|w| w.split('=').next().unwrap())
+        .collect();
+    assert!(flags.len() >= 4, "{flags:?}");
+    for flag in flags {
+        assert!(
+            help.contains(flag),
+            "{flag} is not a flag of causeway webhook"
+        );
+    }
+    for flag in [
+        "--mcs-writer",
+        "--mcs-admin-group",
+        "--protected-export-namespaces",
+        "--protected-exporters-group",
+    ] {
+        assert!(help.contains(flag), "{flag} in:\n{help}");
+    }
+}

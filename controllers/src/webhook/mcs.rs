@@ -2,10 +2,13 @@
 //! `POST /validate-mcs` (deploy/webhook/mcs-admission.yaml sends it the writes):
 //!
 //! - **ServiceImports** are the MCS controller's: a create, update (of the object or its
-//!   status) or delete is allowed only for cluster admins (`system:masters`) and the
-//!   identities Causeway's controllers run as (`--mcs-writer`); a delete also for the
-//!   `kube-system` service accounts (the namespace controller and the garbage
-//!   collector). Users export with ServiceExports instead.
+//!   status) or delete is allowed only for cluster admins (`--mcs-admin-group`, default
+//!   `system:masters`) and the identities Causeway's controllers run as
+//!   (`--mcs-writer`). kube-controller-manager's namespace controller and garbage
+//!   collector (`system:kube-controller-manager`, or their own service accounts) may
+//!   delete them and change only their finalizers and owner references, so namespace
+//!   deletion and foreground or orphan deletes finish. Users export with ServiceExports
+//!   instead.
 //! - **ServiceExports** in the protected namespaces (`--protected-export-namespaces`,
 //!   default `kube-system,default`) may be created or updated only by cluster admins,
 //!   the `--mcs-writer` identities (a propagated ServiceExport is written by Causeway)
@@ -19,11 +22,35 @@ use serde_json::{Value, json};
 /// The path kube-apiserver POSTs the MCS API's AdmissionReviews to.
 pub const PATH: &str = "/validate-mcs";
 
-/// The group of cluster admins.
-const ADMINS: &str = "system:masters";
+/// The identities of kube-controller-manager's namespace controller and garbage
+/// collector: one identity for all its controllers, or (with
+/// `--use-service-account-credentials`) a service account each.
+const CORE_CONTROLLERS: [&str; 3] = [
+    "system:kube-controller-manager",
+    "system:serviceaccount:kube-system:namespace-controller",
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+];
 
-/// Service accounts of `kube-system` (the core controllers).
-const KUBE_SYSTEM_SA: &str = "system:serviceaccount:kube-system:";
+/// Whether an UPDATE changes nothing but the object's finalizers and owner references
+/// (and what the API server keeps: resourceVersion, managedFields, generation).
+fn only_finalizers_or_owners(req: &Value) -> bool {
+    let strip = |o: &Value| {
+        let mut o = o.clone();
+        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in [
+                "finalizers",
+                "ownerReferences",
+                "resourceVersion",
+                "managedFields",
+                "generation",
+            ] {
+                m.remove(k);
+            }
+        }
+        o
+    };
+    req["object"].is_object() && strip(&req["object"]) == strip(&req["oldObject"])
+}
 
 /// The flags of the MCS check.
 #[derive(Clone, Debug, clap::Args)]
@@ -42,6 +69,15 @@ pub struct McsPolicy {
         ]
     )]
     pub writers: Vec<String>,
+    /// A group of cluster admins, who may write the MCS API freely (repeat the flag for
+    /// each; give the group your cluster-admin binding names, e.g. on a managed
+    /// Kubernetes whose admins are not in `system:masters`).
+    #[arg(
+        long = "mcs-admin-group",
+        value_name = "GROUP",
+        default_values = ["system:masters"]
+    )]
+    pub admin_groups: Vec<String>,
     /// Namespaces whose ServiceExports only cluster admins, `--mcs-writer` users and
     /// `--protected-exporters-group` members may create or change (comma-separated;
     /// "" for none).
@@ -94,7 +130,12 @@ fn denial(req: &Value, policy: &McsPolicy) -> Option<String> {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    if groups.contains(&ADMINS) || policy.writers.iter().any(|w| w == user) {
+    if policy
+        .admin_groups
+        .iter()
+        .any(|g| groups.contains(&g.as_str()))
+        || policy.writers.iter().any(|w| w == user)
+    {
         return None;
     }
     if req["resource"]["group"] != "multicluster.x-k8s.io" {
@@ -112,7 +153,9 @@ fn denial(req: &Value, policy: &McsPolicy) -> Option<String> {
     let user_shown = if user.is_empty() { "anonymous" } else { user };
     match req["resource"]["resource"].as_str().unwrap_or("") {
         "serviceimports" => {
-            if op == "DELETE" && user.starts_with(KUBE_SYSTEM_SA) {
+            if CORE_CONTROLLERS.contains(&user)
+                && (op == "DELETE" || (op == "UPDATE" && only_finalizers_or_owners(req)))
+            {
                 return None;
             }
             let what = match req["subResource"].as_str() {
@@ -123,8 +166,9 @@ fn denial(req: &Value, policy: &McsPolicy) -> Option<String> {
                 "{user_shown} may not {verb} {what} {ns}/{name}: ServiceImports are written only by \
                  the MCS controller (KEP-1645), which derives them from the ServiceExports of every \
                  cluster. Export the Service with a ServiceExport in each cluster that serves it \
-                 instead (kubectl create -f serviceexport.yaml -n {ns}); cluster admins and the \
-                 `causeway webhook --mcs-writer` identities may write ServiceImports"
+                 instead (kubectl create -f serviceexport.yaml -n {ns}); cluster admins \
+                 (`causeway webhook --mcs-admin-group`) and the `--mcs-writer` identities may \
+                 write ServiceImports"
             ))
         }
         "serviceexports"
@@ -171,6 +215,8 @@ mod tests {
     const CONTROLLER: &str = "system:serviceaccount:causeway-system:causeway-controller";
     const AGENT: &str = "system:serviceaccount:causeway-system:causeway-agent";
     const GC: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
+    const KCM: &str = "system:kube-controller-manager";
+    const ADDON: &str = "system:serviceaccount:kube-system:some-addon";
 
     #[test]
     fn who_may_write_serviceimports_and_protected_serviceexports() {
@@ -252,7 +298,18 @@ mod tests {
                 true,
             ),
             ("DELETE", "serviceimports", None, "shop", GC, authn, true),
+            ("DELETE", "serviceimports", None, "shop", KCM, authn, true),
+            (
+                "DELETE",
+                "serviceimports",
+                None,
+                "shop",
+                ADDON,
+                authn,
+                false,
+            ),
             ("CREATE", "serviceimports", None, "shop", GC, authn, false),
+            ("CREATE", "serviceimports", None, "shop", KCM, authn, false),
             // ServiceExports: anyone RBAC lets, except in the protected namespaces
             (
                 "CREATE",
@@ -330,6 +387,62 @@ mod tests {
         let mut other = review("CREATE", "serviceimports", None, "shop", EDITOR, authn);
         other["request"]["resource"]["group"] = json!("example.com");
         assert_eq!(review_response(&other, &p)["response"]["allowed"], true);
+    }
+
+    #[test]
+    fn the_garbage_collector_may_drop_finalizers_and_owners_only() {
+        let p = McsPolicy::default();
+        let old = json!({"metadata": {"name": "web", "resourceVersion": "7",
+            "finalizers": ["foregroundDeletion"], "ownerReferences": [{"uid": "u"}]},
+            "spec": {"type": "ClusterSetIP"}});
+        let update = |user: &str, new: Value| {
+            let mut r = review("UPDATE", "serviceimports", None, "shop", user, &[]);
+            r["request"]["oldObject"] = old.clone();
+            r["request"]["object"] = new;
+            review_response(&r, &p)["response"]["allowed"].clone()
+        };
+        let released = json!({"metadata": {"name": "web", "resourceVersion": "8"},
+            "spec": {"type": "ClusterSetIP"}});
+        assert_eq!(update(GC, released.clone()), true);
+        assert_eq!(update(KCM, released.clone()), true);
+        assert_eq!(update(EDITOR, released), false, "others may not, even that");
+        let changed = json!({"metadata": {"name": "web", "resourceVersion": "8"},
+            "spec": {"type": "Headless"}});
+        assert_eq!(
+            update(GC, changed),
+            false,
+            "the spec is not the collector's"
+        );
+        // an admin group given by flag
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            p: McsPolicy,
+        }
+        let c = Cli::parse_from(["x", "--mcs-admin-group", "platform-admins"]);
+        let r = review(
+            "CREATE",
+            "serviceimports",
+            None,
+            "shop",
+            "bob",
+            &["platform-admins"],
+        );
+        assert_eq!(review_response(&r, &c.p)["response"]["allowed"], true);
+        let r = review(
+            "CREATE",
+            "serviceimports",
+            None,
+            "shop",
+            "root",
+            &["system:masters"],
+        );
+        assert_eq!(
+            review_response(&r, &c.p)["response"]["allowed"],
+            false,
+            "the flag replaces the default group"
+        );
     }
 
     #[test]
