@@ -354,34 +354,38 @@ fn tls_notes(
     let ns = mci.namespace().unwrap_or_default();
     let mut held: Vec<&Arc<Lease>> = proxies.iter().filter(|l| lease_held(l, now)).collect();
     held.sort_by_key(|l| l.name_any());
-    let mut notes = BTreeMap::new();
+    let problems: Vec<(String, proxy_lease::TlsProblems)> = held
+        .iter()
+        .map(|l| (l.name_any(), proxy_tls_problems(l)))
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    // the hosts of every tls[] entry naming each Secret
+    let mut hosts: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for t in mci.spec.tls.iter().flatten() {
-        let Some(secret) = t.secret_name.as_deref() else {
-            continue;
-        };
-        let key = proxy_lease::secret_key(&ns, secret);
-        let Some((lease, p)) = held
-            .iter()
-            .find_map(|l| Some((l, proxy_tls_problems(l).remove(&key)?)))
-        else {
-            continue;
-        };
-        let hosts = t.hosts.as_deref().unwrap_or_default().join(", ");
-        notes.entry(key.clone()).or_insert_with(|| {
-            format!(
-                "TLS Secret {key}: {} ({}, reported by {}); {} the proxy's default certificate",
-                p.message,
-                p.reason,
-                lease.name_any(),
-                if hosts.is_empty() {
-                    "its hosts get".to_string()
-                } else {
-                    format!("{hosts} get")
-                }
-            )
-        });
+        if let Some(secret) = t.secret_name.as_deref() {
+            hosts
+                .entry(proxy_lease::secret_key(&ns, secret))
+                .or_default()
+                .extend(t.hosts.iter().flatten().cloned());
+        }
     }
-    notes.into_values().collect()
+    hosts
+        .into_iter()
+        .filter_map(|(key, hosts)| {
+            let (lease, p) = problems
+                .iter()
+                .find_map(|(name, found)| Some((name, found.get(&key)?)))?;
+            let who = if hosts.is_empty() {
+                "its hosts get".to_string()
+            } else {
+                format!("{} get", hosts.join(", "))
+            };
+            Some(format!(
+                "TLS Secret {key}: {} ({}, reported by {lease}); {who} the proxy's default certificate",
+                p.message, p.reason
+            ))
+        })
+        .collect()
 }
 
 /// Whether a Lease is held at `now`: renewed (or acquired) less than its duration ago.

@@ -1,8 +1,8 @@
 //! Publishing: a `coordination.k8s.io/v1` Lease `causeway-proxy-<name>` in the hub
 //! namespace `causeway-system`, carrying the addresses and ports this proxy serves
 //! (read by the MCI controller for `status.loadBalancer`) and the MCI TLS Secrets it
-//! cannot serve, renewed every 5 s and at once when those change, deleted on graceful
-//! shutdown. The annotations' formats are `causeway_crds::mci::lease`'s.
+//! cannot serve, from the first route table on, renewed every 5 s and at once when those
+//! change, deleted on graceful shutdown. The annotations' formats are `causeway_crds::mci::lease`'s.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -79,9 +79,16 @@ pub async fn run(
     name: String,
     addresses: String,
     ports: String,
-    mut tls: tokio::sync::watch::Receiver<TlsProblems>,
+    mut tls: tokio::sync::watch::Receiver<Option<TlsProblems>>,
     stop: CancellationToken,
 ) {
+    // published once the first route table is built: a proxy that serves nothing yet is
+    // no entry point, and its TLS problems are known only then (a Lease without them
+    // would clear the MCIs' port errors for a moment at every restart)
+    tokio::select! {
+        _ = tls.wait_for(Option::is_some) => {}
+        _ = stop.cancelled() => return,
+    }
     let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
     let lname = lease_name(&name);
     let pp = PatchParams::apply("causeway-proxy").force();
@@ -96,7 +103,8 @@ pub async fn run(
             }
         }
         if ns_ok {
-            let l = lease(&name, &addresses, &ports, &tls.borrow_and_update());
+            let problems = tls.borrow_and_update().clone().unwrap_or_default();
+            let l = lease(&name, &addresses, &ports, &problems);
             if let Err(e) = api.patch(&lname, &pp, &Patch::Apply(&l)).await {
                 tracing::warn!(lease = %lname, error = %e, "renewing the proxy Lease failed; retrying");
                 ns_ok = false;

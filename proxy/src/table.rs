@@ -323,6 +323,12 @@ impl MciBuilder<'_> {
         let t = match only.and_then(|only| {
             let found = resolve(self.idx, ns, svc, &self.blocked, only)?;
             match only {
+                Some(c) if found.0.is_empty() && self.blocked.iter().any(|b| b == c) => {
+                    Err(format!(
+                        "this proxy's cluster {c} is in the MCI's trafficBlockClusters, and {}: cluster-local sends nowhere else",
+                        causeway_crds::well_known::annotations::mci::BACKEND_SCOPE
+                    ))
+                }
                 Some(c) if found.0.is_empty() => Err(format!(
                     "no ready endpoints of {ns}/{} in this proxy's cluster {c} ({}: cluster-local)",
                     svc.name,

@@ -574,6 +574,18 @@ fn cluster_local_backends_use_only_the_proxys_cluster() {
     let t = build_at(&s, None);
     let why = addrs(&t, "x", "/").unwrap_err();
     assert!(why.contains("causeway-proxy --cluster"), "{why}");
+    // the proxy's cluster blocked (TrafficControl): said so
+    let mut blocked = (*local("cluster-local")).clone();
+    blocked.status = Some(causeway_crds::mci::MultiClusterIngressStatus {
+        traffic_block_clusters: vec!["east".into()],
+        ..Default::default()
+    });
+    s.mcis = vec![Arc::new(blocked)];
+    let why = addrs(&build_at(&s, Some("east")), "x", "/").unwrap_err();
+    assert!(
+        why.contains("cluster east is in the MCI's trafficBlockClusters"),
+        "{why}"
+    );
     // clusterset (the default, or said): every exporting cluster, whatever the proxy's
     s.mcis = vec![local("clusterset")];
     assert_eq!(

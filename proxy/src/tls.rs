@@ -81,7 +81,10 @@ fn secret_key(
             s.metadata.namespace.as_deref() == Some(namespace)
                 && s.metadata.name.as_deref() == Some(name)
         })
-        .ok_or((lease::SECRET_NOT_FOUND, "not found".to_string()))?;
+        .ok_or((
+            lease::SECRET_NOT_FOUND,
+            "not found (the proxy reads Secrets of type kubernetes.io/tls only)".to_string(),
+        ))?;
     let d = s.data.as_ref();
     match (
         d.and_then(|d| d.get("tls.crt")),
@@ -268,7 +271,10 @@ mod tests {
             ],
             "one problem per Secret, however many hosts use it"
         );
-        assert_eq!(problems["ns/gone"].message, "not found");
+        assert_eq!(
+            problems["ns/gone"].message,
+            "not found (the proxy reads Secrets of type kubernetes.io/tls only)"
+        );
         assert!(certs.get("A.foo.com").is_some());
         assert!(certs.get("x.bar.com").is_some());
         assert!(certs.get("bar.com").is_none());

@@ -197,8 +197,9 @@ pub struct Targets {
     pub resolver: Option<Arc<Resolver>>,
     /// Set after the first build.
     pub ready: Arc<AtomicBool>,
-    /// The TLS Secrets served the default certificate instead, for the Lease.
-    pub tls_problems: tokio::sync::watch::Sender<TlsProblems>,
+    /// The TLS Secrets served the default certificate instead, for the Lease (`None`
+    /// until the first build: the Lease waits for it).
+    pub tls_problems: tokio::sync::watch::Sender<Option<TlsProblems>>,
 }
 
 /// Rebuilds on every change (after `debounce`) until `stop`.
@@ -232,16 +233,18 @@ pub async fn run(
             took = ?t.build_time,
             "route table rebuilt"
         );
+        let mut problems = TlsProblems::new();
         if let (Some(r), Some(secrets)) = (&targets.resolver, &caches.secrets) {
             let secrets: Vec<Arc<Secret>> = secrets.state();
-            let (certs, problems) = Certs::build(&t.tls, &secrets);
+            let (certs, found) = Certs::build(&t.tls, &secrets);
             r.certs.store(Arc::new(certs));
-            targets.tls_problems.send_if_modified(|p| {
-                let changed = *p != problems;
-                *p = problems;
-                changed
-            });
+            problems = found;
         }
+        targets.tls_problems.send_if_modified(|p| {
+            let changed = p.as_ref() != Some(&problems);
+            *p = Some(problems);
+            changed
+        });
         targets.table.store(Arc::new(t));
         targets.ready.store(true, Ordering::Relaxed);
         // the whole table is rebuilt on any change: what changed does not matter here

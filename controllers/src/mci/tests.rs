@@ -290,9 +290,10 @@ fn with_tls_problems(lease: Arc<Lease>, name: &str, problems: &[(&str, &str)]) -
 fn an_https_port_says_when_a_proxy_serves_the_default_certificate() {
     let mut f = Fixture::new();
     let mut m = mci("causeway", "");
-    m.spec.tls = Some(vec![yaml(
-        "{hosts: [demo.example.com, www.example.com], secretName: demo-cert}",
-    )]);
+    m.spec.tls = Some(vec![
+        yaml("{hosts: [demo.example.com, www.example.com], secretName: demo-cert}"),
+        yaml("{hosts: [api.example.com], secretName: demo-cert}"),
+    ]);
     let ports = |status: &MultiClusterIngressStatus| -> Vec<(Option<String>, i32, Option<String>)> {
         status
             .load_balancer
@@ -357,7 +358,7 @@ fn an_https_port_says_when_a_proxy_serves_the_default_certificate() {
         "TLS Secret demo/demo-cert: not found",
         "TLSSecretNotFound",
         "causeway-proxy-b",
-        "demo.example.com, www.example.com get the proxy's default certificate",
+        "demo.example.com, www.example.com, api.example.com get the proxy's default certificate",
     ] {
         assert!(c.message.contains(part), "{part:?} in {}", c.message);
     }

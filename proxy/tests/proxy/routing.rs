@@ -223,7 +223,8 @@ async fn ssl_redirect_and_the_published_lease() -> anyhow::Result<()> {
     let problems: serde_json::Value = serde_json::from_str(&ann["causeway.io/proxy-tls-problems"])?;
     assert_eq!(
         problems,
-        json!({"demo/s-cert": {"reason": "TLSSecretNotFound", "message": "not found"}})
+        json!({"demo/s-cert": {"reason": "TLSSecretNotFound",
+            "message": "not found (the proxy reads Secrets of type kubernetes.io/tls only)"}})
     );
     let ca = crate::protocols::Ca::new()?;
     let (cert, key, _) = ca.leaf("s.test")?;
