@@ -262,11 +262,12 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         user,
         warnings: Vec::new(),
         decoded,
+        admitted: None,
     };
     if verb == "watch" {
         return crate::http::watch::serve(inner.clone(), rt, rp, r).map_err(fail);
     }
-    admit_by_webhooks(inner, &rt, &rp, &method, &r, &r.user)
+    r.admitted = admit_by_webhooks(inner, &rt, &rp, &method, &r, &r.user)
         .await
         .map_err(fail)?;
     let result = if rt.is_review() {
@@ -299,7 +300,8 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
 /// Sends CREATE, UPDATE (PUT and PATCH, of the object or its status) and DELETE of one
 /// object to the matching validating webhooks ([`crate::http::webhooks`]); a PATCH is
 /// an UPDATE to the patched object, or the CREATE of an apply that creates;
-/// deletecollection is not sent.
+/// deletecollection is not sent. For a PATCH that webhooks were asked about, the
+/// resourceVersion of the object they were shown ([`Req::admitted`]).
 async fn admit_by_webhooks(
     inner: &Inner,
     rt: &ResourceType,
@@ -307,7 +309,7 @@ async fn admit_by_webhooks(
     method: &Method,
     r: &Req,
     user: &User,
-) -> ApiResult<()> {
+) -> ApiResult<Option<Option<String>>> {
     let sub = rp.sub.as_deref().unwrap_or("");
     let ns = rp.ns.as_deref().unwrap_or("");
     let operation = match (method.as_str(), rp.name.as_deref(), sub) {
@@ -322,15 +324,18 @@ async fn admit_by_webhooks(
                 sub,
             );
             if !wanted {
-                return Ok(());
+                return Ok(None);
             }
             // a PATCH that fails here fails the same way when it runs: its own error
             let Ok((operation, old_object, object)) =
                 crate::verbs::patch::preview(&inner.state, rt, ns, name, sub, r)
             else {
-                return Ok(());
+                return Ok(None);
             };
-            return crate::http::webhooks::admit(
+            let version = old_object
+                .as_ref()
+                .map(|o| crate::state::stored::meta_str(o, "resourceVersion").to_string());
+            crate::http::webhooks::admit(
                 &inner.state,
                 crate::http::webhooks::Request {
                     operation,
@@ -344,9 +349,10 @@ async fn admit_by_webhooks(
                     dry_run: r.q("dryRun") == Some("All"),
                 },
             )
-            .await;
+            .await?;
+            return Ok(Some(version));
         }
-        _ => return Ok(()),
+        _ => return Ok(None),
     };
     let object = match operation {
         "DELETE" => None,
@@ -368,8 +374,15 @@ async fn admit_by_webhooks(
     };
     if operation == "DELETE" && old_object.is_none() {
         // nothing to delete: the verb answers NotFound
-        return Ok(());
+        return Ok(None);
     }
+    // a status write changes the status only: the webhook sees the object as it will be
+    let object = match (sub, object, &old_object) {
+        ("status", Some(body), Some(old)) => Some(crate::verbs::update::merge_for_update(
+            rt, old, body, "status",
+        )),
+        (_, object, _) => object,
+    };
     crate::http::webhooks::admit(
         &inner.state,
         crate::http::webhooks::Request {
@@ -384,7 +397,8 @@ async fn admit_by_webhooks(
             dry_run: r.q("dryRun") == Some("All"),
         },
     )
-    .await
+    .await?;
+    Ok(None)
 }
 
 fn verb_of(method: &Method, rp: &ResPath, q: &HashMap<String, String>) -> &'static str {

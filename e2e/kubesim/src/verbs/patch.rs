@@ -43,7 +43,24 @@ pub fn patch(
     r: &mut Req,
 ) -> ApiResult<(u16, Bytes)> {
     let mut st = state.lock();
-    match outcome(&st, rt, ns, name, sub, r)? {
+    let out = outcome(&st, rt, ns, name, sub, r)?;
+    if let Some(admitted) = &r.admitted {
+        let now = match &out {
+            Outcome::Update { cur, .. } => {
+                Some(meta_str(&cur.value, "resourceVersion").to_string())
+            }
+            Outcome::Create(_) => None,
+        };
+        if now != *admitted {
+            return Err(ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                "the object changed while admission webhooks were deciding on this patch; please apply your changes to the latest version and try again",
+            ));
+        }
+    }
+    match out {
         Outcome::Update { cur, new, manager } => {
             finish_update(&mut st, rt, &cur, new, sub, r, manager.as_deref())
         }

@@ -29,6 +29,10 @@ pub struct Req {
     /// The body as decoded by the HTTP layer, for a content type the verbs do not read
     /// themselves (protobuf); [`Req::decode`] answers with it instead of parsing `body`.
     pub decoded: Option<ApiResult<Value>>,
+    /// For a PATCH that validating webhooks admitted: the resourceVersion of the object
+    /// they were shown (`Some(None)`: an apply that created). The PATCH runs only on
+    /// that version, as kube-apiserver admits the object it writes; another is a 409.
+    pub admitted: Option<Option<String>>,
 }
 
 impl Req {

@@ -467,3 +467,86 @@ async fn patches_and_status_writes_are_admitted_as_updates_and_creates() {
         (&json!("UPDATE"), &json!("status"))
     );
 }
+
+/// kube-apiserver admits the object it writes: a PATCH whose object changes while the
+/// webhooks decide is not written over that change (409, as a lost race), and a status
+/// PUT is shown to webhooks with the stored spec, as it will be written.
+#[tokio::test]
+async fn a_patch_runs_on_the_version_its_webhooks_saw_and_a_status_put_shows_the_stored_spec() {
+    let env = start().await;
+    let hook = webhook(
+        Duration::from_millis(600),
+        Arc::new(|_: &Value| json!({"allowed": true})),
+    )
+    .await;
+    configure(
+        &env.client,
+        &hook.ca_pem,
+        &hook.url,
+        json!({
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps", "namespaces/status"], "operations": ["UPDATE"]}],
+            "objectSelector": {"matchExpressions": [{"key": "checked", "operator": "NotIn", "values": ["no"]}]},
+        }),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &cm("race", json!({"checked": "yes"}), json!({})),
+    )
+    .await
+    .unwrap();
+    let slow = {
+        let cms = cms.clone();
+        tokio::spawn(async move {
+            cms.patch(
+                "race",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"a": "1"}})),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // not sent to the webhook (the new object is checked=no): written at once
+    cms.patch(
+        "race",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"checked": "no"}}})),
+    )
+    .await
+    .unwrap();
+    let err = slow
+        .await
+        .unwrap()
+        .expect_err("the object changed meanwhile");
+    assert_eq!(code(&err), 409, "{}", message(&err));
+    assert!(
+        message(&err).contains("changed while admission webhooks were deciding"),
+        "{}",
+        message(&err)
+    );
+    let now = cms.get("race").await.unwrap();
+    assert_eq!(now.metadata.labels.unwrap()["checked"], "no");
+    assert!(
+        !now.data.unwrap_or_default().contains_key("a"),
+        "the raced patch wrote nothing"
+    );
+
+    // a status PUT that also carries another spec: the webhook sees the stored spec
+    namespace(&env.client, "other").await;
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client.clone());
+    let mut ns = nss.get("other").await.unwrap();
+    ns.spec = Some(k8s_openapi::api::core::v1::NamespaceSpec {
+        finalizers: Some(vec![]),
+    });
+    nss.replace_status("other", &PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let last = hook.seen.lock().last().cloned().unwrap();
+    assert_eq!(last["request"]["subResource"], "status");
+    assert_eq!(
+        last["request"]["object"]["spec"]["finalizers"],
+        json!(["kubernetes"])
+    );
+}
