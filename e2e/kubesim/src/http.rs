@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod cluster_dns;
 pub mod context;
 pub mod discovery;
 pub mod impersonate;

@@ -1,7 +1,7 @@
-//! Multi-Cluster Services traffic (DP-1, IMP-4; conformance CONF-24, CONF-25, CONF-27 and
-//! the `cluster.local` side of DNS-13), with kubesim carrying Service traffic as
-//! kube-proxy does (`Options::service_proxy`: loopback service CIDRs, so a ClusterIP or
-//! clusterset IP is a real address here). The pods are real TCP and UDP servers on
+//! Multi-Cluster Services traffic (DP-1, IMP-4; conformance CONF-19, CONF-24 to CONF-27,
+//! and DNS-13), with kubesim carrying Service traffic as kube-proxy does and answering
+//! `cluster.local` as the cluster DNS does (`Options::service_proxy`: loopback service
+//! CIDRs, so a ClusterIP or clusterset IP is a real address here). The pods are real TCP and UDP servers on
 //! 127.42.x.y that answer with their name. The Service ports are 5042 rather than the
 //! conformance suite's 42, so that no test needs the privilege to bind a port below 1024.
 
@@ -147,6 +147,62 @@ async fn clusterset_ips_carry_tcp_and_udp_to_the_exporting_pods() {
         .await;
         assert!(who.starts_with("c0/"), "{who}");
     }
+    // DP-1 by name: causeway-dns in c1 resolves hello.<ns>.svc.clusterset.local, and a
+    // connection to that name's address reaches the exporting pods
+    let dns = causeway_dns::start(
+        m.c(1),
+        causeway_dns::Config {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..causeway_dns::Config::default()
+        },
+    )
+    .await
+    .expect("causeway-dns starts");
+    let name = format!("hello.{}.svc.clusterset.local", m.ns);
+    let resolved = eventually(&format!("{name} resolves"), PRESENT, || async {
+        let a = causeway_dns::client::lookup(
+            dns.udp,
+            causeway_dns::client::Via::Udp,
+            &name,
+            causeway_dns::client::RecordType::A,
+            Duration::from_secs(2),
+        )
+        .await
+        .ok()?;
+        a.addresses.first().copied()
+    })
+    .await;
+    assert_eq!(resolved, clusterset_ip(&m, 1).await);
+    let who = tcp_ask(SocketAddr::new(resolved, 5042))
+        .await
+        .expect("answered by name");
+    assert!(who.starts_with("c0/"), "{who}");
+    // CONF-19, DNS-13: in each member `hello.<ns>.svc.cluster.local` is still its own
+    // Service's ClusterIP, never the clusterset IP
+    for i in [0, 1] {
+        let svc: k8s_openapi::api::core::v1::Service = kube::Api::namespaced(m.c(i), &m.ns)
+            .get("hello")
+            .await
+            .unwrap();
+        let own: IpAddr = svc.spec.unwrap().cluster_ip.unwrap().parse().unwrap();
+        let dns = m.cs.members[i].dns_addr().expect("the cluster DNS");
+        let name = format!("hello.{}.svc.cluster.local", m.ns);
+        let a = causeway_dns::client::lookup(
+            dns,
+            causeway_dns::client::Via::Udp,
+            &name,
+            causeway_dns::client::RecordType::A,
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (a.rcode, a.addresses),
+            (0, vec![own]),
+            "{name} in member {i}"
+        );
+        assert_ne!(own, clusterset_ip(&m, i).await);
+    }
     // DNS-13's cluster.local side: c1's own Service still reaches only c1's pod
     let own = m.c(1).clone();
     let svc: k8s_openapi::api::core::v1::Service = kube::Api::namespaced(own, &m.ns)
@@ -175,6 +231,7 @@ async fn clusterset_ips_carry_tcp_and_udp_to_the_exporting_pods() {
             .then_some(())
     })
     .await;
+    dns.shutdown().await;
 }
 
 /// CONF-27 (StrictPortConflict): c1 exports the Service with a differently named port

@@ -29,6 +29,7 @@ pub struct Server {
     inner: Arc<Inner>,
     addr: SocketAddr,
     admin_token: String,
+    dns: Option<SocketAddr>,
 }
 
 /// Errors starting a server.
@@ -141,9 +142,23 @@ impl Server {
         });
         tokio::spawn(accept_loop(inner.clone(), listener));
         tokio::spawn(controllers(inner.clone()));
+        let mut dns = None;
         if inner.cfg.service_proxy {
             tokio::spawn(crate::http::service_proxy::run(
                 inner.clone(),
+                inner.shutdown.clone(),
+            ));
+            let socket = tokio::net::UdpSocket::bind(("127.0.0.1", 0))
+                .await
+                .map_err(|e| StartError::Config(format!("binding the cluster DNS: {e}")))?;
+            dns = Some(
+                socket
+                    .local_addr()
+                    .map_err(|e| StartError::Config(e.to_string()))?,
+            );
+            tokio::spawn(crate::http::cluster_dns::run(
+                inner.clone(),
+                socket,
                 inner.shutdown.clone(),
             ));
         }
@@ -152,12 +167,19 @@ impl Server {
             inner,
             addr,
             admin_token,
+            dns,
         })
     }
 
     /// Listen address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The cluster DNS (UDP, `cluster.local`), with the service proxy on
+    /// ([`crate::http::cluster_dns`]).
+    pub fn dns_addr(&self) -> Option<SocketAddr> {
+        self.dns
     }
 
     /// Base URL (`https://127.0.0.1:port`).
