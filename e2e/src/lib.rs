@@ -157,8 +157,11 @@ impl Clusterset {
         mut progress: impl FnMut(&str),
     ) -> anyhow::Result<Clusterset> {
         validate(opts)?;
+        // per process too (test binaries, worktrees side by side): the pid picks the
+        // first block
         let block = if opts.service_proxy {
-            LOOPBACK_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            std::process::id() as usize * 7
+                + LOOPBACK_BLOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         } else {
             0
         };

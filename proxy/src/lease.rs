@@ -86,7 +86,10 @@ pub async fn run(
     // no entry point, and its TLS problems are known only then (a Lease without them
     // would clear the MCIs' port errors for a moment at every restart)
     tokio::select! {
-        _ = tls.wait_for(Option::is_some) => {}
+        built = tls.wait_for(Option::is_some) => if built.is_err() {
+            // the rebuild loop ended before a first table: nothing to publish
+            return;
+        },
         _ = stop.cancelled() => return,
     }
     let api: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NAMESPACE);

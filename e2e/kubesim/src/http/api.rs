@@ -267,13 +267,24 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     if verb == "watch" {
         return crate::http::watch::serve(inner.clone(), rt, rp, r).map_err(fail);
     }
-    r.admitted = admit_by_webhooks(inner, &rt, &rp, &method, &r, &r.user)
-        .await
-        .map_err(fail)?;
-    let result = if rt.is_review() {
-        crate::http::reviews::create(inner, &rt, &method, &r.user, &r)
-    } else {
-        dispatch(inner, &rt, &rp, &method, &mut r)
+    // a PATCH whose object changed while its webhooks decided is admitted again on the
+    // new version, as kube-apiserver's update retries do (a few times, then 409)
+    let mut tries = 0;
+    let result = loop {
+        r.admitted = admit_by_webhooks(inner, &rt, &rp, &method, &r, &r.user)
+            .await
+            .map_err(fail)?;
+        let result = if rt.is_review() {
+            crate::http::reviews::create(inner, &rt, &method, &r.user, &r)
+        } else {
+            dispatch(inner, &rt, &rp, &method, &mut r)
+        };
+        match &result {
+            Err(e) if e.message.ends_with(crate::verbs::patch::ADMISSION_RACE) && tries < 5 => {
+                tries += 1;
+            }
+            _ => break result,
+        }
     };
     match result {
         Ok((code, body)) => {

@@ -23,16 +23,36 @@ use crate::state::registry::gr;
 /// The cluster domain.
 const DOMAIN: &str = "cluster.local.";
 
+/// Whether `name` (absolute, lowercase) is the cluster domain or under it.
+fn in_domain(name: &str) -> bool {
+    name == DOMAIN || name.ends_with(&format!(".{DOMAIN}"))
+}
+
 /// The addresses `name` (absolute, any case) has in this cluster: `None` when the
-/// name does not exist.
+/// name does not exist; empty for a name with nothing of its own but names below it
+/// (`svc.cluster.local.`, `<namespace>.svc.cluster.local.`), as CoreDNS answers NODATA.
 pub fn addresses(st: &State, name: &str) -> Option<Vec<IpAddr>> {
     let name = name.to_ascii_lowercase();
-    let rest = name.strip_suffix(DOMAIN)?;
-    let mut labels = rest.trim_end_matches('.').split('.');
-    let (svc, ns, kind) = (labels.next()?, labels.next()?, labels.next()?);
-    if kind != "svc" || labels.next().is_some() {
+    if !in_domain(&name) {
         return None;
     }
+    let rest = name.strip_suffix(DOMAIN)?.trim_end_matches('.');
+    let labels: Vec<&str> = if rest.is_empty() {
+        Vec::new()
+    } else {
+        rest.split('.').collect()
+    };
+    let (svc, ns) = match labels.as_slice() {
+        [] | ["svc"] => return Some(Vec::new()),
+        [ns, "svc"] => {
+            return st
+                .store
+                .get(&gr("", "namespaces"), "", ns)
+                .map(|_| Vec::new());
+        }
+        [svc, ns, "svc"] => (*svc, *ns),
+        _ => return None,
+    };
     let service = st.store.get(&gr("", "services"), ns, svc)?;
     let spec = &service.value["spec"];
     let ips: Vec<IpAddr> = spec["clusterIPs"]
@@ -86,7 +106,7 @@ pub fn respond(st: &State, packet: &[u8]) -> Option<Vec<u8>> {
     };
     resp.add_query(q.clone());
     let name = q.name().to_ascii();
-    if !name.to_ascii_lowercase().ends_with(DOMAIN) {
+    if !in_domain(&name.to_ascii_lowercase()) {
         resp.metadata.response_code = ResponseCode::Refused;
         return resp.to_vec().ok();
     }
@@ -104,6 +124,19 @@ pub fn respond(st: &State, packet: &[u8]) -> Option<Vec<u8>> {
             }
         }
     }
+    // what fits the client's buffer (512 bytes without EDNS); else TC, so it asks again
+    // over TCP (not served here: a stub then fails, as with any UDP-only server)
+    let limit = req
+        .edns
+        .as_ref()
+        .map(|e| usize::from(e.max_payload()).max(512))
+        .unwrap_or(512);
+    let out = resp.to_vec().ok()?;
+    if out.len() <= limit {
+        return Some(out);
+    }
+    resp.answers.clear();
+    resp.metadata.truncation = true;
     resp.to_vec().ok()
 }
 
@@ -116,6 +149,7 @@ pub async fn run(inner: Arc<Inner>, socket: UdpSocket, stop: CancellationToken) 
                 Ok(x) => x,
                 Err(e) => {
                     tracing::debug!(error = %e, "cluster DNS: receive failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     continue;
                 }
             },
@@ -152,6 +186,10 @@ mod tests {
         );
         st.store
             .put(&gr("", "services"), svc("db", json!(["None"])));
+        st.store.put(
+            &gr("", "namespaces"),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}),
+        );
         st.store.put(
             &gr("discovery.k8s.io", "endpointslices"),
             json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -222,6 +260,31 @@ mod tests {
             (
                 "demo.svc.cluster.local.",
                 RecordType::A,
+                ResponseCode::NoError,
+                &[],
+            ),
+            (
+                "svc.cluster.local.",
+                RecordType::A,
+                ResponseCode::NoError,
+                &[],
+            ),
+            ("cluster.local.", RecordType::A, ResponseCode::NoError, &[]),
+            (
+                "nons.svc.cluster.local.",
+                RecordType::A,
+                ResponseCode::NXDomain,
+                &[],
+            ),
+            (
+                "foocluster.local.",
+                RecordType::A,
+                ResponseCode::Refused,
+                &[],
+            ),
+            (
+                "web.demo.pod.cluster.local.",
+                RecordType::A,
                 ResponseCode::NXDomain,
                 &[],
             ),
@@ -251,5 +314,38 @@ mod tests {
             );
         }
         assert_eq!(respond(&st, b"junk"), None);
+    }
+
+    #[test]
+    fn an_answer_larger_than_the_clients_buffer_is_truncated() {
+        let mut st = state();
+        let eps: Vec<Value> = (1..=60)
+            .map(|i| json!({"addresses": [format!("10.1.0.{i}")]}))
+            .collect();
+        st.store.put(
+            &gr("discovery.k8s.io", "endpointslices"),
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": "db-2", "namespace": "demo", "labels": {"kubernetes.io/service-name": "db"}},
+                "addressType": "IPv4", "endpoints": eps}),
+        );
+        let ask = |edns: Option<u16>| {
+            let mut m = Message::query();
+            m.add_query(Query::query(
+                Name::from_ascii("db.demo.svc.cluster.local.").unwrap(),
+                RecordType::A,
+            ));
+            if let Some(size) = edns {
+                let mut e = hickory_proto::op::Edns::new();
+                e.set_max_payload(size);
+                m.set_edns(e);
+            }
+            let raw = respond(&st, &m.to_vec().unwrap()).unwrap();
+            let out = Message::from_vec(&raw).unwrap();
+            (raw.len(), out.metadata.truncation, out.answers.len())
+        };
+        let (len, tc, n) = ask(None);
+        assert!(len <= 512 && tc && n == 0, "{len} {tc} {n}");
+        let (_, tc, n) = ask(Some(4096));
+        assert_eq!((tc, n), (false, 62));
     }
 }

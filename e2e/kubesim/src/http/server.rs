@@ -129,6 +129,15 @@ impl Server {
             }
             None => bootstrap(&mut state, &cfg.name, &cfg.service_cidrs, &nodes),
         }
+        // bound before anything is spawned: a failure leaves nothing running
+        let dns_socket = match cfg.service_proxy {
+            true => Some(
+                tokio::net::UdpSocket::bind(("127.0.0.1", 0))
+                    .await
+                    .map_err(|e| StartError::Config(format!("binding the cluster DNS: {e}")))?,
+            ),
+            false => None,
+        };
         let inner = Arc::new(Inner {
             cfg,
             state: Mutex::new(state),
@@ -143,19 +152,12 @@ impl Server {
         tokio::spawn(accept_loop(inner.clone(), listener));
         tokio::spawn(controllers(inner.clone()));
         let mut dns = None;
-        if inner.cfg.service_proxy {
+        if let Some(socket) = dns_socket {
+            dns = socket.local_addr().ok();
             tokio::spawn(crate::http::service_proxy::run(
                 inner.clone(),
                 inner.shutdown.clone(),
             ));
-            let socket = tokio::net::UdpSocket::bind(("127.0.0.1", 0))
-                .await
-                .map_err(|e| StartError::Config(format!("binding the cluster DNS: {e}")))?;
-            dns = Some(
-                socket
-                    .local_addr()
-                    .map_err(|e| StartError::Config(e.to_string()))?,
-            );
             tokio::spawn(crate::http::cluster_dns::run(
                 inner.clone(),
                 socket,

@@ -103,7 +103,8 @@ pub fn routes(st: &State) -> BTreeMap<Frontend, Route> {
                 _ => continue,
             };
             let pname = port["name"].as_str().unwrap_or("");
-            let mut endpoints: Vec<SocketAddr> = Vec::new();
+            let (mut endpoints, mut serving): (Vec<SocketAddr>, Vec<SocketAddr>) =
+                Default::default();
             for s in &own {
                 let Some(target) = s["ports"].as_array().into_iter().flatten().find_map(|p| {
                     (p["name"].as_str().unwrap_or("") == pname
@@ -114,18 +115,36 @@ pub fn routes(st: &State) -> BTreeMap<Frontend, Route> {
                     continue;
                 };
                 for ep in s["endpoints"].as_array().into_iter().flatten() {
-                    if ep.pointer("/conditions/ready") == Some(&Value::Bool(false)) {
+                    let c = |k: &str| {
+                        ep.pointer(&format!("/conditions/{k}"))
+                            .and_then(Value::as_bool)
+                    };
+                    // ready unless said otherwise; a terminating endpoint that still
+                    // serves is used only when none is ready (KEP-1669)
+                    let to = if c("terminating") == Some(true) {
+                        if c("serving") == Some(false) {
+                            continue;
+                        }
+                        &mut serving
+                    } else if c("ready") == Some(false) {
                         continue;
-                    }
-                    endpoints.extend(
+                    } else {
+                        &mut endpoints
+                    };
+                    to.extend(
                         ep["addresses"]
                             .as_array()
                             .into_iter()
                             .flatten()
                             .filter_map(|a| a.as_str()?.parse::<IpAddr>().ok())
+                            // the frontends are IPv4: an IPv6 slice serves another family
+                            .filter(IpAddr::is_ipv4)
                             .map(|ip| SocketAddr::new(ip, target)),
                     );
                 }
+            }
+            if endpoints.is_empty() {
+                endpoints = serving;
             }
             endpoints.sort();
             endpoints.dedup();
@@ -174,7 +193,8 @@ impl Shared {
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % route.endpoints.len();
         let ep = route.endpoints[i];
-        if route.affinity.is_some() {
+        if let Some(ttl) = route.affinity {
+            sticky.retain(|_, (_, at)| now.duration_since(*at) < ttl);
             sticky.insert(client, (ep, now));
         }
         Some(ep)
@@ -184,6 +204,8 @@ impl Shared {
 /// Keeps a socket per frontend of [`routes`] until `stop`, following the store.
 pub async fn run(inner: Arc<Inner>, stop: CancellationToken) {
     let mut serving: HashMap<Frontend, (Arc<Shared>, CancellationToken)> = HashMap::new();
+    // frontends that could not be bound, said once each
+    let mut unbound: std::collections::HashSet<Frontend> = Default::default();
     let mut seen = u64::MAX;
     loop {
         let (rv, table) = {
@@ -221,12 +243,14 @@ pub async fn run(inner: Arc<Inner>, stop: CancellationToken) {
                 };
                 match bound {
                     Ok(_) => {
+                        unbound.remove(&f);
                         serving.insert(f, (shared, cancel));
                     }
-                    Err(e) => {
-                        // tried again at the next change of the store
-                        tracing::warn!(frontend = %f.addr, tcp = f.tcp, error = %e, "service proxy: cannot bind this Service's port");
+                    // tried again at the next change of the store
+                    Err(e) if unbound.insert(f) => {
+                        tracing::warn!(frontend = %f.addr, tcp = f.tcp, error = %e, "service proxy: cannot bind this Service's port (no traffic for it)");
                     }
+                    Err(_) => {}
                 }
             }
         }
@@ -246,7 +270,9 @@ async fn serve_tcp(listener: TcpListener, shared: Arc<Shared>, stop: Cancellatio
             r = listener.accept() => match r {
                 Ok(c) => c,
                 Err(e) => {
+                    // e.g. out of file descriptors: do not spin
                     tracing::debug!(error = %e, "service proxy: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
@@ -285,6 +311,7 @@ async fn serve_udp(socket: UdpSocket, shared: Arc<Shared>, stop: CancellationTok
                 Ok(x) => x,
                 Err(e) => {
                     tracing::debug!(error = %e, "service proxy: UDP receive failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
             },
@@ -361,6 +388,10 @@ mod tests {
             ipam: crate::state::ipam::Ipam::new(vec!["127.101.0.0/16".parse().unwrap()]),
             root_ca: None,
         }
+    }
+
+    fn eps_of(t: &BTreeMap<Frontend, Route>, f: &Frontend) -> Vec<String> {
+        t[f].endpoints.iter().map(ToString::to_string).collect()
     }
 
     #[test]
@@ -441,6 +472,40 @@ mod tests {
         );
         assert_eq!(eps(&udp), ["127.0.9.1:6042", "127.0.9.3:6042"]);
         assert_eq!(t[&tcp].affinity, Some(Duration::from_secs(10)));
+
+        // a terminating endpoint that still serves takes the traffic only while no
+        // endpoint is ready; an IPv6 slice is another family's
+        st.store
+            .put(&gr("", "services"), svc("drain", "127.101.0.11", json!({})));
+        let tcp_only = json!([{"name": "tcp", "port": 5042, "protocol": "TCP"}]);
+        st.store.put(
+            &gr("discovery.k8s.io", "endpointslices"),
+            slice(
+                "drain-a",
+                "drain",
+                tcp_only.clone(),
+                json!([
+                    {"addresses": ["127.0.9.5"], "conditions": {"ready": false, "serving": true, "terminating": true}},
+                    {"addresses": ["127.0.9.6"], "conditions": {"ready": false, "serving": false, "terminating": true}},
+                    {"addresses": ["::1"]}]),
+            ),
+        );
+        let drain = Frontend {
+            addr: "127.101.0.11:42".parse().unwrap(),
+            tcp: true,
+        };
+        let t = routes(&st);
+        assert_eq!(eps_of(&t, &drain), ["127.0.9.5:5042"]);
+        st.store.put(
+            &gr("discovery.k8s.io", "endpointslices"),
+            slice(
+                "drain-b",
+                "drain",
+                tcp_only,
+                json!([{"addresses": ["127.0.9.7"]}]),
+            ),
+        );
+        assert_eq!(eps_of(&routes(&st), &drain), ["127.0.9.7:5042"]);
     }
 
     #[test]

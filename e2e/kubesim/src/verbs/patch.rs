@@ -22,6 +22,10 @@ use crate::verbs::output::client_value;
 use crate::verbs::request::Req;
 use crate::verbs::update::{finish_update, merge_for_update};
 
+/// The 409 of a PATCH whose object changed while its webhooks decided (the HTTP layer
+/// admits it again on the new version first, a few times).
+pub const ADMISSION_RACE: &str = "the object changed while admission webhooks were deciding on this patch; please apply your changes to the latest version and try again";
+
 /// What a PATCH writes: the stored object and its new state, or (an apply that
 /// creates) a new object.
 enum Outcome {
@@ -56,7 +60,7 @@ pub fn patch(
                 &rt.group,
                 &rt.plural,
                 name,
-                "the object changed while admission webhooks were deciding on this patch; please apply your changes to the latest version and try again",
+                ADMISSION_RACE,
             ));
         }
     }
