@@ -323,77 +323,67 @@ async fn admit_by_webhooks(
 ) -> ApiResult<Option<Option<String>>> {
     let sub = rp.sub.as_deref().unwrap_or("");
     let ns = rp.ns.as_deref().unwrap_or("");
-    let operation = match (method.as_str(), rp.name.as_deref(), sub) {
-        ("POST", None, "") => "CREATE",
-        ("PUT", Some(_), "" | "status") => "UPDATE",
-        ("DELETE", Some(_), "") => "DELETE",
-        ("PATCH", Some(name), "" | "status") => {
-            let wanted = crate::http::webhooks::any_rule_matches(
-                &inner.state.lock(),
-                &["UPDATE", "CREATE"],
-                rt,
-                sub,
-            );
-            if !wanted {
-                return Ok(None);
-            }
-            // a PATCH that fails here fails the same way when it runs: its own error
-            let Ok((operation, old_object, object)) =
-                crate::verbs::patch::preview(&inner.state, rt, ns, name, sub, r)
-            else {
-                return Ok(None);
-            };
-            let version = old_object
-                .as_ref()
-                .map(|o| crate::state::stored::meta_str(o, "resourceVersion").to_string());
-            crate::http::webhooks::admit(
-                &inner.state,
-                crate::http::webhooks::Request {
-                    operation,
-                    rt,
-                    namespace: ns,
-                    name,
-                    subresource: sub,
-                    user,
-                    object: Some(object),
-                    old_object,
-                    dry_run: r.q("dryRun") == Some("All"),
-                },
-            )
-            .await?;
-            return Ok(Some(version));
-        }
-        _ => return Ok(None),
-    };
-    let object = match operation {
-        "DELETE" => None,
-        _ => Some(r.decode()?),
-    };
-    let name = match (&rp.name, &object) {
-        (Some(n), _) => n.clone(),
-        (None, Some(o)) => crate::state::stored::meta_str(o, "name").to_string(),
-        (None, None) => String::new(),
-    };
-    let old_object = match operation {
-        "CREATE" => None,
-        _ => inner
+    let stored = |name: &str| {
+        inner
             .state
             .lock()
             .store
-            .get(&rt.group_resource(), ns, &name)
-            .map(|o| o.value.clone()),
+            .get(&rt.group_resource(), ns, name)
+            .map(|o| o.value.clone())
     };
-    if operation == "DELETE" && old_object.is_none() {
-        // nothing to delete: the verb answers NotFound
-        return Ok(None);
-    }
-    // a status write changes the status only: the webhook sees the object as it will be
-    let object = match (sub, object, &old_object) {
-        ("status", Some(body), Some(old)) => Some(crate::verbs::update::merge_for_update(
-            rt, old, body, "status",
-        )),
-        (_, object, _) => object,
-    };
+    // (operation, name, object, old object, the version a PATCH was admitted on)
+    let (operation, name, object, old_object, version) =
+        match (method.as_str(), rp.name.as_deref(), sub) {
+            ("PATCH", Some(name), "" | "status") => {
+                let wanted = crate::http::webhooks::any_rule_matches(
+                    &inner.state.lock(),
+                    &["UPDATE", "CREATE"],
+                    rt,
+                    sub,
+                );
+                if !wanted {
+                    return Ok(None);
+                }
+                // a PATCH that fails here fails the same way when it runs: its own error
+                let Ok((operation, old_object, object)) =
+                    crate::verbs::patch::preview(&inner.state, rt, ns, name, sub, r)
+                else {
+                    return Ok(None);
+                };
+                let version = old_object
+                    .as_ref()
+                    .map(|o| crate::state::stored::meta_str(o, "resourceVersion").to_string());
+                (
+                    operation,
+                    name.to_string(),
+                    Some(object),
+                    old_object,
+                    Some(version),
+                )
+            }
+            ("POST", None, "") => {
+                let object = r.decode()?;
+                let name = crate::state::stored::meta_str(&object, "name").to_string();
+                ("CREATE", name, Some(object), None, None)
+            }
+            ("PUT", Some(name), "" | "status") => {
+                let old_object = stored(name);
+                // a status write changes the status only: shown as it will be written
+                let object = match (sub, r.decode()?, &old_object) {
+                    ("status", body, Some(old)) => {
+                        crate::verbs::update::merge_for_update(rt, old, body, "status")
+                    }
+                    (_, body, _) => body,
+                };
+                ("UPDATE", name.to_string(), Some(object), old_object, None)
+            }
+            ("DELETE", Some(name), "") => match stored(name) {
+                // nothing to delete: the verb answers NotFound
+                None => return Ok(None),
+                old => ("DELETE", name.to_string(), None, old, None),
+            },
+            _ => return Ok(None),
+        };
     crate::http::webhooks::admit(
         &inner.state,
         crate::http::webhooks::Request {
@@ -409,7 +399,7 @@ async fn admit_by_webhooks(
         },
     )
     .await?;
-    Ok(None)
+    Ok(version)
 }
 
 fn verb_of(method: &Method, rp: &ResPath, q: &HashMap<String, String>) -> &'static str {
