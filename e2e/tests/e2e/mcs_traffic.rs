@@ -288,9 +288,10 @@ async fn each_port_reaches_only_the_clusters_that_serve_it() {
     }
 }
 
-/// CONF-26 (StrictPortConflict): c1 exports `tcp` as 4242 (the same name, another
-/// number): the oldest export's 5042 wins, and it reaches only c0's pod, though c1's pod
-/// listens on the same target port.
+/// CONF-26 (StrictPortConflict) and CR-3: c1 exports `tcp` as 4242 (the same name,
+/// another number): the oldest export's 5042 wins, and it reaches only c0's pod, though
+/// c1's pod listens on the same target port; once c0 unexports, the import follows c1 on
+/// the same clusterset IP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflicting_port_number_reaches_only_the_oldest_exporter() {
     let opts = causeway_e2e::Options {
@@ -330,5 +331,24 @@ async fn a_conflicting_port_number_reaches_only_the_oldest_exporter() {
         }
         let other = SocketAddr::new(at.ip(), 4242);
         assert_eq!(tcp_ask(other).await, None, "4242 is not part of the import");
+    }
+
+    // CR-3: the conflict clears when the oldest export leaves; Causeway then follows the
+    // remaining export (the KEP allows keeping the import as it was, or this), with the
+    // same clusterset IP in each member: the address clients hold keeps working
+    let before = [clusterset_ip(&m, 0).await, clusterset_ip(&m, 1).await];
+    m.unexport(0, "hello").await;
+    for (i, ip) in before.into_iter().enumerate() {
+        let at = SocketAddr::new(ip, 4242);
+        let who = eventually(&format!("4242 served in member {i}"), PRESENT, || {
+            tcp_ask(at)
+        })
+        .await;
+        assert_eq!(who, "c1/hello-0", "member {i}");
+        assert_eq!(
+            clusterset_ip(&m, i).await,
+            ip,
+            "member {i} keeps its clusterset IP"
+        );
     }
 }
