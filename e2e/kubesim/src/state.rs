@@ -24,6 +24,7 @@ pub mod deletion;
 pub mod immutable;
 pub mod ipam;
 pub mod kinds;
+pub mod limits;
 pub mod meta;
 pub mod patch;
 pub mod persist;

@@ -343,3 +343,79 @@ spec:
         assert_eq!(pods.lines().count(), 2, "{member}: {pods}");
     }
 }
+
+/// A LimitRange and a quota on `requests.cpu` travel together: each member's
+/// LimitRanger gives the propagated Deployment's Pods (which ask for nothing) the
+/// default request, so the quota admits them and counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_range_gives_each_members_pods_what_its_quota_needs() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    let objects = env.file(
+        "limits.yaml",
+        r#"apiVersion: v1
+kind: LimitRange
+metadata: {name: defaults, namespace: demo}
+spec:
+  limits:
+  - {type: Container, default: {cpu: 200m}, defaultRequest: {cpu: 100m}}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: cpu, namespace: demo}
+spec:
+  hard: {requests.cpu: "1"}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: plain, namespace: demo}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: plain}}
+  template:
+    metadata: {labels: {app: plain}}
+    spec:
+      containers: [{name: work, image: busybox:1.36}]
+---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: limits, namespace: demo}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: LimitRange, name: defaults}
+  - {apiVersion: v1, kind: ResourceQuota, name: cpu}
+  - {apiVersion: apps/v1, kind: Deployment, name: plain}
+"#,
+    );
+    env.ok(&["apply", "-f", &objects]).await;
+    for member in ["east", "west"] {
+        eventually(
+            &format!("{member}: three Pods, quota used"),
+            WAIT,
+            || async {
+                let out = env
+                    .run(member, &["-n", "demo", "get", "quota", "cpu"])
+                    .await;
+                String::from_utf8_lossy(&out.stdout)
+                    .contains("requests.cpu: 300m/1")
+                    .then_some(())
+            },
+        )
+        .await;
+        let requests = env
+            .ok_in(
+                member,
+                &[
+                    "-n",
+                    "demo",
+                    "get",
+                    "pods",
+                    "-l",
+                    "app=plain",
+                    "-o",
+                    "jsonpath={.items[*].spec.containers[0].resources.requests.cpu}",
+                ],
+            )
+            .await;
+        assert_eq!(requests.trim(), "100m 100m 100m", "{member}");
+    }
+}

@@ -34,6 +34,8 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
         priority::validate_class(&state.store, obj, None)?;
     } else if is(rt, "", "resourcequotas") {
         quota_hard(obj)?;
+    } else if is(rt, "", "limitranges") {
+        crate::state::limits::item_defaults(obj);
     }
     // before anything is allocated for the object (a refused Service holds no IP)
     admit(&state.store, rt, obj)?;
@@ -56,8 +58,8 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
 }
 
 /// The admission plugins a create passes through, in kube-apiserver's order, for the
-/// API's creates and the simulated controllers' alike: Priority (mutating, Pods), then
-/// ResourceQuota (last).
+/// API's creates and the simulated controllers' alike: LimitRanger and Priority
+/// (mutating, Pods), then ResourceQuota (last).
 pub fn admit(
     store: &crate::state::store::Store,
     rt: &ResourceType,
@@ -72,6 +74,7 @@ pub fn admit(
         )
     };
     if is(rt, "", "pods") {
+        crate::state::limits::admit_pod(store, obj).map_err(|why| refused(why, obj))?;
         priority::admit_pod(store, obj).map_err(|why| refused(why, obj))?;
     }
     if rt.namespaced {
@@ -216,6 +219,8 @@ pub fn on_update(
         secret_defaults(new);
     } else if is(rt, "", "pods") {
         priority::keep_on_update(old, new);
+    } else if is(rt, "", "limitranges") {
+        crate::state::limits::item_defaults(new);
     } else if is(rt, "", "resourcequotas") {
         quota_hard(new)?;
     } else if is(rt, "scheduling.k8s.io", "priorityclasses") {

@@ -520,6 +520,7 @@ const BUILTINS: &[Builtin] = &[
         "",
     ),
     ("", "v1", "resourcequotas", "ResourceQuota", true, true, ""),
+    ("", "v1", "limitranges", "LimitRange", true, false, ""),
     (
         "scheduling.k8s.io",
         "v1",

@@ -199,3 +199,81 @@ async fn workload_pods_stop_at_the_quota() {
     .await;
     used(&quotas, "pods", json!({"pods": "3"})).await;
 }
+
+/// LimitRanger before ResourceQuota, as in kube-apiserver: a quota on `requests.cpu`
+/// refuses a Pod without requests, unless the namespace's LimitRange gives containers a
+/// default; the defaults are written into the Pods (a workload's too), a Pod outside the
+/// LimitRange's bounds is refused with its wording, and the LimitRange shows its
+/// defaulted items.
+#[tokio::test]
+async fn a_limit_range_defaults_what_the_quota_needs_and_bounds_containers() {
+    use k8s_openapi::api::core::v1::LimitRange;
+    let env = crate::workloads::sim(2, "8").await;
+    let pp = PostParams::default();
+    let quotas: Api<ResourceQuota> = Api::namespaced(env.client.clone(), "default");
+    let q: ResourceQuota = serde_json::from_value(
+        json!({"metadata": {"name": "cpu"}, "spec": {"hard": {"requests.cpu": "2"}}}),
+    )
+    .unwrap();
+    quotas.create(&pp, &q).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    let err = pods
+        .create(&pp, &pod("bare", json!({})))
+        .await
+        .expect_err("no request for the quota");
+    assert_eq!(code(&err), 403, "{}", message(&err));
+    assert!(
+        message(&err).contains("must specify requests.cpu"),
+        "{}",
+        message(&err)
+    );
+
+    let lr: LimitRange = serde_json::from_value(json!({"metadata": {"name": "limits"},
+        "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}, "defaultRequest": {"cpu": "250m"}}]}}))
+    .unwrap();
+    let lrs: Api<LimitRange> = Api::namespaced(env.client.clone(), "default");
+    let created = lrs.create(&pp, &lr).await.unwrap();
+    let item = serde_json::to_value(&created.spec.unwrap().limits[0]).unwrap();
+    assert_eq!(
+        item["default"],
+        json!({"cpu": "1"}),
+        "default limit from max"
+    );
+    assert_eq!(item["defaultRequest"], json!({"cpu": "250m"}));
+
+    let made = pods.create(&pp, &pod("bare", json!({}))).await.unwrap();
+    let res = serde_json::to_value(&made.spec.unwrap().containers[0].resources).unwrap();
+    assert_eq!(
+        res,
+        json!({"limits": {"cpu": "1"}, "requests": {"cpu": "250m"}})
+    );
+    let err = pods
+        .create(&pp, &pod("big", json!({"limits": {"cpu": "2"}})))
+        .await
+        .expect_err("over the max");
+    assert_eq!(code(&err), 403);
+    assert_eq!(
+        message(&err),
+        "pods \"big\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"
+    );
+    // a workload's Pods get the defaults and fit the quota: 2 cpu / 250m = 8, 1 is taken
+    Api::<Deployment>::namespaced(env.client.clone(), "default")
+        .create(&pp, &deployment("web", 3))
+        .await
+        .unwrap();
+    let lp = ListParams::default().labels("app=web");
+    eventually("three defaulted Pods", || async {
+        let items = pods.list(&lp).await.ok()?.items;
+        (items.len() == 3
+            && items.iter().all(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.containers[0].resources.as_ref())
+                    .and_then(|r| r.requests.as_ref())
+                    .is_some_and(|r| r["cpu"].0 == "250m")
+            }))
+        .then_some(())
+    })
+    .await;
+    used(&quotas, "cpu", json!({"requests.cpu": "1"})).await;
+}
