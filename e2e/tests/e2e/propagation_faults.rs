@@ -417,5 +417,9 @@ spec:
             )
             .await;
         assert_eq!(requests.trim(), "100m 100m 100m", "{member}");
+        let table = env.ok_in(member, &["-n", "demo", "get", "limits"]).await;
+        let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(header, ["NAME", "CREATED", "AT"], "{table}");
+        assert!(table.contains("defaults"), "{table}");
     }
 }

@@ -149,6 +149,8 @@ pub fn builtin(group: &str, plural: &str) -> Vec<Column> {
                 0,
             ),
         ],
+        // kube-apiserver's LimitRange table: the creation time, as a date
+        ("", "limitranges") => vec![col("Created At", "date", "@created-at", 0)],
         ("", "resourcequotas") => vec![
             age(),
             col("Request", "string", "@quota:requests", 0),
@@ -184,6 +186,7 @@ pub fn short_names(group: &str, plural: &str) -> &'static [&'static str] {
         ("", "events") => &["ev"],
         ("", "persistentvolumeclaims") => &["pvc"],
         ("", "resourcequotas") => &["quota"],
+        ("", "limitranges") => &["limits"],
         ("events.k8s.io", "events") => &["ev"],
         ("apps", "deployments") => &["deploy"],
         ("apps", "statefulsets") => &["sts"],
