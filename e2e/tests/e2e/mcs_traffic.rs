@@ -306,7 +306,7 @@ async fn a_conflicting_port_number_reaches_only_the_oldest_exporter() {
         |n: u16| json!([{"name": "tcp", "port": n, "protocol": "TCP", "targetPort": POD_PORT}]);
     hello(&m, 0, port(5042), &["127.42.4.1"]).await;
     m.export(0, "hello", "dummy-label").await;
-    let _ = clusterset_ip(&m, 1).await;
+    let first = [clusterset_ip(&m, 0).await, clusterset_ip(&m, 1).await];
     tokio::time::sleep(Duration::from_millis(1100)).await;
     hello(&m, 1, port(4242), &["127.42.5.1"]).await;
     m.export(1, "hello", "dummy-label").await;
@@ -337,6 +337,10 @@ async fn a_conflicting_port_number_reaches_only_the_oldest_exporter() {
     // remaining export (the KEP allows keeping the import as it was, or this), with the
     // same clusterset IP in each member: the address clients hold keeps working
     let before = [clusterset_ip(&m, 0).await, clusterset_ip(&m, 1).await];
+    assert_eq!(
+        before, first,
+        "the conflict kept each member's clusterset IP"
+    );
     m.unexport(0, "hello").await;
     for (i, ip) in before.into_iter().enumerate() {
         let at = SocketAddr::new(ip, 4242);

@@ -365,17 +365,6 @@ metadata: {name: cpu, namespace: demo}
 spec:
   hard: {requests.cpu: "1"}
 ---
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: plain, namespace: demo}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: plain}}
-  template:
-    metadata: {labels: {app: plain}}
-    spec:
-      containers: [{name: work, image: busybox:1.36}]
----
 apiVersion: causeway.io/v1alpha1
 kind: PropagationPolicy
 metadata: {name: limits, namespace: demo}
@@ -387,6 +376,39 @@ spec:
 "#,
     );
     env.ok(&["apply", "-f", &objects]).await;
+    // the workload after its limits are in every member (else its first Pods could
+    // come before them, with nothing to count)
+    for member in ["east", "west"] {
+        eventually(
+            &format!("{member}: the limits and the quota"),
+            WAIT,
+            || async {
+                let out = env
+                    .run(
+                        member,
+                        &["-n", "demo", "get", "limits/defaults", "quota/cpu"],
+                    )
+                    .await;
+                out.status.success().then_some(())
+            },
+        )
+        .await;
+    }
+    let deployment = env.file(
+        "plain.yaml",
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: plain, namespace: demo}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: plain}}
+  template:
+    metadata: {labels: {app: plain}}
+    spec:
+      containers: [{name: work, image: busybox:1.36}]
+"#,
+    );
+    env.ok(&["apply", "-f", &deployment]).await;
     for member in ["east", "west"] {
         eventually(
             &format!("{member}: three Pods, quota used"),

@@ -344,11 +344,14 @@ async fn admit_by_webhooks(
                 if !wanted {
                     return Ok(None);
                 }
-                // a PATCH that fails here fails the same way when it runs: its own error
+                // a PATCH that fails here fails the same way when it runs (its own error),
+                // unless the object changes first: then it is admitted again
                 let Ok((operation, old_object, object)) =
                     crate::verbs::patch::preview(&inner.state, rt, ns, name, sub, r)
                 else {
-                    return Ok(None);
+                    let now = stored(name)
+                        .map(|o| crate::state::stored::meta_str(&o, "resourceVersion").to_string());
+                    return Ok(Some(now));
                 };
                 let version = old_object
                     .as_ref()

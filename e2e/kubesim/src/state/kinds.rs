@@ -35,7 +35,7 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
     } else if is(rt, "", "resourcequotas") {
         quota_hard(obj)?;
     } else if is(rt, "", "limitranges") {
-        crate::state::limits::item_defaults(obj);
+        limit_range(obj)?;
     }
     // before anything is allocated for the object (a refused Service holds no IP)
     admit(&state.store, rt, obj)?;
@@ -115,6 +115,25 @@ fn quota_hard(obj: &mut Value) -> ApiResult<()> {
         obj["metadata"]["name"].as_str().unwrap_or_default(),
         causes,
     ))
+}
+
+/// A LimitRange as the API keeps it: its quantities valid (422 otherwise) and written
+/// as Quantities, its items defaulted.
+fn limit_range(obj: &mut Value) -> ApiResult<()> {
+    if let Err(errs) = crate::state::limits::validate(obj) {
+        let causes: Vec<Cause> = errs
+            .iter()
+            .map(|(field, message)| invalid_field(field, message.clone()))
+            .collect();
+        return Err(ApiError::invalid(
+            "LimitRange",
+            "",
+            obj["metadata"]["name"].as_str().unwrap_or_default(),
+            causes,
+        ));
+    }
+    crate::state::limits::item_defaults(obj);
+    Ok(())
 }
 
 /// kube-apiserver's `PrepareForCreate`: a new object's status is not the client's to
@@ -220,7 +239,7 @@ pub fn on_update(
     } else if is(rt, "", "pods") {
         priority::keep_on_update(old, new);
     } else if is(rt, "", "limitranges") {
-        crate::state::limits::item_defaults(new);
+        limit_range(new)?;
     } else if is(rt, "", "resourcequotas") {
         quota_hard(new)?;
     } else if is(rt, "scheduling.k8s.io", "priorityclasses") {

@@ -10,6 +10,46 @@ use crate::state::quantity::parse_milli;
 use crate::state::registry::gr;
 use crate::state::store::Store;
 
+/// The quantity maps of an item.
+const BOUNDS: [&str; 5] = [
+    "max",
+    "min",
+    "default",
+    "defaultRequest",
+    "maxLimitRequestRatio",
+];
+
+/// The API's validation of a LimitRange's quantities (kube's 422 field errors: field,
+/// message), written back as `resource.Quantity` writes them (`1000m` becomes `"1"`).
+pub fn validate(obj: &mut Value) -> Result<(), Vec<(String, String)>> {
+    let mut errs = Vec::new();
+    let items = obj
+        .pointer_mut("/spec/limits")
+        .and_then(Value::as_array_mut);
+    for (i, item) in items.into_iter().flatten().enumerate() {
+        for bound in BOUNDS {
+            let Some(map) = item.get_mut(bound).and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for (res, v) in map.iter_mut() {
+                let field = format!("spec.limits[{i}].{bound}[{res}]");
+                match amount(v) {
+                    None => errs.push((
+                        field,
+                        format!("Invalid value: {v}: must be a quantity such as 500m or 1Gi"),
+                    )),
+                    Some((text, m)) if m < 0 => errs.push((
+                        field,
+                        format!("Invalid value: \"{text}\": must be greater than or equal to 0"),
+                    )),
+                    Some((text, m)) => *v = json!(crate::state::quota::canonical_text(m, &text)),
+                }
+            }
+        }
+    }
+    if errs.is_empty() { Ok(()) } else { Err(errs) }
+}
+
 /// `SetDefaults_LimitRangeItem`: for a `Container` item, `default` from `max`, then
 /// `defaultRequest` from `default`, then from `min`.
 pub fn item_defaults(obj: &mut Value) {
@@ -124,13 +164,28 @@ fn check(
     }
 }
 
-/// Adds `from` into `to`, quantity by quantity (in millis, written back as millis).
-fn add(to: &mut Map<String, Value>, from: &Map<String, Value>) {
-    for (k, v) in from {
-        let Some((_, m)) = amount(v) else { continue };
-        let before = to.get(k).and_then(amount).map(|(_, m)| m).unwrap_or(0);
-        to.insert(k.clone(), json!(format!("{}m", before + m)));
+/// A Pod's requests or limits for the resources an item bounds: its containers' sum, or
+/// its largest init container's when that is more (kube's pod resource rule), written as
+/// a Quantity is.
+fn pod_resources(pod: &Value, item: &Value, kind: &str) -> Map<String, Value> {
+    let mut out = Map::new();
+    for bound in ["min", "max", "maxLimitRequestRatio"] {
+        for res in item[bound]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            let (m, text) = crate::state::sim::pods::pod_amount(pod, kind, res);
+            if let Some(t) = text {
+                out.insert(
+                    res.clone(),
+                    json!(crate::state::quota::canonical_text(m, &t)),
+                );
+            }
+        }
     }
+    out
 }
 
 /// LimitRanger on a Pod's create: defaults, then the constraints; `Err` names every
@@ -155,7 +210,19 @@ pub fn admit_pod(store: &Store, pod: &mut Value) -> Result<(), String> {
                 .unwrap_or_default()
         })
         .collect();
-    // defaults, the first LimitRange's first
+    // defaults: each Container item in turn, a later one's value over an earlier one's
+    // (kube merges every item's defaults before applying them)
+    let (mut limit_defaults, mut request_defaults) = (Map::new(), Map::new());
+    for item in items.iter().filter(|i| i["type"] == "Container") {
+        for (to, from) in [
+            (&mut limit_defaults, "default"),
+            (&mut request_defaults, "defaultRequest"),
+        ] {
+            for (res, v) in item[from].as_object().into_iter().flatten() {
+                to.insert(res.clone(), v.clone());
+            }
+        }
+    }
     for list in ["containers", "initContainers"] {
         let Some(cs) = pod
             .pointer_mut(&format!("/spec/{list}"))
@@ -164,18 +231,16 @@ pub fn admit_pod(store: &Store, pod: &mut Value) -> Result<(), String> {
             continue;
         };
         for c in cs {
-            for item in items.iter().filter(|i| i["type"] == "Container") {
-                for (kind, from) in [("limits", "default"), ("requests", "defaultRequest")] {
-                    for (res, v) in item[from].as_object().into_iter().flatten() {
-                        if c.pointer(&format!("/resources/{kind}/{res}")).is_none() {
-                            if !c["resources"].is_object() {
-                                c["resources"] = json!({});
-                            }
-                            if !c["resources"][kind].is_object() {
-                                c["resources"][kind] = json!({});
-                            }
-                            c["resources"][kind][res] = v.clone();
+            for (kind, defaults) in [("limits", &limit_defaults), ("requests", &request_defaults)] {
+                for (res, v) in defaults {
+                    if c.pointer(&format!("/resources/{kind}/{res}")).is_none() {
+                        if !c["resources"].is_object() {
+                            c["resources"] = json!({});
                         }
+                        if !c["resources"][kind].is_object() {
+                            c["resources"][kind] = json!({});
+                        }
+                        c["resources"][kind][res] = v.clone();
                     }
                 }
             }
@@ -211,16 +276,16 @@ pub fn admit_pod(store: &Store, pod: &mut Value) -> Result<(), String> {
                 }
             }
             Some("Pod") => {
-                let (mut req, mut lim) = (Map::new(), Map::new());
-                for c in pod["spec"]["containers"].as_array().into_iter().flatten() {
-                    add(&mut req, &of(c, "requests"));
-                    add(&mut lim, &of(c, "limits"));
-                }
+                let req = pod_resources(pod, item, "requests");
+                let lim = pod_resources(pod, item, "limits");
                 check("Pod", item, &req, &lim, &mut errs);
             }
             _ => {}
         }
     }
+    // kube's aggregate error: each distinct message once, brackets for more than one
+    let mut seen = std::collections::HashSet::new();
+    errs.retain(|e| seen.insert(e.clone()));
     match errs.len() {
         0 => Ok(()),
         1 => Err(errs.remove(0)),
@@ -331,6 +396,33 @@ mod tests {
     }
 
     #[test]
+    fn bad_quantities_are_422_and_good_ones_are_written_as_quantities() {
+        let mut lr = json!({"spec": {"limits": [{"type": "Container",
+            "max": {"cpu": "1000m", "memory": "abc"}, "min": {"cpu": "-1"}}]}});
+        let errs = validate(&mut lr).unwrap_err();
+        let fields: Vec<&str> = errs.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["spec.limits[0].max[memory]", "spec.limits[0].min[cpu]"]
+        );
+        let mut ok = json!({"spec": {"limits": [{"type": "Container", "max": {"cpu": "1000m"}}]}});
+        validate(&mut ok).unwrap();
+        assert_eq!(ok["spec"]["limits"][0]["max"]["cpu"], "1");
+    }
+
+    #[test]
+    fn the_same_violation_of_two_containers_is_said_once() {
+        let st = store_with(json!([{"type": "Container", "max": {"cpu": "1"}}]));
+        let mut p = json!({"metadata": {"name": "p", "namespace": "shop"}, "spec": {"containers": [
+            {"name": "a", "resources": {"limits": {"cpu": "2"}}},
+            {"name": "b", "resources": {"limits": {"cpu": "2"}}}]}});
+        assert_eq!(
+            admit_pod(&st, &mut p).unwrap_err(),
+            "maximum cpu usage per Container is 1, but limit is 2"
+        );
+    }
+
+    #[test]
     fn pod_items_check_the_sum_and_other_namespaces_are_free() {
         let st = store_with(json!([{"type": "Pod", "max": {"cpu": "1"}}]));
         let mut p = json!({"metadata": {"name": "p", "namespace": "shop"}, "spec": {"containers": [
@@ -339,6 +431,14 @@ mod tests {
         assert_eq!(
             admit_pod(&st, &mut p).unwrap_err(),
             "maximum cpu usage per Pod is 1, but limit is 1200m"
+        );
+        // the largest init container counts when it is more than the containers' sum
+        let mut init = json!({"metadata": {"name": "p", "namespace": "shop"}, "spec": {
+            "initContainers": [{"name": "i", "resources": {"limits": {"cpu": "2"}}}],
+            "containers": [{"name": "a", "resources": {"limits": {"cpu": "100m"}}}]}});
+        assert_eq!(
+            admit_pod(&st, &mut init).unwrap_err(),
+            "maximum cpu usage per Pod is 1, but limit is 2"
         );
         p["metadata"]["namespace"] = json!("other");
         assert!(admit_pod(&st, &mut p).is_ok());
