@@ -45,10 +45,14 @@ pub fn pass(st: &mut State) -> bool {
     w.changed
 }
 
-/// Counts writes.
+/// Counts writes, and carries what this pass's Pod creates were refused for.
 #[derive(Default)]
 pub(crate) struct Writes {
     changed: bool,
+    /// Why admission refused a new Pod, by the uid of its controller (a ReplicaSet's
+    /// `ReplicaFailure` condition, and its Deployment's, as kube-controller-manager
+    /// writes them).
+    pub(crate) refused: HashMap<String, String>,
 }
 
 impl Writes {

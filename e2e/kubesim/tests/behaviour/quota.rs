@@ -185,6 +185,42 @@ async fn workload_pods_stop_at_the_quota() {
         2,
         "held at the quota"
     );
+    // and says why, as kube-controller-manager does: the ReplicaSet's and the
+    // Deployment's ReplicaFailure (FailedCreate) carry the quota's refusal
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    let failure = |conds: Option<Vec<serde_json::Value>>| {
+        conds
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c["type"] == "ReplicaFailure")
+    };
+    let c = eventually("the Deployment's ReplicaFailure", || async {
+        let d = deployments.get("web").await.ok()?;
+        failure(
+            serde_json::to_value(d.status?.conditions?)
+                .ok()?
+                .as_array()
+                .cloned(),
+        )
+    })
+    .await;
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("True"), Some("FailedCreate"))
+    );
+    let m = c["message"].as_str().unwrap_or_default();
+    assert!(m.contains("is forbidden: exceeded quota: pods"), "{m}");
+    let rss: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(env.client.clone(), "default");
+    let rs = rss.list(&lp).await.unwrap().items.remove(0);
+    let c = failure(
+        serde_json::to_value(rs.status.unwrap().conditions)
+            .unwrap()
+            .as_array()
+            .cloned(),
+    )
+    .expect("the ReplicaSet's ReplicaFailure");
+    assert_eq!(c["reason"], "FailedCreate");
     quotas
         .patch(
             "pods",
@@ -198,6 +234,12 @@ async fn workload_pods_stop_at_the_quota() {
     })
     .await;
     used(&quotas, "pods", json!({"pods": "3"})).await;
+    eventually("ReplicaFailure gone once the Pods are made", || async {
+        let d = deployments.get("web").await.ok()?;
+        let conds = serde_json::to_value(d.status?.conditions?).ok()?;
+        failure(conds.as_array().cloned()).is_none().then_some(())
+    })
+    .await;
 }
 
 /// LimitRanger before ResourceQuota, as in kube-apiserver: a quota on `requests.cpu`

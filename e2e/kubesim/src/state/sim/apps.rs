@@ -279,7 +279,19 @@ pub(crate) fn status(st: &mut State, owned: &Owned, w: &mut Writes) {
                 .to_string(),
             (n, ready),
         );
-        let status = json!({"observedGeneration": generation(&rs.value), "replicas": n, "fullyLabeledReplicas": n, "readyReplicas": ready, "availableReplicas": ready});
+        let mut status = json!({"observedGeneration": generation(&rs.value), "replicas": n, "fullyLabeledReplicas": n, "readyReplicas": ready, "availableReplicas": ready});
+        // a Pod create admission refused: the replica set controller's FailedCreate
+        if let Some(why) = w
+            .refused
+            .get(rs.value["metadata"]["uid"].as_str().unwrap_or(""))
+        {
+            status["conditions"] = conditions(
+                rs.value.pointer("/status/conditions"),
+                &[("ReplicaFailure", true, "FailedCreate", why.clone())],
+                &now,
+                false,
+            );
+        }
         w.status(st, &rs_gr, &rs, status);
     }
     let by_owner = replicasets_by_owner(st);
@@ -288,6 +300,7 @@ pub(crate) fn status(st: &mut State, owned: &Owned, w: &mut Writes) {
         let hash = template_hash(d.value.pointer("/spec/template").unwrap_or(&Value::Null));
         let current = format!("{}-{hash}", d.name());
         let (mut replicas, mut ready, mut updated) = (0, 0, 0);
+        let mut failure = None;
         for rs in by_owner
             .get(d.value["metadata"]["uid"].as_str().unwrap_or(""))
             .into_iter()
@@ -302,48 +315,54 @@ pub(crate) fn status(st: &mut State, owned: &Owned, w: &mut Writes) {
             if rs.name() == current {
                 updated = n;
             }
+            if let Some(why) = w
+                .refused
+                .get(rs.value["metadata"]["uid"].as_str().unwrap_or(""))
+            {
+                failure = Some(why.clone());
+            }
         }
         let want = spec_int(&d.value, "replicas", 1);
         let available = ready >= want;
         let done = available && updated == want && replicas == want;
         let old = d.value.pointer("/status/conditions");
-        let conds = conditions(
-            old,
-            &[
-                if available {
-                    (
-                        "Available",
-                        true,
-                        "MinimumReplicasAvailable",
-                        "Deployment has minimum availability.".to_string(),
-                    )
-                } else {
-                    (
-                        "Available",
-                        false,
-                        "MinimumReplicasUnavailable",
-                        "Deployment does not have minimum availability.".to_string(),
-                    )
-                },
-                if done {
-                    (
-                        "Progressing",
-                        true,
-                        "NewReplicaSetAvailable",
-                        format!("ReplicaSet \"{current}\" has successfully progressed."),
-                    )
-                } else {
-                    (
-                        "Progressing",
-                        true,
-                        "ReplicaSetUpdated",
-                        format!("ReplicaSet \"{current}\" is progressing."),
-                    )
-                },
-            ],
-            &now,
-            true,
-        );
+        let mut wanted = vec![
+            if available {
+                (
+                    "Available",
+                    true,
+                    "MinimumReplicasAvailable",
+                    "Deployment has minimum availability.".to_string(),
+                )
+            } else {
+                (
+                    "Available",
+                    false,
+                    "MinimumReplicasUnavailable",
+                    "Deployment does not have minimum availability.".to_string(),
+                )
+            },
+            if done {
+                (
+                    "Progressing",
+                    true,
+                    "NewReplicaSetAvailable",
+                    format!("ReplicaSet \"{current}\" has successfully progressed."),
+                )
+            } else {
+                (
+                    "Progressing",
+                    true,
+                    "ReplicaSetUpdated",
+                    format!("ReplicaSet \"{current}\" is progressing."),
+                )
+            },
+        ];
+        // the deployment controller surfaces its ReplicaSets' FailedCreate
+        if let Some(why) = failure {
+            wanted.push(("ReplicaFailure", true, "FailedCreate", why));
+        }
+        let conds = conditions(old, &wanted, &now, true);
         let mut status = json!({"observedGeneration": generation(&d.value), "replicas": replicas, "updatedReplicas": updated,
             "readyReplicas": ready, "availableReplicas": ready, "conditions": conds});
         if want > ready {

@@ -327,8 +327,18 @@ pub(crate) fn run(st: &mut State, new_pods: Vec<Value>, w: &mut Writes) {
         // a class that does not exist yet or a full quota, is tried again next pass
         if is_new
             && let Some(rt) = &pods_rt
-            && crate::state::kinds::admit(&st.store, rt, &mut p).is_err()
+            && let Err(e) = crate::state::kinds::admit(&st.store, rt, &mut p)
         {
+            if let Some(owner) = p
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
+                .and_then(|o| o.get("uid").and_then(Value::as_str))
+            {
+                w.refused.insert(owner.to_string(), e.message);
+            }
             continue;
         }
         match schedule(&needs(&p), &cl.nodes) {
