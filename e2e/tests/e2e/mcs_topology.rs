@@ -151,13 +151,16 @@ async fn three_clusters_with_different_port_sets_route_ports_per_cluster() {
         }
     })
     .await;
-    let clusters: Vec<String> = si
+    // a list-type map keyed by cluster: its order carries no meaning, and a
+    // server-side apply that adds an entry may put it after the entries already there
+    let mut clusters: Vec<String> = si
         .status
         .unwrap()
         .clusters
         .into_iter()
         .map(|c| c.cluster)
         .collect();
+    clusters.sort();
     assert_eq!(clusters, vec!["c0", "c1", "c2"]);
     let ports_of = |s: &EndpointSlice| {
         let src = s.metadata.labels.as_ref().unwrap()["multicluster.kubernetes.io/source-cluster"]
