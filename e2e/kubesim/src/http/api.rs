@@ -331,19 +331,22 @@ async fn admit_by_webhooks(
             .get(&rt.group_resource(), ns, name)
             .map(|o| o.value.clone())
     };
+    // what the request may be admitted as; nothing is decoded, copied or previewed
+    // unless some webhook's rules cover it (every write passes here)
+    let operations: &[&str] = match (method.as_str(), rp.name.is_some(), sub) {
+        ("POST", false, "") => &["CREATE"],
+        ("PUT", true, "" | "status") => &["UPDATE"],
+        ("DELETE", true, "") => &["DELETE"],
+        ("PATCH", true, "" | "status") => &["UPDATE", "CREATE"],
+        _ => return Ok(None),
+    };
+    if !crate::http::webhooks::any_rule_matches(&inner.state.lock(), operations, rt, sub) {
+        return Ok(None);
+    }
     // (operation, name, object, old object, the version a PATCH was admitted on)
     let (operation, name, object, old_object, version) =
         match (method.as_str(), rp.name.as_deref(), sub) {
             ("PATCH", Some(name), "" | "status") => {
-                let wanted = crate::http::webhooks::any_rule_matches(
-                    &inner.state.lock(),
-                    &["UPDATE", "CREATE"],
-                    rt,
-                    sub,
-                );
-                if !wanted {
-                    return Ok(None);
-                }
                 // a PATCH that fails here fails the same way when it runs (its own error),
                 // unless the object changes first: then it is admitted again
                 let Ok((operation, old_object, object)) =

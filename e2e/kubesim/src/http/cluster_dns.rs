@@ -55,12 +55,7 @@ pub fn addresses(st: &State, name: &str) -> Option<Vec<IpAddr>> {
     };
     let service = st.store.get(&gr("", "services"), ns, svc)?;
     let spec = &service.value["spec"];
-    let ips: Vec<IpAddr> = spec["clusterIPs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|ip| ip.as_str()?.parse().ok())
-        .collect();
+    let ips = crate::http::service_proxy::cluster_ips(spec);
     if !ips.is_empty() {
         return Some(ips);
     }
@@ -68,16 +63,11 @@ pub fn addresses(st: &State, name: &str) -> Option<Vec<IpAddr>> {
         return Some(Vec::new());
     }
     // headless: the ready endpoints
-    let mut out: Vec<IpAddr> = st
-        .store
-        .list(&gr("discovery.k8s.io", "endpointslices"), Some(ns))
+    let mut out: Vec<IpAddr> = crate::http::service_proxy::slices_by_service(st, Some(ns))
+        .remove(&(ns.to_string(), svc.to_string()))
+        .unwrap_or_default()
         .iter()
         .map(|s| &s.value)
-        .filter(|s| {
-            s.pointer("/metadata/labels/kubernetes.io~1service-name")
-                .and_then(Value::as_str)
-                == Some(svc)
-        })
         .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
         .filter(|ep| ep.pointer("/conditions/ready") != Some(&Value::Bool(false)))
         .flat_map(|ep| ep["addresses"].as_array().cloned().unwrap_or_default())

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::http::context::Inner;
 use crate::state::cluster::State;
 use crate::state::registry::gr;
+use crate::state::stored::StoredObj;
 
 /// A socket kube-proxy serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -44,12 +45,47 @@ pub struct Route {
     pub affinity: Option<Duration>,
 }
 
+/// The EndpointSlices of `namespace` (every namespace: `None`) by the Service they
+/// are labelled for (`kubernetes.io/service-name`), keyed (namespace, service).
+pub(crate) fn slices_by_service(
+    st: &State,
+    namespace: Option<&str>,
+) -> HashMap<(String, String), Vec<Arc<StoredObj>>> {
+    let mut out: HashMap<(String, String), Vec<Arc<StoredObj>>> = HashMap::new();
+    for s in st
+        .store
+        .list(&gr("discovery.k8s.io", "endpointslices"), namespace)
+    {
+        let svc = s
+            .value
+            .pointer("/metadata/labels/kubernetes.io~1service-name")
+            .and_then(Value::as_str);
+        if let Some(svc) = svc {
+            out.entry((s.namespace().to_string(), svc.to_string()))
+                .or_default()
+                .push(s.clone());
+        }
+    }
+    out
+}
+
+/// A Service's ClusterIPs (`clusterIPs`, else `clusterIP`; "None" is none).
+pub(crate) fn cluster_ips(spec: &Value) -> Vec<IpAddr> {
+    let listed = spec["clusterIPs"].as_array().filter(|a| !a.is_empty());
+    let one = std::slice::from_ref(&spec["clusterIP"]);
+    listed
+        .map(Vec::as_slice)
+        .unwrap_or(one)
+        .iter()
+        .filter_map(|ip| ip.as_str()?.parse().ok())
+        .collect()
+}
+
 /// The table kube-proxy would program from the store.
 pub fn routes(st: &State) -> BTreeMap<Frontend, Route> {
     let mut out = BTreeMap::new();
-    let slices = st
-        .store
-        .list(&gr("discovery.k8s.io", "endpointslices"), None);
+    // indexed once: each Service looks its slices up, not through every slice
+    let slices = slices_by_service(st, None);
     for svc in st.store.list(&gr("", "services"), None) {
         let v = &svc.value;
         let ns = v
@@ -64,14 +100,8 @@ pub fn routes(st: &State) -> BTreeMap<Frontend, Route> {
         if spec["type"] == "ExternalName" {
             continue;
         }
-        let ips: Vec<IpAddr> = spec["clusterIPs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .chain(std::iter::once(&spec["clusterIP"]))
-            .filter_map(|ip| ip.as_str()?.parse().ok())
-            .filter(|ip: &IpAddr| ip.is_ipv4() && ip.is_loopback())
-            .collect();
+        let mut ips = cluster_ips(spec);
+        ips.retain(|ip| ip.is_ipv4() && ip.is_loopback());
         if ips.is_empty() {
             continue;
         }
@@ -83,14 +113,10 @@ pub fn routes(st: &State) -> BTreeMap<Frontend, Route> {
             )
         });
         let own: Vec<&Value> = slices
-            .iter()
+            .get(&(ns.to_string(), name.to_string()))
+            .into_iter()
+            .flatten()
             .map(|s| &s.value)
-            .filter(|s| {
-                s.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns)
-                    && s.pointer("/metadata/labels/kubernetes.io~1service-name")
-                        .and_then(Value::as_str)
-                        == Some(name)
-            })
             .collect();
         for port in spec["ports"].as_array().into_iter().flatten() {
             let Some(number) = port["port"].as_u64().and_then(|p| u16::try_from(p).ok()) else {
