@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::mcs::conditions::service_import as im_cond;
+use causeway_crds::mcs::merge::exports_port;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::mcs::{ServiceImportStatus, ServiceImportType, values};
 use causeway_crds::names::{derived_service_name, member_slice_name};
@@ -261,17 +262,14 @@ pub fn desired(
         };
         out.imports.push((import, st));
         out.services.push(svc);
-        // slices: one per hub slice, only ports that source cluster may serve
-        let port_names: BTreeSet<String> = si
-            .spec
-            .ports
-            .iter()
-            .map(|p| p.name.clone().unwrap_or_default())
-            .collect();
+        // slices: one per hub slice, with the ports of the import its source cluster
+        // serves: its export has exactly that port (a port of that name that is another
+        // one never gets the import's traffic, even before the aggregator's verdict
+        // lists it in excludedPorts: CR-3), and the verdict does not exclude it
         for hs in hub_slices_of {
             let src = source_cluster(hs).to_string();
-            let excluded: BTreeSet<String> = exported_by
-                .get(&(ns.clone(), name.clone(), src.clone()))
+            let export = exported_by.get(&(ns.clone(), name.clone(), src.clone()));
+            let excluded: BTreeSet<String> = export
                 .and_then(|e| e.status.as_ref())
                 .map(|s| {
                     s.excluded_ports
@@ -280,15 +278,20 @@ pub fn desired(
                         .collect()
                 })
                 .unwrap_or_default();
+            let served: BTreeSet<String> = si
+                .spec
+                .ports
+                .iter()
+                .filter(|p| export.is_some_and(|e| exports_port(&e.spec, p)))
+                .map(|p| p.name.clone().unwrap_or_default())
+                .filter(|n| !excluded.contains(n))
+                .collect();
             let ports: Vec<_> = hs
                 .ports
                 .clone()
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|p| {
-                    let n = p.name.clone().unwrap_or_default();
-                    port_names.contains(&n) && !excluded.contains(&n)
-                })
+                .filter(|p| served.contains(p.name.as_deref().unwrap_or_default()))
                 .collect();
             let mut l = managed_labels(&name);
             l.insert(labels::SOURCE_CLUSTER.into(), src);

@@ -191,6 +191,15 @@ impl Conflict {
     }
 }
 
+/// Whether the export `spec` may serve `port` of a ServiceImport: its Service has
+/// exactly that port (name, protocol, port and appProtocol, normalised), the rule of
+/// [`Merged::port_clusters`]. It needs no verdict: an importer that checks it never
+/// sends a port's traffic to a cluster whose port of that name is another one, even
+/// before the aggregator has listed that port in the export's `excludedPorts` (CR-3).
+pub fn exports_port(spec: &ExportedServiceSpec, port: &ServicePort) -> bool {
+    ports::has(spec, port)
+}
+
 impl Merged {
     /// The clusters allowed to serve `port` (matched by name, protocol and port),
     /// or an empty slice when the ServiceImport has no such port.

@@ -307,33 +307,43 @@ async fn a_conflicting_port_number_reaches_only_the_oldest_exporter() {
     hello(&m, 0, port(5042), &["127.42.4.1"]).await;
     m.export(0, "hello", "dummy-label").await;
     let first = [clusterset_ip(&m, 0).await, clusterset_ip(&m, 1).await];
+    let ats = [
+        SocketAddr::new(first[0], 5042),
+        SocketAddr::new(first[1], 5042),
+    ];
+    for (i, at) in ats.iter().enumerate() {
+        let who = eventually(&format!("5042 served in member {i}"), PRESENT, || {
+            tcp_ask(*at)
+        })
+        .await;
+        assert_eq!(who, "c0/hello-0", "member {i}");
+    }
     tokio::time::sleep(Duration::from_millis(1100)).await;
     hello(&m, 1, port(4242), &["127.42.5.1"]).await;
     m.export(1, "hello", "dummy-label").await;
+    // from c1's export on, 5042 is only ever c0's: before the aggregator's verdict as
+    // after it (an importer does not give a cluster a port its export has as another)
+    let only_c0 = || async {
+        for (i, at) in ats.iter().enumerate() {
+            assert_eq!(
+                tcp_ask(*at).await.as_deref(),
+                Some("c0/hello-0"),
+                "5042 in member {i}"
+            );
+        }
+    };
     eventually("c1's export reports the conflict", PRESENT, || async {
+        only_c0().await;
         m.export_condition(1, "hello", "Conflict")
             .await
             .filter(|c| c.0 == "True")
     })
     .await;
+    for _ in 0..10 {
+        only_c0().await;
+    }
     for i in [0, 1] {
-        let at = SocketAddr::new(clusterset_ip(&m, i).await, 5042);
-        // settled once the importers have caught up with the conflict (a CI run saw
-        // c1's pod answer for a moment before: see the closing note of this stop)
-        eventually(
-            &format!("5042 only c0's in member {i}"),
-            PRESENT,
-            || async {
-                for _ in 0..10 {
-                    if tcp_ask(at).await.as_deref() != Some("c0/hello-0") {
-                        return None;
-                    }
-                }
-                Some(())
-            },
-        )
-        .await;
-        let other = SocketAddr::new(at.ip(), 4242);
+        let other = SocketAddr::new(clusterset_ip(&m, i).await, 4242);
         assert_eq!(tcp_ask(other).await, None, "4242 is not part of the import");
     }
 

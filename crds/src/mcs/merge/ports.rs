@@ -31,6 +31,21 @@ pub(super) fn key(port: &ExportedServicePort) -> PortKey {
     key_of(&normalize(port))
 }
 
+/// Whether `spec` has exactly `port` of a ServiceImport (both normalised), the rule
+/// that puts a cluster in the port's [`PortClusters`].
+pub(super) fn has(spec: &crate::exported_service::ExportedServiceSpec, port: &ServicePort) -> bool {
+    let non_empty = |s: &Option<String>| s.as_deref().filter(|s| !s.is_empty()).map(str::to_owned);
+    let want = key_of(&ServicePort {
+        name: non_empty(&port.name),
+        protocol: Some(
+            non_empty(&port.protocol).unwrap_or_else(|| values::PROTOCOL_TCP.to_owned()),
+        ),
+        app_protocol: non_empty(&port.app_protocol),
+        port: port.port,
+    });
+    spec.ports.iter().any(|p| key(p) == want)
+}
+
 fn key_of(port: &ServicePort) -> PortKey {
     (
         port.name.clone(),
