@@ -8,10 +8,12 @@
 //! The stream is pulled: nothing is read from the member while the consumer is busy
 //! (the synchro writes a batch), so memory stays bounded by one list page.
 //!
-//! Objects are JSON values, read in one pass: kube's `ObjectList` and `DynamicObject`
-//! take their type fields with `#[serde(flatten)]`, which buffers a whole page into
-//! serde's `Content` and reads it again (and each item once more), and the indexer only
-//! wants the JSON back.
+//! A list's objects are JSON text, each item of a page copied out unread: kube's
+//! `ObjectList` and `DynamicObject` take their type fields with `#[serde(flatten)]`,
+//! which buffers a whole page into serde's `Content` and reads it again (and each item
+//! once more), and the indexer wants little more than the JSON back
+//! ([`crate::store::Record::from_json`] reads only the metadata). A watch's objects are
+//! JSON values (a watch brings few).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -22,6 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Objects per list page (kube-runtime's watcher default).
 const PAGE: u32 = 500;
@@ -36,8 +39,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub(crate) enum Step {
     /// A (re)list starts.
     Init,
-    /// An object of the list.
-    InitApply(Value),
+    /// An object of the list, as JSON text.
+    InitApply(Box<RawValue>),
     /// The list is complete, read at this resourceVersion.
     InitDone(String),
     /// An object was added or changed.
@@ -51,7 +54,7 @@ pub(crate) enum Step {
 enum State {
     Relist,
     Listing {
-        page: VecDeque<Value>,
+        page: VecDeque<Box<RawValue>>,
         /// None before the first page.
         next: Option<Option<String>>,
         rv: String,
@@ -70,11 +73,11 @@ struct Page {
     #[serde(default)]
     metadata: ListMeta,
     #[serde(default, deserialize_with = "null_as_empty")]
-    items: Vec<Value>,
+    items: Vec<Box<RawValue>>,
 }
 
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error> {
-    Ok(Option::<Vec<Value>>::deserialize(d)?.unwrap_or_default())
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Box<RawValue>>, D::Error> {
+    Ok(Option::<Vec<Box<RawValue>>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A string of an object's metadata (`name`, `namespace`, `resourceVersion`, …).

@@ -27,7 +27,6 @@ use futures::{FutureExt, StreamExt};
 use kube::api::ApiResource;
 use kube::core::GroupVersion;
 use kube::discovery::{Scope, verbs};
-use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -38,7 +37,7 @@ use super::listwatch::{Step, list_watch, meta};
 use super::metrics::{IndexerMetrics, TypeLabels};
 use super::spec::gvr_text;
 use crate::positions::{Positions, Publication};
-use crate::store::{Gvr, Key, Record, Store, StoreError, StoreResult, TypeInfo, Versions};
+use crate::store::{Gvr, Key, Listed, Record, Store, StoreError, StoreResult, TypeInfo, Versions};
 
 /// Objects per write.
 const BATCH: usize = 500;
@@ -253,19 +252,22 @@ impl Synchro {
                 Ok(())
             }
             Step::InitApply(obj) => {
-                let listed = meta(&obj, "resourceVersion")
-                    .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
-                let stored = st.listing.as_mut().and_then(|l| {
-                    l.take(
-                        meta(&obj, "namespace").unwrap_or_default(),
-                        meta(&obj, "name").unwrap_or_default(),
-                    )
-                });
-                if stored.is_some() && stored == listed.as_deref() {
-                    self.metrics.unchanged.inc();
-                    return Ok(());
+                // an item whose metadata cannot be read this way is written (and read
+                // whole there)
+                if let Some(item) = Listed::read(obj.get()) {
+                    let listed = item
+                        .resource_version()
+                        .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
+                    let stored = st
+                        .listing
+                        .as_mut()
+                        .and_then(|l| l.take(item.namespace(), item.name()));
+                    if stored.is_some() && stored == listed.as_deref() {
+                        self.metrics.unchanged.inc();
+                        return Ok(());
+                    }
                 }
-                self.put(&mut st.batch, resource, obj).await
+                self.put(&mut st.batch, resource, obj.get()).await
             }
             Step::InitDone(rv) => {
                 self.flush(&mut st.batch).await?;
@@ -285,7 +287,7 @@ impl Synchro {
             }
             Step::Apply(obj) => {
                 st.moved_to(meta(&obj, "resourceVersion"));
-                self.put(&mut st.batch, resource, obj).await
+                self.put(&mut st.batch, resource, &obj.to_string()).await
             }
             Step::Delete(obj) => {
                 st.moved_to(meta(&obj, "resourceVersion"));
@@ -315,35 +317,22 @@ impl Synchro {
         })
     }
 
-    /// Queues an object's record (apiVersion and kind set: list items lack them).
+    /// Queues the record of an object, given as JSON text (apiVersion and kind set: list
+    /// items lack them).
     async fn put(
         &self,
         batch: &mut Batch<'_>,
         resource: &ApiResource,
-        obj: Value,
+        obj: &str,
     ) -> StoreResult<()> {
-        let Value::Object(mut data) = obj else {
-            tracing::warn!(cluster = %self.cluster, "object not indexed: not a JSON object");
-            return Ok(());
-        };
-        // apiVersion and kind first, as the API server writes them; the other fields
-        // are moved, not copied
-        let mut fields = serde_json::Map::new();
-        fields.insert("apiVersion".into(), resource.api_version.clone().into());
-        fields.insert("kind".into(), resource.kind.clone().into());
-        if let Some(m) = data.remove("metadata") {
-            fields.insert("metadata".into(), m);
-        }
-        fields.extend(
-            data.into_iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind")),
-        );
-        let Some(record) = Record::from_value(
+        let Some(record) = Record::from_json(
             &self.cluster,
             &self.spec.gvr,
-            Value::Object(fields),
+            (&resource.api_version, &resource.kind),
+            obj,
             self.spec.metadata_only,
         ) else {
+            tracing::warn!(cluster = %self.cluster, "object not indexed: not a JSON object with a name");
             return Ok(());
         };
         let key = self.key(record.namespace.clone(), record.name.clone());

@@ -1,5 +1,10 @@
 //! From a member's object to a [`Record`], and from a stored object back to a result.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::{Gvr, Key, Record};
@@ -22,6 +27,112 @@ pub fn stored_version(resource_version: &str, metadata_only: bool) -> String {
 /// The resourceVersion part of a stored version.
 pub fn resource_version_of(stored: &str) -> &str {
     stored.strip_suffix(NAMES_ONLY).unwrap_or(stored)
+}
+
+/// The metadata fields a record takes, read from an object's JSON text without building
+/// the object: strings borrowed where they have no escapes. Fields of another JSON type
+/// than the API's fail the read, and the record is then made from the parsed object
+/// ([`Record::from_value`]'s rules), so both reads index the same things.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaView<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    resource_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    creation_timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    labels: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
+    #[serde(borrow, default)]
+    owner_references: Option<Vec<OwnerView<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct OwnerView<'a> {
+    #[serde(borrow, default)]
+    uid: Option<Cow<'a, str>>,
+    #[serde(default)]
+    controller: Option<bool>,
+}
+
+/// Which object a member's JSON text is, and at which resourceVersion, read without
+/// building the object (`None` if its metadata has other types than the API's).
+#[derive(Deserialize)]
+pub struct Listed<'a> {
+    #[serde(borrow)]
+    metadata: ListedMeta<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedMeta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    resource_version: Option<Cow<'a, str>>,
+}
+
+impl<'a> Listed<'a> {
+    /// Reads `text`.
+    pub fn read(text: &'a str) -> Option<Self> {
+        serde_json::from_str(text).ok()
+    }
+    /// `metadata.namespace` (`""` when unset).
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+    /// `metadata.name` (`""` when unset).
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+}
+
+/// A JSON object's members in their order, values unread.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut m: M,
+            ) -> Result<Members<'a>, M::Error> {
+                let mut out = Vec::with_capacity(m.size_hint().unwrap_or(8));
+                while let Some(entry) = m.next_entry::<Cow<'a, str>, &'a RawValue>()? {
+                    out.push(entry);
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+/// Appends `"key":value` (a comma first unless `out` ends an opening brace).
+fn member(out: &mut String, key: &str, value: &str) {
+    if !out.ends_with('{') {
+        out.push(',');
+    }
+    // a key read from JSON text writes back as the same JSON string
+    out.push_str(&Value::String(key.to_string()).to_string());
+    out.push(':');
+    out.push_str(value);
 }
 
 /// Removes NUL characters from every string and key: PostgreSQL's jsonb and text refuse
@@ -115,6 +226,124 @@ impl Record {
         Some(record)
     }
 
+    /// The record of a member's object from its JSON `text` as the member sent it (a
+    /// list item or a watch event's object), with the type's `api_version` and `kind`
+    /// first (list items lack them), then `metadata`, then the other fields in their
+    /// order: [`Record::from_value`]'s record, without building the object. The
+    /// object's fields are copied as text; only its metadata is read (and written again
+    /// if it has `managedFields`). Text the API server would not send (metadata fields
+    /// of another type, NUL characters) is read as a whole object instead. `None`
+    /// without a name, or when `text` is not a JSON object.
+    pub fn from_json(
+        cluster: &str,
+        gvr: &Gvr,
+        (api_version, kind): (&str, &str),
+        text: &str,
+        metadata_only: bool,
+    ) -> Option<Record> {
+        if !text.contains("\\u0000")
+            && let Some(r) = Self::from_text(cluster, gvr, (api_version, kind), text, metadata_only)
+        {
+            return r;
+        }
+        let Ok(Value::Object(mut data)) = serde_json::from_str::<Value>(text) else {
+            return None;
+        };
+        let mut fields = Map::new();
+        fields.insert("apiVersion".into(), api_version.into());
+        fields.insert("kind".into(), kind.into());
+        if let Some(m) = data.shift_remove("metadata") {
+            fields.insert("metadata".into(), m);
+        }
+        fields.extend(
+            data.into_iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind")),
+        );
+        Record::from_value(cluster, gvr, Value::Object(fields), metadata_only)
+    }
+
+    /// [`Record::from_json`] from the text alone; `None` when the text needs the object
+    /// read whole, `Some(None)` for an object without a name.
+    fn from_text(
+        cluster: &str,
+        gvr: &Gvr,
+        (api_version, kind): (&str, &str),
+        text: &str,
+        metadata_only: bool,
+    ) -> Option<Option<Record>> {
+        let Members(members) = serde_json::from_str(text).ok()?;
+        let meta_text = members
+            .iter()
+            .find(|(k, _)| k == "metadata")
+            .map(|(_, v)| v.get());
+        let Some(meta_text) = meta_text else {
+            return Some(None);
+        };
+        let meta: MetaView = serde_json::from_str(meta_text).ok()?;
+        let name = meta.name.as_deref().unwrap_or_default();
+        if name.is_empty() {
+            return Some(None);
+        }
+        let owners = meta.owner_references.as_deref().unwrap_or_default();
+        let owner = owners
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .or_else(|| owners.first());
+        let mut object = String::with_capacity(text.len() + api_version.len() + kind.len() + 32);
+        object.push('{');
+        member(
+            &mut object,
+            "apiVersion",
+            &Value::from(api_version).to_string(),
+        );
+        member(&mut object, "kind", &Value::from(kind).to_string());
+        if meta_text.contains("\"managedFields\"") {
+            let Members(fields) = serde_json::from_str(meta_text).ok()?;
+            object.push_str(",\"metadata\":{");
+            for (k, v) in fields.iter().filter(|(k, _)| k != "managedFields") {
+                member(&mut object, k, v.get());
+            }
+            object.push('}');
+        } else {
+            member(&mut object, "metadata", meta_text);
+        }
+        if !metadata_only {
+            for (k, v) in &members {
+                if !matches!(k.as_ref(), "apiVersion" | "kind" | "metadata") {
+                    member(&mut object, k, v.get());
+                }
+            }
+        }
+        object.push('}');
+        let text = |v: &Option<Cow<str>>| v.as_deref().unwrap_or_default().to_string();
+        Some(Some(Record {
+            cluster: cluster.to_string(),
+            gvr: gvr.clone(),
+            namespace: text(&meta.namespace),
+            name: name.to_string(),
+            uid: text(&meta.uid),
+            resource_version: stored_version(
+                meta.resource_version.as_deref().unwrap_or_default(),
+                metadata_only,
+            ),
+            owner_uid: owner.and_then(|o| o.uid.as_deref()).map(String::from),
+            created_at: meta
+                .creation_timestamp
+                .as_deref()
+                .unwrap_or_default()
+                .parse::<jiff::Timestamp>()
+                .ok()
+                .map(|t| t.as_millisecond()),
+            labels: meta
+                .labels
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+            object,
+        }))
+    }
+
     /// Which object this is.
     pub fn key(&self) -> Key {
         Key {
@@ -146,7 +375,7 @@ fn trim(object: &mut Value, metadata_only: bool) {
         o.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
     }
     if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("managedFields");
+        m.shift_remove("managedFields");
     }
 }
 
@@ -214,5 +443,129 @@ mod tests {
         assert_eq!((whole.rv_num(), names.rv_num()), (42, 42));
         assert_eq!(resource_version_of(&names.resource_version), "42");
         assert_eq!(stored_version("42", true), names.resource_version);
+    }
+
+    /// The record of `text` both ways: read as text ([`Record::from_json`]) and as
+    /// the object the indexer built before (apiVersion and kind first, then metadata):
+    /// equal, and so are the stored objects once parsed (in their key order).
+    fn both_ways(text: &str, metadata_only: bool) -> Option<Record> {
+        let av_kind = ("v1", "ConfigMap");
+        let fast = Record::from_json("c", &gvr(), av_kind, text, metadata_only);
+        let slow = serde_json::from_str::<Value>(text).ok().and_then(|v| {
+            let Value::Object(mut data) = v else {
+                return None;
+            };
+            let mut fields = Map::new();
+            fields.insert("apiVersion".into(), "v1".into());
+            fields.insert("kind".into(), "ConfigMap".into());
+            if let Some(m) = data.shift_remove("metadata") {
+                fields.insert("metadata".into(), m);
+            }
+            fields.extend(
+                data.into_iter()
+                    .filter(|(k, _)| k != "apiVersion" && k != "kind"),
+            );
+            Record::from_value("c", &gvr(), Value::Object(fields), metadata_only)
+        });
+        let parsed = |r: &Option<Record>| {
+            r.as_ref().map(|r| {
+                let v: Value = serde_json::from_str(&r.object).expect("stored JSON");
+                let mut r = r.clone();
+                r.object = v.to_string();
+                r
+            })
+        };
+        assert_eq!(parsed(&fast), parsed(&slow), "{text}");
+        fast
+    }
+
+    #[test]
+    fn a_record_read_from_text_is_the_record_of_the_object() {
+        let table = [
+            // a list item: no apiVersion or kind, managedFields dropped, order kept
+            r#"{"metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"5","creationTimestamp":"2026-11-20T10:00:00Z","managedFields":[{"manager":"m","fieldsV1":{"f:data":{}}}],"labels":{"x":"1","y":"2"},"ownerReferences":[{"uid":"o1"},{"uid":"o2","controller":true}]},"data":{"k":"v"},"binaryData":{}}"#,
+            // a watch's object: apiVersion and kind replaced by the type's, in front
+            r#"{"data":{"k":"v"},"kind":"Other","apiVersion":"x/v9","metadata":{"name":"b","labels":{}}}"#,
+            // escapes in keys and values, Go's HTML escaping, spaces
+            r#"{ "metadata" : { "name" : "c\u003cd", "annotations": {"a\"b": "\u0026"} }, "da\u0074a": {"\\": "\n"} }"#,
+            // no owner is the controller: the first; no owners; no metadata; no name
+            r#"{"metadata":{"name":"d","ownerReferences":[{"uid":"o1","controller":false},{"uid":"o2"}]}}"#,
+            r#"{"metadata":{"name":"e","ownerReferences":[]}}"#,
+            r#"{"spec":{}}"#,
+            r#"{"metadata":{"namespace":"n"}}"#,
+            r#"{"metadata":{"name":""}}"#,
+            // other types than the API's: read whole, with its rules
+            r#"{"metadata":{"name":"f","labels":{"n":1,"s":"x"},"uid":7}}"#,
+            r#"{"metadata":{"name":7}}"#,
+            r#"{"metadata":{"name":"g","ownerReferences":[{"uid":"o1","controller":"yes"}]}}"#,
+            r#"{"metadata":{"name":"h","creationTimestamp":"not a time"}}"#,
+            // NUL characters: read whole and dropped
+            r#"{"metadata":{"name":"i\u0000","labels":{"a\u0000":"b\u0000"}},"data":{"k\u0000":"\u0000"}}"#,
+            // not an object, not JSON
+            r#"[1,2]"#,
+            r#"{"metadata":"#,
+        ];
+        for text in table {
+            for metadata_only in [false, true] {
+                both_ways(text, metadata_only);
+            }
+        }
+        let r = both_ways(table[0], false).unwrap();
+        assert_eq!(r.owner_uid.as_deref(), Some("o2"));
+        assert_eq!(r.labels.len(), 2);
+        assert!(
+            r.object
+                .starts_with(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a""#),
+            "{}",
+            r.object
+        );
+        assert!(!r.object.contains("managedFields"), "{}", r.object);
+        assert!(
+            r.object.ends_with(r#""data":{"k":"v"},"binaryData":{}}"#),
+            "{}",
+            r.object
+        );
+        let names = both_ways(table[0], true).unwrap();
+        assert!(!names.object.contains(r#""data""#), "{}", names.object);
+        assert!(both_ways(table[5], false).is_none());
+        assert!(both_ways(table[13], false).is_none());
+    }
+
+    use proptest::prelude::Strategy;
+
+    proptest::proptest! {
+        /// Any object of strings and nested objects (metadata fields, labels, owners,
+        /// managedFields among the keys tried) gives the same record both ways.
+        #[test]
+        fn any_object_gives_the_same_record_both_ways(
+            meta in proptest::collection::btree_map(
+                proptest::sample::select(vec!["name", "namespace", "uid", "resourceVersion", "managedFields", "labels", "annotations", "ownerReferences", "creationTimestamp"]),
+                proptest::prop_oneof![
+                    "[a-z0-9<&\\\"\u{e9}]{0,6}".prop_map(Value::from),
+                    proptest::collection::btree_map("[a-z]{1,3}", "[a-z\\\"]{0,3}", 0..3)
+                        .prop_map(|m| Value::Object(m.into_iter().map(|(k, v)| (k, Value::from(v))).collect())),
+                    proptest::collection::vec(
+                        (proptest::option::of("[a-z]{1,3}"), proptest::option::of(proptest::bool::ANY)),
+                        0..3,
+                    )
+                    .prop_map(|os| Value::Array(os.into_iter().map(|(uid, c)| {
+                        let mut o = Map::new();
+                        if let Some(u) = uid { o.insert("uid".into(), u.into()); }
+                        if let Some(c) = c { o.insert("controller".into(), c.into()); }
+                        Value::Object(o)
+                    }).collect())),
+                ],
+                0..8,
+            ),
+            rest in proptest::collection::vec(("[a-zA-Z]{1,8}", "[ -~]{0,8}"), 0..5),
+            metadata_only in proptest::bool::ANY,
+        ) {
+            let mut o = Map::new();
+            for (k, v) in rest {
+                o.insert(k, Value::from(v));
+            }
+            o.insert("metadata".into(), Value::Object(meta.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
+            both_ways(&Value::Object(o).to_string(), metadata_only);
+        }
     }
 }
