@@ -263,9 +263,26 @@ pub fn desired(
         out.imports.push((import, st));
         out.services.push(svc);
         // slices: one per hub slice, with the ports of the import its source cluster
-        // serves: its export has exactly that port (a port of that name that is another
-        // one never gets the import's traffic, even before the aggregator's verdict
-        // lists it in excludedPorts: CR-3), and the verdict does not exclude it
+        // serves: its export has exactly that port (while another export has it, a port
+        // of that name that is another one never gets the import's traffic, even
+        // before the aggregator's verdict lists it in excludedPorts: CR-3), and the
+        // verdict does not exclude it
+        // the import's ports some export has exactly; a port none has is one the
+        // exports changed and the hub import has not caught up with yet: meanwhile it
+        // goes by name, as the import's own ports do, rather than to no cluster
+        let owned: BTreeSet<&Option<String>> = si
+            .spec
+            .ports
+            .iter()
+            .filter(|p| {
+                exported.iter().any(|e| {
+                    e.spec.service == name
+                        && e.namespace().as_deref() == Some(ns.as_str())
+                        && exports_port(&e.spec, p)
+                })
+            })
+            .map(|p| &p.name)
+            .collect();
         for hs in hub_slices_of {
             let src = source_cluster(hs).to_string();
             let export = exported_by.get(&(ns.clone(), name.clone(), src.clone()));
@@ -282,7 +299,12 @@ pub fn desired(
                 .spec
                 .ports
                 .iter()
-                .filter(|p| export.is_some_and(|e| exports_port(&e.spec, p)))
+                .filter(|p| {
+                    export.is_some_and(|e| {
+                        exports_port(&e.spec, p)
+                            || (!owned.contains(&p.name) && exports_name(&e.spec, &p.name))
+                    })
+                })
                 .map(|p| p.name.clone().unwrap_or_default())
                 .filter(|n| !excluded.contains(n))
                 .collect();
@@ -317,6 +339,17 @@ pub fn desired(
         }
     }
     out
+}
+
+/// Whether an export has a port named `name` (unset and empty are one name).
+fn exports_name(
+    spec: &causeway_crds::exported_service::ExportedServiceSpec,
+    name: &Option<String>,
+) -> bool {
+    let name = name.as_deref().unwrap_or_default();
+    spec.ports
+        .iter()
+        .any(|p| p.name.as_deref().unwrap_or_default() == name)
 }
 
 /// Runs the importer of one member until `stop`.

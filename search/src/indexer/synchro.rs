@@ -252,20 +252,21 @@ impl Synchro {
                 Ok(())
             }
             Step::InitApply(obj) => {
-                // an item whose metadata cannot be read this way is written (and read
-                // whole there)
-                if let Some(item) = Listed::read(obj.get()) {
-                    let listed = item
-                        .resource_version()
-                        .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
-                    let stored = st
-                        .listing
-                        .as_mut()
-                        .and_then(|l| l.take(item.namespace(), item.name()));
-                    if stored.is_some() && stored == listed.as_deref() {
-                        self.metrics.unchanged.inc();
-                        return Ok(());
-                    }
+                // metadata of other types than the API's: read whole, as the record is
+                let item = Listed::read(obj.get()).unwrap_or_else(|| {
+                    let v = serde_json::from_str(obj.get()).unwrap_or_default();
+                    Listed::of_value(&v)
+                });
+                let listed = item
+                    .resource_version()
+                    .map(|rv| crate::store::stored_version(rv, self.spec.metadata_only));
+                let stored = st
+                    .listing
+                    .as_mut()
+                    .and_then(|l| l.take(item.namespace(), item.name()));
+                if stored.is_some() && stored == listed.as_deref() {
+                    self.metrics.unchanged.inc();
+                    return Ok(());
                 }
                 self.put(&mut st.batch, resource, obj.get()).await
             }

@@ -30,72 +30,121 @@ pub fn resource_version_of(stored: &str) -> &str {
 }
 
 /// The metadata fields a record takes, read from an object's JSON text without building
-/// the object: strings borrowed where they have no escapes. Fields of another JSON type
-/// than the API's fail the read, and the record is then made from the parsed object
-/// ([`Record::from_value`]'s rules), so both reads index the same things.
+/// the object. Fields of another JSON type than the API's fail the read, and the record
+/// is then made from the parsed object ([`Record::from_value`]'s rules), so both reads
+/// index the same things.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct MetaView<'a> {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    creation_timestamp: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    /// Each an object (checked: serde reads a struct from an array too).
     #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    namespace: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    uid: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    resource_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    creation_timestamp: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    labels: Option<BTreeMap<Cow<'a, str>, Cow<'a, str>>>,
-    #[serde(borrow, default)]
-    owner_references: Option<Vec<OwnerView<'a>>>,
+    owner_references: Option<Vec<&'a RawValue>>,
 }
 
 #[derive(Deserialize)]
-struct OwnerView<'a> {
-    #[serde(borrow, default)]
-    uid: Option<Cow<'a, str>>,
+struct OwnerView {
+    #[serde(default)]
+    uid: Option<String>,
     #[serde(default)]
     controller: Option<bool>,
 }
 
+/// Whether `raw` is a JSON object (serde reads a struct from an array too).
+fn is_object(raw: &RawValue) -> bool {
+    raw.get().starts_with('{')
+}
+
+/// Whether JSON text has an escape that the fast read would pass on unchecked: a NUL
+/// (both stores refuse it) or a UTF-16 surrogate (a lone one is not Unicode).
+fn needs_whole_read(text: &str) -> bool {
+    text.match_indices("\\u").any(|(i, _)| {
+        let hex = text.as_bytes().get(i + 2..i + 6).unwrap_or_default();
+        hex == b"0000"
+            || matches!(
+                hex,
+                [b'd' | b'D', b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F', ..]
+            )
+    })
+}
+
 /// Which object a member's JSON text is, and at which resourceVersion, read without
 /// building the object (`None` if its metadata has other types than the API's).
-#[derive(Deserialize)]
-pub struct Listed<'a> {
-    #[serde(borrow)]
-    metadata: ListedMeta<'a>,
-}
-
-#[derive(Deserialize)]
+#[derive(Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-struct ListedMeta<'a> {
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    namespace: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    resource_version: Option<Cow<'a, str>>,
+pub struct Listed {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
 }
 
-impl<'a> Listed<'a> {
-    /// Reads `text`.
-    pub fn read(text: &'a str) -> Option<Self> {
-        serde_json::from_str(text).ok()
+#[derive(Deserialize)]
+struct ListedTop<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+}
+
+impl Listed {
+    /// Reads `text`: `None` unless it is an object whose metadata (if set) is one.
+    pub fn read(text: &str) -> Option<Self> {
+        if !text.starts_with('{') {
+            return None;
+        }
+        match serde_json::from_str::<ListedTop>(text).ok()?.metadata {
+            None => Some(Listed::default()),
+            Some(m) if is_object(m) => serde_json::from_str(m.get()).ok(),
+            Some(_) => None,
+        }
+    }
+    /// The same of a parsed object: a field that is not a string is unset.
+    pub fn of_value(object: &Value) -> Self {
+        let s = |k: &str| {
+            object
+                .get("metadata")
+                .and_then(|m| m.get(k))
+                .and_then(Value::as_str)
+                .map(String::from)
+        };
+        Listed {
+            name: s("name"),
+            namespace: s("namespace"),
+            resource_version: s("resourceVersion"),
+        }
     }
     /// `metadata.namespace` (`""` when unset).
     pub fn namespace(&self) -> &str {
-        self.metadata.namespace.as_deref().unwrap_or_default()
+        self.namespace.as_deref().unwrap_or_default()
     }
     /// `metadata.name` (`""` when unset).
     pub fn name(&self) -> &str {
-        self.metadata.name.as_deref().unwrap_or_default()
+        self.name.as_deref().unwrap_or_default()
     }
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> Option<&str> {
-        self.metadata.resource_version.as_deref()
+        self.resource_version.as_deref()
     }
+}
+
+/// Whether a key comes twice.
+fn has_duplicates(members: &[(Cow<'_, str>, &RawValue)]) -> bool {
+    members
+        .iter()
+        .enumerate()
+        .any(|(i, (k, _))| members[..i].iter().any(|(other, _)| other == k))
 }
 
 /// A JSON object's members in their order, values unread.
@@ -241,7 +290,7 @@ impl Record {
         text: &str,
         metadata_only: bool,
     ) -> Option<Record> {
-        if !text.contains("\\u0000")
+        if !needs_whole_read(text)
             && let Some(r) = Self::from_text(cluster, gvr, (api_version, kind), text, metadata_only)
         {
             return r;
@@ -272,19 +321,32 @@ impl Record {
         metadata_only: bool,
     ) -> Option<Option<Record>> {
         let Members(members) = serde_json::from_str(text).ok()?;
-        let meta_text = members
-            .iter()
-            .find(|(k, _)| k == "metadata")
-            .map(|(_, v)| v.get());
-        let Some(meta_text) = meta_text else {
+        // a key twice: the whole read keeps the last (and both stores would get both)
+        if has_duplicates(&members) {
+            return None;
+        }
+        let Some((_, meta_raw)) = members.iter().find(|(k, _)| k == "metadata") else {
             return Some(None);
         };
-        let meta: MetaView = serde_json::from_str(meta_text).ok()?;
+        if meta_raw.get() == "null" {
+            return Some(None);
+        }
+        let Members(fields) = serde_json::from_str(meta_raw.get()).ok()?;
+        if has_duplicates(&fields) {
+            return None;
+        }
+        let meta: MetaView = serde_json::from_str(meta_raw.get()).ok()?;
         let name = meta.name.as_deref().unwrap_or_default();
         if name.is_empty() {
             return Some(None);
         }
-        let owners = meta.owner_references.as_deref().unwrap_or_default();
+        let mut owners = Vec::new();
+        for o in meta.owner_references.iter().flatten() {
+            if !is_object(o) {
+                return None;
+            }
+            owners.push(serde_json::from_str::<OwnerView>(o.get()).ok()?);
+        }
         let owner = owners
             .iter()
             .find(|o| o.controller == Some(true))
@@ -297,16 +359,11 @@ impl Record {
             &Value::from(api_version).to_string(),
         );
         member(&mut object, "kind", &Value::from(kind).to_string());
-        if meta_text.contains("\"managedFields\"") {
-            let Members(fields) = serde_json::from_str(meta_text).ok()?;
-            object.push_str(",\"metadata\":{");
-            for (k, v) in fields.iter().filter(|(k, _)| k != "managedFields") {
-                member(&mut object, k, v.get());
-            }
-            object.push('}');
-        } else {
-            member(&mut object, "metadata", meta_text);
+        object.push_str(",\"metadata\":{");
+        for (k, v) in fields.iter().filter(|(k, _)| k != "managedFields") {
+            member(&mut object, k, v.get());
         }
+        object.push('}');
         if !metadata_only {
             for (k, v) in &members {
                 if !matches!(k.as_ref(), "apiVersion" | "kind" | "metadata") {
@@ -315,7 +372,7 @@ impl Record {
             }
         }
         object.push('}');
-        let text = |v: &Option<Cow<str>>| v.as_deref().unwrap_or_default().to_string();
+        let text = |v: &Option<String>| v.clone().unwrap_or_default();
         Some(Some(Record {
             cluster: cluster.to_string(),
             gvr: gvr.clone(),
@@ -326,7 +383,7 @@ impl Record {
                 meta.resource_version.as_deref().unwrap_or_default(),
                 metadata_only,
             ),
-            owner_uid: owner.and_then(|o| o.uid.as_deref()).map(String::from),
+            owner_uid: owner.and_then(|o| o.uid.clone()),
             created_at: meta
                 .creation_timestamp
                 .as_deref()
@@ -334,12 +391,7 @@ impl Record {
                 .parse::<jiff::Timestamp>()
                 .ok()
                 .map(|t| t.as_millisecond()),
-            labels: meta
-                .labels
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
+            labels: meta.labels.unwrap_or_default(),
             object,
         }))
     }
@@ -504,12 +556,36 @@ mod tests {
             // not an object, not JSON
             r#"[1,2]"#,
             r#"{"metadata":"#,
+            // keys twice (the last one counts), arrays for objects, escaped keys
+            r#"{"metadata":{"name":"a"},"metadata":{"name":"b"}}"#,
+            r#"{"metadata":{"name":"a"},"metadata":null}"#,
+            r#"{"metadata":{"name":"a"},"data":1,"data":2}"#,
+            r#"{"metadata":{"name":"a","annotations":{},"annotations":{"x":"y"}}}"#,
+            r#"{"metadata":["x"]}"#,
+            r#"{"metadata":{"name":"a","ownerReferences":[["o1",true]]}}"#,
+            r#"{"metadata":{"name":"a","managed\u0046ields":[{}]},"me\u0074adata":{"name":"b"}}"#,
+            r#"{"metadata":{"name":"a","managed\u0046ields":[{}]}}"#,
+            // a lone surrogate is not Unicode: not indexed; a pair is
+            r#"{"metadata":{"name":"a\ud800"}}"#,
+            r#"{"metadata":{"name":"a\ud83d\ude00"}}"#,
+            r#"{"metadata":{"name":"a\u00e9"}}"#,
         ];
         for text in table {
             for metadata_only in [false, true] {
                 both_ways(text, metadata_only);
             }
+            // the relist's reading of which object it is: as the whole object's
+            let whole = Listed::of_value(&serde_json::from_str(text).unwrap_or_default());
+            if let Some(fast) = Listed::read(text) {
+                assert_eq!(fast, whole, "{text}");
+            }
         }
+        assert!(both_ways(r#"{"metadata":{"name":"a\ud800"}}"#, false).is_none());
+        let managed = both_ways(
+            r#"{"metadata":{"name":"a","managed\u0046ields":[{}]}}"#,
+            false,
+        );
+        assert!(!managed.unwrap().object.contains("ields"));
         let r = both_ways(table[0], false).unwrap();
         assert_eq!(r.owner_uid.as_deref(), Some("o2"));
         assert_eq!(r.labels.len(), 2);

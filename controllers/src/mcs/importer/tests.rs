@@ -326,7 +326,7 @@ fn a_slice_carries_only_the_ports_its_cluster_exports_exactly() {
             &[],
         ),
         (Some(json!([{"name": "grpc", "port": 90}])), None, &[]),
-        // an empty protocol or name is the default: the same port
+        // an empty protocol is the default: the same port
         (
             Some(json!([{"name": "http", "port": 80, "protocol": ""}])),
             None,
@@ -341,6 +341,8 @@ fn a_slice_carries_only_the_ports_its_cluster_exports_exactly() {
         // no export (withdrawn, or not seen yet): no port
         (None, None, &[]),
     ];
+    // (west's export alone: while no export has the import's port exactly, the hub import
+    // lags a change of the exports and the port goes by name)
     for (west, excluded, want) in table {
         let mut exports = vec![exported("east", both.clone(), None)];
         if let Some(p) = west {
@@ -368,4 +370,40 @@ fn a_slice_carries_only_the_ports_its_cluster_exports_exactly() {
         assert_eq!(names("east"), ["http", "grpc"], "west {west:?}");
         assert_eq!(names("west"), *want, "west {west:?}, excluded {excluded:?}");
     }
+    // the only exporter moves http to 8080 and grpc loses its appProtocol: until the hub
+    // import follows, its ports still reach the cluster by name (none is another's)
+    let changed = json!([{"name": "http", "port": 8080}, {"name": "grpc", "port": 90}]);
+    let got = import_with(
+        &si,
+        &[slice("west")],
+        &[exported("west", changed, None)],
+        &Staleness::default(),
+        &[],
+    );
+    let ports: Vec<_> = got.slices[0]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(ports, ["http", "grpc"]);
+    // an unnamed port, the import's protocol unset: the same port
+    let si = hub_import(json!({"ports": [{"port": 80}]}));
+    let mut s = (*hub_slice_of("web-1.west", "west")).clone();
+    s.ports = serde_json::from_value(json!([{"port": 8080, "protocol": "TCP"}])).unwrap();
+    let got = import_with(
+        &si,
+        &[Arc::new(s)],
+        &[
+            exported(
+                "west",
+                json!([{"name": "", "port": 80, "protocol": "TCP", "appProtocol": ""}]),
+                None,
+            ),
+            exported("east", json!([{"name": "", "port": 81}]), None),
+        ],
+        &Staleness::default(),
+        &[],
+    );
+    assert_eq!(got.slices[0].ports.as_ref().map(Vec::len), Some(1));
 }
