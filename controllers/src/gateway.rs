@@ -28,7 +28,6 @@ use causeway_crds::gateway::{
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_runtime::apply::StatusMemo;
 use causeway_runtime::reflect::{Dirty, Wake, cache};
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::Api;
@@ -54,7 +53,7 @@ pub struct World<'a> {
     /// Namespace labels (listeners selecting route namespaces).
     pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
     /// causeway-proxy Leases.
-    pub proxies: &'a [Arc<Lease>],
+    pub proxies: &'a [crate::mci::ProxyLease],
     /// Now.
     pub now: jiff::Timestamp,
 }
@@ -430,7 +429,10 @@ pub async fn run(
             .iter()
             .map(|n| (n.name_any(), n.labels().clone()))
             .collect();
-        let (grant_list, lease_list) = (grants.state(), proxies.state());
+        let (grant_list, lease_list) = (
+            grants.state(),
+            crate::mci::ProxyLease::read_all(&proxies.state()),
+        );
         let world = World {
             classes: &c,
             gateways: &g,

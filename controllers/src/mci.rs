@@ -62,8 +62,8 @@ pub struct World<'a> {
     pub exporters: &'a BTreeMap<(String, String), BTreeSet<String>>,
     /// Which clusters are stale or withdrawn.
     pub stale: &'a Staleness,
-    /// causeway-proxy Leases in the system namespace.
-    pub proxies: &'a [Arc<Lease>],
+    /// causeway-proxy Leases in the system namespace, read ([`ProxyLease::read_all`]).
+    pub proxies: &'a [ProxyLease],
     /// Now, for Lease expiry.
     pub now: jiff::Timestamp,
 }
@@ -258,21 +258,21 @@ fn cluster_id(c: &Cluster) -> String {
 /// that address serves the default certificate for one of `tls_secrets`
 /// (`namespace/name`, the MCI's `spec.tls[].secretName`).
 pub fn load_balancer(
-    proxies: &[Arc<Lease>],
+    proxies: &[ProxyLease],
     now: jiff::Timestamp,
     tls_secrets: &BTreeSet<String>,
 ) -> IngressLoadBalancerStatus {
     let mut by_address: BTreeMap<String, BTreeMap<i32, Option<String>>> = BTreeMap::new();
-    for lease in proxies {
+    for ProxyLease {
+        lease,
+        ports,
+        problems,
+    } in proxies
+    {
         if !lease_held(lease, now) {
             continue;
         }
         let ann = lease.annotations();
-        let ports = ann
-            .get(annotations::PROXY_PORTS)
-            .map(|p| proxy_lease::parse_ports(p))
-            .unwrap_or_default();
-        let problems = proxy_tls_problems(lease);
         let tls_error = tls_secrets
             .iter()
             .find_map(|s| problems.get(s))
@@ -285,7 +285,7 @@ pub fn load_balancer(
             .filter(|a| !a.is_empty())
         {
             let entry = by_address.entry(addr.to_string()).or_default();
-            for p in &ports {
+            for p in ports {
                 let error = p.https.then(|| tls_error.clone()).flatten();
                 let e = entry.entry(p.port).or_default();
                 // one proxy's problem at this address is the port's
@@ -320,15 +320,45 @@ pub fn load_balancer(
     }
 }
 
-/// The TLS problems a proxy's Lease reports (none when the annotation does not parse).
-fn proxy_tls_problems(lease: &Lease) -> proxy_lease::TlsProblems {
-    let Some(text) = lease.annotations().get(annotations::PROXY_TLS_PROBLEMS) else {
-        return Default::default();
-    };
-    proxy_lease::parse_tls_problems(text).unwrap_or_else(|e| {
-        tracing::debug!(lease = %lease.name_any(), error = %e, "unreadable TLS problems annotation");
-        Default::default()
-    })
+/// A causeway-proxy's Lease with what its annotations say, read once per pass rather
+/// than once per MCI.
+pub struct ProxyLease {
+    /// The Lease.
+    pub lease: Arc<Lease>,
+    /// Its ports (`causeway.io/proxy-ports`).
+    ports: Vec<proxy_lease::Port>,
+    /// The TLS problems it reports (none when the annotation does not parse).
+    problems: proxy_lease::TlsProblems,
+}
+
+impl ProxyLease {
+    /// Reads each Lease's annotations.
+    pub fn read_all(leases: &[Arc<Lease>]) -> Vec<ProxyLease> {
+        leases
+            .iter()
+            .map(|lease| {
+                let ann = lease.annotations();
+                let ports = ann
+                    .get(annotations::PROXY_PORTS)
+                    .map(|p| proxy_lease::parse_ports(p))
+                    .unwrap_or_default();
+                let problems = ann
+                    .get(annotations::PROXY_TLS_PROBLEMS)
+                    .map(|text| {
+                        proxy_lease::parse_tls_problems(text).unwrap_or_else(|e| {
+                            tracing::debug!(lease = %lease.name_any(), error = %e, "unreadable TLS problems annotation");
+                            Default::default()
+                        })
+                    })
+                    .unwrap_or_default();
+                ProxyLease {
+                    lease: lease.clone(),
+                    ports,
+                    problems,
+                }
+            })
+            .collect()
+    }
 }
 
 /// The MCI's TLS Secrets (`namespace/name`).
@@ -348,17 +378,16 @@ fn tls_secrets(mci: &MultiClusterIngress) -> BTreeSet<String> {
 /// certificate; empty when every proxy serves them.
 fn tls_notes(
     mci: &MultiClusterIngress,
-    proxies: &[Arc<Lease>],
+    proxies: &[ProxyLease],
     now: jiff::Timestamp,
 ) -> Vec<String> {
     let ns = mci.namespace().unwrap_or_default();
-    let mut held: Vec<&Arc<Lease>> = proxies.iter().filter(|l| lease_held(l, now)).collect();
-    held.sort_by_key(|l| l.name_any());
-    let problems: Vec<(String, proxy_lease::TlsProblems)> = held
+    let mut problems: Vec<(String, &proxy_lease::TlsProblems)> = proxies
         .iter()
-        .map(|l| (l.name_any(), proxy_tls_problems(l)))
-        .filter(|(_, p)| !p.is_empty())
+        .filter(|p| !p.problems.is_empty() && lease_held(&p.lease, now))
+        .map(|p| (p.lease.name_any(), &p.problems))
         .collect();
+    problems.sort_by(|a, b| a.0.cmp(&b.0));
     // the hosts of every tls[] entry naming each Secret
     let mut hosts: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for t in mci.spec.tls.iter().flatten() {
@@ -510,7 +539,7 @@ pub async fn run(
                 .or_default()
                 .insert(e.spec.cluster.clone());
         }
-        let leases = proxies.state();
+        let leases = ProxyLease::read_all(&proxies.state());
         let world = World {
             classes: &class_list,
             imports: &import_map,

@@ -3,6 +3,7 @@
 
 use super::*;
 use causeway_crds::well_known::{SYSTEM_NAMESPACE, annotations};
+use k8s_openapi::api::coordination::v1::Lease;
 use serde_json::Value;
 
 fn obj<K: serde::de::DeserializeOwned>(v: Value) -> Arc<K> {
@@ -86,7 +87,7 @@ impl Fixture {
             grants: &self.grants,
             imports: &self.imports,
             namespaces: &ns,
-            proxies: &self.proxies,
+            proxies: &crate::mci::ProxyLease::read_all(&self.proxies),
             now: now(),
         })
     }

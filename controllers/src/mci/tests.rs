@@ -150,7 +150,7 @@ impl Fixture {
                 clusters: &self.clusters,
                 exporters: &self.exporters,
                 stale: &Staleness::new(&all, self.ttl, self.now),
-                proxies: &self.proxies,
+                proxies: &crate::mci::ProxyLease::read_all(&self.proxies),
                 now: self.now,
             },
         )
