@@ -96,19 +96,16 @@ pub fn desired(
     let services_by_key = crate::watch::by_key(member_services);
     let imports_by_key = crate::watch::by_key(member_imports);
     let slices_by_service = crate::watch::by_label(hub_slices, labels::SERVICE_NAME);
-    let mut exported_by: std::collections::HashMap<
-        (String, String, String),
-        &Arc<ExportedService>,
+    // each service's exports by cluster, grouped once per pass
+    let mut exports_of: std::collections::HashMap<
+        (String, String),
+        BTreeMap<&str, &Arc<ExportedService>>,
     > = std::collections::HashMap::new();
     for e in exported {
-        exported_by.insert(
-            (
-                e.namespace().unwrap_or_default(),
-                e.spec.service.clone(),
-                e.spec.cluster.clone(),
-            ),
-            e,
-        );
+        exports_of
+            .entry((e.namespace().unwrap_or_default(), e.spec.service.clone()))
+            .or_default()
+            .insert(e.spec.cluster.as_str(), e);
     }
     let mut out = Desired::default();
     for si in hub_imports {
@@ -270,22 +267,17 @@ pub fn desired(
         // the import's ports some export has exactly; a port none has is one the
         // exports changed and the hub import has not caught up with yet: meanwhile it
         // goes by name, as the import's own ports do, rather than to no cluster
+        let exports = exports_of.get(&(ns.clone(), name.clone()));
         let owned: BTreeSet<&Option<String>> = si
             .spec
             .ports
             .iter()
-            .filter(|p| {
-                exported.iter().any(|e| {
-                    e.spec.service == name
-                        && e.namespace().as_deref() == Some(ns.as_str())
-                        && exports_port(&e.spec, p)
-                })
-            })
+            .filter(|p| exports.is_some_and(|es| es.values().any(|e| exports_port(&e.spec, p))))
             .map(|p| &p.name)
             .collect();
         for hs in hub_slices_of {
             let src = source_cluster(hs).to_string();
-            let export = exported_by.get(&(ns.clone(), name.clone(), src.clone()));
+            let export = exports.and_then(|es| es.get(src.as_str())).copied();
             let excluded: BTreeSet<String> = export
                 .and_then(|e| e.status.as_ref())
                 .map(|s| {

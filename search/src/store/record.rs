@@ -178,10 +178,41 @@ fn member(out: &mut String, key: &str, value: &str) {
     if !out.ends_with('{') {
         out.push(',');
     }
-    // a key read from JSON text writes back as the same JSON string
-    out.push_str(&Value::String(key.to_string()).to_string());
+    push_json_string(out, key);
     out.push(':');
     out.push_str(value);
+}
+
+/// Appends `s` as a JSON string: as it is, quoted, when nothing in it needs escaping
+/// (every key and type name the API server sends), else through serde_json.
+fn push_json_string(out: &mut String, s: &str) {
+    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(&Value::from(s).to_string());
+    } else {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    }
+}
+
+/// `text` read whole as the object [`Record::from_json`] stores: `api_version` and
+/// `kind` first, then `metadata`, then the other fields in their order (`None` unless
+/// it is a JSON object).
+fn whole_object((api_version, kind): (&str, &str), text: &str) -> Option<Value> {
+    let Ok(Value::Object(mut data)) = serde_json::from_str::<Value>(text) else {
+        return None;
+    };
+    let mut fields = Map::new();
+    fields.insert("apiVersion".into(), api_version.into());
+    fields.insert("kind".into(), kind.into());
+    if let Some(m) = data.shift_remove("metadata") {
+        fields.insert("metadata".into(), m);
+    }
+    fields.extend(
+        data.into_iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind")),
+    );
+    Some(Value::Object(fields))
 }
 
 /// Removes NUL characters from every string and key: PostgreSQL's jsonb and text refuse
@@ -279,8 +310,8 @@ impl Record {
     /// list item or a watch event's object), with the type's `api_version` and `kind`
     /// first (list items lack them), then `metadata`, then the other fields in their
     /// order: [`Record::from_value`]'s record, without building the object. The
-    /// object's fields are copied as text; only its metadata is read (and written again
-    /// if it has `managedFields`). Text the API server would not send (metadata fields
+    /// object's fields are copied as text; only its metadata is read (its members written
+    /// again, without `managedFields`). Text the API server would not send (metadata fields
     /// of another type, NUL characters) is read as a whole object instead. `None`
     /// without a name, or when `text` is not a JSON object.
     pub fn from_json(
@@ -295,20 +326,8 @@ impl Record {
         {
             return r;
         }
-        let Ok(Value::Object(mut data)) = serde_json::from_str::<Value>(text) else {
-            return None;
-        };
-        let mut fields = Map::new();
-        fields.insert("apiVersion".into(), api_version.into());
-        fields.insert("kind".into(), kind.into());
-        if let Some(m) = data.shift_remove("metadata") {
-            fields.insert("metadata".into(), m);
-        }
-        fields.extend(
-            data.into_iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind")),
-        );
-        Record::from_value(cluster, gvr, Value::Object(fields), metadata_only)
+        let object = whole_object((api_version, kind), text)?;
+        Record::from_value(cluster, gvr, object, metadata_only)
     }
 
     /// [`Record::from_json`] from the text alone; `None` when the text needs the object
@@ -353,12 +372,10 @@ impl Record {
             .or_else(|| owners.first());
         let mut object = String::with_capacity(text.len() + api_version.len() + kind.len() + 32);
         object.push('{');
-        member(
-            &mut object,
-            "apiVersion",
-            &Value::from(api_version).to_string(),
-        );
-        member(&mut object, "kind", &Value::from(kind).to_string());
+        object.push_str("\"apiVersion\":");
+        push_json_string(&mut object, api_version);
+        object.push_str(",\"kind\":");
+        push_json_string(&mut object, kind);
         object.push_str(",\"metadata\":{");
         for (k, v) in fields.iter().filter(|(k, _)| k != "managedFields") {
             member(&mut object, k, v.get());
@@ -497,28 +514,14 @@ mod tests {
         assert_eq!(stored_version("42", true), names.resource_version);
     }
 
-    /// The record of `text` both ways: read as text ([`Record::from_json`]) and as
-    /// the object the indexer built before (apiVersion and kind first, then metadata):
+    /// The record of `text` both ways: read as text ([`Record::from_json`]) and read
+    /// whole ([`whole_object`], then [`Record::from_value`]):
     /// equal, and so are the stored objects once parsed (in their key order).
     fn both_ways(text: &str, metadata_only: bool) -> Option<Record> {
         let av_kind = ("v1", "ConfigMap");
         let fast = Record::from_json("c", &gvr(), av_kind, text, metadata_only);
-        let slow = serde_json::from_str::<Value>(text).ok().and_then(|v| {
-            let Value::Object(mut data) = v else {
-                return None;
-            };
-            let mut fields = Map::new();
-            fields.insert("apiVersion".into(), "v1".into());
-            fields.insert("kind".into(), "ConfigMap".into());
-            if let Some(m) = data.shift_remove("metadata") {
-                fields.insert("metadata".into(), m);
-            }
-            fields.extend(
-                data.into_iter()
-                    .filter(|(k, _)| k != "apiVersion" && k != "kind"),
-            );
-            Record::from_value("c", &gvr(), Value::Object(fields), metadata_only)
-        });
+        let slow = whole_object(av_kind, text)
+            .and_then(|v| Record::from_value("c", &gvr(), v, metadata_only));
         let parsed = |r: &Option<Record>| {
             r.as_ref().map(|r| {
                 let v: Value = serde_json::from_str(&r.object).expect("stored JSON");
