@@ -42,7 +42,7 @@ pub fn main(args: &ChildArgs) -> anyhow::Result<()> {
 }
 
 async fn run(args: &ChildArgs) -> anyhow::Result<()> {
-    let store = Store::open(&args.storage)
+    let store = Store::open_with(&args.storage, crate::report::sqlite_files())
         .await
         .with_context(|| format!("opening the store {}", args.storage))?;
     let mut ready = BTreeMap::new();

@@ -235,7 +235,7 @@ async fn measure(
     let target = match &ix {
         Running::Serve(_, api) => queries::Target::Http(api.clone()),
         Running::Child(..) => {
-            store = Store::open(&spec).await?;
+            store = Store::open_with(&spec, report::sqlite_files()).await?;
             queries::Target::Direct(store.clone())
         }
     };

@@ -135,13 +135,17 @@ impl Report {
         };
         let _ = writeln!(
             s,
-            "Setup: a kubesim hub and {} kubesim members in the bench process, **workload simulation off**. Each member holds {} Pods, {} ReplicaSets and {} Deployments (Pod → ReplicaSet → Deployment owner references, ~10 Pods per ReplicaSet) in {} namespaces, labelled app, team, tier, pod-template-hash and version; written straight into the members' kubesim journals, which they replay at start ({:.1} s for all). The members are joined with `causeway join` and their Clusters marked Ready=True on the hub by the bench (no hub controller runs: its member watches would compete for the cores). Indexed types: Deployments, ReplicaSets, Pods (whole objects). The indexer: {indexer}. PostgreSQL: PostgreSQL 15 from `scripts/postgres start`, **fsync=off, synchronous_commit=off, full_page_writes=off** (non-durable), shared_buffers=256MB, a fresh database per run; SQLite: a file in a temp dir (WAL, synchronous=NORMAL). The whole run took {:.0} s.\n",
+            "Setup: a kubesim hub and {} kubesim members in the bench process, **workload simulation off**. Each member holds {} Pods, {} ReplicaSets and {} Deployments (Pod → ReplicaSet → Deployment owner references, ~10 Pods per ReplicaSet) in {} namespaces, labelled app, team, tier, pod-template-hash and version; written straight into the members' kubesim journals, which they replay at start ({:.1} s for all). The members are joined with `causeway join` and their Clusters marked Ready=True on the hub by the bench (no hub controller runs: its member watches would compete for the cores). Indexed types: Deployments, ReplicaSets, Pods (whole objects). The indexer: {indexer}. PostgreSQL: PostgreSQL 15 from `scripts/postgres start`, **fsync=off, synchronous_commit=off, full_page_writes=off** (non-durable), shared_buffers=256MB, a fresh database per run; SQLite: {} in a temp dir (WAL, synchronous=NORMAL; `CAUSEWAY_SEARCH_SQLITE_FILES` sets how many). The whole run took {:.0} s.\n",
             self.members.len(),
             self.shape.pods,
             self.shape.deployments(),
             self.shape.deployments(),
             self.shape.namespaces(),
             self.populate.as_secs_f64(),
+            match sqlite_files() {
+                1 => "one file".to_string(),
+                n => format!("{n} files, each with its own writer"),
+            },
             self.total.as_secs_f64()
         );
         let names: Vec<&str> = self
@@ -347,3 +351,12 @@ const BOUNDS: &str = "
 - Clusterpedia publishes no ingest or query figures; its owner queries are known to degrade past
   about 40,000 events (clusterpedia#488).
 ";
+
+/// How many files a SQLite store of the bench is made of: `CAUSEWAY_SEARCH_SQLITE_FILES`
+/// (which `causeway search serve` and the child indexer read), else the default.
+pub fn sqlite_files() -> usize {
+    std::env::var("CAUSEWAY_SEARCH_SQLITE_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(causeway_search::store::DEFAULT_SQLITE_FILES)
+}

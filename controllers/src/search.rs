@@ -161,7 +161,15 @@ pub struct ServeArgs {
     /// file (default: search.db in --data-dir).
     #[arg(long, env = "CAUSEWAY_SEARCH_STORAGE")]
     pub storage: Option<String>,
-    /// Directory for the SQLite file and the self-signed serving certificate.
+    /// SQLite: how many files a new store is made of, each with its own writer (a
+    /// cluster's objects are all in one; searches merge the files' pages). More files
+    /// ingest faster on more cores; a store made with more keeps them. PostgreSQL
+    /// ignores it.
+    #[arg(long, env = "CAUSEWAY_SEARCH_SQLITE_FILES", value_name = "N",
+        default_value_t = causeway_search::store::DEFAULT_SQLITE_FILES as u16,
+        value_parser = clap::value_parser!(u16).range(1..=causeway_search::store::MAX_SQLITE_FILES as i64))]
+    pub sqlite_files: u16,
+    /// Directory for the SQLite files and the self-signed serving certificate.
     #[arg(long, default_value = "causeway-search")]
     pub data_dir: std::path::PathBuf,
     /// Address of the search API (HTTPS), with /metrics, /healthz and /readyz.
@@ -205,6 +213,8 @@ pub struct ServeArgs {
 pub struct StartOptions {
     /// `postgres://…` or a SQLite file path.
     pub storage: String,
+    /// Files of a new SQLite store ([`ServeArgs::sqlite_files`]).
+    pub sqlite_files: usize,
     /// The certificate's directory (and the SQLite file's, by default).
     pub data_dir: std::path::PathBuf,
     /// The API's address.
@@ -254,7 +264,7 @@ impl Running {
 /// Opens the store, binds the API and starts the fleet follower, the indexer and the
 /// API; they run until [`Running::stop`].
 pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Running> {
-    let store = causeway_search::store::Store::open(&opts.storage)
+    let store = causeway_search::store::Store::open_with(&opts.storage, opts.sqlite_files)
         .await
         .map_err(|e| anyhow::anyhow!("opening the search store {}: {e}", redact(&opts.storage)))?;
     let server = causeway_search::api::Server::bind(&causeway_search::api::Options {
@@ -344,6 +354,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         hub,
         StartOptions {
             storage,
+            sqlite_files: args.sqlite_files.into(),
             data_dir: args.data_dir.clone(),
             listen: args.listen,
             tls: args.tls_cert.clone().zip(args.tls_key.clone()),

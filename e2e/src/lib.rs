@@ -367,6 +367,7 @@ impl Clusterset {
             client(&self.hub).await?,
             causeway_controllers::search::StartOptions {
                 storage: storage.to_string(),
+                sqlite_files: causeway_search::store::DEFAULT_SQLITE_FILES,
                 data_dir: data_dir.to_path_buf(),
                 listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
                 tls: None,

@@ -400,6 +400,7 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
         restricted,
         causeway_controllers::search::StartOptions {
             storage: env.dir.path().join("s.db").display().to_string(),
+            sqlite_files: causeway_search::store::DEFAULT_SQLITE_FILES,
             data_dir: env.dir.path().join("search"),
             listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: None,

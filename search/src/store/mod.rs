@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::query::{Owner, Query, QueryError};
 
 pub mod fields;
+mod placement;
 mod postgres;
 mod record;
 pub use record::{Listed, resource_version_of, stored_version};
@@ -174,17 +175,147 @@ fn is_conninfo(spec: &str) -> bool {
 /// A store result.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// One database: PostgreSQL, or one of the SQLite store's files.
 enum Backend {
     Sqlite(sqlite::Sqlite),
     Postgres(Box<postgres::Postgres>),
 }
 
-struct Inner {
-    backend: Backend,
-    writes: AtomicU64,
+impl Backend {
+    fn dialect(&self) -> Dialect {
+        match self {
+            Backend::Sqlite(_) => Dialect::Sqlite,
+            Backend::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// A statement with more parameters than the database takes is a bad request (HTTP
+    /// 400), refused before it is sent (SQLite: an error; PostgreSQL: a broken
+    /// connection).
+    fn check_params(&self, stmt: &Stmt) -> StoreResult<()> {
+        let (n, max) = (stmt.params.len(), self.dialect().max_params());
+        if n > max {
+            return Err(StoreError::Query(QueryError(format!(
+                "the query needs {n} values, more than the {} store takes ({max}): give fewer names=, namespaces= or clusters= values, or a narrower owner search",
+                self.dialect().name()
+            ))));
+        }
+        Ok(())
+    }
+
+    async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
+        self.check_params(&stmt)?;
+        match self {
+            Backend::Sqlite(b) => b.rows(stmt).await,
+            Backend::Postgres(b) => b.rows(stmt).await,
+        }
+    }
+
+    /// Folds the rows of a read into `acc` one by one, never holding them all.
+    async fn fold<T: Send + 'static>(
+        &self,
+        stmt: Stmt,
+        acc: T,
+        f: fn(&mut T, Vec<Cell>),
+    ) -> StoreResult<T> {
+        self.check_params(&stmt)?;
+        match self {
+            Backend::Sqlite(b) => b.fold(stmt, acc, f).await,
+            Backend::Postgres(b) => b.fold(stmt, acc, f).await,
+        }
+    }
+
+    /// Runs statements in one transaction; the rows each changed.
+    async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
+        for s in &stmts {
+            self.check_params(s)?;
+        }
+        match self {
+            Backend::Sqlite(b) => b.execute(stmts).await,
+            Backend::Postgres(b) => b.execute(stmts).await,
+        }
+    }
+
+    async fn texts(&self, stmt: Stmt) -> StoreResult<Vec<String>> {
+        let rows = self.rows(stmt).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().map(Cell::text))
+            .collect())
+    }
+
+    /// The first cell of the first row, as a number (0 without one).
+    async fn int(&self, stmt: Stmt) -> StoreResult<i64> {
+        let rows = self.rows(stmt).await?;
+        Ok(rows.first().and_then(|r| r.first()).map_or(0, Cell::int))
+    }
+}
+
+/// One database of the store and when its planner statistics are refreshed.
+struct Part {
+    db: Backend,
     stats: parking_lot::Mutex<Stats>,
+}
+
+struct Inner {
+    dialect: Dialect,
+    /// PostgreSQL: one; SQLite: one per file, the first also holding `types` and
+    /// `placements`.
+    parts: Vec<Part>,
+    /// Which SQLite file holds each cluster (none for PostgreSQL: one database).
+    placement: Option<placement::Placement>,
+    writes: AtomicU64,
     /// [`NAME_WALK_STEPS`]; 0 drives every fuzzy name from the trigram index (tests).
     name_walk_steps: AtomicU64,
+}
+
+/// SQLite files a store is made with unless told ([`Store::open_with`]): on 2 cores,
+/// 1.2M objects were stored at 13.8k/s with one, 19.4k/s with two and 23.0k/s with
+/// four (benches/results/search.md).
+pub const DEFAULT_SQLITE_FILES: usize = 4;
+
+/// The most SQLite files a store may be made with.
+pub const MAX_SQLITE_FILES: usize = 64;
+
+/// The path of a SQLite store's file `i`: the path given for the first, then
+/// `index.1.db`, `index.2.db`… beside it for `index.db`.
+fn sqlite_file(path: &str, i: usize) -> String {
+    if i == 0 {
+        return path.to_string();
+    }
+    let p = std::path::Path::new(path);
+    let name = match (p.file_stem(), p.extension()) {
+        (Some(stem), Some(ext)) => {
+            format!("{}.{i}.{}", stem.to_string_lossy(), ext.to_string_lossy())
+        }
+        _ => format!(
+            "{}.{i}",
+            p.file_name().unwrap_or_default().to_string_lossy()
+        ),
+    };
+    p.with_file_name(name).display().to_string()
+}
+
+/// The files of the SQLite store whose first file is `path`, those that exist (a copy
+/// of the store copies them all).
+pub fn sqlite_files(path: &str) -> Vec<String> {
+    (0..MAX_SQLITE_FILES)
+        .map(|i| sqlite_file(path, i))
+        .filter(|f| std::path::Path::new(f).exists())
+        .collect()
+}
+
+/// The placements recorded in a SQLite store's first file.
+async fn placements(first: &Backend) -> StoreResult<Vec<(String, usize)>> {
+    let rows = first.rows(sql::placements(first.dialect())).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let part = r.get(1).map_or(0, Cell::int);
+            let cluster = r.into_iter().next().map(Cell::text).unwrap_or_default();
+            (cluster, usize::try_from(part).unwrap_or(0))
+        })
+        .collect())
 }
 
 /// A label requirement selecting at most this many objects drives the search.
@@ -269,49 +400,133 @@ impl Store {
     /// Opens (creating and migrating) a store: `postgres://…`/`postgresql://…` is
     /// PostgreSQL; `sqlite:PATH` or a plain path is an SQLite file (parent dirs made).
     pub async fn open(spec: &str) -> StoreResult<Store> {
+        Store::open_with(spec, DEFAULT_SQLITE_FILES).await
+    }
+
+    /// [`Store::open`], a SQLite store made with `sqlite_files` files (one writer each;
+    /// a store made with more keeps them). PostgreSQL ignores it.
+    pub async fn open_with(spec: &str, sqlite_files: usize) -> StoreResult<Store> {
+        if !(1..=MAX_SQLITE_FILES).contains(&sqlite_files) {
+            return Err(StoreError::Query(QueryError(format!(
+                "a SQLite store has 1 to {MAX_SQLITE_FILES} files, not {sqlite_files}"
+            ))));
+        }
         if is_conninfo(spec) {
             return Err(StoreError::Query(QueryError(format!(
                 "{:?} looks like a PostgreSQL key=value connection string: give it as a URL, postgres://USER[:PASSWORD]@HOST[:PORT]/DB (a plain path is a SQLite file)",
                 spec.split_whitespace().next().unwrap_or_default()
             ))));
         }
-        let backend = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-            Backend::Postgres(Box::new(postgres::Postgres::open(spec).await?))
-        } else {
-            let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
-            Backend::Sqlite(sqlite::Sqlite::open(path).await?)
+        let part = |db| Part {
+            db,
+            stats: parking_lot::Mutex::new(Stats::default()),
         };
+        let (dialect, parts, placement) =
+            if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+                let db = Backend::Postgres(Box::new(postgres::Postgres::open(spec).await?));
+                (Dialect::Postgres, vec![part(db)], None)
+            } else {
+                let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
+                let first = Backend::Sqlite(sqlite::Sqlite::open(path).await?);
+                let placed = placements(&first).await?;
+                let files = placement::files_needed(sqlite_files, placed.iter().map(|p| p.1));
+                let mut parts = vec![part(first)];
+                for i in 1..files {
+                    let db = sqlite::Sqlite::open(&sqlite_file(path, i)).await?;
+                    parts.push(part(Backend::Sqlite(db)));
+                }
+                let placement = placement::Placement::new(files, placed);
+                (Dialect::Sqlite, parts, Some(placement))
+            };
         Ok(Store {
             inner: Arc::new(Inner {
-                backend,
+                dialect,
+                parts,
+                placement,
                 writes: AtomicU64::new(0),
-                stats: parking_lot::Mutex::new(Stats::default()),
                 name_walk_steps: AtomicU64::new(NAME_WALK_STEPS),
             }),
         })
     }
 
+    /// Files of a SQLite store (1 for PostgreSQL).
+    pub fn files(&self) -> usize {
+        self.inner.parts.len()
+    }
+
+    fn part(&self, i: usize) -> &Backend {
+        &self.inner.parts[i].db
+    }
+
+    /// The database holding `types` and `placements`.
+    fn first(&self) -> &Backend {
+        self.part(0)
+    }
+
+    /// Every part's index.
+    fn all_parts(&self) -> Vec<usize> {
+        (0..self.inner.parts.len()).collect()
+    }
+
+    /// The parts that may hold objects of `clusters` (every part when `None`). A
+    /// cluster this handle has not seen placed is looked for in the first file's
+    /// placements first (another process, the indexer, may have placed it).
+    async fn parts_of(&self, clusters: Option<&[String]>) -> StoreResult<Vec<usize>> {
+        let (Some(clusters), Some(placement)) = (clusters, &self.inner.placement) else {
+            return Ok(self.all_parts());
+        };
+        if clusters.iter().any(|c| placement.of(c).is_none()) {
+            placement.reload(placements(self.first()).await?);
+        }
+        Ok(placement.files_of(clusters))
+    }
+
+    /// The part of a cluster's objects, if it has any stored.
+    fn part_of(&self, cluster: &str) -> Option<usize> {
+        match &self.inner.placement {
+            Some(p) => p.of(cluster),
+            None => Some(0),
+        }
+    }
+
+    /// The part a cluster's objects are written to: placed now if it is new, the
+    /// placement written to the first file before any object.
+    async fn part_to_write(&self, cluster: &str) -> StoreResult<usize> {
+        let Some(placement) = &self.inner.placement else {
+            return Ok(0);
+        };
+        if let Some(p) = placement.of(cluster) {
+            return Ok(p);
+        }
+        let _placing = placement.placing.lock().await;
+        if let Some(p) = placement.of(cluster) {
+            return Ok(p);
+        }
+        let p = placement.choose();
+        self.first()
+            .execute(vec![sql::place(self.dialect(), cluster, p)])
+            .await?;
+        placement.record(cluster, p);
+        Ok(p)
+    }
+
     /// Sets how long a SQLite read may run (tests; PostgreSQL has statement_timeout).
     #[cfg(test)]
     pub(crate) fn set_read_deadline(&self, d: std::time::Duration) {
-        if let Backend::Sqlite(b) = &self.inner.backend {
-            *b.read_deadline.lock() = d;
+        for p in &self.inner.parts {
+            if let Backend::Sqlite(b) = &p.db {
+                *b.read_deadline.lock() = d;
+            }
         }
     }
 
     /// `"sqlite"` or `"postgres"`.
     pub fn backend(&self) -> &'static str {
-        match self.dialect() {
-            Dialect::Sqlite => "sqlite",
-            Dialect::Postgres => "postgres",
-        }
+        self.dialect().name()
     }
 
     fn dialect(&self) -> Dialect {
-        match &self.inner.backend {
-            Backend::Sqlite(_) => Dialect::Sqlite,
-            Backend::Postgres(_) => Dialect::Postgres,
-        }
+        self.inner.dialect
     }
 
     /// Rows inserted, updated or deleted through this handle since it was opened.
@@ -324,57 +539,11 @@ impl Store {
         n
     }
 
-    /// A statement with more parameters than the database takes is a bad request (HTTP
-    /// 400), refused before it is sent (SQLite: an error; PostgreSQL: a broken
-    /// connection).
-    fn check_params(&self, stmt: &Stmt) -> StoreResult<()> {
-        let (n, max) = (stmt.params.len(), self.dialect().max_params());
-        if n > max {
-            return Err(StoreError::Query(QueryError(format!(
-                "the query needs {n} values, more than the {} store takes ({max}): give fewer names=, namespaces= or clusters= values, or a narrower owner search",
-                self.backend()
-            ))));
-        }
-        Ok(())
-    }
-
-    async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
-        self.check_params(&stmt)?;
-        match &self.inner.backend {
-            Backend::Sqlite(b) => b.rows(stmt).await,
-            Backend::Postgres(b) => b.rows(stmt).await,
-        }
-    }
-
-    /// Folds the rows of a read into `acc` one by one, never holding them all.
-    async fn fold<T: Send + 'static>(
-        &self,
-        stmt: Stmt,
-        acc: T,
-        f: fn(&mut T, Vec<Cell>),
-    ) -> StoreResult<T> {
-        self.check_params(&stmt)?;
-        match &self.inner.backend {
-            Backend::Sqlite(b) => b.fold(stmt, acc, f).await,
-            Backend::Postgres(b) => b.fold(stmt, acc, f).await,
-        }
-    }
-
-    /// Runs statements in one transaction; the rows each changed.
-    async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
-        for s in &stmts {
-            self.check_params(s)?;
-        }
-        match &self.inner.backend {
-            Backend::Sqlite(b) => b.execute(stmts).await,
-            Backend::Postgres(b) => b.execute(stmts).await,
-        }
-    }
-
-    /// Stores records in one transaction; a record whose stored resourceVersion is the
-    /// same is not written. Of several records with one key, the last wins. A record
-    /// PostgreSQL refuses (bad data: SQLSTATE class 22 or 54) is skipped with a warning
-    /// and counted neither written nor unchanged; the others are stored.
+    /// Stores records; a record whose stored resourceVersion is the same is not
+    /// written. Of several records with one key, the last wins. A record PostgreSQL
+    /// refuses (bad data: SQLSTATE class 22 or 54) is skipped with a warning and
+    /// counted neither written nor unchanged; the others are stored. The records of
+    /// one part (SQLite file) are written in one transaction, the parts in parallel.
     ///
     /// Records already in key order without repeats (the indexer's batches) are written
     /// as they are: a caller that retries keeps one copy and passes clones of the `Arc`.
@@ -395,33 +564,67 @@ impl Store {
         if records.is_empty() {
             return Ok(Written::default());
         }
+        // the runs of one cluster (the records are in key order, cluster first), each
+        // with its part
+        let mut runs: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+        let mut i = 0;
+        while i < records.len() {
+            let c = &records[i].cluster;
+            let n = records[i..].iter().take_while(|r| &r.cluster == c).count();
+            runs.push((self.part_to_write(c).await?, i..i + n));
+            i += n;
+        }
+        let groups: Vec<(usize, Arc<[Record]>)> = if runs.iter().all(|r| r.0 == runs[0].0) {
+            vec![(runs[0].0, records)]
+        } else {
+            let mut by_part: BTreeMap<usize, Vec<Record>> = BTreeMap::new();
+            for (p, range) in runs {
+                by_part
+                    .entry(p)
+                    .or_default()
+                    .extend(records[range].iter().cloned());
+            }
+            by_part.into_iter().map(|(p, r)| (p, r.into())).collect()
+        };
+        let done =
+            futures::future::try_join_all(groups.into_iter().map(|(p, r)| self.upsert_in(p, r)))
+                .await?;
+        let (written, skipped) = done
+            .into_iter()
+            .fold((0, 0), |(w, s), (w1, s1)| (w + w1, s + s1));
+        Ok(Written {
+            written,
+            unchanged: total - written - skipped,
+        })
+    }
+
+    /// Writes records to one part: (written, skipped).
+    async fn upsert_in(&self, part: usize, records: Arc<[Record]>) -> StoreResult<(u64, u64)> {
+        let p = &self.inner.parts[part];
         // PostgreSQL skips (and logs) objects it refuses: neither written nor unchanged
-        let (written, skipped) = match &self.inner.backend {
+        let (written, skipped) = match &p.db {
             Backend::Sqlite(b) => (b.upsert(records).await?, 0),
             Backend::Postgres(b) => b.upsert(records).await?,
         };
         self.count(written);
-        let due = self.inner.stats.lock().wrote(written);
+        let due = p.stats.lock().wrote(written);
         if let Some(rows) = due {
             // the objects are written: a refresh that fails is tried again at the next
             // write, not reported as a failed write (the indexer would write the batch
             // again, and count it unchanged)
-            match self.execute(schema::analyze(self.dialect())).await {
+            match p.db.execute(schema::analyze(self.dialect())).await {
                 Ok(_) => {
-                    if let Backend::Postgres(b) = &self.inner.backend {
+                    if let Backend::Postgres(b) = &p.db {
                         b.vacuum();
                     }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "search store: the planner's statistics were not refreshed; the next write tries again");
-                    self.inner.stats.lock().not_refreshed(rows);
+                    p.stats.lock().not_refreshed(rows);
                 }
             }
         }
-        Ok(Written {
-            written,
-            unchanged: total - written - skipped,
-        })
+        Ok((written, skipped))
     }
 
     /// Deletes objects (and their labels); returns how many were stored.
@@ -431,20 +634,36 @@ impl Store {
             return Ok(0);
         }
         let d = self.dialect();
-        // one transaction; chunks keep each statement's parameters well under the limits
-        let stmts = keys
-            .chunks(DELETE_CHUNK)
-            .flat_map(|c| sql::delete_keys(d, c))
-            .collect();
-        let n: u64 = self.execute(stmts).await?.iter().skip(1).step_by(2).sum();
-        Ok(self.count(n))
+        // a cluster never placed has nothing stored
+        let mut by_part: BTreeMap<usize, Vec<Key>> = BTreeMap::new();
+        for k in keys {
+            if let Some(p) = self.part_of(&k.cluster) {
+                by_part.entry(p).or_default().push(k.clone());
+            }
+        }
+        let mut n = 0;
+        for (p, keys) in by_part {
+            // one transaction per part; chunks keep each statement's parameters well
+            // under the limits
+            let stmts = keys
+                .chunks(DELETE_CHUNK)
+                .flat_map(|c| sql::delete_keys(d, c))
+                .collect();
+            let done = self.part(p).execute(stmts).await?;
+            n += self.count(done.iter().skip(1).step_by(2).sum());
+        }
+        Ok(n)
     }
 
     /// The stored keys of one cluster and type, with their resourceVersions.
     pub async fn versions(&self, cluster: &str, gvr: &Gvr) -> StoreResult<Versions> {
+        let Some(p) = self.part_of(cluster) else {
+            return Ok(VersionsBuilder::default().finish());
+        };
         // row by row into one buffer: a relist of 100k objects holds that, not also
         // every row as read (the restarted indexer's peak memory)
         let v = self
+            .part(p)
             .fold(
                 sql::versions(self.dialect(), cluster, gvr),
                 VersionsBuilder::default(),
@@ -457,41 +676,54 @@ impl Store {
         Ok(v.finish())
     }
 
-    /// Deletes everything of one cluster; returns how many objects went.
+    /// Deletes everything of one cluster; returns how many objects went. Its placement
+    /// stays: if it comes back, its objects go to the same file.
     pub async fn purge_cluster(&self, cluster: &str) -> StoreResult<u64> {
+        let Some(p) = self.part_of(cluster) else {
+            return Ok(0);
+        };
         let stmts = sql::purge_cluster(self.dialect(), cluster).to_vec();
-        let n = self.execute(stmts).await?.get(1).copied().unwrap_or(0);
-        Ok(self.count(n))
+        let n = self.part(p).execute(stmts).await?.get(1).copied();
+        Ok(self.count(n.unwrap_or(0)))
     }
 
     /// The clusters with at least one stored object.
     pub async fn clusters(&self) -> StoreResult<Vec<String>> {
-        self.texts(sql::clusters(self.dialect())).await
+        self.union(self.all_parts(), sql::clusters(self.dialect()))
+            .await
     }
 
     /// The distinct namespaces holding objects of a type (in `clusters`; empty: all).
     pub async fn namespaces(&self, gvr: &Gvr, clusters: &[String]) -> StoreResult<Vec<String>> {
-        self.texts(sql::namespaces(self.dialect(), gvr, clusters))
+        let parts = self
+            .parts_of((!clusters.is_empty()).then_some(clusters))
+            .await?;
+        self.union(parts, sql::namespaces(self.dialect(), gvr, clusters))
             .await
     }
 
-    async fn texts(&self, stmt: Stmt) -> StoreResult<Vec<String>> {
-        let rows = self.rows(stmt).await?;
-        Ok(rows
+    /// The first column's values over `parts`, sorted, once each.
+    async fn union(&self, parts: Vec<usize>, stmt: Stmt) -> StoreResult<Vec<String>> {
+        let reads = parts.iter().map(|&p| self.part(p).texts(stmt.clone()));
+        let all: BTreeSet<String> = futures::future::try_join_all(reads)
+            .await?
             .into_iter()
-            .filter_map(|r| r.into_iter().next().map(Cell::text))
-            .collect())
+            .flatten()
+            .collect();
+        Ok(all.into_iter().collect())
     }
 
     /// Records (or updates) a type for discovery.
     pub async fn set_type(&self, t: &TypeInfo) -> StoreResult<()> {
-        self.execute(vec![sql::set_type(self.dialect(), t)]).await?;
+        self.first()
+            .execute(vec![sql::set_type(self.dialect(), t)])
+            .await?;
         Ok(())
     }
 
     /// Every recorded type, by group, version, resource.
     pub async fn types(&self) -> StoreResult<Vec<TypeInfo>> {
-        let rows = self.rows(sql::types(self.dialect())).await?;
+        let rows = self.first().rows(sql::types(self.dialect())).await?;
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -511,36 +743,48 @@ impl Store {
             .collect())
     }
 
-    /// Checks the database answers (SQLite: that a write could start, see
-    /// [`sqlite::Sqlite::ping`]).
+    /// Checks every database answers (SQLite: that a write could start in each file,
+    /// see [`sqlite::Sqlite::ping`]).
     pub async fn ping(&self) -> StoreResult<()> {
-        match &self.inner.backend {
-            Backend::Sqlite(b) => b.ping().await,
-            Backend::Postgres(_) => self
-                .rows(Stmt {
-                    sql: "SELECT 1".into(),
-                    params: vec![],
-                })
-                .await
-                .map(drop),
+        for p in &self.inner.parts {
+            match &p.db {
+                Backend::Sqlite(b) => b.ping().await?,
+                Backend::Postgres(_) => {
+                    p.db.rows(Stmt {
+                        sql: "SELECT 1".into(),
+                        params: vec![],
+                    })
+                    .await?;
+                }
+            }
         }
+        Ok(())
     }
 
     /// The owner uids an owner search selects: the owner's uid(s), then `seniority`
-    /// levels down through owner_uid (each level one indexed query; no nested JSON).
+    /// levels down through owner_uid (each level one indexed query; no nested JSON), in
+    /// the owner's cluster (`None`: its cluster has nothing stored).
     async fn owner_uids(&self, q: &Query) -> StoreResult<Option<Vec<String>>> {
         let Some(o) = &q.owner else {
             return Ok(None);
         };
         let d = self.dialect();
         let cluster = q.owner_cluster();
+        let owned = self.parts_of(Some(&[cluster.to_string()])).await?;
+        let Some(&part) = owned.first() else {
+            return Ok(Some(Vec::new()));
+        };
+        let db = self.part(part);
         let mut uids = match &o.owner {
             Owner::Uid(u) => vec![u.clone()],
             Owner::Name {
                 name,
                 group_resource,
             } => {
-                let rows = self.rows(sql::type_versions(d, group_resource)).await?;
+                let rows = self
+                    .first()
+                    .rows(sql::type_versions(d, group_resource))
+                    .await?;
                 // a cluster-scoped owner (a Node) has no namespace: `namespaces=` only
                 // filters the objects searched, not the owner
                 let cluster_scoped = rows.iter().any(|r| r.get(1).is_some_and(|c| c.int() == 0));
@@ -549,7 +793,7 @@ impl Store {
                     .filter_map(|r| r.into_iter().next().map(Cell::text))
                     .collect();
                 let namespaces: &[String] = if cluster_scoped { &[] } else { &q.namespaces };
-                self.texts(sql::owner_uids_by_name(
+                db.texts(sql::owner_uids_by_name(
                     d,
                     cluster,
                     name,
@@ -567,17 +811,18 @@ impl Store {
             if uids.is_empty() {
                 break;
             }
-            uids = self.texts(sql::owned_uids(d, cluster, &uids)).await?;
+            uids = db.texts(sql::owned_uids(d, cluster, &uids)).await?;
             uids.retain(|u| seen.insert(u.clone()));
         }
         Ok(Some(uids))
     }
 
     /// The most selective of the positive label requirements and (SQLite) the owner
-    /// search's owned objects, when it selects at most [`DRIVE_MAX`] objects (index-only
-    /// counts, each capped there).
+    /// search's owned objects in one part, when it selects at most [`DRIVE_MAX`]
+    /// objects (index-only counts, each capped there).
     async fn drive(
         &self,
+        db: &Backend,
         q: &Query,
         labels: &[Requirement],
         owners: Option<&[String]>,
@@ -593,8 +838,7 @@ impl Store {
         }
         let mut best: Option<(i64, Drive)> = None;
         for (drive, count) in counts {
-            let rows = self.rows(count).await?;
-            let n = rows.first().and_then(|r| r.first()).map_or(0, Cell::int);
+            let n = db.int(count).await?;
             if n <= DRIVE_MAX && best.is_none_or(|(m, _)| n < m) {
                 best = Some((n, drive));
             }
@@ -602,13 +846,13 @@ impl Store {
         Ok(best.map(|(_, drive)| drive))
     }
 
-    /// Which of a fuzzy name's trigrams ([`sql::trigrams`]) to drive it from
-    /// (SQLite's names index), from their counts capped above [`DRIVE_MAX`].
-    async fn name_drivers(&self, fuzzy: &str) -> StoreResult<NameDrivers> {
+    /// Which of a fuzzy name's trigrams ([`sql::trigrams`]) to drive it from in one
+    /// part (SQLite's names index), from their counts capped above [`DRIVE_MAX`].
+    async fn name_drivers(&self, db: &Backend, fuzzy: &str) -> StoreResult<NameDrivers> {
         let Some(trigrams) = sql::trigrams(fuzzy) else {
             return Ok(NameDrivers::Unknown);
         };
-        let rows = self
+        let rows = db
             .rows(sql::trigram_counts(&trigrams, DRIVE_MAX + 1))
             .await?;
         let counts: Vec<i64> = rows
@@ -622,7 +866,8 @@ impl Store {
     }
 
     /// One page of the objects of a type that the query selects and the scope allows,
-    /// in the query's order, each annotated with its cluster.
+    /// in the query's order, each annotated with its cluster: each part that may hold
+    /// the clusters asked for is searched with its own plan, and the pages merged.
     pub async fn search(&self, gvr: &Gvr, q: &Query, scope: &Scope) -> StoreResult<Page> {
         let labels = match &q.label_selector {
             Some(s) => k8s_validation::selector::parse(s)
@@ -634,33 +879,53 @@ impl Store {
             None => Vec::new(),
         };
         let owners = self.owner_uids(q).await?;
-        let d = self.dialect();
-        let mut s = Search {
+        let allowed: Option<Vec<String>> =
+            scope.clusters.as_ref().map(|c| c.iter().cloned().collect());
+        let clusters = if q.owner.is_some() {
+            Some(vec![q.owner_cluster().to_string()])
+        } else if !q.clusters.is_empty() {
+            Some(q.clusters.clone())
+        } else {
+            allowed
+        };
+        let search = Search {
             gvr,
             q,
             scope,
             labels: &labels,
             fields: &fields,
             owners: owners.as_deref(),
-            drive: self.drive(q, &labels, owners.as_deref()).await?,
+            drive: None,
         };
+        let parts = self.parts_of(clusters.as_deref()).await?;
+        let plans =
+            futures::future::try_join_all(parts.into_iter().map(|p| self.plan(p, search))).await?;
+        self.page(q, plans).await
+    }
+
+    /// How one part answers `s`: what drives it there, and its rows when a walk read
+    /// them already.
+    async fn plan<'a>(&self, part: usize, mut s: Search<'a>) -> StoreResult<Plan<'a>> {
+        let db = self.part(part);
+        let q = s.q;
+        s.drive = self.drive(db, q, s.labels, s.owners).await?;
         let mut walked = None;
         if let (None, Some(fuzzy), Backend::Sqlite(b)) = (
             s.drive,
             q.fuzzy_name
                 .as_deref()
                 .filter(|f| sql::fts_pattern(f).is_some()),
-            &self.inner.backend,
+            db,
         ) {
             // a fuzzy name with a rare trigram is driven from the trigram index at
             // once; one whose every trigram is common may match many objects, which
             // fill a page early in the order index, or few (as a combination): walk
             // with a budget, then drive from the index
-            let drivers = self.name_drivers(fuzzy).await?;
+            let drivers = self.name_drivers(db, fuzzy).await?;
             let steps = self.inner.name_walk_steps.load(Ordering::Relaxed);
             if steps > 0 && !matches!(drivers, NameDrivers::Rare(_)) {
-                let page = sql::search_page(d, &s)?;
-                self.check_params(&page)?;
+                let page = sql::search_page(self.dialect(), &s)?;
+                db.check_params(&page)?;
                 walked = b.rows_within(page, steps).await?;
             }
             if walked.is_none() {
@@ -670,21 +935,67 @@ impl Store {
                 }));
             }
         }
-        self.page(&s, walked).await
+        Ok(Plan {
+            part,
+            search: s,
+            rows: walked,
+        })
     }
 
-    /// The page `s` selects: its rows (`rows`, when already read), the count after
-    /// them if asked, its continue token and its annotated objects.
-    pub(crate) async fn page(
-        &self,
-        s: &Search<'_>,
-        rows: Option<Vec<Vec<Cell>>>,
-    ) -> StoreResult<Page> {
-        let (d, q) = (self.dialect(), s.q);
-        let mut rows = match rows {
-            Some(rows) => rows,
-            None => self.rows(sql::search_page(d, s)?).await?,
-        };
+    /// The rows of a statement in the first part (tests: the schema, query plans).
+    #[cfg(test)]
+    pub(crate) async fn rows(&self, stmt: Stmt) -> StoreResult<Vec<Vec<Cell>>> {
+        self.first().rows(stmt).await
+    }
+
+    /// The sum over every part of a statement's first cell (tests: `COUNT(*)`s).
+    #[cfg(test)]
+    pub(crate) async fn sum(&self, stmt: Stmt) -> StoreResult<i64> {
+        let mut n = 0;
+        for p in &self.inner.parts {
+            n += p.db.int(stmt.clone()).await?;
+        }
+        Ok(n)
+    }
+
+    /// The page `s` selects, driven as it says in every part (tests of a drive).
+    #[cfg(test)]
+    pub(crate) async fn page_of(&self, s: &Search<'_>) -> StoreResult<Page> {
+        let plans = self
+            .all_parts()
+            .into_iter()
+            .map(|part| Plan {
+                part,
+                search: *s,
+                rows: None,
+            })
+            .collect();
+        self.page(s.q, plans).await
+    }
+
+    /// The page the plans select: each part's rows (read now unless a walk read them),
+    /// merged in the query's order; the count after them if asked, the continue token
+    /// and the annotated objects.
+    async fn page(&self, q: &Query, mut plans: Vec<Plan<'_>>) -> StoreResult<Page> {
+        let d = self.dialect();
+        let reads = plans.iter_mut().map(|p| {
+            let (part, search, walked) = (p.part, p.search, p.rows.take());
+            async move {
+                match walked {
+                    Some(rows) => Ok(rows),
+                    None => self.part(part).rows(sql::search_page(d, &search)?).await,
+                }
+            }
+        });
+        let mut rows: Vec<Vec<Cell>> = futures::future::try_join_all(reads)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        if plans.len() > 1 {
+            // each part's rows are in order: a stable sort merges the runs
+            rows.sort_by(|a, b| sql::compare_rows(&q.order, a, b));
+        }
         let more = q.limit.is_some_and(|l| rows.len() > l as usize);
         if more {
             rows.truncate(q.limit.unwrap_or_default() as usize);
@@ -692,8 +1003,11 @@ impl Store {
         let last = rows.last().map(|r| sql::sort_values(&q.order, r));
         let remaining = match (&last, q.with_remaining_count) {
             (Some(last), true) if more => {
-                let n = self.rows(sql::count_after(d, s, last)?).await?;
-                Some(n.first().and_then(|r| r.first()).map_or(0, Cell::int))
+                let counts = plans.iter().map(|p| async move {
+                    let count = sql::count_after(d, &p.search, last)?;
+                    self.part(p.part).int(count).await
+                });
+                Some(futures::future::try_join_all(counts).await?.iter().sum())
             }
             (_, true) => Some(0),
             (_, false) => None,
@@ -717,4 +1031,12 @@ impl Store {
             remaining,
         })
     }
+}
+
+/// How one part answers a search ([`Store::plan`]).
+struct Plan<'a> {
+    part: usize,
+    search: Search<'a>,
+    /// Its rows, when a budgeted walk read them.
+    rows: Option<Vec<Vec<Cell>>>,
 }

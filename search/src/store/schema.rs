@@ -40,6 +40,10 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
                 UPDATE resources_names SET name = new.name WHERE rowid = old.id; END;",
             // 3: the writer indexes a new row's name itself (`sqlite::upsert` says why)
             "DROP TRIGGER resources_names_insert",
+            // 4: which of the store's files holds each cluster (read in the first file,
+            // `placement`); a store of one file holds every cluster it has in it
+            "CREATE TABLE placements (cluster TEXT PRIMARY KEY, part INTEGER NOT NULL);
+             INSERT INTO placements (cluster, part) SELECT DISTINCT cluster, 0 FROM resources;",
         ],
         Dialect::Postgres => vec![
             r#"CREATE TABLE resources (

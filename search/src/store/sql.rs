@@ -27,6 +27,14 @@ impl Dialect {
             Dialect::Postgres => 65_535,
         }
     }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+        }
+    }
 }
 
 /// A bound value.
@@ -223,6 +231,21 @@ pub(crate) fn versions(d: Dialect, cluster: &str, gvr: &Gvr) -> Stmt {
     ))
 }
 
+/// Which file each cluster's objects are in (a SQLite store's first file).
+pub(crate) fn placements(d: Dialect) -> Stmt {
+    Builder::new(d).finish("SELECT cluster, part FROM placements".into())
+}
+
+/// Records a cluster's file; a cluster placed already keeps its own.
+pub(crate) fn place(d: Dialect, cluster: &str, part: usize) -> Stmt {
+    let mut b = Builder::new(d);
+    let c = b.text(cluster);
+    let p = b.int(i64::try_from(part).unwrap_or(i64::MAX));
+    b.finish(format!(
+        "INSERT INTO placements (cluster, part) VALUES ({c}, {p}) ON CONFLICT (cluster) DO NOTHING"
+    ))
+}
+
 pub(crate) fn clusters(d: Dialect) -> Stmt {
     Builder::new(d).finish("SELECT DISTINCT cluster FROM resources ORDER BY cluster".into())
 }
@@ -360,6 +383,7 @@ pub(crate) enum Drive {
 }
 
 /// What a search selects, before paging.
+#[derive(Clone, Copy)]
 pub(crate) struct Search<'a> {
     pub gvr: &'a Gvr,
     pub q: &'a Query,
@@ -754,17 +778,49 @@ pub(crate) fn count_after(d: Dialect, s: &Search, last: &[String]) -> Result<Stm
     )))
 }
 
-/// The sort values of a page row (`cluster, namespace, name, created_at, rv_num`
-/// cells), one per key of the order, as continue tokens carry them.
+/// The cell of a page row (`object, cluster, namespace, name, created_at, rv_num`) a
+/// sort field reads.
+fn cell_of(f: SortField) -> usize {
+    match f {
+        SortField::Cluster => 1,
+        SortField::Namespace => 2,
+        SortField::Name => 3,
+        SortField::CreatedAt => 4,
+        SortField::ResourceVersion => 5,
+    }
+}
+
+/// The sort values of a page row, one per key of the order, as continue tokens carry
+/// them.
 pub(crate) fn sort_values(order: &[SortKey], row: &[Cell]) -> Vec<String> {
     order
         .iter()
-        .map(|k| match k.field {
-            SortField::Cluster => row[1].clone().text(),
-            SortField::Namespace => row[2].clone().text(),
-            SortField::Name => row[3].clone().text(),
-            SortField::CreatedAt => row[4].int().to_string(),
-            SortField::ResourceVersion => row[5].int().to_string(),
+        .map(|k| {
+            let c = &row[cell_of(k.field)];
+            if numeric(k.field) {
+                c.int().to_string()
+            } else {
+                c.as_str().to_string()
+            }
         })
         .collect()
+}
+
+/// Two page rows compared as `ORDER BY` sorts them: text byte by byte (SQLite's BINARY
+/// collation, PostgreSQL's "C"), numbers as numbers (merging the pages of several
+/// SQLite files).
+pub(crate) fn compare_rows(order: &[SortKey], a: &[Cell], b: &[Cell]) -> std::cmp::Ordering {
+    for k in order {
+        let i = cell_of(k.field);
+        let o = if numeric(k.field) {
+            a[i].int().cmp(&b[i].int())
+        } else {
+            a[i].as_str().cmp(b[i].as_str())
+        };
+        let o = if k.desc { o.reverse() } else { o };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
 }

@@ -282,3 +282,143 @@ both!(
         );
     }
 );
+
+/// A store of several SQLite files answers as one of one file: the same objects, pages,
+/// continue tokens and remaining counts, for every order, filter, page size and scope.
+#[tokio::test]
+async fn several_files_answer_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stores = Vec::new();
+    for files in [1, 2, 4] {
+        let path = dir.path().join(format!("s{files}.db"));
+        let s = Store::open_with(path.to_str().unwrap(), files)
+            .await
+            .unwrap();
+        assert_eq!(s.files(), files);
+        stores.push(s);
+    }
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut recs = Vec::new();
+    for i in 0..150 {
+        let created = format!("2024-01-0{}T00:00:00Z", 1 + rng.next(4));
+        let (app, tier) = (
+            ["web", "db", "cache"][rng.next(3) as usize],
+            ["x", "y"][rng.next(2) as usize],
+        );
+        let labels = json!({"app": app, "tier": tier});
+        recs.push(record(
+            ["a", "b", "c", "d", "e"][rng.next(5) as usize],
+            ["ns1", "ns2", "ns3"][rng.next(3) as usize],
+            &format!("o{}-{}", rng.next(50), i),
+            &rng.next(30).to_string(),
+            json!({"metadata": {"creationTimestamp": created, "labels": labels}}),
+        ));
+    }
+    // batches of mixed clusters, as tests and tools write them
+    for s in &stores {
+        for batch in recs.chunks(40) {
+            s.upsert(batch.to_vec()).await.unwrap();
+        }
+        s.delete(vec![
+            key("c", "ns1", "nothing"),
+            recs[3].key(),
+            recs[77].key(),
+        ])
+        .await
+        .unwrap();
+    }
+    // the clusters are spread over the files
+    let all5 = ["a", "b", "c", "d", "e"].map(String::from);
+    let placement = stores[2].inner.placement.as_ref().unwrap();
+    assert_eq!(placement.files_of(&all5), [0, 1, 2, 3]);
+    let queries = [
+        "",
+        "orderby=namespace%20desc,cluster",
+        "orderby=created_at_desc,name",
+        "orderby=resource_version,namespace_desc",
+        "labelSelector=app%3Dweb",
+        "labelSelector=app%20in%20(db,cache),tier!%3Dx&orderby=created_at",
+        "clusters=a,c",
+        "clusters=e&namespaces=ns2",
+        "clusters=nowhere",
+        "fuzzy-name=o1",
+        "fuzzy-name=o4&orderby=name_desc",
+    ];
+    let scopes = [
+        Scope::default(),
+        Scope {
+            clusters: Some(["a", "b"].map(String::from).into()),
+            namespaces: Some(["ns1", "ns3"].map(String::from).into()),
+        },
+        Scope {
+            clusters: Some(Default::default()),
+            namespaces: None,
+        },
+    ];
+    for qs in queries {
+        for limit in [1, 7, 200] {
+            for scope in &scopes {
+                let mut answers = Vec::new();
+                for s in &stores {
+                    let mut got = Vec::new();
+                    let mut token: Option<String> = None;
+                    for _ in 0..200 {
+                        let mut q = format!("{qs}&limit={limit}&withRemainingCount=true");
+                        if let Some(t) = &token {
+                            q.push_str(&format!("&continue={t}"));
+                        }
+                        let p = s.search(&deployments(), &query(&q), scope).await.unwrap();
+                        got.push((names(&p), p.remaining, p.continue_token.clone()));
+                        token = p.continue_token;
+                        if token.is_none() {
+                            break;
+                        }
+                    }
+                    answers.push(got);
+                }
+                assert!(
+                    answers.iter().all(|a| a == &answers[0]),
+                    "{qs} limit {limit} {scope:?}: {answers:#?}"
+                );
+            }
+        }
+    }
+    // and the rest of the store's reads
+    for s in &stores[1..] {
+        assert_eq!(
+            s.clusters().await.unwrap(),
+            stores[0].clusters().await.unwrap()
+        );
+        for clusters in [vec![], vec!["b".to_string(), "d".to_string()]] {
+            assert_eq!(
+                s.namespaces(&deployments(), &clusters).await.unwrap(),
+                stores[0]
+                    .namespaces(&deployments(), &clusters)
+                    .await
+                    .unwrap()
+            );
+        }
+        let v = |s: &Store| {
+            let s = s.clone();
+            async move {
+                let v = s.versions("d", &deployments()).await.unwrap();
+                let mut all: Vec<String> = v
+                    .iter()
+                    .map(|(ns, n, rv)| format!("{ns}/{n}@{rv}"))
+                    .collect();
+                all.sort();
+                all
+            }
+        };
+        assert_eq!(v(s).await, v(&stores[0]).await);
+    }
+    let mut purged = Vec::new();
+    for s in &stores {
+        purged.push(s.purge_cluster("b").await.unwrap());
+        assert!(!s.clusters().await.unwrap().contains(&"b".to_string()));
+    }
+    assert!(
+        purged[0] > 0 && purged.iter().all(|n| *n == purged[0]),
+        "{purged:?}"
+    );
+}

@@ -69,7 +69,8 @@ async fn a_restart_writes_only_what_changed_meanwhile(backend: Backend) {
 /// exclusive transaction; PostgreSQL refusing connections to the database (the store's
 /// are cut).
 enum Outage {
-    Sqlite(rusqlite::Connection),
+    /// Every file of the store locked.
+    Sqlite(Vec<rusqlite::Connection>),
     Postgres {
         admin: tokio_postgres::Client,
         db: String,
@@ -81,10 +82,18 @@ enum Outage {
 impl Outage {
     async fn start(spec: &str) -> Outage {
         if let Some(path) = spec.strip_prefix("sqlite:") {
-            let c = rusqlite::Connection::open(path).unwrap();
-            c.busy_timeout(Duration::from_secs(10)).unwrap();
-            c.execute_batch("BEGIN EXCLUSIVE").unwrap();
-            return Outage::Sqlite(c);
+            let files = causeway_search::store::sqlite_files(path);
+            assert!(files.len() > 1, "a store of several files: {files:?}");
+            let locks = files
+                .iter()
+                .map(|f| {
+                    let c = rusqlite::Connection::open(f).unwrap();
+                    c.busy_timeout(Duration::from_secs(10)).unwrap();
+                    c.execute_batch("BEGIN EXCLUSIVE").unwrap();
+                    c
+                })
+                .collect();
+            return Outage::Sqlite(locks);
         }
         let base = std::env::var(testing::POSTGRES_ENV).unwrap();
         let (admin, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
@@ -124,7 +133,11 @@ impl Outage {
 
     async fn end(self) {
         match self {
-            Outage::Sqlite(c) => c.execute_batch("ROLLBACK").unwrap(),
+            Outage::Sqlite(locks) => {
+                for c in locks {
+                    c.execute_batch("ROLLBACK").unwrap();
+                }
+            }
             Outage::PostgresLocked(c) => c.batch_execute("ROLLBACK").await.unwrap(),
             Outage::Postgres { admin, db } => admin
                 .batch_execute(&format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"))

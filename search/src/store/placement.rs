@@ -1,0 +1,169 @@
+//! Which of the SQLite store's files holds a cluster's objects.
+//!
+//! SQLite lets one connection write a file at a time, and at a million objects that
+//! one writer thread was the whole indexer's bound (benches/results/search.md): a
+//! thread ran alone two thirds of the time. So the store keeps its objects in several
+//! files, each with its own writer, and every object of a cluster in one of them: the
+//! indexer's batches (one cluster and type each) go to one writer, the writers run in
+//! parallel, and a search asks each file that may hold its clusters and merges the
+//! pages ([`super::Store::search`]).
+//!
+//! A cluster is placed once, in the file holding the fewest clusters, and the placement
+//! is written to the first file (`placements`) before any of its objects is, so a
+//! restart finds every object where it left it, whatever `--sqlite-files` says then.
+
+use std::collections::HashMap;
+
+/// Where each cluster's objects are, and which file a new cluster goes to.
+pub(crate) struct Placement {
+    /// Files the store has (a cluster placed in any of them is found).
+    files: usize,
+    map: parking_lot::RwLock<HashMap<String, usize>>,
+    /// Held while a new cluster is placed (its placement is written first).
+    pub(crate) placing: tokio::sync::Mutex<()>,
+}
+
+/// The file holding the fewest of the `placed` clusters (their files), the first of
+/// equals.
+pub(crate) fn least_loaded(files: usize, placed: impl IntoIterator<Item = usize>) -> usize {
+    let mut counts = vec![0usize; files.max(1)];
+    for p in placed {
+        if let Some(c) = counts.get_mut(p) {
+            *c += 1;
+        }
+    }
+    (0..counts.len()).min_by_key(|&i| counts[i]).unwrap_or(0)
+}
+
+/// How many files a store opens: as many as asked, and at least every file a
+/// recorded placement names (a store made with more files keeps them).
+pub(crate) fn files_needed(asked: usize, placed: impl IntoIterator<Item = usize>) -> usize {
+    placed
+        .into_iter()
+        .map(|p| p + 1)
+        .fold(asked.max(1), usize::max)
+}
+
+impl Placement {
+    pub(crate) fn new(files: usize, placed: impl IntoIterator<Item = (String, usize)>) -> Self {
+        Placement {
+            files,
+            map: parking_lot::RwLock::new(placed.into_iter().collect()),
+            placing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The file of a placed cluster.
+    pub(crate) fn of(&self, cluster: &str) -> Option<usize> {
+        self.map.read().get(cluster).copied()
+    }
+
+    /// The file a new cluster goes to.
+    pub(crate) fn choose(&self) -> usize {
+        least_loaded(self.files, self.map.read().values().copied())
+    }
+
+    /// Records a placement (once written to the first file).
+    pub(crate) fn record(&self, cluster: &str, file: usize) {
+        self.map.write().insert(cluster.to_string(), file);
+    }
+
+    /// Replaces the placements with those read from the first file (another process
+    /// placed clusters since this one opened the store).
+    pub(crate) fn reload(&self, placed: impl IntoIterator<Item = (String, usize)>) {
+        let mut map = self.map.write();
+        for (c, p) in placed {
+            if p < self.files {
+                map.insert(c, p);
+            }
+        }
+    }
+
+    /// The files of those of `clusters` that are placed, in order, once each.
+    pub(crate) fn files_of<'a>(
+        &self,
+        clusters: impl IntoIterator<Item = &'a String>,
+    ) -> Vec<usize> {
+        let map = self.map.read();
+        let mut out: Vec<usize> = clusters
+            .into_iter()
+            .filter_map(|c| map.get(c.as_str()).copied())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_new_cluster_goes_to_the_file_with_the_fewest() {
+        for (files, placed, want) in [
+            (1, vec![], 0),
+            (1, vec![0, 0, 0], 0),
+            (4, vec![], 0),
+            (4, vec![0], 1),
+            (4, vec![0, 1, 2], 3),
+            (4, vec![0, 1, 2, 3], 0),
+            (4, vec![0, 0, 1, 2, 3, 3], 1),
+            (3, vec![2, 2, 1], 0),
+            // a placement beyond the files (cannot happen: files_needed) is ignored
+            (2, vec![0, 5], 1),
+        ] {
+            assert_eq!(
+                least_loaded(files, placed.clone()),
+                want,
+                "{files} {placed:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_store_keeps_every_file_a_placement_names() {
+        assert_eq!(files_needed(4, []), 4);
+        assert_eq!(files_needed(0, []), 1);
+        assert_eq!(files_needed(2, [0, 3, 1]), 4);
+        assert_eq!(files_needed(8, [0, 3, 1]), 8);
+    }
+
+    proptest! {
+        /// Placed one after the other, clusters spread evenly: no file holds two more
+        /// than another.
+        #[test]
+        fn clusters_placed_in_turn_are_spread_evenly(files in 1usize..9, clusters in 0usize..40) {
+            let p = Placement::new(files, []);
+            for i in 0..clusters {
+                let f = p.choose();
+                prop_assert!(f < files);
+                p.record(&format!("c{i}"), f);
+            }
+            let mut counts = vec![0usize; files];
+            for f in p.map.read().values() {
+                counts[*f] += 1;
+            }
+            let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+            prop_assert!(max - min <= 1, "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn files_of_lists_placed_clusters_files_once() {
+        let p = Placement::new(
+            3,
+            [
+                ("a".to_string(), 2),
+                ("b".to_string(), 0),
+                ("c".to_string(), 2),
+            ],
+        );
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(p.files_of(&names(&["a", "b", "c", "zz"])), vec![0, 2]);
+        assert_eq!(p.files_of(&names(&["zz"])), Vec::<usize>::new());
+        p.reload([("zz".to_string(), 1), ("far".to_string(), 7)]);
+        assert_eq!(p.files_of(&names(&["zz", "far"])), vec![1]);
+    }
+}
