@@ -340,15 +340,15 @@ enum NameDrivers {
 }
 
 impl NameDrivers {
-    /// From each trigram's count of names, capped above [`DRIVE_MAX`].
-    fn choose(counts: &[i64]) -> NameDrivers {
+    /// From each trigram's count of names, capped above `cap` (rare: at most `cap`).
+    fn choose(counts: &[i64], cap: i64) -> NameDrivers {
         let mut order: Vec<usize> = (0..counts.len()).collect();
         order.sort_by_key(|&i| counts[i]);
         match order[..] {
             [] => NameDrivers::Unknown,
             [i, ..] if counts[i] == 0 => NameDrivers::Rare([i, i]),
-            [i] if counts[i] <= DRIVE_MAX => NameDrivers::Rare([i, i]),
-            [i, j, ..] if counts[i] <= DRIVE_MAX => NameDrivers::Rare([i, j]),
+            [i] if counts[i] <= cap => NameDrivers::Rare([i, i]),
+            [i, j, ..] if counts[i] <= cap => NameDrivers::Rare([i, j]),
             _ => NameDrivers::Common([0, counts.len() - 1]),
         }
     }
@@ -427,12 +427,12 @@ impl Store {
                 (Dialect::Postgres, vec![part(db)], None)
             } else {
                 let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
-                let first = Backend::Sqlite(sqlite::Sqlite::open(path).await?);
+                let first = Backend::Sqlite(sqlite::Sqlite::open(path, sqlite_files).await?);
                 let placed = placements(&first).await?;
                 let files = placement::files_needed(sqlite_files, placed.iter().map(|p| p.1));
                 let mut parts = vec![part(first)];
                 for i in 1..files {
-                    let db = sqlite::Sqlite::open(&sqlite_file(path, i)).await?;
+                    let db = sqlite::Sqlite::open(&sqlite_file(path, i), files).await?;
                     parts.push(part(Backend::Sqlite(db)));
                 }
                 let placement = placement::Placement::new(files, placed);
@@ -476,17 +476,22 @@ impl Store {
             return Ok(self.all_parts());
         };
         if clusters.iter().any(|c| placement.of(c).is_none()) {
-            placement.reload(placements(self.first()).await?);
+            let beyond = placement.reload(placements(self.first()).await?);
+            if beyond > 0 {
+                tracing::error!(
+                    clusters = beyond,
+                    files = placement.files(),
+                    "search store: another process placed clusters in SQLite files this one did not open; restart it to search them"
+                );
+            }
         }
         Ok(placement.files_of(clusters))
     }
 
     /// The part of a cluster's objects, if it has any stored.
-    fn part_of(&self, cluster: &str) -> Option<usize> {
-        match &self.inner.placement {
-            Some(p) => p.of(cluster),
-            None => Some(0),
-        }
+    async fn part_of(&self, cluster: &str) -> StoreResult<Option<usize>> {
+        let parts = self.parts_of(Some(&[cluster.to_string()])).await?;
+        Ok(parts.first().copied())
     }
 
     /// The part a cluster's objects are written to: placed now if it is new, the
@@ -502,10 +507,21 @@ impl Store {
         if let Some(p) = placement.of(cluster) {
             return Ok(p);
         }
-        let p = placement.choose();
+        // another handle (another process) may have placed it: the recorded file wins
+        let d = self.dialect();
+        let chosen = placement.choose();
         self.first()
-            .execute(vec![sql::place(self.dialect(), cluster, p)])
+            .execute(vec![sql::place(d, cluster, chosen)])
             .await?;
+        let placed = self.first().int(sql::placement_of(d, cluster)).await?;
+        let p = usize::try_from(placed)
+            .ok()
+            .filter(|p| *p < self.inner.parts.len())
+            .ok_or_else(|| {
+                StoreError::Unavailable(format!(
+                    "cluster {cluster:?} is placed in SQLite file {placed}, which this process did not open: restart it"
+                ))
+            })?;
         placement.record(cluster, p);
         Ok(p)
     }
@@ -637,27 +653,26 @@ impl Store {
         // a cluster never placed has nothing stored
         let mut by_part: BTreeMap<usize, Vec<Key>> = BTreeMap::new();
         for k in keys {
-            if let Some(p) = self.part_of(&k.cluster) {
+            if let Some(p) = self.part_of(&k.cluster).await? {
                 by_part.entry(p).or_default().push(k.clone());
             }
         }
-        let mut n = 0;
-        for (p, keys) in by_part {
-            // one transaction per part; chunks keep each statement's parameters well
-            // under the limits
+        // one transaction per part, the parts in parallel; chunks keep each
+        // statement's parameters well under the limits
+        let deletes = by_part.into_iter().map(|(p, keys)| async move {
             let stmts = keys
                 .chunks(DELETE_CHUNK)
                 .flat_map(|c| sql::delete_keys(d, c))
                 .collect();
             let done = self.part(p).execute(stmts).await?;
-            n += self.count(done.iter().skip(1).step_by(2).sum());
-        }
-        Ok(n)
+            Ok::<u64, StoreError>(self.count(done.iter().skip(1).step_by(2).sum()))
+        });
+        Ok(futures::future::try_join_all(deletes).await?.iter().sum())
     }
 
     /// The stored keys of one cluster and type, with their resourceVersions.
     pub async fn versions(&self, cluster: &str, gvr: &Gvr) -> StoreResult<Versions> {
-        let Some(p) = self.part_of(cluster) else {
+        let Some(p) = self.part_of(cluster).await? else {
             return Ok(VersionsBuilder::default().finish());
         };
         // row by row into one buffer: a relist of 100k objects holds that, not also
@@ -679,7 +694,7 @@ impl Store {
     /// Deletes everything of one cluster; returns how many objects went. Its placement
     /// stays: if it comes back, its objects go to the same file.
     pub async fn purge_cluster(&self, cluster: &str) -> StoreResult<u64> {
-        let Some(p) = self.part_of(cluster) else {
+        let Some(p) = self.part_of(cluster).await? else {
             return Ok(0);
         };
         let stmts = sql::purge_cluster(self.dialect(), cluster).to_vec();
@@ -746,19 +761,19 @@ impl Store {
     /// Checks every database answers (SQLite: that a write could start in each file,
     /// see [`sqlite::Sqlite::ping`]).
     pub async fn ping(&self) -> StoreResult<()> {
-        for p in &self.inner.parts {
+        let pings = self.inner.parts.iter().map(|p| async move {
             match &p.db {
-                Backend::Sqlite(b) => b.ping().await?,
+                Backend::Sqlite(b) => b.ping().await,
                 Backend::Postgres(_) => {
-                    p.db.rows(Stmt {
+                    let one = Stmt {
                         sql: "SELECT 1".into(),
                         params: vec![],
-                    })
-                    .await?;
+                    };
+                    p.db.rows(one).await.map(drop)
                 }
             }
-        }
-        Ok(())
+        });
+        futures::future::try_join_all(pings).await.map(drop)
     }
 
     /// The owner uids an owner search selects: the owner's uid(s), then `seniority`
@@ -818,28 +833,29 @@ impl Store {
     }
 
     /// The most selective of the positive label requirements and (SQLite) the owner
-    /// search's owned objects in one part, when it selects at most [`DRIVE_MAX`]
-    /// objects (index-only counts, each capped there).
+    /// search's owned objects in one part, when it selects at most `cap` objects
+    /// (index-only counts, each capped there; [`DRIVE_MAX`] over every file searched).
     async fn drive(
         &self,
         db: &Backend,
         q: &Query,
         labels: &[Requirement],
         owners: Option<&[String]>,
+        cap: i64,
     ) -> StoreResult<Option<Drive>> {
         let d = self.dialect();
-        let mut counts: Vec<(Drive, Stmt)> = sql::label_counts(d, labels, DRIVE_MAX + 1)
+        let mut counts: Vec<(Drive, Stmt)> = sql::label_counts(d, labels, cap + 1)
             .into_iter()
             .map(|(i, count)| (Drive::Label(i), count))
             .collect();
         if let (Some(owners), Dialect::Sqlite) = (owners, d) {
-            let count = sql::owned_count(d, q.owner_cluster(), owners, DRIVE_MAX + 1);
+            let count = sql::owned_count(d, q.owner_cluster(), owners, cap + 1);
             counts.push((Drive::Owner, count));
         }
         let mut best: Option<(i64, Drive)> = None;
         for (drive, count) in counts {
             let n = db.int(count).await?;
-            if n <= DRIVE_MAX && best.is_none_or(|(m, _)| n < m) {
+            if n <= cap && best.is_none_or(|(m, _)| n < m) {
                 best = Some((n, drive));
             }
         }
@@ -847,14 +863,12 @@ impl Store {
     }
 
     /// Which of a fuzzy name's trigrams ([`sql::trigrams`]) to drive it from in one
-    /// part (SQLite's names index), from their counts capped above [`DRIVE_MAX`].
-    async fn name_drivers(&self, db: &Backend, fuzzy: &str) -> StoreResult<NameDrivers> {
+    /// part (SQLite's names index), from their counts capped above `cap`.
+    async fn name_drivers(&self, db: &Backend, fuzzy: &str, cap: i64) -> StoreResult<NameDrivers> {
         let Some(trigrams) = sql::trigrams(fuzzy) else {
             return Ok(NameDrivers::Unknown);
         };
-        let rows = db
-            .rows(sql::trigram_counts(&trigrams, DRIVE_MAX + 1))
-            .await?;
+        let rows = db.rows(sql::trigram_counts(&trigrams, cap + 1)).await?;
         let counts: Vec<i64> = rows
             .into_iter()
             .next()
@@ -862,7 +876,7 @@ impl Store {
             .iter()
             .map(Cell::int)
             .collect();
-        Ok(NameDrivers::choose(&counts))
+        Ok(NameDrivers::choose(&counts, cap))
     }
 
     /// One page of the objects of a type that the query selects and the scope allows,
@@ -879,14 +893,11 @@ impl Store {
             None => Vec::new(),
         };
         let owners = self.owner_uids(q).await?;
-        let allowed: Option<Vec<String>> =
-            scope.clusters.as_ref().map(|c| c.iter().cloned().collect());
-        let clusters = if q.owner.is_some() {
-            Some(vec![q.owner_cluster().to_string()])
-        } else if !q.clusters.is_empty() {
-            Some(q.clusters.clone())
+        // the files of the clusters asked for, else of those the caller may see
+        let clusters: Option<Vec<String>> = if q.clusters.is_empty() {
+            scope.clusters.as_ref().map(|c| c.iter().cloned().collect())
         } else {
-            allowed
+            Some(q.clusters.clone())
         };
         let search = Search {
             gvr,
@@ -898,17 +909,20 @@ impl Store {
             drive: None,
         };
         let parts = self.parts_of(clusters.as_deref()).await?;
-        let plans =
-            futures::future::try_join_all(parts.into_iter().map(|p| self.plan(p, search))).await?;
+        // a driver fetches its rows in every file searched: together at most DRIVE_MAX
+        let cap = DRIVE_MAX / parts.len().max(1) as i64;
+        let plans = parts.into_iter().map(|p| self.plan(p, search, cap));
+        let plans = futures::future::try_join_all(plans).await?;
         self.page(q, plans).await
     }
 
     /// How one part answers `s`: what drives it there, and its rows when a walk read
     /// them already.
-    async fn plan<'a>(&self, part: usize, mut s: Search<'a>) -> StoreResult<Plan<'a>> {
+    /// A driver may select at most `cap` objects there.
+    async fn plan<'a>(&self, part: usize, mut s: Search<'a>, cap: i64) -> StoreResult<Plan<'a>> {
         let db = self.part(part);
         let q = s.q;
-        s.drive = self.drive(db, q, s.labels, s.owners).await?;
+        s.drive = self.drive(db, q, s.labels, s.owners, cap).await?;
         let mut walked = None;
         if let (None, Some(fuzzy), Backend::Sqlite(b)) = (
             s.drive,
@@ -921,7 +935,7 @@ impl Store {
             // once; one whose every trigram is common may match many objects, which
             // fill a page early in the order index, or few (as a combination): walk
             // with a budget, then drive from the index
-            let drivers = self.name_drivers(db, fuzzy).await?;
+            let drivers = self.name_drivers(db, fuzzy, cap).await?;
             let steps = self.inner.name_walk_steps.load(Ordering::Relaxed);
             if steps > 0 && !matches!(drivers, NameDrivers::Rare(_)) {
                 let page = sql::search_page(self.dialect(), &s)?;

@@ -68,15 +68,25 @@ impl Placement {
         self.map.write().insert(cluster.to_string(), file);
     }
 
-    /// Replaces the placements with those read from the first file (another process
-    /// placed clusters since this one opened the store).
-    pub(crate) fn reload(&self, placed: impl IntoIterator<Item = (String, usize)>) {
+    /// Adds the placements read from the first file (another process placed clusters
+    /// since this one opened the store); returns how many are in files this handle did
+    /// not open (not added).
+    pub(crate) fn reload(&self, placed: impl IntoIterator<Item = (String, usize)>) -> usize {
         let mut map = self.map.write();
+        let mut beyond = 0;
         for (c, p) in placed {
             if p < self.files {
                 map.insert(c, p);
+            } else {
+                beyond += 1;
             }
         }
+        beyond
+    }
+
+    /// Files this handle opened.
+    pub(crate) fn files(&self) -> usize {
+        self.files
     }
 
     /// The files of those of `clusters` that are placed, in order, once each.
@@ -163,7 +173,7 @@ mod tests {
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(p.files_of(&names(&["a", "b", "c", "zz"])), vec![0, 2]);
         assert_eq!(p.files_of(&names(&["zz"])), Vec::<usize>::new());
-        p.reload([("zz".to_string(), 1), ("far".to_string(), 7)]);
+        assert_eq!(p.reload([("zz".to_string(), 1), ("far".to_string(), 7)]), 1);
         assert_eq!(p.files_of(&names(&["zz", "far"])), vec![1]);
     }
 }

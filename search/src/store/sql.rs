@@ -246,6 +246,13 @@ pub(crate) fn place(d: Dialect, cluster: &str, part: usize) -> Stmt {
     ))
 }
 
+/// The file a cluster is placed in (none: no row).
+pub(crate) fn placement_of(d: Dialect, cluster: &str) -> Stmt {
+    let mut b = Builder::new(d);
+    let c = b.text(cluster);
+    b.finish(format!("SELECT part FROM placements WHERE cluster = {c}"))
+}
+
 pub(crate) fn clusters(d: Dialect) -> Stmt {
     Builder::new(d).finish("SELECT DISTINCT cluster FROM resources ORDER BY cluster".into())
 }

@@ -43,14 +43,22 @@ pub(crate) struct Sqlite {
     pub(crate) read_deadline: parking_lot::Mutex<Duration>,
 }
 
-fn connect(path: &Path) -> rusqlite::Result<Connection> {
+/// Page cache of a writer, KiB.
+const WRITER_CACHE_KIB: i64 = 16_384;
+
+/// Page cache of the readers of a store of one file, KiB each; a store of several
+/// files gives each file's readers their share.
+const READER_CACHE_KIB: i64 = 16_384;
+
+fn connect(path: &Path, cache_kib: i64) -> rusqlite::Result<Connection> {
     let c = Connection::open(path)?;
     c.busy_timeout(Duration::from_secs(1))?;
     c.pragma_update(None, "journal_mode", "WAL")?;
     c.pragma_update(None, "synchronous", "NORMAL")?;
-    // 16 MiB per connection (a writer and 3 readers): the OS page cache holds the
-    // rest; 64 MiB each took the indexer past 300 MiB RSS after queries at 1M objects
-    c.pragma_update(None, "cache_size", -16_384)?;
+    // 16 MiB for a writer and 3 readers of one file: the OS page cache holds the
+    // rest; 64 MiB each took the indexer past 300 MiB RSS after queries at 1M
+    // objects, and so did 16 MiB for each reader of 4 files (288 MiB)
+    c.pragma_update(None, "cache_size", -cache_kib)?;
     // ANALYZE reads every index entry (about 3 CPU-seconds at 1.2M objects, once per
     // doubling of the table): a limit samples each index from its start, which at
     // 1,000 entries said an owner owns a thousand objects (the owner index starts with
@@ -221,7 +229,9 @@ struct Pending {
 }
 
 impl Sqlite {
-    pub async fn open(path: &str) -> StoreResult<Sqlite> {
+    /// Opens one file of a store of `files` files.
+    pub async fn open(path: &str, files: usize) -> StoreResult<Sqlite> {
+        let reader_cache = (READER_CACHE_KIB / files.max(1) as i64).max(2_048);
         let path = Path::new(path).to_path_buf();
         tokio::task::spawn_blocking(move || {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -229,11 +239,11 @@ impl Sqlite {
                     .map_err(|e| unavailable(format!("cannot create {}: {e}", dir.display())))?;
             }
             let open_err = |e: rusqlite::Error| unavailable(format!("{}: {e}", path.display()));
-            let mut writer = connect(&path).map_err(open_err)?;
+            let mut writer = connect(&path, WRITER_CACHE_KIB).map_err(open_err)?;
             writing(&writer).map_err(open_err)?;
             migrate(&mut writer).map_err(open_err)?;
             let readers = (0..READERS)
-                .map(|_| connect(&path).map(|c| Arc::new(Mutex::new(c))))
+                .map(|_| connect(&path, reader_cache).map(|c| Arc::new(Mutex::new(c))))
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(open_err)?;
             Ok(Sqlite {
@@ -419,7 +429,7 @@ mod tests {
     #[tokio::test]
     async fn a_group_writes_an_object_of_two_batches_once() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Sqlite::open(dir.path().join("x.db").to_str().unwrap())
+        let s = Sqlite::open(dir.path().join("x.db").to_str().unwrap(), 1)
             .await
             .unwrap();
         let labels = |l: Value| json!({"metadata": {"labels": l}});

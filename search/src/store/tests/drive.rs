@@ -394,7 +394,11 @@ fn a_fuzzy_name_is_driven_from_its_rarest_trigrams_or_walked() {
         (&[over, over, over], Common([0, 2])),
     ];
     for (counts, want) in cases {
-        assert_eq!(NameDrivers::choose(counts), want, "{counts:?}");
+        assert_eq!(
+            NameDrivers::choose(counts, super::super::DRIVE_MAX),
+            want,
+            "{counts:?}"
+        );
     }
 }
 
@@ -454,8 +458,11 @@ both!(
         let qs = "clusters=a&ownerUID=owner-2";
         let q = query(qs);
         let owners = s.owner_uids(&q).await.unwrap();
-        let part = s.part(s.part_of("a").unwrap());
-        let drive = s.drive(part, &q, &[], owners.as_deref()).await.unwrap();
+        let part = s.part(s.part_of("a").await.unwrap().unwrap());
+        let drive = s
+            .drive(part, &q, &[], owners.as_deref(), DRIVE_MAX)
+            .await
+            .unwrap();
         let want_drive = (s.backend() == "sqlite").then_some(Drive::Owner);
         assert_eq!(drive, want_drive);
         let want = expected(qs, |i| i % 4 == 2 && shape(i).0 == "a");

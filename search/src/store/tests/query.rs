@@ -289,14 +289,19 @@ both!(
 async fn several_files_answer_as_one() {
     let dir = tempfile::tempdir().unwrap();
     let mut stores = Vec::new();
-    for files in [1, 2, 4] {
-        let path = dir.path().join(format!("s{files}.db"));
+    for (i, files) in [1, 2, 4, 4].into_iter().enumerate() {
+        let path = dir.path().join(format!("s{i}.db"));
         let s = Store::open_with(path.to_str().unwrap(), files)
             .await
             .unwrap();
         assert_eq!(s.files(), files);
         stores.push(s);
     }
+    // the last drives every fuzzy name from the trigram index in each file
+    stores[3]
+        .inner
+        .name_walk_steps
+        .store(0, std::sync::atomic::Ordering::Relaxed);
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut recs = Vec::new();
     for i in 0..150 {
@@ -306,12 +311,13 @@ async fn several_files_answer_as_one() {
             ["x", "y"][rng.next(2) as usize],
         );
         let labels = json!({"app": app, "tier": tier});
+        let owners = json!([{"uid": format!("owner-{}", i % 3), "controller": true}]);
         recs.push(record(
             ["a", "b", "c", "d", "e"][rng.next(5) as usize],
             ["ns1", "ns2", "ns3"][rng.next(3) as usize],
             &format!("o{}-{}", rng.next(50), i),
             &rng.next(30).to_string(),
-            json!({"metadata": {"creationTimestamp": created, "labels": labels}}),
+            json!({"metadata": {"creationTimestamp": created, "labels": labels, "ownerReferences": owners}}),
         ));
     }
     // batches of mixed clusters, as tests and tools write them
@@ -342,7 +348,10 @@ async fn several_files_answer_as_one() {
         "clusters=e&namespaces=ns2",
         "clusters=nowhere",
         "fuzzy-name=o1",
-        "fuzzy-name=o4&orderby=name_desc",
+        "fuzzy-name=o1-1",
+        "fuzzy-name=-10&orderby=name_desc",
+        "clusters=a&ownerUID=owner-1",
+        "clusters=c&ownerUID=owner-2&orderby=created_at_desc",
     ];
     let scopes = [
         Scope::default(),
@@ -356,14 +365,14 @@ async fn several_files_answer_as_one() {
         },
     ];
     for qs in queries {
-        for limit in [1, 7, 200] {
+        for limit in ["&limit=1", "&limit=7", ""] {
             for scope in &scopes {
                 let mut answers = Vec::new();
                 for s in &stores {
                     let mut got = Vec::new();
                     let mut token: Option<String> = None;
                     for _ in 0..200 {
-                        let mut q = format!("{qs}&limit={limit}&withRemainingCount=true");
+                        let mut q = format!("{qs}{limit}&withRemainingCount=true");
                         if let Some(t) = &token {
                             q.push_str(&format!("&continue={t}"));
                         }
@@ -412,6 +421,14 @@ async fn several_files_answer_as_one() {
         };
         assert_eq!(v(s).await, v(&stores[0]).await);
     }
+    // reopened with fewer files: every file a placement names is kept
+    let again = Store::open_with(dir.path().join("s2.db").to_str().unwrap(), 1)
+        .await
+        .unwrap();
+    assert_eq!(again.files(), 4);
+    for qs in queries {
+        assert_eq!(all(&again, qs).await, all(&stores[0], qs).await, "{qs}");
+    }
     let mut purged = Vec::new();
     for s in &stores {
         purged.push(s.purge_cluster("b").await.unwrap());
@@ -421,4 +438,43 @@ async fn several_files_answer_as_one() {
         purged[0] > 0 && purged.iter().all(|n| *n == purged[0]),
         "{purged:?}"
     );
+}
+
+/// Two handles on one store (two processes): a cluster one placed is written where the
+/// first file records it, whatever the other would have chosen, and both find it.
+#[tokio::test]
+async fn two_handles_agree_where_a_cluster_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db").display().to_string();
+    let one = Store::open_with(&path, 4).await.unwrap();
+    let two = Store::open_with(&path, 4).await.unwrap();
+    one.upsert(vec![record("a", "ns", "a1", "1", json!({}))])
+        .await
+        .unwrap();
+    one.upsert(vec![record("b", "ns", "b1", "1", json!({}))])
+        .await
+        .unwrap();
+    // `two` would place b in the first file (it holds none there): it is in the second
+    two.upsert(vec![record("b", "ns", "b2", "1", json!({}))])
+        .await
+        .unwrap();
+    two.upsert(vec![record("c", "ns", "c1", "1", json!({}))])
+        .await
+        .unwrap();
+    for s in [&one, &two] {
+        assert_eq!(
+            all(s, "").await,
+            ["a/ns/a1", "b/ns/b1", "b/ns/b2", "c/ns/c1"]
+        );
+        assert_eq!(all(s, "clusters=b").await, ["b/ns/b1", "b/ns/b2"]);
+        assert_eq!(s.versions("b", &deployments()).await.unwrap().len(), 2);
+        assert_eq!(s.versions("c", &deployments()).await.unwrap().len(), 1);
+    }
+    let placement = one.inner.placement.as_ref().unwrap();
+    let b = placement.of("b").unwrap();
+    assert_eq!(two.inner.placement.as_ref().unwrap().of("b"), Some(b));
+    assert_eq!(b, 1);
+    // a delete through the handle that did not place the cluster
+    assert_eq!(two.delete(vec![key("a", "ns", "a1")]).await.unwrap(), 1);
+    assert!(all(&one, "clusters=a").await.is_empty());
 }
