@@ -39,6 +39,9 @@ pub(crate) struct Sqlite {
 
     readers: Vec<Arc<Mutex<Connection>>>,
     next: AtomicUsize,
+    /// When the writer last committed, if it has not checkpointed since
+    /// ([`idle_checkpoints`]).
+    committed: Arc<Mutex<Option<std::time::Instant>>>,
     /// [`READ_DEADLINE`], shorter in tests.
     pub(crate) read_deadline: parking_lot::Mutex<Duration>,
 }
@@ -222,6 +225,52 @@ fn upsert(c: &mut Connection, batches: &[&[Record]]) -> rusqlite::Result<Vec<u64
     Ok(counts)
 }
 
+/// How long the writer must have been idle before its WAL is checkpointed.
+const IDLE: Duration = Duration::from_secs(2);
+
+/// Checkpoints the WAL once the writer has been idle for [`IDLE`] after a commit, until
+/// the store is dropped. Between the automatic checkpoints ([`WAL_PAGES`]) the log
+/// holds up to 160 MiB, and a reader looks each page it reads up in the log's index: at
+/// the end of an ingest into four files, the queries after it used 20 times the CPU
+/// (fuzzy names 1.8 s at p50, against 13 ms for one file). A complete checkpoint lets
+/// readers bypass the log until the next write; an incomplete one (a reader holds an
+/// old snapshot) is tried again after the next idle period.
+async fn idle_checkpoints(
+    writer: std::sync::Weak<Mutex<Connection>>,
+    committed: Arc<Mutex<Option<std::time::Instant>>>,
+) {
+    loop {
+        tokio::time::sleep(IDLE / 2).await;
+        let Some(writer) = writer.upgrade() else {
+            return;
+        };
+        let Some(at) = *committed.lock() else {
+            continue;
+        };
+        if at.elapsed() < IDLE {
+            continue;
+        }
+        let committed = committed.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let c = writer.lock();
+            // (busy, log frames, frames checkpointed); a write since the check waits
+            let (busy, log, done): (i64, i64, i64) =
+                c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?;
+            let mut last = committed.lock();
+            if busy == 0 && log == done && *last == Some(at) {
+                *last = None;
+            }
+            Ok::<_, rusqlite::Error>(())
+        })
+        .await;
+        if let Ok(Err(e)) = done {
+            tracing::debug!(error = %e, "search store: an idle checkpoint failed; tried again later");
+        }
+    }
+}
+
 /// A batch waiting for the writer, and where its count goes.
 struct Pending {
     records: Arc<[Record]>,
@@ -246,8 +295,11 @@ impl Sqlite {
                 .map(|_| connect(&path, reader_cache).map(|c| Arc::new(Mutex::new(c))))
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(open_err)?;
+            let writer = Arc::new(Mutex::new(writer));
+            let committed = Arc::new(Mutex::new(None));
             Ok(Sqlite {
-                writer: Arc::new(Mutex::new(writer)),
+                writer,
+                committed,
                 pending: Arc::default(),
 
                 readers,
@@ -257,6 +309,13 @@ impl Sqlite {
         })
         .await
         .map_err(unavailable)?
+        .map(|s: Sqlite| {
+            tokio::spawn(idle_checkpoints(
+                Arc::downgrade(&s.writer),
+                s.committed.clone(),
+            ));
+            s
+        })
     }
 
     async fn blocking<T: Send + 'static>(
@@ -361,6 +420,7 @@ impl Sqlite {
     }
 
     pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
+        let committed = self.committed.clone();
         Self::blocking(self.writer.clone(), move |c| {
             let tx = begin_write(c)?;
             let mut out = Vec::with_capacity(stmts.len());
@@ -369,6 +429,7 @@ impl Sqlite {
                 out.push(st.execute(params_from_iter(params(&s.params)))? as u64);
             }
             tx.commit()?;
+            *committed.lock() = Some(std::time::Instant::now());
             Ok(out)
         })
         .await
@@ -389,6 +450,7 @@ impl Sqlite {
         let (done, count) = tokio::sync::oneshot::channel();
         self.pending.lock().push(Pending { records, done });
         let (writer, pending) = (self.writer.clone(), self.pending.clone());
+        let committed = self.committed.clone();
         tokio::task::spawn_blocking(move || {
             let mut c = writer.lock();
             // empty when an earlier call took this batch with its own
@@ -399,6 +461,7 @@ impl Sqlite {
             let batches: Vec<&[Record]> = group.iter().map(|p| &*p.records).collect();
             match upsert(&mut c, &batches) {
                 Ok(counts) => {
+                    *committed.lock() = Some(std::time::Instant::now());
                     for (p, n) in group.into_iter().zip(counts) {
                         let _ = p.done.send(Ok(n));
                     }
@@ -422,6 +485,40 @@ mod tests {
     use super::*;
     use crate::store::tests::record;
     use serde_json::{Value, json};
+
+    /// A writer idle after a commit checkpoints the whole log (readers then bypass it).
+    #[tokio::test]
+    async fn an_idle_writer_checkpoints_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sqlite::open(dir.path().join("x.db").to_str().unwrap(), 1)
+            .await
+            .unwrap();
+        assert_eq!(*s.committed.lock(), None);
+        let records: Vec<Record> = (0..300)
+            .map(|i| record("c", "ns", &format!("o{i:03}"), "1", json!({})))
+            .collect();
+        s.upsert(records.into()).await.unwrap();
+        assert!(s.committed.lock().is_some());
+        let started = std::time::Instant::now();
+        while s.committed.lock().is_some() {
+            assert!(
+                started.elapsed() < IDLE * 4,
+                "no checkpoint after {:?}",
+                started.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(started.elapsed() >= IDLE / 2, "checkpointed while not idle");
+        // the whole log is in the database: a new checkpoint has nothing left to copy
+        let c = connect(&dir.path().join("x.db"), 2_048).unwrap();
+        let (busy, log, done): (i64, i64, i64) = c
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!((busy, log), (0, done));
+        assert!(log > 0, "the log was not restarted by a reader");
+    }
 
     /// One transaction of two batches holding one object (a synchro that restarted while
     /// its last batch waited): the second write clears the first's labels, the name is
