@@ -29,7 +29,8 @@ pub(crate) async fn open(backend: &str) -> Fixture {
         _ => (testing::postgres_db().await, None),
     };
     Fixture {
-        store: Store::open(&spec).await.unwrap(),
+        // several files: every store test also checks that the files' pages merge
+        store: Store::open_with(&spec, 3).await.unwrap(),
         spec,
         _dir: dir,
     }

@@ -160,6 +160,7 @@ async fn queries_on_an_existing_store() {
         "limit=100&namespaces=ns-23&labelSelector=tier%3Ddb,version%20in%20(v1,v2,v3)",
         "limit=100&labelSelector=tier%3Dcache",
         "limit=100&labelSelector=app%3Dpayments-api-1600",
+        "limit=100&fuzzyName=catalog-worker-1234",
         "limit=100&fuzzyName=payments-api-17",
         "limit=100&fuzzyName=checkout-web-4242",
         "limit=100&fuzzyName=pay",
