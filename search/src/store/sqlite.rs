@@ -83,11 +83,10 @@ fn connect(path: &Path, cache_kib: i64) -> rusqlite::Result<Connection> {
 /// The writer's own settings, for a file of a store of `files`. Its log is
 /// checkpointed every [`WAL_PAGES`]` / files` pages (at least [`MIN_WAL_PAGES`]): a
 /// reader looks each page up in the log's index, so the logs of a search's files
-/// together stay near the one file's 160 MiB (with 160 MiB for each of 4 files,
-/// queries after an ingest used 6 to 20 times the CPU). Statement journals (a statement's undo, while a batch's
-/// transaction is open) stay in memory rather than in a temporary file. The planner
-/// does not plan by bound values (STAT4): a statement it planned so, such as the
-/// labels' `DELETE … WHERE rid = ?1` or FTS5's own, was prepared again at every new
+/// together stay near one file's 160 MiB. Statement journals (a statement's undo, while
+/// a batch's transaction is open) stay in memory rather than in a temporary file. The
+/// planner does not plan by bound values (STAT4): a statement it planned so, such as
+/// the labels' `DELETE … WHERE rid = ?1` or FTS5's own, was prepared again at every new
 /// value.
 fn writing(c: &Connection, files: usize) -> rusqlite::Result<()> {
     let pages = (WAL_PAGES / files.max(1) as i64).max(MIN_WAL_PAGES);
@@ -240,11 +239,10 @@ const IDLE: Duration = Duration::from_secs(1);
 
 /// Checkpoints the WAL once the writer has been idle for [`IDLE`] after a commit, until
 /// the store is dropped. Between the automatic checkpoints ([`WAL_PAGES`]) the log
-/// holds up to 160 MiB, and a reader looks each page it reads up in the log's index: at
-/// the end of an ingest into four files, the queries after it used 20 times the CPU
-/// (fuzzy names 1.8 s at p50, against 13 ms for one file). A complete checkpoint lets
-/// readers bypass the log until the next write; an incomplete one (a reader holds an
-/// old snapshot) is tried again after the next idle period.
+/// holds up to 160 MiB, and a reader looks each page it reads up in the log's index
+/// (with a 465 MB log, fuzzy names took 19 s: benches/results/search.md). A complete
+/// checkpoint lets readers bypass the log until the next write; an incomplete one (a
+/// reader holds an old snapshot) is tried again after the next idle period.
 async fn idle_checkpoints(
     writer: std::sync::Weak<Mutex<Connection>>,
     committed: Arc<Mutex<Option<std::time::Instant>>>,
@@ -319,12 +317,11 @@ impl Sqlite {
         })
         .await
         .map_err(unavailable)?
-        .map(|s: Sqlite| {
+        .inspect(|s: &Sqlite| {
             tokio::spawn(idle_checkpoints(
                 Arc::downgrade(&s.writer),
                 s.committed.clone(),
             ));
-            s
         })
     }
 
