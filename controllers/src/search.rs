@@ -163,8 +163,8 @@ pub struct ServeArgs {
     pub storage: Option<String>,
     /// SQLite: how many files a new store is made of, each with its own writer (a
     /// cluster's objects are all in one; searches merge the files' pages). More files
-    /// ingest faster on more cores (1.5x with 4 on 2 cores), but searches right after a
-    /// large ingest were measured slower; a store made with more keeps them.
+    /// ingest faster on more cores (1.5x with 4 on 2 cores); a store made with more
+    /// keeps them.
     /// PostgreSQL ignores it.
     #[arg(long, env = "CAUSEWAY_SEARCH_SQLITE_FILES", value_name = "N",
         default_value_t = causeway_search::store::DEFAULT_SQLITE_FILES as u16,

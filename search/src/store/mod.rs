@@ -270,10 +270,10 @@ struct Inner {
 }
 
 /// SQLite files a store is made with unless told ([`Store::open_with`]). More ingest
-/// faster (on 2 cores, 1.2M objects at 11.8-13.8k/s with one file, 17.5-20.7k/s with
-/// four), but searches right after a large ingest into four files were slow in most
-/// bench runs (fuzzy names 0.8-2.1 s, against 13-19 ms with one), for a reason not
-/// found yet (benches/results/search.md): one file until it is.
+/// faster (on 2 cores, 1.2M objects at 11.8-13.8k/s with one file, 17.5-20.8k/s with
+/// four). Searches right after a large ingest into four files were slow until the
+/// readers reloaded the planner's statistics ([`sqlite`]); one run since met every
+/// goal (benches/results/search.md): one file until more runs confirm it.
 pub const DEFAULT_SQLITE_FILES: usize = 1;
 
 /// The most SQLite files a store may be made with.
@@ -631,11 +631,12 @@ impl Store {
             // write, not reported as a failed write (the indexer would write the batch
             // again, and count it unchanged)
             match p.db.execute(schema::analyze(self.dialect())).await {
-                Ok(_) => {
-                    if let Backend::Postgres(b) = &p.db {
+                Ok(_) => match &p.db {
+                    Backend::Postgres(b) => {
                         b.vacuum();
                     }
-                }
+                    Backend::Sqlite(b) => b.analyzed(),
+                },
                 Err(e) => {
                     tracing::warn!(error = %e, "search store: the planner's statistics were not refreshed; the next write tries again");
                     p.stats.lock().not_refreshed(rows);

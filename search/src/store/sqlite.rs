@@ -41,7 +41,15 @@ pub(crate) struct Sqlite {
     /// writes every one of them in one transaction (group commit).
     pending: Arc<Mutex<Vec<Pending>>>,
 
-    readers: Vec<Arc<Mutex<Connection>>>,
+    readers: Vec<Arc<Mutex<Reader>>>,
+    /// The file and the readers' page cache (KiB), to open a reader again.
+    path: std::path::PathBuf,
+    reader_cache: i64,
+    /// Statistics refreshes (ANALYZE) the writer has made: a reader that has seen fewer
+    /// is opened again before its next read. SQLite loads the planner's statistics
+    /// when a connection reads the schema, and another connection's ANALYZE does not
+    /// reload them, so a reader opened on an empty file planned with none for its life.
+    analyzed: Arc<std::sync::atomic::AtomicU64>,
     next: AtomicUsize,
     /// When the writer last committed, if it has not checkpointed since
     /// ([`idle_checkpoints`]).
@@ -279,6 +287,12 @@ async fn idle_checkpoints(
     }
 }
 
+/// A reader connection and the statistics refreshes it has loaded.
+struct Reader {
+    conn: Connection,
+    seen: u64,
+}
+
 /// A batch waiting for the writer, and where its count goes.
 struct Pending {
     records: Arc<[Record]>,
@@ -300,7 +314,10 @@ impl Sqlite {
             writing(&writer, files).map_err(open_err)?;
             migrate(&mut writer).map_err(open_err)?;
             let readers = (0..READERS)
-                .map(|_| connect(&path, reader_cache).map(|c| Arc::new(Mutex::new(c))))
+                .map(|_| {
+                    connect(&path, reader_cache)
+                        .map(|conn| Arc::new(Mutex::new(Reader { conn, seen: 0 })))
+                })
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(open_err)?;
             let writer = Arc::new(Mutex::new(writer));
@@ -311,6 +328,9 @@ impl Sqlite {
                 pending: Arc::default(),
 
                 readers,
+                path,
+                reader_cache,
+                analyzed: Arc::default(),
                 next: AtomicUsize::new(0),
                 read_deadline: parking_lot::Mutex::new(READ_DEADLINE),
             })
@@ -371,11 +391,18 @@ impl Sqlite {
     ) -> StoreResult<Option<T>> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.readers.len();
         let conn = self.readers[i].clone();
+        let (path, cache) = (self.path.clone(), self.reader_cache);
+        let analyzed = self.analyzed.load(Ordering::Relaxed);
         let limit = *self.read_deadline.lock();
         let over = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = over.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let mut c = conn.lock();
+            let mut r = conn.lock();
+            if r.seen != analyzed {
+                r.conn = connect(&path, cache)?;
+                r.seen = analyzed;
+            }
+            let c = &mut r.conn;
             let deadline = std::time::Instant::now() + limit;
             let mut calls = 0u64;
             let out = (|| -> rusqlite::Result<T> {
@@ -424,6 +451,11 @@ impl Sqlite {
                 _ => Err(unavailable(e)),
             },
         }
+    }
+
+    /// The writer refreshed the planner's statistics: readers load them again.
+    pub fn analyzed(&self) {
+        self.analyzed.fetch_add(1, Ordering::Relaxed);
     }
 
     pub async fn execute(&self, stmts: Vec<Stmt>) -> StoreResult<Vec<u64>> {
@@ -492,6 +524,34 @@ mod tests {
     use super::*;
     use crate::store::tests::record;
     use serde_json::{Value, json};
+
+    /// After the writer refreshes the statistics, each reader is opened again before
+    /// its next read (and only then), so it plans with them.
+    #[tokio::test]
+    async fn readers_load_the_statistics_after_a_refresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sqlite::open(dir.path().join("x.db").to_str().unwrap(), 1)
+            .await
+            .unwrap();
+        let stat1 = || Stmt {
+            sql: "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'sqlite_stat1'".into(),
+            params: vec![],
+        };
+        for _ in 0..READERS {
+            assert_eq!(s.rows(stat1()).await.unwrap()[0][0], Cell::Int(0));
+        }
+        s.execute(vec![Stmt {
+            sql: "ANALYZE".into(),
+            params: vec![],
+        }])
+        .await
+        .unwrap();
+        s.analyzed();
+        for _ in 0..READERS {
+            s.rows(stat1()).await.unwrap();
+        }
+        assert!(s.readers.iter().all(|r| r.lock().seen == 1));
+    }
 
     /// A writer idle after a commit checkpoints the whole log (readers then bypass it).
     #[tokio::test]
