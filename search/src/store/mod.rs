@@ -272,9 +272,9 @@ struct Inner {
 /// SQLite files a store is made with unless told ([`Store::open_with`]). More ingest
 /// faster (on 2 cores, 1.2M objects at 11.8-13.8k/s with one file, 17.5-20.8k/s with
 /// four). Searches right after a large ingest into four files were slow until the
-/// readers reloaded the planner's statistics ([`sqlite`]); one run since met every
-/// goal (benches/results/search.md): one file until more runs confirm it.
-pub const DEFAULT_SQLITE_FILES: usize = 1;
+/// readers reloaded the planner's statistics ([`sqlite`]); the two runs since met every
+/// goal (benches/results/search.md).
+pub const DEFAULT_SQLITE_FILES: usize = 4;
 
 /// The most SQLite files a store may be made with.
 pub const MAX_SQLITE_FILES: usize = 64;
