@@ -308,14 +308,16 @@ pub fn sqlite_files(path: &str) -> Vec<String> {
 }
 
 /// The placements recorded in a SQLite store's first file.
-async fn placements(first: &Backend) -> StoreResult<Vec<(String, usize)>> {
+async fn placements(first: &Backend) -> StoreResult<Vec<(String, placement::Placed)>> {
     let rows = first.rows(sql::placements(first.dialect())).await?;
     Ok(rows
         .into_iter()
         .map(|r| {
             let part = r.get(1).map_or(0, Cell::int);
+            let purged = r.get(2).is_some_and(|c| c.int() != 0);
             let cluster = r.into_iter().next().map(Cell::text).unwrap_or_default();
-            (cluster, usize::try_from(part).unwrap_or(0))
+            let file = usize::try_from(part).unwrap_or(0);
+            (cluster, placement::Placed { file, purged })
         })
         .collect())
 }
@@ -431,7 +433,7 @@ impl Store {
                 let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
                 let first = Backend::Sqlite(sqlite::Sqlite::open(path, sqlite_files).await?);
                 let placed = placements(&first).await?;
-                let files = placement::files_needed(sqlite_files, placed.iter().map(|p| p.1));
+                let files = placement::files_needed(sqlite_files, placed.iter().map(|p| p.1.file));
                 let mut parts = vec![part(first)];
                 for i in 1..files {
                     let db = sqlite::Sqlite::open(&sqlite_file(path, i), files).await?;
@@ -472,12 +474,14 @@ impl Store {
 
     /// The parts that may hold objects of `clusters` (every part when `None`). A
     /// cluster this handle has not seen placed is looked for in the first file's
-    /// placements first (another process, the indexer, may have placed it).
-    async fn parts_of(&self, clusters: Option<&[String]>) -> StoreResult<Vec<usize>> {
+    /// placements first (another process, the indexer, may have placed it): at once
+    /// when `now`, else at most once every [`placement::RELOAD_EVERY`] (a search naming
+    /// a cluster that has no objects does not read them each time).
+    async fn parts_of(&self, clusters: Option<&[String]>, now: bool) -> StoreResult<Vec<usize>> {
         let (Some(clusters), Some(placement)) = (clusters, &self.inner.placement) else {
             return Ok(self.all_parts());
         };
-        if clusters.iter().any(|c| placement.of(c).is_none()) {
+        if clusters.iter().any(|c| placement.of(c).is_none()) && (now || placement.may_reload()) {
             let beyond = placement.reload(placements(self.first()).await?);
             if beyond > 0 {
                 tracing::error!(
@@ -492,7 +496,7 @@ impl Store {
 
     /// The part of a cluster's objects, if it has any stored.
     async fn part_of(&self, cluster: &str) -> StoreResult<Option<usize>> {
-        let parts = self.parts_of(Some(&[cluster.to_string()])).await?;
+        let parts = self.parts_of(Some(&[cluster.to_string()]), true).await?;
         Ok(parts.first().copied())
     }
 
@@ -502,16 +506,17 @@ impl Store {
         let Some(placement) = &self.inner.placement else {
             return Ok(0);
         };
-        if let Some(p) = placement.of(cluster) {
+        if let Some(p) = placement.live(cluster) {
             return Ok(p);
         }
         let _placing = placement.placing.lock().await;
-        if let Some(p) = placement.of(cluster) {
+        if let Some(p) = placement.live(cluster) {
             return Ok(p);
         }
-        // another handle (another process) may have placed it: the recorded file wins
+        // another handle (another process) may have placed it: the recorded file wins;
+        // a purged cluster goes back to its file, live again
         let d = self.dialect();
-        let chosen = placement.choose();
+        let chosen = placement.of(cluster).unwrap_or_else(|| placement.choose());
         self.first()
             .execute(vec![sql::place(d, cluster, chosen)])
             .await?;
@@ -695,13 +700,21 @@ impl Store {
     }
 
     /// Deletes everything of one cluster; returns how many objects went. Its placement
-    /// stays: if it comes back, its objects go to the same file.
+    /// stays, marked purged: it no longer counts when a new cluster is placed, and if
+    /// it comes back its objects go to the same file.
     pub async fn purge_cluster(&self, cluster: &str) -> StoreResult<u64> {
         let Some(p) = self.part_of(cluster).await? else {
             return Ok(0);
         };
         let stmts = sql::purge_cluster(self.dialect(), cluster).to_vec();
         let n = self.part(p).execute(stmts).await?.get(1).copied();
+        if let Some(placement) = &self.inner.placement {
+            let _placing = placement.placing.lock().await;
+            self.first()
+                .execute(vec![sql::mark_purged(self.dialect(), cluster)])
+                .await?;
+            placement.mark_purged(cluster);
+        }
         Ok(self.count(n.unwrap_or(0)))
     }
 
@@ -714,7 +727,7 @@ impl Store {
     /// The distinct namespaces holding objects of a type (in `clusters`; empty: all).
     pub async fn namespaces(&self, gvr: &Gvr, clusters: &[String]) -> StoreResult<Vec<String>> {
         let parts = self
-            .parts_of((!clusters.is_empty()).then_some(clusters))
+            .parts_of((!clusters.is_empty()).then_some(clusters), false)
             .await?;
         self.union(parts, sql::namespaces(self.dialect(), gvr, clusters))
             .await
@@ -788,7 +801,7 @@ impl Store {
         };
         let d = self.dialect();
         let cluster = q.owner_cluster();
-        let owned = self.parts_of(Some(&[cluster.to_string()])).await?;
+        let owned = self.parts_of(Some(&[cluster.to_string()]), false).await?;
         let Some(&part) = owned.first() else {
             return Ok(Some(Vec::new()));
         };
@@ -911,7 +924,7 @@ impl Store {
             owners: owners.as_deref(),
             drive: None,
         };
-        let parts = self.parts_of(clusters.as_deref()).await?;
+        let parts = self.parts_of(clusters.as_deref(), false).await?;
         // a driver fetches its rows in every file searched: together at most DRIVE_MAX
         let cap = DRIVE_MAX / parts.len().max(1) as i64;
         let plans = parts.into_iter().map(|p| self.plan(p, search, cap));

@@ -11,16 +11,34 @@
 //! A cluster is placed once, in the file holding the fewest clusters, and the placement
 //! is written to the first file (`placements`) before any of its objects is, so a
 //! restart finds every object where it left it, whatever `--sqlite-files` says then.
+//! A purged cluster (a member that left) keeps its file, marked purged: it no longer
+//! counts when a new cluster is placed, and if it comes back its objects go where any
+//! other handle (the search server's) still looks for them.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A search naming clusters this handle has not seen placed reads the recorded
+/// placements again at most this often (each such search would otherwise re-read them).
+pub(crate) const RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+/// A recorded placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placed {
+    pub(crate) file: usize,
+    /// The cluster's objects were purged (it left the fleet).
+    pub(crate) purged: bool,
+}
 
 /// Where each cluster's objects are, and which file a new cluster goes to.
 pub(crate) struct Placement {
     /// Files the store has (a cluster placed in any of them is found).
     files: usize,
-    map: parking_lot::RwLock<HashMap<String, usize>>,
+    map: parking_lot::RwLock<HashMap<String, Placed>>,
     /// Held while a new cluster is placed (its placement is written first).
     pub(crate) placing: tokio::sync::Mutex<()>,
+    /// When the recorded placements were last read for a search ([`RELOAD_EVERY`]).
+    reloaded: parking_lot::Mutex<Option<Instant>>,
 }
 
 /// The file holding the fewest of the `placed` clusters (their files), the first of
@@ -45,37 +63,76 @@ pub(crate) fn files_needed(asked: usize, placed: impl IntoIterator<Item = usize>
 }
 
 impl Placement {
-    pub(crate) fn new(files: usize, placed: impl IntoIterator<Item = (String, usize)>) -> Self {
+    pub(crate) fn new(files: usize, placed: impl IntoIterator<Item = (String, Placed)>) -> Self {
         Placement {
             files,
             map: parking_lot::RwLock::new(placed.into_iter().collect()),
             placing: tokio::sync::Mutex::new(()),
+            reloaded: parking_lot::Mutex::new(None),
         }
     }
 
-    /// The file of a placed cluster.
+    /// The file of a placed cluster (purged or not: a search there finds what is).
     pub(crate) fn of(&self, cluster: &str) -> Option<usize> {
-        self.map.read().get(cluster).copied()
+        self.map.read().get(cluster).map(|p| p.file)
     }
 
-    /// The file a new cluster goes to.
+    /// The file of a placed cluster that was not purged since (writes go there
+    /// without recording anything).
+    pub(crate) fn live(&self, cluster: &str) -> Option<usize> {
+        self.map
+            .read()
+            .get(cluster)
+            .filter(|p| !p.purged)
+            .map(|p| p.file)
+    }
+
+    /// The file a new cluster goes to: the one holding the fewest clusters that were
+    /// not purged.
     pub(crate) fn choose(&self) -> usize {
-        least_loaded(self.files, self.map.read().values().copied())
+        let map = self.map.read();
+        least_loaded(
+            self.files,
+            map.values().filter(|p| !p.purged).map(|p| p.file),
+        )
     }
 
-    /// Records a placement (once written to the first file).
+    /// Records a placement (once written to the first file), live.
     pub(crate) fn record(&self, cluster: &str, file: usize) {
-        self.map.write().insert(cluster.to_string(), file);
+        let placed = Placed {
+            file,
+            purged: false,
+        };
+        self.map.write().insert(cluster.to_string(), placed);
+    }
+
+    /// Marks a placed cluster purged (once written to the first file).
+    pub(crate) fn mark_purged(&self, cluster: &str) {
+        if let Some(p) = self.map.write().get_mut(cluster) {
+            p.purged = true;
+        }
+    }
+
+    /// Whether a search may read the recorded placements again now (not within
+    /// [`RELOAD_EVERY`] of the last time); if so, now is the last time.
+    pub(crate) fn may_reload(&self) -> bool {
+        let mut last = self.reloaded.lock();
+        let now = Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < RELOAD_EVERY) {
+            return false;
+        }
+        *last = Some(now);
+        true
     }
 
     /// Adds the placements read from the first file (another process placed clusters
     /// since this one opened the store); returns how many are in files this handle did
     /// not open (not added).
-    pub(crate) fn reload(&self, placed: impl IntoIterator<Item = (String, usize)>) -> usize {
+    pub(crate) fn reload(&self, placed: impl IntoIterator<Item = (String, Placed)>) -> usize {
         let mut map = self.map.write();
         let mut beyond = 0;
         for (c, p) in placed {
-            if p < self.files {
+            if p.file < self.files {
                 map.insert(c, p);
             } else {
                 beyond += 1;
@@ -97,7 +154,7 @@ impl Placement {
         let map = self.map.read();
         let mut out: Vec<usize> = clusters
             .into_iter()
-            .filter_map(|c| map.get(c.as_str()).copied())
+            .filter_map(|c| map.get(c.as_str()).map(|p| p.file))
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -153,7 +210,7 @@ mod tests {
             }
             let mut counts = vec![0usize; files];
             for f in p.map.read().values() {
-                counts[*f] += 1;
+                counts[f.file] += 1;
             }
             let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
             prop_assert!(max - min <= 1, "{counts:?}");
@@ -162,18 +219,51 @@ mod tests {
 
     #[test]
     fn files_of_lists_placed_clusters_files_once() {
-        let p = Placement::new(
-            3,
-            [
-                ("a".to_string(), 2),
-                ("b".to_string(), 0),
-                ("c".to_string(), 2),
-            ],
-        );
+        let p = Placement::new(3, [live("a", 2), live("b", 0), live("c", 2)]);
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(p.files_of(&names(&["a", "b", "c", "zz"])), vec![0, 2]);
         assert_eq!(p.files_of(&names(&["zz"])), Vec::<usize>::new());
-        assert_eq!(p.reload([("zz".to_string(), 1), ("far".to_string(), 7)]), 1);
+        assert_eq!(p.reload([live("zz", 1), live("far", 7)]), 1);
         assert_eq!(p.files_of(&names(&["zz", "far"])), vec![1]);
+    }
+
+    fn live(cluster: &str, file: usize) -> (String, Placed) {
+        let placed = Placed {
+            file,
+            purged: false,
+        };
+        (cluster.to_string(), placed)
+    }
+
+    #[test]
+    fn purged_clusters_do_not_count_and_keep_their_file() {
+        let p = Placement::new(2, [live("a", 0), live("b", 0), live("c", 1)]);
+        assert_eq!(p.choose(), 1);
+        p.mark_purged("a");
+        p.mark_purged("b");
+        // file 0 holds no live cluster now
+        assert_eq!(p.choose(), 0);
+        assert_eq!(p.of("a"), Some(0));
+        assert_eq!(p.live("a"), None);
+        assert_eq!(p.live("c"), Some(1));
+        // back again: same file, counted again
+        p.record("a", 0);
+        assert_eq!(p.live("a"), Some(0));
+        assert_eq!(p.choose(), 0);
+        p.record("b", 0);
+        assert_eq!(p.choose(), 1);
+        // a purge of a cluster never placed changes nothing
+        p.mark_purged("zz");
+        assert_eq!(p.of("zz"), None);
+    }
+
+    #[test]
+    fn searches_read_the_placements_again_at_most_once_a_second() {
+        let p = Placement::new(1, []);
+        assert!(p.may_reload());
+        assert!(!p.may_reload());
+        *p.reloaded.lock() = Some(Instant::now() - RELOAD_EVERY);
+        assert!(p.may_reload());
+        assert!(!p.may_reload());
     }
 }

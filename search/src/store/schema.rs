@@ -44,6 +44,9 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
             // `placement`); a store of one file holds every cluster it has in it
             "CREATE TABLE placements (cluster TEXT PRIMARY KEY, part INTEGER NOT NULL);
              INSERT INTO placements (cluster, part) SELECT DISTINCT cluster, 0 FROM resources;",
+            // 5: a purged cluster keeps its file but no longer counts when a new one is
+            // placed (`placement`)
+            "ALTER TABLE placements ADD COLUMN purged INTEGER NOT NULL DEFAULT 0",
         ],
         Dialect::Postgres => vec![
             r#"CREATE TABLE resources (

@@ -233,16 +233,26 @@ pub(crate) fn versions(d: Dialect, cluster: &str, gvr: &Gvr) -> Stmt {
 
 /// Which file each cluster's objects are in (a SQLite store's first file).
 pub(crate) fn placements(d: Dialect) -> Stmt {
-    Builder::new(d).finish("SELECT cluster, part FROM placements".into())
+    Builder::new(d).finish("SELECT cluster, part, purged FROM placements".into())
 }
 
-/// Records a cluster's file; a cluster placed already keeps its own.
+/// Records a cluster's file, live; a cluster placed already keeps its own (and is live
+/// again if it was purged).
 pub(crate) fn place(d: Dialect, cluster: &str, part: usize) -> Stmt {
     let mut b = Builder::new(d);
     let c = b.text(cluster);
     let p = b.int(i64::try_from(part).unwrap_or(i64::MAX));
     b.finish(format!(
-        "INSERT INTO placements (cluster, part) VALUES ({c}, {p}) ON CONFLICT (cluster) DO NOTHING"
+        "INSERT INTO placements (cluster, part) VALUES ({c}, {p}) ON CONFLICT (cluster) DO UPDATE SET purged = 0"
+    ))
+}
+
+/// Marks a cluster's placement purged (its objects are gone; it keeps its file).
+pub(crate) fn mark_purged(d: Dialect, cluster: &str) -> Stmt {
+    let mut b = Builder::new(d);
+    let c = b.text(cluster);
+    b.finish(format!(
+        "UPDATE placements SET purged = 1 WHERE cluster = {c}"
     ))
 }
 

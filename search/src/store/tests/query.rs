@@ -478,3 +478,42 @@ async fn two_handles_agree_where_a_cluster_is() {
     assert_eq!(two.delete(vec![key("a", "ns", "a1")]).await.unwrap(), 1);
     assert!(all(&one, "clusters=a").await.is_empty());
 }
+
+#[tokio::test]
+async fn a_purged_cluster_frees_its_place_and_comes_back_to_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db").display().to_string();
+    let s = Store::open_with(&path, 2).await.unwrap();
+    let put = |s: Store, cluster: &'static str| async move {
+        let name = format!("{cluster}1");
+        s.upsert(vec![record(cluster, "ns", &name, "1", json!({}))])
+            .await
+            .unwrap();
+    };
+    let file_of = |s: &Store, c: &str| s.inner.placement.as_ref().unwrap().of(c);
+    for c in ["a", "b", "c"] {
+        put(s.clone(), c).await;
+    }
+    assert_eq!(
+        ["a", "b", "c"].map(|c| file_of(&s, c)),
+        [Some(0), Some(1), Some(0)]
+    );
+    assert_eq!(s.purge_cluster("a").await.unwrap(), 1);
+    assert_eq!(s.purge_cluster("c").await.unwrap(), 1);
+    // the first file holds no cluster now: the next one goes there, not beside b
+    put(s.clone(), "d").await;
+    assert_eq!(file_of(&s, "d"), Some(0));
+    // a comes back to its own file (a search server's handle still looks there)
+    put(s.clone(), "a").await;
+    assert_eq!(file_of(&s, "a"), Some(0));
+    assert_eq!(all(&s, "clusters=a").await, ["a/ns/a1"]);
+    drop(s);
+    // what is purged is recorded: a reopened store counts a and d in the first file
+    let s = Store::open_with(&path, 2).await.unwrap();
+    put(s.clone(), "e").await;
+    assert_eq!(file_of(&s, "e"), Some(1));
+    assert_eq!(
+        all(&s, "").await,
+        ["a/ns/a1", "b/ns/b1", "d/ns/d1", "e/ns/e1"]
+    );
+}
