@@ -755,3 +755,38 @@ both!(
         assert_eq!(labels.await.unwrap(), 8 * 40 * per_record + 2 + per_record);
     }
 );
+
+both!(
+    clusters_written_at_once_are_all_stored,
+    |s: Store, _spec| async move {
+        // on PostgreSQL the clusters' batches go to different writer connections, on
+        // SQLite to different files: written in parallel, each batch in order
+        let clusters = ["east", "west", "north", "south", "member-1", "member-2"];
+        let writes = clusters.iter().map(|c| {
+            let s = s.clone();
+            async move {
+                for batch in 0..3 {
+                    let records = (0..50)
+                        .map(|i| record(c, "ns", &format!("o{batch}-{i:02}"), "1", json!({})))
+                        .collect::<Vec<_>>();
+                    s.upsert(records).await.unwrap();
+                }
+                // the last write of a cluster wins: an update, then a delete
+                s.upsert(vec![record(c, "ns", "o0-00", "2", json!({}))])
+                    .await
+                    .unwrap();
+                s.delete(vec![key(c, "ns", "o0-01")]).await.unwrap();
+            }
+        });
+        futures::future::join_all(writes).await;
+        for c in clusters {
+            let stored = s.versions(c, &deployments()).await.unwrap();
+            assert_eq!(stored.len(), 149, "{c}");
+        }
+        assert_eq!(
+            all(&s, "clusters=east&names=o0-00").await,
+            ["east/ns/o0-00"]
+        );
+        assert!(all(&s, "clusters=west&names=o0-01").await.is_empty());
+    }
+);
