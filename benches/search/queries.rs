@@ -212,6 +212,7 @@ pub async fn run(
             ],
         };
         let (out, took) = target.list(&req, None).await?;
+        tracing::info!(%name, ms = took.as_millis() as u64, items = out.items.len(), "fuzzy name sample");
         t.fuzzy.push(took);
         // its own Pods in every member, and maybe others whose name contains it
         let min = (members.len() as u64 * shape.pods_of(d)).min(LIMIT as u64) as usize;

@@ -267,6 +267,8 @@ struct Inner {
     writes: AtomicU64,
     /// [`NAME_WALK_STEPS`]; 0 drives every fuzzy name from the trigram index (tests).
     name_walk_steps: AtomicU64,
+    /// [`DRIVE_MAX`] (tests lower it to take the paths of many matches on few rows).
+    drive_max: std::sync::atomic::AtomicI64,
 }
 
 /// SQLite files a store is made with unless told ([`Store::open_with`]). More ingest
@@ -324,6 +326,13 @@ async fn placements(first: &Backend) -> StoreResult<Vec<(String, placement::Plac
 
 /// A label requirement selecting at most this many objects drives the search.
 const DRIVE_MAX: i64 = 20_000;
+
+/// PostgreSQL: a fuzzy-name page is sorted from the name's matches when there are at
+/// most this many ([`sql::fuzzy_page`]). Fetching them costs up to about 30 ms at a
+/// million Pods (a common string's first 2,001 matches, by a scan that stops there:
+/// 12 ms); with more matches the planner's walk of the order index finds a page at
+/// once.
+const FUZZY_PAGE_MAX: i64 = 2_000;
 
 /// SQLite VM steps a fuzzy-name search may walk the order index for before it is
 /// driven from the trigram index instead (a page of common matches takes about 10,000;
@@ -449,6 +458,7 @@ impl Store {
                 placement,
                 writes: AtomicU64::new(0),
                 name_walk_steps: AtomicU64::new(NAME_WALK_STEPS),
+                drive_max: std::sync::atomic::AtomicI64::new(DRIVE_MAX),
             }),
         })
     }
@@ -926,7 +936,7 @@ impl Store {
         };
         let parts = self.parts_of(clusters.as_deref(), false).await?;
         // a driver fetches its rows in every file searched: together at most DRIVE_MAX
-        let cap = DRIVE_MAX / parts.len().max(1) as i64;
+        let cap = self.inner.drive_max.load(Ordering::Relaxed) / parts.len().max(1) as i64;
         let plans = parts.into_iter().map(|p| self.plan(p, search, cap));
         let plans = futures::future::try_join_all(plans).await?;
         self.page(q, plans).await
@@ -963,6 +973,22 @@ impl Store {
                     NameDrivers::Rare(t) | NameDrivers::Common(t) => Some(t),
                     NameDrivers::Unknown => None,
                 }));
+            }
+        }
+        if let (None, Some(_), Backend::Postgres(_)) = (s.drive, &q.fuzzy_name, db) {
+            // the page from the name's first `cap` matches, if there are no more (else
+            // the planner's own plan: with many matches, walking the order index finds
+            // a page early)
+            let most = cap.min(FUZZY_PAGE_MAX);
+            let page = sql::fuzzy_page(&s, most)?;
+            db.check_params(&page)?;
+            let mut rows = db.rows(page).await?;
+            let matched = rows.first().and_then(|r| r.last()).map_or(0, Cell::int);
+            if matched <= most {
+                for r in &mut rows {
+                    r.pop();
+                }
+                walked = Some(rows);
             }
         }
         Ok(Plan {

@@ -749,9 +749,68 @@ fn after_cond(b: &mut Builder, keys: &[SortKey], after: &[String]) -> Result<Str
 pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
     let mut b = Builder::new(d);
     let from = source(&mut b, s);
-    let mut c = conditions(&mut b, s);
+    let c = page_conditions(&mut b, s)?;
+    let order = order_by(s.q, "");
+    let mut sql = format!(
+        "SELECT object, cluster, namespace, name, created_at, rv_num FROM {from} WHERE {} ORDER BY {order}",
+        c.join(" AND "),
+    );
+    if let Some(limit) = s.q.limit {
+        sql.push_str(&format!(" LIMIT {}", u64::from(limit) + 1));
+    }
+    Ok(b.finish(sql))
+}
+
+/// PostgreSQL: the page of a fuzzy-name search sorted from its first `cap + 1` matches,
+/// each row with how many of them there were (a last cell; at most `cap + 1`: when it
+/// is over `cap`, the page may miss rows and the caller runs [`search_page`] instead).
+///
+/// The planner cannot estimate how many names contain a string: it guessed 8,377 of
+/// a million Pods for a name 10 contain, walked the order index for a page and read
+/// every Pod (1.1 s); from the trigram index the matches took 13 ms. Here the matches
+/// are selected apart from the order (the inner `LIMIT` keeps the planner from walking
+/// the order index for them: it takes the trigram index), sorted by their keys only,
+/// and the objects of the page's rows read last.
+pub(crate) fn fuzzy_page(s: &Search, cap: i64) -> Result<Stmt, QueryError> {
+    let mut b = Builder::new(Dialect::Postgres);
+    let c = page_conditions(&mut b, s)?;
+    let cap = b.int(cap.saturating_add(1));
+    let limit =
+        s.q.limit
+            .map(|l| format!(" LIMIT {}", u64::from(l) + 1))
+            .unwrap_or_default();
+    let keys = "id, cluster, namespace, name, created_at, rv_num";
+    let sql = format!(
+        "SELECT r.object, m.cluster, m.namespace, m.name, m.created_at, m.rv_num, m.matched FROM \
+         (SELECT {keys}, COUNT(*) OVER () AS matched FROM \
+           (SELECT {keys} FROM resources WHERE {} LIMIT {cap}) AS i \
+          ORDER BY {}{limit}) AS m \
+         JOIN resources r ON r.id = m.id ORDER BY {}",
+        c.join(" AND "),
+        order_by(s.q, ""),
+        order_by(s.q, "m."),
+    );
+    Ok(b.finish(sql))
+}
+
+/// The query's order, each column prefixed (a table alias).
+fn order_by(q: &Query, prefix: &str) -> String {
+    q.order
+        .iter()
+        .map(|k| {
+            let dir = if k.desc { " DESC" } else { "" };
+            format!("{prefix}{}{dir}", column(k.field))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The conditions of a page: the search's, and where the page starts.
+fn page_conditions(b: &mut Builder, s: &Search) -> Result<Vec<String>, QueryError> {
+    let d = b.d;
+    let mut c = conditions(b, s);
     match (&s.q.after, s.q.order.first()) {
-        (Some(after), _) => c.push(after_cond(&mut b, &s.q.order, after)?),
+        (Some(after), _) => c.push(after_cond(b, &s.q.order, after)?),
         // the first page: SQLite takes an open range on the first sort column as a
         // reason to walk the index that starts with it (sorting only ties), as later
         // pages do, rather than another index of the type's rows and a sort of them all
@@ -767,20 +826,7 @@ pub(crate) fn search_page(d: Dialect, s: &Search) -> Result<Stmt, QueryError> {
         }
         _ => {}
     }
-    let order: Vec<String> =
-        s.q.order
-            .iter()
-            .map(|k| format!("{}{}", column(k.field), if k.desc { " DESC" } else { "" }))
-            .collect();
-    let mut sql = format!(
-        "SELECT object, cluster, namespace, name, created_at, rv_num FROM {from} WHERE {} ORDER BY {}",
-        c.join(" AND "),
-        order.join(", ")
-    );
-    if let Some(limit) = s.q.limit {
-        sql.push_str(&format!(" LIMIT {}", u64::from(limit) + 1));
-    }
-    Ok(b.finish(sql))
+    Ok(c)
 }
 
 /// Counts the rows strictly after `last` (the sort values of a page's last row).

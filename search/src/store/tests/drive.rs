@@ -205,12 +205,30 @@ both!(
             for drive in drivers(&s, &q, &labels) {
                 assert_eq!(walk(&s, qs, drive).await, want, "{qs} driven by {drive:?}");
             }
-            // and as the store chooses, from the trigram index at once on SQLite
-            for steps in [super::super::NAME_WALK_STEPS, 0] {
-                s.inner
-                    .name_walk_steps
-                    .store(steps, std::sync::atomic::Ordering::Relaxed);
-                assert_eq!(all(&s, qs).await, want, "{qs}, name walk budget {steps}");
+            // and as the store chooses, from the trigram index at once on SQLite; with
+            // a low cap on what a driver may fetch (PostgreSQL's fuzzy page from its
+            // matches, then the planner's when there are more), whole and page by page
+            for (steps, cap) in [
+                (super::super::NAME_WALK_STEPS, super::super::DRIVE_MAX),
+                (0, super::super::DRIVE_MAX),
+                (super::super::NAME_WALK_STEPS, 3),
+            ] {
+                let relaxed = std::sync::atomic::Ordering::Relaxed;
+                s.inner.name_walk_steps.store(steps, relaxed);
+                s.inner.drive_max.store(cap, relaxed);
+                let how = format!("{qs}, name walk budget {steps}, cap {cap}");
+                assert_eq!(all(&s, qs).await, want, "{how}");
+                let pages = paged(qs, |page_qs| {
+                    let s = s.clone();
+                    async move {
+                        let q = query(&page_qs);
+                        s.search(&deployments(), &q, &Scope::default())
+                            .await
+                            .unwrap()
+                    }
+                })
+                .await;
+                assert_eq!(pages, want, "{how}, pages of 4");
             }
         }
     }
