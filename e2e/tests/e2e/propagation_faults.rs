@@ -304,20 +304,7 @@ spec:
         })
         .await;
     }
-    let deployment = env.file(
-        "batch.yaml",
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {name: batch, namespace: demo}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: batch}}
-  template:
-    metadata: {labels: {app: batch}}
-    spec:
-      containers: [{name: work, image: busybox:1.36}]
-"#,
-    );
+    let deployment = env.file("batch.yaml", &busybox_deployment("batch"));
     env.ok(&["apply", "-f", &deployment]).await;
     for member in ["east", "west"] {
         let table = eventually(
@@ -394,20 +381,7 @@ spec:
         )
         .await;
     }
-    let deployment = env.file(
-        "plain.yaml",
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata: {name: plain, namespace: demo}
-spec:
-  replicas: 3
-  selector: {matchLabels: {app: plain}}
-  template:
-    metadata: {labels: {app: plain}}
-    spec:
-      containers: [{name: work, image: busybox:1.36}]
-"#,
-    );
+    let deployment = env.file("plain.yaml", &busybox_deployment("plain"));
     env.ok(&["apply", "-f", &deployment]).await;
     for member in ["east", "west"] {
         eventually(
@@ -444,4 +418,21 @@ spec:
         assert_eq!(header, ["NAME", "CREATED", "AT"], "{table}");
         assert!(table.contains("defaults"), "{table}");
     }
+}
+
+/// A Deployment of three busybox Pods in `demo`, labelled app=<name>.
+fn busybox_deployment(name: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: demo}}
+spec:
+  replicas: 3
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers: [{{name: work, image: busybox:1.36}}]
+"#
+    )
 }
