@@ -324,6 +324,37 @@ async fn placements(first: &Backend) -> StoreResult<Vec<(String, placement::Plac
         .collect())
 }
 
+/// The placements as the files say: a cluster is purged when its file holds none of
+/// its objects (a store from before migration 5 recorded no purge; a purge whose mark
+/// was not written) and live when it holds some (a cluster written again by another
+/// handle that had not seen the purge). Corrected rows are written back.
+async fn reconcile(
+    parts: &[Part],
+    placed: Vec<(String, placement::Placed)>,
+) -> StoreResult<Vec<(String, placement::Placed)>> {
+    let Some(first) = parts.first().map(|p| &p.db) else {
+        return Ok(placed);
+    };
+    let d = first.dialect();
+    let mut out = Vec::with_capacity(placed.len());
+    for (cluster, mut p) in placed {
+        if let Some(part) = parts.get(p.file) {
+            let purged = part.db.int(sql::has_objects(d, &cluster)).await? == 0;
+            if purged != p.purged {
+                let fix = if purged {
+                    sql::mark_purged(d, &cluster)
+                } else {
+                    sql::place(d, &cluster, p.file)
+                };
+                first.execute(vec![fix]).await?;
+                p.purged = purged;
+            }
+        }
+        out.push((cluster, p));
+    }
+    Ok(out)
+}
+
 /// A label requirement selecting at most this many objects drives the search.
 const DRIVE_MAX: i64 = 20_000;
 
@@ -448,6 +479,7 @@ impl Store {
                     let db = sqlite::Sqlite::open(&sqlite_file(path, i), files).await?;
                     parts.push(part(Backend::Sqlite(db)));
                 }
+                let placed = reconcile(&parts, placed).await?;
                 let placement = placement::Placement::new(files, placed);
                 (Dialect::Sqlite, parts, Some(placement))
             };
@@ -1093,6 +1125,6 @@ impl Store {
 struct Plan<'a> {
     part: usize,
     search: Search<'a>,
-    /// Its rows, when a budgeted walk read them.
+    /// Its rows, when the plan read them already (a budgeted walk, a fuzzy page).
     rows: Option<Vec<Vec<Cell>>>,
 }

@@ -127,13 +127,14 @@ impl Placement {
 
     /// Adds the placements read from the first file (another process placed clusters
     /// since this one opened the store); returns how many are in files this handle did
-    /// not open (not added).
+    /// not open (not added). A cluster this handle knows keeps what it knows: rows read
+    /// before a purge of this handle's committed must not make the cluster live again.
     pub(crate) fn reload(&self, placed: impl IntoIterator<Item = (String, Placed)>) -> usize {
         let mut map = self.map.write();
         let mut beyond = 0;
         for (c, p) in placed {
             if p.file < self.files {
-                map.insert(c, p);
+                map.entry(c).or_insert(p);
             } else {
                 beyond += 1;
             }
@@ -225,6 +226,10 @@ mod tests {
         assert_eq!(p.files_of(&names(&["zz"])), Vec::<usize>::new());
         assert_eq!(p.reload([live("zz", 1), live("far", 7)]), 1);
         assert_eq!(p.files_of(&names(&["zz", "far"])), vec![1]);
+        // what this handle knows stays: a reload read before its purge of a committed
+        p.mark_purged("a");
+        assert_eq!(p.reload([live("a", 2)]), 0);
+        assert_eq!(p.live("a"), None);
     }
 
     fn live(cluster: &str, file: usize) -> (String, Placed) {

@@ -247,6 +247,15 @@ pub(crate) fn place(d: Dialect, cluster: &str, part: usize) -> Stmt {
     ))
 }
 
+/// Whether any object of a cluster is stored (1) or none (0).
+pub(crate) fn has_objects(d: Dialect, cluster: &str) -> Stmt {
+    let mut b = Builder::new(d);
+    let c = b.text(cluster);
+    b.finish(format!(
+        "SELECT EXISTS (SELECT 1 FROM resources WHERE cluster = {c})"
+    ))
+}
+
 /// Marks a cluster's placement purged (its objects are gone; it keeps its file).
 pub(crate) fn mark_purged(d: Dialect, cluster: &str) -> Stmt {
     let mut b = Builder::new(d);

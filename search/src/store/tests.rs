@@ -782,6 +782,15 @@ both!(
         for c in clusters {
             let stored = s.versions(c, &deployments()).await.unwrap();
             assert_eq!(stored.len(), 149, "{c}");
+            let rv = stored
+                .iter()
+                .find(|(_, name, _)| *name == "o0-00")
+                .map(|(_, _, rv)| rv.to_string());
+            assert_eq!(
+                rv.as_deref(),
+                Some("2"),
+                "{c}: the update is the last write"
+            );
         }
         assert_eq!(
             all(&s, "clusters=east&names=o0-00").await,

@@ -91,6 +91,7 @@ fn cases() -> Vec<(&'static str, Want)> {
             label(i, "version").is_some() && i % 3 == 0
         }),
         ("fuzzy-name=redis&clusters=b", |i| i % 3 == 1 && i % 2 == 1),
+        ("fuzzy-name=redis&orderby=name%20desc", |i| i % 3 == 1),
         // one trigram
         ("fuzzy-name=S-0", |i| i % 3 == 1 && i < 10),
         ("fuzzy-name=nvoy-1&orderby=name%20desc", |i| {

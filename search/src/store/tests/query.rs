@@ -512,8 +512,34 @@ async fn a_purged_cluster_frees_its_place_and_comes_back_to_its_file() {
     let s = Store::open_with(&path, 2).await.unwrap();
     put(s.clone(), "e").await;
     assert_eq!(file_of(&s, "e"), Some(1));
+    // 2 and 2 (c still purged): f goes to the first file (c counted: the second)
+    put(s.clone(), "f").await;
+    assert_eq!(file_of(&s, "f"), Some(0));
     assert_eq!(
         all(&s, "").await,
-        ["a/ns/a1", "b/ns/b1", "d/ns/d1", "e/ns/e1"]
+        ["a/ns/a1", "b/ns/b1", "d/ns/d1", "e/ns/e1", "f/ns/f1"]
     );
+    // a store that recorded no purge (before migration 5): b's objects gone, its
+    // placement still live; reopened, b no longer counts
+    let b = sql::Param::Text("b".into());
+    let forget = |sql: &str| sql::Stmt {
+        sql: sql.into(),
+        params: vec![b.clone()],
+    };
+    s.part(1)
+        .execute(vec![forget("DELETE FROM resources WHERE cluster = ?1")])
+        .await
+        .unwrap();
+    s.first()
+        .execute(vec![forget(
+            "UPDATE placements SET purged = 0 WHERE cluster = ?1",
+        )])
+        .await
+        .unwrap();
+    drop(s);
+    let s = Store::open_with(&path, 2).await.unwrap();
+    assert_eq!(s.inner.placement.as_ref().unwrap().live("b"), None);
+    // 3 (a, d, f) and 1 (e)
+    put(s.clone(), "g").await;
+    assert_eq!(file_of(&s, "g"), Some(1));
 }
