@@ -525,20 +525,23 @@ mod tests {
     use crate::store::tests::record;
     use serde_json::{Value, json};
 
+    /// A store of one file, `x.db` in a new temporary directory.
+    async fn temp() -> (tempfile::TempDir, Sqlite) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sqlite::open(dir.path().join("x.db").to_str().unwrap(), 1)
+            .await
+            .unwrap();
+        (dir, s)
+    }
+
     /// After the writer refreshes the statistics, each reader is opened again before
     /// its next read (and only then), so it plans with them: on skewed data (every row
     /// has a = 1, b is unique) a reader plans `a = 1 AND b < 5` on the index of `a`
     /// without statistics and on the index of `b` with them.
     #[tokio::test]
     async fn readers_load_the_statistics_after_a_refresh() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Sqlite::open(dir.path().join("x.db").to_str().unwrap(), 1)
-            .await
-            .unwrap();
-        let stmt = |sql: &str| Stmt {
-            sql: sql.into(),
-            params: vec![],
-        };
+        let (_dir, s) = temp().await;
+        let stmt = |sql: &str| sql::Builder::new(Dialect::Sqlite).finish(sql.into());
         s.execute(vec![
             stmt("CREATE TABLE t (a INTEGER NOT NULL, b INTEGER NOT NULL)"),
             stmt("CREATE INDEX t_a ON t (a)"),
@@ -576,10 +579,7 @@ mod tests {
     /// A writer idle after a commit checkpoints the whole log (readers then bypass it).
     #[tokio::test]
     async fn an_idle_writer_checkpoints_its_log() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Sqlite::open(dir.path().join("x.db").to_str().unwrap(), 1)
-            .await
-            .unwrap();
+        let (dir, s) = temp().await;
         assert_eq!(*s.committed.lock(), None);
         let records: Vec<Record> = (0..300)
             .map(|i| record("c", "ns", &format!("o{i:03}"), "1", json!({})))
@@ -612,10 +612,7 @@ mod tests {
     /// indexed once, each batch counts its own writes.
     #[tokio::test]
     async fn a_group_writes_an_object_of_two_batches_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Sqlite::open(dir.path().join("x.db").to_str().unwrap(), 1)
-            .await
-            .unwrap();
+        let (_dir, s) = temp().await;
         let labels = |l: Value| json!({"metadata": {"labels": l}});
         let a = [record(
             "c",
