@@ -543,3 +543,24 @@ async fn a_purged_cluster_frees_its_place_and_comes_back_to_its_file() {
     put(s.clone(), "g").await;
     assert_eq!(file_of(&s, "g"), Some(1));
 }
+
+/// A search naming a cluster this handle has not seen placed reads the placements again
+/// at most once a second: one placed meanwhile by another handle is found after that.
+#[tokio::test]
+async fn a_search_reads_new_placements_at_most_once_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db").display().to_string();
+    let (indexer, server) = (
+        Store::open_with(&path, 2).await.unwrap(),
+        Store::open_with(&path, 2).await.unwrap(),
+    );
+    assert!(all(&server, "clusters=x").await.is_empty());
+    indexer
+        .upsert(vec![record("x", "ns", "x1", "1", json!({}))])
+        .await
+        .unwrap();
+    // read within the second: not read again
+    assert!(all(&server, "clusters=x").await.is_empty());
+    tokio::time::sleep(placement::RELOAD_EVERY).await;
+    assert_eq!(all(&server, "clusters=x").await, ["x/ns/x1"]);
+}
