@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::query::{Owner, Query, QueryError};
 
 pub mod fields;
+mod idle;
 mod placement;
 mod postgres;
 mod record;

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, params_from_iter};
 
+use super::idle::Dirty;
 use super::schema;
 use super::sql::{self, Cell, Dialect, Param, Stmt};
 use super::{Record, StoreError, StoreResult};
@@ -52,8 +53,8 @@ pub(crate) struct Sqlite {
     analyzed: Arc<std::sync::atomic::AtomicU64>,
     next: AtomicUsize,
     /// When the writer last committed, if it has not checkpointed since
-    /// ([`idle_checkpoints`]).
-    committed: Arc<Mutex<Option<std::time::Instant>>>,
+    /// ([`idle_checkpoint`]).
+    committed: Dirty,
     /// [`READ_DEADLINE`], shorter in tests.
     pub(crate) read_deadline: parking_lot::Mutex<Duration>,
 }
@@ -242,48 +243,35 @@ fn upsert(c: &mut Connection, batches: &[&[Record]]) -> rusqlite::Result<Vec<u64
     Ok(counts)
 }
 
-/// How long the writer must have been idle before its WAL is checkpointed.
-const IDLE: Duration = Duration::from_secs(1);
-
-/// Checkpoints the WAL once the writer has been idle for [`IDLE`] after a commit, until
-/// the store is dropped. Between the automatic checkpoints ([`WAL_PAGES`]) the log
+/// Checkpoints the WAL once the writer has been idle for [`super::idle::IDLE`] after a commit
+/// ([`Dirty::upkeep`]). Between the automatic checkpoints ([`WAL_PAGES`]) the log
 /// holds up to 160 MiB, and a reader looks each page it reads up in the log's index
 /// (with a 465 MB log, fuzzy names took 19 s: benches/results/search.md). A complete
 /// checkpoint lets readers bypass the log until the next write; an incomplete one (a
 /// reader holds an old snapshot) is tried again after the next idle period.
-async fn idle_checkpoints(
+async fn idle_checkpoint(
     writer: std::sync::Weak<Mutex<Connection>>,
-    committed: Arc<Mutex<Option<std::time::Instant>>>,
+    committed: Dirty,
+    at: std::time::Instant,
 ) {
-    loop {
-        tokio::time::sleep(IDLE / 2).await;
-        let Some(writer) = writer.upgrade() else {
-            return;
-        };
-        let Some(at) = *committed.lock() else {
-            continue;
-        };
-        if at.elapsed() < IDLE {
-            continue;
+    let Some(writer) = writer.upgrade() else {
+        return;
+    };
+    let done = tokio::task::spawn_blocking(move || {
+        let c = writer.lock();
+        // (busy, log frames, frames checkpointed); a write since the check waits
+        let (busy, log, done): (i64, i64, i64) =
+            c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+        if busy == 0 && log == done {
+            committed.done(at);
         }
-        let committed = committed.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            let c = writer.lock();
-            // (busy, log frames, frames checkpointed); a write since the check waits
-            let (busy, log, done): (i64, i64, i64) =
-                c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })?;
-            let mut last = committed.lock();
-            if busy == 0 && log == done && *last == Some(at) {
-                *last = None;
-            }
-            Ok::<_, rusqlite::Error>(())
-        })
-        .await;
-        if let Ok(Err(e)) = done {
-            tracing::debug!(error = %e, "search store: an idle checkpoint failed; tried again later");
-        }
+        Ok::<_, rusqlite::Error>(())
+    })
+    .await;
+    if let Ok(Err(e)) = done {
+        tracing::debug!(error = %e, "search store: an idle checkpoint failed; tried again later");
     }
 }
 
@@ -321,7 +309,7 @@ impl Sqlite {
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(open_err)?;
             let writer = Arc::new(Mutex::new(writer));
-            let committed = Arc::new(Mutex::new(None));
+            let committed = Dirty::default();
             Ok(Sqlite {
                 writer,
                 committed,
@@ -338,10 +326,9 @@ impl Sqlite {
         .await
         .map_err(unavailable)?
         .inspect(|s: &Sqlite| {
-            tokio::spawn(idle_checkpoints(
-                Arc::downgrade(&s.writer),
-                s.committed.clone(),
-            ));
+            let writer = Arc::downgrade(&s.writer);
+            s.committed
+                .upkeep(move |committed, at| idle_checkpoint(writer.clone(), committed, at));
         })
     }
 
@@ -468,7 +455,7 @@ impl Sqlite {
                 out.push(st.execute(params_from_iter(params(&s.params)))? as u64);
             }
             tx.commit()?;
-            *committed.lock() = Some(std::time::Instant::now());
+            committed.wrote();
             Ok(out)
         })
         .await
@@ -500,7 +487,7 @@ impl Sqlite {
             let batches: Vec<&[Record]> = group.iter().map(|p| &*p.records).collect();
             match upsert(&mut c, &batches) {
                 Ok(counts) => {
-                    *committed.lock() = Some(std::time::Instant::now());
+                    committed.wrote();
                     for (p, n) in group.into_iter().zip(counts) {
                         let _ = p.done.send(Ok(n));
                     }
@@ -522,6 +509,7 @@ impl Sqlite {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::idle::IDLE;
     use crate::store::tests::record;
     use serde_json::{Value, json};
 
@@ -580,14 +568,14 @@ mod tests {
     #[tokio::test]
     async fn an_idle_writer_checkpoints_its_log() {
         let (dir, s) = temp().await;
-        assert_eq!(*s.committed.lock(), None);
+        assert_eq!(s.committed.since(), None);
         let records: Vec<Record> = (0..300)
             .map(|i| record("c", "ns", &format!("o{i:03}"), "1", json!({})))
             .collect();
         s.upsert(records.into()).await.unwrap();
-        assert!(s.committed.lock().is_some());
+        assert!(s.committed.since().is_some());
         let started = std::time::Instant::now();
-        while s.committed.lock().is_some() {
+        while s.committed.since().is_some() {
             assert!(
                 started.elapsed() < IDLE * 4,
                 "no checkpoint after {:?}",

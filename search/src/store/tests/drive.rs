@@ -580,6 +580,102 @@ async fn a_label_probe_reads_only_the_labels_key_on_postgres() {
     testing::drop_postgres_db(&f.spec).await;
 }
 
+/// Writes too few for a statistics refresh (or autovacuum) still get a VACUUM once the
+/// writers have been quiet for a second: the end of a bulk ingest, when searches start.
+#[tokio::test]
+async fn quiet_writers_start_a_vacuum_on_postgres() {
+    let f = open("postgres").await;
+    let s = &f.store;
+    let vacuums = |table: &str| {
+        format!("SELECT vacuum_count::text FROM pg_stat_user_tables WHERE relname = '{table}'")
+    };
+    let wait_for = |table: &'static str, count: &'static str| {
+        let sql = vacuums(table);
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while pg_text(s, &sql).await != count {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no VACUUM {count} of {table} after the writes stopped"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let batch: Vec<Record> = (0..300)
+        .map(|i| {
+            record(
+                "a",
+                "ns",
+                &format!("obj-{i:03}"),
+                "1",
+                json!({"metadata": {"labels": {"tier": TIERS[i % 3]}}}),
+            )
+        })
+        .collect();
+    s.upsert(batch).await.unwrap();
+    let wrote = std::time::Instant::now();
+    assert_eq!(pg_text(s, &vacuums("labels")).await, "0");
+    wait_for("labels", "1").await;
+    wait_for("resources", "1").await;
+    assert!(
+        wrote.elapsed() >= crate::store::idle::IDLE / 2,
+        "vacuumed while the writers were not quiet"
+    );
+    // deletes leave dead rows: the next quiet period vacuums again
+    let gone: Vec<Key> = (0..100)
+        .map(|i| key("a", "ns", &format!("obj-{i:03}")))
+        .collect();
+    assert_eq!(s.delete(gone).await.unwrap(), 100);
+    wait_for("labels", "2").await;
+    wait_for("resources", "2").await;
+    // and with nothing written since, no other
+    tokio::time::sleep(crate::store::idle::IDLE * 3).await;
+    assert_eq!(pg_text(s, &vacuums("resources")).await, "2");
+    testing::drop_postgres_db(&f.spec).await;
+}
+
+/// A long ingest (writes never quiet for a second) is vacuumed as it goes, every
+/// `VACUUM_EVERY` objects (500 here), so the VACUUM when it ends has little left.
+#[tokio::test]
+async fn a_long_ingest_is_vacuumed_as_it_goes_on_postgres() {
+    let f = open("postgres").await;
+    let s = &f.store;
+    let Backend::Postgres(b) = &s.inner.parts[0].db else {
+        unreachable!("a PostgreSQL store")
+    };
+    b.vacuums
+        .every
+        .store(500, std::sync::atomic::Ordering::Relaxed);
+    let vacuums = "SELECT vacuum_count::text FROM pg_stat_user_tables WHERE relname = 'labels'";
+    // below the first statistics refresh (which starts one too), a batch every 50 ms
+    let mut seen = 0;
+    for start in (0..4_000).step_by(100) {
+        let batch: Vec<Record> = (start..start + 100)
+            .map(|i: usize| {
+                record(
+                    "a",
+                    "ns",
+                    &format!("obj-{i:05}"),
+                    "1",
+                    json!({"metadata": {"labels": {"tier": TIERS[i % 3]}}}),
+                )
+            })
+            .collect();
+        s.upsert(batch).await.unwrap();
+        seen = pg_text(s, vacuums).await.parse::<u32>().unwrap();
+        if seen >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(
+        seen >= 2,
+        "{seen} VACUUMs of labels while 4,000 objects were written"
+    );
+    testing::drop_postgres_db(&f.spec).await;
+}
+
 #[tokio::test]
 async fn a_version_2_postgres_store_gains_the_covering_labels_key() {
     let spec = testing::postgres_db().await;
