@@ -151,6 +151,7 @@ pub async fn run(
         let mut cont: Option<String> = None;
         for _ in 0..LABEL_PAGES {
             let (out, took) = target.list(&req, cont.as_deref()).await?;
+            tracing::info!(%ns, tier, ms = took.as_millis() as u64, items = out.items.len(), "label + namespace page");
             t.label_pages.push(took);
             got += out.items.len();
             if let Some(bad) = out.items.iter().find(|p| {
@@ -190,6 +191,7 @@ pub async fn run(
             ],
         };
         let (out, took) = target.list(&req, None).await?;
+        tracing::info!(%cluster, deployment = deployment_name(d), ms = took.as_millis() as u64, items = out.items.len(), "owner search sample");
         t.owner.push(took);
         if out.items.len() != want {
             t.wrong.push(format!(

@@ -4,7 +4,8 @@
 use parking_lot::Mutex;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// How long the writers must have been quiet before the upkeep runs.
 pub(crate) const IDLE: Duration = Duration::from_secs(1);
@@ -33,9 +34,10 @@ impl Dirty {
     }
 
     /// Runs `upkeep(mark, last write)` each time the writes have stopped for [`IDLE`],
-    /// until every other handle of this mark is dropped (the database is closed). The
-    /// upkeep calls [`Dirty::done`] once it has done its work; otherwise it runs again
-    /// after the next quiet period.
+    /// until every other handle of this mark is dropped (the database is closed; an
+    /// upkeep running then ends first). The upkeep calls [`Dirty::done`] once it has
+    /// done its work; otherwise it runs again [`IDLE`]/2 later, or after the next quiet
+    /// period if there are writes meanwhile.
     pub fn upkeep<F, Fut>(&self, mut upkeep: F)
     where
         F: FnMut(Dirty, Instant) -> Fut + Send + 'static,
@@ -66,7 +68,9 @@ mod tests {
 
     /// The upkeep runs once per quiet period after writes, not while they go on, and
     /// not again once done; it stops when the database is dropped.
-    #[tokio::test]
+    // paused time: the clock moves only when every task waits, so a slow machine cannot
+    // make the writes look quiet
+    #[tokio::test(start_paused = true)]
     async fn upkeep_runs_once_the_writes_stop() {
         let dirty = Dirty::default();
         let runs = Arc::new(AtomicUsize::new(0));
@@ -89,7 +93,8 @@ mod tests {
         tokio::time::sleep(IDLE * 2).await;
         assert_eq!(runs.load(Ordering::SeqCst), 1, "ran again with nothing new");
         // a write during the upkeep keeps the mark: the upkeep ran for older writes
-        let at = Instant::now() - IDLE;
+        let at = Instant::now();
+        tokio::time::sleep(IDLE).await;
         *dirty.0.lock() = Some(at);
         dirty.wrote();
         dirty.done(at);

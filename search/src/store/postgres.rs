@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
@@ -189,8 +190,9 @@ pub(crate) struct Postgres {
     readers: Vec<Conn>,
     next: AtomicUsize,
     pub(super) vacuums: Arc<Vacuums>,
-    /// When the writers last wrote, if no VACUUM started since: one starts once they
-    /// have been quiet for [`super::idle::IDLE`] (the end of a bulk ingest).
+    /// When the writers last wrote, if no VACUUM has covered it: one does once they
+    /// have been quiet for [`super::idle::IDLE`] (the end of a bulk ingest;
+    /// [`Vacuums::when_quiet`]).
     written: Dirty,
 }
 
@@ -202,15 +204,29 @@ pub(crate) struct Postgres {
 /// heap pages meanwhile: 63 ms at p50, against 9 ms once it was done).
 const VACUUM_EVERY: u64 = 100_000;
 
+/// How long after a failed VACUUM the quiet writers' upkeep tries again.
+const VACUUM_RETRY: Duration = Duration::from_secs(30);
+
 /// The store's VACUUMs ([`schema::VACUUM`]): one at a time, each on a connection of its
 /// own.
 pub(super) struct Vacuums {
     config: Config,
-    running: AtomicBool,
+    pub(super) running: AtomicBool,
     /// Objects written since the last one started.
     since: AtomicU64,
     /// [`VACUUM_EVERY`], fewer in tests.
     pub(super) every: AtomicU64,
+    /// When the last VACUUM that completed started, and when the last one failed.
+    done: parking_lot::Mutex<(Option<Instant>, Option<Instant>)>,
+}
+
+/// Clears [`Vacuums::running`] when a VACUUM's task ends, however it ends.
+struct Running(Arc<Vacuums>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Release);
+    }
 }
 
 impl Vacuums {
@@ -222,9 +238,10 @@ impl Vacuums {
             return None;
         }
         self.since.store(0, Ordering::Relaxed);
-        let (mut config, this) = (self.config.clone(), self.clone());
+        let (mut config, running) = (self.config.clone(), Running(self.clone()));
         // in the background: a busy server may take longer to accept than a caller waits
         config.connect_timeout(VACUUM_CONNECT_TIMEOUT);
+        let started = Instant::now();
         Some(tokio::spawn(async move {
             let done = async {
                 let (client, connection) = config.connect(NoTls).await?;
@@ -235,9 +252,13 @@ impl Vacuums {
                 r
             };
             let r = done.await;
-            this.running.store(false, Ordering::Release);
-            if let Err(e) = r {
-                tracing::warn!(error = %describe(&e), "search store: VACUUM failed; autovacuum will mark the new pages all-visible later (until then label filters read more pages)");
+            let mut last = running.0.done.lock();
+            match r {
+                Ok(()) => last.0 = Some(started),
+                Err(e) => {
+                    last.1 = Some(Instant::now());
+                    tracing::warn!(error = %describe(&e), "search store: VACUUM failed; tried again when the writers are next quiet (autovacuum also marks the new pages all-visible, later; until then label filters read more pages)");
+                }
             }
         }))
     }
@@ -246,6 +267,27 @@ impl Vacuums {
     fn wrote(self: &Arc<Self>, n: u64) {
         if self.since.fetch_add(n, Ordering::Relaxed) + n >= self.every.load(Ordering::Relaxed) {
             self.start();
+        }
+    }
+
+    /// The upkeep when the writers have been quiet since `at` ([`Postgres::written`]):
+    /// done once a VACUUM that started after `at` has completed; one that started
+    /// before (at a refresh, or [`VACUUM_EVERY`]) runs to its end first, and one that
+    /// failed is tried again [`VACUUM_RETRY`] later.
+    async fn when_quiet(self: Arc<Self>, written: Dirty, at: Instant) {
+        let (ok, failed) = *self.done.lock();
+        if ok.is_some_and(|started| started >= at) {
+            written.done(at);
+            return;
+        }
+        if failed.is_some_and(|t| t.elapsed() < VACUUM_RETRY) {
+            return;
+        }
+        if let Some(task) = self.start() {
+            let _ = task.await;
+            if self.done.lock().0.is_some_and(|started| started >= at) {
+                written.done(at);
+            }
         }
     }
 }
@@ -351,22 +393,14 @@ impl Postgres {
                 running: AtomicBool::new(false),
                 since: AtomicU64::new(0),
                 every: AtomicU64::new(VACUUM_EVERY),
+                done: parking_lot::Mutex::default(),
             }),
             written: Dirty::default(),
         };
         pg.migrate().await?;
         let vacuums = pg.vacuums.clone();
-        pg.written.upkeep(move |written, at| {
-            let task = vacuums.start();
-            async move {
-                // a VACUUM already running (started at a statistics refresh, before the
-                // last writes) leaves the mark: this one starts when that one ends
-                if let Some(task) = task {
-                    written.done(at);
-                    let _ = task.await;
-                }
-            }
-        });
+        pg.written
+            .upkeep(move |written, at| vacuums.clone().when_quiet(written, at));
         Ok(pg)
     }
 

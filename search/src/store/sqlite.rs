@@ -252,7 +252,7 @@ fn upsert(c: &mut Connection, batches: &[&[Record]]) -> rusqlite::Result<Vec<u64
 async fn idle_checkpoint(
     writer: std::sync::Weak<Mutex<Connection>>,
     committed: Dirty,
-    at: std::time::Instant,
+    at: tokio::time::Instant,
 ) {
     let Some(writer) = writer.upgrade() else {
         return;

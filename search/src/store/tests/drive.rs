@@ -535,15 +535,8 @@ async fn a_label_probe_reads_only_the_labels_key_on_postgres() {
         s.upsert(batch).await.unwrap();
     }
     // the store's VACUUM runs on a connection of its own: wait until it has run
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let vacuums = "SELECT vacuum_count::text FROM pg_stat_user_tables WHERE relname = 'labels'";
-    while pg_text(s, vacuums).await == "0" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the store started no VACUUM"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let deadline = std::time::Instant::now() + VACUUM_WAIT;
+    vacuumed(s, "labels", 1).await;
     // a VACUUM marks a page all-visible only once no transaction older than its rows
     // runs anywhere on the server (other tests' databases too, as the server computes
     // it): VACUUM again until every page is
@@ -580,63 +573,69 @@ async fn a_label_probe_reads_only_the_labels_key_on_postgres() {
     testing::drop_postgres_db(&f.spec).await;
 }
 
+/// How long a test waits for the store's VACUUMs.
+const VACUUM_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// PostgreSQL: the VACUUMs (not autovacuum's) `table` has had.
+async fn vacuums(s: &Store, table: &str) -> u32 {
+    let sql = format!("SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = '{table}'");
+    pg_text(s, &sql).await.parse().unwrap()
+}
+
+/// Waits until `table` has had `count` VACUUMs ([`VACUUM_WAIT`] at most).
+async fn vacuumed(s: &Store, table: &str, count: u32) {
+    let deadline = std::time::Instant::now() + VACUUM_WAIT;
+    while vacuums(s, table).await < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{table} had fewer than {count} VACUUMs in {VACUUM_WAIT:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// `n` Deployments `obj-00000`… in cluster `a`, namespace `ns`, with a tier label.
+fn tiered(range: std::ops::Range<usize>) -> Vec<Record> {
+    range
+        .map(|i| {
+            let labels = json!({"tier": TIERS[i % 3]});
+            record(
+                "a",
+                "ns",
+                &format!("obj-{i:05}"),
+                "1",
+                json!({"metadata": {"labels": labels}}),
+            )
+        })
+        .collect()
+}
+
 /// Writes too few for a statistics refresh (or autovacuum) still get a VACUUM once the
 /// writers have been quiet for a second: the end of a bulk ingest, when searches start.
 #[tokio::test]
 async fn quiet_writers_start_a_vacuum_on_postgres() {
     let f = open("postgres").await;
     let s = &f.store;
-    let vacuums = |table: &str| {
-        format!("SELECT vacuum_count::text FROM pg_stat_user_tables WHERE relname = '{table}'")
-    };
-    let wait_for = |table: &'static str, count: &'static str| {
-        let sql = vacuums(table);
-        async move {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while pg_text(s, &sql).await != count {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no VACUUM {count} of {table} after the writes stopped"
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    };
-    let batch: Vec<Record> = (0..300)
-        .map(|i| {
-            record(
-                "a",
-                "ns",
-                &format!("obj-{i:03}"),
-                "1",
-                json!({"metadata": {"labels": {"tier": TIERS[i % 3]}}}),
-            )
-        })
-        .collect();
-    s.upsert(batch).await.unwrap();
-    let wrote = std::time::Instant::now();
-    assert_eq!(pg_text(s, &vacuums("labels")).await, "0");
-    wait_for("labels", "1").await;
-    wait_for("resources", "1").await;
-    assert!(
-        wrote.elapsed() >= crate::store::idle::IDLE / 2,
-        "vacuumed while the writers were not quiet"
-    );
+    s.upsert(tiered(0..300)).await.unwrap();
+    assert_eq!(vacuums(s, "labels").await, 0);
+    vacuumed(s, "labels", 1).await;
+    vacuumed(s, "resources", 1).await;
     // deletes leave dead rows: the next quiet period vacuums again
     let gone: Vec<Key> = (0..100)
-        .map(|i| key("a", "ns", &format!("obj-{i:03}")))
+        .map(|i| key("a", "ns", &format!("obj-{i:05}")))
         .collect();
     assert_eq!(s.delete(gone).await.unwrap(), 100);
-    wait_for("labels", "2").await;
-    wait_for("resources", "2").await;
+    vacuumed(s, "labels", 2).await;
+    vacuumed(s, "resources", 2).await;
     // and with nothing written since, no other
     tokio::time::sleep(crate::store::idle::IDLE * 3).await;
-    assert_eq!(pg_text(s, &vacuums("resources")).await, "2");
+    assert_eq!(vacuums(s, "resources").await, 2);
     testing::drop_postgres_db(&f.spec).await;
 }
 
 /// A long ingest (writes never quiet for a second) is vacuumed as it goes, every
-/// `VACUUM_EVERY` objects (500 here), so the VACUUM when it ends has little left.
+/// `VACUUM_EVERY` objects (500 here), so the VACUUM when it ends has little left; and
+/// that one is not run when a VACUUM that started after the last write has completed.
 #[tokio::test]
 async fn a_long_ingest_is_vacuumed_as_it_goes_on_postgres() {
     let f = open("postgres").await;
@@ -647,23 +646,11 @@ async fn a_long_ingest_is_vacuumed_as_it_goes_on_postgres() {
     b.vacuums
         .every
         .store(500, std::sync::atomic::Ordering::Relaxed);
-    let vacuums = "SELECT vacuum_count::text FROM pg_stat_user_tables WHERE relname = 'labels'";
     // below the first statistics refresh (which starts one too), a batch every 50 ms
     let mut seen = 0;
     for start in (0..4_000).step_by(100) {
-        let batch: Vec<Record> = (start..start + 100)
-            .map(|i: usize| {
-                record(
-                    "a",
-                    "ns",
-                    &format!("obj-{i:05}"),
-                    "1",
-                    json!({"metadata": {"labels": {"tier": TIERS[i % 3]}}}),
-                )
-            })
-            .collect();
-        s.upsert(batch).await.unwrap();
-        seen = pg_text(s, vacuums).await.parse::<u32>().unwrap();
+        s.upsert(tiered(start..start + 100)).await.unwrap();
+        seen = vacuums(s, "labels").await;
         if seen >= 2 {
             break;
         }
@@ -673,6 +660,16 @@ async fn a_long_ingest_is_vacuumed_as_it_goes_on_postgres() {
         seen >= 2,
         "{seen} VACUUMs of labels while 4,000 objects were written"
     );
+    // one started by the ingest after its last write covers it: the quiet writers'
+    // upkeep finds it done and starts none
+    while b.vacuums.running.load(std::sync::atomic::Ordering::Acquire) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let before = vacuums(s, "resources").await;
+    s.upsert(tiered(5_000..5_500)).await.unwrap();
+    vacuumed(s, "resources", before + 1).await;
+    tokio::time::sleep(crate::store::idle::IDLE * 3).await;
+    assert_eq!(vacuums(s, "resources").await, before + 1);
     testing::drop_postgres_db(&f.spec).await;
 }
 
