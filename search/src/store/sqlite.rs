@@ -248,7 +248,7 @@ fn upsert(c: &mut Connection, batches: &[&[Record]]) -> rusqlite::Result<Vec<u64
 /// holds up to 160 MiB, and a reader looks each page it reads up in the log's index
 /// (with a 465 MB log, fuzzy names took 19 s: benches/results/search.md). A complete
 /// checkpoint lets readers bypass the log until the next write; an incomplete one (a
-/// reader holds an old snapshot) is tried again after the next idle period.
+/// reader holds an old snapshot) is tried again half a second later.
 async fn idle_checkpoint(
     writer: std::sync::Weak<Mutex<Connection>>,
     committed: Dirty,
