@@ -38,3 +38,4 @@ pub mod sim;
 pub mod ssa;
 pub mod store;
 pub mod stored;
+pub mod tolerations;

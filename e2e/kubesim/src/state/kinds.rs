@@ -58,8 +58,8 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
 }
 
 /// The admission plugins a create passes through, in kube-apiserver's order, for the
-/// API's creates and the simulated controllers' alike: LimitRanger and Priority
-/// (mutating, Pods), then ResourceQuota (last).
+/// API's creates and the simulated controllers' alike: LimitRanger, Priority and
+/// DefaultTolerationSeconds (mutating, Pods), then ResourceQuota (last).
 pub fn admit(
     store: &crate::state::store::Store,
     rt: &ResourceType,
@@ -76,6 +76,7 @@ pub fn admit(
     if is(rt, "", "pods") {
         crate::state::limits::admit_pod(store, obj).map_err(|why| refused(why, obj))?;
         priority::admit_pod(store, obj).map_err(|why| refused(why, obj))?;
+        crate::state::tolerations::admit_pod(obj);
     }
     if rt.namespaced {
         crate::state::quota::admit(store, rt, obj).map_err(|why| refused(why, obj))?;
@@ -238,6 +239,7 @@ pub fn on_update(
         secret_defaults(new);
     } else if is(rt, "", "pods") {
         priority::keep_on_update(old, new);
+        crate::state::tolerations::admit_pod(new);
     } else if is(rt, "", "limitranges") {
         limit_range(new)?;
     } else if is(rt, "", "resourcequotas") {

@@ -27,6 +27,7 @@ mod ssa;
 mod status;
 mod tls;
 mod tokens;
+mod tolerations;
 mod validation;
 mod watch;
 mod webhooks;
