@@ -84,6 +84,14 @@ pub fn admit(
     Ok(())
 }
 
+/// The mutating admission plugins an update of an object itself (not of a subresource:
+/// kube's plugins skip those) passes through: DefaultTolerationSeconds (Pods).
+pub fn admit_update(rt: &ResourceType, obj: &mut Value) {
+    if is(rt, "", "pods") {
+        crate::state::tolerations::admit_pod(obj);
+    }
+}
+
 /// A ResourceQuota's `hard` values are quantities (kube-apiserver's 422 otherwise),
 /// stored as `resource.Quantity` writes them (`pods: 10` becomes `"10"`, `1000m` `"1"`).
 fn quota_hard(obj: &mut Value) -> ApiResult<()> {
@@ -239,7 +247,6 @@ pub fn on_update(
         secret_defaults(new);
     } else if is(rt, "", "pods") {
         priority::keep_on_update(old, new);
-        crate::state::tolerations::admit_pod(new);
     } else if is(rt, "", "limitranges") {
         limit_range(new)?;
     } else if is(rt, "", "resourcequotas") {

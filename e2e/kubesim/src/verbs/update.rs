@@ -175,6 +175,9 @@ fn admit_and_store(
     if sub != "status" {
         admit_schema(rt, &mut new, r)?;
     }
+    if sub.is_empty() {
+        kinds::admit_update(rt, &mut new);
+    }
     kinds::on_update(st, rt, old, &mut new)?;
     crate::state::rbac::no_escalation(&st.store, rt, &new, Some(old), &r.user)?;
     let deleting = old.pointer("/metadata/deletionTimestamp").is_some();

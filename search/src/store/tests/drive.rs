@@ -662,7 +662,12 @@ async fn a_long_ingest_is_vacuumed_as_it_goes_on_postgres() {
     );
     // one started by the ingest after its last write covers it: the quiet writers'
     // upkeep finds it done and starts none
+    let deadline = std::time::Instant::now() + VACUUM_WAIT;
     while b.vacuums.running.load(std::sync::atomic::Ordering::Acquire) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a VACUUM still running after {VACUUM_WAIT:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let before = vacuums(s, "resources").await;
