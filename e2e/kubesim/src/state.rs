@@ -28,6 +28,7 @@ pub mod limits;
 pub mod meta;
 pub mod patch;
 pub mod persist;
+pub mod pod_update;
 pub mod priority;
 pub mod quantity;
 pub mod quota;

@@ -1,8 +1,9 @@
 //! Fields kube-apiserver's update validation refuses to change, with its 422 wording:
 //! workload selectors, the StatefulSet spec outside its mutable fields, a Job's
 //! selector, completions, completionMode and template, immutable ConfigMaps and
-//! Secrets (and a Secret's type), and a PersistentVolumeClaim's spec outside
-//! `resources.requests`. Service clusterIPs are checked where they are allocated
+//! Secrets (and a Secret's type), a PersistentVolumeClaim's spec outside
+//! `resources.requests`, and a Pod's spec outside the fields [`crate::state::pod_update`]
+//! lists. Service clusterIPs are checked where they are allocated
 //! ([`crate::state::kinds`]).
 //!
 //! Every write path (PUT, the three PATCH types and server-side apply) reaches this
@@ -77,6 +78,7 @@ pub fn causes(group: &str, plural: &str, old: &Value, new: &Value) -> Vec<Cause>
             c
         }
         ("", "persistentvolumeclaims") => pvc(old, new),
+        ("", "pods") => crate::state::pod_update::causes(old, new),
         _ => Vec::new(),
     }
 }
@@ -236,7 +238,7 @@ fn pvc(old: &Value, new: &Value) -> Vec<Cause> {
 }
 
 /// Semantic equality: absent, null, empty lists, maps and strings are equal.
-fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
+pub(crate) fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
     values_equal(
         a.and_then(normalized).as_ref(),
         b.and_then(normalized).as_ref(),

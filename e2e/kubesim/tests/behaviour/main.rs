@@ -17,6 +17,7 @@ mod immutable;
 mod nodes;
 mod pagination;
 mod patch;
+mod pod_update;
 mod priority;
 mod quota;
 mod reviews;
