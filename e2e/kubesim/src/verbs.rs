@@ -7,6 +7,7 @@
 //! ([`output`]); writes check their input first ([`admit`]).
 
 pub mod admit;
+pub mod binding;
 pub mod create;
 pub mod delete;
 pub mod output;

@@ -171,17 +171,19 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     if let Some(sub) = &rp.sub {
         let token = sub == "token" && rt.group.is_empty() && rt.plural == "serviceaccounts";
         let scale = sub == "scale" && rt.scale.is_some();
+        let binding = sub == "binding" && rt.group.is_empty() && rt.plural == "pods";
         let ok = (sub == "status" && rt.status_subresource)
             || (sub == "finalize" && rt.plural == "namespaces")
             || token
-            || scale;
+            || scale
+            || binding;
         if !ok {
             return Err(fail(ApiError::no_route(&path)));
         }
         if scale && !matches!(method, Method::GET | Method::PUT | Method::PATCH) {
             return Err(fail(ApiError::method_not_allowed(method.as_str(), &path)));
         }
-        if token && method != Method::POST {
+        if (token || binding) && method != Method::POST {
             return Err(fail(ApiError::method_not_allowed(method.as_str(), &path)));
         }
     }
@@ -438,6 +440,9 @@ fn dispatch(
     let sub = rp.sub.as_deref().unwrap_or("");
     match (method.as_str(), rp.name.as_deref()) {
         ("POST", Some(name)) if sub == "token" => crate::http::tokens::create(inner, ns, name, r),
+        ("POST", Some(name)) if sub == "binding" => {
+            crate::verbs::binding::create(state, rt, ns, name, r)
+        }
         ("GET", Some(name)) if sub == "scale" => crate::verbs::scale::get(state, rt, ns, name),
         ("PUT" | "PATCH", Some(name)) if sub == "scale" => {
             crate::verbs::scale::write(state, rt, ns, name, method == Method::PATCH, r)

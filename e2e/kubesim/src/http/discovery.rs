@@ -78,6 +78,9 @@ fn resource_list(reg: &Registry, group: &str, version: &str) -> Value {
         if t.scale.is_some() {
             resources.push(json!({"name": format!("{}/scale", t.plural), "singularName": "", "namespaced": t.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
+        if t.group.is_empty() && t.plural == "pods" {
+            resources.push(json!({"name": "pods/binding", "singularName": "", "namespaced": true, "kind": "Binding", "verbs": ["create"]}));
+        }
         if is_service_accounts(&t) {
             resources.push(json!({"name": "serviceaccounts/token", "singularName": "", "namespaced": true, "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest", "verbs": ["create"]}));
         }
@@ -127,6 +130,9 @@ fn aggregated(reg: &Registry, core: bool) -> Value {
                             }
                             if t.scale.is_some() {
                                 subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+                            }
+                            if t.group.is_empty() && t.plural == "pods" {
+                                subs.push(json!({"subresource": "binding", "responseKind": {"group": "", "version": "v1", "kind": "Binding"}, "verbs": ["create"]}));
                             }
                             if is_service_accounts(t) {
                                 subs.push(json!({"subresource": "token", "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"}, "verbs": ["create"]}));

@@ -238,6 +238,7 @@ pub fn on_update(
     rt: &ResourceType,
     old: &Value,
     new: &mut Value,
+    sub: &str,
 ) -> ApiResult<()> {
     defaults::apply(rt, new);
     job_restart_policy(rt, new)?;
@@ -255,7 +256,10 @@ pub fn on_update(
         priority::class_defaults(new);
         priority::validate_class(&state.store, new, Some(old))?;
     }
-    immutable::check(rt, old, new)?;
+    // a Pod's node is set through its binding subresource, the one write that may
+    if sub != "binding" {
+        immutable::check(rt, old, new)?;
+    }
     if is(rt, "", "services") {
         service_create(&mut state.ipam, new, Some(old))?;
     } else if is(rt, "", "namespaces") {

@@ -178,7 +178,7 @@ fn admit_and_store(
     if sub.is_empty() {
         kinds::admit_update(rt, &mut new);
     }
-    kinds::on_update(st, rt, old, &mut new)?;
+    kinds::on_update(st, rt, old, &mut new, sub)?;
     crate::state::rbac::no_escalation(&st.store, rt, &new, Some(old), &r.user)?;
     let deleting = old.pointer("/metadata/deletionTimestamp").is_some();
     if deleting {

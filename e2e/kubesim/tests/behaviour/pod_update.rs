@@ -145,3 +145,82 @@ async fn a_pod_spec_changes_only_where_kube_apiserver_allows() {
         "{err}"
     );
 }
+
+/// The binding subresource sets a Pod's node (the one write that may), once.
+#[tokio::test]
+async fn a_pod_is_bound_once_through_its_binding_subresource() {
+    let env = start().await;
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), "default");
+    let pp = PostParams::default();
+    pods.create(
+        &pp,
+        &serde_json::from_value(manifest("nginx:1", 80)).unwrap(),
+    )
+    .await
+    .unwrap();
+    let bind = |kind: &str, node: &str| {
+        json!({"apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": "web", "annotations": {"example.com/by": "test"}},
+            "target": {"kind": kind, "name": node}})
+    };
+
+    // a bad target: 422 with both causes
+    let e = pods
+        .create_subresource::<_, serde_json::Value>("binding", "web", &pp, &bind("Pod", ""))
+        .await
+        .expect_err("a Binding to a Pod is refused");
+    assert_eq!(code(&e), 422);
+    assert_eq!(
+        causes(&e),
+        vec![
+            (
+                "FieldValueInvalid".to_string(),
+                "target.kind".to_string(),
+                "Unsupported value: \"Pod\": supported values: \"Node\", \"<empty>\"".to_string()
+            ),
+            (
+                "FieldValueRequired".to_string(),
+                "target.name".to_string(),
+                "Required value".to_string()
+            ),
+        ]
+    );
+
+    // bound: 201 Success, the node, the annotation and PodScheduled=True
+    let out: serde_json::Value = pods
+        .create_subresource("binding", "web", &pp, &bind("Node", "n1"))
+        .await
+        .expect("bound");
+    assert_eq!(out["status"], "Success");
+    let p = pods.get("web").await.unwrap();
+    assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+    assert_eq!(
+        p.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .get("example.com/by")
+            .map(String::as_str),
+        Some("test")
+    );
+    let scheduled = p.status.as_ref().unwrap().conditions.as_ref().unwrap();
+    assert!(
+        scheduled
+            .iter()
+            .any(|c| c.type_ == "PodScheduled" && c.status == "True"),
+        "{scheduled:?}"
+    );
+
+    // a second binding: 409, and the node stays
+    let e = pods
+        .create_subresource::<_, serde_json::Value>("binding", "web", &pp, &bind("Node", "n2"))
+        .await
+        .expect_err("a bound Pod is not bound again");
+    assert_eq!(code(&e), 409);
+    assert_eq!(
+        message(&e),
+        "Operation cannot be fulfilled on pods/binding \"web\": pod web is already assigned to node \"n1\""
+    );
+    let p = pods.get("web").await.unwrap();
+    assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("n1"));
+}

@@ -302,10 +302,13 @@ async fn a_kubesim_member_is_summarised_and_followed() {
     assert_eq!(s.nodes.total_num, 2);
     assert_eq!(quantities(&s, "allocatable"), t("4", "8Gi", "110"));
 
-    // The pending pod is bound: it moves from allocating to allocated.
-    let mut p = pods.get("pending").await.unwrap();
-    p.spec.as_mut().unwrap().node_name = Some("n1".into());
-    pods.replace("pending", &pp, &p).await.unwrap();
+    // The pending pod is bound (as a scheduler binds it: the binding subresource, since
+    // an update may not change spec.nodeName): it moves from allocating to allocated.
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "pending"},
+                         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    pods.create_subresource::<_, Value>("binding", "pending", &pp, &binding)
+        .await
+        .unwrap();
     let s = until(&usage, "the binding", |s| {
         quantities(s, "allocating") == t("0", "0", "0")
     })
