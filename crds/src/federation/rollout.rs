@@ -1,0 +1,273 @@
+//! Ordered rollouts: a PropagationPolicy's `rollout.waves` make a new template
+//! generation reach its clusters wave by wave. A wave's clusters get the new generation
+//! only once every cluster of the waves before it runs that generation, applied and
+//! healthy; the clusters of later waves keep what they run. A bad change so stops at
+//! the first wave (the canary), and the condition says which cluster holds it and why.
+//!
+//! Pure: [`plan`] decides from the scheduled clusters, their labels and what each
+//! member reports ([`settled_at`] reads a Work's status); [`held_work`] is what a held
+//! cluster's Work becomes. The binding controller (`controllers/src/propagation/hub.rs`)
+//! writes the result.
+//!
+//! What the waves order is the template's generation (`metadata.generation`, carried
+//! to the members as `causeway.io/template-generation`). A held cluster keeps its
+//! manifests but follows the binding's replica division at once (`spec.replicas`), so a
+//! failover or a rescale is never held behind a rollout; OverridePolicy edits and
+//! policy settings reach every cluster that the rollout releases.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::federation::selection::labels;
+use crate::federation::work::{ResourceHealth, Work};
+
+/// An ordered rollout of template changes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// The waves, in order. A cluster belongs to the first wave that names it or whose
+    /// labelSelector matches it; scheduled clusters that no wave selects form a last
+    /// wave of their own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waves: Vec<RolloutWave>,
+}
+
+/// One wave of a rollout.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutWave {
+    /// A name shown in conditions and Events (default: `wave-<n>`, from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+
+    /// Clusters of this wave, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_names: Vec<String>,
+
+    /// Clusters of this wave, by their Cluster object's labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+}
+
+/// Where a rollout stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Every wave runs the generation (or there is no rollout).
+    Complete {
+        /// The generation every scheduled cluster runs.
+        generation: i64,
+        /// Waves with scheduled clusters.
+        waves: usize,
+    },
+    /// A wave is not done: the waves after it are held.
+    Waiting {
+        /// The generation being rolled out.
+        generation: i64,
+        /// The wave's number, from 1.
+        wave: usize,
+        /// Waves with scheduled clusters.
+        waves: usize,
+        /// The wave's name.
+        name: String,
+        /// The wave's clusters that are not done yet, with why.
+        pending: Vec<(String, String)>,
+        /// Clusters of later waves, which keep what they run.
+        held: Vec<String>,
+    },
+}
+
+impl Progress {
+    /// A sentence for a condition or an Event.
+    pub fn message(&self) -> String {
+        match self {
+            Progress::Complete { generation, waves } => format!(
+                "every wave ({waves}) runs template generation {generation}, applied and healthy"
+            ),
+            Progress::Waiting {
+                generation,
+                wave,
+                waves,
+                name,
+                pending,
+                held,
+            } => {
+                let pending: Vec<String> = pending
+                    .iter()
+                    .map(|(c, why)| format!("{c}: {why}"))
+                    .collect();
+                let held = if held.is_empty() {
+                    String::new()
+                } else {
+                    format!("; held at what they run until then: {}", held.join(", "))
+                };
+                format!(
+                    "wave {wave} of {waves} ({name}) is rolling out template generation {generation}, waiting for {}{held}",
+                    pending.join("; ")
+                )
+            }
+        }
+    }
+}
+
+/// What [`plan`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Clusters that get what the binding renders now.
+    pub released: BTreeSet<String>,
+    /// Clusters that keep what they run ([`held_work`]).
+    pub held: BTreeSet<String>,
+    /// Where the rollout stands.
+    pub progress: Progress,
+}
+
+/// The waves of `scheduled` clusters (empty waves dropped), with their names.
+pub fn waves(
+    rollout: &Rollout,
+    scheduled: &[String],
+    labels_of: &dyn Fn(&str) -> BTreeMap<String, String>,
+) -> Vec<(String, Vec<String>)> {
+    let mut left: Vec<&String> = scheduled.iter().collect();
+    let mut out = Vec::new();
+    for (i, w) in rollout.waves.iter().enumerate() {
+        let (mine, rest): (Vec<&String>, Vec<&String>) = left.into_iter().partition(|c| {
+            w.cluster_names.iter().any(|n| n == *c)
+                || w.label_selector
+                    .as_ref()
+                    .is_some_and(|s| labels::matches(s, &labels_of(c)))
+        });
+        left = rest;
+        if !mine.is_empty() {
+            let name = w.name.clone().unwrap_or_else(|| format!("wave-{}", i + 1));
+            out.push((name, mine.into_iter().cloned().collect()));
+        }
+    }
+    if !left.is_empty() {
+        out.push((
+            "the clusters no wave selects".to_string(),
+            left.into_iter().cloned().collect(),
+        ));
+    }
+    out
+}
+
+/// Which clusters get the current render of template `generation`. `state` says
+/// whether a cluster runs that generation applied and healthy (`Err`: why not).
+pub fn plan(
+    rollout: Option<&Rollout>,
+    scheduled: &[String],
+    labels_of: &dyn Fn(&str) -> BTreeMap<String, String>,
+    generation: i64,
+    state: &dyn Fn(&str) -> Result<(), String>,
+) -> Plan {
+    let all = || scheduled.iter().cloned().collect::<BTreeSet<String>>();
+    let Some(rollout) = rollout.filter(|r| !r.waves.is_empty()) else {
+        return Plan {
+            released: all(),
+            held: BTreeSet::new(),
+            progress: Progress::Complete {
+                generation,
+                waves: 1,
+            },
+        };
+    };
+    let waves = waves(rollout, scheduled, labels_of);
+    let mut released = BTreeSet::new();
+    for (i, (name, clusters)) in waves.iter().enumerate() {
+        released.extend(clusters.iter().cloned());
+        let pending: Vec<(String, String)> = clusters
+            .iter()
+            .filter_map(|c| state(c).err().map(|why| (c.clone(), why)))
+            .collect();
+        if !pending.is_empty() {
+            let held: BTreeSet<String> = waves[i + 1..]
+                .iter()
+                .flat_map(|(_, cs)| cs.iter().cloned())
+                .collect();
+            return Plan {
+                released,
+                progress: Progress::Waiting {
+                    generation,
+                    wave: i + 1,
+                    waves: waves.len(),
+                    name: name.clone(),
+                    pending,
+                    held: held.iter().cloned().collect(),
+                },
+                held,
+            };
+        }
+    }
+    Plan {
+        released: all(),
+        held: BTreeSet::new(),
+        progress: Progress::Complete {
+            generation,
+            waves: waves.len(),
+        },
+    }
+}
+
+/// Whether `work` (one cluster's) runs template `generation`, every manifest applied
+/// and healthy; `Err` says why not. An object whose kind has no health rule counts once
+/// it reports a status (its health stays Unknown).
+pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
+    let Some(work) = work else {
+        return Err("no Work yet".into());
+    };
+    let statuses = work
+        .status
+        .as_ref()
+        .map(|s| s.manifest_statuses.as_slice())
+        .unwrap_or_default();
+    if statuses.is_empty() {
+        return Err("the member has not reported yet".into());
+    }
+    for s in statuses {
+        let what = format!("{} {}", s.identifier.kind, s.identifier.name);
+        if s.applied != Some(true) {
+            let why = s.message.as_deref().or(s.reason.as_deref()).unwrap_or("");
+            return Err(format!("{what} is not applied yet {why}").trim_end().into());
+        }
+        match s.template_generation {
+            Some(g) if g >= generation => {}
+            Some(g) => return Err(format!("{what} runs template generation {g}")),
+            None => return Err(format!("{what} has not reported its template generation")),
+        }
+        match s.health {
+            Some(ResourceHealth::Healthy) => {}
+            Some(ResourceHealth::Unknown) if s.status.is_some() => {}
+            Some(ResourceHealth::Unhealthy) => return Err(format!("{what} is unhealthy")),
+            _ => return Err(format!("{what} has not reported its health yet")),
+        }
+    }
+    Ok(())
+}
+
+/// The Work a held cluster gets: the settings of what the binding renders now
+/// (`rendered`), the manifests it runs (`actual`), and each manifest's `spec.replicas`
+/// from the render (the binding's division, which a rollout never holds back).
+pub fn held_work(rendered: &Work, actual: &Work) -> Work {
+    let mut w = rendered.clone();
+    let mut manifests = actual.spec.workload.manifests.clone();
+    for m in &mut manifests {
+        let same = rendered.spec.workload.manifests.iter().find(|r| {
+            r.kind() == m.kind() && r.name() == m.name() && r.namespace() == m.namespace()
+        });
+        if let (Some(r), Some(spec)) = (
+            same.and_then(|r| r.0.pointer("/spec/replicas")),
+            m.0.get_mut("spec").and_then(|s| s.as_object_mut()),
+        ) && spec.contains_key("replicas")
+        {
+            spec.insert("replicas".into(), r.clone());
+        }
+    }
+    w.spec.workload.manifests = manifests;
+    w
+}
+
+#[cfg(test)]
+#[path = "rollout_tests.rs"]
+mod tests;

@@ -1,0 +1,297 @@
+use super::*;
+use crate::federation::work::{
+    Manifest, ManifestStatus, ResourceIdentifier, WorkSpec, WorkStatus, WorkloadTemplate,
+};
+use serde_json::json;
+
+fn names(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn set(v: &[&str]) -> BTreeSet<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn wave(names_: &[&str], selector: Option<Value>) -> RolloutWave {
+    RolloutWave {
+        name: None,
+        cluster_names: names(names_),
+        label_selector: selector.map(|s| serde_json::from_value(s).unwrap()),
+    }
+}
+
+use serde_json::Value;
+
+fn region(c: &str) -> BTreeMap<String, String> {
+    let r = if c.starts_with("eu") { "eu" } else { "us" };
+    BTreeMap::from([("region".to_string(), r.to_string())])
+}
+
+#[test]
+fn waves_take_names_then_selectors_then_the_rest() {
+    let r = Rollout {
+        waves: vec![
+            wave(&["canary"], None),
+            wave(
+                &["canary", "us-1"],
+                Some(json!({"matchLabels": {"region": "eu"}})),
+            ),
+            wave(&["nowhere"], None),
+        ],
+    };
+    let got = waves(
+        &r,
+        &names(&["us-1", "eu-1", "canary", "us-2", "eu-2"]),
+        &region,
+    );
+    assert_eq!(
+        got,
+        vec![
+            ("wave-1".to_string(), names(&["canary"])),
+            ("wave-2".to_string(), names(&["us-1", "eu-1", "eu-2"])),
+            ("the clusters no wave selects".to_string(), names(&["us-2"])),
+        ]
+    );
+}
+
+#[test]
+fn a_wave_is_released_once_the_ones_before_it_are_done() {
+    let r = Rollout {
+        waves: vec![wave(&["canary"], None), wave(&["a", "b"], None)],
+    };
+    let scheduled = names(&["a", "b", "canary", "c"]);
+    type Case = (
+        &'static str,
+        Vec<&'static str>,
+        Vec<&'static str>,
+        Vec<&'static str>,
+    );
+    // (case, clusters done, released, held)
+    let cases: Vec<Case> = vec![
+        (
+            "nothing done: only the canary",
+            vec![],
+            vec!["canary"],
+            vec!["a", "b", "c"],
+        ),
+        (
+            "a done but not the canary: still only the canary",
+            vec!["a"],
+            vec!["canary"],
+            vec!["a", "b", "c"],
+        ),
+        (
+            "canary done: the second wave",
+            vec!["canary"],
+            vec!["canary", "a", "b"],
+            vec!["c"],
+        ),
+        (
+            "canary and a done: b holds the last wave back",
+            vec!["canary", "a"],
+            vec!["canary", "a", "b"],
+            vec!["c"],
+        ),
+        (
+            "two waves done: the rest",
+            vec!["canary", "a", "b"],
+            vec!["canary", "a", "b", "c"],
+            vec![],
+        ),
+        (
+            "all done",
+            vec!["canary", "a", "b", "c"],
+            vec!["canary", "a", "b", "c"],
+            vec![],
+        ),
+    ];
+    for (name, done, released, held) in cases {
+        let state = |c: &str| {
+            if done.contains(&c) {
+                Ok(())
+            } else {
+                Err("runs template generation 1".to_string())
+            }
+        };
+        let p = plan(Some(&r), &scheduled, &region, 2, &state);
+        assert_eq!(p.released, set(&released), "{name}");
+        assert_eq!(p.held, set(&held), "{name}");
+        assert_eq!(
+            matches!(p.progress, Progress::Complete { .. }),
+            done.len() == 4,
+            "{name}"
+        );
+        assert!(p.released.is_disjoint(&p.held), "{name}");
+        let all: BTreeSet<String> = p.released.union(&p.held).cloned().collect();
+        assert_eq!(all, set(&["a", "b", "c", "canary"]), "{name}");
+    }
+}
+
+#[test]
+fn the_message_names_the_wave_and_what_it_waits_for() {
+    let r = Rollout {
+        waves: vec![RolloutWave {
+            name: Some("canary".into()),
+            cluster_names: names(&["c0"]),
+            label_selector: None,
+        }],
+    };
+    let state = |c: &str| match c {
+        "c0" => Err("Deployment web is unhealthy".to_string()),
+        _ => Ok(()),
+    };
+    let p = plan(Some(&r), &names(&["c0", "c1", "c2"]), &region, 3, &state);
+    assert_eq!(
+        p.progress.message(),
+        "wave 1 of 2 (canary) is rolling out template generation 3, waiting for c0: Deployment web is unhealthy; held at what they run until then: c1, c2"
+    );
+}
+
+#[test]
+fn without_waves_every_cluster_is_released() {
+    let never = |_: &str| Err("x".to_string());
+    for r in [None, Some(Rollout::default())] {
+        let p = plan(r.as_ref(), &names(&["a", "b"]), &region, 1, &never);
+        assert_eq!(p.released, set(&["a", "b"]));
+        assert!(p.held.is_empty());
+    }
+}
+
+fn work(replicas: i64, image: &str, status: Option<Vec<ManifestStatus>>) -> Work {
+    let mut w = Work::new(
+        "web",
+        WorkSpec {
+            workload: WorkloadTemplate {
+                manifests: vec![Manifest(json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "web", "namespace": "demo"},
+                    "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "c", "image": image}]}}}
+                }))],
+            },
+            suspend_dispatching: Some(false),
+            ..Default::default()
+        },
+    );
+    w.status = status.map(|m| WorkStatus {
+        manifest_statuses: m,
+        ..Default::default()
+    });
+    w
+}
+
+fn reported(
+    applied: bool,
+    tg: Option<i64>,
+    health: Option<ResourceHealth>,
+    status: bool,
+) -> ManifestStatus {
+    ManifestStatus {
+        identifier: ResourceIdentifier {
+            kind: "Deployment".into(),
+            name: "web".into(),
+            version: "v1".into(),
+            ..Default::default()
+        },
+        status: status.then(|| json!({"replicas": 2})),
+        health,
+        applied: Some(applied),
+        reason: (!applied).then(|| "AppliedFailed".to_string()),
+        message: None,
+        generation: Some(1),
+        template_generation: tg,
+    }
+}
+
+#[test]
+fn settled_means_applied_at_the_generation_and_healthy() {
+    use ResourceHealth::*;
+    let cases: Vec<(&str, Option<Work>, Result<(), String>)> = vec![
+        ("no Work", None, Err("no Work yet".into())),
+        (
+            "no status",
+            Some(work(2, "v2", None)),
+            Err("the member has not reported yet".into()),
+        ),
+        (
+            "healthy at the generation",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![reported(true, Some(5), Some(Healthy), true)]),
+            )),
+            Ok(()),
+        ),
+        (
+            "a newer generation counts",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![reported(true, Some(6), Some(Healthy), true)]),
+            )),
+            Ok(()),
+        ),
+        (
+            "an older generation",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![reported(true, Some(4), Some(Healthy), true)]),
+            )),
+            Err("Deployment web runs template generation 4".into()),
+        ),
+        (
+            "not applied",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![reported(false, Some(5), Some(Healthy), true)]),
+            )),
+            Err("Deployment web is not applied yet AppliedFailed".into()),
+        ),
+        (
+            "unhealthy",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![reported(true, Some(5), Some(Unhealthy), true)]),
+            )),
+            Err("Deployment web is unhealthy".into()),
+        ),
+        (
+            "no health rule, status reported",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![reported(true, Some(5), Some(Unknown), true)]),
+            )),
+            Ok(()),
+        ),
+        (
+            "no status reported yet",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![reported(true, Some(5), Some(Unknown), false)]),
+            )),
+            Err("Deployment web has not reported its health yet".into()),
+        ),
+    ];
+    for (name, w, want) in cases {
+        assert_eq!(settled_at(w.as_ref(), 5), want, "{name}");
+    }
+}
+
+#[test]
+fn a_held_cluster_keeps_its_manifests_but_follows_the_division() {
+    let mut rendered = work(5, "v2", None);
+    rendered.spec.suspend_dispatching = Some(true);
+    let actual = work(2, "v1", None);
+    let held = held_work(&rendered, &actual);
+    let m = &held.spec.workload.manifests[0].0;
+    assert_eq!(m.pointer("/spec/replicas"), Some(&json!(5)));
+    assert_eq!(
+        m.pointer("/spec/template/spec/containers/0/image"),
+        Some(&json!("v1"))
+    );
+    assert_eq!(held.spec.suspend_dispatching, Some(true));
+}
