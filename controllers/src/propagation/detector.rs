@@ -205,6 +205,7 @@ pub fn desired(
             conflict_resolution: policy.spec.conflict_resolution,
             propagate_deps: policy.spec.propagate_deps,
             suspension: policy.spec.suspension.clone(),
+            rollout: policy.spec.rollout.clone(),
             preserve_resources_on_deletion: policy.spec.preserve_resources_on_deletion,
             dependent_overrides: policy.spec.dependent_overrides.clone(),
             required_by: Vec::new(),

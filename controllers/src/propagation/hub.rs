@@ -27,6 +27,7 @@ use causeway_crds::federation::binding::{
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
+use causeway_crds::federation::rollout;
 use causeway_crds::federation::work::Work;
 use causeway_crds::names::execution_namespace;
 use causeway_crds::well_known::{finalizers, labels};
@@ -459,6 +460,7 @@ impl Ctx<'_> {
             self.failures.check(b.key.clone(), r);
         }
         let mut failed = Vec::new();
+        let mut rollout = None;
         if !b.frozen() {
             let manifest = serde_json::to_value(template.as_ref()).unwrap_or_default();
             let out = render(&RenderInput {
@@ -502,7 +504,10 @@ impl Ctx<'_> {
                 self.forget(b, "ApplyOverridesFailed");
             }
             if out.blocked.is_none() {
-                self.write_works(b, &out.works, &out.failed, works).await;
+                let (to_write, progress) = self.roll_out(b, template, out.works, works);
+                self.tell_rollout(b, template, progress.as_ref()).await;
+                rollout = progress;
+                self.write_works(b, &to_write, &out.failed, works).await;
             }
             failed = out.failed;
         }
@@ -525,7 +530,7 @@ impl Ctx<'_> {
             previous.scheduling_reasons = detected.scheduling_reasons.clone();
         }
         let previous = Some(previous);
-        let st = status::binding_status(
+        let mut st = status::binding_status(
             b.spec,
             works,
             self.clusters,
@@ -533,6 +538,11 @@ impl Ctx<'_> {
             previous.as_ref(),
             self.now,
         );
+        if b.frozen() {
+            // nothing rendered: the rollout's condition stays as it was
+        } else {
+            status::with_rollout(&mut st, rollout.as_ref(), self.now);
+        }
         // a Warning Event on the template for what a member refused (conflicts,
         // immutable fields, timeouts), once per distinct set of failures
         let refused = refused_by_members(works);
@@ -597,6 +607,83 @@ impl Ctx<'_> {
                 .await;
             self.failures.check(b.key.clone(), r);
         }
+    }
+
+    /// The ordered rollout (`spec.rollout`): the rendered Works of the clusters the
+    /// rollout releases, and for the clusters it holds the Work they have with the
+    /// binding's replica division ([`rollout::held_work`]; none when they have none).
+    /// `None` when the binding has no rollout.
+    fn roll_out(
+        &self,
+        b: &View<'_>,
+        template: &DynamicObject,
+        rendered: Vec<Work>,
+        actual: &[Arc<Work>],
+    ) -> (Vec<Work>, Option<rollout::Progress>) {
+        let Some(spec) = b.spec.rollout.as_ref().filter(|r| !r.waves.is_empty()) else {
+            return (rendered, None);
+        };
+        let generation = template.metadata.generation.unwrap_or(0);
+        let work_of = |cluster: &str| {
+            let ns = execution_namespace(cluster);
+            actual
+                .iter()
+                .find(|w| w.metadata.namespace.as_deref() == Some(ns.as_str()))
+                .map(Arc::as_ref)
+        };
+        let labels_of = |cluster: &str| {
+            self.clusters
+                .iter()
+                .find(|c| c.name_any() == cluster)
+                .map(|c| c.labels().clone())
+                .unwrap_or_default()
+        };
+        let scheduled: Vec<String> = b.spec.clusters.iter().map(|c| c.name.clone()).collect();
+        let plan = rollout::plan(Some(spec), &scheduled, &labels_of, generation, &|c| {
+            rollout::settled_at(work_of(c), generation)
+        });
+        let works = rendered
+            .into_iter()
+            .filter_map(|w| {
+                let cluster = w
+                    .metadata
+                    .namespace
+                    .as_deref()
+                    .and_then(|ns| {
+                        ns.strip_prefix(causeway_crds::well_known::EXECUTION_NAMESPACE_PREFIX)
+                    })
+                    .unwrap_or_default()
+                    .to_string();
+                if !plan.held.contains(&cluster) {
+                    return Some(w);
+                }
+                work_of(&cluster).map(|actual| rollout::held_work(&w, actual))
+            })
+            .collect();
+        (works, Some(plan.progress))
+    }
+
+    /// A Normal Event on the template each time a rollout moves on (a wave released, or
+    /// every wave done); the binding's `RolledOut` condition says where it stands.
+    async fn tell_rollout(
+        &mut self,
+        b: &View<'_>,
+        template: &Arc<DynamicObject>,
+        progress: Option<&rollout::Progress>,
+    ) {
+        let Some(p) = progress else { return };
+        let note = match p {
+            rollout::Progress::Complete { .. } => p.message(),
+            rollout::Progress::Waiting {
+                generation,
+                wave,
+                waves,
+                name,
+                ..
+            } => format!("wave {wave} of {waves} ({name}) gets template generation {generation}"),
+        };
+        self.tell(b, template, EventType::Normal, "RolloutProgressing", &note)
+            .await;
     }
 
     /// Applies the rendered Works and deletes those of clusters no longer scheduled

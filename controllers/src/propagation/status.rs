@@ -107,6 +107,45 @@ pub fn binding_status(
     }
 }
 
+/// Sets the binding's `RolledOut` condition from where its rollout stands (`None`: the
+/// binding has no rollout, and the condition goes).
+pub fn with_rollout(
+    st: &mut BindingStatus,
+    progress: Option<&causeway_crds::federation::rollout::Progress>,
+    now: &Time,
+) {
+    use causeway_crds::federation::rollout::Progress;
+    let Some(progress) = progress else {
+        st.conditions.retain(|c| c.type_ != conditions::ROLLED_OUT);
+        return;
+    };
+    let (status, reason) = match progress {
+        Progress::Complete { .. } => ("True", conditions::REASON_ROLLOUT_COMPLETE),
+        Progress::Waiting { .. } => ("False", conditions::REASON_WAVE_IN_PROGRESS),
+    };
+    let c = Condition {
+        type_: conditions::ROLLED_OUT.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: progress.message(),
+        observed_generation: None,
+        last_transition_time: crate::condition::since(
+            &st.conditions,
+            conditions::ROLLED_OUT,
+            status,
+            now,
+        ),
+    };
+    match st
+        .conditions
+        .iter_mut()
+        .find(|x| x.type_ == conditions::ROLLED_OUT)
+    {
+        Some(x) => *x = c,
+        None => st.conditions.push(c),
+    }
+}
+
 /// The hub template's `.status` from its Works (the first manifest of each), or `None`
 /// for kinds without an aggregation rule; see [`aggregate::template_status`].
 pub fn template_status(

@@ -57,6 +57,10 @@ pub struct BindingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspension: Option<Suspension>,
 
+    /// The ordered rollout of template changes (copied from the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::federation::rollout::Rollout>,
+
     /// Keep the member copies when the template is deleted (copied from the policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preserve_resources_on_deletion: Option<bool>,
@@ -283,6 +287,9 @@ pub mod conditions {
     pub const SCHEDULED: &str = "Scheduled";
     /// `FullyApplied`: every scheduled cluster has applied the resource.
     pub const FULLY_APPLIED: &str = "FullyApplied";
+    /// `RolledOut` (only with `spec.rollout`): every wave runs the template's
+    /// generation, applied and healthy.
+    pub const ROLLED_OUT: &str = "RolledOut";
 
     /// `Scheduled=True`.
     pub const REASON_SUCCESS: &str = "Success";
@@ -304,6 +311,11 @@ pub mod conditions {
     pub const REASON_FULLY_APPLIED_SUCCESS: &str = "FullyAppliedSuccess";
     /// `FullyApplied=False`: the message names the clusters that have not applied.
     pub const REASON_FULLY_APPLIED_FAILED: &str = "FullyAppliedFailed";
+    /// `RolledOut=True`.
+    pub const REASON_ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    /// `RolledOut=False`: the message names the wave, the clusters it waits for and
+    /// why, and the clusters held at what they run.
+    pub const REASON_WAVE_IN_PROGRESS: &str = "WaveInProgress";
 }
 
 #[cfg(test)]

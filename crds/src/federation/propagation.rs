@@ -61,6 +61,11 @@ pub struct PropagationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspension: Option<Suspension>,
 
+    /// Rolls a new template generation out wave by wave: a wave's clusters get it once
+    /// every cluster of the waves before runs it, applied and healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::federation::rollout::Rollout>,
+
     /// Keep the propagated resources in the members when the template is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preserve_resources_on_deletion: Option<bool>,

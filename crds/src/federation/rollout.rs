@@ -211,8 +211,11 @@ pub fn plan(
 }
 
 /// Whether `work` (one cluster's) runs template `generation`, every manifest applied
-/// and healthy; `Err` says why not. An object whose kind has no health rule counts once
-/// it reports a status (its health stays Unknown).
+/// and healthy; `Err` says why not. A workload must also have every updated replica
+/// available (`availableReplicas` ≥ `updatedReplicas`: a Pod that cannot be scheduled
+/// holds the wave, although the health rule counts updated replicas only). An object
+/// whose kind has no health rule counts once it reports a status (its health stays
+/// Unknown).
 pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
     let Some(work) = work else {
         return Err("no Work yet".into());
@@ -235,6 +238,19 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
             Some(g) if g >= generation => {}
             Some(g) => return Err(format!("{what} runs template generation {g}")),
             None => return Err(format!("{what} has not reported its template generation")),
+        }
+        if let Some(st) = &s.status
+            && let Some(updated) = st.get("updatedReplicas").and_then(|v| v.as_i64())
+        {
+            let available = st
+                .get("availableReplicas")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(0);
+            if available < updated {
+                return Err(format!(
+                    "{what} has {available} of {updated} updated replicas available"
+                ));
+            }
         }
         match s.health {
             Some(ResourceHealth::Healthy) => {}

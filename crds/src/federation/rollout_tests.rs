@@ -258,6 +258,20 @@ fn settled_means_applied_at_the_generation_and_healthy() {
             Err("Deployment web is unhealthy".into()),
         ),
         (
+            "healthy by its rule, but an updated replica not available",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![{
+                    let mut m = reported(true, Some(5), Some(Healthy), true);
+                    m.status =
+                        Some(json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 1}));
+                    m
+                }]),
+            )),
+            Err("Deployment web has 1 of 2 updated replicas available".into()),
+        ),
+        (
             "no health rule, status reported",
             Some(work(
                 2,

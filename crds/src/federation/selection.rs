@@ -508,6 +508,29 @@ pub fn validate_policy(policy: &PolicyRef<'_>) -> Result<(), SelectionError> {
             }
         }
     }
+    for (i, w) in policy
+        .spec
+        .rollout
+        .iter()
+        .flat_map(|r| r.waves.iter())
+        .enumerate()
+    {
+        let at = format!("spec.rollout.waves[{i}]");
+        if w.cluster_names.is_empty() && w.label_selector.is_none() {
+            push(
+                at.clone(),
+                "",
+                "a wave selects no cluster: give clusterNames or a labelSelector (clusters no \
+                 wave selects go last, in a wave of their own)"
+                    .into(),
+            );
+        }
+        if let Some(ls) = &w.label_selector {
+            for e in labels::validate(ls, &format!("{at}.labelSelector")) {
+                push(e.field, &e.value, e.message);
+            }
+        }
+    }
     if errors.is_empty() {
         Ok(())
     } else {

@@ -35,6 +35,7 @@ mod propagation_applier_lifecycle;
 mod propagation_cli;
 mod propagation_faults;
 mod propagation_protect;
+mod propagation_rollout;
 mod registry;
 mod relay;
 mod search;

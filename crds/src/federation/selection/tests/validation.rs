@@ -117,6 +117,26 @@ fn validate_policy_table_b15() {
             pp("a", 0, None, sel(|s| s.label_selector = Some(LabelSelector { match_labels: Some(BTreeMap::from([("app".to_string(), "bad value!".to_string())])), match_expressions: None }))),
             vec!["spec.resourceSelectors[0].labelSelector.matchLabels: Invalid value: \"bad value!\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".into()],
         ),
+        (
+            "a rollout wave that selects no cluster, and one with a bad selector",
+            {
+                let mut p = pp("a", 0, None, kind_only());
+                p.spec.rollout = Some(crate::federation::rollout::Rollout {
+                    waves: vec![
+                        Default::default(),
+                        crate::federation::rollout::RolloutWave {
+                            label_selector: Some(LabelSelector { match_labels: Some(BTreeMap::from([("bad key!".to_string(), "x".to_string())])), match_expressions: None }),
+                            ..Default::default()
+                        },
+                    ],
+                });
+                p
+            },
+            vec![
+                "spec.rollout.waves[0]: Invalid value: \"\": a wave selects no cluster: give clusterNames or a labelSelector (clusters no wave selects go last, in a wave of their own)".into(),
+                "spec.rollout.waves[1].labelSelector.matchLabels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".into(),
+            ],
+        ),
     ];
     for (case, policy, want) in table {
         let got = match validate_policy(&policy.as_ref()) {

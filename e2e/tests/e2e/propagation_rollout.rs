@@ -1,0 +1,129 @@
+//! Ordered rollouts (`spec.rollout.waves`): the README's rollout demo applied with
+//! kubectl to a hub and three members. A new template generation reaches east (the
+//! canary), then west, then north, each wave once the ones before run it applied,
+//! healthy and available; a generation the canary cannot run stops there, with the
+//! later clusters keeping what they run and the binding saying why; the next good
+//! generation goes all the way.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::mcs_support::eventually;
+use crate::propagation::{WAIT, fleet_of, get};
+use crate::support::Env;
+
+/// Each member's image of Deployment web (None: not there).
+async fn images(env: &Env) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for c in ["east", "west", "north"] {
+        let d = get(env, c, &["deployment", "web", "-n", "demo"]).await;
+        out.push(d.and_then(|d| {
+            d.pointer("/spec/template/spec/containers/0/image")
+                .and_then(Value::as_str)
+                .map(String::from)
+        }));
+    }
+    out
+}
+
+/// The binding's RolledOut condition: (status, reason, message).
+async fn rolled_out(env: &Env) -> Option<(String, String, String)> {
+    let rb = get(env, "hub", &["rb", "web-deployment", "-n", "demo"]).await?;
+    let c = rb
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "RolledOut")?
+        .clone();
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((s("status"), s("reason"), s("message")))
+}
+
+fn some(v: &[&str]) -> Vec<Option<String>> {
+    v.iter().map(|s| Some(s.to_string())).collect()
+}
+
+/// Applies the demo's Deployment with `image` and a CPU request of `cpu`.
+async fn template(env: &Env, image: &str, cpu: &str) {
+    let yaml =
+        std::fs::read_to_string(crate::support::repo().join("examples/rollout-demo/web.yaml"))
+            .unwrap()
+            .replace("nginx:1.27", image)
+            .replace("cpu: 100m", &format!("cpu: {cpu}"));
+    let f = env.file("web.yaml", &yaml);
+    env.ok(&["apply", "-f", &f]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
+    let (env, _ctl) = fleet_of(&["east", "west", "north"]).await;
+    env.ok(&["apply", "-f", "examples/rollout-demo/"]).await;
+
+    // the first generation goes everywhere, wave by wave
+    eventually("nginx:1.27 everywhere", WAIT, || async {
+        (images(&env).await == some(&["nginx:1.27"; 3])).then_some(())
+    })
+    .await;
+    eventually("RolledOut=True", WAIT, || async {
+        let (status, reason, _) = rolled_out(&env).await?;
+        (status == "True" && reason == "RolloutComplete").then_some(())
+    })
+    .await;
+
+    // a generation the canary cannot run (no node has 500 CPUs): east gets it and
+    // the rollout stops there, west and north keep 1.27
+    template(&env, "nginx:1.28", "500").await;
+    eventually("east runs 1.28", WAIT, || async {
+        (images(&env).await[0].as_deref() == Some("nginx:1.28")).then_some(())
+    })
+    .await;
+    let (status, reason, message) = eventually("RolledOut=False on the canary", WAIT, || async {
+        let c = rolled_out(&env).await?;
+        (c.0 == "False" && c.2.contains("east")).then_some(c)
+    })
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "WaveInProgress")
+    );
+    assert!(
+        message.starts_with(
+            "wave 1 of 3 (canary) is rolling out template generation 2, waiting for east: "
+        ) && message.ends_with("held at what they run until then: north, west"),
+        "{message}"
+    );
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        assert_eq!(
+            images(&env).await,
+            some(&["nginx:1.28", "nginx:1.27", "nginx:1.27"]),
+            "the later waves are held"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // the user sees why on the template too
+    let events = env
+        .ok(&[
+            "get",
+            "events",
+            "-n",
+            "demo",
+            "--field-selector",
+            "involvedObject.name=web",
+        ])
+        .await;
+    assert!(events.contains("RolloutProgressing"), "{events}");
+
+    // a good generation: through the canary, then west, then north
+    template(&env, "nginx:1.29", "100m").await;
+    eventually("nginx:1.29 everywhere", WAIT, || async {
+        (images(&env).await == some(&["nginx:1.29"; 3])).then_some(())
+    })
+    .await;
+    eventually("RolledOut=True again", WAIT, || async {
+        let (status, _, message) = rolled_out(&env).await?;
+        (status == "True" && message.contains("generation 3")).then_some(())
+    })
+    .await;
+}
