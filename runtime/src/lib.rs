@@ -19,6 +19,7 @@ pub mod admin;
 pub mod apply;
 pub mod client;
 pub mod crds;
+pub mod events;
 pub mod https;
 pub mod leader;
 pub mod log;

@@ -37,7 +37,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Servi
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Reporter};
 use kube::runtime::watcher;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -175,19 +175,16 @@ pub async fn run(
         return;
     }
     tracing::info!("propagation controller running");
-    let recorder = Recorder::new(
-        hub.clone(),
-        Reporter {
-            controller: "causeway-propagation".into(),
-            instance: None,
-        },
-    );
+    let reporter = Reporter {
+        controller: "causeway-propagation".into(),
+        instance: None,
+    };
     let mut kinds = Kinds::new(hub.clone(), wake.clone(), stop.clone());
     let mut memos = Memos::default();
     let mut dirty = Dirty::full();
     loop {
         let started = Instant::now();
-        let failures = round(&hub, &c, &mut kinds, &mut memos, &recorder, &dirty).await;
+        let failures = round(&hub, &c, &mut kinds, &mut memos, &reporter, &dirty).await;
         metrics.observe_reconcile("propagation", "hub", started.elapsed(), failures.count);
         dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
             Some(d) => d,
@@ -274,7 +271,7 @@ async fn round(
     c: &Caches,
     kinds: &mut Kinds,
     memos: &mut Memos,
-    recorder: &Recorder,
+    reporter: &Reporter,
     dirty: &Dirty,
 ) -> Failures {
     let mut failures = Failures::new("propagation", "hub");
@@ -318,7 +315,7 @@ async fn round(
         hub,
         kinds,
         memos,
-        recorder,
+        reporter,
         failures: &mut failures,
         clusters: &clusters,
         ops: &ops,
@@ -429,7 +426,7 @@ struct Ctx<'a> {
     hub: &'a kube::Client,
     kinds: &'a Kinds,
     memos: &'a mut Memos,
-    recorder: &'a Recorder,
+    reporter: &'a Reporter,
     failures: &'a mut Failures,
     clusters: &'a [Arc<Cluster>],
     ops: &'a [Arc<OverridePolicy>],

@@ -126,4 +126,23 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
         (status == "True" && message.contains("generation 3")).then_some(())
     })
     .await;
+    // an Event for each wave it went through, each with its own note
+    let events = env
+        .ok(&[
+            "get",
+            "events",
+            "-n",
+            "demo",
+            "--field-selector",
+            "reason=RolloutProgressing",
+        ])
+        .await;
+    for note in [
+        "wave 1 of 3 (canary) gets template generation 3",
+        "wave 2 of 3 (wave-2) gets template generation 3",
+        "wave 3 of 3 (the clusters no wave selects) gets template generation 3",
+        "every wave (3) runs template generation 3, applied and healthy",
+    ] {
+        assert!(events.contains(note), "{note}: {events}");
+    }
 }
