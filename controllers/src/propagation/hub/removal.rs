@@ -157,7 +157,7 @@ impl Ctx<'_> {
             secondary: None,
         };
         match causeway_runtime::events::publish_note(
-            &self.hub,
+            self.hub,
             self.reporter,
             &ev,
             &template.object_ref(resource),
