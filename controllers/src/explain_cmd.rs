@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use anyhow::Context;
 use causeway_crds::federation::binding::{
     BindingSpec, BindingStatus, ClusterResourceBinding, ResourceBinding, binding_name,
+    conditions as binding_conditions,
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
@@ -189,6 +190,9 @@ pub(crate) fn explain(inp: &Inputs<'_>) -> Report {
                 .and_then(|a| a.applied_message.clone());
             match work_of(name) {
                 Some(work) => member(&mut out, inp, work, target.is_some_and(|t| t.replicas.is_some())),
+                None if target.is_some() && hub_says.is_none() && rolling_out(inp) => out.notes.push(
+                    "no Work yet: the ordered rollout (spec.rollout) has not reached this cluster's wave; the binding's RolledOut condition says which cluster it waits for".into(),
+                ),
                 None if target.is_some() && hub_says.is_none() => out.notes.push(
                     "no Work yet: the hub has not rendered the template for this cluster (is `causeway controller` running? see the binding's conditions)".into(),
                 ),
@@ -216,6 +220,36 @@ fn condition_line(c: &Condition) -> ConditionLine {
         reason: c.reason.clone(),
         message: c.message.clone(),
     }
+}
+
+/// Whether the binding's ordered rollout is under way (`RolledOut=False`).
+fn rolling_out(inp: &Inputs<'_>) -> bool {
+    inp.spec
+        .rollout
+        .as_ref()
+        .is_some_and(|r| !r.waves.is_empty())
+        && inp.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == binding_conditions::ROLLED_OUT && c.status == "False")
+        })
+}
+
+/// A note for a member copy the ordered rollout holds at an older template generation.
+fn held_by_rollout(inp: &Inputs<'_>, manifest: &Value) -> Option<String> {
+    let generation = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_i64);
+    let template = generation(inp.template, "/metadata/generation")?;
+    let runs: i64 = manifest
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(annotations::TEMPLATE_GENERATION))
+        .and_then(Value::as_str)?
+        .parse()
+        .ok()?;
+    (rolling_out(inp) && runs < template).then(|| {
+        format!(
+            "held by the ordered rollout (spec.rollout) at template generation {runs} (the template is at {template}): the differences above are the older generation's; its wave starts once the waves before it run the new one (the binding's RolledOut condition says which cluster it waits for)"
+        )
+    })
 }
 
 /// The Work's part of a cluster's report: the diff of the template's manifest and its
@@ -255,6 +289,9 @@ fn member(out: &mut ClusterReport, inp: &Inputs<'_>, work: &Work, divided: bool)
         Default::default()
     });
     out.changes = diff(inp.template, &manifests[ordinal].0, &prov, divided);
+    if let Some(note) = held_by_rollout(inp, &manifests[ordinal].0) {
+        out.notes.push(note);
+    }
     let status = work.status.as_ref();
     let ms = status.and_then(|s| {
         let ordinal = i32::try_from(ordinal).ok()?;

@@ -431,6 +431,86 @@ west: chosen, 3 replica(s)
 }
 
 #[test]
+fn clusters_an_ordered_rollout_holds_are_explained() {
+    let template = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "demo", "uid": "u", "generation": 3},
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.29"}]}}}});
+    let at = |image: &str, generation: &str| {
+        let mut m = template.clone();
+        m["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+        m["metadata"]["annotations"] = json!({"causeway.io/template-generation": generation});
+        m.as_object_mut().unwrap().remove("status");
+        m
+    };
+    let works = [
+        work(
+            "east",
+            at("nginx:1.29", "3"),
+            None,
+            Some(manifest_status(true, None, ResourceHealth::Unhealthy)),
+        ),
+        work(
+            "west",
+            at("nginx:1.27", "1"),
+            None,
+            Some(manifest_status(true, None, ResourceHealth::Healthy)),
+        ),
+    ];
+    let spec = BindingSpec {
+        clusters: ["east", "west", "north"]
+            .map(|n| TargetCluster {
+                name: n.into(),
+                replicas: None,
+            })
+            .to_vec(),
+        rollout: Some(
+            serde_json::from_value(json!({"waves": [{"clusterNames": ["east"]}]})).unwrap(),
+        ),
+        ..BindingSpec::default()
+    };
+    let status = BindingStatus {
+        conditions: vec![condition(
+            "RolledOut",
+            "False",
+            "WaveInProgress",
+            "wave 1 of 2 (wave-1) is rolling out template generation 3, waiting for east: Deployment web is unhealthy; held at what they run until then: north, west",
+        )],
+        ..Default::default()
+    };
+    let labels = BTreeMap::new();
+    let clusters = ["east", "north", "west"].map(String::from);
+    let report = explain(&Inputs {
+        template: &template,
+        describe: "Deployment demo/web".into(),
+        binding_ref: "ResourceBinding demo/web-deployment".into(),
+        binding_labels: &labels,
+        spec: &spec,
+        status: Some(&status),
+        works: &works,
+        clusters: &clusters,
+    });
+    let notes = |c: &str| {
+        report
+            .clusters
+            .iter()
+            .find(|r| r.name == c)
+            .unwrap()
+            .notes
+            .clone()
+    };
+    assert!(notes("east").is_empty(), "{:?}", notes("east"));
+    assert_eq!(
+        notes("west"),
+        vec!["held by the ordered rollout (spec.rollout) at template generation 1 (the template is at 3): the differences above are the older generation's; its wave starts once the waves before it run the new one (the binding's RolledOut condition says which cluster it waits for)".to_string()]
+    );
+    assert_eq!(
+        notes("north"),
+        vec!["no Work yet: the ordered rollout (spec.rollout) has not reached this cluster's wave; the binding's RolledOut condition says which cluster it waits for".to_string()]
+    );
+    assert!(text(&report).contains("RolledOut: False (WaveInProgress): wave 1 of 2"));
+}
+
+#[test]
 fn a_work_left_for_a_cluster_not_chosen_and_an_unknown_cluster_are_noted() {
     let template = json!({"kind": "Deployment", "metadata": {"name": "shop"}});
     let works = [work("gone", template.clone(), None, None)];
