@@ -502,9 +502,9 @@ impl Ctx<'_> {
             }
             if out.blocked.is_none() {
                 let (to_write, progress) = self.roll_out(b, template, out.works, works);
-                self.tell_rollout(b, template, progress.as_ref()).await;
-                rollout = progress;
                 self.write_works(b, &to_write, &out.failed, works).await;
+                self.tell_rollout(b, template, progress.as_ref()).await;
+                rollout = Some(progress);
             }
             failed = out.failed;
         }
@@ -535,10 +535,9 @@ impl Ctx<'_> {
             previous.as_ref(),
             self.now,
         );
-        if b.frozen() {
-            // nothing rendered: the rollout's condition stays as it was
-        } else {
-            status::with_rollout(&mut st, rollout.as_ref(), self.now);
+        // only when rendered (not frozen, not blocked): else the condition stays as it was
+        if let Some(progress) = &rollout {
+            status::with_rollout(&mut st, progress.as_ref(), self.now);
         }
         // a Warning Event on the template for what a member refused (conflicts,
         // immutable fields, timeouts), once per distinct set of failures
@@ -620,7 +619,17 @@ impl Ctx<'_> {
         let Some(spec) = b.spec.rollout.as_ref().filter(|r| !r.waves.is_empty()) else {
             return (rendered, None);
         };
-        let generation = template.metadata.generation.unwrap_or(0);
+        let Some(generation) = template.metadata.generation else {
+            let kind = &b.spec.resource.kind;
+            let name = match b.namespace {
+                Some(ns) => format!("{kind} {ns}/{}", template.name_any()),
+                None => format!("{kind} {}", template.name_any()),
+            };
+            return (
+                rendered,
+                Some(rollout::Progress::Unordered { template: name }),
+            );
+        };
         let work_of = |cluster: &str| {
             let ns = execution_namespace(cluster);
             actual
@@ -670,6 +679,12 @@ impl Ctx<'_> {
     ) {
         let Some(p) = progress else { return };
         let note = match p {
+            rollout::Progress::Unordered { .. } => {
+                let note = p.message();
+                return self
+                    .tell(b, template, EventType::Warning, "RolloutUnordered", &note)
+                    .await;
+            }
             rollout::Progress::Complete { .. } => p.message(),
             rollout::Progress::Waiting {
                 generation,

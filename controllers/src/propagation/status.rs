@@ -122,13 +122,14 @@ pub fn with_rollout(
     let (status, reason) = match progress {
         Progress::Complete { .. } => ("True", conditions::REASON_ROLLOUT_COMPLETE),
         Progress::Waiting { .. } => ("False", conditions::REASON_WAVE_IN_PROGRESS),
+        Progress::Unordered { .. } => ("Unknown", conditions::REASON_NO_GENERATION),
     };
     let c = Condition {
         type_: conditions::ROLLED_OUT.to_string(),
         status: status.to_string(),
         reason: reason.to_string(),
         message: progress.message(),
-        observed_generation: None,
+        observed_generation: progress.generation(),
         last_transition_time: crate::condition::since(
             &st.conditions,
             conditions::ROLLED_OUT,

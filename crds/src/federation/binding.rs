@@ -313,6 +313,8 @@ pub mod conditions {
     pub const REASON_FULLY_APPLIED_FAILED: &str = "FullyAppliedFailed";
     /// `RolledOut=True`.
     pub const REASON_ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    /// `RolledOut=Unknown`: the template has no `metadata.generation` to order by.
+    pub const REASON_NO_GENERATION: &str = "NoGeneration";
     /// `RolledOut=False`: the message names the wave, the clusters it waits for and
     /// why, and the clusters held at what they run.
     pub const REASON_WAVE_IN_PROGRESS: &str = "WaveInProgress";

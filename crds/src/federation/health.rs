@@ -80,6 +80,21 @@ fn condition_true(obj: &Value, type_: &str) -> bool {
         })
 }
 
+/// The kinds [`health`] has a rule for (their health is Unknown only until their status
+/// says more); the others are always Unknown.
+pub fn judged(group: &str, kind: &str) -> bool {
+    matches!(
+        (group, kind),
+        (
+            "apps",
+            "Deployment" | "StatefulSet" | "ReplicaSet" | "DaemonSet"
+        ) | ("networking.k8s.io", "Ingress")
+            | ("", "PersistentVolumeClaim" | "Pod" | "Service")
+            | ("policy", "PodDisruptionBudget")
+            | ("batch", "Job")
+    ) || STATUSLESS.contains(&(group, kind))
+}
+
 /// The health of `obj` (a complete object: apiVersion, kind, metadata, spec, status).
 pub fn health(obj: &Value) -> ResourceHealth {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");

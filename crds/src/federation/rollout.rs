@@ -21,8 +21,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::federation::health;
 use crate::federation::selection::labels;
 use crate::federation::work::{ResourceHealth, Work};
+use crate::well_known::annotations;
 
 /// An ordered rollout of template changes.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -55,6 +57,12 @@ pub struct RolloutWave {
 /// Where a rollout stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Progress {
+    /// The template has no `metadata.generation` (a ConfigMap, a Secret, a Service...):
+    /// nothing to order by, so every cluster gets each change at once.
+    Unordered {
+        /// `ConfigMap demo/settings`.
+        template: String,
+    },
     /// Every wave runs the generation (or there is no rollout).
     Complete {
         /// The generation every scheduled cluster runs.
@@ -80,9 +88,22 @@ pub enum Progress {
 }
 
 impl Progress {
+    /// The template generation it is about, if any.
+    pub fn generation(&self) -> Option<i64> {
+        match self {
+            Progress::Unordered { .. } => None,
+            Progress::Complete { generation, .. } | Progress::Waiting { generation, .. } => {
+                Some(*generation)
+            }
+        }
+    }
+
     /// A sentence for a condition or an Event.
     pub fn message(&self) -> String {
         match self {
+            Progress::Unordered { template } => format!(
+                "{template} has no metadata.generation (its kind keeps none), so spec.rollout cannot order its changes: every cluster gets them at once"
+            ),
             Progress::Complete { generation, waves } => format!(
                 "every wave ({waves}) runs template generation {generation}, applied and healthy"
             ),
@@ -211,11 +232,12 @@ pub fn plan(
 }
 
 /// Whether `work` (one cluster's) runs template `generation`, every manifest applied
-/// and healthy; `Err` says why not. A workload must also have every updated replica
-/// available (`availableReplicas` ≥ `updatedReplicas`: a Pod that cannot be scheduled
-/// holds the wave, although the health rule counts updated replicas only). An object
-/// whose kind has no health rule counts once it reports a status (its health stays
-/// Unknown).
+/// and healthy; `Err` says why not. A workload must also have finished its own rollout,
+/// as `kubectl rollout status` waits for: no replicas left of an older template
+/// (`status.replicas` = `updatedReplicas`) and every updated one available (a Pod that
+/// cannot be scheduled holds the wave, although the health rule counts updated
+/// replicas only). A kind with no health rule (its health stays Unknown) counts once
+/// applied.
 pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
     let Some(work) = work else {
         return Err("no Work yet".into());
@@ -235,17 +257,21 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
             return Err(format!("{what} is not applied yet {why}").trim_end().into());
         }
         match s.template_generation {
-            Some(g) if g >= generation => {}
+            Some(g) if g == generation => {}
             Some(g) => return Err(format!("{what} runs template generation {g}")),
             None => return Err(format!("{what} has not reported its template generation")),
         }
         if let Some(st) = &s.status
             && let Some(updated) = st.get("updatedReplicas").and_then(|v| v.as_i64())
         {
-            let available = st
-                .get("availableReplicas")
-                .and_then(|v| v.as_i64())
-                .unwrap_or(0);
+            let count = |k: &str| st.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
+            let (total, available) = (count("replicas"), count("availableReplicas"));
+            if total > updated {
+                return Err(format!(
+                    "{what} still runs {} replica(s) of an older template",
+                    total - updated
+                ));
+            }
             if available < updated {
                 return Err(format!(
                     "{what} has {available} of {updated} updated replicas available"
@@ -254,8 +280,8 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
         }
         match s.health {
             Some(ResourceHealth::Healthy) => {}
-            Some(ResourceHealth::Unknown) if s.status.is_some() => {}
             Some(ResourceHealth::Unhealthy) => return Err(format!("{what} is unhealthy")),
+            _ if !health::judged(&s.identifier.group, &s.identifier.kind) => {}
             _ => return Err(format!("{what} has not reported its health yet")),
         }
     }
@@ -281,6 +307,21 @@ pub fn held_work(rendered: &Work, actual: &Work) -> Work {
         }
     }
     w.spec.workload.manifests = manifests;
+    // the overrides' provenance of the manifests it keeps, not of the new render's
+    let provenance = actual
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::PROVENANCE));
+    let mine = w.metadata.annotations.get_or_insert_with(Default::default);
+    match provenance {
+        Some(p) => {
+            mine.insert(annotations::PROVENANCE.to_string(), p.clone());
+        }
+        None => {
+            mine.remove(annotations::PROVENANCE);
+        }
+    }
     w
 }
 

@@ -187,6 +187,7 @@ fn reported(
 ) -> ManifestStatus {
     ManifestStatus {
         identifier: ResourceIdentifier {
+            group: "apps".into(),
             kind: "Deployment".into(),
             name: "web".into(),
             version: "v1".into(),
@@ -200,6 +201,14 @@ fn reported(
         generation: Some(1),
         template_generation: tg,
     }
+}
+
+/// A custom resource (no health rule: Unknown) applied at generation 5.
+fn widget(status: bool) -> ManifestStatus {
+    let mut m = reported(true, Some(5), Some(ResourceHealth::Unknown), status);
+    m.identifier.group = "example.com".into();
+    m.identifier.kind = "Widget".into();
+    m
 }
 
 #[test]
@@ -222,13 +231,13 @@ fn settled_means_applied_at_the_generation_and_healthy() {
             Ok(()),
         ),
         (
-            "a newer generation counts",
+            "another generation (a template recreated while members kept their copies)",
             Some(work(
                 2,
                 "v2",
                 Some(vec![reported(true, Some(6), Some(Healthy), true)]),
             )),
-            Ok(()),
+            Err("Deployment web runs template generation 6".into()),
         ),
         (
             "an older generation",
@@ -272,16 +281,26 @@ fn settled_means_applied_at_the_generation_and_healthy() {
             Err("Deployment web has 1 of 2 updated replicas available".into()),
         ),
         (
-            "no health rule, status reported",
+            "replicas of the older template still there",
             Some(work(
                 2,
                 "v2",
-                Some(vec![reported(true, Some(5), Some(Unknown), true)]),
+                Some(vec![{
+                    let mut m = reported(true, Some(5), Some(Healthy), true);
+                    m.status =
+                        Some(json!({"replicas": 3, "updatedReplicas": 2, "availableReplicas": 3}));
+                    m
+                }]),
             )),
+            Err("Deployment web still runs 1 replica(s) of an older template".into()),
+        ),
+        (
+            "a kind with no health rule, with or without a status",
+            Some(work(2, "v2", Some(vec![widget(true), widget(false)]))),
             Ok(()),
         ),
         (
-            "no status reported yet",
+            "a Deployment with no status yet",
             Some(work(
                 2,
                 "v2",
@@ -297,10 +316,19 @@ fn settled_means_applied_at_the_generation_and_healthy() {
 
 #[test]
 fn a_held_cluster_keeps_its_manifests_but_follows_the_division() {
+    let prov = |p: &str| {
+        Some(std::collections::BTreeMap::from([(
+            crate::well_known::annotations::PROVENANCE.to_string(),
+            p.to_string(),
+        )]))
+    };
     let mut rendered = work(5, "v2", None);
     rendered.spec.suspend_dispatching = Some(true);
-    let actual = work(2, "v1", None);
+    rendered.metadata.annotations = prov("new overrides");
+    let mut actual = work(2, "v1", None);
+    actual.metadata.annotations = prov("old overrides");
     let held = held_work(&rendered, &actual);
+    assert_eq!(held.metadata.annotations, prov("old overrides"));
     let m = &held.spec.workload.manifests[0].0;
     assert_eq!(m.pointer("/spec/replicas"), Some(&json!(5)));
     assert_eq!(

@@ -365,3 +365,64 @@ fn template_status_aggregates_the_first_manifest_of_each_work() {
     assert_eq!(got["observedGeneration"], 1);
     assert_eq!(template_status("ConfigMap", 1, None, &works, 2), None);
 }
+
+/// R.3, R.5: the RolledOut condition follows the rollout (its transition time only when
+/// its status changes), says when the template has no generation to order by, and goes
+/// when the binding no longer has a rollout.
+#[test]
+fn the_rolled_out_condition_follows_the_rollout() {
+    use causeway_crds::federation::rollout::Progress;
+    let mut st = BindingStatus::default();
+    let waiting = Progress::Waiting {
+        generation: 2,
+        wave: 1,
+        waves: 2,
+        name: "canary".into(),
+        pending: vec![("east".into(), "Deployment web is unhealthy".into())],
+        held: vec!["west".into()],
+    };
+    let rolled = |st: &BindingStatus| {
+        st.conditions
+            .iter()
+            .find(|c| c.type_ == conditions::ROLLED_OUT)
+            .cloned()
+    };
+    with_rollout(&mut st, Some(&waiting), &t(1));
+    let c = rolled(&st).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.observed_generation),
+        ("False", conditions::REASON_WAVE_IN_PROGRESS, Some(2))
+    );
+    assert_eq!(
+        c.message,
+        "wave 1 of 2 (canary) is rolling out template generation 2, waiting for east: Deployment web is unhealthy; held at what they run until then: west"
+    );
+    // still waiting later: the transition time stays
+    with_rollout(&mut st, Some(&waiting), &t(5));
+    assert_eq!(rolled(&st).unwrap().last_transition_time, t(1));
+    let done = Progress::Complete {
+        generation: 2,
+        waves: 2,
+    };
+    with_rollout(&mut st, Some(&done), &t(9));
+    let c = rolled(&st).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.last_transition_time),
+        ("True", conditions::REASON_ROLLOUT_COMPLETE, t(9))
+    );
+    let unordered = Progress::Unordered {
+        template: "ConfigMap demo/settings".into(),
+    };
+    with_rollout(&mut st, Some(&unordered), &t(10));
+    let c = rolled(&st).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.observed_generation),
+        ("Unknown", conditions::REASON_NO_GENERATION, None)
+    );
+    assert_eq!(
+        c.message,
+        "ConfigMap demo/settings has no metadata.generation (its kind keeps none), so spec.rollout cannot order its changes: every cluster gets them at once"
+    );
+    with_rollout(&mut st, None, &t(11));
+    assert_eq!(rolled(&st), None);
+}

@@ -58,12 +58,15 @@ pub fn causes(old: &Value, new: &Value) -> Vec<Cause> {
         let before = items(&os, list);
         if let Some(after) = munged.get_mut(list).and_then(Value::as_array_mut) {
             for (ctr, was) in after.iter_mut().zip(&before) {
+                let Some(m) = ctr.as_object_mut() else {
+                    continue; // not a container: the spec differs, refused below
+                };
                 match was.get("image") {
-                    Some(image) => ctr["image"] = image.clone(),
+                    Some(image) => {
+                        m.insert("image".into(), image.clone());
+                    }
                     None => {
-                        if let Some(m) = ctr.as_object_mut() {
-                            m.remove("image");
-                        }
+                        m.remove("image");
                     }
                 }
             }
@@ -340,6 +343,15 @@ mod tests {
                     "spec.containers",
                     "Forbidden: pod updates may not add or remove containers",
                 )],
+            ),
+            (
+                "a container that is not an object",
+                base(),
+                with(|s| s["containers"] = json!(["nginx:2"])),
+                vec![
+                    msg("spec.containers[0].image", "Required value"),
+                    forbidden_spec("spec.containers"),
+                ],
             ),
             (
                 "an image emptied",

@@ -2,7 +2,7 @@
 //! how a scheduler assigns a Pod to a node, since an update may not change
 //! `spec.nodeName` ([`crate::state::pod_update`]). As kube-apiserver's `BindingREST`:
 //! the Binding is validated (`target.kind` Node or empty, `target.name` required), a Pod
-//! that is being deleted or already has a node gets 409, and otherwise it gets the node,
+//! that is being deleted, already has a node or still has scheduling gates gets 409, and otherwise it gets the node,
 //! the Binding's annotations and `PodScheduled=True`, through an update (watch events,
 //! resourceVersion), answered with a 201 Status.
 
@@ -74,6 +74,16 @@ pub fn create(
     if !assigned.is_empty() {
         return Err(refuse(format!(
             "pod {name} is already assigned to node {assigned:?}"
+        )));
+    }
+    if cur
+        .value
+        .pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty())
+    {
+        return Err(refuse(format!(
+            "pod {name} has non-empty .spec.schedulingGates"
         )));
     }
     let mut pod = client_value(rt, &cur.value);
