@@ -24,7 +24,10 @@
 //!    (Kubernetes' matching: key, operator Equal or Exists, value, effect; an empty
 //!    effect or, with Exists, an empty key matches all): "taint
 //!    cluster.causeway.io/not-ready:NoSchedule not tolerated". PreferNoSchedule never
-//!    keeps a cluster out.
+//!    keeps a cluster out;
+//! 7. `spreadConstraints` keep it ([`spread`]: the chosen clusters span between
+//!    `minGroups` and `maxGroups` regions, zones or providers and number within the
+//!    `cluster` constraint), e.g. "region us-west is not among the 2 region(s) chosen".
 //!
 //! kubefed's precedence table (§2.2) and Karmada disagree on two rows; the API is
 //! Karmada's, so Causeway follows Karmada and writes the rule down:
@@ -80,6 +83,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 mod affinity;
 mod divided;
+mod spread;
 mod taints;
 
 pub use affinity::{
@@ -141,6 +145,8 @@ pub enum Reason {
     NoWeight,
     /// Divided, and the division gave the cluster none of this many replicas.
     NoReplicas(i32),
+    /// Left out by `spreadConstraints`, with why.
+    Spread(String),
 }
 
 impl fmt::Display for Reason {
@@ -158,6 +164,7 @@ impl fmt::Display for Reason {
             Reason::Taint(taint) => write!(f, "taint {taint} not tolerated"),
             Reason::NoWeight => f.write_str("matched by no staticWeightList entry"),
             Reason::NoReplicas(n) => write!(f, "given none of the {n} replicas"),
+            Reason::Spread(why) => f.write_str(why),
         }
     }
 }
@@ -274,6 +281,12 @@ pub fn schedule(
                 }),
             }
         }
+        spread::apply(
+            &mut decision,
+            &placement.spread_constraints,
+            &named,
+            workload,
+        );
         if let Some(replicas) = divided(placement, workload) {
             let preferences = placement.replica_scheduling.as_ref();
             let preferences = preferences.and_then(|r| r.weight_preference.as_ref());
@@ -348,6 +361,10 @@ fn validate(placement: &Placement, workload: &Workload) -> Result<(), PlacementE
         &placement.cluster_tolerations,
         &format!("{at}.clusterTolerations"),
     ));
+    errs.extend(spread::validate(
+        &placement.spread_constraints,
+        &format!("{at}.spreadConstraints"),
+    ));
     if let Some(r) = workload.replicas.filter(|r| *r < 0) {
         errs.push(FieldError {
             field: "spec.replicas".into(),
@@ -358,12 +375,11 @@ fn validate(placement: &Placement, workload: &Workload) -> Result<(), PlacementE
     if !errs.is_empty() {
         return Err(PlacementError::Invalid(errs));
     }
-    if !placement.spread_constraints.is_empty() {
-        return Err(PlacementError::Unsupported {
-            field: format!("{at}.spreadConstraints"),
-            what: "spreading over groups of clusters".into(),
-            instead: "select the clusters with clusterAffinity".into(),
-        });
+    if let Some(e) = spread::unsupported(
+        &placement.spread_constraints,
+        &format!("{at}.spreadConstraints"),
+    ) {
+        return Err(e);
     }
     let aggregated = placement
         .replica_scheduling

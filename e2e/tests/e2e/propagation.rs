@@ -287,6 +287,61 @@ async fn clusters_entering_and_leaving_the_placement() {
     member_has(&env, "west", "settings", Some("v1")).await;
 }
 
+/// B.13: spread constraints with real kubectl: two regions of three, one cluster each;
+/// the third region's cluster is told why it is left out; asking for more regions than
+/// fit schedules nothing (NoClusterFit, with the reason), and lowering it schedules again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spread_constraints_span_the_regions_asked_for() {
+    let (env, _ctl) = fleet().await;
+    let spread = |min: u32| {
+        format!(
+            "  placement:\n    spreadConstraints:\n    - spreadByField: region\n      minGroups: {min}\n      maxGroups: 2\n    - spreadByField: cluster\n      maxGroups: 2\n"
+        )
+    };
+    let cm = env.file("cm.yaml", &configmap("spread", "v1"));
+    let pp = env.file("pp.yaml", &policy("spread", &spread(2)));
+    env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
+    // regions eu-north and us-east (by name: one cluster each), not us-west
+    member_has(&env, "north", "spread", Some("v1")).await;
+    member_has(&env, "east", "spread", Some("v1")).await;
+    let rb = get(&env, "hub", &["rb", "spread-configmap", "-n", "demo"])
+        .await
+        .unwrap();
+    let reasons = rb.pointer("/status/schedulingReasons").unwrap().to_string();
+    assert!(
+        reasons.contains("west")
+            && reasons.contains("region us-west is not among the 2 region(s) chosen"),
+        "{reasons}"
+    );
+    assert_eq!(member_value(&env, "west", "spread").await, None);
+    // three regions wanted with at most two: invalid, and the policy says so
+    let bad = env.file("pp.yaml", &policy("spread", &spread(3)));
+    env.ok(&["apply", "-f", &bad]).await;
+    let scheduled = eventually("Scheduled=False with the reason", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "spread-configmap", "-n", "demo"]).await?;
+        let c = rb
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Scheduled" && c["status"] == "False")?
+            .clone();
+        Some(c)
+    })
+    .await;
+    assert!(
+        scheduled["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("spreadConstraints[0].maxGroups: Invalid value: \"2\": must be greater than or equal to minGroups"),
+        "{scheduled}"
+    );
+    // the copies stay where they were meanwhile
+    assert_eq!(
+        member_value(&env, "north", "spread").await.as_deref(),
+        Some("v1")
+    );
+}
+
 /// G.47, D.32 ★ and G.45: deleting the PropagationPolicy together with its
 /// OverridePolicy leaves the members' overridden copies alone (never the
 /// un-overridden template); the binding says PolicyRemoved; deleting the template then

@@ -71,7 +71,7 @@ pub fn unmet_label_requirements(
 
 /// The Cluster's effective provider, region and zones: status (what the registry
 /// observed, itself spec first) when set, else spec.
-fn effective_fields(cluster: &Cluster) -> (Option<&str>, Option<&str>, Vec<&str>) {
+pub(super) fn effective_fields(cluster: &Cluster) -> (Option<&str>, Option<&str>, Vec<&str>) {
     let status = cluster.status.as_ref();
     let spec = &cluster.spec;
     let provider = status

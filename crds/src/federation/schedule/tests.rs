@@ -530,11 +530,20 @@ fn errors_say_what_to_do() {
         "spec.placement.replicaScheduling.replicaDivisionPreference: Aggregated is not supported yet; \
          use Weighted (with dynamicWeight: AvailableReplicas to follow capacity)"
     );
-    let spread = placement("spreadConstraints: [{spreadByField: cluster, maxGroups: 2}]");
-    assert!(matches!(
-        schedule(&spread, &fleet(), &w),
-        Err(PlacementError::Unsupported { field, .. }) if field == "spec.placement.spreadConstraints"
-    ));
+    let by_label = placement("spreadConstraints: [{spreadByLabel: team, maxGroups: 2}]");
+    assert_eq!(
+        schedule(&by_label, &fleet(), &w).unwrap_err().to_string(),
+        "spec.placement.spreadConstraints[0].spreadByLabel: spreading by a cluster label is not supported yet; \
+         spread by a field (region, zone or provider), or select the clusters with a labelSelector"
+    );
+    let two = placement(
+        "spreadConstraints: [{spreadByField: cluster}, {spreadByField: region}, {spreadByField: zone}]",
+    );
+    assert_eq!(
+        schedule(&two, &fleet(), &w).unwrap_err().to_string(),
+        "spec.placement.spreadConstraints: spreading by two fields at once is not supported yet; \
+         keep one of region, zone and provider (with the cluster constraint)"
+    );
 
     let mut clusters = fleet();
     clusters.push(clusters[0].clone());
@@ -621,5 +630,250 @@ fn decision_fills_the_binding() {
             {"cluster": "e", "reason": "being removed"},
             {"cluster": "f", "reason": not_named},
         ])
+    );
+}
+
+/// B.13: spread constraints' validation, as Karmada's webhook has it.
+#[test]
+fn invalid_spread_constraints_name_the_field() {
+    let at = "spec.placement.spreadConstraints";
+    let table = [
+        (
+            "spreadConstraints: [{spreadByField: region, spreadByLabel: team}, {spreadByField: cluster}]",
+            vec![format!(
+                "{at}[0].spreadByLabel: Invalid value: \"team\": spreadByLabel and spreadByField cannot both be set; keep one"
+            )],
+        ),
+        (
+            "spreadConstraints: [{spreadByField: cluster}, {spreadByField: cluster}]",
+            vec![format!(
+                "{at}[1].spreadByField: Invalid value: \"cluster\": is constrained by an earlier entry; give each field once"
+            )],
+        ),
+        (
+            "spreadConstraints: [{spreadByField: cluster, minGroups: 3, maxGroups: 2}]",
+            vec![format!(
+                "{at}[0].maxGroups: Invalid value: \"2\": must be greater than or equal to minGroups"
+            )],
+        ),
+        (
+            "spreadConstraints: [{spreadByField: region, maxGroups: 2}]",
+            vec![format!(
+                "{at}: Invalid value: \"\": a spreadByField other than cluster needs a spreadByField: cluster constraint too (how many clusters in all)"
+            )],
+        ),
+        (
+            "spreadConstraints: [{maxGroups: 2}, {spreadByField: cluster}]",
+            vec![format!(
+                "{at}[0]: Invalid value: \"\": give spreadByField (cluster, region, zone or provider) or spreadByLabel"
+            )],
+        ),
+    ];
+    for (yaml, want) in table {
+        match schedule(&placement(yaml), &fleet(), &Workload::default()) {
+            Err(PlacementError::Invalid(errs)) => {
+                let got: Vec<String> = errs.iter().map(ToString::to_string).collect();
+                assert_eq!(got, want, "{yaml}");
+            }
+            other => panic!("{yaml}: want Invalid, got {other:?}"),
+        }
+    }
+}
+
+/// Six clusters over three regions (two each), for spreading.
+const REGIONS: &str = r#"
+- metadata: {name: e1}
+  spec: {syncMode: Push, provider: aws, region: us-east}
+- metadata: {name: e2}
+  spec: {syncMode: Push, provider: aws, region: us-east}
+- metadata: {name: w1}
+  spec: {syncMode: Push, provider: gcp, region: us-west}
+- metadata: {name: w2}
+  spec: {syncMode: Push, provider: gcp, region: us-west}
+- metadata: {name: n1}
+  spec: {syncMode: Push, provider: gcp, region: eu-north}
+- metadata: {name: x}
+  spec: {syncMode: Push}
+"#;
+
+/// B.13: the chosen clusters span between minGroups and maxGroups regions and number
+/// within the cluster constraint; every cluster left out says why.
+#[test]
+fn spread_constraints_table() {
+    let fleet: Vec<Cluster> = serde_saphyr::from_str(REGIONS).unwrap();
+    let row = |yaml: &str, previous: &[&str]| {
+        let w = Workload {
+            previous: previous.iter().map(|c| (c.to_string(), 1)).collect(),
+            ..Workload::default()
+        };
+        let d = schedule(&placement(yaml), &fleet, &w).unwrap();
+        let mut all: Vec<(String, String)> = d
+            .chosen
+            .iter()
+            .map(|t| (t.cluster.clone(), "chosen".to_string()))
+            .chain(d.rejected.iter().map(|(c, r)| (c.clone(), r.to_string())))
+            .collect();
+        all.sort();
+        all
+    };
+    let no_region = "no region known, and spreadConstraints group clusters by region";
+    // region min = max = 2: exactly two regions (the two with most clusters), every
+    // cluster of them
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: region, minGroups: 2, maxGroups: 2}, {spreadByField: cluster}]",
+            &[]
+        ),
+        expect(&[
+            ("e1", "chosen"),
+            ("e2", "chosen"),
+            (
+                "n1",
+                "region eu-north is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+            ("w1", "chosen"),
+            ("w2", "chosen"),
+            ("x", no_region),
+        ])
+    );
+    // ... and at most 3 clusters: both regions keep one, taken in turn
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: region, minGroups: 2, maxGroups: 2}, {spreadByField: cluster, maxGroups: 3}]",
+            &[]
+        ),
+        expect(&[
+            ("e1", "chosen"),
+            ("e2", "chosen"),
+            (
+                "n1",
+                "region eu-north is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+            ("w1", "chosen"),
+            ("w2", "spreadConstraints allow at most 3 cluster(s)"),
+            ("x", no_region),
+        ])
+    );
+    // stable: where the workload runs is kept (eu-north and w2 already run it)
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: region, minGroups: 2, maxGroups: 2}, {spreadByField: cluster, maxGroups: 2}]",
+            &["n1", "w2"]
+        ),
+        expect(&[
+            (
+                "e1",
+                "region us-east is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+            (
+                "e2",
+                "region us-east is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+            ("n1", "chosen"),
+            ("w1", "spreadConstraints allow at most 2 cluster(s)"),
+            ("w2", "chosen"),
+            ("x", no_region),
+        ])
+    );
+    // more regions wanted than fit: nothing, and the binding says NoClusterFit with why
+    let need = "spreadConstraints need at least 4 regions, and only 3 (eu-north, us-east, us-west) have a cluster that fits";
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: region, minGroups: 4}, {spreadByField: cluster}]",
+            &[]
+        ),
+        expect(&[
+            ("e1", need),
+            ("e2", need),
+            ("n1", need),
+            ("w1", need),
+            ("w2", need),
+            ("x", no_region)
+        ])
+    );
+    // two regions but at most one cluster: cannot hold
+    let cannot = "spreadConstraints want 2 regions but at most 1 cluster(s): raise the cluster constraint's maxGroups";
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: region, minGroups: 2, maxGroups: 2}, {spreadByField: cluster, maxGroups: 1}]",
+            &[]
+        ),
+        expect(&[
+            ("e1", cannot),
+            ("e2", cannot),
+            (
+                "n1",
+                "region eu-north is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+            ("w1", cannot),
+            ("w2", cannot),
+            ("x", no_region)
+        ])
+    );
+    // the cluster constraint alone: at most 2 clusters, by name
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: cluster, maxGroups: 2}]",
+            &[]
+        ),
+        expect(&[
+            ("e1", "chosen"),
+            ("e2", "chosen"),
+            (
+                "n1",
+                "cluster n1 is not among the 2 cluster(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+            (
+                "w1",
+                "cluster w1 is not among the 2 cluster(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+            (
+                "w2",
+                "cluster w2 is not among the 2 cluster(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+            (
+                "x",
+                "cluster x is not among the 2 cluster(s) chosen (spreadConstraints maxGroups 2)"
+            ),
+        ])
+    );
+    // at least 7 clusters: only 6 fit
+    let few = "spreadConstraints need at least 7 cluster(s), and only 6 fit";
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: cluster, minGroups: 7}]",
+            &[]
+        ),
+        expect(&[
+            ("e1", few),
+            ("e2", few),
+            ("n1", few),
+            ("w1", few),
+            ("w2", few),
+            ("x", few)
+        ])
+    );
+}
+
+/// B.13 with a division: the replicas go over the clusters the constraints keep.
+#[test]
+fn spread_then_divide() {
+    let fleet: Vec<Cluster> = serde_saphyr::from_str(REGIONS).unwrap();
+    let p = placement(
+        "{spreadConstraints: [{spreadByField: region, minGroups: 2, maxGroups: 2}, {spreadByField: cluster, maxGroups: 2}], replicaScheduling: {replicaSchedulingType: Divided}}",
+    );
+    let w = Workload {
+        replicas: Some(6),
+        ..Workload::default()
+    };
+    let d = schedule(&p, &fleet, &w).unwrap();
+    let got: Vec<(String, Option<i32>)> = d
+        .chosen
+        .iter()
+        .map(|t| (t.cluster.clone(), t.replicas))
+        .collect();
+    assert_eq!(
+        got,
+        vec![("e1".to_string(), Some(3)), ("w1".to_string(), Some(3))]
     );
 }
