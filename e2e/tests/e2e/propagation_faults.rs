@@ -139,7 +139,15 @@ spec:
 "#,
     );
     let good = env.file("good.yaml", &policy("fine", ""));
-    env.ok(&["apply", "-f", &pps, "-f", &good]).await;
+    let failover = env.file(
+        "failover.yaml",
+        &policy(
+            "moving",
+            "  failover:\n    cluster:\n      purgeMode: Gracefully\n",
+        ),
+    );
+    env.ok(&["apply", "-f", &pps, "-f", &good, "-f", &failover])
+        .await;
     let valid = |kind: &'static str, name: &'static str, ns: Option<&'static str>| {
         let env = &env;
         async move {
@@ -179,6 +187,16 @@ spec:
     })
     .await;
     assert!(fine.starts_with("True"), "{fine}");
+    assert_eq!(fine.trim(), "True the policy is in force");
+    // in force, and saying what it does not do yet
+    let moving = eventually("moving's Valid condition", WAIT, || {
+        valid("pp", "moving", Some("demo"))
+    })
+    .await;
+    assert!(
+        moving.starts_with("True") && moving.contains("spec.failover is not implemented yet"),
+        "{moving}"
+    );
 }
 
 /// A PriorityClass travels with the workloads that use it: created on the hub with

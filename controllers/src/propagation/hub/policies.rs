@@ -76,7 +76,15 @@ impl Ctx<'_> {
             .and_then(|s| s.get("conditions"))
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default();
+        let failover = serde_json::to_value(p)
+            .ok()
+            .is_some_and(|v| v.pointer("/spec/failover").is_some_and(|f| !f.is_null()));
         let (status, reason, message) = match &why {
+            None if failover => (
+                "True",
+                pc::REASON_VALID,
+                "the policy is in force, but spec.failover is not implemented yet: a failed cluster keeps its copies (its NoSchedule taints only keep new work out); move a workload away by excluding the cluster from the placement".to_string(),
+            ),
             None => (
                 "True",
                 pc::REASON_VALID,
