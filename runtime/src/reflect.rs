@@ -195,6 +195,8 @@ pub struct Wake {
     notify: Notify,
     dirty: parking_lot::Mutex<Dirty>,
     backoff: parking_lot::Mutex<Backoff>,
+    /// A full round asked for at this time ([`Wake::full_round_at`]).
+    at: parking_lot::Mutex<Option<Instant>>,
 }
 
 impl Wake {
@@ -235,6 +237,15 @@ impl Wake {
         self.mark(None);
     }
 
+    /// Asks for a full round at `when` (the earliest of the times asked for wins), for
+    /// what changes with time rather than with an object: a deadline passing.
+    pub fn full_round_at(&self, when: Instant) {
+        let mut at = self.at.lock();
+        if at.is_none_or(|t| when < t) {
+            *at = Some(when);
+        }
+    }
+
     /// Ends a reconcile round that covered `round` and whose writes failed for the
     /// `failed` keys: those are retried with per-key backoff (not at once, so a
     /// persistent refusal does not loop hot), the others are forgotten. Then waits for
@@ -273,8 +284,19 @@ impl Wake {
                 None => std::future::pending().await,
             }
         };
+        let at = *self.at.lock();
+        let timer = async {
+            match at {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = self.notify.notified() => {}
+            _ = timer => {
+                *self.at.lock() = None;
+                self.mark_quietly(None);
+            }
             _ = retry => {
                 for k in self.backoff.lock().take_due(Instant::now()) {
                     self.mark_quietly(Some(k));
@@ -690,6 +712,32 @@ mod tests {
         )
         .await;
         assert!(idle.is_err(), "no retry after a success");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_round_comes_at_the_earliest_time_asked_for() {
+        let stop = CancellationToken::new();
+        let w = Wake::new();
+        w.next_round(&stop, Duration::from_secs(600), Duration::ZERO)
+            .await
+            .unwrap();
+        let start = Instant::now();
+        w.full_round_at(start + Duration::from_secs(9));
+        w.full_round_at(start + Duration::from_secs(5));
+        w.full_round_at(start + Duration::from_secs(7));
+        let round = w
+            .next_round(&stop, Duration::from_secs(600), Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(round.full);
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        // asked for once: the next round waits for the resync
+        let round = w
+            .next_round(&stop, Duration::from_secs(600), Duration::ZERO)
+            .await
+            .unwrap();
+        assert!(round.full);
+        assert_eq!(start.elapsed(), Duration::from_secs(605));
     }
 
     #[tokio::test]

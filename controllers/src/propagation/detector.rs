@@ -186,6 +186,12 @@ pub fn desired(
                         .collect()
                 })
                 .unwrap_or_default(),
+            failover_at: policy
+                .spec
+                .failover
+                .as_ref()
+                .and_then(|f| f.cluster.as_ref())
+                .map(|_| now.0),
             ..Workload::default()
         };
         let scheduled = schedule(&policy.spec.placement, &clusters, &workload);
@@ -206,6 +212,7 @@ pub fn desired(
             propagate_deps: policy.spec.propagate_deps,
             suspension: policy.spec.suspension.clone(),
             rollout: policy.spec.rollout.clone(),
+            failover: policy.spec.failover.clone(),
             preserve_resources_on_deletion: policy.spec.preserve_resources_on_deletion,
             dependent_overrides: policy.spec.dependent_overrides.clone(),
             required_by: Vec::new(),

@@ -81,6 +81,7 @@ struct Caches {
 
 /// What the loop remembers between rounds: the appliers' memos, and the Events
 /// already told (so each is told once per distinct message).
+mod failover;
 mod policies;
 mod removal;
 
@@ -91,6 +92,8 @@ struct Memos {
     works: Memo<Work>,
     status: StatusMemo,
     told: HashMap<(Key, &'static str), String>,
+    /// The next time failover changes a binding (set by each round).
+    due: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// Runs the hub's propagation loop until `stop`.
@@ -186,6 +189,11 @@ pub async fn run(
         let started = Instant::now();
         let failures = round(&hub, &c, &mut kinds, &mut memos, &reporter, &dirty).await;
         metrics.observe_reconcile("propagation", "hub", started.elapsed(), failures.count);
+        if let Some(due) = memos.due {
+            let wait = due.duration_since(jiff::Timestamp::now());
+            let wait = std::time::Duration::try_from(wait).unwrap_or_default();
+            wake.full_round_at(Instant::now() + wait + std::time::Duration::from_millis(50));
+        }
         dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {
             Some(d) => d,
             None => return,
@@ -292,6 +300,13 @@ async fn round(
     let clusters = c.clusters.state();
     let now = Time(jiff::Timestamp::now());
     let want = detector::desired(&templates, &pps, &cpps, &clusters, &rbs, &crbs, &now);
+    memos.due = want
+        .bindings
+        .iter()
+        .map(|b| &b.spec.0)
+        .chain(want.cluster_bindings.iter().map(|b| &b.spec.0))
+        .filter_map(|spec| failover::next_due(spec, &clusters, now.0))
+        .min();
     let invalid: std::collections::BTreeMap<_, _> = want
         .invalid_policies
         .iter()
@@ -502,7 +517,24 @@ impl Ctx<'_> {
             }
             if out.blocked.is_none() {
                 let (to_write, progress) = self.roll_out(b, template, out.works, works);
-                self.write_works(b, &to_write, &out.failed, works).await;
+                let generation = template.metadata.generation.unwrap_or(0);
+                let kept = failover::kept(b.spec, self.clusters, works, generation, self.now.0);
+                if kept.is_empty() {
+                    self.forget(b, "FailedOver");
+                } else {
+                    let note: Vec<&str> = kept.iter().map(|(_, n)| n.as_str()).collect();
+                    self.tell(
+                        b,
+                        template,
+                        EventType::Warning,
+                        "FailedOver",
+                        &note.join("; "),
+                    )
+                    .await;
+                }
+                let kept: Vec<String> = kept.into_iter().map(|(c, _)| c).collect();
+                self.write_works(b, &to_write, &out.failed, &kept, works)
+                    .await;
                 self.tell_rollout(b, template, progress.as_ref()).await;
                 rollout = Some(progress);
             }
@@ -705,6 +737,7 @@ impl Ctx<'_> {
         b: &View<'_>,
         rendered: &[Work],
         failed: &[(String, String)],
+        failed_over: &[String],
         actual: &[Arc<Work>],
     ) {
         let by_ns: HashMap<&str, &Arc<Work>> = actual
@@ -723,7 +756,7 @@ impl Ctx<'_> {
             let r = self.memos.works.ensure(&api, w, current).await;
             self.failures.check(b.key.clone(), r);
         }
-        for (cluster, _) in failed {
+        for cluster in failed.iter().map(|(c, _)| c).chain(failed_over) {
             keep.insert(execution_namespace(cluster));
         }
         // a leaving cluster's Works are the unjoin's to handle (delete or, with

@@ -61,6 +61,10 @@ pub struct BindingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<crate::federation::rollout::Rollout>,
 
+    /// What to do when a cluster fails (copied from the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<crate::federation::propagation::FailoverBehavior>,
+
     /// Keep the member copies when the template is deleted (copied from the policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preserve_resources_on_deletion: Option<bool>,

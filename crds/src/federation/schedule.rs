@@ -24,7 +24,9 @@
 //!    (Kubernetes' matching: key, operator Equal or Exists, value, effect; an empty
 //!    effect or, with Exists, an empty key matches all): "taint
 //!    cluster.causeway.io/not-ready:NoSchedule not tolerated". PreferNoSchedule never
-//!    keeps a cluster out;
+//!    keeps a cluster out; with `failover.cluster` (on the [`Workload`]), a cluster
+//!    not Ready for longer than tolerated is left out ([`failover`]) — checked before
+//!    the taints, whose NoSchedule would otherwise be the reason shown;
 //! 7. `spreadConstraints` keep it ([`spread`]: the chosen clusters span between
 //!    `minGroups` and `maxGroups` regions, zones or providers and number within the
 //!    `cluster` constraint), e.g. "region us-west is not among the 2 region(s) chosen".
@@ -83,6 +85,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 mod affinity;
 mod divided;
+pub mod failover;
 mod spread;
 mod taints;
 
@@ -114,6 +117,10 @@ pub struct Workload {
     /// ([`is_fresh`](crate::federation::divide::is_fresh) of the binding's
     /// `rescheduleTriggeredAt` and `lastScheduledTime`).
     pub fresh: bool,
+    /// Now, when the policy opts into cluster failover (`failover.cluster`): clusters
+    /// that have not been Ready for longer than tolerated are left out
+    /// ([`failover`]).
+    pub failover_at: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// One chosen cluster.
@@ -147,6 +154,8 @@ pub enum Reason {
     NoReplicas(i32),
     /// Left out by `spreadConstraints`, with why.
     Spread(String),
+    /// Failed over: not Ready for longer than tolerated (`failover.cluster`).
+    FailedOver(String),
 }
 
 impl fmt::Display for Reason {
@@ -164,7 +173,7 @@ impl fmt::Display for Reason {
             Reason::Taint(taint) => write!(f, "taint {taint} not tolerated"),
             Reason::NoWeight => f.write_str("matched by no staticWeightList entry"),
             Reason::NoReplicas(n) => write!(f, "given none of the {n} replicas"),
-            Reason::Spread(why) => f.write_str(why),
+            Reason::Spread(why) | Reason::FailedOver(why) => f.write_str(why),
         }
     }
 }
@@ -271,7 +280,7 @@ pub fn schedule(
         let mut decision = Decision::default();
         for (&name, cluster) in &named {
             let placed = workload.previous.contains_key(name);
-            match rejects(placement, affinity, cluster, placed) {
+            match rejects(placement, affinity, cluster, placed, workload) {
                 Some(reason) => {
                     decision.rejected.insert(name.to_string(), reason);
                 }
@@ -281,6 +290,7 @@ pub fn schedule(
                 }),
             }
         }
+        failover_keeps_the_last(&mut decision, workload);
         spread::apply(
             &mut decision,
             &placement.spread_constraints,
@@ -310,14 +320,45 @@ fn rejects(
     affinity: &ClusterAffinity,
     cluster: &Cluster,
     placed: bool,
+    workload: &Workload,
 ) -> Option<Reason> {
     if cluster.metadata.deletion_timestamp.is_some() {
         return Some(Reason::BeingRemoved);
     }
-    affinity_rejects(affinity, cluster).or_else(|| {
-        taints::untolerated_taint(&cluster.spec.taints, &placement.cluster_tolerations, placed)
-            .map(Reason::Taint)
-    })
+    // a failed-over cluster says so, before the NoSchedule taint it also has (which,
+    // once the workload has left, would be the first reason found)
+    affinity_rejects(affinity, cluster)
+        .or_else(|| {
+            let now = workload.failover_at?;
+            let (since, deadline) = failover::failing(cluster, &placement.cluster_tolerations)?;
+            (now >= deadline)
+                .then(|| Reason::FailedOver(failover::reason(cluster, since, deadline)))
+        })
+        .or_else(|| {
+            taints::untolerated_taint(&cluster.spec.taints, &placement.cluster_tolerations, placed)
+                .map(Reason::Taint)
+        })
+}
+
+/// J.61 ★: when failover would leave no cluster at all, the failed ones keep the
+/// workload (there is nowhere better to run it).
+fn failover_keeps_the_last(decision: &mut Decision, workload: &Workload) {
+    if !decision.chosen.is_empty() {
+        return;
+    }
+    let failed: Vec<String> = decision
+        .rejected
+        .iter()
+        .filter(|(_, r)| matches!(r, Reason::FailedOver(_)))
+        .map(|(c, _)| c.clone())
+        .collect();
+    for c in failed {
+        decision.rejected.remove(&c);
+        decision.chosen.push(Target {
+            cluster: c,
+            replicas: workload.replicas,
+        });
+    }
 }
 
 /// Refuses invalid placements and what the scheduler does not implement yet.

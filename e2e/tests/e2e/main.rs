@@ -33,6 +33,7 @@ mod propagation;
 mod propagation_applier;
 mod propagation_applier_lifecycle;
 mod propagation_cli;
+mod propagation_failover;
 mod propagation_faults;
 mod propagation_protect;
 mod propagation_rollout;

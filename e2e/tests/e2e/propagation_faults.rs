@@ -143,7 +143,7 @@ spec:
         "failover.yaml",
         &policy(
             "moving",
-            "  failover:\n    cluster:\n      purgeMode: Gracefully\n",
+            "  failover:\n    application:\n      purgeMode: Gracefully\n",
         ),
     );
     env.ok(&["apply", "-f", &pps, "-f", &good, "-f", &failover])
@@ -194,7 +194,8 @@ spec:
     })
     .await;
     assert!(
-        moving.starts_with("True") && moving.contains("spec.failover is not implemented yet"),
+        moving.starts_with("True")
+            && moving.contains("spec.failover.application is not implemented yet"),
         "{moving}"
     );
 }

@@ -76,14 +76,15 @@ impl Ctx<'_> {
             .and_then(|s| s.get("conditions"))
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default();
-        let failover = serde_json::to_value(p)
-            .ok()
-            .is_some_and(|v| v.pointer("/spec/failover").is_some_and(|f| !f.is_null()));
+        let failover = serde_json::to_value(p).ok().is_some_and(|v| {
+            v.pointer("/spec/failover/application")
+                .is_some_and(|f| !f.is_null())
+        });
         let (status, reason, message) = match &why {
             None if failover => (
                 "True",
                 pc::REASON_VALID,
-                "the policy is in force, but spec.failover is not implemented yet: a failed cluster keeps its copies (its NoSchedule taints only keep new work out); move a workload away by excluding the cluster from the placement".to_string(),
+                "the policy is in force, but spec.failover.application is not implemented yet: a workload that stays unhealthy in a cluster is not moved (spec.failover.cluster, for clusters that fail, is)".to_string(),
             ),
             None => (
                 "True",

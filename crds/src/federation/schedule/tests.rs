@@ -877,3 +877,86 @@ fn spread_then_divide() {
         vec![("e1".to_string(), Some(3)), ("w1".to_string(), Some(3))]
     );
 }
+
+/// J.58–J.61: cluster failover. Off, a member that is not Ready keeps the workload;
+/// on, it loses it once not Ready for longer than tolerated (300 s by default, or the
+/// NoExecute toleration's seconds for the registry's taint), never with a toleration
+/// without seconds, and not when no other cluster is left.
+#[test]
+fn failover_leaves_out_clusters_not_ready_for_too_long() {
+    const FLEET: &str = r#"
+- metadata: {name: a}
+  spec: {syncMode: Push}
+  status: {conditions: [{type: Ready, status: "True", reason: ClusterReady, message: "", lastTransitionTime: "2026-01-01T00:00:00Z"}]}
+- metadata: {name: b}
+  spec: {syncMode: Push}
+  status: {conditions: [{type: Ready, status: "False", reason: ClusterNotReady, message: "", lastTransitionTime: "2026-01-01T00:10:00Z"}]}
+- metadata: {name: c}
+  spec: {syncMode: Push}
+  status: {conditions: [{type: Ready, status: "Unknown", reason: ClusterStatusUnknown, message: "", lastTransitionTime: "2026-01-01T00:10:00Z"}]}
+"#;
+    let fleet: Vec<Cluster> = serde_saphyr::from_str(FLEET).unwrap();
+    let at = |secs: i64| k8s_openapi::jiff::Timestamp::from_second(1_767_226_200 + secs).unwrap();
+    let row =
+        |yaml: &str, failover_at: Option<k8s_openapi::jiff::Timestamp>, clusters: &[Cluster]| {
+            let w = Workload {
+                replicas: Some(2),
+                failover_at,
+                ..Workload::default()
+            };
+            let d = schedule(&placement(yaml), clusters, &w).unwrap();
+            let mut all: Vec<(String, String)> = d
+                .chosen
+                .iter()
+                .map(|t| (t.cluster.clone(), format!("chosen {:?}", t.replicas)))
+                .chain(d.rejected.iter().map(|(c, r)| (c.clone(), r.to_string())))
+                .collect();
+            all.sort();
+            all
+        };
+    let chosen = |c: &str| (c.to_string(), "chosen Some(2)".to_string());
+    let gone = |c: &str, status: &str, tolerated: i64| {
+        (
+            c.to_string(),
+            format!(
+                "Ready has been {status} since 2026-01-01T00:10:00Z, longer than the {tolerated}s tolerated: failover.cluster moved the workload away"
+            ),
+        )
+    };
+    // off (J.58): everything stays
+    assert_eq!(
+        row("", None, &fleet),
+        vec![chosen("a"), chosen("b"), chosen("c")]
+    );
+    // on, 10 s in: within the default 300 s
+    assert_eq!(
+        row("", Some(at(10)), &fleet),
+        vec![chosen("a"), chosen("b"), chosen("c")]
+    );
+    // on, 300 s in: both go
+    assert_eq!(
+        row("", Some(at(300)), &fleet),
+        vec![
+            chosen("a"),
+            gone("b", "False", 300),
+            gone("c", "Unknown", 300)
+        ]
+    );
+    // a 30 s NoExecute toleration of not-ready, none of unreachable: b goes at 30 s
+    let short = "clusterTolerations: [{key: cluster.causeway.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 30}]";
+    assert_eq!(
+        row(short, Some(at(30)), &fleet),
+        vec![chosen("a"), gone("b", "False", 30), chosen("c")]
+    );
+    // tolerated forever: unreachable with no seconds
+    let forever = "clusterTolerations: [{key: cluster.causeway.io/unreachable, operator: Exists, effect: NoExecute}]";
+    assert_eq!(
+        row(forever, Some(at(3000)), &fleet),
+        vec![chosen("a"), gone("b", "False", 300), chosen("c")]
+    );
+    // J.61: nowhere else to go, so the failed clusters keep it
+    assert_eq!(
+        row("", Some(at(3000)), &fleet[1..]),
+        vec![chosen("b"), chosen("c")]
+    );
+}

@@ -1,0 +1,292 @@
+//! Cluster failover, the hub's half (federation.md §8 J.59–J.62). The detector leaves a
+//! cluster out once it has not been Ready for longer than tolerated
+//! (`causeway_crds::federation::schedule::failover`); here its Work is purged as the
+//! policy's `failover.cluster.purgeMode` says:
+//!
+//! - `Directly`: at once, as for any cluster that leaves the placement;
+//! - `Gracefully` (the default): once every cluster the binding now schedules runs the
+//!   template applied and healthy (`rollout::settled_at`), or [`GRACE_SECONDS`] after
+//!   the cluster failed over, whichever comes first (J.60);
+//! - `Never`: not while the cluster stays failed.
+//!
+//! A cluster that is Ready again is scheduled as any other (J.62): nothing is kept for
+//! it, and a graceful purge pending for it is dropped. The times a decision changes (a
+//! failover deadline, the end of a grace period) are when the loop must run again:
+//! [`next_due`].
+
+use std::sync::Arc;
+
+use causeway_crds::federation::binding::BindingSpec;
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::propagation::PurgeMode;
+use causeway_crds::federation::rollout;
+use causeway_crds::federation::schedule::failover;
+use causeway_crds::federation::work::Work;
+use causeway_crds::names::{cluster_of_execution_namespace, execution_namespace};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+
+/// How long a graceful purge waits for the new clusters at most (Karmada's default).
+pub(super) const GRACE_SECONDS: i64 = 600;
+
+fn purge_mode(spec: &BindingSpec) -> Option<PurgeMode> {
+    let cluster = spec.failover.as_ref()?.cluster.as_ref()?;
+    Some(cluster.purge_mode.unwrap_or(PurgeMode::Gracefully))
+}
+
+fn cluster<'a>(clusters: &'a [Arc<Cluster>], name: &str) -> Option<&'a Cluster> {
+    clusters
+        .iter()
+        .find(|c| c.name_any() == name)
+        .map(Arc::as_ref)
+}
+
+/// The failed-over clusters whose Works stay for now, each with what the user should
+/// know (for an Event).
+pub(super) fn kept(
+    spec: &BindingSpec,
+    clusters: &[Arc<Cluster>],
+    works: &[Arc<Work>],
+    generation: i64,
+    now: Timestamp,
+) -> Vec<(String, String)> {
+    let Some(mode) = purge_mode(spec) else {
+        return Vec::new();
+    };
+    let work_of = |c: &str| {
+        let ns = execution_namespace(c);
+        works
+            .iter()
+            .find(|w| w.metadata.namespace.as_deref() == Some(ns.as_str()))
+            .map(Arc::as_ref)
+    };
+    let pending: Vec<String> = spec
+        .clusters
+        .iter()
+        .filter(|t| rollout::settled_at(work_of(&t.name), generation).is_err())
+        .map(|t| t.name.clone())
+        .collect();
+    let mut out = Vec::new();
+    for w in works {
+        let Some(name) = w
+            .metadata
+            .namespace
+            .as_deref()
+            .and_then(cluster_of_execution_namespace)
+        else {
+            continue;
+        };
+        if spec.clusters.iter().any(|t| t.name == name) {
+            continue;
+        }
+        let Some((_, deadline)) = cluster(clusters, name)
+            .and_then(|c| failover::failing(c, &spec.placement.cluster_tolerations))
+            .filter(|(_, deadline)| now >= *deadline)
+        else {
+            continue; // left for another reason, or Ready again: removed as usual
+        };
+        let until = deadline + SignedDuration::from_secs(GRACE_SECONDS);
+        match mode {
+            PurgeMode::Directly => {}
+            PurgeMode::Never => out.push((
+                name.to_string(),
+                format!("cluster {name} failed over; its copy stays while it is not Ready (purgeMode Never)"),
+            )),
+            PurgeMode::Gracefully if !pending.is_empty() && now < until => out.push((
+                name.to_string(),
+                format!(
+                    "cluster {name} failed over; its copy stays until {} run the template applied and healthy, or until {until} (purgeMode Gracefully)",
+                    pending.join(", ")
+                ),
+            )),
+            PurgeMode::Gracefully => {}
+        }
+    }
+    out
+}
+
+/// The next time after `now` that failover changes what `spec` should be: a scheduled
+/// cluster's failover deadline, or the end of a graceful purge.
+pub(super) fn next_due(
+    spec: &BindingSpec,
+    clusters: &[Arc<Cluster>],
+    now: Timestamp,
+) -> Option<Timestamp> {
+    purge_mode(spec)?;
+    clusters
+        .iter()
+        .filter_map(|c| failover::failing(c, &spec.placement.cluster_tolerations))
+        .flat_map(|(_, deadline)| {
+            [
+                deadline,
+                deadline + SignedDuration::from_secs(GRACE_SECONDS),
+            ]
+        })
+        .filter(|t| *t > now)
+        .min()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_crds::federation::binding::TargetCluster;
+    use causeway_crds::federation::work::{
+        ManifestStatus, ResourceHealth, ResourceIdentifier, WorkSpec, WorkStatus,
+    };
+    use serde_json::json;
+
+    fn cluster(name: &str, ready: &str, since: &str) -> Arc<Cluster> {
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"},
+                "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "R", "message": "", "lastTransitionTime": since}]}}))
+            .unwrap(),
+        )
+    }
+
+    fn work(cluster: &str, healthy: bool) -> Arc<Work> {
+        let mut w = Work::new("demo.api-deployment", WorkSpec::default());
+        w.metadata.namespace = Some(execution_namespace(cluster));
+        w.status = Some(WorkStatus {
+            manifest_statuses: vec![ManifestStatus {
+                identifier: ResourceIdentifier {
+                    group: "apps".into(),
+                    kind: "Deployment".into(),
+                    name: "api".into(),
+                    version: "v1".into(),
+                    ..Default::default()
+                },
+                status: Some(json!({})),
+                health: Some(if healthy {
+                    ResourceHealth::Healthy
+                } else {
+                    ResourceHealth::Unhealthy
+                }),
+                applied: Some(true),
+                template_generation: Some(1),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        Arc::new(w)
+    }
+
+    fn spec(mode: Option<&str>, clusters: &[&str]) -> BindingSpec {
+        let mut s: BindingSpec = serde_json::from_value(json!({
+            "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"},
+            "placement": {"clusterTolerations": [{"key": "cluster.causeway.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 10}]},
+        }))
+        .unwrap();
+        if let Some(mode) = mode {
+            s.failover =
+                Some(serde_json::from_value(json!({"cluster": {"purgeMode": mode}})).unwrap());
+        }
+        s.clusters = clusters
+            .iter()
+            .map(|c| TargetCluster {
+                name: c.to_string(),
+                replicas: Some(3),
+            })
+            .collect();
+        s
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    /// J.60: Gracefully keeps the failed cluster's Work until the others are healthy or
+    /// the grace period ends; Directly never; Never always; a cluster Ready again or
+    /// left for another reason is removed as usual.
+    #[test]
+    fn a_failed_clusters_work_is_purged_as_the_policy_says() {
+        let clusters = vec![
+            cluster("east", "False", "2026-01-01T00:00:00Z"),
+            cluster("west", "True", "2026-01-01T00:00:00Z"),
+            cluster("north", "True", "2026-01-01T00:00:00Z"),
+        ];
+        let kept_names = |spec: &BindingSpec, works: &[Arc<Work>], now: &str| -> Vec<String> {
+            kept(spec, &clusters, works, 1, at(now))
+                .into_iter()
+                .map(|(c, _)| c)
+                .collect()
+        };
+        let east = work("east", true);
+        let pending = [east.clone(), work("west", false), work("north", true)];
+        let healthy = [east.clone(), work("west", true), work("north", true)];
+        let moved = spec(Some("Gracefully"), &["west", "north"]);
+        // west not healthy yet: kept, and the note says why and until when
+        let notes = kept(&moved, &clusters, &pending, 1, at("2026-01-01T00:01:00Z"));
+        assert_eq!(
+            notes,
+            vec![(
+                "east".to_string(),
+                "cluster east failed over; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:10:10Z (purgeMode Gracefully)".to_string()
+            )]
+        );
+        // the grace period is over: purged
+        assert!(kept_names(&moved, &pending, "2026-01-01T00:10:10Z").is_empty());
+        // both healthy: purged
+        assert!(kept_names(&moved, &healthy, "2026-01-01T00:01:00Z").is_empty());
+        // Directly: purged at once; Never: kept even when the others are healthy
+        assert!(
+            kept_names(
+                &spec(Some("Directly"), &["west", "north"]),
+                &pending,
+                "2026-01-01T00:01:00Z"
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            kept_names(
+                &spec(Some("Never"), &["west", "north"]),
+                &healthy,
+                "2026-01-01T01:00:00Z"
+            ),
+            vec!["east".to_string()]
+        );
+        // no failover, or before the deadline (left for another reason): removed as usual
+        assert!(
+            kept_names(
+                &spec(None, &["west", "north"]),
+                &pending,
+                "2026-01-01T00:01:00Z"
+            )
+            .is_empty()
+        );
+        assert!(kept_names(&moved, &pending, "2026-01-01T00:00:05Z").is_empty());
+        // Ready again (J.62): nothing kept for it
+        let back = vec![
+            cluster("east", "True", "2026-01-01T00:02:00Z"),
+            clusters[1].clone(),
+            clusters[2].clone(),
+        ];
+        assert!(kept(&moved, &back, &pending, 1, at("2026-01-01T00:03:00Z")).is_empty());
+    }
+
+    #[test]
+    fn the_loop_runs_again_when_a_deadline_passes() {
+        let clusters = vec![
+            cluster("east", "False", "2026-01-01T00:00:00Z"),
+            cluster("west", "True", "2026-01-01T00:00:00Z"),
+        ];
+        let s = spec(Some("Gracefully"), &["east", "west"]);
+        // first the failover deadline (10 s), then the end of the grace period
+        assert_eq!(
+            next_due(&s, &clusters, at("2026-01-01T00:00:01Z")),
+            Some(at("2026-01-01T00:00:10Z"))
+        );
+        assert_eq!(
+            next_due(&s, &clusters, at("2026-01-01T00:00:10Z")),
+            Some(at("2026-01-01T00:10:10Z"))
+        );
+        assert_eq!(next_due(&s, &clusters, at("2026-01-01T00:10:10Z")), None);
+        assert_eq!(
+            next_due(
+                &spec(None, &["east"]),
+                &clusters,
+                at("2026-01-01T00:00:01Z")
+            ),
+            None
+        );
+    }
+}

@@ -1,0 +1,79 @@
+//! Cluster failover (federation.md §8 J.58–J.62), opted into by a policy's
+//! `failover.cluster`. Without it (J.58) a NotReady or Unknown member only gets the
+//! registry's NoSchedule taints and keeps what it runs. With it, a member whose `Ready`
+//! condition has not been True for longer than the workload tolerates is left out of
+//! the placement, so its replicas go to the others (the binding's Work for it is then
+//! purged as `purgeMode` says, by the hub).
+//!
+//! How long is tolerated is Kubernetes' NoExecute `tolerationSeconds`, against the
+//! taint the registry puts on such a member (`cluster.causeway.io/not-ready` for
+//! False, `…/unreachable` for Unknown) taken with effect NoExecute: the shortest
+//! `tolerationSeconds` of the `clusterTolerations` that tolerate it; forever when one
+//! of them has none; 300 s when none tolerates it (as Karmada's default tolerations).
+//! The clock starts at the condition's `lastTransitionTime`.
+
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::taints::tolerates;
+use crate::federation::cluster::{Cluster, conditions, taints};
+
+/// Tolerated when no cluster toleration says otherwise (Karmada's default).
+pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+
+/// When `cluster` fails over under `tolerations`: `Some((since, deadline))` while its
+/// Ready condition is not True (since it changed, and the moment the workload leaves),
+/// `None` while it is Ready or the failure is tolerated forever.
+pub fn failing(cluster: &Cluster, tolerations: &[Toleration]) -> Option<(Timestamp, Timestamp)> {
+    let ready = cluster
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::READY)?;
+    if ready.status == "True" {
+        return None;
+    }
+    let key = if ready.status == "Unknown" {
+        taints::UNREACHABLE
+    } else {
+        taints::NOT_READY
+    };
+    let taint = Taint {
+        key: key.into(),
+        effect: "NoExecute".into(),
+        ..Taint::default()
+    };
+    let matching: Vec<&Toleration> = tolerations
+        .iter()
+        .filter(|t| tolerates(t, &taint))
+        .collect();
+    let seconds = if matching.is_empty() {
+        DEFAULT_TOLERATION_SECONDS
+    } else if matching.iter().any(|t| t.toleration_seconds.is_none()) {
+        return None;
+    } else {
+        matching
+            .iter()
+            .filter_map(|t| t.toleration_seconds)
+            .min()
+            .unwrap_or(0)
+            .max(0)
+    };
+    let since = ready.last_transition_time.0;
+    Some((since, since + SignedDuration::from_secs(seconds)))
+}
+
+/// Why a failed-over cluster is left out, for the binding's scheduling reasons.
+pub fn reason(cluster: &Cluster, since: Timestamp, deadline: Timestamp) -> String {
+    let status = cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == conditions::READY))
+        .map(|c| c.status.clone())
+        .unwrap_or_default();
+    let tolerated = deadline.duration_since(since).as_secs();
+    format!(
+        "Ready has been {status} since {since}, longer than the {tolerated}s tolerated: failover.cluster moved the workload away"
+    )
+}
