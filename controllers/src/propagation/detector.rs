@@ -315,7 +315,21 @@ fn outcome(
     previous: &[Condition],
     now: &Time,
 ) -> (Vec<TargetCluster>, BindingStatus) {
+    let spread = |d: &Decision| {
+        d.rejected
+            .values()
+            .any(|r| matches!(r, causeway_crds::federation::schedule::Reason::Spread(_)))
+    };
     let (clusters, reasons, ok, reason, message) = match scheduled {
+        // clusters fit, but not as the spread constraints want: the binding keeps what
+        // it has (as after a scheduler error), rather than leaving every cluster
+        Ok(d) if d.chosen.is_empty() && spread(&d) => (
+            existing.map(|s| s.clusters.clone()).unwrap_or_default(),
+            d.scheduling_reasons(),
+            false,
+            conditions::REASON_UNSCHEDULABLE,
+            "the spread constraints cannot be met (see status.schedulingReasons); the clusters chosen before are kept until they can".to_string(),
+        ),
         Ok(d) if d.chosen.is_empty() => (
             Vec::new(),
             d.scheduling_reasons(),

@@ -614,9 +614,28 @@ impl Ctx<'_> {
         let generation = template.metadata.generation.unwrap_or(0);
         let previous = template.data.get("status");
         let expected = b.spec.clusters.len();
+        // the scheduled clusters' Works only: a failed-over cluster's kept copy is not
+        // part of what the template runs
+        let scheduled: Vec<Arc<Work>> = works
+            .iter()
+            .filter(|w| {
+                let ns = w.metadata.namespace.as_deref().unwrap_or_default();
+                b.spec
+                    .clusters
+                    .iter()
+                    .any(|t| execution_namespace(&t.name) == ns)
+            })
+            .cloned()
+            .collect();
         if let (Some(api), Some(st)) = (
             t_api,
-            status::template_status(&b.spec.resource.kind, generation, previous, works, expected),
+            status::template_status(
+                &b.spec.resource.kind,
+                generation,
+                previous,
+                &scheduled,
+                expected,
+            ),
         ) {
             let ns = b.namespace.unwrap_or_default().to_string();
             let r = self

@@ -266,6 +266,20 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
         {
             let count = |k: &str| st.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
             let (total, available) = (count("replicas"), count("availableReplicas"));
+            // the status must be of the replicas this Work asks for (a status from
+            // before the member applied a new division is not)
+            let wanted = usize::try_from(s.identifier.ordinal)
+                .ok()
+                .and_then(|i| work.spec.workload.manifests.get(i))
+                .and_then(|m| m.0.pointer("/spec/replicas"))
+                .and_then(|v| v.as_i64());
+            if let Some(wanted) = wanted
+                && updated != wanted
+            {
+                return Err(format!(
+                    "{what} has {updated} of the {wanted} replicas it should run updated"
+                ));
+            }
             if total > updated {
                 return Err(format!(
                     "{what} still runs {} replica(s) of an older template",

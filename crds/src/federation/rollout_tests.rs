@@ -281,6 +281,20 @@ fn settled_means_applied_at_the_generation_and_healthy() {
             Err("Deployment web has 1 of 2 updated replicas available".into()),
         ),
         (
+            "a status from before the member applied a new division",
+            Some(work(
+                3,
+                "v2",
+                Some(vec![{
+                    let mut m = reported(true, Some(5), Some(Healthy), true);
+                    m.status =
+                        Some(json!({"replicas": 2, "updatedReplicas": 2, "availableReplicas": 2}));
+                    m
+                }]),
+            )),
+            Err("Deployment web has 2 of the 3 replicas it should run updated".into()),
+        ),
+        (
             "replicas of the older template still there",
             Some(work(
                 2,

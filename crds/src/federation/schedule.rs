@@ -63,9 +63,9 @@
 //! [`Workload::fresh`]), or equally without `weightPreference`. A static division is
 //! recomputed each time (it is house-monotone, so a scale-up moves nothing). A chosen
 //! cluster that gets no replica is not chosen ("given none of the N replicas").
-//! `Aggregated` and spread constraints are not implemented yet and are refused with
-//! [`PlacementError::Unsupported`], so they are never silently ignored (overflow
-//! tiers, C.24, have no API field yet).
+//! `Aggregated`, and the spread constraints [`spread`] does not implement
+//! (`spreadByLabel`, two fields), are refused with [`PlacementError::Unsupported`], so
+//! they are never silently ignored (overflow tiers, C.24, have no API field yet).
 //!
 //! The result depends only on the set of clusters, not their order: chosen clusters
 //! are sorted by name and reasons are kept in a sorted map.
@@ -255,6 +255,23 @@ pub fn schedule(
     clusters: &[Cluster],
     workload: &Workload,
 ) -> Result<Decision, PlacementError> {
+    let decision = schedule_once(placement, clusters, workload)?;
+    if decision.chosen.is_empty() && workload.failover_at.is_some() {
+        // J.61 ★: failover that would leave the workload nowhere keeps it where it is
+        let stay = Workload {
+            failover_at: None,
+            ..workload.clone()
+        };
+        return schedule_once(placement, clusters, &stay);
+    }
+    Ok(decision)
+}
+
+fn schedule_once(
+    placement: &Placement,
+    clusters: &[Cluster],
+    workload: &Workload,
+) -> Result<Decision, PlacementError> {
     validate(placement, workload)?;
     let mut named = BTreeMap::new();
     for (i, cluster) in clusters.iter().enumerate() {
@@ -290,7 +307,6 @@ pub fn schedule(
                 }),
             }
         }
-        failover_keeps_the_last(&mut decision, workload);
         spread::apply(
             &mut decision,
             &placement.spread_constraints,
@@ -338,27 +354,6 @@ fn rejects(
             taints::untolerated_taint(&cluster.spec.taints, &placement.cluster_tolerations, placed)
                 .map(Reason::Taint)
         })
-}
-
-/// J.61 ★: when failover would leave no cluster at all, the failed ones keep the
-/// workload (there is nowhere better to run it).
-fn failover_keeps_the_last(decision: &mut Decision, workload: &Workload) {
-    if !decision.chosen.is_empty() {
-        return;
-    }
-    let failed: Vec<String> = decision
-        .rejected
-        .iter()
-        .filter(|(_, r)| matches!(r, Reason::FailedOver(_)))
-        .map(|(c, _)| c.clone())
-        .collect();
-    for c in failed {
-        decision.rejected.remove(&c);
-        decision.chosen.push(Target {
-            cluster: c,
-            replicas: workload.replicas,
-        });
-    }
 }
 
 /// Refuses invalid placements and what the scheduler does not implement yet.

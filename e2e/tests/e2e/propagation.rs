@@ -288,8 +288,9 @@ async fn clusters_entering_and_leaving_the_placement() {
 }
 
 /// B.13: spread constraints with real kubectl: two regions of three, one cluster each;
-/// the third region's cluster is told why it is left out; asking for more regions than
-/// fit schedules nothing (NoClusterFit, with the reason), and lowering it schedules again.
+/// the third region's cluster is told why it is left out; an invalid constraint says
+/// what to fix; more regions than there are is Unschedulable and the copies stay where
+/// they are; asking for two again schedules again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spread_constraints_span_the_regions_asked_for() {
     let (env, _ctl) = fleet().await;
@@ -340,6 +341,52 @@ async fn spread_constraints_span_the_regions_asked_for() {
         member_value(&env, "north", "spread").await.as_deref(),
         Some("v1")
     );
+    // four regions of three: Unschedulable, and nothing is taken away
+    let four = env.file(
+        "pp.yaml",
+        &policy(
+            "spread",
+            &spread(4).replace("maxGroups: 2\n    -", "maxGroups: 4\n    -"),
+        ),
+    );
+    env.ok(&["apply", "-f", &four]).await;
+    let unschedulable = eventually("Scheduled=False Unschedulable", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "spread-configmap", "-n", "demo"]).await?;
+        rb.pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Scheduled" && c["reason"] == "Unschedulable")
+            .then_some(rb)
+    })
+    .await;
+    let reasons = unschedulable
+        .pointer("/status/schedulingReasons")
+        .unwrap()
+        .to_string();
+    assert!(
+        reasons.contains("spreadConstraints need at least 4 regions, and only 3"),
+        "{reasons}"
+    );
+    assert_eq!(
+        member_value(&env, "north", "spread").await.as_deref(),
+        Some("v1")
+    );
+    assert_eq!(
+        member_value(&env, "east", "spread").await.as_deref(),
+        Some("v1")
+    );
+    // two again: scheduled
+    let two = env.file("pp.yaml", &policy("spread", &spread(2)));
+    env.ok(&["apply", "-f", &two]).await;
+    eventually("Scheduled=True", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "spread-configmap", "-n", "demo"]).await?;
+        rb.pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Scheduled" && c["status"] == "True")
+            .then_some(())
+    })
+    .await;
 }
 
 /// G.47, D.32 ★ and G.45: deleting the PropagationPolicy together with its

@@ -85,7 +85,9 @@ pub(super) fn kept(
         else {
             continue; // left for another reason, or Ready again: removed as usual
         };
-        let until = deadline + SignedDuration::from_secs(GRACE_SECONDS);
+        let until = deadline
+            .checked_add(SignedDuration::from_secs(GRACE_SECONDS))
+            .unwrap_or(deadline);
         match mode {
             PurgeMode::Directly => {}
             PurgeMode::Never => out.push((
@@ -118,10 +120,13 @@ pub(super) fn next_due(
         .filter_map(|c| failover::failing(c, &spec.placement.cluster_tolerations))
         .flat_map(|(_, deadline)| {
             [
-                deadline,
-                deadline + SignedDuration::from_secs(GRACE_SECONDS),
+                Some(deadline),
+                deadline
+                    .checked_add(SignedDuration::from_secs(GRACE_SECONDS))
+                    .ok(),
             ]
         })
+        .flatten()
         .filter(|t| *t > now)
         .min()
 }

@@ -10,7 +10,9 @@
 //! False, `…/unreachable` for Unknown) taken with effect NoExecute: the shortest
 //! `tolerationSeconds` of the `clusterTolerations` that tolerate it; forever when one
 //! of them has none; 300 s when none tolerates it (as Karmada's default tolerations).
-//! The clock starts at the condition's `lastTransitionTime`.
+//! The clock starts when the registry first tainted the member (the taint's
+//! `timeAdded`, kept while Ready moves between False and Unknown), else at the
+//! condition's `lastTransitionTime`.
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -60,8 +62,19 @@ pub fn failing(cluster: &Cluster, tolerations: &[Toleration]) -> Option<(Timesta
             .unwrap_or(0)
             .max(0)
     };
-    let since = ready.last_transition_time.0;
-    Some((since, since + SignedDuration::from_secs(seconds)))
+    // since the registry first tainted it (its taint keeps its time when Ready moves
+    // between False and Unknown), else since the condition changed
+    let since = cluster
+        .spec
+        .taints
+        .iter()
+        .filter(|t| t.key == taints::NOT_READY || t.key == taints::UNREACHABLE)
+        .filter_map(|t| t.time_added.as_ref().map(|t| t.0))
+        .min()
+        .unwrap_or(ready.last_transition_time.0);
+    // a toleration too long to add is one that never ends
+    let deadline = since.checked_add(SignedDuration::from_secs(seconds)).ok()?;
+    Some((since, deadline))
 }
 
 /// Why a failed-over cluster is left out, for the binding's scheduling reasons.

@@ -81,7 +81,7 @@ pub(super) fn validate(constraints: &[SpreadConstraint], at: &str) -> Vec<FieldE
                 "must be greater than or equal to 0",
             );
         }
-        if let Some(max) = c.max_groups
+        if let Some(max) = c.max_groups.filter(|m| *m > 0)
             && max < min
         {
             push(
@@ -155,10 +155,11 @@ pub(super) fn apply(
             .is_some_and(|f| f != SpreadByField::Cluster)
     });
     let placed = |c: &str| workload.previous.contains_key(c);
+    // maxGroups 0 is unset, as in Karmada
     let bounds = |c: Option<&SpreadConstraint>| match c {
         Some(c) => (
             c.min_groups.unwrap_or(1).max(0) as usize,
-            c.max_groups.map(|m| m.max(0) as usize),
+            c.max_groups.filter(|m| *m > 0).map(|m| m as usize),
         ),
         None => (0, None),
     };
@@ -243,30 +244,33 @@ pub(super) fn apply(
         decision.rejected.extend(out);
         return;
     }
-    let take = max_groups.unwrap_or(ranked.len()).min(ranked.len());
-    let (kept, dropped) = ranked.split_at(take);
-    for (g, cs) in dropped {
-        for c in cs.iter() {
-            out.insert(
-                c.clone(),
-                Reason::Spread(format!(
-                    "{name} {g} is not among the {take} {name}(s) chosen (spreadConstraints maxGroups {take})"
-                )),
-            );
-        }
-    }
-    if max_clusters.is_some_and(|m| m < kept.len().max(min_groups)) {
+    if max_clusters.is_some_and(|m| m < min_groups) {
         let m = max_clusters.unwrap_or_default();
         fail(
             format!(
-                "spreadConstraints want {} {name}s but at most {m} cluster(s): raise the cluster constraint's maxGroups",
-                kept.len().max(min_groups)
+                "spreadConstraints want {min_groups} {name}s but at most {m} cluster(s): raise the cluster constraint's maxGroups"
             ),
             decision,
             &mut out,
         );
         decision.rejected.extend(out);
         return;
+    }
+    // as many groups as allowed, and no more than there may be clusters
+    let take = max_groups
+        .unwrap_or(ranked.len())
+        .min(ranked.len())
+        .min(max_clusters.unwrap_or(usize::MAX));
+    let (kept, dropped) = ranked.split_at(take);
+    for (g, cs) in dropped {
+        for c in cs.iter() {
+            out.insert(
+                c.clone(),
+                Reason::Spread(format!(
+                    "{name} {g} is not among the {take} {name}(s) chosen (spreadConstraints)"
+                )),
+            );
+        }
     }
     // clusters a group at a time in turn, those running the workload first
     let mut queues: Vec<Vec<&String>> = kept

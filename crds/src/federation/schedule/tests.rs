@@ -729,7 +729,7 @@ fn spread_constraints_table() {
             ("e2", "chosen"),
             (
                 "n1",
-                "region eu-north is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+                "region eu-north is not among the 2 region(s) chosen (spreadConstraints)"
             ),
             ("w1", "chosen"),
             ("w2", "chosen"),
@@ -747,7 +747,7 @@ fn spread_constraints_table() {
             ("e2", "chosen"),
             (
                 "n1",
-                "region eu-north is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+                "region eu-north is not among the 2 region(s) chosen (spreadConstraints)"
             ),
             ("w1", "chosen"),
             ("w2", "spreadConstraints allow at most 3 cluster(s)"),
@@ -763,11 +763,11 @@ fn spread_constraints_table() {
         expect(&[
             (
                 "e1",
-                "region us-east is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+                "region us-east is not among the 2 region(s) chosen (spreadConstraints)"
             ),
             (
                 "e2",
-                "region us-east is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
+                "region us-east is not among the 2 region(s) chosen (spreadConstraints)"
             ),
             ("n1", "chosen"),
             ("w1", "spreadConstraints allow at most 2 cluster(s)"),
@@ -801,12 +801,42 @@ fn spread_constraints_table() {
         expect(&[
             ("e1", cannot),
             ("e2", cannot),
-            (
-                "n1",
-                "region eu-north is not among the 2 region(s) chosen (spreadConstraints maxGroups 2)"
-            ),
+            ("n1", cannot),
             ("w1", cannot),
             ("w2", cannot),
+            ("x", no_region)
+        ])
+    );
+    // at least one region (the default), at most 2 clusters: two regions, one each
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: region}, {spreadByField: cluster, maxGroups: 2}]",
+            &[]
+        ),
+        expect(&[
+            ("e1", "chosen"),
+            ("e2", "spreadConstraints allow at most 2 cluster(s)"),
+            (
+                "n1",
+                "region eu-north is not among the 2 region(s) chosen (spreadConstraints)"
+            ),
+            ("w1", "chosen"),
+            ("w2", "spreadConstraints allow at most 2 cluster(s)"),
+            ("x", no_region),
+        ])
+    );
+    // maxGroups 0 is unset (Karmada)
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: region, maxGroups: 0}, {spreadByField: cluster, maxGroups: 0}]",
+            &[]
+        ),
+        expect(&[
+            ("e1", "chosen"),
+            ("e2", "chosen"),
+            ("n1", "chosen"),
+            ("w1", "chosen"),
+            ("w2", "chosen"),
             ("x", no_region)
         ])
     );
@@ -958,5 +988,28 @@ fn failover_leaves_out_clusters_not_ready_for_too_long() {
     assert_eq!(
         row("", Some(at(3000)), &fleet[1..]),
         vec![chosen("b"), chosen("c")]
+    );
+    // J.61 with affinity groups: the backup group is used, not the failed primary (the
+    // reasons are the backup group's)
+    let groups = "clusterAffinities: [{affinityName: primary, clusterNames: [b]}, {affinityName: backup, clusterNames: [a]}]";
+    let not_a = |c: &str| (c.to_string(), "not in clusterNames [a]".to_string());
+    assert_eq!(
+        row(groups, Some(at(3000)), &fleet),
+        vec![chosen("a"), not_a("b"), not_a("c")]
+    );
+    // a toleration too long to count is one that never ends (no overflow)
+    let huge = "clusterTolerations: [{key: cluster.causeway.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 9223372036854775807}]";
+    assert_eq!(
+        row(huge, Some(at(3000)), &fleet),
+        vec![chosen("a"), chosen("b"), gone("c", "Unknown", 300)]
+    );
+    // the clock starts when the registry first tainted it, whatever Ready did since
+    let mut tainted = fleet.clone();
+    tainted[1].spec.taints = serde_json::from_value(serde_json::json!([
+        {"key": "cluster.causeway.io/not-ready", "effect": "NoSchedule", "timeAdded": "2026-01-01T00:05:00Z"}
+    ])).unwrap();
+    assert_eq!(
+        row("", Some(at(0)), &tainted),
+        vec![chosen("a"), ("b".to_string(), "Ready has been False since 2026-01-01T00:05:00Z, longer than the 300s tolerated: failover.cluster moved the workload away".to_string()), chosen("c")]
     );
 }
