@@ -261,6 +261,19 @@ pub(super) fn apply(
         .unwrap_or(ranked.len())
         .min(ranked.len())
         .min(max_clusters.unwrap_or(usize::MAX));
+    // staying where the workload runs must not cost the cluster minimum: if the groups
+    // taken hold too few clusters, take the largest instead
+    let held =
+        |r: &[(&String, &Vec<String>)]| r.iter().take(take).map(|(_, cs)| cs.len()).sum::<usize>();
+    if held(&ranked) < min_clusters {
+        ranked.sort_by_key(|(g, cs)| {
+            (
+                std::cmp::Reverse(cs.len()),
+                std::cmp::Reverse(cs.iter().filter(|c| placed(c)).count()),
+                (*g).clone(),
+            )
+        });
+    }
     let (kept, dropped) = ranked.split_at(take);
     for (g, cs) in dropped {
         for c in cs.iter() {

@@ -825,6 +825,31 @@ fn spread_constraints_table() {
             ("x", no_region),
         ])
     );
+    // one region and two clusters, the workload on n1 (alone in eu-north): a region
+    // with two clusters is taken instead of failing the minimum
+    assert_eq!(
+        row(
+            "spreadConstraints: [{spreadByField: region, maxGroups: 1}, {spreadByField: cluster, minGroups: 2}]",
+            &["n1"]
+        ),
+        expect(&[
+            ("e1", "chosen"),
+            ("e2", "chosen"),
+            (
+                "n1",
+                "region eu-north is not among the 1 region(s) chosen (spreadConstraints)"
+            ),
+            (
+                "w1",
+                "region us-west is not among the 1 region(s) chosen (spreadConstraints)"
+            ),
+            (
+                "w2",
+                "region us-west is not among the 1 region(s) chosen (spreadConstraints)"
+            ),
+            ("x", no_region),
+        ])
+    );
     // maxGroups 0 is unset (Karmada)
     assert_eq!(
         row(
