@@ -38,7 +38,7 @@ use causeway_crds::federation::binding::{
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
-use causeway_crds::federation::schedule::{Decision, PlacementError, Workload, schedule};
+use causeway_crds::federation::schedule::{Decision, PlacementError, Reason, Workload, schedule};
 use causeway_crds::federation::selection::{
     PolicyId, PolicyRef, SelectionError, TemplateMeta, claim, validate_policy,
 };
@@ -48,6 +48,7 @@ use kube::api::ObjectMeta;
 use kube::core::DynamicObject;
 
 mod attach;
+pub mod evictions;
 #[cfg(test)]
 mod tests;
 
@@ -70,10 +71,14 @@ pub struct Desired {
     pub invalid_policies: Vec<(PolicyId, SelectionError)>,
     /// Templates that cannot be propagated (no apiVersion, kind or name), with why.
     pub invalid_templates: Vec<SelectionError>,
+    /// When a failover the eviction rate limit held back may go ahead.
+    pub next_eviction: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// The pure detector: see the module documentation. `now` stamps the
-/// `lastTransitionTime` of a `Scheduled` condition whose status changes.
+/// `lastTransitionTime` of a `Scheduled` condition whose status changes; `evictions` is
+/// the failover rate limit's bucket, which the loop keeps across rounds.
+#[allow(clippy::too_many_arguments)]
 pub fn desired(
     templates: &[Arc<DynamicObject>],
     policies: &[Arc<PropagationPolicy>],
@@ -82,6 +87,7 @@ pub fn desired(
     bindings: &[Arc<ResourceBinding>],
     cluster_bindings: &[Arc<ClusterResourceBinding>],
     now: &Time,
+    evictions: &mut evictions::Evictions,
 ) -> Desired {
     let mut out = Desired::default();
     let all = policies
@@ -194,8 +200,42 @@ pub fn desired(
                 .map(|_| now.0),
             ..Workload::default()
         };
-        let scheduled = schedule(&policy.spec.placement, &clusters, &workload);
-        let (clusters_out, status) = outcome(scheduled, existing_spec, previous_conditions, now);
+        let mut scheduled = schedule(&policy.spec.placement, &clusters, &workload);
+        // J.63: failing over from clusters the workload runs on is rate limited
+        let mut deferred = None;
+        if let Ok(d) = &scheduled
+            && workload.failover_at.is_some()
+        {
+            let leaving: Vec<String> = d
+                .rejected
+                .iter()
+                .filter(|(c, r)| {
+                    matches!(r, Reason::FailedOver(_)) && workload.previous.contains_key(*c)
+                })
+                .map(|(c, _)| c.clone())
+                .collect();
+            if !leaving.is_empty() && !evictions.take(leaving.len(), now.0) {
+                let next = evictions.next(now.0);
+                out.next_eviction = Some(out.next_eviction.map_or(next, |n| n.min(next)));
+                let hold = Workload {
+                    failover_at: None,
+                    ..workload.clone()
+                };
+                scheduled = schedule(&policy.spec.placement, &clusters, &hold);
+                deferred = Some(leaving.join(", "));
+            }
+        }
+        let (clusters_out, mut status) =
+            outcome(scheduled, existing_spec, previous_conditions, now);
+        if let Some(from) = deferred {
+            for c in status.conditions.iter_mut() {
+                c.message = format!(
+                    "{}; failing over from {from} waits for the eviction rate limit ({} per second)",
+                    c.message,
+                    evictions::RATE
+                );
+            }
+        }
         let spec = BindingSpec {
             resource: ResourceReference {
                 api_version: meta.api_version.clone(),

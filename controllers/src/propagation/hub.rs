@@ -94,6 +94,8 @@ struct Memos {
     told: HashMap<(Key, &'static str), String>,
     /// The next time failover changes a binding (set by each round).
     due: Option<k8s_openapi::jiff::Timestamp>,
+    /// The eviction rate limit's bucket (J.63).
+    evictions: detector::evictions::Evictions,
 }
 
 /// Runs the hub's propagation loop until `stop`.
@@ -299,13 +301,23 @@ async fn round(
     let templates = kinds.templates();
     let clusters = c.clusters.state();
     let now = Time(jiff::Timestamp::now());
-    let want = detector::desired(&templates, &pps, &cpps, &clusters, &rbs, &crbs, &now);
+    let want = detector::desired(
+        &templates,
+        &pps,
+        &cpps,
+        &clusters,
+        &rbs,
+        &crbs,
+        &now,
+        &mut memos.evictions,
+    );
     memos.due = want
         .bindings
         .iter()
         .map(|b| &b.spec.0)
         .chain(want.cluster_bindings.iter().map(|b| &b.spec.0))
         .filter_map(|spec| failover::next_due(spec, &clusters, now.0))
+        .chain(want.next_eviction)
         .min();
     let invalid: std::collections::BTreeMap<_, _> = want
         .invalid_policies

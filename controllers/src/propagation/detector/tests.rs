@@ -49,7 +49,16 @@ fn run(
     clusters: &[Arc<Cluster>],
     bindings: &[Arc<ResourceBinding>],
 ) -> Desired {
-    desired(templates, policies, &[], clusters, bindings, &[], &t(100))
+    desired(
+        templates,
+        policies,
+        &[],
+        clusters,
+        bindings,
+        &[],
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+    )
 }
 
 fn names(clusters: &[TargetCluster]) -> Vec<String> {
@@ -150,7 +159,16 @@ fn cluster_scoped_template_gets_a_cluster_resource_binding() {
         "spec": {"resourceSelectors": [
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}]}
     }));
-    let d = desired(&[role], &[], &[cpp], &fleet(), &[], &[], &t(1));
+    let d = desired(
+        &[role],
+        &[],
+        &[cpp],
+        &fleet(),
+        &[],
+        &[],
+        &t(1),
+        &mut evictions::Evictions::default(),
+    );
     assert!(d.bindings.is_empty());
     assert_eq!(d.cluster_bindings.len(), 1);
     let b = &d.cluster_bindings[0];
@@ -422,6 +440,7 @@ fn late_joining_matching_cluster_appears_in_spec_clusters() {
         &[existing],
         &[],
         &t(200),
+        &mut evictions::Evictions::default(),
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["p1", "p2"]);
     // Scheduled stayed True, so its transition time is kept
@@ -577,4 +596,62 @@ fn dependencies_follow_their_workloads() {
             "web-deployment"
         ]
     );
+}
+
+/// J.59, J.63: with failover.cluster, three workloads on a cluster NotReady for long
+/// leave it one at a time: the eviction rate limit lets one go now, the others wait (and
+/// say so) until the bucket refills.
+#[test]
+fn failing_over_is_rate_limited() {
+    let policy = pp("all", "Deployment", json!({"failover": {"cluster": {}}}));
+    let apps = [
+        deployment("a1", 1),
+        deployment("a2", 1),
+        deployment("a3", 1),
+    ];
+    let before = run(&apps, std::slice::from_ref(&policy), &fleet(), &[]);
+    let existing: Vec<Arc<ResourceBinding>> =
+        before.bindings.iter().cloned().map(Arc::new).collect();
+    let mut clusters = fleet();
+    clusters[2] = obj(
+        json!({"metadata": {"name": "c"}, "spec": {"syncMode": "Push"},
+        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ClusterNotReady",
+                                    "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}),
+    );
+    let mut budget = evictions::Evictions::new(0.5, 1.0);
+    let round = |now: i64, existing: &[Arc<ResourceBinding>], budget: &mut evictions::Evictions| {
+        desired(
+            &apps,
+            std::slice::from_ref(&policy),
+            &[],
+            &clusters,
+            existing,
+            &[],
+            &t(now),
+            budget,
+        )
+    };
+    let d = round(1000, &existing, &mut budget);
+    let on_c: Vec<bool> = d
+        .bindings
+        .iter()
+        .map(|b| names(&b.spec.0.clusters).contains(&"c".to_string()))
+        .collect();
+    assert_eq!(on_c, [false, true, true], "one leaves now");
+    let waiting = &d.bindings[1].status.as_ref().unwrap().conditions[0].message;
+    assert!(
+        waiting
+            .ends_with("; failing over from c waits for the eviction rate limit (0.5 per second)"),
+        "{waiting}"
+    );
+    assert_eq!(d.next_eviction, Some(t(1002).0));
+    // two seconds later (the bindings written) the next one goes
+    let written: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
+    let d = round(1002, &written, &mut budget);
+    let on_c: Vec<bool> = d
+        .bindings
+        .iter()
+        .map(|b| names(&b.spec.0.clusters).contains(&"c".to_string()))
+        .collect();
+    assert_eq!(on_c, [false, false, true]);
 }
