@@ -693,13 +693,7 @@ impl Ctx<'_> {
                 Some(rollout::Progress::Unordered { template: name }),
             );
         };
-        let work_of = |cluster: &str| {
-            let ns = execution_namespace(cluster);
-            actual
-                .iter()
-                .find(|w| w.metadata.namespace.as_deref() == Some(ns.as_str()))
-                .map(Arc::as_ref)
-        };
+        let work_of = |cluster: &str| status::work_of(actual, cluster);
         let labels_of = |cluster: &str| {
             self.clusters
                 .iter()

@@ -161,7 +161,8 @@ pub fn template_status(
 }
 
 /// The Work of `cluster` among the binding's Works.
-fn work_of<'a>(works: &'a [Arc<Work>], cluster: &str) -> Option<&'a Work> {
+/// The Work of `cluster` among a binding's Works (by its cluster label).
+pub(crate) fn work_of<'a>(works: &'a [Arc<Work>], cluster: &str) -> Option<&'a Work> {
     works
         .iter()
         .map(AsRef::as_ref)

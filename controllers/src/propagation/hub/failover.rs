@@ -22,7 +22,7 @@ use causeway_crds::federation::propagation::PurgeMode;
 use causeway_crds::federation::rollout;
 use causeway_crds::federation::schedule::failover;
 use causeway_crds::federation::work::Work;
-use causeway_crds::names::{cluster_of_execution_namespace, execution_namespace};
+use causeway_crds::names::cluster_of_execution_namespace;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
@@ -53,13 +53,7 @@ pub(super) fn kept(
     let Some(mode) = purge_mode(spec) else {
         return Vec::new();
     };
-    let work_of = |c: &str| {
-        let ns = execution_namespace(c);
-        works
-            .iter()
-            .find(|w| w.metadata.namespace.as_deref() == Some(ns.as_str()))
-            .map(Arc::as_ref)
-    };
+    let work_of = |c: &str| crate::propagation::status::work_of(works, c);
     let pending: Vec<String> = spec
         .clusters
         .iter()
@@ -138,6 +132,7 @@ mod tests {
     use causeway_crds::federation::work::{
         ManifestStatus, ResourceHealth, ResourceIdentifier, WorkSpec, WorkStatus,
     };
+    use causeway_crds::names::execution_namespace;
     use serde_json::json;
 
     fn cluster(name: &str, ready: &str, since: &str) -> Arc<Cluster> {
@@ -151,6 +146,13 @@ mod tests {
     fn work(cluster: &str, healthy: bool) -> Arc<Work> {
         let mut w = Work::new("demo.api-deployment", WorkSpec::default());
         w.metadata.namespace = Some(execution_namespace(cluster));
+        w.metadata.labels = Some(
+            [(
+                causeway_crds::well_known::labels::CLUSTER.to_string(),
+                cluster.to_string(),
+            )]
+            .into(),
+        );
         w.status = Some(WorkStatus {
             manifest_statuses: vec![ManifestStatus {
                 identifier: ResourceIdentifier {
