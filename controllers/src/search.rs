@@ -9,10 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use causeway_crds::federation::cluster::Cluster;
+use causeway_runtime::events::Notes;
 use causeway_runtime::reflect::Wake;
 use causeway_search::indexer::{Fleet, Member};
 use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::{Resource, ResourceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -37,7 +38,7 @@ pub async fn follow_fleet(
     let mut built: BTreeMap<String, Member> = BTreeMap::new();
     // what was said about each member that cannot be indexed
     let mut told = Told::default();
-    let recorder = Recorder::new(
+    let recorder = Notes::new(
         hub.clone(),
         Reporter {
             controller: "causeway-search".into(),
@@ -129,7 +130,7 @@ pub async fn follow_fleet(
 
 /// Says why member `u` is not indexed: in the log, and as a Warning Event on its
 /// Cluster (`kubectl describe cluster <name>` on the hub).
-async fn tell_not_indexed(recorder: &Recorder, u: &Unusable, cluster: Option<&Cluster>) {
+async fn tell_not_indexed(recorder: &Notes, u: &Unusable, cluster: Option<&Cluster>) {
     tracing::warn!(cluster = %u.name, reason = %u.reason, "member not indexed");
     // the reasons come from the Clusters listed: one without its object was deleted since
     let Some(reference) = cluster.map(|c| c.object_ref(&())) else {

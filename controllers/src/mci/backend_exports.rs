@@ -24,11 +24,12 @@ use causeway_crds::mci::MultiClusterIngress;
 use causeway_crds::mci::class::select;
 use causeway_crds::mcs::v1beta1::ServiceExport;
 use causeway_runtime::apply;
+use causeway_runtime::events::Notes;
 use causeway_runtime::reflect::{Dirty, Reflector, Wake};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::IngressClass;
 use kube::api::Api;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -226,7 +227,7 @@ pub async fn run(hub: kube::Client, stop: CancellationToken) {
         }
     }
     tracing::info!("MultiClusterIngress backend exports running (--export-mci-backends)");
-    let recorder = Recorder::new(
+    let recorder = Notes::new(
         hub.clone(),
         Reporter {
             controller: "causeway-mci-backend-exports".into(),
@@ -332,7 +333,7 @@ pub async fn run(hub: kube::Client, stop: CancellationToken) {
 /// A Warning Event on each MCI naming Service `svc`: the policy of its export is
 /// someone else's.
 async fn tell_foreign_policy(
-    recorder: &Recorder,
+    recorder: &Notes,
     mcis: &[Arc<MultiClusterIngress>],
     ns: &str,
     svc: &str,

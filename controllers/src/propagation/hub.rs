@@ -32,6 +32,7 @@ use causeway_crds::federation::work::Work;
 use causeway_crds::names::execution_namespace;
 use causeway_crds::well_known::{finalizers, labels};
 use causeway_runtime::apply::{self, Failures, Memo, StatusMemo};
+use causeway_runtime::events::Notes;
 use causeway_runtime::reflect::{Cache, Dirty, Key, Wake, cache};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -180,16 +181,19 @@ pub async fn run(
         return;
     }
     tracing::info!("propagation controller running");
-    let reporter = Reporter {
-        controller: "causeway-propagation".into(),
-        instance: None,
-    };
+    let notes = Notes::new(
+        hub.clone(),
+        Reporter {
+            controller: "causeway-propagation".into(),
+            instance: None,
+        },
+    );
     let mut kinds = Kinds::new(hub.clone(), wake.clone(), stop.clone());
     let mut memos = Memos::default();
     let mut dirty = Dirty::full();
     loop {
         let started = Instant::now();
-        let failures = round(&hub, &c, &mut kinds, &mut memos, &reporter, &dirty).await;
+        let failures = round(&hub, &c, &mut kinds, &mut memos, &notes, &dirty).await;
         metrics.observe_reconcile("propagation", "hub", started.elapsed(), failures.count);
         if let Some(due) = memos.due {
             let wait = due.duration_since(jiff::Timestamp::now());
@@ -281,7 +285,7 @@ async fn round(
     c: &Caches,
     kinds: &mut Kinds,
     memos: &mut Memos,
-    reporter: &Reporter,
+    notes: &Notes,
     dirty: &Dirty,
 ) -> Failures {
     let mut failures = Failures::new("propagation", "hub");
@@ -342,7 +346,7 @@ async fn round(
         hub,
         kinds,
         memos,
-        reporter,
+        notes,
         failures: &mut failures,
         clusters: &clusters,
         ops: &ops,
@@ -453,7 +457,7 @@ struct Ctx<'a> {
     hub: &'a kube::Client,
     kinds: &'a Kinds,
     memos: &'a mut Memos,
-    reporter: &'a Reporter,
+    notes: &'a Notes,
     failures: &'a mut Failures,
     clusters: &'a [Arc<Cluster>],
     ops: &'a [Arc<OverridePolicy>],

@@ -156,13 +156,10 @@ impl Ctx<'_> {
             action: "Propagate".into(),
             secondary: None,
         };
-        match causeway_runtime::events::publish_note(
-            self.hub,
-            self.reporter,
-            &ev,
-            &template.object_ref(resource),
-        )
-        .await
+        match self
+            .notes
+            .publish(&ev, &template.object_ref(resource))
+            .await
         {
             Ok(()) => {
                 self.memos.told.insert(slot, note.to_string());
