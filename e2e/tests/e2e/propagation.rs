@@ -62,6 +62,22 @@ pub(crate) async fn get(env: &Env, context: &str, args: &[&str]) -> Option<Value
     serde_json::from_slice(&out.stdout).ok()
 }
 
+/// `kubectl get events -n demo --field-selector <selector>` on the hub.
+pub(crate) async fn demo_events(env: &Env, selector: &str) -> String {
+    env.ok(&["get", "events", "-n", "demo", "--field-selector", selector])
+        .await
+}
+
+/// The binding's condition of `type_` (kubectl get rb -o json), if it has one.
+pub(crate) async fn binding_condition(env: &Env, rb: &str, type_: &str) -> Option<Value> {
+    let rb = get(env, "hub", &["rb", rb, "-n", "demo"]).await?;
+    rb.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
 fn image_and_replicas(d: &Value) -> (String, i64) {
     (
         d.pointer("/spec/template/spec/containers/0/image")
@@ -319,14 +335,9 @@ async fn spread_constraints_span_the_regions_asked_for() {
     let bad = env.file("pp.yaml", &policy("spread", &spread(3)));
     env.ok(&["apply", "-f", &bad]).await;
     let scheduled = eventually("Scheduled=False with the reason", WAIT, || async {
-        let rb = get(&env, "hub", &["rb", "spread-configmap", "-n", "demo"]).await?;
-        let c = rb
-            .pointer("/status/conditions")?
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == "Scheduled" && c["status"] == "False")?
-            .clone();
-        Some(c)
+        binding_condition(&env, "spread-configmap", "Scheduled")
+            .await
+            .filter(|c| c["status"] == "False")
     })
     .await;
     assert!(
@@ -350,15 +361,15 @@ async fn spread_constraints_span_the_regions_asked_for() {
         ),
     );
     env.ok(&["apply", "-f", &four]).await;
-    let unschedulable = eventually("Scheduled=False Unschedulable", WAIT, || async {
-        let rb = get(&env, "hub", &["rb", "spread-configmap", "-n", "demo"]).await?;
-        rb.pointer("/status/conditions")?
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Scheduled" && c["reason"] == "Unschedulable")
-            .then_some(rb)
+    eventually("Scheduled=False Unschedulable", WAIT, || async {
+        binding_condition(&env, "spread-configmap", "Scheduled")
+            .await
+            .filter(|c| c["reason"] == "Unschedulable")
     })
     .await;
+    let unschedulable = get(&env, "hub", &["rb", "spread-configmap", "-n", "demo"])
+        .await
+        .unwrap();
     let reasons = unschedulable
         .pointer("/status/schedulingReasons")
         .unwrap()
@@ -379,12 +390,9 @@ async fn spread_constraints_span_the_regions_asked_for() {
     let two = env.file("pp.yaml", &policy("spread", &spread(2)));
     env.ok(&["apply", "-f", &two]).await;
     eventually("Scheduled=True", WAIT, || async {
-        let rb = get(&env, "hub", &["rb", "spread-configmap", "-n", "demo"]).await?;
-        rb.pointer("/status/conditions")?
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Scheduled" && c["status"] == "True")
-            .then_some(())
+        binding_condition(&env, "spread-configmap", "Scheduled")
+            .await
+            .filter(|c| c["status"] == "True")
     })
     .await;
 }
@@ -657,16 +665,7 @@ spec:
     assert!(msg.contains("/data/missing"), "{msg}");
     assert_eq!(member_value(&env, "north", "tuning").await, None);
     let events = eventually("a Warning Event on the template", WAIT, || async {
-        let out = env
-            .ok(&[
-                "get",
-                "events",
-                "-n",
-                "demo",
-                "--field-selector",
-                "involvedObject.name=tuning",
-            ])
-            .await;
+        let out = demo_events(&env, "involvedObject.name=tuning").await;
         out.contains("ApplyOverridesFailed").then_some(out)
     })
     .await;

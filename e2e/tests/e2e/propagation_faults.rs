@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use crate::mcs_support::eventually;
-use crate::propagation::{WAIT, configmap, fleet_of, get, member_has, member_value, policy};
+use crate::propagation::{
+    WAIT, configmap, demo_events, fleet_of, get, member_has, member_value, policy,
+};
 
 /// F.40 through the whole pipeline: a ConfigMap that already exists in east and is not
 /// Causeway's is left as it is (Abort, the default), the other clusters get the
@@ -27,16 +29,7 @@ async fn a_conflict_in_one_member_is_reported_on_the_template() {
     env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
     member_has(&env, "west", "owned", Some("ours")).await;
     let events = eventually("an ApplyFailed Event naming east", WAIT, || async {
-        let out = env
-            .ok(&[
-                "get",
-                "events",
-                "-n",
-                "demo",
-                "--field-selector",
-                "involvedObject.name=owned",
-            ])
-            .await;
+        let out = demo_events(&env, "involvedObject.name=owned").await;
         (out.contains("ApplyFailed") && out.contains("east")).then_some(out)
     })
     .await;
@@ -83,16 +76,7 @@ async fn deletion_waits_for_a_member_that_is_not_ready() {
     env.ok(&["delete", "-f", &cm, "--wait=false"]).await;
     member_has(&env, "west", "pending", None).await;
     eventually("a WaitingForRemoval Event naming east", WAIT, || async {
-        let out = env
-            .ok(&[
-                "get",
-                "events",
-                "-n",
-                "demo",
-                "--field-selector",
-                "involvedObject.name=pending",
-            ])
-            .await;
+        let out = demo_events(&env, "involvedObject.name=pending").await;
         (out.contains("WaitingForRemoval") && out.contains("east")).then_some(())
     })
     .await;

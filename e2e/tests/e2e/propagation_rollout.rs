@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::mcs_support::eventually;
-use crate::propagation::{WAIT, fleet_of, get};
+use crate::propagation::{WAIT, binding_condition, demo_events, fleet_of, get};
 use crate::support::Env;
 
 /// Each member's image of Deployment web (None: not there).
@@ -29,13 +29,7 @@ async fn images(env: &Env) -> Vec<Option<String>> {
 
 /// The binding's RolledOut condition: (status, reason, message).
 async fn rolled_out(env: &Env) -> Option<(String, String, String)> {
-    let rb = get(env, "hub", &["rb", "web-deployment", "-n", "demo"]).await?;
-    let c = rb
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "RolledOut")?
-        .clone();
+    let c = binding_condition(env, "web-deployment", "RolledOut").await?;
     let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
     Some((s("status"), s("reason"), s("message")))
 }
@@ -103,16 +97,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // the user sees why on the template too
-    let events = env
-        .ok(&[
-            "get",
-            "events",
-            "-n",
-            "demo",
-            "--field-selector",
-            "involvedObject.name=web",
-        ])
-        .await;
+    let events = demo_events(&env, "involvedObject.name=web").await;
     assert!(events.contains("RolloutProgressing"), "{events}");
 
     // a good generation: through the canary, then west, then north
@@ -127,16 +112,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     })
     .await;
     // an Event for each wave it went through, each with its own note
-    let events = env
-        .ok(&[
-            "get",
-            "events",
-            "-n",
-            "demo",
-            "--field-selector",
-            "reason=RolloutProgressing",
-        ])
-        .await;
+    let events = demo_events(&env, "reason=RolloutProgressing").await;
     for note in [
         "wave 1 of 3 (canary) gets template generation 3",
         "wave 2 of 3 (wave-2) gets template generation 3",

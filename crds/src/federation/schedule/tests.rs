@@ -41,7 +41,16 @@ fn placement(yaml: &str) -> Placement {
 
 /// Every cluster's outcome: "chosen" or its reason, in name order.
 fn outcome(placement: &Placement, clusters: &[Cluster]) -> Vec<(String, String)> {
-    let d = schedule(placement, clusters, &Workload::default()).unwrap();
+    outcome_for(placement, clusters, &Workload::default())
+}
+
+/// [`outcome`] for a given workload.
+fn outcome_for(
+    placement: &Placement,
+    clusters: &[Cluster],
+    workload: &Workload,
+) -> Vec<(String, String)> {
+    let d = schedule(placement, clusters, workload).unwrap();
     let chosen = d
         .chosen
         .iter()
@@ -706,15 +715,7 @@ fn spread_constraints_table() {
             previous: previous.iter().map(|c| (c.to_string(), 1)).collect(),
             ..Workload::default()
         };
-        let d = schedule(&placement(yaml), &fleet, &w).unwrap();
-        let mut all: Vec<(String, String)> = d
-            .chosen
-            .iter()
-            .map(|t| (t.cluster.clone(), "chosen".to_string()))
-            .chain(d.rejected.iter().map(|(c, r)| (c.clone(), r.to_string())))
-            .collect();
-        all.sort();
-        all
+        outcome_for(&placement(yaml), &fleet, &w)
     };
     let no_region = "no region known, and spreadConstraints group clusters by region";
     // region min = max = 2: exactly two regions (the two with most clusters), every

@@ -223,4 +223,24 @@ async fn a_pod_is_bound_once_through_its_binding_subresource() {
     );
     let p = pods.get("web").await.unwrap();
     assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("n1"));
+
+    // a Pod that still has scheduling gates cannot be bound
+    let mut gated = manifest("nginx:1", 80);
+    gated["metadata"]["name"] = json!("gated");
+    gated["spec"]["schedulingGates"] = json!([{"name": "example.com/wait"}]);
+    pods.create(&pp, &serde_json::from_value(gated).unwrap())
+        .await
+        .unwrap();
+    let mut b = bind("Node", "n1");
+    b["metadata"]["name"] = json!("gated");
+    let e = pods
+        .create_subresource::<_, serde_json::Value>("binding", "gated", &pp, &b)
+        .await
+        .expect_err("a gated Pod is not bound");
+    assert_eq!(code(&e), 409);
+    assert!(
+        message(&e).ends_with("pod gated has non-empty .spec.schedulingGates"),
+        "{}",
+        message(&e)
+    );
 }
