@@ -28,7 +28,7 @@
 //! a policy deleted together with its overrides never re-renders (D.32). A template being deleted produces no binding and its binding is neither
 //! rewritten nor deleted here (deletion semantics belong to a later step).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use causeway_crds::federation::binding::{
@@ -38,10 +38,13 @@ use causeway_crds::federation::binding::{
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
-use causeway_crds::federation::schedule::{Decision, PlacementError, Reason, Workload, schedule};
+use causeway_crds::federation::schedule::{
+    Decision, PlacementError, Reason, Workload, app_failover, schedule,
+};
 use causeway_crds::federation::selection::{
     PolicyId, PolicyRef, SelectionError, TemplateMeta, claim, validate_policy,
 };
+use causeway_crds::federation::work::Work;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
@@ -71,13 +74,23 @@ pub struct Desired {
     pub invalid_policies: Vec<(PolicyId, SelectionError)>,
     /// Templates that cannot be propagated (no apiVersion, kind or name), with why.
     pub invalid_templates: Vec<SelectionError>,
-    /// When a failover the eviction rate limit held back may go ahead.
-    pub next_eviction: Option<k8s_openapi::jiff::Timestamp>,
+    /// The next time a decision changes by itself: a failover the eviction rate limit
+    /// held back may go ahead, or an application's toleration of being unhealthy in a
+    /// cluster ends.
+    pub next_due: Option<k8s_openapi::jiff::Timestamp>,
 }
 
-/// The pure detector: see the module documentation. `now` stamps the
-/// `lastTransitionTime` of a `Scheduled` condition whose status changes; `evictions` is
-/// the failover rate limit's bucket, which the loop keeps across rounds.
+impl Desired {
+    fn due(&mut self, at: k8s_openapi::jiff::Timestamp) {
+        self.next_due = Some(self.next_due.map_or(at, |n| n.min(at)));
+    }
+}
+
+/// The pure detector: see the module documentation. `works` are the bindings' Works
+/// by binding key (`(namespace, name)`, "" for a ClusterResourceBinding), whose health
+/// application failover reads. `now` stamps the `lastTransitionTime` of a `Scheduled`
+/// condition whose status changes; `evictions` is the failover rate limit's bucket,
+/// which the loop keeps across rounds.
 #[allow(clippy::too_many_arguments)]
 pub fn desired(
     templates: &[Arc<DynamicObject>],
@@ -86,6 +99,7 @@ pub fn desired(
     clusters: &[Arc<Cluster>],
     bindings: &[Arc<ResourceBinding>],
     cluster_bindings: &[Arc<ClusterResourceBinding>],
+    works: &HashMap<(String, String), Vec<Arc<Work>>>,
     now: &Time,
     evictions: &mut evictions::Evictions,
 ) -> Desired {
@@ -181,7 +195,31 @@ pub fn desired(
             .pointer("/spec/replicas")
             .and_then(serde_json::Value::as_i64)
             .and_then(|r| i32::try_from(r).ok());
-        let workload = Workload {
+        // J.64: clusters the application failed in for longer than tolerated
+        let binding_works = works
+            .get(&(meta.namespace.clone().unwrap_or_default(), name.clone()))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let verdict = app_failover::decide(
+            policy
+                .spec
+                .failover
+                .as_ref()
+                .and_then(|f| f.application.as_ref()),
+            existing_spec
+                .map(|s| s.clusters.as_slice())
+                .unwrap_or_default(),
+            existing_spec
+                .map(|s| s.evictions.as_slice())
+                .unwrap_or_default(),
+            |c| crate::propagation::status::work_of(binding_works, c),
+            template.metadata.generation,
+            now.0,
+        );
+        if let Some(at) = verdict.next_due {
+            out.due(at);
+        }
+        let mut workload = Workload {
             replicas,
             uid: template.uid().unwrap_or_default(),
             previous: existing_spec
@@ -198,9 +236,44 @@ pub fn desired(
                 .as_ref()
                 .and_then(|f| f.cluster.as_ref())
                 .map(|_| now.0),
+            evicted: verdict
+                .evictions
+                .iter()
+                .map(|e| (e.cluster.clone(), e.reason.clone()))
+                .collect(),
             ..Workload::default()
         };
         let mut scheduled = schedule(&policy.spec.placement, &clusters, &workload);
+        // a move that would leave the workload nowhere new does not happen (J.61)
+        let mut not_moved = verdict.held.clone();
+        let new = &verdict.evictions[verdict.evictions.len() - verdict.new..];
+        if let Ok(d) = &scheduled
+            && new
+                .iter()
+                .any(|e| d.chosen.iter().any(|t| t.cluster == e.cluster))
+        {
+            for e in new {
+                workload.evicted.remove(&e.cluster);
+                not_moved.push((
+                    e.cluster.clone(),
+                    "unhealthy for longer than failover.application tolerates, but no other cluster can take it: it stays".to_string(),
+                ));
+            }
+            scheduled = schedule(&policy.spec.placement, &clusters, &workload);
+        }
+        // what the binding records: the evictions the schedule honours
+        let evicted: Vec<_> = match &scheduled {
+            Ok(d) => verdict
+                .evictions
+                .iter()
+                .filter(|e| workload.evicted.contains_key(&e.cluster))
+                .filter(|e| !d.chosen.iter().any(|t| t.cluster == e.cluster))
+                .cloned()
+                .collect(),
+            Err(_) => existing_spec
+                .map(|s| s.evictions.clone())
+                .unwrap_or_default(),
+        };
         // J.63: failing over from clusters the workload runs on is rate limited
         let mut deferred = None;
         if let Ok(d) = &scheduled
@@ -216,7 +289,7 @@ pub fn desired(
                 .collect();
             if !leaving.is_empty() && !evictions.take(leaving.len(), now.0) {
                 let next = evictions.next(now.0);
-                out.next_eviction = Some(out.next_eviction.map_or(next, |n| n.min(next)));
+                out.due(next);
                 let hold = Workload {
                     failover_at: None,
                     ..workload.clone()
@@ -227,6 +300,19 @@ pub fn desired(
         }
         let (clusters_out, mut status) =
             outcome(scheduled, existing_spec, previous_conditions, now);
+        if !not_moved.is_empty() {
+            let notes: Vec<String> = not_moved
+                .iter()
+                .map(|(c, why)| format!("{c}: {why}"))
+                .collect();
+            for c in status.conditions.iter_mut() {
+                c.message = format!(
+                    "{}; application failover held back: {}",
+                    c.message,
+                    notes.join("; ")
+                );
+            }
+        }
         if let Some(from) = deferred {
             for c in status.conditions.iter_mut() {
                 c.message = format!(
@@ -255,6 +341,7 @@ pub fn desired(
             failover: policy.spec.failover.clone(),
             preserve_resources_on_deletion: policy.spec.preserve_resources_on_deletion,
             dependent_overrides: policy.spec.dependent_overrides.clone(),
+            evictions: evicted,
             required_by: Vec::new(),
         };
         let metadata = ObjectMeta {

@@ -305,6 +305,12 @@ async fn round(
     let templates = kinds.templates();
     let clusters = c.clusters.state();
     let now = Time(jiff::Timestamp::now());
+    let mut works: HashMap<Key, Vec<Arc<Work>>> = HashMap::new();
+    for w in c.works.state() {
+        if let Some(k) = work_key(&w) {
+            works.entry(k).or_default().push(w);
+        }
+    }
     let want = detector::desired(
         &templates,
         &pps,
@@ -312,6 +318,7 @@ async fn round(
         &clusters,
         &rbs,
         &crbs,
+        &works,
         &now,
         &mut memos.evictions,
     );
@@ -321,7 +328,7 @@ async fn round(
         .map(|b| &b.spec.0)
         .chain(want.cluster_bindings.iter().map(|b| &b.spec.0))
         .filter_map(|spec| failover::next_due(spec, &clusters, now.0))
-        .chain(want.next_eviction)
+        .chain(want.next_due)
         .min();
     let invalid: std::collections::BTreeMap<_, _> = want
         .invalid_policies
@@ -332,12 +339,6 @@ async fn round(
         .iter()
         .filter_map(|t| Some((template_key(t)?, t)))
         .collect();
-    let mut works: HashMap<Key, Vec<Arc<Work>>> = HashMap::new();
-    for w in c.works.state() {
-        if let Some(k) = work_key(&w) {
-            works.entry(k).or_default().push(w);
-        }
-    }
     let actual_rb = crate::watch::by_key(&rbs);
     let actual_crb: HashMap<String, &Arc<ClusterResourceBinding>> =
         crbs.iter().map(|b| (b.name_any(), b)).collect();
@@ -544,6 +545,25 @@ impl Ctx<'_> {
                         template,
                         EventType::Warning,
                         "FailedOver",
+                        &note.join("; "),
+                    )
+                    .await;
+                }
+                // J.64: where application failover moved the workload away from
+                if b.spec.evictions.is_empty() {
+                    self.forget(b, "ApplicationFailover");
+                } else {
+                    let note: Vec<String> = b
+                        .spec
+                        .evictions
+                        .iter()
+                        .map(|e| format!("cluster {}: {}", e.cluster, e.reason))
+                        .collect();
+                    self.tell(
+                        b,
+                        template,
+                        EventType::Warning,
+                        "ApplicationFailover",
                         &note.join("; "),
                     )
                     .await;

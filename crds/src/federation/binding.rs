@@ -74,11 +74,38 @@ pub struct BindingSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependent_overrides: Vec<String>,
 
+    /// The clusters application failover (`failover.application`) moved the template
+    /// away from, kept out of the placement until the template's next generation. The
+    /// detector writes them; removing one (`kubectl edit`) lets the cluster be
+    /// scheduled again at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["cluster"]))]
+    pub evictions: Vec<Eviction>,
+
     /// For the binding of a dependency (a ConfigMap, Secret, ServiceAccount or PVC a
     /// propagated workload uses, with `propagateDeps`): the bindings that need it. Its
     /// clusters are the union of theirs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_by: Vec<BindingSnapshot>,
+}
+
+/// A cluster application failover moved a template away from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Eviction {
+    /// Name of the Cluster.
+    pub cluster: String,
+
+    /// Why, for people.
+    pub reason: String,
+
+    /// When the template was moved away.
+    pub evicted_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+
+    /// The template generation that was unhealthy there; a later generation may be
+    /// scheduled there again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_generation: Option<i64>,
 }
 
 /// A binding that requires a dependency, and where it is scheduled.

@@ -2,8 +2,11 @@
 //! what the work applier reports in each manifest status and what the Work's
 //! `Available` condition is made of.
 //!
-//! - Deployment, StatefulSet: the controller saw the current generation and every
-//!   replica is updated.
+//! - Deployment, StatefulSet: the controller saw the current generation, every
+//!   replica is updated and every replica is available. ★ Karmada's rule stops at
+//!   "updated", so a Deployment whose new Pods crash-loop or stay Pending counts as
+//!   healthy there: a graceful eviction then deletes the old copy before the new one
+//!   serves (karmada#3736) and application failover never sees the failure.
 //! - ReplicaSet: current generation seen, `availableReplicas >= spec.replicas`.
 //! - DaemonSet: current generation seen, every desired pod updated and available.
 //! - Service: a LoadBalancer needs an ingress address; other types are healthy.
@@ -63,6 +66,15 @@ fn replicas(obj: &Value) -> i64 {
         .unwrap_or(1)
 }
 
+/// `status.availableReplicas`, else `readyReplicas` (a StatefulSet of a cluster older
+/// than Kubernetes 1.22 reports no availability).
+fn available(obj: &Value) -> i64 {
+    obj.pointer("/status/availableReplicas")
+        .or_else(|| obj.pointer("/status/readyReplicas"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
 fn has_ingress(obj: &Value) -> bool {
     obj.pointer("/status/loadBalancer/ingress")
         .and_then(Value::as_array)
@@ -110,9 +122,11 @@ pub fn health(obj: &Value) -> ResourceHealth {
             verdict(!lb || has_ingress(obj))
         }
         _ if status.is_none() => ResourceHealth::Unknown,
-        ("apps", "Deployment" | "StatefulSet") => {
-            verdict(generation_seen(obj) && int(obj, "/status/updatedReplicas") == replicas(obj))
-        }
+        ("apps", "Deployment" | "StatefulSet") => verdict(
+            generation_seen(obj)
+                && int(obj, "/status/updatedReplicas") == replicas(obj)
+                && available(obj) >= replicas(obj),
+        ),
         ("apps", "ReplicaSet") => {
             verdict(generation_seen(obj) && int(obj, "/status/availableReplicas") >= replicas(obj))
         }
@@ -169,9 +183,20 @@ mod tests {
                     "Deployment",
                     2,
                     json!({"replicas": 3}),
-                    json!({"observedGeneration": 2, "updatedReplicas": 3}),
+                    json!({"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 3}),
                 ),
                 Healthy,
+            ),
+            // every Pod updated, but crash-looping or Pending: not healthy (★)
+            (
+                obj(
+                    "apps/v1",
+                    "Deployment",
+                    2,
+                    json!({"replicas": 3}),
+                    json!({"observedGeneration": 2, "updatedReplicas": 3, "availableReplicas": 1}),
+                ),
+                Unhealthy,
             ),
             (
                 obj(
@@ -199,7 +224,7 @@ mod tests {
                     "Deployment",
                     1,
                     json!({}),
-                    json!({"observedGeneration": 1, "updatedReplicas": 1}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 1, "availableReplicas": 1}),
                 ),
                 Healthy,
             ),
@@ -219,9 +244,30 @@ mod tests {
                     "StatefulSet",
                     1,
                     json!({"replicas": 2}),
-                    json!({"observedGeneration": 1, "updatedReplicas": 2}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 2, "availableReplicas": 2}),
                 ),
                 Healthy,
+            ),
+            // a StatefulSet of an older cluster: readyReplicas stands in
+            (
+                obj(
+                    "apps/v1",
+                    "StatefulSet",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 2, "readyReplicas": 2}),
+                ),
+                Healthy,
+            ),
+            (
+                obj(
+                    "apps/v1",
+                    "StatefulSet",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 2, "availableReplicas": 0}),
+                ),
+                Unhealthy,
             ),
             (
                 obj(

@@ -26,7 +26,9 @@
 //!    cluster.causeway.io/not-ready:NoSchedule not tolerated". PreferNoSchedule never
 //!    keeps a cluster out; with `failover.cluster` (on the [`Workload`]), a cluster
 //!    not Ready for longer than tolerated is left out ([`failover`]) — checked before
-//!    the taints, whose NoSchedule would otherwise be the reason shown;
+//!    the taints, whose NoSchedule would otherwise be the reason shown — and so is a
+//!    cluster application failover moved the workload away from ([`app_failover`],
+//!    given as [`Workload::evicted`]);
 //! 7. `spreadConstraints` keep it ([`spread`]: the chosen clusters span between
 //!    `minGroups` and `maxGroups` regions, zones or providers and number within the
 //!    `cluster` constraint), e.g. "region us-west is not among the 2 region(s) chosen".
@@ -84,6 +86,7 @@ use super::propagation::{Placement, ReplicaDivisionPreference, ReplicaScheduling
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 mod affinity;
+pub mod app_failover;
 mod divided;
 pub mod failover;
 mod spread;
@@ -121,6 +124,9 @@ pub struct Workload {
     /// that have not been Ready for longer than tolerated are left out
     /// ([`failover`]).
     pub failover_at: Option<k8s_openapi::jiff::Timestamp>,
+    /// Clusters application failover moved the workload away from, with why
+    /// ([`app_failover`]): left out like a failed-over cluster.
+    pub evicted: BTreeMap<String, String>,
 }
 
 /// One chosen cluster.
@@ -156,6 +162,9 @@ pub enum Reason {
     Spread(String),
     /// Failed over: not Ready for longer than tolerated (`failover.cluster`).
     FailedOver(String),
+    /// The workload was unhealthy here for longer than tolerated
+    /// (`failover.application`).
+    Evicted(String),
 }
 
 impl fmt::Display for Reason {
@@ -173,7 +182,9 @@ impl fmt::Display for Reason {
             Reason::Taint(taint) => write!(f, "taint {taint} not tolerated"),
             Reason::NoWeight => f.write_str("matched by no staticWeightList entry"),
             Reason::NoReplicas(n) => write!(f, "given none of the {n} replicas"),
-            Reason::Spread(why) | Reason::FailedOver(why) => f.write_str(why),
+            Reason::Spread(why) | Reason::FailedOver(why) | Reason::Evicted(why) => {
+                f.write_str(why)
+            }
         }
     }
 }
@@ -256,10 +267,13 @@ pub fn schedule(
     workload: &Workload,
 ) -> Result<Decision, PlacementError> {
     let decision = schedule_once(placement, clusters, workload)?;
-    if decision.chosen.is_empty() && workload.failover_at.is_some() {
+    if decision.chosen.is_empty()
+        && (workload.failover_at.is_some() || !workload.evicted.is_empty())
+    {
         // J.61 ★: failover that would leave the workload nowhere keeps it where it is
         let stay = Workload {
             failover_at: None,
+            evicted: BTreeMap::new(),
             ..workload.clone()
         };
         return schedule_once(placement, clusters, &stay);
@@ -344,6 +358,10 @@ fn rejects(
     // a failed-over cluster says so, before the NoSchedule taint it also has (which,
     // once the workload has left, would be the first reason found)
     affinity_rejects(affinity, cluster)
+        .or_else(|| {
+            let name = cluster.metadata.name.as_deref()?;
+            workload.evicted.get(name).cloned().map(Reason::Evicted)
+        })
         .or_else(|| {
             let now = workload.failover_at?;
             let (since, deadline) = failover::failing(cluster, &placement.cluster_tolerations)?;

@@ -121,7 +121,8 @@ impl JsonSchema for Manifest {
 #[serde(rename_all = "camelCase")]
 pub struct WorkStatus {
     /// Conditions: Applied (every manifest was applied), Available (every applied
-    /// object is healthy), and Progressing, Degraded, Dispatching.
+    /// object is healthy), Dispatching (not suspended) and Degraded (some object is
+    /// Unhealthy).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -216,9 +217,8 @@ pub mod conditions {
     pub const APPLIED: &str = "Applied";
     /// Available: every applied object is healthy.
     pub const AVAILABLE: &str = "Available";
-    /// Progressing: the applied objects are still rolling out.
-    pub const PROGRESSING: &str = "Progressing";
-    /// Degraded: some applied objects are unhealthy.
+    /// Degraded: some objects are Unhealthy (not merely of unknown health); its
+    /// `lastTransitionTime` is when they became so, which application failover times.
     pub const DEGRADED: &str = "Degraded";
     /// Dispatching: whether dispatching is suspended.
     pub const DISPATCHING: &str = "Dispatching";
@@ -234,6 +234,10 @@ pub mod conditions {
     pub const REASON_RESOURCES_AVAILABLE: &str = "ResourcesAvailable";
     /// Available=False.
     pub const REASON_RESOURCES_UNAVAILABLE: &str = "ResourcesUnavailable";
+    /// Degraded=True.
+    pub const REASON_RESOURCES_UNHEALTHY: &str = "ResourcesUnhealthy";
+    /// Degraded=False.
+    pub const REASON_NO_RESOURCES_UNHEALTHY: &str = "NoResourcesUnhealthy";
     /// Dispatching=False: suspended by the policy.
     pub const REASON_SUSPEND_DISPATCHING: &str = "SuspendDispatching";
     /// A manifest not applied: the member object carries `causeway.io/managed: "false"`.

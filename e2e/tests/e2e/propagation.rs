@@ -62,6 +62,35 @@ pub(crate) async fn get(env: &Env, context: &str, args: &[&str]) -> Option<Value
     serde_json::from_slice(&out.stdout).ok()
 }
 
+/// The replicas of Deployment `name` in east, west and north (None: not there).
+pub(crate) async fn replicas(env: &Env, name: &str) -> Vec<Option<i64>> {
+    let mut out = Vec::new();
+    for c in ["east", "west", "north"] {
+        let d = get(env, c, &["deployment", name, "-n", "demo"]).await;
+        out.push(d.and_then(|d| d.pointer("/spec/replicas").and_then(Value::as_i64)));
+    }
+    out
+}
+
+/// Whether `cluster`'s execution namespace holds a Work of the binding of `name`, not
+/// being deleted (a Work the hub deleted stays until the member's applier has removed
+/// the copies it made).
+pub(crate) async fn has_work(env: &Env, cluster: &str, name: &str) -> bool {
+    let ns = format!("causeway-es-{cluster}");
+    let works = get(env, "hub", &["works", "-n", &ns]).await;
+    works
+        .and_then(|w| w["items"].as_array().cloned())
+        .is_some_and(|items| {
+            items.iter().any(|w| {
+                w["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(name)
+                    && w["metadata"]["deletionTimestamp"].is_null()
+            })
+        })
+}
+
 /// `kubectl get events -n demo --field-selector <selector>` on the hub.
 pub(crate) async fn demo_events(env: &Env, selector: &str) -> String {
     env.ok(&["get", "events", "-n", "demo", "--field-selector", selector])

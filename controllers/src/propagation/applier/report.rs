@@ -1,7 +1,7 @@
 //! The Work's status from what each manifest came to (federation.md §8 H.54): one
 //! manifest status per manifest (identifier, the member object's `.status`, health,
 //! applied/reason/message, generation, template generation) and the conditions
-//! Applied, Available and Dispatching. Pure.
+//! Applied, Available, Dispatching and Degraded. Pure.
 
 use causeway_crds::federation::health::health;
 use causeway_crds::federation::work::{
@@ -77,6 +77,7 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
     let mut manifest_statuses = Vec::new();
     let mut failing = Vec::new();
     let mut unhealthy = Vec::new();
+    let mut degraded = Vec::new();
     for (i, ((m, seen), out)) in work
         .spec
         .workload
@@ -95,6 +96,9 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         }
         if out.result.is_err() || h != ResourceHealth::Healthy {
             unhealthy.push(format!("{what}: {h:?}"));
+        }
+        if h == ResourceHealth::Unhealthy {
+            degraded.push(what.clone());
         }
         manifest_statuses.push(ManifestStatus {
             identifier: id,
@@ -182,8 +186,35 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
             now,
         )
     };
+    // what application failover times: how long some object has been Unhealthy (not
+    // merely unknown or still being applied)
+    let degraded = if degraded.is_empty() {
+        condition(
+            prev,
+            conditions::DEGRADED,
+            false,
+            conditions::REASON_NO_RESOURCES_UNHEALTHY,
+            format!("no manifest is unhealthy in cluster {}", input.cluster),
+            generation,
+            now,
+        )
+    } else {
+        condition(
+            prev,
+            conditions::DEGRADED,
+            true,
+            conditions::REASON_RESOURCES_UNHEALTHY,
+            format!(
+                "unhealthy in cluster {}: {}",
+                input.cluster,
+                degraded.join("; ")
+            ),
+            generation,
+            now,
+        )
+    };
     WorkStatus {
-        conditions: vec![applied, available, dispatching],
+        conditions: vec![applied, available, dispatching, degraded],
         manifest_statuses,
     }
 }

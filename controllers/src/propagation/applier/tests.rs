@@ -51,7 +51,7 @@ fn applied(manifest: &Value) -> Value {
     o["metadata"]["generation"] = json!(3);
     o["metadata"]["labels"]["team"] = json!("member-added");
     o["spec"]["progressDeadlineSeconds"] = json!(600);
-    o["status"] = json!({"observedGeneration": 3, "updatedReplicas": 2});
+    o["status"] = json!({"observedGeneration": 3, "updatedReplicas": 2, "availableReplicas": 2});
     o
 }
 
@@ -342,6 +342,61 @@ fn deletion_deletes_only_causeways_objects_then_releases() {
     assert!(p.release);
 }
 
+/// Degraded is True while an object is Unhealthy, and keeps the time it became so
+/// while it stays so (application failover times it).
+#[test]
+fn degraded_says_since_when_an_object_is_unhealthy() {
+    let d = deploy(2);
+    let mut w = work(vec![d.clone()]);
+    let observed = vec![seen(None)];
+    let mut crashing = applied(&d);
+    crashing["status"]["availableReplicas"] = json!(0);
+    let outcome = |object: Value| {
+        vec![Outcome {
+            result: Ok(()),
+            object: Some(object),
+        }]
+    };
+    let degraded = |st: &causeway_crds::federation::work::WorkStatus| {
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::DEGRADED)
+            .unwrap()
+            .clone();
+        (c.status, c.reason, c.message, c.last_transition_time)
+    };
+    fn input<'a>(w: &'a Work, observed: &'a [Observed]) -> Input<'a> {
+        Input {
+            cluster: "east",
+            work: w,
+            ready: true,
+            manifests: observed,
+            leftovers: &[],
+        }
+    }
+    let t1 = Time(jiff::Timestamp::from_second(100).unwrap());
+    let t2 = Time(jiff::Timestamp::from_second(400).unwrap());
+    let st = status(&input(&w, &observed), &outcome(crashing.clone()), &t1);
+    assert_eq!(
+        degraded(&st),
+        (
+            "True".to_string(),
+            conditions::REASON_RESOURCES_UNHEALTHY.to_string(),
+            "unhealthy in cluster east: manifest 0 (Deployment demo/web)".to_string(),
+            t1.clone()
+        )
+    );
+    w.status = Some(st);
+    // still crashing later: the time it became unhealthy stays
+    let st = status(&input(&w, &observed), &outcome(crashing), &t2);
+    assert_eq!(degraded(&st).3, t1);
+    w.status = Some(st);
+    // available again: False from then on
+    let st = status(&input(&w, &observed), &outcome(applied(&d)), &t2);
+    assert_eq!((degraded(&st).0.as_str(), degraded(&st).3), ("False", t2));
+}
+
 #[test]
 fn status_reports_each_manifest_and_the_conditions() {
     let ok = deploy(2);
@@ -390,7 +445,7 @@ fn status_reports_each_manifest_and_the_conditions() {
     assert_eq!(m0.health, Some(ResourceHealth::Healthy));
     assert_eq!(
         m0.status,
-        Some(json!({"observedGeneration": 3, "updatedReplicas": 2}))
+        Some(json!({"observedGeneration": 3, "updatedReplicas": 2, "availableReplicas": 2}))
     );
     assert_eq!(
         st.manifest_statuses[1].reason.as_deref(),
@@ -422,6 +477,8 @@ fn status_reports_each_manifest_and_the_conditions() {
     );
     assert_eq!(st.conditions[1].status, "False");
     assert_eq!(st.conditions[2].reason, REASON_DISPATCHING);
+    // the Job's health is unknown, not unhealthy: not degraded
+    assert_eq!(st.conditions[3].status, "False");
     // all applied and healthy: True, and the transition time stays put
     let mut w2 = work(vec![ok.clone(), cm.clone()]);
     let observed = vec![seen(None), seen(None)];
@@ -460,6 +517,11 @@ fn status_reports_each_manifest_and_the_conditions() {
                 conditions::REASON_RESOURCES_AVAILABLE
             ),
             (conditions::DISPATCHING, "True", REASON_DISPATCHING),
+            (
+                conditions::DEGRADED,
+                "False",
+                conditions::REASON_NO_RESOURCES_UNHEALTHY
+            ),
         ]
     );
     w2.status = Some(st.clone());

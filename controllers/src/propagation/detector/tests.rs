@@ -1,5 +1,7 @@
 //! Table tests of the pure detector: fixtures as JSON, one hub state per case.
 
+use std::collections::HashMap;
+
 use super::*;
 use causeway_crds::well_known::labels;
 use serde::de::DeserializeOwned;
@@ -56,6 +58,7 @@ fn run(
         clusters,
         bindings,
         &[],
+        &HashMap::new(),
         &t(100),
         &mut evictions::Evictions::new(1e9, 1e9),
     )
@@ -166,6 +169,7 @@ fn cluster_scoped_template_gets_a_cluster_resource_binding() {
         &fleet(),
         &[],
         &[],
+        &HashMap::new(),
         &t(1),
         &mut evictions::Evictions::default(),
     );
@@ -439,6 +443,7 @@ fn late_joining_matching_cluster_appears_in_spec_clusters() {
         &clusters,
         &[existing],
         &[],
+        &HashMap::new(),
         &t(200),
         &mut evictions::Evictions::default(),
     );
@@ -627,6 +632,7 @@ fn failing_over_is_rate_limited() {
             &clusters,
             existing,
             &[],
+            &HashMap::new(),
             &t(now),
             budget,
         )
@@ -644,7 +650,7 @@ fn failing_over_is_rate_limited() {
             .ends_with("; failing over from c waits for the eviction rate limit (0.5 per second)"),
         "{waiting}"
     );
-    assert_eq!(d.next_eviction, Some(t(1002).0));
+    assert_eq!(d.next_due, Some(t(1002).0));
     // two seconds later (the bindings written) the next one goes
     let written: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
     let d = round(1002, &written, &mut budget);
@@ -654,4 +660,138 @@ fn failing_over_is_rate_limited() {
         .map(|b| names(&b.spec.0.clusters).contains(&"c".to_string()))
         .collect();
     assert_eq!(on_c, [false, false, true]);
+}
+
+/// A Work of binding `web/<name>-deployment` in `cluster`, Degraded as `degraded` says
+/// since t(0).
+fn degraded_work(name: &str, cluster: &str, degraded: bool) -> Arc<Work> {
+    obj(json!({
+        "apiVersion": "causeway.io/v1alpha1", "kind": "Work",
+        "metadata": {"name": format!("web.{name}-deployment"), "namespace": format!("causeway-es-{cluster}"),
+                     "generation": 1,
+                     "labels": {labels::CLUSTER: cluster, labels::BINDING_NAMESPACE: "web",
+                                labels::BINDING_NAME: format!("{name}-deployment")}},
+        "spec": {},
+        "status": {"conditions": [{"type": "Degraded", "status": if degraded { "True" } else { "False" },
+                                   "reason": "R", "message": "", "observedGeneration": 1,
+                                   "lastTransitionTime": "1970-01-01T00:00:00Z"}]}
+    }))
+}
+
+/// J.64: a workload unhealthy in a cluster for longer than tolerated leaves it and the
+/// binding records the eviction, which keeps the cluster out in the next rounds (its
+/// Work gone) until the template's next generation; a move that would leave the
+/// workload nowhere does not happen, and the Scheduled condition says why.
+#[test]
+fn application_failover_moves_a_workload_and_keeps_it_away() {
+    let failover =
+        json!({"failover": {"application": {"decisionConditions": {"tolerationSeconds": 10}}}});
+    let mut divided = failover.clone();
+    divided["placement"] = json!({"replicaScheduling": {"replicaSchedulingType": "Divided"}});
+    let policy = pp("all", "Deployment", divided);
+    let mut app = (*deployment("api", 6)).clone();
+    app.metadata.generation = Some(4);
+    let apps = [Arc::new(app)];
+    let round = |existing: &[Arc<ResourceBinding>], works: &[Arc<Work>], now: i64| {
+        let works: HashMap<(String, String), Vec<Arc<Work>>> = [(
+            ("web".to_string(), "api-deployment".to_string()),
+            works.to_vec(),
+        )]
+        .into();
+        desired(
+            &apps,
+            std::slice::from_ref(&policy),
+            &[],
+            &fleet(),
+            existing,
+            &[],
+            &works,
+            &t(now),
+            &mut evictions::Evictions::new(1e9, 1e9),
+        )
+    };
+    let first = round(&[], &[], 5);
+    let existing: Vec<Arc<ResourceBinding>> =
+        first.bindings.iter().cloned().map(Arc::new).collect();
+    let works = [
+        degraded_work("api", "a", true),
+        degraded_work("api", "b", false),
+        degraded_work("api", "c", false),
+    ];
+    // before the toleration ends: nothing moves, and the loop is told when to look again
+    let d = round(&existing, &works, 5);
+    assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
+    assert_eq!(d.next_due, Some(t(10).0));
+    // after: a leaves, b and c run 3 each, and the binding says why
+    let d = round(&existing, &works, 10);
+    let spec = &d.bindings[0].spec.0;
+    assert_eq!(
+        spec.clusters
+            .iter()
+            .map(|c| (c.name.as_str(), c.replicas))
+            .collect::<Vec<_>>(),
+        [("b", Some(3)), ("c", Some(3))]
+    );
+    assert_eq!(spec.evictions.len(), 1);
+    assert_eq!(
+        (
+            spec.evictions[0].cluster.as_str(),
+            spec.evictions[0].template_generation
+        ),
+        ("a", Some(4))
+    );
+    let reasons = &d.bindings[0].status.as_ref().unwrap().scheduling_reasons;
+    assert_eq!(reasons[0].cluster, "a");
+    assert_eq!(reasons[0].reason, spec.evictions[0].reason);
+    // a's Work gone: it stays out
+    let evicted: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
+    let d = round(&evicted, &works[1..], 20);
+    assert_eq!(names(&d.bindings[0].spec.0.clusters), ["b", "c"]);
+    assert_eq!(d.bindings[0].spec.0.evictions.len(), 1);
+    // the next generation is tried there again
+    let mut next = (*apps[0]).clone();
+    next.metadata.generation = Some(5);
+    let d = desired(
+        &[Arc::new(next)],
+        std::slice::from_ref(&policy),
+        &[],
+        &fleet(),
+        &evicted,
+        &[],
+        &HashMap::new(),
+        &t(30),
+        &mut evictions::Evictions::new(1e9, 1e9),
+    );
+    assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
+    assert!(d.bindings[0].spec.0.evictions.is_empty());
+
+    // only a can run it (clusterNames [a]): nowhere else to go, it stays
+    let mut only_a = failover.clone();
+    only_a["placement"] = json!({"clusterAffinity": {"clusterNames": ["a"]}});
+    let policy = pp("all", "Deployment", only_a);
+    let on_a = run(&apps, std::slice::from_ref(&policy), &fleet(), &[]);
+    let on_a: Vec<Arc<ResourceBinding>> = on_a.bindings.iter().cloned().map(Arc::new).collect();
+    let d = desired(
+        &apps,
+        std::slice::from_ref(&policy),
+        &[],
+        &fleet(),
+        &on_a,
+        &[],
+        &[(
+            ("web".to_string(), "api-deployment".to_string()),
+            works[..1].to_vec(),
+        )]
+        .into(),
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+    );
+    let b = &d.bindings[0];
+    assert_eq!(names(&b.spec.0.clusters), ["a"]);
+    assert!(b.spec.0.evictions.is_empty());
+    let message = &scheduled(&b.status).message;
+    assert!(
+        message.ends_with("; application failover held back: a: unhealthy for longer than failover.application tolerates, but no other cluster can take it: it stays"),
+        "{message}"
+    );
 }

@@ -10,8 +10,13 @@
 //! - `Never`: not while the cluster stays failed.
 //!
 //! A cluster that is Ready again is scheduled as any other (J.62): nothing is kept for
-//! it, and a graceful purge pending for it is dropped. The times a decision changes (a
-//! failover deadline, the end of a grace period) are when the loop must run again:
+//! it, and a graceful purge pending for it is dropped.
+//!
+//! Application failover (J.64) purges the Work of a cluster in the binding's
+//! `spec.evictions` the same way, as `failover.application.purgeMode` says, its grace
+//! period (`gracePeriodSeconds`, 600 s by default) counted from the eviction; `Never`
+//! keeps the copy until the template's next generation. The times a decision changes
+//! (a failover deadline, the end of a grace period) are when the loop must run again:
 //! [`next_due`].
 
 use std::sync::Arc;
@@ -20,7 +25,7 @@ use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::propagation::PurgeMode;
 use causeway_crds::federation::rollout;
-use causeway_crds::federation::schedule::failover;
+use causeway_crds::federation::schedule::{app_failover, failover};
 use causeway_crds::federation::work::Work;
 use causeway_crds::names::cluster_of_execution_namespace;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -41,8 +46,10 @@ fn cluster<'a>(clusters: &'a [Arc<Cluster>], name: &str) -> Option<&'a Cluster> 
         .map(Arc::as_ref)
 }
 
-/// The failed-over clusters whose Works stay for now, each with what the user should
-/// know (for an Event).
+/// The clusters failover moved the workload away from whose Works stay for now, each
+/// with what the user should know (for an Event): a failed-over cluster
+/// (`failover.cluster`) or one application failover evicted (`failover.application`,
+/// the binding's `spec.evictions`; its grace period counts from the eviction).
 pub(super) fn kept(
     spec: &BindingSpec,
     clusters: &[Arc<Cluster>],
@@ -50,9 +57,7 @@ pub(super) fn kept(
     generation: i64,
     now: Timestamp,
 ) -> Vec<(String, String)> {
-    let Some(mode) = purge_mode(spec) else {
-        return Vec::new();
-    };
+    let application = spec.failover.as_ref().and_then(|f| f.application.as_ref());
     let work_of = |c: &str| crate::propagation::status::work_of(works, c);
     let pending: Vec<String> = spec
         .clusters
@@ -73,25 +78,45 @@ pub(super) fn kept(
         if spec.clusters.iter().any(|t| t.name == name) {
             continue;
         }
-        let Some((_, deadline)) = cluster(clusters, name)
-            .and_then(|c| failover::failing(c, &spec.placement.cluster_tolerations))
-            .filter(|(_, deadline)| now >= *deadline)
-        else {
-            continue; // left for another reason, or Ready again: removed as usual
+        let evicted = spec.evictions.iter().find(|e| e.cluster == name);
+        let (mode, until, what, stays_while) = match (evicted, application) {
+            (Some(e), Some(app)) => (
+                app.purge_mode.unwrap_or(PurgeMode::Gracefully),
+                e.evicted_at.0.checked_add(SignedDuration::from_secs(
+                    app_failover::grace_period_seconds(app),
+                )),
+                "application failover moved the workload away from cluster",
+                "until the template's next generation",
+            ),
+            _ => {
+                let Some(mode) = purge_mode(spec) else {
+                    continue;
+                };
+                let Some((_, deadline)) = cluster(clusters, name)
+                    .and_then(|c| failover::failing(c, &spec.placement.cluster_tolerations))
+                    .filter(|(_, deadline)| now >= *deadline)
+                else {
+                    continue; // left for another reason, or Ready again: removed as usual
+                };
+                (
+                    mode,
+                    deadline.checked_add(SignedDuration::from_secs(GRACE_SECONDS)),
+                    "failed over from cluster",
+                    "while it is not Ready",
+                )
+            }
         };
-        let until = deadline
-            .checked_add(SignedDuration::from_secs(GRACE_SECONDS))
-            .unwrap_or(deadline);
+        let until = until.unwrap_or(Timestamp::MAX);
         match mode {
             PurgeMode::Directly => {}
             PurgeMode::Never => out.push((
                 name.to_string(),
-                format!("cluster {name} failed over; its copy stays while it is not Ready (purgeMode Never)"),
+                format!("{what} {name}; its copy stays {stays_while} (purgeMode Never)"),
             )),
             PurgeMode::Gracefully if !pending.is_empty() && now < until => out.push((
                 name.to_string(),
                 format!(
-                    "cluster {name} failed over; its copy stays until {} run the template applied and healthy, or until {until} (purgeMode Gracefully)",
+                    "{what} {name}; its copy stays until {} run the template applied and healthy, or until {until} (purgeMode Gracefully)",
                     pending.join(", ")
                 ),
             )),
@@ -102,15 +127,16 @@ pub(super) fn kept(
 }
 
 /// The next time after `now` that failover changes what `spec` should be: a scheduled
-/// cluster's failover deadline, or the end of a graceful purge.
+/// cluster's failover deadline, or the end of a graceful purge (of a failed-over
+/// cluster or of one application failover evicted).
 pub(super) fn next_due(
     spec: &BindingSpec,
     clusters: &[Arc<Cluster>],
     now: Timestamp,
 ) -> Option<Timestamp> {
-    purge_mode(spec)?;
-    clusters
+    let failing = clusters
         .iter()
+        .filter(|_| purge_mode(spec).is_some())
         .filter_map(|c| failover::failing(c, &spec.placement.cluster_tolerations))
         .flat_map(|(_, deadline)| {
             [
@@ -119,10 +145,15 @@ pub(super) fn next_due(
                     .checked_add(SignedDuration::from_secs(GRACE_SECONDS))
                     .ok(),
             ]
-        })
-        .flatten()
-        .filter(|t| *t > now)
-        .min()
+        });
+    let application = spec.failover.as_ref().and_then(|f| f.application.as_ref());
+    let graces = application.into_iter().flat_map(|app| {
+        let grace = SignedDuration::from_secs(app_failover::grace_period_seconds(app));
+        spec.evictions
+            .iter()
+            .map(move |e| e.evicted_at.0.checked_add(grace).ok())
+    });
+    failing.chain(graces).flatten().filter(|t| *t > now).min()
 }
 
 #[cfg(test)]
@@ -227,7 +258,7 @@ mod tests {
             notes,
             vec![(
                 "east".to_string(),
-                "cluster east failed over; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:10:10Z (purgeMode Gracefully)".to_string()
+                "failed over from cluster east; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:10:10Z (purgeMode Gracefully)".to_string()
             )]
         );
         // the grace period is over: purged
@@ -268,6 +299,70 @@ mod tests {
             clusters[2].clone(),
         ];
         assert!(kept(&moved, &back, &pending, 1, at("2026-01-01T00:03:00Z")).is_empty());
+    }
+
+    /// J.64: the Work of a cluster application failover evicted is purged as
+    /// `failover.application` says, its grace period counted from the eviction.
+    #[test]
+    fn an_evicted_clusters_work_is_purged_as_the_policy_says() {
+        use causeway_crds::federation::binding::Eviction;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let clusters = vec![
+            cluster("east", "True", "2026-01-01T00:00:00Z"),
+            cluster("west", "True", "2026-01-01T00:00:00Z"),
+        ];
+        let evicted = |mode: &str, grace: i32| {
+            let mut s = spec(None, &["west"]);
+            s.failover = Some(
+                serde_json::from_value(
+                    json!({"application": {"purgeMode": mode, "gracePeriodSeconds": grace}}),
+                )
+                .unwrap(),
+            );
+            s.evictions = vec![Eviction {
+                cluster: "east".into(),
+                reason: "unhealthy".into(),
+                evicted_at: Time(at("2026-01-01T00:05:00Z")),
+                template_generation: Some(1),
+            }];
+            s
+        };
+        let east = work("east", false);
+        let pending = [east.clone(), work("west", false)];
+        let healthy = [east.clone(), work("west", true)];
+        let names = |s: &BindingSpec, works: &[Arc<Work>], now: &str| -> Vec<String> {
+            kept(s, &clusters, works, 1, at(now))
+                .into_iter()
+                .map(|(c, _)| c)
+                .collect()
+        };
+        let graceful = evicted("Gracefully", 60);
+        assert_eq!(
+            kept(&graceful, &clusters, &pending, 1, at("2026-01-01T00:05:30Z")),
+            vec![(
+                "east".to_string(),
+                "application failover moved the workload away from cluster east; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:06:00Z (purgeMode Gracefully)".to_string()
+            )]
+        );
+        assert!(names(&graceful, &pending, "2026-01-01T00:06:00Z").is_empty());
+        assert!(names(&graceful, &healthy, "2026-01-01T00:05:30Z").is_empty());
+        assert!(names(&evicted("Directly", 60), &pending, "2026-01-01T00:05:30Z").is_empty());
+        assert_eq!(
+            kept(&evicted("Never", 60), &clusters, &healthy, 1, at("2026-01-02T00:00:00Z")),
+            vec![(
+                "east".to_string(),
+                "application failover moved the workload away from cluster east; its copy stays until the template's next generation (purgeMode Never)".to_string()
+            )]
+        );
+        // the loop runs again when the grace period ends
+        assert_eq!(
+            next_due(&graceful, &clusters, at("2026-01-01T00:05:30Z")),
+            Some(at("2026-01-01T00:06:00Z"))
+        );
+        assert_eq!(
+            next_due(&graceful, &clusters, at("2026-01-01T00:06:00Z")),
+            None
+        );
     }
 
     #[test]

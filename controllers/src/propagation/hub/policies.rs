@@ -76,15 +76,17 @@ impl Ctx<'_> {
             .and_then(|s| s.get("conditions"))
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default();
-        let failover = serde_json::to_value(p).ok().is_some_and(|v| {
-            v.pointer("/spec/failover/application")
-                .is_some_and(|f| !f.is_null())
+        let preserved = serde_json::to_value(p).ok().is_some_and(|v| {
+            ["application", "cluster"].iter().any(|f| {
+                v.pointer(&format!("/spec/failover/{f}/statePreservation"))
+                    .is_some_and(|s| !s.is_null())
+            })
         });
         let (status, reason, message) = match &why {
-            None if failover => (
+            None if preserved => (
                 "True",
                 pc::REASON_VALID,
-                "the policy is in force, but spec.failover.application is not implemented yet: a workload that stays unhealthy in a cluster is not moved (spec.failover.cluster, for clusters that fail, is)".to_string(),
+                "the policy is in force, but spec.failover's statePreservation is not implemented yet: nothing of the failed copy's status is carried to the replacement".to_string(),
             ),
             None => (
                 "True",

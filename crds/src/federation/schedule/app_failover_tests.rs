@@ -1,0 +1,292 @@
+use super::*;
+use crate::federation::work::{WorkSpec, WorkStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use serde_json::json;
+
+fn at(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+/// A Work whose Degraded condition is `status` since `since`, reported for
+/// `observed` (the Work is at generation 2).
+fn work(status: Option<&str>, since: &str, observed: i64) -> Work {
+    let mut w = Work::new("demo.api-deployment", WorkSpec::default());
+    w.metadata.generation = Some(2);
+    w.status = Some(WorkStatus {
+        conditions: status
+            .map(|s| Condition {
+                type_: conditions::DEGRADED.into(),
+                status: s.into(),
+                reason: "R".into(),
+                message: String::new(),
+                observed_generation: Some(observed),
+                last_transition_time: Time(at(since)),
+            })
+            .into_iter()
+            .collect(),
+        ..WorkStatus::default()
+    });
+    w
+}
+
+fn behavior(toleration: Option<i32>) -> ApplicationFailoverBehavior {
+    serde_json::from_value(match toleration {
+        Some(t) => json!({"decisionConditions": {"tolerationSeconds": t}}),
+        None => json!({}),
+    })
+    .unwrap()
+}
+
+fn targets(names: &[&str]) -> Vec<TargetCluster> {
+    names
+        .iter()
+        .map(|n| TargetCluster {
+            name: n.to_string(),
+            replicas: Some(2),
+        })
+        .collect()
+}
+
+fn eviction(cluster: &str, generation: i64) -> Eviction {
+    Eviction {
+        cluster: cluster.into(),
+        reason: "before".into(),
+        evicted_at: Time(at("2026-01-01T00:00:00Z")),
+        template_generation: Some(generation),
+    }
+}
+
+const T0: &str = "2026-01-01T00:00:00Z";
+
+/// One row: the Works of east, west and north (`None`: no Work), what is recorded, and
+/// now → the clusters evicted (recorded ones first), the clusters held, next due.
+#[test]
+fn who_is_moved_away() {
+    let sick = || Some(work(Some("True"), T0, 2));
+    let fine = || Some(work(Some("False"), T0, 2));
+    type Row = (
+        &'static str,
+        Option<i32>,
+        [Option<Work>; 3],
+        Vec<Eviction>,
+        &'static str,
+        Vec<&'static str>,
+        Vec<&'static str>,
+        Option<&'static str>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "unhealthy, not for long enough yet: due when the toleration ends",
+            Some(60),
+            [sick(), fine(), fine()],
+            vec![],
+            "2026-01-01T00:00:30Z",
+            vec![],
+            vec![],
+            Some("2026-01-01T00:01:00Z"),
+        ),
+        (
+            "unhealthy for the toleration, healthy elsewhere: moved away",
+            Some(60),
+            [sick(), fine(), fine()],
+            vec![],
+            "2026-01-01T00:01:00Z",
+            vec!["east"],
+            vec![],
+            None,
+        ),
+        (
+            "the default toleration is 300 s",
+            None,
+            [sick(), fine(), fine()],
+            vec![],
+            "2026-01-01T00:04:59Z",
+            vec![],
+            vec![],
+            Some("2026-01-01T00:05:00Z"),
+        ),
+        (
+            "unhealthy everywhere it runs: the application's fault, not moved",
+            Some(60),
+            [sick(), sick(), sick()],
+            vec![],
+            "2026-01-01T01:00:00Z",
+            vec![],
+            vec!["east", "west", "north"],
+            None,
+        ),
+        (
+            "unhealthy everywhere, one not reporting yet: not moved",
+            Some(60),
+            [sick(), sick(), None],
+            vec![],
+            "2026-01-01T01:00:00Z",
+            vec![],
+            vec!["east", "west"],
+            None,
+        ),
+        (
+            "a report of an older Work generation says nothing",
+            Some(60),
+            [Some(work(Some("True"), T0, 1)), fine(), fine()],
+            vec![],
+            "2026-01-01T01:00:00Z",
+            vec![],
+            vec![],
+            None,
+        ),
+        (
+            "no Degraded condition (unknown health): nothing",
+            Some(0),
+            [Some(work(None, T0, 2)), fine(), fine()],
+            vec![],
+            "2026-01-01T01:00:00Z",
+            vec![],
+            vec![],
+            None,
+        ),
+        (
+            "an eviction of this generation stays; of an older one, goes",
+            Some(60),
+            [None, fine(), fine()],
+            vec![eviction("east", 5), eviction("north", 4)],
+            "2026-01-01T01:00:00Z",
+            vec!["east"],
+            vec![],
+            None,
+        ),
+        (
+            "a recorded cluster is not judged again; the other sick one is moved",
+            Some(60),
+            [sick(), sick(), fine()],
+            vec![eviction("east", 5)],
+            "2026-01-01T01:00:00Z",
+            vec!["east", "west"],
+            vec![],
+            None,
+        ),
+    ];
+    for (what, toleration, works, recorded, now, evicted, held, due) in rows {
+        let names = ["east", "west", "north"];
+        let scheduled = targets(
+            &names
+                .iter()
+                .copied()
+                .filter(|n| !recorded.iter().any(|e| e.cluster == *n))
+                .collect::<Vec<_>>(),
+        );
+        let work_of = |c: &str| {
+            let i = names.iter().position(|n| *n == c)?;
+            works[i].as_ref()
+        };
+        let b = behavior(toleration);
+        let v = decide(Some(&b), &scheduled, &recorded, work_of, Some(5), at(now));
+        let got: Vec<&str> = v.evictions.iter().map(|e| e.cluster.as_str()).collect();
+        assert_eq!(got, evicted, "{what}");
+        let got: Vec<&str> = v.held.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(got, held, "{what}");
+        assert_eq!(v.next_due, due.map(at), "{what}");
+        let kept = recorded.iter().filter(|e| e.template_generation == Some(5));
+        assert_eq!(v.new, v.evictions.len() - kept.count(), "{what}");
+    }
+}
+
+/// A new eviction says why, when and for which generation; held ones say what to do.
+#[test]
+fn evictions_and_holds_explain_themselves() {
+    let w = [work(Some("True"), T0, 2), work(Some("False"), T0, 2)];
+    let work_of = |c: &str| match c {
+        "east" => Some(&w[0]),
+        "west" => Some(&w[1]),
+        _ => None,
+    };
+    let now = at("2026-01-01T00:05:00Z");
+    let v = decide(
+        Some(&behavior(None)),
+        &targets(&["east", "west"]),
+        &[],
+        work_of,
+        Some(3),
+        now,
+    );
+    assert_eq!(
+        v.evictions,
+        vec![Eviction {
+            cluster: "east".into(),
+            reason: "unhealthy since 2026-01-01T00:00:00Z, longer than the 300s failover.application tolerates: moved away until the template's next generation".into(),
+            evicted_at: Time(now),
+            template_generation: Some(3),
+        }]
+    );
+    let both = [work(Some("True"), T0, 2), work(Some("True"), T0, 2)];
+    let v = decide(
+        Some(&behavior(None)),
+        &targets(&["east", "west"]),
+        &[],
+        |c: &str| match c {
+            "east" => Some(&both[0]),
+            _ => Some(&both[1]),
+        },
+        Some(3),
+        now,
+    );
+    assert_eq!(
+        v.held[0].1,
+        "unhealthy in every cluster it runs in (east, west): the fault looks like the application's, so failover.application does not move it; fix the template"
+    );
+}
+
+/// Without `failover.application` nothing is evicted, and earlier evictions go.
+#[test]
+fn without_the_policy_field_evictions_are_forgotten() {
+    let sick = work(Some("True"), T0, 2);
+    let v = decide(
+        None,
+        &targets(&["east"]),
+        &[eviction("west", 5)],
+        |_: &str| Some(&sick),
+        Some(5),
+        at("2026-02-01T00:00:00Z"),
+    );
+    assert_eq!(v, Verdict::default());
+}
+
+/// A toleration too long to add to the time never ends; a negative one is zero.
+#[test]
+fn extreme_tolerations() {
+    let sick = work(Some("True"), T0, 2);
+    let fine = work(Some("False"), T0, 2);
+    let work_of = |c: &str| {
+        if c == "east" {
+            Some(&sick)
+        } else {
+            Some(&fine)
+        }
+    };
+    let v = decide(
+        Some(&behavior(Some(-5))),
+        &targets(&["east", "west"]),
+        &[],
+        work_of,
+        Some(1),
+        at(T0),
+    );
+    assert_eq!(v.new, 1);
+    let mut long = work(Some("True"), "9999-12-30T00:00:00Z", 2);
+    long.metadata.generation = Some(2);
+    let v = decide(
+        Some(&behavior(Some(i32::MAX))),
+        &targets(&["east", "west"]),
+        &[],
+        |c: &str| {
+            if c == "east" {
+                Some(&long)
+            } else {
+                Some(&fine)
+            }
+        },
+        Some(1),
+        at(T0),
+    );
+    assert_eq!((v.new, v.next_due), (0, None));
+}
