@@ -38,9 +38,7 @@ use causeway_crds::federation::binding::{
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
-use causeway_crds::federation::schedule::{
-    Decision, PlacementError, Reason, Workload, app_failover, schedule,
-};
+use causeway_crds::federation::schedule::{Decision, PlacementError, Workload, app_failover};
 use causeway_crds::federation::selection::{
     PolicyId, PolicyRef, SelectionError, TemplateMeta, claim, validate_policy,
 };
@@ -52,6 +50,7 @@ use kube::core::DynamicObject;
 
 mod attach;
 pub mod evictions;
+mod failover;
 #[cfg(test)]
 mod tests;
 
@@ -219,7 +218,7 @@ pub fn desired(
         if let Some(at) = verdict.next_due {
             out.due(at);
         }
-        let mut workload = Workload {
+        let workload = Workload {
             replicas,
             uid: template.uid().unwrap_or_default(),
             previous: existing_spec
@@ -243,65 +242,29 @@ pub fn desired(
                 .collect(),
             ..Workload::default()
         };
-        let mut scheduled = schedule(&policy.spec.placement, &clusters, &workload);
-        // a move that would leave the workload nowhere new does not happen (J.61)
-        let mut not_moved = verdict.held.clone();
-        let new = &verdict.evictions[verdict.evictions.len() - verdict.new..];
-        if let Ok(d) = &scheduled
-            && new
-                .iter()
-                .any(|e| d.chosen.iter().any(|t| t.cluster == e.cluster))
-        {
-            for e in new {
-                workload.evicted.remove(&e.cluster);
-                not_moved.push((
-                    e.cluster.clone(),
-                    "unhealthy for longer than failover.application tolerates, but no other cluster can take it: it stays".to_string(),
-                ));
-            }
-            scheduled = schedule(&policy.spec.placement, &clusters, &workload);
-        }
-        // what the binding records: the evictions the schedule honours
-        let evicted: Vec<_> = match &scheduled {
-            Ok(d) => verdict
-                .evictions
-                .iter()
-                .filter(|e| workload.evicted.contains_key(&e.cluster))
-                .filter(|e| !d.chosen.iter().any(|t| t.cluster == e.cluster))
-                .cloned()
-                .collect(),
-            Err(_) => existing_spec
-                .map(|s| s.evictions.clone())
-                .unwrap_or_default(),
-        };
-        // J.63: failing over from clusters the workload runs on is rate limited
-        let mut deferred = None;
-        if let Ok(d) = &scheduled
-            && workload.failover_at.is_some()
-        {
-            let leaving: Vec<String> = d
-                .rejected
-                .iter()
-                .filter(|(c, r)| {
-                    matches!(r, Reason::FailedOver(_)) && workload.previous.contains_key(*c)
-                })
-                .map(|(c, _)| c.clone())
-                .collect();
-            if !leaving.is_empty() && !evictions.take(leaving.len(), now.0) {
-                let next = evictions.next(now.0);
-                out.due(next);
-                let hold = Workload {
-                    failover_at: None,
-                    ..workload.clone()
-                };
-                scheduled = schedule(&policy.spec.placement, &clusters, &hold);
-                deferred = Some(leaving.join(", "));
-            }
+        let placed = failover::place(
+            &policy.spec.placement,
+            &clusters,
+            workload,
+            &verdict,
+            evictions,
+            now.0,
+        );
+        if let Some(at) = placed.next {
+            out.due(at);
         }
         let (clusters_out, mut status) =
-            outcome(scheduled, existing_spec, previous_conditions, now);
-        if !not_moved.is_empty() {
-            let notes: Vec<String> = not_moved
+            outcome(placed.scheduled, existing_spec, previous_conditions, now);
+        // what the binding records: the evictions the placement honours (an
+        // unsatisfiable spread keeps the clusters it had, an evicted one included)
+        let evicted: Vec<_> = placed
+            .evictions
+            .into_iter()
+            .filter(|e| !clusters_out.iter().any(|t| t.name == e.cluster))
+            .collect();
+        if !placed.not_moved.is_empty() {
+            let notes: Vec<String> = placed
+                .not_moved
                 .iter()
                 .map(|(c, why)| format!("{c}: {why}"))
                 .collect();
@@ -313,7 +276,7 @@ pub fn desired(
                 );
             }
         }
-        if let Some(from) = deferred {
+        if let Some(from) = placed.deferred {
             for c in status.conditions.iter_mut() {
                 c.message = format!(
                     "{}; failing over from {from} waits for the eviction rate limit ({} per second)",

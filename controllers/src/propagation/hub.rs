@@ -353,6 +353,7 @@ async fn round(
         ops: &ops,
         cops: &cops,
         now: &now,
+        works: &works,
     };
     ctx.policy_statuses(&pps, &cpps, &invalid).await;
     let mut bound: BTreeSet<Key> = BTreeSet::new();
@@ -464,6 +465,8 @@ struct Ctx<'a> {
     ops: &'a [Arc<OverridePolicy>],
     cops: &'a [Arc<ClusterOverridePolicy>],
     now: &'a Time,
+    /// Every binding's Works, by binding key.
+    works: &'a HashMap<Key, Vec<Arc<Work>>>,
 }
 
 impl Ctx<'_> {
@@ -568,7 +571,8 @@ impl Ctx<'_> {
                     )
                     .await;
                 }
-                let kept: Vec<String> = kept.into_iter().map(|(c, _)| c).collect();
+                let mut kept: Vec<String> = kept.into_iter().map(|(c, _)| c).collect();
+                kept.extend(failover::kept_for_requirers(b.spec, self.works));
                 self.write_works(b, &to_write, &out.failed, &kept, works)
                     .await;
                 self.tell_rollout(b, template, progress.as_ref()).await;

@@ -66,13 +66,16 @@ fn replicas(obj: &Value) -> i64 {
         .unwrap_or(1)
 }
 
-/// `status.availableReplicas`, else `readyReplicas` (a StatefulSet of a cluster older
-/// than Kubernetes 1.22 reports no availability).
+/// `status.availableReplicas` (a Deployment leaves it out when 0); for a StatefulSet
+/// of a cluster older than Kubernetes 1.22, which reports no availability at all,
+/// `readyReplicas`.
 fn available(obj: &Value) -> i64 {
-    obj.pointer("/status/availableReplicas")
-        .or_else(|| obj.pointer("/status/readyReplicas"))
-        .and_then(Value::as_i64)
-        .unwrap_or(0)
+    let kind = obj.get("kind").and_then(Value::as_str);
+    let mut v = obj.pointer("/status/availableReplicas");
+    if v.is_none() && kind == Some("StatefulSet") {
+        v = obj.pointer("/status/readyReplicas");
+    }
+    v.and_then(Value::as_i64).unwrap_or(0)
 }
 
 fn has_ingress(obj: &Value) -> bool {
@@ -247,6 +250,18 @@ mod tests {
                     json!({"observedGeneration": 1, "updatedReplicas": 2, "availableReplicas": 2}),
                 ),
                 Healthy,
+            ),
+            // a Deployment leaves availableReplicas out when 0: readyReplicas (Ready
+            // Pods not yet available for minReadySeconds) does not stand in
+            (
+                obj(
+                    "apps/v1",
+                    "Deployment",
+                    1,
+                    json!({"replicas": 2}),
+                    json!({"observedGeneration": 1, "updatedReplicas": 2, "readyReplicas": 2}),
+                ),
+                Unhealthy,
             ),
             // a StatefulSet of an older cluster: readyReplicas stands in
             (

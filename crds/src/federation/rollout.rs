@@ -234,9 +234,9 @@ pub fn plan(
 /// Whether `work` (one cluster's) runs template `generation`, every manifest applied
 /// and healthy; `Err` says why not. A workload must also have finished its own rollout,
 /// as `kubectl rollout status` waits for: no replicas left of an older template
-/// (`status.replicas` = `updatedReplicas`) and every updated one available (a Pod that
-/// cannot be scheduled holds the wave, although the health rule counts updated
-/// replicas only). A kind with no health rule (its health stays Unknown) counts once
+/// (`status.replicas` = `updatedReplicas`), every updated one available, and the replica
+/// count the Work asks for (a status from before the member applied a new division is
+/// not enough). A kind with no health rule (its health stays Unknown) counts once
 /// applied.
 pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
     let Some(work) = work else {

@@ -266,17 +266,18 @@ pub fn schedule(
     clusters: &[Cluster],
     workload: &Workload,
 ) -> Result<Decision, PlacementError> {
-    let decision = schedule_once(placement, clusters, workload)?;
-    if decision.chosen.is_empty()
-        && (workload.failover_at.is_some() || !workload.evicted.is_empty())
-    {
-        // J.61 ★: failover that would leave the workload nowhere keeps it where it is
-        let stay = Workload {
-            failover_at: None,
-            evicted: BTreeMap::new(),
-            ..workload.clone()
-        };
-        return schedule_once(placement, clusters, &stay);
+    let mut decision = schedule_once(placement, clusters, workload)?;
+    // J.61 ★: failover that would leave the workload nowhere keeps it where it is: first
+    // on the failed clusters, then (still nowhere) on those application failover moved
+    // it away from
+    let mut stay = workload.clone();
+    if decision.chosen.is_empty() && stay.failover_at.is_some() {
+        stay.failover_at = None;
+        decision = schedule_once(placement, clusters, &stay)?;
+    }
+    if decision.chosen.is_empty() && !stay.evicted.is_empty() {
+        stay.evicted.clear();
+        decision = schedule_once(placement, clusters, &stay)?;
     }
     Ok(decision)
 }

@@ -128,7 +128,7 @@ async fn an_application_that_fails_everywhere_is_not_moved() {
     .await;
     assert!(
         message.contains(
-            "unhealthy in every cluster it runs in (east, west): the fault looks like the application's, so failover.application does not move it; fix the template"
+            "healthy in none of the clusters it is scheduled to (east, west): the fault looks like the application's, so failover.application does not move it; fix the template"
         ),
         "{message}"
     );

@@ -187,8 +187,10 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         )
     };
     // what application failover times: how long some object has been Unhealthy (not
-    // merely unknown or still being applied)
-    let degraded = if degraded.is_empty() {
+    // merely unknown or still being applied) under the Work's current generation — new
+    // manifests (a new template, a new replica count) start the clock again, so a
+    // rollout gets the whole toleration
+    let mut degraded = if degraded.is_empty() {
         condition(
             prev,
             conditions::DEGRADED,
@@ -213,6 +215,13 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
             now,
         )
     };
+    let same_generation = prev
+        .iter()
+        .find(|c| c.type_ == conditions::DEGRADED)
+        .is_some_and(|c| c.observed_generation == generation);
+    if degraded.status == "True" && !same_generation {
+        degraded.last_transition_time = now.clone();
+    }
     WorkStatus {
         conditions: vec![applied, available, dispatching, degraded],
         manifest_statuses,

@@ -392,6 +392,13 @@ fn degraded_says_since_when_an_object_is_unhealthy() {
     let st = status(&input(&w, &observed), &outcome(crashing), &t2);
     assert_eq!(degraded(&st).3, t1);
     w.status = Some(st);
+    // new manifests (a new Work generation) start the clock again
+    let mut next = w.clone();
+    next.metadata.generation = Some(w.metadata.generation.unwrap_or(0) + 1);
+    let mut still = applied(&d);
+    still["status"]["availableReplicas"] = json!(0);
+    let st_next = status(&input(&next, &observed), &outcome(still), &t2);
+    assert_eq!(degraded(&st_next).3, t2);
     // available again: False from then on
     let st = status(&input(&w, &observed), &outcome(applied(&d)), &t2);
     assert_eq!((degraded(&st).0.as_str(), degraded(&st).3), ("False", t2));

@@ -1,6 +1,7 @@
-//! The eviction rate limit (federation.md §8 J.63): cluster failover takes workloads
-//! off failed clusters at most [`RATE`] per second (a token bucket of [`BURST`]), so a
-//! member that fails does not move every workload of the fleet at once. A binding past
+//! The eviction rate limit (federation.md §8 J.63): failover takes workloads off
+//! failed clusters (and application failover off clusters where they fail) at most
+//! [`RATE`] per second (a token bucket of [`BURST`]), so a member that fails does not
+//! move every workload of the fleet at once. A binding past
 //! the limit keeps its clusters this round, its `Scheduled` message says its failover
 //! waits, and the loop runs again when the next eviction is allowed.
 

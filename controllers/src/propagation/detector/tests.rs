@@ -662,8 +662,8 @@ fn failing_over_is_rate_limited() {
     assert_eq!(on_c, [false, false, true]);
 }
 
-/// A Work of binding `web/<name>-deployment` in `cluster`, Degraded as `degraded` says
-/// since t(0).
+/// A Work of binding `web/<name>-deployment` in `cluster`, running template generation
+/// 4, Degraded as `degraded` says since t(0).
 fn degraded_work(name: &str, cluster: &str, degraded: bool) -> Arc<Work> {
     obj(json!({
         "apiVersion": "causeway.io/v1alpha1", "kind": "Work",
@@ -674,7 +674,12 @@ fn degraded_work(name: &str, cluster: &str, degraded: bool) -> Arc<Work> {
         "spec": {},
         "status": {"conditions": [{"type": "Degraded", "status": if degraded { "True" } else { "False" },
                                    "reason": "R", "message": "", "observedGeneration": 1,
-                                   "lastTransitionTime": "1970-01-01T00:00:00Z"}]}
+                                   "lastTransitionTime": "1970-01-01T00:00:00Z"}],
+                   "manifestStatuses": [{"identifier": {"ordinal": 0, "group": "apps", "version": "v1",
+                                                        "kind": "Deployment", "resource": "deployments",
+                                                        "namespace": "web", "name": name},
+                                         "applied": true, "templateGeneration": 4,
+                                         "health": if degraded { "Unhealthy" } else { "Healthy" }}]}
     }))
 }
 
@@ -794,4 +799,70 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
         message.ends_with("; application failover held back: a: unhealthy for longer than failover.application tolerates, but no other cluster can take it: it stays"),
         "{message}"
     );
+}
+
+/// J.63 for J.64: two workloads unhealthy in the same cluster leave it one at a time.
+#[test]
+fn application_failover_is_rate_limited() {
+    let policy = pp(
+        "all",
+        "Deployment",
+        json!({"failover": {"application": {"decisionConditions": {"tolerationSeconds": 10}}}}),
+    );
+    let apps: Vec<Arc<DynamicObject>> = ["api", "web"]
+        .iter()
+        .map(|n| {
+            let mut d = (*deployment(n, 1)).clone();
+            d.metadata.generation = Some(4);
+            Arc::new(d)
+        })
+        .collect();
+    let existing: Vec<Arc<ResourceBinding>> =
+        run(&apps, std::slice::from_ref(&policy), &fleet(), &[])
+            .bindings
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+    let works: HashMap<(String, String), Vec<Arc<Work>>> = ["api", "web"]
+        .iter()
+        .map(|n| {
+            (
+                ("web".to_string(), format!("{n}-deployment")),
+                vec![
+                    degraded_work(n, "a", true),
+                    degraded_work(n, "b", false),
+                    degraded_work(n, "c", false),
+                ],
+            )
+        })
+        .collect();
+    let mut bucket = evictions::Evictions::new(0.5, 1.0);
+    let d = desired(
+        &apps,
+        std::slice::from_ref(&policy),
+        &[],
+        &fleet(),
+        &existing,
+        &[],
+        &works,
+        &t(100),
+        &mut bucket,
+    );
+    let on_a: Vec<bool> = d
+        .bindings
+        .iter()
+        .map(|b| names(&b.spec.0.clusters).contains(&"a".to_string()))
+        .collect();
+    assert_eq!(on_a, [false, true], "one leaves now");
+    assert!(
+        d.bindings[1].spec.0.evictions.is_empty(),
+        "not recorded yet"
+    );
+    let waiting = &scheduled(&d.bindings[1].status).message;
+    assert!(
+        waiting
+            .ends_with("; failing over from a waits for the eviction rate limit (0.5 per second)"),
+        "{waiting}"
+    );
+    assert_eq!(d.next_due, Some(t(102).0));
 }

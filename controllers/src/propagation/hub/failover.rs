@@ -19,6 +19,7 @@
 //! (a failover deadline, the end of a grace period) are when the loop must run again:
 //! [`next_due`].
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use causeway_crds::federation::binding::BindingSpec;
@@ -28,6 +29,7 @@ use causeway_crds::federation::rollout;
 use causeway_crds::federation::schedule::{app_failover, failover};
 use causeway_crds::federation::work::Work;
 use causeway_crds::names::cluster_of_execution_namespace;
+use causeway_crds::well_known::labels;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
@@ -124,6 +126,33 @@ pub(super) fn kept(
         }
     }
     out
+}
+
+/// For the binding of a dependency (`propagateDeps`): the clusters outside its own
+/// `spec.clusters` where a binding that needs it still has a Work (not being deleted),
+/// such as a failed-over or evicted cluster's kept copy. The dependency stays there
+/// as long as that copy does: a kept Deployment whose ConfigMap, Secret or PVC was
+/// deleted under it would not restart.
+pub(super) fn kept_for_requirers(
+    spec: &BindingSpec,
+    works: &HashMap<(String, String), Vec<Arc<Work>>>,
+) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for r in &spec.required_by {
+        let key = (r.namespace.clone().unwrap_or_default(), r.name.clone());
+        for w in works.get(&key).into_iter().flatten() {
+            if w.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let Some(cluster) = w.labels().get(labels::CLUSTER) else {
+                continue;
+            };
+            if !spec.clusters.iter().any(|t| t.name == *cluster) {
+                out.insert(cluster.clone());
+            }
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// The next time after `now` that failover changes what `spec` should be: a scheduled
@@ -363,6 +392,32 @@ mod tests {
             next_due(&graceful, &clusters, at("2026-01-01T00:06:00Z")),
             None
         );
+    }
+
+    /// A dependency stays in a cluster while a workload that needs it keeps a copy
+    /// there (failed over or evicted, purge pending), and goes once that copy does.
+    #[test]
+    fn a_dependency_stays_while_a_kept_copy_needs_it() {
+        use causeway_crds::federation::binding::BindingSnapshot;
+        let mut dep = spec(None, &["west"]);
+        dep.required_by = vec![BindingSnapshot {
+            namespace: Some("demo".into()),
+            name: "api-deployment".into(),
+            clusters: Vec::new(),
+        }];
+        let key = ("demo".to_string(), "api-deployment".to_string());
+        let mut works =
+            HashMap::from([(key.clone(), vec![work("east", true), work("west", true)])]);
+        assert_eq!(kept_for_requirers(&dep, &works), vec!["east".to_string()]);
+        // east's copy is being deleted: the dependency goes too
+        let mut leaving = (*work("east", true)).clone();
+        leaving.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at("2026-01-01T00:00:00Z")),
+        );
+        works.insert(key, vec![Arc::new(leaving), work("west", true)]);
+        assert!(kept_for_requirers(&dep, &works).is_empty());
+        // not a dependency: nothing
+        assert!(kept_for_requirers(&spec(None, &["west"]), &works).is_empty());
     }
 
     #[test]

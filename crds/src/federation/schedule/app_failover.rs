@@ -9,13 +9,16 @@
 //!
 //! "Unhealthy" is the Work's `Degraded` condition: True while some object is
 //! Unhealthy (a Deployment without its replicas available, a failed Job...), and its
-//! `lastTransitionTime` is when that began, so the clock survives restarts. Unknown
-//! health (no rule for the kind, no status yet) never counts.
+//! `lastTransitionTime` is when that began under the Work's current manifests, so the
+//! clock survives restarts and starts again when the member gets new manifests. Only
+//! a report of the template's current generation counts; unknown health (no rule for
+//! the kind, no status yet) never does.
 //!
 //! ★ Two guards Karmada lacks:
-//! - a template unhealthy in **every** cluster it runs in (two or more) is not moved:
-//!   the fault is the application's (a bad image, a bad config), and moving it would
-//!   only pile it onto fewer clusters ([`Verdict::held`] says so);
+//! - a template that runs healthy (applied, at its current generation) in none of the
+//!   other clusters it is scheduled to is not moved: the fault is likely the
+//!   application's (a bad image, a bad config, a canary wave of a bad version), and
+//!   moving it would only pile it onto fewer clusters ([`Verdict::held`] says so);
 //! - a move that would leave the template nowhere does not happen (the detector
 //!   schedules without the new evictions then, as J.61 for cluster failover).
 
@@ -24,6 +27,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::federation::binding::{Eviction, TargetCluster};
 use crate::federation::propagation::ApplicationFailoverBehavior;
+use crate::federation::rollout;
 use crate::federation::work::{Work, conditions};
 
 /// How long an application may stay unhealthy when the policy does not say (Karmada's
@@ -48,11 +52,17 @@ pub struct Verdict {
     pub next_due: Option<Timestamp>,
 }
 
-/// The moment a cluster's Work reports its objects unhealthy since, for a report of
-/// the Work's current generation; `None` while healthy, unknown or not reported.
-pub fn unhealthy_since(work: &Work) -> Option<Timestamp> {
+/// Since when a cluster's Work reports its objects unhealthy at template
+/// `generation`: a report of the Work's current generation whose objects all run that
+/// template generation; `None` while healthy, unknown, not reported, or still running
+/// another generation.
+pub fn unhealthy_since(work: &Work, generation: Option<i64>) -> Option<Timestamp> {
     let c = degraded(work)?;
-    (c.status == "True").then_some(c.last_transition_time.0)
+    let statuses = &work.status.as_ref()?.manifest_statuses;
+    let current = generation.is_none_or(|g| {
+        !statuses.is_empty() && statuses.iter().all(|m| m.template_generation == Some(g))
+    });
+    (c.status == "True" && current).then_some(c.last_transition_time.0)
 }
 
 /// The Work's Degraded condition, if it reports on the Work's current generation.
@@ -114,13 +124,19 @@ pub fn decide<'a>(
     let sick: Vec<(&str, Option<Timestamp>)> = scheduled
         .iter()
         .filter(|t| !out.evictions.iter().any(|e| e.cluster == t.name))
-        .map(|t| (t.name.as_str(), work_of(&t.name).and_then(unhealthy_since)))
+        .map(|t| {
+            let since = work_of(&t.name).and_then(|w| unhealthy_since(w, generation));
+            (t.name.as_str(), since)
+        })
         .collect();
-    // healthy somewhere else: a Work that reports its current generation not degraded
-    let healthy = |name: &str| {
-        work_of(name)
+    // healthy somewhere else: running this template generation, applied and healthy
+    // (not merely "not unhealthy": a copy refused by a quota, or one a rollout holds at
+    // an older generation, proves nothing about this one)
+    let healthy = |name: &str| match generation {
+        Some(g) => rollout::settled_at(work_of(name), g).is_ok(),
+        None => work_of(name)
             .and_then(degraded)
-            .is_some_and(|c| c.status == "False")
+            .is_some_and(|c| c.status == "False"),
     };
     let mut due = Vec::new();
     for (name, since) in &sick {
@@ -146,7 +162,7 @@ pub fn decide<'a>(
             out.held.push((
                 name.to_string(),
                 format!(
-                    "unhealthy in every cluster it runs in ({}): the fault looks like the application's, so failover.application does not move it; fix the template",
+                    "healthy in none of the clusters it is scheduled to ({}): the fault looks like the application's, so failover.application does not move it; fix the template",
                     names.join(", ")
                 ),
             ));

@@ -1,5 +1,7 @@
 use super::*;
-use crate::federation::work::{WorkSpec, WorkStatus};
+use crate::federation::work::{
+    ManifestStatus, ResourceHealth, ResourceIdentifier, WorkSpec, WorkStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde_json::json;
 
@@ -7,12 +9,34 @@ fn at(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 
+/// The template generation of the tests.
+const G: i64 = 5;
+
 /// A Work whose Degraded condition is `status` since `since`, reported for
-/// `observed` (the Work is at generation 2).
+/// `observed` (the Work is at generation 2), its one manifest applied at template
+/// generation [`G`] and healthy unless Degraded.
 fn work(status: Option<&str>, since: &str, observed: i64) -> Work {
     let mut w = Work::new("demo.api-deployment", WorkSpec::default());
     w.metadata.generation = Some(2);
+    let health = match status {
+        Some("True") => ResourceHealth::Unhealthy,
+        Some(_) => ResourceHealth::Healthy,
+        None => ResourceHealth::Unknown,
+    };
     w.status = Some(WorkStatus {
+        manifest_statuses: vec![ManifestStatus {
+            identifier: ResourceIdentifier {
+                group: "apps".into(),
+                kind: "Deployment".into(),
+                name: "api".into(),
+                version: "v1".into(),
+                ..Default::default()
+            },
+            health: Some(health),
+            applied: Some(true),
+            template_generation: Some(G),
+            ..Default::default()
+        }],
         conditions: status
             .map(|s| Condition {
                 type_: conditions::DEGRADED.into(),
@@ -24,7 +48,6 @@ fn work(status: Option<&str>, since: &str, observed: i64) -> Work {
             })
             .into_iter()
             .collect(),
-        ..WorkStatus::default()
     });
     w
 }
@@ -74,7 +97,40 @@ fn who_is_moved_away() {
         Vec<&'static str>,
         Option<&'static str>,
     );
+    // refused by a quota: nothing unhealthy, but nothing running either
+    let refused = || {
+        let mut w = work(Some("False"), T0, 2);
+        let m = &mut w.status.as_mut().unwrap().manifest_statuses[0];
+        (m.applied, m.health) = (Some(false), Some(ResourceHealth::Unknown));
+        Some(w)
+    };
+    // unhealthy, but still at the template's previous generation
+    let older = || {
+        let mut w = work(Some("True"), T0, 2);
+        w.status.as_mut().unwrap().manifest_statuses[0].template_generation = Some(G - 1);
+        Some(w)
+    };
     let rows: Vec<Row> = vec![
+        (
+            "the others are not running it (refused): not moved",
+            Some(60),
+            [sick(), refused(), refused()],
+            vec![],
+            "2026-01-01T01:00:00Z",
+            vec![],
+            vec!["east"],
+            None,
+        ),
+        (
+            "a copy at an older template generation is not judged",
+            Some(60),
+            [older(), fine(), fine()],
+            vec![],
+            "2026-01-01T01:00:00Z",
+            vec![],
+            vec![],
+            None,
+        ),
         (
             "unhealthy, not for long enough yet: due when the toleration ends",
             Some(60),
@@ -149,7 +205,7 @@ fn who_is_moved_away() {
             "an eviction of this generation stays; of an older one, goes",
             Some(60),
             [None, fine(), fine()],
-            vec![eviction("east", 5), eviction("north", 4)],
+            vec![eviction("east", G), eviction("north", G - 1)],
             "2026-01-01T01:00:00Z",
             vec!["east"],
             vec![],
@@ -159,7 +215,7 @@ fn who_is_moved_away() {
             "a recorded cluster is not judged again; the other sick one is moved",
             Some(60),
             [sick(), sick(), fine()],
-            vec![eviction("east", 5)],
+            vec![eviction("east", G)],
             "2026-01-01T01:00:00Z",
             vec!["east", "west"],
             vec![],
@@ -180,13 +236,13 @@ fn who_is_moved_away() {
             works[i].as_ref()
         };
         let b = behavior(toleration);
-        let v = decide(Some(&b), &scheduled, &recorded, work_of, Some(5), at(now));
+        let v = decide(Some(&b), &scheduled, &recorded, work_of, Some(G), at(now));
         let got: Vec<&str> = v.evictions.iter().map(|e| e.cluster.as_str()).collect();
         assert_eq!(got, evicted, "{what}");
         let got: Vec<&str> = v.held.iter().map(|(c, _)| c.as_str()).collect();
         assert_eq!(got, held, "{what}");
         assert_eq!(v.next_due, due.map(at), "{what}");
-        let kept = recorded.iter().filter(|e| e.template_generation == Some(5));
+        let kept = recorded.iter().filter(|e| e.template_generation == Some(G));
         assert_eq!(v.new, v.evictions.len() - kept.count(), "{what}");
     }
 }
@@ -206,7 +262,7 @@ fn evictions_and_holds_explain_themselves() {
         &targets(&["east", "west"]),
         &[],
         work_of,
-        Some(3),
+        Some(G),
         now,
     );
     assert_eq!(
@@ -215,7 +271,7 @@ fn evictions_and_holds_explain_themselves() {
             cluster: "east".into(),
             reason: "unhealthy since 2026-01-01T00:00:00Z, longer than the 300s failover.application tolerates: moved away until the template's next generation".into(),
             evicted_at: Time(now),
-            template_generation: Some(3),
+            template_generation: Some(G),
         }]
     );
     let both = [work(Some("True"), T0, 2), work(Some("True"), T0, 2)];
@@ -227,12 +283,12 @@ fn evictions_and_holds_explain_themselves() {
             "east" => Some(&both[0]),
             _ => Some(&both[1]),
         },
-        Some(3),
+        Some(G),
         now,
     );
     assert_eq!(
         v.held[0].1,
-        "unhealthy in every cluster it runs in (east, west): the fault looks like the application's, so failover.application does not move it; fix the template"
+        "healthy in none of the clusters it is scheduled to (east, west): the fault looks like the application's, so failover.application does not move it; fix the template"
     );
 }
 
@@ -243,9 +299,9 @@ fn without_the_policy_field_evictions_are_forgotten() {
     let v = decide(
         None,
         &targets(&["east"]),
-        &[eviction("west", 5)],
+        &[eviction("west", G)],
         |_: &str| Some(&sick),
-        Some(5),
+        Some(G),
         at("2026-02-01T00:00:00Z"),
     );
     assert_eq!(v, Verdict::default());
@@ -268,7 +324,7 @@ fn extreme_tolerations() {
         &targets(&["east", "west"]),
         &[],
         work_of,
-        Some(1),
+        Some(G),
         at(T0),
     );
     assert_eq!(v.new, 1);
@@ -285,7 +341,7 @@ fn extreme_tolerations() {
                 Some(&fine)
             }
         },
-        Some(1),
+        Some(G),
         at(T0),
     );
     assert_eq!((v.new, v.next_due), (0, None));

@@ -1029,6 +1029,20 @@ fn failover_leaves_out_clusters_not_ready_for_too_long() {
         row(huge, Some(at(3000)), &fleet),
         vec![chosen("a"), chosen("b"), gone("c", "Unknown", 300)]
     );
+    // J.61 with application failover: a moved away from, b failed over, c gone; the
+    // fallback keeps it on the failed b first, and a stays out
+    let evicted = Workload {
+        replicas: Some(2),
+        failover_at: Some(at(3000)),
+        evicted: [("a".to_string(), "unhealthy here".to_string())].into(),
+        ..Workload::default()
+    };
+    let d = schedule(&placement(""), &fleet[..2], &evicted).unwrap();
+    assert_eq!(d.target_clusters()[0].name, "b");
+    assert_eq!(d.rejected["a"].to_string(), "unhealthy here");
+    // and with only a left, a keeps it
+    let d = schedule(&placement(""), &fleet[..1], &evicted).unwrap();
+    assert_eq!(d.target_clusters()[0].name, "a");
     // the clock starts when the registry first tainted it, whatever Ready did since
     let mut tainted = fleet.clone();
     tainted[1].spec.taints = serde_json::from_value(serde_json::json!([

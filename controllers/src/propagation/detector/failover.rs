@@ -1,0 +1,105 @@
+//! Where failover leaves a workload this round (federation.md §8 J.59–J.64): the
+//! schedule with the failed-over clusters (`failover.cluster`) and those application
+//! failover moves it away from (`failover.application`, [`app_failover`]) left out,
+//! unless that would leave it nowhere new (J.61), or the eviction rate limit (J.63)
+//! holds the move back for now.
+
+use causeway_crds::federation::binding::Eviction;
+use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::propagation::Placement;
+use causeway_crds::federation::schedule::{
+    Decision, PlacementError, Reason, Workload, app_failover, schedule,
+};
+use k8s_openapi::jiff::Timestamp;
+
+use super::evictions::Evictions;
+
+/// The schedule after failover, and what the binding should say about it.
+pub(super) struct Placed {
+    /// The scheduling result.
+    pub scheduled: Result<Decision, PlacementError>,
+    /// The evictions the schedule honours (before `outcome` may keep clusters anyway).
+    pub evictions: Vec<Eviction>,
+    /// Clusters application failover would move away from but does not, with why.
+    pub not_moved: Vec<(String, String)>,
+    /// The clusters whose failover waits for the eviction rate limit.
+    pub deferred: Option<String>,
+    /// When the rate limit lets the next eviction go.
+    pub next: Option<Timestamp>,
+}
+
+/// Schedules `workload` under `placement`, `verdict` being application failover's
+/// (its evictions already in `workload.evicted`) and `bucket` the eviction rate limit.
+pub(super) fn place(
+    placement: &Placement,
+    clusters: &[Cluster],
+    mut workload: Workload,
+    verdict: &app_failover::Verdict,
+    bucket: &mut Evictions,
+    now: Timestamp,
+) -> Placed {
+    let new = &verdict.evictions[verdict.evictions.len() - verdict.new..];
+    let mut not_moved = verdict.held.clone();
+    let mut scheduled = schedule(placement, clusters, &workload);
+    // a move that would leave the workload nowhere new does not happen (J.61)
+    if let Ok(d) = &scheduled
+        && new
+            .iter()
+            .any(|e| d.chosen.iter().any(|t| t.cluster == e.cluster))
+    {
+        for e in new {
+            workload.evicted.remove(&e.cluster);
+            not_moved.push((
+                e.cluster.clone(),
+                "unhealthy for longer than failover.application tolerates, but no other cluster can take it: it stays".to_string(),
+            ));
+        }
+        scheduled = schedule(placement, clusters, &workload);
+    }
+    // J.63: leaving clusters the workload runs on is rate limited, for a failed cluster
+    // as for an application that fails in one (a fault every cluster sees, such as a
+    // registry outage, does not move every workload of the fleet at once)
+    let mut deferred = None;
+    let mut next = None;
+    if let Ok(d) = &scheduled {
+        let leaving: Vec<String> = d
+            .rejected
+            .iter()
+            .filter(|(c, r)| {
+                let moving = match r {
+                    Reason::FailedOver(_) => true,
+                    Reason::Evicted(_) => new.iter().any(|e| e.cluster == **c),
+                    _ => false,
+                };
+                moving && workload.previous.contains_key(*c)
+            })
+            .map(|(c, _)| c.clone())
+            .collect();
+        if !leaving.is_empty() && !bucket.take(leaving.len(), now) {
+            next = Some(bucket.next(now));
+            workload.failover_at = None;
+            for e in new {
+                workload.evicted.remove(&e.cluster);
+            }
+            scheduled = schedule(placement, clusters, &workload);
+            deferred = Some(leaving.join(", "));
+        }
+    }
+    let evictions = match &scheduled {
+        Ok(_) => verdict
+            .evictions
+            .iter()
+            .filter(|e| workload.evicted.contains_key(&e.cluster))
+            .cloned()
+            .collect(),
+        // a scheduler error keeps the clusters, and so what was recorded
+        Err(_) => verdict.evictions[..verdict.evictions.len() - verdict.new].to_vec(),
+    };
+    Placed {
+        scheduled,
+        evictions,
+        not_moved,
+        deferred,
+        next,
+    }
+}
