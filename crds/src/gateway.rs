@@ -10,6 +10,8 @@
 //! - [`attach`]: the pure rules shared by the proxy and the status controller: which
 //!   parents a route attaches to (with the spec's reasons when it does not), hostname
 //!   intersection, and backendRef checks (kinds, ReferenceGrants).
+//! - [`mesh`]: routes whose parent is a ServiceImport (GAMMA): which ports they
+//!   capture, and the mesh ports causeway-proxy serves them on.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
@@ -18,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod attach;
 pub mod http_route;
+pub mod mesh;
 
 pub use http_route::HTTPRoute;
 
