@@ -267,6 +267,8 @@ pub fn desired(
         // the import's ports some export has exactly; a port none has is one the
         // exports changed and the hub import has not caught up with yet: meanwhile it
         // goes by name, as the import's own ports do, rather than to no cluster
+        // GW-4: ports a mesh route captures go to the causeway-proxies' mesh ports
+        let (captured, waypoint) = waypoint(si, &derived);
         let exports = exports_of.get(&(ns.clone(), name.clone()));
         let owned: BTreeSet<&Option<String>> = si
             .spec
@@ -306,6 +308,7 @@ pub fn desired(
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|p| served.contains(p.name.as_deref().unwrap_or_default()))
+                .filter(|p| !captured.contains(p.name.as_deref().unwrap_or_default()))
                 .collect();
             let mut l = managed_labels(&name);
             l.insert(labels::SOURCE_CLUSTER.into(), src);
@@ -329,8 +332,80 @@ pub fn desired(
                 ports: Some(ports),
             });
         }
+        out.slices.extend(waypoint);
     }
     out
+}
+
+/// GW-4: the ports of `si` that mesh routes capture (by name), and the slice of the
+/// derived Service `derived` that sends them to the causeway-proxies serving them, as
+/// the hub ServiceImport's mesh annotations say (`causeway_crds::gateway::mesh`).
+fn waypoint(si: &ServiceImport, derived: &str) -> (BTreeSet<String>, Option<EndpointSlice>) {
+    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS, parse_ports};
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
+    let ann = si.annotations();
+    let mesh = ann
+        .get(MESH_PORTS)
+        .map(|p| parse_ports(p))
+        .unwrap_or_default();
+    let addresses: Vec<std::net::IpAddr> = ann
+        .get(MESH_ADDRESSES)
+        .into_iter()
+        .flat_map(|a| a.split(','))
+        .filter_map(|a| a.trim().parse().ok())
+        .collect();
+    let ports: Vec<EndpointPort> = si
+        .spec
+        .ports
+        .iter()
+        .filter_map(|p| {
+            Some(EndpointPort {
+                name: Some(p.name.clone().unwrap_or_default()),
+                port: Some(i32::from(*mesh.get(&p.port)?)),
+                protocol: Some("TCP".into()),
+                app_protocol: None,
+            })
+        })
+        .collect();
+    // one address family per slice: the first address's
+    let Some(first) = addresses.first() else {
+        return (BTreeSet::new(), None);
+    };
+    if ports.is_empty() {
+        return (BTreeSet::new(), None);
+    }
+    let captured = ports.iter().filter_map(|p| p.name.clone()).collect();
+    let endpoints = addresses
+        .iter()
+        .filter(|a| a.is_ipv4() == first.is_ipv4())
+        .map(|a| Endpoint {
+            addresses: vec![a.to_string()],
+            conditions: Some(EndpointConditions {
+                ready: Some(true),
+                serving: Some(true),
+                terminating: Some(false),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    let mut l = managed_labels(&si.name_any());
+    l.insert(
+        labels::ENDPOINTSLICE_MANAGED_BY.into(),
+        labels::ENDPOINTSLICE_MANAGED_BY_VALUE.into(),
+    );
+    l.insert(labels::KUBERNETES_SERVICE_NAME.into(), derived.to_string());
+    let slice = EndpointSlice {
+        metadata: ObjectMeta {
+            name: Some(member_slice_name(derived, "mesh")),
+            namespace: si.namespace(),
+            labels: Some(l),
+            ..Default::default()
+        },
+        address_type: if first.is_ipv4() { "IPv4" } else { "IPv6" }.into(),
+        endpoints,
+        ports: Some(ports),
+    };
+    (captured, Some(slice))
 }
 
 /// Whether an export has a port named `name` (unset and empty are one name).

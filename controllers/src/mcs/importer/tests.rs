@@ -407,3 +407,75 @@ fn a_slice_carries_only_the_ports_its_cluster_exports_exactly() {
     );
     assert_eq!(got.slices[0].ports.as_ref().map(Vec::len), Some(1));
 }
+
+/// GW-4: a port a mesh route captures (the hub import's mesh annotations) goes to the
+/// causeway-proxies' mesh port instead of the pods; the others still go to the pods;
+/// without the annotations nothing changes.
+#[test]
+fn captured_ports_go_to_the_mesh_waypoint() {
+    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS};
+    let mut si = (*hub_import(json!({"ports": [
+        {"name": "http", "port": 80, "protocol": "TCP"},
+        {"name": "admin", "port": 9090, "protocol": "TCP"}]})))
+    .clone();
+    let plain = import(&si, &[hub_slice("web-east")], &Staleness::default(), &[]);
+    assert_eq!(plain.slices.len(), 1);
+    si.metadata.annotations = Some(
+        [
+            (MESH_PORTS.to_string(), "80=15003".to_string()),
+            (
+                MESH_ADDRESSES.to_string(),
+                "127.0.0.9,127.0.0.10".to_string(),
+            ),
+        ]
+        .into(),
+    );
+    let http_admin = || {
+        json!([{"name": "http", "port": 80, "protocol": "TCP"},
+               {"name": "admin", "port": 9090, "protocol": "TCP"}])
+    };
+    let mut pods = (*hub_slice("web-east")).clone();
+    pods.ports = serde_json::from_value(json!([
+        {"name": "http", "port": 8080, "protocol": "TCP"},
+        {"name": "admin", "port": 9091, "protocol": "TCP"}]))
+    .unwrap();
+    let want = import_with(
+        &si,
+        &[Arc::new(pods)],
+        &[exported("east", http_admin(), None)],
+        &Staleness::default(),
+        &[],
+    );
+    let slices = serde_json::to_value(&want.slices).unwrap();
+    // the pods' slice keeps only the port not captured
+    assert_eq!(
+        slices[0]["ports"],
+        json!([{"name": "admin", "port": 9091, "protocol": "TCP"}])
+    );
+    // the waypoint's slice: both proxies, the mesh port under the captured port's name
+    assert_eq!(
+        slices[1]["metadata"]["labels"][labels::KUBERNETES_SERVICE_NAME],
+        json!(derived_service_name("demo", "web"))
+    );
+    assert_eq!(
+        slices[1]["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["addresses"][0].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["127.0.0.9", "127.0.0.10"]
+    );
+    assert_eq!(
+        slices[1]["ports"],
+        json!([{"name": "http", "port": 15003, "protocol": "TCP"}])
+    );
+    // no address: nothing captured
+    si.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(MESH_ADDRESSES);
+    let want = import(&si, &[hub_slice("web-east")], &Staleness::default(), &[]);
+    assert_eq!(want.slices.len(), 1);
+}
