@@ -11,8 +11,13 @@
 //!   UnsupportedValue) and `ResolvedRefs` (ResolvedRefs, RefNotPermitted, InvalidKind,
 //!   BackendNotFound), with `controllerName` and `observedGeneration`.
 //!
-//! Attachment and backendRef rules are `causeway_crds::gateway::attach`'s, the same the
-//! proxy's table follows. The pure part ([`desired`]) maps the hub caches to every
+//! - Mesh routes (GW-4, a ServiceImport parentRef): `Accepted` (or `Pending` while no
+//!   causeway-proxy serves mesh traffic) and `ResolvedRefs`; each captured ServiceImport
+//!   port gets a mesh port of the proxies' `--listen-mesh` range, written with the
+//!   proxies' addresses on the hub ServiceImport ([`mesh`]).
+//!
+//! Attachment and backendRef rules are `causeway_crds::gateway::attach`'s (and
+//! `…::mesh`'s), the same the proxy's table follows. The pure part ([`desired`]) maps the hub caches to every
 //! status; [`run`] writes them with the shared applier.
 
 use std::collections::BTreeMap;
@@ -37,6 +42,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
+
+mod mesh;
 
 /// What the hub holds that Gateway API statuses depend on.
 pub struct World<'a> {
@@ -68,6 +75,16 @@ pub struct Desired {
     pub gateways: BTreeMap<(String, String), GatewayStatus>,
     /// HTTPRoute statuses.
     pub routes: BTreeMap<(String, String), HTTPRouteStatus>,
+    /// The mesh annotations of the hub ServiceImports that must change (`None`:
+    /// removed), by (namespace, name).
+    pub mesh: BTreeMap<(String, String), BTreeMap<String, Option<String>>>,
+}
+
+/// Where the mesh routes stand this pass.
+struct MeshState {
+    waypoints: mesh::Waypoints,
+    allocated: BTreeMap<causeway_crds::gateway::mesh::MeshParent, u16>,
+    full: Vec<causeway_crds::gateway::mesh::MeshParent>,
 }
 
 struct Cond<'a> {
@@ -127,11 +144,28 @@ pub fn desired(world: &World<'_>) -> Desired {
             },
         );
     }
+    // GW-4: the mesh ports of the ServiceImport ports mesh routes capture
+    let waypoints = mesh::waypoints(world);
+    let (allocated, full) = match &waypoints.range {
+        Some(range) => causeway_crds::gateway::mesh::allocate(
+            &mesh::wanted(world),
+            &mesh::current(world),
+            range,
+        ),
+        None => Default::default(),
+    };
+    out.mesh = mesh::annotations(world, &allocated, &waypoints);
+    let mesh_state = MeshState {
+        waypoints,
+        allocated,
+        full,
+    };
     // Routes first: listeners count the routes attached to them.
     let mut attached: BTreeMap<(String, String), i32> = BTreeMap::new();
     for r in world.routes {
         let verdicts = attach::parents(r, world.gateways, world.classes, world.namespaces);
-        if verdicts.is_empty() {
+        let mesh_verdicts = causeway_crds::gateway::mesh::mesh_parents(r, world.imports);
+        if verdicts.is_empty() && mesh_verdicts.is_empty() {
             continue;
         }
         for v in &verdicts {
@@ -143,7 +177,7 @@ pub fn desired(world: &World<'_>) -> Desired {
         }
         out.routes.insert(
             crate::watch::key(r.as_ref()),
-            route_status(r, &verdicts, world, &now),
+            route_status(r, &verdicts, &mesh_verdicts, &mesh_state, world, &now),
         );
     }
     let addresses = addresses(world);
@@ -286,6 +320,8 @@ fn resolved_refs(r: &HTTPRoute, world: &World<'_>) -> Result<(), attach::Refused
 fn route_status(
     r: &HTTPRoute,
     verdicts: &[ParentVerdict],
+    mesh_verdicts: &[causeway_crds::gateway::mesh::MeshVerdict],
+    mesh_state: &MeshState,
     world: &World<'_>,
     now: &Time,
 ) -> HTTPRouteStatus {
@@ -341,6 +377,85 @@ fn route_status(
             }
         })
         .collect();
+    for v in mesh_verdicts {
+        let prev = prev_parents
+            .iter()
+            .find(|p| p.parent_ref == v.parent_ref && p.controller_name == CONTROLLER_NAME)
+            .map(|p| p.conditions.as_slice())
+            .unwrap_or_default();
+        let c = Cond {
+            prev,
+            generation: r.metadata.generation,
+            now,
+        };
+        let accepted = match (&v.attached, &mesh_state.waypoints.problem) {
+            (Err(e), _) => c.make(reasons::ACCEPTED, false, e.reason, e.message.clone()),
+            (Ok(_), Some(problem)) => c.make(reasons::ACCEPTED, false, "Pending", problem.clone()),
+            (Ok(ports), None) => {
+                let waiting: Vec<String> = ports
+                    .iter()
+                    .filter(|p| mesh_state.full.contains(p))
+                    .map(|p| p.2.to_string())
+                    .collect();
+                if waiting.is_empty() {
+                    let served: Vec<String> = ports
+                        .iter()
+                        .filter_map(|p| {
+                            Some(format!(
+                                "{} (mesh port {})",
+                                p.2,
+                                mesh_state.allocated.get(p)?
+                            ))
+                        })
+                        .collect();
+                    let (ns, name) = ports
+                        .first()
+                        .map(|p| (p.0.as_str(), p.1.as_str()))
+                        .unwrap_or_default();
+                    c.make(
+                        reasons::ACCEPTED,
+                        true,
+                        "Accepted",
+                        format!(
+                            "captures the traffic to ServiceImport {ns}/{name} port {} through causeway-proxy at {}",
+                            served.join(", "),
+                            mesh_state
+                                .waypoints
+                                .addresses
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                } else {
+                    c.make(
+                        reasons::ACCEPTED,
+                        false,
+                        "Pending",
+                        format!(
+                            "no mesh port left for port {} in the causeway-proxies' --listen-mesh range: widen it",
+                            waiting.join(", ")
+                        ),
+                    )
+                }
+            }
+        };
+        let resolved = match &refs {
+            Ok(()) => c.make(
+                reasons::RESOLVED_REFS,
+                true,
+                "ResolvedRefs",
+                "every backendRef resolved",
+            ),
+            Err(e) => c.make(reasons::RESOLVED_REFS, false, e.reason, e.message.clone()),
+        };
+        parents.push(RouteParentStatus {
+            parent_ref: v.parent_ref.clone(),
+            controller_name: CONTROLLER_NAME.into(),
+            conditions: vec![accepted, resolved],
+        });
+    }
     // the entries other controllers wrote for their parents stay as they are (the
     // list is written whole)
     parents.extend(
@@ -451,6 +566,22 @@ pub async fn run(
         write_all(ns, &mut memo, &want.gateways, &g, &mut failed).await;
         let ns = |ns: &str| Api::namespaced(hub.clone(), ns);
         write_all(ns, &mut memo, &want.routes, &r, &mut failed).await;
+        for ((ns, name), ann) in &want.mesh {
+            let api: Api<ServiceImport> = Api::namespaced(hub.clone(), ns);
+            // a merge patch: never creates a ServiceImport that has just gone
+            let patch = json!({"metadata": {"annotations": ann}});
+            let params = kube::api::PatchParams {
+                field_manager: Some("causeway-mesh".into()),
+                ..Default::default()
+            };
+            if let Err(e) = api
+                .patch(name, &params, &kube::api::Patch::Merge(&patch))
+                .await
+            {
+                tracing::warn!(namespace = %ns, name = %name, error = %e, "writing a ServiceImport's mesh ports failed; retrying with backoff");
+                failed.insert((ns.clone(), name.clone()));
+            }
+        }
         metrics.observe_reconcile("gateway", "hub", started.elapsed(), failed.len());
         wake.record_failures(&Dirty::full(), &failed);
         // Proxy Leases expire without an event: look again within a renew interval.

@@ -360,3 +360,85 @@ fn other_controllers_parent_entries_are_kept() {
         status.parents
     );
 }
+
+/// GW-4: a route whose parent is ServiceImport app/web is Pending until a causeway-proxy
+/// serves mesh traffic; then Accepted, its port gets a mesh port of the proxy's range,
+/// written with the proxy's address on the hub ServiceImport; a port the full range
+/// cannot give waits; a route gone takes the annotations away.
+#[test]
+fn mesh_routes_get_mesh_ports_from_the_proxies() {
+    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS, PROXY_MESH};
+    let mut f = Fixture::new();
+    let mesh_route = json!({
+        "parentRefs": [{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web"}],
+        "rules": [{"backendRefs": [{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "port": 80}]}]});
+    f.route("canary", mesh_route.clone());
+    let accepted = |d: &Desired, route: &str| {
+        let st = &d.routes[&key("app", route)].parents[0];
+        let a = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Accepted")
+            .unwrap();
+        (a.status.clone(), a.reason.clone(), a.message.clone())
+    };
+    // no proxy serves mesh traffic: Pending, and no annotation
+    let d = f.desired();
+    let (status, reason, message) = accepted(&d, "canary");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Pending"));
+    assert!(message.contains("--listen-mesh"), "{message}");
+    assert!(d.mesh.is_empty());
+    // a proxy with a range of one port
+    let mut lease = (*f.proxies[0]).clone();
+    lease
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(PROXY_MESH.into(), "127.0.0.9:15000-15000".into());
+    f.proxies = vec![Arc::new(lease)];
+    let d = f.desired();
+    assert_eq!(
+        accepted(&d, "canary"),
+        (
+            "True".to_string(),
+            "Accepted".to_string(),
+            "captures the traffic to ServiceImport app/web port 80 (mesh port 15000) through causeway-proxy at 127.0.0.9".to_string()
+        )
+    );
+    let want = &d.mesh[&key("app", "web")];
+    assert_eq!(want[MESH_PORTS].as_deref(), Some("80=15000"));
+    assert_eq!(want[MESH_ADDRESSES].as_deref(), Some("127.0.0.9"));
+    // written: nothing more to change
+    let mut si = (*f.imports[&key("app", "web")]).clone();
+    si.metadata.annotations = Some(
+        want.iter()
+            .map(|(k, v)| (k.clone(), v.clone().unwrap()))
+            .collect(),
+    );
+    f.imports.insert(key("app", "web"), Arc::new(si.clone()));
+    assert!(f.desired().mesh.is_empty());
+    // a second ServiceImport captured: the one port is taken, it waits
+    let mut api = si.clone();
+    api.metadata.name = Some("api".into());
+    api.metadata.annotations = None;
+    f.imports.insert(key("app", "api"), Arc::new(api));
+    let mut other = mesh_route.clone();
+    other["parentRefs"][0]["name"] = json!("api");
+    f.route("api", other);
+    let d = f.desired();
+    let (status, reason, message) = accepted(&d, "api");
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Pending"));
+    assert!(message.contains("widen it"), "{message}");
+    assert_eq!(accepted(&d, "canary").0, "True", "the first keeps its port");
+    // the routes gone: the annotations go
+    f.routes.clear();
+    let d = f.desired();
+    assert_eq!(
+        d.mesh[&key("app", "web")],
+        BTreeMap::from([
+            (MESH_ADDRESSES.to_string(), None),
+            (MESH_PORTS.to_string(), None)
+        ])
+    );
+}
