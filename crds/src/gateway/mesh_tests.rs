@@ -48,16 +48,20 @@ fn parent(v: serde_json::Value) -> serde_json::Value {
     json!([p])
 }
 
+/// What a row says: the case, the parentRefs, more of the spec, and the ports captured
+/// or the reason it does not attach.
+type Row = (
+    &'static str,
+    serde_json::Value,
+    serde_json::Value,
+    Result<Vec<MeshParent>, &'static str>,
+);
+
 /// One row per parentRef: the ports captured, or the reason it does not attach.
 #[test]
 fn which_serviceimport_ports_a_route_captures() {
     let store = |port: i32| ("app".to_string(), "store".to_string(), port);
-    let rows: Vec<(
-        &str,
-        serde_json::Value,
-        serde_json::Value,
-        Result<Vec<MeshParent>, &str>,
-    )> = vec![
+    let rows: Vec<Row> = vec![
         (
             "every TCP port",
             parent(json!({"name": "store"})),
