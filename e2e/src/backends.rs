@@ -195,11 +195,22 @@ pub async fn publish(
     name: &str,
     backends: &[Backend],
 ) -> anyhow::Result<()> {
+    publish_on(member, namespace, name, 80, backends).await
+}
+
+/// [`publish`] with Service port `port` (`http`).
+pub async fn publish_on(
+    member: &kube::Client,
+    namespace: &str,
+    name: &str,
+    port: u16,
+    backends: &[Backend],
+) -> anyhow::Result<()> {
     let pp = PatchParams::apply(MANAGER).force();
     let svc = json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"ports": [{"name": "http", "port": 80, "protocol": "TCP",
+        "spec": {"ports": [{"name": "http", "port": port, "protocol": "TCP",
                              "targetPort": backends.first().map(|b| b.addr.port()).unwrap_or(80)}]},
     });
     Api::<Service>::namespaced(member.clone(), namespace)

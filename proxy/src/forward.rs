@@ -203,7 +203,7 @@ impl Proxy {
             .map(normalize_host)
             .unwrap_or_default();
         let path = routing.path.as_deref().unwrap_or(req.uri().path());
-        let routed = pipeline::route(&table, &host, path, conn.https);
+        let routed = pipeline::route(&table, &host, path, &conn);
         // The path as matched, with the query: what goes upstream.
         let pq = match &routing.path {
             None => req.uri().path_and_query().cloned(),

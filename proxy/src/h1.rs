@@ -335,7 +335,7 @@ where
         if let Cow::Owned(p) = &path {
             normalised = Some(format!("{p}{query}"));
         }
-        pipeline::route(&table, &normalize_host(host), &path, conn.https)
+        pipeline::route(&table, &normalize_host(host), &path, conn)
     };
     let b = match routed {
         // HTTP/2 backends are spoken to on hyper's path.

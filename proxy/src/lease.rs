@@ -1,6 +1,7 @@
 //! Publishing: a `coordination.k8s.io/v1` Lease `causeway-proxy-<name>` in the hub
 //! namespace `causeway-system`, carrying the addresses and ports this proxy serves
-//! (read by the MCI controller for `status.loadBalancer`) and the MCI TLS Secrets it
+//! (read by the MCI controller for `status.loadBalancer`), where it serves mesh traffic
+//! (read by the Gateway API controller, GW-4), and the MCI TLS Secrets it
 //! cannot serve, from the first route table on, renewed every 5 s and at once when those
 //! change, deleted on graceful shutdown. The annotations' formats are `causeway_crds::mci::lease`'s.
 
@@ -28,12 +29,22 @@ pub fn lease_name(name: &str) -> String {
     format!("causeway-proxy-{name}")
 }
 
-/// The Lease object (applied: an annotation left out is removed).
-pub fn lease(name: &str, addresses: &str, ports: &str, tls: &TlsProblems) -> Lease {
+/// The Lease object (applied: an annotation left out is removed). `mesh`: where the
+/// proxy serves mesh traffic (`<ip>:<first>-<last>`, GW-4), if it does.
+pub fn lease(
+    name: &str,
+    addresses: &str,
+    ports: &str,
+    mesh: Option<&str>,
+    tls: &TlsProblems,
+) -> Lease {
     let mut annotations = BTreeMap::from([
         (PROXY_ADDRESSES.into(), addresses.into()),
         (PROXY_PORTS.into(), ports.into()),
     ]);
+    if let Some(m) = mesh {
+        annotations.insert(causeway_crds::gateway::mesh::PROXY_MESH.into(), m.into());
+    }
     if let Some(t) = tls_problems_text(tls) {
         annotations.insert(PROXY_TLS_PROBLEMS.into(), t);
     }
@@ -79,6 +90,7 @@ pub async fn run(
     name: String,
     addresses: String,
     ports: String,
+    mesh: Option<String>,
     mut tls: tokio::sync::watch::Receiver<Option<TlsProblems>>,
     stop: CancellationToken,
 ) {
@@ -107,7 +119,7 @@ pub async fn run(
         }
         if ns_ok {
             let problems = tls.borrow_and_update().clone().unwrap_or_default();
-            let l = lease(&name, &addresses, &ports, &problems);
+            let l = lease(&name, &addresses, &ports, mesh.as_deref(), &problems);
             if let Err(e) = api.patch(&lname, &pp, &Patch::Apply(&l)).await {
                 tracing::warn!(lease = %lname, error = %e, "renewing the proxy Lease failed; retrying");
                 ns_ok = false;

@@ -24,6 +24,7 @@ pub mod headers;
 pub mod health;
 pub mod lease;
 pub mod matching;
+mod mesh;
 pub mod metrics;
 pub mod pipeline;
 mod refusal;
@@ -64,6 +65,9 @@ pub struct Config {
     pub listen_https: Option<SocketAddr>,
     /// Admin listener: /metrics, /healthz, /readyz (None: off).
     pub metrics: Option<SocketAddr>,
+    /// Where mesh traffic is served (GW-4): an IP and the range of mesh ports the
+    /// Gateway API controller may give captured ServiceImport ports (None: no mesh).
+    pub listen_mesh: Option<(std::net::IpAddr, std::ops::RangeInclusive<u16>)>,
     /// Addresses published on the Lease (default: the HTTP listener's IP, or the
     /// hostname when it listens on a wildcard address).
     pub publish_addresses: Vec<String>,
@@ -93,6 +97,7 @@ impl Default for Config {
             listen_http: SocketAddr::from(([127, 0, 0, 1], 8080)),
             listen_https: None,
             metrics: Some(SocketAddr::from(([127, 0, 0, 1], 9091))),
+            listen_mesh: None,
             publish_addresses: Vec::new(),
             publish_lease: true,
             default_cert: None,
@@ -220,11 +225,13 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         defaults: cfg.defaults.clone(),
     };
     let (tls_problems, tls_watch) = tokio::sync::watch::channel(Default::default());
+    let (built, built_watch) = tokio::sync::watch::channel(0);
     let targets = watch::Targets {
         table: table.clone(),
         resolver: resolver.clone(),
         ready: ready.clone(),
         tls_problems,
+        built,
     };
     tokio::spawn(watch::run(
         caches,
@@ -252,6 +259,7 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
     let mut servers = vec![tokio::spawn(server::serve(
         http_l,
         None,
+        None,
         proxy.clone(),
         cfg.limits.clone(),
         stop.clone(),
@@ -261,6 +269,17 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
         servers.push(tokio::spawn(server::serve(
             l,
             Some(acceptor),
+            None,
+            proxy.clone(),
+            cfg.limits.clone(),
+            stop.clone(),
+        )));
+    }
+    if let Some(mesh) = cfg.listen_mesh.clone() {
+        servers.push(tokio::spawn(mesh::run(
+            table.clone(),
+            built_watch,
+            mesh,
             proxy.clone(),
             cfg.limits.clone(),
             stop.clone(),
@@ -295,11 +314,16 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
             cfg.publish_addresses.join(",")
         };
         let ports = causeway_crds::mci::lease::ports_text(http.port(), https.map(|h| h.port()));
+        let mesh = cfg.listen_mesh.as_ref().map(|(ip, r)| match ip {
+            std::net::IpAddr::V6(_) => format!("[{ip}]:{}-{}", r.start(), r.end()),
+            std::net::IpAddr::V4(_) => format!("{ip}:{}-{}", r.start(), r.end()),
+        });
         tokio::spawn(lease::run(
             hub.clone(),
             name,
             addresses,
             ports,
+            mesh,
             tls_watch,
             stop.clone(),
         ))

@@ -85,6 +85,13 @@ struct Args {
     /// First ejection time (the n-th ejection lasts n times as long, up to 10x).
     #[arg(long, default_value = "30s", value_parser = duration)]
     eject_base: Duration,
+    /// Serve mesh traffic (Gateway API HTTPRoutes whose parent is a ServiceImport):
+    /// `<ip>:<first port>-<last port>`, e.g. `127.0.0.1:15000-15099`. The Gateway API
+    /// controller gives each captured ServiceImport port one port of the range, and the
+    /// members send the traffic to that ServiceImport's clusterset IP there. Every
+    /// proxy with this flag should get the same range.
+    #[arg(long, value_parser = listen_mesh)]
+    listen_mesh: Option<(std::net::IpAddr, std::ops::RangeInclusive<u16>)>,
     /// Tokio worker threads (default: one per CPU; 1 runs everything on one thread).
     #[arg(long)]
     worker_threads: Option<usize>,
@@ -152,6 +159,10 @@ fn thp_warning(e: &dyn std::fmt::Display) {
     );
 }
 
+fn listen_mesh(s: &str) -> Result<(std::net::IpAddr, std::ops::RangeInclusive<u16>), String> {
+    causeway_crds::gateway::mesh::parse_proxy_mesh(s)
+}
+
 fn runtime(workers: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
     let mut rt = match workers {
         Some(0) => anyhow::bail!("--worker-threads must be at least 1"),
@@ -187,6 +198,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         listen_http: args.listen_http,
         listen_https: args.listen_https,
         metrics: Some(args.metrics),
+        listen_mesh: args.listen_mesh.clone(),
         publish_addresses: args.publish_address.clone(),
         publish_lease: !args.no_publish,
         default_cert,

@@ -79,6 +79,9 @@ pub struct Conn {
     pub remote_ip: HeaderValue,
     /// Came over TLS.
     pub https: bool,
+    /// Came to this mesh port (GW-4): routed by the mesh routes captured there, not
+    /// by host and path.
+    pub mesh: Option<u16>,
 }
 
 impl Conn {
@@ -88,6 +91,7 @@ impl Conn {
             remote,
             remote_ip: headers::client_ip_value(remote.ip()),
             https,
+            mesh: None,
         }
     }
 }
@@ -133,17 +137,26 @@ pub(crate) enum Routed {
     Refused(Refusal),
 }
 
-/// The route phase: the backend for normalised `host` and `path` (a request that came
-/// over TLS when `https`).
+/// The route phase: the backend for normalised `host` and `path` of a request on
+/// `conn` (the mesh routes of its mesh port, if it came to one).
 #[inline]
-pub(crate) fn route(table: &RouteTable, host: &str, path: &str, https: bool) -> Routed {
-    match table.route(host, path) {
+pub(crate) fn route(table: &RouteTable, host: &str, path: &str, conn: &Conn) -> Routed {
+    let found = match conn.mesh {
+        None => table.route(host, path),
+        Some(port) => table.mesh_route(port),
+    };
+    match found {
+        None if conn.mesh.is_some() => Routed::Refused(Refusal::new(
+            StatusCode::NOT_FOUND,
+            "no_route",
+            "no mesh route captures this port any more".to_string(),
+        )),
         None => Routed::Refused(Refusal::new(
             StatusCode::NOT_FOUND,
             "no_route",
             format!("no MultiClusterIngress rule matches host {host:?} and path {path:?}"),
         )),
-        Some(route) if route.ssl_redirect && !https => Routed::Redirect,
+        Some(route) if route.ssl_redirect && !conn.https => Routed::Redirect,
         Some(route) => match &route.target {
             Target::Backend(b) => Routed::Backend(b.clone()),
             Target::Unavailable(why) => Routed::Refused(Refusal::new(

@@ -38,9 +38,12 @@ fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
 }
 
 /// Accepts connections until `stop`, then drains them for up to `drain_timeout`.
+/// `mesh`: the listener is this mesh port's (GW-4), its requests routed by the mesh
+/// routes captured there.
 pub async fn serve(
     listener: TcpListener,
     tls: Option<tokio_rustls::TlsAcceptor>,
+    mesh: Option<u16>,
     proxy: Arc<Proxy>,
     limits: Limits,
     stop: CancellationToken,
@@ -56,7 +59,8 @@ pub async fn serve(
             break;
         };
         let _ = tcp.set_nodelay(true);
-        let conn = Conn::new(remote, https);
+        let mut conn = Conn::new(remote, https);
+        conn.mesh = mesh;
         let gauge = proxy.metrics.downstream_open.clone();
         gauge.inc();
         let open = OpenConn(gauge);

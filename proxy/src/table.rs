@@ -217,12 +217,19 @@ pub struct RouteTable {
     pub endpoints: usize,
     /// Build time.
     pub build_time: std::time::Duration,
+    /// GW-4: the route of each mesh port (a ServiceImport port mesh routes capture).
+    pub mesh: BTreeMap<u16, Arc<Route>>,
 }
 
 impl RouteTable {
     /// The route for a request (host lowercase without port; path without query).
     pub fn route(&self, host: &str, path: &str) -> Option<&Arc<Route>> {
         self.router.route(host, path)
+    }
+
+    /// The route of the traffic that arrived on mesh port `port`.
+    pub fn mesh_route(&self, port: u16) -> Option<&Arc<Route>> {
+        self.mesh.get(&port)
     }
 
     /// Path rules.

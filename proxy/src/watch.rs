@@ -200,6 +200,8 @@ pub struct Targets {
     /// The TLS Secrets served the default certificate instead, for the Lease (`None`
     /// until the first build: the Lease waits for it).
     pub tls_problems: tokio::sync::watch::Sender<Option<TlsProblems>>,
+    /// Bumped after each table is stored (the mesh listeners follow the table).
+    pub built: tokio::sync::watch::Sender<u64>,
 }
 
 /// Rebuilds on every change (after `debounce`) until `stop`.
@@ -246,6 +248,7 @@ pub async fn run(
             changed
         });
         targets.table.store(Arc::new(t));
+        targets.built.send_modify(|n| *n += 1);
         targets.ready.store(true, Ordering::Relaxed);
         // the whole table is rebuilt on any change: what changed does not matter here
         if caches

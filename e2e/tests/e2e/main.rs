@@ -9,6 +9,7 @@ mod gateway;
 mod gateway_demo;
 mod gateway_filters;
 mod gateway_grpc;
+mod gateway_mesh;
 mod gateway_refs;
 mod gateway_support;
 mod kubectl;

@@ -13,6 +13,7 @@ use causeway_crds::gateway::attach::{self, AttachedListener};
 use causeway_crds::gateway::http_route::{
     HTTPHeaderFilter, HTTPPathModifier, HTTPRouteMatch, HTTPRouteRule,
 };
+use causeway_crds::gateway::mesh;
 use http::header::{HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use k8s_openapi::api::networking::v1::ServiceBackendPort;
@@ -96,6 +97,18 @@ pub(super) fn add(
     table: &mut RouteTable,
 ) {
     let mut by_host: BTreeMap<HostKey, Vec<(Precedence, Arc<Rule>)>> = BTreeMap::new();
+    // GW-4: the rules of each mesh port (a captured ServiceImport port)
+    let mut by_mesh_port: BTreeMap<u16, Vec<(Precedence, Arc<Rule>)>> = BTreeMap::new();
+    let imports: BTreeMap<(String, String), Arc<ServiceImport>> = snap
+        .service_imports
+        .iter()
+        .map(|si| {
+            (
+                (si.namespace().unwrap_or_default(), si.name_any()),
+                si.clone(),
+            )
+        })
+        .collect();
     let default_match = [HTTPRouteMatch::default()];
     for (order, route) in oldest_first(&snap.http_routes).into_iter().enumerate() {
         let ns = route.namespace().unwrap_or_default();
@@ -113,7 +126,19 @@ pub(super) fn add(
         .filter_map(|v| v.attached.ok())
         .flatten()
         .collect();
-        if listeners.is_empty() {
+        // (mesh port, ServiceImport port) of each ServiceImport port it captures that
+        // the controller gave a mesh port
+        let mesh_ports: Vec<(u16, u16)> = mesh::mesh_parents(route, &imports)
+            .into_iter()
+            .filter_map(|v| v.attached.ok())
+            .flatten()
+            .filter_map(|(ns, name, port)| {
+                let si = imports.get(&(ns, name))?;
+                let m = *mesh::parse_ports(si.annotations().get(mesh::MESH_PORTS)?).get(&port)?;
+                Some((m, u16::try_from(port).ok()?))
+            })
+            .collect();
+        if listeners.is_empty() && mesh_ports.is_empty() {
             // Not ours, or not accepted: its status says why.
             continue;
         }
@@ -165,11 +190,34 @@ pub(super) fn add(
                         }
                     }
                 }
+                // a mesh parent: hostnames do not apply (the parent is the destination)
+                for &(mesh_port, port) in &mesh_ports {
+                    let (prec, rule) = rule_of(&route_id, m, port, action.clone(), &mut warn);
+                    let prec = (prec.0, prec.1, prec.2, prec.3, prec.4, order, ri, mi);
+                    let rules = by_mesh_port.entry(mesh_port).or_default();
+                    if !rules.iter().any(|(p, _)| *p == prec) {
+                        rules.push((prec, Arc::new(rule)));
+                    }
+                }
             }
         }
         table.endpoints += b.endpoints;
         table.backends.append(&mut b.new_backends);
         table.http_routes.push(id);
+    }
+    for (mesh_port, mut rules) in by_mesh_port {
+        rules.sort_by_key(|(p, _)| *p);
+        let rules = HostRules {
+            rules: rules.into_iter().map(|(_, r)| r).collect(),
+        };
+        table.mesh.insert(
+            mesh_port,
+            Arc::new(Route {
+                mci: "Gateway API mesh".into(),
+                target: Target::Gateway(Arc::new(rules)),
+                ssl_redirect: false,
+            }),
+        );
     }
     for (key, _) in by_host.iter() {
         // Hostname first (this one, then the wildcards and any host covering it).
