@@ -81,6 +81,15 @@ struct UpArgs {
     /// tls[] Secrets by SNI); port 0 picks a free one.
     #[arg(long, default_value = "127.0.0.1:0")]
     proxy_https: std::net::SocketAddr,
+    /// Where causeway-proxy serves mesh traffic (HTTPRoutes whose parent is a
+    /// ServiceImport): `<ip>:<first port>-<last port>`.
+    #[arg(long, default_value = "127.0.0.1:15000-15099", value_parser = causeway_crds::gateway::mesh::parse_proxy_mesh)]
+    proxy_mesh: (std::net::IpAddr, std::ops::RangeInclusive<u16>),
+    /// Carry Service traffic as kube-proxy does: ClusterIPs and clusterset IPs become
+    /// loopback addresses that answer (a port below 1024 needs root or
+    /// CAP_NET_BIND_SERVICE; the demo `web` Service uses 80).
+    #[arg(long)]
+    service_proxy: bool,
     /// Address of the controller's /metrics, /healthz and /readyz (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     metrics: std::net::SocketAddr,
@@ -119,6 +128,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         data_dir: args.data_dir.clone(),
         cidrs: Default::default(),
         topology: causeway_e2e::demo_regions(&args.members),
+        service_proxy: args.service_proxy,
         ..Default::default()
     };
     if args.pods > 50 {
@@ -222,6 +232,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             listen_http: args.proxy_http,
             listen_https: Some(args.proxy_https),
             metrics: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            listen_mesh: Some(args.proxy_mesh.clone()),
             name: Some("local".into()),
             ..Default::default()
         },
@@ -229,10 +240,13 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     .await
     .context("starting causeway-proxy")?;
     println!(
-        "      http://{}/  https://{}/  metrics http://{}/",
+        "      http://{}/  https://{}/  metrics http://{}/  mesh {}:{}-{}",
         proxy.http,
         proxy.https.map(|a| a.to_string()).unwrap_or_default(),
-        proxy.metrics.map(|a| a.to_string()).unwrap_or_default()
+        proxy.metrics.map(|a| a.to_string()).unwrap_or_default(),
+        args.proxy_mesh.0,
+        args.proxy_mesh.1.start(),
+        args.proxy_mesh.1.end()
     );
     let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
     let search_dir = dir.join("search");
