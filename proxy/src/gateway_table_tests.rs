@@ -461,3 +461,74 @@ fn routes_and_mcis_share_the_table() {
         t.warnings
     );
 }
+
+/// GW-4: a route whose parent is ServiceImport `web` is served on the mesh port the
+/// controller gave web's port (its annotation), with its rules and no hostname
+/// matching; a captured port without a mesh port yet, and a route in another namespace,
+/// are not served.
+#[test]
+fn mesh_routes_are_served_on_their_mesh_ports() {
+    use causeway_crds::gateway::mesh::MESH_PORTS;
+    let mut s = gateway_snapshot();
+    let mut web = (*s.service_imports[0]).clone();
+    web.metadata.annotations = Some([(MESH_PORTS.to_string(), "80=15000".to_string())].into());
+    s.service_imports[0] = Arc::new(web);
+    let web_parent =
+        json!([{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web"}]);
+    s.http_routes = vec![
+        route(
+            "canary",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": web_parent, "hostnames": ["ignored.example"],
+            "rules": [
+                {"matches": [{"headers": [{"name": "x-canary", "value": "yes"}]}], "backendRefs": to("canary")},
+                {"backendRefs": to("stable")}]}),
+        ),
+        // another namespace's ServiceImport: not attached
+        route(
+            "elsewhere",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": [{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "namespace": "other"}],
+            "rules": [{"backendRefs": to("x")}]}),
+        ),
+    ];
+    let (t, _shared) = table(&s);
+    // 80 has a mesh port; 9000 (also captured) has none yet
+    assert_eq!(t.mesh.keys().copied().collect::<Vec<_>>(), [15000]);
+    let decide_mesh = |headers: &[(&str, &str)]| {
+        let Target::Gateway(rules) = &t.mesh_route(15000).unwrap().target else {
+            panic!("a mesh port routes by HTTPRoute rules");
+        };
+        let mut h = HeaderMap::new();
+        for (n, v) in headers {
+            h.append(
+                http::header::HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        let req = Request {
+            method: &Method::GET,
+            host: "web.ns.svc.clusterset.local",
+            path: "/",
+            query: None,
+            headers: &h,
+            https: false,
+        };
+        match decide(rules, &req) {
+            Decided::Refused(why) => why
+                .msg
+                .split("ServiceImport ns/")
+                .nth(1)
+                .unwrap_or_default()
+                .split(' ')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            other => format!("{:?}", std::mem::discriminant(&other)),
+        }
+    };
+    assert_eq!(decide_mesh(&[("x-canary", "yes")]), "canary");
+    assert_eq!(decide_mesh(&[]), "stable");
+    // nothing under the route's hostname on the ordinary listeners
+    assert_eq!(pick(&t, "GET", "ignored.example", "/", &[]), "404");
+}

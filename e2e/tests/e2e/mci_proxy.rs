@@ -112,17 +112,23 @@ pub(crate) struct Fixture {
 
 impl Fixture {
     pub(crate) async fn start() -> Fixture {
+        Fixture::start_with(|_| {}).await
+    }
+
+    /// [`Fixture::start`] with the proxy's configuration changed by `f`.
+    pub(crate) async fn start_with(f: impl FnOnce(&mut causeway_proxy::Config)) -> Fixture {
         let mcs = Mcs::start(&["east", "west", "north"], false).await;
         mcs.cs
             .create_namespace_everywhere(demo::NAMESPACE)
             .await
             .unwrap();
         let backends = demo::web(&mcs.cs, 2).await.unwrap();
-        let cfg = causeway_proxy::Config {
+        let mut cfg = causeway_proxy::Config {
             listen_http: "127.0.0.1:0".parse().unwrap(),
             metrics: Some("127.0.0.1:0".parse().unwrap()),
             ..Default::default()
         };
+        f(&mut cfg);
         let proxy = proxy_as_deployed(&mcs, cfg).await;
         Fixture {
             mcs,
