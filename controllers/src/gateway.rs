@@ -567,17 +567,13 @@ pub async fn run(
         let ns = |ns: &str| Api::namespaced(hub.clone(), ns);
         write_all(ns, &mut memo, &want.routes, &r, &mut failed).await;
         for ((ns, name), ann) in &want.mesh {
-            let api: Api<ServiceImport> = Api::namespaced(hub.clone(), ns);
-            // a merge patch: never creates a ServiceImport that has just gone
-            let patch = json!({"metadata": {"annotations": ann}});
-            let params = kube::api::PatchParams {
-                field_manager: Some("causeway-mesh".into()),
-                ..Default::default()
+            let Some(si) = import_map.get(&(ns.clone(), name.clone())) else {
+                continue;
             };
-            if let Err(e) = api
-                .patch(name, &params, &kube::api::Patch::Merge(&patch))
-                .await
-            {
+            let api: Api<ServiceImport> = Api::namespaced(hub.clone(), ns);
+            let r =
+                causeway_runtime::apply::set_annotations(&api, si.as_ref(), "causeway-mesh", ann);
+            if let Err(e) = r.await {
                 tracing::warn!(namespace = %ns, name = %name, error = %e, "writing a ServiceImport's mesh ports failed; retrying with backoff");
                 failed.insert((ns.clone(), name.clone()));
             }

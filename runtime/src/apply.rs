@@ -408,6 +408,40 @@ where
     Ok(n)
 }
 
+/// Sets annotations of `obj` (through `api`): each `Some` value set, each `None` removed,
+/// the others left as they are; `Unchanged` when they already are so. A JSON merge
+/// patch: unlike an apply, it never creates an object that has just been deleted, and
+/// it leaves the fields other managers own alone.
+pub async fn set_annotations<K>(
+    api: &Api<K>,
+    obj: &K,
+    manager: &str,
+    annotations: &std::collections::BTreeMap<String, Option<String>>,
+) -> Result<Outcome, ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let have = obj.annotations();
+    if annotations.iter().all(|(k, v)| have.get(k) == v.as_ref()) {
+        return Ok(Outcome::Unchanged);
+    }
+    let patch = serde_json::json!({"metadata": {"annotations": annotations}});
+    let params = PatchParams {
+        field_manager: Some(manager.to_string()),
+        ..Default::default()
+    };
+    api.patch(&obj.name_any(), &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|source| ApplyError::Kube {
+            verb: "annotate",
+            kind: kind_of::<K>(&serde_json::to_value(obj).unwrap_or_default()),
+            namespace: obj.namespace().unwrap_or_default(),
+            name: obj.name_any(),
+            source,
+        })?;
+    Ok(Outcome::Written)
+}
+
 /// Adds `finalizer` to `obj` (through `api`, scoped to its namespace) unless it is
 /// there: a JSON patch guarded by a test of the current list, so a concurrent change is
 /// refused (and retried by the caller) rather than lost.

@@ -238,3 +238,47 @@ async fn a_finalizer_holds_deletion_until_removed() {
         .unwrap();
     assert!(apply::add_finalizer(&api, &stale, f).await.is_err());
 }
+
+/// `set_annotations` sets and removes only the annotations it is given, writes nothing
+/// when they already are so, and never creates an object that is gone.
+#[tokio::test]
+async fn annotations_are_set_and_removed_without_creating() {
+    let (_server, client) = cluster().await;
+    let cm = resource("", "v1", "ConfigMap");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &cm);
+    let mut body = object(&cm, Some("default"), "noted", json!({"data": {}}));
+    body.metadata.annotations = Some([("theirs".to_string(), "keep".to_string())].into());
+    apply::ensure(&api, &body, None).await.unwrap();
+    let set = std::collections::BTreeMap::from([("a".to_string(), Some("1".to_string()))]);
+    let o = api.get("noted").await.unwrap();
+    assert_eq!(
+        apply::set_annotations(&api, &o, "test", &set)
+            .await
+            .unwrap(),
+        Outcome::Written
+    );
+    let o = api.get("noted").await.unwrap();
+    assert_eq!(o.metadata.annotations.as_ref().unwrap()["a"], "1");
+    assert_eq!(
+        apply::set_annotations(&api, &o, "test", &set)
+            .await
+            .unwrap(),
+        Outcome::Unchanged
+    );
+    let unset = std::collections::BTreeMap::from([("a".to_string(), None)]);
+    apply::set_annotations(&api, &o, "test", &unset)
+        .await
+        .unwrap();
+    let o = api.get("noted").await.unwrap();
+    let left = o.metadata.annotations.clone().unwrap_or_default();
+    assert!(!left.contains_key("a"));
+    assert_eq!(left["theirs"], "keep");
+    // gone: an error, not a new object
+    api.delete("noted", &DeleteParams::default()).await.unwrap();
+    assert!(
+        apply::set_annotations(&api, &o, "test", &set)
+            .await
+            .is_err()
+    );
+    assert!(api.get_opt("noted").await.unwrap().is_none());
+}
