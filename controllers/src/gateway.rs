@@ -61,6 +61,11 @@ pub struct World<'a> {
     pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
     /// causeway-proxy Leases.
     pub proxies: &'a [crate::mci::ProxyLease],
+    /// The mesh ports this controller gave last (they win over what the ServiceImports'
+    /// annotations say, which may lag behind its own writes).
+    pub mesh_previous: &'a BTreeMap<causeway_crds::gateway::mesh::MeshParent, u16>,
+    /// Mesh ports released a moment ago, not to be given to another ServiceImport yet.
+    pub mesh_reserved: &'a std::collections::BTreeSet<u16>,
     /// Now.
     pub now: jiff::Timestamp,
 }
@@ -78,6 +83,9 @@ pub struct Desired {
     /// The mesh annotations of the hub ServiceImports that must change (`None`:
     /// removed), by (namespace, name).
     pub mesh: BTreeMap<(String, String), BTreeMap<String, Option<String>>>,
+    /// The mesh ports given this pass; `None` while no proxy serves mesh traffic (the
+    /// previous ones are then kept for when one does).
+    pub mesh_allocated: Option<BTreeMap<causeway_crds::gateway::mesh::MeshParent, u16>>,
 }
 
 /// Where the mesh routes stand this pass.
@@ -147,14 +155,20 @@ pub fn desired(world: &World<'_>) -> Desired {
     // GW-4: the mesh ports of the ServiceImport ports mesh routes capture
     let waypoints = mesh::waypoints(world);
     let (allocated, full) = match &waypoints.range {
-        Some(range) => causeway_crds::gateway::mesh::allocate(
-            &mesh::wanted(world),
-            &mesh::current(world),
-            range,
-        ),
+        Some(range) => {
+            let mut current = mesh::current(world);
+            current.extend(world.mesh_previous.iter().map(|(k, v)| (k.clone(), *v)));
+            causeway_crds::gateway::mesh::allocate(
+                &mesh::wanted(world),
+                &current,
+                range,
+                world.mesh_reserved,
+            )
+        }
         None => Default::default(),
     };
     out.mesh = mesh::annotations(world, &allocated, &waypoints);
+    out.mesh_allocated = waypoints.range.is_some().then(|| allocated.clone());
     let mesh_state = MeshState {
         waypoints,
         allocated,
@@ -397,47 +411,42 @@ fn route_status(
                     .filter(|p| mesh_state.full.contains(p))
                     .map(|p| p.2.to_string())
                     .collect();
-                if waiting.is_empty() {
-                    let served: Vec<String> = ports
-                        .iter()
-                        .filter_map(|p| {
-                            Some(format!(
-                                "{} (mesh port {})",
-                                p.2,
-                                mesh_state.allocated.get(p)?
-                            ))
-                        })
-                        .collect();
-                    let (ns, name) = ports
-                        .first()
-                        .map(|p| (p.0.as_str(), p.1.as_str()))
-                        .unwrap_or_default();
-                    c.make(
-                        reasons::ACCEPTED,
-                        true,
-                        "Accepted",
-                        format!(
-                            "captures the traffic to ServiceImport {ns}/{name} port {} through causeway-proxy at {}",
-                            served.join(", "),
-                            mesh_state
-                                .waypoints
-                                .addresses
-                                .iter()
-                                .map(ToString::to_string)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )
+                let served: Vec<String> = ports
+                    .iter()
+                    .filter_map(|p| {
+                        Some(format!(
+                            "{} (mesh port {})",
+                            p.2,
+                            mesh_state.allocated.get(p)?
+                        ))
+                    })
+                    .collect();
+                let (ns, name) = ports
+                    .first()
+                    .map(|p| (p.0.as_str(), p.1.as_str()))
+                    .unwrap_or_default();
+                let wait = format!(
+                    "no mesh port left for port {} in the causeway-proxies' --listen-mesh range: widen it",
+                    waiting.join(", ")
+                );
+                if served.is_empty() {
+                    c.make(reasons::ACCEPTED, false, "Pending", wait)
                 } else {
-                    c.make(
-                        reasons::ACCEPTED,
-                        false,
-                        "Pending",
-                        format!(
-                            "no mesh port left for port {} in the causeway-proxies' --listen-mesh range: widen it",
-                            waiting.join(", ")
-                        ),
-                    )
+                    let mut message = format!(
+                        "captures the traffic to ServiceImport {ns}/{name} port {} through causeway-proxy at {}",
+                        served.join(", "),
+                        mesh_state
+                            .waypoints
+                            .addresses
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    if !waiting.is_empty() {
+                        message = format!("{message}; {wait}");
+                    }
+                    c.make(reasons::ACCEPTED, true, "Accepted", message)
                 }
             }
         };
@@ -466,6 +475,10 @@ fn route_status(
     );
     HTTPRouteStatus { parents }
 }
+
+/// How long a released mesh port is not given to another ServiceImport: the members'
+/// importers and kube-proxies need a moment to stop sending the old one's traffic there.
+const MESH_RESERVE: Duration = Duration::from_secs(60);
 
 /// Runs the Gateway API status controller until `stop`.
 pub async fn run(
@@ -531,6 +544,10 @@ pub async fn run(
     }
     tracing::info!("gateway api status controller running");
     let mut memo = StatusMemo::default();
+    // GW-4: the mesh ports given last, and those released (not given to another
+    // ServiceImport for RESERVE: members may still send its traffic there)
+    let mut mesh_previous = BTreeMap::new();
+    let mut released: BTreeMap<u16, Instant> = BTreeMap::new();
     loop {
         let started = Instant::now();
         let (c, g, r) = (classes.state(), gateways.state(), routes.state());
@@ -556,9 +573,21 @@ pub async fn run(
             imports: &import_map,
             namespaces: &ns_labels,
             proxies: &lease_list,
+            mesh_previous: &mesh_previous,
+            mesh_reserved: &released.keys().copied().collect(),
             now: jiff::Timestamp::now(),
         };
         let want = desired(&world);
+        if let Some(allocated) = &want.mesh_allocated {
+            let kept: std::collections::BTreeSet<u16> = allocated.values().copied().collect();
+            for port in mesh_previous.values() {
+                if !kept.contains(port) {
+                    released.insert(*port, Instant::now());
+                }
+            }
+            released.retain(|p, at| !kept.contains(p) && at.elapsed() < MESH_RESERVE);
+            mesh_previous = allocated.clone();
+        }
         let mut failed = std::collections::HashSet::new();
         let all = |_: &str| Api::all(hub.clone());
         write_all(all, &mut memo, &want.classes, &c, &mut failed).await;

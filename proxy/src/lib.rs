@@ -190,6 +190,21 @@ async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
 
 /// Starts watching the hub and serving.
 pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
+    if let Some((ip, range)) = &cfg.listen_mesh {
+        for (what, addr) in [("HTTP", Some(cfg.listen_http)), ("HTTPS", cfg.listen_https)] {
+            if let Some(a) = addr
+                && range.contains(&a.port())
+                && (a.ip() == *ip || a.ip().is_unspecified())
+            {
+                anyhow::bail!(
+                    "the --listen-mesh range {}-{} on {ip} holds the {what} listener's port {}: give the mesh ports a range of their own",
+                    range.start(),
+                    range.end(),
+                    a.port()
+                );
+            }
+        }
+    }
     let stop = CancellationToken::new();
     let http_l = bind(cfg.listen_http, "HTTP").await?;
     let http = http_l.local_addr()?;

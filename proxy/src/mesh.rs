@@ -32,6 +32,8 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     let mut open: BTreeMap<u16, (CancellationToken, JoinHandle<()>)> = BTreeMap::new();
+    // listeners of ports no longer captured, draining; shutdown waits for them too
+    let mut draining = tokio::task::JoinSet::new();
     loop {
         let want: BTreeSet<u16> = table
             .load()
@@ -45,10 +47,12 @@ pub(crate) async fn run(
             if let Some((s, task)) = open.remove(&port) {
                 tracing::info!(port, "mesh port no longer captured: draining its listener");
                 s.cancel();
-                // drained in the background; shutdown waits for what is left
-                tokio::spawn(task);
+                draining.spawn(async move {
+                    let _ = task.await;
+                });
             }
         }
+        while draining.try_join_next().is_some() {}
         let mut failed = false;
         let new: Vec<u16> = want
             .iter()
@@ -94,4 +98,5 @@ pub(crate) async fn run(
         s.cancel();
         let _ = task.await;
     }
+    while draining.join_next().await.is_some() {}
 }

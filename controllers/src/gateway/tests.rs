@@ -21,6 +21,7 @@ struct Fixture {
     grants: Vec<Arc<ReferenceGrant>>,
     imports: BTreeMap<(String, String), Arc<ServiceImport>>,
     proxies: Vec<Arc<Lease>>,
+    mesh_previous: BTreeMap<causeway_crds::gateway::mesh::MeshParent, u16>,
 }
 
 impl Fixture {
@@ -68,6 +69,7 @@ impl Fixture {
             grants: Vec::new(),
             imports: BTreeMap::from([(("app".to_string(), "web".to_string()), import)]),
             proxies: vec![lease],
+            mesh_previous: BTreeMap::new(),
         }
     }
 
@@ -88,6 +90,8 @@ impl Fixture {
             imports: &self.imports,
             namespaces: &ns,
             proxies: &crate::mci::ProxyLease::read_all(&self.proxies),
+            mesh_previous: &self.mesh_previous,
+            mesh_reserved: &Default::default(),
             now: now(),
         })
     }
@@ -441,4 +445,42 @@ fn mesh_routes_get_mesh_ports_from_the_proxies() {
             (MESH_PORTS.to_string(), None)
         ])
     );
+}
+
+/// GW-4: the ports this controller gave last win over annotations that have not caught
+/// up with its writes, so a new route never takes a port an older one still has.
+#[test]
+fn mesh_ports_given_last_stay_with_their_services() {
+    use causeway_crds::gateway::mesh::{MESH_PORTS, PROXY_MESH};
+    let mut f = Fixture::new();
+    let mut lease = (*f.proxies[0]).clone();
+    lease
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(PROXY_MESH.into(), "127.0.0.9:15000-15001".into());
+    f.proxies = vec![Arc::new(lease)];
+    let mut api = (*f.imports[&key("app", "web")]).clone();
+    api.metadata.name = Some("api".into());
+    f.imports.insert(key("app", "api"), Arc::new(api));
+    for name in ["web", "api"] {
+        f.route(
+            name,
+            json!({"parentRefs": [{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": name}],
+                   "rules": [{"backendRefs": [{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "port": 80}]}]}),
+        );
+    }
+    // web was given 15001 last round; its annotation has not come back yet
+    f.mesh_previous = BTreeMap::from([(("app".to_string(), "web".to_string(), 80), 15001)]);
+    let d = f.desired();
+    assert_eq!(
+        d.mesh[&key("app", "web")][MESH_PORTS].as_deref(),
+        Some("80=15001")
+    );
+    assert_eq!(
+        d.mesh[&key("app", "api")][MESH_PORTS].as_deref(),
+        Some("80=15000")
+    );
+    assert_eq!(d.mesh_allocated.unwrap().len(), 2);
 }

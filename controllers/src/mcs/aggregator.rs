@@ -50,7 +50,22 @@ pub fn invalid_exported_metadata(spec: &ExportedServiceSpec) -> Vec<FieldError> 
         "spec.exportedAnnotations",
         &spec.exported_annotations,
     ));
+    // the mesh annotations say where members send a clusterset IP's traffic: only the
+    // Gateway API controller writes them (GW-4)
+    for k in spec.exported_annotations.keys().filter(|k| reserved(k)) {
+        errs.push(FieldError {
+            field: "spec.exportedAnnotations".into(),
+            value: k.clone(),
+            message: "reserved: causeway's Gateway API controller sets it for mesh routes; remove it from the ServiceExport".into(),
+        });
+    }
     errs
+}
+
+/// Whether `key` is an annotation only Causeway sets on a hub ServiceImport.
+fn reserved(key: &str) -> bool {
+    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS};
+    key == MESH_PORTS || key == MESH_ADDRESSES
 }
 
 /// Pure: the ServiceImport's labels and annotations: the merge's, less what an API
@@ -68,6 +83,7 @@ fn valid_metadata(merged: &Merged) -> (BTreeMap<String, String>, BTreeMap<String
         .annotations
         .iter()
         .filter(|(k, _)| validation::qualified_name(&k.to_lowercase()).is_empty())
+        .filter(|(k, _)| !reserved(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if !validation::annotations("", &annotations).is_empty() {

@@ -196,6 +196,8 @@ pub fn desired(
             status: None,
         };
         import.spec.ips = if headless { vec![] } else { ips };
+        // the mesh waypoint's slice goes with the derived Service's first family
+        let ipv6 = fams.first().is_some_and(|f| f == "IPv6");
         import.spec.ip_families = fams;
         let prev = imports_by_key
             .get(&(ns.clone(), name.clone()))
@@ -268,7 +270,7 @@ pub fn desired(
         // exports changed and the hub import has not caught up with yet: meanwhile it
         // goes by name, as the import's own ports do, rather than to no cluster
         // GW-4: ports a mesh route captures go to the causeway-proxies' mesh ports
-        let (captured, waypoint) = waypoint(si, &derived);
+        let (captured, waypoint) = waypoint(si, &derived, ipv6);
         let exports = exports_of.get(&(ns.clone(), name.clone()));
         let owned: BTreeSet<&Option<String>> = si
             .spec
@@ -340,7 +342,11 @@ pub fn desired(
 /// GW-4: the ports of `si` that mesh routes capture (by name), and the slice of the
 /// derived Service `derived` that sends them to the causeway-proxies serving them, as
 /// the hub ServiceImport's mesh annotations say (`causeway_crds::gateway::mesh`).
-fn waypoint(si: &ServiceImport, derived: &str) -> (BTreeSet<String>, Option<EndpointSlice>) {
+fn waypoint(
+    si: &ServiceImport,
+    derived: &str,
+    ipv6: bool,
+) -> (BTreeSet<String>, Option<EndpointSlice>) {
     use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS, parse_ports};
     use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
     let ann = si.annotations();
@@ -348,16 +354,21 @@ fn waypoint(si: &ServiceImport, derived: &str) -> (BTreeSet<String>, Option<Endp
         .get(MESH_PORTS)
         .map(|p| parse_ports(p))
         .unwrap_or_default();
+    // the proxies' addresses of the derived Service's family (kube-proxy reads only
+    // the slices of a Service's own families)
     let addresses: Vec<std::net::IpAddr> = ann
         .get(MESH_ADDRESSES)
         .into_iter()
         .flat_map(|a| a.split(','))
         .filter_map(|a| a.trim().parse().ok())
+        .filter(|a: &std::net::IpAddr| a.is_ipv6() == ipv6)
         .collect();
+    // only TCP ports are captured (a UDP port of the same number keeps its pods)
     let ports: Vec<EndpointPort> = si
         .spec
         .ports
         .iter()
+        .filter(|p| p.protocol_or_default() == "TCP")
         .filter_map(|p| {
             Some(EndpointPort {
                 name: Some(p.name.clone().unwrap_or_default()),
@@ -367,17 +378,12 @@ fn waypoint(si: &ServiceImport, derived: &str) -> (BTreeSet<String>, Option<Endp
             })
         })
         .collect();
-    // one address family per slice: the first address's
-    let Some(first) = addresses.first() else {
-        return (BTreeSet::new(), None);
-    };
-    if ports.is_empty() {
+    if addresses.is_empty() || ports.is_empty() {
         return (BTreeSet::new(), None);
     }
     let captured = ports.iter().filter_map(|p| p.name.clone()).collect();
     let endpoints = addresses
         .iter()
-        .filter(|a| a.is_ipv4() == first.is_ipv4())
         .map(|a| Endpoint {
             addresses: vec![a.to_string()],
             conditions: Some(EndpointConditions {
@@ -401,7 +407,7 @@ fn waypoint(si: &ServiceImport, derived: &str) -> (BTreeSet<String>, Option<Endp
             labels: Some(l),
             ..Default::default()
         },
-        address_type: if first.is_ipv4() { "IPv4" } else { "IPv6" }.into(),
+        address_type: if ipv6 { "IPv6" } else { "IPv4" }.into(),
         endpoints,
         ports: Some(ports),
     };

@@ -160,6 +160,11 @@ pub fn parse_proxy_mesh(s: &str) -> Result<(IpAddr, RangeInclusive<u16>), String
         .trim_end_matches(']')
         .parse()
         .map_err(|_| bad())?;
+    if ip.is_unspecified() {
+        return Err(format!(
+            "{s:?}: {ip} is no address members can send traffic to; give the proxy's own address"
+        ));
+    }
     let (lo, hi) = ports.split_once('-').ok_or_else(bad)?;
     let (lo, hi): (u16, u16) = (
         lo.parse().map_err(|_| bad())?,
@@ -194,12 +199,16 @@ pub fn format_ports(ports: &BTreeMap<i32, u16>) -> String {
 }
 
 /// Gives each `wanted` parent a mesh port of `range`: the one it has in `current` when
-/// that is in range and not taken twice, else the lowest free one. Returns the
-/// allocation and the parents left without a port (the range is full), sorted.
+/// that is in range and not taken twice, else the lowest free one. A port is not free
+/// while `current` gives it to a parent no longer wanted (its members may still send
+/// that parent's traffic there until they see it go) or while it is `reserved` (the
+/// caller's: released a moment ago). Returns the allocation and the parents left
+/// without a port (the range is full), sorted.
 pub fn allocate(
     wanted: &BTreeSet<MeshParent>,
     current: &BTreeMap<MeshParent, u16>,
     range: &RangeInclusive<u16>,
+    reserved: &BTreeSet<u16>,
 ) -> (BTreeMap<MeshParent, u16>, Vec<MeshParent>) {
     let mut out = BTreeMap::new();
     let mut used = BTreeSet::new();
@@ -211,7 +220,14 @@ pub fn allocate(
             out.insert(w.clone(), port);
         }
     }
-    let mut free = range.clone().filter(|p| !used.contains(p));
+    let held: BTreeSet<u16> = current
+        .iter()
+        .filter(|(p, _)| !wanted.contains(*p))
+        .map(|(_, port)| *port)
+        .collect();
+    let mut free = range
+        .clone()
+        .filter(|p| !used.contains(p) && !held.contains(p) && !reserved.contains(p));
     let mut full = Vec::new();
     for w in wanted {
         if out.contains_key(w) {

@@ -174,6 +174,8 @@ fn proxy_mesh_values() {
         "127.0.0.1:0-5",
         "127.0.0.1:9-5",
         "127.0.0.1:1-70000",
+        "0.0.0.0:15000-15099",
+        "[::]:15000-15099",
     ] {
         let e = parse_proxy_mesh(bad).unwrap_err();
         assert!(e.contains(bad), "{e}");
@@ -187,34 +189,51 @@ fn ports_round_trip() {
     assert_eq!(parse_ports("80=15000, 8080=15001,junk,x=1"), p);
 }
 
-/// Allocation keeps what a parent has, gives new ones the lowest free port, and says
-/// which are left without one when the range is full.
+/// Allocation keeps what a parent has, gives new ones the lowest free port, never
+/// hands out a port another parent still holds or one just released, and says which
+/// are left without one when the range is full.
 #[test]
 fn mesh_ports_are_stable_and_bounded() {
     let p = |name: &str, port: i32| ("app".to_string(), name.to_string(), port);
     let wanted: BTreeSet<MeshParent> = [p("a", 80), p("b", 80), p("c", 80)].into();
     let range = 15000..=15002;
-    let (got, full) = allocate(&wanted, &BTreeMap::new(), &range);
+    let none = BTreeSet::new();
+    let (got, full) = allocate(&wanted, &BTreeMap::new(), &range, &none);
     assert_eq!(
         got.values().copied().collect::<Vec<_>>(),
         [15000, 15001, 15002]
     );
     assert!(full.is_empty());
-    // a goes away, d comes: b and c keep theirs, d takes a's
+    // a goes away, d comes: b and c keep theirs; a's port is not d's while a still
+    // holds it (its members may still send a's traffic there), nor while reserved
     let wanted: BTreeSet<MeshParent> = [p("b", 80), p("c", 80), p("d", 80)].into();
-    let (again, _) = allocate(&wanted, &got, &range);
+    let (again, full) = allocate(&wanted, &got, &range, &none);
     assert_eq!(again[&p("b", 80)], 15001);
     assert_eq!(again[&p("c", 80)], 15002);
+    assert_eq!(full, vec![p("d", 80)]);
+    let mut gone = got.clone();
+    gone.remove(&p("a", 80));
+    let (again, full) = allocate(&wanted, &gone, &range, &BTreeSet::from([15000]));
+    assert_eq!((again.len(), full.len()), (2, 1));
+    let (again, _) = allocate(&wanted, &gone, &range, &none);
     assert_eq!(again[&p("d", 80)], 15000);
+    // a parent back within its reservation gets its own port again
+    let (back, _) = allocate(
+        &BTreeSet::from([p("a", 80)]),
+        &got,
+        &range,
+        &BTreeSet::from([15000]),
+    );
+    assert_eq!(back[&p("a", 80)], 15000);
     // a port out of the range, or taken twice, is given again
     let current = BTreeMap::from([(p("b", 80), 9), (p("c", 80), 15001), (p("d", 80), 15001)]);
-    let (fixed, _) = allocate(&wanted, &current, &range);
+    let (fixed, _) = allocate(&wanted, &current, &range, &none);
     let mut ports: Vec<u16> = fixed.values().copied().collect();
     ports.sort();
     assert_eq!(ports, [15000, 15001, 15002]);
     // full: the last ones wait
     let wanted: BTreeSet<MeshParent> = [p("a", 80), p("b", 80), p("c", 80), p("d", 80)].into();
-    let (got, full) = allocate(&wanted, &BTreeMap::new(), &range);
+    let (got, full) = allocate(&wanted, &BTreeMap::new(), &range, &none);
     assert_eq!(got.len(), 3);
     assert_eq!(full, vec![p("d", 80)]);
 }

@@ -97,6 +97,17 @@ fn invalid_exported_keys_and_values_are_dropped_and_reported() {
             &["Example.com/ok"],
             &["spec.exportedAnnotations: Invalid value: \"only/one/slash\""],
         ),
+        // GW-4: where a clusterset IP's traffic goes is not the exporter's to say
+        (
+            json!({}),
+            json!({"causeway.io/mesh-ports": "80=15000", "causeway.io/mesh-addresses": "10.9.9.9", "example.com/ok": "v"}),
+            &[],
+            &["example.com/ok"],
+            &[
+                "spec.exportedAnnotations: Invalid value: \"causeway.io/mesh-addresses\": reserved",
+                "spec.exportedAnnotations: Invalid value: \"causeway.io/mesh-ports\": reserved",
+            ],
+        ),
         (
             json!({}),
             json!({"example.com/big": "x".repeat(256 * 1024)}),

@@ -425,7 +425,7 @@ fn captured_ports_go_to_the_mesh_waypoint() {
             (MESH_PORTS.to_string(), "80=15003".to_string()),
             (
                 MESH_ADDRESSES.to_string(),
-                "127.0.0.9,127.0.0.10".to_string(),
+                "127.0.0.9,::1,127.0.0.10".to_string(),
             ),
         ]
         .into(),
@@ -469,6 +469,18 @@ fn captured_ports_go_to_the_mesh_waypoint() {
     assert_eq!(
         slices[1]["ports"],
         json!([{"name": "http", "port": 15003, "protocol": "TCP"}])
+    );
+    // a UDP port of the captured number is not captured
+    let mut dns = si.clone();
+    dns.spec.ports = serde_json::from_value(json!([
+        {"name": "dns-tcp", "port": 80, "protocol": "TCP"},
+        {"name": "dns", "port": 80, "protocol": "UDP"}]))
+    .unwrap();
+    let want = import(&dns, &[], &Staleness::default(), &[]);
+    let mesh = serde_json::to_value(want.slices.last().unwrap()).unwrap();
+    assert_eq!(
+        mesh["ports"],
+        json!([{"name": "dns-tcp", "port": 15003, "protocol": "TCP"}])
     );
     // no address: nothing captured
     si.metadata
