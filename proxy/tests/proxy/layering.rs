@@ -1,4 +1,5 @@
-//! The request path's module layering (issue 12): dependencies run one way, listener
+//! The request path's module layering (issue 12): dependencies run one way, the mesh
+//! listeners' manager (`mesh`, which opens listeners as the table asks) → listener
 //! (`server`) → engines (`h1`, the hyper path `forward`) → `pipeline` → the rest
 //! (table, balance, circuit, upstream...). Checked on the sources: no module names one
 //! above it or beside it in code (doc comments aside).
@@ -6,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 /// The layers, top first: a module may name only modules of later layers.
-const LAYERS: [&[&str]; 3] = [&["server"], &["h1", "forward"], &["pipeline"]];
+const LAYERS: [&[&str]; 4] = [&["mesh"], &["server"], &["h1", "forward"], &["pipeline"]];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     // (An entry that vanishes while listed, an editor's temporary file, is skipped.)
