@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 mod crds_cmd;
 mod explain_cmd;
+mod failover_cmd;
 mod promote_cmd;
 mod pull_cmd;
 
@@ -53,6 +54,10 @@ enum Command {
     /// template and a PropagationPolicy places it on that member, taking it over with no
     /// change (karmadactl promote).
     Promote(promote_cmd::PromoteArgs),
+    /// Dry-run cluster failover: `causeway failover plan --cluster east` prints where
+    /// every workload scheduled on east would go if east failed over now, how long its
+    /// policy tolerates the failure first and what becomes of the old copy.
+    Failover(failover_cmd::FailoverArgs),
     /// Serve the deletion-protection admission webhook (POST /validate-deletion): the
     /// DELETE of an object labelled causeway.io/deletion-protected=Always is denied.
     Webhook(causeway_controllers::webhook::WebhookArgs),
@@ -174,6 +179,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Agent(args) => pull_cmd::agent(args).await,
         Command::Explain(args) => explain_cmd::run(args).await,
         Command::Promote(args) => promote_cmd::run(args).await,
+        Command::Failover(args) => failover_cmd::run(args).await,
         Command::Webhook(args) => {
             args.log.init("info")?;
             causeway_controllers::webhook::run(args).await

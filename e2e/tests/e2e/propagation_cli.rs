@@ -57,7 +57,7 @@ async fn causeway(env: &Env, args: &[&str]) -> Output {
 }
 
 /// `causeway <args>`, which must succeed; its stdout.
-async fn ok(env: &Env, args: &[&str]) -> String {
+pub(crate) async fn ok(env: &Env, args: &[&str]) -> String {
     let out = causeway(env, args).await;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -69,7 +69,7 @@ async fn ok(env: &Env, args: &[&str]) -> String {
 }
 
 /// `causeway <args>`, which must fail; its stderr.
-async fn fails(env: &Env, args: &[&str]) -> String {
+pub(crate) async fn fails(env: &Env, args: &[&str]) -> String {
     let out = causeway(env, args).await;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(

@@ -45,6 +45,26 @@ async fn a_failed_cluster_hands_its_replicas_over_and_takes_them_back() {
     })
     .await;
 
+    // the dry run says what failing east would do, and changes nothing
+    let plan = crate::propagation_cli::ok(&env, &["failover", "plan", "--cluster", "east"]).await;
+    assert!(
+        plan.contains("demo/api-deployment")
+            && plan.contains("east:2 north:2 west:2   north:3 west:3")
+            && plan.contains("moves away from east (east after 2s), its copy purged once the others run it healthy"),
+        "{plan}"
+    );
+    let json = crate::propagation_cli::ok(
+        &env,
+        &["failover", "plan", "--cluster", "east", "-o", "json"],
+    )
+    .await;
+    let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(rows[0]["after"], serde_json::json!({"north": 3, "west": 3}));
+    let bad =
+        crate::propagation_cli::fails(&env, &["failover", "plan", "--cluster", "south"]).await;
+    assert!(bad.contains("no Cluster \"south\" on the hub"), "{bad}");
+    assert_eq!(replicas(&env, "api").await, vec![Some(2), Some(2), Some(2)]);
+
     // east NotReady: after the 2 s tolerated, west and north run all 6
     env.cs.member("east").unwrap().faults().set_not_ready(true);
     eventually("west and north run 3 each", WAIT, || async {

@@ -1,0 +1,330 @@
+//! `causeway failover plan --cluster east`: a dry run of cluster failover (federation.md
+//! §9.1 ★ "dry-run output"). For every binding scheduled on the named clusters it
+//! prints where the workload would run if those clusters failed over now, with the
+//! scheduler the detector runs ([`plan`] is pure: the bindings and Clusters read from
+//! the hub, the named clusters taken as NotReady since long ago), how long the policy
+//! tolerates the failure first, and how the old copy would go. Nothing is written.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Context;
+use causeway_crds::federation::binding::{BindingSpec, ClusterResourceBinding, ResourceBinding};
+use causeway_crds::federation::cluster::{Cluster, conditions};
+use causeway_crds::federation::propagation::PurgeMode;
+use causeway_crds::federation::schedule::{Workload, failover, schedule};
+use causeway_runtime::client::HubArgs;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use serde::Serialize;
+
+/// Arguments of `causeway failover`.
+#[derive(Debug, clap::Args)]
+pub struct FailoverArgs {
+    #[command(subcommand)]
+    command: FailoverCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum FailoverCommand {
+    /// Where every workload scheduled on the given clusters would go if they failed
+    /// over now (nothing is changed).
+    Plan(PlanArgs),
+}
+
+/// Arguments of `causeway failover plan`.
+#[derive(Debug, clap::Args)]
+struct PlanArgs {
+    /// A member cluster to fail (repeat, or comma-separate, for several).
+    #[arg(long = "cluster", value_delimiter = ',', required = true)]
+    clusters: Vec<String>,
+    /// text: a table, for people; json: one object per binding, for scripts.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    #[command(flatten)]
+    hub: HubArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+/// What failing the clusters would do to one binding.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// `namespace/name` of the ResourceBinding, or the ClusterResourceBinding's name.
+    pub binding: String,
+    /// Its clusters now, with their replicas.
+    pub now: BTreeMap<String, Option<i32>>,
+    /// Its clusters once the named ones failed over.
+    pub after: BTreeMap<String, Option<i32>>,
+    /// What happens, for people.
+    pub verdict: String,
+}
+
+/// The binding's clusters as a map.
+fn targets(spec: &BindingSpec) -> BTreeMap<String, Option<i32>> {
+    spec.clusters
+        .iter()
+        .map(|t| (t.name.clone(), t.replicas))
+        .collect()
+}
+
+/// `cluster` as if its Ready condition had been False since the epoch (and nothing
+/// else about it changed).
+fn failed(cluster: &Cluster) -> Cluster {
+    let mut c = cluster.clone();
+    let st = c.status.get_or_insert_with(Default::default);
+    st.conditions.retain(|x| x.type_ != conditions::READY);
+    st.conditions.push(Condition {
+        type_: conditions::READY.into(),
+        status: "False".into(),
+        reason: "FailoverPlan".into(),
+        message: "failed for the dry run".into(),
+        observed_generation: None,
+        last_transition_time: Time(Timestamp::UNIX_EPOCH),
+    });
+    c.spec.taints.clear();
+    c
+}
+
+/// Pure: what failing `failing` would do to each binding scheduled on one of them
+/// (`bindings`: id and spec; bindings of dependencies follow their requirers and are
+/// left out), sorted by binding.
+pub fn plan(
+    bindings: &[(String, &BindingSpec)],
+    clusters: &[Cluster],
+    failing: &BTreeSet<String>,
+    now: Timestamp,
+) -> Vec<Row> {
+    let hypothetical: Vec<Cluster> = clusters
+        .iter()
+        .map(|c| {
+            if failing.contains(&c.name_any()) {
+                failed(c)
+            } else {
+                c.clone()
+            }
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (id, spec) in bindings {
+        if !spec.required_by.is_empty() || !spec.clusters.iter().any(|t| failing.contains(&t.name))
+        {
+            continue;
+        }
+        let now_at = targets(spec);
+        let Some(cluster_failover) = spec.failover.as_ref().and_then(|f| f.cluster.as_ref()) else {
+            out.push(Row {
+                binding: id.clone(),
+                after: now_at.clone(),
+                now: now_at,
+                verdict: "stays: the policy has no failover.cluster (a NotReady member keeps what it runs)".into(),
+            });
+            continue;
+        };
+        let workload = Workload {
+            replicas: spec.replicas,
+            uid: spec.resource.uid.clone().unwrap_or_default(),
+            previous: spec
+                .clusters
+                .iter()
+                .map(|t| (t.name.clone(), t.replicas.unwrap_or(0)))
+                .collect(),
+            failover_at: Some(now),
+            evicted: spec
+                .evictions
+                .iter()
+                .map(|e| (e.cluster.clone(), e.reason.clone()))
+                .collect(),
+            ..Workload::default()
+        };
+        let verdict_and_after = match schedule(&spec.placement, &hypothetical, &workload) {
+            Err(e) => (format!("unknown: {e}"), now_at.clone()),
+            Ok(d) => {
+                let after: BTreeMap<String, Option<i32>> = d
+                    .target_clusters()
+                    .into_iter()
+                    .map(|t| (t.name, t.replicas))
+                    .collect();
+                let staying: Vec<&String> =
+                    failing.iter().filter(|c| after.contains_key(*c)).collect();
+                let leaving: Vec<&String> = failing
+                    .iter()
+                    .filter(|c| now_at.contains_key(*c) && !after.contains_key(*c))
+                    .collect();
+                let tolerated: Vec<String> = leaving
+                    .iter()
+                    .filter_map(|c| {
+                        let cluster = hypothetical.iter().find(|x| x.name_any() == **c)?;
+                        let (since, deadline) =
+                            failover::failing(cluster, &spec.placement.cluster_tolerations)?;
+                        Some(format!(
+                            "{c} after {}s",
+                            deadline.duration_since(since).as_secs()
+                        ))
+                    })
+                    .collect();
+                let purge = match cluster_failover.purge_mode.unwrap_or(PurgeMode::Gracefully) {
+                    PurgeMode::Gracefully => {
+                        "its copy purged once the others run it healthy (at most 600 s later)"
+                    }
+                    PurgeMode::Directly => "its copy purged at once",
+                    PurgeMode::Never => "its copy kept while it is not Ready",
+                };
+                let verdict = if leaving.is_empty() {
+                    format!(
+                        "stays on {}: tolerated forever, or no other cluster fits",
+                        join(&staying)
+                    )
+                } else if staying.is_empty() {
+                    format!(
+                        "moves away from {} ({}), {purge}",
+                        join(&leaving),
+                        tolerated.join(", ")
+                    )
+                } else {
+                    format!(
+                        "moves away from {} ({}), {purge}; stays on {}",
+                        join(&leaving),
+                        tolerated.join(", "),
+                        join(&staying)
+                    )
+                };
+                (verdict, after)
+            }
+        };
+        out.push(Row {
+            binding: id.clone(),
+            now: now_at,
+            after: verdict_and_after.1,
+            verdict: verdict_and_after.0,
+        });
+    }
+    out.sort_by(|a, b| a.binding.cmp(&b.binding));
+    out
+}
+
+fn join(names: &[&String]) -> String {
+    names
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn placement_text(m: &BTreeMap<String, Option<i32>>) -> String {
+    if m.is_empty() {
+        return "-".into();
+    }
+    m.iter()
+        .map(|(c, r)| match r {
+            Some(r) => format!("{c}:{r}"),
+            None => c.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The rows as a table.
+pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
+    let names: Vec<&String> = failing.iter().collect();
+    if rows.is_empty() {
+        return format!("no workload is scheduled on {}\n", join(&names));
+    }
+    let head = [
+        "BINDING".to_string(),
+        "NOW".to_string(),
+        format!(
+            "IF {} FAIL{}",
+            join(&names),
+            if names.len() == 1 { "S" } else { "" }
+        ),
+        "WHAT HAPPENS".to_string(),
+    ];
+    let body: Vec<[String; 4]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.binding.clone(),
+                placement_text(&r.now),
+                placement_text(&r.after),
+                r.verdict.clone(),
+            ]
+        })
+        .collect();
+    let width = |i: usize| {
+        body.iter()
+            .map(|r| r[i].len())
+            .chain([head[i].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let w = [width(0), width(1), width(2)];
+    let mut out = String::new();
+    for r in std::iter::once(&head).chain(body.iter()) {
+        out.push_str(&format!(
+            "{:w0$}   {:w1$}   {:w2$}   {}\n",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            w0 = w[0],
+            w1 = w[1],
+            w2 = w[2]
+        ));
+    }
+    out
+}
+
+/// Runs `causeway failover`.
+pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
+    let FailoverCommand::Plan(args) = args.command;
+    let hub = args.hub.client().await?;
+    let clusters: Vec<Cluster> = Api::<Cluster>::all(hub.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing the Clusters on the hub")?
+        .items;
+    let failing: BTreeSet<String> = args.clusters.iter().map(|c| c.trim().to_string()).collect();
+    let known: BTreeSet<String> = clusters.iter().map(|c| c.name_any()).collect();
+    if let Some(unknown) = failing.iter().find(|c| !known.contains(*c)) {
+        anyhow::bail!(
+            "no Cluster {unknown:?} on the hub (its Clusters: {}): check --cluster",
+            known.iter().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let rbs = Api::<ResourceBinding>::all(hub.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing the ResourceBindings on the hub")?
+        .items;
+    let crbs = Api::<ClusterResourceBinding>::all(hub.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing the ClusterResourceBindings on the hub")?
+        .items;
+    let bindings: Vec<(String, &BindingSpec)> = rbs
+        .iter()
+        .map(|b| {
+            (
+                format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any()),
+                &b.spec.0,
+            )
+        })
+        .chain(crbs.iter().map(|b| (b.name_any(), &b.spec.0)))
+        .collect();
+    let rows = plan(&bindings, &clusters, &failing, Timestamp::now());
+    match args.output {
+        Output::Text => print!("{}", text(&rows, &failing)),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
