@@ -132,6 +132,14 @@ pub fn desired(
         .map(|b| (b.name_any(), &**b))
         .collect();
     let clusters: Vec<Cluster> = clusters.iter().map(|c| (**c).clone()).collect();
+    let disrupted = failover::disruption(&clusters);
+    // a cluster that is not Ready reports no fresh Work status: application failover
+    // does not judge it (nor count it as healthy)
+    let ready: BTreeSet<String> = clusters
+        .iter()
+        .filter(|c| !failover::down(c))
+        .map(|c| c.name_any())
+        .collect();
     // bindings that must not be deleted: desired ones and those of templates being deleted
     let mut keep_rb = BTreeSet::new();
     let mut keep_crb = BTreeSet::new();
@@ -211,7 +219,12 @@ pub fn desired(
             existing_spec
                 .map(|s| s.evictions.as_slice())
                 .unwrap_or_default(),
-            |c| crate::propagation::status::work_of(binding_works, c),
+            |c| {
+                ready
+                    .contains(c)
+                    .then(|| crate::propagation::status::work_of(binding_works, c))
+                    .flatten()
+            },
             template.metadata.generation,
             now.0,
         );
@@ -234,6 +247,7 @@ pub fn desired(
                 .failover
                 .as_ref()
                 .and_then(|f| f.cluster.as_ref())
+                .filter(|_| disrupted.is_none())
                 .map(|_| now.0),
             evicted: verdict
                 .evictions
@@ -262,6 +276,18 @@ pub fn desired(
             .into_iter()
             .filter(|e| !clusters_out.iter().any(|t| t.name == e.cluster))
             .collect();
+        let opted_in = policy
+            .spec
+            .failover
+            .as_ref()
+            .is_some_and(|f| f.cluster.is_some());
+        let affected =
+            existing_spec.is_some_and(|s| s.clusters.iter().any(|t| !ready.contains(&t.name)));
+        if let Some(why) = disrupted.as_ref().filter(|_| opted_in && affected) {
+            for c in status.conditions.iter_mut() {
+                c.message = format!("{}; {why}", c.message);
+            }
+        }
         if !placed.not_moved.is_empty() {
             let notes: Vec<String> = placed
                 .not_moved

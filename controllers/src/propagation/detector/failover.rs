@@ -14,6 +14,40 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::evictions::Evictions;
 
+/// More than this share of the member clusters not Ready at once holds cluster failover
+/// (as kube-controller-manager's `--unhealthy-zone-threshold` does node evictions).
+pub(super) const DISRUPTION_THRESHOLD: f64 = 0.55;
+
+/// ★ Why cluster failover holds for the whole fleet, if it does: more than
+/// [`DISRUPTION_THRESHOLD`] of the clusters (two at least) are not Ready at once, which
+/// looks like the hub losing its network rather than the members failing; moving every
+/// workload onto the few clusters it still sees would only overload them.
+pub(super) fn disruption(clusters: &[Cluster]) -> Option<String> {
+    let live: Vec<&Cluster> = clusters
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .collect();
+    let down: Vec<String> = live
+        .iter()
+        .filter(|c| down(c))
+        .map(|c| kube::ResourceExt::name_any(*c))
+        .collect();
+    let share = down.len() as f64 / live.len().max(1) as f64;
+    (down.len() >= 2 && share > DISRUPTION_THRESHOLD).then(|| {
+        format!(
+            "cluster failover holds: {} of {} clusters are not Ready at once ({}), which looks like the hub losing its network rather than the members failing",
+            down.len(),
+            live.len(),
+            down.join(", ")
+        )
+    })
+}
+
+/// Whether `c` is known not to be Ready (a Cluster not probed yet is not).
+pub(super) fn down(c: &Cluster) -> bool {
+    crate::clusters::status::ready_of(c).is_some_and(|r| r.status != "True")
+}
+
 /// The schedule after failover, and what the binding should say about it.
 pub(super) struct Placed {
     /// The scheduling result.

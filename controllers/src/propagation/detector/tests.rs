@@ -866,3 +866,96 @@ fn application_failover_is_rate_limited() {
     );
     assert_eq!(d.next_due, Some(t(102).0));
 }
+
+/// ★ More than 55% of the clusters not Ready at once looks like the hub losing its
+/// network: cluster failover holds, and the binding says why.
+#[test]
+fn cluster_failover_holds_when_most_clusters_fail_at_once() {
+    let policy = pp(
+        "all",
+        "Deployment",
+        json!({"failover": {"cluster": {}},
+               "placement": {"clusterTolerations": [{"key": "cluster.causeway.io/not-ready",
+                   "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 1}]}}),
+    );
+    let apps = [deployment("a1", 3)];
+    let before = run(&apps, std::slice::from_ref(&policy), &fleet(), &[]);
+    let existing: Vec<Arc<ResourceBinding>> =
+        before.bindings.iter().cloned().map(Arc::new).collect();
+    let status = |name: &str, ready: &str| {
+        obj(
+            json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "R",
+                                        "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}),
+        )
+    };
+    let clusters = vec![
+        status("a", "True"),
+        status("b", "False"),
+        status("c", "Unknown"),
+    ];
+    let d = run(&apps, std::slice::from_ref(&policy), &clusters, &existing);
+    let b = &d.bindings[0];
+    assert_eq!(names(&b.spec.0.clusters), ["a", "b", "c"], "nothing moves");
+    let m = &scheduled(&b.status).message;
+    assert!(
+        m.ends_with("; cluster failover holds: 2 of 3 clusters are not Ready at once (b, c), which looks like the hub losing its network rather than the members failing"),
+        "{m}"
+    );
+    // one of three: it fails over
+    let clusters = vec![
+        status("a", "True"),
+        status("b", "True"),
+        status("c", "False"),
+    ];
+    let d = run(&apps, std::slice::from_ref(&policy), &clusters, &existing);
+    assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b"]);
+}
+
+/// A cluster that is not Ready reports no fresh Work status: application failover does
+/// not move a workload away on its stale report.
+#[test]
+fn application_failover_does_not_judge_a_cluster_that_is_not_ready() {
+    let policy = pp(
+        "all",
+        "Deployment",
+        json!({"failover": {"application": {"decisionConditions": {"tolerationSeconds": 10}}}}),
+    );
+    let mut app = (*deployment("api", 6)).clone();
+    app.metadata.generation = Some(4);
+    let apps = [Arc::new(app)];
+    let existing: Vec<Arc<ResourceBinding>> =
+        run(&apps, std::slice::from_ref(&policy), &fleet(), &[])
+            .bindings
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+    let mut clusters = fleet();
+    clusters[0] = obj(
+        json!({"metadata": {"name": "a"}, "spec": {"syncMode": "Push"},
+        "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "R",
+                                    "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}),
+    );
+    let works: HashMap<(String, String), Vec<Arc<Work>>> = [(
+        ("web".to_string(), "api-deployment".to_string()),
+        vec![
+            degraded_work("api", "a", true),
+            degraded_work("api", "b", false),
+            degraded_work("api", "c", false),
+        ],
+    )]
+    .into();
+    let d = desired(
+        &apps,
+        std::slice::from_ref(&policy),
+        &[],
+        &clusters,
+        &existing,
+        &[],
+        &works,
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+    );
+    assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
+    assert!(d.bindings[0].spec.0.evictions.is_empty());
+}
