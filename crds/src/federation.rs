@@ -26,6 +26,7 @@ pub mod prune;
 pub mod rollout;
 pub mod schedule;
 pub mod selection;
+pub mod state_preservation;
 pub mod work;
 
 /// Selects member clusters. All set fields must match (they are ANDed);

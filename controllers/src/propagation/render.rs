@@ -8,8 +8,10 @@
 //!    (annotation [`annotations::PROVENANCE`] on the Work); a failing override fails
 //!    that cluster only (`failed`: it gets no Work, so the one it has stays as it is and
 //!    nothing un-overridden is pushed);
-//! 3. annotation [`annotations::TEMPLATE_GENERATION`], added last so no override can
-//!    hide which template generation a member runs (H.53);
+//! 3. the labels `failover.application.statePreservation` preserved from a failed copy,
+//!    for a cluster that did not run the template when it failed over; then annotation
+//!    [`annotations::TEMPLATE_GENERATION`], added last so no override can hide which
+//!    template generation a member runs (H.53);
 //! 4. the per-cluster settings: `suspendDispatching` (E.39), `preserveResourcesOnDeletion`
 //!    (G.46, per cluster through [`annotations::PRESERVE_ON_CLUSTERS`]) and
 //!    `conflictResolution` (F.41, the template's [`annotations::CONFLICT_RESOLUTION`]
@@ -132,6 +134,21 @@ pub fn render(input: &RenderInput) -> Rendered {
                 continue;
             }
         };
+        // statePreservation: a cluster that did not run the template when application
+        // failover moved it away gets what was read from the failed copy, as labels
+        for (k, v) in preserved_labels(input.spec, &target.name) {
+            if let Some(labels) = manifest
+                .pointer_mut("/metadata")
+                .and_then(Value::as_object_mut)
+            {
+                let labels = labels
+                    .entry("labels")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Some(l) = labels.as_object_mut() {
+                    l.insert(k, Value::String(v));
+                }
+            }
+        }
         annotate(
             &mut manifest,
             annotations::TEMPLATE_GENERATION,
@@ -147,6 +164,16 @@ pub fn render(input: &RenderInput) -> Rendered {
             .push(work(input, &target.name, manifest, &provenance, settings));
     }
     out
+}
+
+/// The labels statePreservation gives `cluster`'s copy: those of every eviction whose
+/// failover `cluster` was not part of (later evictions win).
+fn preserved_labels(spec: &BindingSpec, cluster: &str) -> BTreeMap<String, String> {
+    spec.evictions
+        .iter()
+        .filter(|e| !e.clusters_before_failover.iter().any(|c| c == cluster))
+        .flat_map(|e| e.preserved_label_state.clone())
+        .collect()
 }
 
 /// The per-cluster settings of a Work.

@@ -13,6 +13,8 @@
 //! [`labels::POLICY_NAME`]: crate::well_known::labels::POLICY_NAME
 //! [`labels::POLICY_NAMESPACE`]: crate::well_known::labels::POLICY_NAMESPACE
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -106,6 +108,16 @@ pub struct Eviction {
     /// scheduled there again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_generation: Option<i64>,
+
+    /// What `statePreservation` read from the failed copy's status, as the labels the
+    /// copies in clusters that did not run it before get.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub preserved_label_state: BTreeMap<String, String>,
+
+    /// The clusters the template ran in when it was moved away (those do not get the
+    /// preserved labels).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters_before_failover: Vec<String>,
 }
 
 /// A binding that requires a dependency, and where it is scheduled.

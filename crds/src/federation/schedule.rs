@@ -328,7 +328,9 @@ fn schedule_once(
             &named,
             workload,
         );
-        if let Some(replicas) = divided(placement, workload) {
+        // nothing chosen under this affinity: nothing to divide, try the next one
+        if let Some(replicas) = divided(placement, workload).filter(|_| !decision.chosen.is_empty())
+        {
             let preferences = placement.replica_scheduling.as_ref();
             let preferences = preferences.and_then(|r| r.weight_preference.as_ref());
             divided::divide(&mut decision, &named, preferences, workload, replicas)?;

@@ -135,3 +135,50 @@ async fn an_application_that_fails_everywhere_is_not_moved() {
     assert_eq!(replicas(&env, "api").await[..2], [Some(3), Some(3)]);
     assert!(evicted(&env).await.is_empty());
 }
+
+/// statePreservation: api prefers east (an affinity group of its own) and falls back to
+/// west; when it fails in east, west's copy gets what the rule read from east's status
+/// (its `replicas`) as a label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replacement_gets_the_failed_copys_state() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    let yaml = std::fs::read_to_string(crate::support::repo().join("examples/app-failover-demo/api.yaml"))
+        .unwrap()
+        .replace("tolerationSeconds: 20", "tolerationSeconds: 2")
+        .replace(
+            "    replicaScheduling:\n      replicaSchedulingType: Divided\n",
+            "    clusterAffinities:\n    - affinityName: primary\n      clusterNames: [east]\n    - affinityName: backup\n      clusterNames: [west]\n    replicaScheduling:\n      replicaSchedulingType: Divided\n",
+        )
+        .replace(
+            "      gracePeriodSeconds: 120\n",
+            "      gracePeriodSeconds: 120\n      statePreservation:\n        rules:\n        - aliasLabelName: failover.example.com/replicas\n          jsonPath: \"{ .replicas }\"\n",
+        );
+    assert!(yaml.contains("statePreservation") && yaml.contains("clusterAffinities"));
+    let f = env.file("api.yaml", &yaml);
+    env.ok(&["apply", "-f", &f]).await;
+    eventually("6 replicas in east", WAIT, || async {
+        (replicas(&env, "api").await[..2] == [Some(6), None]).then_some(())
+    })
+    .await;
+    env.ok(&[
+        "apply",
+        "-f",
+        "examples/app-failover-demo/east-cannot-run-it.yaml",
+    ])
+    .await;
+    let label = eventually("west runs api with east's state", WAIT, || async {
+        let d = get(&env, "west", &["deployment", "api", "-n", "demo"]).await?;
+        d.pointer("/metadata/labels/failover.example.com~1replicas")
+            .and_then(|v| v.as_str())
+            .map(String::from)
+    })
+    .await;
+    assert_eq!(label, "6");
+    let rb = get(&env, "hub", &["rb", "api-deployment", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(
+        rb.pointer("/spec/evictions/0/preservedLabelState"),
+        Some(&serde_json::json!({"failover.example.com/replicas": "6"}))
+    );
+}

@@ -127,7 +127,7 @@ spec:
         "failover.yaml",
         &policy(
             "moving",
-            "  failover:\n    application:\n      purgeMode: Gracefully\n      statePreservation:\n        rules:\n        - aliasLabelName: replicas\n          jsonPath: \"{ .replicas }\"\n",
+            "  failover:\n    cluster:\n      purgeMode: Gracefully\n      statePreservation:\n        rules:\n        - aliasLabelName: replicas\n          jsonPath: \"{ .replicas }\"\n",
         ),
     );
     env.ok(&["apply", "-f", &pps, "-f", &good, "-f", &failover])
@@ -178,7 +178,8 @@ spec:
     })
     .await;
     assert!(
-        moving.starts_with("True") && moving.contains("statePreservation is not implemented yet"),
+        moving.starts_with("True")
+            && moving.contains("spec.failover.cluster.statePreservation is not implemented yet"),
         "{moving}"
     );
 }

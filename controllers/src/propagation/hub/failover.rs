@@ -353,6 +353,8 @@ mod tests {
                 reason: "unhealthy".into(),
                 evicted_at: Time(at("2026-01-01T00:05:00Z")),
                 template_generation: Some(1),
+                preserved_label_state: Default::default(),
+                clusters_before_failover: Vec::new(),
             }];
             s
         };

@@ -77,16 +77,14 @@ impl Ctx<'_> {
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default();
         let preserved = serde_json::to_value(p).ok().is_some_and(|v| {
-            ["application", "cluster"].iter().any(|f| {
-                v.pointer(&format!("/spec/failover/{f}/statePreservation"))
-                    .is_some_and(|s| !s.is_null())
-            })
+            v.pointer("/spec/failover/cluster/statePreservation")
+                .is_some_and(|s| !s.is_null())
         });
         let (status, reason, message) = match &why {
             None if preserved => (
                 "True",
                 pc::REASON_VALID,
-                "the policy is in force, but spec.failover's statePreservation is not implemented yet: nothing of the failed copy's status is carried to the replacement".to_string(),
+                "the policy is in force, but spec.failover.cluster.statePreservation is not implemented yet: nothing of a failed cluster's copy is carried to the replacement (spec.failover.application.statePreservation is)".to_string(),
             ),
             None => (
                 "True",

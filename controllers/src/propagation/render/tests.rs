@@ -400,3 +400,30 @@ fn overrides_cannot_remove_the_template_generation() {
         json!({annotations::TEMPLATE_GENERATION: "3"})
     );
 }
+
+/// statePreservation: a cluster that did not run the template when application failover
+/// moved it away gets the preserved labels; one that did does not.
+#[test]
+fn preserved_state_labels_the_new_clusters_copies() {
+    let mut s = spec(&[("west", Some(2)), ("east", Some(2))]);
+    s.evictions = vec![causeway_crds::federation::binding::Eviction {
+        cluster: "north".into(),
+        reason: "unhealthy".into(),
+        evicted_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ),
+        template_generation: Some(3),
+        preserved_label_state: BTreeMap::from([(
+            "example.com/job".to_string(),
+            "job-42".to_string(),
+        )]),
+        clusters_before_failover: vec!["north".into(), "west".into()],
+    }];
+    let out = Hub::new(s).render();
+    let labels = |c: &str| manifest(work_of(&out, c))["metadata"]["labels"].clone();
+    assert_eq!(
+        labels("east"),
+        json!({"app": "web", "example.com/job": "job-42"})
+    );
+    assert_eq!(labels("west"), json!({"app": "web"}));
+}

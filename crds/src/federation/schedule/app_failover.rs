@@ -27,8 +27,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::federation::binding::{Eviction, TargetCluster};
 use crate::federation::propagation::ApplicationFailoverBehavior;
-use crate::federation::rollout;
 use crate::federation::work::{Work, conditions};
+use crate::federation::{rollout, state_preservation};
 
 /// How long an application may stay unhealthy when the policy does not say (Karmada's
 /// default).
@@ -169,14 +169,45 @@ pub fn decide<'a>(
         }
         return out;
     }
+    let rules = behavior
+        .state_preservation
+        .as_ref()
+        .map(|p| p.rules.as_slice())
+        .unwrap_or_default();
+    let before: Vec<String> = scheduled.iter().map(|t| t.name.clone()).collect();
     for (name, since) in due {
+        let mut reason = format!(
+            "unhealthy since {since}, longer than the {tolerated}s failover.application tolerates: moved away until the template's next generation"
+        );
+        let (preserved, problems) = if rules.is_empty() {
+            Default::default()
+        } else {
+            let status = work_of(name)
+                .and_then(|w| w.status.as_ref())
+                .and_then(|s| {
+                    let m = &s.manifest_statuses;
+                    m.iter().find(|m| m.identifier.ordinal == 0).or(m.first())
+                })
+                .and_then(|m| m.status.as_ref());
+            state_preservation::preserve(rules, status)
+        };
+        if !problems.is_empty() {
+            reason = format!(
+                "{reason}; statePreservation kept nothing for {}",
+                problems.join("; ")
+            );
+        }
         out.evictions.push(Eviction {
             cluster: name.to_string(),
-            reason: format!(
-                "unhealthy since {since}, longer than the {tolerated}s failover.application tolerates: moved away until the template's next generation"
-            ),
+            reason,
             evicted_at: Time(now),
             template_generation: generation,
+            preserved_label_state: preserved,
+            clusters_before_failover: if rules.is_empty() {
+                Vec::new()
+            } else {
+                before.clone()
+            },
         });
         out.new += 1;
     }

@@ -76,6 +76,8 @@ fn eviction(cluster: &str, generation: i64) -> Eviction {
         reason: "before".into(),
         evicted_at: Time(at("2026-01-01T00:00:00Z")),
         template_generation: Some(generation),
+        preserved_label_state: Default::default(),
+        clusters_before_failover: Vec::new(),
     }
 }
 
@@ -272,6 +274,8 @@ fn evictions_and_holds_explain_themselves() {
             reason: "unhealthy since 2026-01-01T00:00:00Z, longer than the 300s failover.application tolerates: moved away until the template's next generation".into(),
             evicted_at: Time(now),
             template_generation: Some(G),
+            preserved_label_state: Default::default(),
+            clusters_before_failover: Vec::new(),
         }]
     );
     let both = [work(Some("True"), T0, 2), work(Some("True"), T0, 2)];
@@ -345,4 +349,48 @@ fn extreme_tolerations() {
         at(T0),
     );
     assert_eq!((v.new, v.next_due), (0, None));
+}
+
+/// statePreservation: a new eviction carries what the rules read from the failed copy's
+/// status, and the clusters the template ran in then; a rule that reads nothing says so
+/// in the reason.
+#[test]
+fn an_eviction_preserves_the_failed_copys_state() {
+    let mut sick = work(Some("True"), T0, 2);
+    sick.status.as_mut().unwrap().manifest_statuses[0].status =
+        Some(json!({"replicas": 6, "jobStatus": {"id": "job-42"}}));
+    let fine = work(Some("False"), T0, 2);
+    let b: ApplicationFailoverBehavior = serde_json::from_value(json!({
+        "decisionConditions": {"tolerationSeconds": 0},
+        "statePreservation": {"rules": [
+            {"aliasLabelName": "example.com/job", "jsonPath": "{.jobStatus.id}"},
+            {"aliasLabelName": "example.com/nope", "jsonPath": "{.nope}"}]}}))
+    .unwrap();
+    let v = decide(
+        Some(&b),
+        &targets(&["east", "west"]),
+        &[],
+        |c: &str| {
+            if c == "east" {
+                Some(&sick)
+            } else {
+                Some(&fine)
+            }
+        },
+        Some(G),
+        at(T0),
+    );
+    let e = &v.evictions[0];
+    assert_eq!(
+        e.preserved_label_state,
+        std::collections::BTreeMap::from([("example.com/job".to_string(), "job-42".to_string())])
+    );
+    assert_eq!(e.clusters_before_failover, ["east", "west"]);
+    assert!(
+        e.reason.ends_with(
+            "; statePreservation kept nothing for example.com/nope: {.nope} finds nothing in the failed copy's status"
+        ),
+        "{}",
+        e.reason
+    );
 }

@@ -1023,6 +1023,13 @@ fn failover_leaves_out_clusters_not_ready_for_too_long() {
         row(groups, Some(at(3000)), &fleet),
         vec![chosen("a"), not_a("b"), not_a("c")]
     );
+    // the same with Divided: the failed primary group has nothing to divide, the
+    // backup group gets the replicas (was a scheduler error before)
+    let divided = "{clusterAffinities: [{affinityName: primary, clusterNames: [b]}, {affinityName: backup, clusterNames: [a]}], replicaScheduling: {replicaSchedulingType: Divided}}";
+    assert_eq!(
+        row(divided, Some(at(3000)), &fleet),
+        vec![chosen("a"), not_a("b"), not_a("c")]
+    );
     // a toleration too long to count is one that never ends (no overflow)
     let huge = "clusterTolerations: [{key: cluster.causeway.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 9223372036854775807}]";
     assert_eq!(

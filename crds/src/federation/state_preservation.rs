@@ -1,0 +1,221 @@
+//! `failover.application.statePreservation` (Karmada's): when application failover
+//! moves a workload away from a cluster, each rule reads one value of the failed copy's
+//! `.status` (the JSONPath starts there, as Karmada's does: `{.jobStatus.id}`, not
+//! `{.status.jobStatus.id}`) and the replacement copies in the clusters that did not
+//! run it before get it as the label `aliasLabelName` — a Flink job resuming from the
+//! failed copy's checkpoint, say.
+//!
+//! The JSONPath subset is the one such rules use: fields (`.a.b`) and list indexes
+//! (`[0]`), in Kubernetes' template braces. A value must be a string, number or bool
+//! and a valid label value; a rule whose value is missing or unfit preserves nothing
+//! and says why.
+
+use std::collections::BTreeMap;
+
+use k8s_validation as validation;
+use serde_json::Value;
+
+use crate::federation::propagation::StatePreservationRule;
+
+/// One step of a path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    Field(String),
+    Index(usize),
+}
+
+/// Parses `{.a.b[0].c}` (braces and surrounding spaces optional).
+fn parse(path: &str) -> Result<Vec<Step>, String> {
+    let bad = |why: &str| {
+        format!(
+            "{path:?} is not a JSONPath this supports ({why}): write fields and list indexes, e.g. {{.jobStatus.id}} or {{.conditions[0].reason}}"
+        )
+    };
+    let p = path.trim();
+    let p = p
+        .strip_prefix('{')
+        .and_then(|p| p.strip_suffix('}'))
+        .unwrap_or(p)
+        .trim();
+    if !p.starts_with('.') && !p.starts_with('[') {
+        return Err(bad("it must start with a dot"));
+    }
+    let mut steps = Vec::new();
+    let mut rest = p;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let field = &r[..end];
+            if field.is_empty() {
+                return Err(bad("an empty field name"));
+            }
+            if !field
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            {
+                return Err(bad("filters, wildcards and quoted names are not supported"));
+            }
+            steps.push(Step::Field(field.to_string()));
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']').ok_or_else(|| bad("an unclosed ["))?;
+            let i = r[..end]
+                .trim()
+                .parse()
+                .map_err(|_| bad("an index must be a number"))?;
+            steps.push(Step::Index(i));
+            rest = &r[end + 1..];
+        } else {
+            return Err(bad("unexpected characters"));
+        }
+    }
+    if steps.is_empty() {
+        return Err(bad("it names nothing"));
+    }
+    Ok(steps)
+}
+
+/// What the rules are wrong about, as (field, value, message), for the policy's `Valid`
+/// condition; `at` is the rules' field path.
+pub fn validate(rules: &[StatePreservationRule], at: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let problems = validation::qualified_name(&r.alias_label_name);
+        if !problems.is_empty() {
+            out.push((
+                format!("{at}[{i}].aliasLabelName"),
+                r.alias_label_name.clone(),
+                format!("not a label name: {}", problems.join("; ")),
+            ));
+        }
+        if let Err(e) = parse(&r.json_path) {
+            out.push((format!("{at}[{i}].jsonPath"), r.json_path.clone(), e));
+        }
+    }
+    out
+}
+
+/// The labels `rules` take from `status` (the failed copy's `.status`), and why the
+/// others give nothing.
+pub fn preserve(
+    rules: &[StatePreservationRule],
+    status: Option<&Value>,
+) -> (BTreeMap<String, String>, Vec<String>) {
+    let mut labels = BTreeMap::new();
+    let mut problems = Vec::new();
+    for r in rules {
+        let found = parse(&r.json_path).and_then(|steps| {
+            let mut v = status.ok_or("the failed copy reported no status")?;
+            for s in &steps {
+                v = match s {
+                    Step::Field(f) => v.get(f),
+                    Step::Index(i) => v.get(*i),
+                }
+                .ok_or_else(|| {
+                    format!("{} finds nothing in the failed copy's status", r.json_path)
+                })?;
+            }
+            match v {
+                Value::String(s) => Ok(s.clone()),
+                Value::Number(n) => Ok(n.to_string()),
+                Value::Bool(b) => Ok(b.to_string()),
+                _ => Err(format!(
+                    "{} is not a string, number or bool in the failed copy's status",
+                    r.json_path
+                )),
+            }
+        });
+        match found {
+            Ok(value) if validation::label_value(&value).is_empty() => {
+                labels.insert(r.alias_label_name.clone(), value);
+            }
+            Ok(value) => problems.push(format!(
+                "{}: {value:?} is not a label value",
+                r.alias_label_name
+            )),
+            Err(e) => problems.push(format!("{}: {e}", r.alias_label_name)),
+        }
+    }
+    (labels, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule(alias: &str, path: &str) -> StatePreservationRule {
+        StatePreservationRule {
+            alias_label_name: alias.into(),
+            json_path: path.into(),
+        }
+    }
+
+    #[test]
+    fn values_are_read_from_the_status() {
+        let status = json!({"jobStatus": {"id": "job-42", "state": "RUNNING"},
+            "replicas": 3, "ready": true, "conditions": [{"reason": "Up"}],
+            "tags": ["a"], "long": "x".repeat(70), "spaced": "a b"});
+        let rules = [
+            rule("flink/job-id", "{ .jobStatus.id }"),
+            rule("replicas", "{.replicas}"),
+            rule("ready", ".ready"),
+            rule("reason", "{.conditions[0].reason}"),
+            rule("missing", "{.nope.id}"),
+            rule("list", "{.tags}"),
+            rule("long", "{.long}"),
+            rule("spaced", "{.spaced}"),
+        ];
+        let (labels, problems) = preserve(&rules, Some(&status));
+        assert_eq!(
+            labels,
+            BTreeMap::from(
+                [
+                    ("flink/job-id", "job-42"),
+                    ("ready", "true"),
+                    ("reason", "Up"),
+                    ("replicas", "3")
+                ]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+            )
+        );
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(
+            problems[0].starts_with("missing: {.nope.id} finds nothing"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("is not a string, number or bool"),
+            "{problems:?}"
+        );
+        assert!(problems[2].contains("is not a label value"), "{problems:?}");
+        let (none, why) = preserve(&rules[..1], None);
+        assert!(none.is_empty());
+        assert_eq!(why, ["flink/job-id: the failed copy reported no status"]);
+    }
+
+    #[test]
+    fn bad_rules_are_refused_with_what_to_write() {
+        let errs = validate(
+            &[
+                rule("ok/name", "{.a.b[1]}"),
+                rule("bad name!", "{.a}"),
+                rule("x", "{.items[?(@.a)]}"),
+                rule("y", "status.a"),
+                rule("z", "{.a[x]}"),
+            ],
+            "spec.failover.application.statePreservation.rules",
+        );
+        let fields: Vec<&str> = errs.iter().map(|e| e.0.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.failover.application.statePreservation.rules[1].aliasLabelName",
+                "spec.failover.application.statePreservation.rules[2].jsonPath",
+                "spec.failover.application.statePreservation.rules[3].jsonPath",
+                "spec.failover.application.statePreservation.rules[4].jsonPath",
+            ]
+        );
+        assert!(errs[1].2.contains("e.g. {.jobStatus.id}"), "{}", errs[1].2);
+    }
+}
