@@ -8,7 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context;
-use causeway_crds::federation::binding::{BindingSpec, ClusterResourceBinding, ResourceBinding};
+use causeway_crds::federation::binding::{
+    BindingSpec, BindingStatus, ClusterResourceBinding, ResourceBinding,
+    conditions as binding_conditions,
+};
 use causeway_crds::federation::cluster::{Cluster, conditions};
 use causeway_crds::federation::propagation::PurgeMode;
 use causeway_crds::federation::schedule::{Workload, failover, schedule};
@@ -74,29 +77,35 @@ fn targets(spec: &BindingSpec) -> BTreeMap<String, Option<i32>> {
         .collect()
 }
 
-/// `cluster` as if its Ready condition had been False since the epoch (and nothing
-/// else about it changed).
-fn failed(cluster: &Cluster) -> Cluster {
+/// `cluster` as if it had failed `now` (nothing else about it changed): Ready Unknown
+/// for a Pull member (its agent's lease runs out: the `unreachable` taint), False for a
+/// Push member (the hub's probe fails: `not-ready`).
+fn failed(cluster: &Cluster, now: Timestamp) -> Cluster {
     let mut c = cluster.clone();
+    let pull = c.spec.sync_mode == causeway_crds::federation::cluster::ClusterSyncMode::Pull;
     let st = c.status.get_or_insert_with(Default::default);
     st.conditions.retain(|x| x.type_ != conditions::READY);
     st.conditions.push(Condition {
         type_: conditions::READY.into(),
-        status: "False".into(),
+        status: if pull { "Unknown" } else { "False" }.into(),
         reason: "FailoverPlan".into(),
         message: "failed for the dry run".into(),
         observed_generation: None,
-        last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        last_transition_time: Time(now),
     });
     c.spec.taints.clear();
     c
 }
 
+/// Long enough for any finite toleration to have run out.
+const LONG_AFTER: k8s_openapi::jiff::SignedDuration =
+    k8s_openapi::jiff::SignedDuration::from_hours(24 * 365 * 100);
+
 /// Pure: what failing `failing` would do to each binding scheduled on one of them
 /// (`bindings`: id and spec; bindings of dependencies follow their requirers and are
 /// left out), sorted by binding.
 pub fn plan(
-    bindings: &[(String, &BindingSpec)],
+    bindings: &[(String, &BindingSpec, bool)],
     clusters: &[Cluster],
     failing: &BTreeSet<String>,
     now: Timestamp,
@@ -105,19 +114,41 @@ pub fn plan(
         .iter()
         .map(|c| {
             if failing.contains(&c.name_any()) {
-                failed(c)
+                failed(c, now)
             } else {
                 c.clone()
             }
         })
         .collect();
+    // what the detector would say: most of the fleet failing at once holds failover
+    let held = causeway_controllers::propagation::detector::failover::disruption(&hypothetical);
+    let later = now.checked_add(LONG_AFTER).unwrap_or(now);
     let mut out = Vec::new();
-    for (id, spec) in bindings {
+    for (id, spec, frozen) in bindings {
         if !spec.required_by.is_empty() || !spec.clusters.iter().any(|t| failing.contains(&t.name))
         {
             continue;
         }
         let now_at = targets(spec);
+        let stays = |verdict: String| Row {
+            binding: id.clone(),
+            after: now_at.clone(),
+            now: now_at.clone(),
+            verdict,
+        };
+        if *frozen {
+            out.push(stays(
+                "stays: no policy claims the template any more (the binding is frozen)".into(),
+            ));
+            continue;
+        }
+        if let Some(why) = held
+            .as_ref()
+            .filter(|_| spec.failover.as_ref().is_some_and(|f| f.cluster.is_some()))
+        {
+            out.push(stays(format!("stays: {why}")));
+            continue;
+        }
         let Some(cluster_failover) = spec.failover.as_ref().and_then(|f| f.cluster.as_ref()) else {
             out.push(Row {
                 binding: id.clone(),
@@ -135,7 +166,7 @@ pub fn plan(
                 .iter()
                 .map(|t| (t.name.clone(), t.replicas.unwrap_or(0)))
                 .collect(),
-            failover_at: Some(now),
+            failover_at: Some(later),
             evicted: spec
                 .evictions
                 .iter()
@@ -266,6 +297,10 @@ pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
     };
     let w = [width(0), width(1), width(2)];
     let mut out = String::new();
+    let moving = rows
+        .iter()
+        .filter(|r| r.verdict.starts_with("moves"))
+        .count();
     for r in std::iter::once(&head).chain(body.iter()) {
         out.push_str(&format!(
             "{:w0$}   {:w1$}   {:w2$}   {}\n",
@@ -276,6 +311,13 @@ pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
             w0 = w[0],
             w1 = w[1],
             w2 = w[2]
+        ));
+    }
+    if moving > 1 {
+        out.push_str(&format!(
+            "(workloads leave a failed cluster one every {:.0} s, the eviction rate limit: the last of these {moving} about {:.0} s after its toleration ends)\n",
+            1.0 / causeway_controllers::propagation::detector::evictions::RATE,
+            (moving - 1) as f64 / causeway_controllers::propagation::detector::evictions::RATE
         ));
     }
     out
@@ -308,15 +350,25 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         .await
         .context("listing the ClusterResourceBindings on the hub")?
         .items;
-    let bindings: Vec<(String, &BindingSpec)> = rbs
+    let frozen = |st: Option<&BindingStatus>| {
+        st.into_iter().flat_map(|s| &s.conditions).any(|c| {
+            c.type_ == binding_conditions::SCHEDULED
+                && c.reason == binding_conditions::REASON_POLICY_REMOVED
+        })
+    };
+    let bindings: Vec<(String, &BindingSpec, bool)> = rbs
         .iter()
         .map(|b| {
             (
                 format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any()),
                 &b.spec.0,
+                frozen(b.status.as_ref()),
             )
         })
-        .chain(crbs.iter().map(|b| (b.name_any(), &b.spec.0)))
+        .chain(
+            crbs.iter()
+                .map(|b| (b.name_any(), &b.spec.0, frozen(b.status.as_ref()))),
+        )
         .collect();
     let rows = plan(&bindings, &clusters, &failing, Timestamp::now());
     match args.output {

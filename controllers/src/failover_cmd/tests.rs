@@ -44,11 +44,12 @@ fn what_failing_a_cluster_would_do() {
     );
     let elsewhere = binding(json!({"failover": {"cluster": {}}}), &[("west", 6)]);
     let bindings = vec![
-        ("demo/a-opted".to_string(), &opted),
-        ("demo/b-not-opted".to_string(), &not_opted),
-        ("demo/c-forever".to_string(), &forever),
-        ("demo/d-only-east".to_string(), &only_east),
-        ("demo/e-elsewhere".to_string(), &elsewhere),
+        ("demo/a-opted".to_string(), &opted, false),
+        ("demo/b-not-opted".to_string(), &not_opted, false),
+        ("demo/c-forever".to_string(), &forever, false),
+        ("demo/d-only-east".to_string(), &only_east, false),
+        ("demo/e-elsewhere".to_string(), &elsewhere, false),
+        ("demo/f-frozen".to_string(), &opted, true),
     ];
     let east = BTreeSet::from(["east".to_string()]);
     let rows = plan(
@@ -90,8 +91,54 @@ fn what_failing_a_cluster_would_do() {
                 "east:6".to_string(),
                 "stays on east: tolerated forever, or no other cluster fits"
             ),
+            (
+                "demo/f-frozen",
+                "east:2 north:2 west:2".to_string(),
+                "stays: no policy claims the template any more (the binding is frozen)"
+            ),
         ],
         "a binding not on east is not listed"
+    );
+    // east and west failing at once: failover holds
+    let both = BTreeSet::from(["east".to_string(), "west".to_string()]);
+    let held = plan(
+        &bindings[..1],
+        &fleet,
+        &both,
+        "2026-06-01T00:00:00Z".parse().unwrap(),
+    );
+    assert!(
+        held[0].verdict.starts_with(
+            "stays: cluster failover holds: 2 of 3 clusters stopped being Ready at once"
+        ),
+        "{}",
+        held[0].verdict
+    );
+    // a Pull member fails as unreachable: its tolerations of that taint count
+    let mut pull = fleet.clone();
+    pull[0].spec.sync_mode = causeway_crds::federation::cluster::ClusterSyncMode::Pull;
+    let unreachable = binding(
+        json!({"failover": {"cluster": {}},
+               "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided"},
+                             "clusterTolerations": [{"key": "cluster.causeway.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 900}]}}),
+        &spread,
+    );
+    let pulled = plan(
+        &[("demo/u".to_string(), &unreachable, false)],
+        &pull,
+        &east,
+        "2026-06-01T00:00:00Z".parse().unwrap(),
+    );
+    assert!(
+        pulled[0].verdict.contains("(east after 900s)"),
+        "{}",
+        pulled[0].verdict
+    );
+    // several moving: the rate limit is said
+    let t = text(&[pulled[0].clone(), pulled[0].clone()], &east);
+    assert!(
+        t.ends_with("(workloads leave a failed cluster one every 2 s, the eviction rate limit: the last of these 2 about 2 s after its toleration ends)\n"),
+        "{t}"
     );
     // the table
     let t = text(&rows[..1], &east);

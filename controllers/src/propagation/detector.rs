@@ -50,7 +50,7 @@ use kube::core::DynamicObject;
 
 mod attach;
 pub mod evictions;
-mod failover;
+pub mod failover;
 #[cfg(test)]
 mod tests;
 
@@ -281,8 +281,19 @@ pub fn desired(
             .failover
             .as_ref()
             .is_some_and(|f| f.cluster.is_some());
-        let affected =
-            existing_spec.is_some_and(|s| s.clusters.iter().any(|t| !ready.contains(&t.name)));
+        // said only where failover would otherwise move the workload now
+        let affected = existing_spec.is_some_and(|s| {
+            s.clusters.iter().any(|t| {
+                clusters.iter().any(|c| {
+                    c.name_any() == t.name
+                        && causeway_crds::federation::schedule::failover::failing(
+                            c,
+                            &policy.spec.placement.cluster_tolerations,
+                        )
+                        .is_some_and(|(_, deadline)| now.0 >= deadline)
+                })
+            })
+        });
         if let Some(why) = disrupted.as_ref().filter(|_| opted_in && affected) {
             for c in status.conditions.iter_mut() {
                 c.message = format!("{}; {why}", c.message);

@@ -508,18 +508,6 @@ pub fn validate_policy(policy: &PolicyRef<'_>) -> Result<(), SelectionError> {
             }
         }
     }
-    let preservation = policy
-        .spec
-        .failover
-        .as_ref()
-        .and_then(|f| f.application.as_ref())
-        .and_then(|a| a.state_preservation.as_ref());
-    for (field, value, message) in crate::federation::state_preservation::validate(
-        preservation.map(|p| p.rules.as_slice()).unwrap_or_default(),
-        "spec.failover.application.statePreservation.rules",
-    ) {
-        push(field, &value, message);
-    }
     for (i, w) in policy
         .spec
         .rollout

@@ -5,10 +5,14 @@
 //! run it before get it as the label `aliasLabelName` — a Flink job resuming from the
 //! failed copy's checkpoint, say.
 //!
-//! The JSONPath subset is the one such rules use: fields (`.a.b`) and list indexes
-//! (`[0]`), in Kubernetes' template braces. A value must be a string, number or bool
-//! and a valid label value; a rule whose value is missing or unfit preserves nothing
-//! and says why.
+//! The JSONPath subset is the one such rules use: fields (`.a.b`, after an optional `$`)
+//! and list indexes (`[0]`), in Kubernetes' template braces. A value must be a string,
+//! number or bool and a valid label value; a rule whose value is missing or unfit
+//! preserves nothing and says why in the eviction, and a rule outside the subset is
+//! ignored and named in the policy's `Valid` message (not fatal: the policy stays in
+//! force). The labels go to the clusters that take over and stay while the eviction
+//! is recorded (until the template's next generation); they are set after the
+//! overrides, so they win over a label of the same name.
 
 use std::collections::BTreeMap;
 
@@ -32,11 +36,13 @@ fn parse(path: &str) -> Result<Vec<Step>, String> {
         )
     };
     let p = path.trim();
-    let p = p
-        .strip_prefix('{')
-        .and_then(|p| p.strip_suffix('}'))
-        .unwrap_or(p)
-        .trim();
+    let p = match (p.strip_prefix('{'), p.ends_with('}')) {
+        (Some(inner), true) => inner[..inner.len() - 1].trim(),
+        (None, false) => p,
+        _ => return Err(bad("unbalanced braces")),
+    };
+    // `$` is the root, as in kubectl's templates
+    let p = p.strip_prefix('$').unwrap_or(p);
     if !p.starts_with('.') && !p.starts_with('[') {
         return Err(bad("it must start with a dot"));
     }
@@ -51,7 +57,7 @@ fn parse(path: &str) -> Result<Vec<Step>, String> {
             }
             if !field
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-'))
             {
                 return Err(bad("filters, wildcards and quoted names are not supported"));
             }
@@ -160,7 +166,7 @@ mod tests {
             rule("flink/job-id", "{ .jobStatus.id }"),
             rule("replicas", "{.replicas}"),
             rule("ready", ".ready"),
-            rule("reason", "{.conditions[0].reason}"),
+            rule("reason", "{$.conditions[0].reason}"),
             rule("missing", "{.nope.id}"),
             rule("list", "{.tags}"),
             rule("long", "{.long}"),
@@ -203,6 +209,7 @@ mod tests {
                 rule("x", "{.items[?(@.a)]}"),
                 rule("y", "status.a"),
                 rule("z", "{.a[x]}"),
+                rule("w", "{.a"),
             ],
             "spec.failover.application.statePreservation.rules",
         );
@@ -214,8 +221,10 @@ mod tests {
                 "spec.failover.application.statePreservation.rules[2].jsonPath",
                 "spec.failover.application.statePreservation.rules[3].jsonPath",
                 "spec.failover.application.statePreservation.rules[4].jsonPath",
+                "spec.failover.application.statePreservation.rules[5].jsonPath",
             ]
         );
         assert!(errs[1].2.contains("e.g. {.jobStatus.id}"), "{}", errs[1].2);
+        assert!(errs[4].2.contains("unbalanced braces"), "{}", errs[4].2);
     }
 }

@@ -128,7 +128,7 @@ async fn an_application_that_fails_everywhere_is_not_moved() {
     .await;
     assert!(
         message.contains(
-            "healthy in none of the clusters it is scheduled to (east, west): the fault looks like the application's, so failover.application does not move it; fix the template"
+            "healthy in none of the other clusters it is scheduled to (west): the fault looks like the application's (or those clusters are not Ready), so failover.application does not move it; fix the template"
         ),
         "{message}"
     );

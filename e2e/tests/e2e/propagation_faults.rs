@@ -127,7 +127,7 @@ spec:
         "failover.yaml",
         &policy(
             "moving",
-            "  failover:\n    cluster:\n      purgeMode: Gracefully\n      statePreservation:\n        rules:\n        - aliasLabelName: replicas\n          jsonPath: \"{ .replicas }\"\n",
+            "  failover:\n    application:\n      statePreservation:\n        rules:\n        - aliasLabelName: job\n          jsonPath: \"{.items[*].id}\"\n    cluster:\n      purgeMode: Gracefully\n      statePreservation:\n        rules:\n        - aliasLabelName: replicas\n          jsonPath: \"{ .replicas }\"\n",
         ),
     );
     env.ok(&["apply", "-f", &pps, "-f", &good, "-f", &failover])
@@ -179,7 +179,10 @@ spec:
     .await;
     assert!(
         moving.starts_with("True")
-            && moving.contains("spec.failover.cluster.statePreservation is not implemented yet"),
+            && moving.contains("spec.failover.cluster.statePreservation is not implemented yet")
+            && moving.contains(
+                "these statePreservation rules are ignored: spec.failover.application.statePreservation.rules[0].jsonPath"
+            ),
         "{moving}"
     );
 }

@@ -10,42 +10,63 @@ use causeway_crds::federation::propagation::Placement;
 use causeway_crds::federation::schedule::{
     Decision, PlacementError, Reason, Workload, app_failover, schedule,
 };
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::evictions::Evictions;
 
-/// More than this share of the member clusters not Ready at once holds cluster failover
-/// (as kube-controller-manager's `--unhealthy-zone-threshold` does node evictions).
+/// More than this share of the member clusters not Ready at once holds cluster failover.
 pub(super) const DISRUPTION_THRESHOLD: f64 = 0.55;
 
-/// ★ Why cluster failover holds for the whole fleet, if it does: more than
-/// [`DISRUPTION_THRESHOLD`] of the clusters (two at least) are not Ready at once, which
-/// looks like the hub losing its network rather than the members failing; moving every
-/// workload onto the few clusters it still sees would only overload them.
-pub(super) fn disruption(clusters: &[Cluster]) -> Option<String> {
-    let live: Vec<&Cluster> = clusters
-        .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .collect();
-    let down: Vec<String> = live
-        .iter()
-        .filter(|c| down(c))
-        .map(|c| kube::ResourceExt::name_any(*c))
-        .collect();
-    let share = down.len() as f64 / live.len().max(1) as f64;
-    (down.len() >= 2 && share > DISRUPTION_THRESHOLD).then(|| {
-        format!(
-            "cluster failover holds: {} of {} clusters are not Ready at once ({}), which looks like the hub losing its network rather than the members failing",
-            down.len(),
-            live.len(),
-            down.join(", ")
-        )
-    })
-}
+/// Failures that began within this long of the latest one count as "at once".
+pub(super) const DISRUPTION_WINDOW: SignedDuration = SignedDuration::from_mins(10);
 
 /// Whether `c` is known not to be Ready (a Cluster not probed yet is not).
 pub(super) fn down(c: &Cluster) -> bool {
     crate::clusters::status::ready_of(c).is_some_and(|r| r.status != "True")
+}
+
+/// ★ Why cluster failover holds for the whole fleet, if it does: more than
+/// [`DISRUPTION_THRESHOLD`] of the clusters (two at least) stopped being Ready within
+/// [`DISRUPTION_WINDOW`] of each other, which looks like the hub losing its network
+/// rather than the members failing; moving every workload onto the few clusters it
+/// still sees would only overload them. (kube-controller-manager likewise stops node
+/// evictions when a whole zone goes down at once.) A member that never reported is not
+/// counted, nor one that failed long before the others.
+pub fn disruption(clusters: &[Cluster]) -> Option<String> {
+    let live: Vec<&Cluster> = clusters
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| {
+            !crate::clusters::status::ready_of(c).is_some_and(|r| {
+                r.reason == causeway_crds::federation::cluster::conditions::REASON_CLUSTER_STATUS_NEVER_UPDATED
+            })
+        })
+        .collect();
+    let since =
+        |c: &Cluster| crate::clusters::status::ready_of(c).map(|r| r.last_transition_time.0);
+    let failures: Vec<(&Cluster, Timestamp)> = live
+        .iter()
+        .filter(|c| down(c))
+        .filter_map(|c| Some((*c, since(c)?)))
+        .collect();
+    let latest = failures.iter().map(|(_, t)| *t).max()?;
+    let at_once: Vec<String> = failures
+        .iter()
+        .filter(|(_, t)| latest.duration_since(*t) <= DISRUPTION_WINDOW)
+        .map(|(c, _)| kube::ResourceExt::name_any(*c))
+        .collect();
+    let share = at_once.len() as f64 / live.len().max(1) as f64;
+    (at_once.len() >= 2 && share > DISRUPTION_THRESHOLD).then(|| {
+        let mut names = at_once.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+        if at_once.len() > 5 {
+            names.push_str(", …");
+        }
+        format!(
+            "cluster failover holds: {} of {} clusters stopped being Ready at once ({names}), which looks like the hub losing its network rather than the members failing",
+            at_once.len(),
+            live.len(),
+        )
+    })
 }
 
 /// The schedule after failover, and what the binding should say about it.

@@ -899,9 +899,25 @@ fn cluster_failover_holds_when_most_clusters_fail_at_once() {
     assert_eq!(names(&b.spec.0.clusters), ["a", "b", "c"], "nothing moves");
     let m = &scheduled(&b.status).message;
     assert!(
-        m.ends_with("; cluster failover holds: 2 of 3 clusters are not Ready at once (b, c), which looks like the hub losing its network rather than the members failing"),
+        m.ends_with("; cluster failover holds: 2 of 3 clusters stopped being Ready at once (b, c), which looks like the hub losing its network rather than the members failing"),
         "{m}"
     );
+    // not at once: c failed an hour after b, so c's failure is c's own
+    let mut later = (*status("c", "False")).clone();
+    later.status.as_mut().unwrap().conditions[0].last_transition_time =
+        Time("1970-01-01T01:00:00Z".parse().unwrap());
+    let at_once = |b: Arc<Cluster>, c: Cluster| {
+        super::failover::disruption(&[(*status("a", "True")).clone(), (*b).clone(), c])
+    };
+    assert_eq!(at_once(status("b", "False"), later), None);
+    assert!(at_once(status("b", "False"), (*status("c", "False")).clone()).is_some());
+    // a member that never reported is not counted
+    let never = obj(
+        json!({"metadata": {"name": "b"}, "spec": {"syncMode": "Pull"},
+        "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "ClusterStatusNeverUpdated",
+                                    "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}),
+    );
+    assert_eq!(at_once(never, (*status("c", "False")).clone()), None);
     // one of three: it fails over
     let clusters = vec![
         status("a", "True"),

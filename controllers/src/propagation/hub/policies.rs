@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use causeway_crds::federation::policy_conditions as pc;
+use causeway_crds::federation::propagation::StatePreservationRule;
 use causeway_crds::federation::propagation::{
     ClusterPropagationPolicy, PropagationPolicy, PropagationSpec,
 };
 use causeway_crds::federation::selection::PolicyId;
+use causeway_crds::federation::state_preservation;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
@@ -80,16 +82,46 @@ impl Ctx<'_> {
             v.pointer("/spec/failover/cluster/statePreservation")
                 .is_some_and(|s| !s.is_null())
         });
+        // statePreservation rules this cannot read are ignored, not fatal: a policy that
+        // was in force stays so
+        let bad_rules: Vec<String> = serde_json::to_value(p)
+            .ok()
+            .and_then(|v| {
+                let rules = v
+                    .pointer("/spec/failover/application/statePreservation/rules")?
+                    .clone();
+                serde_json::from_value::<Vec<StatePreservationRule>>(rules).ok()
+            })
+            .map(|rules| {
+                state_preservation::validate(
+                    &rules,
+                    "spec.failover.application.statePreservation.rules",
+                )
+                .into_iter()
+                .map(|(field, value, message)| format!("{field}: {value:?}: {message}"))
+                .collect()
+            })
+            .unwrap_or_default();
+        let mut caveats = Vec::new();
+        if !bad_rules.is_empty() {
+            caveats.push(format!(
+                "these statePreservation rules are ignored: {}",
+                bad_rules.join("; ")
+            ));
+        }
+        if preserved {
+            caveats.push("spec.failover.cluster.statePreservation is not implemented yet: nothing of a failed cluster's copy is carried to the replacement (spec.failover.application.statePreservation is)".to_string());
+        }
         let (status, reason, message) = match &why {
-            None if preserved => (
+            None if caveats.is_empty() => (
                 "True",
                 pc::REASON_VALID,
-                "the policy is in force, but spec.failover.cluster.statePreservation is not implemented yet: nothing of a failed cluster's copy is carried to the replacement (spec.failover.application.statePreservation is)".to_string(),
+                "the policy is in force".to_string(),
             ),
             None => (
                 "True",
                 pc::REASON_VALID,
-                "the policy is in force".to_string(),
+                format!("the policy is in force, but {}", caveats.join("; ")),
             ),
             Some(why) => ("False", pc::REASON_INVALID, why.clone()),
         };

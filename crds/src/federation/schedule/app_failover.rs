@@ -157,13 +157,17 @@ pub fn decide<'a>(
         .iter()
         .any(|t| !due.iter().any(|(n, _)| *n == t.name) && healthy(&t.name));
     if scheduled.len() > 1 && !elsewhere {
-        let names: Vec<&str> = scheduled.iter().map(|t| t.name.as_str()).collect();
         for (name, _) in due {
+            let others: Vec<&str> = scheduled
+                .iter()
+                .map(|t| t.name.as_str())
+                .filter(|n| *n != name)
+                .collect();
             out.held.push((
                 name.to_string(),
                 format!(
-                    "healthy in none of the clusters it is scheduled to ({}): the fault looks like the application's, so failover.application does not move it; fix the template",
-                    names.join(", ")
+                    "healthy in none of the other clusters it is scheduled to ({}): the fault looks like the application's (or those clusters are not Ready), so failover.application does not move it; fix the template",
+                    others.join(", ")
                 ),
             ));
         }

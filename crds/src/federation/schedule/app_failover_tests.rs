@@ -292,7 +292,7 @@ fn evictions_and_holds_explain_themselves() {
     );
     assert_eq!(
         v.held[0].1,
-        "healthy in none of the clusters it is scheduled to (east, west): the fault looks like the application's, so failover.application does not move it; fix the template"
+        "healthy in none of the other clusters it is scheduled to (west): the fault looks like the application's (or those clusters are not Ready), so failover.application does not move it; fix the template"
     );
 }
 
