@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::Context;
 use causeway_crds::federation::binding::{
     BindingSpec, BindingStatus, ClusterResourceBinding, ResourceBinding,
-    conditions as binding_conditions,
 };
 use causeway_crds::federation::cluster::{Cluster, conditions};
 use causeway_crds::federation::propagation::PurgeMode;
@@ -201,11 +200,9 @@ pub fn plan(
                     })
                     .collect();
                 let purge = match cluster_failover.purge_mode.unwrap_or(PurgeMode::Gracefully) {
-                    PurgeMode::Gracefully => {
-                        "its copy purged once the others run it healthy (at most 600 s later)"
-                    }
-                    PurgeMode::Directly => "its copy purged at once",
-                    PurgeMode::Never => "its copy kept while it is not Ready",
+                    PurgeMode::Gracefully => gracefully(),
+                    PurgeMode::Directly => "its copy purged at once".to_string(),
+                    PurgeMode::Never => "its copy kept while it is not Ready".to_string(),
                 };
                 let verdict = if leaving.is_empty() {
                     format!(
@@ -240,6 +237,14 @@ pub fn plan(
     out
 }
 
+/// What `Gracefully` does with a failed cluster's copy.
+fn gracefully() -> String {
+    format!(
+        "its copy purged once the others run it healthy (at most {} s later)",
+        causeway_crds::federation::schedule::app_failover::DEFAULT_GRACE_PERIOD_SECONDS
+    )
+}
+
 fn join(names: &[&String]) -> String {
     names
         .iter()
@@ -267,7 +272,7 @@ pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
     if rows.is_empty() {
         return format!("no workload is scheduled on {}\n", join(&names));
     }
-    let head = [
+    let head = vec![
         "BINDING".to_string(),
         "NOW".to_string(),
         format!(
@@ -277,10 +282,10 @@ pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
         ),
         "WHAT HAPPENS".to_string(),
     ];
-    let body: Vec<[String; 4]> = rows
+    let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            [
+            vec![
                 r.binding.clone(),
                 placement_text(&r.now),
                 placement_text(&r.after),
@@ -288,31 +293,11 @@ pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
             ]
         })
         .collect();
-    let width = |i: usize| {
-        body.iter()
-            .map(|r| r[i].len())
-            .chain([head[i].len()])
-            .max()
-            .unwrap_or(0)
-    };
-    let w = [width(0), width(1), width(2)];
-    let mut out = String::new();
+    let mut out = causeway_search::cli::table(&head, &body);
     let moving = rows
         .iter()
         .filter(|r| r.verdict.starts_with("moves"))
         .count();
-    for r in std::iter::once(&head).chain(body.iter()) {
-        out.push_str(&format!(
-            "{:w0$}   {:w1$}   {:w2$}   {}\n",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2]
-        ));
-    }
     if moving > 1 {
         out.push_str(&format!(
             "(workloads leave a failed cluster one every {:.0} s, the eviction rate limit: the last of these {moving} about {:.0} s after its toleration ends)\n",
@@ -350,12 +335,7 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         .await
         .context("listing the ClusterResourceBindings on the hub")?
         .items;
-    let frozen = |st: Option<&BindingStatus>| {
-        st.into_iter().flat_map(|s| &s.conditions).any(|c| {
-            c.type_ == binding_conditions::SCHEDULED
-                && c.reason == binding_conditions::REASON_POLICY_REMOVED
-        })
-    };
+    let frozen = |st: Option<&BindingStatus>| st.is_some_and(BindingStatus::policy_removed);
     let bindings: Vec<(String, &BindingSpec, bool)> = rbs
         .iter()
         .map(|b| {

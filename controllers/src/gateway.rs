@@ -476,10 +476,6 @@ fn route_status(
     HTTPRouteStatus { parents }
 }
 
-/// How long a released mesh port is not given to another ServiceImport: the members'
-/// importers and kube-proxies need a moment to stop sending the old one's traffic there.
-const MESH_RESERVE: Duration = Duration::from_secs(60);
-
 /// Runs the Gateway API status controller until `stop`.
 pub async fn run(
     hub: kube::Client,
@@ -547,7 +543,7 @@ pub async fn run(
     // GW-4: the mesh ports given last, and those released (not given to another
     // ServiceImport for RESERVE: members may still send its traffic there)
     let mut mesh_previous = BTreeMap::new();
-    let mut released: BTreeMap<u16, Instant> = BTreeMap::new();
+    let mut released: BTreeMap<u16, jiff::Timestamp> = BTreeMap::new();
     loop {
         let started = Instant::now();
         let (c, g, r) = (classes.state(), gateways.state(), routes.state());
@@ -579,13 +575,7 @@ pub async fn run(
         };
         let want = desired(&world);
         if let Some(allocated) = &want.mesh_allocated {
-            let kept: std::collections::BTreeSet<u16> = allocated.values().copied().collect();
-            for port in mesh_previous.values() {
-                if !kept.contains(port) {
-                    released.insert(*port, Instant::now());
-                }
-            }
-            released.retain(|p, at| !kept.contains(p) && at.elapsed() < MESH_RESERVE);
+            released = mesh::release(&mesh_previous, allocated, released, world.now);
             mesh_previous = allocated.clone();
         }
         let mut failed = std::collections::HashSet::new();
@@ -600,8 +590,12 @@ pub async fn run(
                 continue;
             };
             let api: Api<ServiceImport> = Api::namespaced(hub.clone(), ns);
-            let r =
-                causeway_runtime::apply::set_annotations(&api, si.as_ref(), "causeway-mesh", ann);
+            let r = causeway_runtime::apply::set_annotations(
+                &api,
+                si.as_ref(),
+                causeway_crds::well_known::MESH_FIELD_MANAGER,
+                ann,
+            );
             if let Err(e) = r.await {
                 tracing::warn!(namespace = %ns, name = %name, error = %e, "writing a ServiceImport's mesh ports failed; retrying with backoff");
                 failed.insert((ns.clone(), name.clone()));

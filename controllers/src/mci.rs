@@ -267,6 +267,7 @@ pub fn load_balancer(
         lease,
         ports,
         problems,
+        ..
     } in proxies
     {
         if !lease_held(lease, now) {
@@ -329,6 +330,9 @@ pub struct ProxyLease {
     ports: Vec<proxy_lease::Port>,
     /// The TLS problems it reports (none when the annotation does not parse).
     problems: proxy_lease::TlsProblems,
+    /// Where it serves mesh traffic (`causeway.io/proxy-mesh`, GW-4), or why that
+    /// annotation does not parse; `None` when it serves none.
+    pub mesh: Option<Result<(std::net::IpAddr, std::ops::RangeInclusive<u16>), String>>,
 }
 
 impl ProxyLease {
@@ -351,10 +355,14 @@ impl ProxyLease {
                         })
                     })
                     .unwrap_or_default();
+                let mesh = ann
+                    .get(causeway_crds::gateway::mesh::PROXY_MESH)
+                    .map(|v| causeway_crds::gateway::mesh::parse_proxy_mesh(v));
                 ProxyLease {
                     lease: lease.clone(),
                     ports,
                     problems,
+                    mesh,
                 }
             })
             .collect()

@@ -15,6 +15,11 @@ pub const KARMADA_NETWORKING_GROUP: &str = "networking.karmada.io";
 /// Field manager used for every server-side apply and update Causeway makes.
 pub const FIELD_MANAGER: &str = "causeway";
 
+/// Field manager of the mesh annotations the Gateway API controller merges into hub
+/// ServiceImports (GW-4): not [`FIELD_MANAGER`], which the aggregator applies those
+/// ServiceImports with, so that its apply never takes them over or drops them.
+pub const MESH_FIELD_MANAGER: &str = "causeway-mesh";
+
 /// Name of the `about.k8s.io` `ClusterProperty` that holds the cluster id (KEP-2149).
 pub const CLUSTER_ID_PROPERTY: &str = "cluster.clusterset.k8s.io";
 

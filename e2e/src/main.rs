@@ -240,13 +240,11 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     .await
     .context("starting causeway-proxy")?;
     println!(
-        "      http://{}/  https://{}/  metrics http://{}/  mesh {}:{}-{}",
+        "      http://{}/  https://{}/  metrics http://{}/  mesh {}",
         proxy.http,
         proxy.https.map(|a| a.to_string()).unwrap_or_default(),
         proxy.metrics.map(|a| a.to_string()).unwrap_or_default(),
-        args.proxy_mesh.0,
-        args.proxy_mesh.1.start(),
-        args.proxy_mesh.1.end()
+        causeway_crds::gateway::mesh::format_proxy_mesh(args.proxy_mesh.0, &args.proxy_mesh.1)
     );
     let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
     let search_dir = dir.join("search");

@@ -3,7 +3,9 @@
 //! Hub objects (MultiClusterIngress, IngressClass, ServiceImport, ExportedService,
 //! EndpointSlice, TLS Secrets) are watched ([`watch`]) and turned by a pure function
 //! ([`table::build`]) into an immutable [`table::RouteTable`], swapped in with
-//! `arc-swap`. Requests match host and path ([`matching`], MCI-5), pick an endpoint
+//! `arc-swap`. Requests match host and path ([`matching`], MCI-5) — or, on a mesh port
+//! (`--listen-mesh`, GW-4: [`mesh`] opens one listener per port the table names), the
+//! mesh routes captured there — pick an endpoint
 //! ([`balance`]: cluster locality, P2C over peak-EWMA, round robin, least request,
 //! Maglev), and are forwarded over pooled upstream connections ([`forward`]).
 //!
@@ -329,10 +331,10 @@ pub async fn start(hub: kube::Client, cfg: Config) -> anyhow::Result<Running> {
             cfg.publish_addresses.join(",")
         };
         let ports = causeway_crds::mci::lease::ports_text(http.port(), https.map(|h| h.port()));
-        let mesh = cfg.listen_mesh.as_ref().map(|(ip, r)| match ip {
-            std::net::IpAddr::V6(_) => format!("[{ip}]:{}-{}", r.start(), r.end()),
-            std::net::IpAddr::V4(_) => format!("{ip}:{}-{}", r.start(), r.end()),
-        });
+        let mesh = cfg
+            .listen_mesh
+            .as_ref()
+            .map(|(ip, r)| causeway_crds::gateway::mesh::format_proxy_mesh(*ip, r));
         tokio::spawn(lease::run(
             hub.clone(),
             name,

@@ -76,7 +76,7 @@ pub(crate) async fn run(
                     open.insert(port, (s, task));
                 }
                 Err(e) => {
-                    tracing::warn!(%addr, error = %e, "cannot listen on a mesh port; retrying");
+                    tracing::warn!(%addr, error = %e, "cannot listen on a mesh port (is something else holding it? free it, or give --listen-mesh a range of its own); retrying");
                     failed = true;
                 }
             }

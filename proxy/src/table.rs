@@ -1,6 +1,7 @@
 //! The route table: a pure function from a snapshot of hub objects to an immutable
 //! [`RouteTable`] (MCI-3 class selection, MCI-2 validation, MCI-4 backend resolution,
-//! MCI-5 matching, MCI-7 readiness, MCI-8 traffic blocks). Stateful balancer parts
+//! MCI-5 matching, MCI-7 readiness, MCI-8 traffic blocks), HTTPRoutes on Gateways and
+//! mesh routes by mesh port ([`RouteTable::mesh`], GW-4). Stateful balancer parts
 //! (endpoint EWMA, ejections, circuits, upstream pools) come from [`Registries`] and are
 //! attached by `Arc`, so they survive rebuilds.
 

@@ -418,6 +418,12 @@ fn rows(table: &Value, namespaced: bool) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// `headers` and `rows` as kubectl prints a table (three spaces between columns), for
+/// every command-line table of the project.
+pub fn table(headers: &[String], rows: &[Vec<String>]) -> String {
+    render(&widths(headers, rows), headers, rows)
+}
+
 /// The width of each column: its widest cell or header.
 fn widths(headers: &[String], rows: &[Vec<String>]) -> Vec<usize> {
     let mut width: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();

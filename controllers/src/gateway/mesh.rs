@@ -7,9 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
-use causeway_crds::gateway::mesh::{
-    self, MESH_ADDRESSES, MESH_PORTS, MeshParent, PROXY_MESH, parse_proxy_mesh,
-};
+use causeway_crds::gateway::mesh::{self, MESH_ADDRESSES, MESH_PORTS, MeshParent};
 use kube::ResourceExt;
 
 use super::World;
@@ -35,18 +33,16 @@ pub fn waypoints(world: &World<'_>) -> Waypoints {
         if !crate::mci::lease_held(&p.lease, world.now) {
             continue;
         }
-        let Some(value) = p.lease.annotations().get(PROXY_MESH) else {
-            continue;
-        };
-        match parse_proxy_mesh(value) {
-            Ok((ip, r)) => {
-                addresses.insert(ip);
+        match &p.mesh {
+            None => {}
+            Some(Ok((ip, r))) => {
+                addresses.insert(*ip);
                 range = Some(match range {
-                    None => r,
+                    None => r.clone(),
                     Some(have) => *have.start().max(r.start())..=*have.end().min(r.end()),
                 });
             }
-            Err(e) => bad.push(format!("Lease {}: {e}", p.lease.name_any())),
+            Some(Err(e)) => bad.push(format!("Lease {}: {e}", p.lease.name_any())),
         }
     }
     let addresses: Vec<IpAddr> = addresses.into_iter().collect();
@@ -73,10 +69,8 @@ pub fn waypoints(world: &World<'_>) -> Waypoints {
 pub fn current(world: &World<'_>) -> BTreeMap<MeshParent, u16> {
     let mut out = BTreeMap::new();
     for ((ns, name), si) in world.imports {
-        if let Some(v) = si.annotations().get(MESH_PORTS) {
-            for (port, m) in mesh::parse_ports(v) {
-                out.insert((ns.clone(), name.clone(), port), m);
-            }
+        for (port, m) in mesh::ports_of(si) {
+            out.insert((ns.clone(), name.clone(), port), m);
         }
     }
     out
@@ -97,12 +91,7 @@ pub fn annotations(
             .or_default()
             .insert(*port, *m);
     }
-    let addresses = waypoints
-        .addresses
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
+    let addresses = mesh::format_addresses(&waypoints.addresses);
     let mut out = BTreeMap::new();
     for (key, si) in world.imports {
         let want: BTreeMap<String, Option<String>> = match by_import.get(key) {
@@ -123,6 +112,29 @@ pub fn annotations(
         }
     }
     out
+}
+
+/// How long a released mesh port is not given to another ServiceImport: the members'
+/// importers and kube-proxies need a moment to stop sending the old one's traffic there.
+pub const MESH_RESERVE: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// The ports reserved after this pass, by when they were released: those `previous`
+/// gave and `allocated` no longer does, released `now`, and those of `released` still
+/// within [`MESH_RESERVE`] and not given again.
+pub fn release(
+    previous: &BTreeMap<MeshParent, u16>,
+    allocated: &BTreeMap<MeshParent, u16>,
+    mut released: BTreeMap<u16, jiff::Timestamp>,
+    now: jiff::Timestamp,
+) -> BTreeMap<u16, jiff::Timestamp> {
+    let kept: BTreeSet<u16> = allocated.values().copied().collect();
+    for port in previous.values() {
+        if !kept.contains(port) {
+            released.entry(*port).or_insert(now);
+        }
+    }
+    released.retain(|p, at| !kept.contains(p) && now.duration_since(*at) < MESH_RESERVE);
+    released
 }
 
 /// Every parent the accepted mesh routes of `world` capture.

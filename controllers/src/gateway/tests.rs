@@ -484,3 +484,21 @@ fn mesh_ports_given_last_stay_with_their_services() {
     );
     assert_eq!(d.mesh_allocated.unwrap().len(), 2);
 }
+
+/// A mesh port given up is reserved for a minute, then free; one given again is not.
+#[test]
+fn released_mesh_ports_are_reserved_for_a_minute() {
+    let p = |n: &str| ("app".to_string(), n.to_string(), 80);
+    let t = |s: i64| jiff::Timestamp::from_second(s).unwrap();
+    let previous = BTreeMap::from([(p("a"), 15000), (p("b"), 15001)]);
+    let allocated = BTreeMap::from([(p("b"), 15001)]);
+    let r = mesh::release(&previous, &allocated, BTreeMap::new(), t(100));
+    assert_eq!(r, BTreeMap::from([(15000, t(100))]));
+    // still reserved 59 s later (not released again), free after 60 s
+    let r2 = mesh::release(&allocated, &allocated, r.clone(), t(159));
+    assert_eq!(r2, r);
+    assert!(mesh::release(&allocated, &allocated, r.clone(), t(160)).is_empty());
+    // given again: no longer reserved
+    let back = BTreeMap::from([(p("c"), 15000), (p("b"), 15001)]);
+    assert!(mesh::release(&allocated, &back, r, t(120)).is_empty());
+}

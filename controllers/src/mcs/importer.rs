@@ -4,7 +4,9 @@
 //! carrying only the ports that source cluster may serve. The slices of a source
 //! cluster that stayed not Ready past the stale-endpoints TTL are left out until it is
 //! Ready again, and the ServiceImport says which of its clusters are stale
-//! ([`super::stale`], EPS-7).
+//! ([`super::stale`], EPS-7). Ports a mesh route captures (the hub ServiceImport's mesh
+//! annotations, GW-4) leave the source slices for one waypoint slice that sends them to
+//! the causeway-proxies' mesh ports ([`waypoint`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -347,21 +349,14 @@ fn waypoint(
     derived: &str,
     ipv6: bool,
 ) -> (BTreeSet<String>, Option<EndpointSlice>) {
-    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS, parse_ports};
+    use causeway_crds::gateway::mesh::{addresses_of, ports_of};
     use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
-    let ann = si.annotations();
-    let mesh = ann
-        .get(MESH_PORTS)
-        .map(|p| parse_ports(p))
-        .unwrap_or_default();
+    let mesh = ports_of(si);
     // the proxies' addresses of the derived Service's family (kube-proxy reads only
     // the slices of a Service's own families)
-    let addresses: Vec<std::net::IpAddr> = ann
-        .get(MESH_ADDRESSES)
+    let addresses: Vec<std::net::IpAddr> = addresses_of(si)
         .into_iter()
-        .flat_map(|a| a.split(','))
-        .filter_map(|a| a.trim().parse().ok())
-        .filter(|a: &std::net::IpAddr| a.is_ipv6() == ipv6)
+        .filter(|a| a.is_ipv6() == ipv6)
         .collect();
     // only TCP ports are captured (a UDP port of the same number keeps its pods)
     let ports: Vec<EndpointPort> = si

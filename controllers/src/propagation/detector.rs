@@ -14,7 +14,12 @@
 //!    references the template (uid and resourceVersion included), carries its
 //!    `spec.replicas` when it has one and copies the policy's placement,
 //!    conflictResolution and propagateDeps;
-//! 3. the placement is scheduled over the current clusters ([`schedule`]), so a
+//! 3. the placement is scheduled over the current clusters
+//!    (`causeway_crds::federation::schedule`, through [`failover::place`]: failed-over
+//!    clusters and those application failover moves the workload away from —
+//!    `app_failover`, read from the bindings' Works and recorded in `spec.evictions` —
+//!    are left out unless that leaves nothing, moves are rate limited, and a
+//!    disruption of most of the fleet holds cluster failover), so a
 //!    cluster that joins later is picked up the next time (B.16): `spec.clusters`
 //!    and `status.schedulingReasons` come from the [`Decision`], with `Scheduled=True`;
 //!    `Scheduled=False` with reason NoClusterFit when no cluster fits, or with reason

@@ -272,11 +272,7 @@ struct View<'a> {
 
 impl View<'_> {
     fn frozen(&self) -> bool {
-        self.status.is_some_and(|s| {
-            s.conditions.iter().any(|c| {
-                c.type_ == conditions::SCHEDULED && c.reason == conditions::REASON_POLICY_REMOVED
-            })
-        })
+        self.status.is_some_and(BindingStatus::policy_removed)
     }
 }
 

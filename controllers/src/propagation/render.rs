@@ -137,20 +137,11 @@ pub fn render(input: &RenderInput) -> Rendered {
         // statePreservation: a cluster that did not run the template when application
         // failover moved it away gets what was read from the failed copy, as labels
         for (k, v) in preserved_labels(input.spec, &target.name) {
-            if let Some(labels) = manifest
-                .pointer_mut("/metadata")
-                .and_then(Value::as_object_mut)
-            {
-                let labels = labels
-                    .entry("labels")
-                    .or_insert_with(|| Value::Object(Default::default()));
-                if let Some(l) = labels.as_object_mut() {
-                    l.insert(k, Value::String(v));
-                }
-            }
+            set_meta(&mut manifest, "labels", &k, &v);
         }
-        annotate(
+        set_meta(
             &mut manifest,
+            "annotations",
             annotations::TEMPLATE_GENERATION,
             &generation.to_string(),
         );
@@ -262,8 +253,9 @@ pub fn manifest_of(template: &Value) -> Value {
     m
 }
 
-/// Sets annotation `key` on `manifest` (creating the map if needed).
-fn annotate(manifest: &mut Value, key: &str, value: &str) {
+/// Sets `key` in the `metadata.<map>` (labels or annotations) of `manifest`, creating
+/// the map if needed.
+fn set_meta(manifest: &mut Value, map: &str, key: &str, value: &str) {
     let Some(obj) = manifest.as_object_mut() else {
         return;
     };
@@ -273,7 +265,7 @@ fn annotate(manifest: &mut Value, key: &str, value: &str) {
     if !meta.is_object() {
         *meta = Value::Object(Map::new());
     }
-    let a = &mut meta["annotations"];
+    let a = &mut meta[map];
     if !a.is_object() {
         *a = Value::Object(Map::new());
     }

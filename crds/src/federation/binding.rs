@@ -198,6 +198,16 @@ pub struct BindingStatus {
     pub scheduling_reasons: Vec<SchedulingReason>,
 }
 
+impl BindingStatus {
+    /// Whether the binding is frozen because no policy claims its template any more
+    /// (`Scheduled=False`, `PolicyRemoved`).
+    pub fn policy_removed(&self) -> bool {
+        self.conditions.iter().any(|c| {
+            c.type_ == conditions::SCHEDULED && c.reason == conditions::REASON_POLICY_REMOVED
+        })
+    }
+}
+
 /// The resource's status in one member cluster.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -121,7 +121,9 @@ fn attach(
     if import.spec.type_ == ServiceImportType::Headless {
         return Err(refused(
             reasons::UNSUPPORTED_VALUE,
-            format!("ServiceImport {id} is Headless: it has no clusterset IP to capture"),
+            format!(
+                "ServiceImport {id} is Headless: it has no clusterset IP to capture; attach the route to a Gateway instead, or export a ClusterSetIP Service"
+            ),
         ));
     }
     let tcp: Vec<i32> = import
@@ -133,13 +135,26 @@ fn attach(
         .filter(|port| p.port.is_none_or(|want| want == *port))
         .collect();
     if tcp.is_empty() {
-        return Err(refused(
-            reasons::NO_MATCHING_PARENT,
-            match p.port {
-                Some(port) => format!("ServiceImport {id} has no TCP port {port}"),
-                None => format!("ServiceImport {id} has no TCP port"),
-            },
-        ));
+        return Err(refused(reasons::NO_MATCHING_PARENT, {
+            let have: Vec<String> = import
+                .spec
+                .ports
+                .iter()
+                .map(|sp| format!("{}/{}", sp.port, sp.protocol.as_deref().unwrap_or("TCP")))
+                .collect();
+            let what = match p.port {
+                Some(port) => format!("TCP port {port}"),
+                None => "TCP port".to_string(),
+            };
+            format!(
+                "ServiceImport {id} has no {what} (it has {}): name one of its TCP ports in the parentRef",
+                if have.is_empty() {
+                    "none".to_string()
+                } else {
+                    have.join(", ")
+                }
+            )
+        }));
     }
     Ok(tcp
         .into_iter()
@@ -187,6 +202,43 @@ pub fn parse_ports(s: &str) -> BTreeMap<i32, u16> {
             Some((port.parse().ok()?, mesh.parse().ok()?))
         })
         .collect()
+}
+
+/// The mesh ports a ServiceImport carries ([`MESH_PORTS`]), by its port.
+pub fn ports_of(si: &ServiceImport) -> BTreeMap<i32, u16> {
+    si.annotations()
+        .get(MESH_PORTS)
+        .map(|v| parse_ports(v))
+        .unwrap_or_default()
+}
+
+/// The proxies' addresses a ServiceImport carries ([`MESH_ADDRESSES`]); entries that
+/// are not IPs are left out.
+pub fn addresses_of(si: &ServiceImport) -> Vec<IpAddr> {
+    si.annotations()
+        .get(MESH_ADDRESSES)
+        .into_iter()
+        .flat_map(|a| a.split(','))
+        .filter_map(|a| a.trim().parse().ok())
+        .collect()
+}
+
+/// Formats [`MESH_ADDRESSES`].
+pub fn format_addresses(addresses: &[IpAddr]) -> String {
+    addresses
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Formats a proxy's [`PROXY_MESH`] value (IPv6 in brackets), as
+/// [`parse_proxy_mesh`] reads it.
+pub fn format_proxy_mesh(ip: IpAddr, range: &RangeInclusive<u16>) -> String {
+    match ip {
+        IpAddr::V6(_) => format!("[{ip}]:{}-{}", range.start(), range.end()),
+        IpAddr::V4(_) => format!("{ip}:{}-{}", range.start(), range.end()),
+    }
 }
 
 /// Formats [`MESH_PORTS`] (sorted by port).

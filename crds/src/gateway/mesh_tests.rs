@@ -167,6 +167,14 @@ fn proxy_mesh_values() {
         parse_proxy_mesh("[::1]:15000-15000"),
         Ok(("::1".parse().unwrap(), 15000..=15000))
     );
+    for (ip, text) in [
+        ("127.0.0.1", "127.0.0.1:15000-15099"),
+        ("::1", "[::1]:15000-15099"),
+    ] {
+        let ip: IpAddr = ip.parse().unwrap();
+        assert_eq!(format_proxy_mesh(ip, &(15000..=15099)), text);
+        assert_eq!(parse_proxy_mesh(text), Ok((ip, 15000..=15099)));
+    }
     for bad in [
         "127.0.0.1",
         "127.0.0.1:15000",

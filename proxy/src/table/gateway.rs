@@ -134,7 +134,7 @@ pub(super) fn add(
             .flatten()
             .filter_map(|(ns, name, port)| {
                 let si = imports.get(&(ns, name))?;
-                let m = *mesh::parse_ports(si.annotations().get(mesh::MESH_PORTS)?).get(&port)?;
+                let m = *mesh::ports_of(si).get(&port)?;
                 Some((m, u16::try_from(port).ok()?))
             })
             .collect();

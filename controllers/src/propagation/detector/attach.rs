@@ -147,11 +147,7 @@ pub(super) fn attach(
 }
 
 fn policy_removed(b: &ResourceBinding) -> bool {
-    b.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == conditions::SCHEDULED && c.reason == conditions::REASON_POLICY_REMOVED
-        })
-    })
+    b.status.as_ref().is_some_and(BindingStatus::policy_removed)
 }
 
 fn fresh(key: &Key, api_version: &str, kind: &str, t: &DynamicObject) -> ResourceBinding {

@@ -34,7 +34,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
 /// How long a graceful purge waits for the new clusters at most (Karmada's default).
-pub(super) const GRACE_SECONDS: i64 = 600;
+pub(super) const GRACE_SECONDS: i64 = app_failover::DEFAULT_GRACE_PERIOD_SECONDS;
 
 fn purge_mode(spec: &BindingSpec) -> Option<PurgeMode> {
     let cluster = spec.failover.as_ref()?.cluster.as_ref()?;
