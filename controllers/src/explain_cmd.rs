@@ -49,9 +49,9 @@ pub struct ExplainArgs {
     hub: HubArgs,
 }
 
-/// Output formats.
+/// Output formats of the commands that print a report (`explain`, `failover plan`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Output {
+pub(crate) enum Output {
     Text,
     Json,
 }

@@ -48,11 +48,7 @@ struct PlanArgs {
     hub: HubArgs,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Output {
-    Text,
-    Json,
-}
+use crate::explain_cmd::Output;
 
 /// What failing the clusters would do to one binding.
 #[derive(Clone, Debug, PartialEq, Serialize)]

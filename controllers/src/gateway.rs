@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_crds::gateway::attach::{self, ParentVerdict, reasons};
-use causeway_crds::gateway::http_route::{HTTPRouteStatus, RouteParentStatus};
+use causeway_crds::gateway::http_route::{HTTPRouteStatus, ParentReference, RouteParentStatus};
 use causeway_crds::gateway::{
     CONTROLLER_NAME, GROUP, Gateway, GatewayAddress, GatewayClass, GatewayClassStatus,
     GatewayStatus, HTTPRoute, ListenerStatus, ReferenceGrant, RouteGroupKind,
@@ -345,20 +345,38 @@ fn route_status(
         .as_ref()
         .map(|s| s.parents.as_slice())
         .unwrap_or_default();
+    // one parent's status: its Accepted condition (decided by `accepted`, from its
+    // previous conditions) and the route's ResolvedRefs
+    let parent = |parent_ref: &ParentReference, accepted: &dyn Fn(&Cond<'_>) -> Condition| {
+        let prev = prev_parents
+            .iter()
+            .find(|p| p.parent_ref == *parent_ref && p.controller_name == CONTROLLER_NAME)
+            .map(|p| p.conditions.as_slice())
+            .unwrap_or_default();
+        let c = Cond {
+            prev,
+            generation: r.metadata.generation,
+            now,
+        };
+        let resolved = match &refs {
+            Ok(()) => c.make(
+                reasons::RESOLVED_REFS,
+                true,
+                "ResolvedRefs",
+                "every backendRef resolved",
+            ),
+            Err(e) => c.make(reasons::RESOLVED_REFS, false, e.reason, e.message.clone()),
+        };
+        RouteParentStatus {
+            parent_ref: parent_ref.clone(),
+            controller_name: CONTROLLER_NAME.into(),
+            conditions: vec![accepted(&c), resolved],
+        }
+    };
     let mut parents: Vec<RouteParentStatus> = verdicts
         .iter()
         .map(|v| {
-            let prev = prev_parents
-                .iter()
-                .find(|p| p.parent_ref == v.parent_ref && p.controller_name == CONTROLLER_NAME)
-                .map(|p| p.conditions.as_slice())
-                .unwrap_or_default();
-            let c = Cond {
-                prev,
-                generation: r.metadata.generation,
-                now,
-            };
-            let accepted = match &v.attached {
+            parent(&v.parent_ref, &|c| match &v.attached {
                 Ok(ls) => c.make(
                     reasons::ACCEPTED,
                     true,
@@ -374,97 +392,14 @@ fn route_status(
                     ),
                 ),
                 Err(e) => c.make(reasons::ACCEPTED, false, e.reason, e.message.clone()),
-            };
-            let resolved = match &refs {
-                Ok(()) => c.make(
-                    reasons::RESOLVED_REFS,
-                    true,
-                    "ResolvedRefs",
-                    "every backendRef resolved",
-                ),
-                Err(e) => c.make(reasons::RESOLVED_REFS, false, e.reason, e.message.clone()),
-            };
-            RouteParentStatus {
-                parent_ref: v.parent_ref.clone(),
-                controller_name: CONTROLLER_NAME.into(),
-                conditions: vec![accepted, resolved],
-            }
+            })
         })
         .collect();
-    for v in mesh_verdicts {
-        let prev = prev_parents
+    parents.extend(
+        mesh_verdicts
             .iter()
-            .find(|p| p.parent_ref == v.parent_ref && p.controller_name == CONTROLLER_NAME)
-            .map(|p| p.conditions.as_slice())
-            .unwrap_or_default();
-        let c = Cond {
-            prev,
-            generation: r.metadata.generation,
-            now,
-        };
-        let accepted = match (&v.attached, &mesh_state.waypoints.problem) {
-            (Err(e), _) => c.make(reasons::ACCEPTED, false, e.reason, e.message.clone()),
-            (Ok(_), Some(problem)) => c.make(reasons::ACCEPTED, false, "Pending", problem.clone()),
-            (Ok(ports), None) => {
-                let waiting: Vec<String> = ports
-                    .iter()
-                    .filter(|p| mesh_state.full.contains(p))
-                    .map(|p| p.2.to_string())
-                    .collect();
-                let served: Vec<String> = ports
-                    .iter()
-                    .filter_map(|p| {
-                        Some(format!(
-                            "{} (mesh port {})",
-                            p.2,
-                            mesh_state.allocated.get(p)?
-                        ))
-                    })
-                    .collect();
-                let (ns, name) = ports
-                    .first()
-                    .map(|p| (p.0.as_str(), p.1.as_str()))
-                    .unwrap_or_default();
-                let wait = format!(
-                    "no mesh port left for port {} in the causeway-proxies' --listen-mesh range: widen it",
-                    waiting.join(", ")
-                );
-                if served.is_empty() {
-                    c.make(reasons::ACCEPTED, false, "Pending", wait)
-                } else {
-                    let mut message = format!(
-                        "captures the traffic to ServiceImport {ns}/{name} port {} through causeway-proxy at {}",
-                        served.join(", "),
-                        mesh_state
-                            .waypoints
-                            .addresses
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
-                    if !waiting.is_empty() {
-                        message = format!("{message}; {wait}");
-                    }
-                    c.make(reasons::ACCEPTED, true, "Accepted", message)
-                }
-            }
-        };
-        let resolved = match &refs {
-            Ok(()) => c.make(
-                reasons::RESOLVED_REFS,
-                true,
-                "ResolvedRefs",
-                "every backendRef resolved",
-            ),
-            Err(e) => c.make(reasons::RESOLVED_REFS, false, e.reason, e.message.clone()),
-        };
-        parents.push(RouteParentStatus {
-            parent_ref: v.parent_ref.clone(),
-            controller_name: CONTROLLER_NAME.into(),
-            conditions: vec![accepted, resolved],
-        });
-    }
+            .map(|v| parent(&v.parent_ref, &|c| mesh_accepted(c, v, mesh_state))),
+    );
     // the entries other controllers wrote for their parents stay as they are (the
     // list is written whole)
     parents.extend(
@@ -474,6 +409,56 @@ fn route_status(
             .cloned(),
     );
     HTTPRouteStatus { parents }
+}
+
+/// The Accepted condition of a ServiceImport parent (GW-4).
+fn mesh_accepted(
+    c: &Cond<'_>,
+    v: &causeway_crds::gateway::mesh::MeshVerdict,
+    mesh_state: &MeshState,
+) -> Condition {
+    match (&v.attached, &mesh_state.waypoints.problem) {
+        (Err(e), _) => c.make(reasons::ACCEPTED, false, e.reason, e.message.clone()),
+        (Ok(_), Some(problem)) => c.make(reasons::ACCEPTED, false, "Pending", problem.clone()),
+        (Ok(ports), None) => {
+            let waiting: Vec<String> = ports
+                .iter()
+                .filter(|p| mesh_state.full.contains(p))
+                .map(|p| p.2.to_string())
+                .collect();
+            let served: Vec<String> = ports
+                .iter()
+                .filter_map(|p| {
+                    Some(format!(
+                        "{} (mesh port {})",
+                        p.2,
+                        mesh_state.allocated.get(p)?
+                    ))
+                })
+                .collect();
+            let (ns, name) = ports
+                .first()
+                .map(|p| (p.0.as_str(), p.1.as_str()))
+                .unwrap_or_default();
+            let wait = format!(
+                "no mesh port left for port {} in the causeway-proxies' --listen-mesh range: widen it",
+                waiting.join(", ")
+            );
+            if served.is_empty() {
+                return c.make(reasons::ACCEPTED, false, "Pending", wait);
+            }
+            let mut message = format!(
+                "captures the traffic to ServiceImport {ns}/{name} port {} through causeway-proxy at {}",
+                served.join(", "),
+                causeway_crds::gateway::mesh::format_addresses(&mesh_state.waypoints.addresses)
+                    .replace(',', ", ")
+            );
+            if !waiting.is_empty() {
+                message = format!("{message}; {wait}");
+            }
+            c.make(reasons::ACCEPTED, true, "Accepted", message)
+        }
+    }
 }
 
 /// Runs the Gateway API status controller until `stop`.

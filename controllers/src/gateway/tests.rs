@@ -73,6 +73,20 @@ impl Fixture {
         }
     }
 
+    /// The live proxy serves mesh traffic on `range` (`<ip>:<first>-<last>`).
+    fn serve_mesh(&mut self, range: &str) {
+        let mut lease = (*self.proxies[0]).clone();
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                causeway_crds::gateway::mesh::PROXY_MESH.into(),
+                range.into(),
+            );
+        self.proxies = vec![Arc::new(lease)];
+    }
+
     fn route(&mut self, name: &str, spec: Value) {
         self.routes.push(obj(
             json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
@@ -371,7 +385,7 @@ fn other_controllers_parent_entries_are_kept() {
 /// cannot give waits; a route gone takes the annotations away.
 #[test]
 fn mesh_routes_get_mesh_ports_from_the_proxies() {
-    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS, PROXY_MESH};
+    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS};
     let mut f = Fixture::new();
     let mesh_route = json!({
         "parentRefs": [{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web"}],
@@ -393,14 +407,7 @@ fn mesh_routes_get_mesh_ports_from_the_proxies() {
     assert!(message.contains("--listen-mesh"), "{message}");
     assert!(d.mesh.is_empty());
     // a proxy with a range of one port
-    let mut lease = (*f.proxies[0]).clone();
-    lease
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(PROXY_MESH.into(), "127.0.0.9:15000-15000".into());
-    f.proxies = vec![Arc::new(lease)];
+    f.serve_mesh("127.0.0.9:15000-15000");
     let d = f.desired();
     assert_eq!(
         accepted(&d, "canary"),
@@ -451,16 +458,9 @@ fn mesh_routes_get_mesh_ports_from_the_proxies() {
 /// up with its writes, so a new route never takes a port an older one still has.
 #[test]
 fn mesh_ports_given_last_stay_with_their_services() {
-    use causeway_crds::gateway::mesh::{MESH_PORTS, PROXY_MESH};
+    use causeway_crds::gateway::mesh::MESH_PORTS;
     let mut f = Fixture::new();
-    let mut lease = (*f.proxies[0]).clone();
-    lease
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(PROXY_MESH.into(), "127.0.0.9:15000-15001".into());
-    f.proxies = vec![Arc::new(lease)];
+    f.serve_mesh("127.0.0.9:15000-15001");
     let mut api = (*f.imports[&key("app", "web")]).clone();
     api.metadata.name = Some("api".into());
     f.imports.insert(key("app", "api"), Arc::new(api));

@@ -13,15 +13,27 @@ use crate::mcs_support::eventually;
 use crate::propagation::{WAIT, binding_condition, demo_events, fleet_of, get, has_work, replicas};
 use crate::support::Env;
 
-/// The demo's Deployment and policy, tolerating 2 s of unhealthiness, with `image`.
-async fn apply_api(env: &Env, image: &str) {
-    let yaml =
+/// Applies the demo's Deployment and policy (`examples/app-failover-demo/api.yaml`), its
+/// toleration cut to `toleration` seconds, with each `(from, to)` of `edits` replaced.
+async fn apply_demo(env: &Env, toleration: u32, edits: &[(&str, &str)]) {
+    let mut yaml =
         std::fs::read_to_string(crate::support::repo().join("examples/app-failover-demo/api.yaml"))
             .unwrap()
-            .replace("tolerationSeconds: 20", "tolerationSeconds: 2")
-            .replace("nginx:1.27", image);
+            .replace(
+                "tolerationSeconds: 20",
+                &format!("tolerationSeconds: {toleration}"),
+            );
+    for (from, to) in edits {
+        assert!(yaml.contains(from), "the demo has {from:?}");
+        yaml = yaml.replace(from, to);
+    }
     let f = env.file("api.yaml", &yaml);
     env.ok(&["apply", "-f", &f]).await;
+}
+
+/// The demo, tolerating 2 s of unhealthiness, with `image`.
+async fn apply_api(env: &Env, image: &str) {
+    apply_demo(env, 2, &[("nginx:1.27", image)]).await;
 }
 
 /// The clusters of the binding's `spec.evictions`.
@@ -113,13 +125,7 @@ async fn an_application_that_fails_in_one_cluster_moves_to_the_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_that_fails_everywhere_is_not_moved() {
     let (env, _ctl) = fleet_of(&["east", "west"]).await;
-    let yaml =
-        std::fs::read_to_string(crate::support::repo().join("examples/app-failover-demo/api.yaml"))
-            .unwrap()
-            .replace("tolerationSeconds: 20", "tolerationSeconds: 1")
-            .replace("cpu: 50m", "cpu: \"500\"");
-    let f = env.file("api.yaml", &yaml);
-    env.ok(&["apply", "-f", &f]).await;
+    apply_demo(&env, 1, &[("cpu: 50m", "cpu: \"500\"")]).await;
     let message = eventually("Scheduled says failover is held back", WAIT, || async {
         let c = binding_condition(&env, "api-deployment", "Scheduled").await?;
         let m = c["message"].as_str()?.to_string();
@@ -142,20 +148,21 @@ async fn an_application_that_fails_everywhere_is_not_moved() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_replacement_gets_the_failed_copys_state() {
     let (env, _ctl) = fleet_of(&["east", "west"]).await;
-    let yaml = std::fs::read_to_string(crate::support::repo().join("examples/app-failover-demo/api.yaml"))
-        .unwrap()
-        .replace("tolerationSeconds: 20", "tolerationSeconds: 2")
-        .replace(
-            "    replicaScheduling:\n      replicaSchedulingType: Divided\n",
-            "    clusterAffinities:\n    - affinityName: primary\n      clusterNames: [east]\n    - affinityName: backup\n      clusterNames: [west]\n    replicaScheduling:\n      replicaSchedulingType: Divided\n",
-        )
-        .replace(
-            "      gracePeriodSeconds: 120\n",
-            "      gracePeriodSeconds: 120\n      statePreservation:\n        rules:\n        - aliasLabelName: failover.example.com/replicas\n          jsonPath: \"{ .replicas }\"\n",
-        );
-    assert!(yaml.contains("statePreservation") && yaml.contains("clusterAffinities"));
-    let f = env.file("api.yaml", &yaml);
-    env.ok(&["apply", "-f", &f]).await;
+    apply_demo(
+        &env,
+        2,
+        &[
+            (
+                "    replicaScheduling:\n      replicaSchedulingType: Divided\n",
+                "    clusterAffinities:\n    - affinityName: primary\n      clusterNames: [east]\n    - affinityName: backup\n      clusterNames: [west]\n    replicaScheduling:\n      replicaSchedulingType: Divided\n",
+            ),
+            (
+                "      gracePeriodSeconds: 120\n",
+                "      gracePeriodSeconds: 120\n      statePreservation:\n        rules:\n        - aliasLabelName: failover.example.com/replicas\n          jsonPath: \"{ .replicas }\"\n",
+            ),
+        ],
+    )
+    .await;
     eventually("6 replicas in east", WAIT, || async {
         (replicas(&env, "api").await[..2] == [Some(6), None]).then_some(())
     })
