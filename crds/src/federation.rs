@@ -23,6 +23,7 @@ pub mod override_apply;
 pub mod overrides;
 pub mod propagation;
 pub mod prune;
+pub mod redistribution;
 pub mod rollout;
 pub mod schedule;
 pub mod selection;

@@ -343,6 +343,7 @@ pub fn desired(
             propagate_deps: policy.spec.propagate_deps,
             suspension: policy.spec.suspension.clone(),
             rollout: policy.spec.rollout.clone(),
+            redistribution: policy.spec.redistribution.clone(),
             failover: policy.spec.failover.clone(),
             preserve_resources_on_deletion: policy.spec.preserve_resources_on_deletion,
             dependent_overrides: policy.spec.dependent_overrides.clone(),

@@ -84,6 +84,7 @@ struct Caches {
 /// already told (so each is told once per distinct message).
 mod failover;
 mod policies;
+mod redistribution;
 mod removal;
 
 #[derive(Default)]
@@ -489,6 +490,7 @@ impl Ctx<'_> {
         }
         let mut failed = Vec::new();
         let mut rollout = None;
+        let mut redistributed = None;
         if !b.frozen() {
             let manifest = serde_json::to_value(template.as_ref()).unwrap_or_default();
             let out = render(&RenderInput {
@@ -568,11 +570,15 @@ impl Ctx<'_> {
                     .await;
                 }
                 let mut kept: Vec<String> = kept.into_iter().map(|(c, _)| c).collect();
+                // §9.2 ★: replicas leave a cluster only as the others make up for them
+                let (to_write, guarded) =
+                    redistribution::guard_works(b.spec, self.clusters, to_write, works, &kept);
                 kept.extend(failover::kept_for_requirers(b.spec, self.works));
                 self.write_works(b, &to_write, &out.failed, &kept, works)
                     .await;
                 self.tell_rollout(b, template, progress.as_ref()).await;
                 rollout = Some(progress);
+                redistributed = Some(guarded);
             }
             failed = out.failed;
         }
@@ -606,6 +612,14 @@ impl Ctx<'_> {
         // only when rendered (not frozen, not blocked): else the condition stays as it was
         if let Some(progress) = &rollout {
             status::with_rollout(&mut st, progress.as_ref(), self.now);
+        }
+        if let Some(guarded) = &redistributed {
+            let outcome = match guarded {
+                redistribution::Outcome::Unguarded => None,
+                redistribution::Outcome::Planned(plan) => Some(Ok(plan)),
+                redistribution::Outcome::Invalid(e) => Some(Err(e.as_str())),
+            };
+            status::with_redistribution(&mut st, outcome, self.now);
         }
         // a Warning Event on the template for what a member refused (conflicts,
         // immutable fields, timeouts), once per distinct set of failures

@@ -115,33 +115,65 @@ pub fn with_rollout(
     now: &Time,
 ) {
     use causeway_crds::federation::rollout::Progress;
-    let Some(progress) = progress else {
-        st.conditions.retain(|c| c.type_ != conditions::ROLLED_OUT);
+    let c = progress.map(|progress| {
+        let (status, reason) = match progress {
+            Progress::Complete { .. } => ("True", conditions::REASON_ROLLOUT_COMPLETE),
+            Progress::Waiting { .. } => ("False", conditions::REASON_WAVE_IN_PROGRESS),
+            Progress::Unordered { .. } => ("Unknown", conditions::REASON_NO_GENERATION),
+        };
+        (status, reason, progress.message(), progress.generation())
+    });
+    set_condition(st, conditions::ROLLED_OUT, c, now);
+}
+
+/// Sets the binding's `Redistributed` condition from the replica guard's outcome
+/// (`None`: the template's kind is not guarded, and the condition goes).
+pub fn with_redistribution(
+    st: &mut BindingStatus,
+    outcome: Option<Result<&causeway_crds::federation::redistribution::Plan, &str>>,
+    now: &Time,
+) {
+    let c = outcome.map(|o| match o {
+        Ok(plan) if plan.held.is_empty() => {
+            ("True", conditions::REASON_SHARES_APPLIED, plan.message(), None)
+        }
+        Ok(plan) => (
+            "False",
+            conditions::REASON_HOLDING_REPLICAS,
+            plan.message(),
+            None,
+        ),
+        Err(e) => (
+            "False",
+            conditions::REASON_INVALID_MAX_UNAVAILABLE,
+            format!("{e}; the shares were written at once"),
+            None,
+        ),
+    });
+    set_condition(st, conditions::REDISTRIBUTED, c, now);
+}
+
+/// Sets (or with `None` removes) the condition `type_` from `(status, reason, message,
+/// observedGeneration)`, its transition time kept while its status stays.
+fn set_condition(
+    st: &mut BindingStatus,
+    type_: &str,
+    c: Option<(&str, &str, String, Option<i64>)>,
+    now: &Time,
+) {
+    let Some((status, reason, message, observed_generation)) = c else {
+        st.conditions.retain(|c| c.type_ != type_);
         return;
     };
-    let (status, reason) = match progress {
-        Progress::Complete { .. } => ("True", conditions::REASON_ROLLOUT_COMPLETE),
-        Progress::Waiting { .. } => ("False", conditions::REASON_WAVE_IN_PROGRESS),
-        Progress::Unordered { .. } => ("Unknown", conditions::REASON_NO_GENERATION),
-    };
     let c = Condition {
-        type_: conditions::ROLLED_OUT.to_string(),
+        type_: type_.to_string(),
         status: status.to_string(),
         reason: reason.to_string(),
-        message: progress.message(),
-        observed_generation: progress.generation(),
-        last_transition_time: crate::condition::since(
-            &st.conditions,
-            conditions::ROLLED_OUT,
-            status,
-            now,
-        ),
+        message,
+        observed_generation,
+        last_transition_time: crate::condition::since(&st.conditions, type_, status, now),
     };
-    match st
-        .conditions
-        .iter_mut()
-        .find(|x| x.type_ == conditions::ROLLED_OUT)
-    {
+    match st.conditions.iter_mut().find(|x| x.type_ == type_) {
         Some(x) => *x = c,
         None => st.conditions.push(c),
     }

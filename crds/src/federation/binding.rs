@@ -63,6 +63,10 @@ pub struct BindingSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<crate::federation::rollout::Rollout>,
 
+    /// How replicas move between clusters (copied from the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redistribution: Option<crate::federation::redistribution::Redistribution>,
+
     /// What to do when a cluster fails (copied from the policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<crate::federation::propagation::FailoverBehavior>,
@@ -371,6 +375,18 @@ pub mod conditions {
     /// `RolledOut=False`: the message names the wave, the clusters it waits for and
     /// why, and the clusters held at what they run.
     pub const REASON_WAVE_IN_PROGRESS: &str = "WaveInProgress";
+    /// `Redistributed` (Deployments, ReplicaSets, StatefulSets): every cluster runs its
+    /// share of the replicas; False while some cluster keeps more, until the others
+    /// run enough of them available (make-before-break).
+    pub const REDISTRIBUTED: &str = "Redistributed";
+    /// `Redistributed=True`.
+    pub const REASON_SHARES_APPLIED: &str = "SharesApplied";
+    /// `Redistributed=False`: the message names the clusters kept above their share
+    /// and the available replicas waited for.
+    pub const REASON_HOLDING_REPLICAS: &str = "HoldingReplicas";
+    /// `Redistributed=False`: `spec.redistribution.maxUnavailable` is unusable, so the
+    /// shares were written at once.
+    pub const REASON_INVALID_MAX_UNAVAILABLE: &str = "InvalidMaxUnavailable";
 }
 
 #[cfg(test)]

@@ -66,6 +66,11 @@ pub struct PropagationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<crate::federation::rollout::Rollout>,
 
+    /// How replicas move between clusters when their division changes: a cluster gives
+    /// up replicas only as fast as the others run them available (make-before-break).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redistribution: Option<crate::federation::redistribution::Redistribution>,
+
     /// Keep the propagated resources in the members when the template is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preserve_resources_on_deletion: Option<bool>,

@@ -39,6 +39,7 @@ use std::fmt;
 
 use kube::ResourceExt;
 use kube::core::DynamicObject;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use thiserror::Error;
 
 use k8s_validation::FieldError;
@@ -530,6 +531,16 @@ pub fn validate_policy(policy: &PolicyRef<'_>) -> Result<(), SelectionError> {
                 push(e.field, &e.value, e.message);
             }
         }
+    }
+    if let Some(r) = &policy.spec.redistribution
+        && let Err(e) = crate::federation::redistribution::max_unavailable(Some(r), 100)
+    {
+        let value = match &r.max_unavailable {
+            Some(IntOrString::Int(n)) => n.to_string(),
+            Some(IntOrString::String(s)) => s.clone(),
+            None => String::new(),
+        };
+        push("spec.redistribution.maxUnavailable".into(), &value, e);
     }
     if errors.is_empty() {
         Ok(())

@@ -1,0 +1,276 @@
+//! Make-before-break replica moves (federation.md §9.2 ★, karmada#3272, #6735).
+//!
+//! When the division of a workload's replicas changes (weights edited, a cluster
+//! added to or taken out of the placement, a migration from one cluster to another),
+//! Karmada writes every cluster's new share at once: the clusters that lose replicas
+//! delete them at once, while the ones that gain them are still pulling images or
+//! waiting for room, so the workload runs below its replica count, or at zero in a
+//! migration. Causeway instead lets a cluster give up a replica only when the others
+//! run enough available replicas to make up for it: at every moment, the available
+//! replicas of all the clusters stay at least the total the division asks for, less
+//! the policy's `redistribution.maxUnavailable` (0 by default). The clusters that gain
+//! replicas get them at once (the surge).
+//!
+//! A replica the member reports as not available costs nothing to remove: a
+//! Deployment's (or ReplicaSet's) scale-down deletes unavailable Pods first, so those
+//! go at once when the member is not in the middle of a rollout. A StatefulSet removes
+//! its highest ordinals whatever their state, so for it only available replicas count.
+//!
+//! What is not known counts against the move: a cluster that is not Ready, or has not
+//! reported, adds no available replica; a member's report counts at most the replicas
+//! its Work asks for now (a report from before a scale-down would count Pods that are
+//! going).
+//!
+//! Pure: [`plan`] decides from each cluster's share, the replicas its Work asks for
+//! and what it reports ([`observe`]). The binding controller
+//! (`controllers/src/propagation/hub.rs`) writes the result and the binding's
+//! `Redistributed` condition.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::federation::work::Work;
+
+/// How replicas move between clusters.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Redistribution {
+    /// How many replicas may be unavailable, across all clusters, while replicas move
+    /// between them: a count (`1`) or a percentage (`"25%"`, rounded down) of the
+    /// replicas the clusters should run in total. Default 0: a cluster gives up an
+    /// available replica only once the others run one more. `"100%"` moves them at
+    /// once, as Karmada does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+}
+
+/// The kinds the guard applies to: those whose status counts available replicas.
+pub fn guards(group: &str, kind: &str) -> bool {
+    group == "apps" && matches!(kind, "Deployment" | "ReplicaSet" | "StatefulSet")
+}
+
+/// `maxUnavailable` of `total` replicas, or what is wrong with it.
+pub fn max_unavailable(spec: Option<&Redistribution>, total: i64) -> Result<i64, String> {
+    let Some(value) = spec.and_then(|s| s.max_unavailable.as_ref()) else {
+        return Ok(0);
+    };
+    match value {
+        IntOrString::Int(n) if *n >= 0 => Ok(i64::from(*n)),
+        IntOrString::Int(n) => Err(format!(
+            "maxUnavailable is {n}: give a count of 0 or more, or a percentage such as \"25%\""
+        )),
+        IntOrString::String(s) => {
+            let pct = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse::<u32>().ok())
+                .filter(|p| *p <= 100)
+                .ok_or_else(|| {
+                    format!(
+                        "maxUnavailable is {s:?}: give a count (1) or a percentage from \
+                         \"0%\" to \"100%\""
+                    )
+                })?;
+            Ok(total.max(0) * i64::from(pct) / 100)
+        }
+    }
+}
+
+/// What a member reports of its copy, as the guard counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Available replicas, at most those the Work asks for.
+    pub available: i64,
+    /// Replicas that can go without lowering the available count: the unavailable
+    /// ones of a Deployment or ReplicaSet whose replicas all run the current template
+    /// and number what the Work asks for; 0 otherwise.
+    pub free: i64,
+}
+
+/// One cluster's copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Copy {
+    /// The cluster.
+    pub cluster: String,
+    /// The replicas the division gives it now: 0 when it is no longer scheduled.
+    pub share: i64,
+    /// The replicas its Work asks for now, if it has a Work.
+    pub current: Option<i64>,
+    /// What it reports; `None` when not known (no report, the cluster is not Ready).
+    pub observed: Option<Observed>,
+}
+
+/// A cluster kept above its share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// The cluster.
+    pub cluster: String,
+    /// The replicas it keeps.
+    pub keeps: i64,
+    /// Its share (0: no longer scheduled).
+    pub share: i64,
+}
+
+/// What [`plan`] decided.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The replicas to write for each cluster (its share, or more while it is held;
+    /// a cluster no longer scheduled is listed only while it keeps some).
+    pub replicas: BTreeMap<String, i64>,
+    /// The clusters kept above their share, by name.
+    pub held: Vec<Held>,
+    /// The available replicas counted, over all clusters.
+    pub available: i64,
+    /// The fewest available replicas a move may leave: the total of the shares less
+    /// maxUnavailable.
+    pub floor: i64,
+    /// The total of the shares.
+    pub total: i64,
+}
+
+impl Plan {
+    /// The binding condition's message.
+    pub fn message(&self) -> String {
+        if self.held.is_empty() {
+            return format!(
+                "every cluster runs its share of the {} replicas",
+                self.total
+            );
+        }
+        let held: Vec<String> = self
+            .held
+            .iter()
+            .map(|h| match h.share {
+                0 => format!(
+                    "{} keeps {} (no longer scheduled there)",
+                    h.cluster, h.keeps
+                ),
+                s => format!("{} keeps {} (its share is {s})", h.cluster, h.keeps),
+            })
+            .collect();
+        format!(
+            "holding replicas until the clusters run {} available ({} now, {} of {} may be \
+             unavailable: spec.redistribution.maxUnavailable): {}",
+            self.floor,
+            self.available,
+            self.total - self.floor,
+            self.total,
+            held.join(", ")
+        )
+    }
+}
+
+/// How many replicas each cluster keeps: see the module documentation. A cluster
+/// gaining replicas (or without a Work yet) gets its share; the clusters losing
+/// replicas give up, first, those that are not available (free), then, while the
+/// available total stays at the floor or above, the others: clusters no longer
+/// scheduled first (so a migration finishes), then by name.
+pub fn plan(copies: &[Copy], max_unavailable: i64) -> Plan {
+    let total: i64 = copies.iter().map(|c| c.share.max(0)).sum();
+    let floor = (total - max_unavailable.max(0)).max(0);
+    let available: i64 = copies
+        .iter()
+        .filter_map(|c| Some(c.observed?.available.clamp(0, c.current?.max(0))))
+        .sum();
+    let mut budget = (available - floor).max(0);
+    let mut losing: Vec<&Copy> = copies
+        .iter()
+        .filter(|c| c.current.is_some_and(|n| n > c.share.max(0)))
+        .collect();
+    losing.sort_by(|a, b| (a.share > 0, &a.cluster).cmp(&(b.share > 0, &b.cluster)));
+    let mut out = Plan {
+        available,
+        floor,
+        total,
+        ..Plan::default()
+    };
+    for c in copies {
+        if c.share > 0 {
+            out.replicas.insert(c.cluster.clone(), c.share);
+        }
+    }
+    for c in losing {
+        let current = c.current.unwrap_or(0);
+        let share = c.share.max(0);
+        let observed = c.observed.unwrap_or_default();
+        let free = observed.free.clamp(0, current - share);
+        let costly = (current - share - free).min(budget);
+        budget -= costly;
+        let keeps = current - free - costly;
+        if keeps > 0 || share > 0 {
+            out.replicas.insert(c.cluster.clone(), keeps);
+        }
+        if keeps > share {
+            out.held.push(Held {
+                cluster: c.cluster.clone(),
+                keeps,
+                share,
+            });
+        }
+    }
+    out.held.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    out
+}
+
+/// The replicas `work`'s manifest of `kind` `name` asks for.
+pub fn replicas_of(work: &Work, kind: &str, name: &str) -> Option<i64> {
+    work.spec
+        .workload
+        .manifests
+        .iter()
+        .find(|m| m.kind() == Some(kind) && m.name() == Some(name))
+        .and_then(|m| m.0.pointer("/spec/replicas"))
+        .and_then(serde_json::Value::as_i64)
+}
+
+/// `work` with its manifest of `kind` `name` asking for `replicas` (when it has a
+/// replica count).
+pub fn with_replicas(mut work: Work, kind: &str, name: &str, replicas: i64) -> Work {
+    for m in &mut work.spec.workload.manifests {
+        if m.kind() == Some(kind)
+            && m.name() == Some(name)
+            && let Some(spec) = m.0.get_mut("spec").and_then(|s| s.as_object_mut())
+            && spec.contains_key("replicas")
+        {
+            spec.insert("replicas".into(), replicas.into());
+        }
+    }
+    work
+}
+
+/// What the member reports of `work`'s manifest of `kind` `name` (`None`: no status
+/// yet). Kubernetes leaves zero counts out of a status.
+pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
+    let current = replicas_of(work, kind, name)?;
+    let at = work
+        .spec
+        .workload
+        .manifests
+        .iter()
+        .position(|m| m.kind() == Some(kind) && m.name() == Some(name))?;
+    let status = work
+        .status
+        .as_ref()?
+        .manifest_statuses
+        .iter()
+        .find(|s| usize::try_from(s.identifier.ordinal).ok() == Some(at))?
+        .status
+        .as_ref()?;
+    let count = |k: &str| status.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
+    let available = count("availableReplicas").clamp(0, current.max(0));
+    let (replicas, updated) = (count("replicas"), count("updatedReplicas"));
+    let unavailable_first = matches!(kind, "Deployment" | "ReplicaSet");
+    let settled = replicas == current && (kind == "ReplicaSet" || updated == replicas);
+    let free = if unavailable_first && settled {
+        current - available
+    } else {
+        0
+    };
+    Some(Observed { available, free })
+}
+
+#[cfg(test)]
+#[path = "redistribution_tests.rs"]
+mod tests;

@@ -1,0 +1,382 @@
+use super::*;
+use crate::federation::work::{
+    Manifest, ManifestStatus, ResourceIdentifier, WorkSpec, WorkStatus, WorkloadTemplate,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+/// `cluster` with `share`, a Work asking for `current`, and `(available, free)` reported.
+fn copy(cluster: &str, share: i64, current: Option<i64>, observed: Option<(i64, i64)>) -> Copy {
+    Copy {
+        cluster: cluster.into(),
+        share,
+        current,
+        observed: observed.map(|(available, free)| Observed { available, free }),
+    }
+}
+
+fn kept(plan: &Plan) -> Vec<(&str, i64)> {
+    plan.replicas.iter().map(|(c, n)| (c.as_str(), *n)).collect()
+}
+
+#[test]
+fn replicas_move_only_as_fast_as_the_others_make_up_for_them() {
+    // (what, copies, maxUnavailable, replicas written, held clusters)
+    type Row = (
+        &'static str,
+        Vec<Copy>,
+        i64,
+        Vec<(&'static str, i64)>,
+        Vec<&'static str>,
+    );
+    let table: Vec<Row> = vec![
+        (
+            "a migration from east to west waits for west",
+            vec![
+                copy("east", 0, Some(4), Some((4, 0))),
+                copy("west", 4, Some(4), Some((0, 0))),
+            ],
+            0,
+            vec![("east", 4), ("west", 4)],
+            vec!["east"],
+        ),
+        (
+            "half of west available: east gives up half",
+            vec![
+                copy("east", 0, Some(4), Some((4, 0))),
+                copy("west", 4, Some(4), Some((2, 0))),
+            ],
+            0,
+            vec![("east", 2), ("west", 4)],
+            vec!["east"],
+        ),
+        (
+            "west all available: east goes",
+            vec![
+                copy("east", 0, Some(4), Some((4, 0))),
+                copy("west", 4, Some(4), Some((4, 0))),
+            ],
+            0,
+            vec![("west", 4)],
+            vec![],
+        ),
+        (
+            "a new share is written at once (the surge) while east holds",
+            vec![
+                copy("east", 2, Some(4), Some((4, 0))),
+                copy("west", 2, None, None),
+            ],
+            0,
+            vec![("east", 4), ("west", 2)],
+            vec!["east"],
+        ),
+        (
+            "maxUnavailable lets that many go before the others make up",
+            vec![
+                copy("east", 2, Some(4), Some((4, 0))),
+                copy("west", 2, Some(2), Some((0, 0))),
+            ],
+            1,
+            vec![("east", 3), ("west", 2)],
+            vec!["east"],
+        ),
+        (
+            "a plain scale-down is not held",
+            vec![
+                copy("east", 2, Some(3), Some((3, 0))),
+                copy("west", 2, Some(3), Some((3, 0))),
+            ],
+            0,
+            vec![("east", 2), ("west", 2)],
+            vec![],
+        ),
+        (
+            "unavailable replicas go at once (free)",
+            vec![
+                copy("east", 2, Some(4), Some((2, 2))),
+                copy("west", 2, Some(2), Some((0, 0))),
+            ],
+            0,
+            vec![("east", 2), ("west", 2)],
+            vec![],
+        ),
+        (
+            "a cluster that has not reported counts no available replica",
+            vec![
+                copy("east", 0, Some(4), Some((4, 0))),
+                copy("west", 4, Some(4), None),
+            ],
+            0,
+            vec![("east", 4), ("west", 4)],
+            vec!["east"],
+        ),
+        (
+            "a report counts at most what the Work asks for",
+            vec![
+                copy("east", 2, Some(3), Some((4, 0))),
+                copy("west", 2, Some(2), Some((1, 0))),
+            ],
+            0,
+            vec![("east", 3), ("west", 2)],
+            vec!["east"],
+        ),
+        (
+            "clusters no longer scheduled give up first, then by name",
+            vec![
+                copy("a", 1, Some(2), Some((2, 0))),
+                copy("b", 0, Some(1), Some((1, 0))),
+                copy("c", 3, Some(3), Some((3, 0))),
+                copy("d", 1, Some(1), Some((1, 0))),
+            ],
+            0,
+            // total 5, available 7: two may go; b first, then one of a
+            vec![("a", 1), ("c", 3), ("d", 1)],
+            vec![],
+        ),
+        (
+            "one may go: b's",
+            vec![
+                copy("a", 1, Some(2), Some((2, 0))),
+                copy("b", 0, Some(1), Some((1, 0))),
+                copy("c", 3, Some(3), Some((2, 0))),
+                copy("d", 1, Some(1), Some((1, 0))),
+            ],
+            0,
+            vec![("a", 2), ("c", 3), ("d", 1)],
+            vec!["a"],
+        ),
+        (
+            "100% moves at once, as Karmada does",
+            vec![
+                copy("east", 0, Some(4), Some((4, 0))),
+                copy("west", 4, Some(4), Some((0, 0))),
+            ],
+            4,
+            vec![("west", 4)],
+            vec![],
+        ),
+    ];
+    for (what, copies, max, replicas, held) in table {
+        let p = plan(&copies, max);
+        assert_eq!(kept(&p), replicas, "{what}");
+        let h: Vec<&str> = p.held.iter().map(|h| h.cluster.as_str()).collect();
+        assert_eq!(h, held, "{what}");
+    }
+}
+
+#[test]
+fn the_message_says_what_is_held_and_until_when() {
+    let p = plan(
+        &[
+            copy("east", 0, Some(4), Some((4, 0))),
+            copy("north", 1, Some(2), Some((2, 0))),
+            copy("west", 3, Some(3), Some((1, 0))),
+        ],
+        0,
+    );
+    assert_eq!(
+        p.message(),
+        "holding replicas until the clusters run 4 available (7 now, 0 of 4 may be \
+         unavailable: spec.redistribution.maxUnavailable): east keeps 1 (no longer \
+         scheduled there), north keeps 2 (its share is 1)"
+    );
+    let done = plan(&[copy("west", 3, Some(3), Some((3, 0)))], 0);
+    assert_eq!(
+        done.message(),
+        "every cluster runs its share of the 3 replicas"
+    );
+}
+
+#[test]
+fn max_unavailable_is_a_count_or_a_percentage() {
+    let spec = |v: IntOrString| Redistribution {
+        max_unavailable: Some(v),
+    };
+    assert_eq!(max_unavailable(None, 10), Ok(0));
+    assert_eq!(max_unavailable(Some(&spec(IntOrString::Int(2))), 10), Ok(2));
+    assert_eq!(
+        max_unavailable(Some(&spec(IntOrString::String("25%".into()))), 10),
+        Ok(2)
+    );
+    assert_eq!(
+        max_unavailable(Some(&spec(IntOrString::String("100%".into()))), 7),
+        Ok(7)
+    );
+    for bad in ["25", "110%", "-1%", "a%"] {
+        let e = max_unavailable(Some(&spec(IntOrString::String(bad.into()))), 10).unwrap_err();
+        assert!(e.contains("give a count (1) or a percentage"), "{bad}: {e}");
+    }
+    let e = max_unavailable(Some(&spec(IntOrString::Int(-1))), 10).unwrap_err();
+    assert!(e.contains("0 or more"), "{e}");
+}
+
+fn work(kind: &str, replicas: i64, status: Option<Value>) -> Work {
+    Work {
+        metadata: Default::default(),
+        spec: WorkSpec {
+            workload: WorkloadTemplate {
+                manifests: vec![Manifest(json!({
+                    "apiVersion": "apps/v1", "kind": kind,
+                    "metadata": {"name": "web", "namespace": "demo"},
+                    "spec": {"replicas": replicas},
+                }))],
+            },
+            ..Default::default()
+        },
+        status: status.map(|s| WorkStatus {
+            conditions: vec![],
+            manifest_statuses: vec![ManifestStatus {
+                identifier: ResourceIdentifier {
+                    ordinal: 0,
+                    kind: kind.into(),
+                    name: "web".into(),
+                    ..Default::default()
+                },
+                status: Some(s),
+                ..Default::default()
+            }],
+        }),
+    }
+}
+
+#[test]
+fn what_a_member_reports_is_read_as_kubernetes_writes_it() {
+    let observed = |kind: &str, replicas: i64, status: Value| {
+        observe(&work(kind, replicas, Some(status)), kind, "web")
+    };
+    let o = |available, free| Some(Observed { available, free });
+    // settled Deployment: its unavailable replicas are free
+    assert_eq!(
+        observed(
+            "Deployment",
+            4,
+            json!({"replicas": 4, "updatedReplicas": 4, "availableReplicas": 1})
+        ),
+        o(1, 3)
+    );
+    // zero counts left out, as Kubernetes does
+    assert_eq!(
+        observed("Deployment", 2, json!({"replicas": 2, "updatedReplicas": 2})),
+        o(0, 2)
+    );
+    // mid-rollout (two ReplicaSets): nothing is free
+    assert_eq!(
+        observed(
+            "Deployment",
+            4,
+            json!({"replicas": 5, "updatedReplicas": 2, "availableReplicas": 3})
+        ),
+        o(3, 0)
+    );
+    // a report of a count the Work no longer asks for: capped, nothing free
+    assert_eq!(
+        observed(
+            "Deployment",
+            2,
+            json!({"replicas": 4, "updatedReplicas": 4, "availableReplicas": 4})
+        ),
+        o(2, 0)
+    );
+    // a StatefulSet removes its highest ordinals, available or not
+    assert_eq!(
+        observed(
+            "StatefulSet",
+            3,
+            json!({"replicas": 3, "updatedReplicas": 3, "availableReplicas": 1})
+        ),
+        o(1, 0)
+    );
+    // a ReplicaSet has no updatedReplicas
+    assert_eq!(
+        observed("ReplicaSet", 3, json!({"replicas": 3, "availableReplicas": 2})),
+        o(2, 1)
+    );
+    // nothing reported yet
+    assert_eq!(observe(&work("Deployment", 3, None), "Deployment", "web"), None);
+    // another object's name
+    assert_eq!(
+        observe(
+            &work("Deployment", 3, Some(json!({"availableReplicas": 3}))),
+            "Deployment",
+            "api"
+        ),
+        None
+    );
+}
+
+#[test]
+fn a_works_replicas_are_read_and_replaced() {
+    let w = work("Deployment", 4, None);
+    assert_eq!(replicas_of(&w, "Deployment", "web"), Some(4));
+    let w = with_replicas(w, "Deployment", "web", 2);
+    assert_eq!(replicas_of(&w, "Deployment", "web"), Some(2));
+    // another name is left alone
+    let w = with_replicas(w, "Deployment", "api", 7);
+    assert_eq!(replicas_of(&w, "Deployment", "web"), Some(2));
+    assert!(guards("apps", "Deployment") && guards("apps", "StatefulSet"));
+    assert!(!guards("apps", "DaemonSet") && !guards("", "Deployment"));
+}
+
+fn copies() -> impl Strategy<Value = (Vec<Copy>, i64)> {
+    let one = (
+        0i64..6,
+        proptest::option::of(0i64..8),
+        proptest::option::of((0i64..9, 0i64..9)),
+    );
+    (proptest::collection::vec(one, 1..6), 0i64..4).prop_map(|(v, max)| {
+        let copies = v
+            .into_iter()
+            .enumerate()
+            .map(|(i, (share, current, observed))| {
+                let observed = observed.map(|(a, f)| Observed {
+                    available: a,
+                    free: f,
+                });
+                Copy {
+                    cluster: format!("m{i}"),
+                    share,
+                    current,
+                    observed,
+                }
+            })
+            .collect();
+        (copies, max)
+    })
+}
+
+proptest! {
+    /// Whatever the fleet: every cluster gets at least its share and never more than
+    /// it runs; the available replicas given up (beyond the free ones) never take the
+    /// available total below the floor (or below where it was, if it was already
+    /// under); and with nothing to wait for, nothing is held.
+    #[test]
+    fn the_floor_holds(input in copies()) {
+        let (copies, max) = input;
+        let p = plan(&copies, max);
+        let mut costly = 0;
+        for c in &copies {
+            let current = c.current.unwrap_or(0);
+            let written = p.replicas.get(&c.cluster).copied().unwrap_or(0);
+            prop_assert!(written >= c.share, "{c:?}: {written}");
+            prop_assert!(written <= c.share.max(current), "{c:?}: {written}");
+            let given_up = current.max(c.share) - written;
+            let free = c.observed.map_or(0, |o| o.free).clamp(0, given_up);
+            costly += given_up - free;
+            if c.share == 0 && written == 0 {
+                prop_assert!(!p.replicas.contains_key(&c.cluster));
+            }
+        }
+        prop_assert!(costly <= (p.available - p.floor).max(0));
+        prop_assert_eq!(p.floor, (p.total - max).max(0));
+        // nothing held when the floor already allows every move
+        let wanted: i64 = copies
+            .iter()
+            .map(|c| (c.current.unwrap_or(0) - c.share).max(0))
+            .sum();
+        if p.available - p.floor >= wanted {
+            prop_assert!(p.held.is_empty(), "{:?}", p.held);
+        }
+        // the same inputs give the same plan
+        prop_assert_eq!(plan(&copies, max), p);
+    }
+}
