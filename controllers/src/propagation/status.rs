@@ -134,9 +134,12 @@ pub fn with_redistribution(
     now: &Time,
 ) {
     let c = outcome.map(|o| match o {
-        Ok(plan) if plan.held.is_empty() => {
-            ("True", conditions::REASON_SHARES_APPLIED, plan.message(), None)
-        }
+        Ok(plan) if plan.held.is_empty() => (
+            "True",
+            conditions::REASON_SHARES_APPLIED,
+            plan.message(),
+            None,
+        ),
         Ok(plan) => (
             "False",
             conditions::REASON_HOLDING_REPLICAS,

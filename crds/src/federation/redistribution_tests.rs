@@ -16,7 +16,10 @@ fn copy(cluster: &str, share: i64, current: Option<i64>, observed: Option<(i64, 
 }
 
 fn kept(plan: &Plan) -> Vec<(&str, i64)> {
-    plan.replicas.iter().map(|(c, n)| (c.as_str(), *n)).collect()
+    plan.replicas
+        .iter()
+        .map(|(c, n)| (c.as_str(), *n))
+        .collect()
 }
 
 #[test]
@@ -256,7 +259,11 @@ fn what_a_member_reports_is_read_as_kubernetes_writes_it() {
     );
     // zero counts left out, as Kubernetes does
     assert_eq!(
-        observed("Deployment", 2, json!({"replicas": 2, "updatedReplicas": 2})),
+        observed(
+            "Deployment",
+            2,
+            json!({"replicas": 2, "updatedReplicas": 2})
+        ),
         o(0, 2)
     );
     // mid-rollout (two ReplicaSets): nothing is free
@@ -288,11 +295,18 @@ fn what_a_member_reports_is_read_as_kubernetes_writes_it() {
     );
     // a ReplicaSet has no updatedReplicas
     assert_eq!(
-        observed("ReplicaSet", 3, json!({"replicas": 3, "availableReplicas": 2})),
+        observed(
+            "ReplicaSet",
+            3,
+            json!({"replicas": 3, "availableReplicas": 2})
+        ),
         o(2, 1)
     );
     // nothing reported yet
-    assert_eq!(observe(&work("Deployment", 3, None), "Deployment", "web"), None);
+    assert_eq!(
+        observe(&work("Deployment", 3, None), "Deployment", "web"),
+        None
+    );
     // another object's name
     assert_eq!(
         observe(

@@ -37,9 +37,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use kube::core::DynamicObject;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use thiserror::Error;
 
 use k8s_validation::FieldError;

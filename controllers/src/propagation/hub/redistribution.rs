@@ -96,7 +96,11 @@ pub(super) fn guard_works(
             })
         })
         .collect();
-    copies.extend(dropped.iter().filter_map(|w| Some(copy_of(cluster_of(w)?, 0))));
+    copies.extend(
+        dropped
+            .iter()
+            .filter_map(|w| Some(copy_of(cluster_of(w)?, 0))),
+    );
     let total = copies.iter().map(|c| c.share).sum();
     let max = match guard::max_unavailable(spec.redistribution.as_ref(), total) {
         Ok(max) => max,
@@ -105,12 +109,14 @@ pub(super) fn guard_works(
     let plan = guard::plan(&copies, max);
     let mut works: Vec<Work> = rendered
         .into_iter()
-        .map(|w| match cluster_of(&w).and_then(|c| plan.replicas.get(c)) {
-            Some(n) if guard::replicas_of(&w, kind, name).is_some_and(|s| s != *n) => {
-                guard::with_replicas(w, kind, name, *n)
-            }
-            _ => w,
-        })
+        .map(
+            |w| match cluster_of(&w).and_then(|c| plan.replicas.get(c)) {
+                Some(n) if guard::replicas_of(&w, kind, name).is_some_and(|s| s != *n) => {
+                    guard::with_replicas(w, kind, name, *n)
+                }
+                _ => w,
+            },
+        )
         .collect();
     for w in dropped {
         let Some(n) = cluster_of(w).and_then(|c| plan.replicas.get(c)).copied() else {

@@ -1,0 +1,128 @@
+//! Make-before-break replica moves (federation.md §9.2 ★) with real kubectl: the
+//! README's `examples/migration-demo/`. Deployment web runs its four replicas in east;
+//! the policy moves it to west while west cannot start Pods (its nodes cordoned). East
+//! keeps its copy, the binding's `Redistributed` condition says why, `maxUnavailable`
+//! lets that many go, and east's copy goes once west runs the replicas available.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::mcs_support::eventually;
+use crate::propagation::{WAIT, binding_condition, fleet_of, get, has_work};
+use crate::support::Env;
+
+/// `(spec.replicas, status.availableReplicas)` of Deployment web in `cluster`.
+async fn web(env: &Env, cluster: &str) -> Option<(i64, i64)> {
+    let d = get(env, cluster, &["deployment", "web", "-n", "demo"]).await?;
+    let n = |p: &str| d.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    Some((n("/spec/replicas"), n("/status/availableReplicas")))
+}
+
+/// The binding's `Redistributed` condition: `(status, reason, message)`.
+async fn redistributed(env: &Env) -> Option<(String, String, String)> {
+    let c = binding_condition(env, "web-deployment", "Redistributed").await?;
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((s("status"), s("reason"), s("message")))
+}
+
+/// The demo's `to-west.yaml` with `maxUnavailable` set to `max`.
+async fn move_to_west(env: &Env, max: &str) {
+    let yaml = std::fs::read_to_string(
+        crate::support::repo().join("examples/migration-demo/to-west.yaml"),
+    )
+    .unwrap();
+    assert!(yaml.contains("maxUnavailable: 0"));
+    let f = env.file(
+        "to-west.yaml",
+        &yaml.replace("maxUnavailable: 0", &format!("maxUnavailable: {max}")),
+    );
+    env.ok(&["apply", "-f", &f]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    env.ok(&["apply", "-f", "examples/migration-demo/web.yaml"])
+        .await;
+    eventually("east runs web's 4 replicas available", WAIT, || async {
+        (web(&env, "east").await == Some((4, 4))).then_some(())
+    })
+    .await;
+    eventually("Redistributed=True", WAIT, || async {
+        let (status, reason, message) = redistributed(&env).await?;
+        (status == "True" && reason == "SharesApplied")
+            .then_some(())
+            .filter(|_| message == "every cluster runs its share of the 4 replicas")
+    })
+    .await;
+
+    // west cannot start Pods yet: the move waits for it, east keeps all four
+    env.ok_in("west", &["cordon", "-l", "kubernetes.io/os=linux"])
+        .await;
+    move_to_west(&env, "0").await;
+    eventually("west has web, none available", WAIT, || async {
+        (web(&env, "west").await == Some((4, 0))).then_some(())
+    })
+    .await;
+    let held = "holding replicas until the clusters run 4 available (4 now, 0 of 4 may be \
+                unavailable: spec.redistribution.maxUnavailable): east keeps 4 (no longer \
+                scheduled there)";
+    eventually("Redistributed=False, east held", WAIT, || async {
+        let c = redistributed(&env).await?;
+        (c == ("False".into(), "HoldingReplicas".into(), held.into())).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(web(&env, "east").await, Some((4, 4)), "east keeps its copy");
+    assert!(has_work(&env, "east", "web").await);
+
+    // maxUnavailable 2: two of east's replicas may go before west makes up for them
+    move_to_west(&env, "2").await;
+    eventually("east down to 2", WAIT, || async {
+        (web(&env, "east").await == Some((2, 2))).then_some(())
+    })
+    .await;
+    let (status, _, message) = redistributed(&env).await.unwrap();
+    assert_eq!(status, "False");
+    assert!(
+        message.contains("east keeps 2 (no longer scheduled there)"),
+        "{message}"
+    );
+
+    // west starts its Pods: east's copy goes, the condition turns True
+    env.ok_in("west", &["uncordon", "-l", "kubernetes.io/os=linux"])
+        .await;
+    eventually("east's copy gone, west runs 4 available", WAIT, || async {
+        (web(&env, "east").await.is_none() && web(&env, "west").await == Some((4, 4))).then_some(())
+    })
+    .await;
+    eventually("Redistributed=True again", WAIT, || async {
+        let (status, reason, _) = redistributed(&env).await?;
+        (status == "True" && reason == "SharesApplied").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_max_unavailable_is_refused_with_what_to_write() {
+    let (env, _ctl) = fleet_of(&["east"]).await;
+    env.ok(&["apply", "-f", "examples/migration-demo/web.yaml"])
+        .await;
+    move_to_west(&env, "\"150%\"").await;
+    eventually("the policy says what is wrong", WAIT, || async {
+        let p = get(&env, "hub", &["pp", "web", "-n", "demo"]).await?;
+        let valid = p
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Valid")?
+            .clone();
+        let message = valid["message"].as_str()?.to_string();
+        (valid["status"] == "False"
+            && message.contains("spec.redistribution.maxUnavailable")
+            && message.contains("give a count (1) or a percentage from \"0%\" to \"100%\""))
+        .then_some(())
+    })
+    .await;
+}
