@@ -235,6 +235,34 @@ fn rolling_out(inp: &Inputs<'_>) -> bool {
         })
 }
 
+/// A note for a member copy that runs more replicas than its share (none, when the
+/// cluster is not chosen) while the other clusters start theirs (make-before-break).
+fn held_by_redistribution(
+    inp: &Inputs<'_>,
+    out: &ClusterReport,
+    manifest: &Value,
+) -> Option<String> {
+    let r = &inp.spec.resource;
+    let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    if !causeway_crds::federation::redistribution::guards(group, &r.kind) {
+        return None;
+    }
+    let runs = manifest.pointer("/spec/replicas")?.as_i64()?;
+    let share = match (out.chosen, out.replicas) {
+        (false, _) => 0,
+        (true, Some(n)) => i64::from(n),
+        (true, None) => inp.template.pointer("/spec/replicas")?.as_i64()?,
+    };
+    (runs > share).then(|| {
+        format!(
+            "keeps {runs} replica(s), {} more than its share, until the other clusters run \
+             them available (make-before-break, spec.redistribution); the binding's \
+             Redistributed condition says what it waits for",
+            runs - share
+        )
+    })
+}
+
 /// A note for a member copy the ordered rollout holds at an older template generation.
 fn held_by_rollout(inp: &Inputs<'_>, manifest: &Value) -> Option<String> {
     let generation = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_i64);
@@ -260,17 +288,20 @@ fn member(out: &mut ClusterReport, inp: &Inputs<'_>, work: &Work, divided: bool)
         work.namespace().unwrap_or_default(),
         work.name_any()
     ));
-    if !out.chosen {
-        out.notes.push(
-            "its Work is still there: the member copy is being removed (or kept, with preserveResourcesOnDeletion)".into(),
-        );
-    }
     let kind = inp.template.get("kind");
     let name = inp.template.pointer("/metadata/name");
     let manifests = &work.spec.workload.manifests;
     let found = manifests
         .iter()
         .position(|m| m.0.get("kind") == kind && m.0.pointer("/metadata/name") == name);
+    let held = found.and_then(|i| held_by_redistribution(inp, out, &manifests[i].0));
+    match held {
+        Some(note) => out.notes.push(note),
+        None if !out.chosen => out.notes.push(
+            "its Work is still there: the member copy is being removed (or kept, with preserveResourcesOnDeletion)".into(),
+        ),
+        None => {}
+    }
     let Some(ordinal) = found else {
         out.notes.push(format!(
             "the Work holds no manifest of this template ({} manifest(s))",

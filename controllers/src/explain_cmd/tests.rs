@@ -545,6 +545,71 @@ fn a_work_left_for_a_cluster_not_chosen_and_an_unknown_cluster_are_noted() {
     );
 }
 
+#[test]
+fn copies_kept_above_their_share_while_others_start_theirs_are_noted() {
+    let template = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "shop"}, "spec": {"replicas": 4}});
+    let with = |n: i64| {
+        let mut m = template.clone();
+        m["spec"]["replicas"] = json!(n);
+        m
+    };
+    let works = [
+        work("east", with(4), None, None),
+        work("west", with(3), None, None),
+        work("north", with(1), None, None),
+    ];
+    let mut spec: BindingSpec = serde_json::from_value(json!({"resource": {
+        "apiVersion": "apps/v1", "kind": "Deployment", "namespace": "demo", "name": "shop"}}))
+    .unwrap();
+    spec.clusters = vec![
+        TargetCluster {
+            name: "west".into(),
+            replicas: Some(2),
+        },
+        TargetCluster {
+            name: "north".into(),
+            replicas: Some(2),
+        },
+    ];
+    let report = explain(&Inputs {
+        template: &template,
+        describe: "Deployment demo/shop".into(),
+        binding_ref: "ResourceBinding demo/shop-deployment".into(),
+        binding_labels: &BTreeMap::new(),
+        spec: &spec,
+        status: None,
+        works: &works,
+        clusters: &["east".into(), "west".into(), "north".into()],
+    });
+    let notes = |c: &str| {
+        report
+            .clusters
+            .iter()
+            .find(|r| r.name == c)
+            .unwrap()
+            .notes
+            .clone()
+    };
+    let held = |runs: i64, more: i64| {
+        format!(
+            "keeps {runs} replica(s), {more} more than its share, until the other clusters run \
+             them available (make-before-break, spec.redistribution); the binding's \
+             Redistributed condition says what it waits for"
+        )
+    };
+    // east is no longer chosen: its whole copy is kept, not "being removed"
+    assert!(notes("east").contains(&held(4, 4)), "{:?}", notes("east"));
+    assert!(!notes("east").iter().any(|n| n.contains("being removed")));
+    assert!(notes("west").contains(&held(3, 1)), "{:?}", notes("west"));
+    // north runs less than its share (it is starting): nothing held
+    assert!(
+        !notes("north")
+            .iter()
+            .any(|n| n.contains("more than its share"))
+    );
+}
+
 fn pp(ns: &str, name: &str, selector: Value) -> PropagationPolicy {
     let mut p: PropagationPolicy = serde_json::from_value(json!({
         "apiVersion": "causeway.io/v1alpha1", "kind": "PropagationPolicy",
