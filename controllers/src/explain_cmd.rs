@@ -242,9 +242,16 @@ fn held_by_redistribution(
     out: &ClusterReport,
     manifest: &Value,
 ) -> Option<String> {
-    let r = &inp.spec.resource;
-    let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-    if !causeway_crds::federation::redistribution::guards(group, &r.kind) {
+    use causeway_crds::federation::redistribution::holds;
+    // the guard's decision, as the binding's condition records it
+    let held = inp.status.is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == binding_conditions::REDISTRIBUTED
+                && c.status == "False"
+                && holds(&c.message, &out.name)
+        })
+    });
+    if !held {
         return None;
     }
     let runs = manifest.pointer("/spec/replicas")?.as_i64()?;

@@ -83,6 +83,8 @@ struct Caches {
 /// What the loop remembers between rounds: the appliers' memos, and the Events
 /// already told (so each is told once per distinct message).
 mod failover;
+#[cfg(test)]
+mod fixtures;
 mod policies;
 mod redistribution;
 mod removal;
@@ -571,8 +573,15 @@ impl Ctx<'_> {
                 }
                 let mut kept: Vec<String> = kept.into_iter().map(|(c, _)| c).collect();
                 // §9.2 ★: replicas leave a cluster only as the others make up for them
-                let (to_write, guarded) =
-                    redistribution::guard_works(b.spec, self.clusters, to_write, works, &kept);
+                let (to_write, guarded) = redistribution::guard_works(
+                    b.spec,
+                    &manifest,
+                    self.clusters,
+                    to_write,
+                    works,
+                    &kept,
+                    self.now.0,
+                );
                 kept.extend(failover::kept_for_requirers(b.spec, self.works));
                 self.write_works(b, &to_write, &out.failed, &kept, works)
                     .await;

@@ -11,15 +11,19 @@
 //! the policy's `redistribution.maxUnavailable` (0 by default). The clusters that gain
 //! replicas get them at once (the surge).
 //!
+//! A cluster is held only for what the others lack: no more replicas are kept than
+//! the clusters that do not lose any run fewer available than their shares. A plain
+//! scale-down, or one whose own cluster cannot run what it keeps, is never held.
+//!
 //! A replica the member reports as not available costs nothing to remove: a
 //! Deployment's (or ReplicaSet's) scale-down deletes unavailable Pods first, so those
 //! go at once when the member is not in the middle of a rollout. A StatefulSet removes
 //! its highest ordinals whatever their state, so for it only available replicas count.
 //!
 //! What is not known counts against the move: a cluster that is not Ready, or has not
-//! reported, adds no available replica; a member's report counts at most the replicas
-//! its Work asks for now (a report from before a scale-down would count Pods that are
-//! going).
+//! reported (or reported a foreign object, or a status older than its spec), adds no
+//! available replica; a member's report counts at most the replicas its Work asks for
+//! now (a report from before a scale-down would count Pods that are going).
 //!
 //! Pure: [`plan`] decides from each cluster's share, the replicas its Work asks for
 //! and what it reports ([`observe`]). The binding controller
@@ -113,6 +117,18 @@ pub struct Held {
     pub share: i64,
 }
 
+/// A cluster that runs fewer available replicas than its share, which the held
+/// replicas stand in for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Short {
+    /// The cluster.
+    pub cluster: String,
+    /// Its available replicas (0 when not known).
+    pub available: i64,
+    /// Its share.
+    pub share: i64,
+}
+
 /// What [`plan`] decided.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -121,6 +137,9 @@ pub struct Plan {
     pub replicas: BTreeMap<String, i64>,
     /// The clusters kept above their share, by name.
     pub held: Vec<Held>,
+    /// The clusters not losing replicas that run fewer available than their share,
+    /// by name (listed while something is held).
+    pub short: Vec<Short>,
     /// The available replicas counted, over all clusters.
     pub available: i64,
     /// The fewest available replicas a move may leave: the total of the shares less
@@ -128,6 +147,17 @@ pub struct Plan {
     pub floor: i64,
     /// The total of the shares.
     pub total: i64,
+}
+
+/// The message's prefix naming a held cluster (`east keeps `).
+pub fn held_prefix(cluster: &str) -> String {
+    format!("{cluster} keeps ")
+}
+
+/// Whether a `Redistributed=False` message ([`Plan::message`]) holds `cluster`.
+pub fn holds(message: &str, cluster: &str) -> bool {
+    let prefix = held_prefix(cluster);
+    message.starts_with(&prefix) || message.contains(&format!(", {prefix}"))
 }
 
 impl Plan {
@@ -144,42 +174,75 @@ impl Plan {
             .iter()
             .map(|h| match h.share {
                 0 => format!(
-                    "{} keeps {} (no longer scheduled there)",
-                    h.cluster, h.keeps
+                    "{}{} (no longer scheduled there)",
+                    held_prefix(&h.cluster),
+                    h.keeps
                 ),
-                s => format!("{} keeps {} (its share is {s})", h.cluster, h.keeps),
+                s => format!("{}{} (its share is {s})", held_prefix(&h.cluster), h.keeps),
+            })
+            .collect();
+        let short: Vec<String> = self
+            .short
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} has {} of its {} available",
+                    s.cluster, s.available, s.share
+                )
             })
             .collect();
         format!(
-            "holding replicas until the clusters run {} available ({} now, {} of {} may be \
-             unavailable: spec.redistribution.maxUnavailable): {}",
-            self.floor,
-            self.available,
+            "{} while {}; spec.redistribution.maxUnavailable lets {} of the {} replicas be \
+             unavailable",
+            held.join(", "),
+            short.join(", "),
             self.total - self.floor,
-            self.total,
-            held.join(", ")
+            self.total
         )
     }
 }
 
 /// How many replicas each cluster keeps: see the module documentation. A cluster
-/// gaining replicas (or without a Work yet) gets its share; the clusters losing
-/// replicas give up, first, those that are not available (free), then, while the
-/// available total stays at the floor or above, the others: clusters no longer
-/// scheduled first (so a migration finishes), then by name.
+/// gaining replicas (or without a Work yet) gets its share. The clusters losing
+/// replicas give up, first, those that are not available (free); then the others,
+/// except those that keep the available total at the floor, and no more than the
+/// other clusters lack of their shares (holding more would not make up for anything:
+/// a plain scale-down is never held). Clusters no longer scheduled give up first (so
+/// a migration finishes), then by name.
 pub fn plan(copies: &[Copy], max_unavailable: i64) -> Plan {
     let total: i64 = copies.iter().map(|c| c.share.max(0)).sum();
     let floor = (total - max_unavailable.max(0)).max(0);
-    let available: i64 = copies
-        .iter()
-        .filter_map(|c| Some(c.observed?.available.clamp(0, c.current?.max(0))))
-        .sum();
-    let mut budget = (available - floor).max(0);
-    let mut losing: Vec<&Copy> = copies
-        .iter()
-        .filter(|c| c.current.is_some_and(|n| n > c.share.max(0)))
-        .collect();
+    let available_of = |c: &Copy| {
+        c.observed
+            .map_or(0, |o| o.available.clamp(0, c.current.unwrap_or(0).max(0)))
+    };
+    let available: i64 = copies.iter().map(available_of).sum();
+    let loses = |c: &Copy| c.current.is_some_and(|n| n > c.share.max(0));
+    let mut losing: Vec<&Copy> = copies.iter().filter(|c| loses(c)).collect();
     losing.sort_by(|a, b| (a.share > 0, &a.cluster).cmp(&(b.share > 0, &b.cluster)));
+    // the free and the costly reductions each losing cluster wants
+    let wants: Vec<(i64, i64)> = losing
+        .iter()
+        .map(|c| {
+            let surplus = c.current.unwrap_or(0) - c.share.max(0);
+            let free = c.observed.map_or(0, |o| o.free).clamp(0, surplus);
+            (free, surplus - free)
+        })
+        .collect();
+    let costly: i64 = wants.iter().map(|(_, n)| n).sum();
+    let mut short: Vec<Short> = copies
+        .iter()
+        .filter(|c| !loses(c) && c.share > 0 && available_of(c) < c.share)
+        .map(|c| Short {
+            cluster: c.cluster.clone(),
+            available: available_of(c),
+            share: c.share,
+        })
+        .collect();
+    let lacking: i64 = short.iter().map(|s| s.share - s.available).sum();
+    let allowed = (available - floor).max(0);
+    let held_total = (costly - allowed).clamp(0, costly.min(lacking));
+    let mut budget = costly - held_total;
     let mut out = Plan {
         available,
         floor,
@@ -191,14 +254,11 @@ pub fn plan(copies: &[Copy], max_unavailable: i64) -> Plan {
             out.replicas.insert(c.cluster.clone(), c.share);
         }
     }
-    for c in losing {
-        let current = c.current.unwrap_or(0);
+    for (c, (free, wanted)) in losing.into_iter().zip(wants) {
         let share = c.share.max(0);
-        let observed = c.observed.unwrap_or_default();
-        let free = observed.free.clamp(0, current - share);
-        let costly = (current - share - free).min(budget);
-        budget -= costly;
-        let keeps = current - free - costly;
+        let given = wanted.min(budget);
+        budget -= given;
+        let keeps = c.current.unwrap_or(0) - free - given;
         if keeps > 0 || share > 0 {
             out.replicas.insert(c.cluster.clone(), keeps);
         }
@@ -211,6 +271,10 @@ pub fn plan(copies: &[Copy], max_unavailable: i64) -> Plan {
         }
     }
     out.held.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    if !out.held.is_empty() {
+        short.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+        out.short = short;
+    }
     out
 }
 
@@ -240,8 +304,10 @@ pub fn with_replicas(mut work: Work, kind: &str, name: &str, replicas: i64) -> W
     work
 }
 
-/// What the member reports of `work`'s manifest of `kind` `name` (`None`: no status
-/// yet). Kubernetes leaves zero counts out of a status.
+/// What the member reports of `work`'s manifest of `kind` `name`; `None` when nothing
+/// that counts is reported: no status yet, the manifest not applied (a conflict
+/// reports the foreign object's status), or a status older than the object's spec
+/// (`observedGeneration`). Kubernetes leaves zero counts out of a status.
 pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
     let current = replicas_of(work, kind, name)?;
     let at = work
@@ -250,14 +316,25 @@ pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
         .manifests
         .iter()
         .position(|m| m.kind() == Some(kind) && m.name() == Some(name))?;
-    let status = work
+    let reported = work
         .status
         .as_ref()?
         .manifest_statuses
         .iter()
-        .find(|s| usize::try_from(s.identifier.ordinal).ok() == Some(at))?
-        .status
-        .as_ref()?;
+        .find(|s| usize::try_from(s.identifier.ordinal).ok() == Some(at))?;
+    // what the member runs is this Work's object (not a foreign one it refused to
+    // take over), and its status is of the object's latest spec
+    if reported.applied != Some(true) {
+        return None;
+    }
+    let status = reported.status.as_ref()?;
+    if let (Some(object), Some(observed)) = (
+        reported.generation,
+        status.get("observedGeneration").and_then(|v| v.as_i64()),
+    ) && observed < object
+    {
+        return None;
+    }
     let count = |k: &str| status.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
     let available = count("availableReplicas").clamp(0, current.max(0));
     let (replicas, updated) = (count("replicas"), count("updatedReplicas"));

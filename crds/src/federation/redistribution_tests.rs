@@ -149,6 +149,23 @@ fn replicas_move_only_as_fast_as_the_others_make_up_for_them() {
             vec!["a"],
         ),
         (
+            "a StatefulSet scale-down its own cluster cannot run is not held",
+            vec![copy("east", 3, Some(5), Some((2, 0)))],
+            0,
+            vec![("east", 3)],
+            vec![],
+        ),
+        (
+            "a cluster short of its unchanged share is made up for",
+            vec![
+                copy("east", 2, Some(4), Some((4, 0))),
+                copy("west", 2, Some(2), Some((1, 0))),
+            ],
+            0,
+            vec![("east", 3), ("west", 2)],
+            vec!["east"],
+        ),
+        (
             "100% moves at once, as Karmada does",
             vec![
                 copy("east", 0, Some(4), Some((4, 0))),
@@ -179,15 +196,18 @@ fn the_message_says_what_is_held_and_until_when() {
     );
     assert_eq!(
         p.message(),
-        "holding replicas until the clusters run 4 available (7 now, 0 of 4 may be \
-         unavailable: spec.redistribution.maxUnavailable): east keeps 1 (no longer \
-         scheduled there), north keeps 2 (its share is 1)"
+        "east keeps 1 (no longer scheduled there), north keeps 2 (its share is 1) while \
+         west has 1 of its 3 available; spec.redistribution.maxUnavailable lets 0 of the 4 \
+         replicas be unavailable"
     );
+    assert!(holds(&p.message(), "east") && holds(&p.message(), "north"));
+    assert!(!holds(&p.message(), "west") && !holds(&p.message(), "st"));
     let done = plan(&[copy("west", 3, Some(3), Some((3, 0)))], 0);
     assert_eq!(
         done.message(),
         "every cluster runs its share of the 3 replicas"
     );
+    assert!(done.short.is_empty());
 }
 
 #[test]
@@ -236,6 +256,7 @@ fn work(kind: &str, replicas: i64, status: Option<Value>) -> Work {
                     ..Default::default()
                 },
                 status: Some(s),
+                applied: Some(true),
                 ..Default::default()
             }],
         }),
@@ -307,6 +328,24 @@ fn what_a_member_reports_is_read_as_kubernetes_writes_it() {
         observe(&work("Deployment", 3, None), "Deployment", "web"),
         None
     );
+    // not applied (a conflict reports the foreign object's status): not counted
+    let mut w = work(
+        "Deployment",
+        3,
+        Some(json!({"replicas": 3, "availableReplicas": 3})),
+    );
+    w.status.as_mut().unwrap().manifest_statuses[0].applied = Some(false);
+    assert_eq!(observe(&w, "Deployment", "web"), None);
+    // a status older than the object's spec: not counted
+    let mut w = work(
+        "Deployment",
+        3,
+        Some(json!({"observedGeneration": 4, "replicas": 3, "availableReplicas": 3})),
+    );
+    w.status.as_mut().unwrap().manifest_statuses[0].generation = Some(5);
+    assert_eq!(observe(&w, "Deployment", "web"), None);
+    w.status.as_mut().unwrap().manifest_statuses[0].generation = Some(4);
+    assert_eq!(observe(&w, "Deployment", "web"), o(3, 0));
     // another object's name
     assert_eq!(
         observe(
@@ -360,34 +399,36 @@ fn copies() -> impl Strategy<Value = (Vec<Copy>, i64)> {
 
 proptest! {
     /// Whatever the fleet: every cluster gets at least its share and never more than
-    /// it runs; the available replicas given up (beyond the free ones) never take the
-    /// available total below the floor (or below where it was, if it was already
-    /// under); and with nothing to wait for, nothing is held.
+    /// it runs; available replicas are given up beyond what the floor allows only so
+    /// far as holding them would exceed what the other clusters lack; the replicas held
+    /// never exceed that lack; with nothing to wait for, nothing is held.
     #[test]
     fn the_floor_holds(input in copies()) {
         let (copies, max) = input;
         let p = plan(&copies, max);
-        let mut costly = 0;
+        let (mut costly, mut wanted, mut held) = (0, 0, 0);
         for c in &copies {
             let current = c.current.unwrap_or(0);
             let written = p.replicas.get(&c.cluster).copied().unwrap_or(0);
             prop_assert!(written >= c.share, "{c:?}: {written}");
             prop_assert!(written <= c.share.max(current), "{c:?}: {written}");
-            let given_up = current.max(c.share) - written;
-            let free = c.observed.map_or(0, |o| o.free).clamp(0, given_up);
-            costly += given_up - free;
+            let surplus = current.max(c.share) - c.share;
+            let free = c.observed.map_or(0, |o| o.free).clamp(0, surplus);
+            costly += surplus - free - (written - c.share);
+            wanted += surplus - free;
+            held += written - c.share;
             if c.share == 0 && written == 0 {
                 prop_assert!(!p.replicas.contains_key(&c.cluster));
             }
         }
-        prop_assert!(costly <= (p.available - p.floor).max(0));
+        let lacking: i64 = p.short.iter().map(|s| s.share - s.available).sum();
+        let allowed = (p.available - p.floor).max(0);
+        prop_assert!(costly <= allowed.max(wanted - lacking), "{p:?}");
+        if !p.held.is_empty() {
+            prop_assert!(held <= lacking, "{p:?}");
+        }
         prop_assert_eq!(p.floor, (p.total - max).max(0));
-        // nothing held when the floor already allows every move
-        let wanted: i64 = copies
-            .iter()
-            .map(|c| (c.current.unwrap_or(0) - c.share).max(0))
-            .sum();
-        if p.available - p.floor >= wanted {
+        if allowed >= wanted {
             prop_assert!(p.held.is_empty(), "{:?}", p.held);
         }
         // the same inputs give the same plan

@@ -65,9 +65,9 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
         (web(&env, "west").await == Some((4, 0))).then_some(())
     })
     .await;
-    let held = "holding replicas until the clusters run 4 available (4 now, 0 of 4 may be \
-                unavailable: spec.redistribution.maxUnavailable): east keeps 4 (no longer \
-                scheduled there)";
+    let held = "east keeps 4 (no longer scheduled there) while west has 0 of its 4 \
+                available; spec.redistribution.maxUnavailable lets 0 of the 4 replicas be \
+                unavailable";
     eventually("Redistributed=False, east held", WAIT, || async {
         let c = redistributed(&env).await?;
         (c == ("False".into(), "HoldingReplicas".into(), held.into())).then_some(())

@@ -48,6 +48,22 @@ fn cluster<'a>(clusters: &'a [Arc<Cluster>], name: &str) -> Option<&'a Cluster> 
         .map(Arc::as_ref)
 }
 
+/// When cluster failover (`failover.cluster`) moved the workload away from `name`,
+/// if it did: the cluster has not been Ready for longer than the binding tolerates.
+pub(super) fn failed_over_at(
+    spec: &BindingSpec,
+    clusters: &[Arc<Cluster>],
+    name: &str,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    purge_mode(spec)?;
+    let (_, deadline) = failover::failing(
+        cluster(clusters, name)?,
+        &spec.placement.cluster_tolerations,
+    )?;
+    (now >= deadline).then_some(deadline)
+}
+
 /// The clusters failover moved the workload away from whose Works stay for now, each
 /// with what the user should know (for an Event): a failed-over cluster
 /// (`failover.cluster`) or one application failover evicted (`failover.application`,
@@ -94,10 +110,7 @@ pub(super) fn kept(
                 let Some(mode) = purge_mode(spec) else {
                     continue;
                 };
-                let Some((_, deadline)) = cluster(clusters, name)
-                    .and_then(|c| failover::failing(c, &spec.placement.cluster_tolerations))
-                    .filter(|(_, deadline)| now >= *deadline)
-                else {
+                let Some(deadline) = failed_over_at(spec, clusters, name, now) else {
                     continue; // left for another reason, or Ready again: removed as usual
                 };
                 (
@@ -187,6 +200,7 @@ pub(super) fn next_due(
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::cluster;
     use super::*;
     use causeway_crds::federation::binding::TargetCluster;
     use causeway_crds::federation::work::{
@@ -194,14 +208,6 @@ mod tests {
     };
     use causeway_crds::names::execution_namespace;
     use serde_json::json;
-
-    fn cluster(name: &str, ready: &str, since: &str) -> Arc<Cluster> {
-        Arc::new(
-            serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"},
-                "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "R", "message": "", "lastTransitionTime": since}]}}))
-            .unwrap(),
-        )
-    }
 
     fn work(cluster: &str, healthy: bool) -> Arc<Work> {
         let mut w = Work::new("demo.api-deployment", WorkSpec::default());
