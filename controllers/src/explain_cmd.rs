@@ -327,6 +327,20 @@ fn member(out: &mut ClusterReport, inp: &Inputs<'_>, work: &Work, divided: bool)
         Default::default()
     });
     out.changes = diff(inp.template, &manifests[ordinal].0, &prov, divided);
+    // §9.5 ★: two override policies writing one path (the later wins)
+    if let Some(raw) = work.annotations().get(annotations::OVERRIDE_OVERLAPS) {
+        match serde_json::from_str::<Vec<String>>(raw) {
+            Ok(overlaps) => out.notes.extend(
+                overlaps
+                    .into_iter()
+                    .map(|o| format!("two override policies write one path: {o}")),
+            ),
+            Err(e) => out.notes.push(format!(
+                "the Work's {} annotation is not a JSON list of strings: {e}",
+                annotations::OVERRIDE_OVERLAPS
+            )),
+        }
+    }
     if let Some(note) = held_by_rollout(inp, &manifests[ordinal].0) {
         out.notes.push(note);
     }

@@ -261,6 +261,14 @@ pub mod annotations {
     /// manifest ordinal → path → "Kind ns/name rule N overrider").
     pub const PROVENANCE: &str = "causeway.io/override-provenance";
 
+    /// On a `Work`: where two override policies write the same path of its manifest
+    /// (JSON list of "path: later overrides earlier"), absent when none do.
+    pub const OVERRIDE_OVERLAPS: &str = "causeway.io/override-overlaps";
+
+    /// The annotations of a `Work` that describe how its manifests were made: a Work
+    /// that keeps its manifests (held by a rollout) keeps these with them.
+    pub const OF_MANIFESTS: [&str; 2] = [PROVENANCE, OVERRIDE_OVERLAPS];
+
     /// On a causeway-proxy's hub Lease: the ports it serves, `80/http,443/https`.
     pub const PROXY_PORTS: &str = "causeway.io/proxy-ports";
 

@@ -535,6 +535,24 @@ impl Ctx<'_> {
             if out.failed.is_empty() {
                 self.forget(b, "ApplyOverridesFailed");
             }
+            // §9.5 ★: two override policies writing one path (the later wins)
+            if out.overlaps.is_empty() {
+                self.forget(b, "OverridesOverlap");
+            } else {
+                let note: Vec<String> = out
+                    .overlaps
+                    .iter()
+                    .map(|(cluster, o)| format!("cluster {cluster}: {o}"))
+                    .collect();
+                self.tell(
+                    b,
+                    template,
+                    EventType::Normal,
+                    "OverridesOverlap",
+                    &note.join("; "),
+                )
+                .await;
+            }
             if out.blocked.is_none() {
                 let (to_write, progress) = self.roll_out(b, template, out.works, works);
                 let generation = template.metadata.generation.unwrap_or(0);

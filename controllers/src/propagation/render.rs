@@ -85,6 +85,9 @@ pub struct Rendered {
     pub blocked: Option<String>,
     /// Problems with the template's annotations, for a Warning Event.
     pub warnings: Vec<String>,
+    /// Where two override policies write the same path, per cluster (§9.5 ★), for a
+    /// Normal Event; `causeway explain` shows them from the Work's annotation.
+    pub overlaps: Vec<(String, String)>,
 }
 
 /// The Works of a binding (see the module docs).
@@ -151,6 +154,12 @@ pub fn render(input: &RenderInput) -> Rendered {
                 || preserved.contains(target.name.as_str()),
             conflict,
         };
+        out.overlaps.extend(
+            provenance
+                .overlaps()
+                .iter()
+                .map(|o| (target.name.clone(), o.to_string())),
+        );
         out.works
             .push(work(input, &target.name, manifest, &provenance, settings));
     }
@@ -204,14 +213,26 @@ fn work(
             conflict_resolution: Some(s.conflict),
         },
     );
+    let mut notes = BTreeMap::from([(
+        annotations::PROVENANCE.to_string(),
+        provenance_json(provenance),
+    )]);
+    if !provenance.overlaps().is_empty() {
+        let overlaps: Vec<String> = provenance
+            .overlaps()
+            .iter()
+            .map(|o| o.to_string())
+            .collect();
+        notes.insert(
+            annotations::OVERRIDE_OVERLAPS.to_string(),
+            Value::from(overlaps).to_string(),
+        );
+    }
     work.metadata = ObjectMeta {
         name: work.metadata.name,
         namespace: Some(names::execution_namespace(cluster)),
         labels: Some(labels),
-        annotations: Some(BTreeMap::from([(
-            annotations::PROVENANCE.to_string(),
-            provenance_json(provenance),
-        )])),
+        annotations: Some(notes),
         finalizers: Some(vec![finalizers::WORK.to_string()]),
         ..ObjectMeta::default()
     };

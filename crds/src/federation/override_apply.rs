@@ -148,6 +148,32 @@ impl fmt::Display for Origin {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Provenance {
     changes: BTreeMap<String, Origin>,
+    overlaps: Vec<Overlap>,
+}
+
+/// Two override policies writing the same path, or one a path inside the other's
+/// (federation.md §9.5 ★): the later one wins, as D.28 orders them, and the user is
+/// told, since the earlier one's value is lost for that cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overlap {
+    /// The path the later policy wrote (a JSON pointer).
+    pub pointer: String,
+    /// What wrote it, or a path around or inside it, first.
+    pub earlier: Origin,
+    /// What wrote it later, and wins.
+    pub later: Origin,
+}
+
+impl fmt::Display for Overlap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} overrides {}",
+            display_path(&self.pointer),
+            self.later,
+            self.earlier
+        )
+    }
 }
 
 impl Provenance {
@@ -166,10 +192,32 @@ impl Provenance {
         self.changes.is_empty()
     }
 
+    /// Where two policies wrote the same path (or one inside the other's), in the
+    /// order they were found; a policy's own rules layering on each other are not.
+    pub fn overlaps(&self) -> &[Overlap] {
+        &self.overlaps
+    }
+
     /// Records that `origin` wrote `pointer`, replacing what was recorded for it and
-    /// for the paths under it (last writer wins).
+    /// for the paths under it (last writer wins), and noting where it overrides
+    /// another policy's write.
     fn record(&mut self, pointer: String, origin: Origin) {
         let under = format!("{pointer}/");
+        let related = |k: &str| {
+            k == pointer || k.starts_with(&under) || pointer.starts_with(&format!("{k}/"))
+        };
+        for (k, earlier) in &self.changes {
+            if related(k) && earlier.rule.policy != origin.rule.policy {
+                let overlap = Overlap {
+                    pointer: pointer.clone(),
+                    earlier: earlier.clone(),
+                    later: origin.clone(),
+                };
+                if !self.overlaps.contains(&overlap) {
+                    self.overlaps.push(overlap);
+                }
+            }
+        }
         self.changes.retain(|k, _| !k.starts_with(&under));
         self.changes.insert(pointer, origin);
     }

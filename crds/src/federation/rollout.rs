@@ -321,19 +321,22 @@ pub fn held_work(rendered: &Work, actual: &Work) -> Work {
         }
     }
     w.spec.workload.manifests = manifests;
-    // the overrides' provenance of the manifests it keeps, not of the new render's
-    let provenance = actual
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(annotations::PROVENANCE));
+    // the overrides' provenance (and overlaps) of the manifests it keeps, not of the
+    // new render's
     let mine = w.metadata.annotations.get_or_insert_with(Default::default);
-    match provenance {
-        Some(p) => {
-            mine.insert(annotations::PROVENANCE.to_string(), p.clone());
-        }
-        None => {
-            mine.remove(annotations::PROVENANCE);
+    for key in annotations::OF_MANIFESTS {
+        match actual
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+        {
+            Some(v) => {
+                mine.insert(key.to_string(), v.clone());
+            }
+            None => {
+                mine.remove(key);
+            }
         }
     }
     w

@@ -343,6 +343,32 @@ fn a_held_cluster_keeps_its_manifests_but_follows_the_division() {
     actual.metadata.annotations = prov("old overrides");
     let held = held_work(&rendered, &actual);
     assert_eq!(held.metadata.annotations, prov("old overrides"));
+    // the overlaps found when its manifests were rendered stay with them too (and new
+    // ones do not come with the new render)
+    let overlaps = crate::well_known::annotations::OVERRIDE_OVERLAPS;
+    let mut old = actual.clone();
+    old.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(overlaps.into(), "[\"old\"]".into());
+    let mut new = rendered.clone();
+    new.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(overlaps.into(), "[\"new\"]".into());
+    assert_eq!(
+        held_work(&new, &old).metadata.annotations.unwrap()[overlaps],
+        "[\"old\"]"
+    );
+    assert!(
+        !held_work(&new, &actual)
+            .metadata
+            .annotations
+            .unwrap()
+            .contains_key(overlaps)
+    );
     let m = &held.spec.workload.manifests[0].0;
     assert_eq!(m.pointer("/spec/replicas"), Some(&json!(5)));
     assert_eq!(

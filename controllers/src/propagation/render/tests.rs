@@ -256,6 +256,35 @@ fn overrides_apply_per_cluster_with_provenance() {
 }
 
 #[test]
+fn two_policies_writing_one_path_are_reported_per_cluster() {
+    let mut hub = Hub::new(spec(&[("east", None), ("west", None)]));
+    // a registry mirror for west, and a pinned image for every cluster: the pin applies
+    // after the mirror (D.28's order), so in west it overrides the mirror
+    hub.overrides = vec![
+        registry("eu", "mirror.eu.example.com", &["west"]),
+        obj(
+            json!({"metadata": {"name": "pin", "namespace": "demo"}, "spec": {"overrideRules": [
+            {"overriders": {"plaintext": [{"path": "/spec/template/spec/containers/0/image",
+                "operator": "replace", "value": "nginx:1.28"}]}}]}}),
+        ),
+    ];
+    let out = hub.render();
+    let said = "spec.template.spec.containers[0].image: OverridePolicy demo/pin rule 0 \
+                (plaintext) overrides OverridePolicy demo/eu rule 0 (image)";
+    assert_eq!(out.overlaps, vec![("west".to_string(), said.to_string())]);
+    let west = work_of(&out, "west").annotations();
+    assert_eq!(
+        serde_json::from_str::<Vec<String>>(&west[annotations::OVERRIDE_OVERLAPS]).unwrap(),
+        vec![said.to_string()]
+    );
+    assert!(
+        !work_of(&out, "east")
+            .annotations()
+            .contains_key(annotations::OVERRIDE_OVERLAPS)
+    );
+}
+
+#[test]
 fn an_override_that_fails_fails_that_cluster_only() {
     let mut hub = Hub::new(spec(&[("east", None), ("west", None)]));
     hub.overrides = vec![obj(

@@ -118,7 +118,40 @@ async fn explain_a_real_propagation_names_the_override_of_each_field() {
         west.len() > "west: not chosen: ".len(),
         "no reason for west: {out}"
     );
+
+    // §9.5 ★: a second policy pinning the image overrides the mirror in east; the hub
+    // says so in an Event, and explain on east's copy
+    env.ok(&["apply", "-f", &env.file("pin.json", PIN)]).await;
+    let said = "spec.template.spec.containers[0].image: OverridePolicy demo/z-pin rule 0 \
+                (plaintext) overrides OverridePolicy demo/registry rule 0 (image)";
+    eventually("east runs the pinned image", WAIT, || async {
+        let d = member_shop(&env, "east").await?;
+        let image = d.pointer("/spec/template/spec/containers/0/image")?;
+        (image == "nginx:1.28").then_some(())
+    })
+    .await;
+    let out = ok(&env, &["explain", "deployment/shop", "-n", "demo"]).await;
+    let note = format!("  note: two override policies write one path: {said}");
+    assert!(
+        out.lines().any(|l| l == note),
+        "no line {note:?} in:\n{out}"
+    );
+    let events = eventually("an OverridesOverlap Event", WAIT, || async {
+        let out = crate::propagation::demo_events(&env, "reason=OverridesOverlap").await;
+        out.contains("OverridesOverlap").then_some(out)
+    })
+    .await;
+    assert!(
+        events.contains(&format!("cluster east: {said}")),
+        "{events}"
+    );
 }
+
+const PIN: &str = r#"{"apiVersion": "causeway.io/v1alpha1", "kind": "OverridePolicy",
+ "metadata": {"name": "z-pin", "namespace": "demo"},
+ "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "shop"}],
+  "overrideRules": [{"overriders": {"plaintext": [
+   {"path": "/spec/template/spec/containers/0/image", "operator": "replace", "value": "nginx:1.28"}]}}]}}"#;
 
 /// A cluster-scoped object: promote writes a ClusterPropagationPolicy, the hub
 /// controller adopts the member's ClusterRole through a ClusterResourceBinding, and

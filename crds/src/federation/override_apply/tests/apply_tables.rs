@@ -392,3 +392,79 @@ fn provenance_last_writer_wins_and_prints_for_people() {
     let (_, prov) = apply(&deployment(), &rules).unwrap();
     assert!(prov.get("/spec/replicas").is_none(), "{prov}");
 }
+
+#[test]
+fn two_policies_writing_one_path_are_found() {
+    use super::rule;
+    use crate::federation::override_apply::apply;
+    let registry = super::overriders(
+        json!({"imageOverrider": [{"component": "Registry", "operator": "replace", "value": "mirror.example.com"}]}),
+    );
+    let pin = super::overriders(json!({"plaintext": [
+        {"path": "/spec/template/spec/containers/0/image", "operator": "replace", "value": "nginx:1.27"}
+    ]}));
+    let template = super::overriders(json!({"plaintext": [
+        {"path": "/spec/template/spec", "operator": "replace", "value": {"containers": [{"name": "app", "image": "x"}]}}
+    ]}));
+    let replicas = |n: i64| {
+        super::overriders(
+            json!({"plaintext": [{"path": "/spec/replicas", "operator": "replace", "value": n}]}),
+        )
+    };
+    let (three, four) = (replicas(3), replicas(4));
+    use crate::federation::override_apply::RuleId;
+    use crate::federation::overrides::Overriders;
+    let said = |rules: &[(RuleId, &Overriders)]| -> Vec<String> {
+        let (_, prov) = apply(&deployment(), rules).unwrap();
+        prov.overlaps().iter().map(ToString::to_string).collect()
+    };
+    // one path, two policies: the later wins, and it is said
+    assert_eq!(
+        said(&[
+            (rule("prod", "registry", 0), &registry),
+            (rule("prod", "pin", 0), &pin)
+        ]),
+        [
+            "spec.template.spec.containers[0].image: OverridePolicy prod/pin rule 0 (plaintext) \
+             overrides OverridePolicy prod/registry rule 0 (image)"
+        ]
+    );
+    // a path around another policy's: it too
+    assert_eq!(
+        said(&[
+            (rule("prod", "pin", 0), &pin),
+            (rule("prod", "tpl", 0), &template)
+        ]),
+        [
+            "spec.template.spec: OverridePolicy prod/tpl rule 0 (plaintext) overrides \
+             OverridePolicy prod/pin rule 0 (plaintext)"
+        ]
+    );
+    // and a path inside another policy's
+    assert_eq!(
+        said(&[
+            (rule("prod", "tpl", 0), &template),
+            (rule("prod", "pin", 0), &pin)
+        ]),
+        [
+            "spec.template.spec.containers[0].image: OverridePolicy prod/pin rule 0 \
+             (plaintext) overrides OverridePolicy prod/tpl rule 0 (plaintext)"
+        ]
+    );
+    // one policy's rules layering on each other are its own business
+    assert!(
+        said(&[
+            (rule("prod", "a", 0), &three),
+            (rule("prod", "a", 1), &four)
+        ])
+        .is_empty()
+    );
+    // different paths: nothing to say
+    assert!(
+        said(&[
+            (rule("prod", "a", 0), &three),
+            (rule("prod", "pin", 0), &pin)
+        ])
+        .is_empty()
+    );
+}
