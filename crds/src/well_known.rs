@@ -262,7 +262,7 @@ pub mod annotations {
     pub const PROVENANCE: &str = "causeway.io/override-provenance";
 
     /// On a `Work`: where two override policies write the same path of its manifest
-    /// (JSON list of "path: later overrides earlier"), absent when none do.
+    /// (JSON list of "path: later overrides earlier"; `[]` when none do).
     pub const OVERRIDE_OVERLAPS: &str = "causeway.io/override-overlaps";
 
     /// The annotations of a `Work` that describe how its manifests were made: a Work

@@ -89,13 +89,24 @@ where
 {
     let name = desired.name_any();
     let want = comparable(desired).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
-    let kind = kind_of::<K>(&want);
     if let Some(a) = actual {
         let have = serde_json::to_value(a).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
         if contains(&have, &want) {
             return Ok(Outcome::Unchanged);
         }
     }
+    apply_now(api, desired).await
+}
+
+/// Server-side applies `desired` (forced, as Causeway's field manager): the fields it
+/// set before and leaves out now are removed.
+async fn apply_now<K>(api: &Api<K>, desired: &K) -> Result<Outcome, ApplyError>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let name = desired.name_any();
+    let want = comparable(desired).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
+    let kind = kind_of::<K>(&want);
     let mut body =
         serde_json::to_value(desired).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
     if let Some(m) = body.as_object_mut() {
@@ -237,8 +248,15 @@ mod tests {
 /// Remembers, per object, a fingerprint of the desired state last found already
 /// applied and the resourceVersion it was found at, so rounds skip the comparison
 /// for objects nothing has touched. Fingerprints, not copies: a few bytes per object.
+///
+/// It also remembers the desired state last ensured, so that a desired state that
+/// changed is applied even when the object already contains it: that is how a field
+/// the desired state no longer sets (an optional field gone to `None`, a list gone
+/// empty) is removed, since [`contains`] cannot tell a field someone else set from one
+/// Causeway set before.
 pub struct Memo<K> {
     seen: std::collections::HashMap<(String, String), (String, u64)>,
+    last: std::collections::HashMap<(String, String), u64>,
     _kind: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -246,6 +264,7 @@ impl<K> Default for Memo<K> {
     fn default() -> Self {
         Memo {
             seen: Default::default(),
+            last: Default::default(),
             _kind: std::marker::PhantomData,
         }
     }
@@ -294,10 +313,17 @@ where
         desired: &K,
         actual: Option<&K>,
     ) -> Result<Outcome, ApplyError> {
-        if self.unchanged(desired, actual) {
+        let key = (desired.namespace().unwrap_or_default(), desired.name_any());
+        let print = fingerprint(desired);
+        let changed = self.last.get(&key).is_some_and(|f| *f != print);
+        if !changed && self.unchanged(desired, actual) {
             return Ok(Outcome::Unchanged);
         }
-        let out = ensure(api, desired, actual).await?;
+        let out = match (changed, actual) {
+            (true, Some(_)) => apply_now(api, desired).await?,
+            _ => ensure(api, desired, actual).await?,
+        };
+        self.last.insert(key, print);
         if out == Outcome::Unchanged {
             self.remember(desired, actual);
         }

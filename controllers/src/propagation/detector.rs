@@ -47,6 +47,7 @@ use causeway_crds::federation::schedule::{Decision, PlacementError, Workload, ap
 use causeway_crds::federation::selection::{
     PolicyId, PolicyRef, SelectionError, TemplateMeta, claim, validate_policy,
 };
+use causeway_crds::federation::state_preservation;
 use causeway_crds::federation::work::Work;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
@@ -272,6 +273,61 @@ pub fn desired(
         if let Some(at) = placed.next {
             out.due(at);
         }
+        // failover.cluster.statePreservation: what the failed clusters' copies reported
+        // last, recorded when they fail over and kept while they stay failed over
+        let failed_over: Vec<String> = match &placed.scheduled {
+            // not Ready for longer than tolerated, and not chosen (whatever the reason
+            // the scheduler gives: with clusterAffinities it is the next group's)
+            Ok(d) if disrupted.is_none() => clusters
+                .iter()
+                .filter(|c| !d.chosen.iter().any(|t| t.cluster == c.name_any()))
+                .filter(|c| {
+                    causeway_crds::federation::schedule::failover::failing(
+                        c,
+                        &policy.spec.placement.cluster_tolerations,
+                    )
+                    .is_some_and(|(_, deadline)| now.0 >= deadline)
+                })
+                .map(|c| c.name_any())
+                .collect(),
+            // a scheduler error or a disruption hold keeps the clusters, and so what
+            // was recorded
+            _ => existing_spec
+                .map(|s| {
+                    s.cluster_failovers
+                        .iter()
+                        .map(|f| f.cluster.clone())
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let cluster_failovers = state_preservation::cluster_failovers(
+            policy
+                .spec
+                .failover
+                .as_ref()
+                .and_then(|f| f.cluster.as_ref())
+                .and_then(|c| c.state_preservation.as_ref())
+                .map(|p| p.rules.as_slice())
+                .unwrap_or_default(),
+            existing_spec
+                .map(|s| s.cluster_failovers.as_slice())
+                .unwrap_or_default(),
+            &existing_spec
+                .map(|s| {
+                    s.clusters
+                        .iter()
+                        .map(|t| t.name.clone())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+            &failed_over,
+            &|c| {
+                crate::propagation::status::work_of(binding_works, c)
+                    .and_then(state_preservation::copy_status)
+            },
+            now.0,
+        );
         let (clusters_out, mut status) =
             outcome(placed.scheduled, existing_spec, previous_conditions, now);
         // what the binding records: the evictions the placement honours (an
@@ -348,6 +404,7 @@ pub fn desired(
             preserve_resources_on_deletion: policy.spec.preserve_resources_on_deletion,
             dependent_overrides: policy.spec.dependent_overrides.clone(),
             evictions: evicted,
+            cluster_failovers,
             required_by: Vec::new(),
         };
         let metadata = ObjectMeta {

@@ -8,8 +8,9 @@
 //!    (annotation [`annotations::PROVENANCE`] on the Work); a failing override fails
 //!    that cluster only (`failed`: it gets no Work, so the one it has stays as it is and
 //!    nothing un-overridden is pushed);
-//! 3. the labels `failover.application.statePreservation` preserved from a failed copy,
-//!    for a cluster that did not run the template when it failed over; then annotation
+//! 3. the labels `failover.application.statePreservation` (or `failover.cluster`'s)
+//!    preserved from a failed copy, for a cluster that did not run the template when it
+//!    failed over; then annotation
 //!    [`annotations::TEMPLATE_GENERATION`], added last so no override can hide which
 //!    template generation a member runs (H.53);
 //! 4. the per-cluster settings: `suspendDispatching` (E.39), `preserveResourcesOnDeletion`
@@ -166,13 +167,22 @@ pub fn render(input: &RenderInput) -> Rendered {
     out
 }
 
-/// The labels statePreservation gives `cluster`'s copy: those of every eviction whose
-/// failover `cluster` was not part of (later evictions win).
+/// The labels statePreservation gives `cluster`'s copy: those of every recorded move
+/// (cluster failovers, then application failover's evictions) that `cluster` was not
+/// part of (later records win).
 fn preserved_labels(spec: &BindingSpec, cluster: &str) -> BTreeMap<String, String> {
-    spec.evictions
+    let failovers = spec
+        .cluster_failovers
         .iter()
-        .filter(|e| !e.clusters_before_failover.iter().any(|c| c == cluster))
-        .flat_map(|e| e.preserved_label_state.clone())
+        .map(|f| (&f.clusters_before_failover, &f.preserved_label_state));
+    let evictions = spec
+        .evictions
+        .iter()
+        .map(|e| (&e.clusters_before_failover, &e.preserved_label_state));
+    failovers
+        .chain(evictions)
+        .filter(|(before, _)| !before.iter().any(|c| c == cluster))
+        .flat_map(|(_, labels)| labels.clone())
         .collect()
 }
 
@@ -213,21 +223,23 @@ fn work(
             conflict_resolution: Some(s.conflict),
         },
     );
-    let mut notes = BTreeMap::from([(
-        annotations::PROVENANCE.to_string(),
-        provenance_json(provenance),
-    )]);
-    if !provenance.overlaps().is_empty() {
-        let overlaps: Vec<String> = provenance
-            .overlaps()
-            .iter()
-            .map(|o| o.to_string())
-            .collect();
-        notes.insert(
+    // the overlaps' annotation is written even when empty, so that an overlap that is
+    // gone leaves no stale note (a Work with more annotations counts as up to date)
+    let overlaps: Vec<String> = provenance
+        .overlaps()
+        .iter()
+        .map(|o| o.to_string())
+        .collect();
+    let notes = BTreeMap::from([
+        (
+            annotations::PROVENANCE.to_string(),
+            provenance_json(provenance),
+        ),
+        (
             annotations::OVERRIDE_OVERLAPS.to_string(),
             Value::from(overlaps).to_string(),
-        );
-    }
+        ),
+    ]);
     work.metadata = ObjectMeta {
         name: work.metadata.name,
         namespace: Some(names::execution_namespace(cluster)),

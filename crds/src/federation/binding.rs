@@ -88,6 +88,12 @@ pub struct BindingSpec {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["cluster"]))]
     pub evictions: Vec<Eviction>,
 
+    /// Clusters cluster failover moved the template away from, with the state
+    /// `failover.cluster.statePreservation` kept, while they stay failed over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["cluster"]))]
+    pub cluster_failovers: Vec<ClusterFailover>,
+
     /// For the binding of a dependency (a ConfigMap, Secret, ServiceAccount or PVC a
     /// propagated workload uses, with `propagateDeps`): the bindings that need it. Its
     /// clusters are the union of theirs.
@@ -115,6 +121,31 @@ pub struct Eviction {
 
     /// What `statePreservation` read from the failed copy's status, as the labels the
     /// copies in clusters that did not run it before get.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub preserved_label_state: BTreeMap<String, String>,
+
+    /// The clusters the template ran in when it was moved away (those do not get the
+    /// preserved labels).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters_before_failover: Vec<String>,
+}
+
+/// A cluster that cluster failover moved a template away from, recorded while it stays
+/// failed over when the policy has `failover.cluster.statePreservation`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterFailover {
+    /// Name of the Cluster.
+    pub cluster: String,
+
+    /// What was kept, or why nothing was, for people.
+    pub reason: String,
+
+    /// When the template was moved away.
+    pub failed_over_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+
+    /// What `statePreservation` read from the failed copy's last reported status, as
+    /// the labels the copies in clusters that did not run it before get.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub preserved_label_state: BTreeMap<String, String>,
 

@@ -149,6 +149,9 @@ impl fmt::Display for Origin {
 pub struct Provenance {
     changes: BTreeMap<String, Origin>,
     overlaps: Vec<Overlap>,
+    /// Recorded pointers whose write inserted into or removed from an array: the
+    /// items after it shift, but their values stay.
+    shifts: std::collections::BTreeSet<String>,
 }
 
 /// Two override policies writing the same path, or one a path inside the other's
@@ -200,25 +203,39 @@ impl Provenance {
 
     /// Records that `origin` wrote `pointer`, replacing what was recorded for it and
     /// for the paths under it (last writer wins), and noting where it overrides
-    /// another policy's write.
-    fn record(&mut self, pointer: String, origin: Origin) {
+    /// another policy's write. `shift`: the write inserted into or removed from the
+    /// array at `pointer`, so the values there stay (shifted): it overrides nothing,
+    /// and a later write inside that array does not override it either.
+    fn record(&mut self, pointer: String, origin: Origin, shift: bool) {
         let under = format!("{pointer}/");
-        let related = |k: &str| {
-            k == pointer || k.starts_with(&under) || pointer.starts_with(&format!("{k}/"))
-        };
-        for (k, earlier) in &self.changes {
-            if related(k) && earlier.rule.policy != origin.rule.policy {
-                let overlap = Overlap {
-                    pointer: pointer.clone(),
-                    earlier: earlier.clone(),
-                    later: origin.clone(),
+        // an insert or removal overrides nothing: the items keep their values
+        if !shift {
+            for (k, earlier) in &self.changes {
+                let overlaps = if *k == pointer || k.starts_with(&under) {
+                    true
+                } else {
+                    // inside what an earlier write replaced, unless that was a shift
+                    pointer.starts_with(&format!("{k}/")) && !self.shifts.contains(k)
                 };
-                if !self.overlaps.contains(&overlap) {
-                    self.overlaps.push(overlap);
+                if overlaps && earlier.rule.policy != origin.rule.policy {
+                    let overlap = Overlap {
+                        pointer: pointer.clone(),
+                        earlier: earlier.clone(),
+                        later: origin.clone(),
+                    };
+                    if !self.overlaps.contains(&overlap) {
+                        self.overlaps.push(overlap);
+                    }
                 }
             }
         }
         self.changes.retain(|k, _| !k.starts_with(&under));
+        self.shifts.retain(|k| !k.starts_with(&under));
+        if shift {
+            self.shifts.insert(pointer.clone());
+        } else {
+            self.shifts.remove(&pointer);
+        }
         self.changes.insert(pointer, origin);
     }
 }
@@ -416,6 +433,9 @@ impl Run<'_> {
         f: impl Fn(&mut Value, &T) -> Result<Vec<String>, Problem>,
     ) -> Result<(), OverrideError> {
         for (index, item) in items.iter().enumerate() {
+            // what the document was, to tell an array insert or removal (a shift) from
+            // a write
+            let before = self.doc.clone();
             let changed = f(self.doc, item).map_err(|problem| OverrideError {
                 rule: self.rule.clone(),
                 overrider,
@@ -427,7 +447,9 @@ impl Run<'_> {
                     rule: self.rule.clone(),
                     overrider,
                 };
-                self.prov.record(pointer, origin);
+                let len = |d: &Value| d.pointer(&pointer).and_then(Value::as_array).map(Vec::len);
+                let shift = len(&before).zip(len(self.doc)).is_some_and(|(a, b)| a != b);
+                self.prov.record(pointer, origin, shift);
             }
         }
         Ok(())

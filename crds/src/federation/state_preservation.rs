@@ -1,5 +1,7 @@
-//! `failover.application.statePreservation` (Karmada's): when application failover
-//! moves a workload away from a cluster, each rule reads one value of the failed copy's
+//! `failover.application.statePreservation` and `failover.cluster.statePreservation`
+//! (Karmada's): when application failover moves a workload away from a cluster, or
+//! cluster failover away from a failed cluster, each rule reads one value of the failed
+//! copy's
 //! `.status` (the JSONPath starts there, as Karmada's does: `{.jobStatus.id}`, not
 //! `{.status.jobStatus.id}`) and the replacement copies in the clusters that did not
 //! run it before get it as the label `aliasLabelName` — a Flink job resuming from the
@@ -10,16 +12,24 @@
 //! number or bool and a valid label value; a rule whose value is missing or unfit
 //! preserves nothing and says why in the eviction, and a rule outside the subset is
 //! ignored and named in the policy's `Valid` message (not fatal: the policy stays in
-//! force). The labels go to the clusters that take over and stay while the eviction
-//! is recorded (until the template's next generation); they are set after the
-//! overrides, so they win over a label of the same name.
+//! force). The labels go to the clusters that take over and stay while the move is
+//! recorded: an application failover's eviction until the template's next generation,
+//! a cluster failover's ([`cluster_failovers`]) while the cluster stays failed over.
+//! For a failed cluster the value is the one its copy last reported before the
+//! cluster went down. They are set after the overrides, so they win over a label of
+//! the same name.
 
 use std::collections::BTreeMap;
 
 use k8s_validation as validation;
 use serde_json::Value;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use crate::federation::binding::ClusterFailover;
 use crate::federation::propagation::StatePreservationRule;
+use crate::federation::work::Work;
 
 /// One step of a path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +107,64 @@ pub fn validate(rules: &[StatePreservationRule], at: &str) -> Vec<(String, Strin
         if let Err(e) = parse(&r.json_path) {
             out.push((format!("{at}[{i}].jsonPath"), r.json_path.clone(), e));
         }
+    }
+    out
+}
+
+/// The `.status` a Work's member reported last for its workload (the first manifest).
+pub fn copy_status(work: &Work) -> Option<&Value> {
+    let m = &work.status.as_ref()?.manifest_statuses;
+    m.iter()
+        .find(|m| m.identifier.ordinal == 0)
+        .or(m.first())?
+        .status
+        .as_ref()
+}
+
+/// What cluster failover records of the clusters it moved a template away from, for
+/// `failover.cluster.statePreservation` (`rules`): for each cluster failed over now
+/// (`failed_over`), the record made when it failed over (`recorded`), or, for one the
+/// template ran in (`before`, the binding's clusters), a new one with what `rules`
+/// read from its copy's last reported status (`status_of`). A cluster no longer failed
+/// over (Ready again, or gone) loses its record, and so the replacements their labels;
+/// without rules nothing is recorded.
+pub fn cluster_failovers<'a>(
+    rules: &[StatePreservationRule],
+    recorded: &[ClusterFailover],
+    before: &[String],
+    failed_over: &[String],
+    status_of: &dyn Fn(&str) -> Option<&'a Value>,
+    now: Timestamp,
+) -> Vec<ClusterFailover> {
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for c in failed_over {
+        if let Some(r) = recorded.iter().find(|r| r.cluster == *c) {
+            out.push(r.clone());
+            continue;
+        }
+        if !before.contains(c) {
+            continue; // it never ran here: nothing to carry
+        }
+        let (labels, problems) = preserve(rules, status_of(c));
+        let mut reason = if labels.is_empty() {
+            "failed over: statePreservation kept nothing".to_string()
+        } else {
+            let kept: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("failed over: statePreservation kept {}", kept.join(", "))
+        };
+        if !problems.is_empty() {
+            reason = format!("{reason}; nothing for {}", problems.join("; "));
+        }
+        out.push(ClusterFailover {
+            cluster: c.clone(),
+            reason,
+            failed_over_at: Time(now),
+            preserved_label_state: labels,
+            clusters_before_failover: before.to_vec(),
+        });
     }
     out
 }
@@ -198,6 +266,80 @@ mod tests {
         let (none, why) = preserve(&rules[..1], None);
         assert!(none.is_empty());
         assert_eq!(why, ["flink/job-id: the failed copy reported no status"]);
+    }
+
+    #[test]
+    fn cluster_failovers_are_recorded_once_and_kept_while_they_last() {
+        use serde_json::json;
+        let rules = [rule("example.com/epoch", "{.observedGeneration}")];
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let statuses = [("east", json!({"observedGeneration": 4}))];
+        let status_of = |c: &str| statuses.iter().find(|(n, _)| *n == c).map(|(_, s)| s);
+        // east fails over: recorded with what its copy reported last
+        let first = cluster_failovers(
+            &rules,
+            &[],
+            &names(&["east", "west"]),
+            &names(&["east", "gone"]),
+            &status_of,
+            now,
+        );
+        assert_eq!(first.len(), 1, "gone never ran the workload: {first:?}");
+        let f = &first[0];
+        assert_eq!(f.cluster, "east");
+        assert_eq!(
+            f.preserved_label_state,
+            BTreeMap::from([("example.com/epoch".to_string(), "4".to_string())])
+        );
+        assert_eq!(f.clusters_before_failover, names(&["east", "west"]));
+        assert_eq!(f.failed_over_at, Time(now));
+        assert_eq!(
+            f.reason,
+            "failed over: statePreservation kept example.com/epoch=4"
+        );
+        // later rounds keep the record as it was (east's status, clusters, time)
+        let later: Timestamp = "2026-01-01T00:20:00Z".parse().unwrap();
+        let none = |_: &str| None;
+        let again = cluster_failovers(
+            &rules,
+            &first,
+            &names(&["west", "north"]),
+            &names(&["east"]),
+            &none,
+            later,
+        );
+        assert_eq!(again, first);
+        // east Ready again (no longer failed over): the record goes
+        let back = cluster_failovers(&rules, &first, &names(&["west"]), &[], &none, later);
+        assert!(back.is_empty());
+        // no rules: nothing recorded
+        assert!(
+            cluster_failovers(
+                &[],
+                &first,
+                &names(&["east"]),
+                &names(&["east"]),
+                &none,
+                later
+            )
+            .is_empty()
+        );
+        // nothing to read: recorded, saying why
+        let empty = cluster_failovers(
+            &rules,
+            &[],
+            &names(&["east"]),
+            &names(&["east"]),
+            &none,
+            now,
+        );
+        assert!(empty[0].preserved_label_state.is_empty());
+        assert_eq!(
+            empty[0].reason,
+            "failed over: statePreservation kept nothing; nothing for example.com/epoch: the \
+             failed copy reported no status"
+        );
     }
 
     #[test]

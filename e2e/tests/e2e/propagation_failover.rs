@@ -97,3 +97,92 @@ async fn a_failed_cluster_hands_its_replicas_over_and_takes_them_back() {
     })
     .await;
 }
+
+const PRIMARY_BACKUP: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: job, namespace: demo}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: job}}
+  template:
+    metadata: {labels: {app: job}}
+    spec:
+      containers:
+      - name: job
+        image: flink:1.20
+        resources: {requests: {cpu: 50m, memory: 32Mi}}
+---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: job, namespace: demo}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: Deployment, name: job}]
+  placement:
+    clusterAffinities:
+    - {affinityName: primary, clusterNames: [east]}
+    - {affinityName: backup, clusterNames: [west]}
+    clusterTolerations:
+    - {key: cluster.causeway.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 2}
+  failover:
+    cluster:
+      purgeMode: Directly
+      statePreservation:
+        rules:
+        - {aliasLabelName: example.com/ready-before, jsonPath: "{.readyReplicas}"}
+"#;
+
+/// `failover.cluster.statePreservation`: east (the primary) fails, the job moves to
+/// west (the backup, which never ran it), and west's copy is labelled with what east's
+/// copy reported last; the binding records it while east stays failed over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_clusters_state_labels_the_copy_that_takes_over() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    env.ok(&["apply", "-f", &env.file("job.yaml", PRIMARY_BACKUP)])
+        .await;
+    let ready_in = |c: &'static str| {
+        let env = &env;
+        async move {
+            let d = get(env, c, &["deployment", "job", "-n", "demo"]).await?;
+            d.pointer("/status/readyReplicas")?.as_i64()
+        }
+    };
+    eventually("east runs the job, ready", WAIT, || async {
+        (ready_in("east").await == Some(2)).then_some(())
+    })
+    .await;
+
+    env.cs.member("east").unwrap().faults().set_not_ready(true);
+    let label = eventually("west's copy carries east's state", WAIT, || async {
+        let d = get(&env, "west", &["deployment", "job", "-n", "demo"]).await?;
+        d.pointer("/metadata/labels/example.com~1ready-before")
+            .and_then(|v| v.as_str())
+            .map(String::from)
+    })
+    .await;
+    assert_eq!(label, "2");
+    let rb = get(&env, "hub", &["rb", "job-deployment", "-n", "demo"])
+        .await
+        .unwrap();
+    let record = rb.pointer("/spec/clusterFailovers/0").unwrap();
+    assert_eq!(record["cluster"], "east");
+    assert_eq!(
+        record["reason"],
+        "failed over: statePreservation kept example.com/ready-before=2"
+    );
+    assert_eq!(
+        record["clustersBeforeFailover"],
+        serde_json::json!(["east"])
+    );
+
+    // east Ready again: the job goes back to the primary, and the record goes
+    env.cs.member("east").unwrap().faults().set_not_ready(false);
+    eventually("the record goes once east is Ready", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "job-deployment", "-n", "demo"]).await?;
+        // gone, or an empty list (what server-side apply leaves of a list whose items
+        // it removed)
+        rb.pointer("/spec/clusterFailovers")
+            .is_none_or(|v| v == &serde_json::json!([]))
+            .then_some(())
+    })
+    .await;
+}

@@ -127,7 +127,7 @@ spec:
         "failover.yaml",
         &policy(
             "moving",
-            "  failover:\n    application:\n      statePreservation:\n        rules:\n        - aliasLabelName: job\n          jsonPath: \"{.items[*].id}\"\n    cluster:\n      purgeMode: Gracefully\n      statePreservation:\n        rules:\n        - aliasLabelName: replicas\n          jsonPath: \"{ .replicas }\"\n",
+            "  failover:\n    application:\n      statePreservation:\n        rules:\n        - aliasLabelName: job\n          jsonPath: \"{.items[*].id}\"\n    cluster:\n      purgeMode: Gracefully\n      statePreservation:\n        rules:\n        - aliasLabelName: replicas\n          jsonPath: \"{ .replicas }\"\n        - aliasLabelName: bad\n          jsonPath: \"replicas\"\n",
         ),
     );
     env.ok(&["apply", "-f", &pps, "-f", &good, "-f", &failover])
@@ -172,17 +172,18 @@ spec:
     .await;
     assert!(fine.starts_with("True"), "{fine}");
     assert_eq!(fine.trim(), "True the policy is in force");
-    // in force, and saying what it does not do yet
+    // in force, and saying which statePreservation rules it ignores
     let moving = eventually("moving's Valid condition", WAIT, || {
         valid("pp", "moving", Some("demo"))
     })
     .await;
     assert!(
         moving.starts_with("True")
-            && moving.contains("spec.failover.cluster.statePreservation is not implemented yet")
             && moving.contains(
                 "these statePreservation rules are ignored: spec.failover.application.statePreservation.rules[0].jsonPath"
-            ),
+            )
+            && moving.contains("; spec.failover.cluster.statePreservation.rules[1].jsonPath: \"replicas\"")
+            && !moving.contains("rules[0].jsonPath: \"{ .replicas }\""),
         "{moving}"
     );
 }

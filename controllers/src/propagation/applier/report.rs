@@ -100,19 +100,36 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         if h == ResourceHealth::Unhealthy {
             degraded.push(what.clone());
         }
+        // a cluster that is not Ready cannot be read: what its copy reported last
+        // stays (as Karmada's Work status does), for failover's statePreservation; its
+        // health is Unknown and it is not applied
+        let last = (!input.ready && obj.is_none())
+            .then(|| {
+                work.status
+                    .as_ref()?
+                    .manifest_statuses
+                    .iter()
+                    .find(|s| usize::try_from(s.identifier.ordinal).ok() == Some(i))
+            })
+            .flatten();
         manifest_statuses.push(ManifestStatus {
             identifier: id,
-            status: obj.and_then(|o| o.get("status")).cloned(),
+            status: obj
+                .and_then(|o| o.get("status"))
+                .cloned()
+                .or_else(|| last.and_then(|l| l.status.clone())),
             health: Some(h),
             applied: Some(out.result.is_ok()),
             reason: out.result.as_ref().err().map(|e| e.reason.clone()),
             message: out.result.as_ref().err().map(|e| e.message.clone()),
             generation: obj
                 .and_then(|o| o.pointer("/metadata/generation"))
-                .and_then(Value::as_i64),
+                .and_then(Value::as_i64)
+                .or_else(|| last.and_then(|l| l.generation)),
             template_generation: obj
                 .and_then(|o| annotation(o, annotations::TEMPLATE_GENERATION))
-                .and_then(|g| g.parse().ok()),
+                .and_then(|g| g.parse().ok())
+                .or_else(|| last.and_then(|l| l.template_generation)),
         });
     }
     let n = manifest_statuses.len();

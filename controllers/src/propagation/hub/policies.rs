@@ -78,39 +78,31 @@ impl Ctx<'_> {
             .and_then(|s| s.get("conditions"))
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default();
-        let preserved = serde_json::to_value(p).ok().is_some_and(|v| {
-            v.pointer("/spec/failover/cluster/statePreservation")
-                .is_some_and(|s| !s.is_null())
-        });
         // statePreservation rules this cannot read are ignored, not fatal: a policy that
         // was in force stays so
-        let bad_rules: Vec<String> = serde_json::to_value(p)
-            .ok()
-            .and_then(|v| {
-                let rules = v
-                    .pointer("/spec/failover/application/statePreservation/rules")?
-                    .clone();
-                serde_json::from_value::<Vec<StatePreservationRule>>(rules).ok()
-            })
-            .map(|rules| {
+        let spec = serde_json::to_value(p).ok();
+        let mut bad_rules: Vec<String> = Vec::new();
+        for which in ["application", "cluster"] {
+            let rules = spec
+                .as_ref()
+                .and_then(|v| v.pointer(&format!("/spec/failover/{which}/statePreservation/rules")))
+                .and_then(|r| serde_json::from_value::<Vec<StatePreservationRule>>(r.clone()).ok())
+                .unwrap_or_default();
+            bad_rules.extend(
                 state_preservation::validate(
                     &rules,
-                    "spec.failover.application.statePreservation.rules",
+                    &format!("spec.failover.{which}.statePreservation.rules"),
                 )
                 .into_iter()
-                .map(|(field, value, message)| format!("{field}: {value:?}: {message}"))
-                .collect()
-            })
-            .unwrap_or_default();
+                .map(|(field, value, message)| format!("{field}: {value:?}: {message}")),
+            );
+        }
         let mut caveats = Vec::new();
         if !bad_rules.is_empty() {
             caveats.push(format!(
                 "these statePreservation rules are ignored: {}",
                 bad_rules.join("; ")
             ));
-        }
-        if preserved {
-            caveats.push("spec.failover.cluster.statePreservation is not implemented yet: nothing of a failed cluster's copy is carried to the replacement (spec.failover.application.statePreservation is)".to_string());
         }
         let (status, reason, message) = match &why {
             None if caveats.is_empty() => (

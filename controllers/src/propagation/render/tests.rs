@@ -277,10 +277,10 @@ fn two_policies_writing_one_path_are_reported_per_cluster() {
         serde_json::from_str::<Vec<String>>(&west[annotations::OVERRIDE_OVERLAPS]).unwrap(),
         vec![said.to_string()]
     );
-    assert!(
-        !work_of(&out, "east")
-            .annotations()
-            .contains_key(annotations::OVERRIDE_OVERLAPS)
+    // written when there are none too, so that one that goes leaves no stale note
+    assert_eq!(
+        work_of(&out, "east").annotations()[annotations::OVERRIDE_OVERLAPS],
+        "[]"
     );
 }
 
@@ -455,4 +455,25 @@ fn preserved_state_labels_the_new_clusters_copies() {
         json!({"app": "web", "example.com/job": "job-42"})
     );
     assert_eq!(labels("west"), json!({"app": "web"}));
+    // a cluster failover's record too, its labels under the eviction's (later wins)
+    let mut s = spec(&[("west", Some(2)), ("east", Some(2))]);
+    s.cluster_failovers = vec![causeway_crds::federation::binding::ClusterFailover {
+        cluster: "south".into(),
+        reason: "failed over".into(),
+        failed_over_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ),
+        preserved_label_state: BTreeMap::from([
+            ("example.com/job".to_string(), "job-7".to_string()),
+            ("example.com/epoch".to_string(), "3".to_string()),
+        ]),
+        clusters_before_failover: vec!["south".into(), "east".into()],
+    }];
+    let out = Hub::new(s).render();
+    let labels = |c: &str| manifest(work_of(&out, c))["metadata"]["labels"].clone();
+    assert_eq!(
+        labels("west"),
+        json!({"app": "web", "example.com/job": "job-7", "example.com/epoch": "3"})
+    );
+    assert_eq!(labels("east"), json!({"app": "web"}));
 }

@@ -186,13 +186,7 @@ pub fn decide<'a>(
         let (preserved, problems) = if rules.is_empty() {
             Default::default()
         } else {
-            let status = work_of(name)
-                .and_then(|w| w.status.as_ref())
-                .and_then(|s| {
-                    let m = &s.manifest_statuses;
-                    m.iter().find(|m| m.identifier.ordinal == 0).or(m.first())
-                })
-                .and_then(|m| m.status.as_ref());
+            let status = work_of(name).and_then(state_preservation::copy_status);
             state_preservation::preserve(rules, status)
         };
         if !problems.is_empty() {

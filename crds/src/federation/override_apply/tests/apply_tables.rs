@@ -467,4 +467,23 @@ fn two_policies_writing_one_path_are_found() {
         ])
         .is_empty()
     );
+    // inserting into a list overrides nothing (the items keep their values), before or
+    // after another policy's write inside it
+    let sidecar = super::overriders(json!({"plaintext": [
+        {"path": "/spec/template/spec/containers/0", "operator": "add", "value": {"name": "proxy", "image": "envoy:1"}}
+    ]}));
+    assert!(
+        said(&[
+            (rule("prod", "registry", 0), &registry),
+            (rule("prod", "mesh", 0), &sidecar)
+        ])
+        .is_empty()
+    );
+    assert!(
+        said(&[
+            (rule("prod", "mesh", 0), &sidecar),
+            (rule("prod", "registry", 0), &registry)
+        ])
+        .is_empty()
+    );
 }
