@@ -43,6 +43,7 @@ use causeway_crds::federation::binding::{
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
+use causeway_crds::federation::schedule::failover::past_deadline;
 use causeway_crds::federation::schedule::{Decision, PlacementError, Workload, app_failover};
 use causeway_crds::federation::selection::{
     PolicyId, PolicyRef, SelectionError, TemplateMeta, claim, validate_policy,
@@ -282,11 +283,7 @@ pub fn desired(
                 .iter()
                 .filter(|c| !d.chosen.iter().any(|t| t.cluster == c.name_any()))
                 .filter(|c| {
-                    causeway_crds::federation::schedule::failover::failing(
-                        c,
-                        &policy.spec.placement.cluster_tolerations,
-                    )
-                    .is_some_and(|(_, deadline)| now.0 >= deadline)
+                    past_deadline(c, &policy.spec.placement.cluster_tolerations, now.0).is_some()
                 })
                 .map(|c| c.name_any())
                 .collect(),
@@ -347,11 +344,8 @@ pub fn desired(
             s.clusters.iter().any(|t| {
                 clusters.iter().any(|c| {
                     c.name_any() == t.name
-                        && causeway_crds::federation::schedule::failover::failing(
-                            c,
-                            &policy.spec.placement.cluster_tolerations,
-                        )
-                        .is_some_and(|(_, deadline)| now.0 >= deadline)
+                        && past_deadline(c, &policy.spec.placement.cluster_tolerations, now.0)
+                            .is_some()
                 })
             })
         });

@@ -57,11 +57,11 @@ pub(super) fn failed_over_at(
     now: Timestamp,
 ) -> Option<Timestamp> {
     purge_mode(spec)?;
-    let (_, deadline) = failover::failing(
+    failover::past_deadline(
         cluster(clusters, name)?,
         &spec.placement.cluster_tolerations,
-    )?;
-    (now >= deadline).then_some(deadline)
+        now,
+    )
 }
 
 /// The clusters failover moved the workload away from whose Works stay for now, each

@@ -77,6 +77,17 @@ pub fn failing(cluster: &Cluster, tolerations: &[Toleration]) -> Option<(Timesta
     Some((since, deadline))
 }
 
+/// Whether `cluster` has failed for longer than `tolerations` allow at `now`: the
+/// deadline it passed, if it did.
+pub fn past_deadline(
+    cluster: &Cluster,
+    tolerations: &[Toleration],
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let (_, deadline) = failing(cluster, tolerations)?;
+    (now >= deadline).then_some(deadline)
+}
+
 /// Why a failed-over cluster is left out, for the binding's scheduling reasons.
 pub fn reason(cluster: &Cluster, since: Timestamp, deadline: Timestamp) -> String {
     let status = cluster
