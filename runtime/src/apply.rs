@@ -87,26 +87,36 @@ pub async fn ensure<K>(api: &Api<K>, desired: &K, actual: Option<&K>) -> Result<
 where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
 {
-    let name = desired.name_any();
-    let want = comparable(desired).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
-    if let Some(a) = actual {
-        let have = serde_json::to_value(a).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
-        if contains(&have, &want) {
-            return Ok(Outcome::Unchanged);
-        }
-    }
-    apply_now(api, desired).await
+    ensure_owning(api, desired, actual, &[]).await
 }
 
-/// Server-side applies `desired` (forced, as Causeway's field manager): the fields it
-/// set before and leaves out now are removed.
-async fn apply_now<K>(api: &Api<K>, desired: &K) -> Result<Outcome, ApplyError>
+/// [`ensure`], where the top-level fields `owned` (such as `spec`) are Causeway's alone:
+/// `actual` must also hold nothing there that `desired` leaves out (an optional field
+/// gone to `None`, an item gone from a list), or the apply removes it. Elsewhere
+/// `actual` may hold more (what the server or others set).
+pub async fn ensure_owning<K>(
+    api: &Api<K>,
+    desired: &K,
+    actual: Option<&K>,
+    owned: &[&str],
+) -> Result<Outcome, ApplyError>
 where
     K: Resource + Serialize + DeserializeOwned + Clone + Debug,
 {
     let name = desired.name_any();
     let want = comparable(desired).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
     let kind = kind_of::<K>(&want);
+    if let Some(a) = actual {
+        let have = serde_json::to_value(a).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
+        let nothing_more = owned.iter().all(|k| match (have.get(k), want.get(k)) {
+            (Some(h), Some(w)) => contains(w, h),
+            (Some(h), None) => h.is_null() || h.as_object().is_some_and(|m| m.is_empty()),
+            _ => true,
+        });
+        if contains(&have, &want) && nothing_more {
+            return Ok(Outcome::Unchanged);
+        }
+    }
     let mut body =
         serde_json::to_value(desired).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
     if let Some(m) = body.as_object_mut() {
@@ -248,15 +258,9 @@ mod tests {
 /// Remembers, per object, a fingerprint of the desired state last found already
 /// applied and the resourceVersion it was found at, so rounds skip the comparison
 /// for objects nothing has touched. Fingerprints, not copies: a few bytes per object.
-///
-/// It also remembers the desired state last ensured, so that a desired state that
-/// changed is applied even when the object already contains it: that is how a field
-/// the desired state no longer sets (an optional field gone to `None`, a list gone
-/// empty) is removed, since [`contains`] cannot tell a field someone else set from one
-/// Causeway set before.
 pub struct Memo<K> {
     seen: std::collections::HashMap<(String, String), (String, u64)>,
-    last: std::collections::HashMap<(String, String), u64>,
+    owned: &'static [&'static str],
     _kind: std::marker::PhantomData<fn() -> K>,
 }
 
@@ -264,8 +268,19 @@ impl<K> Default for Memo<K> {
     fn default() -> Self {
         Memo {
             seen: Default::default(),
-            last: Default::default(),
+            owned: &[],
             _kind: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K> Memo<K> {
+    /// A memo whose objects' top-level fields `owned` are Causeway's alone (see
+    /// [`ensure_owning`]).
+    pub fn owning(owned: &'static [&'static str]) -> Self {
+        Memo {
+            owned,
+            ..Memo::default()
         }
     }
 }
@@ -313,17 +328,10 @@ where
         desired: &K,
         actual: Option<&K>,
     ) -> Result<Outcome, ApplyError> {
-        let key = (desired.namespace().unwrap_or_default(), desired.name_any());
-        let print = fingerprint(desired);
-        let changed = self.last.get(&key).is_some_and(|f| *f != print);
-        if !changed && self.unchanged(desired, actual) {
+        if self.unchanged(desired, actual) {
             return Ok(Outcome::Unchanged);
         }
-        let out = match (changed, actual) {
-            (true, Some(_)) => apply_now(api, desired).await?,
-            _ => ensure(api, desired, actual).await?,
-        };
-        self.last.insert(key, print);
+        let out = ensure_owning(api, desired, actual, self.owned).await?;
         if out == Outcome::Unchanged {
             self.remember(desired, actual);
         }

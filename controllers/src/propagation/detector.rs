@@ -276,24 +276,25 @@ pub fn desired(
         }
         // failover.cluster.statePreservation: what the failed clusters' copies reported
         // last, recorded when they fail over and kept while they stay failed over
-        let failed_over: Vec<String> = match &placed.scheduled {
+        let failed_over: Vec<(String, k8s_openapi::jiff::Timestamp)> = match &placed.scheduled {
             // not Ready for longer than tolerated, and not chosen (whatever the reason
             // the scheduler gives: with clusterAffinities it is the next group's)
             Ok(d) if disrupted.is_none() => clusters
                 .iter()
                 .filter(|c| !d.chosen.iter().any(|t| t.cluster == c.name_any()))
-                .filter(|c| {
-                    past_deadline(c, &policy.spec.placement.cluster_tolerations, now.0).is_some()
+                .filter_map(|c| {
+                    let deadline =
+                        past_deadline(c, &policy.spec.placement.cluster_tolerations, now.0)?;
+                    Some((c.name_any(), deadline))
                 })
-                .map(|c| c.name_any())
                 .collect(),
             // a scheduler error or a disruption hold keeps the clusters, and so what
             // was recorded
             _ => existing_spec
                 .map(|s| {
-                    s.cluster_failovers
-                        .iter()
-                        .map(|f| f.cluster.clone())
+                    let recorded = s.cluster_failovers.iter();
+                    recorded
+                        .map(|f| (f.cluster.clone(), f.failed_over_at.0))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -323,7 +324,6 @@ pub fn desired(
                 crate::propagation::status::work_of(binding_works, c)
                     .and_then(state_preservation::copy_status)
             },
-            now.0,
         );
         let (clusters_out, mut status) =
             outcome(placed.scheduled, existing_spec, previous_conditions, now);

@@ -80,8 +80,6 @@ struct Caches {
     clusters: Cache<Cluster>,
 }
 
-/// What the loop remembers between rounds: the appliers' memos, and the Events
-/// already told (so each is told once per distinct message).
 mod failover;
 #[cfg(test)]
 mod fixtures;
@@ -89,7 +87,8 @@ mod policies;
 mod redistribution;
 mod removal;
 
-#[derive(Default)]
+/// What the loop remembers between rounds: the appliers' memos, and the Events
+/// already told (so each is told once per distinct message).
 struct Memos {
     rbs: Memo<ResourceBinding>,
     crbs: Memo<ClusterResourceBinding>,
@@ -100,6 +99,22 @@ struct Memos {
     due: Option<k8s_openapi::jiff::Timestamp>,
     /// The eviction rate limit's bucket (J.63).
     evictions: detector::evictions::Evictions,
+}
+
+impl Default for Memos {
+    fn default() -> Self {
+        Memos {
+            // a binding's spec is the detector's alone: what it no longer sets (a
+            // policy setting removed, a failover record gone) is removed
+            rbs: Memo::owning(&["spec"]),
+            crbs: Memo::owning(&["spec"]),
+            works: Memo::default(),
+            status: StatusMemo::default(),
+            told: HashMap::new(),
+            due: None,
+            evictions: Default::default(),
+        }
+    }
 }
 
 /// Runs the hub's propagation loop until `stop`.

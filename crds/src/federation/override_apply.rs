@@ -411,7 +411,12 @@ pub fn apply(
             |d, x| ops::labels_annotations(d, "annotations", x),
         )?;
         run.each(OverriderKind::Field, &o.field_overrider, ops::field)?;
-        run.each(OverriderKind::Plaintext, &o.plaintext, ops::plaintext)?;
+        run.each_at(
+            OverriderKind::Plaintext,
+            &o.plaintext,
+            ops::plaintext,
+            |p| Some(p.path.as_str()),
+        )?;
     }
     prov.changes
         .retain(|p, _| manifest.pointer(p) != doc.pointer(p));
@@ -432,10 +437,19 @@ impl Run<'_> {
         items: &[T],
         f: impl Fn(&mut Value, &T) -> Result<Vec<String>, Problem>,
     ) -> Result<(), OverrideError> {
+        self.each_at(overrider, items, f, |_| None)
+    }
+
+    /// [`Self::each`] for overriders that name the path they write (`path`): a changed
+    /// pointer above that path is an array insert or removal (a shift).
+    fn each_at<T>(
+        &mut self,
+        overrider: OverriderKind,
+        items: &[T],
+        f: impl Fn(&mut Value, &T) -> Result<Vec<String>, Problem>,
+        path: impl Fn(&T) -> Option<&str>,
+    ) -> Result<(), OverrideError> {
         for (index, item) in items.iter().enumerate() {
-            // what the document was, to tell an array insert or removal (a shift) from
-            // a write
-            let before = self.doc.clone();
             let changed = f(self.doc, item).map_err(|problem| OverrideError {
                 rule: self.rule.clone(),
                 overrider,
@@ -447,8 +461,8 @@ impl Run<'_> {
                     rule: self.rule.clone(),
                     overrider,
                 };
-                let len = |d: &Value| d.pointer(&pointer).and_then(Value::as_array).map(Vec::len);
-                let shift = len(&before).zip(len(self.doc)).is_some_and(|(a, b)| a != b);
+                // pointer::apply names the array, not the item, for an insert or removal
+                let shift = path(item).is_some_and(|p| p.starts_with(&format!("{pointer}/")));
                 self.prov.record(pointer, origin, shift);
             }
         }

@@ -123,31 +123,36 @@ pub fn copy_status(work: &Work) -> Option<&Value> {
 
 /// What cluster failover records of the clusters it moved a template away from, for
 /// `failover.cluster.statePreservation` (`rules`): for each cluster failed over now
-/// (`failed_over`), the record made when it failed over (`recorded`), or, for one the
-/// template ran in (`before`, the binding's clusters), a new one with what `rules`
-/// read from its copy's last reported status (`status_of`). A cluster no longer failed
-/// over (Ready again, or gone) loses its record, and so the replacements their labels;
-/// without rules nothing is recorded.
+/// (`failed_over`, with the deadline it passed), the record made when it failed over
+/// (`recorded`), or, for one the template ran in (`before`, the binding's clusters), a
+/// new one with what `rules` read from its copy's last reported status (`status_of`),
+/// timed at the deadline (so that computing it again gives the same record). A
+/// cluster no longer failed over (Ready again, or gone) loses its record, and so the
+/// replacements their labels; without rules nothing is recorded. The records keep
+/// their order, new ones after them by name (a label two records set is the later's).
 pub fn cluster_failovers<'a>(
     rules: &[StatePreservationRule],
     recorded: &[ClusterFailover],
     before: &[String],
-    failed_over: &[String],
+    failed_over: &[(String, Timestamp)],
     status_of: &dyn Fn(&str) -> Option<&'a Value>,
-    now: Timestamp,
 ) -> Vec<ClusterFailover> {
     if rules.is_empty() {
         return Vec::new();
     }
-    let mut out = Vec::new();
-    for c in failed_over {
-        if let Some(r) = recorded.iter().find(|r| r.cluster == *c) {
-            out.push(r.clone());
-            continue;
-        }
-        if !before.contains(c) {
-            continue; // it never ran here: nothing to carry
-        }
+    let mut out: Vec<ClusterFailover> = recorded
+        .iter()
+        .filter(|r| failed_over.iter().any(|(c, _)| *c == r.cluster))
+        .cloned()
+        .collect();
+    let mut new: Vec<&(String, Timestamp)> = failed_over
+        .iter()
+        .filter(|(c, _)| !recorded.iter().any(|r| r.cluster == *c))
+        // it never ran here: nothing to carry
+        .filter(|(c, _)| before.contains(c))
+        .collect();
+    new.sort();
+    for (c, deadline) in new {
         let (labels, problems) = preserve(rules, status_of(c));
         let mut reason = if labels.is_empty() {
             "failed over: statePreservation kept nothing".to_string()
@@ -161,7 +166,7 @@ pub fn cluster_failovers<'a>(
         out.push(ClusterFailover {
             cluster: c.clone(),
             reason,
-            failed_over_at: Time(now),
+            failed_over_at: Time(*deadline),
             preserved_label_state: labels,
             clusters_before_failover: before.to_vec(),
         });
@@ -272,18 +277,25 @@ mod tests {
     fn cluster_failovers_are_recorded_once_and_kept_while_they_last() {
         use serde_json::json;
         let rules = [rule("example.com/epoch", "{.observedGeneration}")];
-        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let deadline: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let statuses = [("east", json!({"observedGeneration": 4}))];
+        let failed = |v: &[&str]| {
+            v.iter()
+                .map(|s| (s.to_string(), deadline))
+                .collect::<Vec<_>>()
+        };
+        let statuses = [
+            ("east", json!({"observedGeneration": 4})),
+            ("west", json!({"observedGeneration": 5})),
+        ];
         let status_of = |c: &str| statuses.iter().find(|(n, _)| *n == c).map(|(_, s)| s);
-        // east fails over: recorded with what its copy reported last
+        // east fails over: recorded with what its copy reported last, at the deadline
         let first = cluster_failovers(
             &rules,
             &[],
             &names(&["east", "west"]),
-            &names(&["east", "gone"]),
+            &failed(&["gone", "east"]),
             &status_of,
-            now,
         );
         assert_eq!(first.len(), 1, "gone never ran the workload: {first:?}");
         let f = &first[0];
@@ -293,47 +305,43 @@ mod tests {
             BTreeMap::from([("example.com/epoch".to_string(), "4".to_string())])
         );
         assert_eq!(f.clusters_before_failover, names(&["east", "west"]));
-        assert_eq!(f.failed_over_at, Time(now));
+        assert_eq!(f.failed_over_at, Time(deadline));
         assert_eq!(
             f.reason,
             "failed over: statePreservation kept example.com/epoch=4"
         );
-        // later rounds keep the record as it was (east's status, clusters, time)
-        let later: Timestamp = "2026-01-01T00:20:00Z".parse().unwrap();
+        // computed again (the same inputs): the same record
+        assert_eq!(
+            cluster_failovers(
+                &rules,
+                &[],
+                &names(&["east", "west"]),
+                &failed(&["east"]),
+                &status_of
+            ),
+            first
+        );
+        // later rounds keep the record as it was; a new one goes after it, whatever
+        // the order the clusters come in
         let none = |_: &str| None;
         let again = cluster_failovers(
             &rules,
             &first,
             &names(&["west", "north"]),
-            &names(&["east"]),
-            &none,
-            later,
+            &failed(&["west", "east"]),
+            &status_of,
         );
-        assert_eq!(again, first);
-        // east Ready again (no longer failed over): the record goes
-        let back = cluster_failovers(&rules, &first, &names(&["west"]), &[], &none, later);
-        assert!(back.is_empty());
+        assert_eq!(again[0], first[0]);
+        assert_eq!(again[1].cluster, "west");
+        // east Ready again (no longer failed over): its record goes
+        let back = cluster_failovers(&rules, &again, &names(&["west"]), &failed(&["west"]), &none);
+        assert_eq!(back, vec![again[1].clone()]);
         // no rules: nothing recorded
         assert!(
-            cluster_failovers(
-                &[],
-                &first,
-                &names(&["east"]),
-                &names(&["east"]),
-                &none,
-                later
-            )
-            .is_empty()
+            cluster_failovers(&[], &first, &names(&["east"]), &failed(&["east"]), &none).is_empty()
         );
         // nothing to read: recorded, saying why
-        let empty = cluster_failovers(
-            &rules,
-            &[],
-            &names(&["east"]),
-            &names(&["east"]),
-            &none,
-            now,
-        );
+        let empty = cluster_failovers(&rules, &[], &names(&["east"]), &failed(&["east"]), &none);
         assert!(empty[0].preserved_label_state.is_empty());
         assert_eq!(
             empty[0].reason,

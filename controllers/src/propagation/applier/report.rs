@@ -105,11 +105,13 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         // health is Unknown and it is not applied
         let last = (!input.ready && obj.is_none())
             .then(|| {
-                work.status
-                    .as_ref()?
-                    .manifest_statuses
-                    .iter()
-                    .find(|s| usize::try_from(s.identifier.ordinal).ok() == Some(i))
+                work.status.as_ref()?.manifest_statuses.iter().find(|s| {
+                    let (a, b) = (&s.identifier, &id);
+                    // the same object (the manifests may have changed meanwhile)
+                    usize::try_from(a.ordinal).ok() == Some(i)
+                        && (&a.group, &a.kind, &a.namespace, &a.name)
+                            == (&b.group, &b.kind, &b.namespace, &b.name)
+                })
             })
             .flatten();
         manifest_statuses.push(ManifestStatus {

@@ -552,3 +552,62 @@ fn status_reports_each_manifest_and_the_conditions() {
         ("False", conditions::REASON_SUSPEND_DISPATCHING, &later)
     );
 }
+
+/// A cluster that is not Ready cannot be read: its Work keeps what the copy reported
+/// last (status, generations), not applied, health Unknown; a manifest that is not the
+/// same object any more gets nothing of the old one's.
+#[test]
+fn a_not_ready_cluster_keeps_its_copys_last_status() {
+    let d = deploy(2);
+    let mut w = work(vec![d.clone()]);
+    let observed = vec![seen(None)];
+    let now = Time(jiff::Timestamp::from_second(100).unwrap());
+    fn input<'a>(w: &'a Work, ready: bool, observed: &'a [Observed]) -> Input<'a> {
+        Input {
+            cluster: "east",
+            work: w,
+            ready,
+            manifests: observed,
+            leftovers: &[],
+        }
+    }
+    let reported = status(
+        &input(&w, true, &observed),
+        &[Outcome {
+            result: Ok(()),
+            object: Some(applied(&d)),
+        }],
+        &now,
+    );
+    w.status = Some(reported.clone());
+    let gone = Outcome {
+        result: Err(NotApplied::new(
+            conditions::REASON_CLUSTER_NOT_READY,
+            "cluster east is not Ready",
+        )),
+        object: None,
+    };
+    let st = status(
+        &input(&w, false, &observed),
+        std::slice::from_ref(&gone),
+        &now,
+    );
+    let (was, is) = (&reported.manifest_statuses[0], &st.manifest_statuses[0]);
+    assert_eq!(is.status, was.status);
+    assert_eq!(is.status.as_ref().unwrap()["availableReplicas"], 2);
+    assert_eq!(
+        (is.generation, is.template_generation),
+        (was.generation, was.template_generation)
+    );
+    assert_eq!(is.applied, Some(false));
+    assert_eq!(is.health, Some(ResourceHealth::Unknown));
+    // another object at that place: not the old one's status
+    let mut other = deploy(2);
+    other["metadata"]["name"] = json!("api");
+    let w2 = Work {
+        spec: work(vec![other]).spec,
+        ..w.clone()
+    };
+    let st = status(&input(&w2, false, &observed), &[gone], &now);
+    assert_eq!(st.manifest_statuses[0].status, None);
+}

@@ -486,4 +486,18 @@ fn two_policies_writing_one_path_are_found() {
         ])
         .is_empty()
     );
+    // replacing a whole list (of another length) is a write over it
+    let one = super::overriders(json!({"plaintext": [
+        {"path": "/spec/template/spec/containers", "operator": "replace", "value": [{"name": "app", "image": "x"}]}
+    ]}));
+    assert_eq!(
+        said(&[
+            (rule("prod", "registry", 0), &registry),
+            (rule("prod", "one", 0), &one)
+        ]),
+        [
+            "spec.template.spec.containers: OverridePolicy prod/one rule 0 (plaintext) \
+             overrides OverridePolicy prod/registry rule 0 (image)"
+        ]
+    );
 }
