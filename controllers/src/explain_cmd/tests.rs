@@ -502,21 +502,33 @@ fn clusters_an_ordered_rollout_holds_are_explained() {
     assert!(text(&report).contains("RolledOut: False (WaveInProgress): wave 1 of 2"));
 }
 
+/// The inputs for Deployment demo/shop, its binding unlabelled.
+fn shop<'a>(
+    template: &'a Value,
+    spec: &'a BindingSpec,
+    status: Option<&'a BindingStatus>,
+    works: &'a [Work],
+    clusters: &'a [String],
+) -> Inputs<'a> {
+    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+    Inputs {
+        template,
+        describe: "Deployment demo/shop".into(),
+        binding_ref: "ResourceBinding demo/shop-deployment".into(),
+        binding_labels: &NO_LABELS,
+        spec,
+        status,
+        works,
+        clusters,
+    }
+}
+
 #[test]
 fn a_work_left_for_a_cluster_not_chosen_and_an_unknown_cluster_are_noted() {
     let template = json!({"kind": "Deployment", "metadata": {"name": "shop"}});
     let works = [work("gone", template.clone(), None, None)];
     let spec = BindingSpec::default();
-    let report = explain(&Inputs {
-        template: &template,
-        describe: "Deployment demo/shop".into(),
-        binding_ref: "ResourceBinding demo/shop-deployment".into(),
-        binding_labels: &BTreeMap::new(),
-        spec: &spec,
-        status: None,
-        works: &works,
-        clusters: &[],
-    });
+    let report = explain(&shop(&template, &spec, None, &works, &[]));
     let out = text(&report);
     assert!(out.contains("claimed by no policy"), "{out}");
     assert!(
@@ -571,16 +583,13 @@ fn copies_kept_above_their_share_while_others_start_theirs_are_noted() {
                     while north has 0 of its 2 available; spec.redistribution.maxUnavailable \
                     lets 0 of the 4 replicas be unavailable"}]}))
     .unwrap();
-    let report = explain(&Inputs {
-        template: &template,
-        describe: "Deployment demo/shop".into(),
-        binding_ref: "ResourceBinding demo/shop-deployment".into(),
-        binding_labels: &BTreeMap::new(),
-        spec: &spec,
-        status: Some(&status),
-        works: &works,
-        clusters: &["east".into(), "west".into(), "north".into()],
-    });
+    let report = explain(&shop(
+        &template,
+        &spec,
+        Some(&status),
+        &works,
+        &["east".into(), "west".into(), "north".into()],
+    ));
     let notes = |c: &str| notes_of(&report, c);
     let held = |runs: i64, more: i64| {
         format!(
@@ -601,16 +610,13 @@ fn copies_kept_above_their_share_while_others_start_theirs_are_noted() {
     );
     // without the guard's word (a failover-kept copy, an override raising replicas),
     // no such note
-    let report = explain(&Inputs {
-        template: &template,
-        describe: "Deployment demo/shop".into(),
-        binding_ref: "ResourceBinding demo/shop-deployment".into(),
-        binding_labels: &BTreeMap::new(),
-        spec: &spec,
-        status: None,
-        works: &works,
-        clusters: &["east".into(), "west".into(), "north".into()],
-    });
+    let report = explain(&shop(
+        &template,
+        &spec,
+        None,
+        &works,
+        &["east".into(), "west".into(), "north".into()],
+    ));
     assert!(
         report
             .clusters
