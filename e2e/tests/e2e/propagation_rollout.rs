@@ -122,3 +122,66 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
         assert!(events.contains(note), "{note}: {events}");
     }
 }
+
+/// With `propagateDeps`, the ConfigMap a held older generation mounts stays in the held
+/// clusters while it runs there: the canary gets the new generation (and its new
+/// ConfigMap) and gives the old ConfigMap up; west and north keep both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_generation_keeps_the_configmap_it_mounts() {
+    let (env, _ctl) = fleet_of(&["east", "west", "north"]).await;
+    let policy =
+        std::fs::read_to_string(crate::support::repo().join("examples/rollout-demo/policy.yaml"))
+            .unwrap()
+            .replace("  placement:\n", "  propagateDeps: true\n  placement:\n");
+    assert!(policy.contains("propagateDeps: true"));
+    env.ok(&["apply", "-f", &env.file("policy.yaml", &policy)])
+        .await;
+    for v in ["web-v1", "web-v2"] {
+        env.ok(&["create", "configmap", v, "-n", "demo", "--from-literal=v=1"])
+            .await;
+    }
+    let web = |config: &str, cpu: &str| {
+        std::fs::read_to_string(crate::support::repo().join("examples/rollout-demo/web.yaml"))
+            .unwrap()
+            .replace("cpu: 100m", &format!("cpu: {cpu}"))
+            .replace(
+                "            memory: 64Mi",
+                &format!(
+                    "            memory: 64Mi\n        volumeMounts: [{{name: config, mountPath: /etc/web}}]\n      volumes: [{{name: config, configMap: {{name: {config}}}}}]"
+                ),
+            )
+    };
+    env.ok(&["apply", "-f", &env.file("web.yaml", &web("web-v1", "100m"))])
+        .await;
+    let has = |cluster: &'static str, name: &'static str| {
+        let env = &env;
+        async move {
+            get(env, cluster, &["configmap", name, "-n", "demo"])
+                .await
+                .is_some()
+        }
+    };
+    eventually("web-v1 in every member", WAIT, || async {
+        (has("east", "web-v1").await && has("west", "web-v1").await && has("north", "web-v1").await)
+            .then_some(())
+    })
+    .await;
+
+    // generation 2 mounts web-v2 and cannot run on the canary: west and north are held
+    env.ok(&["apply", "-f", &env.file("web.yaml", &web("web-v2", "500"))])
+        .await;
+    eventually("east has web-v2 and gave web-v1 up", WAIT, || async {
+        (has("east", "web-v2").await && !has("east", "web-v1").await).then_some(())
+    })
+    .await;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        for c in ["west", "north"] {
+            assert!(
+                has(c, "web-v1").await,
+                "{c} runs generation 1, which mounts web-v1"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

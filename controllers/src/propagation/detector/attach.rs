@@ -15,7 +15,9 @@ use causeway_crds::federation::binding::{
     BindingSnapshot, BindingSpec, BindingStatus, ResourceBinding, ResourceBindingSpec,
     ResourceReference, TargetCluster, binding_name, conditions,
 };
-use causeway_crds::federation::deps::dependencies;
+use causeway_crds::federation::deps::{Dependency, dependencies};
+use causeway_crds::federation::work::Work;
+use causeway_crds::well_known::labels;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
@@ -31,6 +33,7 @@ pub(super) fn attach(
     out: &mut Desired,
     templates: &[Arc<DynamicObject>],
     existing: &BTreeMap<Key, &ResourceBinding>,
+    works: &HashMap<(String, String), Vec<Arc<Work>>>,
     keep: &mut BTreeSet<Key>,
     now: &Time,
 ) {
@@ -70,7 +73,7 @@ pub(super) fn attach(
         let Ok(value) = serde_json::to_value(owner.as_ref()) else {
             continue;
         };
-        for dep in dependencies(&value) {
+        for (dep, clusters) in needed(&value, spec, works.get(&crate::watch::key(b))) {
             // a dependency not on the hub (yet) is picked up once it is created (I.57)
             let Some(t) = index.get(&(dep.kind.as_str(), ns.clone(), dep.name.clone())) else {
                 continue;
@@ -89,7 +92,7 @@ pub(super) fn attach(
             e.required_by.push(BindingSnapshot {
                 namespace: Some(ns.clone()),
                 name: b.name_any(),
-                clusters: spec.clusters.clone(),
+                clusters,
             });
             if spec.conflict_resolution == Some(ConflictResolution::Overwrite) {
                 e.conflict_resolution = Some(ConflictResolution::Overwrite);
@@ -144,6 +147,47 @@ pub(super) fn attach(
         keep.insert(key);
         out.bindings.push(b);
     }
+}
+
+/// What a requirer needs where: the template's dependencies in every cluster it is
+/// scheduled to, and, in each scheduled cluster, those of the manifest its Work holds
+/// there (what the member runs: an ordered rollout's held older generation, or an
+/// override naming another ConfigMap), so a ConfigMap an older generation mounts stays
+/// while that generation runs.
+fn needed(
+    template: &serde_json::Value,
+    spec: &BindingSpec,
+    works: Option<&Vec<Arc<Work>>>,
+) -> Vec<(Dependency, Vec<TargetCluster>)> {
+    let mut out: BTreeMap<Dependency, Vec<TargetCluster>> = dependencies(template)
+        .into_iter()
+        .map(|d| (d, spec.clusters.clone()))
+        .collect();
+    for t in &spec.clusters {
+        let Some(work) = works
+            .into_iter()
+            .flatten()
+            .find(|w| w.labels().get(labels::CLUSTER) == Some(&t.name))
+        else {
+            continue;
+        };
+        let manifest = work.spec.workload.manifests.iter().find(|m| {
+            m.kind() == Some(spec.resource.kind.as_str())
+                && m.name() == Some(spec.resource.name.as_str())
+        });
+        for dep in manifest.map(|m| dependencies(&m.0)).unwrap_or_default() {
+            let clusters = out.entry(dep).or_default();
+            if !clusters.iter().any(|c| c.name == t.name) {
+                clusters.push(t.clone());
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(d, mut clusters)| {
+            clusters.sort_by(|a, b| a.name.cmp(&b.name));
+            (d, clusters)
+        })
+        .collect()
 }
 
 fn policy_removed(b: &ResourceBinding) -> bool {

@@ -975,3 +975,87 @@ fn application_failover_does_not_judge_a_cluster_that_is_not_ready() {
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
     assert!(d.bindings[0].spec.0.evictions.is_empty());
 }
+
+/// A requirer's dependencies are also those of the manifest each cluster's Work holds:
+/// an ordered rollout's held cluster still runs the older generation, which mounts the
+/// old ConfigMap, so that ConfigMap stays there (and only there) while it does.
+#[test]
+fn a_held_older_generation_keeps_the_configmap_it_mounts() {
+    let templates = [
+        using("api", "new-config", "api-secret"),
+        core("ConfigMap", "new-config"),
+        core("ConfigMap", "old-config"),
+        core("Secret", "api-secret"),
+    ];
+    let policy: Arc<PropagationPolicy> = obj(
+        json!({"metadata": {"name": "api", "namespace": "web"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
+                 "propagateDeps": true, "placement": {"clusterAffinity": {"clusterNames": ["a", "b"]}}}}),
+    );
+    // a runs the new generation; b is held at the old one (the Work's manifest)
+    let work = |cluster: &str, config: &str| -> Arc<Work> {
+        let manifest = serde_json::to_value(using("api", config, "api-secret").as_ref()).unwrap();
+        obj(json!({
+            "apiVersion": "causeway.io/v1alpha1", "kind": "Work",
+            "metadata": {"name": "web.api-deployment", "namespace": format!("causeway-es-{cluster}"),
+                         "labels": {labels::CLUSTER: cluster, labels::BINDING_NAMESPACE: "web",
+                                    labels::BINDING_NAME: "api-deployment"}},
+            "spec": {"workload": {"manifests": [manifest]}}
+        }))
+    };
+    let works: HashMap<(String, String), Vec<Arc<Work>>> = [(
+        ("web".to_string(), "api-deployment".to_string()),
+        vec![work("a", "new-config"), work("b", "old-config")],
+    )]
+    .into();
+    let d = desired(
+        &templates,
+        std::slice::from_ref(&policy),
+        &[],
+        &fleet(),
+        &[],
+        &[],
+        &works,
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+    );
+    let clusters_of = |name: &str| {
+        let b = d.bindings.iter().find(|b| b.name_any() == name);
+        b.map(|b| names(&b.spec.0.clusters))
+    };
+    assert_eq!(
+        clusters_of("new-config-configmap"),
+        Some(names_str(&["a", "b"]))
+    );
+    assert_eq!(clusters_of("old-config-configmap"), Some(names_str(&["b"])));
+    assert_eq!(
+        clusters_of("api-secret-secret"),
+        Some(names_str(&["a", "b"]))
+    );
+    // b rolled out too: the old ConfigMap is needed nowhere, and goes
+    let works: HashMap<(String, String), Vec<Arc<Work>>> = [(
+        ("web".to_string(), "api-deployment".to_string()),
+        vec![work("a", "new-config"), work("b", "new-config")],
+    )]
+    .into();
+    let d = desired(
+        &templates,
+        std::slice::from_ref(&policy),
+        &[],
+        &fleet(),
+        &[],
+        &[],
+        &works,
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+    );
+    assert!(
+        !d.bindings
+            .iter()
+            .any(|b| b.name_any() == "old-config-configmap")
+    );
+}
+
+fn names_str(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::deps::dependencies;
 use causeway_crds::federation::propagation::PurgeMode;
 use causeway_crds::federation::rollout;
 use causeway_crds::federation::schedule::{app_failover, failover};
@@ -142,10 +143,10 @@ pub(super) fn kept(
 }
 
 /// For the binding of a dependency (`propagateDeps`): the clusters outside its own
-/// `spec.clusters` where a binding that needs it still has a Work (not being deleted),
-/// such as a failed-over or evicted cluster's kept copy. The dependency stays there
-/// as long as that copy does: a kept Deployment whose ConfigMap, Secret or PVC was
-/// deleted under it would not restart.
+/// `spec.clusters` where a binding that needs it still has a Work (not being deleted)
+/// whose manifests use it, such as a failed-over or evicted cluster's kept copy. The
+/// dependency stays there as long as that copy does: a kept Deployment whose
+/// ConfigMap, Secret or PVC was deleted under it would not restart.
 pub(super) fn kept_for_requirers(
     spec: &BindingSpec,
     works: &HashMap<(String, String), Vec<Arc<Work>>>,
@@ -160,7 +161,12 @@ pub(super) fn kept_for_requirers(
             let Some(cluster) = w.labels().get(labels::CLUSTER) else {
                 continue;
             };
-            if !spec.clusters.iter().any(|t| t.name == *cluster) {
+            let uses = w.spec.workload.manifests.iter().any(|m| {
+                dependencies(&m.0)
+                    .iter()
+                    .any(|d| d.kind == spec.resource.kind && d.name == spec.resource.name)
+            });
+            if uses && !spec.clusters.iter().any(|t| t.name == *cluster) {
                 out.insert(cluster.clone());
             }
         }
@@ -407,22 +413,47 @@ mod tests {
     #[test]
     fn a_dependency_stays_while_a_kept_copy_needs_it() {
         use causeway_crds::federation::binding::BindingSnapshot;
+        use causeway_crds::federation::work::Manifest;
         let mut dep = spec(None, &["west"]);
+        dep.resource.api_version = "v1".into();
+        dep.resource.kind = "ConfigMap".into();
+        dep.resource.name = "api-config".into();
         dep.required_by = vec![BindingSnapshot {
             namespace: Some("demo".into()),
             name: "api-deployment".into(),
             clusters: Vec::new(),
         }];
+        // the requirer's copy in `cluster`, mounting ConfigMap `config`
+        let mounting = |cluster: &str, config: &str| {
+            let mut w = (*work(cluster, true)).clone();
+            w.spec.workload.manifests = vec![Manifest(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "api", "namespace": "demo"},
+                "spec": {"template": {"spec": {"containers": [{"name": "api", "image": "x"}],
+                    "volumes": [{"name": "c", "configMap": {"name": config}}]}}}
+            }))];
+            w
+        };
         let key = ("demo".to_string(), "api-deployment".to_string());
-        let mut works =
-            HashMap::from([(key.clone(), vec![work("east", true), work("west", true)])]);
+        let mut works = HashMap::from([(
+            key.clone(),
+            vec![
+                Arc::new(mounting("east", "api-config")),
+                Arc::new(mounting("north", "other-config")),
+                Arc::new(mounting("west", "api-config")),
+            ],
+        )]);
+        // north's copy does not use it: not kept there
         assert_eq!(kept_for_requirers(&dep, &works), vec!["east".to_string()]);
         // east's copy is being deleted: the dependency goes too
-        let mut leaving = (*work("east", true)).clone();
+        let mut leaving = mounting("east", "api-config");
         leaving.metadata.deletion_timestamp = Some(
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at("2026-01-01T00:00:00Z")),
         );
-        works.insert(key, vec![Arc::new(leaving), work("west", true)]);
+        works.insert(
+            key,
+            vec![Arc::new(leaving), Arc::new(mounting("west", "api-config"))],
+        );
         assert!(kept_for_requirers(&dep, &works).is_empty());
         // not a dependency: nothing
         assert!(kept_for_requirers(&spec(None, &["west"]), &works).is_empty());
