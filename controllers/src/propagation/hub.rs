@@ -375,10 +375,18 @@ async fn round(
         let key = crate::watch::key(b);
         bound.insert(key.clone());
         // a dependency's binding follows its requirers: dirty when one of them is
-        let required = b.spec.required_by.iter().any(|r| {
-            let k = (r.namespace.clone().unwrap_or_default(), r.name.clone());
-            dirty.keys.contains(&k)
-        });
+        // (the requirers it has as well as those it should have: one that stops
+        // needing it is dirty too)
+        let had = actual_rb.get(&key).map(|a| a.spec.required_by.as_slice());
+        let required = b
+            .spec
+            .required_by
+            .iter()
+            .chain(had.into_iter().flatten())
+            .any(|r| {
+                let k = (r.namespace.clone().unwrap_or_default(), r.name.clone());
+                dirty.keys.contains(&k)
+            });
         if !dirty.full && !dirty.keys.contains(&key) && !required {
             continue;
         }

@@ -153,7 +153,8 @@ pub(super) fn attach(
 /// scheduled to, and, in each scheduled cluster, those of the manifest its Work holds
 /// there (what the member runs: an ordered rollout's held older generation, or an
 /// override naming another ConfigMap), so a ConfigMap an older generation mounts stays
-/// while that generation runs.
+/// while that generation runs. Those of a copy kept outside the scheduled clusters are
+/// needed too (with no cluster of their own).
 fn needed(
     template: &serde_json::Value,
     spec: &BindingSpec,
@@ -163,21 +164,26 @@ fn needed(
         .into_iter()
         .map(|d| (d, spec.clusters.clone()))
         .collect();
-    for t in &spec.clusters {
-        let Some(work) = works
-            .into_iter()
-            .flatten()
-            .find(|w| w.labels().get(labels::CLUSTER) == Some(&t.name))
-        else {
+    for work in works.into_iter().flatten() {
+        if work.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(cluster) = work.labels().get(labels::CLUSTER) else {
             continue;
         };
         let manifest = work.spec.workload.manifests.iter().find(|m| {
             m.kind() == Some(spec.resource.kind.as_str())
                 && m.name() == Some(spec.resource.name.as_str())
         });
+        // a copy kept outside the scheduled clusters (failover, make-before-break)
+        // keeps the dependency alive, and the hub keeps it there while that copy
+        // uses it (`hub::failover::kept_for_requirers`)
+        let target = spec.clusters.iter().find(|t| t.name == *cluster);
         for dep in manifest.map(|m| dependencies(&m.0)).unwrap_or_default() {
             let clusters = out.entry(dep).or_default();
-            if !clusters.iter().any(|c| c.name == t.name) {
+            if let Some(t) = target
+                && !clusters.iter().any(|c| c.name == t.name)
+            {
                 clusters.push(t.clone());
             }
         }

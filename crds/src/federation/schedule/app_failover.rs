@@ -148,16 +148,16 @@ pub fn decide<'a>(
             out.next_due = Some(out.next_due.map_or(deadline, |d| d.min(deadline)));
             continue;
         }
-        due.push((*name, *since));
+        due.push((*name, *since, deadline));
     }
     if due.is_empty() {
         return out;
     }
     let elsewhere = scheduled
         .iter()
-        .any(|t| !due.iter().any(|(n, _)| *n == t.name) && healthy(&t.name));
+        .any(|t| !due.iter().any(|(n, _, _)| *n == t.name) && healthy(&t.name));
     if scheduled.len() > 1 && !elsewhere {
-        for (name, _) in due {
+        for (name, _, _) in due {
             let others: Vec<&str> = scheduled
                 .iter()
                 .map(|t| t.name.as_str())
@@ -179,7 +179,7 @@ pub fn decide<'a>(
         .map(|p| p.rules.as_slice())
         .unwrap_or_default();
     let before: Vec<String> = scheduled.iter().map(|t| t.name.clone()).collect();
-    for (name, since) in due {
+    for (name, since, deadline) in due {
         let mut reason = format!(
             "unhealthy since {since}, longer than the {tolerated}s failover.application tolerates: moved away until the template's next generation"
         );
@@ -198,7 +198,9 @@ pub fn decide<'a>(
         out.evictions.push(Eviction {
             cluster: name.to_string(),
             reason,
-            evicted_at: Time(now),
+            // the deadline, not now: computed again (a round on a stale cache), the
+            // eviction is the same
+            evicted_at: Time(deadline),
             template_generation: generation,
             preserved_label_state: preserved,
             clusters_before_failover: if rules.is_empty() {
