@@ -14,6 +14,9 @@ use causeway_crds::federation::binding::{
 use causeway_crds::federation::cluster::{Cluster, conditions};
 use causeway_crds::federation::propagation::PurgeMode;
 use causeway_crds::federation::schedule::{Workload, failover, schedule};
+use causeway_crds::federation::state_preservation;
+use causeway_crds::federation::work::Work;
+use causeway_crds::well_known::labels;
 use causeway_runtime::client::HubArgs;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -62,7 +65,16 @@ pub struct Row {
     pub after: BTreeMap<String, Option<i32>>,
     /// What happens, for people.
     pub verdict: String,
+    /// The labels `failover.cluster.statePreservation` would give the copies in the
+    /// clusters that take over (read from what the failing clusters' copies reported
+    /// last).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub preserved_labels: BTreeMap<String, String>,
 }
+
+/// What each binding's copy in each cluster reported last (its `.status`), by binding
+/// id and cluster.
+pub type Reported = BTreeMap<(String, String), serde_json::Value>;
 
 /// The binding's clusters as a map.
 fn targets(spec: &BindingSpec) -> BTreeMap<String, Option<i32>> {
@@ -103,6 +115,7 @@ pub fn plan(
     bindings: &[(String, &BindingSpec, bool)],
     clusters: &[Cluster],
     failing: &BTreeSet<String>,
+    reported: &Reported,
     now: Timestamp,
 ) -> Vec<Row> {
     let hypothetical: Vec<Cluster> = clusters
@@ -130,6 +143,7 @@ pub fn plan(
             after: now_at.clone(),
             now: now_at.clone(),
             verdict,
+            preserved_labels: BTreeMap::new(),
         };
         if *frozen {
             out.push(stays(
@@ -145,12 +159,10 @@ pub fn plan(
             continue;
         }
         let Some(cluster_failover) = spec.failover.as_ref().and_then(|f| f.cluster.as_ref()) else {
-            out.push(Row {
-                binding: id.clone(),
-                after: now_at.clone(),
-                now: now_at,
-                verdict: "stays: the policy has no failover.cluster (a NotReady member keeps what it runs)".into(),
-            });
+            out.push(stays(
+                "stays: the policy has no failover.cluster (a NotReady member keeps what it runs)"
+                    .into(),
+            ));
             continue;
         };
         let workload = Workload {
@@ -169,6 +181,7 @@ pub fn plan(
                 .collect(),
             ..Workload::default()
         };
+        let mut preserved_labels = BTreeMap::new();
         let verdict_and_after = match schedule(&spec.placement, &hypothetical, &workload) {
             Err(e) => (format!("unknown: {e}"), now_at.clone()),
             Ok(d) => {
@@ -200,6 +213,59 @@ pub fn plan(
                     PurgeMode::Directly => "its copy purged at once".to_string(),
                     PurgeMode::Never => "its copy kept while it is not Ready".to_string(),
                 };
+                // statePreservation: what the failing copies reported last, for the
+                // copies in the clusters that did not run the workload
+                let rules = cluster_failover
+                    .state_preservation
+                    .as_ref()
+                    .map(|p| p.rules.as_slice())
+                    .unwrap_or_default();
+                let before: Vec<String> = now_at.keys().cloned().collect();
+                let failed: Vec<(String, Timestamp)> =
+                    leaving.iter().map(|c| ((*c).clone(), now)).collect();
+                let records =
+                    state_preservation::cluster_failovers(rules, &[], &before, &failed, &|c| {
+                        reported.get(&(id.clone(), c.to_string()))
+                    });
+                let receivers: Vec<&String> =
+                    after.keys().filter(|c| !now_at.contains_key(*c)).collect();
+                let mut kept = String::new();
+                for r in &records {
+                    preserved_labels.extend(r.preserved_label_state.clone());
+                }
+                if !records.is_empty() {
+                    let what: Vec<String> = records
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "from {}: {}",
+                                r.cluster,
+                                r.reason
+                                    .trim_start_matches("failed over: statePreservation ")
+                            )
+                        })
+                        .collect();
+                    kept = if receivers.is_empty() || preserved_labels.is_empty() {
+                        format!(
+                            "; statePreservation labels no copy ({}{})",
+                            what.join("; "),
+                            if receivers.is_empty() {
+                                "; every cluster that takes over ran it already"
+                            } else {
+                                ""
+                            }
+                        )
+                    } else {
+                        format!(
+                            "; {}'s copy labelled by statePreservation ({})",
+                            join(&receivers),
+                            what.join("; ")
+                        )
+                    };
+                    if receivers.is_empty() {
+                        preserved_labels.clear();
+                    }
+                }
                 let verdict = if leaving.is_empty() {
                     format!(
                         "stays on {}: tolerated forever, or no other cluster fits",
@@ -219,7 +285,7 @@ pub fn plan(
                         join(&staying)
                     )
                 };
-                (verdict, after)
+                (format!("{verdict}{kept}"), after)
             }
         };
         out.push(Row {
@@ -227,6 +293,7 @@ pub fn plan(
             now: now_at,
             after: verdict_and_after.1,
             verdict: verdict_and_after.0,
+            preserved_labels,
         });
     }
     out.sort_by(|a, b| a.binding.cmp(&b.binding));
@@ -346,7 +413,26 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
                 .map(|b| (b.name_any(), &b.spec.0, frozen(b.status.as_ref()))),
         )
         .collect();
-    let rows = plan(&bindings, &clusters, &failing, Timestamp::now());
+    // what each copy reported last, for statePreservation
+    let works = Api::<Work>::all(hub.clone())
+        .list(&ListParams::default())
+        .await
+        .context("listing the Works on the hub")?
+        .items;
+    let reported: Reported = works
+        .iter()
+        .filter_map(|w| {
+            let l = w.labels();
+            let name = l.get(labels::BINDING_NAME)?;
+            let id = match l.get(labels::BINDING_NAMESPACE) {
+                Some(ns) => format!("{ns}/{name}"),
+                None => name.clone(),
+            };
+            let status = state_preservation::copy_status(w)?.clone();
+            Some(((id, l.get(labels::CLUSTER)?.clone()), status))
+        })
+        .collect();
+    let rows = plan(&bindings, &clusters, &failing, &reported, Timestamp::now());
     match args.output {
         Output::Text => print!("{}", text(&rows, &failing)),
         Output::Json => println!("{}", serde_json::to_string_pretty(&rows)?),

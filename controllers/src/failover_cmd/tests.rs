@@ -56,6 +56,7 @@ fn what_failing_a_cluster_would_do() {
         &bindings,
         &fleet,
         &east,
+        &Reported::new(),
         "2026-06-01T00:00:00Z".parse().unwrap(),
     );
     let got: Vec<(&str, String, &str)> = rows
@@ -105,6 +106,7 @@ fn what_failing_a_cluster_would_do() {
         &bindings[..1],
         &fleet,
         &both,
+        &Reported::new(),
         "2026-06-01T00:00:00Z".parse().unwrap(),
     );
     assert!(
@@ -127,6 +129,7 @@ fn what_failing_a_cluster_would_do() {
         &[("demo/u".to_string(), &unreachable, false)],
         &pull,
         &east,
+        &Reported::new(),
         "2026-06-01T00:00:00Z".parse().unwrap(),
     );
     assert!(
@@ -148,4 +151,56 @@ fn what_failing_a_cluster_would_do() {
          demo/a-opted   east:2 north:2 west:2   north:3 west:3   moves away from east (east after 300s), its copy purged once the others run it healthy (at most 600 s later)\n"
     );
     assert_eq!(text(&[], &east), "no workload is scheduled on east\n");
+}
+
+/// With `failover.cluster.statePreservation`, the dry run says what the copies that
+/// take over would be labelled with, from what the failing copy reported last.
+#[test]
+fn the_dry_run_says_what_state_would_be_carried() {
+    let fleet = vec![cluster("east"), cluster("west"), cluster("north")];
+    let rules = json!({"failover": {"cluster": {"statePreservation": {"rules": [
+        {"aliasLabelName": "example.com/epoch", "jsonPath": "{.observedGeneration}"}]}}},
+        "placement": {"clusterAffinities": [
+            {"affinityName": "primary", "clusterNames": ["east"]},
+            {"affinityName": "backup", "clusterNames": ["west"]}]}});
+    let primary = binding(rules, &[("east", 6)]);
+    let bindings = vec![("demo/api".to_string(), &primary, false)];
+    let east = BTreeSet::from(["east".to_string()]);
+    let reported = Reported::from([(
+        ("demo/api".to_string(), "east".to_string()),
+        json!({"observedGeneration": 7}),
+    )]);
+    let rows = plan(
+        &bindings,
+        &fleet,
+        &east,
+        &reported,
+        "2026-06-01T00:00:00Z".parse().unwrap(),
+    );
+    assert_eq!(placement_text(&rows[0].after), "west:6");
+    assert!(
+        rows[0].verdict.ends_with(
+            "; west's copy labelled by statePreservation (from east: kept example.com/epoch=7)"
+        ),
+        "{}",
+        rows[0].verdict
+    );
+    assert_eq!(
+        rows[0].preserved_labels,
+        BTreeMap::from([("example.com/epoch".to_string(), "7".to_string())])
+    );
+    // nothing reported: said, and nothing labelled
+    let rows = plan(
+        &bindings,
+        &fleet,
+        &east,
+        &Reported::new(),
+        "2026-06-01T00:00:00Z".parse().unwrap(),
+    );
+    assert!(
+        rows[0].verdict.contains("; statePreservation labels no copy (from east: kept nothing; nothing for example.com/epoch: the failed copy reported no status)"),
+        "{}",
+        rows[0].verdict
+    );
+    assert!(rows[0].preserved_labels.is_empty());
 }

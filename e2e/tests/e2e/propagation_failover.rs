@@ -151,6 +151,16 @@ async fn a_failed_clusters_state_labels_the_copy_that_takes_over() {
     })
     .await;
 
+    // the dry run says what west's copy would carry
+    let plan = eventually("the dry run says what state moves", WAIT, || async {
+        let plan =
+            crate::propagation_cli::ok(&env, &["failover", "plan", "--cluster", "east"]).await;
+        plan.contains("west's copy labelled by statePreservation (from east: kept example.com/ready-before=2)")
+            .then_some(plan)
+    })
+    .await;
+    assert!(plan.contains("east:2   west:2"), "{plan}");
+
     env.cs.member("east").unwrap().faults().set_not_ready(true);
     let label = eventually("west's copy carries east's state", WAIT, || async {
         let d = get(&env, "west", &["deployment", "job", "-n", "demo"]).await?;
