@@ -1003,22 +1003,26 @@ fn a_held_older_generation_keeps_the_configmap_it_mounts() {
             "spec": {"workload": {"manifests": [manifest]}}
         }))
     };
-    let works: HashMap<(String, String), Vec<Arc<Work>>> = [(
-        ("web".to_string(), "api-deployment".to_string()),
-        vec![work("a", "new-config"), work("b", "old-config")],
-    )]
-    .into();
-    let d = desired(
-        &templates,
-        std::slice::from_ref(&policy),
-        &[],
-        &fleet(),
-        &[],
-        &[],
-        &works,
-        &t(100),
-        &mut evictions::Evictions::new(1e9, 1e9),
-    );
+    // the detector's bindings when a and b hold these configs
+    let round = |a: &str, b: &str| {
+        let works: HashMap<(String, String), Vec<Arc<Work>>> = [(
+            ("web".to_string(), "api-deployment".to_string()),
+            vec![work("a", a), work("b", b)],
+        )]
+        .into();
+        desired(
+            &templates,
+            std::slice::from_ref(&policy),
+            &[],
+            &fleet(),
+            &[],
+            &[],
+            &works,
+            &t(100),
+            &mut evictions::Evictions::new(1e9, 1e9),
+        )
+    };
+    let d = round("new-config", "old-config");
     let clusters_of = |name: &str| {
         let b = d.bindings.iter().find(|b| b.name_any() == name);
         b.map(|b| names(&b.spec.0.clusters))
@@ -1033,22 +1037,7 @@ fn a_held_older_generation_keeps_the_configmap_it_mounts() {
         Some(names_str(&["a", "b"]))
     );
     // b rolled out too: the old ConfigMap is needed nowhere, and goes
-    let works: HashMap<(String, String), Vec<Arc<Work>>> = [(
-        ("web".to_string(), "api-deployment".to_string()),
-        vec![work("a", "new-config"), work("b", "new-config")],
-    )]
-    .into();
-    let d = desired(
-        &templates,
-        std::slice::from_ref(&policy),
-        &[],
-        &fleet(),
-        &[],
-        &[],
-        &works,
-        &t(100),
-        &mut evictions::Evictions::new(1e9, 1e9),
-    );
+    let d = round("new-config", "new-config");
     assert!(
         !d.bindings
             .iter()
