@@ -60,7 +60,7 @@ pub async fn follow_fleet(
             .collect();
         let ready_names: BTreeSet<String> = cl
             .iter()
-            .filter(|c| crate::clusters::status::ready_of(c).is_some_and(|r| r.status == "True"))
+            .filter(|c| crate::clusters::status::is_ready(c))
             .map(|c| c.name_any())
             .collect();
         let (want, unusable) = members_for(Reader::Search, &cl, &se);

@@ -106,6 +106,11 @@ pub fn ready_of(c: &Cluster) -> Option<&Condition> {
         .find(|c| c.type_ == conditions::READY)
 }
 
+/// Whether a Cluster is Ready (its Ready condition True); one never probed is not.
+pub fn is_ready(c: &Cluster) -> bool {
+    ready_of(c).is_some_and(|r| r.status == "True")
+}
+
 /// Posts the status of Cluster `name` (on `hub`) for the `member` it describes, every
 /// status interval, until `stop`.
 pub async fn run(

@@ -128,10 +128,10 @@ fn kinds_of(w: &Work) -> impl Iterator<Item = (String, String)> + '_ {
 }
 
 fn is_ready(clusters: &Cache<Cluster>, name: &str) -> bool {
-    clusters.state().iter().any(|c| {
-        c.name_any() == name
-            && crate::clusters::status::ready_of(c).is_some_and(|r| r.status == "True")
-    })
+    clusters
+        .state()
+        .iter()
+        .any(|c| c.name_any() == name && crate::clusters::status::is_ready(c))
 }
 
 async fn round(

@@ -559,59 +559,41 @@ impl Ctx<'_> {
                 self.forget(b, "ApplyOverridesFailed");
             }
             // §9.5 ★: two override policies writing one path (the later wins)
-            if out.overlaps.is_empty() {
-                self.forget(b, "OverridesOverlap");
-            } else {
-                let note: Vec<String> = out
-                    .overlaps
-                    .iter()
-                    .map(|(cluster, o)| format!("cluster {cluster}: {o}"))
-                    .collect();
-                self.tell(
-                    b,
-                    template,
-                    EventType::Normal,
-                    "OverridesOverlap",
-                    &note.join("; "),
-                )
-                .await;
-            }
+            let overlaps: Vec<String> = out
+                .overlaps
+                .iter()
+                .map(|(cluster, o)| format!("cluster {cluster}: {o}"))
+                .collect();
+            self.tell_notes(
+                b,
+                template,
+                EventType::Normal,
+                "OverridesOverlap",
+                &overlaps,
+            )
+            .await;
             if out.blocked.is_none() {
                 let (to_write, progress) = self.roll_out(b, template, out.works, works);
                 let generation = template.metadata.generation.unwrap_or(0);
                 let kept = failover::kept(b.spec, self.clusters, works, generation, self.now.0);
-                if kept.is_empty() {
-                    self.forget(b, "FailedOver");
-                } else {
-                    let note: Vec<&str> = kept.iter().map(|(_, n)| n.as_str()).collect();
-                    self.tell(
-                        b,
-                        template,
-                        EventType::Warning,
-                        "FailedOver",
-                        &note.join("; "),
-                    )
+                let notes: Vec<String> = kept.iter().map(|(_, n)| n.clone()).collect();
+                self.tell_notes(b, template, EventType::Warning, "FailedOver", &notes)
                     .await;
-                }
                 // J.64: where application failover moved the workload away from
-                if b.spec.evictions.is_empty() {
-                    self.forget(b, "ApplicationFailover");
-                } else {
-                    let note: Vec<String> = b
-                        .spec
-                        .evictions
-                        .iter()
-                        .map(|e| format!("cluster {}: {}", e.cluster, e.reason))
-                        .collect();
-                    self.tell(
-                        b,
-                        template,
-                        EventType::Warning,
-                        "ApplicationFailover",
-                        &note.join("; "),
-                    )
-                    .await;
-                }
+                let notes: Vec<String> = b
+                    .spec
+                    .evictions
+                    .iter()
+                    .map(|e| format!("cluster {}: {}", e.cluster, e.reason))
+                    .collect();
+                self.tell_notes(
+                    b,
+                    template,
+                    EventType::Warning,
+                    "ApplicationFailover",
+                    &notes,
+                )
+                .await;
                 let mut kept: Vec<String> = kept.into_iter().map(|(c, _)| c).collect();
                 // §9.2 ★: replicas leave a cluster only as the others make up for them
                 let (to_write, guarded) = redistribution::guard_works(
@@ -674,18 +656,8 @@ impl Ctx<'_> {
         // a Warning Event on the template for what a member refused (conflicts,
         // immutable fields, timeouts), once per distinct set of failures
         let refused = refused_by_members(works);
-        if refused.is_empty() {
-            self.forget(b, "ApplyFailed");
-        } else {
-            self.tell(
-                b,
-                template,
-                EventType::Warning,
-                "ApplyFailed",
-                &refused.join("; "),
-            )
+        self.tell_notes(b, template, EventType::Warning, "ApplyFailed", &refused)
             .await;
-        }
         let value = serde_json::to_value(&st).unwrap_or_default();
         let (kind, api_version) = match b.namespace {
             Some(_) => ("ResourceBinding", "causeway.io/v1alpha1"),

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use serde_json::Value;
 
-use crate::clusters::status::ready_of;
+use crate::clusters::status::is_ready;
 
 /// What the binding's status should be (see the module docs):
 /// - `conditions`: the previous ones (the detector's `Scheduled` among them) with
@@ -239,7 +239,7 @@ fn item(
     let ready = clusters
         .iter()
         .find(|c| c.name_any() == cluster)
-        .map(|c| ready_of(c).is_some_and(|r| r.status == "True"));
+        .map(|c| is_ready(c));
     let applied = current && override_failure.is_none();
     let message = match (override_failure, ready) {
         (Some(why), _) => Some(format!(

@@ -50,7 +50,7 @@ fn ready(clusters: &[Arc<Cluster>], name: &str) -> Option<bool> {
     if c.metadata.deletion_timestamp.is_some() {
         return None; // leaving: the unjoin's
     }
-    Some(crate::clusters::status::ready_of(c).is_some_and(|r| r.status == "True"))
+    Some(crate::clusters::status::is_ready(c))
 }
 
 /// `rendered` (the Works to write) with the replicas the guard keeps, plus the kept

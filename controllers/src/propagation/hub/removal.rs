@@ -128,6 +128,24 @@ impl Ctx<'_> {
         self.tell_key(&b.key, template, type_, reason, note).await;
     }
 
+    /// An Event joining `notes` (`; `), once per distinct set; none to say: the memo
+    /// is cleared, so the same notes later are told again.
+    pub(super) async fn tell_notes(
+        &mut self,
+        b: &View<'_>,
+        template: &Arc<DynamicObject>,
+        type_: EventType,
+        reason: &'static str,
+        notes: &[String],
+    ) {
+        if notes.is_empty() {
+            self.forget(b, reason);
+        } else {
+            self.tell(b, template, type_, reason, &notes.join("; "))
+                .await;
+        }
+    }
+
     pub(super) fn forget(&mut self, b: &View<'_>, reason: &'static str) {
         self.memos.told.remove(&(b.key.clone(), reason));
     }
