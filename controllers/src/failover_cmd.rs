@@ -230,41 +230,34 @@ pub fn plan(
                 let receivers: Vec<&String> =
                     after.keys().filter(|c| !now_at.contains_key(*c)).collect();
                 let mut kept = String::new();
-                for r in &records {
-                    preserved_labels.extend(r.preserved_label_state.clone());
-                }
                 if !records.is_empty() {
                     let what: Vec<String> = records
                         .iter()
                         .map(|r| {
-                            format!(
-                                "from {}: {}",
-                                r.cluster,
-                                r.reason
-                                    .trim_start_matches("failed over: statePreservation ")
-                            )
+                            let reason = r
+                                .reason
+                                .trim_start_matches("failed over: statePreservation ");
+                            format!("from {}: {reason}", r.cluster)
                         })
                         .collect();
-                    kept = if receivers.is_empty() || preserved_labels.is_empty() {
-                        format!(
-                            "; statePreservation labels no copy ({}{})",
-                            what.join("; "),
-                            if receivers.is_empty() {
-                                "; every cluster that takes over ran it already"
-                            } else {
-                                ""
-                            }
-                        )
-                    } else {
-                        format!(
-                            "; {}'s copy labelled by statePreservation ({})",
-                            join(&receivers),
-                            what.join("; ")
-                        )
+                    let what = what.join("; ");
+                    let labels: BTreeMap<String, String> = records
+                        .iter()
+                        .flat_map(|r| r.preserved_label_state.clone())
+                        .collect();
+                    kept = match (receivers.is_empty(), labels.is_empty()) {
+                        (true, _) => format!(
+                            "; statePreservation labels no copy ({what}; every cluster that takes over ran it already)"
+                        ),
+                        (false, true) => format!("; statePreservation labels no copy ({what})"),
+                        (false, false) => {
+                            preserved_labels = labels;
+                            format!(
+                                "; {}'s copy labelled by statePreservation ({what})",
+                                join(&receivers)
+                            )
+                        }
                     };
-                    if receivers.is_empty() {
-                        preserved_labels.clear();
-                    }
                 }
                 let verdict = if leaving.is_empty() {
                     format!(

@@ -25,6 +25,22 @@ fn binding(extra: serde_json::Value, clusters: &[(&str, i32)]) -> BindingSpec {
     serde_json::from_value(spec).unwrap()
 }
 
+/// [`plan`] on 1 June 2026.
+fn plan_in_june(
+    bindings: &[(String, &BindingSpec, bool)],
+    clusters: &[Cluster],
+    failing: &BTreeSet<String>,
+    reported: &Reported,
+) -> Vec<Row> {
+    plan(
+        bindings,
+        clusters,
+        failing,
+        reported,
+        "2026-06-01T00:00:00Z".parse().unwrap(),
+    )
+}
+
 #[test]
 fn what_failing_a_cluster_would_do() {
     let fleet = vec![cluster("east"), cluster("west"), cluster("north")];
@@ -52,13 +68,7 @@ fn what_failing_a_cluster_would_do() {
         ("demo/f-frozen".to_string(), &opted, true),
     ];
     let east = BTreeSet::from(["east".to_string()]);
-    let rows = plan(
-        &bindings,
-        &fleet,
-        &east,
-        &Reported::new(),
-        "2026-06-01T00:00:00Z".parse().unwrap(),
-    );
+    let rows = plan_in_june(&bindings, &fleet, &east, &Reported::new());
     let got: Vec<(&str, String, &str)> = rows
         .iter()
         .map(|r| {
@@ -102,13 +112,7 @@ fn what_failing_a_cluster_would_do() {
     );
     // east and west failing at once: failover holds
     let both = BTreeSet::from(["east".to_string(), "west".to_string()]);
-    let held = plan(
-        &bindings[..1],
-        &fleet,
-        &both,
-        &Reported::new(),
-        "2026-06-01T00:00:00Z".parse().unwrap(),
-    );
+    let held = plan_in_june(&bindings[..1], &fleet, &both, &Reported::new());
     assert!(
         held[0].verdict.starts_with(
             "stays: cluster failover holds: 2 of 3 clusters stopped being Ready at once"
@@ -125,12 +129,11 @@ fn what_failing_a_cluster_would_do() {
                              "clusterTolerations": [{"key": "cluster.causeway.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 900}]}}),
         &spread,
     );
-    let pulled = plan(
+    let pulled = plan_in_june(
         &[("demo/u".to_string(), &unreachable, false)],
         &pull,
         &east,
         &Reported::new(),
-        "2026-06-01T00:00:00Z".parse().unwrap(),
     );
     assert!(
         pulled[0].verdict.contains("(east after 900s)"),
@@ -170,13 +173,7 @@ fn the_dry_run_says_what_state_would_be_carried() {
         ("demo/api".to_string(), "east".to_string()),
         json!({"observedGeneration": 7}),
     )]);
-    let rows = plan(
-        &bindings,
-        &fleet,
-        &east,
-        &reported,
-        "2026-06-01T00:00:00Z".parse().unwrap(),
-    );
+    let rows = plan_in_june(&bindings, &fleet, &east, &reported);
     assert_eq!(placement_text(&rows[0].after), "west:6");
     assert!(
         rows[0].verdict.ends_with(
@@ -190,13 +187,7 @@ fn the_dry_run_says_what_state_would_be_carried() {
         BTreeMap::from([("example.com/epoch".to_string(), "7".to_string())])
     );
     // nothing reported: said, and nothing labelled
-    let rows = plan(
-        &bindings,
-        &fleet,
-        &east,
-        &Reported::new(),
-        "2026-06-01T00:00:00Z".parse().unwrap(),
-    );
+    let rows = plan_in_june(&bindings, &fleet, &east, &Reported::new());
     assert!(
         rows[0].verdict.contains("; statePreservation labels no copy (from east: kept nothing; nothing for example.com/epoch: the failed copy reported no status)"),
         "{}",
