@@ -686,19 +686,17 @@ impl Ctx<'_> {
         let generation = template.metadata.generation.unwrap_or(0);
         let previous = template.data.get("status");
         let expected = b.spec.clusters.len();
-        // the scheduled clusters' Works only: a failed-over cluster's kept copy is not
-        // part of what the template runs
-        let scheduled: Vec<Arc<Work>> = works
-            .iter()
-            .filter(|w| {
+        // the scheduled clusters' Works, and apart the copies still running where the
+        // template is moving away from (held, or kept by a graceful eviction): those
+        // count as old replicas
+        let (scheduled, leaving): (Vec<Arc<Work>>, Vec<Arc<Work>>) =
+            works.iter().cloned().partition(|w| {
                 let ns = w.metadata.namespace.as_deref().unwrap_or_default();
                 b.spec
                     .clusters
                     .iter()
                     .any(|t| execution_namespace(&t.name) == ns)
-            })
-            .cloned()
-            .collect();
+            });
         if let (Some(api), Some(st)) = (
             t_api,
             status::template_status(
@@ -707,6 +705,8 @@ impl Ctx<'_> {
                 previous,
                 &scheduled,
                 expected,
+                &leaving,
+                self.clusters,
             ),
         ) {
             let ns = b.namespace.unwrap_or_default().to_string();

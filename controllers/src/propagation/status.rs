@@ -184,15 +184,41 @@ fn set_condition(
 
 /// The hub template's `.status` from its Works (the first manifest of each), or `None`
 /// for kinds without an aggregation rule; see [`aggregate::template_status`].
+///
+/// `works` are the scheduled clusters' Works; `leaving` the copies still running in
+/// clusters the template moves away from. Of those, only the ones whose cluster is
+/// Ready count (a failed cluster's last report says nothing about what still runs
+/// there), and not one being deleted.
 pub fn template_status(
     kind: &str,
     template_generation: i64,
     previous: Option<&Value>,
     works: &[Arc<Work>],
     expected: usize,
+    leaving: &[Arc<Work>],
+    clusters: &[Arc<Cluster>],
 ) -> Option<Value> {
     let members: Vec<&ManifestStatus> = works.iter().filter_map(|w| first_manifest(w)).collect();
-    aggregate::template_status(kind, template_generation, previous, &members, expected)
+    let running = |w: &&Arc<Work>| {
+        let cluster = w.labels().get(labels::CLUSTER);
+        w.metadata.deletion_timestamp.is_none()
+            && clusters
+                .iter()
+                .any(|c| Some(&c.name_any()) == cluster && is_ready(c))
+    };
+    let leaving: Vec<&ManifestStatus> = leaving
+        .iter()
+        .filter(running)
+        .filter_map(|w| first_manifest(w))
+        .collect();
+    aggregate::template_status(
+        kind,
+        template_generation,
+        previous,
+        &members,
+        expected,
+        &leaving,
+    )
 }
 
 /// The Work of `cluster` among the binding's Works.

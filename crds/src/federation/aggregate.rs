@@ -33,6 +33,15 @@ const STATEFUL_SET: &[&str] = &[
     "updatedReplicas",
     "availableReplicas",
 ];
+/// What a copy that is leaving counts for (see [`template_status`]): every replica it
+/// runs, none of them updated (nor, for a StatefulSet, current).
+const DEPLOYMENT_LEAVING: &[&str] = &[
+    "replicas",
+    "readyReplicas",
+    "availableReplicas",
+    "unavailableReplicas",
+];
+const STATEFUL_SET_LEAVING: &[&str] = &["replicas", "readyReplicas", "availableReplicas"];
 const DAEMON_SET: &[&str] = &[
     "currentNumberScheduled",
     "numberMisscheduled",
@@ -50,22 +59,37 @@ const JOB: &[&str] = &["active", "succeeded", "failed"];
 /// - `template_generation`: the template's `metadata.generation`;
 /// - `previous`: the template's current `.status`;
 /// - `members`: the status each member reported for the template's manifest;
-/// - `expected`: how many clusters the template is scheduled to.
+/// - `expected`: how many clusters the template is scheduled to;
+/// - `leaving`: the statuses of copies that still run in clusters the template is
+///   moving away from (make-before-break holds them, a graceful eviction keeps them).
+///
+/// A leaving Deployment's or StatefulSet's replicas count in `replicas`,
+/// `readyReplicas`, `availableReplicas` (and a Deployment's `unavailableReplicas`), but
+/// never as updated: the move then reads as a Deployment's own rolling update does, and
+/// `kubectl rollout status` on the hub waits while "old replicas are pending
+/// termination". Leaving DaemonSets and Jobs count nothing (they have no replica count
+/// to move).
 pub fn template_status(
     kind: &str,
     template_generation: i64,
     previous: Option<&Value>,
     members: &[&ManifestStatus],
     expected: usize,
+    leaving: &[&ManifestStatus],
 ) -> Option<Value> {
-    let counters = match kind {
-        "Deployment" => DEPLOYMENT,
-        "StatefulSet" => STATEFUL_SET,
-        "DaemonSet" => DAEMON_SET,
+    let (counters, leaving_counters) = match kind {
+        "Deployment" => (DEPLOYMENT, DEPLOYMENT_LEAVING),
+        "StatefulSet" => (STATEFUL_SET, STATEFUL_SET_LEAVING),
+        "DaemonSet" => (DAEMON_SET, &[][..]),
         "Job" => return Some(job_status(previous, members, expected)),
         _ => return None,
     };
     let mut status = sums(counters, members);
+    for (counter, extra) in sums(leaving_counters, leaving) {
+        let base = status.get(&counter).and_then(Value::as_i64).unwrap_or(0);
+        let extra = extra.as_i64().unwrap_or(0);
+        status.insert(counter, Value::from(base + extra));
+    }
     let current = members.len() == expected
         && members
             .iter()

@@ -19,6 +19,17 @@ async fn web(env: &Env, cluster: &str) -> Option<(i64, i64)> {
     Some((n("/spec/replicas"), n("/status/availableReplicas")))
 }
 
+/// `(replicas, updatedReplicas, availableReplicas)` of the hub template's `.status`.
+async fn hub_web(env: &Env) -> Option<(i64, i64, i64)> {
+    let d = get(env, "hub", &["deployment", "web", "-n", "demo"]).await?;
+    let n = |p: &str| d.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    Some((
+        n("/status/replicas"),
+        n("/status/updatedReplicas"),
+        n("/status/availableReplicas"),
+    ))
+}
+
 /// The binding's `Redistributed` condition: `(status, reason, message)`.
 async fn redistributed(env: &Env) -> Option<(String, String, String)> {
     let c = binding_condition(env, "web-deployment", "Redistributed").await?;
@@ -76,6 +87,32 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(web(&env, "east").await, Some((4, 4)), "east keeps its copy");
     assert!(has_work(&env, "east", "web").await);
+    // on the hub the move reads as a rolling update: east's 4 are old replicas that
+    // serve, and kubectl rollout status waits for them to go
+    eventually(
+        "the hub's web counts east's 4 as old replicas",
+        WAIT,
+        || async { (hub_web(&env).await == Some((8, 4, 4))).then_some(()) },
+    )
+    .await;
+    let out = env
+        .run(
+            "hub",
+            &[
+                "rollout",
+                "status",
+                "deployment/web",
+                "-n",
+                "demo",
+                "--timeout=2s",
+            ],
+        )
+        .await;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && said.contains("4 old replicas are pending termination"),
+        "{said}"
+    );
 
     // maxUnavailable 2: two of east's replicas may go before west makes up for them
     move_to_west(&env, "2").await;
@@ -101,6 +138,21 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
         let (status, reason, _) = redistributed(&env).await?;
         (status == "True" && reason == "SharesApplied").then_some(())
     })
+    .await;
+    eventually(
+        "the hub's web: 4, all updated and available",
+        WAIT,
+        || async { (hub_web(&env).await == Some((4, 4, 4))).then_some(()) },
+    )
+    .await;
+    env.ok(&[
+        "rollout",
+        "status",
+        "deployment/web",
+        "-n",
+        "demo",
+        "--timeout=5s",
+    ])
     .await;
 }
 

@@ -359,11 +359,58 @@ fn template_status_aggregates_the_first_manifest_of_each_work() {
         // a Work not reported yet adds nothing
         work("c", 1, None, &[]),
     ];
-    let got = template_status("Deployment", 1, None, &works, 2).unwrap();
+    let got = template_status("Deployment", 1, None, &works, 2, &[], &[]).unwrap();
     assert_eq!(got["replicas"], 5);
     assert_eq!(got["readyReplicas"], 5);
     assert_eq!(got["observedGeneration"], 1);
-    assert_eq!(template_status("ConfigMap", 1, None, &works, 2), None);
+    assert_eq!(
+        template_status("ConfigMap", 1, None, &works, 2, &[], &[]),
+        None
+    );
+}
+
+/// A copy still running where the template moves away from counts as old replicas,
+/// but only while its cluster is Ready and its Work is not being deleted.
+#[test]
+fn a_leaving_copy_counts_while_its_cluster_is_ready() {
+    let deploy = |n: i64, updated: i64| {
+        (
+            Some("Healthy"),
+            json!({"observedGeneration": 1, "replicas": n, "readyReplicas": n,
+                "updatedReplicas": updated, "availableReplicas": n}),
+        )
+    };
+    let scheduled = [work("west", 1, Some(("True", 1, "")), &[deploy(4, 4)])];
+    let east = work("east", 1, Some(("True", 1, "")), &[deploy(3, 3)]);
+    let mut deleting = (*work("north", 1, Some(("True", 1, "")), &[deploy(9, 9)])).clone();
+    deleting.metadata.deletion_timestamp = Some(t(5));
+    let leaving = [east, Arc::new(deleting)];
+    let run = |east_ready: &str| {
+        let clusters = [
+            cluster("west", "True"),
+            cluster("east", east_ready),
+            cluster("north", "True"),
+        ];
+        template_status("Deployment", 1, None, &scheduled, 1, &leaving, &clusters).unwrap()
+    };
+    let got = run("True");
+    assert_eq!(
+        (
+            &got["replicas"],
+            &got["availableReplicas"],
+            &got["updatedReplicas"]
+        ),
+        (&json!(7), &json!(7), &json!(4))
+    );
+    let got = run("False");
+    assert_eq!(
+        (
+            &got["replicas"],
+            &got["availableReplicas"],
+            &got["updatedReplicas"]
+        ),
+        (&json!(4), &json!(4), &json!(4))
+    );
 }
 
 /// R.3, R.5: the RolledOut condition follows the rollout (its transition time only when

@@ -27,7 +27,7 @@ fn run(
     expected: usize,
 ) -> Option<Value> {
     let refs: Vec<&ManifestStatus> = members.iter().collect();
-    template_status(kind, tg, previous.as_ref(), &refs, expected)
+    template_status(kind, tg, previous.as_ref(), &refs, expected, &[])
 }
 
 #[test]
@@ -290,4 +290,48 @@ fn malformed_member_statuses_count_as_nothing() {
         1,
     );
     assert_eq!(got, Some(json!({"active": 0, "succeeded": 0, "failed": 0})));
+}
+
+#[test]
+fn a_leaving_copy_counts_as_old_replicas() {
+    // west is scheduled and starting its 4; east, no longer scheduled, still runs 4
+    let west = |s: Value| member(2, 1, s);
+    let east = |s: Value| member(7, 1, s);
+    let cases = [
+        (
+            "Deployment",
+            json!({"observedGeneration": 2, "replicas": 4, "readyReplicas": 0,
+                "updatedReplicas": 4, "availableReplicas": 0, "unavailableReplicas": 4}),
+            json!({"observedGeneration": 7, "replicas": 4, "readyReplicas": 4,
+                "updatedReplicas": 4, "availableReplicas": 4, "unavailableReplicas": 0}),
+            json!({"observedGeneration": 1, "replicas": 8, "readyReplicas": 4,
+                "updatedReplicas": 4, "availableReplicas": 4, "unavailableReplicas": 4}),
+        ),
+        (
+            "StatefulSet",
+            json!({"observedGeneration": 2, "replicas": 4, "readyReplicas": 1,
+                "currentReplicas": 4, "updatedReplicas": 4, "availableReplicas": 1}),
+            json!({"observedGeneration": 7, "replicas": 4, "readyReplicas": 4,
+                "currentReplicas": 4, "updatedReplicas": 4, "availableReplicas": 4}),
+            json!({"observedGeneration": 1, "replicas": 8, "readyReplicas": 5,
+                "currentReplicas": 4, "updatedReplicas": 4, "availableReplicas": 5}),
+        ),
+        (
+            "DaemonSet",
+            json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "numberReady": 3}),
+            json!({"observedGeneration": 7, "desiredNumberScheduled": 5, "numberReady": 5}),
+            json!({"observedGeneration": 1, "currentNumberScheduled": 0,
+                "numberMisscheduled": 0, "desiredNumberScheduled": 3, "numberReady": 3,
+                "updatedNumberScheduled": 0, "numberAvailable": 0, "numberUnavailable": 0}),
+        ),
+    ];
+    for (kind, scheduled, leaving, want) in cases {
+        let (scheduled, leaving) = (west(scheduled), east(leaving));
+        let got = template_status(kind, 1, None, &[&scheduled], 1, &[&leaving]);
+        assert_eq!(got, Some(want), "{kind}");
+    }
+    // a Job that is leaving counts nothing either
+    let job = |n: i64| member(1, 1, json!({"active": n}));
+    let got = template_status("Job", 1, None, &[&job(1)], 1, &[&job(5)]).unwrap();
+    assert_eq!(got["active"], 1);
 }
