@@ -22,7 +22,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use causeway_crds::federation::binding::{
-    BindingSpec, BindingStatus, ClusterResourceBinding, ResourceBinding, conditions,
+    BindingSnapshot, BindingSpec, BindingStatus, ClusterResourceBinding, ResourceBinding,
+    conditions,
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
@@ -225,6 +226,28 @@ pub async fn run(
     }
 }
 
+/// Whether the binding `key` is handled in a round that covers `dirty`: in a full
+/// round, when it changed, and, for a dependency's binding, when one of its requirers
+/// did: the ones it should have (`required_by`) as well as the ones it has (`had`), so
+/// that a requirer that stops needing it is dropped in that requirer's round.
+fn in_round(
+    dirty: &Dirty,
+    key: &Key,
+    required_by: &[BindingSnapshot],
+    had: Option<&[BindingSnapshot]>,
+) -> bool {
+    dirty.full
+        || dirty.keys.contains(key)
+        || required_by
+            .iter()
+            .chain(had.into_iter().flatten())
+            .any(|r| {
+                dirty
+                    .keys
+                    .contains(&(r.namespace.clone().unwrap_or_default(), r.name.clone()))
+            })
+}
+
 /// The kinds the policies select, plus the dependency kinds when one propagates
 /// dependencies.
 fn wanted_kinds(
@@ -374,20 +397,8 @@ async fn round(
     for b in &want.bindings {
         let key = crate::watch::key(b);
         bound.insert(key.clone());
-        // a dependency's binding follows its requirers: dirty when one of them is
-        // (the requirers it has as well as those it should have: one that stops
-        // needing it is dirty too)
         let had = actual_rb.get(&key).map(|a| a.spec.required_by.as_slice());
-        let required = b
-            .spec
-            .required_by
-            .iter()
-            .chain(had.into_iter().flatten())
-            .any(|r| {
-                let k = (r.namespace.clone().unwrap_or_default(), r.name.clone());
-                dirty.keys.contains(&k)
-            });
-        if !dirty.full && !dirty.keys.contains(&key) && !required {
+        if !in_round(dirty, &key, &b.spec.required_by, had) {
             continue;
         }
         let actual = actual_rb.get(&key).map(|a| a.as_ref());
@@ -861,6 +872,81 @@ impl Ctx<'_> {
                 .await
                 .map(|_| apply::Outcome::Written);
             self.failures.check(b.key.clone(), r);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dependency's binding is handled in its own rounds, in full ones, and in the
+    /// rounds of its requirers: the ones it should have and the ones it has.
+    #[test]
+    fn a_dependency_is_handled_in_its_requirers_rounds() {
+        let req = |name: &str| BindingSnapshot {
+            namespace: Some("demo".into()),
+            name: name.into(),
+            ..Default::default()
+        };
+        let key = |name: &str| ("demo".to_string(), name.to_string());
+        let dirty = |full: bool, names: &[&str]| Dirty {
+            full,
+            keys: names.iter().map(|n| key(n)).collect(),
+        };
+        let shared = key("shared-configmap");
+        let (a, b) = (req("a-deployment"), req("b-deployment"));
+        type Case = (
+            &'static str,
+            Dirty,
+            Vec<BindingSnapshot>,
+            Option<Vec<BindingSnapshot>>,
+            bool,
+        );
+        let cases: [Case; 6] = [
+            ("a full round", dirty(true, &[]), vec![], None, true),
+            (
+                "its own change",
+                dirty(false, &["shared-configmap"]),
+                vec![],
+                None,
+                true,
+            ),
+            (
+                "a requirer it should have",
+                dirty(false, &["a-deployment"]),
+                vec![a.clone()],
+                None,
+                true,
+            ),
+            (
+                "a requirer it has and should no longer have",
+                dirty(false, &["a-deployment"]),
+                vec![b.clone()],
+                Some(vec![a.clone(), b.clone()]),
+                true,
+            ),
+            (
+                "a binding of another namespace",
+                dirty(false, &["other"]),
+                vec![a.clone()],
+                None,
+                false,
+            ),
+            (
+                "nothing of its own",
+                dirty(false, &["north"]),
+                vec![b.clone()],
+                Some(vec![a, b]),
+                false,
+            ),
+        ];
+        for (what, d, required_by, had, want) in cases {
+            assert_eq!(
+                in_round(&d, &shared, &required_by, had.as_deref()),
+                want,
+                "{what}"
+            );
         }
     }
 }

@@ -657,6 +657,96 @@ spec:
     .await;
 }
 
+/// I.56: a ConfigMap two Deployments mount is one binding required by both; when one
+/// of them stops mounting it, the binding drops that requirer in the round that
+/// handles the change (not at the next full resync, 60 s later), and the copies stay
+/// for the other one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_dependency_drops_a_requirer_that_stops_using_it() {
+    let (env, _ctl) = fleet_of(&["east"]).await;
+    let deploy = |name: &str, config: &str| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: demo}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+      containers: [{{name: app, image: "app:1", volumeMounts: [{{name: c, mountPath: /etc/c}}]}}]
+      volumes: [{{name: c, configMap: {{name: {config}}}}}]
+"#
+        )
+    };
+    let app = env.file(
+        "app.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: shared, namespace: demo}}
+data: {{mode: "fast"}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: own, namespace: demo}}
+data: {{mode: "slow"}}
+---
+{}---
+{}---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {{name: apps, namespace: demo}}
+spec:
+  propagateDeps: true
+  resourceSelectors:
+  - {{apiVersion: apps/v1, kind: Deployment, name: a}}
+  - {{apiVersion: apps/v1, kind: Deployment, name: b}}
+  placement:
+    clusterAffinity: {{clusterNames: [east]}}
+"#,
+            deploy("a", "shared"),
+            deploy("b", "shared")
+        ),
+    );
+    env.ok(&["apply", "-f", &app]).await;
+    let required_by = || async {
+        let rb = get(&env, "hub", &["rb", "shared-configmap", "-n", "demo"]).await?;
+        let names: Vec<String> = rb
+            .pointer("/spec/requiredBy")?
+            .as_array()?
+            .iter()
+            .filter_map(|r| r["name"].as_str().map(str::to_string))
+            .collect();
+        Some(names.join(","))
+    };
+    eventually("shared is required by a and b", WAIT, || async {
+        (required_by().await? == "a-deployment,b-deployment").then_some(())
+    })
+    .await;
+    let a = env.file("a.yaml", &deploy("a", "own"));
+    env.ok(&["apply", "-f", &a]).await;
+    eventually(
+        "shared is required by b alone",
+        Duration::from_secs(20),
+        || async { (required_by().await? == "b-deployment").then_some(()) },
+    )
+    .await;
+    eventually("own reaches east", WAIT, || async {
+        get(&env, "east", &["configmap", "own", "-n", "demo"])
+            .await
+            .map(|_| ())
+    })
+    .await;
+    assert!(
+        get(&env, "east", &["configmap", "shared", "-n", "demo"])
+            .await
+            .is_some(),
+        "b still uses shared"
+    );
+}
+
 /// D.26 and the Events: a JSON-patch `remove` of a path the template lacks fails that
 /// cluster only (ApplyOverridesFailed in the binding, a Warning Event on the template);
 /// the other clusters get the object.
