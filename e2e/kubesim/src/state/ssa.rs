@@ -73,13 +73,29 @@ pub fn apply(
     // leave an unaddressable husk behind); its fields are then already gone.
     let mut removed: Vec<&Path> = old_mine.difference(&new_set).collect();
     removed.sort_by_key(|p| p.len());
-    for p in removed {
-        let shared = managers
+    let others_own = |p: &[Pe]| {
+        managers
             .iter()
             .filter(|m| !mine(m))
-            .any(|m| m.fields.iter().any(|q| q.starts_with(p)));
-        if !shared {
+            .any(|m| m.fields.iter().any(|q| q.starts_with(p)))
+    };
+    for p in removed {
+        if !others_own(p) {
             remove_path(&mut out, p);
+            // as structured-merge-diff does: a map or list the removal left empty is
+            // null, which the API server drops (the field goes, not `[]` or `{}`)
+            for depth in (1..p.len()).rev() {
+                let ancestor = &p[..depth];
+                let empty = match value_at(&out, ancestor) {
+                    Some(Value::Object(m)) => m.is_empty(),
+                    Some(Value::Array(a)) => a.is_empty(),
+                    _ => false,
+                };
+                if !empty || others_own(ancestor) || ancestor == [Pe::Field("metadata".into())] {
+                    break;
+                }
+                remove_path(&mut out, ancestor);
+            }
         }
     }
     let mut body = applied.clone();
@@ -233,6 +249,58 @@ mod tests {
             o2["spec"]["containers"],
             json!([{"name": "a", "image": "a"}])
         );
+    }
+
+    /// A list or map whose last applied items the manager stopped setting goes, as a
+    /// field, rather than staying as `[]` or `{}`; one that keeps another manager's
+    /// items, or that another manager set empty, stays.
+    #[test]
+    fn a_list_emptied_by_apply_goes() {
+        let a1 = json!({"metadata": {"labels": {"x": "1"}}, "spec": {"replicas": 1,
+            "containers": [{"name": "a", "image": "a"}]}});
+        let o1 = apply(&json!({}), &a1, Shape::Builtin, &req("m", false)).unwrap();
+        let o2 = apply(
+            &o1,
+            &json!({"spec": {"replicas": 1}}),
+            Shape::Builtin,
+            &req("m", false),
+        )
+        .unwrap();
+        assert_eq!(o2["spec"], json!({"replicas": 1}));
+        assert!(o2["metadata"].get("labels").is_none(), "{o2}");
+        // everything under spec gone: spec goes too
+        let o3 = apply(&o1, &json!({}), Shape::Builtin, &req("m", false)).unwrap();
+        assert!(o3.get("spec").is_none(), "{o3}");
+        // another manager's item keeps the list
+        let b = json!({"spec": {"containers": [{"name": "b", "image": "b"}]}});
+        let both = apply(&o1, &b, Shape::Builtin, &req("other", false)).unwrap();
+        let o4 = apply(
+            &both,
+            &json!({"spec": {"replicas": 1}}),
+            Shape::Builtin,
+            &req("m", false),
+        )
+        .unwrap();
+        assert_eq!(
+            o4["spec"]["containers"],
+            json!([{"name": "b", "image": "b"}])
+        );
+        // another manager applied the list empty: it stays
+        let empty = apply(
+            &o1,
+            &json!({"spec": {"containers": []}}),
+            Shape::Builtin,
+            &req("other", false),
+        )
+        .unwrap();
+        let o5 = apply(
+            &empty,
+            &json!({"spec": {"replicas": 1}}),
+            Shape::Builtin,
+            &req("m", false),
+        )
+        .unwrap();
+        assert_eq!(o5["spec"]["containers"], json!([]), "{o5}");
     }
 
     #[test]
