@@ -18,7 +18,7 @@
 //!    left (each Work goes only when its applier removed or orphaned the member copy,
 //!    G.45–46), its binding is deleted and its finalizer released.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use causeway_crds::federation::binding::{
@@ -527,6 +527,9 @@ impl Ctx<'_> {
         let mut failed = Vec::new();
         let mut rollout = None;
         let mut redistributed = None;
+        // the clusters the workload is moving away from, with their share (0: no
+        // longer scheduled): what they run beyond it counts as old replicas (H.53)
+        let mut moving: BTreeMap<String, i64> = BTreeMap::new();
         if !b.frozen() {
             let manifest = serde_json::to_value(template.as_ref()).unwrap_or_default();
             let out = render(&RenderInput {
@@ -587,7 +590,7 @@ impl Ctx<'_> {
                 let (to_write, progress) = self.roll_out(b, template, out.works, works);
                 let generation = template.metadata.generation.unwrap_or(0);
                 let kept = failover::kept(b.spec, self.clusters, works, generation, self.now.0);
-                let notes: Vec<String> = kept.iter().map(|(_, n)| n.clone()).collect();
+                let notes: Vec<String> = kept.iter().map(|k| k.note.clone()).collect();
                 self.tell_notes(b, template, EventType::Warning, "FailedOver", &notes)
                     .await;
                 // J.64: where application failover moved the workload away from
@@ -605,7 +608,13 @@ impl Ctx<'_> {
                     &notes,
                 )
                 .await;
-                let mut kept: Vec<String> = kept.into_iter().map(|(c, _)| c).collect();
+                // a graceful purge's copy is in transit; one parked (Never) is not
+                moving.extend(
+                    kept.iter()
+                        .filter(|k| k.graceful)
+                        .map(|k| (k.cluster.clone(), 0)),
+                );
+                let mut kept: Vec<String> = kept.into_iter().map(|k| k.cluster).collect();
                 // §9.2 ★: replicas leave a cluster only as the others make up for them
                 let (to_write, guarded) = redistribution::guard_works(
                     b.spec,
@@ -620,6 +629,9 @@ impl Ctx<'_> {
                 self.write_works(b, &to_write, &out.failed, &kept, works)
                     .await;
                 self.tell_rollout(b, template, progress.as_ref()).await;
+                if let redistribution::Outcome::Planned(plan) = &guarded {
+                    moving.extend(plan.held.iter().map(|h| (h.cluster.clone(), h.share)));
+                }
                 rollout = Some(progress);
                 redistributed = Some(guarded);
             }
@@ -696,27 +708,15 @@ impl Ctx<'_> {
         // the template's .status, for the kinds with a rule (H.53)
         let generation = template.metadata.generation.unwrap_or(0);
         let previous = template.data.get("status");
-        let expected = b.spec.clusters.len();
-        // the scheduled clusters' Works, and apart the copies still running where the
-        // template is moving away from (held, or kept by a graceful eviction): those
-        // count as old replicas
-        let (scheduled, leaving): (Vec<Arc<Work>>, Vec<Arc<Work>>) =
-            works.iter().cloned().partition(|w| {
-                let ns = w.metadata.namespace.as_deref().unwrap_or_default();
-                b.spec
-                    .clusters
-                    .iter()
-                    .any(|t| execution_namespace(&t.name) == ns)
-            });
         if let (Some(api), Some(st)) = (
             t_api,
             status::template_status(
                 &b.spec.resource.kind,
                 generation,
                 previous,
-                &scheduled,
-                expected,
-                &leaving,
+                b.spec,
+                works,
+                &moving,
                 self.clusters,
             ),
         ) {
@@ -927,8 +927,11 @@ mod tests {
                 true,
             ),
             (
-                "a binding of another namespace",
-                dirty(false, &["other"]),
+                "a binding of that name in another namespace",
+                Dirty {
+                    full: false,
+                    keys: [("elsewhere".to_string(), "a-deployment".to_string())].into(),
+                },
                 vec![a.clone()],
                 None,
                 false,

@@ -5,6 +5,7 @@
 //! the Work's current generation: a condition the applier wrote for older manifests
 //! says nothing about the ones the hub just rendered.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use causeway_crds::federation::aggregate;
@@ -185,39 +186,44 @@ fn set_condition(
 /// The hub template's `.status` from its Works (the first manifest of each), or `None`
 /// for kinds without an aggregation rule; see [`aggregate::template_status`].
 ///
-/// `works` are the scheduled clusters' Works; `leaving` the copies still running in
-/// clusters the template moves away from. Of those, only the ones whose cluster is
-/// Ready count (a failed cluster's last report says nothing about what still runs
-/// there), and not one being deleted.
+/// `moving` are the clusters the workload is moving away from, with their share (0: no
+/// longer scheduled). A cluster no longer scheduled counts only while it is one of
+/// those, its Cluster is Ready (a failed cluster's last report says nothing about what
+/// still runs there) and its Work is not being deleted.
 pub fn template_status(
     kind: &str,
     template_generation: i64,
     previous: Option<&Value>,
+    spec: &BindingSpec,
     works: &[Arc<Work>],
-    expected: usize,
-    leaving: &[Arc<Work>],
+    moving: &BTreeMap<String, i64>,
     clusters: &[Arc<Cluster>],
 ) -> Option<Value> {
-    let members: Vec<&ManifestStatus> = works.iter().filter_map(|w| first_manifest(w)).collect();
-    let running = |w: &&Arc<Work>| {
-        let cluster = w.labels().get(labels::CLUSTER);
-        w.metadata.deletion_timestamp.is_none()
-            && clusters
-                .iter()
-                .any(|c| Some(&c.name_any()) == cluster && is_ready(c))
-    };
-    let leaving: Vec<&ManifestStatus> = leaving
+    let members: Vec<aggregate::Reported> = works
         .iter()
-        .filter(running)
-        .filter_map(|w| first_manifest(w))
+        .filter_map(|w| {
+            let cluster = w.labels().get(labels::CLUSTER)?;
+            let scheduled = spec.clusters.iter().any(|t| &t.name == cluster);
+            let share = moving.get(cluster).copied();
+            let counted = scheduled
+                || (share.is_some()
+                    && w.metadata.deletion_timestamp.is_none()
+                    && clusters
+                        .iter()
+                        .any(|c| &c.name_any() == cluster && is_ready(c)));
+            Some(aggregate::Reported {
+                status: first_manifest(w).filter(|_| counted)?,
+                scheduled,
+                share,
+            })
+        })
         .collect();
     aggregate::template_status(
         kind,
         template_generation,
         previous,
         &members,
-        expected,
-        &leaving,
+        spec.clusters.len(),
     )
 }
 

@@ -33,15 +33,19 @@ const STATEFUL_SET: &[&str] = &[
     "updatedReplicas",
     "availableReplicas",
 ];
-/// What a copy that is leaving counts for (see [`template_status`]): every replica it
-/// runs, none of them updated (nor, for a StatefulSet, current).
-const DEPLOYMENT_LEAVING: &[&str] = &[
-    "replicas",
+/// The counters that count a cluster's replicas only up to its share while it keeps
+/// more during a move (see [`Reported::share`]): a Deployment's updated replicas (so
+/// `replicas > updatedReplicas` until the move ends, which `kubectl rollout status`
+/// and Argo CD read as old replicas pending termination), and a StatefulSet's ready,
+/// current, updated and available replicas (`kubectl rollout status` for a StatefulSet
+/// waits on `readyReplicas` alone).
+const DEPLOYMENT_NEW: &[&str] = &["updatedReplicas"];
+const STATEFUL_SET_NEW: &[&str] = &[
     "readyReplicas",
+    "currentReplicas",
+    "updatedReplicas",
     "availableReplicas",
-    "unavailableReplicas",
 ];
-const STATEFUL_SET_LEAVING: &[&str] = &["replicas", "readyReplicas", "availableReplicas"];
 const DAEMON_SET: &[&str] = &[
     "currentNumberScheduled",
     "numberMisscheduled",
@@ -53,45 +57,58 @@ const DAEMON_SET: &[&str] = &[
 ];
 const JOB: &[&str] = &["active", "succeeded", "failed"];
 
+/// What one member reported for the template's manifest, and its place in the move.
+#[derive(Clone, Copy, Debug)]
+pub struct Reported<'a> {
+    /// The member's report.
+    pub status: &'a ManifestStatus,
+    /// Whether the template is scheduled to that cluster.
+    pub scheduled: bool,
+    /// `Some(share)` while the cluster keeps more replicas than its share (0: it is no
+    /// longer scheduled) because the workload is moving away from it (make-before-break
+    /// holds it, a graceful eviction keeps it): what it runs beyond its share are old
+    /// replicas, still serving.
+    pub share: Option<i64>,
+}
+
 /// The template's `.status` from its members' statuses, or `None` for kinds without an
 /// aggregation rule (their hub status is left alone).
 ///
 /// - `template_generation`: the template's `metadata.generation`;
 /// - `previous`: the template's current `.status`;
-/// - `members`: the status each member reported for the template's manifest;
-/// - `expected`: how many clusters the template is scheduled to;
-/// - `leaving`: the statuses of copies that still run in clusters the template is
-///   moving away from (make-before-break holds them, a graceful eviction keeps them).
+/// - `members`: what each member reported;
+/// - `expected`: how many clusters the template is scheduled to.
 ///
-/// A leaving Deployment's or StatefulSet's replicas count in `replicas`,
-/// `readyReplicas`, `availableReplicas` (and a Deployment's `unavailableReplicas`), but
-/// never as updated: the move then reads as a Deployment's own rolling update does, and
-/// `kubectl rollout status` on the hub waits while "old replicas are pending
-/// termination". Leaving DaemonSets and Jobs count nothing (they have no replica count
-/// to move).
+/// A Deployment's or StatefulSet's replicas beyond a moving cluster's share count in
+/// `replicas` (and a Deployment's ready, available and unavailable replicas), never as
+/// updated: the move reads as a Deployment's own rolling update does, and `kubectl
+/// rollout status` on the hub waits for it. DaemonSets and Jobs count the scheduled
+/// clusters only (they have no replicas to move).
 pub fn template_status(
     kind: &str,
     template_generation: i64,
     previous: Option<&Value>,
-    members: &[&ManifestStatus],
+    members: &[Reported],
     expected: usize,
-    leaving: &[&ManifestStatus],
 ) -> Option<Value> {
-    let (counters, leaving_counters) = match kind {
-        "Deployment" => (DEPLOYMENT, DEPLOYMENT_LEAVING),
-        "StatefulSet" => (STATEFUL_SET, STATEFUL_SET_LEAVING),
-        "DaemonSet" => (DAEMON_SET, &[][..]),
-        "Job" => return Some(job_status(previous, members, expected)),
+    let scheduled: Vec<&ManifestStatus> = members
+        .iter()
+        .filter(|m| m.scheduled)
+        .map(|m| m.status)
+        .collect();
+    let mut status = match kind {
+        "Deployment" => sums(DEPLOYMENT, DEPLOYMENT_NEW, members),
+        "StatefulSet" => sums(STATEFUL_SET, STATEFUL_SET_NEW, members),
+        "DaemonSet" => {
+            let scheduled: Vec<Reported> =
+                members.iter().filter(|m| m.scheduled).copied().collect();
+            sums(DAEMON_SET, &[], &scheduled)
+        }
+        "Job" => return Some(job_status(previous, &scheduled, expected)),
         _ => return None,
     };
-    let mut status = sums(counters, members);
-    for (counter, extra) in sums(leaving_counters, leaving) {
-        let base = status.get(&counter).and_then(Value::as_i64).unwrap_or(0);
-        let extra = extra.as_i64().unwrap_or(0);
-        status.insert(counter, Value::from(base + extra));
-    }
-    let current = members.len() == expected
-        && members
+    let current = scheduled.len() == expected
+        && scheduled
             .iter()
             .all(|m| observed(m) && m.template_generation == Some(template_generation));
     let generation = if current {
@@ -115,14 +132,21 @@ fn observed(m: &ManifestStatus) -> bool {
     matches!((seen, m.generation), (Some(seen), Some(g)) if seen >= g)
 }
 
-/// Each counter summed over the members (a missing or non-numeric one counts 0).
-fn sums(counters: &[&str], members: &[&ManifestStatus]) -> Map<String, Value> {
+/// Each counter summed over the members (a missing or non-numeric one counts 0); the
+/// `new` counters count a moving cluster's replicas up to its share only.
+fn sums(counters: &[&str], new: &[&str], members: &[Reported]) -> Map<String, Value> {
     counters
         .iter()
         .map(|c| {
             let total: i64 = members
                 .iter()
-                .filter_map(|m| m.status.as_ref()?.get(*c)?.as_i64())
+                .filter_map(|m| {
+                    let n = m.status.status.as_ref()?.get(*c)?.as_i64()?;
+                    Some(match m.share {
+                        Some(share) if new.contains(c) => n.min(share),
+                        _ => n,
+                    })
+                })
                 .sum();
             (c.to_string(), Value::from(total))
         })
@@ -136,7 +160,15 @@ fn job_status(previous: Option<&Value>, members: &[&ManifestStatus], expected: u
     if let Some(p) = previous.filter(|p| finished(p).is_some()) {
         return p.clone();
     }
-    let mut status = sums(JOB, members);
+    let reported: Vec<Reported> = members
+        .iter()
+        .map(|m| Reported {
+            status: m,
+            scheduled: true,
+            share: None,
+        })
+        .collect();
+    let mut status = sums(JOB, &[], &reported);
     let statuses: Vec<&Value> = members.iter().filter_map(|m| m.status.as_ref()).collect();
     if let Some(start) = earliest(statuses.iter().filter_map(|s| s.get("startTime"))) {
         status.insert("startTime".into(), start);

@@ -65,17 +65,28 @@ pub(super) fn failed_over_at(
     )
 }
 
-/// The clusters failover moved the workload away from whose Works stay for now, each
-/// with what the user should know (for an Event): a failed-over cluster
-/// (`failover.cluster`) or one application failover evicted (`failover.application`,
-/// the binding's `spec.evictions`; its grace period counts from the eviction).
+/// A cluster failover moved the workload away from whose Work stays for now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Kept {
+    pub cluster: String,
+    /// What the user should know (for an Event).
+    pub note: String,
+    /// Kept until the other clusters run the workload (`purgeMode: Gracefully`): a
+    /// copy in transit, not one parked (`Never`).
+    pub graceful: bool,
+}
+
+/// The clusters failover moved the workload away from whose Works stay for now: a
+/// failed-over cluster (`failover.cluster`) or one application failover evicted
+/// (`failover.application`, the binding's `spec.evictions`; its grace period counts
+/// from the eviction).
 pub(super) fn kept(
     spec: &BindingSpec,
     clusters: &[Arc<Cluster>],
     works: &[Arc<Work>],
     generation: i64,
     now: Timestamp,
-) -> Vec<(String, String)> {
+) -> Vec<Kept> {
     let application = spec.failover.as_ref().and_then(|f| f.application.as_ref());
     let work_of = |c: &str| crate::propagation::status::work_of(works, c);
     let pending: Vec<String> = spec
@@ -125,17 +136,19 @@ pub(super) fn kept(
         let until = until.unwrap_or(Timestamp::MAX);
         match mode {
             PurgeMode::Directly => {}
-            PurgeMode::Never => out.push((
-                name.to_string(),
-                format!("{what} {name}; its copy stays {stays_while} (purgeMode Never)"),
-            )),
-            PurgeMode::Gracefully if !pending.is_empty() && now < until => out.push((
-                name.to_string(),
-                format!(
+            PurgeMode::Never => out.push(Kept {
+                cluster: name.to_string(),
+                note: format!("{what} {name}; its copy stays {stays_while} (purgeMode Never)"),
+                graceful: false,
+            }),
+            PurgeMode::Gracefully if !pending.is_empty() && now < until => out.push(Kept {
+                cluster: name.to_string(),
+                note: format!(
                     "{what} {name}; its copy stays until {} run the template applied and healthy, or until {until} (purgeMode Gracefully)",
                     pending.join(", ")
                 ),
-            )),
+                graceful: true,
+            }),
             PurgeMode::Gracefully => {}
         }
     }
@@ -286,7 +299,7 @@ mod tests {
         let kept_names = |spec: &BindingSpec, works: &[Arc<Work>], now: &str| -> Vec<String> {
             kept(spec, &clusters, works, 1, at(now))
                 .into_iter()
-                .map(|(c, _)| c)
+                .map(|k| k.cluster)
                 .collect()
         };
         let east = work("east", true);
@@ -297,10 +310,11 @@ mod tests {
         let notes = kept(&moved, &clusters, &pending, 1, at("2026-01-01T00:01:00Z"));
         assert_eq!(
             notes,
-            vec![(
-                "east".to_string(),
-                "failed over from cluster east; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:10:10Z (purgeMode Gracefully)".to_string()
-            )]
+            vec![Kept {
+                cluster: "east".to_string(),
+                note: "failed over from cluster east; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:10:10Z (purgeMode Gracefully)".to_string(),
+                graceful: true,
+            }]
         );
         // the grace period is over: purged
         assert!(kept_names(&moved, &pending, "2026-01-01T00:10:10Z").is_empty());
@@ -376,26 +390,28 @@ mod tests {
         let names = |s: &BindingSpec, works: &[Arc<Work>], now: &str| -> Vec<String> {
             kept(s, &clusters, works, 1, at(now))
                 .into_iter()
-                .map(|(c, _)| c)
+                .map(|k| k.cluster)
                 .collect()
         };
         let graceful = evicted("Gracefully", 60);
         assert_eq!(
             kept(&graceful, &clusters, &pending, 1, at("2026-01-01T00:05:30Z")),
-            vec![(
-                "east".to_string(),
-                "application failover moved the workload away from cluster east; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:06:00Z (purgeMode Gracefully)".to_string()
-            )]
+            vec![Kept {
+                cluster: "east".to_string(),
+                note: "application failover moved the workload away from cluster east; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:06:00Z (purgeMode Gracefully)".to_string(),
+                graceful: true,
+            }]
         );
         assert!(names(&graceful, &pending, "2026-01-01T00:06:00Z").is_empty());
         assert!(names(&graceful, &healthy, "2026-01-01T00:05:30Z").is_empty());
         assert!(names(&evicted("Directly", 60), &pending, "2026-01-01T00:05:30Z").is_empty());
         assert_eq!(
             kept(&evicted("Never", 60), &clusters, &healthy, 1, at("2026-01-02T00:00:00Z")),
-            vec![(
-                "east".to_string(),
-                "application failover moved the workload away from cluster east; its copy stays until the template's next generation (purgeMode Never)".to_string()
-            )]
+            vec![Kept {
+                cluster: "east".to_string(),
+                note: "application failover moved the workload away from cluster east; its copy stays until the template's next generation (purgeMode Never)".to_string(),
+                graceful: false,
+            }]
         );
         // the loop runs again when the grace period ends
         assert_eq!(

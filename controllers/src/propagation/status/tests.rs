@@ -359,57 +359,73 @@ fn template_status_aggregates_the_first_manifest_of_each_work() {
         // a Work not reported yet adds nothing
         work("c", 1, None, &[]),
     ];
-    let got = template_status("Deployment", 1, None, &works, 2, &[], &[]).unwrap();
+    let spec = spec(&["a", "b"]);
+    let none = BTreeMap::new();
+    let got = template_status("Deployment", 1, None, &spec, &works, &none, &[]).unwrap();
     assert_eq!(got["replicas"], 5);
     assert_eq!(got["readyReplicas"], 5);
     assert_eq!(got["observedGeneration"], 1);
     assert_eq!(
-        template_status("ConfigMap", 1, None, &works, 2, &[], &[]),
+        template_status("ConfigMap", 1, None, &spec, &works, &none, &[]),
         None
     );
 }
 
-/// A copy still running where the template moves away from counts as old replicas,
-/// but only while its cluster is Ready and its Work is not being deleted.
+/// A copy still running where the workload moves away from counts as old replicas,
+/// but only while the move keeps it (a hold, a graceful purge), its cluster is Ready
+/// and its Work is not being deleted; a held cluster still scheduled counts as updated
+/// up to its share.
 #[test]
-fn a_leaving_copy_counts_while_its_cluster_is_ready() {
-    let deploy = |n: i64, updated: i64| {
+fn a_moving_copy_counts_while_the_move_keeps_it() {
+    let deploy = |n: i64| {
         (
             Some("Healthy"),
             json!({"observedGeneration": 1, "replicas": n, "readyReplicas": n,
-                "updatedReplicas": updated, "availableReplicas": n}),
+                "updatedReplicas": n, "availableReplicas": n, "unavailableReplicas": 0}),
         )
     };
-    let scheduled = [work("west", 1, Some(("True", 1, "")), &[deploy(4, 4)])];
-    let east = work("east", 1, Some(("True", 1, "")), &[deploy(3, 3)]);
-    let mut deleting = (*work("north", 1, Some(("True", 1, "")), &[deploy(9, 9)])).clone();
+    let applied = Some(("True", 1, ""));
+    let mut deleting = (*work("north", 1, applied, &[deploy(9)])).clone();
     deleting.metadata.deletion_timestamp = Some(t(5));
-    let leaving = [east, Arc::new(deleting)];
-    let run = |east_ready: &str| {
-        let clusters = [
-            cluster("west", "True"),
-            cluster("east", east_ready),
-            cluster("north", "True"),
-        ];
-        template_status("Deployment", 1, None, &scheduled, 1, &leaving, &clusters).unwrap()
+    let works = [
+        work("west", 1, applied, &[deploy(4)]),
+        work("east", 1, applied, &[deploy(3)]),
+        Arc::new(deleting),
+        // not scheduled and not moving: a copy parked by purgeMode Never
+        work("south", 1, applied, &[deploy(7)]),
+    ];
+    let spec = spec(&["west"]);
+    let run = |moving: &[(&str, i64)], east_ready: &str| {
+        let clusters = ["west", "north", "south"]
+            .map(|c| cluster(c, "True"))
+            .into_iter()
+            .chain([cluster("east", east_ready)])
+            .collect::<Vec<_>>();
+        let moving: BTreeMap<String, i64> =
+            moving.iter().map(|(c, s)| (c.to_string(), *s)).collect();
+        let got =
+            template_status("Deployment", 1, None, &spec, &works, &moving, &clusters).unwrap();
+        let n = |k: &str| got[k].as_i64().unwrap();
+        (
+            n("replicas"),
+            n("updatedReplicas"),
+            n("availableReplicas"),
+            n("readyReplicas"),
+        )
     };
-    let got = run("True");
+    assert_eq!(run(&[], "True"), (4, 4, 4, 4), "nothing moving");
+    assert_eq!(run(&[("east", 0)], "True"), (7, 4, 7, 7), "east held");
+    assert_eq!(run(&[("east", 0)], "False"), (4, 4, 4, 4), "east not Ready");
     assert_eq!(
-        (
-            &got["replicas"],
-            &got["availableReplicas"],
-            &got["updatedReplicas"]
-        ),
-        (&json!(7), &json!(7), &json!(4))
+        run(&[("north", 0)], "True"),
+        (4, 4, 4, 4),
+        "north's Work deleted"
     );
-    let got = run("False");
+    // west is held above its share of 1
     assert_eq!(
-        (
-            &got["replicas"],
-            &got["availableReplicas"],
-            &got["updatedReplicas"]
-        ),
-        (&json!(4), &json!(4), &json!(4))
+        run(&[("west", 1)], "True"),
+        (4, 1, 4, 4),
+        "west held above its share"
     );
 }
 

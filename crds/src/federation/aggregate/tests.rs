@@ -26,8 +26,15 @@ fn run(
     members: &[ManifestStatus],
     expected: usize,
 ) -> Option<Value> {
-    let refs: Vec<&ManifestStatus> = members.iter().collect();
-    template_status(kind, tg, previous.as_ref(), &refs, expected, &[])
+    let refs: Vec<Reported> = members
+        .iter()
+        .map(|status| Reported {
+            status,
+            scheduled: true,
+            share: None,
+        })
+        .collect();
+    template_status(kind, tg, previous.as_ref(), &refs, expected)
 }
 
 #[test]
@@ -292,46 +299,104 @@ fn malformed_member_statuses_count_as_nothing() {
     assert_eq!(got, Some(json!({"active": 0, "succeeded": 0, "failed": 0})));
 }
 
+/// A cluster the workload moves away from counts what it runs beyond its share as old
+/// replicas: never updated, and for a StatefulSet never ready (kubectl's rollout status
+/// of a StatefulSet waits on `readyReplicas` alone).
 #[test]
-fn a_leaving_copy_counts_as_old_replicas() {
-    // west is scheduled and starting its 4; east, no longer scheduled, still runs 4
-    let west = |s: Value| member(2, 1, s);
-    let east = |s: Value| member(7, 1, s);
+fn replicas_beyond_a_moving_clusters_share_are_old_ones() {
+    let at = |status: Value, scheduled: bool, share: Option<i64>| {
+        (member(2, 1, status), scheduled, share)
+    };
+    let deploy = |n: i64, ready: i64| {
+        json!({"observedGeneration": 2, "replicas": n, "readyReplicas": ready,
+            "updatedReplicas": n, "availableReplicas": ready, "unavailableReplicas": n - ready})
+    };
+    let sts = |n: i64, ready: i64| {
+        json!({"observedGeneration": 2, "replicas": n, "readyReplicas": ready,
+            "currentReplicas": n, "updatedReplicas": n, "availableReplicas": ready})
+    };
+    let ds =
+        |n: i64| json!({"observedGeneration": 2, "desiredNumberScheduled": n, "numberReady": n});
     let cases = [
         (
+            "Deployment: east no longer scheduled keeps 4, west starts its 4",
             "Deployment",
-            json!({"observedGeneration": 2, "replicas": 4, "readyReplicas": 0,
-                "updatedReplicas": 4, "availableReplicas": 0, "unavailableReplicas": 4}),
-            json!({"observedGeneration": 7, "replicas": 4, "readyReplicas": 4,
-                "updatedReplicas": 4, "availableReplicas": 4, "unavailableReplicas": 0}),
+            vec![
+                at(deploy(4, 0), true, None),
+                at(deploy(4, 4), false, Some(0)),
+            ],
             json!({"observedGeneration": 1, "replicas": 8, "readyReplicas": 4,
                 "updatedReplicas": 4, "availableReplicas": 4, "unavailableReplicas": 4}),
         ),
         (
-            "StatefulSet",
-            json!({"observedGeneration": 2, "replicas": 4, "readyReplicas": 1,
-                "currentReplicas": 4, "updatedReplicas": 4, "availableReplicas": 1}),
-            json!({"observedGeneration": 7, "replicas": 4, "readyReplicas": 4,
-                "currentReplicas": 4, "updatedReplicas": 4, "availableReplicas": 4}),
-            json!({"observedGeneration": 1, "replicas": 8, "readyReplicas": 5,
-                "currentReplicas": 4, "updatedReplicas": 4, "availableReplicas": 5}),
+            "Deployment: east's share is 2 and it keeps 4, west has 1 of its 2",
+            "Deployment",
+            vec![
+                at(deploy(2, 1), true, None),
+                at(deploy(4, 4), true, Some(2)),
+            ],
+            json!({"observedGeneration": 1, "replicas": 6, "readyReplicas": 5,
+                "updatedReplicas": 4, "availableReplicas": 5, "unavailableReplicas": 1}),
         ),
         (
+            "StatefulSet: east no longer scheduled keeps 4, west has 1 of its 4 ready",
+            "StatefulSet",
+            vec![at(sts(4, 1), true, None), at(sts(4, 4), false, Some(0))],
+            json!({"observedGeneration": 1, "replicas": 8, "readyReplicas": 1,
+                "currentReplicas": 4, "updatedReplicas": 4, "availableReplicas": 1}),
+        ),
+        (
+            "StatefulSet: east's share is 2 and it keeps 4",
+            "StatefulSet",
+            vec![at(sts(2, 0), true, None), at(sts(4, 4), true, Some(2))],
+            json!({"observedGeneration": 1, "replicas": 6, "readyReplicas": 2,
+                "currentReplicas": 4, "updatedReplicas": 4, "availableReplicas": 2}),
+        ),
+        (
+            "DaemonSet: a cluster no longer scheduled counts nothing",
             "DaemonSet",
-            json!({"observedGeneration": 2, "desiredNumberScheduled": 3, "numberReady": 3}),
-            json!({"observedGeneration": 7, "desiredNumberScheduled": 5, "numberReady": 5}),
+            vec![at(ds(3), true, None), at(ds(5), false, Some(0))],
             json!({"observedGeneration": 1, "currentNumberScheduled": 0,
                 "numberMisscheduled": 0, "desiredNumberScheduled": 3, "numberReady": 3,
                 "updatedNumberScheduled": 0, "numberAvailable": 0, "numberUnavailable": 0}),
         ),
     ];
-    for (kind, scheduled, leaving, want) in cases {
-        let (scheduled, leaving) = (west(scheduled), east(leaving));
-        let got = template_status(kind, 1, None, &[&scheduled], 1, &[&leaving]);
-        assert_eq!(got, Some(want), "{kind}");
+    for (what, members, kind, want) in cases.into_iter().map(|(w, k, m, want)| (w, m, k, want)) {
+        let expected = members.iter().filter(|(_, s, _)| *s).count();
+        let refs: Vec<Reported> = members
+            .iter()
+            .map(|(status, scheduled, share)| Reported {
+                status,
+                scheduled: *scheduled,
+                share: *share,
+            })
+            .collect();
+        // every scheduled member runs template generation 1 and observed its own
+        assert_eq!(
+            template_status(kind, 1, None, &refs, expected),
+            Some(want),
+            "{what}"
+        );
     }
-    // a Job that is leaving counts nothing either
-    let job = |n: i64| member(1, 1, json!({"active": n}));
-    let got = template_status("Job", 1, None, &[&job(1)], 1, &[&job(5)]).unwrap();
-    assert_eq!(got["active"], 1);
+    // a Job counts its scheduled clusters only
+    let (one, five) = (
+        member(1, 1, json!({"active": 1})),
+        member(1, 1, json!({"active": 5})),
+    );
+    let refs = [
+        Reported {
+            status: &one,
+            scheduled: true,
+            share: None,
+        },
+        Reported {
+            status: &five,
+            scheduled: false,
+            share: Some(0),
+        },
+    ];
+    assert_eq!(
+        template_status("Job", 1, None, &refs, 1).unwrap()["active"],
+        1
+    );
 }

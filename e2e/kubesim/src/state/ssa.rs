@@ -83,11 +83,17 @@ pub fn apply(
         if !others_own(p) {
             remove_path(&mut out, p);
             // as structured-merge-diff does: a map or list the removal left empty is
-            // null, which the API server drops (the field goes, not `[]` or `{}`)
+            // null, which the API server drops (the field goes, not `[]` or `{}`);
+            // a built-in kind's Go struct comes back as `{}`, so there only lists and
+            // the metadata's maps go
             for depth in (1..p.len()).rev() {
                 let ancestor = &p[..depth];
                 let empty = match value_at(&out, ancestor) {
-                    Some(Value::Object(m)) => m.is_empty(),
+                    Some(Value::Object(m)) => {
+                        m.is_empty()
+                            && (!matches!(shape, Shape::Builtin)
+                                || (depth == 2 && ancestor[0] == Pe::Field("metadata".into())))
+                    }
                     Some(Value::Array(a)) => a.is_empty(),
                     _ => false,
                 };
@@ -268,9 +274,30 @@ mod tests {
         .unwrap();
         assert_eq!(o2["spec"], json!({"replicas": 1}));
         assert!(o2["metadata"].get("labels").is_none(), "{o2}");
-        // everything under spec gone: spec goes too
+        // everything under spec gone: a built-in kind's spec stays as `{}` (a Go
+        // struct), a custom resource's goes
         let o3 = apply(&o1, &json!({}), Shape::Builtin, &req("m", false)).unwrap();
-        assert!(o3.get("spec").is_none(), "{o3}");
+        assert_eq!(o3["spec"], json!({}), "{o3}");
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"items": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {"name": {"type": "string"}}}}}}}});
+        let cr = json!({"spec": {"items": [{"name": "a"}]}});
+        let c1 = apply(&json!({}), &cr, Shape::Schema(&schema), &req("m", false)).unwrap();
+        let c2 = apply(&c1, &json!({}), Shape::Schema(&schema), &req("m", false)).unwrap();
+        assert!(c2.get("spec").is_none(), "{c2}");
+        let c3 = apply(
+            &c1,
+            &json!({"spec": {"items": []}}),
+            Shape::Schema(&schema),
+            &req("m", false),
+        )
+        .unwrap();
+        assert_eq!(
+            c3["spec"]["items"],
+            json!([]),
+            "applied empty, kept empty: {c3}"
+        );
         // another manager's item keeps the list
         let b = json!({"spec": {"containers": [{"name": "b", "image": "b"}]}});
         let both = apply(&o1, &b, Shape::Builtin, &req("other", false)).unwrap();
