@@ -439,7 +439,12 @@ pub fn lease_held(lease: &Lease, now: jiff::Timestamp) -> bool {
         return false;
     };
     let duration = spec.lease_duration_seconds.unwrap_or(15).max(1);
-    last + jiff::SignedDuration::from_secs(duration.into()) > now
+    // a renewal so late that its end is past the last representable time ends after
+    // any `now` (a Lease is anyone's to write: no panic on it)
+    match last.checked_add(jiff::SignedDuration::from_secs(duration.into())) {
+        Ok(end) => end > now,
+        Err(_) => true,
+    }
 }
 
 fn status_json(status: &MultiClusterIngressStatus) -> serde_json::Value {

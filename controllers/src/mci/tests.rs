@@ -386,6 +386,13 @@ fn leases_expire_after_their_duration() {
     assert!(lease_held(&lease("a", "80", 14, now), now));
     assert!(!lease_held(&lease("a", "80", 15, now), now));
     assert!(!lease_held(&Lease::default(), now));
+    // a renewal at the end of time: held, and no overflow
+    let mut late = (*lease("a", "80", 0, now)).clone();
+    if let Some(spec) = late.spec.as_mut() {
+        spec.renew_time = Some(MicroTime(jiff::Timestamp::MAX));
+        spec.lease_duration_seconds = Some(i32::MAX);
+    }
+    assert!(lease_held(&late, now));
 }
 
 #[test]

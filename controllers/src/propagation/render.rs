@@ -288,7 +288,7 @@ pub fn manifest_of(template: &Value) -> Value {
 
 /// Sets `key` in the `metadata.<map>` (labels or annotations) of `manifest`, creating
 /// the map if needed.
-fn set_meta(manifest: &mut Value, map: &str, key: &str, value: &str) {
+pub(crate) fn set_meta(manifest: &mut Value, map: &str, key: &str, value: &str) {
     let Some(obj) = manifest.as_object_mut() else {
         return;
     };

@@ -147,7 +147,9 @@ fn sums(counters: &[&str], new: &[&str], members: &[Reported]) -> Map<String, Va
                         _ => n,
                     })
                 })
-                .sum();
+                // members report these: a wild count saturates rather than wraps
+                .fold(0i64, i64::saturating_add)
+                .clamp(0, i64::from(i32::MAX));
             (c.to_string(), Value::from(total))
         })
         .collect()

@@ -283,7 +283,7 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
             if total > updated {
                 return Err(format!(
                     "{what} still runs {} replica(s) of an older template",
-                    total - updated
+                    total.saturating_sub(updated)
                 ));
             }
             if available < updated {

@@ -109,11 +109,12 @@ pub(super) async fn write(
             .annotations()
             .get(annotations::EXPORTED_AT)
             .and_then(|v| v.parse::<i64>().ok());
-        if let (true, Some(at)) = (written, exported_at) {
-            metrics.observe_propagation(
-                cluster,
-                (jiff::Timestamp::now().as_millisecond() - at) as f64 / 1000.0,
-            );
+        // the annotation comes from a member: a time that makes no latency is skipped
+        let latency_ms = exported_at
+            .and_then(|at| jiff::Timestamp::now().as_millisecond().checked_sub(at))
+            .filter(|ms| *ms >= 0);
+        if let (true, Some(ms)) = (written, latency_ms) {
+            metrics.observe_propagation(cluster, ms as f64 / 1000.0);
         }
     }
     // remove what is no longer desired

@@ -8,6 +8,8 @@ use causeway_crds::federation::ConflictResolution;
 use causeway_crds::federation::work::{Work, conditions};
 use causeway_crds::well_known::{annotations, labels};
 use causeway_runtime::apply::contains;
+
+use crate::propagation::render::set_meta;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
@@ -221,9 +223,16 @@ pub fn body(manifest: &Value, work: &str, exists: bool) -> Value {
             md.remove(k);
         }
     }
-    b["metadata"]["labels"][labels::MANAGED] = json!(labels::MANAGED_VALUE);
-    b["metadata"]["annotations"][annotations::WORK] = json!(work);
-    b["metadata"]["annotations"][annotations::APPLIED_HASH] = json!(manifest_hash(manifest));
+    // (a manifest whose metadata or its maps are not objects gets them as objects:
+    // indexing into them would panic)
+    set_meta(&mut b, "labels", labels::MANAGED, labels::MANAGED_VALUE);
+    set_meta(&mut b, "annotations", annotations::WORK, work);
+    set_meta(
+        &mut b,
+        "annotations",
+        annotations::APPLIED_HASH,
+        &manifest_hash(manifest),
+    );
     if retain
         && exists
         && let Some(spec) = b.get_mut("spec").and_then(Value::as_object_mut)

@@ -78,6 +78,22 @@ fn reason(p: &Plan, i: usize) -> Option<&str> {
     p.results[i].as_ref().err().map(|e| e.reason.as_str())
 }
 
+/// A manifest whose metadata or its maps are not objects (a non-conforming hub could
+/// store one) gets them as objects, rather than a panic.
+#[test]
+fn a_malformed_manifest_metadata_does_not_panic() {
+    for m in [
+        json!({"kind": "ConfigMap", "metadata": {"name": "x", "labels": "x", "annotations": [1]}}),
+        json!({"kind": "ConfigMap", "metadata": "x"}),
+        json!({"kind": "ConfigMap"}),
+    ] {
+        let b = body(&m, W, false);
+        assert_eq!(b["metadata"]["labels"][labels::MANAGED], "true", "{m}");
+        assert_eq!(b["metadata"]["annotations"][annotations::WORK], W, "{m}");
+    }
+    assert_eq!(body(&json!("x"), W, false), json!("x"));
+}
+
 #[test]
 fn the_body_is_labelled_annotated_and_hashed() {
     let m = deploy(2);

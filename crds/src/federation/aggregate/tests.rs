@@ -400,3 +400,12 @@ fn replicas_beyond_a_moving_clusters_share_are_old_ones() {
         1
     );
 }
+
+/// Members report the counts: a wild one saturates at what the API server stores
+/// (int32) rather than wrapping or failing the hub's status write.
+#[test]
+fn wild_counts_saturate() {
+    let wild = member(1, 1, json!({"observedGeneration": 1, "replicas": i64::MAX}));
+    let got = run("Deployment", 1, None, &[wild.clone(), wild], 2).unwrap();
+    assert_eq!(got["replicas"], i64::from(i32::MAX));
+}
