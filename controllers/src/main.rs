@@ -58,8 +58,10 @@ enum Command {
     /// every workload scheduled on east would go if east failed over now, how long its
     /// policy tolerates the failure first and what becomes of the old copy.
     Failover(failover_cmd::FailoverArgs),
-    /// Serve the deletion-protection admission webhook (POST /validate-deletion): the
-    /// DELETE of an object labelled causeway.io/deletion-protected=Always is denied.
+    /// Serve Causeway's validating admission webhooks: deletion protection (POST
+    /// /validate-deletion), who may write the MCS API (POST /validate-mcs) and invalid
+    /// federation policies (POST /validate-policies); deploy/webhook holds their
+    /// configurations.
     Webhook(causeway_controllers::webhook::WebhookArgs),
     /// Search across every member: `causeway search pods -l app=web` prints a table with
     /// a CLUSTER column; `causeway search serve` runs the indexer and the

@@ -5,6 +5,8 @@
 //!   everything else. Its ValidatingWebhookConfiguration (deploy/webhook) sends it only
 //!   DELETEs of labelled objects; the check here does not rely on that.
 //! - Who may write the MCS API (API-9, API-10), `POST /validate-mcs`: [`mcs`].
+//! - Invalid federation policies, refused at admission, `POST /validate-policies`:
+//!   [`policies`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -20,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub mod mcs;
+pub mod policies;
 
 /// The path kube-apiserver POSTs deletion AdmissionReviews to.
 pub const PATH: &str = "/validate-deletion";
@@ -95,7 +98,7 @@ impl Metrics {
 /// Runs the webhook until Ctrl-C or SIGTERM.
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let (listener, tls) = listen(args.addr, &args.cert, &args.key).await?;
-    tracing::info!(addr = %listener.local_addr()?, deletion = PATH, mcs = mcs::PATH, "serving the admission webhooks");
+    tracing::info!(addr = %listener.local_addr()?, deletion = PATH, mcs = mcs::PATH, policies = policies::PATH, "serving the admission webhooks");
     let stop = CancellationToken::new();
     causeway_runtime::signal::cancel_on_signal(stop.clone());
     let metrics = Metrics::new();
@@ -147,16 +150,17 @@ async fn handle(
     policy: &mcs::McsPolicy,
 ) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    if req.method() != Method::POST || (path != PATH && path != mcs::PATH) {
+    if req.method() != Method::POST || ![PATH, mcs::PATH, policies::PATH].contains(&path) {
         return reply(
             StatusCode::NOT_FOUND,
             format!(
-                "not found: POST AdmissionReviews to {PATH} (deletion protection) or {} (the MCS API's writers)",
-                mcs::PATH
+                "not found: POST AdmissionReviews to {PATH} (deletion protection), {} (the MCS API's writers) or {} (the federation policies)",
+                mcs::PATH,
+                policies::PATH
             ),
         );
     }
-    let mcs_review = path == mcs::PATH;
+    let path = path.to_string();
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
@@ -168,10 +172,10 @@ async fn handle(
     };
     match serde_json::from_slice::<Value>(&body) {
         Ok(review) if review.pointer("/request/uid").is_some() => {
-            let answer = if mcs_review {
-                mcs::review_response(&review, policy)
-            } else {
-                review_response(&review)
+            let answer = match path.as_str() {
+                mcs::PATH => mcs::review_response(&review, policy),
+                policies::PATH => policies::review_response(&review),
+                _ => review_response(&review),
             };
             let allowed = answer.pointer("/response/allowed") == Some(&Value::Bool(true));
             metrics.count(if allowed { "allowed" } else { "denied" });

@@ -84,7 +84,7 @@ struct Caches {
 mod failover;
 #[cfg(test)]
 mod fixtures;
-mod policies;
+pub(crate) mod policies;
 mod redistribution;
 mod removal;
 
@@ -393,6 +393,7 @@ async fn round(
         works: &works,
     };
     ctx.policy_statuses(&pps, &cpps, &invalid).await;
+    ctx.override_statuses().await;
     let mut bound: BTreeSet<Key> = BTreeSet::new();
     for b in &want.bindings {
         let key = crate::watch::key(b);

@@ -377,6 +377,13 @@ fn rejects(
         })
 }
 
+/// The checks of a placement on its own (no workload): invalid fields and what the
+/// scheduler does not implement, as scheduling would refuse them. The policies'
+/// `Valid` condition and `causeway webhook`'s admission check use it.
+pub fn validate_placement(placement: &Placement) -> Result<(), PlacementError> {
+    validate(placement, &Workload::default())
+}
+
 /// Refuses invalid placements and what the scheduler does not implement yet.
 fn validate(placement: &Placement, workload: &Workload) -> Result<(), PlacementError> {
     let at = "spec.placement";

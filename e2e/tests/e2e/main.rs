@@ -31,6 +31,7 @@ mod mcs_support;
 mod mcs_topology;
 mod mcs_traffic;
 mod propagation;
+mod propagation_admission;
 mod propagation_app_failover;
 mod propagation_applier;
 mod propagation_applier_lifecycle;

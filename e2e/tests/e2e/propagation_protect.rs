@@ -33,16 +33,12 @@ spec:
 async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
     let env = Env::start().await;
     let hook = Webhook::start().await;
-    let cfg = env.file(
-        "webhook.json",
-        &hook
-            .configuration(
-                "deploy/webhook/validatingwebhookconfiguration.yaml",
-                webhook::PATH,
-            )
-            .to_string(),
-    );
-    env.ok(&["apply", "-f", &cfg]).await;
+    hook.install(
+        &env,
+        "deploy/webhook/validatingwebhookconfiguration.yaml",
+        webhook::PATH,
+    )
+    .await;
     let app = env.file("app.yaml", APP);
     env.ok(&["apply", "-f", &app]).await;
 

@@ -195,6 +195,13 @@ impl Webhook {
         cfg
     }
 
+    /// Applies [`Webhook::configuration`] of `manifest` to the hub of `env`.
+    pub async fn install(&self, env: &Env, manifest: &str, path: &str) {
+        let name = format!("{}.json", manifest.replace('/', "_"));
+        let cfg = env.file(&name, &self.configuration(manifest, path).to_string());
+        env.ok(&["apply", "-f", &cfg]).await;
+    }
+
     /// `causeway_webhook_reviews_total` as `/metrics` shows it.
     pub fn counted(&self) -> String {
         (self.metrics.endpoints().metrics)()

@@ -272,8 +272,9 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     // a PATCH whose object changed while its webhooks decided is admitted again on the
     // new version, as kube-apiserver's update retries do (a few times, then 409)
     let mut tries = 0;
+    let mut warned: Vec<String>;
     let result = loop {
-        r.admitted = admit_by_webhooks(inner, &rt, &rp, &method, &r, &r.user)
+        (r.admitted, warned) = admit_by_webhooks(inner, &rt, &rp, &method, &r, &r.user)
             .await
             .map_err(fail)?;
         let result = if rt.is_review() {
@@ -294,7 +295,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
             l.code = code;
             inner.metrics.requests.get_or_create(&l).inc();
             let mut resp = json_response(code, body);
-            for w in &r.warnings {
+            for w in warned.iter().chain(&r.warnings) {
                 if let Ok(v) =
                     http::HeaderValue::from_str(&format!("299 - \"{}\"", w.replace('"', "'")))
                 {
@@ -314,7 +315,8 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
 /// object to the matching validating webhooks ([`crate::http::webhooks`]); a PATCH is
 /// an UPDATE to the patched object, or the CREATE of an apply that creates;
 /// deletecollection is not sent. For a PATCH that webhooks were asked about, the
-/// resourceVersion of the object they were shown ([`Req::admitted`]).
+/// resourceVersion of the object they were shown ([`Req::admitted`]); and the
+/// warnings of the webhooks that allowed it.
 async fn admit_by_webhooks(
     inner: &Inner,
     rt: &ResourceType,
@@ -322,7 +324,7 @@ async fn admit_by_webhooks(
     method: &Method,
     r: &Req,
     user: &User,
-) -> ApiResult<Option<Option<String>>> {
+) -> ApiResult<(Option<Option<String>>, Vec<String>)> {
     let sub = rp.sub.as_deref().unwrap_or("");
     let ns = rp.ns.as_deref().unwrap_or("");
     let stored = |name: &str| {
@@ -340,10 +342,10 @@ async fn admit_by_webhooks(
         ("PUT", true, "" | "status") => &["UPDATE"],
         ("DELETE", true, "") => &["DELETE"],
         ("PATCH", true, "" | "status") => &["UPDATE", "CREATE"],
-        _ => return Ok(None),
+        _ => return Ok((None, Vec::new())),
     };
     if !crate::http::webhooks::any_rule_matches(&inner.state.lock(), operations, rt, sub) {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     }
     // (operation, name, object, old object, the version a PATCH was admitted on)
     let (operation, name, object, old_object, version) =
@@ -356,7 +358,7 @@ async fn admit_by_webhooks(
                 else {
                     let now = stored(name)
                         .map(|o| crate::state::stored::meta_str(&o, "resourceVersion").to_string());
-                    return Ok(Some(now));
+                    return Ok((Some(now), Vec::new()));
                 };
                 let version = old_object
                     .as_ref()
@@ -387,12 +389,12 @@ async fn admit_by_webhooks(
             }
             ("DELETE", Some(name), "") => match stored(name) {
                 // nothing to delete: the verb answers NotFound
-                None => return Ok(None),
+                None => return Ok((None, Vec::new())),
                 old => ("DELETE", name.to_string(), None, old, None),
             },
-            _ => return Ok(None),
+            _ => return Ok((None, Vec::new())),
         };
-    crate::http::webhooks::admit(
+    let warned = crate::http::webhooks::admit(
         &inner.state,
         crate::http::webhooks::Request {
             operation,
@@ -407,7 +409,7 @@ async fn admit_by_webhooks(
         },
     )
     .await?;
-    Ok(version)
+    Ok((version, warned))
 }
 
 fn verb_of(method: &Method, rp: &ResPath, q: &HashMap<String, String>) -> &'static str {

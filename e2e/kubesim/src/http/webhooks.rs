@@ -224,11 +224,13 @@ fn review(req: &Request<'_>) -> Value {
 }
 
 /// Calls every matching webhook in turn; the first denial (or failure under
-/// `failurePolicy: Fail`) is the request's error.
-pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiResult<()> {
+/// `failurePolicy: Fail`) is the request's error. Otherwise the warnings the webhooks
+/// that allowed it gave, which kube-apiserver answers with as `Warning` headers.
+pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiResult<Vec<String>> {
     let hooks = matching_hooks(&state.lock(), &req);
+    let mut warnings = Vec::new();
     if hooks.is_empty() {
-        return Ok(());
+        return Ok(warnings);
     }
     let body = review(&req);
     for h in hooks {
@@ -244,6 +246,13 @@ pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiRe
             Ok(resp) => {
                 let allowed = resp.pointer("/response/allowed").and_then(Value::as_bool);
                 if allowed == Some(true) {
+                    let said = resp.pointer("/response/warnings").and_then(Value::as_array);
+                    warnings.extend(
+                        said.into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .map(String::from),
+                    );
                     continue;
                 }
                 let message = resp
@@ -284,7 +293,7 @@ pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiRe
             }
         }
     }
-    Ok(())
+    Ok(warnings)
 }
 
 fn reason_for(code: u16) -> &'static str {

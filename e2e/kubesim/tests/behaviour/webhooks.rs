@@ -549,3 +549,30 @@ async fn a_patch_is_admitted_on_the_version_it_writes_and_a_status_put_shows_the
         json!(["kubernetes"])
     );
 }
+
+/// The warnings of a webhook that allows a request come back as `Warning` headers
+/// (`299 - "<text>"`), which kubectl prints as `Warning: <text>`.
+#[tokio::test]
+async fn an_allowing_webhooks_warnings_are_warning_headers() {
+    let env = start().await;
+    let answer: Answer =
+        Arc::new(|_: &Value| json!({"allowed": true, "warnings": ["mind the gap", "and this"]}));
+    let hook = webhook(Duration::ZERO, answer).await;
+    configure(&env.client, &hook.ca_pem, &hook.url, json!({})).await;
+    let body = serde_json::to_vec(&cm("w", json!({}), json!({"k": "v"}))).unwrap();
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("/api/v1/namespaces/default/configmaps")
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(kube::client::Body::from(body))
+        .unwrap();
+    let resp = env.client.send(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    let warnings: Vec<&str> = resp
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert_eq!(warnings, ["299 - \"mind the gap\"", "299 - \"and this\""]);
+}
