@@ -12,6 +12,7 @@ use kubesim::{Cidr, Config, Server};
 pub mod backends;
 pub mod demo;
 pub mod pull;
+pub mod webhook;
 
 /// Field manager used for everything the harness writes.
 pub const MANAGER: &str = "causeway-local";

@@ -177,6 +177,24 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         agents.push(agent);
     }
     let agents = std::sync::Arc::new(agents);
+    let hook = causeway_e2e::webhook::Webhook::start().await?;
+    let hub = causeway_e2e::client(&cs.hub).await?;
+    for (manifest, path) in [
+        (
+            causeway_e2e::webhook::DELETION_PROTECTION,
+            causeway_controllers::webhook::PATH,
+        ),
+        (
+            causeway_e2e::webhook::POLICIES,
+            causeway_controllers::webhook::policies::PATH,
+        ),
+    ] {
+        hook.install(&hub, manifest, path).await?;
+    }
+    println!(
+        "      causeway webhook at {} for the hub: deletion protection, invalid policies refused at apply",
+        hook.base
+    );
     let listener = causeway_runtime::admin::bind(args.metrics, "--metrics").await?;
     let metrics_addr = listener.local_addr()?;
     causeway_runtime::admin::serve(listener, ctl.metrics.endpoints(), ctl.stop.clone());
@@ -340,6 +358,10 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         opts.hub
     );
     println!("  kubectl --context {} get rb -n demo", opts.hub);
+    println!(
+        "  # policies the hub would mark Valid=False are refused at apply, naming each field to fix:"
+    );
+    println!("  kubectl --context hub apply -f examples/admission/refused-policies.yaml");
     println!("  # search: the demo's Pods in every member, one query (CLUSTER column)");
     println!("  kubectl --context search get pods -n demo -l app=shop");
     println!("  kubectl --context search get pods -A -w   # every member's changes, one watch");
@@ -381,6 +403,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         a.stop.cancel();
     }
     ctl.stop().await;
+    hook.stop().await;
     proxy.shutdown().await;
     search.shutdown().await;
     drop(backends);

@@ -63,11 +63,17 @@ fn verdict(kind: &str, namespace: &str, object: &Value) -> Result<Vec<String>, S
         >(kind, &object)?)),
         "OverridePolicy" => {
             let p = read::<OverridePolicy>(kind, &object)?;
-            override_problem(kind, &p.spec).map_or(Ok(Vec::new()), Err)
+            let ns = p.metadata.namespace.as_deref().unwrap_or(namespace);
+            let policy = format!(
+                "{kind} {ns}/{}",
+                p.metadata.name.as_deref().unwrap_or_default()
+            );
+            override_problem(&policy, &p.spec).map_or(Ok(Vec::new()), Err)
         }
         "ClusterOverridePolicy" => {
             let p = read::<ClusterOverridePolicy>(kind, &object)?;
-            override_problem(kind, &p.spec).map_or(Ok(Vec::new()), Err)
+            let policy = format!("{kind} {}", p.metadata.name.as_deref().unwrap_or_default());
+            override_problem(&policy, &p.spec).map_or(Ok(Vec::new()), Err)
         }
         _ => Ok(Vec::new()),
     }
@@ -192,7 +198,7 @@ mod tests {
                 bad_override.clone(),
                 Value::Null,
                 false,
-                "the OverridePolicy is invalid (fix it: the clusters a bad rule targets get no new manifests while it fails): spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: \"/metadata/namespace\"",
+                "OverridePolicy demo/o is invalid (fix it: the clusters a bad rule targets get no new manifests while it fails): spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: \"/metadata/namespace\"",
             ),
             (
                 "CREATE",

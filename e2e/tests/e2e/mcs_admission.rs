@@ -47,9 +47,11 @@ async fn fails(kc: &std::path::Path, ctx: &str, args: &[&str]) -> String {
 async fn only_causeway_writes_serviceimports_and_default_exports_need_the_group() {
     let (owned, restricted, dir, kc) = least_privileged().await;
     let m = &owned;
-    let hook = Webhook::start().await;
+    let hook = Webhook::start().await.unwrap();
     let cfg = dir.path().join("mcs-admission.json");
-    let manifest = hook.configuration("deploy/webhook/mcs-admission.yaml", webhook::mcs::PATH);
+    let manifest = hook
+        .configuration(causeway_e2e::webhook::MCS, webhook::mcs::PATH)
+        .unwrap();
     std::fs::write(&cfg, manifest.to_string()).unwrap();
     let cfg = cfg.to_str().unwrap();
     for ctx in ["hub", "c0", "c1"] {

@@ -8,7 +8,7 @@ use causeway_controllers::webhook;
 
 use crate::mcs_support::eventually;
 use crate::propagation::{WAIT, fleet_of, get};
-use crate::support::{Env, Webhook};
+use crate::support::{Env, Webhook, install_webhook};
 
 const BAD_PP: &str = r#"
 apiVersion: causeway.io/v1alpha1
@@ -46,10 +46,11 @@ fn good_op() -> String {
 #[tokio::test]
 async fn invalid_policies_are_refused_at_apply_with_what_to_fix() {
     let env = Env::start().await;
-    let hook = Webhook::start().await;
-    hook.install(
+    let hook = Webhook::start().await.unwrap();
+    install_webhook(
         &env,
-        "deploy/webhook/policies-admission.yaml",
+        &hook,
+        causeway_e2e::webhook::POLICIES,
         webhook::policies::PATH,
     )
     .await;
@@ -69,8 +70,8 @@ async fn invalid_policies_are_refused_at_apply_with_what_to_fix() {
     let err = env.fails(&["apply", "-f", &op]).await;
     assert!(
         err.contains(
-            "admission webhook \"policies.causeway.io\" denied the request: the OverridePolicy \
-             is invalid (fix it: the clusters a bad rule targets get no new manifests while \
+            "admission webhook \"policies.causeway.io\" denied the request: OverridePolicy \
+             default/web is invalid (fix it: the clusters a bad rule targets get no new manifests while \
              it fails): spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: \
              \"/metadata/namespace\""
         ),

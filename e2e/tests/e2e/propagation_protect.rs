@@ -6,7 +6,7 @@
 
 use causeway_controllers::webhook;
 
-use crate::support::{Env, Webhook};
+use crate::support::{Env, Webhook, install_webhook};
 
 const APP: &str = r#"
 apiVersion: apps/v1
@@ -32,10 +32,11 @@ spec:
 #[tokio::test]
 async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
     let env = Env::start().await;
-    let hook = Webhook::start().await;
-    hook.install(
+    let hook = Webhook::start().await.unwrap();
+    install_webhook(
         &env,
-        "deploy/webhook/validatingwebhookconfiguration.yaml",
+        &hook,
+        causeway_e2e::webhook::DELETION_PROTECTION,
         webhook::PATH,
     )
     .await;

@@ -134,82 +134,18 @@ impl Env {
     }
 }
 
-/// `causeway webhook` serving HTTPS on 127.0.0.1 with a certificate of its own CA.
-pub struct Webhook {
-    /// `https://127.0.0.1:<port>`.
-    pub base: String,
-    /// The CA that signed its certificate (PEM).
-    pub ca_pem: String,
-    /// Its review counters.
-    pub metrics: std::sync::Arc<causeway_controllers::webhook::Metrics>,
-    stop: tokio_util::sync::CancellationToken,
-    server: tokio::task::JoinHandle<()>,
-    _dir: tempfile::TempDir,
-}
+pub use causeway_e2e::webhook::Webhook;
 
-impl Webhook {
-    /// Starts the webhook with the default MCS policy.
-    pub async fn start() -> Webhook {
-        use causeway_controllers::webhook;
-        let dir = tempfile::tempdir().unwrap();
-        let pki = kubesim::http::tls::Pki::generate("webhook", &["127.0.0.1".into()]).unwrap();
-        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-        std::fs::write(&cert, &pki.server_cert_pem).unwrap();
-        std::fs::write(&key, &pki.server_key_pem).unwrap();
-        let (listener, tls) = webhook::listen("127.0.0.1:0".parse().unwrap(), &cert, &key)
-            .await
-            .unwrap();
-        let base = format!("https://{}", listener.local_addr().unwrap());
-        let stop = tokio_util::sync::CancellationToken::new();
-        let metrics = webhook::Metrics::new();
-        let server = tokio::spawn(webhook::serve(
-            listener,
-            tls,
-            metrics.clone(),
-            Default::default(),
-            stop.clone(),
-        ));
-        Webhook {
-            base,
-            ca_pem: pki.ca_pem.clone(),
-            metrics,
-            stop,
-            server,
-            _dir: dir,
-        }
-    }
-
-    /// The ValidatingWebhookConfiguration in `manifest` (a path under the repository)
-    /// with every webhook sent to `path` here, trusting this CA, instead of the
-    /// in-cluster Service (kubesim runs no Services).
-    pub fn configuration(&self, manifest: &str, path: &str) -> serde_json::Value {
-        let text = std::fs::read_to_string(repo().join(manifest)).expect("the deploy manifest");
-        let mut cfg: serde_json::Value =
-            serde_saphyr::from_str(&text).expect("the deploy manifest parses");
-        let ca = serde_json::to_value(k8s_openapi::ByteString(self.ca_pem.as_bytes().to_vec()))
-            .expect("base64");
-        for hook in cfg["webhooks"].as_array_mut().expect("webhooks") {
-            hook["clientConfig"] =
-                serde_json::json!({"url": format!("{}{path}", self.base), "caBundle": ca});
-        }
-        cfg
-    }
-
-    /// Applies [`Webhook::configuration`] of `manifest` to the hub of `env`.
-    pub async fn install(&self, env: &Env, manifest: &str, path: &str) {
-        let name = format!("{}.json", manifest.replace('/', "_"));
-        let cfg = env.file(&name, &self.configuration(manifest, path).to_string());
-        env.ok(&["apply", "-f", &cfg]).await;
-    }
-
-    /// `causeway_webhook_reviews_total` as `/metrics` shows it.
-    pub fn counted(&self) -> String {
-        (self.metrics.endpoints().metrics)()
-    }
-
-    /// Stops the server.
-    pub async fn stop(self) {
-        self.stop.cancel();
-        self.server.await.unwrap();
-    }
+/// Applies `hook`'s [`Webhook::configuration`] of `manifest` to the hub of `env`, with
+/// kubectl.
+pub async fn install_webhook(env: &Env, hook: &Webhook, manifest: &str, path: &str) {
+    let cfg = hook
+        .configuration(manifest, path)
+        .expect("the webhook configuration");
+    let name = format!(
+        "webhook-{}.json",
+        cfg["metadata"]["name"].as_str().unwrap_or("x")
+    );
+    let cfg = env.file(&name, &cfg.to_string());
+    env.ok(&["apply", "-f", &cfg]).await;
 }

@@ -87,13 +87,14 @@ pub(crate) fn caveats(policy: &serde_json::Value) -> Vec<String> {
     }
 }
 
-/// Why an override policy's spec is invalid, if it is: every field to fix.
-pub(crate) fn override_problem(kind: &str, spec: &OverrideSpec) -> Option<String> {
+/// Why an override policy's spec is invalid, if it is: every field to fix. `policy`
+/// names it (`OverridePolicy demo/web`).
+pub(crate) fn override_problem(policy: &str, spec: &OverrideSpec) -> Option<String> {
     let errors = override_apply::validate(spec);
     (!errors.is_empty()).then(|| {
         let each: Vec<String> = errors.iter().map(ToString::to_string).collect();
         format!(
-            "the {kind} is invalid (fix it: the clusters a bad rule targets get no new manifests while it fails): {}",
+            "{policy} is invalid (fix it: the clusters a bad rule targets get no new manifests while it fails): {}",
             each.join("; ")
         )
     })
@@ -105,12 +106,12 @@ impl Ctx<'_> {
         let (ops, cops) = (self.ops, self.cops);
         for p in ops {
             let ns = p.namespace().unwrap_or_default();
-            let why = override_problem("OverridePolicy", &p.spec);
+            let why = override_problem(&format!("OverridePolicy {ns}/{}", p.name_any()), &p.spec);
             let api = Api::<OverridePolicy>::namespaced(self.hub.clone(), &ns);
             self.policy_status(&api, p.as_ref(), &ns, why).await;
         }
         for p in cops {
-            let why = override_problem("ClusterOverridePolicy", &p.spec);
+            let why = override_problem(&format!("ClusterOverridePolicy {}", p.name_any()), &p.spec);
             let api = Api::<ClusterOverridePolicy>::all(self.hub.clone());
             self.policy_status(&api, p.as_ref(), "", why).await;
         }
