@@ -53,7 +53,8 @@ pub struct WebhookArgs {
     pub log: causeway_runtime::log::LogArgs,
 }
 
-/// The webhook's metrics: `causeway_webhook_reviews_total{decision="allowed|denied|bad_request"}`.
+/// The webhook's metrics: `causeway_webhook_reviews_total{webhook="deletion|mcs|policies",
+/// decision="allowed|denied|bad_request"}`.
 #[derive(Default)]
 pub struct Metrics {
     registry: prometheus_client::registry::Registry,
@@ -75,9 +76,9 @@ impl Metrics {
         Arc::new(m)
     }
 
-    fn count(&self, decision: &'static str) {
+    fn count(&self, webhook: &'static str, decision: &'static str) {
         self.reviews
-            .get_or_create(&vec![("decision", decision)])
+            .get_or_create(&vec![("webhook", webhook), ("decision", decision)])
             .inc();
     }
 
@@ -160,7 +161,11 @@ async fn handle(
             ),
         );
     }
-    let path = path.to_string();
+    let webhook = match path {
+        mcs::PATH => "mcs",
+        policies::PATH => "policies",
+        _ => "deletion",
+    };
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
@@ -172,13 +177,13 @@ async fn handle(
     };
     match serde_json::from_slice::<Value>(&body) {
         Ok(review) if review.pointer("/request/uid").is_some() => {
-            let answer = match path.as_str() {
-                mcs::PATH => mcs::review_response(&review, policy),
-                policies::PATH => policies::review_response(&review),
+            let answer = match webhook {
+                "mcs" => mcs::review_response(&review, policy),
+                "policies" => policies::review_response(&review),
                 _ => review_response(&review),
             };
             let allowed = answer.pointer("/response/allowed") == Some(&Value::Bool(true));
-            metrics.count(if allowed { "allowed" } else { "denied" });
+            metrics.count(webhook, if allowed { "allowed" } else { "denied" });
             let mut r = reply(StatusCode::OK, answer.to_string());
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -187,7 +192,7 @@ async fn handle(
             r
         }
         _ => {
-            metrics.count("bad_request");
+            metrics.count(webhook, "bad_request");
             reply(
                 StatusCode::BAD_REQUEST,
                 "the body must be an admission.k8s.io/v1 AdmissionReview with a request".into(),

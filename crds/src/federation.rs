@@ -133,6 +133,10 @@ pub mod policy_conditions {
     pub const REASON_VALID: &str = "Valid";
     /// `Valid=False`: the message names the invalid field and the fix.
     pub const REASON_INVALID: &str = "Invalid";
+    /// `Valid=False` for a PropagationPolicy whose selection is valid but whose
+    /// placement scheduling refuses: it still claims its resources, whose bindings keep
+    /// the clusters they have.
+    pub const REASON_INVALID_PLACEMENT: &str = "InvalidPlacement";
 }
 
 /// Implements `Deref`/`DerefMut`/`From` for a spec newtype over a shared spec

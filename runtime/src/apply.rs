@@ -340,10 +340,11 @@ where
 }
 
 /// [`Memo`] for status subresources: remembers the status last found applied per object
-/// and the object's resourceVersion then.
+/// (by apiVersion and kind too: a loop that writes the statuses of several kinds keeps
+/// one entry for each) and the object's resourceVersion then.
 #[derive(Default)]
 pub struct StatusMemo {
-    seen: std::collections::HashMap<(String, String), (u64, String)>,
+    seen: std::collections::HashMap<(String, String, String), (u64, String)>,
 }
 
 impl StatusMemo {
@@ -363,7 +364,11 @@ impl StatusMemo {
     where
         K: Resource + Clone + DeserializeOwned + Debug,
     {
-        let key = (namespace.to_string(), name.to_string());
+        let key = (
+            format!("{api_version}/{kind}"),
+            namespace.to_string(),
+            name.to_string(),
+        );
         let print = fingerprint(status);
         if let (Some(rv), Some((v, r))) = (&actual_rv, self.seen.get(&key))
             && r == rv

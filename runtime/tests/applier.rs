@@ -325,3 +325,60 @@ async fn a_field_an_owning_memo_stops_setting_is_removed() {
         Outcome::Unchanged
     );
 }
+
+/// A status memo keeps one entry per kind: a Service and an Ingress of one name (kinds
+/// no simulated controller writes) are both remembered, neither compared with the
+/// server again once found applied.
+#[tokio::test]
+async fn a_status_memo_remembers_two_kinds_of_one_name() {
+    let (_server, client) = cluster().await;
+    let kinds = [
+        (
+            resource("", "v1", "Service"),
+            "v1",
+            "Service",
+            json!({"spec": {"ports": [{"port": 80}]}}),
+        ),
+        (
+            resource("networking.k8s.io", "v1", "Ingress"),
+            "networking.k8s.io/v1",
+            "Ingress",
+            json!({"spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}}),
+        ),
+    ];
+    let status = json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
+    let mut memo = apply::StatusMemo::default();
+    let compared = std::cell::Cell::new(0);
+    for round in 0..3 {
+        for (ar, api_version, kind, spec) in &kinds {
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", ar);
+            if round == 0 {
+                apply::ensure(
+                    &api,
+                    &object(ar, Some("default"), "web", spec.clone()),
+                    None,
+                )
+                .await
+                .unwrap();
+            }
+            let have = api.get("web").await.unwrap();
+            memo.ensure(
+                &api,
+                "default",
+                "web",
+                api_version,
+                kind,
+                &status,
+                have.metadata.resource_version.clone(),
+                || {
+                    compared.set(compared.get() + 1);
+                    have.data.get("status").cloned()
+                },
+            )
+            .await
+            .unwrap();
+        }
+    }
+    // round 0 writes both, round 1 finds both applied, round 2 asks the server neither
+    assert_eq!(compared.get(), 4);
+}

@@ -29,7 +29,7 @@ pub const PATH: &str = "/validate-policies";
 fn verdict(kind: &str, namespace: &str, object: &Value) -> Result<Vec<String>, String> {
     fn read<T: DeserializeOwned>(kind: &str, object: &Value) -> Result<T, String> {
         serde_json::from_value(object.clone())
-            .map_err(|e| format!("the object does not read as a {kind}: {e}"))
+            .map_err(|e| format!("the object is not a valid {kind}: {e}"))
     }
     let mut object = object.clone();
     if let Some(md) = object.get_mut("metadata").and_then(Value::as_object_mut)
@@ -198,7 +198,7 @@ mod tests {
                 bad_override.clone(),
                 Value::Null,
                 false,
-                "OverridePolicy demo/o is invalid (fix it: the clusters a bad rule targets get no new manifests while it fails): spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: \"/metadata/namespace\"",
+                "OverridePolicy demo/o is invalid: spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: \"/metadata/namespace\"",
             ),
             (
                 "CREATE",
@@ -239,7 +239,7 @@ mod tests {
                 op(json!({"overrideRules": "x"})),
                 Value::Null,
                 false,
-                "the object does not read as a OverridePolicy: ",
+                "the object is not a valid OverridePolicy: ",
             ),
             (
                 "CREATE",
@@ -248,6 +248,48 @@ mod tests {
                 Value::Null,
                 true,
                 "",
+            ),
+            (
+                "CREATE",
+                "PropagationPolicy",
+                pp(
+                    json!({"resourceSelectors": web, "placement": {"spreadConstraints": [
+                    {"spreadByLabel": "topology.example.com/rack", "minGroups": 2}]}}),
+                ),
+                Value::Null,
+                false,
+                "spreadByLabel",
+            ),
+            (
+                "CREATE",
+                "PropagationPolicy",
+                pp(
+                    json!({"resourceSelectors": web, "placement": {"replicaScheduling": {
+                    "replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"}}}),
+                ),
+                Value::Null,
+                false,
+                "Aggregated is not supported yet",
+            ),
+            (
+                "CREATE",
+                "ClusterPropagationPolicy",
+                json!({"apiVersion": "causeway.io/v1alpha1", "kind": "ClusterPropagationPolicy",
+                    "metadata": {"name": "c"}, "spec": {"resourceSelectors": [
+                        {"apiVersion": "v1", "kind": "ConfigMap", "namespace": "kube-system"}]}}),
+                Value::Null,
+                false,
+                "ClusterPropagationPolicy c is invalid: spec.resourceSelectors[0].namespace: Invalid value: \"kube-system\"",
+            ),
+            (
+                "CREATE",
+                "ClusterOverridePolicy",
+                json!({"apiVersion": "causeway.io/v1alpha1", "kind": "ClusterOverridePolicy",
+                    "metadata": {"name": "c"}, "spec": {"overrideRules": [{"targetCluster": {
+                        "clusterNames": ["east", "east"]}, "overriders": {}}]}}),
+                Value::Null,
+                false,
+                "ClusterOverridePolicy c is invalid: spec.overrideRules[0].targetCluster.clusterNames: Invalid value: \"east\": Duplicate value",
             ),
         ];
         for (operation, kind, object, old, allowed, says) in cases {

@@ -381,7 +381,13 @@ fn rejects(
 /// scheduler does not implement, as scheduling would refuse them. The policies'
 /// `Valid` condition and `causeway webhook`'s admission check use it.
 pub fn validate_placement(placement: &Placement) -> Result<(), PlacementError> {
-    validate(placement, &Workload::default())
+    // as for a workload with replicas to divide: what the division does not implement
+    // is refused whatever the policy selects
+    let workload = Workload {
+        replicas: Some(1),
+        ..Workload::default()
+    };
+    validate(placement, &workload)
 }
 
 /// Refuses invalid placements and what the scheduler does not implement yet.

@@ -27,6 +27,9 @@ pub struct ApiError {
     pub details: Option<Box<Details>>,
     /// Field causes (422).
     pub causes: Vec<Cause>,
+    /// Warnings recorded before the request failed (admission webhooks'), answered as
+    /// `Warning` headers with the error.
+    pub warnings: Vec<String>,
 }
 
 /// `Status.details`.
@@ -51,6 +54,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             causes: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 

@@ -68,7 +68,7 @@ async fn only_causeway_writes_serviceimports_and_default_exports_need_the_group(
     .await;
     let counted = hook.counted();
     assert!(
-        counted.contains("causeway_webhook_reviews_total{decision=\"allowed\"}"),
+        counted.contains("causeway_webhook_reviews_total{webhook=\"mcs\",decision=\"allowed\"}"),
         "the controller's writes were reviewed: {counted}"
     );
 
@@ -254,7 +254,7 @@ async fn only_causeway_writes_serviceimports_and_default_exports_need_the_group(
     ok(&kc, "c0", &["create", "-f", &export(ns), "--as", "alice"]).await;
     let counted = hook.counted();
     assert!(
-        counted.contains("causeway_webhook_reviews_total{decision=\"denied\"} 6"),
+        counted.contains("causeway_webhook_reviews_total{webhook=\"mcs\",decision=\"denied\"} 6"),
         "{counted}"
     );
     ctl.stop().await;

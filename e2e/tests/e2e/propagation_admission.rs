@@ -46,6 +46,15 @@ fn good_op() -> String {
 #[tokio::test]
 async fn invalid_policies_are_refused_at_apply_with_what_to_fix() {
     let env = Env::start().await;
+    // stored before the webhook: it stays, and only a change to its spec is judged
+    let stored = env.file(
+        "stored.yaml",
+        &BAD_OP.replace(
+            "{name: web, namespace: default}",
+            "{name: stored, namespace: default}",
+        ),
+    );
+    env.ok(&["apply", "-f", &stored]).await;
     let hook = Webhook::start().await.unwrap();
     install_webhook(
         &env,
@@ -71,8 +80,7 @@ async fn invalid_policies_are_refused_at_apply_with_what_to_fix() {
     assert!(
         err.contains(
             "admission webhook \"policies.causeway.io\" denied the request: OverridePolicy \
-             default/web is invalid (fix it: the clusters a bad rule targets get no new manifests while \
-             it fails): spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: \
+             default/web is invalid: spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: \
              \"/metadata/namespace\""
         ),
         "{err}"
@@ -100,21 +108,22 @@ async fn invalid_policies_are_refused_at_apply_with_what_to_fix() {
     assert!(
         stderr.contains(
             "Warning: these statePreservation rules are ignored: \
-             spec.failover.application.statePreservation.rules[0]"
+             spec.failover.application.statePreservation.rules[0].jsonPath: \"{.status\": "
         ),
         "{stderr}"
     );
     let op = env.file("op.yaml", &good_op());
     env.ok(&["apply", "-f", &op]).await;
-    // a label on a stored policy is not judged again
-    env.ok(&["label", "overridepolicy", "web", "team=pay"])
+    // a label on a policy stored before is not judged again
+    env.ok(&["label", "overridepolicy", "stored", "team=pay"])
         .await;
     // and a bad change to it is refused
     let op = env.file("op.yaml", BAD_OP);
     env.fails(&["apply", "-f", &op]).await;
     let counted = hook.counted();
     assert!(
-        counted.contains("causeway_webhook_reviews_total{decision=\"denied\"} 3"),
+        counted
+            .contains("causeway_webhook_reviews_total{webhook=\"policies\",decision=\"denied\"} 3"),
         "{counted}"
     );
     hook.stop().await;

@@ -55,7 +55,8 @@ async fn a_protected_template_cannot_be_deleted_until_its_label_is_removed() {
     env.ok(&["get", "deployment", "web"]).await;
     let counted = hook.counted();
     assert!(
-        counted.contains("causeway_webhook_reviews_total{decision=\"denied\"} 1"),
+        counted
+            .contains("causeway_webhook_reviews_total{webhook=\"deletion\",decision=\"denied\"} 1"),
         "{counted}"
     );
 

@@ -1,8 +1,12 @@
-//! Each (Cluster)PropagationPolicy says whether it is in force: `Valid=True`, or
-//! `Valid=False` with what to fix (it breaks the selection rules, B.15, or selects a
-//! kind the hub does not serve), so a policy that claims nothing says why. Each
-//! (Cluster)OverridePolicy says whether its spec is valid (D.26's checks: the same ones
-//! `causeway webhook` refuses at admission).
+//! Each policy says whether it is in force, in its `Valid` condition:
+//! - a (Cluster)PropagationPolicy: `Valid=True`, or `Valid=False` with what to fix:
+//!   reason `Invalid` when it breaks the selection rules (B.15: it claims nothing) or
+//!   selects a kind the hub does not serve, `InvalidPlacement` when only its placement is
+//!   refused by scheduling (it still claims its resources; their bindings keep the
+//!   clusters they have);
+//! - a (Cluster)OverridePolicy: `Valid=False` when its spec fails D.26's checks.
+//!
+//! `causeway webhook` refuses the same specs at admission (`webhook/policies.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,30 +30,37 @@ use super::Ctx;
 
 const API_VERSION: &str = "causeway.io/v1alpha1";
 
-/// Why a policy is not in force, if it is not: the detector's verdict, else a kind
-/// it selects that the hub does not serve, else a placement scheduling refuses.
+/// Why a policy is not in force, if it is not, and the condition's reason: the
+/// detector's verdict and a kind it selects that the hub does not serve (`Invalid`),
+/// and a placement scheduling refuses (`InvalidPlacement` when that is all).
 fn problem(
     id: &PolicyId,
     spec: &PropagationSpec,
     invalid: &BTreeMap<PolicyId, String>,
     unknown: &BTreeMap<(String, String), String>,
-) -> Option<String> {
-    invalid
-        .get(id)
-        .cloned()
-        .or_else(|| {
-            spec.resource_selectors.iter().find_map(|s| {
-                unknown
-                    .get(&(s.api_version.clone(), s.kind.clone()))
-                    .cloned()
-            })
-        })
-        .or_else(|| {
-            // its bindings keep the clusters they had (`Scheduled=False`)
-            placement_problem(spec).map(|e| {
-                format!("{e} (the resources it selects keep the clusters they had until then)")
-            })
-        })
+) -> Option<(&'static str, String)> {
+    let mut claims_nothing: Vec<String> = invalid.get(id).cloned().into_iter().collect();
+    claims_nothing.extend(spec.resource_selectors.iter().filter_map(|s| {
+        unknown
+            .get(&(s.api_version.clone(), s.kind.clone()))
+            .cloned()
+    }));
+    claims_nothing.dedup();
+    let placement = placement_problem(spec).map(|e| {
+        format!("{e} (the resources it selects keep the clusters they have until it is fixed)")
+    });
+    match (claims_nothing.is_empty(), placement) {
+        (true, None) => None,
+        (true, Some(p)) => Some((pc::REASON_INVALID_PLACEMENT, p)),
+        (false, p) => Some((
+            pc::REASON_INVALID,
+            claims_nothing
+                .into_iter()
+                .chain(p)
+                .collect::<Vec<_>>()
+                .join("; "),
+        )),
+    }
 }
 
 /// Why a policy's placement cannot be scheduled, whatever the clusters.
@@ -60,7 +71,7 @@ pub(crate) fn placement_problem(spec: &PropagationSpec) -> Option<String> {
 }
 
 /// What a policy in force should still know: the `statePreservation` rules it cannot
-/// read, which are ignored (`spec` is the policy's JSON).
+/// read, which are ignored (`policy` is the policy as JSON).
 pub(crate) fn caveats(policy: &serde_json::Value) -> Vec<String> {
     let mut bad_rules: Vec<String> = Vec::new();
     for which in ["application", "cluster"] {
@@ -88,15 +99,14 @@ pub(crate) fn caveats(policy: &serde_json::Value) -> Vec<String> {
 }
 
 /// Why an override policy's spec is invalid, if it is: every field to fix. `policy`
-/// names it (`OverridePolicy demo/web`).
+/// names it (`OverridePolicy demo/web`). Rendering still applies it: an override that
+/// cannot be applied fails its cluster (`ApplyOverridesFailed`), the others do what
+/// they say.
 pub(crate) fn override_problem(policy: &str, spec: &OverrideSpec) -> Option<String> {
     let errors = override_apply::validate(spec);
     (!errors.is_empty()).then(|| {
         let each: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        format!(
-            "{policy} is invalid (fix it: the clusters a bad rule targets get no new manifests while it fails): {}",
-            each.join("; ")
-        )
+        format!("{policy} is invalid: {}", each.join("; "))
     })
 }
 
@@ -106,12 +116,14 @@ impl Ctx<'_> {
         let (ops, cops) = (self.ops, self.cops);
         for p in ops {
             let ns = p.namespace().unwrap_or_default();
-            let why = override_problem(&format!("OverridePolicy {ns}/{}", p.name_any()), &p.spec);
+            let why = override_problem(&format!("OverridePolicy {ns}/{}", p.name_any()), &p.spec)
+                .map(|w| (pc::REASON_INVALID, w));
             let api = Api::<OverridePolicy>::namespaced(self.hub.clone(), &ns);
             self.policy_status(&api, p.as_ref(), &ns, why).await;
         }
         for p in cops {
-            let why = override_problem(&format!("ClusterOverridePolicy {}", p.name_any()), &p.spec);
+            let why = override_problem(&format!("ClusterOverridePolicy {}", p.name_any()), &p.spec)
+                .map(|w| (pc::REASON_INVALID, w));
             let api = Api::<ClusterOverridePolicy>::all(self.hub.clone());
             self.policy_status(&api, p.as_ref(), "", why).await;
         }
@@ -140,8 +152,13 @@ impl Ctx<'_> {
         }
     }
 
-    async fn policy_status<K>(&mut self, api: &Api<K>, p: &K, ns: &str, why: Option<String>)
-    where
+    async fn policy_status<K>(
+        &mut self,
+        api: &Api<K>,
+        p: &K,
+        ns: &str,
+        why: Option<(&'static str, String)>,
+    ) where
         K: Resource<DynamicType = ()>
             + Clone
             + serde::de::DeserializeOwned
@@ -172,7 +189,7 @@ impl Ctx<'_> {
                 pc::REASON_VALID,
                 format!("the policy is in force, but {}", caveats.join("; ")),
             ),
-            Some(why) => ("False", pc::REASON_INVALID, why.clone()),
+            Some((reason, why)) => ("False", *reason, why.clone()),
         };
         let condition = Condition {
             type_: pc::VALID.into(),
@@ -201,5 +218,105 @@ impl Ctx<'_> {
             )
             .await;
         self.failures.check(key, r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(v: serde_json::Value) -> PropagationSpec {
+        serde_json::from_value(v).expect("spec parses")
+    }
+
+    /// The `Valid=False` reason and message of a PropagationPolicy: what makes it claim
+    /// nothing is `Invalid` (a refused placement is added to it); a refused placement
+    /// alone is `InvalidPlacement`.
+    #[test]
+    fn a_policy_says_why_it_is_not_in_force() {
+        let id = PolicyId::namespaced("demo", "p");
+        let web = json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}]);
+        let widget = json!([{"apiVersion": "example.com/v1", "kind": "Widget"}]);
+        let bad_spread = json!({"spreadConstraints": [{"spreadByField": "region", "minGroups": 3, "maxGroups": 2}]});
+        let aggregated = json!({"replicaScheduling": {"replicaSchedulingType": "Divided",
+            "replicaDivisionPreference": "Aggregated"}});
+        let invalid = BTreeMap::from([(
+            id.clone(),
+            "PropagationPolicy demo/p is invalid: x".to_string(),
+        )]);
+        let unknown = BTreeMap::from([(
+            ("example.com/v1".to_string(), "Widget".to_string()),
+            "the hub does not serve Widget".to_string(),
+        )]);
+        let none = BTreeMap::new();
+        let cases = [
+            (
+                "in force",
+                spec(json!({"resourceSelectors": web})),
+                &none,
+                None,
+            ),
+            (
+                "a kind the hub does not serve",
+                spec(json!({"resourceSelectors": widget})),
+                &none,
+                Some((pc::REASON_INVALID, "the hub does not serve Widget")),
+            ),
+            (
+                "a placement refused",
+                spec(json!({"resourceSelectors": web, "placement": bad_spread})),
+                &none,
+                Some((
+                    pc::REASON_INVALID_PLACEMENT,
+                    "invalid placement: spec.placement.spreadConstraints[0].maxGroups",
+                )),
+            ),
+            (
+                "what the division does not implement",
+                spec(json!({"resourceSelectors": web, "placement": aggregated})),
+                &none,
+                Some((
+                    pc::REASON_INVALID_PLACEMENT,
+                    "spec.placement.replicaScheduling.replicaDivisionPreference: Aggregated is not supported yet",
+                )),
+            ),
+            (
+                "broken selection and a refused placement",
+                spec(json!({"resourceSelectors": web, "placement": bad_spread})),
+                &invalid,
+                Some((
+                    pc::REASON_INVALID,
+                    "PropagationPolicy demo/p is invalid: x; invalid placement",
+                )),
+            ),
+        ];
+        for (what, spec, invalid, want) in cases {
+            let got = problem(&id, &spec, invalid, &unknown);
+            match (got, want) {
+                (None, None) => {}
+                (Some((reason, message)), Some((want_reason, says))) => {
+                    assert_eq!(reason, want_reason, "{what}: {message}");
+                    assert!(message.starts_with(says), "{what}: {message}");
+                }
+                (got, want) => panic!("{what}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_override_policys_problem_names_it_and_every_field() {
+        let spec: OverrideSpec =
+            serde_json::from_value(json!({"overrideRules": [{"overriders": {"plaintext": [
+            {"path": "/metadata/name", "operator": "replace", "value": "x"},
+            {"path": "/spec/replicas", "operator": "remove", "value": 1}]}}]}))
+            .unwrap();
+        let got = override_problem("OverridePolicy demo/o", &spec).unwrap();
+        assert!(got.starts_with("OverridePolicy demo/o is invalid: spec.overrideRules[0].overriders.plaintext[0].path: Invalid value: \"/metadata/name\""), "{got}");
+        assert!(
+            got.contains("; spec.overrideRules[0].overriders.plaintext[1].value"),
+            "{got}"
+        );
+        let fine: OverrideSpec = serde_json::from_value(json!({"overrideRules": []})).unwrap();
+        assert_eq!(override_problem("OverridePolicy demo/o", &fine), None);
     }
 }

@@ -295,19 +295,17 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
             l.code = code;
             inner.metrics.requests.get_or_create(&l).inc();
             let mut resp = json_response(code, body);
-            for w in warned.iter().chain(&r.warnings) {
-                if let Ok(v) =
-                    http::HeaderValue::from_str(&format!("299 - \"{}\"", w.replace('"', "'")))
-                {
-                    resp.headers_mut().append(header::WARNING, v);
-                }
-            }
+            let warnings: Vec<String> = warned.into_iter().chain(r.warnings).collect();
+            crate::http::response::add_warnings(&mut resp, &warnings);
             if (200..300).contains(&code) && !matches!(method, Method::GET) {
                 inner.changed.notify_one();
             }
             Ok(resp)
         }
-        Err(e) => Err(fail(e)),
+        Err(mut e) => {
+            e.warnings.splice(0..0, warned);
+            Err(fail(e))
+        }
     }
 }
 
@@ -394,6 +392,12 @@ async fn admit_by_webhooks(
             },
             _ => return Ok((None, Vec::new())),
         };
+    // as kube-apiserver: the webhooks see the object pruned, defaulted and valid (an
+    // invalid one fails here, with the schema's error, and no webhook is asked)
+    let mut object = object;
+    if let Some(o) = object.as_mut() {
+        crate::verbs::admit::checked_by_schema(rt, o, r.q("fieldValidation"))?;
+    }
     let warned = crate::http::webhooks::admit(
         &inner.state,
         crate::http::webhooks::Request {

@@ -244,15 +244,16 @@ pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiRe
             .unwrap_or_else(|_| Err(format!("context deadline exceeded after {timeout}s")));
         match answer {
             Ok(resp) => {
+                // kube-apiserver records a webhook's warnings whether it allows or not
+                let said = resp.pointer("/response/warnings").and_then(Value::as_array);
+                warnings.extend(
+                    said.into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(String::from),
+                );
                 let allowed = resp.pointer("/response/allowed").and_then(Value::as_bool);
                 if allowed == Some(true) {
-                    let said = resp.pointer("/response/warnings").and_then(Value::as_array);
-                    warnings.extend(
-                        said.into_iter()
-                            .flatten()
-                            .filter_map(Value::as_str)
-                            .map(String::from),
-                    );
                     continue;
                 }
                 let message = resp
@@ -279,16 +280,19 @@ pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiRe
                 });
                 e.code = code;
                 e.reason = reason_for(code);
+                e.warnings = warnings;
                 return Err(e);
             }
             Err(why) => {
                 let ignore = h.hook.get("failurePolicy").and_then(Value::as_str) == Some("Ignore");
                 tracing::warn!(webhook = %h.name, %why, ignore, "calling admission webhook failed");
                 if !ignore {
-                    return Err(ApiError::internal(format!(
+                    let mut e = ApiError::internal(format!(
                         "Internal error occurred: failed calling webhook \"{}\": {why}",
                         h.name
-                    )));
+                    ));
+                    e.warnings = warnings;
+                    return Err(e);
                 }
             }
         }

@@ -100,12 +100,27 @@ pub fn namespace_active(st: &State, ns: &str) -> ApiResult<()> {
 
 /// Schema pruning, defaulting, field validation and validation for CRD objects.
 pub fn admit_schema(rt: &ResourceType, obj: &mut Value, r: &mut Req) -> ApiResult<()> {
+    let warnings = checked_by_schema(rt, obj, r.q("fieldValidation"))?;
+    r.warnings.extend(warnings);
+    Ok(())
+}
+
+/// What [`admit_schema`] does to a CRD object, with `fieldValidation` given: the
+/// object pruned and defaulted in place, or its validation error; the warnings of
+/// unknown fields. kube-apiserver does this before validating admission webhooks see
+/// the object.
+pub fn checked_by_schema(
+    rt: &ResourceType,
+    obj: &mut Value,
+    field_validation: Option<&str>,
+) -> ApiResult<Vec<String>> {
     let Some(schema) = &rt.schema else {
-        return Ok(());
+        return Ok(Vec::new());
     };
+    let mut warnings = Vec::new();
     let unknown = crd::prune_and_default(obj, schema);
     if !unknown.is_empty() {
-        match r.q("fieldValidation").unwrap_or("Warn") {
+        match field_validation.unwrap_or("Warn") {
             "Strict" => {
                 return Err(ApiError::bad_request(format!(
                     "strict decoding error: {}",
@@ -117,9 +132,7 @@ pub fn admit_schema(rt: &ResourceType, obj: &mut Value, r: &mut Req) -> ApiResul
                 )));
             }
             "Ignore" => {}
-            _ => r
-                .warnings
-                .extend(unknown.iter().map(|u| format!("unknown field \"{u}\""))),
+            _ => warnings.extend(unknown.iter().map(|u| format!("unknown field \"{u}\""))),
         }
     }
     let causes = crd::validate(obj, schema);
@@ -131,7 +144,7 @@ pub fn admit_schema(rt: &ResourceType, obj: &mut Value, r: &mut Req) -> ApiResul
             causes,
         ));
     }
-    Ok(())
+    Ok(warnings)
 }
 
 /// `dryRun=All`.

@@ -550,29 +550,102 @@ async fn a_patch_is_admitted_on_the_version_it_writes_and_a_status_put_shows_the
     );
 }
 
-/// The warnings of a webhook that allows a request come back as `Warning` headers
-/// (`299 - "<text>"`), which kubectl prints as `Warning: <text>`.
+/// A webhook's warnings come back as `Warning` headers (`299 - "<text>"`, quotes and
+/// backslashes escaped, UTF-8 kept, each text once), which kubectl prints as
+/// `Warning: <text>`; a denial carries them too.
 #[tokio::test]
-async fn an_allowing_webhooks_warnings_are_warning_headers() {
+async fn a_webhooks_warnings_are_warning_headers() {
     let env = start().await;
-    let answer: Answer =
-        Arc::new(|_: &Value| json!({"allowed": true, "warnings": ["mind the gap", "and this"]}));
+    let answer: Answer = Arc::new(|req: &Value| {
+        let warnings = json!([
+            "mind the \"gap\"",
+            "and this",
+            "and this",
+            "ünïcode \\ back"
+        ]);
+        if req["object"]["data"]["bad"] == "1" {
+            json!({"allowed": false, "warnings": ["refused, and said so"], "status": {"code": 403, "message": "no"}})
+        } else {
+            json!({"allowed": true, "warnings": warnings})
+        }
+    });
     let hook = webhook(Duration::ZERO, answer).await;
     configure(&env.client, &hook.ca_pem, &hook.url, json!({})).await;
-    let body = serde_json::to_vec(&cm("w", json!({}), json!({"k": "v"}))).unwrap();
-    let req = http::Request::builder()
-        .method("POST")
-        .uri("/api/v1/namespaces/default/configmaps")
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(kube::client::Body::from(body))
-        .unwrap();
-    let resp = env.client.send(req).await.unwrap();
+    let create = |name: &str, bad: &str| {
+        let body = serde_json::to_vec(&cm(name, json!({}), json!({"bad": bad}))).unwrap();
+        http::Request::builder()
+            .method("POST")
+            .uri("/api/v1/namespaces/default/configmaps")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(kube::client::Body::from(body))
+            .unwrap()
+    };
+    let warnings = |resp: &http::Response<_>| -> Vec<String> {
+        resp.headers()
+            .get_all(http::header::WARNING)
+            .iter()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect()
+    };
+    let resp = env.client.send(create("w", "0")).await.unwrap();
     assert_eq!(resp.status().as_u16(), 201);
-    let warnings: Vec<&str> = resp
-        .headers()
-        .get_all(http::header::WARNING)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    assert_eq!(warnings, ["299 - \"mind the gap\"", "299 - \"and this\""]);
+    assert_eq!(
+        warnings(&resp),
+        [
+            "299 - \"mind the \\\"gap\\\"\"",
+            "299 - \"and this\"",
+            "299 - \"ünïcode \\\\ back\""
+        ]
+    );
+    let resp = env.client.send(create("x", "1")).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+    assert_eq!(warnings(&resp), ["299 - \"refused, and said so\""]);
+}
+
+/// As kube-apiserver: a custom resource reaches the validating webhooks pruned,
+/// defaulted and valid by its schema; one the schema refuses fails with the schema's
+/// error, and no webhook is asked.
+#[tokio::test]
+async fn webhooks_see_custom_resources_after_schema_validation() {
+    let env = start().await;
+    let widgets = install_widgets(&env.client, "default").await;
+    let hook = webhook(
+        Duration::ZERO,
+        Arc::new(|_: &Value| json!({"allowed": true})),
+    )
+    .await;
+    configure(
+        &env.client,
+        &hook.ca_pem,
+        &hook.url,
+        json!({"rules": [{"apiGroups": [WIDGET_GROUP], "apiVersions": ["*"], "resources": ["widgets"], "operations": ["CREATE", "UPDATE"]}]}),
+    )
+    .await;
+    let err = widgets
+        .create(
+            &PostParams::default(),
+            &widget("bad", json!({"size": "big"})),
+        )
+        .await
+        .expect_err("the schema refuses it");
+    assert_eq!(code(&err), 422, "{}", message(&err));
+    assert!(hook.seen.lock().is_empty(), "a webhook was asked");
+    widgets
+        .create(
+            &PostParams::default(),
+            &widget("good", json!({"size": 2, "shape": "round"})),
+        )
+        .await
+        .unwrap();
+    let seen = hook
+        .seen
+        .lock()
+        .last()
+        .cloned()
+        .expect("the webhook was asked");
+    assert_eq!(
+        seen["request"]["object"]["spec"],
+        json!({"size": 2, "color": "blue"}),
+        "pruned and defaulted"
+    );
 }
