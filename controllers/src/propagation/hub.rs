@@ -35,6 +35,7 @@ use causeway_crds::well_known::{finalizers, labels};
 use causeway_runtime::apply::{self, Failures, Memo, StatusMemo};
 use causeway_runtime::events::Notes;
 use causeway_runtime::reflect::{Cache, Dirty, Key, Wake, cache};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -62,6 +63,14 @@ fn work_key(w: &Work) -> Option<Key> {
     ))
 }
 
+/// A revision's change marks its binding (of the same namespace and name).
+fn revision_key(r: &ControllerRevision) -> Option<Key> {
+    Some((
+        r.namespace().unwrap_or_default(),
+        r.labels().get(labels::BINDING_NAME)?.clone(),
+    ))
+}
+
 fn binding_key(b: &ResourceBinding) -> Option<Key> {
     Some(crate::watch::key(b))
 }
@@ -79,6 +88,8 @@ struct Caches {
     crbs: Cache<ClusterResourceBinding>,
     works: Cache<Work>,
     clusters: Cache<Cluster>,
+    /// The template revisions of ordered rollouts (`hub/revisions.rs`).
+    revisions: Cache<ControllerRevision>,
 }
 
 mod failover;
@@ -87,6 +98,7 @@ mod fixtures;
 pub(crate) mod policies;
 mod redistribution;
 mod removal;
+mod revisions;
 
 /// What the loop remembers between rounds: the appliers' memos, and the Events
 /// already told (so each is told once per distinct message).
@@ -185,6 +197,14 @@ pub async fn run(
             Some(work_key),
         ),
         clusters: hub_caches.clusters.subscribe(wake.clone()),
+        revisions: cache(
+            Api::all(hub.clone()),
+            all().labels(labels::BINDING_NAME),
+            wake.clone(),
+            stop.clone(),
+            "hub template revisions",
+            Some(revision_key),
+        ),
     };
     let ready = async {
         c.pps.wait_until_ready().await?;
@@ -194,6 +214,8 @@ pub async fn run(
         c.rbs.wait_until_ready().await?;
         c.crbs.wait_until_ready().await?;
         c.works.wait_until_ready().await?;
+        // not the revisions: without them (a hub that refuses the watch) a new cluster
+        // in a held wave only waits for its wave, as before; nothing else depends on them
         c.clusters.wait_until_ready().await
     };
     if tokio::select! { r = ready => r.is_err(), _ = stop.cancelled() => true } {
@@ -307,6 +329,8 @@ struct View<'a> {
     key: Key,
     namespace: Option<&'a str>,
     name: &'a str,
+    /// The binding's uid, once it exists.
+    uid: Option<&'a str>,
     spec: &'a BindingSpec,
     status: Option<&'a BindingStatus>,
 }
@@ -380,6 +404,7 @@ async fn round(
     let actual_crb: HashMap<String, &Arc<ClusterResourceBinding>> =
         crbs.iter().map(|b| (b.name_any(), b)).collect();
     let (ops, cops) = (c.ops.state(), c.cops.state());
+    let revisions = c.revisions.state();
     let mut ctx = Ctx {
         hub,
         kinds,
@@ -391,6 +416,7 @@ async fn round(
         cops: &cops,
         now: &now,
         works: &works,
+        revisions: &revisions,
     };
     ctx.policy_statuses(&pps, &cpps, &invalid).await;
     ctx.override_statuses().await;
@@ -410,6 +436,7 @@ async fn round(
             key: key.clone(),
             namespace: b.metadata.namespace.as_deref(),
             name: b.metadata.name.as_deref().unwrap_or_default(),
+            uid: actual.and_then(|a| a.metadata.uid.as_deref()),
             spec: &b.spec,
             status: b.status.as_ref(),
         };
@@ -438,6 +465,7 @@ async fn round(
             key: key.clone(),
             namespace: None,
             name: &key.1,
+            uid: None,
             spec: &b.spec,
             status: b.status.as_ref(),
         };
@@ -501,6 +529,8 @@ struct Ctx<'a> {
     now: &'a Time,
     /// Every binding's Works, by binding key.
     works: &'a HashMap<Key, Vec<Arc<Work>>>,
+    /// The template revisions of ordered rollouts.
+    revisions: &'a [Arc<ControllerRevision>],
 }
 
 impl Ctx<'_> {
@@ -629,6 +659,7 @@ impl Ctx<'_> {
                 kept.extend(failover::kept_for_requirers(b.spec, self.works));
                 self.write_works(b, &to_write, &out.failed, &kept, works)
                     .await;
+                self.keep_revisions(b, &manifest, works).await;
                 self.tell_rollout(b, template, progress.as_ref()).await;
                 if let redistribution::Outcome::Planned(plan) = &guarded {
                     moving.extend(plan.held.iter().map(|h| (h.cluster.clone(), h.share)));
@@ -794,6 +825,7 @@ impl Ctx<'_> {
                 }
                 work_of(&cluster).map(|actual| rollout::held_work(&w, actual))
             })
+            .chain(self.older_copies(b, &plan.held, actual))
             .collect();
         (works, Some(plan.progress))
     }

@@ -342,6 +342,70 @@ pub fn held_work(rendered: &Work, actual: &Work) -> Work {
     w
 }
 
+/// The template generation a Work asks its cluster to run: its first manifest's
+/// `causeway.io/template-generation`.
+pub fn generation_of(work: &Work) -> Option<i64> {
+    work.spec
+        .workload
+        .manifests
+        .first()?
+        .0
+        .pointer("/metadata/annotations")?
+        .get(annotations::TEMPLATE_GENERATION)?
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+/// The generation a held cluster that has no copy yet starts from (one that joined the
+/// placement while its wave waits, or that failover moved replicas to): the newest one
+/// the held clusters with a copy run, which is what its wave runs until it is
+/// released. `None` when none of them has a copy (a first delivery: there is nothing
+/// older to run).
+pub fn held_generation<'w>(
+    held: &BTreeSet<String>,
+    work_of: &dyn Fn(&str) -> Option<&'w Work>,
+) -> Option<i64> {
+    held.iter()
+        .filter_map(|c| work_of(c).and_then(generation_of))
+        .max()
+}
+
+/// The name of the revision that keeps generation `generation` of the template of
+/// binding `binding` (a ControllerRevision next to the binding), within the 253
+/// characters of a name.
+pub fn revision_name(binding: &str, generation: i64) -> String {
+    let suffix = format!("-g{generation}");
+    let room = 253usize.saturating_sub(suffix.len());
+    let mut head: String = binding.chars().take(room).collect();
+    while head.ends_with(['-', '.']) {
+        head.pop();
+    }
+    format!("{head}{suffix}")
+}
+
+/// What a revision keeps of a template: everything but its status and what the API
+/// server sets (its identity, resourceVersion, managedFields...), its generation kept,
+/// so that rendering it gives that generation's manifests.
+pub fn revision_data(template: &serde_json::Value) -> serde_json::Value {
+    let mut t = template.clone();
+    if let Some(o) = t.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(md) = t
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        md.retain(|k, _| {
+            matches!(
+                k.as_str(),
+                "name" | "namespace" | "labels" | "annotations" | "generation"
+            )
+        });
+    }
+    t
+}
+
 #[cfg(test)]
 #[path = "rollout_tests.rs"]
 mod tests;

@@ -377,3 +377,55 @@ fn a_held_cluster_keeps_its_manifests_but_follows_the_division() {
     );
     assert_eq!(held.spec.suspend_dispatching, Some(true));
 }
+
+/// A held cluster with no copy starts from the newest generation the held clusters
+/// with a copy run; with none of them, there is nothing older to run.
+#[test]
+fn a_held_cluster_without_a_copy_starts_from_what_its_wave_runs() {
+    let at = |g: Option<&str>| {
+        let mut w = work(2, "nginx:1.27", None);
+        if let Some(g) = g {
+            w.spec.workload.manifests[0].0["metadata"]["annotations"] =
+                json!({annotations::TEMPLATE_GENERATION: g});
+        }
+        w
+    };
+    let works: BTreeMap<&str, Work> = [
+        ("west", at(Some("3"))),
+        ("north", at(Some("2"))),
+        ("south", at(Some("not a number"))),
+        ("east", at(None)),
+    ]
+    .into();
+    let work_of = |c: &str| works.get(c);
+    assert_eq!(generation_of(&works["west"]), Some(3));
+    assert_eq!(generation_of(&works["east"]), None);
+    let cases = [
+        (set(&["west", "north", "new"]), Some(3)),
+        (set(&["north", "new"]), Some(2)),
+        (set(&["south", "east", "new"]), None),
+        (set(&["new"]), None),
+    ];
+    for (held, want) in cases {
+        assert_eq!(held_generation(&held, &work_of), want, "{held:?}");
+    }
+}
+
+#[test]
+fn revisions_are_named_within_a_name_and_keep_the_template_but_its_status() {
+    assert_eq!(revision_name("web-deployment", 7), "web-deployment-g7");
+    let long = format!("{}.-x", "a".repeat(248));
+    let name = revision_name(&long, 12);
+    assert_eq!(name.len(), 252, "{name}");
+    assert!(name.ends_with("a-g12"), "{name}");
+    let t = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "demo", "generation": 4, "uid": "u",
+            "resourceVersion": "9", "labels": {"app": "web"}, "managedFields": []},
+        "spec": {"replicas": 3}, "status": {"replicas": 3}});
+    assert_eq!(
+        revision_data(&t),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "demo", "generation": 4, "labels": {"app": "web"}},
+            "spec": {"replicas": 3}})
+    );
+}

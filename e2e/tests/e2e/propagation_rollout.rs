@@ -185,3 +185,79 @@ async fn a_held_generation_keeps_the_configmap_it_mounts() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// R.6 ★: a cluster that joins the placement while its wave is held gets the generation
+/// that wave runs, rendered from the template revision the hub keeps, rather than
+/// nothing; once every wave runs the newest generation, the older revisions go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_that_joins_a_held_wave_runs_what_the_wave_runs() {
+    let (env, _ctl) = fleet_of(&["east", "west", "north"]).await;
+    let policy =
+        std::fs::read_to_string(crate::support::repo().join("examples/rollout-demo/policy.yaml"))
+            .unwrap();
+    assert!(policy.contains("  placement:\n"));
+    let placed = |clusters: &str| {
+        policy.replace(
+            "  placement:\n",
+            &format!("  placement:\n    clusterAffinity: {{clusterNames: [{clusters}]}}\n"),
+        )
+    };
+    let two = env.file("policy.yaml", &placed("east, west"));
+    env.ok(&["apply", "-f", &two, "-f", "examples/rollout-demo/web.yaml"])
+        .await;
+    let revisions = || async {
+        let list = get(&env, "hub", &["controllerrevisions", "-n", "demo"]).await?;
+        let mut names: Vec<String> = list["items"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| r.pointer("/metadata/name")?.as_str().map(String::from))
+            .collect();
+        names.sort();
+        Some(names)
+    };
+    eventually(
+        "nginx:1.27 in east and west, revision 1 kept",
+        WAIT,
+        || async {
+            let placed = images(&env).await == [some(&["nginx:1.27"; 2]), vec![None]].concat();
+            (placed && revisions().await? == ["web-deployment-g1"]).then_some(())
+        },
+    )
+    .await;
+
+    // the canary cannot run generation 2: west is held at generation 1
+    template(&env, "nginx:1.28", "500").await;
+    eventually("east runs 1.28, west is held", WAIT, || async {
+        let c = rolled_out(&env).await?;
+        (images(&env).await[..2] == some(&["nginx:1.28", "nginx:1.27"]) && c.0 == "False")
+            .then_some(())
+    })
+    .await;
+    // north joins: it is in the last wave, held, and runs what that wave runs
+    let three = env.file("policy.yaml", &placed("east, west, north"));
+    env.ok(&["apply", "-f", &three]).await;
+    eventually("north runs generation 1 (nginx:1.27)", WAIT, || async {
+        (images(&env).await == some(&["nginx:1.28", "nginx:1.27", "nginx:1.27"])).then_some(())
+    })
+    .await;
+    let north = get(&env, "north", &["deployment", "web", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(
+        north.pointer("/metadata/annotations/causeway.io~1template-generation"),
+        Some(&Value::from("1")),
+        "{north}"
+    );
+    assert_eq!(
+        revisions().await.unwrap(),
+        ["web-deployment-g1", "web-deployment-g2"]
+    );
+
+    // a good generation goes everywhere, and only its revision is kept
+    template(&env, "nginx:1.29", "100m").await;
+    eventually("nginx:1.29 everywhere, revision 3 alone", WAIT, || async {
+        let everywhere = images(&env).await == some(&["nginx:1.29"; 3]);
+        (everywhere && revisions().await? == ["web-deployment-g3"]).then_some(())
+    })
+    .await;
+}

@@ -427,6 +427,15 @@ const BUILTINS: &[Builtin] = &[
     ),
     ("apps", "v1", "daemonsets", "DaemonSet", true, true, "all"),
     ("apps", "v1", "replicasets", "ReplicaSet", true, true, "all"),
+    (
+        "apps",
+        "v1",
+        "controllerrevisions",
+        "ControllerRevision",
+        true,
+        false,
+        "",
+    ),
     ("batch", "v1", "jobs", "Job", true, true, "all"),
     ("batch", "v1", "cronjobs", "CronJob", true, true, "all"),
     (

@@ -1,0 +1,158 @@
+//! Template revisions for ordered rollouts (R.6 ★): the hub keeps each generation of a
+//! rolled-out template in a ControllerRevision next to its binding
+//! (`<binding>-g<generation>`, labelled with the binding's name, owned by it), as
+//! Kubernetes keeps a StatefulSet's. A cluster that enters a held wave with no copy (it
+//! joined the placement, or failover or a new division gave it replicas, while the
+//! wave waits) gets the generation its wave runs, rendered from that revision with its
+//! own overrides, instead of nothing: the replicas divided to it run meanwhile.
+//!
+//! Revisions are kept for the template's current generation and every generation a
+//! Work of the binding still runs; the others go. ClusterResourceBindings keep none
+//! (a ControllerRevision lives in a namespace): there a new held cluster gets its first
+//! copy when its wave starts.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use causeway_crds::federation::rollout;
+use causeway_crds::federation::work::Work;
+use causeway_crds::well_known::labels;
+use causeway_runtime::apply;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+
+use super::{Ctx, View};
+use crate::propagation::render::{RenderInput, render};
+use crate::propagation::status;
+
+/// The revision of generation `generation` of binding `b`'s template, if kept.
+fn revision<'r>(
+    revisions: &'r [Arc<ControllerRevision>],
+    b: &View<'_>,
+    generation: i64,
+) -> Option<&'r ControllerRevision> {
+    let name = rollout::revision_name(b.name, generation);
+    revisions
+        .iter()
+        .find(|r| r.namespace().as_deref() == b.namespace && r.name_any() == name)
+        .map(AsRef::as_ref)
+}
+
+impl Ctx<'_> {
+    /// The Works of the held clusters that have no copy yet: the generation their wave
+    /// runs ([`rollout::held_generation`]), rendered from its revision for each of them
+    /// (with their own overrides and replicas). Nothing for a cluster whose overrides
+    /// fail, or when that generation's revision is not kept.
+    pub(super) fn older_copies(
+        &self,
+        b: &View<'_>,
+        held: &BTreeSet<String>,
+        actual: &[Arc<Work>],
+    ) -> Vec<Work> {
+        let work_of = |c: &str| status::work_of(actual, c);
+        let without: Vec<&String> = held.iter().filter(|c| work_of(c).is_none()).collect();
+        if without.is_empty() {
+            return Vec::new();
+        }
+        let Some(generation) = rollout::held_generation(held, &work_of) else {
+            return Vec::new();
+        };
+        let Some(template) = revision(self.revisions, b, generation).and_then(|r| r.data.as_ref())
+        else {
+            return Vec::new();
+        };
+        let mut spec = b.spec.clone();
+        spec.clusters.retain(|t| without.contains(&&t.name));
+        let out = render(&RenderInput {
+            binding_namespace: b.namespace,
+            binding_name: b.name,
+            spec: &spec,
+            template: &template.0,
+            overrides: self.ops,
+            cluster_overrides: self.cops,
+            clusters: self.clusters,
+        });
+        if out.blocked.is_some() {
+            return Vec::new();
+        }
+        out.works
+    }
+
+    /// For a namespaced binding with rollout waves and a template with a generation:
+    /// keeps the revision of the template's current generation (once the binding has a
+    /// uid to own it) and of every generation the binding's Works run. Deletes the
+    /// others, all of them once the policy has no waves.
+    pub(super) async fn keep_revisions(
+        &mut self,
+        b: &View<'_>,
+        template: &serde_json::Value,
+        works: &[Arc<Work>],
+    ) {
+        let Some(ns) = b.namespace else {
+            return;
+        };
+        let waves = b.spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty());
+        let generation = template
+            .pointer("/metadata/generation")
+            .and_then(serde_json::Value::as_i64)
+            .filter(|_| waves);
+        let api: Api<ControllerRevision> = Api::namespaced(self.hub.clone(), ns);
+        if let (Some(generation), Some(uid)) = (generation, b.uid)
+            && revision(self.revisions, b, generation).is_none()
+        {
+            let r = ControllerRevision {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(rollout::revision_name(b.name, generation)),
+                    namespace: Some(ns.to_string()),
+                    labels: Some([(labels::BINDING_NAME.to_string(), b.name.to_string())].into()),
+                    owner_references: Some(vec![OwnerReference {
+                        api_version: "causeway.io/v1alpha1".into(),
+                        kind: "ResourceBinding".into(),
+                        name: b.name.to_string(),
+                        uid: uid.to_string(),
+                        controller: Some(true),
+                        block_owner_deletion: None,
+                    }]),
+                    ..Default::default()
+                },
+                data: Some(RawExtension(rollout::revision_data(template))),
+                revision: generation,
+            };
+            match api.create(&PostParams::default(), &r).await {
+                Ok(_) => {}
+                // made in an earlier round the cache has not shown yet (revisions never change)
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => self.failures.failed(
+                    b.key.clone(),
+                    &format!("keeping revision {generation} of the template: {e}"),
+                ),
+            }
+        }
+        let used: BTreeSet<i64> = match generation {
+            Some(g) => works
+                .iter()
+                .filter_map(|w| rollout::generation_of(w))
+                .chain([g])
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        let stale: Vec<String> = self
+            .revisions
+            .iter()
+            .filter(|r| {
+                r.namespace().as_deref() == Some(ns)
+                    && r.labels().get(labels::BINDING_NAME).map(String::as_str) == Some(b.name)
+                    && !used.contains(&r.revision)
+            })
+            .map(|r| r.name_any())
+            .collect();
+        for name in stale {
+            if let Err(e) = apply::remove(&api, &name).await {
+                self.failures.failed(b.key.clone(), &e);
+            }
+        }
+    }
+}
