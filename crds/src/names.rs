@@ -100,6 +100,13 @@ fn bounded(joined: String) -> String {
     format!("{head}.{}", short_hash(&joined, 8))
 }
 
+/// Name of the revision that keeps generation `generation` of the template of binding
+/// `binding` (a ControllerRevision next to the binding): `<binding>-g<generation>`,
+/// hashed when too long.
+pub fn revision_name(binding: &str, generation: i64) -> String {
+    bounded(format!("{binding}-g{generation}"))
+}
+
 /// Name of the hub copy of a member slice: `<slice>.<cluster>`, hashed when too long.
 pub fn hub_slice_name(slice: &str, cluster: &str) -> String {
     bounded(format!("{slice}.{cluster}"))
@@ -173,6 +180,17 @@ mod tests {
             outbox_name(&ns, &long),
             outbox_name(&ns, &format!("{}b", "a".repeat(249)))
         );
+    }
+
+    #[test]
+    fn revision_names_are_bounded_and_distinct() {
+        assert_eq!(revision_name("web-deployment", 7), "web-deployment-g7");
+        let a = format!("{}-x", "a".repeat(260));
+        let b = format!("{}-y", "a".repeat(260));
+        let (ra, rb) = (revision_name(&a, 12), revision_name(&b, 12));
+        assert!(ra.len() <= 253 && rb.len() <= 253, "{ra}");
+        assert_ne!(ra, rb, "names that differ past the cut stay distinct");
+        assert_ne!(revision_name(&a, 12), revision_name(&a, 13));
     }
 
     #[test]

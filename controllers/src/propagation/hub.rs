@@ -808,6 +808,9 @@ impl Ctx<'_> {
         let plan = rollout::plan(Some(spec), &scheduled, &labels_of, generation, &|c| {
             rollout::settled_at(work_of(c), generation)
         });
+        // R.6 ★: a held cluster with no copy runs what its wave runs
+        let waves = rollout::waves(spec, &scheduled, &labels_of);
+        let older = self.older_copies(b, &waves, &plan.held, actual);
         let works = rendered
             .into_iter()
             .filter_map(|w| {
@@ -823,9 +826,10 @@ impl Ctx<'_> {
                 if !plan.held.contains(&cluster) {
                     return Some(w);
                 }
-                work_of(&cluster).map(|actual| rollout::held_work(&w, actual))
+                work_of(&cluster)
+                    .or(older.get(&cluster))
+                    .map(|actual| rollout::held_work(&w, actual))
             })
-            .chain(self.older_copies(b, &plan.held, actual))
             .collect();
         (works, Some(plan.progress))
     }

@@ -358,30 +358,29 @@ pub fn generation_of(work: &Work) -> Option<i64> {
 }
 
 /// The generation a held cluster that has no copy yet starts from (one that joined the
-/// placement while its wave waits, or that failover moved replicas to): the newest one
-/// the held clusters with a copy run, which is what its wave runs until it is
-/// released. `None` when none of them has a copy (a first delivery: there is nothing
-/// older to run).
+/// placement while its wave waits, or that failover moved replicas to): what its wave
+/// runs, that is the newest generation the other clusters of its wave run (a wave gets
+/// each generation all at once); when none of them has a copy, the oldest one any held
+/// cluster runs, which has been through every wave that runs a copy. `None` when no held
+/// cluster has a copy (a first delivery: there is nothing older to run). `waves` are
+/// [`waves`]' result.
 pub fn held_generation<'w>(
+    waves: &[(String, Vec<String>)],
     held: &BTreeSet<String>,
+    cluster: &str,
     work_of: &dyn Fn(&str) -> Option<&'w Work>,
 ) -> Option<i64> {
-    held.iter()
-        .filter_map(|c| work_of(c).and_then(generation_of))
-        .max()
-}
-
-/// The name of the revision that keeps generation `generation` of the template of
-/// binding `binding` (a ControllerRevision next to the binding), within the 253
-/// characters of a name.
-pub fn revision_name(binding: &str, generation: i64) -> String {
-    let suffix = format!("-g{generation}");
-    let room = 253usize.saturating_sub(suffix.len());
-    let mut head: String = binding.chars().take(room).collect();
-    while head.ends_with(['-', '.']) {
-        head.pop();
-    }
-    format!("{head}{suffix}")
+    let generation = |c: &String| work_of(c).and_then(generation_of);
+    let own = waves
+        .iter()
+        .find(|(_, cs)| cs.iter().any(|c| c == cluster))
+        .and_then(|(_, cs)| {
+            cs.iter()
+                .filter(|c| *c != cluster && held.contains(*c))
+                .filter_map(generation)
+                .max()
+        });
+    own.or_else(|| held.iter().filter_map(generation).min())
 }
 
 /// What a revision keeps of a template: everything but its status and what the API
@@ -402,6 +401,13 @@ pub fn revision_data(template: &serde_json::Value) -> serde_json::Value {
                 "name" | "namespace" | "labels" | "annotations" | "generation"
             )
         });
+        // kubectl's copy of the whole object, which rendering drops anyway
+        if let Some(a) = md
+            .get_mut("annotations")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
     }
     t
 }

@@ -378,8 +378,8 @@ fn a_held_cluster_keeps_its_manifests_but_follows_the_division() {
     assert_eq!(held.spec.suspend_dispatching, Some(true));
 }
 
-/// A held cluster with no copy starts from the newest generation the held clusters
-/// with a copy run; with none of them, there is nothing older to run.
+/// A held cluster with no copy starts from what its wave runs; alone in its wave, from
+/// the oldest generation a held cluster runs; with no held copy, from nothing.
 #[test]
 fn a_held_cluster_without_a_copy_starts_from_what_its_wave_runs() {
     let at = |g: Option<&str>| {
@@ -390,42 +390,60 @@ fn a_held_cluster_without_a_copy_starts_from_what_its_wave_runs() {
         }
         w
     };
+    // a generation 2 reached west and failed there; the rest still run 1; generation 3
+    // waits at the canary
     let works: BTreeMap<&str, Work> = [
-        ("west", at(Some("3"))),
-        ("north", at(Some("2"))),
+        ("west", at(Some("2"))),
+        ("north", at(Some("1"))),
         ("south", at(Some("not a number"))),
         ("east", at(None)),
     ]
     .into();
     let work_of = |c: &str| works.get(c);
-    assert_eq!(generation_of(&works["west"]), Some(3));
+    assert_eq!(generation_of(&works["west"]), Some(2));
     assert_eq!(generation_of(&works["east"]), None);
+    let waves = |v: &[(&str, &[&str])]| -> Vec<(String, Vec<String>)> {
+        v.iter().map(|(n, cs)| (n.to_string(), names(cs))).collect()
+    };
+    let three = waves(&[
+        ("canary", &["canary"]),
+        ("wave-2", &["west", "new-west"]),
+        ("rest", &["north", "new-north"]),
+        ("last", &["new-last"]),
+    ]);
+    let held = set(&["west", "new-west", "north", "new-north", "new-last"]);
     let cases = [
-        (set(&["west", "north", "new"]), Some(3)),
-        (set(&["north", "new"]), Some(2)),
-        (set(&["south", "east", "new"]), None),
-        (set(&["new"]), None),
+        ("in west's wave", "new-west", Some(2)),
+        ("in north's wave", "new-north", Some(1)),
+        ("alone in its wave: the oldest held", "new-last", Some(1)),
     ];
-    for (held, want) in cases {
-        assert_eq!(held_generation(&held, &work_of), want, "{held:?}");
+    for (what, cluster, want) in cases {
+        assert_eq!(
+            held_generation(&three, &held, cluster, &work_of),
+            want,
+            "{what}"
+        );
     }
+    let only_new = set(&["new-last", "east", "south"]);
+    assert_eq!(
+        held_generation(&three, &only_new, "new-last", &work_of),
+        None,
+        "no held copy"
+    );
 }
 
 #[test]
-fn revisions_are_named_within_a_name_and_keep_the_template_but_its_status() {
-    assert_eq!(revision_name("web-deployment", 7), "web-deployment-g7");
-    let long = format!("{}.-x", "a".repeat(248));
-    let name = revision_name(&long, 12);
-    assert_eq!(name.len(), 252, "{name}");
-    assert!(name.ends_with("a-g12"), "{name}");
+fn revisions_keep_the_template_but_its_status() {
     let t = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": "demo", "generation": 4, "uid": "u",
-            "resourceVersion": "9", "labels": {"app": "web"}, "managedFields": []},
+            "resourceVersion": "9", "labels": {"app": "web"}, "managedFields": [],
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "a": "b"}},
         "spec": {"replicas": 3}, "status": {"replicas": 3}});
     assert_eq!(
         revision_data(&t),
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": "demo", "generation": 4, "labels": {"app": "web"}},
+            "metadata": {"name": "web", "namespace": "demo", "generation": 4, "labels": {"app": "web"},
+                "annotations": {"a": "b"}},
             "spec": {"replicas": 3}})
     );
 }

@@ -252,6 +252,21 @@ async fn a_cluster_that_joins_a_held_wave_runs_what_the_wave_runs() {
         revisions().await.unwrap(),
         ["web-deployment-g1", "web-deployment-g2"]
     );
+    // still held, and said so
+    let (_, _, message) = rolled_out(&env).await.unwrap();
+    assert!(
+        message.ends_with("held at what they run until then: north, west"),
+        "{message}"
+    );
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        assert_eq!(
+            images(&env).await,
+            some(&["nginx:1.28", "nginx:1.27", "nginx:1.27"]),
+            "north stays at what its wave runs"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
     // a good generation goes everywhere, and only its revision is kept
     template(&env, "nginx:1.29", "100m").await;

@@ -11,11 +11,12 @@
 //! (a ControllerRevision lives in a namespace): there a new held cluster gets its first
 //! copy when its wave starts.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use causeway_crds::federation::rollout;
 use causeway_crds::federation::work::Work;
+use causeway_crds::names;
 use causeway_crds::well_known::labels;
 use causeway_runtime::apply;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -28,57 +29,81 @@ use super::{Ctx, View};
 use crate::propagation::render::{RenderInput, render};
 use crate::propagation::status;
 
+/// Whether `r` is one of binding `b`'s revisions (its namespace and label, and owned by
+/// this binding, not an earlier one of the same name).
+fn of_binding(r: &ControllerRevision, b: &View<'_>) -> bool {
+    let owned = match b.uid {
+        Some(uid) => r.owner_references().iter().any(|o| o.uid == uid),
+        None => true,
+    };
+    r.namespace().as_deref() == b.namespace
+        && r.labels().get(labels::BINDING_NAME).map(String::as_str) == Some(b.name)
+        && owned
+}
+
 /// The revision of generation `generation` of binding `b`'s template, if kept.
 fn revision<'r>(
     revisions: &'r [Arc<ControllerRevision>],
     b: &View<'_>,
     generation: i64,
 ) -> Option<&'r ControllerRevision> {
-    let name = rollout::revision_name(b.name, generation);
     revisions
         .iter()
-        .find(|r| r.namespace().as_deref() == b.namespace && r.name_any() == name)
+        .find(|r| of_binding(r, b) && r.revision == generation)
         .map(AsRef::as_ref)
 }
 
 impl Ctx<'_> {
-    /// The Works of the held clusters that have no copy yet: the generation their wave
-    /// runs ([`rollout::held_generation`]), rendered from its revision for each of them
-    /// (with their own overrides and replicas). Nothing for a cluster whose overrides
-    /// fail, or when that generation's revision is not kept.
+    /// What each held cluster that has no copy yet runs meanwhile: the generation its
+    /// wave runs ([`rollout::held_generation`]), rendered from its revision for that
+    /// cluster (with its own overrides), by cluster. `roll_out` then gives it the current
+    /// render's settings and replicas, as every held cluster's ([`rollout::held_work`]).
+    /// Nothing for a cluster whose overrides fail there, or whose generation's revision
+    /// is not kept.
     pub(super) fn older_copies(
         &self,
         b: &View<'_>,
+        waves: &[(String, Vec<String>)],
         held: &BTreeSet<String>,
         actual: &[Arc<Work>],
-    ) -> Vec<Work> {
+    ) -> BTreeMap<String, Work> {
         let work_of = |c: &str| status::work_of(actual, c);
-        let without: Vec<&String> = held.iter().filter(|c| work_of(c).is_none()).collect();
-        if without.is_empty() {
-            return Vec::new();
+        let mut by_generation: BTreeMap<i64, Vec<&String>> = BTreeMap::new();
+        for c in held.iter().filter(|c| work_of(c).is_none()) {
+            if let Some(g) = rollout::held_generation(waves, held, c, &work_of) {
+                by_generation.entry(g).or_default().push(c);
+            }
         }
-        let Some(generation) = rollout::held_generation(held, &work_of) else {
-            return Vec::new();
-        };
-        let Some(template) = revision(self.revisions, b, generation).and_then(|r| r.data.as_ref())
-        else {
-            return Vec::new();
-        };
-        let mut spec = b.spec.clone();
-        spec.clusters.retain(|t| without.contains(&&t.name));
-        let out = render(&RenderInput {
-            binding_namespace: b.namespace,
-            binding_name: b.name,
-            spec: &spec,
-            template: &template.0,
-            overrides: self.ops,
-            cluster_overrides: self.cops,
-            clusters: self.clusters,
-        });
-        if out.blocked.is_some() {
-            return Vec::new();
+        let mut out = BTreeMap::new();
+        for (generation, clusters) in by_generation {
+            let Some(template) =
+                revision(self.revisions, b, generation).and_then(|r| r.data.as_ref())
+            else {
+                continue;
+            };
+            let mut spec = b.spec.clone();
+            spec.clusters.retain(|t| clusters.contains(&&t.name));
+            let rendered = render(&RenderInput {
+                binding_namespace: b.namespace,
+                binding_name: b.name,
+                spec: &spec,
+                template: &template.0,
+                overrides: self.ops,
+                cluster_overrides: self.cops,
+                clusters: self.clusters,
+            });
+            if rendered.blocked.is_some() {
+                continue;
+            }
+            for (cluster, why) in &rendered.failed {
+                tracing::debug!(binding = %b.name, %cluster, generation, %why, "no older copy: its overrides fail");
+            }
+            for w in rendered.works {
+                let cluster = w.labels().get(labels::CLUSTER).cloned().unwrap_or_default();
+                out.insert(cluster, w);
+            }
         }
-        out.works
+        out
     }
 
     /// For a namespaced binding with rollout waves and a template with a generation:
@@ -105,7 +130,7 @@ impl Ctx<'_> {
         {
             let r = ControllerRevision {
                 metadata: kube::api::ObjectMeta {
-                    name: Some(rollout::revision_name(b.name, generation)),
+                    name: Some(names::revision_name(b.name, generation)),
                     namespace: Some(ns.to_string()),
                     labels: Some([(labels::BINDING_NAME.to_string(), b.name.to_string())].into()),
                     owner_references: Some(vec![OwnerReference {
@@ -142,11 +167,7 @@ impl Ctx<'_> {
         let stale: Vec<String> = self
             .revisions
             .iter()
-            .filter(|r| {
-                r.namespace().as_deref() == Some(ns)
-                    && r.labels().get(labels::BINDING_NAME).map(String::as_str) == Some(b.name)
-                    && !used.contains(&r.revision)
-            })
+            .filter(|r| of_binding(r, b) && !used.contains(&r.revision))
             .map(|r| r.name_any())
             .collect();
         for name in stale {
