@@ -39,6 +39,7 @@ mod propagation_cli;
 mod propagation_failover;
 mod propagation_faults;
 mod propagation_protect;
+mod propagation_rbac;
 mod propagation_redistribution;
 mod propagation_rollout;
 mod registry;

@@ -15,13 +15,33 @@ use super::plan::{NotApplied, ObjRef};
 
 pub use crate::clusters::{CallError, call};
 
-/// The manifest's reason for a failed call: `timed_out` when it timed out.
+/// The manifest's reason for a failed call: `timed_out` when it timed out. A namespace
+/// missing in the member is said as such, with what to do.
 fn failed(e: &CallError, timed_out: &str, what: String, cluster: &str) -> NotApplied {
     let reason = match e {
         CallError::TimedOut(_) => timed_out,
         CallError::Kube(_) => conditions::REASON_APPLIED_FAILED,
     };
+    if let Some(ns) = missing_namespace(e) {
+        return NotApplied::new(
+            reason,
+            format!(
+                "{what} in cluster {cluster}: its namespace {ns:?} does not exist there; create it in the member, or propagate it from the hub (a ClusterPropagationPolicy selecting the Namespace {ns})"
+            ),
+        );
+    }
     NotApplied::new(reason, format!("{what} in cluster {cluster}: {e}"))
+}
+
+/// The namespace a 404 says is missing, if that is what it says.
+fn missing_namespace(e: &CallError) -> Option<&str> {
+    match e {
+        CallError::Kube(kube::Error::Api(s)) if s.code == 404 => {
+            let d = s.details.as_ref()?;
+            (d.kind == "namespaces" && !d.name.is_empty()).then_some(d.name.as_str())
+        }
+        _ => None,
+    }
 }
 
 /// A 422 refusal of an immutable change.

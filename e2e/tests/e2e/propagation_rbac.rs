@@ -1,0 +1,169 @@
+//! Propagation with the least-privilege roles of deploy/: the hub controller runs as the
+//! ServiceAccount deploy/rbac/hub.yaml binds, and reaches each (Push) member as the one
+//! deploy/rbac/member.yaml binds there. A Deployment and the ConfigMap it mounts reach
+//! both members once their namespace is propagated too (until then each copy says the
+//! namespace is missing, and what to do), their binding reports them applied, the
+//! template's status is summed, its ordered rollout keeps a revision, and deleting the
+//! template removes the copies.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::mcs_members::least_privileged;
+use crate::mcs_support::eventually;
+
+const WAIT: Duration = Duration::from_secs(45);
+
+const APP: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-config, namespace: shop}
+data: {mode: fast}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: "nginx:1.27", volumeMounts: [{name: c, mountPath: /etc/web}]}]
+      volumes: [{name: c, configMap: {name: web-config}}]
+---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web, namespace: shop}
+spec:
+  propagateDeps: true
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: web}
+  rollout:
+    waves:
+    - clusterNames: [c0]
+"#;
+
+const NAMESPACE_POLICY: &str = r#"
+apiVersion: causeway.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: shop-namespace}
+spec:
+  resourceSelectors:
+  - {apiVersion: v1, kind: Namespace, name: shop}
+"#;
+
+async fn kubectl(kc: &std::path::Path, ctx: &str, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(crate::support::kubectl_bin())
+        .env("KUBECONFIG", kc)
+        .arg("--context")
+        .arg(ctx)
+        .args(args)
+        .output()
+        .await
+        .unwrap()
+}
+
+async fn get(kc: &std::path::Path, ctx: &str, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let o = kubectl(kc, ctx, &all).await;
+    o.status
+        .success()
+        .then(|| serde_json::from_slice(&o.stdout).ok())
+        .flatten()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
+    let (owned, restricted, dir, kc) = least_privileged().await;
+    // the federation roles, besides hub.yaml and member.yaml
+    for (ctx, file) in [
+        ("hub", "deploy/rbac/propagation-hub.yaml"),
+        ("c0", "deploy/rbac/propagation-member.yaml"),
+        ("c1", "deploy/rbac/propagation-member.yaml"),
+    ] {
+        let path = crate::support::repo().join(file);
+        let o = kubectl(&kc, ctx, &["apply", "-f", path.to_str().unwrap()]).await;
+        assert!(
+            o.status.success(),
+            "{ctx} {file}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let _ctl = owned.cs.start_controller_as(restricted).unwrap();
+    let app = dir.path().join("app.yaml");
+    std::fs::write(&app, APP).unwrap();
+    let o = kubectl(&kc, "hub", &["apply", "-f", app.to_str().unwrap()]).await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // the members lack namespace shop: each copy says so, and what to do
+    let hint = "its namespace \"shop\" does not exist there; create it in the member, or \
+                propagate it from the hub (a ClusterPropagationPolicy selecting the Namespace shop)";
+    eventually("the missing namespace is named", WAIT, || async {
+        let works = get(&kc, "hub", &["works", "-n", "causeway-es-c0"]).await?;
+        let said = works["items"].as_array()?.iter().any(|w| {
+            w.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|c| c["message"].as_str().is_some_and(|m| m.contains(hint)))
+        });
+        said.then_some(())
+    })
+    .await;
+    let ns = dir.path().join("ns.yaml");
+    std::fs::write(&ns, NAMESPACE_POLICY).unwrap();
+    let o = kubectl(&kc, "hub", &["apply", "-f", ns.to_str().unwrap()]).await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for c in ["c0", "c1"] {
+        eventually(&format!("web and its ConfigMap in {c}"), WAIT, || async {
+            get(&kc, c, &["deployment", "web", "-n", "shop"]).await?;
+            get(&kc, c, &["configmap", "web-config", "-n", "shop"]).await?;
+            Some(())
+        })
+        .await;
+    }
+    eventually(
+        "FullyApplied, the template's status summed",
+        WAIT,
+        || async {
+            let rb = get(&kc, "hub", &["rb", "web-deployment", "-n", "shop"]).await?;
+            let applied = rb
+                .pointer("/status/conditions")?
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
+            let web = get(&kc, "hub", &["deployment", "web", "-n", "shop"]).await?;
+            (applied && web.pointer("/status/replicas") == Some(&Value::from(2))).then_some(())
+        },
+    )
+    .await;
+    eventually("the rollout's revision kept", WAIT, || async {
+        get(
+            &kc,
+            "hub",
+            &["controllerrevision", "web-deployment-g1", "-n", "shop"],
+        )
+        .await
+        .map(|_| ())
+    })
+    .await;
+    let o = kubectl(&kc, "hub", &["delete", "deployment", "web", "-n", "shop"]).await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for c in ["c0", "c1"] {
+        eventually(&format!("web gone from {c}"), WAIT, || async {
+            get(&kc, c, &["deployment", "web", "-n", "shop"])
+                .await
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+}
