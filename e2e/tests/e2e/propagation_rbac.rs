@@ -3,8 +3,8 @@
 //! deploy/rbac/member.yaml binds there. A Deployment and the ConfigMap it mounts reach
 //! both members once their namespace is propagated too (until then each copy says the
 //! namespace is missing, and what to do), their binding reports them applied, the
-//! template's status is summed, its ordered rollout keeps a revision, and deleting the
-//! template removes the copies.
+//! template's status is summed, its ordered rollout keeps a revision, deleting the
+//! template removes the copies, and a member that leaves is cleaned up after.
 
 use std::time::Duration;
 
@@ -155,15 +155,33 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
         .map(|_| ())
     })
     .await;
-    let o = kubectl(&kc, "hub", &["delete", "deployment", "web", "-n", "shop"]).await;
+    let o = kubectl(
+        &kc,
+        "hub",
+        &["delete", "deployment", "web", "-n", "shop", "--wait=false"],
+    )
+    .await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for c in ["c0", "c1"] {
-        eventually(&format!("web gone from {c}"), WAIT, || async {
-            get(&kc, c, &["deployment", "web", "-n", "shop"])
-                .await
-                .is_none()
-                .then_some(())
-        })
+        eventually(
+            &format!("web and its ConfigMap gone from {c}"),
+            WAIT,
+            || async {
+                let web = get(&kc, c, &["deployment", "web", "-n", "shop"]).await;
+                let config = get(&kc, c, &["configmap", "web-config", "-n", "shop"]).await;
+                (web.is_none() && config.is_none()).then_some(())
+            },
+        )
         .await;
     }
+    // a member leaves: the controller cleans its hub objects up (its execution
+    // namespace, its credentials) and lets the Cluster go
+    let o = kubectl(&kc, "hub", &["delete", "cluster", "c1", "--wait=false"]).await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    eventually("c1 gone, with its execution namespace", WAIT, || async {
+        let cluster = get(&kc, "hub", &["cluster", "c1"]).await;
+        let es = get(&kc, "hub", &["namespace", "causeway-es-c1"]).await;
+        (cluster.is_none() && es.is_none()).then_some(())
+    })
+    .await;
 }
