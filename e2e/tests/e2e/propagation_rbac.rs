@@ -1,6 +1,7 @@
 //! Propagation with the least-privilege roles of deploy/: the hub controller runs as the
 //! ServiceAccount deploy/rbac/hub.yaml binds, and reaches each (Push) member as the one
-//! deploy/rbac/member.yaml binds there. A Deployment and the ConfigMap it mounts reach
+//! deploy/rbac/member.yaml binds there. A Deployment and the ConfigMap it mounts, and a
+//! RoleBinding to the `edit` ClusterRole, reach
 //! both members once their namespace is propagated too (until then each copy says the
 //! namespace is missing, and what to do), their binding reports them applied, the
 //! template's status is summed, its ordered rollout keeps a revision, deleting the
@@ -47,6 +48,19 @@ spec:
   rollout:
     waves:
     - clusterNames: [c0]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: web-editors, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: web-team}]
+---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web-editors, namespace: shop}
+spec:
+  resourceSelectors:
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, name: web-editors}
 "#;
 
 const NAMESPACE_POLICY: &str = r#"
@@ -126,6 +140,8 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
         eventually(&format!("web and its ConfigMap in {c}"), WAIT, || async {
             get(&kc, c, &["deployment", "web", "-n", "shop"]).await?;
             get(&kc, c, &["configmap", "web-config", "-n", "shop"]).await?;
+            // a RoleBinding to `edit`, which causeway-hub may grant only through `bind`
+            get(&kc, c, &["rolebinding", "web-editors", "-n", "shop"]).await?;
             Some(())
         })
         .await;
