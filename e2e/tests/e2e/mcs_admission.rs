@@ -5,23 +5,14 @@
 //! is refused with what to do instead, whether by create, apply, a merge patch or a
 //! status patch; a ServiceExport in `default` needs the protected exporters' group.
 
-use std::process::Output;
-
 use causeway_controllers::webhook;
 
 use crate::mcs_members::least_privileged;
 use crate::mcs_support::{PRESENT, eventually};
-use crate::support::{Webhook, kubectl_bin};
+use crate::support::Webhook;
 
-async fn kubectl(kc: &std::path::Path, ctx: &str, args: &[&str]) -> Output {
-    tokio::process::Command::new(kubectl_bin())
-        .env("KUBECONFIG", kc)
-        .arg("--context")
-        .arg(ctx)
-        .args(args)
-        .output()
-        .await
-        .unwrap()
+async fn kubectl(kc: &std::path::Path, ctx: &str, args: &[&str]) -> std::process::Output {
+    crate::support::kubectl_in(kc, ctx, args).await
 }
 
 async fn ok(kc: &std::path::Path, ctx: &str, args: &[&str]) -> String {

@@ -73,14 +73,7 @@ spec:
 "#;
 
 async fn kubectl(kc: &std::path::Path, ctx: &str, args: &[&str]) -> std::process::Output {
-    tokio::process::Command::new(crate::support::kubectl_bin())
-        .env("KUBECONFIG", kc)
-        .arg("--context")
-        .arg(ctx)
-        .args(args)
-        .output()
-        .await
-        .unwrap()
+    crate::support::kubectl_in(kc, ctx, args).await
 }
 
 async fn get(kc: &std::path::Path, ctx: &str, args: &[&str]) -> Option<Value> {

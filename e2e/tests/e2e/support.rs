@@ -29,6 +29,19 @@ pub fn kubectl_bin() -> String {
     bin
 }
 
+/// Runs kubectl with kubeconfig `kc` on context `ctx` (for tests with a kubeconfig of
+/// their own rather than an [`Env`]).
+pub async fn kubectl_in(kc: &Path, ctx: &str, args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(kubectl_bin())
+        .env("KUBECONFIG", kc)
+        .arg("--context")
+        .arg(ctx)
+        .args(args)
+        .output()
+        .await
+        .expect("kubectl runs")
+}
+
 /// One cluster (hub only is enough for kubectl scenarios) plus a kubeconfig on disk.
 pub struct Env {
     /// The clusterset (hub + one member).
