@@ -49,7 +49,7 @@ fn verdict(kind: &str, namespace: &str, object: &Value) -> Result<Vec<String>, S
         }
         why.extend(placement_problem(policy.spec));
         if why.is_empty() {
-            Ok(caveats(&object))
+            Ok(caveats(policy.spec))
         } else {
             Err(why.join("; "))
         }

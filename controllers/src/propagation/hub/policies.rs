@@ -14,7 +14,6 @@ use std::sync::Arc;
 use causeway_crds::federation::override_apply;
 use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy, OverrideSpec};
 use causeway_crds::federation::policy_conditions as pc;
-use causeway_crds::federation::propagation::StatePreservationRule;
 use causeway_crds::federation::propagation::{
     ClusterPropagationPolicy, PropagationPolicy, PropagationSpec,
 };
@@ -71,23 +70,31 @@ pub(crate) fn placement_problem(spec: &PropagationSpec) -> Option<String> {
 }
 
 /// What a policy in force should still know: the `statePreservation` rules it cannot
-/// read, which are ignored (`policy` is the policy as JSON).
-pub(crate) fn caveats(policy: &serde_json::Value) -> Vec<String> {
-    let mut bad_rules: Vec<String> = Vec::new();
-    for which in ["application", "cluster"] {
-        let rules = policy
-            .pointer(&format!("/spec/failover/{which}/statePreservation/rules"))
-            .and_then(|r| serde_json::from_value::<Vec<StatePreservationRule>>(r.clone()).ok())
-            .unwrap_or_default();
-        bad_rules.extend(
-            state_preservation::validate(
-                &rules,
-                &format!("spec.failover.{which}.statePreservation.rules"),
-            )
-            .into_iter()
-            .map(|(field, value, message)| format!("{field}: {value:?}: {message}")),
-        );
-    }
+/// read, which are ignored.
+pub(crate) fn caveats(spec: &PropagationSpec) -> Vec<String> {
+    let failover = spec.failover.as_ref();
+    let rules = [
+        (
+            "application",
+            failover
+                .and_then(|f| f.application.as_ref())
+                .and_then(|a| a.state_preservation.as_ref()),
+        ),
+        (
+            "cluster",
+            failover
+                .and_then(|f| f.cluster.as_ref())
+                .and_then(|c| c.state_preservation.as_ref()),
+        ),
+    ];
+    let bad_rules: Vec<String> = rules
+        .into_iter()
+        .flat_map(|(which, preservation)| {
+            let at = format!("spec.failover.{which}.statePreservation.rules");
+            state_preservation::validate(preservation.map_or(&[][..], |p| &p.rules), &at)
+        })
+        .map(|(field, value, message)| format!("{field}: {value:?}: {message}"))
+        .collect();
     if bad_rules.is_empty() {
         Vec::new()
     } else {
@@ -119,13 +126,15 @@ impl Ctx<'_> {
             let why = override_problem(&format!("OverridePolicy {ns}/{}", p.name_any()), &p.spec)
                 .map(|w| (pc::REASON_INVALID, w));
             let api = Api::<OverridePolicy>::namespaced(self.hub.clone(), &ns);
-            self.policy_status(&api, p.as_ref(), &ns, why).await;
+            self.policy_status(&api, p.as_ref(), &ns, why, Vec::new())
+                .await;
         }
         for p in cops {
             let why = override_problem(&format!("ClusterOverridePolicy {}", p.name_any()), &p.spec)
                 .map(|w| (pc::REASON_INVALID, w));
             let api = Api::<ClusterOverridePolicy>::all(self.hub.clone());
-            self.policy_status(&api, p.as_ref(), "", why).await;
+            self.policy_status(&api, p.as_ref(), "", why, Vec::new())
+                .await;
         }
     }
 
@@ -142,22 +151,27 @@ impl Ctx<'_> {
             let id = PolicyId::namespaced(ns.clone(), p.name_any());
             let why = problem(&id, &p.spec, invalid, &unknown);
             let api = Api::<PropagationPolicy>::namespaced(self.hub.clone(), &ns);
-            self.policy_status(&api, p.as_ref(), &ns, why).await;
+            self.policy_status(&api, p.as_ref(), &ns, why, caveats(&p.spec))
+                .await;
         }
         for p in cpps {
             let id = PolicyId::cluster(p.name_any());
             let why = problem(&id, &p.spec, invalid, &unknown);
             let api = Api::<ClusterPropagationPolicy>::all(self.hub.clone());
-            self.policy_status(&api, p.as_ref(), "", why).await;
+            self.policy_status(&api, p.as_ref(), "", why, caveats(&p.spec))
+                .await;
         }
     }
 
+    /// Writes `p`'s `Valid` condition: False with `why`'s reason and message, else True,
+    /// with `caveats` (what it ignores; not fatal: a policy in force stays so).
     async fn policy_status<K>(
         &mut self,
         api: &Api<K>,
         p: &K,
         ns: &str,
         why: Option<(&'static str, String)>,
+        caveats: Vec<String>,
     ) where
         K: Resource<DynamicType = ()>
             + Clone
@@ -172,11 +186,6 @@ impl Ctx<'_> {
             .as_ref()
             .and_then(|s| s.get("conditions"))
             .and_then(|c| serde_json::from_value(c.clone()).ok())
-            .unwrap_or_default();
-        // statePreservation rules this cannot read are ignored, not fatal: a policy that
-        // was in force stays so
-        let caveats = serde_json::to_value(p)
-            .map(|v| caveats(&v))
             .unwrap_or_default();
         let (status, reason, message) = match &why {
             None if caveats.is_empty() => (
