@@ -91,26 +91,18 @@ pub fn template_status(
     members: &[Reported],
     expected: usize,
 ) -> Option<Value> {
-    let scheduled: Vec<&ManifestStatus> = members
-        .iter()
-        .filter(|m| m.scheduled)
-        .map(|m| m.status)
-        .collect();
+    let scheduled: Vec<Reported> = members.iter().filter(|m| m.scheduled).copied().collect();
     let mut status = match kind {
         "Deployment" => sums(DEPLOYMENT, DEPLOYMENT_NEW, members),
         "StatefulSet" => sums(STATEFUL_SET, STATEFUL_SET_NEW, members),
-        "DaemonSet" => {
-            let scheduled: Vec<Reported> =
-                members.iter().filter(|m| m.scheduled).copied().collect();
-            sums(DAEMON_SET, &[], &scheduled)
-        }
+        "DaemonSet" => sums(DAEMON_SET, &[], &scheduled),
         "Job" => return Some(job_status(previous, &scheduled, expected)),
         _ => return None,
     };
     let current = scheduled.len() == expected
-        && scheduled
-            .iter()
-            .all(|m| observed(m) && m.template_generation == Some(template_generation));
+        && scheduled.iter().all(|m| {
+            observed(m.status) && m.status.template_generation == Some(template_generation)
+        });
     let generation = if current {
         Some(Value::from(template_generation))
     } else {
@@ -158,20 +150,15 @@ fn sums(counters: &[&str], new: &[&str], members: &[Reported]) -> Map<String, Va
 /// A Job's status: counts summed; `startTime` the earliest; `Complete` (and the latest
 /// `completionTime`) only when every scheduled cluster's Job completed; `Failed` when
 /// any did. A finished Job's status is final, as in Kubernetes.
-fn job_status(previous: Option<&Value>, members: &[&ManifestStatus], expected: usize) -> Value {
+fn job_status(previous: Option<&Value>, members: &[Reported], expected: usize) -> Value {
     if let Some(p) = previous.filter(|p| finished(p).is_some()) {
         return p.clone();
     }
-    let reported: Vec<Reported> = members
+    let mut status = sums(JOB, &[], members);
+    let statuses: Vec<&Value> = members
         .iter()
-        .map(|m| Reported {
-            status: m,
-            scheduled: true,
-            share: None,
-        })
+        .filter_map(|m| m.status.status.as_ref())
         .collect();
-    let mut status = sums(JOB, &[], &reported);
-    let statuses: Vec<&Value> = members.iter().filter_map(|m| m.status.as_ref()).collect();
     if let Some(start) = earliest(statuses.iter().filter_map(|s| s.get("startTime"))) {
         status.insert("startTime".into(), start);
     }
