@@ -149,16 +149,11 @@ impl Env {
 
 pub use causeway_e2e::webhook::Webhook;
 
-/// Applies `hook`'s [`Webhook::configuration`] of `manifest` to the hub of `env`, with
-/// kubectl.
+/// Installs `hook`'s configuration of `manifest` on the hub of `env`
+/// ([`Webhook::install`]).
 pub async fn install_webhook(env: &Env, hook: &Webhook, manifest: &str, path: &str) {
-    let cfg = hook
-        .configuration(manifest, path)
-        .expect("the webhook configuration");
-    let name = format!(
-        "webhook-{}.json",
-        cfg["metadata"]["name"].as_str().unwrap_or("x")
-    );
-    let cfg = env.file(&name, &cfg.to_string());
-    env.ok(&["apply", "-f", &cfg]).await;
+    let hub = causeway_e2e::client(&env.cs.hub).await.expect("hub client");
+    hook.install(&hub, manifest, path)
+        .await
+        .expect("the webhook configuration applies");
 }
