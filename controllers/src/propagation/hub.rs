@@ -809,8 +809,7 @@ impl Ctx<'_> {
             rollout::settled_at(work_of(c), generation)
         });
         // R.6 ★: a held cluster with no copy runs what its wave runs
-        let waves = rollout::waves(spec, &scheduled, &labels_of);
-        let older = self.older_copies(b, &waves, &plan.held, actual);
+        let older = self.older_copies(b, &plan.waves, &plan.held, actual);
         let works = rendered
             .into_iter()
             .filter_map(|w| {

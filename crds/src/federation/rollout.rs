@@ -142,6 +142,8 @@ pub struct Plan {
     pub held: BTreeSet<String>,
     /// Where the rollout stands.
     pub progress: Progress,
+    /// The waves ([`waves`]; none without a rollout).
+    pub waves: Vec<(String, Vec<String>)>,
 }
 
 /// The waves of `scheduled` clusters (empty waves dropped), with their names.
@@ -192,6 +194,7 @@ pub fn plan(
                 generation,
                 waves: 1,
             },
+            waves: Vec::new(),
         };
     };
     let waves = waves(rollout, scheduled, labels_of);
@@ -218,6 +221,7 @@ pub fn plan(
                     held: held.iter().cloned().collect(),
                 },
                 held,
+                waves,
             };
         }
     }
@@ -228,6 +232,7 @@ pub fn plan(
             generation,
             waves: waves.len(),
         },
+        waves,
     }
 }
 
