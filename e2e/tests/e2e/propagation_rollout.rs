@@ -34,6 +34,15 @@ async fn rolled_out(env: &Env) -> Option<(String, String, String)> {
     Some((s("status"), s("reason"), s("message")))
 }
 
+/// Asserts every half second for `secs` seconds that the members run `want`.
+async fn images_stay(env: &Env, want: &[&str], secs: u64, what: &str) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        assert_eq!(images(env).await, some(want), "{what}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 fn some(v: &[&str]) -> Vec<Option<String>> {
     v.iter().map(|s| Some(s.to_string())).collect()
 }
@@ -87,15 +96,13 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
         ) && message.ends_with("held at what they run until then: north, west"),
         "{message}"
     );
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        assert_eq!(
-            images(&env).await,
-            some(&["nginx:1.28", "nginx:1.27", "nginx:1.27"]),
-            "the later waves are held"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    images_stay(
+        &env,
+        &["nginx:1.28", "nginx:1.27", "nginx:1.27"],
+        5,
+        "the later waves are held",
+    )
+    .await;
     // the user sees why on the template too
     let events = demo_events(&env, "involvedObject.name=web").await;
     assert!(events.contains("RolloutProgressing"), "{events}");
@@ -258,15 +265,13 @@ async fn a_cluster_that_joins_a_held_wave_runs_what_the_wave_runs() {
         message.ends_with("held at what they run until then: north, west"),
         "{message}"
     );
-    let until = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < until {
-        assert_eq!(
-            images(&env).await,
-            some(&["nginx:1.28", "nginx:1.27", "nginx:1.27"]),
-            "north stays at what its wave runs"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    images_stay(
+        &env,
+        &["nginx:1.28", "nginx:1.27", "nginx:1.27"],
+        3,
+        "north stays at what its wave runs",
+    )
+    .await;
 
     // a good generation goes everywhere, and only its revision is kept
     template(&env, "nginx:1.29", "100m").await;
