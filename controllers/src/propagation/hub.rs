@@ -404,7 +404,13 @@ async fn round(
     let actual_crb: HashMap<String, &Arc<ClusterResourceBinding>> =
         crbs.iter().map(|b| (b.name_any(), b)).collect();
     let (ops, cops) = (c.ops.state(), c.cops.state());
-    let revisions = c.revisions.state();
+    // indexed by binding: each binding looks its own up, every round
+    let mut revisions: HashMap<Key, Vec<Arc<ControllerRevision>>> = HashMap::new();
+    for r in c.revisions.state() {
+        if let Some(key) = revision_key(&r) {
+            revisions.entry(key).or_default().push(r);
+        }
+    }
     let mut ctx = Ctx {
         hub,
         kinds,
@@ -529,8 +535,8 @@ struct Ctx<'a> {
     now: &'a Time,
     /// Every binding's Works, by binding key.
     works: &'a HashMap<Key, Vec<Arc<Work>>>,
-    /// The template revisions of ordered rollouts.
-    revisions: &'a [Arc<ControllerRevision>],
+    /// The template revisions of ordered rollouts, by binding key.
+    revisions: &'a HashMap<Key, Vec<Arc<ControllerRevision>>>,
 }
 
 impl Ctx<'_> {

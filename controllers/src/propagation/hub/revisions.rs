@@ -11,7 +11,7 @@
 //! (a ControllerRevision lives in a namespace): there a new held cluster gets its first
 //! copy when its wave starts.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use causeway_crds::federation::rollout;
@@ -19,6 +19,7 @@ use causeway_crds::federation::work::Work;
 use causeway_crds::names;
 use causeway_crds::well_known::labels;
 use causeway_runtime::apply;
+use causeway_runtime::reflect::Key;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
@@ -41,15 +42,26 @@ fn of_binding(r: &ControllerRevision, b: &View<'_>) -> bool {
         && owned
 }
 
+/// Binding `b`'s revisions (the round indexes them by binding key).
+fn revisions_of<'r>(
+    revisions: &'r HashMap<Key, Vec<Arc<ControllerRevision>>>,
+    b: &View<'_>,
+) -> impl Iterator<Item = &'r Arc<ControllerRevision>> {
+    revisions
+        .get(&b.key)
+        .into_iter()
+        .flatten()
+        .filter(move |r| of_binding(r, b))
+}
+
 /// The revision of generation `generation` of binding `b`'s template, if kept.
 fn revision<'r>(
-    revisions: &'r [Arc<ControllerRevision>],
+    revisions: &'r HashMap<Key, Vec<Arc<ControllerRevision>>>,
     b: &View<'_>,
     generation: i64,
 ) -> Option<&'r ControllerRevision> {
-    revisions
-        .iter()
-        .find(|r| of_binding(r, b) && r.revision == generation)
+    revisions_of(revisions, b)
+        .find(|r| r.revision == generation)
         .map(AsRef::as_ref)
 }
 
@@ -164,10 +176,8 @@ impl Ctx<'_> {
                 .collect(),
             None => BTreeSet::new(),
         };
-        let stale: Vec<String> = self
-            .revisions
-            .iter()
-            .filter(|r| of_binding(r, b) && !used.contains(&r.revision))
+        let stale: Vec<String> = revisions_of(self.revisions, b)
+            .filter(|r| !used.contains(&r.revision))
             .map(|r| r.name_any())
             .collect();
         for name in stale {
