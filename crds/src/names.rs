@@ -129,6 +129,13 @@ pub fn work_name(binding_namespace: Option<&str>, binding: &str) -> String {
     }
 }
 
+/// Name of the Work that creates namespace `namespace` in a member. A binding's Work
+/// name always ends in `-<kind>` (its last dot-separated part has a dash); this one's
+/// last part is `namespace`, so the two never meet.
+pub fn namespace_work_name(namespace: &str) -> String {
+    format!("{namespace}.namespace")
+}
+
 /// Name of a member slice for a hub slice.
 pub fn member_slice_name(derived: &str, hub_slice: &str) -> String {
     format!("{derived}-{}", short_hash(hub_slice, 6))

@@ -125,6 +125,15 @@ pub mod labels {
     /// On `Work` objects and execution namespaces: the member cluster they target.
     pub const CLUSTER: &str = "causeway.io/cluster";
 
+    /// On a Work the hub makes to create a template's namespace in a member, and on the
+    /// Namespace it creates there: the namespace's name. Any Work may take over a
+    /// member Namespace that carries it.
+    pub const AUTO_NAMESPACE: &str = "causeway.io/auto-namespace";
+
+    /// On a hub Namespace: "true" keeps the hub from creating it in the members that
+    /// its templates are propagated to (create it there yourself, or propagate it).
+    pub const SKIP_AUTO_PROPAGATION: &str = "causeway.io/skip-auto-propagation";
+
     /// On an object a Pull member's agent wrote into its outbox (its execution
     /// namespace on the hub) for the hub's relay to publish: the name of the member's
     /// hub Cluster. Hub caches of real MCS objects select `!causeway.io/outbox`.

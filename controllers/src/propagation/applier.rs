@@ -127,6 +127,13 @@ fn kinds_of(w: &Work) -> impl Iterator<Item = (String, String)> + '_ {
     named.chain(reported)
 }
 
+fn creates_namespace(w: &Work) -> bool {
+    let m = &w.spec.workload.manifests;
+    w.metadata.deletion_timestamp.is_none()
+        && m.iter()
+            .any(|m| m.api_version() == Some("v1") && m.kind() == Some("Namespace"))
+}
+
 fn is_ready(clusters: &Cache<Cluster>, name: &str) -> bool {
     clusters
         .state()
@@ -149,7 +156,10 @@ async fn round(
         members.ensure(&wanted).await;
     }
     let index = members.index();
-    for w in dirty.filter_by(all, work_key) {
+    let mut due = dirty.filter_by(all, work_key);
+    // Works that create namespaces first: the others' objects may live in them
+    due.sort_by_key(|w| !creates_namespace(w));
+    for w in due {
         reconcile(a, &w, ready, members, &index, &mut failures).await;
     }
     failures

@@ -36,7 +36,9 @@ use causeway_runtime::apply::{self, Failures, Memo, StatusMemo};
 use causeway_runtime::events::Notes;
 use causeway_runtime::reflect::{Cache, Dirty, Key, Wake, cache};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, PersistentVolumeClaim, Secret, ServiceAccount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject};
@@ -71,6 +73,15 @@ fn revision_key(r: &ControllerRevision) -> Option<Key> {
     ))
 }
 
+/// Namespaces and their Works wake a round under a key no binding has: every round
+/// makes the namespace Works (`hub/namespaces.rs`).
+fn namespace_key<K: kube::Resource>(o: &K) -> Option<Key> {
+    Some((
+        "".into(),
+        format!("{}.namespace", o.meta().name.as_deref()?),
+    ))
+}
+
 fn binding_key(b: &ResourceBinding) -> Option<Key> {
     Some(crate::watch::key(b))
 }
@@ -90,11 +101,16 @@ struct Caches {
     clusters: Cache<Cluster>,
     /// The template revisions of ordered rollouts (`hub/revisions.rs`).
     revisions: Cache<ControllerRevision>,
+    /// The hub's Namespaces, and the Works that create them in members
+    /// (`hub/namespaces.rs`).
+    namespaces: Cache<Namespace>,
+    namespace_works: Cache<Work>,
 }
 
 mod failover;
 #[cfg(test)]
 mod fixtures;
+mod namespaces;
 pub(crate) mod policies;
 mod redistribution;
 mod removal;
@@ -205,6 +221,23 @@ pub async fn run(
             "hub template revisions",
             Some(revision_key),
         ),
+        // a Namespace's change is handled in the next round, whatever its keys
+        namespaces: cache(
+            Api::all(hub.clone()),
+            all(),
+            wake.clone(),
+            stop.clone(),
+            "hub namespaces",
+            Some(namespace_key::<Namespace>),
+        ),
+        namespace_works: cache(
+            Api::all(hub.clone()),
+            all().labels(labels::AUTO_NAMESPACE),
+            wake.clone(),
+            stop.clone(),
+            "hub namespace works",
+            Some(namespace_key::<Work>),
+        ),
     };
     let ready = async {
         c.pps.wait_until_ready().await?;
@@ -214,6 +247,8 @@ pub async fn run(
         c.rbs.wait_until_ready().await?;
         c.crbs.wait_until_ready().await?;
         c.works.wait_until_ready().await?;
+        c.namespaces.wait_until_ready().await?;
+        c.namespace_works.wait_until_ready().await?;
         // not the revisions: without them (a hub that refuses the watch) a new cluster
         // in a held wave only waits for its wave, as before; nothing else depends on them
         c.clusters.wait_until_ready().await
@@ -426,6 +461,20 @@ async fn round(
     };
     ctx.policy_statuses(&pps, &cpps, &invalid).await;
     ctx.override_statuses().await;
+    // the namespaces first, so a member has them when the templates' Works arrive
+    let leaving: BTreeSet<String> = clusters
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+        .map(|c| c.name_any())
+        .collect();
+    let ns_works = namespaces::desired(
+        &want.bindings,
+        &want.cluster_bindings,
+        &c.namespaces.state(),
+        &leaving,
+    );
+    ctx.namespaces(&ns_works, &c.namespace_works.state(), &leaving)
+        .await;
     let mut bound: BTreeSet<Key> = BTreeSet::new();
     for b in &want.bindings {
         let key = crate::watch::key(b);

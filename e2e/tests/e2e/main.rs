@@ -38,6 +38,7 @@ mod propagation_applier_lifecycle;
 mod propagation_cli;
 mod propagation_failover;
 mod propagation_faults;
+mod propagation_namespaces;
 mod propagation_protect;
 mod propagation_rbac;
 mod propagation_redistribution;

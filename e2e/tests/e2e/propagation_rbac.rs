@@ -2,10 +2,11 @@
 //! ServiceAccount deploy/rbac/hub.yaml binds, and reaches each (Push) member as the one
 //! deploy/rbac/member.yaml binds there. A Deployment and the ConfigMap it mounts, and a
 //! RoleBinding to the `edit` ClusterRole, reach
-//! both members once their namespace is propagated too (until then each copy says the
-//! namespace is missing, and what to do), their binding reports them applied, the
-//! template's status is summed, its ordered rollout keeps a revision, deleting the
-//! template removes the copies, and a member that leaves is cleaned up after.
+//! both members once the hub may create their namespace there (while the hub's
+//! Namespace opts out, each copy says the namespace is missing, and what to do), their
+//! binding reports them applied, the template's status is summed, its ordered rollout
+//! keeps a revision, deleting the template removes the copies but not the namespace,
+//! and a member that leaves is cleaned up after.
 
 use std::time::Duration;
 
@@ -19,7 +20,9 @@ const WAIT: Duration = Duration::from_secs(45);
 const APP: &str = r#"
 apiVersion: v1
 kind: Namespace
-metadata: {name: shop}
+metadata:
+  name: shop
+  labels: {causeway.io/skip-auto-propagation: "true", pod-security.kubernetes.io/enforce: baseline}
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -63,15 +66,6 @@ spec:
   - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, name: web-editors}
 "#;
 
-const NAMESPACE_POLICY: &str = r#"
-apiVersion: causeway.io/v1alpha1
-kind: ClusterPropagationPolicy
-metadata: {name: shop-namespace}
-spec:
-  resourceSelectors:
-  - {apiVersion: v1, kind: Namespace, name: shop}
-"#;
-
 async fn kubectl(kc: &std::path::Path, ctx: &str, args: &[&str]) -> std::process::Output {
     crate::support::kubectl_in(kc, ctx, args).await
 }
@@ -110,9 +104,11 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
     let o = kubectl(&kc, "hub", &["apply", "-f", app.to_str().unwrap()]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
-    // the members lack namespace shop: each copy says so, and what to do
-    let hint = "its namespace \"shop\" does not exist there; create it in the member, or \
-                propagate it from the hub (a ClusterPropagationPolicy selecting the Namespace shop)";
+    // the members lack namespace shop, which the hub may not create: each copy says
+    // so, and what to do
+    let hint = "its namespace \"shop\" does not exist there; the hub creates a template's \
+                namespace in the members it goes to unless the hub's Namespace shop is labelled \
+                causeway.io/skip-auto-propagation=true";
     eventually("the missing namespace is named", WAIT, || async {
         let works = get(&kc, "hub", &["works", "-n", "causeway-es-c0"]).await?;
         let said = works["items"].as_array()?.iter().any(|w| {
@@ -125,12 +121,24 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
         said.then_some(())
     })
     .await;
-    let ns = dir.path().join("ns.yaml");
-    std::fs::write(&ns, NAMESPACE_POLICY).unwrap();
-    let o = kubectl(&kc, "hub", &["apply", "-f", ns.to_str().unwrap()]).await;
+    let o = kubectl(
+        &kc,
+        "hub",
+        &[
+            "label",
+            "namespace",
+            "shop",
+            "causeway.io/skip-auto-propagation-",
+        ],
+    )
+    .await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for c in ["c0", "c1"] {
         eventually(&format!("web and its ConfigMap in {c}"), WAIT, || async {
+            // the namespace, with the hub's Pod Security label
+            let ns = get(&kc, c, &["namespace", "shop"]).await?;
+            let enforce = ns.pointer("/metadata/labels/pod-security.kubernetes.io~1enforce")?;
+            assert_eq!(enforce, "baseline");
             get(&kc, c, &["deployment", "web", "-n", "shop"]).await?;
             get(&kc, c, &["configmap", "web-config", "-n", "shop"]).await?;
             // a RoleBinding to `edit`, which causeway-hub may grant only through `bind`
@@ -182,6 +190,10 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
             },
         )
         .await;
+        assert!(
+            get(&kc, c, &["namespace", "shop"]).await.is_some(),
+            "the namespace stays in {c}"
+        );
     }
     // a member leaves: the controller cleans its hub objects up (its execution
     // namespace, its credentials) and lets the Cluster go

@@ -249,6 +249,17 @@ fn overwrite(work: &Work, manifest: &Value) -> bool {
     }
 }
 
+/// A Namespace the hub made on its own (`hub/namespaces.rs`) is any Work's to take
+/// over (a policy that propagates it, say); and such a Work takes a namespace no Work
+/// manages (one made in the member before, or one a deleted Work left).
+fn takes(manifest: &Value, obj: &Value) -> bool {
+    let auto = |v: &Value| {
+        v.get("kind").and_then(Value::as_str) == Some("Namespace")
+            && label(v, labels::AUTO_NAMESPACE).is_some()
+    };
+    auto(obj) || (auto(manifest) && label(obj, labels::MANAGED) != Some(labels::MANAGED_VALUE))
+}
+
 /// Manifest `ordinal` is unusable (no apiVersion, kind or name).
 fn malformed(ordinal: usize) -> NotApplied {
     NotApplied::new(
@@ -364,7 +375,7 @@ fn manifest_step(
             ),
         ));
     }
-    if !belongs_to(obj, wref) && !overwrite(input.work, m) {
+    if !belongs_to(obj, wref) && !overwrite(input.work, m) && !takes(m, obj) {
         let message = match annotation(obj, annotations::WORK) {
             Some(other) if managed == Some(labels::MANAGED_VALUE) => format!(
                 "{r} in cluster {} is managed by Work {other}; set conflictResolution: Overwrite on the policy to take it over",

@@ -256,6 +256,73 @@ fn conflicts_and_the_managed_label() {
     );
 }
 
+/// A namespace the hub made on its own (labelled auto-namespace) is any Work's to take
+/// over; the hub's namespace Work takes one no Work manages, but not another Work's.
+#[test]
+fn namespaces_made_by_the_hub_change_hands_without_conflict() {
+    let ns = |auto: bool| {
+        let mut v = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
+        if auto {
+            v["metadata"]["labels"] = json!({labels::AUTO_NAMESPACE: "shop"});
+        }
+        v
+    };
+    let made = work(vec![ns(true)]);
+    let policy = work(vec![ns(false)]);
+    let deployment = work(vec![deploy(1)]);
+    let mut by_made = body(&ns(true), "causeway-es-east/shop.namespace", false);
+    by_made["metadata"]["uid"] = json!("u1");
+    let mut orphaned = by_made.clone();
+    orphaned["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove(labels::MANAGED);
+    let mut by_policy = body(&ns(false), "causeway-es-east/shop-namespace", false);
+    by_policy["metadata"]["uid"] = json!("u2");
+    let mut cm = deploy(1);
+    cm["metadata"]["labels"] = json!({labels::AUTO_NAMESPACE: "shop"});
+    let cases: Vec<(&str, &Work, Value, Option<&str>)> = vec![
+        (
+            "the hub's, a namespace the member made",
+            &made,
+            ns(false),
+            None,
+        ),
+        ("the hub's, one it left", &made, orphaned.clone(), None),
+        (
+            "the hub's, another Work's",
+            &made,
+            by_policy,
+            Some(conditions::REASON_CONFLICT),
+        ),
+        (
+            "the hub's, labelled managed=false",
+            &made,
+            unmanaged(&ns(false), Some("false")),
+            Some(conditions::REASON_MANAGED_LABEL_FALSE),
+        ),
+        ("a policy's, one the hub made", &policy, by_made, None),
+        ("a policy's, one the hub left", &policy, orphaned, None),
+        (
+            "a policy's, one the member made",
+            &policy,
+            ns(false),
+            Some(conditions::REASON_CONFLICT),
+        ),
+        // only a Namespace changes hands so
+        (
+            "a Deployment labelled auto-namespace",
+            &deployment,
+            cm,
+            Some(conditions::REASON_CONFLICT),
+        ),
+    ];
+    for (what, w, member, want) in cases {
+        let p = run(w, true, vec![Some(member)], &[]);
+        assert_eq!(reason(&p, 0), want, "{what}");
+    }
+}
+
 #[test]
 fn not_ready_suspended_unserved_and_leftovers() {
     let m = deploy(2);

@@ -26,7 +26,8 @@ fn failed(e: &CallError, timed_out: &str, what: String, cluster: &str) -> NotApp
         return NotApplied::new(
             reason,
             format!(
-                "{what} in cluster {cluster}: its namespace {ns:?} does not exist there; create it in the member, or propagate it from the hub (a ClusterPropagationPolicy selecting the Namespace {ns})"
+                "{what} in cluster {cluster}: its namespace {ns:?} does not exist there; the hub creates a template's namespace in the members it goes to unless the hub's Namespace {ns} is labelled {}=true (or the hub has none): remove that label, create the namespace in the member, or propagate it from the hub (a ClusterPropagationPolicy selecting the Namespace {ns})",
+                labels::SKIP_AUTO_PROPAGATION
             ),
         );
     }
