@@ -122,6 +122,9 @@ struct Memos {
     rbs: Memo<ResourceBinding>,
     crbs: Memo<ClusterResourceBinding>,
     works: Memo<Work>,
+    /// The namespace Works' spec is the hub's alone: a label the hub Namespace drops
+    /// goes from the Work too (`hub/namespaces.rs`).
+    namespace_works: Memo<Work>,
     status: StatusMemo,
     told: HashMap<(Key, &'static str), String>,
     /// The next time failover changes a binding (set by each round).
@@ -138,6 +141,7 @@ impl Default for Memos {
             rbs: Memo::owning(&["spec"]),
             crbs: Memo::owning(&["spec"]),
             works: Memo::default(),
+            namespace_works: Memo::owning(&["spec"]),
             status: StatusMemo::default(),
             told: HashMap::new(),
             due: None,
@@ -462,18 +466,22 @@ async fn round(
     ctx.policy_statuses(&pps, &cpps, &invalid).await;
     ctx.override_statuses().await;
     // the namespaces first, so a member has them when the templates' Works arrive
-    let leaving: BTreeSet<String> = clusters
+    let (leaving, members): (Vec<&Arc<Cluster>>, Vec<&Arc<Cluster>>) = clusters
         .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_some())
-        .map(|c| c.name_any())
-        .collect();
+        .partition(|c| c.metadata.deletion_timestamp.is_some());
+    let names = |cs: Vec<&Arc<Cluster>>| cs.iter().map(|c| c.name_any()).collect::<BTreeSet<_>>();
+    let (leaving, members) = (names(leaving), names(members));
     let ns_works = namespaces::desired(
         &want.bindings,
         &want.cluster_bindings,
         &c.namespaces.state(),
-        &leaving,
+        &members,
     );
-    ctx.namespaces(&ns_works, &c.namespace_works.state(), &leaving)
+    let listed = wanted
+        .iter()
+        .filter(|k| !ctx.kinds.unknown.contains_key(*k))
+        .all(|(av, kind)| ctx.kinds.synced(av, kind));
+    ctx.namespaces(&ns_works, &c.namespace_works.state(), &leaving, listed)
         .await;
     let mut bound: BTreeSet<Key> = BTreeSet::new();
     for b in &want.bindings {

@@ -364,7 +364,7 @@ fn preserved_clusters(template: &Value) -> BTreeSet<&str> {
 }
 
 /// Whether dispatching to `cluster` is suspended.
-fn suspended(spec: &BindingSpec, cluster: &str) -> bool {
+pub(crate) fn suspended(spec: &BindingSpec, cluster: &str) -> bool {
     spec.suspension.as_ref().is_some_and(|s| {
         s.dispatching == Some(true)
             || s.dispatching_on_clusters

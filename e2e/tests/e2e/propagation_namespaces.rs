@@ -121,6 +121,15 @@ async fn a_member_gets_the_namespaces_of_what_is_propagated_to_it() {
         (enforce.as_deref() == Some("restricted")).then_some(())
     })
     .await;
+    // and what the hub's Namespace drops goes from east's too
+    env.ok(&["annotate", "namespace", "shop", "owner-"]).await;
+    eventually("east's annotation dropped", WAIT, || async {
+        let ns = get(&env, "east", &["namespace", "shop"]).await?;
+        ns.pointer("/metadata/annotations/owner")
+            .is_none()
+            .then_some(())
+    })
+    .await;
 
     // the last copy withdrawn: the namespace stays, no longer Causeway's
     env.ok(&["delete", "configmap", "web", "-n", "shop"]).await;
@@ -183,6 +192,29 @@ async fn a_member_gets_the_namespaces_of_what_is_propagated_to_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_that_opts_out_is_not_created_and_the_copy_says_so() {
     let (env, _ctl) = fleet_of(&["east"]).await;
+    // a namespace the member had (demo) is the member's: left as it is
+    let app = env.file("demo.yaml", &configmap_and_policy("demo"));
+    env.ok(&["apply", "-f", &app]).await;
+    eventually("the copy in demo, demo.namespace applied", WAIT, || async {
+        get(&env, "east", &["configmap", "web", "-n", "demo"]).await?;
+        let (status, _) = applied(&env, "demo.namespace").await?;
+        (status == "True").then_some(())
+    })
+    .await;
+    let demo = get(&env, "east", &["namespace", "demo"])
+        .await
+        .expect("demo");
+    assert!(
+        demo.pointer("/metadata/labels/causeway.io~1managed")
+            .is_none(),
+        "{demo}"
+    );
+    assert!(
+        demo.pointer("/metadata/annotations/causeway.io~1work")
+            .is_none(),
+        "{demo}"
+    );
+
     env.ok(&["create", "namespace", "quiet"]).await;
     env.ok(&[
         "label",
@@ -203,7 +235,8 @@ async fn a_namespace_that_opts_out_is_not_created_and_the_copy_says_so() {
     assert!(
         message.contains(
             "its namespace \"quiet\" does not exist there; the hub creates a template's namespace \
-             in the members it goes to unless the hub's Namespace quiet is labelled \
+             in the members it goes to, with the Work causeway-es-east/quiet.namespace (whose \
+             status says how that went), unless the hub's Namespace quiet is labelled \
              causeway.io/skip-auto-propagation=true"
         ),
         "{message}"

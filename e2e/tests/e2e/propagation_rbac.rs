@@ -107,7 +107,8 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
     // the members lack namespace shop, which the hub may not create: each copy says
     // so, and what to do
     let hint = "its namespace \"shop\" does not exist there; the hub creates a template's \
-                namespace in the members it goes to unless the hub's Namespace shop is labelled \
+                namespace in the members it goes to, with the Work causeway-es-c0/shop.namespace \
+                (whose status says how that went), unless the hub's Namespace shop is labelled \
                 causeway.io/skip-auto-propagation=true";
     eventually("the missing namespace is named", WAIT, || async {
         let works = get(&kc, "hub", &["works", "-n", "causeway-es-c0"]).await?;

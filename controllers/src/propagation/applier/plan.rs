@@ -249,15 +249,12 @@ fn overwrite(work: &Work, manifest: &Value) -> bool {
     }
 }
 
-/// A Namespace the hub made on its own (`hub/namespaces.rs`) is any Work's to take
-/// over (a policy that propagates it, say); and such a Work takes a namespace no Work
-/// manages (one made in the member before, or one a deleted Work left).
-fn takes(manifest: &Value, obj: &Value) -> bool {
-    let auto = |v: &Value| {
-        v.get("kind").and_then(Value::as_str) == Some("Namespace")
-            && label(v, labels::AUTO_NAMESPACE).is_some()
-    };
-    auto(obj) || (auto(manifest) && label(obj, labels::MANAGED) != Some(labels::MANAGED_VALUE))
+/// A Namespace the hub made on its own (`hub/namespaces.rs`): the manifest of the
+/// hub's namespace Work, and the member namespace it created (the label goes on at
+/// creation only, so a namespace the member had never carries it).
+fn made_by_hub(v: &Value) -> bool {
+    v.get("kind").and_then(Value::as_str) == Some("Namespace")
+        && label(v, labels::AUTO_NAMESPACE).is_some()
 }
 
 /// Manifest `ordinal` is unusable (no apiVersion, kind or name).
@@ -365,6 +362,15 @@ fn manifest_step(
         }));
     };
     let managed = label(obj, labels::MANAGED);
+    // the hub's namespace Work keeps only the namespaces it made (and those a Work
+    // made by it left); one the member had, or another Work manages, exists, which is
+    // all it is for: it is left as it is
+    if made_by_hub(m)
+        && !belongs_to(obj, wref)
+        && !(made_by_hub(obj) && managed != Some(labels::MANAGED_VALUE))
+    {
+        return Ok(None);
+    }
     if managed == Some("false") {
         return Err(NotApplied::new(
             conditions::REASON_MANAGED_LABEL_FALSE,
@@ -375,7 +381,7 @@ fn manifest_step(
             ),
         ));
     }
-    if !belongs_to(obj, wref) && !overwrite(input.work, m) && !takes(m, obj) {
+    if !belongs_to(obj, wref) && !overwrite(input.work, m) && !made_by_hub(obj) {
         let message = match annotation(obj, annotations::WORK) {
             Some(other) if managed == Some(labels::MANAGED_VALUE) => format!(
                 "{r} in cluster {} is managed by Work {other}; set conflictResolution: Overwrite on the policy to take it over",

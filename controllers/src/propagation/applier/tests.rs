@@ -256,8 +256,9 @@ fn conflicts_and_the_managed_label() {
     );
 }
 
-/// A namespace the hub made on its own (labelled auto-namespace) is any Work's to take
-/// over; the hub's namespace Work takes one no Work manages, but not another Work's.
+/// A namespace the hub made (labelled auto-namespace at creation) is any Work's to take
+/// over; the hub's namespace Work creates a missing one and keeps those it made, and
+/// leaves any other namespace as it is: the member's own, or another Work's.
 #[test]
 fn namespaces_made_by_the_hub_change_hands_without_conflict() {
     let ns = |auto: bool| {
@@ -281,45 +282,72 @@ fn namespaces_made_by_the_hub_change_hands_without_conflict() {
     by_policy["metadata"]["uid"] = json!("u2");
     let mut cm = deploy(1);
     cm["metadata"]["labels"] = json!({labels::AUTO_NAMESPACE: "shop"});
-    let cases: Vec<(&str, &Work, Value, Option<&str>)> = vec![
+    /// What, the Work, the member object, the manifest's reason, whether it is applied.
+    type Case<'a> = (&'a str, &'a Work, Option<Value>, Option<&'a str>, bool);
+    let cases: Vec<Case> = vec![
+        ("the hub's, none there", &made, None, None, true),
         (
-            "the hub's, a namespace the member made",
+            "the hub's, one it left",
             &made,
-            ns(false),
+            Some(orphaned.clone()),
             None,
+            true,
         ),
-        ("the hub's, one it left", &made, orphaned.clone(), None),
+        (
+            "the hub's, the member's own",
+            &made,
+            Some(ns(false)),
+            None,
+            false,
+        ),
         (
             "the hub's, another Work's",
             &made,
-            by_policy,
-            Some(conditions::REASON_CONFLICT),
+            Some(by_policy),
+            None,
+            false,
         ),
         (
-            "the hub's, labelled managed=false",
+            "the hub's, the member's own labelled managed=false",
             &made,
-            unmanaged(&ns(false), Some("false")),
-            Some(conditions::REASON_MANAGED_LABEL_FALSE),
+            Some(unmanaged(&ns(false), Some("false"))),
+            None,
+            false,
         ),
-        ("a policy's, one the hub made", &policy, by_made, None),
-        ("a policy's, one the hub left", &policy, orphaned, None),
         (
-            "a policy's, one the member made",
+            "a policy's, one the hub made",
             &policy,
-            ns(false),
+            Some(by_made),
+            None,
+            true,
+        ),
+        (
+            "a policy's, one the hub left",
+            &policy,
+            Some(orphaned),
+            None,
+            true,
+        ),
+        (
+            "a policy's, the member's own",
+            &policy,
+            Some(ns(false)),
             Some(conditions::REASON_CONFLICT),
+            false,
         ),
         // only a Namespace changes hands so
         (
             "a Deployment labelled auto-namespace",
             &deployment,
-            cm,
+            Some(cm),
             Some(conditions::REASON_CONFLICT),
+            false,
         ),
     ];
-    for (what, w, member, want) in cases {
-        let p = run(w, true, vec![Some(member)], &[]);
+    for (what, w, member, want, applies) in cases {
+        let p = run(w, true, vec![member], &[]);
         assert_eq!(reason(&p, 0), want, "{what}");
+        assert_eq!(!p.actions.is_empty(), applies, "{what}: {:?}", p.actions);
     }
 }
 

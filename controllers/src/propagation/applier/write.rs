@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use causeway_crds::federation::work::conditions;
+use causeway_crds::names::{execution_namespace, namespace_work_name};
 use causeway_crds::well_known::{FIELD_MANAGER, annotations, labels};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -26,7 +27,9 @@ fn failed(e: &CallError, timed_out: &str, what: String, cluster: &str) -> NotApp
         return NotApplied::new(
             reason,
             format!(
-                "{what} in cluster {cluster}: its namespace {ns:?} does not exist there; the hub creates a template's namespace in the members it goes to unless the hub's Namespace {ns} is labelled {}=true (or the hub has none): remove that label, create the namespace in the member, or propagate it from the hub (a ClusterPropagationPolicy selecting the Namespace {ns})",
+                "{what} in cluster {cluster}: its namespace {ns:?} does not exist there; the hub creates a template's namespace in the members it goes to, with the Work {}/{} (whose status says how that went), unless the hub's Namespace {ns} is labelled {}=true (or the hub has none): remove that label, create the namespace in the member, or propagate it from the hub (a ClusterPropagationPolicy selecting the Namespace {ns})",
+                execution_namespace(cluster),
+                namespace_work_name(ns),
                 labels::SKIP_AUTO_PROPAGATION
             ),
         );

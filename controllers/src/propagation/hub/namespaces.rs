@@ -1,8 +1,9 @@
 //! The namespaces members need. A namespaced template propagated to a member needs its
 //! namespace there; without it every apply fails. For each (cluster, namespace) a
 //! namespaced binding schedules, the hub makes one Work, `causeway-es-<cluster>/<ns>.namespace`,
-//! that creates the namespace with the hub Namespace's labels and annotations (Pod
-//! Security labels, say) and keeps them as the hub's change.
+//! that creates the namespace if the member lacks it, with the hub Namespace's labels and
+//! annotations (Pod Security labels, say), and keeps them as the hub's change. A
+//! namespace the member had, or another Work manages, is left as it is (applier/plan.rs).
 //!
 //! Karmada's namespace sync copies every hub namespace to every member, and deletes
 //! the members' with the hub's. Here a namespace goes only where something is
@@ -33,7 +34,7 @@ use kube::api::Api;
 use serde_json::{Value, json};
 
 use super::Ctx;
-use crate::propagation::render::LAST_APPLIED;
+use crate::propagation::render::{LAST_APPLIED, suspended};
 
 /// The label the API server sets on every Namespace (its own name): never copied.
 const METADATA_NAME: &str = "kubernetes.io/metadata.name";
@@ -103,12 +104,13 @@ pub(super) fn work(cluster: &str, ns: &Namespace) -> Work {
 }
 
 /// Pure: the namespace Works wanted, from the bindings the detector wants, the hub's
-/// Namespaces and the clusters that are leaving.
+/// Namespaces and the `members` (registered, not leaving): not for clusters a binding
+/// still names that are gone, nor where its dispatching is suspended.
 pub(super) fn desired(
     bindings: &[ResourceBinding],
     cluster_bindings: &[ClusterResourceBinding],
     hub: &[Arc<Namespace>],
-    leaving: &BTreeSet<String>,
+    members: &BTreeSet<String>,
 ) -> Vec<Work> {
     // (cluster, namespace) pairs a policy propagates the Namespace itself to
     let explicit: BTreeSet<(&str, &str)> = cluster_bindings
@@ -129,7 +131,10 @@ pub(super) fn desired(
         };
         for c in &b.spec.clusters {
             let pair = (c.name.as_str(), ns);
-            if !leaving.contains(&c.name) && !explicit.contains(&pair) {
+            if members.contains(&c.name)
+                && !explicit.contains(&pair)
+                && !suspended(&b.spec, &c.name)
+            {
                 wanted.insert(pair);
             }
         }
@@ -145,12 +150,15 @@ pub(super) fn desired(
 
 impl Ctx<'_> {
     /// Applies the namespace Works wanted and deletes the others (the applier keeps
-    /// their namespaces in the members); not a leaving cluster's.
+    /// their namespaces in the members): not a leaving cluster's (the unjoin's to
+    /// handle), and none unless every template kind is listed (a kind not listed yet
+    /// has no bindings in `want`; its namespaces are not unwanted).
     pub(super) async fn namespaces(
         &mut self,
         want: &[Work],
         actual: &[Arc<Work>],
         leaving: &BTreeSet<String>,
+        listed: bool,
     ) {
         let key = |w: &Work| (w.namespace().unwrap_or_default(), w.name_any());
         let current: HashMap<_, &Arc<Work>> = actual.iter().map(|w| (key(w), w)).collect();
@@ -163,8 +171,11 @@ impl Ctx<'_> {
                 continue; // being removed; made again once it is gone
             }
             let api = Api::<Work>::namespaced(self.hub.clone(), &k.0);
-            let r = self.memos.works.ensure(&api, w, now).await;
+            let r = self.memos.namespace_works.ensure(&api, w, now).await;
             self.failures.check(k, r);
+        }
+        if !listed {
+            return;
         }
         for w in actual {
             let k = key(w);
@@ -253,7 +264,7 @@ mod tests {
         let bindings = vec![
             rb("shop", "web", &["east", "west"]),
             rb("shop", "api", &["east"]),
-            rb("pay", "ledger", &["west", "leaving"]),
+            rb("pay", "ledger", &["west", "leaving", "gone"]),
             rb("quiet", "x", &["east"]),
             rb("going", "x", &["east"]),
             rb("default", "x", &["east"]),
@@ -266,8 +277,9 @@ mod tests {
             crb("Namespace", "infra", &["west"]),
             crb("ClusterRole", "shop", &["west"]),
         ];
-        let leaving = BTreeSet::from(["leaving".to_string()]);
-        let works = desired(&bindings, &cluster_bindings, &hub, &leaving);
+        // "leaving" is leaving, "gone" left: neither is a member
+        let members = BTreeSet::from(["east".to_string(), "west".to_string()]);
+        let works = desired(&bindings, &cluster_bindings, &hub, &members);
         let es = |c: &str, n: &str| (format!("causeway-es-{c}"), format!("{n}.namespace"));
         assert_eq!(
             pairs(&works),
@@ -299,7 +311,8 @@ mod tests {
             json!({labels::MANAGED: "true", labels::AUTO_NAMESPACE: "elsewhere", "team": "shop"}),
             json!({}),
         )];
-        let works = desired(&[rb("shop", "web", &["east"])], &[], &hub, &BTreeSet::new());
+        let members = BTreeSet::from(["east".to_string()]);
+        let works = desired(&[rb("shop", "web", &["east"])], &[], &hub, &members);
         assert_eq!(
             works[0].spec.workload.manifests[0].0["metadata"]["labels"],
             json!({"team": "shop", labels::AUTO_NAMESPACE: "shop"})
