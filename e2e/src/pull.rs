@@ -107,6 +107,23 @@ impl Clusterset {
         let member = self
             .member(name)
             .with_context(|| format!("no member named {name}"))?;
+        let as_admin = client(member).await?;
+        self.start_pull_member_as(name, timing, search_access, as_admin)
+            .await
+    }
+
+    /// [`Clusterset::start_pull_member`], with the agent reaching its member as
+    /// `member_client` (the agent's own ServiceAccount, say) rather than as an admin.
+    pub async fn start_pull_member_as(
+        &self,
+        name: &str,
+        timing: Timing,
+        search_access: bool,
+        member_client: kube::Client,
+    ) -> anyhow::Result<Agent> {
+        let member = self
+            .member(name)
+            .with_context(|| format!("no member named {name}"))?;
         let hub_addr: SocketAddr = self.hub.addr();
         let link = Link::start(hub_addr).await?;
         let scheme = if self.hub.ca_pem().is_some() {
@@ -133,7 +150,7 @@ impl Clusterset {
         let kc = kube::config::Kubeconfig::from_yaml(&agent_kubeconfig)?;
         let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
         let hub = kube::Client::try_from(cfg)?;
-        let member = client(member).await?;
+        let member = member_client;
         let stop = CancellationToken::new();
         let metrics = Arc::new(causeway_controllers::metrics::Metrics::default());
         metrics.set_unelected();

@@ -207,3 +207,210 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
     })
     .await;
 }
+
+const PULL_APP: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels: {pod-security.kubernetes.io/enforce: baseline}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: web-config, namespace: shop}
+data: {mode: fast}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: "nginx:1.27", volumeMounts: [{name: c, mountPath: /etc/web}]}]
+      volumes: [{name: c, configMap: {name: web-config}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: web-editors, namespace: shop}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: web-team}]
+---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: web, namespace: shop}
+spec:
+  propagateDeps: true
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: web}
+  - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, name: web-editors}
+"#;
+
+const PULL_EXPORT: &str = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, protocol: TCP}]
+---
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata: {name: web, namespace: shop}
+"#;
+
+/// A Pull member's agent reaches its member only as the ServiceAccount
+/// `causeway-system/causeway-agent` with the roles of deploy/agent/rbac.yaml and
+/// deploy/rbac/propagation-agent.yaml, applied with kubectl: the member turns Ready (the
+/// status controller's reads), a Deployment, its ConfigMap and a RoleBinding to `edit`
+/// reach it in a namespace the hub has it create, the binding is FullyApplied, a
+/// Service it exports is imported on the hub with the export's status written, and
+/// deleting the template removes the copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_members_agent_works_with_the_roles_of_deploy() {
+    use crate::support::Env;
+    let env = Env::start_with(causeway_e2e::Options {
+        members: vec!["west".into()],
+        ..Default::default()
+    })
+    .await;
+    let west = env.cs.member("west").unwrap();
+    west.add_token(
+        "agent-token",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-agent".into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:authenticated".into(),
+            ],
+            ..Default::default()
+        },
+    );
+    let as_agent = causeway_controllers::clusters::join::client_for(
+        &causeway_controllers::clusters::join::MemberAccess {
+            token: "agent-token".into(),
+            ..causeway_e2e::access(west)
+        },
+    )
+    .await
+    .unwrap();
+    // RBAC is enforced: the agent's account may do nothing until deploy/'s roles are in
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::all(as_agent.clone());
+    let err = pods.list(&Default::default()).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err}"
+    );
+    for file in [
+        "deploy/agent/rbac.yaml",
+        "deploy/rbac/propagation-agent.yaml",
+    ] {
+        let path = crate::support::repo().join(file);
+        env.ok_in("west", &["apply", "-f", path.to_str().unwrap()])
+            .await;
+    }
+    let ctl = env.cs.start_controller().await.unwrap();
+    let agent = env
+        .cs
+        .start_pull_member_as(
+            "west",
+            causeway_controllers::clusters::options::Timing::fast(),
+            false,
+            as_agent,
+        )
+        .await
+        .unwrap();
+    eventually("west Ready through its agent", WAIT, || async {
+        let c = get(&env.kubeconfig, "hub", &["cluster", "west"]).await?;
+        let ready = c
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(())
+    })
+    .await;
+    let app = env.file("app.yaml", PULL_APP);
+    env.ok(&["apply", "-f", &app]).await;
+    eventually("the copies in west", WAIT, || async {
+        let ns = get(&env.kubeconfig, "west", &["namespace", "shop"]).await?;
+        let enforce = ns.pointer("/metadata/labels/pod-security.kubernetes.io~1enforce")?;
+        assert_eq!(enforce, "baseline");
+        get(
+            &env.kubeconfig,
+            "west",
+            &["deployment", "web", "-n", "shop"],
+        )
+        .await?;
+        get(
+            &env.kubeconfig,
+            "west",
+            &["configmap", "web-config", "-n", "shop"],
+        )
+        .await?;
+        get(
+            &env.kubeconfig,
+            "west",
+            &["rolebinding", "web-editors", "-n", "shop"],
+        )
+        .await?;
+        Some(())
+    })
+    .await;
+    eventually("FullyApplied", WAIT, || async {
+        let rb = get(
+            &env.kubeconfig,
+            "hub",
+            &["rb", "web-deployment", "-n", "shop"],
+        )
+        .await?;
+        let applied = rb
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
+        applied.then_some(())
+    })
+    .await;
+    // the exporter and the importer with the same roles
+    let export = env.file("export.yaml", PULL_EXPORT);
+    env.ok_in("west", &["apply", "-f", &export]).await;
+    eventually(
+        "the export imported on the hub, its status written",
+        WAIT,
+        || async {
+            get(
+                &env.kubeconfig,
+                "hub",
+                &["serviceimport", "web", "-n", "shop"],
+            )
+            .await?;
+            let ex = get(
+                &env.kubeconfig,
+                "west",
+                &["serviceexport", "web", "-n", "shop"],
+            )
+            .await?;
+            let conds = ex.pointer("/status/conditions")?.as_array()?;
+            (!conds.is_empty()).then_some(())
+        },
+    )
+    .await;
+    env.ok(&["delete", "deployment", "web", "-n", "shop", "--wait=false"])
+        .await;
+    eventually("the copy gone from west", WAIT, || async {
+        get(
+            &env.kubeconfig,
+            "west",
+            &["deployment", "web", "-n", "shop"],
+        )
+        .await
+        .is_none()
+        .then_some(())
+    })
+    .await;
+    agent.stop.cancel();
+    ctl.stop().await;
+}
