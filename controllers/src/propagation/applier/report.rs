@@ -206,9 +206,10 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         )
     };
     // what application failover times: how long some object has been Unhealthy (not
-    // merely unknown or still being applied) under the Work's current generation — new
-    // manifests (a new template, a new replica count) start the clock again, so a
-    // rollout gets the whole toleration
+    // merely unknown or still being applied) under the template the member runs — a new
+    // template generation starts the clock again, so a rollout gets the whole
+    // toleration; a new replica count alone (a division, a make-before-break step)
+    // does not, or replica moves could put failover off for ever
     let mut degraded = if degraded.is_empty() {
         condition(
             prev,
@@ -238,7 +239,14 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         .iter()
         .find(|c| c.type_ == conditions::DEGRADED)
         .is_some_and(|c| c.observed_generation == generation);
-    if degraded.status == "True" && !same_generation {
+    let runs = |s: &[ManifestStatus]| s.iter().map(|m| m.template_generation).collect::<Vec<_>>();
+    let running = runs(&manifest_statuses);
+    let new_template = running.iter().all(Option::is_none)
+        || work
+            .status
+            .as_ref()
+            .is_none_or(|s| runs(&s.manifest_statuses) != running);
+    if degraded.status == "True" && !same_generation && new_template {
         degraded.last_transition_time = now.clone();
     }
     WorkStatus {

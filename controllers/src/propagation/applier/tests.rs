@@ -503,11 +503,15 @@ fn degraded_says_since_when_an_object_is_unhealthy() {
     let st = status(&input(&w, &observed), &outcome(crashing), &t2);
     assert_eq!(degraded(&st).3, t1);
     w.status = Some(st);
-    // new manifests (a new Work generation) start the clock again
+    // a new replica count alone (a new Work generation, the same template) keeps it
     let mut next = w.clone();
     next.metadata.generation = Some(w.metadata.generation.unwrap_or(0) + 1);
-    let mut still = applied(&d);
+    let mut still = applied(&deploy(3));
     still["status"]["availableReplicas"] = json!(0);
+    let st_next = status(&input(&next, &observed), &outcome(still.clone()), &t2);
+    assert_eq!(degraded(&st_next).3, t1);
+    // a new template generation starts the clock again
+    still["metadata"]["annotations"][annotations::TEMPLATE_GENERATION] = json!("8");
     let st_next = status(&input(&next, &observed), &outcome(still), &t2);
     assert_eq!(degraded(&st_next).3, t2);
     // available again: False from then on

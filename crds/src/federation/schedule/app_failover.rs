@@ -9,8 +9,10 @@
 //!
 //! "Unhealthy" is the Work's `Degraded` condition: True while some object is
 //! Unhealthy (a Deployment without its replicas available, a failed Job...), and its
-//! `lastTransitionTime` is when that began under the Work's current manifests, so the
-//! clock survives restarts and starts again when the member gets new manifests. Only
+//! `lastTransitionTime` is when that began under the template generation the member
+//! runs, so the clock survives restarts and starts again with a new template (a
+//! replica count alone, as a division or a make-before-break step changes it, keeps
+//! it). Only
 //! a report of the template's current generation counts; unknown health (no rule for
 //! the kind, no status yet) never does.
 //!
