@@ -36,6 +36,7 @@ mod propagation_app_failover;
 mod propagation_applier;
 mod propagation_applier_lifecycle;
 mod propagation_cli;
+mod propagation_crds;
 mod propagation_failover;
 mod propagation_faults;
 mod propagation_namespaces;

@@ -1,0 +1,111 @@
+//! A CustomResourceDefinition and its custom resources propagated together, as an
+//! operator's CRDs and objects are: one `kubectl apply` on the hub puts the CRD in every
+//! member, then the objects of its kind; a new version of the CRD's schema reaches the
+//! members, and deleting the object removes its copies.
+
+use crate::mcs_support::eventually;
+use crate::propagation::{WAIT, fleet_of, get};
+
+const CRD_AND_OBJECTS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Widget, listKind: WidgetList, plural: widgets, singular: widget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+---
+apiVersion: causeway.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: widget-crd}
+spec:
+  resourceSelectors:
+  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: widgets.example.com}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: w1, namespace: demo}
+spec: {size: 3}
+---
+apiVersion: causeway.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: widgets, namespace: demo}
+spec:
+  resourceSelectors:
+  - {apiVersion: example.com/v1, kind: Widget}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_and_its_objects_propagate_together() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    let file = env.file("widgets.yaml", CRD_AND_OBJECTS);
+    // the hub serves the kind only once its CRD is established: apply until it is
+    eventually(
+        "the CRD and the Widget applied on the hub",
+        WAIT,
+        || async {
+            env.run("hub", &["apply", "-f", &file])
+                .await
+                .status
+                .success()
+                .then_some(())
+        },
+    )
+    .await;
+    for c in ["east", "west"] {
+        eventually(&format!("Widget w1 in {c}"), WAIT, || async {
+            let w = get(&env, c, &["widget", "w1", "-n", "demo"]).await?;
+            (w.pointer("/spec/size") == Some(&3.into())).then_some(())
+        })
+        .await;
+    }
+    eventually("FullyApplied", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "w1-widget", "-n", "demo"]).await?;
+        let applied = rb
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
+        applied.then_some(())
+    })
+    .await;
+    // the CRD's next schema reaches the members
+    env.ok(&[
+        "patch",
+        "crd",
+        "widgets.example.com",
+        "--type=json",
+        "-p",
+        r#"[{"op": "add", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/color", "value": {"type": "string"}}]"#,
+    ])
+    .await;
+    for c in ["east", "west"] {
+        eventually(&format!("the new schema in {c}"), WAIT, || async {
+            let crd = get(&env, c, &["crd", "widgets.example.com"]).await?;
+            let p = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/color/type";
+            (crd.pointer(p) == Some(&"string".into())).then_some(())
+        })
+        .await;
+    }
+    env.ok(&["delete", "widget", "w1", "-n", "demo"]).await;
+    for c in ["east", "west"] {
+        eventually(&format!("Widget w1 gone from {c}"), WAIT, || async {
+            get(&env, c, &["widget", "w1", "-n", "demo"])
+                .await
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
+}
