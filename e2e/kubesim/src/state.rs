@@ -25,6 +25,7 @@ pub mod immutable;
 pub mod ipam;
 pub mod kinds;
 pub mod limits;
+pub mod match_conditions;
 pub mod meta;
 pub mod patch;
 pub mod persist;

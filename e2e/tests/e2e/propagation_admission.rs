@@ -114,9 +114,20 @@ async fn invalid_policies_are_refused_at_apply_with_what_to_fix() {
     );
     let op = env.file("op.yaml", &good_op());
     env.ok(&["apply", "-f", &op]).await;
-    // a label on a policy stored before is not judged again
+    // a label on a policy stored before is not judged again: the configuration's
+    // matchConditions keep the update away from the webhook
+    let reviews = |counted: String| -> u64 {
+        counted
+            .lines()
+            .filter(|l| l.starts_with("causeway_webhook_reviews_total{webhook=\"policies\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let before = reviews(hook.counted());
+    assert!(before > 0, "{}", hook.counted());
     env.ok(&["label", "overridepolicy", "stored", "team=pay"])
         .await;
+    assert_eq!(reviews(hook.counted()), before, "the label was not sent");
     // and a bad change to it is refused
     let op = env.file("op.yaml", BAD_OP);
     env.fails(&["apply", "-f", &op]).await;

@@ -8,8 +8,9 @@
 //! `namespaceSelector` is supported too. A PATCH is admitted as kube-apiserver's patch
 //! handler does: an UPDATE of the stored object to the patched one (a CREATE when an
 //! apply creates); the `status` subresource is matched as `<resource>/status` (rules
-//! `*/*`, `<resource>/*`, `*/status`). Not supported: `matchConditions`, `matchPolicy:
-//! Equivalent`, the `scale` subresource and deletecollection (not sent to webhooks).
+//! `*/*`, `<resource>/*`, `*/status`). `matchConditions` are evaluated
+//! (`state/match_conditions.rs`). Not supported: `matchPolicy: Equivalent`, the `scale`
+//! subresource and deletecollection (not sent to webhooks).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,7 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::User;
 use crate::state::cluster::State;
+use crate::state::match_conditions;
 use crate::state::meta::new_uid;
 use crate::state::registry::{GroupResource, ResourceType};
 use crate::state::selectors::LabelSelector;
@@ -239,9 +241,14 @@ pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiRe
             .get("timeoutSeconds")
             .and_then(Value::as_u64)
             .unwrap_or(10);
-        let answer = tokio::time::timeout(Duration::from_secs(timeout), call(&h.hook, &body))
-            .await
-            .unwrap_or_else(|_| Err(format!("context deadline exceeded after {timeout}s")));
+        // matchConditions: false skips the webhook; an error goes by failurePolicy
+        let answer = match match_conditions::matches(&h.hook, &body["request"]) {
+            Ok(false) => continue,
+            Ok(true) => tokio::time::timeout(Duration::from_secs(timeout), call(&h.hook, &body))
+                .await
+                .unwrap_or_else(|_| Err(format!("context deadline exceeded after {timeout}s"))),
+            Err(e) => Err(e),
+        };
         match answer {
             Ok(resp) => {
                 // kube-apiserver records a webhook's warnings whether it allows or not

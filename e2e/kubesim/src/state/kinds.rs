@@ -29,6 +29,7 @@ pub fn on_create(state: &mut State, rt: &ResourceType, obj: &mut Value) -> ApiRe
     job_restart_policy(rt, obj)?;
     crate::state::rbac::defaults(rt, obj);
     crate::state::rbac::validate(rt, obj, None)?;
+    crate::state::match_conditions::validate(rt, obj)?;
     if is(rt, "scheduling.k8s.io", "priorityclasses") {
         priority::class_defaults(obj);
         priority::validate_class(&state.store, obj, None)?;
@@ -244,6 +245,7 @@ pub fn on_update(
     job_restart_policy(rt, new)?;
     crate::state::rbac::defaults(rt, new);
     crate::state::rbac::validate(rt, new, Some(old))?;
+    crate::state::match_conditions::validate(rt, new)?;
     if is(rt, "", "secrets") {
         secret_defaults(new);
     } else if is(rt, "", "pods") {

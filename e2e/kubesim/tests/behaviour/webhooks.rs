@@ -649,3 +649,94 @@ async fn webhooks_see_custom_resources_after_schema_validation() {
         "pruned and defaulted"
     );
 }
+
+/// `matchConditions` (CEL): a configuration whose expression does not compile is
+/// refused naming it; a webhook is asked only when its conditions hold; a condition
+/// that cannot be evaluated fails the request under `failurePolicy: Fail`.
+#[tokio::test]
+async fn match_conditions_decide_which_requests_a_webhook_sees() {
+    let env = start().await;
+    let deny_updates: Answer = Arc::new(|req: &Value| {
+        if req["operation"] == "UPDATE" {
+            json!({"allowed": false, "status": {"message": "no data changes"}})
+        } else {
+            json!({"allowed": true})
+        }
+    });
+    let hook = webhook(Duration::ZERO, deny_updates).await;
+    let bad = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "bad"},
+        "webhooks": [{
+            "name": "bad.example.com",
+            "clientConfig": {"url": hook.url},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["*"]}],
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "matchConditions": [{"name": "broken", "expression": "object.data ==="}, {"name": "", "expression": "true"}],
+        }],
+    });
+    let err = config_api(&env.client)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(bad).unwrap(),
+        )
+        .await
+        .expect_err("an expression that does not compile is refused");
+    assert_eq!(code(&err), 422, "{err}");
+    let m = message(&err);
+    assert!(
+        m.contains("webhooks[0].matchConditions[0].expression: Invalid value: \"object.data ===\": compilation failed")
+            && m.contains("webhooks[0].matchConditions[1].name: Required value"),
+        "{m}"
+    );
+
+    configure(
+        &env.client,
+        &hook.ca_pem,
+        &hook.url,
+        json!({"failurePolicy": "Fail", "matchConditions": [{"name": "data-changes",
+            "expression": "request.operation == 'CREATE' || object.data != oldObject.data"}]}),
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &cm("c", json!({}), json!({"k": "1"})),
+    )
+    .await
+    .expect("a create is sent and allowed");
+    assert_eq!(hook.seen.lock().len(), 1);
+    let relabel = json!({"metadata": {"labels": {"team": "a"}}});
+    cms.patch("c", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .expect("a label change is not sent to the webhook");
+    assert_eq!(hook.seen.lock().len(), 1, "not sent");
+    let change = json!({"data": {"k": "2"}});
+    let err = cms
+        .patch("c", &PatchParams::default(), &Patch::Merge(&change))
+        .await
+        .expect_err("a data change is sent, and denied");
+    assert_eq!(
+        message(&err),
+        "admission webhook \"check.example.com\" denied the request: no data changes"
+    );
+    // a condition that cannot be evaluated: the request fails (failurePolicy: Fail)
+    let mut cfg = config_api(&env.client).get("check").await.unwrap();
+    cfg.data["webhooks"][0]["matchConditions"] =
+        json!([{"name": "deep", "expression": "object.metadata.annotations.missing == 'x'"}]);
+    config_api(&env.client)
+        .replace("check", &PostParams::default(), &cfg)
+        .await
+        .unwrap();
+    let err = cms
+        .patch("c", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .expect_err("the condition's error fails the request");
+    let m = message(&err);
+    assert!(
+        m.starts_with("Internal error occurred: failed calling webhook \"check.example.com\": failed to evaluate match conditions: matchCondition \"deep\" failed"),
+        "{m}"
+    );
+}
