@@ -761,7 +761,10 @@ impl Ctx<'_> {
         );
         // only when rendered (not frozen, not blocked): else the condition stays as it was
         if let Some(progress) = &rollout {
-            status::with_rollout(&mut st, progress.as_ref(), self.now);
+            let spec = b.spec.rollout.as_ref();
+            let deadline = status::with_rollout(&mut st, progress.as_ref(), spec, self.now);
+            self.tell_stuck(b, template, progress.as_ref(), spec, deadline)
+                .await;
         }
         if let Some(guarded) = &redistributed {
             let outcome = match guarded {
@@ -894,6 +897,44 @@ impl Ctx<'_> {
             })
             .collect();
         (works, Some(plan.progress))
+    }
+
+    /// A Warning `RolloutStuck` Event on the template once per wave that passes the
+    /// rollout's progress deadline; the loop runs again at a deadline still to come.
+    async fn tell_stuck(
+        &mut self,
+        b: &View<'_>,
+        template: &Arc<DynamicObject>,
+        progress: Option<&rollout::Progress>,
+        spec: Option<&rollout::Rollout>,
+        deadline: Option<jiff::Timestamp>,
+    ) {
+        let Some(at) = deadline else { return };
+        if at > self.now.0 {
+            self.memos.due = Some(self.memos.due.map_or(at, |d| d.min(at)));
+            return;
+        }
+        let (
+            Some(rollout::Progress::Waiting {
+                generation,
+                wave,
+                waves,
+                name,
+                ..
+            }),
+            Some(secs),
+        ) = (progress, spec.and_then(|r| r.progress_deadline_seconds))
+        else {
+            return;
+        };
+        let ns = b.namespace.map(|n| format!(" -n {n}")).unwrap_or_default();
+        let kind = if b.namespace.is_some() { "rb" } else { "crb" };
+        let note = format!(
+            "wave {wave} of {waves} ({name}) has not rolled out template generation {generation} within {secs}s; it keeps waiting (kubectl get {kind} {}{ns} -o yaml: the RolledOut condition says for what)",
+            b.name
+        );
+        self.tell(b, template, EventType::Warning, "RolloutStuck", &note)
+            .await;
     }
 
     /// A Normal Event on the template each time a rollout moves on (a wave released, or

@@ -105,26 +105,49 @@ pub fn binding_status(
         scheduling_reasons: previous
             .map(|p| p.scheduling_reasons.clone())
             .unwrap_or_default(),
+        rollout: previous.and_then(|p| p.rollout.clone()),
     }
 }
 
 /// Sets the binding's `RolledOut` condition from where its rollout stands (`None`: the
-/// binding has no rollout, and the condition goes).
+/// binding has no rollout, and the condition goes), and `status.rollout`, the wave
+/// waited on since when; past the rollout's `progressDeadlineSeconds` the condition's
+/// reason is ProgressDeadlineExceeded. Returns the wave's deadline, if it has one.
 pub fn with_rollout(
     st: &mut BindingStatus,
     progress: Option<&causeway_crds::federation::rollout::Progress>,
+    spec: Option<&causeway_crds::federation::rollout::Rollout>,
     now: &Time,
-) {
-    use causeway_crds::federation::rollout::Progress;
+) -> Option<k8s_openapi::jiff::Timestamp> {
+    use causeway_crds::federation::rollout::{self, Progress};
+    // the wave waited on, and since when: what the progress deadline is measured from
+    let wave = progress.and_then(|p| rollout::wave_progress(p, st.rollout.as_ref(), now));
+    let due = wave
+        .as_ref()
+        .zip(spec)
+        .and_then(|(w, r)| rollout::deadline(r, w));
+    let overdue = due.filter(|d| now.0 >= *d);
+    st.rollout = wave;
     let c = progress.map(|progress| {
         let (status, reason) = match progress {
             Progress::Complete { .. } => ("True", conditions::REASON_ROLLOUT_COMPLETE),
+            Progress::Waiting { .. } if overdue.is_some() => {
+                ("False", conditions::REASON_PROGRESS_DEADLINE_EXCEEDED)
+            }
             Progress::Waiting { .. } => ("False", conditions::REASON_WAVE_IN_PROGRESS),
             Progress::Unordered { .. } => ("Unknown", conditions::REASON_NO_GENERATION),
         };
-        (status, reason, progress.message(), progress.generation())
+        let message = match (overdue, spec.and_then(|r| r.progress_deadline_seconds)) {
+            (Some(at), Some(secs)) => format!(
+                "the progress deadline ({secs}s) passed at {at}: {}; nothing is rolled back: fix what the wave waits for, or apply the previous template",
+                progress.message()
+            ),
+            _ => progress.message(),
+        };
+        (status, reason, message, progress.generation())
     });
     set_condition(st, conditions::ROLLED_OUT, c, now);
+    due
 }
 
 /// Sets the binding's `Redistributed` condition from the replica guard's outcome

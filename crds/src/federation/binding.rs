@@ -231,6 +231,11 @@ pub struct BindingStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["cluster"]))]
     pub scheduling_reasons: Vec<SchedulingReason>,
+
+    /// With `spec.rollout`: the wave the rollout waits on and since when (what
+    /// `progressDeadlineSeconds` is measured from); absent once every wave is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::federation::rollout::WaveProgress>,
 }
 
 impl BindingStatus {
@@ -406,6 +411,9 @@ pub mod conditions {
     /// `RolledOut=False`: the message names the wave, the clusters it waits for and
     /// why, and the clusters held at what they run.
     pub const REASON_WAVE_IN_PROGRESS: &str = "WaveInProgress";
+    /// `RolledOut=False`: the wave waited on has taken longer than the rollout's
+    /// `progressDeadlineSeconds` (it still waits; nothing is rolled back).
+    pub const REASON_PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
     /// `Redistributed` (Deployments, ReplicaSets, StatefulSets): every cluster runs its
     /// share of the replicas; False while some cluster keeps more, until the others
     /// run enough of them available (make-before-break).

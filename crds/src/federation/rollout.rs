@@ -18,6 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +37,61 @@ pub struct Rollout {
     /// wave of their own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waves: Vec<RolloutWave>,
+
+    /// How long a wave may take before the rollout is reported stuck: the binding's
+    /// `RolledOut` condition turns to reason ProgressDeadlineExceeded and a Warning
+    /// `RolloutStuck` Event on the template names the wave and what it waits for.
+    /// Nothing is rolled back and the wave keeps waiting; a new template generation
+    /// starts over. Unset: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub progress_deadline_seconds: Option<i64>,
+}
+
+/// The wave a rollout waits on, and since when (a binding's `status.rollout`): what the
+/// progress deadline is measured from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveProgress {
+    /// The template generation being rolled out.
+    pub generation: i64,
+    /// The wave waited on, from 1.
+    pub wave: i64,
+    /// When the rollout of that generation moved on to that wave.
+    pub started_at: Time,
+}
+
+/// Pure: the wave `progress` waits on, with the time it started: `prev`'s while it is
+/// the same generation and wave, else `now`; None once nothing is waited on.
+pub fn wave_progress(
+    progress: &Progress,
+    prev: Option<&WaveProgress>,
+    now: &Time,
+) -> Option<WaveProgress> {
+    let Progress::Waiting {
+        generation, wave, ..
+    } = progress
+    else {
+        return None;
+    };
+    let wave = i64::try_from(*wave).unwrap_or(i64::MAX);
+    let started_at = prev
+        .filter(|p| p.generation == *generation && p.wave == wave)
+        .map_or_else(|| now.clone(), |p| p.started_at.clone());
+    Some(WaveProgress {
+        generation: *generation,
+        wave,
+        started_at,
+    })
+}
+
+/// When the wave `w` passes `rollout`'s progress deadline (None: no deadline).
+pub fn deadline(rollout: &Rollout, w: &WaveProgress) -> Option<Timestamp> {
+    let secs = rollout.progress_deadline_seconds.filter(|s| *s >= 1)?;
+    w.started_at
+        .0
+        .checked_add(SignedDuration::from_secs(secs))
+        .ok()
 }
 
 /// One wave of a rollout.

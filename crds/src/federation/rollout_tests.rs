@@ -38,6 +38,7 @@ fn waves_take_names_then_selectors_then_the_rest() {
             ),
             wave(&["nowhere"], None),
         ],
+        progress_deadline_seconds: None,
     };
     let got = waves(
         &r,
@@ -58,6 +59,7 @@ fn waves_take_names_then_selectors_then_the_rest() {
 fn a_wave_is_released_once_the_ones_before_it_are_done() {
     let r = Rollout {
         waves: vec![wave(&["canary"], None), wave(&["a", "b"], None)],
+        progress_deadline_seconds: None,
     };
     let scheduled = names(&["a", "b", "canary", "c"]);
     type Case = (
@@ -135,6 +137,7 @@ fn the_message_names_the_wave_and_what_it_waits_for() {
             cluster_names: names(&["c0"]),
             label_selector: None,
         }],
+        progress_deadline_seconds: None,
     };
     let state = |c: &str| match c {
         "c0" => Err("Deployment web is unhealthy".to_string()),

@@ -106,6 +106,42 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     // the user sees why on the template too
     let events = demo_events(&env, "involvedObject.name=web").await;
     assert!(events.contains("RolloutProgressing"), "{events}");
+    // a progress deadline the canary has already overrun: the rollout is reported
+    // stuck, and keeps waiting
+    env.ok(&[
+        "patch",
+        "propagationpolicy",
+        "web",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"rollout":{"progressDeadlineSeconds":3}}}"#,
+    ])
+    .await;
+    let (status, _, message) = eventually("RolledOut says the deadline passed", WAIT, || async {
+        let c = rolled_out(&env).await?;
+        (c.1 == "ProgressDeadlineExceeded").then_some(c)
+    })
+    .await;
+    assert_eq!(status, "False");
+    assert!(
+        message.starts_with("the progress deadline (3s) passed at ")
+            && message.contains("wave 1 of 3 (canary) is rolling out template generation 2"),
+        "{message}"
+    );
+    eventually("a RolloutStuck Warning on the template", WAIT, || async {
+        let events = demo_events(&env, "reason=RolloutStuck").await;
+        events
+            .contains("wave 1 of 3 (canary) has not rolled out template generation 2 within 3s")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        images(&env).await,
+        some(&["nginx:1.28", "nginx:1.27", "nginx:1.27"]),
+        "nothing is rolled back, nothing goes on"
+    );
 
     // a good generation: through the canary, then west, then north
     template(&env, "nginx:1.29", "100m").await;

@@ -307,6 +307,7 @@ fn scheduled_and_reasons_are_kept_and_the_transition_time_only_moves_on_change()
             cluster: "west".into(),
             reason: "not in clusterNames [east]".into(),
         }],
+        rollout: None,
     };
     let clusters = [cluster("east", "True")];
     let pending = binding_status(
@@ -450,7 +451,7 @@ fn the_rolled_out_condition_follows_the_rollout() {
             .find(|c| c.type_ == conditions::ROLLED_OUT)
             .cloned()
     };
-    with_rollout(&mut st, Some(&waiting), &t(1));
+    with_rollout(&mut st, Some(&waiting), None, &t(1));
     let c = rolled(&st).unwrap();
     assert_eq!(
         (c.status.as_str(), c.reason.as_str(), c.observed_generation),
@@ -461,13 +462,13 @@ fn the_rolled_out_condition_follows_the_rollout() {
         "wave 1 of 2 (canary) is rolling out template generation 2, waiting for east: Deployment web is unhealthy; held at what they run until then: west"
     );
     // still waiting later: the transition time stays
-    with_rollout(&mut st, Some(&waiting), &t(5));
+    with_rollout(&mut st, Some(&waiting), None, &t(5));
     assert_eq!(rolled(&st).unwrap().last_transition_time, t(1));
     let done = Progress::Complete {
         generation: 2,
         waves: 2,
     };
-    with_rollout(&mut st, Some(&done), &t(9));
+    with_rollout(&mut st, Some(&done), None, &t(9));
     let c = rolled(&st).unwrap();
     assert_eq!(
         (c.status.as_str(), c.reason.as_str(), c.last_transition_time),
@@ -476,7 +477,7 @@ fn the_rolled_out_condition_follows_the_rollout() {
     let unordered = Progress::Unordered {
         template: "ConfigMap demo/settings".into(),
     };
-    with_rollout(&mut st, Some(&unordered), &t(10));
+    with_rollout(&mut st, Some(&unordered), None, &t(10));
     let c = rolled(&st).unwrap();
     assert_eq!(
         (c.status.as_str(), c.reason.as_str(), c.observed_generation),
@@ -486,6 +487,87 @@ fn the_rolled_out_condition_follows_the_rollout() {
         c.message,
         "ConfigMap demo/settings has no metadata.generation (its kind keeps none), so spec.rollout cannot order its changes: every cluster gets them at once"
     );
-    with_rollout(&mut st, None, &t(11));
+    with_rollout(&mut st, None, None, &t(11));
     assert_eq!(rolled(&st), None);
+}
+
+/// Past `progressDeadlineSeconds` on one wave, `RolledOut` says so (the rollout keeps
+/// waiting); the clock is per wave and per generation, kept in `status.rollout`.
+#[test]
+fn a_wave_past_its_progress_deadline_is_reported_stuck() {
+    use causeway_crds::federation::rollout::{Progress, Rollout};
+    let spec = Rollout {
+        waves: vec![],
+        progress_deadline_seconds: Some(60),
+    };
+    let waiting = |generation: i64, wave: usize| Progress::Waiting {
+        generation,
+        wave,
+        waves: 2,
+        name: format!("wave-{wave}"),
+        pending: vec![("east".into(), "Deployment web is unhealthy".into())],
+        held: vec![],
+    };
+    let rolled = |st: &BindingStatus| {
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::ROLLED_OUT)
+            .unwrap();
+        (c.reason.clone(), c.message.clone())
+    };
+    let at = |s: i64| t(s).0;
+    let mut st = BindingStatus::default();
+    assert_eq!(
+        with_rollout(&mut st, Some(&waiting(2, 1)), Some(&spec), &t(0)),
+        Some(at(60))
+    );
+    assert_eq!(rolled(&st).0, conditions::REASON_WAVE_IN_PROGRESS);
+    assert_eq!(
+        st.rollout
+            .as_ref()
+            .map(|r| (r.generation, r.wave, r.started_at.clone())),
+        Some((2, 1, t(0)))
+    );
+    // the same wave later: the clock runs on; without a deadline nothing is due
+    assert_eq!(
+        with_rollout(&mut st, Some(&waiting(2, 1)), Some(&spec), &t(59)),
+        Some(at(60))
+    );
+    assert_eq!(rolled(&st).0, conditions::REASON_WAVE_IN_PROGRESS);
+    assert_eq!(
+        with_rollout(&mut st.clone(), Some(&waiting(2, 1)), None, &t(59)),
+        None
+    );
+    // past it: stuck, and what it waits for
+    with_rollout(&mut st, Some(&waiting(2, 1)), Some(&spec), &t(61));
+    let (reason, message) = rolled(&st);
+    assert_eq!(reason, conditions::REASON_PROGRESS_DEADLINE_EXCEEDED);
+    assert_eq!(
+        message,
+        format!(
+            "the progress deadline (60s) passed at {}: wave 1 of 2 (wave-1) is rolling out template generation 2, waiting for east: Deployment web is unhealthy; nothing is rolled back: fix what the wave waits for, or apply the previous template",
+            at(60)
+        )
+    );
+    // the next wave, then a new generation: each starts the clock again
+    assert_eq!(
+        with_rollout(&mut st, Some(&waiting(2, 2)), Some(&spec), &t(70)),
+        Some(at(130))
+    );
+    assert_eq!(rolled(&st).0, conditions::REASON_WAVE_IN_PROGRESS);
+    assert_eq!(
+        with_rollout(&mut st, Some(&waiting(3, 2)), Some(&spec), &t(80)),
+        Some(at(140))
+    );
+    // done: nothing waited on
+    let done = Progress::Complete {
+        generation: 3,
+        waves: 2,
+    };
+    assert_eq!(
+        with_rollout(&mut st, Some(&done), Some(&spec), &t(90)),
+        None
+    );
+    assert_eq!(st.rollout, None);
 }

@@ -129,12 +129,14 @@ fn validate_policy_table_b15() {
                             ..Default::default()
                         },
                     ],
+                    progress_deadline_seconds: Some(0),
                 });
                 p
             },
             vec![
                 "spec.rollout.waves[0]: Invalid value: \"\": a wave selects no cluster: give clusterNames or a labelSelector (clusters no wave selects go last, in a wave of their own)".into(),
                 "spec.rollout.waves[1].labelSelector.matchLabels: Invalid value: \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".into(),
+                "spec.rollout.progressDeadlineSeconds: Invalid value: \"0\": must be at least 1 (seconds a wave may take); leave it out for no deadline".into(),
             ],
         ),
     ];
