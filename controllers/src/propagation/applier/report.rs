@@ -241,12 +241,16 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         .is_some_and(|c| c.observed_generation == generation);
     let runs = |s: &[ManifestStatus]| s.iter().map(|m| m.template_generation).collect::<Vec<_>>();
     let running = runs(&manifest_statuses);
-    let new_template = running.iter().all(Option::is_none)
-        || work
-            .status
+    // compared with the last report, not only at a new Work generation: a new
+    // template whose first apply failed restarts the clock when a later one lands
+    let new_template = if running.iter().all(Option::is_none) {
+        !same_generation
+    } else {
+        work.status
             .as_ref()
-            .is_none_or(|s| runs(&s.manifest_statuses) != running);
-    if degraded.status == "True" && !same_generation && new_template {
+            .is_none_or(|s| runs(&s.manifest_statuses) != running)
+    };
+    if degraded.status == "True" && new_template {
         degraded.last_transition_time = now.clone();
     }
     WorkStatus {

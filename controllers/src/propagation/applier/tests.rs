@@ -511,9 +511,18 @@ fn degraded_says_since_when_an_object_is_unhealthy() {
     let st_next = status(&input(&next, &observed), &outcome(still.clone()), &t2);
     assert_eq!(degraded(&st_next).3, t1);
     // a new template generation starts the clock again
-    still["metadata"]["annotations"][annotations::TEMPLATE_GENERATION] = json!("8");
-    let st_next = status(&input(&next, &observed), &outcome(still), &t2);
+    let mut newer = still.clone();
+    newer["metadata"]["annotations"][annotations::TEMPLATE_GENERATION] = json!("8");
+    let st_next = status(&input(&next, &observed), &outcome(newer.clone()), &t2);
     assert_eq!(degraded(&st_next).3, t2);
+    // also when its first apply failed (the member still ran the old template) and a
+    // later one, at the same Work generation, lands
+    let t3 = Time(jiff::Timestamp::from_second(700).unwrap());
+    let failed = status(&input(&next, &observed), &outcome(still), &t2);
+    assert_eq!(degraded(&failed).3, t1, "still the old template");
+    next.status = Some(failed);
+    let landed = status(&input(&next, &observed), &outcome(newer), &t3);
+    assert_eq!(degraded(&landed).3, t3);
     // available again: False from then on
     let st = status(&input(&w, &observed), &outcome(applied(&d)), &t2);
     assert_eq!((degraded(&st).0.as_str(), degraded(&st).3), ("False", t2));
