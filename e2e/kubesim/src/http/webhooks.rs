@@ -235,20 +235,33 @@ pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiRe
         return Ok(warnings);
     }
     let body = review(&req);
+    // matchConditions first, for every webhook: false skips it; an error skips it
+    // under failurePolicy Ignore and fails the request, before any call, otherwise
+    let mut called = Vec::new();
     for h in hooks {
+        match match_conditions::matches(&h.hook, &body["request"]) {
+            Ok(true) => called.push(h),
+            Ok(false) => {}
+            Err(e) if ignores_failures(&h.hook) => {
+                tracing::warn!(webhook = %h.name, error = %e, "skipping admission webhook");
+            }
+            Err(e) => {
+                return Err(ApiError::internal(format!(
+                    "Internal error occurred: admission webhook \"{}\": {e}",
+                    h.name
+                )));
+            }
+        }
+    }
+    for h in called {
         let timeout = h
             .hook
             .get("timeoutSeconds")
             .and_then(Value::as_u64)
             .unwrap_or(10);
-        // matchConditions: false skips the webhook; an error goes by failurePolicy
-        let answer = match match_conditions::matches(&h.hook, &body["request"]) {
-            Ok(false) => continue,
-            Ok(true) => tokio::time::timeout(Duration::from_secs(timeout), call(&h.hook, &body))
-                .await
-                .unwrap_or_else(|_| Err(format!("context deadline exceeded after {timeout}s"))),
-            Err(e) => Err(e),
-        };
+        let answer = tokio::time::timeout(Duration::from_secs(timeout), call(&h.hook, &body))
+            .await
+            .unwrap_or_else(|_| Err(format!("context deadline exceeded after {timeout}s")));
         match answer {
             Ok(resp) => {
                 // kube-apiserver records a webhook's warnings whether it allows or not
@@ -291,7 +304,7 @@ pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiRe
                 return Err(e);
             }
             Err(why) => {
-                let ignore = h.hook.get("failurePolicy").and_then(Value::as_str) == Some("Ignore");
+                let ignore = ignores_failures(&h.hook);
                 tracing::warn!(webhook = %h.name, %why, ignore, "calling admission webhook failed");
                 if !ignore {
                     let mut e = ApiError::internal(format!(
@@ -305,6 +318,10 @@ pub async fn admit(state: &parking_lot::Mutex<State>, req: Request<'_>) -> ApiRe
         }
     }
     Ok(warnings)
+}
+
+fn ignores_failures(hook: &Value) -> bool {
+    hook.get("failurePolicy").and_then(Value::as_str) == Some("Ignore")
 }
 
 fn reason_for(code: u16) -> &'static str {

@@ -4,8 +4,11 @@
 //! all. A configuration whose expressions do not compile is refused (422, naming each);
 //! a webhook is skipped when any of its conditions is false; when none is false but
 //! one fails to evaluate (or is not a bool), the error goes by the webhook's
-//! `failurePolicy`, as kube-apiserver's matcher does. The `authorizer` variable is not
-//! provided. CEL is `cel` (cel-rust), which checks no types ahead of running.
+//! `failurePolicy`, as kube-apiserver's matcher does, before any webhook is called.
+//! JSON integers are CEL `int`s, as there. Not as there: the `authorizer` variable is
+//! not provided, and CEL is `cel` (cel-rust), which checks no types ahead of running,
+//! so an expression kube-apiserver refuses at creation for its type (`1 + 1`, an
+//! undeclared variable) is accepted here and fails when evaluated.
 
 use cel::{Context, Program, Value as Cel};
 use serde_json::Value;
@@ -93,10 +96,43 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
     ))
 }
 
+/// JSON as CEL sees it in kube-apiserver: integers are `int` (int64; serde_json hands
+/// non-negative ones over as u64, which `cel` would make `uint`), larger ones `uint`,
+/// others `double`.
+struct AsKube<'a>(&'a Value);
+
+impl serde::Serialize for AsKube<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => s.serialize_i64(i),
+                (None, Some(u)) => s.serialize_u64(u),
+                _ => s.serialize_f64(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for v in items {
+                    seq.serialize_element(&AsKube(v))?;
+                }
+                seq.end()
+            }
+            Value::Object(fields) => {
+                let mut map = s.serialize_map(Some(fields.len()))?;
+                for (k, v) in fields {
+                    map.serialize_entry(k, &AsKube(v))?;
+                }
+                map.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
 fn cel(v: Option<&Value>) -> Result<Cel, String> {
     match v {
         None | Some(Value::Null) => Ok(Cel::Null),
-        Some(v) => cel::to_value(v).map_err(|e| e.to_string()),
+        Some(v) => cel::to_value(AsKube(v)).map_err(|e| e.to_string()),
     }
 }
 
@@ -185,6 +221,15 @@ mod tests {
         let broken = hook(json!([{"name": "broken", "expression": "object.missing.deeper == 1"}]));
         let e = matches(&broken, &req("CREATE", Value::Null, json!({}))).unwrap_err();
         assert!(e.contains("matchCondition \"broken\" failed"), "{e}");
+        // numbers are ints, as kube-apiserver's CEL has them
+        let replicas = hook(
+            json!([{"name": "r", "expression": "object.spec.replicas + 1 > 3 && object.spec.replicas % 2 == 1 && object.spec.ratio < 1.0"}]),
+        );
+        let obj = json!({"spec": {"replicas": 3, "ratio": 0.5}});
+        assert_eq!(
+            matches(&replicas, &req("CREATE", Value::Null, obj)),
+            Ok(true)
+        );
         let not_bool = hook(json!([{"name": "n", "expression": "1 + 1"}]));
         let e = matches(&not_bool, &json!({})).unwrap_err();
         assert!(e.contains("not a bool"), "{e}");

@@ -736,7 +736,7 @@ async fn match_conditions_decide_which_requests_a_webhook_sees() {
         .expect_err("the condition's error fails the request");
     let m = message(&err);
     assert!(
-        m.starts_with("Internal error occurred: failed calling webhook \"check.example.com\": failed to evaluate match conditions: matchCondition \"deep\" failed"),
+        m.starts_with("Internal error occurred: admission webhook \"check.example.com\": failed to evaluate match conditions: matchCondition \"deep\" failed"),
         "{m}"
     );
 }
