@@ -930,7 +930,7 @@ impl Ctx<'_> {
         let ns = b.namespace.map(|n| format!(" -n {n}")).unwrap_or_default();
         let kind = if b.namespace.is_some() { "rb" } else { "crb" };
         let note = format!(
-            "wave {wave} of {waves} ({name}) has not rolled out template generation {generation} within {secs}s; it keeps waiting (kubectl get {kind} {}{ns} -o yaml: the RolledOut condition says for what)",
+            "the rollout of template generation {generation} has not moved on for {secs}s: wave {wave} of {waves} ({name}) is not done, and it keeps waiting (kubectl get {kind} {}{ns} -o yaml: the RolledOut condition says for what)",
             b.name
         );
         self.tell(b, template, EventType::Warning, "RolloutStuck", &note)

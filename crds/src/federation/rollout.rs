@@ -48,45 +48,66 @@ pub struct Rollout {
     pub progress_deadline_seconds: Option<i64>,
 }
 
-/// The wave a rollout waits on, and since when (a binding's `status.rollout`): what the
-/// progress deadline is measured from.
+/// How far the rollout of a generation has got, and since when (a binding's
+/// `status.rollout`): what the progress deadline is measured from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaveProgress {
     /// The template generation being rolled out.
     pub generation: i64,
-    /// The wave waited on, from 1.
+    /// The furthest wave it has reached, by its place in `spec.rollout.waves` (from 1;
+    /// the clusters no wave selects: one past the last).
     pub wave: i64,
-    /// When the rollout of that generation moved on to that wave.
+    /// When the rollout of that generation reached that wave.
     pub started_at: Time,
+    /// Every wave has run the generation: a cluster that falls back later is not a
+    /// stuck rollout, and no deadline applies to it any more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub completed: bool,
 }
 
-/// Pure: the wave `progress` waits on, with the time it started: `prev`'s while it is
-/// the same generation and wave, else `now`; None once nothing is waited on.
+/// Pure: how far the rollout of `progress`'s generation has got, from `prev`. The
+/// clock starts when a generation reaches a wave further than before; a wave before
+/// it that falls back (a canary Pod that blips) keeps it, and so does anything after
+/// every wave has run the generation. None without an order.
 pub fn wave_progress(
     progress: &Progress,
     prev: Option<&WaveProgress>,
     now: &Time,
 ) -> Option<WaveProgress> {
-    let Progress::Waiting {
-        generation, wave, ..
-    } = progress
-    else {
-        return None;
+    let (generation, place, completed) = match progress {
+        Progress::Unordered { .. } => return None,
+        Progress::Complete { generation, .. } => (*generation, i64::MAX, true),
+        Progress::Waiting {
+            generation, place, ..
+        } => (
+            *generation,
+            i64::try_from(*place).unwrap_or(i64::MAX),
+            false,
+        ),
     };
-    let wave = i64::try_from(*wave).unwrap_or(i64::MAX);
-    let started_at = prev
-        .filter(|p| p.generation == *generation && p.wave == wave)
-        .map_or_else(|| now.clone(), |p| p.started_at.clone());
-    Some(WaveProgress {
-        generation: *generation,
-        wave,
-        started_at,
-    })
+    let same = prev.filter(|p| p.generation == generation);
+    match same {
+        Some(p) if p.completed || (!completed && place <= p.wave) => Some(p.clone()),
+        Some(p) if completed => Some(WaveProgress {
+            completed: true,
+            ..p.clone()
+        }),
+        _ => Some(WaveProgress {
+            generation,
+            wave: if completed { 0 } else { place },
+            started_at: now.clone(),
+            completed,
+        }),
+    }
 }
 
-/// When the wave `w` passes `rollout`'s progress deadline (None: no deadline).
+/// When the wave `w` passes `rollout`'s progress deadline (None: no deadline, or the
+/// rollout has completed).
 pub fn deadline(rollout: &Rollout, w: &WaveProgress) -> Option<Timestamp> {
+    if w.completed {
+        return None;
+    }
     let secs = rollout.progress_deadline_seconds.filter(|s| *s >= 1)?;
     w.started_at
         .0
@@ -133,6 +154,9 @@ pub enum Progress {
         generation: i64,
         /// The wave's number, from 1.
         wave: usize,
+        /// Its place in `spec.rollout.waves`, from 1 (the clusters no wave selects:
+        /// one past the last); unlike `wave`, the same whichever waves are empty.
+        place: usize,
         /// Waves with scheduled clusters.
         waves: usize,
         /// The wave's name.
@@ -171,6 +195,7 @@ impl Progress {
                 name,
                 pending,
                 held,
+                ..
             } => {
                 let pending: Vec<String> = pending
                     .iter()
@@ -209,6 +234,19 @@ pub fn waves(
     scheduled: &[String],
     labels_of: &dyn Fn(&str) -> BTreeMap<String, String>,
 ) -> Vec<(String, Vec<String>)> {
+    placed_waves(rollout, scheduled, labels_of)
+        .into_iter()
+        .map(|(_, name, clusters)| (name, clusters))
+        .collect()
+}
+
+/// [`waves`], each with its place in `spec.rollout.waves` (from 1; the clusters no
+/// wave selects: one past the last).
+fn placed_waves(
+    rollout: &Rollout,
+    scheduled: &[String],
+    labels_of: &dyn Fn(&str) -> BTreeMap<String, String>,
+) -> Vec<(usize, String, Vec<String>)> {
     let mut left: Vec<&String> = scheduled.iter().collect();
     let mut out = Vec::new();
     for (i, w) in rollout.waves.iter().enumerate() {
@@ -221,11 +259,12 @@ pub fn waves(
         left = rest;
         if !mine.is_empty() {
             let name = w.name.clone().unwrap_or_else(|| format!("wave-{}", i + 1));
-            out.push((name, mine.into_iter().cloned().collect()));
+            out.push((i + 1, name, mine.into_iter().cloned().collect()));
         }
     }
     if !left.is_empty() {
         out.push((
+            rollout.waves.len() + 1,
             "the clusters no wave selects".to_string(),
             left.into_iter().cloned().collect(),
         ));
@@ -254,9 +293,13 @@ pub fn plan(
             waves: Vec::new(),
         };
     };
-    let waves = waves(rollout, scheduled, labels_of);
+    let placed = placed_waves(rollout, scheduled, labels_of);
+    let waves: Vec<(String, Vec<String>)> = placed
+        .iter()
+        .map(|(_, name, clusters)| (name.clone(), clusters.clone()))
+        .collect();
     let mut released = BTreeSet::new();
-    for (i, (name, clusters)) in waves.iter().enumerate() {
+    for (i, (place, name, clusters)) in placed.iter().enumerate() {
         released.extend(clusters.iter().cloned());
         let pending: Vec<(String, String)> = clusters
             .iter()
@@ -272,6 +315,7 @@ pub fn plan(
                 progress: Progress::Waiting {
                     generation,
                     wave: i + 1,
+                    place: *place,
                     waves: waves.len(),
                     name: name.clone(),
                     pending,

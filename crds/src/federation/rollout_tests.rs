@@ -450,3 +450,34 @@ fn revisions_keep_the_template_but_its_status() {
             "spec": {"replicas": 3}})
     );
 }
+
+/// A wave's place in `spec.rollout.waves` is its own whichever waves are empty: the
+/// progress clock follows it, not its number among the waves with clusters.
+#[test]
+fn a_waves_place_does_not_move_when_waves_before_it_are_empty() {
+    let r = Rollout {
+        waves: vec![wave(&["canary"], None), wave(&["a", "b"], None)],
+        progress_deadline_seconds: Some(60),
+    };
+    let none = |_: &str| BTreeMap::new();
+    let pending = |_: &str| Err("not yet".to_string());
+    let without_canary = plan(Some(&r), &["a".into(), "b".into()], &none, 2, &pending);
+    let Progress::Waiting { wave, place, .. } = without_canary.progress else {
+        panic!("waiting")
+    };
+    assert_eq!((wave, place), (1, 2));
+    let with_canary = plan(Some(&r), &["a".into(), "canary".into()], &none, 2, &pending);
+    let Progress::Waiting { wave, place, .. } = &with_canary.progress else {
+        panic!("waiting")
+    };
+    assert_eq!((*wave, *place), (1, 1));
+    // the canary joining behind a wave that has waited long is a wave that falls
+    // back: the clock of the furthest wave stays, and is not given to the canary anew
+    let t = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+    let far = wave_progress(&without_canary.progress, None, &t(0)).unwrap();
+    let now = wave_progress(&with_canary.progress, Some(&far), &t(100)).unwrap();
+    assert_eq!((now.wave, now.started_at), (2, t(0)));
+    // the clusters no wave selects come one past the last
+    let rest = plan(Some(&r), &["z".into()], &none, 2, &pending);
+    assert!(matches!(rest.progress, Progress::Waiting { place: 3, .. }));
+}

@@ -97,6 +97,15 @@ pub(crate) async fn demo_events(env: &Env, selector: &str) -> String {
         .await
 }
 
+/// Whether binding `b` (`kubectl get rb -o json`) is FullyApplied=True.
+pub(crate) fn fully_applied(b: &Value) -> bool {
+    b.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "FullyApplied" && c["status"] == "True")
+}
+
 /// The binding's condition of `type_` (kubectl get rb -o json), if it has one.
 pub(crate) async fn binding_condition(env: &Env, rb: &str, type_: &str) -> Option<Value> {
     let rb = get(env, "hub", &["rb", rb, "-n", "demo"]).await?;

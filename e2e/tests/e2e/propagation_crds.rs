@@ -72,11 +72,7 @@ async fn a_crd_and_its_objects_propagate_together() {
     }
     eventually("FullyApplied", WAIT, || async {
         let rb = get(&env, "hub", &["rb", "w1-widget", "-n", "demo"]).await?;
-        let applied = rb
-            .pointer("/status/conditions")?
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
+        let applied = crate::propagation::fully_applied(&rb);
         applied.then_some(())
     })
     .await;

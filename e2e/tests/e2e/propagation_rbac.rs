@@ -153,11 +153,7 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
         WAIT,
         || async {
             let rb = get(&kc, "hub", &["rb", "web-deployment", "-n", "shop"]).await?;
-            let applied = rb
-                .pointer("/status/conditions")?
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
+            let applied = crate::propagation::fully_applied(&rb);
             let web = get(&kc, "hub", &["deployment", "web", "-n", "shop"]).await?;
             (applied && web.pointer("/status/replicas") == Some(&Value::from(2))).then_some(())
         },
@@ -207,46 +203,6 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
     })
     .await;
 }
-
-const PULL_APP: &str = r#"
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: shop
-  labels: {pod-security.kubernetes.io/enforce: baseline}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: web-config, namespace: shop}
-data: {mode: fast}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: web, image: "nginx:1.27", volumeMounts: [{name: c, mountPath: /etc/web}]}]
-      volumes: [{name: c, configMap: {name: web-config}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: web-editors, namespace: shop}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
-subjects: [{apiGroup: rbac.authorization.k8s.io, kind: Group, name: web-team}]
----
-apiVersion: causeway.io/v1alpha1
-kind: PropagationPolicy
-metadata: {name: web, namespace: shop}
-spec:
-  propagateDeps: true
-  resourceSelectors:
-  - {apiVersion: apps/v1, kind: Deployment, name: web}
-  - {apiVersion: rbac.authorization.k8s.io/v1, kind: RoleBinding, name: web-editors}
-"#;
 
 const PULL_EXPORT: &str = r#"
 apiVersion: v1
@@ -332,7 +288,11 @@ async fn a_pull_members_agent_works_with_the_roles_of_deploy() {
         ready.then_some(())
     })
     .await;
-    let app = env.file("app.yaml", PULL_APP);
+    // the first test's workload, the hub allowed to create its namespace
+    let app = env.file(
+        "app.yaml",
+        &APP.replace(r#"causeway.io/skip-auto-propagation: "true", "#, ""),
+    );
     env.ok(&["apply", "-f", &app]).await;
     eventually("the copies in west", WAIT, || async {
         let ns = get(&env.kubeconfig, "west", &["namespace", "shop"]).await?;
@@ -366,11 +326,7 @@ async fn a_pull_members_agent_works_with_the_roles_of_deploy() {
             &["rb", "web-deployment", "-n", "shop"],
         )
         .await?;
-        let applied = rb
-            .pointer("/status/conditions")?
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "FullyApplied" && c["status"] == "True");
+        let applied = crate::propagation::fully_applied(&rb);
         applied.then_some(())
     })
     .await;

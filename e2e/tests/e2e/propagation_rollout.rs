@@ -133,7 +133,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     eventually("a RolloutStuck Warning on the template", WAIT, || async {
         let events = demo_events(&env, "reason=RolloutStuck").await;
         events
-            .contains("wave 1 of 3 (canary) has not rolled out template generation 2 within 3s")
+            .contains("the rollout of template generation 2 has not moved on for 3s: wave 1 of 3 (canary) is not done")
             .then_some(())
     })
     .await;

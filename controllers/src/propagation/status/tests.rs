@@ -440,6 +440,7 @@ fn the_rolled_out_condition_follows_the_rollout() {
     let waiting = Progress::Waiting {
         generation: 2,
         wave: 1,
+        place: 1,
         waves: 2,
         name: "canary".into(),
         pending: vec![("east".into(), "Deployment web is unhealthy".into())],
@@ -503,6 +504,7 @@ fn a_wave_past_its_progress_deadline_is_reported_stuck() {
     let waiting = |generation: i64, wave: usize| Progress::Waiting {
         generation,
         wave,
+        place: wave,
         waves: 2,
         name: format!("wave-{wave}"),
         pending: vec![("east".into(), "Deployment web is unhealthy".into())],
@@ -560,7 +562,12 @@ fn a_wave_past_its_progress_deadline_is_reported_stuck() {
         with_rollout(&mut st, Some(&waiting(3, 2)), Some(&spec), &t(80)),
         Some(at(140))
     );
-    // done: nothing waited on
+    // an earlier wave falling back (a canary Pod that blips) keeps the clock
+    assert_eq!(
+        with_rollout(&mut st, Some(&waiting(3, 1)), Some(&spec), &t(85)),
+        Some(at(140))
+    );
+    // done: no deadline from then on, even when a cluster falls back later
     let done = Progress::Complete {
         generation: 3,
         waves: 2,
@@ -569,5 +576,21 @@ fn a_wave_past_its_progress_deadline_is_reported_stuck() {
         with_rollout(&mut st, Some(&done), Some(&spec), &t(90)),
         None
     );
+    assert!(st.rollout.as_ref().is_some_and(|r| r.completed));
+    assert_eq!(
+        with_rollout(&mut st, Some(&waiting(3, 1)), Some(&spec), &t(500)),
+        None
+    );
+    assert_eq!(rolled(&st).0, conditions::REASON_WAVE_IN_PROGRESS);
+    // a new generation starts over
+    assert_eq!(
+        with_rollout(&mut st, Some(&waiting(4, 1)), Some(&spec), &t(600)),
+        Some(at(660))
+    );
+    // without an order, nothing is kept
+    let unordered = Progress::Unordered {
+        template: "ConfigMap demo/x".into(),
+    };
+    with_rollout(&mut st, Some(&unordered), Some(&spec), &t(700));
     assert_eq!(st.rollout, None);
 }
