@@ -130,6 +130,10 @@ pub mod labels {
     /// member Namespace that carries it.
     pub const AUTO_NAMESPACE: &str = "causeway.io/auto-namespace";
 
+    /// On a ControllerRevision the hub keeps for a ClusterResourceBinding (in
+    /// `causeway-system`, with [`BINDING_NAME`]): "true".
+    pub const CLUSTER_BINDING: &str = "causeway.io/cluster-binding";
+
     /// On a hub Namespace: "true" keeps the hub from creating it in the members that
     /// its templates are propagated to (create it there yourself, or propagate it).
     pub const SKIP_AUTO_PROPAGATION: &str = "causeway.io/skip-auto-propagation";

@@ -65,12 +65,14 @@ fn work_key(w: &Work) -> Option<Key> {
     ))
 }
 
-/// A revision's change marks its binding (of the same namespace and name).
+/// A revision's change marks its binding: of the same namespace and name, or a
+/// ClusterResourceBinding's (kept in causeway-system, labelled so).
 fn revision_key(r: &ControllerRevision) -> Option<Key> {
-    Some((
-        r.namespace().unwrap_or_default(),
-        r.labels().get(labels::BINDING_NAME)?.clone(),
-    ))
+    let name = r.labels().get(labels::BINDING_NAME)?.clone();
+    if r.labels().contains_key(labels::CLUSTER_BINDING) {
+        return Some((String::new(), name));
+    }
+    Some((r.namespace().unwrap_or_default(), name))
 }
 
 /// Namespaces and their Works wake a round under a key no binding has: every round
@@ -528,7 +530,7 @@ async fn round(
             key: key.clone(),
             namespace: None,
             name: &key.1,
-            uid: None,
+            uid: actual.and_then(|a| a.metadata.uid.as_deref()),
             spec: &b.spec,
             status: b.status.as_ref(),
         };

@@ -105,3 +105,123 @@ async fn a_crd_and_its_objects_propagate_together() {
         .await;
     }
 }
+
+const ROLLED_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+---
+apiVersion: causeway.io/v1alpha1
+kind: ClusterPropagationPolicy
+metadata: {name: gadgets}
+spec:
+  resourceSelectors:
+  - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: gadgets.example.com}
+  placement:
+    clusterAffinity:
+      labelSelector: {matchLabels: {gadgets: "yes"}}
+  rollout:
+    waves:
+    - {name: canary, clusterNames: [east]}
+"#;
+
+/// Whether member `c`'s Gadget CRD has the `color` field (the second generation).
+async fn has_color(env: &crate::support::Env, c: &str) -> Option<bool> {
+    let crd = get(env, c, &["crd", "gadgets.example.com"]).await?;
+    let p = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties";
+    Some(crd.pointer(p)?.get("color").is_some())
+}
+
+/// R.6 for a cluster-scoped template (a ClusterResourceBinding): the hub keeps its
+/// generations as ControllerRevisions in causeway-system, and a cluster that joins the
+/// placement while its wave is held runs the generation that wave runs, not nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_scoped_template_keeps_its_revisions_for_a_held_wave() {
+    let (env, _ctl) = fleet_of(&["east", "west", "north"]).await;
+    for c in ["east", "west"] {
+        env.ok(&["label", "cluster", c, "gadgets=yes"]).await;
+    }
+    let file = env.file("gadgets.yaml", ROLLED_CRD);
+    env.ok(&["apply", "-f", &file]).await;
+    for c in ["east", "west"] {
+        eventually(&format!("generation 1 in {c}"), WAIT, || async {
+            (has_color(&env, c).await? == false).then_some(())
+        })
+        .await;
+    }
+    // the canary stops taking changes (its copy labelled managed=false): generation 2
+    // stays there, held from the later wave
+    env.ok_in(
+        "east",
+        &[
+            "label",
+            "crd",
+            "gadgets.example.com",
+            "causeway.io/managed=false",
+            "--overwrite",
+        ],
+    )
+    .await;
+    env.ok(&[
+        "patch",
+        "crd",
+        "gadgets.example.com",
+        "--type=json",
+        "-p",
+        r#"[{"op": "add", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/color", "value": {"type": "string"}}]"#,
+    ])
+    .await;
+    eventually("the rollout held at the canary", WAIT, || async {
+        let crb = get(
+            &env,
+            "hub",
+            &["crb", "gadgets.example.com-customresourcedefinition"],
+        )
+        .await?;
+        let held = crb
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "RolledOut" && c["status"] == "False");
+        held.then_some(())
+    })
+    .await;
+    // north joins the held wave: it runs generation 1, from the kept revision
+    env.ok(&["label", "cluster", "north", "gadgets=yes"]).await;
+    eventually("north runs generation 1", WAIT, || async {
+        (has_color(&env, "north").await? == false).then_some(())
+    })
+    .await;
+    assert_eq!(has_color(&env, "west").await, Some(false), "west is held");
+    let revisions = env
+        .ok(&[
+            "get",
+            "controllerrevisions",
+            "-n",
+            "causeway-system",
+            "-l",
+            "causeway.io/cluster-binding=true",
+            "-o",
+            "jsonpath={.items[*].metadata.name}",
+        ])
+        .await;
+    assert_eq!(
+        revisions,
+        "gadgets.example.com-customresourcedefinition-g1 gadgets.example.com-customresourcedefinition-g2"
+    );
+}

@@ -7,9 +7,9 @@
 //! own overrides, instead of nothing: the replicas divided to it run meanwhile.
 //!
 //! Revisions are kept for the template's current generation and every generation a
-//! Work of the binding still runs; the others go. ClusterResourceBindings keep none
-//! (a ControllerRevision lives in a namespace): there a new held cluster gets its first
-//! copy when its wave starts.
+//! Work of the binding still runs; the others go. A ClusterResourceBinding's (a
+//! cluster-scoped template's) are kept in `causeway-system`, labelled
+//! `causeway.io/cluster-binding`, and owned by it all the same.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use causeway_crds::federation::rollout;
 use causeway_crds::federation::work::Work;
 use causeway_crds::names;
-use causeway_crds::well_known::labels;
+use causeway_crds::well_known::{SYSTEM_NAMESPACE, labels};
 use causeway_runtime::apply;
 use causeway_runtime::reflect::Key;
 use k8s_openapi::api::apps::v1::ControllerRevision;
@@ -37,9 +37,27 @@ fn of_binding(r: &ControllerRevision, b: &View<'_>) -> bool {
         Some(uid) => r.owner_references().iter().any(|o| o.uid == uid),
         None => true,
     };
-    r.namespace().as_deref() == b.namespace
+    let cluster_binding = r.labels().contains_key(labels::CLUSTER_BINDING);
+    r.namespace().as_deref() == Some(revision_namespace(b))
+        && cluster_binding == b.namespace.is_none()
         && r.labels().get(labels::BINDING_NAME).map(String::as_str) == Some(b.name)
         && owned
+}
+
+/// Where binding `b`'s revisions are kept: next to it, or for a ClusterResourceBinding
+/// in causeway-system.
+fn revision_namespace<'b>(b: &View<'b>) -> &'b str {
+    b.namespace.unwrap_or(SYSTEM_NAMESPACE)
+}
+
+/// A revision's labels: its binding's name, and whether that is a
+/// ClusterResourceBinding.
+fn revision_labels(b: &View<'_>) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::from([(labels::BINDING_NAME.to_string(), b.name.to_string())]);
+    if b.namespace.is_none() {
+        l.insert(labels::CLUSTER_BINDING.to_string(), "true".to_string());
+    }
+    l
 }
 
 /// Binding `b`'s revisions (the round indexes them by binding key).
@@ -128,9 +146,7 @@ impl Ctx<'_> {
         template: &serde_json::Value,
         works: &[Arc<Work>],
     ) {
-        let Some(ns) = b.namespace else {
-            return;
-        };
+        let ns = revision_namespace(b);
         let waves = b.spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty());
         let generation = template
             .pointer("/metadata/generation")
@@ -144,10 +160,15 @@ impl Ctx<'_> {
                 metadata: kube::api::ObjectMeta {
                     name: Some(names::revision_name(b.name, generation)),
                     namespace: Some(ns.to_string()),
-                    labels: Some([(labels::BINDING_NAME.to_string(), b.name.to_string())].into()),
+                    labels: Some(revision_labels(b)),
                     owner_references: Some(vec![OwnerReference {
                         api_version: "causeway.io/v1alpha1".into(),
-                        kind: "ResourceBinding".into(),
+                        kind: if b.namespace.is_some() {
+                            "ResourceBinding"
+                        } else {
+                            "ClusterResourceBinding"
+                        }
+                        .into(),
                         name: b.name.to_string(),
                         uid: uid.to_string(),
                         controller: Some(true),
