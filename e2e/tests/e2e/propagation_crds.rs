@@ -160,7 +160,7 @@ async fn a_cluster_scoped_template_keeps_its_revisions_for_a_held_wave() {
     env.ok(&["apply", "-f", &file]).await;
     for c in ["east", "west"] {
         eventually(&format!("generation 1 in {c}"), WAIT, || async {
-            (has_color(&env, c).await? == false).then_some(())
+            (!has_color(&env, c).await?).then_some(())
         })
         .await;
     }
@@ -204,7 +204,7 @@ async fn a_cluster_scoped_template_keeps_its_revisions_for_a_held_wave() {
     // north joins the held wave: it runs generation 1, from the kept revision
     env.ok(&["label", "cluster", "north", "gadgets=yes"]).await;
     eventually("north runs generation 1", WAIT, || async {
-        (has_color(&env, "north").await? == false).then_some(())
+        (!has_color(&env, "north").await?).then_some(())
     })
     .await;
     assert_eq!(has_color(&env, "west").await, Some(false), "west is held");
