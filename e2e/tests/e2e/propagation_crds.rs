@@ -1,7 +1,8 @@
 //! A CustomResourceDefinition and its custom resources propagated together, as an
 //! operator's CRDs and objects are: one `kubectl apply` on the hub puts the CRD in every
 //! member, then the objects of its kind; a new version of the CRD's schema reaches the
-//! members, and deleting the object removes its copies.
+//! members, and deleting the object removes its copies. A CRD rolled out in waves keeps
+//! its generations as revisions for a cluster that joins a held wave.
 
 use crate::mcs_support::eventually;
 use crate::propagation::{WAIT, fleet_of, get};
