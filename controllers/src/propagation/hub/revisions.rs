@@ -136,7 +136,7 @@ impl Ctx<'_> {
         out
     }
 
-    /// For a namespaced binding with rollout waves and a template with a generation:
+    /// For a binding with rollout waves and a template with a generation:
     /// keeps the revision of the template's current generation (once the binding has a
     /// uid to own it) and of every generation the binding's Works run. Deletes the
     /// others, all of them once the policy has no waves.
