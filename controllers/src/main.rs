@@ -17,6 +17,7 @@ mod explain_cmd;
 mod failover_cmd;
 mod promote_cmd;
 mod pull_cmd;
+mod rollout_cmd;
 
 /// Causeway: multi-cluster services, multi-cluster ingress and federation for Kubernetes.
 #[derive(Debug, Parser)]
@@ -54,6 +55,11 @@ enum Command {
     /// template and a PropagationPolicy places it on that member, taking it over with no
     /// change (karmadactl promote).
     Promote(promote_cmd::PromoteArgs),
+    /// Follow a propagated template's rollout across the clusters: `causeway rollout
+    /// status deployment/web -n demo` waits wave by wave (spec.rollout) until every
+    /// cluster runs its current generation, and exits 1 if the rollout passes its
+    /// progress deadline (for pipelines, as `kubectl rollout status`).
+    Rollout(rollout_cmd::RolloutArgs),
     /// Dry-run cluster failover: `causeway failover plan --cluster east` prints where
     /// every workload scheduled on east would go if east failed over now, how long its
     /// policy tolerates the failure first and what becomes of the old copy.
@@ -181,6 +187,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Agent(args) => pull_cmd::agent(args).await,
         Command::Explain(args) => explain_cmd::run(args).await,
         Command::Promote(args) => promote_cmd::run(args).await,
+        Command::Rollout(args) => rollout_cmd::run(args).await,
         Command::Failover(args) => failover_cmd::run(args).await,
         Command::Webhook(args) => {
             args.log.init("info")?;

@@ -44,7 +44,7 @@ pub(crate) fn causeway_bin() -> PathBuf {
 }
 
 /// Runs `causeway <args>` against the hub of `env` (blocking, in a blocking task).
-async fn causeway(env: &Env, args: &[&str]) -> Output {
+pub(crate) async fn causeway(env: &Env, args: &[&str]) -> Output {
     let mut cmd = Command::new(causeway_bin());
     cmd.args(args)
         .arg("--hub-kubeconfig")

@@ -142,9 +142,61 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
         some(&["nginx:1.28", "nginx:1.27", "nginx:1.27"]),
         "nothing is rolled back, nothing goes on"
     );
+    // a pipeline waiting on it is told, and fails
+    let out = crate::propagation_cli::causeway(
+        &env,
+        &[
+            "rollout",
+            "status",
+            "deployment/web",
+            "-n",
+            "demo",
+            "--timeout",
+            "30s",
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Deployment demo/web: the progress deadline (3s) passed at "),
+        "{stderr}"
+    );
 
-    // a good generation: through the canary, then west, then north
+    // a good generation: through the canary, then west, then north, which `causeway
+    // rollout status` follows until every wave runs it (with a deadline no slow
+    // machine overruns)
+    env.ok(&[
+        "patch",
+        "propagationpolicy",
+        "web",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"rollout":{"progressDeadlineSeconds":600}}}"#,
+    ])
+    .await;
     template(&env, "nginx:1.29", "100m").await;
+    let waited = crate::propagation_cli::ok(
+        &env,
+        &[
+            "rollout",
+            "status",
+            "deployment/web",
+            "-n",
+            "demo",
+            "--timeout",
+            "40s",
+        ],
+    )
+    .await;
+    assert!(
+        waited.ends_with(
+            "Deployment demo/web: every wave (3) runs template generation 3, applied and healthy\n"
+        ),
+        "{waited}"
+    );
     eventually("nginx:1.29 everywhere", WAIT, || async {
         (images(&env).await == some(&["nginx:1.29"; 3])).then_some(())
     })

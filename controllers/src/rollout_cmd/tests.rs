@@ -1,0 +1,115 @@
+use causeway_crds::federation::binding::{BindingStatus, conditions};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::{Standing, standing};
+
+fn status(type_: &str, status: &str, reason: &str, generation: Option<i64>) -> BindingStatus {
+    BindingStatus {
+        conditions: vec![Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: format!("{reason} message"),
+            observed_generation: generation,
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn where_a_rollout_stands() {
+    let rolled = |s: &str, r: &str, g: i64| status(conditions::ROLLED_OUT, s, r, Some(g));
+    let done = |r: &str| Standing::Done(format!("{r} message"));
+    let going = |r: &str| Standing::Going(format!("{r} message"));
+    let cases: Vec<(&str, Option<BindingStatus>, bool, Option<i64>, Standing)> = vec![
+        (
+            "complete at the template's generation",
+            Some(rolled("True", conditions::REASON_ROLLOUT_COMPLETE, 3)),
+            true,
+            Some(3),
+            done(conditions::REASON_ROLLOUT_COMPLETE),
+        ),
+        (
+            "complete, but of the generation before",
+            Some(rolled("True", conditions::REASON_ROLLOUT_COMPLETE, 2)),
+            true,
+            Some(3),
+            Standing::Going("waiting for the hub to roll out template generation 3".into()),
+        ),
+        (
+            "a wave in progress",
+            Some(rolled("False", conditions::REASON_WAVE_IN_PROGRESS, 3)),
+            true,
+            Some(3),
+            going(conditions::REASON_WAVE_IN_PROGRESS),
+        ),
+        (
+            "past its progress deadline",
+            Some(rolled(
+                "False",
+                conditions::REASON_PROGRESS_DEADLINE_EXCEEDED,
+                3,
+            )),
+            true,
+            Some(3),
+            Standing::Stuck(format!(
+                "{} message",
+                conditions::REASON_PROGRESS_DEADLINE_EXCEEDED
+            )),
+        ),
+        (
+            "a kind with no generation: nothing to order or wait for",
+            Some(status(
+                conditions::ROLLED_OUT,
+                "Unknown",
+                conditions::REASON_NO_GENERATION,
+                None,
+            )),
+            true,
+            None,
+            done(conditions::REASON_NO_GENERATION),
+        ),
+        (
+            "ordered, no condition yet",
+            None,
+            true,
+            Some(1),
+            Standing::Going("waiting for the hub to start the rollout".into()),
+        ),
+        (
+            "not ordered: applied everywhere",
+            Some(status(
+                conditions::FULLY_APPLIED,
+                "True",
+                conditions::REASON_FULLY_APPLIED_SUCCESS,
+                None,
+            )),
+            false,
+            Some(3),
+            done(conditions::REASON_FULLY_APPLIED_SUCCESS),
+        ),
+        (
+            "not ordered: not applied yet",
+            Some(status(
+                conditions::FULLY_APPLIED,
+                "False",
+                conditions::REASON_FULLY_APPLIED_FAILED,
+                None,
+            )),
+            false,
+            Some(3),
+            going(conditions::REASON_FULLY_APPLIED_FAILED),
+        ),
+        (
+            "not ordered, no status yet",
+            None,
+            false,
+            Some(1),
+            Standing::Going("waiting for the members to apply it".into()),
+        ),
+    ];
+    for (what, st, ordered, generation, want) in cases {
+        assert_eq!(standing(st.as_ref(), ordered, generation), want, "{what}");
+    }
+}
