@@ -22,7 +22,9 @@ fn where_a_rollout_stands() {
     let rolled = |s: &str, r: &str, g: i64| status(conditions::ROLLED_OUT, s, r, Some(g));
     let done = |r: &str| Standing::Done(format!("{r} message"));
     let going = |r: &str| Standing::Going(format!("{r} message"));
-    let cases: Vec<(&str, Option<BindingStatus>, bool, Option<i64>, Standing)> = vec![
+    /// What, the binding's status, ordered, the template's generation, the answer.
+    type Case = (&'static str, Option<BindingStatus>, bool, Option<i64>, Standing);
+    let cases: Vec<Case> = vec![
         (
             "complete at the template's generation",
             Some(rolled("True", conditions::REASON_ROLLOUT_COMPLETE, 3)),
