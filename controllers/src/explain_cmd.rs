@@ -19,7 +19,7 @@ use causeway_crds::well_known::{annotations, labels};
 use causeway_runtime::client::HubArgs;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -500,29 +500,17 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads the hub and builds the report.
-async fn fetch(
+/// The binding of template `name` (of `kind`, in `namespace` if namespaced), if it has
+/// one: `ResourceBinding demo/web-deployment` (or `ClusterResourceBinding x`), its
+/// metadata, spec and status.
+pub(crate) async fn binding_of(
     hub: &kube::Client,
     kind: &Kind,
     namespace: &str,
     name: &str,
-) -> anyhow::Result<Report> {
-    let describe = kind.describe(namespace, name);
-    let mut template = call(kind.api(hub, namespace).get_opt(name), || {
-        format!("reading {describe} on the hub")
-    })
-    .await?
-    .with_context(|| {
-        format!(
-            "{describe} not found on the hub: check the name and -n (templates live on the hub)"
-        )
-    })?;
-    template.types = Some(kube::api::TypeMeta {
-        api_version: kind.resource.api_version.clone(),
-        kind: kind.resource.kind.clone(),
-    });
+) -> anyhow::Result<Option<(String, ObjectMeta, BindingSpec, Option<BindingStatus>)>> {
     let bname = binding_name(&kind.resource.kind, name);
-    let binding = if kind.namespaced {
+    Ok(if kind.namespaced {
         let api = Api::<ResourceBinding>::namespaced(hub.clone(), namespace);
         call(api.get_opt(&bname), || "reading its ResourceBinding".into())
             .await?
@@ -548,7 +536,31 @@ async fn fetch(
                 b.status,
             )
         })
-    };
+    })
+}
+
+/// Reads the hub and builds the report.
+async fn fetch(
+    hub: &kube::Client,
+    kind: &Kind,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Report> {
+    let describe = kind.describe(namespace, name);
+    let mut template = call(kind.api(hub, namespace).get_opt(name), || {
+        format!("reading {describe} on the hub")
+    })
+    .await?
+    .with_context(|| {
+        format!(
+            "{describe} not found on the hub: check the name and -n (templates live on the hub)"
+        )
+    })?;
+    template.types = Some(kube::api::TypeMeta {
+        api_version: kind.resource.api_version.clone(),
+        kind: kind.resource.kind.clone(),
+    });
+    let binding = binding_of(hub, kind, namespace, name).await?;
     let Some((binding_ref, meta, spec, status)) = binding else {
         let policies = if kind.namespaced {
             let api = Api::<PropagationPolicy>::namespaced(hub.clone(), namespace);
@@ -571,6 +583,7 @@ async fn fetch(
             not_propagated(&describe, &template, &policies, &cluster_policies)
         );
     };
+    let bname = binding_name(&kind.resource.kind, name);
     let mut selector = format!("{}={bname}", labels::BINDING_NAME);
     selector.push_str(&match kind.namespaced {
         true => format!(",{}={namespace}", labels::BINDING_NAMESPACE),

@@ -9,14 +9,10 @@
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use causeway_crds::federation::binding::{
-    BindingStatus, ClusterResourceBinding, ResourceBinding, binding_name, conditions,
-};
+use causeway_crds::federation::binding::{BindingStatus, conditions};
 use causeway_runtime::client::HubArgs;
-use kube::api::Api;
 
-use crate::explain_cmd::call;
-use crate::explain_cmd::target;
+use crate::explain_cmd::{binding_of, call, target};
 
 #[cfg(test)]
 mod tests;
@@ -125,33 +121,15 @@ pub async fn run(args: RolloutArgs) -> anyhow::Result<()> {
             )
         })?;
         let generation = template.metadata.generation;
-        let bname = binding_name(&kind.resource.kind, &target.name);
-        let binding = if kind.namespaced {
-            let api = Api::<ResourceBinding>::namespaced(hub.clone(), &namespace);
-            call(api.get_opt(&bname), || "reading its ResourceBinding".into())
-                .await?
-                .map(|b| {
-                    (
-                        b.spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty()),
-                        b.status,
-                    )
-                })
-        } else {
-            let api = Api::<ClusterResourceBinding>::all(hub.clone());
-            call(api.get_opt(&bname), || {
-                "reading its ClusterResourceBinding".into()
-            })
+        let binding = binding_of(&hub, &kind, &namespace, &target.name)
             .await?
-            .map(|b| {
-                (
-                    b.spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty()),
-                    b.status,
-                )
-            })
-        };
+            .map(|(_, _, spec, status)| {
+                let ordered = spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty());
+                (ordered, status)
+            });
         let Some((ordered, status)) = binding else {
             bail!(
-                "{describe} is not propagated: it has no binding ({bname}); `causeway explain {} -n {namespace}` says why",
+                "{describe} is not propagated: it has no binding; `causeway explain {} -n {namespace}` says why",
                 args.target
             );
         };

@@ -23,7 +23,13 @@ fn where_a_rollout_stands() {
     let done = |r: &str| Standing::Done(format!("{r} message"));
     let going = |r: &str| Standing::Going(format!("{r} message"));
     /// What, the binding's status, ordered, the template's generation, the answer.
-    type Case = (&'static str, Option<BindingStatus>, bool, Option<i64>, Standing);
+    type Case = (
+        &'static str,
+        Option<BindingStatus>,
+        bool,
+        Option<i64>,
+        Standing,
+    );
     let cases: Vec<Case> = vec![
         (
             "complete at the template's generation",

@@ -7,12 +7,16 @@
 use crate::mcs_support::eventually;
 use crate::propagation::{WAIT, fleet_of, get};
 
-const CRD_AND_OBJECTS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+/// A namespaced CRD `<plural>.example.com` of kind `kind`, whose spec has a `size`.
+fn crd(kind: &str, plural: &str) -> String {
+    let singular = kind.to_lowercase();
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
+metadata: {{name: {plural}.example.com}}
 spec:
   group: example.com
-  names: {kind: Widget, listKind: WidgetList, plural: widgets, singular: widget}
+  names: {{kind: {kind}, listKind: {kind}List, plural: {plural}, singular: {singular}}}
   scope: Namespaced
   versions:
   - name: v1
@@ -25,8 +29,12 @@ spec:
           spec:
             type: object
             properties:
-              size: {type: integer}
----
+              size: {{type: integer}}
+"#
+    )
+}
+
+const WIDGETS: &str = r#"---
 apiVersion: causeway.io/v1alpha1
 kind: ClusterPropagationPolicy
 metadata: {name: widget-crd}
@@ -50,7 +58,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crd_and_its_objects_propagate_together() {
     let (env, _ctl) = fleet_of(&["east", "west"]).await;
-    let file = env.file("widgets.yaml", CRD_AND_OBJECTS);
+    let file = env.file("widgets.yaml", &(crd("Widget", "widgets") + WIDGETS));
     // the hub serves the kind only once its CRD is established: apply until it is
     eventually(
         "the CRD and the Widget applied on the hub",
@@ -107,26 +115,7 @@ async fn a_crd_and_its_objects_propagate_together() {
     }
 }
 
-const ROLLED_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: gadgets.example.com}
-spec:
-  group: example.com
-  names: {kind: Gadget, listKind: GadgetList, plural: gadgets, singular: gadget}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              size: {type: integer}
----
+const GADGETS_IN_WAVES: &str = r#"---
 apiVersion: causeway.io/v1alpha1
 kind: ClusterPropagationPolicy
 metadata: {name: gadgets}
@@ -157,7 +146,10 @@ async fn a_cluster_scoped_template_keeps_its_revisions_for_a_held_wave() {
     for c in ["east", "west"] {
         env.ok(&["label", "cluster", c, "gadgets=yes"]).await;
     }
-    let file = env.file("gadgets.yaml", ROLLED_CRD);
+    let file = env.file(
+        "gadgets.yaml",
+        &(crd("Gadget", "gadgets") + GADGETS_IN_WAVES),
+    );
     env.ok(&["apply", "-f", &file]).await;
     for c in ["east", "west"] {
         eventually(&format!("generation 1 in {c}"), WAIT, || async {

@@ -47,6 +47,22 @@ fn some(v: &[&str]) -> Vec<Option<String>> {
     v.iter().map(|s| Some(s.to_string())).collect()
 }
 
+/// Sets the demo policy's `spec.rollout.progressDeadlineSeconds`.
+async fn progress_deadline(env: &Env, secs: u32) {
+    let patch = format!(r#"{{"spec":{{"rollout":{{"progressDeadlineSeconds":{secs}}}}}}}"#);
+    env.ok(&[
+        "patch",
+        "propagationpolicy",
+        "web",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        &patch,
+    ])
+    .await;
+}
+
 /// Applies the demo's Deployment with `image` and a CPU request of `cpu`.
 async fn template(env: &Env, image: &str, cpu: &str) {
     let yaml =
@@ -108,17 +124,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     assert!(events.contains("RolloutProgressing"), "{events}");
     // a progress deadline the canary has already overrun: the rollout is reported
     // stuck, and keeps waiting
-    env.ok(&[
-        "patch",
-        "propagationpolicy",
-        "web",
-        "-n",
-        "demo",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"rollout":{"progressDeadlineSeconds":3}}}"#,
-    ])
-    .await;
+    progress_deadline(&env, 3).await;
     let (status, _, message) = eventually("RolledOut says the deadline passed", WAIT, || async {
         let c = rolled_out(&env).await?;
         (c.1 == "ProgressDeadlineExceeded").then_some(c)
@@ -166,17 +172,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     // a good generation: through the canary, then west, then north, which `causeway
     // rollout status` follows until every wave runs it (with a deadline no slow
     // machine overruns)
-    env.ok(&[
-        "patch",
-        "propagationpolicy",
-        "web",
-        "-n",
-        "demo",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"rollout":{"progressDeadlineSeconds":600}}}"#,
-    ])
-    .await;
+    progress_deadline(&env, 600).await;
     template(&env, "nginx:1.29", "100m").await;
     let waited = crate::propagation_cli::ok(
         &env,
