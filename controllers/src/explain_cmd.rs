@@ -500,6 +500,26 @@ pub async fn run(args: ExplainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The resource template `name` of `kind` on the hub (an error saying so if it is not
+/// there).
+pub(crate) async fn template_of(
+    hub: &kube::Client,
+    kind: &Kind,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<DynamicObject> {
+    let describe = kind.describe(namespace, name);
+    call(kind.api(hub, namespace).get_opt(name), || {
+        format!("reading {describe} on the hub")
+    })
+    .await?
+    .with_context(|| {
+        format!(
+            "{describe} not found on the hub: check the name and -n (templates live on the hub)"
+        )
+    })
+}
+
 /// The binding of template `name` (of `kind`, in `namespace` if namespaced), if it has
 /// one: `ResourceBinding demo/web-deployment` (or `ClusterResourceBinding x`), its
 /// metadata, spec and status.
@@ -547,15 +567,7 @@ async fn fetch(
     name: &str,
 ) -> anyhow::Result<Report> {
     let describe = kind.describe(namespace, name);
-    let mut template = call(kind.api(hub, namespace).get_opt(name), || {
-        format!("reading {describe} on the hub")
-    })
-    .await?
-    .with_context(|| {
-        format!(
-            "{describe} not found on the hub: check the name and -n (templates live on the hub)"
-        )
-    })?;
+    let mut template = template_of(hub, kind, namespace, name).await?;
     template.types = Some(kube::api::TypeMeta {
         api_version: kind.resource.api_version.clone(),
         kind: kind.resource.kind.clone(),

@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use causeway_crds::federation::binding::{BindingStatus, conditions};
 use causeway_runtime::client::HubArgs;
 
-use crate::explain_cmd::{binding_of, call, target};
+use crate::explain_cmd::{binding_of, target, template_of};
 
 #[cfg(test)]
 mod tests;
@@ -111,15 +111,7 @@ pub async fn run(args: RolloutArgs) -> anyhow::Result<()> {
     let deadline = (!args.timeout.is_zero()).then(|| tokio::time::Instant::now() + args.timeout);
     let mut said = String::new();
     loop {
-        let template = call(kind.api(&hub, &namespace).get_opt(&target.name), || {
-            format!("reading {describe} on the hub")
-        })
-        .await?
-        .with_context(|| {
-            format!(
-                "{describe} not found on the hub: check the name and -n (templates live on the hub)"
-            )
-        })?;
+        let template = template_of(&hub, &kind, &namespace, &target.name).await?;
         let generation = template.metadata.generation;
         let binding = binding_of(&hub, &kind, &namespace, &target.name)
             .await?

@@ -47,6 +47,20 @@ fn some(v: &[&str]) -> Vec<Option<String>> {
     v.iter().map(|s| Some(s.to_string())).collect()
 }
 
+/// `causeway rollout status deployment/web -n demo --timeout <timeout>`.
+async fn rollout_status(env: &Env, timeout: &str) -> std::process::Output {
+    let args = [
+        "rollout",
+        "status",
+        "deployment/web",
+        "-n",
+        "demo",
+        "--timeout",
+        timeout,
+    ];
+    crate::propagation_cli::causeway(env, &args).await
+}
+
 /// Sets the demo policy's `spec.rollout.progressDeadlineSeconds`.
 async fn progress_deadline(env: &Env, secs: u32) {
     let patch = format!(r#"{{"spec":{{"rollout":{{"progressDeadlineSeconds":{secs}}}}}}}"#);
@@ -149,19 +163,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
         "nothing is rolled back, nothing goes on"
     );
     // a pipeline waiting on it is told, and fails
-    let out = crate::propagation_cli::causeway(
-        &env,
-        &[
-            "rollout",
-            "status",
-            "deployment/web",
-            "-n",
-            "demo",
-            "--timeout",
-            "30s",
-        ],
-    )
-    .await;
+    let out = rollout_status(&env, "30s").await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
@@ -174,19 +176,13 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     // machine overruns)
     progress_deadline(&env, 600).await;
     template(&env, "nginx:1.29", "100m").await;
-    let waited = crate::propagation_cli::ok(
-        &env,
-        &[
-            "rollout",
-            "status",
-            "deployment/web",
-            "-n",
-            "demo",
-            "--timeout",
-            "40s",
-        ],
-    )
-    .await;
+    let out = rollout_status(&env, "40s").await;
+    let waited = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         waited.ends_with(
             "Deployment demo/web: every wave (3) runs template generation 3, applied and healthy\n"
