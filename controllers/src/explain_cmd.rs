@@ -520,6 +520,35 @@ pub(crate) async fn template_of(
     })
 }
 
+/// The Works of template `name`'s binding, in the clusters' execution namespaces.
+pub(crate) async fn works_of(
+    hub: &kube::Client,
+    kind: &Kind,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Vec<Work>> {
+    let bname = binding_name(&kind.resource.kind, name);
+    let mut selector = format!("{}={bname}", labels::BINDING_NAME);
+    selector.push_str(&match kind.namespaced {
+        true => format!(",{}={namespace}", labels::BINDING_NAMESPACE),
+        false => format!(",!{}", labels::BINDING_NAMESPACE),
+    });
+    Ok(call(
+        Api::<Work>::all(hub.clone()).list(&ListParams::default().labels(&selector)),
+        || "listing its Works".into(),
+    )
+    .await?
+    .items
+    .into_iter()
+    .filter(|w| {
+        w.namespace()
+            .as_deref()
+            .and_then(cluster_of_execution_namespace)
+            .is_some()
+    })
+    .collect())
+}
+
 /// The binding of template `name` (of `kind`, in `namespace` if namespaced), if it has
 /// one: `ResourceBinding demo/web-deployment` (or `ClusterResourceBinding x`), its
 /// metadata, spec and status.
@@ -595,26 +624,7 @@ async fn fetch(
             not_propagated(&describe, &template, &policies, &cluster_policies)
         );
     };
-    let bname = binding_name(&kind.resource.kind, name);
-    let mut selector = format!("{}={bname}", labels::BINDING_NAME);
-    selector.push_str(&match kind.namespaced {
-        true => format!(",{}={namespace}", labels::BINDING_NAMESPACE),
-        false => format!(",!{}", labels::BINDING_NAMESPACE),
-    });
-    let works: Vec<Work> = call(
-        Api::<Work>::all(hub.clone()).list(&ListParams::default().labels(&selector)),
-        || "listing its Works".into(),
-    )
-    .await?
-    .items
-    .into_iter()
-    .filter(|w| {
-        w.namespace()
-            .as_deref()
-            .and_then(cluster_of_execution_namespace)
-            .is_some()
-    })
-    .collect();
+    let works = works_of(hub, kind, namespace, name).await?;
     let clusters: Vec<String> = call(
         Api::<Cluster>::all(hub.clone()).list(&ListParams::default()),
         || "listing the Clusters".into(),

@@ -2,7 +2,8 @@
 //! generation to reach its clusters, as `kubectl rollout status` waits for one
 //! cluster's, so a pipeline can wait on a multi-cluster rollout. With ordered rollouts
 //! (`spec.rollout`) it follows the binding's `RolledOut` condition wave by wave, printing
-//! each change; otherwise it waits for `FullyApplied`. Exit status: 0 once rolled out;
+//! each change; otherwise it waits for `FullyApplied` and every cluster's Work to run the
+//! template's generation as a wave waits for it (applied, healthy, its own rollout done). Exit status: 0 once rolled out;
 //! 1 when the rollout is past its progress deadline (`ProgressDeadlineExceeded`), when
 //! `--timeout` passes first, or when the template is not propagated.
 
@@ -10,9 +11,12 @@ use std::time::Duration;
 
 use anyhow::bail;
 use causeway_crds::federation::binding::{BindingStatus, conditions};
+use causeway_crds::federation::rollout;
+use causeway_crds::federation::work::Work;
+use causeway_crds::names::execution_namespace;
 use causeway_runtime::client::HubArgs;
 
-use crate::explain_cmd::{binding_of, target, template_of};
+use crate::explain_cmd::{binding_of, target, template_of, works_of};
 
 #[cfg(test)]
 mod tests;
@@ -66,11 +70,15 @@ pub(crate) enum Standing {
 }
 
 /// Pure: where the rollout of `generation` stands from its binding's `status`, whether
-/// the binding has an ordered rollout (`ordered`).
+/// the binding has an ordered rollout (`ordered`), and, without one, the `clusters` it
+/// is scheduled to and their `works`: each must run the generation, applied and
+/// healthy, its own rollout finished (what a wave waits for).
 pub(crate) fn standing(
     status: Option<&BindingStatus>,
     ordered: bool,
     generation: Option<i64>,
+    clusters: &[String],
+    works: &[Work],
 ) -> Standing {
     let find = |type_: &str| status.and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
     if ordered {
@@ -94,10 +102,36 @@ pub(crate) fn standing(
             _ => Standing::Going(c.message.clone()),
         };
     }
-    match find(conditions::FULLY_APPLIED) {
-        Some(c) if c.status == "True" => Standing::Done(c.message.clone()),
-        Some(c) => Standing::Going(c.message.clone()),
-        None => Standing::Going("waiting for the members to apply it".into()),
+    let fully = match find(conditions::FULLY_APPLIED) {
+        Some(c) if c.status == "True" => c,
+        Some(c) => return Standing::Going(c.message.clone()),
+        None => return Standing::Going("waiting for the members to apply it".into()),
+    };
+    let Some(generation) = generation else {
+        return Standing::Done(fully.message.clone());
+    };
+    let work_of = |c: &str| {
+        works
+            .iter()
+            .find(|w| w.metadata.namespace.as_deref() == Some(execution_namespace(c).as_str()))
+    };
+    let pending: Vec<String> = clusters
+        .iter()
+        .filter_map(|c| {
+            let why = rollout::settled_at(work_of(c), generation).err()?;
+            Some(format!("{c}: {why}"))
+        })
+        .collect();
+    if pending.is_empty() {
+        Standing::Done(format!(
+            "every cluster ({}) runs template generation {generation}, applied and healthy",
+            clusters.len()
+        ))
+    } else {
+        Standing::Going(format!(
+            "template generation {generation} is rolling out, waiting for {}",
+            pending.join("; ")
+        ))
     }
 }
 
@@ -113,19 +147,20 @@ pub async fn run(args: RolloutArgs) -> anyhow::Result<()> {
     loop {
         let template = template_of(&hub, &kind, &namespace, &target.name).await?;
         let generation = template.metadata.generation;
-        let binding = binding_of(&hub, &kind, &namespace, &target.name)
-            .await?
-            .map(|(_, _, spec, status)| {
-                let ordered = spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty());
-                (ordered, status)
-            });
-        let Some((ordered, status)) = binding else {
+        let binding = binding_of(&hub, &kind, &namespace, &target.name).await?;
+        let Some((_, _, spec, status)) = binding else {
             bail!(
                 "{describe} is not propagated: it has no binding; `causeway explain {} -n {namespace}` says why",
                 args.target
             );
         };
-        match standing(status.as_ref(), ordered, generation) {
+        let ordered = spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty());
+        let works = match ordered {
+            true => Vec::new(),
+            false => works_of(&hub, &kind, &namespace, &target.name).await?,
+        };
+        let clusters: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+        match standing(status.as_ref(), ordered, generation, &clusters, &works) {
             Standing::Done(m) => {
                 println!("{describe}: {m}");
                 return Ok(());

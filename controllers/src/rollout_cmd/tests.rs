@@ -86,7 +86,7 @@ fn where_a_rollout_stands() {
             Standing::Going("waiting for the hub to start the rollout".into()),
         ),
         (
-            "not ordered: applied everywhere",
+            "not ordered, a kind with no generation: applied everywhere",
             Some(status(
                 conditions::FULLY_APPLIED,
                 "True",
@@ -94,7 +94,7 @@ fn where_a_rollout_stands() {
                 None,
             )),
             false,
-            Some(3),
+            None,
             done(conditions::REASON_FULLY_APPLIED_SUCCESS),
         ),
         (
@@ -118,6 +118,51 @@ fn where_a_rollout_stands() {
         ),
     ];
     for (what, st, ordered, generation, want) in cases {
-        assert_eq!(standing(st.as_ref(), ordered, generation), want, "{what}");
+        assert_eq!(
+            standing(st.as_ref(), ordered, generation, &[], &[]),
+            want,
+            "{what}"
+        );
     }
+}
+
+/// Without waves, every scheduled cluster's Work must run the template's generation
+/// (applied, healthy), not only have applied something: FullyApplied may still be the
+/// last generation's.
+#[test]
+fn without_waves_every_cluster_must_run_the_generation() {
+    let applied = status(
+        conditions::FULLY_APPLIED,
+        "True",
+        conditions::REASON_FULLY_APPLIED_SUCCESS,
+        None,
+    );
+    let work = |cluster: &str, generation: i64| -> causeway_crds::federation::work::Work {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo.web-configmap", "namespace": format!("causeway-es-{cluster}"), "generation": 1},
+            "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}}]}},
+            "status": {"manifestStatuses": [{"identifier": {"ordinal": 0, "group": "", "version": "v1", "kind": "ConfigMap", "namespace": "demo", "name": "web"},
+                "applied": true, "health": "Healthy", "templateGeneration": generation}]},
+        }))
+        .unwrap()
+    };
+    let clusters = ["east".to_string(), "west".to_string()];
+    let works = [work("east", 3), work("west", 2)];
+    assert_eq!(
+        standing(Some(&applied), false, Some(3), &clusters, &works),
+        Standing::Going(
+            "template generation 3 is rolling out, waiting for west: ConfigMap web runs template generation 2".into()
+        )
+    );
+    let works = [work("east", 3), work("west", 3)];
+    assert_eq!(
+        standing(Some(&applied), false, Some(3), &clusters, &works),
+        Standing::Done("every cluster (2) runs template generation 3, applied and healthy".into())
+    );
+    assert_eq!(
+        standing(Some(&applied), false, Some(3), &clusters, &works[..1]),
+        Standing::Going(
+            "template generation 3 is rolling out, waiting for west: no Work yet".into()
+        )
+    );
 }

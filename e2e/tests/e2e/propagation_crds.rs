@@ -85,6 +85,41 @@ async fn a_crd_and_its_objects_propagate_together() {
         applied.then_some(())
     })
     .await;
+    // a new generation of the object, which `causeway rollout status` waits for in
+    // every cluster (no waves: all at once)
+    env.ok(&[
+        "patch",
+        "widget",
+        "w1",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"size":4}}"#,
+    ])
+    .await;
+    let args = [
+        "rollout",
+        "status",
+        "widget/w1",
+        "-n",
+        "demo",
+        "--timeout",
+        "40s",
+    ];
+    let said = crate::propagation_cli::ok(&env, &args).await;
+    assert!(
+        said.ends_with(
+            "Widget demo/w1: every cluster (2) runs template generation 2, applied and healthy\n"
+        ),
+        "{said}"
+    );
+    for c in ["east", "west"] {
+        let w = get(&env, c, &["widget", "w1", "-n", "demo"])
+            .await
+            .expect("w1");
+        assert_eq!(w.pointer("/spec/size"), Some(&4.into()), "{c}");
+    }
     // the CRD's next schema reaches the members
     env.ok(&[
         "patch",
