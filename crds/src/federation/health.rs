@@ -15,8 +15,14 @@
 //! - Pod: `Succeeded`, or `Running` and Ready.
 //! - Job: `Complete` → healthy, `Failed` → unhealthy, still running → unknown.
 //! - Kinds without a status to judge (ConfigMap, Secret, ServiceAccount, Namespace,
-//!   RBAC, ...) are healthy; other kinds are unknown. A workload with no status yet is
-//!   unknown.
+//!   RBAC, ...) are healthy. A workload with no status yet is unknown.
+//! - ★ Other kinds (an operator's custom resources, say) are judged by the conditions
+//!   most controllers write (kstatus's convention): `Ready` True → healthy, False →
+//!   unhealthy, both only once the controller has seen the object's generation
+//!   (`status.observedGeneration`, or the condition's own); else `Stalled` True →
+//!   unhealthy. A CustomResourceDefinition is healthy once `Established`, unhealthy when
+//!   its names are not accepted. Anything else is unknown (Karmada counts such kinds
+//!   healthy, so a failing custom resource never shows).
 
 use serde_json::Value;
 
@@ -157,8 +163,62 @@ pub fn health(obj: &Value) -> ResourceHealth {
         }
         ("batch", "Job") if condition_true(obj, "Complete") => ResourceHealth::Healthy,
         ("batch", "Job") if condition_true(obj, "Failed") => ResourceHealth::Unhealthy,
-        _ => ResourceHealth::Unknown,
+        ("batch", "Job") => ResourceHealth::Unknown,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            match (
+                condition(obj, "Established"),
+                condition(obj, "NamesAccepted"),
+            ) {
+                (Some("True"), _) => ResourceHealth::Healthy,
+                (_, Some("False")) => ResourceHealth::Unhealthy,
+                _ => ResourceHealth::Unknown,
+            }
+        }
+        _ => by_conditions(obj),
     }
+}
+
+/// The status of condition `type_`, if the object has it.
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a str> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))?
+        .get("status")?
+        .as_str()
+}
+
+/// kstatus's convention for kinds Causeway has no rule for: `Ready` (once the
+/// controller has seen the object's generation), else `Stalled`.
+fn by_conditions(obj: &Value) -> ResourceHealth {
+    let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+    let behind =
+        |observed: Option<i64>| generation.is_some_and(|g| observed.is_some_and(|o| o < g));
+    let ready = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        });
+    if let Some(c) = ready {
+        let seen = obj
+            .pointer("/status/observedGeneration")
+            .and_then(Value::as_i64);
+        let own = c.get("observedGeneration").and_then(Value::as_i64);
+        if behind(seen) || behind(own) {
+            return ResourceHealth::Unknown;
+        }
+        return match c.get("status").and_then(Value::as_str) {
+            Some("True") => ResourceHealth::Healthy,
+            Some("False") => ResourceHealth::Unhealthy,
+            _ => ResourceHealth::Unknown,
+        };
+    }
+    if condition(obj, "Stalled") == Some("True") {
+        return ResourceHealth::Unhealthy;
+    }
+    ResourceHealth::Unknown
 }
 
 #[cfg(test)]
@@ -174,6 +234,95 @@ mod tests {
             o["status"] = status;
         }
         o
+    }
+
+    /// Kinds with no rule of their own: the Ready / Stalled conditions, once the
+    /// controller has seen the object's generation; a CRD by Established.
+    #[test]
+    fn custom_resources_by_their_conditions() {
+        let cr = |status: Value| obj("example.com/v1", "Database", 3, json!({}), status);
+        let ready = |s: &str| json!({"type": "Ready", "status": s});
+        let cases = [
+            (
+                "Ready",
+                cr(json!({"observedGeneration": 3, "conditions": [ready("True")]})),
+                Healthy,
+            ),
+            (
+                "not Ready",
+                cr(json!({"observedGeneration": 3, "conditions": [ready("False")]})),
+                Unhealthy,
+            ),
+            (
+                "Ready unknown",
+                cr(json!({"conditions": [ready("Unknown")]})),
+                Unknown,
+            ),
+            (
+                "Ready, of an older generation",
+                cr(json!({"observedGeneration": 2, "conditions": [ready("True")]})),
+                Unknown,
+            ),
+            (
+                "Ready, its own observedGeneration older",
+                cr(
+                    json!({"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}]}),
+                ),
+                Unknown,
+            ),
+            (
+                "no observedGeneration at all",
+                cr(json!({"conditions": [ready("True")]})),
+                Healthy,
+            ),
+            (
+                "Stalled",
+                cr(json!({"conditions": [{"type": "Stalled", "status": "True"}]})),
+                Unhealthy,
+            ),
+            (
+                "other conditions",
+                cr(json!({"conditions": [{"type": "Synced", "status": "True"}]})),
+                Unknown,
+            ),
+            ("no status", cr(Value::Null), Unknown),
+            (
+                "a CRD established",
+                obj(
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinition",
+                    1,
+                    json!({}),
+                    json!({"conditions": [{"type": "NamesAccepted", "status": "True"}, {"type": "Established", "status": "True"}]}),
+                ),
+                Healthy,
+            ),
+            (
+                "a CRD whose names clash",
+                obj(
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinition",
+                    1,
+                    json!({}),
+                    json!({"conditions": [{"type": "NamesAccepted", "status": "False"}]}),
+                ),
+                Unhealthy,
+            ),
+            (
+                "a Job still running is not judged by Ready",
+                obj(
+                    "batch/v1",
+                    "Job",
+                    1,
+                    json!({}),
+                    json!({"conditions": [ready("False")]}),
+                ),
+                Unknown,
+            ),
+        ];
+        for (what, o, want) in cases {
+            assert_eq!(health(&o), want, "{what}");
+        }
     }
 
     #[test]
