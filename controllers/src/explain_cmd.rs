@@ -509,15 +509,13 @@ pub(crate) async fn template_of(
     name: &str,
 ) -> anyhow::Result<DynamicObject> {
     let describe = kind.describe(namespace, name);
-    call(kind.api(hub, namespace).get_opt(name), || {
-        format!("reading {describe} on the hub")
-    })
-    .await?
-    .with_context(|| {
-        format!(
-            "{describe} not found on the hub: check the name and -n (templates live on the hub)"
-        )
-    })
+    template_opt(hub, kind, namespace, name)
+        .await?
+        .with_context(|| {
+            format!(
+                "{describe} not found on the hub: check the name and -n (templates live on the hub)"
+            )
+        })
 }
 
 /// The Works of template `name`'s binding, in the clusters' execution namespaces.
@@ -547,6 +545,20 @@ pub(crate) async fn works_of(
             .is_some()
     })
     .collect())
+}
+
+/// [`template_of`], with None when it is not there.
+pub(crate) async fn template_opt(
+    hub: &kube::Client,
+    kind: &Kind,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Option<DynamicObject>> {
+    let describe = kind.describe(namespace, name);
+    call(kind.api(hub, namespace).get_opt(name), || {
+        format!("reading {describe} on the hub")
+    })
+    .await
 }
 
 /// The binding of template `name` (of `kind`, in `namespace` if namespaced), if it has

@@ -3,9 +3,11 @@
 //! cluster's, so a pipeline can wait on a multi-cluster rollout. With ordered rollouts
 //! (`spec.rollout`) it follows the binding's `RolledOut` condition wave by wave, printing
 //! each change; otherwise it waits for `FullyApplied` and every cluster's Work to run the
-//! template's generation as a wave waits for it (applied, healthy, its own rollout done). Exit status: 0 once rolled out;
+//! template's generation as a wave waits for it (applied, healthy, its own rollout done),
+//! and for a new replica count to be divided first. Exit status: 0 once rolled out;
 //! 1 when the rollout is past its progress deadline (`ProgressDeadlineExceeded`), when
-//! `--timeout` passes first, or when the template is not propagated.
+//! it is scheduled to no cluster, when `--timeout` passes first, or when the template is
+//! not propagated. A hub that does not answer is asked again (until `--timeout`).
 
 use std::time::Duration;
 
@@ -16,7 +18,7 @@ use causeway_crds::federation::work::Work;
 use causeway_crds::names::execution_namespace;
 use causeway_runtime::client::HubArgs;
 
-use crate::explain_cmd::{binding_of, target, template_of, works_of};
+use crate::explain_cmd::{binding_of, target, template_opt, works_of};
 
 #[cfg(test)]
 mod tests;
@@ -48,7 +50,8 @@ struct StatusArgs {
     namespace: Option<String>,
     /// Wait (true) or print where the rollout stands once and exit (false: exit 0 even
     /// while it is still going, 1 only if it is past its progress deadline).
-    #[arg(short = 'w', long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(short = 'w', long, default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     watch: bool,
     /// Give up after this long (e.g. 30s, 10m; 0s: wait for as long as it takes).
     #[arg(long, default_value = "0s", value_parser = causeway_controllers::clusters::options::parse_duration)]
@@ -61,33 +64,59 @@ struct StatusArgs {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Standing {
     /// Every cluster runs the current generation (or the kind keeps no generation to
-    /// order, with nothing to wait for): the message.
+    /// follow, and every cluster applied it): the message.
     Done(String),
-    /// Past its progress deadline: the message.
-    Stuck(String),
+    /// It will not get there by waiting: past its progress deadline, or scheduled to no
+    /// cluster. The message.
+    Failed(String),
     /// Still going: the message.
     Going(String),
 }
 
-/// Pure: where the rollout of `generation` stands from its binding's `status`, whether
-/// the binding has an ordered rollout (`ordered`), and, without one, the `clusters` it
-/// is scheduled to and their `works`: each must run the generation, applied and
-/// healthy, its own rollout finished (what a wave waits for).
-pub(crate) fn standing(
-    status: Option<&BindingStatus>,
-    ordered: bool,
-    generation: Option<i64>,
-    clusters: &[String],
-    works: &[Work],
-) -> Standing {
-    let find = |type_: &str| status.and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
-    if ordered {
+/// What one look at the hub found.
+pub(crate) struct Seen<'a> {
+    /// The binding's status.
+    pub status: Option<&'a BindingStatus>,
+    /// The binding has rollout waves.
+    pub ordered: bool,
+    /// The template's `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The template's `spec.replicas`, and the binding's (what the hub divides).
+    pub replicas: (Option<i64>, Option<i64>),
+    /// The clusters the binding is scheduled to.
+    pub clusters: &'a [String],
+    /// Its Works (read only without waves).
+    pub works: &'a [Work],
+}
+
+/// Pure: where the rollout of the template's current generation stands. With waves,
+/// the binding's `RolledOut` condition at that generation; without, every scheduled
+/// cluster's Work must run it, applied and healthy, its own rollout finished (what a
+/// wave waits for).
+pub(crate) fn standing(seen: &Seen<'_>) -> Standing {
+    let find = |type_: &str| {
+        seen.status
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+    };
+    if let Some(c) = find(conditions::SCHEDULED).filter(|c| c.status == "False") {
+        return Standing::Failed(format!("not scheduled: {}", c.message));
+    }
+    if seen.clusters.is_empty() {
+        return Standing::Failed("scheduled to no cluster".into());
+    }
+    if let (Some(want), Some(divided)) = seen.replicas
+        && want != divided
+    {
+        return Standing::Going(format!(
+            "waiting for the hub to divide the new replica count ({want})"
+        ));
+    }
+    if seen.ordered {
         let Some(c) = find(conditions::ROLLED_OUT) else {
             return Standing::Going("waiting for the hub to start the rollout".into());
         };
-        let current = generation.is_none() || c.observed_generation >= generation;
-        if !current {
-            let g = generation.unwrap_or_default();
+        if seen.generation.is_some() && c.observed_generation != seen.generation {
+            let g = seen.generation.unwrap_or_default();
             return Standing::Going(format!(
                 "waiting for the hub to roll out template generation {g}"
             ));
@@ -97,7 +126,7 @@ pub(crate) fn standing(
                 Standing::Done(c.message.clone())
             }
             (_, conditions::REASON_PROGRESS_DEADLINE_EXCEEDED) => {
-                Standing::Stuck(c.message.clone())
+                Standing::Failed(c.message.clone())
             }
             _ => Standing::Going(c.message.clone()),
         };
@@ -107,15 +136,19 @@ pub(crate) fn standing(
         Some(c) => return Standing::Going(c.message.clone()),
         None => return Standing::Going("waiting for the members to apply it".into()),
     };
-    let Some(generation) = generation else {
-        return Standing::Done(fully.message.clone());
+    let Some(generation) = seen.generation else {
+        return Standing::Done(format!(
+            "{}; its kind keeps no metadata.generation, so which change the clusters run cannot be told",
+            fully.message
+        ));
     };
     let work_of = |c: &str| {
-        works
+        seen.works
             .iter()
             .find(|w| w.metadata.namespace.as_deref() == Some(execution_namespace(c).as_str()))
     };
-    let pending: Vec<String> = clusters
+    let pending: Vec<String> = seen
+        .clusters
         .iter()
         .filter_map(|c| {
             let why = rollout::settled_at(work_of(c), generation).err()?;
@@ -125,7 +158,7 @@ pub(crate) fn standing(
     if pending.is_empty() {
         Standing::Done(format!(
             "every cluster ({}) runs template generation {generation}, applied and healthy",
-            clusters.len()
+            seen.clusters.len()
         ))
     } else {
         Standing::Going(format!(
@@ -133,6 +166,51 @@ pub(crate) fn standing(
             pending.join("; ")
         ))
     }
+}
+
+/// One look at the hub: where the rollout stands; an error the caller may retry (the
+/// hub did not answer), or, for a template or binding that is not there, None with why.
+async fn look(
+    hub: &kube::Client,
+    kind: &target::Kind,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Result<Standing, String>> {
+    let describe = kind.describe(namespace, name);
+    let Some(template) = template_opt(hub, kind, namespace, name).await? else {
+        return Ok(Err(format!(
+            "{describe} not found on the hub: check the name and -n (templates live on the hub)"
+        )));
+    };
+    let Some((_, _, spec, status)) = binding_of(hub, kind, namespace, name).await? else {
+        let ns = if kind.namespaced {
+            format!(" -n {namespace}")
+        } else {
+            String::new()
+        };
+        return Ok(Err(format!(
+            "{describe} is not propagated: it has no binding; `causeway explain {}/{name}{ns}` says why",
+            kind.resource.plural
+        )));
+    };
+    let ordered = spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty());
+    let works = match ordered {
+        true => Vec::new(),
+        false => works_of(hub, kind, namespace, name).await?,
+    };
+    let clusters: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+    let template_replicas = template
+        .data
+        .pointer("/spec/replicas")
+        .and_then(serde_json::Value::as_i64);
+    Ok(Ok(standing(&Seen {
+        status: status.as_ref(),
+        ordered,
+        generation: template.metadata.generation,
+        replicas: (template_replicas, spec.replicas.map(i64::from)),
+        clusters: &clusters,
+        works: &works,
+    })))
 }
 
 /// Runs `causeway rollout`.
@@ -144,29 +222,26 @@ pub async fn run(args: RolloutArgs) -> anyhow::Result<()> {
     let describe = kind.describe(&namespace, &target.name);
     let deadline = (!args.timeout.is_zero()).then(|| tokio::time::Instant::now() + args.timeout);
     let mut said = String::new();
+    let mut first = true;
     loop {
-        let template = template_of(&hub, &kind, &namespace, &target.name).await?;
-        let generation = template.metadata.generation;
-        let binding = binding_of(&hub, &kind, &namespace, &target.name).await?;
-        let Some((_, _, spec, status)) = binding else {
-            bail!(
-                "{describe} is not propagated: it has no binding; `causeway explain {} -n {namespace}` says why",
-                args.target
-            );
-        };
-        let ordered = spec.rollout.as_ref().is_some_and(|r| !r.waves.is_empty());
-        let works = match ordered {
-            true => Vec::new(),
-            false => works_of(&hub, &kind, &namespace, &target.name).await?,
-        };
-        let clusters: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
-        match standing(status.as_ref(), ordered, generation, &clusters, &works) {
-            Standing::Done(m) => {
+        match look(&hub, &kind, &namespace, &target.name).await {
+            // the first look's failure is the answer (a wrong kubeconfig, say); later
+            // ones are retried until --timeout, as kubectl retries its watch
+            Err(e) if first => return Err(e),
+            Err(e) => {
+                let m = format!("reading the hub failed, retrying: {e:#}");
+                if m != said {
+                    eprintln!("{describe}: {m}");
+                    said = m;
+                }
+            }
+            Ok(Err(why)) => bail!("{why}"),
+            Ok(Ok(Standing::Done(m))) => {
                 println!("{describe}: {m}");
                 return Ok(());
             }
-            Standing::Stuck(m) => bail!("{describe}: {m}"),
-            Standing::Going(m) => {
+            Ok(Ok(Standing::Failed(m))) => bail!("{describe}: {m}"),
+            Ok(Ok(Standing::Going(m))) => {
                 if m != said {
                     println!("{describe}: {m}");
                     said = m;
@@ -176,6 +251,7 @@ pub async fn run(args: RolloutArgs) -> anyhow::Result<()> {
                 }
             }
         }
+        first = false;
         if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
             bail!(
                 "timed out after {:?} waiting for {describe} to roll out: {said}",

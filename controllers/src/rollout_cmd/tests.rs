@@ -1,7 +1,24 @@
 use causeway_crds::federation::binding::{BindingStatus, conditions};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::{Standing, standing};
+use super::{Seen, Standing, standing};
+
+fn seen<'a>(
+    status: Option<&'a BindingStatus>,
+    ordered: bool,
+    generation: Option<i64>,
+    clusters: &'a [String],
+    works: &'a [causeway_crds::federation::work::Work],
+) -> Seen<'a> {
+    Seen {
+        status,
+        ordered,
+        generation,
+        replicas: (None, None),
+        clusters,
+        works,
+    }
+}
 
 fn status(type_: &str, status: &str, reason: &str, generation: Option<i64>) -> BindingStatus {
     BindingStatus {
@@ -61,7 +78,7 @@ fn where_a_rollout_stands() {
             )),
             true,
             Some(3),
-            Standing::Stuck(format!(
+            Standing::Failed(format!(
                 "{} message",
                 conditions::REASON_PROGRESS_DEADLINE_EXCEEDED
             )),
@@ -95,7 +112,10 @@ fn where_a_rollout_stands() {
             )),
             false,
             None,
-            done(conditions::REASON_FULLY_APPLIED_SUCCESS),
+            Standing::Done(format!(
+                "{} message; its kind keeps no metadata.generation, so which change the clusters run cannot be told",
+                conditions::REASON_FULLY_APPLIED_SUCCESS
+            )),
         ),
         (
             "not ordered: not applied yet",
@@ -118,11 +138,9 @@ fn where_a_rollout_stands() {
         ),
     ];
     for (what, st, ordered, generation, want) in cases {
-        assert_eq!(
-            standing(st.as_ref(), ordered, generation, &[], &[]),
-            want,
-            "{what}"
-        );
+        let east = ["east".to_string()];
+        let s = seen(st.as_ref(), ordered, generation, &east, &[]);
+        assert_eq!(standing(&s), want, "{what}");
     }
 }
 
@@ -149,20 +167,59 @@ fn without_waves_every_cluster_must_run_the_generation() {
     let clusters = ["east".to_string(), "west".to_string()];
     let works = [work("east", 3), work("west", 2)];
     assert_eq!(
-        standing(Some(&applied), false, Some(3), &clusters, &works),
+        standing(&seen(Some(&applied), false, Some(3), &clusters, &works)),
         Standing::Going(
             "template generation 3 is rolling out, waiting for west: ConfigMap web runs template generation 2".into()
         )
     );
     let works = [work("east", 3), work("west", 3)];
     assert_eq!(
-        standing(Some(&applied), false, Some(3), &clusters, &works),
+        standing(&seen(Some(&applied), false, Some(3), &clusters, &works)),
         Standing::Done("every cluster (2) runs template generation 3, applied and healthy".into())
     );
     assert_eq!(
-        standing(Some(&applied), false, Some(3), &clusters, &works[..1]),
+        standing(&seen(
+            Some(&applied),
+            false,
+            Some(3),
+            &clusters,
+            &works[..1]
+        )),
         Standing::Going(
             "template generation 3 is rolling out, waiting for west: no Work yet".into()
         )
+    );
+}
+
+/// What waiting cannot fix fails at once; a new replica count waits for its division;
+/// a RolledOut condition of another generation (a template deleted and made again) is
+/// not taken for this one's.
+#[test]
+fn what_waiting_cannot_fix_and_what_it_must_wait_for() {
+    let east = ["east".to_string()];
+    let unscheduled = status(conditions::SCHEDULED, "False", "NoClusterFit", Some(1));
+    assert_eq!(
+        standing(&seen(Some(&unscheduled), true, Some(1), &east, &[])),
+        Standing::Failed("not scheduled: NoClusterFit message".into())
+    );
+    assert_eq!(
+        standing(&seen(None, false, Some(1), &[], &[])),
+        Standing::Failed("scheduled to no cluster".into())
+    );
+    let done = status(
+        conditions::ROLLED_OUT,
+        "True",
+        conditions::REASON_ROLLOUT_COMPLETE,
+        Some(5),
+    );
+    let mut s = seen(Some(&done), true, Some(5), &east, &[]);
+    s.replicas = (Some(8), Some(4));
+    assert_eq!(
+        standing(&s),
+        Standing::Going("waiting for the hub to divide the new replica count (8)".into())
+    );
+    assert_eq!(
+        standing(&seen(Some(&done), true, Some(1), &east, &[])),
+        Standing::Going("waiting for the hub to roll out template generation 1".into())
     );
 }
