@@ -317,6 +317,11 @@ pub struct SchedulingReason {
         json_path = ".status.conditions[?(@.type==\"FullyApplied\")].status"
     ),
     printcolumn(
+        name = "Rollout",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"RolledOut\")].reason"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
@@ -356,6 +361,11 @@ newtype_spec!(ResourceBindingSpec => BindingSpec);
         name = "Fully-Applied",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"FullyApplied\")].status"
+    ),
+    printcolumn(
+        name = "Rollout",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"RolledOut\")].reason"
     ),
     printcolumn(
         name = "Age",
@@ -474,6 +484,10 @@ mod tests {
                     (
                         "Fully-Applied",
                         ".status.conditions[?(@.type==\"FullyApplied\")].status"
+                    ),
+                    (
+                        "Rollout",
+                        ".status.conditions[?(@.type==\"RolledOut\")].reason"
                     ),
                     ("Age", ".metadata.creationTimestamp"),
                 ]

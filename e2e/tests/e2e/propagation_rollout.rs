@@ -150,6 +150,11 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
             && message.contains("wave 1 of 3 (canary) is rolling out template generation 2"),
         "{message}"
     );
+    let table = env.ok(&["get", "rb", "web-deployment", "-n", "demo"]).await;
+    assert!(
+        table.contains("ROLLOUT") && table.contains("ProgressDeadlineExceeded"),
+        "{table}"
+    );
     eventually("a RolloutStuck Warning on the template", WAIT, || async {
         let events = demo_events(&env, "reason=RolloutStuck").await;
         events
