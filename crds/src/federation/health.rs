@@ -17,12 +17,14 @@
 //! - Kinds without a status to judge (ConfigMap, Secret, ServiceAccount, Namespace,
 //!   RBAC, ...) are healthy. A workload with no status yet is unknown.
 //! - ★ Other kinds (an operator's custom resources, say) are judged by the conditions
-//!   most controllers write (kstatus's convention): `Ready` True → healthy, False →
-//!   unhealthy, both only once the controller has seen the object's generation
-//!   (`status.observedGeneration`, or the condition's own); else `Stalled` True →
-//!   unhealthy. A CustomResourceDefinition is healthy once `Established`, unhealthy when
-//!   its names are not accepted. Anything else is unknown (Karmada counts such kinds
-//!   healthy, so a failing custom resource never shows).
+//!   most controllers write (kstatus's convention): `Stalled` True → unhealthy; `Ready`
+//!   True → healthy once the controller has seen the object's generation
+//!   (`status.observedGeneration`, or the condition's own); `Ready` False or Unknown →
+//!   unknown (still reconciling: operators report that while they provision, and it
+//!   must not fail a cluster over), but such an object is not settled for a rollout
+//!   wave until it is Ready. A CustomResourceDefinition is healthy once `Established`,
+//!   unhealthy when its names are not accepted. Anything else is unknown (Karmada
+//!   counts such kinds healthy, so a failing custom resource never shows).
 
 use serde_json::Value;
 
@@ -188,9 +190,15 @@ fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a str> {
         .as_str()
 }
 
-/// kstatus's convention for kinds Causeway has no rule for: `Ready` (once the
-/// controller has seen the object's generation), else `Stalled`.
+/// kstatus's convention for kinds Causeway has no rule for: `Stalled` True is a
+/// failure; `Ready` True is healthy once the controller has seen the object's
+/// generation; anything else (Ready False or Unknown: still reconciling, as operators
+/// report while they provision) is unknown. An object with a `Ready` condition is not
+/// counted as settled while unknown ([`reports_readiness`]).
 fn by_conditions(obj: &Value) -> ResourceHealth {
+    if condition(obj, "Stalled") == Some("True") {
+        return ResourceHealth::Unhealthy;
+    }
     let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
     let behind =
         |observed: Option<i64>| generation.is_some_and(|g| observed.is_some_and(|o| o < g));
@@ -211,14 +219,22 @@ fn by_conditions(obj: &Value) -> ResourceHealth {
         }
         return match c.get("status").and_then(Value::as_str) {
             Some("True") => ResourceHealth::Healthy,
-            Some("False") => ResourceHealth::Unhealthy,
             _ => ResourceHealth::Unknown,
         };
     }
-    if condition(obj, "Stalled") == Some("True") {
-        return ResourceHealth::Unhealthy;
-    }
     ResourceHealth::Unknown
+}
+
+/// Whether a member object's `status` has a `Ready` condition: then its health is
+/// judged from it, and Unknown means "not Ready yet", not "no rule for its kind".
+pub fn reports_readiness(status: Option<&Value>) -> bool {
+    status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        })
 }
 
 #[cfg(test)]
@@ -249,8 +265,13 @@ mod tests {
                 Healthy,
             ),
             (
-                "not Ready",
+                "not Ready yet (reconciling)",
                 cr(json!({"observedGeneration": 3, "conditions": [ready("False")]})),
+                Unknown,
+            ),
+            (
+                "Stalled wins over Ready",
+                cr(json!({"conditions": [ready("True"), {"type": "Stalled", "status": "True"}]})),
                 Unhealthy,
             ),
             (
@@ -323,6 +344,19 @@ mod tests {
         for (what, o, want) in cases {
             assert_eq!(health(&o), want, "{what}");
         }
+    }
+
+    #[test]
+    fn readiness_is_reported_by_a_ready_condition() {
+        let st = |conds: Value| json!({"conditions": conds});
+        assert!(reports_readiness(Some(&st(
+            json!([{"type": "Ready", "status": "False"}])
+        ))));
+        assert!(!reports_readiness(Some(&st(
+            json!([{"type": "Synced", "status": "True"}])
+        ))));
+        assert!(!reports_readiness(Some(&json!({}))));
+        assert!(!reports_readiness(None));
     }
 
     #[test]

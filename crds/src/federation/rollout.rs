@@ -343,7 +343,7 @@ pub fn plan(
 /// (`status.replicas` = `updatedReplicas`), every updated one available, and the replica
 /// count the Work asks for (a status from before the member applied a new division is
 /// not enough). A kind with no health rule (its health stays Unknown) counts once
-/// applied.
+/// applied, unless its status has a `Ready` condition: then once it is Ready.
 pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
     let Some(work) = work else {
         return Err("no Work yet".into());
@@ -401,6 +401,9 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
         match s.health {
             Some(ResourceHealth::Healthy) => {}
             Some(ResourceHealth::Unhealthy) => return Err(format!("{what} is unhealthy")),
+            _ if health::reports_readiness(s.status.as_ref()) => {
+                return Err(format!("{what} is not Ready yet"));
+            }
             _ if !health::judged(&s.identifier.group, &s.identifier.kind) => {}
             _ => return Err(format!("{what} has not reported its health yet")),
         }

@@ -481,3 +481,39 @@ fn a_waves_place_does_not_move_when_waves_before_it_are_empty() {
     let rest = plan(Some(&r), &["z".into()], &none, 2, &pending);
     assert!(matches!(rest.progress, Progress::Waiting { place: 3, .. }));
 }
+
+/// A custom resource (no health rule of its kind) counts once applied, unless its status
+/// has a `Ready` condition: then only once it is Ready.
+#[test]
+fn a_custom_resource_with_a_ready_condition_settles_once_ready() {
+    let work = |health: ResourceHealth, status: serde_json::Value| -> Work {
+        serde_json::from_value(json!({
+            "metadata": {"name": "demo.db-database", "namespace": "causeway-es-east", "generation": 1},
+            "spec": {"workload": {"manifests": [{"apiVersion": "example.com/v1", "kind": "Database", "metadata": {"name": "db"}}]}},
+            "status": {"manifestStatuses": [{"identifier": {"ordinal": 0, "group": "example.com", "version": "v1", "kind": "Database", "namespace": "demo", "name": "db"},
+                "applied": true, "health": health, "templateGeneration": 4, "status": status}]},
+        }))
+        .unwrap()
+    };
+    let ready = |s: &str| json!({"conditions": [{"type": "Ready", "status": s}]});
+    let cases = [
+        (
+            "Ready",
+            work(ResourceHealth::Healthy, ready("True")),
+            Ok(()),
+        ),
+        (
+            "not Ready yet",
+            work(ResourceHealth::Unknown, ready("False")),
+            Err("Database db is not Ready yet".to_string()),
+        ),
+        (
+            "no Ready condition",
+            work(ResourceHealth::Unknown, json!({"phase": "Up"})),
+            Ok(()),
+        ),
+    ];
+    for (what, w, want) in cases {
+        assert_eq!(settled_at(Some(&w), 4), want, "{what}");
+    }
+}
