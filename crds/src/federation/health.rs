@@ -92,15 +92,24 @@ fn has_ingress(obj: &Value) -> bool {
         .is_some_and(|l| !l.is_empty())
 }
 
+/// The condition `type_` of a `status` object, if it has one.
+fn find_condition<'a>(status: Option<&'a Value>, type_: &str) -> Option<&'a Value> {
+    status?
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
+}
+
+/// The status (True, False, Unknown) of `obj`'s condition `type_`, if it has one.
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a str> {
+    find_condition(obj.get("status"), type_)?
+        .get("status")?
+        .as_str()
+}
+
 fn condition_true(obj: &Value, type_: &str) -> bool {
-    obj.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some(type_)
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
+    condition(obj, type_) == Some("True")
 }
 
 /// The kinds [`health`] has a rule for (their health is Unknown only until their status
@@ -180,16 +189,6 @@ pub fn health(obj: &Value) -> ResourceHealth {
     }
 }
 
-/// The status of condition `type_`, if the object has it.
-fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a str> {
-    obj.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))?
-        .get("status")?
-        .as_str()
-}
-
 /// kstatus's convention for kinds Causeway has no rule for: `Stalled` True is a
 /// failure; `Ready` True is healthy once the controller has seen the object's
 /// generation; anything else (Ready False or Unknown: still reconciling, as operators
@@ -202,14 +201,7 @@ fn by_conditions(obj: &Value) -> ResourceHealth {
     let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
     let behind =
         |observed: Option<i64>| generation.is_some_and(|g| observed.is_some_and(|o| o < g));
-    let ready = obj
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
-        });
-    if let Some(c) = ready {
+    if let Some(c) = find_condition(obj.get("status"), "Ready") {
         let seen = obj
             .pointer("/status/observedGeneration")
             .and_then(Value::as_i64);
@@ -228,13 +220,7 @@ fn by_conditions(obj: &Value) -> ResourceHealth {
 /// Whether a member object's `status` has a `Ready` condition: then its health is
 /// judged from it, and Unknown means "not Ready yet", not "no rule for its kind".
 pub fn reports_readiness(status: Option<&Value>) -> bool {
-    status
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
-        })
+    find_condition(status, "Ready").is_some()
 }
 
 #[cfg(test)]
