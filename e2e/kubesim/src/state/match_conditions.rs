@@ -147,7 +147,16 @@ pub fn matches(hook: &Value, request: &Value) -> Result<bool, String> {
     let mut ctx = Context::default();
     ctx.add_variable_from_value("object", cel(request.get("object"))?);
     ctx.add_variable_from_value("oldObject", cel(request.get("oldObject"))?);
-    ctx.add_variable_from_value("request", cel(Some(request))?);
+    // kube-apiserver's `request` leaves the objects out (they are `object` and
+    // `oldObject`), so they are not converted twice
+    let fields: serde_json::Map<String, Value> = request
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| *k != "object" && *k != "oldObject")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    ctx.add_variable_from_value("request", cel(Some(&Value::Object(fields)))?);
     let mut error = None;
     for c in conds {
         let name = text(c, "name");
@@ -229,6 +238,15 @@ mod tests {
         assert_eq!(
             matches(&replicas, &req("CREATE", Value::Null, obj)),
             Ok(true)
+        );
+        // the objects are `object` and `oldObject`, not fields of `request`
+        let in_request = hook(json!([{"name": "r", "expression": "has(request.object)"}]));
+        assert_eq!(
+            matches(
+                &in_request,
+                &req("CREATE", Value::Null, json!({"spec": {}}))
+            ),
+            Ok(false)
         );
         let not_bool = hook(json!([{"name": "n", "expression": "1 + 1"}]));
         let e = matches(&not_bool, &json!({})).unwrap_err();
