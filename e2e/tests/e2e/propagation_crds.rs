@@ -121,15 +121,7 @@ async fn a_crd_and_its_objects_propagate_together() {
         assert_eq!(w.pointer("/spec/size"), Some(&4.into()), "{c}");
     }
     // the CRD's next schema reaches the members
-    env.ok(&[
-        "patch",
-        "crd",
-        "widgets.example.com",
-        "--type=json",
-        "-p",
-        r#"[{"op": "add", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/color", "value": {"type": "string"}}]"#,
-    ])
-    .await;
+    add_color(&env, "widgets").await;
     for c in ["east", "west"] {
         eventually(&format!("the new schema in {c}"), WAIT, || async {
             let crd = get(&env, c, &["crd", "widgets.example.com"]).await?;
@@ -164,6 +156,15 @@ spec:
     waves:
     - {name: canary, clusterNames: [east]}
 "#;
+
+/// The CRD `<plural>.example.com`'s next schema on the hub: `spec.color` as well.
+async fn add_color(env: &crate::support::Env, plural: &str) {
+    let crd = format!("{plural}.example.com");
+    let path = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/color";
+    let patch = format!(r#"[{{"op": "add", "path": "{path}", "value": {{"type": "string"}}}}]"#);
+    env.ok(&["patch", "crd", &crd, "--type=json", "-p", &patch])
+        .await;
+}
 
 /// Whether member `c`'s Gadget CRD has the `color` field (the second generation).
 async fn has_color(env: &crate::support::Env, c: &str) -> Option<bool> {
@@ -205,15 +206,7 @@ async fn a_cluster_scoped_template_keeps_its_revisions_for_a_held_wave() {
         ],
     )
     .await;
-    env.ok(&[
-        "patch",
-        "crd",
-        "gadgets.example.com",
-        "--type=json",
-        "-p",
-        r#"[{"op": "add", "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/color", "value": {"type": "string"}}]"#,
-    ])
-    .await;
+    add_color(&env, "gadgets").await;
     eventually("the rollout held at the canary", WAIT, || async {
         let crb = get(
             &env,

@@ -260,6 +260,7 @@ mod tests {
             ns("default", json!({}), json!({})),
             ns("kube-system", json!({}), json!({})),
             ns("infra", json!({}), json!({})),
+            ns("held", json!({}), json!({})),
         ];
         let bindings = vec![
             rb("shop", "web", &["east", "west"]),
@@ -271,6 +272,15 @@ mod tests {
             rb("kube-system", "x", &["east"]),
             rb("nowhere", "x", &["east"]),
             rb("infra", "x", &["east", "west"]),
+            // dispatching to east suspended: nothing goes there, not even the namespace
+            {
+                let mut b = rb("held", "x", &["east", "west"]);
+                b.spec.suspension = serde_json::from_value(
+                    json!({"dispatchingOnClusters": {"clusterNames": ["east"]}}),
+                )
+                .unwrap();
+                b
+            },
         ];
         // infra is propagated by a policy to west: that binding's Work manages it there
         let cluster_bindings = vec![
@@ -286,6 +296,7 @@ mod tests {
             vec![
                 es("east", "infra"),
                 es("east", "shop"),
+                es("west", "held"),
                 es("west", "pay"),
                 es("west", "shop")
             ]
