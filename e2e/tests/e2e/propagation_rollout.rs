@@ -105,7 +105,9 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     .await;
 
     // a generation the canary cannot run (no node has 500 CPUs): east gets it and
-    // the rollout stops there, west and north keep 1.27
+    // the rollout stops there, west and north keep 1.27; with a 12 s progress deadline,
+    // reported stuck when it passes, with no further change by anyone
+    progress_deadline(&env, 12).await;
     template(&env, "nginx:1.28", "500").await;
     eventually("east runs 1.28", WAIT, || async {
         (images(&env).await[0].as_deref() == Some("nginx:1.28")).then_some(())
@@ -116,14 +118,16 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
         (c.0 == "False" && c.2.contains("east")).then_some(c)
     })
     .await;
-    assert_eq!(
-        (status.as_str(), reason.as_str()),
-        ("False", "WaveInProgress")
+    // (a slow machine may already be past the deadline)
+    assert!(
+        status == "False"
+            && ["WaveInProgress", "ProgressDeadlineExceeded"].contains(&reason.as_str()),
+        "{status} {reason}"
     );
     assert!(
-        message.starts_with(
+        message.contains(
             "wave 1 of 3 (canary) is rolling out template generation 2, waiting for east: "
-        ) && message.ends_with("held at what they run until then: north, west"),
+        ) && message.contains("held at what they run until then: north, west"),
         "{message}"
     );
     images_stay(
@@ -136,9 +140,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     // the user sees why on the template too
     let events = demo_events(&env, "involvedObject.name=web").await;
     assert!(events.contains("RolloutProgressing"), "{events}");
-    // a progress deadline the canary has already overrun: the rollout is reported
-    // stuck, and keeps waiting
-    progress_deadline(&env, 3).await;
+    // the deadline passes: the rollout is reported stuck, and keeps waiting
     let (status, _, message) = eventually("RolledOut says the deadline passed", WAIT, || async {
         let c = rolled_out(&env).await?;
         (c.1 == "ProgressDeadlineExceeded").then_some(c)
@@ -146,7 +148,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     .await;
     assert_eq!(status, "False");
     assert!(
-        message.starts_with("the progress deadline (3s) passed at ")
+        message.starts_with("the progress deadline (12s) passed at ")
             && message.contains("wave 1 of 3 (canary) is rolling out template generation 2"),
         "{message}"
     );
@@ -158,7 +160,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     eventually("a RolloutStuck Warning on the template", WAIT, || async {
         let events = demo_events(&env, "reason=RolloutStuck").await;
         events
-            .contains("the rollout of template generation 2 has not moved on for 3s: wave 1 of 3 (canary) is not done")
+            .contains("the rollout of template generation 2 has not moved on for 12s: wave 1 of 3 (canary) is not done")
             .then_some(())
     })
     .await;
@@ -172,7 +174,7 @@ async fn a_rollout_goes_wave_by_wave_and_stops_at_a_canary_that_fails() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("Deployment demo/web: the progress deadline (3s) passed at "),
+        stderr.contains("Deployment demo/web: the progress deadline (12s) passed at "),
         "{stderr}"
     );
 
