@@ -68,6 +68,11 @@ async fn webhook(delay: Duration, answer: Answer) -> Webhook {
     }
 }
 
+/// Allows everything.
+fn allow_all() -> Answer {
+    Arc::new(|_: &Value| json!({"allowed": true}))
+}
+
 /// Denies the DELETE of whatever carries the label `protected=yes`.
 fn deny_protected() -> Answer {
     Arc::new(|req: &Value| {
@@ -475,11 +480,7 @@ async fn patches_and_status_writes_are_admitted_as_updates_and_creates() {
 #[tokio::test]
 async fn a_patch_is_admitted_on_the_version_it_writes_and_a_status_put_shows_the_stored_spec() {
     let env = start().await;
-    let hook = webhook(
-        Duration::from_millis(600),
-        Arc::new(|_: &Value| json!({"allowed": true})),
-    )
-    .await;
+    let hook = webhook(Duration::from_millis(600), allow_all()).await;
     configure(
         &env.client,
         &hook.ca_pem,
@@ -609,11 +610,7 @@ async fn a_webhooks_warnings_are_warning_headers() {
 async fn webhooks_see_custom_resources_after_schema_validation() {
     let env = start().await;
     let widgets = install_widgets(&env.client, "default").await;
-    let hook = webhook(
-        Duration::ZERO,
-        Arc::new(|_: &Value| json!({"allowed": true})),
-    )
-    .await;
+    let hook = webhook(Duration::ZERO, allow_all()).await;
     configure(
         &env.client,
         &hook.ca_pem,
