@@ -101,10 +101,14 @@ fn bounded(joined: String) -> String {
 }
 
 /// Name of the revision that keeps generation `generation` of the template of binding
-/// `binding` (a ControllerRevision next to the binding): `<binding>-g<generation>`,
-/// hashed when too long.
-pub fn revision_name(binding: &str, generation: i64) -> String {
-    bounded(format!("{binding}-g{generation}"))
+/// `binding` (a ControllerRevision next to the binding): `<binding>-g<generation>`
+/// for a ResourceBinding, `<binding>-cg<generation>` for a ClusterResourceBinding (whose
+/// revisions are kept in causeway-system, next to that namespace's ResourceBindings:
+/// the first form always ends in `-g<digits>` and the second never does, so the two
+/// never take each other's name); hashed when too long.
+pub fn revision_name(binding: &str, cluster_binding: bool, generation: i64) -> String {
+    let form = if cluster_binding { "cg" } else { "g" };
+    bounded(format!("{binding}-{form}{generation}"))
 }
 
 /// Name of the hub copy of a member slice: `<slice>.<cluster>`, hashed when too long.
@@ -191,13 +195,29 @@ mod tests {
 
     #[test]
     fn revision_names_are_bounded_and_distinct() {
-        assert_eq!(revision_name("web-deployment", 7), "web-deployment-g7");
+        assert_eq!(
+            revision_name("web-deployment", false, 7),
+            "web-deployment-g7"
+        );
+        assert_eq!(revision_name("crontabs-crd", true, 7), "crontabs-crd-cg7");
         let a = format!("{}-x", "a".repeat(260));
         let b = format!("{}-y", "a".repeat(260));
-        let (ra, rb) = (revision_name(&a, 12), revision_name(&b, 12));
+        let (ra, rb) = (revision_name(&a, false, 12), revision_name(&b, false, 12));
         assert!(ra.len() <= 253 && rb.len() <= 253, "{ra}");
         assert_ne!(ra, rb, "names that differ past the cut stay distinct");
-        assert_ne!(revision_name(&a, 12), revision_name(&a, 13));
+        assert_ne!(revision_name(&a, false, 12), revision_name(&a, false, 13));
+        // a ResourceBinding in causeway-system and a ClusterResourceBinding of any
+        // name never want the same revision name (both are kept in that namespace)
+        for (rb_name, crb_name) in [("web", "web"), ("web-c", "web"), ("web-cg1", "web-c")] {
+            for (g, h) in [(1, 1), (1, 11), (11, 1)] {
+                assert_ne!(
+                    revision_name(rb_name, false, g),
+                    revision_name(crb_name, true, h),
+                    "{rb_name} {g} / {crb_name} {h}"
+                );
+            }
+        }
+        assert_ne!(revision_name(&a, false, 12), revision_name(&a, true, 12));
     }
 
     #[test]

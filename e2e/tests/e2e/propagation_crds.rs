@@ -243,6 +243,6 @@ async fn a_cluster_scoped_template_keeps_its_revisions_for_a_held_wave() {
         .await;
     assert_eq!(
         revisions,
-        "gadgets.example.com-customresourcedefinition-g1 gadgets.example.com-customresourcedefinition-g2"
+        "gadgets.example.com-customresourcedefinition-cg1 gadgets.example.com-customresourcedefinition-cg2"
     );
 }

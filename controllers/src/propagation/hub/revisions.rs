@@ -8,8 +8,9 @@
 //!
 //! Revisions are kept for the template's current generation and every generation a
 //! Work of the binding still runs; the others go. A ClusterResourceBinding's (a
-//! cluster-scoped template's) are kept in `causeway-system`, labelled
-//! `causeway.io/cluster-binding`, and owned by it all the same.
+//! cluster-scoped template's) are kept in `causeway-system` as
+//! `<binding>-cg<generation>`, labelled `causeway.io/cluster-binding`, and owned by it
+//! all the same.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -158,7 +159,11 @@ impl Ctx<'_> {
         {
             let r = ControllerRevision {
                 metadata: kube::api::ObjectMeta {
-                    name: Some(names::revision_name(b.name, generation)),
+                    name: Some(names::revision_name(
+                        b.name,
+                        b.namespace.is_none(),
+                        generation,
+                    )),
                     namespace: Some(ns.to_string()),
                     labels: Some(revision_labels(b)),
                     owner_references: Some(vec![OwnerReference {
