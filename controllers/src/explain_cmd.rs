@@ -11,6 +11,7 @@ use causeway_crds::federation::binding::{
     conditions as binding_conditions,
 };
 use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::interpreter;
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
 use causeway_crds::federation::selection::{PolicyId, PolicyRef, TemplateMeta, claim};
 use causeway_crds::federation::work::{Work, conditions as work_conditions};
@@ -326,7 +327,13 @@ fn member(out: &mut ClusterReport, inp: &Inputs<'_>, work: &Work, divided: bool)
         out.notes.push(format!("override provenance unknown: {e}"));
         Default::default()
     });
-    out.changes = diff(inp.template, &manifests[ordinal].0, &prov, divided);
+    let replicas_at = interpreter::replicas_pointer(work, &manifests[ordinal].0);
+    out.changes = diff(
+        inp.template,
+        &manifests[ordinal].0,
+        &prov,
+        divided.then_some(replicas_at),
+    );
     // §9.5 ★: two override policies writing one path (the later wins)
     if let Some(raw) = work.annotations().get(annotations::OVERRIDE_OVERLAPS) {
         match serde_json::from_str::<Vec<String>>(raw) {

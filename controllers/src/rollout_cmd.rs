@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use causeway_crds::federation::binding::{BindingStatus, conditions};
+use causeway_crds::federation::interpreter;
 use causeway_crds::federation::rollout;
 use causeway_crds::federation::work::Work;
 use causeway_crds::names::execution_namespace;
@@ -81,7 +82,8 @@ pub(crate) struct Seen<'a> {
     pub ordered: bool,
     /// The template's `metadata.generation`.
     pub generation: Option<i64>,
-    /// The template's `spec.replicas`, and the binding's (what the hub divides).
+    /// The template's replica count (`spec.replicas`, or its interpreter's path), and
+    /// the binding's (what the hub divides).
     pub replicas: (Option<i64>, Option<i64>),
     /// The clusters the binding is scheduled to.
     pub clusters: &'a [String],
@@ -199,9 +201,13 @@ async fn look(
         false => works_of(hub, kind, namespace, name).await?,
     };
     let clusters: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
+    // where the kind keeps its replica count, as the Works say (its interpreter's path)
+    let replicas_at = works.first().map_or(interpreter::DEFAULT_REPLICAS, |w| {
+        interpreter::replicas_pointer(w, &template.data)
+    });
     let template_replicas = template
         .data
-        .pointer("/spec/replicas")
+        .pointer(replicas_at)
         .and_then(serde_json::Value::as_i64);
     Ok(Ok(standing(&Seen {
         status: status.as_ref(),

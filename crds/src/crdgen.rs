@@ -18,6 +18,7 @@ use crate::about;
 use crate::exported_service::ExportedService;
 use crate::federation::binding::{ClusterResourceBinding, ResourceBinding};
 use crate::federation::cluster::Cluster;
+use crate::federation::interpreter::ResourceInterpreter;
 use crate::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
 use crate::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
 use crate::federation::work::Work;
@@ -177,6 +178,7 @@ pub fn try_all_crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         ClusterPropagationPolicy::crd(),
         OverridePolicy::crd(),
         ClusterOverridePolicy::crd(),
+        ResourceInterpreter::crd(),
         Work::crd(),
         ResourceBinding::crd(),
         ClusterResourceBinding::crd(),
@@ -437,7 +439,7 @@ mod tests {
         assert!(names.contains(&"clusterresourcebindings.causeway.io.yaml".to_string()));
         assert!(names.contains(&"httproutes.gateway.networking.k8s.io.yaml".to_string()));
         assert!(names.contains(&"clusterproperties.about.k8s.io.yaml".to_string()));
-        assert_eq!(names.len(), 17);
+        assert_eq!(names.len(), 18);
     }
 
     #[test]

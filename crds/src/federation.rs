@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod deps;
 pub mod divide;
 pub mod health;
+pub mod interpreter;
 pub mod override_apply;
 pub mod overrides;
 pub mod propagation;

@@ -21,6 +21,7 @@
 #![allow(rustdoc::bare_urls)]
 
 pub mod about;
+pub mod cel;
 pub mod crdgen;
 pub mod exported_service;
 pub mod federation;

@@ -156,13 +156,14 @@ fn recorded(prov: &Provenance, pointer: &str) -> Option<String> {
 
 /// Pure: the diff of `template` → `member` for one cluster, each change labelled.
 /// Both are taken as the renderer takes a template ([`manifest_of`]: without what the
-/// server and kubectl set). `divided` says whether the binding gives this cluster its
-/// own replica count.
+/// server and kubectl set). `divided` is where the kind keeps its replica count
+/// (`/spec/replicas`, or its ResourceInterpreter's path) when the binding gives this
+/// cluster its own replica count.
 pub(crate) fn diff(
     template: &Value,
     member: &Value,
     prov: &Provenance,
-    divided: bool,
+    divided: Option<&str>,
 ) -> Vec<Change> {
     let generation = format!(
         "/metadata/annotations/{}",
@@ -175,7 +176,7 @@ pub(crate) fn diff(
                 format!("set by {origin}")
             } else if pointer == generation {
                 "added by Causeway: the template generation it was rendered from".to_string()
-            } else if pointer == "/spec/replicas" && divided {
+            } else if divided == Some(pointer.as_str()) {
                 "set by Causeway: this cluster's share of the replicas (binding spec.clusters)"
                     .to_string()
             } else if [

@@ -42,6 +42,7 @@ use causeway_crds::federation::binding::{
     conditions,
 };
 use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::interpreter::Interpreters;
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
 use causeway_crds::federation::schedule::failover::past_deadline;
 use causeway_crds::federation::schedule::{Decision, PlacementError, Workload, app_failover};
@@ -108,6 +109,7 @@ pub fn desired(
     works: &HashMap<(String, String), Vec<Arc<Work>>>,
     now: &Time,
     evictions: &mut evictions::Evictions,
+    interpreters: &Interpreters,
 ) -> Desired {
     let mut out = Desired::default();
     let all = policies
@@ -204,9 +206,11 @@ pub fn desired(
             .and_then(|(_, _, status)| status)
             .map(|s| s.conditions.as_slice())
             .unwrap_or_default();
+        // where the kind keeps its replica count: `spec.replicas`, or its interpreter's
+        let replicas_at = interpreters.replicas_pointer(&meta.api_version, &meta.kind);
         let replicas = template
             .data
-            .pointer("/spec/replicas")
+            .pointer(replicas_at)
             .and_then(serde_json::Value::as_i64)
             .and_then(|r| i32::try_from(r).ok());
         // J.64: clusters the application failed in for longer than tolerated

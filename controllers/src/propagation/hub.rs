@@ -26,6 +26,7 @@ use causeway_crds::federation::binding::{
     conditions,
 };
 use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::interpreter::{self, Interpreters, ResourceInterpreter};
 use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
 use causeway_crds::federation::rollout;
@@ -97,6 +98,8 @@ struct Caches {
     cpps: Cache<ClusterPropagationPolicy>,
     ops: Cache<OverridePolicy>,
     cops: Cache<ClusterOverridePolicy>,
+    /// How to read kinds Causeway has no rule for (`causeway.io` ResourceInterpreters).
+    interpreters: Cache<ResourceInterpreter>,
     rbs: Cache<ResourceBinding>,
     crbs: Cache<ClusterResourceBinding>,
     works: Cache<Work>,
@@ -194,6 +197,14 @@ pub async fn run(
             "hub cluster override policies",
             None,
         ),
+        interpreters: cache(
+            Api::all(hub.clone()),
+            all(),
+            wake.clone(),
+            stop.clone(),
+            "hub resource interpreters",
+            None,
+        ),
         rbs: cache(
             Api::all(hub.clone()),
             all(),
@@ -250,6 +261,7 @@ pub async fn run(
         c.cpps.wait_until_ready().await?;
         c.ops.wait_until_ready().await?;
         c.cops.wait_until_ready().await?;
+        c.interpreters.wait_until_ready().await?;
         c.rbs.wait_until_ready().await?;
         c.crbs.wait_until_ready().await?;
         c.works.wait_until_ready().await?;
@@ -413,6 +425,13 @@ async fn round(
             works.entry(k).or_default().push(w);
         }
     }
+    let all_interpreters = c.interpreters.state();
+    let (interpreters, interpreter_verdicts) = interpreter::resolve(
+        &all_interpreters
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>(),
+    );
     let want = detector::desired(
         &templates,
         &pps,
@@ -423,6 +442,7 @@ async fn round(
         &works,
         &now,
         &mut memos.evictions,
+        &interpreters,
     );
     memos.due = want
         .bindings
@@ -464,9 +484,12 @@ async fn round(
         now: &now,
         works: &works,
         revisions: &revisions,
+        interpreters: &interpreters,
     };
     ctx.policy_statuses(&pps, &cpps, &invalid).await;
     ctx.override_statuses().await;
+    ctx.interpreter_statuses(&all_interpreters, &interpreter_verdicts)
+        .await;
     // the namespaces first, so a member has them when the templates' Works arrive
     let (leaving, members): (Vec<&Arc<Cluster>>, Vec<&Arc<Cluster>>) = clusters
         .iter()
@@ -596,6 +619,8 @@ struct Ctx<'a> {
     works: &'a HashMap<Key, Vec<Arc<Work>>>,
     /// The template revisions of ordered rollouts, by binding key.
     revisions: &'a HashMap<Key, Vec<Arc<ControllerRevision>>>,
+    /// The ResourceInterpreters in force.
+    interpreters: &'a Interpreters,
 }
 
 impl Ctx<'_> {
@@ -635,6 +660,7 @@ impl Ctx<'_> {
                 template: &manifest,
                 overrides: self.ops,
                 cluster_overrides: self.cops,
+                interpreters: self.interpreters,
                 clusters: self.clusters,
             });
             for w in &out.warnings {

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use causeway_crds::federation::ConflictResolution;
 use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::interpreter::Interpreters;
 use causeway_crds::federation::override_apply::{Provenance, applicable_policies, apply};
 use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
 use causeway_crds::federation::prune::prune_allocated;
@@ -73,6 +74,9 @@ pub struct RenderInput<'a> {
     pub cluster_overrides: &'a [Arc<ClusterOverridePolicy>],
     /// Every Cluster on the hub.
     pub clusters: &'a [Arc<Cluster>],
+    /// The hub's ResourceInterpreters, resolved: where the template's kind keeps its
+    /// replica count, and the health rule each Work carries.
+    pub interpreters: &'a Interpreters,
 }
 
 /// What [`render`] decided.
@@ -105,6 +109,11 @@ pub fn render(input: &RenderInput) -> Rendered {
     let conflict = conflict_resolution(input, &mut out.warnings);
     let preserved = preserved_clusters(template);
     let base = manifest_of(template);
+    // where the kind keeps its replica count: `spec.replicas`, or its interpreter's path
+    let replicas_at = input.interpreters.replicas_pointer(
+        text(template, "/apiVersion").unwrap_or_default(),
+        text(template, "/kind").unwrap_or_default(),
+    );
     let generation = template
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
@@ -126,8 +135,7 @@ pub fn render(input: &RenderInput) -> Rendered {
             continue;
         };
         let mut manifest = base.clone();
-        if let (Some(n), Some(replicas)) = (target.replicas, manifest.pointer_mut("/spec/replicas"))
-        {
+        if let (Some(n), Some(replicas)) = (target.replicas, manifest.pointer_mut(replicas_at)) {
             *replicas = Value::from(n);
         }
         let rules = applicable_policies(&manifest, cluster, &cluster_policies, &policies);
@@ -212,6 +220,7 @@ fn work(
     if let Some(ns) = input.binding_namespace {
         labels.insert(labels::BINDING_NAMESPACE.into(), ns.into());
     }
+    let interpretations = input.interpreters.for_manifests([&manifest]);
     let mut work = Work::new(
         &names::work_name(input.binding_namespace, input.binding_name),
         WorkSpec {
@@ -221,6 +230,7 @@ fn work(
             suspend_dispatching: Some(s.suspend),
             preserve_resources_on_deletion: Some(s.preserve),
             conflict_resolution: Some(s.conflict),
+            interpretations,
         },
     );
     // the overlaps' annotation is written even when empty, so that an overlap that is

@@ -14,6 +14,7 @@
 //! older policy that is now refused can still be labelled, or have its finalizers
 //! removed.
 
+use causeway_crds::federation::interpreter::{self, ResourceInterpreter};
 use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy};
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
 use causeway_crds::federation::selection::{PolicyRef, validate_policy};
@@ -74,6 +75,16 @@ fn verdict(kind: &str, namespace: &str, object: &Value) -> Result<Vec<String>, S
             let p = read::<ClusterOverridePolicy>(kind, &object)?;
             let policy = format!("{kind} {}", p.metadata.name.as_deref().unwrap_or_default());
             override_problem(&policy, &p.spec).map_or(Ok(Vec::new()), Err)
+        }
+        "ResourceInterpreter" => {
+            let r = read::<ResourceInterpreter>(kind, &object)?;
+            let problems = interpreter::problems(&r.spec);
+            if problems.is_empty() {
+                Ok(Vec::new())
+            } else {
+                let name = r.metadata.name.as_deref().unwrap_or_default();
+                Err(format!("{kind} {name} is invalid: {}", problems.join("; ")))
+            }
         }
         _ => Ok(Vec::new()),
     }
@@ -290,6 +301,30 @@ mod tests {
                 Value::Null,
                 false,
                 "ClusterOverridePolicy c is invalid: spec.overrideRules[0].targetCluster.clusterNames: Invalid value: \"east\": Duplicate value",
+            ),
+            (
+                "CREATE",
+                "ResourceInterpreter",
+                json!({"apiVersion": "causeway.io/v1alpha1", "kind": "ResourceInterpreter",
+                    "metadata": {"name": "gadgets"}, "spec": {
+                        "target": {"apiVersion": "example.com/v1", "kind": "Gadget"},
+                        "replicas": {"path": "spec.size"},
+                        "health": {"healthy": "object.status.phase =="}}}),
+                Value::Null,
+                false,
+                "ResourceInterpreter gadgets is invalid: spec.replicas.path: Invalid value: \"spec.size\": must be a JSON pointer under /spec, e.g. /spec/size; spec.health.healthy: Invalid value",
+            ),
+            (
+                "UPDATE",
+                "ResourceInterpreter",
+                json!({"apiVersion": "causeway.io/v1alpha1", "kind": "ResourceInterpreter",
+                    "metadata": {"name": "gadgets"}, "spec": {
+                        "target": {"apiVersion": "example.com/v1", "kind": "Gadget"},
+                        "replicas": {"path": "/spec/size"},
+                        "health": {"healthy": "object.status.phase == 'Running'"}}}),
+                Value::Null,
+                true,
+                "",
             ),
         ];
         for (operation, kind, object, old, allowed, says) in cases {

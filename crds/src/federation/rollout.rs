@@ -23,9 +23,9 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::federation::health;
 use crate::federation::selection::labels;
 use crate::federation::work::{ResourceHealth, Work};
+use crate::federation::{health, interpreter};
 use crate::well_known::annotations;
 
 /// An ordered rollout of template changes.
@@ -343,7 +343,8 @@ pub fn plan(
 /// (`status.replicas` = `updatedReplicas`), every updated one available, and the replica
 /// count the Work asks for (a status from before the member applied a new division is
 /// not enough). A kind with no health rule (its health stays Unknown) counts once
-/// applied, unless its status has a `Ready` condition: then once it is Ready.
+/// applied, unless its status has a `Ready` condition: then once it is Ready. A kind
+/// whose ResourceInterpreter has a health rule waits for Healthy.
 pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
     let Some(work) = work else {
         return Err("no Work yet".into());
@@ -377,7 +378,7 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
             let wanted = usize::try_from(s.identifier.ordinal)
                 .ok()
                 .and_then(|i| work.spec.workload.manifests.get(i))
-                .and_then(|m| m.0.pointer("/spec/replicas"))
+                .and_then(|m| m.0.pointer(interpreter::replicas_pointer(work, &m.0)))
                 .and_then(|v| v.as_i64());
             if let Some(wanted) = wanted
                 && updated != wanted
@@ -404,7 +405,8 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
             _ if health::reports_readiness(s.status.as_ref()) => {
                 return Err(format!("{what} is not Ready yet"));
             }
-            _ if !health::judged(&s.identifier.group, &s.identifier.kind) => {}
+            _ if !health::judged(&s.identifier.group, &s.identifier.kind)
+                && !interpreter::judges(work, &s.identifier.group, &s.identifier.kind) => {}
             _ => return Err(format!("{what} has not reported its health yet")),
         }
     }
@@ -421,12 +423,11 @@ pub fn held_work(rendered: &Work, actual: &Work) -> Work {
         let same = rendered.spec.workload.manifests.iter().find(|r| {
             r.kind() == m.kind() && r.name() == m.name() && r.namespace() == m.namespace()
         });
-        if let (Some(r), Some(spec)) = (
-            same.and_then(|r| r.0.pointer("/spec/replicas")),
-            m.0.get_mut("spec").and_then(|s| s.as_object_mut()),
-        ) && spec.contains_key("replicas")
-        {
-            spec.insert("replicas".into(), r.clone());
+        let Some(same) = same else { continue };
+        // where the kind keeps its count (`spec.replicas`, or its interpreter's path)
+        let at = interpreter::replicas_pointer(rendered, &same.0);
+        if let (Some(r), Some(held)) = (same.0.pointer(at), m.0.pointer_mut(at)) {
+            *held = r.clone();
         }
     }
     w.spec.workload.manifests = manifests;

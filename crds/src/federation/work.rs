@@ -64,6 +64,12 @@ pub struct WorkSpec {
     /// by Causeway: Abort (the default) or Overwrite.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conflict_resolution: Option<ConflictResolution>,
+
+    /// How to read the manifests' kinds that a ResourceInterpreter on the hub
+    /// interprets: where their replica count is, and their health rule (CEL), which
+    /// the member's applier judges them by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interpretations: Vec<super::interpreter::Interpretation>,
 }
 
 /// The objects of a Work.

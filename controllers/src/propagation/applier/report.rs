@@ -3,7 +3,7 @@
 //! applied/reason/message, generation, template generation) and the conditions
 //! Applied, Available, Dispatching and Degraded. Pure.
 
-use causeway_crds::federation::health::health;
+use causeway_crds::federation::interpreter;
 use causeway_crds::federation::work::{
     ManifestStatus, ResourceHealth, ResourceIdentifier, WorkStatus, conditions,
 };
@@ -89,13 +89,20 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
     {
         let id = identifier(i, &m.0, &seen.served);
         let obj = out.object.as_ref();
-        let h = obj.map_or(ResourceHealth::Unknown, health);
+        // by the health rule the Work carries for the kind (a ResourceInterpreter's),
+        // else by Causeway's own; with why the rule could not tell
+        let (h, why) = obj.map_or((ResourceHealth::Unknown, None), |o| {
+            interpreter::health_in(work, o)
+        });
         let what = format!("manifest {i} ({})", ObjRef::of(&m.0));
         if let Err(e) = &out.result {
             failing.push((what.clone(), e.clone()));
         }
         if out.result.is_err() || h != ResourceHealth::Healthy {
-            unhealthy.push(format!("{what}: {h:?}"));
+            match why {
+                Some(why) => unhealthy.push(format!("{what}: {h:?} ({why})")),
+                None => unhealthy.push(format!("{what}: {h:?}")),
+            }
         }
         if h == ResourceHealth::Unhealthy {
             degraded.push(what.clone());

@@ -61,6 +61,7 @@ fn run(
         &HashMap::new(),
         &t(100),
         &mut evictions::Evictions::new(1e9, 1e9),
+        &Interpreters::default(),
     )
 }
 
@@ -172,6 +173,7 @@ fn cluster_scoped_template_gets_a_cluster_resource_binding() {
         &HashMap::new(),
         &t(1),
         &mut evictions::Evictions::default(),
+        &Interpreters::default(),
     );
     assert!(d.bindings.is_empty());
     assert_eq!(d.cluster_bindings.len(), 1);
@@ -446,6 +448,7 @@ fn late_joining_matching_cluster_appears_in_spec_clusters() {
         &HashMap::new(),
         &t(200),
         &mut evictions::Evictions::default(),
+        &Interpreters::default(),
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["p1", "p2"]);
     // Scheduled stayed True, so its transition time is kept
@@ -635,6 +638,7 @@ fn failing_over_is_rate_limited() {
             &HashMap::new(),
             &t(now),
             budget,
+            &Interpreters::default(),
         )
     };
     let d = round(1000, &existing, &mut budget);
@@ -713,6 +717,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
             &works,
             &t(now),
             &mut evictions::Evictions::new(1e9, 1e9),
+            &Interpreters::default(),
         )
     };
     let first = round(&[], &[], 5);
@@ -766,6 +771,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
         &HashMap::new(),
         &t(30),
         &mut evictions::Evictions::new(1e9, 1e9),
+        &Interpreters::default(),
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
     assert!(d.bindings[0].spec.0.evictions.is_empty());
@@ -790,6 +796,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
         .into(),
         &t(100),
         &mut evictions::Evictions::new(1e9, 1e9),
+        &Interpreters::default(),
     );
     let b = &d.bindings[0];
     assert_eq!(names(&b.spec.0.clusters), ["a"]);
@@ -847,6 +854,7 @@ fn application_failover_is_rate_limited() {
         &works,
         &t(100),
         &mut bucket,
+        &Interpreters::default(),
     );
     let on_a: Vec<bool> = d
         .bindings
@@ -971,6 +979,7 @@ fn application_failover_does_not_judge_a_cluster_that_is_not_ready() {
         &works,
         &t(100),
         &mut evictions::Evictions::new(1e9, 1e9),
+        &Interpreters::default(),
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
     assert!(d.bindings[0].spec.0.evictions.is_empty());
@@ -1020,6 +1029,7 @@ fn a_held_older_generation_keeps_the_configmap_it_mounts() {
             &works,
             &t(100),
             &mut evictions::Evictions::new(1e9, 1e9),
+            &Interpreters::default(),
         )
     };
     let d = round("new-config", "old-config");

@@ -88,6 +88,7 @@ pub(super) fn work(cluster: &str, ns: &Namespace) -> Work {
             suspend_dispatching: None,
             preserve_resources_on_deletion: Some(true),
             conflict_resolution: None,
+            interpretations: Vec::new(),
         },
     );
     w.metadata = ObjectMeta {

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use causeway_crds::federation::interpreter::{self, ResourceInterpreter};
 use causeway_crds::federation::override_apply;
 use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy, OverrideSpec};
 use causeway_crds::federation::policy_conditions as pc;
@@ -126,14 +127,34 @@ impl Ctx<'_> {
             let why = override_problem(&format!("OverridePolicy {ns}/{}", p.name_any()), &p.spec)
                 .map(|w| (pc::REASON_INVALID, w));
             let api = Api::<OverridePolicy>::namespaced(self.hub.clone(), &ns);
-            self.policy_status(&api, p.as_ref(), &ns, why, Vec::new())
+            self.policy_status(&api, p.as_ref(), &ns, why, Vec::new(), "policy")
                 .await;
         }
         for p in cops {
             let why = override_problem(&format!("ClusterOverridePolicy {}", p.name_any()), &p.spec)
                 .map(|w| (pc::REASON_INVALID, w));
             let api = Api::<ClusterOverridePolicy>::all(self.hub.clone());
-            self.policy_status(&api, p.as_ref(), "", why, Vec::new())
+            self.policy_status(&api, p.as_ref(), "", why, Vec::new(), "policy")
+                .await;
+        }
+    }
+
+    /// Writes the `Valid` condition of every ResourceInterpreter whose verdict changed
+    /// (`verdicts`: from [`interpreter::resolve`], by name).
+    pub(super) async fn interpreter_statuses(
+        &mut self,
+        all: &[Arc<ResourceInterpreter>],
+        verdicts: &interpreter::Verdicts,
+    ) {
+        let api = Api::<ResourceInterpreter>::all(self.hub.clone());
+        for r in all {
+            let why = verdicts.get(&r.name_any()).cloned().flatten().map(|w| {
+                (
+                    pc::REASON_INVALID,
+                    format!("ResourceInterpreter {} is not in force: {w}", r.name_any()),
+                )
+            });
+            self.policy_status(&api, r.as_ref(), "", why, Vec::new(), "interpreter")
                 .await;
         }
     }
@@ -151,14 +172,14 @@ impl Ctx<'_> {
             let id = PolicyId::namespaced(ns.clone(), p.name_any());
             let why = problem(&id, &p.spec, invalid, &unknown);
             let api = Api::<PropagationPolicy>::namespaced(self.hub.clone(), &ns);
-            self.policy_status(&api, p.as_ref(), &ns, why, caveats(&p.spec))
+            self.policy_status(&api, p.as_ref(), &ns, why, caveats(&p.spec), "policy")
                 .await;
         }
         for p in cpps {
             let id = PolicyId::cluster(p.name_any());
             let why = problem(&id, &p.spec, invalid, &unknown);
             let api = Api::<ClusterPropagationPolicy>::all(self.hub.clone());
-            self.policy_status(&api, p.as_ref(), "", why, caveats(&p.spec))
+            self.policy_status(&api, p.as_ref(), "", why, caveats(&p.spec), "policy")
                 .await;
         }
     }
@@ -172,6 +193,7 @@ impl Ctx<'_> {
         ns: &str,
         why: Option<(&'static str, String)>,
         caveats: Vec<String>,
+        noun: &str,
     ) where
         K: Resource<DynamicType = ()>
             + Clone
@@ -188,15 +210,13 @@ impl Ctx<'_> {
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default();
         let (status, reason, message) = match &why {
-            None if caveats.is_empty() => (
-                "True",
-                pc::REASON_VALID,
-                "the policy is in force".to_string(),
-            ),
+            None if caveats.is_empty() => {
+                ("True", pc::REASON_VALID, format!("the {noun} is in force"))
+            }
             None => (
                 "True",
                 pc::REASON_VALID,
-                format!("the policy is in force, but {}", caveats.join("; ")),
+                format!("the {noun} is in force, but {}", caveats.join("; ")),
             ),
             Some((reason, why)) => ("False", *reason, why.clone()),
         };

@@ -122,6 +122,7 @@ impl Ctx<'_> {
                 overrides: self.ops,
                 cluster_overrides: self.cops,
                 clusters: self.clusters,
+                interpreters: self.interpreters,
             });
             if rendered.blocked.is_some() {
                 continue;

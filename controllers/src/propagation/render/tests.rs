@@ -66,6 +66,7 @@ struct Hub {
     overrides: Vec<Arc<OverridePolicy>>,
     cluster_overrides: Vec<Arc<ClusterOverridePolicy>>,
     clusters: Vec<Arc<Cluster>>,
+    interpreters: Interpreters,
 }
 
 impl Hub {
@@ -76,6 +77,7 @@ impl Hub {
             overrides: Vec::new(),
             cluster_overrides: Vec::new(),
             clusters: ["east", "west"].map(cluster).to_vec(),
+            interpreters: Interpreters::default(),
         }
     }
 
@@ -88,6 +90,7 @@ impl Hub {
             overrides: &self.overrides,
             cluster_overrides: &self.cluster_overrides,
             clusters: &self.clusters,
+            interpreters: &self.interpreters,
         })
     }
 }
@@ -156,6 +159,7 @@ fn cluster_resource_bindings_have_no_namespace_label() {
         overrides: &[],
         cluster_overrides: &[],
         clusters: &[cluster("east")],
+        interpreters: &Interpreters::default(),
     });
     let w = &out.works[0];
     assert_eq!(w.name_any(), "web-clusterrole");
@@ -476,4 +480,39 @@ fn preserved_state_labels_the_new_clusters_copies() {
         json!({"app": "web", "example.com/job": "job-7", "example.com/epoch": "3"})
     );
     assert_eq!(labels("east"), json!({"app": "web"}));
+}
+
+#[test]
+fn an_interpreted_kind_gets_its_share_where_its_interpreter_says_and_carries_the_rule() {
+    use causeway_crds::federation::interpreter::{ResourceInterpreter, resolve};
+    let gadgets: ResourceInterpreter = serde_json::from_value(json!({
+        "apiVersion": "causeway.io/v1alpha1", "kind": "ResourceInterpreter",
+        "metadata": {"name": "gadgets"},
+        "spec": {"target": {"apiVersion": "example.com/v1", "kind": "Gadget"},
+                 "replicas": {"path": "/spec/workers/count"},
+                 "health": {"healthy": "object.status.ready"}}}))
+    .unwrap();
+    let mut hub = Hub::new(spec(&[("east", Some(3)), ("west", Some(1))]));
+    hub.template = json!({
+        "apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g", "namespace": "demo", "generation": 1},
+        "spec": {"replicas": 9, "workers": {"count": 4}},
+    });
+    hub.interpreters = resolve(&[&gadgets]).0;
+    let out = hub.render();
+    for (c, n) in [("east", 3), ("west", 1)] {
+        let w = work_of(&out, c);
+        let m = manifest(w);
+        assert_eq!(m.pointer("/spec/workers/count"), Some(&json!(n)), "{c}");
+        // `spec.replicas` is not this kind's replica count: left as the template has it
+        assert_eq!(m.pointer("/spec/replicas"), Some(&json!(9)), "{c}");
+        assert_eq!(w.spec.interpretations.len(), 1);
+        assert_eq!(
+            w.spec.interpretations[0].healthy.as_deref(),
+            Some("object.status.ready")
+        );
+    }
+    // other kinds carry nothing
+    let plain = Hub::new(spec(&[("east", Some(3))])).render();
+    assert!(work_of(&plain, "east").spec.interpretations.is_empty());
 }

@@ -10,7 +10,7 @@
 //! so an expression kube-apiserver refuses at creation for its type (`1 + 1`, an
 //! undeclared variable) is accepted here and fails when evaluated.
 
-use cel::{Context, Program, Value as Cel};
+use causeway_crds::cel::{Cel, Context, Program};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Cause, invalid_field, required_field};
@@ -96,44 +96,8 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
     ))
 }
 
-/// JSON as CEL sees it in kube-apiserver: integers are `int` (int64; serde_json hands
-/// non-negative ones over as u64, which `cel` would make `uint`), larger ones `uint`,
-/// others `double`.
-struct AsKube<'a>(&'a Value);
-
-impl serde::Serialize for AsKube<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        match self.0 {
-            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-                (Some(i), _) => s.serialize_i64(i),
-                (None, Some(u)) => s.serialize_u64(u),
-                _ => s.serialize_f64(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            Value::Array(items) => {
-                let mut seq = s.serialize_seq(Some(items.len()))?;
-                for v in items {
-                    seq.serialize_element(&AsKube(v))?;
-                }
-                seq.end()
-            }
-            Value::Object(fields) => {
-                let mut map = s.serialize_map(Some(fields.len()))?;
-                for (k, v) in fields {
-                    map.serialize_entry(k, &AsKube(v))?;
-                }
-                map.end()
-            }
-            other => other.serialize(s),
-        }
-    }
-}
-
 fn cel(v: Option<&Value>) -> Result<Cel, String> {
-    match v {
-        None | Some(Value::Null) => Ok(Cel::Null),
-        Some(v) => cel::to_value(AsKube(v)).map_err(|e| e.to_string()),
-    }
+    causeway_crds::cel::value(v)
 }
 
 /// Whether webhook `hook` is to be called for the AdmissionReview `request`: true

@@ -1,0 +1,102 @@
+//! CEL over Kubernetes objects, as kube-apiserver evaluates it: a JSON object becomes a
+//! CEL map, a JSON integer a CEL `int` (kube-apiserver's schemas type integers as
+//! `int`, where `cel` would make a non-negative one a `uint`, so `object.spec.x == 1`
+//! would be false), a larger integer a `uint`, any other number a `double`.
+//!
+//! Used by ResourceInterpreter health rules (`federation::interpreter`) and kubesim's
+//! admission `matchConditions`. `cel` (cel-rust) checks no types ahead of running: an
+//! expression that compiles can still fail when evaluated (a missing field, a type
+//! mismatch), and callers say so then.
+
+use serde_json::Value;
+
+pub use ::cel::{Context, Program, Value as Cel};
+
+/// `v` as Kubernetes' CEL sees it (JSON integers as `int`).
+struct AsKube<'a>(&'a Value);
+
+impl serde::Serialize for AsKube<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => s.serialize_i64(i),
+                (None, Some(u)) => s.serialize_u64(u),
+                _ => s.serialize_f64(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for v in items {
+                    seq.serialize_element(&AsKube(v))?;
+                }
+                seq.end()
+            }
+            Value::Object(fields) => {
+                let mut map = s.serialize_map(Some(fields.len()))?;
+                for (k, v) in fields {
+                    map.serialize_entry(k, &AsKube(v))?;
+                }
+                map.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
+/// `v` as a CEL value; absent or JSON null is CEL `null`.
+pub fn value(v: Option<&Value>) -> Result<Cel, String> {
+    match v {
+        None | Some(Value::Null) => Ok(Cel::Null),
+        Some(v) => ::cel::to_value(AsKube(v)).map_err(|e| e.to_string()),
+    }
+}
+
+/// Compiles `expression`, the error as text.
+pub fn compile(expression: &str) -> Result<Program, String> {
+    Program::compile(expression).map_err(|e| e.to_string())
+}
+
+/// Runs `expression` in `ctx` and expects a bool: `Err` says why not (it does not
+/// compile, it fails, or it is of another type).
+pub fn boolean(expression: &str, ctx: &Context<'_, '_>) -> Result<bool, String> {
+    match compile(expression)?
+        .execute(ctx)
+        .map_err(|e| e.to_string())?
+    {
+        Cel::Bool(b) => Ok(b),
+        other => Err(format!("evaluated to {other:?}, not a bool")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn eval(expr: &str, object: &Value) -> Result<bool, String> {
+        let mut ctx = Context::default();
+        ctx.add_variable_from_value("object", value(Some(object))?);
+        boolean(expr, &ctx)
+    }
+
+    #[test]
+    fn json_numbers_are_what_kubernetes_makes_them() {
+        let o = json!({"spec": {"n": 3, "big": u64::MAX, "f": 1.5}, "status": null});
+        for (expr, want) in [
+            ("object.spec.n == 3", Ok(true)),
+            ("object.spec.n > 2 && object.spec.n < 4", Ok(true)),
+            ("object.spec.big == 18446744073709551615u", Ok(true)),
+            ("object.spec.f == 1.5", Ok(true)),
+            ("object.status == null", Ok(true)),
+            ("has(object.spec.n) && !has(object.spec.m)", Ok(true)),
+        ] {
+            assert_eq!(eval(expr, &o), want, "{expr}");
+        }
+        let missing = eval("object.spec.m == 1", &o).unwrap_err();
+        assert!(missing.contains('m'), "{missing}");
+        let not_bool = eval("object.spec.n", &o).unwrap_err();
+        assert!(not_bool.contains("not a bool"), "{not_bool}");
+        assert!(eval("object.spec.n ==", &o).is_err());
+        assert_eq!(value(None), Ok(Cel::Null));
+    }
+}

@@ -1,0 +1,363 @@
+//! `ResourceInterpreter` (cluster-scoped): how Causeway reads a kind it has no rule
+//! for, an operator's custom resource say: where its replica count is (so a Divided
+//! placement divides it, and replica moves and rollouts follow it), and when it is
+//! healthy (so a rollout wave waits for it and application failover sees it fail).
+//! Karmada's ResourceInterpreterCustomization does this with Lua scripts; here a
+//! JSON pointer and CEL expressions, the language Kubernetes itself uses for
+//! validation rules and admission conditions.
+//!
+//! ```yaml
+//! apiVersion: causeway.io/v1alpha1
+//! kind: ResourceInterpreter
+//! metadata: {name: gadgets}
+//! spec:
+//!   target: {apiVersion: example.com/v1, kind: Gadget}
+//!   replicas: {path: /spec/size}
+//!   health:
+//!     healthy: "object.status.phase == 'Running' && object.status.readySize == object.spec.size"
+//!     unhealthy: "object.status.phase == 'Failed'"
+//! ```
+//!
+//! The hub resolves the interpreters ([`resolve`]): one per kind (group and kind; the
+//! oldest valid one wins, a later one for the same kind is `Valid=False`). Each Work
+//! carries the [`Interpretation`] of its manifests' kinds, so the member's applier (the
+//! hub for a Push member, the agent of a Pull member, which cannot read the hub's
+//! interpreters) judges health by the same rule the hub rendered with, and every reader
+//! of a Work's replica counts finds them where the rule says ([`replicas_pointer`]).
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::PolicyStatus;
+use super::work::{ResourceHealth, Work};
+use crate::cel;
+
+/// Where a kind keeps its replica count when it has no interpreter.
+pub const DEFAULT_REPLICAS: &str = "/spec/replicas";
+
+/// ResourceInterpreter spec.
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "causeway.io",
+    version = "v1alpha1",
+    kind = "ResourceInterpreter",
+    plural = "resourceinterpreters",
+    status = "PolicyStatus",
+    shortname = "ri",
+    category = "causeway",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "ResourceInterpreter tells Causeway where a kind keeps its replica count and when an object of it is healthy (CEL), for kinds it has no rule for, such as an operator's custom resources.",
+    printcolumn(name = "Target", type_ = "string", json_path = ".spec.target.kind"),
+    printcolumn(
+        name = "Valid",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Valid\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceInterpreterSpec {
+    /// The kind interpreted. Every version of it is: the rules read the object as the
+    /// member serves it at the template's version.
+    pub target: Target,
+
+    /// Where the kind keeps its replica count. Unset: `spec.replicas`, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<ReplicasRule>,
+
+    /// When an object of the kind is healthy in a member. Unset: Causeway's own rule
+    /// (kstatus's `Ready` and `Stalled` conditions for custom resources).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthRule>,
+}
+
+/// The kind a ResourceInterpreter is for.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    /// `group/version` (or `v1` for the core group), as in the template.
+    pub api_version: String,
+    /// The kind, as in the template.
+    pub kind: String,
+}
+
+/// Where the replica count is.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicasRule {
+    /// JSON pointer (RFC 6901) to the integer replica count under `/spec`, e.g.
+    /// `/spec/size` or `/spec/workers/replicas`. A Divided placement writes each
+    /// cluster's share there.
+    pub path: String,
+}
+
+/// When an object is healthy: CEL expressions over `object` (the member's object,
+/// status included) that evaluate to a bool.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthRule {
+    /// True when the object is healthy.
+    pub healthy: String,
+
+    /// True when the object has failed. Unset: an object that is not healthy is
+    /// unhealthy (Karmada's rule). Set: an object neither healthy nor unhealthy is
+    /// still progressing (Unknown), which never fails a cluster over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy: Option<String>,
+}
+
+/// One kind's interpretation, as a Work carries it (`spec.interpretations`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Interpretation {
+    /// The kind's API group (empty for the core group).
+    #[serde(default)]
+    pub group: String,
+    /// The kind.
+    pub kind: String,
+    /// The ResourceInterpreter this comes from, for messages.
+    pub interpreter: String,
+    /// JSON pointer to the replica count, when not `spec.replicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_path: Option<String>,
+    /// CEL: true when healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<String>,
+    /// CEL: true when failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy: Option<String>,
+}
+
+/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group, empty).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+/// What is wrong with `spec`, one message per field, naming it and what to write.
+pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    let t = &spec.target;
+    if t.api_version.trim().is_empty() {
+        out.push(
+            "spec.target.apiVersion: Required value: the kind's group/version, e.g. example.com/v1"
+                .into(),
+        );
+    }
+    if t.kind.trim().is_empty() {
+        out.push("spec.target.kind: Required value: the kind, e.g. Gadget".into());
+    }
+    if spec.replicas.is_none() && spec.health.is_none() {
+        out.push("spec: Required value: set replicas, health or both; an interpreter with neither changes nothing".into());
+    }
+    if let Some(r) = &spec.replicas
+        && let Some(why) = replicas_path_problem(&r.path)
+    {
+        out.push(format!(
+            "spec.replicas.path: Invalid value: {:?}: {why}",
+            r.path
+        ));
+    }
+    if let Some(h) = &spec.health {
+        let exprs = [
+            ("healthy", Some(&h.healthy)),
+            ("unhealthy", h.unhealthy.as_ref()),
+        ];
+        for (field, expr) in exprs {
+            let Some(expr) = expr else { continue };
+            if expr.trim().is_empty() {
+                out.push(format!(
+                    "spec.health.{field}: Required value: a CEL expression over `object` that is a bool"
+                ));
+            } else if let Err(e) = cel::compile(expr) {
+                out.push(format!(
+                    "spec.health.{field}: Invalid value: {expr:?}: compilation failed: {e}"
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn replicas_path_problem(path: &str) -> Option<&'static str> {
+    let Some(rest) = path.strip_prefix("/spec/") else {
+        return Some("must be a JSON pointer under /spec, e.g. /spec/size");
+    };
+    if rest.split('/').any(str::is_empty) {
+        return Some("a JSON pointer has no empty segments, e.g. /spec/workers/replicas");
+    }
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return Some("'~' must be written ~0, and '/' inside a key ~1 (RFC 6901)");
+        }
+    }
+    None
+}
+
+/// The hub's interpreters, resolved: one per kind.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Interpreters {
+    by_kind: BTreeMap<(String, String), Interpretation>,
+}
+
+/// [`resolve`]'s verdict on each interpreter: `None` when in force, else why not.
+pub type Verdicts = BTreeMap<String, Option<String>>;
+
+/// The interpreters in force, and a verdict for each one by name. Of several valid
+/// interpreters for one kind, the oldest (then the first by name) wins; the others are
+/// refused, naming it.
+pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
+    let mut sorted: Vec<&&ResourceInterpreter> = all.iter().collect();
+    let created = |r: &ResourceInterpreter| r.metadata.creation_timestamp.clone().map(|t| t.0);
+    sorted.sort_by(|a, b| {
+        (created(a), a.metadata.name.as_deref()).cmp(&(created(b), b.metadata.name.as_deref()))
+    });
+    let mut out = Interpreters::default();
+    let mut verdicts = Verdicts::new();
+    for r in sorted {
+        let name = r.metadata.name.clone().unwrap_or_default();
+        let problems = problems(&r.spec);
+        if !problems.is_empty() {
+            verdicts.insert(name, Some(problems.join("; ")));
+            continue;
+        }
+        let t = &r.spec.target;
+        let key = (group_of(&t.api_version).to_string(), t.kind.clone());
+        if let Some(first) = out.by_kind.get(&key) {
+            verdicts.insert(
+                name,
+                Some(format!(
+                    "ResourceInterpreter {} already interprets {} ({}): only one may; delete one of them",
+                    first.interpreter, key.1, t.api_version
+                )),
+            );
+            continue;
+        }
+        let i = Interpretation {
+            group: key.0.clone(),
+            kind: key.1.clone(),
+            interpreter: name.clone(),
+            replicas_path: r.spec.replicas.as_ref().map(|r| r.path.clone()),
+            healthy: r.spec.health.as_ref().map(|h| h.healthy.clone()),
+            unhealthy: r.spec.health.as_ref().and_then(|h| h.unhealthy.clone()),
+        };
+        out.by_kind.insert(key, i);
+        verdicts.insert(name, None);
+    }
+    (out, verdicts)
+}
+
+impl Interpreters {
+    /// The interpretation of the kind of `api_version`, `kind`, if one is in force.
+    pub fn of(&self, api_version: &str, kind: &str) -> Option<&Interpretation> {
+        self.by_kind
+            .get(&(group_of(api_version).to_string(), kind.to_string()))
+    }
+
+    /// Where the kind keeps its replica count.
+    pub fn replicas_pointer(&self, api_version: &str, kind: &str) -> &str {
+        self.of(api_version, kind)
+            .and_then(|i| i.replicas_path.as_deref())
+            .unwrap_or(DEFAULT_REPLICAS)
+    }
+
+    /// The interpretations of `manifests`' kinds (each once), for their Work.
+    pub fn for_manifests<'a>(
+        &self,
+        manifests: impl IntoIterator<Item = &'a Value>,
+    ) -> Vec<Interpretation> {
+        let mut out: Vec<Interpretation> = Vec::new();
+        for m in manifests {
+            let text = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("");
+            if let Some(i) = self.of(text("apiVersion"), text("kind"))
+                && !out.contains(i)
+            {
+                out.push(i.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The interpretation `work` carries for `manifest`'s kind.
+pub fn interpretation<'w>(work: &'w Work, manifest: &Value) -> Option<&'w Interpretation> {
+    let text = |k: &str| manifest.get(k).and_then(Value::as_str).unwrap_or("");
+    let group = group_of(text("apiVersion"));
+    let kind = text("kind");
+    work.spec
+        .interpretations
+        .iter()
+        .find(|i| i.group == group && i.kind == kind)
+}
+
+/// Where `manifest` of `work` keeps its replica count.
+pub fn replicas_pointer<'w>(work: &'w Work, manifest: &Value) -> &'w str {
+    interpretation(work, manifest)
+        .and_then(|i| i.replicas_path.as_deref())
+        .unwrap_or(DEFAULT_REPLICAS)
+}
+
+/// Whether `work` carries a health rule for the kind `group`/`kind`.
+pub fn judges(work: &Work, group: &str, kind: &str) -> bool {
+    work.spec
+        .interpretations
+        .iter()
+        .any(|i| i.group == group && i.kind == kind && i.healthy.is_some())
+}
+
+/// The health of member object `obj` by interpretation `i`'s rule, and, when the rule
+/// could not tell for an object that has a status, why (a field the expression names
+/// that the object lacks, a result that is not a bool). An object without a status yet
+/// is Unknown, with nothing to say. `None` when `i` has no health rule.
+pub fn health(i: &Interpretation, obj: &Value) -> Option<(ResourceHealth, Option<String>)> {
+    let healthy = i.healthy.as_deref()?;
+    let verdict = cel::value(Some(obj)).and_then(|o| {
+        let mut ctx = cel::Context::default();
+        ctx.add_variable_from_value("object", o);
+        let eval = |field: &str, expr: &str| {
+            cel::boolean(expr, &ctx).map_err(|e| format!("health.{field}: {e}"))
+        };
+        let failed = match i.unhealthy.as_deref() {
+            Some(expr) => Some(eval("unhealthy", expr)?),
+            None => None,
+        };
+        if failed == Some(true) {
+            return Ok(ResourceHealth::Unhealthy);
+        }
+        Ok(match (eval("healthy", healthy)?, failed) {
+            (true, _) => ResourceHealth::Healthy,
+            (false, None) => ResourceHealth::Unhealthy,
+            (false, Some(_)) => ResourceHealth::Unknown,
+        })
+    });
+    match verdict {
+        Ok(h) => Some((h, None)),
+        Err(why) => {
+            let status = obj.get("status").is_some_and(|s| !s.is_null());
+            let why = status.then(|| format!("ResourceInterpreter {}: {why}", i.interpreter));
+            Some((ResourceHealth::Unknown, why))
+        }
+    }
+}
+
+/// The health of member object `obj`, one of `work`'s manifests: by the health rule
+/// the Work carries for its kind, else by Causeway's own ([`super::health::health`]);
+/// with why the rule could not tell, when it could not.
+pub fn health_in(work: &Work, obj: &Value) -> (ResourceHealth, Option<String>) {
+    interpretation(work, obj)
+        .and_then(|i| health(i, obj))
+        .unwrap_or_else(|| (super::health::health(obj), None))
+}
+
+#[cfg(test)]
+#[path = "interpreter_tests.rs"]
+mod tests;

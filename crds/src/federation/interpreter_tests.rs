@@ -1,0 +1,266 @@
+use super::*;
+use crate::federation::work::{Manifest, WorkSpec, WorkloadTemplate};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::json;
+
+fn interpreter(name: &str, age: i64, spec: Value) -> ResourceInterpreter {
+    let mut r = ResourceInterpreter::new(name, serde_json::from_value(spec).unwrap());
+    r.metadata.creation_timestamp = Some(Time(
+        k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + age).unwrap(),
+    ));
+    r
+}
+
+fn gadgets(name: &str, age: i64) -> ResourceInterpreter {
+    interpreter(
+        name,
+        age,
+        json!({
+            "target": {"apiVersion": "example.com/v1", "kind": "Gadget"},
+            "replicas": {"path": "/spec/size"},
+            "health": {
+                "healthy": "object.status.phase == 'Running' && object.status.readySize == object.spec.size",
+                "unhealthy": "object.status.phase == 'Failed'"
+            }
+        }),
+    )
+}
+
+#[test]
+fn bad_interpreters_are_refused_with_what_to_write() {
+    let cases = [
+        (
+            json!({"target": {"apiVersion": "", "kind": "Gadget"}, "replicas": {"path": "/spec/size"}}),
+            vec!["spec.target.apiVersion: Required value"],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": ""}, "replicas": {"path": "/spec/size"}}),
+            vec!["spec.target.kind: Required value"],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}}),
+            vec!["spec: Required value: set replicas, health or both"],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "spec.size"}}),
+            vec![
+                "spec.replicas.path: Invalid value: \"spec.size\": must be a JSON pointer under /spec",
+            ],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "/status/size"}}),
+            vec!["must be a JSON pointer under /spec, e.g. /spec/size"],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "/spec//size"}}),
+            vec!["no empty segments"],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "/spec/a~2b"}}),
+            vec!["'~' must be written ~0"],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "health": {"healthy": "object.status.phase =="}}),
+            vec![
+                "spec.health.healthy: Invalid value: \"object.status.phase ==\": compilation failed",
+            ],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "health": {"healthy": " ", "unhealthy": "((("}}),
+            vec![
+                "spec.health.healthy: Required value",
+                "spec.health.unhealthy: Invalid value",
+            ],
+        ),
+    ];
+    for (spec, want) in cases {
+        let spec: ResourceInterpreterSpec = serde_json::from_value(spec.clone()).unwrap();
+        let got = problems(&spec);
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(g.contains(w), "{g:?} should contain {w:?}");
+        }
+    }
+    assert!(problems(&gadgets("g", 0).spec).is_empty());
+    assert!(
+        problems(
+            &serde_json::from_value(json!({"target": {"apiVersion": "v1", "kind": "Widget"},
+                "replicas": {"path": "/spec/a~1b/replicas"}}))
+            .unwrap()
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn one_interpreter_per_kind_the_oldest_wins() {
+    let (old, new) = (gadgets("gadgets", 0), gadgets("gadgets-2", 10));
+    let mut bad = gadgets("broken", -10);
+    bad.spec.replicas = Some(ReplicasRule {
+        path: "size".into(),
+    });
+    let other_version = {
+        let mut r = gadgets("gadgets-v2", 20);
+        r.spec.target.api_version = "example.com/v2".into();
+        r
+    };
+    let (resolved, verdicts) = resolve(&[&new, &bad, &old, &other_version]);
+    assert_eq!(verdicts["gadgets"], None);
+    assert!(
+        verdicts["broken"]
+            .as_deref()
+            .unwrap()
+            .contains("spec.replicas.path")
+    );
+    let refused = verdicts["gadgets-2"].as_deref().unwrap();
+    assert!(
+        refused.contains("ResourceInterpreter gadgets already interprets Gadget"),
+        "{refused}"
+    );
+    // a group's kind is one kind, whatever the version
+    assert!(
+        verdicts["gadgets-v2"]
+            .as_deref()
+            .unwrap()
+            .contains("already interprets")
+    );
+    assert_eq!(
+        resolved.of("example.com/v9", "Gadget").unwrap().interpreter,
+        "gadgets"
+    );
+    assert_eq!(
+        resolved.replicas_pointer("example.com/v1", "Gadget"),
+        "/spec/size"
+    );
+    assert_eq!(
+        resolved.replicas_pointer("apps/v1", "Deployment"),
+        DEFAULT_REPLICAS
+    );
+    assert!(resolved.of("other.com/v1", "Gadget").is_none());
+    // a Work carries each kind's interpretation once
+    let g = json!({"apiVersion": "example.com/v1", "kind": "Gadget"});
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment"});
+    let carried = resolved.for_manifests([&g, &d, &g]);
+    assert_eq!(carried.len(), 1);
+    assert_eq!(carried[0].replicas_path.as_deref(), Some("/spec/size"));
+}
+
+fn work_of(interpretations: Vec<Interpretation>) -> Work {
+    Work::new(
+        "w",
+        WorkSpec {
+            workload: WorkloadTemplate {
+                manifests: vec![Manifest(
+                    json!({"apiVersion": "example.com/v1", "kind": "Gadget"}),
+                )],
+            },
+            interpretations,
+            ..WorkSpec::default()
+        },
+    )
+}
+
+#[test]
+fn health_follows_the_rules_cel() {
+    let (resolved, _) = resolve(&[&gadgets("gadgets", 0)]);
+    let i = resolved.of("example.com/v1", "Gadget").unwrap().clone();
+    let without_unhealthy = Interpretation {
+        unhealthy: None,
+        ..i.clone()
+    };
+    let gadget = |status: Value| json!({"apiVersion": "example.com/v1", "kind": "Gadget", "spec": {"size": 3}, "status": status});
+    use ResourceHealth::*;
+    let cases = [
+        (
+            "running, all ready",
+            gadget(json!({"phase": "Running", "readySize": 3})),
+            Healthy,
+            Healthy,
+            None,
+        ),
+        (
+            "running, some ready",
+            gadget(json!({"phase": "Running", "readySize": 1})),
+            Unknown,
+            Unhealthy,
+            None,
+        ),
+        (
+            "failed",
+            gadget(json!({"phase": "Failed", "readySize": 0})),
+            Unhealthy,
+            Unhealthy,
+            None,
+        ),
+        (
+            "no status yet",
+            json!({"apiVersion": "example.com/v1", "kind": "Gadget", "spec": {"size": 3}}),
+            Unknown,
+            Unknown,
+            None,
+        ),
+        (
+            "a status without the fields",
+            gadget(json!({"phase": "Running"})),
+            Unknown,
+            Unknown,
+            Some("ResourceInterpreter gadgets: health.healthy: "),
+        ),
+    ];
+    for (what, obj, with, without, why) in cases {
+        let (h, msg) = health(&i, &obj).unwrap();
+        assert_eq!(h, with, "{what}");
+        assert_eq!(
+            health(&without_unhealthy, &obj).unwrap().0,
+            without,
+            "{what}"
+        );
+        match why {
+            Some(w) => assert!(
+                msg.as_deref().is_some_and(|m| m.starts_with(w)),
+                "{what}: {msg:?}"
+            ),
+            None => assert_eq!(msg, None, "{what}"),
+        }
+    }
+    let not_bool = Interpretation {
+        healthy: Some("object.spec.size".into()),
+        unhealthy: None,
+        ..i.clone()
+    };
+    let (h, msg) = health(&not_bool, &gadget(json!({}))).unwrap();
+    assert_eq!(h, Unknown);
+    assert!(msg.unwrap().contains("not a bool"));
+    // no health rule: Causeway's own
+    let replicas_only = Interpretation {
+        healthy: None,
+        unhealthy: None,
+        ..i.clone()
+    };
+    assert_eq!(health(&replicas_only, &gadget(json!({}))), None);
+    let ready = gadget(json!({"conditions": [{"type": "Ready", "status": "True"}]}));
+    assert_eq!(
+        health_in(&work_of(vec![replicas_only.clone()]), &ready),
+        (Healthy, None)
+    );
+    assert!(!judges(
+        &work_of(vec![replicas_only]),
+        "example.com",
+        "Gadget"
+    ));
+    // the Work's rule is the one used
+    let w = work_of(vec![i]);
+    assert!(judges(&w, "example.com", "Gadget"));
+    assert_eq!(health_in(&w, &ready).0, Unknown);
+    assert_eq!(
+        replicas_pointer(
+            &w,
+            &json!({"apiVersion": "example.com/v2", "kind": "Gadget"})
+        ),
+        "/spec/size"
+    );
+    assert_eq!(
+        replicas_pointer(&w, &json!({"apiVersion": "apps/v1", "kind": "Gadget"})),
+        DEFAULT_REPLICAS
+    );
+}
