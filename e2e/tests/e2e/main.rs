@@ -39,6 +39,7 @@ mod propagation_cli;
 mod propagation_crds;
 mod propagation_failover;
 mod propagation_faults;
+mod propagation_interpreter;
 mod propagation_namespaces;
 mod propagation_protect;
 mod propagation_rbac;

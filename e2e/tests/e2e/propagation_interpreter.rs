@@ -1,0 +1,221 @@
+//! A custom kind read through a ResourceInterpreter (README, "Custom kinds"), with the
+//! README's `examples/interpreter-demo/` and real kubectl: Gadget keeps its replica
+//! count at `spec.workers.count`, so a Divided placement writes each member's share
+//! there; its health is the interpreter's CEL, judged by each member's applier from
+//! the rule its Work carries; an unhealthy copy fails over by that rule. The members
+//! run no Gadget operator: the test writes their status as one would.
+
+use serde_json::Value;
+
+use crate::mcs_support::eventually;
+use crate::propagation::{WAIT, fleet_of, get};
+use crate::support::{Env, repo};
+
+/// The demo's file `name`, with each `(from, to)` of `edits` replaced.
+fn demo(env: &Env, name: &str, edits: &[(&str, &str)]) -> String {
+    let path = repo().join("examples/interpreter-demo").join(name);
+    let mut yaml = std::fs::read_to_string(path).unwrap();
+    for (from, to) in edits {
+        assert!(yaml.contains(from), "{name} has {from:?}");
+        yaml = yaml.replace(from, to);
+    }
+    env.file(name, &yaml)
+}
+
+/// `kubectl apply -f file` on the hub until it succeeds (a kind the hub serves only
+/// once its CRD is established).
+async fn apply(env: &Env, file: &str) {
+    eventually(&format!("{file} applied"), WAIT, || async {
+        env.run("hub", &["apply", "-f", file])
+            .await
+            .status
+            .success()
+            .then_some(())
+    })
+    .await;
+}
+
+/// Gadget g1's worker count in `cluster`.
+async fn workers(env: &Env, cluster: &str) -> Option<i64> {
+    get(env, cluster, &["gadget", "g1", "-n", "demo"])
+        .await?
+        .pointer("/spec/workers/count")?
+        .as_i64()
+}
+
+/// Writes g1's status in `cluster` as its operator would.
+async fn set_status(env: &Env, cluster: &str, status: &str) {
+    let patch = format!(r#"{{"status":{status}}}"#);
+    let args = [
+        "patch",
+        "gadget",
+        "g1",
+        "-n",
+        "demo",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &patch,
+    ];
+    env.ok_in(cluster, &args).await;
+}
+
+/// The health `cluster` reports for g1 in the binding's aggregated status.
+async fn health(env: &Env, cluster: &str) -> Option<String> {
+    let rb = get(env, "hub", &["rb", "g1-gadget", "-n", "demo"]).await?;
+    let items = rb.pointer("/status/aggregatedStatus")?.as_array()?.clone();
+    let item = items.iter().find(|i| i["clusterName"] == cluster)?;
+    item["health"].as_str().map(String::from)
+}
+
+/// The message of the Available condition of g1's Work in `cluster`.
+async fn available(env: &Env, cluster: &str) -> Option<String> {
+    let ns = format!("causeway-es-{cluster}");
+    let w = get(env, "hub", &["work", "demo.g1-gadget", "-n", &ns]).await?;
+    let conditions = w.pointer("/status/conditions")?.as_array()?.clone();
+    let c = conditions.iter().find(|c| c["type"] == "Available")?;
+    c["message"].as_str().map(String::from)
+}
+
+/// The Valid condition of ResourceInterpreter `name`: (status, message).
+async fn valid(env: &Env, name: &str) -> Option<(String, String)> {
+    let r = get(env, "hub", &["resourceinterpreter", name]).await?;
+    let conditions = r.pointer("/status/conditions")?.as_array()?.clone();
+    let c = conditions.iter().find(|c| c["type"] == "Valid")?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["message"].as_str()?.to_string(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    apply(&env, &demo(&env, "1-crd.yaml", &[])).await;
+    env.ok(&["apply", "-f", &demo(&env, "2-interpreter.yaml", &[])])
+        .await;
+    let gadget = demo(
+        &env,
+        "3-gadget.yaml",
+        &[("tolerationSeconds: 20", "tolerationSeconds: 2")],
+    );
+    apply(&env, &gadget).await;
+    eventually("the interpreter is in force", WAIT, || async {
+        let (status, message) = valid(&env, "gadgets").await?;
+        (status == "True" && message == "the interpreter is in force").then_some(())
+    })
+    .await;
+
+    // divided 3:1 where the interpreter says the count is
+    eventually("3 workers in east, 1 in west", WAIT, || async {
+        (workers(&env, "east").await == Some(3) && workers(&env, "west").await == Some(1))
+            .then_some(())
+    })
+    .await;
+    let east = get(&env, "east", &["gadget", "g1", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(
+        east.pointer("/spec/image"),
+        Some(&Value::from("gadget:1.0"))
+    );
+    let work = get(
+        &env,
+        "hub",
+        &["work", "demo.g1-gadget", "-n", "causeway-es-east"],
+    )
+    .await
+    .unwrap();
+    let carried = work.pointer("/spec/interpretations/0").unwrap();
+    assert_eq!(carried["interpreter"], "gadgets", "{carried}");
+    assert_eq!(carried["replicasPath"], "/spec/workers/count", "{carried}");
+
+    // no status yet: Unknown, with nothing to say; then the CEL decides
+    eventually("both Unknown before any status", WAIT, || async {
+        (health(&env, "east").await.as_deref() == Some("Unknown")
+            && health(&env, "west").await.as_deref() == Some("Unknown"))
+        .then_some(())
+    })
+    .await;
+    set_status(&env, "west", r#"{"phase":"Running","readyWorkers":1}"#).await;
+    eventually("west Healthy", WAIT, || async {
+        (health(&env, "west").await.as_deref() == Some("Healthy")).then_some(())
+    })
+    .await;
+    set_status(&env, "east", r#"{"phase":"Running","readyWorkers":2}"#).await;
+    // still progressing (neither healthy nor failed): Unknown, not failed over
+    eventually("east Unknown, said why", WAIT, || async {
+        let m = available(&env, "east").await?;
+        m.contains("manifest 0 (Gadget demo/g1): Unknown")
+            .then_some(())
+    })
+    .await;
+    // a status the rule cannot read says so, naming the interpreter
+    set_status(&env, "east", r#"{"phase":"Running","readyWorkers":null}"#).await;
+    eventually(
+        "east's Work names the rule that cannot tell",
+        WAIT,
+        || async {
+            let m = available(&env, "east").await?;
+            m.contains("Unknown (ResourceInterpreter gadgets: health.healthy: ")
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        workers(&env, "east").await,
+        Some(3),
+        "Unknown is no failure"
+    );
+
+    // failed by the rule: after 2 s, west runs all 4 workers and east is evicted
+    set_status(&env, "east", r#"{"phase":"Failed","readyWorkers":0}"#).await;
+    eventually("west runs all 4 workers", WAIT, || async {
+        (workers(&env, "west").await == Some(4)).then_some(())
+    })
+    .await;
+    let rb = get(&env, "hub", &["rb", "g1-gadget", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(
+        rb.pointer("/spec/evictions/0/cluster"),
+        Some(&"east".into())
+    );
+    eventually("east's copy purged (purgeMode Directly)", WAIT, || async {
+        get(&env, "east", &["gadget", "g1", "-n", "demo"])
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // one interpreter per kind; a broken one says what to fix
+    let second = env.file(
+        "second.yaml",
+        "apiVersion: causeway.io/v1alpha1\nkind: ResourceInterpreter\nmetadata: {name: gadgets-again}\n\
+         spec:\n  target: {apiVersion: example.com/v2, kind: Gadget}\n  replicas: {path: /spec/size}\n\
+         ---\napiVersion: causeway.io/v1alpha1\nkind: ResourceInterpreter\nmetadata: {name: widgets}\n\
+         spec:\n  target: {apiVersion: example.com/v1, kind: Widget}\n  replicas: {path: spec.size}\n",
+    );
+    env.ok(&["apply", "-f", &second]).await;
+    eventually("the second and the broken one refused", WAIT, || async {
+        let (s1, m1) = valid(&env, "gadgets-again").await?;
+        let (s2, m2) = valid(&env, "widgets").await?;
+        (s1 == "False"
+            && m1.contains("ResourceInterpreter gadgets already interprets Gadget")
+            && s2 == "False"
+            && m2.contains("spec.replicas.path: Invalid value: \"spec.size\""))
+        .then_some(())
+    })
+    .await;
+    let listed = env.ok(&["get", "ri"]).await;
+    assert!(
+        listed.contains("TARGET") && listed.contains("Gadget") && listed.contains("False"),
+        "{listed}"
+    );
+    // the first stays in force
+    assert_eq!(
+        valid(&env, "gadgets").await.map(|v| v.0).as_deref(),
+        Some("True")
+    );
+}
