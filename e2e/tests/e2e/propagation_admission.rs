@@ -85,7 +85,24 @@ async fn invalid_policies_are_refused_at_apply_with_what_to_fix() {
         ),
         "{err}"
     );
-    for kind in ["propagationpolicy", "overridepolicy"] {
+    // a ResourceInterpreter whose path and CEL would not do
+    let ri = env.file(
+        "ri.yaml",
+        "apiVersion: causeway.io/v1alpha1\nkind: ResourceInterpreter\nmetadata: {name: web}\n\
+         spec:\n  target: {apiVersion: example.com/v1, kind: Gadget}\n  replicas: {path: spec.size}\n\
+         \x20 health: {healthy: \"object.status.phase ==\"}\n",
+    );
+    let err = env.fails(&["apply", "-f", &ri]).await;
+    assert!(
+        err.contains(
+            "admission webhook \"policies.causeway.io\" denied the request: ResourceInterpreter \
+             web is invalid: spec.replicas.path: Invalid value: \"spec.size\": must be a JSON \
+             pointer under /spec, e.g. /spec/size; spec.health.healthy: Invalid value: \
+             \"object.status.phase ==\": compilation failed"
+        ),
+        "{err}"
+    );
+    for kind in ["propagationpolicy", "overridepolicy", "resourceinterpreter"] {
         assert!(
             get(&env, "hub", &[kind, "web"]).await.is_none(),
             "{kind} stored"
@@ -134,7 +151,7 @@ async fn invalid_policies_are_refused_at_apply_with_what_to_fix() {
     let counted = hook.counted();
     assert!(
         counted
-            .contains("causeway_webhook_reviews_total{webhook=\"policies\",decision=\"denied\"} 3"),
+            .contains("causeway_webhook_reviews_total{webhook=\"policies\",decision=\"denied\"} 4"),
         "{counted}"
     );
     hook.stop().await;
