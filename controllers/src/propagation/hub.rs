@@ -145,7 +145,9 @@ impl Default for Memos {
             // policy setting removed, a failover record gone) is removed
             rbs: Memo::owning(&["spec"]),
             crbs: Memo::owning(&["spec"]),
-            works: Memo::default(),
+            // a Work's spec is the hub's alone too: what a render stops setting (the
+            // rule of a ResourceInterpreter deleted) is removed
+            works: Memo::owning(&["spec"]),
             namespace_works: Memo::owning(&["spec"]),
             status: StatusMemo::default(),
             told: HashMap::new(),

@@ -218,4 +218,31 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
         valid(&env, "gadgets").await.map(|v| v.0).as_deref(),
         Some("True")
     );
+    // deleting the first puts the next one in force; deleting both takes the rule
+    // out of the Works, and health is Causeway's own again (kstatus: no Ready
+    // condition, Unknown)
+    env.ok(&["delete", "resourceinterpreter", "gadgets"]).await;
+    eventually("the second in force", WAIT, || async {
+        (valid(&env, "gadgets-again").await?.0 == "True").then_some(())
+    })
+    .await;
+    let carried = || async {
+        let w = get(&env, "hub", &["work", "demo.g1-gadget", "-n", "causeway-es-west"]).await?;
+        Some(w.pointer("/spec/interpretations").cloned())
+    };
+    eventually("west's Work carries the second's rule", WAIT, || async {
+        let c = carried().await??;
+        (c[0]["interpreter"] == "gadgets-again").then_some(())
+    })
+    .await;
+    env.ok(&["delete", "resourceinterpreter", "gadgets-again"])
+        .await;
+    eventually("west's Work carries no rule", WAIT, || async {
+        carried().await?.is_none().then_some(())
+    })
+    .await;
+    eventually("west's health by Causeway's own rule", WAIT, || async {
+        (health(&env, "west").await.as_deref() == Some("Unknown")).then_some(())
+    })
+    .await;
 }
