@@ -1,7 +1,7 @@
 //! CEL over Kubernetes objects, as kube-apiserver evaluates it: a JSON object becomes a
 //! CEL map, a JSON integer a CEL `int` (kube-apiserver's schemas type integers as
-//! `int`, where `cel` would make a non-negative one a `uint`, so `object.spec.x == 1`
-//! would be false), a larger integer a `uint`, any other number a `double`.
+//! `int`, where `cel` would make a non-negative one a `uint`, and `object.spec.x - 5`
+//! would then fail below zero), a larger integer a `uint`, any other number a `double`.
 //!
 //! Used by ResourceInterpreter health rules (`federation::interpreter`) and kubesim's
 //! admission `matchConditions`. `cel` (cel-rust) checks no types ahead of running: an
@@ -56,6 +56,68 @@ pub fn compile(expression: &str) -> Result<Program, String> {
     Program::compile(expression).map_err(|e| e.to_string())
 }
 
+/// The functions of CEL's standard library that need its date and time support, which
+/// is not built in (it would bring a time zone database): an expression calling one
+/// would compile and then fail on every evaluation.
+const WITHOUT_TIME: &[&str] = &[
+    "timestamp",
+    "duration",
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
+];
+
+/// Variables other Kubernetes CEL environments declare (validation rules' `self` and
+/// `oldSelf`, admission's `request`, `oldObject`, `params`, `authorizer`...), which an
+/// expression written for one of them may use.
+const ELSEWHERE: &[&str] = &[
+    "self",
+    "oldSelf",
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+    "authorizer",
+    "variables",
+];
+
+/// Compiles `expression` for an environment that declares only `variables`, and refuses
+/// what would compile but fail on every evaluation (kube-apiserver's type check refuses
+/// such expressions when they are written): a variable of another Kubernetes CEL
+/// environment (`self` in a health rule, say), or a date and time function. (A
+/// comprehension's own variables are references too, so names outside those
+/// environments are not judged.)
+pub fn check(expression: &str, variables: &[&str]) -> Result<Program, String> {
+    let program = compile(expression)?;
+    let refs = program.references();
+    let mut foreign: Vec<&str> = ELSEWHERE
+        .iter()
+        .copied()
+        .filter(|v| !variables.contains(v) && refs.has_variable(v))
+        .collect();
+    foreign.sort_unstable();
+    if let Some(v) = foreign.first() {
+        return Err(format!(
+            "undeclared reference to '{v}' (the variables are {})",
+            variables.join(", ")
+        ));
+    }
+    if let Some(f) = WITHOUT_TIME.iter().find(|f| refs.has_function(f)) {
+        return Err(format!(
+            "{f}() is not available: Causeway's CEL has no date and time support"
+        ));
+    }
+    Ok(program)
+}
+
 /// Runs `expression` in `ctx` and expects a bool: `Err` says why not (it does not
 /// compile, it fails, or it is of another type).
 pub fn boolean(expression: &str, ctx: &Context<'_, '_>) -> Result<bool, String> {
@@ -94,9 +156,42 @@ mod tests {
         }
         let missing = eval("object.spec.m == 1", &o).unwrap_err();
         assert!(missing.contains('m'), "{missing}");
+        assert_eq!(
+            eval(
+                "object.spec.s.matches('^a+$')",
+                &json!({"spec": {"s": "aaa"}})
+            ),
+            Ok(true)
+        );
         let not_bool = eval("object.spec.n", &o).unwrap_err();
         assert!(not_bool.contains("not a bool"), "{not_bool}");
         assert!(eval("object.spec.n ==", &o).is_err());
         assert_eq!(value(None), Ok(Cel::Null));
+    }
+
+    #[test]
+    fn what_would_fail_every_evaluation_is_refused_at_once() {
+        assert!(check("object.status.phase == 'Running'", &["object"]).is_ok());
+        assert!(
+            check(
+                "has(object.status) && object.spec.items.all(i, i.ready)",
+                &["object"]
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            check("self.status.ready", &["object"]).err().as_deref(),
+            Some("undeclared reference to 'self' (the variables are object)")
+        );
+        assert_eq!(
+            check(
+                "timestamp(object.status.at) < timestamp('2030-01-01T00:00:00Z')",
+                &["object"]
+            )
+            .err()
+            .as_deref(),
+            Some("timestamp() is not available: Causeway's CEL has no date and time support")
+        );
+        assert!(check("object.status.phase ==", &["object"]).is_err());
     }
 }

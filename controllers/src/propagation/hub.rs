@@ -49,7 +49,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::kinds::{Kinds, kind_of, template_key};
-use super::render::{RenderInput, render};
+use super::render::{self, RenderInput, render};
 use super::{detector, status};
 use crate::mcs::HubCaches;
 use crate::metrics::Metrics;
@@ -669,18 +669,17 @@ impl Ctx<'_> {
                 self.tell(b, template, EventType::Warning, "InvalidAnnotation", w)
                     .await;
             }
-            match &out.blocked {
-                Some(why) => {
-                    self.tell(
-                        b,
-                        template,
-                        EventType::Warning,
-                        "DependentOverridesMissing",
-                        why,
-                    )
-                    .await
+            for reason in [
+                render::DEPENDENT_OVERRIDES_MISSING,
+                render::INTERPRETER_INVALID,
+            ] {
+                match &out.blocked {
+                    Some(why) if why.reason == reason => {
+                        self.tell(b, template, EventType::Warning, reason, &why.message)
+                            .await
+                    }
+                    _ => self.forget(b, reason),
                 }
-                None => self.forget(b, "DependentOverridesMissing"),
             }
             for (cluster, why) in &out.failed {
                 let note = format!("cluster {cluster}: {why}");

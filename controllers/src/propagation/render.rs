@@ -79,6 +79,22 @@ pub struct RenderInput<'a> {
     pub interpreters: &'a Interpreters,
 }
 
+/// Why a binding renders nothing (its Works stay as they are), for a Warning Event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Blocked {
+    /// The Event's reason: [`DEPENDENT_OVERRIDES_MISSING`] or [`INTERPRETER_INVALID`].
+    pub reason: &'static str,
+    /// What is missing or wrong, and what to do.
+    pub message: String,
+}
+
+/// `dependentOverrides` names an override policy that does not exist (D.32).
+pub const DEPENDENT_OVERRIDES_MISSING: &str = "DependentOverridesMissing";
+/// The template's kind has ResourceInterpreters, none of them valid: rendering with
+/// Causeway's defaults instead would undo the division (every cluster would get the
+/// whole replica count), so nothing is rendered until one is fixed or all are deleted.
+pub const INTERPRETER_INVALID: &str = "InterpreterInvalid";
+
 /// What [`render`] decided.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Rendered {
@@ -86,8 +102,8 @@ pub struct Rendered {
     pub works: Vec<Work>,
     /// Clusters whose overrides failed (reason ApplyOverridesFailed), with the message.
     pub failed: Vec<(String, String)>,
-    /// Why nothing was rendered (dependentOverrides missing), if so.
-    pub blocked: Option<String>,
+    /// Why nothing was rendered, if so: the Works stay as they are.
+    pub blocked: Option<Blocked>,
     /// Problems with the template's annotations, for a Warning Event.
     pub warnings: Vec<String>,
     /// Where two override policies write the same path, per cluster (§9.5 ★), for a
@@ -99,9 +115,26 @@ pub struct Rendered {
 pub fn render(input: &RenderInput) -> Rendered {
     let template = input.template;
     let namespace = text(template, "/metadata/namespace");
-    if let Some(blocked) = missing_dependent_overrides(input, namespace) {
+    let kind = (
+        text(template, "/apiVersion").unwrap_or_default(),
+        text(template, "/kind").unwrap_or_default(),
+    );
+    let blocked = match input.interpreters.broken(kind.0, kind.1) {
+        Some(why) => Some(Blocked {
+            reason: INTERPRETER_INVALID,
+            message: format!(
+                "{why}; nothing is rendered for {} until it is fixed (or every interpreter of the kind is deleted): the members keep what they run",
+                kind.1
+            ),
+        }),
+        None => missing_dependent_overrides(input, namespace).map(|message| Blocked {
+            reason: DEPENDENT_OVERRIDES_MISSING,
+            message,
+        }),
+    };
+    if blocked.is_some() {
         return Rendered {
-            blocked: Some(blocked),
+            blocked,
             ..Rendered::default()
         };
     }
@@ -110,10 +143,7 @@ pub fn render(input: &RenderInput) -> Rendered {
     let preserved = preserved_clusters(template);
     let base = manifest_of(template);
     // where the kind keeps its replica count: `spec.replicas`, or its interpreter's path
-    let replicas_at = input.interpreters.replicas_pointer(
-        text(template, "/apiVersion").unwrap_or_default(),
-        text(template, "/kind").unwrap_or_default(),
-    );
+    let replicas_at = input.interpreters.replicas_pointer(kind.0, kind.1);
     let generation = template
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)

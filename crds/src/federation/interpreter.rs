@@ -155,6 +155,9 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
     if t.kind.trim().is_empty() {
         out.push("spec.target.kind: Required value: the kind, e.g. Gadget".into());
     }
+    if let Some(why) = target_problem(t) {
+        out.push(why);
+    }
     if spec.replicas.is_none() && spec.health.is_none() {
         out.push("spec: Required value: set replicas, health or both; an interpreter with neither changes nothing".into());
     }
@@ -177,7 +180,7 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
                 out.push(format!(
                     "spec.health.{field}: Required value: a CEL expression over `object` that is a bool"
                 ));
-            } else if let Err(e) = cel::compile(expr) {
+            } else if let Err(e) = cel::check(expr, &["object"]) {
                 out.push(format!(
                     "spec.health.{field}: Invalid value: {expr:?}: compilation failed: {e}"
                 ));
@@ -185,6 +188,36 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
         }
     }
     out
+}
+
+/// A target that is not a custom kind: Causeway's own rules (and the make-before-break
+/// guard, `retain-replicas`, status aggregation, which read `spec.replicas`) stay in
+/// charge of the built-in kinds.
+fn target_problem(t: &Target) -> Option<String> {
+    if t.api_version.trim().is_empty() || t.kind.trim().is_empty() {
+        return None;
+    }
+    let Some((group, version)) = t.api_version.split_once('/') else {
+        return Some(format!(
+            "spec.target.apiVersion: Invalid value: {:?}: a custom kind's apiVersion is <group>/<version>, e.g. example.com/v1; Causeway has its own rules for the core kinds",
+            t.api_version
+        ));
+    };
+    if version.is_empty() || version.contains('/') {
+        return Some(format!(
+            "spec.target.apiVersion: Invalid value: {:?}: write <group>/<version>, e.g. example.com/v1",
+            t.api_version
+        ));
+    }
+    // a CRD's group has a dot; the built-in ones without (apps, batch, policy, ...)
+    // and the kinds Causeway judges itself are not interpreted
+    if !group.contains('.') || super::health::judged(group, &t.kind) {
+        return Some(format!(
+            "spec.target: Invalid value: \"{} {}\": Causeway has its own rules for this kind; an interpreter is for kinds it has none for, such as custom resources",
+            t.api_version, t.kind
+        ));
+    }
+    None
 }
 
 fn replicas_path_problem(path: &str) -> Option<&'static str> {
@@ -207,6 +240,8 @@ fn replicas_path_problem(path: &str) -> Option<&'static str> {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Interpreters {
     by_kind: BTreeMap<(String, String), Interpretation>,
+    /// Kinds whose interpreters are all invalid, with the oldest one's problem.
+    broken: BTreeMap<(String, String), String>,
 }
 
 /// [`resolve`]'s verdict on each interpreter: `None` when in force, else why not.
@@ -223,15 +258,18 @@ pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
     });
     let mut out = Interpreters::default();
     let mut verdicts = Verdicts::new();
+    let mut invalid: Vec<((String, String), String)> = Vec::new();
     for r in sorted {
         let name = r.metadata.name.clone().unwrap_or_default();
-        let problems = problems(&r.spec);
-        if !problems.is_empty() {
-            verdicts.insert(name, Some(problems.join("; ")));
-            continue;
-        }
         let t = &r.spec.target;
         let key = (group_of(&t.api_version).to_string(), t.kind.clone());
+        let problems = problems(&r.spec);
+        if !problems.is_empty() {
+            let why = problems.join("; ");
+            invalid.push((key, format!("ResourceInterpreter {name} is invalid: {why}")));
+            verdicts.insert(name, Some(why));
+            continue;
+        }
         if let Some(first) = out.by_kind.get(&key) {
             verdicts.insert(
                 name,
@@ -253,6 +291,12 @@ pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
         out.by_kind.insert(key, i);
         verdicts.insert(name, None);
     }
+    // a kind whose interpreters are all invalid is not read with the defaults instead
+    for (key, why) in invalid {
+        if !out.by_kind.contains_key(&key) && !key.1.is_empty() {
+            out.broken.entry(key).or_insert(why);
+        }
+    }
     (out, verdicts)
 }
 
@@ -261,6 +305,14 @@ impl Interpreters {
     pub fn of(&self, api_version: &str, kind: &str) -> Option<&Interpretation> {
         self.by_kind
             .get(&(group_of(api_version).to_string(), kind.to_string()))
+    }
+
+    /// Why the kind cannot be read, when every interpreter of it is invalid (a user
+    /// who wrote one means the defaults to be wrong for the kind).
+    pub fn broken(&self, api_version: &str, kind: &str) -> Option<&str> {
+        self.broken
+            .get(&(group_of(api_version).to_string(), kind.to_string()))
+            .map(String::as_str)
     }
 
     /// Where the kind keeps its replica count.
@@ -315,38 +367,50 @@ pub fn judges(work: &Work, group: &str, kind: &str) -> bool {
 }
 
 /// The health of member object `obj` by interpretation `i`'s rule, and, when the rule
-/// could not tell for an object that has a status, why (a field the expression names
-/// that the object lacks, a result that is not a bool). An object without a status yet
-/// is Unknown, with nothing to say. `None` when `i` has no health rule.
+/// could not tell, why (a field the expression names that the object lacks, a result
+/// that is not a bool). `None` when `i` has no health rule.
+///
+/// Before any expression: an object without a status yet, or whose status is of an
+/// older generation than its spec (`status.observedGeneration` below
+/// `metadata.generation`, when it reports one), is Unknown, with nothing to say: the
+/// rule judges only a status of what the object now asks for (a rollout wave must not
+/// pass on the previous generation's status). Then `healthy` true is Healthy, whatever
+/// `unhealthy` says; else `unhealthy` true is Unhealthy (a failed object may lack what
+/// `healthy` reads); else, with `unhealthy` given, Unknown (still progressing), and
+/// without it Unhealthy (Karmada's rule). An expression that fails makes it Unknown,
+/// unless `unhealthy` is true.
 pub fn health(i: &Interpretation, obj: &Value) -> Option<(ResourceHealth, Option<String>)> {
     let healthy = i.healthy.as_deref()?;
-    let verdict = cel::value(Some(obj)).and_then(|o| {
-        let mut ctx = cel::Context::default();
-        ctx.add_variable_from_value("object", o);
-        let eval = |field: &str, expr: &str| {
-            cel::boolean(expr, &ctx).map_err(|e| format!("health.{field}: {e}"))
-        };
-        let failed = match i.unhealthy.as_deref() {
-            Some(expr) => Some(eval("unhealthy", expr)?),
-            None => None,
-        };
-        if failed == Some(true) {
-            return Ok(ResourceHealth::Unhealthy);
-        }
-        Ok(match (eval("healthy", healthy)?, failed) {
-            (true, _) => ResourceHealth::Healthy,
-            (false, None) => ResourceHealth::Unhealthy,
-            (false, Some(_)) => ResourceHealth::Unknown,
-        })
-    });
-    match verdict {
-        Ok(h) => Some((h, None)),
-        Err(why) => {
-            let status = obj.get("status").is_some_and(|s| !s.is_null());
-            let why = status.then(|| format!("ResourceInterpreter {}: {why}", i.interpreter));
-            Some((ResourceHealth::Unknown, why))
-        }
+    let status = obj.get("status").filter(|s| !s.is_null());
+    let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = status
+        .and_then(|s| s.get("observedGeneration"))
+        .and_then(Value::as_i64);
+    let stale = matches!((observed, generation), (Some(o), Some(g)) if o < g);
+    if status.is_none() || stale {
+        return Some((ResourceHealth::Unknown, None));
     }
+    let named = |why: String| Some(format!("ResourceInterpreter {}: {why}", i.interpreter));
+    let o = match cel::value(Some(obj)) {
+        Ok(o) => o,
+        Err(e) => return Some((ResourceHealth::Unknown, named(e))),
+    };
+    let mut ctx = cel::Context::default();
+    ctx.add_variable_from_value("object", o);
+    let eval = |field: &str, expr: &str| {
+        cel::boolean(expr, &ctx).map_err(|e| format!("health.{field}: {e}"))
+    };
+    let ok = eval("healthy", healthy);
+    if ok == Ok(true) {
+        return Some((ResourceHealth::Healthy, None));
+    }
+    let failed = i.unhealthy.as_deref().map(|expr| eval("unhealthy", expr));
+    Some(match (ok, failed) {
+        (_, Some(Ok(true))) => (ResourceHealth::Unhealthy, None),
+        (Err(e), _) | (Ok(_), Some(Err(e))) => (ResourceHealth::Unknown, named(e)),
+        (Ok(_), None) => (ResourceHealth::Unhealthy, None),
+        (Ok(_), Some(Ok(false))) => (ResourceHealth::Unknown, None),
+    })
 }
 
 /// The health of member object `obj`, one of `work`'s manifests: by the health rule

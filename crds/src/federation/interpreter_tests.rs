@@ -72,7 +72,41 @@ fn bad_interpreters_are_refused_with_what_to_write() {
                 "spec.health.unhealthy: Invalid value",
             ],
         ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "health": {"healthy": "self.status.ready"}}),
+            vec![
+                "spec.health.healthy: Invalid value: \"self.status.ready\": compilation failed: undeclared reference to 'self' (the variables are object)",
+            ],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "health": {"healthy": "timestamp(object.status.at) > timestamp('2030-01-01T00:00:00Z')"}}),
+            vec!["timestamp() is not available"],
+        ),
     ];
+    let builtin = "Causeway has its own rules for this kind";
+    let cases = cases.into_iter().chain([
+        (
+            json!({"target": {"apiVersion": "apps/v1", "kind": "Deployment"}, "replicas": {"path": "/spec/size"}}),
+            vec![builtin],
+        ),
+        (
+            json!({"target": {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress"}, "replicas": {"path": "/spec/size"}}),
+            vec![builtin],
+        ),
+        (
+            json!({"target": {"apiVersion": "v1", "kind": "Widget"}, "replicas": {"path": "/spec/size"}}),
+            vec!["a custom kind's apiVersion is <group>/<version>"],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/", "kind": "Widget"}, "replicas": {"path": "/spec/size"}}),
+            vec!["write <group>/<version>"],
+        ),
+        // a Gateway API kind is a CRD under k8s.io: interpretable
+        (
+            json!({"target": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway"}, "health": {"healthy": "true"}}),
+            vec![],
+        ),
+    ]);
     for (spec, want) in cases {
         let spec: ResourceInterpreterSpec = serde_json::from_value(spec.clone()).unwrap();
         let got = problems(&spec);
@@ -84,8 +118,10 @@ fn bad_interpreters_are_refused_with_what_to_write() {
     assert!(problems(&gadgets("g", 0).spec).is_empty());
     assert!(
         problems(
-            &serde_json::from_value(json!({"target": {"apiVersion": "v1", "kind": "Widget"},
-                "replicas": {"path": "/spec/a~1b/replicas"}}))
+            &serde_json::from_value(
+                json!({"target": {"apiVersion": "example.com/v1", "kind": "Widget"},
+                "replicas": {"path": "/spec/a~1b/replicas"}})
+            )
             .unwrap()
         )
         .is_empty()
@@ -105,6 +141,17 @@ fn one_interpreter_per_kind_the_oldest_wins() {
         r
     };
     let (resolved, verdicts) = resolve(&[&new, &bad, &old, &other_version]);
+    // a valid one is in force for the kind: it is not broken
+    assert_eq!(resolved.broken("example.com/v1", "Gadget"), None);
+    // a kind whose only interpreter is invalid is not read with the defaults
+    let (alone, _) = resolve(&[&bad]);
+    assert!(alone.of("example.com/v1", "Gadget").is_none());
+    let why = alone.broken("example.com/v1", "Gadget").unwrap();
+    assert!(
+        why.starts_with("ResourceInterpreter broken is invalid: spec.replicas.path"),
+        "{why}"
+    );
+    assert_eq!(alone.broken("other.com/v1", "Gadget"), None);
     assert_eq!(verdicts["gadgets"], None);
     assert!(
         verdicts["broken"]
@@ -223,6 +270,48 @@ fn health_follows_the_rules_cel() {
             None => assert_eq!(msg, None, "{what}"),
         }
     }
+    // the rule judges only a status of what the object now asks for
+    let mut stale = gadget(json!({"phase": "Running", "readySize": 3, "observedGeneration": 1}));
+    stale["metadata"] = json!({"generation": 2});
+    assert_eq!(health(&i, &stale), Some((Unknown, None)));
+    stale["status"]["observedGeneration"] = json!(2);
+    assert_eq!(health(&i, &stale), Some((Healthy, None)));
+    // healthy wins over an unhealthy rule that cannot be read; a failed object may
+    // lack what healthy reads
+    let failure_message = Interpretation {
+        healthy: Some("object.status.ready".into()),
+        unhealthy: Some("object.status.failureMessage != ''".into()),
+        ..i.clone()
+    };
+    assert_eq!(
+        health(&failure_message, &gadget(json!({"ready": true}))),
+        Some((Healthy, None))
+    );
+    assert_eq!(
+        health(
+            &failure_message,
+            &gadget(json!({"failureMessage": "disk full"}))
+        ),
+        Some((Unhealthy, None))
+    );
+    let (h, msg) = health(&failure_message, &gadget(json!({"ready": false}))).unwrap();
+    assert_eq!(h, Unknown);
+    assert!(msg.unwrap().contains("health.unhealthy: "));
+    // a rule that reads a status without has(): false is not healthy (Unhealthy
+    // without an unhealthy rule), but an object with no status is never judged
+    let guarded = Interpretation {
+        healthy: Some("has(object.status) && object.status.ready".into()),
+        unhealthy: None,
+        ..i.clone()
+    };
+    assert_eq!(
+        health(&guarded, &json!({"spec": {}})),
+        Some((Unknown, None))
+    );
+    assert_eq!(
+        health(&guarded, &json!({"spec": {}, "status": null})),
+        Some((Unknown, None))
+    );
     let not_bool = Interpretation {
         healthy: Some("object.spec.size".into()),
         unhealthy: None,

@@ -189,6 +189,49 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
     })
     .await;
 
+    // an edit that breaks the interpreter renders nothing: west keeps its 4 workers
+    // (the defaults would give it the whole template again), and says why
+    let path = |p: &str| format!(r#"{{"spec":{{"replicas":{{"path":"{p}"}}}}}}"#);
+    let patch = path("spec.workers.count");
+    let args = ["patch", "ri", "gadgets", "--type=merge", "-p", &patch];
+    env.ok(&args).await;
+    eventually("an InterpreterInvalid Event", WAIT, || async {
+        let events = crate::propagation::demo_events(&env, "reason=InterpreterInvalid").await;
+        events
+            .contains("ResourceInterpreter gadgets is invalid: spec.replicas.path")
+            .then_some(())
+    })
+    .await;
+    env.ok(&[
+        "patch",
+        "gadget",
+        "g1",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"image":"gadget:1.1"}}"#,
+    ])
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let west = get(&env, "west", &["gadget", "g1", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(west.pointer("/spec/workers/count"), Some(&4.into()));
+    assert_eq!(
+        west.pointer("/spec/image"),
+        Some(&"gadget:1.0".into()),
+        "nothing rendered"
+    );
+    let patch = path("/spec/workers/count");
+    let args = ["patch", "ri", "gadgets", "--type=merge", "-p", &patch];
+    env.ok(&args).await;
+    eventually("fixed: the new image reaches west", WAIT, || async {
+        let w = get(&env, "west", &["gadget", "g1", "-n", "demo"]).await?;
+        (w.pointer("/spec/image") == Some(&"gadget:1.1".into())).then_some(())
+    })
+    .await;
+
     // one interpreter per kind; a broken one says what to fix
     let second = env.file(
         "second.yaml",
@@ -227,7 +270,12 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
     })
     .await;
     let carried = || async {
-        let w = get(&env, "hub", &["work", "demo.g1-gadget", "-n", "causeway-es-west"]).await?;
+        let w = get(
+            &env,
+            "hub",
+            &["work", "demo.g1-gadget", "-n", "causeway-es-west"],
+        )
+        .await?;
         Some(w.pointer("/spec/interpretations").cloned())
     };
     eventually("west's Work carries the second's rule", WAIT, || async {

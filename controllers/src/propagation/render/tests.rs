@@ -327,6 +327,8 @@ fn missing_dependent_overrides_block_every_work() {
     let out = hub.render();
     assert_eq!(out.works, []);
     let why = out.blocked.expect("blocked");
+    assert_eq!(why.reason, DEPENDENT_OVERRIDES_MISSING);
+    let why = why.message;
     assert!(why.contains("namespace demo: alpha, zeta;"), "{why}");
     // once they exist, it renders with them
     hub.overrides
@@ -515,4 +517,19 @@ fn an_interpreted_kind_gets_its_share_where_its_interpreter_says_and_carries_the
     // other kinds carry nothing
     let plain = Hub::new(spec(&[("east", Some(3))])).render();
     assert!(work_of(&plain, "east").spec.interpretations.is_empty());
+    // an interpreter broken by an edit: nothing rendered (the Works stay), rather than
+    // the defaults, which would give every cluster the whole count
+    let mut broken = gadgets;
+    broken.spec.replicas.as_mut().unwrap().path = "spec.workers.count".into();
+    hub.interpreters = resolve(&[&broken]).0;
+    let out = hub.render();
+    assert_eq!(out.works, []);
+    let why = out.blocked.expect("blocked");
+    assert_eq!(why.reason, INTERPRETER_INVALID);
+    assert!(
+        why.message.starts_with("ResourceInterpreter gadgets is invalid: spec.replicas.path")
+            && why.message.ends_with("nothing is rendered for Gadget until it is fixed (or every interpreter of the kind is deleted): the members keep what they run"),
+        "{}",
+        why.message
+    );
 }
