@@ -839,6 +839,8 @@ impl Ctx<'_> {
             t_api,
             status::template_status(
                 &b.spec.resource.kind,
+                self.interpreters
+                    .status_sums(&b.spec.resource.api_version, &b.spec.resource.kind),
                 generation,
                 previous,
                 b.spec,

@@ -213,8 +213,10 @@ fn set_condition(
 /// longer scheduled). A cluster no longer scheduled counts only while it is one of
 /// those, its Cluster is Ready (a failed cluster's last report says nothing about what
 /// still runs there) and its Work is not being deleted.
+#[allow(clippy::too_many_arguments)]
 pub fn template_status(
     kind: &str,
+    interpreted: &[String],
     template_generation: i64,
     previous: Option<&Value>,
     spec: &BindingSpec,
@@ -243,6 +245,7 @@ pub fn template_status(
         .collect();
     aggregate::template_status(
         kind,
+        interpreted,
         template_generation,
         previous,
         &members,

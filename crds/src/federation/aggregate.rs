@@ -74,6 +74,8 @@ pub struct Reported<'a> {
 /// The template's `.status` from its members' statuses, or `None` for kinds without an
 /// aggregation rule (their hub status is left alone).
 ///
+/// - `interpreted`: for a kind without a rule of its own, the `.status` fields its
+///   ResourceInterpreter sums (`spec.status.sum`), over the scheduled clusters;
 /// - `template_generation`: the template's `metadata.generation`;
 /// - `previous`: the template's current `.status`;
 /// - `members`: what each member reported;
@@ -86,6 +88,7 @@ pub struct Reported<'a> {
 /// clusters only (they have no replicas to move).
 pub fn template_status(
     kind: &str,
+    interpreted: &[String],
     template_generation: i64,
     previous: Option<&Value>,
     members: &[Reported],
@@ -97,6 +100,10 @@ pub fn template_status(
         "StatefulSet" => sums(STATEFUL_SET, STATEFUL_SET_NEW, members),
         "DaemonSet" => sums(DAEMON_SET, &[], &scheduled),
         "Job" => return Some(job_status(previous, &scheduled, expected)),
+        _ if !interpreted.is_empty() => {
+            let fields: Vec<&str> = interpreted.iter().map(String::as_str).collect();
+            sums(&fields, &[], &scheduled)
+        }
         _ => return None,
     };
     let current = scheduled.len() == expected

@@ -78,6 +78,24 @@ pub struct ResourceInterpreterSpec {
     /// (kstatus's `Ready` and `Stalled` conditions for custom resources).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthRule>,
+
+    /// What of the members' statuses the hub template's `.status` gets. Unset: the
+    /// hub leaves the template's status alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusRule>,
+}
+
+/// The hub template's `.status`, from the members' (the template's kind needs the
+/// status subresource).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusRule {
+    /// Integer fields of `.status` summed over the scheduled clusters (a member that
+    /// lacks one counts 0), e.g. `readyWorkers`. `observedGeneration` is set too, to the
+    /// template's generation once every scheduled cluster runs it and its controller
+    /// has observed it there, as for the built-in workloads.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sum: Vec<String>,
 }
 
 /// The kind a ResourceInterpreter is for.
@@ -158,8 +176,29 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
     if let Some(why) = target_problem(t) {
         out.push(why);
     }
-    if spec.replicas.is_none() && spec.health.is_none() {
-        out.push("spec: Required value: set replicas, health or both; an interpreter with neither changes nothing".into());
+    if spec.replicas.is_none() && spec.health.is_none() && spec.status.is_none() {
+        out.push("spec: Required value: set replicas, health or status; an interpreter with none changes nothing".into());
+    }
+    if let Some(st) = &spec.status {
+        let mut seen: Vec<&str> = Vec::new();
+        for (n, field) in st.sum.iter().enumerate() {
+            let at = format!("spec.status.sum[{n}]");
+            if field.is_empty() || field.contains(['/', '.', '[']) {
+                out.push(format!(
+                    "{at}: Invalid value: {field:?}: a field of .status, by its name, e.g. readyWorkers"
+                ));
+            } else if field == "observedGeneration" {
+                out.push(format!(
+                    "{at}: Invalid value: \"observedGeneration\": the hub sets it (the template's generation, once every cluster runs it)"
+                ));
+            } else if seen.contains(&field.as_str()) {
+                out.push(format!("{at}: Duplicate value: {field:?}"));
+            }
+            seen.push(field);
+        }
+        if st.sum.is_empty() {
+            out.push("spec.status.sum: Required value: the integer fields of .status to sum, e.g. [readyWorkers]".into());
+        }
     }
     if let Some(r) = &spec.replicas
         && let Some(why) = replicas_path_problem(&r.path)
@@ -240,6 +279,9 @@ fn replicas_path_problem(path: &str) -> Option<&'static str> {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Interpreters {
     by_kind: BTreeMap<(String, String), Interpretation>,
+    /// The `.status` fields summed into the hub template, by kind (the hub's alone:
+    /// not carried in the Works).
+    sums: BTreeMap<(String, String), Vec<String>>,
     /// Kinds whose interpreters are all invalid, with the oldest one's problem.
     broken: BTreeMap<(String, String), String>,
 }
@@ -288,6 +330,9 @@ pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
             healthy: r.spec.health.as_ref().map(|h| h.healthy.clone()),
             unhealthy: r.spec.health.as_ref().and_then(|h| h.unhealthy.clone()),
         };
+        if let Some(st) = &r.spec.status {
+            out.sums.insert(key.clone(), st.sum.clone());
+        }
         out.by_kind.insert(key, i);
         verdicts.insert(name, None);
     }
@@ -313,6 +358,15 @@ impl Interpreters {
         self.broken
             .get(&(group_of(api_version).to_string(), kind.to_string()))
             .map(String::as_str)
+    }
+
+    /// The `.status` fields of the kind summed into the hub template (none: the hub
+    /// leaves its status alone).
+    pub fn status_sums(&self, api_version: &str, kind: &str) -> &[String] {
+        self.sums
+            .get(&(group_of(api_version).to_string(), kind.to_string()))
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// Where the kind keeps its replica count.

@@ -39,7 +39,7 @@ fn bad_interpreters_are_refused_with_what_to_write() {
         ),
         (
             json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}}),
-            vec!["spec: Required value: set replicas, health or both"],
+            vec!["spec: Required value: set replicas, health or status"],
         ),
         (
             json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "spec.size"}}),
@@ -85,6 +85,20 @@ fn bad_interpreters_are_refused_with_what_to_write() {
     ];
     let builtin = "Causeway has its own rules for this kind";
     let cases = cases.into_iter().chain([
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"},
+                "status": {"sum": ["readyWorkers", "", "status.x", "observedGeneration", "readyWorkers"]}}),
+            vec![
+                "spec.status.sum[1]: Invalid value: \"\": a field of .status, by its name",
+                "spec.status.sum[2]: Invalid value: \"status.x\"",
+                "spec.status.sum[3]: Invalid value: \"observedGeneration\": the hub sets it",
+                "spec.status.sum[4]: Duplicate value: \"readyWorkers\"",
+            ],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "status": {}}),
+            vec!["spec.status.sum: Required value"],
+        ),
         (
             json!({"target": {"apiVersion": "apps/v1", "kind": "Deployment"}, "replicas": {"path": "/spec/size"}}),
             vec![builtin],
@@ -184,6 +198,21 @@ fn one_interpreter_per_kind_the_oldest_wins() {
         DEFAULT_REPLICAS
     );
     assert!(resolved.of("other.com/v1", "Gadget").is_none());
+    assert!(resolved.status_sums("example.com/v1", "Gadget").is_empty());
+    let mut summing = gadgets("summing", 0);
+    summing.spec.status = Some(StatusRule {
+        sum: vec!["readyWorkers".into()],
+    });
+    let (with_sums, _) = resolve(&[&summing]);
+    assert_eq!(
+        with_sums.status_sums("example.com/v2", "Gadget"),
+        ["readyWorkers"]
+    );
+    // the hub's alone: not in what the Works carry
+    let g = json!({"apiVersion": "example.com/v1", "kind": "Gadget"});
+    let carried = with_sums.for_manifests([&g]);
+    assert_eq!(carried[0].interpreter, "summing");
+    assert_eq!(serde_json::to_value(&carried[0]).unwrap().get("sum"), None);
     // a Work carries each kind's interpretation once
     let g = json!({"apiVersion": "example.com/v1", "kind": "Gadget"});
     let d = json!({"apiVersion": "apps/v1", "kind": "Deployment"});

@@ -150,6 +150,12 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
             .then_some(())
     })
     .await;
+    // the hub's Gadget sums the members' ready workers
+    eventually("the hub's status: 3 ready workers", WAIT, || async {
+        let g = get(&env, "hub", &["gadget", "g1", "-n", "demo"]).await?;
+        (g.pointer("/status/readyWorkers") == Some(&3.into())).then_some(())
+    })
+    .await;
     // a status the rule cannot read says so, naming the interpreter
     set_status(&env, "east", r#"{"phase":"Running","readyWorkers":null}"#).await;
     eventually(

@@ -362,12 +362,12 @@ fn template_status_aggregates_the_first_manifest_of_each_work() {
     ];
     let spec = spec(&["a", "b"]);
     let none = BTreeMap::new();
-    let got = template_status("Deployment", 1, None, &spec, &works, &none, &[]).unwrap();
+    let got = template_status("Deployment", &[], 1, None, &spec, &works, &none, &[]).unwrap();
     assert_eq!(got["replicas"], 5);
     assert_eq!(got["readyReplicas"], 5);
     assert_eq!(got["observedGeneration"], 1);
     assert_eq!(
-        template_status("ConfigMap", 1, None, &spec, &works, &none, &[]),
+        template_status("ConfigMap", &[], 1, None, &spec, &works, &none, &[]),
         None
     );
 }
@@ -404,8 +404,17 @@ fn a_moving_copy_counts_while_the_move_keeps_it() {
             .collect::<Vec<_>>();
         let moving: BTreeMap<String, i64> =
             moving.iter().map(|(c, s)| (c.to_string(), *s)).collect();
-        let got =
-            template_status("Deployment", 1, None, &spec, &works, &moving, &clusters).unwrap();
+        let got = template_status(
+            "Deployment",
+            &[],
+            1,
+            None,
+            &spec,
+            &works,
+            &moving,
+            &clusters,
+        )
+        .unwrap();
         let n = |k: &str| got[k].as_i64().unwrap();
         (
             n("replicas"),

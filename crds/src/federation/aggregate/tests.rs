@@ -34,7 +34,7 @@ fn run(
             share: None,
         })
         .collect();
-    template_status(kind, tg, previous.as_ref(), &refs, expected)
+    template_status(kind, &[], tg, previous.as_ref(), &refs, expected)
 }
 
 #[test]
@@ -373,7 +373,7 @@ fn replicas_beyond_a_moving_clusters_share_are_old_ones() {
             .collect();
         // every scheduled member runs template generation 1 and observed its own
         assert_eq!(
-            template_status(kind, 1, None, &refs, expected),
+            template_status(kind, &[], 1, None, &refs, expected),
             Some(want),
             "{what}"
         );
@@ -396,7 +396,7 @@ fn replicas_beyond_a_moving_clusters_share_are_old_ones() {
         },
     ];
     assert_eq!(
-        template_status("Job", 1, None, &refs, 1).unwrap()["active"],
+        template_status("Job", &[], 1, None, &refs, 1).unwrap()["active"],
         1
     );
 }
@@ -408,4 +408,38 @@ fn wild_counts_saturate() {
     let wild = member(1, 1, json!({"observedGeneration": 1, "replicas": i64::MAX}));
     let got = run("Deployment", 1, None, &[wild.clone(), wild], 2).unwrap();
     assert_eq!(got["replicas"], i64::from(i32::MAX));
+}
+
+#[test]
+fn an_interpreted_kind_sums_the_fields_its_interpreter_names() {
+    let sum = ["readyWorkers".to_string(), "workers".to_string()];
+    let members = [
+        member(
+            2,
+            1,
+            json!({"observedGeneration": 2, "readyWorkers": 3, "workers": 3, "phase": "Running"}),
+        ),
+        member(
+            1,
+            1,
+            json!({"observedGeneration": 1, "readyWorkers": 1, "phase": "Running"}),
+        ),
+        member(1, 1, json!({"readyWorkers": 5})),
+    ];
+    let mut refs: Vec<Reported> = members
+        .iter()
+        .map(|status| Reported {
+            status,
+            scheduled: true,
+            share: None,
+        })
+        .collect();
+    // the third member is not scheduled (a kept copy): it does not count
+    refs[2].scheduled = false;
+    assert_eq!(
+        template_status("Gadget", &sum, 1, None, &refs, 2),
+        Some(json!({"readyWorkers": 4, "workers": 3, "observedGeneration": 1}))
+    );
+    // nothing named: the hub's status is left alone, as for any kind without a rule
+    assert_eq!(template_status("Gadget", &[], 1, None, &refs, 2), None);
 }
