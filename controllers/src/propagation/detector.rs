@@ -424,7 +424,15 @@ pub fn desired(
             }),
         }
     }
-    attach::attach(&mut out, templates, &existing_rb, works, &mut keep_rb, now);
+    attach::attach(
+        &mut out,
+        templates,
+        &existing_rb,
+        works,
+        &mut keep_rb,
+        now,
+        interpreters,
+    );
     out.delete_bindings = existing_rb
         .into_keys()
         .filter(|k| !keep_rb.contains(k))

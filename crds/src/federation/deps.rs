@@ -53,35 +53,23 @@ fn pod_spec_pointer(kind: &str) -> Option<&'static str> {
 /// The ConfigMaps, Secrets, ServiceAccount and PVCs the pod template of `template`
 /// references, sorted and without duplicates; none for kinds without a pod template
 /// and for a template whose pod spec is missing or malformed (a field of the wrong
-/// type is skipped, never a panic).
-pub fn dependencies(template: &Value) -> Vec<Dependency> {
+/// type is skipped, never a panic). `pod_specs` are the pod specs of a kind Causeway
+/// knows none of (its ResourceInterpreter's `dependencies.podSpecs`, JSON pointers).
+pub fn dependencies(template: &Value, pod_specs: &[String]) -> Vec<Dependency> {
     let kind = template.get("kind").and_then(Value::as_str).unwrap_or("");
-    let Some(spec) = pod_spec_pointer(kind).and_then(|p| template.pointer(p)) else {
-        return Vec::new();
+    let pointers: Vec<&str> = match pod_spec_pointer(kind) {
+        Some(p) => vec![p],
+        None => pod_specs.iter().map(String::as_str).collect(),
     };
     let mut found: BTreeSet<(&'static str, &str)> = BTreeSet::new();
-    for volume in items(spec, "volumes") {
-        volume_refs(volume, &mut found);
+    for spec in pointers.iter().filter_map(|p| template.pointer(p)) {
+        pod_spec_refs(spec, &mut found);
     }
-    for field in ["containers", "initContainers", "ephemeralContainers"] {
-        for container in items(spec, field) {
-            container_refs(container, &mut found);
-        }
-    }
-    for secret in items(spec, "imagePullSecrets") {
-        add(&mut found, SECRET, secret.get("name"));
-    }
-    let account = ["serviceAccountName", "serviceAccount"]
-        .iter()
-        .find_map(|f| text(spec.get(*f)));
-    if let Some(sa) = account {
-        found.insert((SERVICE_ACCOUNT, sa));
-    }
-    found.retain(|(kind, name)| !super::selection::is_published_by_every_cluster("v1", kind, name));
     let namespace = template
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
+    found.retain(|(kind, name)| !super::selection::is_published_by_every_cluster("v1", kind, name));
     found
         .into_iter()
         .map(|(kind, name)| Dependency {
@@ -91,6 +79,27 @@ pub fn dependencies(template: &Value) -> Vec<Dependency> {
             name: name.into(),
         })
         .collect()
+}
+
+/// What one pod spec references, into `found`.
+fn pod_spec_refs<'a>(spec: &'a Value, found: &mut BTreeSet<(&'static str, &'a str)>) {
+    for volume in items(spec, "volumes") {
+        volume_refs(volume, found);
+    }
+    for field in ["containers", "initContainers", "ephemeralContainers"] {
+        for container in items(spec, field) {
+            container_refs(container, found);
+        }
+    }
+    for secret in items(spec, "imagePullSecrets") {
+        add(found, SECRET, secret.get("name"));
+    }
+    let account = ["serviceAccountName", "serviceAccount"]
+        .iter()
+        .find_map(|f| text(spec.get(*f)));
+    if let Some(sa) = account {
+        found.insert((SERVICE_ACCOUNT, sa));
+    }
 }
 
 /// The references of one volume.

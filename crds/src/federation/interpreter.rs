@@ -79,10 +79,24 @@ pub struct ResourceInterpreterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<HealthRule>,
 
+    /// Where the kind's pod specs are, so `propagateDeps` takes the ConfigMaps,
+    /// Secrets, ServiceAccount and PVCs they name along. Unset: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<DependenciesRule>,
+
     /// What of the members' statuses the hub template's `.status` gets. Unset: the
     /// hub leaves the template's status alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusRule>,
+}
+
+/// Where a kind's pod specs are.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DependenciesRule {
+    /// JSON pointers under `/spec` to each PodSpec (the `spec` of a pod template),
+    /// e.g. `/spec/workers/template/spec`. A pointer the object lacks names nothing.
+    pub pod_specs: Vec<String>,
 }
 
 /// The hub template's `.status`, from the members' (the template's kind needs the
@@ -147,6 +161,10 @@ pub struct Interpretation {
     /// JSON pointer to the replica count, when not `spec.replicas`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_path: Option<String>,
+    /// JSON pointers to the kind's pod specs, whose ConfigMaps, Secrets,
+    /// ServiceAccount and PVCs `propagateDeps` takes along.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_specs: Vec<String>,
     /// CEL: true when healthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<String>,
@@ -176,8 +194,24 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
     if let Some(why) = target_problem(t) {
         out.push(why);
     }
-    if spec.replicas.is_none() && spec.health.is_none() && spec.status.is_none() {
-        out.push("spec: Required value: set replicas, health or status; an interpreter with none changes nothing".into());
+    if spec.replicas.is_none()
+        && spec.health.is_none()
+        && spec.status.is_none()
+        && spec.dependencies.is_none()
+    {
+        out.push("spec: Required value: set replicas, health, dependencies or status; an interpreter with none changes nothing".into());
+    }
+    if let Some(d) = &spec.dependencies {
+        if d.pod_specs.is_empty() {
+            out.push("spec.dependencies.podSpecs: Required value: JSON pointers to the kind's pod specs, e.g. /spec/template/spec".into());
+        }
+        for (n, p) in d.pod_specs.iter().enumerate() {
+            if let Some(why) = pointer_problem(p) {
+                out.push(format!(
+                    "spec.dependencies.podSpecs[{n}]: Invalid value: {p:?}: {why}"
+                ));
+            }
+        }
     }
     if let Some(st) = &spec.status {
         let mut seen: Vec<&str> = Vec::new();
@@ -201,7 +235,7 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
         }
     }
     if let Some(r) = &spec.replicas
-        && let Some(why) = replicas_path_problem(&r.path)
+        && let Some(why) = pointer_problem(&r.path)
     {
         out.push(format!(
             "spec.replicas.path: Invalid value: {:?}: {why}",
@@ -259,7 +293,8 @@ fn target_problem(t: &Target) -> Option<String> {
     None
 }
 
-fn replicas_path_problem(path: &str) -> Option<&'static str> {
+/// What is wrong with a JSON pointer under `/spec`, if anything.
+fn pointer_problem(path: &str) -> Option<&'static str> {
     let Some(rest) = path.strip_prefix("/spec/") else {
         return Some("must be a JSON pointer under /spec, e.g. /spec/size");
     };
@@ -327,6 +362,12 @@ pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
             kind: key.1.clone(),
             interpreter: name.clone(),
             replicas_path: r.spec.replicas.as_ref().map(|r| r.path.clone()),
+            pod_specs: r
+                .spec
+                .dependencies
+                .as_ref()
+                .map(|d| d.pod_specs.clone())
+                .unwrap_or_default(),
             healthy: r.spec.health.as_ref().map(|h| h.healthy.clone()),
             unhealthy: r.spec.health.as_ref().and_then(|h| h.unhealthy.clone()),
         };
@@ -366,6 +407,13 @@ impl Interpreters {
         self.sums
             .get(&(group_of(api_version).to_string(), kind.to_string()))
             .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// The kind's pod specs, for its dependencies (none: Causeway's own rule).
+    pub fn pod_specs(&self, api_version: &str, kind: &str) -> &[String] {
+        self.of(api_version, kind)
+            .map(|i| i.pod_specs.as_slice())
             .unwrap_or_default()
     }
 
@@ -410,6 +458,14 @@ pub fn replicas_pointer<'w>(work: &'w Work, manifest: &Value) -> &'w str {
     interpretation(work, manifest)
         .and_then(|i| i.replicas_path.as_deref())
         .unwrap_or(DEFAULT_REPLICAS)
+}
+
+/// Where `manifest` of `work` keeps its pod specs, for its dependencies (none: Causeway's
+/// own rule).
+pub fn pod_specs<'w>(work: &'w Work, manifest: &Value) -> &'w [String] {
+    interpretation(work, manifest)
+        .map(|i| i.pod_specs.as_slice())
+        .unwrap_or_default()
 }
 
 /// Whether `work` carries a health rule for the kind `group`/`kind`.

@@ -39,7 +39,7 @@ fn bad_interpreters_are_refused_with_what_to_write() {
         ),
         (
             json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}}),
-            vec!["spec: Required value: set replicas, health or status"],
+            vec!["spec: Required value: set replicas, health, dependencies or status"],
         ),
         (
             json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "spec.size"}}),

@@ -119,6 +119,15 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
         east.pointer("/spec/image"),
         Some(&Value::from("gadget:1.0"))
     );
+    // the ConfigMap its workers' pod spec names went along (propagateDeps)
+    for c in ["east", "west"] {
+        eventually(&format!("gadget-config in {c}"), WAIT, || async {
+            get(&env, c, &["configmap", "gadget-config", "-n", "demo"])
+                .await
+                .map(|_| ())
+        })
+        .await;
+    }
     let work = get(
         &env,
         "hub",

@@ -16,6 +16,7 @@ use causeway_crds::federation::binding::{
     ResourceReference, TargetCluster, binding_name, conditions,
 };
 use causeway_crds::federation::deps::{Dependency, dependencies};
+use causeway_crds::federation::interpreter::{self, Interpreters};
 use causeway_crds::federation::work::Work;
 use causeway_crds::well_known::labels;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -36,6 +37,7 @@ pub(super) fn attach(
     works: &HashMap<(String, String), Vec<Arc<Work>>>,
     keep: &mut BTreeSet<Key>,
     now: &Time,
+    interpreters: &Interpreters,
 ) {
     let index: HashMap<(&str, String, String), &Arc<DynamicObject>> = templates
         .iter()
@@ -73,7 +75,8 @@ pub(super) fn attach(
         let Ok(value) = serde_json::to_value(owner.as_ref()) else {
             continue;
         };
-        for (dep, clusters) in needed(&value, spec, works.get(&crate::watch::key(b))) {
+        let work = works.get(&crate::watch::key(b));
+        for (dep, clusters) in needed(&value, spec, work, interpreters) {
             // a dependency not on the hub (yet) is picked up once it is created (I.57)
             let Some(t) = index.get(&(dep.kind.as_str(), ns.clone(), dep.name.clone())) else {
                 continue;
@@ -159,8 +162,10 @@ fn needed(
     template: &serde_json::Value,
     spec: &BindingSpec,
     works: Option<&Vec<Arc<Work>>>,
+    interpreters: &Interpreters,
 ) -> Vec<(Dependency, Vec<TargetCluster>)> {
-    let mut out: BTreeMap<Dependency, Vec<TargetCluster>> = dependencies(template)
+    let pod_specs = interpreters.pod_specs(&spec.resource.api_version, &spec.resource.kind);
+    let mut out: BTreeMap<Dependency, Vec<TargetCluster>> = dependencies(template, pod_specs)
         .into_iter()
         .map(|d| (d, spec.clusters.clone()))
         .collect();
@@ -179,7 +184,8 @@ fn needed(
         // keeps the dependency alive, and the hub keeps it there while that copy
         // uses it (`hub::failover::kept_for_requirers`)
         let target = spec.clusters.iter().find(|t| t.name == *cluster);
-        for dep in manifest.map(|m| dependencies(&m.0)).unwrap_or_default() {
+        let deps = manifest.map(|m| dependencies(&m.0, interpreter::pod_specs(work, &m.0)));
+        for dep in deps.unwrap_or_default() {
             let clusters = out.entry(dep).or_default();
             if let Some(t) = target
                 && !clusters.iter().any(|c| c.name == t.name)

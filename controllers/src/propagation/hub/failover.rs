@@ -25,6 +25,7 @@ use std::sync::Arc;
 use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::deps::dependencies;
+use causeway_crds::federation::interpreter;
 use causeway_crds::federation::propagation::PurgeMode;
 use causeway_crds::federation::rollout;
 use causeway_crds::federation::schedule::{app_failover, failover};
@@ -175,7 +176,7 @@ pub(super) fn kept_for_requirers(
                 continue;
             };
             let uses = w.spec.workload.manifests.iter().any(|m| {
-                dependencies(&m.0)
+                dependencies(&m.0, interpreter::pod_specs(w, &m.0))
                     .iter()
                     .any(|d| d.kind == spec.resource.kind && d.name == spec.resource.name)
             });

@@ -7,7 +7,7 @@ use super::*;
 
 /// `(kind, name)` of each dependency, in order.
 fn found(template: &Value) -> Vec<(String, String)> {
-    dependencies(template)
+    dependencies(template, &[])
         .into_iter()
         .map(|d| (d.kind, d.name))
         .collect()
@@ -49,7 +49,7 @@ fn every_workload_kind_reads_its_pod_template() {
         "Pod",
     ] {
         assert_eq!(
-            dependencies(&workload(kind, pod.clone())),
+            dependencies(&workload(kind, pod.clone()), &[]),
             vec![Dependency {
                 api_version: "v1".into(),
                 kind: "ServiceAccount".into(),
@@ -73,6 +73,36 @@ fn other_kinds_have_no_dependencies() {
         [],
         "no kind"
     );
+}
+
+#[test]
+fn a_custom_kinds_pod_specs_are_read_where_its_interpreter_says() {
+    let pod = |cm: &str| json!({"volumes": [{"name": "v", "configMap": {"name": cm}}]});
+    let gadget = json!({
+        "apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g", "namespace": "demo"},
+        "spec": {"leader": {"pod": pod("leader-config")},
+                 "workers": {"template": {"spec": pod("worker-config")}}},
+    });
+    let at = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let names = |deps: Vec<Dependency>| deps.into_iter().map(|d| d.name).collect::<Vec<_>>();
+    assert_eq!(dependencies(&gadget, &[]), []);
+    assert_eq!(
+        names(dependencies(
+            &gadget,
+            &at(&[
+                "/spec/leader/pod",
+                "/spec/workers/template/spec",
+                "/spec/missing"
+            ])
+        )),
+        ["leader-config", "worker-config"]
+    );
+    // a built-in kind keeps its own pod spec, whatever is passed
+    let mut d = gadget.clone();
+    d["kind"] = json!("Deployment");
+    d["spec"]["template"] = json!({"spec": pod("own")});
+    assert_eq!(names(dependencies(&d, &at(&["/spec/leader/pod"]))), ["own"]);
 }
 
 #[test]
@@ -172,7 +202,7 @@ fn the_full_example_is_sorted_and_deduplicated() {
             {"name": "y", "envFrom": [{"configMapRef": {"name": "c"}}]},
         ],
     });
-    let deps = dependencies(&workload("Deployment", pod));
+    let deps = dependencies(&workload("Deployment", pod), &[]);
     assert_eq!(
         deps.iter()
             .map(|d| (d.kind.as_str(), d.name.as_str()))
@@ -248,7 +278,7 @@ fn any_json() -> impl Strategy<Value = Value> {
 proptest! {
     #[test]
     fn any_pod_spec_gives_a_sorted_set_without_panicking(pod in any_json()) {
-        let deps = dependencies(&workload("Deployment", pod));
+        let deps = dependencies(&workload("Deployment", pod), &[]);
         prop_assert!(deps.windows(2).all(|w| w[0] < w[1]), "{deps:?}");
         prop_assert!(deps.iter().all(|d| !d.name.is_empty()), "{deps:?}");
         prop_assert!(!deps.iter().any(|d| d.kind == "ServiceAccount" && d.name == "default"));
@@ -267,7 +297,7 @@ fn what_every_cluster_publishes_itself_is_no_dependency() {
             {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
             {"configMap": {"name": "settings"}}]}}],
     });
-    let deps = dependencies(&workload("Deployment", pod));
+    let deps = dependencies(&workload("Deployment", pod), &[]);
     let names: Vec<(&str, &str)> = deps
         .iter()
         .map(|d| (d.kind.as_str(), d.name.as_str()))
