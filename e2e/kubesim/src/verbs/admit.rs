@@ -147,6 +147,39 @@ pub fn checked_by_schema(
     Ok(warnings)
 }
 
+/// Schema pruning, defaulting and validation for a write of a CRD object's `/status`,
+/// as kube-apiserver's status strategy does: the object is pruned and defaulted, and a
+/// status the schema refuses is a 422 (a status field of the wrong type, say). Only
+/// the status is judged: the spec a status write cannot change is not refused again
+/// (kube-apiserver's validation ratcheting leaves unchanged fields alone).
+pub fn admit_status_schema(rt: &ResourceType, obj: &mut Value, r: &mut Req) -> ApiResult<()> {
+    let Some(schema) = &rt.schema else {
+        return Ok(());
+    };
+    let unknown = crd::prune_and_default(obj, schema);
+    if r.q("fieldValidation") != Some("Ignore") {
+        r.warnings.extend(
+            unknown
+                .iter()
+                .filter(|u| u.starts_with("status."))
+                .map(|u| format!("unknown field \"{u}\"")),
+        );
+    }
+    let causes: Vec<_> = crd::validate(obj, schema)
+        .into_iter()
+        .filter(|c| c.field == "status" || c.field.starts_with("status."))
+        .collect();
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &rt.kind,
+        &rt.group,
+        meta_str(obj, "name"),
+        causes,
+    ))
+}
+
 /// `dryRun=All`.
 pub fn dry_run(r: &Req) -> bool {
     r.q("dryRun") == Some("All")

@@ -13,7 +13,8 @@ use crate::state::registry::ResourceType;
 use crate::state::stored::{StoredObj, meta_str};
 use crate::state::{convert, kinds, ssa};
 use crate::verbs::admit::{
-    admit_schema, check_namespace, check_type, dry_run, shape, storage_api_version, update_req,
+    admit_schema, admit_status_schema, check_namespace, check_type, dry_run, shape,
+    storage_api_version, update_req,
 };
 use crate::verbs::output::output;
 use crate::verbs::request::Req;
@@ -172,7 +173,9 @@ fn admit_and_store(
             causes,
         ));
     }
-    if sub != "status" {
+    if sub == "status" {
+        admit_status_schema(rt, &mut new, r)?;
+    } else {
         admit_schema(rt, &mut new, r)?;
     }
     if sub.is_empty() {

@@ -104,6 +104,55 @@ async fn schema_prunes_unknown_fields_and_validates_types() {
     assert!(s.message.contains("spec.size"), "{}", s.message);
 }
 
+/// A write of `/status` is pruned and validated against the schema too, as
+/// kube-apiserver's status strategy does: a status field of the wrong type is a 422
+/// naming it (an aggregator that writes an integer where the schema wants a string
+/// must hear so), an unknown one is dropped.
+#[tokio::test]
+async fn status_writes_are_pruned_and_validated_by_the_schema() {
+    use kube::api::{Patch, PatchParams};
+    let env = start().await;
+    let api = install_widgets(&env.client, "default").await;
+    api.create(&PostParams::default(), &widget("w", json!({"size": 1})))
+        .await
+        .unwrap();
+    let pp = PatchParams::default();
+    let e = api
+        .patch_status("w", &pp, &Patch::Merge(json!({"status": {"ready": 5}})))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(s) = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
+    assert!(
+        s.message.contains("status.ready") && s.message.contains("must be of type boolean"),
+        "{}",
+        s.message
+    );
+    let out = api
+        .patch_status(
+            "w",
+            &pp,
+            &Patch::Merge(json!({"status": {"ready": true, "bogus": 1}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.data["status"],
+        json!({"ready": true}),
+        "unknown field pruned"
+    );
+    // a PUT of /status too
+    let mut w = api.get("w").await.unwrap();
+    w.data["status"] = json!({"observed": "x"});
+    let e = api
+        .replace_status("w", &PostParams::default(), &w)
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, kube::Error::Api(s) if s.code == 422), "{e:?}");
+}
+
 #[tokio::test]
 async fn deleting_a_crd_stops_serving_it() {
     let env = start().await;
