@@ -75,18 +75,17 @@ const WITHOUT_TIME: &[&str] = &[
 ];
 
 /// Variables other Kubernetes CEL environments declare (validation rules' `self` and
-/// `oldSelf`, admission's `request`, `oldObject`, `params`, `authorizer`...), which an
-/// expression written for one of them may use.
+/// `oldSelf`, admission's `oldObject`, `params`, `authorizer`...), which an expression
+/// written for one of them may use. Not `request` or `variables`, which a
+/// comprehension may well name its own variable.
 const ELSEWHERE: &[&str] = &[
     "self",
     "oldSelf",
     "object",
     "oldObject",
-    "request",
     "params",
     "namespaceObject",
     "authorizer",
-    "variables",
 ];
 
 /// Compiles `expression` for an environment that declares only `variables`, and refuses

@@ -208,11 +208,16 @@ pub fn desired(
             .unwrap_or_default();
         // where the kind keeps its replica count: `spec.replicas`, or its interpreter's
         let replicas_at = interpreters.replicas_pointer(&meta.api_version, &meta.kind);
-        let replicas = template
-            .data
-            .pointer(replicas_at)
-            .and_then(serde_json::Value::as_i64)
-            .and_then(|r| i32::try_from(r).ok());
+        let replicas = match interpreters.broken(&meta.api_version, &meta.kind) {
+            // its interpreter is broken (nothing is rendered): the count it had, so the
+            // division stays as it was until the interpreter is fixed
+            Some(_) => existing_spec.and_then(|s| s.replicas),
+            None => template
+                .data
+                .pointer(replicas_at)
+                .and_then(serde_json::Value::as_i64)
+                .and_then(|r| i32::try_from(r).ok()),
+        };
         // J.64: clusters the application failed in for longer than tolerated
         let binding_works = works
             .get(&(meta.namespace.clone().unwrap_or_default(), name.clone()))

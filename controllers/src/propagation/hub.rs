@@ -93,6 +93,10 @@ fn cluster_binding_key(b: &ClusterResourceBinding) -> Option<Key> {
     Some((String::new(), b.name_any()))
 }
 
+/// The Event reason when a ResourceInterpreter's status sums cannot be written to the
+/// template's status.
+const STATUS_NOT_AGGREGATED: &str = "StatusNotAggregated";
+
 struct Caches {
     pps: Cache<PropagationPolicy>,
     cpps: Cache<ClusterPropagationPolicy>,
@@ -838,7 +842,6 @@ impl Ctx<'_> {
         if let (Some(api), Some(st)) = (
             t_api,
             status::template_status(
-                &b.spec.resource.kind,
                 self.interpreters
                     .status_sums(&b.spec.resource.api_version, &b.spec.resource.kind),
                 generation,
@@ -850,7 +853,7 @@ impl Ctx<'_> {
             ),
         ) {
             let ns = b.namespace.unwrap_or_default().to_string();
-            let r = self
+            let written = self
                 .memos
                 .status
                 .ensure(
@@ -864,7 +867,24 @@ impl Ctx<'_> {
                     || previous.cloned(),
                 )
                 .await;
-            self.failures.check(b.key.clone(), r);
+            // an interpreter's sums go to a custom kind's status, which may not take
+            // them: the template says so, not only the log
+            let r = &b.spec.resource;
+            let sums = self.interpreters.status_sums(&r.api_version, &r.kind);
+            if !sums.is_empty() {
+                match &written {
+                    Err(e) => {
+                        let why = format!(
+                            "the members' {} could not be written to the template's status ({e}); its CRD needs the status subresource, and those fields as integers",
+                            sums.join(", ")
+                        );
+                        self.tell(b, template, EventType::Warning, STATUS_NOT_AGGREGATED, &why)
+                            .await;
+                    }
+                    Ok(_) => self.forget(b, STATUS_NOT_AGGREGATED),
+                }
+            }
+            self.failures.check(b.key.clone(), written);
         }
     }
 

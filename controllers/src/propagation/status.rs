@@ -213,9 +213,7 @@ fn set_condition(
 /// longer scheduled). A cluster no longer scheduled counts only while it is one of
 /// those, its Cluster is Ready (a failed cluster's last report says nothing about what
 /// still runs there) and its Work is not being deleted.
-#[allow(clippy::too_many_arguments)]
 pub fn template_status(
-    kind: &str,
     interpreted: &[String],
     template_generation: i64,
     previous: Option<&Value>,
@@ -243,8 +241,10 @@ pub fn template_status(
             })
         })
         .collect();
+    let r = &spec.resource;
     aggregate::template_status(
-        kind,
+        r.api_version.rsplit_once('/').map_or("", |(g, _)| g),
+        &r.kind,
         interpreted,
         template_generation,
         previous,

@@ -74,6 +74,7 @@ pub struct Reported<'a> {
 /// The template's `.status` from its members' statuses, or `None` for kinds without an
 /// aggregation rule (their hub status is left alone).
 ///
+/// - `group`, `kind`: the template's;
 /// - `interpreted`: for a kind without a rule of its own, the `.status` fields its
 ///   ResourceInterpreter sums (`spec.status.sum`), over the scheduled clusters;
 /// - `template_generation`: the template's `metadata.generation`;
@@ -87,6 +88,7 @@ pub struct Reported<'a> {
 /// rollout status` on the hub waits for it. DaemonSets and Jobs count the scheduled
 /// clusters only (they have no replicas to move).
 pub fn template_status(
+    group: &str,
     kind: &str,
     interpreted: &[String],
     template_generation: i64,
@@ -95,11 +97,12 @@ pub fn template_status(
     expected: usize,
 ) -> Option<Value> {
     let scheduled: Vec<Reported> = members.iter().filter(|m| m.scheduled).copied().collect();
-    let mut status = match kind {
-        "Deployment" => sums(DEPLOYMENT, DEPLOYMENT_NEW, members),
-        "StatefulSet" => sums(STATEFUL_SET, STATEFUL_SET_NEW, members),
-        "DaemonSet" => sums(DAEMON_SET, &[], &scheduled),
-        "Job" => return Some(job_status(previous, &scheduled, expected)),
+    // by group and kind: a custom kind named Job is not a Job
+    let mut status = match (group, kind) {
+        ("apps", "Deployment") => sums(DEPLOYMENT, DEPLOYMENT_NEW, members),
+        ("apps", "StatefulSet") => sums(STATEFUL_SET, STATEFUL_SET_NEW, members),
+        ("apps", "DaemonSet") => sums(DAEMON_SET, &[], &scheduled),
+        ("batch", "Job") => return Some(job_status(previous, &scheduled, expected)),
         _ if !interpreted.is_empty() => {
             let fields: Vec<&str> = interpreted.iter().map(String::as_str).collect();
             sums(&fields, &[], &scheduled)

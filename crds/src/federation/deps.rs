@@ -38,14 +38,15 @@ const SECRET: &str = "Secret";
 const SERVICE_ACCOUNT: &str = "ServiceAccount";
 const PVC: &str = "PersistentVolumeClaim";
 
-/// The JSON pointer of the pod spec of `kind`, for the kinds that have one.
-fn pod_spec_pointer(kind: &str) -> Option<&'static str> {
-    match kind {
-        "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job" => {
+/// The JSON pointer of the pod spec of the built-in kind `group`/`kind`, for the kinds
+/// that have one (by group too: a custom kind named Job is not a Job).
+fn pod_spec_pointer(group: &str, kind: &str) -> Option<&'static str> {
+    match (group, kind) {
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
             Some("/spec/template/spec")
         }
-        "CronJob" => Some("/spec/jobTemplate/spec/template/spec"),
-        "Pod" => Some("/spec"),
+        ("batch", "CronJob") => Some("/spec/jobTemplate/spec/template/spec"),
+        ("", "Pod") => Some("/spec"),
         _ => None,
     }
 }
@@ -56,8 +57,9 @@ fn pod_spec_pointer(kind: &str) -> Option<&'static str> {
 /// type is skipped, never a panic). `pod_specs` are the pod specs of a kind Causeway
 /// knows none of (its ResourceInterpreter's `dependencies.podSpecs`, JSON pointers).
 pub fn dependencies(template: &Value, pod_specs: &[String]) -> Vec<Dependency> {
-    let kind = template.get("kind").and_then(Value::as_str).unwrap_or("");
-    let pointers: Vec<&str> = match pod_spec_pointer(kind) {
+    let text = |k: &str| template.get(k).and_then(Value::as_str).unwrap_or("");
+    let group = text("apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
+    let pointers: Vec<&str> = match pod_spec_pointer(group, text("kind")) {
         Some(p) => vec![p],
         None => pod_specs.iter().map(String::as_str).collect(),
     };

@@ -284,7 +284,10 @@ fn target_problem(t: &Target) -> Option<String> {
     }
     // a CRD's group has a dot; the built-in ones without (apps, batch, policy, ...)
     // and the kinds Causeway judges itself are not interpreted
-    if !group.contains('.') || super::health::judged(group, &t.kind) {
+    if !group.contains('.')
+        || super::health::judged(group, &t.kind)
+        || (group, t.kind.as_str()) == ("apiextensions.k8s.io", "CustomResourceDefinition")
+    {
         return Some(format!(
             "spec.target: Invalid value: \"{} {}\": Causeway has its own rules for this kind; an interpreter is for kinds it has none for, such as custom resources",
             t.api_version, t.kind
@@ -317,7 +320,8 @@ pub struct Interpreters {
     /// The `.status` fields summed into the hub template, by kind (the hub's alone:
     /// not carried in the Works).
     sums: BTreeMap<(String, String), Vec<String>>,
-    /// Kinds whose interpreters are all invalid, with the oldest one's problem.
+    /// Custom kinds whose interpreters are all invalid, one of them with a replica
+    /// path, with the oldest such one's problem.
     broken: BTreeMap<(String, String), String>,
 }
 
@@ -343,7 +347,14 @@ pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
         let problems = problems(&r.spec);
         if !problems.is_empty() {
             let why = problems.join("; ");
-            invalid.push((key, format!("ResourceInterpreter {name} is invalid: {why}")));
+            // a custom kind whose replica count it places: the defaults would undo the
+            // division (not a target that is no custom kind, which names no such kind)
+            let custom = !t.api_version.trim().is_empty()
+                && !t.kind.trim().is_empty()
+                && target_problem(t).is_none();
+            if custom && r.spec.replicas.is_some() {
+                invalid.push((key, format!("ResourceInterpreter {name} is invalid: {why}")));
+            }
             verdicts.insert(name, Some(why));
             continue;
         }
@@ -393,8 +404,10 @@ impl Interpreters {
             .get(&(group_of(api_version).to_string(), kind.to_string()))
     }
 
-    /// Why the kind cannot be read, when every interpreter of it is invalid (a user
-    /// who wrote one means the defaults to be wrong for the kind).
+    /// Why the kind cannot be read, when every interpreter of it is invalid and one of
+    /// them places its replica count (the defaults would give every cluster the whole
+    /// count). An invalid interpreter with no replica path leaves the kind to the
+    /// defaults, as one that does not name a custom kind does.
     pub fn broken(&self, api_version: &str, kind: &str) -> Option<&str> {
         self.broken
             .get(&(group_of(api_version).to_string(), kind.to_string()))
@@ -480,15 +493,17 @@ pub fn judges(work: &Work, group: &str, kind: &str) -> bool {
 /// could not tell, why (a field the expression names that the object lacks, a result
 /// that is not a bool). `None` when `i` has no health rule.
 ///
-/// Before any expression: an object without a status yet, or whose status is of an
-/// older generation than its spec (`status.observedGeneration` below
-/// `metadata.generation`, when it reports one), is Unknown, with nothing to say: the
-/// rule judges only a status of what the object now asks for (a rollout wave must not
-/// pass on the previous generation's status). Then `healthy` true is Healthy, whatever
-/// `unhealthy` says; else `unhealthy` true is Unhealthy (a failed object may lack what
-/// `healthy` reads); else, with `unhealthy` given, Unknown (still progressing), and
-/// without it Unhealthy (Karmada's rule). An expression that fails makes it Unknown,
-/// unless `unhealthy` is true.
+/// Before any expression: an object whose status is of an older generation than its
+/// spec (`status.observedGeneration` below `metadata.generation`, when it reports one)
+/// is Unknown, with nothing to say: the rule judges only a status of what the object
+/// now asks for (a rollout wave must not pass on the previous generation's status).
+/// Then `healthy` true is Healthy, whatever `unhealthy` says (`healthy: "true"` makes
+/// a kind without a status healthy once it exists). An object without a status yet is
+/// otherwise Unknown, with nothing to say (never Unhealthy: its controller has not
+/// spoken). Else `unhealthy` true is Unhealthy (a failed object may lack what `healthy`
+/// reads); else, with `unhealthy` given, Unknown (still progressing), and without it
+/// Unhealthy (Karmada's rule). An expression that fails makes it Unknown, unless
+/// `unhealthy` is true.
 pub fn health(i: &Interpretation, obj: &Value) -> Option<(ResourceHealth, Option<String>)> {
     let healthy = i.healthy.as_deref()?;
     let status = obj.get("status").filter(|s| !s.is_null());
@@ -497,7 +512,7 @@ pub fn health(i: &Interpretation, obj: &Value) -> Option<(ResourceHealth, Option
         .and_then(|s| s.get("observedGeneration"))
         .and_then(Value::as_i64);
     let stale = matches!((observed, generation), (Some(o), Some(g)) if o < g);
-    if status.is_none() || stale {
+    if stale {
         return Some((ResourceHealth::Unknown, None));
     }
     let named = |why: String| Some(format!("ResourceInterpreter {}: {why}", i.interpreter));
@@ -513,6 +528,9 @@ pub fn health(i: &Interpretation, obj: &Value) -> Option<(ResourceHealth, Option
     let ok = eval("healthy", healthy);
     if ok == Ok(true) {
         return Some((ResourceHealth::Healthy, None));
+    }
+    if status.is_none() {
+        return Some((ResourceHealth::Unknown, None));
     }
     let failed = i.unhealthy.as_deref().map(|expr| eval("unhealthy", expr));
     Some(match (ok, failed) {

@@ -166,6 +166,42 @@ fn one_interpreter_per_kind_the_oldest_wins() {
         "{why}"
     );
     assert_eq!(alone.broken("other.com/v1", "Gadget"), None);
+    // only a custom kind whose replica count an invalid interpreter places is broken:
+    // one without a replica path, or one that names no custom kind, breaks nothing
+    let mut no_path = gadgets("health-only", 0);
+    no_path.spec.replicas = None;
+    no_path.spec.health.as_mut().unwrap().healthy = "object.status.ready ==".into();
+    let mut deployment = gadgets("deployment", 0);
+    deployment.spec.target = Target {
+        api_version: "apps/v1".into(),
+        kind: "Deployment".into(),
+    };
+    let mut configmap = gadgets("configmap", 0);
+    configmap.spec.target = Target {
+        api_version: "".into(),
+        kind: "ConfigMap".into(),
+    };
+    let mut no_version = gadgets("knative", 0);
+    no_version.spec.target = Target {
+        api_version: "serving.knative.dev".into(),
+        kind: "Service".into(),
+    };
+    let mut crd = gadgets("crds", 0);
+    crd.spec.target = Target {
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+    };
+    let (none, refused) = resolve(&[&no_path, &deployment, &configmap, &no_version, &crd]);
+    assert!(refused.values().all(Option::is_some), "{refused:?}");
+    for (av, kind) in [
+        ("example.com/v1", "Gadget"),
+        ("apps/v1", "Deployment"),
+        ("v1", "ConfigMap"),
+        ("v1", "Service"),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ] {
+        assert_eq!(none.broken(av, kind), None, "{av} {kind}");
+    }
     assert_eq!(verdicts["gadgets"], None);
     assert!(
         verdicts["broken"]
@@ -341,6 +377,13 @@ fn health_follows_the_rules_cel() {
         health(&guarded, &json!({"spec": {}, "status": null})),
         Some((Unknown, None))
     );
+    // a kind without a status: healthy once it exists, if the rule says so
+    let exists = Interpretation {
+        healthy: Some("true".into()),
+        unhealthy: None,
+        ..i.clone()
+    };
+    assert_eq!(health(&exists, &json!({"spec": {}})), Some((Healthy, None)));
     let not_bool = Interpretation {
         healthy: Some("object.spec.size".into()),
         unhealthy: None,

@@ -165,6 +165,23 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
         (g.pointer("/status/readyWorkers") == Some(&3.into())).then_some(())
     })
     .await;
+    // a sum the template's status cannot take (phase is a string there) is told
+    let sum = |fields: &str| format!(r#"{{"spec":{{"status":{{"sum":{fields}}}}}}}"#);
+    let patch = sum(r#"["readyWorkers","phase"]"#);
+    env.ok(&["patch", "ri", "gadgets", "--type=merge", "-p", &patch])
+        .await;
+    eventually("a StatusNotAggregated Event", WAIT, || async {
+        let events = crate::propagation::demo_events(&env, "reason=StatusNotAggregated").await;
+        events
+            .contains(
+                "the members' readyWorkers, phase could not be written to the template's status",
+            )
+            .then_some(())
+    })
+    .await;
+    let patch = sum(r#"["readyWorkers"]"#);
+    env.ok(&["patch", "ri", "gadgets", "--type=merge", "-p", &patch])
+        .await;
     // a status the rule cannot read says so, naming the interpreter
     set_status(&env, "east", r#"{"phase":"Running","readyWorkers":null}"#).await;
     eventually(
@@ -217,6 +234,16 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
             .then_some(())
     })
     .await;
+    let west_work = || async {
+        let w = get(
+            &env,
+            "hub",
+            &["work", "demo.g1-gadget", "-n", "causeway-es-west"],
+        )
+        .await;
+        w.and_then(|w| w.pointer("/metadata/generation")?.as_i64())
+    };
+    let before = west_work().await;
     env.ok(&[
         "patch",
         "gadget",
@@ -229,6 +256,12 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
     ])
     .await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(west_work().await, before, "west's Work is not rewritten");
+    // the binding keeps the count it had (the defaults would read none)
+    let rb = get(&env, "hub", &["rb", "g1-gadget", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(rb.pointer("/spec/replicas"), Some(&4.into()), "{rb}");
     let west = get(&env, "west", &["gadget", "g1", "-n", "demo"])
         .await
         .unwrap();

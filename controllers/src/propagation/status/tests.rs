@@ -23,6 +23,11 @@ fn cluster(name: &str, ready: &str) -> Arc<Cluster> {
 
 fn spec(clusters: &[&str]) -> BindingSpec {
     BindingSpec {
+        resource: causeway_crds::federation::binding::ResourceReference {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            ..Default::default()
+        },
         clusters: clusters
             .iter()
             .map(|n| TargetCluster {
@@ -360,16 +365,31 @@ fn template_status_aggregates_the_first_manifest_of_each_work() {
         // a Work not reported yet adds nothing
         work("c", 1, None, &[]),
     ];
-    let spec = spec(&["a", "b"]);
+    let mut spec = spec(&["a", "b"]);
     let none = BTreeMap::new();
-    let got = template_status("Deployment", &[], 1, None, &spec, &works, &none, &[]).unwrap();
+    let got = template_status(&[], 1, None, &spec, &works, &none, &[]).unwrap();
     assert_eq!(got["replicas"], 5);
     assert_eq!(got["readyReplicas"], 5);
     assert_eq!(got["observedGeneration"], 1);
+    spec.resource.kind = "ConfigMap".into();
+    spec.resource.api_version = "v1".into();
     assert_eq!(
-        template_status("ConfigMap", &[], 1, None, &spec, &works, &none, &[]),
+        template_status(&[], 1, None, &spec, &works, &none, &[]),
         None
     );
+    // an interpreted kind sums what its interpreter names
+    spec.resource.kind = "Gadget".into();
+    spec.resource.api_version = "example.com/v1".into();
+    let got = template_status(
+        &["readyReplicas".into()],
+        1,
+        None,
+        &spec,
+        &works,
+        &none,
+        &[],
+    );
+    assert_eq!(got.unwrap()["readyReplicas"], 5);
 }
 
 /// A copy still running where the workload moves away from counts as old replicas,
@@ -404,17 +424,7 @@ fn a_moving_copy_counts_while_the_move_keeps_it() {
             .collect::<Vec<_>>();
         let moving: BTreeMap<String, i64> =
             moving.iter().map(|(c, s)| (c.to_string(), *s)).collect();
-        let got = template_status(
-            "Deployment",
-            &[],
-            1,
-            None,
-            &spec,
-            &works,
-            &moving,
-            &clusters,
-        )
-        .unwrap();
+        let got = template_status(&[], 1, None, &spec, &works, &moving, &clusters).unwrap();
         let n = |k: &str| got[k].as_i64().unwrap();
         (
             n("replicas"),

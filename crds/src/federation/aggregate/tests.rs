@@ -19,6 +19,11 @@ fn deploy(observed: i64, n: i64) -> Value {
         "updatedReplicas": n, "availableReplicas": n - 1, "unavailableReplicas": 1})
 }
 
+/// The group of the built-in `kind`.
+fn group(kind: &str) -> &'static str {
+    if kind == "Job" { "batch" } else { "apps" }
+}
+
 fn run(
     kind: &str,
     tg: i64,
@@ -34,7 +39,15 @@ fn run(
             share: None,
         })
         .collect();
-    template_status(kind, &[], tg, previous.as_ref(), &refs, expected)
+    template_status(
+        group(kind),
+        kind,
+        &[],
+        tg,
+        previous.as_ref(),
+        &refs,
+        expected,
+    )
 }
 
 #[test]
@@ -373,7 +386,7 @@ fn replicas_beyond_a_moving_clusters_share_are_old_ones() {
             .collect();
         // every scheduled member runs template generation 1 and observed its own
         assert_eq!(
-            template_status(kind, &[], 1, None, &refs, expected),
+            template_status(group(kind), kind, &[], 1, None, &refs, expected),
             Some(want),
             "{what}"
         );
@@ -396,7 +409,7 @@ fn replicas_beyond_a_moving_clusters_share_are_old_ones() {
         },
     ];
     assert_eq!(
-        template_status("Job", &[], 1, None, &refs, 1).unwrap()["active"],
+        template_status("batch", "Job", &[], 1, None, &refs, 1).unwrap()["active"],
         1
     );
 }
@@ -437,9 +450,34 @@ fn an_interpreted_kind_sums_the_fields_its_interpreter_names() {
     // the third member is not scheduled (a kept copy): it does not count
     refs[2].scheduled = false;
     assert_eq!(
-        template_status("Gadget", &sum, 1, None, &refs, 2),
+        template_status("example.com", "Gadget", &sum, 1, None, &refs, 2),
         Some(json!({"readyWorkers": 4, "workers": 3, "observedGeneration": 1}))
     );
     // nothing named: the hub's status is left alone, as for any kind without a rule
-    assert_eq!(template_status("Gadget", &[], 1, None, &refs, 2), None);
+    assert_eq!(
+        template_status("example.com", "Gadget", &[], 1, None, &refs, 2),
+        None
+    );
+}
+
+#[test]
+fn a_custom_kind_named_like_a_builtin_one_gets_no_builtin_rule() {
+    let members = [member(1, 1, json!({"active": 2, "replicas": 3}))];
+    let refs: Vec<Reported> = members
+        .iter()
+        .map(|status| Reported {
+            status,
+            scheduled: true,
+            share: None,
+        })
+        .collect();
+    assert_eq!(
+        template_status("batch.volcano.sh", "Job", &[], 1, None, &refs, 1),
+        None
+    );
+    assert_eq!(
+        template_status("example.com", "Deployment", &[], 1, None, &refs, 1),
+        None
+    );
+    assert!(template_status("batch", "Job", &[], 1, None, &refs, 1).is_some());
 }

@@ -29,8 +29,13 @@ fn workload(kind: &str, pod: Value) -> Value {
         "CronJob" => json!({"jobTemplate": {"spec": {"template": {"spec": pod}}}}),
         _ => json!({"template": {"spec": pod}}),
     };
+    let api_version = match kind {
+        "Pod" => "v1",
+        "Job" | "CronJob" => "batch/v1",
+        _ => "apps/v1",
+    };
     json!({
-        "apiVersion": "apps/v1", "kind": kind,
+        "apiVersion": api_version, "kind": kind,
         "metadata": {"name": "w", "namespace": "demo"},
         "spec": spec,
     })
@@ -100,9 +105,16 @@ fn a_custom_kinds_pod_specs_are_read_where_its_interpreter_says() {
     );
     // a built-in kind keeps its own pod spec, whatever is passed
     let mut d = gadget.clone();
+    d["apiVersion"] = json!("apps/v1");
     d["kind"] = json!("Deployment");
     d["spec"]["template"] = json!({"spec": pod("own")});
     assert_eq!(names(dependencies(&d, &at(&["/spec/leader/pod"]))), ["own"]);
+    // a custom kind named like a built-in one is read where its interpreter says
+    d["apiVersion"] = json!("example.com/v1");
+    assert_eq!(
+        names(dependencies(&d, &at(&["/spec/leader/pod"]))),
+        ["leader-config"]
+    );
 }
 
 #[test]
