@@ -26,6 +26,16 @@ fn gadgets(name: &str, age: i64) -> ResourceInterpreter {
     )
 }
 
+/// [`gadgets`]'s rules for another target.
+fn targeting(name: &str, api_version: &str, kind: &str) -> ResourceInterpreter {
+    let mut r = gadgets(name, 0);
+    r.spec.target = Target {
+        api_version: api_version.into(),
+        kind: kind.into(),
+    };
+    r
+}
+
 #[test]
 fn bad_interpreters_are_refused_with_what_to_write() {
     let cases = [
@@ -171,26 +181,14 @@ fn one_interpreter_per_kind_the_oldest_wins() {
     let mut no_path = gadgets("health-only", 0);
     no_path.spec.replicas = None;
     no_path.spec.health.as_mut().unwrap().healthy = "object.status.ready ==".into();
-    let mut deployment = gadgets("deployment", 0);
-    deployment.spec.target = Target {
-        api_version: "apps/v1".into(),
-        kind: "Deployment".into(),
-    };
-    let mut configmap = gadgets("configmap", 0);
-    configmap.spec.target = Target {
-        api_version: "".into(),
-        kind: "ConfigMap".into(),
-    };
-    let mut no_version = gadgets("knative", 0);
-    no_version.spec.target = Target {
-        api_version: "serving.knative.dev".into(),
-        kind: "Service".into(),
-    };
-    let mut crd = gadgets("crds", 0);
-    crd.spec.target = Target {
-        api_version: "apiextensions.k8s.io/v1".into(),
-        kind: "CustomResourceDefinition".into(),
-    };
+    let deployment = targeting("deployment", "apps/v1", "Deployment");
+    let configmap = targeting("configmap", "", "ConfigMap");
+    let no_version = targeting("knative", "serving.knative.dev", "Service");
+    let crd = targeting(
+        "crds",
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+    );
     let (none, refused) = resolve(&[&no_path, &deployment, &configmap, &no_version, &crd]);
     assert!(refused.values().all(Option::is_some), "{refused:?}");
     for (av, kind) in [

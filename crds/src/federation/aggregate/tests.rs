@@ -24,6 +24,18 @@ fn group(kind: &str) -> &'static str {
     if kind == "Job" { "batch" } else { "apps" }
 }
 
+/// Each member's report, scheduled and not moving.
+fn scheduled(members: &[ManifestStatus]) -> Vec<Reported<'_>> {
+    members
+        .iter()
+        .map(|status| Reported {
+            status,
+            scheduled: true,
+            share: None,
+        })
+        .collect()
+}
+
 fn run(
     kind: &str,
     tg: i64,
@@ -31,14 +43,7 @@ fn run(
     members: &[ManifestStatus],
     expected: usize,
 ) -> Option<Value> {
-    let refs: Vec<Reported> = members
-        .iter()
-        .map(|status| Reported {
-            status,
-            scheduled: true,
-            share: None,
-        })
-        .collect();
+    let refs = scheduled(members);
     template_status(
         group(kind),
         kind,
@@ -439,14 +444,7 @@ fn an_interpreted_kind_sums_the_fields_its_interpreter_names() {
         ),
         member(1, 1, json!({"readyWorkers": 5})),
     ];
-    let mut refs: Vec<Reported> = members
-        .iter()
-        .map(|status| Reported {
-            status,
-            scheduled: true,
-            share: None,
-        })
-        .collect();
+    let mut refs = scheduled(&members);
     // the third member is not scheduled (a kept copy): it does not count
     refs[2].scheduled = false;
     assert_eq!(
@@ -463,14 +461,7 @@ fn an_interpreted_kind_sums_the_fields_its_interpreter_names() {
 #[test]
 fn a_custom_kind_named_like_a_builtin_one_gets_no_builtin_rule() {
     let members = [member(1, 1, json!({"active": 2, "replicas": 3}))];
-    let refs: Vec<Reported> = members
-        .iter()
-        .map(|status| Reported {
-            status,
-            scheduled: true,
-            share: None,
-        })
-        .collect();
+    let refs = scheduled(&members);
     assert_eq!(
         template_status("batch.volcano.sh", "Job", &[], 1, None, &refs, 1),
         None
