@@ -117,24 +117,8 @@ pub fn checked_by_schema(
     let Some(schema) = &rt.schema else {
         return Ok(Vec::new());
     };
-    let mut warnings = Vec::new();
     let unknown = crd::prune_and_default(obj, schema);
-    if !unknown.is_empty() {
-        match field_validation.unwrap_or("Warn") {
-            "Strict" => {
-                return Err(ApiError::bad_request(format!(
-                    "strict decoding error: {}",
-                    unknown
-                        .iter()
-                        .map(|u| format!("unknown field \"{u}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            "Ignore" => {}
-            _ => warnings.extend(unknown.iter().map(|u| format!("unknown field \"{u}\""))),
-        }
-    }
+    let warnings = unknown_fields(&unknown, field_validation)?;
     let causes = crd::validate(obj, schema);
     if !causes.is_empty() {
         return Err(ApiError::invalid(
@@ -147,23 +131,46 @@ pub fn checked_by_schema(
     Ok(warnings)
 }
 
+/// What `fieldValidation` makes of the unknown fields a write's body had: a 400 with
+/// `Strict`, nothing with `Ignore`, else (`Warn`, the default) a warning each.
+fn unknown_fields(unknown: &[String], field_validation: Option<&str>) -> ApiResult<Vec<String>> {
+    let each = || unknown.iter().map(|u| format!("unknown field \"{u}\""));
+    match field_validation.unwrap_or("Warn") {
+        _ if unknown.is_empty() => Ok(Vec::new()),
+        "Strict" => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            each().collect::<Vec<_>>().join(", ")
+        ))),
+        "Ignore" => Ok(Vec::new()),
+        _ => Ok(each().collect()),
+    }
+}
+
 /// Schema pruning, defaulting and validation for a write of a CRD object's `/status`,
-/// as kube-apiserver's status strategy does: the object is pruned and defaulted, and a
-/// status the schema refuses is a 422 (a status field of the wrong type, say). Only
-/// the status is judged: the spec a status write cannot change is not refused again
-/// (kube-apiserver's validation ratcheting leaves unchanged fields alone).
+/// as kube-apiserver's status strategy does: the status is pruned and defaulted (the
+/// rest of the object is the stored one, which a status write cannot change: it is
+/// left as it is, so a CRD's new default does not change the spec and its generation),
+/// unknown status fields go by `fieldValidation`, and a status the schema refuses is a
+/// 422 (a status field of the wrong type, say). Only the status is judged: the spec is
+/// not refused again (kube-apiserver's validation ratcheting leaves unchanged fields
+/// alone).
 pub fn admit_status_schema(rt: &ResourceType, obj: &mut Value, r: &mut Req) -> ApiResult<()> {
     let Some(schema) = &rt.schema else {
         return Ok(());
     };
-    let unknown = crd::prune_and_default(obj, schema);
-    if r.q("fieldValidation") != Some("Ignore") {
-        r.warnings.extend(
-            unknown
-                .iter()
-                .filter(|u| u.starts_with("status."))
-                .map(|u| format!("unknown field \"{u}\"")),
-        );
+    if let Some(status) = obj.get("status").cloned() {
+        let mut only = json!({ "status": status });
+        let unknown = crd::prune_and_default(&mut only, schema);
+        let warnings = unknown_fields(&unknown, r.q("fieldValidation"))?;
+        r.warnings.extend(warnings);
+        match only.get("status") {
+            Some(s) => obj["status"] = s.clone(),
+            None => {
+                if let Some(m) = obj.as_object_mut() {
+                    m.remove("status");
+                }
+            }
+        }
     }
     let causes: Vec<_> = crd::validate(obj, schema)
         .into_iter()

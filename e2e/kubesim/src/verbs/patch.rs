@@ -180,6 +180,18 @@ fn apply(
     check_namespace(rt, &mut applied, ns)?;
     let now = now_rfc3339();
     let av = rt.api_version();
+    // an applied configuration is converted to the schema's types first: a field the
+    // CRD's schema does not declare fails the apply (kube-apiserver answers 500 with
+    // this message, kubernetes/kubernetes#139253), where a create or update prunes it
+    if let Some(schema) = &rt.schema {
+        let mut typed = applied.clone();
+        if let Some(field) = crate::state::crd::prune_and_default(&mut typed, schema).first() {
+            return Err(ApiError::internal(format!(
+                "failed to create typed patch object ({ns}/{name}; {av}, Kind={}): .{field}: field not declared in schema",
+                rt.kind
+            )));
+        }
+    }
     let req = ApplyRequest {
         manager: &manager,
         api_version: &av,

@@ -143,6 +143,19 @@ async fn status_writes_are_pruned_and_validated_by_the_schema() {
         json!({"ready": true}),
         "unknown field pruned"
     );
+    // fieldValidation=Strict refuses it instead
+    let strict = PatchParams {
+        field_validation: Some(kube::api::ValidationDirective::Strict),
+        ..PatchParams::default()
+    };
+    let e = api
+        .patch_status("w", &strict, &Patch::Merge(json!({"status": {"bogus": 1}})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, kube::Error::Api(s) if s.code == 400 && s.message.contains("unknown field \"status.bogus\"")),
+        "{e:?}"
+    );
     // a PUT of /status too
     let mut w = api.get("w").await.unwrap();
     w.data["status"] = json!({"observed": "x"});
@@ -151,6 +164,47 @@ async fn status_writes_are_pruned_and_validated_by_the_schema() {
         .await
         .unwrap_err();
     assert!(matches!(&e, kube::Error::Api(s) if s.code == 422), "{e:?}");
+}
+
+/// A server-side apply converts the applied configuration to the schema's types
+/// first: a field the schema does not declare fails it, as kube-apiserver does, where
+/// a create or a merge patch prunes it.
+#[tokio::test]
+async fn an_apply_of_a_field_the_schema_does_not_declare_fails() {
+    use kube::api::{Patch, PatchParams};
+    let env = start().await;
+    let api = install_widgets(&env.client, "default").await;
+    let pp = PatchParams::apply("test").force();
+    let mut w = widget("w", json!({"size": 1, "bogus": "x"}));
+    w.types = Some(kube::api::TypeMeta {
+        api_version: format!("{WIDGET_GROUP}/v1"),
+        kind: "Widget".into(),
+    });
+    let e = api.patch("w", &pp, &Patch::Apply(&w)).await.unwrap_err();
+    let kube::Error::Api(s) = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(s.code, 500, "{s:?}");
+    assert_eq!(
+        s.message,
+        format!(
+            "failed to create typed patch object (default/w; {WIDGET_GROUP}/v1, Kind=Widget): .spec.bogus: field not declared in schema"
+        )
+    );
+    w.data["spec"] = json!({"size": 1});
+    api.patch("w", &pp, &Patch::Apply(&w)).await.unwrap();
+    // the status too
+    let status = json!({"apiVersion": format!("{WIDGET_GROUP}/v1"), "kind": "Widget",
+        "metadata": {"name": "w"}, "status": {"ready": true, "observedGeneration": 1}});
+    let e = api
+        .patch_status("w", &pp, &Patch::Apply(&status))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(".status.observedGeneration: field not declared in schema"),
+        "{e}"
+    );
 }
 
 #[tokio::test]
