@@ -202,9 +202,12 @@ async fn look(
     };
     let clusters: Vec<String> = spec.clusters.iter().map(|c| c.name.clone()).collect();
     // where the kind keeps its replica count, as the Works say (its interpreter's path)
-    let replicas_at = works.first().map_or(interpreter::DEFAULT_REPLICAS, |w| {
-        interpreter::replicas_pointer(w, &template.data)
-    });
+    let replicas_at = works
+        .first()
+        .and_then(|w| Some((w, w.spec.workload.manifests.first()?)))
+        .map_or(interpreter::DEFAULT_REPLICAS, |(w, m)| {
+            interpreter::replicas_pointer(w, &m.0)
+        });
     let template_replicas = template
         .data
         .pointer(replicas_at)

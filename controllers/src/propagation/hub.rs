@@ -875,7 +875,7 @@ impl Ctx<'_> {
                 match &written {
                     Err(e) => {
                         let why = format!(
-                            "the members' {} could not be written to the template's status ({e}); its CRD needs the status subresource, and those fields as integers",
+                            "the members' {} could not be written to the template's status ({e}); if this persists, check that its CRD has the status subresource and declares those fields as integers in its status schema",
                             sums.join(", ")
                         );
                         self.tell(b, template, EventType::Warning, STATUS_NOT_AGGREGATED, &why)

@@ -76,7 +76,8 @@ pub struct Reported<'a> {
 ///
 /// - `group`, `kind`: the template's;
 /// - `interpreted`: for a kind without a rule of its own, the `.status` fields its
-///   ResourceInterpreter sums (`spec.status.sum`), over the scheduled clusters;
+///   ResourceInterpreter sums (`spec.status.sum`), over the scheduled clusters (those
+///   fields only);
 /// - `template_generation`: the template's `metadata.generation`;
 /// - `previous`: the template's current `.status`;
 /// - `members`: what each member reported;
@@ -103,9 +104,11 @@ pub fn template_status(
         ("apps", "StatefulSet") => sums(STATEFUL_SET, STATEFUL_SET_NEW, members),
         ("apps", "DaemonSet") => sums(DAEMON_SET, &[], &scheduled),
         ("batch", "Job") => return Some(job_status(previous, &scheduled, expected)),
+        // only the fields named: a custom kind's status schema may declare no
+        // observedGeneration, and a server-side apply of an undeclared field fails
         _ if !interpreted.is_empty() => {
             let fields: Vec<&str> = interpreted.iter().map(String::as_str).collect();
-            sums(&fields, &[], &scheduled)
+            return Some(Value::Object(sums(&fields, &[], &scheduled)));
         }
         _ => return None,
     };

@@ -105,9 +105,8 @@ pub struct DependenciesRule {
 #[serde(rename_all = "camelCase")]
 pub struct StatusRule {
     /// Integer fields of `.status` summed over the scheduled clusters (a member that
-    /// lacks one counts 0), e.g. `readyWorkers`. `observedGeneration` is set too, to the
-    /// template's generation once every scheduled cluster runs it and its controller
-    /// has observed it there, as for the built-in workloads.
+    /// lacks one counts 0), e.g. `readyWorkers`; the status schema must declare them
+    /// as integers. Nothing else of the template's status is written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sum: Vec<String>,
 }
@@ -223,7 +222,7 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
                 ));
             } else if field == "observedGeneration" {
                 out.push(format!(
-                    "{at}: Invalid value: \"observedGeneration\": the hub sets it (the template's generation, once every cluster runs it)"
+                    "{at}: Invalid value: \"observedGeneration\": a generation is no count to sum"
                 ));
             } else if seen.contains(&field.as_str()) {
                 out.push(format!("{at}: Duplicate value: {field:?}"));
@@ -263,6 +262,28 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
     out
 }
 
+/// The built-in API groups whose names have a dot (a CRD's group always has one).
+const BUILT_IN_GROUPS: &[&str] = &[
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "certificates.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "internal.apiserver.k8s.io",
+    "networking.k8s.io",
+    "node.k8s.io",
+    "rbac.authorization.k8s.io",
+    "resource.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+    "storagemigration.k8s.io",
+];
+
 /// A target that is not a custom kind: Causeway's own rules (and the make-before-break
 /// guard, `retain-replicas`, status aggregation, which read `spec.replicas`) stay in
 /// charge of the built-in kinds.
@@ -282,11 +303,11 @@ fn target_problem(t: &Target) -> Option<String> {
             t.api_version
         ));
     }
-    // a CRD's group has a dot; the built-in ones without (apps, batch, policy, ...)
-    // and the kinds Causeway judges itself are not interpreted
+    // a CRD's group has a dot; the built-in ones without (apps, batch, policy, ...),
+    // those with one, and the kinds Causeway judges itself are not interpreted
     if !group.contains('.')
+        || BUILT_IN_GROUPS.contains(&group)
         || super::health::judged(group, &t.kind)
-        || (group, t.kind.as_str()) == ("apiextensions.k8s.io", "CustomResourceDefinition")
     {
         return Some(format!(
             "spec.target: Invalid value: \"{} {}\": Causeway has its own rules for this kind; an interpreter is for kinds it has none for, such as custom resources",

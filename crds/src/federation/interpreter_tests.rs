@@ -101,7 +101,7 @@ fn bad_interpreters_are_refused_with_what_to_write() {
             vec![
                 "spec.status.sum[1]: Invalid value: \"\": a field of .status, by its name",
                 "spec.status.sum[2]: Invalid value: \"status.x\"",
-                "spec.status.sum[3]: Invalid value: \"observedGeneration\": the hub sets it",
+                "spec.status.sum[3]: Invalid value: \"observedGeneration\": a generation is no count to sum",
                 "spec.status.sum[4]: Duplicate value: \"readyWorkers\"",
             ],
         ),
@@ -124,6 +124,10 @@ fn bad_interpreters_are_refused_with_what_to_write() {
         (
             json!({"target": {"apiVersion": "example.com/", "kind": "Widget"}, "replicas": {"path": "/spec/size"}}),
             vec!["write <group>/<version>"],
+        ),
+        (
+            json!({"target": {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice"}, "replicas": {"path": "/spec/size"}}),
+            vec![builtin],
         ),
         // a Gateway API kind is a CRD under k8s.io: interpretable
         (

@@ -449,7 +449,7 @@ fn an_interpreted_kind_sums_the_fields_its_interpreter_names() {
     refs[2].scheduled = false;
     assert_eq!(
         template_status("example.com", "Gadget", &sum, 1, None, &refs, 2),
-        Some(json!({"readyWorkers": 4, "workers": 3, "observedGeneration": 1}))
+        Some(json!({"readyWorkers": 4, "workers": 3}))
     );
     // nothing named: the hub's status is left alone, as for any kind without a rule
     assert_eq!(
