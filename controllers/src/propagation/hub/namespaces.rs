@@ -149,11 +149,40 @@ pub(super) fn desired(
         .collect()
 }
 
+/// A Work's (namespace, name).
+fn work_key(w: &Work) -> (String, String) {
+    (w.namespace().unwrap_or_default(), w.name_any())
+}
+
+/// Pure: the namespace Works to delete, of `actual`, when `want` are wanted: those not
+/// wanted, not already being deleted, and not a `leaving` cluster's (the unjoin's to
+/// handle); none unless every template kind is `listed` (a kind not listed yet has no
+/// bindings in `want`, so its namespaces are not unwanted).
+fn unwanted(
+    want: &[Work],
+    actual: &[Arc<Work>],
+    leaving: &BTreeSet<String>,
+    listed: bool,
+) -> Vec<(String, String)> {
+    if !listed {
+        return Vec::new();
+    }
+    let kept: BTreeSet<(String, String)> = want.iter().map(work_key).collect();
+    actual
+        .iter()
+        .filter(|w| {
+            let cluster = w.labels().get(labels::CLUSTER).cloned().unwrap_or_default();
+            !kept.contains(&work_key(w))
+                && w.metadata.deletion_timestamp.is_none()
+                && !leaving.contains(&cluster)
+        })
+        .map(|w| work_key(w))
+        .collect()
+}
+
 impl Ctx<'_> {
-    /// Applies the namespace Works wanted and deletes the others (the applier keeps
-    /// their namespaces in the members): not a leaving cluster's (the unjoin's to
-    /// handle), and none unless every template kind is listed (a kind not listed yet
-    /// has no bindings in `want`; its namespaces are not unwanted).
+    /// Applies the namespace Works wanted and deletes the [`unwanted`] ones (the
+    /// applier keeps their namespaces in the members).
     pub(super) async fn namespaces(
         &mut self,
         want: &[Work],
@@ -161,12 +190,9 @@ impl Ctx<'_> {
         leaving: &BTreeSet<String>,
         listed: bool,
     ) {
-        let key = |w: &Work| (w.namespace().unwrap_or_default(), w.name_any());
-        let current: HashMap<_, &Arc<Work>> = actual.iter().map(|w| (key(w), w)).collect();
-        let mut kept = BTreeSet::new();
+        let current: HashMap<_, &Arc<Work>> = actual.iter().map(|w| (work_key(w), w)).collect();
         for w in want {
-            let k = key(w);
-            kept.insert(k.clone());
+            let k = work_key(w);
             let now = current.get(&k).map(|w| w.as_ref());
             if now.is_some_and(|c| c.metadata.deletion_timestamp.is_some()) {
                 continue; // being removed; made again once it is gone
@@ -175,18 +201,7 @@ impl Ctx<'_> {
             let r = self.memos.namespace_works.ensure(&api, w, now).await;
             self.failures.check(k, r);
         }
-        if !listed {
-            return;
-        }
-        for w in actual {
-            let k = key(w);
-            let cluster = w.labels().get(labels::CLUSTER).cloned().unwrap_or_default();
-            if kept.contains(&k)
-                || w.metadata.deletion_timestamp.is_some()
-                || leaving.contains(&cluster)
-            {
-                continue;
-            }
+        for k in unwanted(want, actual, leaving, listed) {
             let api = Api::<Work>::namespaced(self.hub.clone(), &k.0);
             let r = apply::remove(&api, &k.1)
                 .await
@@ -328,6 +343,68 @@ mod tests {
         assert_eq!(
             works[0].spec.workload.manifests[0].0["metadata"]["labels"],
             json!({"team": "shop", labels::AUTO_NAMESPACE: "shop"})
+        );
+    }
+
+    /// Which namespace Works go: those no binding wants any more, except a leaving
+    /// cluster's and one already being deleted; none while a template kind is not
+    /// listed yet (its bindings are not known, so their namespaces are not unwanted).
+    #[test]
+    fn a_namespace_work_goes_only_when_no_binding_can_want_it() {
+        let hub = vec![
+            ns("shop", json!({}), json!({})),
+            ns("pay", json!({}), json!({})),
+        ];
+        let members = BTreeSet::from(["east".to_string(), "west".to_string()]);
+        let before = desired(
+            &[
+                rb("shop", "web", &["east", "west"]),
+                rb("pay", "api", &["east"]),
+            ],
+            &[],
+            &hub,
+            &members,
+        );
+        assert_eq!(before.len(), 3);
+        let actual: Vec<Arc<Work>> = before.iter().cloned().map(Arc::new).collect();
+        // pay's binding is gone, and shop's left west
+        let now = desired(&[rb("shop", "web", &["east"])], &[], &hub, &members);
+        let keys = |v: Vec<(String, String)>| {
+            v.into_iter()
+                .map(|(ns, n)| format!("{ns}/{n}"))
+                .collect::<Vec<_>>()
+        };
+        let none = BTreeSet::new();
+        assert_eq!(
+            keys(unwanted(&now, &actual, &none, true)),
+            [
+                "causeway-es-east/pay.namespace",
+                "causeway-es-west/shop.namespace"
+            ]
+        );
+        // a kind not listed yet: nothing goes
+        assert_eq!(unwanted(&now, &actual, &none, false), []);
+        // a leaving cluster's are the unjoin's
+        let leaving = BTreeSet::from(["west".to_string()]);
+        assert_eq!(
+            keys(unwanted(&now, &actual, &leaving, true)),
+            ["causeway-es-east/pay.namespace"]
+        );
+        // one already being deleted is not deleted again
+        let mut deleting = actual.clone();
+        for w in &mut deleting {
+            if w.name_any() == "pay.namespace" {
+                let mut d = (**w).clone();
+                d.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ));
+                *w = Arc::new(d);
+            }
+        }
+        assert_eq!(
+            keys(unwanted(&now, &deleting, &none, true)),
+            ["causeway-es-west/shop.namespace"]
         );
     }
 }
