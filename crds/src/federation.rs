@@ -31,6 +31,11 @@ pub mod selection;
 pub mod state_preservation;
 pub mod work;
 
+/// The group of an `apiVersion` (`apps/v1` → `apps`; `v1` → the core group, "").
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
 /// Selects member clusters. All set fields must match (they are ANDed);
 /// an empty affinity selects every cluster.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -243,7 +243,7 @@ pub fn template_status(
         .collect();
     let r = &spec.resource;
     aggregate::template_status(
-        r.api_version.rsplit_once('/').map_or("", |(g, _)| g),
+        causeway_crds::federation::group_of(&r.api_version),
         &r.kind,
         interpreted,
         template_generation,

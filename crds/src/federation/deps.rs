@@ -58,7 +58,7 @@ fn pod_spec_pointer(group: &str, kind: &str) -> Option<&'static str> {
 /// knows none of (its ResourceInterpreter's `dependencies.podSpecs`, JSON pointers).
 pub fn dependencies(template: &Value, pod_specs: &[String]) -> Vec<Dependency> {
     let text = |k: &str| template.get(k).and_then(Value::as_str).unwrap_or("");
-    let group = text("apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
+    let group = super::group_of(text("apiVersion"));
     let pointers: Vec<&str> = match pod_spec_pointer(group, text("kind")) {
         Some(p) => vec![p],
         None => pod_specs.iter().map(String::as_str).collect(),

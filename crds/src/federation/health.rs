@@ -130,7 +130,7 @@ pub fn judged(group: &str, kind: &str) -> bool {
 /// The health of `obj` (a complete object: apiVersion, kind, metadata, spec, status).
 pub fn health(obj: &Value) -> ResourceHealth {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = super::group_of(api_version);
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     if STATUSLESS.contains(&(group, kind)) {
         return ResourceHealth::Healthy;

@@ -32,8 +32,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::PolicyStatus;
 use super::work::{ResourceHealth, Work};
+use super::{PolicyStatus, group_of};
 use crate::cel;
 
 /// Where a kind keeps its replica count when it has no interpreter.
@@ -170,11 +170,6 @@ pub struct Interpretation {
     /// CEL: true when failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unhealthy: Option<String>,
-}
-
-/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group, empty).
-pub fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
 }
 
 /// What is wrong with `spec`, one message per field, naming it and what to write.
@@ -334,6 +329,11 @@ fn pointer_problem(path: &str) -> Option<&'static str> {
     None
 }
 
+/// An interpreter's key: its kind's (group, kind), any version.
+fn kind_key(api_version: &str, kind: &str) -> (String, String) {
+    (group_of(api_version).to_string(), kind.to_string())
+}
+
 /// The hub's interpreters, resolved: one per kind.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Interpreters {
@@ -364,7 +364,7 @@ pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
     for r in sorted {
         let name = r.metadata.name.clone().unwrap_or_default();
         let t = &r.spec.target;
-        let key = (group_of(&t.api_version).to_string(), t.kind.clone());
+        let key = kind_key(&t.api_version, &t.kind);
         let problems = problems(&r.spec);
         if !problems.is_empty() {
             let why = problems.join("; ");
@@ -421,8 +421,7 @@ pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
 impl Interpreters {
     /// The interpretation of the kind of `api_version`, `kind`, if one is in force.
     pub fn of(&self, api_version: &str, kind: &str) -> Option<&Interpretation> {
-        self.by_kind
-            .get(&(group_of(api_version).to_string(), kind.to_string()))
+        self.by_kind.get(&kind_key(api_version, kind))
     }
 
     /// Why the kind cannot be read, when every interpreter of it is invalid and one of
@@ -431,7 +430,7 @@ impl Interpreters {
     /// defaults, as one that does not name a custom kind does.
     pub fn broken(&self, api_version: &str, kind: &str) -> Option<&str> {
         self.broken
-            .get(&(group_of(api_version).to_string(), kind.to_string()))
+            .get(&kind_key(api_version, kind))
             .map(String::as_str)
     }
 
@@ -439,7 +438,7 @@ impl Interpreters {
     /// leaves its status alone).
     pub fn status_sums(&self, api_version: &str, kind: &str) -> &[String] {
         self.sums
-            .get(&(group_of(api_version).to_string(), kind.to_string()))
+            .get(&kind_key(api_version, kind))
             .map(Vec::as_slice)
             .unwrap_or_default()
     }

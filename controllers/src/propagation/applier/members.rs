@@ -28,10 +28,7 @@ pub fn member_key(o: &DynamicObject) -> Option<Key> {
 /// `(group, kind)`: objects are matched across versions of one kind.
 pub type GroupKind = (String, String);
 
-/// The group of an apiVersion ("" for the core group).
-pub fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
-}
+pub use causeway_crds::federation::group_of;
 
 use crate::propagation::kinds::Watches;
 pub use crate::propagation::kinds::resolve;

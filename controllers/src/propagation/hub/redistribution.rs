@@ -66,7 +66,7 @@ pub(super) fn guard_works(
     now: Timestamp,
 ) -> (Vec<Work>, Outcome) {
     let r = &spec.resource;
-    let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let group = causeway_crds::federation::group_of(&r.api_version);
     let retained = template
         .pointer("/metadata/labels")
         .and_then(|l| l.get(labels::RETAIN_REPLICAS))
