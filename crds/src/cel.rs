@@ -8,6 +8,9 @@
 //! expression that compiles can still fail when evaluated (a missing field, a type
 //! mismatch), and callers say so then.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
 use serde_json::Value;
 
 pub use ::cel::{Context, Program, Value as Cel};
@@ -117,10 +120,32 @@ pub fn check(expression: &str, variables: &[&str]) -> Result<Program, String> {
     Ok(program)
 }
 
+/// How many compiled expressions [`boolean`] keeps (it forgets them all past that).
+const KEPT: usize = 256;
+
+/// `expression` compiled, from the programs compiled before: the same few expressions
+/// (a kind's health rule, a webhook's matchConditions) are run on every status change
+/// or request, and compiling is the dearer part of running one.
+fn compiled(expression: &str) -> Result<Arc<Program>, String> {
+    static PROGRAMS: LazyLock<Mutex<HashMap<String, Arc<Program>>>> =
+        LazyLock::new(Default::default);
+    let programs = || PROGRAMS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(p) = programs().get(expression) {
+        return Ok(p.clone());
+    }
+    let p = Arc::new(compile(expression)?);
+    let mut kept = programs();
+    if kept.len() >= KEPT {
+        kept.clear();
+    }
+    kept.insert(expression.to_string(), p.clone());
+    Ok(p)
+}
+
 /// Runs `expression` in `ctx` and expects a bool: `Err` says why not (it does not
 /// compile, it fails, or it is of another type).
 pub fn boolean(expression: &str, ctx: &Context<'_, '_>) -> Result<bool, String> {
-    match compile(expression)?
+    match compiled(expression)?
         .execute(ctx)
         .map_err(|e| e.to_string())?
     {

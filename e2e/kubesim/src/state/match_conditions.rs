@@ -10,7 +10,7 @@
 //! so an expression kube-apiserver refuses at creation for its type (`1 + 1`, an
 //! undeclared variable) is accepted here and fails when evaluated.
 
-use causeway_crds::cel::{Cel, Context, Program};
+use causeway_crds::cel::{Cel, Context};
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult, Cause, invalid_field, required_field};
@@ -73,7 +73,7 @@ pub fn validate(rt: &ResourceType, obj: &Value) -> ApiResult<()> {
             let field = format!("{base}[{j}].expression");
             if expression.trim().is_empty() {
                 causes.push(required_field(&field));
-            } else if let Err(e) = Program::compile(expression) {
+            } else if let Err(e) = causeway_crds::cel::compile(expression) {
                 causes.push(invalid_field(
                     &field,
                     format!("Invalid value: {expression:?}: compilation failed: {e}"),
@@ -124,17 +124,9 @@ pub fn matches(hook: &Value, request: &Value) -> Result<bool, String> {
     let mut error = None;
     for c in conds {
         let name = text(c, "name");
-        let outcome = Program::compile(text(c, "expression"))
-            .map_err(|e| e.to_string())
-            .and_then(|p| p.execute(&ctx).map_err(|e| e.to_string()));
-        match outcome {
-            Ok(Cel::Bool(false)) => return Ok(false),
-            Ok(Cel::Bool(true)) => {}
-            Ok(other) => {
-                error.get_or_insert(format!(
-                    "matchCondition {name:?} evaluated to {other:?}, not a bool"
-                ));
-            }
+        match causeway_crds::cel::boolean(text(c, "expression"), &ctx) {
+            Ok(false) => return Ok(false),
+            Ok(true) => {}
             Err(e) => {
                 error.get_or_insert(format!("matchCondition {name:?} failed: {e}"));
             }
