@@ -124,6 +124,7 @@ pub fn judged(group: &str, kind: &str) -> bool {
             | ("", "PersistentVolumeClaim" | "Pod" | "Service")
             | ("policy", "PodDisruptionBudget")
             | ("batch", "Job")
+            | ("apiextensions.k8s.io", "CustomResourceDefinition")
     ) || STATUSLESS.contains(&(group, kind))
 }
 

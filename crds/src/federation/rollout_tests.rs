@@ -517,3 +517,59 @@ fn a_custom_resource_with_a_ready_condition_settles_once_ready() {
         assert_eq!(settled_at(Some(&w), 4), want, "{what}");
     }
 }
+
+/// Kinds with a health rule wait for Healthy: a CRD until it is Established, a kind
+/// whose ResourceInterpreter has a health rule until the rule says Healthy (not only
+/// until applied, as a kind with no rule).
+#[test]
+fn a_kind_with_a_health_rule_settles_once_healthy() {
+    let work = |group: &str, kind: &str, health: ResourceHealth, rule: bool| -> Work {
+        let api_version = format!("{group}/v1");
+        let interpretations = if rule {
+            json!([{"group": group, "kind": kind, "interpreter": "gadgets", "healthy": "object.status.ready"}])
+        } else {
+            json!([])
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": "w", "namespace": "causeway-es-east", "generation": 1},
+            "spec": {"workload": {"manifests": [{"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}]},
+                     "interpretations": interpretations},
+            "status": {"manifestStatuses": [{"identifier": {"ordinal": 0, "group": group, "version": "v1", "kind": kind, "name": "x"},
+                "applied": true, "health": health, "templateGeneration": 4, "status": {}}]},
+        }))
+        .unwrap()
+    };
+    use ResourceHealth::*;
+    let not_yet = |kind: &str| Err(format!("{kind} x has not reported its health yet"));
+    let crd = "CustomResourceDefinition";
+    let cases = [
+        (
+            "a CRD not Established yet",
+            work("apiextensions.k8s.io", crd, Unknown, false),
+            not_yet(crd),
+        ),
+        (
+            "a CRD Established",
+            work("apiextensions.k8s.io", crd, Healthy, false),
+            Ok(()),
+        ),
+        (
+            "a rule not Healthy yet",
+            work("example.com", "Gadget", Unknown, true),
+            not_yet("Gadget"),
+        ),
+        (
+            "a rule Healthy",
+            work("example.com", "Gadget", Healthy, true),
+            Ok(()),
+        ),
+        (
+            "no rule: once applied",
+            work("example.com", "Gadget", Unknown, false),
+            Ok(()),
+        ),
+    ];
+    for (what, w, want) in cases {
+        assert_eq!(settled_at(Some(&w), 4), want, "{what}");
+    }
+}
