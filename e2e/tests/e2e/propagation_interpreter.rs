@@ -152,19 +152,19 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
     })
     .await;
     set_status(&env, "east", r#"{"phase":"Running","readyWorkers":2}"#).await;
-    // still progressing (neither healthy nor failed): Unknown, not failed over
-    eventually("east Unknown, said why", WAIT, || async {
-        let m = available(&env, "east").await?;
-        m.contains("manifest 0 (Gadget demo/g1): Unknown")
-            .then_some(())
-    })
-    .await;
-    // the hub's Gadget sums the members' ready workers
+    // the hub's Gadget sums the members' ready workers (so east's status is reported)
     eventually("the hub's status: 3 ready workers", WAIT, || async {
         let g = get(&env, "hub", &["gadget", "g1", "-n", "demo"]).await?;
         (g.pointer("/status/readyWorkers") == Some(&3.into())).then_some(())
     })
     .await;
+    // that status is still progressing (neither healthy nor failed): Unknown, with
+    // nothing to say (no rule failed), and not failed over
+    let m = available(&env, "east").await.unwrap();
+    assert!(
+        m.contains("manifest 0 (Gadget demo/g1): Unknown") && !m.contains("ResourceInterpreter"),
+        "{m}"
+    );
     // a sum the template's status cannot take (phase is a string there) is told
     let sum = |fields: &str| format!(r#"{{"spec":{{"status":{{"sum":{fields}}}}}}}"#);
     let patch = sum(r#"["readyWorkers","phase"]"#);
@@ -255,7 +255,17 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
         r#"{"spec":{"image":"gadget:1.1"}}"#,
     ])
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    // the detector handled the new generation (east's eviction, recorded at the
+    // first, is lifted), while nothing was rendered
+    eventually(
+        "east's eviction lifted by the new generation",
+        WAIT,
+        || async {
+            let rb = get(&env, "hub", &["rb", "g1-gadget", "-n", "demo"]).await?;
+            rb.pointer("/spec/evictions").is_none().then_some(())
+        },
+    )
+    .await;
     assert_eq!(west_work().await, before, "west's Work is not rewritten");
     // the binding keeps the count it had (the defaults would read none)
     let rb = get(&env, "hub", &["rb", "g1-gadget", "-n", "demo"])
@@ -309,9 +319,16 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
         valid(&env, "gadgets").await.map(|v| v.0).as_deref(),
         Some("True")
     );
-    // deleting the first puts the next one in force; deleting both takes the rule
-    // out of the Works, and health is Causeway's own again (kstatus: no Ready
-    // condition, Unknown)
+    // deleting the first puts the next one in force (it has no health rule);
+    // deleting both takes the rule out of the Works, and health is Causeway's own
+    // again (kstatus: no Ready condition, Unknown). First west Healthy by the rule:
+    let count = workers(&env, "west").await.unwrap();
+    let ready = format!(r#"{{"phase":"Running","readyWorkers":{count}}}"#);
+    set_status(&env, "west", &ready).await;
+    eventually("west Healthy by the rule", WAIT, || async {
+        (health(&env, "west").await.as_deref() == Some("Healthy")).then_some(())
+    })
+    .await;
     env.ok(&["delete", "resourceinterpreter", "gadgets"]).await;
     eventually("the second in force", WAIT, || async {
         (valid(&env, "gadgets-again").await?.0 == "True").then_some(())
@@ -330,6 +347,12 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
         let c = carried().await??;
         (c[0]["interpreter"] == "gadgets-again").then_some(())
     })
+    .await;
+    eventually(
+        "west no longer judged by the deleted rule",
+        WAIT,
+        || async { (health(&env, "west").await.as_deref() == Some("Unknown")).then_some(()) },
+    )
     .await;
     env.ok(&["delete", "resourceinterpreter", "gadgets-again"])
         .await;
