@@ -221,6 +221,26 @@ fn each_change_names_its_source() {
         replicas.source,
         "changed by Causeway (no override recorded)"
     );
+    // a kind whose interpreter keeps the count elsewhere: the share is labelled there,
+    // and spec.replicas is not this cluster's share
+    let mut gt = t.clone();
+    let mut gm = m.clone();
+    gt["spec"]["workers"] = json!({"count": 9});
+    gm["spec"]["workers"] = json!({"count": 3});
+    let got = diff(&gt, &gm, &BTreeMap::new(), Some("/spec/workers/count"));
+    let source = |p: &str| {
+        got.iter()
+            .find(|c| c.pointer == p)
+            .map(|c| c.source.clone())
+    };
+    assert_eq!(
+        source("/spec/workers/count").as_deref(),
+        Some("set by Causeway: this cluster's share of the replicas (binding spec.clusters)")
+    );
+    assert_eq!(
+        source("/spec/replicas").as_deref(),
+        Some("changed by Causeway (no override recorded)")
+    );
 }
 
 #[test]
