@@ -743,9 +743,11 @@ impl Ctx<'_> {
                 );
                 let mut kept: Vec<String> = kept.into_iter().map(|k| k.cluster).collect();
                 // §9.2 ★: replicas leave a cluster only as the others make up for them
+                let r = &b.spec.resource;
                 let (to_write, guarded) = redistribution::guard_works(
                     b.spec,
                     &manifest,
+                    self.interpreters.of(&r.api_version, &r.kind),
                     self.clusters,
                     to_write,
                     works,

@@ -129,6 +129,14 @@ pub struct ReplicasRule {
     /// `/spec/size` or `/spec/workers/replicas`. A Divided placement writes each
     /// cluster's share there.
     pub path: String,
+
+    /// JSON pointer to the count of available (ready, serving) replicas under
+    /// `/status`, e.g. `/status/readyWorkers`. With it, replicas move between clusters
+    /// make-before-break as a Deployment's do (`spec.redistribution` of the policy): a
+    /// cluster gives up replicas only as the others report them available. Unset:
+    /// they move at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available: Option<String>,
 }
 
 /// When an object is healthy: CEL expressions over `object` (the member's object,
@@ -160,6 +168,10 @@ pub struct Interpretation {
     /// JSON pointer to the replica count, when not `spec.replicas`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_path: Option<String>,
+    /// JSON pointer (under `/status`) to the count of available replicas, when the
+    /// interpreter names one: replica moves are then make-before-break.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_path: Option<String>,
     /// JSON pointers to the kind's pod specs, whose ConfigMaps, Secrets,
     /// ServiceAccount and PVCs `propagateDeps` takes along.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -228,13 +240,20 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
             out.push("spec.status.sum: Required value: the integer fields of .status to sum, e.g. [readyWorkers]".into());
         }
     }
-    if let Some(r) = &spec.replicas
-        && let Some(why) = pointer_problem(&r.path)
-    {
-        out.push(format!(
-            "spec.replicas.path: Invalid value: {:?}: {why}",
-            r.path
-        ));
+    if let Some(r) = &spec.replicas {
+        if let Some(why) = pointer_problem(&r.path) {
+            out.push(format!(
+                "spec.replicas.path: Invalid value: {:?}: {why}",
+                r.path
+            ));
+        }
+        if let Some(a) = &r.available
+            && let Some(why) = pointer_problem_under(a, "status", "/status/readyReplicas")
+        {
+            out.push(format!(
+                "spec.replicas.available: Invalid value: {a:?}: {why}"
+            ));
+        }
     }
     if let Some(h) = &spec.health {
         let exprs = [
@@ -313,17 +332,26 @@ fn target_problem(t: &Target) -> Option<String> {
 }
 
 /// What is wrong with a JSON pointer under `/spec`, if anything.
-fn pointer_problem(path: &str) -> Option<&'static str> {
-    let Some(rest) = path.strip_prefix("/spec/") else {
-        return Some("must be a JSON pointer under /spec, e.g. /spec/size");
+fn pointer_problem(path: &str) -> Option<String> {
+    pointer_problem_under(path, "spec", "/spec/size")
+}
+
+/// What is wrong with a JSON pointer under `/<root>` (`example` is one), if anything.
+fn pointer_problem_under(path: &str, root: &str, example: &str) -> Option<String> {
+    let Some(rest) = path.strip_prefix(&format!("/{root}/")) else {
+        return Some(format!(
+            "must be a JSON pointer under /{root}, e.g. {example}"
+        ));
     };
     if rest.split('/').any(str::is_empty) {
-        return Some("a JSON pointer has no empty segments, e.g. /spec/workers/replicas");
+        return Some(format!(
+            "a JSON pointer has no empty segments, e.g. /{root}/workers/replicas"
+        ));
     }
     let mut chars = path.chars();
     while let Some(c) = chars.next() {
         if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
-            return Some("'~' must be written ~0, and '/' inside a key ~1 (RFC 6901)");
+            return Some("'~' must be written ~0, and '/' inside a key ~1 (RFC 6901)".into());
         }
     }
     None
@@ -394,6 +422,7 @@ pub fn resolve(all: &[&ResourceInterpreter]) -> (Interpreters, Verdicts) {
             kind: key.1.clone(),
             interpreter: name.clone(),
             replicas_path: r.spec.replicas.as_ref().map(|r| r.path.clone()),
+            available_path: r.spec.replicas.as_ref().and_then(|r| r.available.clone()),
             pod_specs: r
                 .spec
                 .dependencies

@@ -66,6 +66,18 @@ fn bad_interpreters_are_refused_with_what_to_write() {
             vec!["no empty segments"],
         ),
         (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "/spec/size", "available": "/spec/ready"}}),
+            vec![
+                "spec.replicas.available: Invalid value: \"/spec/ready\": must be a JSON pointer under /status, e.g. /status/readyReplicas",
+            ],
+        ),
+        (
+            json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "/spec/size", "available": "/status/"}}),
+            vec![
+                "spec.replicas.available: Invalid value: \"/status/\": a JSON pointer has no empty segments",
+            ],
+        ),
+        (
             json!({"target": {"apiVersion": "example.com/v1", "kind": "Gadget"}, "replicas": {"path": "/spec/a~2b"}}),
             vec!["'~' must be written ~0"],
         ),
@@ -162,6 +174,7 @@ fn one_interpreter_per_kind_the_oldest_wins() {
     let mut bad = gadgets("broken", -10);
     bad.spec.replicas = Some(ReplicasRule {
         path: "size".into(),
+        available: None,
     });
     let other_version = {
         let mut r = gadgets("gadgets-v2", 20);
@@ -257,6 +270,17 @@ fn one_interpreter_per_kind_the_oldest_wins() {
     let carried = resolved.for_manifests([&g, &d, &g]);
     assert_eq!(carried.len(), 1);
     assert_eq!(carried[0].replicas_path.as_deref(), Some("/spec/size"));
+    assert_eq!(carried[0].available_path, None);
+    // the available count goes with the Works (the guard reads their statuses)
+    let mut counted = gadgets("counted", 0);
+    counted.spec.replicas.as_mut().unwrap().available = Some("/status/readySize".into());
+    let (with_available, verdicts) = resolve(&[&counted]);
+    assert_eq!(verdicts["counted"], None);
+    let carried = with_available.for_manifests([&g]);
+    assert_eq!(
+        carried[0].available_path.as_deref(),
+        Some("/status/readySize")
+    );
 }
 
 fn work_of(interpretations: Vec<Interpretation>) -> Work {

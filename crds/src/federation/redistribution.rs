@@ -36,6 +36,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::federation::interpreter::{self, Interpretation};
 use crate::federation::work::Work;
 
 /// How replicas move between clusters.
@@ -51,9 +52,14 @@ pub struct Redistribution {
     pub max_unavailable: Option<IntOrString>,
 }
 
-/// The kinds the guard applies to: those whose status counts available replicas.
-pub fn guards(group: &str, kind: &str) -> bool {
-    group == "apps" && matches!(kind, "Deployment" | "ReplicaSet" | "StatefulSet")
+/// The kinds the guard applies to: those whose status counts available replicas (the
+/// built-in workloads, and a custom kind whose interpreter says where its replica count
+/// and its available count are).
+pub fn guards(group: &str, kind: &str, interpretation: Option<&Interpretation>) -> bool {
+    match interpretation {
+        Some(i) => i.replicas_path.is_some() && i.available_path.is_some(),
+        None => group == "apps" && matches!(kind, "Deployment" | "ReplicaSet" | "StatefulSet"),
+    }
 }
 
 /// `maxUnavailable` of `total` replicas, or what is wrong with it.
@@ -278,27 +284,36 @@ pub fn plan(copies: &[Copy], max_unavailable: i64) -> Plan {
     out
 }
 
-/// The replicas `work`'s manifest of `kind` `name` asks for.
+/// The replicas `work`'s manifest of `kind` `name` asks for (where the interpretation
+/// the Work carries for its kind says, else at `spec.replicas`).
 pub fn replicas_of(work: &Work, kind: &str, name: &str) -> Option<i64> {
-    work.spec
+    let m = work
+        .spec
         .workload
         .manifests
         .iter()
-        .find(|m| m.kind() == Some(kind) && m.name() == Some(name))
-        .and_then(|m| m.0.pointer("/spec/replicas"))
-        .and_then(serde_json::Value::as_i64)
+        .find(|m| m.kind() == Some(kind) && m.name() == Some(name))?;
+    m.0.pointer(interpreter::replicas_pointer(work, &m.0))?
+        .as_i64()
 }
 
 /// `work` with its manifest of `kind` `name` asking for `replicas` (when it has a
 /// replica count).
 pub fn with_replicas(mut work: Work, kind: &str, name: &str, replicas: i64) -> Work {
-    for m in &mut work.spec.workload.manifests {
+    let pointers: Vec<String> = work
+        .spec
+        .workload
+        .manifests
+        .iter()
+        .map(|m| interpreter::replicas_pointer(&work, &m.0).to_string())
+        .collect();
+    for (m, pointer) in work.spec.workload.manifests.iter_mut().zip(pointers) {
         if m.kind() == Some(kind)
             && m.name() == Some(name)
-            && let Some(spec) = m.0.get_mut("spec").and_then(|s| s.as_object_mut())
-            && spec.contains_key("replicas")
+            && let Some(count) = m.0.pointer_mut(&pointer)
+            && count.is_i64()
         {
-            spec.insert("replicas".into(), replicas.into());
+            *count = replicas.into();
         }
     }
     work
@@ -308,6 +323,10 @@ pub fn with_replicas(mut work: Work, kind: &str, name: &str, replicas: i64) -> W
 /// that counts is reported: no status yet, the manifest not applied (a conflict
 /// reports the foreign object's status), or a status older than the object's spec
 /// (`observedGeneration`). Kubernetes leaves zero counts out of a status.
+///
+/// A custom kind's available count is where its interpreter says (the Work carries
+/// it); as for a StatefulSet, none of its unavailable replicas counts as free (how it
+/// scales down is not known).
 pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
     let current = replicas_of(work, kind, name)?;
     let at = work
@@ -316,6 +335,8 @@ pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
         .manifests
         .iter()
         .position(|m| m.kind() == Some(kind) && m.name() == Some(name))?;
+    let interpreted = interpreter::interpretation(work, &work.spec.workload.manifests[at].0)
+        .and_then(|i| i.available_path.as_deref());
     let reported = work
         .status
         .as_ref()?
@@ -334,6 +355,16 @@ pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
     ) && observed < object
     {
         return None;
+    }
+    if let Some(path) = interpreted {
+        let available = status
+            .pointer(path.strip_prefix("/status").unwrap_or(path))
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0);
+        return Some(Observed {
+            available: available.clamp(0, current.max(0)),
+            free: 0,
+        });
     }
     let count = |k: &str| status.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
     let available = count("availableReplicas").clamp(0, current.max(0));

@@ -366,8 +366,82 @@ fn a_works_replicas_are_read_and_replaced() {
     // another name is left alone
     let w = with_replicas(w, "Deployment", "api", 7);
     assert_eq!(replicas_of(&w, "Deployment", "web"), Some(2));
-    assert!(guards("apps", "Deployment") && guards("apps", "StatefulSet"));
-    assert!(!guards("apps", "DaemonSet") && !guards("", "Deployment"));
+    assert!(guards("apps", "Deployment", None) && guards("apps", "StatefulSet", None));
+    assert!(!guards("apps", "DaemonSet", None) && !guards("", "Deployment", None));
+}
+
+/// A Gadget Work asking for `workers` at `/spec/workers/count`, its member reporting
+/// `status`, carrying an interpretation with `available` as its available count.
+fn gadget_work(workers: i64, available: Option<&str>, status: Option<Value>) -> Work {
+    let mut w = work("Gadget", 0, status);
+    w.spec.workload.manifests[0] = Manifest(json!({
+        "apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "web", "namespace": "demo"},
+        "spec": {"replicas": 1, "workers": {"count": workers}},
+    }));
+    w.spec.interpretations = vec![Interpretation {
+        group: "example.com".into(),
+        kind: "Gadget".into(),
+        interpreter: "gadgets".into(),
+        replicas_path: Some("/spec/workers/count".into()),
+        available_path: available.map(String::from),
+        ..Default::default()
+    }];
+    w
+}
+
+#[test]
+fn a_custom_kind_is_counted_where_its_interpreter_says() {
+    let i =
+        |available: Option<&str>| gadget_work(0, available, None).spec.interpretations[0].clone();
+    // guarded only with both a replica path and an available count
+    assert!(guards(
+        "example.com",
+        "Gadget",
+        Some(&i(Some("/status/readyWorkers")))
+    ));
+    assert!(!guards("example.com", "Gadget", Some(&i(None))));
+    assert!(!guards("example.com", "Gadget", None));
+
+    // the count is read and written at the interpreter's path, not spec.replicas
+    let w = gadget_work(4, Some("/status/readyWorkers"), None);
+    assert_eq!(replicas_of(&w, "Gadget", "web"), Some(4));
+    let w = with_replicas(w, "Gadget", "web", 3);
+    assert_eq!(replicas_of(&w, "Gadget", "web"), Some(3));
+    let m = &w.spec.workload.manifests[0].0;
+    assert_eq!(m.pointer("/spec/replicas"), Some(&json!(1)), "{m}");
+
+    // available where it says, capped at what the Work asks for; nothing is free (how
+    // the kind scales down is not known); a zero count left out is 0
+    let observed = |status: Value| {
+        let w = gadget_work(3, Some("/status/workers/ready"), Some(status));
+        observe(&w, "Gadget", "web")
+    };
+    let o = |available| Some(Observed { available, free: 0 });
+    assert_eq!(
+        observed(json!({"workers": {"ready": 2}, "replicas": 3})),
+        o(2)
+    );
+    assert_eq!(observed(json!({"workers": {"ready": 9}})), o(3));
+    assert_eq!(observed(json!({"phase": "Running"})), o(0));
+    assert_eq!(observed(json!({"availableReplicas": 3})), o(0));
+    // a status of an older generation than the object's spec is not counted
+    let mut w = gadget_work(
+        3,
+        Some("/status/workers/ready"),
+        Some(json!({"observedGeneration": 1, "workers": {"ready": 3}})),
+    );
+    w.status.as_mut().unwrap().manifest_statuses[0].generation = Some(2);
+    assert_eq!(observe(&w, "Gadget", "web"), None);
+    // nothing reported yet
+    assert_eq!(
+        observe(
+            &gadget_work(3, Some("/status/workers/ready"), None),
+            "Gadget",
+            "web"
+        ),
+        None
+    );
 }
 
 fn copies() -> impl Strategy<Value = (Vec<Copy>, i64)> {

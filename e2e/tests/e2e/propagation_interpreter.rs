@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use crate::mcs_support::eventually;
-use crate::propagation::{WAIT, fleet_of, get};
+use crate::propagation::{WAIT, binding_condition, fleet_of, get};
 use crate::support::{Env, repo};
 
 /// The demo's file `name`, with each `(from, to)` of `edits` replaced.
@@ -362,6 +362,76 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
     .await;
     eventually("west's health by Causeway's own rule", WAIT, || async {
         (health(&env, "west").await.as_deref() == Some("Unknown")).then_some(())
+    })
+    .await;
+}
+
+/// The binding's `Redistributed` condition: `(status, message)`.
+async fn redistributed(env: &Env) -> Option<(String, String)> {
+    let c = binding_condition(env, "g1-gadget", "Redistributed").await?;
+    Some((
+        c["status"].as_str()?.to_string(),
+        c["message"].as_str()?.to_string(),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_kinds_workers_move_make_before_break() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    apply(&env, &demo(&env, "1-crd.yaml", &[])).await;
+    env.ok(&["apply", "-f", &demo(&env, "2-interpreter.yaml", &[])])
+        .await;
+    apply(&env, &demo(&env, "3-gadget.yaml", &[])).await;
+    eventually("3 workers in east, 1 in west", WAIT, || async {
+        (workers(&env, "east").await == Some(3) && workers(&env, "west").await == Some(1))
+            .then_some(())
+    })
+    .await;
+    set_status(&env, "east", r#"{"phase":"Running","readyWorkers":3}"#).await;
+    set_status(&env, "west", r#"{"phase":"Running","readyWorkers":1}"#).await;
+    eventually("Redistributed=True", WAIT, || async {
+        let (status, message) = redistributed(&env).await?;
+        (status == "True" && message == "every cluster runs its share of the 4 replicas")
+            .then_some(())
+    })
+    .await;
+
+    // the weights turn 1:3: west gets its 3 at once, east keeps the 2 west does not
+    // report ready yet (readyWorkers, where the interpreter says they are counted)
+    let swapped = demo(
+        &env,
+        "3-gadget.yaml",
+        &[
+            ("[east]\n          weight: 3", "[east]\n          weight: 1"),
+            ("[west]\n          weight: 1", "[west]\n          weight: 3"),
+        ],
+    );
+    env.ok(&["apply", "-f", &swapped]).await;
+    let held = |keeps: i64, ready: i64| {
+        format!(
+            "east keeps {keeps} (its share is 1) while west has {ready} of its 3 available; \
+             spec.redistribution.maxUnavailable lets 0 of the 4 replicas be unavailable"
+        )
+    };
+    eventually("west asks for 3, east held at 3", WAIT, || async {
+        let (status, message) = redistributed(&env).await?;
+        (workers(&env, "west").await == Some(3) && status == "False" && message == held(3, 1))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(workers(&env, "east").await, Some(3), "east keeps its 3");
+    // one more ready in west: east gives up one
+    set_status(&env, "west", r#"{"phase":"Running","readyWorkers":2}"#).await;
+    eventually("east keeps 2", WAIT, || async {
+        let (_, message) = redistributed(&env).await?;
+        (workers(&env, "east").await == Some(2) && message == held(2, 2)).then_some(())
+    })
+    .await;
+    // all 3 ready in west: east runs its share
+    set_status(&env, "west", r#"{"phase":"Running","readyWorkers":3}"#).await;
+    eventually("east runs its share of 1", WAIT, || async {
+        let (status, _) = redistributed(&env).await?;
+        (workers(&env, "east").await == Some(1) && status == "True").then_some(())
     })
     .await;
 }

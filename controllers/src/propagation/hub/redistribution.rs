@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::interpreter::{DEFAULT_REPLICAS, Interpretation};
 use causeway_crds::federation::redistribution::{self as guard, Copy, Plan};
 use causeway_crds::federation::work::Work;
 use causeway_crds::names::cluster_of_execution_namespace;
@@ -55,10 +56,13 @@ fn ready(clusters: &[Arc<Cluster>], name: &str) -> Option<bool> {
 
 /// `rendered` (the Works to write) with the replicas the guard keeps, plus the kept
 /// Works of clusters no longer scheduled; `failed_over` are the clusters failover
-/// keeps itself; `template` is the template as a manifest.
+/// keeps itself; `template` is the template as a manifest, `interpretation` its kind's
+/// interpreter in force, if any.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn guard_works(
     spec: &BindingSpec,
     template: &Value,
+    interpretation: Option<&Interpretation>,
     clusters: &[Arc<Cluster>],
     rendered: Vec<Work>,
     actual: &[Arc<Work>],
@@ -73,7 +77,7 @@ pub(super) fn guard_works(
         .and_then(Value::as_str)
         == Some("true");
     // with retain-replicas the members' own count (an HPA's) wins: nothing to guard
-    if !guard::guards(group, &r.kind) || retained {
+    if !guard::guards(group, &r.kind, interpretation) || retained {
         return (rendered, Outcome::Unguarded);
     }
     let (kind, name) = (r.kind.as_str(), r.name.as_str());
@@ -102,7 +106,10 @@ pub(super) fn guard_works(
         .collect();
     // scheduled clusters with nothing rendered this round (their overrides failed, or
     // an ordered rollout has not reached them yet) still count with their share
-    let template_replicas = template.pointer("/spec/replicas").and_then(Value::as_i64);
+    let at = interpretation
+        .and_then(|i| i.replicas_path.as_deref())
+        .unwrap_or(DEFAULT_REPLICAS);
+    let template_replicas = template.pointer(at).and_then(Value::as_i64);
     for t in &spec.clusters {
         if copies.iter().any(|c| c.cluster == t.name) {
             continue;
@@ -251,11 +258,16 @@ mod tests {
 
     /// The replicas each written Work asks for, by cluster.
     fn written(works: &[Work]) -> Vec<(String, i64)> {
+        written_of(works, "Deployment")
+    }
+
+    /// The replicas each written Work's `kind` web asks for, by cluster.
+    fn written_of(works: &[Work], kind: &str) -> Vec<(String, i64)> {
         let mut v: Vec<(String, i64)> = works
             .iter()
             .map(|w| {
                 let c = cluster_of(w).unwrap().to_string();
-                (c, guard::replicas_of(w, "Deployment", "web").unwrap())
+                (c, guard::replicas_of(w, kind, "web").unwrap())
             })
             .collect();
         v.sort();
@@ -279,6 +291,7 @@ mod tests {
         let (works, outcome) = guard_works(
             &spec(&[("west", 4)]),
             &template(),
+            None,
             &ready(&["east", "west"]),
             vec![work("west", 4, None)],
             &actual,
@@ -307,6 +320,7 @@ mod tests {
         let (works, _) = guard_works(
             &spec(&[("west", 4)]),
             &template(),
+            None,
             &ready(&["east", "west"]),
             vec![],
             &actual,
@@ -314,6 +328,83 @@ mod tests {
             now(),
         );
         assert_eq!(written(&works), pairs(&[("east", 4)]));
+    }
+
+    /// `w` as the Work of a Gadget (example.com/v1) keeping its count at
+    /// `/spec/workers/count` and its available count at `/status/readyWorkers`, with
+    /// that interpretation carried.
+    fn gadget(w: Work, i: &Interpretation) -> Work {
+        let mut w = w;
+        let m = &mut w.spec.workload.manifests[0].0;
+        let n = m["spec"]["replicas"].clone();
+        m["apiVersion"] = json!("example.com/v1");
+        m["kind"] = json!("Gadget");
+        m["spec"] = json!({"workers": {"count": n}});
+        w.spec.interpretations = vec![i.clone()];
+        if let Some(st) = w.status.as_mut() {
+            let s = &mut st.manifest_statuses[0];
+            s.identifier.kind = "Gadget".into();
+            let a = s.status.as_ref().unwrap()["availableReplicas"].clone();
+            s.status = Some(json!({"readyWorkers": a}));
+        }
+        w
+    }
+
+    #[test]
+    fn a_custom_kind_moves_as_its_interpreter_counts() {
+        let i = Interpretation {
+            group: "example.com".into(),
+            kind: "Gadget".into(),
+            interpreter: "gadgets".into(),
+            replicas_path: Some("/spec/workers/count".into()),
+            available_path: Some("/status/readyWorkers".into()),
+            ..Interpretation::default()
+        };
+        let mut s = spec(&[("west", 4)]);
+        s.resource.api_version = "example.com/v1".into();
+        s.resource.kind = "Gadget".into();
+        let t = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+            "metadata": {"name": "web", "namespace": "demo"},
+            "spec": {"workers": {"count": 4}}});
+        let actual = [
+            Arc::new(gadget(work("east", 4, Some(4)), &i)),
+            Arc::new(gadget(work("west", 4, Some(1)), &i)),
+        ];
+        let run = |interpretation: Option<&Interpretation>| {
+            let rendered = vec![gadget(work("west", 4, None), &i)];
+            let clusters = ready(&["east", "west"]);
+            guard_works(
+                &s,
+                &t,
+                interpretation,
+                &clusters,
+                rendered,
+                &actual,
+                &[],
+                now(),
+            )
+        };
+        // east keeps the 3 west does not run yet, written at the interpreter's path
+        let (works, outcome) = run(Some(&i));
+        assert_eq!(
+            written_of(&works, "Gadget"),
+            pairs(&[("east", 3), ("west", 4)])
+        );
+        let east = works
+            .iter()
+            .find(|w| cluster_of(w) == Some("east"))
+            .unwrap();
+        let m = &east.spec.workload.manifests[0].0;
+        assert_eq!(m["spec"], json!({"workers": {"count": 3}}), "{m}");
+        assert!(matches!(outcome, Outcome::Planned(p) if p.held.len() == 1));
+        // an interpreter without an available count: the move is not guarded
+        let uncounted = Interpretation {
+            available_path: None,
+            ..i.clone()
+        };
+        let (works, outcome) = run(Some(&uncounted));
+        assert_eq!(written_of(&works, "Gadget"), pairs(&[("west", 4)]));
+        assert!(matches!(outcome, Outcome::Unguarded));
     }
 
     #[test]
@@ -325,8 +416,16 @@ mod tests {
         let rendered = || vec![work("west", 4, None)];
         let run =
             |spec: &BindingSpec, template: &Value, clusters: &[Arc<Cluster>], kept: &[String]| {
-                let (works, outcome) =
-                    guard_works(spec, template, clusters, rendered(), &actual, kept, now());
+                let (works, outcome) = guard_works(
+                    spec,
+                    template,
+                    None,
+                    clusters,
+                    rendered(),
+                    &actual,
+                    kept,
+                    now(),
+                );
                 (written(&works), outcome)
             };
         let only_west = pairs(&[("west", 4)]);
