@@ -237,11 +237,13 @@ fn rolling_out(inp: &Inputs<'_>) -> bool {
 }
 
 /// A note for a member copy that runs more replicas than its share (none, when the
-/// cluster is not chosen) while the other clusters start theirs (make-before-break).
+/// cluster is not chosen) while the other clusters start theirs (make-before-break);
+/// `at` is where the kind keeps its replica count.
 fn held_by_redistribution(
     inp: &Inputs<'_>,
     out: &ClusterReport,
     manifest: &Value,
+    at: &str,
 ) -> Option<String> {
     use causeway_crds::federation::redistribution::holds;
     // the guard's decision, as the binding's condition records it
@@ -255,11 +257,11 @@ fn held_by_redistribution(
     if !held {
         return None;
     }
-    let runs = manifest.pointer("/spec/replicas")?.as_i64()?;
+    let runs = manifest.pointer(at)?.as_i64()?;
     let share = match (out.chosen, out.replicas) {
         (false, _) => 0,
         (true, Some(n)) => i64::from(n),
-        (true, None) => inp.template.pointer("/spec/replicas")?.as_i64()?,
+        (true, None) => inp.template.pointer(at)?.as_i64()?,
     };
     (runs > share).then(|| {
         format!(
@@ -302,7 +304,10 @@ fn member(out: &mut ClusterReport, inp: &Inputs<'_>, work: &Work, divided: bool)
     let found = manifests
         .iter()
         .position(|m| m.0.get("kind") == kind && m.0.pointer("/metadata/name") == name);
-    let held = found.and_then(|i| held_by_redistribution(inp, out, &manifests[i].0));
+    let held = found.and_then(|i| {
+        let m = &manifests[i].0;
+        held_by_redistribution(inp, out, m, interpreter::replicas_pointer(work, m))
+    });
     match held {
         Some(note) => out.notes.push(note),
         None if !out.chosen => out.notes.push(

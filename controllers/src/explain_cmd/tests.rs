@@ -644,6 +644,36 @@ fn copies_kept_above_their_share_while_others_start_theirs_are_noted() {
             .iter()
             .all(|c| !c.notes.iter().any(|n| n.contains("more than its share")))
     );
+
+    // a custom kind whose interpreter keeps its count at /spec/workers/count: read there
+    let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "shop"}, "spec": {"workers": {"count": 4}}});
+    let counted = |cluster: &str, n: i64| {
+        let mut m = gadget.clone();
+        m["spec"]["workers"]["count"] = json!(n);
+        let mut w = work(cluster, m, None, None);
+        w.spec.interpretations = vec![causeway_crds::federation::interpreter::Interpretation {
+            group: "example.com".into(),
+            kind: "Gadget".into(),
+            interpreter: "gadgets".into(),
+            replicas_path: Some("/spec/workers/count".into()),
+            available_path: Some("/status/readyWorkers".into()),
+            ..Default::default()
+        }];
+        w
+    };
+    let works = [counted("east", 4), counted("west", 3), counted("north", 1)];
+    let report = explain(&shop(
+        &gadget,
+        &spec,
+        Some(&status),
+        &works,
+        &["east".into(), "west".into(), "north".into()],
+    ));
+    let notes = |c: &str| notes_of(&report, c);
+    assert!(notes("east").contains(&held(4, 4)), "{:?}", notes("east"));
+    assert!(!notes("east").iter().any(|n| n.contains("being removed")));
+    assert!(notes("west").contains(&held(3, 1)), "{:?}", notes("west"));
 }
 
 /// The notes of cluster `c` in `report`.

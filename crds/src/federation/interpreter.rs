@@ -248,7 +248,12 @@ pub fn problems(spec: &ResourceInterpreterSpec) -> Vec<String> {
             ));
         }
         if let Some(a) = &r.available
-            && let Some(why) = pointer_problem_under(a, "status", "/status/readyReplicas")
+            && let Some(why) = pointer_problem_under(
+                a,
+                "status",
+                "/status/readyReplicas",
+                "/status/workers/ready",
+            )
         {
             out.push(format!(
                 "spec.replicas.available: Invalid value: {a:?}: {why}"
@@ -333,11 +338,12 @@ fn target_problem(t: &Target) -> Option<String> {
 
 /// What is wrong with a JSON pointer under `/spec`, if anything.
 fn pointer_problem(path: &str) -> Option<String> {
-    pointer_problem_under(path, "spec", "/spec/size")
+    pointer_problem_under(path, "spec", "/spec/size", "/spec/workers/replicas")
 }
 
-/// What is wrong with a JSON pointer under `/<root>` (`example` is one), if anything.
-fn pointer_problem_under(path: &str, root: &str, example: &str) -> Option<String> {
+/// What is wrong with a JSON pointer under `/<root>` (`example` and `nested` are ones),
+/// if anything.
+fn pointer_problem_under(path: &str, root: &str, example: &str, nested: &str) -> Option<String> {
     let Some(rest) = path.strip_prefix(&format!("/{root}/")) else {
         return Some(format!(
             "must be a JSON pointer under /{root}, e.g. {example}"
@@ -345,7 +351,7 @@ fn pointer_problem_under(path: &str, root: &str, example: &str) -> Option<String
     };
     if rest.split('/').any(str::is_empty) {
         return Some(format!(
-            "a JSON pointer has no empty segments, e.g. /{root}/workers/replicas"
+            "a JSON pointer has no empty segments, e.g. {nested}"
         ));
     }
     let mut chars = path.chars();

@@ -324,10 +324,11 @@ pub fn with_replicas(mut work: Work, kind: &str, name: &str, replicas: i64) -> W
 /// reports the foreign object's status), or a status older than the object's spec
 /// (`observedGeneration`). Kubernetes leaves zero counts out of a status.
 ///
-/// A custom kind's available count is where its interpreter says (the Work carries
-/// it); as for a StatefulSet, none of its unavailable replicas counts as free (how it
-/// scales down is not known).
-pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
+/// `available`: where a custom kind's status counts its available replicas (its
+/// interpreter's `replicas.available`, as the guard decided with it); as for a
+/// StatefulSet, none of its unavailable replicas counts as free (how it scales down is
+/// not known). `None`: a built-in workload's `availableReplicas`.
+pub fn observe(work: &Work, kind: &str, name: &str, available: Option<&str>) -> Option<Observed> {
     let current = replicas_of(work, kind, name)?;
     let at = work
         .spec
@@ -335,8 +336,6 @@ pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
         .manifests
         .iter()
         .position(|m| m.kind() == Some(kind) && m.name() == Some(name))?;
-    let interpreted = interpreter::interpretation(work, &work.spec.workload.manifests[at].0)
-        .and_then(|i| i.available_path.as_deref());
     let reported = work
         .status
         .as_ref()?
@@ -356,7 +355,7 @@ pub fn observe(work: &Work, kind: &str, name: &str) -> Option<Observed> {
     {
         return None;
     }
-    if let Some(path) = interpreted {
+    if let Some(path) = available {
         let available = status
             .pointer(path.strip_prefix("/status").unwrap_or(path))
             .and_then(|v| v.as_i64())

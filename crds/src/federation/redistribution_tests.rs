@@ -266,7 +266,7 @@ fn work(kind: &str, replicas: i64, status: Option<Value>) -> Work {
 #[test]
 fn what_a_member_reports_is_read_as_kubernetes_writes_it() {
     let observed = |kind: &str, replicas: i64, status: Value| {
-        observe(&work(kind, replicas, Some(status)), kind, "web")
+        observe(&work(kind, replicas, Some(status)), kind, "web", None)
     };
     let o = |available, free| Some(Observed { available, free });
     // settled Deployment: its unavailable replicas are free
@@ -325,7 +325,7 @@ fn what_a_member_reports_is_read_as_kubernetes_writes_it() {
     );
     // nothing reported yet
     assert_eq!(
-        observe(&work("Deployment", 3, None), "Deployment", "web"),
+        observe(&work("Deployment", 3, None), "Deployment", "web", None),
         None
     );
     // not applied (a conflict reports the foreign object's status): not counted
@@ -335,7 +335,7 @@ fn what_a_member_reports_is_read_as_kubernetes_writes_it() {
         Some(json!({"replicas": 3, "availableReplicas": 3})),
     );
     w.status.as_mut().unwrap().manifest_statuses[0].applied = Some(false);
-    assert_eq!(observe(&w, "Deployment", "web"), None);
+    assert_eq!(observe(&w, "Deployment", "web", None), None);
     // a status older than the object's spec: not counted
     let mut w = work(
         "Deployment",
@@ -343,15 +343,16 @@ fn what_a_member_reports_is_read_as_kubernetes_writes_it() {
         Some(json!({"observedGeneration": 4, "replicas": 3, "availableReplicas": 3})),
     );
     w.status.as_mut().unwrap().manifest_statuses[0].generation = Some(5);
-    assert_eq!(observe(&w, "Deployment", "web"), None);
+    assert_eq!(observe(&w, "Deployment", "web", None), None);
     w.status.as_mut().unwrap().manifest_statuses[0].generation = Some(4);
-    assert_eq!(observe(&w, "Deployment", "web"), o(3, 0));
+    assert_eq!(observe(&w, "Deployment", "web", None), o(3, 0));
     // another object's name
     assert_eq!(
         observe(
             &work("Deployment", 3, Some(json!({"availableReplicas": 3}))),
             "Deployment",
-            "api"
+            "api",
+            None
         ),
         None
     );
@@ -413,9 +414,10 @@ fn a_custom_kind_is_counted_where_its_interpreter_says() {
 
     // available where it says, capped at what the Work asks for; nothing is free (how
     // the kind scales down is not known); a zero count left out is 0
+    let at = Some("/status/workers/ready");
     let observed = |status: Value| {
-        let w = gadget_work(3, Some("/status/workers/ready"), Some(status));
-        observe(&w, "Gadget", "web")
+        let w = gadget_work(3, at, Some(status));
+        observe(&w, "Gadget", "web", at)
     };
     let o = |available| Some(Observed { available, free: 0 });
     assert_eq!(
@@ -432,14 +434,10 @@ fn a_custom_kind_is_counted_where_its_interpreter_says() {
         Some(json!({"observedGeneration": 1, "workers": {"ready": 3}})),
     );
     w.status.as_mut().unwrap().manifest_statuses[0].generation = Some(2);
-    assert_eq!(observe(&w, "Gadget", "web"), None);
+    assert_eq!(observe(&w, "Gadget", "web", at), None);
     // nothing reported yet
     assert_eq!(
-        observe(
-            &gadget_work(3, Some("/status/workers/ready"), None),
-            "Gadget",
-            "web"
-        ),
+        observe(&gadget_work(3, at, None), "Gadget", "web", at),
         None
     );
 }

@@ -289,6 +289,17 @@ async fn a_custom_kind_is_divided_judged_and_failed_over_by_its_interpreter() {
         (w.pointer("/spec/image") == Some(&"gadget:1.1".into())).then_some(())
     })
     .await;
+    // east is scheduled again (3:1), and west gives up its workers only as east
+    // reports them ready (make-before-break by readyWorkers): none yet
+    let held = "west keeps 4 (its share is 1) while east has 0 of its 3 available; \
+                spec.redistribution.maxUnavailable lets 0 of the 4 replicas be unavailable";
+    eventually("west held at 4 while east starts", WAIT, || async {
+        let (status, message) = redistributed(&env).await?;
+        (workers(&env, "east").await == Some(3) && status == "False" && message == held)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(workers(&env, "west").await, Some(4));
 
     // one interpreter per kind; a broken one says what to fix
     let second = env.file(

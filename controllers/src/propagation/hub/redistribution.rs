@@ -81,13 +81,15 @@ pub(super) fn guard_works(
         return (rendered, Outcome::Unguarded);
     }
     let (kind, name) = (r.kind.as_str(), r.name.as_str());
+    // read with the interpretation the guard decided by, not one an older Work carries
+    let available = interpretation.and_then(|i| i.available_path.as_deref());
     let live = |cluster: &str| {
         work_of(actual, cluster).filter(|w| w.metadata.deletion_timestamp.is_none())
     };
     let copy_of = |cluster: &str, share: i64| {
         let work = live(cluster);
         let observed = match ready(clusters, cluster) {
-            Some(true) => work.and_then(|w| guard::observe(w, kind, name)),
+            Some(true) => work.and_then(|w| guard::observe(w, kind, name, available)),
             _ => None,
         };
         Copy {
@@ -405,6 +407,21 @@ mod tests {
         let (works, outcome) = run(Some(&uncounted));
         assert_eq!(written_of(&works, "Gadget"), pairs(&[("west", 4)]));
         assert!(matches!(outcome, Outcome::Unguarded));
+        // a scheduled cluster with nothing rendered counts with the template's count,
+        // read at the interpreter's path (Duplicated: no per-cluster count)
+        let mut duplicated = s.clone();
+        duplicated.clusters[0].replicas = None;
+        let (works, _) = guard_works(
+            &duplicated,
+            &t,
+            Some(&i),
+            &ready(&["east", "west"]),
+            vec![],
+            &actual[..1],
+            &[],
+            now(),
+        );
+        assert_eq!(written_of(&works, "Gadget"), pairs(&[("east", 4)]));
     }
 
     #[test]
