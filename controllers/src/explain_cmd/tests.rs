@@ -394,6 +394,7 @@ fn report_per_cluster_with_reasons_diff_and_status() {
             },
         ],
         rollout: None,
+        redistribution: None,
     };
     let labels: BTreeMap<String, String> = [
         ("causeway.io/policy-name".to_string(), "shop".to_string()),

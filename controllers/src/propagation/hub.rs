@@ -807,7 +807,10 @@ impl Ctx<'_> {
                 redistribution::Outcome::Planned(plan) => Some(Ok(plan)),
                 redistribution::Outcome::Invalid(e) => Some(Err(e.as_str())),
             };
-            status::with_redistribution(&mut st, outcome, self.now);
+            let spec = b.spec.redistribution.as_ref();
+            let deadline = status::with_redistribution(&mut st, outcome, spec, self.now);
+            self.tell_hold_stuck(b, template, st.redistribution.as_ref(), spec, deadline)
+                .await;
         }
         // a Warning Event on the template for what a member refused (conflicts,
         // immutable fields, timeouts), once per distinct set of failures
@@ -987,6 +990,38 @@ impl Ctx<'_> {
             b.name
         );
         self.tell(b, template, EventType::Warning, "RolloutStuck", &note)
+            .await;
+    }
+
+    /// A Warning Event on the template once a make-before-break hold has gone past its
+    /// progress deadline (once per stall); before it, the loop is woken at the deadline.
+    async fn tell_hold_stuck(
+        &mut self,
+        b: &View<'_>,
+        template: &Arc<DynamicObject>,
+        hold: Option<&causeway_crds::federation::redistribution::HoldProgress>,
+        spec: Option<&causeway_crds::federation::redistribution::Redistribution>,
+        deadline: Option<jiff::Timestamp>,
+    ) {
+        const REASON: &str = "RedistributionStuck";
+        let (Some(at), Some(hold), Some(secs)) = (
+            deadline,
+            hold,
+            spec.and_then(|r| r.progress_deadline_seconds),
+        ) else {
+            return self.forget(b, REASON);
+        };
+        if at > self.now.0 {
+            self.memos.due = Some(self.memos.due.map_or(at, |d| d.min(at)));
+            return self.forget(b, REASON);
+        }
+        let ns = b.namespace.map(|n| format!(" -n {n}")).unwrap_or_default();
+        let kind = if b.namespace.is_some() { "rb" } else { "crb" };
+        let note = format!(
+            "{} replica(s) held above their clusters' shares (make-before-break) have not moved for {secs}s, since {}: nothing is forced, they stay until the clusters short of their share run them (kubectl get {kind} {}{ns} -o yaml: the Redistributed condition says which)",
+            hold.held, hold.since.0, b.name
+        );
+        self.tell(b, template, EventType::Warning, REASON, &note)
             .await;
     }
 

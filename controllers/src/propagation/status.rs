@@ -106,6 +106,7 @@ pub fn binding_status(
             .map(|p| p.scheduling_reasons.clone())
             .unwrap_or_default(),
         rollout: previous.and_then(|p| p.rollout.clone()),
+        redistribution: previous.and_then(|p| p.redistribution.clone()),
     }
 }
 
@@ -151,12 +152,24 @@ pub fn with_rollout(
 }
 
 /// Sets the binding's `Redistributed` condition from the replica guard's outcome
-/// (`None`: the template's kind is not guarded, and the condition goes).
+/// (`None`: the template's kind is not guarded, and the condition goes), and
+/// `status.redistribution`, since when a hold has not moved; past `spec`'s
+/// `progressDeadlineSeconds` the condition says the hold is stuck. Returns the hold's
+/// deadline, if it has one.
 pub fn with_redistribution(
     st: &mut BindingStatus,
     outcome: Option<Result<&causeway_crds::federation::redistribution::Plan, &str>>,
+    spec: Option<&causeway_crds::federation::redistribution::Redistribution>,
     now: &Time,
-) {
+) -> Option<k8s_openapi::jiff::Timestamp> {
+    use causeway_crds::federation::redistribution as guard;
+    let hold = match outcome {
+        Some(Ok(plan)) => guard::hold_progress(plan, st.redistribution.as_ref(), now),
+        _ => None,
+    };
+    let due = hold.as_ref().and_then(|h| guard::deadline(spec, h));
+    let overdue = due.filter(|d| now.0 >= *d);
+    st.redistribution = hold;
     let c = outcome.map(|o| match o {
         Ok(plan) if plan.held.is_empty() => (
             "True",
@@ -164,12 +177,26 @@ pub fn with_redistribution(
             plan.message(),
             None,
         ),
-        Ok(plan) => (
-            "False",
-            conditions::REASON_HOLDING_REPLICAS,
-            plan.message(),
-            None,
-        ),
+        Ok(plan) => match (overdue, spec.and_then(|r| r.progress_deadline_seconds)) {
+            (Some(at), Some(secs)) => (
+                "False",
+                conditions::REASON_PROGRESS_DEADLINE_EXCEEDED,
+                format!(
+                    "the progress deadline ({secs}s without a replica moving) passed at {at}: {}; \
+                     nothing is forced: the held replicas stay until the clusters short of \
+                     their share run them (give those clusters room), or raise \
+                     spec.redistribution.maxUnavailable",
+                    plan.message()
+                ),
+                None,
+            ),
+            _ => (
+                "False",
+                conditions::REASON_HOLDING_REPLICAS,
+                plan.message(),
+                None,
+            ),
+        },
         Err(e) => (
             "False",
             conditions::REASON_INVALID_MAX_UNAVAILABLE,
@@ -178,6 +205,7 @@ pub fn with_redistribution(
         ),
     });
     set_condition(st, conditions::REDISTRIBUTED, c, now);
+    due
 }
 
 /// Sets (or with `None` removes) the condition `type_` from `(status, reason, message,

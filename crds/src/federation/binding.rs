@@ -236,6 +236,12 @@ pub struct BindingStatus {
     /// `progressDeadlineSeconds` is measured from); absent once every wave is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<crate::federation::rollout::WaveProgress>,
+
+    /// While replicas are held (make-before-break): since when none has moved (what
+    /// `spec.redistribution.progressDeadlineSeconds` is measured from); absent when
+    /// nothing is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redistribution: Option<crate::federation::redistribution::HoldProgress>,
 }
 
 impl BindingStatus {

@@ -32,7 +32,9 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +52,59 @@ pub struct Redistribution {
     /// once, as Karmada does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_unavailable: Option<IntOrString>,
+
+    /// Seconds a hold may go without a replica moving (a held cluster giving one up,
+    /// or one more available in the others) before it is reported stuck: the
+    /// binding's `Redistributed` condition turns to `ProgressDeadlineExceeded` and a
+    /// Warning `RedistributionStuck` Event says what it waits for. Nothing is forced:
+    /// the held replicas stay. At least 1; unset: no deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_deadline_seconds: Option<i64>,
+}
+
+/// Where a hold stands (the binding's `status.redistribution`): what the progress
+/// deadline is measured from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldProgress {
+    /// The fewest replicas held above the shares, in total, since the hold began.
+    pub held: i64,
+    /// The most available replicas counted over all clusters since the hold began.
+    pub available: i64,
+    /// When a replica last moved: the hold began, a held cluster gave one up, or the
+    /// clusters ran one more available than ever before in the hold.
+    pub since: Time,
+}
+
+/// Pure: where the hold `plan` makes stands, from `prev`: `None` when nothing is held.
+/// The clock starts again only when a replica moves further than before (fewer held
+/// than ever in this hold, or more available): a count that falls back and returns is
+/// no progress.
+pub fn hold_progress(plan: &Plan, prev: Option<&HoldProgress>, now: &Time) -> Option<HoldProgress> {
+    let held: i64 = plan.held.iter().map(|h| h.keeps - h.share.max(0)).sum();
+    if held <= 0 {
+        return None;
+    }
+    match prev {
+        Some(p) if held >= p.held && plan.available <= p.available => Some(p.clone()),
+        Some(p) => Some(HoldProgress {
+            held: held.min(p.held),
+            available: plan.available.max(p.available),
+            since: now.clone(),
+        }),
+        None => Some(HoldProgress {
+            held,
+            available: plan.available,
+            since: now.clone(),
+        }),
+    }
+}
+
+/// When the hold `p` is overdue by `spec`'s `progressDeadlineSeconds` (none: no
+/// deadline).
+pub fn deadline(spec: Option<&Redistribution>, p: &HoldProgress) -> Option<Timestamp> {
+    let secs = spec?.progress_deadline_seconds.filter(|s| *s >= 1)?;
+    p.since.0.checked_add(SignedDuration::from_secs(secs)).ok()
 }
 
 /// The kinds the guard applies to: those whose status counts available replicas (the

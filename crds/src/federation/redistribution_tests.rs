@@ -211,9 +211,66 @@ fn the_message_says_what_is_held_and_until_when() {
 }
 
 #[test]
+fn a_hold_is_stuck_only_while_no_replica_moves() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let at = |secs: i64| Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap());
+    // east (no longer scheduled) keeps `east`, west has `west` of its 4 available
+    let held = |east: i64, west: i64| {
+        plan(
+            &[
+                copy("east", 0, Some(east), Some((east, 0))),
+                copy("west", 4, Some(4), Some((west, 0))),
+            ],
+            0,
+        )
+    };
+    let start = hold_progress(&held(4, 0), None, &at(100)).unwrap();
+    assert_eq!(
+        (start.held, start.available, &start.since),
+        (4, 4, &at(100))
+    );
+    let cases = [
+        // nothing moved: the clock stays
+        (held(4, 0), Some(at(100))),
+        // one more available in west, east gives one up: it moved
+        (held(3, 1), Some(at(200))),
+        // nothing held: no hold, no clock
+        (held(0, 4), None),
+    ];
+    for (plan, since) in cases {
+        let got = hold_progress(&plan, Some(&start), &at(200));
+        assert_eq!(got.map(|h| h.since), since, "{plan:?}");
+    }
+    // a count that falls back and returns is no progress: the best is remembered
+    let moved = hold_progress(&held(3, 1), Some(&start), &at(200)).unwrap();
+    let fell = plan(
+        &[
+            copy("east", 0, Some(3), Some((2, 0))),
+            copy("west", 4, Some(4), Some((1, 0))),
+        ],
+        0,
+    );
+    let fell = hold_progress(&fell, Some(&moved), &at(300)).unwrap();
+    assert_eq!(fell, moved);
+    let back = hold_progress(&held(3, 1), Some(&fell), &at(400)).unwrap();
+    assert_eq!(back.since, at(200));
+
+    // the deadline: from the last move, only with progressDeadlineSeconds of 1 or more
+    let spec = |secs: Option<i64>| Redistribution {
+        max_unavailable: None,
+        progress_deadline_seconds: secs,
+    };
+    assert_eq!(deadline(Some(&spec(Some(60))), &moved), Some(at(260).0));
+    assert_eq!(deadline(Some(&spec(None)), &moved), None);
+    assert_eq!(deadline(Some(&spec(Some(0))), &moved), None);
+    assert_eq!(deadline(None, &moved), None);
+}
+
+#[test]
 fn max_unavailable_is_a_count_or_a_percentage() {
     let spec = |v: IntOrString| Redistribution {
         max_unavailable: Some(v),
+        ..Redistribution::default()
     };
     assert_eq!(max_unavailable(None, 10), Ok(0));
     assert_eq!(max_unavailable(Some(&spec(IntOrString::Int(2))), 10), Ok(2));

@@ -545,6 +545,19 @@ pub fn validate_policy(policy: &PolicyRef<'_>) -> Result<(), SelectionError> {
             "must be at least 1 (seconds a wave may take); leave it out for no deadline".into(),
         );
     }
+    if let Some(secs) = policy
+        .spec
+        .redistribution
+        .as_ref()
+        .and_then(|r| r.progress_deadline_seconds)
+        .filter(|s| *s < 1)
+    {
+        push(
+            "spec.redistribution.progressDeadlineSeconds".into(),
+            &secs.to_string(),
+            "must be at least 1 (seconds a hold may go without a replica moving); leave it out for no deadline".into(),
+        );
+    }
     if let Some(r) = &policy.spec.redistribution
         && let Err(e) = crate::federation::redistribution::max_unavailable(Some(r), 100)
     {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::mcs_support::eventually;
-use crate::propagation::{WAIT, binding_condition, fleet_of, get, has_work};
+use crate::propagation::{WAIT, binding_condition, demo_events, fleet_of, get, has_work};
 use crate::support::Env;
 
 /// `(spec.replicas, status.availableReplicas)` of Deployment web in `cluster`.
@@ -43,7 +43,7 @@ async fn move_to_west(env: &Env, max: &str) {
         crate::support::repo().join("examples/migration-demo/to-west.yaml"),
     )
     .unwrap();
-    assert!(yaml.contains("maxUnavailable: 0"));
+    assert!(yaml.contains("maxUnavailable: 0") && yaml.contains("progressDeadlineSeconds: 600"));
     let f = env.file(
         "to-west.yaml",
         &yaml.replace("maxUnavailable: 0", &format!("maxUnavailable: {max}")),
@@ -113,6 +113,50 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
         !out.status.success() && said.contains("4 old replicas are pending termination"),
         "{said}"
     );
+
+    // past the hold's progress deadline (1 s here, measured from when it began) it
+    // is reported stuck, and nothing is forced
+    let patch = r#"{"spec":{"redistribution":{"progressDeadlineSeconds":1}}}"#;
+    env.ok(&[
+        "patch",
+        "pp",
+        "web",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        patch,
+    ])
+    .await;
+    eventually(
+        "Redistributed=False, ProgressDeadlineExceeded",
+        WAIT,
+        || async {
+            let (status, reason, message) = redistributed(&env).await?;
+            (status == "False"
+                && reason == "ProgressDeadlineExceeded"
+                && message
+                    .starts_with("the progress deadline (1s without a replica moving) passed at ")
+                && message.contains(held))
+            .then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "a RedistributionStuck Warning on the template",
+        WAIT,
+        || async {
+            let events = demo_events(&env, "reason=RedistributionStuck").await;
+            events
+                .contains(
+                    "4 replica(s) held above their clusters' shares (make-before-break) have not \
+                 moved for 1s",
+                )
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(web(&env, "east").await, Some((4, 4)), "nothing forced");
 
     // maxUnavailable 2: two of east's replicas may go before west makes up for them
     move_to_west(&env, "2").await;

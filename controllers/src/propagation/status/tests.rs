@@ -313,6 +313,7 @@ fn scheduled_and_reasons_are_kept_and_the_transition_time_only_moves_on_change()
             reason: "not in clusterNames [east]".into(),
         }],
         rollout: None,
+        redistribution: None,
     };
     let clusters = [cluster("east", "True")];
     let pending = binding_status(
@@ -612,4 +613,64 @@ fn a_wave_past_its_progress_deadline_is_reported_stuck() {
     };
     with_rollout(&mut st, Some(&unordered), Some(&spec), &t(700));
     assert_eq!(st.rollout, None);
+}
+
+#[test]
+fn a_hold_past_its_progress_deadline_is_reported_stuck_and_unstuck_by_a_move() {
+    use causeway_crds::federation::redistribution::{Copy, Observed, Redistribution, plan};
+    // east (no longer scheduled) keeps `east` while west has `west` of its 4 available
+    let held = |east: i64, west: i64| {
+        let copy = |cluster: &str, share, current, available| Copy {
+            cluster: cluster.into(),
+            share,
+            current: Some(current),
+            observed: Some(Observed { available, free: 0 }),
+        };
+        plan(&[copy("east", 0, east, east), copy("west", 4, 4, west)], 0)
+    };
+    let spec = Redistribution {
+        max_unavailable: None,
+        progress_deadline_seconds: Some(60),
+    };
+    let redistributed = |st: &BindingStatus| {
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::REDISTRIBUTED)
+            .unwrap();
+        (
+            c.reason.clone(),
+            c.message.clone(),
+            c.last_transition_time.clone(),
+        )
+    };
+    let mut st = BindingStatus::default();
+    let due = with_redistribution(&mut st, Some(Ok(&held(4, 0))), Some(&spec), &t(1000));
+    assert_eq!(due, Some(t(1060).0));
+    assert_eq!(redistributed(&st).0, conditions::REASON_HOLDING_REPLICAS);
+    // nothing moved for 60 s: stuck, said so, still held (the transition time stays)
+    let due = with_redistribution(&mut st, Some(Ok(&held(4, 0))), Some(&spec), &t(1060));
+    assert_eq!(due, Some(t(1060).0));
+    let (reason, message, since) = redistributed(&st);
+    assert_eq!(reason, conditions::REASON_PROGRESS_DEADLINE_EXCEEDED);
+    assert!(
+        message.starts_with("the progress deadline (60s without a replica moving) passed at 1970-01-01T00:17:40Z: east keeps 4 (no longer scheduled there) while west has 0 of its 4 available;"),
+        "{message}"
+    );
+    assert!(message.contains("nothing is forced"), "{message}");
+    assert_eq!(since, t(1000));
+    // a replica moves: holding again, with a new deadline
+    let due = with_redistribution(&mut st, Some(Ok(&held(3, 1))), Some(&spec), &t(1100));
+    assert_eq!(due, Some(t(1160).0));
+    assert_eq!(redistributed(&st).0, conditions::REASON_HOLDING_REPLICAS);
+    // no deadline without progressDeadlineSeconds
+    let mut other = BindingStatus::default();
+    let due = with_redistribution(&mut other, Some(Ok(&held(4, 0))), None, &t(1000));
+    assert_eq!(due, None);
+    assert!(other.redistribution.is_some());
+    // done: True, and the hold's clock goes
+    let due = with_redistribution(&mut st, Some(Ok(&held(0, 4))), Some(&spec), &t(1200));
+    assert_eq!(due, None);
+    assert_eq!(redistributed(&st).0, conditions::REASON_SHARES_APPLIED);
+    assert_eq!(st.redistribution, None);
 }

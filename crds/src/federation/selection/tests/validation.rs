@@ -139,6 +139,20 @@ fn validate_policy_table_b15() {
                 "spec.rollout.progressDeadlineSeconds: Invalid value: \"0\": must be at least 1 (seconds a wave may take); leave it out for no deadline".into(),
             ],
         ),
+        (
+            "a hold's progress deadline below 1",
+            {
+                let mut p = pp("a", 0, None, kind_only());
+                p.spec.redistribution = Some(crate::federation::redistribution::Redistribution {
+                    max_unavailable: None,
+                    progress_deadline_seconds: Some(-5),
+                });
+                p
+            },
+            vec![
+                "spec.redistribution.progressDeadlineSeconds: Invalid value: \"-5\": must be at least 1 (seconds a hold may go without a replica moving); leave it out for no deadline".into(),
+            ],
+        ),
     ];
     for (case, policy, want) in table {
         let got = match validate_policy(&policy.as_ref()) {
