@@ -624,6 +624,21 @@ fn copies_kept_above_their_share_while_others_start_theirs_are_noted() {
     assert!(notes("east").contains(&held(4, 4)), "{:?}", notes("east"));
     assert!(!notes("east").iter().any(|n| n.contains("being removed")));
     assert!(notes("west").contains(&held(3, 1)), "{:?}", notes("west"));
+    // past the hold's progress deadline, the condition's message says so after the
+    // plan's: the held copies are still noted
+    let mut stuck = status.clone();
+    stuck.conditions[0].reason = "ProgressDeadlineExceeded".into();
+    stuck.conditions[0].message += "; the progress deadline (60s without a replica moving) \
+        passed at 2026-01-01T00:01:00Z: nothing is forced";
+    let stuck_report = explain(&shop(
+        &template,
+        &spec,
+        Some(&stuck),
+        &works,
+        &["east".into(), "west".into(), "north".into()],
+    ));
+    assert!(notes_of(&stuck_report, "east").contains(&held(4, 4)));
+    assert!(notes_of(&stuck_report, "west").contains(&held(3, 1)));
     // north runs less than its share (it is starting): nothing held
     assert!(
         !notes("north")

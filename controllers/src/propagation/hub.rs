@@ -809,8 +809,19 @@ impl Ctx<'_> {
             };
             let spec = b.spec.redistribution.as_ref();
             let deadline = status::with_redistribution(&mut st, outcome, spec, self.now);
-            self.tell_hold_stuck(b, template, st.redistribution.as_ref(), spec, deadline)
-                .await;
+            let held = match guarded {
+                redistribution::Outcome::Planned(plan) => plan.held_total(),
+                _ => 0,
+            };
+            self.tell_hold_stuck(
+                b,
+                template,
+                st.redistribution.as_ref(),
+                held,
+                spec,
+                deadline,
+            )
+            .await;
         }
         // a Warning Event on the template for what a member refused (conflicts,
         // immutable fields, timeouts), once per distinct set of failures
@@ -1000,6 +1011,7 @@ impl Ctx<'_> {
         b: &View<'_>,
         template: &Arc<DynamicObject>,
         hold: Option<&causeway_crds::federation::redistribution::HoldProgress>,
+        held: i64,
         spec: Option<&causeway_crds::federation::redistribution::Redistribution>,
         deadline: Option<jiff::Timestamp>,
     ) {
@@ -1019,7 +1031,7 @@ impl Ctx<'_> {
         let kind = if b.namespace.is_some() { "rb" } else { "crb" };
         let note = format!(
             "{} replica(s) held above their clusters' shares (make-before-break) have not moved for {secs}s, since {}: nothing is forced, they stay until the clusters short of their share run them (kubectl get {kind} {}{ns} -o yaml: the Redistributed condition says which)",
-            hold.held, hold.since.0, b.name
+            held, hold.since.0, b.name
         );
         self.tell(b, template, EventType::Warning, REASON, &note)
             .await;

@@ -181,10 +181,11 @@ pub fn with_redistribution(
             (Some(at), Some(secs)) => (
                 "False",
                 conditions::REASON_PROGRESS_DEADLINE_EXCEEDED,
+                // the plan's message first: `redistribution::holds` reads its start
                 format!(
-                    "the progress deadline ({secs}s without a replica moving) passed at {at}: {}; \
-                     nothing is forced: the held replicas stay until the clusters short of \
-                     their share run them (give those clusters room), or raise \
+                    "{}; the progress deadline ({secs}s without a replica moving) passed at \
+                     {at}: nothing is forced, the held replicas stay until the clusters short \
+                     of their share run them (give those clusters room), or raise \
                      spec.redistribution.maxUnavailable",
                     plan.message()
                 ),

@@ -59,6 +59,7 @@ pub struct Redistribution {
     /// Warning `RedistributionStuck` Event says what it waits for. Nothing is forced:
     /// the held replicas stay. At least 1; unset: no deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub progress_deadline_seconds: Option<i64>,
 }
 
@@ -67,6 +68,10 @@ pub struct Redistribution {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HoldProgress {
+    /// The shares the hold moves replicas to, by cluster: other shares (the placement
+    /// or the replica count edited) make another hold, with a clock of its own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shares: BTreeMap<String, i64>,
     /// The fewest replicas held above the shares, in total, since the hold began.
     pub held: i64,
     /// The most available replicas counted over all clusters since the hold began.
@@ -79,20 +84,22 @@ pub struct HoldProgress {
 /// Pure: where the hold `plan` makes stands, from `prev`: `None` when nothing is held.
 /// The clock starts again only when a replica moves further than before (fewer held
 /// than ever in this hold, or more available): a count that falls back and returns is
-/// no progress.
+/// no progress. A hold towards other shares than `prev`'s is a new one.
 pub fn hold_progress(plan: &Plan, prev: Option<&HoldProgress>, now: &Time) -> Option<HoldProgress> {
-    let held: i64 = plan.held.iter().map(|h| h.keeps - h.share.max(0)).sum();
+    let held = plan.held_total();
     if held <= 0 {
         return None;
     }
-    match prev {
+    match prev.filter(|p| p.shares == plan.shares) {
         Some(p) if held >= p.held && plan.available <= p.available => Some(p.clone()),
         Some(p) => Some(HoldProgress {
+            shares: plan.shares.clone(),
             held: held.min(p.held),
             available: plan.available.max(p.available),
             since: now.clone(),
         }),
         None => Some(HoldProgress {
+            shares: plan.shares.clone(),
             held,
             available: plan.available,
             since: now.clone(),
@@ -208,6 +215,8 @@ pub struct Plan {
     pub floor: i64,
     /// The total of the shares.
     pub total: i64,
+    /// Each scheduled cluster's share, by name.
+    pub shares: BTreeMap<String, i64>,
 }
 
 /// The message's prefix naming a held cluster (`east keeps `).
@@ -222,6 +231,11 @@ pub fn holds(message: &str, cluster: &str) -> bool {
 }
 
 impl Plan {
+    /// The replicas held above the shares, in total.
+    pub fn held_total(&self) -> i64 {
+        self.held.iter().map(|h| h.keeps - h.share.max(0)).sum()
+    }
+
     /// The binding condition's message.
     pub fn message(&self) -> String {
         if self.held.is_empty() {
@@ -313,6 +327,7 @@ pub fn plan(copies: &[Copy], max_unavailable: i64) -> Plan {
     for c in copies {
         if c.share > 0 {
             out.replicas.insert(c.cluster.clone(), c.share);
+            out.shares.insert(c.cluster.clone(), c.share);
         }
     }
     for (c, (free, wanted)) in losing.into_iter().zip(wants) {

@@ -254,6 +254,31 @@ fn a_hold_is_stuck_only_while_no_replica_moves() {
     assert_eq!(fell, moved);
     let back = hold_progress(&held(3, 1), Some(&fell), &at(400)).unwrap();
     assert_eq!(back.since, at(200));
+    // more available than ever, with as many held: it moved
+    let more = plan(
+        &[
+            copy("east", 0, Some(3), Some((3, 0))),
+            copy("west", 4, Some(4), Some((2, 0))),
+        ],
+        0,
+    );
+    assert_eq!((more.held_total(), more.available), (2, 5));
+    let more = hold_progress(&more, Some(&back), &at(500)).unwrap();
+    assert_eq!((more.held, more.available, &more.since), (2, 5, &at(500)));
+    // a hold towards other shares (the placement edited: north instead of west) is a
+    // new one, with its own clock and records, even with more held than before
+    let north = plan(
+        &[
+            copy("east", 0, Some(3), Some((3, 0))),
+            copy("west", 0, Some(4), Some((4, 0))),
+            copy("north", 4, None, None),
+        ],
+        0,
+    );
+    let new = hold_progress(&north, Some(&more), &at(600)).unwrap();
+    assert_eq!(new.since, at(600));
+    assert_eq!(new.shares, [("north".to_string(), 4)].into());
+    assert_eq!((new.held, new.available), (north.held_total(), 7));
 
     // the deadline: from the last move, only with progressDeadlineSeconds of 1 or more
     let spec = |secs: Option<i64>| Redistribution {

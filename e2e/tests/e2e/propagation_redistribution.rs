@@ -135,9 +135,9 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
             let (status, reason, message) = redistributed(&env).await?;
             (status == "False"
                 && reason == "ProgressDeadlineExceeded"
+                && message.starts_with(held)
                 && message
-                    .starts_with("the progress deadline (1s without a replica moving) passed at ")
-                && message.contains(held))
+                    .contains("; the progress deadline (1s without a replica moving) passed at "))
             .then_some(())
         },
     )
@@ -157,6 +157,16 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
     )
     .await;
     assert_eq!(web(&env, "east").await, Some((4, 4)), "nothing forced");
+    // the clock is in the binding's status
+    let rb = get(&env, "hub", &["rb", "web-deployment", "-n", "demo"])
+        .await
+        .unwrap();
+    let hold = rb.pointer("/status/redistribution").cloned().unwrap();
+    assert_eq!(
+        (&hold["held"], &hold["available"], &hold["shares"]),
+        (&4.into(), &4.into(), &serde_json::json!({"west": 4})),
+        "{hold}"
+    );
 
     // maxUnavailable 2: two of east's replicas may go before west makes up for them
     move_to_west(&env, "2").await;
@@ -164,12 +174,40 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
         (web(&env, "east").await == Some((2, 2))).then_some(())
     })
     .await;
-    let (status, _, message) = redistributed(&env).await.unwrap();
-    assert_eq!(status, "False");
+    let (status, reason, message) = redistributed(&env).await.unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HoldingReplicas")
+    );
     assert!(
-        message.contains("east keeps 2 (no longer scheduled there)"),
+        message.starts_with("east keeps 2 (no longer scheduled there)"),
         "{message}"
     );
+    // a deadline a few seconds ahead: the condition turns when it passes, with no
+    // other change (the loop wakes at the deadline)
+    let since = || async {
+        let rb = get(&env, "hub", &["rb", "web-deployment", "-n", "demo"]).await?;
+        rb.pointer("/status/redistribution/since").cloned()
+    };
+    let before = since().await;
+    let patch = r#"{"spec":{"redistribution":{"progressDeadlineSeconds":8}}}"#;
+    env.ok(&[
+        "patch",
+        "pp",
+        "web",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        patch,
+    ])
+    .await;
+    eventually("stuck again once 8 s pass", WAIT, || async {
+        let (_, reason, _) = redistributed(&env).await?;
+        (reason == "ProgressDeadlineExceeded").then_some(())
+    })
+    .await;
+    assert_eq!(since().await, before, "no replica moved");
 
     // west starts its Pods: east's copy goes, the condition turns True
     env.ok_in("west", &["uncordon", "-l", "kubernetes.io/os=linux"])
@@ -183,6 +221,14 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
         (status == "True" && reason == "SharesApplied").then_some(())
     })
     .await;
+    let rb = get(&env, "hub", &["rb", "web-deployment", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(
+        rb.pointer("/status/redistribution"),
+        None,
+        "no hold, no clock"
+    );
     eventually(
         "the hub's web: 4, all updated and available",
         WAIT,

@@ -628,7 +628,7 @@ fn a_hold_past_its_progress_deadline_is_reported_stuck_and_unstuck_by_a_move() {
         };
         plan(&[copy("east", 0, east, east), copy("west", 4, 4, west)], 0)
     };
-    let spec = Redistribution {
+    let within = Redistribution {
         max_unavailable: None,
         progress_deadline_seconds: Some(60),
     };
@@ -645,22 +645,30 @@ fn a_hold_past_its_progress_deadline_is_reported_stuck_and_unstuck_by_a_move() {
         )
     };
     let mut st = BindingStatus::default();
-    let due = with_redistribution(&mut st, Some(Ok(&held(4, 0))), Some(&spec), &t(1000));
+    let due = with_redistribution(&mut st, Some(Ok(&held(4, 0))), Some(&within), &t(1000));
     assert_eq!(due, Some(t(1060).0));
     assert_eq!(redistributed(&st).0, conditions::REASON_HOLDING_REPLICAS);
     // nothing moved for 60 s: stuck, said so, still held (the transition time stays)
-    let due = with_redistribution(&mut st, Some(Ok(&held(4, 0))), Some(&spec), &t(1060));
+    let due = with_redistribution(&mut st, Some(Ok(&held(4, 0))), Some(&within), &t(1060));
     assert_eq!(due, Some(t(1060).0));
     let (reason, message, since) = redistributed(&st);
     assert_eq!(reason, conditions::REASON_PROGRESS_DEADLINE_EXCEEDED);
     assert!(
-        message.starts_with("the progress deadline (60s without a replica moving) passed at 1970-01-01T00:17:40Z: east keeps 4 (no longer scheduled there) while west has 0 of its 4 available;"),
+        message.starts_with("east keeps 4 (no longer scheduled there) while west has 0 of its 4 available;")
+            && message.contains("; the progress deadline (60s without a replica moving) passed at 1970-01-01T00:17:40Z: nothing is forced"),
         "{message}"
     );
-    assert!(message.contains("nothing is forced"), "{message}");
+    // explain still finds the held cluster in it
+    assert!(causeway_crds::federation::redistribution::holds(
+        &message, "east"
+    ));
+    // the clock is kept from one round's status to the next (binding_status)
+    let carried = binding_status(&spec(&["west"]), &[], &[], &[], Some(&st), &t(1061));
+    assert_eq!(carried.redistribution, st.redistribution);
+    assert_eq!(st.redistribution.as_ref().unwrap().since, t(1000));
     assert_eq!(since, t(1000));
     // a replica moves: holding again, with a new deadline
-    let due = with_redistribution(&mut st, Some(Ok(&held(3, 1))), Some(&spec), &t(1100));
+    let due = with_redistribution(&mut st, Some(Ok(&held(3, 1))), Some(&within), &t(1100));
     assert_eq!(due, Some(t(1160).0));
     assert_eq!(redistributed(&st).0, conditions::REASON_HOLDING_REPLICAS);
     // no deadline without progressDeadlineSeconds
@@ -669,7 +677,7 @@ fn a_hold_past_its_progress_deadline_is_reported_stuck_and_unstuck_by_a_move() {
     assert_eq!(due, None);
     assert!(other.redistribution.is_some());
     // done: True, and the hold's clock goes
-    let due = with_redistribution(&mut st, Some(Ok(&held(0, 4))), Some(&spec), &t(1200));
+    let due = with_redistribution(&mut st, Some(Ok(&held(0, 4))), Some(&within), &t(1200));
     assert_eq!(due, None);
     assert_eq!(redistributed(&st).0, conditions::REASON_SHARES_APPLIED);
     assert_eq!(st.redistribution, None);
