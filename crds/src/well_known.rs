@@ -189,6 +189,15 @@ pub mod annotations {
     /// On a member object: the generation of the resource template it was rendered from.
     pub const TEMPLATE_GENERATION: &str = "causeway.io/template-generation";
 
+    /// On a binding: the hash of its template's content when its policy's spec was last
+    /// taken into it (`activationPreference: Lazy` keeps what the binding has until
+    /// the template's content differs).
+    pub const ACTIVATED_TEMPLATE: &str = "causeway.io/activated-template";
+
+    /// On a binding a Lazy policy made for a template that existed before it: the hash
+    /// of the template's content then; nothing is propagated until it differs.
+    pub const ACTIVATION_PENDING: &str = "causeway.io/activation-pending";
+
     /// Marks the default IngressClass of a cluster.
     pub const INGRESS_CLASS_IS_DEFAULT: &str = "ingressclass.kubernetes.io/is-default-class";
 

@@ -43,7 +43,9 @@ use causeway_crds::federation::binding::{
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::interpreter::Interpreters;
-use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
+use causeway_crds::federation::propagation::{
+    ClusterPropagationPolicy, PropagationPolicy, PropagationSpec,
+};
 use causeway_crds::federation::schedule::failover::past_deadline;
 use causeway_crds::federation::schedule::{Decision, PlacementError, Workload, app_failover};
 use causeway_crds::federation::selection::{
@@ -51,6 +53,7 @@ use causeway_crds::federation::selection::{
 };
 use causeway_crds::federation::state_preservation;
 use causeway_crds::federation::work::Work;
+use causeway_crds::well_known::annotations;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
@@ -59,6 +62,7 @@ use kube::core::DynamicObject;
 mod attach;
 pub mod evictions;
 pub mod failover;
+mod lazy;
 #[cfg(test)]
 mod tests;
 
@@ -186,6 +190,10 @@ pub fn desired(
                     Some((_, spec, _)) if !spec.required_by.is_empty() => {
                         unkeep(&meta, &name, &mut keep_rb, &mut keep_crb)
                     }
+                    // a Lazy policy's binding that never propagated anything
+                    Some((m, _, _)) if pending(m) => {
+                        unkeep(&meta, &name, &mut keep_rb, &mut keep_crb)
+                    }
                     // G.47: the copies stay; the binding is kept, frozen
                     Some((m, spec, status)) => detach(&mut out, m, spec, status, now),
                     None => unkeep(&meta, &name, &mut keep_rb, &mut keep_crb),
@@ -201,11 +209,36 @@ pub fn desired(
         let Some(policy) = valid.iter().find(|p| p.id() == held.policy) else {
             continue; // claim only returns given policies
         };
-        let existing_spec = existing.map(|(_, spec, _)| spec);
         let previous_conditions = existing
             .and_then(|(_, _, status)| status)
             .map(|s| s.conditions.as_slice())
             .unwrap_or_default();
+        // activationPreference: Lazy: the policy's changes wait for the template's
+        let hash = lazy::template_hash(template);
+        let activation = lazy::activation(
+            policy,
+            template,
+            &hash,
+            existing.map(|(m, spec, _)| (m, spec)),
+        );
+        if let lazy::Activation::Pending(hash) = &activation {
+            pending_binding(
+                &mut out,
+                &meta,
+                name,
+                policy,
+                hash,
+                previous_conditions,
+                now,
+            );
+            continue;
+        }
+        // a pending binding's spec is no snapshot: nothing was propagated from it
+        let existing_spec = existing
+            .filter(|(m, _, _)| !pending(m))
+            .map(|(_, spec, _)| spec);
+        let effective = lazy::effective(policy.spec, &activation);
+        let pspec: &PropagationSpec = &effective;
         // where the kind keeps its replica count: `spec.replicas`, or its interpreter's
         let replicas_at = interpreters.replicas_pointer(&meta.api_version, &meta.kind);
         let replicas = match interpreters.broken(&meta.api_version, &meta.kind) {
@@ -273,7 +306,7 @@ pub fn desired(
             ..Workload::default()
         };
         let placed = failover::place(
-            &policy.spec.placement,
+            &pspec.placement,
             &clusters,
             workload,
             &verdict,
@@ -292,8 +325,7 @@ pub fn desired(
                 .iter()
                 .filter(|c| !d.chosen.iter().any(|t| t.cluster == c.name_any()))
                 .filter_map(|c| {
-                    let deadline =
-                        past_deadline(c, &policy.spec.placement.cluster_tolerations, now.0)?;
+                    let deadline = past_deadline(c, &pspec.placement.cluster_tolerations, now.0)?;
                     Some((c.name_any(), deadline))
                 })
                 .collect(),
@@ -353,8 +385,7 @@ pub fn desired(
             s.clusters.iter().any(|t| {
                 clusters.iter().any(|c| {
                     c.name_any() == t.name
-                        && past_deadline(c, &policy.spec.placement.cluster_tolerations, now.0)
-                            .is_some()
+                        && past_deadline(c, &pspec.placement.cluster_tolerations, now.0).is_some()
                 })
             })
         });
@@ -397,23 +428,35 @@ pub fn desired(
             },
             replicas,
             clusters: clusters_out,
-            placement: policy.spec.placement.clone(),
-            conflict_resolution: policy.spec.conflict_resolution,
-            propagate_deps: policy.spec.propagate_deps,
-            suspension: policy.spec.suspension.clone(),
-            rollout: policy.spec.rollout.clone(),
-            redistribution: policy.spec.redistribution.clone(),
-            failover: policy.spec.failover.clone(),
-            preserve_resources_on_deletion: policy.spec.preserve_resources_on_deletion,
-            dependent_overrides: policy.spec.dependent_overrides.clone(),
+            placement: pspec.placement.clone(),
+            conflict_resolution: pspec.conflict_resolution,
+            propagate_deps: pspec.propagate_deps,
+            suspension: pspec.suspension.clone(),
+            rollout: pspec.rollout.clone(),
+            redistribution: pspec.redistribution.clone(),
+            failover: pspec.failover.clone(),
+            preserve_resources_on_deletion: pspec.preserve_resources_on_deletion,
+            dependent_overrides: pspec.dependent_overrides.clone(),
             evictions: evicted,
             cluster_failovers,
             required_by: Vec::new(),
         };
+        if matches!(activation, lazy::Activation::Kept(_))
+            && lazy::waiting_changes(policy.spec, pspec)
+        {
+            let id = policy.id();
+            for c in status.conditions.iter_mut() {
+                c.message = format!(
+                    "{}; the changes of {id} since wait for the template to change (activationPreference: Lazy)",
+                    c.message
+                );
+            }
+        }
         let metadata = ObjectMeta {
             name: Some(name),
             namespace: meta.namespace.clone(),
             labels: Some(held.policy.labels()),
+            annotations: Some([(annotations::ACTIVATED_TEMPLATE.to_string(), hash)].into()),
             ..ObjectMeta::default()
         };
         match meta.namespace {
@@ -491,6 +534,89 @@ fn detach(
         None => out.cluster_bindings.push(ClusterResourceBinding {
             metadata,
             spec: ClusterResourceBindingSpec(spec.clone()),
+            status: Some(status),
+        }),
+    }
+}
+
+/// Whether the binding is one a Lazy policy made for a template that existed before
+/// it, which propagates nothing until the template changes.
+fn pending(m: &ObjectMeta) -> bool {
+    m.annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(annotations::ACTIVATION_PENDING))
+}
+
+/// The binding of a template a Lazy policy claimed that existed before it (hash
+/// `hash`): no cluster, `Scheduled=False` (ActivationPending), saying what starts it.
+fn pending_binding(
+    out: &mut Desired,
+    meta: &TemplateMeta,
+    name: String,
+    policy: &PolicyRef<'_>,
+    hash: &str,
+    previous: &[Condition],
+    now: &Time,
+) {
+    let id = policy.id();
+    let condition = Condition {
+        type_: conditions::SCHEDULED.into(),
+        status: "False".into(),
+        reason: conditions::REASON_ACTIVATION_PENDING.into(),
+        message: format!(
+            "{id} has activationPreference: Lazy and the template existed before it: nothing is propagated until the template changes (any edit of its labels, annotations or spec; e.g. kubectl annotate {} {}{} causeway.io/activate=now), or until the policy is no longer Lazy",
+            meta.kind.to_lowercase(),
+            meta.name,
+            meta.namespace
+                .as_ref()
+                .map(|n| format!(" -n {n}"))
+                .unwrap_or_default(),
+        ),
+        observed_generation: None,
+        last_transition_time: crate::condition::since(
+            previous,
+            conditions::SCHEDULED,
+            "False",
+            now,
+        ),
+    };
+    let spec = BindingSpec {
+        resource: ResourceReference {
+            api_version: meta.api_version.clone(),
+            kind: meta.kind.clone(),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone(),
+            uid: None,
+            resource_version: None,
+        },
+        ..BindingSpec::default()
+    };
+    let metadata = ObjectMeta {
+        name: Some(name),
+        namespace: meta.namespace.clone(),
+        labels: Some(id.labels()),
+        annotations: Some(
+            [(
+                annotations::ACTIVATION_PENDING.to_string(),
+                hash.to_string(),
+            )]
+            .into(),
+        ),
+        ..ObjectMeta::default()
+    };
+    let status = BindingStatus {
+        conditions: vec![condition],
+        ..BindingStatus::default()
+    };
+    match meta.namespace {
+        Some(_) => out.bindings.push(ResourceBinding {
+            metadata,
+            spec: ResourceBindingSpec(spec),
+            status: Some(status),
+        }),
+        None => out.cluster_bindings.push(ClusterResourceBinding {
+            metadata,
+            spec: ClusterResourceBindingSpec(spec),
             status: Some(status),
         }),
     }

@@ -416,6 +416,9 @@ pub mod conditions {
     /// they are, frozen: nothing is re-rendered until a policy claims the template
     /// again; deleting the template removes the copies (G.47, D.32).
     pub const REASON_POLICY_REMOVED: &str = "PolicyRemoved";
+    /// `Scheduled=False`: a policy with `activationPreference: Lazy` claimed a template
+    /// that existed before it; it is propagated once the template changes.
+    pub const REASON_ACTIVATION_PENDING: &str = "ActivationPending";
     /// `FullyApplied=True`.
     pub const REASON_FULLY_APPLIED_SUCCESS: &str = "FullyAppliedSuccess";
     /// `FullyApplied=False`: the message names the clusters that have not applied.

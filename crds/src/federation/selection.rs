@@ -218,6 +218,9 @@ pub struct PolicyRef<'a> {
     pub name: &'a str,
     /// The policy's spec.
     pub spec: &'a PropagationSpec,
+    /// When the policy was created (`activationPreference: Lazy` leaves alone the
+    /// templates that existed before it until they change).
+    pub created: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 impl<'a> PolicyRef<'a> {
@@ -228,6 +231,7 @@ impl<'a> PolicyRef<'a> {
             namespace: Some(policy.metadata.namespace.as_deref().unwrap_or("default")),
             name: policy.metadata.name.as_deref().unwrap_or_default(),
             spec: &policy.spec,
+            created: policy.metadata.creation_timestamp.as_ref(),
         }
     }
 
@@ -237,6 +241,7 @@ impl<'a> PolicyRef<'a> {
             namespace: None,
             name: policy.metadata.name.as_deref().unwrap_or_default(),
             spec: &policy.spec,
+            created: policy.metadata.creation_timestamp.as_ref(),
         }
     }
 

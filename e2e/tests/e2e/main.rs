@@ -40,6 +40,7 @@ mod propagation_crds;
 mod propagation_failover;
 mod propagation_faults;
 mod propagation_interpreter;
+mod propagation_lazy;
 mod propagation_namespaces;
 mod propagation_protect;
 mod propagation_rbac;

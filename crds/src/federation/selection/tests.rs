@@ -20,6 +20,7 @@ impl P {
             namespace: self.namespace.as_deref(),
             name: &self.name,
             spec: &self.spec,
+            created: None,
         }
     }
 }

@@ -1,0 +1,322 @@
+//! `activationPreference: Lazy` (federation.md §8 B, Karmada's lazy activation): a
+//! policy's changes reach the templates it already propagates only when each template
+//! next changes, so an edit of a policy that selects many templates (a new cluster, a
+//! failover setting) rolls out as the templates are updated, not all at once.
+//!
+//! What a binding takes from its policy (placement, conflict resolution, dependencies,
+//! suspension, rollout, redistribution, failover, retention, dependent overrides) is
+//! its snapshot of the policy. The detector records on the binding the hash of the
+//! template's content when it last took the policy's spec in
+//! ([`annotations::ACTIVATED_TEMPLATE`]); under a Lazy policy, while the template's
+//! content hashes the same, the binding keeps its snapshot ([`Activation::Kept`]).
+//! Which policy claims the template is decided at once, as Karmada does: only what
+//! the binding does with it waits.
+//!
+//! A Lazy policy that claims a template created before it propagates nothing until
+//! the template changes ([`Activation::Pending`]): creating such a policy does not
+//! push every template it selects at once. A template created with or after the policy
+//! (the same second counts) is propagated at once.
+//!
+//! The content hashed is the template without what the API server and Causeway write
+//! (`status`, `metadata.resourceVersion`, `generation`, `uid`, `creationTimestamp`,
+//! `managedFields`, `finalizers`, ...): a change of labels, annotations or spec
+//! counts.
+
+use std::borrow::Cow;
+
+use causeway_crds::federation::binding::BindingSpec;
+use causeway_crds::federation::propagation::{ActivationPreference, PropagationSpec};
+use causeway_crds::federation::selection::PolicyRef;
+use causeway_crds::well_known::annotations;
+use kube::api::ObjectMeta;
+use kube::core::DynamicObject;
+
+use crate::propagation::applier::plan::manifest_hash;
+
+/// What the detector does with the claiming policy's spec.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Activation<'a> {
+    /// Takes the policy's spec as it is now.
+    Now,
+    /// Keeps the binding's snapshot of the policy: a Lazy policy, a template unchanged
+    /// since the binding last took the policy's spec.
+    Kept(&'a BindingSpec),
+    /// Propagates nothing yet: a Lazy policy claimed a template created before it,
+    /// unchanged since (the hash it had then).
+    Pending(String),
+}
+
+/// The hash of `template`'s content (see the module documentation).
+pub(super) fn template_hash(template: &DynamicObject) -> String {
+    let mut v = serde_json::to_value(template).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        for k in [
+            "resourceVersion",
+            "generation",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "managedFields",
+            "finalizers",
+            "selfLink",
+        ] {
+            m.remove(k);
+        }
+    }
+    manifest_hash(&v)
+}
+
+/// What to do with `policy`'s spec for `template` (content hash `hash`), given the
+/// binding that exists now, if any.
+pub(super) fn activation<'a>(
+    policy: &PolicyRef<'_>,
+    template: &DynamicObject,
+    hash: &str,
+    existing: Option<(&ObjectMeta, &'a BindingSpec)>,
+) -> Activation<'a> {
+    if policy.spec.activation_preference != Some(ActivationPreference::Lazy) {
+        return Activation::Now;
+    }
+    match existing {
+        Some((m, _)) if annotation(m, annotations::ACTIVATION_PENDING).is_some() => {
+            match annotation(m, annotations::ACTIVATION_PENDING) {
+                Some(h) if h == hash => Activation::Pending(hash.to_string()),
+                _ => Activation::Now,
+            }
+        }
+        // taken in at another content: the template changed since
+        Some((m, _))
+            if annotation(m, annotations::ACTIVATED_TEMPLATE).is_some_and(|h| h != hash) =>
+        {
+            Activation::Now
+        }
+        // unchanged (or a binding from before the hash was recorded: kept, and the
+        // hash recorded now)
+        Some((_, spec)) => Activation::Kept(spec),
+        None => {
+            let created = template.metadata.creation_timestamp.as_ref();
+            match (created, policy.created) {
+                // seconds, as the API server stamps them: the same second is "with it"
+                (Some(t), Some(p)) if t.0 < p.0 => Activation::Pending(hash.to_string()),
+                _ => Activation::Now,
+            }
+        }
+    }
+}
+
+fn annotation<'m>(m: &'m ObjectMeta, key: &str) -> Option<&'m str> {
+    m.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// The spec the binding is made from: `policy`'s, with the snapshot's fields in place
+/// of the policy's when the snapshot is kept.
+pub(super) fn effective<'a>(
+    policy: &'a PropagationSpec,
+    activation: &Activation<'_>,
+) -> Cow<'a, PropagationSpec> {
+    let Activation::Kept(snapshot) = activation else {
+        return Cow::Borrowed(policy);
+    };
+    let mut spec = policy.clone();
+    spec.placement = snapshot.placement.clone();
+    spec.conflict_resolution = snapshot.conflict_resolution;
+    spec.propagate_deps = snapshot.propagate_deps;
+    spec.suspension = snapshot.suspension.clone();
+    spec.rollout = snapshot.rollout.clone();
+    spec.redistribution = snapshot.redistribution.clone();
+    spec.failover = snapshot.failover.clone();
+    spec.preserve_resources_on_deletion = snapshot.preserve_resources_on_deletion;
+    spec.dependent_overrides = snapshot.dependent_overrides.clone();
+    Cow::Owned(spec)
+}
+
+/// Whether the policy's spec has changes its kept snapshot does not (yet) have.
+pub(super) fn waiting_changes(policy: &PropagationSpec, kept: &PropagationSpec) -> bool {
+    policy.placement != kept.placement
+        || policy.conflict_resolution != kept.conflict_resolution
+        || policy.propagate_deps != kept.propagate_deps
+        || policy.suspension != kept.suspension
+        || policy.rollout != kept.rollout
+        || policy.redistribution != kept.redistribution
+        || policy.failover != kept.failover
+        || policy.preserve_resources_on_deletion != kept.preserve_resources_on_deletion
+        || policy.dependent_overrides != kept.dependent_overrides
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causeway_crds::federation::selection::PolicyRef;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    fn at(secs: i64) -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap())
+    }
+
+    fn template(created: i64, labels: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "demo", "labels": labels,
+                "creationTimestamp": at(created), "resourceVersion": "7", "generation": 2,
+                "uid": "u1", "finalizers": ["causeway.io/propagation"]},
+            "spec": {"replicas": 2},
+            "status": {"replicas": 2},
+        }))
+        .unwrap()
+    }
+
+    fn lazy() -> PropagationSpec {
+        PropagationSpec {
+            activation_preference: Some(ActivationPreference::Lazy),
+            ..PropagationSpec::default()
+        }
+    }
+
+    fn binding(key: &str, hash: &str) -> ObjectMeta {
+        ObjectMeta {
+            annotations: Some([(key.to_string(), hash.to_string())].into()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn the_hash_follows_what_the_user_writes_only() {
+        let t = template(100, json!({"app": "web"}));
+        let h = template_hash(&t);
+        // what the API server and Causeway write does not count
+        let mut written = serde_json::to_value(&t).unwrap();
+        written["metadata"]["resourceVersion"] = json!("8");
+        written["metadata"]["generation"] = json!(3);
+        written["metadata"]["finalizers"] = json!([]);
+        written["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
+        written["status"] = json!({"replicas": 4});
+        let written: DynamicObject = serde_json::from_value(written).unwrap();
+        assert_eq!(template_hash(&written), h);
+        // a label, an annotation or the spec does
+        assert_ne!(template_hash(&template(100, json!({"app": "web2"}))), h);
+        let mut spec = serde_json::to_value(&t).unwrap();
+        spec["spec"]["replicas"] = json!(3);
+        let spec: DynamicObject = serde_json::from_value(spec).unwrap();
+        assert_ne!(template_hash(&spec), h);
+    }
+
+    /// A case: its name, the policy, the binding that exists, and what is expected.
+    type Case<'a> = (
+        &'a str,
+        PolicyRef<'a>,
+        Option<(ObjectMeta, &'a BindingSpec)>,
+        Activation<'a>,
+    );
+
+    #[test]
+    fn a_lazy_policy_waits_for_the_template_to_change() {
+        let t = template(100, json!({}));
+        let h = template_hash(&t);
+        let (lazy, eager) = (lazy(), PropagationSpec::default());
+        let policy = |spec, created| PolicyRef {
+            namespace: Some("demo"),
+            name: "web",
+            spec,
+            created,
+        };
+        let snapshot = BindingSpec::default();
+        let (before, same, after) = (at(50), at(100), at(150));
+        let cases: Vec<Case> = vec![
+            (
+                "not lazy: at once",
+                policy(&eager, Some(&before)),
+                Some((binding(annotations::ACTIVATED_TEMPLATE, &h), &snapshot)),
+                Activation::Now,
+            ),
+            (
+                "lazy, unchanged: kept",
+                policy(&lazy, Some(&before)),
+                Some((binding(annotations::ACTIVATED_TEMPLATE, &h), &snapshot)),
+                Activation::Kept(&snapshot),
+            ),
+            (
+                "lazy, changed: at once",
+                policy(&lazy, Some(&before)),
+                Some((binding(annotations::ACTIVATED_TEMPLATE, "other"), &snapshot)),
+                Activation::Now,
+            ),
+            (
+                "lazy, a binding from before the hash: kept",
+                policy(&lazy, Some(&before)),
+                Some((ObjectMeta::default(), &snapshot)),
+                Activation::Kept(&snapshot),
+            ),
+            (
+                "lazy, new template after the policy: at once",
+                policy(&lazy, Some(&before)),
+                None,
+                Activation::Now,
+            ),
+            (
+                "lazy, new template in the same second: at once",
+                policy(&lazy, Some(&same)),
+                None,
+                Activation::Now,
+            ),
+            (
+                "lazy, template from before the policy: pending",
+                policy(&lazy, Some(&after)),
+                None,
+                Activation::Pending(h.clone()),
+            ),
+            (
+                "pending, unchanged: still",
+                policy(&lazy, Some(&after)),
+                Some((binding(annotations::ACTIVATION_PENDING, &h), &snapshot)),
+                Activation::Pending(h.clone()),
+            ),
+            (
+                "pending, changed: at once",
+                policy(&lazy, Some(&after)),
+                Some((binding(annotations::ACTIVATION_PENDING, "other"), &snapshot)),
+                Activation::Now,
+            ),
+            (
+                "pending, the policy no longer lazy: at once",
+                policy(&eager, Some(&after)),
+                Some((binding(annotations::ACTIVATION_PENDING, &h), &snapshot)),
+                Activation::Now,
+            ),
+        ];
+        for (case, p, existing, want) in cases {
+            let got = activation(&p, &t, &h, existing.as_ref().map(|(m, s)| (m, *s)));
+            assert_eq!(got, want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_kept_snapshot_replaces_what_the_binding_takes_from_the_policy() {
+        let mut policy = lazy();
+        policy.propagate_deps = Some(true);
+        policy.dependent_overrides = vec!["o".into()];
+        policy.priority = Some(5);
+        let snapshot = BindingSpec::default();
+        let kept = effective(&policy, &Activation::Kept(&snapshot));
+        assert_eq!(kept.propagate_deps, None);
+        assert!(kept.dependent_overrides.is_empty());
+        // what decides the claim stays the policy's
+        assert_eq!(kept.priority, Some(5));
+        assert!(waiting_changes(&policy, &kept));
+        assert!(matches!(
+            effective(&policy, &Activation::Now),
+            Cow::Borrowed(_)
+        ));
+        assert!(!waiting_changes(
+            &policy,
+            &effective(&policy, &Activation::Now)
+        ));
+    }
+}
