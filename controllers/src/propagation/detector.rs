@@ -95,6 +95,23 @@ impl Desired {
     fn due(&mut self, at: k8s_openapi::jiff::Timestamp) {
         self.next_due = Some(self.next_due.map_or(at, |n| n.min(at)));
     }
+
+    /// A binding to make: a ResourceBinding when `metadata` has a namespace, else a
+    /// ClusterResourceBinding.
+    fn push(&mut self, metadata: ObjectMeta, spec: BindingSpec, status: BindingStatus) {
+        match metadata.namespace {
+            Some(_) => self.bindings.push(ResourceBinding {
+                metadata,
+                spec: ResourceBindingSpec(spec),
+                status: Some(status),
+            }),
+            None => self.cluster_bindings.push(ClusterResourceBinding {
+                metadata,
+                spec: ClusterResourceBindingSpec(spec),
+                status: Some(status),
+            }),
+        }
+    }
 }
 
 /// The pure detector: see the module documentation. `works` are the bindings' Works
@@ -459,18 +476,7 @@ pub fn desired(
             annotations: Some([(annotations::ACTIVATED_TEMPLATE.to_string(), hash)].into()),
             ..ObjectMeta::default()
         };
-        match meta.namespace {
-            Some(_) => out.bindings.push(ResourceBinding {
-                metadata,
-                spec: ResourceBindingSpec(spec),
-                status: Some(status),
-            }),
-            None => out.cluster_bindings.push(ClusterResourceBinding {
-                metadata,
-                spec: ClusterResourceBindingSpec(spec),
-                status: Some(status),
-            }),
-        }
+        out.push(metadata, spec, status);
     }
     attach::attach(
         &mut out,
@@ -525,18 +531,7 @@ fn detach(
         labels: meta.labels.clone(),
         ..ObjectMeta::default()
     };
-    match meta.namespace {
-        Some(_) => out.bindings.push(ResourceBinding {
-            metadata,
-            spec: ResourceBindingSpec(spec.clone()),
-            status: Some(status),
-        }),
-        None => out.cluster_bindings.push(ClusterResourceBinding {
-            metadata,
-            spec: ClusterResourceBindingSpec(spec.clone()),
-            status: Some(status),
-        }),
-    }
+    out.push(metadata, spec.clone(), status);
 }
 
 /// Whether the binding is one a Lazy policy made for a template that existed before
@@ -608,18 +603,7 @@ fn pending_binding(
         conditions: vec![condition],
         ..BindingStatus::default()
     };
-    match meta.namespace {
-        Some(_) => out.bindings.push(ResourceBinding {
-            metadata,
-            spec: ResourceBindingSpec(spec),
-            status: Some(status),
-        }),
-        None => out.cluster_bindings.push(ClusterResourceBinding {
-            metadata,
-            spec: ClusterResourceBindingSpec(spec),
-            status: Some(status),
-        }),
-    }
+    out.push(metadata, spec, status);
 }
 
 /// Forgets that the binding of `meta` is to be kept: its template is not claimed.
