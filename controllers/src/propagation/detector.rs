@@ -232,16 +232,22 @@ pub fn desired(
             .unwrap_or_default();
         // activationPreference: Lazy: the policy's changes wait for the template's
         let hash = lazy::template_hash(template);
+        let has_works = works
+            .get(&(meta.namespace.clone().unwrap_or_default(), name.clone()))
+            .is_some_and(|w| !w.is_empty());
         let activation = lazy::activation(
             policy,
             template,
             &hash,
             existing.map(|(m, spec, _)| (m, spec)),
+            has_works,
+            now,
         );
         if let lazy::Activation::Pending(hash) = &activation {
             pending_binding(
                 &mut out,
                 &meta,
+                template.metadata.uid.as_deref(),
                 name,
                 policy,
                 hash,
@@ -274,11 +280,7 @@ pub fn desired(
             .map(Vec::as_slice)
             .unwrap_or_default();
         let verdict = app_failover::decide(
-            policy
-                .spec
-                .failover
-                .as_ref()
-                .and_then(|f| f.application.as_ref()),
+            pspec.failover.as_ref().and_then(|f| f.application.as_ref()),
             existing_spec
                 .map(|s| s.clusters.as_slice())
                 .unwrap_or_default(),
@@ -308,8 +310,7 @@ pub fn desired(
                         .collect()
                 })
                 .unwrap_or_default(),
-            failover_at: policy
-                .spec
+            failover_at: pspec
                 .failover
                 .as_ref()
                 .and_then(|f| f.cluster.as_ref())
@@ -358,8 +359,7 @@ pub fn desired(
                 .unwrap_or_default(),
         };
         let cluster_failovers = state_preservation::cluster_failovers(
-            policy
-                .spec
+            pspec
                 .failover
                 .as_ref()
                 .and_then(|f| f.cluster.as_ref())
@@ -392,11 +392,7 @@ pub fn desired(
             .into_iter()
             .filter(|e| !clusters_out.iter().any(|t| t.name == e.cluster))
             .collect();
-        let opted_in = policy
-            .spec
-            .failover
-            .as_ref()
-            .is_some_and(|f| f.cluster.is_some());
+        let opted_in = pspec.failover.as_ref().is_some_and(|f| f.cluster.is_some());
         // said only where failover would otherwise move the workload now
         let affected = existing_spec.is_some_and(|s| {
             s.clusters.iter().any(|t| {
@@ -544,9 +540,11 @@ fn pending(m: &ObjectMeta) -> bool {
 
 /// The binding of a template a Lazy policy claimed that existed before it (hash
 /// `hash`): no cluster, `Scheduled=False` (ActivationPending), saying what starts it.
+#[allow(clippy::too_many_arguments)]
 fn pending_binding(
     out: &mut Desired,
     meta: &TemplateMeta,
+    uid: Option<&str>,
     name: String,
     policy: &PolicyRef<'_>,
     hash: &str,
@@ -581,7 +579,7 @@ fn pending_binding(
             kind: meta.kind.clone(),
             namespace: meta.namespace.clone(),
             name: meta.name.clone(),
-            uid: None,
+            uid: uid.map(String::from),
             resource_version: None,
         },
         ..BindingSpec::default()

@@ -329,18 +329,19 @@ fn in_round(
             })
 }
 
-/// The kinds the policies select, plus the dependency kinds when one propagates
-/// dependencies.
+/// The kinds the policies select, plus the dependency kinds when a policy or a
+/// binding (one that keeps a Lazy policy's earlier spec) propagates dependencies.
 fn wanted_kinds(
     pps: &[Arc<PropagationPolicy>],
     cpps: &[Arc<ClusterPropagationPolicy>],
+    bindings: impl IntoIterator<Item = Option<bool>>,
 ) -> BTreeSet<(String, String)> {
     let specs = pps
         .iter()
         .map(|p| &*p.spec)
         .chain(cpps.iter().map(|p| &*p.spec));
     let mut wanted = BTreeSet::new();
-    let mut deps = false;
+    let mut deps = bindings.into_iter().any(|d| d == Some(true));
     for spec in specs {
         deps |= spec.propagate_deps == Some(true);
         for s in &spec.resource_selectors {
@@ -413,7 +414,12 @@ async fn round(
     let (rbs, crbs) = (c.rbs.state(), c.crbs.state());
     // the kinds policies select, and those of existing bindings (a policy deleted, a
     // restart: their templates must still be seen, or they would look gone)
-    let mut wanted = wanted_kinds(&pps, &cpps);
+    let deps = rbs.iter().map(|b| b.spec.propagate_deps);
+    let mut wanted = wanted_kinds(
+        &pps,
+        &cpps,
+        deps.chain(crbs.iter().map(|b| b.spec.propagate_deps)),
+    );
     let bound_kinds = rbs.iter().map(|b| &b.spec.resource);
     for r in bound_kinds.chain(crbs.iter().map(|b| &b.spec.resource)) {
         wanted.insert((r.api_version.clone(), r.kind.clone()));

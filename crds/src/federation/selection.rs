@@ -218,9 +218,28 @@ pub struct PolicyRef<'a> {
     pub name: &'a str,
     /// The policy's spec.
     pub spec: &'a PropagationSpec,
-    /// When the policy was created (`activationPreference: Lazy` leaves alone the
-    /// templates that existed before it until they change).
-    pub created: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// When the policy's spec last changed, as far as the hub knows: its creation for
+    /// its first generation, else when the hub first saw its current generation
+    /// (`status.generationObservedAt`); `None` for a generation the hub has not seen
+    /// yet (just now). `activationPreference: Lazy` leaves alone the templates that
+    /// were there before then until they change.
+    pub spec_changed: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+/// [`PolicyRef::spec_changed`] of a policy with `meta` and `status`.
+fn spec_changed<'a>(
+    meta: &'a kube::api::ObjectMeta,
+    status: Option<&'a crate::federation::PolicyStatus>,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+    match (meta.generation, status) {
+        (Some(g), Some(s))
+            if s.observed_generation == Some(g) && s.generation_observed_at.is_some() =>
+        {
+            s.generation_observed_at.as_ref()
+        }
+        (None | Some(..=1), _) => meta.creation_timestamp.as_ref(),
+        _ => None,
+    }
 }
 
 impl<'a> PolicyRef<'a> {
@@ -231,7 +250,7 @@ impl<'a> PolicyRef<'a> {
             namespace: Some(policy.metadata.namespace.as_deref().unwrap_or("default")),
             name: policy.metadata.name.as_deref().unwrap_or_default(),
             spec: &policy.spec,
-            created: policy.metadata.creation_timestamp.as_ref(),
+            spec_changed: spec_changed(&policy.metadata, policy.status.as_ref()),
         }
     }
 
@@ -241,7 +260,7 @@ impl<'a> PolicyRef<'a> {
             namespace: None,
             name: policy.metadata.name.as_deref().unwrap_or_default(),
             spec: &policy.spec,
-            created: policy.metadata.creation_timestamp.as_ref(),
+            spec_changed: spec_changed(&policy.metadata, policy.status.as_ref()),
         }
     }
 

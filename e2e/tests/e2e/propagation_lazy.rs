@@ -138,6 +138,47 @@ async fn a_lazy_policys_changes_wait_for_each_template_to_change() {
     let (status, reason, _) = scheduled(&env, "old-settings").await.unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("True", "Success"));
 
+    // a ConfigMap the policy does not select yet, then an edit that selects it: it was
+    // there before the edit, so it waits as one from before the policy does
+    let late = env.file(
+        "late.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late, namespace: demo, labels: {tier: late}}\ndata: {mode: slow}\n",
+    );
+    env.ok(&["apply", "-f", &late]).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let wider = |lazy: bool| {
+        let yaml = std::fs::read_to_string(&both).unwrap().replace(
+            "matchLabels: {tier: settings}",
+            "matchExpressions: [{key: tier, operator: In, values: [settings, late]}]",
+        );
+        let yaml = if lazy {
+            yaml
+        } else {
+            yaml.replace("  activationPreference: Lazy\n", "")
+        };
+        env.file(&format!("wider-{lazy}.yaml"), &yaml)
+    };
+    env.ok(&["apply", "-f", &wider(true)]).await;
+    eventually("late pending", WAIT, || async {
+        let (_, reason, _) = scheduled(&env, "late").await?;
+        (reason == "ActivationPending").then_some(())
+    })
+    .await;
+    // the hub records when it saw the policy's generation (what "before" means)
+    let pp = get(&env, "hub", &["pp", "settings", "-n", "demo"])
+        .await
+        .unwrap();
+    assert!(
+        pp.pointer("/status/generationObservedAt").is_some()
+            && pp.pointer("/status/observedGeneration") == pp.pointer("/metadata/generation"),
+        "{pp}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(holders(&env, "late").await.is_empty());
+    // no longer Lazy: what waited goes out at once
+    env.ok(&["apply", "-f", &wider(false)]).await;
+    held_by(&env, "late", &["east", "west"]).await;
+
     // no longer Lazy, and west only: every ConfigMap follows at once
     let eager = demo(&env, "policy.yaml", "  activationPreference: Lazy\n", "");
     let eager_west = std::fs::read_to_string(&eager)

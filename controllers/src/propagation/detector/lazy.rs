@@ -26,8 +26,9 @@ use std::borrow::Cow;
 
 use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::propagation::{ActivationPreference, PropagationSpec};
-use causeway_crds::federation::selection::PolicyRef;
+use causeway_crds::federation::selection::{PolicyId, PolicyRef};
 use causeway_crds::well_known::annotations;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use kube::core::DynamicObject;
 
@@ -71,41 +72,61 @@ pub(super) fn template_hash(template: &DynamicObject) -> String {
 }
 
 /// What to do with `policy`'s spec for `template` (content hash `hash`), given the
-/// binding that exists now, if any.
+/// binding that exists now, if any, whether Works of the template's binding exist (a
+/// binding deleted by hand: its Works still run in the members), and the time now.
 pub(super) fn activation<'a>(
     policy: &PolicyRef<'_>,
     template: &DynamicObject,
     hash: &str,
     existing: Option<(&ObjectMeta, &'a BindingSpec)>,
+    has_works: bool,
+    now: &Time,
 ) -> Activation<'a> {
     if policy.spec.activation_preference != Some(ActivationPreference::Lazy) {
         return Activation::Now;
     }
     match existing {
-        Some((m, _)) if annotation(m, annotations::ACTIVATION_PENDING).is_some() => {
-            match annotation(m, annotations::ACTIVATION_PENDING) {
-                Some(h) if h == hash => Activation::Pending(hash.to_string()),
-                _ => Activation::Now,
+        // pending while the template (the same one: not one deleted and created again
+        // since) has not changed
+        Some((m, spec)) if annotation(m, annotations::ACTIVATION_PENDING).is_some() => {
+            let same = annotation(m, annotations::ACTIVATION_PENDING) == Some(hash)
+                && spec.resource.uid.as_deref() == template.metadata.uid.as_deref();
+            if same {
+                Activation::Pending(hash.to_string())
+            } else {
+                Activation::Now
             }
         }
-        // taken in at another content: the template changed since
-        Some((m, _))
-            if annotation(m, annotations::ACTIVATED_TEMPLATE).is_some_and(|h| h != hash) =>
-        {
-            Activation::Now
-        }
-        // unchanged (or a binding from before the hash was recorded: kept, and the
-        // hash recorded now)
-        Some((_, spec)) => Activation::Kept(spec),
+        Some((m, spec)) => match annotation(m, annotations::ACTIVATED_TEMPLATE) {
+            // unchanged since the binding took the policy's spec
+            Some(h) if h == hash => Activation::Kept(spec),
+            // the template changed since
+            Some(_) => Activation::Now,
+            // a policy's binding from before the hash was recorded: kept (the hash is
+            // recorded now); a dependency's binding is no snapshot of a policy's spec
+            None if is_policys(m) && spec.required_by.is_empty() => Activation::Kept(spec),
+            None => Activation::Now,
+        },
+        // the binding was deleted while its Works run: made again as the policy says
+        None if has_works => Activation::Now,
+        // a template that was there before the policy's spec last changed (created, or
+        // edited to select it) waits for its own change; seconds, as the API server
+        // stamps them: the same second counts as after
         None => {
-            let created = template.metadata.creation_timestamp.as_ref();
-            match (created, policy.created) {
-                // seconds, as the API server stamps them: the same second is "with it"
-                (Some(t), Some(p)) if t.0 < p.0 => Activation::Pending(hash.to_string()),
+            let changed = policy.spec_changed.unwrap_or(now);
+            match &template.metadata.creation_timestamp {
+                Some(t) if t.0 < changed.0 => Activation::Pending(hash.to_string()),
                 _ => Activation::Now,
             }
         }
     }
+}
+
+/// Whether binding `m` is a policy's (its labels name the claiming policy).
+fn is_policys(m: &ObjectMeta) -> bool {
+    m.labels
+        .as_ref()
+        .is_some_and(|l| PolicyId::from_labels(l).is_some())
 }
 
 fn annotation<'m>(m: &'m ObjectMeta, key: &str) -> Option<&'m str> {
@@ -153,8 +174,6 @@ pub(super) fn waiting_changes(policy: &PropagationSpec, kept: &PropagationSpec) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use causeway_crds::federation::selection::PolicyRef;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
     fn at(secs: i64) -> Time {
@@ -182,6 +201,7 @@ mod tests {
 
     fn binding(key: &str, hash: &str) -> ObjectMeta {
         ObjectMeta {
+            labels: Some(PolicyId::namespaced("demo", "web").labels()),
             annotations: Some([(key.to_string(), hash.to_string())].into()),
             ..ObjectMeta::default()
         }
@@ -202,17 +222,23 @@ mod tests {
         assert_eq!(template_hash(&written), h);
         // a label, an annotation or the spec does
         assert_ne!(template_hash(&template(100, json!({"app": "web2"}))), h);
+        let mut annotated = serde_json::to_value(&t).unwrap();
+        annotated["metadata"]["annotations"] = json!({"causeway.io/activate": "1"});
+        let annotated: DynamicObject = serde_json::from_value(annotated).unwrap();
+        assert_ne!(template_hash(&annotated), h);
         let mut spec = serde_json::to_value(&t).unwrap();
         spec["spec"]["replicas"] = json!(3);
         let spec: DynamicObject = serde_json::from_value(spec).unwrap();
         assert_ne!(template_hash(&spec), h);
     }
 
-    /// A case: its name, the policy, the binding that exists, and what is expected.
+    /// A case: its name, the policy, the binding that exists, whether Works exist, and
+    /// what is expected.
     type Case<'a> = (
         &'a str,
         PolicyRef<'a>,
         Option<(ObjectMeta, &'a BindingSpec)>,
+        bool,
         Activation<'a>,
     );
 
@@ -221,78 +247,133 @@ mod tests {
         let t = template(100, json!({}));
         let h = template_hash(&t);
         let (lazy, eager) = (lazy(), PropagationSpec::default());
-        let policy = |spec, created| PolicyRef {
+        let policy = |spec, spec_changed| PolicyRef {
             namespace: Some("demo"),
             name: "web",
             spec,
-            created,
+            spec_changed,
         };
         let snapshot = BindingSpec::default();
-        let (before, same, after) = (at(50), at(100), at(150));
+        // a pending binding records the template's uid
+        let mut pending_spec = BindingSpec::default();
+        pending_spec.resource.uid = Some("u1".into());
+        let mut other_uid = BindingSpec::default();
+        other_uid.resource.uid = Some("u0".into());
+        let dependency: BindingSpec = serde_json::from_value(json!({
+            "resource": {"apiVersion": "v1", "kind": "ConfigMap", "name": "web"},
+            "requiredBy": [{"namespace": "demo", "name": "api-deployment"}]}))
+        .unwrap();
+        let labelled = || ObjectMeta {
+            labels: Some(PolicyId::namespaced("demo", "web").labels()),
+            ..ObjectMeta::default()
+        };
+        let (before, same, after, now) = (at(50), at(100), at(150), at(200));
         let cases: Vec<Case> = vec![
             (
                 "not lazy: at once",
                 policy(&eager, Some(&before)),
                 Some((binding(annotations::ACTIVATED_TEMPLATE, &h), &snapshot)),
+                false,
                 Activation::Now,
             ),
             (
                 "lazy, unchanged: kept",
                 policy(&lazy, Some(&before)),
                 Some((binding(annotations::ACTIVATED_TEMPLATE, &h), &snapshot)),
+                true,
                 Activation::Kept(&snapshot),
             ),
             (
                 "lazy, changed: at once",
                 policy(&lazy, Some(&before)),
                 Some((binding(annotations::ACTIVATED_TEMPLATE, "other"), &snapshot)),
+                true,
                 Activation::Now,
             ),
             (
-                "lazy, a binding from before the hash: kept",
+                "lazy, a policy's binding from before the hash: kept",
                 policy(&lazy, Some(&before)),
-                Some((ObjectMeta::default(), &snapshot)),
+                Some((labelled(), &snapshot)),
+                true,
                 Activation::Kept(&snapshot),
+            ),
+            (
+                "lazy, a dependency's binding: no snapshot, at once",
+                policy(&lazy, Some(&after)),
+                Some((ObjectMeta::default(), &dependency)),
+                true,
+                Activation::Now,
             ),
             (
                 "lazy, new template after the policy: at once",
                 policy(&lazy, Some(&before)),
                 None,
+                false,
                 Activation::Now,
             ),
             (
                 "lazy, new template in the same second: at once",
                 policy(&lazy, Some(&same)),
                 None,
+                false,
                 Activation::Now,
             ),
             (
-                "lazy, template from before the policy: pending",
+                "lazy, template from before the policy's spec: pending",
                 policy(&lazy, Some(&after)),
                 None,
+                false,
                 Activation::Pending(h.clone()),
+            ),
+            (
+                "lazy, a generation not seen yet (just now): pending",
+                policy(&lazy, None),
+                None,
+                false,
+                Activation::Pending(h.clone()),
+            ),
+            (
+                "lazy, its binding deleted while its Works run: at once",
+                policy(&lazy, Some(&after)),
+                None,
+                true,
+                Activation::Now,
             ),
             (
                 "pending, unchanged: still",
                 policy(&lazy, Some(&after)),
-                Some((binding(annotations::ACTIVATION_PENDING, &h), &snapshot)),
+                Some((binding(annotations::ACTIVATION_PENDING, &h), &pending_spec)),
+                false,
                 Activation::Pending(h.clone()),
             ),
             (
                 "pending, changed: at once",
                 policy(&lazy, Some(&after)),
-                Some((binding(annotations::ACTIVATION_PENDING, "other"), &snapshot)),
+                Some((
+                    binding(annotations::ACTIVATION_PENDING, "other"),
+                    &pending_spec,
+                )),
+                false,
+                Activation::Now,
+            ),
+            (
+                "pending, the template made again: at once",
+                policy(&lazy, Some(&after)),
+                Some((binding(annotations::ACTIVATION_PENDING, &h), &other_uid)),
+                false,
                 Activation::Now,
             ),
             (
                 "pending, the policy no longer lazy: at once",
                 policy(&eager, Some(&after)),
-                Some((binding(annotations::ACTIVATION_PENDING, &h), &snapshot)),
+                Some((binding(annotations::ACTIVATION_PENDING, &h), &pending_spec)),
+                false,
                 Activation::Now,
             ),
         ];
-        for (case, p, existing, want) in cases {
-            let got = activation(&p, &t, &h, existing.as_ref().map(|(m, s)| (m, *s)));
+        for (case, p, existing, has_works, want) in cases {
+            let existing = existing.as_ref().map(|(m, s)| (m, *s));
+            let got = activation(&p, &t, &h, existing, has_works, &now);
             assert_eq!(got, want, "{case}");
         }
     }

@@ -1058,3 +1058,122 @@ fn a_held_older_generation_keeps_the_configmap_it_mounts() {
 fn names_str(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
+
+#[test]
+fn a_lazy_policys_edits_wait_for_the_template_to_change() {
+    let lazy = |clusters: Value, failover: Value| {
+        pp(
+            "all",
+            "Deployment",
+            json!({"activationPreference": "Lazy",
+                "placement": {"clusterAffinity": {"clusterNames": clusters}},
+                "failover": failover}),
+        )
+    };
+    let existing = |d: &Desired| -> Vec<Arc<ResourceBinding>> {
+        d.bindings.iter().cloned().map(Arc::new).collect()
+    };
+    let api = deployment("api", 2);
+    let first = run(
+        &[api.clone()],
+        &[lazy(json!(["a"]), Value::Null)],
+        &fleet(),
+        &[],
+    );
+    let b = &first.bindings[0];
+    assert_eq!(names(&b.spec.clusters), ["a"]);
+    let hash = |b: &ResourceBinding| {
+        b.metadata.annotations.as_ref().unwrap()[annotations::ACTIVATED_TEMPLATE].clone()
+    };
+    // the policy adds b and cluster failover: the binding keeps its snapshot, and says so
+    let edited = lazy(
+        json!(["a", "b"]),
+        json!({"cluster": {"purgeMode": "Directly"}}),
+    );
+    let second = run(
+        &[api.clone()],
+        std::slice::from_ref(&edited),
+        &fleet(),
+        &existing(&first),
+    );
+    let b2 = &second.bindings[0];
+    assert_eq!(names(&b2.spec.clusters), ["a"]);
+    assert_eq!(b2.spec.failover, None, "the failover setting waits too");
+    assert_eq!(hash(b2), hash(b));
+    assert!(
+        scheduled(&b2.status).message.ends_with(
+            "; the changes of PropagationPolicy web/all since wait for the template to change (activationPreference: Lazy)"
+        ),
+        "{:?}",
+        scheduled(&b2.status)
+    );
+    // the template changes: the policy's spec now
+    let mut changed = (*api).clone();
+    changed.metadata.labels = Some([("app".to_string(), "api2".to_string())].into());
+    let third = run(
+        &[Arc::new(changed)],
+        std::slice::from_ref(&edited),
+        &fleet(),
+        &existing(&second),
+    );
+    let b3 = &third.bindings[0];
+    assert_eq!(names(&b3.spec.clusters), ["a", "b"]);
+    assert!(b3.spec.failover.is_some());
+    assert_ne!(hash(b3), hash(b));
+    assert_eq!(scheduled(&b3.status).message, "scheduled to 2 cluster(s)");
+}
+
+#[test]
+fn a_lazy_policy_leaves_a_template_from_before_it_until_it_changes() {
+    let mut policy = (*pp("all", "Deployment", json!({"activationPreference": "Lazy"}))).clone();
+    policy.metadata.creation_timestamp = Some(t(50));
+    let policy = Arc::new(policy);
+    let mut old = (*deployment("api", 2)).clone();
+    old.metadata.creation_timestamp = Some(t(40));
+    let old = Arc::new(old);
+    let d = run(&[old.clone()], std::slice::from_ref(&policy), &fleet(), &[]);
+    let b = &d.bindings[0];
+    assert!(b.spec.clusters.is_empty(), "nothing propagated");
+    assert_eq!(b.spec.resource.uid.as_deref(), Some("uid-api"));
+    let c = scheduled(&b.status);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", conditions::REASON_ACTIVATION_PENDING)
+    );
+    assert!(
+        c.message
+            .contains("kubectl annotate deployment api -n web causeway.io/activate=now"),
+        "{}",
+        c.message
+    );
+    let pending: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
+    // unchanged: still pending
+    let again = run(
+        &[old.clone()],
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &pending,
+    );
+    assert!(again.bindings[0].spec.clusters.is_empty());
+    // the policy goes: the pending binding goes with it (it propagated nothing)
+    let gone = run(&[old.clone()], &[], &fleet(), &pending);
+    assert!(gone.bindings.is_empty());
+    assert_eq!(
+        gone.delete_bindings,
+        [("web".to_string(), "api-deployment".to_string())]
+    );
+    // the template changes: propagated, and the pending mark goes
+    let mut changed = (*old).clone();
+    changed.metadata.labels = Some([("tier".to_string(), "x".to_string())].into());
+    let now = run(
+        &[Arc::new(changed)],
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &pending,
+    );
+    let b = &now.bindings[0];
+    assert_eq!(names(&b.spec.clusters), ["a", "b", "c"]);
+    let annotations = b.metadata.annotations.as_ref().unwrap();
+    assert!(annotations.contains_key(annotations::ACTIVATED_TEMPLATE));
+    assert!(!annotations.contains_key(annotations::ACTIVATION_PENDING));
+}

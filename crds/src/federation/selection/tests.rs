@@ -20,7 +20,7 @@ impl P {
             namespace: self.namespace.as_deref(),
             name: &self.name,
             spec: &self.spec,
-            created: None,
+            spec_changed: None,
         }
     }
 }
@@ -580,4 +580,32 @@ fn claim_reports_specificity() {
     let refs: Vec<_> = policies.iter().map(P::as_ref).collect();
     let got = claim(&web(), &refs, None).unwrap().unwrap();
     assert_eq!(got.specificity, Specificity::LabelSelector);
+}
+
+#[test]
+fn a_policys_spec_changed_when_the_hub_first_saw_its_generation() {
+    use crate::federation::PolicyStatus;
+    use crate::federation::propagation::PropagationPolicy;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let at = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+    let policy = |generation: i64, status: Option<(i64, i64)>| {
+        let mut p = PropagationPolicy::new("web", Default::default());
+        p.metadata.generation = Some(generation);
+        p.metadata.creation_timestamp = Some(at(10));
+        p.status = status.map(|(observed, seen)| PolicyStatus {
+            observed_generation: Some(observed),
+            generation_observed_at: Some(at(seen)),
+            ..PolicyStatus::default()
+        });
+        p
+    };
+    let changed = |p: &PropagationPolicy| PolicyRef::from_pp(p).spec_changed.cloned();
+    // the first generation: its creation, seen or not
+    assert_eq!(changed(&policy(1, None)), Some(at(10)));
+    assert_eq!(changed(&policy(1, Some((1, 12)))), Some(at(12)));
+    // a later generation the hub has seen: when it saw it
+    assert_eq!(changed(&policy(3, Some((3, 40)))), Some(at(40)));
+    // one it has not seen yet: just now (unknown)
+    assert_eq!(changed(&policy(3, Some((2, 30)))), None);
+    assert_eq!(changed(&policy(2, None)), None);
 }
