@@ -1075,7 +1075,7 @@ fn a_lazy_policys_edits_wait_for_the_template_to_change() {
     };
     let api = deployment("api", 2);
     let first = run(
-        &[api.clone()],
+        std::slice::from_ref(&api),
         &[lazy(json!(["a"]), Value::Null)],
         &fleet(),
         &[],
