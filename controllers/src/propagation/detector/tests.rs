@@ -1091,7 +1091,7 @@ fn a_lazy_policys_edits_wait_for_the_template_to_change() {
         json!({"cluster": {"purgeMode": "Directly"}}),
     );
     let second = run(
-        &[api.clone()],
+        std::slice::from_ref(&api),
         std::slice::from_ref(&edited),
         &fleet(),
         &existing(&first),
@@ -1131,7 +1131,12 @@ fn a_lazy_policy_leaves_a_template_from_before_it_until_it_changes() {
     let mut old = (*deployment("api", 2)).clone();
     old.metadata.creation_timestamp = Some(t(40));
     let old = Arc::new(old);
-    let d = run(&[old.clone()], std::slice::from_ref(&policy), &fleet(), &[]);
+    let d = run(
+        std::slice::from_ref(&old),
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &[],
+    );
     let b = &d.bindings[0];
     assert!(b.spec.clusters.is_empty(), "nothing propagated");
     assert_eq!(b.spec.resource.uid.as_deref(), Some("uid-api"));
@@ -1149,14 +1154,14 @@ fn a_lazy_policy_leaves_a_template_from_before_it_until_it_changes() {
     let pending: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
     // unchanged: still pending
     let again = run(
-        &[old.clone()],
+        std::slice::from_ref(&old),
         std::slice::from_ref(&policy),
         &fleet(),
         &pending,
     );
     assert!(again.bindings[0].spec.clusters.is_empty());
     // the policy goes: the pending binding goes with it (it propagated nothing)
-    let gone = run(&[old.clone()], &[], &fleet(), &pending);
+    let gone = run(std::slice::from_ref(&old), &[], &fleet(), &pending);
     assert!(gone.bindings.is_empty());
     assert_eq!(
         gone.delete_bindings,
