@@ -124,11 +124,6 @@ pub struct PolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// When the hub first saw the policy at `observedGeneration`: when its spec last
-    /// changed, as near as the hub knows (its creation for the first generation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generation_observed_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
-
     /// Conditions of the policy; `Valid` says whether the policy passed validation
     /// and, when it did not, what to fix.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -398,8 +398,72 @@ where
         relevant: Option<fn(&K) -> bool>,
     ) -> Self {
         let (reader, writer) = reflector::store();
-        Self::spawn_with(reader, writer, api, cfg, stop, what, key_of, relevant, None)
+        Self::spawn_with(
+            reader,
+            writer,
+            api,
+            cfg,
+            stop,
+            what,
+            key_of,
+            relevant,
+            None,
+            Managed::Drop,
+        )
     }
+
+    /// [`Reflector::start`], keeping of each object's `managedFields` only when the
+    /// object itself (not a subresource) was last written, by the API server's clock:
+    /// one entry with that `time` and nothing else.
+    pub fn start_with_write_time(
+        api: Api<K>,
+        cfg: watcher::Config,
+        stop: CancellationToken,
+        what: &'static str,
+        key_of: Option<KeyOf<K>>,
+    ) -> Self {
+        let (reader, writer) = reflector::store();
+        Self::spawn_with(
+            reader,
+            writer,
+            api,
+            cfg,
+            stop,
+            what,
+            key_of,
+            None,
+            None,
+            Managed::LatestWrite,
+        )
+    }
+}
+
+/// What a reflector keeps of `managedFields`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Managed {
+    /// Nothing: nothing here reads them, and they are most of a small object's size.
+    Drop,
+    /// The time of the latest write of the object itself, as one entry.
+    LatestWrite,
+}
+
+/// `managedFields` reduced to one entry with the time of the latest write of the object
+/// itself (entries of a subresource, such as `status`, left out); none when no entry
+/// has a time.
+fn latest_write(
+    fields: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>>,
+) -> Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>> {
+    let latest = fields?
+        .into_iter()
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|m| m.time)
+        .max_by_key(|t| t.0)?;
+    Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+            time: Some(latest),
+            ..Default::default()
+        },
+    ])
 }
 
 impl<K> Reflector<K>
@@ -418,13 +482,17 @@ where
         key_of: Option<KeyOf<K>>,
         relevant: Option<fn(&K) -> bool>,
         fill: Option<Filler<K>>,
+        managed: Managed,
     ) -> Self {
         let subscribers: Arc<parking_lot::Mutex<Vec<Arc<Wake>>>> = Default::default();
         let subs = subscribers.clone();
         let stream = reflector::reflector(
             writer,
             watcher(api, cfg).modify(move |o| {
-                o.meta_mut().managed_fields = None;
+                let fields = o.meta_mut().managed_fields.take();
+                if managed == Managed::LatestWrite {
+                    o.meta_mut().managed_fields = latest_write(fields);
+                }
                 if let Some(fill) = &fill {
                     fill(o);
                 }
@@ -511,6 +579,7 @@ impl Reflector<kube::api::DynamicObject> {
             key_of,
             None,
             Some(fill),
+            Managed::Drop,
         )
     }
 }
@@ -532,9 +601,58 @@ where
     Reflector::start(api, cfg, stop, what, key_of).subscribe(wake)
 }
 
+/// [`cache`], keeping when each object was last written ([`Reflector::start_with_write_time`]).
+pub fn cache_with_write_time<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    wake: Arc<Wake>,
+    stop: CancellationToken,
+    what: &'static str,
+    key_of: Option<KeyOf<K>>,
+) -> Cache<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    Reflector::start_with_write_time(api, cfg, stop, what, key_of).subscribe(wake)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_latest_write_of_the_object_itself_is_kept() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
+        let at = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let entry = |manager: &str, time: i64, subresource: Option<&str>| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some("Update".into()),
+            time: Some(at(time)),
+            subresource: subresource.map(String::from),
+            fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                serde_json::json!({"f:spec": {}}),
+            )),
+            ..ManagedFieldsEntry::default()
+        };
+        let kept = latest_write(Some(vec![
+            entry("kubectl", 40, None),
+            entry("causeway", 90, Some("status")),
+            entry("gitops", 60, Some("")),
+        ]))
+        .unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].time, Some(at(60)));
+        assert_eq!(
+            (kept[0].manager.as_ref(), kept[0].fields_v1.as_ref()),
+            (None, None)
+        );
+        assert_eq!(
+            latest_write(Some(vec![entry("causeway", 90, Some("status"))])),
+            None
+        );
+        assert_eq!(latest_write(None), None);
+    }
 
     fn k(ns: &str, n: &str) -> Key {
         (ns.into(), n.into())

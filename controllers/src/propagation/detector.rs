@@ -241,7 +241,6 @@ pub fn desired(
             &hash,
             existing.map(|(m, spec, _)| (m, spec)),
             has_works,
-            now,
         );
         if let lazy::Activation::Pending(hash) = &activation {
             pending_binding(

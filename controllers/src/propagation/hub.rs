@@ -35,7 +35,7 @@ use causeway_crds::names::execution_namespace;
 use causeway_crds::well_known::{finalizers, labels};
 use causeway_runtime::apply::{self, Failures, Memo, StatusMemo};
 use causeway_runtime::events::Notes;
-use causeway_runtime::reflect::{Cache, Dirty, Key, Wake, cache};
+use causeway_runtime::reflect::{Cache, Dirty, Key, Wake, cache, cache_with_write_time};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, PersistentVolumeClaim, Secret, ServiceAccount,
@@ -171,7 +171,9 @@ pub async fn run(
     let wake = Wake::new();
     let all = watcher::Config::default;
     let c = Caches {
-        pps: cache(
+        // when each policy was last written: a Lazy policy leaves alone the templates
+        // that were there before
+        pps: cache_with_write_time(
             Api::all(hub.clone()),
             all(),
             wake.clone(),
@@ -179,7 +181,7 @@ pub async fn run(
             "hub propagation policies",
             None,
         ),
-        cpps: cache(
+        cpps: cache_with_write_time(
             Api::all(hub.clone()),
             all(),
             wake.clone(),

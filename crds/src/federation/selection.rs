@@ -218,28 +218,27 @@ pub struct PolicyRef<'a> {
     pub name: &'a str,
     /// The policy's spec.
     pub spec: &'a PropagationSpec,
-    /// When the policy's spec last changed, as far as the hub knows: its creation for
-    /// its first generation, else when the hub first saw its current generation
-    /// (`status.generationObservedAt`); `None` for a generation the hub has not seen
-    /// yet (just now). `activationPreference: Lazy` leaves alone the templates that
-    /// were there before then until they change.
+    /// When the policy itself (not its status) was last written, by the API server's
+    /// clock (`metadata.managedFields`, else its creation): `activationPreference: Lazy`
+    /// leaves alone the templates that were there before then until they change.
+    /// `None`: not known (then nothing is held back).
     pub spec_changed: Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
-/// [`PolicyRef::spec_changed`] of a policy with `meta` and `status`.
-fn spec_changed<'a>(
-    meta: &'a kube::api::ObjectMeta,
-    status: Option<&'a crate::federation::PolicyStatus>,
-) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
-    match (meta.generation, status) {
-        (Some(g), Some(s))
-            if s.observed_generation == Some(g) && s.generation_observed_at.is_some() =>
-        {
-            s.generation_observed_at.as_ref()
-        }
-        (None | Some(..=1), _) => meta.creation_timestamp.as_ref(),
-        _ => None,
-    }
+/// [`PolicyRef::spec_changed`] of a policy with `meta`: the latest time the API server
+/// stamped on a write of the policy itself (not of its status) in `managedFields`, else
+/// its creation.
+fn spec_changed(
+    meta: &kube::api::ObjectMeta,
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+    let written = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|m| m.time.as_ref())
+        .max_by_key(|t| t.0);
+    written.or(meta.creation_timestamp.as_ref())
 }
 
 impl<'a> PolicyRef<'a> {
@@ -250,7 +249,7 @@ impl<'a> PolicyRef<'a> {
             namespace: Some(policy.metadata.namespace.as_deref().unwrap_or("default")),
             name: policy.metadata.name.as_deref().unwrap_or_default(),
             spec: &policy.spec,
-            spec_changed: spec_changed(&policy.metadata, policy.status.as_ref()),
+            spec_changed: spec_changed(&policy.metadata),
         }
     }
 
@@ -260,7 +259,7 @@ impl<'a> PolicyRef<'a> {
             namespace: None,
             name: policy.metadata.name.as_deref().unwrap_or_default(),
             spec: &policy.spec,
-            spec_changed: spec_changed(&policy.metadata, policy.status.as_ref()),
+            spec_changed: spec_changed(&policy.metadata),
         }
     }
 

@@ -28,7 +28,6 @@ use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::propagation::{ActivationPreference, PropagationSpec};
 use causeway_crds::federation::selection::{PolicyId, PolicyRef};
 use causeway_crds::well_known::annotations;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ObjectMeta;
 use kube::core::DynamicObject;
 
@@ -72,15 +71,14 @@ pub(super) fn template_hash(template: &DynamicObject) -> String {
 }
 
 /// What to do with `policy`'s spec for `template` (content hash `hash`), given the
-/// binding that exists now, if any, whether Works of the template's binding exist (a
-/// binding deleted by hand: its Works still run in the members), and the time now.
+/// binding that exists now, if any, and whether Works of the template's binding exist
+/// (a binding deleted by hand: its Works still run in the members).
 pub(super) fn activation<'a>(
     policy: &PolicyRef<'_>,
     template: &DynamicObject,
     hash: &str,
     existing: Option<(&ObjectMeta, &'a BindingSpec)>,
     has_works: bool,
-    now: &Time,
 ) -> Activation<'a> {
     if policy.spec.activation_preference != Some(ActivationPreference::Lazy) {
         return Activation::Now;
@@ -91,7 +89,7 @@ pub(super) fn activation<'a>(
         Some((m, spec)) if annotation(m, annotations::ACTIVATION_PENDING).is_some() => {
             let same = annotation(m, annotations::ACTIVATION_PENDING) == Some(hash)
                 && spec.resource.uid.as_deref() == template.metadata.uid.as_deref();
-            if same {
+            if same && before_the_policy(policy, template) {
                 Activation::Pending(hash.to_string())
             } else {
                 Activation::Now
@@ -109,16 +107,20 @@ pub(super) fn activation<'a>(
         },
         // the binding was deleted while its Works run: made again as the policy says
         None if has_works => Activation::Now,
-        // a template that was there before the policy's spec last changed (created, or
-        // edited to select it) waits for its own change; seconds, as the API server
-        // stamps them: the same second counts as after
-        None => {
-            let changed = policy.spec_changed.unwrap_or(now);
-            match &template.metadata.creation_timestamp {
-                Some(t) if t.0 < changed.0 => Activation::Pending(hash.to_string()),
-                _ => Activation::Now,
-            }
-        }
+        // a template that was there before the policy was last written (created, or
+        // edited to select it) waits for its own change
+        None if before_the_policy(policy, template) => Activation::Pending(hash.to_string()),
+        None => Activation::Now,
+    }
+}
+
+/// Whether `template` was created before `policy` was last written (both by the API
+/// server's clock, in seconds: the same second counts as after); not when either time
+/// is unknown.
+fn before_the_policy(policy: &PolicyRef<'_>, template: &DynamicObject) -> bool {
+    match (&template.metadata.creation_timestamp, policy.spec_changed) {
+        (Some(t), Some(p)) => t.0 < p.0,
+        _ => false,
     }
 }
 
@@ -174,6 +176,7 @@ pub(super) fn waiting_changes(policy: &PropagationSpec, kept: &PropagationSpec) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
     fn at(secs: i64) -> Time {
@@ -267,7 +270,7 @@ mod tests {
             labels: Some(PolicyId::namespaced("demo", "web").labels()),
             ..ObjectMeta::default()
         };
-        let (before, same, after, now) = (at(50), at(100), at(150), at(200));
+        let (before, same, after) = (at(50), at(100), at(150));
         let cases: Vec<Case> = vec![
             (
                 "not lazy: at once",
@@ -326,11 +329,18 @@ mod tests {
                 Activation::Pending(h.clone()),
             ),
             (
-                "lazy, a generation not seen yet (just now): pending",
+                "lazy, the policy's last write not known: at once",
                 policy(&lazy, None),
                 None,
                 false,
-                Activation::Pending(h.clone()),
+                Activation::Now,
+            ),
+            (
+                "pending, but the template is from after the policy's last write: at once",
+                policy(&lazy, Some(&before)),
+                Some((binding(annotations::ACTIVATION_PENDING, &h), &pending_spec)),
+                false,
+                Activation::Now,
             ),
             (
                 "lazy, its binding deleted while its Works run: at once",
@@ -373,7 +383,7 @@ mod tests {
         ];
         for (case, p, existing, has_works, want) in cases {
             let existing = existing.as_ref().map(|(m, s)| (m, *s));
-            let got = activation(&p, &t, &h, existing, has_works, &now);
+            let got = activation(&p, &t, &h, existing, has_works);
             assert_eq!(got, want, "{case}");
         }
     }

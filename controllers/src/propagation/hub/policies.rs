@@ -228,20 +228,7 @@ impl Ctx<'_> {
             observed_generation: p.meta().generation,
             last_transition_time: crate::condition::since(&previous, pc::VALID, status, self.now),
         };
-        // when the hub first saw this generation (what a Lazy policy's templates are
-        // judged against): kept while the generation stays
-        let generation = p.meta().generation;
-        let seen = actual
-            .as_ref()
-            .filter(|s| s.get("observedGeneration").and_then(|g| g.as_i64()) == generation)
-            .and_then(|s| s.get("generationObservedAt").cloned());
-        let observed_at = match (seen, generation) {
-            (Some(at), _) => at,
-            (None, None | Some(..=1)) => json!(p.meta().creation_timestamp),
-            (None, _) => json!(self.now),
-        };
-        let body = json!({"observedGeneration": generation, "generationObservedAt": observed_at,
-            "conditions": [condition]});
+        let body = json!({"observedGeneration": p.meta().generation, "conditions": [condition]});
         let kind = K::kind(&()).into_owned();
         let name = p.name_any();
         let key = (ns.to_string(), format!("{kind}/{name}"));

@@ -583,29 +583,34 @@ fn claim_reports_specificity() {
 }
 
 #[test]
-fn a_policys_spec_changed_when_the_hub_first_saw_its_generation() {
-    use crate::federation::PolicyStatus;
+fn a_policys_spec_changed_when_the_api_server_last_wrote_it() {
     use crate::federation::propagation::PropagationPolicy;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
     let at = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
-    let policy = |generation: i64, status: Option<(i64, i64)>| {
+    let entry = |time: i64, subresource: Option<&str>| ManagedFieldsEntry {
+        manager: Some("kubectl".into()),
+        operation: Some("Update".into()),
+        time: Some(at(time)),
+        subresource: subresource.map(String::from),
+        ..ManagedFieldsEntry::default()
+    };
+    let policy = |entries: Vec<ManagedFieldsEntry>| {
         let mut p = PropagationPolicy::new("web", Default::default());
-        p.metadata.generation = Some(generation);
         p.metadata.creation_timestamp = Some(at(10));
-        p.status = status.map(|(observed, seen)| PolicyStatus {
-            observed_generation: Some(observed),
-            generation_observed_at: Some(at(seen)),
-            ..PolicyStatus::default()
-        });
+        p.metadata.managed_fields = (!entries.is_empty()).then_some(entries);
         p
     };
     let changed = |p: &PropagationPolicy| PolicyRef::from_pp(p).spec_changed.cloned();
-    // the first generation: its creation, seen or not
-    assert_eq!(changed(&policy(1, None)), Some(at(10)));
-    assert_eq!(changed(&policy(1, Some((1, 12)))), Some(at(12)));
-    // a later generation the hub has seen: when it saw it
-    assert_eq!(changed(&policy(3, Some((3, 40)))), Some(at(40)));
-    // one it has not seen yet: just now (unknown)
-    assert_eq!(changed(&policy(3, Some((2, 30)))), None);
-    assert_eq!(changed(&policy(2, None)), None);
+    // never written since its creation (or no managedFields kept): its creation
+    assert_eq!(changed(&policy(vec![])), Some(at(10)));
+    // the latest write of the policy itself; a status write is not one
+    let p = policy(vec![
+        entry(10, None),
+        entry(40, Some("")),
+        entry(90, Some("status")),
+    ]);
+    assert_eq!(changed(&p), Some(at(40)));
+    let mut none = PropagationPolicy::new("web", Default::default());
+    none.metadata.creation_timestamp = None;
+    assert_eq!(changed(&none), None);
 }
