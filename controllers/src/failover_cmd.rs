@@ -77,7 +77,7 @@ pub struct Row {
 pub type Reported = BTreeMap<(String, String), serde_json::Value>;
 
 /// The binding's clusters as a map.
-fn targets(spec: &BindingSpec) -> BTreeMap<String, Option<i32>> {
+pub(crate) fn targets(spec: &BindingSpec) -> BTreeMap<String, Option<i32>> {
     spec.clusters
         .iter()
         .map(|t| (t.name.clone(), t.replicas))
@@ -309,7 +309,7 @@ fn join(names: &[&String]) -> String {
         .join(", ")
 }
 
-fn placement_text(m: &BTreeMap<String, Option<i32>>) -> String {
+pub(crate) fn placement_text(m: &BTreeMap<String, Option<i32>>) -> String {
     if m.is_empty() {
         return "-".into();
     }
@@ -323,19 +323,13 @@ fn placement_text(m: &BTreeMap<String, Option<i32>>) -> String {
 }
 
 /// The rows as a table.
-pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
-    let names: Vec<&String> = failing.iter().collect();
-    if rows.is_empty() {
-        return format!("no workload is scheduled on {}\n", join(&names));
-    }
+/// `rows` as a table: BINDING, NOW, `after` (the column of where they would run),
+/// WHAT HAPPENS.
+pub(crate) fn rows_table(rows: &[Row], after: String) -> String {
     let head = vec![
         "BINDING".to_string(),
         "NOW".to_string(),
-        format!(
-            "IF {} FAIL{}",
-            join(&names),
-            if names.len() == 1 { "S" } else { "" }
-        ),
+        after,
         "WHAT HAPPENS".to_string(),
     ];
     let body: Vec<Vec<String>> = rows
@@ -349,7 +343,20 @@ pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
             ]
         })
         .collect();
-    let mut out = causeway_search::cli::table(&head, &body);
+    causeway_search::cli::table(&head, &body)
+}
+
+pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
+    let names: Vec<&String> = failing.iter().collect();
+    if rows.is_empty() {
+        return format!("no workload is scheduled on {}\n", join(&names));
+    }
+    let after = format!(
+        "IF {} FAIL{}",
+        join(&names),
+        if names.len() == 1 { "S" } else { "" }
+    );
+    let mut out = rows_table(rows, after);
     let moving = rows
         .iter()
         .filter(|r| r.verdict.starts_with("moves"))
@@ -365,22 +372,32 @@ pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
 }
 
 /// Runs `causeway failover`.
-pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
-    let FailoverCommand::Plan(args) = args.command;
-    let hub = args.hub.client().await?;
+/// The hub's Clusters, refusing any of `named` it has not (`flag` names where they
+/// were given).
+pub(crate) async fn clusters_naming(
+    hub: &kube::Client,
+    named: &BTreeSet<String>,
+    flag: &str,
+) -> anyhow::Result<Vec<Cluster>> {
     let clusters: Vec<Cluster> = Api::<Cluster>::all(hub.clone())
         .list(&ListParams::default())
         .await
         .context("listing the Clusters on the hub")?
         .items;
-    let failing: BTreeSet<String> = args.clusters.iter().map(|c| c.trim().to_string()).collect();
     let known: BTreeSet<String> = clusters.iter().map(|c| c.name_any()).collect();
-    if let Some(unknown) = failing.iter().find(|c| !known.contains(*c)) {
+    if let Some(unknown) = named.iter().find(|c| !known.contains(*c)) {
         anyhow::bail!(
-            "no Cluster {unknown:?} on the hub (its Clusters: {}): check --cluster",
+            "no Cluster {unknown:?} on the hub (its Clusters: {}): check {flag}",
             known.iter().cloned().collect::<Vec<_>>().join(", ")
         );
     }
+    Ok(clusters)
+}
+
+/// The hub's ResourceBindings and ClusterResourceBindings.
+pub(crate) async fn hub_bindings(
+    hub: &kube::Client,
+) -> anyhow::Result<(Vec<ResourceBinding>, Vec<ClusterResourceBinding>)> {
     let rbs = Api::<ResourceBinding>::all(hub.clone())
         .list(&ListParams::default())
         .await
@@ -391,9 +408,17 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         .await
         .context("listing the ClusterResourceBindings on the hub")?
         .items;
+    Ok((rbs, crbs))
+}
+
+/// Each binding's id (`namespace/name`, or the name of a ClusterResourceBinding), spec
+/// and whether it is frozen (no policy claims its template any more).
+pub(crate) fn binding_specs<'a>(
+    rbs: &'a [ResourceBinding],
+    crbs: &'a [ClusterResourceBinding],
+) -> Vec<(String, &'a BindingSpec, bool)> {
     let frozen = |st: Option<&BindingStatus>| st.is_some_and(BindingStatus::policy_removed);
-    let bindings: Vec<(String, &BindingSpec, bool)> = rbs
-        .iter()
+    rbs.iter()
         .map(|b| {
             (
                 format!("{}/{}", b.namespace().unwrap_or_default(), b.name_any()),
@@ -405,7 +430,16 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
             crbs.iter()
                 .map(|b| (b.name_any(), &b.spec.0, frozen(b.status.as_ref()))),
         )
-        .collect();
+        .collect()
+}
+
+pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
+    let FailoverCommand::Plan(args) = args.command;
+    let hub = args.hub.client().await?;
+    let failing: BTreeSet<String> = args.clusters.iter().map(|c| c.trim().to_string()).collect();
+    let clusters = clusters_naming(&hub, &failing, "--cluster").await?;
+    let (rbs, crbs) = hub_bindings(&hub).await?;
+    let bindings = binding_specs(&rbs, &crbs);
     // what each copy reported last, for statePreservation
     let works = Api::<Work>::all(hub.clone())
         .list(&ListParams::default())

@@ -12,6 +12,7 @@ use causeway_runtime::leader::LeaderArgs;
 use causeway_runtime::log::LogArgs;
 use clap::{Parser, Subcommand};
 
+mod cordon_cmd;
 mod crds_cmd;
 mod explain_cmd;
 mod failover_cmd;
@@ -64,6 +65,17 @@ enum Command {
     /// every workload scheduled on east would go if east failed over now, how long its
     /// policy tolerates the failure first and what becomes of the old copy.
     Failover(failover_cmd::FailoverArgs),
+    /// Cordon a member cluster for maintenance: taint it
+    /// cluster.causeway.io/unschedulable:NoSchedule, so no new workload is placed there
+    /// and what runs there stays.
+    Cordon(cordon_cmd::CordonArgs),
+    /// Drain a member cluster: print where each workload scheduled there would go, then
+    /// taint it NoExecute too, so they move to the other clusters (refused when one
+    /// would have no cluster left, unless --force; --dry-run changes nothing).
+    Drain(cordon_cmd::DrainArgs),
+    /// End a member cluster's cordon or drain: remove its
+    /// cluster.causeway.io/unschedulable taints.
+    Uncordon(cordon_cmd::CordonArgs),
     /// Serve Causeway's validating admission webhooks: deletion protection (POST
     /// /validate-deletion), who may write the MCS API (POST /validate-mcs) and invalid
     /// federation policies (POST /validate-policies); deploy/webhook holds their
@@ -189,6 +201,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Promote(args) => promote_cmd::run(args).await,
         Command::Rollout(args) => rollout_cmd::run(args).await,
         Command::Failover(args) => failover_cmd::run(args).await,
+        Command::Cordon(args) => cordon_cmd::cordon(args, cordon_cmd::Action::Cordon).await,
+        Command::Drain(args) => cordon_cmd::drain(args).await,
+        Command::Uncordon(args) => cordon_cmd::cordon(args, cordon_cmd::Action::Uncordon).await,
         Command::Webhook(args) => {
             args.log.init("info")?;
             causeway_controllers::webhook::run(args).await

@@ -284,6 +284,8 @@ pub mod taints {
     pub const NOT_READY: &str = "cluster.causeway.io/not-ready";
     /// Added while Ready is Unknown.
     pub const UNREACHABLE: &str = "cluster.causeway.io/unreachable";
+    /// Added by `causeway cordon` (NoSchedule) and `causeway drain` (NoExecute too).
+    pub const UNSCHEDULABLE: &str = "cluster.causeway.io/unschedulable";
 }
 
 /// Remedy actions a Cluster status can carry.

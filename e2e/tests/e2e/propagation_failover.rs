@@ -193,3 +193,129 @@ async fn a_failed_clusters_state_labels_the_copy_that_takes_over() {
     })
     .await;
 }
+
+/// Deployment `name` with `replicas`, placed by its own policy with `placement`.
+fn app(name: &str, replicas: i64, placement: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: demo}}\n\
+         spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    \
+         metadata: {{labels: {{app: {name}}}}}\n    spec:\n      containers:\n      - name: {name}\n        \
+         image: nginx:1.27\n        resources: {{requests: {{cpu: 50m, memory: 32Mi}}}}\n---\n\
+         apiVersion: causeway.io/v1alpha1\nkind: PropagationPolicy\nmetadata: {{name: {name}, namespace: demo}}\n\
+         spec:\n  resourceSelectors: [{{apiVersion: apps/v1, kind: Deployment, name: {name}}}]\n  \
+         placement: {placement}\n"
+    )
+}
+
+/// The taints of Cluster `name` on the hub, as `key:Effect`.
+async fn taints(env: &crate::support::Env, name: &str) -> Vec<String> {
+    let c = get(env, "hub", &["cluster", name]).await.unwrap();
+    c.pointer("/spec/taints")
+        .and_then(|t| t.as_array())
+        .map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    format!(
+                        "{}:{}",
+                        t["key"].as_str().unwrap_or_default(),
+                        t["effect"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_is_cordoned_drained_and_uncordoned() {
+    use crate::propagation_cli::{fails, ok};
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    let divided = "{replicaScheduling: {replicaSchedulingType: Divided}}";
+    let web = env.file("web.yaml", &app("web", 4, divided));
+    let solo = env.file(
+        "solo.yaml",
+        &app("solo", 1, "{clusterAffinity: {clusterNames: [east]}}"),
+    );
+    env.ok(&["apply", "-f", &web, "-f", &solo]).await;
+    eventually("web 2 and 2, solo in east", WAIT, || async {
+        (replicas(&env, "web").await[..2] == [Some(2), Some(2)]
+            && replicas(&env, "solo").await[..2] == [Some(1), None])
+        .then_some(())
+    })
+    .await;
+
+    // the dry run: where each would go, nothing written
+    let plan = ok(&env, &["drain", "east", "--dry-run"]).await;
+    assert!(
+        plan.contains("ONCE east IS DRAINED")
+            && plan.contains("demo/web-deployment")
+            && plan.contains("west:4")
+            && plan.contains("moves away from east")
+            && plan.contains("NO CLUSTER LEFT")
+            && plan.contains("(dry run: nothing changed)"),
+        "{plan}"
+    );
+    assert!(
+        taints(&env, "east")
+            .await
+            .iter()
+            .all(|t| !t.contains("unschedulable"))
+    );
+    // solo could go nowhere else: refused
+    let refused = fails(&env, &["drain", "east"]).await;
+    assert!(
+        refused.contains("not drained: 1 would have no cluster left and be removed from the fleet (demo/solo-deployment)")
+            && refused.contains("--force"),
+        "{refused}"
+    );
+
+    // cordoned: new workloads go elsewhere, what runs there stays
+    let said = ok(&env, &["cordon", "east"]).await;
+    assert!(said.contains("cluster east cordoned"), "{said}");
+    assert_eq!(
+        taints(&env, "east").await,
+        ["cluster.causeway.io/unschedulable:NoSchedule"]
+    );
+    assert!(
+        ok(&env, &["cordon", "east"])
+            .await
+            .contains("already cordoned")
+    );
+    let fresh = env.file("fresh.yaml", &app("fresh", 2, divided));
+    env.ok(&["apply", "-f", &fresh]).await;
+    eventually("fresh only in west", WAIT, || async {
+        (replicas(&env, "fresh").await[..2] == [None, Some(2)]).then_some(())
+    })
+    .await;
+    assert_eq!(replicas(&env, "web").await[..2], [Some(2), Some(2)]);
+
+    // solo gone, the drain goes ahead: web moves to west
+    env.ok(&["delete", "-f", &solo]).await;
+    eventually("solo's binding gone", WAIT, || async {
+        get(&env, "hub", &["rb", "solo-deployment", "-n", "demo"])
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let said = ok(&env, &["drain", "east"]).await;
+    assert!(said.contains("cluster east drained"), "{said}");
+    eventually("web all in west", WAIT, || async {
+        (replicas(&env, "web").await[..2] == [None, Some(4)]).then_some(())
+    })
+    .await;
+
+    // uncordoned: the division comes back
+    let said = ok(&env, &["uncordon", "east"]).await;
+    assert!(said.contains("cluster east uncordoned"), "{said}");
+    assert!(taints(&env, "east").await.is_empty());
+    eventually("web 2 and 2 again", WAIT, || async {
+        (replicas(&env, "web").await[..2] == [Some(2), Some(2)]).then_some(())
+    })
+    .await;
+    assert!(
+        fails(&env, &["drain", "south"])
+            .await
+            .contains("no Cluster \"south\" on the hub")
+    );
+}

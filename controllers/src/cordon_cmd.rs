@@ -1,0 +1,267 @@
+//! `causeway cordon | drain | uncordon <cluster>`: a member's maintenance window, as
+//! `kubectl cordon`/`drain` are a node's (Karmada has `karmadactl cordon`, no drain).
+//!
+//! - `cordon` taints the Cluster `cluster.causeway.io/unschedulable:NoSchedule`: no new
+//!   workload is placed there, what runs there stays.
+//! - `drain` adds the same key with NoExecute: the scheduler leaves the cluster out of
+//!   every placement that does not tolerate it, so its workloads move to the others
+//!   (their replicas leave only as the others run them, for the kinds the
+//!   make-before-break guard covers). First it prints where each workload scheduled
+//!   there would go ([`plan`], the detector's scheduler, nothing written with
+//!   `--dry-run`), and it refuses when one would be left with no cluster at all, which
+//!   would remove it from the fleet, unless `--force`.
+//! - `uncordon` removes both taints.
+//!
+//! The taints are written with the Cluster's resourceVersion (the registry's monitor
+//! writes its own taints too), again on a conflict.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Context;
+use causeway_crds::federation::binding::BindingSpec;
+use causeway_crds::federation::cluster::{Cluster, taints as cluster_taints};
+use causeway_crds::federation::schedule::{Workload, schedule};
+use causeway_runtime::client::HubArgs;
+use k8s_openapi::api::core::v1::Taint;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+
+use crate::failover_cmd::{Row, binding_specs, clusters_naming, hub_bindings, rows_table, targets};
+
+/// What to do to a cluster's scheduling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// No new workload goes there.
+    Cordon,
+    /// No workload stays there.
+    Drain,
+    /// Back to normal.
+    Uncordon,
+}
+
+/// Arguments of `causeway cordon` and `causeway uncordon`.
+#[derive(Debug, clap::Args)]
+pub struct CordonArgs {
+    /// The member cluster (its Cluster's name on the hub).
+    cluster: String,
+    #[command(flatten)]
+    hub: HubArgs,
+}
+
+/// Arguments of `causeway drain`.
+#[derive(Debug, clap::Args)]
+pub struct DrainArgs {
+    /// The member cluster (its Cluster's name on the hub).
+    cluster: String,
+    /// Print where each workload would go, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Drain even when a workload has no other cluster to go to (it is then removed
+    /// from the fleet until the cluster is uncordoned).
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    hub: HubArgs,
+}
+
+/// Pure: `taints` with the cordon taints `action` wants (others kept, in order).
+pub fn taints_for(taints: &[Taint], action: Action) -> Vec<Taint> {
+    let key = cluster_taints::UNSCHEDULABLE;
+    let mut out: Vec<Taint> = taints.iter().filter(|t| t.key != key).cloned().collect();
+    let effects: &[&str] = match action {
+        Action::Cordon => &["NoSchedule"],
+        Action::Drain => &["NoSchedule", "NoExecute"],
+        Action::Uncordon => &[],
+    };
+    // a cordoned cluster being drained keeps its NoSchedule taint (and its time)
+    for effect in effects {
+        let kept = taints
+            .iter()
+            .find(|t| t.key == key && t.effect == *effect)
+            .cloned();
+        out.push(kept.unwrap_or_else(|| Taint {
+            key: key.into(),
+            effect: (*effect).into(),
+            ..Taint::default()
+        }));
+    }
+    out
+}
+
+/// Pure: where each workload scheduled on `cluster` would go once it is drained
+/// (`bindings` as [`binding_specs`] gives them; dependencies follow their requirers and
+/// are left out), sorted by binding.
+pub fn plan(
+    bindings: &[(String, &BindingSpec, bool)],
+    clusters: &[Cluster],
+    cluster: &str,
+) -> Vec<Row> {
+    let drained: Vec<Cluster> = clusters
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            if c.name_any() == cluster {
+                c.spec.taints = taints_for(&c.spec.taints, Action::Drain);
+            }
+            c
+        })
+        .collect();
+    let mut out: Vec<Row> = bindings
+        .iter()
+        .filter(|(_, spec, _)| {
+            spec.required_by.is_empty() && spec.clusters.iter().any(|t| t.name == cluster)
+        })
+        .map(|(id, spec, frozen)| {
+            let now = targets(spec);
+            let row = |after: BTreeMap<String, Option<i32>>, verdict: String| Row {
+                binding: id.clone(),
+                now: now.clone(),
+                after,
+                verdict,
+                preserved_labels: BTreeMap::new(),
+            };
+            if *frozen {
+                return row(
+                    now.clone(),
+                    "stays: no policy claims the template any more (the binding is frozen)".into(),
+                );
+            }
+            let workload = Workload {
+                replicas: spec.replicas,
+                uid: spec.resource.uid.clone().unwrap_or_default(),
+                previous: spec
+                    .clusters
+                    .iter()
+                    .map(|t| (t.name.clone(), t.replicas.unwrap_or(0)))
+                    .collect(),
+                ..Workload::default()
+            };
+            match schedule(&spec.placement, &drained, &workload) {
+                Err(e) => row(now.clone(), format!("unknown: {e}")),
+                Ok(d) => {
+                    let after: BTreeMap<String, Option<i32>> = d
+                        .target_clusters()
+                        .into_iter()
+                        .map(|t| (t.name, t.replicas))
+                        .collect();
+                    let verdict = if after.is_empty() {
+                        "NO CLUSTER LEFT: removed from the fleet until the cluster is uncordoned (its placement allows no other cluster, or none fits)".to_string()
+                    } else if after.contains_key(cluster) {
+                        format!("stays: its placement tolerates {}:NoExecute", cluster_taints::UNSCHEDULABLE)
+                    } else {
+                        format!("moves away from {cluster}")
+                    };
+                    row(after, verdict)
+                }
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.binding.cmp(&b.binding));
+    out
+}
+
+/// The plan as a table.
+fn text(rows: &[Row], cluster: &str) -> String {
+    if rows.is_empty() {
+        return format!("no workload is scheduled on {cluster}\n");
+    }
+    rows_table(rows, format!("ONCE {cluster} IS DRAINED"))
+}
+
+/// Writes the taints `action` wants on Cluster `name`, with its resourceVersion (again
+/// on a conflict); whether anything changed.
+async fn write(hub: &kube::Client, name: &str, action: Action) -> anyhow::Result<bool> {
+    let api = Api::<Cluster>::all(hub.clone());
+    for _ in 0..5 {
+        let c = api
+            .get(name)
+            .await
+            .with_context(|| format!("reading Cluster {name} on the hub"))?;
+        let want = taints_for(&c.spec.taints, action);
+        if want == c.spec.taints {
+            return Ok(false);
+        }
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": c.resource_version()},
+            "spec": {"taints": want},
+        });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => {
+                return Err(e).with_context(|| format!("writing the taints of Cluster {name}"));
+            }
+        }
+    }
+    anyhow::bail!(
+        "Cluster {name} kept changing while its taints were written: run the command again"
+    )
+}
+
+/// `causeway cordon` or `causeway uncordon`.
+pub async fn cordon(args: CordonArgs, action: Action) -> anyhow::Result<()> {
+    let hub = args.hub.client().await?;
+    let name = args.cluster.trim();
+    clusters_naming(
+        &hub,
+        &BTreeSet::from([name.to_string()]),
+        "the cluster name",
+    )
+    .await?;
+    let changed = write(&hub, name, action).await?;
+    let key = cluster_taints::UNSCHEDULABLE;
+    match (action, changed) {
+        (Action::Uncordon, true) => println!(
+            "cluster {name} uncordoned: taint {key} removed; workloads may be placed there again"
+        ),
+        (Action::Uncordon, false) => println!("cluster {name} was not cordoned: nothing to do"),
+        (_, true) => println!(
+            "cluster {name} cordoned: taint {key}:NoSchedule; no new workload is placed there, what runs there stays (`causeway drain {name}` moves it, `causeway uncordon {name}` ends it)"
+        ),
+        (_, false) => println!("cluster {name} is already cordoned: nothing to do"),
+    }
+    Ok(())
+}
+
+/// `causeway drain`.
+pub async fn drain(args: DrainArgs) -> anyhow::Result<()> {
+    let hub = args.hub.client().await?;
+    let name = args.cluster.trim();
+    let clusters = clusters_naming(
+        &hub,
+        &BTreeSet::from([name.to_string()]),
+        "the cluster name",
+    )
+    .await?;
+    let (rbs, crbs) = hub_bindings(&hub).await?;
+    let rows = plan(&binding_specs(&rbs, &crbs), &clusters, name);
+    print!("{}", text(&rows, name));
+    if args.dry_run {
+        println!("(dry run: nothing changed)");
+        return Ok(());
+    }
+    let stranded: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.after.is_empty())
+        .map(|r| r.binding.as_str())
+        .collect();
+    if !stranded.is_empty() && !args.force {
+        anyhow::bail!(
+            "not drained: {} would have no cluster left and be removed from the fleet ({}); let their placements take another cluster, or add --force",
+            stranded.len(),
+            stranded.join(", ")
+        );
+    }
+    write(&hub, name, Action::Drain).await?;
+    println!(
+        "cluster {name} drained: taints {key}:NoSchedule and {key}:NoExecute; its workloads move as above (the replicas of Deployments, ReplicaSets and StatefulSets leave only as the other clusters run them: make-before-break); `causeway uncordon {name}` ends it",
+        key = cluster_taints::UNSCHEDULABLE
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,118 @@
+use super::*;
+use crate::failover_cmd::placement_text;
+use serde_json::json;
+
+fn taint(key: &str, effect: &str) -> Taint {
+    Taint {
+        key: key.into(),
+        effect: effect.into(),
+        ..Taint::default()
+    }
+}
+
+#[test]
+fn cordon_drain_and_uncordon_touch_only_their_own_taint() {
+    let key = cluster_taints::UNSCHEDULABLE;
+    let registry = taint(cluster_taints::NOT_READY, "NoSchedule");
+    let user = taint("team.example.com/gpu", "NoSchedule");
+    let base = vec![registry.clone(), user.clone()];
+    let cordoned = taints_for(&base, Action::Cordon);
+    assert_eq!(
+        cordoned,
+        [registry.clone(), user.clone(), taint(key, "NoSchedule")]
+    );
+    // idempotent
+    assert_eq!(taints_for(&cordoned, Action::Cordon), cordoned);
+    // a cordoned cluster drained keeps its NoSchedule taint (and when it was added)
+    let mut timed = cordoned.clone();
+    timed[2].time_added = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(100).unwrap(),
+    ));
+    let drained = taints_for(&timed, Action::Drain);
+    assert_eq!(drained[..3], timed[..]);
+    assert_eq!(drained[3], taint(key, "NoExecute"));
+    // a drained cluster cordoned again loses only the NoExecute taint
+    assert_eq!(taints_for(&drained, Action::Cordon), timed);
+    assert_eq!(taints_for(&drained, Action::Uncordon), base);
+    assert_eq!(taints_for(&base, Action::Uncordon), base);
+}
+
+fn cluster(name: &str) -> Cluster {
+    serde_json::from_value(
+        json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+    )
+    .unwrap()
+}
+
+fn binding(clusters: &[(&str, i32)], placement: serde_json::Value) -> BindingSpec {
+    serde_json::from_value(json!({
+        "resource": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "demo",
+            "name": "web", "uid": "u1"},
+        "replicas": clusters.iter().map(|(_, n)| n).sum::<i32>(),
+        "clusters": clusters.iter().map(|(c, n)| json!({"name": c, "replicas": n})).collect::<Vec<_>>(),
+        "placement": placement,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_drain_says_where_each_workload_goes_and_which_would_have_nowhere() {
+    let clusters = [cluster("east"), cluster("west")];
+    let divided = json!({"replicaScheduling": {"replicaSchedulingType": "Divided"}});
+    let web = binding(&[("east", 2), ("west", 2)], divided.clone());
+    let pinned = binding(
+        &[("east", 1)],
+        json!({"clusterAffinity": {"clusterNames": ["east"]}}),
+    );
+    let tolerant = binding(
+        &[("east", 1)],
+        json!({"clusterAffinity": {"clusterNames": ["east"]}, "clusterTolerations": [
+            {"key": cluster_taints::UNSCHEDULABLE, "operator": "Exists"}]}),
+    );
+    let elsewhere = binding(&[("west", 4)], divided);
+    let mut dependency = binding(&[("east", 0)], json!({}));
+    dependency.required_by =
+        vec![serde_json::from_value(json!({"namespace": "demo", "name": "x"})).unwrap()];
+    let bindings = vec![
+        ("demo/web-deployment".to_string(), &web, false),
+        ("demo/pinned-deployment".to_string(), &pinned, false),
+        ("demo/tolerant-deployment".to_string(), &tolerant, false),
+        ("demo/frozen-deployment".to_string(), &pinned, true),
+        ("demo/elsewhere-deployment".to_string(), &elsewhere, false),
+        ("demo/config-configmap".to_string(), &dependency, false),
+    ];
+    let rows = plan(&bindings, &clusters, "east");
+    let got: Vec<(&str, String, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.binding.as_str(),
+                placement_text(&r.after),
+                r.verdict.split(':').next().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("demo/frozen-deployment", "east:1".to_string(), "stays"),
+            ("demo/pinned-deployment", "-".to_string(), "NO CLUSTER LEFT"),
+            ("demo/tolerant-deployment", "east:1".to_string(), "stays"),
+            (
+                "demo/web-deployment",
+                "west:4".to_string(),
+                "moves away from east"
+            ),
+        ],
+        "{rows:?}"
+    );
+    let table = text(&rows, "east");
+    assert!(
+        table.contains("ONCE east IS DRAINED") && table.contains("NO CLUSTER LEFT"),
+        "{table}"
+    );
+    assert_eq!(plan(&bindings, &clusters, "north"), []);
+    assert_eq!(text(&[], "north"), "no workload is scheduled on north\n");
+}
