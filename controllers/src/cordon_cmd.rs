@@ -18,9 +18,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context;
+use causeway_controllers::clusters::status::is_ready;
 use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::{Cluster, taints as cluster_taints};
-use causeway_crds::federation::schedule::{Workload, schedule};
+use causeway_crds::federation::schedule::{Reason, Workload, schedule};
 use causeway_runtime::client::HubArgs;
 use k8s_openapi::api::core::v1::Taint;
 use kube::ResourceExt;
@@ -88,6 +89,11 @@ pub fn taints_for(taints: &[Taint], action: Action) -> Vec<Taint> {
     out
 }
 
+/// A drain's verdict for a workload left with no cluster.
+const NO_CLUSTER: &str = "NO CLUSTER LEFT";
+/// A drain's verdict for a workload left only with clusters that are not Ready.
+const NO_READY_CLUSTER: &str = "NO READY CLUSTER LEFT";
+
 /// Pure: where each workload scheduled on `cluster` would go once it is drained
 /// (`bindings` as [`binding_specs`] gives them; dependencies follow their requirers and
 /// are left out), sorted by binding.
@@ -134,18 +140,39 @@ pub fn plan(
                     .iter()
                     .map(|t| (t.name.clone(), t.replicas.unwrap_or(0)))
                     .collect(),
+                // where application failover moved it away from: left out, as the
+                // detector leaves them out
+                evicted: spec
+                    .evictions
+                    .iter()
+                    .map(|e| (e.cluster.clone(), e.reason.clone()))
+                    .collect(),
                 ..Workload::default()
             };
             match schedule(&spec.placement, &drained, &workload) {
                 Err(e) => row(now.clone(), format!("unknown: {e}")),
+                // spread constraints no longer met: the detector keeps the clusters it
+                // had, the drained one included
+                Ok(d) if d.chosen.is_empty() && d.rejected.values().any(|r| matches!(r, Reason::Spread(_))) => row(
+                    now.clone(),
+                    format!("stays on {cluster}: its spread constraints cannot be met without it (Scheduled=False until they can)"),
+                ),
                 Ok(d) => {
                     let after: BTreeMap<String, Option<i32>> = d
                         .target_clusters()
                         .into_iter()
                         .map(|t| (t.name, t.replicas))
                         .collect();
+                    let ready = |name: &String| {
+                        clusters.iter().any(|c| c.name_any() == *name && is_ready(c))
+                    };
                     let verdict = if after.is_empty() {
-                        "NO CLUSTER LEFT: removed from the fleet until the cluster is uncordoned (its placement allows no other cluster, or none fits)".to_string()
+                        format!("{NO_CLUSTER}: removed from the fleet until the cluster is uncordoned (its placement allows no other cluster, or none fits)")
+                    } else if !after.keys().any(ready) {
+                        format!(
+                            "{NO_READY_CLUSTER}: only to {}, not Ready (its replicas would be held in {cluster}, or its copy removed)",
+                            after.keys().cloned().collect::<Vec<_>>().join(", ")
+                        )
                     } else if after.contains_key(cluster) {
                         format!("stays: its placement tolerates {}:NoExecute", cluster_taints::UNSCHEDULABLE)
                     } else {
@@ -245,12 +272,12 @@ pub async fn drain(args: DrainArgs) -> anyhow::Result<()> {
     }
     let stranded: Vec<&str> = rows
         .iter()
-        .filter(|r| r.after.is_empty())
+        .filter(|r| r.verdict.starts_with(NO_CLUSTER) || r.verdict.starts_with(NO_READY_CLUSTER))
         .map(|r| r.binding.as_str())
         .collect();
     if !stranded.is_empty() && !args.force {
         anyhow::bail!(
-            "not drained: {} would have no cluster left and be removed from the fleet ({}); let their placements take another cluster, or add --force",
+            "not drained: {} would have no Ready cluster left ({}): let their placements take another cluster, wait for theirs to be Ready, or add --force (a workload with no cluster left is removed from the fleet)",
             stranded.len(),
             stranded.join(", ")
         );

@@ -322,7 +322,6 @@ pub(crate) fn placement_text(m: &BTreeMap<String, Option<i32>>) -> String {
         .join(" ")
 }
 
-/// The rows as a table.
 /// `rows` as a table: BINDING, NOW, `after` (the column of where they would run),
 /// WHAT HAPPENS.
 pub(crate) fn rows_table(rows: &[Row], after: String) -> String {
@@ -346,6 +345,7 @@ pub(crate) fn rows_table(rows: &[Row], after: String) -> String {
     causeway_search::cli::table(&head, &body)
 }
 
+/// The rows as a table, with a note on the eviction rate limit when several move.
 pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
     let names: Vec<&String> = failing.iter().collect();
     if rows.is_empty() {
@@ -371,7 +371,6 @@ pub fn text(rows: &[Row], failing: &BTreeSet<String>) -> String {
     out
 }
 
-/// Runs `causeway failover`.
 /// The hub's Clusters, refusing any of `named` it has not (`flag` names where they
 /// were given).
 pub(crate) async fn clusters_naming(
@@ -433,6 +432,7 @@ pub(crate) fn binding_specs<'a>(
         .collect()
 }
 
+/// Runs `causeway failover`.
 pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     let FailoverCommand::Plan(args) = args.command;
     let hub = args.hub.client().await?;

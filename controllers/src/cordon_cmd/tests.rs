@@ -38,9 +38,13 @@ fn cordon_drain_and_uncordon_touch_only_their_own_taint() {
 }
 
 fn cluster(name: &str) -> Cluster {
+    cluster_ready(name, "True")
+}
+
+fn cluster_ready(name: &str, ready: &str) -> Cluster {
     serde_json::from_value(
         json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "ClusterReady",
+        "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "ClusterReady",
             "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
     )
     .unwrap()
@@ -115,4 +119,52 @@ fn a_drain_says_where_each_workload_goes_and_which_would_have_nowhere() {
     );
     assert_eq!(plan(&bindings, &clusters, "north"), []);
     assert_eq!(text(&[], "north"), "no workload is scheduled on north\n");
+}
+
+#[test]
+fn a_drain_predicts_what_the_detector_keeps() {
+    let verdict = |rows: Vec<Row>| -> (String, String) {
+        let r = &rows[0];
+        (placement_text(&r.after), r.verdict.clone())
+    };
+    let three = [cluster("east"), cluster("west"), cluster("north")];
+    // spread over 3 clusters at least: the detector keeps what it had, east included
+    let spread = binding(
+        &[("east", 1), ("west", 1), ("north", 1)],
+        json!({"spreadConstraints": [{"spreadByField": "cluster", "minGroups": 3}],
+            "replicaScheduling": {"replicaSchedulingType": "Duplicated"}}),
+    );
+    let (after, v) = verdict(plan(&[("s".into(), &spread, false)], &three, "east"));
+    assert_eq!(after, "east:1 north:1 west:1");
+    assert!(
+        v.starts_with("stays on east: its spread constraints cannot be met without it"),
+        "{v}"
+    );
+    // evicted from west by application failover: not a destination while another is
+    let mut evicted = binding(
+        &[("east", 2)],
+        json!({"replicaScheduling": {"replicaSchedulingType": "Divided"}}),
+    );
+    evicted.evictions = vec![
+        serde_json::from_value(json!({"cluster": "west",
+        "reason": "unhealthy", "evictedAt": "2026-01-01T00:00:00Z"}))
+        .unwrap(),
+    ];
+    let (after, v) = verdict(plan(&[("e".into(), &evicted, false)], &three, "east"));
+    assert_eq!(
+        (after.as_str(), v.as_str()),
+        ("north:2", "moves away from east")
+    );
+    // the only other cluster is not Ready (it keeps what it has): nowhere Ready to go
+    let down = [cluster("east"), cluster_ready("west", "False")];
+    let both = binding(
+        &[("east", 2), ("west", 2)],
+        json!({"replicaScheduling": {"replicaSchedulingType": "Divided"}}),
+    );
+    let (after, v) = verdict(plan(&[("d".into(), &both, false)], &down, "east"));
+    assert_eq!(after, "west:4");
+    assert!(
+        v.starts_with("NO READY CLUSTER LEFT: only to west, not Ready"),
+        "{v}"
+    );
 }

@@ -264,7 +264,7 @@ async fn a_cluster_is_cordoned_drained_and_uncordoned() {
     // solo could go nowhere else: refused
     let refused = fails(&env, &["drain", "east"]).await;
     assert!(
-        refused.contains("not drained: 1 would have no cluster left and be removed from the fleet (demo/solo-deployment)")
+        refused.contains("not drained: 1 would have no Ready cluster left (demo/solo-deployment)")
             && refused.contains("--force"),
         "{refused}"
     );
@@ -289,19 +289,14 @@ async fn a_cluster_is_cordoned_drained_and_uncordoned() {
     .await;
     assert_eq!(replicas(&env, "web").await[..2], [Some(2), Some(2)]);
 
-    // solo gone, the drain goes ahead: web moves to west
-    env.ok(&["delete", "-f", &solo]).await;
-    eventually("solo's binding gone", WAIT, || async {
-        get(&env, "hub", &["rb", "solo-deployment", "-n", "demo"])
-            .await
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    let said = ok(&env, &["drain", "east"]).await;
+    // forced: web moves to west, solo (east alone may run it) is removed until east is
+    // uncordoned
+    let said = ok(&env, &["drain", "east", "--force"]).await;
     assert!(said.contains("cluster east drained"), "{said}");
-    eventually("web all in west", WAIT, || async {
-        (replicas(&env, "web").await[..2] == [None, Some(4)]).then_some(())
+    eventually("web all in west, solo nowhere", WAIT, || async {
+        (replicas(&env, "web").await[..2] == [None, Some(4)]
+            && replicas(&env, "solo").await[..2] == [None, None])
+        .then_some(())
     })
     .await;
 
@@ -309,8 +304,10 @@ async fn a_cluster_is_cordoned_drained_and_uncordoned() {
     let said = ok(&env, &["uncordon", "east"]).await;
     assert!(said.contains("cluster east uncordoned"), "{said}");
     assert!(taints(&env, "east").await.is_empty());
-    eventually("web 2 and 2 again", WAIT, || async {
-        (replicas(&env, "web").await[..2] == [Some(2), Some(2)]).then_some(())
+    eventually("web 2 and 2 again, solo back in east", WAIT, || async {
+        (replicas(&env, "web").await[..2] == [Some(2), Some(2)]
+            && replicas(&env, "solo").await[..2] == [Some(1), None])
+        .then_some(())
     })
     .await;
     assert!(
