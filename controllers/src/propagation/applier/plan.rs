@@ -199,9 +199,10 @@ pub fn belongs_to(obj: &Value, work: &str) -> bool {
 }
 
 /// What is applied for `manifest`: the manifest without server-set metadata and
-/// status, labelled managed, annotated with its Work and hash; without
-/// `spec.replicas` when the manifest asks to retain the member's and the object exists.
-pub fn body(manifest: &Value, work: &str, exists: bool) -> Value {
+/// status, labelled managed, annotated with its Work and hash; without its replica
+/// count (at `replicas_at`: `spec.replicas`, or where its kind's interpreter says) when
+/// the manifest asks to retain the member's and the object exists.
+pub fn body(manifest: &Value, work: &str, exists: bool, replicas_at: &str) -> Value {
     let mut b = manifest.clone();
     let retain = label(manifest, labels::RETAIN_REPLICAS) == Some("true");
     if let Some(m) = b.as_object_mut() {
@@ -235,9 +236,11 @@ pub fn body(manifest: &Value, work: &str, exists: bool) -> Value {
     );
     if retain
         && exists
-        && let Some(spec) = b.get_mut("spec").and_then(Value::as_object_mut)
+        && let Some((parent, key)) = replicas_at.rsplit_once('/')
+        && let Some(parent) = b.pointer_mut(parent).and_then(Value::as_object_mut)
     {
-        spec.remove("replicas");
+        // a JSON pointer's key with its escapes (RFC 6901) undone
+        parent.remove(&key.replace("~1", "/").replace("~0", "~"));
     }
     b
 }
@@ -343,6 +346,7 @@ fn manifest_step(
     suspended: bool,
 ) -> Result<Option<Action>, NotApplied> {
     let recreate = annotation(m, annotations::RECREATE_ON_IMMUTABLE) == Some("true");
+    let replicas_at = causeway_crds::federation::interpreter::replicas_pointer(input.work, m);
     let Some(obj) = found else {
         if suspended {
             return Err(NotApplied::new(
@@ -355,7 +359,7 @@ fn manifest_step(
         }
         return Ok(Some(Action::Apply {
             ordinal: i,
-            body: body(m, wref, false),
+            body: body(m, wref, false, replicas_at),
             exists: false,
             dry_run_first: false,
             recreate,
@@ -400,7 +404,7 @@ fn manifest_step(
             ),
         ));
     }
-    let want = body(m, wref, true);
+    let want = body(m, wref, true, replicas_at);
     if contains(obj, &want) {
         return Ok(None);
     }

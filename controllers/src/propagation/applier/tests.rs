@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::plan::*;
 use super::report::*;
+use causeway_crds::federation::interpreter::DEFAULT_REPLICAS;
 
 const W: &str = "causeway-es-east/web-deployment";
 
@@ -46,7 +47,7 @@ fn seen(found: Option<Value>) -> Observed {
 
 /// The member copy of `manifest` as the applier last wrote it, plus server fields.
 fn applied(manifest: &Value) -> Value {
-    let mut o = body(manifest, W, false);
+    let mut o = body(manifest, W, false, DEFAULT_REPLICAS);
     o["metadata"]["uid"] = json!("u1");
     o["metadata"]["generation"] = json!(3);
     o["metadata"]["labels"]["team"] = json!("member-added");
@@ -87,17 +88,17 @@ fn a_malformed_manifest_metadata_does_not_panic() {
         json!({"kind": "ConfigMap", "metadata": "x"}),
         json!({"kind": "ConfigMap"}),
     ] {
-        let b = body(&m, W, false);
+        let b = body(&m, W, false, DEFAULT_REPLICAS);
         assert_eq!(b["metadata"]["labels"][labels::MANAGED], "true", "{m}");
         assert_eq!(b["metadata"]["annotations"][annotations::WORK], W, "{m}");
     }
-    assert_eq!(body(&json!("x"), W, false), json!("x"));
+    assert_eq!(body(&json!("x"), W, false, DEFAULT_REPLICAS), json!("x"));
 }
 
 #[test]
 fn the_body_is_labelled_annotated_and_hashed() {
     let m = deploy(2);
-    let b = body(&m, W, false);
+    let b = body(&m, W, false, DEFAULT_REPLICAS);
     assert_eq!(b["metadata"]["labels"][labels::MANAGED], "true");
     assert_eq!(b["metadata"]["annotations"][annotations::WORK], W);
     assert_eq!(
@@ -119,7 +120,7 @@ fn the_body_is_labelled_annotated_and_hashed() {
     m2["metadata"]["resourceVersion"] = json!("9");
     m2["metadata"]["uid"] = json!("hub-uid");
     m2["status"] = json!({"replicas": 1});
-    let b2 = body(&m2, W, false);
+    let b2 = body(&m2, W, false, DEFAULT_REPLICAS);
     assert!(b2["metadata"].get("resourceVersion").is_none());
     assert!(b2["metadata"].get("uid").is_none());
     assert!(b2.get("status").is_none());
@@ -129,10 +130,31 @@ fn the_body_is_labelled_annotated_and_hashed() {
 fn retain_replicas_leaves_spec_replicas_out_once_the_object_exists() {
     let mut m = deploy(2);
     m["metadata"]["labels"] = json!({labels::RETAIN_REPLICAS: "true"});
-    assert_eq!(body(&m, W, false)["spec"]["replicas"], 2, "set on create");
+    assert_eq!(
+        body(&m, W, false, DEFAULT_REPLICAS)["spec"]["replicas"],
+        2,
+        "set on create"
+    );
     assert!(
-        body(&m, W, true)["spec"].get("replicas").is_none(),
+        body(&m, W, true, DEFAULT_REPLICAS)["spec"]
+            .get("replicas")
+            .is_none(),
         "kept on update"
+    );
+    // a kind whose interpreter keeps its count elsewhere: that is left out instead
+    let mut gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g", "namespace": "demo", "labels": {labels::RETAIN_REPLICAS: "true"}},
+        "spec": {"replicas": 1, "workers": {"count": 3, "size": "m"}}});
+    let b = body(&gadget, W, true, "/spec/workers/count");
+    assert_eq!(b["spec"], json!({"replicas": 1, "workers": {"size": "m"}}));
+    assert_eq!(
+        body(&gadget, W, false, "/spec/workers/count")["spec"]["workers"]["count"],
+        3
+    );
+    gadget["spec"] = json!({"a/b": {"n": 2}});
+    assert_eq!(
+        body(&gadget, W, true, "/spec/a~1b/n")["spec"],
+        json!({"a/b": {}})
     );
     // an HPA scaled the member copy: nothing to write
     let mut member = applied(&m);
@@ -140,6 +162,23 @@ fn retain_replicas_leaves_spec_replicas_out_once_the_object_exists() {
     let p = run(&work(vec![m]), true, vec![Some(member)], &[]);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
     assert_eq!(p.results, vec![Ok(())]);
+    // the Gadget's operator scaled its workers in the member: kept, by the path its
+    // Work's interpretation gives
+    let gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+        "metadata": {"name": "g", "namespace": "demo", "labels": {labels::RETAIN_REPLICAS: "true"}},
+        "spec": {"workers": {"count": 3}}});
+    let mut w = work(vec![gadget.clone()]);
+    w.spec.interpretations = vec![causeway_crds::federation::interpreter::Interpretation {
+        group: "example.com".into(),
+        kind: "Gadget".into(),
+        interpreter: "gadgets".into(),
+        replicas_path: Some("/spec/workers/count".into()),
+        ..Default::default()
+    }];
+    let mut member = body(&gadget, W, false, DEFAULT_REPLICAS);
+    member["spec"]["workers"]["count"] = json!(9);
+    let p = run(&w, true, vec![Some(member)], &[]);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
 }
 
 #[test]
@@ -152,7 +191,7 @@ fn applies_only_what_the_member_lacks() {
         p.actions,
         vec![Action::Apply {
             ordinal: 0,
-            body: body(&m, W, false),
+            body: body(&m, W, false, DEFAULT_REPLICAS),
             exists: false,
             dry_run_first: false,
             recreate: false
@@ -271,14 +310,24 @@ fn namespaces_made_by_the_hub_change_hands_without_conflict() {
     let made = work(vec![ns(true)]);
     let policy = work(vec![ns(false)]);
     let deployment = work(vec![deploy(1)]);
-    let mut by_made = body(&ns(true), "causeway-es-east/shop.namespace", false);
+    let mut by_made = body(
+        &ns(true),
+        "causeway-es-east/shop.namespace",
+        false,
+        DEFAULT_REPLICAS,
+    );
     by_made["metadata"]["uid"] = json!("u1");
     let mut orphaned = by_made.clone();
     orphaned["metadata"]["labels"]
         .as_object_mut()
         .unwrap()
         .remove(labels::MANAGED);
-    let mut by_policy = body(&ns(false), "causeway-es-east/shop-namespace", false);
+    let mut by_policy = body(
+        &ns(false),
+        "causeway-es-east/shop-namespace",
+        false,
+        DEFAULT_REPLICAS,
+    );
     by_policy["metadata"]["uid"] = json!("u2");
     let mut cm = deploy(1);
     cm["metadata"]["labels"] = json!({labels::AUTO_NAMESPACE: "shop"});
