@@ -230,18 +230,20 @@ pub fn desired(
             .and_then(|(_, _, status)| status)
             .map(|s| s.conditions.as_slice())
             .unwrap_or_default();
-        // activationPreference: Lazy: the policy's changes wait for the template's
-        let hash = lazy::template_hash(template);
-        let has_works = works
-            .get(&(meta.namespace.clone().unwrap_or_default(), name.clone()))
-            .is_some_and(|w| !w.is_empty());
-        let activation = lazy::activation(
-            policy,
-            template,
-            &hash,
-            existing.map(|(m, spec, _)| (m, spec)),
-            has_works,
-        );
+        // activationPreference: Lazy: the policy's changes wait for the template's (the
+        // hash is recorded under a Lazy policy only: a binding without it that a policy
+        // made Lazy later keeps what it has, as Karmada's does)
+        let hash = lazy::is_lazy(policy.spec).then(|| lazy::template_hash(template));
+        let activation = match &hash {
+            None => lazy::Activation::Now,
+            Some(hash) => {
+                let has_works = works
+                    .get(&(meta.namespace.clone().unwrap_or_default(), name.clone()))
+                    .is_some_and(|w| !w.is_empty());
+                let existing = existing.map(|(m, spec, _)| (m, spec));
+                lazy::activation(policy, template, hash, existing, has_works)
+            }
+        };
         if let lazy::Activation::Pending(hash) = &activation {
             pending_binding(
                 &mut out,
@@ -468,7 +470,7 @@ pub fn desired(
             name: Some(name),
             namespace: meta.namespace.clone(),
             labels: Some(held.policy.labels()),
-            annotations: Some([(annotations::ACTIVATED_TEMPLATE.to_string(), hash)].into()),
+            annotations: hash.map(|h| [(annotations::ACTIVATED_TEMPLATE.to_string(), h)].into()),
             ..ObjectMeta::default()
         };
         out.push(metadata, spec, status);

@@ -5,10 +5,12 @@
 //!
 //! What a binding takes from its policy (placement, conflict resolution, dependencies,
 //! suspension, rollout, redistribution, failover, retention, dependent overrides) is
-//! its snapshot of the policy. The detector records on the binding the hash of the
-//! template's content when it last took the policy's spec in
-//! ([`annotations::ACTIVATED_TEMPLATE`]); under a Lazy policy, while the template's
-//! content hashes the same, the binding keeps its snapshot ([`Activation::Kept`]).
+//! its snapshot of the policy. Under a Lazy policy, the detector records on the binding
+//! the hash of the template's content when it last took the policy's spec in
+//! ([`annotations::ACTIVATED_TEMPLATE`]), and while the template's content hashes the
+//! same, the binding keeps its snapshot ([`Activation::Kept`]). A binding without the
+//! hash whose policy turns Lazy keeps what it has, and the hash is recorded then (the
+//! hash is not computed for the templates of other policies).
 //! Which policy claims the template is decided at once, as Karmada does: only what
 //! the binding does with it waits.
 //!
@@ -80,7 +82,7 @@ pub(super) fn activation<'a>(
     existing: Option<(&ObjectMeta, &'a BindingSpec)>,
     has_works: bool,
 ) -> Activation<'a> {
-    if policy.spec.activation_preference != Some(ActivationPreference::Lazy) {
+    if !is_lazy(policy.spec) {
         return Activation::Now;
     }
     match existing {
@@ -122,6 +124,11 @@ fn before_the_policy(policy: &PolicyRef<'_>, template: &DynamicObject) -> bool {
         (Some(t), Some(p)) => t.0 < p.0,
         _ => false,
     }
+}
+
+/// Whether `spec` has `activationPreference: Lazy`.
+pub(super) fn is_lazy(spec: &PropagationSpec) -> bool {
+    spec.activation_preference == Some(ActivationPreference::Lazy)
 }
 
 /// Whether binding `m` is a policy's (its labels name the claiming policy).
