@@ -46,12 +46,13 @@ pub(super) fn attach(
             Some(((kind, t.namespace()?, t.name_any()), t))
         })
         .collect();
-    // claimed by a policy (a binding frozen because its policy went is not: if it is
-    // still required, it becomes a dependency's binding and follows its requirers)
+    // claimed by a policy (a binding frozen because its policy went is not, nor one a
+    // Lazy policy left pending, which propagates nothing: if it is required, it becomes
+    // a dependency's binding and follows its requirers)
     let claimed: BTreeSet<Key> = out
         .bindings
         .iter()
-        .filter(|b| !policy_removed(b))
+        .filter(|b| !policy_removed(b) && !super::pending(&b.metadata))
         .map(crate::watch::key)
         .collect();
     let mut attached: BTreeMap<Key, ResourceBinding> = BTreeMap::new();

@@ -1182,3 +1182,32 @@ fn a_lazy_policy_leaves_a_template_from_before_it_until_it_changes() {
     assert!(annotations.contains_key(annotations::ACTIVATED_TEMPLATE));
     assert!(!annotations.contains_key(annotations::ACTIVATION_PENDING));
 }
+
+/// A ConfigMap a Lazy policy leaves pending (it was there before the policy) that a
+/// workload needs still follows the workload as its dependency.
+#[test]
+fn a_dependency_a_lazy_policy_leaves_pending_still_follows_its_requirer() {
+    let mut cm = (*core("ConfigMap", "shared")).clone();
+    cm.metadata.creation_timestamp = Some(t(40));
+    let mut lazy: PropagationPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "configs", "namespace": "web"},
+        "spec": {"activationPreference": "Lazy",
+            "resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+            "placement": {"clusterAffinity": {"clusterNames": ["c"]}}}}))
+    .unwrap();
+    lazy.metadata.creation_timestamp = Some(t(50));
+    let api = pp("api", "Deployment", placed(&["a", "b"]));
+    let d = run(
+        &[using("api", "shared", "none"), Arc::new(cm)],
+        &[api, Arc::new(lazy)],
+        &fleet(),
+        &[],
+    );
+    let shared = d
+        .bindings
+        .iter()
+        .find(|b| b.name_any() == "shared-configmap")
+        .unwrap();
+    assert_eq!(names(&shared.spec.clusters), ["a", "b"]);
+    assert_eq!(shared.spec.required_by.len(), 1);
+}
