@@ -127,27 +127,11 @@ fn kinds_of(w: &Work) -> impl Iterator<Item = (String, String)> + '_ {
     named.chain(reported)
 }
 
-/// Pure: where a Work goes in a round's order: those that create Namespaces first,
-/// then those that create CustomResourceDefinitions (other Works' objects may live in
-/// the namespaces or be of the kinds), then the others; Works being deleted last.
-fn apply_order(w: &Work) -> u8 {
-    if w.metadata.deletion_timestamp.is_some() {
-        return 3;
-    }
-    let has = |api_version: &str, kind: &str| {
-        w.spec
-            .workload
-            .manifests
-            .iter()
-            .any(|m| m.api_version() == Some(api_version) && m.kind() == Some(kind))
-    };
-    if has("v1", "Namespace") {
-        0
-    } else if has("apiextensions.k8s.io/v1", "CustomResourceDefinition") {
-        1
-    } else {
-        2
-    }
+fn creates_namespace(w: &Work) -> bool {
+    let m = &w.spec.workload.manifests;
+    w.metadata.deletion_timestamp.is_none()
+        && m.iter()
+            .any(|m| m.api_version() == Some("v1") && m.kind() == Some("Namespace"))
 }
 
 fn is_ready(clusters: &Cache<Cluster>, name: &str) -> bool {
@@ -173,8 +157,8 @@ async fn round(
     }
     let index = members.index();
     let mut due = dirty.filter_by(all, work_key);
-    // namespaces and CRDs first: the others' objects may live in them, or be of them
-    due.sort_by_key(|w| apply_order(w));
+    // Works that create namespaces first: the others' objects may live in them
+    due.sort_by_key(|w| !creates_namespace(w));
     for w in due {
         reconcile(a, &w, ready, members, &index, &mut failures).await;
     }

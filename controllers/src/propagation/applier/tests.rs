@@ -784,34 +784,3 @@ fn a_not_ready_cluster_keeps_its_copys_last_status() {
     let st = status(&input(&w2, false, &observed), &[gone], &now);
     assert_eq!(st.manifest_statuses[0].status, None);
 }
-
-#[test]
-fn namespaces_then_crds_then_the_rest_and_deletions_last() {
-    let work = |name: &str, manifests: Vec<Value>, deleting: bool| {
-        let mut w = work(manifests);
-        w.metadata.name = Some(name.into());
-        if deleting {
-            w.metadata.deletion_timestamp =
-                Some(Time(k8s_openapi::jiff::Timestamp::from_second(1).unwrap()));
-        }
-        w
-    };
-    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
-    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gadgets.example.com"}});
-    let gadget =
-        json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}});
-    let mut due = [
-        work("gadget", vec![gadget.clone()], false),
-        work("gone-ns", vec![ns.clone()], true),
-        work("crd", vec![crd], false),
-        work("ns", vec![ns], false),
-        work("gadget-2", vec![gadget], false),
-    ];
-    due.sort_by_key(super::apply_order);
-    let order: Vec<String> = due
-        .iter()
-        .map(|w| w.metadata.name.clone().unwrap())
-        .collect();
-    assert_eq!(order, ["ns", "crd", "gadget", "gadget-2", "gone-ns"]);
-}
