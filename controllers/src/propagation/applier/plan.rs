@@ -199,10 +199,12 @@ pub fn belongs_to(obj: &Value, work: &str) -> bool {
 }
 
 /// What is applied for `manifest`: the manifest without server-set metadata and
-/// status, labelled managed, annotated with its Work and hash; without its replica
-/// count (at `replicas_at`: `spec.replicas`, or where its kind's interpreter says) when
-/// the manifest asks to retain the member's and the object exists.
-pub fn body(manifest: &Value, work: &str, exists: bool, replicas_at: &str) -> Value {
+/// status, labelled managed, annotated with its Work and hash. When the manifest asks
+/// to retain the member's replica count (at `replicas_at`: `spec.replicas`, or where
+/// its kind's interpreter says) and the object exists (`existing`), the count is the
+/// member's: leaving it out would have server-side apply remove the field Causeway
+/// owns since the create (a Deployment would fall back to 1 replica).
+pub fn body(manifest: &Value, work: &str, existing: Option<&Value>, replicas_at: &str) -> Value {
     let mut b = manifest.clone();
     let retain = label(manifest, labels::RETAIN_REPLICAS) == Some("true");
     if let Some(m) = b.as_object_mut() {
@@ -235,12 +237,16 @@ pub fn body(manifest: &Value, work: &str, exists: bool, replicas_at: &str) -> Va
         &manifest_hash(manifest),
     );
     if retain
-        && exists
+        && let Some(obj) = existing
         && let Some((parent, key)) = replicas_at.rsplit_once('/')
         && let Some(parent) = b.pointer_mut(parent).and_then(Value::as_object_mut)
     {
         // a JSON pointer's key with its escapes (RFC 6901) undone
-        parent.remove(&key.replace("~1", "/").replace("~0", "~"));
+        let key = key.replace("~1", "/").replace("~0", "~");
+        match obj.pointer(replicas_at) {
+            Some(theirs) => parent.insert(key, theirs.clone()),
+            None => parent.remove(&key),
+        };
     }
     b
 }
@@ -359,7 +365,7 @@ fn manifest_step(
         }
         return Ok(Some(Action::Apply {
             ordinal: i,
-            body: body(m, wref, false, replicas_at),
+            body: body(m, wref, None, replicas_at),
             exists: false,
             dry_run_first: false,
             recreate,
@@ -404,7 +410,7 @@ fn manifest_step(
             ),
         ));
     }
-    let want = body(m, wref, true, replicas_at);
+    let want = body(m, wref, Some(obj), replicas_at);
     if contains(obj, &want) {
         return Ok(None);
     }

@@ -47,7 +47,7 @@ fn seen(found: Option<Value>) -> Observed {
 
 /// The member copy of `manifest` as the applier last wrote it, plus server fields.
 fn applied(manifest: &Value) -> Value {
-    let mut o = body(manifest, W, false, DEFAULT_REPLICAS);
+    let mut o = body(manifest, W, None, DEFAULT_REPLICAS);
     o["metadata"]["uid"] = json!("u1");
     o["metadata"]["generation"] = json!(3);
     o["metadata"]["labels"]["team"] = json!("member-added");
@@ -88,17 +88,17 @@ fn a_malformed_manifest_metadata_does_not_panic() {
         json!({"kind": "ConfigMap", "metadata": "x"}),
         json!({"kind": "ConfigMap"}),
     ] {
-        let b = body(&m, W, false, DEFAULT_REPLICAS);
+        let b = body(&m, W, None, DEFAULT_REPLICAS);
         assert_eq!(b["metadata"]["labels"][labels::MANAGED], "true", "{m}");
         assert_eq!(b["metadata"]["annotations"][annotations::WORK], W, "{m}");
     }
-    assert_eq!(body(&json!("x"), W, false, DEFAULT_REPLICAS), json!("x"));
+    assert_eq!(body(&json!("x"), W, None, DEFAULT_REPLICAS), json!("x"));
 }
 
 #[test]
 fn the_body_is_labelled_annotated_and_hashed() {
     let m = deploy(2);
-    let b = body(&m, W, false, DEFAULT_REPLICAS);
+    let b = body(&m, W, None, DEFAULT_REPLICAS);
     assert_eq!(b["metadata"]["labels"][labels::MANAGED], "true");
     assert_eq!(b["metadata"]["annotations"][annotations::WORK], W);
     assert_eq!(
@@ -120,41 +120,54 @@ fn the_body_is_labelled_annotated_and_hashed() {
     m2["metadata"]["resourceVersion"] = json!("9");
     m2["metadata"]["uid"] = json!("hub-uid");
     m2["status"] = json!({"replicas": 1});
-    let b2 = body(&m2, W, false, DEFAULT_REPLICAS);
+    let b2 = body(&m2, W, None, DEFAULT_REPLICAS);
     assert!(b2["metadata"].get("resourceVersion").is_none());
     assert!(b2["metadata"].get("uid").is_none());
     assert!(b2.get("status").is_none());
 }
 
 #[test]
-fn retain_replicas_leaves_spec_replicas_out_once_the_object_exists() {
+fn retain_replicas_keeps_the_members_count_once_the_object_exists() {
     let mut m = deploy(2);
     m["metadata"]["labels"] = json!({labels::RETAIN_REPLICAS: "true"});
     assert_eq!(
-        body(&m, W, false, DEFAULT_REPLICAS)["spec"]["replicas"],
+        body(&m, W, None, DEFAULT_REPLICAS)["spec"]["replicas"],
         2,
         "set on create"
     );
-    assert!(
-        body(&m, W, true, DEFAULT_REPLICAS)["spec"]
-            .get("replicas")
-            .is_none(),
+    // the member's count is applied back (left out, server-side apply would remove the
+    // field Causeway owns since the create)
+    let scaled = json!({"spec": {"replicas": 9}});
+    assert_eq!(
+        body(&m, W, Some(&scaled), DEFAULT_REPLICAS)["spec"]["replicas"],
+        9,
         "kept on update"
     );
-    // a kind whose interpreter keeps its count elsewhere: that is left out instead
+    // none in the member: none applied
+    assert!(
+        body(&m, W, Some(&json!({"spec": {}})), DEFAULT_REPLICAS)["spec"]
+            .get("replicas")
+            .is_none()
+    );
+    // a kind whose interpreter keeps its count elsewhere: that one is the member's
     let mut gadget = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
         "metadata": {"name": "g", "namespace": "demo", "labels": {labels::RETAIN_REPLICAS: "true"}},
         "spec": {"replicas": 1, "workers": {"count": 3, "size": "m"}}});
-    let b = body(&gadget, W, true, "/spec/workers/count");
-    assert_eq!(b["spec"], json!({"replicas": 1, "workers": {"size": "m"}}));
+    let theirs = json!({"spec": {"replicas": 7, "workers": {"count": 5}}});
+    let b = body(&gadget, W, Some(&theirs), "/spec/workers/count");
     assert_eq!(
-        body(&gadget, W, false, "/spec/workers/count")["spec"]["workers"]["count"],
+        b["spec"],
+        json!({"replicas": 1, "workers": {"count": 5, "size": "m"}})
+    );
+    assert_eq!(
+        body(&gadget, W, None, "/spec/workers/count")["spec"]["workers"]["count"],
         3
     );
     gadget["spec"] = json!({"a/b": {"n": 2}});
+    let theirs = json!({"spec": {"a/b": {"n": 4}}});
     assert_eq!(
-        body(&gadget, W, true, "/spec/a~1b/n")["spec"],
-        json!({"a/b": {}})
+        body(&gadget, W, Some(&theirs), "/spec/a~1b/n")["spec"],
+        json!({"a/b": {"n": 4}})
     );
     // an HPA scaled the member copy: nothing to write
     let mut member = applied(&m);
@@ -175,7 +188,7 @@ fn retain_replicas_leaves_spec_replicas_out_once_the_object_exists() {
         replicas_path: Some("/spec/workers/count".into()),
         ..Default::default()
     }];
-    let mut member = body(&gadget, W, false, DEFAULT_REPLICAS);
+    let mut member = body(&gadget, W, None, DEFAULT_REPLICAS);
     member["spec"]["workers"]["count"] = json!(9);
     let p = run(&w, true, vec![Some(member)], &[]);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
@@ -191,7 +204,7 @@ fn applies_only_what_the_member_lacks() {
         p.actions,
         vec![Action::Apply {
             ordinal: 0,
-            body: body(&m, W, false, DEFAULT_REPLICAS),
+            body: body(&m, W, None, DEFAULT_REPLICAS),
             exists: false,
             dry_run_first: false,
             recreate: false
@@ -313,7 +326,7 @@ fn namespaces_made_by_the_hub_change_hands_without_conflict() {
     let mut by_made = body(
         &ns(true),
         "causeway-es-east/shop.namespace",
-        false,
+        None,
         DEFAULT_REPLICAS,
     );
     by_made["metadata"]["uid"] = json!("u1");
@@ -325,7 +338,7 @@ fn namespaces_made_by_the_hub_change_hands_without_conflict() {
     let mut by_policy = body(
         &ns(false),
         "causeway-es-east/shop-namespace",
-        false,
+        None,
         DEFAULT_REPLICAS,
     );
     by_policy["metadata"]["uid"] = json!("u2");

@@ -106,6 +106,16 @@ pub(super) fn attach(
             }
         }
     }
+    // a binding a Lazy policy left pending that becomes a dependency's keeps its mark,
+    // so the policy goes on leaving it alone (it stays a dependency) until the template
+    // changes
+    for b in &out.bindings {
+        if let Some(a) = attached.get_mut(&crate::watch::key(b))
+            && super::pending(&b.metadata)
+        {
+            a.metadata.annotations = b.metadata.annotations.clone();
+        }
+    }
     out.bindings
         .retain(|b| !attached.contains_key(&crate::watch::key(b)));
     for (key, mut b) in attached {

@@ -97,16 +97,19 @@ pub(super) fn activation<'a>(
                 Activation::Now
             }
         }
-        Some((m, spec)) => match annotation(m, annotations::ACTIVATED_TEMPLATE) {
-            // unchanged since the binding took the policy's spec
-            Some(h) if h == hash => Activation::Kept(spec),
-            // the template changed since
-            Some(_) => Activation::Now,
-            // a policy's binding from before the hash was recorded: kept (the hash is
-            // recorded now); a dependency's binding is no snapshot of a policy's spec
-            None if is_policys(m) && spec.required_by.is_empty() => Activation::Kept(spec),
-            None => Activation::Now,
-        },
+        // (an empty hash: none recorded, the policy was not Lazy)
+        Some((m, spec)) => {
+            match annotation(m, annotations::ACTIVATED_TEMPLATE).filter(|h| !h.is_empty()) {
+                // unchanged since the binding took the policy's spec
+                Some(h) if h == hash => Activation::Kept(spec),
+                // the template changed since
+                Some(_) => Activation::Now,
+                // a policy's binding from before the hash was recorded: kept (the hash is
+                // recorded now); a dependency's binding is no snapshot of a policy's spec
+                None if is_policys(m) && spec.required_by.is_empty() => Activation::Kept(spec),
+                None => Activation::Now,
+            }
+        }
         // the binding was deleted while its Works run: made again as the policy says
         None if has_works => Activation::Now,
         // a template that was there before the policy was last written (created, or
@@ -304,6 +307,13 @@ mod tests {
                 "lazy, a policy's binding from before the hash: kept",
                 policy(&lazy, Some(&before)),
                 Some((labelled(), &snapshot)),
+                true,
+                Activation::Kept(&snapshot),
+            ),
+            (
+                "lazy, an empty hash (the policy was not Lazy): kept",
+                policy(&lazy, Some(&before)),
+                Some((binding(annotations::ACTIVATED_TEMPLATE, ""), &snapshot)),
                 true,
                 Activation::Kept(&snapshot),
             ),

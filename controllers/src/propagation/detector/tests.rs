@@ -1197,9 +1197,10 @@ fn a_dependency_a_lazy_policy_leaves_pending_still_follows_its_requirer() {
     .unwrap();
     lazy.metadata.creation_timestamp = Some(t(50));
     let api = pp("api", "Deployment", placed(&["a", "b"]));
+    let lazy = Arc::new(lazy);
     let d = run(
-        &[using("api", "shared", "none"), Arc::new(cm)],
-        &[api, Arc::new(lazy)],
+        &[using("api", "shared", "none"), Arc::new(cm.clone())],
+        &[api.clone(), lazy.clone()],
         &fleet(),
         &[],
     );
@@ -1210,4 +1211,81 @@ fn a_dependency_a_lazy_policy_leaves_pending_still_follows_its_requirer() {
         .unwrap();
     assert_eq!(names(&shared.spec.clusters), ["a", "b"]);
     assert_eq!(shared.spec.required_by.len(), 1);
+    // and goes on doing so, round after round, while the ConfigMap does not change
+    let mut existing: Vec<Arc<ResourceBinding>> =
+        d.bindings.iter().cloned().map(Arc::new).collect();
+    for _ in 0..3 {
+        let again = run(
+            &[using("api", "shared", "none"), Arc::new(cm.clone())],
+            &[api.clone(), lazy.clone()],
+            &fleet(),
+            &existing,
+        );
+        let shared = again
+            .bindings
+            .iter()
+            .find(|b| b.name_any() == "shared-configmap")
+            .unwrap();
+        assert_eq!(names(&shared.spec.clusters), ["a", "b"]);
+        assert_eq!(shared.spec.required_by.len(), 1);
+        existing = again.bindings.iter().cloned().map(Arc::new).collect();
+    }
+}
+
+/// A hash recorded under a Lazy policy is cleared while the policy is not Lazy, so the
+/// template changing meanwhile does not make a policy that turns Lazy again apply its
+/// edits at once.
+#[test]
+fn a_policy_that_turns_lazy_again_keeps_what_the_binding_has() {
+    let policy = |lazy: bool, clusters: Value| {
+        let mut extra = json!({"placement": {"clusterAffinity": {"clusterNames": clusters}}});
+        if lazy {
+            extra["activationPreference"] = json!("Lazy");
+        }
+        pp("all", "Deployment", extra)
+    };
+    let bindings = |d: &Desired| -> Vec<Arc<ResourceBinding>> {
+        d.bindings.iter().cloned().map(Arc::new).collect()
+    };
+    let hash = |d: &Desired| {
+        d.bindings[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::ACTIVATED_TEMPLATE).cloned())
+    };
+    let api = deployment("api", 2);
+    let lazy = run(
+        std::slice::from_ref(&api),
+        &[policy(true, json!(["a"]))],
+        &fleet(),
+        &[],
+    );
+    assert!(hash(&lazy).is_some_and(|h| !h.is_empty()));
+    // not Lazy: the hash is cleared (an empty value, so the binding is written)
+    let eager = run(
+        std::slice::from_ref(&api),
+        &[policy(false, json!(["a"]))],
+        &fleet(),
+        &bindings(&lazy),
+    );
+    assert_eq!(hash(&eager).as_deref(), Some(""));
+    let eager_again = run(
+        std::slice::from_ref(&api),
+        &[policy(false, json!(["a"]))],
+        &fleet(),
+        &bindings(&eager),
+    );
+    assert_eq!(hash(&eager_again).as_deref(), Some(""), "stays empty");
+    // the template changes, then the policy turns Lazy with another placement: kept
+    let mut changed = (*api).clone();
+    changed.metadata.labels = Some([("app".to_string(), "api2".to_string())].into());
+    let relazy = run(
+        &[Arc::new(changed)],
+        &[policy(true, json!(["a", "b"]))],
+        &fleet(),
+        &bindings(&eager_again),
+    );
+    assert_eq!(names(&relazy.bindings[0].spec.clusters), ["a"]);
+    assert!(hash(&relazy).is_some_and(|h| !h.is_empty()));
 }
