@@ -21,13 +21,15 @@ use anyhow::Context;
 use causeway_controllers::clusters::status::is_ready;
 use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::{Cluster, taints as cluster_taints};
-use causeway_crds::federation::schedule::{Reason, Workload, schedule};
+use causeway_crds::federation::schedule::schedule;
 use causeway_runtime::client::HubArgs;
 use k8s_openapi::api::core::v1::Taint;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
-use crate::failover_cmd::{Row, binding_specs, clusters_naming, hub_bindings, rows_table, targets};
+use crate::failover_cmd::{
+    Row, binding_specs, clusters_naming, hub_bindings, rows_table, targets, workload_of,
+};
 
 /// What to do to a cluster's scheduling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,28 +134,12 @@ pub fn plan(
                     "stays: no policy claims the template any more (the binding is frozen)".into(),
                 );
             }
-            let workload = Workload {
-                replicas: spec.replicas,
-                uid: spec.resource.uid.clone().unwrap_or_default(),
-                previous: spec
-                    .clusters
-                    .iter()
-                    .map(|t| (t.name.clone(), t.replicas.unwrap_or(0)))
-                    .collect(),
-                // where application failover moved it away from: left out, as the
-                // detector leaves them out
-                evicted: spec
-                    .evictions
-                    .iter()
-                    .map(|e| (e.cluster.clone(), e.reason.clone()))
-                    .collect(),
-                ..Workload::default()
-            };
+            let workload = workload_of(spec);
             match schedule(&spec.placement, &drained, &workload) {
                 Err(e) => row(now.clone(), format!("unknown: {e}")),
                 // spread constraints no longer met: the detector keeps the clusters it
                 // had, the drained one included
-                Ok(d) if d.chosen.is_empty() && d.rejected.values().any(|r| matches!(r, Reason::Spread(_))) => row(
+                Ok(d) if d.unmet_spread() => row(
                     now.clone(),
                     format!("stays on {cluster}: its spread constraints cannot be met without it (Scheduled=False until they can)"),
                 ),

@@ -76,6 +76,27 @@ pub struct Row {
 /// id and cluster.
 pub type Reported = BTreeMap<(String, String), serde_json::Value>;
 
+/// What the scheduler is given for `spec`, as the detector gives it for a binding
+/// that exists: its count, the template's uid, its clusters now (what a steady
+/// division keeps) and the clusters application failover moved it away from.
+pub(crate) fn workload_of(spec: &BindingSpec) -> Workload {
+    Workload {
+        replicas: spec.replicas,
+        uid: spec.resource.uid.clone().unwrap_or_default(),
+        previous: spec
+            .clusters
+            .iter()
+            .map(|t| (t.name.clone(), t.replicas.unwrap_or(0)))
+            .collect(),
+        evicted: spec
+            .evictions
+            .iter()
+            .map(|e| (e.cluster.clone(), e.reason.clone()))
+            .collect(),
+        ..Workload::default()
+    }
+}
+
 /// The binding's clusters as a map.
 pub(crate) fn targets(spec: &BindingSpec) -> BTreeMap<String, Option<i32>> {
     spec.clusters
@@ -166,20 +187,8 @@ pub fn plan(
             continue;
         };
         let workload = Workload {
-            replicas: spec.replicas,
-            uid: spec.resource.uid.clone().unwrap_or_default(),
-            previous: spec
-                .clusters
-                .iter()
-                .map(|t| (t.name.clone(), t.replicas.unwrap_or(0)))
-                .collect(),
             failover_at: Some(later),
-            evicted: spec
-                .evictions
-                .iter()
-                .map(|e| (e.cluster.clone(), e.reason.clone()))
-                .collect(),
-            ..Workload::default()
+            ..workload_of(spec)
         };
         let mut preserved_labels = BTreeMap::new();
         let verdict_and_after = match schedule(&spec.placement, &hypothetical, &workload) {

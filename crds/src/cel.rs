@@ -97,8 +97,9 @@ const ELSEWHERE: &[&str] = &[
 /// environment (`self` in a health rule, say), or a date and time function. (A
 /// comprehension's own variables are references too, so names outside those
 /// environments are not judged.)
-pub fn check(expression: &str, variables: &[&str]) -> Result<Program, String> {
-    let program = compile(expression)?;
+pub fn check(expression: &str, variables: &[&str]) -> Result<Arc<Program>, String> {
+    // from the programs compiled before: the hub checks its interpreters every round
+    let program = compiled(expression)?;
     let refs = program.references();
     let mut foreign: Vec<&str> = ELSEWHERE
         .iter()

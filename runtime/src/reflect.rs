@@ -374,7 +374,7 @@ where
         what: &'static str,
         key_of: Option<KeyOf<K>>,
     ) -> Self {
-        Self::spawn(api, cfg, stop, what, key_of, None)
+        Self::spawn(api, cfg, stop, what, key_of, None, Managed::Drop)
     }
 
     /// A reflector whose changes ask for a full round only when the changed object
@@ -386,7 +386,7 @@ where
         what: &'static str,
         relevant: fn(&K) -> bool,
     ) -> Self {
-        Self::spawn(api, cfg, stop, what, None, Some(relevant))
+        Self::spawn(api, cfg, stop, what, None, Some(relevant), Managed::Drop)
     }
 
     fn spawn(
@@ -396,19 +396,11 @@ where
         what: &'static str,
         key_of: Option<KeyOf<K>>,
         relevant: Option<fn(&K) -> bool>,
+        managed: Managed,
     ) -> Self {
         let (reader, writer) = reflector::store();
         Self::spawn_with(
-            reader,
-            writer,
-            api,
-            cfg,
-            stop,
-            what,
-            key_of,
-            relevant,
-            None,
-            Managed::Drop,
+            reader, writer, api, cfg, stop, what, key_of, relevant, None, managed,
         )
     }
 
@@ -422,19 +414,7 @@ where
         what: &'static str,
         key_of: Option<KeyOf<K>>,
     ) -> Self {
-        let (reader, writer) = reflector::store();
-        Self::spawn_with(
-            reader,
-            writer,
-            api,
-            cfg,
-            stop,
-            what,
-            key_of,
-            None,
-            None,
-            Managed::LatestWrite,
-        )
+        Self::spawn(api, cfg, stop, what, key_of, None, Managed::LatestWrite)
     }
 }
 
@@ -453,11 +433,7 @@ enum Managed {
 fn latest_write(
     fields: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>>,
 ) -> Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>> {
-    let latest = fields?
-        .into_iter()
-        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
-        .filter_map(|m| m.time)
-        .max_by_key(|t| t.0)?;
+    let latest = causeway_crds::federation::selection::last_written(&fields?)?.clone();
     Some(vec![
         k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
             time: Some(latest),
@@ -599,22 +575,6 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     Reflector::start(api, cfg, stop, what, key_of).subscribe(wake)
-}
-
-/// [`cache`], keeping when each object was last written ([`Reflector::start_with_write_time`]).
-pub fn cache_with_write_time<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    wake: Arc<Wake>,
-    stop: CancellationToken,
-    what: &'static str,
-    key_of: Option<KeyOf<K>>,
-) -> Cache<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-{
-    Reflector::start_with_write_time(api, cfg, stop, what, key_of).subscribe(wake)
 }
 
 #[cfg(test)]

@@ -432,14 +432,7 @@ pub fn desired(
             }
         }
         let spec = BindingSpec {
-            resource: ResourceReference {
-                api_version: meta.api_version.clone(),
-                kind: meta.kind.clone(),
-                namespace: meta.namespace.clone(),
-                name: meta.name.clone(),
-                uid: template.uid(),
-                resource_version: None,
-            },
+            resource: reference(&meta, template.uid()),
             replicas,
             clusters: clusters_out,
             placement: pspec.placement.clone(),
@@ -455,9 +448,8 @@ pub fn desired(
             cluster_failovers,
             required_by: Vec::new(),
         };
-        if matches!(activation, lazy::Activation::Kept(_))
-            && lazy::waiting_changes(policy.spec, pspec)
-        {
+        // (the snapshot differs from the policy only in what it takes from it)
+        if matches!(activation, lazy::Activation::Kept(_)) && *policy.spec != *pspec {
             let id = policy.id();
             for c in status.conditions.iter_mut() {
                 c.message = format!(
@@ -595,14 +587,7 @@ fn pending_binding(
         ),
     };
     let spec = BindingSpec {
-        resource: ResourceReference {
-            api_version: meta.api_version.clone(),
-            kind: meta.kind.clone(),
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone(),
-            uid: uid.map(String::from),
-            resource_version: None,
-        },
+        resource: reference(meta, uid.map(String::from)),
         ..BindingSpec::default()
     };
     let metadata = ObjectMeta {
@@ -625,6 +610,18 @@ fn pending_binding(
     out.push(metadata, spec, status);
 }
 
+/// The binding's reference to the template of `meta`, with its `uid`.
+fn reference(meta: &TemplateMeta, uid: Option<String>) -> ResourceReference {
+    ResourceReference {
+        api_version: meta.api_version.clone(),
+        kind: meta.kind.clone(),
+        namespace: meta.namespace.clone(),
+        name: meta.name.clone(),
+        uid,
+        resource_version: None,
+    }
+}
+
 /// Forgets that the binding of `meta` is to be kept: its template is not claimed.
 fn unkeep(
     meta: &TemplateMeta,
@@ -645,15 +642,10 @@ fn outcome(
     previous: &[Condition],
     now: &Time,
 ) -> (Vec<TargetCluster>, BindingStatus) {
-    let spread = |d: &Decision| {
-        d.rejected
-            .values()
-            .any(|r| matches!(r, causeway_crds::federation::schedule::Reason::Spread(_)))
-    };
     let (clusters, reasons, ok, reason, message) = match scheduled {
         // clusters fit, but not as the spread constraints want: the binding keeps what
         // it has (as after a scheduler error), rather than leaving every cluster
-        Ok(d) if d.chosen.is_empty() && spread(&d) => (
+        Ok(d) if d.unmet_spread() => (
             existing.map(|s| s.clusters.clone()).unwrap_or_default(),
             d.scheduling_reasons(),
             false,

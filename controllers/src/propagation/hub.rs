@@ -35,7 +35,7 @@ use causeway_crds::names::execution_namespace;
 use causeway_crds::well_known::{finalizers, labels};
 use causeway_runtime::apply::{self, Failures, Memo, StatusMemo};
 use causeway_runtime::events::Notes;
-use causeway_runtime::reflect::{Cache, Dirty, Key, Wake, cache, cache_with_write_time};
+use causeway_runtime::reflect::{Cache, Dirty, Key, Reflector, Wake, cache};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, PersistentVolumeClaim, Secret, ServiceAccount,
@@ -173,22 +173,22 @@ pub async fn run(
     let c = Caches {
         // when each policy was last written: a Lazy policy leaves alone the templates
         // that were there before
-        pps: cache_with_write_time(
+        pps: Reflector::start_with_write_time(
             Api::all(hub.clone()),
             all(),
-            wake.clone(),
             stop.clone(),
             "hub propagation policies",
             None,
-        ),
-        cpps: cache_with_write_time(
+        )
+        .subscribe(wake.clone()),
+        cpps: Reflector::start_with_write_time(
             Api::all(hub.clone()),
             all(),
-            wake.clone(),
             stop.clone(),
             "hub cluster propagation policies",
             None,
-        ),
+        )
+        .subscribe(wake.clone()),
         ops: cache(
             Api::all(hub.clone()),
             all(),
@@ -817,19 +817,8 @@ impl Ctx<'_> {
             };
             let spec = b.spec.redistribution.as_ref();
             let deadline = status::with_redistribution(&mut st, outcome, spec, self.now);
-            let held = match guarded {
-                redistribution::Outcome::Planned(plan) => plan.held_total(),
-                _ => 0,
-            };
-            self.tell_hold_stuck(
-                b,
-                template,
-                st.redistribution.as_ref(),
-                held,
-                spec,
-                deadline,
-            )
-            .await;
+            self.tell_hold_stuck(b, template, st.redistribution.as_ref(), spec, deadline)
+                .await;
         }
         // a Warning Event on the template for what a member refused (conflicts,
         // immutable fields, timeouts), once per distinct set of failures
@@ -976,6 +965,15 @@ impl Ctx<'_> {
 
     /// A Warning `RolloutStuck` Event on the template once per wave that passes the
     /// rollout's progress deadline; the loop runs again at a deadline still to come.
+    /// Whether `deadline` has passed; until it does, the loop is woken then.
+    fn overdue(&mut self, deadline: jiff::Timestamp) -> bool {
+        if deadline > self.now.0 {
+            self.memos.due = Some(self.memos.due.map_or(deadline, |d| d.min(deadline)));
+            return false;
+        }
+        true
+    }
+
     async fn tell_stuck(
         &mut self,
         b: &View<'_>,
@@ -984,9 +982,7 @@ impl Ctx<'_> {
         spec: Option<&rollout::Rollout>,
         deadline: Option<jiff::Timestamp>,
     ) {
-        let Some(at) = deadline else { return };
-        if at > self.now.0 {
-            self.memos.due = Some(self.memos.due.map_or(at, |d| d.min(at)));
+        if !deadline.is_some_and(|at| self.overdue(at)) {
             return;
         }
         let (
@@ -1002,11 +998,9 @@ impl Ctx<'_> {
         else {
             return;
         };
-        let ns = b.namespace.map(|n| format!(" -n {n}")).unwrap_or_default();
-        let kind = if b.namespace.is_some() { "rb" } else { "crb" };
         let note = format!(
-            "the rollout of template generation {generation} has not moved on for {secs}s: wave {wave} of {waves} ({name}) is not done, and it keeps waiting (kubectl get {kind} {}{ns} -o yaml: the RolledOut condition says for what)",
-            b.name
+            "the rollout of template generation {generation} has not moved on for {secs}s: wave {wave} of {waves} ({name}) is not done, and it keeps waiting ({}: the RolledOut condition says for what)",
+            get_binding(b)
         );
         self.tell(b, template, EventType::Warning, "RolloutStuck", &note)
             .await;
@@ -1019,7 +1013,6 @@ impl Ctx<'_> {
         b: &View<'_>,
         template: &Arc<DynamicObject>,
         hold: Option<&causeway_crds::federation::redistribution::HoldProgress>,
-        held: i64,
         spec: Option<&causeway_crds::federation::redistribution::Redistribution>,
         deadline: Option<jiff::Timestamp>,
     ) {
@@ -1031,15 +1024,14 @@ impl Ctx<'_> {
         ) else {
             return self.forget(b, REASON);
         };
-        if at > self.now.0 {
-            self.memos.due = Some(self.memos.due.map_or(at, |d| d.min(at)));
+        if !self.overdue(at) {
             return self.forget(b, REASON);
         }
-        let ns = b.namespace.map(|n| format!(" -n {n}")).unwrap_or_default();
-        let kind = if b.namespace.is_some() { "rb" } else { "crb" };
+        // the same note for the whole stall (the counts may change within it): told once
         let note = format!(
-            "{} replica(s) held above their clusters' shares (make-before-break) have not moved for {secs}s, since {}: nothing is forced, they stay until the clusters short of their share run them (kubectl get {kind} {}{ns} -o yaml: the Redistributed condition says which)",
-            held, hold.since.0, b.name
+            "replicas held above their clusters' shares (make-before-break) have not moved for {secs}s, since {}: nothing is forced, they stay until the clusters short of their share run them ({}: the Redistributed condition says which)",
+            hold.since.0,
+            get_binding(b)
         );
         self.tell(b, template, EventType::Warning, REASON, &note)
             .await;
@@ -1121,6 +1113,14 @@ impl Ctx<'_> {
                 .map(|_| apply::Outcome::Written);
             self.failures.check(b.key.clone(), r);
         }
+    }
+}
+
+/// The kubectl command that shows binding `b`, for messages.
+fn get_binding(b: &View<'_>) -> String {
+    match b.namespace {
+        Some(ns) => format!("kubectl get rb {} -n {ns} -o yaml", b.name),
+        None => format!("kubectl get crb {} -o yaml", b.name),
     }
 }
 

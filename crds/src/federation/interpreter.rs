@@ -169,8 +169,10 @@ pub struct Interpretation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas_path: Option<String>,
     /// JSON pointer (under `/status`) to the count of available replicas, when the
-    /// interpreter names one: replica moves are then make-before-break.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// interpreter names one: replica moves are then make-before-break. The hub's
+    /// alone (its guard reads the members' reports): not written into Works.
+    #[serde(skip)]
+    #[schemars(skip)]
     pub available_path: Option<String>,
     /// JSON pointers to the kind's pod specs, whose ConfigMaps, Secrets,
     /// ServiceAccount and PVCs `propagateDeps` takes along.

@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -110,8 +110,7 @@ pub fn hold_progress(plan: &Plan, prev: Option<&HoldProgress>, now: &Time) -> Op
 /// When the hold `p` is overdue by `spec`'s `progressDeadlineSeconds` (none: no
 /// deadline).
 pub fn deadline(spec: Option<&Redistribution>, p: &HoldProgress) -> Option<Timestamp> {
-    let secs = spec?.progress_deadline_seconds.filter(|s| *s >= 1)?;
-    p.since.0.checked_add(SignedDuration::from_secs(secs)).ok()
+    crate::federation::rollout::progress_deadline(&p.since, spec?.progress_deadline_seconds)
 }
 
 /// The kinds the guard applies to: those whose status counts available replicas (the

@@ -108,11 +108,13 @@ pub fn deadline(rollout: &Rollout, w: &WaveProgress) -> Option<Timestamp> {
     if w.completed {
         return None;
     }
-    let secs = rollout.progress_deadline_seconds.filter(|s| *s >= 1)?;
-    w.started_at
-        .0
-        .checked_add(SignedDuration::from_secs(secs))
-        .ok()
+    progress_deadline(&w.started_at, rollout.progress_deadline_seconds)
+}
+
+/// `secs` (a `progressDeadlineSeconds`, at least 1, or no deadline) after `since`.
+pub fn progress_deadline(since: &Time, secs: Option<i64>) -> Option<Timestamp> {
+    let secs = secs.filter(|s| *s >= 1)?;
+    since.0.checked_add(SignedDuration::from_secs(secs)).ok()
 }
 
 /// One wave of a rollout.

@@ -201,6 +201,16 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// Clusters fit, but not as the spread constraints want: none chosen, some left out
+    /// for the spread (the detector then keeps the clusters the binding had).
+    pub fn unmet_spread(&self) -> bool {
+        self.chosen.is_empty()
+            && self
+                .rejected
+                .values()
+                .any(|r| matches!(r, Reason::Spread(_)))
+    }
+
     /// The chosen clusters as a binding's `spec.clusters`.
     pub fn target_clusters(&self) -> Vec<TargetCluster> {
         let chosen = self.chosen.iter();

@@ -231,14 +231,20 @@ pub struct PolicyRef<'a> {
 fn spec_changed(
     meta: &kube::api::ObjectMeta,
 ) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
-    let written = meta
-        .managed_fields
+    last_written(meta.managed_fields.as_deref().unwrap_or_default())
+        .or(meta.creation_timestamp.as_ref())
+}
+
+/// When an object itself (not a subresource such as `status`) was last written, by
+/// the API server's clock: the latest time among its `managedFields` entries.
+pub fn last_written(
+    fields: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry],
+) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+    fields
         .iter()
-        .flatten()
         .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
         .filter_map(|m| m.time.as_ref())
-        .max_by_key(|t| t.0);
-    written.or(meta.creation_timestamp.as_ref())
+        .max_by_key(|t| t.0)
 }
 
 impl<'a> PolicyRef<'a> {

@@ -55,17 +55,7 @@ pub(super) fn template_hash(template: &DynamicObject) -> String {
         o.remove("status");
     }
     if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        for k in [
-            "resourceVersion",
-            "generation",
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "managedFields",
-            "finalizers",
-            "selfLink",
-        ] {
+        for k in crate::propagation::render::SERVER_METADATA {
             m.remove(k);
         }
     }
@@ -168,19 +158,6 @@ pub(super) fn effective<'a>(
     spec.preserve_resources_on_deletion = snapshot.preserve_resources_on_deletion;
     spec.dependent_overrides = snapshot.dependent_overrides.clone();
     Cow::Owned(spec)
-}
-
-/// Whether the policy's spec has changes its kept snapshot does not (yet) have.
-pub(super) fn waiting_changes(policy: &PropagationSpec, kept: &PropagationSpec) -> bool {
-    policy.placement != kept.placement
-        || policy.conflict_resolution != kept.conflict_resolution
-        || policy.propagate_deps != kept.propagate_deps
-        || policy.suspension != kept.suspension
-        || policy.rollout != kept.rollout
-        || policy.redistribution != kept.redistribution
-        || policy.failover != kept.failover
-        || policy.preserve_resources_on_deletion != kept.preserve_resources_on_deletion
-        || policy.dependent_overrides != kept.dependent_overrides
 }
 
 #[cfg(test)]
@@ -417,14 +394,11 @@ mod tests {
         assert!(kept.dependent_overrides.is_empty());
         // what decides the claim stays the policy's
         assert_eq!(kept.priority, Some(5));
-        assert!(waiting_changes(&policy, &kept));
+        assert!(*kept != policy);
         assert!(matches!(
             effective(&policy, &Activation::Now),
             Cow::Borrowed(_)
         ));
-        assert!(!waiting_changes(
-            &policy,
-            &effective(&policy, &Activation::Now)
-        ));
+        assert!(*effective(&policy, &Activation::Now) == policy);
     }
 }

@@ -150,10 +150,6 @@ pub(super) fn desired(
 }
 
 /// A Work's (namespace, name).
-fn work_key(w: &Work) -> (String, String) {
-    (w.namespace().unwrap_or_default(), w.name_any())
-}
-
 /// Pure: the namespace Works to delete, of `actual`, when `want` are wanted: those not
 /// wanted, not already being deleted, and not a `leaving` cluster's (the unjoin's to
 /// handle); none unless every template kind is `listed` (a kind not listed yet has no
@@ -167,16 +163,16 @@ fn unwanted(
     if !listed {
         return Vec::new();
     }
-    let kept: BTreeSet<(String, String)> = want.iter().map(work_key).collect();
+    let kept: BTreeSet<(String, String)> = want.iter().map(crate::watch::key).collect();
     actual
         .iter()
         .filter(|w| {
             let cluster = w.labels().get(labels::CLUSTER).cloned().unwrap_or_default();
-            !kept.contains(&work_key(w))
+            !kept.contains(&crate::watch::key(w.as_ref()))
                 && w.metadata.deletion_timestamp.is_none()
                 && !leaving.contains(&cluster)
         })
-        .map(|w| work_key(w))
+        .map(|w| crate::watch::key(w.as_ref()))
         .collect()
 }
 
@@ -190,9 +186,9 @@ impl Ctx<'_> {
         leaving: &BTreeSet<String>,
         listed: bool,
     ) {
-        let current: HashMap<_, &Arc<Work>> = actual.iter().map(|w| (work_key(w), w)).collect();
+        let current = crate::watch::by_key(actual);
         for w in want {
-            let k = work_key(w);
+            let k = crate::watch::key(w);
             let now = current.get(&k).map(|w| w.as_ref());
             if now.is_some_and(|c| c.metadata.deletion_timestamp.is_some()) {
                 continue; // being removed; made again once it is gone

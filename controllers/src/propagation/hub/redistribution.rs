@@ -362,6 +362,11 @@ mod tests {
             available_path: Some("/status/readyWorkers".into()),
             ..Interpretation::default()
         };
+        // what Works carry: no available count (the hub's guard alone reads it)
+        let carried = Interpretation {
+            available_path: None,
+            ..i.clone()
+        };
         let mut s = spec(&[("west", 4)]);
         s.resource.api_version = "example.com/v1".into();
         s.resource.kind = "Gadget".into();
@@ -369,11 +374,11 @@ mod tests {
             "metadata": {"name": "web", "namespace": "demo"},
             "spec": {"workers": {"count": 4}}});
         let actual = [
-            Arc::new(gadget(work("east", 4, Some(4)), &i)),
-            Arc::new(gadget(work("west", 4, Some(1)), &i)),
+            Arc::new(gadget(work("east", 4, Some(4)), &carried)),
+            Arc::new(gadget(work("west", 4, Some(1)), &carried)),
         ];
         let run = |interpretation: Option<&Interpretation>| {
-            let rendered = vec![gadget(work("west", 4, None), &i)];
+            let rendered = vec![gadget(work("west", 4, None), &carried)];
             let clusters = ready(&["east", "west"]);
             guard_works(
                 &s,
