@@ -73,6 +73,79 @@ fn comparable<K: Serialize>(obj: &K) -> Result<Value, serde_json::Error> {
     Ok(v)
 }
 
+/// Of an object's `managedFields`, the labels and annotations Causeway's own applies
+/// hold (field manager [`FIELD_MANAGER`], operation Apply, the object itself, not a
+/// subresource), as one entry; none when they hold none. A cache keeps this in place of
+/// the whole list so that [`ensure_owning`] can tell a label or annotation Causeway set
+/// and no longer sets from one somebody else set.
+pub fn owned_metadata(
+    fields: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>>,
+) -> Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    let ours = fields?.into_iter().find(|e| {
+        e.manager.as_deref() == Some(FIELD_MANAGER)
+            && e.operation.as_deref() == Some("Apply")
+            && e.subresource.as_deref().unwrap_or_default().is_empty()
+    })?;
+    let FieldsV1(Value::Object(mut all)) = ours.fields_v1? else {
+        return None;
+    };
+    let Some(Value::Object(mut metadata)) = all.remove("f:metadata") else {
+        return None;
+    };
+    metadata.retain(|k, v| {
+        matches!(k.as_str(), "f:labels" | "f:annotations")
+            && v.as_object().is_some_and(|m| !m.is_empty())
+    });
+    if metadata.is_empty() {
+        return None;
+    }
+    Some(vec![ManagedFieldsEntry {
+        manager: ours.manager,
+        operation: ours.operation,
+        fields_v1: Some(FieldsV1(
+            serde_json::json!({ "f:metadata": Value::Object(metadata) }),
+        )),
+        ..ManagedFieldsEntry::default()
+    }])
+}
+
+/// True when `have` (a serialized object, with its `managedFields`) holds a label or
+/// annotation through Causeway's applies that `want` (a serialized desired object) does
+/// not set: an apply of `want` removes it. Without `managedFields` (a cache that drops
+/// them), nothing is known and this is false.
+fn owned_metadata_left_out(have: &Value, want: &Value) -> bool {
+    let Some(entries) = have
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
+        return false;
+    };
+    entries
+        .iter()
+        .filter(|e| {
+            e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
+                && e.get("operation").and_then(Value::as_str) == Some("Apply")
+                && e.get("subresource")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .is_empty()
+        })
+        .any(|e| {
+            ["labels", "annotations"].iter().any(|section| {
+                let owned = e
+                    .pointer(&format!("/fieldsV1/f:metadata/f:{section}"))
+                    .and_then(Value::as_object);
+                let wanted = want.get("metadata").and_then(|m| m.get(*section));
+                owned.is_some_and(|keys| {
+                    keys.keys()
+                        .filter_map(|k| k.strip_prefix("f:"))
+                        .any(|k| wanted.and_then(|w| w.get(k)).is_none())
+                })
+            })
+        })
+}
+
 /// What `ensure` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -93,7 +166,9 @@ where
 /// [`ensure`], where the top-level fields `owned` (such as `spec`) are Causeway's alone:
 /// `actual` must also hold nothing there that `desired` leaves out (an optional field
 /// gone to `None`, an item gone from a list), or the apply removes it. Elsewhere
-/// `actual` may hold more (what the server or others set).
+/// `actual` may hold more (what the server or others set), except a label or annotation
+/// its `managedFields` (when the cache keeps them, [`owned_metadata`]) say Causeway's
+/// applies hold and `desired` no longer sets: the apply removes it.
 pub async fn ensure_owning<K>(
     api: &Api<K>,
     desired: &K,
@@ -113,7 +188,7 @@ where
             (Some(h), None) => h.is_null() || h.as_object().is_some_and(|m| m.is_empty()),
             _ => true,
         });
-        if contains(&have, &want) && nothing_more {
+        if contains(&have, &want) && nothing_more && !owned_metadata_left_out(&have, &want) {
             return Ok(Outcome::Unchanged);
         }
     }
@@ -252,6 +327,131 @@ mod tests {
         for (desired, want) in cases {
             assert_eq!(contains(&actual, &desired), want, "{desired}");
         }
+    }
+
+    fn entry(manager: &str, operation: &str, subresource: Option<&str>, fields: Value) -> Value {
+        let mut e = json!({"manager": manager, "operation": operation, "fieldsV1": fields});
+        if let Some(s) = subresource {
+            e["subresource"] = json!(s);
+        }
+        e
+    }
+
+    #[test]
+    fn a_label_or_annotation_causeway_applied_and_no_longer_sets_is_left_out() {
+        let ours = json!({"f:metadata": {"f:annotations": {"f:causeway.io/a": {}}, "f:labels": {"f:team": {}}}, "f:spec": {}});
+        let have = |entries: Vec<Value>| json!({"metadata": {"name": "x", "annotations": {"causeway.io/a": "1", "user": "u"}, "labels": {"team": "t"}, "managedFields": entries}});
+        let both =
+            json!({"metadata": {"annotations": {"causeway.io/a": "1"}, "labels": {"team": "t"}}});
+        let no_annotation = json!({"metadata": {"labels": {"team": "t"}}});
+        let no_label = json!({"metadata": {"annotations": {"causeway.io/a": "1"}}});
+        let cases = [
+            (
+                "every key still set",
+                have(vec![entry(FIELD_MANAGER, "Apply", None, ours.clone())]),
+                &both,
+                false,
+            ),
+            (
+                "an annotation left out",
+                have(vec![entry(FIELD_MANAGER, "Apply", None, ours.clone())]),
+                &no_annotation,
+                true,
+            ),
+            (
+                "a label left out",
+                have(vec![entry(FIELD_MANAGER, "Apply", None, ours.clone())]),
+                &no_label,
+                true,
+            ),
+            (
+                "another manager's key",
+                have(vec![entry("kubectl", "Apply", None, ours.clone())]),
+                &no_annotation,
+                false,
+            ),
+            (
+                "an update, not an apply",
+                have(vec![entry(FIELD_MANAGER, "Update", None, ours.clone())]),
+                &no_annotation,
+                false,
+            ),
+            (
+                "the status subresource",
+                have(vec![entry(
+                    FIELD_MANAGER,
+                    "Apply",
+                    Some("status"),
+                    ours.clone(),
+                )]),
+                &no_annotation,
+                false,
+            ),
+            (
+                "no managedFields (a cache that drops them)",
+                json!({"metadata": {"annotations": {"causeway.io/a": "1"}}}),
+                &no_annotation,
+                false,
+            ),
+        ];
+        for (what, have, want, left_out) in cases {
+            assert_eq!(owned_metadata_left_out(&have, want), left_out, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_cache_keeps_only_the_labels_and_annotations_of_causeways_applies() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let e = |manager: &str, operation: &str, subresource: Option<&str>, fields: Value| {
+            ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some(operation.into()),
+                subresource: subresource.map(String::from),
+                fields_v1: Some(FieldsV1(fields)),
+                ..ManagedFieldsEntry::default()
+            }
+        };
+        let ours = json!({"f:metadata": {"f:annotations": {"f:causeway.io/a": {}}, "f:labels": {}, "f:finalizers": {"v:x": {}}}, "f:spec": {"f:replicas": {}}});
+        let kept = owned_metadata(Some(vec![
+            e(
+                "kubectl",
+                "Apply",
+                None,
+                json!({"f:metadata": {"f:labels": {"f:user": {}}}}),
+            ),
+            e(
+                FIELD_MANAGER,
+                "Apply",
+                Some("status"),
+                json!({"f:status": {}}),
+            ),
+            e(FIELD_MANAGER, "Apply", None, ours),
+        ]))
+        .expect("an entry");
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].manager.as_deref(), Some(FIELD_MANAGER));
+        assert_eq!(
+            kept[0].fields_v1.as_ref().map(|f| &f.0),
+            Some(&json!({"f:metadata": {"f:annotations": {"f:causeway.io/a": {}}}}))
+        );
+        // nothing of ours in the metadata: nothing kept
+        assert!(
+            owned_metadata(Some(vec![e(
+                FIELD_MANAGER,
+                "Apply",
+                None,
+                json!({"f:spec": {}})
+            )]))
+            .is_none()
+        );
+        assert!(owned_metadata(None).is_none());
+        // what is kept is what the applier reads
+        let have = json!({"metadata": {"annotations": {"causeway.io/a": "1"}, "managedFields": serde_json::to_value(&kept).unwrap()}});
+        assert!(owned_metadata_left_out(&have, &json!({"metadata": {}})));
+        assert!(!owned_metadata_left_out(
+            &have,
+            &json!({"metadata": {"annotations": {"causeway.io/a": "2"}}})
+        ));
     }
 }
 

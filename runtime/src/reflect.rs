@@ -404,27 +404,32 @@ where
         )
     }
 
-    /// [`Reflector::start`], keeping of each object's `managedFields` only when the
-    /// object itself (not a subresource) was last written, by the API server's clock:
-    /// one entry with that `time` and nothing else.
-    pub fn start_with_write_time(
+    /// [`Reflector::start`], keeping of each object's `managedFields` what `managed` says
+    /// (`start` keeps none).
+    pub fn start_keeping(
         api: Api<K>,
         cfg: watcher::Config,
         stop: CancellationToken,
         what: &'static str,
         key_of: Option<KeyOf<K>>,
+        managed: Managed,
     ) -> Self {
-        Self::spawn(api, cfg, stop, what, key_of, None, Managed::LatestWrite)
+        Self::spawn(api, cfg, stop, what, key_of, None, managed)
     }
 }
 
-/// What a reflector keeps of `managedFields`.
+/// What a reflector keeps of `managedFields` ([`Reflector::start_keeping`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Managed {
+pub enum Managed {
     /// Nothing: nothing here reads them, and they are most of a small object's size.
     Drop,
-    /// The time of the latest write of the object itself, as one entry.
+    /// When the object itself (not a subresource) was last written, by the API
+    /// server's clock: one entry with that `time` and nothing else.
     LatestWrite,
+    /// The labels and annotations Causeway's own applies hold, as one entry, so that
+    /// the shared applier removes one a desired object no longer sets
+    /// ([`crate::apply::owned_metadata`], [`crate::apply::ensure_owning`]).
+    OwnMetadata,
 }
 
 /// `managedFields` reduced to one entry with the time of the latest write of the object
@@ -466,9 +471,11 @@ where
             writer,
             watcher(api, cfg).modify(move |o| {
                 let fields = o.meta_mut().managed_fields.take();
-                if managed == Managed::LatestWrite {
-                    o.meta_mut().managed_fields = latest_write(fields);
-                }
+                o.meta_mut().managed_fields = match managed {
+                    Managed::Drop => None,
+                    Managed::LatestWrite => latest_write(fields),
+                    Managed::OwnMetadata => crate::apply::owned_metadata(fields),
+                };
                 if let Some(fill) = &fill {
                     fill(o);
                 }

@@ -462,7 +462,7 @@ pub fn desired(
             name: Some(name),
             namespace: meta.namespace.clone(),
             labels: Some(held.policy.labels()),
-            annotations: activated(hash, existing.map(|(m, _, _)| m)),
+            annotations: activated(hash),
             ..ObjectMeta::default()
         };
         out.push(metadata, spec, status);
@@ -523,24 +523,12 @@ fn detach(
     out.push(metadata, spec.clone(), status);
 }
 
-/// The binding's annotations: under a Lazy policy, the template's content hash; under
-/// another, an empty one in place of a hash a Lazy policy recorded (the binding memo
-/// does not write for an annotation left out alone, and a stale hash would make a
-/// policy that turns Lazy again apply its edits at once).
-fn activated(
-    hash: Option<String>,
-    existing: Option<&ObjectMeta>,
-) -> Option<BTreeMap<String, String>> {
-    let recorded = existing
-        .and_then(|m| m.annotations.as_ref())
-        .is_some_and(|a| a.contains_key(annotations::ACTIVATED_TEMPLATE));
-    match hash {
-        Some(h) => Some([(annotations::ACTIVATED_TEMPLATE.to_string(), h)].into()),
-        None if recorded => {
-            Some([(annotations::ACTIVATED_TEMPLATE.to_string(), String::new())].into())
-        }
-        None => None,
-    }
+/// The binding's annotations: under a Lazy policy, the template's content hash. Under
+/// another, none: the hub's applier removes a hash a Lazy policy recorded (a stale one
+/// would make a policy that turns Lazy again apply its edits at once), since the
+/// bindings' caches keep which annotations are the hub's.
+fn activated(hash: Option<String>) -> Option<BTreeMap<String, String>> {
+    hash.map(|h| [(annotations::ACTIVATED_TEMPLATE.to_string(), h)].into())
 }
 
 /// Whether the binding is one a Lazy policy made for a template that existed before

@@ -35,7 +35,7 @@ use causeway_crds::names::execution_namespace;
 use causeway_crds::well_known::{finalizers, labels};
 use causeway_runtime::apply::{self, Failures, Memo, StatusMemo};
 use causeway_runtime::events::Notes;
-use causeway_runtime::reflect::{Cache, Dirty, Key, Reflector, Wake, cache};
+use causeway_runtime::reflect::{Cache, Dirty, Key, Managed, Reflector, Wake, cache};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Namespace, PersistentVolumeClaim, Secret, ServiceAccount,
@@ -146,7 +146,8 @@ impl Default for Memos {
     fn default() -> Self {
         Memos {
             // a binding's spec is the detector's alone: what it no longer sets (a
-            // policy setting removed, a failover record gone) is removed
+            // policy setting removed, a failover record gone) is removed; so is an
+            // annotation it no longer sets (the caches keep which are the hub's)
             rbs: Memo::owning(&["spec"]),
             crbs: Memo::owning(&["spec"]),
             // a Work's spec is the hub's alone too: what a render stops setting (the
@@ -173,20 +174,22 @@ pub async fn run(
     let c = Caches {
         // when each policy was last written: a Lazy policy leaves alone the templates
         // that were there before
-        pps: Reflector::start_with_write_time(
+        pps: Reflector::start_keeping(
             Api::all(hub.clone()),
             all(),
             stop.clone(),
             "hub propagation policies",
             None,
+            Managed::LatestWrite,
         )
         .subscribe(wake.clone()),
-        cpps: Reflector::start_with_write_time(
+        cpps: Reflector::start_keeping(
             Api::all(hub.clone()),
             all(),
             stop.clone(),
             "hub cluster propagation policies",
             None,
+            Managed::LatestWrite,
         )
         .subscribe(wake.clone()),
         ops: cache(
@@ -213,22 +216,24 @@ pub async fn run(
             "hub resource interpreters",
             None,
         ),
-        rbs: cache(
+        rbs: Reflector::start_keeping(
             Api::all(hub.clone()),
             all(),
-            wake.clone(),
             stop.clone(),
             "hub resource bindings",
             Some(binding_key),
-        ),
-        crbs: cache(
+            Managed::OwnMetadata,
+        )
+        .subscribe(wake.clone()),
+        crbs: Reflector::start_keeping(
             Api::all(hub.clone()),
             all(),
-            wake.clone(),
             stop.clone(),
             "hub cluster resource bindings",
             Some(cluster_binding_key),
-        ),
+            Managed::OwnMetadata,
+        )
+        .subscribe(wake.clone()),
         works: cache(
             Api::all(hub.clone()),
             all().labels(labels::BINDING_NAME),

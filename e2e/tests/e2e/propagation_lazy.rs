@@ -174,9 +174,26 @@ async fn a_lazy_policys_changes_wait_for_each_template_to_change() {
     held_by(&env, "later", &["east", "west"]).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(holders(&env, "late").await.is_empty());
+    let recorded = || async {
+        let rb = get(&env, "hub", &["rb", "later-configmap", "-n", "demo"]).await?;
+        let a = rb.pointer("/metadata/annotations/causeway.io~1activated-template");
+        Some(a.and_then(Value::as_str).map(String::from))
+    };
+    let hash = recorded()
+        .await
+        .flatten()
+        .expect("Lazy records the template's hash");
+    assert!(!hash.is_empty());
     // no longer Lazy: what waited goes out at once
     env.ok(&["apply", "-f", &wider(false)]).await;
+    held_by(&env, "later", &["east", "west"]).await;
     held_by(&env, "late", &["east", "west"]).await;
+    // and the hash goes from a binding whose spec did not change (the hub's applier
+    // removes an annotation it no longer sets)
+    eventually("the hash of later removed", WAIT, || async {
+        recorded().await?.is_none().then_some(())
+    })
+    .await;
 
     // no longer Lazy, and west only: every ConfigMap follows at once
     let eager = demo(&env, "policy.yaml", "  activationPreference: Lazy\n", "");

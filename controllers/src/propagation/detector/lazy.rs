@@ -87,7 +87,8 @@ pub(super) fn activation<'a>(
                 Activation::Now
             }
         }
-        // (an empty hash: none recorded, the policy was not Lazy)
+        // (an empty hash is none: earlier versions wrote one while the policy was not
+        // Lazy, as the applier could not remove the annotation then)
         Some((m, spec)) => {
             match annotation(m, annotations::ACTIVATED_TEMPLATE).filter(|h| !h.is_empty()) {
                 // unchanged since the binding took the policy's spec
