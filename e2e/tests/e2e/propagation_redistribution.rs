@@ -156,6 +156,36 @@ async fn a_migration_keeps_the_old_copy_until_the_new_one_runs() {
         },
     )
     .await;
+    // told once per stall: more rounds within it (a change to the binding wakes the
+    // hub's loop for it) tell nothing new
+    for i in 0..3 {
+        let poke = format!("causeway-test/poke={i}");
+        let args = [
+            "annotate",
+            "rb",
+            "web-deployment",
+            "-n",
+            "demo",
+            &poke,
+            "--overwrite",
+        ];
+        env.ok(&args).await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    let stuck = env
+        .ok(&[
+            "get",
+            "events",
+            "-n",
+            "demo",
+            "--field-selector",
+            "reason=RedistributionStuck",
+            "-o",
+            "json",
+        ])
+        .await;
+    let stuck: Value = serde_json::from_str(&stuck).unwrap();
+    assert_eq!(stuck["items"].as_array().map(Vec::len), Some(1), "{stuck}");
     assert_eq!(web(&env, "east").await, Some((4, 4)), "nothing forced");
     // the clock is in the binding's status
     let rb = get(&env, "hub", &["rb", "web-deployment", "-n", "demo"])
