@@ -514,10 +514,19 @@ fn detach(
         .conditions
         .retain(|c| c.type_ != conditions::SCHEDULED);
     status.conditions.insert(0, condition);
+    // only the hub's own keys: the policy's labels and the Lazy hash (a frozen binding is
+    // kept as it is, and the applier removes what the hub's applies held and this
+    // leaves out; others' labels are not taken over by a forced apply)
+    let hash = lazy::annotation(meta, annotations::ACTIVATED_TEMPLATE).map(String::from);
     let metadata = ObjectMeta {
         name: meta.name.clone(),
         namespace: meta.namespace.clone(),
-        labels: meta.labels.clone(),
+        labels: meta
+            .labels
+            .as_ref()
+            .and_then(PolicyId::from_labels)
+            .map(|p| p.labels()),
+        annotations: activated(hash),
         ..ObjectMeta::default()
     };
     out.push(metadata, spec.clone(), status);

@@ -132,7 +132,7 @@ fn is_policys(m: &ObjectMeta) -> bool {
         .is_some_and(|l| PolicyId::from_labels(l).is_some())
 }
 
-fn annotation<'m>(m: &'m ObjectMeta, key: &str) -> Option<&'m str> {
+pub(super) fn annotation<'m>(m: &'m ObjectMeta, key: &str) -> Option<&'m str> {
     m.annotations
         .as_ref()
         .and_then(|a| a.get(key))

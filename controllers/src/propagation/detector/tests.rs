@@ -1289,3 +1289,47 @@ fn a_policy_that_turns_lazy_again_keeps_what_the_binding_has() {
     assert_eq!(names(&relazy.bindings[0].spec.clusters), ["a"]);
     assert!(hash(&relazy).is_some_and(|h| !h.is_empty()));
 }
+
+/// A binding frozen when its Lazy policy goes keeps the hash it recorded (a Lazy policy
+/// that claims the template again applies its own spec at once if the template changed
+/// meanwhile) and carries only the hub's own labels, not what others labelled it with.
+#[test]
+fn a_frozen_binding_keeps_its_lazy_hash_and_only_the_hubs_labels() {
+    let lazy = pp(
+        "all",
+        "Deployment",
+        json!({"activationPreference": "Lazy", "placement": {"clusterAffinity": {"clusterNames": ["a"]}}}),
+    );
+    let api = deployment("api", 2);
+    let claimed = run(std::slice::from_ref(&api), &[lazy], &fleet(), &[]);
+    let mut existing = claimed.bindings[0].clone();
+    let hash =
+        existing.metadata.annotations.as_ref().unwrap()[annotations::ACTIVATED_TEMPLATE].clone();
+    existing
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("team".into(), "pay".into());
+    // the policy is deleted: the binding is frozen
+    let frozen = run(
+        std::slice::from_ref(&api),
+        &[],
+        &fleet(),
+        &[Arc::new(existing)],
+    );
+    let b = &frozen.bindings[0];
+    assert_eq!(
+        b.metadata
+            .annotations
+            .as_ref()
+            .map(|a| &a[annotations::ACTIVATED_TEMPLATE]),
+        Some(&hash)
+    );
+    let labels = b.metadata.labels.clone().unwrap_or_default();
+    assert!(!labels.contains_key("team"), "{labels:?}");
+    assert_eq!(
+        PolicyId::from_labels(&labels).map(|p| p.name),
+        Some("all".to_string())
+    );
+    assert_eq!(names(&b.spec.clusters), ["a"]);
+}
