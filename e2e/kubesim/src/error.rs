@@ -182,6 +182,17 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// 409 Conflict: the write named a resourceVersion the object is no longer at
+    /// (kube-apiserver's `OptimisticLockErrorMsg`).
+    pub fn modified(group: &str, resource: &str, name: &str) -> Self {
+        Self::conflict(
+            group,
+            resource,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
     /// 409 Conflict (optimistic concurrency or precondition).
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
         Self::new(

@@ -132,12 +132,7 @@ fn outcome(
     let cur_rv = meta_str(&cur.value, "resourceVersion");
     let new_rv = meta_str(&patched, "resourceVersion");
     if !new_rv.is_empty() && new_rv != cur_rv {
-        return Err(ApiError::conflict(
-            &rt.group,
-            &rt.plural,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        ));
+        return Err(ApiError::modified(&rt.group, &rt.plural, name));
     }
     if meta_str(&patched, "name") != name {
         return Err(ApiError::bad_request(format!(
@@ -233,6 +228,11 @@ fn apply(
             Ok(Outcome::Create(obj))
         }
         Some(cur) => {
+            // a resourceVersion in the applied configuration is a precondition
+            let wanted = meta_str(&applied, "resourceVersion");
+            if !wanted.is_empty() && wanted != meta_str(&cur.value, "resourceVersion") {
+                return Err(ApiError::modified(&rt.group, &rt.plural, name));
+            }
             let shown = convert::from_storage(rt, &cur.value);
             let new = ssa::apply(&shown, &applied, shape(rt), &req).map_err(conflict)?;
             Ok(Outcome::Update {

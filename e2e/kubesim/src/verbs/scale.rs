@@ -140,12 +140,7 @@ pub fn write(
     }
     let rv = meta_str(&new, "resourceVersion");
     if !rv.is_empty() && rv != meta_str(&cur.value, "resourceVersion") {
-        return Err(ApiError::conflict(
-            &rt.group,
-            &rt.plural,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        ));
+        return Err(ApiError::modified(&rt.group, &rt.plural, name));
     }
     let replicas = match new.pointer("/spec/replicas") {
         None | Some(Value::Null) => 0,

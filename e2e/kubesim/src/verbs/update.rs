@@ -49,12 +49,7 @@ pub fn update(
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
     let body_rv = meta_str(&body, "resourceVersion");
     if !body_rv.is_empty() && body_rv != meta_str(&cur.value, "resourceVersion") {
-        return Err(ApiError::conflict(
-            &rt.group,
-            &rt.plural,
-            name,
-            "the object has been modified; please apply your changes to the latest version and try again",
-        ));
+        return Err(ApiError::modified(&rt.group, &rt.plural, name));
     }
     let new = merge_for_update(rt, &cur.value, body, sub);
     let manager = r.manager();

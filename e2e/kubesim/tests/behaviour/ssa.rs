@@ -374,3 +374,45 @@ async fn fields_released_by_an_applier_go_unless_another_manager_owns_them() {
     assert_eq!(ports, [80, 9090], "the co-owned port item stays");
     assert_eq!(api.get("web").await.unwrap(), d, "as stored");
 }
+
+/// An apply that carries `metadata.resourceVersion` is refused (409) unless the object
+/// is still at that version, as kube-apiserver does: the precondition of a writer that
+/// copies a field it read.
+#[tokio::test]
+async fn an_apply_with_a_stale_resource_version_is_refused() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let alice = PatchParams::apply("alice").force();
+    let with_rv = |rv: Option<&str>, a: &str| {
+        let mut body = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "pinned"},
+            "data": {"a": a},
+        });
+        if let Some(rv) = rv {
+            body["metadata"]["resourceVersion"] = json!(rv);
+        }
+        Patch::Apply(body)
+    };
+    let first = api
+        .patch("pinned", &alice, &with_rv(None, "1"))
+        .await
+        .unwrap();
+    let read = first.metadata.resource_version.clone().unwrap();
+    let second = api
+        .patch("pinned", &alice, &with_rv(Some(&read), "2"))
+        .await
+        .unwrap();
+    assert_eq!(data(&second), kv(&[("a", "2")]));
+    let e = api
+        .patch("pinned", &alice, &with_rv(Some(&read), "3"))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 409);
+    let now = api.get("pinned").await.unwrap();
+    assert_eq!(
+        data(&now),
+        kv(&[("a", "2")]),
+        "the refused apply changed nothing"
+    );
+}
