@@ -569,3 +569,42 @@ async fn members_run_workloads_on_their_nodes_and_the_hub_runs_none() {
     ctl.stop().await;
     cs.shutdown();
 }
+
+/// A status decided on a stale read never lands: `post_status` carries the Cluster's
+/// resourceVersion, and the hub refuses it (409) once the Cluster changed since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_decided_on_a_stale_read_is_refused() {
+    use causeway_controllers::clusters::status::post_status;
+    let cs = start(&["east"]).await;
+    cs.join_all().await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let api: Api<Cluster> = Api::all(hub.clone());
+    let read = api.get("east").await.unwrap();
+    // somebody writes the Cluster after the read
+    let label = json!({"metadata": {"labels": {"causeway-test/touched": "yes"}}});
+    api.patch("east", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let body = json!({"kubernetesVersion": "v0.0.0-stale"});
+    let err = post_status(&api, "causeway-test", &read, &body)
+        .await
+        .unwrap_err();
+    assert!(err.contains("the object has been modified"), "{err}");
+    let now = api.get("east").await.unwrap();
+    let version = now
+        .status
+        .as_ref()
+        .and_then(|s| s.kubernetes_version.clone());
+    assert_ne!(version.as_deref(), Some("v0.0.0-stale"), "nothing landed");
+    // from a fresh read it lands
+    post_status(&api, "causeway-test", &now, &body)
+        .await
+        .unwrap();
+    let after = api.get("east").await.unwrap();
+    let version = after
+        .status
+        .as_ref()
+        .and_then(|s| s.kubernetes_version.clone());
+    assert_eq!(version.as_deref(), Some("v0.0.0-stale"));
+    cs.shutdown();
+}
