@@ -203,7 +203,10 @@ pub fn belongs_to(obj: &Value, work: &str) -> bool {
 /// to retain the member's replica count (at `replicas_at`: `spec.replicas`, or where
 /// its kind's interpreter says) and the object exists (`existing`), the count is the
 /// member's: leaving it out would have server-side apply remove the field Causeway
-/// owns since the create (a Deployment would fall back to 1 replica).
+/// owns since the create (a Deployment would fall back to 1 replica). The count is
+/// copied from a read that may be stale (the member's autoscaler may have changed it
+/// since), so the apply then carries the object's resourceVersion: the member refuses
+/// it (409) if the object changed since, and the next round copies the new count.
 pub fn body(manifest: &Value, work: &str, existing: Option<&Value>, replicas_at: &str) -> Value {
     let mut b = manifest.clone();
     let retain = label(manifest, labels::RETAIN_REPLICAS) == Some("true");
@@ -247,6 +250,11 @@ pub fn body(manifest: &Value, work: &str, existing: Option<&Value>, replicas_at:
             Some(theirs) => parent.insert(key, theirs.clone()),
             None => parent.remove(&key),
         };
+        if let Some(rv) = obj.pointer("/metadata/resourceVersion").cloned()
+            && let Some(md) = b.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            md.insert("resourceVersion".into(), rv);
+        }
     }
     b
 }

@@ -137,12 +137,14 @@ fn retain_replicas_keeps_the_members_count_once_the_object_exists() {
     );
     // the member's count is applied back (left out, server-side apply would remove the
     // field Causeway owns since the create)
-    let scaled = json!({"spec": {"replicas": 9}});
-    assert_eq!(
-        body(&m, W, Some(&scaled), DEFAULT_REPLICAS)["spec"]["replicas"],
-        9,
-        "kept on update"
-    );
+    let scaled = json!({"metadata": {"resourceVersion": "41"}, "spec": {"replicas": 9}});
+    let kept = body(&m, W, Some(&scaled), DEFAULT_REPLICAS);
+    assert_eq!(kept["spec"]["replicas"], 9, "kept on update");
+    // copied from what was read, so applied only if the object is still as read
+    assert_eq!(kept["metadata"]["resourceVersion"], "41");
+    // without retain-replicas no resourceVersion goes with the apply
+    let plain = body(&deploy(2), W, Some(&scaled), DEFAULT_REPLICAS);
+    assert!(plain["metadata"].get("resourceVersion").is_none());
     // none in the member: none applied
     assert!(
         body(&m, W, Some(&json!({"spec": {}})), DEFAULT_REPLICAS)["spec"]
