@@ -348,6 +348,7 @@ async fn execute(
             exists,
             dry_run_first,
             recreate,
+            retained,
             ..
         } => write::apply(write::Apply {
             api: &api,
@@ -356,6 +357,7 @@ async fn execute(
             exists: *exists,
             dry_run_first: *dry_run_first,
             recreate: *recreate,
+            retained: retained.as_deref(),
             cluster: &a.cluster,
             limit: a.limit,
         })

@@ -182,6 +182,16 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// A create that carries a resourceVersion: kube-apiserver's storage refuses it with
+    /// an error that is no API status, which the handler answers as 500 with no reason.
+    pub fn resource_version_on_create() -> Self {
+        Self::new(
+            500,
+            "",
+            "resourceVersion should not be set on objects to be created",
+        )
+    }
+
     /// 409 Conflict: the write named a resourceVersion the object is no longer at
     /// (kube-apiserver's `OptimisticLockErrorMsg`).
     pub fn modified(group: &str, resource: &str, name: &str) -> Self {

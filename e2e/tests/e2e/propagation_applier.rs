@@ -517,3 +517,64 @@ async fn immutable_changes_are_reported_or_recreated() {
     )
     .await;
 }
+
+/// E.35: a count retained (`causeway.io/retain-replicas`) from a read older than the
+/// object is not put back. The apply carries the read's resourceVersion, the member
+/// refuses it (409), and the applier reads the count again and applies once more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retained_count_read_before_an_autoscaler_changed_it_is_not_put_back() {
+    use causeway_controllers::propagation::applier::{plan, write};
+    let cs = clusterset(&["east"]).await;
+    let member = client(&cs.members[0]).await.unwrap();
+    let manifest = deployment("nginx:1", None);
+    let dynamic = kube::api::ApiResource::erase::<Deployment>(&());
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(member.clone(), NS, &dynamic);
+    let obj = plan::ObjRef::of(&manifest);
+    let write = |body: Value, retained: Option<&'static str>| {
+        let (api, obj) = (api.clone(), obj.clone());
+        async move {
+            write::apply(write::Apply {
+                api: &api,
+                obj: &obj,
+                body: &body,
+                exists: retained.is_some(),
+                dry_run_first: true,
+                recreate: false,
+                retained,
+                cluster: "east",
+                limit: Duration::from_secs(10),
+            })
+            .await
+        }
+    };
+    // created with the template's count
+    write(plan::body(&manifest, "w", None, "/spec/replicas"), None)
+        .await
+        .unwrap();
+    let deploys: Api<Deployment> = Api::namespaced(member.clone(), NS);
+    let read = serde_json::to_value(deploys.get("web").await.unwrap()).unwrap();
+    // an autoscaler scales it after that read
+    edit(&deploys, "web", json!({"spec": {"replicas": 6}})).await;
+    // the template changes; the body is built from the stale read (2 replicas)
+    let changed = deployment("nginx:2", None);
+    let stale = plan::body(&changed, "w", Some(&read), "/spec/replicas");
+    assert_eq!(stale["spec"]["replicas"], 2);
+    // the precondition: as such, it is refused
+    let refused = write(stale.clone(), None).await.unwrap_err();
+    assert!(
+        refused.message.contains("the object has been modified"),
+        "{refused:?}"
+    );
+    let applied = write(stale, Some("/spec/replicas")).await.unwrap();
+    assert_eq!(
+        applied["spec"]["replicas"], 6,
+        "the autoscaler's count stays"
+    );
+    let d = deploys.get("web").await.unwrap();
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(6));
+    let image = d.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone();
+    assert_eq!(image.as_deref(), Some("nginx:2"), "the change is applied");
+    cs.shutdown();
+}

@@ -108,6 +108,10 @@ pub enum Action {
         dry_run_first: bool,
         /// The manifest allows delete-and-recreate when a change is immutable.
         recreate: bool,
+        /// Where `body` carries the member's own count (`causeway.io/retain-replicas`,
+        /// with the resourceVersion it was read at): a 409 is then a stale read, and
+        /// the count is read again.
+        retained: Option<String>,
     },
     /// Delete the object (Background propagation); `ordinal` when it is a manifest's.
     Delete(ObjRef, Option<usize>),
@@ -209,7 +213,7 @@ pub fn belongs_to(obj: &Value, work: &str) -> bool {
 /// it (409) if the object changed since, and the next round copies the new count.
 pub fn body(manifest: &Value, work: &str, existing: Option<&Value>, replicas_at: &str) -> Value {
     let mut b = manifest.clone();
-    let retain = label(manifest, labels::RETAIN_REPLICAS) == Some("true");
+    let retain = retains(manifest);
     if let Some(m) = b.as_object_mut() {
         m.remove("status");
     }
@@ -239,24 +243,38 @@ pub fn body(manifest: &Value, work: &str, existing: Option<&Value>, replicas_at:
         annotations::APPLIED_HASH,
         &manifest_hash(manifest),
     );
-    if retain
-        && let Some(obj) = existing
-        && let Some((parent, key)) = replicas_at.rsplit_once('/')
-        && let Some(parent) = b.pointer_mut(parent).and_then(Value::as_object_mut)
-    {
-        // a JSON pointer's key with its escapes (RFC 6901) undone
-        let key = key.replace("~1", "/").replace("~0", "~");
-        match obj.pointer(replicas_at) {
-            Some(theirs) => parent.insert(key, theirs.clone()),
-            None => parent.remove(&key),
-        };
-        if let Some(rv) = obj.pointer("/metadata/resourceVersion").cloned()
-            && let Some(md) = b.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            md.insert("resourceVersion".into(), rv);
-        }
+    if retain && let Some(obj) = existing {
+        retain_from(&mut b, obj, replicas_at);
     }
     b
+}
+
+/// Whether the manifest keeps the member's replica count once the object exists.
+fn retains(manifest: &Value) -> bool {
+    label(manifest, labels::RETAIN_REPLICAS) == Some("true")
+}
+
+/// Copies into `body` the member object's (`obj`) count at `replicas_at` (or leaves it
+/// out when `obj` has none there), with the resourceVersion it was read at as the
+/// apply's precondition.
+pub fn retain_from(body: &mut Value, obj: &Value, replicas_at: &str) {
+    let Some((parent, key)) = replicas_at.rsplit_once('/') else {
+        return;
+    };
+    let Some(parent) = body.pointer_mut(parent).and_then(Value::as_object_mut) else {
+        return;
+    };
+    // a JSON pointer's key with its escapes (RFC 6901) undone
+    let key = key.replace("~1", "/").replace("~0", "~");
+    match obj.pointer(replicas_at) {
+        Some(theirs) => parent.insert(key, theirs.clone()),
+        None => parent.remove(&key),
+    };
+    if let Some(rv) = obj.pointer("/metadata/resourceVersion").cloned()
+        && let Some(md) = body.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        md.insert("resourceVersion".into(), rv);
+    }
 }
 
 fn overwrite(work: &Work, manifest: &Value) -> bool {
@@ -377,6 +395,7 @@ fn manifest_step(
             exists: false,
             dry_run_first: false,
             recreate,
+            retained: None,
         }));
     };
     let managed = label(obj, labels::MANAGED);
@@ -432,12 +451,14 @@ fn manifest_step(
         ));
     }
     let changed = annotation(obj, annotations::APPLIED_HASH) != Some(manifest_hash(m).as_str());
+    let retained = retains(m).then(|| replicas_at.to_string());
     Ok(Some(Action::Apply {
         ordinal: i,
         body: want,
         exists: true,
         dry_run_first: changed,
         recreate,
+        retained,
     }))
 }
 

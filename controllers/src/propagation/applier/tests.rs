@@ -209,7 +209,8 @@ fn applies_only_what_the_member_lacks() {
             body: body(&m, W, None, DEFAULT_REPLICAS),
             exists: false,
             dry_run_first: false,
-            recreate: false
+            recreate: false,
+            retained: None,
         }]
     );
     // present and containing it (member-added fields ignored): zero writes
@@ -238,9 +239,23 @@ fn applies_only_what_the_member_lacks() {
             exists: true,
             dry_run_first: true,
             recreate: true,
+            retained: None,
             ..
         }]
     ));
+    // the member's count retained: the apply says where, so a stale read is read again
+    let mut retain = deploy(2);
+    retain["metadata"]["labels"] = json!({labels::RETAIN_REPLICAS: "true"});
+    let mut scaled = applied(&m);
+    scaled["spec"]["replicas"] = json!(7);
+    let p = run(&work(vec![retain]), true, vec![Some(scaled)], &[]);
+    match &p.actions[..] {
+        [Action::Apply { body, retained, .. }] => {
+            assert_eq!(retained.as_deref(), Some(DEFAULT_REPLICAS));
+            assert_eq!(body["spec"]["replicas"], 7);
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

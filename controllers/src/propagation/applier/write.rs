@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::members::to_json;
-use super::plan::{NotApplied, ObjRef};
+use super::plan::{self, NotApplied, ObjRef};
 
 pub use crate::clusters::{CallError, call};
 
@@ -75,14 +75,42 @@ pub struct Apply<'a> {
     pub dry_run_first: bool,
     /// Delete and recreate when the change is immutable.
     pub recreate: bool,
+    /// Where `body` carries the member's own count, read at the resourceVersion it
+    /// carries (`causeway.io/retain-replicas`).
+    pub retained: Option<&'a str>,
     /// The member cluster.
     pub cluster: &'a str,
     /// Per call.
     pub limit: Duration,
 }
 
-/// Server-side applies; the member object as the server answered.
+/// Server-side applies; the member object as the server answered. A body that carries
+/// the member's own count (`retained`) carries the resourceVersion it was read at: a
+/// 409 then means the object changed since that read (an autoscaler, a status write),
+/// so the count is read again and the apply made once more.
 pub async fn apply(a: Apply<'_>) -> Result<Value, NotApplied> {
+    let (why, stale) = match attempt(&a, a.body).await {
+        Ok(v) => return Ok(v),
+        Err(failure) => failure,
+    };
+    let Some(at) = a.retained.filter(|_| stale) else {
+        return Err(why);
+    };
+    let body = match call(a.limit, a.api.get_opt(&a.obj.name)).await {
+        Ok(Some(o)) => {
+            let mut b = a.body.clone();
+            plan::retain_from(&mut b, &to_json(&o, &a.obj.api_version, &a.obj.kind), at);
+            b
+        }
+        Ok(None) => without_resource_version(a.body),
+        Err(_) => return Err(why),
+    };
+    attempt(&a, &body).await.map_err(|(why, _)| why)
+}
+
+/// One apply of `body` (after its dry run when asked); a failure says whether it was a
+/// 409 (with a forced apply, the resourceVersion precondition).
+async fn attempt(a: &Apply<'_>, body: &Value) -> Result<Value, (NotApplied, bool)> {
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     let name = a.obj.name.as_str();
     let mut exists = a.exists;
@@ -90,41 +118,56 @@ pub async fn apply(a: Apply<'_>) -> Result<Value, NotApplied> {
         let dry = call(
             a.limit,
             a.api
-                .patch(name, &pp.clone().dry_run(), &Patch::Apply(a.body)),
+                .patch(name, &pp.clone().dry_run(), &Patch::Apply(body)),
         )
         .await;
         match dry {
             Ok(_) => {}
             Err(e) => match immutable(&e) {
                 Some(msg) if !a.recreate => {
-                    return Err(NotApplied::new(
-                        conditions::REASON_IMMUTABLE_FIELD,
-                        format!(
-                            "{} in cluster {}: the change touches an immutable field and was not applied ({msg}); revert it, or annotate the template {}=true to let Causeway delete and recreate the object",
-                            a.obj,
-                            a.cluster,
-                            annotations::RECREATE_ON_IMMUTABLE
+                    return Err((
+                        NotApplied::new(
+                            conditions::REASON_IMMUTABLE_FIELD,
+                            format!(
+                                "{} in cluster {}: the change touches an immutable field and was not applied ({msg}); revert it, or annotate the template {}=true to let Causeway delete and recreate the object",
+                                a.obj,
+                                a.cluster,
+                                annotations::RECREATE_ON_IMMUTABLE
+                            ),
                         ),
+                        false,
                     ));
                 }
                 Some(_) => {
-                    delete(a.api, a.obj, a.cluster, a.limit).await?;
-                    wait_gone(a.api, a.obj, a.cluster, a.limit).await?;
+                    delete(a.api, a.obj, a.cluster, a.limit)
+                        .await
+                        .map_err(|e| (e, false))?;
+                    wait_gone(a.api, a.obj, a.cluster, a.limit)
+                        .await
+                        .map_err(|e| (e, false))?;
                     exists = false;
                 }
                 None => {
                     let timed_out = conditions::REASON_UPDATE_TIMED_OUT;
-                    return Err(failed(
-                        &e,
-                        timed_out,
-                        format!("applying {}", a.obj),
-                        a.cluster,
+                    let stale = conflict(&e);
+                    return Err((
+                        failed(&e, timed_out, format!("applying {}", a.obj), a.cluster),
+                        stale,
                     ));
                 }
             },
         }
     }
-    match call(a.limit, a.api.patch(name, &pp, &Patch::Apply(a.body))).await {
+    // recreated: a create carries no resourceVersion (the precondition of a count
+    // retained from the object that was deleted)
+    let fresh;
+    let body = if exists || body.pointer("/metadata/resourceVersion").is_none() {
+        body
+    } else {
+        fresh = without_resource_version(body);
+        &fresh
+    };
+    match call(a.limit, a.api.patch(name, &pp, &Patch::Apply(body))).await {
         Ok(o) => Ok(to_json(&o, &a.obj.api_version, &a.obj.kind)),
         Err(e) => {
             let timed_out = if exists {
@@ -133,14 +176,27 @@ pub async fn apply(a: Apply<'_>) -> Result<Value, NotApplied> {
                 conditions::REASON_CREATION_TIMED_OUT
             };
             let verb = if exists { "updating" } else { "creating" };
-            Err(failed(
-                &e,
-                timed_out,
-                format!("{verb} {}", a.obj),
-                a.cluster,
+            let stale = conflict(&e);
+            Err((
+                failed(&e, timed_out, format!("{verb} {}", a.obj), a.cluster),
+                stale,
             ))
         }
     }
+}
+
+/// A 409 answer.
+fn conflict(e: &CallError) -> bool {
+    matches!(e, CallError::Kube(kube::Error::Api(s)) if s.code == 409)
+}
+
+/// `body` without `metadata.resourceVersion`.
+fn without_resource_version(body: &Value) -> Value {
+    let mut b = body.clone();
+    if let Some(md) = b.get_mut("metadata").and_then(Value::as_object_mut) {
+        md.remove("resourceVersion");
+    }
+    b
 }
 
 /// Deletes (Background propagation); gone already counts as done.

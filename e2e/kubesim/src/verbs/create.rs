@@ -29,6 +29,9 @@ pub fn create(
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
+    if !meta_str(&obj, "resourceVersion").is_empty() {
+        return Err(ApiError::resource_version_on_create());
+    }
     check_namespace(rt, &mut obj, ns)?;
     let mut st = state.lock();
     create_locked(&mut st, rt, obj, r, None)

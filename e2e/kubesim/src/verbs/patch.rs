@@ -202,6 +202,8 @@ fn apply(
             if !sub.is_empty() {
                 return Err(ApiError::not_found(&rt.group, &rt.plural, name));
             }
+            // (a resourceVersion in an apply that creates is ignored, as kube-apiserver's
+            // create-on-update path ignores it: `create_locked` drops it)
             // an apply that creates needs create permission too (kube-apiserver's patch
             // handler authorizes the create it turns into)
             let create = Attributes {

@@ -377,9 +377,9 @@ async fn fields_released_by_an_applier_go_unless_another_manager_owns_them() {
 
 /// An apply that carries `metadata.resourceVersion` is refused (409) unless the object
 /// is still at that version, as kube-apiserver does: the precondition of a writer that
-/// copies a field it read.
+/// copies a field it read. An apply that creates ignores it; a POST with one is refused.
 #[tokio::test]
-async fn an_apply_with_a_stale_resource_version_is_refused() {
+async fn an_apply_with_a_stale_resource_version_is_refused_and_a_post_with_one() {
     let env = start().await;
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
     let alice = PatchParams::apply("alice").force();
@@ -415,4 +415,26 @@ async fn an_apply_with_a_stale_resource_version_is_refused() {
         kv(&[("a", "2")]),
         "the refused apply changed nothing"
     );
+    // an apply that creates ignores a resourceVersion (kube-apiserver's create-on-update
+    // path); a create (POST) with one is refused by its storage
+    api.delete("pinned", &Default::default()).await.unwrap();
+    let made = api
+        .patch("pinned", &alice, &with_rv(Some(&read), "4"))
+        .await
+        .unwrap();
+    assert_eq!(data(&made), kv(&[("a", "4")]));
+    api.delete("pinned", &Default::default()).await.unwrap();
+    let mut posted: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "pinned", "resourceVersion": "7"}, "data": {"a": "5"}
+    }))
+    .unwrap();
+    let e = api.create(&Default::default(), &posted).await.unwrap_err();
+    assert_eq!(code(&e), 500);
+    assert!(
+        e.to_string()
+            .contains("resourceVersion should not be set on objects to be created"),
+        "{e}"
+    );
+    posted.metadata.resource_version = None;
+    api.create(&Default::default(), &posted).await.unwrap();
 }
