@@ -530,14 +530,14 @@ async fn a_retained_count_read_before_an_autoscaler_changed_it_is_not_put_back()
     let dynamic = kube::api::ApiResource::erase::<Deployment>(&());
     let api: Api<kube::api::DynamicObject> = Api::namespaced_with(member.clone(), NS, &dynamic);
     let obj = plan::ObjRef::of(&manifest);
-    let write = |body: Value, retained: Option<&'static str>| {
+    let write = |body: Value, exists: bool, retained: Option<&'static str>| {
         let (api, obj) = (api.clone(), obj.clone());
         async move {
             write::apply(write::Apply {
                 api: &api,
                 obj: &obj,
                 body: &body,
-                exists: retained.is_some(),
+                exists,
                 dry_run_first: true,
                 recreate: false,
                 retained,
@@ -548,24 +548,39 @@ async fn a_retained_count_read_before_an_autoscaler_changed_it_is_not_put_back()
         }
     };
     // created with the template's count
-    write(plan::body(&manifest, "w", None, "/spec/replicas"), None)
-        .await
-        .unwrap();
+    write(
+        plan::body(&manifest, "w", None, "/spec/replicas"),
+        false,
+        None,
+    )
+    .await
+    .unwrap();
     let deploys: Api<Deployment> = Api::namespaced(member.clone(), NS);
     let read = serde_json::to_value(deploys.get("web").await.unwrap()).unwrap();
-    // an autoscaler scales it after that read
+    // an autoscaler scales it after that read, and the member's controllers settle
+    // (their status writes change the resourceVersion too)
     edit(&deploys, "web", json!({"spec": {"replicas": 6}})).await;
+    eventually("the scaled Deployment settled", WAIT, || {
+        let deploys = deploys.clone();
+        async move {
+            let d = deploys.get("web").await.ok()?;
+            let st = d.status.as_ref()?;
+            (st.observed_generation == d.metadata.generation && st.ready_replicas == Some(6))
+                .then_some(())
+        }
+    })
+    .await;
     // the template changes; the body is built from the stale read (2 replicas)
     let changed = deployment("nginx:2", None);
     let stale = plan::body(&changed, "w", Some(&read), "/spec/replicas");
     assert_eq!(stale["spec"]["replicas"], 2);
     // the precondition: as such, it is refused
-    let refused = write(stale.clone(), None).await.unwrap_err();
+    let refused = write(stale.clone(), true, None).await.unwrap_err();
     assert!(
         refused.message.contains("the object has been modified"),
         "{refused:?}"
     );
-    let applied = write(stale, Some("/spec/replicas")).await.unwrap();
+    let applied = write(stale, true, Some("/spec/replicas")).await.unwrap();
     assert_eq!(
         applied["spec"]["replicas"], 6,
         "the autoscaler's count stays"

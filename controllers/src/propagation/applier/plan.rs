@@ -191,7 +191,7 @@ pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
-fn terminating(obj: &Value) -> bool {
+pub(crate) fn terminating(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp")
         .is_some_and(|t| !t.is_null())
 }

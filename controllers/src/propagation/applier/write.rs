@@ -87,25 +87,40 @@ pub struct Apply<'a> {
 /// Server-side applies; the member object as the server answered. A body that carries
 /// the member's own count (`retained`) carries the resourceVersion it was read at: a
 /// 409 then means the object changed since that read (an autoscaler, a status write),
-/// so the count is read again and the apply made once more.
+/// so the count is read again and the apply made again, a few times at most.
 pub async fn apply(a: Apply<'_>) -> Result<Value, NotApplied> {
-    let (why, stale) = match attempt(&a, a.body).await {
-        Ok(v) => return Ok(v),
-        Err(failure) => failure,
-    };
-    let Some(at) = a.retained.filter(|_| stale) else {
-        return Err(why);
-    };
-    let body = match call(a.limit, a.api.get_opt(&a.obj.name)).await {
-        Ok(Some(o)) => {
-            let mut b = a.body.clone();
-            plan::retain_from(&mut b, &to_json(&o, &a.obj.api_version, &a.obj.kind), at);
-            b
+    /// Reads again after a 409 at most this often (the object's controller may write
+    /// its status between a read and the apply; client-go's `RetryOnConflict` tries 5
+    /// times).
+    const REREADS: usize = 4;
+    let mut body = std::borrow::Cow::Borrowed(a.body);
+    let mut rereads = 0;
+    loop {
+        let (why, stale) = match attempt(&a, &body).await {
+            Ok(v) => return Ok(v),
+            Err(failure) => failure,
+        };
+        let Some(at) = a.retained.filter(|_| stale && rereads < REREADS) else {
+            return Err(why);
+        };
+        rereads += 1;
+        let Ok(Some(o)) = call(a.limit, a.api.get_opt(&a.obj.name)).await else {
+            // gone (the plan creates it with the template's count) or unreadable: the
+            // next round decides
+            return Err(why);
+        };
+        let fresh = to_json(&o, &a.obj.api_version, &a.obj.kind);
+        // only the object this Work applies, still in place: one being deleted, one a
+        // person took out of Causeway's hands (`causeway.io/managed=false`) or another
+        // Work's is for the next round's plan to judge
+        let work = plan::annotation(a.body, annotations::WORK).unwrap_or_default();
+        if plan::terminating(&fresh) || !plan::belongs_to(&fresh, work) {
+            return Err(why);
         }
-        Ok(None) => without_resource_version(a.body),
-        Err(_) => return Err(why),
-    };
-    attempt(&a, &body).await.map_err(|(why, _)| why)
+        let mut b = a.body.clone();
+        plan::retain_from(&mut b, &fresh, at);
+        body = std::borrow::Cow::Owned(b);
+    }
 }
 
 /// One apply of `body` (after its dry run when asked); a failure says whether it was a
@@ -149,7 +164,7 @@ async fn attempt(a: &Apply<'_>, body: &Value) -> Result<Value, (NotApplied, bool
                 }
                 None => {
                     let timed_out = conditions::REASON_UPDATE_TIMED_OUT;
-                    let stale = conflict(&e);
+                    let stale = conflict(&e, body);
                     return Err((
                         failed(&e, timed_out, format!("applying {}", a.obj), a.cluster),
                         stale,
@@ -176,7 +191,7 @@ async fn attempt(a: &Apply<'_>, body: &Value) -> Result<Value, (NotApplied, bool
                 conditions::REASON_CREATION_TIMED_OUT
             };
             let verb = if exists { "updating" } else { "creating" };
-            let stale = conflict(&e);
+            let stale = conflict(&e, body);
             Err((
                 failed(&e, timed_out, format!("{verb} {}", a.obj), a.cluster),
                 stale,
@@ -185,9 +200,11 @@ async fn attempt(a: &Apply<'_>, body: &Value) -> Result<Value, (NotApplied, bool
     }
 }
 
-/// A 409 answer.
-fn conflict(e: &CallError) -> bool {
-    matches!(e, CallError::Kube(kube::Error::Api(s)) if s.code == 409)
+/// A 409 answer to a write of `body` that carried a resourceVersion: with a forced
+/// apply, its precondition (the object changed since it was read).
+fn conflict(e: &CallError, body: &Value) -> bool {
+    body.pointer("/metadata/resourceVersion").is_some()
+        && matches!(e, CallError::Kube(kube::Error::Api(s)) if s.code == 409)
 }
 
 /// `body` without `metadata.resourceVersion`.

@@ -29,9 +29,6 @@ pub fn create(
     if !obj.get("metadata").is_some_and(Value::is_object) {
         obj["metadata"] = json!({});
     }
-    if !meta_str(&obj, "resourceVersion").is_empty() {
-        return Err(ApiError::resource_version_on_create());
-    }
     check_namespace(rt, &mut obj, ns)?;
     let mut st = state.lock();
     create_locked(&mut st, rt, obj, r, None)
@@ -46,6 +43,10 @@ pub fn create_locked(
     r: &mut Req,
     applied: Option<()>,
 ) -> ApiResult<(u16, Bytes)> {
+    // a POST that carries a resourceVersion passes validation and admission, and is
+    // refused where kube-apiserver's storage refuses it (not in a dry run, which does
+    // not reach it; an apply that creates ignores it)
+    let posted_rv = applied.is_none() && !meta_str(&obj, "resourceVersion").is_empty();
     let mut name = meta_str(&obj, "name").to_string();
     if name.is_empty() {
         let gen_name = meta_str(&obj, "generateName").to_string();
@@ -112,6 +113,10 @@ pub fn create_locked(
     if dry_run(r) {
         kinds::on_removed(st, rt, &obj);
         return Ok((201, output(rt, &obj, r)));
+    }
+    if posted_rv {
+        kinds::on_removed(st, rt, &obj);
+        return Err(ApiError::resource_version_on_create());
     }
     let e = st.store.put(&gr, obj);
     Ok((201, output(rt, &e.obj.value, r)))
