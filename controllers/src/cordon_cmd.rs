@@ -144,11 +144,7 @@ pub fn plan(
                     format!("stays on {cluster}: its spread constraints cannot be met without it (Scheduled=False until they can)"),
                 ),
                 Ok(d) => {
-                    let after: BTreeMap<String, Option<i32>> = d
-                        .target_clusters()
-                        .into_iter()
-                        .map(|t| (t.name, t.replicas))
-                        .collect();
+                    let after = d.shares();
                     let ready = |name: &String| {
                         clusters.iter().any(|c| c.name_any() == *name && is_ready(c))
                     };

@@ -194,11 +194,7 @@ pub fn plan(
         let verdict_and_after = match schedule(&spec.placement, &hypothetical, &workload) {
             Err(e) => (format!("unknown: {e}"), now_at.clone()),
             Ok(d) => {
-                let after: BTreeMap<String, Option<i32>> = d
-                    .target_clusters()
-                    .into_iter()
-                    .map(|t| (t.name, t.replicas))
-                    .collect();
+                let after = d.shares();
                 let staying: Vec<&String> =
                     failing.iter().filter(|c| after.contains_key(*c)).collect();
                 let leaving: Vec<&String> = failing

@@ -211,6 +211,14 @@ impl Decision {
                 .any(|r| matches!(r, Reason::Spread(_)))
     }
 
+    /// Each chosen cluster's share (`None`: the whole workload, not divided), by name.
+    pub fn shares(&self) -> std::collections::BTreeMap<String, Option<i32>> {
+        self.chosen
+            .iter()
+            .map(|t| (t.cluster.clone(), t.replicas))
+            .collect()
+    }
+
     /// The chosen clusters as a binding's `spec.clusters`.
     pub fn target_clusters(&self) -> Vec<TargetCluster> {
         let chosen = self.chosen.iter();

@@ -173,15 +173,8 @@ async fn attempt(a: &Apply<'_>, body: &Value) -> Result<Value, (NotApplied, bool
             },
         }
     }
-    // recreated: a create carries no resourceVersion (the precondition of a count
-    // retained from the object that was deleted)
-    let fresh;
-    let body = if exists || body.pointer("/metadata/resourceVersion").is_none() {
-        body
-    } else {
-        fresh = without_resource_version(body);
-        &fresh
-    };
+    // (recreated: an apply that creates ignores the resourceVersion of a count retained
+    // from the object that was deleted, as kube-apiserver does)
     match call(a.limit, a.api.patch(name, &pp, &Patch::Apply(body))).await {
         Ok(o) => Ok(to_json(&o, &a.obj.api_version, &a.obj.kind)),
         Err(e) => {
@@ -205,15 +198,6 @@ async fn attempt(a: &Apply<'_>, body: &Value) -> Result<Value, (NotApplied, bool
 fn conflict(e: &CallError, body: &Value) -> bool {
     body.pointer("/metadata/resourceVersion").is_some()
         && matches!(e, CallError::Kube(kube::Error::Api(s)) if s.code == 409)
-}
-
-/// `body` without `metadata.resourceVersion`.
-fn without_resource_version(body: &Value) -> Value {
-    let mut b = body.clone();
-    if let Some(md) = b.get_mut("metadata").and_then(Value::as_object_mut) {
-        md.remove("resourceVersion");
-    }
-    b
 }
 
 /// Deletes (Background propagation); gone already counts as done.
