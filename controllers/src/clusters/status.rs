@@ -25,24 +25,47 @@ const DISCOVER_EVERY: u32 = 30;
 
 /// Pure: the status body to post from the damped Ready condition and what else is known:
 /// the member's version, its APIs with their `CompleteAPIEnablements` condition, and its
-/// node/resource summaries and topology.
+/// node/resource summaries and topology. What this worker does not know (yet) — a new
+/// worker before its first discovery, a member it cannot reach, node and pod caches not
+/// synced — is carried over from the `current` status: the apply under [`MANAGER`]
+/// removes every field it no longer sends, and the region, zones, APIs and summaries
+/// that placements read must not vanish when the hub restarts during an outage.
 pub fn status_body(
     ready: &Condition,
     version: Option<&str>,
     apis: Option<&(Vec<ApiEnablement>, Condition)>,
     summary: Option<&Summary>,
+    current: Option<&ClusterStatus>,
 ) -> Value {
+    let cur = current.cloned().unwrap_or_default();
     let mut st = ClusterStatus {
-        kubernetes_version: version.map(String::from),
+        kubernetes_version: version.map(String::from).or(cur.kubernetes_version),
         conditions: vec![ready.clone()],
         ..Default::default()
     };
-    if let Some((enablements, complete)) = apis {
-        st.api_enablements = enablements.clone();
-        st.conditions.push(complete.clone());
+    match apis {
+        Some((enablements, complete)) => {
+            st.api_enablements = enablements.clone();
+            st.conditions.push(complete.clone());
+        }
+        None => {
+            st.api_enablements = cur.api_enablements;
+            st.conditions.extend(
+                cur.conditions
+                    .into_iter()
+                    .filter(|c| c.type_ == conditions::COMPLETE_API_ENABLEMENTS),
+            );
+        }
     }
-    if let Some(s) = summary {
-        s.fill(&mut st);
+    match summary {
+        Some(s) => s.fill(&mut st),
+        None => {
+            st.node_summary = cur.node_summary;
+            st.resource_summary = cur.resource_summary;
+            st.region = cur.region;
+            st.zones = cur.zones;
+            st.provider = cur.provider;
+        }
     }
     serde_json::to_value(st).unwrap_or(Value::Null)
 }
@@ -61,7 +84,7 @@ pub async fn post_not_ready(hub: &kube::Client, name: &str, why: &str) {
         format!("the hub cannot reach this member: {why}"),
     );
     let ready = ready_condition(verdict, Some(&current), &Time(jiff::Timestamp::now()));
-    let body = serde_json::json!({ "conditions": [ready] });
+    let body = status_body(&ready, None, None, None, current.status.as_ref());
     if let Err(e) = post_status(&api, MANAGER, &current, &body).await {
         tracing::debug!(cluster = %name, error = %e, "cannot post Ready=False");
     }
@@ -162,6 +185,7 @@ pub async fn run(
                     version.as_deref(),
                     complete.as_ref(),
                     summary.as_ref(),
+                    current.status.as_ref(),
                 );
                 let before = ready_of(&current).map(|c| c.status.clone());
                 // refused (409) if the monitor wrote in between: the next round decides
@@ -191,3 +215,6 @@ pub async fn run(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

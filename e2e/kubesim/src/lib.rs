@@ -27,6 +27,7 @@ pub mod error;
 pub mod http;
 pub mod kubeconfig;
 pub mod state;
+pub mod testing;
 pub mod verbs;
 
 pub use http::auth::User;

@@ -316,3 +316,97 @@ async fn a_cluster_is_cordoned_drained_and_uncordoned() {
             .contains("no Cluster \"south\" on the hub")
     );
 }
+
+/// `cordon` writes the taints with the Cluster's resourceVersion and reads it again on
+/// a conflict: a taint another writer (an admin, the registry's monitor) adds while
+/// cordon's write is being admitted is kept, not replaced by cordon's list. The hub's
+/// webhook holds cordon's write for 600 ms; the other write lands meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taint_written_while_a_cordon_is_admitted_is_kept() {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+    use serde_json::{Value, json};
+    use std::time::Duration;
+    let env = crate::support::Env::start().await;
+    env.cs.join_all().await.unwrap();
+    let hub = env.hub_client().await;
+    let cordons = |req: &Value| {
+        req["object"]["spec"]["taints"]
+            .as_array()
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t["key"] == "cluster.causeway.io/unschedulable")
+            })
+    };
+    let hook = kubesim::testing::Webhook::start(std::sync::Arc::new(move |req: &Value| {
+        let delay = if cordons(req) { 600 } else { 0 };
+        (Duration::from_millis(delay), json!({"allowed": true}))
+    }))
+    .await
+    .unwrap();
+    let cfg = hook.configuration(json!({
+        "rules": [{"apiGroups": ["causeway.io"], "apiVersions": ["*"], "resources": ["clusters"], "operations": ["UPDATE"]}],
+    }));
+    let configs: Api<DynamicObject> = Api::all_with(
+        hub.clone(),
+        &kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(
+                "admissionregistration.k8s.io",
+                "v1",
+                "ValidatingWebhookConfiguration",
+            ),
+            "validatingwebhookconfigurations",
+        ),
+    );
+    configs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cfg).unwrap(),
+        )
+        .await
+        .unwrap();
+
+    let cordon = {
+        let env = &env;
+        async move { crate::propagation_cli::ok(env, &["cordon", "east"]).await }
+    };
+    let other = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let clusters: Api<DynamicObject> = Api::all_with(
+            hub.clone(),
+            &kube::core::ApiResource::from_gvk_with_plural(
+                &kube::core::GroupVersionKind::gvk("causeway.io", "v1alpha1", "Cluster"),
+                "clusters",
+            ),
+        );
+        clusters
+            .patch(
+                "east",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"taints": [
+                    {"key": "example.com/maintenance", "value": "tonight", "effect": "NoSchedule"}
+                ]}})),
+            )
+            .await
+            .unwrap();
+    };
+    let (said, ()) = tokio::join!(cordon, other);
+    assert!(said.contains("cluster east cordoned"), "{said}");
+    assert_eq!(
+        taints(&env, "east").await,
+        [
+            "example.com/maintenance:NoSchedule",
+            "cluster.causeway.io/unschedulable:NoSchedule"
+        ],
+        "the other writer's taint is kept"
+    );
+    let asked = hook
+        .seen
+        .lock()
+        .iter()
+        .filter(|r| cordons(&r["request"]))
+        .count();
+    assert!(
+        asked >= 2,
+        "cordon's write met the other one and was written again ({asked} reviews)"
+    );
+}

@@ -138,6 +138,32 @@ async fn a_push_member_goes_not_ready_is_tainted_and_recovers() {
         since,
         "A.3: probes that agree do not move lastTransitionTime"
     );
+    // the hub restarted during the outage: its new worker, which has reached nothing
+    // yet, keeps what placements read (region, zones, APIs, summaries, version)
+    ctl.stop().await;
+    let ctl = cs.start_controller().await.unwrap();
+    tokio::time::sleep(3 * Timing::fast().status_interval).await;
+    let st = api.get("east").await.unwrap().status.unwrap();
+    assert_eq!(
+        (
+            st.region.as_deref(),
+            st.zones.as_slice(),
+            st.provider.as_deref()
+        ),
+        (
+            Some("local"),
+            ["east-a".to_string()].as_slice(),
+            Some("kubesim")
+        ),
+        "the topology outlives a restart during an outage"
+    );
+    assert!(
+        st.kubernetes_version.is_some()
+            && !st.api_enablements.is_empty()
+            && st.node_summary.is_some()
+            && st.resource_summary.is_some(),
+        "{st:?}"
+    );
 
     cs.member("east")
         .unwrap()

@@ -4,68 +4,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::helpers::*;
+use kubesim::testing::Webhook;
 
 type Answer = Arc<dyn Fn(&Value) -> Value + Send + Sync>;
 
-/// An HTTPS admission webhook on 127.0.0.1 that records the reviews it gets.
-struct Webhook {
-    url: String,
-    ca_pem: String,
-    seen: Arc<parking_lot::Mutex<Vec<Value>>>,
-}
-
 /// Starts a webhook answering each review's request with `answer(request)` after `delay`.
 async fn webhook(delay: Duration, answer: Answer) -> Webhook {
-    let pki = kubesim::http::tls::Pki::generate("webhook", &["127.0.0.1".into()]).unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(pki.server_config().unwrap()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let record = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                continue;
-            };
-            let (answer, record) = (answer.clone(), record.clone());
-            let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-                let (answer, record) = (answer.clone(), record.clone());
-                async move {
-                    let body = req.into_body().collect().await?.to_bytes();
-                    let review: Value = serde_json::from_slice(&body).unwrap_or_default();
-                    record.lock().push(review.clone());
-                    tokio::time::sleep(delay).await;
-                    let mut response = answer(&review["request"]);
-                    response["uid"] = review["request"]["uid"].clone();
-                    let out = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response});
-                    Ok::<_, hyper::Error>(http::Response::new(Full::new(Bytes::from(
-                        out.to_string(),
-                    ))))
-                }
-            });
-            tokio::spawn(async move {
-                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    Webhook {
-        url: format!("https://{addr}/validate"),
-        ca_pem: pki.ca_pem.clone(),
-        seen,
-    }
+    Webhook::start(Arc::new(move |req: &Value| (delay, answer(req))))
+        .await
+        .unwrap()
 }
 
 /// Allows everything.
@@ -99,24 +52,8 @@ fn config_api(client: &kube::Client) -> Api<DynamicObject> {
 
 /// Creates a configuration with one webhook `hook` (rules and policy from `extra`).
 async fn configure(client: &kube::Client, ca_pem: &str, url: &str, extra: Value) {
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let mut hook = json!({
-        "name": "check.example.com",
-        "clientConfig": {"url": url, "caBundle": ca},
-        "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "operations": ["CREATE", "UPDATE", "DELETE"]}],
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        hook[k] = v.clone();
-    }
-    let cfg: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "check"},
-        "webhooks": [hook],
-    }))
-    .unwrap();
+    let cfg: DynamicObject =
+        serde_json::from_value(kubesim::testing::configuration(ca_pem, url, extra)).unwrap();
     config_api(client)
         .create(&PostParams::default(), &cfg)
         .await
