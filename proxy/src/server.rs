@@ -164,8 +164,7 @@ async fn hyper_connection<T>(
         // and the box to move, about 0.4 KiB per stream.
         Box::pin(async move {
             let resp = proxy.handle(req, conn).await;
-            drop(busy);
-            Ok(resp)
+            Ok(resp.map(|body| Held { body, _busy: busy }))
         })
     });
     let idle = limits.header_read_timeout;
@@ -175,8 +174,35 @@ async fn hyper_connection<T>(
 }
 
 /// What the service gives hyper for a request (see [`hyper_connection`]).
-type ServiceFuture =
-    Pin<Box<dyn Future<Output = Result<http::Response<RespBody>, Infallible>> + Send>>;
+type ServiceFuture = Pin<Box<dyn Future<Output = Result<http::Response<Held>, Infallible>> + Send>>;
+
+/// A response body that keeps its request [`Busy`] until hyper has sent all of it (or
+/// dropped it): a connection streaming a response (a gRPC server stream or bidi call,
+/// server-sent events, a slow download) is not idle, and is not closed as if it were.
+struct Held {
+    body: RespBody,
+    _busy: Busy,
+}
+
+impl Body for Held {
+    type Data = Bytes;
+    type Error = crate::upstream::raw::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
 
 /// A connection's requests: how many have started (high 32 bits) and how many are in
 /// progress (low 32 bits), in one word so a request costs one atomic add at its start
@@ -198,7 +224,7 @@ impl Activity {
     }
 }
 
-/// A request in progress on its connection (until its response head is ready).
+/// A request in progress on its connection (until its response body is done).
 struct Busy(Arc<Activity>);
 
 impl Drop for Busy {

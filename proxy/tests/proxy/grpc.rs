@@ -63,6 +63,38 @@ async fn grpc_calls_stream_both_ways_with_trailers_and_statuses() -> anyhow::Res
     Ok(())
 }
 
+/// A stream that outlasts the idle timeout (the header-read timeout, 300 ms here) with
+/// no new request on its connection is not idle: its connection is not closed under it.
+#[tokio::test]
+async fn a_stream_longer_than_the_idle_timeout_is_not_cut() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 30], "g1").await?;
+    grpc_service(&hub, "echo", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "echo", "grpc.test", "echo", json!({})).await?;
+    let p = proxy_with(&hub, None, |c| {
+        c.limits.header_read_timeout = Duration::from_millis(300);
+    })
+    .await?;
+    let c = GrpcClient::connect(p.http, "grpc.test").await?;
+    // 8 messages 250 ms apart: 2 s, over six idle periods
+    let ask = Echo {
+        text: "s".into(),
+        count: 8,
+        sleep_ms: 250,
+        ..Default::default()
+    };
+    let (got, trailers) = c.stream(ask, None).await?;
+    assert_eq!(got.len(), 8, "{got:?}");
+    assert_eq!(
+        trailers.get("x-served-by").map(|v| v.to_str().unwrap()),
+        Some("g1")
+    );
+    // and the bidi call on the same connection, each answer awaited before the next
+    // message, still works after it
+    assert_eq!(c.bidi(&["a", "b"]).await?, ["g1:a", "g1:b"]);
+    Ok(())
+}
+
 #[tokio::test]
 async fn concurrent_grpc_calls_share_few_upstream_connections() -> anyhow::Result<()> {
     const CALLS: usize = 60;
