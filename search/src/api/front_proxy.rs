@@ -14,14 +14,16 @@ use k8s_openapi::api::authentication::v1::UserInfo;
 
 /// The user the front proxy names, if it names one.
 pub fn user(headers: &HeaderMap) -> Option<UserInfo> {
+    // each value whole, as kube-apiserver's requestheader authenticator takes them (one
+    // header per group): a comma belongs to the name (`Smith, John`), it separates
+    // nothing
     let all = |name: &str| -> Vec<String> {
         headers
             .get_all(name)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty())
+            .map(String::from)
             .collect()
     };
     let username = all("x-remote-user").into_iter().next()?;
@@ -62,5 +64,23 @@ mod tests {
             ["devs".to_string(), "system:authenticated".to_string()]
         );
         assert_eq!(u.extra.unwrap()["scopes/team"], ["pay".to_string()]);
+    }
+
+    /// A comma is part of a user's or a group's name, as kube-apiserver reads the
+    /// headers: `Smith, John` is not user `Smith`, and group `acme, platform-admins`
+    /// does not make its members platform admins.
+    #[test]
+    fn a_comma_is_part_of_the_name_not_a_separator() {
+        let mut h = HeaderMap::new();
+        h.append("X-Remote-User", "Smith, John".parse().unwrap());
+        h.append("X-Remote-Group", "acme, platform-admins".parse().unwrap());
+        h.append("X-Remote-Group", "".parse().unwrap());
+        h.append("X-Remote-Group", "devs".parse().unwrap());
+        let u = user(&h).unwrap();
+        assert_eq!(u.username.as_deref(), Some("Smith, John"));
+        assert_eq!(
+            u.groups.unwrap(),
+            ["acme, platform-admins".to_string(), "devs".to_string()]
+        );
     }
 }

@@ -197,14 +197,9 @@ fn listed(ty: &TypeInfo, page: Page, cursor: &str, table: bool) -> Reply {
     if table {
         return json_ok(&as_table(ty, &items, &page, cursor));
     }
-    let api_version = items
-        .first()
-        .and_then(|o| o.get("apiVersion"))
-        .cloned()
-        .unwrap_or_else(|| json!(ty.gvr.version));
     json_ok(&json!({
         "kind": format!("{}List", ty.kind),
-        "apiVersion": api_version,
+        "apiVersion": ty.gvr.api_version(),
         "metadata": list_metadata(&page, cursor),
         "items": items,
     }))

@@ -11,6 +11,8 @@
 //! | `path in (a,b)` | is one of them |
 //! | `path notin (a,b)` | is none of them (absent counts) |
 //!
+//! An absent (or null) field equals the empty string, as in Kubernetes
+//! (`spec.nodeName=` selects unscheduled Pods, `spec.nodeName!=` scheduled ones).
 //! Numbers and booleans compare as JSON writes them (`spec.replicas=3`,
 //! `spec.paused=true`). List fields cannot be indexed. Pure.
 
@@ -118,6 +120,22 @@ fn parse_path(sel: &str, p: &str) -> Result<Vec<String>, QueryError> {
     }
     if out.is_empty() {
         return Err(bad(sel, "a term names no field"));
+    }
+    // PostgreSQL reads a number as a list index and SQLite as a key: the two stores
+    // would answer differently, and list fields are not indexed
+    if let Some(n) = out.iter().find(|k| {
+        let d = k.strip_prefix('-').unwrap_or(k);
+        !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())
+    }) {
+        return Err(bad(
+            sel,
+            format!(
+                "{p:?}: {n:?} is a number; list fields cannot be indexed (select on a field outside a list)"
+            ),
+        ));
+    }
+    if out.iter().any(|k| k.contains('"')) {
+        return Err(bad(sel, format!("{p:?}: a key may not contain '\"'")));
     }
     Ok(out)
 }
@@ -251,6 +269,18 @@ mod tests {
             ("a['x=1", "unclosed quote in \"a['x\""),
             ("a[x=1", "unclosed [ in \"a[x\""),
             ("a['']=1", "empty key in \"a['']\""),
+            (
+                "spec.containers[0].image=nginx",
+                "\"spec.containers[0].image\": \"0\" is a number; list fields cannot be indexed (select on a field outside a list)",
+            ),
+            (
+                "spec.containers.-1.image=nginx",
+                "\"spec.containers.-1.image\": \"-1\" is a number; list fields cannot be indexed (select on a field outside a list)",
+            ),
+            (
+                "metadata.annotations['a\"b']=x",
+                "\"metadata.annotations['a\\\"b']\": a key may not contain '\"'",
+            ),
         ];
         for (sel, want) in cases {
             let e = parse(sel).unwrap_err().0;

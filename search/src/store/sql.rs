@@ -594,12 +594,21 @@ fn field_cond(b: &mut Builder, t: &FieldTerm) -> String {
         ["metadata", "uid"] => "uid".to_string(),
         _ => b.json_text(&t.path),
     };
+    // an absent (or null) field equals the empty string, as kube-apiserver compares
+    // one; spelt out, not COALESCE'd, so the name and namespace indexes still serve
+    let empty = |vs: &[String]| vs.iter().any(String::is_empty);
     match &t.op {
         FieldOp::Exists => format!("{col} IS NOT NULL"),
         FieldOp::NotExists => format!("{col} IS NULL"),
+        FieldOp::Eq(v) if v.is_empty() => format!("({col} IS NULL OR {col} = '')"),
         FieldOp::Eq(v) => format!("{col} = {}", b.text(v)),
+        FieldOp::NotEq(v) if v.is_empty() => format!("({col} IS NOT NULL AND {col} <> '')"),
         FieldOp::NotEq(v) => format!("({col} IS NULL OR {col} <> {})", b.text(v)),
+        FieldOp::In(vs) if empty(vs) => format!("({col} IS NULL OR {col} IN {})", b.list(vs)),
         FieldOp::In(vs) => format!("{col} IN {}", b.list(vs)),
+        FieldOp::NotIn(vs) if empty(vs) => {
+            format!("({col} IS NOT NULL AND {col} NOT IN {})", b.list(vs))
+        }
         FieldOp::NotIn(vs) => format!("({col} IS NULL OR {col} NOT IN {})", b.list(vs)),
     }
 }

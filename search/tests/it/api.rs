@@ -8,7 +8,7 @@
 mod env;
 
 use causeway_search::api::route::PREFIX;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use env::{Backend, k, keys, rows, start, start_with};
 
@@ -151,6 +151,16 @@ async fn search_parameters_through_get_raw(backend: Backend) {
         )
         .await;
     assert_eq!(v["metadata"]["remainingItemCount"], 5, "{v}");
+    // an empty list of a grouped type is still an apps/v1 DeploymentList (typed
+    // clients decode it by its apiVersion)
+    let v = env
+        .json("alice-token", &["get", "--raw", &raw("names=no-such-name")])
+        .await;
+    assert_eq!(
+        (&v["apiVersion"], &v["kind"], &v["items"]),
+        (&json!("apps/v1"), &json!("DeploymentList"), &json!([])),
+        "{v}"
+    );
     let v = env
         .json(
             "alice-token",

@@ -96,7 +96,7 @@ both!(field_selector_operators, |s: Store, _spec| async move {
     ])
     .await
     .unwrap();
-    let cases: [(&str, &[&str]); 13] = [
+    let cases: [(&str, &[&str]); 15] = [
         ("status.phase=Running", &["ns/run"]),
         ("status.phase==Pending", &["ns/pend"]),
         ("status.phase!=Running", &["ns/pend", "other/none"]),
@@ -104,6 +104,10 @@ both!(field_selector_operators, |s: Store, _spec| async move {
         ("status.phase notin (Running)", &["ns/pend", "other/none"]),
         ("status.phase", &["ns/pend", "ns/run"]),
         ("!status.phase", &["other/none"]),
+        // an absent field is the empty string, as kube-apiserver (and so a watch's
+        // members) compare it: `spec.nodeName=` selects the unscheduled Pods
+        ("status.phase=", &["other/none"]),
+        ("status.phase!=", &["ns/pend", "ns/run"]),
         ("metadata.annotations['example.com/team']=blue", &["ns/run"]),
         ("metadata.annotations[\"example.com/team\"]", &["ns/run"]),
         ("spec.replicas=3,spec.paused=true", &["ns/run"]),
