@@ -160,10 +160,24 @@ async fn cleanup(
         delay = (delay * 2).min(Duration::from_secs(30));
     }
     if let Some(sref) = &c.spec.secret_ref {
-        // the member's credentials go with it (unjoin may have given up waiting)
+        // the member's credentials go with it (unjoin may have given up waiting): the
+        // Secret `causeway join` wrote for it, never one a person pointed it at
         let secrets: Api<Secret> = Api::namespaced(hub.clone(), &sref.namespace);
-        if let Err(e) = apply::remove(&secrets, &sref.name).await {
-            tracing::warn!(cluster = %name, error = %e, "cannot delete the member's credentials Secret");
+        match secrets.get_opt(&sref.name).await {
+            Ok(Some(s)) if s.labels().get(labels::CLUSTER) == Some(&name) => {
+                if let Err(e) = apply::remove(&secrets, &sref.name).await {
+                    tracing::warn!(cluster = %name, error = %e, "cannot delete the member's credentials Secret");
+                }
+            }
+            Ok(Some(_)) => tracing::info!(
+                cluster = %name,
+                secret = %format!("{}/{}", sref.namespace, sref.name),
+                "the credentials Secret is kept: it is not labelled causeway.io/cluster={name}, so Causeway did not write it"
+            ),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(cluster = %name, error = %e, "cannot read the member's credentials Secret; it is left in place")
+            }
         }
     }
     let api: Api<Cluster> = Api::all(hub);

@@ -194,6 +194,13 @@ pub fn member_spec(c: &Cluster, secrets: &[Secret]) -> Result<MemberSpec, String
     let Some(sref) = &c.spec.secret_ref else {
         return Err("spec.secretRef is not set".into());
     };
+    if sref.namespace != causeway_crds::well_known::SYSTEM_NAMESPACE {
+        return Err(format!(
+            "spec.secretRef names namespace {}: the hub reads member credentials from {} only; put the Secret there (`causeway join` does)",
+            sref.namespace,
+            causeway_crds::well_known::SYSTEM_NAMESPACE
+        ));
+    }
     let Some(secret) = secrets.iter().find(|s| {
         s.namespace().as_deref() == Some(sref.namespace.as_str()) && s.name_any() == sref.name
     }) else {
@@ -340,21 +347,34 @@ mod tests {
             c.spec.sync_mode = ClusterSyncMode::Pull;
             c
         };
+        let mut elsewhere = cluster("up", Some("https://u"));
+        elsewhere.spec.secret_ref.as_mut().unwrap().namespace = "default".into();
+        let mut up_secret = secret("up", "t");
+        up_secret.metadata.namespace = Some("default".into());
         let clusters = [
             cluster("east", Some("https://e")),
             pull("west", Some("https://w")),
             pull("north", None),
             pull("south", Some("https://s")),
+            elsewhere,
         ];
         let secrets = [
             secret("east", "t"),
             secret("west", "t"),
             secret("north", "t"),
+            up_secret,
         ];
         // (reader, indexed, unusable with what the reason must say)
         type Case<'a> = (Reader, &'a [&'a str], &'a [(&'a str, &'a str)]);
         let cases: [Case; 2] = [
-            (Reader::HubWorkers, &["east"], &[]),
+            (
+                Reader::HubWorkers,
+                &["east"],
+                &[(
+                    "up",
+                    "spec.secretRef names namespace default: the hub reads member credentials from causeway-system only",
+                )],
+            ),
             (
                 Reader::Search,
                 &["east", "west"],
@@ -364,6 +384,7 @@ mod tests {
                         "south",
                         "Secret causeway-system/south-credentials not found",
                     ),
+                    ("up", "causeway-system only"),
                 ],
             ),
         ];

@@ -196,12 +196,57 @@ async fn propagation_works_with_the_least_privilege_roles_of_deploy() {
     // namespace, its credentials) and lets the Cluster go
     let o = kubectl(&kc, "hub", &["delete", "cluster", "c1", "--wait=false"]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    eventually("c1 gone, with its execution namespace", WAIT, || async {
-        let cluster = get(&kc, "hub", &["cluster", "c1"]).await;
-        let es = get(&kc, "hub", &["namespace", "causeway-es-c1"]).await;
-        (cluster.is_none() && es.is_none()).then_some(())
+    eventually(
+        "c1 gone, with its execution namespace and credentials",
+        WAIT,
+        || async {
+            let cluster = get(&kc, "hub", &["cluster", "c1"]).await;
+            let es = get(&kc, "hub", &["namespace", "causeway-es-c1"]).await;
+            let secret = get(
+                &kc,
+                "hub",
+                &["secret", "-n", "causeway-system", "c1-credentials"],
+            )
+            .await;
+            (cluster.is_none() && es.is_none() && secret.is_none()).then_some(())
+        },
+    )
+    .await;
+    // a Secret Causeway did not write (no causeway.io/cluster label naming the member:
+    // one a person pointed the Cluster at) stays when its Cluster goes
+    let o = kubectl(
+        &kc,
+        "hub",
+        &[
+            "label",
+            "secret",
+            "-n",
+            "causeway-system",
+            "c0-credentials",
+            "causeway.io/cluster-",
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = kubectl(&kc, "hub", &["delete", "cluster", "c0", "--wait=false"]).await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    eventually("c0 gone", WAIT, || async {
+        get(&kc, "hub", &["cluster", "c0"])
+            .await
+            .is_none()
+            .then_some(())
     })
     .await;
+    assert!(
+        get(
+            &kc,
+            "hub",
+            &["secret", "-n", "causeway-system", "c0-credentials"]
+        )
+        .await
+        .is_some(),
+        "a Secret Causeway did not write is kept"
+    );
 }
 
 const PULL_EXPORT: &str = r#"
