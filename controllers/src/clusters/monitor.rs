@@ -144,8 +144,10 @@ impl Freshness {
 }
 
 /// Pure (A.5): the Cluster's taints for its `Ready` condition, or None when they are
-/// already right. Taints other than the two managed ones are kept as they are, and a
-/// managed taint that stays keeps its `timeAdded`.
+/// already right. Taints other than the two managed ones are kept as they are; a
+/// managed taint that stays keeps its `timeAdded`, and one that replaces the other (Ready
+/// moving between False and Unknown) takes the other's: failover counts from when the
+/// member stopped being Ready, not from its last change of failure.
 pub fn desired_taints(
     current: &[Taint],
     ready: Option<&Condition>,
@@ -157,6 +159,12 @@ pub fn desired_taints(
         _ => (&[taints::NOT_READY], &[taints::UNREACHABLE]),
     };
     let is_ours = |t: &Taint, key: &str| t.key == key && t.effect == "NoSchedule";
+    let since = current
+        .iter()
+        .filter(|t| drop.iter().any(|k| is_ours(t, k)))
+        .filter_map(|t| t.time_added.clone())
+        .min_by_key(|t| t.0)
+        .unwrap_or_else(|| now.clone());
     let mut out: Vec<Taint> = current
         .iter()
         .filter(|t| !drop.iter().any(|k| is_ours(t, k)))
@@ -168,7 +176,7 @@ pub fn desired_taints(
                 key: key.to_string(),
                 effect: "NoSchedule".into(),
                 value: None,
-                time_added: Some(now.clone()),
+                time_added: Some(since.clone()),
             });
         }
     }

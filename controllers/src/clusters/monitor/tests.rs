@@ -206,16 +206,22 @@ fn the_ready_condition_maps_to_taints() {
             "{what}"
         );
     }
-    // a kept taint keeps its timeAdded; a new one gets now
+    // one that replaces the other (False to Unknown) takes its timeAdded: failover
+    // counts from when the member stopped being Ready; a new one gets now
     let got = desired_taints(
-        &[taint(nr, 1), user],
+        &[taint(nr, 1), user.clone()],
         Some(&ready("Unknown")),
         &Time(at(100)),
     )
     .unwrap();
     assert_eq!(
         got.iter().find(|t| t.key == un).unwrap().time_added,
-        Some(Time(at(100)))
+        Some(Time(at(1)))
     );
     assert_eq!(got.len(), 2);
+    let got = desired_taints(&[user], Some(&ready("Unknown")), &Time(at(100))).unwrap();
+    assert_eq!(
+        got.iter().find(|t| t.key == un).unwrap().time_added,
+        Some(Time(at(100)))
+    );
 }
