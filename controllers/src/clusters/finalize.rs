@@ -112,7 +112,7 @@ async fn cleanup(
     match c.spec.sync_mode {
         ClusterSyncMode::Push => {
             match &spec {
-                Some(spec) => leave_member(&hub, spec, preserves(&c)).await,
+                Some(spec) => leave_member(&hub, &c, spec, preserves(&c)).await,
                 None => {
                     tracing::warn!(cluster = %name, "member left without usable credentials: what Causeway imported and propagated stays in place; delete objects labelled causeway.io/managed=true there by hand")
                 }
@@ -241,7 +241,12 @@ async fn wait_for_agent(hub: &kube::Client, c: &Cluster) {
 
 /// Deletes (or, leaving with `--preserve`, orphans) the propagated copies in a Push
 /// member that left, with the credentials it had, and releases its Works (G.48–49).
-async fn leave_member(hub: &kube::Client, m: &super::registry::MemberSpec, preserve: bool) {
+async fn leave_member(
+    hub: &kube::Client,
+    c: &Cluster,
+    m: &super::registry::MemberSpec,
+    preserve: bool,
+) {
     let result = async {
         let client = client_for(&m.access).await?;
         tokio::time::timeout(
@@ -266,7 +271,31 @@ async fn leave_member(hub: &kube::Client, m: &super::registry::MemberSpec, prese
             tracing::info!(cluster = %m.name, objects = n, "propagated objects deleted from the removed member")
         }
         Err(e) => {
-            tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not remove the propagated objects of a removed member; delete objects labelled causeway.io/managed=true there by hand")
+            let note = format!(
+                "could not remove the propagated objects of the member that left ({e:#}); delete the objects labelled causeway.io/managed=true there by hand"
+            );
+            tracing::warn!(cluster = %m.name, "{note}");
+            // told on the Cluster too: `kubectl get events` shows it once it is gone
+            let recorder = kube::runtime::events::Recorder::new(
+                hub.clone(),
+                kube::runtime::events::Reporter {
+                    controller: "causeway-cluster-controller".into(),
+                    instance: None,
+                },
+            );
+            let ev = kube::runtime::events::Event {
+                type_: kube::runtime::events::EventType::Warning,
+                reason: "MemberCleanupFailed".into(),
+                note: Some(note),
+                action: "Leave".into(),
+                secondary: None,
+            };
+            if let Err(e) = recorder
+                .publish(&ev, &kube::Resource::object_ref(c, &()))
+                .await
+            {
+                tracing::debug!(cluster = %m.name, error = %e, "cannot publish the cleanup Event");
+            }
         }
     }
 }

@@ -221,6 +221,29 @@ pub async fn resolve(
     Ok((resource, caps.scope == Scope::Namespaced))
 }
 
+/// [`resolve`], telling a kind `client` does not serve (`Ok(None)`: its group/version
+/// or the kind is not in discovery) from a call that failed (no answer, refused, 401…).
+pub async fn resolve_served(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    limit: Duration,
+) -> Result<Option<(ApiResource, bool)>, String> {
+    use crate::clusters::CallError;
+    use kube::error::DiscoveryError;
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    match crate::clusters::call(limit, kube::discovery::pinned_kind(client, &gvk)).await {
+        Ok((resource, caps)) => Ok(Some((resource, caps.scope == Scope::Namespaced))),
+        Err(CallError::Kube(kube::Error::Api(e))) if e.code == 404 => Ok(None),
+        Err(CallError::Kube(kube::Error::Discovery(DiscoveryError::MissingKind(_)))) => Ok(None),
+        Err(e) => Err(format!("discovering {kind}.{api_version}: {e}")),
+    }
+}
+
 /// The `(apiVersion, kind)` of a resource type, for [`Watches::ensure`].
 pub fn kind_of<K: Resource<DynamicType = ()>>() -> (String, String) {
     (K::api_version(&()).into_owned(), K::kind(&()).into_owned())

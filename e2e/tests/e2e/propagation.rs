@@ -856,6 +856,51 @@ async fn leaving_members_lose_or_keep_their_copies() {
     member_has(&env, "north", "shared", Some("v1")).await;
 }
 
+/// A member that does not answer while it leaves keeps its copies (nothing can reach
+/// them), and the hub says so: a Warning Event `MemberCleanupFailed` on its Cluster,
+/// naming what to delete by hand. A discovery call that failed is not taken for a kind
+/// the member does not serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_unreachable_as_it_leaves_keeps_its_copies_and_the_hub_says_so() {
+    let (env, _ctl) = fleet_of(&["east", "west"]).await;
+    let cm = env.file("cm.yaml", &configmap("shared", "v1"));
+    let pp = env.file("pp.yaml", &policy("shared", ""));
+    env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
+    for m in ["east", "west"] {
+        member_has(&env, m, "shared", Some("v1")).await;
+    }
+    let east = env.cs.member("east").unwrap();
+    east.faults().set_drop_connections(true);
+    causeway_controllers::clusters::join::unjoin(
+        env.hub_client().await,
+        "east",
+        false,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let said = eventually("the MemberCleanupFailed Event", WAIT, || async {
+        let out = env
+            .ok(&["get", "events", "-A", "--field-selector", "reason=MemberCleanupFailed", "-o", "jsonpath={range .items[*]}{.involvedObject.kind}/{.involvedObject.name}: {.message}{end}"])
+            .await;
+        out.contains("Cluster/east").then_some(out)
+    })
+    .await;
+    assert!(
+        said.contains("delete the objects labelled causeway.io/managed=true there by hand"),
+        "{said}"
+    );
+    east.faults().set_drop_connections(false);
+    let kept = get(&env, "east", &["configmap", "shared", "-n", "demo"])
+        .await
+        .expect("the copy is still in east");
+    assert_eq!(
+        kept.pointer("/metadata/labels/causeway.io~1managed")
+            .and_then(Value::as_str),
+        Some("true")
+    );
+}
+
 /// A policy for every ConfigMap and ServiceAccount of a namespace propagates the user's
 /// ones and never what each cluster keeps there itself: every member keeps its own
 /// `kube-root-ca.crt` (its own CA) and `default` ServiceAccount; a policy naming

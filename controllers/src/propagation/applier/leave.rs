@@ -13,9 +13,9 @@ use causeway_crds::well_known::finalizers;
 use causeway_runtime::apply;
 use kube::api::{Api, ListParams};
 
-use super::members::resolve;
 use super::plan::{ObjRef, belongs_to, work_ref};
 use super::write::{delete, get, orphan};
+use crate::propagation::kinds::resolve_served;
 
 /// Deletes (or, with `preserve` or a Work's own preserveResourcesOnDeletion, orphans)
 /// in `member` every object the Works of `cluster` put there, then releases the Works.
@@ -64,7 +64,10 @@ async fn withdraw_one(
     keep: bool,
     limit: Duration,
 ) -> Result<bool, String> {
-    let Ok((resource, namespaced)) = resolve(member, &obj.api_version, &obj.kind, limit).await
+    // a kind the member does not serve has nothing there; a member that did not
+    // answer has, and that is a failure, not nothing
+    let Some((resource, namespaced)) =
+        resolve_served(member, &obj.api_version, &obj.kind, limit).await?
     else {
         return Ok(false);
     };
