@@ -122,6 +122,32 @@ fn http_route_kind() -> RouteGroupKind {
     }
 }
 
+/// Pure: the route kinds listener `l` supports (those of its `allowedRoutes.kinds`
+/// causeway serves, HTTPRoute when it lists none) and the ones it lists that causeway
+/// does not serve (`group/kind`), for its `supportedKinds` and `InvalidRouteKinds`.
+fn route_kinds(l: &causeway_crds::gateway::Listener) -> (Vec<RouteGroupKind>, Vec<String>) {
+    let listed = l
+        .allowed_routes
+        .as_ref()
+        .map(|a| a.kinds.as_slice())
+        .unwrap_or_default();
+    if listed.is_empty() {
+        return (vec![http_route_kind()], Vec::new());
+    }
+    let (mut supported, mut unsupported) = (Vec::new(), Vec::new());
+    for k in listed {
+        let group = k.group.as_deref().unwrap_or(GROUP);
+        if group == GROUP && k.kind == "HTTPRoute" {
+            if supported.is_empty() {
+                supported.push(http_route_kind());
+            }
+        } else {
+            unsupported.push(format!("{group}/{}", k.kind));
+        }
+    }
+    (supported, unsupported)
+}
+
 /// The statuses of everything in `world` that causeway serves.
 pub fn desired(world: &World<'_>) -> Desired {
     let now = Time(world.now);
@@ -180,6 +206,19 @@ pub fn desired(world: &World<'_>) -> Desired {
         let verdicts = attach::parents(r, world.gateways, world.classes, world.namespaces);
         let mesh_verdicts = causeway_crds::gateway::mesh::mesh_parents(r, world.imports);
         if verdicts.is_empty() && mesh_verdicts.is_empty() {
+            // no parent of ours takes it (any more: its parentRef changed, the Gateway
+            // went, its class is another controller's): the entries we wrote go, as
+            // the spec asks, and the other controllers' stay
+            let ours = |p: &RouteParentStatus| p.controller_name == CONTROLLER_NAME;
+            if r.status
+                .as_ref()
+                .is_some_and(|s| s.parents.iter().any(ours))
+            {
+                out.routes.insert(
+                    crate::watch::key(r.as_ref()),
+                    route_status(r, &[], &[], &mesh_state, world, &now),
+                );
+            }
             continue;
         }
         for v in &verdicts {
@@ -225,13 +264,28 @@ pub fn desired(world: &World<'_>) -> Desired {
                     Some(p) => (false, p.reason, p.message.clone()),
                 };
                 let programmed = if ok { "Programmed" } else { "Invalid" };
+                let (supported, unsupported) = route_kinds(l);
+                let resolved = if unsupported.is_empty() {
+                    c.make(
+                        reasons::RESOLVED_REFS,
+                        true,
+                        "ResolvedRefs",
+                        "no references to resolve",
+                    )
+                } else {
+                    c.make(
+                        reasons::RESOLVED_REFS,
+                        false,
+                        "InvalidRouteKinds",
+                        format!(
+                            "causeway-proxy serves HTTPRoute only, not {}",
+                            unsupported.join(", ")
+                        ),
+                    )
+                };
                 ListenerStatus {
                     name: l.name.clone(),
-                    supported_kinds: if ok {
-                        vec![http_route_kind()]
-                    } else {
-                        Vec::new()
-                    },
+                    supported_kinds: if ok { supported } else { Vec::new() },
                     attached_routes: attached
                         .get(&(id.clone(), l.name.clone()))
                         .copied()
@@ -239,12 +293,7 @@ pub fn desired(world: &World<'_>) -> Desired {
                     conditions: vec![
                         c.make(reasons::ACCEPTED, ok, reason, msg.clone()),
                         c.make(reasons::PROGRAMMED, ok, programmed, msg),
-                        c.make(
-                            reasons::RESOLVED_REFS,
-                            true,
-                            "ResolvedRefs",
-                            "no references to resolve",
-                        ),
+                        resolved,
                     ],
                 }
             })

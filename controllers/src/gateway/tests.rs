@@ -274,8 +274,24 @@ fn route_conditions_per_parent_table() {
         "theirs",
         json!({"parentRefs": [{"name": "theirs", "namespace": "infra"}]}),
     );
+    // One that was ours, its parentRef now another controller's Gateway: our entry
+    // goes, the other controller's stays.
+    f.route(
+        "moved",
+        json!({"parentRefs": [{"name": "theirs", "namespace": "infra"}]}),
+    );
+    let theirs = json!({"parentRef": {"name": "theirs", "namespace": "infra"}, "controllerName": "example.com/other", "conditions": []});
+    let ours = json!({"parentRef": {"name": "gw", "namespace": "infra"}, "controllerName": CONTROLLER_NAME, "conditions": []});
+    let moved = f.routes.last_mut().unwrap();
+    Arc::make_mut(moved).status =
+        Some(serde_json::from_value(json!({"parents": [ours, theirs.clone()]})).unwrap());
     let d = f.desired();
     assert!(!d.routes.contains_key(&key("app", "theirs")));
+    assert_eq!(
+        serde_json::to_value(&d.routes[&key("app", "moved")]).unwrap(),
+        json!({"parents": [theirs]}),
+        "only the other controller's entry is left"
+    );
     for (name, _, want) in &cases {
         let s = &d.routes[&key("app", name)];
         assert_eq!(s.parents.len(), 1, "{name}");
@@ -501,4 +517,67 @@ fn released_mesh_ports_are_reserved_for_a_minute() {
     // given again: no longer reserved
     let back = BTreeMap::from([(p("c"), 15000), (p("b"), 15001)]);
     assert!(mesh::release(&allocated, &back, r, t(120)).is_empty());
+}
+
+/// A listener's `supportedKinds` are the route kinds it lists that causeway serves
+/// (HTTPRoute when it lists none); a listed kind causeway does not serve makes its
+/// `ResolvedRefs` False with `InvalidRouteKinds` (conformance GatewayInvalidRouteKind).
+#[test]
+fn a_listener_lists_the_route_kinds_it_supports_and_says_which_it_cannot() {
+    let rows: [(Value, &[&str], &[&str]); 6] = [
+        (json!([]), &["HTTPRoute"], &[]),
+        (json!([{"kind": "HTTPRoute"}]), &["HTTPRoute"], &[]),
+        (
+            json!([{"kind": "InvalidRoute"}]),
+            &[],
+            &["gateway.networking.k8s.io/InvalidRoute"],
+        ),
+        (
+            json!([{"kind": "HTTPRoute"}, {"kind": "TCPRoute"}]),
+            &["HTTPRoute"],
+            &["gateway.networking.k8s.io/TCPRoute"],
+        ),
+        (
+            json!([{"group": "example.com", "kind": "HTTPRoute"}]),
+            &[],
+            &["example.com/HTTPRoute"],
+        ),
+        (
+            json!([{"kind": "HTTPRoute"}, {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}]),
+            &["HTTPRoute"],
+            &[],
+        ),
+    ];
+    for (kinds, supported, unsupported) in rows {
+        let l: causeway_crds::gateway::Listener = serde_json::from_value(json!({
+            "name": "l", "port": 80, "protocol": "HTTP", "allowedRoutes": {"kinds": kinds}
+        }))
+        .unwrap();
+        let (s, u) = route_kinds(&l);
+        assert_eq!(
+            s.iter().map(|k| k.kind.as_str()).collect::<Vec<_>>(),
+            supported,
+            "{kinds}"
+        );
+        assert_eq!(u, unsupported, "{kinds}");
+    }
+    // in the Gateway's status
+    let mut f = Fixture::new();
+    let gw = Arc::make_mut(&mut f.gateways[0]);
+    gw.spec.listeners[1].allowed_routes = Some(
+        serde_json::from_value(json!({"kinds": [{"kind": "HTTPRoute"}, {"kind": "TCPRoute"}]}))
+            .unwrap(),
+    );
+    let g = &f.desired().gateways[&key("infra", "gw")];
+    let same = &g.listeners[1];
+    assert_eq!(same.supported_kinds, [http_route_kind()]);
+    assert_eq!(
+        conds(&same.conditions)[2],
+        c("ResolvedRefs", "False", "InvalidRouteKinds")
+    );
+    assert!(
+        same.conditions[2]
+            .message
+            .contains("not gateway.networking.k8s.io/TCPRoute")
+    );
 }
