@@ -213,12 +213,14 @@ pub const AGENT_LEFT: &str = "causeway.io/agent-left";
 const AGENT_WAIT: Duration = Duration::from_secs(60);
 
 /// Waits until the agent of leaving Pull member `c` says it is done, or it cannot say
-/// (the cluster is not Ready: an agent that is gone cannot clean up; Karmada strips the
-/// finalizers then too), or [`AGENT_WAIT`] passed.
+/// (its Ready condition is Unknown, the hub's verdict on a silent lease, or was never
+/// set: an agent that is gone cannot clean up; Karmada strips the finalizers then too),
+/// or [`AGENT_WAIT`] passed. An agent that posts Ready=False (its member's API server
+/// failing its checks) still renews its lease and still cleans up: it is waited for.
 async fn wait_for_agent(hub: &kube::Client, c: &Cluster) {
     let name = c.name_any();
-    if super::status::ready_of(c).is_none_or(|r| r.status != "True") {
-        tracing::warn!(cluster = %name, "Pull member leaves while not Ready: its agent cannot clean up; what it imported stays in the member");
+    if super::status::ready_of(c).is_none_or(|r| r.status == "Unknown") {
+        tracing::warn!(cluster = %name, "Pull member leaves while its agent is silent: it cannot clean up; what it imported stays in the member");
         return;
     }
     let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);

@@ -400,3 +400,54 @@ async fn a_pull_members_agent_applies_its_works() {
     agent.stop.cancel();
     ctl.stop().await;
 }
+
+/// A Pull member whose API server fails its readiness checks (Ready=False,
+/// ClusterNotReady) still has a live agent renewing its lease: when it is unregistered
+/// the hub waits for that agent, which deletes what its Works put there before they are
+/// released (not only a silent agent, Ready=Unknown, is given up on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_ready_pull_members_agent_still_cleans_up_as_it_leaves() {
+    let cs = clusterset(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let agent = cs
+        .start_pull_member(
+            "west",
+            causeway_controllers::clusters::options::Timing::fast(),
+            false,
+        )
+        .await
+        .unwrap();
+    cluster_ready(&hub, "west", true).await;
+    put_work(
+        &hub,
+        "west",
+        "cfg",
+        &[config_map("pulled", json!({"v": "1"}))],
+        json!({}),
+    )
+    .await;
+    work_where(&hub, "west", "cfg", "applied by the agent", |_, s| {
+        condition(s, conditions::APPLIED) == Some(("True", conditions::REASON_APPLIED_SUCCESSFUL))
+    })
+    .await;
+    cs.members[0].faults().set_not_ready(true);
+    cluster_ready(&hub, "west", false).await;
+    let said = causeway_controllers::clusters::register::unregister(
+        hub.clone(),
+        "west",
+        None,
+        false,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    assert!(said.contains("unregistered"), "{said}");
+    let cms: Api<ConfigMap> = Api::namespaced(client(&cs.members[0]).await.unwrap(), NS);
+    assert!(
+        cms.get_opt("pulled").await.unwrap().is_none(),
+        "the agent deleted the Work's copy before the hub let the Cluster go"
+    );
+    agent.stop.cancel();
+    ctl.stop().await;
+}
