@@ -157,6 +157,11 @@ pub async fn run_with(
         .await;
         for u in told.news(&unusable) {
             tracing::warn!(cluster = %u.name, reason = %u.reason, "cluster not usable");
+        }
+        // every round, not once: a post refused (409: its stopping status worker wrote
+        // last) or lost to a slow hub would leave a stale Ready=True; one that already
+        // stands is not written again
+        for u in &unusable {
             crate::clusters::status::post_not_ready(&hub, &u.name, &u.reason).await;
         }
         for (name, m) in &want {

@@ -72,11 +72,18 @@ pub fn status_body(
 
 /// Posts `Ready=False` (`ClusterNotReachable`) with `why` for a member the hub cannot
 /// use at all (no credentials, no client), so its Cluster does not keep a stale `True`
-/// — and gets the not-ready taint and its endpoints the stale TTL. Best effort.
+/// — and gets the not-ready taint and its endpoints the stale TTL. Best effort (the
+/// controller posts it again every round while the member is unusable; one that
+/// already stands is not written again).
 pub async fn post_not_ready(hub: &kube::Client, name: &str, why: &str) {
     let api: Api<Cluster> = Api::all(hub.clone());
-    let Ok(Some(current)) = super::within(super::CALL_TIMEOUT, api.get_opt(name)).await else {
-        return;
+    let current = match super::within(super::CALL_TIMEOUT, api.get_opt(name)).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::debug!(cluster = %name, error = %e, "cannot read the Cluster to post Ready=False");
+            return;
+        }
     };
     let verdict = (
         "False",
