@@ -143,6 +143,7 @@ pub async fn identify(
     server: &str,
     name: &str,
     id: Option<&str>,
+    mode: ClusterSyncMode,
 ) -> anyhow::Result<Identity> {
     if !is_dns1123_label(name) {
         bail!(
@@ -159,7 +160,7 @@ pub async fn identify(
         .list(&Default::default())
         .await
         .context("listing Clusters on the hub (are the CRDs installed?)")?;
-    refuse_duplicates(&existing.items, name, "", &uid)?;
+    refuse_duplicates(&existing.items, name, "", &uid, mode)?;
     let property = cluster_property_id(member).await?;
     let id = match (id, &property) {
         (Some(given), Some(p)) if given != p => bail!(
@@ -180,7 +181,7 @@ pub async fn identify(
             .as_deref(),
         &clusterset,
     )?;
-    refuse_duplicates(&existing.items, name, &id, &uid)?;
+    refuse_duplicates(&existing.items, name, &id, &uid, mode)?;
     Ok(Identity {
         id,
         uid,
@@ -222,6 +223,7 @@ pub fn refuse_duplicates(
     name: &str,
     id: &str,
     uid: &str,
+    mode: ClusterSyncMode,
 ) -> anyhow::Result<()> {
     for c in existing {
         let other = c.metadata.name.clone().unwrap_or_default();
@@ -229,6 +231,25 @@ pub fn refuse_duplicates(
             if c.metadata.deletion_timestamp.is_some() {
                 bail!(
                     "cluster \"{name}\" is still being removed from the hub; join it again once `kubectl get clusters.causeway.io {name}` finds nothing"
+                );
+            }
+            // joining again under its own name renews its credentials; it must be the
+            // same physical cluster, in the same mode
+            if let Some(theirs) = c.spec.kube_system_uid.as_deref().filter(|u| *u != uid) {
+                bail!(
+                    "cluster \"{name}\" is another physical cluster (kube-system namespace uid {theirs}, this one's is {uid}): give this one another name, or remove \"{name}\" first"
+                );
+            }
+            if c.spec.sync_mode != mode {
+                let (is, remove) = match c.spec.sync_mode {
+                    ClusterSyncMode::Pull => (
+                        "Pull (its agent connects to the hub)",
+                        "causeway unregister",
+                    ),
+                    ClusterSyncMode::Push => ("Push (the hub connects to it)", "causeway unjoin"),
+                };
+                bail!(
+                    "cluster \"{name}\" is registered in {is} mode; a cluster has one mode: `{remove} {name}` first to change it"
                 );
             }
             continue;
@@ -314,7 +335,15 @@ pub async fn join(
     id: Option<&str>,
 ) -> anyhow::Result<String> {
     let member = client_for(access).await?;
-    let Identity { id, uid, version } = identify(&hub, &member, &access.server, name, id).await?;
+    let Identity { id, uid, version } = identify(
+        &hub,
+        &member,
+        &access.server,
+        name,
+        id,
+        ClusterSyncMode::Push,
+    )
+    .await?;
     let clusterset = super::membership::ensure_clusterset(&hub).await?;
     super::membership::claim(&member, name, &clusterset, &id).await?;
     let pp = PatchParams::apply(FIELD_MANAGER).force();
@@ -448,7 +477,7 @@ mod tests {
             cluster("gone", "gone", "uid-gone", true),
         ];
         let refused = |name: &str, id: &str, uid: &str| {
-            refuse_duplicates(&existing, name, id, uid)
+            refuse_duplicates(&existing, name, id, uid, ClusterSyncMode::Push)
                 .err()
                 .map(|e| e.to_string())
         };
@@ -470,5 +499,22 @@ mod tests {
         // a name still being removed
         let e = refused("gone", "gone", "uid-gone").unwrap();
         assert!(e.contains("still being removed"), "{e}");
+        // its own name, another physical cluster: not re-pointed silently
+        let e = refused("east", "east", "uid-other").unwrap();
+        assert!(
+            e.contains("cluster \"east\" is another physical cluster (kube-system namespace uid uid-east, this one's is uid-other)"),
+            "{e}"
+        );
+        // its own name, the other mode: not turned from Pull into Push
+        let mut pull = existing.clone();
+        pull[0].spec.sync_mode = ClusterSyncMode::Pull;
+        let e = refuse_duplicates(&pull, "east", "east", "uid-east", ClusterSyncMode::Push)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("registered in Pull (its agent connects to the hub) mode")
+                && e.contains("`causeway unregister east` first"),
+            "{e}"
+        );
     }
 }

@@ -302,6 +302,7 @@ pub async fn register(
         &member_access.server,
         name,
         opts.id.as_deref(),
+        ClusterSyncMode::Pull,
     )
     .await?;
     let clusterset = super::membership::ensure_clusterset(&hub).await?;
