@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 
-use super::http_route::{HTTPBackendRef, HTTPRoute, ParentReference};
+use super::http_route::{HTTPBackendRef, HTTPRoute, HTTPRouteFilter, ParentReference};
 use super::{CONTROLLER_NAME, GROUP, Gateway, GatewayClass, Listener, ReferenceGrant};
 use crate::federation::selection::labels;
 
@@ -309,6 +309,20 @@ pub fn unsupported(route: &HTTPRoute) -> Option<String> {
                     t.unwrap_or_default()
                 ));
             }
+            if let Some(method) = m.method.as_deref()
+                && !METHODS.contains(&method)
+            {
+                out.push(format!(
+                    "rules[{i}]: method {method:?} is not one of {}",
+                    METHODS.join(", ")
+                ));
+            }
+            for h in m.headers.iter().filter(|h| !is_header_name(&h.name)) {
+                out.push(format!(
+                    "rules[{i}]: header match name {:?} is not a header name",
+                    h.name
+                ));
+            }
             let typed = m.headers.iter().filter_map(|h| h.type_.as_deref());
             let q = m.query_params.iter().filter_map(|h| h.type_.as_deref());
             if let Some(t) = typed.chain(q).find(|t| *t != "Exact") {
@@ -320,6 +334,7 @@ pub fn unsupported(route: &HTTPRoute) -> Option<String> {
             .iter()
             .chain(rule.backend_refs.iter().flat_map(|b| b.filters.iter()));
         for f in filters {
+            filter_values(i, f, &mut out);
             if !matches!(
                 f.type_.as_str(),
                 "RequestHeaderModifier"
@@ -340,6 +355,79 @@ pub fn unsupported(route: &HTTPRoute) -> Option<String> {
         }
     }
     (!out.is_empty()).then(|| out.join("; "))
+}
+
+/// The methods an HTTPRoute match may name (the spec's enum).
+const METHODS: [&str; 9] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+];
+
+/// Whether `name` is an HTTP header name (RFC 9110 token), as the spec's pattern.
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// The values of filter `f` causeway-proxy cannot apply as written (the CRDs carry no
+/// pattern or enum that would refuse them): each is said, and the route refused, rather
+/// than matched more broadly or filtered otherwise than asked.
+fn filter_values(i: usize, f: &HTTPRouteFilter, out: &mut Vec<String>) {
+    let edits = [&f.request_header_modifier, &f.response_header_modifier];
+    for e in edits.into_iter().flatten() {
+        let names = e.set.iter().chain(&e.add).map(|h| &h.name).chain(&e.remove);
+        for n in names.filter(|n| !is_header_name(n)) {
+            out.push(format!(
+                "rules[{i}]: {} header name {n:?} is not a header name",
+                f.type_
+            ));
+        }
+    }
+    if let Some(r) = &f.request_redirect {
+        if let Some(code) = r.status_code.filter(|c| ![301, 302].contains(c)) {
+            out.push(format!(
+                "rules[{i}]: RequestRedirect statusCode {code} is not supported (use 301 or 302)"
+            ));
+        }
+        if let Some(scheme) = r
+            .scheme
+            .as_deref()
+            .filter(|s| !["http", "https"].contains(s))
+        {
+            out.push(format!(
+                "rules[{i}]: RequestRedirect scheme {scheme:?} is not http or https"
+            ));
+        }
+    }
+    let paths = [
+        f.request_redirect.as_ref().and_then(|r| r.path.as_ref()),
+        f.url_rewrite.as_ref().and_then(|r| r.path.as_ref()),
+    ];
+    for p in paths.into_iter().flatten() {
+        let given = match p.type_.as_str() {
+            "ReplaceFullPath" => p.replace_full_path.is_some(),
+            "ReplacePrefixMatch" => p.replace_prefix_match.is_some(),
+            other => {
+                out.push(format!(
+                    "rules[{i}]: {} path type {other:?} is not supported (use ReplaceFullPath or ReplacePrefixMatch)",
+                    f.type_
+                ));
+                continue;
+            }
+        };
+        if !given {
+            let field = if p.type_ == "ReplaceFullPath" {
+                "replaceFullPath"
+            } else {
+                "replacePrefixMatch"
+            };
+            out.push(format!(
+                "rules[{i}]: {} path type {} needs {field}",
+                f.type_, p.type_
+            ));
+        }
+    }
 }
 
 /// The kind of a backendRef causeway-proxy forwards to; both resolve through the hub

@@ -236,3 +236,58 @@ fn backend_kinds_and_reference_grants() {
         assert_eq!(check(&other, &[g]), Err(REF_NOT_PERMITTED));
     }
 }
+
+/// Values the proxy cannot apply as written refuse the route, each said, instead of
+/// loosening a match (an invalid header name dropped, an invalid method taken as any)
+/// or filtering otherwise than asked (308 sent as 302, an unknown path type skipped).
+#[test]
+fn values_the_proxy_cannot_apply_refuse_the_route() {
+    let rows: [(serde_json::Value, Option<&str>); 9] = [
+        (
+            json!({"matches": [{"method": "GET", "headers": [{"name": "x-canary", "value": "1"}]}],
+                   "filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 301, "scheme": "https",
+                                "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}]}),
+            None,
+        ),
+        (
+            json!({"matches": [{"headers": [{"name": "x canary", "value": "1"}]}]}),
+            Some("rules[0]: header match name \"x canary\" is not a header name"),
+        ),
+        (
+            json!({"matches": [{"method": "GET "}]}),
+            Some(
+                "rules[0]: method \"GET \" is not one of GET, HEAD, POST, PUT, DELETE, CONNECT, OPTIONS, TRACE, PATCH",
+            ),
+        ),
+        (
+            json!({"filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 308}}]}),
+            Some("rules[0]: RequestRedirect statusCode 308 is not supported (use 301 or 302)"),
+        ),
+        (
+            json!({"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "ftp"}}]}),
+            Some("rules[0]: RequestRedirect scheme \"ftp\" is not http or https"),
+        ),
+        (
+            json!({"filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplaceRegex"}}}]}),
+            Some(
+                "rules[0]: URLRewrite path type \"ReplaceRegex\" is not supported (use ReplaceFullPath or ReplacePrefixMatch)",
+            ),
+        ),
+        (
+            json!({"filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplaceFullPath"}}}]}),
+            Some("rules[0]: URLRewrite path type ReplaceFullPath needs replaceFullPath"),
+        ),
+        (
+            json!({"filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "ok", "value": "1"}], "remove": ["bad:name"]}}]}),
+            Some("rules[0]: RequestHeaderModifier header name \"bad:name\" is not a header name"),
+        ),
+        (
+            json!({"filters": [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "", "value": "1"}]}}]}),
+            Some("rules[0]: ResponseHeaderModifier header name \"\" is not a header name"),
+        ),
+    ];
+    for (rule, want) in rows {
+        let r = route(json!({"rules": [rule]}));
+        assert_eq!(unsupported(&r).as_deref(), want, "{rule}");
+    }
+}
