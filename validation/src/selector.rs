@@ -106,6 +106,15 @@ fn parse_set(s: &str) -> Option<Vec<String>> {
     )
 }
 
+/// `key <op> (set)` split into the key and the set, with or without a space before the
+/// parenthesis (`env in (a)`, `env in(a)`), as kube's lexer reads it.
+fn set_operator<'a>(part: &'a str, op: &str) -> Option<(&'a str, &'a str)> {
+    let (key, rest) = part.split_once(char::is_whitespace)?;
+    let rest = rest.trim_start().strip_prefix(op)?;
+    rest.starts_with(|c: char| c.is_whitespace() || c == '(')
+        .then_some((key, rest))
+}
+
 /// Parses `a=b,c!=d,e in (x,y),!f` (all requirements must hold; empty selects
 /// everything). The error is kube-apiserver's message.
 pub fn parse(s: &str) -> Result<Vec<Requirement>, String> {
@@ -128,10 +137,10 @@ pub fn parse(s: &str) -> Result<Vec<Requirement>, String> {
             Requirement::Eq(k.trim().into(), v.trim().into())
         } else if let Some((k, v)) = part.split_once('=') {
             Requirement::Eq(k.trim().into(), v.trim().into())
-        } else if let Some((k, rest)) = part.split_once(" notin ") {
-            Requirement::NotIn(k.trim().into(), parse_set(rest).ok_or_else(|| bad(part))?)
-        } else if let Some((k, rest)) = part.split_once(" in ") {
-            Requirement::In(k.trim().into(), parse_set(rest).ok_or_else(|| bad(part))?)
+        } else if let Some((k, rest)) = set_operator(part, "notin") {
+            Requirement::NotIn(k.into(), parse_set(rest).ok_or_else(|| bad(part))?)
+        } else if let Some((k, rest)) = set_operator(part, "in") {
+            Requirement::In(k.into(), parse_set(rest).ok_or_else(|| bad(part))?)
         } else {
             Requirement::Exists(part.to_string())
         };
@@ -176,6 +185,12 @@ mod tests {
             ("app != web", vec![NotEq(s("app"), s("web"))]),
             ("app in (a, b)", vec![In(s("app"), vec![s("a"), s("b")])]),
             ("app notin (a)", vec![NotIn(s("app"), vec![s("a")])]),
+            ("app in(a,b)", vec![In(s("app"), vec![s("a"), s("b")])]),
+            ("app  notin(a)", vec![NotIn(s("app"), vec![s("a")])]),
+            (
+                "app in (a),b",
+                vec![In(s("app"), vec![s("a")]), Exists(s("b"))],
+            ),
             ("example.com/tier", vec![Exists(s("example.com/tier"))]),
             ("!tier", vec![NotExists(s("tier"))]),
             (
