@@ -412,7 +412,35 @@ pub async fn unregister(
     preserve: bool,
     wait: std::time::Duration,
 ) -> anyhow::Result<String> {
-    super::join::remove_cluster(&hub, name, ClusterSyncMode::Pull, preserve, wait).await?;
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+    let exists = clusters
+        .get_opt(name)
+        .await
+        .context("reading the Cluster")?
+        .is_some();
+    let leftover = !exists
+        && accounts
+            .get_opt(&agent_account(name))
+            .await
+            .context("reading the agent's ServiceAccount")?
+            .is_some();
+    if leftover {
+        // an earlier unregister gave up waiting, and the Cluster went after it: what it
+        // did not get to is removed now
+        delete_all(&hub, &hub_objects(name)[1..]).await?;
+        return Ok(format!(
+            "cluster \"{name}\" was already removed; its leftover agent identity (ServiceAccount, roles, Lease, execution namespace) removed from the hub"
+        ));
+    }
+    super::join::remove_cluster(&hub, name, ClusterSyncMode::Pull, preserve, wait)
+        .await
+        .map_err(|e| match exists {
+            true => e.context(format!(
+                "the agent's hub identity stays until the Cluster is gone: run `causeway unregister {name}` again to finish"
+            )),
+            false => e,
+        })?;
     // everything but the shared causeway-system namespace
     delete_all(&hub, &hub_objects(name)[1..]).await?;
     let note = if let Some(access) = member {

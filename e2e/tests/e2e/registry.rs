@@ -634,3 +634,78 @@ async fn a_status_decided_on_a_stale_read_is_refused() {
     assert_eq!(version.as_deref(), Some("v0.0.0-stale"));
     cs.shutdown();
 }
+
+/// An unregister that gives up waiting (no controller lets the Cluster go) says that
+/// the agent's hub identity stays and how to finish; run again once the Cluster is
+/// gone, it removes that identity instead of saying there is nothing registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unregister_that_gave_up_waiting_is_finished_by_running_it_again() {
+    use causeway_controllers::clusters::register::unregister;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let cs = start(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    register(
+        hub.clone(),
+        &access(&cs.hub),
+        "west",
+        &access(cs.member("west").unwrap()),
+        &RegisterOptions {
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    // the controller puts its finalizer on the Cluster, then is stopped: nothing
+    // lets the Cluster go
+    let ctl = cs.start_controller().await.unwrap();
+    cluster_where(&hub, "west", "west held by the cluster finalizer", |c| {
+        c.finalizers()
+            .iter()
+            .any(|f| f == "causeway.io/cluster-controller")
+    })
+    .await;
+    ctl.stop().await;
+    let e = unregister(hub.clone(), "west", None, false, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("the agent's hub identity stays until the Cluster is gone: run `causeway unregister west` again to finish"),
+        "{e}"
+    );
+    let accounts: Api<ServiceAccount> = Api::namespaced(hub.clone(), "causeway-system");
+    assert!(
+        accounts
+            .get_opt("causeway-agent-west")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let ctl = cs.start_controller().await.unwrap();
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    eventually("the Cluster gone", WAIT, || async {
+        clusters.get_opt("west").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let said = unregister(hub.clone(), "west", None, false, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(said.contains("its leftover agent identity"), "{said}");
+    assert!(
+        accounts
+            .get_opt("causeway-agent-west")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let e = unregister(hub.clone(), "west", None, false, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{e:#}").contains("no cluster \"west\" is registered"),
+        "{e:#}"
+    );
+    ctl.stop().await;
+    cs.shutdown();
+}
