@@ -165,8 +165,9 @@ pub enum SpreadByField {
 #[serde(rename_all = "camelCase")]
 pub struct ReplicaSchedulingStrategy {
     /// Duplicated: every cluster runs the full replica count.
-    /// Divided: the replicas are split between the clusters.
+    /// Divided (the default, as in Karmada): the replicas are split between the clusters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Divided"))]
     pub replica_scheduling_type: Option<ReplicaSchedulingType>,
 
     /// How Divided replicas are split: Aggregated (as few clusters as possible) or

@@ -488,7 +488,12 @@ fn validate(placement: &Placement, workload: &Workload) -> Result<(), PlacementE
 /// The replicas to divide: `Some` for Divided with a positive replica count.
 fn divided(placement: &Placement, workload: &Workload) -> Option<i32> {
     let scheduling = placement.replica_scheduling.as_ref();
-    let divided =
-        scheduling.and_then(|r| r.replica_scheduling_type) == Some(ReplicaSchedulingType::Divided);
+    // unset is Divided, as Karmada's CRD defaults it: only a placement without
+    // replicaScheduling duplicates
+    let divided = scheduling.is_some_and(|r| {
+        r.replica_scheduling_type
+            .unwrap_or(ReplicaSchedulingType::Divided)
+            == ReplicaSchedulingType::Divided
+    });
     workload.replicas.filter(|&r| divided && r > 0)
 }

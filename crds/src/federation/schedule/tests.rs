@@ -389,6 +389,31 @@ fn duplicated_replicas() {
     }
 }
 
+/// replicaScheduling without replicaSchedulingType divides (Karmada's CRD defaults it
+/// to Divided): a weight preference is never silently ignored with every cluster
+/// running the full count.
+#[test]
+fn replica_scheduling_without_a_type_divides() {
+    let p = placement(
+        "clusterAffinity: {clusterNames: [a, b]}\nreplicaScheduling: {replicaDivisionPreference: Weighted, weightPreference: {staticWeightList: [{targetCluster: {clusterNames: [a]}, weight: 1}, {targetCluster: {clusterNames: [b]}, weight: 2}]}}",
+    );
+    let d = schedule(
+        &p,
+        &fleet(),
+        &Workload {
+            replicas: Some(9),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let got: Vec<(&str, Option<i32>)> = d
+        .chosen
+        .iter()
+        .map(|t| (t.cluster.as_str(), t.replicas))
+        .collect();
+    assert_eq!(got, [("a", Some(3)), ("b", Some(6))]);
+}
+
 /// B.11 (ordered groups): the first group that chooses a cluster is used.
 #[test]
 fn affinity_groups_fall_back_in_order() {

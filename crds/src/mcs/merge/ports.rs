@@ -82,20 +82,27 @@ struct Slot {
 
 /// Merges the ports of `order` (exports in precedence order): by name first,
 /// then by (protocol, port); the first definition wins, and a cluster serves
-/// only the ports it defines identically.
+/// only the ports it defines identically. An unnamed port stays alone (the derived
+/// Service, like any, names every port once it has several): one beside other ports
+/// clashes as a port of the same number does.
 pub(super) fn union(order: &[Export<'_>]) -> PortUnion {
     let mut slots: Vec<Slot> = Vec::new();
     let mut by_name: BTreeMap<Option<String>, usize> = BTreeMap::new();
     let mut by_number: BTreeMap<(String, i32), usize> = BTreeMap::new();
     let mut excluded: BTreeMap<String, Vec<ServicePort>> = BTreeMap::new();
 
-    for export in order {
+    for (nth, export) in order.iter().enumerate() {
         for exported in &export.spec.ports {
             let port = normalize(exported);
             let number = (port.protocol_or_default().to_owned(), port.port);
+            // a Service of several ports names every one: an unnamed port cannot join
+            // a union that has others, nor another port one that has an unnamed one
+            // (the oldest export's own ports all stay: they are its Service's)
+            let unnamed =
+                nth > 0 && (port.name.is_none() || slots.iter().any(|s| s.port.name.is_none()));
             let slot = match by_name.get(&port.name) {
                 Some(&i) => (slots[i].port == port).then_some(i),
-                None if by_number.contains_key(&number) => None,
+                None if by_number.contains_key(&number) || unnamed => None,
                 None => {
                     let i = slots.len();
                     by_name.insert(port.name.clone(), i);

@@ -177,6 +177,48 @@ fn conf10_union_of_ports_raises_port_conflict() {
     );
 }
 
+/// A Service of several ports names them all, and so must the derived one: an
+/// unnamed port never sits beside others in the union, whichever export is older.
+#[test]
+fn an_unnamed_port_is_never_beside_other_ports() {
+    let mut unnamed = hello("cluster-1", 100);
+    unnamed.ports = vec![port("", "TCP", 80)];
+    let mut named = hello("cluster-2", 102);
+    named.ports = vec![port("http", "TCP", 80), port("metrics", "TCP", 9090)];
+    let m = merged(&[unnamed.clone(), named.clone()]);
+    let unnamed_80 = ServicePort {
+        name: None,
+        ..import_port("", "TCP", 80)
+    };
+    assert_eq!(m.ports, vec![unnamed_80]);
+    assert_eq!(reasons(&m), vec![PORT_CONFLICT]);
+    assert_eq!(
+        m.excluded_ports["cluster-2"],
+        vec![
+            import_port("http", "TCP", 80),
+            import_port("metrics", "TCP", 9090)
+        ]
+    );
+    // the named ones older: the unnamed port is left out
+    let mut unnamed = hello("cluster-1", 200);
+    unnamed.ports = vec![port("", "TCP", 7070)];
+    let m = merged(&[named, unnamed]);
+    assert_eq!(
+        m.ports,
+        vec![
+            import_port("http", "TCP", 80),
+            import_port("metrics", "TCP", 9090)
+        ]
+    );
+    assert_eq!(
+        m.excluded_ports["cluster-1"],
+        vec![ServicePort {
+            name: None,
+            ..import_port("", "TCP", 7070)
+        }]
+    );
+}
+
 #[test]
 fn conf11_same_name_other_number_keeps_the_oldest() {
     let mut second = hello("cluster-2", 102);
