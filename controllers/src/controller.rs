@@ -159,10 +159,15 @@ pub async fn run_with(
             tracing::warn!(cluster = %u.name, reason = %u.reason, "cluster not usable");
         }
         // every round, not once: a post refused (409: its stopping status worker wrote
-        // last) or lost to a slow hub would leave a stale Ready=True; one that already
-        // stands is not written again
+        // last) or lost to a slow hub would leave a stale Ready=True; decided on the
+        // cached Cluster, so one that already stands costs no request
         for u in &unusable {
-            crate::clusters::status::post_not_ready(&hub, &u.name, &u.reason).await;
+            if let Some(c) = cl
+                .iter()
+                .find(|c| c.metadata.name.as_deref() == Some(&u.name))
+            {
+                crate::clusters::status::post_not_ready_on(&hub, c, &u.reason).await;
+            }
         }
         for (name, m) in &want {
             if running.contains_key(name) {

@@ -31,8 +31,13 @@ fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_header_bytes.max(8192));
+    // a peer gone silent under an open stream (a laptop asleep, a NAT that forgot the
+    // flow) is noticed by its unanswered PING: an open stream keeps the connection from
+    // counting as idle, so nothing else would end it
     b.http2()
         .timer(TokioTimer::new())
+        .keep_alive_interval(Some(limits.header_read_timeout))
+        .keep_alive_timeout(limits.header_read_timeout)
         .max_header_list_size(limits.max_header_bytes as u32);
     b
 }

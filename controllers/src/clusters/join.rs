@@ -385,6 +385,26 @@ pub async fn unjoin(
     })
 }
 
+/// A Cluster still there when [`remove_cluster`] stopped waiting for the controller.
+#[derive(Debug)]
+pub struct StillThere {
+    name: String,
+    waited: std::time::Duration,
+}
+
+impl std::fmt::Display for StillThere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cluster \"{}\" is being removed but still there after {} s: `causeway controller` finishes the cleanup (is it running?)",
+            self.name,
+            self.waited.as_secs()
+        )
+    }
+}
+
+impl std::error::Error for StillThere {}
+
 /// Deletes Cluster `name` of sync mode `mode`, marked with whether the member keeps
 /// its imports, and waits (up to `wait`) until the hub controller let it go.
 pub async fn remove_cluster(
@@ -438,10 +458,11 @@ pub async fn remove_cluster(
         .is_some()
     {
         if tokio::time::Instant::now() >= deadline {
-            bail!(
-                "cluster \"{name}\" is being removed but still there after {} s: `causeway controller` finishes the cleanup (is it running?)",
-                wait.as_secs()
-            );
+            return Err(StillThere {
+                name: name.to_string(),
+                waited: wait,
+            }
+            .into());
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }

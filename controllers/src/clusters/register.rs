@@ -425,22 +425,23 @@ pub async fn unregister(
             .await
             .context("reading the agent's ServiceAccount")?
             .is_some();
-    if leftover {
-        // an earlier unregister gave up waiting, and the Cluster went after it: what it
-        // did not get to is removed now
-        delete_all(&hub, &hub_objects(name)[1..]).await?;
-        return Ok(format!(
+    // an earlier unregister gave up waiting, and the Cluster went after it: what it did
+    // not get to (here and, given the member's kubeconfig, there) is done now
+    let head = if leftover {
+        format!(
             "cluster \"{name}\" was already removed; its leftover agent identity (ServiceAccount, roles, Lease, execution namespace) removed from the hub"
-        ));
-    }
-    super::join::remove_cluster(&hub, name, ClusterSyncMode::Pull, preserve, wait)
-        .await
-        .map_err(|e| match exists {
-            true => e.context(format!(
-                "the agent's hub identity stays until the Cluster is gone: run `causeway unregister {name}` again to finish"
-            )),
-            false => e,
-        })?;
+        )
+    } else {
+        super::join::remove_cluster(&hub, name, ClusterSyncMode::Pull, preserve, wait)
+            .await
+            .map_err(|e| match e.downcast_ref::<super::join::StillThere>() {
+                Some(_) if exists => e.context(format!(
+                    "the agent's hub identity stays until the Cluster is gone: run `causeway unregister {name}` again to finish"
+                )),
+                _ => e,
+            })?;
+        format!("cluster \"{name}\" unregistered")
+    };
     // everything but the shared causeway-system namespace
     delete_all(&hub, &hub_objects(name)[1..]).await?;
     let note = if let Some(access) = member {
@@ -462,7 +463,7 @@ pub async fn unregister(
     } else {
         "; pass --kubeconfig <member> to also remove the agent's Secret and the imports from the member".to_string()
     };
-    Ok(format!("cluster \"{name}\" unregistered{note}"))
+    Ok(format!("{head}{note}"))
 }
 
 #[cfg(test)]

@@ -35,9 +35,9 @@ pub fn status_body(
     version: Option<&str>,
     apis: Option<&(Vec<ApiEnablement>, Condition)>,
     summary: Option<&Summary>,
-    current: Option<&ClusterStatus>,
+    current: Option<&Cluster>,
 ) -> Value {
-    let cur = current.cloned().unwrap_or_default();
+    let cur = current.and_then(|c| c.status.clone()).unwrap_or_default();
     let mut st = ClusterStatus {
         kubernetes_version: version.map(String::from).or(cur.kubernetes_version),
         conditions: vec![ready.clone()],
@@ -60,11 +60,19 @@ pub fn status_body(
     match summary {
         Some(s) => s.fill(&mut st),
         None => {
+            // the spec's topology first, as a known summary has it (a region set while
+            // the member is out of reach counts at once), else the last one seen
+            let spec = current.map(|c| super::summary::topology(&[], &c.spec));
+            let spec = spec.unwrap_or_default();
             st.node_summary = cur.node_summary;
             st.resource_summary = cur.resource_summary;
-            st.region = cur.region;
-            st.zones = cur.zones;
-            st.provider = cur.provider;
+            st.region = spec.region.or(cur.region);
+            st.zones = if spec.zones.is_empty() {
+                cur.zones
+            } else {
+                spec.zones
+            };
+            st.provider = spec.provider.or(cur.provider);
         }
     }
     serde_json::to_value(st).unwrap_or(Value::Null)
@@ -77,22 +85,28 @@ pub fn status_body(
 /// already stands is not written again).
 pub async fn post_not_ready(hub: &kube::Client, name: &str, why: &str) {
     let api: Api<Cluster> = Api::all(hub.clone());
-    let current = match super::within(super::CALL_TIMEOUT, api.get_opt(name)).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return,
+    match super::within(super::CALL_TIMEOUT, api.get_opt(name)).await {
+        Ok(Some(current)) => post_not_ready_on(hub, &current, why).await,
+        Ok(None) => {}
         Err(e) => {
             tracing::debug!(cluster = %name, error = %e, "cannot read the Cluster to post Ready=False");
-            return;
         }
-    };
+    }
+}
+
+/// [`post_not_ready`] on `current` as a cache holds it: nothing is sent when its status
+/// already says so; a stale copy is refused (409) and the next round posts again.
+pub async fn post_not_ready_on(hub: &kube::Client, current: &Cluster, why: &str) {
+    let api: Api<Cluster> = Api::all(hub.clone());
+    let name = current.metadata.name.as_deref().unwrap_or_default();
     let verdict = (
         "False",
         conditions::REASON_CLUSTER_NOT_REACHABLE,
         format!("the hub cannot reach this member: {why}"),
     );
-    let ready = ready_condition(verdict, Some(&current), &Time(jiff::Timestamp::now()));
-    let body = status_body(&ready, None, None, None, current.status.as_ref());
-    if let Err(e) = post_status(&api, MANAGER, &current, &body).await {
+    let ready = ready_condition(verdict, Some(current), &Time(jiff::Timestamp::now()));
+    let body = status_body(&ready, None, None, None, Some(current));
+    if let Err(e) = post_status(&api, MANAGER, current, &body).await {
         tracing::debug!(cluster = %name, error = %e, "cannot post Ready=False");
     }
 }
@@ -192,7 +206,7 @@ pub async fn run(
                     version.as_deref(),
                     complete.as_ref(),
                     summary.as_ref(),
-                    current.status.as_ref(),
+                    Some(&current),
                 );
                 let before = ready_of(&current).map(|c| c.status.clone());
                 // refused (409) if the monitor wrote in between: the next round decides

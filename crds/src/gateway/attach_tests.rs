@@ -278,7 +278,7 @@ fn values_the_proxy_cannot_apply_refuse_the_route() {
             Some("rules[0]: URLRewrite path type ReplaceFullPath needs replaceFullPath"),
         ),
         (
-            json!({"filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "ok", "value": "1"}], "remove": ["bad:name"]}}]}),
+            json!({"filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "ok", "value": "1"}, {"name": "bad:name", "value": "2"}], "remove": ["not a header"]}}]}),
             Some("rules[0]: RequestHeaderModifier header name \"bad:name\" is not a header name"),
         ),
         (

@@ -320,7 +320,8 @@ async fn a_cluster_is_cordoned_drained_and_uncordoned() {
 /// `cordon` writes the taints with the Cluster's resourceVersion and reads it again on
 /// a conflict: a taint another writer (an admin, the registry's monitor) adds while
 /// cordon's write is being admitted is kept, not replaced by cordon's list. The hub's
-/// webhook holds cordon's write for 600 ms; the other write lands meanwhile.
+/// webhook holds cordon's write for 600 ms; the other write, started when the webhook
+/// is asked, lands meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_taint_written_while_a_cordon_is_admitted_is_kept() {
     use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -337,8 +338,16 @@ async fn a_taint_written_while_a_cordon_is_admitted_is_kept() {
                     .any(|t| t["key"] == "cluster.causeway.io/unschedulable")
             })
     };
+    // told when cordon's write reaches the webhook: the other write lands while it waits
+    let asked = std::sync::Arc::new(tokio::sync::Notify::new());
+    let tell = asked.clone();
     let hook = kubesim::testing::Webhook::start(std::sync::Arc::new(move |req: &Value| {
-        let delay = if cordons(req) { 600 } else { 0 };
+        let delay = if cordons(req) {
+            tell.notify_one();
+            600
+        } else {
+            0
+        };
         (Duration::from_millis(delay), json!({"allowed": true}))
     }))
     .await
@@ -370,7 +379,7 @@ async fn a_taint_written_while_a_cordon_is_admitted_is_kept() {
         async move { crate::propagation_cli::ok(env, &["cordon", "east"]).await }
     };
     let other = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        asked.notified().await;
         let clusters: Api<DynamicObject> = Api::all_with(
             hub.clone(),
             &kube::core::ApiResource::from_gvk_with_plural(

@@ -95,6 +95,76 @@ async fn a_stream_longer_than_the_idle_timeout_is_not_cut() -> anyhow::Result<()
     Ok(())
 }
 
+/// A client gone silent under an open stream (nothing it sends arrives any more, a
+/// laptop asleep) does not hold its connection forever: the proxy's PING goes
+/// unanswered and it closes the connection, though the stream keeps it from idling.
+#[tokio::test]
+async fn a_client_gone_silent_under_a_stream_is_let_go() -> anyhow::Result<()> {
+    use std::sync::atomic::AtomicBool;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 31], "g1").await?;
+    grpc_service(&hub, "echo", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "echo", "grpc.test", "echo", json!({})).await?;
+    let p = proxy_with(&hub, None, |c| {
+        c.limits.header_read_timeout = Duration::from_millis(300);
+    })
+    .await?;
+    // a relay between the client and the proxy that can go silent: it then passes
+    // nothing on either way, and notes when the proxy closes its side
+    let relay = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let relay_addr = relay.local_addr()?;
+    let silent = Arc::new(AtomicBool::new(false));
+    let closed = Arc::new(tokio::sync::Notify::new());
+    {
+        let (silent, closed) = (silent.clone(), closed.clone());
+        let upstream = p.http;
+        tokio::spawn(async move {
+            let (client, _) = relay.accept().await?;
+            let proxy = tokio::net::TcpStream::connect(upstream).await?;
+            let (mut cr, mut cw) = client.into_split();
+            let (mut pr, mut pw) = proxy.into_split();
+            let s = silent.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16384];
+                while let Ok(n @ 1..) = cr.read(&mut buf).await {
+                    if !s.load(Relaxed) && pw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                std::future::pending::<()>().await;
+            });
+            let mut buf = vec![0u8; 16384];
+            while let Ok(n @ 1..) = pr.read(&mut buf).await {
+                if !silent.load(Relaxed) {
+                    let _ = cw.write_all(&buf[..n]).await;
+                }
+            }
+            closed.notify_one();
+            std::future::pending::<()>().await;
+            anyhow::Ok(())
+        });
+    }
+    let c = GrpcClient::connect(relay_addr, "grpc.test").await?;
+    // a 10 s stream
+    let ask = Echo {
+        text: "s".into(),
+        count: 100,
+        sleep_ms: 100,
+        ..Default::default()
+    };
+    let call = tokio::spawn(async move { c.stream(ask, None).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    silent.store(true, Relaxed);
+    tokio::time::timeout(Duration::from_secs(5), closed.notified())
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!("the proxy still holds the silent client's connection after 5 s")
+        })?;
+    call.abort();
+    Ok(())
+}
+
 #[tokio::test]
 async fn concurrent_grpc_calls_share_few_upstream_connections() -> anyhow::Result<()> {
     const CALLS: usize = 60;

@@ -75,6 +75,8 @@ fn split_terms(s: &str) -> Vec<&str> {
 fn parse_path(sel: &str, p: &str) -> Result<Vec<String>, QueryError> {
     let p = p.trim();
     let mut out = Vec::new();
+    // the segments written as quoted keys (`['8080']`): a number there is a key
+    let mut quoted = Vec::new();
     let mut rest = p;
     let ident = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-');
     while !rest.is_empty() {
@@ -87,6 +89,7 @@ fn parse_path(sel: &str, p: &str) -> Result<Vec<String>, QueryError> {
                     let after = r[1 + end + 1..]
                         .strip_prefix(']')
                         .ok_or_else(|| bad(sel, format!("expected ] in {p:?}")))?;
+                    quoted.push(out.len());
                     (&r[1..1 + end], after)
                 }
                 _ => {
@@ -123,14 +126,14 @@ fn parse_path(sel: &str, p: &str) -> Result<Vec<String>, QueryError> {
     }
     // PostgreSQL reads a number as a list index and SQLite as a key: the two stores
     // would answer differently, and list fields are not indexed
-    if let Some(n) = out.iter().find(|k| {
+    if let Some((_, n)) = out.iter().enumerate().find(|(i, k)| {
         let d = k.strip_prefix('-').unwrap_or(k);
-        !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())
+        !quoted.contains(i) && !d.is_empty() && d.chars().all(|c| c.is_ascii_digit())
     }) {
         return Err(bad(
             sel,
             format!(
-                "{p:?}: {n:?} is a number; list fields cannot be indexed (select on a field outside a list)"
+                "{p:?}: {n:?} is a number; list fields cannot be indexed (select on a field outside a list; a key that is a number is written quoted, ['8080'])"
             ),
         ));
     }
@@ -219,6 +222,10 @@ mod tests {
         let cases: Vec<(&str, Vec<FieldTerm>)> = vec![
             ("", vec![]),
             ("status.phase", vec![t(&["status", "phase"], Exists)]),
+            (
+                "metadata.labels['8080']",
+                vec![t(&["metadata", "labels", "8080"], Exists)],
+            ),
             ("!spec.nodeName", vec![t(&["spec", "nodeName"], NotExists)]),
             (
                 "status.phase=Running",
@@ -271,11 +278,11 @@ mod tests {
             ("a['']=1", "empty key in \"a['']\""),
             (
                 "spec.containers[0].image=nginx",
-                "\"spec.containers[0].image\": \"0\" is a number; list fields cannot be indexed (select on a field outside a list)",
+                "\"spec.containers[0].image\": \"0\" is a number; list fields cannot be indexed (select on a field outside a list; a key that is a number is written quoted, ['8080'])",
             ),
             (
                 "spec.containers.-1.image=nginx",
-                "\"spec.containers.-1.image\": \"-1\" is a number; list fields cannot be indexed (select on a field outside a list)",
+                "\"spec.containers.-1.image\": \"-1\" is a number; list fields cannot be indexed (select on a field outside a list; a key that is a number is written quoted, ['8080'])",
             ),
             (
                 "metadata.annotations['a\"b']=x",

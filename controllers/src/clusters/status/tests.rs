@@ -1,4 +1,6 @@
-use causeway_crds::federation::cluster::{ApiEnablement, ClusterStatus, NodeSummary, conditions};
+use causeway_crds::federation::cluster::{
+    ApiEnablement, Cluster, ClusterSpec, ClusterStatus, NodeSummary, conditions,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
 
@@ -41,7 +43,7 @@ fn summary(region: Option<&str>, nodes: i32) -> Summary {
 
 /// What a worker posted when it knew everything: version 1.31, apps/v1, region eu,
 /// 3 nodes; and a stale Ready=True of its own.
-fn posted() -> ClusterStatus {
+fn posted() -> Cluster {
     let mut st: ClusterStatus = serde_json::from_value(status_body(
         &cond(conditions::READY, "True"),
         Some("v1.31.0"),
@@ -51,7 +53,9 @@ fn posted() -> ClusterStatus {
     ))
     .unwrap();
     st.lease = None;
-    st
+    let mut c = Cluster::new("east", ClusterSpec::default());
+    c.status = Some(st);
+    c
 }
 
 fn field<'a>(body: &'a Value, path: &str) -> &'a Value {
@@ -73,7 +77,7 @@ fn what_the_worker_does_not_know_is_carried_over_and_what_it_knows_replaces_it()
         Option<&'a str>,
         Option<(Vec<ApiEnablement>, Condition)>,
         Option<Summary>,
-        Option<&'a ClusterStatus>,
+        Option<&'a Cluster>,
         Value,
     );
     let rows: Vec<Row> = vec![
@@ -152,4 +156,18 @@ fn what_the_worker_does_not_know_is_carried_over_and_what_it_knows_replaces_it()
         ]);
         assert_eq!(got, want, "{case}");
     }
+    // a region set in the spec while nothing is known counts at once, as it would in
+    // a known summary
+    let mut moved = posted();
+    moved.spec.region = Some("us".into());
+    moved.spec.zones = vec!["us-a".into()];
+    let body = status_body(&not_ready, None, None, None, Some(&moved));
+    assert_eq!(
+        (
+            field(&body, "/region"),
+            field(&body, "/zones"),
+            field(&body, "/provider")
+        ),
+        (&json!("us"), &json!(["us-a"]), &json!("kubesim"))
+    );
 }
