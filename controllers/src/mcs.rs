@@ -15,7 +15,7 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
-use causeway_runtime::reflect::Reflector;
+use causeway_runtime::reflect::{Managed, Reflector};
 
 use crate::watch::by_service;
 
@@ -42,12 +42,15 @@ impl HubCaches {
             labels::MANAGED_VALUE
         ));
         HubCaches {
-            imports: Reflector::start(
+            // (the labels and annotations Causeway's applies hold kept: one the
+            // export stops setting goes)
+            imports: Reflector::start_keeping(
                 Api::all(hub.clone()),
                 managed,
                 stop.clone(),
                 "hub serviceimports",
                 by_service(),
+                Managed::OwnMetadata,
             ),
             slices: Reflector::start(
                 Api::all(hub.clone()),
@@ -60,12 +63,13 @@ impl HubCaches {
                 "hub endpointslices",
                 by_service(),
             ),
-            exported: Reflector::start(
+            exported: Reflector::start_keeping(
                 Api::all(hub.clone()),
                 watcher::Config::default().labels(&format!("!{}", labels::OUTBOX)),
                 stop.clone(),
                 "hub exportedservices",
                 by_service(),
+                Managed::OwnMetadata,
             ),
             clusters: Reflector::start(
                 Api::all(hub.clone()),

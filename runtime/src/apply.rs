@@ -163,7 +163,8 @@ where
     ensure_owning(api, desired, actual, &[]).await
 }
 
-/// [`ensure`], where the top-level fields `owned` (such as `spec`) are Causeway's alone:
+/// [`ensure`], where the fields `owned` (top-level such as `spec`, or dotted paths such
+/// as `spec.trafficDistribution`) are Causeway's alone:
 /// `actual` must also hold nothing there that `desired` leaves out (an optional field
 /// gone to `None`, an item gone from a list), or the apply removes it. Elsewhere
 /// `actual` may hold more (what the server or others set), except a label or annotation
@@ -183,8 +184,9 @@ where
     let kind = kind_of::<K>(&want);
     if let Some(a) = actual {
         let have = serde_json::to_value(a).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
-        let nothing_more = owned.iter().all(|k| match (have.get(k), want.get(k)) {
-            (Some(h), Some(w)) => contains(w, h),
+        let at = |v: &Value, k: &str| v.pointer(&format!("/{}", k.replace('.', "/"))).cloned();
+        let nothing_more = owned.iter().all(|k| match (at(&have, k), at(&want, k)) {
+            (Some(h), Some(w)) => contains(&w, &h),
             (Some(h), None) => h.is_null() || h.as_object().is_some_and(|m| m.is_empty()),
             _ => true,
         });

@@ -373,11 +373,22 @@ pub async fn run(
 }
 
 /// Memos of what the aggregator found already applied.
-#[derive(Default)]
 struct Memos {
     imports: apply::Memo<ServiceImport>,
     import_status: apply::StatusMemo,
     export_status: apply::StatusMemo,
+}
+
+impl Default for Memos {
+    /// The ServiceImport's spec is the aggregator's alone: what the merge stops
+    /// setting (a port, a label, trafficDistribution) goes from the hub.
+    fn default() -> Self {
+        Memos {
+            imports: apply::Memo::owning(&["spec"]),
+            import_status: Default::default(),
+            export_status: Default::default(),
+        }
+    }
 }
 
 async fn write(

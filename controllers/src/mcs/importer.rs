@@ -37,8 +37,8 @@ use crate::metrics::Metrics;
 use crate::watch::service_key;
 use crate::watch::{ByService, by_service};
 use causeway_runtime::apply::{self, Failures, Outcome};
-use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
+use causeway_runtime::reflect::{cache, cache_owning};
 
 /// What one member should hold.
 #[derive(Debug, Default)]
@@ -448,7 +448,7 @@ pub async fn run(
         "member namespaces",
         None,
     );
-    let imports = cache(
+    let imports = cache_owning(
         Api::<ServiceImport>::all(member.clone()),
         managed.clone(),
         wake.clone(),
@@ -456,7 +456,7 @@ pub async fn run(
         "member serviceimports",
         by_service(),
     );
-    let services = cache(
+    let services = cache_owning(
         Api::<Service>::all(member.clone()),
         watcher::Config::default().labels(labels::DERIVED_SERVICE_SELECTOR),
         wake.clone(),

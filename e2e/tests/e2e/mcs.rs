@@ -90,6 +90,79 @@ async fn conf_2_only_exported_labels_and_annotations_are_propagated() {
     );
 }
 
+/// What an export or its Service stops having goes from the import too: an exported
+/// label taken out of the ServiceExport, and the Service's trafficDistribution, leave
+/// the ServiceImport and the derived Service (the applies compared only what they set,
+/// so a field they no longer set stayed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_or_field_the_export_no_longer_has_leaves_the_import() {
+    use kube::ResourceExt;
+    use kube::api::{Patch, PatchParams};
+    let owned = Mcs::start(&["c0"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let si = eventually("SI with the label and PreferClose", PRESENT, || async {
+        let si = m.si(0, "hello").await?;
+        (si.labels().contains_key("dummy-label")
+            && si.spec.traffic_distribution.as_deref() == Some("PreferClose"))
+        .then_some(si)
+    })
+    .await;
+    assert!(si.annotations().contains_key("dummy-annotation"));
+    let exports: Api<causeway_crds::mcs::v1beta1::ServiceExport> = Api::namespaced(m.c(0), &m.ns);
+    exports
+        .patch(
+            "hello",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"exportedLabels": null}})),
+        )
+        .await
+        .unwrap();
+    let services: Api<Service> = Api::namespaced(m.c(0), &m.ns);
+    services
+        .patch(
+            "hello",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"trafficDistribution": null}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the label and trafficDistribution gone from the SI",
+        PRESENT,
+        || async {
+            let si = m.si(0, "hello").await?;
+            (!si.labels().contains_key("dummy-label") && si.spec.traffic_distribution.is_none())
+                .then_some(())
+        },
+    )
+    .await;
+    let si = m.si(0, "hello").await.unwrap();
+    assert!(
+        si.annotations().contains_key("dummy-annotation"),
+        "the exported annotation stays"
+    );
+    eventually(
+        "trafficDistribution gone from the derived Service",
+        PRESENT,
+        || async {
+            let derived = services
+                .list(
+                    &ListParams::default().labels("multicluster.kubernetes.io/service-name=hello"),
+                )
+                .await
+                .ok()?;
+            let d = derived.items.first()?;
+            d.spec
+                .as_ref()
+                .is_some_and(|s| s.traffic_distribution.is_none())
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conf_3_conflicting_exported_labels_oldest_wins_and_both_report_conflict() {
     let owned = Mcs::start(&["c0", "c1"], false).await;

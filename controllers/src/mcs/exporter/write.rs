@@ -75,11 +75,22 @@ pub(crate) async fn ensure_namespaces(
 }
 
 /// Memos of what the exporter found already applied.
-#[derive(Default)]
 pub(super) struct Memos {
     exported: apply::Memo<ExportedService>,
     slices: apply::Memo<EndpointSlice>,
     status: apply::StatusMemo,
+}
+
+impl Default for Memos {
+    /// An ExportedService's spec and a slice's endpoints and ports are the exporter's
+    /// alone: what the member's Service or export stops having goes from the hub.
+    fn default() -> Self {
+        Memos {
+            exported: apply::Memo::owning(&["spec"]),
+            slices: apply::Memo::owning(&["endpoints", "ports"]),
+            status: Default::default(),
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

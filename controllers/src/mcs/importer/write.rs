@@ -5,12 +5,28 @@
 use super::*;
 
 /// Memos of what the importer found already applied.
-#[derive(Default)]
 pub(super) struct Memos {
     services: apply::Memo<Service>,
     imports: apply::Memo<ServiceImport>,
     slices: apply::Memo<EndpointSlice>,
     status: apply::StatusMemo,
+}
+
+impl Default for Memos {
+    /// What the importer alone sets, so that what it stops setting goes from the
+    /// member: a ServiceImport's spec, a slice's endpoints and ports, and the derived
+    /// Service's optional fields (the rest of its spec the API server defaults).
+    fn default() -> Self {
+        Memos {
+            services: apply::Memo::owning(&[
+                "spec.trafficDistribution",
+                "spec.sessionAffinityConfig",
+            ]),
+            imports: apply::Memo::owning(&["spec"]),
+            slices: apply::Memo::owning(&["endpoints", "ports"]),
+            status: Default::default(),
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -7,13 +7,25 @@ use std::collections::{BTreeSet, HashSet};
 use super::*;
 
 /// What the relay remembers between rounds.
-#[derive(Default)]
 pub(super) struct State {
     namespaces: BTreeSet<String>,
     exported: apply::Memo<ExportedService>,
     slices: apply::Memo<EndpointSlice>,
     /// (uid, resourceVersion, reason) of the outbox objects already reported.
     reported: HashSet<(String, String, &'static str)>,
+}
+
+impl Default for State {
+    /// As the exporter's memos: a relayed ExportedService's spec and a slice's
+    /// endpoints and ports are the relay's alone.
+    fn default() -> Self {
+        State {
+            namespaces: Default::default(),
+            exported: apply::Memo::owning(&["spec"]),
+            slices: apply::Memo::owning(&["endpoints", "ports"]),
+            reported: Default::default(),
+        }
+    }
 }
 
 pub(super) async fn write(
