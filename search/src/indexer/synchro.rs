@@ -214,6 +214,13 @@ impl Synchro {
                     }
                     self.handle(&mut st, resource, event).await
                 }
+                // a list that fails (403, a member gone mid-relist) gives its permit
+                // back: the session ends and lists again after a pause, while the
+                // other synchros' lists go on (one retried in place held it for good)
+                Some(Some(Err(e))) if st.listing.is_some() => {
+                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member list failed; listing again");
+                    return End::Restart;
+                }
                 Some(Some(Err(e))) => {
                     tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member watch failed; retrying");
                     Ok(())
@@ -305,12 +312,13 @@ impl Synchro {
     /// One of the [`LISTS`] permits to compare a list with the store; counted in the
     /// `listing` gauge while held.
     async fn list_permit(&self) -> StoreResult<ListPermit> {
-        let permit = self
-            .lists
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::Unavailable("the indexer is stopping".into()))?;
+        // a synchro stopped while it waits for one stops at once (the fleet loop awaits
+        // it before it goes on)
+        let stopping = || StoreError::Unavailable("the indexer is stopping".into());
+        let permit = tokio::select! {
+            p = self.lists.clone().acquire_owned() => p.map_err(|_| stopping())?,
+            _ = self.stop.cancelled() => return Err(stopping()),
+        };
         self.metrics.listing.inc();
         Ok(ListPermit {
             _permit: permit,

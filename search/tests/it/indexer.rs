@@ -439,3 +439,60 @@ async fn positions_follow_what_is_stored_and_bookmarks_keep_a_quiet_type_current
     ix.stop().await;
     assert!(positions.of(&configmaps()).is_empty());
 }
+
+both!(lists_a_member_refuses_do_not_hold_back_the_others);
+/// A member whose credentials may not list the indexed types (403 on every list) does
+/// not keep the other members from being indexed: a failing list gives its permit back
+/// (one of the indexer's few concurrent list comparisons) instead of retrying in place
+/// while holding it. Member `a` refuses all four types; `b`, added after, is indexed.
+async fn lists_a_member_refuses_do_not_hold_back_the_others(backend: Backend) {
+    let (spec, _dir) = database(backend).await;
+    let a = cluster("a").await;
+    a.server.add_token(
+        "nobody-token",
+        kubesim::User {
+            name: "nobody".into(),
+            groups: vec!["system:authenticated".into()],
+            ..Default::default()
+        },
+    );
+    let kc = kubesim::kubeconfig::single("a", &a.server.url(), a.server.ca_pem(), "nobody-token");
+    let cfg = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::from_yaml(&kc).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let refused = support::Cluster {
+        server: a.server,
+        client: kube::Client::try_from(cfg).unwrap(),
+    };
+    let b = cluster("b").await;
+    b.apply_configmap("in-b", json!({}), json!({})).await;
+    let (tx, rx) = watch::channel(fleet(&[("a", &refused)], &["a", "b"]));
+    let store = Store::open(&spec).await.unwrap();
+    let indexer = Indexer::start(
+        &store,
+        specs(&[
+            "v1/configmaps",
+            "v1/services",
+            "v1/secrets:metadata",
+            "v1/namespaces",
+        ]),
+        rx,
+    );
+    // a's four lists are refused (and would hold all four permits)
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    tx.send(fleet(&[("a", &refused), ("b", &b)], &["a", "b"]))
+        .unwrap();
+    eventually(
+        "b's ConfigMap indexed while a's lists keep failing",
+        || async {
+            stored(&store, &configmaps(), Some("b"))
+                .await
+                .contains_key("b/default/in-b")
+        },
+    )
+    .await;
+    indexer.stop().await;
+}
