@@ -303,6 +303,8 @@ pub fn desired(
         let workload = Workload {
             replicas,
             uid: template.uid().unwrap_or_default(),
+            // what one replica asks for, for a division by available replicas
+            request: causeway_crds::federation::divide::pod_request(&template.data),
             previous: existing_spec
                 .map(|s| {
                     let clusters = s.clusters.iter();

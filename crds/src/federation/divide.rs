@@ -271,8 +271,10 @@ fn enough(wanted: i64, capacity: &BTreeMap<String, u64>) -> Result<(), DivideErr
 /// `pods` when the summary counts pods. CPU is read in millicores, everything else in
 /// whole units (requests rounded up, as kube-scheduler does).
 ///
-/// A cluster without a summary can hold 0, unless the workload requests nothing; a
-/// workload that requests nothing is bounded only by free pods, else [`UNBOUNDED`].
+/// A cluster without a summary (just joined, or not reporting) can hold 0, as
+/// Karmada's general estimator has it: capacity not known is not capacity without
+/// bound. A workload that requests nothing is bounded only by free pods, else
+/// [`UNBOUNDED`].
 /// A resource the cluster does not have (no allocatable entry) leaves room for 0.
 pub fn available_replicas(
     summary: Option<&ResourceSummary>,
@@ -286,7 +288,7 @@ pub fn available_replicas(
         }
     }
     let Some(summary) = summary else {
-        return Ok(if wants.is_empty() { UNBOUNDED } else { 0 });
+        return Ok(0);
     };
     let free = |resource: &str| -> Result<Option<i64>, DivideError> {
         let at = "status.resourceSummary";
@@ -317,6 +319,64 @@ pub fn available_replicas(
         fits = fits.min(pods.unsigned_abs());
     }
     Ok(fits)
+}
+
+/// Pure: what one replica of `template` (a workload, as JSON) requests, as
+/// kube-scheduler counts a pod of its pod template (`spec.template.spec`): per
+/// resource, the sum of its containers' `resources.requests`, at least the largest
+/// init container's, plus the pod's `overhead`. Empty without a pod template. CPU in
+/// millicores, the rest in whole units, as [`available_replicas`] reads them; an
+/// unreadable quantity counts as none (the member's API server refuses it anyway).
+pub fn pod_request(template: &serde_json::Value) -> BTreeMap<String, Quantity> {
+    let Some(pod) = template.pointer("/spec/template/spec") else {
+        return BTreeMap::new();
+    };
+    let requests = |c: &serde_json::Value| -> BTreeMap<String, i64> {
+        let Some(r) = c.pointer("/resources/requests").and_then(|r| r.as_object()) else {
+            return BTreeMap::new();
+        };
+        r.iter()
+            .filter_map(|(k, v)| {
+                let q = Quantity(v.as_str()?.to_string());
+                Some((k.clone(), read(&q, k, k).ok()?))
+            })
+            .collect()
+    };
+    let list = |field: &str| -> Vec<BTreeMap<String, i64>> {
+        pod.get(field)
+            .and_then(|c| c.as_array())
+            .map(|cs| cs.iter().map(requests).collect())
+            .unwrap_or_default()
+    };
+    let mut total: BTreeMap<String, i64> = BTreeMap::new();
+    for c in list("containers") {
+        for (k, v) in c {
+            let t = total.entry(k).or_default();
+            *t = t.saturating_add(v);
+        }
+    }
+    for c in list("initContainers") {
+        for (k, v) in c {
+            let t = total.entry(k).or_default();
+            *t = (*t).max(v);
+        }
+    }
+    for (k, v) in requests(&serde_json::json!({"resources": {"requests": pod.get("overhead")}})) {
+        let t = total.entry(k).or_default();
+        *t = t.saturating_add(v);
+    }
+    total
+        .into_iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| {
+            let q = if k == "cpu" {
+                format!("{v}m")
+            } else {
+                v.to_string()
+            };
+            (k, Quantity(q))
+        })
+        .collect()
 }
 
 /// A quantity of `resource` in its unit (millicores for `cpu`), or an error naming

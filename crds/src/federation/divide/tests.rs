@@ -265,10 +265,43 @@ fn a_cluster_without_a_summary_holds_nothing_unless_nothing_is_requested() {
         available_replicas(None, &quantities(&[("memory", "1Mi")])),
         Ok(0)
     );
-    assert_eq!(available_replicas(None, &BTreeMap::new()), Ok(UNBOUNDED));
+    assert_eq!(available_replicas(None, &BTreeMap::new()), Ok(0));
     assert_eq!(
         available_replicas(None, &quantities(&[("cpu", "0")])),
-        Ok(UNBOUNDED)
+        Ok(0)
+    );
+}
+
+/// A replica's request is its pod template's, as kube-scheduler counts a pod:
+/// containers summed, at least the largest init container, plus overhead.
+#[test]
+fn a_replica_requests_what_its_pod_template_does() {
+    let deployment = serde_json::json!({"spec": {"replicas": 3, "template": {"spec": {
+        "containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "0.5", "nvidia.com/gpu": "1"}}},
+            {"name": "c"},
+        ],
+        "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2", "memory": "1Mi"}}}],
+        "overhead": {"memory": "1Mi"},
+    }}}});
+    assert_eq!(
+        pod_request(&deployment),
+        quantities(&[
+            ("cpu", "2000m"),
+            ("memory", "68157440"),
+            ("nvidia.com/gpu", "1")
+        ])
+    );
+    assert!(pod_request(&serde_json::json!({"data": {"a": "b"}})).is_empty());
+    // read back as available_replicas reads it
+    let s = summary(
+        &[("cpu", "8"), ("memory", "1Gi"), ("nvidia.com/gpu", "2")],
+        &[],
+    );
+    assert_eq!(
+        available_replicas(Some(&s), &pod_request(&deployment)),
+        Ok(2)
     );
 }
 
