@@ -130,12 +130,19 @@ pub(super) fn apply(doc: &mut Value, path: &str, op: Op<'_>) -> Result<Vec<Strin
     let mut parent = doc;
     for (depth, token) in parents.iter().enumerate() {
         let at = || join(&tokens[..=depth]);
+        // a missing container an add goes through is made of the kind the next token
+        // names: a list for `-` or an index (`…/env/-`), else a map
+        let made = || match tokens[depth + 1].as_str() {
+            "-" => Value::Array(Vec::new()),
+            t if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+                Value::Array(Vec::new())
+            }
+            _ => Value::Object(Map::new()),
+        };
         parent = match parent {
             Value::Object(map) => match (map.contains_key(token.as_str()), op) {
                 (true, _) => map.get_mut(token.as_str()).expect("checked"),
-                (false, Op::Add(_)) => map
-                    .entry(token.clone())
-                    .or_insert_with(|| Value::Object(Map::new())),
+                (false, Op::Add(_)) => map.entry(token.clone()).or_insert_with(made),
                 (false, _) => return Err(missing()),
             },
             Value::Array(items) => {
@@ -150,8 +157,7 @@ pub(super) fn apply(doc: &mut Value, path: &str, op: Op<'_>) -> Result<Vec<Strin
                 let Value::Object(map) = parent else {
                     unreachable!("just set")
                 };
-                map.entry(token.clone())
-                    .or_insert_with(|| Value::Object(Map::new()))
+                map.entry(token.clone()).or_insert_with(made)
             }
             other => return Err(not_container(&at(), other, op)),
         };

@@ -58,6 +58,18 @@ fn plaintext_json_patch_subset_d26() {
             json!(["-g", "daemon off;", "-q"]),
         ),
         (
+            "append with - through a missing list makes the list",
+            json!({"plaintext": [{"path": "/spec/template/spec/containers/0/env/-", "operator": "add", "value": {"name": "X", "value": "1"}}]}),
+            "/spec/template/spec/containers/0/env",
+            json!([{"name": "X", "value": "1"}]),
+        ),
+        (
+            "index 0 through a missing list makes the list",
+            json!({"plaintext": [{"path": "/spec/template/spec/tolerations/0", "operator": "add", "value": {"key": "k", "operator": "Exists"}}]}),
+            "/spec/template/spec/tolerations",
+            json!([{"key": "k", "operator": "Exists"}]),
+        ),
+        (
             "insert at an index",
             json!({"plaintext": [{"path": "/spec/template/spec/containers/0/args/0", "operator": "add", "value": "-q"}]}),
             "/spec/template/spec/containers/0/args",
