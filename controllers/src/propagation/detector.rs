@@ -386,8 +386,16 @@ pub fn desired(
                     .and_then(state_preservation::copy_status)
             },
         );
-        let (clusters_out, mut status) =
+        let (mut clusters_out, mut status) =
             outcome(placed.scheduled, existing_spec, previous_conditions, now);
+        // clusters kept from before (a scheduler error, unmet spread constraints) run
+        // the template's count now when it is not divided: a Duplicated workload
+        // scaled meanwhile scales in every cluster it keeps
+        if !causeway_crds::federation::schedule::divides(&pspec.placement) {
+            for t in clusters_out.iter_mut().filter(|t| t.replicas.is_some()) {
+                t.replicas = replicas;
+            }
+        }
         // what the binding records: the evictions the placement honours (an
         // unsatisfiable spread keeps the clusters it had, an evicted one included)
         let evicted: Vec<_> = placed

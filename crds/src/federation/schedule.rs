@@ -485,15 +485,18 @@ fn validate(placement: &Placement, workload: &Workload) -> Result<(), PlacementE
     Ok(())
 }
 
-/// The replicas to divide: `Some` for Divided with a positive replica count.
-fn divided(placement: &Placement, workload: &Workload) -> Option<i32> {
-    let scheduling = placement.replica_scheduling.as_ref();
-    // unset is Divided, as Karmada's CRD defaults it: only a placement without
-    // replicaScheduling duplicates
-    let divided = scheduling.is_some_and(|r| {
+/// Whether `placement` divides replicas: replicaScheduling set, its type Divided or
+/// unset (as Karmada's CRD defaults it); only a placement without replicaScheduling,
+/// or Duplicated, gives every cluster the full count.
+pub fn divides(placement: &Placement) -> bool {
+    placement.replica_scheduling.as_ref().is_some_and(|r| {
         r.replica_scheduling_type
             .unwrap_or(ReplicaSchedulingType::Divided)
             == ReplicaSchedulingType::Divided
-    });
-    workload.replicas.filter(|&r| divided && r > 0)
+    })
+}
+
+/// The replicas to divide: `Some` for Divided with a positive replica count.
+fn divided(placement: &Placement, workload: &Workload) -> Option<i32> {
+    workload.replicas.filter(|&r| divides(placement) && r > 0)
 }

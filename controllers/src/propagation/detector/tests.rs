@@ -306,6 +306,28 @@ fn no_cluster_fits_and_scheduler_errors_are_scheduled_false() {
         "{}",
         cond.message
     );
+    // the template scaled meanwhile: the kept clusters of a Duplicated placement run
+    // the new count (a Divided one keeps its shares until it can divide again)
+    let bad = pp(
+        "all",
+        "Deployment",
+        json!({"placement": {"clusterAffinity": {"clusterNames": ["a"]},
+                             "clusterAffinities": [{"affinityName": "g"}]}}),
+    );
+    let d = run(
+        &[deployment("api", 5)],
+        &[bad],
+        &fleet(),
+        &[Arc::new(existing.bindings[0].clone())],
+    );
+    let kept: Vec<Option<i32>> = d.bindings[0]
+        .spec
+        .0
+        .clusters
+        .iter()
+        .map(|t| t.replicas)
+        .collect();
+    assert_eq!(kept, [Some(5), Some(5), Some(5)]);
 }
 
 #[test]

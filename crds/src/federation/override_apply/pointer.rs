@@ -134,9 +134,7 @@ pub(super) fn apply(doc: &mut Value, path: &str, op: Op<'_>) -> Result<Vec<Strin
         // names: a list for `-` or an index (`…/env/-`), else a map
         let made = || match tokens[depth + 1].as_str() {
             "-" => Value::Array(Vec::new()),
-            t if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
-                Value::Array(Vec::new())
-            }
+            t if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => Value::Array(Vec::new()),
             _ => Value::Object(Map::new()),
         };
         parent = match parent {
