@@ -54,6 +54,22 @@ pub struct Desired {
     pub not_imported: Vec<ObjectReference>,
 }
 
+/// Pure: whether the derived Service `actual` must be deleted and created again to
+/// become `desired`: what the API server never lets an update change differs — headless
+/// or not (a ServiceImport that changed type), or the primary IP family asked for.
+pub fn needs_recreate(actual: &Service, desired: &Service) -> bool {
+    let headless =
+        |s: &Service| s.spec.as_ref().and_then(|s| s.cluster_ip.as_deref()) == Some("None");
+    let primary = |s: &Service| {
+        s.spec
+            .as_ref()
+            .and_then(|s| s.ip_families.as_ref())
+            .and_then(|f| f.first().cloned())
+    };
+    headless(actual) != headless(desired)
+        || primary(desired).is_some_and(|want| primary(actual).is_some_and(|have| have != want))
+}
+
 /// The Event a hub ServiceImport gets when `cluster` does not import it because its
 /// namespace `ns` does not exist there.
 pub fn not_imported_event(cluster: &str, ns: &str, name: &str) -> Event {
@@ -169,7 +185,13 @@ pub fn desired(
         let actual_svc = services_by_key.get(&(ns.clone(), derived.clone())).copied();
         let (ips, fams) = match actual_svc.and_then(|s| s.spec.as_ref()) {
             Some(spec) if !headless => (
-                spec.cluster_ips.clone().unwrap_or_default(),
+                // (a Service still headless from before it is recreated has none)
+                spec.cluster_ips
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|ip| ip != "None")
+                    .collect(),
                 spec.ip_families.clone().unwrap_or_else(|| families.clone()),
             ),
             Some(spec) => (

@@ -378,6 +378,59 @@ async fn conf_11_conflicting_port_number_keeps_the_oldest() {
     .await;
 }
 
+/// An import that changes type gets a derived Service of that type: headless (the
+/// older export) while c0 exports, ClusterSetIP with a real clusterset IP once only c1
+/// (ClusterIP) does. The API server never lets an update change a Service's
+/// headlessness, so the derived Service is recreated; before, it stayed headless and
+/// the import published `None` as its IP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_that_changes_type_gets_a_derived_service_of_that_type() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.service(
+        0,
+        "hello",
+        json!({"clusterIP": "None", "ports": [{"name": "tcp", "port": 42}]}),
+        &["10.0.0.1"],
+    )
+    .await;
+    m.export(0, "hello", "dummy-label").await;
+    eventually("a headless SI in c1", PRESENT, || async {
+        m.si(1, "hello")
+            .await
+            .filter(|si| si.spec.type_ == ServiceImportType::Headless)
+    })
+    .await;
+    m.service(
+        1,
+        "hello",
+        json!({"ports": [{"name": "tcp", "port": 42}]}),
+        &["10.0.1.1"],
+    )
+    .await;
+    m.export(1, "hello", "dummy-label").await;
+    tick().await;
+    m.unexport(0, "hello").await;
+    let si = eventually("a ClusterSetIP SI in c1 with an IP", PRESENT, || async {
+        m.si(1, "hello").await.filter(|si| {
+            si.spec.type_ == ServiceImportType::ClusterSetIP && !si.spec.ips.is_empty()
+        })
+    })
+    .await;
+    assert!(
+        si.spec.ips.iter().all(|ip| ip.parse::<IpAddr>().is_ok()),
+        "{:?}",
+        si.spec.ips
+    );
+    let derived = Api::<Service>::namespaced(m.c(1), &m.ns)
+        .list(&ListParams::default().labels("multicluster.kubernetes.io/service-name=hello"))
+        .await
+        .unwrap();
+    let spec = derived.items[0].spec.clone().unwrap();
+    assert_ne!(spec.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(spec.cluster_ips.unwrap_or_default(), si.spec.ips);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conf_12_13_headless_import_without_ips() {
     let owned = Mcs::start(&["c0", "c1"], false).await;

@@ -491,3 +491,54 @@ fn captured_ports_go_to_the_mesh_waypoint() {
     let want = import(&si, &[hub_slice("web-east")], &Staleness::default(), &[]);
     assert_eq!(want.slices.len(), 1);
 }
+
+/// A derived Service is recreated only for what an update may not change: headless or
+/// not, and the primary IP family asked for.
+#[test]
+fn a_derived_service_is_recreated_only_for_what_an_update_cannot_change() {
+    let svc = |v: serde_json::Value| -> Service {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "d"}, "spec": v})).unwrap()
+    };
+    let ip = svc(serde_json::json!({"clusterIP": "10.0.0.9", "ipFamilies": ["IPv4"]}));
+    let rows = [
+        (
+            "headless to ClusterIP",
+            svc(serde_json::json!({"clusterIP": "None", "ipFamilies": ["IPv4"]})),
+            svc(serde_json::json!({"ipFamilies": ["IPv4"]})),
+            true,
+        ),
+        (
+            "ClusterIP to headless",
+            ip.clone(),
+            svc(serde_json::json!({"clusterIP": "None"})),
+            true,
+        ),
+        (
+            "same type and family",
+            ip.clone(),
+            svc(serde_json::json!({"ipFamilies": ["IPv4"]})),
+            false,
+        ),
+        (
+            "a port or affinity changed",
+            ip.clone(),
+            svc(serde_json::json!({"sessionAffinity": "ClientIP"})),
+            false,
+        ),
+        (
+            "another primary family",
+            ip.clone(),
+            svc(serde_json::json!({"ipFamilies": ["IPv6"]})),
+            true,
+        ),
+        (
+            "dual stack asked (no family given)",
+            ip,
+            svc(serde_json::json!({"ipFamilyPolicy": "PreferDualStack"})),
+            false,
+        ),
+    ];
+    for (case, actual, desired, want) in rows {
+        assert_eq!(needs_recreate(&actual, &desired), want, "{case}");
+    }
+}

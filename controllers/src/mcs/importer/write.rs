@@ -55,20 +55,26 @@ pub(super) async fn write(
     let mut refused: std::collections::HashMap<(String, String), String> = Default::default();
     for s in &want.services {
         let ns = s.namespace().unwrap_or_default();
-        let actual = services_by_key.get(&(ns.clone(), s.name_any())).copied();
-        let r = memo
-            .services
-            .ensure(
-                &Api::<Service>::namespaced(member.clone(), &ns),
-                s,
-                actual.map(|a| a.as_ref()),
-            )
-            .await;
+        let mut actual = services_by_key
+            .get(&(ns.clone(), s.name_any()))
+            .map(|a| a.as_ref());
+        let api = Api::<Service>::namespaced(member.clone(), &ns);
+        // an import that changed type (or primary family): the old Service goes first
+        if actual.is_some_and(|a| needs_recreate(a, s)) {
+            tracing::info!(cluster, namespace = %ns, service = %s.name_any(), "derived Service recreated: the import changed type or IP family");
+            if let Err(e) = apply::remove(&api, &s.name_any()).await {
+                failures.check(service_key(s).unwrap_or_default(), Err(e));
+                continue;
+            }
+            actual = None;
+        }
+        let r = memo.services.ensure(&api, s, actual).await;
         if let Err(apply::ApplyError::Kube {
             source: kube::Error::Api(status),
             ..
         }) = &r
             && status.code == 422
+            && status.message.contains("spec.ipFamilies")
         {
             let svc = s
                 .labels()
