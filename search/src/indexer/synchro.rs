@@ -78,6 +78,9 @@ enum End {
     Stopped,
     StoreDown,
     Restart,
+    /// The member answered 404: it no longer serves the type (a CRD deleted, an API
+    /// version removed by an upgrade); discovery is asked again.
+    Unserved,
 }
 
 impl Synchro {
@@ -87,10 +90,21 @@ impl Synchro {
             cluster: self.cluster.clone(),
             resource: gvr_text(&self.spec.gvr),
         };
-        let resolved = self.resolve(&labels).await;
-        self.metrics.unserved.remove(&labels);
+        // again from discovery each time the member stops serving the type
+        loop {
+            if !self.serve(&labels).await {
+                return;
+            }
+        }
+    }
+
+    /// Indexes the type while the member serves it: false once stopped, true when the
+    /// member stopped serving it.
+    async fn serve(&self, labels: &TypeLabels) -> bool {
+        let resolved = self.resolve(labels).await;
+        self.metrics.unserved.remove(labels);
         let Some((resource, namespaced)) = resolved else {
-            return;
+            return false;
         };
         let info = TypeInfo {
             gvr: self.spec.gvr.clone(),
@@ -108,23 +122,26 @@ impl Synchro {
         );
         loop {
             if !self.health.wait_up(&self.stop).await {
-                return;
+                return false;
             }
             let end = match self.prepare(&info).await {
                 Ok(()) => break,
                 Err(e) => self.failed(e),
             };
             if !self.after(end).await {
-                return;
+                return false;
             }
         }
         loop {
             if !self.health.wait_up(&self.stop).await {
-                return;
+                return false;
             }
             let end = self.session(&resource, &published).await;
+            if matches!(end, End::Unserved) {
+                return true;
+            }
             if !self.after(end).await {
-                return;
+                return false;
             }
         }
     }
@@ -134,7 +151,7 @@ impl Synchro {
         match end {
             End::Stopped => false,
             End::StoreDown => true,
-            End::Restart => tokio::select! {
+            End::Restart | End::Unserved => tokio::select! {
                 _ = tokio::time::sleep(RESTART) => true,
                 _ = self.stop.cancelled() => false,
             },
@@ -154,12 +171,37 @@ impl Synchro {
     }
 
     /// The type's resource and scope on the member, retried while it is not served.
+    /// While discovery says the member does not serve it, what the store holds of it
+    /// for this member goes (as a list with nothing in it would delete it): objects of
+    /// a CRD deleted, or of an API version an upgrade removed, sent no DELETE events.
     async fn resolve(&self, labels: &TypeLabels) -> Option<(ApiResource, bool)> {
         let mut wait = RESOLVE_FIRST;
+        let mut forgotten = false;
         loop {
             match resolve(&self.client, &self.spec.gvr).await {
                 Ok(found) => return Some(found),
-                Err(e) => {
+                Err(Unresolved { why, served: false }) if !forgotten => {
+                    let forget = async {
+                        let stored = self
+                            .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
+                            .await?;
+                        self.delete_unlisted(stored).await
+                    };
+                    match forget.await {
+                        Ok(()) => forgotten = true,
+                        Err(e) => {
+                            tracing::warn!(cluster = %self.cluster, resource = %labels.resource, error = %e, "cannot remove the objects of a type the member no longer serves; retrying")
+                        }
+                    }
+                    tracing::warn!(
+                        cluster = %self.cluster,
+                        resource = %labels.resource,
+                        error = %why,
+                        "not indexed: the member does not serve this resource; retrying in {wait:?}"
+                    );
+                    self.metrics.unserved.get_or_create(labels).set(1);
+                }
+                Err(Unresolved { why: e, .. }) => {
                     tracing::warn!(
                         cluster = %self.cluster,
                         resource = %labels.resource,
@@ -217,6 +259,10 @@ impl Synchro {
                 // a list that fails (403, a member gone mid-relist) gives its permit
                 // back: the session ends and lists again after a pause, while the
                 // other synchros' lists go on (one retried in place held it for good)
+                Some(Some(Err(kube::Error::Api(e)))) if e.code == 404 => {
+                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "the member no longer serves this resource; asking its discovery again");
+                    return End::Unserved;
+                }
                 Some(Some(Err(e))) if st.listing.is_some() => {
                     tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member list failed; listing again");
                     return End::Restart;
@@ -439,23 +485,46 @@ impl Synchro {
     }
 }
 
+/// Why a type cannot be watched: what to say, and whether discovery answered that the
+/// member does not serve it (false when discovery itself failed).
+pub(crate) struct Unresolved {
+    pub(crate) why: String,
+    pub(crate) served: bool,
+}
+
 /// Resolves a type through the member's discovery: its resource and whether it is
 /// namespaced; an error says why it cannot be watched.
 pub(crate) async fn resolve(
     client: &kube::Client,
     gvr: &Gvr,
-) -> Result<(ApiResource, bool), String> {
+) -> Result<(ApiResource, bool), Unresolved> {
     let gv = GroupVersion::gv(&gvr.group, &gvr.version);
+    let not_served = |why: String| Unresolved { why, served: false };
     let group = match tokio::time::timeout(CALL_TIMEOUT, kube::discovery::pinned_group(client, &gv))
         .await
     {
         Ok(Ok(g)) => g,
-        Ok(Err(e)) => return Err(format!("discovery of {}: {e}", gv.api_version())),
+        Ok(Err(kube::Error::Api(e))) if e.code == 404 => {
+            return Err(not_served(format!(
+                "discovery of {}: not served ({})",
+                gv.api_version(),
+                e.message
+            )));
+        }
+        Ok(Err(e)) => {
+            return Err(Unresolved {
+                why: format!("discovery of {}: {e}", gv.api_version()),
+                served: true,
+            });
+        }
         Err(_) => {
-            return Err(format!(
-                "discovery of {} timed out after {CALL_TIMEOUT:?}",
-                gv.api_version()
-            ));
+            return Err(Unresolved {
+                why: format!(
+                    "discovery of {} timed out after {CALL_TIMEOUT:?}",
+                    gv.api_version()
+                ),
+                served: true,
+            });
         }
     };
     let found = group
@@ -468,12 +537,15 @@ pub(crate) async fn resolve(
         {
             Ok((r, caps.scope == Scope::Namespaced))
         }
-        Some(_) => Err(format!("{} cannot be listed and watched", gvr_text(gvr))),
-        None => Err(format!(
+        Some(_) => Err(not_served(format!(
+            "{} cannot be listed and watched",
+            gvr_text(gvr)
+        ))),
+        None => Err(not_served(format!(
             "{} serves no resource {:?}",
             gv.api_version(),
             gvr.resource
-        )),
+        ))),
     }
 }
 

@@ -2,7 +2,8 @@
 //! kinds in two members reach the store and follow updates and deletes; managedFields
 //! and ConfigMap contents are not stored; members that leave are purged, members that
 //! are only not Ready are kept; a new client relists without writes; a type a member
-//! does not serve is retried until it is; the default types let owner search walk
+//! does not serve is retried until it is, and its objects go once it is served no
+//! more; the default types let owner search walk
 //! Pod → ReplicaSet → Deployment; where the store is in each member's type (the
 //! positions cross-cluster watches start from, K.73) follows what is written and the
 //! member's bookmarks. Restarts (K.71) and storage outages (K.72) are in
@@ -300,6 +301,51 @@ async fn a_type_the_member_does_not_serve_is_retried_until_it_does(backend: Back
             .iter()
             .any(|t| t.gvr == wgvr && t.kind == "Widget" && t.namespaced)
     );
+    // the CRD deleted: its objects sent no DELETE the indexer could see, yet they go
+    // from the store once the member no longer serves the type
+    Api::<CustomResourceDefinition>::all(a.client.clone())
+        .delete("widgets.example.com", &Default::default())
+        .await
+        .unwrap();
+    eventually("the widget gone with its type", || async {
+        stored(&store, &wgvr, None).await.is_empty() && indexer.metric(unserved) == 1.0
+    })
+    .await;
+    indexer.stop().await;
+
+    // the same while no indexer runs: no event is seen, and the next indexer finds the
+    // type not served and removes what the store holds of it
+    let crds = Api::<CustomResourceDefinition>::all(a.client.clone());
+    eventually("the CRD created again", || async {
+        crds.create(&PostParams::default(), &crd).await.is_ok()
+    })
+    .await;
+    eventually("the widget created again", || async {
+        widgets
+            .create(&PostParams::default(), &widget)
+            .await
+            .is_ok()
+    })
+    .await;
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let indexer = Indexer::start(&store, specs(&["example.com/v1/widgets"]), rx);
+    eventually("the widget indexed again", || async {
+        stored(&store, &wgvr, None)
+            .await
+            .contains_key("a/default/w1")
+    })
+    .await;
+    indexer.stop().await;
+    crds.delete("widgets.example.com", &Default::default())
+        .await
+        .unwrap();
+    let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
+    let indexer = Indexer::start(&store, specs(&["example.com/v1/widgets"]), rx);
+    eventually(
+        "the widget gone once the restarted indexer finds the type gone",
+        || async { stored(&store, &wgvr, None).await.is_empty() },
+    )
+    .await;
     indexer.stop().await;
 }
 

@@ -137,6 +137,7 @@ pub fn types_of(crd: &Value) -> ApiResult<Vec<ResourceType>> {
             })
             .unwrap_or_default();
         out.push(ResourceType {
+            removed: Default::default(),
             group: group.clone(),
             version: vname,
             storage_version: storage_version.clone(),

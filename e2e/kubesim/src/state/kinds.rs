@@ -343,11 +343,12 @@ pub fn on_removed(state: &mut State, rt: &ResourceType, obj: &Value) {
                 .unwrap_or_default()
                 .into(),
         };
-        state.registry.remove_crd(&name);
+        // its objects go first (their watches see them deleted), then the type
         for o in state.store.list(&gr, None) {
             let (ns, n) = (o.namespace().to_string(), o.name().to_string());
             state.store.delete(&gr, &ns, &n);
         }
+        state.registry.delete_crd(&name);
     }
 }
 

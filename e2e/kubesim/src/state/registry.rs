@@ -47,6 +47,9 @@ pub struct ResourceType {
     pub stored_as: Option<GroupResource>,
     /// Serves the `scale` subresource, with these paths.
     pub scale: Option<ScalePaths>,
+    /// Cancelled when the type stops being served (its CRD deleted): its open watches
+    /// end, as kube-apiserver's do when it tears the CRD's storage down.
+    pub removed: tokio_util::sync::CancellationToken,
 }
 
 /// Where a type's Scale reads and writes (a CRD's `subresources.scale`): `.a.b` paths.
@@ -181,6 +184,7 @@ impl Registry {
                     | "pods"
             ) && group != "rbac.authorization.k8s.io";
             r.insert(ResourceType {
+                removed: Default::default(),
                 group: group.into(),
                 version: version.into(),
                 storage_version: version.into(),
@@ -223,6 +227,16 @@ impl Registry {
             (t.group.clone(), t.version.clone(), t.plural.clone()),
             Arc::new(t),
         );
+    }
+
+    /// Removes every type a deleted CRD defined, ending their watches.
+    pub fn delete_crd(&mut self, crd_name: &str) {
+        for t in self.types.values() {
+            if t.crd.as_deref() == Some(crd_name) {
+                t.removed.cancel();
+            }
+        }
+        self.remove_crd(crd_name);
     }
 
     /// Removes every type a CRD defined.

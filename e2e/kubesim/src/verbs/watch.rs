@@ -122,6 +122,8 @@ pub struct Watch {
 
 /// The running part of a watch.
 pub struct Live {
+    /// The type's end (its CRD deleted): the watch ends.
+    removed: tokio_util::sync::CancellationToken,
     enc: Encoder,
     filter: Filter,
     rx: broadcast::Receiver<Arc<Event>>,
@@ -199,6 +201,7 @@ pub fn start(
     Ok(Watch {
         initial,
         live: Some(Live {
+            removed: rt.removed.clone(),
             enc,
             filter,
             rx,
@@ -221,6 +224,7 @@ impl Live {
         shutdown: CancellationToken,
     ) {
         let Live {
+            removed,
             enc,
             filter,
             mut rx,
@@ -266,6 +270,20 @@ impl Live {
                 }
                 _ = &mut deadline => return,
                 _ = shutdown.cancelled() => return,
+                _ = removed.cancelled() => {
+                    // what was committed before the type went (its objects' deletions)
+                    // is sent first
+                    while let Ok(e) = rx.try_recv() {
+                        if e.rv > last_rv
+                            && let Some(f) = enc.event(&e, &filter)
+                            && tx.send(f).await.is_err()
+                        {
+                            return;
+                        }
+                        last_rv = last_rv.max(e.rv);
+                    }
+                    return;
+                }
                 _ = tx.closed() => return,
             }
         }
