@@ -569,23 +569,6 @@ impl Reflector<kube::api::DynamicObject> {
 
 /// Starts a reflector for `api` read by one loop, woken through `wake` (see
 /// [`Reflector::start`] for `key_of`).
-/// [`cache`] keeping the labels and annotations Causeway's applies hold
-/// ([`Managed::OwnMetadata`]), for a loop whose desired objects may stop setting one.
-pub fn cache_owning<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    wake: Arc<Wake>,
-    stop: CancellationToken,
-    what: &'static str,
-    key_of: Option<KeyOf<K>>,
-) -> Cache<K>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
-{
-    Reflector::start_keeping(api, cfg, stop, what, key_of, Managed::OwnMetadata).subscribe(wake)
-}
-
 pub fn cache<K>(
     api: Api<K>,
     cfg: watcher::Config,
@@ -598,7 +581,26 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    Reflector::start(api, cfg, stop, what, key_of).subscribe(wake)
+    cache_keeping(api, cfg, wake, stop, what, key_of, Managed::Drop)
+}
+
+/// [`cache`] keeping what `managed` says of `managedFields` (e.g.
+/// [`Managed::OwnMetadata`], for a loop whose desired objects may stop setting a label
+/// or annotation).
+pub fn cache_keeping<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    wake: Arc<Wake>,
+    stop: CancellationToken,
+    what: &'static str,
+    key_of: Option<KeyOf<K>>,
+    managed: Managed,
+) -> Cache<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    Reflector::start_keeping(api, cfg, stop, what, key_of, managed).subscribe(wake)
 }
 
 #[cfg(test)]

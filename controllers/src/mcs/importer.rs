@@ -38,7 +38,7 @@ use crate::watch::service_key;
 use crate::watch::{ByService, by_service};
 use causeway_runtime::apply::{self, Failures, Outcome};
 use causeway_runtime::reflect::{Dirty, Wake};
-use causeway_runtime::reflect::{cache, cache_owning};
+use causeway_runtime::reflect::{Managed, cache, cache_keeping};
 
 /// What one member should hold.
 #[derive(Debug, Default)]
@@ -470,21 +470,23 @@ pub async fn run(
         "member namespaces",
         None,
     );
-    let imports = cache_owning(
+    let imports = cache_keeping(
         Api::<ServiceImport>::all(member.clone()),
         managed.clone(),
         wake.clone(),
         stop.clone(),
         "member serviceimports",
         by_service(),
+        Managed::OwnMetadata,
     );
-    let services = cache_owning(
+    let services = cache_keeping(
         Api::<Service>::all(member.clone()),
         watcher::Config::default().labels(labels::DERIVED_SERVICE_SELECTOR),
         wake.clone(),
         stop.clone(),
         "member derived services",
         by_service(),
+        Managed::OwnMetadata,
     );
     let slices = cache(
         Api::<EndpointSlice>::all(member.clone()),

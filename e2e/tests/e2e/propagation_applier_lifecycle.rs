@@ -352,10 +352,14 @@ async fn a_hanging_member_times_out_and_others_carry_on() {
     stop.cancel();
 }
 
-/// A Pull member's Works are applied by its agent with its least-privilege hub
-/// identity: it reads its Works, reports their status and releases their finalizer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pull_members_agent_applies_its_works() {
+/// Pull member `west` with its agent running and Work `cfg` (ConfigMap `pulled`)
+/// applied by it.
+async fn pull_member_with_a_work() -> (
+    causeway_e2e::Clusterset,
+    kube::Client,
+    causeway_e2e::Controller,
+    causeway_e2e::pull::Agent,
+) {
     let cs = clusterset(&["west"]).await;
     let hub = client(&cs.hub).await.unwrap();
     let ctl = cs.start_controller().await.unwrap();
@@ -380,6 +384,14 @@ async fn a_pull_members_agent_applies_its_works() {
         condition(s, conditions::APPLIED) == Some(("True", conditions::REASON_APPLIED_SUCCESSFUL))
     })
     .await;
+    (cs, hub, ctl, agent)
+}
+
+/// A Pull member's Works are applied by its agent with its least-privilege hub
+/// identity: it reads its Works, reports their status and releases their finalizer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_members_agent_applies_its_works() {
+    let (cs, hub, ctl, agent) = pull_member_with_a_work().await;
     let cms: Api<ConfigMap> = Api::namespaced(client(&cs.members[0]).await.unwrap(), NS);
     assert_eq!(cms.get("pulled").await.unwrap().data.unwrap()["v"], "1");
     let works: Api<Work> = Api::namespaced(hub.clone(), &execution_namespace("west"));
@@ -407,30 +419,7 @@ async fn a_pull_members_agent_applies_its_works() {
 /// released (not only a silent agent, Ready=Unknown, is given up on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_not_ready_pull_members_agent_still_cleans_up_as_it_leaves() {
-    let cs = clusterset(&["west"]).await;
-    let hub = client(&cs.hub).await.unwrap();
-    let ctl = cs.start_controller().await.unwrap();
-    let agent = cs
-        .start_pull_member(
-            "west",
-            causeway_controllers::clusters::options::Timing::fast(),
-            false,
-        )
-        .await
-        .unwrap();
-    cluster_ready(&hub, "west", true).await;
-    put_work(
-        &hub,
-        "west",
-        "cfg",
-        &[config_map("pulled", json!({"v": "1"}))],
-        json!({}),
-    )
-    .await;
-    work_where(&hub, "west", "cfg", "applied by the agent", |_, s| {
-        condition(s, conditions::APPLIED) == Some(("True", conditions::REASON_APPLIED_SUCCESSFUL))
-    })
-    .await;
+    let (cs, hub, ctl, agent) = pull_member_with_a_work().await;
     cs.members[0].faults().set_not_ready(true);
     cluster_ready(&hub, "west", false).await;
     let said = causeway_controllers::clusters::register::unregister(
