@@ -321,10 +321,11 @@ pub fn available_replicas(
     Ok(fits)
 }
 
-/// Pure: what one replica of `template` (a workload, as JSON) requests, as
-/// kube-scheduler counts a pod of its pod template (`spec.template.spec`): per
-/// resource, the sum of its containers' `resources.requests`, at least the largest
-/// init container's, plus the pod's `overhead`. Empty without a pod template. CPU in
+/// Pure: what one replica of `template` (a workload, as JSON) requests of CPU and
+/// memory (what the members' resource summaries count), as kube-scheduler counts a pod
+/// of its pod template (`spec.template.spec`): per resource, the sum of its containers'
+/// `resources.requests`, at least the largest init container's, plus the pod's
+/// `overhead`. Empty without a pod template. CPU in
 /// millicores, the rest in whole units, as [`available_replicas`] reads them; an
 /// unreadable quantity counts as none (the member's API server refuses it anyway).
 pub fn pod_request(template: &serde_json::Value) -> BTreeMap<String, Quantity> {
@@ -365,9 +366,11 @@ pub fn pod_request(template: &serde_json::Value) -> BTreeMap<String, Quantity> {
         let t = total.entry(k).or_default();
         *t = t.saturating_add(v);
     }
+    // only what the members' resource summaries count: a resource they do not report
+    // (ephemeral-storage, a GPU) would leave room for none anywhere
     total
         .into_iter()
-        .filter(|(_, v)| *v > 0)
+        .filter(|(k, v)| *v > 0 && (k == "cpu" || k == "memory"))
         .map(|(k, v)| {
             let q = if k == "cpu" {
                 format!("{v}m")

@@ -138,7 +138,8 @@ impl Synchro {
             }
             let end = self.session(&resource, &published).await;
             if matches!(end, End::Unserved) {
-                return true;
+                // (after a pause: discovery may still say it is served)
+                return self.after(end).await;
             }
             if !self.after(end).await {
                 return false;
@@ -177,10 +178,16 @@ impl Synchro {
     async fn resolve(&self, labels: &TypeLabels) -> Option<(ApiResource, bool)> {
         let mut wait = RESOLVE_FIRST;
         let mut forgotten = false;
+        // "not served" twice in a row, a retry apart, before anything is forgotten: a
+        // restarting API server answers 404 for CRD groups until it has loaded them
+        let mut confirmed = false;
         loop {
-            match resolve(&self.client, &self.spec.gvr).await {
+            let answer = resolve(&self.client, &self.spec.gvr).await;
+            let again = confirmed;
+            confirmed = matches!(answer, Err(Unresolved { served: false, .. }));
+            match answer {
                 Ok(found) => return Some(found),
-                Err(Unresolved { why, served: false }) if !forgotten => {
+                Err(Unresolved { why, served: false }) if again && !forgotten => {
                     let forget = async {
                         let stored = self
                             .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
@@ -256,14 +263,17 @@ impl Synchro {
                     }
                     self.handle(&mut st, resource, event).await
                 }
-                // a list that fails (403, a member gone mid-relist) gives its permit
-                // back: the session ends and lists again after a pause, while the
-                // other synchros' lists go on (one retried in place held it for good)
+                // a list the member refuses (401, 403) gives its permit back: the
+                // session ends and lists again after a pause, while the other
+                // synchros' lists go on (one retried in place held it for good);
+                // another failure retries its page in place, with backoff
                 Some(Some(Err(kube::Error::Api(e)))) if e.code == 404 => {
                     tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "the member no longer serves this resource; asking its discovery again");
                     return End::Unserved;
                 }
-                Some(Some(Err(e))) if st.listing.is_some() => {
+                Some(Some(Err(kube::Error::Api(e))))
+                    if st.listing.is_some() && (e.code == 401 || e.code == 403) =>
+                {
                     tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member list failed; listing again");
                     return End::Restart;
                 }

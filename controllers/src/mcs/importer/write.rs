@@ -60,13 +60,26 @@ pub(super) async fn write(
             .map(|a| a.as_ref());
         let api = Api::<Service>::namespaced(member.clone(), &ns);
         // an import that changed type (or primary family): the old Service goes first
-        if actual.is_some_and(|a| needs_recreate(a, s)) {
+        // (that one exactly, by uid: a cache behind the last round's recreate must not
+        // delete the new one)
+        if let Some(old) = actual.filter(|a| needs_recreate(a, s)) {
             tracing::info!(cluster, namespace = %ns, service = %s.name_any(), "derived Service recreated: the import changed type or IP family");
-            if let Err(e) = apply::remove(&api, &s.name_any()).await {
-                failures.check(service_key(s).unwrap_or_default(), Err(e));
-                continue;
+            let dp = kube::api::DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    uid: old.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            match api.delete(&s.name_any(), &dp).await {
+                Ok(_) => actual = None,
+                // gone, or already another one: the next round sees which
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => continue,
+                Err(e) => {
+                    failures.failed(service_key(s).unwrap_or_default(), &e);
+                    continue;
+                }
             }
-            actual = None;
         }
         let r = memo.services.ensure(&api, s, actual).await;
         if let Err(apply::ApplyError::Kube {

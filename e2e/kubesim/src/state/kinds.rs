@@ -374,12 +374,25 @@ fn crd_serve(registry: &mut Registry, crd: &mut Value) -> ApiResult<()> {
             ));
         }
     }
+    // a version that stays keeps its watches; one the update drops ends them
+    let before = registry.crd_types(&name);
     registry.remove_crd(&name);
     let storage = types
         .first()
         .map(|t| t.storage_version.clone())
         .unwrap_or_default();
-    for t in types {
+    let kept = |b: &ResourceType, t: &ResourceType| {
+        (&b.group, &b.version, &b.plural) == (&t.group, &t.version, &t.plural)
+    };
+    for old in &before {
+        if !types.iter().any(|t| kept(old, t)) {
+            old.removed.cancel();
+        }
+    }
+    for mut t in types {
+        if let Some(old) = before.iter().find(|b| kept(b, &t)) {
+            t.removed = old.removed.clone();
+        }
         registry.insert(t);
     }
     let now = now_rfc3339();

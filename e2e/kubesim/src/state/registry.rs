@@ -229,6 +229,15 @@ impl Registry {
         );
     }
 
+    /// The types CRD `crd_name` defines now.
+    pub fn crd_types(&self, crd_name: &str) -> Vec<Arc<ResourceType>> {
+        self.types
+            .values()
+            .filter(|t| t.crd.as_deref() == Some(crd_name))
+            .cloned()
+            .collect()
+    }
+
     /// Removes every type a deleted CRD defined, ending their watches.
     pub fn delete_crd(&mut self, crd_name: &str) {
         for t in self.types.values() {

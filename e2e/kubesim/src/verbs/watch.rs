@@ -273,16 +273,24 @@ impl Live {
                 _ = removed.cancelled() => {
                     // what was committed before the type went (its objects' deletions)
                     // is sent first
-                    while let Ok(e) = rx.try_recv() {
-                        if e.rv > last_rv
-                            && let Some(f) = enc.event(&e, &filter)
-                            && tx.send(f).await.is_err()
-                        {
-                            return;
+                    loop {
+                        match rx.try_recv() {
+                            Ok(e) => {
+                                if e.rv > last_rv
+                                    && let Some(f) = enc.event(&e, &filter)
+                                    && tx.send(f).await.is_err()
+                                {
+                                    return;
+                                }
+                                last_rv = last_rv.max(e.rv);
+                            }
+                            Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                                let _ = tx.send(error_frame(&ApiError::gone(format!("too old resource version: {last_rv} (watcher fell {n} events behind)")))).await;
+                                return;
+                            }
+                            Err(_) => return,
                         }
-                        last_rv = last_rv.max(e.rv);
                     }
-                    return;
                 }
                 _ = tx.closed() => return,
             }
