@@ -136,13 +136,16 @@ fn route_kinds(l: &causeway_crds::gateway::Listener) -> (Vec<RouteGroupKind>, Ve
     }
     let (mut supported, mut unsupported) = (Vec::new(), Vec::new());
     for k in listed {
-        let group = k.group.as_deref().unwrap_or(GROUP);
-        if group == GROUP && k.kind == "HTTPRoute" {
+        if causeway_crds::gateway::attach::is_http_route(k) {
             if supported.is_empty() {
                 supported.push(http_route_kind());
             }
         } else {
-            unsupported.push(format!("{group}/{}", k.kind));
+            unsupported.push(format!(
+                "{}/{}",
+                k.group.as_deref().unwrap_or(GROUP),
+                k.kind
+            ));
         }
     }
     (supported, unsupported)

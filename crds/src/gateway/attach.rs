@@ -144,11 +144,7 @@ fn route_allowed(
 ) -> Result<(), String> {
     let allowed = l.allowed_routes.as_ref();
     let kinds = allowed.map(|a| a.kinds.as_slice()).unwrap_or_default();
-    if !kinds.is_empty()
-        && !kinds
-            .iter()
-            .any(|k| k.kind == "HTTPRoute" && k.group.as_deref().unwrap_or(GROUP) == GROUP)
-    {
+    if !kinds.is_empty() && !kinds.iter().any(is_http_route) {
         return Err(format!("listener {} does not allow HTTPRoutes", l.name));
     }
     let from = allowed.and_then(|a| a.namespaces.as_ref());
@@ -355,6 +351,12 @@ pub fn unsupported(route: &HTTPRoute) -> Option<String> {
         }
     }
     (!out.is_empty()).then(|| out.join("; "))
+}
+
+/// Whether a listener's `allowedRoutes.kinds` entry names HTTPRoute, the one route
+/// kind causeway-proxy serves (its group defaults to the Gateway API's).
+pub fn is_http_route(k: &super::RouteGroupKind) -> bool {
+    k.kind == "HTTPRoute" && k.group.as_deref().unwrap_or(GROUP) == GROUP
 }
 
 /// The methods an HTTPRoute match may name (the spec's enum).
