@@ -125,6 +125,8 @@ pub async fn run(
     metrics.set_ready(true);
     tracing::info!(cluster = %name, id = %id, "agent running");
     let clusters: Api<Cluster> = Api::all(hub.clone());
+    // since when the hub has refused this agent's identity without a break
+    let mut refused_since: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(timing.status_interval.max(Duration::from_secs(1))) => {}
@@ -132,12 +134,24 @@ pub async fn run(
         }
         let seen =
             tokio::time::timeout(crate::clusters::CALL_TIMEOUT, clusters.get_opt(&name)).await;
+        if !matches!(&seen, Ok(Err(kube::Error::Api(s))) if s.code == 401 || s.code == 403) {
+            refused_since = None;
+        }
         let leaving = match &seen {
             Ok(Ok(Some(c))) if c.metadata.deletion_timestamp.is_none() => continue,
             Ok(Ok(Some(c))) => Some(crate::clusters::finalize::preserves(c)),
             Ok(Ok(None)) => None,
-            // its identity was revoked: it has been unregistered
-            Ok(Err(kube::Error::Api(s))) if s.code == 401 || s.code == 403 => None,
+            // its identity revoked: it has been unregistered, once the refusal has lasted
+            // a lease (a binding deleted and applied again, or a token rotated, refuses
+            // for a moment; leaving on one refusal would drop the member's membership)
+            Ok(Err(kube::Error::Api(s))) if s.code == 401 || s.code == 403 => {
+                let since = *refused_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() < timing.lease_duration() {
+                    tracing::warn!(cluster = %name, code = s.code, error = %s.message, "the hub refuses this agent's identity: if the cluster was unregistered, the agent stops once this has lasted a lease; otherwise restore the agent's ServiceAccount, token or RBAC on the hub");
+                    continue;
+                }
+                None
+            }
             Ok(Err(e)) => {
                 tracing::debug!(cluster = %name, error = %e, "cannot read the Cluster from the hub");
                 continue;
@@ -183,7 +197,7 @@ pub async fn run(
                 tracing::info!(cluster = %name, "left the clusterset with --preserve: imports stay in place")
             }
             None => {
-                tracing::info!(cluster = %name, "the Cluster is gone from the hub: agent stopping")
+                tracing::info!(cluster = %name, "the Cluster is gone from the hub, or the hub has refused this agent's identity for a lease: agent stopping")
             }
         }
         // gone from the hub one way or another (removed, or the Cluster or this agent's

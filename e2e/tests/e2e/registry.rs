@@ -709,3 +709,95 @@ async fn an_unregister_that_gave_up_waiting_is_finished_by_running_it_again() {
     ctl.stop().await;
     cs.shutdown();
 }
+
+/// The hub refusing a Pull agent's identity for a moment (its ClusterRoleBinding
+/// deleted and applied again, as a GitOps sync may) does not make the agent leave: the
+/// member keeps its clusterset.k8s.io and the agent carries on. A refusal that lasts a
+/// lease (the identity really revoked) does, and no sooner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_leaves_only_when_the_hub_refuses_it_for_a_lease() {
+    use causeway_controllers::clusters::register::agent_rbac;
+    use kube::api::{DeleteParams, DynamicObject, PostParams};
+    let cs = start(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let timing = Timing::fast();
+    let agent = cs
+        .start_pull_member("west", timing.clone(), false)
+        .await
+        .unwrap();
+    let west = client(cs.member("west").unwrap()).await.unwrap();
+    let in_clusterset = || {
+        let west = west.clone();
+        async move {
+            causeway_e2e::cluster_properties(&west)
+                .await
+                .contains_key("clusterset.k8s.io")
+        }
+    };
+    eventually("west in the clusterset", WAIT, || async {
+        in_clusterset().await.then_some(())
+    })
+    .await;
+    let binding = agent_rbac("west")
+        .into_iter()
+        .find(|o| o["kind"] == "ClusterRoleBinding")
+        .unwrap();
+    let name = binding["metadata"]["name"].as_str().unwrap().to_string();
+    let ar = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding"),
+        "clusterrolebindings",
+    );
+    let bindings: Api<DynamicObject> = Api::all_with(hub.clone(), &ar);
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(hub.clone(), "causeway-system");
+    let renewed = || async {
+        leases
+            .get("cluster-west")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .renew_time
+            .unwrap()
+            .0
+    };
+
+    // refused for half a lease, then allowed again: the agent stays
+    bindings
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(timing.lease_duration() / 2).await;
+    let obj: DynamicObject = serde_json::from_value(binding.clone()).unwrap();
+    bindings.create(&PostParams::default(), &obj).await.unwrap();
+    tokio::time::sleep(timing.lease_duration()).await;
+    assert!(
+        in_clusterset().await,
+        "a refusal shorter than a lease made the agent leave"
+    );
+    let before = renewed().await;
+    eventually("the agent renews its lease again", WAIT, || async {
+        (renewed().await > before).then_some(())
+    })
+    .await;
+
+    // refused for good: the agent leaves once a lease has passed
+    bindings
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let refused = std::time::Instant::now();
+    eventually("west out of the clusterset", WAIT, || async {
+        (!in_clusterset().await).then_some(())
+    })
+    .await;
+    assert!(
+        refused.elapsed() >= timing.lease_duration(),
+        "left after {:?}, before a lease",
+        refused.elapsed()
+    );
+    agent.stop.cancel();
+    ctl.stop().await;
+    cs.shutdown();
+}
