@@ -77,12 +77,17 @@ pub struct Row {
 pub type Reported = BTreeMap<(String, String), serde_json::Value>;
 
 /// What the scheduler is given for `spec`, as the detector gives it for a binding
-/// that exists: its count, the template's uid, its clusters now (what a steady
+/// that exists: its count, the template's uid, what a replica requests, its clusters now (what a steady
 /// division keeps) and the clusters application failover moved it away from.
 pub(crate) fn workload_of(spec: &BindingSpec) -> Workload {
     Workload {
         replicas: spec.replicas,
         uid: spec.resource.uid.clone().unwrap_or_default(),
+        request: spec
+            .replica_requirements
+            .as_ref()
+            .map(|r| r.resource_request.clone())
+            .unwrap_or_default(),
         previous: spec
             .clusters
             .iter()

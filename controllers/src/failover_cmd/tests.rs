@@ -195,3 +195,46 @@ fn the_dry_run_says_what_state_would_be_carried() {
     );
     assert!(rows[0].preserved_labels.is_empty());
 }
+
+/// A division by available replicas previews with what a replica requests (the
+/// binding's `replicaRequirements`), as the detector will divide: a cluster with room
+/// for 4 such replicas takes 1 of 6, not half because both have free pods.
+#[test]
+fn the_dry_run_divides_by_what_a_replica_requests() {
+    let with_room = |name: &str, cpu: &str| {
+        let mut c = cluster(name);
+        c.status.as_mut().unwrap().resource_summary = Some(
+            serde_json::from_value(
+                json!({"allocatable": {"cpu": cpu, "memory": "64Gi", "pods": "110"}}),
+            )
+            .unwrap(),
+        );
+        c
+    };
+    let fleet = vec![
+        with_room("east", "8"),
+        with_room("west", "4"),
+        with_room("north", "20"),
+    ];
+    let spec = binding(
+        json!({"failover": {"cluster": {}},
+               "replicaRequirements": {"resourceRequest": {"cpu": "1", "memory": "64Mi"}},
+               "placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+                   "replicaDivisionPreference": "Weighted",
+                   "weightPreference": {"dynamicWeight": "AvailableReplicas"}}}}),
+        &[("east", 2), ("west", 1), ("north", 3)],
+    );
+    let east = BTreeSet::from(["east".to_string()]);
+    let rows = plan_in_june(
+        &[("demo/api".to_string(), &spec, false)],
+        &fleet,
+        &east,
+        &Reported::new(),
+    );
+    assert_eq!(
+        placement_text(&rows[0].after),
+        "north:5 west:1",
+        "{}",
+        rows[0].verdict
+    );
+}

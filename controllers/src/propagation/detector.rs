@@ -38,8 +38,8 @@ use std::sync::Arc;
 
 use causeway_crds::federation::binding::{
     BindingSpec, BindingStatus, ClusterResourceBinding, ClusterResourceBindingSpec,
-    ResourceBinding, ResourceBindingSpec, ResourceReference, TargetCluster, binding_name,
-    conditions,
+    ReplicaRequirements, ResourceBinding, ResourceBindingSpec, ResourceReference, TargetCluster,
+    binding_name, conditions,
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::interpreter::Interpreters;
@@ -300,11 +300,15 @@ pub fn desired(
         if let Some(at) = verdict.next_due {
             out.due(at);
         }
+        let requirements = ReplicaRequirements::of(&template.data);
         let workload = Workload {
             replicas,
             uid: template.uid().unwrap_or_default(),
             // what one replica asks for, for a division by available replicas
-            request: causeway_crds::federation::divide::pod_request(&template.data),
+            request: requirements
+                .as_ref()
+                .map(|r| r.resource_request.clone())
+                .unwrap_or_default(),
             previous: existing_spec
                 .map(|s| {
                     let clusters = s.clusters.iter();
@@ -444,6 +448,7 @@ pub fn desired(
         let spec = BindingSpec {
             resource: reference(&meta, template.uid()),
             replicas,
+            replica_requirements: requirements,
             clusters: clusters_out,
             placement: pspec.placement.clone(),
             conflict_resolution: pspec.conflict_resolution,

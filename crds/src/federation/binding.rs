@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -23,6 +24,24 @@ use serde::{Deserialize, Serialize};
 use super::propagation::{Placement, Suspension};
 use super::work::ResourceHealth;
 use super::{ConflictResolution, newtype_spec};
+
+/// What one replica of a workload asks for.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaRequirements {
+    /// The pod template's CPU and memory requests, counted as kube-scheduler does
+    /// (the sum of the containers', or the largest init container's if more).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resource_request: BTreeMap<String, Quantity>,
+}
+
+impl ReplicaRequirements {
+    /// The requirements of a template (`None` when its pods request nothing).
+    pub fn of(template: &serde_json::Value) -> Option<ReplicaRequirements> {
+        let resource_request = crate::federation::divide::pod_request(template);
+        (!resource_request.is_empty()).then_some(ReplicaRequirements { resource_request })
+    }
+}
 
 /// The spec shared by ResourceBinding and ClusterResourceBinding.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -35,6 +54,12 @@ pub struct BindingSpec {
     /// resources without replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+
+    /// What one replica asks for (Karmada's `replicaRequirements`), for a division by
+    /// available replicas; unset for resources without a pod template, or whose pods
+    /// request no CPU or memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_requirements: Option<ReplicaRequirements>,
 
     /// The scheduling result: the clusters the template goes to, and how many
     /// replicas each runs.

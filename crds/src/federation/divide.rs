@@ -380,12 +380,13 @@ pub fn pod_request(template: &serde_json::Value) -> BTreeMap<String, Quantity> {
         .into_iter()
         .filter(|(k, v)| *v > 0 && (k == "cpu" || k == "memory"))
         .map(|(k, v)| {
+            // as kube writes them: "1", "250m", "256Mi"
             let q = if k == "cpu" {
-                format!("{v}m")
+                crate::quantity::cpu(i128::from(v))
             } else {
-                v.to_string()
+                crate::quantity::bytes(i128::from(v))
             };
-            (k, Quantity(q))
+            (k, q)
         })
         .collect()
 }

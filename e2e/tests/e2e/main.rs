@@ -35,6 +35,7 @@ mod propagation_admission;
 mod propagation_app_failover;
 mod propagation_applier;
 mod propagation_applier_lifecycle;
+mod propagation_capacity;
 mod propagation_cli;
 mod propagation_crds;
 mod propagation_failover;

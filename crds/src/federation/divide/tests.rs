@@ -287,7 +287,7 @@ fn a_replica_requests_what_its_pod_template_does() {
     }}}});
     assert_eq!(
         pod_request(&deployment),
-        quantities(&[("cpu", "2000m"), ("memory", "68157440")]),
+        quantities(&[("cpu", "2"), ("memory", "65Mi")]),
         "a resource the summaries do not count (a GPU) bounds nothing"
     );
     assert!(pod_request(&serde_json::json!({"data": {"a": "b"}})).is_empty());
