@@ -190,6 +190,17 @@ pub struct ServeArgs {
     /// X-Remote-User / X-Remote-Group; others still need a bearer token.
     #[arg(long, value_name = "FILE")]
     pub requestheader_client_ca: Option<std::path::PathBuf>,
+    /// The common names the front proxy's certificate may have, comma-separated (the
+    /// `requestheader-allowed-names` of that configmap; kubeadm's is
+    /// `front-proxy-client`): a certificate of the CA with another name cannot name
+    /// users. Empty: any certificate the CA signed may.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NAMES",
+        requires = "requestheader_client_ca"
+    )]
+    pub requestheader_allowed_names: Vec<String>,
     /// A type to index, repeatable: `[GROUP/]VERSION/RESOURCE[:metadata][@CLUSTER,…]`
     /// (e.g. `apps/v1/deployments`, `v1/configmaps:metadata`, `v1/secrets:metadata@east`).
     /// Default: Deployments, StatefulSets, DaemonSets, ReplicaSets, Pods, Services,
@@ -227,6 +238,8 @@ pub struct StartOptions {
     pub resources: Vec<causeway_search::indexer::ResourceSpec>,
     /// The front proxy's CA (APIService mode), see [`ServeArgs::requestheader_client_ca`].
     pub requestheader_ca: Option<std::path::PathBuf>,
+    /// See [`ServeArgs::requestheader_allowed_names`].
+    pub requestheader_allowed_names: Vec<String>,
     /// What cross-cluster watches may hold ([`ServeArgs::max_watches`]).
     pub watches: causeway_search::api::watch::Limits,
 }
@@ -274,6 +287,7 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
         data_dir: opts.data_dir.clone(),
         tls: opts.tls.clone(),
         requestheader_ca: opts.requestheader_ca.clone(),
+        requestheader_allowed_names: opts.requestheader_allowed_names.clone(),
         watches: opts.watches,
     })
     .await?;
@@ -362,6 +376,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tls: args.tls_cert.clone().zip(args.tls_key.clone()),
             resources,
             requestheader_ca: args.requestheader_client_ca.clone(),
+            requestheader_allowed_names: args.requestheader_allowed_names.clone(),
             watches: causeway_search::api::watch::Limits {
                 max: args.max_watches,
                 min_timeout: std::time::Duration::from_secs(args.min_request_timeout),

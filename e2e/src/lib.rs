@@ -374,6 +374,7 @@ impl Clusterset {
                 tls: None,
                 resources: causeway_search::indexer::default_resources(),
                 requestheader_ca: None,
+                requestheader_allowed_names: Vec::new(),
                 watches,
             },
         )

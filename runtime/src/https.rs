@@ -102,8 +102,25 @@ impl Authority {
 /// Put in a request's extensions by [`serve`] when the connection presented a client
 /// certificate, which the config's client verifier (see [`verify_clients`]) checked
 /// against its CA during the handshake.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct VerifiedClientCertificate;
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifiedClientCertificate {
+    /// The subject's common name of the client's certificate (its first CN), if it has
+    /// one: kube-apiserver's front proxy presents `front-proxy-client`.
+    pub common_name: Option<String>,
+}
+
+impl VerifiedClientCertificate {
+    /// From the client's chain (leaf first), as the handshake verified it.
+    fn of(leaf: &CertificateDer<'_>) -> VerifiedClientCertificate {
+        let common_name = x509_parser::parse_x509_certificate(leaf)
+            .ok()
+            .and_then(|(_, cert)| {
+                let cn = cert.subject().iter_common_name().next()?;
+                cn.as_str().ok().map(String::from)
+            });
+        VerifiedClientCertificate { common_name }
+    }
+}
 
 /// `cfg` with optional client certificates: a client may present one, and if it does
 /// it must chain to a CA in `ca_pem` (else the handshake fails); requests over such a
@@ -252,10 +269,11 @@ pub async fn serve<H, F, B>(
                 .get_ref()
                 .1
                 .peer_certificates()
-                .is_some_and(|c| !c.is_empty());
+                .and_then(|c| c.first())
+                .map(VerifiedClientCertificate::of);
             let svc = service_fn(move |mut req: Request<Incoming>| {
-                if verified {
-                    req.extensions_mut().insert(VerifiedClientCertificate);
+                if let Some(v) = &verified {
+                    req.extensions_mut().insert(v.clone());
                 }
                 let answer = handler(req, peer);
                 async move { Ok::<_, Infallible>(answer.await) }
@@ -398,16 +416,17 @@ mod tests {
             "test",
             stop.clone(),
             |req, _| async move {
-                let v = req
-                    .extensions()
-                    .get::<VerifiedClientCertificate>()
-                    .is_some();
-                Response::new(Full::new(Bytes::from(format!("verified={v}"))))
+                let v = req.extensions().get::<VerifiedClientCertificate>();
+                let said = match v {
+                    Some(v) => format!("verified={}", v.common_name.as_deref().unwrap_or("-")),
+                    None => "verified=false".to_string(),
+                };
+                Response::new(Full::new(Bytes::from(said)))
             },
         ));
         let proxy = front.client("front-proxy-client").unwrap();
         let r = get_as(addr, &p.ca_pem, "/", Some(&proxy)).await.unwrap();
-        assert!(r.ends_with("verified=true"), "{r}");
+        assert!(r.ends_with("verified=front-proxy-client"), "{r}");
         let r = get_as(addr, &p.ca_pem, "/", None).await.unwrap();
         assert!(r.ends_with("verified=false"), "{r}");
         // a certificate from another CA does not get in at all

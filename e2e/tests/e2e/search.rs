@@ -406,6 +406,7 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
             tls: None,
             resources: causeway_search::indexer::default_resources(),
             requestheader_ca: Some(ca_file.into()),
+            requestheader_allowed_names: vec!["front-proxy-client".into()],
             watches: Default::default(),
         },
     )
@@ -460,6 +461,16 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
     let plain = front_proxy_client(&search, None).await;
     let (code, body) = as_proxied(&plain, &path, "root", &["system:masters"]).await;
     assert_eq!(code, 401, "{body}");
+    // nor over a certificate of the same CA whose name is not an allowed one
+    // (--requestheader-allowed-names front-proxy-client)
+    let kubelet_cert = front.client("kubelet").unwrap();
+    let kubelet = front_proxy_client(&search, Some(&kubelet_cert)).await;
+    let (code, body) = as_proxied(&kubelet, &path, "root", &["system:masters"]).await;
+    assert_eq!(code, 401, "{body}");
+    assert!(
+        body.contains("\"kubelet\" is not one of --requestheader-allowed-names"),
+        "{body}"
+    );
     // a certificate of another CA does not get a connection
     let other = causeway_runtime::https::Authority::generate("other").unwrap();
     let stranger_cert = other.client("mallory").unwrap();

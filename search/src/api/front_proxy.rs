@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use causeway_runtime::https::VerifiedClientCertificate;
 use http::HeaderMap;
 use k8s_openapi::api::authentication::v1::UserInfo;
 
@@ -45,9 +46,55 @@ pub fn user(headers: &HeaderMap) -> Option<UserInfo> {
     })
 }
 
+/// Whether a front proxy with `cert` may name users: its common name is one of
+/// `allowed` (`--requestheader-allowed-names`), or `allowed` is empty. Else says why,
+/// as kube-apiserver's requestheader authenticator refuses it.
+pub fn allowed(cert: &VerifiedClientCertificate, allowed: &[String]) -> Result<(), String> {
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    match &cert.common_name {
+        Some(cn) if allowed.contains(cn) => Ok(()),
+        cn => Err(format!(
+            "Unauthorized: the client certificate's common name {} is not one of --requestheader-allowed-names ({}): X-Remote-User is believed only from the front proxy",
+            cn.as_deref()
+                .map(|c| format!("\"{c}\""))
+                .unwrap_or_else(|| "(none)".into()),
+            allowed.join(", ")
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_allowed_names_may_front() {
+        let cert = |cn: Option<&str>| VerifiedClientCertificate {
+            common_name: cn.map(String::from),
+        };
+        let names = ["front-proxy-client".to_string(), "aggregator".to_string()];
+        // (common name, allowed names, allowed?)
+        let table: &[(Option<&str>, &[String], bool)] = &[
+            (Some("front-proxy-client"), &names, true),
+            (Some("aggregator"), &names, true),
+            (Some("kubelet"), &names, false),
+            (Some("Front-Proxy-Client"), &names, false),
+            (None, &names, false),
+            (Some("anyone"), &[], true),
+            (None, &[], true),
+        ];
+        for (cn, names, want) in table {
+            let got = allowed(&cert(*cn), names);
+            assert_eq!(got.is_ok(), *want, "{cn:?} {names:?}: {got:?}");
+        }
+        let why = allowed(&cert(Some("kubelet")), &names).unwrap_err();
+        assert!(
+            why.contains("\"kubelet\" is not one of --requestheader-allowed-names (front-proxy-client, aggregator)"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn the_front_proxy_headers_name_the_user() {

@@ -33,7 +33,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::auth::Auth;
+use crate::api::auth::{Auth, Denied};
 use crate::api::route::Route;
 use crate::api::status::{Reply, failure, json_ok};
 use crate::positions::Positions;
@@ -51,6 +51,9 @@ pub struct Options {
     /// The front proxy's CA (a real hub's requestheader CA, behind an APIService): a
     /// client certificate it signed makes X-Remote-User/X-Remote-Group trusted.
     pub requestheader_ca: Option<PathBuf>,
+    /// The common names a front proxy's certificate may have (kube-apiserver's
+    /// `--requestheader-allowed-names`); empty: any the CA signed.
+    pub requestheader_allowed_names: Vec<String>,
     /// What cross-cluster watches may hold (how many, how long a client may stop
     /// reading).
     pub watches: watch::Limits,
@@ -65,6 +68,7 @@ pub struct Server {
     /// The CA clients trust to reach it (kubeconfig certificate-authority-data).
     pub ca_pem: String,
     watches: watch::Limits,
+    front_proxy_names: Vec<String>,
 }
 
 /// The API's metrics.
@@ -141,6 +145,8 @@ pub struct Shared {
     positions: Positions,
     /// [`Options::watches`].
     watches: watch::Limits,
+    /// [`Options::requestheader_allowed_names`].
+    front_proxy_names: Vec<String>,
 }
 
 impl Server {
@@ -175,6 +181,7 @@ impl Server {
             tls,
             ca_pem: pem.ca,
             watches: opts.watches,
+            front_proxy_names: opts.requestheader_allowed_names.clone(),
         })
     }
 
@@ -196,6 +203,7 @@ impl Server {
             metrics: Metrics::new(registry),
             positions,
             watches: self.watches,
+            front_proxy_names: self.front_proxy_names,
         });
         causeway_runtime::https::serve(self.listener, self.tls, "search", stop, move |req, _| {
             let shared = shared.clone();
@@ -236,9 +244,14 @@ async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
     let proxied = req
         .extensions()
         .get::<causeway_runtime::https::VerifiedClientCertificate>()
-        .and_then(|_| front_proxy::user(req.headers()));
+        .and_then(|cert| Some((cert, front_proxy::user(req.headers())?)));
     let authenticated = match proxied {
-        Some(user) => Ok(shared.auth.front_proxy_caller(user)),
+        Some((cert, user)) => match front_proxy::allowed(cert, &shared.front_proxy_names) {
+            Ok(()) => Ok(shared.auth.front_proxy_caller(user)),
+            // not the front proxy: its headers name no one, a token still may
+            Err(why) if authorization.is_none() => Err(Denied::Unauthenticated(why)),
+            Err(_) => shared.auth.authenticate(authorization).await,
+        },
         None => shared.auth.authenticate(authorization).await,
     };
     let caller = match authenticated {

@@ -284,6 +284,7 @@ pub async fn start_with(backend: Backend, watches: causeway_search::api::watch::
         data_dir: dir.path().join("data"),
         tls: None,
         requestheader_ca: None,
+        requestheader_allowed_names: Vec::new(),
         watches,
     })
     .await
