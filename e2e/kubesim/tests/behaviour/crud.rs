@@ -228,7 +228,7 @@ async fn custom_object_crud_round_trip() {
 async fn dry_run_writes_nothing() {
     let env = start().await;
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
-    let rv = env.server.resource_version();
+    let rv = env.quiet().await;
     let out = api
         .create(
             &PostParams {

@@ -44,6 +44,23 @@ pub async fn start_with(cfg: kubesim::Config) -> Env {
     Env { server, client }
 }
 
+impl Env {
+    /// The server's resourceVersion once it has stayed put for 300 ms (at most 10 s):
+    /// the cluster's start-up writes in every namespace are done.
+    pub async fn quiet(&self) -> u64 {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut rv = self.server.resource_version();
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let now = self.server.resource_version();
+            if now == rv || tokio::time::Instant::now() > deadline {
+                return now;
+            }
+            rv = now;
+        }
+    }
+}
+
 /// The ConfigMap the cluster keeps in every namespace (kube-controller-manager's root CA
 /// publisher): tests that count their own ConfigMaps leave it out.
 pub const ROOT_CA: &str = "kube-root-ca.crt";
