@@ -108,6 +108,15 @@ pub mod labels {
     /// on updates; Causeway sets replicas only when it creates the object.
     pub const RETAIN_REPLICAS: &str = "causeway.io/retain-replicas";
 
+    /// Whether `obj` (a template, or a manifest rendered from one) keeps the member's
+    /// replica count ([`RETAIN_REPLICAS`] is "true").
+    pub fn retains_replicas(obj: &serde_json::Value) -> bool {
+        obj.pointer("/metadata/labels")
+            .and_then(|l| l.get(RETAIN_REPLICAS))
+            .and_then(serde_json::Value::as_str)
+            == Some("true")
+    }
+
     /// On a ResourceBinding or ClusterResourceBinding: the name of the PropagationPolicy
     /// or ClusterPropagationPolicy that claimed its resource template.
     pub const POLICY_NAME: &str = "causeway.io/policy-name";

@@ -376,10 +376,12 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
             let count = |k: &str| st.get(k).and_then(|v| v.as_i64()).unwrap_or(0);
             let (total, available) = (count("replicas"), count("availableReplicas"));
             // the status must be of the replicas this Work asks for (a status from
-            // before the member applied a new division is not)
+            // before the member applied a new division is not); with retain-replicas
+            // the member's own count (an HPA's) is what runs, whatever the Work says
             let wanted = usize::try_from(s.identifier.ordinal)
                 .ok()
                 .and_then(|i| work.spec.workload.manifests.get(i))
+                .filter(|m| !crate::well_known::labels::retains_replicas(&m.0))
                 .and_then(|m| m.0.pointer(interpreter::replicas_pointer(work, &m.0)))
                 .and_then(|v| v.as_i64());
             if let Some(wanted) = wanted

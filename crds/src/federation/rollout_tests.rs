@@ -298,6 +298,26 @@ fn settled_means_applied_at_the_generation_and_healthy() {
             Err("Deployment web has 2 of the 3 replicas it should run updated".into()),
         ),
         (
+            "with retain-replicas, the member's own count (an HPA scaled 3 to 7)",
+            Some({
+                let mut w = work(
+                    3,
+                    "v2",
+                    Some(vec![{
+                        let mut m = reported(true, Some(5), Some(Healthy), true);
+                        m.status = Some(
+                            json!({"replicas": 7, "updatedReplicas": 7, "availableReplicas": 7}),
+                        );
+                        m
+                    }]),
+                );
+                w.spec.workload.manifests[0].0["metadata"]["labels"] =
+                    json!({"causeway.io/retain-replicas": "true"});
+                w
+            }),
+            Ok(()),
+        ),
+        (
             "replicas of the older template still there",
             Some(work(
                 2,

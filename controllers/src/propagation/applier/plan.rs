@@ -251,7 +251,7 @@ pub fn body(manifest: &Value, work: &str, existing: Option<&Value>, replicas_at:
 
 /// Whether the manifest keeps the member's replica count once the object exists.
 fn retains(manifest: &Value) -> bool {
-    label(manifest, labels::RETAIN_REPLICAS) == Some("true")
+    labels::retains_replicas(manifest)
 }
 
 /// Copies into `body` the member object's (`obj`) count at `replicas_at` (or leaves it

@@ -71,11 +71,7 @@ pub(super) fn guard_works(
 ) -> (Vec<Work>, Outcome) {
     let r = &spec.resource;
     let group = causeway_crds::federation::group_of(&r.api_version);
-    let retained = template
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(labels::RETAIN_REPLICAS))
-        .and_then(Value::as_str)
-        == Some("true");
+    let retained = labels::retains_replicas(template);
     // with retain-replicas the members' own count (an HPA's) wins: nothing to guard
     if !guard::guards(group, &r.kind, interpretation) || retained {
         return (rendered, Outcome::Unguarded);
