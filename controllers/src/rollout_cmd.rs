@@ -100,7 +100,15 @@ pub(crate) fn standing(seen: &Seen<'_>) -> Standing {
         seen.status
             .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
     };
-    if let Some(c) = find(conditions::SCHEDULED).filter(|c| c.status == "False") {
+    // a placement that cannot be met now (spread constraints, a scheduler error) keeps
+    // the clusters chosen before, and the rollout goes on there
+    let kept = |c: &&k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
+        matches!(
+            c.reason.as_str(),
+            conditions::REASON_UNSCHEDULABLE | conditions::REASON_SCHEDULER_ERROR
+        ) && !seen.clusters.is_empty()
+    };
+    if let Some(c) = find(conditions::SCHEDULED).filter(|c| c.status == "False" && !kept(c)) {
         return Standing::Failed(format!("not scheduled: {}", c.message));
     }
     if seen.clusters.is_empty() {
@@ -113,7 +121,12 @@ pub(crate) fn standing(seen: &Seen<'_>) -> Standing {
             "waiting for the hub to divide the new replica count ({want})"
         ));
     }
-    if seen.ordered {
+    // with waves, the binding's RolledOut says where the rollout stands, unless the
+    // kind keeps no generation (nothing to order): then, as without waves, the
+    // members must have applied it
+    let no_generation = find(conditions::ROLLED_OUT)
+        .is_some_and(|c| c.status == "Unknown" && c.reason == conditions::REASON_NO_GENERATION);
+    if seen.ordered && !no_generation {
         let Some(c) = find(conditions::ROLLED_OUT) else {
             return Standing::Going("waiting for the hub to start the rollout".into());
         };
@@ -124,9 +137,7 @@ pub(crate) fn standing(seen: &Seen<'_>) -> Standing {
             ));
         }
         return match (c.status.as_str(), c.reason.as_str()) {
-            ("True", _) | ("Unknown", conditions::REASON_NO_GENERATION) => {
-                Standing::Done(c.message.clone())
-            }
+            ("True", _) => Standing::Done(c.message.clone()),
             (_, conditions::REASON_PROGRESS_DEADLINE_EXCEEDED) => {
                 Standing::Failed(c.message.clone())
             }

@@ -84,7 +84,7 @@ fn where_a_rollout_stands() {
             )),
         ),
         (
-            "a kind with no generation: nothing to order or wait for",
+            "ordered, a kind with no generation: nothing to order, but it must be applied",
             Some(status(
                 conditions::ROLLED_OUT,
                 "Unknown",
@@ -93,7 +93,36 @@ fn where_a_rollout_stands() {
             )),
             true,
             None,
-            done(conditions::REASON_NO_GENERATION),
+            Standing::Going("waiting for the members to apply it".into()),
+        ),
+        (
+            "ordered, a kind with no generation, applied everywhere",
+            Some(BindingStatus {
+                conditions: [
+                    status(
+                        conditions::ROLLED_OUT,
+                        "Unknown",
+                        conditions::REASON_NO_GENERATION,
+                        None,
+                    ),
+                    status(
+                        conditions::FULLY_APPLIED,
+                        "True",
+                        conditions::REASON_FULLY_APPLIED_SUCCESS,
+                        None,
+                    ),
+                ]
+                .into_iter()
+                .flat_map(|s| s.conditions)
+                .collect(),
+                ..Default::default()
+            }),
+            true,
+            None,
+            Standing::Done(format!(
+                "{} message; its kind keeps no metadata.generation, so which change the clusters run cannot be told",
+                conditions::REASON_FULLY_APPLIED_SUCCESS
+            )),
         ),
         (
             "ordered, no condition yet",
@@ -206,6 +235,38 @@ fn what_waiting_cannot_fix_and_what_it_must_wait_for() {
         standing(&seen(None, false, Some(1), &[], &[])),
         Standing::Failed("scheduled to no cluster".into())
     );
+    // spread constraints not met now, or a scheduler error: the clusters chosen before
+    // are kept and the rollout goes on there
+    for reason in [
+        conditions::REASON_UNSCHEDULABLE,
+        conditions::REASON_SCHEDULER_ERROR,
+    ] {
+        let kept = BindingStatus {
+            conditions: [
+                status(conditions::SCHEDULED, "False", reason, Some(1)),
+                status(
+                    conditions::ROLLED_OUT,
+                    "False",
+                    conditions::REASON_WAVE_IN_PROGRESS,
+                    Some(1),
+                ),
+            ]
+            .into_iter()
+            .flat_map(|s| s.conditions)
+            .collect(),
+            ..Default::default()
+        };
+        assert_eq!(
+            standing(&seen(Some(&kept), true, Some(1), &east, &[])),
+            Standing::Going(format!("{} message", conditions::REASON_WAVE_IN_PROGRESS)),
+            "{reason}"
+        );
+        assert_eq!(
+            standing(&seen(Some(&kept), true, Some(1), &[], &[])),
+            Standing::Failed(format!("not scheduled: {reason} message")),
+            "{reason}, and no cluster kept"
+        );
+    }
     let done = status(
         conditions::ROLLED_OUT,
         "True",
