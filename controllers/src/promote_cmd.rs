@@ -206,6 +206,48 @@ async fn member_client(
     join::client_for(&spec.access).await
 }
 
+/// Pure: which policy will claim the promoted `template`, given the policies on the hub
+/// (`pps` in its namespace, `cpps`) and promote's own (`ours`, none with `--no-policy`):
+/// `Ok` names it (or `None`: no policy selects it); `Err` says which other policy would
+/// take the template from promote's, which the hub would then place by that policy's
+/// rules (to every cluster it selects, with Overwrite).
+pub(crate) fn claimant(
+    template: &Value,
+    pps: &[PropagationPolicy],
+    cpps: &[ClusterPropagationPolicy],
+    ours: Option<&Value>,
+) -> anyhow::Result<Option<String>> {
+    use causeway_crds::federation::selection::{PolicyRef, TemplateMeta, claim, validate_policy};
+    let ours_pp = ours
+        .filter(|p| p["kind"] == "PropagationPolicy")
+        .map(|p| serde_json::from_value::<PropagationPolicy>(p.clone()))
+        .transpose()?;
+    let ours_cpp = ours
+        .filter(|p| p["kind"] == "ClusterPropagationPolicy")
+        .map(|p| serde_json::from_value::<ClusterPropagationPolicy>(p.clone()))
+        .transpose()?;
+    let refs: Vec<PolicyRef<'_>> = pps
+        .iter()
+        .chain(ours_pp.iter())
+        .map(PolicyRef::from_pp)
+        .chain(cpps.iter().chain(ours_cpp.iter()).map(PolicyRef::from_cpp))
+        .filter(|p| validate_policy(p).is_ok())
+        .collect();
+    let object: kube::api::DynamicObject = serde_json::from_value(template.clone())?;
+    let meta = TemplateMeta::from_object(&object)?;
+    let ours_id = ours_pp
+        .as_ref()
+        .map(|p| PolicyRef::from_pp(p).id())
+        .or_else(|| ours_cpp.as_ref().map(|p| PolicyRef::from_cpp(p).id()));
+    let held = claim(&meta, &refs, None)?.map(|c| c.policy);
+    match (held, ours_id) {
+        (Some(other), Some(ours)) if other != ours => anyhow::bail!(
+            "{other} selects this template too and would claim it before promote's {ours} (a higher priority, or a more specific selector), placing it by its own rules; change that policy so it does not select it, or pass --no-policy to let it"
+        ),
+        (held, _) => Ok(held.map(|p| p.to_string())),
+    }
+}
+
 /// Runs `causeway promote`.
 pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     let (target, hub, namespace) =
@@ -288,6 +330,29 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
             );
         }
     }
+    let pps = if kind.namespaced {
+        let api = Api::<PropagationPolicy>::namespaced(hub.clone(), &namespace);
+        call(api.list(&Default::default()), || {
+            "listing PropagationPolicies".into()
+        })
+        .await?
+        .items
+    } else {
+        Vec::new()
+    };
+    let cpps = call(
+        Api::<ClusterPropagationPolicy>::all(hub.clone()).list(&Default::default()),
+        || "listing ClusterPropagationPolicies".into(),
+    )
+    .await?
+    .items;
+    let claimed_by = claimant(&template, &pps, &cpps, policy.as_ref())?;
+    if policy.is_none() {
+        match &claimed_by {
+            Some(p) => eprintln!("{p} will claim the template and place it by its rules"),
+            None => eprintln!("no policy selects the template: it stays on the hub until one does"),
+        }
+    }
     if args.dry_run {
         let mut out = serde_saphyr::to_string(&template)?;
         if let Some(p) = &policy {
@@ -302,15 +367,7 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
     };
-    let object: kube::api::DynamicObject = serde_json::from_value(template)?;
-    call(hub_api.create(&pp, &object), || {
-        format!("creating the template {what} on the hub")
-    })
-    .await?;
-    println!(
-        "created the template {what} on the hub from member {c} (annotation {}: overwrite)",
-        annotations::CONFLICT_RESOLUTION
-    );
+    let policy_created = policy.is_some();
     if let Some(p) = policy {
         let created = if kind.namespaced {
             let p: PropagationPolicy = serde_json::from_value(p)?;
@@ -339,11 +396,33 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
                 )
             })
         };
-        let created = created.with_context(|| format!("the template {what} was created, the policy was not: fix the cause and write a policy for it (or delete the template and run promote again)"))?;
+        // the policy first: the template never exists without the policy that places
+        // it on this cluster only
+        let created = created?;
         println!(
             "created {created}: cluster {c} only, conflictResolution Overwrite, preserveResourcesOnDeletion true"
         );
     }
+    let object: kube::api::DynamicObject = serde_json::from_value(template)?;
+    call(hub_api.create(&pp, &object), || {
+        format!("creating the template {what} on the hub")
+    })
+    .await
+    .with_context(|| {
+        if policy_created {
+            format!(
+                "the policy was created, the template was not: fix the cause and run promote again after deleting {} {}",
+                if kind.namespaced { "PropagationPolicy" } else { "ClusterPropagationPolicy" },
+                policy_name(&kind, &target.name)
+            )
+        } else {
+            "nothing was written".to_string()
+        }
+    })?;
+    println!(
+        "created the template {what} on the hub from member {c} (annotation {}: overwrite)",
+        annotations::CONFLICT_RESOLUTION
+    );
     println!(
         "check the adoption with `causeway explain {}/{} -n {namespace}`",
         target.kind, target.name

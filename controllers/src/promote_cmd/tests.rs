@@ -117,3 +117,47 @@ fn the_policy_places_the_template_on_its_cluster_and_takes_the_object_over() {
     );
     serde_json::from_value::<ClusterPropagationPolicy>(c).unwrap();
 }
+
+/// Another policy that would take the promoted template from promote's own (a higher
+/// priority) is named before anything is written; a broader one of the same priority
+/// loses to promote's name selector; with --no-policy, the one that will claim it is
+/// said.
+#[test]
+fn promote_refuses_when_another_policy_would_claim_the_template() {
+    let deployment = kind("apps", "Deployment", "deployments", true);
+    let ours = policy_for(&deployment, "demo", "shop", "east");
+    let template = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "shop", "namespace": "demo"}});
+    let every_deployment = |priority: i32| -> PropagationPolicy {
+        serde_json::from_value(json!({"apiVersion": "causeway.io/v1alpha1", "kind": "PropagationPolicy",
+            "metadata": {"name": "all-deployments", "namespace": "demo"},
+            "spec": {"priority": priority,
+                     "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+                     "placement": {"clusterAffinity": {"clusterNames": ["east", "west", "north"]}}}}))
+        .unwrap()
+    };
+    let got = claimant(&template, &[], &[], Some(&ours)).unwrap();
+    assert_eq!(
+        got.as_deref(),
+        Some("PropagationPolicy demo/shop-deployment")
+    );
+    let got = claimant(&template, &[every_deployment(0)], &[], Some(&ours)).unwrap();
+    assert_eq!(
+        got.as_deref(),
+        Some("PropagationPolicy demo/shop-deployment"),
+        "a name selector is more specific than a kind-wide one"
+    );
+    let e = claimant(&template, &[every_deployment(10)], &[], Some(&ours)).unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "PropagationPolicy demo/all-deployments selects this template too and would claim it before promote's PropagationPolicy demo/shop-deployment"
+        ),
+        "{e}"
+    );
+    let got = claimant(&template, &[every_deployment(10)], &[], None).unwrap();
+    assert_eq!(
+        got.as_deref(),
+        Some("PropagationPolicy demo/all-deployments")
+    );
+    assert_eq!(claimant(&template, &[], &[], None).unwrap(), None);
+}
