@@ -200,6 +200,11 @@ pub(super) fn apply(doc: &mut Value, o: &ImageOverrider) -> Result<Vec<String>, 
     let paths = match &o.predicate {
         Some(p) => {
             pointer::parse(&p.path)?;
+            // as plaintext and field overriders: a policy the webhook did not see (or
+            // stored before it ran) never renames or moves the object
+            if let Some(problem) = super::ops::forbidden(&p.path) {
+                return Err(problem);
+            }
             vec![p.path.clone()]
         }
         None => container_pointers(doc)

@@ -139,6 +139,12 @@ pub(super) fn apply(doc: &mut Value, path: &str, op: Op<'_>) -> Result<Vec<Strin
         };
         parent = match parent {
             Value::Object(map) => match (map.contains_key(token.as_str()), op) {
+                // a null an add goes through is as good as missing (`tolerations: null`)
+                (true, Op::Add(_)) if map[token.as_str()].is_null() => {
+                    let v = map.get_mut(token.as_str()).expect("checked");
+                    *v = made();
+                    v
+                }
                 (true, _) => map.get_mut(token.as_str()).expect("checked"),
                 (false, Op::Add(_)) => map.entry(token.clone()).or_insert_with(made),
                 (false, _) => return Err(missing()),

@@ -103,6 +103,20 @@ fn plaintext_json_patch_subset_d26() {
     for (case, o, p, want) in table {
         assert_eq!(at(&d, o, p), want, "{case}");
     }
+    // a null on the way is as good as missing: the list or map is made
+    let mut nulls = d.clone();
+    nulls["spec"]["template"]["spec"]["tolerations"] = Value::Null;
+    nulls["spec"]["template"]["spec"]["nodeSelector"] = Value::Null;
+    let o = json!({"plaintext": [{"path": "/spec/template/spec/tolerations/0", "operator": "add", "value": {"key": "gpu"}}]});
+    assert_eq!(
+        at(&nulls, o, "/spec/template/spec/tolerations"),
+        json!([{"key": "gpu"}])
+    );
+    let o = json!({"plaintext": [{"path": "/spec/template/spec/nodeSelector/disk", "operator": "add", "value": "ssd"}]});
+    assert_eq!(
+        at(&nulls, o, "/spec/template/spec/nodeSelector"),
+        json!({"disk": "ssd"})
+    );
     // add into /metadata/annotations with an object value adds keys to existing ones.
     let mut with = d.clone();
     with["metadata"]["annotations"] = json!({"keep": "me"});
@@ -185,6 +199,25 @@ fn plaintext_errors_say_what_and_how_to_fix() {
     ];
     for (o, want) in table {
         assert_eq!(err(&d, o), want);
+    }
+}
+
+/// D.26 for every overrider with a path: an image overrider's predicate may not point
+/// at what Causeway takes from the template either (a stored policy the webhook never
+/// saw would otherwise move the copy to another namespace or rename it).
+#[test]
+fn an_image_predicate_may_not_point_at_the_objects_identity() {
+    let d = deployment();
+    for path in ["/metadata/namespace", "/metadata/name", "/kind"] {
+        let o = json!({"imageOverrider": [{"predicate": {"path": path},
+            "component": "Repository", "operator": "replace", "value": "kube-system"}]});
+        let e = err(&d, o);
+        assert!(
+            e.contains(&format!(
+                "{path} may not be overridden because it changes {path}"
+            )),
+            "{path}: {e}"
+        );
     }
 }
 
