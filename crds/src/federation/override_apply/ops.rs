@@ -161,8 +161,11 @@ impl Embedded {
 }
 
 /// Parses the string at `o.fieldPath`, applies the `json` then the `yaml`
-/// operations to it, and writes it back (only when something changed, so the other
-/// keys keep their text).
+/// operations to it, and writes it back (only when something changed). The other keys
+/// keep their values as a YAML 1.2 reader sees them, not their spelling: `1.30` is
+/// written `1.3`, and `NO`, `y`, `on`, `1_000` stay the strings they are in YAML 1.2
+/// (read as YAML 1.1, as Karmada's sigs.k8s.io/yaml does, they would become booleans
+/// and numbers, silently changing keys the override never named).
 pub(super) fn field(doc: &mut Value, o: &FieldOverrider) -> Result<Vec<String>, Problem> {
     if let Some(p) = forbidden(&o.field_path) {
         return Err(p);
@@ -211,7 +214,12 @@ pub(super) fn field(doc: &mut Value, o: &FieldOverrider) -> Result<Vec<String>, 
         let mut embedded: Value = match format {
             Embedded::Json => serde_json::from_str(text).map_err(|e| unreadable(e.to_string()))?,
             Embedded::Yaml => {
-                serde_saphyr::from_str(text).map_err(|e| unreadable(e.to_string()))?
+                let yaml_1_2 = serde_saphyr::options! {
+                    strict_booleans: true,
+                    underscored_numbers_as_strings: true,
+                };
+                serde_saphyr::from_str_with_options(text, yaml_1_2)
+                    .map_err(|e| unreadable(e.to_string()))?
             }
         };
         let before = embedded.clone();

@@ -361,6 +361,31 @@ fn field_overrider_d30() {
     );
     assert_eq!(out["data"]["app.json"], cm["data"]["app.json"]);
     assert_eq!(out["data"]["other"], json!("untouched"));
+    // keys the override does not name keep their YAML 1.2 values: a country code NO,
+    // a y flag and 1_000 stay strings (YAML 1.1 would make them false, true and 1000)
+    let mut words = cm.clone();
+    words["data"]["app.yaml"] = json!(
+        "server:
+  port: 8080
+country: NO
+verbose: y
+limit: 1_000
+"
+    );
+    let yaml = json!({"fieldOverrider": [{"fieldPath": "/data/app.yaml",
+        "yaml": [{"subPath": "/server/port", "operator": "replace", "value": 9090}]}]});
+    let text = at(&words, yaml, "/data/app.yaml");
+    let reread: Value = serde_saphyr::from_str(text.as_str().unwrap()).unwrap();
+    assert_eq!(
+        (
+            &reread["country"],
+            &reread["verbose"],
+            &reread["limit"],
+            &reread["server"]["port"]
+        ),
+        (&json!("NO"), &json!("y"), &json!("1_000"), &json!(9090)),
+        "{text}"
+    );
     assert_eq!(
         display_path(prov.iter().next().unwrap().0),
         "data[\"app.yaml\"]"
