@@ -106,9 +106,10 @@ pub struct PlaintextOverrider {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageOverrider {
-    /// Which image field to change. Unset: every container and init container
-    /// image of Pods and of the pod templates of Deployments, ReplicaSets,
-    /// DaemonSets, StatefulSets and Jobs.
+    /// Which image field to change. Unset: every container image (not init
+    /// containers', as in Karmada: name one by its path) of Pods and of the pod
+    /// templates of Deployments, ReplicaSets, DaemonSets, StatefulSets, Jobs and
+    /// CronJobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicate: Option<ImagePredicate>,
 
@@ -146,7 +147,8 @@ pub enum ImageComponent {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommandArgsOverrider {
-    /// The container to change.
+    /// The container to change (one of `containers`, not of `initContainers`, as in
+    /// Karmada).
     pub container_name: String,
 
     /// add (append the values) or remove (drop the values).

@@ -176,13 +176,15 @@ pub fn pod_spec_pointer(kind: &str) -> Option<&'static str> {
     }
 }
 
-/// Pointers to the containers (then init containers) of the workload in `doc`.
+/// Pointers to the containers of the workload in `doc`. Not its init containers, as
+/// Karmada's image, command and args overriders (a registry mirror policy written for
+/// Karmada must not start rewriting init images here); a predicate path reaches them.
 pub(super) fn container_pointers(doc: &Value) -> Vec<String> {
     let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
     let Some(spec) = pod_spec_pointer(kind) else {
         return Vec::new();
     };
-    ["containers", "initContainers"]
+    ["containers"]
         .iter()
         .flat_map(|list| {
             let at = format!("{spec}/{list}");

@@ -271,9 +271,10 @@ fn command_and_args_overriders() {
             json!(["--v=2"]),
         ),
         (
+            // init containers are not the overrider's, as in Karmada
             json!({"argsOverrider": [{"containerName": "init", "operator": "add", "value": ["x"]}]}),
             "/spec/template/spec/initContainers/0/args".into(),
-            json!(["x"]),
+            Value::Null,
         ),
         (
             json!({"argsOverrider": [{"containerName": "absent", "operator": "add", "value": ["x"]}]}),

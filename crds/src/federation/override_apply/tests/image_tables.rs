@@ -224,16 +224,21 @@ fn image_overrider_finds_every_workload_image() {
         out.pointer(&format!("{spec}/containers/1/image")),
         Some(&json!("reg.io/a/b:1.2"))
     );
+    // init containers are left alone without a predicate, as Karmada does
     assert_eq!(
         out.pointer(&format!("{spec}/initContainers/0/image")),
-        Some(&json!("reg.io/busybox:1.36"))
+        Some(&json!("busybox:1.36"))
     );
     assert_eq!(
         prov.to_string(),
         "spec.template.spec.containers[0].image ← OverridePolicy prod/registry rule 0 (image)\n\
-         spec.template.spec.containers[1].image ← OverridePolicy prod/registry rule 0 (image)\n\
-         spec.template.spec.initContainers[0].image ← OverridePolicy prod/registry rule 0 (image)\n"
+         spec.template.spec.containers[1].image ← OverridePolicy prod/registry rule 0 (image)\n"
     );
+    // a predicate reaches one
+    let init = format!("{spec}/initContainers/0/image");
+    let o = json!({"imageOverrider": [{"predicate": {"path": init}, "component": "Registry", "operator": "replace", "value": "reg.io"}]});
+    let (out, _) = apply_one(&deployment(), o).unwrap();
+    assert_eq!(out.pointer(&init), Some(&json!("reg.io/busybox:1.36")));
     // A CronJob's images are under its job template; a ConfigMap has none.
     let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "c"},
         "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "job:1"}]}}}}}});
