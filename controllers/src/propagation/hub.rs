@@ -665,6 +665,7 @@ impl Ctx<'_> {
             self.failures.check(b.key.clone(), r);
         }
         let mut failed = Vec::new();
+        let mut blocked = None;
         let mut rollout = None;
         let mut redistributed = None;
         // the clusters the workload is moving away from, with their share (0: no
@@ -779,6 +780,7 @@ impl Ctx<'_> {
                 redistributed = Some(guarded);
             }
             failed = out.failed;
+            blocked = out.blocked;
         }
         // status: the detector's Scheduled condition and reasons, the Works' results
         // (the previous status is what the binding has, so FullyApplied's transition
@@ -807,6 +809,18 @@ impl Ctx<'_> {
             previous.as_ref(),
             self.now,
         );
+        // a new generation the hub cannot render: the rollout says why it does not start
+        if let Some(why) = &blocked
+            && b.spec.rollout.is_some()
+        {
+            status::rollout_blocked(
+                &mut st,
+                why.reason,
+                &why.message,
+                template.metadata.generation,
+                self.now,
+            );
+        }
         // only when rendered (not frozen, not blocked): else the condition stays as it was
         if let Some(progress) = &rollout {
             let spec = b.spec.rollout.as_ref();

@@ -151,6 +151,37 @@ pub fn with_rollout(
     due
 }
 
+/// Sets `RolledOut=False` with the reason the hub renders nothing (`reason`, `message`:
+/// dependent overrides missing, a broken ResourceInterpreter) when the template's
+/// `generation` is not the one the condition was last about; a generation already
+/// rolled out keeps its condition (its clusters run it).
+pub fn rollout_blocked(
+    st: &mut BindingStatus,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let about = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::ROLLED_OUT)
+        .and_then(|c| c.observed_generation);
+    if about.is_some() && about == generation {
+        return;
+    }
+    let message = format!(
+        "template generation {} is not rolled out: {message}; the clusters keep what they run",
+        generation.unwrap_or_default()
+    );
+    set_condition(
+        st,
+        conditions::ROLLED_OUT,
+        Some(("False", reason, message, generation)),
+        now,
+    );
+}
+
 /// Sets the binding's `Redistributed` condition from the replica guard's outcome
 /// (`None`: the template's kind is not guarded, and the condition goes), and
 /// `status.redistribution`, since when a hold has not moved; past `spec`'s

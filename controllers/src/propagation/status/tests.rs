@@ -453,6 +453,53 @@ fn a_moving_copy_counts_while_the_move_keeps_it() {
 /// R.3, R.5: the RolledOut condition follows the rollout (its transition time only when
 /// its status changes), says when the template has no generation to order by, and goes
 /// when the binding no longer has a rollout.
+/// A generation the hub cannot render (a broken ResourceInterpreter) makes RolledOut
+/// say so; the generation already rolled out keeps its condition.
+#[test]
+fn a_blocked_render_says_why_the_new_generation_does_not_roll_out() {
+    use causeway_crds::federation::rollout::Progress;
+    let mut st = BindingStatus::default();
+    let done = Progress::Complete {
+        generation: 4,
+        waves: 2,
+    };
+    with_rollout(&mut st, Some(&done), None, &t(1));
+    let rolled = |st: &BindingStatus| {
+        let c = st
+            .conditions
+            .iter()
+            .find(|c| c.type_ == conditions::ROLLED_OUT)
+            .cloned()
+            .unwrap();
+        (c.status, c.reason, c.observed_generation, c.message)
+    };
+    let before = rolled(&st);
+    rollout_blocked(
+        &mut st,
+        "InterpreterInvalid",
+        "fix the rule",
+        Some(4),
+        &t(2),
+    );
+    assert_eq!(rolled(&st), before, "generation 4 ran everywhere");
+    rollout_blocked(
+        &mut st,
+        "InterpreterInvalid",
+        "fix the rule",
+        Some(5),
+        &t(3),
+    );
+    assert_eq!(
+        rolled(&st),
+        (
+            "False".to_string(),
+            "InterpreterInvalid".to_string(),
+            Some(5),
+            "template generation 5 is not rolled out: fix the rule; the clusters keep what they run".to_string()
+        )
+    );
+}
+
 #[test]
 fn the_rolled_out_condition_follows_the_rollout() {
     use causeway_crds::federation::rollout::Progress;
