@@ -216,6 +216,44 @@ impl ApiError {
         .with_details(group, resource, name)
     }
 
+    /// 409 Conflict: a write's `metadata.uid` (a precondition) is not the stored
+    /// object's; worded as kube-apiserver words the storage error it interprets.
+    pub fn uid_precondition(
+        rt: &crate::state::registry::ResourceType,
+        ns: &str,
+        name: &str,
+        wanted: &str,
+        actual: &str,
+    ) -> Self {
+        Self::conflict(
+            &rt.group,
+            &rt.plural,
+            name,
+            &format!(
+                "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}",
+                storage_key(rt, ns, name)
+            ),
+        )
+    }
+
+    /// 422 for a PUT without `metadata.resourceVersion` to a kind whose strategy does not
+    /// allow unconditional updates (kube-apiserver's store names the resource, not the
+    /// kind, and prints the version as a Go uint64).
+    pub fn resource_version_required(
+        rt: &crate::state::registry::ResourceType,
+        name: &str,
+    ) -> Self {
+        Self::invalid(
+            &rt.plural,
+            &rt.group,
+            name,
+            vec![invalid_field(
+                "metadata.resourceVersion",
+                "Invalid value: 0x0: must be specified for an update",
+            )],
+        )
+    }
+
     /// 409 Conflict from server-side apply field ownership.
     pub fn apply_conflict(
         group: &str,
@@ -357,6 +395,24 @@ impl ApiError {
             s["details"] = Value::Object(details);
         }
         s
+    }
+}
+
+/// The etcd key kube-apiserver stores an object under (`/registry/<prefix>/...`), as
+/// its storage errors quote it.
+fn storage_key(rt: &crate::state::registry::ResourceType, ns: &str, name: &str) -> String {
+    let prefix = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "services") => "services/specs".to_string(),
+        ("", "endpoints") => "services/endpoints".to_string(),
+        ("", "nodes") => "minions".to_string(),
+        ("networking.k8s.io", "ingresses") => "ingress".to_string(),
+        (_, plural) if rt.crd.is_some() => format!("{}/{plural}", rt.group),
+        (_, plural) => plural.to_string(),
+    };
+    if rt.namespaced {
+        format!("/registry/{prefix}/{ns}/{name}")
+    } else {
+        format!("/registry/{prefix}/{name}")
     }
 }
 

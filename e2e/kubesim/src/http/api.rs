@@ -18,6 +18,51 @@ use crate::http::response::{Body, error_response, full, json_response};
 use crate::state::registry::ResourceType;
 use crate::verbs::request::Req;
 
+/// kube-apiserver's `ValidateDryRun` of a write's options: `All` is the only `dryRun`
+/// there is; anything else is a 422 naming the options kind. A DELETE with a body takes
+/// its options (and `dryRun`) from the body, as kube-apiserver's delete handler does.
+fn validate_dry_run(method: &Method, body: &[u8], query: Vec<String>) -> ApiResult<()> {
+    let kind = match *method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        Method::DELETE => "DeleteOptions",
+        _ => return Ok(()),
+    };
+    let values = if *method == Method::DELETE && !body.is_empty() {
+        serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|b| b.get("dryRun").and_then(|d| d.as_array()).cloned())
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        query
+    };
+    if values.iter().all(|v| v == "All") {
+        return Ok(());
+    }
+    // printed as Go prints a []string with %#v
+    let listed = values
+        .iter()
+        .map(|v| format!("{v:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(ApiError::invalid(
+        kind,
+        "meta.k8s.io",
+        "",
+        vec![crate::error::Cause {
+            reason: "FieldValueNotSupported".into(),
+            message: format!("Unsupported value: []string{{{listed}}}: supported values: \"All\""),
+            field: "dryRun".into(),
+        }],
+    ))
+}
+
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
@@ -132,6 +177,17 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         .uri()
         .query()
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    // every `dryRun` the query carries (the map above keeps the last one)
+    let dry_run_query: Vec<String> = req
+        .uri()
+        .query()
+        .map(|q| {
+            form_urlencoded::parse(q.as_bytes())
+                .filter(|(k, _)| k == "dryRun")
+                .map(|(_, v)| v.into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     let method = req.method().clone();
     let verb = verb_of(&method, &rp, &query);
@@ -252,6 +308,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         };
         inner.metrics.count_write(verb, dry_run);
     }
+    validate_dry_run(&method, &body, dry_run_query).map_err(fail)?;
     let decoded = (content_type == "application/vnd.kubernetes.protobuf" && !body.is_empty())
         .then(|| crate::http::protobuf::decode(&body));
     let mut r = Req {

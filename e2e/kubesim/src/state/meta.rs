@@ -141,6 +141,18 @@ pub fn spec_changed(old: &Value, new: &Value, ignore_status: bool) -> bool {
     keys.into_iter().any(|k| a.get(k) != b.get(k))
 }
 
+/// True when two objects' annotations differ; none and an empty map are the same, as
+/// apimachinery's semantic equality holds them.
+pub fn annotations_changed(old: &Value, new: &Value) -> bool {
+    let of = |o: &Value| {
+        o.pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    of(old) != of(new)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,9 @@ pub enum ListKind {
     Set,
 }
 
-/// The merge key of a built-in list field, by field name (as `patchMergeKey` tags say).
+/// How server-side apply merges a built-in list field, by field name (as the
+/// `+listType` / `+listMapKey` tags of k8s.io/api say; a port list by what its items
+/// hold). Node taints are `+listType=atomic`.
 pub fn builtin_list_kind(field: &str, items: &[Value]) -> ListKind {
     let key = |k: &str| ListKind::Map(vec![k.to_string()]);
     match field {
@@ -39,9 +41,48 @@ pub fn builtin_list_kind(field: &str, items: &[Value]) -> ListKind {
         "conditions" | "addresses" => key("type"),
         "hostAliases" => key("ip"),
         "ownerReferences" => key("uid"),
-        "topologySpreadConstraints" => key("topologyKey"),
-        "taints" => key("key"),
+        "topologySpreadConstraints" => {
+            ListKind::Map(vec!["topologyKey".into(), "whenUnsatisfiable".into()])
+        }
         "finalizers" => ListKind::Set,
+        _ => ListKind::Atomic,
+    }
+}
+
+/// How a strategic merge patch merges a built-in list field: by the `patchStrategy` and
+/// `patchMergeKey` struct tags of k8s.io/api, which name one key (never `protocol`),
+/// given the field (`parent`) whose object or list items hold it. A list without a
+/// patch strategy is replaced.
+pub fn smp_list_kind(parent: &str, field: &str) -> ListKind {
+    let key = |k: &str| ListKind::Map(vec![k.to_string()]);
+    let container = matches!(
+        parent,
+        "containers" | "initContainers" | "ephemeralContainers"
+    );
+    match field {
+        // PodSpec
+        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "resourceClaims" => {
+            key("name")
+        }
+        "imagePullSecrets" if parent == "spec" => key("name"),
+        "hostAliases" => key("ip"),
+        "topologySpreadConstraints" => key("topologyKey"),
+        // Container
+        "env" => key("name"),
+        "volumeMounts" => key("mountPath"),
+        "volumeDevices" => key("devicePath"),
+        "ports" if container => key("containerPort"),
+        // ServiceSpec
+        "ports" if parent == "spec" => key("port"),
+        // the status of pods, nodes, namespaces, workloads...
+        "conditions" => key("type"),
+        // NodeStatus
+        "addresses" if parent == "status" => key("type"),
+        // ObjectMeta
+        "ownerReferences" => key("uid"),
+        "finalizers" if parent == "metadata" => ListKind::Set,
+        // NodeSpec.taints, ServiceAccount.imagePullSecrets, NamespaceSpec.finalizers,
+        // Endpoints' ports and addresses and every other list: no patch strategy
         _ => ListKind::Atomic,
     }
 }
@@ -95,14 +136,16 @@ pub fn strategic_merge_patch(target: &Value, patch: &Value) -> ApiResult<Value> 
             "a strategic merge patch must be a JSON object",
         ));
     };
-    Ok(smp_map(t.clone(), p)
+    Ok(smp_map(t.clone(), p, "")
         .map(Value::Object)
         .unwrap_or(Value::Null))
 }
 
+/// Patches a map; `parent` is the field that holds it (a list's, for a list item).
 fn smp_map(
     mut target: Map<String, Value>,
     patch: &Map<String, Value>,
+    parent: &str,
 ) -> Option<Map<String, Value>> {
     match patch.get("$patch").and_then(Value::as_str) {
         Some("delete") => return None,
@@ -136,14 +179,16 @@ fn smp_map(
                     Some(Value::Object(m)) => m,
                     _ => Map::new(),
                 };
-                if let Some(m) = smp_map(base, pm) {
+                if let Some(m) = smp_map(base, pm, k) {
                     target.insert(k.clone(), Value::Object(m));
                 }
             }
             Value::Array(items) => {
-                let kind = builtin_list_kind(k, items);
+                let kind = smp_list_kind(parent, k);
                 let merged = match (kind, target.remove(k)) {
-                    (ListKind::Map(keys), Some(Value::Array(base))) => smp_list(base, items, &keys),
+                    (ListKind::Map(keys), Some(Value::Array(base))) => {
+                        smp_list(base, items, &keys, k)
+                    }
                     (ListKind::Set, Some(Value::Array(mut base))) => {
                         for i in items {
                             if !base.contains(i) {
@@ -194,7 +239,7 @@ pub fn same_key(a: &Value, b: &Value, keys: &[String]) -> bool {
     })
 }
 
-fn smp_list(mut base: Vec<Value>, patch: &[Value], keys: &[String]) -> Vec<Value> {
+fn smp_list(mut base: Vec<Value>, patch: &[Value], keys: &[String], field: &str) -> Vec<Value> {
     if patch
         .iter()
         .any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace"))
@@ -215,7 +260,9 @@ fn smp_list(mut base: Vec<Value>, patch: &[Value], keys: &[String]) -> Vec<Value
             (None, _) if delete => {}
             (Some(i), Value::Object(pm)) => {
                 if let Value::Object(bm) = base[i].take() {
-                    base[i] = smp_map(bm, pm).map(Value::Object).unwrap_or(Value::Null);
+                    base[i] = smp_map(bm, pm, field)
+                        .map(Value::Object)
+                        .unwrap_or(Value::Null);
                 }
             }
             (None, Value::Object(pm)) => base.push(Value::Object(strip_directives(pm.clone()))),

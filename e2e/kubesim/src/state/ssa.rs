@@ -139,6 +139,60 @@ pub fn apply(
     Ok(out)
 }
 
+/// An apply onto an object that exists. As kube-apiserver's field manager does, an
+/// apply that changes nothing in the object keeps the stored object as it is: the
+/// manager's entry keeps its place and its `time` (structured-merge-diff's `Apply`
+/// returns no object, so `managedFieldsUpdater` stamps no time); only the field sets
+/// the apply changed are recorded. When they did not change either, the result is the
+/// stored object itself, which the update then does not write.
+pub fn apply_to_existing(
+    current: &Value,
+    applied: &Value,
+    shape: Shape,
+    req: &ApplyRequest,
+) -> Result<Value, Vec<(String, String)>> {
+    let out = apply(current, applied, shape, req)?;
+    if without_managed(&out) != without_managed(current) {
+        return Ok(out);
+    }
+    let same = |a: &Managed, b: &Managed| {
+        a.manager == b.manager && a.operation == b.operation && a.subresource == b.subresource
+    };
+    let now = read_managed(&out);
+    let before = read_managed(current);
+    // the stored entries in their order, with the sets the apply left them; then the
+    // applier's new entry (no time: nothing changed)
+    let mut managers: Vec<Managed> = before
+        .iter()
+        .filter_map(|old| {
+            let new = now.iter().find(|n| same(n, old))?;
+            Some(Managed {
+                fields: new.fields.clone(),
+                api_version: new.api_version.clone(),
+                ..old.clone()
+            })
+        })
+        .collect();
+    for new in now.iter().filter(|n| !before.iter().any(|o| same(n, o))) {
+        managers.push(Managed {
+            time: String::new(),
+            ..new.clone()
+        });
+    }
+    let mut kept = current.clone();
+    write_managed(&mut kept, &managers);
+    Ok(kept)
+}
+
+/// An object without `metadata.managedFields`.
+fn without_managed(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(md) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        md.remove("managedFields");
+    }
+    o
+}
+
 /// Records an ordinary update by `manager`: it takes ownership of what it changed.
 pub fn record_update(old: &Value, new: &mut Value, shape: Shape, req: &ApplyRequest) {
     let old_set = fieldset_of(old, shape, req.scope);

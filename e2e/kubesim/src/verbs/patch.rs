@@ -16,7 +16,7 @@ use crate::state::ssa::ApplyRequest;
 use crate::state::ssa::fields::Scope;
 use crate::state::stored::{StoredObj, meta_str};
 use crate::state::{convert, ssa};
-use crate::verbs::admit::{check_namespace, check_type, scope, shape};
+use crate::verbs::admit::{check_type, scope, shape};
 use crate::verbs::create::create_locked;
 use crate::verbs::output::client_value;
 use crate::verbs::request::Req;
@@ -126,20 +126,25 @@ fn outcome(
         "application/merge-patch+json" => merge_patch(&base, &p)?,
         _ => strategic_merge_patch(&base, &p)?,
     };
-    if !patched.is_object() {
+    let Some(mut patched) = patched.is_object().then_some(patched) else {
         return Err(ApiError::bad_request("the patch removed the whole object"));
+    };
+    // as kube-apiserver's patch handler checks the patched object: its namespace, then
+    // its name (`checkName`), against the request's
+    namespace_matches_request(rt, &mut patched, ns)?;
+    let patched_name = meta_str(&patched, "name");
+    if patched_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({patched_name}) does not match the name on the URL ({name})"
+        )));
     }
     let cur_rv = meta_str(&cur.value, "resourceVersion");
     let new_rv = meta_str(&patched, "resourceVersion");
     if !new_rv.is_empty() && new_rv != cur_rv {
         return Err(ApiError::modified(&rt.group, &rt.plural, name));
     }
-    if meta_str(&patched, "name") != name {
-        return Err(ApiError::bad_request(format!(
-            "the patch may not change the object's name ({name})"
-        )));
-    }
     check_type(rt, &patched)?;
+    uid_unchanged(rt, &cur.value, &patched)?;
     let new = merge_for_update(rt, &cur.value, patched, sub);
     Ok(Outcome::Update {
         cur,
@@ -172,7 +177,7 @@ fn apply(
             meta_str(&applied, "name")
         )));
     }
-    check_namespace(rt, &mut applied, ns)?;
+    namespace_matches_request(rt, &mut applied, ns)?;
     let now = now_rfc3339();
     let av = rt.api_version();
     // an applied configuration is converted to the schema's types first: a field the
@@ -201,6 +206,17 @@ fn apply(
         None => {
             if !sub.is_empty() {
                 return Err(ApiError::not_found(&rt.group, &rt.plural, name));
+            }
+            let uid = meta_str(&applied, "uid");
+            if !uid.is_empty() {
+                return Err(ApiError::conflict(
+                    &rt.group,
+                    &rt.plural,
+                    name,
+                    &format!(
+                        "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
+                    ),
+                ));
             }
             // (a resourceVersion in an apply that creates is ignored, as kube-apiserver's
             // create-on-update path ignores it: `create_locked` drops it)
@@ -235,8 +251,10 @@ fn apply(
             if !wanted.is_empty() && wanted != meta_str(&cur.value, "resourceVersion") {
                 return Err(ApiError::modified(&rt.group, &rt.plural, name));
             }
+            uid_unchanged(rt, &cur.value, &applied)?;
             let shown = convert::from_storage(rt, &cur.value);
-            let new = ssa::apply(&shown, &applied, shape(rt), &req).map_err(conflict)?;
+            let new =
+                ssa::apply_to_existing(&shown, &applied, shape(rt), &req).map_err(conflict)?;
             Ok(Outcome::Update {
                 cur,
                 new,
@@ -244,4 +262,49 @@ fn apply(
             })
         }
     }
+}
+
+/// kube-apiserver's `EnsureObjectNamespaceMatchesRequestNamespace`, which its patch
+/// handler runs on the patched object: no namespace takes the request's, a
+/// cluster-scoped object's is cleared, another one is a 400.
+fn namespace_matches_request(rt: &ResourceType, obj: &mut Value, ns: &str) -> ApiResult<()> {
+    let want = if rt.namespaced { ns } else { "" };
+    let have = meta_str(obj, "namespace").to_string();
+    if have == want {
+        return Ok(());
+    }
+    if have.is_empty() {
+        // (no metadata object: the name check that follows refuses it)
+        if let Some(md) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            md.insert("namespace".into(), json!(want));
+        }
+        return Ok(());
+    }
+    if want.is_empty() {
+        if let Some(md) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            md.remove("namespace");
+        }
+        return Ok(());
+    }
+    Err(ApiError::bad_request(
+        "the namespace of the provided object does not match the namespace sent on the request",
+    ))
+}
+
+/// A patch may not change `metadata.uid` (none keeps the stored one): kube-apiserver's
+/// update validation (`ValidateObjectMetaUpdate`) refuses it as immutable.
+fn uid_unchanged(rt: &ResourceType, cur: &Value, patched: &Value) -> ApiResult<()> {
+    let (old, new) = (meta_str(cur, "uid"), meta_str(patched, "uid"));
+    if new.is_empty() || new == old {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &rt.kind,
+        &rt.group,
+        meta_str(cur, "name"),
+        vec![crate::error::invalid_field(
+            "metadata.uid",
+            format!("Invalid value: {new:?}: field is immutable"),
+        )],
+    ))
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::error::{ApiError, ApiResult, invalid_field};
 use crate::state::cluster::State;
 use crate::state::deletion::{finalizers, store_update};
-use crate::state::meta::{now_rfc3339, spec_changed, validate_metadata};
+use crate::state::meta::{annotations_changed, now_rfc3339, spec_changed, validate_metadata};
 use crate::state::registry::ResourceType;
 use crate::state::stored::{StoredObj, meta_str};
 use crate::state::{convert, kinds, ssa};
@@ -47,13 +47,31 @@ pub fn update(
         .store
         .get(&rt.group_resource(), ns, name)
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+    // as kube-apiserver's store: the body's uid is a precondition, checked before the
+    // resourceVersion is
+    let body_uid = meta_str(&body, "uid");
+    let cur_uid = meta_str(&cur.value, "uid");
+    if !body_uid.is_empty() && body_uid != cur_uid {
+        return Err(ApiError::uid_precondition(rt, ns, name, body_uid, cur_uid));
+    }
     let body_rv = meta_str(&body, "resourceVersion");
+    if body_rv.is_empty() && !allows_unconditional_update(rt) {
+        return Err(ApiError::resource_version_required(rt, name));
+    }
     if !body_rv.is_empty() && body_rv != meta_str(&cur.value, "resourceVersion") {
         return Err(ApiError::modified(&rt.group, &rt.plural, name));
     }
     let new = merge_for_update(rt, &cur.value, body, sub);
     let manager = r.manager();
     finish_update(&mut st, rt, &cur, new, sub, r, Some(&manager))
+}
+
+/// Whether a PUT without `metadata.resourceVersion` overwrites whatever is stored (the
+/// strategy's `AllowUnconditionalUpdate`): not for custom resources nor for
+/// CustomResourceDefinitions (main resource and `/status`), whose strategies refuse it.
+fn allows_unconditional_update(rt: &ResourceType) -> bool {
+    let crd = rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions";
+    rt.crd.is_none() && !crd
 }
 
 /// The object an update writes: server-owned metadata and (per subresource) status or spec kept.
@@ -195,7 +213,10 @@ fn admit_and_store(
             ));
         }
     }
-    if rt.generation && spec_changed(old, &new, rt.status_subresource) {
+    if rt.generation
+        && (spec_changed(old, &new, rt.status_subresource)
+            || (deployment_annotations_bump(rt, sub) && annotations_changed(old, &new)))
+    {
         let g = old
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
@@ -217,4 +238,11 @@ fn admit_and_store(
     }
     let stored = store_update(st, rt, new);
     Ok((200, output(rt, &stored, r)))
+}
+
+/// kube-apiserver's Deployment strategy (and no other kind's) also bumps `generation`
+/// when the annotations change on an update of the Deployment itself: they are copied
+/// to its ReplicaSets. Its status strategy keeps the stored annotations.
+fn deployment_annotations_bump(rt: &ResourceType, sub: &str) -> bool {
+    rt.group == "apps" && rt.plural == "deployments" && sub.is_empty()
 }

@@ -247,3 +247,79 @@ async fn deleting_a_crd_stops_serving_it() {
             .is_empty()
     );
 }
+
+/// The custom resource and CustomResourceDefinition strategies do not allow
+/// unconditional updates: a PUT without `metadata.resourceVersion` is a 422 from
+/// kube-apiserver's store (which names the resource); built-in kinds that allow them
+/// (ConfigMaps) still take it.
+#[tokio::test]
+async fn a_put_without_resource_version_is_refused_for_custom_resources_and_crds() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let env = start().await;
+    let client = env.client.clone();
+    let widgets = install_widgets(&client, "default").await;
+    let pp = PostParams::default();
+    widgets
+        .create(&pp, &widget("w", json!({"size": 1})))
+        .await
+        .unwrap();
+    let e = widgets
+        .replace("w", &pp, &widget("w", json!({"size": 2})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        message(&e),
+        "widgets.test.causeway.io \"w\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+    assert_eq!(
+        causes(&e),
+        [(
+            "FieldValueInvalid".to_string(),
+            "metadata.resourceVersion".to_string(),
+            "Invalid value: 0x0: must be specified for an update".to_string()
+        )]
+    );
+    let kube::Error::Api(s) = &e else {
+        unreachable!()
+    };
+    let d = s.details.as_ref().unwrap();
+    assert_eq!(
+        (d.kind.as_str(), d.group.as_str()),
+        ("widgets", WIDGET_GROUP)
+    );
+    // the status subresource too
+    let mut st = widget("w", json!({"size": 1}));
+    st.data["status"] = json!({"ready": true});
+    let e = widgets.replace_status("w", &pp, &st).await.unwrap_err();
+    assert_eq!(code(&e), 422, "{e}");
+    assert_eq!(widgets.get("w").await.unwrap().data["spec"]["size"], 1);
+    // with the resourceVersion it goes through
+    let mut cur = widgets.get("w").await.unwrap();
+    cur.data["spec"]["size"] = json!(2);
+    assert_eq!(
+        widgets.replace("w", &pp, &cur).await.unwrap().data["spec"]["size"],
+        2
+    );
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = crds.get("widgets.test.causeway.io").await.unwrap();
+    crd.metadata.resource_version = None;
+    let e = crds
+        .replace("widgets.test.causeway.io", &pp, &crd)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        message(&e),
+        "customresourcedefinitions.apiextensions.k8s.io \"widgets.test.causeway.io\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(&pp, &cm("c", json!({}), json!({"a": "1"})))
+        .await
+        .unwrap();
+    let out = cms
+        .replace("c", &pp, &cm("c", json!({}), json!({"a": "2"})))
+        .await
+        .expect("a ConfigMap takes an unconditional update");
+    assert_eq!(out.data.unwrap()["a"], "2");
+}

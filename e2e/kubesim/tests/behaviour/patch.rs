@@ -273,3 +273,250 @@ async fn apply_patch_creates_then_updates() {
         .unwrap_err();
     assert_eq!(code(&e), 400);
 }
+
+/// kube-apiserver's patch handler checks the patched object against the request: a
+/// namespace that is not the URL's is a 400 (`EnsureObjectNamespaceMatchesRequestNamespace`),
+/// a name that is not the URL's a 400 (`checkName`), and a uid that is not the stored
+/// object's is refused (immutable on a patch or an apply, a failed precondition on a
+/// PUT, a conflict on an apply that would create).
+#[tokio::test]
+async fn patches_and_puts_may_not_move_rename_or_swap_the_uid() {
+    let env = start().await;
+    namespace(&env.client, "other").await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let created = api
+        .create(
+            &PostParams::default(),
+            &cm("c", json!({}), json!({"a": "1"})),
+        )
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let pp = PatchParams::default();
+
+    let e = api
+        .patch(
+            "c",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"namespace": "other"}, "data": {"a": "2"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!((code(&e), reason(&e).as_str()), (400, "BadRequest"));
+    assert_eq!(
+        message(&e),
+        "the namespace of the provided object does not match the namespace sent on the request"
+    );
+    let others: Api<ConfigMap> = Api::namespaced(env.client.clone(), "other");
+    assert!(
+        is_gone(&others, "c").await,
+        "nothing stored in the other namespace"
+    );
+    assert_eq!(api.get("c").await.unwrap(), created, "nor changed here");
+
+    let e = api
+        .patch("c", &pp, &Patch::Merge(json!({"metadata": {"name": "d"}})))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 400);
+    assert_eq!(
+        message(&e),
+        "the name of the object (d) does not match the name on the URL (c)"
+    );
+
+    // PATCH: the uid is immutable
+    let e = api
+        .patch(
+            "c",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"uid": "someone-else"}, "data": {"a": "2"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        causes(&e),
+        [(
+            "FieldValueInvalid".to_string(),
+            "metadata.uid".to_string(),
+            "Invalid value: \"someone-else\": field is immutable".to_string()
+        )]
+    );
+    assert_eq!(
+        message(&e),
+        "ConfigMap \"c\" is invalid: metadata.uid: Invalid value: \"someone-else\": field is immutable"
+    );
+    // apply too; and an apply that would create may not name a uid
+    let applied = |name: &str| {
+        Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "uid": "someone-else"}, "data": {"a": "2"}}))
+    };
+    let e = api
+        .patch("c", &PatchParams::apply("m"), &applied("c"))
+        .await
+        .unwrap_err();
+    assert_eq!(causes(&e)[0].1, "metadata.uid");
+    let e = api
+        .patch("new", &PatchParams::apply("m"), &applied("new"))
+        .await
+        .unwrap_err();
+    assert_eq!((code(&e), reason(&e).as_str()), (409, "Conflict"));
+    assert_eq!(
+        message(&e),
+        "Operation cannot be fulfilled on configmaps \"new\": uid mismatch: the provided object specified uid someone-else, and no existing object was found"
+    );
+
+    // PUT: the uid is a precondition, checked before the resourceVersion
+    let mut other = cm("c", json!({}), json!({"a": "3"}));
+    other.metadata.uid = Some("someone-else".into());
+    other.metadata.resource_version = Some("1".into());
+    let e = api
+        .replace("c", &PostParams::default(), &other)
+        .await
+        .unwrap_err();
+    assert_eq!((code(&e), reason(&e).as_str()), (409, "Conflict"));
+    assert_eq!(
+        message(&e),
+        format!(
+            "Operation cannot be fulfilled on configmaps \"c\": StorageError: invalid object, Code: 4, Key: /registry/configmaps/default/c, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: someone-else, UID in object meta: {uid}"
+        )
+    );
+    assert_eq!(api.get("c").await.unwrap(), created, "nothing changed");
+    // the right uid is fine
+    let mut same = cm("c", json!({}), json!({"a": "3"}));
+    same.metadata.uid = Some(uid);
+    api.replace("c", &PostParams::default(), &same)
+        .await
+        .unwrap();
+}
+
+/// Strategic merge patch keys lists by the `patchMergeKey` tags of k8s.io/api: a
+/// Service's ports by `port` alone, a container's by `containerPort` alone (a port
+/// with another protocol merges into the one with that number); a Node's taints have
+/// no patch strategy and are replaced. Server-side apply keys by the list-map keys
+/// (port and protocol) and treats taints as atomic.
+#[tokio::test]
+async fn strategic_merge_patch_follows_the_patch_merge_keys() {
+    use k8s_openapi::api::core::v1::{Node, Service};
+    let env = start().await;
+    let pp = PatchParams::default();
+
+    let svcs: Api<Service> = Api::namespaced(env.client.clone(), "default");
+    svcs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "s"},
+            "spec": {"ports": [{"name": "a", "port": 80, "protocol": "TCP"}]}}))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let out = svcs
+        .patch(
+            "s",
+            &pp,
+            &Patch::Strategic(
+                json!({"spec": {"ports": [{"name": "b", "port": 80, "protocol": "UDP"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let ports: Vec<(Option<String>, i32, Option<String>)> = out
+        .spec
+        .unwrap()
+        .ports
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.name, p.port, p.protocol))
+        .collect();
+    assert_eq!(
+        ports,
+        [(Some("b".to_string()), 80, Some("UDP".to_string()))],
+        "merged by port"
+    );
+
+    let deploys: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    let mut d = deployment();
+    d.spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .ports = Some(vec![
+        serde_json::from_value(json!({"name": "tcp", "containerPort": 53, "protocol": "TCP"}))
+            .unwrap(),
+    ]);
+    deploys.create(&PostParams::default(), &d).await.unwrap();
+    let out = deploys
+        .patch(
+            "web",
+            &pp,
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "app", "ports": [{"name": "udp", "containerPort": 53, "protocol": "UDP"}]},
+            ]}}}})),
+        )
+        .await
+        .unwrap();
+    let ports: Vec<(Option<String>, i32, Option<String>)> =
+        out.spec.unwrap().template.spec.unwrap().containers[0]
+            .ports
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name, p.container_port, p.protocol))
+            .collect();
+    assert_eq!(
+        ports,
+        [(Some("udp".to_string()), 53, Some("UDP".to_string()))],
+        "merged by containerPort"
+    );
+
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let taint = |k: &str| json!({"key": k, "effect": "NoSchedule"});
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "n"}, "spec": {"taints": [taint("a"), taint("b")]}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let keys = |n: Node| -> Vec<String> {
+        n.spec
+            .unwrap()
+            .taints
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.key)
+            .collect()
+    };
+    let out = nodes
+        .patch(
+            "n",
+            &pp,
+            &Patch::Strategic(json!({"spec": {"taints": [taint("c")]}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(out), ["c"], "taints are replaced");
+    // server-side apply: taints are atomic, so a second manager's list conflicts
+    let apply = |k: &str| {
+        Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+            "spec": {"taints": [taint(k)]}}),
+        )
+    };
+    nodes
+        .patch("n", &PatchParams::apply("one").force(), &apply("c"))
+        .await
+        .unwrap();
+    let e = nodes
+        .patch("n", &PatchParams::apply("two"), &apply("d"))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), 409, "{e}");
+    assert!(message(&e).contains(".spec.taints"), "{}", message(&e));
+}

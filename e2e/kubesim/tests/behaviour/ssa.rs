@@ -444,3 +444,70 @@ async fn an_apply_with_a_stale_resource_version_is_refused_and_a_post_with_one()
     posted.metadata.resource_version = None;
     api.create(&Default::default(), &posted).await.unwrap();
 }
+
+/// An apply that changes nothing writes nothing (kube-apiserver's field manager keeps
+/// the stored object: structured-merge-diff's `Apply` returns no object, so no
+/// managedFields `time` is stamped): same resourceVersion, same managedFields, no
+/// watch event. An apply that changes something still writes.
+#[tokio::test]
+async fn an_apply_that_changes_nothing_writes_nothing() {
+    use futures::TryStreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let pp = PatchParams::apply("alice");
+    let first = api
+        .patch("shared", &pp, &applied(json!({"a": "1"})))
+        .await
+        .unwrap();
+    // managedFields times have second precision: a stamp now would differ
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let rv = env.quiet().await;
+    for _ in 0..2 {
+        let again = api
+            .patch("shared", &pp, &applied(json!({"a": "1"})))
+            .await
+            .unwrap();
+        assert_eq!(again, first, "the stored object, as it was");
+    }
+    assert_eq!(api.get("shared").await.unwrap(), first);
+    assert_eq!(env.server.resource_version(), rv, "nothing written");
+    let changed = api
+        .patch("shared", &pp, &applied(json!({"a": "2"})))
+        .await
+        .unwrap();
+    assert_ne!(
+        changed.metadata.resource_version,
+        first.metadata.resource_version
+    );
+    let events: Vec<_> = within(
+        "watch from before the no-op applies",
+        api.watch(
+            &WatchParams::default().disable_bookmarks().timeout(1),
+            &rv.to_string(),
+        )
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap();
+    let seen: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Modified(c) => format!("MODIFIED {:?}", c.data),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [format!(
+            "MODIFIED {:?}",
+            Some(std::collections::BTreeMap::from([(
+                "a".to_string(),
+                "2".to_string()
+            )]))
+        )],
+        "only the apply that changed something sent an event"
+    );
+}

@@ -135,11 +135,11 @@ async fn generation_bumps_on_spec_changes_only() {
         .patch(
             "web",
             &pp,
-            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}, "annotations": {"a": "b"}}})),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
         )
         .await
         .unwrap();
-    assert_eq!(generation(&d), 1, "metadata changes keep the generation");
+    assert_eq!(generation(&d), 1, "label changes keep the generation");
 
     let d = api
         .patch_status(
@@ -263,4 +263,65 @@ async fn built_in_objects_start_from_the_servers_status() {
         .await
         .unwrap();
     assert_eq!(out.status.unwrap().replicas, Some(3));
+}
+
+/// kube-apiserver's Deployment strategy bumps the generation when the annotations change
+/// (they are copied to the ReplicaSets); its status writes do not, and no other apps
+/// kind's strategy does (StatefulSet, DaemonSet, ReplicaSet: the spec only).
+#[tokio::test]
+async fn deployment_annotation_changes_bump_the_generation_other_workloads_do_not() {
+    use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet, StatefulSet};
+    let env = start().await;
+    let pp = PatchParams::default();
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    api.create(&PostParams::default(), &deployment())
+        .await
+        .unwrap();
+    let annotate = |v: &str| Patch::Merge(json!({"metadata": {"annotations": {"note": v}}}));
+    let d = api.patch("web", &pp, &annotate("1")).await.unwrap();
+    assert_eq!(
+        generation(&d),
+        2,
+        "an annotation change bumps the generation"
+    );
+    let d = api.patch("web", &pp, &annotate("1")).await.unwrap();
+    assert_eq!(generation(&d), 2, "the same annotations keep it");
+    let d = api.patch_status("web", &pp, &annotate("2")).await.unwrap();
+    assert_eq!(generation(&d), 2, "a status write keeps it");
+
+    let selector = json!({"matchLabels": {"app": "w"}});
+    let template = json!({"metadata": {"labels": {"app": "w"}},
+        "spec": {"containers": [{"name": "c", "image": "c:1"}]}});
+    let spec = json!({"selector": selector, "template": template});
+    let sts: Api<StatefulSet> = Api::namespaced(env.client.clone(), "default");
+    let mut s = spec.clone();
+    s["serviceName"] = json!("w");
+    sts.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "s"}, "spec": s})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let s = sts.patch("s", &pp, &annotate("1")).await.unwrap();
+    assert_eq!(s.metadata.generation, Some(1), "StatefulSet");
+    let dss: Api<DaemonSet> = Api::namespaced(env.client.clone(), "default");
+    dss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "ds"}, "spec": spec})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let ds = dss.patch("ds", &pp, &annotate("1")).await.unwrap();
+    assert_eq!(ds.metadata.generation, Some(1), "DaemonSet");
+    let rss: Api<ReplicaSet> = Api::namespaced(env.client.clone(), "default");
+    let mut r = spec.clone();
+    r["replicas"] = json!(0);
+    rss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "rs"}, "spec": r})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let rs = rss.patch("rs", &pp, &annotate("1")).await.unwrap();
+    assert_eq!(rs.metadata.generation, Some(1), "ReplicaSet");
 }

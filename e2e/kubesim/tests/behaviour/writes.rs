@@ -237,3 +237,104 @@ async fn a_dry_run_service_update_allocates_nothing() {
     .await
     .expect("nodePort 30080 is free after a dry run");
 }
+
+/// `dryRun` takes only `All` (kube-apiserver's `ValidateDryRun` of the write's options):
+/// any other value is a 422 naming the options kind, and nothing is written.
+#[tokio::test]
+async fn dry_run_values_other_than_all_are_refused() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let cur = api
+        .create(
+            &PostParams::default(),
+            &cm("c", json!({}), json!({"a": "1"})),
+        )
+        .await
+        .unwrap();
+    let base = "/api/v1/namespaces/default/configmaps";
+    let body = |name: &str, a: &str| {
+        serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name}, "data": {"a": a}}))
+        .unwrap()
+    };
+    let cases = [
+        (
+            "POST",
+            format!("{base}?dryRun=true"),
+            "application/json",
+            body("new", "1"),
+            "CreateOptions",
+            "\"true\"",
+        ),
+        (
+            "PUT",
+            format!("{base}/c?dryRun=server"),
+            "application/json",
+            body("c", "2"),
+            "UpdateOptions",
+            "\"server\"",
+        ),
+        (
+            "PATCH",
+            format!("{base}/c?dryRun=All&dryRun=yes"),
+            "application/merge-patch+json",
+            br#"{"data": {"a": "2"}}"#.to_vec(),
+            "PatchOptions",
+            "\"All\", \"yes\"",
+        ),
+        (
+            "DELETE",
+            format!("{base}/c?dryRun=1"),
+            "application/json",
+            vec![],
+            "DeleteOptions",
+            "\"1\"",
+        ),
+        (
+            "DELETE",
+            format!("{base}/c"),
+            "application/json",
+            br#"{"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["Some"]}"#.to_vec(),
+            "DeleteOptions",
+            "\"Some\"",
+        ),
+    ];
+    for (method, path, ct, body, kind, values) in cases {
+        let r = raw(&env.client, method, &path, Some(ct), body).await;
+        assert_eq!(
+            (r.code, r.body["reason"].as_str()),
+            (422, Some("Invalid")),
+            "{method} {path}: {}",
+            r.body
+        );
+        assert_eq!(
+            r.body["message"],
+            format!(
+                "{kind}.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{{{values}}}: supported values: \"All\""
+            ),
+            "{method} {path}"
+        );
+        assert_eq!(
+            r.body["details"],
+            json!({"group": "meta.k8s.io", "kind": kind, "causes": [{
+                "reason": "FieldValueNotSupported",
+                "message": format!("Unsupported value: []string{{{values}}}: supported values: \"All\""),
+                "field": "dryRun",
+            }]}),
+            "{method} {path}"
+        );
+    }
+    assert_eq!(api.get("c").await.unwrap(), cur, "nothing written");
+    assert!(is_gone(&api, "new").await, "nothing created");
+    // `All` is still a dry run
+    let r = raw(
+        &env.client,
+        "PATCH",
+        &format!("{base}/c?dryRun=All"),
+        Some("application/merge-patch+json"),
+        br#"{"data": {"a": "2"}}"#.to_vec(),
+    )
+    .await;
+    assert_eq!((r.code, &r.body["data"]["a"]), (200, &json!("2")));
+    assert_eq!(api.get("c").await.unwrap(), cur);
+}

@@ -107,10 +107,13 @@ pub fn write_managed(obj: &mut Value, entries: &[Managed]) {
                 "manager": e.manager,
                 "operation": e.operation,
                 "apiVersion": e.api_version,
-                "time": e.time,
                 "fieldsType": "FieldsV1",
                 "fieldsV1": to_fields_v1(&e.fields),
             });
+            // an entry no write has stamped (an apply that changed nothing) has no time
+            if !e.time.is_empty() {
+                m["time"] = json!(e.time);
+            }
             if !e.subresource.is_empty() {
                 m["subresource"] = json!(e.subresource);
             }
