@@ -921,8 +921,9 @@ impl Ctx<'_> {
     }
 
     /// The ordered rollout (`spec.rollout`): the rendered Works of the clusters the
-    /// rollout releases, and for the clusters it holds the Work they have with the
-    /// binding's replica division ([`rollout::held_work`]; none when they have none).
+    /// rollout releases, and for the clusters it holds the generation they run,
+    /// rendered with the overrides as they are now, with the binding's replica division
+    /// ([`rollout::held_work`]; none when they have none).
     /// `None` when the binding has no rollout.
     fn roll_out(
         &self,
@@ -974,8 +975,11 @@ impl Ctx<'_> {
                 if !plan.held.contains(&cluster) {
                     return Some(w);
                 }
-                work_of(&cluster)
-                    .or(older.get(&cluster))
+                // its generation rendered with today's overrides; what it has when
+                // that generation's revision is not kept (or its overrides fail)
+                older
+                    .get(&cluster)
+                    .or(work_of(&cluster))
                     .map(|actual| rollout::held_work(&w, actual))
             })
             .collect();

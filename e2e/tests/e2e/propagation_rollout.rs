@@ -360,6 +360,32 @@ async fn a_cluster_that_joins_a_held_wave_runs_what_the_wave_runs() {
     )
     .await;
 
+    // an OverridePolicy edit reaches a held cluster at once, on the generation it runs
+    let labelled = env.file(
+        "op.yaml",
+        r#"apiVersion: causeway.io/v1alpha1
+kind: OverridePolicy
+metadata: {name: west-team, namespace: demo}
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: web}
+  overrideRules:
+  - targetCluster: {clusterNames: [west]}
+    overriders:
+      labelsOverrider: [{operator: add, value: {team: payments}}]
+"#,
+    );
+    env.ok(&["apply", "-f", &labelled]).await;
+    eventually("held west labelled, still at nginx:1.27", WAIT, || async {
+        let west = get(&env, "west", &["deployment", "web", "-n", "demo"]).await?;
+        let team = west.pointer("/metadata/labels/team")?.as_str()?;
+        let image = west
+            .pointer("/spec/template/spec/containers/0/image")?
+            .as_str()?;
+        (team == "payments" && image == "nginx:1.27").then_some(())
+    })
+    .await;
+
     // a good generation goes everywhere, and only its revision is kept
     template(&env, "nginx:1.29", "100m").await;
     eventually("nginx:1.29 everywhere, revision 3 alone", WAIT, || async {

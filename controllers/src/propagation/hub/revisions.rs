@@ -85,9 +85,10 @@ fn revision<'r>(
 }
 
 impl Ctx<'_> {
-    /// What each held cluster that has no copy yet runs meanwhile: the generation its
-    /// wave runs ([`rollout::held_generation`]), rendered from its revision for that
-    /// cluster (with its own overrides), by cluster. `roll_out` then gives it the current
+    /// What each held cluster runs meanwhile: the generation its copy runs, or, with
+    /// no copy yet, the generation its wave runs ([`rollout::held_generation`]),
+    /// rendered from its revision for that cluster with the overrides as they are now
+    /// (an OverridePolicy edit reaches held clusters at once), by cluster. `roll_out` then gives it the current
     /// render's settings and replicas, as every held cluster's ([`rollout::held_work`]).
     /// Nothing for a cluster whose overrides fail there, or whose generation's revision
     /// is not kept.
@@ -100,8 +101,13 @@ impl Ctx<'_> {
     ) -> BTreeMap<String, Work> {
         let work_of = |c: &str| status::work_of(actual, c);
         let mut by_generation: BTreeMap<i64, Vec<&String>> = BTreeMap::new();
-        for c in held.iter().filter(|c| work_of(c).is_none()) {
-            if let Some(g) = rollout::held_generation(waves, held, c, &work_of) {
+        for c in held {
+            // the generation its copy runs; with no copy, the one its wave runs
+            let g = match work_of(c) {
+                Some(w) => rollout::generation_of(w),
+                None => rollout::held_generation(waves, held, c, &work_of),
+            };
+            if let Some(g) = g {
                 by_generation.entry(g).or_default().push(c);
             }
         }
