@@ -728,7 +728,15 @@ impl Ctx<'_> {
             )
             .await;
             if out.blocked.is_none() {
-                let (to_write, progress) = self.roll_out(b, template, out.works, works);
+                let (to_write, progress, skipped) = self.roll_out(b, template, out.works, works);
+                self.tell_notes(
+                    b,
+                    template,
+                    EventType::Warning,
+                    "RolloutWaveEmpty",
+                    &skipped,
+                )
+                .await;
                 let generation = template.metadata.generation.unwrap_or(0);
                 let kept = failover::kept(b.spec, self.clusters, works, generation, self.now.0);
                 let notes: Vec<String> = kept.iter().map(|k| k.note.clone()).collect();
@@ -931,9 +939,9 @@ impl Ctx<'_> {
         template: &DynamicObject,
         rendered: Vec<Work>,
         actual: &[Arc<Work>],
-    ) -> (Vec<Work>, Option<rollout::Progress>) {
+    ) -> (Vec<Work>, Option<rollout::Progress>, Vec<String>) {
         let Some(spec) = b.spec.rollout.as_ref().filter(|r| !r.waves.is_empty()) else {
-            return (rendered, None);
+            return (rendered, None, Vec::new());
         };
         let Some(generation) = template.metadata.generation else {
             let kind = &b.spec.resource.kind;
@@ -944,6 +952,7 @@ impl Ctx<'_> {
             return (
                 rendered,
                 Some(rollout::Progress::Unordered { template: name }),
+                Vec::new(),
             );
         };
         let work_of = |cluster: &str| status::work_of(actual, cluster);
@@ -983,7 +992,7 @@ impl Ctx<'_> {
                     .map(|actual| rollout::held_work(&w, actual))
             })
             .collect();
-        (works, Some(plan.progress))
+        (works, Some(plan.progress), plan.skipped)
     }
 
     /// A Warning `RolloutStuck` Event on the template once per wave that passes the

@@ -228,6 +228,10 @@ pub struct Plan {
     pub progress: Progress,
     /// The waves ([`waves`]; none without a rollout).
     pub waves: Vec<(String, Vec<String>)>,
+    /// The configured waves that select none of the scheduled clusters (a canary
+    /// removed from the placement, a selector no cluster matches), each said with what
+    /// that means: the generations skip it.
+    pub skipped: Vec<String>,
 }
 
 /// The waves of `scheduled` clusters (empty waves dropped), with their names.
@@ -293,9 +297,25 @@ pub fn plan(
                 waves: 1,
             },
             waves: Vec::new(),
+            skipped: Vec::new(),
         };
     };
     let placed = placed_waves(rollout, scheduled, labels_of);
+    let configured = rollout.waves.len();
+    let skipped: Vec<String> = rollout
+        .waves
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !placed.iter().any(|(place, _, _)| *place == i + 1))
+        .map(|(i, w)| {
+            let name = w.name.clone().unwrap_or_else(|| format!("wave-{}", i + 1));
+            format!(
+                "wave {} of {configured} ({name}) selects none of the scheduled clusters ({}): template generations go to the next wave without it; fix its clusterNames or labelSelector, or the placement",
+                i + 1,
+                scheduled.join(", ")
+            )
+        })
+        .collect();
     let waves: Vec<(String, Vec<String>)> = placed
         .iter()
         .map(|(_, name, clusters)| (name.clone(), clusters.clone()))
@@ -325,6 +345,7 @@ pub fn plan(
                 },
                 held,
                 waves,
+                skipped,
             };
         }
     }
@@ -336,6 +357,7 @@ pub fn plan(
             waves: waves.len(),
         },
         waves,
+        skipped,
     }
 }
 

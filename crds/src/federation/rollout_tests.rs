@@ -55,6 +55,41 @@ fn waves_take_names_then_selectors_then_the_rest() {
     );
 }
 
+/// A configured wave that selects none of the scheduled clusters (its canary left the
+/// placement) is said, since the generations then skip it.
+#[test]
+fn a_wave_that_selects_no_scheduled_cluster_is_said() {
+    let mut canary = wave(&["canary"], None);
+    canary.name = Some("canary".into());
+    let r = Rollout {
+        waves: vec![canary, wave(&["a", "b"], None)],
+        progress_deadline_seconds: None,
+    };
+    let none = |_: &str| -> Result<(), String> { Err("not yet".into()) };
+    let p = plan(
+        Some(&r),
+        &names(&["a", "c"]),
+        &|_| BTreeMap::new(),
+        3,
+        &none,
+    );
+    assert_eq!(
+        p.skipped,
+        [
+            "wave 1 of 2 (canary) selects none of the scheduled clusters (a, c): template generations go to the next wave without it; fix its clusterNames or labelSelector, or the placement"
+        ]
+    );
+    assert_eq!(p.released, set(&["a"]), "the next wave goes first");
+    let p = plan(
+        Some(&r),
+        &names(&["a", "canary"]),
+        &|_| BTreeMap::new(),
+        3,
+        &none,
+    );
+    assert!(p.skipped.is_empty(), "{:?}", p.skipped);
+}
+
 #[test]
 fn a_wave_is_released_once_the_ones_before_it_are_done() {
     let r = Rollout {
