@@ -264,6 +264,27 @@ pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("timed out after {DEADLINE:?}: {what}"))
 }
 
+/// Every watch event of `api` after resourceVersion `rv` (a one-second watch, no
+/// bookmarks); `what` names it if it does not end in time.
+pub async fn events_since<K>(api: &Api<K>, rv: &str, what: &str) -> Vec<kube::api::WatchEvent<K>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use futures::TryStreamExt;
+    let params = kube::api::WatchParams::default()
+        .disable_bookmarks()
+        .timeout(1);
+    within(
+        what,
+        api.watch(&params, rv)
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>(),
+    )
+    .await
+    .unwrap()
+}
+
 /// True when `get` answers 404.
 pub async fn is_gone<K>(api: &Api<K>, name: &str) -> bool
 where

@@ -451,8 +451,7 @@ async fn an_apply_with_a_stale_resource_version_is_refused_and_a_post_with_one()
 /// watch event. An apply that changes something still writes.
 #[tokio::test]
 async fn an_apply_that_changes_nothing_writes_nothing() {
-    use futures::TryStreamExt;
-    use kube::api::{WatchEvent, WatchParams};
+    use kube::api::WatchEvent;
     let env = start().await;
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
     let pp = PatchParams::apply("alice");
@@ -480,18 +479,7 @@ async fn an_apply_that_changes_nothing_writes_nothing() {
         changed.metadata.resource_version,
         first.metadata.resource_version
     );
-    let events: Vec<_> = within(
-        "watch from before the no-op applies",
-        api.watch(
-            &WatchParams::default().disable_bookmarks().timeout(1),
-            &rv.to_string(),
-        )
-        .await
-        .unwrap()
-        .try_collect::<Vec<_>>(),
-    )
-    .await
-    .unwrap();
+    let events = events_since(&api, &rv.to_string(), "watch from before the no-op applies").await;
     let seen: Vec<String> = events
         .iter()
         .map(|e| match e {

@@ -3,7 +3,7 @@
 //! real write would get; and `Server::write_requests` counts the writes that are not
 //! dry runs.
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Api;
 use kube::api::{
@@ -103,18 +103,7 @@ async fn dry_run_patches_and_applies_store_nothing_and_send_no_event() {
     );
 
     // the only events after `rv` are the real write's
-    let events: Vec<_> = within(
-        "watch from before the dry runs",
-        api.watch(
-            &WatchParams::default().disable_bookmarks().timeout(1),
-            &rv.to_string(),
-        )
-        .await
-        .unwrap()
-        .try_collect::<Vec<_>>(),
-    )
-    .await
-    .unwrap();
+    let events = events_since(&api, &rv.to_string(), "watch from before the dry runs").await;
     let modified: Vec<String> = events
         .iter()
         .map(|e| match e {
