@@ -183,6 +183,17 @@ pub fn preserve(
     let mut labels = BTreeMap::new();
     let mut problems = Vec::new();
     for r in rules {
+        // a rule the policy's Valid condition says is ignored is: its label would make
+        // the member refuse every copy that takes over
+        let bad_name = validation::qualified_name(&r.alias_label_name);
+        if !bad_name.is_empty() {
+            problems.push(format!(
+                "{:?} is not a label name ({}): the rule is ignored",
+                r.alias_label_name,
+                bad_name.join("; ")
+            ));
+            continue;
+        }
         let found = parse(&r.json_path).and_then(|steps| {
             let mut v = status.ok_or("the failed copy reported no status")?;
             for s in &steps {
@@ -244,6 +255,7 @@ mod tests {
             rule("list", "{.tags}"),
             rule("long", "{.long}"),
             rule("spaced", "{.spaced}"),
+            rule("job id", "{ .jobStatus.id }"),
         ];
         let (labels, problems) = preserve(&rules, Some(&status));
         assert_eq!(
@@ -258,7 +270,12 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
             )
         );
-        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert_eq!(problems.len(), 5, "{problems:?}");
+        assert!(
+            problems[4].starts_with("\"job id\" is not a label name (")
+                && problems[4].ends_with("): the rule is ignored"),
+            "an invalid alias never becomes a label: {problems:?}"
+        );
         assert!(
             problems[0].starts_with("missing: {.nope.id} finds nothing"),
             "{problems:?}"
