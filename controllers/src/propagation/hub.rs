@@ -738,7 +738,14 @@ impl Ctx<'_> {
                 )
                 .await;
                 let generation = template.metadata.generation.unwrap_or(0);
-                let kept = failover::kept(b.spec, self.clusters, works, generation, self.now.0);
+                let kept = failover::kept(
+                    b.spec,
+                    self.clusters,
+                    works,
+                    &to_write,
+                    generation,
+                    self.now.0,
+                );
                 let notes: Vec<String> = kept.iter().map(|k| k.note.clone()).collect();
                 self.tell_notes(b, template, EventType::Warning, "FailedOver", &notes)
                     .await;

@@ -81,19 +81,35 @@ pub(super) struct Kept {
 /// failed-over cluster (`failover.cluster`) or one application failover evicted
 /// (`failover.application`, the binding's `spec.evictions`; its grace period counts
 /// from the eviction).
+///
+/// A scheduled cluster whose Work the hub is about to raise (`to_write`: the Works of
+/// this round; the ones it has, `works`, still ask for the share before the move) is
+/// not done yet, however healthy it runs its old share: the copy in transit stays
+/// until the others run the replicas it held.
 pub(super) fn kept(
     spec: &BindingSpec,
     clusters: &[Arc<Cluster>],
     works: &[Arc<Work>],
+    to_write: &[Work],
     generation: i64,
     now: Timestamp,
 ) -> Vec<Kept> {
     let application = spec.failover.as_ref().and_then(|f| f.application.as_ref());
     let work_of = |c: &str| crate::propagation::status::work_of(works, c);
+    let next_of = |c: &str| {
+        let ns = causeway_crds::names::execution_namespace(c);
+        to_write
+            .iter()
+            .find(|w| w.metadata.namespace.as_deref() == Some(ns.as_str()))
+    };
+    let raised = |c: &str| match (work_of(c), next_of(c)) {
+        (Some(now), Some(next)) => asks(now) < asks(next),
+        _ => false,
+    };
     let pending: Vec<String> = spec
         .clusters
         .iter()
-        .filter(|t| rollout::settled_at(work_of(&t.name), generation).is_err())
+        .filter(|t| raised(&t.name) || rollout::settled_at(work_of(&t.name), generation).is_err())
         .map(|t| t.name.clone())
         .collect();
     let mut out = Vec::new();
@@ -154,6 +170,20 @@ pub(super) fn kept(
         }
     }
     out
+}
+
+/// How many replicas a Work asks its cluster for: its manifests' counts (where each
+/// kind keeps one), summed.
+fn asks(work: &Work) -> i64 {
+    work.spec
+        .workload
+        .manifests
+        .iter()
+        .filter_map(|m| {
+            m.0.pointer(interpreter::replicas_pointer(work, &m.0))
+                .and_then(serde_json::Value::as_i64)
+        })
+        .sum()
 }
 
 /// For the binding of a dependency (`propagateDeps`): the clusters outside its own
@@ -298,7 +328,7 @@ mod tests {
             cluster("north", "True", "2026-01-01T00:00:00Z"),
         ];
         let kept_names = |spec: &BindingSpec, works: &[Arc<Work>], now: &str| -> Vec<String> {
-            kept(spec, &clusters, works, 1, at(now))
+            kept(spec, &clusters, works, &[], 1, at(now))
                 .into_iter()
                 .map(|k| k.cluster)
                 .collect()
@@ -308,7 +338,14 @@ mod tests {
         let healthy = [east.clone(), work("west", true), work("north", true)];
         let moved = spec(Some("Gracefully"), &["west", "north"]);
         // west not healthy yet: kept, and the note says why and until when
-        let notes = kept(&moved, &clusters, &pending, 1, at("2026-01-01T00:01:00Z"));
+        let notes = kept(
+            &moved,
+            &clusters,
+            &pending,
+            &[],
+            1,
+            at("2026-01-01T00:01:00Z"),
+        );
         assert_eq!(
             notes,
             vec![Kept {
@@ -354,7 +391,37 @@ mod tests {
             clusters[1].clone(),
             clusters[2].clone(),
         ];
-        assert!(kept(&moved, &back, &pending, 1, at("2026-01-01T00:03:00Z")).is_empty());
+        assert!(kept(&moved, &back, &pending, &[], 1, at("2026-01-01T00:03:00Z")).is_empty());
+    }
+
+    /// karmada#3736: in the round the move is decided, the others' Works still ask for
+    /// their old share and report it healthy; the failed cluster's copy stays until
+    /// the raised Works run, not only until the old ones look done.
+    #[test]
+    fn a_copy_in_transit_waits_for_the_raised_shares() {
+        let clusters = vec![
+            cluster("east", "False", "2026-01-01T00:00:00Z"),
+            cluster("west", "True", "2026-01-01T00:00:00Z"),
+        ];
+        let asking = |cluster: &str, replicas: i64| {
+            let mut w = (*work(cluster, true)).clone();
+            w.spec.workload.manifests = vec![causeway_crds::federation::work::Manifest(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "api", "namespace": "demo"},
+                "spec": {"replicas": replicas}}))];
+            w
+        };
+        let moved = spec(Some("Gracefully"), &["west"]);
+        let works = [Arc::new(asking("east", 3)), Arc::new(asking("west", 3))];
+        let now = at("2026-01-01T00:01:00Z");
+        let held = kept(&moved, &clusters, &works, &[asking("west", 6)], 1, now);
+        assert_eq!(
+            held.iter().map(|k| k.cluster.as_str()).collect::<Vec<_>>(),
+            ["east"],
+            "west still runs 3 of its 6"
+        );
+        // the same share as before (nothing raised): the old Work's health decides
+        assert!(kept(&moved, &clusters, &works, &[asking("west", 3)], 1, now).is_empty());
     }
 
     /// J.64: the Work of a cluster application failover evicted is purged as
@@ -389,14 +456,14 @@ mod tests {
         let pending = [east.clone(), work("west", false)];
         let healthy = [east.clone(), work("west", true)];
         let names = |s: &BindingSpec, works: &[Arc<Work>], now: &str| -> Vec<String> {
-            kept(s, &clusters, works, 1, at(now))
+            kept(s, &clusters, works, &[], 1, at(now))
                 .into_iter()
                 .map(|k| k.cluster)
                 .collect()
         };
         let graceful = evicted("Gracefully", 60);
         assert_eq!(
-            kept(&graceful, &clusters, &pending, 1, at("2026-01-01T00:05:30Z")),
+            kept(&graceful, &clusters, &pending, &[], 1, at("2026-01-01T00:05:30Z")),
             vec![Kept {
                 cluster: "east".to_string(),
                 note: "application failover moved the workload away from cluster east; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:06:00Z (purgeMode Gracefully)".to_string(),
@@ -407,7 +474,7 @@ mod tests {
         assert!(names(&graceful, &healthy, "2026-01-01T00:05:30Z").is_empty());
         assert!(names(&evicted("Directly", 60), &pending, "2026-01-01T00:05:30Z").is_empty());
         assert_eq!(
-            kept(&evicted("Never", 60), &clusters, &healthy, 1, at("2026-01-02T00:00:00Z")),
+            kept(&evicted("Never", 60), &clusters, &healthy, &[], 1, at("2026-01-02T00:00:00Z")),
             vec![Kept {
                 cluster: "east".to_string(),
                 note: "application failover moved the workload away from cluster east; its copy stays until the template's next generation (purgeMode Never)".to_string(),
