@@ -10,7 +10,8 @@
 //!   there would go ([`plan`], the detector's scheduler, nothing written with
 //!   `--dry-run`), and it refuses when one would be left with no cluster at all, which
 //!   would remove it from the fleet, unless `--force`.
-//! - `uncordon` removes both taints.
+//! - `uncordon` removes both taints; `cordon` on a drained cluster removes the
+//!   NoExecute one (the drain is lifted) and keeps it cordoned.
 //!
 //! The taints are written with the Cluster's resourceVersion (the registry's monitor
 //! writes its own taints too), again on a conflict.
@@ -177,9 +178,37 @@ fn text(rows: &[Row], cluster: &str) -> String {
     rows_table(rows, format!("ONCE {cluster} IS DRAINED"))
 }
 
+/// Pure: what `causeway cordon` or `causeway uncordon` says once it wrote (`before`:
+/// the Cluster's taints before, None when nothing changed).
+pub fn said(name: &str, action: Action, before: Option<&[Taint]>) -> String {
+    let key = cluster_taints::UNSCHEDULABLE;
+    let drained = before.is_some_and(|taints| {
+        taints
+            .iter()
+            .any(|t| t.key == key && t.effect == "NoExecute")
+    });
+    match (action, before) {
+        (Action::Uncordon, Some(_)) => format!(
+            "cluster {name} uncordoned: taint {key} removed; workloads may be placed there again"
+        ),
+        (Action::Uncordon, None) => format!("cluster {name} was not cordoned: nothing to do"),
+        (_, Some(_)) if drained => format!(
+            "cluster {name} cordoned, its drain lifted: taint {key}:NoExecute removed, {key}:NoSchedule kept; workloads still scheduled there stop moving away and stay, no new workload is placed there (`causeway drain {name}` drains it again, `causeway uncordon {name}` ends it)"
+        ),
+        (_, Some(_)) => format!(
+            "cluster {name} cordoned: taint {key}:NoSchedule; no new workload is placed there, what runs there stays (`causeway drain {name}` moves it, `causeway uncordon {name}` ends it)"
+        ),
+        (_, None) => format!("cluster {name} is already cordoned: nothing to do"),
+    }
+}
+
 /// Writes the taints `action` wants on Cluster `name`, with its resourceVersion (again
-/// on a conflict); whether anything changed.
-async fn write(hub: &kube::Client, name: &str, action: Action) -> anyhow::Result<bool> {
+/// on a conflict); the taints it had when something changed.
+async fn write(
+    hub: &kube::Client,
+    name: &str,
+    action: Action,
+) -> anyhow::Result<Option<Vec<Taint>>> {
     let api = Api::<Cluster>::all(hub.clone());
     for _ in 0..5 {
         let c = api
@@ -188,7 +217,7 @@ async fn write(hub: &kube::Client, name: &str, action: Action) -> anyhow::Result
             .with_context(|| format!("reading Cluster {name} on the hub"))?;
         let want = taints_for(&c.spec.taints, action);
         if want == c.spec.taints {
-            return Ok(false);
+            return Ok(None);
         }
         let patch = serde_json::json!({
             "metadata": {"resourceVersion": c.resource_version()},
@@ -198,7 +227,7 @@ async fn write(hub: &kube::Client, name: &str, action: Action) -> anyhow::Result
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => return Ok(true),
+            Ok(_) => return Ok(Some(c.spec.taints)),
             Err(kube::Error::Api(e)) if e.code == 409 => continue,
             Err(e) => {
                 return Err(e).with_context(|| format!("writing the taints of Cluster {name}"));
@@ -220,18 +249,8 @@ pub async fn cordon(args: CordonArgs, action: Action) -> anyhow::Result<()> {
         "the cluster name",
     )
     .await?;
-    let changed = write(&hub, name, action).await?;
-    let key = cluster_taints::UNSCHEDULABLE;
-    match (action, changed) {
-        (Action::Uncordon, true) => println!(
-            "cluster {name} uncordoned: taint {key} removed; workloads may be placed there again"
-        ),
-        (Action::Uncordon, false) => println!("cluster {name} was not cordoned: nothing to do"),
-        (_, true) => println!(
-            "cluster {name} cordoned: taint {key}:NoSchedule; no new workload is placed there, what runs there stays (`causeway drain {name}` moves it, `causeway uncordon {name}` ends it)"
-        ),
-        (_, false) => println!("cluster {name} is already cordoned: nothing to do"),
-    }
+    let before = write(&hub, name, action).await?;
+    println!("{}", said(name, action, before.as_deref()));
     Ok(())
 }
 

@@ -23,7 +23,8 @@ pub struct RegisterArgs {
     /// Context in the member kubeconfig (default: its current context).
     #[arg(long)]
     context: Option<String>,
-    /// kubeconfig of the hub (admin credentials; its server URL and CA go into the agent's kubeconfig).
+    /// kubeconfig of the hub (admin credentials, of any kind kubectl takes: token, client
+    /// certificate, exec plugin; only its server URL and CA go into the agent's kubeconfig).
     #[arg(long, env = "CAUSEWAY_HUB_KUBECONFIG")]
     hub_kubeconfig: PathBuf,
     /// Context in the hub kubeconfig (default: its current context).
@@ -46,8 +47,10 @@ pub struct RegisterArgs {
     #[arg(long)]
     cluster_provider: Option<String>,
     /// Lifetime of the agent's hub token (and of the search server's member token, with
-    /// --search-access), in seconds (re-run register to renew them).
-    #[arg(long, default_value_t = 365 * 24 * 3600)]
+    /// --search-access), in seconds, at least 600 (the API server's minimum); re-run
+    /// register to renew them.
+    #[arg(long, default_value_t = 365 * 24 * 3600,
+          value_parser = clap::value_parser!(i64).range(register::MIN_TOKEN_SECONDS..))]
     token_expiration_seconds: i64,
     /// Let the hub's search server read this member (list and watch, nothing else): creates
     /// ServiceAccount causeway-system/causeway-search in the member, bound to the read-only
@@ -109,9 +112,8 @@ pub struct AgentArgs {
 
 pub async fn register(args: RegisterArgs) -> anyhow::Result<()> {
     let member = join::member_access(&args.kubeconfig, args.context.as_deref())?;
-    let hub_access = join::member_access(&args.hub_kubeconfig, args.hub_context.as_deref())
-        .context("reading the hub kubeconfig")?;
-    let hub = join::client_for(&hub_access).await?;
+    let (hub, hub_endpoint) =
+        register::hub_admin(&args.hub_kubeconfig, args.hub_context.as_deref()).await?;
     let opts = register::RegisterOptions {
         id: args.id,
         region: args.cluster_region,
@@ -121,8 +123,11 @@ pub async fn register(args: RegisterArgs) -> anyhow::Result<()> {
         token_seconds: args.token_expiration_seconds,
         search_access: args.search_access,
         member_endpoint: args.member_api_endpoint,
+        agent_kubeconfig_out: args.agent_kubeconfig_out.clone(),
+        member_kubeconfig: Some(args.kubeconfig.clone()),
+        member_context: args.context.clone(),
     };
-    let done = register::register(hub, &hub_access, &args.name, &member, &opts).await?;
+    let done = register::register(hub, hub_endpoint, &args.name, &member, &opts).await?;
     if let Some(path) = &args.agent_kubeconfig_out {
         std::fs::write(path, &done.agent_kubeconfig)
             .with_context(|| format!("writing {}", path.display()))?;
@@ -168,4 +173,38 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
         causeway_controllers::agent::run(hub, member, args.cluster, timing, metrics.clone(), lead)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        register: RegisterArgs,
+    }
+
+    #[test]
+    fn a_token_lifetime_the_api_server_refuses_is_refused_before_anything_is_written() {
+        let parse = |seconds: &str| {
+            Cli::try_parse_from([
+                "register",
+                "west",
+                "--kubeconfig",
+                "west.conf",
+                "--hub-kubeconfig",
+                "admin.conf",
+                "--token-expiration-seconds",
+                seconds,
+            ])
+        };
+        let e = parse("60").unwrap_err().to_string();
+        assert!(e.contains("60 is not in 600.."), "{e}");
+        assert_eq!(parse("600").unwrap().register.token_expiration_seconds, 600);
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        let help = cmd.render_long_help().to_string();
+        assert!(help.contains("at least 600"), "{help}");
+    }
 }

@@ -187,13 +187,35 @@ pub fn fault_file(dir: &Path, cluster: &str) -> PathBuf {
     dir.join("faults").join(cluster)
 }
 
-/// Writes a fault request for a running `causeway-local up` using `dir`.
+/// The file in which a running `causeway-local up` lists its members (one a line), so
+/// `causeway-local fault` takes only those (a dot name: never a cluster's).
+fn members_file(dir: &Path) -> PathBuf {
+    fault_file(dir, ".members")
+}
+
+/// Lists `members` as the ones `causeway-local fault` may name.
+pub fn write_members(dir: &Path, members: &[String]) -> anyhow::Result<()> {
+    let path = members_file(dir);
+    std::fs::create_dir_all(path.parent().context("fault dir")?)?;
+    std::fs::write(&path, members.join("\n") + "\n")
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes a fault request for a running `causeway-local up` using `dir`; refuses a
+/// cluster that is not one of its members (the hub, the search server).
 pub fn request_fault(dir: &Path, cluster: &str, fault: Fault) -> anyhow::Result<()> {
-    if !dir.join(format!("{cluster}.kubeconfig")).exists() {
+    let Ok(listed) = std::fs::read_to_string(members_file(dir)) else {
         bail!(
-            "no cluster \"{cluster}\" in {} (is `causeway-local up` running with --dir {}?)",
-            dir.display(),
+            "no running `causeway-local up` uses {} (it lists its members there): start one, or pass its --dir",
             dir.display()
+        );
+    };
+    let members: Vec<&str> = listed.lines().filter(|l| !l.is_empty()).collect();
+    if !members.contains(&cluster) {
+        bail!(
+            "no cluster \"{cluster}\" to fault in the `causeway-local up` using {}: faults apply to its members only, one of {}",
+            dir.display(),
+            members.join(", ")
         );
     }
     let path = fault_file(dir, cluster);
@@ -214,6 +236,10 @@ pub async fn follow_faults(
     dir: PathBuf,
     stop: CancellationToken,
 ) {
+    let names: Vec<String> = cs.members.iter().map(|m| m.name().to_string()).collect();
+    if let Err(e) = write_members(&dir, &names) {
+        tracing::error!(error = %format!("{e:#}"), "`causeway-local fault` will not find the members");
+    }
     let mut applied: std::collections::HashMap<String, String> = Default::default();
     loop {
         for m in &cs.members {
@@ -246,5 +272,41 @@ pub async fn follow_faults(
             _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
             _ = stop.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_go_to_members_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        // the kubeconfigs `up` writes: the hub's and the search server's too
+        for c in ["hub", "search", "east", "west"] {
+            std::fs::write(dir.join(format!("{c}.kubeconfig")), "").unwrap();
+        }
+        let e = request_fault(dir, "east", Fault::NotReady)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("no running `causeway-local up` uses"), "{e}");
+        write_members(dir, &["east".into(), "west".into()]).unwrap();
+        for not_a_member in ["hub", "search", "north", ".members"] {
+            let e = request_fault(dir, not_a_member, Fault::Unreachable)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("no cluster \"{not_a_member}\" to fault"))
+                    && e.ends_with("faults apply to its members only, one of east, west"),
+                "{e}"
+            );
+        }
+        assert!(!fault_file(dir, "hub").exists());
+        request_fault(dir, "west", Fault::Unreachable).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(fault_file(dir, "west")).unwrap(),
+            "unreachable"
+        );
     }
 }

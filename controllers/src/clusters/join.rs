@@ -54,6 +54,16 @@ pub fn member_access(kubeconfig: &Path, context: Option<&str>) -> anyhow::Result
         .server
         .clone()
         .context("the kubeconfig cluster has no server URL")?;
+    // the hub reaches members with the CA it is given and verifies them always (a
+    // Cluster's insecureSkipTlsVerification is not acted on): said now, not as a TLS
+    // failure blamed on the credentials
+    if cluster.insecure_skip_tls_verify == Some(true) {
+        bail!(
+            "cluster {} of context {ctx_name} in {} sets insecure-skip-tls-verify: true, which Causeway does not carry over (it always verifies the member's API server): remove it and give the member's CA instead (certificate-authority-data, or a certificate-authority file)",
+            ctx.cluster,
+            kubeconfig.display()
+        );
+    }
     let ca_pem = match (
         &cluster.certificate_authority_data,
         &cluster.certificate_authority,
@@ -89,7 +99,8 @@ pub fn member_access(kubeconfig: &Path, context: Option<&str>) -> anyhow::Result
             .trim()
             .to_string(),
         _ => bail!(
-            "join needs a bearer token in the member kubeconfig (user {user} has none); client certificates and exec plugins are not supported yet"
+            "user {user} of context {ctx_name} in the member kubeconfig {} has no bearer token (token or tokenFile); client certificates and exec plugins are not supported for members yet",
+            kubeconfig.display()
         ),
     };
     Ok(MemberAccess {
@@ -488,6 +499,55 @@ mod tests {
             );
         }
         c
+    }
+
+    #[test]
+    fn a_member_kubeconfig_that_skips_tls_verification_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |cluster: &str| {
+            let path = dir.path().join("member.conf");
+            std::fs::write(
+                &path,
+                format!(
+                    "apiVersion: v1
+kind: Config
+clusters:
+- name: m
+  cluster: {cluster}
+users:
+- name: u
+  user: {{token: t}}
+contexts:
+- name: c
+  context: {{cluster: m, user: u}}
+current-context: c
+"
+                ),
+            )
+            .unwrap();
+            path
+        };
+        let path = write("{server: 'https://10.0.0.1:6443', insecure-skip-tls-verify: true}");
+        let e = member_access(&path, None).unwrap_err().to_string();
+        assert!(
+            e.contains("cluster m of context c")
+                && e.contains("sets insecure-skip-tls-verify: true")
+                && e.contains("certificate-authority-data"),
+            "{e}"
+        );
+        // the same with a CA and verification on is taken
+        let ca = base64::engine::general_purpose::STANDARD.encode("PEM");
+        let path = write(&format!(
+            "{{server: 'https://10.0.0.1:6443', certificate-authority-data: {ca}}}"
+        ));
+        assert_eq!(
+            member_access(&path, None).unwrap(),
+            MemberAccess {
+                server: "https://10.0.0.1:6443".into(),
+                ca_pem: Some("PEM".into()),
+                token: "t".into(),
+            }
+        );
     }
 
     #[test]

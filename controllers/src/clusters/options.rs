@@ -4,17 +4,17 @@
 
 use std::time::Duration;
 
-/// Parses a duration flag such as `500ms`, `10s`, `5m` (zero refused).
+/// Parses a duration flag such as `500ms`, `10s`, `5m`: more than 0, at most 24h.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    causeway_crds::mci::tuning::parse_duration(s)
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("{s:?} is not a duration: use e.g. 500ms, 10s or 1m"))
+    match parse_duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?} must be more than 0, e.g. 500ms, 10s or 1m")),
+        d => Ok(d),
+    }
 }
 
-/// Parses a duration flag that may be zero (`0s` turns the damping off).
+/// Parses a duration flag that may be zero (`0s` turns the damping off), at most 24h.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    causeway_crds::mci::tuning::parse_duration(s)
-        .ok_or_else(|| format!("{s:?} is not a duration: use e.g. 0s, 500ms, 30s or 1m"))
+    causeway_crds::mci::tuning::parse_duration_or_why(s)
 }
 
 /// How member health is observed, damped and aged.
@@ -111,6 +111,29 @@ impl TimingArgs {
             monitor_interval: (self.cluster_monitor_grace_period / 8)
                 .clamp(Duration::from_millis(200), Duration::from_secs(5)),
             stale_endpoints_ttl: self.stale_endpoints_ttl,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_flags_say_which_rule_a_value_breaks() {
+        assert_eq!(parse_interval("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(
+            parse_interval("0s").unwrap_err(),
+            "\"0s\" must be more than 0, e.g. 500ms, 10s or 1m"
+        );
+        for parse in [parse_interval, parse_duration] {
+            assert_eq!(
+                parse("48h").unwrap_err(),
+                "\"48h\" is too long: at most 24h"
+            );
+            let e = parse("soon").unwrap_err();
+            assert!(e.starts_with("\"soon\" is not a duration"), "{e}");
         }
     }
 }

@@ -28,6 +28,154 @@ pub const AGENT_SECRET: &str = "causeway-agent-hub";
 /// Label on every hub object made for one Pull member.
 pub const CLUSTER_LABEL: &str = "causeway.io/cluster";
 
+/// The shortest lifetime the API server grants a TokenRequest (`expirationSeconds`).
+pub const MIN_TOKEN_SECONDS: i64 = 600;
+
+/// Where the agent reaches the hub: all `register` takes from the admin's hub
+/// kubeconfig for the agent's own (whose credentials are the agent's token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubEndpoint {
+    /// The hub API URL.
+    pub server: String,
+    /// The CA bundle (PEM) the hub's serving certificate is verified with, if any.
+    pub ca_pem: Option<String>,
+    /// The name the hub's serving certificate is verified against, when not the URL's
+    /// host (kubeconfig `tls-server-name`).
+    pub tls_server_name: Option<String>,
+}
+
+impl From<&MemberAccess> for HubEndpoint {
+    fn from(access: &MemberAccess) -> Self {
+        HubEndpoint {
+            server: access.server.clone(),
+            ca_pem: access.ca_pem.clone(),
+            tls_server_name: None,
+        }
+    }
+}
+
+impl HubEndpoint {
+    /// Pure: the endpoint of a client configuration kube-rs loaded (its credentials,
+    /// whatever their kind, are not looked at). Refuses one that skips TLS
+    /// verification: the agent always verifies the hub.
+    pub fn from_config(cfg: &kube::Config) -> anyhow::Result<Self> {
+        if cfg.accept_invalid_certs {
+            anyhow::bail!(
+                "the hub kubeconfig (--hub-kubeconfig) sets insecure-skip-tls-verify: true, which Causeway does not carry over into the agent's kubeconfig (the agent always verifies the hub): remove it and give the hub's CA instead (certificate-authority-data, or a certificate-authority file)"
+            );
+        }
+        let mut server = cfg.cluster_url.to_string();
+        // http::Uri shows "https://h:6443" as "https://h:6443/"
+        if cfg.cluster_url.path_and_query().map(|p| p.as_str()) == Some("/") {
+            server.pop();
+        }
+        let ca_pem = cfg
+            .root_cert
+            .as_ref()
+            .filter(|c| !c.is_empty())
+            .map(|certs| {
+                let b64 = base64::engine::general_purpose::STANDARD;
+                certs
+                    .iter()
+                    .map(|der| {
+                        let body = base64::Engine::encode(&b64, der);
+                        let lines: Vec<&str> = body
+                            .as_bytes()
+                            .chunks(64)
+                            .map(|l| std::str::from_utf8(l).expect("base64 is ASCII"))
+                            .collect();
+                        format!(
+                            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                            lines.join("\n")
+                        )
+                    })
+                    .collect()
+            });
+        Ok(HubEndpoint {
+            server,
+            ca_pem,
+            tls_server_name: cfg.tls_server_name.clone(),
+        })
+    }
+}
+
+/// The admin's hub client from `--hub-kubeconfig` (and `--hub-context`), with any
+/// authentication kube-rs supports (token, client certificate, exec plugin...), and
+/// the endpoint the agent's kubeconfig is given.
+pub async fn hub_admin(
+    kubeconfig: &std::path::Path,
+    context: Option<&str>,
+) -> anyhow::Result<(kube::Client, HubEndpoint)> {
+    let source = causeway_runtime::client::Source {
+        kubeconfig: Some(kubeconfig),
+        context,
+        kubeconfig_flag: "--hub-kubeconfig",
+        context_flag: "--hub-context",
+    };
+    let cfg = source.config().await.map_err(|e| {
+        let no_current = e.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<kube::config::KubeconfigError>(),
+                Some(kube::config::KubeconfigError::CurrentContextNotSet)
+            )
+        });
+        if no_current && context.is_none() {
+            e.context("the hub kubeconfig has no current-context: pass --hub-context")
+        } else {
+            e
+        }
+    })?;
+    let endpoint = HubEndpoint::from_config(&cfg)?;
+    let client = kube::Client::try_from(cfg).with_context(|| {
+        format!(
+            "building the hub client from --hub-kubeconfig {}",
+            kubeconfig.display()
+        )
+    })?;
+    Ok((client, endpoint))
+}
+
+/// Pure: the agent's hub kubeconfig: `hub` (at `endpoint` when given) with the agent's
+/// `token`.
+pub fn agent_kubeconfig(hub: &HubEndpoint, endpoint: Option<&str>, token: String) -> Value {
+    let access = MemberAccess {
+        server: endpoint.unwrap_or(&hub.server).to_string(),
+        ca_pem: hub.ca_pem.clone(),
+        token,
+    };
+    let mut kc = kubeconfig_for(&access, "hub");
+    if let Some(name) = &hub.tls_server_name {
+        kc["clusters"][0]["cluster"]["tls-server-name"] = json!(name);
+    }
+    kc
+}
+
+/// Pure: the `causeway agent` command line that runs the agent of `name` by hand: its
+/// hub kubeconfig from `hub_kubeconfig` (the file `--agent-kubeconfig-out` wrote), the
+/// member from `member_kubeconfig` (and `member_context`). What is not known is a
+/// placeholder.
+pub fn agent_command(
+    name: &str,
+    hub_kubeconfig: Option<&std::path::Path>,
+    member_kubeconfig: Option<&std::path::Path>,
+    member_context: Option<&str>,
+) -> String {
+    let hub = hub_kubeconfig.map_or_else(
+        || "<agent-hub.kubeconfig>".to_string(),
+        |p| p.display().to_string(),
+    );
+    let member = member_kubeconfig.map_or_else(
+        || "<member.kubeconfig>".to_string(),
+        |p| p.display().to_string(),
+    );
+    let mut cmd =
+        format!("causeway agent --cluster {name} --hub-kubeconfig {hub} --kubeconfig {member}");
+    if let Some(c) = member_context {
+        cmd.push_str(&format!(" --context {c}"));
+    }
+    cmd
+}
+
 /// What `register` is told besides the two clusters.
 #[derive(Debug, Clone, Default)]
 pub struct RegisterOptions {
@@ -51,6 +199,14 @@ pub struct RegisterOptions {
     /// The member API URL as the search server reaches it (default: the member
     /// kubeconfig's).
     pub member_endpoint: Option<String>,
+    /// For the closing message's `causeway agent` command only: the file the agent's
+    /// hub kubeconfig is written to (`--agent-kubeconfig-out`), the member's kubeconfig
+    /// file and its context.
+    pub agent_kubeconfig_out: Option<std::path::PathBuf>,
+    /// See `agent_kubeconfig_out`.
+    pub member_kubeconfig: Option<std::path::PathBuf>,
+    /// See `agent_kubeconfig_out`.
+    pub member_context: Option<String>,
 }
 
 /// The member ServiceAccount a Pull member registered with search access is read as.
@@ -286,15 +442,29 @@ pub struct Registered {
     pub agent_kubeconfig: String,
 }
 
-/// Registers `name` in pull mode: `hub` and `hub_access` are the admin's hub
-/// credentials, `member` the member's.
+/// Pure: refuses a token lifetime the API server would refuse (checked before
+/// anything is written).
+pub fn check_token_seconds(seconds: i64) -> anyhow::Result<()> {
+    if seconds < MIN_TOKEN_SECONDS {
+        anyhow::bail!(
+            "--token-expiration-seconds {seconds} is too short: the API server issues tokens for at least {MIN_TOKEN_SECONDS} seconds"
+        );
+    }
+    Ok(())
+}
+
+/// Registers `name` in pull mode: `hub` is the admin's hub client and `hub_endpoint`
+/// where the agent reaches the hub (a [`HubEndpoint`], or the `MemberAccess` of the
+/// hub: only its server and CA are used), `member` the member's credentials.
 pub async fn register(
     hub: kube::Client,
-    hub_access: &MemberAccess,
+    hub_endpoint: impl Into<HubEndpoint>,
     name: &str,
     member_access: &MemberAccess,
     opts: &RegisterOptions,
 ) -> anyhow::Result<Registered> {
+    check_token_seconds(opts.token_seconds)?;
+    let hub_endpoint: HubEndpoint = hub_endpoint.into();
     let member = client_for(member_access).await?;
     let Identity { id, uid, version } = identify(
         &hub,
@@ -315,15 +485,11 @@ pub async fn register(
         "the agent's ServiceAccount on the hub",
     )
     .await?;
-    let agent_access = MemberAccess {
-        server: opts
-            .hub_endpoint
-            .clone()
-            .unwrap_or_else(|| hub_access.server.clone()),
-        ca_pem: hub_access.ca_pem.clone(),
+    let kubeconfig = serde_json::to_string_pretty(&agent_kubeconfig(
+        &hub_endpoint,
+        opts.hub_endpoint.as_deref(),
         token,
-    };
-    let kubeconfig = serde_json::to_string_pretty(&kubeconfig_for(&agent_access, "hub"))?;
+    ))?;
     apply_all(
         &member,
         &[
@@ -393,9 +559,21 @@ pub async fn register(
         )
         .await?;
     }
+    let by_hand = agent_command(
+        name,
+        opts.agent_kubeconfig_out.as_deref(),
+        opts.member_kubeconfig.as_deref(),
+        opts.member_context.as_deref(),
+    );
+    let hub_file = if opts.agent_kubeconfig_out.is_some() {
+        String::new()
+    } else {
+        " (with that Secret's key kubeconfig in a file, or the file --agent-kubeconfig-out writes)"
+            .to_string()
+    };
     Ok(Registered {
         message: format!(
-            "cluster \"{name}\" (id {id}, Kubernetes {version}) registered in pull mode{search}; its agent's hub credentials are in Secret {SYSTEM_NAMESPACE}/{AGENT_SECRET} of the member: start the agent there (kubectl apply -f deploy/agent/) or run `causeway agent --cluster {name}`"
+            "cluster \"{name}\" (id {id}, Kubernetes {version}) registered in pull mode{search}; its agent's hub credentials are in Secret {SYSTEM_NAMESPACE}/{AGENT_SECRET} of the member: start the agent there (kubectl apply -f deploy/agent/) or run `{by_hand}`{hub_file}"
         ),
         agent_kubeconfig: kubeconfig,
     })
@@ -469,6 +647,200 @@ pub async fn unregister(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hub kubeconfig whose user is `user` (YAML flow mapping), with context `admin`
+    /// current unless `current` is false.
+    fn hub_kubeconfig(
+        dir: &std::path::Path,
+        cluster: &str,
+        user: &str,
+        current: bool,
+    ) -> std::path::PathBuf {
+        let path = dir.join("admin.conf");
+        let current = if current {
+            "current-context: admin\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1
+kind: Config
+clusters:
+- name: hub
+  cluster: {cluster}
+users:
+- name: admin
+  user: {user}
+contexts:
+- name: admin
+  context: {{cluster: hub, user: admin}}
+{current}"
+            ),
+        )
+        .unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn the_hub_is_read_with_any_credentials_and_gives_the_agent_only_its_endpoint() {
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        // a hub whose admin authenticates with a client certificate, no token
+        let server = kubesim::Server::start(kubesim::Config::new("hub"))
+            .await
+            .unwrap();
+        let cert = server
+            .issue_client_cert(&kubesim::User::admin("cert-admin"))
+            .unwrap();
+        // an authenticated request (anyone may read /version)
+        async fn lists(client: &kube::Client) {
+            Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+                .list(&Default::default())
+                .await
+                .unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let ca = server.ca_pem().unwrap();
+        let path = hub_kubeconfig(
+            dir.path(),
+            &format!(
+                "{{server: '{}', certificate-authority-data: {}}}",
+                server.url(),
+                b64(ca)
+            ),
+            &format!(
+                "{{client-certificate-data: {}, client-key-data: {}}}",
+                b64(&cert.cert_pem),
+                b64(&cert.key_pem)
+            ),
+            true,
+        );
+        let (admin, hub) = hub_admin(&path, None).await.unwrap();
+        lists(&admin).await;
+        assert_eq!(hub.server, server.url());
+        assert_eq!(hub.tls_server_name, None);
+        // the agent's kubeconfig: the hub's endpoint and CA with the agent's token (the
+        // admin's here), nothing of the admin's certificate
+        let kc = agent_kubeconfig(&hub, None, server.admin_token().into());
+        assert_eq!(
+            kc["users"][0]["user"],
+            json!({"token": server.admin_token()})
+        );
+        let kc: kube::config::Kubeconfig = serde_json::from_value(kc).unwrap();
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        lists(&kube::Client::try_from(cfg).unwrap()).await;
+
+        // an exec plugin, a TLS server name and another endpoint for the agent
+        let exec = |token: &str| {
+            r#"{exec: {apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never, command: sh,
+              args: ['-c', 'echo ''{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {"token": "TOKEN"}}''']}}"#
+                .replace("TOKEN", token)
+        };
+        let path = hub_kubeconfig(
+            dir.path(),
+            &format!(
+                "{{server: '{}', certificate-authority-data: {}}}",
+                server.url(),
+                b64(ca)
+            ),
+            &exec(server.admin_token()),
+            true,
+        );
+        let (admin, _) = hub_admin(&path, None).await.unwrap();
+        lists(&admin).await;
+        let path = hub_kubeconfig(
+            dir.path(),
+            "{server: 'https://hub.example:6443/', tls-server-name: api.hub}",
+            &exec("t"),
+            true,
+        );
+        let (_, hub) = hub_admin(&path, None).await.unwrap();
+        assert_eq!(
+            hub,
+            HubEndpoint {
+                server: "https://hub.example:6443".into(),
+                ca_pem: None,
+                tls_server_name: Some("api.hub".into()),
+            }
+        );
+        let kc = agent_kubeconfig(&hub, Some("https://10.0.0.9"), "t".into());
+        assert_eq!(
+            kc["clusters"][0]["cluster"],
+            json!({"server": "https://10.0.0.9", "tls-server-name": "api.hub"})
+        );
+    }
+
+    #[tokio::test]
+    async fn hub_kubeconfig_errors_name_the_hub_flags() {
+        let err = |r: anyhow::Result<(kube::Client, HubEndpoint)>| match r {
+            Ok(_) => panic!("accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let user = "{token: t}";
+        let path = hub_kubeconfig(
+            dir.path(),
+            "{server: 'https://hub.example:6443'}",
+            user,
+            false,
+        );
+        let e = err(hub_admin(&path, None).await);
+        assert!(
+            e.starts_with("the hub kubeconfig has no current-context: pass --hub-context: using --hub-kubeconfig"),
+            "{e}"
+        );
+        assert!(!e.contains("join") && !e.contains("member"), "{e}");
+        let (_, hub) = hub_admin(&path, Some("admin")).await.unwrap();
+        assert_eq!(hub.server, "https://hub.example:6443");
+        let e = err(hub_admin(&path, Some("other")).await);
+        assert!(
+            e.contains("context \"other\" (--hub-context) of --hub-kubeconfig"),
+            "{e}"
+        );
+        let path = hub_kubeconfig(
+            dir.path(),
+            "{server: 'https://hub.example:6443', insecure-skip-tls-verify: true}",
+            user,
+            true,
+        );
+        let e = err(hub_admin(&path, None).await);
+        assert!(
+            e.contains("--hub-kubeconfig") && e.contains("insecure-skip-tls-verify"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_agent_command_names_both_kubeconfigs() {
+        use std::path::Path;
+        assert_eq!(
+            agent_command(
+                "west",
+                Some(Path::new("agent.conf")),
+                Some(Path::new("west.conf")),
+                Some("w")
+            ),
+            "causeway agent --cluster west --hub-kubeconfig agent.conf --kubeconfig west.conf --context w"
+        );
+        assert_eq!(
+            agent_command("west", None, None, None),
+            "causeway agent --cluster west --hub-kubeconfig <agent-hub.kubeconfig> --kubeconfig <member.kubeconfig>"
+        );
+    }
+
+    #[test]
+    fn a_token_shorter_than_the_api_server_grants_is_refused() {
+        assert!(check_token_seconds(600).is_ok());
+        let e = check_token_seconds(60).unwrap_err().to_string();
+        assert!(
+            e.contains("--token-expiration-seconds 60 is too short") && e.contains("600"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn the_agent_may_write_only_its_own_cluster_lease_outbox_and_works() {

@@ -168,3 +168,31 @@ fn a_drain_predicts_what_the_detector_keeps() {
         "{v}"
     );
 }
+
+#[test]
+fn cordoning_a_drained_cluster_says_the_drain_is_lifted() {
+    let key = cluster_taints::UNSCHEDULABLE;
+    let cordoned = [taint(key, "NoSchedule")];
+    let drained = [taint(key, "NoSchedule"), taint(key, "NoExecute")];
+    let s = said("east", Action::Cordon, Some(&drained));
+    assert!(
+        s.starts_with("cluster east cordoned, its drain lifted")
+            && s.contains(&format!("{key}:NoExecute removed"))
+            && !s.contains("what runs there stays"),
+        "{s}"
+    );
+    let s = said("east", Action::Cordon, Some(&[]));
+    assert!(s.contains("what runs there stays"), "{s}");
+    assert_eq!(
+        said("east", Action::Cordon, None),
+        "cluster east is already cordoned: nothing to do"
+    );
+    // what `write` writes in each case: the drain is lifted only when there was one
+    assert_eq!(taints_for(&drained, Action::Cordon), cordoned);
+    let s = said("east", Action::Uncordon, Some(&drained));
+    assert!(s.starts_with("cluster east uncordoned"), "{s}");
+    assert_eq!(
+        said("east", Action::Uncordon, None),
+        "cluster east was not cordoned: nothing to do"
+    );
+}

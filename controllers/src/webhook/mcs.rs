@@ -57,8 +57,12 @@ fn only_finalizers_or_owners(req: &Value) -> bool {
 pub struct McsPolicy {
     /// A user besides cluster admins (`system:masters`) who may write ServiceImports and
     /// ServiceExports in protected namespaces: the identities Causeway's controllers
-    /// run as (repeat the flag for each; the defaults are deploy/'s service accounts:
-    /// the hub controller, and a member's push-mode and pull-mode agents).
+    /// run as (repeat the flag for each). Giving the flag replaces the defaults, deploy/'s
+    /// service accounts system:serviceaccount:causeway-system:causeway-controller (the
+    /// hub controller), system:serviceaccount:causeway-system:causeway-hub (the hub's
+    /// access to a push-mode member) and
+    /// system:serviceaccount:causeway-system:causeway-agent (a pull-mode agent): list
+    /// those Causeway still runs as too, or its own writes are refused.
     #[arg(
         long = "mcs-writer",
         value_name = "USER",
@@ -71,7 +75,8 @@ pub struct McsPolicy {
     pub writers: Vec<String>,
     /// A group of cluster admins, who may write the MCS API freely (repeat the flag for
     /// each; give the group your cluster-admin binding names, e.g. on a managed
-    /// Kubernetes whose admins are not in `system:masters`).
+    /// Kubernetes whose admins are not in `system:masters`). Giving the flag replaces
+    /// the default `system:masters`.
     #[arg(
         long = "mcs-admin-group",
         value_name = "GROUP",
@@ -516,6 +521,25 @@ mod tests {
             false,
             "the defaults are replaced"
         );
+        // the help says the flag replaces its defaults, and names them
+        let help = <Cli as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        let writer = help
+            .split("--mcs-writer <USER>")
+            .nth(1)
+            .and_then(|h| h.split("--mcs-admin-group").next())
+            .unwrap();
+        assert!(
+            writer.contains("Giving the flag replaces the defaults"),
+            "{writer}"
+        );
+        for default in McsPolicy::default().writers {
+            assert!(
+                writer.contains(&format!("{default} (")),
+                "{default}: {writer}"
+            );
+        }
         let none = Cli::parse_from(["x", "--protected-export-namespaces", ""]);
         assert!(
             none.p

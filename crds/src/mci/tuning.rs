@@ -159,7 +159,11 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> (Tuning, Vec<FieldError>
         if let Some(v) = get(key) {
             match parse_duration(v) {
                 Some(d) if !d.is_zero() => *slot = Some(d),
-                _ => bad(key, v, "a positive duration such as 500ms, 2s or 1m"),
+                _ => bad(
+                    key,
+                    v,
+                    "a duration more than 0 and at most 24h, such as 500ms, 2s or 1m",
+                ),
             }
         }
     }
@@ -261,19 +265,38 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> (Tuning, Vec<FieldError>
     (t, errs)
 }
 
-/// `500ms`, `2s`, `1.5s`, `1m`, `1h`.
+/// The longest duration [`parse_duration`] takes: 24h.
+pub const MAX_DURATION: Duration = Duration::from_secs(86_400);
+
+/// `500ms`, `2s`, `1.5s`, `1m`, `1h`; at most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Option<Duration> {
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    parse_duration_or_why(s).ok()
+}
+
+/// [`parse_duration`], saying why a value is refused (for flags' errors): not a
+/// duration, or longer than [`MAX_DURATION`].
+pub fn parse_duration_or_why(s: &str) -> Result<Duration, String> {
+    let not = || {
+        format!(
+            "{s:?} is not a duration: use a number and a unit (ms, s, m or h), e.g. 500ms, 10s or 1m"
+        )
+    };
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(not)?;
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
+    let n: f64 = num.parse().map_err(|_| not())?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" => n,
         "m" => n * 60.0,
         "h" => n * 3600.0,
-        _ => return None,
+        _ => return Err(not()),
     };
-    (secs.is_finite() && secs <= 86_400.0).then(|| Duration::from_secs_f64(secs))
+    if !secs.is_finite() || secs > MAX_DURATION.as_secs_f64() {
+        return Err(format!("{s:?} is too long: at most 24h"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn parse_weights(s: &str) -> Option<BTreeMap<String, u32>> {
@@ -436,5 +459,15 @@ mod tests {
         for s in ["", "s", "1", "1d", "-1s", "1 s", "99999h"] {
             assert_eq!(parse_duration(s), None, "{s}");
         }
+        // the refusals say which rule was broken
+        assert_eq!(parse_duration_or_why("24h"), Ok(MAX_DURATION));
+        assert_eq!(
+            parse_duration_or_why("48h").unwrap_err(),
+            "\"48h\" is too long: at most 24h"
+        );
+        assert_eq!(
+            parse_duration_or_why("1d").unwrap_err(),
+            "\"1d\" is not a duration: use a number and a unit (ms, s, m or h), e.g. 500ms, 10s or 1m"
+        );
     }
 }
