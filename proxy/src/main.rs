@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use causeway_crds::mci::tuning::parse_duration;
+use causeway_crds::mci::tuning::parse_duration_or_why;
 use clap::Parser;
 
 fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration like 2s, 500ms or 1m"))
+    parse_duration_or_why(s)
 }
 
 /// The Causeway MultiClusterIngress L7 proxy: watches MultiClusterIngresses,

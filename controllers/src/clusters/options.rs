@@ -6,10 +6,7 @@ use std::time::Duration;
 
 /// Parses a duration flag such as `500ms`, `10s`, `5m`: more than 0, at most 24h.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    match parse_duration(s)? {
-        d if d.is_zero() => Err(format!("{s:?} must be more than 0, e.g. 500ms, 10s or 1m")),
-        d => Ok(d),
-    }
+    causeway_crds::mci::tuning::parse_interval_or_why(s)
 }
 
 /// Parses a duration flag that may be zero (`0s` turns the damping off), at most 24h.

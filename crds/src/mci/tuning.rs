@@ -273,6 +273,14 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     parse_duration_or_why(s).ok()
 }
 
+/// [`parse_duration_or_why`] for an interval, which must be more than 0.
+pub fn parse_interval_or_why(s: &str) -> Result<Duration, String> {
+    match parse_duration_or_why(s)? {
+        d if d.is_zero() => Err(format!("{s:?} must be more than 0, e.g. 500ms, 10s or 1m")),
+        d => Ok(d),
+    }
+}
+
 /// [`parse_duration`], saying why a value is refused (for flags' errors): not a
 /// duration, or longer than [`MAX_DURATION`].
 pub fn parse_duration_or_why(s: &str) -> Result<Duration, String> {

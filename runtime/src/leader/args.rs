@@ -7,9 +7,7 @@ use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use super::{Elector, Timings, default_identity};
 
 fn interval(s: &str) -> Result<Duration, String> {
-    causeway_crds::mci::tuning::parse_duration(s)
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("{s:?} is not a duration: use e.g. 500ms, 2s or 15s"))
+    causeway_crds::mci::tuning::parse_interval_or_why(s)
 }
 
 /// `--leader-elect` and its settings, for a binary that runs as several replicas.

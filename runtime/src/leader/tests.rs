@@ -238,4 +238,12 @@ fn flags_have_kube_controller_manager_names_and_defaults() {
     );
     let e = Cli::try_parse_from(["x", "--leader-elect-retry-period", "soon"]).unwrap_err();
     assert!(e.to_string().contains("\"soon\" is not a duration"), "{e}");
+    // the rule a value breaks is said
+    for (value, says) in [
+        ("0s", "must be more than 0"),
+        ("48h", "is too long: at most 24h"),
+    ] {
+        let e = Cli::try_parse_from(["x", "--leader-elect-retry-period", value]).unwrap_err();
+        assert!(e.to_string().contains(says), "{value}: {e}");
+    }
 }
