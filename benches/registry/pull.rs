@@ -42,7 +42,7 @@ pub async fn cut_off(
         token_seconds: 3600,
         ..Default::default()
     };
-    let hub_access = causeway_e2e::access(hub);
+    let hub_endpoint = causeway_e2e::hub_endpoint(hub);
     let mut names = Vec::new();
     let mut agents = Vec::new();
     let mut registered = Vec::new();
@@ -50,7 +50,7 @@ pub async fn cut_off(
         let name = m.name().to_string();
         let done = register(
             hub_client.clone(),
-            &hub_access,
+            hub_endpoint.clone(),
             &name,
             &causeway_e2e::access(m),
             &opts,

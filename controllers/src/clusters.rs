@@ -11,6 +11,8 @@ pub mod register;
 pub mod registry;
 pub mod status;
 pub mod summary;
+#[cfg(test)]
+mod testing;
 
 /// How long one call to a hub or member API server may take in the registry's loops:
 /// kube's client has no read timeout and retries 429/503 for minutes, and one stuck

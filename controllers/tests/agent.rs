@@ -7,7 +7,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use causeway_controllers::clusters::join::MemberAccess;
-use causeway_controllers::clusters::register::{RegisterOptions, register};
+use causeway_controllers::clusters::register::{HubEndpoint, RegisterOptions, register};
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::federation::cluster::Cluster;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -25,6 +25,14 @@ fn access(s: &kubesim::Server) -> MemberAccess {
         server: s.url(),
         ca_pem: s.ca_pem().map(String::from),
         token: s.admin_token().into(),
+    }
+}
+
+fn endpoint(s: &kubesim::Server) -> HubEndpoint {
+    HubEndpoint {
+        server: s.url(),
+        ca_pem: s.ca_pem().map(String::from),
+        tls_server_name: None,
     }
 }
 
@@ -99,7 +107,7 @@ async fn pull_member() -> Pull {
     }
     let done = register(
         h.clone(),
-        &access(&hub),
+        endpoint(&hub),
         "west",
         &access(&west),
         &RegisterOptions {

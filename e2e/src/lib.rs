@@ -445,6 +445,15 @@ pub fn access(s: &Server) -> causeway_controllers::clusters::join::MemberAccess 
     }
 }
 
+/// Where a Pull agent reaches a hub server (its URL and CA).
+pub fn hub_endpoint(s: &Server) -> causeway_controllers::clusters::register::HubEndpoint {
+    causeway_controllers::clusters::register::HubEndpoint {
+        server: s.url(),
+        ca_pem: s.ca_pem().map(String::from),
+        tls_server_name: None,
+    }
+}
+
 fn entry(s: &Server) -> kubesim::kubeconfig::Entry {
     kubesim::kubeconfig::Entry {
         name: s.name().to_string(),

@@ -15,7 +15,7 @@ use causeway_controllers::clusters::register::{RegisterOptions, Registered, regi
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Clusterset, access, client};
+use crate::{Clusterset, access, client, hub_endpoint};
 
 /// A TCP forwarder on 127.0.0.1 that can be cut: while cut, open connections are closed
 /// and new ones are dropped at once.
@@ -135,7 +135,7 @@ impl Clusterset {
             agent_kubeconfig, ..
         } = register(
             client(&self.hub).await?,
-            &access(&self.hub),
+            hub_endpoint(&self.hub),
             name,
             &access(member),
             &RegisterOptions {

@@ -505,32 +505,12 @@ mod tests {
     fn a_member_kubeconfig_that_skips_tls_verification_is_refused_up_front() {
         let dir = tempfile::tempdir().unwrap();
         let write = |cluster: &str| {
-            let path = dir.path().join("member.conf");
-            std::fs::write(
-                &path,
-                format!(
-                    "apiVersion: v1
-kind: Config
-clusters:
-- name: m
-  cluster: {cluster}
-users:
-- name: u
-  user: {{token: t}}
-contexts:
-- name: c
-  context: {{cluster: m, user: u}}
-current-context: c
-"
-                ),
-            )
-            .unwrap();
-            path
+            crate::clusters::testing::kubeconfig(dir.path(), cluster, "{token: t}", true)
         };
         let path = write("{server: 'https://10.0.0.1:6443', insecure-skip-tls-verify: true}");
         let e = member_access(&path, None).unwrap_err().to_string();
         assert!(
-            e.contains("cluster m of context c")
+            e.contains("cluster cl of context ctx")
                 && e.contains("sets insecure-skip-tls-verify: true")
                 && e.contains("certificate-authority-data"),
             "{e}"

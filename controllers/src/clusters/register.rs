@@ -44,16 +44,6 @@ pub struct HubEndpoint {
     pub tls_server_name: Option<String>,
 }
 
-impl From<&MemberAccess> for HubEndpoint {
-    fn from(access: &MemberAccess) -> Self {
-        HubEndpoint {
-            server: access.server.clone(),
-            ca_pem: access.ca_pem.clone(),
-            tls_server_name: None,
-        }
-    }
-}
-
 impl HubEndpoint {
     /// Pure: the endpoint of a client configuration kube-rs loaded (its credentials,
     /// whatever their kind, are not looked at). Refuses one that skips TLS
@@ -74,21 +64,10 @@ impl HubEndpoint {
             .as_ref()
             .filter(|c| !c.is_empty())
             .map(|certs| {
-                let b64 = base64::engine::general_purpose::STANDARD;
+                let lf = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
                 certs
                     .iter()
-                    .map(|der| {
-                        let body = base64::Engine::encode(&b64, der);
-                        let lines: Vec<&str> = body
-                            .as_bytes()
-                            .chunks(64)
-                            .map(|l| std::str::from_utf8(l).expect("base64 is ASCII"))
-                            .collect();
-                        format!(
-                            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-                            lines.join("\n")
-                        )
-                    })
+                    .map(|der| pem::encode_config(&pem::Pem::new("CERTIFICATE", der.to_vec()), lf))
                     .collect()
             });
         Ok(HubEndpoint {
@@ -454,17 +433,15 @@ pub fn check_token_seconds(seconds: i64) -> anyhow::Result<()> {
 }
 
 /// Registers `name` in pull mode: `hub` is the admin's hub client and `hub_endpoint`
-/// where the agent reaches the hub (a [`HubEndpoint`], or the `MemberAccess` of the
-/// hub: only its server and CA are used), `member` the member's credentials.
+/// where the agent reaches the hub, `member` the member's credentials.
 pub async fn register(
     hub: kube::Client,
-    hub_endpoint: impl Into<HubEndpoint>,
+    hub_endpoint: HubEndpoint,
     name: &str,
     member_access: &MemberAccess,
     opts: &RegisterOptions,
 ) -> anyhow::Result<Registered> {
     check_token_seconds(opts.token_seconds)?;
-    let hub_endpoint: HubEndpoint = hub_endpoint.into();
     let member = client_for(member_access).await?;
     let Identity { id, uid, version } = identify(
         &hub,
@@ -648,40 +625,7 @@ pub async fn unregister(
 mod tests {
     use super::*;
 
-    /// A hub kubeconfig whose user is `user` (YAML flow mapping), with context `admin`
-    /// current unless `current` is false.
-    fn hub_kubeconfig(
-        dir: &std::path::Path,
-        cluster: &str,
-        user: &str,
-        current: bool,
-    ) -> std::path::PathBuf {
-        let path = dir.join("admin.conf");
-        let current = if current {
-            "current-context: admin\n"
-        } else {
-            ""
-        };
-        std::fs::write(
-            &path,
-            format!(
-                "apiVersion: v1
-kind: Config
-clusters:
-- name: hub
-  cluster: {cluster}
-users:
-- name: admin
-  user: {user}
-contexts:
-- name: admin
-  context: {{cluster: hub, user: admin}}
-{current}"
-            ),
-        )
-        .unwrap();
-        path
-    }
+    use crate::clusters::testing::kubeconfig as hub_kubeconfig;
 
     #[tokio::test]
     async fn the_hub_is_read_with_any_credentials_and_gives_the_agent_only_its_endpoint() {
@@ -794,7 +738,7 @@ contexts:
             "{e}"
         );
         assert!(!e.contains("join") && !e.contains("member"), "{e}");
-        let (_, hub) = hub_admin(&path, Some("admin")).await.unwrap();
+        let (_, hub) = hub_admin(&path, Some("ctx")).await.unwrap();
         assert_eq!(hub.server, "https://hub.example:6443");
         let e = err(hub_admin(&path, Some("other")).await);
         assert!(

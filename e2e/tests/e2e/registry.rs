@@ -7,7 +7,7 @@ use std::time::Duration;
 use causeway_controllers::clusters::options::Timing;
 use causeway_controllers::clusters::register::{RegisterOptions, register};
 use causeway_crds::federation::cluster::{Cluster, taints};
-use causeway_e2e::{Clusterset, Options, access, client};
+use causeway_e2e::{Clusterset, Options, access, client, hub_endpoint};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -238,7 +238,7 @@ async fn a_silent_agent_makes_its_cluster_unknown_and_a_new_one_recovers_it() {
     let hub = client(&cs.hub).await.unwrap();
     let done = register(
         hub.clone(),
-        &access(&cs.hub),
+        hub_endpoint(&cs.hub),
         "west",
         &access(cs.member("west").unwrap()),
         &RegisterOptions {
@@ -320,7 +320,7 @@ async fn an_agent_cannot_touch_another_clusters_objects() {
     for name in ["east", "west"] {
         let done = register(
             hub.clone(),
-            &access(&cs.hub),
+            hub_endpoint(&cs.hub),
             name,
             &access(cs.member(name).unwrap()),
             &RegisterOptions {
@@ -646,7 +646,7 @@ async fn an_unregister_that_gave_up_waiting_is_finished_by_running_it_again() {
     let hub = client(&cs.hub).await.unwrap();
     register(
         hub.clone(),
-        &access(&cs.hub),
+        hub_endpoint(&cs.hub),
         "west",
         &access(cs.member("west").unwrap()),
         &RegisterOptions {

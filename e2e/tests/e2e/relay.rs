@@ -12,7 +12,7 @@ use causeway_controllers::mcs::exporter::{self, Target};
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels;
-use causeway_e2e::{Options, access};
+use causeway_e2e::{Options, access, hub_endpoint};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
@@ -83,7 +83,7 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
     let west = m.cs.member("west").unwrap();
     let done = register(
         m.hub.clone(),
-        &access(&m.cs.hub),
+        hub_endpoint(&m.cs.hub),
         "west",
         &access(west),
         &RegisterOptions {

@@ -10,7 +10,7 @@ use causeway_controllers::clusters::options::Timing;
 use causeway_controllers::clusters::register::{
     RegisterOptions, SEARCH_ACCOUNT, SEARCH_READER_ROLE, register, search_reader_rules,
 };
-use causeway_e2e::{Options, access};
+use causeway_e2e::{Options, access, hub_endpoint};
 
 use crate::mcs_support::eventually;
 use crate::propagation::get;
@@ -202,7 +202,7 @@ async fn search_reads_push_and_pull_members_with_least_privilege() {
     // registering west again without --search-access takes the access back
     register(
         hub.clone(),
-        &access(&env.cs.hub),
+        hub_endpoint(&env.cs.hub),
         "west",
         &access(env.cs.member("west").unwrap()),
         &RegisterOptions {
