@@ -118,7 +118,10 @@ impl Desired {
 /// by binding key (`(namespace, name)`, "" for a ClusterResourceBinding), whose health
 /// application failover reads. `now` stamps the `lastTransitionTime` of a `Scheduled`
 /// condition whose status changes; `evictions` is the failover rate limit's bucket,
-/// which the loop keeps across rounds.
+/// which the loop keeps across rounds, and `written` says which bindings (namespace, ""
+/// for a ClusterResourceBinding, and name) the round writes: only those spend from it
+/// (a round that handles some bindings would otherwise spend the tokens on moves it
+/// does not make, and the round that writes them find the bucket empty).
 #[allow(clippy::too_many_arguments)]
 pub fn desired(
     templates: &[Arc<DynamicObject>],
@@ -130,6 +133,7 @@ pub fn desired(
     works: &HashMap<(String, String), Vec<Arc<Work>>>,
     now: &Time,
     evictions: &mut evictions::Evictions,
+    written: &dyn Fn(&str, &str) -> bool,
     interpreters: &Interpreters,
 ) -> Desired {
     let mut out = Desired::default();
@@ -336,6 +340,7 @@ pub fn desired(
             workload,
             &verdict,
             evictions,
+            written(meta.namespace.as_deref().unwrap_or_default(), &name),
             now.0,
         );
         if let Some(at) = placed.next {

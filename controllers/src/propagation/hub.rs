@@ -461,6 +461,9 @@ async fn round(
         &works,
         &now,
         &mut memos.evictions,
+        // a binding the round handles through a requirer only keeps its clusters: the
+        // next full round moves it
+        &|ns, name| dirty.full || dirty.keys.contains(&(ns.to_string(), name.to_string())),
         &interpreters,
     );
     memos.due = want

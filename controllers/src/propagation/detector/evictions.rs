@@ -38,11 +38,19 @@ impl Evictions {
         }
     }
 
-    fn refill(&mut self, now: Timestamp) {
-        if let Some(at) = self.at {
-            let secs = now.duration_since(at).as_secs_f64().max(0.0);
-            self.tokens = (self.tokens + secs * self.rate).min(self.burst);
+    /// The tokens the bucket holds at `now`.
+    fn tokens_at(&self, now: Timestamp) -> f64 {
+        match self.at {
+            Some(at) => {
+                let secs = now.duration_since(at).as_secs_f64().max(0.0);
+                (self.tokens + secs * self.rate).min(self.burst)
+            }
+            None => self.tokens,
         }
+    }
+
+    fn refill(&mut self, now: Timestamp) {
+        self.tokens = self.tokens_at(now);
         self.at = Some(now);
     }
 
@@ -63,7 +71,7 @@ impl Evictions {
 
     /// When the next eviction is allowed.
     pub fn next(&self, now: Timestamp) -> Timestamp {
-        let missing = (1.0_f64.min(self.burst) - self.tokens).max(0.0);
+        let missing = (1.0_f64.min(self.burst) - self.tokens_at(now)).max(0.0);
         let secs = if self.rate > 0.0 {
             missing / self.rate
         } else {
@@ -96,5 +104,10 @@ mod tests {
         assert!(e.take(2, t0));
         assert!(!e.take(1, t0));
         assert_eq!(e.next(t0).duration_since(t0).as_secs(), 2);
+        // asked later without taking, it counts what refilled meanwhile
+        let t1 = t0.checked_add(SignedDuration::from_secs(1)).unwrap();
+        assert_eq!(e.next(t1).duration_since(t1).as_secs(), 1);
+        let t3 = t0.checked_add(SignedDuration::from_secs(3)).unwrap();
+        assert_eq!(e.next(t3), t3);
     }
 }

@@ -27,7 +27,8 @@ pub(super) fn down(c: &Cluster) -> bool {
 
 /// ★ Why cluster failover holds for the whole fleet, if it does: more than
 /// [`DISRUPTION_THRESHOLD`] of the clusters (two at least) stopped being Ready within
-/// [`DISRUPTION_WINDOW`] of each other, which looks like the hub losing its network
+/// [`DISRUPTION_WINDOW`] of each other (and are still not Ready: one that fails later
+/// on its own does not end the hold), which looks like the hub losing its network
 /// rather than the members failing; moving every workload onto the few clusters it
 /// still sees would only overload them. (kube-controller-manager likewise stops node
 /// evictions when a whole zone goes down at once.) A member that never reported is not
@@ -44,15 +45,26 @@ pub fn disruption(clusters: &[Cluster]) -> Option<String> {
         .collect();
     let since =
         |c: &Cluster| crate::clusters::status::ready_of(c).map(|r| r.last_transition_time.0);
-    let failures: Vec<(&Cluster, Timestamp)> = live
+    let mut failures: Vec<(&Cluster, Timestamp)> = live
         .iter()
         .filter(|c| down(c))
         .filter_map(|c| Some((*c, since(c)?)))
         .collect();
-    let latest = failures.iter().map(|(_, t)| *t).max()?;
-    let at_once: Vec<String> = failures
+    failures.sort_by_key(|(_, t)| *t);
+    // the most failures within one window (the latest of equal ones): a member that
+    // fails on its own after the others does not end the hold while they stay down
+    let mut widest = 0..0;
+    let mut first = 0;
+    for (last, (_, t)) in failures.iter().enumerate() {
+        while t.duration_since(failures[first].1) > DISRUPTION_WINDOW {
+            first += 1;
+        }
+        if last + 1 - first >= widest.len() {
+            widest = first..last + 1;
+        }
+    }
+    let at_once: Vec<String> = failures[widest]
         .iter()
-        .filter(|(_, t)| latest.duration_since(*t) <= DISRUPTION_WINDOW)
         .map(|(c, _)| kube::ResourceExt::name_any(*c))
         .collect();
     let share = at_once.len() as f64 / live.len().max(1) as f64;
@@ -85,12 +97,16 @@ pub(super) struct Placed {
 
 /// Schedules `workload` under `placement`, `verdict` being application failover's
 /// (its evictions already in `workload.evicted`) and `bucket` the eviction rate limit.
+/// `written` says whether this round writes the binding: one it does not write spends
+/// nothing from the bucket and keeps its clusters (as it does, unwritten), with the time
+/// the bucket would let it go as `next`, when a full round writes it.
 pub(super) fn place(
     placement: &Placement,
     clusters: &[Cluster],
     mut workload: Workload,
     verdict: &app_failover::Verdict,
     bucket: &mut Evictions,
+    written: bool,
     now: Timestamp,
 ) -> Placed {
     let new = &verdict.evictions[verdict.evictions.len() - verdict.new..];
@@ -130,7 +146,8 @@ pub(super) fn place(
             })
             .map(|(c, _)| c.clone())
             .collect();
-        if !leaving.is_empty() && !bucket.take(leaving.len(), now) {
+        let allowed = leaving.is_empty() || (written && bucket.take(leaving.len(), now));
+        if !allowed {
             next = Some(bucket.next(now));
             workload.failover_at = None;
             for e in new {

@@ -61,6 +61,7 @@ fn run(
         &HashMap::new(),
         &t(100),
         &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
         &Interpreters::default(),
     )
 }
@@ -173,6 +174,7 @@ fn cluster_scoped_template_gets_a_cluster_resource_binding() {
         &HashMap::new(),
         &t(1),
         &mut evictions::Evictions::default(),
+        &|_, _| true,
         &Interpreters::default(),
     );
     assert!(d.bindings.is_empty());
@@ -470,6 +472,7 @@ fn late_joining_matching_cluster_appears_in_spec_clusters() {
         &HashMap::new(),
         &t(200),
         &mut evictions::Evictions::default(),
+        &|_, _| true,
         &Interpreters::default(),
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["p1", "p2"]);
@@ -631,45 +634,81 @@ fn dependencies_follow_their_workloads() {
 /// J.59, J.63: with failover.cluster, three workloads on a cluster NotReady for long
 /// leave it one at a time: the eviction rate limit lets one go now, the others wait (and
 /// say so) until the bucket refills.
-#[test]
-fn failing_over_is_rate_limited() {
-    let policy = pp("all", "Deployment", json!({"failover": {"cluster": {}}}));
-    let apps = [
-        deployment("a1", 1),
-        deployment("a2", 1),
-        deployment("a3", 1),
-    ];
-    let before = run(&apps, std::slice::from_ref(&policy), &fleet(), &[]);
-    let existing: Vec<Arc<ResourceBinding>> =
-        before.bindings.iter().cloned().map(Arc::new).collect();
-    let mut clusters = fleet();
-    clusters[2] = obj(
-        json!({"metadata": {"name": "c"}, "spec": {"syncMode": "Push"},
-        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ClusterNotReady",
-                                    "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}),
-    );
-    let mut budget = evictions::Evictions::new(0.5, 1.0);
-    let round = |now: i64, existing: &[Arc<ResourceBinding>], budget: &mut evictions::Evictions| {
+/// Three Deployments a1..a3 under a policy with failover.cluster, their bindings on
+/// a, b and c, and the fleet with c NotReady since the epoch.
+struct OnFailedC {
+    policy: Arc<PropagationPolicy>,
+    apps: [Arc<DynamicObject>; 3],
+    existing: Vec<Arc<ResourceBinding>>,
+    clusters: Vec<Arc<Cluster>>,
+}
+
+impl OnFailedC {
+    fn new() -> Self {
+        let policy = pp("all", "Deployment", json!({"failover": {"cluster": {}}}));
+        let apps = [
+            deployment("a1", 1),
+            deployment("a2", 1),
+            deployment("a3", 1),
+        ];
+        let before = run(&apps, std::slice::from_ref(&policy), &fleet(), &[]);
+        let existing = before.bindings.iter().cloned().map(Arc::new).collect();
+        let mut clusters = fleet();
+        clusters[2] = obj(
+            json!({"metadata": {"name": "c"}, "spec": {"syncMode": "Push"},
+            "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ClusterNotReady",
+                                        "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}),
+        );
+        OnFailedC {
+            policy,
+            apps,
+            existing,
+            clusters,
+        }
+    }
+
+    /// A detector round at `now` writing the bindings `written` says.
+    fn round(
+        &self,
+        now: i64,
+        existing: &[Arc<ResourceBinding>],
+        budget: &mut evictions::Evictions,
+        written: &dyn Fn(&str, &str) -> bool,
+    ) -> Desired {
         desired(
-            &apps,
-            std::slice::from_ref(&policy),
+            &self.apps,
+            std::slice::from_ref(&self.policy),
             &[],
-            &clusters,
+            &self.clusters,
             existing,
             &[],
             &HashMap::new(),
             &t(now),
             budget,
+            written,
             &Interpreters::default(),
         )
-    };
-    let d = round(1000, &existing, &mut budget);
-    let on_c: Vec<bool> = d
-        .bindings
+    }
+}
+
+/// Which of the bindings still run on c.
+fn on_c(d: &Desired) -> Vec<bool> {
+    d.bindings
         .iter()
         .map(|b| names(&b.spec.0.clusters).contains(&"c".to_string()))
-        .collect();
-    assert_eq!(on_c, [false, true, true], "one leaves now");
+        .collect()
+}
+
+#[test]
+fn failing_over_is_rate_limited() {
+    let f = OnFailedC::new();
+    let existing = &f.existing;
+    let mut budget = evictions::Evictions::new(0.5, 1.0);
+    let round = |now: i64, existing: &[Arc<ResourceBinding>], budget: &mut evictions::Evictions| {
+        f.round(now, existing, budget, &|_, _| true)
+    };
+    let d = round(1000, existing, &mut budget);
+    assert_eq!(on_c(&d), [false, true, true], "one leaves now");
     let waiting = &d.bindings[1].status.as_ref().unwrap().conditions[0].message;
     assert!(
         waiting
@@ -680,12 +719,35 @@ fn failing_over_is_rate_limited() {
     // two seconds later (the bindings written) the next one goes
     let written: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
     let d = round(1002, &written, &mut budget);
-    let on_c: Vec<bool> = d
-        .bindings
-        .iter()
-        .map(|b| names(&b.spec.0.clusters).contains(&"c".to_string()))
-        .collect();
-    assert_eq!(on_c, [false, false, true]);
+    assert_eq!(on_c(&d), [false, false, true]);
+}
+
+/// J.63: a round that does not write a binding (a partial round, woken by another
+/// binding's Work) spends nothing from the rate limit on it: the full round that
+/// writes it finds the token still there. Before, every partial round spent the token
+/// on a move it did not make, and a busy fleet could hold a failover back for ever.
+#[test]
+fn a_round_spends_the_rate_limit_only_on_the_bindings_it_writes() {
+    let f = OnFailedC::new();
+    let mut budget = evictions::Evictions::new(0.5, 1.0);
+    // a round that writes none of them: every binding keeps c, and is due as soon as
+    // the bucket lets one go (now)
+    let d = f.round(1000, &f.existing, &mut budget, &|_, _| false);
+    assert_eq!(on_c(&d), [true, true, true]);
+    assert_eq!(d.next_due, Some(t(1000).0));
+    // the same again: still nothing spent
+    let d = f.round(1000, &f.existing, &mut budget, &|_, _| false);
+    assert_eq!(on_c(&d), [true, true, true]);
+    // a round that writes a3 only: a3 takes the token
+    let d = f.round(1000, &f.existing, &mut budget, &|_, n| n == "a3-deployment");
+    assert_eq!(on_c(&d), [true, true, false]);
+    // a full round at once finds the bucket empty: the others wait for its refill
+    let d = f.round(1000, &f.existing, &mut budget, &|_, n| n != "a3-deployment");
+    assert_eq!(on_c(&d), [true, true, true]);
+    assert_eq!(d.next_due, Some(t(1002).0));
+    // the full round two seconds later moves the first of the others
+    let d = f.round(1002, &f.existing, &mut budget, &|_, _| true);
+    assert_eq!(on_c(&d), [false, true, true]);
 }
 
 /// A Work of binding `web/<name>-deployment` in `cluster`, running template generation
@@ -739,6 +801,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
             &works,
             &t(now),
             &mut evictions::Evictions::new(1e9, 1e9),
+            &|_, _| true,
             &Interpreters::default(),
         )
     };
@@ -793,6 +856,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
         &HashMap::new(),
         &t(30),
         &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
         &Interpreters::default(),
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
@@ -818,6 +882,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
         .into(),
         &t(100),
         &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
         &Interpreters::default(),
     );
     let b = &d.bindings[0];
@@ -876,6 +941,7 @@ fn application_failover_is_rate_limited() {
         &works,
         &t(100),
         &mut bucket,
+        &|_, _| true,
         &Interpreters::default(),
     );
     let on_a: Vec<bool> = d
@@ -948,6 +1014,48 @@ fn cluster_failover_holds_when_most_clusters_fail_at_once() {
                                     "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}),
     );
     assert_eq!(at_once(never, (*status("c", "False")).clone()), None);
+    // b, c and d failed together and stay down; e fails an hour later on its own:
+    // that does not end the hold (before, only failures near the latest counted)
+    let at = |name: &str, when: &str| {
+        let mut c = (*status(name, "False")).clone();
+        c.status.as_mut().unwrap().conditions[0].last_transition_time = Time(when.parse().unwrap());
+        c
+    };
+    let five = |d: Cluster, e: Cluster| {
+        super::failover::disruption(&[
+            (*status("a", "True")).clone(),
+            at("b", "1970-01-01T00:00:00Z"),
+            at("c", "1970-01-01T00:03:00Z"),
+            d,
+            e,
+        ])
+    };
+    let held = five(
+        at("d", "1970-01-01T00:09:00Z"),
+        (*status("e", "True")).clone(),
+    )
+    .unwrap();
+    assert!(
+        held.contains(": 3 of 5 clusters stopped being Ready at once (b, c, d)"),
+        "{held}"
+    );
+    let held = five(
+        at("d", "1970-01-01T00:09:00Z"),
+        at("e", "1970-01-01T01:00:00Z"),
+    )
+    .unwrap();
+    assert!(
+        held.contains(": 3 of 5 clusters stopped being Ready at once (b, c, d)"),
+        "{held}"
+    );
+    // not at once: b and d are 11 minutes apart, so at most two of five failed together
+    assert_eq!(
+        five(
+            at("d", "1970-01-01T00:11:00Z"),
+            (*status("e", "True")).clone()
+        ),
+        None
+    );
     // one of three: it fails over
     let clusters = vec![
         status("a", "True"),
@@ -1001,6 +1109,7 @@ fn application_failover_does_not_judge_a_cluster_that_is_not_ready() {
         &works,
         &t(100),
         &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
         &Interpreters::default(),
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
@@ -1051,6 +1160,7 @@ fn a_held_older_generation_keeps_the_configmap_it_mounts() {
             &works,
             &t(100),
             &mut evictions::Evictions::new(1e9, 1e9),
+            &|_, _| true,
             &Interpreters::default(),
         )
     };

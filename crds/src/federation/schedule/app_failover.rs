@@ -150,16 +150,16 @@ pub fn decide<'a>(
             out.next_due = Some(out.next_due.map_or(deadline, |d| d.min(deadline)));
             continue;
         }
-        due.push((*name, *since, deadline));
+        due.push((*name, *since));
     }
     if due.is_empty() {
         return out;
     }
     let elsewhere = scheduled
         .iter()
-        .any(|t| !due.iter().any(|(n, _, _)| *n == t.name) && healthy(&t.name));
+        .any(|t| !due.iter().any(|(n, _)| *n == t.name) && healthy(&t.name));
     if scheduled.len() > 1 && !elsewhere {
-        for (name, _, _) in due {
+        for (name, _) in due {
             let others: Vec<&str> = scheduled
                 .iter()
                 .map(|t| t.name.as_str())
@@ -181,7 +181,7 @@ pub fn decide<'a>(
         .map(|p| p.rules.as_slice())
         .unwrap_or_default();
     let before: Vec<String> = scheduled.iter().map(|t| t.name.clone()).collect();
-    for (name, since, deadline) in due {
+    for (name, since) in due {
         let mut reason = format!(
             "unhealthy since {since}, longer than the {tolerated}s failover.application tolerates: moved away until the template's next generation"
         );
@@ -200,9 +200,10 @@ pub fn decide<'a>(
         out.evictions.push(Eviction {
             cluster: name.to_string(),
             reason,
-            // the deadline, not now: computed again (a round on a stale cache), the
-            // eviction is the same
-            evicted_at: Time(deadline),
+            // when the move is made (after any wait for the rate limit, or for a hub
+            // that was down): a graceful purge's grace period counts from it, not from
+            // the deadline, which may be long past
+            evicted_at: Time(now),
             template_generation: generation,
             preserved_label_state: preserved,
             clusters_before_failover: if rules.is_empty() {

@@ -258,8 +258,9 @@ fn evictions_and_holds_explain_themselves() {
         "west" => Some(&w[1]),
         _ => None,
     };
-    // decided two minutes after the deadline: the eviction is timed at the deadline,
-    // so a later round computing it again records the same one
+    // decided two minutes after the deadline (the rate limit held it back, or the hub
+    // was down): the eviction is timed when it is made, so a graceful purge still
+    // gives the other clusters its whole grace period
     let now = at("2026-01-01T00:07:00Z");
     let v = decide(
         Some(&behavior(None)),
@@ -274,7 +275,7 @@ fn evictions_and_holds_explain_themselves() {
         vec![Eviction {
             cluster: "east".into(),
             reason: "unhealthy since 2026-01-01T00:00:00Z, longer than the 300s failover.application tolerates: moved away until the template's next generation".into(),
-            evicted_at: Time(at("2026-01-01T00:05:00Z")),
+            evicted_at: Time(at("2026-01-01T00:07:00Z")),
             template_generation: Some(G),
             preserved_label_state: Default::default(),
             clusters_before_failover: Vec::new(),
