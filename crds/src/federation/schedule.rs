@@ -390,7 +390,19 @@ fn rejects(
                 .then(|| Reason::FailedOver(failover::reason(cluster, since, deadline)))
         })
         .or_else(|| {
-            taints::untolerated_taint(&cluster.spec.taints, &placement.cluster_tolerations, placed)
+            // the registry's not-ready and unreachable taints follow Ready a moment
+            // later: a cluster Ready again is scheduled as before at once (J.62), not
+            // once the monitor lifts them (meanwhile the copy failover kept there
+            // would be purged, and made again)
+            let ready = failover::ready(cluster);
+            let taints: Vec<_> = cluster
+                .spec
+                .taints
+                .iter()
+                .filter(|t| !(ready && failover::follows_ready(t)))
+                .cloned()
+                .collect();
+            taints::untolerated_taint(&taints, &placement.cluster_tolerations, placed)
                 .map(Reason::Taint)
         })
 }

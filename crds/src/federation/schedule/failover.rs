@@ -23,6 +23,22 @@ use crate::federation::cluster::{Cluster, conditions, taints};
 /// Tolerated when no cluster toleration says otherwise (Karmada's default).
 pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
+/// Whether `cluster`'s Ready condition is True.
+pub fn ready(cluster: &Cluster) -> bool {
+    cluster.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == conditions::READY && c.status == "True")
+    })
+}
+
+/// Whether `taint` is one the registry's monitor keeps in step with Ready (its
+/// NoSchedule `not-ready` or `unreachable`).
+pub fn follows_ready(taint: &Taint) -> bool {
+    taint.effect == "NoSchedule"
+        && (taint.key == taints::NOT_READY || taint.key == taints::UNREACHABLE)
+}
+
 /// When `cluster` fails over under `tolerations`: `Some((since, deadline))` while its
 /// Ready condition is not True (since it changed, and the moment the workload leaves),
 /// `None` while it is Ready or the failure is tolerated forever.

@@ -1084,4 +1084,28 @@ fn failover_leaves_out_clusters_not_ready_for_too_long() {
         row("", Some(at(0)), &tainted),
         vec![chosen("a"), ("b".to_string(), "Ready has been False since 2026-01-01T00:05:00Z, longer than the 300s tolerated: failover.cluster moved the workload away".to_string()), chosen("c")]
     );
+    // b is Ready again and the monitor has not lifted its taint yet: it is scheduled
+    // again at once (the copy kept there stays, and is not purged and made again); the
+    // taint on a cluster not Ready still keeps new workloads out
+    tainted[1].status = fleet[0].status.clone();
+    assert_eq!(
+        row("", Some(at(0)), &tainted[..2]),
+        vec![chosen("a"), chosen("b")]
+    );
+    tainted[1].spec.taints[0].key = "cluster.causeway.io/unreachable".into();
+    assert_eq!(
+        row("", Some(at(0)), &tainted[..2]),
+        vec![chosen("a"), chosen("b")]
+    );
+    tainted[1].spec.taints[0].key = "dedicated".into();
+    assert_eq!(
+        row("", Some(at(0)), &tainted[..2]),
+        vec![
+            chosen("a"),
+            (
+                "b".to_string(),
+                "taint dedicated:NoSchedule not tolerated".to_string()
+            )
+        ]
+    );
 }
