@@ -19,6 +19,7 @@ pub mod admin;
 pub mod apply;
 pub mod client;
 pub mod crds;
+pub mod discovery;
 pub mod events;
 pub mod https;
 pub mod leader;

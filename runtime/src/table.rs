@@ -452,7 +452,53 @@ fn cell(values: &[&Value], type_: &str) -> Value {
     )
 }
 
-/// A Table of `objects` (rows carry PartialObjectMetadata): the `leading` columns, Name,
+/// What each row of a Table carries (the request's `includeObject`, as kube-apiserver
+/// reads it): nothing, the object's metadata (PartialObjectMetadata, the default) or the
+/// whole object (`kubectl get --sort-by` asks for it, to sort by any field).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// `None`: rows carry no object.
+    None,
+    /// `Metadata` (or absent): rows carry the object's metadata.
+    #[default]
+    Metadata,
+    /// `Object`: rows carry the whole object.
+    Object,
+}
+
+impl IncludeObject {
+    /// From a request's `includeObject` parameter; anything else is the message of a
+    /// 400, as kube-apiserver's.
+    pub fn parse(value: Option<&str>) -> Result<Self, String> {
+        match value.unwrap_or_default() {
+            "" | "Metadata" => Ok(IncludeObject::Metadata),
+            "None" => Ok(IncludeObject::None),
+            "Object" => Ok(IncludeObject::Object),
+            other => Err(format!(
+                "unrecognized includeObject value: {other:?} (give None, Metadata or Object)"
+            )),
+        }
+    }
+
+    /// What a row carries for `o` (`None` for none), managedFields left out.
+    fn row_object(self, o: &Value) -> Option<Value> {
+        let mut o = match self {
+            IncludeObject::None => return None,
+            IncludeObject::Metadata => json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": o.get("metadata").cloned().unwrap_or(json!({})),
+            }),
+            IncludeObject::Object => o.clone(),
+        };
+        if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        Some(o)
+    }
+}
+
+/// A Table of `objects` (rows carry what `include` says): the `leading` columns, Name,
 /// the type's printer `columns`, and Age unless a column already shows the creation
 /// time. `leading` is for callers that put something before Name (the search API's
 /// Cluster); kubesim passes none.
@@ -462,6 +508,7 @@ pub fn table(
     objects: &[&Value],
     rv: &str,
     continue_: Option<&str>,
+    include: IncludeObject,
 ) -> Value {
     let def = |c: &Column| json!({"name": c.name, "type": c.type_, "format": "", "description": c.description, "priority": c.priority});
     let mut defs: Vec<Value> = leading.iter().map(def).collect();
@@ -480,20 +527,24 @@ pub fn table(
         .iter()
         .map(|o| {
             let mut cells: Vec<Value> = leading.iter().map(|c| column_cell(o, c)).collect();
-            cells.push(json!(o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")));
+            cells.push(json!(
+                o.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            ));
             cells.extend(columns.iter().map(|c| column_cell(o, c)));
             if !has_age {
-                let ts = o.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or("");
+                let ts = o
+                    .pointer("/metadata/creationTimestamp")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 cells.push(json!(age(ts)));
             }
-            let mut meta = o.get("metadata").cloned().unwrap_or(json!({}));
-            if let Some(m) = meta.as_object_mut() {
-                m.remove("managedFields");
+            let mut row = json!({"cells": cells});
+            if let Some(object) = include.row_object(o) {
+                row["object"] = object;
             }
-            json!({
-                "cells": cells,
-                "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
-            })
+            row
         })
         .collect();
     let mut md = json!({"resourceVersion": rv});
@@ -548,7 +599,14 @@ mod tests {
 
     /// The cells of one row, as strings, by header.
     fn row(group: &str, plural: &str, obj: &Value) -> Vec<(String, String)> {
-        let t = table(&[], &columns::builtin(group, plural), &[obj], "1", None);
+        let t = table(
+            &[],
+            &columns::builtin(group, plural),
+            &[obj],
+            "1",
+            None,
+            IncludeObject::default(),
+        );
         let heads: Vec<String> = t["columnDefinitions"]
             .as_array()
             .unwrap()
@@ -727,6 +785,7 @@ mod tests {
             &[&o],
             "7",
             Some("tok"),
+            IncludeObject::Metadata,
         );
         let names: Vec<&str> = t["columnDefinitions"]
             .as_array()
@@ -748,8 +807,36 @@ mod tests {
             json!({"resourceVersion": "7", "continue": "tok"})
         );
         // kubesim's shape: no leading columns
-        let plain = table(&[], &[ready], &[&o], "7", None);
+        let plain = table(&[], &[ready], &[&o], "7", None, IncludeObject::default());
         assert_eq!(plain["columnDefinitions"][0]["name"], "Name");
         assert_eq!(plain["metadata"], json!({"resourceVersion": "7"}));
+    }
+
+    /// `includeObject`: `kubectl get --sort-by` asks for the whole object in each row,
+    /// to sort by a field no column shows; `None` leaves it out; anything else is a 400.
+    #[test]
+    fn rows_carry_what_include_object_asks() {
+        let o = json!({"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": "web", "managedFields": [{}]}, "spec": {"nodeName": "n1"}});
+        let row = |include| table(&[], &[], &[&o], "1", None, include)["rows"][0].clone();
+        assert_eq!(
+            row(IncludeObject::Metadata)["object"],
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "web"}})
+        );
+        assert_eq!(
+            row(IncludeObject::Object)["object"],
+            json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}, "spec": {"nodeName": "n1"}})
+        );
+        assert_eq!(row(IncludeObject::None).get("object"), None);
+        assert_eq!(IncludeObject::parse(None), Ok(IncludeObject::Metadata));
+        assert_eq!(
+            IncludeObject::parse(Some("Object")),
+            Ok(IncludeObject::Object)
+        );
+        assert_eq!(IncludeObject::parse(Some("None")), Ok(IncludeObject::None));
+        assert_eq!(
+            IncludeObject::parse(Some("object")).unwrap_err(),
+            "unrecognized includeObject value: \"object\" (give None, Metadata or Object)"
+        );
     }
 }

@@ -4,8 +4,11 @@
 //! - `orderby` takes fields from an allowlist ([`SortField`]); anything else is a 400
 //!   that lists the allowed fields (Clusterpedia passes the raw name into SQL);
 //! - the order is always total: the requested keys, then (cluster, namespace, name) as
-//!   tie-breakers, so pages never repeat or skip an object; with no `orderby` the order
-//!   is (cluster, namespace, name);
+//!   tie-breakers, so pages never repeat or skip an object that stays as it is; with no
+//!   `orderby` the order is (cluster, namespace, name). Every allowed key but
+//!   `resource_version` is fixed for an object's life: ordered by `resource_version`, an
+//!   object that changes between pages moves (seen twice ascending, missed descending),
+//!   since the store keeps no earlier versions to page through;
 //! - `continue` is an opaque **keyset** token ([`ContinueToken`]): the sort key of the
 //!   last object returned and a fingerprint of the query it belongs to, never an offset,
 //!   so deep pages cost what the first does and a token cannot be replayed on another
@@ -190,6 +193,25 @@ pub fn parse_time(param: &str, v: &str) -> Result<Timestamp, QueryError> {
         .map_err(|_| wrong())
 }
 
+/// Parameters that take one value: the first of several counts (kube-apiserver's
+/// conversion of a repeated query parameter into a string field does the same).
+const SINGLE_VALUED: &[&str] = &[
+    "fuzzy-name",
+    "fuzzyName",
+    "labelSelector",
+    "fieldSelector",
+    "since",
+    "before",
+    "ownerUID",
+    "ownerName",
+    "ownerGR",
+    "ownerSeniority",
+    "limit",
+    "continue",
+    "withContinue",
+    "withRemainingCount",
+];
+
 fn parse_order(v: &str) -> Result<Vec<SortKey>, QueryError> {
     let mut keys: Vec<SortKey> = Vec::new();
     for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -247,8 +269,9 @@ impl Query {
             .unwrap_or_default()
     }
 
-    /// Parses a list request's query parameters (repeated ones are joined, as for
-    /// `clusters=a&clusters=b`); `path_cluster` is the cluster named in the path
+    /// Parses a list request's query parameters (repeated lists are joined, as for
+    /// `clusters=a&clusters=b`, and so are `orderby` keys; of another parameter given
+    /// twice, the first counts); `path_cluster` is the cluster named in the path
     /// (`…/resources/clusters/<c>/…`), if any.
     pub fn parse(
         params: &[(String, String)],
@@ -263,7 +286,12 @@ impl Query {
         let mut owner_gr = None;
         let mut seniority = 0;
         let mut token = None;
+        // a single-valued parameter given twice: the first counts, as in kube-apiserver
+        let mut seen = std::collections::HashSet::new();
         for (k, v) in params {
+            if SINGLE_VALUED.contains(&k.as_str()) && !seen.insert(k.as_str()) {
+                continue;
+            }
             match k.as_str() {
                 "clusters" => q.clusters.extend(list(v)),
                 "namespaces" => q.namespaces.extend(list(v)),
@@ -290,7 +318,15 @@ impl Query {
                         )));
                     }
                 }
-                "orderby" => q.order = parse_order(v)?,
+                // repeated, its keys add up (`orderby=namespace&orderby=name desc`)
+                "orderby" => {
+                    for key in parse_order(v)? {
+                        if q.order.iter().any(|k| k.field == key.field) {
+                            return Err(bad(format!("orderby names {:?} twice", key.field)));
+                        }
+                        q.order.push(key);
+                    }
+                }
                 "limit" => {
                     let n: u32 = v.trim().parse().map_err(|_| {
                         bad(format!(

@@ -150,6 +150,46 @@ async fn scenario(postgres: bool) {
         ["east", "east", "east", "west", "west", "west"],
         "{table}"
     );
+    // `--sort-by` a field no column shows: the rows carry the objects
+    // (`includeObject=Object`); the nodes of both members interleave
+    let sorted = env
+        .ok_in(
+            "search",
+            &[
+                "get",
+                "pods",
+                "-A",
+                "-l",
+                "app=shop",
+                "--sort-by",
+                ".spec.nodeName",
+                "-o",
+                "wide",
+            ],
+        )
+        .await;
+    let mut lines = sorted.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let at = header.iter().position(|h| *h == "NODE").expect(&sorted);
+    let nodes: Vec<&str> = lines.filter_map(|l| l.split_whitespace().nth(at)).collect();
+    assert_eq!(nodes.len(), 6, "{sorted}");
+    let mut want = nodes.clone();
+    want.sort();
+    assert_eq!(nodes, want, "{sorted}");
+    // `kubectl get all`: the workloads and services of every member (the `all`
+    // category in discovery)
+    let all = env.ok_in("search", &["get", "all", "-n", "demo"]).await;
+    for (kind, n) in [("pod/shop-", 6), ("deployment.apps/shop ", 2)] {
+        assert_eq!(
+            all.lines().filter(|l| l.contains(kind)).count(),
+            n,
+            "{kind}: {all}"
+        );
+    }
     // kubectl's paging (limit + continue) returns each object once
     let paged = env
         .ok_in(

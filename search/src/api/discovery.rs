@@ -1,10 +1,11 @@
 //! Legacy discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>/<v>`) from the types the
-//! indexer recorded: verbs get and list, the built-in kinds' short names (so
-//! `kubectl get deploy` works). kubectl falls back to it from aggregated discovery when
+//! indexer recorded: verbs get, list and watch, the built-in kinds' short names (so
+//! `kubectl get deploy` works) and categories (so `kubectl get all` does). kubectl falls back to it from aggregated discovery when
 //! the response is plain `application/json`. Pure.
 
 use std::collections::BTreeMap;
 
+use causeway_runtime::discovery::{categories, version_priority};
 use causeway_runtime::table::columns::short_names;
 use serde_json::{Value, json};
 
@@ -28,7 +29,8 @@ pub fn core_versions() -> Value {
     })
 }
 
-/// The versions of each non-core group, in the order the types list them.
+/// The versions of each non-core group, in Kubernetes' priority order (GA, beta, alpha;
+/// higher first): the first is the preferred one.
 fn groups_of(types: &[TypeInfo]) -> BTreeMap<&str, Vec<&str>> {
     let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for t in types.iter().filter(|t| !t.gvr.group.is_empty()) {
@@ -36,6 +38,9 @@ fn groups_of(types: &[TypeInfo]) -> BTreeMap<&str, Vec<&str>> {
         if !versions.contains(&t.gvr.version.as_str()) {
             versions.push(&t.gvr.version);
         }
+    }
+    for versions in groups.values_mut() {
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
     groups
 }
@@ -78,8 +83,9 @@ pub fn resources(types: &[TypeInfo], group: &str, version: &str) -> Option<Value
                 "singularName": t.kind.to_lowercase(),
                 "namespaced": t.namespaced,
                 "kind": t.kind,
-                "verbs": ["get", "list"],
+                "verbs": ["get", "list", "watch"],
                 "shortNames": short_names(group, &t.gvr.resource),
+                "categories": categories(group, &t.gvr.resource),
             })
         })
         .collect();
@@ -133,8 +139,22 @@ mod tests {
             t("", "v1", "pods", "Pod", true),
             t("", "v1", "nodes", "Node", false),
             t("apps", "v1", "deployments", "Deployment", true),
-            t("example.io", "v1", "widgets", "Widget", true),
             t("example.io", "v1beta1", "gadgets", "Gadget", true),
+            t("example.io", "v1", "widgets", "Widget", true),
+            t(
+                "autoscaling",
+                "v1",
+                "horizontalpodautoscalers",
+                "HorizontalPodAutoscaler",
+                true,
+            ),
+            t(
+                "autoscaling",
+                "v2",
+                "horizontalpodautoscalers",
+                "HorizontalPodAutoscaler",
+                true,
+            ),
         ];
         let g = groups(&types);
         let names: Vec<&str> = g["groups"]
@@ -143,12 +163,15 @@ mod tests {
             .iter()
             .map(|g| g["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["apps", "example.io"]);
+        assert_eq!(names, ["apps", "autoscaling", "example.io"]);
+        // the preferred version is the highest by Kubernetes' priority, not the first
+        // seen nor the first in alphabetical order
+        assert_eq!(g["groups"][1]["preferredVersion"]["version"], "v2");
         assert_eq!(
-            g["groups"][1]["versions"],
+            g["groups"][2]["versions"],
             json!([{"groupVersion": "example.io/v1", "version": "v1"}, {"groupVersion": "example.io/v1beta1", "version": "v1beta1"}])
         );
-        assert_eq!(g["groups"][1]["preferredVersion"]["version"], "v1");
+        assert_eq!(g["groups"][2]["preferredVersion"]["version"], "v1");
         assert_eq!(group(&types, "apps").unwrap()["kind"], "APIGroup");
         assert!(group(&types, "batch").is_none());
 
@@ -156,10 +179,12 @@ mod tests {
         assert_eq!(core["groupVersion"], "v1");
         assert_eq!(
             core["resources"][0],
-            json!({"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod", "verbs": ["get", "list"], "shortNames": ["po"]})
+            json!({"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
+                   "verbs": ["get", "list", "watch"], "shortNames": ["po"], "categories": ["all"]})
         );
         assert_eq!(core["resources"][1]["namespaced"], false);
         assert_eq!(core["resources"][1]["shortNames"], json!(["no"]));
+        assert_eq!(core["resources"][1]["categories"], json!([]));
         let apps = resources(&types, "apps", "v1").unwrap();
         assert_eq!(apps["resources"][0]["shortNames"], json!(["deploy"]));
         let widgets = resources(&types, "example.io", "v1").unwrap();

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use causeway_runtime::table::{Column, columns, table};
+use causeway_runtime::table::{Column, IncludeObject, columns, table};
 use http::StatusCode;
 use serde_json::{Value, json};
 
@@ -57,7 +57,7 @@ pub async fn objects(
     caller: &Caller,
     t: &Target,
     params: Vec<(String, String)>,
-    as_table: bool,
+    as_table: Option<IncludeObject>,
 ) -> Reply {
     let types = match shared.store.types().await {
         Ok(t) => t,
@@ -89,6 +89,9 @@ pub async fn objects(
         .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
     {
         return crate::api::watch::objects(shared, caller, t, &ty, &params, as_table).await;
+    }
+    if let Err(reply) = versions(&params) {
+        return reply;
     }
     let params = params_for(t, params);
     let mut q = match Query::parse(&params, t.cluster.as_deref()) {
@@ -145,6 +148,70 @@ pub async fn objects(
     }
 }
 
+/// kube-apiserver's checks of a list's `resourceVersion` and `resourceVersionMatch`
+/// (`ValidateListOptions`: 422; with `continue`, the storage's 400). The search server
+/// keeps no earlier state of the members, so an `Exact` version is 410 (list without
+/// it); `NotOlderThan` or none is served from the current state, which is never older.
+#[allow(clippy::result_large_err)]
+fn versions(params: &[(String, String)]) -> Result<(), Reply> {
+    let get = |k: &str| {
+        params
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    };
+    let (rv, exact, continued) = (
+        get("resourceVersion"),
+        get("resourceVersionMatch"),
+        get("continue"),
+    );
+    let invalid = |why: &str| {
+        Err(failure(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: {why}"),
+        ))
+    };
+    if let Some(m) = exact {
+        if rv.is_none() {
+            return invalid(
+                "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+            );
+        }
+        if continued.is_some() {
+            return invalid(
+                "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+            );
+        }
+        match m {
+            "NotOlderThan" => {}
+            "Exact" if rv == Some("0") => {
+                return invalid(
+                    "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                );
+            }
+            "Exact" => {
+                return Err(failure(
+                    StatusCode::GONE,
+                    "resourceVersionMatch=Exact: the search server keeps no earlier state of the members, only the current one: list without resourceVersionMatch (or with NotOlderThan)",
+                ));
+            }
+            other => {
+                return invalid(&format!(
+                    "Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""
+                ));
+            }
+        }
+    }
+    if continued.is_some() && rv.is_some_and(|v| v != "0") {
+        return Err(failure(
+            StatusCode::BAD_REQUEST,
+            "specifying resource version is not allowed when using continue",
+        ));
+    }
+    Ok(())
+}
+
 /// A search taking this long is logged (with its parameters) as slow.
 const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -179,7 +246,13 @@ fn list_metadata(page: &Page, cursor: &str) -> Value {
     md
 }
 
-fn as_table(ty: &TypeInfo, items: &[Value], page: &Page, cursor: &str) -> Value {
+fn as_table(
+    ty: &TypeInfo,
+    items: &[Value],
+    page: &Page,
+    cursor: &str,
+    include: IncludeObject,
+) -> Value {
     let refs: Vec<&Value> = items.iter().collect();
     let mut t = table(
         &[cluster_column()],
@@ -187,15 +260,16 @@ fn as_table(ty: &TypeInfo, items: &[Value], page: &Page, cursor: &str) -> Value 
         &refs,
         "",
         page.continue_token.as_deref(),
+        include,
     );
     t["metadata"] = list_metadata(page, cursor);
     t
 }
 
-fn listed(ty: &TypeInfo, page: Page, cursor: &str, table: bool) -> Reply {
+fn listed(ty: &TypeInfo, page: Page, cursor: &str, table: Option<IncludeObject>) -> Reply {
     let items = typed(ty, page.items.clone());
-    if table {
-        return json_ok(&as_table(ty, &items, &page, cursor));
+    if let Some(include) = table {
+        return json_ok(&as_table(ty, &items, &page, cursor, include));
     }
     json_ok(&json!({
         "kind": format!("{}List", ty.kind),
@@ -205,12 +279,14 @@ fn listed(ty: &TypeInfo, page: Page, cursor: &str, table: bool) -> Reply {
     }))
 }
 
-fn got(ty: &TypeInfo, name: &str, page: Page, table: bool) -> Reply {
+fn got(ty: &TypeInfo, name: &str, page: Page, table: Option<IncludeObject>) -> Reply {
     let gr = group_resource(&ty.gvr);
     let items = typed(ty, page.items.clone());
+    if let (Some(include), false) = (table, items.is_empty()) {
+        return json_ok(&as_table(ty, &items, &Page::default(), "", include));
+    }
     match items.as_slice() {
         [] => failure(StatusCode::NOT_FOUND, format!("{gr} \"{name}\" not found")),
-        _ if table => json_ok(&as_table(ty, &items, &Page::default(), "")),
         [one] => json_ok(one),
         many => {
             let clusters: Vec<&str> = many
@@ -269,10 +345,66 @@ mod tests {
         assert_eq!(params_for(&all, given.clone()), given);
     }
 
+    /// kube-apiserver's checks of a list's resourceVersion parameters.
+    #[test]
+    fn resource_version_parameters_are_checked_as_kube_apiserver_does() {
+        let check = |kv: &[(&str, &str)]| {
+            let params: Vec<(String, String)> = kv
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            versions(&params).err().map(|r| r.status().as_u16())
+        };
+        assert_eq!(check(&[]), None);
+        assert_eq!(check(&[("resourceVersion", "0")]), None);
+        assert_eq!(
+            check(&[
+                ("resourceVersion", "c1.x"),
+                ("resourceVersionMatch", "NotOlderThan")
+            ]),
+            None
+        );
+        assert_eq!(
+            check(&[("resourceVersionMatch", "NotOlderThan")]),
+            Some(422)
+        );
+        assert_eq!(
+            check(&[("resourceVersion", "0"), ("resourceVersionMatch", "Exact")]),
+            Some(422)
+        );
+        assert_eq!(
+            check(&[("resourceVersion", "5"), ("resourceVersionMatch", "exact")]),
+            Some(422)
+        );
+        assert_eq!(
+            check(&[
+                ("resourceVersion", "c1.x"),
+                ("resourceVersionMatch", "Exact")
+            ]),
+            Some(410),
+            "no earlier state to serve"
+        );
+        assert_eq!(
+            check(&[("continue", "tok"), ("resourceVersion", "c1.x")]),
+            Some(400)
+        );
+        assert_eq!(
+            check(&[("continue", "tok"), ("resourceVersion", "0")]),
+            None
+        );
+    }
+
     #[test]
     fn the_cluster_column_reads_the_annotation() {
         let o = json!({"metadata": {"name": "web", "annotations": {CLUSTER_ANNOTATION: "east"}}});
-        let t = table(&[cluster_column()], &[], &[&o], "", None);
+        let t = table(
+            &[cluster_column()],
+            &[],
+            &[&o],
+            "",
+            None,
+            IncludeObject::default(),
+        );
         assert_eq!(t["rows"][0]["cells"][0], "east");
         assert_eq!(t["columnDefinitions"][0]["name"], "Cluster");
     }

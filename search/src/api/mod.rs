@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_runtime::admin::{Endpoints, answer};
+use causeway_runtime::table::IncludeObject;
 use http::{Method, Request, StatusCode, header};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -312,6 +313,15 @@ async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
                 .get(header::ACCEPT)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|a| a.contains("as=Table"));
+            // what a Table's rows carry (`kubectl get --sort-by` asks for the objects)
+            let table = match table.then(|| {
+                let include = params.iter().find(|(k, _)| k == "includeObject");
+                IncludeObject::parse(include.map(|(_, v)| v.as_str()))
+            }) {
+                None => None,
+                Some(Ok(include)) => Some(include),
+                Some(Err(e)) => return failure(StatusCode::BAD_REQUEST, e),
+            };
             list::objects(shared, &caller, &target, params, table).await
         }
         Route::NotFound => not_found(),

@@ -40,6 +40,7 @@ pub fn status_object(status: StatusCode, message: impl Into<String>) -> Value {
         StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
         StatusCode::CONFLICT => "Conflict",
         StatusCode::GONE => "Expired",
+        StatusCode::UNPROCESSABLE_ENTITY => "Invalid",
         StatusCode::TOO_MANY_REQUESTS => "TooManyRequests",
         StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
         _ => "InternalError",

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::Bytes;
-use causeway_runtime::table::{columns, table};
+use causeway_runtime::table::{IncludeObject, columns, table};
 use futures::stream::BoxStream;
 use futures::{StreamExt, future};
 use http::StatusCode;
@@ -52,6 +52,7 @@ const PARAMS: &[&str] = &[
     "fieldSelector",
     "clusters",
     "namespaces",
+    "includeObject",
 ];
 
 /// A watch that does not ask for a `timeoutSeconds` ends after a random time between
@@ -272,7 +273,7 @@ pub async fn objects(
     t: &Target,
     ty: &TypeInfo,
     params: &[(String, String)],
-    as_table: bool,
+    as_table: Option<IncludeObject>,
 ) -> Reply {
     let ask = match ask(t, params) {
         Ok(a) => a,
@@ -568,7 +569,7 @@ struct Merge {
     /// Only objects in these namespaces (None: all).
     namespaces: Option<BTreeSet<String>>,
     cursor: Cursor,
-    table: bool,
+    table: Option<IncludeObject>,
     bookmarks: bool,
     /// Who watches, when the namespaces they may see are found as events come (they
     /// may list in some namespaces only and did not name any): a namespace new to the
@@ -714,9 +715,9 @@ impl Merge {
         if let Some(md) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             md.insert("resourceVersion".into(), json!(cursor));
         }
-        if self.table {
+        if let Some(include) = self.table {
             let cols = columns::builtin(&self.ty.gvr.group, &self.ty.gvr.resource);
-            return table(&[cluster_column()], &cols, &[&v], &cursor, None);
+            return table(&[cluster_column()], &cols, &[&v], &cursor, None, include);
         }
         v
     }
@@ -849,6 +850,7 @@ mod tests {
     }
 
     fn merge(table: bool, bookmarks: bool, namespaces: Option<&[&str]>) -> Merge {
+        let table = table.then_some(IncludeObject::Metadata);
         Merge {
             ty: TypeInfo {
                 gvr: Gvr {

@@ -255,3 +255,24 @@ proptest! {
         let _ = Query::parse(&[("continue".to_string(), junk.clone()), ("orderby".to_string(), junk)], None);
     }
 }
+
+/// A repeated `orderby` adds its keys; of another parameter given twice the first
+/// counts, as in kube-apiserver (before, the last replaced the first).
+#[test]
+fn repeated_parameters_add_up_or_the_first_counts() {
+    let q = parse(&[("orderby", "namespace"), ("orderby", "name desc")]).unwrap();
+    assert_eq!(
+        q.order,
+        [
+            key(SortField::Namespace, false),
+            key(SortField::Name, true),
+            key(SortField::Cluster, false)
+        ]
+    );
+    let e = parse(&[("orderby", "name"), ("orderby", "name desc")]).unwrap_err();
+    assert!(e.0.contains("orderby names"), "{}", e.0);
+    let q = parse(&[("labelSelector", "app=a"), ("labelSelector", "app=b")]).unwrap();
+    assert_eq!(q.label_selector.as_deref(), Some("app=a"));
+    let q = parse(&[("limit", "5"), ("limit", "50")]).unwrap();
+    assert_eq!(q.limit, Some(5));
+}

@@ -597,7 +597,11 @@ fn field_cond(b: &mut Builder, t: &FieldTerm) -> String {
     // an absent (or null) field equals the empty string, as kube-apiserver compares
     // one; spelt out, not COALESCE'd, so the name and namespace indexes still serve
     let empty = |vs: &[String]| vs.iter().any(String::is_empty);
+    // a cluster-scoped object's namespace column holds '': it has no namespace field
+    let stored_empty = col == "namespace";
     match &t.op {
+        FieldOp::Exists if stored_empty => format!("{col} <> ''"),
+        FieldOp::NotExists if stored_empty => format!("{col} = ''"),
         FieldOp::Exists => format!("{col} IS NOT NULL"),
         FieldOp::NotExists => format!("{col} IS NULL"),
         FieldOp::Eq(v) if v.is_empty() => format!("({col} IS NULL OR {col} = '')"),

@@ -311,9 +311,20 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
     validate_dry_run(&method, &body, dry_run_query).map_err(fail)?;
     let decoded = (content_type == "application/vnd.kubernetes.protobuf" && !body.is_empty())
         .then(|| crate::http::protobuf::decode(&body));
+    // a Table's rows carry what `includeObject` says (`kubectl get --sort-by` asks for
+    // the objects)
+    let table = if accept.contains("as=Table") {
+        let include = query.get("includeObject").map(String::as_str);
+        Some(
+            causeway_runtime::table::IncludeObject::parse(include)
+                .map_err(|e| fail(ApiError::bad_request(e)))?,
+        )
+    } else {
+        None
+    };
     let mut r = Req {
         query,
-        table: accept.contains("as=Table"),
+        table,
         metadata_only: accept.contains("as=PartialObjectMetadata"),
         content_type,
         body,

@@ -316,24 +316,7 @@ impl Registry {
     }
 }
 
-/// Kubernetes version priority: GA > beta > alpha, higher numbers first.
-pub fn version_priority(v: &str) -> (u8, u32, u32) {
-    let rest = v.strip_prefix('v').unwrap_or(v);
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    let major = digits.parse().unwrap_or(0);
-    let tail = &rest[digits.len()..];
-    if tail.is_empty() {
-        return (3, major, 0);
-    }
-    let (stage, n) = if let Some(n) = tail.strip_prefix("beta") {
-        (2, n)
-    } else if let Some(n) = tail.strip_prefix("alpha") {
-        (1, n)
-    } else {
-        (0, tail)
-    };
-    (stage, major, n.parse().unwrap_or(0))
-}
+pub use causeway_runtime::discovery::version_priority;
 
 type Builtin = (
     &'static str,
@@ -576,20 +559,6 @@ const BUILTINS: &[Builtin] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn version_priority_orders_like_kubernetes() {
-        let mut v = vec![
-            "v1alpha1", "v1beta1", "v1", "v2beta2", "v2", "v1beta2", "v10",
-        ];
-        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
-        assert_eq!(
-            v,
-            vec![
-                "v10", "v2", "v1", "v2beta2", "v1beta2", "v1beta1", "v1alpha1"
-            ]
-        );
-    }
 
     #[test]
     fn builtins_have_the_kinds_causeway_needs() {

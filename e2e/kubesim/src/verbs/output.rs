@@ -39,13 +39,13 @@ pub fn partial(v: &Value) -> Value {
 /// An object as the request asked to see it: PartialObjectMetadata, a one-row Table,
 /// or the object at the client's version.
 pub fn output(rt: &ResourceType, v: &Value, r: &Req) -> Bytes {
-    if r.metadata_only && !r.table {
+    if r.metadata_only && r.table.is_none() {
         return Bytes::from(serde_json::to_vec(&partial(v)).unwrap_or_default());
     }
-    if r.table {
+    if let Some(include) = r.table {
         let rv = meta_str(v, "resourceVersion").to_string();
         Bytes::from(
-            serde_json::to_vec(&table::table(&[], &rt.columns, &[v], &rv, None))
+            serde_json::to_vec(&table::table(&[], &rt.columns, &[v], &rv, None, include))
                 .unwrap_or_default(),
         )
     } else {

@@ -31,7 +31,7 @@ pub fn get(
         .store
         .get(&rt.group_resource(), ns, name)
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-    if r.table || r.metadata_only {
+    if r.table.is_some() || r.metadata_only {
         return Ok((200, output(rt, &obj.value, r)));
     }
     Ok((200, render(rt, &obj)))
@@ -146,7 +146,7 @@ pub fn list(
             (!selective).then_some(rest),
         ));
     }
-    if r.table {
+    if let Some(include) = r.table {
         let values: Vec<&Value> = selected.iter().map(|o| &o.value).collect();
         let t = table::table(
             &[],
@@ -154,6 +154,7 @@ pub fn list(
             &values,
             &list_rv.to_string(),
             cont.as_ref().map(|(c, _)| c.as_str()),
+            include,
         );
         return Ok((200, Bytes::from(serde_json::to_vec(&t).unwrap_or_default())));
     }

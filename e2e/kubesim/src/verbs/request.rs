@@ -12,8 +12,8 @@ use crate::error::{ApiError, ApiResult};
 pub struct Req {
     /// Query parameters.
     pub query: HashMap<String, String>,
-    /// Wants a Table.
-    pub table: bool,
+    /// Wants a Table, its rows carrying what `includeObject` says.
+    pub table: Option<causeway_runtime::table::IncludeObject>,
     /// Wants PartialObjectMetadata(List) (metadata-only clients).
     pub metadata_only: bool,
     /// Content-Type (without parameters).

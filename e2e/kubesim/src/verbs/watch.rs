@@ -56,24 +56,31 @@ struct Encoder {
     rt: Arc<ResourceType>,
     /// Where `rt`'s objects are stored.
     gr: GroupResource,
-    table: bool,
+    table: Option<causeway_runtime::table::IncludeObject>,
     metadata_only: bool,
 }
 
 impl Encoder {
     fn object(&self, o: &StoredObj) -> Bytes {
-        if self.metadata_only && !self.table {
+        if self.metadata_only && self.table.is_none() {
             return Bytes::from(serde_json::to_vec(&partial(&o.value)).unwrap_or_default());
         }
-        if self.table {
+        if let Some(include) = self.table {
             let rv = o
                 .value
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             Bytes::from(
-                serde_json::to_vec(&table::table(&[], &self.rt.columns, &[&o.value], rv, None))
-                    .unwrap_or_default(),
+                serde_json::to_vec(&table::table(
+                    &[],
+                    &self.rt.columns,
+                    &[&o.value],
+                    rv,
+                    None,
+                    include,
+                ))
+                .unwrap_or_default(),
             )
         } else {
             render(&self.rt, o)

@@ -145,6 +145,48 @@ async fn node_status_patched_by_a_client_is_respected() {
     );
 }
 
+/// `kubectl get --sort-by` on a field no column shows asks for Table rows that carry
+/// the whole object (`includeObject=Object`); with metadata only it fails ("couldn't
+/// find any field with path").
+#[tokio::test]
+async fn kubectl_sorts_by_a_field_no_column_shows() {
+    let env = sim(3, "4").await;
+    let deps: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    create(&deps, "web", 6, template("web", "", json!({}))).await;
+    ready_replicas(&deps, "web", 6).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(&kc, env.server.kubeconfig()).unwrap();
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let out = tokio::process::Command::new(&kubectl)
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .args(["get", "pods", "--no-headers", "-o", "wide"])
+        .args(["--sort-by", ".spec.nodeName"])
+        .output();
+    let out = within("kubectl get --sort-by", out)
+        .await
+        .unwrap_or_else(|e| panic!("run {kubectl} (install kubectl or set KUBECTL): {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubectl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nodes: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("sim-node-")))
+        .collect();
+    assert_eq!(nodes.len(), 6, "{text}");
+    let mut sorted = nodes.clone();
+    sorted.sort();
+    assert_eq!(nodes, sorted, "{text}");
+    assert!(
+        nodes.first() != nodes.last(),
+        "spread over the nodes: {text}"
+    );
+}
+
 #[tokio::test]
 async fn node_selector_picks_the_zone() {
     let env = sim(4, "8").await;

@@ -132,6 +132,33 @@ both!(field_selector_operators, |s: Store, _spec| async move {
     );
 });
 
+// a cluster-scoped object has no namespace field (its column holds ''): `!metadata.namespace`
+// selects it and `metadata.namespace` does not (before, the reverse: the column is never
+// NULL)
+both!(
+    a_cluster_scoped_object_has_no_namespace_field,
+    |s: Store, _spec| async move {
+        s.upsert(vec![
+            record("a", "ns", "inside", "1", json!({})),
+            record("a", "", "outside", "1", json!({})),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(
+            all(&s, "fieldSelector=%21metadata.namespace").await,
+            ["a//outside"]
+        );
+        assert_eq!(
+            all(&s, "fieldSelector=metadata.namespace").await,
+            ["a/ns/inside"]
+        );
+        assert_eq!(
+            all(&s, "fieldSelector=metadata.namespace%3D").await,
+            ["a//outside"]
+        );
+    }
+);
+
 fn owned(kind_uid: &str, owner: Option<&str>) -> serde_json::Value {
     let refs = owner
         .map(|o| json!([{"uid": o, "controller": true}]))
