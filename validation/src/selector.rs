@@ -96,14 +96,17 @@ fn split_top_level(s: &str) -> Vec<&str> {
     out
 }
 
+/// `(a,b)`: the values, an empty one where kube's parser reads one (`()`, `(a,)`,
+/// `(a,,b)`: the empty label value, which an object labelled `k: ""` has).
 fn parse_set(s: &str) -> Option<Vec<String>> {
     let s = s.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(
-        s.split(',')
-            .map(|x| x.trim().to_string())
-            .filter(|x| !x.is_empty())
-            .collect(),
-    )
+    let mut values: Vec<String> = Vec::new();
+    for v in s.split(',').map(|x| x.trim().to_string()) {
+        if !values.contains(&v) {
+            values.push(v);
+        }
+    }
+    Some(values)
 }
 
 /// `key <op> (set)` split into the key and the set, with or without a space before the
@@ -141,6 +144,10 @@ pub fn parse(s: &str) -> Result<Vec<Requirement>, String> {
             Requirement::NotIn(k.into(), parse_set(rest).ok_or_else(|| bad(part))?)
         } else if let Some((k, rest)) = set_operator(part, "in") {
             Requirement::In(k.into(), parse_set(rest).ok_or_else(|| bad(part))?)
+        } else if part.contains(['>', '<']) {
+            return Err(bad(&format!(
+                "{part:?}: the numeric operators > and < are not supported here: select with =, !=, in or notin"
+            )));
         } else {
             Requirement::Exists(part.to_string())
         };
@@ -192,6 +199,15 @@ mod tests {
                 vec![In(s("app"), vec![s("a")]), Exists(s("b"))],
             ),
             ("example.com/tier", vec![Exists(s("example.com/tier"))]),
+            // an empty value where kube's parser reads one: `()`, a trailing or a doubled
+            // comma (the empty label value)
+            ("app in ()", vec![In(s("app"), vec![s("")])]),
+            ("app notin ()", vec![NotIn(s("app"), vec![s("")])]),
+            ("app in (web,)", vec![In(s("app"), vec![s("web"), s("")])]),
+            (
+                "app in (a,,b)",
+                vec![In(s("app"), vec![s("a"), s(""), s("b")])],
+            ),
             ("!tier", vec![NotExists(s("tier"))]),
             (
                 "a=b,c in (d,e),!f",
@@ -242,8 +258,8 @@ mod tests {
             ),
             ("!", "unable to parse requirement: invalid label key \"\""),
             (
-                "app in ()",
-                "unable to parse requirement: for 'in', 'notin' operators, values set can't be empty",
+                "priority>5",
+                "unable to parse requirement: \"priority>5\": the numeric operators > and < are not supported here: select with =, !=, in or notin",
             ),
         ];
         for (sel, want) in cases {
