@@ -39,7 +39,8 @@ const CLASS_ANY: u16 = 255;
 pub enum Transport {
     /// UDP: answers are limited by the client's payload size.
     Udp,
-    /// TCP: answers up to 65535 bytes.
+    /// TCP: answers up to 65535 bytes; a larger one is cut to the records that fit,
+    /// never truncated with TC (RFC 7766 §6.2: TC means nothing over TCP).
     Tcp,
 }
 
@@ -132,6 +133,7 @@ pub fn respond(
         edns,
         max_udp: settings.max_udp_payload,
         limit,
+        transport,
     };
     if let Some(e) = edns
         && e.version != 0
@@ -188,6 +190,7 @@ struct Response<'a> {
     edns: Option<Edns>,
     max_udp: u16,
     limit: usize,
+    transport: Transport,
 }
 
 impl Response<'_> {
@@ -195,14 +198,27 @@ impl Response<'_> {
         if self.edns.is_some() { 11 } else { 0 }
     }
 
-    /// A positive answer; falls back to TC with an empty answer when it does not fit.
+    /// A positive answer. When it does not fit: over UDP, TC with an empty answer (the
+    /// client retries over TCP); over TCP, the leading records that fit, without TC
+    /// (a headless answer may be any subset of the endpoints, spec §2.4.1).
     /// `additional` goes in the additional section when it fits, else is left out
     /// (RFC 2181 §9: only a missing answer sets TC).
     fn answer(&mut self, out: &mut Vec<u8>, rrs: &RrSet, additional: Option<&RrSet>) -> Outcome {
-        let size = self.q.end + rrs.wire.len() + self.opt_len();
-        if size > self.limit {
+        let fixed = self.q.end + self.opt_len();
+        let (count, wire) = if fixed + rrs.wire.len() <= self.limit {
+            (rrs.count, &rrs.wire[..])
+        } else if self.transport == Transport::Udp {
             return self.write_tc(out, rcode::NOERROR as u16);
-        }
+        } else {
+            let (count, len) = fitting_prefix(&rrs.wire, self.limit.saturating_sub(fixed));
+            tracing::debug!(
+                records = rrs.count,
+                sent = count,
+                "TCP answer larger than 64 KiB: sending the records that fit"
+            );
+            (count, &rrs.wire[..len])
+        };
+        let size = fixed + wire.len();
         let (ar_count, ar_wire) = match additional {
             Some(a) if size + a.wire.len() <= self.limit => (a.count, &a.wire[..]),
             _ => (0, &[][..]),
@@ -212,9 +228,9 @@ impl Response<'_> {
             rcode::NOERROR as u16,
             true,
             false,
-            [rrs.count, 0, ar_count],
+            [count, 0, ar_count],
         );
-        out.extend_from_slice(&rrs.wire);
+        out.extend_from_slice(wire);
         out.extend_from_slice(ar_wire);
         self.opt(out, rcode::NOERROR as u16);
         Outcome::Reply {
@@ -303,6 +319,55 @@ impl Response<'_> {
         let [m0, m1] = self.max_udp.to_be_bytes();
         out.extend_from_slice(&[0, t0, t1, m0, m1, (rcode >> 4) as u8, 0, 0, 0, 0, 0]);
     }
+}
+
+/// The longest run of whole resource records at the start of `wire` that fits in
+/// `budget` bytes: (records, bytes).
+fn fitting_prefix(wire: &[u8], budget: usize) -> (u16, usize) {
+    let (mut count, mut len) = (0u16, 0usize);
+    while count < u16::MAX {
+        let Some(end) = rr_end(wire, len) else { break };
+        if end > budget {
+            break;
+        }
+        count += 1;
+        len = end;
+    }
+    (count, len)
+}
+
+/// Where the resource record that starts at `at` ends (None past the last one).
+fn rr_end(wire: &[u8], at: usize) -> Option<usize> {
+    let i = skip_name(wire, at)?;
+    let end = i + 10 + be16(wire, i + 8)? as usize;
+    (end <= wire.len()).then_some(end)
+}
+
+/// A reply with `rcode` and no records to a query [`respond`] answered with
+/// [`Outcome::Forward`]: SERVFAIL when the upstream failed, REFUSED over the limit of
+/// concurrent forwards. It echoes the question and carries OPT when the query did
+/// (as CoreDNS's `forward` answers). False when `pkt` is not a readable query.
+pub fn forward_error(pkt: &[u8], settings: &Settings, rcode: u8, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    if pkt.len() < HEADER_LEN || be16(pkt, 4) != Some(1) {
+        return false;
+    }
+    let Some(q) = parse_question(pkt) else {
+        return false;
+    };
+    let Ok(edns) = parse_edns(pkt, q.end) else {
+        return false;
+    };
+    let mut r = Response {
+        pkt,
+        q: &q,
+        edns,
+        max_udp: settings.max_udp_payload,
+        limit: u16::MAX as usize,
+        transport: Transport::Tcp,
+    };
+    r.write(out, u16::from(rcode), false, None, false);
+    true
 }
 
 /// A header-only reply (the question could not be read).

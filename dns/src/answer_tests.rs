@@ -1,7 +1,7 @@
 //! Query → response tests on an in-memory zone, decoded with hickory-proto.
 
 use super::*;
-use crate::index::{ImportInput, PortInput, ServiceKind, ZoneConfig};
+use crate::index::{EndpointInput, ImportInput, PortInput, ServiceKind, SliceInput, ZoneConfig};
 use hickory_proto::op::{Edns, Message, Query};
 use hickory_proto::rr::{Name, RData, RecordType};
 use proptest::prelude::*;
@@ -273,6 +273,119 @@ fn truncates_to_the_client_limit_and_not_over_tcp() {
         &mut out,
     );
     assert_eq!(decode(&out).answers.len(), 100);
+}
+
+/// A headless service whose bare SRV answer is larger than a TCP message can carry:
+/// 250 ready endpoints in five clusters with UUID ids, three named ports (750 SRV
+/// records of about 96 bytes).
+fn huge_headless_zone() -> Zone {
+    let ports: Vec<PortInput> = [("http", 80), ("https", 443), ("metrics", 9090)]
+        .into_iter()
+        .map(|(n, p)| PortInput {
+            name: Some(n.into()),
+            protocol: "TCP".into(),
+            port: p,
+        })
+        .collect();
+    let imp = ImportInput {
+        namespace: "ns".into(),
+        name: "huge".into(),
+        kind: ServiceKind::Headless,
+        ips: vec![],
+        ports: ports.clone(),
+    };
+    let slices: Vec<SliceInput> = (0..5u8)
+        .map(|c| SliceInput {
+            namespace: "ns".into(),
+            service: "huge".into(),
+            cluster: format!("7c9e6679-7425-40de-944b-e07fc1f90ae{c}"),
+            endpoints: (0..50u8)
+                .map(|i| EndpointInput {
+                    addresses: vec![std::net::IpAddr::from([10, 3, c, i])],
+                    hostname: None,
+                    ready: true,
+                })
+                .collect(),
+            ports: ports.clone(),
+        })
+        .collect();
+    Zone::build(&cfg(), 1, [&imp], &slices).unwrap()
+}
+
+#[test]
+fn tcp_answers_over_64k_are_a_subset_never_tc() {
+    let zone = huge_headless_zone();
+    let name = "huge.ns.svc.clusterset.local.";
+    let Lookup::Found(node) = zone.lookup(&crate::name::to_wire(name).unwrap()) else {
+        panic!("{name} missing");
+    };
+    let all = node.get(rtype::SRV).unwrap();
+    assert_eq!(all.count, 750);
+    assert!(all.wire.len() > 65535, "the fixture must not fit");
+    let mut out = Vec::new();
+    for edns in [None, Some(4096)] {
+        let pkt = query(name, RecordType::SRV, edns);
+        let outcome = respond(&zone, &SETTINGS, &pkt, Transport::Tcp, &mut out);
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Reply {
+                    rcode: 0,
+                    truncated: false,
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+        assert!(out.len() <= 65535, "{} bytes", out.len());
+        let r = decode(&out);
+        assert!(!r.tc, "TC over TCP");
+        assert_eq!(r.rcode, 0);
+        // The largest subset: one more record would not fit.
+        let n = r.answers.len();
+        assert!(n > 600 && n < 750, "{n} records");
+        assert!(
+            out.len() + 96 > 65535,
+            "{} bytes with {n} records",
+            out.len()
+        );
+        assert_eq!(r.msg.edns.is_some(), edns.is_some());
+    }
+    // ANY goes the same way; A (250 records) fits whole.
+    let pkt = query(name, RecordType::ANY, None);
+    respond(&zone, &SETTINGS, &pkt, Transport::Tcp, &mut out);
+    let r = decode(&out);
+    assert!(!r.tc && !r.answers.is_empty() && out.len() <= 65535);
+    let pkt = query(name, RecordType::A, None);
+    respond(&zone, &SETTINGS, &pkt, Transport::Tcp, &mut out);
+    assert_eq!(decode(&out).answers.len(), 250);
+    // UDP is unchanged: TC and no records.
+    let pkt = query(name, RecordType::SRV, Some(4096));
+    respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
+    let r = decode(&out);
+    assert!(r.tc && r.answers.is_empty());
+}
+
+#[test]
+fn forward_errors_echo_the_question_and_opt() {
+    let mut out = Vec::new();
+    for (edns, rc) in [(None, rcode::SERVFAIL), (Some(1232), rcode::REFUSED)] {
+        let pkt = query("Example.COM.", RecordType::AAAA, edns);
+        assert!(forward_error(&pkt, &SETTINGS, rc, &mut out));
+        let r = decode(&out);
+        assert_eq!(r.rcode, u16::from(rc));
+        assert_eq!(r.msg.metadata.id, 0x4242);
+        assert!(r.msg.metadata.recursion_desired && !r.aa && !r.tc);
+        assert_eq!(r.msg.queries[0].name().to_string(), "Example.COM.");
+        assert_eq!(r.msg.queries[0].query_type(), RecordType::AAAA);
+        assert_eq!(r.msg.edns.is_some(), edns.is_some());
+    }
+    assert!(!forward_error(
+        &[0; 5],
+        &SETTINGS,
+        rcode::SERVFAIL,
+        &mut out
+    ));
 }
 
 #[test]

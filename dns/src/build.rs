@@ -5,7 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use hickory_proto::rr::rdata::{A, AAAA, NS, SOA, SRV, TXT};
+use hickory_proto::rr::rdata::{A, AAAA, NS, SOA, TXT};
 use hickory_proto::rr::{Name, RData};
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder};
 
@@ -25,8 +25,8 @@ const SRV_WEIGHT: u16 = 50;
 pub(crate) struct NodeBuilder {
     a: BTreeSet<Ipv4Addr>,
     aaaa: BTreeSet<Ipv6Addr>,
-    /// (target, port), deduplicated.
-    srv: BTreeSet<(String, u16)>,
+    /// (target as a lowercase wire name, port), deduplicated.
+    srv: BTreeSet<(Vec<u8>, u16)>,
     txt: Option<(u32, String)>,
     soa: Option<SOA>,
     ns: Option<Name>,
@@ -110,7 +110,9 @@ pub(crate) fn ns_glue(cfg: &ZoneConfig, apex_dotted: &str) -> Result<RrSet, Inde
 }
 
 /// The names of one service: `<svc>.<ns>.svc.<zone>` and everything below it. Empty
-/// when nothing is served (headless without ready endpoints).
+/// when nothing is served (headless without ready endpoints). Only the service's own
+/// name can fail it: a port, a slice or an endpoint whose name DNS cannot carry is
+/// left out with a warning, and the rest is served.
 pub(crate) fn service_nodes(
     apex: &[u8],
     apex_dotted: &str,
@@ -127,25 +129,39 @@ pub(crate) fn service_nodes(
                 add_ip(node, *ip);
             }
             for p in &imp.ports {
-                node.srv.insert((svc.clone(), p.port));
+                node.srv.insert((svc_wire.clone(), p.port));
             }
-            for p in &imp.ports {
-                if let Some(pname) = port_name(p) {
-                    let proto = p.protocol.to_ascii_lowercase();
-                    let wire = name::prepend(&format!("_{pname}._{proto}"), &svc_wire)?;
-                    ensure_between(&mut nodes, &wire, &svc_wire);
-                    nodes
-                        .entry(wire)
-                        .or_default()
-                        .srv
-                        .insert((svc.clone(), p.port));
-                }
+            for (owner, port) in port_owners(&imp.ports, &svc, &svc_wire) {
+                ensure_between(&mut nodes, &owner, &svc_wire);
+                nodes
+                    .entry(owner)
+                    .or_default()
+                    .srv
+                    .insert((svc_wire.clone(), port));
             }
         }
         ServiceKind::Headless => add_headless(&mut nodes, &svc, &svc_wire, slices),
     }
     debug_assert!(name::is_within(&svc_wire, apex));
     Ok((svc_wire, nodes))
+}
+
+/// The `_<port>._<proto>.<svc>` owner of each named port, with its number. A port
+/// whose name or protocol is not a DNS label (a 63-character port name is 64 with
+/// the `_`) gets no SRV of its own, with a warning; the service is still served.
+fn port_owners(ports: &[PortInput], svc: &str, svc_wire: &[u8]) -> Vec<(Vec<u8>, u16)> {
+    let mut owners = Vec::with_capacity(ports.len());
+    for p in ports {
+        let Some(pname) = port_name(p) else { continue };
+        let proto = p.protocol.to_ascii_lowercase();
+        match name::prepend(&format!("_{pname}._{proto}"), svc_wire) {
+            Ok(w) => owners.push((w, p.port)),
+            Err(e) => {
+                tracing::warn!(port = %pname, protocol = %proto, service = %svc, error = %e, "no SRV for a port whose name is not a DNS label")
+            }
+        }
+    }
+    owners
 }
 
 fn add_headless(nodes: &mut Nodes, svc: &str, svc_wire: &[u8], slices: &[&SliceInput]) {
@@ -157,46 +173,43 @@ fn add_headless(nodes: &mut Nodes, svc: &str, svc_wire: &[u8], slices: &[&SliceI
                 continue;
             }
         };
+        let owners = port_owners(&slice.ports, svc, svc_wire);
         for ep in slice.endpoints.iter().filter(|e| e.ready) {
             for ip in &ep.addresses {
                 let label = match &ep.hostname {
                     Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
                     _ => name::dashed_ip(ip),
                 };
+                // The endpoint's name is also the target of its SRV records, kept in
+                // wire form: no second parse of the name as text.
                 let host_wire = match name::prepend(&label, &cluster_wire) {
                     Ok(w) if !label.contains('.') => w,
-                    Ok(_) | Err(_) => {
-                        tracing::warn!(hostname = %label, service = %svc, "skipping endpoint: hostname is not a DNS label");
+                    Ok(_) => {
+                        tracing::warn!(hostname = %label, cluster = %slice.cluster, service = %svc, "skipping endpoint: hostname is not a DNS label");
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::warn!(hostname = %label, %ip, cluster = %slice.cluster, service = %svc, error = %e, "skipping endpoint: hostname is not a DNS label");
                         continue;
                     }
                 };
-                let target = format!("{label}.{}.{svc}", slice.cluster.to_ascii_lowercase());
                 // `<cluster>.<svc>...` gets no records (the form is reserved), but it
                 // exists as an empty non-terminal: NODATA, not NXDOMAIN (RFC 8020).
                 ensure_between(nodes, &host_wire, svc_wire);
-                add_ip(nodes.entry(host_wire).or_default(), *ip);
                 let svc_node = nodes.entry(svc_wire.to_vec()).or_default();
                 add_ip(svc_node, *ip);
                 for p in &slice.ports {
-                    svc_node.srv.insert((target.clone(), p.port));
+                    svc_node.srv.insert((host_wire.clone(), p.port));
                 }
-                for p in &slice.ports {
-                    let Some(pname) = port_name(p) else { continue };
-                    let proto = p.protocol.to_ascii_lowercase();
-                    match name::prepend(&format!("_{pname}._{proto}"), svc_wire) {
-                        Ok(w) => {
-                            ensure_between(nodes, &w, svc_wire);
-                            nodes
-                                .entry(w)
-                                .or_default()
-                                .srv
-                                .insert((target.clone(), p.port));
-                        }
-                        Err(e) => {
-                            tracing::warn!(port = %pname, service = %svc, error = %e, "no SRV for a port whose name is not a DNS label")
-                        }
-                    }
+                for (owner, port) in &owners {
+                    ensure_between(nodes, owner, svc_wire);
+                    nodes
+                        .entry(owner.clone())
+                        .or_default()
+                        .srv
+                        .insert((host_wire.clone(), *port));
                 }
+                add_ip(nodes.entry(host_wire).or_default(), *ip);
             }
         }
     }
@@ -252,11 +265,11 @@ pub(crate) fn encode(built: Nodes, ttl: u32) -> Result<Encoded, IndexError> {
             .iter()
             .map(|ip| encode_rr(rtype::AAAA, ttl, &RData::AAAA(AAAA(*ip))));
         push(rtype::AAAA, aaaa.collect::<Result<_, _>>()?);
-        let mut srv = Vec::with_capacity(nb.srv.len());
-        for (target, port) in &nb.srv {
-            let rdata = RData::SRV(SRV::new(SRV_PRIORITY, SRV_WEIGHT, *port, fqdn(target)?));
-            srv.push(encode_rr(rtype::SRV, ttl, &rdata)?);
-        }
+        let srv = nb
+            .srv
+            .iter()
+            .map(|(target, port)| encode_srv(ttl, target, *port))
+            .collect();
         push(rtype::SRV, srv);
         if let Some((txt_ttl, text)) = &nb.txt {
             let rdata = RData::TXT(TXT::new(vec![text.clone()]));
@@ -333,15 +346,31 @@ fn encode_rr(rt: u16, ttl: u32, rdata: &RData) -> Result<Vec<u8>, IndexError> {
     encode_full_rr(&[0xC0, 0x0C], rt, ttl, rdata)
 }
 
+/// One SRV RR (owner: a pointer to the question name) whose target is already a
+/// lowercase wire name (at most 255 bytes): priority, weight, port and the target,
+/// uncompressed (RFC 2782), as hickory-proto writes it in canonical form.
+fn encode_srv(ttl: u32, target: &[u8], port: u16) -> Vec<u8> {
+    let mut rd = Vec::with_capacity(6 + target.len());
+    rd.extend_from_slice(&SRV_PRIORITY.to_be_bytes());
+    rd.extend_from_slice(&SRV_WEIGHT.to_be_bytes());
+    rd.extend_from_slice(&port.to_be_bytes());
+    rd.extend_from_slice(target);
+    raw_rr(&[0xC0, 0x0C], rtype::SRV, ttl, &rd)
+}
+
 /// One RR with an explicit owner (wire name or pointer).
 fn encode_full_rr(owner: &[u8], rt: u16, ttl: u32, rdata: &RData) -> Result<Vec<u8>, IndexError> {
-    let rd = encode_rdata(rt, rdata)?;
+    Ok(raw_rr(owner, rt, ttl, &encode_rdata(rt, rdata)?))
+}
+
+/// One RR from its owner and its encoded RDATA (shorter than 64 KiB).
+fn raw_rr(owner: &[u8], rt: u16, ttl: u32, rd: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(owner.len() + 10 + rd.len());
     out.extend_from_slice(owner);
     out.extend_from_slice(&rt.to_be_bytes());
     out.extend_from_slice(&1u16.to_be_bytes());
     out.extend_from_slice(&ttl.to_be_bytes());
     out.extend_from_slice(&(rd.len() as u16).to_be_bytes());
-    out.extend_from_slice(&rd);
-    Ok(out)
+    out.extend_from_slice(rd);
+    out
 }

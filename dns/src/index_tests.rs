@@ -340,6 +340,100 @@ fn bad_names_are_skipped_not_fatal() {
     );
 }
 
+/// A slice or an endpoint whose name DNS cannot carry is left out; the service and
+/// its other endpoints are still served.
+#[test]
+fn one_bad_slice_or_endpoint_leaves_the_rest_of_the_service() {
+    let good = slice("h", "c1", vec![ep("10.0.0.1", None, true)]);
+    let mapped = slice("h", "c1", vec![ep("::ffff:10.0.0.3", None, true)]);
+    let bad_slices = [
+        slice("h", "", vec![ep("10.0.0.2", None, true)]),
+        slice("h", "a.-b", vec![ep("10.0.0.2", None, true)]),
+        // No hostname: the dashed IP `--ffff-10-0-0-3` is not a host label.
+        mapped.clone(),
+    ];
+    let name = "h.ns.svc.clusterset.local.";
+    for bad in &bad_slices {
+        let what = format!("cluster {:?} {:?}", bad.cluster, bad.endpoints[0].addresses);
+        let zone = Zone::build(&cfg(), 1, [&headless("h")], [&good, bad]).unwrap();
+        let r = ask(&zone, name, RecordType::A);
+        assert_eq!(
+            (r.rcode, r.answers.clone()),
+            (0, vec!["A 10.0.0.1".into()]),
+            "{what}"
+        );
+        assert_eq!(
+            ask(&zone, name, RecordType::SRV).answers,
+            ["SRV 0 50 42 10-0-0-1.c1.h.ns.svc.clusterset.local."],
+            "{what}"
+        );
+        assert_eq!(
+            ask(&zone, name, RecordType::AAAA).answers,
+            Vec::<String>::new(),
+            "{what}"
+        );
+        assert_eq!(
+            ask(&zone, "10-0-0-2.h.ns.svc.clusterset.local.", RecordType::A).rcode,
+            3,
+            "{what}: an empty cluster does not move endpoints up a level"
+        );
+        assert_no_missing_ancestors(&zone);
+    }
+    // The same endpoint with a hostname is served, at that name.
+    let mut named = mapped;
+    named.endpoints[0].hostname = Some("h-3".into());
+    let zone = Zone::build(&cfg(), 1, [&headless("h")], [&good, &named]).unwrap();
+    assert_eq!(
+        ask(&zone, "h-3.c1.h.ns.svc.clusterset.local.", RecordType::AAAA).answers,
+        ["AAAA ::ffff:10.0.0.3"]
+    );
+}
+
+/// A port name of 63 characters makes a 64-character `_<port>` label: that port
+/// gets no SRV of its own; the service, its addresses and its other ports stay.
+#[test]
+fn a_port_name_dns_cannot_carry_loses_only_its_srv() {
+    let long = "a".repeat(63);
+    let imp = ImportInput {
+        namespace: "ns".into(),
+        name: "web".into(),
+        kind: ServiceKind::ClusterSetIp,
+        ips: vec!["10.42.0.1".parse().unwrap()],
+        ports: vec![
+            port(Some(&long), "TCP", 80),
+            port(Some("http"), "TCP", 8080),
+        ],
+    };
+    let zone = Zone::build(&cfg(), 1, [&imp], []).unwrap();
+    let svc = "web.ns.svc.clusterset.local.";
+    assert_eq!(ask(&zone, svc, RecordType::A).answers, ["A 10.42.0.1"]);
+    assert_eq!(
+        ask(&zone, &format!("_http._tcp.{svc}"), RecordType::SRV).answers,
+        ["SRV 0 50 8080 web.ns.svc.clusterset.local."]
+    );
+    // The bare name still lists both ports.
+    assert_eq!(ask(&zone, svc, RecordType::SRV).answers.len(), 2);
+    // Headless: the same.
+    let mut h = headless("h");
+    h.ports = imp.ports.clone();
+    let mut s = slice("h", "c1", vec![ep("10.0.0.1", None, true)]);
+    s.ports = imp.ports.clone();
+    let zone = Zone::build(&cfg(), 1, [&h], [&s]).unwrap();
+    assert_eq!(
+        ask(
+            &zone,
+            "_http._tcp.h.ns.svc.clusterset.local.",
+            RecordType::SRV
+        )
+        .answers,
+        ["SRV 0 50 8080 10-0-0-1.c1.h.ns.svc.clusterset.local."]
+    );
+    assert_eq!(
+        ask(&zone, "h.ns.svc.clusterset.local.", RecordType::A).answers,
+        ["A 10.0.0.1"]
+    );
+}
+
 #[test]
 fn nameserver_addresses_are_served() {
     let c = ZoneConfig {

@@ -75,8 +75,13 @@ pub struct Config {
     pub max_tcp_connections_per_client: usize,
     /// Largest UDP payload sent and advertised (EDNS0); clients asking for less get less.
     pub max_udp_payload: u16,
-    /// How long to wait for the upstream when forwarding.
+    /// How long to wait for the upstream when forwarding; a query it does not answer
+    /// in time gets SERVFAIL.
     pub forward_timeout: Duration,
+    /// Most forwarded queries waiting for the upstream at once (UDP and TCP); one more
+    /// is answered REFUSED at once, as CoreDNS's `forward` does over `max_concurrent`
+    /// (default 1024).
+    pub max_concurrent_forwards: usize,
     /// Delay between a watch event and the index rebuild (collects bursts).
     pub rebuild_debounce: Duration,
     /// Addresses answered for the apex NS target `ns.dns.<zone>` (and as glue in the
@@ -130,6 +135,7 @@ impl Default for Config {
             max_tcp_connections_per_client: 16,
             max_udp_payload: 1232,
             forward_timeout: Duration::from_secs(2),
+            max_concurrent_forwards: 1024,
             rebuild_debounce: Duration::from_millis(5),
             nameservers: Vec::new(),
         }
@@ -242,6 +248,14 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
     if cfg.tcp_idle_timeout.is_zero() || cfg.tcp_query_timeout.is_zero() {
         return Err(Error::Setting("TCP timeouts must be above zero".into()));
     }
+    if cfg.max_concurrent_forwards == 0
+        || cfg.max_concurrent_forwards > tokio::sync::Semaphore::MAX_PERMITS
+    {
+        return Err(Error::Setting(format!(
+            "max_concurrent_forwards must be between 1 and {}",
+            tokio::sync::Semaphore::MAX_PERMITS
+        )));
+    }
     let zone_cfg = ZoneConfig {
         zone: cfg.zone.clone(),
         ttl: cfg.ttl,
@@ -284,6 +298,7 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         },
         forward: cfg.forward,
         forward_timeout: cfg.forward_timeout,
+        forward_slots: Arc::new(tokio::sync::Semaphore::new(cfg.max_concurrent_forwards)),
         tcp_idle_timeout: cfg.tcp_idle_timeout,
         tcp_query_timeout: cfg.tcp_query_timeout,
         tcp_slots: Arc::new(tcp::Slots::new(
@@ -309,7 +324,7 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let t = std::thread::Builder::new()
             .name(format!("dns-udp-{i}"))
-            .spawn(move || match server::Batch::new() {
+            .spawn(move || match server::Batch::for_socket(&sock) {
                 Ok(batch) => {
                     let _ = ready_tx.send(Ok(()));
                     server::udp_worker(sock, batch, w_shared, w_stop, w_rt);

@@ -27,8 +27,14 @@ struct Args {
     #[arg(long)]
     metrics: Option<SocketAddr>,
     /// Relay names outside the zone to this resolver (ip:port). Without it they are REFUSED.
+    /// A query the resolver does not answer gets SERVFAIL.
     #[arg(long)]
     forward: Option<SocketAddr>,
+    /// Most forwarded queries (--forward) waiting for the resolver at once, over UDP
+    /// and TCP together; more are answered REFUSED at once (as CoreDNS's forward
+    /// max_concurrent), so a slow resolver cannot pile up tasks and sockets here.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_concurrent_forwards: u32,
     /// UDP worker threads, each a blocking loop on its own SO_REUSEPORT socket (the
     /// kernel spreads clients over them) reading and answering batches of datagrams;
     /// also the size of the async runtime for watches, TCP and metrics.
@@ -92,6 +98,7 @@ async fn run(args: Args, workers: usize) -> anyhow::Result<()> {
         ttl: args.ttl,
         metrics: args.metrics,
         forward: args.forward,
+        max_concurrent_forwards: args.max_concurrent_forwards as usize,
         workers,
         tcp_idle_timeout: Duration::from_secs(args.tcp_idle_timeout),
         tcp_query_timeout: Duration::from_millis(args.tcp_query_timeout_ms),

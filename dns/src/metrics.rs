@@ -175,6 +175,7 @@ pub struct Metrics {
     dropped: Counter,
     forwarded: Counter,
     forward_failures: Counter,
+    forward_refused: Counter,
     tcp_timeouts: Counter,
     tcp_refused: Counter,
     /// Index swaps.
@@ -231,14 +232,20 @@ impl Metrics {
         let forwarded = Counter::default();
         registry.register(
             "forwarded",
-            "Out-of-zone queries relayed to --forward",
+            "Out-of-zone queries for --forward (those refused over --max-concurrent-forwards included)",
             forwarded.clone(),
         );
         let forward_failures = Counter::default();
         registry.register(
             "forward_failures",
-            "Forwarded queries without an upstream answer",
+            "Forwarded queries without a usable upstream answer (answered SERVFAIL)",
             forward_failures.clone(),
+        );
+        let forward_refused = Counter::default();
+        registry.register(
+            "forward_refused",
+            "Out-of-zone queries answered REFUSED at once because --max-concurrent-forwards were waiting for the upstream",
+            forward_refused.clone(),
         );
         let tcp_timeouts = Counter::default();
         registry.register(
@@ -284,6 +291,7 @@ impl Metrics {
             dropped,
             forwarded,
             forward_failures,
+            forward_refused,
             tcp_timeouts,
             tcp_refused,
             swaps,
@@ -336,6 +344,11 @@ impl Metrics {
     /// Counts a forwarded query that got no answer.
     pub fn forward_failed(&self) {
         self.forward_failures.inc();
+    }
+
+    /// Counts an out-of-zone query refused over the limit of concurrent forwards.
+    pub fn forward_refused(&self) {
+        self.forward_refused.inc();
     }
 
     /// Counts a TCP connection closed on timeout.

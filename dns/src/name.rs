@@ -27,11 +27,16 @@ pub enum NameError {
     /// A character that is not a letter, digit, `-` or `_`.
     #[error("name {0:?} contains {1:?}; only letters, digits, '-' and '_' are allowed")]
     BadChar(String, char),
+    /// A label that starts with `-` (hickory-proto, which encodes the SRV, SOA and NS
+    /// names, refuses those too, as RFC 952 host names do).
+    #[error("name {0:?} has a label starting with '-'")]
+    LeadingHyphen(String),
 }
 
 /// Encodes a dotted name (`a.b.c` or `a.b.c.`; `.` or the empty string is the root)
 /// as lowercase wire format. Labels may hold letters, digits, `-` and `_` (service
-/// ports are `_http._tcp`).
+/// ports are `_http._tcp`), but may not start with `-`: whatever this accepts,
+/// hickory-proto's `Name::from_ascii` accepts too.
 pub fn to_wire(dotted: &str) -> Result<Vec<u8>, NameError> {
     let trimmed = dotted.strip_suffix('.').unwrap_or(dotted);
     let mut out = Vec::with_capacity(trimmed.len() + 2);
@@ -61,13 +66,21 @@ fn push_label(out: &mut Vec<u8>, label: &str, whole: &str) -> Result<(), NameErr
     {
         return Err(NameError::BadChar(whole.to_string(), c));
     }
+    if label.starts_with('-') {
+        return Err(NameError::LeadingHyphen(whole.to_string()));
+    }
     out.push(label.len() as u8);
     out.extend(label.bytes().map(|b| b.to_ascii_lowercase()));
     Ok(())
 }
 
-/// Joins `prefix` (a dotted name) in front of the wire name `suffix`.
+/// Joins `prefix` (a dotted name of at least one label) in front of the wire name
+/// `suffix`. An empty prefix is an error, not the suffix itself: an empty
+/// `source-cluster` label must not put endpoints one level up.
 pub fn prepend(prefix: &str, suffix: &[u8]) -> Result<Vec<u8>, NameError> {
+    if prefix.is_empty() || prefix == "." {
+        return Err(NameError::EmptyLabel(prefix.to_string()));
+    }
     let mut out = to_wire(prefix)?;
     out.pop();
     out.extend_from_slice(suffix);
@@ -150,6 +163,10 @@ mod tests {
             (".a", |e| matches!(e, NameError::EmptyLabel(_))),
             ("a b", |e| matches!(e, NameError::BadChar(_, ' '))),
             ("a\\.b", |e| matches!(e, NameError::BadChar(_, '\\'))),
+            ("a.-b", |e| matches!(e, NameError::LeadingHyphen(_))),
+            ("--ffff-10-0-0-3", |e| {
+                matches!(e, NameError::LeadingHyphen(_))
+            }),
         ];
         for (input, check) in table {
             let err = to_wire(input).unwrap_err();
@@ -162,6 +179,20 @@ mod tests {
         ));
         let long_name = vec!["abcdefghi"; 26].join(".");
         assert!(matches!(to_wire(&long_name), Err(NameError::TooLong(_))));
+        // A trailing hyphen is fine (`fd00::` is `fd00--`), as for hickory-proto.
+        assert!(to_wire("fd00--.c1").is_ok());
+        // An empty prefix is not the suffix itself.
+        let apex = to_wire("clusterset.local").unwrap();
+        for empty in ["", "."] {
+            assert!(
+                matches!(prepend(empty, &apex), Err(NameError::EmptyLabel(_))),
+                "{empty:?}"
+            );
+        }
+        assert!(matches!(
+            prepend("a..b", &apex),
+            Err(NameError::EmptyLabel(_))
+        ));
     }
 
     #[test]
@@ -184,7 +215,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trips(labels in proptest::collection::vec("[a-z0-9_-]{1,20}", 0..8)) {
+        fn round_trips(labels in proptest::collection::vec("[a-z0-9_][a-z0-9_-]{0,19}", 0..8)) {
             let dotted = labels.join(".");
             let wire = to_wire(&dotted).unwrap();
             let back = to_dotted(&wire);
@@ -201,6 +232,19 @@ mod tests {
         #[test]
         fn never_panics_on_any_text(s in "\\PC{0,300}") {
             let _ = to_wire(&s);
+        }
+
+        /// What `to_wire` accepts, hickory-proto accepts too (records whose names it
+        /// encodes cannot fail after the name passed here), as the same name.
+        #[test]
+        fn hickory_accepts_what_to_wire_accepts(s in "[-_a-zA-Z0-9.]{0,80}") {
+            if let Ok(wire) = to_wire(&s) {
+                let n = hickory_proto::rr::Name::from_ascii(&s);
+                prop_assert!(n.is_ok(), "{:?}: {:?}", s, n);
+                let mut n = n.unwrap_or_default();
+                n.set_fqdn(true);
+                prop_assert_eq!(n.to_lowercase().to_string(), to_dotted(&wire));
+            }
         }
     }
 }

@@ -7,22 +7,24 @@
 //! [`ServerState`] and the forwarding here.
 
 use std::io::{IoSlice, IoSliceMut};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use nix::errno::Errno;
+use nix::libc;
 use nix::sys::socket::{
-    self, AddressFamily, ControlMessage, MsgFlags, MultiHeaders, SockFlag, SockProtocol, SockType,
-    SockaddrStorage, sockopt,
+    self, AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders, SockFlag,
+    SockProtocol, SockType, SockaddrStorage, sockopt,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::answer::{self, Outcome, Settings, Transport};
+use crate::answer::{self, Outcome, Settings, Transport, rcode};
 use crate::index::Zone;
 use crate::metrics::{Metrics, Tally};
 
@@ -42,8 +44,11 @@ pub struct ServerState {
     pub settings: Settings,
     /// Upstream for out-of-zone names.
     pub forward: Option<SocketAddr>,
-    /// How long to wait for the upstream.
+    /// How long to wait for the upstream (then SERVFAIL).
     pub forward_timeout: Duration,
+    /// One permit per forwarded query waiting for the upstream (UDP and TCP); none
+    /// left: REFUSED at once.
+    pub forward_slots: Arc<Semaphore>,
     /// TCP clients silent between queries are closed after this long.
     pub tcp_idle_timeout: Duration,
     /// A begun TCP query must arrive (and its answer be written) within this long.
@@ -67,6 +72,21 @@ impl ServerState {
         );
         self.metrics.flush(&mut tally);
         outcome
+    }
+
+    /// A slot for one more forwarded query; `None` (counted) when
+    /// `max_concurrent_forwards` are already waiting for the upstream.
+    pub(crate) fn forward_permit(&self) -> Option<OwnedSemaphorePermit> {
+        let permit = self.forward_slots.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            self.metrics.forward_refused();
+        }
+        permit
+    }
+
+    /// The error answer to a forwarded query (`out` cleared when there is none).
+    pub(crate) fn forward_error(&self, pkt: &[u8], rcode: u8, out: &mut Vec<u8>) -> bool {
+        answer::forward_error(pkt, &self.settings, rcode, out)
     }
 
     /// Answers one packet from `zone`, counting it in `tally` with the time from
@@ -93,8 +113,8 @@ impl ServerState {
 pub struct Batch {
     /// `BATCH` receive buffers of `UDP_READ` bytes, back to back.
     bufs: Vec<u8>,
-    /// Length and sender of each datagram of the last read.
-    got: Vec<(usize, Option<SockaddrStorage>)>,
+    /// Length, sender and local address of each datagram of the last read.
+    got: Vec<(usize, Option<SockaddrStorage>, Option<Local>)>,
     /// The answer to each datagram of the last read.
     outs: Vec<Vec<u8>>,
     /// Which datagrams of the last read get an answer.
@@ -103,19 +123,125 @@ pub struct Batch {
     to: Vec<Option<SockaddrStorage>>,
     recv: MultiHeaders<SockaddrStorage>,
     send: MultiHeaders<SockaddrStorage>,
+    /// The socket's family, and whether it reports each datagram's local address.
+    kind: Kind,
+}
+
+/// What a worker's socket is: its family, and whether it listens on a wildcard
+/// address (then the kernel tells the local address each datagram was sent to, and
+/// the answer leaves from it: with several local addresses, the route's own source
+/// address may not be the one the client asked, and a client with a connected socket
+/// drops an answer from any other).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Kind {
+    v6: bool,
+    pktinfo: bool,
+}
+
+/// The local address a datagram was sent to, the source of its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Local {
+    /// `IP_PKTINFO`'s `ipi_spec_dst`.
+    V4(Ipv4Addr),
+    /// `IPV6_PKTINFO`'s address (IPv4-mapped for IPv4 clients of a dual-stack socket)
+    /// and, for a link-local address only, its interface.
+    V6(Ipv6Addr, u32),
+}
+
+impl Local {
+    /// From a received control message (`None` for any other message, and for a
+    /// multicast destination, which cannot be a source).
+    fn from_cmsg(c: &ControlMessageOwned) -> Option<Local> {
+        match c {
+            ControlMessageOwned::Ipv4PacketInfo(i) => Some(Local::V4(Ipv4Addr::from(
+                u32::from_be(i.ipi_spec_dst.s_addr),
+            ))),
+            ControlMessageOwned::Ipv6PacketInfo(i) => {
+                let ip = Ipv6Addr::from(i.ipi6_addr.s6_addr);
+                let link_local = ip.segments()[0] & 0xffc0 == 0xfe80;
+                let ifindex = if link_local { i.ipi6_ifindex } else { 0 };
+                (!ip.is_multicast()).then_some(Local::V6(ip, ifindex))
+            }
+            _ => None,
+        }
+    }
+
+    /// No preference (the kernel picks the source), for a datagram whose local
+    /// address was not reported, on a socket of `kind` answering `peer`.
+    fn any(kind: Kind, peer: Option<&SockaddrStorage>) -> Local {
+        if !kind.v6 {
+            return Local::V4(Ipv4Addr::UNSPECIFIED);
+        }
+        // IPv4 clients of a dual-stack socket need an IPv4-mapped source.
+        let mapped = peer
+            .and_then(|p| p.as_sockaddr_in6())
+            .is_some_and(|p| p.ip().to_ipv4_mapped().is_some());
+        let ip = if mapped {
+            Ipv4Addr::UNSPECIFIED.to_ipv6_mapped()
+        } else {
+            Ipv6Addr::UNSPECIFIED
+        };
+        Local::V6(ip, 0)
+    }
+
+    /// The control message data that sends from this address.
+    fn info(self) -> PktInfo {
+        match self {
+            Local::V4(ip) => PktInfo::V4(libc::in_pktinfo {
+                ipi_ifindex: 0,
+                ipi_spec_dst: libc::in_addr {
+                    s_addr: u32::from(ip).to_be(),
+                },
+                ipi_addr: libc::in_addr { s_addr: 0 },
+            }),
+            Local::V6(ip, ifindex) => PktInfo::V6(libc::in6_pktinfo {
+                ipi6_addr: libc::in6_addr {
+                    s6_addr: ip.octets(),
+                },
+                ipi6_ifindex: ifindex,
+            }),
+        }
+    }
+}
+
+/// `IP_PKTINFO` or `IPV6_PKTINFO` data to send with.
+enum PktInfo {
+    V4(libc::in_pktinfo),
+    V6(libc::in6_pktinfo),
+}
+
+impl PktInfo {
+    fn cmsg(&self) -> ControlMessage<'_> {
+        match self {
+            PktInfo::V4(i) => ControlMessage::Ipv4PacketInfo(i),
+            PktInfo::V6(i) => ControlMessage::Ipv6PacketInfo(i),
+        }
+    }
 }
 
 impl Batch {
-    /// Allocates the buffers. The `mmsghdr` arrays are primed (see [`primed_headers`]).
-    pub fn new() -> std::io::Result<Batch> {
+    /// Allocates the buffers for a worker reading `sock`. When `sock` listens on a
+    /// wildcard address (`0.0.0.0`, `::`), turns on `IP_PKTINFO` or
+    /// `IPV6_RECVPKTINFO` so that each answer leaves from the address its query was
+    /// sent to. The `mmsghdr` arrays are primed (see [`primed_headers`]).
+    pub fn for_socket(sock: &std::net::UdpSocket) -> std::io::Result<Batch> {
+        let local = sock.local_addr()?;
+        let kind = Kind {
+            v6: local.is_ipv6(),
+            pktinfo: local.ip().is_unspecified(),
+        };
+        if kind.pktinfo {
+            set_pktinfo(sock, kind.v6)?;
+        }
         Ok(Batch {
             bufs: vec![0; BATCH * UDP_READ],
             got: Vec::with_capacity(BATCH),
             outs: (0..BATCH).map(|_| Vec::with_capacity(UDP_READ)).collect(),
             replies: Vec::with_capacity(BATCH),
             to: vec![None; BATCH],
-            recv: primed_headers()?,
-            send: primed_headers()?,
+            recv: primed_headers(kind)?,
+            send: primed_headers(kind)?,
+            kind,
         })
     }
 
@@ -133,29 +259,59 @@ impl Batch {
             None,
         )?;
         self.got.clear();
-        self.got.extend(got.map(|m| (m.bytes, m.address)));
+        let kind = self.kind;
+        let mut unreported = false;
+        self.got.extend(got.map(|m| {
+            let local = kind.pktinfo.then(|| {
+                let found = m
+                    .cmsgs()
+                    .ok()
+                    .and_then(|mut c| c.find_map(|c| Local::from_cmsg(&c)));
+                unreported |= found.is_none() && m.bytes > 0;
+                found.unwrap_or_else(|| Local::any(kind, m.address.as_ref()))
+            });
+            (m.bytes, m.address, local)
+        }));
+        if unreported {
+            // The kernel shrinks a header's control length to what it wrote, and nix
+            // never restores it: a header that took no control message would take
+            // none again. Fresh headers; the datagrams read are copied out already.
+            tracing::debug!(
+                "a datagram came without its local address; resetting the batch headers"
+            );
+            match primed_headers(kind) {
+                Ok(h) => self.recv = h,
+                Err(e) => tracing::warn!(error = %e, "resetting the UDP batch headers"),
+            }
+        }
         Ok(self.got.len())
     }
 
-    /// Writes the answers of the last read with `sendmmsg`; an answer the kernel
-    /// refuses (an unroutable sender, say) is skipped, the others still go.
+    /// Writes the answers of the last read with `sendmmsg` (one call per run of
+    /// answers from the same local address); an answer the kernel refuses (an
+    /// unroutable sender, say) is skipped, the others still go.
     fn write(&mut self, fd: RawFd) {
         let mut iov = [[IoSlice::new(&[])]; BATCH];
+        let mut from = [None; BATCH];
         let to = &mut self.to;
         let n = self.replies.len();
         for (k, &i) in self.replies.iter().enumerate() {
             iov[k] = [IoSlice::new(&self.outs[i])];
             to[k] = self.got[i].1;
+            from[k] = self.got[i].2;
         }
         let mut done = 0;
         while done < n {
-            let no_cmsgs: [ControlMessage<'_>; 0] = [];
+            // The control message goes with every message of one call.
+            let end = (done..n).find(|&k| from[k] != from[done]).unwrap_or(n);
+            let info = from[done].map(Local::info);
+            let cmsg = info.as_ref().map(PktInfo::cmsg);
             match socket::sendmmsg(
                 fd,
                 &mut self.send,
-                &iov[done..n],
-                &to[done..n],
-                no_cmsgs,
+                &iov[done..end],
+                &to[done..end],
+                cmsg.as_slice(),
                 MsgFlags::empty(),
             ) {
                 Ok(sent) => done += sent.count().max(1),
@@ -170,16 +326,52 @@ impl Batch {
     }
 }
 
-/// `mmsghdr` arrays whose sender slots have all been written once.
+/// Asks the kernel for each datagram's local address (`IP_PKTINFO`, or
+/// `IPV6_RECVPKTINFO`, which covers the IPv4 clients of a dual-stack socket too).
+fn set_pktinfo(sock: &impl AsFd, v6: bool) -> std::io::Result<()> {
+    if v6 {
+        socket::setsockopt(sock, sockopt::Ipv6RecvPacketInfo, &true)?;
+    } else {
+        socket::setsockopt(sock, sockopt::Ipv4PacketInfo, &true)?;
+    }
+    Ok(())
+}
+
+/// `mmsghdr` arrays for a socket of `kind` whose sender slots have all been written
+/// once, with room for one packet-info control message each when `kind.pktinfo`.
 ///
 /// nix's result iterators copy out the sender slot of every message they yield: for
 /// `sendmmsg` (whose count we need) and for the empty read a `shutdown` causes, the
 /// kernel never wrote it. Receiving `BATCH` empty datagrams on a private loopback
 /// socket fills every slot with a real address first, so those copies read written
-/// memory.
-fn primed_headers() -> std::io::Result<MultiHeaders<SockaddrStorage>> {
-    let mut headers = MultiHeaders::preallocate(BATCH, None);
-    let sock = std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?;
+/// memory. The kernel also writes each header's address and control lengths, which
+/// nix never resets and the next call uses as the room available: the private
+/// socket is of the same family (IPv4 loopback, or IPv4-mapped loopback on an IPv6
+/// socket) and reports its packet info the same way, so both come out at full size.
+fn primed_headers(kind: Kind) -> std::io::Result<MultiHeaders<SockaddrStorage>> {
+    let cmsg = match (kind.pktinfo, kind.v6) {
+        (false, _) => None,
+        (true, false) => Some(nix::cmsg_space!(libc::in_pktinfo)),
+        (true, true) => Some(nix::cmsg_space!(libc::in6_pktinfo)),
+    };
+    let mut headers = MultiHeaders::preallocate(BATCH, cmsg);
+    let sock = if kind.v6 {
+        let fd = socket::socket(
+            AddressFamily::Inet6,
+            SockType::Datagram,
+            SockFlag::SOCK_CLOEXEC,
+            SockProtocol::Udp,
+        )?;
+        socket::setsockopt(&fd, sockopt::Ipv6V6Only, &false)?;
+        let at = SocketAddr::from((Ipv4Addr::LOCALHOST.to_ipv6_mapped(), 0));
+        socket::bind(fd.as_raw_fd(), &SockaddrStorage::from(at))?;
+        std::net::UdpSocket::from(fd)
+    } else {
+        std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?
+    };
+    if kind.pktinfo {
+        set_pktinfo(&sock, kind.v6)?;
+    }
     sock.set_read_timeout(Some(Duration::from_secs(2)))?;
     let me = sock.local_addr()?;
     for _ in 0..BATCH {
@@ -189,17 +381,22 @@ fn primed_headers() -> std::io::Result<MultiHeaders<SockaddrStorage>> {
     let mut iovs: Vec<[IoSliceMut<'_>; 1]> =
         bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
     // No MSG_WAITFORONE: waits for all BATCH (or the read timeout).
-    let got = socket::recvmmsg(
+    let (got, with_info) = socket::recvmmsg(
         sock.as_raw_fd(),
         &mut headers,
         iovs.iter_mut(),
         MsgFlags::empty(),
         None,
     )?
-    .count();
-    if got < BATCH {
+    .fold((0, 0), |(got, info), m| {
+        let has = m
+            .cmsgs()
+            .is_ok_and(|mut c| c.any(|c| Local::from_cmsg(&c).is_some()));
+        (got + 1, info + usize::from(has))
+    });
+    if got < BATCH || (kind.pktinfo && with_info < BATCH) {
         return Err(std::io::Error::other(format!(
-            "priming the UDP batch headers: {got} of {BATCH} loopback datagrams arrived"
+            "priming the UDP batch headers: {got} of {BATCH} loopback datagrams arrived, {with_info} with their local address"
         )));
     }
     Ok(headers)
@@ -230,6 +427,8 @@ pub fn udp_worker(
     rt: tokio::runtime::Handle,
 ) {
     let fd = sock.as_raw_fd();
+    // Shared with the forwarding tasks, which answer from this socket.
+    let sock = Arc::new(sock);
     let mut tally = Tally::default();
     loop {
         let read = batch.read(fd);
@@ -250,7 +449,7 @@ pub fn udp_worker(
         batch.replies.clear();
         let mut since = Instant::now();
         for i in 0..n {
-            let (len, Some(peer)) = &batch.got[i] else {
+            let (len, Some(peer), local) = &batch.got[i] else {
                 continue;
             };
             let at = i * UDP_READ;
@@ -259,8 +458,23 @@ pub fn udp_worker(
             match shared.answer(&zone, pkt, Transport::Udp, out, &mut tally, &mut since) {
                 Outcome::Reply { .. } => batch.replies.push(i),
                 Outcome::Forward { limit } => {
-                    if let Some(peer) = std_addr(peer) {
-                        forward(&sock, &shared, &rt, pkt, peer, limit);
+                    if let Some(to) = std_addr(peer) {
+                        match shared.forward_permit() {
+                            Some(permit) => {
+                                let client = Client {
+                                    to,
+                                    local: *local,
+                                    limit,
+                                };
+                                forward(&sock, &shared, &rt, pkt, client, permit);
+                            }
+                            // Over the limit: REFUSED now, in this batch.
+                            None => {
+                                if shared.forward_error(pkt, rcode::REFUSED, out) {
+                                    batch.replies.push(i);
+                                }
+                            }
+                        }
                     }
                     since = Instant::now();
                 }
@@ -281,62 +495,103 @@ pub fn wake(sock: &std::net::UdpSocket) {
     let _ = socket::shutdown(sock.as_raw_fd(), socket::Shutdown::Read);
 }
 
-/// Relays an out-of-zone query to the upstream on the runtime; the answer goes back
+/// Where a forwarded answer goes, and its size limit.
+struct Client {
+    to: SocketAddr,
+    /// The address the query was sent to (on a wildcard address), the answer's source.
+    local: Option<Local>,
+    limit: usize,
+}
+
+/// Relays an out-of-zone query to the upstream on the runtime, holding `permit` until
+/// it is done; the answer (SERVFAIL when the upstream gives none in time) goes back
 /// from the worker's socket.
 fn forward(
-    sock: &std::net::UdpSocket,
+    sock: &Arc<std::net::UdpSocket>,
     shared: &Arc<ServerState>,
     rt: &tokio::runtime::Handle,
     pkt: &[u8],
-    peer: SocketAddr,
-    limit: usize,
+    client: Client,
+    permit: OwnedSemaphorePermit,
 ) {
-    let (Some(upstream), Ok(reply_sock)) = (shared.forward, sock.try_clone()) else {
+    let Some(upstream) = shared.forward else {
         return;
     };
     let query = pkt.to_vec();
-    let shared = shared.clone();
+    let (sock, shared) = (sock.clone(), shared.clone());
     rt.spawn(async move {
-        match forward_udp(upstream, &query, shared.forward_timeout).await {
-            Some(resp) => {
-                let mut small = Vec::new();
-                let reply = if resp.len() <= limit {
-                    &resp
-                } else if answer::truncate_foreign(&resp, &mut small) {
-                    &small
-                } else {
-                    return;
-                };
-                let _ = reply_sock.send_to(reply, peer);
+        let _permit = permit;
+        let limit = client.limit;
+        let mut reply = Vec::new();
+        let ok = match forward_udp(upstream, &query, limit, shared.forward_timeout).await {
+            Ok(resp) if resp.len() <= limit => {
+                reply = resp;
+                true
             }
-            None => shared.metrics.forward_failed(),
+            // Larger than the client takes: TC and the question only.
+            Ok(resp) => answer::truncate_foreign(&resp, &mut reply),
+            Err(e) => {
+                tracing::debug!(%upstream, error = %e, "forwarding over UDP failed");
+                false
+            }
+        };
+        if !ok {
+            shared.metrics.forward_failed();
+            if !shared.forward_error(&query, rcode::SERVFAIL, &mut reply) {
+                return;
+            }
+        }
+        let sent = match client.local {
+            Some(local) => {
+                let info = local.info();
+                socket::sendmsg(
+                    sock.as_raw_fd(),
+                    &[IoSlice::new(&reply)],
+                    &[info.cmsg()],
+                    MsgFlags::empty(),
+                    Some(&SockaddrStorage::from(client.to)),
+                )
+                .map_err(std::io::Error::from)
+            }
+            None => sock.send_to(&reply, client.to),
+        };
+        if let Err(e) = sent {
+            tracing::debug!(peer = %client.to, error = %e, "udp send of a forwarded answer failed");
         }
     });
 }
 
-/// Relays a query to the upstream over UDP; `None` on timeout or error.
-async fn forward_udp(upstream: SocketAddr, query: &[u8], timeout: Duration) -> Option<Vec<u8>> {
-    let bind: SocketAddr = if upstream.is_ipv4() {
-        ([0, 0, 0, 0], 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let sock = UdpSocket::bind(bind).await.ok()?;
-    sock.connect(upstream).await.ok()?;
-    sock.send(query).await.ok()?;
-    let mut buf = vec![0u8; 65535];
+/// Relays a query to the upstream over UDP and returns its answer, read into a buffer
+/// of `limit + 1` bytes (not 64 KiB per query): an answer longer than `limit` comes
+/// back cut, longer than `limit`, for the caller to truncate.
+async fn forward_udp(
+    upstream: SocketAddr,
+    query: &[u8],
+    limit: usize,
+    timeout: Duration,
+) -> std::io::Result<Vec<u8>> {
     let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let n = tokio::time::timeout_at(deadline, sock.recv(&mut buf))
-            .await
-            .ok()?
-            .ok()?;
-        // Only the answer to this query (same ID) is relayed.
-        if n >= 2 && buf[..2] == query[..2] {
-            buf.truncate(n);
-            return Some(buf);
+    tokio::time::timeout_at(deadline, async {
+        let bind: SocketAddr = if upstream.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let sock = UdpSocket::bind(bind).await?;
+        sock.connect(upstream).await?;
+        sock.send(query).await?;
+        let mut buf = vec![0u8; limit + 1];
+        loop {
+            let n = sock.recv(&mut buf).await?;
+            // Only the answer to this query (same ID) is relayed.
+            if n >= 2 && buf[..2] == query[..2] {
+                buf.truncate(n);
+                return Ok(buf);
+            }
         }
-    }
+    })
+    .await
+    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
 
 /// Relays a query to the upstream over TCP.

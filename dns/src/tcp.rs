@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::answer::{Outcome, Transport};
+use crate::answer::{Outcome, Transport, rcode};
 use crate::server::{ServerState, forward_tcp};
 
 /// Connection counts, total and per client address.
@@ -163,6 +163,24 @@ async fn read_message(
     }
 }
 
+/// Relays a query to the upstream over TCP: its answer, or `None` with the error
+/// answer in `out` (REFUSED over the limit of concurrent forwards, SERVFAIL when the
+/// upstream gives no answer in time).
+async fn forward(query: &[u8], shared: &ServerState, out: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let Some(_permit) = shared.forward_permit() else {
+        shared.forward_error(query, rcode::REFUSED, out);
+        return None;
+    };
+    if let Some(up) = shared.forward
+        && let Some(r) = forward_tcp(up, query, shared.forward_timeout).await
+    {
+        return Some(r);
+    }
+    shared.metrics.forward_failed();
+    shared.forward_error(query, rcode::SERVFAIL, out);
+    None
+}
+
 /// Serves one connection: length-prefixed queries in sequence until the client
 /// closes it or a timeout expires.
 async fn serve(mut stream: TcpStream, shared: &ServerState) {
@@ -174,18 +192,17 @@ async fn serve(mut stream: TcpStream, shared: &ServerState) {
         }
         let reply: Vec<u8> = match shared.handle(&buf, Transport::Tcp, &mut out) {
             Outcome::Reply { .. } => std::mem::take(&mut out),
-            Outcome::Forward { .. } => match shared.forward {
-                Some(up) => match forward_tcp(up, &buf, shared.forward_timeout).await {
-                    Some(r) => r,
-                    None => {
-                        shared.metrics.forward_failed();
-                        continue;
-                    }
-                },
-                None => continue,
+            Outcome::Forward { .. } => match forward(&buf, shared, &mut out).await {
+                Some(r) => r,
+                None => std::mem::take(&mut out),
             },
             Outcome::Drop => break End::Closed,
         };
+        if reply.is_empty() {
+            // No answer could be made (never for a query that parsed).
+            out = reply;
+            continue;
+        }
         let mut framed = Vec::with_capacity(reply.len() + 2);
         framed.extend_from_slice(&(reply.len() as u16).to_be_bytes());
         framed.extend_from_slice(&reply);

@@ -131,6 +131,7 @@ fn help_explains_every_flag() {
         "--tcp-query-timeout-ms",
         "--tcp-max-connections ",
         "--tcp-max-connections-per-client",
+        "--max-concurrent-forwards",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
     }
@@ -141,4 +142,11 @@ fn help_explains_every_flag() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--ns-address"), "{err}");
+    let out = Command::new(BIN)
+        .args(["--max-concurrent-forwards", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--max-concurrent-forwards"), "{err}");
 }

@@ -1,8 +1,14 @@
 //! `--forward`: names outside the zone are relayed to the upstream.
 
-use hickory_proto::rr::RecordType;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
-use crate::support::{Env, ask_tcp, ask_udp, eventually};
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RecordType};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+use crate::support::{Env, Reply, ask_tcp, ask_udp, decode, eventually, query};
 
 #[tokio::test]
 async fn out_of_zone_names_are_forwarded_over_udp_and_tcp() {
@@ -44,6 +50,231 @@ async fn out_of_zone_names_are_forwarded_over_udp_and_tcp() {
     main.shutdown().await;
     // The UDP workers are gone and the socket closed: the port can be bound again.
     std::net::UdpSocket::bind(udp).expect("UDP port free after shutdown");
+    if let Some(d) = upstream.dns.take() {
+        d.shutdown().await;
+    }
+}
+
+/// An upstream that never answers: a UDP socket that reads nothing and a TCP listener
+/// that accepts and stays silent, on one port. Dropping it closes both.
+struct SilentUpstream {
+    addr: SocketAddr,
+    _udp: std::net::UdpSocket,
+    accepter: tokio::task::JoinHandle<()>,
+}
+
+impl SilentUpstream {
+    async fn start() -> SilentUpstream {
+        for _ in 0..20 {
+            let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let addr = udp.local_addr().unwrap();
+            let Ok(tcp) = TcpListener::bind(addr).await else {
+                continue;
+            };
+            let accepter = tokio::spawn(async move {
+                let mut held = Vec::new();
+                while let Ok((s, _)) = tcp.accept().await {
+                    held.push(s);
+                }
+            });
+            return SilentUpstream {
+                addr,
+                _udp: udp,
+                accepter,
+            };
+        }
+        panic!("no free port for the silent upstream");
+    }
+}
+
+impl Drop for SilentUpstream {
+    fn drop(&mut self) {
+        self.accepter.abort();
+    }
+}
+
+/// One query over UDP, no retry: the decoded answer and how long it took.
+async fn udp_once(server: SocketAddr, pkt: &[u8], wait: Duration) -> Option<(Reply, Duration)> {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let started = Instant::now();
+    sock.send_to(pkt, server).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let (n, _) = tokio::time::timeout(wait, sock.recv_from(&mut buf))
+        .await
+        .ok()?
+        .unwrap();
+    Some((decode(&buf[..n]), started.elapsed()))
+}
+
+/// One query over TCP: the decoded answer and how long it took.
+async fn tcp_once(server: SocketAddr, pkt: &[u8], wait: Duration) -> Option<(Reply, Duration)> {
+    let started = Instant::now();
+    let fut = async {
+        let mut s = TcpStream::connect(server).await.unwrap();
+        let mut framed = (pkt.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(pkt);
+        s.write_all(&framed).await.unwrap();
+        let len = s.read_u16().await.ok()? as usize;
+        let mut resp = vec![0u8; len];
+        s.read_exact(&mut resp).await.ok()?;
+        Some(resp)
+    };
+    let raw = tokio::time::timeout(wait, fut).await.ok()??;
+    Some((decode(&raw), started.elapsed()))
+}
+
+#[tokio::test]
+async fn an_upstream_that_does_not_answer_gives_servfail_over_udp_and_tcp() {
+    let upstream = SilentUpstream::start().await;
+    let env = Env::start_with(|c| {
+        c.forward = Some(upstream.addr);
+        c.forward_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let (udp, tcp) = (env.dns().udp, env.dns().tcp);
+    for edns in [None, Some(1232)] {
+        let pkt = query("Silent.Example.", RecordType::AAAA, edns);
+        let (r, took) = udp_once(udp, &pkt, Duration::from_secs(1))
+            .await
+            .expect("UDP: an answer within 1 s");
+        assert_eq!(r.rcode, 2, "UDP {edns:?}: SERVFAIL, took {took:?}: {r:?}");
+        assert_eq!(r.msg.metadata.id, 0x1234);
+        assert_eq!(r.msg.queries[0].name().to_string(), "Silent.Example.");
+        assert_eq!(r.msg.queries[0].query_type(), RecordType::AAAA);
+        assert_eq!(r.msg.edns.is_some(), edns.is_some());
+        let (r, took) = tcp_once(tcp, &pkt, Duration::from_secs(1))
+            .await
+            .expect("TCP: an answer within 1 s");
+        assert_eq!(r.rcode, 2, "TCP {edns:?}: SERVFAIL, took {took:?}: {r:?}");
+        assert_eq!(r.msg.queries[0].name().to_string(), "Silent.Example.");
+    }
+    let text = env.dns().metrics_handle().encode();
+    assert!(
+        text.contains("causeway_dns_forward_failures_total 4"),
+        "{text}"
+    );
+}
+
+/// With `max_concurrent_forwards` queries waiting for a silent upstream, further
+/// out-of-zone queries are REFUSED at once (UDP and TCP), the zone is still answered,
+/// and once the waiting ones time out (SERVFAIL) forwarding works again.
+#[tokio::test]
+async fn forwards_over_the_limit_are_refused_at_once() {
+    const CAP: usize = 4;
+    const BURST: u16 = 24;
+    let upstream = SilentUpstream::start().await;
+    let env = Env::start_with(|c| {
+        c.forward = Some(upstream.addr);
+        c.forward_timeout = Duration::from_millis(1500);
+        c.max_concurrent_forwards = CAP;
+    })
+    .await;
+    let (udp, tcp) = (env.dns().udp, env.dns().tcp);
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let started = Instant::now();
+    for id in 0..BURST {
+        let mut m = Message::query();
+        m.metadata.id = id;
+        let name = Name::from_ascii(format!("q{id}.example.")).unwrap();
+        m.add_query(Query::query(name, RecordType::A));
+        sock.send_to(&m.to_vec().unwrap(), udp).await.unwrap();
+    }
+    // The excess is refused at once: read until BURST - CAP answers or 1 s.
+    let mut refused = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    while refused.len() < usize::from(BURST) - CAP {
+        let got = tokio::time::timeout_at(
+            (started + Duration::from_secs(1)).into(),
+            sock.recv_from(&mut buf),
+        )
+        .await;
+        let Ok(Ok((n, _))) = got else { break };
+        let r = decode(&buf[..n]);
+        assert_eq!(r.rcode, 5, "REFUSED over the limit: {r:?}");
+        refused.push(r.msg.metadata.id);
+    }
+    assert_eq!(refused.len(), usize::from(BURST) - CAP, "{refused:?}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    // While CAP forwards wait: the zone answers, TCP forwards are refused too.
+    let r = ask_udp(udp, "dns-version.clusterset.local.", RecordType::TXT, None).await;
+    assert_eq!(r.answers, ["TXT 1.0.0"]);
+    let (r, _) = tcp_once(
+        tcp,
+        &query("t.example.", RecordType::A, None),
+        Duration::from_secs(1),
+    )
+    .await
+    .expect("TCP answer");
+    assert_eq!(r.rcode, 5, "{r:?}");
+    let text = env.dns().metrics_handle().encode();
+    let want = format!(
+        "causeway_dns_forward_refused_total {}",
+        usize::from(BURST) - CAP + 1
+    );
+    assert!(text.contains(&want), "{want} missing in:\n{text}");
+    // The CAP waiting ones end in SERVFAIL, and free their slots.
+    let mut failed = Vec::new();
+    while failed.len() < CAP {
+        let got = tokio::time::timeout(Duration::from_secs(5), sock.recv_from(&mut buf)).await;
+        let (n, _) = got.expect("SERVFAIL after the timeout").unwrap();
+        let r = decode(&buf[..n]);
+        assert_eq!(r.rcode, 2, "{r:?}");
+        failed.push(r.msg.metadata.id);
+    }
+    assert!(failed.iter().all(|id| !refused.contains(id)));
+    let pkt = query("again.example.", RecordType::A, None);
+    let (r, took) = udp_once(udp, &pkt, Duration::from_secs(5))
+        .await
+        .expect("answer");
+    assert_eq!(r.rcode, 2, "forwarded again (and timed out), took {took:?}");
+    assert!(took >= Duration::from_millis(1000), "{took:?}: not refused");
+}
+
+/// On a wildcard address, forwarded answers (and SERVFAIL for a silent upstream) leave
+/// from the address the query was sent to, like the zone's own: a client connected to
+/// 127.0.0.2 gets them.
+#[tokio::test]
+async fn forwarded_answers_on_a_wildcard_address_come_from_the_address_queried() {
+    let mut upstream = Env::start_with(|c| c.zone = "upstream.test".into()).await;
+    let silent = SilentUpstream::start().await;
+    for listen in ["0.0.0.0:0", "[::]:0"] {
+        for (to, want) in [(upstream.dns().udp, 0), (silent.addr, 2)] {
+            let main = causeway_dns::start(
+                upstream.client.clone(),
+                causeway_dns::Config {
+                    listen: listen.parse().unwrap(),
+                    forward: Some(to),
+                    forward_timeout: Duration::from_millis(200),
+                    nameservers: vec!["127.0.0.1".parse().unwrap()],
+                    ..causeway_dns::Config::default()
+                },
+            )
+            .await
+            .unwrap();
+            eventually("main synced", || async { main.ready() }).await;
+            let server = SocketAddr::from(([127, 0, 0, 2], main.udp.port()));
+            let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            sock.connect(server).await.unwrap();
+            let pkt = query("dns-version.upstream.test.", RecordType::TXT, None);
+            let mut buf = vec![0u8; 4096];
+            let mut got = None;
+            for _ in 0..5 {
+                sock.send(&pkt).await.unwrap();
+                if let Ok(Ok(n)) =
+                    tokio::time::timeout(Duration::from_secs(1), sock.recv(&mut buf)).await
+                {
+                    got = Some(decode(&buf[..n]));
+                    break;
+                }
+            }
+            let r = got.unwrap_or_else(|| panic!("{listen} via {to}: no answer from {server}"));
+            assert_eq!(r.rcode, want, "{listen} via {to}: {r:?}");
+            if want == 0 {
+                assert_eq!(r.answers, ["TXT 1.0.0"]);
+            }
+            main.shutdown().await;
+        }
+    }
     if let Some(d) = upstream.dns.take() {
         d.shutdown().await;
     }

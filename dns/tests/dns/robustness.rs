@@ -331,11 +331,12 @@ async fn half_sent_tcp_queries_are_closed_fast_while_idle_clients_wait() {
 async fn zero_tcp_limits_or_timeouts_are_refused_at_start() {
     let env = Env::bare().await;
     type Tweak = fn(&mut causeway_dns::Config);
-    let cases: [(&str, Tweak); 4] = [
+    let cases: [(&str, Tweak); 5] = [
         ("limits", |c| c.max_tcp_connections = 0),
         ("limits", |c| c.max_tcp_connections_per_client = 0),
         ("timeouts", |c| c.tcp_idle_timeout = Duration::ZERO),
         ("timeouts", |c| c.tcp_query_timeout = Duration::ZERO),
+        ("max_concurrent_forwards", |c| c.max_concurrent_forwards = 0),
     ];
     for (want, tweak) in cases {
         let mut cfg = causeway_dns::Config {
@@ -346,7 +347,7 @@ async fn zero_tcp_limits_or_timeouts_are_refused_at_start() {
         let err = match causeway_dns::start(env.client.clone(), cfg).await {
             Ok(running) => {
                 running.shutdown().await;
-                panic!("started with a zero TCP {want} setting");
+                panic!("started with a zero {want} setting");
             }
             Err(e) => e.to_string(),
         };
@@ -355,4 +356,63 @@ async fn zero_tcp_limits_or_timeouts_are_refused_at_start() {
             "{err}"
         );
     }
+}
+
+/// A bare SRV answer larger than a TCP message (250 ready endpoints in clusters with
+/// UUID ids, three named ports: 750 records of ~96 bytes) comes back over TCP as the
+/// records that fit, without TC (RFC 7766); over UDP it is still TC.
+#[tokio::test]
+async fn tcp_answers_over_64k_are_the_records_that_fit_without_tc() {
+    let env = Env::start().await;
+    let ports = json!([
+        {"name": "http", "protocol": "TCP", "port": 80},
+        {"name": "https", "protocol": "TCP", "port": 443},
+        {"name": "metrics", "protocol": "TCP", "port": 9090},
+    ]);
+    env.import("huge", "Headless", &[], ports.clone()).await;
+    for c in 0..5 {
+        let cluster = format!("7c9e6679-7425-40de-944b-e07fc1f90ae{c}");
+        let ips: Vec<String> = (1..=50).map(|i| format!("10.8.{c}.{i}")).collect();
+        let eps: Vec<(&str, Option<&str>, Option<bool>)> = ips
+            .iter()
+            .map(|ip| (ip.as_str(), None, Some(true)))
+            .collect();
+        env.slice("huge", &cluster, "IPv4", &eps, ports.clone())
+            .await;
+    }
+    let name = "huge.demo.svc.clusterset.local.";
+    let tcp = env.dns().tcp;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let r = ask_tcp(tcp, name, RecordType::A).await;
+        if r.answers.len() == 250 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of 250",
+            r.answers.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let raw = tcp_raw(tcp, &query(name, RecordType::SRV, None)).await;
+    assert!(raw.len() <= 65535);
+    let r = decode(&raw);
+    assert!(!r.tc, "no TC over TCP");
+    assert_eq!(r.rcode, 0);
+    assert!(
+        r.answers.len() > 600 && r.answers.len() < 750,
+        "{} records in {} bytes",
+        r.answers.len(),
+        raw.len()
+    );
+    assert!(
+        r.answers
+            .iter()
+            .all(|a| a.contains(".7c9e6679-7425-40de-944b-e07fc1f90ae")),
+        "{:?}",
+        &r.answers[..3]
+    );
+    let r = decode(&udp_raw(env.dns().udp, &query(name, RecordType::SRV, Some(1232))).await);
+    assert!(r.tc && r.answers.is_empty());
 }

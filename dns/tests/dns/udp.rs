@@ -10,7 +10,7 @@ use hickory_proto::rr::{Name, RecordType};
 use serde_json::json;
 use tokio::net::UdpSocket;
 
-use crate::support::{DEADLINE, Env, decode, http_get};
+use crate::support::{DEADLINE, Env, ask_udp, decode, eventually, http_get};
 
 const SERVICES: usize = 5;
 
@@ -40,8 +40,13 @@ async fn env_with(workers: usize, listen: &str) -> Env {
     }
     let last = format!("s{}.demo.svc.clusterset.local.", SERVICES - 1);
     let want = format!("A {}", ip_of(SERVICES - 1));
-    env.until("services imported", &last, RecordType::A, |r| {
-        r.answers == [want.clone()]
+    // On a wildcard address (0.0.0.0 or [::]), ask through IPv4 loopback.
+    let mut probe = env.dns().udp;
+    if probe.ip().is_unspecified() {
+        probe = SocketAddr::from(([127, 0, 0, 1], probe.port()));
+    }
+    eventually("services imported", || async {
+        ask_udp(probe, &last, RecordType::A, None).await.answers == [want.clone()]
     })
     .await;
     env
@@ -227,4 +232,37 @@ async fn metrics_count_every_udp_query() {
         3,
         "the three non-queries counted as dropped"
     );
+}
+
+/// On a wildcard address (0.0.0.0, and [::] for IPv4 clients through the dual-stack
+/// socket), each answer leaves from the address its query was sent to (IP_PKTINFO,
+/// IPV6_RECVPKTINFO): clients with sockets connected to 127.0.0.2, which take
+/// datagrams from that address only, get every answer, from one worker or several.
+#[tokio::test]
+async fn on_a_wildcard_address_answers_come_from_the_address_queried() {
+    // A routed IPv6 address of this host, if it has one: asked from ::1, the route's
+    // source would be ::1.
+    let v6 = causeway_dns::default_nameservers(std::net::Ipv6Addr::UNSPECIFIED.into())
+        .into_iter()
+        .find(|ip| !ip.is_loopback());
+    for (listen, workers) in [("0.0.0.0:0", 1), ("0.0.0.0:0", 3), ("[::]:0", 2)] {
+        let env = env_with(workers, listen).await;
+        let port = env.dns().udp.port();
+        let mut clients = Vec::new();
+        let mut pairs = vec![
+            ("127.0.0.1", "127.0.0.2".to_string()),
+            ("127.0.0.1", "127.0.0.1".to_string()),
+            ("127.0.0.3", "127.0.0.2".to_string()),
+        ];
+        if let (true, Some(ip)) = (listen.starts_with('['), v6) {
+            pairs.push(("[::1]", format!("[{ip}]")));
+        }
+        for (src, dst) in pairs {
+            let server: SocketAddr = format!("{dst}:{port}").parse().unwrap();
+            let sock = UdpSocket::bind(format!("{src}:0")).await.unwrap();
+            sock.connect(server).await.unwrap();
+            clients.push(tokio::spawn(burst_client(sock, server, 40)));
+        }
+        join_clients(&format!("{listen}, {workers} worker(s)"), clients).await;
+    }
 }
