@@ -38,6 +38,10 @@ pub struct Defaults {
     pub request_timeout: Duration,
     /// Pooled upstream connections idle longer are closed.
     pub idle_timeout: Duration,
+    /// Longest wait for the next bytes of a response body from the upstream (nginx's
+    /// `proxy_read_timeout`): an upstream silent longer has the response cut off. Set
+    /// by `--read-timeout` only (no annotation).
+    pub read_timeout: Duration,
     /// Retries on another endpoint.
     pub retries: u32,
     /// Circuit breaker: concurrent upstream connections (requests) per backend.
@@ -55,6 +59,8 @@ impl Default for Defaults {
             request_timeout: Duration::from_secs(30),
             // Below common backends' keep-alive timeouts (Node.js and Apache 5 s).
             idle_timeout: Duration::from_secs(4),
+            // nginx's proxy_read_timeout.
+            read_timeout: Duration::from_secs(60),
             retries: 2,
             max_connections: 1024,
             max_pending_requests: 1024,
@@ -138,6 +144,7 @@ pub fn parse(
             connect_timeout: p.connect_timeout.unwrap_or(d.connect_timeout),
             request_timeout: p.request_timeout.unwrap_or(d.request_timeout),
             idle_timeout: p.idle_timeout.unwrap_or(d.idle_timeout),
+            read_timeout: d.read_timeout,
             retries: p.retries.unwrap_or(d.retries),
             max_connections: p.max_connections.unwrap_or(d.max_connections),
             max_pending_requests: p.max_pending_requests.unwrap_or(d.max_pending_requests),

@@ -13,10 +13,12 @@
 //! ([`upstream::h2`]), with trailers and both bodies streamed; gRPC calls get gRPC answers, deadlines and retries ([`grpc`]).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
@@ -101,6 +103,88 @@ impl<B: Body, A: AtEnd> Drop for Watched<B, A> {
         if self.inner.is_end_stream() {
             self.at_end.ended();
         }
+    }
+}
+
+/// A response body whose upstream may stay silent at most `timeout` between frames
+/// (the read timeout, as nginx's `proxy_read_timeout`): past it the body fails, so the
+/// client's connection (HTTP/1.1) or stream (HTTP/2) is cut and, dropped, the body
+/// frees its circuit slot, in-flight mark and upstream connection. The timer is made
+/// the first time the body has to wait (a body at hand never does), and moved later
+/// with a clock read: the timer wheel is touched only when it fires.
+struct ReadTimeout<B> {
+    inner: B,
+    timeout: Duration,
+    /// Made the first time the body waits.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// When the upstream's silence has lasted too long.
+    due: tokio::time::Instant,
+    /// A frame came since `due` was set.
+    progressed: bool,
+}
+
+impl<B> ReadTimeout<B> {
+    fn new(inner: B, timeout: Duration) -> Self {
+        ReadTimeout {
+            inner,
+            timeout,
+            timer: None,
+            due: tokio::time::Instant::now(),
+            progressed: false,
+        }
+    }
+}
+
+impl<B> Body for ReadTimeout<B>
+where
+    B: Body<Data = Bytes, Error = BoxError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(r) = Pin::new(&mut this.inner).poll_frame(cx) {
+            this.progressed = true;
+            return Poll::Ready(r);
+        }
+        let timer = match &mut this.timer {
+            Some(t) => {
+                if this.progressed {
+                    this.due = tokio::time::Instant::now() + this.timeout;
+                }
+                t
+            }
+            None => {
+                this.due = tokio::time::Instant::now() + this.timeout;
+                this.timer
+                    .insert(Box::pin(tokio::time::sleep_until(this.due)))
+            }
+        };
+        this.progressed = false;
+        loop {
+            std::task::ready!(timer.as_mut().poll(cx));
+            if tokio::time::Instant::now() >= this.due {
+                tracing::debug!(read_timeout = ?this.timeout, "the upstream sent nothing for the read timeout mid-body");
+                return Poll::Ready(Some(Err(format!(
+                    "the upstream sent nothing for {:?} (the read timeout)",
+                    this.timeout
+                )
+                .into())));
+            }
+            timer.as_mut().reset(this.due);
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -228,6 +312,7 @@ impl Proxy {
                     query: req.uri().query(),
                     headers: req.headers(),
                     https: conn.https,
+                    https_port: self.https_port,
                 };
                 match gateway::decide(&rules, &r) {
                     Decided::Forward(b, rule) => (b, Some(rule)),
@@ -534,7 +619,7 @@ impl Proxy {
                         Err(f) => f,
                     });
                     let body = Watched {
-                        inner: body.map_err(BoxError::from),
+                        inner: ReadTimeout::new(body.map_err(BoxError::from), limits.read_timeout),
                         at_end: Release {
                             lease,
                             sent: sent.clone(),

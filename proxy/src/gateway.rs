@@ -21,7 +21,8 @@ use crate::refusal::Refusal;
 use crate::table::{Backend, Target};
 
 /// The rules of one hostname (its own, then those of less specific hostnames that
-/// cover it), in precedence order.
+/// cover it; of each Gateway, only those of the most specific listener matching it),
+/// in precedence order.
 #[derive(Debug, Default)]
 pub struct HostRules {
     /// Rules, the first matching one wins.
@@ -137,6 +138,9 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// Came over TLS.
     pub https: bool,
+    /// The port of the proxy's TLS listener (which a request over TLS arrived on):
+    /// the port of a redirect that names neither scheme nor port, for such a request.
+    pub https_port: Option<u16>,
 }
 
 /// What to do with a request.
@@ -220,23 +224,27 @@ impl Rule {
     }
 
     fn redirect(&self, rd: &Redirect, r: &Request<'_>) -> HeaderValue {
-        let scheme = rd
-            .scheme
-            .as_deref()
-            .unwrap_or(if r.https { "https" } else { "http" });
         let well_known = |s: &str| match s {
             "http" => Some(80),
             "https" => Some(443),
             _ => None,
         };
-        let port = rd.port.or_else(|| match &rd.scheme {
-            Some(s) => well_known(s).or(Some(self.listener_port)),
-            None => Some(self.listener_port),
-        });
-        let port = port
-            .filter(|p| well_known(scheme) != Some(*p))
-            .map(|p| format!(":{p}"))
-            .unwrap_or_default();
+        let (scheme, port) = match (rd.scheme.as_deref(), rd.port) {
+            // A scheme: the port given, else the scheme's well-known one (the spec).
+            (Some(s), p) => (s, p.or_else(|| well_known(s)).unwrap_or(self.listener_port)),
+            (None, Some(p)) => (if r.https { "https" } else { "http" }, p),
+            // Neither: the scheme and the port the request arrived on, together (a
+            // request over TLS came to the proxy's TLS listener, not to the Gateway's
+            // HTTP listener the route attached to).
+            (None, None) if r.https => ("https", r.https_port.unwrap_or(443)),
+            (None, None) => ("http", self.listener_port),
+        };
+        // The scheme's default port is left out.
+        let port = if well_known(scheme) == Some(port) {
+            String::new()
+        } else {
+            format!(":{port}")
+        };
         let host = rd.hostname.as_deref().unwrap_or(r.host);
         let path = match &rd.path {
             Some(m) => self.modify_path(m, r.path),

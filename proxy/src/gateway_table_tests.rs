@@ -100,6 +100,7 @@ fn pick(
         query,
         headers: &h,
         https: false,
+        https_port: None,
     };
     match decide(rules, &req) {
         Decided::Forward(b, _) => b.name.to_string(),
@@ -316,6 +317,60 @@ fn hostname_precedence_and_intersection() {
     }
 }
 
+/// A request is matched to one listener of a Gateway, the most specific whose hostname
+/// matches it (exact, then the longest wildcard, then none: GatewaySpec.listeners),
+/// and only that listener's routes apply: no falling through to a less specific
+/// listener's routes.
+#[test]
+fn a_request_gets_the_routes_of_its_most_specific_listener() {
+    let mut s = gateway_snapshot();
+    let all = json!({"namespaces": {"from": "All"}});
+    s.gateways.push(obj(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "ex", "namespace": "infra"},
+        "spec": {"gatewayClassName": "causeway", "listeners": [
+            {"name": "api", "port": 80, "protocol": "HTTP", "hostname": "api.ex.com", "allowedRoutes": all},
+            {"name": "wild", "port": 80, "protocol": "HTTP", "hostname": "*.ex.com", "allowedRoutes": all},
+            {"name": "any", "port": 80, "protocol": "HTTP", "allowedRoutes": all},
+        ]}}),
+    ));
+    let on =
+        |listener: &str| json!([{"name": "ex", "namespace": "infra", "sectionName": listener}]);
+    s.http_routes = vec![
+        route(
+            "a",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": on("api"),
+            "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}], "backendRefs": to("a")}]}),
+        ),
+        route(
+            "b",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": on("wild"), "rules": [{"backendRefs": to("b")}]}),
+        ),
+        // Names api.ex.com itself, but through the listener for any host.
+        route(
+            "c",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": on("any"), "hostnames": ["api.ex.com", "x.ex.com", "other.com"],
+            "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/c"}}], "backendRefs": to("c")}]}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    let cases = [
+        ("api.ex.com", "/v1/x", "a"),
+        ("api.ex.com", "/v2", "404"),
+        ("api.ex.com", "/c", "404"),
+        ("foo.ex.com", "/v2", "b"),
+        ("x.ex.com", "/c", "b"),
+        ("other.com", "/c", "c"),
+        ("other.com", "/v1", "404"),
+    ];
+    for (host, path, want) in cases {
+        assert_eq!(pick(&t, "GET", host, path, &[]), want, "{host} {path}");
+    }
+}
+
 /// Weighted backendRefs split traffic by weight; a weight of 0 gets nothing; invalid
 /// refs get 500s (the spec) for their share.
 #[test]
@@ -513,6 +568,7 @@ fn mesh_routes_are_served_on_their_mesh_ports() {
             query: None,
             headers: &h,
             https: false,
+            https_port: None,
         };
         match decide(rules, &req) {
             Decided::Refused(why) => why

@@ -56,6 +56,7 @@ fn redirect_locations() {
         query: Some("x=1"),
         headers: &headers,
         https,
+        https_port: Some(443),
     };
     let rd = |scheme: Option<&str>,
               host: Option<&str>,
@@ -98,10 +99,22 @@ fn redirect_locations() {
             true,
             "http://a.com/foo/bar?x=1",
         ),
+        // Over TLS, neither scheme nor port: https on the port it arrived on (443:
+        // left out), not the HTTP listener's 80.
         (
             rd(None, None, None, None),
             true,
-            "https://a.com:80/foo/bar?x=1",
+            "https://a.com/foo/bar?x=1",
+        ),
+        (
+            rd(None, None, Some(8443), None),
+            true,
+            "https://a.com:8443/foo/bar?x=1",
+        ),
+        (
+            rd(Some("http"), None, Some(80), None),
+            true,
+            "http://a.com/foo/bar?x=1",
         ),
         (
             rd(None, None, None, Some(PathModifier::Prefix("/new".into()))),
@@ -130,6 +143,18 @@ fn redirect_locations() {
             .to_str()
             .unwrap(),
         "http://a.com:8080/foo/bar?x=1"
+    );
+    // A request over TLS keeps the port of the TLS listener it came to, whatever the
+    // HTTP listener's.
+    let tls = Request {
+        https_port: Some(8443),
+        ..req(true)
+    };
+    assert_eq!(
+        ru.redirect(&rd(None, None, None, None), &tls)
+            .to_str()
+            .unwrap(),
+        "https://a.com:8443/foo/bar?x=1"
     );
 }
 

@@ -37,6 +37,7 @@ mod deadline;
 mod wire;
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use http::{HeaderName, StatusCode};
@@ -94,7 +95,8 @@ async fn write<T: AsyncWrite + Unpin>(io: &mut T, bytes: &[u8]) -> Result<(), Br
 }
 
 /// Sends the client its response head (in `out`) and the body, as the upstream frames
-/// it. `ubuf` holds what was read after the head. Returns whether the upstream
+/// it. `ubuf` holds what was read after the head. An upstream that sends nothing for
+/// `read_timeout` (timed on `timer`) breaks the response. Returns whether the upstream
 /// connection ended the response exactly where its framing said (it can be reused).
 async fn relay<T: AsyncWrite + Unpin>(
     io: &mut T,
@@ -102,6 +104,7 @@ async fn relay<T: AsyncWrite + Unpin>(
     ubuf: &mut BytesMut,
     out: &mut Vec<u8>,
     framing: Framing,
+    (timer, read_timeout): (&mut Deadline, Duration),
 ) -> Result<bool, Broken> {
     let mut chunked = Chunked::default();
     // How much of what is buffered belongs to this response, and whether it ended.
@@ -133,7 +136,17 @@ async fn relay<T: AsyncWrite + Unpin>(
     while !done {
         ubuf.clear();
         ubuf.reserve(READ_CHUNK);
-        match up.stream.read_buf(ubuf).await {
+        // (A clock read per read; the timer wheel is touched only when it fires.)
+        timer.set(Instant::now() + read_timeout);
+        let read = tokio::select! {
+            biased;
+            r = up.stream.read_buf(ubuf) => r,
+            () = timer.expired() => {
+                tracing::debug!(?read_timeout, "the upstream sent nothing for the read timeout mid-body");
+                return Err(Broken::Upstream);
+            }
+        };
+        match read {
             Ok(0) if framing == Framing::Close => done = true,
             Ok(0) | Err(_) => return Err(Broken::Upstream),
             Ok(_) => {
@@ -254,7 +267,8 @@ struct Bufs {
     ubuf: BytesMut,
     /// The header-read timeout.
     idle: Deadline,
-    /// The request timeout.
+    /// The request timeout (and, once the response head is in, the read timeout
+    /// between the body's reads).
     request: Deadline,
     /// The client has half-closed after pipelining: what is buffered is served, no
     /// more is read.
@@ -469,7 +483,15 @@ where
             Some(Ok((mut up, resp))) => {
                 head_arrived(&b, &mut inflight);
                 bufs.ubuf.advance(resp.len);
-                let r = relay(io, &mut up, &mut bufs.ubuf, &mut bufs.out, resp.framing).await;
+                let r = relay(
+                    io,
+                    &mut up,
+                    &mut bufs.ubuf,
+                    &mut bufs.out,
+                    resp.framing,
+                    (&mut bufs.request, limits.read_timeout),
+                )
+                .await;
                 drop(inflight);
                 // Counted once: as the 502 the client got when the body was invalid
                 // before anything reached it, else as the upstream's status.

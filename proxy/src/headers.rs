@@ -7,15 +7,16 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::clock::rand_u64;
 
-/// Hop-by-hop headers (RFC 9110 section 7.6.1) besides `Upgrade`.
-pub(crate) static HOP_BY_HOP: [HeaderName; 8] = [
+/// Hop-by-hop headers (RFC 9110 section 7.6.1) besides `Upgrade`, and the proxy
+/// authentication ones (meant for a proxy). Not `Trailer`: it is end-to-end, and
+/// hyper's HTTP/1.1 writer sends only the trailers it announces.
+pub(crate) static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
     header::TE,
-    header::TRAILER,
     header::TRANSFER_ENCODING,
 ];
 
@@ -107,7 +108,7 @@ pub fn strip_hop_by_hop(h: &mut HeaderMap, upgrade: bool) {
     for n in named {
         h.remove(n);
     }
-    // Which of the fixed hop-by-hop headers are present (bit i: HOP_BY_HOP[i]; bit 8:
+    // Which of the fixed hop-by-hop headers are present (bit i: HOP_BY_HOP[i]; bit 7:
     // Upgrade).
     let mut present = 0u16;
     for k in h.keys() {
@@ -140,7 +141,7 @@ pub fn client_ip_value(ip: IpAddr) -> HeaderValue {
 }
 
 /// Adds the forwarding headers; `client` is [`client_ip_value`] of the client's
-/// address and `host` the client's Host (or :authority).
+/// address and `host` the client's Host (or :authority); without one, an empty `Host`.
 pub fn add_forwarded(
     h: &mut HeaderMap,
     client: &HeaderValue,
@@ -172,10 +173,20 @@ pub fn add_forwarded(
         X_FORWARDED_PROTO.clone(),
         HeaderValue::from_static(if https { "https" } else { "http" }),
     );
-    if let Some(host) = host {
-        h.insert(X_FORWARDED_HOST.clone(), host.clone());
-        if !h.contains_key(header::HOST) {
-            h.insert(header::HOST, host.clone());
+    match host {
+        Some(host) => {
+            h.insert(X_FORWARDED_HOST.clone(), host.clone());
+            if !h.contains_key(header::HOST) {
+                h.insert(header::HOST, host.clone());
+            }
+        }
+        // No authority (HTTP/1.0 without Host, HTTP/2 without `:authority` or Host):
+        // the request goes upstream as HTTP/1.1, which needs a Host all the same,
+        // empty then (RFC 9112 §3.2).
+        None => {
+            if !h.contains_key(header::HOST) {
+                h.insert(header::HOST, HeaderValue::from_static(""));
+            }
         }
     }
     if !h.contains_key(&X_REQUEST_ID) {
@@ -314,6 +325,9 @@ mod tests {
         assert_eq!(h[&X_FORWARDED_FOR], "10.0.0.1");
         assert_eq!(h[&X_FORWARDED_PROTO], "http");
         assert_eq!(h[&X_REQUEST_ID], "abc");
+        // No authority: an empty Host (HTTP/1.1 needs one), no X-Forwarded-Host.
+        assert_eq!(h[header::HOST], "");
+        assert!(h.get(&X_FORWARDED_HOST).is_none());
         // A list split over several lines keeps every element, in order.
         let mut h = HeaderMap::new();
         h.append(

@@ -12,6 +12,13 @@ fn duration(s: &str) -> Result<Duration, String> {
     parse_duration_or_why(s)
 }
 
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration_or_why(s)? {
+        d if d.is_zero() => Err(format!("{s:?} is zero: use a duration above 0")),
+        d => Ok(d),
+    }
+}
+
 /// The Causeway MultiClusterIngress L7 proxy: watches MultiClusterIngresses,
 /// ServiceImports, ExportedServices, EndpointSlices and TLS Secrets on the hub and
 /// routes HTTP clients to ready endpoints in every member cluster.
@@ -60,6 +67,13 @@ struct Args {
     /// fails, and a POST cannot be resent.
     #[arg(long, default_value = "4s", value_parser = duration)]
     idle_timeout: Duration,
+    /// Longest wait for the next bytes of a response body once its head has arrived
+    /// (as nginx's proxy_read_timeout): an upstream silent longer mid-body has the
+    /// response cut off (the client connection or HTTP/2 stream is closed), and the
+    /// request's circuit slot is freed. Long-polling, server-sent events and streaming
+    /// gRPC backends that stay quiet longer need a larger value.
+    #[arg(long, default_value = "60s", value_parser = positive_duration)]
+    read_timeout: Duration,
     /// Retries on another endpoint for connect failures and idempotent requests (causeway.io/retries overrides).
     #[arg(long, default_value_t = 2)]
     retries: u32,
@@ -206,6 +220,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             connect_timeout: args.connect_timeout,
             request_timeout: args.request_timeout,
             idle_timeout: args.idle_timeout,
+            read_timeout: args.read_timeout,
             retries: args.retries,
             ..Default::default()
         },
@@ -228,4 +243,23 @@ async fn run(args: Args) -> anyhow::Result<()> {
     tracing::info!("shutting down: draining connections");
     running.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_timeout_is_a_positive_duration() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
+        assert_eq!(positive_duration("300ms"), Ok(Duration::from_millis(300)));
+        assert!(positive_duration("0s").unwrap_err().contains("zero"));
+        assert!(positive_duration("soon").is_err());
+        let args = Args::try_parse_from(["causeway-proxy"]).unwrap();
+        assert_eq!(args.read_timeout, Duration::from_secs(60));
+        let args = Args::try_parse_from(["causeway-proxy", "--read-timeout", "5m"]).unwrap();
+        assert_eq!(args.read_timeout, Duration::from_secs(300));
+        assert!(Args::try_parse_from(["causeway-proxy", "--read-timeout", "0s"]).is_err());
+    }
 }

@@ -8,8 +8,10 @@
 //!   inserted wins (callers insert the oldest MCI first).
 //! - Hosts: an exact host beats a wildcard `*.foo.com` (exactly one label), which
 //!   beats rules without a host. A host with rules is its own server (as in
-//!   ingress-nginx): a path none of its rules match goes to the default backend (or
-//!   404), never to a less specific host's rules.
+//!   ingress-nginx): a path none of its rules match goes to that host's default
+//!   backend (or 404), never to a less specific host's rules nor to the catch-all
+//!   default; only a request whose host has no rules of its own falls to the rules
+//!   without a host, then to the catch-all default backend (or 404).
 //! - Gateway API wildcard hosts (HTTPRoute, [`crate::gateway`]) match one or more
 //!   labels; they come after the Ingress hosts, the longest suffix first.
 
@@ -60,15 +62,19 @@ impl<T> PathRule<T> {
     }
 }
 
-/// The path rules of one host, longest first.
+/// The path rules of one host, longest first, and the host's default backend.
 #[derive(Clone, Debug)]
 pub struct Paths<T> {
     rules: Vec<PathRule<T>>,
+    default: Option<T>,
 }
 
 impl<T> Default for Paths<T> {
     fn default() -> Self {
-        Paths { rules: Vec::new() }
+        Paths {
+            rules: Vec::new(),
+            default: None,
+        }
     }
 }
 
@@ -98,6 +104,21 @@ impl<T> Paths<T> {
             .map(|r| &r.value)
     }
 
+    /// Sets the default backend of this host (what none of its rules match) unless
+    /// one is set (returns false then).
+    pub fn set_default(&mut self, value: T) -> bool {
+        if self.default.is_some() {
+            return false;
+        }
+        self.default = Some(value);
+        true
+    }
+
+    /// The host's default backend.
+    pub fn default_value(&self) -> Option<&T> {
+        self.default.as_ref()
+    }
+
     /// Number of rules.
     pub fn len(&self) -> usize {
         self.rules.len()
@@ -109,7 +130,8 @@ impl<T> Paths<T> {
     }
 }
 
-/// Hosts → paths, plus the default backend.
+/// Hosts → paths (each with its own default backend), plus the catch-all default
+/// backend of the requests whose host has no rules of its own.
 #[derive(Clone, Debug)]
 pub struct Router<T> {
     exact: HashMap<Box<str>, Paths<T>>,
@@ -118,6 +140,8 @@ pub struct Router<T> {
     /// Gateway API wildcards (`*.foo.com` matches any number of labels before
     /// `.foo.com`), stored as `foo.com`.
     deep: HashMap<Box<str>, Paths<T>>,
+    /// The rules without host; their `default` is unused ([`Router::default`] is the
+    /// catch-all).
     any: Paths<T>,
     default: Option<T>,
 }
@@ -155,7 +179,8 @@ impl<T> Router<T> {
             .or_default()
     }
 
-    /// Sets the default backend unless one is set (returns false then).
+    /// Sets the catch-all default backend (requests whose host has no rules of its
+    /// own) unless one is set (returns false then).
     pub fn set_default(&mut self, value: T) -> bool {
         if self.default.is_some() {
             return false;
@@ -174,7 +199,8 @@ impl<T> Router<T> {
 
     /// The route for `host` (lowercase, no port) and `path`: the paths of the most
     /// specific host with rules (exact, else wildcard, else the Gateway API wildcard
-    /// with the longest suffix, else the rules without host), else the default backend.
+    /// with the longest suffix), else that host's default backend; for a host without
+    /// rules of its own, the rules without host, else the catch-all default backend.
     pub fn route(&self, host: &str, path: &str) -> Option<&T> {
         let wildcard = || {
             // (No wildcard rule, no search for the host's suffix.)
@@ -191,13 +217,10 @@ impl<T> Router<T> {
             host.match_indices('.')
                 .find_map(|(i, _)| self.deep.get(&host[i + 1..]))
         };
-        let paths = self
-            .exact
-            .get(host)
-            .or_else(wildcard)
-            .or_else(deep)
-            .unwrap_or(&self.any);
-        paths.find(path).or(self.default.as_ref())
+        match self.exact.get(host).or_else(wildcard).or_else(deep) {
+            Some(paths) => paths.find(path).or(paths.default.as_ref()),
+            None => self.any.find(path).or(self.default.as_ref()),
+        }
     }
 
     /// Number of path rules.
@@ -210,7 +233,13 @@ impl<T> Router<T> {
 
     /// No rules and no default.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0 && self.default.is_none()
+        self.len() == 0
+            && self.default.is_none()
+            && self
+                .exact
+                .values()
+                .chain(self.wildcard.values())
+                .all(|p| p.default.is_none())
     }
 }
 
@@ -349,6 +378,36 @@ mod tests {
         assert!(r.set_default("default"));
         assert!(!r.set_default("second"));
         assert_eq!(r.route("other", "/"), Some(&"default"));
+    }
+
+    /// A host's unmatched paths go to its own default backend (or nowhere), never to
+    /// the catch-all default, which serves only hosts without rules of their own.
+    #[test]
+    fn host_defaults() {
+        let mut r = Router::default();
+        r.host_mut(Some("a.ex")).insert(PathKind::Prefix, "/a", "a");
+        assert!(r.host_mut(Some("a.ex")).set_default("a-default"));
+        assert!(!r.host_mut(Some("a.ex")).set_default("second"));
+        r.host_mut(Some("b.ex")).insert(PathKind::Prefix, "/b", "b");
+        // A host with no paths at all, only a default.
+        r.host_mut(Some("c.ex")).set_default("c-default");
+        r.host_mut(Some("*.w.ex")).set_default("w-default");
+        r.host_mut(None).insert(PathKind::Prefix, "/any", "any");
+        assert!(r.set_default("catch-all"));
+        r.finish();
+        assert_eq!(r.route("a.ex", "/a/1"), Some(&"a"));
+        assert_eq!(r.route("a.ex", "/other"), Some(&"a-default"));
+        assert_eq!(r.route("a.ex", "/any"), Some(&"a-default"));
+        assert_eq!(r.route("b.ex", "/other"), None);
+        assert_eq!(r.route("c.ex", "/x"), Some(&"c-default"));
+        assert_eq!(r.route("x.w.ex", "/x"), Some(&"w-default"));
+        assert_eq!(r.route("zzz", "/any/1"), Some(&"any"));
+        assert_eq!(r.route("zzz", "/x"), Some(&"catch-all"));
+        assert_eq!(r.route("", "/x"), Some(&"catch-all"));
+        let mut only = Router::default();
+        only.host_mut(Some("c.ex")).set_default("c-default");
+        assert!(!only.is_empty());
+        assert!(Router::<()>::default().is_empty());
     }
 
     /// Gateway API wildcards match any number of labels; the longest suffix wins, and

@@ -187,6 +187,10 @@ pub struct TlsEntry {
     pub namespace: String,
     /// Secret name.
     pub secret: String,
+    /// From a `tls[]` entry without hosts: `host` is one of the MCI's rule hosts, served
+    /// with this Secret only if its certificate covers it (ingress-nginx's
+    /// `extractTLSSecretName`), and only if no `tls[].hosts` names it.
+    pub if_covered: bool,
 }
 
 /// Why an MCI is not served.
@@ -204,7 +208,8 @@ pub struct RouteTable {
     router: Router<Arc<Route>>,
     /// Every backend (health checks, metrics).
     pub backends: Vec<Arc<Backend>>,
-    /// SNI entries, oldest MCI first.
+    /// SNI entries, oldest MCI first (`tls::Certs::build` gives the entries with
+    /// hosts precedence over those without).
     pub tls: Vec<TlsEntry>,
     /// `ns/name` of the MCIs served.
     pub served: Vec<String>,
@@ -411,6 +416,8 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
     let mcis = oldest_first(&snapshot.mcis);
     let mut table = RouteTable::default();
     let mut default_owner: Option<String> = None;
+    // The MCI that decides each rule host's default backend (lowercase host).
+    let mut host_owner: HashMap<String, Arc<str>> = HashMap::new();
     for mci in mcis {
         let ns = mci.namespace().unwrap_or_default();
         let id = format!("{ns}/{}", mci.name_any());
@@ -459,13 +466,41 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
             let Some(secret) = t.secret_name.clone().filter(|s| !s.is_empty()) else {
                 continue;
             };
-            for h in t.hosts.iter().flatten() {
+            let hosts = t.hosts.as_deref().unwrap_or_default();
+            for h in hosts {
                 let entry = TlsEntry {
                     host: h.to_ascii_lowercase(),
                     namespace: ns.clone(),
                     secret: secret.clone(),
+                    if_covered: false,
                 };
-                if !table.tls.iter().any(|e| e.host == entry.host) {
+                if !table
+                    .tls
+                    .iter()
+                    .any(|e| !e.if_covered && e.host == entry.host)
+                {
+                    table.tls.push(entry);
+                }
+            }
+            if !hosts.is_empty() {
+                continue;
+            }
+            // No hosts: the MCI's rule hosts its certificate covers (checked when the
+            // Secret is read, `tls::Certs::build`).
+            let rule_hosts = mci.spec.rules.iter().flatten().filter_map(|r| {
+                r.host
+                    .as_deref()
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_ascii_lowercase)
+            });
+            for host in rule_hosts {
+                let entry = TlsEntry {
+                    host,
+                    namespace: ns.clone(),
+                    secret: secret.clone(),
+                    if_covered: true,
+                };
+                if !table.tls.contains(&entry) {
                     table.tls.push(entry);
                 }
             }
@@ -483,10 +518,19 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
             new_backends: Vec::new(),
             endpoints: 0,
         };
+        // The hosts this MCI's rules name, lowercase, first mention first (`None`: a
+        // rule without host).
+        let mut hosts: Vec<Option<String>> = Vec::new();
         for rule in mci.spec.rules.iter().flatten() {
             let host = rule.host.as_deref().filter(|h| !h.is_empty());
+            let key = host.map(str::to_ascii_lowercase);
+            if !hosts.contains(&key) {
+                hosts.push(key);
+            }
             let ssl_redirect = b.tuning.ssl_redirect
                 && host.is_some_and(|h| tls_hosts.contains(&h.to_ascii_lowercase()));
+            // A host is its own server from its first rule on, paths or not.
+            let paths = table.router.host_mut(host);
             for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
                 let kind = if p.path_type == "Exact" {
                     PathKind::Exact
@@ -499,7 +543,7 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
                     ssl_redirect,
                 });
                 let path = p.path.as_deref().unwrap_or("/");
-                if !table.router.host_mut(host).insert(kind, path, route) {
+                if !paths.insert(kind, path, route) {
                     let w = format!(
                         "{id}: rule {} {path} is already served by an older MultiClusterIngress",
                         host.unwrap_or("*")
@@ -509,21 +553,56 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
                 }
             }
         }
+        // The oldest MCI with a rule for a host decides that host's default backend,
+        // whether it has one or not (ingress-nginx's createServers: the first Ingress
+        // to name a host configures its server).
+        for h in hosts.iter().flatten() {
+            host_owner
+                .entry(h.clone())
+                .or_insert_with(|| mci_id.clone());
+        }
         if let Some(d) = mci.spec.default_backend.as_ref() {
-            let route = Arc::new(Route {
-                mci: mci_id.clone(),
-                target: b.target(d),
-                ssl_redirect: false,
-            });
-            if table.router.set_default(route) {
-                default_owner = Some(id.clone());
-            } else {
-                let w = format!(
-                    "{id}: defaultBackend ignored; the older {} provides it",
-                    default_owner.as_deref().unwrap_or("?")
-                );
-                tracing::warn!("{w}");
-                table.warnings.push(w);
+            let target = b.target(d);
+            let route = |ssl_redirect: bool| {
+                Arc::new(Route {
+                    mci: mci_id.clone(),
+                    target: target.clone(),
+                    ssl_redirect,
+                })
+            };
+            // The default of every host the MCI's rules name...
+            for h in hosts.iter().flatten() {
+                match host_owner.get(h) {
+                    Some(owner) if **owner == *id => {
+                        let ssl_redirect = b.tuning.ssl_redirect && tls_hosts.contains(h);
+                        table
+                            .router
+                            .host_mut(Some(h))
+                            .set_default(route(ssl_redirect));
+                    }
+                    owner => {
+                        let w = format!(
+                            "{id}: defaultBackend does not serve host {h}: the older {} has rules for it and decides its default",
+                            owner.map_or("?", |o| &**o)
+                        );
+                        tracing::warn!("{w}");
+                        table.warnings.push(w);
+                    }
+                }
+            }
+            // ...and, for an MCI without rules or with rules without host, of the
+            // requests whose host no rule names: the catch-all, the oldest such MCI's.
+            if hosts.is_empty() || hosts.contains(&None) {
+                if table.router.set_default(route(false)) {
+                    default_owner = Some(id.clone());
+                } else {
+                    let w = format!(
+                        "{id}: defaultBackend ignored as the catch-all; the older {} provides it",
+                        default_owner.as_deref().unwrap_or("?")
+                    );
+                    tracing::warn!("{w}");
+                    table.warnings.push(w);
+                }
             }
         }
         table.endpoints += b.endpoints;

@@ -20,11 +20,21 @@ pub(super) fn mci(name: &str, created: &str, spec: Value) -> Arc<MultiClusterIng
 }
 
 fn mci_ann(name: &str, created: &str, spec: Value, ann: Value) -> Arc<MultiClusterIngress> {
+    mci_in("ns", name, created, spec, ann)
+}
+
+fn mci_in(
+    ns: &str,
+    name: &str,
+    created: &str,
+    spec: Value,
+    ann: Value,
+) -> Arc<MultiClusterIngress> {
     Arc::new(
         serde_json::from_value(json!({
             "apiVersion": "networking.karmada.io/v1alpha1",
             "kind": "MultiClusterIngress",
-            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created, "annotations": ann},
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": created, "annotations": ann},
             "spec": spec
         }))
         .unwrap(),
@@ -341,8 +351,107 @@ fn oldest_mci_wins_conflicts_and_the_default() {
     let (t, _) = table(&s);
     let r = t.route("foo.com", "/x").unwrap();
     assert_eq!(&*r.mci, "ns/old");
-    assert_eq!(&*t.route("zzz", "/").unwrap().mci, "ns/old");
+    // The host's default is the oldest MCI's with a rule for it; both MCIs have rules,
+    // so neither is the catch-all.
+    assert_eq!(&*t.route("foo.com", "/other").unwrap().mci, "ns/old");
+    assert!(t.route("zzz", "/").is_none());
     assert_eq!(t.warnings.len(), 2, "{:?}", t.warnings);
+    // Rule-less MCIs: the oldest one's default is the catch-all, the others warned.
+    s.mcis = vec![
+        mci(
+            "young",
+            "2026-02-01T00:00:00Z",
+            json!({"defaultBackend": backend("web", json!({"number": 80}))}),
+        ),
+        mci(
+            "old",
+            "2026-01-01T00:00:00Z",
+            json!({"defaultBackend": backend("api", json!({"number": 80}))}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(&*t.route("zzz", "/").unwrap().mci, "ns/old");
+    assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+}
+
+/// An MCI's defaultBackend is the default of the hosts its rules name (rules with or
+/// without http paths), as ingress-nginx does; only an MCI without rules (or with
+/// rules without host) provides the catch-all for hosts no rule names.
+#[test]
+fn a_default_backend_serves_its_own_mcis_hosts() {
+    let mut s = services();
+    let paths = |path: &str, svc: &str| json!({"paths": [{"path": path, "pathType": "Prefix", "backend": backend(svc, json!({"number": 80}))}]});
+    let fallback = |svc: &str| backend(svc, json!({"number": 80}));
+    s.mcis = vec![
+        mci_in(
+            "team-b",
+            "b",
+            "2026-01-02T00:00:00Z",
+            json!({"rules": [{"host": "b.ex", "http": paths("/api", "b-api")}], "defaultBackend": fallback("b-fallback")}),
+            json!({}),
+        ),
+        mci_in(
+            "team-a",
+            "a",
+            "2026-01-01T00:00:00Z",
+            json!({"rules": [{"host": "a.ex", "http": paths("/", "a-web")}], "defaultBackend": fallback("a-fallback")}),
+            json!({}),
+        ),
+        mci_in(
+            "team-c",
+            "c",
+            "2026-01-03T00:00:00Z",
+            json!({"rules": [{"host": "c.ex"}], "defaultBackend": fallback("c-fallback")}),
+            json!({}),
+        ),
+        mci_in(
+            "team-d",
+            "d",
+            "2026-01-04T00:00:00Z",
+            json!({"rules": [{"host": "d.ex", "http": paths("/d", "d-web")}]}),
+            json!({}),
+        ),
+    ];
+    // The backend a request goes to (none of these Services exist: the reason names it).
+    let to = |t: &RouteTable, host: &str, path: &str| match addrs(t, host, path) {
+        Err(why) => why.split_whitespace().nth(2).unwrap_or(&why).to_string(),
+        Ok(v) => format!("{v:?}"),
+    };
+    let (t, _) = table(&s);
+    assert_eq!(to(&t, "b.ex", "/api/x"), "team-b/b-api");
+    assert_eq!(to(&t, "b.ex", "/other"), "team-b/b-fallback");
+    assert_eq!(to(&t, "a.ex", "/other"), "team-a/a-web");
+    assert_eq!(to(&t, "c.ex", "/x"), "team-c/c-fallback");
+    assert_eq!(to(&t, "d.ex", "/x"), "404");
+    assert_eq!(to(&t, "zzz", "/"), "404");
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    // A rule-less MCI's default catches hosts no rule names, and only those.
+    s.mcis.push(mci_in(
+        "team-e",
+        "e",
+        "2026-01-05T00:00:00Z",
+        json!({"defaultBackend": fallback("e-fallback")}),
+        json!({}),
+    ));
+    // A younger MCI with rules for b.ex does not change its default.
+    s.mcis.push(mci_in(
+        "team-f",
+        "f",
+        "2026-01-06T00:00:00Z",
+        json!({"rules": [{"host": "b.ex", "http": paths("/f", "f-web")}], "defaultBackend": fallback("f-fallback")}),
+        json!({}),
+    ));
+    let (t, _) = table(&s);
+    assert_eq!(to(&t, "zzz", "/"), "team-e/e-fallback");
+    assert_eq!(to(&t, "d.ex", "/x"), "404");
+    assert_eq!(to(&t, "b.ex", "/other"), "team-b/b-fallback");
+    assert_eq!(to(&t, "b.ex", "/f"), "team-f/f-web");
+    assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+    assert!(
+        t.warnings[0].contains("team-f/f: defaultBackend does not serve host b.ex"),
+        "{:?}",
+        t.warnings
+    );
 }
 
 #[test]
@@ -393,10 +502,47 @@ fn ssl_redirect_only_for_tls_hosts_and_tls_entries() {
         vec![TlsEntry {
             host: "secure.foo.com".into(),
             namespace: "ns".into(),
-            secret: "cert".into()
+            secret: "cert".into(),
+            if_covered: false,
         }]
     );
     assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+}
+
+/// A `tls[]` entry without hosts names the MCI's rule hosts, to be served if its
+/// certificate covers them (`tls::Certs::build` checks); an older MCI's entry without
+/// hosts does not keep a younger one's `tls[].hosts` out.
+#[test]
+fn tls_entries_without_hosts_name_the_rule_hosts() {
+    let mut s = services();
+    let rule = |h: &str| json!({"host": h, "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend("web", json!({"number": 80}))}]}});
+    s.mcis = vec![
+        mci(
+            "old",
+            "2026-01-01T00:00:00Z",
+            json!({"tls": [{"secretName": "ex-tls"}], "rules": [rule("app.ex.com"), rule("*.w.ex.com"), rule("app.ex.com")]}),
+        ),
+        mci(
+            "young",
+            "2026-01-02T00:00:00Z",
+            json!({"tls": [{"hosts": ["app.ex.com"], "secretName": "app-tls"}], "rules": [rule("app.ex.com")]}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    let e = |host: &str, secret: &str, if_covered: bool| TlsEntry {
+        host: host.into(),
+        namespace: "ns".into(),
+        secret: secret.into(),
+        if_covered,
+    };
+    assert_eq!(
+        t.tls,
+        vec![
+            e("app.ex.com", "ex-tls", true),
+            e("*.w.ex.com", "ex-tls", true),
+            e("app.ex.com", "app-tls", false),
+        ]
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 use causeway_crds::mci::lease::{self, TlsProblem, TlsProblems};
 
@@ -111,13 +111,16 @@ pub struct Certs {
 impl Certs {
     /// Builds the map from the table's `tls[]` entries and the TLS Secrets; a Secret that
     /// is missing or bad leaves its hosts on the default certificate: it is logged and
-    /// returned among the problems (published on the proxy's Lease, MCI-10).
-    pub fn build(entries: &[TlsEntry], secrets: &[Arc<Secret>]) -> (Certs, TlsProblems) {
+    /// returned among the problems (published on the proxy's Lease, MCI-10). A host
+    /// named in `tls[].hosts` gets that Secret (the oldest MCI's); a rule host no
+    /// `tls[].hosts` names gets the first entry without hosts whose certificate covers it
+    /// ([`TlsEntry::if_covered`]).
+    pub fn build<'e>(entries: &'e [TlsEntry], secrets: &[Arc<Secret>]) -> (Certs, TlsProblems) {
         let mut by_key: HashMap<(&str, &str), Option<Arc<CertifiedKey>>> = HashMap::new();
         let mut problems = TlsProblems::new();
         let mut certs = Certs::default();
-        for e in entries {
-            let ck = by_key
+        let mut load = |e: &'e TlsEntry| {
+            by_key
                 .entry((e.namespace.as_str(), e.secret.as_str()))
                 .or_insert_with(|| match secret_key(&e.namespace, &e.secret, secrets) {
                     Ok(ck) => Some(Arc::new(ck)),
@@ -137,14 +140,36 @@ impl Certs {
                         None
                     }
                 })
-                .clone();
-            let Some(ck) = ck else { continue };
-            match e.host.strip_prefix("*.") {
-                Some(suffix) => certs.wildcard.entry(suffix.to_string()).or_insert(ck),
-                None => certs.exact.entry(e.host.clone()).or_insert(ck),
-            };
+                .clone()
+        };
+        for e in entries.iter().filter(|e| !e.if_covered) {
+            if let Some(ck) = load(e) {
+                certs.insert(&e.host, ck);
+            }
+        }
+        for e in entries.iter().filter(|e| e.if_covered) {
+            let Some(ck) = load(e) else { continue };
+            if !certs.has(&e.host) && covers(&ck, &e.host) {
+                certs.insert(&e.host, ck);
+            }
         }
         (certs, problems)
+    }
+
+    /// Serves `host` (exact or `*.suffix`) with `ck`, unless it has a certificate.
+    fn insert(&mut self, host: &str, ck: Arc<CertifiedKey>) {
+        match host.strip_prefix("*.") {
+            Some(suffix) => self.wildcard.entry(suffix.to_string()).or_insert(ck),
+            None => self.exact.entry(host.to_string()).or_insert(ck),
+        };
+    }
+
+    /// Whether `host` (exact or `*.suffix`) has a certificate.
+    fn has(&self, host: &str) -> bool {
+        match host.strip_prefix("*.") {
+            Some(suffix) => self.wildcard.contains_key(suffix),
+            None => self.exact.contains_key(host),
+        }
     }
 
     fn get(&self, sni: &str) -> Option<&Arc<CertifiedKey>> {
@@ -156,6 +181,28 @@ impl Certs {
                 .flatten()
         })
     }
+}
+
+/// A label no certificate names: a wildcard host `*.suffix` is covered by a
+/// certificate that covers `<this>.suffix`, i.e. one for `*.suffix` itself.
+const WILDCARD_PROBE: &str = "causeway-wildcard-probe";
+
+/// Whether the certificate of `ck` covers `host` (exact or `*.suffix`): one of its
+/// subjectAltName DNS names matches it (rustls's, that is webpki's, name check: as Go's
+/// `VerifyHostname`, which ingress-nginx uses, the common name does not count).
+pub fn covers(ck: &CertifiedKey, host: &str) -> bool {
+    let Some(cert) = ck.end_entity_cert().ok() else {
+        return false;
+    };
+    let Ok(parsed) = rustls::server::ParsedCertificate::try_from(cert) else {
+        return false;
+    };
+    let name = match host.strip_prefix("*.") {
+        Some(suffix) => format!("{WILDCARD_PROBE}.{suffix}"),
+        None => host.to_string(),
+    };
+    ServerName::try_from(name)
+        .is_ok_and(|n| rustls::client::verify_server_name(&parsed, &n).is_ok())
 }
 
 /// SNI resolver with hot-swappable certificates.
@@ -242,6 +289,7 @@ mod tests {
             host: host.into(),
             namespace: "ns".into(),
             secret: s.into(),
+            if_covered: false,
         };
         let mut half = Secret::default();
         half.metadata.name = Some("half".into());
@@ -285,5 +333,64 @@ mod tests {
             certified_key(b"", b""),
             Err(TlsError::NoCertificate)
         ));
+    }
+
+    /// Entries without hosts ([`TlsEntry::if_covered`]): a host gets the first one
+    /// whose certificate covers it, after any entry that names it.
+    #[test]
+    fn entries_without_hosts_serve_what_their_certificate_covers() {
+        let make = |names: &[&str]| {
+            let c = rcgen::generate_simple_self_signed(
+                names.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            )
+            .unwrap();
+            (c.cert.pem(), c.signing_key.serialize_pem())
+        };
+        let (wc, wk) = make(&["*.ex.com"]);
+        let (oc, ok) = make(&["other.com"]);
+        let (nc, nk) = make(&["named.ex.com"]);
+        let secrets = vec![
+            secret("ex-tls", wc.as_bytes(), wk.as_bytes()),
+            secret("other-tls", oc.as_bytes(), ok.as_bytes()),
+            secret("named-tls", nc.as_bytes(), nk.as_bytes()),
+        ];
+        let key = |s: &str| {
+            let s = secrets
+                .iter()
+                .find(|x| x.metadata.name.as_deref() == Some(s));
+            let d = s.unwrap().data.as_ref().unwrap();
+            certified_key(&d["tls.crt"].0, &d["tls.key"].0).unwrap()
+        };
+        let ex = key("ex-tls");
+        assert!(covers(&ex, "app.ex.com"));
+        assert!(covers(&ex, "*.ex.com"));
+        assert!(!covers(&ex, "ex.com"));
+        assert!(!covers(&ex, "a.app.ex.com"));
+        assert!(!covers(&ex, "*.app.ex.com"));
+        assert!(!covers(&key("named-tls"), "*.ex.com"));
+        let e = |host: &str, s: &str, if_covered: bool| TlsEntry {
+            host: host.into(),
+            namespace: "ns".into(),
+            secret: s.into(),
+            if_covered,
+        };
+        let (certs, problems) = Certs::build(
+            &[
+                // other-tls first, but it covers none of these.
+                e("app.ex.com", "other-tls", true),
+                e("app.ex.com", "ex-tls", true),
+                e("named.ex.com", "ex-tls", true),
+                e("*.w.ex.com", "ex-tls", true),
+                e("plain.com", "ex-tls", true),
+                e("named.ex.com", "named-tls", false),
+            ],
+            &secrets,
+        );
+        assert!(problems.is_empty());
+        let leaf = |sni: &str| certs.get(sni).map(|ck| ck.cert[0].clone());
+        assert_eq!(leaf("app.ex.com"), Some(ex.cert[0].clone()));
+        assert_eq!(leaf("named.ex.com"), Some(key("named-tls").cert[0].clone()));
+        assert_eq!(leaf("x.w.ex.com"), None);
+        assert_eq!(leaf("plain.com"), None);
     }
 }

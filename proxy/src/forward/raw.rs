@@ -11,7 +11,7 @@ use bytes::{Buf, BytesMut};
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::BodyExt;
 
-use super::{AtEnd, RespBody, Watched};
+use super::{AtEnd, ReadTimeout, RespBody, Watched};
 use crate::circuit::Permit;
 use crate::endpoint::InFlight;
 use crate::gateway::Rule;
@@ -127,7 +127,7 @@ impl Proxy {
                         rule.edit_response(&mut head.headers);
                     }
                     let body = Watched {
-                        inner: body,
+                        inner: ReadTimeout::new(body, limits.read_timeout),
                         at_end: Held {
                             _guards: (inflight, permit),
                         },

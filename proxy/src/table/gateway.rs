@@ -2,7 +2,8 @@
 //! [`attach::parents`] attaches to a causeway Gateway becomes [`Rule`]s under the
 //! hostnames it serves there; every hostname gets one [`HostRules`] (its own rules,
 //! then those of the wildcards and the host-less routes that cover it, in the spec's
-//! precedence), inserted at `/` in the same [`crate::matching::Router`] as the MCI
+//! precedence; of each Gateway, only the routes of the most specific listener whose
+//! hostname matches), inserted at `/` in the same [`crate::matching::Router`] as the MCI
 //! rules. backendRefs resolve through the MCI's backend path (`service_target`), so a
 //! Service or ServiceImport backend balances exactly as an MCI backend does; the
 //! backendRefs of one rule are picked by weight.
@@ -75,6 +76,31 @@ impl std::fmt::Display for HostKey {
     }
 }
 
+/// The listener a rule was attached through: its Gateway (`namespace/name`) and
+/// hostname. A request is matched to the most specific listener of each Gateway whose
+/// hostname matches it (GatewaySpec.listeners: exact before wildcard, the longest
+/// wildcard first, then none), and only that listener's routes apply to it.
+#[derive(Clone, Debug)]
+struct Via {
+    gateway: Arc<str>,
+    host: HostKey,
+}
+
+/// The hostname of listener `name` of Gateway `gateway` (`namespace/name`).
+fn listener_host(gateways: &[Arc<Gateway>], gateway: &str, name: &str) -> HostKey {
+    let h = gateways
+        .iter()
+        .find(|g| {
+            gateway
+                .split_once('/')
+                .is_some_and(|(ns, n)| g.namespace().as_deref() == Some(ns) && g.name_any() == n)
+        })
+        .and_then(|g| g.spec.listeners.iter().find(|l| l.name == name))
+        .and_then(|l| l.hostname.as_deref())
+        .filter(|h| !h.is_empty());
+    HostKey::of(h)
+}
+
 /// Precedence within one hostname: exact path, longest prefix, method, most headers,
 /// most query parameters, oldest route (then ns/name), rule, match.
 type Precedence = (
@@ -96,7 +122,7 @@ pub(super) fn add(
     shared: &Registries,
     table: &mut RouteTable,
 ) {
-    let mut by_host: BTreeMap<HostKey, Vec<(Precedence, Arc<Rule>)>> = BTreeMap::new();
+    let mut by_host: BTreeMap<HostKey, Vec<(Precedence, Arc<Rule>, Via)>> = BTreeMap::new();
     // GW-4: the rules of each mesh port (a captured ServiceImport port)
     let mut by_mesh_port: BTreeMap<u16, Vec<(Precedence, Arc<Rule>)>> = BTreeMap::new();
     let imports: BTreeMap<(String, String), Arc<ServiceImport>> = snap
@@ -116,15 +142,24 @@ pub(super) fn add(
         if route.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let listeners: Vec<AttachedListener> = attach::parents(
+        let listeners: Vec<(AttachedListener, Via)> = attach::parents(
             route,
             &snap.gateways,
             &snap.gateway_classes,
             &snap.namespaces,
         )
         .into_iter()
-        .filter_map(|v| v.attached.ok())
-        .flatten()
+        .filter_map(|v| Some((Arc::<str>::from(v.gateway), v.attached.ok()?)))
+        .flat_map(|(gateway, ls)| {
+            ls.into_iter().map(move |l| {
+                let host = listener_host(&snap.gateways, &gateway, &l.name);
+                let via = Via {
+                    gateway: gateway.clone(),
+                    host,
+                };
+                (l, via)
+            })
+        })
         .collect();
         // (mesh port, ServiceImport port) of each ServiceImport port it captures that
         // the controller gave a mesh port
@@ -172,7 +207,7 @@ pub(super) fn add(
                 .filter(|m| !m.is_empty())
                 .unwrap_or(&default_match);
             for (mi, m) in matches.iter().enumerate() {
-                for l in &listeners {
+                for (l, via) in &listeners {
                     let port = u16::try_from(l.port).unwrap_or(80);
                     let (prec, rule) = rule_of(&route_id, m, port, action.clone(), &mut warn);
                     let rule = Arc::new(rule);
@@ -183,11 +218,13 @@ pub(super) fn add(
                         l.hostnames.iter().map(|h| Some(h.as_str())).collect()
                     };
                     for h in hosts {
-                        let rules = by_host.entry(HostKey::of(h)).or_default();
-                        // Attached through two listeners with this hostname: once.
-                        if !rules.iter().any(|(p, _)| *p == prec) {
-                            rules.push((prec, rule.clone()));
-                        }
+                        // (Attached through two listeners with this hostname: kept
+                        // once per request, below.)
+                        by_host.entry(HostKey::of(h)).or_default().push((
+                            prec,
+                            rule.clone(),
+                            via.clone(),
+                        ));
                     }
                 }
                 // a mesh parent: hostnames do not apply (the parent is the destination)
@@ -220,15 +257,28 @@ pub(super) fn add(
         );
     }
     for (key, _) in by_host.iter() {
-        // Hostname first (this one, then the wildcards and any host covering it).
-        let mut all: Vec<(HostRank, Precedence, &Arc<Rule>)> = by_host
+        // The rules of this hostname and of the wildcards and any host covering it.
+        let mut all: Vec<(HostRank, Precedence, &Arc<Rule>, &Via)> = by_host
             .iter()
             .filter(|(other, _)| *other == key || other.covers(key))
-            .flat_map(|(other, rules)| rules.iter().map(|(p, r)| (other.rank(), *p, r)))
+            .flat_map(|(other, rules)| rules.iter().map(|(p, r, v)| (other.rank(), *p, r, v)))
             .collect();
-        all.sort_by_key(|(h, p, _)| (*h, *p));
+        // Only those of the most specific listener of each Gateway whose hostname
+        // matches (every listener here does: its hostname covers the route's).
+        let mut best: HashMap<&str, HostRank> = HashMap::new();
+        for (_, _, _, via) in &all {
+            let rank = via.host.rank();
+            best.entry(&via.gateway)
+                .and_modify(|b| *b = (*b).min(rank))
+                .or_insert(rank);
+        }
+        all.retain(|(_, _, _, via)| best.get(&*via.gateway) == Some(&via.host.rank()));
+        // Hostname first, then the rule's precedence; a rule attached through two
+        // listeners once.
+        all.sort_by_key(|(h, p, _, _)| (*h, *p));
+        all.dedup_by_key(|(h, p, _, _)| (*h, *p));
         let rules = HostRules {
-            rules: all.into_iter().map(|(_, _, r)| r.clone()).collect(),
+            rules: all.into_iter().map(|(_, _, r, _)| r.clone()).collect(),
         };
         let route = Arc::new(Route {
             mci: "Gateway API".into(),

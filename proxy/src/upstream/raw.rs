@@ -56,7 +56,7 @@ pub(crate) fn hop_by_hop(name: &[u8], keep_te: bool) -> bool {
     // checks they agree).
     match name.len() {
         2 => is_token(name, "te"),
-        7 => is_token(name, "trailer") || is_token(name, "upgrade"),
+        7 => is_token(name, "upgrade"),
         10 => is_token(name, "connection") || is_token(name, "keep-alive"),
         16 => is_token(name, "proxy-connection"),
         17 => !keep_te && is_token(name, "transfer-encoding"),
@@ -289,7 +289,7 @@ impl Sink for Fields {
 /// that framing, routing, authentication or the response's content handling needs
 /// before the body (RFC 9110 §6.5.1; hyper's HTTP/1.1 writer leaves out the same list).
 pub(crate) fn trailer_passed(name: &[u8]) -> bool {
-    const NOT_IN_TRAILERS: [&str; 10] = [
+    const NOT_IN_TRAILERS: [&str; 11] = [
         "authorization",
         "cache-control",
         "content-encoding",
@@ -299,6 +299,7 @@ pub(crate) fn trailer_passed(name: &[u8]) -> bool {
         "host",
         "max-forwards",
         "set-cookie",
+        "trailer",
         "upgrade",
     ];
     !hop_by_hop(name, false) && !NOT_IN_TRAILERS.iter().any(|n| is_token(name, n))
@@ -379,7 +380,8 @@ pub(crate) struct Rewrite<'a> {
 /// Writes an HTTP/1.1 request for an upstream: the request line, the client's
 /// `headers` (name, value) minus hop-by-hop ones, those `named` by its `Connection`,
 /// those with `_` in their names unless allowed, and the forwarding headers it
-/// replaces; then (unless `headers` has them already) `X-Forwarded-For` (the client's
+/// replaces; a `Host` (empty when the request has no authority: RFC 9112 §3.2);
+/// then (unless `headers` has them already) `X-Forwarded-For` (the client's
 /// list, then the client), `-Proto`, `-Host`, an `X-Request-Id` when it had none;
 /// then `body`. When `headers` are slices of `src` (the HTTP/1.1 engine's buffer), a
 /// kept field line is copied whole ([`field_line`]).
@@ -401,7 +403,7 @@ pub(crate) fn write_request<'h>(
     out.extend_from_slice(b" HTTP/1.1\r\n");
     let mut xff: Vec<&[u8]> = Vec::new();
     let mut cookies: Vec<&[u8]> = Vec::new();
-    let (mut id, mut length) = (false, false);
+    let (mut id, mut length, mut host) = (false, false, false);
     for (name, value) in headers {
         if !rw.underscores && headers::underscored(name) {
             continue;
@@ -420,7 +422,12 @@ pub(crate) fn write_request<'h>(
             continue;
         }
         match name.len() {
-            4 if rw.host_from_target && is_token(name, "host") => continue,
+            4 if is_token(name, "host") => {
+                if rw.host_from_target {
+                    continue;
+                }
+                host = true;
+            }
             6 if rw.h2 && is_token(name, "cookie") => {
                 cookies.push(value);
                 continue;
@@ -445,12 +452,16 @@ pub(crate) fn write_request<'h>(
         }
         out.extend_from_slice(b"\r\n");
     }
-    if rw.host_from_target
-        && let Some(host) = rw.host
-    {
-        out.extend_from_slice(b"host: ");
-        out.extend_from_slice(host);
-        out.extend_from_slice(b"\r\n");
+    match rw.host.filter(|_| rw.host_from_target) {
+        Some(h) => {
+            out.extend_from_slice(b"host: ");
+            out.extend_from_slice(h);
+            out.extend_from_slice(b"\r\n");
+        }
+        // No authority (an HTTP/2 request without `:authority` or Host): HTTP/1.1
+        // needs a Host all the same, empty then (RFC 9112 §3.2).
+        None if !host => out.extend_from_slice(b"host: \r\n"),
+        None => {}
     }
     if rw.forwarded {
         out.extend_from_slice(b"x-forwarded-for: ");

@@ -1,5 +1,6 @@
 //! Failure handling: upstream timeout (504), circuit breaking (503), every endpoint
-//! down (502), slowloris, request bodies, active health checks and graceful drain.
+//! down (502), slowloris, request bodies, an upstream silent mid-body (the read
+//! timeout), active health checks and graceful drain.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::harness::*;
+use crate::scripted::{raw, routed, site};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_circuits_bodies_and_dead_upstreams() -> anyhow::Result<()> {
@@ -292,5 +294,73 @@ async fn active_health_checks_take_endpoints_out_and_back() -> anyhow::Result<()
     })
     .await?;
     p.shutdown().await;
+    Ok(())
+}
+
+/// An upstream that sends part of a body and goes silent: the response is cut off at
+/// the read timeout (the client connection closes, an HTTP/2 stream is reset) on both
+/// engines and on the HTTP/2 clients' raw pool, and the request's in-flight mark and
+/// circuit slot are given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_silent_mid_body_is_cut_off_at_the_read_timeout() -> anyhow::Result<()> {
+    use causeway_proxy::table::Target;
+    let hub = Hub::start().await?;
+    // (Silent for 5 s, then it closes: far longer than the read timeout.)
+    let _up = site(&hub, [127, 0, 71, 1], "stall", "stall.test").await?;
+    let idle = |p: &causeway_proxy::Running| match p.table().route("stall.test", "/") {
+        Some(r) => match &r.target {
+            Target::Backend(b) => {
+                b.circuit.active() == 0 && b.balancer.endpoints().iter().all(|e| e.pending() == 0)
+            }
+            _ => false,
+        },
+        None => false,
+    };
+    let within = Duration::from_secs(3);
+    for (engine, own) in [("engine", true), ("hyper", false)] {
+        let p = proxy_with(&hub, None, |c| {
+            c.limits.own_http1 = own;
+            c.defaults.read_timeout = Duration::from_millis(300);
+        })
+        .await?;
+        routed(&p, "stall.test").await?;
+        for path in ["/stall", "/stall-chunked"] {
+            let started = tokio::time::Instant::now();
+            let req = format!("GET {path} HTTP/1.1\r\nHost: stall.test\r\n\r\n");
+            let out = raw(p.http, req.as_bytes()).await?;
+            assert!(
+                out.starts_with("HTTP/1.1 200") && out.contains("ok"),
+                "[{engine}] {path}: {out}"
+            );
+            assert!(
+                started.elapsed() < within,
+                "[{engine}] {path}: the connection stayed open {:?}",
+                started.elapsed()
+            );
+            eventually("in-flight back to 0", within, || async { idle(&p) }).await?;
+        }
+        // HTTP/2 (an HTTP/2 client's request to an HTTP/1.1 backend: the raw pool).
+        let mut send = crate::h2::h2(p.http).await?;
+        for path in ["/stall", "/stall-chunked"] {
+            let started = tokio::time::Instant::now();
+            let req = http::Request::get(format!("http://stall.test{path}"))
+                .body(crate::h2::full(b""))?;
+            let resp = tokio::time::timeout(within, send.send_request(req))
+                .await
+                .context("no head")??;
+            assert_eq!(resp.status(), 200, "[{engine}] h2 {path}");
+            let body =
+                tokio::time::timeout(within, http_body_util::BodyExt::collect(resp.into_body()))
+                    .await
+                    .with_context(|| format!("[{engine}] h2 {path}: the stream stayed open"))?;
+            assert!(
+                body.is_err(),
+                "[{engine}] h2 {path}: the body ended cleanly"
+            );
+            assert!(started.elapsed() < within);
+            eventually("in-flight back to 0", within, || async { idle(&p) }).await?;
+        }
+        p.shutdown().await;
+    }
     Ok(())
 }

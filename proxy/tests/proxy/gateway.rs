@@ -7,7 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::json;
 
-use crate::harness::{Hub, NS, Pod, client, eventually, get, proxy, send};
+use crate::harness::{Hub, NS, Pod, client, eventually, get, proxy, proxy_with, send};
+use crate::scripted::{Scripted, raw};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_route_requests_with_bodies_on_kept_alive_connections() -> anyhow::Result<()> {
@@ -86,5 +87,62 @@ async fn http_route_requests_with_bodies_on_kept_alive_connections() -> anyhow::
     assert_eq!(h["echo-host"], "gw.example");
     assert_eq!(h["echo-x-request-id"].len(), 32);
     assert_eq!(pod.hits(), 5);
+    Ok(())
+}
+
+/// `Trailer` is not hop-by-hop (RFC 9110 §7.6.1): an upstream's chunked response that
+/// announces `Trailer: x-checksum` reaches an HTTP/1.1 client through an HTTPRoute
+/// (hyper's path, whose HTTP/1.1 writer sends only announced trailers) with the
+/// announcement and the trailer, on either engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trailers_reach_an_http1_client_through_an_http_route() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let up = Scripted::start([127, 0, 72, 1]).await?;
+    hub.import("trl").await?;
+    hub.export("trl", "east", &[(up.addr, true)]).await?;
+    let v1 = "gateway.networking.k8s.io/v1";
+    hub.apply(
+        v1,
+        "GatewayClass",
+        None,
+        "causeway",
+        json!({"spec": {"controllerName": causeway_crds::gateway::CONTROLLER_NAME}}),
+    )
+    .await?;
+    hub.apply(v1, "Gateway", Some(NS), "gw",
+        json!({"spec": {"gatewayClassName": "causeway", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})).await?;
+    hub.apply(
+        v1,
+        "HTTPRoute",
+        Some(NS),
+        "trl",
+        json!({"spec": {
+        "parentRefs": [{"name": "gw"}], "hostnames": ["trl.example"],
+        "rules": [{"backendRefs": [{"name": "trl", "port": 80}]}]}}),
+    )
+    .await?;
+    for own in [true, false] {
+        let p = proxy_with(&hub, None, |c| c.limits.own_http1 = own).await?;
+        eventually("the route is served", Duration::from_secs(20), || async {
+            p.table().http_routes == ["demo/trl"]
+        })
+        .await?;
+        let out = raw(
+            p.http,
+            b"GET /trailers HTTP/1.1\r\nHost: trl.example\r\nTE: trailers\r\nConnection: close\r\n\r\n",
+        )
+        .await?;
+        let lower = out.to_ascii_lowercase();
+        assert!(lower.starts_with("http/1.1 200"), "[own={own}] {out}");
+        assert!(
+            lower.contains("\r\ntrailer: x-checksum\r\n"),
+            "[own={own}] {out}"
+        );
+        assert!(
+            lower.contains("\r\n0\r\nx-checksum: abc\r\n"),
+            "[own={own}] {out}"
+        );
+        p.shutdown().await;
+    }
     Ok(())
 }

@@ -193,6 +193,51 @@ async fn tls_sni_two_hosts_hot_reload_and_h2() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A `tls[]` entry without hosts serves the MCI's rule hosts its certificate covers
+/// (ingress-nginx's extractTLSSecretName); the others get the default certificate, and
+/// a host named in `tls[].hosts` keeps that entry's Secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_entry_without_hosts_serves_the_rule_hosts_it_covers() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let app = Pod::start([127, 0, 70, 1], "app").await?;
+    hub.import("app").await?;
+    hub.export("app", "east", &[(app.addr, true)]).await?;
+    let ca = Ca::new()?;
+    let (cw, kw, dw) = ca.leaf("*.ex.test")?;
+    let (cn, kn, dn) = ca.leaf("named.ex.test")?;
+    tls_secret(&hub, "ex-tls", &cw, &kw).await?;
+    tls_secret(&hub, "named-tls", &cn, &kn).await?;
+    hub.mci(
+        "nohosts",
+        json!({
+            "tls": [{"secretName": "ex-tls"}, {"hosts": ["named.ex.test"], "secretName": "named-tls"}],
+            "rules": [
+                rule(Some("app.ex.test"), "/", "Prefix", "app"),
+                rule(Some("named.ex.test"), "/", "Prefix", "app"),
+                rule(Some("other.test"), "/", "Prefix", "app")
+            ]
+        }),
+        json!({}),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let https = p.https.unwrap();
+    eventually("TLS route", Duration::from_secs(10), || async {
+        tls_get(https, &ca.der, "app.ex.test", false)
+            .await
+            .is_ok_and(|(b, _, _)| b == "app")
+    })
+    .await?;
+    let (_, _, leaf) = tls_get(https, &ca.der, "app.ex.test", true).await?;
+    assert_eq!(leaf, dw);
+    let (_, _, leaf) = tls_get(https, &ca.der, "named.ex.test", false).await?;
+    assert_eq!(leaf, dn);
+    // Not covered by *.ex.test: the self-signed default, not trusted.
+    assert!(tls_get(https, &ca.der, "other.test", false).await.is_err());
+    p.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websocket_upgrade_is_tunnelled() -> anyhow::Result<()> {
     let hub = Hub::start().await?;

@@ -46,11 +46,10 @@ async fn proxy_on(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_needs_exactly_one_valid_host() -> anyhow::Result<()> {
     let hub = Hub::start().await?;
-    // The default backend is the same upstream: a request without a usable Host would
-    // reach it.
+    // The catch-all (rules without host) is the same upstream: a request without a
+    // usable Host would reach it.
     let spec = json!({
-        "defaultBackend": backend("hosts"),
-        "rules": [rule(Some("one.test"), "/", "Prefix", "hosts")],
+        "rules": [rule(Some("one.test"), "/", "Prefix", "hosts"), rule(None, "/", "Prefix", "hosts")],
     });
     let _up = site_with(&hub, [127, 0, 14, 1], "hosts", spec, json!({})).await?;
     for (engine, own) in PATHS {
@@ -67,9 +66,40 @@ async fn a_request_needs_exactly_one_valid_host() -> anyhow::Result<()> {
             assert_eq!(status(&out), 400, "[{engine}] {bad:?}: {out}");
             assert!(!out.contains("GET /"), "[{engine}] forwarded: {out}");
         }
-        // HTTP/1.0 needs no Host: the default backend.
+        // HTTP/1.0 needs no Host: the rules without host. It goes upstream as
+        // HTTP/1.1, which needs a Host: an empty one (RFC 9112 §3.2).
         let out = raw(p.http, b"GET /old HTTP/1.0\r\n\r\n").await?;
         assert_eq!(status(&out), 200, "[{engine}] {out}");
+        assert!(
+            out.contains("GET /old HTTP/1.1\r\n")
+                && count(&out.to_ascii_lowercase(), "\r\nhost:") == 1
+                && out.to_ascii_lowercase().contains("\r\nhost: \r\n"),
+            "[{engine}] {out}"
+        );
+        // The same for an HTTP/2 request without `:authority` or Host.
+        let mut send = crate::h2::h2(p.http).await?;
+        let req = http::Request::builder()
+            .uri("/h2-no-authority")
+            // (h2 sends a request with no authority only as a forwarded HTTP/1.x one.)
+            .version(http::Version::HTTP_11)
+            .body(crate::h2::full(b""))?;
+        let resp = tokio::time::timeout(Duration::from_secs(10), send.send_request(req))
+            .await
+            .context("no answer within 10 s")??;
+        assert_eq!(resp.status(), 200, "[{engine}]");
+        let body = tokio::time::timeout(
+            Duration::from_secs(10),
+            http_body_util::BodyExt::collect(resp.into_body()),
+        )
+        .await??
+        .to_bytes();
+        let head = String::from_utf8_lossy(&body).to_ascii_lowercase();
+        assert!(
+            head.starts_with("get /h2-no-authority http/1.1\r\n")
+                && count(&head, "\r\nhost:") == 1
+                && head.contains("\r\nhost: \r\n"),
+            "[{engine}] {head}"
+        );
         p.shutdown().await;
     }
     Ok(())

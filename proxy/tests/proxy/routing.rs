@@ -38,9 +38,17 @@ async fn host_and_path_routing_with_404_503_and_forwarded_headers() -> anyhow::R
                     {"path": "/gone", "pathType": "Prefix", "backend": backend("nope")},
                     {"path": "/empty", "pathType": "Prefix", "backend": backend("empty")}
                 ]}},
-                rule(Some("*.w.test"), "/", "ImplementationSpecific", "wild")
+                rule(Some("*.w.test"), "/", "ImplementationSpecific", "wild"),
+                rule(Some("s.test"), "/s", "Prefix", "api")
             ]
         }),
+        json!({}),
+    )
+    .await?;
+    // An MCI without rules: its default backend catches the hosts no rule names.
+    hub.mci(
+        "catchall",
+        json!({"defaultBackend": backend("web")}),
         json!({}),
     )
     .await?;
@@ -74,11 +82,14 @@ async fn host_and_path_routing_with_404_503_and_forwarded_headers() -> anyhow::R
         ("a.test", "/api/exact/more", 200, "api"),
         ("A.TEST:8080", "/", 200, "web"),
         ("x.w.test", "/anything", 200, "wild"),
-        ("y.x.w.test", "/anything", 200, "fallback"),
-        ("w.test", "/", 200, "fallback"),
+        // The site's default backend serves the site's hosts' unmatched paths...
+        ("s.test", "/s/1", 200, "api"),
+        ("s.test", "/other", 200, "fallback"),
+        // ...and the rule-less MCI's the hosts no rule names.
+        ("y.x.w.test", "/anything", 200, "web"),
+        ("w.test", "/", 200, "web"),
         ("b.test", "/only", 200, "api"),
-        ("b.test", "/only/not", 200, "fallback"),
-        ("10.0.0.1", "/", 200, "fallback"),
+        ("10.0.0.1", "/", 200, "web"),
     ];
     for (host, path, status, body) in cases {
         let r = get(&c, p.http, host, path, &[]).await?;
@@ -88,6 +99,10 @@ async fn host_and_path_routing_with_404_503_and_forwarded_headers() -> anyhow::R
             "{host}{path}"
         );
     }
+    // b.test's MCI has no default backend: its unmatched paths are 404, whatever the
+    // other MCIs' defaults.
+    let r = get(&c, p.http, "b.test", "/only/not", &[]).await?;
+    assert_eq!(r.status, 404, "{}", r.body);
     let r = get(&c, p.http, "a.test", "/gone", &[]).await?;
     assert_eq!(r.status, 503);
     assert!(r.body.contains("no ServiceImport demo/nope"), "{}", r.body);
@@ -119,13 +134,15 @@ async fn host_and_path_routing_with_404_503_and_forwarded_headers() -> anyhow::R
     assert_eq!(r.headers["echo-x-request-id"], "abc");
 
     // Without any default backend, unmatched requests are 404 with a reason.
-    hub.delete(
-        "networking.karmada.io/v1alpha1",
-        "MultiClusterIngress",
-        Some(NS),
-        "site",
-    )
-    .await?;
+    for mci in ["site", "catchall"] {
+        hub.delete(
+            "networking.karmada.io/v1alpha1",
+            "MultiClusterIngress",
+            Some(NS),
+            mci,
+        )
+        .await?;
+    }
     eventually("site removed", Duration::from_secs(10), || async {
         get(&c, p.http, "zzz.test", "/", &[])
             .await

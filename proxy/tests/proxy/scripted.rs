@@ -31,6 +31,9 @@ use crate::harness::*;
 /// - `/delay`: the echo, after 300 ms;
 /// - `/short`: a head announcing 10 bytes, 2 of them, then the connection closes;
 /// - `/drop`: the connection closes with no answer;
+/// - `/stall`: a head announcing 10 bytes and 2 of them, then 5 s of silence before
+///   the connection closes (`/stall-chunked`: a chunked body's first chunk, then the
+///   same);
 /// - `/big`: 1 MiB of `x`;
 /// - `/bighead`: a 10,000-byte `x-big` header;
 /// - anything else: 200 with the request exactly as received (head and body).
@@ -113,6 +116,15 @@ impl Scripted {
                                     r
                                 }
                             };
+                            if let Some(first) = match path.as_str() {
+                                "/stall" => Some(&b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nok"[..]),
+                                "/stall-chunked" => Some(&b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n"[..]),
+                                _ => None,
+                            } {
+                                let _ = s.write_all(first).await;
+                                tokio::time::sleep(Duration::from_secs(5)).await;
+                                return;
+                            }
                             if path == "/delay" {
                                 tokio::time::sleep(Duration::from_millis(300)).await;
                             }
