@@ -82,6 +82,36 @@ impl HubCaches {
     }
 }
 
+/// `Valid=False` reason of a ServiceExport in a namespace nothing is exported from
+/// (see [`reserved_namespace`]).
+pub const RESERVED_NAMESPACE: &str = "ReservedNamespace";
+
+/// The prefix of the namespaces Kubernetes reserves for itself (`kube-system`,
+/// `kube-public`, `kube-node-lease`, ...).
+const KUBERNETES_NAMESPACE_PREFIX: &str = "kube-";
+
+/// Pure: why nothing is exported from namespace `ns` (None: Services there may be).
+/// Exports land in the hub namespace of the same name (NS-1): not in Causeway's own
+/// (`causeway-system`, the outboxes `causeway-es-*`), nor in Kubernetes' (`kube-*`),
+/// where the hub's own components (kube-proxy, CoreDNS) act on what is written. The
+/// exporter refuses these for Push members and Pull members' agents alike (a
+/// `Valid=False` condition on the ServiceExport), and the relay refuses them as origins
+/// of outbox objects, so a lying agent cannot publish there either.
+pub fn reserved_namespace(ns: &str) -> Option<String> {
+    use causeway_crds::well_known::{EXECUTION_NAMESPACE_PREFIX, SYSTEM_NAMESPACE};
+    if ns == SYSTEM_NAMESPACE || ns.starts_with(EXECUTION_NAMESPACE_PREFIX) {
+        return Some(format!(
+            "namespace {ns:?} is Causeway's own: nothing is exported from it to the clusterset; export the Service from another namespace"
+        ));
+    }
+    if ns.starts_with(KUBERNETES_NAMESPACE_PREFIX) {
+        return Some(format!(
+            "namespace {ns:?} is reserved for Kubernetes' own ({KUBERNETES_NAMESPACE_PREFIX}*), where the hub's own components would act on what is exported: nothing is exported from it to the clusterset; export the Service from another namespace"
+        ));
+    }
+    None
+}
+
 /// The source cluster of a hub or member MCS EndpointSlice ("" without the label).
 pub fn source_cluster(s: &EndpointSlice) -> &str {
     use kube::ResourceExt;

@@ -181,9 +181,7 @@ pub async fn identify(
         (Some(given), None) => given.to_string(),
         (None, None) => name.to_string(),
     };
-    if !is_dns1123_subdomain(&id) || id.len() > 128 {
-        bail!("cluster id \"{id}\" must be a DNS-1123 subdomain of at most 128 characters");
-    }
+    check_cluster_id(&id)?;
     let clusterset = super::membership::ensure_clusterset(hub).await?;
     super::membership::refuse_other_clusterset(
         name,
@@ -199,6 +197,30 @@ pub async fn identify(
         version: version.git_version,
     })
 }
+
+/// Pure (CID-3, CID-5, CID-6): refuses a cluster id that cannot be used. A
+/// ClusterProperty id may be a DNS-1123 subdomain of up to 128 characters (CID-3),
+/// but Causeway writes it as a label value (`multicluster.kubernetes.io/source-cluster`
+/// on every exported EndpointSlice, CID-6), which holds at most 63: a longer id would
+/// make every export of the member fail, so it is refused at join.
+pub fn check_cluster_id(id: &str) -> anyhow::Result<()> {
+    if !is_dns1123_subdomain(id) {
+        bail!(
+            "cluster id \"{id}\" must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.'); set another with --id or the member's ClusterProperty {CLUSTER_ID_PROPERTY}"
+        );
+    }
+    if id.len() > MAX_CLUSTER_ID {
+        bail!(
+            "cluster id \"{id}\" is {} characters: it is the value of the label {} on the member's exported EndpointSlices, and a label value holds at most {MAX_CLUSTER_ID} characters; choose a shorter id with --id or in the member's ClusterProperty {CLUSTER_ID_PROPERTY}",
+            id.len(),
+            causeway_crds::well_known::labels::SOURCE_CLUSTER,
+        );
+    }
+    Ok(())
+}
+
+/// The longest cluster id: the longest label value.
+pub const MAX_CLUSTER_ID: usize = 63;
 
 /// The member's cluster id from its `about.k8s.io` ClusterProperty `cluster.clusterset.k8s.io`
 /// (or the legacy `id.k8s.io`), when the member has the About API (CID-3, CID-7).
@@ -528,6 +550,42 @@ mod tests {
                 token: "t".into(),
             }
         );
+    }
+
+    #[test]
+    fn a_cluster_id_must_fit_a_label_value() {
+        // (id, refused with these fragments)
+        let long = |n: usize| "a".repeat(n);
+        let table: Vec<(String, &[&str])> = vec![
+            ("east".into(), &[]),
+            ("east.fleet".into(), &[]),
+            (long(63), &[]),
+            (
+                long(64),
+                &[
+                    "64 characters",
+                    "multicluster.kubernetes.io/source-cluster",
+                    "at most 63 characters",
+                    "--id",
+                ],
+            ),
+            (long(128), &["128 characters", "at most 63 characters"]),
+            (long(129), &["at most 63 characters"]),
+            ("East".into(), &["DNS-1123 subdomain"]),
+            ("a..b".into(), &["DNS-1123 subdomain"]),
+        ];
+        for (id, fragments) in table {
+            match check_cluster_id(&id) {
+                Ok(()) => assert!(fragments.is_empty(), "{id} taken"),
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(!fragments.is_empty(), "{id} refused: {e}");
+                    for f in fragments {
+                        assert!(e.contains(f), "{id}: {e:?} lacks {f:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -43,7 +43,8 @@ pub struct Aggregate {
 }
 
 /// Pure: the `exportedLabels` / `exportedAnnotations` entries no API server accepts
-/// on a ServiceImport (kube-apiserver's key and value rules).
+/// on a ServiceImport (kube-apiserver's key and value rules), and the keys only
+/// Causeway sets.
 pub fn invalid_exported_metadata(spec: &ExportedServiceSpec) -> Vec<FieldError> {
     let mut errs = validation::labels("spec.exportedLabels", &spec.exported_labels);
     errs.extend(validation::annotations(
@@ -59,7 +60,35 @@ pub fn invalid_exported_metadata(spec: &ExportedServiceSpec) -> Vec<FieldError> 
             message: "reserved: causeway's Gateway API controller sets it for mesh routes; remove it from the ServiceExport".into(),
         });
     }
+    // the keys the MCS watches key a ServiceImport on: a hub or member import labelled
+    // with them would count as another service's (or namespace's), or drop out of the
+    // watches, and flap
+    for k in spec.exported_labels.keys().filter(|k| reserved_label(k)) {
+        errs.push(FieldError {
+            field: "spec.exportedLabels".into(),
+            value: k.clone(),
+            message: format!(
+                "reserved: Causeway and the MCS API set the {MULTICLUSTER_PREFIX}*, {CAUSEWAY_PREFIX}* and {} labels themselves; remove it from the ServiceExport",
+                labels::KUBERNETES_SERVICE_NAME
+            ),
+        });
+    }
     errs
+}
+
+/// The prefix of the MCS API's own label keys.
+const MULTICLUSTER_PREFIX: &str = "multicluster.kubernetes.io/";
+/// The prefix of Causeway's own label keys.
+const CAUSEWAY_PREFIX: &str = "causeway.io/";
+
+/// Whether `key` is a label only Causeway sets: the MCS API's (`service-name`,
+/// `source-cluster`), Kubernetes' `kubernetes.io/service-name`, and Causeway's own
+/// (`causeway.io/managed`, `causeway.io/origin-namespace`, ...), which the MCS watches
+/// key and select objects on ([`crate::watch::service_key`]).
+fn reserved_label(key: &str) -> bool {
+    key.starts_with(MULTICLUSTER_PREFIX)
+        || key.starts_with(CAUSEWAY_PREFIX)
+        || key == labels::KUBERNETES_SERVICE_NAME
 }
 
 /// Whether `key` is an annotation only Causeway sets on a hub ServiceImport.
@@ -75,7 +104,9 @@ fn valid_metadata(merged: &Merged) -> (BTreeMap<String, String>, BTreeMap<String
         .labels
         .iter()
         .filter(|(k, v)| {
-            validation::qualified_name(k).is_empty() && validation::label_value(v).is_empty()
+            validation::qualified_name(k).is_empty()
+                && validation::label_value(v).is_empty()
+                && !reserved_label(k)
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();

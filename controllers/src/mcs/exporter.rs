@@ -118,6 +118,19 @@ pub fn desired(
         if ex.metadata.deletion_timestamp.is_some() {
             continue;
         }
+        if let Some(why) = super::reserved_namespace(&ns) {
+            let conds = not_exported(
+                (super::RESERVED_NAMESPACE, why),
+                (
+                    cond::reason::FAILED,
+                    "nothing is exported from this namespace",
+                ),
+                &prev,
+                now,
+            );
+            out.conditions.insert((ns, name), conds);
+            continue;
+        }
         let hub_name = exported_service_name(&name, cluster);
         let name_errors = k8s_validation::dns1035_label(&name);
         if !name_errors.is_empty() {
@@ -585,6 +598,7 @@ pub async fn run_to(
             )
             .await;
             publish_events(&recorder, &exports_now, &written).await;
+            forget_failed_namespaces(&mut hub_namespaces, &failures);
             count += failures.count;
             exported.set(&part, want.exported.iter().filter_map(service_key));
             failed.extend(failures.keys);
@@ -600,7 +614,7 @@ pub async fn run_to(
 
 pub mod outbox;
 pub(crate) mod write;
-use write::{Memos, ensure_namespaces, publish_events, write};
+use write::{Memos, ensure_namespaces, forget_failed_namespaces, publish_events, write};
 
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,8 @@
 //! object was found in, never from the object: the ExportedService's `spec.cluster`
 //! and every `source-cluster` label are forced to that Cluster's id, and a relayed
 //! object carries only the labels the exporter sets, never the agent's others. Nothing
-//! is published in Causeway's namespaces or in Kubernetes' own (`kube-*`).
+//! is published in Causeway's namespaces or in Kubernetes' own (`kube-*`), from which
+//! the agent's exporter does not export either ([`super::reserved_namespace`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -18,9 +19,7 @@ use std::time::Instant;
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::federation::cluster::{Cluster, ClusterSyncMode};
 use causeway_crds::names::{cluster_of_execution_namespace, exported_service_name, hub_slice_name};
-use causeway_crds::well_known::{
-    EXECUTION_NAMESPACE_PREFIX, SYSTEM_NAMESPACE, annotations, labels,
-};
+use causeway_crds::well_known::{annotations, labels};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ObjectMeta};
@@ -33,11 +32,6 @@ use crate::metrics::Metrics;
 use crate::watch::{ByService, ServiceKey, by_service, key, service_key};
 use causeway_runtime::apply::{self, Failures};
 use causeway_runtime::reflect::{Dirty, Wake, cache};
-
-/// The prefix of the namespaces Kubernetes reserves for itself (`kube-system`,
-/// `kube-public`, `kube-node-lease`, ...): no agent may publish there, where the hub's
-/// own components (kube-proxy, CoreDNS) would act on what it writes.
-const KUBERNETES_NAMESPACE_PREFIX: &str = "kube-";
 
 /// An outbox object the relay will not publish, and why (told as a Warning Event on it).
 #[derive(Debug, Clone, PartialEq)]
@@ -121,20 +115,10 @@ fn relayable<K: Resource<DynamicType = ()> + Clone>(
             ),
         );
     }
-    if origin == SYSTEM_NAMESPACE || origin.starts_with(EXECUTION_NAMESPACE_PREFIX) {
+    if let Some(why) = super::reserved_namespace(&origin) {
         return ignore(
             "ReservedOriginNamespace",
-            format!(
-                "origin namespace {origin:?} is Causeway's own: Services there are not exported"
-            ),
-        );
-    }
-    if origin.starts_with(KUBERNETES_NAMESPACE_PREFIX) {
-        return ignore(
-            "ReservedOriginNamespace",
-            format!(
-                "origin namespace {origin:?} is reserved for Kubernetes' own ({KUBERNETES_NAMESPACE_PREFIX}*): the relay publishes nothing there; export the Service from another namespace"
-            ),
+            format!("origin {why}: the relay publishes nothing there"),
         );
     }
     Some(Ok((hub, name.to_string(), id.clone())))

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::federation::schedule::failover::not_ready_since;
 use causeway_crds::mcs::conditions::service_import::{ENDPOINTS_STALE, reason};
 use causeway_runtime::reflect::Wake;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -20,7 +21,7 @@ use kube::ResourceExt;
 /// One cluster that is not Ready.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stale {
-    /// When its `Ready` condition left True.
+    /// When it stopped being Ready (see [`not_ready_since`]).
     pub since: jiff::Timestamp,
     /// When its endpoints are (or were) withdrawn: `since` + the TTL.
     pub expires: jiff::Timestamp,
@@ -35,17 +36,16 @@ pub struct Staleness {
 
 impl Staleness {
     /// The stale clusters among `clusters` (by cluster id), with `ttl`, at `now`. A
-    /// Cluster is stale while its `Ready` condition exists and is not True, since that
-    /// condition's `lastTransitionTime`; one without a Ready condition yet is not.
+    /// Cluster is stale while its `Ready` condition exists and is not True, since it
+    /// first stopped being Ready: the registry's not-ready/unreachable taint keeps its
+    /// `timeAdded` when Ready moves between False and Unknown (which resets the
+    /// condition's `lastTransitionTime`), so such a move does not restart the TTL.
+    /// One without a Ready condition yet is not stale.
     pub fn new(clusters: &[Arc<Cluster>], ttl: Duration, now: jiff::Timestamp) -> Self {
         let clusters = clusters
             .iter()
             .filter_map(|c| {
-                let ready = crate::clusters::status::ready_of(c)?;
-                if ready.status == "True" {
-                    return None;
-                }
-                let since = ready.last_transition_time.0;
+                let since = not_ready_since(c)?;
                 let expires = since.checked_add(ttl).unwrap_or(jiff::Timestamp::MAX);
                 let id = c
                     .cluster_id()

@@ -657,3 +657,43 @@ async fn a_member_that_cannot_carry_the_properties_is_named_with_the_fix() {
     .await;
     ctl.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exports_come_back_after_their_hub_namespace_is_deleted() {
+    use causeway_crds::mcs::v1beta1::ServiceImport;
+    use k8s_openapi::api::core::v1::Namespace;
+    let m = Mcs::start(&["c0", "c1"], false).await;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let hub_si = Api::<ServiceImport>::namespaced(m.hub.clone(), &m.ns);
+    eventually("the hub ServiceImport", PRESENT, || async {
+        hub_si.get_opt("hello").await.unwrap()
+    })
+    .await;
+    eventually("SI in c1", PRESENT, || async { m.si(1, "hello").await }).await;
+    // someone deletes the namespace on the hub (NS-1: the hub mirrors it)
+    let namespaces = Api::<Namespace>::all(m.hub.clone());
+    namespaces
+        .delete(&m.ns, &Default::default())
+        .await
+        .expect("namespace deleted");
+    eventually("the hub namespace gone", PRESENT, || async {
+        match namespaces.get_opt(&m.ns).await.unwrap() {
+            None => Some(()),
+            Some(ns) if ns.metadata.deletion_timestamp.is_none() => Some(()),
+            Some(_) => None,
+        }
+    })
+    .await;
+    // the exporter creates it again, and the export is imported again
+    let back = std::time::Duration::from_secs(30);
+    eventually("the hub ServiceImport back", back, || async {
+        hub_si.get_opt("hello").await.unwrap()
+    })
+    .await;
+    eventually("SI in c1 back", back, || async {
+        let si = m.si(1, "hello").await?;
+        (si.spec.ports.len() == 2).then_some(si)
+    })
+    .await;
+}

@@ -108,6 +108,28 @@ fn invalid_exported_keys_and_values_are_dropped_and_reported() {
                 "spec.exportedAnnotations: Invalid value: \"causeway.io/mesh-ports\": reserved",
             ],
         ),
+        // the keys the MCS watches key a ServiceImport on (its service, its namespace,
+        // that Causeway manages it): an export may not move or hide the import
+        (
+            json!({
+                "multicluster.kubernetes.io/service-name": "other",
+                "kubernetes.io/service-name": "other",
+                "multicluster.kubernetes.io/source-cluster": "west",
+                "causeway.io/origin-namespace": "kube-system",
+                "causeway.io/managed": "false",
+                "team": "web",
+            }),
+            json!({}),
+            &["team"],
+            &[],
+            &[
+                "spec.exportedLabels: Invalid value: \"causeway.io/managed\": reserved",
+                "spec.exportedLabels: Invalid value: \"causeway.io/origin-namespace\": reserved",
+                "spec.exportedLabels: Invalid value: \"kubernetes.io/service-name\": reserved",
+                "spec.exportedLabels: Invalid value: \"multicluster.kubernetes.io/service-name\": reserved",
+                "spec.exportedLabels: Invalid value: \"multicluster.kubernetes.io/source-cluster\": reserved",
+            ],
+        ),
         (
             json!({}),
             json!({"example.com/big": "x".repeat(256 * 1024)}),

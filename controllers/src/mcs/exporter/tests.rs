@@ -138,3 +138,70 @@ fn a_failed_hub_write_turns_ready_into_failed_with_the_reason() {
         assert_eq!(got[2], desired[2]);
     }
 }
+
+#[test]
+fn nothing_is_exported_from_kubernetes_or_causeway_namespaces() {
+    // the relay refuses these origins for Pull members: a Push member's exporter (and a
+    // Pull member's agent, which runs this same function) refuses them too, and says so
+    // on the ServiceExport rather than waiting forever
+    let now = Time(jiff::Timestamp::UNIX_EPOCH);
+    let in_ns = |ns: &str| -> (Arc<ServiceExport>, Arc<Service>) {
+        let meta = json!({"name": "web", "namespace": ns});
+        (
+            Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+                    "metadata": meta,
+                }))
+                .unwrap(),
+            ),
+            Arc::new(
+                serde_json::from_value(json!({
+                    "metadata": meta,
+                    "spec": {"ports": [{"name": "http", "port": 80}]},
+                }))
+                .unwrap(),
+            ),
+        )
+    };
+    // (namespace, refused)
+    let table = [
+        ("kube-system", true),
+        ("kube-public", true),
+        ("causeway-system", true),
+        ("causeway-es-west", true),
+        ("demo", false),
+        ("kubeflow", false),
+    ];
+    for (ns, refused) in table {
+        let (ex, svc) = in_ns(ns);
+        let want = desired("east", &[ex], &[svc], &[], &[], &now);
+        let conds = &want.conditions[&(ns.to_string(), "web".to_string())];
+        let get = |t: &str| conds.iter().find(|c| c.type_ == t).unwrap();
+        if refused {
+            assert!(want.exported.is_empty(), "{ns}: {:?}", want.exported);
+            let (valid, ready) = (get("Valid"), get("Ready"));
+            assert_eq!(
+                (valid.status.as_str(), valid.reason.as_str()),
+                ("False", crate::mcs::RESERVED_NAMESPACE),
+                "{ns}"
+            );
+            assert!(
+                valid.message.contains(&format!("{ns:?}"))
+                    && valid
+                        .message
+                        .contains("export the Service from another namespace"),
+                "{ns}: {}",
+                valid.message
+            );
+            assert_eq!(
+                (ready.status.as_str(), ready.reason.as_str()),
+                ("False", "Failed"),
+                "{ns}"
+            );
+        } else {
+            assert_eq!(want.exported.len(), 1, "{ns}");
+            assert_eq!(get("Valid").status, "True", "{ns}");
+        }
+    }
+}

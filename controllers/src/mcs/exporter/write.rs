@@ -42,7 +42,8 @@ pub(super) async fn publish_events(
 
 /// The hub mirrors the namespaces of exported Services (namespace sameness, NS-1):
 /// creates the namespace of each `(namespace, service)` not in `done` yet, a failure
-/// reported for that service. Also used by the relay for Pull members.
+/// reported for that service (see [`forget_failed_namespaces`] for one deleted since).
+/// Also used by the relay for Pull members.
 pub(crate) async fn ensure_namespaces(
     hub: &kube::Client,
     services: impl IntoIterator<Item = crate::watch::ServiceKey>,
@@ -72,6 +73,14 @@ pub(crate) async fn ensure_namespaces(
             ),
         }
     }
+}
+
+/// Forgets, in `done`, the namespace of every key with a failed write: the hub
+/// namespace may have been deleted since it was created (writes in it then fail with
+/// NotFound, or Forbidden while it terminates), so the retry creates it again rather
+/// than failing until a restart. Also used by the relay.
+pub(crate) fn forget_failed_namespaces(done: &mut BTreeSet<String>, failures: &Failures) {
+    done.retain(|ns| !failures.keys.iter().any(|(n, _)| n == ns));
 }
 
 /// Memos of what the exporter found already applied.

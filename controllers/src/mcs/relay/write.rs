@@ -84,6 +84,7 @@ pub(super) async fn write(
     {
         failures.failed(k, &e);
     }
+    super::super::exporter::write::forget_failed_namespaces(&mut state.namespaces, failures);
 }
 
 /// A Warning Event on each ignored outbox object, once per version of it (a log line

@@ -184,3 +184,49 @@ fn the_condition_says_who_since_when_and_until_when() {
         }
     }
 }
+
+/// `cluster` with the registry's managed taint `key`, added at `at` seconds.
+fn tainted(c: Arc<Cluster>, key: &str, at: i64) -> Arc<Cluster> {
+    let mut c = (*c).clone();
+    c.spec.taints.push(k8s_openapi::api::core::v1::Taint {
+        key: key.into(),
+        effect: "NoSchedule".into(),
+        value: None,
+        time_added: Some(t(at)),
+    });
+    Arc::new(c)
+}
+
+#[test]
+fn the_ttl_counts_from_when_the_cluster_first_stopped_being_ready() {
+    use causeway_crds::federation::cluster::taints::{NOT_READY, UNREACHABLE};
+    // (cluster, expected since): a move between False and Unknown (which resets the
+    // condition's lastTransitionTime) does not restart the TTL, as the registry's
+    // taint keeps its timeAdded; without a taint, the condition's time is used
+    let table: Vec<(Arc<Cluster>, i64)> = vec![
+        // False since 1000, then Unknown at 5000: still since 1000
+        (
+            tainted(cluster("c", Some(("Unknown", 5000))), UNREACHABLE, 1000),
+            1000,
+        ),
+        // Unknown since 1000, then False at 5000: still since 1000
+        (
+            tainted(cluster("c", Some(("False", 5000))), NOT_READY, 1000),
+            1000,
+        ),
+        // not tainted yet: since the condition changed
+        (cluster("c", Some(("False", 5000))), 5000),
+    ];
+    for (c, since) in table {
+        let s = Staleness::new(&[c], TTL, t(6000).0);
+        assert_eq!(
+            s.get("c"),
+            Some(&Stale {
+                since: t(since).0,
+                expires: t(since + 300).0
+            }),
+            "since {since}"
+        );
+        assert_eq!(s.withdrawn("c"), since + 300 <= 6000);
+    }
+}

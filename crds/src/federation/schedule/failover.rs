@@ -39,6 +39,31 @@ pub fn follows_ready(taint: &Taint) -> bool {
         && (taint.key == taints::NOT_READY || taint.key == taints::UNREACHABLE)
 }
 
+/// Since when `cluster` has not been Ready (None while it is, or has no Ready
+/// condition yet): since the registry first tainted it (its taint keeps its
+/// `timeAdded` when Ready moves between False and Unknown), else since the
+/// condition's `lastTransitionTime`. Failover and stale endpoints (EPS-7) count from it.
+pub fn not_ready_since(cluster: &Cluster) -> Option<Timestamp> {
+    let ready = cluster
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::READY)?;
+    if ready.status == "True" {
+        return None;
+    }
+    let since = cluster
+        .spec
+        .taints
+        .iter()
+        .filter(|t| t.key == taints::NOT_READY || t.key == taints::UNREACHABLE)
+        .filter_map(|t| t.time_added.as_ref().map(|t| t.0))
+        .min()
+        .unwrap_or(ready.last_transition_time.0);
+    Some(since)
+}
+
 /// When `cluster` fails over under `tolerations`: `Some((since, deadline))` while its
 /// Ready condition is not True (since it changed, and the moment the workload leaves),
 /// `None` while it is Ready or the failure is tolerated forever.
@@ -78,16 +103,7 @@ pub fn failing(cluster: &Cluster, tolerations: &[Toleration]) -> Option<(Timesta
             .unwrap_or(0)
             .max(0)
     };
-    // since the registry first tainted it (its taint keeps its time when Ready moves
-    // between False and Unknown), else since the condition changed
-    let since = cluster
-        .spec
-        .taints
-        .iter()
-        .filter(|t| t.key == taints::NOT_READY || t.key == taints::UNREACHABLE)
-        .filter_map(|t| t.time_added.as_ref().map(|t| t.0))
-        .min()
-        .unwrap_or(ready.last_transition_time.0);
+    let since = not_ready_since(cluster)?;
     // a toleration too long to add is one that never ends
     let deadline = since.checked_add(SignedDuration::from_secs(seconds)).ok()?;
     Some((since, deadline))
