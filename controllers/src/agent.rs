@@ -185,9 +185,9 @@ pub async fn run(
             }
         }
         match leaving {
-            Some(false) => match crate::mcs::importer::withdraw_all(&member).await {
+            Some(false) => match crate::mcs::leave(&member).await {
                 Ok(n) => {
-                    tracing::info!(cluster = %name, objects = n, "left the clusterset: imports withdrawn")
+                    tracing::info!(cluster = %name, objects = n, "left the clusterset: imports withdrawn, exports no longer Ready")
                 }
                 Err(e) => {
                     tracing::warn!(cluster = %name, error = %format!("{e:#}"), "left the clusterset, but could not withdraw the imports; delete objects labelled causeway.io/managed=true by hand")

@@ -82,6 +82,15 @@ impl HubCaches {
     }
 }
 
+/// What a member that leaves the clusterset keeps of MCS: nothing imported (its
+/// ServiceImports, derived Services and MCS EndpointSlices go) and no export that says
+/// it is exported (each ServiceExport's `Ready` turns False, its `Conflict` goes).
+/// Returns how many objects went or were rewritten.
+pub async fn leave(member: &kube::Client) -> anyhow::Result<usize> {
+    let withdrawn = importer::withdraw_all(member).await?;
+    Ok(withdrawn + exporter::mark_left(member).await?)
+}
+
 /// `Valid=False` reason of a ServiceExport in a namespace nothing is exported from
 /// (see [`reserved_namespace`]).
 pub const RESERVED_NAMESPACE: &str = "ReservedNamespace";

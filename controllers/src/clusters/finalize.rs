@@ -326,12 +326,9 @@ async fn end_membership(m: &super::registry::MemberSpec) {
 pub async fn withdraw(m: super::registry::MemberSpec) {
     let result = async {
         let client = client_for(&m.access).await?;
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            crate::mcs::importer::withdraw_all(&client),
-        )
-        .await
-        .map_err(|_| anyhow::anyhow!("the member did not answer within 30 s"))?
+        tokio::time::timeout(Duration::from_secs(30), crate::mcs::leave(&client))
+            .await
+            .map_err(|_| anyhow::anyhow!("the member did not answer within 30 s"))?
     }
     .await;
     match result {

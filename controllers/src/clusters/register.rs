@@ -612,7 +612,7 @@ pub async fn unregister(
         if preserve {
             "; what Causeway imported into the member is left in place (--preserve)".to_string()
         } else {
-            let n = crate::mcs::importer::withdraw_all(&member).await?;
+            let n = crate::mcs::leave(&member).await?;
             format!("; {n} imported objects removed from the member")
         }
     } else {

@@ -94,6 +94,64 @@ fn not_exported(
     ]
 }
 
+/// `Ready=False` reason of the exports of a cluster that left the clusterset.
+pub const NOT_IN_CLUSTER_SET: &str = "NotInClusterSet";
+
+/// Pure: an export's conditions once its cluster left the clusterset: `Valid` as it
+/// was, `Ready=False` (nothing is exported from here any more), and no `Conflict`
+/// (there is nothing left to conflict with).
+pub fn left_conditions(previous: &[Condition], now: &Time) -> Vec<Condition> {
+    let mut out: Vec<Condition> = previous
+        .iter()
+        .filter(|c| c.type_ == cond::VALID)
+        .cloned()
+        .collect();
+    out.push(condition(
+        cond::READY,
+        Some(false),
+        NOT_IN_CLUSTER_SET,
+        "this cluster left the clusterset: nothing is exported from it (join it again to export)"
+            .into(),
+        previous,
+        now,
+    ));
+    out
+}
+
+/// Gives every ServiceExport of a member that left the clusterset the
+/// [`left_conditions`] (the exporter no longer runs for it, so nothing else would);
+/// returns how many it rewrote.
+pub async fn mark_left(member: &kube::Client) -> anyhow::Result<usize> {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut n = 0;
+    let exports = Api::<ServiceExport>::all(member.clone())
+        .list(&Default::default())
+        .await?;
+    for ex in exports.items {
+        let ns = ex.namespace().unwrap_or_default();
+        let previous = ex
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        let status = json!({"conditions": left_conditions(previous, &now)});
+        let actual = ex.status.as_ref().map(|s| json!(s));
+        let out = apply::ensure_status(
+            &Api::<ServiceExport>::namespaced(member.clone(), &ns),
+            &ex.name_any(),
+            "multicluster.x-k8s.io/v1beta1",
+            "ServiceExport",
+            &status,
+            actual.as_ref(),
+        )
+        .await?;
+        if out == apply::Outcome::Written {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 /// Pure: the hub objects and export conditions of one member.
 pub fn desired(
     cluster: &str,

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use causeway_crds::mcs::v1beta1::ServiceImport;
+use causeway_crds::mcs::v1beta1::{ServiceExport, ServiceImport};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -246,6 +246,19 @@ async fn removed_cluster_endpoints_are_withdrawn() {
         .await
         .unwrap();
     assert!(derived.items.is_empty(), "derived Services withdrawn");
+    // and its export no longer says it is exported
+    let ex = Api::<ServiceExport>::namespaced(m.c(0), &m.ns)
+        .get("hello")
+        .await
+        .unwrap();
+    let conds = ex.status.unwrap().conditions;
+    let ready = conds.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "NotInClusterSet"),
+        "{conds:?}"
+    );
+    assert!(!conds.iter().any(|c| c.type_ == "Conflict"), "{conds:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

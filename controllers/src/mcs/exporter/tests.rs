@@ -205,3 +205,29 @@ fn nothing_is_exported_from_kubernetes_or_causeway_namespaces() {
         }
     }
 }
+
+/// A cluster that left the clusterset: its exports keep `Valid`, say `Ready=False`
+/// (`NotInClusterSet`) and lose `Conflict`.
+#[test]
+fn a_cluster_that_left_says_nothing_is_exported() {
+    let now = Time(k8s_openapi::jiff::Timestamp::from_second(1_000).unwrap());
+    let before = [
+        c(cond::VALID, "True", cond::reason::VALID),
+        c(cond::READY, "True", cond::reason::EXPORTED),
+        c(cond::CONFLICT, "True", cond::reason::PORT_CONFLICT),
+    ];
+    let after = left_conditions(&before, &now);
+    let got: Vec<(&str, &str, &str)> = after
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (cond::VALID, "True", cond::reason::VALID),
+            (cond::READY, "False", NOT_IN_CLUSTER_SET)
+        ]
+    );
+    assert_eq!(after[1].last_transition_time, now, "Ready changed now");
+    assert_eq!(after[0], before[0], "Valid as it was");
+}
