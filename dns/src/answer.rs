@@ -9,6 +9,7 @@
 
 use crate::index::{Lookup, RrSet, Zone, rtype};
 use crate::name::MAX_WIRE_LEN;
+use std::ops::Range;
 
 /// DNS response codes used here.
 pub mod rcode {
@@ -40,7 +41,8 @@ pub enum Transport {
     /// UDP: answers are limited by the client's payload size.
     Udp,
     /// TCP: answers up to 65535 bytes; a larger one is cut to the records that fit,
-    /// never truncated with TC (RFC 7766 §6.2: TC means nothing over TCP).
+    /// starting at a record chosen by the query ID (so repeated queries reach all
+    /// of them), never truncated with TC (RFC 7766 §6.2: TC means nothing over TCP).
     Tcp,
 }
 
@@ -199,26 +201,33 @@ impl Response<'_> {
     }
 
     /// A positive answer. When it does not fit: over UDP, TC with an empty answer (the
-    /// client retries over TCP); over TCP, the leading records that fit, without TC
-    /// (a headless answer may be any subset of the endpoints, spec §2.4.1).
+    /// client retries over TCP); over TCP, the records that fit from the one at the
+    /// query ID modulo the count on, wrapping around, without TC (a headless answer
+    /// may be any subset of the endpoints, spec §2.4.1).
     /// `additional` goes in the additional section when it fits, else is left out
     /// (RFC 2181 §9: only a missing answer sets TC).
     fn answer(&mut self, out: &mut Vec<u8>, rrs: &RrSet, additional: Option<&RrSet>) -> Outcome {
         let fixed = self.q.end + self.opt_len();
-        let (count, wire) = if fixed + rrs.wire.len() <= self.limit {
-            (rrs.count, &rrs.wire[..])
+        let (count, head, tail) = if fixed + rrs.wire.len() <= self.limit {
+            (rrs.count, &rrs.wire[..], &[][..])
         } else if self.transport == Transport::Udp {
             return self.write_tc(out, rcode::NOERROR as u16);
         } else {
-            let (count, len) = fitting_prefix(&rrs.wire, self.limit.saturating_sub(fixed));
+            // The records are sorted, so a plain prefix would always leave out the
+            // same endpoints; starting at the query ID (mod the count) rotates them.
+            let id = u16::from_be_bytes([self.pkt[0], self.pkt[1]]);
+            let start = id % rrs.count.max(1);
+            let (count, head, tail) =
+                fitting_window(&rrs.wire, start, self.limit.saturating_sub(fixed));
             tracing::debug!(
                 records = rrs.count,
                 sent = count,
+                start,
                 "TCP answer larger than 64 KiB: sending the records that fit"
             );
-            (count, &rrs.wire[..len])
+            (count, &rrs.wire[head], &rrs.wire[tail])
         };
-        let size = fixed + wire.len();
+        let size = fixed + head.len() + tail.len();
         let (ar_count, ar_wire) = match additional {
             Some(a) if size + a.wire.len() <= self.limit => (a.count, &a.wire[..]),
             _ => (0, &[][..]),
@@ -230,7 +239,8 @@ impl Response<'_> {
             false,
             [count, 0, ar_count],
         );
-        out.extend_from_slice(wire);
+        out.extend_from_slice(head);
+        out.extend_from_slice(tail);
         out.extend_from_slice(ar_wire);
         self.opt(out, rcode::NOERROR as u16);
         Outcome::Reply {
@@ -321,19 +331,44 @@ impl Response<'_> {
     }
 }
 
-/// The longest run of whole resource records at the start of `wire` that fits in
-/// `budget` bytes: (records, bytes).
-fn fitting_prefix(wire: &[u8], budget: usize) -> (u16, usize) {
-    let (mut count, mut len) = (0u16, 0usize);
+/// The longest run of whole resource records of `wire` that fits in `budget` bytes,
+/// starting at record number `start` and wrapping around to the first record:
+/// (records, the byte range from `start` on, the byte range wrapped to from 0).
+/// Starts at record 0 when `wire` has no record number `start`.
+fn fitting_window(wire: &[u8], start: u16, budget: usize) -> (u16, Range<usize>, Range<usize>) {
+    let mut from = 0;
+    for _ in 0..start {
+        match rr_end(wire, from) {
+            Some(end) => from = end,
+            None => {
+                from = 0;
+                break;
+            }
+        }
+    }
+    let (mut count, mut head_end) = (0u16, from);
     while count < u16::MAX {
-        let Some(end) = rr_end(wire, len) else { break };
-        if end > budget {
+        let Some(end) = rr_end(wire, head_end) else {
+            break;
+        };
+        if end - from > budget {
+            return (count, from..head_end, 0..0);
+        }
+        count += 1;
+        head_end = end;
+    }
+    let mut tail_end = 0;
+    while count < u16::MAX && tail_end < from {
+        let Some(end) = rr_end(wire, tail_end) else {
+            break;
+        };
+        if end > from || head_end - from + end > budget {
             break;
         }
         count += 1;
-        len = end;
+        tail_end = end;
     }
-    (count, len)
+    (count, from..head_end, 0..tail_end)
 }
 
 /// Where the resource record that starts at `at` ends (None past the last one).

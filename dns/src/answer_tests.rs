@@ -366,6 +366,88 @@ fn tcp_answers_over_64k_are_a_subset_never_tc() {
     assert!(r.tc && r.answers.is_empty());
 }
 
+/// The answers to `pkt` with its ID set to `id`, over TCP, checked well-formed.
+fn tcp_subset(zone: &Zone, pkt: &[u8], id: u16) -> Vec<String> {
+    let mut pkt = pkt.to_vec();
+    pkt[..2].copy_from_slice(&id.to_be_bytes());
+    let mut out = Vec::new();
+    let outcome = respond(zone, &SETTINGS, &pkt, Transport::Tcp, &mut out);
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Reply {
+                rcode: 0,
+                truncated: false,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert!(out.len() <= 65535, "{} bytes", out.len());
+    assert!(
+        out.len() + 96 > 65535,
+        "room for one more: {} bytes",
+        out.len()
+    );
+    let r = decode(&out);
+    assert_eq!(r.msg.metadata.id, id);
+    assert!(!r.tc && r.rcode == 0);
+    assert_eq!(
+        usize::from(u16::from_be_bytes([out[6], out[7]])),
+        r.answers.len()
+    );
+    assert!(r.msg.edns.is_some(), "OPT last, counted in ARCOUNT");
+    let mut unique = r.answers.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), r.answers.len(), "a record twice");
+    r.answers
+}
+
+#[test]
+fn tcp_answers_over_64k_rotate_with_the_query_id() {
+    let zone = huge_headless_zone();
+    let name = "huge.ns.svc.clusterset.local.";
+    let Lookup::Found(node) = zone.lookup(&crate::name::to_wire(name).unwrap()) else {
+        panic!("{name} missing");
+    };
+    let all = node.get(rtype::SRV).unwrap();
+    // The last record in the sorted order, decoded on its own.
+    let mut at = 0;
+    for _ in 1..all.count {
+        at = rr_end(&all.wire, at).unwrap();
+    }
+    let pkt = query(name, RecordType::SRV, Some(4096));
+    let mut alone = pkt.clone();
+    alone.truncate(pkt.len() - 11); // no OPT
+    alone[2] |= 0x80;
+    alone[6..12].copy_from_slice(&[0, 1, 0, 0, 0, 0]);
+    alone.extend_from_slice(&all.wire[at..]);
+    let last = decode(&alone).answers;
+    assert_eq!(last.len(), 1);
+    let last = &last[0];
+
+    let first = tcp_subset(&zone, &pkt, 0);
+    assert!(!first.contains(last), "ID 0 starts at the first record");
+    let rotated = tcp_subset(&zone, &pkt, 700);
+    assert_ne!(first, rotated, "the same subset for different IDs");
+    assert!(
+        rotated.contains(last),
+        "the records that sort last are never sent"
+    );
+    // The ID wraps modulo the count: 750 + 700 starts where 700 does.
+    assert_eq!(tcp_subset(&zone, &pkt, 1450), rotated);
+    // Starting at the last record wraps around to the first ones.
+    let wrapped = tcp_subset(&zone, &pkt, 749);
+    assert!(wrapped.contains(last));
+    assert!(wrapped.iter().all(|a| a == last || first.contains(a)));
+    // Starting where ID 0 stopped sends the rest.
+    let rest = tcp_subset(&zone, &pkt, first.len() as u16);
+    let mut union: Vec<&String> = first.iter().chain(&rest).collect();
+    union.sort();
+    union.dedup();
+    assert_eq!(union.len(), 750, "two rotations cover every record");
+}
+
 #[test]
 fn forward_errors_echo_the_question_and_opt() {
     let mut out = Vec::new();

@@ -109,12 +109,16 @@ impl ServerState {
     }
 }
 
+/// A datagram's length, sender and local address, as read.
+type Got = (usize, Option<SockaddrStorage>, Option<Local>);
+
 /// One worker's buffers and `mmsghdr` arrays, reused for every batch.
 pub struct Batch {
     /// `BATCH` receive buffers of `UDP_READ` bytes, back to back.
     bufs: Vec<u8>,
-    /// Length, sender and local address of each datagram of the last read.
-    got: Vec<(usize, Option<SockaddrStorage>, Option<Local>)>,
+    /// Length, sender and local address of each datagram of the last read (no
+    /// sender: not answered, as a query sent to a multicast group).
+    got: Vec<Got>,
     /// The answer to each datagram of the last read.
     outs: Vec<Vec<u8>>,
     /// Which datagrams of the last read get an answer.
@@ -148,24 +152,49 @@ pub(crate) enum Local {
     V6(Ipv6Addr, u32),
 }
 
-impl Local {
-    /// From a received control message (`None` for any other message, and for a
-    /// multicast destination, which cannot be a source).
-    fn from_cmsg(c: &ControlMessageOwned) -> Option<Local> {
+/// Where a datagram was sent, from its packet-info control message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dest {
+    /// A local unicast address, the answer's source.
+    Unicast(Local),
+    /// A multicast group (IPv4 `224.0.0.0/4`, IPv6 `ff00::/8`, or IPv4-mapped
+    /// multicast on a dual-stack socket): a DNS server answers unicast queries only,
+    /// so the datagram is dropped.
+    Multicast,
+}
+
+impl Dest {
+    /// From a received control message; `None` for any message other than packet
+    /// info (then the local address was not reported).
+    fn from_cmsg(c: &ControlMessageOwned) -> Option<Dest> {
         match c {
-            ControlMessageOwned::Ipv4PacketInfo(i) => Some(Local::V4(Ipv4Addr::from(
-                u32::from_be(i.ipi_spec_dst.s_addr),
-            ))),
+            ControlMessageOwned::Ipv4PacketInfo(i) => {
+                // `ipi_addr` is the header's destination, `ipi_spec_dst` the local
+                // address to answer from (an interface's for a multicast query).
+                let to = Ipv4Addr::from(u32::from_be(i.ipi_addr.s_addr));
+                Some(if to.is_multicast() {
+                    Dest::Multicast
+                } else {
+                    Dest::Unicast(Local::V4(Ipv4Addr::from(u32::from_be(
+                        i.ipi_spec_dst.s_addr,
+                    ))))
+                })
+            }
             ControlMessageOwned::Ipv6PacketInfo(i) => {
                 let ip = Ipv6Addr::from(i.ipi6_addr.s6_addr);
+                if ip.is_multicast() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_multicast()) {
+                    return Some(Dest::Multicast);
+                }
                 let link_local = ip.segments()[0] & 0xffc0 == 0xfe80;
                 let ifindex = if link_local { i.ipi6_ifindex } else { 0 };
-                (!ip.is_multicast()).then_some(Local::V6(ip, ifindex))
+                Some(Dest::Unicast(Local::V6(ip, ifindex)))
             }
             _ => None,
         }
     }
+}
 
+impl Local {
     /// No preference (the kernel picks the source), for a datagram whose local
     /// address was not reported, on a socket of `kind` answering `peer`.
     fn any(kind: Kind, peer: Option<&SockaddrStorage>) -> Local {
@@ -262,15 +291,14 @@ impl Batch {
         let kind = self.kind;
         let mut unreported = false;
         self.got.extend(got.map(|m| {
-            let local = kind.pktinfo.then(|| {
-                let found = m
-                    .cmsgs()
+            let dest = kind.pktinfo.then(|| {
+                m.cmsgs()
                     .ok()
-                    .and_then(|mut c| c.find_map(|c| Local::from_cmsg(&c)));
-                unreported |= found.is_none() && m.bytes > 0;
-                found.unwrap_or_else(|| Local::any(kind, m.address.as_ref()))
+                    .and_then(|mut c| c.find_map(|c| Dest::from_cmsg(&c)))
             });
-            (m.bytes, m.address, local)
+            let (entry, missing) = received(kind, m.bytes, m.address, dest);
+            unreported |= missing;
+            entry
         }));
         if unreported {
             // The kernel shrinks a header's control length to what it wrote, and nix
@@ -323,6 +351,28 @@ impl Batch {
                 }
             }
         }
+    }
+}
+
+/// A datagram's entry in [`Batch::got`]: `bytes` long from `from`, and `dest` when
+/// the socket (of `kind`) asks for packet info: `Some(None)` when none came. Also
+/// whether its local address went unreported: only a missing packet-info message
+/// means the headers lost their control room (a multicast destination is reported).
+/// A query to a multicast group gets no sender, so no answer.
+fn received(
+    kind: Kind,
+    bytes: usize,
+    from: Option<SockaddrStorage>,
+    dest: Option<Option<Dest>>,
+) -> (Got, bool) {
+    match dest {
+        None => ((bytes, from, None), false),
+        Some(Some(Dest::Unicast(local))) => ((bytes, from, Some(local)), false),
+        Some(Some(Dest::Multicast)) => ((bytes, None, None), false),
+        Some(None) => (
+            (bytes, from, Some(Local::any(kind, from.as_ref()))),
+            bytes > 0,
+        ),
     }
 }
 
@@ -391,7 +441,7 @@ fn primed_headers(kind: Kind) -> std::io::Result<MultiHeaders<SockaddrStorage>> 
     .fold((0, 0), |(got, info), m| {
         let has = m
             .cmsgs()
-            .is_ok_and(|mut c| c.any(|c| Local::from_cmsg(&c).is_some()));
+            .is_ok_and(|mut c| c.any(|c| Dest::from_cmsg(&c).is_some()));
         (got + 1, info + usize::from(has))
     });
     if got < BATCH || (kind.pktinfo && with_info < BATCH) {
@@ -681,4 +731,118 @@ fn bind_udp(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<std::net::U
         })
         .collect::<Result<_, Errno>>()
         .map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(to: [u8; 4], spec_dst: [u8; 4]) -> ControlMessageOwned {
+        ControlMessageOwned::Ipv4PacketInfo(libc::in_pktinfo {
+            ipi_ifindex: 2,
+            ipi_spec_dst: libc::in_addr {
+                s_addr: u32::from(Ipv4Addr::from(spec_dst)).to_be(),
+            },
+            ipi_addr: libc::in_addr {
+                s_addr: u32::from(Ipv4Addr::from(to)).to_be(),
+            },
+        })
+    }
+
+    fn v6(to: Ipv6Addr, ifindex: u32) -> ControlMessageOwned {
+        ControlMessageOwned::Ipv6PacketInfo(libc::in6_pktinfo {
+            ipi6_addr: libc::in6_addr {
+                s6_addr: to.octets(),
+            },
+            ipi6_ifindex: ifindex,
+        })
+    }
+
+    #[test]
+    fn multicast_destinations_are_reported_and_not_answered() {
+        let v6_kind = Kind {
+            v6: true,
+            pktinfo: true,
+        };
+        let peer = SockaddrStorage::from(SocketAddr::from(([10, 0, 0, 9], 5353)));
+        let multicast = [
+            v6("ff02::1".parse().unwrap(), 2),
+            v6("ff05::fb".parse().unwrap(), 0),
+            v6(Ipv4Addr::new(224, 0, 0, 251).to_ipv6_mapped(), 0),
+            v4([224, 0, 0, 251], [10, 0, 0, 1]),
+            v4([239, 255, 255, 250], [10, 0, 0, 1]),
+        ];
+        for c in &multicast {
+            let dest = Dest::from_cmsg(c);
+            assert_eq!(dest, Some(Dest::Multicast), "{c:?}");
+            // Packet info came: no reset of the headers, and no answer.
+            let ((len, to, local), unreported) = received(v6_kind, 40, Some(peer), Some(dest));
+            assert_eq!((len, to, local, unreported), (40, None, None, false));
+        }
+    }
+
+    #[test]
+    fn unicast_destinations_are_the_answer_source() {
+        let cases = [
+            (
+                v4([10, 0, 0, 1], [10, 0, 0, 1]),
+                Local::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            ),
+            // A broadcast or other address answers from the interface's address.
+            (
+                v4([10, 0, 0, 255], [10, 0, 0, 1]),
+                Local::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            ),
+            (
+                v6("2001:db8::1".parse().unwrap(), 3),
+                Local::V6("2001:db8::1".parse().unwrap(), 0),
+            ),
+            (
+                v6("fe80::1".parse().unwrap(), 3),
+                Local::V6("fe80::1".parse().unwrap(), 3),
+            ),
+            (
+                v6(Ipv4Addr::new(127, 0, 0, 1).to_ipv6_mapped(), 1),
+                Local::V6(Ipv4Addr::new(127, 0, 0, 1).to_ipv6_mapped(), 0),
+            ),
+        ];
+        let kind = Kind {
+            v6: true,
+            pktinfo: true,
+        };
+        let peer = SockaddrStorage::from(SocketAddr::from(([10, 0, 0, 9], 5353)));
+        for (c, want) in cases {
+            let dest = Dest::from_cmsg(&c);
+            assert_eq!(dest, Some(Dest::Unicast(want)), "{c:?}");
+            let (got, unreported) = received(kind, 40, Some(peer), Some(dest));
+            assert_eq!(got, (40, Some(peer), Some(want)));
+            assert!(!unreported);
+        }
+    }
+
+    #[test]
+    fn only_a_missing_packet_info_message_resets_the_headers() {
+        assert_eq!(Dest::from_cmsg(&ControlMessageOwned::Ipv4Tos(0)), None);
+        let kind = Kind {
+            v6: false,
+            pktinfo: true,
+        };
+        let peer = SockaddrStorage::from(SocketAddr::from(([10, 0, 0, 9], 5353)));
+        let any = Some(Local::V4(Ipv4Addr::UNSPECIFIED));
+        assert_eq!(
+            received(kind, 40, Some(peer), Some(None)),
+            ((40, Some(peer), any), true)
+        );
+        // The empty read of a shutdown is not a lost control message.
+        assert_eq!(received(kind, 0, None, Some(None)), ((0, None, any), false));
+        // A socket on one address asks for no packet info.
+        let bound = Kind {
+            v6: false,
+            pktinfo: false,
+        };
+        assert_eq!(
+            received(bound, 40, Some(peer), None),
+            ((40, Some(peer), None), false)
+        );
+    }
 }
