@@ -312,7 +312,6 @@ impl Proxy {
                     query: req.uri().query(),
                     headers: req.headers(),
                     https: conn.https,
-                    https_port: self.https_port,
                 };
                 match gateway::decide(&rules, &r) {
                     Decided::Forward(b, rule) => (b, Some(rule)),

@@ -138,9 +138,6 @@ pub struct Request<'a> {
     pub headers: &'a HeaderMap,
     /// Came over TLS.
     pub https: bool,
-    /// The port of the proxy's TLS listener (which a request over TLS arrived on):
-    /// the port of a redirect that names neither scheme nor port, for such a request.
-    pub https_port: Option<u16>,
 }
 
 /// What to do with a request.
@@ -233,10 +230,11 @@ impl Rule {
             // A scheme: the port given, else the scheme's well-known one (the spec).
             (Some(s), p) => (s, p.or_else(|| well_known(s)).unwrap_or(self.listener_port)),
             (None, Some(p)) => (if r.https { "https" } else { "http" }, p),
-            // Neither: the scheme and the port the request arrived on, together (a
-            // request over TLS came to the proxy's TLS listener, not to the Gateway's
-            // HTTP listener the route attached to).
-            (None, None) if r.https => ("https", r.https_port.unwrap_or(443)),
+            // Neither: over plain HTTP the listener's port (the spec); over TLS (the
+            // proxy serves routes of HTTP listeners on its TLS port too) https on its
+            // well-known port, never the HTTP listener's port with https (the proxy's
+            // own TLS socket port may not be the one clients reach it on)
+            (None, None) if r.https => ("https", 443),
             (None, None) => ("http", self.listener_port),
         };
         // The scheme's default port is left out.

@@ -100,7 +100,6 @@ fn pick(
         query,
         headers: &h,
         https: false,
-        https_port: None,
     };
     match decide(rules, &req) {
         Decided::Forward(b, _) => b.name.to_string(),
@@ -371,6 +370,89 @@ fn a_request_gets_the_routes_of_its_most_specific_listener() {
     }
 }
 
+/// The most specific listener is chosen per port: a listener on another port is no
+/// rival (the proxy serves every route on its own ports, so both ports' routes apply).
+#[test]
+fn the_most_specific_listener_is_chosen_per_port() {
+    let mut s = gateway_snapshot();
+    let all = json!({"namespaces": {"from": "All"}});
+    s.gateways.push(obj(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "ex", "namespace": "infra"},
+        "spec": {"gatewayClassName": "causeway", "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP", "hostname": "*.ex.com", "allowedRoutes": all},
+            {"name": "https", "port": 443, "protocol": "HTTP", "hostname": "app.ex.com", "allowedRoutes": all},
+        ]}}),
+    ));
+    let on =
+        |listener: &str| json!([{"name": "ex", "namespace": "infra", "sectionName": listener}]);
+    s.http_routes = vec![
+        route(
+            "a",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": on("http"),
+            "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/a"}}], "backendRefs": to("a")}]}),
+        ),
+        route(
+            "b",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": on("https"),
+            "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/b"}}], "backendRefs": to("b")}]}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    let cases = [
+        ("app.ex.com", "/a", "a"),
+        ("app.ex.com", "/b", "b"),
+        ("app.ex.com", "/c", "404"),
+        ("foo.ex.com", "/a", "a"),
+        ("foo.ex.com", "/b", "404"),
+    ];
+    for (host, path, want) in cases {
+        assert_eq!(pick(&t, "GET", host, path, &[]), want, "{host} {path}");
+    }
+}
+
+/// A listener no route attaches to still takes its hostname's requests on its port:
+/// they get a 404, not a less specific listener's routes (GatewaySpec.listeners).
+#[test]
+fn a_listener_without_routes_still_counts() {
+    let mut s = gateway_snapshot();
+    let all = json!({"namespaces": {"from": "All"}});
+    s.gateways.push(obj(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "ex", "namespace": "infra"},
+        "spec": {"gatewayClassName": "causeway", "listeners": [
+            {"name": "api", "port": 80, "protocol": "HTTP", "hostname": "api.ex.com", "allowedRoutes": all},
+            {"name": "deep", "port": 80, "protocol": "HTTP", "hostname": "*.deep.ex.com", "allowedRoutes": all},
+            {"name": "wild", "port": 80, "protocol": "HTTP", "hostname": "*.ex.com", "allowedRoutes": all},
+            // on another port: no rival of `wild`
+            {"name": "other", "port": 81, "protocol": "HTTP", "hostname": "other.ex.com", "allowedRoutes": all},
+        ]}}),
+    ));
+    s.http_routes = vec![route(
+        "w",
+        "2026-01-01T00:00:00Z",
+        json!({"parentRefs": [{"name": "ex", "namespace": "infra", "sectionName": "wild"}],
+        "rules": [{"backendRefs": to("w")}]}),
+    )];
+    let (t, _) = table(&s);
+    let cases = [
+        ("api.ex.com", "/", "404"),
+        ("x.deep.ex.com", "/", "404"),
+        ("foo.ex.com", "/", "w"),
+        ("other.ex.com", "/", "w"),
+    ];
+    for (host, path, want) in cases {
+        assert_eq!(pick(&t, "GET", host, path, &[]), want, "{host} {path}");
+    }
+    assert!(
+        !t.warnings.iter().any(|w| w.contains("not served")),
+        "{:?}",
+        t.warnings
+    );
+}
+
 /// Weighted backendRefs split traffic by weight; a weight of 0 gets nothing; invalid
 /// refs get 500s (the spec) for their share.
 #[test]
@@ -568,7 +650,6 @@ fn mesh_routes_are_served_on_their_mesh_ports() {
             query: None,
             headers: &h,
             https: false,
-            https_port: None,
         };
         match decide(rules, &req) {
             Decided::Refused(why) => why

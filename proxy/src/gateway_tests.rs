@@ -56,7 +56,6 @@ fn redirect_locations() {
         query: Some("x=1"),
         headers: &headers,
         https,
-        https_port: Some(443),
     };
     let rd = |scheme: Option<&str>,
               host: Option<&str>,
@@ -144,17 +143,13 @@ fn redirect_locations() {
             .unwrap(),
         "http://a.com:8080/foo/bar?x=1"
     );
-    // A request over TLS keeps the port of the TLS listener it came to, whatever the
-    // HTTP listener's.
-    let tls = Request {
-        https_port: Some(8443),
-        ..req(true)
-    };
+    // A request over TLS goes to https on its well-known port, never to https on the
+    // HTTP listener's port
     assert_eq!(
-        ru.redirect(&rd(None, None, None, None), &tls)
+        ru.redirect(&rd(None, None, None, None), &req(true))
             .to_str()
             .unwrap(),
-        "https://a.com:8443/foo/bar?x=1"
+        "https://a.com/foo/bar?x=1"
     );
 }
 

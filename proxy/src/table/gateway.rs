@@ -2,13 +2,15 @@
 //! [`attach::parents`] attaches to a causeway Gateway becomes [`Rule`]s under the
 //! hostnames it serves there; every hostname gets one [`HostRules`] (its own rules,
 //! then those of the wildcards and the host-less routes that cover it, in the spec's
-//! precedence; of each Gateway, only the routes of the most specific listener whose
-//! hostname matches), inserted at `/` in the same [`crate::matching::Router`] as the MCI
-//! rules. backendRefs resolve through the MCI's backend path (`service_target`), so a
-//! Service or ServiceImport backend balances exactly as an MCI backend does; the
-//! backendRefs of one rule are picked by weight.
+//! precedence; of each port of each Gateway, only the routes of the most specific of its
+//! listeners there whose hostname matches, routes or not: [`Via`]), inserted at `/` in
+//! the same [`crate::matching::Router`] as the MCI rules. backendRefs resolve through
+//! the MCI's backend path (`service_target`), so a Service or ServiceImport backend
+//! balances exactly as an MCI backend does; the backendRefs of one rule are picked by
+//! weight.
 
 use std::cmp::Reverse;
+use std::collections::BTreeSet;
 
 use causeway_crds::gateway::attach::{self, AttachedListener};
 use causeway_crds::gateway::http_route::{
@@ -76,13 +78,18 @@ impl std::fmt::Display for HostKey {
     }
 }
 
-/// The listener a rule was attached through: its Gateway (`namespace/name`) and
-/// hostname. A request is matched to the most specific listener of each Gateway whose
-/// hostname matches it (GatewaySpec.listeners: exact before wildcard, the longest
-/// wildcard first, then none), and only that listener's routes apply to it.
+/// The listener a rule was attached through: its Gateway (`namespace/name`), port and
+/// hostname. Within each port of a Gateway, a request is matched to the most specific
+/// of the Gateway's listeners on that port whose hostname matches it
+/// (GatewaySpec.listeners: exact before wildcard, the longest wildcard first, then
+/// none), whether or not routes are attached to it, and only that listener's routes
+/// apply to it. The proxy serves every route on both its own ports, so a request is
+/// matched in every port group of the Gateway: a listener on another port is not a
+/// rival.
 #[derive(Clone, Debug)]
 struct Via {
     gateway: Arc<str>,
+    port: u16,
     host: HostKey,
 }
 
@@ -99,6 +106,26 @@ fn listener_host(gateways: &[Arc<Gateway>], gateway: &str, name: &str) -> HostKe
         .and_then(|l| l.hostname.as_deref())
         .filter(|h| !h.is_empty());
     HostKey::of(h)
+}
+
+/// The (port, hostname) of every listener of every Gateway, by `namespace/name`.
+fn gateway_listeners(gateways: &[Arc<Gateway>]) -> HashMap<String, Vec<(u16, HostKey)>> {
+    gateways
+        .iter()
+        .map(|g| {
+            let id = format!("{}/{}", g.namespace().unwrap_or_default(), g.name_any());
+            let ls = g
+                .spec
+                .listeners
+                .iter()
+                .map(|l| {
+                    let h = l.hostname.as_deref().filter(|h| !h.is_empty());
+                    (u16::try_from(l.port).unwrap_or(80), HostKey::of(h))
+                })
+                .collect();
+            (id, ls)
+        })
+        .collect()
 }
 
 /// Precedence within one hostname: exact path, longest prefix, method, most headers,
@@ -136,6 +163,7 @@ pub(super) fn add(
         })
         .collect();
     let default_match = [HTTPRouteMatch::default()];
+    let gw_listeners = gateway_listeners(&snap.gateways);
     for (order, route) in oldest_first(&snap.http_routes).into_iter().enumerate() {
         let ns = route.namespace().unwrap_or_default();
         let id = format!("{ns}/{}", route.name_any());
@@ -152,9 +180,11 @@ pub(super) fn add(
         .filter_map(|v| Some((Arc::<str>::from(v.gateway), v.attached.ok()?)))
         .flat_map(|(gateway, ls)| {
             ls.into_iter().map(move |l| {
+                let port = u16::try_from(l.port).unwrap_or(80);
                 let host = listener_host(&snap.gateways, &gateway, &l.name);
                 let via = Via {
                     gateway: gateway.clone(),
+                    port,
                     host,
                 };
                 (l, via)
@@ -256,27 +286,50 @@ pub(super) fn add(
             }),
         );
     }
-    for (key, _) in by_host.iter() {
+    // The hostnames to route: those of the routes, and those of the listeners of the
+    // Gateways they attached to (a listener without routes still takes its hostname's
+    // requests from its Gateway's less specific listeners on that port).
+    let mut keys: BTreeSet<&HostKey> = by_host.keys().collect();
+    let used: BTreeSet<&str> = by_host
+        .values()
+        .flatten()
+        .map(|(_, _, v)| &*v.gateway)
+        .collect();
+    for g in used {
+        keys.extend(gw_listeners.get(g).into_iter().flatten().map(|(_, h)| h));
+    }
+    for key in keys {
         // The rules of this hostname and of the wildcards and any host covering it.
         let mut all: Vec<(HostRank, Precedence, &Arc<Rule>, &Via)> = by_host
             .iter()
             .filter(|(other, _)| *other == key || other.covers(key))
             .flat_map(|(other, rules)| rules.iter().map(|(p, r, v)| (other.rank(), *p, r, v)))
             .collect();
-        // Only those of the most specific listener of each Gateway whose hostname
-        // matches (every listener here does: its hostname covers the route's).
-        let mut best: HashMap<&str, HostRank> = HashMap::new();
-        for (_, _, _, via) in &all {
-            let rank = via.host.rank();
-            best.entry(&via.gateway)
-                .and_modify(|b| *b = (*b).min(rank))
-                .or_insert(rank);
+        if all.is_empty() {
+            continue;
         }
-        all.retain(|(_, _, _, via)| best.get(&*via.gateway) == Some(&via.host.rank()));
+        // Only those of the most specific listener, on its port, of each Gateway whose
+        // hostname matches (`Via`).
+        let mut best: HashMap<(&str, u16), Option<HostRank>> = HashMap::new();
+        for (_, _, _, via) in &all {
+            best.entry((&via.gateway, via.port)).or_insert_with(|| {
+                gw_listeners
+                    .get(&*via.gateway)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(p, h)| *p == via.port && (h == key || h.covers(key)))
+                    .map(|(_, h)| h.rank())
+                    .min()
+            });
+        }
+        all.retain(|(_, _, _, via)| {
+            best.get(&(&*via.gateway, via.port)) == Some(&Some(via.host.rank()))
+        });
         // Hostname first, then the rule's precedence; a rule attached through two
         // listeners once.
         all.sort_by_key(|(h, p, _, _)| (*h, *p));
         all.dedup_by_key(|(h, p, _, _)| (*h, *p));
+        let empty = all.is_empty();
         let rules = HostRules {
             rules: all.into_iter().map(|(_, _, r, _)| r.clone()).collect(),
         };
@@ -290,7 +343,9 @@ pub(super) fn add(
             HostKey::Wildcard(s) => table.router.deep_wildcard_mut(s),
             HostKey::Any => table.router.host_mut(None),
         };
-        if !paths.insert(PathKind::Prefix, "/", route) {
+        // (A hostname left without rules answers 404 rather than fall through to a
+        // wildcard's; a MultiClusterIngress rule there is no conflict.)
+        if !paths.insert(PathKind::Prefix, "/", route) && !empty {
             let w = format!(
                 "HTTPRoutes for host {key} are not served: a MultiClusterIngress rule for / on that host is"
             );

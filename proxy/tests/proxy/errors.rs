@@ -297,6 +297,62 @@ async fn active_health_checks_take_endpoints_out_and_back() -> anyhow::Result<()
     Ok(())
 }
 
+/// The read timeout is between reads, not for the whole body: an upstream that
+/// trickles its body more often than the timeout, for longer than it in all, is
+/// forwarded whole on both engines and to an HTTP/2 client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_upstream_is_not_cut_off_by_the_read_timeout() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    // (One byte every 100 ms for 1 s; the read timeout is 300 ms.)
+    let _up = site(&hub, [127, 0, 71, 2], "trickle", "trickle.test").await?;
+    for (engine, own) in [("engine", true), ("hyper", false)] {
+        let p = proxy_with(&hub, None, |c| {
+            c.limits.own_http1 = own;
+            c.defaults.read_timeout = Duration::from_millis(300);
+        })
+        .await?;
+        routed(&p, "trickle.test").await?;
+        for path in ["/trickle", "/trickle-chunked"] {
+            let started = tokio::time::Instant::now();
+            let req =
+                format!("GET {path} HTTP/1.1\r\nHost: trickle.test\r\nConnection: close\r\n\r\n");
+            let out = raw(p.http, req.as_bytes()).await?;
+            let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+            assert!(head.starts_with("HTTP/1.1 200"), "[{engine}] {path}: {out}");
+            let body = if head
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+            {
+                assert!(body.ends_with("0\r\n\r\n"), "[{engine}] {path}: {out}");
+                body.split("\r\n").skip(1).step_by(2).collect::<String>()
+            } else {
+                body.to_string()
+            };
+            assert_eq!(body, "x".repeat(10), "[{engine}] {path}: {out}");
+            assert!(
+                started.elapsed() >= Duration::from_millis(900),
+                "[{engine}] {path}: not trickled ({:?})",
+                started.elapsed()
+            );
+        }
+        // HTTP/2 (the raw pool to the HTTP/1.1 backend).
+        let mut send = crate::h2::h2(p.http).await?;
+        for path in ["/trickle", "/trickle-chunked"] {
+            let req = http::Request::get(format!("http://trickle.test{path}"))
+                .body(crate::h2::full(b""))?;
+            let resp = send.send_request(req).await?;
+            assert_eq!(resp.status(), 200, "[{engine}] h2 {path}");
+            let body = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .with_context(|| format!("[{engine}] h2 {path}: the body was cut off"))?
+                .to_bytes();
+            assert_eq!(&body[..], "x".repeat(10).as_bytes(), "[{engine}] h2 {path}");
+        }
+        p.shutdown().await;
+    }
+    Ok(())
+}
+
 /// An upstream that sends part of a body and goes silent: the response is cut off at
 /// the read timeout (the client connection closes, an HTTP/2 stream is reset) on both
 /// engines and on the HTTP/2 clients' raw pool, and the request's in-flight mark and

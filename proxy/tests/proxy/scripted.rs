@@ -34,6 +34,8 @@ use crate::harness::*;
 /// - `/stall`: a head announcing 10 bytes and 2 of them, then 5 s of silence before
 ///   the connection closes (`/stall-chunked`: a chunked body's first chunk, then the
 ///   same);
+/// - `/trickle`: a head announcing 10 bytes, then one `x` every 100 ms
+///   (`/trickle-chunked`: ten one-byte chunks, then the last chunk);
 /// - `/big`: 1 MiB of `x`;
 /// - `/bighead`: a 10,000-byte `x-big` header;
 /// - anything else: 200 with the request exactly as received (head and body).
@@ -124,6 +126,28 @@ impl Scripted {
                                 let _ = s.write_all(first).await;
                                 tokio::time::sleep(Duration::from_secs(5)).await;
                                 return;
+                            }
+                            if path == "/trickle" || path == "/trickle-chunked" {
+                                let chunked = path == "/trickle-chunked";
+                                let head: &[u8] = if chunked {
+                                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                                } else {
+                                    b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n"
+                                };
+                                if s.write_all(head).await.is_err() {
+                                    return;
+                                }
+                                for _ in 0..10 {
+                                    tokio::time::sleep(Duration::from_millis(100)).await;
+                                    let one: &[u8] = if chunked { b"1\r\nx\r\n" } else { b"x" };
+                                    if s.write_all(one).await.is_err() {
+                                        return;
+                                    }
+                                }
+                                if chunked && s.write_all(b"0\r\n\r\n").await.is_err() {
+                                    return;
+                                }
+                                continue;
                             }
                             if path == "/delay" {
                                 tokio::time::sleep(Duration::from_millis(300)).await;
