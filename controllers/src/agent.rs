@@ -190,7 +190,7 @@ pub async fn run(
                     tracing::info!(cluster = %name, objects = n, "left the clusterset: imports withdrawn, exports no longer Ready")
                 }
                 Err(e) => {
-                    tracing::warn!(cluster = %name, error = %format!("{e:#}"), "left the clusterset, but could not withdraw the imports; delete objects labelled causeway.io/managed=true by hand")
+                    tracing::warn!(cluster = %name, error = %format!("{e:#}"), "left the clusterset, but could not finish with Multi-Cluster Services: delete objects labelled causeway.io/managed=true by hand, and the Ready condition of ServiceExports")
                 }
             },
             Some(true) => {

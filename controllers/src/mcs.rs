@@ -86,9 +86,20 @@ impl HubCaches {
 /// ServiceImports, derived Services and MCS EndpointSlices go) and no export that says
 /// it is exported (each ServiceExport's `Ready` turns False, its `Conflict` goes).
 /// Returns how many objects went or were rewritten.
+/// Both halves are attempted whatever the other's outcome; the error says which failed.
 pub async fn leave(member: &kube::Client) -> anyhow::Result<usize> {
-    let withdrawn = importer::withdraw_all(member).await?;
-    Ok(withdrawn + exporter::mark_left(member).await?)
+    use anyhow::Context;
+    let withdrawn = importer::withdraw_all(member)
+        .await
+        .context("withdrawing the imports (ServiceImports, derived Services, MCS EndpointSlices)");
+    let marked = exporter::mark_left(member)
+        .await
+        .context("marking the ServiceExports no longer exported");
+    match (withdrawn, marked) {
+        (Ok(a), Ok(b)) => Ok(a + b),
+        (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+        (Err(a), Err(b)) => Err(anyhow::anyhow!("{a:#}; and {b:#}")),
+    }
 }
 
 /// `Valid=False` reason of a ServiceExport in a namespace nothing is exported from

@@ -336,7 +336,7 @@ pub async fn withdraw(m: super::registry::MemberSpec) {
             tracing::info!(cluster = %m.name, objects = n, "imports withdrawn from the removed member")
         }
         Err(e) => {
-            tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not withdraw the imports of a removed member; delete objects labelled causeway.io/managed=true there by hand")
+            tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not finish Multi-Cluster Services for a removed member (see the error); delete objects labelled causeway.io/managed=true there by hand")
         }
     }
 }

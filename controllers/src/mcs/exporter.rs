@@ -120,13 +120,16 @@ pub fn left_conditions(previous: &[Condition], now: &Time) -> Vec<Condition> {
 
 /// Gives every ServiceExport of a member that left the clusterset the
 /// [`left_conditions`] (the exporter no longer runs for it, so nothing else would);
-/// returns how many it rewrote.
+/// returns how many it rewrote. One it cannot update does not stop the others: the
+/// error names how many failed, and the first failure.
 pub async fn mark_left(member: &kube::Client) -> anyhow::Result<usize> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let mut n = 0;
     let exports = Api::<ServiceExport>::all(member.clone())
         .list(&Default::default())
         .await?;
+    let total = exports.items.len();
+    let mut failed: Vec<String> = Vec::new();
     for ex in exports.items {
         let ns = ex.namespace().unwrap_or_default();
         let previous = ex
@@ -144,12 +147,20 @@ pub async fn mark_left(member: &kube::Client) -> anyhow::Result<usize> {
             &status,
             actual.as_ref(),
         )
-        .await?;
-        if out == apply::Outcome::Written {
-            n += 1;
+        .await;
+        match out {
+            Ok(apply::Outcome::Written) => n += 1,
+            Ok(_) => {}
+            Err(e) => failed.push(format!("{ns}/{}: {e}", ex.name_any())),
         }
     }
-    Ok(n)
+    match failed.first() {
+        None => Ok(n),
+        Some(first) => anyhow::bail!(
+            "{} of {total} ServiceExports could not be marked no longer exported (first: {first})",
+            failed.len()
+        ),
+    }
 }
 
 /// Pure: the hub objects and export conditions of one member.
