@@ -15,6 +15,7 @@
 //! condition's `lastTransitionTime`.
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use super::taints::tolerates;
@@ -23,13 +24,19 @@ use crate::federation::cluster::{Cluster, conditions, taints};
 /// Tolerated when no cluster toleration says otherwise (Karmada's default).
 pub const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
+/// `cluster`'s Ready condition, if it has one.
+fn ready_condition(cluster: &Cluster) -> Option<&Condition> {
+    cluster
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::READY)
+}
+
 /// Whether `cluster`'s Ready condition is True.
 pub fn ready(cluster: &Cluster) -> bool {
-    cluster.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == conditions::READY && c.status == "True")
-    })
+    ready_condition(cluster).is_some_and(|c| c.status == "True")
 }
 
 /// Whether `taint` is one the registry's monitor keeps in step with Ready (its
@@ -44,12 +51,7 @@ pub fn follows_ready(taint: &Taint) -> bool {
 /// `timeAdded` when Ready moves between False and Unknown), else since the
 /// condition's `lastTransitionTime`. Failover and stale endpoints (EPS-7) count from it.
 pub fn not_ready_since(cluster: &Cluster) -> Option<Timestamp> {
-    let ready = cluster
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == conditions::READY)?;
+    let ready = ready_condition(cluster)?;
     if ready.status == "True" {
         return None;
     }
@@ -57,7 +59,7 @@ pub fn not_ready_since(cluster: &Cluster) -> Option<Timestamp> {
         .spec
         .taints
         .iter()
-        .filter(|t| t.key == taints::NOT_READY || t.key == taints::UNREACHABLE)
+        .filter(|t| follows_ready(t))
         .filter_map(|t| t.time_added.as_ref().map(|t| t.0))
         .min()
         .unwrap_or(ready.last_transition_time.0);
@@ -68,12 +70,7 @@ pub fn not_ready_since(cluster: &Cluster) -> Option<Timestamp> {
 /// Ready condition is not True (since it changed, and the moment the workload leaves),
 /// `None` while it is Ready or the failure is tolerated forever.
 pub fn failing(cluster: &Cluster, tolerations: &[Toleration]) -> Option<(Timestamp, Timestamp)> {
-    let ready = cluster
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == conditions::READY)?;
+    let ready = ready_condition(cluster)?;
     if ready.status == "True" {
         return None;
     }
