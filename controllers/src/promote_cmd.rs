@@ -115,6 +115,27 @@ pub(crate) fn template_from_member(live: &Value, kind: &Kind) -> Value {
     t
 }
 
+/// Pure: refuses a member object labelled `causeway.io/managed: "false"`: the applier
+/// never touches such an object (F.42), so a template and policy for it would adopt
+/// nothing. `what` names the object, `cluster` the member.
+pub(crate) fn check_adoptable(live: &Value, what: &str, cluster: &str) -> anyhow::Result<()> {
+    if live["metadata"]["labels"][labels::MANAGED] == "false" {
+        anyhow::bail!(
+            "{what} in member {cluster} is labelled {}=false, which keeps Causeway from ever taking it over, so promote would write a template that adopts nothing; remove the label in member {cluster} (kubectl label <kind>/<name> {}-) and run promote again",
+            labels::MANAGED,
+            labels::MANAGED
+        );
+    }
+    Ok(())
+}
+
+/// Pure: whether `existing` (a policy on the hub with promote's name) is the one promote
+/// writes (`ours`): a promote interrupted between the policy and the template is run
+/// again by keeping it.
+pub(crate) fn same_policy(existing: &Value, ours: &Value) -> bool {
+    existing["kind"] == ours["kind"] && existing["spec"] == ours["spec"]
+}
+
 /// Pure: the name of the policy promote writes: `<name>-<kind>` lowercased, the same
 /// name as the template's binding.
 pub(crate) fn policy_name(kind: &Kind, name: &str) -> String {
@@ -226,19 +247,24 @@ pub(crate) fn claimant(
         .filter(|p| p["kind"] == "ClusterPropagationPolicy")
         .map(|p| serde_json::from_value::<ClusterPropagationPolicy>(p.clone()))
         .transpose()?;
-    let refs: Vec<PolicyRef<'_>> = pps
-        .iter()
-        .chain(ours_pp.iter())
-        .map(PolicyRef::from_pp)
-        .chain(cpps.iter().chain(ours_cpp.iter()).map(PolicyRef::from_cpp))
-        .filter(|p| validate_policy(p).is_ok())
-        .collect();
-    let object: kube::api::DynamicObject = serde_json::from_value(template.clone())?;
-    let meta = TemplateMeta::from_object(&object)?;
     let ours_id = ours_pp
         .as_ref()
         .map(|p| PolicyRef::from_pp(p).id())
         .or_else(|| ours_cpp.as_ref().map(|p| PolicyRef::from_cpp(p).id()));
+    // the hub's copy of promote's own policy (kept from a promote that did not finish)
+    // is promote's
+    let theirs = |p: &PolicyRef<'_>| Some(p.id()) != ours_id;
+    let refs: Vec<PolicyRef<'_>> = pps
+        .iter()
+        .map(PolicyRef::from_pp)
+        .filter(theirs)
+        .chain(ours_pp.iter().map(PolicyRef::from_pp))
+        .chain(cpps.iter().map(PolicyRef::from_cpp).filter(theirs))
+        .chain(ours_cpp.iter().map(PolicyRef::from_cpp))
+        .filter(|p| validate_policy(p).is_ok())
+        .collect();
+    let object: kube::api::DynamicObject = serde_json::from_value(template.clone())?;
+    let meta = TemplateMeta::from_object(&object)?;
     let held = claim(&meta, &refs, None)?.map(|c| c.policy);
     match (held, ours_id) {
         (Some(other), Some(ours)) if other != ours => anyhow::bail!(
@@ -306,28 +332,37 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let template = template_from_member(&serde_json::to_value(&live)?, &kind);
-    let policy = (!args.no_policy).then(|| policy_for(&kind, &namespace, &target.name, c));
+    let live = serde_json::to_value(&live)?;
+    check_adoptable(&live, &what, c)?;
+    let template = template_from_member(&live, &kind);
+    let mut policy = (!args.no_policy).then(|| policy_for(&kind, &namespace, &target.name, c));
+    // a policy of promote's name that is exactly promote's (a promote stopped before the
+    // template) is kept, so running promote again finishes it
+    let mut policy_kept = false;
     if let Some(p) = &policy {
         let pname = policy_name(&kind, &target.name);
-        let exists = if kind.namespaced {
+        let existing = if kind.namespaced {
             let api = Api::<PropagationPolicy>::namespaced(hub.clone(), &namespace);
             call(api.get_opt(&pname), || "reading PropagationPolicies".into())
                 .await?
-                .is_some()
+                .map(|e| serde_json::to_value(&e))
+                .transpose()?
         } else {
             let api = Api::<ClusterPropagationPolicy>::all(hub.clone());
             call(api.get_opt(&pname), || {
                 "reading ClusterPropagationPolicies".into()
             })
             .await?
-            .is_some()
+            .map(|e| serde_json::to_value(&e))
+            .transpose()?
         };
-        if exists {
-            anyhow::bail!(
-                "{} {pname} already exists on the hub: delete it, or pass --no-policy and let it (or another policy) select the template",
+        match existing {
+            Some(e) if same_policy(&e, p) => policy_kept = true,
+            Some(_) => anyhow::bail!(
+                "{} {pname} already exists on the hub and differs from the one promote writes: delete it, or pass --no-policy and let it (or another policy) select the template",
                 p["kind"].as_str().unwrap_or_default()
-            );
+            ),
+            None => {}
         }
     }
     let pps = if kind.namespaced {
@@ -349,7 +384,10 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     let claimed_by = claimant(&template, &pps, &cpps, policy.as_ref())?;
     if policy.is_none() {
         match &claimed_by {
-            Some(p) => eprintln!("{p} will claim the template and place it by its rules"),
+            Some(p) => eprintln!(
+                "{p} will claim the template and place it by its rules: with the template's annotation {}: overwrite, it takes over the same-named object in every cluster it places the template on, not only {c}",
+                annotations::CONFLICT_RESOLUTION
+            ),
             None => eprintln!("no policy selects the template: it stays on the hub until one does"),
         }
     }
@@ -367,7 +405,18 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
     };
-    let policy_created = policy.is_some();
+    if policy_kept {
+        println!(
+            "kept {} {}: it is the policy promote writes (from a promote that did not finish)",
+            policy
+                .as_ref()
+                .map_or("", |p| p["kind"].as_str().unwrap_or_default()),
+            policy_name(&kind, &target.name)
+        );
+        policy = None;
+    }
+    // whether the hub has the policy when the template is written
+    let policy_on_hub = policy_kept || policy.is_some();
     if let Some(p) = policy {
         let created = if kind.namespaced {
             let p: PropagationPolicy = serde_json::from_value(p)?;
@@ -409,9 +458,9 @@ pub async fn run(args: PromoteArgs) -> anyhow::Result<()> {
     })
     .await
     .with_context(|| {
-        if policy_created {
+        if policy_on_hub {
             format!(
-                "the policy was created, the template was not: fix the cause and run promote again after deleting {} {}",
+                "the policy {} {} was created, the template was not: fix the cause and run promote again (it keeps that policy)",
                 if kind.namespaced { "PropagationPolicy" } else { "ClusterPropagationPolicy" },
                 policy_name(&kind, &target.name)
             )

@@ -160,4 +160,49 @@ fn promote_refuses_when_another_policy_would_claim_the_template() {
         Some("PropagationPolicy demo/all-deployments")
     );
     assert_eq!(claimant(&template, &[], &[], None).unwrap(), None);
+    // promote's own policy already on the hub (a promote that did not finish) is ours
+    let kept: PropagationPolicy = serde_json::from_value(ours.clone()).unwrap();
+    let got = claimant(&template, &[kept], &[], Some(&ours)).unwrap();
+    assert_eq!(
+        got.as_deref(),
+        Some("PropagationPolicy demo/shop-deployment")
+    );
+}
+
+/// A member object opted out with `causeway.io/managed: "false"` is refused before
+/// anything is written, with what to do; `true` or no label is adoptable.
+#[test]
+fn an_opted_out_object_is_not_promoted() {
+    let labelled =
+        |v: &str| json!({"metadata": {"name": "shop", "labels": {"causeway.io/managed": v}}});
+    let e = check_adoptable(&labelled("false"), "Deployment demo/shop", "east").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Deployment demo/shop in member east is labelled causeway.io/managed=false, which keeps Causeway from ever taking it over, so promote would write a template that adopts nothing; remove the label in member east (kubectl label <kind>/<name> causeway.io/managed-) and run promote again"
+    );
+    assert!(check_adoptable(&labelled("true"), "Deployment demo/shop", "east").is_ok());
+    assert!(check_adoptable(&json!({"metadata": {"name": "shop"}}), "x", "east").is_ok());
+}
+
+/// The policy promote wrote, read back from the hub (with the server's metadata), is
+/// promote's: a second run keeps it; another spec or kind is not.
+#[test]
+fn promote_keeps_only_its_own_policy() {
+    let deployment = kind("apps", "Deployment", "deployments", true);
+    let ours = policy_for(&deployment, "demo", "shop", "east");
+    let mut stored: PropagationPolicy = serde_json::from_value(ours.clone()).unwrap();
+    stored.metadata.uid = Some("u-1".into());
+    stored.metadata.resource_version = Some("12".into());
+    let stored = serde_json::to_value(&stored).unwrap();
+    assert!(same_policy(&stored, &ours));
+    let mut other = stored.clone();
+    other["spec"]["placement"]["clusterAffinity"]["clusterNames"] = json!(["east", "west"]);
+    assert!(!same_policy(&other, &ours));
+    let cluster_scoped = policy_for(
+        &kind("", "Namespace", "namespaces", false),
+        "",
+        "shop",
+        "east",
+    );
+    assert!(!same_policy(&stored, &cluster_scoped));
 }

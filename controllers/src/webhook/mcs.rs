@@ -12,7 +12,8 @@
 //! - **ServiceExports** in the protected namespaces (`--protected-export-namespaces`,
 //!   default `kube-system,default`) may be created or updated only by cluster admins,
 //!   the `--mcs-writer` identities (a propagated ServiceExport is written by Causeway)
-//!   and the members of `--protected-exporters-group`.
+//!   and the members of `--protected-exporters-group`; the garbage collector may drop
+//!   their finalizers and owner references, as for ServiceImports.
 //!
 //! RBAC still decides first (deploy/rbac/member.yaml gives namespace editors read-only
 //! ServiceImports); this check holds even when a role grants more.
@@ -156,13 +157,15 @@ fn denial(req: &Value, policy: &McsPolicy) -> Option<String> {
         _ => return None,
     };
     let user_shown = if user.is_empty() { "anonymous" } else { user };
+    // namespace deletion and foreground or orphan deletes must finish, for protected
+    // ServiceExports as for ServiceImports
+    if CORE_CONTROLLERS.contains(&user)
+        && (op == "DELETE" || (op == "UPDATE" && only_finalizers_or_owners(req)))
+    {
+        return None;
+    }
     match req["resource"]["resource"].as_str().unwrap_or("") {
         "serviceimports" => {
-            if CORE_CONTROLLERS.contains(&user)
-                && (op == "DELETE" || (op == "UPDATE" && only_finalizers_or_owners(req)))
-            {
-                return None;
-            }
             let what = match req["subResource"].as_str() {
                 Some("status") => "the status of ServiceImport",
                 _ => "ServiceImport",
@@ -400,12 +403,25 @@ mod tests {
         let old = json!({"metadata": {"name": "web", "resourceVersion": "7",
             "finalizers": ["foregroundDeletion"], "ownerReferences": [{"uid": "u"}]},
             "spec": {"type": "ClusterSetIP"}});
-        let update = |user: &str, new: Value| {
-            let mut r = review("UPDATE", "serviceimports", None, "shop", user, &[]);
+        let update_in = |resource: &str, ns: &str, user: &str, new: &Value| {
+            let mut r = review("UPDATE", resource, None, ns, user, &[]);
             r["request"]["oldObject"] = old.clone();
-            r["request"]["object"] = new;
+            r["request"]["object"] = new.clone();
             review_response(&r, &p)["response"]["allowed"].clone()
         };
+        let update = |user: &str, new: Value| update_in("serviceimports", "shop", user, &new);
+        // a ServiceExport in a protected namespace, deleted in the foreground or
+        // orphaned: the collector finishes it, and still may not change its spec
+        let released = json!({"metadata": {"name": "web", "resourceVersion": "8"},
+            "spec": {"type": "ClusterSetIP"}});
+        let changed = json!({"metadata": {"name": "web", "resourceVersion": "8"},
+            "spec": {"type": "Headless"}});
+        for ns in ["default", "kube-system"] {
+            assert_eq!(update_in("serviceexports", ns, GC, &released), true);
+            assert_eq!(update_in("serviceexports", ns, KCM, &released), true);
+            assert_eq!(update_in("serviceexports", ns, EDITOR, &released), false);
+            assert_eq!(update_in("serviceexports", ns, GC, &changed), false);
+        }
         let released = json!({"metadata": {"name": "web", "resourceVersion": "8"},
             "spec": {"type": "ClusterSetIP"}});
         assert_eq!(update(GC, released.clone()), true);

@@ -420,6 +420,35 @@ async fn promote_writes_the_template_and_its_policy_to_the_hub() {
         "there is no Cluster \"south\" on the hub",
     )
     .await;
+
+    // a promote stopped between the policy and the template (here: the template
+    // deleted, its member object kept by preserveResourcesOnDeletion) is finished by
+    // running it again: promote's own policy is kept
+    deployments
+        .delete("shop", &Default::default())
+        .await
+        .unwrap();
+    crate::mcs_support::eventually(
+        "the template gone from the hub",
+        crate::propagation::WAIT,
+        || async {
+            deployments
+                .get_opt("shop")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    let out = ok(&env, &PROMOTE_EAST).await;
+    assert!(
+        out.contains("kept PropagationPolicy shop-deployment")
+            && out
+                .contains("created the template Deployment demo/shop on the hub from member east")
+            && !out.contains("created PropagationPolicy"),
+        "{out}"
+    );
 }
 
 /// With the member's own kubeconfig (how a Pull member is reached) and --no-policy:
@@ -448,7 +477,7 @@ async fn promote_with_a_member_kubeconfig_and_no_policy() {
     refused(
         &env,
         &args,
-        "PropagationPolicy shop-deployment already exists on the hub: delete it, or pass --no-policy",
+        "PropagationPolicy shop-deployment already exists on the hub and differs from the one promote writes: delete it, or pass --no-policy",
     )
     .await;
     let mut no_policy = args.to_vec();
