@@ -116,6 +116,21 @@ pub enum ConflictResolution {
     Overwrite,
 }
 
+impl ConflictResolution {
+    /// The value of a template's `causeway.io/conflict-resolution` annotation
+    /// (`overwrite` or `abort`, any case); `None` for anything else, which is ignored
+    /// in favour of the policy's (F.41).
+    pub fn from_annotation(v: &str) -> Option<ConflictResolution> {
+        if v.eq_ignore_ascii_case("overwrite") {
+            Some(ConflictResolution::Overwrite)
+        } else if v.eq_ignore_ascii_case("abort") {
+            Some(ConflictResolution::Abort)
+        } else {
+            None
+        }
+    }
+}
+
 /// Status of the four policy kinds: whether the controllers accepted the policy.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

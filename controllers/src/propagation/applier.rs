@@ -192,6 +192,17 @@ async fn observe(
                     write::get(&api, &r, &a.cluster, a.limit, timed_out).await
                 }
             },
+            // a deletion is finished only when the member says the object is gone: a
+            // discovery that did not answer says nothing of it (G.45)
+            (Err(why), _) if deleting && members.unanswered(&r.api_version, &r.kind) => {
+                Err(NotApplied::new(
+                    conditions::REASON_APPLIED_FAILED,
+                    format!(
+                        "cannot tell whether {r} is gone from cluster {}: {why}; the Work is kept until the member answers",
+                        a.cluster
+                    ),
+                ))
+            }
             _ => Ok(None),
         };
         out.push(Observed { served, found });

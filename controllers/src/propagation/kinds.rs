@@ -45,6 +45,9 @@ pub struct Watches {
     watched: BTreeMap<(String, String), Watched>,
     /// Kinds discovery does not know (yet), with why: reported, retried each round.
     pub unknown: BTreeMap<(String, String), String>,
+    /// Those of [`Watches::unknown`] whose discovery call failed (no answer, refused,
+    /// an error): not known to be unserved, so nothing of theirs is known to be gone.
+    pub unanswered: BTreeSet<(String, String)>,
 }
 
 impl Watches {
@@ -72,6 +75,7 @@ impl Watches {
             unserved: Box::new(unserved),
             watched: BTreeMap::new(),
             unknown: BTreeMap::new(),
+            unanswered: BTreeSet::new(),
         }
     }
 
@@ -79,17 +83,25 @@ impl Watches {
     /// for their first lists.
     pub async fn ensure(&mut self, wanted: &BTreeSet<(String, String)>) {
         self.unknown.retain(|k, _| wanted.contains(k));
+        self.unanswered.retain(|k| wanted.contains(k));
         for key in wanted {
             if self.watched.contains_key(key) {
                 continue;
             }
             let (api_version, kind) = key;
             let (resource, namespaced) =
-                match resolve(&self.client, api_version, kind, self.limit).await {
-                    Ok(found) => found,
+                match resolve_served(&self.client, api_version, kind, self.limit).await {
+                    Ok(Some(found)) => found,
+                    Ok(None) => {
+                        let why = (self.unserved)(api_version, kind, "not in its discovery");
+                        self.unknown.insert(key.clone(), why);
+                        self.unanswered.remove(key);
+                        continue;
+                    }
                     Err(e) => {
                         let why = (self.unserved)(api_version, kind, &e);
                         self.unknown.insert(key.clone(), why);
+                        self.unanswered.insert(key.clone());
                         continue;
                     }
                 };
@@ -104,6 +116,7 @@ impl Watches {
             let cache = reflector.subscribe(self.wake.clone());
             let _ = tokio::time::timeout(self.limit, cache.wait_until_ready()).await;
             self.unknown.remove(key);
+            self.unanswered.remove(key);
             let w = Watched {
                 resource,
                 namespaced,
@@ -204,24 +217,7 @@ impl std::ops::DerefMut for Kinds {
 }
 
 /// Resolves `(apiVersion, kind)` through `client`'s discovery (within `limit`): its
-/// resource and whether it is namespaced.
-pub async fn resolve(
-    client: &kube::Client,
-    api_version: &str,
-    kind: &str,
-    limit: Duration,
-) -> Result<(ApiResource, bool), String> {
-    let (group, version) = match api_version.split_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
-    };
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, caps) =
-        crate::clusters::within(limit, kube::discovery::pinned_kind(client, &gvk)).await?;
-    Ok((resource, caps.scope == Scope::Namespaced))
-}
-
-/// [`resolve`], telling a kind `client` does not serve (`Ok(None)`: its group/version
+/// resource and whether it is namespaced, telling a kind `client` does not serve (`Ok(None)`: its group/version
 /// or the kind is not in discovery) from a call that failed (no answer, refused, 401…).
 pub async fn resolve_served(
     client: &kube::Client,
@@ -247,4 +243,58 @@ pub async fn resolve_served(
 /// The `(apiVersion, kind)` of a resource type, for [`Watches::ensure`].
 pub fn kind_of<K: Resource<DynamicType = ()>>() -> (String, String) {
     (K::api_version(&()).into_owned(), K::kind(&()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clusters::summary::tests::member;
+
+    fn watches(client: kube::Client) -> Watches {
+        Watches::new(
+            client,
+            Wake::new(),
+            CancellationToken::new(),
+            Duration::from_secs(2),
+            watcher::Config::default(),
+            "test",
+            template_key,
+            |api_version, kind, e| format!("{kind} {api_version}: {e}"),
+        )
+    }
+
+    fn wanted(kinds: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+        kinds
+            .iter()
+            .map(|(a, k)| (a.to_string(), k.to_string()))
+            .collect()
+    }
+
+    /// A kind the member answers it does not serve is unknown; one whose discovery
+    /// gets no answer is unknown and unanswered (its objects may still be there); a
+    /// served one is watched.
+    #[tokio::test]
+    async fn a_kind_not_served_is_told_from_a_discovery_with_no_answer() {
+        let (server, client) = member(kubesim::Config::new("kinds")).await;
+        let mut w = watches(client.clone());
+        w.ensure(&wanted(&[
+            ("v1", "ConfigMap"),
+            ("example.com/v1", "Widget"),
+        ]))
+        .await;
+        assert!(w.get("v1", "ConfigMap").is_some());
+        let widget = ("example.com/v1".to_string(), "Widget".to_string());
+        assert!(w.unknown.contains_key(&widget));
+        assert!(w.unanswered.is_empty(), "{:?}", w.unanswered);
+        server.shutdown();
+        server.stopped().await;
+        let mut gone = watches(client);
+        gone.ensure(&wanted(&[("apps/v1", "Deployment")])).await;
+        let deployment = ("apps/v1".to_string(), "Deployment".to_string());
+        assert!(gone.unknown.contains_key(&deployment));
+        assert!(gone.unanswered.contains(&deployment));
+        // no longer wanted: forgotten
+        gone.ensure(&BTreeSet::new()).await;
+        assert!(gone.unknown.is_empty() && gone.unanswered.is_empty());
+    }
 }

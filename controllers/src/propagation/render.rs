@@ -377,11 +377,10 @@ fn missing_dependent_overrides(input: &RenderInput, namespace: Option<&str>) -> 
 fn conflict_resolution(input: &RenderInput, warnings: &mut Vec<String>) -> ConflictResolution {
     let annotated = annotation(input.template, annotations::CONFLICT_RESOLUTION);
     let from_binding = input.spec.conflict_resolution.unwrap_or_default();
-    match annotated.map(str::to_ascii_lowercase).as_deref() {
+    match annotated.map(|v| (v, ConflictResolution::from_annotation(v))) {
         None => from_binding,
-        Some("overwrite") => ConflictResolution::Overwrite,
-        Some("abort") => ConflictResolution::Abort,
-        Some(_) => {
+        Some((_, Some(c))) => c,
+        Some((_, None)) => {
             warnings.push(format!(
                 "annotation {}={:?} is ignored: the allowed values are overwrite and abort (any case); using {:?} from the policy",
                 annotations::CONFLICT_RESOLUTION,

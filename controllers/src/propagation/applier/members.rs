@@ -31,7 +31,6 @@ pub type GroupKind = (String, String);
 pub use causeway_crds::federation::group_of;
 
 use crate::propagation::kinds::Watches;
-pub use crate::propagation::kinds::resolve;
 
 /// The member watches of one applier.
 pub struct Members {
@@ -128,6 +127,14 @@ impl Members {
                 )
             })),
         }
+    }
+
+    /// Whether the member's discovery did not answer for `(apiVersion, kind)` (as
+    /// opposed to answering that it does not serve it): its objects may still be there.
+    pub fn unanswered(&self, api_version: &str, kind: &str) -> bool {
+        self.watches
+            .unanswered
+            .contains(&(api_version.to_string(), kind.to_string()))
     }
 
     /// The API of `(apiVersion, kind)` in namespace `ns` ("default" when a namespaced

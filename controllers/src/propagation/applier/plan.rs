@@ -277,11 +277,13 @@ pub fn retain_from(body: &mut Value, obj: &Value, replicas_at: &str) {
     }
 }
 
+/// The manifest's valid conflict-resolution annotation, else the Work's (which the
+/// hub rendered from the same annotation, or the policy's when it was invalid: F.41).
 fn overwrite(work: &Work, manifest: &Value) -> bool {
-    match annotation(manifest, annotations::CONFLICT_RESOLUTION) {
-        Some(v) => v.eq_ignore_ascii_case("overwrite"),
-        None => work.spec.conflict_resolution == Some(ConflictResolution::Overwrite),
-    }
+    annotation(manifest, annotations::CONFLICT_RESOLUTION)
+        .and_then(ConflictResolution::from_annotation)
+        .or(work.spec.conflict_resolution)
+        == Some(ConflictResolution::Overwrite)
 }
 
 /// A Namespace the hub made on its own (`hub/namespaces.rs`): the manifest of the
@@ -481,11 +483,12 @@ fn plan_deletion(input: &Input, wref: &str, mut out: Plan) -> Plan {
         .enumerate()
         .map(|(i, o)| (Some(i), o.found.clone()))
         .chain(input.leftovers.iter().map(|l| (None, Ok(Some(l.clone())))));
-    let mut remaining = false;
+    let (mut remaining, mut unread) = (false, false);
     for (ordinal, f) in found {
         let result = match f {
             Err(e) => {
                 remaining = true;
+                unread = true;
                 Err(e)
             }
             Ok(Some(obj)) if belongs_to(&obj, wref) => {
@@ -511,7 +514,8 @@ fn plan_deletion(input: &Input, wref: &str, mut out: Plan) -> Plan {
             out.results.push(result);
         }
     }
-    // orphaning is done once its patches land; deletion once a live read finds nothing
-    out.release = preserve || !remaining;
+    // orphaning is done once its patches land (an object that could not be read is
+    // not orphaned yet: G.46); deletion once a live read finds nothing
+    out.release = !remaining || (preserve && !unread);
     out
 }

@@ -269,7 +269,36 @@ fn conflicts_and_the_managed_label() {
         json!("overwrite");
     let mut other_work = applied(&m);
     other_work["metadata"]["annotations"][annotations::WORK] = json!("causeway-es-east/other");
+    // an invalid annotation is ignored for the Work's (the policy's) value, as the hub
+    // rendered it (F.41), whichever way that goes
+    let mut badly_annotated = m.clone();
+    badly_annotated["metadata"]["annotations"][annotations::CONFLICT_RESOLUTION] =
+        json!("yes please");
+    let mut over_badly = work(vec![badly_annotated.clone()]);
+    over_badly.spec.conflict_resolution = Some(ConflictResolution::Overwrite);
+    let mut abort_annotated = m.clone();
+    abort_annotated["metadata"]["annotations"][annotations::CONFLICT_RESOLUTION] = json!("Abort");
+    let mut over_but_abort = work(vec![abort_annotated.clone()]);
+    over_but_abort.spec.conflict_resolution = Some(ConflictResolution::Overwrite);
     let cases: Vec<(&str, Work, Value, Option<&str>)> = vec![
+        (
+            "unmanaged, Overwrite, invalid annotation",
+            over_badly,
+            unmanaged(&badly_annotated, None),
+            None,
+        ),
+        (
+            "unmanaged, Abort, invalid annotation",
+            work(vec![badly_annotated.clone()]),
+            unmanaged(&badly_annotated, None),
+            Some(conditions::REASON_CONFLICT),
+        ),
+        (
+            "unmanaged, Overwrite, annotated abort",
+            over_but_abort,
+            unmanaged(&abort_annotated, None),
+            Some(conditions::REASON_CONFLICT),
+        ),
         (
             "unmanaged, Abort",
             abort.clone(),
@@ -530,6 +559,26 @@ fn deletion_deletes_only_causeways_objects_then_releases() {
         ]
     );
     assert!(p.release);
+    // ... but one that could not be read is not orphaned yet: kept until it is (G.46)
+    let unread = vec![
+        Observed {
+            served: served(),
+            found: Err(NotApplied::new(
+                conditions::REASON_DELETION_TIMED_OUT,
+                "reading it timed out",
+            )),
+        },
+        seen(None),
+    ];
+    let p = plan(&Input {
+        cluster: "east",
+        work: &w,
+        ready: true,
+        manifests: &unread,
+        leftovers: &[],
+    });
+    assert_eq!(reason(&p, 0), Some(conditions::REASON_DELETION_TIMED_OUT));
+    assert!(!p.release);
 }
 
 /// Degraded is True while an object is Unhealthy, and keeps the time it became so
