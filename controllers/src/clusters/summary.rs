@@ -34,6 +34,8 @@ pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 /// One node, as the summaries need it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeEntry {
+    /// Its name (pods name it in `spec.nodeName`).
+    pub name: String,
     /// Its `Ready` condition is True.
     pub ready: bool,
     /// Allocatable CPU, millicores.
@@ -52,10 +54,10 @@ pub struct NodeEntry {
 
 /// One pod, as the summaries need it: where it stands and what it requests (its
 /// effective requests, as kube-scheduler counts them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodEntry {
-    /// It has a `spec.nodeName`.
-    pub bound: bool,
+    /// The node it is bound to (`spec.nodeName`), if any.
+    pub node: Option<String>,
     /// Its phase is Succeeded or Failed: it holds nothing any more.
     pub finished: bool,
     /// Requested CPU, millicores.
@@ -126,7 +128,9 @@ impl Sums {
 ///
 /// - `nodeSummary`: every node counts in `totalNum`, Ready ones in `readyNum`.
 /// - `allocatable`: cpu, memory and pods of Ready nodes only.
-/// - `allocated`: requests of pods bound to a node and not finished, and their number.
+/// - `allocated`: requests of unfinished pods bound to a Ready node, and their number
+///   (the same nodes as `allocatable`: pods left on a NotReady node would otherwise
+///   take from what the Ready ones have free).
 /// - `allocating`: the same for pods not bound yet.
 /// - topology: see [`topology`].
 pub fn summarize<'a>(
@@ -139,12 +143,17 @@ pub fn summarize<'a>(
     for n in nodes.iter().filter(|n| n.ready) {
         allocatable.add(n.cpu_milli, n.memory, n.pods);
     }
+    let ready: std::collections::HashSet<&str> = nodes
+        .iter()
+        .filter(|n| n.ready)
+        .map(|n| n.name.as_str())
+        .collect();
     let (mut allocated, mut allocating) = (Sums::default(), Sums::default());
     for p in pods.into_iter().filter(|p| !p.finished) {
-        let sums = if p.bound {
-            &mut allocated
-        } else {
-            &mut allocating
+        let sums = match p.node.as_deref() {
+            None => &mut allocating,
+            Some(n) if ready.contains(n) => &mut allocated,
+            Some(_) => continue,
         };
         sums.add(p.cpu_milli, p.memory, 1);
     }
@@ -199,4 +208,4 @@ fn agreed<'a>(values: impl Iterator<Item = &'a Option<String>>) -> Option<String
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

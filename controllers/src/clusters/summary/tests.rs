@@ -10,8 +10,10 @@ pub(crate) async fn member(cfg: kubesim::Config) -> (kubesim::Server, kube::Clie
     (server, kube::Client::try_from(cfg).unwrap())
 }
 
+/// Node "n" (what [`pod`] binds to).
 fn node(ready: bool, cpu_milli: i64, memory: i64) -> NodeEntry {
     NodeEntry {
+        name: "n".into(),
         ready,
         cpu_milli,
         memory,
@@ -20,9 +22,10 @@ fn node(ready: bool, cpu_milli: i64, memory: i64) -> NodeEntry {
     }
 }
 
+/// A pod, bound to node "n" or to none.
 fn pod(bound: bool, finished: bool, cpu_milli: i64, memory: i64) -> PodEntry {
     PodEntry {
-        bound,
+        node: bound.then(|| "n".to_string()),
         finished,
         cpu_milli,
         memory,
@@ -87,6 +90,37 @@ fn summaries_count_ready_nodes_and_unfinished_pods_by_binding() {
             allocatable: list("8", "32Gi", "110"),
             allocated: list("1500m", "1536Mi", "2"),
             allocating: list("250m", "128Mi", "1"),
+        },
+        Case {
+            name: "pods on a NotReady node count nowhere, as its capacity does not",
+            nodes: vec![
+                NodeEntry {
+                    name: "a".into(),
+                    ..node(true, 4000, 8 * GI)
+                },
+                NodeEntry {
+                    name: "b".into(),
+                    ..node(false, 4000, 8 * GI)
+                },
+            ],
+            pods: vec![
+                PodEntry {
+                    node: Some("a".into()),
+                    ..pod(true, false, 1000, GI)
+                },
+                PodEntry {
+                    node: Some("b".into()),
+                    ..pod(true, false, 3500, 4 * GI)
+                },
+                PodEntry {
+                    node: Some("gone".into()),
+                    ..pod(true, false, 500, GI)
+                },
+            ],
+            want: (2, 1),
+            allocatable: list("4", "8Gi", "110"),
+            allocated: list("1", "1Gi", "1"),
+            allocating: list("0", "0", "0"),
         },
     ];
     for c in table {

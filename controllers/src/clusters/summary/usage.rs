@@ -332,6 +332,7 @@ pub(super) fn node_entry(n: &SlimNode) -> Option<NodeEntry> {
             .cloned()
     };
     Some(NodeEntry {
+        name: m.name.clone().unwrap_or_default(),
         ready: n
             .status
             .conditions
@@ -360,7 +361,7 @@ pub(super) fn pod_entry(p: &SlimPod) -> Option<PodEntry> {
     }
     let (cpu_milli, memory) = effective_requests(p);
     Some(PodEntry {
-        bound: p.spec.node_name.as_deref().is_some_and(|n| !n.is_empty()),
+        node: p.spec.node_name.clone().filter(|n| !n.is_empty()),
         finished,
         cpu_milli,
         memory,

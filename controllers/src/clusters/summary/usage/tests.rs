@@ -91,7 +91,7 @@ fn a_pod_requests_what_kube_scheduler_counts() {
     for (what, spec, phase, want) in table {
         let got = pod_entry(&slim_pod(spec, phase));
         let want = want.map(|(bound, cpu_milli, memory)| PodEntry {
-            bound,
+            node: bound.then(|| "n".to_string()),
             finished: false,
             cpu_milli,
             memory,
@@ -118,6 +118,7 @@ fn a_node_keeps_readiness_allocatable_and_topology_only() {
     assert_eq!(
         node_entry(&n),
         Some(NodeEntry {
+            name: "n1".into(),
             ready: true,
             cpu_milli: 3920,
             memory: 15 << 30,
@@ -128,7 +129,13 @@ fn a_node_keeps_readiness_allocatable_and_topology_only() {
         })
     );
     let bare: SlimNode = serde_json::from_value(json!({"metadata": {"name": "n2"}})).unwrap();
-    assert_eq!(node_entry(&bare), Some(NodeEntry::default()));
+    assert_eq!(
+        node_entry(&bare),
+        Some(NodeEntry {
+            name: "n2".into(),
+            ..NodeEntry::default()
+        })
+    );
 }
 
 #[test]
@@ -289,7 +296,8 @@ async fn a_kubesim_member_is_summarised_and_followed() {
     .await;
     assert_eq!(quantities(&s, "allocating"), t("250m", "128Mi", "1"));
 
-    // A node going NotReady leaves allocatable but still counts in total.
+    // A node going NotReady leaves allocatable but still counts in total, and the
+    // pods on it leave allocated (they no longer take from what the Ready nodes have).
     nodes
         .patch_status(
             "n2",
@@ -301,6 +309,7 @@ async fn a_kubesim_member_is_summarised_and_followed() {
     let s = until(&usage, "the NotReady node", |s| s.nodes.ready_num == 1).await;
     assert_eq!(s.nodes.total_num, 2);
     assert_eq!(quantities(&s, "allocatable"), t("4", "8Gi", "110"));
+    assert_eq!(quantities(&s, "allocated"), t("0", "0", "0"));
 
     // The pending pod is bound (as a scheduler binds it: the binding subresource, since
     // an update may not change spec.nodeName): it moves from allocating to allocated.
@@ -313,5 +322,5 @@ async fn a_kubesim_member_is_summarised_and_followed() {
         quantities(s, "allocating") == t("0", "0", "0")
     })
     .await;
-    assert_eq!(quantities(&s, "allocated"), t("1250m", "640Mi", "2"));
+    assert_eq!(quantities(&s, "allocated"), t("250m", "128Mi", "1"));
 }
