@@ -8,6 +8,13 @@
 //! The stream is pulled: nothing is read from the member while the consumer is busy
 //! (the synchro writes a batch), so memory stays bounded by one list page.
 //!
+//! A list that fails is not retried in place: the stream starts it again from its first
+//! page ([`Step::Init`] again), after a backoff unless the member answered 410 Gone, and
+//! that wait comes before the `Init`. So a consumer that gives its share of the lists
+//! back when a list fails (the synchro's list permit and the stored versions it
+//! compares with) does not hold it while the member keeps failing (a CRD whose
+//! conversion webhook answers 500 fails every list of its type, for good).
+//!
 //! A list's objects are JSON text, each item of a page copied out unread: kube's
 //! `ObjectList` and `DynamicObject` take their type fields with `#[serde(flatten)]`,
 //! which buffers a whole page into serde's `Content` and reads it again (and each item
@@ -94,8 +101,9 @@ struct Machine {
     backoff: Option<Duration>,
 }
 
-/// Lists and watches `api` until dropped. Errors are yielded (for the log) and the
-/// call is retried with backoff; a 410 relists.
+/// Lists and watches `api` until dropped. Errors are yielded (for the log); a failed
+/// watch is opened again with backoff, a failed list starts again from its first page
+/// (with backoff unless 410), and a 410 of the watch relists.
 pub(crate) fn list_watch(
     client: kube::Client,
     resource: &kube::api::ApiResource,
@@ -119,14 +127,26 @@ fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 410)
 }
 
-/// After a failed call: 410 Gone relists; anything else waits out a longer backoff
-/// before the call is made again.
+/// After a failed watch call: 410 Gone relists; anything else waits out a longer
+/// backoff before the watch is opened again (a failed list: [`list_failed`]).
 fn failed(state: &mut State, backoff: &mut Option<Duration>, e: kube::Error) -> kube::Error {
     if gone(&e) {
         *state = State::Relist;
     } else {
         slower(backoff);
     }
+    e
+}
+
+/// After a failed list call: the list starts again from its first page ([`Step::Init`]),
+/// after a longer backoff unless the member answered 410 Gone (the continue token
+/// expired: listing again at once is the fix). A page is not retried in place: the
+/// consumer gives its list permit back when a list fails, so the next try is a new list.
+fn list_failed(state: &mut State, backoff: &mut Option<Duration>, e: kube::Error) -> kube::Error {
+    if !gone(&e) {
+        slower(backoff);
+    }
+    *state = State::Relist;
     e
 }
 
@@ -205,8 +225,10 @@ impl Machine {
                             *next = Some(list.metadata.continue_.filter(|c| !c.is_empty()));
                             page.extend(list.items);
                         }
-                        // 410: the continue token expired; list again from the start
-                        Err(e) => return Err(failed(&mut self.state, &mut self.backoff, e)),
+                        // listed again from the start (410: the continue token expired)
+                        Err(e) => {
+                            return Err(list_failed(&mut self.state, &mut self.backoff, e));
+                        }
                     }
                 }
                 State::Watching { rv, stream, quiet } => {
@@ -272,11 +294,14 @@ impl Machine {
         }
     }
 
-    /// Whether the next step calls the member (and so waits out a backoff first).
+    /// Whether the next step waits out a backoff first: a (re)list before its
+    /// [`Step::Init`] (the consumer takes its list permit at `Init`, so it does not hold
+    /// one through the wait), a watch before it is opened. A list's pages never wait: a
+    /// failed page relists ([`list_failed`]), and the backoff is reset by each page read.
     fn calling(&self) -> bool {
         match &self.state {
-            State::Relist => false,
-            State::Listing { page, next, .. } => page.is_empty() && !matches!(next, Some(None)),
+            State::Relist => true,
+            State::Listing { .. } => false,
             State::Watching { stream, .. } => stream.is_none(),
         }
     }

@@ -208,7 +208,8 @@ struct Purge {
 impl Purge {
     /// At start: the store's clusters, and, for the registered ones, the objects of
     /// types no resource spec covers for them any more (a type or a member dropped from
-    /// the configuration must not stay searchable) deleted.
+    /// the configuration must not stay searchable) deleted, by batches of the synchros'
+    /// size.
     async fn scan(
         registered: &BTreeSet<String>,
         resources: &[ResourceSpec],
@@ -225,22 +226,18 @@ impl Purge {
                 if covered {
                     continue;
                 }
-                let keys: Vec<crate::store::Key> = store
-                    .versions(cluster, &t.gvr)
-                    .await?
-                    .iter()
-                    .map(|(namespace, name, _)| crate::store::Key {
-                        cluster: cluster.clone(),
-                        gvr: t.gvr.clone(),
-                        namespace: namespace.to_string(),
-                        name: name.to_string(),
-                    })
-                    .collect();
-                if keys.is_empty() {
+                let stored = store.versions(cluster, &t.gvr).await?;
+                if stored.is_empty() {
                     continue;
                 }
-                let n = store.delete(keys).await?;
-                metrics.purged.inc_by(n);
+                // by batches, each its own delete (transaction), the keys of each built
+                // when it is reached: not every key of the type in one
+                let mut n = 0;
+                for chunk in synchro::key_chunks(cluster, &t.gvr, &stored) {
+                    let deleted = store.delete(chunk).await?;
+                    metrics.purged.inc_by(deleted);
+                    n += deleted;
+                }
                 tracing::info!(%cluster, resource = ?t.gvr, objects = n, "no longer indexed for this member: its objects are purged from the search store");
             }
         }
@@ -299,3 +296,6 @@ impl Purge {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

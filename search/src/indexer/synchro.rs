@@ -9,7 +9,13 @@
 //! watch is not read while a batch is written, so memory stays bounded by one batch
 //! per synchro and the stored keys of at most [`LISTS`] types at once: a list's
 //! comparison takes one of the indexer's [`LISTS`] permits (a restart over a million
-//! objects would otherwise hold every member's and type's keys together). A write that fails after its retries marks the store down
+//! objects would otherwise hold every member's and type's keys together), and so does
+//! forgetting a type the member no longer serves. A list that fails gives its permit
+//! and stored versions back while it waits to list again from its start (one that
+//! keeps failing, e.g. a CRD whose conversion webhook answers 500, would otherwise hold
+//! a permit for good, and [`LISTS`] of them every other member's and type's lists).
+//! Stored objects are deleted by batches, the keys of each built when it is reached.
+//! A write that fails after its retries marks the store down
 //! (K.72): the session ends, dropping its watch and batch, and the next session, after
 //! the store answers again, relists — and the relist's diff deletes what went
 //! meanwhile.
@@ -40,7 +46,7 @@ use crate::positions::{Positions, Publication};
 use crate::store::{Gvr, Key, Listed, Record, Store, StoreError, StoreResult, TypeInfo, Versions};
 
 /// Objects per write.
-const BATCH: usize = 500;
+pub(crate) const BATCH: usize = 500;
 /// How long a change may wait for others to share its write.
 const LINGER: Duration = Duration::from_millis(50);
 /// Attempts of one write while the store is unavailable, before the outage is declared.
@@ -189,6 +195,9 @@ impl Synchro {
                 Ok(found) => return Some(found),
                 Err(Unresolved { why, served: false }) if again && !forgotten => {
                     let forget = async {
+                        // the type's stored versions are held as a list's are: under
+                        // one of the LISTS permits
+                        let _permit = self.list_permit().await?;
                         let stored = self
                             .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
                             .await?;
@@ -196,6 +205,7 @@ impl Synchro {
                     };
                     match forget.await {
                         Ok(()) => forgotten = true,
+                        Err(_) if self.stop.is_cancelled() => return None,
                         Err(e) => {
                             tracing::warn!(cluster = %self.cluster, resource = %labels.resource, error = %e, "cannot remove the objects of a type the member no longer serves; retrying")
                         }
@@ -266,7 +276,9 @@ impl Synchro {
                 // a list the member refuses (401, 403) gives its permit back: the
                 // session ends and lists again after a pause, while the other
                 // synchros' lists go on (one retried in place held it for good);
-                // another failure retries its page in place, with backoff
+                // another failed list gives it back too, with the stored versions, while
+                // the stream waits out its backoff, then lists again from the start
+                // (a new Init takes them again); a failed watch is opened again
                 Some(Some(Err(kube::Error::Api(e)))) if e.code == 404 => {
                     tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "the member no longer serves this resource; asking its discovery again");
                     return End::Unserved;
@@ -276,6 +288,11 @@ impl Synchro {
                 {
                     tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member list failed; listing again");
                     return End::Restart;
+                }
+                Some(Some(Err(e))) if st.listing.is_some() => {
+                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member list failed; listing again");
+                    st.list_failed(&e);
+                    Ok(())
                 }
                 Some(Some(Err(e))) => {
                     tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member watch failed; retrying");
@@ -431,15 +448,11 @@ impl Synchro {
         Ok(())
     }
 
-    /// Deletes the stored objects a complete list did not return (K.71), by batches.
+    /// Deletes the stored objects a complete list did not return (K.71), by batches
+    /// whose keys are built one batch at a time.
     async fn delete_unlisted(&self, gone: Versions) -> StoreResult<()> {
-        let keys: Vec<Key> = gone
-            .iter()
-            .map(|(ns, name, _)| self.key(ns.to_string(), name.to_string()))
-            .collect();
-        drop(gone);
-        for chunk in keys.chunks(BATCH) {
-            let n = self.retry(|| self.store.delete(chunk)).await?;
+        for chunk in key_chunks(&self.cluster, &self.spec.gvr, &gone) {
+            let n = self.retry(|| self.store.delete(chunk.as_slice())).await?;
             self.metrics.deleted.inc_by(n);
         }
         Ok(())
@@ -493,6 +506,26 @@ impl Synchro {
             name,
         }
     }
+}
+
+/// The keys of `versions` (stored objects of `cluster`'s type `gvr`) by chunks of at
+/// most [`BATCH`], each built when it is reached: deleting a million stored objects
+/// holds the keys of one chunk, not a million keys next to their versions.
+pub(crate) fn key_chunks<'a>(
+    cluster: &'a str,
+    gvr: &'a Gvr,
+    versions: &'a Versions,
+) -> impl Iterator<Item = Vec<Key>> + Send + 'a {
+    let mut keys = versions.iter().map(move |(namespace, name, _)| Key {
+        cluster: cluster.to_string(),
+        gvr: gvr.clone(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    });
+    std::iter::from_fn(move || {
+        let chunk: Vec<Key> = keys.by_ref().take(BATCH).collect();
+        (!chunk.is_empty()).then_some(chunk)
+    })
 }
 
 /// Why a type cannot be watched: what to say, and whether discovery answered that the
@@ -565,7 +598,7 @@ struct Session<'a> {
     running: Running<'a>,
     batch: Batch<'a>,
     listing: Option<Versions>,
-    /// Held from a list's start to its end.
+    /// Held from a list's start to its end (or its failure).
     permit: Option<ListPermit>,
     /// The member resourceVersion of the latest event taken.
     position: Option<String>,
@@ -579,6 +612,19 @@ impl Session<'_> {
     fn moved_to(&mut self, rv: Option<&str>) {
         self.position = rv.map(str::to_string);
         self.unpublished = true;
+    }
+
+    /// A list call failed: the stream lists again from the start, and its
+    /// [`Step::Init`] takes a permit and loads the stored versions again. The permit goes
+    /// back while the stream waits out its backoff, so a member that keeps failing does
+    /// not hold one of the [`LISTS`] for good; only after a 410 Gone (relisted at once,
+    /// without a wait) is it kept. The stored versions go in every case: the next list
+    /// loads them afresh, and the two are never held together.
+    fn list_failed(&mut self, e: &kube::Error) {
+        self.listing = None;
+        if !matches!(e, kube::Error::Api(s) if s.code == 410) {
+            self.permit = None;
+        }
     }
 }
 
