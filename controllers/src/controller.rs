@@ -104,8 +104,17 @@ pub async fn run_with(
     metrics.set_ready(true);
     let mut running: BTreeMap<String, Running> = BTreeMap::new();
     let mut finalizing = std::collections::BTreeSet::new();
-    // Clusters whose execution namespace is known to exist
-    let mut execution_namespaces = std::collections::BTreeSet::new();
+    // the hub's execution namespaces (labelled with their cluster): one deleted by
+    // hand wakes a round, which makes it again
+    let execution_namespaces = causeway_runtime::reflect::cache(
+        kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(hub.clone()),
+        kube::runtime::watcher::Config::default()
+            .labels(causeway_crds::well_known::labels::CLUSTER),
+        wake.clone(),
+        stop.clone(),
+        "hub execution namespaces",
+        None,
+    );
     // workers being stopped, by member: a leaving member's cleanup waits for them
     let mut stopping: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
     // what was last said about members the hub cannot use, so it is said once
@@ -141,12 +150,20 @@ pub async fn run_with(
             stopping.insert(name, r.task);
         }
         stopping.retain(|_, t| !t.is_finished());
-        crate::clusters::finalize::ensure_execution_namespaces(
-            &hub,
-            &clusters.state(),
-            &mut execution_namespaces,
-        )
-        .await;
+        if execution_namespaces.is_ready() {
+            let existing: std::collections::BTreeSet<String> = execution_namespaces
+                .state()
+                .iter()
+                .filter(|n| n.metadata.deletion_timestamp.is_none())
+                .filter_map(|n| n.metadata.name.clone())
+                .collect();
+            crate::clusters::finalize::ensure_execution_namespaces(
+                &hub,
+                &clusters.state(),
+                &existing,
+            )
+            .await;
+        }
         crate::clusters::finalize::round(
             &hub,
             &clusters.state(),

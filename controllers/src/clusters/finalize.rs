@@ -28,22 +28,32 @@ pub fn preserves(c: &Cluster) -> bool {
         .is_some_and(|v| v == "true")
 }
 
+/// Pure: the execution namespaces to make: those of the Clusters not being deleted
+/// that are not among the hub's `existing` namespaces (a deleted one, or one being
+/// deleted, is made again once it is gone).
+pub fn missing_execution_namespaces(
+    clusters: &[Arc<Cluster>],
+    existing: &BTreeSet<String>,
+) -> Vec<(String, String)> {
+    clusters
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .map(|c| (c.name_any(), execution_namespace(&c.name_any())))
+        .filter(|(_, ns)| !existing.contains(ns))
+        .collect()
+}
+
 /// Makes sure every Cluster not being deleted has its execution namespace
 /// `causeway-es-<cluster>` on the hub (where its Works go), whether it joined, registered
-/// or was created by hand; `ensured` remembers those already made.
+/// or was created by hand: those [`missing_execution_namespaces`] from the hub's
+/// `existing` namespaces (level-based: one deleted by hand is made again).
 pub async fn ensure_execution_namespaces(
     hub: &kube::Client,
     clusters: &[Arc<Cluster>],
-    ensured: &mut BTreeSet<String>,
+    existing: &BTreeSet<String>,
 ) {
     let api: Api<Namespace> = Api::all(hub.clone());
-    ensured.retain(|n| clusters.iter().any(|c| c.name_any() == *n));
-    for c in clusters {
-        let name = c.name_any();
-        if c.metadata.deletion_timestamp.is_some() || ensured.contains(&name) {
-            continue;
-        }
-        let ns = execution_namespace(&name);
+    for (name, ns) in missing_execution_namespaces(clusters, existing) {
         let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": ns, "labels": {labels::CLUSTER: name}}});
         let pp = PatchParams::apply(FIELD_MANAGER);
@@ -53,9 +63,7 @@ pub async fn ensure_execution_namespaces(
         )
         .await
         {
-            Ok(_) => {
-                ensured.insert(name);
-            }
+            Ok(_) => tracing::info!(cluster = %name, namespace = %ns, "execution namespace made"),
             Err(e) => {
                 tracing::warn!(cluster = %name, error = %e, "cannot create the execution namespace; retrying")
             }
@@ -338,5 +346,43 @@ pub async fn withdraw(m: super::registry::MemberSpec) {
         Err(e) => {
             tracing::warn!(cluster = %m.name, error = %format!("{e:#}"), "could not finish Multi-Cluster Services for a removed member (see the error); delete objects labelled causeway.io/managed=true there by hand")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn cluster(name: &str, deleting: bool) -> Arc<Cluster> {
+        let mut c = Cluster::new(name, Default::default());
+        if deleting {
+            c.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        }
+        Arc::new(c)
+    }
+
+    /// Level-based: what the hub lacks now is made, whatever was made before (an
+    /// execution namespace deleted by hand comes back); a Cluster being deleted gets none.
+    #[test]
+    fn the_execution_namespaces_the_hub_lacks_are_made() {
+        let clusters = [
+            cluster("east", false),
+            cluster("west", false),
+            cluster("gone", true),
+        ];
+        let existing: BTreeSet<String> = ["causeway-es-east".to_string()].into();
+        assert_eq!(
+            missing_execution_namespaces(&clusters, &existing),
+            vec![("west".to_string(), "causeway-es-west".to_string())]
+        );
+        assert_eq!(
+            missing_execution_namespaces(&clusters, &BTreeSet::new()),
+            vec![
+                ("east".to_string(), "causeway-es-east".to_string()),
+                ("west".to_string(), "causeway-es-west".to_string())
+            ],
+            "east's, deleted by hand, is made again"
+        );
     }
 }

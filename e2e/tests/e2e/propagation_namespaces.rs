@@ -268,3 +268,36 @@ async fn a_namespace_that_opts_out_is_not_created_and_the_copy_says_so() {
     })
     .await;
 }
+
+/// A member's execution namespace on the hub deleted by hand is made again (the
+/// registry is level-based: it does not remember having made it once), and what the
+/// member is sent lands in it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_namespace_deleted_by_hand_comes_back() {
+    let (env, _ctl) = fleet_of(&["east"]).await;
+    eventually("east's execution namespace", WAIT, || async {
+        get(&env, "hub", &["namespace", "causeway-es-east"])
+            .await
+            .map(|_| ())
+    })
+    .await;
+    env.ok(&["delete", "namespace", "causeway-es-east", "--wait=false"])
+        .await;
+    env.ok(&["create", "namespace", "shop"]).await;
+    let app = env.file("app.yaml", &configmap_and_policy("shop"));
+    env.ok(&["apply", "-f", &app]).await;
+    eventually(
+        "causeway-es-east made again, and the ConfigMap in east",
+        WAIT,
+        || async {
+            let ns = get(&env, "hub", &["namespace", "causeway-es-east"]).await?;
+            if ns.pointer("/metadata/deletionTimestamp").is_some() {
+                return None;
+            }
+            get(&env, "east", &["configmap", "web", "-n", "shop"])
+                .await
+                .map(|_| ())
+        },
+    )
+    .await;
+}
