@@ -44,6 +44,12 @@ pub fn status_body(
         ..Default::default()
     };
     match apis {
+        // a discovery that found nothing failed (every API server serves v1): its
+        // condition says why, the APIs last found stay
+        Some((enablements, complete)) if enablements.is_empty() => {
+            st.api_enablements = cur.api_enablements;
+            st.conditions.push(complete.clone());
+        }
         Some((enablements, complete)) => {
             st.api_enablements = enablements.clone();
             st.conditions.push(complete.clone());
@@ -176,7 +182,10 @@ pub async fn run(
             _ = stop.cancelled() => return,
         };
         let reachable = verdict.0 == "True";
-        if reachable && (version.is_none() || round.is_multiple_of(DISCOVER_EVERY)) {
+        // discovered again every DISCOVER_EVERY rounds, and at once after one that
+        // found nothing (it failed: an overloaded API server's /api timing out)
+        let rediscover = apis.as_ref().is_none_or(|a| a.enablements.is_empty());
+        if reachable && (version.is_none() || rediscover || round.is_multiple_of(DISCOVER_EVERY)) {
             if let Ok(v) = super::within(super::CALL_TIMEOUT, member.apiserver_version()).await {
                 version = Some(v.git_version);
             }

@@ -124,6 +124,20 @@ fn what_the_worker_does_not_know_is_carried_over_and_what_it_knows_replaces_it()
             ]),
         ),
         (
+            "a discovery that found nothing (it failed): the APIs stay, its condition says so",
+            Some("v1.31.0"),
+            Some((vec![], cond(conditions::COMPLETE_API_ENABLEMENTS, "False"))),
+            None,
+            Some(&cur),
+            json!([
+                "v1.31.0",
+                "apps/v1",
+                "eu",
+                3,
+                [["Ready", "False"], ["CompleteAPIEnablements", "False"]]
+            ]),
+        ),
+        (
             "nothing known and no status yet: Ready alone",
             None,
             None,
