@@ -106,10 +106,6 @@ pub async fn leave(member: &kube::Client) -> anyhow::Result<usize> {
 /// (see [`reserved_namespace`]).
 pub const RESERVED_NAMESPACE: &str = "ReservedNamespace";
 
-/// The prefix of the namespaces Kubernetes reserves for itself (`kube-system`,
-/// `kube-public`, `kube-node-lease`, ...).
-const KUBERNETES_NAMESPACE_PREFIX: &str = "kube-";
-
 /// Pure: why nothing is exported from namespace `ns` (None: Services there may be).
 /// Exports land in the hub namespace of the same name (NS-1): not in Causeway's own
 /// (`causeway-system`, the outboxes `causeway-es-*`), nor in Kubernetes' (`kube-*`),
@@ -118,7 +114,9 @@ const KUBERNETES_NAMESPACE_PREFIX: &str = "kube-";
 /// `Valid=False` condition on the ServiceExport), and the relay refuses them as origins
 /// of outbox objects, so a lying agent cannot publish there either.
 pub fn reserved_namespace(ns: &str) -> Option<String> {
-    use causeway_crds::well_known::{EXECUTION_NAMESPACE_PREFIX, SYSTEM_NAMESPACE};
+    use causeway_crds::well_known::{
+        EXECUTION_NAMESPACE_PREFIX, KUBERNETES_NAMESPACE_PREFIX, SYSTEM_NAMESPACE,
+    };
     if ns == SYSTEM_NAMESPACE || ns.starts_with(EXECUTION_NAMESPACE_PREFIX) {
         return Some(format!(
             "namespace {ns:?} is Causeway's own: nothing is exported from it to the clusterset; export the Service from another namespace"

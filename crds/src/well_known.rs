@@ -36,6 +36,11 @@ pub const INGRESS_CONTROLLER: &str = "causeway.io/ingress-controller";
 /// the member ServiceAccount the hub acts as).
 pub const SYSTEM_NAMESPACE: &str = "causeway-system";
 
+/// The prefix of Kubernetes' own namespaces (`kube-system`, `kube-public`,
+/// `kube-node-lease`, and those add-ons install: `kube-flannel`...), where a cluster's
+/// own components act on what is written: nothing is propagated or exported there.
+pub const KUBERNETES_NAMESPACE_PREFIX: &str = "kube-";
+
 /// Prefix of the hub namespace that holds a member cluster's `Work` objects
 /// (`causeway-es-<cluster>`); see [`crate::names::execution_namespace`].
 pub const EXECUTION_NAMESPACE_PREFIX: &str = "causeway-es-";

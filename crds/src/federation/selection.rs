@@ -48,25 +48,21 @@ use super::ResourceSelector;
 use super::propagation::{
     ClusterPropagationPolicy, PreemptionBehavior, PropagationPolicy, PropagationSpec,
 };
-use crate::well_known::{EXECUTION_NAMESPACE_PREFIX, SYSTEM_NAMESPACE, labels as wk_labels};
+use crate::well_known::{
+    EXECUTION_NAMESPACE_PREFIX, KUBERNETES_NAMESPACE_PREFIX, SYSTEM_NAMESPACE, labels as wk_labels,
+};
 
 pub mod labels;
 #[cfg(test)]
 mod tests;
 
-/// Namespaces a ClusterPropagationPolicy never selects from (besides every
-/// `causeway-es-*` execution namespace): Kubernetes' own and Causeway's.
-pub const RESERVED_NAMESPACES: [&str; 4] = [
-    "kube-system",
-    "kube-public",
-    "kube-node-lease",
-    SYSTEM_NAMESPACE,
-];
-
-/// Whether `namespace` is reserved: one of [`RESERVED_NAMESPACES`] or an execution
-/// namespace (`causeway-es-<cluster>`).
+/// Whether `namespace` is reserved, so that no ClusterPropagationPolicy selects from it:
+/// Kubernetes' own (`kube-*`, as Karmada's default `--skipped-propagating-namespaces`)
+/// and Causeway's (`causeway-system`, the execution namespaces `causeway-es-<cluster>`).
 pub fn is_reserved_namespace(namespace: &str) -> bool {
-    RESERVED_NAMESPACES.contains(&namespace) || namespace.starts_with(EXECUTION_NAMESPACE_PREFIX)
+    namespace.starts_with(KUBERNETES_NAMESPACE_PREFIX)
+        || namespace == SYSTEM_NAMESPACE
+        || namespace.starts_with(EXECUTION_NAMESPACE_PREFIX)
 }
 
 /// Objects every cluster keeps in every namespace itself, each cluster its own:
@@ -610,8 +606,8 @@ pub fn validate_policy(policy: &PolicyRef<'_>) -> Result<(), SelectionError> {
 fn reserved_message() -> String {
     format!(
         "a ClusterPropagationPolicy never selects resources in the reserved namespaces \
-         ({}, {EXECUTION_NAMESPACE_PREFIX}*): propagate from another namespace",
-        RESERVED_NAMESPACES.join(", ")
+         ({KUBERNETES_NAMESPACE_PREFIX}*, {SYSTEM_NAMESPACE}, {EXECUTION_NAMESPACE_PREFIX}*): \
+         propagate from another namespace, or with a PropagationPolicy in that namespace"
     )
 }
 

@@ -309,10 +309,17 @@ fn claim_table_b14() {
         ),
         // B.15: reserved namespaces.
         (
-            "CPP matches kube-other (not reserved)",
+            "CPP never matches an add-on's kube-* namespace (Karmada skips kube-.*)",
             vec![cpp("c", 0, None, ks())],
             None,
-            template(Some("kube-other"), "web"),
+            template(Some("kube-flannel"), "web"),
+            None,
+        ),
+        (
+            "CPP matches kubernetes-dashboard (not kube-*)",
+            vec![cpp("c", 0, None, ks())],
+            None,
+            template(Some("kubernetes-dashboard"), "web"),
             Some((cl("c"), None)),
         ),
         (
@@ -524,7 +531,11 @@ fn cluster_policies_never_claim_in_reserved_namespaces() {
         assert_eq!(run(&t, &policies, None), None, "{namespace}");
         assert!(is_reserved_namespace(namespace), "{namespace}");
     }
-    assert!(!is_reserved_namespace("kube-other"));
+    // an add-on's kube-* namespace too (Karmada's default skipped namespaces: kube-.*)
+    let t = template(Some("kube-flannel"), "web");
+    assert_eq!(run(&t, &policies, None), None);
+    assert!(is_reserved_namespace("kube-flannel"));
+    assert!(!is_reserved_namespace("kubernetes-dashboard"));
     assert!(!is_reserved_namespace("causeway"));
 }
 

@@ -68,7 +68,7 @@ fn validate_policy_table_b15() {
         f(&mut s);
         vec![s]
     };
-    let reserved = "a ClusterPropagationPolicy never selects resources in the reserved namespaces (kube-system, kube-public, kube-node-lease, causeway-system, causeway-es-*): propagate from another namespace";
+    let reserved = "a ClusterPropagationPolicy never selects resources in the reserved namespaces (kube-*, causeway-system, causeway-es-*): propagate from another namespace, or with a PropagationPolicy in that namespace";
     // (case, policy, expected errors)
     let table: Vec<(&str, P, Vec<String>)> = vec![
         ("PP by kind", pp("a", 0, None, kind_only()), vec![]),
