@@ -6,12 +6,13 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use base64::Engine;
 use causeway_crds::federation::cluster::{Cluster, ClusterSecretRef, ClusterSpec, ClusterSyncMode};
-use causeway_crds::well_known::SYSTEM_NAMESPACE;
 use causeway_crds::well_known::{
     CLUSTER_ID_PROPERTY, CLUSTERSET_PROPERTY, FIELD_MANAGER, LEGACY_CLUSTER_ID_PROPERTY,
 };
+use causeway_crds::well_known::{SYSTEM_NAMESPACE, finalizers};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_validation::{is_dns1123_label, is_dns1123_subdomain};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
@@ -64,6 +65,7 @@ pub fn member_access(kubeconfig: &Path, context: Option<&str>) -> anyhow::Result
             kubeconfig.display()
         );
     }
+    refuse_unsupported_connection(&cluster, &server, &ctx.cluster, &ctx_name, kubeconfig)?;
     let ca_pem = match (
         &cluster.certificate_authority_data,
         &cluster.certificate_authority,
@@ -108,6 +110,41 @@ pub fn member_access(kubeconfig: &Path, context: Option<&str>) -> anyhow::Result
         ca_pem,
         token,
     })
+}
+
+/// Pure: refuses the connection settings of a member kubeconfig cluster (`cluster`,
+/// named `name`, of context `ctx_name` in `kubeconfig`) that [`MemberAccess`] does not
+/// carry over, so the hub would reach the member otherwise than the kubeconfig does:
+/// said now, not as a TLS or connection failure blamed on the credentials. A
+/// `tls-server-name` that is the host of `server` changes nothing and is taken.
+fn refuse_unsupported_connection(
+    cluster: &kube::config::Cluster,
+    server: &str,
+    name: &str,
+    ctx_name: &str,
+    kubeconfig: &Path,
+) -> anyhow::Result<()> {
+    let host = server
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(|h| h.trim_matches(['[', ']']).to_string()));
+    if let Some(tls_name) = cluster
+        .tls_server_name
+        .as_deref()
+        .filter(|n| !n.is_empty() && host.as_deref() != Some(*n))
+    {
+        bail!(
+            "cluster {name} of context {ctx_name} in {} sets tls-server-name: {tls_name}, which Causeway does not carry over (the hub verifies the member's API server certificate against the host of the server URL, {server}): remove tls-server-name and give a server URL whose host the certificate names (e.g. https://{tls_name}:<port>, with {tls_name} resolving to the API server), or add that host to the API server's certificate",
+            kubeconfig.display()
+        );
+    }
+    if let Some(proxy) = cluster.proxy_url.as_deref().filter(|p| !p.is_empty()) {
+        bail!(
+            "cluster {name} of context {ctx_name} in {} sets proxy-url: {proxy}, which Causeway does not carry over (it connects to the member's API server directly): remove proxy-url and give a server URL the hub reaches without a proxy",
+            kubeconfig.display()
+        );
+    }
+    Ok(())
 }
 
 /// A kubeconfig (as JSON, which kubectl and kube-rs read like YAML) with one context
@@ -339,16 +376,48 @@ pub async fn store_credentials(
     Ok(())
 }
 
-/// Server-side applies Cluster `name` with `spec` on the hub (fields this manager set
-/// before and `spec` no longer has are removed).
+/// Pure: a Cluster already being removed is cleaned up as its annotation said when the
+/// cleanup started, so a second `unjoin`/`unregister` asking the other way is refused
+/// (it would say what does not happen), naming the value in effect.
+pub fn same_preserve_as_the_removal_under_way(c: &Cluster, preserve: bool) -> anyhow::Result<()> {
+    let in_effect = super::finalize::preserves(c);
+    if c.metadata.deletion_timestamp.is_some() && in_effect != preserve {
+        let name = c.name_any();
+        let (said, flag) = if in_effect {
+            ("left in place (--preserve)", " --preserve")
+        } else {
+            ("withdrawn", "")
+        };
+        bail!(
+            "cluster \"{name}\" is already being removed, and its cleanup goes as it was first asked: what Causeway imported into it is {said}; that can no longer be changed. Run the command as first given (with{} --preserve) to wait for it, e.g. `causeway unjoin {name}{flag}`",
+            if in_effect { "" } else { "out" }
+        );
+    }
+    Ok(())
+}
+
+/// Pure: the server-side apply body of Cluster `name` with `spec`, created with the
+/// hub controller's cleanup finalizer [`finalizers::CLUSTER`] already on it: deleting
+/// the Cluster (`causeway unjoin`, `causeway unregister`, kubectl) then always waits
+/// for the cleanup (its imports, execution namespace, credentials Secret and the
+/// member's clusterset.k8s.io), even before a controller ever ran.
+pub fn cluster_body(name: &str, spec: ClusterSpec) -> anyhow::Result<serde_json::Value> {
+    let mut body = serde_json::to_value(Cluster::new(name, spec))?;
+    body["apiVersion"] = json!("causeway.io/v1alpha1");
+    body["kind"] = json!("Cluster");
+    body["metadata"]["finalizers"] = json!([finalizers::CLUSTER]);
+    Ok(body)
+}
+
+/// Server-side applies Cluster `name` with `spec` (and the cleanup finalizer, see
+/// [`cluster_body`]) on the hub (fields this manager set before and `spec` no longer
+/// has are removed).
 pub async fn write_cluster(
     hub: &kube::Client,
     name: &str,
     spec: ClusterSpec,
 ) -> anyhow::Result<()> {
-    let mut body = serde_json::to_value(Cluster::new(name, spec))?;
-    body["apiVersion"] = json!("causeway.io/v1alpha1");
-    body["kind"] = json!("Cluster");
+    let body = cluster_body(name, spec)?;
     Api::<Cluster>::all(hub.clone())
         .patch(
             name,
@@ -357,6 +426,35 @@ pub async fn write_cluster(
         )
         .await
         .context("writing the Cluster on the hub")?;
+    Ok(())
+}
+
+/// Reads the Clusters again once Cluster `name` is written: another one that took the
+/// same cluster id between [`identify`]'s check and the write (a join of another
+/// cluster at the same time) keeps the newer of the two out of the members (see
+/// [`super::registry::id_used_before`]); if that is `name`, it is said now, with how to
+/// undo the registration (`remove`: `causeway unjoin` or `causeway unregister`).
+pub async fn refuse_id_taken_meanwhile(
+    hub: &kube::Client,
+    name: &str,
+    remove: &str,
+) -> anyhow::Result<()> {
+    let all = Api::<Cluster>::all(hub.clone())
+        .list(&Default::default())
+        .await
+        .context("listing Clusters on the hub to check the cluster id once more")?;
+    let Some(this) = all
+        .items
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name))
+    else {
+        return Ok(());
+    };
+    if let Some((id, first)) = super::registry::id_used_before(&all.items, this) {
+        bail!(
+            "cluster \"{name}\" was written, but Cluster \"{first}\" took cluster id \"{id}\" first (registered at the same time), so the hub does not use \"{name}\": `{remove} {name}`, then register it again with another --id"
+        );
+    }
     Ok(())
 }
 
@@ -392,6 +490,7 @@ pub async fn join(
     };
     store_credentials(&hub, name, access, &mut spec).await?;
     write_cluster(&hub, name, spec).await?;
+    refuse_id_taken_meanwhile(&hub, name, "causeway unjoin").await?;
     Ok(format!(
         "cluster \"{name}\" (id {id}, Kubernetes {version}) joined: {}",
         access.server
@@ -409,12 +508,16 @@ pub async fn unjoin(
     wait: std::time::Duration,
 ) -> anyhow::Result<String> {
     remove_cluster(&hub, name, ClusterSyncMode::Push, preserve, wait).await?;
+    // the Cluster is gone: its finalizer let it go, so the hub controller's cleanup ran
+    // (it is best effort in a member it cannot reach, and says so in its log)
     Ok(if preserve {
         format!(
-            "cluster \"{name}\" unjoined; what Causeway imported into it is left in place (--preserve)"
+            "cluster \"{name}\" unjoined; what Causeway imported into it is left in place (--preserve), its credentials were deleted from the hub"
         )
     } else {
-        format!("cluster \"{name}\" unjoined; its imports were withdrawn")
+        format!(
+            "cluster \"{name}\" unjoined; the hub controller cleaned up: its imports withdrawn, its credentials deleted (what it could not reach in the member is in its log)"
+        )
     })
 }
 
@@ -423,13 +526,22 @@ pub async fn unjoin(
 pub struct StillThere {
     name: String,
     waited: std::time::Duration,
+    mode: ClusterSyncMode,
+    preserve: bool,
 }
 
 impl std::fmt::Display for StillThere {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pending = match (self.mode, self.preserve) {
+            (ClusterSyncMode::Push, false) => {
+                "its imports are not withdrawn and its credentials not deleted yet"
+            }
+            (ClusterSyncMode::Push, true) => "its credentials are not deleted yet",
+            (ClusterSyncMode::Pull, _) => "its agent's leaving is not confirmed yet",
+        };
         write!(
             f,
-            "cluster \"{}\" is being removed but still there after {} s: `causeway controller` finishes the cleanup (is it running?)",
+            "cluster \"{}\" is marked for removal but still there after {} s: the hub controller has not finished its cleanup ({pending}); it does once `causeway controller` runs (is it running?), and the Cluster goes when it is done",
             self.name,
             self.waited.as_secs()
         )
@@ -469,8 +581,9 @@ pub async fn remove_cluster(
         }
         _ => {}
     }
+    same_preserve_as_the_removal_under_way(&c, preserve)?;
     let value = if preserve { "true" } else { "false" };
-    clusters
+    let marked = clusters
         .patch(
             name,
             &PatchParams::default(),
@@ -478,6 +591,22 @@ pub async fn remove_cluster(
         )
         .await
         .context("marking the Cluster for removal")?;
+    // a Cluster made by hand, or by an older `causeway join`, that no controller has
+    // seen yet: without the finalizer it would go at once and nothing be cleaned up
+    if let Err(e) =
+        causeway_runtime::apply::add_finalizer(&clusters, &marked, finalizers::CLUSTER).await
+        // the controller may have put it on meanwhile
+        && !clusters
+            .get_opt(name)
+            .await
+            .context("reading the Cluster")?
+            .is_some_and(|c| c.finalizers().iter().any(|f| f == finalizers::CLUSTER))
+    {
+        bail!(
+            "cannot put the cleanup finalizer {} on Cluster \"{name}\" ({e}), so deleting it now would skip the cleanup; nothing was deleted: run this again",
+            finalizers::CLUSTER
+        );
+    }
     match clusters.delete(name, &DeleteParams::default()).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -494,6 +623,8 @@ pub async fn remove_cluster(
             return Err(StillThere {
                 name: name.to_string(),
                 waited: wait,
+                mode,
+                preserve,
             }
             .into());
         }
@@ -549,6 +680,135 @@ mod tests {
                 ca_pem: Some("PEM".into()),
                 token: "t".into(),
             }
+        );
+    }
+
+    #[test]
+    fn a_member_kubeconfig_reached_by_another_tls_name_or_a_proxy_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = base64::engine::general_purpose::STANDARD.encode("PEM");
+        let write = |extra: &str| {
+            crate::clusters::testing::kubeconfig(
+                dir.path(),
+                &format!(
+                    "{{server: 'https://10.0.0.5:6443', certificate-authority-data: {ca}{extra}}}"
+                ),
+                "{token: t}",
+                true,
+            )
+        };
+        // (what the cluster adds, refused with these fragments)
+        let table: [(&str, &[&str]); 5] = [
+            (
+                ", tls-server-name: kubernetes",
+                &[
+                    "cluster cl of context ctx",
+                    "sets tls-server-name: kubernetes, which Causeway does not carry over",
+                    "against the host of the server URL, https://10.0.0.5:6443",
+                    "remove tls-server-name",
+                    "https://kubernetes:<port>",
+                ],
+            ),
+            (
+                ", proxy-url: 'http://proxy:3128'",
+                &[
+                    "cluster cl of context ctx",
+                    "sets proxy-url: http://proxy:3128, which Causeway does not carry over",
+                    "remove proxy-url",
+                ],
+            ),
+            // the URL's own host as the TLS name changes nothing
+            (", tls-server-name: 10.0.0.5", &[]),
+            (", tls-server-name: ''", &[]),
+            ("", &[]),
+        ];
+        for (extra, fragments) in table {
+            match member_access(&write(extra), None) {
+                Ok(a) => {
+                    assert!(fragments.is_empty(), "{extra} taken");
+                    assert_eq!(a.server, "https://10.0.0.5:6443");
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    assert!(!fragments.is_empty(), "{extra} refused: {e}");
+                    for f in fragments {
+                        assert!(e.contains(f), "{extra}: {e:?} lacks {f:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_removal_under_way_keeps_the_preserve_it_started_with() {
+        let mut c = Cluster::new("east", ClusterSpec::default());
+        // not being removed yet: either way
+        assert!(same_preserve_as_the_removal_under_way(&c, true).is_ok());
+        assert!(same_preserve_as_the_removal_under_way(&c, false).is_ok());
+        c.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        c.annotations_mut().insert(
+            causeway_crds::well_known::annotations::PRESERVE_ON_UNJOIN.into(),
+            "false".into(),
+        );
+        assert!(same_preserve_as_the_removal_under_way(&c, false).is_ok());
+        let e = same_preserve_as_the_removal_under_way(&c, true)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "cluster \"east\" is already being removed, and its cleanup goes as it was first asked: what Causeway imported into it is withdrawn; that can no longer be changed. Run the command as first given (without --preserve) to wait for it, e.g. `causeway unjoin east`"
+        );
+        c.annotations_mut().insert(
+            causeway_crds::well_known::annotations::PRESERVE_ON_UNJOIN.into(),
+            "true".into(),
+        );
+        let e = same_preserve_as_the_removal_under_way(&c, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("left in place (--preserve)")
+                && e.contains("`causeway unjoin east --preserve`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_cluster_is_written_with_the_cleanup_finalizer() {
+        let body = cluster_body("east", ClusterSpec::default()).unwrap();
+        assert_eq!(
+            body["metadata"]["finalizers"],
+            json!(["causeway.io/cluster-controller"])
+        );
+        assert_eq!(body["metadata"]["name"], "east");
+        assert_eq!(body["kind"], "Cluster");
+    }
+
+    #[test]
+    fn a_removal_that_gave_up_waiting_says_what_is_not_cleaned_up() {
+        let said = |mode, preserve| {
+            StillThere {
+                name: "east".into(),
+                waited: std::time::Duration::from_secs(30),
+                mode,
+                preserve,
+            }
+            .to_string()
+        };
+        let e = said(ClusterSyncMode::Push, false);
+        assert!(
+            e.starts_with("cluster \"east\" is marked for removal but still there after 30 s")
+                && e.contains("its imports are not withdrawn and its credentials not deleted yet")
+                && e.contains("`causeway controller`"),
+            "{e}"
+        );
+        let e = said(ClusterSyncMode::Push, true);
+        assert!(e.contains("(its credentials are not deleted yet)"), "{e}");
+        let e = said(ClusterSyncMode::Pull, false);
+        assert!(
+            e.contains("its agent's leaving is not confirmed yet"),
+            "{e}"
         );
     }
 

@@ -527,6 +527,7 @@ pub async fn register(
         "; the search server cannot read it (add --search-access to let it)".to_string()
     };
     write_cluster(&hub, name, spec.clone()).await?;
+    super::join::refuse_id_taken_meanwhile(&hub, name, "causeway unregister").await?;
     if spec.secret_ref.is_none() {
         // the access itself goes too
         delete_all(&member, &search_access_grant()).await?;

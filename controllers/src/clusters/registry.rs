@@ -98,9 +98,13 @@ fn secret_str(s: &Secret, key: &str) -> Option<String> {
     s.string_data.as_ref().and_then(|d| d.get(key)).cloned()
 }
 
-/// The older Cluster (by creation, then name) with the same kube-system uid as `c`.
-fn same_cluster_registered_before(clusters: &[Cluster], c: &Cluster) -> Option<String> {
-    let uid = c.spec.kube_system_uid.as_deref()?;
+/// The oldest Cluster (by creation, then name) registered before `c`, not being
+/// deleted, of which `same` holds.
+fn registered_before(
+    clusters: &[Cluster],
+    c: &Cluster,
+    same: impl Fn(&Cluster) -> bool,
+) -> Option<String> {
     let key = |x: &Cluster| {
         (
             x.metadata.creation_timestamp.clone().map(|t| t.0),
@@ -109,10 +113,37 @@ fn same_cluster_registered_before(clusters: &[Cluster], c: &Cluster) -> Option<S
     };
     clusters
         .iter()
-        .filter(|o| o.spec.kube_system_uid.as_deref() == Some(uid) && o.name_any() != c.name_any())
+        .filter(|o| o.name_any() != c.name_any() && same(o))
         .filter(|o| o.metadata.deletion_timestamp.is_none() && key(o) < key(c))
+        .min_by_key(|o| key(o))
         .map(|o| o.name_any())
-        .next()
+}
+
+/// The older Cluster (by creation, then name) with the same kube-system uid as `c`.
+fn same_cluster_registered_before(clusters: &[Cluster], c: &Cluster) -> Option<String> {
+    let uid = c.spec.kube_system_uid.as_deref()?;
+    registered_before(clusters, c, |o| {
+        o.spec.kube_system_uid.as_deref() == Some(uid)
+    })
+}
+
+/// Pure (CID-5): the cluster id of `c` and the older Cluster (by creation, then name)
+/// that already uses it, if any. Two members with one id would each take the other's
+/// exports (labelled with that id) for its own and withdraw them, so only the older
+/// one is a member. `causeway join` refuses such an id, but a Cluster written by hand
+/// or by two joins at once is not checked there.
+pub fn id_used_before(clusters: &[Cluster], c: &Cluster) -> Option<(String, String)> {
+    let id = c.cluster_id()?;
+    registered_before(clusters, c, |o| o.cluster_id() == Some(id))
+        .map(|first| (id.to_string(), first))
+}
+
+/// Pure: the reason `c`'s cluster id `id`, already used by Cluster `first`, keeps it
+/// out of the members.
+pub fn id_taken_reason(id: &str, first: &str) -> String {
+    format!(
+        "cluster id \"{id}\" is already used by Cluster \"{first}\" (each member's exports are told apart by its id): give this Cluster another spec.id, or delete one of the two"
+    )
 }
 
 /// Who reads the members, which decides which Clusters count.
@@ -171,6 +202,13 @@ pub fn members_for(
                 reason: format!(
                     "it is the same cluster as \"{first}\" (same kube-system uid); a cluster can be a member only once: delete one of the two"
                 ),
+            });
+            continue;
+        }
+        if let Some((id, first)) = id_used_before(clusters, c) {
+            bad.push(Unusable {
+                name,
+                reason: id_taken_reason(&id, &first),
             });
             continue;
         }
@@ -306,6 +344,78 @@ mod tests {
             bad[0].reason.contains("same cluster as \"east\""),
             "{}",
             bad[0].reason
+        );
+    }
+
+    #[test]
+    fn a_cluster_id_used_by_an_older_cluster_keeps_the_newer_one_out() {
+        let at = |c: &mut Cluster, second: i64| {
+            c.metadata.creation_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    jiff::Timestamp::from_second(second).unwrap(),
+                ));
+        };
+        // west: no spec.id, so its id is its name; east: made by hand with spec.id west
+        let mut west = cluster("west", Some("https://w"));
+        at(&mut west, 1);
+        let mut east = cluster("east", Some("https://e"));
+        east.spec.id = Some("west".into());
+        at(&mut east, 2);
+        // north came last with west's id too: named after the oldest, not east
+        let mut north = cluster("north", Some("https://n"));
+        north.spec.id = Some("west".into());
+        at(&mut north, 3);
+        let mut south = cluster("south", Some("https://s"));
+        south.spec.id = Some("south.fleet".into());
+        at(&mut south, 4);
+        let secrets = ["west", "east", "north", "south"].map(|n| secret(n, "t"));
+        let reason = |bad: &[Unusable], name: &str| {
+            bad.iter()
+                .find(|b| b.name == name)
+                .map(|b| b.reason.clone())
+        };
+        for reader in [Reader::HubWorkers, Reader::Search] {
+            // whatever order the cache lists them in
+            for clusters in [
+                vec![west.clone(), east.clone(), north.clone(), south.clone()],
+                vec![south.clone(), north.clone(), east.clone(), west.clone()],
+            ] {
+                let (m, bad) = members_for(reader, &clusters, &secrets);
+                assert_eq!(
+                    m.keys().map(String::as_str).collect::<Vec<_>>(),
+                    ["south", "west"],
+                    "{reader:?}"
+                );
+                assert_eq!(m["west"].id, "west");
+                assert_eq!(bad.len(), 2, "{reader:?}: {bad:?}");
+                for name in ["east", "north"] {
+                    assert_eq!(
+                        reason(&bad, name).as_deref(),
+                        Some(
+                            "cluster id \"west\" is already used by Cluster \"west\" (each member's exports are told apart by its id): give this Cluster another spec.id, or delete one of the two"
+                        ),
+                        "{reader:?} {name}"
+                    );
+                }
+            }
+        }
+        // the older one being deleted: the newer one takes over its id
+        let mut leaving = west.clone();
+        leaving.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        let (m, bad) = members(&[leaving, east.clone()], &secrets);
+        assert_eq!(m.keys().collect::<Vec<_>>(), vec!["east"], "{bad:?}");
+        assert_eq!(m["east"].id, "west");
+        // the same physical cluster is said first: it is the more useful reason
+        let mut again = east.clone();
+        again.spec.kube_system_uid = Some("u-1".into());
+        let mut first = west.clone();
+        first.spec.kube_system_uid = Some("u-1".into());
+        let (_, bad) = members(&[first, again], &secrets);
+        assert!(
+            reason(&bad, "east").is_some_and(|r| r.contains("same cluster as \"west\"")),
+            "{bad:?}"
         );
     }
 

@@ -108,7 +108,7 @@ pub async fn post_not_ready_on(hub: &kube::Client, current: &Cluster, why: &str)
     let verdict = (
         "False",
         conditions::REASON_CLUSTER_NOT_REACHABLE,
-        format!("the hub cannot reach this member: {why}"),
+        format!("the hub cannot use this member: {why}"),
     );
     let ready = ready_condition(verdict, Some(current), &Time(jiff::Timestamp::now()));
     let body = status_body(&ready, None, None, None, Some(current));

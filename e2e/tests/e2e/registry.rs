@@ -221,6 +221,93 @@ async fn the_same_cluster_cannot_join_twice() {
     cs.shutdown();
 }
 
+/// A.6 ★: a joined Cluster carries the cleanup finalizer from creation, so a member
+/// unjoined before any controller ran is not let go at once: unjoin says what is not
+/// cleaned up yet, and the controller, once it runs, deletes the member's hub
+/// credentials and its clusterset.k8s.io before the Cluster goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_unjoined_before_any_controller_ran_is_cleaned_up_once_one_runs() {
+    use causeway_controllers::clusters::join::unjoin;
+    use k8s_openapi::api::core::v1::Secret;
+    let cs = start(&["east"]).await;
+    cs.join_all().await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    let c = clusters.get("east").await.unwrap();
+    assert_eq!(c.finalizers(), ["causeway.io/cluster-controller"]);
+    let e = unjoin(hub.clone(), "east", false, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("cluster \"east\" is marked for removal but still there after 1 s")
+            && e.contains("its imports are not withdrawn and its credentials not deleted yet"),
+        "{e}"
+    );
+    let secrets: Api<Secret> = Api::namespaced(hub.clone(), "causeway-system");
+    assert!(secrets.get_opt("east-credentials").await.unwrap().is_some());
+    let member = client(cs.member("east").unwrap()).await.unwrap();
+    assert!(
+        causeway_e2e::cluster_properties(&member)
+            .await
+            .contains_key("clusterset.k8s.io")
+    );
+    let ctl = cs.start_controller().await.unwrap();
+    eventually("the Cluster gone", WAIT, || async {
+        clusters.get_opt("east").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(secrets.get_opt("east-credentials").await.unwrap().is_none());
+    assert!(
+        !causeway_e2e::cluster_properties(&member)
+            .await
+            .contains_key("clusterset.k8s.io")
+    );
+    ctl.stop().await;
+    cs.shutdown();
+}
+
+/// CID-5: a Cluster made by hand with the cluster id of another (`west` has none, so
+/// its id is its name) is not a member: the newer one is Ready=False naming the id and
+/// the Cluster using it, the older one stays Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_cluster_with_a_taken_id_is_not_a_member() {
+    let cs = start(&["west"]).await;
+    cs.join_all().await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    let west = clusters.get("west").await.unwrap();
+    // the same member's endpoint and credentials: only the id keeps it out
+    let mut spec = west.spec.clone();
+    spec.id = Some("west".into());
+    spec.kube_system_uid = None;
+    // creation times count in seconds: east is the newer one (not told apart by name)
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    clusters
+        .create(&Default::default(), &Cluster::new("east", spec))
+        .await
+        .unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let east = cluster_where(&hub, "east", "east not ready", |c| {
+        ready(c).is_some_and(|r| r.0 == "False")
+    })
+    .await;
+    let message = causeway_controllers::clusters::status::ready_of(&east)
+        .map(|r| r.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("cluster id \"west\" is already used by Cluster \"west\"")
+            && message.contains("give this Cluster another spec.id"),
+        "{message}"
+    );
+    cluster_where(&hub, "west", "west ready", |c| {
+        ready(c).is_some_and(|r| r.0 == "True")
+    })
+    .await;
+    ctl.stop().await;
+    cs.shutdown();
+}
+
 pub(crate) async fn agent_client(kubeconfig: &str) -> kube::Client {
     let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
