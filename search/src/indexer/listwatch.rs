@@ -123,7 +123,9 @@ pub(crate) fn list_watch(
     })
 }
 
-fn gone(e: &kube::Error) -> bool {
+/// Whether `e` is 410 Gone (an expired resourceVersion or continue token): relisted
+/// at once, with no backoff.
+pub(crate) fn gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 410)
 }
 

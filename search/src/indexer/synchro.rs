@@ -321,6 +321,7 @@ impl Synchro {
         match event {
             Step::Init => {
                 self.flush(&mut st.batch).await?;
+                st.relisting();
                 if st.permit.is_none() {
                     st.permit = Some(self.list_permit().await?);
                 }
@@ -620,11 +621,21 @@ impl Session<'_> {
     /// not hold one of the [`LISTS`] for good; only after a 410 Gone (relisted at once,
     /// without a wait) is it kept. The stored versions go in every case: the next list
     /// loads them afresh, and the two are never held together.
+    /// Nothing is published until a list completes: a position taken before it (a
+    /// watch event still in the batch when a 410 forced the relist) is forgotten.
     fn list_failed(&mut self, e: &kube::Error) {
         self.listing = None;
-        if !matches!(e, kube::Error::Api(s) if s.code == 410) {
+        self.relisting();
+        if !super::listwatch::gone(e) {
             self.permit = None;
         }
+    }
+
+    /// A (re)list starts or starts again: the store is complete at no known position
+    /// until it ends, so a position taken before it is not published.
+    fn relisting(&mut self) {
+        self.position = None;
+        self.unpublished = false;
     }
 }
 
