@@ -115,6 +115,13 @@ pub async fn run_with(
         "hub execution namespaces",
         None,
     );
+    // the first rounds make the namespaces of Clusters that joined while no controller
+    // ran: wait (bounded) for the list, as for the Clusters
+    let _ = tokio::time::timeout(
+        Duration::from_secs(30),
+        execution_namespaces.wait_until_ready(),
+    )
+    .await;
     // workers being stopped, by member: a leaving member's cleanup waits for them
     let mut stopping: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
     // what was last said about members the hub cannot use, so it is said once
@@ -154,7 +161,6 @@ pub async fn run_with(
             let existing: std::collections::BTreeSet<String> = execution_namespaces
                 .state()
                 .iter()
-                .filter(|n| n.metadata.deletion_timestamp.is_none())
                 .filter_map(|n| n.metadata.name.clone())
                 .collect();
             crate::clusters::finalize::ensure_execution_namespaces(

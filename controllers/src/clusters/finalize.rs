@@ -29,8 +29,8 @@ pub fn preserves(c: &Cluster) -> bool {
 }
 
 /// Pure: the execution namespaces to make: those of the Clusters not being deleted
-/// that are not among the hub's `existing` namespaces (a deleted one, or one being
-/// deleted, is made again once it is gone).
+/// that are not among the hub's `existing` namespaces (one being deleted is among them:
+/// it is made again once it is gone, its deletion waking a round).
 pub fn missing_execution_namespaces(
     clusters: &[Arc<Cluster>],
     existing: &BTreeSet<String>,

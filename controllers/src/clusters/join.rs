@@ -388,8 +388,12 @@ pub fn same_preserve_as_the_removal_under_way(c: &Cluster, preserve: bool) -> an
         } else {
             ("withdrawn", "")
         };
+        let command = match c.spec.sync_mode {
+            ClusterSyncMode::Push => "unjoin",
+            ClusterSyncMode::Pull => "unregister",
+        };
         bail!(
-            "cluster \"{name}\" is already being removed, and its cleanup goes as it was first asked: what Causeway imported into it is {said}; that can no longer be changed. Run the command as first given (with{} --preserve) to wait for it, e.g. `causeway unjoin {name}{flag}`",
+            "cluster \"{name}\" is already being removed, and its cleanup goes as it was first asked: what Causeway imported into it is {said}; that can no longer be changed. Run the command as first given (with{} --preserve) to wait for it, e.g. `causeway {command} {name}{flag}`",
             if in_effect { "" } else { "out" }
         );
     }
@@ -512,11 +516,11 @@ pub async fn unjoin(
     // (it is best effort in a member it cannot reach, and says so in its log)
     Ok(if preserve {
         format!(
-            "cluster \"{name}\" unjoined; what Causeway imported into it is left in place (--preserve), its credentials were deleted from the hub"
+            "cluster \"{name}\" unjoined; what Causeway imported into it is left in place (--preserve), and the hub controller deleted its credentials (see its log for what it could not do)"
         )
     } else {
         format!(
-            "cluster \"{name}\" unjoined; the hub controller cleaned up: its imports withdrawn, its credentials deleted (what it could not reach in the member is in its log)"
+            "cluster \"{name}\" unjoined; the hub controller withdrew its imports and deleted its credentials (see its log for what it could not do: a member it could not reach keeps what was imported)"
         )
     })
 }
@@ -592,8 +596,10 @@ pub async fn remove_cluster(
         .await
         .context("marking the Cluster for removal")?;
     // a Cluster made by hand, or by an older `causeway join`, that no controller has
-    // seen yet: without the finalizer it would go at once and nothing be cleaned up
-    if let Err(e) =
+    // seen yet: without the finalizer it would go at once and nothing be cleaned up (a
+    // Cluster already being deleted takes no new finalizer: its deletion goes on)
+    if marked.metadata.deletion_timestamp.is_none()
+        && let Err(e) =
         causeway_runtime::apply::add_finalizer(&clusters, &marked, finalizers::CLUSTER).await
         // the controller may have put it on meanwhile
         && !clusters
@@ -772,6 +778,12 @@ mod tests {
                 && e.contains("`causeway unjoin east --preserve`"),
             "{e}"
         );
+        // a Pull member is removed with unregister
+        c.spec.sync_mode = ClusterSyncMode::Pull;
+        let e = same_preserve_as_the_removal_under_way(&c, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`causeway unregister east --preserve`"), "{e}");
     }
 
     #[test]

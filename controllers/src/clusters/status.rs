@@ -22,6 +22,8 @@ pub const MANAGER: &str = "causeway-cluster-status";
 /// How many status rounds pass between two reads of the member's version and APIs
 /// (5 minutes at the default 10 s interval; discovery costs a request per group).
 const DISCOVER_EVERY: u32 = 30;
+/// Status rounds between two discoveries while the last one found nothing.
+const REDISCOVER_EVERY: u32 = 3;
 
 /// Pure: the status body to post from the damped Ready condition and what else is known:
 /// the member's version, its APIs with their `CompleteAPIEnablements` condition, and its
@@ -47,8 +49,14 @@ pub fn status_body(
         // a discovery that found nothing failed (every API server serves v1): its
         // condition says why, the APIs last found stay
         Some((enablements, complete)) if enablements.is_empty() => {
+            let mut complete = complete.clone();
+            if !cur.api_enablements.is_empty() {
+                complete
+                    .message
+                    .push_str("; the APIs found before are kept");
+            }
             st.api_enablements = cur.api_enablements;
-            st.conditions.push(complete.clone());
+            st.conditions.push(complete);
         }
         Some((enablements, complete)) => {
             st.api_enablements = enablements.clone();
@@ -182,9 +190,11 @@ pub async fn run(
             _ = stop.cancelled() => return,
         };
         let reachable = verdict.0 == "True";
-        // discovered again every DISCOVER_EVERY rounds, and at once after one that
-        // found nothing (it failed: an overloaded API server's /api timing out)
-        let rediscover = apis.as_ref().is_none_or(|a| a.enablements.is_empty());
+        // discovered again every DISCOVER_EVERY rounds, and sooner (every
+        // REDISCOVER_EVERY) after one that found nothing (it failed: an overloaded API
+        // server's /api timing out), whose timeout delays that round's status post
+        let rediscover = apis.as_ref().is_none_or(|a| a.enablements.is_empty())
+            && round.is_multiple_of(REDISCOVER_EVERY);
         if reachable && (version.is_none() || rediscover || round.is_multiple_of(DISCOVER_EVERY)) {
             if let Ok(v) = super::within(super::CALL_TIMEOUT, member.apiserver_version()).await {
                 version = Some(v.git_version);

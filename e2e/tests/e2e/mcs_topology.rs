@@ -218,7 +218,7 @@ async fn removed_cluster_endpoints_are_withdrawn() {
     )
     .await
     .unwrap();
-    assert!(said.contains("withdrawn"), "{said}");
+    assert!(said.contains("withdrew its imports"), "{said}");
     let s = eventually("c0's endpoints withdrawn", PRESENT, || async {
         let s = m.mcs_slices(1, "hello").await;
         (s.len() == 1).then_some(s)
