@@ -395,6 +395,7 @@ fn report_per_cluster_with_reasons_diff_and_status() {
         ],
         rollout: None,
         redistribution: None,
+        last_scheduled_time: None,
     };
     let labels: BTreeMap<String, String> = [
         ("causeway.io/policy-name".to_string(), "shop".to_string()),

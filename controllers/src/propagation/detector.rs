@@ -305,8 +305,18 @@ pub fn desired(
             out.due(at);
         }
         let requirements = ReplicaRequirements::of(&template.data);
+        // C.23: a reschedule asked for (spec.rescheduleTriggeredAt) and not carried out
+        // yet divides the replicas anew
+        let last_scheduled = existing
+            .and_then(|(_, _, status)| status)
+            .and_then(|s| s.last_scheduled_time.as_ref());
+        let fresh = causeway_crds::federation::divide::is_fresh(
+            existing_spec.and_then(|s| s.reschedule_triggered_at.as_ref()),
+            last_scheduled,
+        );
         let workload = Workload {
             replicas,
+            fresh,
             uid: template.uid().unwrap_or_default(),
             // what one replica asks for, for a division by available replicas
             request: requirements
@@ -332,7 +342,6 @@ pub fn desired(
                 .iter()
                 .map(|e| (e.cluster.clone(), e.reason.clone()))
                 .collect(),
-            ..Workload::default()
         };
         let placed = failover::place(
             &pspec.placement,
@@ -397,6 +406,13 @@ pub fn desired(
         );
         let (mut clusters_out, mut status) =
             outcome(placed.scheduled, existing_spec, previous_conditions, now);
+        // the reschedule is carried out once a division succeeds; until then it is
+        // asked for again each round
+        status.last_scheduled_time = if fresh && status.scheduled() {
+            Some(now.clone())
+        } else {
+            last_scheduled.cloned()
+        };
         // clusters kept from before (a scheduler error, unmet spread constraints) run
         // the template's count now when it is not divided: a Duplicated workload
         // scaled meanwhile scales in every cluster it keeps
@@ -467,6 +483,9 @@ pub fn desired(
             evictions: evicted,
             cluster_failovers,
             required_by: Vec::new(),
+            // the user's to set (kubectl patch): carried over as it is (the spec is
+            // Causeway's whole, so one left out would be written back every round)
+            reschedule_triggered_at: existing_spec.and_then(|s| s.reschedule_triggered_at.clone()),
         };
         // (the snapshot differs from the policy only in what it takes from it)
         if matches!(activation, lazy::Activation::Kept(_)) && *policy.spec != *pspec {

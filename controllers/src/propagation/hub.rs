@@ -817,6 +817,7 @@ impl Ctx<'_> {
                 }
             }
             previous.scheduling_reasons = detected.scheduling_reasons.clone();
+            previous.last_scheduled_time = detected.last_scheduled_time.clone();
         }
         let previous = Some(previous);
         let mut st = status::binding_status(

@@ -107,6 +107,7 @@ pub fn binding_status(
             .unwrap_or_default(),
         rollout: previous.and_then(|p| p.rollout.clone()),
         redistribution: previous.and_then(|p| p.redistribution.clone()),
+        last_scheduled_time: previous.and_then(|p| p.last_scheduled_time.clone()),
     }
 }
 

@@ -105,6 +105,13 @@ pub struct BindingSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependent_overrides: Vec<String>,
 
+    /// Asks for a fresh division of the replicas (C.23, Karmada's field of the same
+    /// name): when it is later than `status.lastScheduledTime`, a division by available
+    /// replicas is computed anew from the clusters' capacity instead of keeping the
+    /// previous assignment. Set by hand (`kubectl patch`); Causeway keeps it as set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reschedule_triggered_at: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+
     /// The clusters application failover (`failover.application`) moved the template
     /// away from, kept out of the placement until the template's next generation. The
     /// detector writes them; removing one (`kubectl edit`) lets the cluster be
@@ -267,6 +274,10 @@ pub struct BindingStatus {
     /// nothing is held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redistribution: Option<crate::federation::redistribution::HoldProgress>,
+
+    /// When the last reschedule `spec.rescheduleTriggeredAt` asked for was carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scheduled_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 impl BindingStatus {
@@ -276,6 +287,13 @@ impl BindingStatus {
         self.conditions.iter().any(|c| {
             c.type_ == conditions::SCHEDULED && c.reason == conditions::REASON_POLICY_REMOVED
         })
+    }
+
+    /// Whether the scheduling result is current (`Scheduled=True`).
+    pub fn scheduled(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| c.type_ == conditions::SCHEDULED && c.status == "True")
     }
 }
 

@@ -325,7 +325,7 @@ fn schedule_once(
             .map(|t| (Some(t.affinity_name.as_str()), &t.affinity))
             .collect()
     };
-    let mut first = None;
+    let (mut first, mut failed) = (None, None);
     for (affinity_name, affinity) in terms {
         let mut decision = Decision::default();
         for (&name, cluster) in &named {
@@ -351,7 +351,13 @@ fn schedule_once(
         {
             let preferences = placement.replica_scheduling.as_ref();
             let preferences = preferences.and_then(|r| r.weight_preference.as_ref());
-            divided::divide(&mut decision, &named, preferences, workload, replicas)?;
+            // as Karmada, a group that cannot take the replicas (too little capacity)
+            // gives way to the next one; the first such error is said if none can
+            if let Err(e) = divided::divide(&mut decision, &named, preferences, workload, replicas)
+            {
+                failed.get_or_insert(e);
+                continue;
+            }
         }
         if !decision.chosen.is_empty() {
             decision.affinity_name = affinity_name.map(str::to_string);
@@ -359,7 +365,10 @@ fn schedule_once(
         }
         first.get_or_insert(decision);
     }
-    Ok(first.unwrap_or_default())
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(first.unwrap_or_default()),
+    }
 }
 
 /// Why `cluster` is not chosen under one affinity; `None` when it is. A cluster the

@@ -97,4 +97,55 @@ async fn replicas_are_divided_by_the_room_members_have_left() {
         )
         .await;
     }
+
+    // C.23: a reschedule asked for with the README's kubectl patch is carried out once
+    // (status.lastScheduledTime), the request stays as set, and the binding's spec is
+    // not written again and again (its generation settles); the division from today's
+    // room (the running replicas freed) is the same 2 / 8
+    let at = "2026-01-02T03:04:05Z";
+    env.ok(&[
+        "patch",
+        "resourcebinding",
+        "web-deployment",
+        "-n",
+        "demo",
+        "--type",
+        "merge",
+        "-p",
+        &format!("{{\"spec\":{{\"rescheduleTriggeredAt\":\"{at}\"}}}}"),
+    ])
+    .await;
+    let rb = eventually("the reschedule carried out", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "web-deployment", "-n", "demo"]).await?;
+        rb.pointer("/status/lastScheduledTime")?;
+        Some(rb)
+    })
+    .await;
+    assert_eq!(
+        rb.pointer("/spec/rescheduleTriggeredAt"),
+        Some(&serde_json::json!(at))
+    );
+    let generation = |rb: &Value| rb.pointer("/metadata/generation").and_then(Value::as_i64);
+    let before = generation(&rb);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let after = get(&env, "hub", &["rb", "web-deployment", "-n", "demo"])
+        .await
+        .unwrap();
+    assert_eq!(
+        generation(&after),
+        before,
+        "the spec is written again and again"
+    );
+    let clusters: Vec<(String, i64)> = after["spec"]["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["replicas"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(clusters, [("east".to_string(), 2), ("west".to_string(), 8)]);
 }

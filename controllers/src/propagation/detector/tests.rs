@@ -1451,3 +1451,107 @@ fn a_frozen_binding_keeps_its_lazy_hash_and_only_the_hubs_labels() {
     );
     assert_eq!(names(&b.spec.clusters), ["a"]);
 }
+
+/// C.23: a division by available replicas keeps its assignment (Steady) until
+/// `spec.rescheduleTriggeredAt` is later than `status.lastScheduledTime`: then it is
+/// computed anew from the clusters' capacity (Fresh), and the time is recorded, so the
+/// next rounds are Steady again.
+#[test]
+fn a_reschedule_trigger_divides_the_replicas_anew_once() {
+    let with_cpu = |name: &str, cpu: &str| {
+        obj::<Cluster>(
+            json!({"metadata": {"name": name}, "spec": {"syncMode": "Push"},
+            "status": {"resourceSummary": {"allocatable": {"cpu": cpu, "pods": "110"}}}}),
+        )
+    };
+    let clusters = vec![with_cpu("a", "6"), with_cpu("b", "12"), with_cpu("c", "18")];
+    let template: Arc<DynamicObject> = obj(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "api", "namespace": "web", "uid": "uid-api", "resourceVersion": "7"},
+        "spec": {"replicas": 12, "template": {"spec": {"containers": [
+            {"name": "api", "image": "api", "resources": {"requests": {"cpu": "1"}}}]}}}
+    }));
+    let policy = pp(
+        "dynamic",
+        "Deployment",
+        json!({"placement": {"replicaScheduling": {"replicaSchedulingType": "Divided",
+            "weightPreference": {"dynamicWeight": "AvailableReplicas"}}}}),
+    );
+    let counts = |b: &ResourceBinding| -> Vec<(String, i32)> {
+        let c = b.spec.0.clusters.iter();
+        c.map(|t| (t.name.clone(), t.replicas.unwrap_or(0)))
+            .collect()
+    };
+    let pairs = |v: &[(&str, i32)]| -> Vec<(String, i32)> {
+        v.iter().map(|(n, r)| (n.to_string(), *r)).collect()
+    };
+    let first = run(
+        std::slice::from_ref(&template),
+        std::slice::from_ref(&policy),
+        &clusters,
+        &[],
+    );
+    assert_eq!(
+        counts(&first.bindings[0]),
+        pairs(&[("a", 2), ("b", 4), ("c", 6)])
+    );
+    // skewed (as an earlier fleet left it): kept while nothing asks otherwise
+    let mut skewed = first.bindings[0].clone();
+    for (t, r) in skewed.spec.0.clusters.iter_mut().zip([10, 1, 1]) {
+        t.replicas = Some(r);
+    }
+    let again = |b: &ResourceBinding| {
+        run(
+            std::slice::from_ref(&template),
+            std::slice::from_ref(&policy),
+            &clusters,
+            &[Arc::new(b.clone())],
+        )
+    };
+    let steady = again(&skewed);
+    assert_eq!(
+        counts(&steady.bindings[0]),
+        pairs(&[("a", 10), ("b", 1), ("c", 1)])
+    );
+    assert_eq!(
+        steady.bindings[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .last_scheduled_time,
+        None
+    );
+    // a reschedule asked for: divided anew by each cluster's room plus what it runs of
+    // the workload now (16 / 13 / 19), and carried out at the round's time
+    skewed.spec.0.reschedule_triggered_at = Some(t(50));
+    let fresh = again(&skewed);
+    assert_eq!(
+        counts(&fresh.bindings[0]),
+        pairs(&[("a", 4), ("b", 3), ("c", 5)])
+    );
+    assert_eq!(
+        fresh.bindings[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .last_scheduled_time,
+        Some(t(100))
+    );
+    // carried out: Steady again (the skew, were it back, stays)
+    let mut done = skewed.clone();
+    done.status = fresh.bindings[0].status.clone();
+    let later = again(&done);
+    assert_eq!(
+        counts(&later.bindings[0]),
+        pairs(&[("a", 10), ("b", 1), ("c", 1)])
+    );
+    assert_eq!(
+        later.bindings[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .last_scheduled_time,
+        Some(t(100)),
+        "kept"
+    );
+}

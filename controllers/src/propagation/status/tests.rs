@@ -314,6 +314,7 @@ fn scheduled_and_reasons_are_kept_and_the_transition_time_only_moves_on_change()
         }],
         rollout: None,
         redistribution: None,
+        last_scheduled_time: Some(t(5)),
     };
     let clusters = [cluster("east", "True")];
     let pending = binding_status(
@@ -326,6 +327,8 @@ fn scheduled_and_reasons_are_kept_and_the_transition_time_only_moves_on_change()
     );
     assert_eq!(pending.conditions[0], scheduled);
     assert_eq!(pending.scheduling_reasons, previous.scheduling_reasons);
+    // what the detector recorded of a reschedule stays (C.23)
+    assert_eq!(pending.last_scheduled_time, Some(t(5)));
     assert_eq!(fully(&pending).last_transition_time, t(10));
     // still not applied later: the time stays
     let later = binding_status(

@@ -163,3 +163,64 @@ replicaScheduling:
          to be placed; add capacity or clusters, or lower spec.replicas"
     );
 }
+
+/// B.11 with dynamic weights: a primary group without the capacity (d has no summary:
+/// no room) gives way to the backup group, as in Karmada; with no group able to take
+/// them, the capacity error is said.
+#[test]
+fn a_group_without_capacity_gives_way_to_the_next() {
+    let request = BTreeMap::from([("cpu".to_string(), Quantity("1".into()))]);
+    let w = || Workload {
+        request: request.clone(),
+        ..Default::default()
+    };
+    let groups = |primary: &str, backup: &str| {
+        format!(
+            "
+clusterAffinities:
+- {{affinityName: primary, clusterNames: [{primary}]}}
+- {{affinityName: backup, clusterNames: [{backup}]}}
+replicaScheduling:
+  replicaSchedulingType: Divided
+  weightPreference: {{dynamicWeight: AvailableReplicas}}
+"
+        )
+    };
+    let clusters: Vec<Cluster> = serde_saphyr::from_str(FLEET).unwrap();
+    let placement: Placement = serde_saphyr::from_str(&groups("d", "b")).unwrap();
+    let d = schedule(
+        &placement,
+        &clusters,
+        &Workload {
+            replicas: Some(3),
+            ..w()
+        },
+    )
+    .unwrap();
+    assert_eq!(d.affinity_name.as_deref(), Some("backup"));
+    assert_eq!(
+        d.chosen
+            .iter()
+            .map(|t| (t.cluster.as_str(), t.replicas))
+            .collect::<Vec<_>>(),
+        [("b", Some(3))]
+    );
+    // neither group has room: the error, not an empty placement
+    let placement: Placement = serde_saphyr::from_str(&groups("d", "d")).unwrap();
+    let e = schedule(
+        &placement,
+        &clusters,
+        &Workload {
+            replicas: Some(3),
+            ..w()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            PlacementError::Division(DivideError::NotEnoughCapacity { .. })
+        ),
+        "{e:?}"
+    );
+}
