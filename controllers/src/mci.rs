@@ -57,6 +57,9 @@ pub struct World<'a> {
     pub imports: &'a BTreeMap<(String, String), Arc<ServiceImport>>,
     /// Registered clusters by cluster id.
     pub clusters: &'a BTreeMap<String, Arc<Cluster>>,
+    /// The hub's ResourceBindings: where a backend Service propagated from the hub is
+    /// scheduled (MCI-9 takes its locations from there when it has one).
+    pub bindings: &'a [Arc<causeway_crds::federation::binding::ResourceBinding>],
     /// The clusters exporting each service, by (namespace, name): they serve it even
     /// while withdrawn from its ServiceImport's `status.clusters`.
     pub exporters: &'a BTreeMap<(String, String), BTreeSet<String>>,
@@ -97,15 +100,23 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
     let service_locations: Vec<ServiceLocation> = backend_services(mci)
         .into_iter()
         .filter_map(|name| {
-            let import = world.imports.get(&(ns.clone(), name.clone()))?;
-            let mut clusters: Vec<String> = import
-                .status
-                .as_ref()
-                .map(|s| s.clusters.iter().map(|c| c.cluster.clone()).collect())
-                .unwrap_or_default();
-            clusters.sort();
-            clusters.dedup();
-            Some(ServiceLocation { name, clusters })
+            // MCI-9: the Service's ResourceBinding when it has one, else its
+            // ServiceImport's clusters
+            let clusters: BTreeSet<String> =
+                match backend_exports::scheduled_to(world.bindings, &ns, &name) {
+                    Some(scheduled) => scheduled,
+                    None => {
+                        let import = world.imports.get(&(ns.clone(), name.clone()))?;
+                        let status = import.status.as_ref();
+                        status
+                            .map(|s| s.clusters.iter().map(|c| c.cluster.clone()).collect())
+                            .unwrap_or_default()
+                    }
+                };
+            Some(ServiceLocation {
+                name,
+                clusters: clusters.into_iter().collect(),
+            })
         })
         .collect();
     // every cluster serving a backend, withdrawn ones included
@@ -201,7 +212,15 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
             &Time(world.now),
         ),
     }];
-    conditions.extend(world.stale.condition(serving.iter().copied(), prev));
+    conditions.extend(
+        world
+            .stale
+            .condition(serving.iter().copied(), prev)
+            .map(|c| Condition {
+                observed_generation: mci.metadata.generation,
+                ..c
+            }),
+    );
     let status = MultiClusterIngressStatus {
         load_balancer,
         traffic_block_clusters,
@@ -376,7 +395,7 @@ fn tls_secrets(mci: &MultiClusterIngress) -> BTreeSet<String> {
         .tls
         .iter()
         .flatten()
-        .filter_map(|t| t.secret_name.as_deref())
+        .filter_map(|t| t.secret_name.as_deref().filter(|s| !s.is_empty()))
         .map(|s| proxy_lease::secret_key(&ns, s))
         .collect()
 }
@@ -509,6 +528,24 @@ pub async fn run(
     let exported = caches.exported.subscribe(wake.clone());
     let proxies = proxy_leases(&hub, &wake, &stop, "hub causeway-proxy leases");
     let imports = caches.imports.subscribe(wake.clone());
+    let bindings = cache(
+        Api::<causeway_crds::federation::binding::ResourceBinding>::all(hub.clone()),
+        watcher::Config::default(),
+        wake.clone(),
+        stop.clone(),
+        "hub resourcebindings (MCI service locations)",
+        None,
+    );
+    // bounded: a hub whose RBAC predates MCI-9's read of ResourceBindings still gets its
+    // MCIs served (their locations from the ServiceImports)
+    if tokio::time::timeout(Duration::from_secs(30), bindings.wait_until_ready())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "cannot list ResourceBindings on the hub within 30 s: MCI serviceLocations come from the ServiceImports until they are listed (give the controller get/list/watch on resourcebindings.causeway.io, deploy/rbac/hub.yaml)"
+        );
+    }
     if mcis.wait_until_ready().await.is_err()
         || classes.wait_until_ready().await.is_err()
         || clusters.wait_until_ready().await.is_err()
@@ -553,10 +590,12 @@ pub async fn run(
                 .insert(e.spec.cluster.clone());
         }
         let leases = ProxyLease::read_all(&proxies.state());
+        let bindings_now = bindings.state();
         let world = World {
             classes: &class_list,
             imports: &import_map,
             clusters: &cluster_map,
+            bindings: &bindings_now,
             exporters: &exporters,
             stale: &stale,
             proxies: &leases,
@@ -595,6 +634,12 @@ struct Memo {
     status: StatusMemo,
     /// MCIs warned about an ambiguous default IngressClass, with the message.
     warned: std::collections::HashMap<(String, String), String>,
+    /// The Accepted condition (reason, message) last said of each MCI in an Event: a
+    /// CRD whose status has no `conditions` (Karmada's) keeps none to compare with.
+    said: std::collections::HashMap<(String, String), (String, String)>,
+    /// The hub's MultiClusterIngress CRD has no `status.conditions` (Karmada's): the
+    /// status is written without them.
+    conditions_dropped: bool,
 }
 
 async fn reconcile(
@@ -612,6 +657,7 @@ async fn reconcile(
     let verdict = desired(mci, world);
     let ours = matches!(verdict, Desired::Ours { .. });
     if deleting || !ours {
+        memo.said.remove(&(ns.clone(), name.clone()));
         if let Desired::NotOurs(Decision::AmbiguousDefault { .. }) = &verdict {
             let why = verdict_reason(&verdict);
             if memo.warned.insert((ns.clone(), name.clone()), why.clone()) != Some(why.clone()) {
@@ -686,9 +732,12 @@ async fn reconcile(
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
     let next = &status.conditions[0];
+    let said = (next.reason.clone(), next.message.clone());
     let changed = !prev
         .iter()
-        .any(|p| p.type_ == next.type_ && p.reason == next.reason && p.message == next.message);
+        .any(|p| p.type_ == next.type_ && p.reason == next.reason && p.message == next.message)
+        && memo.said.get(&(ns.clone(), name.clone())) != Some(&said);
+    memo.said.insert((ns.clone(), name.clone()), said);
     if changed {
         let (kind, reason) = if !errors.is_empty() {
             (EventType::Warning, "InvalidSpec")
@@ -701,21 +750,50 @@ async fn reconcile(
         };
         publish(recorder, mci, kind, reason, &next.message).await;
     }
-    let want = status_json(&status);
-    let actual = mci.status.as_ref().map(status_json).unwrap_or(json!({}));
-    memo.status
-        .ensure(
-            &api,
-            &ns,
-            &name,
-            "networking.karmada.io/v1alpha1",
-            "MultiClusterIngress",
-            &want,
-            mci.resource_version(),
-            || Some(actual),
-        )
-        .await?;
-    Ok(())
+    loop {
+        let dropped = memo.conditions_dropped;
+        let json = |s: &MultiClusterIngressStatus| {
+            let mut v = status_json(s);
+            if dropped && let Some(m) = v.as_object_mut() {
+                m.remove("conditions");
+            }
+            v
+        };
+        let want = json(&status);
+        let actual = mci.status.as_ref().map(json).unwrap_or(json!({}));
+        match memo
+            .status
+            .ensure(
+                &api,
+                &ns,
+                &name,
+                "networking.karmada.io/v1alpha1",
+                "MultiClusterIngress",
+                &want,
+                mci.resource_version(),
+                || Some(actual),
+            )
+            .await
+        {
+            Err(e) if !dropped && conditions_undeclared(&e) => {
+                tracing::warn!(
+                    "the MultiClusterIngress CRD on the hub has no status.conditions (Karmada's own): the Accepted and EndpointsStale conditions are said as Events only; `causeway crds install --force` installs Causeway's, which has them"
+                );
+                memo.conditions_dropped = true;
+            }
+            r => {
+                r?;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Whether a status apply failed because the CRD's schema has no `status.conditions`
+/// (server-side apply refuses a field not declared in a structural schema).
+fn conditions_undeclared(e: &causeway_runtime::apply::ApplyError) -> bool {
+    matches!(e, causeway_runtime::apply::ApplyError::Kube { source: kube::Error::Api(s), .. }
+        if s.message.contains("not declared in schema") && s.message.contains(".status.conditions"))
 }
 
 fn verdict_reason(v: &Desired) -> String {

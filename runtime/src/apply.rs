@@ -231,10 +231,16 @@ pub async fn ensure_status<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    if actual.is_some_and(|a| contains(a, status) && contains(status, a)) {
+    if actual.is_some_and(|a| same_status(a, status)) {
         return Ok(Outcome::Unchanged);
     }
     apply_status_as(api, FIELD_MANAGER, name, api_version, kind, status, None).await
+}
+
+/// Whether a status is as desired: a status is ours whole, so neither has a field the
+/// other lacks.
+fn same_status(actual: &Value, desired: &Value) -> bool {
+    contains(actual, desired) && contains(desired, actual)
 }
 
 /// Server-side applies `status` under field `manager` (forced), unconditionally. Two
@@ -254,6 +260,32 @@ pub async fn apply_status_as<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
+    patch_status_as(
+        api,
+        manager,
+        name,
+        api_version,
+        kind,
+        status,
+        resource_version,
+    )
+    .await?;
+    Ok(Outcome::Written)
+}
+
+/// [`apply_status_as`]: the object as the server stored it.
+async fn patch_status_as<K>(
+    api: &Api<K>,
+    manager: &str,
+    name: &str,
+    api_version: &str,
+    kind: &str,
+    status: &Value,
+    resource_version: Option<&str>,
+) -> Result<K, ApplyError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
     let mut body = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "status": status});
     if let Some(rv) = resource_version {
         body["metadata"]["resourceVersion"] = serde_json::json!(rv);
@@ -270,8 +302,7 @@ where
         namespace: String::new(),
         name: name.to_string(),
         source,
-    })?;
-    Ok(Outcome::Written)
+    })
 }
 
 /// The kind of a serialized object (typed objects serialize theirs; a
@@ -541,9 +572,12 @@ where
     }
 }
 
-/// [`Memo`] for status subresources: remembers the status last found applied per object
-/// (by apiVersion and kind too: a loop that writes the statuses of several kinds keeps
-/// one entry for each) and the object's resourceVersion then.
+/// [`Memo`] for status subresources: remembers the status last found applied, or last
+/// written, per object (by apiVersion and kind too: a loop that writes the statuses of
+/// several kinds keeps one entry for each) and the object's resourceVersion then. After
+/// a write that is the resourceVersion the server answered with: the object at that
+/// version is what the server made of the status (a value it normalizes is not written
+/// again and again), and nothing is compared until the object changes.
 #[derive(Default)]
 pub struct StatusMemo {
     seen: std::collections::HashMap<(String, String, String), (u64, String)>,
@@ -578,16 +612,20 @@ impl StatusMemo {
         {
             return Ok(Outcome::Unchanged);
         }
-        let out = ensure_status(api, name, api_version, kind, status, actual().as_ref()).await?;
-        match (out, actual_rv) {
-            (Outcome::Unchanged, Some(rv)) => {
-                self.seen.insert(key, (print, rv));
-            }
-            _ => {
-                self.seen.remove(&key);
-            }
+        if actual().is_some_and(|a| same_status(&a, status)) {
+            match actual_rv {
+                Some(rv) => self.seen.insert(key, (print, rv)),
+                None => self.seen.remove(&key),
+            };
+            return Ok(Outcome::Unchanged);
         }
-        Ok(out)
+        self.seen.remove(&key);
+        let stored =
+            patch_status_as(api, FIELD_MANAGER, name, api_version, kind, status, None).await?;
+        if let Some(rv) = stored.resource_version() {
+            self.seen.insert(key, (print, rv));
+        }
+        Ok(Outcome::Written)
     }
 }
 

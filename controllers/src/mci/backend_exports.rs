@@ -80,6 +80,29 @@ fn ours<K: Resource>(o: &K) -> bool {
         .is_some_and(|l| l.get(LABEL).is_some_and(|v| v == "true"))
 }
 
+/// Pure: the clusters the ResourceBinding of Service `namespace/name` schedules it to
+/// (its clusters and those its dependents require); `None` when it has no binding.
+pub(crate) fn scheduled_to(
+    bindings: &[Arc<ResourceBinding>],
+    namespace: &str,
+    name: &str,
+) -> Option<BTreeSet<String>> {
+    let binding = binding_name("Service", name);
+    let b = bindings.iter().find(|b| {
+        b.namespace().as_deref() == Some(namespace)
+            && b.name_any() == binding
+            && b.spec.resource.kind == "Service"
+            && b.spec.resource.name == name
+    })?;
+    let clusters = b.spec.clusters.iter().map(|c| c.name.clone());
+    let required = b.spec.required_by.iter();
+    Some(
+        clusters
+            .chain(required.flat_map(|r| r.clusters.iter().map(|c| c.name.clone())))
+            .collect(),
+    )
+}
+
 /// Pure: the Services to export, by (namespace, name).
 pub fn desired(w: &World) -> BTreeMap<(String, String), Want> {
     let mut named: BTreeSet<(String, String)> = BTreeSet::new();
@@ -110,30 +133,7 @@ pub fn desired(w: &World) -> BTreeMap<(String, String), Want> {
         let Some(uid) = s.metadata.uid.clone() else {
             continue;
         };
-        let binding = binding_name("Service", &key.1);
-        let clusters: BTreeSet<String> = w
-            .bindings
-            .iter()
-            .filter(|b| {
-                b.namespace().as_deref() == Some(key.0.as_str())
-                    && b.name_any() == binding
-                    && b.spec.resource.kind == "Service"
-                    && b.spec.resource.name == key.1
-            })
-            .flat_map(|b| {
-                b.spec
-                    .clusters
-                    .iter()
-                    .map(|c| c.name.clone())
-                    .chain(
-                        b.spec
-                            .required_by
-                            .iter()
-                            .flat_map(|r| r.clusters.iter().map(|c| c.name.clone())),
-                    )
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let clusters = scheduled_to(w.bindings, &key.0, &key.1).unwrap_or_default();
         out.insert(
             key.clone(),
             Want {

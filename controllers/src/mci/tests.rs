@@ -102,6 +102,7 @@ struct Fixture {
     imports: BTreeMap<(String, String), Arc<ServiceImport>>,
     clusters: BTreeMap<String, Arc<Cluster>>,
     exporters: BTreeMap<(String, String), BTreeSet<String>>,
+    bindings: Vec<Arc<causeway_crds::federation::binding::ResourceBinding>>,
     ttl: std::time::Duration,
     proxies: Vec<Arc<Lease>>,
     now: jiff::Timestamp,
@@ -130,6 +131,7 @@ impl Fixture {
             imports,
             clusters,
             exporters: BTreeMap::new(),
+            bindings: Vec::new(),
             ttl: crate::mcs::stale::tests::TTL,
             proxies: vec![
                 lease("127.0.0.1", "8080/http,8443/https", 1, now),
@@ -148,6 +150,7 @@ impl Fixture {
                 classes: &self.classes,
                 imports: &self.imports,
                 clusters: &self.clusters,
+                bindings: &self.bindings,
                 exporters: &self.exporters,
                 stale: &Staleness::new(&all, self.ttl, self.now),
                 proxies: &crate::mci::ProxyLease::read_all(&self.proxies),
@@ -187,6 +190,49 @@ fn serves_its_class_and_fills_the_karmada_status() {
     );
     // west is not Ready, north asks for TrafficControl.
     assert_eq!(status.traffic_block_clusters, vec!["north", "west"]);
+    // MCI-9: a backend propagated from the hub is where its ResourceBinding schedules
+    // it (and what its dependents require), exported yet or not; `fallback` too
+    let mut f = Fixture::new();
+    let binding = |name: &str, clusters: &[&str], required: &[&str]| {
+        Arc::new(yaml::<causeway_crds::federation::binding::ResourceBinding>(
+            &format!(
+                "apiVersion: causeway.io/v1alpha1\nkind: ResourceBinding\nmetadata: {{name: {name}-service, namespace: demo}}\nspec: {{resource: {{apiVersion: v1, kind: Service, namespace: demo, name: {name}}}, clusters: [{}], requiredBy: [{{name: app, namespace: demo, clusters: [{}]}}]}}",
+                clusters
+                    .iter()
+                    .map(|c| format!("{{name: {c}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                required
+                    .iter()
+                    .map(|c| format!("{{name: {c}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        ))
+    };
+    f.bindings = vec![
+        binding("api", &["west"], &["north"]),
+        binding("fallback", &["east"], &[]),
+    ];
+    let Desired::Ours { status, .. } = f.verdict(&mci("causeway", "")) else {
+        panic!("should be ours")
+    };
+    let locations: Vec<(String, Vec<String>)> = status
+        .service_locations
+        .iter()
+        .map(|l| (l.name.clone(), l.clusters.clone()))
+        .collect();
+    assert_eq!(
+        locations,
+        vec![
+            ("api".into(), vec!["north".into(), "west".into()]),
+            ("fallback".into(), vec!["east".into()]),
+            (
+                "web".into(),
+                vec!["east".into(), "north".into(), "west".into()]
+            ),
+        ]
+    );
     // Live proxies only, one ingress per address, ports merged and sorted.
     let lb = serde_json::to_value(status.load_balancer.unwrap()).unwrap();
     assert_eq!(
@@ -498,6 +544,10 @@ fn a_cluster_not_ready_keeps_serving_until_the_ttl_then_is_blocked() {
             assert!(msg.contains(fragment), "{msg:?} lacks {fragment:?}");
         }
         assert_eq!(status.conditions[0].type_, ACCEPTED, "Accepted stays first");
+        // both conditions say which generation of the spec they are about
+        for c in &status.conditions {
+            assert_eq!(c.observed_generation, Some(3), "{}", c.type_);
+        }
     }
     // Ready again: no longer blocked, the condition turns False.
     let mut f = Fixture::new();

@@ -11,6 +11,9 @@
 //!   API, Karmada's MultiClusterIngress): kept when it serves every version Causeway
 //!   talks, since upstream schemas are supersets of Causeway's subset (replacing them
 //!   would prune what other implementations store); refused with what to do otherwise.
+//!   One exception the controllers handle: Karmada's MultiClusterIngress status has no
+//!   `conditions`, so the MCI controller writes its status without them (and says
+//!   them as Events).
 //!   A Gateway API CRD that carries its `bundle-version` annotation is upstream's even
 //!   when an upgrade kept an older Causeway's label.
 //! - A `causeway.io` CRD without the label, or another group's that Causeway's field

@@ -80,10 +80,12 @@ pub fn validate_spec(spec: &IngressSpec, errs: &mut Errors) {
     }
     for (i, tls) in spec.tls.as_deref().unwrap_or_default().iter().enumerate() {
         let at = format!("spec.tls[{i}]");
+        // as Kubernetes' (and Karmada's) Ingress validation: a TLS host may be an IP
+        // address (certificates name those too), and an empty secretName is no Secret
         for (j, host) in tls.hosts.as_deref().unwrap_or_default().iter().enumerate() {
-            host_name(host, &format!("{at}.hosts[{j}]"), errs);
+            dns_name(host, &format!("{at}.hosts[{j}]"), errs);
         }
-        if let Some(secret) = &tls.secret_name
+        if let Some(secret) = tls.secret_name.as_deref().filter(|s| !s.is_empty())
             && !is_dns1123_subdomain(secret)
         {
             errs.push(
@@ -107,6 +109,7 @@ impl Errors {
     }
 }
 
+/// A rule's host: a DNS name (or a wildcard one), not an IP address.
 fn host_name(host: &str, at: &str, errs: &mut Errors) {
     if host.parse::<IpAddr>().is_ok() {
         errs.push(
@@ -115,6 +118,11 @@ fn host_name(host: &str, at: &str, errs: &mut Errors) {
         );
         return;
     }
+    dns_name(host, at, errs);
+}
+
+/// A DNS subdomain, or a wildcard one (`*.` and a subdomain).
+fn dns_name(host: &str, at: &str, errs: &mut Errors) {
     let ok = match host.strip_prefix("*.") {
         Some(rest) => is_dns1123_subdomain(rest),
         None => is_dns1123_subdomain(host),
@@ -352,6 +360,15 @@ mod tests {
             (
                 "spec: {defaultBackend: {service: {name: web, port: {number: 80}}}, tls: [{hosts: ['*.a.com', 'b_c'], secretName: Bad}]}",
                 &["spec.tls[0].hosts[1]", "spec.tls[0].secretName"],
+            ),
+            // as Kubernetes' and Karmada's: an IP in tls hosts, an empty secretName
+            (
+                "spec: {defaultBackend: {service: {name: web, port: {number: 80}}}, tls: [{hosts: ['10.0.0.1'], secretName: ip-cert}]}",
+                &[],
+            ),
+            (
+                "spec: {defaultBackend: {service: {name: web, port: {number: 80}}}, tls: [{hosts: [a.com], secretName: ''}]}",
+                &[],
             ),
         ];
         for (spec, want) in cases {

@@ -336,3 +336,72 @@ pub async fn create_proxy_lease(hub: &kube::Client, name: &str, address: &str, p
         .await
         .unwrap();
 }
+
+/// MCI-1 on Karmada's own MultiClusterIngress CRD, whose status has no `conditions`:
+/// server-side apply refuses a status with them, so Causeway writes the status without
+/// them (loadBalancer, serviceLocations still land) and says Accepted once, as an Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_karmadas_own_crd_the_status_lands_without_conditions() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mcs = Mcs::start(&["east", "west", "north"], false).await;
+    crate::mcs_support::create_ns(&mcs.hub, &mcs.ns).await;
+    export_web(&mcs, &[0, 1, 2], "web", &["10.1.0.1"]).await;
+    // Karmada's CRD: Causeway's without status.conditions
+    let crds: Api<CustomResourceDefinition> = Api::all(mcs.hub.clone());
+    let mut crd = crds
+        .get("multiclusteringresses.networking.karmada.io")
+        .await
+        .unwrap();
+    for v in crd.spec.versions.iter_mut() {
+        let status = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("status"))
+            .and_then(|s| s.properties.as_mut())
+            .expect("a status schema");
+        assert!(status.remove("conditions").is_some());
+    }
+    crds.replace(&crd.name_any(), &PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let kubectl = Kubectl::new(&mcs);
+    kubectl
+        .ok("hub", &["apply", "-f", "examples/30-ingressclass.yaml"])
+        .await;
+    let sample =
+        std::fs::read_to_string(crate::support::repo().join("examples/31-mci-karmada-sample.yaml"))
+            .unwrap()
+            .replace("namespace: default", &format!("namespace: {}", mcs.ns))
+            .replace("ingressClassName: nginx", "ingressClassName: causeway");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("mci.yaml");
+    std::fs::write(&f, &sample).unwrap();
+    kubectl
+        .ok("hub", &["apply", "-f", f.to_str().unwrap()])
+        .await;
+    let m = eventually("the status, without conditions", PRESENT, || async {
+        let m = mci(&mcs, "demo-localhost").await?;
+        let st = m.status.as_ref()?;
+        (st.service_locations.first()?.clusters.len() == 3).then_some(m)
+    })
+    .await;
+    assert!(m.status.unwrap().conditions.is_empty());
+    // said once, not at every round (there is no condition to compare with)
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let events: Api<Event> = Api::namespaced(mcs.hub.clone(), &mcs.ns);
+    let accepted: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("Accepted")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("demo-localhost")
+        })
+        .collect();
+    assert_eq!(accepted.len(), 1, "{accepted:?}");
+    assert!(accepted[0].series.is_none(), "{:?}", accepted[0].series);
+}
