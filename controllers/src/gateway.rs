@@ -20,7 +20,7 @@
 //! `…::mesh`'s), the same the proxy's table follows. The pure part ([`desired`]) maps the hub caches to every
 //! status; [`run`] writes them with the shared applier.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -224,12 +224,15 @@ pub fn desired(world: &World<'_>) -> Desired {
             }
             continue;
         }
-        for v in &verdicts {
-            for l in v.attached.iter().flatten() {
-                *attached
-                    .entry((v.gateway.clone(), l.name.clone()))
-                    .or_default() += 1;
-            }
+        // once per listener, however many of the route's parentRefs reach it
+        let counted: BTreeSet<(&str, &str)> = verdicts
+            .iter()
+            .flat_map(|v| v.counted.iter().map(|l| (v.gateway.as_str(), l.as_str())))
+            .collect();
+        for (gateway, listener) in counted {
+            *attached
+                .entry((gateway.to_string(), listener.to_string()))
+                .or_default() += 1;
         }
         out.routes.insert(
             crate::watch::key(r.as_ref()),
@@ -302,34 +305,67 @@ pub fn desired(world: &World<'_>) -> Desired {
             })
             .collect();
         let c = cond(&prev_status.conditions);
-        let programmed = !addresses.is_empty();
+        let (unsupported, unassigned) = requested_addresses(&g.spec.addresses, &addresses);
+        let accepted = if unsupported.is_empty() {
+            c.make(
+                reasons::ACCEPTED,
+                true,
+                "Accepted",
+                "served by causeway-proxy",
+            )
+        } else {
+            c.make(
+                reasons::ACCEPTED,
+                false,
+                "UnsupportedAddress",
+                format!(
+                    "spec.addresses asks for {}: causeway-proxy takes addresses of type IPAddress or Hostname only",
+                    unsupported.join(", ")
+                ),
+            )
+        };
+        let programmed = if !unsupported.is_empty() {
+            c.make(
+                reasons::PROGRAMMED,
+                false,
+                "Invalid",
+                "the Gateway is not accepted (see Accepted)",
+            )
+        } else if addresses.is_empty() {
+            c.make(
+                reasons::PROGRAMMED,
+                false,
+                "Pending",
+                "no causeway-proxy holds a live Lease yet",
+            )
+        } else if !unassigned.is_empty() {
+            c.make(
+                reasons::PROGRAMMED,
+                false,
+                "AddressNotAssigned",
+                format!(
+                    "spec.addresses asks for {}, which no causeway-proxy serves at (they serve at {}): name addresses of the proxies, or leave spec.addresses empty",
+                    unassigned.join(", "),
+                    addresses
+                        .iter()
+                        .map(|a| a.value.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        } else {
+            c.make(
+                reasons::PROGRAMMED,
+                true,
+                "Programmed",
+                "causeway-proxy serves its listeners",
+            )
+        };
         out.gateways.insert(
             (ns, name),
             GatewayStatus {
                 addresses: addresses.clone(),
-                conditions: vec![
-                    c.make(
-                        reasons::ACCEPTED,
-                        true,
-                        "Accepted",
-                        "served by causeway-proxy",
-                    ),
-                    if programmed {
-                        c.make(
-                            reasons::PROGRAMMED,
-                            true,
-                            "Programmed",
-                            "causeway-proxy serves its listeners",
-                        )
-                    } else {
-                        c.make(
-                            reasons::PROGRAMMED,
-                            false,
-                            "Pending",
-                            "no causeway-proxy holds a live Lease yet",
-                        )
-                    },
-                ],
+                conditions: vec![accepted, programmed],
                 listeners,
             },
         );
@@ -338,6 +374,26 @@ pub fn desired(world: &World<'_>) -> Desired {
 }
 
 /// The Gateway's addresses: those the live causeway-proxies publish.
+/// Pure: of a Gateway's `spec.addresses`, those of a type causeway-proxy does not take
+/// (only IPAddress, the default, and Hostname), and those of a supported type that no
+/// proxy serves at (`have`), each as `type value`.
+fn requested_addresses(
+    wanted: &[GatewayAddress],
+    have: &[GatewayAddress],
+) -> (Vec<String>, Vec<String>) {
+    let (mut unsupported, mut unassigned) = (Vec::new(), Vec::new());
+    for a in wanted {
+        let t = a.type_.as_deref().unwrap_or("IPAddress");
+        let said = format!("{t} {}", a.value);
+        if !matches!(t, "IPAddress" | "Hostname") {
+            unsupported.push(said);
+        } else if !have.iter().any(|h| h.value == a.value) {
+            unassigned.push(said);
+        }
+    }
+    (unsupported, unassigned)
+}
+
 fn addresses(world: &World<'_>) -> Vec<GatewayAddress> {
     crate::mci::load_balancer(world.proxies, world.now, &Default::default())
         .ingress

@@ -581,3 +581,85 @@ fn a_listener_lists_the_route_kinds_it_supports_and_says_which_it_cannot() {
             .contains("not gateway.networking.k8s.io/TCPRoute")
     );
 }
+
+/// A listener's `attachedRoutes` counts every route its allowedRoutes let in through a
+/// parentRef that selects it, hostnames or the route's own support aside (the Gateway
+/// API: "solely on AllowedRoutes and ParentRefs", routes not Accepted included), and a
+/// route whose two parentRefs reach one listener once.
+#[test]
+fn attached_routes_count_by_parent_refs_and_allowed_routes_only() {
+    let mut f = Fixture::new();
+    let web = json!([{"name": "web", "port": 80}]);
+    f.route(
+        "other-host",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "http"}],
+        "hostnames": ["a.org"], "rules": [{"backendRefs": web}]}),
+    );
+    f.route(
+        "twice",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "http"},
+            {"name": "gw", "namespace": "infra", "port": 80}],
+        "rules": [{"backendRefs": web}]}),
+    );
+    let d = f.desired();
+    let g = &d.gateways[&key("infra", "gw")];
+    let l: Vec<(&str, i32)> = g
+        .listeners
+        .iter()
+        .map(|l| (l.name.as_str(), l.attached_routes))
+        .collect();
+    assert_eq!(l, [("http", 2), ("same", 0), ("tls", 0)]);
+    // the route whose hostname no listener has is counted, and still not Accepted
+    let r = &d.routes[&key("app", "other-host")];
+    assert_eq!(
+        conds(&r.parents[0].conditions)[0],
+        c("Accepted", "False", "NoMatchingListenerHostname")
+    );
+}
+
+/// `spec.addresses`: one no proxy serves at leaves the Gateway not Programmed
+/// (AddressNotAssigned), an unsupported type not Accepted (UnsupportedAddress); the
+/// proxies' own address is Programmed.
+#[test]
+fn requested_addresses_are_checked_against_the_proxies() {
+    let cases: [(Value, [Said; 2]); 3] = [
+        (
+            json!([{"value": "10.0.0.7"}]),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("Programmed", "True", "Programmed"),
+            ],
+        ),
+        (
+            json!([{"type": "IPAddress", "value": "203.0.113.9"}]),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("Programmed", "False", "AddressNotAssigned"),
+            ],
+        ),
+        (
+            json!([{"type": "example.com/pool", "value": "blue"}]),
+            [
+                c("Accepted", "False", "UnsupportedAddress"),
+                c("Programmed", "False", "Invalid"),
+            ],
+        ),
+    ];
+    for (addresses, want) in cases {
+        let mut f = Fixture::new();
+        let mut gw = (*f.gateways[0]).clone();
+        gw.spec.addresses = serde_json::from_value(addresses.clone()).unwrap();
+        f.gateways[0] = Arc::new(gw);
+        let g = &f.desired().gateways[&key("infra", "gw")];
+        assert_eq!(conds(&g.conditions), want, "{addresses}");
+    }
+    let mut f = Fixture::new();
+    let mut gw = (*f.gateways[0]).clone();
+    gw.spec.addresses = serde_json::from_value(json!([{"value": "203.0.113.9"}])).unwrap();
+    f.gateways[0] = Arc::new(gw);
+    let g = &f.desired().gateways[&key("infra", "gw")];
+    assert_eq!(
+        g.conditions[1].message,
+        "spec.addresses asks for IPAddress 203.0.113.9, which no causeway-proxy serves at (they serve at 10.0.0.7): name addresses of the proxies, or leave spec.addresses empty"
+    );
+}

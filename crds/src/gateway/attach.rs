@@ -77,6 +77,12 @@ pub struct ParentVerdict {
     pub gateway: String,
     /// The listeners it attached to, or why it did not.
     pub attached: Result<Vec<AttachedListener>, Refused>,
+    /// The listeners whose `attachedRoutes` count the route: those the parentRef
+    /// selects (sectionName, port) and whose `allowedRoutes` let it in, whatever the
+    /// hostnames, the listener's own validity or the route's support (the Gateway API:
+    /// attachment depends "solely on AllowedRoutes and ParentRefs", and routes that are
+    /// themselves not Accepted count).
+    pub counted: Vec<String>,
 }
 
 /// Whether `class` names a GatewayClass served by causeway.
@@ -216,6 +222,10 @@ pub fn parents(
             parent_ref: p.clone(),
             gateway: format!("{ns}/{}", p.name),
             attached,
+            counted: selected(p, gw)
+                .filter(|l| route_allowed(l, &ns, &route_ns, namespaces).is_ok())
+                .map(|l| l.name.clone())
+                .collect(),
         });
     }
     out
@@ -229,13 +239,7 @@ fn attach(
     namespaces: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Result<Vec<AttachedListener>, Refused> {
     let gw_ns = gw.namespace().unwrap_or_default();
-    let named: Vec<&Listener> = gw
-        .spec
-        .listeners
-        .iter()
-        .filter(|l| p.section_name.as_ref().is_none_or(|s| *s == l.name))
-        .filter(|l| p.port.is_none_or(|port| port == l.port))
-        .collect();
+    let named: Vec<&Listener> = selected(p, gw).collect();
     if named.is_empty() {
         return Err(refused(
             NO_MATCHING_PARENT,
@@ -291,6 +295,15 @@ fn attach(
         ));
     }
     Ok(out)
+}
+
+/// The listeners of `gw` that parentRef `p` selects (its sectionName and port).
+fn selected<'a>(p: &'a ParentReference, gw: &'a Gateway) -> impl Iterator<Item = &'a Listener> {
+    gw.spec
+        .listeners
+        .iter()
+        .filter(|l| p.section_name.as_ref().is_none_or(|s| *s == l.name))
+        .filter(|l| p.port.is_none_or(|port| port == l.port))
 }
 
 /// What in `route` causeway-proxy does not support (None: everything is supported).
