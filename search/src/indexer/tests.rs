@@ -179,19 +179,12 @@ async fn fill(store: &Store, cluster: &str, gvr: &Gvr, kind: &str, n: usize) {
 }
 
 /// Polls `check` until it returns true (every 20 ms, at most [`DEADLINE`]).
-async fn eventually<F, Fut>(what: &str, mut check: F)
+async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let start = tokio::time::Instant::now();
-    while start.elapsed() < DEADLINE {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("not within {DEADLINE:?}: {what}");
+    crate::store::testing::eventually(what, DEADLINE, check).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

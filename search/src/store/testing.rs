@@ -72,6 +72,23 @@ fn with_database(base: &str, db: &str) -> String {
     out
 }
 
+/// Polls `check` until it returns true, every 20 ms, for at most `deadline`; panics
+/// saying `what` was not seen in time.
+pub async fn eventually<F, Fut>(what: &str, deadline: std::time::Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("not within {deadline:?}: {what}");
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

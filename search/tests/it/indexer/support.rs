@@ -162,19 +162,12 @@ impl Indexer {
 }
 
 /// Polls `check` until it returns true (every 20 ms, at most [`DEADLINE`]).
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
+pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let start = tokio::time::Instant::now();
-    while start.elapsed() < DEADLINE {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("not within {DEADLINE:?}: {what}");
+    causeway_search::store::testing::eventually(what, DEADLINE, check).await
 }
 
 /// Every stored object of a type (in `cluster`, if given), through the search API of
