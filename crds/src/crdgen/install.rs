@@ -13,7 +13,7 @@
 //!   would prune what other implementations store); refused with what to do otherwise.
 //!   One exception the controllers handle: Karmada's MultiClusterIngress status has no
 //!   `conditions`, so the MCI controller writes its status without them (and says
-//!   them as Events).
+//!   Accepted as an Event).
 //!   A Gateway API CRD that carries its `bundle-version` annotation is upstream's even
 //!   when an upgrade kept an older Causeway's label.
 //! - A `causeway.io` CRD without the label, or another group's that Causeway's field
