@@ -374,6 +374,15 @@ pub fn desired(world: &World<'_>) -> Desired {
 }
 
 /// The Gateway's addresses: those the live causeway-proxies publish.
+/// Whether two address values are the same: IPs compared as IPs (`2001:db8:0::1` is
+/// `2001:db8::1`), hostnames as written, ignoring case.
+fn same_address(a: &str, b: &str) -> bool {
+    match (a.parse::<std::net::IpAddr>(), b.parse::<std::net::IpAddr>()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a.eq_ignore_ascii_case(b),
+    }
+}
+
 /// Pure: of a Gateway's `spec.addresses`, those of a type causeway-proxy does not take
 /// (only IPAddress, the default, and Hostname), and those of a supported type that no
 /// proxy serves at (`have`), each as `type value`.
@@ -387,7 +396,9 @@ fn requested_addresses(
         let said = format!("{t} {}", a.value);
         if !matches!(t, "IPAddress" | "Hostname") {
             unsupported.push(said);
-        } else if !have.iter().any(|h| h.value == a.value) {
+        } else if !have.iter().any(|h| {
+            h.type_.as_deref().unwrap_or("IPAddress") == t && same_address(&h.value, &a.value)
+        }) {
             unassigned.push(said);
         }
     }

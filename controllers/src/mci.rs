@@ -777,7 +777,7 @@ async fn reconcile(
         {
             Err(e) if !dropped && conditions_undeclared(&e) => {
                 tracing::warn!(
-                    "the MultiClusterIngress CRD on the hub has no status.conditions (Karmada's own): Accepted is said as Events only, EndpointsStale not at all (status.trafficBlockClusters still lists the clusters withdrawn); `causeway crds install --force` installs Causeway's CRD, which has them"
+                    "the MultiClusterIngress CRD on the hub has no status.conditions (Karmada's own): Accepted is said as Events only, EndpointsStale not at all (status.trafficBlockClusters still lists the clusters withdrawn); `causeway crds install --force` installs Causeway's CRD, which has them (then restart the controller)"
                 );
                 memo.conditions_dropped = true;
             }

@@ -193,9 +193,11 @@ pub async fn run(
         // discovered again every DISCOVER_EVERY rounds, and sooner (every
         // REDISCOVER_EVERY) after one that found nothing (it failed: an overloaded API
         // server's /api timing out), whose timeout delays that round's status post
-        let rediscover = apis.as_ref().is_none_or(|a| a.enablements.is_empty())
-            && round.is_multiple_of(REDISCOVER_EVERY);
-        if reachable && (version.is_none() || rediscover || round.is_multiple_of(DISCOVER_EVERY)) {
+        // (the version likewise while it is not known)
+        let due = round.is_multiple_of(DISCOVER_EVERY)
+            || (round.is_multiple_of(REDISCOVER_EVERY)
+                && (version.is_none() || apis.as_ref().is_some_and(|a| a.enablements.is_empty())));
+        if reachable && (apis.is_none() || due) {
             if let Ok(v) = super::within(super::CALL_TIMEOUT, member.apiserver_version()).await {
                 version = Some(v.git_version);
             }

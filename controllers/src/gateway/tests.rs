@@ -589,6 +589,14 @@ fn a_listener_lists_the_route_kinds_it_supports_and_says_which_it_cannot() {
 #[test]
 fn attached_routes_count_by_parent_refs_and_allowed_routes_only() {
     let mut f = Fixture::new();
+    // a TCP listener taking routes from everywhere: an HTTPRoute is not its kind
+    let mut gw = (*f.gateways[0]).clone();
+    gw.spec.listeners.push(
+        serde_json::from_value(json!({"name": "tcp", "port": 9000, "protocol": "TCP",
+            "allowedRoutes": {"namespaces": {"from": "All"}}}))
+        .unwrap(),
+    );
+    f.gateways[0] = Arc::new(gw);
     let web = json!([{"name": "web", "port": 80}]);
     f.route(
         "other-host",
@@ -608,7 +616,7 @@ fn attached_routes_count_by_parent_refs_and_allowed_routes_only() {
         .iter()
         .map(|l| (l.name.as_str(), l.attached_routes))
         .collect();
-    assert_eq!(l, [("http", 2), ("same", 0), ("tls", 0)]);
+    assert_eq!(l, [("http", 2), ("same", 0), ("tls", 0), ("tcp", 0)]);
     // the route whose hostname no listener has is counted, and still not Accepted
     let r = &d.routes[&key("app", "other-host")];
     assert_eq!(
@@ -622,9 +630,24 @@ fn attached_routes_count_by_parent_refs_and_allowed_routes_only() {
 /// proxies' own address is Programmed.
 #[test]
 fn requested_addresses_are_checked_against_the_proxies() {
-    let cases: [(Value, [Said; 2]); 3] = [
+    let cases: [(Value, [Said; 2]); 5] = [
         (
             json!([{"value": "10.0.0.7"}]),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("Programmed", "True", "Programmed"),
+            ],
+        ),
+        // the type counts: no proxy has the hostname "10.0.0.7"
+        (
+            json!([{"type": "Hostname", "value": "10.0.0.7"}]),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("Programmed", "False", "AddressNotAssigned"),
+            ],
+        ),
+        (
+            json!([{"type": "IPAddress", "value": "10.0.0.7"}]),
             [
                 c("Accepted", "True", "Accepted"),
                 c("Programmed", "True", "Programmed"),

@@ -257,6 +257,7 @@ pub fn desired(
                 policy,
                 hash,
                 previous_conditions,
+                existing.and_then(|(_, spec, _)| spec.reschedule_triggered_at.clone()),
                 now,
             );
             continue;
@@ -598,6 +599,7 @@ fn pending_binding(
     policy: &PolicyRef<'_>,
     hash: &str,
     previous: &[Condition],
+    reschedule_triggered_at: Option<Time>,
     now: &Time,
 ) {
     let id = policy.id();
@@ -624,6 +626,8 @@ fn pending_binding(
     };
     let spec = BindingSpec {
         resource: reference(meta, uid.map(String::from)),
+        // the user's, kept as set (the spec is Causeway's whole)
+        reschedule_triggered_at,
         ..BindingSpec::default()
     };
     let metadata = ObjectMeta {

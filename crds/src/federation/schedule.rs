@@ -353,10 +353,12 @@ fn schedule_once(
             let preferences = preferences.and_then(|r| r.weight_preference.as_ref());
             // as Karmada, a group that cannot take the replicas (too little capacity)
             // gives way to the next one; the first such error is said if none can
-            if let Err(e) = divided::divide(&mut decision, &named, preferences, workload, replicas)
-            {
-                failed.get_or_insert(e);
-                continue;
+            match divided::divide(&mut decision, &named, preferences, workload, replicas) {
+                Err(e @ DivideError::NotEnoughCapacity { .. }) => {
+                    failed.get_or_insert(e);
+                    continue;
+                }
+                r => r?,
             }
         }
         if !decision.chosen.is_empty() {

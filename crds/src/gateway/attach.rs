@@ -223,6 +223,8 @@ pub fn parents(
             gateway: format!("{ns}/{}", p.name),
             attached,
             counted: selected(p, gw)
+                // an HTTPRoute is a kind only HTTP and HTTPS listeners take
+                .filter(|l| matches!(l.protocol.as_str(), "HTTP" | "HTTPS"))
                 .filter(|l| route_allowed(l, &ns, &route_ns, namespaces).is_ok())
                 .map(|l| l.name.clone())
                 .collect(),

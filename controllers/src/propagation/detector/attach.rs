@@ -133,6 +133,10 @@ pub(super) fn attach(
                 replicas: None,
             })
             .collect();
+        // the user's reschedule request stays as set (the spec is Causeway's whole)
+        spec.reschedule_triggered_at = existing
+            .get(&key)
+            .and_then(|e| e.spec.0.reschedule_triggered_at.clone());
         let requirers: Vec<&str> = spec.required_by.iter().map(|r| r.name.as_str()).collect();
         let previous = existing
             .get(&key)
