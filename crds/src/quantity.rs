@@ -35,6 +35,83 @@ pub enum QuantityError {
 
 /// `s` in `unit`, rounded up as kube-scheduler rounds (`Value()`/`MilliValue()`).
 pub fn parse(s: &str, unit: Unit) -> Result<i64, QuantityError> {
+    let range = || QuantityError::OutOfRange(s.to_string());
+    let exact = read(s)?;
+    if exact.digits == 0 {
+        return Ok(0);
+    }
+    if exact.negative {
+        return Err(QuantityError::Negative(s.to_string()));
+    }
+    let exp10 = exact.exp10 + if unit == Unit::Milli { 3 } else { 0 };
+    // value = digits × 2^exp2 × 10^exp10, exactly, then rounded up.
+    let scaled = exact
+        .digits
+        .checked_mul(1u128 << exact.exp2)
+        .ok_or_else(range)?;
+    let magnitude = if exp10 >= 0 {
+        u32::try_from(exp10)
+            .ok()
+            .and_then(|e| 10u128.checked_pow(e))
+            .and_then(|p| scaled.checked_mul(p))
+            .ok_or_else(range)?
+    } else {
+        match u32::try_from(-exp10)
+            .ok()
+            .and_then(|e| 10u128.checked_pow(e))
+        {
+            Some(den) => scaled.div_ceil(den),
+            // Smaller than one unit, yet more than zero.
+            None => 1,
+        }
+    };
+    i64::try_from(magnitude).map_err(|_| range())
+}
+
+/// True when `a` and `b` are the same quantity however each is written: "0.5" and
+/// "500m", "1Gi" and "1073741824", "1e3" and "1k". kube-apiserver stores a quantity in
+/// its canonical form, so a manifest's "0.5" reads back as "500m"; a comparison of the
+/// two strings would see a difference that is not one. False when either is not a
+/// quantity (or too large to compare exactly).
+pub fn same(a: &str, b: &str) -> bool {
+    match (read(a), read(b)) {
+        (Ok(a), Ok(b)) => a.value() == b.value() && a.value().is_some(),
+        _ => false,
+    }
+}
+
+/// A quantity as written, exactly: `±digits × 2^exp2 × 10^exp10`.
+struct Exact {
+    negative: bool,
+    digits: u128,
+    exp2: u32,
+    exp10: i64,
+}
+
+impl Exact {
+    /// The value in units of 10^-9 (kube's smallest scale) with its sign, when that is
+    /// an integer that fits; none otherwise (finer than nano, or past 2^127).
+    fn value(&self) -> Option<(bool, u128)> {
+        if self.digits == 0 {
+            return Some((false, 0));
+        }
+        let scaled = self.digits.checked_mul(1u128 << self.exp2)?;
+        let exp10 = self.exp10.checked_add(9)?;
+        let magnitude = if exp10 >= 0 {
+            scaled.checked_mul(10u128.checked_pow(u32::try_from(exp10).ok()?)?)?
+        } else {
+            let den = 10u128.checked_pow(u32::try_from(-exp10).ok()?)?;
+            if scaled % den != 0 {
+                return None;
+            }
+            scaled / den
+        };
+        Some((self.negative, magnitude))
+    }
+}
+
+/// The grammar of a quantity, without rounding or a unit.
+fn read(s: &str) -> Result<Exact, QuantityError> {
     let syntax = || QuantityError::Syntax(s.to_string());
     let range = || QuantityError::OutOfRange(s.to_string());
     let (negative, rest) = match s.strip_prefix('-') {
@@ -49,7 +126,7 @@ pub fn parse(s: &str, unit: Unit) -> Result<i64, QuantityError> {
     if int.is_empty() && frac.is_empty() || frac.contains('.') {
         return Err(syntax());
     }
-    let (mut exp10, exp2): (i64, u32) = match suffix {
+    let (exp10, exp2): (i64, u32) = match suffix {
         "" => (0, 0),
         "Ki" => (0, 10),
         "Mi" => (0, 20),
@@ -74,35 +151,23 @@ pub fn parse(s: &str, unit: Unit) -> Result<i64, QuantityError> {
     let digits = format!("{int}{frac}");
     let digits = digits.trim_start_matches('0');
     if digits.is_empty() {
-        return Ok(0);
+        return Ok(Exact {
+            negative,
+            digits: 0,
+            exp2,
+            exp10,
+        });
     }
-    if negative {
-        return Err(QuantityError::Negative(s.to_string()));
-    }
-    exp10 -= frac.len() as i64;
-    if unit == Unit::Milli {
-        exp10 += 3;
-    }
-    // value = digits × 2^exp2 × 10^exp10, exactly, then rounded up.
-    let mantissa: u128 = digits.parse().map_err(|_| range())?;
-    let scaled = mantissa.checked_mul(1u128 << exp2).ok_or_else(range)?;
-    let magnitude = if exp10 >= 0 {
-        u32::try_from(exp10)
-            .ok()
-            .and_then(|e| 10u128.checked_pow(e))
-            .and_then(|p| scaled.checked_mul(p))
-            .ok_or_else(range)?
-    } else {
-        match u32::try_from(-exp10)
-            .ok()
-            .and_then(|e| 10u128.checked_pow(e))
-        {
-            Some(den) => scaled.div_ceil(den),
-            // Smaller than one unit, yet more than zero.
-            None => 1,
-        }
-    };
-    i64::try_from(magnitude).map_err(|_| range())
+    // Trailing zeros of the mantissa move into the exponent, so that "1000000…" with
+    // more digits than a u128 holds still reads.
+    let trimmed = digits.trim_end_matches('0');
+    let zeros = (digits.len() - trimmed.len()) as i64;
+    Ok(Exact {
+        negative,
+        digits: trimmed.parse().map_err(|_| range())?,
+        exp2,
+        exp10: exp10 - frac.len() as i64 + zeros,
+    })
 }
 
 /// A signed decimal exponent ("3", "-2", "+12").
@@ -208,6 +273,41 @@ mod tests {
                     "{q} in thousandths"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn one_quantity_written_two_ways_is_the_same() {
+        let table: &[(&str, &str, bool)] = &[
+            ("0.5", "500m", true),
+            ("1", "1000m", true),
+            ("1Gi", "1073741824", true),
+            ("1024Mi", "1Gi", true),
+            ("1e3", "1k", true),
+            ("1.5Gi", "1536Mi", true),
+            ("1n", "0.000000001", true),
+            ("0", "0m", true),
+            ("-0", "0", true),
+            ("-1", "-1000m", true),
+            ("100000000000000000000", "1e20", true),
+            (
+                "100000000000000000000000000000000000000000000",
+                "1e44",
+                false,
+            ),
+            // different values
+            ("1n", "1m", false),
+            ("1Gi", "1G", false),
+            ("-1", "1", false),
+            ("500m", "0.51", false),
+            // not quantities, finer than kube keeps, or too large to compare exactly
+            ("abc", "abc", false),
+            ("1x", "1x", false),
+            ("0.1n", "100p", false),
+        ];
+        for (a, b, want) in table {
+            assert_eq!(same(a, b), *want, "{a} against {b}");
+            assert_eq!(same(b, a), *want, "{b} against {a}");
         }
     }
 

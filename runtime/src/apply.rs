@@ -42,12 +42,53 @@ pub enum ApplyError {
 }
 
 /// True when every field `desired` sets has the same value in `actual` (maps compared
-/// as subsets, lists and scalars exactly, numbers by value). Server-added fields in
-/// `actual` are ignored, so a hand edit of a field we own is seen and reverted.
+/// as subsets, lists and scalars exactly, numbers by value, resource quantities by
+/// quantity). Server-added fields in `actual` are ignored, so a hand edit of a field we
+/// own is seen and reverted.
 pub fn contains(actual: &Value, desired: &Value) -> bool {
+    contains_in(actual, desired, Place::Field)
+}
+
+/// Maps whose values are resource quantities (container `resources`, ResourceQuota
+/// `hard`, LimitRange limits, Pod `overhead`, PersistentVolume `capacity`, Node
+/// `allocatable`), and fields that are one (`emptyDir.sizeLimit`). kube-apiserver
+/// writes a quantity back in canonical form ("0.5" as "500m", a number 1 as "1").
+const QUANTITY_MAPS: [&str; 11] = [
+    "limits",
+    "requests",
+    "hard",
+    "capacity",
+    "allocatable",
+    "overhead",
+    "max",
+    "min",
+    "default",
+    "defaultRequest",
+    "maxLimitRequestRatio",
+];
+const QUANTITY_FIELDS: [&str; 1] = ["sizeLimit"];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Field,
+    QuantityMap,
+    Quantity,
+}
+
+fn contains_in(actual: &Value, desired: &Value, place: Place) -> bool {
     match (actual, desired) {
         (Value::Object(a), Value::Object(d)) => d.iter().all(|(k, dv)| match a.get(k) {
-            Some(av) => contains(av, dv),
+            Some(av) => {
+                let inner = if place == Place::QuantityMap || QUANTITY_FIELDS.contains(&k.as_str())
+                {
+                    Place::Quantity
+                } else if QUANTITY_MAPS.contains(&k.as_str()) {
+                    Place::QuantityMap
+                } else {
+                    Place::Field
+                };
+                contains_in(av, dv, inner)
+            }
             None => {
                 dv.is_null()
                     || dv.as_object().is_some_and(|m| m.is_empty())
@@ -55,9 +96,18 @@ pub fn contains(actual: &Value, desired: &Value) -> bool {
             }
         }),
         (Value::Array(a), Value::Array(d)) => {
-            a.len() == d.len() && a.iter().zip(d).all(|(x, y)| contains(x, y))
+            a.len() == d.len()
+                && a.iter()
+                    .zip(d)
+                    .all(|(x, y)| contains_in(x, y, Place::Field))
         }
         (Value::Number(a), Value::Number(d)) => a == d || a.as_f64() == d.as_f64(),
+        (Value::String(a), Value::String(d)) if place == Place::Quantity => {
+            a == d || causeway_crds::quantity::same(a, d)
+        }
+        (Value::String(a), Value::Number(d)) if place == Place::Quantity => {
+            causeway_crds::quantity::same(a, &d.to_string())
+        }
         _ => actual == desired,
     }
 }
@@ -356,6 +406,51 @@ mod tests {
             (json!({"spec": {"missing": "x"}}), false),
             (json!({"spec": {"missing": []}}), true),
             (json!({"spec": {"missing": null}}), true),
+        ];
+        for (desired, want) in cases {
+            assert_eq!(contains(&actual, &desired), want, "{desired}");
+        }
+    }
+
+    #[test]
+    fn a_quantity_kube_apiserver_wrote_in_canonical_form_is_the_one_applied() {
+        let actual = json!({"spec": {
+            "containers": [{"resources": {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "1"}}}],
+            "volumes": [{"emptyDir": {"sizeLimit": "1k"}}],
+            "hard": {"pods": "10"},
+            "labels": {"v": "500m"},
+            "replicas": 2,
+        }});
+        let cases = [
+            (
+                json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "0.5", "memory": "1024Mi"}}}]}}),
+                true,
+            ),
+            (
+                json!({"spec": {"containers": [{"resources": {"requests": {"cpu": 1}}}]}}),
+                true,
+            ),
+            (
+                json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "1000m"}}}]}}),
+                true,
+            ),
+            (
+                json!({"spec": {"volumes": [{"emptyDir": {"sizeLimit": "1e3"}}]}}),
+                true,
+            ),
+            (json!({"spec": {"hard": {"pods": "1e1"}}}), true),
+            // a different quantity is a difference
+            (
+                json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "0.6"}}}]}}),
+                false,
+            ),
+            (
+                json!({"spec": {"containers": [{"resources": {"limits": {"memory": "1G"}}}]}}),
+                false,
+            ),
+            // outside a quantity's place strings compare as strings, numbers as numbers
+            (json!({"spec": {"labels": {"v": "0.5"}}}), false),
+            (json!({"spec": {"replicas": "2"}}), false),
         ];
         for (desired, want) in cases {
             assert_eq!(contains(&actual, &desired), want, "{desired}");

@@ -183,16 +183,25 @@ where
 /// generations; a hand edit of a field Causeway set is reverted; fields the member set
 /// (labels, annotations, finalizers, an HPA's replicas with RETAIN_REPLICAS) survive a
 /// template change; a label dropped from the template is
-/// dropped from the member; a restarted controller writes nothing to the member.
+/// dropped from the member; a restarted controller writes nothing to the member, even
+/// for quantities kube-apiserver wrote back in canonical form (`pods: 10` as "10",
+/// "0.5Gi" as "512Mi").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn applies_only_what_the_member_lacks_and_keeps_member_fields() {
     let mut env = Env::start(&["east"]).await;
     let cm = config_map("web-config", json!({"a": "1"}));
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                       "metadata": {"name": "web", "namespace": NS},
+                       "spec": {"hard": {"pods": 10, "configmaps": "1e1", "requests.storage": "0.5Gi"}}});
     put_work(
         &env.hub,
         "east",
         "web",
-        &[deployment("nginx:1", Some("front")), cm.clone()],
+        &[
+            deployment("nginx:1", Some("front")),
+            cm.clone(),
+            quota.clone(),
+        ],
         json!({}),
     )
     .await;
@@ -264,7 +273,7 @@ async fn applies_only_what_the_member_lacks_and_keeps_member_fields() {
         &env.hub,
         "east",
         "web",
-        &[deployment("nginx:2", None), cm.clone()],
+        &[deployment("nginx:2", None), cm.clone(), quota.clone()],
         json!({}),
     )
     .await;
