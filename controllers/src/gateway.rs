@@ -5,7 +5,9 @@
 //! - Gateway: `Accepted` and `Programmed` (a causeway-proxy holds a live Lease; its
 //!   addresses are the Gateway's `status.addresses`), and per listener `Accepted`,
 //!   `Programmed`, `ResolvedRefs` (HTTP listeners only: `UnsupportedProtocol` else),
-//!   `supportedKinds` and `attachedRoutes`.
+//!   `Conflicted` (`HostnameConflict`, `ProtocolConflict`: another listener on its port
+//!   it cannot be told apart from; neither is served), `supportedKinds` and
+//!   `attachedRoutes`.
 //! - HTTPRoute: per parentRef naming a causeway Gateway, `Accepted` (Accepted,
 //!   NotAllowedByListeners, NoMatchingListenerHostname, NoMatchingParent,
 //!   UnsupportedValue) and `ResolvedRefs` (ResolvedRefs, RefNotPermitted, InvalidKind,
@@ -265,11 +267,27 @@ pub fn desired(world: &World<'_>) -> Desired {
                     .unwrap_or_default();
                 let c = cond(prev);
                 let problem = attach::listener_problem(l);
+                let conflict = attach::listener_conflict(g, l);
                 let (ok, reason, msg) = match &problem {
                     None => (true, "Accepted", "served by causeway-proxy".to_string()),
                     Some(p) => (false, p.reason, p.message.clone()),
                 };
-                let programmed = if ok { "Programmed" } else { "Invalid" };
+                let programmed = match (&problem, &conflict) {
+                    (None, None) => c.make(reasons::PROGRAMMED, true, "Programmed", msg.clone()),
+                    (Some(_), _) => c.make(reasons::PROGRAMMED, false, "Invalid", msg.clone()),
+                    (None, Some(x)) => {
+                        c.make(reasons::PROGRAMMED, false, "Invalid", x.message.clone())
+                    }
+                };
+                let conflicted = match &conflict {
+                    None => c.make(
+                        reasons::CONFLICTED,
+                        false,
+                        reasons::NO_CONFLICTS,
+                        "no other listener on its port has another protocol or the same hostname",
+                    ),
+                    Some(x) => c.make(reasons::CONFLICTED, true, x.reason, x.message.clone()),
+                };
                 let (supported, unsupported) = route_kinds(l);
                 let resolved = if unsupported.is_empty() {
                     c.make(
@@ -297,9 +315,10 @@ pub fn desired(world: &World<'_>) -> Desired {
                         .copied()
                         .unwrap_or(0),
                     conditions: vec![
-                        c.make(reasons::ACCEPTED, ok, reason, msg.clone()),
-                        c.make(reasons::PROGRAMMED, ok, programmed, msg),
+                        c.make(reasons::ACCEPTED, ok, reason, msg),
+                        programmed,
                         resolved,
+                        conflicted,
                     ],
                 }
             })

@@ -669,3 +669,39 @@ fn mesh_routes_are_served_on_their_mesh_ports() {
     // nothing under the route's hostname on the ordinary listeners
     assert_eq!(pick(&t, "GET", "ignored.example", "/", &[]), "404");
 }
+
+/// Two listeners that cannot be told apart (same port and hostname) are conflicted and
+/// not served, as the status controller says (`attach::listener_conflict`): their
+/// hostname's requests are not served on that port, while a listener with a hostname
+/// of its own on the same port still is.
+#[test]
+fn conflicting_listeners_are_not_served() {
+    let mut s = gateway_snapshot();
+    let all = json!({"namespaces": {"from": "All"}});
+    s.gateways.push(obj(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "ex", "namespace": "infra"},
+        "spec": {"gatewayClassName": "causeway", "listeners": [
+            {"name": "one", "port": 80, "protocol": "HTTP", "hostname": "api.ex.com", "allowedRoutes": all},
+            {"name": "two", "port": 80, "protocol": "HTTP", "hostname": "api.ex.com", "allowedRoutes": all},
+            {"name": "own", "port": 80, "protocol": "HTTP", "hostname": "own.ex.com", "allowedRoutes": all},
+        ]}}),
+    ));
+    let on =
+        |listener: &str| json!([{"name": "ex", "namespace": "infra", "sectionName": listener}]);
+    s.http_routes = vec![
+        route(
+            "a",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": on("one"), "rules": [{"backendRefs": to("a")}]}),
+        ),
+        route(
+            "b",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": on("own"), "rules": [{"backendRefs": to("b")}]}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(pick(&t, "GET", "api.ex.com", "/", &[]), "404");
+    assert_eq!(pick(&t, "GET", "own.ex.com", "/", &[]), "b");
+}

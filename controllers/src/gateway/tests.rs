@@ -170,7 +170,8 @@ fn classes_and_gateways_of_ours_get_status() {
         [
             c("Accepted", "False", "UnsupportedProtocol"),
             c("Programmed", "False", "Invalid"),
-            c("ResolvedRefs", "True", "ResolvedRefs")
+            c("ResolvedRefs", "True", "ResolvedRefs"),
+            c("Conflicted", "False", "NoConflicts")
         ]
     );
     // No live proxy: not Programmed, no address.
@@ -685,4 +686,104 @@ fn requested_addresses_are_checked_against_the_proxies() {
         g.conditions[1].message,
         "spec.addresses asks for IPAddress 203.0.113.9, which no causeway-proxy serves at (they serve at 10.0.0.7): name addresses of the proxies, or leave spec.addresses empty"
     );
+}
+
+/// Listeners that cannot be told apart (GatewaySpec.listeners: distinct by port,
+/// protocol and hostname) are `Conflicted`, both of each pair, and not served: a route
+/// through one of them is not Accepted, and says why; the rest of the Gateway is.
+#[test]
+fn conflicting_listeners_are_said_and_not_served() {
+    let mut f = Fixture::new();
+    let gw = Arc::make_mut(&mut f.gateways[0]);
+    gw.spec.listeners = serde_json::from_value(json!([
+        {"name": "a", "port": 80, "protocol": "HTTP", "hostname": "app.example.com",
+         "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {"name": "b", "port": 80, "protocol": "HTTP", "hostname": "APP.example.com",
+         "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {"name": "c", "port": 80, "protocol": "HTTP", "hostname": "other.example.com",
+         "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {"name": "d", "port": 81, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {"name": "e", "port": 81, "protocol": "HTTPS"},
+        {"name": "f", "port": 82, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {"name": "g", "port": 82, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}},
+    ]))
+    .unwrap();
+    for (name, section) in [("through-a", "a"), ("through-c", "c"), ("through-d", "d")] {
+        f.route(
+            name,
+            json!({"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": section}],
+                   "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+        );
+    }
+    let d = f.desired();
+    let g = &d.gateways[&key("infra", "gw")];
+    let said: Vec<(&str, Said, Said)> = g
+        .listeners
+        .iter()
+        .map(|l| {
+            let cs = conds(&l.conditions);
+            (l.name.as_str(), cs[1].clone(), cs[3].clone())
+        })
+        .collect();
+    let conflicted = |r: &str| c("Conflicted", "True", r);
+    let invalid = c("Programmed", "False", "Invalid");
+    assert_eq!(
+        said,
+        [
+            ("a", invalid.clone(), conflicted("HostnameConflict")),
+            ("b", invalid.clone(), conflicted("HostnameConflict")),
+            (
+                "c",
+                c("Programmed", "True", "Programmed"),
+                c("Conflicted", "False", "NoConflicts")
+            ),
+            ("d", invalid.clone(), conflicted("ProtocolConflict")),
+            ("e", invalid.clone(), conflicted("ProtocolConflict")),
+            ("f", invalid.clone(), conflicted("HostnameConflict")),
+            ("g", invalid, conflicted("HostnameConflict")),
+        ]
+    );
+    // the message names both listeners, the same on each, and says what to do
+    let message = |i: usize| g.listeners[i].conditions[3].message.clone();
+    assert_eq!(message(0), message(1));
+    assert_eq!(
+        message(0),
+        "listeners a and b both take HTTP requests for app.example.com on port 80; give one of them another hostname or port"
+    );
+    assert_eq!(
+        message(3),
+        "listeners d (HTTP) and e (HTTPS) both use port 81; give them different ports"
+    );
+    assert!(
+        message(5).contains("for any hostname on port 82"),
+        "{}",
+        message(5)
+    );
+    // a conflicted listener is still Accepted (it is valid by itself) unless its
+    // protocol is not served
+    assert_eq!(
+        conds(&g.listeners[0].conditions)[0],
+        c("Accepted", "True", "Accepted")
+    );
+    assert_eq!(
+        conds(&g.listeners[4].conditions)[0],
+        c("Accepted", "False", "UnsupportedProtocol")
+    );
+    // routes: through a and d not Accepted, saying why; through c Accepted
+    let accepted = |route: &str| {
+        let p = &d.routes[&key("app", route)].parents[0];
+        let a = p.conditions.iter().find(|c| c.type_ == "Accepted").unwrap();
+        (a.status.clone(), a.reason.clone(), a.message.clone())
+    };
+    let (status, reason, message) = accepted("through-a");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "NotAllowedByListeners")
+    );
+    assert!(
+        message.contains("not served: listeners a and b both take HTTP requests"),
+        "{message}"
+    );
+    assert_eq!(accepted("through-d").1, "NotAllowedByListeners");
+    assert_eq!(accepted("through-c").0, "True");
 }

@@ -38,6 +38,14 @@ pub mod reasons {
     pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
     /// A listener protocol causeway-proxy does not serve.
     pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
+    /// Condition type: the listener cannot be told apart from another of its Gateway.
+    pub const CONFLICTED: &str = "Conflicted";
+    /// Another listener on the same port has the same protocol and hostname.
+    pub const HOSTNAME_CONFLICT: &str = "HostnameConflict";
+    /// Another listener on the same port has another protocol.
+    pub const PROTOCOL_CONFLICT: &str = "ProtocolConflict";
+    /// `Conflicted` is False.
+    pub const NO_CONFLICTS: &str = "NoConflicts";
 }
 use reasons::*;
 
@@ -103,6 +111,53 @@ pub fn listener_problem(l: &Listener) -> Option<Refused> {
             ),
         )
     })
+}
+
+/// Why listener `l` of `gw` cannot be told apart from another listener of `gw` (None: it
+/// can). Listeners are distinct by port, protocol and hostname (GatewaySpec.listeners):
+/// on one port, a listener of another protocol is a `ProtocolConflict` (causeway-proxy
+/// speaks one protocol per port), one of the same protocol and hostname (none counting
+/// as one hostname: any) a `HostnameConflict`. Both listeners of such a pair are
+/// conflicted and neither is served: the spec's "its network port should not be
+/// configured".
+pub fn listener_conflict<'a>(gw: &'a Gateway, l: &'a Listener) -> Option<Refused> {
+    let host = |l: &Listener| {
+        l.hostname
+            .as_deref()
+            .filter(|h| !h.is_empty())
+            .map(str::to_ascii_lowercase)
+    };
+    let others = || {
+        gw.spec
+            .listeners
+            .iter()
+            .filter(move |o| !std::ptr::eq(*o, l) && o.port == l.port)
+    };
+    // the pair in name order, so that both listeners say the same
+    let pair = |o: &'a Listener| if l.name <= o.name { (l, o) } else { (o, l) };
+    if let Some(o) = others().find(|o| o.protocol != l.protocol) {
+        let (a, b) = pair(o);
+        return Some(refused(
+            PROTOCOL_CONFLICT,
+            format!(
+                "listeners {} ({}) and {} ({}) both use port {}; give them different ports",
+                a.name, a.protocol, b.name, b.protocol, l.port
+            ),
+        ));
+    }
+    let o = others().find(|o| host(o) == host(l))?;
+    let (a, b) = pair(o);
+    Some(refused(
+        HOSTNAME_CONFLICT,
+        format!(
+            "listeners {} and {} both take {} requests {} on port {}; give one of them another hostname or port",
+            a.name,
+            b.name,
+            l.protocol,
+            host(l).map_or("for any hostname".to_string(), |h| format!("for {h}")),
+            l.port
+        ),
+    ))
 }
 
 /// Whether `pattern` (exact or `*.suffix`) matches `host` (which may be a wildcard
@@ -256,18 +311,19 @@ fn attach(
             ),
         ));
     }
-    let mut why_not = Vec::new();
-    let allowed: Vec<&Listener> = named
-        .into_iter()
-        .filter(|l| listener_problem(l).is_none())
-        .filter(|l| match route_allowed(l, &gw_ns, route_ns, namespaces) {
-            Ok(()) => true,
-            Err(e) => {
-                why_not.push(e);
-                false
-            }
-        })
-        .collect();
+    let mut why_not: Vec<String> = Vec::new();
+    let mut allowed: Vec<&Listener> = Vec::new();
+    for l in named.into_iter().filter(|l| listener_problem(l).is_none()) {
+        let why = match listener_conflict(gw, l) {
+            Some(c) => Err(format!("not served: {}", c.message)),
+            None => route_allowed(l, &gw_ns, route_ns, namespaces),
+        };
+        match why {
+            Ok(()) => allowed.push(l),
+            Err(m) if !why_not.contains(&m) => why_not.push(m),
+            Err(_) => {}
+        }
+    }
     if allowed.is_empty() {
         let msg = if why_not.is_empty() {
             "no HTTP listener of the Gateway matches".to_string()
