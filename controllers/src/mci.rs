@@ -632,10 +632,10 @@ pub async fn run(
 #[derive(Default)]
 struct Memo {
     status: StatusMemo,
-    /// MCIs warned about an ambiguous default IngressClass, with the message.
-    warned: std::collections::HashMap<(String, String), String>,
-    /// The Accepted condition (reason, message) last said of each MCI in an Event: a
-    /// CRD whose status has no `conditions` (Karmada's) keeps none to compare with.
+    /// What was last said of each MCI in an Event, as (reason, message): the
+    /// ambiguous default IngressClass, or the Accepted condition (a CRD whose status
+    /// has no `conditions`, Karmada's, keeps none to compare with). An Event is
+    /// published when this changes.
     said: std::collections::HashMap<(String, String), (String, String)>,
     /// The hub's MultiClusterIngress CRD has no `status.conditions` (Karmada's): the
     /// status is written without them.
@@ -656,37 +656,20 @@ async fn reconcile(
     let deleting = mci.metadata.deletion_timestamp.is_some();
     let verdict = desired(mci, world);
     let ours = matches!(verdict, Desired::Ours { .. });
+    let key = (ns.clone(), name.clone());
     if deleting || !ours {
-        memo.said.remove(&(ns.clone(), name.clone()));
         if let Desired::NotOurs(Decision::AmbiguousDefault { .. }) = &verdict {
-            let why = verdict_reason(&verdict);
-            if memo.warned.insert((ns.clone(), name.clone()), why.clone()) != Some(why.clone()) {
-                publish(
-                    recorder,
-                    mci,
-                    EventType::Warning,
-                    "AmbiguousIngressClass",
-                    &why,
-                )
-                .await;
+            let said = (AMBIGUOUS_CLASS.to_string(), verdict_reason(&verdict));
+            if memo.said.get(&key) != Some(&said) {
+                publish(recorder, mci, EventType::Warning, &said.0, &said.1).await;
+                memo.said.insert(key, said);
             }
         } else {
-            memo.warned.remove(&(ns.clone(), name.clone()));
+            memo.said.remove(&key);
         }
         if held {
             // Withdraw what Causeway published (addresses, locations, conditions), then let go.
-            memo.status
-                .ensure(
-                    &api,
-                    &ns,
-                    &name,
-                    "networking.karmada.io/v1alpha1",
-                    "MultiClusterIngress",
-                    &json!({}),
-                    None,
-                    || None,
-                )
-                .await?;
+            write_status(&mut memo.status, &api, (&ns, &name), &json!({}), None, None).await?;
             let rest: Vec<&String> = mci
                 .finalizers()
                 .iter()
@@ -736,8 +719,8 @@ async fn reconcile(
     let changed = !prev
         .iter()
         .any(|p| p.type_ == next.type_ && p.reason == next.reason && p.message == next.message)
-        && memo.said.get(&(ns.clone(), name.clone())) != Some(&said);
-    memo.said.insert((ns.clone(), name.clone()), said);
+        && memo.said.get(&key) != Some(&said);
+    memo.said.insert(key, said);
     if changed {
         let (kind, reason) = if !errors.is_empty() {
             (EventType::Warning, "InvalidSpec")
@@ -761,19 +744,15 @@ async fn reconcile(
         };
         let want = json(&status);
         let actual = mci.status.as_ref().map(json).unwrap_or(json!({}));
-        match memo
-            .status
-            .ensure(
-                &api,
-                &ns,
-                &name,
-                "networking.karmada.io/v1alpha1",
-                "MultiClusterIngress",
-                &want,
-                mci.resource_version(),
-                || Some(actual),
-            )
-            .await
+        match write_status(
+            &mut memo.status,
+            &api,
+            (&ns, &name),
+            &want,
+            mci.resource_version(),
+            Some(actual),
+        )
+        .await
         {
             Err(e) if !dropped && conditions_undeclared(&e) => {
                 tracing::warn!(
@@ -787,6 +766,33 @@ async fn reconcile(
             }
         }
     }
+}
+
+/// The Event reason of an MCI left alone because two IngressClasses are the default.
+const AMBIGUOUS_CLASS: &str = "AmbiguousIngressClass";
+
+/// Applies `want` as the status of the MCI `api` names (`actual` its status as last
+/// read, none to write without comparing), unless the memo says it is already there.
+async fn write_status(
+    memo: &mut StatusMemo,
+    api: &Api<MultiClusterIngress>,
+    (ns, name): (&str, &str),
+    want: &serde_json::Value,
+    rv: Option<String>,
+    actual: Option<serde_json::Value>,
+) -> Result<(), causeway_runtime::apply::ApplyError> {
+    memo.ensure(
+        api,
+        ns,
+        name,
+        "networking.karmada.io/v1alpha1",
+        "MultiClusterIngress",
+        want,
+        rv,
+        || actual,
+    )
+    .await
+    .map(drop)
 }
 
 /// Whether a status apply failed because the CRD's schema has no `status.conditions`
