@@ -368,14 +368,15 @@ fn kind_of<K>(serialized: &Value) -> String {
         })
 }
 
-/// Deletes an object; NotFound counts as done.
+/// Deletes an object; NotFound counts as done, and so does a deletion already under
+/// way ([`deletion_under_way`]).
 pub async fn remove<K>(api: &Api<K>, name: &str) -> Result<(), ApplyError>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || deletion_under_way(&s) => Ok(()),
         Err(source) => Err(ApplyError::Kube {
             verb: "delete",
             kind: kind_of::<K>(&Value::Null),
@@ -384,6 +385,14 @@ where
             source,
         }),
     }
+}
+
+/// Whether the answer to a DELETE (without preconditions) says the object is already
+/// being deleted: kube-apiserver answers a second DELETE of a Terminating namespace
+/// whose content is not yet gone with 409 Conflict ("The system is ensuring all content
+/// is removed from this namespace…"). What the DELETE asked for is under way.
+pub fn deletion_under_way(s: &kube::core::Status) -> bool {
+    s.code == 409
 }
 
 #[cfg(test)]
@@ -410,6 +419,57 @@ mod tests {
         for (desired, want) in cases {
             assert_eq!(contains(&actual, &desired), want, "{desired}");
         }
+    }
+
+    /// A namespace whose content is still being removed answers a second DELETE with
+    /// 409 (kube-apiserver's namespace storage; kubesim does the same): [`remove`]
+    /// takes that as the deletion it asked for, under way, not as a failure.
+    #[tokio::test]
+    async fn removing_a_namespace_already_terminating_is_done() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+        let server = kubesim::Server::start(kubesim::Config::new("remove"))
+            .await
+            .unwrap();
+        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(cfg).unwrap();
+        let nss: Api<Namespace> = Api::all(client.clone());
+        let pp = kube::api::PostParams::default();
+        nss.create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+        // content held by a finalizer keeps the namespace Terminating
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
+        cms.create(
+            &pp,
+            &serde_json::from_value(
+                json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+        remove(&nss, "doomed").await.unwrap();
+        let second = nss.delete("doomed", &DeleteParams::background()).await;
+        assert!(
+            matches!(&second, Err(kube::Error::Api(s)) if deletion_under_way(s)),
+            "{second:?}"
+        );
+        remove(&nss, "doomed").await.unwrap();
+        assert!(
+            nss.get("doomed")
+                .await
+                .unwrap()
+                .metadata
+                .deletion_timestamp
+                .is_some()
+        );
+        server.shutdown();
     }
 
     #[test]

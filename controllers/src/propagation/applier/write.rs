@@ -200,7 +200,8 @@ fn conflict(e: &CallError, body: &Value) -> bool {
         && matches!(e, CallError::Kube(kube::Error::Api(s)) if s.code == 409)
 }
 
-/// Deletes (Background propagation); gone already counts as done.
+/// Deletes (Background propagation); gone already counts as done, and so does a
+/// deletion under way (a Terminating namespace's 409).
 pub async fn delete(
     api: &Api<DynamicObject>,
     obj: &ObjRef,
@@ -209,7 +210,11 @@ pub async fn delete(
 ) -> Result<(), NotApplied> {
     match call(limit, api.delete(&obj.name, &DeleteParams::background())).await {
         Ok(_) => Ok(()),
-        Err(CallError::Kube(kube::Error::Api(s))) if s.code == 404 => Ok(()),
+        Err(CallError::Kube(kube::Error::Api(s)))
+            if s.code == 404 || causeway_runtime::apply::deletion_under_way(&s) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(failed(
             &e,
             conditions::REASON_DELETION_TIMED_OUT,

@@ -131,6 +131,21 @@ pub fn delete_locked(
                 let e = st.store.put(&gr, v);
                 return Ok((200, e.obj.value.clone()));
             }
+            return Ok((200, v));
+        }
+        // kube-apiserver's namespace storage: a second DELETE while the namespace
+        // controller still holds `spec.finalizers` (its content is being removed) is a
+        // 409, not another 200
+        if v.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty())
+        {
+            return Err(ApiError::conflict(
+                "",
+                "namespaces",
+                name,
+                "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
+            ));
         }
         return Ok((200, v));
     }

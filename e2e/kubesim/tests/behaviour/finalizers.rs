@@ -140,6 +140,17 @@ async fn namespace_deletion_terminates_empties_and_removes_it() {
         Some("Terminating"),
         "the namespace waits for its finalizing content"
     );
+    // a second DELETE while its content is being removed: kube-apiserver's 409
+    let e = nss
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!((code(&e), reason(&e).as_str()), (409, "Conflict"));
+    assert!(
+        e.to_string()
+            .contains("The system is ensuring all content is removed from this namespace"),
+        "{e}"
+    );
 
     api.patch(
         "held",
