@@ -50,12 +50,14 @@ pub(crate) fn labels_for(svc: &str, cluster: &str) -> BTreeMap<String, String> {
     ])
 }
 
+/// A condition of a ServiceExport, computed for its `generation` (its
+/// `metadata.generation`, the condition's `observedGeneration`).
 fn condition(
     type_: &str,
     ok: Option<bool>,
     reason: &str,
     message: String,
-    previous: &[Condition],
+    (previous, generation): (&[Condition], Option<i64>),
     now: &Time,
 ) -> Condition {
     let status = match ok {
@@ -69,7 +71,7 @@ fn condition(
         reason: reason.into(),
         message,
         last_transition_time: crate::condition::since(previous, type_, status, now),
-        observed_generation: None,
+        observed_generation: generation,
     }
 }
 
@@ -78,7 +80,7 @@ fn condition(
 fn not_exported(
     valid: (&str, String),
     ready: (&str, &str),
-    previous: &[Condition],
+    previous: (&[Condition], Option<i64>),
     now: &Time,
 ) -> Vec<Condition> {
     vec![
@@ -98,9 +100,13 @@ fn not_exported(
 pub const NOT_IN_CLUSTER_SET: &str = "NotInClusterSet";
 
 /// Pure: an export's conditions once its cluster left the clusterset: `Valid` as it
-/// was, `Ready=False` (nothing is exported from here any more), and no `Conflict`
-/// (there is nothing left to conflict with).
-pub fn left_conditions(previous: &[Condition], now: &Time) -> Vec<Condition> {
+/// was, `Ready=False` (nothing is exported from here any more) for the export's
+/// `generation`, and no `Conflict` (there is nothing left to conflict with).
+pub fn left_conditions(
+    previous: &[Condition],
+    generation: Option<i64>,
+    now: &Time,
+) -> Vec<Condition> {
     let mut out: Vec<Condition> = previous
         .iter()
         .filter(|c| c.type_ == cond::VALID)
@@ -112,7 +118,7 @@ pub fn left_conditions(previous: &[Condition], now: &Time) -> Vec<Condition> {
         NOT_IN_CLUSTER_SET,
         "this cluster left the clusterset: nothing is exported from it (join it again to export)"
             .into(),
-        previous,
+        (previous, generation),
         now,
     ));
     out
@@ -137,7 +143,7 @@ pub async fn mark_left(member: &kube::Client) -> anyhow::Result<usize> {
             .as_ref()
             .map(|s| s.conditions.as_slice())
             .unwrap_or_default();
-        let status = json!({"conditions": left_conditions(previous, &now)});
+        let status = json!({"conditions": left_conditions(previous, ex.metadata.generation, &now)});
         let actual = ex.status.as_ref().map(|s| json!(s));
         let out = apply::ensure_status(
             &Api::<ServiceExport>::namespaced(member.clone(), &ns),
@@ -160,6 +166,41 @@ pub async fn mark_left(member: &kube::Client) -> anyhow::Result<usize> {
             "{} of {total} ServiceExports could not be marked no longer exported (first: {first})",
             failed.len()
         ),
+    }
+}
+
+/// Pure: the `observedGeneration` of `verdict`, a condition the aggregator computed on
+/// the hub object `on_hub` and the exporter copies to the ServiceExport (`Conflict`, a
+/// `Valid=False` only the hub can tell). The aggregator's verdict is for the hub
+/// object's `metadata.generation`; when that hub object holds `want` (what the export
+/// is exported as now, compared as the exporter's applier compares it), the verdict is for the ServiceExport's `generation`. Else it is
+/// still about an earlier export: the generation the export's condition of that type
+/// was last set for, if any.
+pub fn verdict_generation(
+    on_hub: Option<&Arc<ExportedService>>,
+    want: &ExportedServiceSpec,
+    verdict: &Condition,
+    previous: &[Condition],
+    generation: Option<i64>,
+) -> Option<i64> {
+    // the hub object holds `want` as the applier sees it (nothing to write: it holds
+    // what `want` sets, and nothing more under `spec`)
+    let holds = |h: &ExportedService| {
+        let (have, want) = (json!(h.spec), json!(want));
+        apply::contains(&have, &want) && apply::contains(&want, &have)
+    };
+    let current = on_hub.is_some_and(|h| {
+        h.metadata.generation.is_some()
+            && verdict.observed_generation == h.metadata.generation
+            && holds(h)
+    });
+    if current {
+        generation
+    } else {
+        previous
+            .iter()
+            .find(|c| c.type_ == verdict.type_)
+            .and_then(|c| c.observed_generation)
     }
 }
 
@@ -187,6 +228,9 @@ pub fn desired(
         if ex.metadata.deletion_timestamp.is_some() {
             continue;
         }
+        // what the exporter decides itself is for the export as it is now
+        let generation = ex.metadata.generation;
+        let mine = (prev.as_slice(), generation);
         if let Some(why) = super::reserved_namespace(&ns) {
             let conds = not_exported(
                 (super::RESERVED_NAMESPACE, why),
@@ -194,7 +238,7 @@ pub fn desired(
                     cond::reason::FAILED,
                     "nothing is exported from this namespace",
                 ),
-                &prev,
+                mine,
                 now,
             );
             out.conditions.insert((ns, name), conds);
@@ -214,7 +258,7 @@ pub fn desired(
                     cond::reason::FAILED,
                     "the ServiceExport's name cannot be a Service's name",
                 ),
-                &prev,
+                mine,
                 now,
             );
             out.conditions.insert((ns, name), conds);
@@ -226,7 +270,7 @@ pub fn desired(
             let conds = not_exported(
                 (cond::reason::NO_SERVICE, why),
                 (cond::reason::PENDING, "waiting for the Service"),
-                &prev,
+                mine,
                 now,
             );
             out.conditions.insert((ns, name), conds);
@@ -241,37 +285,18 @@ pub fn desired(
                     "ExternalName Services cannot be exported".into(),
                 ),
                 (cond::reason::FAILED, "the Service is not exportable"),
-                &prev,
+                mine,
                 now,
             );
             out.conditions.insert((ns, name), conds);
             continue;
         }
-        let mut conds = Vec::new();
         let on_hub = hub.get(&(ns.clone(), hub_name.clone())).copied();
         // the aggregator's verdict on what only the hub checks (exported metadata)
         let hub_invalid = on_hub
             .and_then(|h| h.status.as_ref())
             .and_then(|s| s.conditions.iter().find(|c| c.type_ == cond::VALID))
             .filter(|c| c.status == "False");
-        conds.push(match hub_invalid {
-            Some(c) => condition(
-                cond::VALID,
-                Some(false),
-                &c.reason,
-                c.message.clone(),
-                &prev,
-                now,
-            ),
-            None => condition(
-                cond::VALID,
-                Some(true),
-                cond::reason::VALID,
-                "the Service is exportable".into(),
-                &prev,
-                now,
-            ),
-        });
         let headless = spec.cluster_ip.as_deref() == Some("None");
         let exported = ExportedService {
             metadata: ObjectMeta {
@@ -318,7 +343,6 @@ pub fn desired(
             },
             status: None,
         };
-        out.exported.push(exported);
         let no_slices = Vec::new();
         for s in slices
             .get(&(ns.clone(), name.clone()))
@@ -348,13 +372,39 @@ pub fn desired(
                 ports: s.ports.clone(),
             });
         }
+        // the hub's verdict (`Valid=False` on what only the hub checks, `Conflict`)
+        // is for the export as it is now only once the hub holds what is exported now
+        let copied = |c: &Condition| {
+            (
+                prev.as_slice(),
+                verdict_generation(on_hub, &exported.spec, c, &prev, generation),
+            )
+        };
+        let mut conds = vec![match hub_invalid {
+            Some(c) => condition(
+                cond::VALID,
+                Some(false),
+                &c.reason,
+                c.message.clone(),
+                copied(c),
+                now,
+            ),
+            None => condition(
+                cond::VALID,
+                Some(true),
+                cond::reason::VALID,
+                "the Service is exportable".into(),
+                mine,
+                now,
+            ),
+        }];
         conds.push(match on_hub {
             Some(_) => condition(
                 cond::READY,
                 Some(true),
                 cond::reason::EXPORTED,
                 "exported to the clusterset".into(),
-                &prev,
+                mine,
                 now,
             ),
             None => condition(
@@ -362,7 +412,7 @@ pub fn desired(
                 None,
                 cond::reason::PENDING,
                 "exporting".into(),
-                &prev,
+                mine,
                 now,
             ),
         });
@@ -375,10 +425,11 @@ pub fn desired(
                 Some(c.status == "True"),
                 &c.reason,
                 c.message.clone(),
-                &prev,
+                copied(c),
                 now,
             ));
         }
+        out.exported.push(exported);
         out.conditions.insert((ns, name), conds);
     }
     out

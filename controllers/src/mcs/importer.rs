@@ -94,6 +94,25 @@ fn managed_labels(svc: &str) -> BTreeMap<String, String> {
     ])
 }
 
+/// Pure: the derived Service's ports for an import's `ports`, each with every field
+/// kube-apiserver defaults on a ClusterIP Service port already set as it would set it
+/// (`protocol` TCP, `targetPort` the port; a `name` that is empty is left out, as the
+/// API server stores none), so that a derived Service that holds them is seen as
+/// applied, and one that holds more (an `appProtocol` the import no longer has) is not.
+pub fn derived_ports(ports: &[causeway_crds::mcs::ServicePort]) -> Vec<ServicePort> {
+    ports
+        .iter()
+        .map(|p| ServicePort {
+            name: p.name.clone().filter(|n| !n.is_empty()),
+            protocol: Some(p.protocol_or_default().to_string()),
+            app_protocol: p.app_protocol.clone(),
+            port: p.port,
+            target_port: Some(IntOrString::Int(p.port)),
+            ..Default::default()
+        })
+        .collect()
+}
+
 /// Pure: the member's imported objects.
 #[allow(clippy::too_many_arguments)]
 pub fn desired(
@@ -158,20 +177,7 @@ pub fn desired(
                     }
                     .into(),
                 ),
-                ports: Some(
-                    si.spec
-                        .ports
-                        .iter()
-                        .map(|p| ServicePort {
-                            name: p.name.clone(),
-                            protocol: Some(p.protocol_or_default().to_string()),
-                            app_protocol: p.app_protocol.clone(),
-                            port: p.port,
-                            target_port: Some(IntOrString::Int(p.port)),
-                            ..Default::default()
-                        })
-                        .collect(),
-                ),
+                ports: Some(derived_ports(&si.spec.ports)),
                 session_affinity: si.spec.session_affinity.clone(),
                 session_affinity_config: si.spec.session_affinity_config.clone(),
                 // IMP-10: kube-proxy honours these for clusterset traffic only if the
@@ -568,6 +574,7 @@ pub async fn run(
                 &member_services,
                 &member_slices,
                 &metrics,
+                &now,
             )
             .await;
             tell_not_imported(&recorder, &cluster, &want.not_imported, &part, &mut told).await;
@@ -625,14 +632,47 @@ async fn tell_not_imported(
     }
 }
 
-/// The import status when this cluster cannot host the derived Service (IMP-7).
-fn not_supported(st: &ServiceImportStatus, why: &str) -> ServiceImportStatus {
+/// `Ready=False` reason of a member ServiceImport whose derived Service the member
+/// refused for another reason than its IP families (a ResourceQuota, an admission
+/// webhook, no cluster IP left): the reason a ServiceExport gives a failed write
+/// (EXP-6).
+pub const FAILED: &str = causeway_crds::mcs::conditions::service_export::reason::FAILED;
+
+/// Why the member refused an import's derived Service, with the API server's message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// This cluster cannot serve the service's IP families (IMP-7).
+    IpFamilies(String),
+    /// Any other refusal of a write (create, update, or the delete of a recreate).
+    Write(String),
+}
+
+/// Pure: the import status when the member refused its derived Service:
+/// `Ready=False`, `IPFamilyNotSupported` (IMP-7) or [`FAILED`], with the API server's
+/// message, in place of waiting for cluster IPs that will not come.
+/// `previous` are the member import's conditions now.
+pub fn refused_status(
+    st: &ServiceImportStatus,
+    why: &Refused,
+    previous: &[Condition],
+    now: &Time,
+) -> ServiceImportStatus {
     let mut st = st.clone();
     for c in &mut st.conditions {
         if c.type_ == im_cond::READY {
+            c.last_transition_time =
+                crate::condition::since(previous, im_cond::READY, "False", now);
             c.status = "False".into();
-            c.reason = im_cond::reason::IP_FAMILY_NOT_SUPPORTED.into();
-            c.message = format!("this cluster cannot serve the service's IP families: {why}");
+            (c.reason, c.message) = match why {
+                Refused::IpFamilies(m) => (
+                    im_cond::reason::IP_FAMILY_NOT_SUPPORTED.into(),
+                    format!("this cluster cannot serve the service's IP families: {m}"),
+                ),
+                Refused::Write(m) => (
+                    FAILED.into(),
+                    format!("this cluster refused the derived Service (retrying): {m}"),
+                ),
+            };
         }
     }
     st

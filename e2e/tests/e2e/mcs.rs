@@ -43,6 +43,27 @@ async fn conflict_on(m: &Mcs, i: usize) -> (String, String, String) {
     .await
 }
 
+/// Waits until member `i`'s ServiceExport `hello` is at `generation` and each of its
+/// conditions (Valid, Ready, Conflict) says it is for that generation.
+async fn observed_generation_is(m: &Mcs, i: usize, generation: i64) {
+    let api: Api<causeway_crds::mcs::v1beta1::ServiceExport> = Api::namespaced(m.c(i), &m.ns);
+    eventually(
+        &format!("cluster {i}'s export conditions at generation {generation}"),
+        PRESENT,
+        || async {
+            let ex = api.get("hello").await.unwrap();
+            let conds = ex.status?.conditions;
+            (ex.metadata.generation == Some(generation)
+                && conds.len() == 3
+                && conds
+                    .iter()
+                    .all(|c| c.observed_generation == Some(generation)))
+            .then_some(())
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conf_1_import_exists_while_any_cluster_exports() {
     let owned = Mcs::start(&["c0", "c1"], false).await;
@@ -161,6 +182,80 @@ async fn a_label_or_field_the_export_no_longer_has_leaves_the_import() {
         },
     )
     .await;
+}
+
+/// An `appProtocol` the exported Service no longer has leaves the importing member's
+/// derived Service too (its ports are the importer's alone), and an importer that has
+/// caught up writes nothing more into that member (the derived ports hold what the API
+/// server defaults on a port, so nothing differs round after round).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_protocol_the_export_drops_leaves_the_derived_service() {
+    use kube::api::{Patch, PatchParams};
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.service(
+        0,
+        "web",
+        json!({"ports": [{"name": "http", "port": 80, "appProtocol": "http"}]}),
+        &["10.0.0.1"],
+    )
+    .await;
+    m.export(0, "web", "dummy-label").await;
+    let derived = Api::<Service>::namespaced(m.c(1), &m.ns);
+    let app_protocol = || async {
+        let list = derived
+            .list(&ListParams::default().labels("multicluster.kubernetes.io/service-name=web"))
+            .await
+            .unwrap();
+        let svc = list.items.into_iter().next()?;
+        let port = svc.spec.as_ref()?.ports.as_ref()?.first()?.clone();
+        Some((port.app_protocol, svc))
+    };
+    eventually(
+        "the derived Service in c1 with appProtocol http",
+        PRESENT,
+        || async {
+            app_protocol()
+                .await
+                .filter(|(a, _)| a.as_deref() == Some("http"))
+        },
+    )
+    .await;
+    Api::<Service>::namespaced(m.c(0), &m.ns)
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ports": [{"name": "http", "port": 80}]}})),
+        )
+        .await
+        .unwrap();
+    let (_, svc) = eventually(
+        "appProtocol gone from c1's derived Service",
+        PRESENT,
+        || async { app_protocol().await.filter(|(a, _)| a.is_none()) },
+    )
+    .await;
+    let si = eventually("the import without it", PRESENT, || async {
+        m.si(1, "web")
+            .await
+            .filter(|si| si.spec.ports.iter().all(|p| p.app_protocol.is_none()))
+    })
+    .await;
+    assert_eq!(si.spec.ports.len(), 1);
+    // caught up: no write into c1, the derived Service as it is
+    tick().await;
+    let before = m.cs.members[1].write_requests();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        m.cs.members[1].write_requests(),
+        before,
+        "a caught-up importer writes nothing"
+    );
+    let (_, now) = app_protocol().await.unwrap();
+    assert_eq!(
+        now.metadata.resource_version, svc.metadata.resource_version,
+        "the derived Service is not written again"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,6 +394,20 @@ async fn conf_10_port_union_raises_conflict() {
         let (_, reason, _) = conflict_on(m, i).await;
         assert!(reason.contains("PortConflict"), "{reason}");
     }
+    // every condition, Conflict copied from the hub too, is for the export as it is
+    for i in 0..2 {
+        observed_generation_is(m, i, 1).await;
+    }
+    let exports: Api<causeway_crds::mcs::v1beta1::ServiceExport> = Api::namespaced(m.c(1), &m.ns);
+    exports
+        .patch(
+            "hello",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"exportedAnnotations": {"more": "1"}}})),
+        )
+        .await
+        .unwrap();
+    observed_generation_is(m, 1, 2).await;
     let want = vec![
         ("stcp".to_string(), "SCTP".to_string(), 142),
         ("tcp".into(), "TCP".into(), 42),

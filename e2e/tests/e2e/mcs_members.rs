@@ -444,6 +444,135 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
     ctl.stop().await;
 }
 
+/// EXP-6: an export whose hub EndpointSlices the hub refuses (the controller's hub
+/// identity may not create endpointslices, and nothing else is taken away) is
+/// Ready=False/Failed with the reason, though its ExportedService was written; once
+/// the right is back the slices are written and the export is Ready=True again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_whose_hub_slices_the_hub_refuses_is_ready_false_failed() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let opts = causeway_e2e::Options {
+        members: vec!["c0".into()],
+        ..Default::default()
+    };
+    let mut owned = Mcs::start_with(opts, 1).await;
+    owned.stop_controller().await;
+    let m = &owned;
+    let kubectl = crate::support::kubectl_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let kc = m.cs.write_kubeconfigs(dir.path()).unwrap();
+    let o = std::process::Command::new(&kubectl)
+        .env("KUBECONFIG", &kc)
+        .args(["--context", "hub", "apply", "-f"])
+        .arg(crate::support::repo().join("deploy/rbac/hub.yaml"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // take away only the controller's right to create EndpointSlices
+    let roles: Api<ClusterRole> = Api::all(m.hub.clone());
+    let slices_may_create = |create: bool| {
+        let roles = roles.clone();
+        async move {
+            let mut role = roles.get("causeway:controller").await.unwrap();
+            let mut found = false;
+            for r in role.rules.as_mut().unwrap() {
+                if r.resources
+                    .as_ref()
+                    .is_some_and(|res| res.iter().any(|x| x == "endpointslices"))
+                {
+                    found = true;
+                    r.verbs.retain(|v| v != "create");
+                    if create {
+                        r.verbs.push("create".into());
+                    }
+                }
+            }
+            assert!(found, "deploy/rbac/hub.yaml grants endpointslices");
+            roles
+                .replace("causeway:controller", &Default::default(), &role)
+                .await
+                .unwrap();
+        }
+    };
+    slices_may_create(false).await;
+    m.cs.hub.add_token(
+        "weak",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-controller".into(),
+            groups: vec!["system:authenticated".into()],
+            ..Default::default()
+        },
+    );
+    let access = causeway_controllers::clusters::join::MemberAccess {
+        token: "weak".into(),
+        ..causeway_e2e::access(&m.cs.hub)
+    };
+    let ctl =
+        m.cs.start_controller_as(
+            causeway_controllers::clusters::join::client_for(&access)
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let ns = m.ns.clone();
+    let exported: Api<causeway_crds::exported_service::ExportedService> =
+        Api::namespaced(m.hub.clone(), &ns);
+    eventually("the ExportedService on the hub", PRESENT, || async {
+        exported
+            .list(&ListParams::default().labels("multicluster.kubernetes.io/service-name=hello"))
+            .await
+            .unwrap()
+            .items
+            .pop()
+    })
+    .await;
+    let (status, reason, message) = eventually("Ready=False/Failed", PRESENT, || async {
+        m.export_condition(0, "hello", "Ready")
+            .await
+            .filter(|c| c.0 == "False")
+    })
+    .await;
+    assert_eq!((status.as_str(), reason.as_str()), ("False", "Failed"));
+    assert!(
+        message.contains("forbidden") && message.contains("endpointslices"),
+        "{message}"
+    );
+    // nothing on the hub serves the export's endpoints
+    let hub_slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(m.hub.clone(), &ns);
+    assert!(
+        hub_slices
+            .list(&ListParams::default().labels("multicluster.kubernetes.io/service-name=hello"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    slices_may_create(true).await;
+    eventually(
+        "Ready=True/Exported once the hub takes the slices",
+        PRESENT,
+        || async {
+            m.export_condition(0, "hello", "Ready")
+                .await
+                .filter(|c| c.0 == "True" && c.1 == "Exported")
+        },
+    )
+    .await;
+    assert_eq!(
+        hub_slices
+            .list(&ListParams::default().labels("multicluster.kubernetes.io/service-name=hello"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    ctl.stop().await;
+}
+
 /// CID-4 and CID-5 (KEP-2149): a member carries `clusterset.k8s.io` (the hub's
 /// clusterset name) and `cluster.clusterset.k8s.io` (its id) for exactly as long as it
 /// is a member: one changed by hand is put back, with a Warning Event on its Cluster; a

@@ -381,6 +381,65 @@ async fn ipv6_only_import_into_an_ipv4_cluster_is_not_ready_with_a_reason() {
     );
 }
 
+/// A derived Service the member refuses for another reason than its IP families (here a
+/// ResourceQuota allowing no Services in the namespace) makes the member's import
+/// Ready=False/Failed with the API server's answer, not Pending forever; once the
+/// quota is gone the derived Service is created and the import is Ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_derived_service_the_member_refuses_is_not_ready_with_the_answer() {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    let quotas: Api<ResourceQuota> = Api::namespaced(m.c(1), &m.ns);
+    let quota: ResourceQuota = serde_json::from_value(
+        json!({"metadata": {"name": "no-services"}, "spec": {"hard": {"services": "0"}}}),
+    )
+    .unwrap();
+    quotas.create(&Default::default(), &quota).await.unwrap();
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let ready = |i: usize| async move {
+        let si = m.si(i, "hello").await?;
+        si.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| (c.status, c.reason, c.message))
+    };
+    eventually("c0 imports it", PRESENT, || async {
+        ready(0).await.filter(|c| c.0 == "True")
+    })
+    .await;
+    let (status, _, message) = eventually("Ready=False/Failed in c1", PRESENT, || async {
+        ready(1).await.filter(|c| c.1 == "Failed")
+    })
+    .await;
+    assert_eq!(status, "False");
+    assert!(
+        message.contains("exceeded quota: no-services") && message.contains("limited: services=0"),
+        "{message}"
+    );
+    quotas
+        .delete("no-services", &DeleteParams::default())
+        .await
+        .unwrap();
+    let si = eventually(
+        "Ready=True in c1 once the quota is gone",
+        PRESENT,
+        || async {
+            m.si(1, "hello").await.filter(|si| {
+                si.status.as_ref().is_some_and(|st| {
+                    st.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                })
+            })
+        },
+    )
+    .await;
+    assert!(!si.spec.ips.is_empty(), "the derived Service's IP: {si:?}");
+}
+
 /// ★ karmada#4326: `unjoin --preserve` leaves what Causeway wrote into the member (a
 /// migration or rollback keeps serving), while the clusterset forgets the member.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

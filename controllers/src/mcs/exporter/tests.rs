@@ -216,7 +216,12 @@ fn a_cluster_that_left_says_nothing_is_exported() {
         c(cond::READY, "True", cond::reason::EXPORTED),
         c(cond::CONFLICT, "True", cond::reason::PORT_CONFLICT),
     ];
-    let after = left_conditions(&before, &now);
+    let after = left_conditions(&before, Some(3), &now);
+    assert_eq!(
+        after[1].observed_generation,
+        Some(3),
+        "Ready is for the export now"
+    );
     let got: Vec<(&str, &str, &str)> = after
         .iter()
         .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
@@ -230,4 +235,121 @@ fn a_cluster_that_left_says_nothing_is_exported() {
     );
     assert_eq!(after[1].last_transition_time, now, "Ready changed now");
     assert_eq!(after[0], before[0], "Valid as it was");
+}
+
+/// Every condition of a ServiceExport says which `metadata.generation` it is for: what
+/// the exporter decides itself is for the export as it is; a verdict copied from the
+/// hub (`Conflict`, `Valid=False` on exported metadata) is for it only once the hub
+/// holds what is exported now, else it keeps the generation it was last set for.
+#[test]
+fn every_condition_carries_the_generation_it_is_for() {
+    use causeway_crds::exported_service::ExportedServiceStatus;
+    let now = Time(jiff::Timestamp::UNIX_EPOCH);
+    let at = |generation: i64, labels: Value, prev: Value| -> Arc<ServiceExport> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+                "metadata": {"name": "web", "namespace": "demo", "generation": generation},
+                "spec": {"exportedLabels": labels},
+                "status": {"conditions": prev},
+            }))
+            .unwrap(),
+        )
+    };
+    let svc: Arc<Service> = Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "demo"},
+            "spec": {"ports": [{"name": "http", "port": 80}]},
+        }))
+        .unwrap(),
+    );
+    let generations = |want: &Desired| -> Vec<(String, Option<i64>)> {
+        want.conditions[&("demo".to_string(), "web".to_string())]
+            .iter()
+            .map(|c| (c.type_.clone(), c.observed_generation))
+            .collect()
+    };
+    // no hub object yet: Valid and Ready are the exporter's own
+    let ex = at(4, json!({"a": "1"}), json!([]));
+    let (ex, svc) = ([ex], [svc]);
+    let first = desired("east", &ex, &svc, &[], &[], &now);
+    assert_eq!(
+        generations(&first),
+        [("Valid".into(), Some(4)), ("Ready".into(), Some(4))]
+    );
+    // the hub holds what is exported now, judged at the hub object's generation 7
+    let verdict = |t: &str, s: &str, r: &str| Condition {
+        observed_generation: Some(7),
+        ..c(t, s, r)
+    };
+    let judged = |spec: ExportedServiceSpec| -> Arc<ExportedService> {
+        let mut hub = first.exported[0].clone();
+        hub.spec = spec;
+        hub.metadata.generation = Some(7);
+        hub.status = Some(ExportedServiceStatus {
+            observed_generation: Some(7),
+            conditions: vec![
+                verdict("Conflict", "True", "PortConflict"),
+                verdict("Valid", "False", "InvalidExportedMetadata"),
+            ],
+            ..Default::default()
+        });
+        Arc::new(hub)
+    };
+    let current = judged(first.exported[0].spec.clone());
+    let want = desired("east", &ex, &svc, &[], &[current], &now);
+    assert_eq!(
+        generations(&want),
+        [
+            ("Valid".into(), Some(4)),
+            ("Ready".into(), Some(4)),
+            ("Conflict".into(), Some(4))
+        ]
+    );
+    // a verdict for another generation of the hub object is not for this export
+    let mut other = (*judged(first.exported[0].spec.clone())).clone();
+    other.metadata.generation = Some(8);
+    let want = desired("east", &ex, &svc, &[], &[Arc::new(other)], &now);
+    assert_eq!(
+        generations(&want),
+        [
+            ("Valid".into(), None),
+            ("Ready".into(), Some(4)),
+            ("Conflict".into(), None)
+        ]
+    );
+    // the export changed (generation 5) and the hub still holds what generation 4
+    // exported: the copied verdicts keep the generation they were set for
+    let prev = json!([
+        {"type": "Valid", "status": "False", "reason": "InvalidExportedMetadata", "message": "m",
+         "lastTransitionTime": "1970-01-01T00:00:00Z", "observedGeneration": 4},
+        {"type": "Ready", "status": "True", "reason": "Exported", "message": "m",
+         "lastTransitionTime": "1970-01-01T00:00:00Z", "observedGeneration": 4},
+        {"type": "Conflict", "status": "True", "reason": "PortConflict", "message": "m",
+         "lastTransitionTime": "1970-01-01T00:00:00Z", "observedGeneration": 4},
+    ]);
+    let stale = judged(first.exported[0].spec.clone());
+    let changed = at(5, json!({"a": "2"}), prev);
+    let want = desired("east", &[changed], &svc, &[], &[stale], &now);
+    assert_eq!(
+        generations(&want),
+        [
+            ("Valid".into(), Some(4)),
+            ("Ready".into(), Some(5)),
+            ("Conflict".into(), Some(4))
+        ]
+    );
+    // a failed hub write keeps the generation it is for
+    let failed = with_write_failure(
+        want.conditions[&("demo".to_string(), "web".to_string())].clone(),
+        Some("forbidden"),
+    );
+    assert_eq!(failed[1].reason, "Failed");
+    assert_eq!(failed[1].observed_generation, Some(5));
+    // exports that are not exported say so for the generation they are at
+    let missing = desired("east", &[at(6, json!({}), json!([]))], &[], &[], &[], &now);
+    assert_eq!(
+        generations(&missing),
+        [("Valid".into(), Some(6)), ("Ready".into(), Some(6))]
+    );
 }

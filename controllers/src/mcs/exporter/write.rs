@@ -117,7 +117,8 @@ pub(super) async fn write(
     let exports_by_key = crate::watch::by_key(exports);
     let hub_slices_by_key = crate::watch::by_key(hub_slices);
     let hub_exported_by_key = crate::watch::by_key(hub_exported);
-    // ExportedServices; a failed write makes the export Ready=False/Failed (EXP-6)
+    // ExportedServices and hub slices; a failed write of either makes the export
+    // Ready=False/Failed (EXP-6), with the first failure's answer
     let mut failed: std::collections::HashMap<(String, String), String> = Default::default();
     let keep: BTreeSet<(String, String)> = want
         .exported
@@ -137,7 +138,7 @@ pub(super) async fn write(
         // the member's service, wherever the object goes (an outbox names it in a label)
         let key = service_key(e).unwrap_or_default();
         if let Err(err) = &r {
-            failed.insert(key.clone(), err.to_string());
+            failed.entry(key.clone()).or_insert_with(|| err.to_string());
         }
         failures.check(key, r);
     }
@@ -179,10 +180,12 @@ pub(super) async fn write(
             annotations::EXPORTED_AT.to_string(),
             jiff::Timestamp::now().as_millisecond().to_string(),
         );
-        failures.check(
-            service_key(s).unwrap_or_default(),
-            apply::ensure(&api, &stamped, None).await,
-        );
+        let key = service_key(s).unwrap_or_default();
+        let r = apply::ensure(&api, &stamped, None).await;
+        if let Err(err) = &r {
+            failed.entry(key.clone()).or_insert_with(|| err.to_string());
+        }
+        failures.check(key, r);
     }
     for (k, e) in apply::remove_all_but(
         |ns| Api::<EndpointSlice>::namespaced(hub.clone(), ns),
@@ -192,6 +195,8 @@ pub(super) async fn write(
     )
     .await
     {
+        // endpoints the member no longer has, still served from the hub
+        failed.entry(k.clone()).or_insert_with(|| e.to_string());
         failures.failed(k, &e);
     }
     // ServiceExport conditions

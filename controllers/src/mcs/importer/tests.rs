@@ -542,3 +542,149 @@ fn a_derived_service_is_recreated_only_for_what_an_update_cannot_change() {
         assert_eq!(needs_recreate(&actual, &desired), want, "{case}");
     }
 }
+
+/// The member refused the derived Service: the import says why (`IPFamilyNotSupported`
+/// for its families, IMP-7; `Failed` for anything else, a ResourceQuota, an admission
+/// webhook, no cluster IP left), with the API server's message, rather than waiting for
+/// cluster IPs; the other conditions stay as they are.
+#[test]
+fn a_refused_derived_service_makes_the_import_not_ready_with_the_answer() {
+    let si = hub_import(json!({}));
+    let want = import(&si, &[hub_slice("s1")], &Staleness::default(), &[]);
+    let st = &want.imports[0].1;
+    let ready = |st: &ServiceImportStatus| {
+        let c = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    };
+    assert_eq!(ready(st).1, "Pending", "no derived Service yet");
+    let quota = "exceeded quota: q, requested: services=1, used: services=0, limited: services=0";
+    let table = [
+        (
+            Refused::Write(quota.into()),
+            "Failed",
+            format!("this cluster refused the derived Service (retrying): {quota}"),
+        ),
+        (
+            Refused::IpFamilies("spec.ipFamilies[0]: Unsupported value: \"IPv6\"".into()),
+            "IPFamilyNotSupported",
+            "this cluster cannot serve the service's IP families: spec.ipFamilies[0]: Unsupported value: \"IPv6\"".into(),
+        ),
+    ];
+    let later = Time(jiff::Timestamp::from_second(1_700_000_100).unwrap());
+    for (why, reason, message) in table {
+        let got = refused_status(st, &why, &[], &later);
+        assert_eq!(
+            ready(&got),
+            ("False".into(), reason.into(), message.clone()),
+            "{why:?}"
+        );
+        assert_eq!(
+            got.conditions.len(),
+            st.conditions.len(),
+            "only Ready changes"
+        );
+        // a member import already False keeps its transition time
+        let mut prev = got.conditions.clone();
+        prev[0].last_transition_time = now();
+        let again = refused_status(st, &why, &prev, &later);
+        assert_eq!(again.conditions[0].last_transition_time, now(), "{why:?}");
+        // one that was Ready turns False now
+        prev[0].status = "True".into();
+        let turned = refused_status(st, &why, &prev, &later);
+        assert_eq!(turned.conditions[0].last_transition_time, later, "{why:?}");
+    }
+}
+
+/// The derived Service's ports are the importer's alone: an `appProtocol` the import no
+/// longer has goes from the member's derived Service, and the desired ports hold every field
+/// the API server defaults on a port, so a converged importer writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_that_loses_its_app_protocol_loses_it_on_the_derived_service() {
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::{Api, ListParams, PostParams};
+    let server = kubesim::Server::start(kubesim::Config::new("importer"))
+        .await
+        .expect("kubesim starts");
+    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let member = kube::Client::try_from(cfg).unwrap();
+    Api::<Namespace>::all(member.clone())
+        .create(&PostParams::default(), &ns("demo"))
+        .await
+        .unwrap();
+    let services = Api::<Service>::namespaced(member.clone(), "demo");
+    let derived = || async {
+        services
+            .list(&ListParams::default().labels(labels::DERIVED_SERVICE_SELECTOR))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect::<Vec<_>>()
+    };
+    let metrics = crate::metrics::Metrics::default();
+    let mut memo = Memos::default();
+    // one round of the importer's writes of the derived Service for `si`
+    let mut round = async |si: Arc<ServiceImport>| {
+        let want = Desired {
+            services: import(&si, &[], &Staleness::default(), &[]).services,
+            ..Desired::default()
+        };
+        let failures = write(
+            &mut memo,
+            "c1",
+            &member,
+            &want,
+            &[],
+            &derived().await,
+            &[],
+            &metrics,
+            &now(),
+        )
+        .await;
+        assert_eq!(failures.count, 0, "{failures:?}");
+    };
+    let app_protocols = || async {
+        let d = derived().await;
+        assert_eq!(d.len(), 1);
+        d[0].spec
+            .as_ref()
+            .unwrap()
+            .ports
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name.unwrap_or_default(), p.app_protocol))
+            .collect::<Vec<_>>()
+    };
+    let two = |app: Value| {
+        hub_import(json!({"ports": [
+            {"name": "http", "port": 80, "protocol": "TCP", "appProtocol": app},
+            {"name": "dns", "port": 53, "protocol": "UDP"},
+        ]}))
+    };
+    round(two(json!("http"))).await;
+    assert_eq!(
+        app_protocols().await,
+        [("http".into(), Some("http".into())), ("dns".into(), None)]
+    );
+    round(two(Value::Null)).await;
+    assert_eq!(
+        app_protocols().await,
+        [("http".into(), None), ("dns".into(), None)],
+        "the appProtocol the import no longer has is gone"
+    );
+    // converged: the API server's defaults (protocol, targetPort) are what desired
+    // says, so nothing is written again
+    let before = server.write_requests();
+    round(two(Value::Null)).await;
+    round(two(Value::Null)).await;
+    assert_eq!(
+        server.write_requests(),
+        before,
+        "a converged importer writes nothing"
+    );
+}

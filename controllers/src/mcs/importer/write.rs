@@ -15,10 +15,14 @@ pub(super) struct Memos {
 impl Default for Memos {
     /// What the importer alone sets, so that what it stops setting goes from the
     /// member: a ServiceImport's spec, a slice's endpoints and ports, and the derived
-    /// Service's optional fields (the rest of its spec the API server defaults).
+    /// Service's ports (an `appProtocol` the export dropped) and optional fields (the
+    /// rest of its spec the API server defaults). The desired ports hold every field
+    /// the API server defaults on a port ([`super::derived_ports`]), or this would
+    /// apply them again every round.
     fn default() -> Self {
         Memos {
             services: apply::Memo::owning(&[
+                "spec.ports",
                 "spec.trafficDistribution",
                 "spec.sessionAffinityConfig",
             ]),
@@ -39,6 +43,7 @@ pub(super) async fn write(
     services: &[Arc<Service>],
     slices: &[Arc<EndpointSlice>],
     metrics: &Metrics,
+    now: &Time,
 ) -> Failures {
     let slices_by_key = crate::watch::by_key(slices);
     let imports_by_key = crate::watch::by_key(imports);
@@ -51,8 +56,10 @@ pub(super) async fn write(
         .iter()
         .map(|s| key(s.namespace(), s.name_any()))
         .collect();
-    // derived Services the cluster refused (e.g. an IPv6-only import in an IPv4 cluster)
-    let mut refused: std::collections::HashMap<(String, String), String> = Default::default();
+    // derived Services the cluster refused (an IPv6-only import in an IPv4 cluster, a
+    // ResourceQuota, an admission webhook, no cluster IP left), by service: said on the
+    // member ServiceImport rather than waiting for cluster IPs that will not come
+    let mut refused: std::collections::HashMap<(String, String), Refused> = Default::default();
     for s in &want.services {
         let ns = s.namespace().unwrap_or_default();
         let mut actual = services_by_key
@@ -76,25 +83,26 @@ pub(super) async fn write(
                 // gone, or already another one: the next round sees which
                 Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => continue,
                 Err(e) => {
-                    failures.failed(service_key(s).unwrap_or_default(), &e);
+                    let key = service_key(s).unwrap_or_default();
+                    refused.insert(key.clone(), Refused::Write(answer(&e)));
+                    failures.failed(key, &e);
                     continue;
                 }
             }
         }
         let r = memo.services.ensure(&api, s, actual).await;
-        if let Err(apply::ApplyError::Kube {
-            source: kube::Error::Api(status),
-            ..
-        }) = &r
-            && status.code == 422
-            && status.message.contains("spec.ipFamilies")
-        {
-            let svc = s
-                .labels()
-                .get(labels::SERVICE_NAME)
-                .cloned()
-                .unwrap_or_default();
-            refused.insert((ns.clone(), svc), status.message.clone());
+        if let Err(e) = &r {
+            let why = match e {
+                apply::ApplyError::Kube {
+                    source: kube::Error::Api(status),
+                    ..
+                } if status.code == 422 && status.message.contains("spec.ipFamilies") => {
+                    Refused::IpFamilies(status.message.clone())
+                }
+                apply::ApplyError::Kube { source, .. } => Refused::Write(answer(source)),
+                e => Refused::Write(e.to_string()),
+            };
+            refused.insert(service_key(s).unwrap_or_default(), why);
         }
         failures.check(service_key(s).unwrap_or_default(), r);
     }
@@ -118,7 +126,13 @@ pub(super) async fn write(
                     "multicluster.x-k8s.io/v1beta1",
                     "ServiceImport",
                     &match refused.get(&(ns.clone(), si.name_any())) {
-                        Some(why) => json!(not_supported(st, why)),
+                        Some(why) => {
+                            let previous = actual
+                                .and_then(|a| a.status.as_ref())
+                                .map(|s| s.conditions.as_slice())
+                                .unwrap_or_default();
+                            json!(refused_status(st, why, previous, now))
+                        }
                         None => json!(st),
                     },
                     actual.and_then(|a| a.resource_version()),
@@ -194,4 +208,12 @@ pub(super) async fn write(
         failures.failed(k, &e);
     }
     failures
+}
+
+/// The API server's message in `e` (what it said when it refused), else `e` itself.
+fn answer(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        e => e.to_string(),
+    }
 }
