@@ -210,6 +210,41 @@ async fn observe(
     out
 }
 
+/// `w` with each manifest's namespace where the member keeps the object: "default"
+/// for a namespaced kind that names none (as kubectl and the API server place it), none
+/// for a cluster-scoped kind (the API server drops it). Planned as written, the object
+/// the member holds would not be the one the manifest names: taken for a leftover of
+/// its own Work, it would be deleted and created again every round.
+fn placed<'w>(w: &'w Work, members: &Members) -> std::borrow::Cow<'w, Work> {
+    let place = |m: &serde_json::Value| -> Option<Option<&'static str>> {
+        let r = ObjRef::of(m);
+        let served = members.served(&r.api_version, &r.kind).ok()?;
+        match (served.namespaced, r.namespace.is_empty()) {
+            (true, true) => Some(Some("default")),
+            (false, false) => Some(None),
+            _ => None,
+        }
+    };
+    let manifests = &w.spec.workload.manifests;
+    if !manifests.iter().any(|m| place(&m.0).is_some()) {
+        return std::borrow::Cow::Borrowed(w);
+    }
+    let mut out = w.clone();
+    for m in out.spec.workload.manifests.iter_mut() {
+        let Some(ns) = place(&m.0) else { continue };
+        if let Some(md) =
+            m.0.get_mut("metadata")
+                .and_then(serde_json::Value::as_object_mut)
+        {
+            match ns {
+                Some(ns) => md.insert("namespace".into(), ns.into()),
+                None => md.remove("namespace"),
+            };
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 async fn reconcile(
     a: &Applier,
     w: &Work,
@@ -218,6 +253,7 @@ async fn reconcile(
     index: &Index,
     failures: &mut Failures,
 ) {
+    let w = &*placed(w, members);
     let key = crate::watch::key(w);
     let wref = plan::work_ref(w);
     let observed = observe(a, w, ready, members, index).await;

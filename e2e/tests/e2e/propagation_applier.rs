@@ -341,6 +341,48 @@ async fn applies_only_what_the_member_lacks_and_keeps_member_fields() {
     .await;
 }
 
+/// A manifest that names no namespace for a namespaced kind lands in "default", and one
+/// that names a namespace for a cluster-scoped kind lands without it (as the API server
+/// places them): the objects the member holds are the ones the manifests name, applied
+/// once and kept (not taken for leftovers of their own Work, deleted and created again
+/// every round), and the Work is Applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifests_placed_by_the_member_are_the_ones_kept() {
+    let env = Env::start(&["east"]).await;
+    let no_namespace = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": "nowhere"}, "data": {"a": "1"}});
+    let cluster_scoped = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                "metadata": {"name": "reader", "namespace": NS},
+                                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]});
+    put_work(
+        &env.hub,
+        "east",
+        "placed",
+        &[no_namespace, cluster_scoped],
+        json!({}),
+    )
+    .await;
+    work_where(&env.hub, "east", "placed", "placed applied", |w, s| {
+        condition(s, conditions::APPLIED) == Some(("True", conditions::REASON_APPLIED_SUCCESSFUL))
+            && s.conditions[0].observed_generation == w.metadata.generation
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.member.clone(), "default");
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(env.member.clone());
+    let uids = || async {
+        (
+            cms.get("nowhere").await.unwrap().metadata.uid,
+            roles.get("reader").await.unwrap().metadata.uid,
+        )
+    };
+    let first = uids().await;
+    let before = env.writes();
+    // several applier rounds
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(uids().await, first, "neither object deleted and made again");
+    assert_eq!(env.writes(), before, "no member write once converged");
+}
+
 /// F.40–42: an object Causeway did not create is left alone (ResourceConflict, with
 /// what to do) until conflictResolution is Overwrite, which adopts it; one labelled
 /// `causeway.io/managed: "false"` is never touched, even with Overwrite.
