@@ -182,6 +182,13 @@ impl Registry {
                     | "services"
                     | "nodes"
                     | "pods"
+                    // their strategies set no generation either (kube-apiserver keeps
+                    // none: a rollout keyed by generation takes another path for them)
+                    | "resourcequotas"
+                    | "limitranges"
+                    | "persistentvolumeclaims"
+                    | "controllerrevisions"
+                    | "priorityclasses"
             ) && group != "rbac.authorization.k8s.io";
             r.insert(ResourceType {
                 removed: Default::default(),

@@ -325,3 +325,59 @@ async fn deployment_annotation_changes_bump_the_generation_other_workloads_do_no
     let rs = rss.patch("rs", &pp, &annotate("1")).await.unwrap();
     assert_eq!(rs.metadata.generation, Some(1), "ReplicaSet");
 }
+
+/// Kinds whose kube-apiserver strategy sets no generation keep none, before and after a
+/// spec change: ResourceQuota, LimitRange and ConfigMap (a Deployment has one).
+#[tokio::test]
+async fn kinds_without_a_generation_keep_none() {
+    use k8s_openapi::api::core::v1::{ConfigMap, LimitRange, ResourceQuota};
+    let env = start().await;
+    let post = PostParams::default();
+    let quotas: Api<ResourceQuota> = Api::namespaced(env.client.clone(), "default");
+    let q = quotas
+        .create(
+            &post,
+            &serde_json::from_value(
+                json!({"metadata": {"name": "q"}, "spec": {"hard": {"pods": "10"}}}),
+            )
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(q.metadata.generation, None);
+    let q = quotas
+        .patch(
+            "q",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"hard": {"pods": "20"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        q.metadata.generation, None,
+        "not after a spec change either"
+    );
+    let limits: Api<LimitRange> = Api::namespaced(env.client.clone(), "default");
+    let l = limits
+        .create(
+            &post,
+            &serde_json::from_value(json!({"metadata": {"name": "l"}, "spec": {"limits": [
+                {"type": "Container", "default": {"cpu": "100m"}}]}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(l.metadata.generation, None);
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let c = cms
+        .create(
+            &post,
+            &serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(c.metadata.generation, None);
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    let d = deployments.create(&post, &deployment()).await.unwrap();
+    assert_eq!(d.metadata.generation, Some(1));
+}
