@@ -472,6 +472,37 @@ mod tests {
         server.shutdown();
     }
 
+    /// A memo forgets the objects no round asks about any more (churning names) and
+    /// keeps those every round asks about: its size stays bounded by the live ones.
+    #[test]
+    fn a_memo_forgets_objects_no_round_asks_about() {
+        let mut seen: Seen<String, u64> = Seen::default();
+        let live: Vec<String> = (0..100).map(|i| format!("live-{i}")).collect();
+        for round in 0..50u64 {
+            for k in &live {
+                if seen.get(k).is_none() {
+                    seen.insert(k.clone(), round);
+                }
+            }
+            // a hundred objects each round that are never seen again
+            for i in 0..100 {
+                seen.insert(format!("gone-{round}-{i}"), round);
+            }
+        }
+        assert!(
+            seen.len() <= 2 * 100 + Seen::<String, u64>::SLACK + 1,
+            "{} entries",
+            seen.len()
+        );
+        // every live object is still remembered, or was only dropped to be
+        // compared again: asked now, most are there
+        let remembered = live.iter().filter(|k| seen.get(k).is_some()).count();
+        assert!(
+            remembered >= 90,
+            "{remembered} of 100 live objects remembered"
+        );
+    }
+
     #[test]
     fn a_quantity_kube_apiserver_wrote_in_canonical_form_is_the_one_applied() {
         let actual = json!({"spec": {
@@ -647,7 +678,7 @@ mod tests {
 /// applied and the resourceVersion it was found at, so rounds skip the comparison
 /// for objects nothing has touched. Fingerprints, not copies: a few bytes per object.
 pub struct Memo<K> {
-    seen: std::collections::HashMap<(String, String), (String, u64)>,
+    seen: Seen<(String, String), (String, u64)>,
     owned: &'static [&'static str],
     _kind: std::marker::PhantomData<fn() -> K>,
 }
@@ -670,6 +701,55 @@ impl<K> Memo<K> {
             owned,
             ..Memo::default()
         }
+    }
+}
+
+/// A memo's entries, which forget the objects no round asks about any more (deleted,
+/// renamed: EndpointSlices and namespaces come and go): each entry remembers whether
+/// it was read since the last sweep, and a sweep, once the map has grown past twice
+/// what the last one kept plus [`Seen::SLACK`], drops those that were not. The map so
+/// stays under about twice the live objects plus the slack; a live object dropped
+/// costs one comparison on its next round.
+struct Seen<K, V> {
+    map: std::collections::HashMap<K, (V, std::cell::Cell<bool>)>,
+    kept: usize,
+}
+
+impl<K, V> Default for Seen<K, V> {
+    fn default() -> Self {
+        Seen {
+            map: Default::default(),
+            kept: 0,
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq, V> Seen<K, V> {
+    const SLACK: usize = 1024;
+
+    fn get(&self, k: &K) -> Option<&V> {
+        let (v, used) = self.map.get(k)?;
+        used.set(true);
+        Some(v)
+    }
+
+    fn insert(&mut self, k: K, v: V) {
+        // used once a later round reads it: one written and never read again (an
+        // object gone since) goes at the next sweep
+        self.map.insert(k, (v, std::cell::Cell::new(false)));
+        if self.map.len() > 2 * self.kept + Self::SLACK {
+            self.map.retain(|_, (_, used)| used.replace(false));
+            self.kept = self.map.len();
+        }
+    }
+
+    fn remove(&mut self, k: &K) {
+        self.map.remove(k);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.len()
     }
 }
 
@@ -735,7 +815,7 @@ where
 /// again and again), and nothing is compared until the object changes.
 #[derive(Default)]
 pub struct StatusMemo {
-    seen: std::collections::HashMap<(String, String, String), (u64, String)>,
+    seen: Seen<(String, String, String), (u64, String)>,
 }
 
 impl StatusMemo {
