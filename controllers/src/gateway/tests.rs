@@ -787,3 +787,28 @@ fn conflicting_listeners_are_said_and_not_served() {
     assert_eq!(accepted("through-d").1, "NotAllowedByListeners");
     assert_eq!(accepted("through-c").0, "True");
 }
+
+/// A requested address matches a proxy's by value: IPs as IPs (IPv6 in any of its
+/// spellings), hostnames without regard to case.
+#[test]
+fn addresses_match_by_value() {
+    let cases = [
+        ("10.0.0.7", "10.0.0.7", true),
+        ("10.0.0.7", "10.0.0.8", false),
+        (
+            "2001:db8::1",
+            "2001:0db8:0000:0000:0000:0000:0000:0001",
+            true,
+        ),
+        ("2001:db8::1", "2001:DB8::1", true),
+        ("2001:db8::1", "2001:db8::2", false),
+        // an IPv4-mapped IPv6 address is another address
+        ("::ffff:10.0.0.7", "10.0.0.7", false),
+        ("GW.Example.com", "gw.example.com", true),
+        ("gw.example.com", "gw.example.org", false),
+    ];
+    for (a, b, want) in cases {
+        assert_eq!(same_address(a, b), want, "{a} against {b}");
+        assert_eq!(same_address(b, a), want, "{b} against {a}");
+    }
+}
