@@ -1555,3 +1555,66 @@ fn a_reschedule_trigger_divides_the_replicas_anew_once() {
         "kept"
     );
 }
+
+/// A user's `rescheduleTriggeredAt` (kubectl patch) stays on a dependency's binding and
+/// on a Lazy policy's pending binding: the spec is the detector's whole, so one it left
+/// out would be applied away every round.
+#[test]
+fn a_reschedule_request_stays_on_dependency_and_pending_bindings() {
+    let asked = |d: &Desired, name: &str| {
+        d.bindings
+            .iter()
+            .find(|b| b.name_any() == name)
+            .unwrap_or_else(|| panic!("binding {name}"))
+            .spec
+            .reschedule_triggered_at
+            .clone()
+    };
+    let with_request = |d: &Desired, name: &str| -> Vec<Arc<ResourceBinding>> {
+        d.bindings
+            .iter()
+            .map(|b| {
+                let mut b = b.clone();
+                if b.name_any() == name {
+                    b.spec.0.reschedule_triggered_at = Some(t(60));
+                }
+                Arc::new(b)
+            })
+            .collect()
+    };
+    // a dependency: the ConfigMap a Deployment uses
+    let templates = [using("api", "shared", "none"), core("ConfigMap", "shared")];
+    let policies = [pp("api", "Deployment", placed(&["a", "b"]))];
+    let first = run(&templates, &policies, &fleet(), &[]);
+    assert_eq!(asked(&first, "shared-configmap"), None);
+    let existing = with_request(&first, "shared-configmap");
+    let again = run(&templates, &policies, &fleet(), &existing);
+    assert_eq!(asked(&again, "shared-configmap"), Some(t(60)));
+
+    // a pending binding: a template from before a Lazy policy
+    let mut policy = (*pp("all", "Deployment", json!({"activationPreference": "Lazy"}))).clone();
+    policy.metadata.creation_timestamp = Some(t(50));
+    let policy = Arc::new(policy);
+    let mut old = (*deployment("api", 2)).clone();
+    old.metadata.creation_timestamp = Some(t(40));
+    let old = Arc::new(old);
+    let pending = run(
+        std::slice::from_ref(&old),
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &[],
+    );
+    assert!(
+        pending.bindings[0].spec.clusters.is_empty(),
+        "still pending"
+    );
+    let existing = with_request(&pending, "api-deployment");
+    let again = run(
+        std::slice::from_ref(&old),
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &existing,
+    );
+    assert!(again.bindings[0].spec.clusters.is_empty(), "still pending");
+    assert_eq!(asked(&again, "api-deployment"), Some(t(60)));
+}
