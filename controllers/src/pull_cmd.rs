@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use causeway_controllers::agent;
 use causeway_controllers::clusters::join;
+use causeway_controllers::clusters::lease::Renewals;
 use causeway_controllers::clusters::options::TimingArgs;
 use causeway_controllers::clusters::register;
 use causeway_controllers::metrics::Metrics;
@@ -68,6 +70,10 @@ pub struct RegisterArgs {
     agent_kubeconfig_out: Option<PathBuf>,
 }
 
+/// What `--cluster-monitor-grace-period` means to the agent (the hub's help describes
+/// what the hub does with it).
+const AGENT_GRACE_HELP: &str = "The lease duration: the agent renews its cluster's Lease on the hub every quarter of it, leaves the clusterset only when its Cluster has been missing (or its identity refused) for that long, and fails /readyz when no renewal succeeded for that long. It must match the hub controller's --cluster-monitor-grace-period, after which the hub marks a cluster whose Lease was not renewed Ready=Unknown";
+
 #[derive(Debug, clap::Args)]
 pub struct UnregisterArgs {
     /// Name of the Pull member to remove.
@@ -89,6 +95,7 @@ pub struct UnregisterArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("cluster_monitor_grace_period", |a| a.help(AGENT_GRACE_HELP)))]
 pub struct AgentArgs {
     /// Name of this member's Cluster on the hub.
     #[arg(long, env = "CAUSEWAY_CLUSTER")]
@@ -163,15 +170,27 @@ pub async fn agent(args: AgentArgs) -> anyhow::Result<()> {
     let member = args.member.client().await?;
     let elector = args.leader.elector(member.clone(), "causeway-agent")?;
     let metrics = Arc::new(Metrics::default());
+    let renewals = Arc::new(Renewals::default());
     let stop = tokio_util::sync::CancellationToken::new();
     let listener = admin::bind(args.metrics, "--metrics").await?;
     tracing::info!(addr = %listener.local_addr()?, "serving /metrics, /healthz, /livez, /readyz");
-    admin::serve(listener, metrics.endpoints(), stop.clone());
+    admin::serve(
+        listener,
+        agent::endpoints(&metrics, &renewals),
+        stop.clone(),
+    );
     causeway_runtime::signal::cancel_on_signal(stop.clone());
     let timing = args.timing.timing();
-    crate::run_elected(elector, &metrics, &stop, |lead| {
-        causeway_controllers::agent::run(hub, member, args.cluster, timing, metrics.clone(), lead)
-    })
+    agent::run_elected(
+        elector,
+        hub,
+        member,
+        args.cluster,
+        timing,
+        metrics,
+        renewals,
+        stop,
+    )
     .await
 }
 
@@ -184,6 +203,44 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         register: RegisterArgs,
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct AgentCli {
+        #[command(flatten)]
+        agent: AgentArgs,
+    }
+
+    /// The agent's --cluster-monitor-grace-period is its lease duration, which must
+    /// match the hub's: its help says so, not only what the hub does with it.
+    #[test]
+    fn the_agent_grace_period_help_says_it_is_the_lease_and_must_match_the_hub() {
+        let mut cmd = <AgentCli as clap::CommandFactory>::command();
+        let help = cmd.render_long_help().to_string();
+        let flag = help
+            .split_once("--cluster-monitor-grace-period")
+            .map(|(_, rest)| rest)
+            .expect("the flag is there");
+        let flag = flag.split("\n      --").next().unwrap().replace('\n', " ");
+        let flag = flag.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flag.contains("The lease duration"), "{flag}");
+        assert!(
+            flag.contains("must match the hub controller's --cluster-monitor-grace-period"),
+            "{flag}"
+        );
+        assert!(flag.contains("[default: 40s]"), "{flag}");
+        let parsed = AgentCli::try_parse_from([
+            "agent",
+            "--cluster",
+            "west",
+            "--cluster-monitor-grace-period",
+            "20s",
+        ])
+        .unwrap();
+        assert_eq!(
+            parsed.agent.timing.timing().lease_duration(),
+            std::time::Duration::from_secs(20)
+        );
     }
 
     #[test]

@@ -319,3 +319,117 @@ async fn the_agent_runs_with_the_member_rbac_from_deploy() {
         "the cluster comes from the environment"
     );
 }
+
+/// A.4: the agent's lease renewals on /metrics and /readyz. A Lease deleted on the hub
+/// (and not made again: no hub controller runs) fails every renewal with 404: each is
+/// counted, and once none has succeeded for a lease duration (the agent's
+/// --cluster-monitor-grace-period, 2 s here) /readyz fails, saying why; the Lease back,
+/// the next renewal makes it ready again and moves the last-renewal gauge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_lease_renewals_are_counted_and_fail_readyz_after_a_lease() {
+    let Pull {
+        hub: _hub,
+        west,
+        h,
+        w: _w,
+        done,
+    } = pull_member().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (hub_kc, member_kc) = (
+        dir.path().join("agent-hub.kubeconfig"),
+        dir.path().join("west.kubeconfig"),
+    );
+    std::fs::write(&hub_kc, &done.agent_kubeconfig).unwrap();
+    std::fs::write(&member_kc, west.kubeconfig()).unwrap();
+    let (a, addr) = support::start_replica(
+        dir.path(),
+        "agent-a",
+        &[
+            "agent".as_ref(),
+            "--cluster".as_ref(),
+            "west".as_ref(),
+            "--hub-kubeconfig".as_ref(),
+            hub_kc.as_os_str(),
+            "--kubeconfig".as_ref(),
+            member_kc.as_os_str(),
+            "--cluster-monitor-grace-period".as_ref(),
+            "2s".as_ref(),
+        ],
+    );
+    let _replicas = Replicas(vec![Some(a)]);
+    let lease_duration = Duration::from_secs(2);
+    let metric = |name: &str| -> Option<f64> {
+        let text = support::get(&addr, "/metrics");
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{cluster=\"west\"}} ")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    const LAST: &str = "causeway_cluster_lease_last_renewal_timestamp_seconds";
+    const FAILURES: &str = "causeway_cluster_lease_renewal_failures_total";
+    eventually("the agent ready", Duration::from_secs(20), || async {
+        status(&addr, "/readyz").contains(" 200").then_some(())
+    })
+    .await;
+    let first = eventually("a renewal on /metrics", Duration::from_secs(10), || async {
+        metric(LAST)
+    })
+    .await;
+    assert!(first > 1.7e9, "a Unix time: {first}");
+    let text = support::get(&addr, "/metrics");
+    assert_eq!(text.matches("# EOF").count(), 1, "one exposition: {text}");
+    assert!(text.contains("causeway_leader 1"), "{text}");
+
+    let leases: Api<Lease> = Api::namespaced(h.clone(), "causeway-system");
+    leases
+        .delete("cluster-west", &Default::default())
+        .await
+        .unwrap();
+    let deleted = Instant::now();
+    eventually(
+        "failed renewals counted",
+        Duration::from_secs(10),
+        || async { metric(FAILURES).filter(|n| *n >= 1.0) },
+    )
+    .await;
+    let why = eventually("/readyz fails", Duration::from_secs(10), || async {
+        let answer = support::get(&addr, "/readyz");
+        answer.contains(" 503").then_some(answer)
+    })
+    .await;
+    // a lease from the last renewal that succeeded (one renewal interval, a quarter
+    // of the lease, may have passed between it and the deletion)
+    let last = metric(LAST).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        now - last >= lease_duration.as_secs_f64(),
+        "not ready {:.2} s after the last renewal, before a lease",
+        now - last
+    );
+    assert!(
+        deleted.elapsed() >= lease_duration * 3 / 4,
+        "not ready {:?} after the deletion",
+        deleted.elapsed()
+    );
+    assert!(
+        why.contains("the cluster's Lease has not been renewed on the hub for")
+            && why.contains("(lease duration 2 s)"),
+        "{why}"
+    );
+    let stale = last;
+
+    // the Lease back (as register makes it): ready again
+    let lease: Lease = serde_json::from_value(
+        causeway_controllers::clusters::register::lease_object("west"),
+    )
+    .unwrap();
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    eventually("ready again", Duration::from_secs(10), || async {
+        status(&addr, "/readyz").contains(" 200").then_some(())
+    })
+    .await;
+    assert!(metric(LAST).unwrap() > stale);
+}

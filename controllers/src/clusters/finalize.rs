@@ -224,11 +224,16 @@ const AGENT_WAIT: Duration = Duration::from_secs(60);
 /// (its Ready condition is Unknown, the hub's verdict on a silent lease, or was never
 /// set: an agent that is gone cannot clean up; Karmada strips the finalizers then too),
 /// or [`AGENT_WAIT`] passed. An agent that posts Ready=False (its member's API server
-/// failing its checks) still renews its lease and still cleans up: it is waited for.
+/// failing its checks) still renews its lease and still cleans up: it is waited for, as
+/// is one that restarts meanwhile (a new agent that finds its Cluster waiting for it
+/// cleans up before anything else). Not confirmed, it is told as a Warning Event
+/// `MemberCleanupFailed` on the Cluster.
 async fn wait_for_agent(hub: &kube::Client, c: &Cluster) {
     let name = c.name_any();
     if super::status::ready_of(c).is_none_or(|r| r.status == "Unknown") {
-        tracing::warn!(cluster = %name, "Pull member leaves while its agent is silent: it cannot clean up; what it imported stays in the member");
+        let note = "the Pull member left while its agent was silent, so it could not clean up: what the hub propagated and imported there, and its clusterset.k8s.io ClusterProperty, stay in the member; delete objects labelled causeway.io/managed=true there by hand";
+        tracing::warn!(cluster = %name, "{note}");
+        cleanup_failed_event(hub, c, note).await;
         return;
     }
     let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
@@ -246,7 +251,34 @@ async fn wait_for_agent(hub: &kube::Client, c: &Cluster) {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    tracing::warn!(cluster = %name, "the Pull member's agent did not confirm its cleanup within 60 s; removing the member anyway");
+    let note = "the Pull member's agent did not confirm its cleanup within 60 s, so the member was removed anyway: what the hub propagated and imported there, and its clusterset.k8s.io ClusterProperty, may stay in the member; delete objects labelled causeway.io/managed=true there by hand";
+    tracing::warn!(cluster = %name, "{note}");
+    cleanup_failed_event(hub, c, note).await;
+}
+
+/// Tells `note` as a Warning Event `MemberCleanupFailed` on Cluster `c`: `kubectl get
+/// events` shows it once the Cluster is gone. Best effort.
+async fn cleanup_failed_event(hub: &kube::Client, c: &Cluster, note: &str) {
+    let recorder = kube::runtime::events::Recorder::new(
+        hub.clone(),
+        kube::runtime::events::Reporter {
+            controller: "causeway-cluster-controller".into(),
+            instance: None,
+        },
+    );
+    let ev = kube::runtime::events::Event {
+        type_: kube::runtime::events::EventType::Warning,
+        reason: "MemberCleanupFailed".into(),
+        note: Some(note.to_string()),
+        action: "Leave".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder
+        .publish(&ev, &kube::Resource::object_ref(c, &()))
+        .await
+    {
+        tracing::debug!(cluster = %c.name_any(), error = %e, "cannot publish the cleanup Event");
+    }
 }
 
 /// Deletes (or, leaving with `--preserve`, orphans) the propagated copies in a Push
@@ -286,26 +318,7 @@ async fn leave_member(
             );
             tracing::warn!(cluster = %m.name, "{note}");
             // told on the Cluster too: `kubectl get events` shows it once it is gone
-            let recorder = kube::runtime::events::Recorder::new(
-                hub.clone(),
-                kube::runtime::events::Reporter {
-                    controller: "causeway-cluster-controller".into(),
-                    instance: None,
-                },
-            );
-            let ev = kube::runtime::events::Event {
-                type_: kube::runtime::events::EventType::Warning,
-                reason: "MemberCleanupFailed".into(),
-                note: Some(note),
-                action: "Leave".into(),
-                secondary: None,
-            };
-            if let Err(e) = recorder
-                .publish(&ev, &kube::Resource::object_ref(c, &()))
-                .await
-            {
-                tracing::debug!(cluster = %m.name, error = %e, "cannot publish the cleanup Event");
-            }
+            cleanup_failed_event(hub, c, &note).await;
         }
     }
 }

@@ -118,10 +118,16 @@ impl Freshness {
                 ),
             )
         } else {
+            // what the agent said last, when it said the member was failing (an agent
+            // whose member's API server stopped answering posts that, then steps down)
+            let last = ready
+                .filter(|c| c.status == "False")
+                .map(|c| format!("; its last report: {} ({})", c.reason, c.message))
+                .unwrap_or_default();
             (
                 conditions::REASON_CLUSTER_STATUS_UNKNOWN,
                 format!(
-                    "the causeway agent of {name} stopped posting status: no lease renewal or status change since {} (grace period {} s); the member is unreachable from the hub or its agent is down",
+                    "the causeway agent of {name} stopped posting status: no lease renewal or status change since {} (grace period {} s); the member is unreachable from the hub or its agent is down{last}",
                     since.0,
                     grace.as_secs()
                 ),

@@ -3,8 +3,10 @@
 //! privilege): read the clusterset's shared MCS data, write its own Cluster's status
 //! and its own Lease, and write its exports into its own execution namespace
 //! `causeway-es-<name>` (the hub's relay copies them out, forcing the cluster's
-//! identity). The agent's hub kubeconfig (a ServiceAccount token) is stored in the
-//! member as Secret `causeway-system/causeway-agent-hub`, which `deploy/agent/` mounts.
+//! identity). The agent's hub credentials (a ServiceAccount token, and a kubeconfig that
+//! reads it from the file `deploy/agent/` mounts it as) are stored in the member as
+//! Secret `causeway-system/causeway-agent-hub`: registering again renews the token
+//! under the running agent.
 
 use anyhow::Context;
 use causeway_crds::federation::cluster::{Cluster, ClusterSpec, ClusterSyncMode};
@@ -22,8 +24,16 @@ use super::join::{
 };
 use super::membership::CLUSTERSET_CONFIGMAP;
 
-/// The member Secret holding the agent's hub kubeconfig (key `kubeconfig`).
+/// The member Secret holding the agent's hub credentials: key `token` (the agent's
+/// ServiceAccount token on the hub), key `kubeconfig` (the hub's endpoint, with the
+/// token read from [`AGENT_TOKEN_FILE`]) and key `cluster` (the member's name).
 pub const AGENT_SECRET: &str = "causeway-agent-hub";
+
+/// Where `deploy/agent/` mounts key `token` of [`AGENT_SECRET`], which the agent's
+/// kubeconfig names as its `tokenFile`: a registration that renews the token rewrites
+/// the Secret, the kubelet the file, and the running agent's client reads the file
+/// again (kube-rs, like client-go, at least once a minute): no restart.
+pub const AGENT_TOKEN_FILE: &str = "/etc/causeway/hub/token";
 
 /// Label on every hub object made for one Pull member.
 pub const CLUSTER_LABEL: &str = "causeway.io/cluster";
@@ -126,6 +136,18 @@ pub fn agent_kubeconfig(hub: &HubEndpoint, endpoint: Option<&str>, token: String
     if let Some(name) = &hub.tls_server_name {
         kc["clusters"][0]["cluster"]["tls-server-name"] = json!(name);
     }
+    kc
+}
+
+/// Pure: the agent's hub kubeconfig as its Secret keeps it: [`agent_kubeconfig`] with
+/// the token read from the file `token_file` rather than written in.
+pub fn agent_kubeconfig_with_token_file(
+    hub: &HubEndpoint,
+    endpoint: Option<&str>,
+    token_file: &str,
+) -> Value {
+    let mut kc = agent_kubeconfig(hub, endpoint, String::new());
+    kc["users"][0]["user"] = json!({ "tokenFile": token_file });
     kc
 }
 
@@ -417,7 +439,8 @@ fn hub_objects(name: &str) -> Vec<Value> {
 pub struct Registered {
     /// One line for the user.
     pub message: String,
-    /// The agent's hub kubeconfig (also stored in the member).
+    /// The agent's hub kubeconfig, with its token written in (to run the agent by
+    /// hand; the member's Secret keeps the same with the token in a file of its own).
     pub agent_kubeconfig: String,
 }
 
@@ -465,14 +488,21 @@ pub async fn register(
     let kubeconfig = serde_json::to_string_pretty(&agent_kubeconfig(
         &hub_endpoint,
         opts.hub_endpoint.as_deref(),
-        token,
+        token.clone(),
+    ))?;
+    // the Secret's kubeconfig reads the token from its own key, mounted as a file: a
+    // registration again renews it under a running agent
+    let mounted = serde_json::to_string_pretty(&agent_kubeconfig_with_token_file(
+        &hub_endpoint,
+        opts.hub_endpoint.as_deref(),
+        AGENT_TOKEN_FILE,
     ))?;
     apply_all(
         &member,
         &[
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}}),
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": AGENT_SECRET, "namespace": SYSTEM_NAMESPACE},
-                   "type": "Opaque", "stringData": {"kubeconfig": kubeconfig, "cluster": name}}),
+                   "type": "Opaque", "stringData": {"kubeconfig": mounted, "token": token, "cluster": name}}),
         ],
         "member",
     )
@@ -546,7 +576,7 @@ pub async fn register(
     let hub_file = if opts.agent_kubeconfig_out.is_some() {
         String::new()
     } else {
-        " (with that Secret's key kubeconfig in a file, or the file --agent-kubeconfig-out writes)"
+        " (with the hub kubeconfig --agent-kubeconfig-out writes; the Secret's key kubeconfig reads the token from the file /etc/causeway/hub/token, where deploy/agent/ mounts its key token)"
             .to_string()
     };
     Ok(Registered {
@@ -583,23 +613,33 @@ pub async fn unregister(
             .is_some();
     // an earlier unregister gave up waiting, and the Cluster went after it: what it did
     // not get to (here and, given the member's kubeconfig, there) is done now
+    // whether the agent cleaned up the member: it says so on its Lease, which the hub
+    // deletes right after (so it is followed, not read once)
+    let mut confirmed = None;
     let head = if leftover {
         format!(
             "cluster \"{name}\" was already removed; its leftover agent identity (ServiceAccount, roles, Lease, execution namespace) removed from the hub"
         )
     } else {
-        super::join::remove_cluster(&hub, name, ClusterSyncMode::Pull, preserve, wait)
-            .await
-            .map_err(|e| match e.downcast_ref::<super::join::StillThere>() {
-                Some(_) if exists => e.context(format!(
-                    "the agent's hub identity stays until the Cluster is gone: run `causeway unregister {name}` again to finish"
-                )),
-                _ => e,
-            })?;
+        let follow = AgentLeft::follow(&hub, name).await;
+        let removed =
+            super::join::remove_cluster(&hub, name, ClusterSyncMode::Pull, preserve, wait).await;
+        confirmed = Some(follow.confirmed());
+        removed.map_err(|e| match e.downcast_ref::<super::join::StillThere>() {
+            Some(_) if exists => e.context(format!(
+                "the agent's hub identity stays until the Cluster is gone: run `causeway unregister {name}` again to finish"
+            )),
+            _ => e,
+        })?;
         format!("cluster \"{name}\" unregistered")
     };
     // everything but the shared causeway-system namespace
     delete_all(&hub, &hub_objects(name)[1..]).await?;
+    let unconfirmed = if confirmed == Some(false) {
+        Some(unconfirmed_note(name, preserve, member.is_some()))
+    } else {
+        None
+    };
     let note = if let Some(access) = member {
         let member = client_for(access).await?;
         delete_all(
@@ -619,7 +659,98 @@ pub async fn unregister(
     } else {
         "; pass --kubeconfig <member> to also remove the agent's Secret and the imports from the member".to_string()
     };
-    Ok(format!("{head}{note}"))
+    Ok(match unconfirmed {
+        Some(warning) => format!("{head}{note}\n{warning}"),
+        None => format!("{head}{note}"),
+    })
+}
+
+/// Pure: what `unregister` says when the agent of `name` never confirmed it cleaned up
+/// the member (it was not running, could not reach the hub, or the hub stopped waiting
+/// for it), given `preserve` and whether the member's kubeconfig was given (with
+/// which `unregister` withdrew the imports and the membership itself).
+pub fn unconfirmed_note(name: &str, preserve: bool, with_member: bool) -> String {
+    let mut left = vec![if preserve {
+        "the objects the hub propagated there, kept by --preserve but still labelled causeway.io/managed=true (remove that label from those you keep)"
+    } else {
+        "the objects the hub propagated there (labelled causeway.io/managed=true: `kubectl get all,configmaps,secrets -A -l causeway.io/managed=true`)"
+    }];
+    if !with_member {
+        if !preserve {
+            left.push("its Multi-Cluster Services imports (ServiceImports, derived Services and EndpointSlices labelled causeway.io/managed=true)");
+        }
+        left.push(
+            "its ClusterProperty clusterset.k8s.io (`kubectl delete clusterproperty clusterset.k8s.io`)",
+        );
+        left.push("the agent's Secret causeway-system/causeway-agent-hub");
+    }
+    format!(
+        "warning: the agent of \"{name}\" never confirmed that it cleaned up the member (it was not running, could not reach the hub, or the hub stopped waiting for it after 60 s), so the member may still hold {}; delete them there by hand{}; its agent stops on its own once it sees the Cluster gone (then delete its Deployment, deploy/agent/)",
+        left.join(", "),
+        match (with_member, preserve) {
+            (true, false) => {
+                " (its imports, clusterset.k8s.io and the agent's Secret were removed with --kubeconfig)"
+            }
+            (true, true) => {
+                " (its clusterset.k8s.io and the agent's Secret were removed with --kubeconfig)"
+            }
+            (false, _) => "",
+        }
+    )
+}
+
+/// Follows the Lease of a Pull member while its Cluster is removed, for the
+/// annotation with which its agent says it cleaned up the member
+/// ([`super::finalize::AGENT_LEFT`]): the hub deletes the Lease right after it saw
+/// it, so a read at the end would not find it.
+struct AgentLeft {
+    seen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AgentLeft {
+    /// Starts following the Lease of `name`; returns once the watch listed it (or
+    /// after a few seconds, if it cannot).
+    async fn follow(hub: &kube::Client, name: &str) -> AgentLeft {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let api: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+        let cfg = watcher::Config::default()
+            .fields(&format!("metadata.name={}", cluster_lease_name(name)));
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (listed, is_listed) = tokio::sync::oneshot::channel();
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut listed = Some(listed);
+            let mut events = std::pin::pin!(watcher(api, cfg));
+            while let Some(event) = events.next().await {
+                let lease = match event {
+                    Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l))
+                    | Ok(watcher::Event::Delete(l)) => l,
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = listed.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    Ok(watcher::Event::Init) | Err(_) => continue,
+                };
+                if kube::ResourceExt::annotations(&lease).contains_key(super::finalize::AGENT_LEFT)
+                {
+                    s.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        });
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), is_listed).await;
+        AgentLeft { seen, task }
+    }
+
+    /// Whether the agent said it left; stops following.
+    fn confirmed(self) -> bool {
+        self.task.abort();
+        self.seen.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 #[cfg(test)]
@@ -775,6 +906,99 @@ mod tests {
             agent_command("west", None, None, None),
             "causeway agent --cluster west --hub-kubeconfig <agent-hub.kubeconfig> --kubeconfig <member.kubeconfig>"
         );
+    }
+
+    /// The Secret's kubeconfig reads the token from AGENT_TOKEN_FILE, which must be
+    /// where deploy/agent/ mounts the Secret's key `token` (the whole Secret, no
+    /// subPath: the kubelet then updates the file when the Secret changes), next to the
+    /// kubeconfig the Deployment passes.
+    #[test]
+    fn the_agent_deployment_mounts_the_token_where_its_kubeconfig_reads_it() {
+        let hub = HubEndpoint {
+            server: "https://hub.example:6443".into(),
+            ca_pem: None,
+            tls_server_name: None,
+        };
+        let kc = agent_kubeconfig_with_token_file(&hub, None, AGENT_TOKEN_FILE);
+        assert_eq!(
+            kc["users"][0]["user"],
+            json!({"tokenFile": "/etc/causeway/hub/token"})
+        );
+        let parsed: kube::config::Kubeconfig = serde_json::from_value(kc).unwrap();
+        assert_eq!(
+            parsed.auth_infos[0]
+                .auth_info
+                .as_ref()
+                .unwrap()
+                .token_file
+                .as_deref(),
+            Some(AGENT_TOKEN_FILE)
+        );
+        let yaml = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/agent/deployment.yaml"
+        ))
+        .unwrap();
+        let d: Value = serde_saphyr::from_str(&yaml).unwrap();
+        let pod = &d["spec"]["template"]["spec"];
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["secret"]["secretName"] == AGENT_SECRET)
+            .expect("the Secret is a volume");
+        let items = volume["secret"]["items"].as_array();
+        assert!(
+            items.is_none_or(|i| i
+                .iter()
+                .any(|it| it["key"] == "token" && it["path"] == "token")),
+            "key token is mounted as file token: {volume}"
+        );
+        let container = &pod["containers"][0];
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume["name"])
+            .expect("the Secret is mounted");
+        assert!(mount.get("subPath").is_none(), "a subPath is never updated");
+        let dir = mount["mountPath"].as_str().unwrap();
+        assert_eq!(format!("{dir}/token"), AGENT_TOKEN_FILE);
+        assert!(
+            container["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a.as_str() == Some(&format!("--hub-kubeconfig={dir}/kubeconfig"))),
+            "{container}"
+        );
+    }
+
+    #[test]
+    fn an_unconfirmed_cleanup_names_what_may_be_left_in_the_member() {
+        let n = unconfirmed_note("west", false, false);
+        assert!(
+            n.starts_with(
+                "warning: the agent of \"west\" never confirmed that it cleaned up the member"
+            ),
+            "{n}"
+        );
+        for what in [
+            "propagated there (labelled causeway.io/managed=true",
+            "Multi-Cluster Services imports",
+            "clusterset.k8s.io",
+            "causeway-system/causeway-agent-hub",
+            "delete them there by hand",
+        ] {
+            assert!(n.contains(what), "{what}: {n}");
+        }
+        // with the member's kubeconfig, unregister removed the imports itself
+        let n = unconfirmed_note("west", false, true);
+        assert!(!n.contains("Multi-Cluster Services imports"), "{n}");
+        assert!(n.contains("its imports, clusterset.k8s.io and the agent's Secret were removed with --kubeconfig"), "{n}");
+        let n = unconfirmed_note("west", true, true);
+        assert!(n.contains("kept by --preserve but still labelled"), "{n}");
+        assert!(!n.contains("its imports, clusterset"), "{n}");
     }
 
     #[test]

@@ -888,3 +888,559 @@ async fn an_agent_leaves_only_when_the_hub_refuses_it_for_a_lease() {
     ctl.stop().await;
     cs.shutdown();
 }
+
+/// Whether `member` carries the KEP-2149 `clusterset.k8s.io` ClusterProperty.
+async fn in_clusterset(member: &kube::Client) -> bool {
+    causeway_e2e::cluster_properties(member)
+        .await
+        .contains_key("clusterset.k8s.io")
+}
+
+/// A.4 with the hub RBAC of deploy/ (hub.yaml alone, applied with kubectl, the hub
+/// controller running as the ServiceAccount it binds): a Pull member's Lease deleted
+/// on the hub is made again by the cluster monitor (a server-side apply: `patch` on
+/// leases), and the agent's renewals carry on on it, so the Cluster never goes Unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_member_lease_is_made_again_with_the_hub_rbac_of_deploy() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let env = crate::support::Env::start_with(Options {
+        members: vec!["west".into()],
+        ..Default::default()
+    })
+    .await;
+    env.ok(&["apply", "-f", "deploy/rbac/hub.yaml"]).await;
+    let cs = &env.cs;
+    cs.hub.add_token(
+        "hub-controller-token",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-controller".into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:authenticated".into(),
+            ],
+            ..Default::default()
+        },
+    );
+    let restricted = causeway_controllers::clusters::join::client_for(
+        &causeway_controllers::clusters::join::MemberAccess {
+            token: "hub-controller-token".into(),
+            ..access(&cs.hub)
+        },
+    )
+    .await
+    .unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let ctl = cs.start_controller_as(restricted).unwrap();
+    let timing = Timing::fast();
+    let agent = cs
+        .start_pull_member("west", timing.clone(), false)
+        .await
+        .unwrap();
+    cluster_where(&hub, "west", "west Ready through its agent", |c| {
+        ready(c).is_some_and(|r| r.0 == "True")
+    })
+    .await;
+    let leases: Api<Lease> = Api::namespaced(hub.clone(), "causeway-system");
+    let renewed = || async {
+        leases
+            .get_opt("cluster-west")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.renew_time)
+            .map(|t| t.0)
+    };
+    eventually("the lease renewed", WAIT, || async { renewed().await }).await;
+    leases
+        .delete("cluster-west", &Default::default())
+        .await
+        .unwrap();
+    let deleted = k8s_openapi::jiff::Timestamp::now();
+    // three leases: the agent's renewals (404 while the Lease is missing) must land
+    // again long before the monitor's grace period ends
+    let until = std::time::Instant::now() + 3 * timing.lease_duration();
+    let mut back = false;
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    while std::time::Instant::now() < until {
+        let c = clusters.get("west").await.unwrap();
+        assert_ne!(
+            ready(&c).map(|r| r.0).as_deref(),
+            Some("Unknown"),
+            "west went Unknown after its Lease was deleted: {:?}",
+            causeway_controllers::clusters::status::ready_of(&c)
+        );
+        back |= renewed().await.is_some_and(|t| t > deleted);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(back, "the Lease was not made again and renewed");
+    agent.stop.cancel();
+    ctl.stop().await;
+    cs.shutdown();
+}
+
+/// The Cluster not found for a moment (deleted and made again, as a GitOps sync may)
+/// does not make the agent leave: the member keeps its clusterset.k8s.io. Not found
+/// for a lease, it does, and no sooner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_leaves_only_when_its_cluster_is_gone_for_a_lease() {
+    use kube::api::{DeleteParams, PostParams};
+    // no hub controller: nothing puts a finalizer on the Cluster, a delete is at once
+    let cs = start(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let timing = Timing::fast();
+    let agent = cs
+        .start_pull_member("west", timing.clone(), false)
+        .await
+        .unwrap();
+    let west = client(cs.member("west").unwrap()).await.unwrap();
+    eventually("west in the clusterset", WAIT, || async {
+        in_clusterset(&west).await.then_some(())
+    })
+    .await;
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    let spec = clusters.get("west").await.unwrap().spec;
+
+    // `causeway register` puts the cleanup finalizer on the Cluster: without it, the
+    // Cluster goes at once (a deleted Cluster that waits is left at once, rightly)
+    let no_finalizer = json!({"metadata": {"finalizers": null}});
+    let pp = PatchParams::default();
+    clusters
+        .patch("west", &pp, &Patch::Merge(&no_finalizer))
+        .await
+        .unwrap();
+    // not found for half a lease, then back: the agent stays
+    clusters
+        .delete("west", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(clusters.get_opt("west").await.unwrap().is_none());
+    tokio::time::sleep(timing.lease_duration() / 2).await;
+    clusters
+        .create(&PostParams::default(), &Cluster::new("west", spec))
+        .await
+        .unwrap();
+    tokio::time::sleep(timing.lease_duration()).await;
+    assert!(
+        in_clusterset(&west).await,
+        "a Cluster missing for less than a lease made the agent leave"
+    );
+
+    // gone for good: the agent leaves once a lease has passed
+    clusters
+        .patch("west", &pp, &Patch::Merge(&no_finalizer))
+        .await
+        .unwrap();
+    clusters
+        .delete("west", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = std::time::Instant::now();
+    eventually("west out of the clusterset", WAIT, || async {
+        (!in_clusterset(&west).await).then_some(())
+    })
+    .await;
+    assert!(
+        gone.elapsed() >= timing.lease_duration(),
+        "left after {:?}, before a lease",
+        gone.elapsed()
+    );
+    agent.stop.cancel();
+    cs.shutdown();
+}
+
+/// A.6 for a Pull member whose agent restarts in the middle of `causeway unregister`:
+/// the new agent finds its Cluster being deleted and waiting for it, and cleans up the
+/// member (the propagated objects, the imports, clusterset.k8s.io) instead of
+/// refusing to start; unregister then reports an ordinary removal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_restarted_during_unregister_cleans_up_the_member() {
+    use causeway_controllers::clusters::register::unregister;
+    use causeway_crds::mcs::v1beta1::ServiceImport;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let cs = start(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let done = register(
+        hub.clone(),
+        hub_endpoint(&cs.hub),
+        "west",
+        &access(cs.member("west").unwrap()),
+        &RegisterOptions {
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let member = client(cs.member("west").unwrap()).await.unwrap();
+    let run_agent = |stop: tokio_util::sync::CancellationToken| {
+        let (member, kubeconfig) = (member.clone(), done.agent_kubeconfig.clone());
+        async move {
+            let hub = agent_client(&kubeconfig).await;
+            let metrics = std::sync::Arc::new(causeway_controllers::metrics::Metrics::default());
+            causeway_controllers::agent::run(
+                hub,
+                member,
+                "west".into(),
+                Timing::fast(),
+                metrics,
+                stop,
+            )
+            .await
+        }
+    };
+    let stop1 = tokio_util::sync::CancellationToken::new();
+    let first = tokio::spawn(run_agent(stop1.clone()));
+    cluster_where(&hub, "west", "west Ready through its agent", |c| {
+        ready(c).is_some_and(|r| r.0 == "True")
+    })
+    .await;
+    // a propagated object: a Work as the hub renders it, which the agent applies
+    use causeway_crds::well_known::{finalizers, labels};
+    let work = json!({
+        "apiVersion": "causeway.io/v1alpha1", "kind": "Work",
+        "metadata": {"name": "settings", "namespace": "causeway-es-west",
+                     "finalizers": [finalizers::WORK],
+                     "labels": {labels::CLUSTER: "west"}},
+        "spec": {"workload": {"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "default"}, "data": {"mode": "fast"}}]}},
+    });
+    Api::<causeway_crds::federation::work::Work>::namespaced(hub.clone(), "causeway-es-west")
+        .patch("settings", &PatchParams::apply("test"), &Patch::Apply(work))
+        .await
+        .unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(member.clone(), "default");
+    eventually("the propagated ConfigMap in west", WAIT, || async {
+        configmaps.get_opt("settings").await.ok().flatten()
+    })
+    .await;
+    eventually("west in the clusterset", WAIT, || async {
+        in_clusterset(&member).await.then_some(())
+    })
+    .await;
+    // the agent stops (its pod is rescheduled, say) ...
+    stop1.cancel();
+    first.await.unwrap().unwrap();
+    // ... with an import of Causeway's in the member
+    let import = json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"causeway.io/managed": "true"}},
+        "spec": {"type": "ClusterSetIP", "ports": [{"port": 80, "protocol": "TCP"}]}});
+    let imports: Api<ServiceImport> = Api::namespaced(member.clone(), "default");
+    imports
+        .patch("web", &PatchParams::apply("test"), &Patch::Apply(import))
+        .await
+        .unwrap();
+    // ... unregister starts meanwhile, and the agent comes back in the middle of it
+    let h = hub.clone();
+    let unregistering = tokio::spawn(async move { unregister(h, "west", None, false, WAIT).await });
+    cluster_where(&hub, "west", "west being deleted", |c| {
+        c.metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    let stop2 = tokio_util::sync::CancellationToken::new();
+    let second = tokio::spawn(run_agent(stop2.clone()));
+    let said = unregistering.await.unwrap().unwrap();
+    assert!(said.starts_with("cluster \"west\" unregistered"), "{said}");
+    assert!(!said.contains("never confirmed"), "{said}");
+    tokio::time::timeout(WAIT, second)
+        .await
+        .expect("the restarted agent stops once it cleaned up")
+        .unwrap()
+        .unwrap();
+    assert!(
+        configmaps.get_opt("settings").await.unwrap().is_none(),
+        "the propagated ConfigMap deleted"
+    );
+    assert!(
+        imports.get_opt("web").await.unwrap().is_none(),
+        "the import withdrawn"
+    );
+    assert!(!in_clusterset(&member).await, "clusterset.k8s.io deleted");
+    ctl.stop().await;
+    cs.shutdown();
+}
+
+/// An unregister whose agent never confirmed its cleanup (it is down: the Cluster went
+/// Unknown, so the hub does not wait for it) says so, and what may be left in the
+/// member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unregister_says_when_the_agent_never_confirmed_its_cleanup() {
+    use causeway_controllers::clusters::register::unregister;
+    let cs = start(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let ctl = cs.start_controller().await.unwrap();
+    let agent = cs
+        .start_pull_member("west", Timing::fast(), false)
+        .await
+        .unwrap();
+    cluster_where(&hub, "west", "west Ready through its agent", |c| {
+        ready(c).is_some_and(|r| r.0 == "True")
+    })
+    .await;
+    agent.stop.cancel();
+    cluster_where(&hub, "west", "west Unknown", |c| {
+        ready(c).is_some_and(|r| r.0 == "Unknown")
+    })
+    .await;
+    let said = unregister(hub.clone(), "west", None, false, WAIT)
+        .await
+        .unwrap();
+    assert!(said.starts_with("cluster \"west\" unregistered"), "{said}");
+    assert!(
+        said.contains(
+            "warning: the agent of \"west\" never confirmed that it cleaned up the member"
+        ) && said.contains("clusterset.k8s.io")
+            && said.contains("delete them there by hand"),
+        "{said}"
+    );
+    let west = client(cs.member("west").unwrap()).await.unwrap();
+    assert!(
+        in_clusterset(&west).await,
+        "nobody cleaned up west, as unregister says"
+    );
+    ctl.stop().await;
+    cs.shutdown();
+}
+
+/// An outage of a Pull member's API server, its agent under leader election (the
+/// leader Lease lives in the member): the leader cannot renew that Lease, steps down
+/// after the renew deadline and exits — and first posts Ready=False
+/// ClusterNotReachable on the hub, at once (no replica can lead while the member does
+/// not answer, so nobody else would, and the hub would only see the lease go silent).
+/// The thresholds here are long: neither the status loop's damping nor the hub's
+/// monitor would say anything within the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_loses_its_member_says_so_before_stepping_down() {
+    let cs = start(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let done = register(
+        hub.clone(),
+        hub_endpoint(&cs.hub),
+        "west",
+        &access(cs.member("west").unwrap()),
+        &RegisterOptions {
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let timing = Timing {
+        failure_threshold: Duration::from_secs(120),
+        monitor_grace_period: Duration::from_secs(120),
+        startup_grace_period: Duration::from_secs(120),
+        ..Timing::fast()
+    };
+    let ctl = cs
+        .start_controller_with(
+            hub.clone(),
+            causeway_controllers::controller::Options {
+                timing: timing.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let member = client(cs.member("west").unwrap()).await.unwrap();
+    let elector = causeway_runtime::leader::Elector::new(
+        member.clone(),
+        "causeway-system",
+        "causeway-agent",
+        "agent-a",
+        causeway_runtime::leader::Timings {
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(300),
+        },
+    )
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let agent = tokio::spawn(causeway_controllers::agent::run_elected(
+        Some(elector),
+        agent_client(&done.agent_kubeconfig).await,
+        member,
+        "west".into(),
+        timing.clone(),
+        std::sync::Arc::new(causeway_controllers::metrics::Metrics::default()),
+        std::sync::Arc::new(causeway_controllers::clusters::lease::Renewals::default()),
+        stop.clone(),
+    ));
+    cluster_where(&hub, "west", "west Ready through its agent", |c| {
+        ready(c).is_some_and(|r| r.0 == "True")
+    })
+    .await;
+
+    cs.member("west")
+        .unwrap()
+        .faults()
+        .set_drop_connections(true);
+    let cut = std::time::Instant::now();
+    let c = cluster_where(&hub, "west", "west ClusterNotReachable", |c| {
+        ready(c).is_some_and(|r| r.0 == "False")
+    })
+    .await;
+    let r = causeway_controllers::clusters::status::ready_of(&c).unwrap();
+    assert_eq!(r.reason, "ClusterNotReachable", "{r:?}");
+    assert!(
+        r.message
+            .contains("the causeway agent lost its leader Lease in the member"),
+        "{}",
+        r.message
+    );
+    assert!(
+        cut.elapsed() < timing.failure_threshold / 4,
+        "posted after {:?}",
+        cut.elapsed()
+    );
+    let ended = tokio::time::timeout(WAIT, agent).await.unwrap().unwrap();
+    let e = format!("{:#}", ended.unwrap_err());
+    assert!(e.contains("lost the leader Lease"), "{e}");
+    cs.member("west")
+        .unwrap()
+        .faults()
+        .set_drop_connections(false);
+    ctl.stop().await;
+    cs.shutdown();
+}
+
+/// Token rotation under a running agent: the member's Secret keeps the agent's hub
+/// token in its own key, and its kubeconfig reads it from the file deploy/agent/ mounts
+/// it as. Here the agent runs on a token the hub then revokes, while `causeway
+/// register` runs again and its new token lands in that file (as the kubelet would
+/// write it): the agent's client reads the file again (within a minute) and goes on
+/// with the new token; it neither leaves nor lets the Cluster go Unknown. (The
+/// lease is long: kube-rs re-reads a token file only once a minute.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_agent_token_is_read_again_from_its_file() {
+    use causeway_controllers::clusters::register::{AGENT_SECRET, AGENT_TOKEN_FILE};
+    use k8s_openapi::api::core::v1::Secret;
+    let cs = start(&["west"]).await;
+    let hub = client(&cs.hub).await.unwrap();
+    let west_access = access(cs.member("west").unwrap());
+    let opts = RegisterOptions {
+        token_seconds: 3600,
+        ..Default::default()
+    };
+    let registering = || {
+        register(
+            hub.clone(),
+            hub_endpoint(&cs.hub),
+            "west",
+            &west_access,
+            &opts,
+        )
+    };
+    registering().await.unwrap();
+    let member = client(cs.member("west").unwrap()).await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(member.clone(), "causeway-system");
+    let key =
+        |s: &Secret, k: &str| String::from_utf8(s.data.as_ref().unwrap()[k].0.clone()).unwrap();
+    let secret = secrets.get(AGENT_SECRET).await.unwrap();
+    let mut kc: serde_json::Value = serde_json::from_str(&key(&secret, "kubeconfig")).unwrap();
+    assert_eq!(
+        kc["users"][0]["user"],
+        json!({ "tokenFile": AGENT_TOKEN_FILE }),
+        "the Secret's kubeconfig reads its token from the file deploy/agent/ mounts"
+    );
+    let first = key(&secret, "token");
+    assert!(!first.is_empty());
+
+    // the Deployment's volume, here a directory of the test; the agent starts on a
+    // token the hub can revoke alone (one for its ServiceAccount)
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("token");
+    let write = |token: &str| {
+        // as the kubelet updates a Secret volume: the new file replaces the old at once
+        let tmp = dir.path().join("token.new");
+        std::fs::write(&tmp, token).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+    };
+    cs.hub.add_token(
+        "old-agent-token",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-agent-west".into(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                "system:authenticated".into(),
+            ],
+            ..Default::default()
+        },
+    );
+    write("old-agent-token");
+    kc["users"][0]["user"]["tokenFile"] = json!(file.display().to_string());
+    let kc: kube::config::Kubeconfig = serde_json::from_value(kc).unwrap();
+    let agent_hub = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    // leases long enough for the agent's client to read its file again (kube-rs: once
+    // a minute) before the hub would miss it; the hub's grace period the same
+    let timing = Timing {
+        monitor_grace_period: Duration::from_secs(150),
+        ..Timing::fast()
+    };
+    let ctl = cs
+        .start_controller_with(
+            hub.clone(),
+            causeway_controllers::controller::Options {
+                timing: timing.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let agent = tokio::spawn(causeway_controllers::agent::run(
+        agent_hub,
+        member.clone(),
+        "west".into(),
+        timing.clone(),
+        std::sync::Arc::new(causeway_controllers::metrics::Metrics::default()),
+        stop.clone(),
+    ));
+    cluster_where(&hub, "west", "west Ready through its agent", |c| {
+        ready(c).is_some_and(|r| r.0 == "True")
+    })
+    .await;
+    eventually("west in the clusterset", WAIT, || async {
+        in_clusterset(&member).await.then_some(())
+    })
+    .await;
+
+    // registered again: a new token in the Secret, then in the file; the old revoked
+    registering().await.unwrap();
+    let renewed = key(&secrets.get(AGENT_SECRET).await.unwrap(), "token");
+    assert_ne!(renewed, first, "registering again renews the token");
+    write(&renewed);
+    cs.hub.revoke_token("old-agent-token");
+    // a change only the agent writes: the region, into its Cluster's status
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    clusters
+        .patch(
+            "west",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"region": "eu-rotated"}})),
+        )
+        .await
+        .unwrap();
+    let api = clusters.clone();
+    let c = eventually(
+        "the agent writes with its renewed token",
+        Duration::from_secs(100),
+        || {
+            let api = api.clone();
+            async move {
+                let c = api.get("west").await.ok()?;
+                (c.status.as_ref()?.region.as_deref() == Some("eu-rotated")).then_some(c)
+            }
+        },
+    )
+    .await;
+    assert_eq!(ready(&c).map(|r| r.0).as_deref(), Some("True"));
+    assert!(in_clusterset(&member).await, "the agent stayed");
+    assert!(!agent.is_finished(), "the agent runs on");
+    stop.cancel();
+    agent.await.unwrap().unwrap();
+    ctl.stop().await;
+    cs.shutdown();
+}

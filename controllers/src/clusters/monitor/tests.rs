@@ -128,6 +128,26 @@ fn a_ready_change_counts_as_a_report() {
     assert!(fresh.verdict(&c2, None, at(85), &t).is_some());
 }
 
+/// An agent that stepped down because its member's API server stopped answering
+/// posted Ready=False (ClusterNotReachable) last: the Unknown that follows its silence
+/// says so, rather than only "unreachable from the hub or its agent is down".
+#[test]
+fn the_unknown_after_a_failing_report_repeats_it() {
+    let mut fresh = Freshness::default();
+    let t = timing();
+    let mut c = cluster("Pull", Some(("False", "ClusterNotReachable", 5)));
+    c.status.as_mut().unwrap().conditions[0].message = "cluster is not reachable: refused".into();
+    assert!(fresh.verdict(&c, Some(&lease(5)), at(10), &t).is_none());
+    let unknown = fresh.verdict(&c, Some(&lease(5)), at(51), &t).unwrap();
+    assert!(
+        unknown.message.ends_with(
+            "its agent is down; its last report: ClusterNotReachable (cluster is not reachable: refused)"
+        ),
+        "{}",
+        unknown.message
+    );
+}
+
 fn taint(key: &str, added: i64) -> Taint {
     Taint {
         key: key.into(),
