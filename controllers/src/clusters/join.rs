@@ -203,6 +203,8 @@ pub async fn identify(
     })?;
     // the same physical cluster under another name first: the most useful thing to say
     let uid = kube_system_uid(member).await?;
+    // (a hub whose kube-system this identity may not read is not checked)
+    refuse_the_hub(&uid, kube_system_uid(hub).await.ok().as_deref())?;
     let clusters: Api<Cluster> = Api::all(hub.clone());
     let existing = clusters
         .list(&Default::default())
@@ -283,6 +285,19 @@ pub async fn kube_system_uid(member: &kube::Client) -> anyhow::Result<String> {
         .metadata
         .uid
         .context("the member's kube-system namespace has no uid")
+}
+
+/// Pure: refuses a member that is the hub itself (the same kube-system uid `hub`): the
+/// hub's MCS loops and the member's would take each other's ServiceImports and
+/// EndpointSlices for their own (same names, same managed labels) and rewrite or delete
+/// them every round.
+pub fn refuse_the_hub(member: &str, hub: Option<&str>) -> anyhow::Result<()> {
+    if hub == Some(member) {
+        bail!(
+            "this cluster is the hub itself (same kube-system namespace uid {member}): the hub cannot be its own member; run workloads in another cluster and join that one"
+        );
+    }
+    Ok(())
 }
 
 /// Pure (CID-5, A.7 ★): refuses to register `name` when another Cluster already uses
@@ -858,6 +873,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_hub_is_refused_as_its_own_member() {
+        assert!(refuse_the_hub("uid-east", Some("uid-hub")).is_ok());
+        assert!(
+            refuse_the_hub("uid-east", None).is_ok(),
+            "not read: not checked"
+        );
+        let e = refuse_the_hub("uid-hub", Some("uid-hub"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the hub itself") && e.contains("uid-hub"), "{e}");
     }
 
     #[test]

@@ -1444,3 +1444,30 @@ async fn a_renewed_agent_token_is_read_again_from_its_file() {
     ctl.stop().await;
     cs.shutdown();
 }
+
+/// The hub cannot be its own member: a join whose member is the hub (its kube-system
+/// uid) is refused with what to do, and writes no Cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_is_not_its_own_member() {
+    let cs = Clusterset::start(
+        &Options {
+            members: vec!["east".into()],
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await
+    .unwrap();
+    cs.install_crds().await.unwrap();
+    let hub = client(&cs.hub).await.unwrap();
+    let e = causeway_controllers::clusters::join::join(hub.clone(), "self", &access(&cs.hub), None)
+        .await
+        .unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("this cluster is the hub itself") && e.contains("join that one"),
+        "{e}"
+    );
+    let clusters: Api<Cluster> = Api::all(hub);
+    assert!(clusters.get_opt("self").await.unwrap().is_none());
+}
