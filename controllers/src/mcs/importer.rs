@@ -5,8 +5,8 @@
 //! cluster that stayed not Ready past the stale-endpoints TTL are left out until it is
 //! Ready again, and the ServiceImport says which of its clusters are stale
 //! ([`super::stale`], EPS-7). Ports a mesh route captures (the hub ServiceImport's mesh
-//! annotations, GW-4) leave the source slices for one waypoint slice that sends them to
-//! the causeway-proxies' mesh ports ([`waypoint`]).
+//! annotations, GW-4) leave the source slices for a waypoint slice per IP family that
+//! sends them to the causeway-proxies' mesh ports ([`waypoint`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -226,8 +226,8 @@ pub fn desired(
             status: None,
         };
         import.spec.ips = if headless { vec![] } else { ips };
-        // the mesh waypoint's slice goes with the derived Service's first family
-        let ipv6 = fams.first().is_some_and(|f| f == "IPv6");
+        // the mesh waypoint's slices go with the derived Service's families
+        let waypoint_families = fams.clone();
         import.spec.ip_families = fams;
         let prev = imports_by_key
             .get(&(ns.clone(), name.clone()))
@@ -300,7 +300,10 @@ pub fn desired(
         // exports changed and the hub import has not caught up with yet: meanwhile it
         // goes by name, as the import's own ports do, rather than to no cluster
         // GW-4: ports a mesh route captures go to the causeway-proxies' mesh ports
-        let (captured, waypoint) = waypoint(si, &derived, ipv6);
+        let (captured, waypoints) = waypoint(si, &derived, &waypoint_families);
+        // a family with no waypoint (no proxy address of it) keeps its direct endpoints
+        let waypointed: BTreeSet<String> =
+            waypoints.iter().map(|w| w.address_type.clone()).collect();
         let exports = exports_of.get(&(ns.clone(), name.clone()));
         let owned: BTreeSet<&Option<String>> = si
             .spec
@@ -334,13 +337,16 @@ pub fn desired(
                 .map(|p| p.name.clone().unwrap_or_default())
                 .filter(|n| !excluded.contains(n))
                 .collect();
+            let redirected = waypointed.contains(&hs.address_type);
             let ports: Vec<_> = hs
                 .ports
                 .clone()
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|p| served.contains(p.name.as_deref().unwrap_or_default()))
-                .filter(|p| !captured.contains(p.name.as_deref().unwrap_or_default()))
+                .filter(|p| {
+                    !(redirected && captured.contains(p.name.as_deref().unwrap_or_default()))
+                })
                 .collect();
             let mut l = managed_labels(&name);
             l.insert(labels::SOURCE_CLUSTER.into(), src);
@@ -364,28 +370,30 @@ pub fn desired(
                 ports: Some(ports),
             });
         }
-        out.slices.extend(waypoint);
+        out.slices.extend(waypoints);
     }
     out
 }
 
-/// GW-4: the ports of `si` that mesh routes capture (by name), and the slice of the
-/// derived Service `derived` that sends them to the causeway-proxies serving them, as
-/// the hub ServiceImport's mesh annotations say (`causeway_crds::gateway::mesh`).
+/// GW-4: the ports of `si` that mesh routes capture (by name), and the slices of the
+/// derived Service `derived` that send them to the causeway-proxies serving them, as
+/// the hub ServiceImport's mesh annotations say (`causeway_crds::gateway::mesh`): one
+/// per family of `families` (the derived Service's; none: IPv4) the proxies have an
+/// address of, since kube-proxy reads only the slices of a Service's own families and
+/// sends each family's clusterset IP to the slices of that family. The captured ports
+/// leave only the source slices of a family that has a waypoint here.
+///
+/// Each family's slice has a name of its own (IPv4 `mesh`, IPv6 `mesh-ipv6`): a
+/// slice's `addressType` never changes, so a name must never go from one family to
+/// the other.
 fn waypoint(
     si: &ServiceImport,
     derived: &str,
-    ipv6: bool,
-) -> (BTreeSet<String>, Option<EndpointSlice>) {
+    families: &[String],
+) -> (BTreeSet<String>, Vec<EndpointSlice>) {
     use causeway_crds::gateway::mesh::{addresses_of, ports_of};
     use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
     let mesh = ports_of(si);
-    // the proxies' addresses of the derived Service's family (kube-proxy reads only
-    // the slices of a Service's own families)
-    let addresses: Vec<std::net::IpAddr> = addresses_of(si)
-        .into_iter()
-        .filter(|a| a.is_ipv6() == ipv6)
-        .collect();
     // only TCP ports are captured (a UDP port of the same number keeps its pods)
     let ports: Vec<EndpointPort> = si
         .spec
@@ -401,40 +409,70 @@ fn waypoint(
             })
         })
         .collect();
-    if addresses.is_empty() || ports.is_empty() {
-        return (BTreeSet::new(), None);
+    if ports.is_empty() {
+        return (BTreeSet::new(), vec![]);
     }
-    let captured = ports.iter().filter_map(|p| p.name.clone()).collect();
-    let endpoints = addresses
+    let addresses = addresses_of(si);
+    let ipv4 = ["IPv4".to_string()];
+    let families = if families.is_empty() {
+        &ipv4[..]
+    } else {
+        families
+    };
+    let mut seen = BTreeSet::new();
+    let slices: Vec<EndpointSlice> = families
         .iter()
-        .map(|a| Endpoint {
-            addresses: vec![a.to_string()],
-            conditions: Some(EndpointConditions {
-                ready: Some(true),
-                serving: Some(true),
-                terminating: Some(false),
-            }),
-            ..Default::default()
+        .filter(|f| seen.insert(f.as_str()))
+        .filter_map(|family| {
+            let ipv6 = match family.as_str() {
+                "IPv4" => false,
+                "IPv6" => true,
+                _ => return None,
+            };
+            // the proxies' addresses of this family
+            let endpoints: Vec<Endpoint> = addresses
+                .iter()
+                .filter(|a| a.is_ipv6() == ipv6)
+                .map(|a| Endpoint {
+                    addresses: vec![a.to_string()],
+                    conditions: Some(EndpointConditions {
+                        ready: Some(true),
+                        serving: Some(true),
+                        terminating: Some(false),
+                    }),
+                    ..Default::default()
+                })
+                .collect();
+            if endpoints.is_empty() {
+                return None;
+            }
+            let mut l = managed_labels(&si.name_any());
+            l.insert(
+                labels::ENDPOINTSLICE_MANAGED_BY.into(),
+                labels::ENDPOINTSLICE_MANAGED_BY_VALUE.into(),
+            );
+            l.insert(labels::KUBERNETES_SERVICE_NAME.into(), derived.to_string());
+            Some(EndpointSlice {
+                metadata: ObjectMeta {
+                    name: Some(member_slice_name(
+                        derived,
+                        if ipv6 { "mesh-ipv6" } else { "mesh" },
+                    )),
+                    namespace: si.namespace(),
+                    labels: Some(l),
+                    ..Default::default()
+                },
+                address_type: family.clone(),
+                endpoints,
+                ports: Some(ports.clone()),
+            })
         })
         .collect();
-    let mut l = managed_labels(&si.name_any());
-    l.insert(
-        labels::ENDPOINTSLICE_MANAGED_BY.into(),
-        labels::ENDPOINTSLICE_MANAGED_BY_VALUE.into(),
-    );
-    l.insert(labels::KUBERNETES_SERVICE_NAME.into(), derived.to_string());
-    let slice = EndpointSlice {
-        metadata: ObjectMeta {
-            name: Some(member_slice_name(derived, "mesh")),
-            namespace: si.namespace(),
-            labels: Some(l),
-            ..Default::default()
-        },
-        address_type: if ipv6 { "IPv6" } else { "IPv4" }.into(),
-        endpoints,
-        ports: Some(ports),
-    };
-    (captured, Some(slice))
+    if slices.is_empty() {
+        return (BTreeSet::new(), vec![]);
+    }
+    let captured = ports.iter().filter_map(|p| p.name.clone()).collect();
+    (captured, slices)
 }
 
 /// Whether an export has a port named `name` (unset and empty are one name).

@@ -7,7 +7,9 @@
 //! creating the namespace if needed, and deletes relayed objects whose outbox object
 //! is gone or whose cluster left. The cluster's identity comes from the namespace the
 //! object was found in, never from the object: the ExportedService's `spec.cluster`
-//! and every `source-cluster` label are forced to that Cluster's id, and a relayed
+//! and every `source-cluster` label are forced to that Cluster's id, its
+//! `exportCreationTimestamp` is never older than the Cluster's registration
+//! ([`trusted_creation`]: the oldest export wins a conflict), and a relayed
 //! object carries only the labels the exporter sets, never the agent's others. Nothing
 //! is published in Causeway's namespaces or in Kubernetes' own (`kube-*`), from which
 //! the agent's exporter does not export either ([`super::reserved_namespace`]).
@@ -22,6 +24,7 @@ use causeway_crds::names::{cluster_of_execution_namespace, exported_service_name
 use causeway_crds::well_known::{annotations, labels};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ObjectMeta};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -65,6 +68,35 @@ pub fn pull_clusters(clusters: &[Arc<Cluster>]) -> BTreeMap<String, String> {
         .filter(|c| c.spec.sync_mode == ClusterSyncMode::Pull)
         .filter_map(|c| Some((c.name_any(), c.cluster_id()?.to_string())))
         .collect()
+}
+
+/// The registration time (the hub Cluster object's `creationTimestamp`) of each
+/// registered Pull cluster, by name.
+fn registered_at(clusters: &[Arc<Cluster>]) -> BTreeMap<String, Time> {
+    clusters
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| c.spec.sync_mode == ClusterSyncMode::Pull)
+        .filter_map(|c| Some((c.name_any(), c.metadata.creation_timestamp.clone()?)))
+        .collect()
+}
+
+/// Pure: the `exportCreationTimestamp` a relayed export may carry, given what the
+/// agent claims (`claimed`) and when its Cluster registered (`registered`). On a
+/// conflict the oldest export wins (CR-2), so an agent claiming a time long past would
+/// set the type, ports and labels of every member's import of any service it exports:
+/// no export is older than its Cluster's registration, as far as the hub knows. A
+/// claim before it is clamped to it; a later one is kept as it is; none stays none
+/// (it ranks after every known time). Without a registration time (the API server
+/// always sets one) a claim cannot be checked, and is dropped.
+pub fn trusted_creation(claimed: Option<&Time>, registered: Option<&Time>) -> Option<Time> {
+    let claimed = claimed?;
+    let registered = registered?;
+    Some(if claimed.0 < registered.0 {
+        registered.clone()
+    } else {
+        claimed.clone()
+    })
 }
 
 /// The outbox object `o` in hub form with the identity of the cluster whose outbox
@@ -179,6 +211,7 @@ pub fn desired(
     hub_slices: &[Arc<EndpointSlice>],
 ) -> Desired {
     let pull = pull_clusters(clusters);
+    let registered = registered_at(clusters);
     let mut out = Desired::default();
     // an object that is there and not relayed from `cluster` is never replaced
     let owner = |l: &BTreeMap<String, String>| l.get(labels::RELAYED_FROM).cloned();
@@ -222,6 +255,11 @@ pub fn desired(
         let l = forced_labels(&service, &cluster, &id);
         let mut spec = hub.spec.clone();
         spec.cluster = id;
+        // the agent's claim of when it exported is no older than its registration
+        spec.export_creation_timestamp = trusted_creation(
+            spec.export_creation_timestamp.as_ref(),
+            registered.get(&cluster),
+        );
         out.namespaces
             .entry(ns.clone())
             .or_insert_with(|| (ns.clone(), service.clone()));

@@ -10,6 +10,7 @@ use causeway_controllers::clusters::register::{RegisterOptions, register};
 use causeway_controllers::mcs::HubCaches;
 use causeway_controllers::mcs::exporter::{self, Target};
 use causeway_crds::exported_service::ExportedService;
+use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels;
 use causeway_e2e::{Options, access, hub_endpoint};
@@ -186,14 +187,17 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
 
     // west's exporter stops (it would delete from its outbox what it did not write)
     stop.cancel();
-    // a lying agent: it claims to be east; the relay publishes it as west
+    // a lying agent: it claims to be east, and to have exported at the epoch (the
+    // oldest export wins a conflict); the relay publishes it as west, exported no
+    // earlier than west registered
     let mut lie: ExportedService = serde_json::from_value(json!({
         "apiVersion": "causeway.io/v1alpha1", "kind": "ExportedService",
         "metadata": {"name": format!("{ns}.liar.east"), "labels": {
             labels::OUTBOX: "west", labels::ORIGIN_NAMESPACE: ns,
             labels::SERVICE_NAME: "liar", labels::SOURCE_CLUSTER: "east"},
             "annotations": {"causeway.io/origin-name": "liar.east"}},
-        "spec": {"cluster": "east", "service": "liar", "ports": [{"port": 80, "protocol": "TCP"}]},
+        "spec": {"cluster": "east", "service": "liar", "ports": [{"port": 80, "protocol": "TCP"}],
+                 "exportCreationTimestamp": "1970-01-01T00:00:00Z"},
     }))
     .unwrap();
     let outbox_api = Api::<ExportedService>::namespaced(agent_hub.clone(), OUTBOX);
@@ -210,12 +214,27 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
     .await;
     assert_eq!(forced.spec.cluster, "west.example");
     assert_eq!(forced.labels()[labels::SOURCE_CLUSTER], "west.example");
+    let registered = Api::<Cluster>::all(m.hub.clone())
+        .get("west")
+        .await
+        .unwrap()
+        .metadata
+        .creation_timestamp;
+    assert!(registered.is_some());
+    assert_eq!(forced.spec.export_creation_timestamp, registered);
     // only the relayed object counts: the outbox one is nobody's export
     eventually("liar imported from west only", PRESENT, || async {
         let c = import_clusters(&m.hub, &ns, "liar").await?;
         (c == ["west.example"]).then_some(())
     })
     .await;
+    // the clamped time is written once, not again each round
+    let settled = Api::<ExportedService>::namespaced(m.hub.clone(), &ns)
+        .get("liar.west.example")
+        .await
+        .unwrap();
+    assert_eq!(settled.metadata.generation, Some(1));
+    assert_eq!(settled.spec.export_creation_timestamp, registered);
     assert!(
         Api::<ExportedService>::namespaced(m.hub.clone(), &ns)
             .get_opt("liar.east")

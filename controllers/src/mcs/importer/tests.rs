@@ -492,6 +492,159 @@ fn captured_ports_go_to_the_mesh_waypoint() {
     assert_eq!(want.slices.len(), 1);
 }
 
+/// GW-4 on a dual-stack member (IPv4 first): each family the derived Service has gets
+/// its own waypoint slice when the proxies have an address of that family, and the
+/// captured port leaves only the source slices of a family that got one (a family with
+/// no proxy address keeps its direct endpoints, rather than refusing connections).
+#[test]
+fn dual_stack_captured_ports_get_a_waypoint_per_family() {
+    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS};
+    let si = |addresses: &str| {
+        let mut si = (*hub_import(json!({"ipFamilies": ["IPv4", "IPv6"], "ports": [
+            {"name": "http", "port": 80, "protocol": "TCP"},
+            {"name": "admin", "port": 9090, "protocol": "TCP"}]})))
+        .clone();
+        si.metadata.annotations = Some(
+            [
+                (MESH_PORTS.to_string(), "80=15003".to_string()),
+                (MESH_ADDRESSES.to_string(), addresses.to_string()),
+            ]
+            .into(),
+        );
+        si
+    };
+    let pods = |name: &str, family: &str, address: &str| {
+        Arc::new(
+            serde_json::from_value::<EndpointSlice>(json!({
+                "metadata": {"name": name, "namespace": "demo", "labels": {
+                    labels::SERVICE_NAME: "web", labels::SOURCE_CLUSTER: "east"}},
+                "addressType": family,
+                "endpoints": [{"addresses": [address]}],
+                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"},
+                          {"name": "admin", "port": 9091, "protocol": "TCP"}],
+            }))
+            .unwrap(),
+        )
+    };
+    let hub_slices = [
+        pods("web-east-v4", "IPv4", "10.0.0.1"),
+        pods("web-east-v6", "IPv6", "fd00::1"),
+    ];
+    // the member's derived Service, dual-stack with IPv4 first
+    let derived = derived_service_name("demo", "web");
+    let svc: Arc<Service> = Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": derived, "namespace": "demo"},
+            "spec": {"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10", "fd00:96::10"],
+                     "ipFamilies": ["IPv4", "IPv6"], "ipFamilyPolicy": "PreferDualStack"},
+        }))
+        .unwrap(),
+    );
+    let http_admin = json!([{"name": "http", "port": 80, "protocol": "TCP"},
+                            {"name": "admin", "port": 9090, "protocol": "TCP"}]);
+    let exports = [exported("east", http_admin, None)];
+    // (proxies' addresses, per source slice's family: its ports' names,
+    //  waypoint slices as (addressType, addresses))
+    type Case<'a> = (
+        &'a str,
+        [(&'a str, &'a [&'a str]); 2],
+        &'a [(&'a str, &'a [&'a str])],
+    );
+    let table: &[Case] = &[
+        (
+            "127.0.0.9,::9,127.0.0.10",
+            [("IPv4", &["admin"]), ("IPv6", &["admin"])],
+            &[("IPv4", &["127.0.0.9", "127.0.0.10"]), ("IPv6", &["::9"])],
+        ),
+        (
+            "127.0.0.9",
+            [("IPv4", &["admin"]), ("IPv6", &["http", "admin"])],
+            &[("IPv4", &["127.0.0.9"])],
+        ),
+        (
+            "::9",
+            [("IPv4", &["http", "admin"]), ("IPv6", &["admin"])],
+            &[("IPv6", &["::9"])],
+        ),
+    ];
+    for (addresses, sources, waypoints) in table {
+        for services in [vec![svc.clone()], vec![]] {
+            // with the member's dual-stack derived Service, and before it exists (the
+            // import's own families)
+            let want = desired(
+                &[Arc::new(si(addresses))],
+                &hub_slices,
+                &exports,
+                &Staleness::default(),
+                &[ns("demo")],
+                &services,
+                &[],
+                &now(),
+            );
+            let case = format!("{addresses} (derived Service: {})", !services.is_empty());
+            let (source, mesh): (Vec<&EndpointSlice>, Vec<&EndpointSlice>) = want
+                .slices
+                .iter()
+                .partition(|s| s.labels().contains_key(labels::SOURCE_CLUSTER));
+            let got: Vec<(&str, Vec<&str>)> = source
+                .iter()
+                .map(|s| {
+                    (
+                        s.address_type.as_str(),
+                        s.ports
+                            .iter()
+                            .flatten()
+                            .map(|p| p.name.as_deref().unwrap_or_default())
+                            .collect(),
+                    )
+                })
+                .collect();
+            let expected: Vec<(&str, Vec<&str>)> =
+                sources.iter().map(|(f, p)| (*f, p.to_vec())).collect();
+            assert_eq!(got, expected, "{case}: source slices' ports");
+            let got: Vec<(&str, Vec<&str>)> = mesh
+                .iter()
+                .map(|s| {
+                    (
+                        s.address_type.as_str(),
+                        s.endpoints
+                            .iter()
+                            .map(|e| e.addresses[0].as_str())
+                            .collect(),
+                    )
+                })
+                .collect();
+            let expected: Vec<(&str, Vec<&str>)> =
+                waypoints.iter().map(|(f, a)| (*f, a.to_vec())).collect();
+            assert_eq!(got, expected, "{case}: waypoint slices");
+            for w in &mesh {
+                assert_eq!(
+                    serde_json::to_value(&w.ports).unwrap(),
+                    json!([{"name": "http", "port": 15003, "protocol": "TCP"}]),
+                    "{case}"
+                );
+                assert_eq!(
+                    w.labels().get(labels::KUBERNETES_SERVICE_NAME),
+                    Some(&derived),
+                    "{case}"
+                );
+            }
+            // each family's waypoint has a name of its own, the same whatever else the
+            // proxies have (a slice's addressType never changes)
+            let names: BTreeSet<String> = mesh.iter().map(|w| w.name_any()).collect();
+            assert_eq!(names.len(), mesh.len(), "{case}");
+            for w in &mesh {
+                let suffix = if w.address_type == "IPv6" {
+                    "mesh-ipv6"
+                } else {
+                    "mesh"
+                };
+                assert_eq!(w.name_any(), member_slice_name(&derived, suffix), "{case}");
+            }
+        }
+    }
+}
+
 /// A derived Service is recreated only for what an update may not change: headless or
 /// not, and the primary IP family asked for.
 #[test]

@@ -363,3 +363,107 @@ fn a_cluster_that_left_or_is_leaving_keeps_nothing() {
         assert!(got.namespaces.is_empty() && got.ignored.is_empty());
     }
 }
+
+/// CR-2 (the oldest export wins a conflict) is not the agent's to win: an export may
+/// not claim to be older than its Cluster's registration. A claim from before it (the
+/// epoch) comes out clamped to it; a later claim, one equal to it and none at all are
+/// unchanged; and the same outbox gives the same export round after round (no
+/// flapping writes), also once the clamped one is on the hub.
+#[test]
+fn an_export_is_never_older_than_its_clusters_registration() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let at = |s: i64| Time(jiff::Timestamp::from_second(s).unwrap());
+    let registered = 1_700_000_000;
+    let mut east = (*cluster("east", Some("east.set"), ClusterSyncMode::Pull)).clone();
+    east.metadata.creation_timestamp = Some(at(registered));
+    let clusters = vec![Arc::new(east)];
+    let claiming = |svc: &str, claim: Option<Time>| {
+        let mut e = exported(svc, "east.set", "east");
+        e.spec.export_creation_timestamp = claim;
+        e
+    };
+    // (service, claimed exportCreationTimestamp, relayed exportCreationTimestamp)
+    let table = [
+        ("epoch", Some(at(0)), Some(at(registered))),
+        ("before", Some(at(registered - 1)), Some(at(registered))),
+        ("same", Some(at(registered)), Some(at(registered))),
+        (
+            "later",
+            Some(at(registered + 3600)),
+            Some(at(registered + 3600)),
+        ),
+        ("unknown", None, None),
+    ];
+    let outbox = arcs(
+        table
+            .iter()
+            .map(|(svc, claim, _)| claiming(svc, claim.clone()))
+            .collect(),
+    );
+    let got = desired(&clusters, &outbox, &[], &[], &[]);
+    let relayed = |got: &Desired| -> Vec<(String, Option<Time>)> {
+        got.exported
+            .iter()
+            .map(|e| {
+                (
+                    e.spec.service.clone(),
+                    e.spec.export_creation_timestamp.clone(),
+                )
+            })
+            .collect()
+    };
+    let expected: Vec<(String, Option<Time>)> = table
+        .iter()
+        .map(|(svc, _, want)| (svc.to_string(), want.clone()))
+        .collect();
+    assert_eq!(relayed(&got), expected);
+    // the rest of a legitimate export is as the agent wrote it, but its cluster id
+    let later = got
+        .exported
+        .iter()
+        .find(|e| e.spec.service == "later")
+        .unwrap();
+    let mut want = claiming("later", Some(at(registered + 3600))).spec;
+    want.cluster = "east.set".into();
+    assert_eq!(later.spec, want);
+    // stable: the next round, with the relayed objects on the hub, wants the same
+    let on_hub: Vec<Arc<ExportedService>> = got
+        .exported
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            // as the API server gives it back: through JSON, second precision
+            e = serde_json::from_value(serde_json::to_value(&e).unwrap()).unwrap();
+            Arc::new(e)
+        })
+        .collect();
+    let again = desired(&clusters, &outbox, &[], &on_hub, &[]);
+    assert!(again.ignored.is_empty(), "{:?}", again.ignored);
+    assert_eq!(relayed(&again), expected);
+    for (a, b) in got.exported.iter().zip(&on_hub) {
+        assert_eq!(a.spec, b.spec);
+    }
+}
+
+/// The pure rule: clamped up to the registration, never down; nothing to check
+/// against, nothing trusted.
+#[test]
+fn trusted_creation_clamps_only_claims_before_the_registration() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let at = |s: i64| Time(jiff::Timestamp::from_second(s).unwrap());
+    let table = [
+        (Some(at(0)), Some(at(100)), Some(at(100))),
+        (Some(at(99)), Some(at(100)), Some(at(100))),
+        (Some(at(100)), Some(at(100)), Some(at(100))),
+        (Some(at(101)), Some(at(100)), Some(at(101))),
+        (None, Some(at(100)), None),
+        (Some(at(0)), None, None),
+    ];
+    for (claimed, registered, want) in table {
+        assert_eq!(
+            trusted_creation(claimed.as_ref(), registered.as_ref()),
+            want,
+            "{claimed:?} {registered:?}"
+        );
+    }
+}
