@@ -309,6 +309,7 @@ async fn reconcile(
         }
     }
     let mut ok = true;
+    let mut removals: Vec<(ObjRef, plan::NotApplied)> = Vec::new();
     for action in &p.actions {
         let (ordinal, r) = execute(a, members, action).await;
         match r {
@@ -324,11 +325,13 @@ async fn reconcile(
                 if e.reason != conditions::REASON_IMMUTABLE_FIELD {
                     failures.failed(key.clone(), &e.message);
                 }
-                match ordinal {
-                    Some(i) => outcomes[i].result = Err(e),
-                    None => {
-                        tracing::warn!(cluster = %a.cluster, work = %wref, error = %e.message, "removing a member object no manifest names failed")
+                match (ordinal, action) {
+                    (Some(i), _) => outcomes[i].result = Err(e),
+                    (None, Action::Delete(r, _) | Action::Orphan(r, _)) => {
+                        tracing::warn!(cluster = %a.cluster, work = %wref, error = %e.message, "removing a member object no manifest names failed");
+                        removals.push((r.clone(), e));
                     }
+                    (None, Action::Apply { .. }) => {}
                 }
             }
         }
@@ -347,7 +350,7 @@ async fn reconcile(
         }
         return;
     }
-    let status = report::status(&input, &outcomes, &Time(jiff::Timestamp::now()));
+    let status = report::status(&input, &outcomes, &removals, &Time(jiff::Timestamp::now()));
     let Ok(value) = serde_json::to_value(&status) else {
         return;
     };

@@ -406,12 +406,14 @@ fn item(
 /// Health of the member objects: Unhealthy if any is, else Unknown if any is (or has
 /// no health yet), else Healthy; `None` before anything was reported.
 fn health(statuses: &[ManifestStatus]) -> Option<ResourceHealth> {
+    // (an object no manifest names any more, whose removal failed, is no part of it)
     let each = || {
         statuses
             .iter()
+            .filter(|m| m.is_manifest())
             .map(|m| m.health.unwrap_or(ResourceHealth::Unknown))
     };
-    if statuses.is_empty() {
+    if each().next().is_none() {
         None
     } else if each().any(|h| h == ResourceHealth::Unhealthy) {
         Some(ResourceHealth::Unhealthy)

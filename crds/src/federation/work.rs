@@ -177,11 +177,21 @@ pub struct ManifestStatus {
     pub template_generation: Option<i64>,
 }
 
+impl ManifestStatus {
+    /// Whether this is a manifest's status (not that of an object no manifest names
+    /// any more, whose removal failed: ordinal -1).
+    pub fn is_manifest(&self) -> bool {
+        self.identifier.ordinal >= 0
+    }
+}
+
 /// Identifies one manifest of a Work and the object it became.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceIdentifier {
-    /// Index of the manifest in spec.workload.manifests.
+    /// Index of the manifest in spec.workload.manifests; -1 for an object of this
+    /// Work that no manifest names any more and whose removal from the member failed
+    /// (it is tried again until it is gone).
     pub ordinal: i32,
 
     /// API group (empty for the core group).

@@ -644,3 +644,98 @@ async fn a_retained_count_read_before_an_autoscaler_changed_it_is_not_put_back()
     assert_eq!(image.as_deref(), Some("nginx:2"), "the change is applied");
     cs.shutdown();
 }
+
+/// G: an object of a Work that no manifest names any more, whose removal the member
+/// refuses (here a deletion-protection webhook), stays in the Work's status (ordinal
+/// -1, Applied=False saying why), so that its kind stays watched: once the member
+/// allows it, it is removed, after a restart of the controller too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removal_the_member_refused_is_remembered_and_done_once_allowed() {
+    use causeway_e2e::webhook::{DELETION_PROTECTION, Webhook};
+    use k8s_openapi::api::core::v1::Secret;
+    let mut env = Env::start(&["east"]).await;
+    let hook = Webhook::start().await.unwrap();
+    hook.install(
+        &env.member,
+        DELETION_PROTECTION,
+        causeway_controllers::webhook::PATH,
+    )
+    .await
+    .unwrap();
+    let cm = config_map("kept", json!({"a": "1"}));
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "dropped", "namespace": NS,
+                     "labels": {"causeway.io/deletion-protected": "Always"}},
+        "stringData": {"k": "v"}});
+    put_work(&env.hub, "east", "web", &[cm.clone(), secret], json!({})).await;
+    work_where(&env.hub, "east", "web", "both applied", |_, s| {
+        condition(s, conditions::APPLIED).is_some_and(|c| c.0 == "True")
+    })
+    .await;
+    // the Secret leaves the Work; the member refuses its deletion
+    put_work(&env.hub, "east", "web", &[cm], json!({})).await;
+    let w = work_where(
+        &env.hub,
+        "east",
+        "web",
+        "the refused removal said",
+        |_, s| {
+            condition(s, conditions::APPLIED).is_some_and(|c| c.0 == "False")
+                && s.manifest_statuses
+                    .iter()
+                    .any(|m| m.identifier.ordinal == -1 && m.identifier.name == "dropped")
+        },
+    )
+    .await;
+    let st = w.status.unwrap();
+    let removal = st
+        .manifest_statuses
+        .iter()
+        .find(|m| m.identifier.ordinal == -1)
+        .unwrap();
+    assert_eq!(
+        (removal.identifier.kind.as_str(), removal.applied),
+        ("Secret", Some(false))
+    );
+    let message = removal.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("no manifest names it any more") && message.contains("deletion-protected"),
+        "{message}"
+    );
+    // a restart, then the member allows it: removed, and the status forgets it
+    env.ctl.take().unwrap().stop().await;
+    let secrets: Api<Secret> = Api::namespaced(env.member.clone(), NS);
+    edit(
+        &secrets,
+        "dropped",
+        json!({"metadata": {"labels": {"causeway.io/deletion-protected": null}}}),
+    )
+    .await;
+    env.ctl = Some(env.cs.start_controller().await.unwrap());
+    eventually("the Secret removed after the restart", WAIT, || {
+        let secrets = secrets.clone();
+        async move {
+            secrets
+                .get_opt("dropped")
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    work_where(
+        &env.hub,
+        "east",
+        "web",
+        "applied, the removal forgotten",
+        |_, s| {
+            condition(s, conditions::APPLIED).is_some_and(|c| c.0 == "True")
+                && s.manifest_statuses
+                    .iter()
+                    .all(|m| m.identifier.ordinal >= 0)
+        },
+    )
+    .await;
+    hook.stop().await;
+}

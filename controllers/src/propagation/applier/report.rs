@@ -25,21 +25,35 @@ pub struct Outcome {
     pub object: Option<Value>,
 }
 
+/// The ordinal of a manifest status that is no manifest's: an object of this Work that
+/// no manifest names any more and whose removal failed. It stays in the status, so
+/// that its kind stays watched (after a restart too) and its removal is tried again
+/// until it is gone.
+pub const REMOVAL_ORDINAL: i32 = -1;
+
 fn identifier(ordinal: usize, m: &Value, served: &Result<Served, String>) -> ResourceIdentifier {
-    let r = ObjRef::of(m);
+    let plural = served
+        .as_ref()
+        .map(|s| s.plural.clone())
+        .unwrap_or_default();
+    identify(
+        i32::try_from(ordinal).unwrap_or(i32::MAX),
+        ObjRef::of(m),
+        plural,
+    )
+}
+
+fn identify(ordinal: i32, r: ObjRef, resource: String) -> ResourceIdentifier {
     let (group, version) = match r.api_version.rsplit_once('/') {
         Some((g, v)) => (g.to_string(), v.to_string()),
         None => (String::new(), r.api_version.clone()),
     };
     ResourceIdentifier {
-        ordinal: i32::try_from(ordinal).unwrap_or(i32::MAX),
+        ordinal,
         group,
         version,
         kind: r.kind,
-        resource: served
-            .as_ref()
-            .map(|s| s.plural.clone())
-            .unwrap_or_default(),
+        resource,
         namespace: r.namespace,
         name: r.name,
     }
@@ -65,8 +79,14 @@ fn condition(
     }
 }
 
-/// Pure: the Work's status from what each manifest came to.
-pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
+/// Pure: the Work's status from what each manifest came to, and the objects no manifest
+/// names any more whose removal failed (`removals`, each with [`REMOVAL_ORDINAL`]).
+pub fn status(
+    input: &Input,
+    outcomes: &[Outcome],
+    removals: &[(ObjRef, NotApplied)],
+    now: &Time,
+) -> WorkStatus {
     let work = input.work;
     let prev = work
         .status
@@ -142,6 +162,19 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         });
     }
     let n = manifest_statuses.len();
+    for (r, e) in removals {
+        failing.push((format!("{r}, which no manifest names any more"), e.clone()));
+        manifest_statuses.push(ManifestStatus {
+            identifier: identify(REMOVAL_ORDINAL, r.clone(), String::new()),
+            applied: Some(false),
+            reason: Some(e.reason.clone()),
+            message: Some(format!(
+                "no manifest names it any more, and removing it failed: {}; tried again every round",
+                e.message
+            )),
+            ..ManifestStatus::default()
+        });
+    }
     let applied = match failing.first() {
         None => condition(
             prev,
@@ -246,7 +279,12 @@ pub fn status(input: &Input, outcomes: &[Outcome], now: &Time) -> WorkStatus {
         .iter()
         .find(|c| c.type_ == conditions::DEGRADED)
         .is_some_and(|c| c.observed_generation == generation);
-    let runs = |s: &[ManifestStatus]| s.iter().map(|m| m.template_generation).collect::<Vec<_>>();
+    let runs = |s: &[ManifestStatus]| {
+        s.iter()
+            .filter(|m| m.is_manifest())
+            .map(|m| m.template_generation)
+            .collect::<Vec<_>>()
+    };
     let running = runs(&manifest_statuses);
     // compared with the last report, not only at a new Work generation: a new
     // template whose first apply failed restarts the clock when a later one lands

@@ -616,7 +616,7 @@ fn degraded_says_since_when_an_object_is_unhealthy() {
     }
     let t1 = Time(jiff::Timestamp::from_second(100).unwrap());
     let t2 = Time(jiff::Timestamp::from_second(400).unwrap());
-    let st = status(&input(&w, &observed), &outcome(crashing.clone()), &t1);
+    let st = status(&input(&w, &observed), &outcome(crashing.clone()), &[], &t1);
     assert_eq!(
         degraded(&st),
         (
@@ -628,7 +628,7 @@ fn degraded_says_since_when_an_object_is_unhealthy() {
     );
     w.status = Some(st);
     // still crashing later: the time it became unhealthy stays
-    let st = status(&input(&w, &observed), &outcome(crashing), &t2);
+    let st = status(&input(&w, &observed), &outcome(crashing), &[], &t2);
     assert_eq!(degraded(&st).3, t1);
     w.status = Some(st);
     // a new replica count alone (a new Work generation, the same template) keeps it
@@ -636,24 +636,98 @@ fn degraded_says_since_when_an_object_is_unhealthy() {
     next.metadata.generation = Some(w.metadata.generation.unwrap_or(0) + 1);
     let mut still = applied(&deploy(3));
     still["status"]["availableReplicas"] = json!(0);
-    let st_next = status(&input(&next, &observed), &outcome(still.clone()), &t2);
+    let st_next = status(&input(&next, &observed), &outcome(still.clone()), &[], &t2);
     assert_eq!(degraded(&st_next).3, t1);
     // a new template generation starts the clock again
     let mut newer = still.clone();
     newer["metadata"]["annotations"][annotations::TEMPLATE_GENERATION] = json!("8");
-    let st_next = status(&input(&next, &observed), &outcome(newer.clone()), &t2);
+    let st_next = status(&input(&next, &observed), &outcome(newer.clone()), &[], &t2);
     assert_eq!(degraded(&st_next).3, t2);
     // also when its first apply failed (the member still ran the old template) and a
     // later one, at the same Work generation, lands
     let t3 = Time(jiff::Timestamp::from_second(700).unwrap());
-    let failed = status(&input(&next, &observed), &outcome(still), &t2);
+    let failed = status(&input(&next, &observed), &outcome(still), &[], &t2);
     assert_eq!(degraded(&failed).3, t1, "still the old template");
     next.status = Some(failed);
-    let landed = status(&input(&next, &observed), &outcome(newer), &t3);
+    let landed = status(&input(&next, &observed), &outcome(newer), &[], &t3);
     assert_eq!(degraded(&landed).3, t3);
     // available again: False from then on
-    let st = status(&input(&w, &observed), &outcome(applied(&d)), &t2);
+    let st = status(&input(&w, &observed), &outcome(applied(&d)), &[], &t2);
     assert_eq!((degraded(&st).0.as_str(), degraded(&st).3), ("False", t2));
+}
+
+/// An object no manifest names any more whose removal failed gets a status of its own
+/// (ordinal -1, not applied, saying why), and makes the Work not Applied; the manifests'
+/// count and the Work's health leave it out.
+#[test]
+fn a_failed_removal_is_reported_until_it_is_done() {
+    let ok = deploy(2);
+    let w = work(vec![ok.clone()]);
+    let observed: Vec<Observed> = vec![seen(None)];
+    let input = Input {
+        cluster: "east",
+        work: &w,
+        ready: true,
+        manifests: &observed,
+        leftovers: &[],
+    };
+    let now = Time(jiff::Timestamp::from_second(100).unwrap());
+    let outcomes = vec![Outcome {
+        result: Ok(()),
+        object: Some(applied(&ok)),
+    }];
+    let gone = ObjRef::of(&json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "old", "namespace": "demo"}}));
+    let refused = NotApplied::new(
+        conditions::REASON_DELETION_TIMED_OUT,
+        "deleting v1/Secret demo/old: denied by a webhook",
+    );
+    let st = status(&input, &outcomes, &[(gone, refused)], &now);
+    assert_eq!(st.manifest_statuses.len(), 2);
+    let r = &st.manifest_statuses[1];
+    assert!(!r.is_manifest());
+    assert_eq!(
+        (
+            r.identifier.ordinal,
+            r.identifier.kind.as_str(),
+            r.identifier.name.as_str()
+        ),
+        (-1, "Secret", "old")
+    );
+    assert_eq!(r.applied, Some(false));
+    assert!(
+        r.message
+            .as_deref()
+            .is_some_and(|m| m.contains("no manifest names it any more")
+                && m.contains("denied by a webhook")),
+        "{:?}",
+        r.message
+    );
+    let applied_c = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::APPLIED)
+        .unwrap();
+    assert_eq!(applied_c.status, "False");
+    assert!(
+        applied_c
+            .message
+            .contains("which no manifest names any more"),
+        "{}",
+        applied_c.message
+    );
+    let available = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::AVAILABLE)
+        .unwrap();
+    assert_eq!(
+        (available.status.as_str(), available.message.as_str()),
+        ("True", "all 1 manifests are healthy in cluster east")
+    );
+    // done: gone from the status
+    let st = status(&input, &outcomes, &[], &now);
+    assert!(st.manifest_statuses.iter().all(|m| m.is_manifest()));
 }
 
 #[test]
@@ -693,7 +767,7 @@ fn status_reports_each_manifest_and_the_conditions() {
             object: None,
         },
     ];
-    let st = status(&input, &outcomes, &now);
+    let st = status(&input, &outcomes, &[], &now);
     let m0 = &st.manifest_statuses[0];
     assert_eq!(m0.identifier.group, "apps");
     assert_eq!(m0.identifier.resource, "deployments");
@@ -758,7 +832,7 @@ fn status_reports_each_manifest_and_the_conditions() {
         manifests: &observed,
         leftovers: &[],
     };
-    let st = status(&input, &good, &now);
+    let st = status(&input, &good, &[], &now);
     assert_eq!(
         st.conditions
             .iter()
@@ -793,7 +867,7 @@ fn status_reports_each_manifest_and_the_conditions() {
         manifests: &observed,
         leftovers: &[],
     };
-    let st2 = status(&input, &good, &later);
+    let st2 = status(&input, &good, &[], &later);
     assert_eq!(st2.conditions[0].last_transition_time, now);
     assert_eq!(
         (
@@ -829,6 +903,7 @@ fn a_not_ready_cluster_keeps_its_copys_last_status() {
             result: Ok(()),
             object: Some(applied(&d)),
         }],
+        &[],
         &now,
     );
     w.status = Some(reported.clone());
@@ -842,6 +917,7 @@ fn a_not_ready_cluster_keeps_its_copys_last_status() {
     let st = status(
         &input(&w, false, &observed),
         std::slice::from_ref(&gone),
+        &[],
         &now,
     );
     let (was, is) = (&reported.manifest_statuses[0], &st.manifest_statuses[0]);
@@ -860,6 +936,6 @@ fn a_not_ready_cluster_keeps_its_copys_last_status() {
         spec: work(vec![other]).spec,
         ..w.clone()
     };
-    let st = status(&input(&w2, false, &observed), &[gone], &now);
+    let st = status(&input(&w2, false, &observed), &[gone], &[], &now);
     assert_eq!(st.manifest_statuses[0].status, None);
 }

@@ -61,8 +61,9 @@ pub struct Verdict {
 pub fn unhealthy_since(work: &Work, generation: Option<i64>) -> Option<Timestamp> {
     let c = degraded(work)?;
     let statuses = &work.status.as_ref()?.manifest_statuses;
+    let mut manifests = statuses.iter().filter(|m| m.is_manifest()).peekable();
     let current = generation.is_none_or(|g| {
-        !statuses.is_empty() && statuses.iter().all(|m| m.template_generation == Some(g))
+        manifests.peek().is_some() && manifests.all(|m| m.template_generation == Some(g))
     });
     (c.status == "True" && current).then_some(c.last_transition_time.0)
 }
