@@ -38,7 +38,8 @@ const CLASS_ANY: u16 = 255;
 /// Which transport the query came on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
-    /// UDP: answers are limited by the client's payload size.
+    /// UDP: answers are limited by the client's payload size; a larger one is cut
+    /// to the records that fit as over TCP, with TC set.
     Udp,
     /// TCP: answers up to 65535 bytes; a larger one is cut to the records that fit,
     /// starting at a record chosen by the query ID (so repeated queries reach all
@@ -84,6 +85,11 @@ pub enum Outcome {
 struct Edns {
     payload: u16,
     version: u8,
+    /// The upper 8 bits of the extended rcode (the TTL's first byte).
+    ext_rcode: u8,
+    /// The first byte of the flags with only the DO bit kept (0x80 or 0): copied
+    /// into the response's OPT (RFC 3225 §3).
+    dnssec_ok: u8,
 }
 
 struct Question {
@@ -111,16 +117,16 @@ pub fn respond(
     }
     let opcode = (pkt[2] >> 3) & 0x0F;
     if opcode != 0 {
-        return header_only(pkt, rcode::NOTIMP, out);
+        return header_only(pkt, rcode::NOTIMP, settings, out);
     }
     if be16(pkt, 4) != Some(1) {
-        return header_only(pkt, rcode::FORMERR, out);
+        return header_only(pkt, rcode::FORMERR, settings, out);
     }
     let Some(q) = parse_question(pkt) else {
-        return header_only(pkt, rcode::FORMERR, out);
+        return header_only(pkt, rcode::FORMERR, settings, out);
     };
     let Ok(edns) = parse_edns(pkt, q.end) else {
-        return header_only(pkt, rcode::FORMERR, out);
+        return header_only(pkt, rcode::FORMERR, settings, out);
     };
     let limit = match (transport, edns) {
         (Transport::Tcp, _) => u16::MAX as usize,
@@ -200,18 +206,18 @@ impl Response<'_> {
         if self.edns.is_some() { 11 } else { 0 }
     }
 
-    /// A positive answer. When it does not fit: over UDP, TC with an empty answer (the
-    /// client retries over TCP); over TCP, the records that fit from the one at the
-    /// query ID modulo the count on, wrapping around, without TC (a headless answer
-    /// may be any subset of the endpoints, spec §2.4.1).
+    /// A positive answer. When it does not fit, the whole records that fit, from the
+    /// one at the query ID modulo the count on, wrapping around (a headless answer
+    /// may be any subset of the endpoints, spec §2.4.1): over UDP with TC, so that
+    /// resolvers that can retry over TCP fetch them all and those that cannot (musl
+    /// before 1.2.4) still get addresses (RFC 2181 §9 allows a partial RRset with
+    /// TC); over TCP without TC (RFC 7766 §6.2).
     /// `additional` goes in the additional section when it fits, else is left out
     /// (RFC 2181 §9: only a missing answer sets TC).
     fn answer(&mut self, out: &mut Vec<u8>, rrs: &RrSet, additional: Option<&RrSet>) -> Outcome {
         let fixed = self.q.end + self.opt_len();
-        let (count, head, tail) = if fixed + rrs.wire.len() <= self.limit {
-            (rrs.count, &rrs.wire[..], &[][..])
-        } else if self.transport == Transport::Udp {
-            return self.write_tc(out, rcode::NOERROR as u16);
+        let (count, head, tail, tc) = if fixed + rrs.wire.len() <= self.limit {
+            (rrs.count, &rrs.wire[..], &[][..], false)
         } else {
             // The records are sorted, so a plain prefix would always leave out the
             // same endpoints; starting at the query ID (mod the count) rotates them.
@@ -223,22 +229,19 @@ impl Response<'_> {
                 records = rrs.count,
                 sent = count,
                 start,
-                "TCP answer larger than 64 KiB: sending the records that fit"
+                limit = self.limit,
+                transport = ?self.transport,
+                "answer larger than the limit: sending the records that fit"
             );
-            (count, &rrs.wire[head], &rrs.wire[tail])
+            let tc = self.transport == Transport::Udp;
+            (count, &rrs.wire[head], &rrs.wire[tail], tc)
         };
         let size = fixed + head.len() + tail.len();
         let (ar_count, ar_wire) = match additional {
             Some(a) if size + a.wire.len() <= self.limit => (a.count, &a.wire[..]),
             _ => (0, &[][..]),
         };
-        self.header(
-            out,
-            rcode::NOERROR as u16,
-            true,
-            false,
-            [count, 0, ar_count],
-        );
+        self.header(out, rcode::NOERROR as u16, true, tc, [count, 0, ar_count]);
         out.extend_from_slice(head);
         out.extend_from_slice(tail);
         out.extend_from_slice(ar_wire);
@@ -247,7 +250,7 @@ impl Response<'_> {
             qtype: self.q.qtype,
             rcode: 0,
             nodata: false,
-            truncated: false,
+            truncated: tc,
         }
     }
 
@@ -322,13 +325,18 @@ impl Response<'_> {
     }
 
     fn opt(&self, out: &mut Vec<u8>, rcode: u16) {
-        if self.edns.is_none() {
-            return;
+        if let Some(e) = self.edns {
+            write_opt(out, self.max_udp, rcode, e.dnssec_ok);
         }
-        let [t0, t1] = rtype::OPT.to_be_bytes();
-        let [m0, m1] = self.max_udp.to_be_bytes();
-        out.extend_from_slice(&[0, t0, t1, m0, m1, (rcode >> 4) as u8, 0, 0, 0, 0, 0]);
     }
+}
+
+/// Appends an OPT record: `payload`, the upper bits of `rcode`, version 0, and the
+/// DO bit of the query (`dnssec_ok`: 0x80 or 0), no options.
+fn write_opt(out: &mut Vec<u8>, payload: u16, rcode: u16, dnssec_ok: u8) {
+    let [t0, t1] = rtype::OPT.to_be_bytes();
+    let [m0, m1] = payload.to_be_bytes();
+    out.extend_from_slice(&[0, t0, t1, m0, m1, (rcode >> 4) as u8, 0, dnssec_ok, 0, 0, 0]);
 }
 
 /// The longest run of whole resource records of `wire` that fits in `budget` bytes,
@@ -405,19 +413,40 @@ pub fn forward_error(pkt: &[u8], settings: &Settings, rcode: u8, out: &mut Vec<u
     true
 }
 
-/// A header-only reply (the question could not be read).
-fn header_only(pkt: &[u8], rcode: u8, out: &mut Vec<u8>) -> Outcome {
+/// A reply without the question (it could not be read, or the opcode is not
+/// implemented): the header and, when the query has a valid OPT record, an OPT
+/// (RFC 6891 §7); the header alone when no OPT can be found.
+fn header_only(pkt: &[u8], rcode: u8, settings: &Settings, out: &mut Vec<u8>) -> Outcome {
     out.clear();
+    let edns = find_edns(pkt);
     out.extend_from_slice(&pkt[0..2]);
     out.push(0x80 | (pkt[2] & 0x79));
     out.push((pkt[3] & 0x10) | rcode);
-    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, u8::from(edns.is_some())]);
+    if let Some(e) = edns {
+        write_opt(out, settings.max_udp_payload, u16::from(rcode), e.dnssec_ok);
+    }
     Outcome::Reply {
         qtype: 0,
         rcode: rcode as u16,
         nodata: false,
         truncated: false,
     }
+}
+
+/// The OPT record of a packet whose question section [`parse_question`] does not
+/// take (no question, several, or a name it refuses): the questions are skipped as
+/// names (compressed or not) with type and class, then the records are walked as
+/// [`parse_edns`] does. None when the packet is malformed anywhere on the way.
+fn find_edns(pkt: &[u8]) -> Option<Edns> {
+    let mut i = HEADER_LEN;
+    for _ in 0..be16(pkt, 4)? {
+        i = skip_name(pkt, i)? + 4;
+        if i > pkt.len() {
+            return None;
+        }
+    }
+    parse_edns(pkt, i).ok().flatten()
 }
 
 /// Whether the lowercase wire name is the apex or below it (label-aligned suffix).
@@ -488,7 +517,7 @@ fn parse_edns(pkt: &[u8], mut i: usize) -> Result<Option<Edns>, ()> {
             i = skip_name(pkt, i).ok_or(())?;
             let rt = be16(pkt, i).ok_or(())?;
             let class = be16(pkt, i + 2).ok_or(())?;
-            let ttl_hi = pkt.get(i + 4..i + 6).ok_or(())?;
+            let ttl = pkt.get(i + 4..i + 8).ok_or(())?;
             let rdlen = be16(pkt, i + 8).ok_or(())? as usize;
             let end = i + 10 + rdlen;
             if end > pkt.len() {
@@ -500,7 +529,9 @@ fn parse_edns(pkt: &[u8], mut i: usize) -> Result<Option<Edns>, ()> {
                 }
                 edns = Some(Edns {
                     payload: class,
-                    version: ttl_hi[1],
+                    ext_rcode: ttl[0],
+                    version: ttl[1],
+                    dnssec_ok: ttl[2] & 0x80,
                 });
             }
             i = end;
@@ -509,10 +540,13 @@ fn parse_edns(pkt: &[u8], mut i: usize) -> Result<Option<Edns>, ()> {
     Ok(edns)
 }
 
-/// Rewrites an upstream response that does not fit the client's limit into a
-/// truncated one (header with TC and the question only). Returns false when the
-/// upstream response is not even a readable header + question.
-pub fn truncate_foreign(resp: &[u8], out: &mut Vec<u8>) -> bool {
+/// Rewrites an upstream response to the client's `query` that does not fit the
+/// client's limit into a truncated one: header with TC, the question and, when the
+/// query had an OPT record, an OPT (RFC 6891 §7) with this server's payload size, the
+/// query's DO bit and the upstream's extended rcode (when its OPT is still in `resp`,
+/// which may be cut short). Returns false when the upstream response is not even a
+/// readable header + question.
+pub fn truncate_foreign(resp: &[u8], query: &[u8], settings: &Settings, out: &mut Vec<u8>) -> bool {
     out.clear();
     if resp.len() < HEADER_LEN || be16(resp, 4) != Some(1) {
         return false;
@@ -520,11 +554,19 @@ pub fn truncate_foreign(resp: &[u8], out: &mut Vec<u8>) -> bool {
     let Some(q) = parse_question(resp) else {
         return false;
     };
+    let client_edns = parse_question(query).and_then(|cq| parse_edns(query, cq.end).ok().flatten());
     out.extend_from_slice(&resp[0..2]);
     out.push(resp[2] | 0x02);
     out.push(resp[3]);
-    out.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, 0]);
+    out.extend_from_slice(&[0, 1, 0, 0, 0, 0, 0, u8::from(client_edns.is_some())]);
     out.extend_from_slice(&resp[HEADER_LEN..q.end]);
+    if let Some(e) = client_edns {
+        let ext = parse_edns(resp, q.end)
+            .ok()
+            .flatten()
+            .map_or(0, |u| u16::from(u.ext_rcode) << 4);
+        write_opt(out, settings.max_udp_payload, ext, e.dnssec_ok);
+    }
     true
 }
 

@@ -45,6 +45,18 @@ pub(crate) struct Reply {
     pub msg: Message,
 }
 
+/// Like [`query`] with EDNS (payload `payload`) and the DO bit set.
+fn query_do(name: &str, qtype: RecordType, payload: u16) -> Vec<u8> {
+    let mut m = Message::from_vec(&query(name, qtype, Some(payload))).unwrap();
+    m.edns.as_mut().unwrap().set_dnssec_ok(true);
+    m.to_vec().unwrap()
+}
+
+/// The ARCOUNT of a response.
+fn arcount(out: &[u8]) -> u16 {
+    u16::from_be_bytes([out[10], out[11]])
+}
+
 pub(crate) fn render(data: &RData) -> String {
     match data {
         RData::A(a) => format!("A {}", a.0),
@@ -251,14 +263,39 @@ fn truncates_to_the_client_limit_and_not_over_tcp() {
         (Some(65000), 1232),
     ] {
         let pkt = query(name, RecordType::A, edns);
-        respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
-        assert!(out.len() <= limit, "{edns:?}: {} > {limit}", out.len());
-        let r = decode(&out);
-        assert!(r.tc && r.answers.is_empty(), "{edns:?}");
         respond(&zone, &SETTINGS, &pkt, Transport::Tcp, &mut out);
         let r = decode(&out);
         assert!(!r.tc);
         assert_eq!(r.answers.len(), 100);
+        let all = r.answers;
+        // Over UDP: TC, and as many whole records as fit (a resolver that cannot
+        // retry over TCP, musl before 1.2.4, still gets addresses), never more.
+        let outcome = respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Reply {
+                    rcode: 0,
+                    truncated: true,
+                    ..
+                }
+            ),
+            "{edns:?}: {outcome:?}"
+        );
+        assert!(out.len() <= limit, "{edns:?}: {} > {limit}", out.len());
+        assert!(out.len() + 16 > limit, "{edns:?}: room for one more A");
+        let r = decode(&out);
+        assert!(r.tc, "{edns:?}");
+        assert!(!r.answers.is_empty(), "{edns:?}: TC with no records");
+        assert!(r.answers.iter().all(|a| all.contains(a)), "{edns:?}");
+        assert_eq!(r.msg.edns.is_some(), edns.is_some(), "{edns:?}: OPT");
+        // Another query ID starts elsewhere: repeated queries reach other records.
+        let mut other = pkt.clone();
+        other[..2].copy_from_slice(&50u16.to_be_bytes());
+        respond(&zone, &SETTINGS, &other, Transport::Udp, &mut out);
+        let rotated = decode(&out);
+        assert!(rotated.tc && out.len() <= limit);
+        assert_ne!(rotated.answers, r.answers, "{edns:?}: the same subset");
     }
     // 100 A records = 1600 bytes of answers plus the question: fits 4096 only.
     let big = Settings {
@@ -359,11 +396,14 @@ fn tcp_answers_over_64k_are_a_subset_never_tc() {
     let pkt = query(name, RecordType::A, None);
     respond(&zone, &SETTINGS, &pkt, Transport::Tcp, &mut out);
     assert_eq!(decode(&out).answers.len(), 250);
-    // UDP is unchanged: TC and no records.
-    let pkt = query(name, RecordType::SRV, Some(4096));
-    respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
-    let r = decode(&out);
-    assert!(r.tc && r.answers.is_empty());
+    // UDP: TC with the records that fit the client's limit.
+    for (edns, limit) in [(None, 512), (Some(4096), 1232)] {
+        let pkt = query(name, RecordType::SRV, edns);
+        respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
+        assert!(out.len() <= limit, "{} > {limit}", out.len());
+        let r = decode(&out);
+        assert!(r.tc && !r.answers.is_empty(), "{edns:?}: {r:?}");
+    }
 }
 
 /// The answers to `pkt` with its ID set to `id`, over TCP, checked well-formed.
@@ -508,6 +548,180 @@ fn malformed_packets_get_formerr_or_nothing() {
     upd[2] = (upd[2] & 0x87) | (5 << 3);
     respond(&zone, &SETTINGS, &upd, Transport::Udp, &mut out);
     assert_eq!(out[3] & 0x0F, 4);
+
+    // RFC 6891 §7: a query with a valid OPT gets one back, in NOTIMP and FORMERR
+    // replies too; with the DO bit copied (RFC 3225 §3).
+    let edns_of = |out: &[u8]| {
+        assert_eq!(arcount(out), 1, "ARCOUNT counts the OPT");
+        let e = Message::from_vec(out)
+            .unwrap()
+            .edns
+            .expect("OPT in the reply");
+        (e.max_payload(), e.version(), e.flags().dnssec_ok)
+    };
+    // NOTIFY (4) and UPDATE (5), with DO and without.
+    for opcode in [4u8, 5] {
+        for (pkt, dnssec_ok) in [
+            (good.clone(), false),
+            (
+                query_do("web.ns.svc.clusterset.local.", RecordType::A, 1232),
+                true,
+            ),
+        ] {
+            let mut p = pkt;
+            p[2] = (p[2] & 0x87) | (opcode << 3);
+            let outcome = respond(&zone, &SETTINGS, &p, Transport::Udp, &mut out);
+            assert!(
+                matches!(outcome, Outcome::Reply { rcode: 4, .. }),
+                "{outcome:?}"
+            );
+            assert_eq!(out[3] & 0x0F, 4, "opcode {opcode}: NOTIMP");
+            assert_eq!(out[2] & 0xF8, 0x80 | (opcode << 3), "QR and the opcode");
+            assert_eq!(out[..2], p[..2], "ID");
+            assert_eq!(edns_of(&out), (1232, 0, dnssec_ok), "opcode {opcode}");
+        }
+    }
+    // No question (the RFC 7873 §5.4 cookie probe: QDCOUNT 0, OPT with a COOKIE
+    // option): FORMERR with OPT.
+    let mut probe = vec![0x51, 0x52, 0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 1];
+    probe.extend_from_slice(&[0, 0, 41, 0x10, 0x00, 0, 0, 0x80, 0, 0, 12]);
+    probe.extend_from_slice(&[0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+    respond(&zone, &SETTINGS, &probe, Transport::Udp, &mut out);
+    assert_eq!(decode(&out).rcode, 1);
+    assert_eq!(out[..2], [0x51, 0x52]);
+    assert_eq!(edns_of(&out), (1232, 0, true));
+    // Two questions, then OPT: FORMERR with OPT.
+    let mut m = Message::from_vec(&good).unwrap();
+    m.add_query(Query::query(
+        Name::from_ascii("db.ns.svc.clusterset.local.").unwrap(),
+        RecordType::AAAA,
+    ));
+    respond(
+        &zone,
+        &SETTINGS,
+        &m.to_vec().unwrap(),
+        Transport::Udp,
+        &mut out,
+    );
+    assert_eq!(out[3] & 0x0F, 1);
+    assert_eq!(edns_of(&out), (1232, 0, false));
+    // A compression pointer in the question, then OPT: FORMERR with OPT.
+    let mut ptr_opt = ptr.clone();
+    ptr_opt[11] = 1;
+    ptr_opt.extend_from_slice(&good[good.len() - 11..]);
+    respond(&zone, &SETTINGS, &ptr_opt, Transport::Udp, &mut out);
+    assert_eq!(decode(&out).rcode, 1);
+    assert_eq!(edns_of(&out), (1232, 0, false));
+    // When no OPT can be read, the header alone: OPT cut short, a second OPT, OPT in
+    // the answer section, QDCOUNT 0 with records that run past the end.
+    let mut two_opts = good.clone();
+    two_opts[11] = 2;
+    two_opts.extend_from_slice(&good[good.len() - 11..]);
+    let mut opt_in_answer = good.clone();
+    opt_in_answer[6..12].copy_from_slice(&[0, 1, 0, 0, 0, 0]);
+    let mut past_end = probe.clone();
+    past_end[11] = 2;
+    for (what, pkt) in [
+        ("cut OPT", good[..good.len() - 3].to_vec()),
+        ("cut question", good[..14].to_vec()),
+        ("two OPTs", two_opts),
+        ("OPT in the answer section", opt_in_answer),
+        ("records past the end", past_end),
+    ] {
+        respond(&zone, &SETTINGS, &pkt, Transport::Udp, &mut out);
+        assert_eq!(out.len(), 12, "{what}: header only");
+        assert_eq!((out[3] & 0x0F, arcount(&out)), (1, 0), "{what}");
+    }
+}
+
+#[test]
+fn do_bit_is_echoed() {
+    let zone = web_zone();
+    let big = {
+        let imp = ImportInput {
+            namespace: "ns".into(),
+            name: "big".into(),
+            kind: ServiceKind::ClusterSetIp,
+            ips: (0..100u8)
+                .map(|i| std::net::IpAddr::from([10, 2, 0, i]))
+                .collect(),
+            ports: vec![],
+        };
+        Zone::build(&cfg(), 1, [&imp], []).unwrap()
+    };
+    let mut badvers = Message::from_vec(&query_do(
+        "web.ns.svc.clusterset.local.",
+        RecordType::A,
+        1232,
+    ))
+    .unwrap();
+    badvers.edns.as_mut().unwrap().set_version(1);
+    let badvers = badvers.to_vec().unwrap();
+    let mut out = Vec::new();
+    for (what, z, name, qtype, rc) in [
+        (
+            "answer",
+            &zone,
+            "web.ns.svc.clusterset.local.",
+            RecordType::A,
+            0,
+        ),
+        (
+            "NODATA",
+            &zone,
+            "web.ns.svc.clusterset.local.",
+            RecordType::TXT,
+            0,
+        ),
+        (
+            "NXDOMAIN",
+            &zone,
+            "nope.ns.svc.clusterset.local.",
+            RecordType::A,
+            3,
+        ),
+        ("REFUSED", &zone, "example.com.", RecordType::A, 5),
+        (
+            "qtype OPT",
+            &zone,
+            "web.ns.svc.clusterset.local.",
+            RecordType::OPT,
+            1,
+        ),
+        (
+            "truncated",
+            &big,
+            "big.ns.svc.clusterset.local.",
+            RecordType::A,
+            0,
+        ),
+    ] {
+        for dnssec_ok in [true, false] {
+            let pkt = if dnssec_ok {
+                query_do(name, qtype, 512)
+            } else {
+                query(name, qtype, Some(512))
+            };
+            respond(z, &SETTINGS, &pkt, Transport::Udp, &mut out);
+            let r = decode(&out);
+            assert_eq!(r.rcode, rc, "{what}");
+            let e = r.msg.edns.as_ref().expect("OPT");
+            assert_eq!(e.flags().dnssec_ok, dnssec_ok, "{what}: DO");
+            assert_eq!(e.flags().z, 0, "{what}: the other flags are zero");
+            assert_eq!(e.max_payload(), 1232, "{what}");
+        }
+    }
+    respond(&zone, &SETTINGS, &badvers, Transport::Udp, &mut out);
+    let r = decode(&out);
+    assert_eq!(r.rcode, 16);
+    assert!(
+        r.msg.edns.as_ref().unwrap().flags().dnssec_ok,
+        "BADVERS: DO"
+    );
+    // The forward error replies too.
+    let pkt = query_do("example.com.", RecordType::A, 1232);
+    assert!(forward_error(&pkt, &SETTINGS, rcode::SERVFAIL, &mut out));
+    assert!(decode(&out).msg.edns.unwrap().flags().dnssec_ok);
 }
 
 #[test]
@@ -537,19 +751,55 @@ fn unknown_edns_version_gets_badvers() {
 #[test]
 fn truncate_foreign_keeps_header_and_question() {
     let zone = web_zone();
+    let name = "web.ns.svc.clusterset.local.";
     let mut out = Vec::new();
-    respond(
-        &zone,
-        &SETTINGS,
-        &query("web.ns.svc.clusterset.local.", RecordType::A, None),
-        Transport::Udp,
-        &mut out,
-    );
+    let plain = query(name, RecordType::A, None);
+    respond(&zone, &SETTINGS, &plain, Transport::Udp, &mut out);
     let mut small = Vec::new();
-    assert!(truncate_foreign(&out, &mut small));
+    assert!(truncate_foreign(&out, &plain, &SETTINGS, &mut small));
     let r = decode(&small);
     assert!(r.tc && r.answers.is_empty());
-    assert!(!truncate_foreign(&out[..7], &mut small));
+    assert_eq!(r.msg.queries[0].name().to_string(), name);
+    assert!(r.msg.edns.is_none() && arcount(&small) == 0, "no OPT asked");
+    assert!(!truncate_foreign(&out[..7], &plain, &SETTINGS, &mut small));
+
+    // The client's query had OPT: the truncated reply has one (RFC 6891 §7), with
+    // this server's payload size and the query's DO bit, whether the upstream's OPT
+    // was read whole or cut off.
+    let upstream = Settings {
+        max_udp_payload: 4096,
+        ..SETTINGS
+    };
+    let ours = Settings {
+        max_udp_payload: 1400,
+        ..SETTINGS
+    };
+    for dnssec_ok in [false, true] {
+        let pkt = if dnssec_ok {
+            query_do(name, RecordType::A, 4096)
+        } else {
+            query(name, RecordType::A, Some(4096))
+        };
+        respond(&zone, &upstream, &pkt, Transport::Udp, &mut out);
+        for resp in [&out[..], &out[..out.len() - 5]] {
+            assert!(truncate_foreign(resp, &pkt, &ours, &mut small));
+            let r = decode(&small);
+            assert!(r.tc && r.answers.is_empty() && r.rcode == 0);
+            assert_eq!(arcount(&small), 1);
+            let e = r.msg.edns.expect("OPT kept");
+            assert_eq!(e.max_payload(), 1400);
+            assert_eq!(e.flags().dnssec_ok, dnssec_ok);
+        }
+    }
+    // The upstream's extended rcode (BADVERS = 16: 1 in OPT, 0 in the header).
+    let mut m = Message::from_vec(&query(name, RecordType::A, Some(1232))).unwrap();
+    m.edns.as_mut().unwrap().set_version(1);
+    let v1 = m.to_vec().unwrap();
+    respond(&zone, &upstream, &v1, Transport::Udp, &mut out);
+    assert!(truncate_foreign(&out, &v1, &ours, &mut small));
+    let r = decode(&small);
+    assert_eq!(r.rcode, 16);
+    assert!(r.tc);
 }
 
 proptest! {

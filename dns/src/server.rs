@@ -578,8 +578,8 @@ fn forward(
                 reply = resp;
                 true
             }
-            // Larger than the client takes: TC and the question only.
-            Ok(resp) => answer::truncate_foreign(&resp, &mut reply),
+            // Larger than the client takes: TC, the question and OPT (if asked).
+            Ok(resp) => answer::truncate_foreign(&resp, &query, &shared.settings, &mut reply),
             Err(e) => {
                 tracing::debug!(%upstream, error = %e, "forwarding over UDP failed");
                 false
@@ -644,7 +644,10 @@ async fn forward_udp(
     .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
 }
 
-/// Relays a query to the upstream over TCP.
+/// Relays a query to the upstream over TCP. `None` when the upstream gives no answer
+/// in time, or one whose ID is not the query's (only the answer to this query is
+/// relayed, as over UDP; a connection carries this one query, so anything else is
+/// a broken upstream and the client gets SERVFAIL rather than a stranger's answer).
 pub(crate) async fn forward_tcp(
     upstream: SocketAddr,
     query: &[u8],
@@ -659,6 +662,10 @@ pub(crate) async fn forward_tcp(
         let len = s.read_u16().await.ok()? as usize;
         let mut resp = vec![0u8; len];
         s.read_exact(&mut resp).await.ok()?;
+        if resp.get(..2) != query.get(..2) {
+            tracing::debug!(%upstream, "forwarded TCP answer with another ID; dropped");
+            return None;
+        }
         Some(resp)
     })
     .await

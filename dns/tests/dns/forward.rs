@@ -279,3 +279,180 @@ async fn forwarded_answers_on_a_wildcard_address_come_from_the_address_queried()
         d.shutdown().await;
     }
 }
+
+/// An upstream that answers every query, over UDP and TCP on one port, with
+/// `reply(query)`. Dropping it stops it.
+struct FakeUpstream {
+    addr: SocketAddr,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl FakeUpstream {
+    async fn start(reply: fn(&[u8]) -> Vec<u8>) -> FakeUpstream {
+        for _ in 0..20 {
+            let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let addr = udp.local_addr().unwrap();
+            let Ok(tcp) = TcpListener::bind(addr).await else {
+                continue;
+            };
+            let on_udp = tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                while let Ok((n, from)) = udp.recv_from(&mut buf).await {
+                    let _ = udp.send_to(&reply(&buf[..n]), from).await;
+                }
+            });
+            let on_tcp = tokio::spawn(async move {
+                while let Ok((mut s, _)) = tcp.accept().await {
+                    tokio::spawn(async move {
+                        let Ok(len) = s.read_u16().await else {
+                            return;
+                        };
+                        let mut q = vec![0u8; usize::from(len)];
+                        if s.read_exact(&mut q).await.is_err() {
+                            return;
+                        }
+                        let r = reply(&q);
+                        let mut framed = (r.len() as u16).to_be_bytes().to_vec();
+                        framed.extend_from_slice(&r);
+                        let _ = s.write_all(&framed).await;
+                    });
+                }
+            });
+            return FakeUpstream {
+                addr,
+                tasks: vec![on_udp, on_tcp],
+            };
+        }
+        panic!("no free port for the fake upstream");
+    }
+}
+
+impl Drop for FakeUpstream {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A response to `q` with ID `id`: its question, `records` A records (owner: the
+/// question name) and, when `opt`, an OPT record (payload 4096, DO set).
+fn upstream_answer(q: &[u8], id: [u8; 2], records: u8, opt: bool) -> Vec<u8> {
+    let mut end = 12;
+    while q[end] != 0 {
+        end += 1 + usize::from(q[end]);
+    }
+    end += 1 + 4;
+    let mut r = Vec::with_capacity(end + 16 * usize::from(records) + 11);
+    r.extend_from_slice(&id);
+    r.extend_from_slice(&[0x81, 0x80, 0, 1, 0, records, 0, 0, 0, u8::from(opt)]);
+    r.extend_from_slice(&q[12..end]);
+    for i in 0..records {
+        r.extend_from_slice(&[0xC0, 0x0C, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, i]);
+    }
+    if opt {
+        r.extend_from_slice(&[0, 0, 41, 0x10, 0x00, 0, 0, 0x80, 0, 0, 0]);
+    }
+    r
+}
+
+/// A query as [`query`] makes it, with the DO bit set when `dnssec_ok`.
+fn query_with_do(name: &str, qtype: RecordType, edns: Option<u16>, dnssec_ok: bool) -> Vec<u8> {
+    let mut m = Message::from_vec(&query(name, qtype, edns)).unwrap();
+    if let Some(e) = m.edns.as_mut() {
+        e.set_dnssec_ok(dnssec_ok);
+    }
+    m.to_vec().unwrap()
+}
+
+/// An upstream answer larger than the client takes over UDP comes back truncated:
+/// TC, the question, and an OPT when the client's query had one (RFC 6891 §7), with
+/// this server's payload size and the query's DO bit. Over TCP it is relayed whole.
+#[tokio::test]
+async fn forwarded_answers_too_big_for_the_client_are_truncated_with_opt() {
+    // 80 A records: 1280 bytes of answers, more than 1232.
+    let upstream = FakeUpstream::start(|q| upstream_answer(q, [q[0], q[1]], 80, true)).await;
+    let env = Env::start_with(|c| c.forward = Some(upstream.addr)).await;
+    let (udp, tcp) = (env.dns().udp, env.dns().tcp);
+    let name = "Big.Example.";
+    for (edns, dnssec_ok, limit) in [
+        (None, false, 512),
+        (Some(512), false, 512),
+        (Some(1232), true, 1232),
+        (Some(4096), false, 1232),
+    ] {
+        let ctx = format!("{edns:?} DO={dnssec_ok}");
+        let pkt = query_with_do(name, RecordType::A, edns, dnssec_ok);
+        let raw = crate::support::udp_raw(udp, &pkt).await;
+        assert!(raw.len() <= limit, "{ctx}: {} > {limit}", raw.len());
+        let r = decode(&raw);
+        assert!(r.tc && r.answers.is_empty() && r.rcode == 0, "{ctx}: {r:?}");
+        assert_eq!(r.msg.metadata.id, 0x1234);
+        assert_eq!(r.msg.queries[0].name().to_string(), name, "{ctx}");
+        assert_eq!(
+            u16::from_be_bytes([raw[10], raw[11]]),
+            u16::from(edns.is_some()),
+            "{ctx}: ARCOUNT"
+        );
+        match (&r.msg.edns, edns) {
+            (Some(e), Some(_)) => {
+                assert_eq!(e.max_payload(), 1232, "{ctx}: this server's payload size");
+                assert_eq!(e.flags().dnssec_ok, dnssec_ok, "{ctx}: DO");
+            }
+            (None, None) => {}
+            (got, _) => panic!("{ctx}: OPT {got:?}"),
+        }
+        let (r, _) = tcp_once(tcp, &pkt, Duration::from_secs(2))
+            .await
+            .expect("TCP answer");
+        assert!(!r.tc, "{ctx}");
+        assert_eq!(r.answers.len(), 80, "{ctx}: relayed whole over TCP");
+    }
+}
+
+/// An upstream reply whose ID is not the query's is never relayed: over TCP the client
+/// gets SERVFAIL at once (the connection carried only its query), over UDP the reply
+/// is ignored and the wait ends in SERVFAIL.
+#[tokio::test]
+async fn upstream_replies_with_another_id_are_not_relayed() {
+    let upstream = FakeUpstream::start(|q| upstream_answer(q, [!q[0], !q[1]], 1, false)).await;
+    let mut env = Env::start_with(|c| {
+        c.forward = Some(upstream.addr);
+        c.forward_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let (udp, tcp) = (env.dns().udp, env.dns().tcp);
+    let pkt = query("Stranger.Example.", RecordType::A, Some(1232));
+    let (r, took) = tcp_once(tcp, &pkt, Duration::from_secs(2))
+        .await
+        .expect("TCP: an answer");
+    assert_eq!(
+        (r.msg.metadata.id, r.rcode),
+        (0x1234, 2),
+        "TCP: SERVFAIL, not the other ID's answer: {r:?}"
+    );
+    assert!(r.answers.is_empty());
+    assert!(
+        took < Duration::from_millis(300),
+        "TCP: at once, took {took:?}"
+    );
+    let (r, _) = udp_once(udp, &pkt, Duration::from_secs(2))
+        .await
+        .expect("UDP: an answer");
+    assert_eq!((r.msg.metadata.id, r.rcode), (0x1234, 2), "UDP: {r:?}");
+    // An upstream that answers with the query's ID is relayed over both.
+    if let Some(d) = env.dns.take() {
+        d.shutdown().await;
+    }
+    let good = FakeUpstream::start(|q| upstream_answer(q, [q[0], q[1]], 1, false)).await;
+    let env = Env::start_with(|c| c.forward = Some(good.addr)).await;
+    let (r, _) = tcp_once(env.dns().tcp, &pkt, Duration::from_secs(2))
+        .await
+        .expect("TCP answer");
+    assert_eq!(
+        (r.rcode, r.answers.clone()),
+        (0, vec!["A 192.0.2.0".into()])
+    );
+    let r = ask_udp(env.dns().udp, "Stranger.Example.", RecordType::A, None).await;
+    assert_eq!(r.answers, ["A 192.0.2.0"]);
+}
