@@ -405,18 +405,7 @@ async fn an_agent_cannot_touch_another_clusters_objects() {
     let hub = client(&cs.hub).await.unwrap();
     let mut agents = Vec::new();
     for name in ["east", "west"] {
-        let done = register(
-            hub.clone(),
-            hub_endpoint(&cs.hub),
-            name,
-            &access(cs.member(name).unwrap()),
-            &RegisterOptions {
-                token_seconds: 3600,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let done = register_pull(&cs, &hub, name).await;
         agents.push(agent_client(&done.agent_kubeconfig).await);
     }
     let west = &agents[1];
@@ -731,18 +720,7 @@ async fn an_unregister_that_gave_up_waiting_is_finished_by_running_it_again() {
     use k8s_openapi::api::core::v1::ServiceAccount;
     let cs = start(&["west"]).await;
     let hub = client(&cs.hub).await.unwrap();
-    register(
-        hub.clone(),
-        hub_endpoint(&cs.hub),
-        "west",
-        &access(cs.member("west").unwrap()),
-        &RegisterOptions {
-            token_seconds: 3600,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    register_pull(&cs, &hub, "west").await;
     // the controller puts its finalizer on the Cluster, then is stopped: nothing
     // lets the Cluster go
     let ctl = cs.start_controller().await.unwrap();
@@ -1059,18 +1037,7 @@ async fn an_agent_restarted_during_unregister_cleans_up_the_member() {
     use k8s_openapi::api::core::v1::ConfigMap;
     let cs = start(&["west"]).await;
     let hub = client(&cs.hub).await.unwrap();
-    let done = register(
-        hub.clone(),
-        hub_endpoint(&cs.hub),
-        "west",
-        &access(cs.member("west").unwrap()),
-        &RegisterOptions {
-            token_seconds: 3600,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let done = register_pull(&cs, &hub, "west").await;
     let ctl = cs.start_controller().await.unwrap();
     let member = client(cs.member("west").unwrap()).await.unwrap();
     let run_agent = |stop: tokio_util::sync::CancellationToken| {
@@ -1213,18 +1180,7 @@ async fn an_unregister_says_when_the_agent_never_confirmed_its_cleanup() {
 async fn an_agent_that_loses_its_member_says_so_before_stepping_down() {
     let cs = start(&["west"]).await;
     let hub = client(&cs.hub).await.unwrap();
-    let done = register(
-        hub.clone(),
-        hub_endpoint(&cs.hub),
-        "west",
-        &access(cs.member("west").unwrap()),
-        &RegisterOptions {
-            token_seconds: 3600,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let done = register_pull(&cs, &hub, "west").await;
     let timing = Timing {
         failure_threshold: Duration::from_secs(120),
         monitor_grace_period: Duration::from_secs(120),
@@ -1315,21 +1271,8 @@ async fn a_renewed_agent_token_is_read_again_from_its_file() {
     use k8s_openapi::api::core::v1::Secret;
     let cs = start(&["west"]).await;
     let hub = client(&cs.hub).await.unwrap();
-    let west_access = access(cs.member("west").unwrap());
-    let opts = RegisterOptions {
-        token_seconds: 3600,
-        ..Default::default()
-    };
-    let registering = || {
-        register(
-            hub.clone(),
-            hub_endpoint(&cs.hub),
-            "west",
-            &west_access,
-            &opts,
-        )
-    };
-    registering().await.unwrap();
+    let registering = || register_pull(&cs, &hub, "west");
+    registering().await;
     let member = client(cs.member("west").unwrap()).await.unwrap();
     let secrets: Api<Secret> = Api::namespaced(member.clone(), "causeway-system");
     let key =
@@ -1408,7 +1351,7 @@ async fn a_renewed_agent_token_is_read_again_from_its_file() {
     .await;
 
     // registered again: a new token in the Secret, then in the file; the old revoked
-    registering().await.unwrap();
+    registering().await;
     let renewed = key(&secrets.get(AGENT_SECRET).await.unwrap(), "token");
     assert_ne!(renewed, first, "registering again renews the token");
     write(&renewed);
@@ -1470,4 +1413,24 @@ async fn the_hub_is_not_its_own_member() {
     );
     let clusters: Api<Cluster> = Api::all(hub);
     assert!(clusters.get_opt("self").await.unwrap().is_none());
+}
+
+/// Registers member `name` of `cs` in Pull mode (a one-hour agent token).
+async fn register_pull(
+    cs: &Clusterset,
+    hub: &kube::Client,
+    name: &str,
+) -> causeway_controllers::clusters::register::Registered {
+    register(
+        hub.clone(),
+        hub_endpoint(&cs.hub),
+        name,
+        &access(cs.member(name).unwrap()),
+        &RegisterOptions {
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
 }
