@@ -345,23 +345,8 @@ async fn least_privilege_rbac_from_deploy_is_enough() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
     use k8s_openapi::api::rbac::v1::ClusterRole;
-    let opts = causeway_e2e::Options {
-        members: vec!["c0".into()],
-        ..Default::default()
-    };
-    let mut owned = Mcs::start_with(opts, 1).await;
-    owned.stop_controller().await;
+    let owned = under_hub_rbac().await;
     let m = &owned;
-    let kubectl = crate::support::kubectl_bin();
-    let dir = tempfile::tempdir().unwrap();
-    let kc = m.cs.write_kubeconfigs(dir.path()).unwrap();
-    let o = std::process::Command::new(&kubectl)
-        .env("KUBECONFIG", &kc)
-        .args(["--context", "hub", "apply", "-f"])
-        .arg(crate::support::repo().join("deploy/rbac/hub.yaml"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // take away the controller's right to write ExportedServices
     let roles: Api<ClusterRole> = Api::all(m.hub.clone());
     let mut role = roles.get("causeway:controller").await.unwrap();
@@ -451,23 +436,8 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_export_whose_hub_slices_the_hub_refuses_is_ready_false_failed() {
     use k8s_openapi::api::rbac::v1::ClusterRole;
-    let opts = causeway_e2e::Options {
-        members: vec!["c0".into()],
-        ..Default::default()
-    };
-    let mut owned = Mcs::start_with(opts, 1).await;
-    owned.stop_controller().await;
+    let owned = under_hub_rbac().await;
     let m = &owned;
-    let kubectl = crate::support::kubectl_bin();
-    let dir = tempfile::tempdir().unwrap();
-    let kc = m.cs.write_kubeconfigs(dir.path()).unwrap();
-    let o = std::process::Command::new(&kubectl)
-        .env("KUBECONFIG", &kc)
-        .args(["--context", "hub", "apply", "-f"])
-        .arg(crate::support::repo().join("deploy/rbac/hub.yaml"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // take away only the controller's right to create EndpointSlices
     let roles: Api<ClusterRole> = Api::all(m.hub.clone());
     let slices_may_create = |create: bool| {
@@ -825,4 +795,25 @@ async fn exports_come_back_after_their_hub_namespace_is_deleted() {
         (si.spec.ports.len() == 2).then_some(si)
     })
     .await;
+}
+
+/// One member c0, its controller stopped, and deploy/rbac/hub.yaml applied to the hub
+/// with kubectl (for tests that take one right away from the controller's role).
+async fn under_hub_rbac() -> Mcs {
+    let opts = causeway_e2e::Options {
+        members: vec!["c0".into()],
+        ..Default::default()
+    };
+    let mut owned = Mcs::start_with(opts, 1).await;
+    owned.stop_controller().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kc = owned.cs.write_kubeconfigs(dir.path()).unwrap();
+    let o = std::process::Command::new(crate::support::kubectl_bin())
+        .env("KUBECONFIG", &kc)
+        .args(["--context", "hub", "apply", "-f"])
+        .arg(crate::support::repo().join("deploy/rbac/hub.yaml"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    owned
 }
