@@ -199,27 +199,11 @@ pub async fn run_elected(
     renewals: Arc<Renewals>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let Some(elector) = elector else {
-        metrics.set_unelected();
-        return run_with(hub, member, name, timing, metrics, renewals, stop).await;
-    };
-    let mut status = elector.status();
-    let m = metrics.clone();
-    let follow = tokio::spawn(async move {
-        loop {
-            m.set_leader(&status.borrow_and_update());
-            if status.changed().await.is_err() {
-                return;
-            }
-        }
-    });
-    let (h, mb, n) = (hub.clone(), member.clone(), name.clone());
-    let ended = elector
-        .run(&stop, |lead| {
-            run_with(h, mb, n, timing, metrics.clone(), renewals, lead)
-        })
-        .await;
-    follow.abort();
+    let (h, mb, n, m) = (hub.clone(), member.clone(), name.clone(), metrics.clone());
+    let ended = crate::controller::run_elected(elector, &metrics, &stop, |lead| {
+        run_with(h, mb, n, timing, m, renewals, lead)
+    })
+    .await;
     if let Err(lost) = &ended
         && !stop.is_cancelled()
     {

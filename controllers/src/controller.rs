@@ -263,3 +263,35 @@ fn start_member(
         }
     })
 }
+
+/// Runs `work` under leader election when `elector` is given (else at once): only the
+/// leader works, /readyz and `causeway_leader` follow the election, and a replica that
+/// lost the Lease exits (non-zero) to restart as a standby.
+pub async fn run_elected<F, Fut>(
+    elector: Option<causeway_runtime::leader::Elector>,
+    metrics: &Arc<Metrics>,
+    stop: &tokio_util::sync::CancellationToken,
+    work: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(tokio_util::sync::CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let Some(elector) = elector else {
+        metrics.set_unelected();
+        return work(stop.clone()).await;
+    };
+    let mut status = elector.status();
+    let m = metrics.clone();
+    let follow = tokio::spawn(async move {
+        loop {
+            m.set_leader(&status.borrow_and_update());
+            if status.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    let ended = elector.run(stop, work).await;
+    follow.abort();
+    ended
+}
