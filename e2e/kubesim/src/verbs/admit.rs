@@ -84,16 +84,29 @@ pub fn check_namespace(rt: &ResourceType, obj: &mut Value, ns: &str) -> ApiResul
     Ok(())
 }
 
-/// New objects may go only into a namespace that exists and is not terminating.
-pub fn namespace_active(st: &State, ns: &str) -> ApiResult<()> {
+/// New objects may go only into a namespace that exists and is not terminating: the
+/// NamespaceLifecycle admission's 403 (`<resource> "<name>" is forbidden: …`, with
+/// details and a `NamespaceTerminating` cause on `metadata.namespace`).
+pub fn namespace_active(st: &State, rt: &ResourceType, name: &str, ns: &str) -> ApiResult<()> {
     let nsobj = st
         .store
         .get(&crate::state::registry::gr("", "namespaces"), "", ns)
         .ok_or_else(|| ApiError::not_found("", "namespaces", ns))?;
     if nsobj.value.pointer("/metadata/deletionTimestamp").is_some() {
-        return Err(ApiError::forbidden_msg(format!(
-            "unable to create new content in namespace {ns} because it is being terminated"
-        )));
+        let mut e = ApiError::forbidden_because(
+            &rt.group,
+            &rt.plural,
+            name,
+            &format!(
+                "unable to create new content in namespace {ns} because it is being terminated"
+            ),
+        );
+        e.causes.push(crate::error::Cause {
+            reason: "NamespaceTerminating".into(),
+            message: format!("namespace {ns} is being terminated"),
+            field: "metadata.namespace".into(),
+        });
+        return Err(e);
     }
     Ok(())
 }

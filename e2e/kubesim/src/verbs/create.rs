@@ -67,7 +67,7 @@ pub fn create_locked(
     }
     let ns = meta_str(&obj, "namespace").to_string();
     if rt.namespaced {
-        namespace_active(st, &ns)?;
+        namespace_active(st, rt, &name, &ns)?;
     }
     let gr = rt.group_resource();
     if st.store.get(&gr, &ns, &name).is_some() {

@@ -119,6 +119,29 @@ async fn namespace_deletion_terminates_empties_and_removes_it() {
         .await
         .unwrap_err();
     assert_eq!((code(&e), reason(&e).as_str()), (403, "Forbidden"));
+    // kube-apiserver's NamespaceLifecycle answer: the object named, and the cause
+    let raw = client
+        .request_text(
+            http::Request::post("/api/v1/namespaces/doomed/configmaps")
+                .header("content-type", "application/json")
+                .body(
+                    serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late"}})).unwrap(),
+                )
+                .unwrap(),
+        )
+        .await;
+    let status: serde_json::Value = match raw {
+        Err(kube::Error::Api(s)) => serde_json::to_value(&s).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        status["message"],
+        "configmaps \"late\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
+    assert_eq!(
+        status["details"]["causes"][0],
+        json!({"reason": "NamespaceTerminating", "message": "namespace doomed is being terminated", "field": "metadata.namespace"})
+    );
 
     eventually("plain deleted by the namespace controller", || async {
         is_gone(&api, "plain").await.then_some(())
