@@ -20,7 +20,10 @@ pub fn finalizers(v: &Value) -> Vec<String> {
 /// Stores an update. An object being deleted whose last finalizer is gone is removed for
 /// good here (and what it held released): the one place this rule lives, for API writes
 /// and the in-process controllers alike. Namespaces are left to namespace termination.
-/// Returns the object as last stored.
+/// Returns the object as last stored. As kube-apiserver's registry store does
+/// (`errEmptiedFinalizers`), the update that empties the finalizers is not stored:
+/// watchers see one DELETED event, of the object as it was (its finalizers listed),
+/// never a state "being deleted, no finalizers left".
 pub fn store_update(st: &mut State, rt: &ResourceType, new: Value) -> Value {
     let gr = rt.group_resource();
     let is_namespace = rt.plural == "namespaces" && rt.group.is_empty();
@@ -32,13 +35,12 @@ pub fn store_update(st: &mut State, rt: &ResourceType, new: Value) -> Value {
             meta_str(&new, "namespace").to_string(),
             meta_str(&new, "name").to_string(),
         );
-        let put = st.store.put(&gr, new);
         return match st.store.delete(&gr, &ns, &name) {
             Some(e) => {
                 kinds::on_removed(st, rt, &e.obj.value);
                 e.obj.value.clone()
             }
-            None => put.obj.value.clone(),
+            None => st.store.put(&gr, new).obj.value.clone(),
         };
     }
     st.store.put(&gr, new).obj.value.clone()

@@ -331,3 +331,51 @@ async fn bookmarks_keep_a_watcher_from_relisting_after_compaction() {
     expect_events(&mut rx, &["Apply(later)"]).await;
     task.abort();
 }
+
+/// Removing the last finalizer of an object being deleted removes it: watchers see one
+/// DELETED event, of the object as it was (its finalizer listed), and no MODIFIED event
+/// of a state "being deleted, no finalizers left" (kube-apiserver's registry store
+/// aborts that update, `errEmptiedFinalizers`, and deletes).
+#[tokio::test]
+async fn removing_the_last_finalizer_is_one_deleted_event() {
+    use kube::api::{Patch, PatchParams};
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    api.delete("held", &DeleteParams::default()).await.unwrap();
+    let rv = env.server.resource_version().to_string();
+    let mut s = api
+        .watch(&WatchParams::default().disable_bookmarks().timeout(2), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let mut events = Vec::new();
+    while let Some(e) = within("the watch to end", s.next()).await {
+        events.push(e.unwrap());
+    }
+    match events.as_slice() {
+        [WatchEvent::Deleted(c)] => {
+            assert_eq!(name(c), "held");
+            assert_eq!(
+                c.metadata.finalizers.as_deref(),
+                Some(&["example.com/hold".to_string()][..])
+            );
+        }
+        other => panic!("one DELETED event expected, got {other:?}"),
+    }
+}
