@@ -3,12 +3,20 @@
 //! http/1.1, an accept loop with a bounded TLS handshake that stops, closing open
 //! connections, when `stop` is cancelled, and a generated CA ([`Authority`]) for servers
 //! that make their own serving certificate.
+//!
+//! Against clients that hold connections without using them ([`Limits`]): a connection
+//! must send a request head within [`HEADER_READ_TIMEOUT`] (its first one, whichever
+//! protocol, and each next one on HTTP/1.1), one with no request open is closed after
+//! [`IDLE_TIMEOUT`], HTTP/2 peers that stop answering PINGs are dropped, and at most
+//! [`MAX_CONNECTIONS`] are served at once: more are not accepted until one ends (they
+//! wait in the kernel's listen queue rather than being closed, so a burst just past the
+//! cap is served late instead of failing).
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bytes::Bytes;
@@ -17,7 +25,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
@@ -155,6 +163,149 @@ pub fn verify_clients(
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
 
+/// How long a connection may take to send a request head, by default: its first (on
+/// either protocol, counted from the end of the TLS handshake) and, on HTTP/1.1, each
+/// next one (kube-apiserver's ReadHeaderTimeout is 32 s).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connection with no request open for this long is closed, by default
+/// (kube-apiserver's HTTP/2 IdleTimeout). A long response (a watch) is a request open.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How often an HTTP/2 connection is PINGed, by default; a PING not answered within
+/// [`KEEP_ALIVE_TIMEOUT`] closes it (a peer gone without a FIN, under an open watch).
+pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// See [`KEEP_ALIVE_INTERVAL`].
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Connections served at once, by default; more wait to be accepted.
+pub const MAX_CONNECTIONS: usize = 2048;
+
+/// How long a connection closed for idleness may take to say goodbye (HTTP/2 GOAWAY).
+const GOODBYE: Duration = Duration::from_secs(5);
+
+/// What [`serve_with`] allows a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// [`HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+    /// [`IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// [`KEEP_ALIVE_INTERVAL`].
+    pub keep_alive_interval: Duration,
+    /// [`KEEP_ALIVE_TIMEOUT`].
+    pub keep_alive_timeout: Duration,
+    /// [`MAX_CONNECTIONS`].
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
+            keep_alive_interval: KEEP_ALIVE_INTERVAL,
+            keep_alive_timeout: KEEP_ALIVE_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
+
+impl Limits {
+    /// hyper's builder with these limits, and a timer (without one hyper silently runs
+    /// no timeout at all).
+    fn builder(&self) -> hyper_util::server::conn::auto::Builder<TokioExecutor> {
+        let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+        b.http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_read_timeout);
+        b.http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Some(self.keep_alive_interval))
+            .keep_alive_timeout(self.keep_alive_timeout);
+        b
+    }
+}
+
+/// What a connection is doing: how many requests are open (a request is open until its
+/// response body is done or dropped), since when none is, and whether it sent any.
+struct Activity {
+    state: parking_lot::Mutex<(usize, Instant, bool)>,
+    /// Told when the last open request ends.
+    changed: tokio::sync::Notify,
+}
+
+impl Activity {
+    fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            state: parking_lot::Mutex::new((0, Instant::now(), false)),
+            changed: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// A request opens; it is open until the guard is dropped.
+    fn open(self: &Arc<Self>) -> Open {
+        let mut s = self.state.lock();
+        s.0 += 1;
+        s.2 = true;
+        Open(self.clone())
+    }
+
+    /// When the connection is to be closed if nothing happens meanwhile (None: a
+    /// request is open).
+    fn deadline(&self, limits: &Limits) -> Option<Instant> {
+        let (open, since, any) = *self.state.lock();
+        let wait = if any {
+            limits.idle_timeout
+        } else {
+            limits.header_read_timeout
+        };
+        (open == 0).then(|| since + wait)
+    }
+}
+
+/// An open request of a connection ([`Activity::open`]).
+struct Open(Arc<Activity>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let mut s = self.0.state.lock();
+        s.0 -= 1;
+        if s.0 == 0 {
+            s.1 = Instant::now();
+            // (a stored permit if the connection's task is not waiting right now)
+            self.0.changed.notify_one();
+        }
+    }
+}
+
+/// A response body that keeps its request open until it is done or dropped.
+struct Tracked<B> {
+    body: std::pin::Pin<Box<B>>,
+    _open: Open,
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        self.get_mut().body.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// A TLS server config from a PEM certificate chain and key; errors name the flags the
 /// files came from (`cert_flag`, `key_flag`).
 pub fn server_config(
@@ -232,8 +383,8 @@ pub fn json_stream_until(
     r
 }
 
-/// Serves `handler` over TLS on `listener` until `stop`. `what` names the server in log
-/// lines.
+/// Serves `handler` over TLS on `listener` until `stop`, with the default [`Limits`].
+/// `what` names the server in log lines.
 pub async fn serve<H, F, B>(
     listener: TcpListener,
     tls: rustls::ServerConfig,
@@ -246,11 +397,50 @@ pub async fn serve<H, F, B>(
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    serve_with(listener, tls, what, Limits::default(), stop, handler).await
+}
+
+/// [`serve`] with these `limits`.
+pub async fn serve_with<H, F, B>(
+    listener: TcpListener,
+    tls: rustls::ServerConfig,
+    what: &'static str,
+    limits: Limits,
+    stop: CancellationToken,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let builder = Arc::new(hyper_util::server::conn::auto::Builder::new(
-        TokioExecutor::new(),
-    ));
-    while let Some((tcp, peer)) = crate::net::accept(&listener, &stop, what).await {
+    let builder = Arc::new(limits.builder());
+    let max = limits.max_connections.max(1);
+    let permits = Arc::new(tokio::sync::Semaphore::new(max));
+    let mut warned: Option<Instant> = None;
+    loop {
+        // a place first: past the cap, connections wait in the listen queue
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = stop.cancelled() => break,
+        };
+        if permits.available_permits() == 0
+            && warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60))
+        {
+            warned = Some(Instant::now());
+            tracing::warn!(
+                server = what,
+                max,
+                "serving as many connections as allowed: more wait to be accepted until one ends"
+            );
+        }
+        let Some((tcp, peer)) = crate::net::accept(&listener, &stop, what).await else {
+            break;
+        };
         let (acceptor, builder, stop, handler) = (
             acceptor.clone(),
             builder.clone(),
@@ -258,6 +448,7 @@ pub async fn serve<H, F, B>(
             handler.clone(),
         );
         tokio::spawn(async move {
+            let _permit = permit;
             let tls = match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
@@ -271,17 +462,47 @@ pub async fn serve<H, F, B>(
                 .peer_certificates()
                 .and_then(|c| c.first())
                 .map(VerifiedClientCertificate::of);
-            let svc = service_fn(move |mut req: Request<Incoming>| {
-                if let Some(v) = &verified {
-                    req.extensions_mut().insert(v.clone());
-                }
-                let answer = handler(req, peer);
-                async move { Ok::<_, Infallible>(answer.await) }
-            });
+            let activity = Activity::new();
+            let svc = {
+                let activity = activity.clone();
+                service_fn(move |mut req: Request<Incoming>| {
+                    let open = activity.open();
+                    if let Some(v) = &verified {
+                        req.extensions_mut().insert(v.clone());
+                    }
+                    let answer = handler(req, peer);
+                    async move {
+                        let r = answer.await.map(|body| Tracked {
+                            body: Box::pin(body),
+                            _open: open,
+                        });
+                        Ok::<_, Infallible>(r)
+                    }
+                })
+            };
             let conn = builder.serve_connection(TokioIo::new(tls), svc);
-            tokio::select! {
-                _ = conn => {}
-                _ = stop.cancelled() => {}
+            tokio::pin!(conn);
+            loop {
+                // no request open: the connection has until its deadline to send one
+                let deadline = activity
+                    .deadline(&limits)
+                    .unwrap_or_else(|| Instant::now() + limits.idle_timeout);
+                tokio::select! {
+                    _ = conn.as_mut() => return,
+                    _ = stop.cancelled() => return,
+                    // a request opened or ended: a new deadline
+                    _ = activity.changed.notified() => continue,
+                    _ = tokio::time::sleep_until(deadline.into()) => {}
+                }
+                if activity
+                    .deadline(&limits)
+                    .is_some_and(|d| d <= Instant::now())
+                {
+                    tracing::debug!(server = what, %peer, "closing a connection with no request open");
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(GOODBYE, conn.as_mut()).await;
+                    return;
+                }
             }
         });
     }
@@ -436,6 +657,195 @@ mod tests {
             r.is_err() || r.as_ref().is_ok_and(|s| s.is_empty()),
             "{r:?}"
         );
+        stop.cancel();
+    }
+
+    /// A TLS client of `addr` offering `alpn`, handshake done.
+    async fn connect(
+        addr: SocketAddr,
+        ca_pem: &str,
+        alpn: &[&[u8]],
+    ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(name, tcp)
+            .await
+            .expect("TLS handshake")
+    }
+
+    /// A server answering "ok" (and, on /slow, a body sent over 1.5 s) with `limits`;
+    /// its address, CA and stop.
+    async fn limited(limits: Limits) -> (SocketAddr, String, CancellationToken) {
+        let p = pki();
+        let tls = server_config(
+            p.server_cert_pem.as_bytes(),
+            p.server_key_pem.as_bytes(),
+            "--cert",
+            "--key",
+        )
+        .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        tokio::spawn(serve_with(
+            listener,
+            tls,
+            "test",
+            limits,
+            stop.clone(),
+            |req, _| async move {
+                if req.uri().path() == "/slow" {
+                    let (tx, rx) = tokio::sync::mpsc::channel(1);
+                    tokio::spawn(async move {
+                        for part in ["slow ", "but ", "alive"] {
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            let _ = tx.send(Bytes::from(part)).await;
+                        }
+                    });
+                    return json_stream(rx);
+                }
+                Response::new(full("ok"))
+            },
+        ));
+        (addr, p.ca_pem, stop)
+    }
+
+    /// Reads until the server closes the connection; how long that took (None: it
+    /// was still open after `within`).
+    async fn closed_after<S: tokio::io::AsyncRead + Unpin>(
+        s: &mut S,
+        within: Duration,
+    ) -> Option<Duration> {
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 1024];
+        tokio::time::timeout(within, async {
+            loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+        .ok()
+        .map(|()| started.elapsed())
+    }
+
+    /// Slowloris: a client that completes TLS and then sends nothing (on HTTP/1.1, on
+    /// h2 by ALPN, or naming no protocol) is closed once the header-read timeout has
+    /// passed, not held for ever.
+    #[tokio::test]
+    async fn a_connection_that_sends_nothing_after_tls_is_closed() {
+        let limits = Limits {
+            header_read_timeout: Duration::from_millis(500),
+            ..Limits::default()
+        };
+        let (addr, ca, stop) = limited(limits).await;
+        for alpn in [&[b"http/1.1".as_slice()][..], &[b"h2"], &[]] {
+            let mut silent = connect(addr, &ca, alpn).await;
+            let took = closed_after(&mut silent, Duration::from_secs(10)).await;
+            let took = took.unwrap_or_else(|| panic!("{alpn:?}: still open after 10 s"));
+            assert!(
+                took >= Duration::from_millis(400),
+                "{alpn:?}: closed too early, after {took:?}"
+            );
+            assert!(
+                took < Duration::from_secs(5),
+                "{alpn:?}: closed after {took:?}"
+            );
+        }
+        // a request head that never ends is cut off as well
+        let mut slow = connect(addr, &ca, &[b"http/1.1"]).await;
+        slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        assert!(
+            closed_after(&mut slow, Duration::from_secs(10))
+                .await
+                .is_some()
+        );
+        // and a client that asks in time is served
+        let r = get(addr, &ca, "/").await;
+        assert!(r.starts_with("HTTP/1.1 200") && r.ends_with("ok"), "{r}");
+        stop.cancel();
+    }
+
+    /// An HTTP/2 connection is closed once no request has been open on it for the idle
+    /// timeout; a response still streaming keeps it open.
+    #[tokio::test]
+    async fn an_idle_http2_connection_is_closed_but_not_one_streaming() {
+        let limits = Limits {
+            idle_timeout: Duration::from_millis(800),
+            ..Limits::default()
+        };
+        let (addr, ca, stop) = limited(limits).await;
+        let tls = connect(addr, &ca, &[b"h2"]).await;
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(b"h2".as_slice()));
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+                .await
+                .unwrap();
+        let conn = tokio::spawn(conn);
+        let req = |path: &str| {
+            Request::get(format!("https://127.0.0.1{path}"))
+                .body(http_body_util::Empty::<Bytes>::new())
+                .unwrap()
+        };
+        // 1.5 s of streaming, longer than the idle timeout
+        let r = send.send_request(req("/slow")).await.unwrap();
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"slow but alive");
+        let r = send.send_request(req("/")).await.unwrap();
+        assert_eq!(r.status(), 200);
+        drop(r);
+        let started = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(10), conn)
+            .await
+            .expect("the idle connection is closed")
+            .unwrap()
+            .ok();
+        assert!(
+            started.elapsed() >= Duration::from_millis(500),
+            "closed after {:?}",
+            started.elapsed()
+        );
+        stop.cancel();
+    }
+
+    /// Past `max_connections`, a connection is not served until one ends.
+    #[tokio::test]
+    async fn connections_past_the_cap_wait_until_one_ends() {
+        let limits = Limits {
+            max_connections: 1,
+            ..Limits::default()
+        };
+        let (addr, ca, stop) = limited(limits).await;
+        let first = connect(addr, &ca, &[b"http/1.1"]).await;
+        let second = tokio::spawn({
+            let ca = ca.clone();
+            async move { get(addr, &ca, "/").await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!second.is_finished(), "served past the cap");
+        drop(first);
+        let r = tokio::time::timeout(Duration::from_secs(10), second)
+            .await
+            .expect("served once the first connection ended")
+            .unwrap();
+        assert!(r.ends_with("ok"), "{r}");
         stop.cancel();
     }
 

@@ -76,6 +76,20 @@ pub struct SortKey {
     pub desc: bool,
 }
 
+/// The most namespaces one request may name (`namespaces=`, after duplicates are
+/// dropped): each namespace a caller may not list cluster-wide is one
+/// SubjectAccessReview on the hub, so more is a 400 before anything is reviewed.
+pub const MAX_NAMESPACES: usize = 100;
+
+/// The 400 of a request naming more than [`MAX_NAMESPACES`] namespaces.
+pub fn too_many_namespaces(n: usize) -> Option<QueryError> {
+    (n > MAX_NAMESPACES).then(|| {
+        bad(format!(
+            "namespaces= names {n} namespaces; at most {MAX_NAMESPACES} are taken (each one may cost a review of your rights on the hub): name fewer, split the request, or leave namespaces= out to see every namespace you may list"
+        ))
+    })
+}
+
 /// The deepest owner search: `ownerSeniority` above this is a bad request.
 pub const MAX_SENIORITY: u32 = 8;
 
@@ -357,6 +371,9 @@ impl Query {
         q.namespaces.dedup();
         q.names.sort();
         q.names.dedup();
+        if let Some(e) = too_many_namespaces(q.namespaces.len()) {
+            return Err(e);
+        }
         if let (Some(s), Some(b)) = (q.since, q.before)
             && s >= b
         {

@@ -524,3 +524,149 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
         .await
         .expect("the controllers stop within a minute");
 }
+
+/// `kubectl auth can-i <args>` on the hub: "yes" or "no".
+async fn can(env: &Env, args: &[&str]) -> String {
+    let mut a = vec!["auth", "can-i"];
+    a.extend_from_slice(args);
+    let out = env.run("hub", &a).await;
+    let answer = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        answer == "yes" || answer == "no",
+        "kubectl auth can-i {args:?}: {answer}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    answer
+}
+
+/// Whether the hub lets `user` (in `groups`) reach `path` under the search group
+/// through the APIService: the SubjectAccessReview kube-apiserver's authorizer makes of
+/// the request (its RequestInfo: a GET naming `…/resources/<name>/<subresource>/…` is a
+/// `get` whatever follows, the bare `…/resources` a `list`, or `watch` with
+/// `?watch=true`). kubectl's `auth can-i` cannot ask it: it knows the group only from
+/// discovery, which the hub serves through the APIService.
+async fn reaches(env: &Env, user: &str, groups: &[&str], verb: &str, path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let review = serde_json::json!({
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "groups": groups,
+            "resourceAttributes": {
+                "verb": verb,
+                "group": "search.causeway.io",
+                "version": "v1alpha1",
+                "resource": "resources",
+                "name": parts.first().copied().unwrap_or_default(),
+                "subresource": parts.get(1).copied().unwrap_or_default(),
+            },
+        },
+    });
+    let file = env.file("review.json", &review.to_string());
+    let out = env.ok(&["create", "-f", &file, "-o", "json"]).await;
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["status"]["allowed"] == true
+}
+
+/// Through the APIService, kube-apiserver authorizes each search itself before it
+/// proxies it: `get` of resources.search.causeway.io with the path's next segments as
+/// name and subresource (`apis`/`apps`, `api`/`v1`, `clusters`/<cluster>), `list` of
+/// the bare prefix. deploy/search/rbac.yaml ships the role that grants exactly that
+/// (and, apart, the right to read the server's /metrics); its commented example binding
+/// applies as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_search_role_lets_users_through_the_apiservice() {
+    let env = Env::start().await;
+    let _ = env
+        .run("hub", &["create", "namespace", "causeway-system"])
+        .await;
+    env.ok(&["apply", "-f", "deploy/search/rbac.yaml"]).await;
+    let role: Value = serde_json::from_str(
+        &env.ok(&["get", "clusterrole", "causeway-search-user", "-o", "json"])
+            .await,
+    )
+    .unwrap();
+    let rule = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["apiGroups"] == serde_json::json!(["search.causeway.io"]))
+        .unwrap_or_else(|| panic!("no rule for search.causeway.io: {role}"));
+    assert_eq!(rule["verbs"], serde_json::json!(["get", "list", "watch"]));
+
+    // what kube-apiserver asks of `kubectl get deploy -A`, `get pods -w`, one
+    // cluster's objects, and the bare prefix, through the APIService
+    let searches = [
+        ("get", "/apis/apps/v1/deployments"),
+        ("get", "/api/v1/pods"),
+        ("get", "/clusters/east/apis/apps/v1/deployments"),
+        ("list", ""),
+        ("watch", ""),
+    ];
+    let dev = ["system:authenticated"];
+    for (verb, path) in searches {
+        assert!(
+            !reaches(&env, "dev", &dev, verb, path).await,
+            "unbound: {verb} {path}"
+        );
+    }
+    env.ok(&[
+        "create",
+        "clusterrolebinding",
+        "dev-searches",
+        "--clusterrole=causeway-search-user",
+        "--user=dev",
+    ])
+    .await;
+    for (verb, path) in searches {
+        assert!(
+            reaches(&env, "dev", &dev, verb, path).await,
+            "bound: {verb} {path}"
+        );
+    }
+    // and nothing else: what a search shows is still the user's own hub RBAC
+    for other in [
+        &["list", "deployments.apps", "-A"][..],
+        &["get", "clusters.causeway.io"],
+        &["get", "/metrics"],
+    ] {
+        let mut args = other.to_vec();
+        args.extend_from_slice(&["--as", "dev"]);
+        assert_eq!(can(&env, &args).await, "no", "{other:?}");
+    }
+
+    // the commented example binding (every authenticated user), uncommented
+    let manifest =
+        std::fs::read_to_string(crate::support::repo().join("deploy/search/rbac.yaml")).unwrap();
+    let example: String = manifest
+        .lines()
+        .skip_while(|l| !l.starts_with("# Example: every authenticated user"))
+        .skip(1)
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| {
+            format!(
+                "{}\n",
+                l.trim_start_matches('#').strip_prefix(' ').unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(example.contains("kind: ClusterRoleBinding"), "{example}");
+    let erin = "/apis/apps/v1/deployments";
+    assert!(!reaches(&env, "erin", &dev, "get", erin).await);
+    let example = env.file("search-users.yaml", &example);
+    env.ok(&["apply", "-f", &example]).await;
+    assert!(reaches(&env, "erin", &dev, "get", erin).await);
+
+    // /metrics of the search server: for a scraper bound to the metrics role
+    assert_eq!(can(&env, &["get", "/metrics", "--as", "prom"]).await, "no");
+    env.ok(&[
+        "create",
+        "clusterrolebinding",
+        "prom-scrapes-search",
+        "--clusterrole=causeway-search-metrics-reader",
+        "--user=prom",
+    ])
+    .await;
+    assert_eq!(can(&env, &["get", "/metrics", "--as", "prom"]).await, "yes");
+}

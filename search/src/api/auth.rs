@@ -5,14 +5,14 @@
 //! for [`TTL`] per token hash, so a kubectl paging through a list costs the hub a few
 //! reviews, not a few per page.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use http::StatusCode;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_validation::impersonation::Impersonation;
 use kube::Api;
@@ -26,7 +26,7 @@ use crate::store::{Gvr, Scope, Store, StoreError};
 /// How long a review's answer is reused.
 pub const TTL: Duration = Duration::from_secs(30);
 
-/// Cached answers beyond this are dropped (expired ones first).
+/// Cached answers beyond this are dropped, oldest first (expired ones are the oldest).
 const MAX_CACHED: usize = 50_000;
 
 /// Reviews run at once for one request.
@@ -65,8 +65,11 @@ impl Denied {
 }
 
 impl From<StoreError> for Denied {
+    /// The client is told the store is not answering; why (hosts, databases) goes to the
+    /// log only.
     fn from(e: StoreError) -> Self {
-        Denied::Unavailable(e.to_string())
+        tracing::warn!(error = %e, "search store unavailable while reviewing a request; answered 503");
+        Denied::Unavailable(crate::api::status::STORE_UNAVAILABLE.into())
     }
 }
 
@@ -103,37 +106,83 @@ struct Ask {
     subresource: String,
     namespace: String,
     name: String,
+    /// A non-resource URL (`/metrics`): then only `verb` counts.
+    path: String,
 }
 
-/// Answers kept for [`TTL`], at most [`MAX_CACHED`] (expired ones dropped first).
+/// Answers kept for a while ([`TTL`]), at most so many ([`MAX_CACHED`]). A full cache
+/// drops its oldest answer for a new one, one at a time: one caller asking many new
+/// questions (a `namespaces=` of new names after another) only ages the cache, it never
+/// empties everyone's answers at once (every caller's next request would be reviewed
+/// again, all at the same moment).
 struct Cache<K, V> {
-    entries: Mutex<HashMap<K, (Instant, V)>>,
+    max: usize,
+    ttl: Duration,
+    entries: Mutex<Entries<K, V>>,
 }
 
-impl<K: Eq + std::hash::Hash, V: Clone> Cache<K, V> {
+/// A cache's answers, and the order they were put in.
+struct Entries<K, V> {
+    /// Each key's answer, when it was put and its place in `order`.
+    map: HashMap<K, (u64, Instant, V)>,
+    /// Keys by when they were put, oldest first.
+    order: BTreeMap<u64, K>,
+    next: u64,
+}
+
+impl<K: Eq + std::hash::Hash + Clone, V: Clone> Cache<K, V> {
     fn new() -> Self {
+        Self::with_limits(MAX_CACHED, TTL)
+    }
+
+    fn with_limits(max: usize, ttl: Duration) -> Self {
         Cache {
-            entries: Mutex::new(HashMap::new()),
+            max: max.max(1),
+            ttl,
+            entries: Mutex::new(Entries {
+                map: HashMap::new(),
+                order: BTreeMap::new(),
+                next: 0,
+            }),
         }
     }
 
     fn get(&self, k: &K) -> Option<V> {
         self.entries
             .lock()
+            .map
             .get(k)
-            .filter(|(at, _)| at.elapsed() < TTL)
-            .map(|(_, v)| v.clone())
+            .filter(|(_, at, _)| at.elapsed() < self.ttl)
+            .map(|(_, _, v)| v.clone())
     }
 
     fn put(&self, k: K, v: V) {
-        let mut m = self.entries.lock();
-        if m.len() >= MAX_CACHED {
-            m.retain(|_, (at, _)| at.elapsed() < TTL);
-            if m.len() >= MAX_CACHED {
-                m.clear();
-            }
+        let mut guard = self.entries.lock();
+        let e = &mut *guard;
+        if let Some((seq, _, _)) = e.map.remove(&k) {
+            e.order.remove(&seq);
         }
-        m.insert(k, (Instant::now(), v));
+        // the oldest first: the expired ones, then, while full, the oldest of the others
+        while let Some(entry) = e.order.first_entry() {
+            let expired = e
+                .map
+                .get(entry.get())
+                .is_none_or(|(_, at, _)| at.elapsed() >= self.ttl);
+            if !expired && e.map.len() < self.max {
+                break;
+            }
+            let oldest = entry.remove();
+            e.map.remove(&oldest);
+        }
+        let seq = e.next;
+        e.next += 1;
+        e.order.insert(seq, k.clone());
+        e.map.insert(k, (seq, Instant::now(), v));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.lock().map.len()
     }
 }
 
@@ -245,6 +294,7 @@ impl Auth {
                 subresource: a.subresource.clone(),
                 namespace: a.namespace.clone(),
                 name: a.name.clone(),
+                path: String::new(),
             };
             if !self.allowed(&caller, ask).await? {
                 return Err(Denied::Forbidden(a.forbidden(&who)));
@@ -275,9 +325,11 @@ impl Auth {
             .create(&PostParams::default(), &review)
             .await
             .map_err(|e| {
-                Denied::Unavailable(format!(
-                    "cannot check the token with the hub (TokenReview): {e}"
-                ))
+                tracing::warn!(error = %e, "TokenReview on the hub failed; answered 503");
+                Denied::Unavailable(
+                    "cannot check the token with the hub (TokenReview): try again later (the search server's log says why)"
+                        .into(),
+                )
             })?;
         let status = out.status.unwrap_or_default();
         Ok(match (status.authenticated, status.user) {
@@ -304,6 +356,27 @@ impl Auth {
             subresource: String::new(),
             namespace: namespace.into(),
             name: String::new(),
+            path: String::new(),
+        };
+        self.allowed(caller, ask).await
+    }
+
+    /// Whether `caller` may `verb` the non-resource URL `path` (`get` `/metrics`, as
+    /// kube-apiserver asks for its own; cached).
+    pub async fn allowed_path(
+        &self,
+        caller: &Caller,
+        verb: &'static str,
+        path: &str,
+    ) -> Result<bool, Denied> {
+        let ask = Ask {
+            verb,
+            group: String::new(),
+            resource: String::new(),
+            subresource: String::new(),
+            namespace: String::new(),
+            name: String::new(),
+            path: path.into(),
         };
         self.allowed(caller, ask).await
     }
@@ -320,7 +393,11 @@ impl Auth {
                 uid: caller.user.uid.clone(),
                 groups: caller.user.groups.clone(),
                 extra: caller.user.extra.clone(),
-                resource_attributes: Some(ResourceAttributes {
+                non_resource_attributes: (!ask.path.is_empty()).then(|| NonResourceAttributes {
+                    path: Some(ask.path.clone()),
+                    verb: Some(ask.verb.into()),
+                }),
+                resource_attributes: ask.path.is_empty().then(|| ResourceAttributes {
                     verb: Some(ask.verb.into()),
                     group: Some(ask.group.clone()),
                     resource: Some(ask.resource.clone()),
@@ -329,7 +406,6 @@ impl Auth {
                     name: Some(ask.name.clone()).filter(|s| !s.is_empty()),
                     ..Default::default()
                 }),
-                ..Default::default()
             },
             ..Default::default()
         };
@@ -337,9 +413,11 @@ impl Auth {
             .create(&PostParams::default(), &review)
             .await
             .map_err(|e| {
-                Denied::Unavailable(format!(
-                    "cannot check access with the hub (SubjectAccessReview): {e}"
-                ))
+                tracing::warn!(error = %e, "SubjectAccessReview on the hub failed; answered 503");
+                Denied::Unavailable(
+                    "cannot check access with the hub (SubjectAccessReview): try again later (the search server's log says why)"
+                        .into(),
+                )
             })?;
         let allowed = out.status.is_some_and(|s| s.allowed);
         self.reviews.put(k, allowed);
@@ -389,6 +467,7 @@ impl Auth {
             subresource: String::new(),
             namespace: namespace.into(),
             name: name.into(),
+            path: String::new(),
         };
         let clusters = if self
             .allowed(caller, ask("get", CLUSTERS.0, CLUSTERS.1, "", ""))
@@ -459,6 +538,47 @@ mod tests {
             ),
             uid: None,
         }
+    }
+
+    /// A full cache drops its oldest answer for each new one (expired answers first),
+    /// never every answer at once.
+    #[test]
+    fn a_full_cache_evicts_its_oldest_answers_one_at_a_time() {
+        let c: Cache<u32, bool> = Cache::with_limits(3, Duration::from_secs(60));
+        for k in 1..=3 {
+            c.put(k, true);
+        }
+        c.put(4, true);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.get(&1), None, "the oldest went");
+        assert_eq!(
+            (c.get(&2), c.get(&3), c.get(&4)),
+            (Some(true), Some(true), Some(true))
+        );
+        // an answer put again is new again: 3 is now the oldest
+        c.put(2, false);
+        c.put(5, true);
+        assert_eq!(c.get(&3), None);
+        assert_eq!(
+            (c.get(&2), c.get(&4), c.get(&5)),
+            (Some(false), Some(true), Some(true))
+        );
+        // ten thousand new questions leave the cache full, never empty
+        for k in 100..10_100 {
+            c.put(k, true);
+            assert_eq!(c.len(), 3);
+        }
+        assert_eq!(c.get(&10_099), Some(true));
+
+        // expired answers go first, and are not answered
+        let c: Cache<u32, bool> = Cache::with_limits(10, Duration::from_millis(50));
+        c.put(1, true);
+        c.put(2, true);
+        std::thread::sleep(Duration::from_millis(80));
+        assert_eq!(c.get(&1), None);
+        c.put(3, true);
+        assert_eq!(c.len(), 1, "both expired answers went");
+        assert_eq!(c.get(&3), Some(true));
     }
 
     /// Different identities never share cached answers: a group that reads like an

@@ -20,11 +20,19 @@ fn group_version(group: &str, version: &str) -> String {
     }
 }
 
-/// `/api`.
-pub fn core_versions() -> Value {
+/// `/api`: `v1` while a core type is indexed. With none, `/api/v1` is a 404, and a
+/// version listed here that 404s makes kubectl warn "couldn't get resource list for
+/// v1" on every call; no version is what client-go's discovery expects of a server
+/// without the legacy group.
+pub fn core_versions(types: &[TypeInfo]) -> Value {
+    let versions: Vec<&str> = if types.iter().any(|t| t.gvr.group.is_empty()) {
+        vec!["v1"]
+    } else {
+        vec![]
+    };
     json!({
         "kind": "APIVersions",
-        "versions": ["v1"],
+        "versions": versions,
         "serverAddressByClientCIDRs": [],
     })
 }
@@ -190,5 +198,18 @@ mod tests {
         let widgets = resources(&types, "example.io", "v1").unwrap();
         assert_eq!(widgets["resources"][0]["shortNames"], json!([]));
         assert!(resources(&types, "apps", "v2").is_none());
+        assert_eq!(core_versions(&types)["versions"], json!(["v1"]));
+
+        // apps types only: /api lists no version, so kubectl does not ask /api/v1
+        let apps_only = [
+            t("apps", "v1", "deployments", "Deployment", true),
+            t("apps", "v1", "statefulsets", "StatefulSet", true),
+        ];
+        assert_eq!(core_versions(&apps_only)["versions"], json!([]));
+        assert_eq!(core_versions(&apps_only)["kind"], "APIVersions");
+        assert!(resources(&apps_only, "", "v1").is_none());
+        let g = groups(&apps_only);
+        assert_eq!(g["groups"][0]["name"], "apps");
+        assert_eq!(g["groups"].as_array().unwrap().len(), 1);
     }
 }

@@ -13,7 +13,7 @@ use crate::CLUSTER_ANNOTATION;
 use crate::api::Shared;
 use crate::api::auth::{Access, Caller};
 use crate::api::route::Target;
-use crate::api::status::{Reply, failure, json_ok};
+use crate::api::status::{Reply, failure, json_ok, store_unavailable};
 use crate::query::Query;
 use crate::store::{Gvr, Page, StoreError, TypeInfo};
 
@@ -61,7 +61,7 @@ pub async fn objects(
 ) -> Reply {
     let types = match shared.store.types().await {
         Ok(t) => t,
-        Err(e) => return failure(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e) => return store_unavailable(&e),
     };
     let Some(ty) = types.into_iter().find(|ty| {
         ty.gvr.group == t.group && ty.gvr.version == t.version && ty.gvr.resource == t.resource
@@ -98,6 +98,9 @@ pub async fn objects(
         Ok(q) => q,
         Err(e) => return failure(StatusCode::BAD_REQUEST, e.0),
     };
+    if t.name.is_none() {
+        cap_page(&mut q, shared.max_page);
+    }
     let access = Access {
         gvr: &ty.gvr,
         namespaced: ty.namespaced,
@@ -138,13 +141,24 @@ pub async fn objects(
             match r {
                 Ok(p) => p,
                 Err(StoreError::Query(e)) => return failure(StatusCode::BAD_REQUEST, e.0),
-                Err(e) => return failure(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+                Err(e) => return store_unavailable(&e),
             }
         }
     };
     match &t.name {
         Some(name) => got(&ty, name, page, as_table),
         None => listed(&ty, page, &cursor, as_table),
+    }
+}
+
+/// A list of at most `max` objects (the server's page size, [`super::MAX_PAGE`]): one
+/// that asks for more, for none (`limit=0`) or for everything (no `limit`) gets `max`
+/// and a continue token for the rest, as kube-apiserver answers when it pages, even
+/// with `withContinue=false` (the rest would otherwise be silently missing).
+fn cap_page(q: &mut Query, max: u32) {
+    if q.limit.is_none_or(|l| l > max) {
+        q.limit = Some(max);
+        q.with_continue = true;
     }
 }
 
@@ -392,6 +406,30 @@ mod tests {
             check(&[("continue", "tok"), ("resourceVersion", "0")]),
             None
         );
+    }
+
+    #[test]
+    fn a_page_holds_at_most_the_servers_maximum() {
+        let parsed = |kv: &[(&str, &str)]| {
+            let params: Vec<(String, String)> = kv
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let mut q = Query::parse(&params, None).unwrap();
+            cap_page(&mut q, 100);
+            (q.limit, q.with_continue)
+        };
+        assert_eq!(parsed(&[]), (Some(100), true));
+        assert_eq!(parsed(&[("limit", "0")]), (Some(100), true));
+        assert_eq!(parsed(&[("limit", "5000")]), (Some(100), true));
+        assert_eq!(parsed(&[("limit", "7")]), (Some(7), true));
+        assert_eq!(parsed(&[("limit", "100")]), (Some(100), true));
+        // a client's own page may go without a token; the server's never does
+        assert_eq!(
+            parsed(&[("limit", "7"), ("withContinue", "false")]),
+            (Some(7), false)
+        );
+        assert_eq!(parsed(&[("withContinue", "false")]), (Some(100), true));
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! listener serving a whole Kubernetes API under [`route::PREFIX`] (discovery from the
 //! indexed types, lists and gets across every member or one, `Table` output with a
 //! Cluster column, watches across members from a cursor: [`watch`]), every request authenticated and filtered by the caller's hub RBAC
-//! ([`auth`]); and, without auth, `/healthz`, `/readyz` (the store answers) and
-//! `/metrics`.
+//! ([`auth`]); without auth, `/healthz` and `/readyz` (whether the store answers, no
+//! more); and `/metrics`, for callers the hub lets `get` the non-resource URL `/metrics`.
 //!
 //! A kubeconfig reaches it with `server: https://HOST:PORT/apis/search.causeway.io/v1alpha1/resources`
 //! and a hub token: `kubectl get deployments -A -l app=web`.
@@ -70,6 +70,55 @@ pub struct Server {
     pub ca_pem: String,
     watches: watch::Limits,
     front_proxy_names: Vec<String>,
+    max_page: u32,
+    connections: causeway_runtime::https::Limits,
+}
+
+/// The most objects a list page holds by default ([`Server::max_page_size`]).
+pub const MAX_PAGE: u32 = 5000;
+
+/// The search API's own settings, as flags a command flattens into its own (e.g.
+/// `#[command(flatten)] api: causeway_search::api::Flags`, then [`Flags::apply`]).
+#[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
+pub struct Flags {
+    /// The most objects one list answers: a list without a `limit`, with `limit=0` or a
+    /// larger one gets this many and a continue token for the rest, as kube-apiserver
+    /// answers when it pages (kubectl and informers follow it; kubectl asks for 500 at a
+    /// time anyway).
+    #[arg(long, default_value_t = MAX_PAGE, value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_page_size: u32,
+    /// Cross-cluster watches one user may hold open at once; more are refused with
+    /// 429. Watches that show the user nothing count too.
+    #[arg(long, default_value_t = watch::MAX_WATCHES_PER_USER, value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_watches_per_user: usize,
+    /// Connections the search API serves at once; more wait to be accepted until one
+    /// ends (in the kernel's listen queue). A connection must send its request head
+    /// within 30 s, and one with no request open is closed after 90 s idle.
+    #[arg(long, default_value_t = causeway_runtime::https::MAX_CONNECTIONS, value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub max_connections: usize,
+}
+
+impl Default for Flags {
+    fn default() -> Flags {
+        Flags {
+            max_page_size: MAX_PAGE,
+            max_watches_per_user: watch::MAX_WATCHES_PER_USER,
+            max_connections: causeway_runtime::https::MAX_CONNECTIONS,
+        }
+    }
+}
+
+impl Flags {
+    /// `server` with these settings.
+    pub fn apply(&self, server: Server) -> Server {
+        server
+            .max_page_size(self.max_page_size)
+            .max_watches_per_user(self.max_watches_per_user)
+            .max_connections(self.max_connections)
+    }
 }
 
 /// The API's metrics.
@@ -146,6 +195,10 @@ pub struct Shared {
     positions: Positions,
     /// [`Options::watches`].
     watches: watch::Limits,
+    /// The watches each user has open ([`watch::Limits::per_user`]).
+    per_user: Arc<watch::PerUser>,
+    /// The most objects a list page holds ([`Server::max_page_size`]).
+    max_page: u32,
     /// [`Options::requestheader_allowed_names`].
     front_proxy_names: Vec<String>,
 }
@@ -183,7 +236,37 @@ impl Server {
             ca_pem: pem.ca,
             watches: opts.watches,
             front_proxy_names: opts.requestheader_allowed_names.clone(),
+            max_page: MAX_PAGE,
+            connections: causeway_runtime::https::Limits::default(),
         })
+    }
+
+    /// At most `n` objects per list page ([`MAX_PAGE`] by default): a list without a
+    /// `limit` (or with `limit=0`, or a larger one) is answered `n` objects and a continue
+    /// token for the rest, as kube-apiserver answers when it pages.
+    pub fn max_page_size(mut self, n: u32) -> Server {
+        self.max_page = n.max(1);
+        self
+    }
+
+    /// At most `n` cross-cluster watches open per user
+    /// ([`watch::MAX_WATCHES_PER_USER`] by default; also [`watch::Limits::per_user`]).
+    pub fn max_watches_per_user(mut self, n: usize) -> Server {
+        self.watches.per_user = n.max(1);
+        self
+    }
+
+    /// At most `n` connections served at once
+    /// ([`causeway_runtime::https::MAX_CONNECTIONS`] by default).
+    pub fn max_connections(mut self, n: usize) -> Server {
+        self.connections.max_connections = n.max(1);
+        self
+    }
+
+    /// The connection limits (timeouts, how many at once).
+    pub fn connection_limits(mut self, limits: causeway_runtime::https::Limits) -> Server {
+        self.connections = limits;
+        self
     }
 
     /// Serves until `stop`: the store's objects, reviewed by `hub`; watches go to the
@@ -204,9 +287,12 @@ impl Server {
             metrics: Metrics::new(registry),
             positions,
             watches: self.watches,
+            per_user: Arc::default(),
+            max_page: self.max_page,
             front_proxy_names: self.front_proxy_names,
         });
-        causeway_runtime::https::serve(self.listener, self.tls, "search", stop, move |req, _| {
+        let (listener, tls, limits) = (self.listener, self.tls, self.connections);
+        causeway_runtime::https::serve_with(listener, tls, "search", limits, stop, move |req, _| {
             let shared = shared.clone();
             async move {
                 let started = Instant::now();
@@ -221,22 +307,31 @@ impl Server {
     }
 }
 
+/// An admin endpoint's answer (runtime's [`answer`]) from `metrics` and readiness.
+fn admin(path: &str, metrics: String, ready: Result<(), String>) -> Reply {
+    answer(
+        path,
+        &Endpoints {
+            metrics: Arc::new(move || metrics.clone()),
+            ready: Arc::new(move || ready.clone()),
+        },
+    )
+    .map(|b| b.map_err(|never| match never {}).boxed())
+}
+
 async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
     let path = req.uri().path();
-    if matches!(path, "/healthz" | "/livez" | "/metrics" | "/readyz") {
+    // probes need no token, and say no more than whether the store answers (its errors
+    // name hosts and databases: they go to the log)
+    if matches!(path, "/healthz" | "/livez" | "/readyz") {
         let ready = match path {
-            "/readyz" => shared.store.ping().await.map_err(|e| e.to_string()),
+            "/readyz" => shared.store.ping().await.map_err(|e| {
+                tracing::warn!(error = %e, "/readyz: the search store is not answering");
+                "the search store is not answering (the search server's log says why)".to_string()
+            }),
             _ => Ok(()),
         };
-        let metrics = shared.metrics.render();
-        return answer(
-            path,
-            &Endpoints {
-                metrics: Arc::new(move || metrics.clone()),
-                ready: Arc::new(move || ready.clone()),
-            },
-        )
-        .map(|b| b.map_err(|never| match never {}).boxed());
+        return admin(path, String::new(), ready);
     }
     let authorization = req
         .headers()
@@ -263,6 +358,22 @@ async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
         Ok(c) => c,
         Err(e) => return e.reply(),
     };
+    // /metrics names the members and what each holds: only for callers the hub lets
+    // `get` it, as kube-apiserver's own /metrics (a Prometheus ServiceAccount bound to a
+    // role with nonResourceURLs ["/metrics"], verbs ["get"]: deploy/search/rbac.yaml)
+    if path == "/metrics" {
+        return match shared.auth.allowed_path(&caller, "get", path).await {
+            Ok(true) => admin(path, shared.metrics.render(), Ok(())),
+            Ok(false) => failure(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "forbidden: User \"{}\" cannot get path \"/metrics\"",
+                    caller.user.username.as_deref().unwrap_or_default()
+                ),
+            ),
+            Err(e) => e.reply(),
+        };
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return failure(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -278,7 +389,7 @@ async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
             .store
             .types()
             .await
-            .map_err(|e| failure(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+            .map_err(|e| status::store_unavailable(&e))
     };
     let not_found = || {
         failure(
@@ -289,7 +400,10 @@ async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
     let found = |v: Option<serde_json::Value>| v.map_or_else(not_found, |v| json_ok(&v));
     match route {
         Route::SearchGroup => json_ok(&discovery::search_group()),
-        Route::CoreVersions => json_ok(&discovery::core_versions()),
+        Route::CoreVersions => match types().await {
+            Ok(t) => json_ok(&discovery::core_versions(&t)),
+            Err(r) => r,
+        },
         Route::Groups => match types().await {
             Ok(t) => json_ok(&discovery::groups(&t)),
             Err(r) => r,
@@ -325,5 +439,56 @@ async fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Reply {
             list::objects(shared, &caller, &target, params, table).await
         }
         Route::NotFound => not_found(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        api: Flags,
+    }
+
+    /// The API's flags, as a command flattening them shows and parses them.
+    #[test]
+    fn the_api_flags_have_defaults_limits_and_help() {
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        assert_eq!(cli.api, Flags::default());
+        assert_eq!(cli.api.max_page_size, 5000);
+        let cli = Cli::try_parse_from([
+            "x",
+            "--max-page-size=100",
+            "--max-watches-per-user=3",
+            "--max-connections=10",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                cli.api.max_page_size,
+                cli.api.max_watches_per_user,
+                cli.api.max_connections
+            ),
+            (100, 3, 10)
+        );
+        for zero in [
+            "--max-page-size=0",
+            "--max-watches-per-user=0",
+            "--max-connections=0",
+        ] {
+            assert!(Cli::try_parse_from(["x", zero]).is_err(), "{zero}");
+        }
+        let help = Cli::command().render_long_help().to_string();
+        for flag in [
+            "--max-page-size <N>",
+            "--max-watches-per-user <N>",
+            "--max-connections <N>",
+        ] {
+            assert!(help.contains(flag), "{help}");
+        }
+        assert!(help.contains("a continue token for the rest"), "{help}");
     }
 }

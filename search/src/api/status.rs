@@ -30,6 +30,17 @@ pub fn failure(status: StatusCode, message: impl Into<String>) -> Reply {
     json_reply(status, &status_object(status, message))
 }
 
+/// What a 503 tells the client when the store cannot answer: no more (the store's own
+/// error names hosts, databases and users; it goes to the log instead).
+pub const STORE_UNAVAILABLE: &str =
+    "the search store is not answering: try again later (the search server's log says why)";
+
+/// The 503 of a store that cannot answer; `error` goes to the log, not to the client.
+pub fn store_unavailable(error: &dyn std::fmt::Display) -> Reply {
+    tracing::warn!(error = %error, "search store unavailable; answered 503");
+    failure(StatusCode::SERVICE_UNAVAILABLE, STORE_UNAVAILABLE)
+}
+
 /// The metav1 Status of a failure (also a watch's ERROR event object).
 pub fn status_object(status: StatusCode, message: impl Into<String>) -> Value {
     let reason = match status {

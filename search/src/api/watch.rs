@@ -69,6 +69,11 @@ const MEMBER_TIMEOUT: u32 = 290;
 /// are 429.
 pub const MAX_WATCHES: usize = 512;
 
+/// Cross-cluster watches one user may hold open at once, by default; more are 429.
+/// Watches that show the user nothing count too (they hold no member watch, so they
+/// take no place among [`MAX_WATCHES`], but they hold a connection until their timeout).
+pub const MAX_WATCHES_PER_USER: usize = 64;
+
 /// How long an event may wait for a client that stopped reading (every buffer between
 /// is full) before its watch is ended, by default. kube-apiserver likewise ends a
 /// watcher that does not keep up; the client watches again from the last event it read,
@@ -84,11 +89,26 @@ pub struct Limits {
     /// ([`STALLED_AFTER`]).
     pub stalled_after: Duration,
     /// A watch that names no timeout ends after between this and twice this
-    /// ([`MIN_TIMEOUT`]); zero: it does not end.
+    /// ([`MIN_TIMEOUT`]); zero: it does not end. A `timeoutSeconds` above twice this is
+    /// cut to it.
     pub min_timeout: Duration,
+    /// Watches one user (by the hub's user name) may hold open at once
+    /// ([`MAX_WATCHES_PER_USER`]).
+    pub per_user: usize,
 }
 
 impl Limits {
+    /// How long a watch asking for `asked` (`timeoutSeconds`) runs: what it asks, at
+    /// most twice `min_timeout` (the longest the server gives a watch that names none: 60
+    /// minutes by default; kube-apiserver takes any), else the server's choice.
+    fn timeout_for(&self, asked: Option<Duration>) -> Duration {
+        match asked {
+            Some(t) if self.min_timeout.is_zero() => t,
+            Some(t) => t.min(self.min_timeout.saturating_mul(2)),
+            None => self.timeout(),
+        }
+    }
+
     /// The timeout of a watch that names none: `min_timeout` plus a random part of it.
     fn timeout(&self) -> Duration {
         use std::hash::{BuildHasher, Hasher};
@@ -112,6 +132,7 @@ impl Default for Limits {
             max: MAX_WATCHES,
             stalled_after: STALLED_AFTER,
             min_timeout: MIN_TIMEOUT,
+            per_user: MAX_WATCHES_PER_USER,
         }
     }
 }
@@ -188,8 +209,16 @@ fn ask(t: &Target, params: &[(String, String)]) -> Result<Ask, String> {
     }
     let namespaces = match &t.namespace {
         Some(ns) => vec![ns.clone()],
-        None => all("namespaces"),
+        None => {
+            let mut n = all("namespaces");
+            n.sort();
+            n.dedup();
+            n
+        }
     };
+    if let Some(e) = crate::query::too_many_namespaces(namespaces.len()) {
+        return Err(e.0);
+    }
     let mut fields = get("fieldSelector").unwrap_or("").to_string();
     if let Some(name) = &t.name {
         if !fields.is_empty() {
@@ -266,6 +295,43 @@ impl Drop for Slot {
     }
 }
 
+/// The watches each user has open ([`Limits::per_user`]).
+#[derive(Default)]
+pub(crate) struct PerUser(parking_lot::Mutex<std::collections::HashMap<String, usize>>);
+
+impl PerUser {
+    /// A place among `user`'s watches, if they have fewer than `max` open.
+    fn take(self: &Arc<Self>, user: &str, max: usize) -> Option<UserSlot> {
+        let mut m = self.0.lock();
+        let n = m.entry(user.to_string()).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(UserSlot(self.clone(), user.to_string()))
+    }
+
+    #[cfg(test)]
+    fn open(&self, user: &str) -> usize {
+        self.0.lock().get(user).copied().unwrap_or_default()
+    }
+}
+
+/// A place among one user's watches, given back when dropped.
+struct UserSlot(Arc<PerUser>, String);
+
+impl Drop for UserSlot {
+    fn drop(&mut self) {
+        let mut m = (self.0).0.lock();
+        if let Some(n) = m.get_mut(&self.1) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.1);
+            }
+        }
+    }
+}
+
 /// Answers a watch of `ty`.
 pub async fn objects(
     shared: &Arc<Shared>,
@@ -279,19 +345,20 @@ pub async fn objects(
         Ok(a) => a,
         Err(e) => return failure(StatusCode::BAD_REQUEST, e),
     };
-    let timeout = ask.timeout.unwrap_or_else(|| shared.watches.timeout());
-    // the place is taken before anything is awaited, so two watches at once cannot both
-    // take the last one
-    let max = shared.watches.max;
-    let slot = Slot(shared.metrics.watches.clone());
-    if slot.0.inc() >= i64::try_from(max).unwrap_or(i64::MAX) {
+    let timeout = shared.watches.timeout_for(ask.timeout);
+    // a place among the caller's own watches first (taken before anything is awaited,
+    // so two watches at once cannot both take the last one): whatever they may see, a
+    // user cannot hold more than their share of the server
+    let user = caller.user.username.as_deref().unwrap_or_default();
+    let per_user = shared.watches.per_user;
+    let Some(user_slot) = shared.per_user.take(user, per_user) else {
         return failure(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
-                "the search server has {max} cross-cluster watches open, its --max-watches (each holds one watch per member): try again later, watch fewer types, or raise --max-watches"
+                "user {user:?} has {per_user} cross-cluster watches open, as many as the search server allows one user: end one, or watch fewer types"
             ),
         );
-    }
+    };
     let access = Access {
         gvr: &ty.gvr,
         namespaced: ty.namespaced,
@@ -351,6 +418,24 @@ pub async fn objects(
             namespace: one_namespace.clone(),
         });
     }
+    // a place among the --max-watches only for a watch that holds member watches: the
+    // caller's rights are known by now, so a caller who may see nothing (an empty watch,
+    // as a list answers them an empty list) never takes one from those who may
+    let slot = if parts.is_empty() {
+        None
+    } else {
+        let max = shared.watches.max;
+        let slot = Slot(shared.metrics.watches.clone());
+        if slot.0.inc() >= i64::try_from(max).unwrap_or(i64::MAX) {
+            return failure(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "the search server has {max} cross-cluster watches open, its --max-watches (each holds one watch per member): try again later, watch fewer types, or raise --max-watches"
+                ),
+            );
+        }
+        Some(slot)
+    };
     let wp = {
         let secs = timeout.as_secs().clamp(1, u64::from(MEMBER_TIMEOUT));
         let mut wp = WatchParams::default()
@@ -421,7 +506,7 @@ pub async fn objects(
     };
     let cut_off = merge.cut_off.clone();
     tokio::spawn(async move {
-        let (_stop, _slot) = (stop.drop_guard(), slot);
+        let (_stop, _slot, _user_slot) = (stop.drop_guard(), slot, user_slot);
         merge.run(rx, out, timeout).await;
     });
     causeway_runtime::https::json_stream_until(body, cut_off)
@@ -813,6 +898,48 @@ mod tests {
         assert_eq!(zero.timeout(), Duration::MAX, "zero: no end");
     }
 
+    /// A watch's own timeoutSeconds is taken up to twice the minimum (the longest the
+    /// server gives one that names none), not beyond: a watch cannot hold its place
+    /// for days.
+    #[test]
+    fn a_watchs_timeout_is_capped_at_twice_the_minimum() {
+        let l = Limits::default();
+        let secs = Duration::from_secs;
+        assert_eq!(l.timeout_for(Some(secs(30))), secs(30));
+        assert_eq!(l.timeout_for(Some(secs(3600))), secs(3600));
+        assert_eq!(l.timeout_for(Some(secs(3601))), secs(3600));
+        assert_eq!(l.timeout_for(Some(secs(u64::from(u32::MAX)))), secs(3600));
+        let chosen = l.timeout_for(None);
+        assert!((secs(1800)..secs(3600)).contains(&chosen), "{chosen:?}");
+        // --min-request-timeout=0 (no end, as kube-apiserver's): the client's own is kept
+        let none = Limits {
+            min_timeout: Duration::ZERO,
+            ..Limits::default()
+        };
+        assert_eq!(none.timeout_for(Some(secs(86_400))), secs(86_400));
+    }
+
+    /// Each user holds at most so many watches; a place comes back when its watch ends,
+    /// and other users are not counted against them.
+    #[test]
+    fn each_user_holds_at_most_so_many_watches() {
+        let users = Arc::new(PerUser::default());
+        let a = users.take("alice", 2).unwrap();
+        let b = users.take("alice", 2).unwrap();
+        assert!(users.take("alice", 2).is_none());
+        let bob = users.take("bob", 2);
+        assert!(bob.is_some());
+        drop(a);
+        assert_eq!(users.open("alice"), 1);
+        let c = users.take("alice", 2).unwrap();
+        drop((b, c, bob));
+        assert_eq!((users.open("alice"), users.open("bob")), (0, 0));
+        assert!(
+            users.0.lock().is_empty(),
+            "no entry kept for users with none open"
+        );
+    }
+
     #[test]
     fn what_a_watch_cannot_do_is_a_clear_error() {
         let t = Target::default();
@@ -875,7 +1002,9 @@ mod tests {
         Box::new(json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "web", "namespace": ns, "resourceVersion": rv,
-                "managedFields": [{"manager": "kubectl"}]},
+                "managedFields": [{"manager": "kubectl"}],
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration":
+                    r#"{"data":{"k":"v"}}"#}},
             "data": {"k": "v"},
         }))
     }
@@ -903,8 +1032,11 @@ mod tests {
             "east"
         );
         assert!(o["metadata"].get("managedFields").is_none());
-        // east stores ConfigMaps as names only (west whole)
+        // east stores ConfigMaps as names only (west whole): no contents, and no
+        // annotation that may hold them (last-applied-configuration holds them all)
         assert!(o.get("data").is_none());
+        let annotations = o["metadata"]["annotations"].as_object().unwrap();
+        assert_eq!(annotations.len(), 1, "{o}");
         let c = Cursor::decode(o["metadata"]["resourceVersion"].as_str().unwrap()).unwrap();
         assert_eq!(
             c.0,
@@ -918,6 +1050,11 @@ mod tests {
         });
         let o = decoded(&f.unwrap())["object"].clone();
         assert_eq!(o["data"]["k"], "v");
+        assert!(
+            o["metadata"]["annotations"]
+                .get("kubectl.kubernetes.io/last-applied-configuration")
+                .is_some()
+        );
         let c = Cursor::decode(o["metadata"]["resourceVersion"].as_str().unwrap()).unwrap();
         assert_eq!(c.0["east"], "10");
         assert_eq!(c.0["west"], "4");

@@ -39,6 +39,32 @@ fn filters_are_lists_sorted_and_deduplicated_k65() {
     assert!(e.0.contains("one or the other"), "{e}");
 }
 
+/// Each namespace may cost a review on the hub: a request names at most
+/// [`MAX_NAMESPACES`] (counted once each), else a 400 that says so.
+#[test]
+fn a_request_names_at_most_so_many_namespaces() {
+    let names = |n: usize| {
+        (0..n)
+            .map(|i| format!("ns-{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let q = parse(&[("namespaces", &names(MAX_NAMESPACES))]).unwrap();
+    assert_eq!(q.namespaces.len(), MAX_NAMESPACES);
+    // the same name twice counts once
+    let twice = format!("{},{}", names(MAX_NAMESPACES), names(MAX_NAMESPACES));
+    assert!(parse(&[("namespaces", &twice)]).is_ok());
+    let e = parse(&[("namespaces", &names(MAX_NAMESPACES + 1))]).unwrap_err();
+    assert!(
+        e.0.contains("namespaces= names 101 namespaces; at most 100"),
+        "{e}"
+    );
+    // repeated parameters add up
+    let half = names(MAX_NAMESPACES);
+    let other: String = (0..10).map(|i| format!("x-{i},")).collect();
+    assert!(parse(&[("namespaces", &half), ("namespaces", &other)]).is_err());
+}
+
 #[test]
 fn order_is_from_an_allowlist_and_always_total_k66() {
     use SortField::*;

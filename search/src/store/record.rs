@@ -13,7 +13,13 @@ use crate::CLUSTER_ANNOTATION;
 /// What the store keeps as a record's version: its resourceVersion, with this suffix
 /// for names-only copies, so that a type switching between whole objects and names
 /// only is a change that gets written (same resourceVersion, other form).
-const NAMES_ONLY: &str = "/metadata";
+const NAMES_ONLY: &str = "/names";
+
+/// The suffix of names-only copies stored before they lost their annotations (they kept
+/// `kubectl.kubernetes.io/last-applied-configuration`, i.e. the whole object): read as
+/// the resourceVersion it ends, but never equal to a new copy's stored version, so the
+/// next relist rewrites every such copy without its annotations.
+const NAMES_ONLY_WITH_ANNOTATIONS: &str = "/metadata";
 
 /// The stored version of an object at `resource_version`, whole or names only.
 pub fn stored_version(resource_version: &str, metadata_only: bool) -> String {
@@ -26,7 +32,21 @@ pub fn stored_version(resource_version: &str, metadata_only: bool) -> String {
 
 /// The resourceVersion part of a stored version.
 pub fn resource_version_of(stored: &str) -> &str {
-    stored.strip_suffix(NAMES_ONLY).unwrap_or(stored)
+    stored
+        .strip_suffix(NAMES_ONLY)
+        .or_else(|| stored.strip_suffix(NAMES_ONLY_WITH_ANNOTATIONS))
+        .unwrap_or(stored)
+}
+
+/// Whether a names-only copy keeps this metadata field. Annotations do not: they are
+/// free text of up to 256 KiB that tools fill with whole objects
+/// (`kubectl.kubernetes.io/last-applied-configuration` after a client-side `kubectl
+/// apply`, kapp's `kapp.k14s.io/original`, wrangler's `objectset.rio.cattle.io/applied`),
+/// so a Secret or ConfigMap indexed as names only would serve its contents through
+/// them, and no list of the annotations that do can be complete. Labels stay (their
+/// values are 63 characters at most, and selectors need them).
+fn names_only_keeps(field: &str) -> bool {
+    !matches!(field, "managedFields" | "annotations")
 }
 
 /// The metadata fields a record takes, read from an object's JSON text without building
@@ -235,7 +255,8 @@ fn without_nul(v: &mut Value) {
 
 impl Record {
     /// The record of an object of `gvr` in `cluster`: without `managedFields` (and with
-    /// `metadata_only`, without anything but apiVersion, kind and metadata); the owner is
+    /// `metadata_only`, without anything but apiVersion, kind and metadata, and without
+    /// annotations: [`names_only_keeps`]); the owner is
     /// the controller owner reference, else the first. `None` without a name.
     pub fn from_object(
         cluster: &str,
@@ -377,7 +398,14 @@ impl Record {
         object.push_str(",\"kind\":");
         push_json_string(&mut object, kind);
         object.push_str(",\"metadata\":{");
-        for (k, v) in fields.iter().filter(|(k, _)| k != "managedFields") {
+        let kept = |k: &str| {
+            if metadata_only {
+                names_only_keeps(k)
+            } else {
+                k != "managedFields"
+            }
+        };
+        for (k, v) in fields.iter().filter(|(k, _)| kept(k)) {
             member(&mut object, k, v.get());
         }
         object.push('}');
@@ -432,7 +460,8 @@ impl Record {
 }
 
 /// An object as the store keeps it: without `managedFields` (and with `metadata_only`,
-/// without anything but apiVersion, kind and metadata), NUL characters dropped.
+/// without anything but apiVersion, kind and metadata, and without annotations:
+/// [`names_only_keeps`]), NUL characters dropped.
 pub(crate) fn cut(object: &mut Value, metadata_only: bool) {
     trim(object, metadata_only);
     without_nul(object);
@@ -444,7 +473,11 @@ fn trim(object: &mut Value, metadata_only: bool) {
         o.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
     }
     if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.shift_remove("managedFields");
+        if metadata_only {
+            m.retain(|k, _| names_only_keeps(k));
+        } else {
+            m.shift_remove("managedFields");
+        }
     }
 }
 
@@ -507,7 +540,7 @@ mod tests {
         let whole = Record::from_object("c", &gvr(), &o, false).unwrap();
         let names = Record::from_object("c", &gvr(), &o, true).unwrap();
         assert_eq!(whole.resource_version, "42");
-        assert_eq!(names.resource_version, "42/metadata");
+        assert_eq!(names.resource_version, "42/names");
         assert_ne!(whole.resource_version, names.resource_version);
         assert_eq!((whole.rv_num(), names.rv_num()), (42, 42));
         assert_eq!(resource_version_of(&names.resource_version), "42");
@@ -608,6 +641,48 @@ mod tests {
         assert!(!names.object.contains(r#""data""#), "{}", names.object);
         assert!(both_ways(table[5], false).is_none());
         assert!(both_ways(table[13], false).is_none());
+    }
+
+    /// A names-only copy keeps no annotation: after a client-side `kubectl apply`,
+    /// last-applied-configuration holds the whole object (a Secret's data included).
+    #[test]
+    fn a_names_only_copy_keeps_no_annotation() {
+        let applied = r#"{"apiVersion":"v1","kind":"Secret","data":{"password":"aHVudGVyMg=="}}"#;
+        let text = json!({
+            "metadata": {"name": "creds", "namespace": "n", "resourceVersion": "9",
+                "labels": {"app": "web"},
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": applied,
+                    "kapp.k14s.io/original": applied,
+                }},
+            "data": {"password": "aHVudGVyMg=="},
+        })
+        .to_string();
+        // escaped key names are the same keys
+        let escaped = text.replace("\"annotations\"", "\"annot\\u0061tions\"");
+        assert_ne!(escaped, text);
+        for t in [&text, &escaped] {
+            let names = both_ways(t, true).unwrap();
+            assert!(!names.object.contains("aHVudGVy"), "{}", names.object);
+            assert!(!names.object.contains("annotations"), "{}", names.object);
+            assert_eq!(names.labels["app"], "web");
+            let whole = both_ways(t, false).unwrap();
+            assert!(whole.object.contains("last-applied-configuration"));
+        }
+        // and so is a watch event's object, cut for the client
+        let mut v: Value = serde_json::from_str(&text).unwrap();
+        cut(&mut v, true);
+        assert!(v["metadata"].get("annotations").is_none(), "{v}");
+        assert_eq!(v["metadata"]["labels"]["app"], "web");
+    }
+
+    /// Names-only copies stored while they kept annotations read as their
+    /// resourceVersion, but are never taken for a current copy: the relist rewrites them.
+    #[test]
+    fn names_only_copies_of_the_earlier_form_are_rewritten() {
+        assert_eq!(resource_version_of("42/metadata"), "42");
+        assert_ne!(stored_version("42", true), "42/metadata");
+        assert_ne!(stored_version("42", false), "42/metadata");
     }
 
     use proptest::prelude::Strategy;

@@ -10,7 +10,7 @@ mod env;
 use causeway_search::api::route::PREFIX;
 use serde_json::{Value, json};
 
-use env::{Backend, k, keys, rows, start, start_with};
+use env::{Backend, k, keys, rows, start, start_tuned, start_with};
 
 async fn kubectl_lists_and_gets_across_clusters(backend: Backend) {
     let env = start(backend).await;
@@ -300,7 +300,8 @@ async fn hub_rbac_decides_what_each_user_sees(backend: Backend) {
         .await;
     assert_eq!(code, 401, "{body}");
     assert!(body.contains("Authorization: Bearer"), "{body}");
-    // health, readiness and metrics need no token
+    // health and readiness need no token; metrics (member names, what each holds)
+    // need one the hub lets `get` /metrics, as kube-apiserver's own
     for path in ["/healthz", "/readyz"] {
         assert_eq!(
             env.https(path, None).await,
@@ -308,7 +309,16 @@ async fn hub_rbac_decides_what_each_user_sees(backend: Backend) {
             "{path}"
         );
     }
-    let (code, metrics) = env.https("/metrics", None).await;
+    let (code, body) = env.https("/metrics", None).await;
+    assert_eq!(code, 401, "{body}");
+    let (code, body) = env.https("/metrics", Some("alice-token")).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(r#"User "alice" cannot get path "/metrics""#),
+        "{body}"
+    );
+    assert!(!body.contains("causeway_search"), "{body}");
+    let (code, metrics) = env.https("/metrics", Some("prometheus-token")).await;
     assert_eq!(code, 200);
     assert!(
         metrics.contains("causeway_search_api_requests_total{code=\"401\"}"),
@@ -340,6 +350,11 @@ both!(hub_rbac_decides_what_each_user_sees);
 async fn outages_of_the_store_or_the_hub_are_503() {
     let env = start(Backend::Postgres).await;
     assert_eq!(env.https("/readyz", None).await.0, 200);
+    // alice's token and reviews are cached before the hub goes
+    let v = env
+        .json("alice-token", &["get", "deploy", "-A", "-o", "json"])
+        .await;
+    assert_eq!(keys(&v).len(), 7);
     // the hub down: a token it has not reviewed yet cannot be checked
     env.hub.shutdown();
     env.hub.stopped().await;
@@ -349,6 +364,15 @@ async fn outages_of_the_store_or_the_hub_are_503() {
         .fails("erin-token", &["get", "--raw", "/apis/apps/v1/deployments"])
         .await;
     assert!(e.contains("cannot check the token with the hub"), "{e}");
+    // the hub's own error (its address, the connection's failure) stays in the log
+    let hub_port = env.hub.url().rsplit(':').next().unwrap().to_string();
+    assert!(!e.contains(&hub_port), "{e}");
+    assert!(!e.to_lowercase().contains("connect"), "{e}");
+    // a token reviewed before the hub went down still lists; its reviews are cached
+    let v = env
+        .json("alice-token", &["get", "deploy", "-A", "-o", "json"])
+        .await;
+    assert_eq!(keys(&v).len(), 7);
     // the store gone: /readyz says so, within its bound
     let base = std::env::var(causeway_search::store::testing::POSTGRES_ENV).unwrap();
     let db = env.store_spec.rsplit('/').next().unwrap().to_string();
@@ -363,10 +387,25 @@ async fn outages_of_the_store_or_the_hub_are_503() {
     let (code, body) = env.https("/readyz", None).await;
     assert_eq!(code, 503, "{body}");
     assert!(body.starts_with("not ready: the search store"), "{body}");
+    // …and no more: PostgreSQL's own error (the database, the host) is in the log only
+    assert!(!body.contains(&db), "{body}");
+    assert!(!body.to_lowercase().contains("database"), "{body}");
+    assert!(
+        !body.contains("127.0.0.1") && !body.contains("localhost"),
+        "{body}"
+    );
+    // nor does a request's 503
+    let path = format!("{PREFIX}/apis/apps/v1/deployments");
+    let (code, e) = env.https(&path, Some("alice-token")).await;
+    assert_eq!(code, 503, "{e}");
+    assert!(e.contains("the search store is not answering"), "{e}");
+    assert!(!e.contains(&db), "{e}");
+    assert!(!e.to_lowercase().contains("database"), "{e}");
 }
 
 /// `--max-watches`: a watch past the cap is a 429 that says why, and a watch that ends
-/// gives its place back.
+/// gives its place back. (A place is held by a watch of members: one with no member to
+/// watch takes none.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_past_the_cap_is_429_until_one_ends() {
     let limits = causeway_search::api::watch::Limits {
@@ -374,6 +413,8 @@ async fn a_watch_past_the_cap_is_429_until_one_ends() {
         ..Default::default()
     };
     let env = start_with(Backend::Sqlite, limits).await;
+    let west = crate::support::cluster("west").await;
+    let _published = env.publish_deployments("west", west.client.clone());
     let watch =
         |secs: u32| format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds={secs}");
     let open = || async { env.metric("causeway_search_api_watches").await == 1 };
@@ -501,4 +542,141 @@ async fn a_watch_whose_client_stops_reading_is_ended() {
     .await
     .expect("the response ends once read");
     assert!(end.is_err(), "the stalled watch's response ended cleanly");
+}
+
+/// A user with no rights at all gets an empty watch, as their list is empty: it holds
+/// no member watch, so it takes no place among the `--max-watches` and does not keep
+/// others out; and one user holds at most their own share of watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_who_may_see_nothing_does_not_take_the_watches_of_others() {
+    let limits = causeway_search::api::watch::Limits {
+        max: 1,
+        per_user: 2,
+        ..Default::default()
+    };
+    let env = start_with(Backend::Sqlite, limits).await;
+    let west = crate::support::cluster("west").await;
+    let _published = env.publish_deployments("west", west.client.clone());
+    let watch =
+        |secs: u32| format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds={secs}");
+    // carol (no bindings) holds a long watch: accepted, empty, holding no place
+    let open = |token: &'static str| {
+        let req = http::Request::get(watch(300)).body(Vec::new()).unwrap();
+        let client = env.client(Some(token));
+        async move { client.request_stream(req).await }
+    };
+    let _carols = open("carol-token")
+        .await
+        .expect("carol's watch opens: empty, as her list is");
+    assert_eq!(env.metric("causeway_search_api_watches").await, 0);
+    // alice still gets the one place, and gives it back at her timeout
+    let (code, body) = env.https(&watch(1), Some("alice-token")).await;
+    assert_eq!(code, 200, "{body}");
+    // carol's own share: a second watch, not a third
+    let _second = open("carol-token").await.expect("carol's second watch");
+    let third = open("carol-token").await;
+    match third {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 429, "{}", s.message);
+            assert!(
+                s.message
+                    .contains(r#"user "carol" has 2 cross-cluster watches open"#),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("carol's third watch: {:?}", other.map(|_| "opened")),
+    }
+    // which is hers alone
+    let (code, body) = env.https(&watch(1), Some("alice-token")).await;
+    assert_eq!(code, 200, "{body}");
+}
+
+/// Each namespace a caller may not list everywhere is a review on the hub: a request
+/// naming thousands is a 400 before any is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_namespaces_are_a_400_not_thousands_of_reviews() {
+    let env = start(Backend::Sqlite).await;
+    // bob may list in shop only: every other namespace he names is reviewed
+    let v = env
+        .json("bob-token", &["get", "deploy", "-A", "-o", "json"])
+        .await;
+    assert_eq!(keys(&v).len(), 3);
+    let reviews = env.hub.write_requests();
+    let many: Vec<String> = (0..10_000).map(|i| format!("n{i}")).collect();
+    let many = many.join(",");
+    for path in [
+        format!("{PREFIX}/apis/apps/v1/deployments?namespaces={many}"),
+        format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds=1&namespaces={many}"),
+    ] {
+        let (code, body) = env.https(&path, Some("bob-token")).await;
+        assert_eq!(code, 400, "{body}");
+        assert!(
+            body.contains("namespaces= names 10000 namespaces; at most 100"),
+            "{body}"
+        );
+    }
+    assert_eq!(env.hub.write_requests(), reviews, "no review was asked");
+    // a hundred is still a request
+    let some: Vec<String> = (0..100).map(|i| format!("n{i}")).collect();
+    let path = format!(
+        "{PREFIX}/apis/apps/v1/deployments?namespaces=shop,{}",
+        some[..99].join(",")
+    );
+    let (code, body) = env.https(&path, Some("bob-token")).await;
+    assert_eq!(code, 200, "{body}");
+}
+
+/// The server's page size: a list without a `limit`, with `limit=0` or a larger one
+/// gets that many objects and a continue token, as kube-apiserver's pages; kubectl
+/// follows the tokens and shows everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_are_paged_at_the_servers_page_size() {
+    let env = start_tuned(Backend::Sqlite, Default::default(), |s| s.max_page_size(2)).await;
+    let list = |q: &str| {
+        let path = format!("{PREFIX}/apis/apps/v1/deployments?{q}");
+        let env = &env;
+        let q = q.to_string();
+        async move {
+            let (code, body) = env.https(&path, Some("alice-token")).await;
+            assert_eq!(code, 200, "{q}: {body}");
+            serde_json::from_str::<Value>(&body).unwrap()
+        }
+    };
+    for q in ["", "limit=0", "limit=500", "withContinue=false"] {
+        let v = list(q).await;
+        assert_eq!(keys(&v).len(), 2, "{q}: {v}");
+        assert!(
+            v["metadata"]["continue"]
+                .as_str()
+                .is_some_and(|c| !c.is_empty()),
+            "{q}: {v}"
+        );
+    }
+    assert_eq!(keys(&list("limit=1").await).len(), 1);
+    // the tokens lead through everything, once
+    let mut seen = Vec::new();
+    let mut next = String::new();
+    loop {
+        let v = list(&next).await;
+        seen.extend(keys(&v));
+        match v["metadata"]["continue"].as_str() {
+            Some(c) if !c.is_empty() => next = format!("continue={c}"),
+            _ => break,
+        }
+    }
+    let all = env
+        .json("alice-token", &["get", "deploy", "-A", "-o", "json"])
+        .await;
+    assert_eq!(keys(&all).len(), 7, "kubectl follows the tokens");
+    assert_eq!(seen, keys(&all));
+    let table = env
+        .ok("alice-token", &["get", "deploy", "-A", "--no-headers"])
+        .await;
+    assert_eq!(table.lines().count(), 7, "{table}");
+    // a get by name is not a page
+    let out = env
+        .ok("alice-token", &["get", "deploy", "web", "-n", "shop"])
+        .await;
+    assert_eq!(rows(&out).len(), 3, "{out}");
 }

@@ -154,7 +154,7 @@ pub async fn filled_store(backend: Backend) -> (Store, String, Option<tempfile::
 
 /// A kubesim hub with users: alice (every cluster, every namespace), bob (every
 /// cluster, only namespace shop), erin (every namespace, only cluster west), carol (no
-/// bindings); the search API over `store`.
+/// bindings), prometheus (only `get` of /metrics); the search API over `store`.
 pub struct Env {
     pub hub: kubesim::Server,
     api: SocketAddr,
@@ -198,13 +198,22 @@ pub async fn start(backend: Backend) -> Env {
 
 /// [`start`], with these limits on cross-cluster watches.
 pub async fn start_with(backend: Backend, watches: causeway_search::api::watch::Limits) -> Env {
+    start_tuned(backend, watches, |s| s).await
+}
+
+/// [`start_with`], the server set up by `tune` (e.g. its page size) before it serves.
+pub async fn start_tuned(
+    backend: Backend,
+    watches: causeway_search::api::watch::Limits,
+    tune: impl FnOnce(Server) -> Server,
+) -> Env {
     let bin = kubectl_bin();
     let (store, store_spec, store_dir) = filled_store(backend).await;
     let crate::support::Cluster {
         server: hub,
         client: admin,
     } = crate::support::cluster("hub").await;
-    for user in ["alice", "bob", "carol", "erin"] {
+    for user in ["alice", "bob", "carol", "erin", "prometheus"] {
         hub.add_token(
             &format!("{user}-token"),
             kubesim::User {
@@ -250,6 +259,20 @@ pub async fn start_with(backend: Backend, watches: causeway_search::api::watch::
         .await;
     }
     create::<ClusterRoleBinding>(&admin, binding("erin-west", "west-viewer", "erin")).await;
+    // a scraper with the usual right to metrics endpoints, and nothing else
+    create::<ClusterRole>(
+        &admin,
+        json!({
+            "metadata": {"name": "metrics-scraper"},
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        }),
+    )
+    .await;
+    create::<ClusterRoleBinding>(
+        &admin,
+        binding("prometheus-scrapes", "metrics-scraper", "prometheus"),
+    )
+    .await;
     // alice may act as bob (kubectl --as bob), and as nobody else
     create::<ClusterRole>(
         &admin,
@@ -289,6 +312,7 @@ pub async fn start_with(backend: Backend, watches: causeway_search::api::watch::
     })
     .await
     .expect("the search API binds");
+    let server = tune(server);
     let (api, ca_pem) = (server.addr, server.ca_pem.clone());
     let stop = CancellationToken::new();
     let registry = prometheus_client::registry::Registry::with_prefix("causeway");
@@ -398,9 +422,10 @@ impl Env {
         )
     }
 
-    /// The value of the metric series `name` on the server's /metrics.
+    /// The value of the metric series `name` on the server's /metrics (read as the
+    /// scraper `prometheus`).
     pub async fn metric(&self, name: &str) -> u64 {
-        let (code, metrics) = self.https("/metrics", None).await;
+        let (code, metrics) = self.https("/metrics", Some("prometheus-token")).await;
         assert_eq!(code, 200);
         metrics
             .lines()

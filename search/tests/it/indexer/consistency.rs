@@ -9,7 +9,8 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::support::{
-    Backend, Indexer, cluster, configmaps, database, eventually, fleet, gvr, in_sync, specs, stored,
+    Backend, Indexer, SearchApi, cluster, configmaps, database, eventually, fleet, gvr, in_sync,
+    specs, stored,
 };
 
 both!(a_restart_writes_only_what_changed_meanwhile);
@@ -278,6 +279,20 @@ async fn a_type_made_names_only_loses_its_stored_contents(backend: Backend) {
     a.apply_configmap("a-empty", json!({}), json!({})).await;
     a.apply_configmap("creds", json!({}), json!({"password": "hunter2"}))
         .await;
+    // what a client-side `kubectl apply` leaves: the whole object in an annotation
+    let applied = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "applied", "namespace": "default"},
+        "data": {"token": "s3cr3t-in-annotation"}});
+    let mut with_last_applied = applied.clone();
+    with_last_applied["metadata"]["annotations"] =
+        json!({"kubectl.kubernetes.io/last-applied-configuration": applied.to_string()});
+    a.configmaps()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value::<ConfigMap>(with_last_applied).unwrap(),
+        )
+        .await
+        .unwrap();
     let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
     let store = Store::open(&spec).await.unwrap();
     let whole = Indexer::start(&store, specs(&["v1/configmaps"]), rx.clone());
@@ -298,7 +313,29 @@ async fn a_type_made_names_only_loses_its_stored_contents(backend: Backend) {
     let cms = stored(&store, &configmaps(), Some("a")).await;
     let creds = &cms["a/default/creds"];
     assert!(creds.get("data").is_none(), "{creds}");
+    let applied = &cms["a/default/applied"];
+    assert!(applied.get("data").is_none(), "{applied}");
+    assert!(
+        !applied.to_string().contains("s3cr3t"),
+        "names only keeps no annotation that holds the object: {applied}"
+    );
     assert!(in_sync(&store, &a, "a", &configmaps(), "ConfigMap").await);
+    // and neither does the API's list, nor its watch (cut from the member's events)
+    let api = SearchApi::start(&store, &a, names.positions.clone()).await;
+    let list = api.get("/api/v1/configmaps").await;
+    assert!(list.contains("\"applied\""), "{list}");
+    assert!(!list.contains("s3cr3t"), "{list}");
+    assert!(!list.contains("last-applied-configuration"), "{list}");
+    let events = api
+        .get("/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds=2")
+        .await;
+    assert!(
+        events.contains("\"applied\""),
+        "the watch sent it: {events}"
+    );
+    assert!(!events.contains("s3cr3t"), "{events}");
+    assert!(!events.contains("last-applied-configuration"), "{events}");
+    drop(api);
     names.stop().await;
 
     // and a names-only restart of names-only records writes nothing

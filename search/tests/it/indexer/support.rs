@@ -161,6 +161,75 @@ impl Indexer {
     }
 }
 
+/// The search API over a store, reviewing its callers on a kubesim hub, with a client of
+/// it as the hub's admin; stopped when dropped.
+pub struct SearchApi {
+    pub client: kube::Client,
+    stop: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for SearchApi {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl SearchApi {
+    /// Serves `store`; callers are reviewed by `hub` (a kubesim: its admin token is a
+    /// `system:masters` one); watches go to the members `positions` shows.
+    pub async fn start(
+        store: &Store,
+        hub: &Cluster,
+        positions: causeway_search::positions::Positions,
+    ) -> SearchApi {
+        use causeway_search::api::{Options, Server};
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::bind(&Options {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: dir.path().join("data"),
+            tls: None,
+            requestheader_ca: None,
+            requestheader_allowed_names: Vec::new(),
+            watches: Default::default(),
+        })
+        .await
+        .expect("the search API binds");
+        let mut cfg = kube::Config::new(format!("https://{}", server.addr).parse().unwrap());
+        cfg.root_cert = Some(vec![
+            rustls_pki_types::pem::PemObject::from_pem_slice(server.ca_pem.as_bytes())
+                .map(|c: rustls_pki_types::CertificateDer| c.to_vec())
+                .unwrap(),
+        ]);
+        cfg.auth_info.token = Some(hub.server.admin_token().to_string().into());
+        cfg.default_retry = false;
+        let client = kube::Client::try_from(cfg).unwrap();
+        let stop = CancellationToken::new();
+        tokio::spawn(server.serve(
+            store.clone(),
+            hub.client.clone(),
+            positions,
+            Registry::default(),
+            stop.clone(),
+        ));
+        SearchApi {
+            client,
+            stop,
+            _dir: dir,
+        }
+    }
+
+    /// The body of a GET of `path` under the search prefix.
+    pub async fn get(&self, path: &str) -> String {
+        let path = format!("{}{path}", causeway_search::api::route::PREFIX);
+        let req = http::Request::get(&path).body(Vec::new()).unwrap();
+        self.client
+            .request_text(req)
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+}
+
 /// Polls `check` until it returns true (every 20 ms, at most [`DEADLINE`]).
 pub async fn eventually<F, Fut>(what: &str, check: F)
 where
