@@ -218,6 +218,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = causeway_search::api::watch::MIN_TIMEOUT.as_secs(), value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub min_request_timeout: u64,
     #[command(flatten)]
+    pub limits: causeway_search::api::Flags,
+    #[command(flatten)]
     pub log: causeway_runtime::log::LogArgs,
 }
 
@@ -242,6 +244,8 @@ pub struct StartOptions {
     pub requestheader_allowed_names: Vec<String>,
     /// What cross-cluster watches may hold ([`ServeArgs::max_watches`]).
     pub watches: causeway_search::api::watch::Limits,
+    /// Page size, watches per user and connections ([`ServeArgs::limits`]).
+    pub limits: causeway_search::api::Flags,
 }
 
 /// A running search server.
@@ -291,6 +295,7 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
         watches: opts.watches,
     })
     .await?;
+    let server = opts.limits.apply(server);
     let stop = CancellationToken::new();
     let mut registry = prometheus_client::registry::Registry::with_prefix("causeway");
     let metrics = causeway_search::indexer::IndexerMetrics::new(&mut registry);
@@ -382,6 +387,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 min_timeout: std::time::Duration::from_secs(args.min_request_timeout),
                 ..Default::default()
             },
+            limits: args.limits.clone(),
         },
     )
     .await?;
@@ -413,5 +419,40 @@ mod tests {
             super::redact("postgres://db/idx?user=s&password=s3cret&sslmode=disable"),
             "postgres://db/idx?user=s&password=***&sslmode=disable"
         );
+    }
+
+    /// `causeway search serve` takes the API's limits as flags, with the API's
+    /// defaults when none is given.
+    #[test]
+    fn serve_takes_the_apis_limits() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            args: super::ServeArgs,
+        }
+        let default = Cmd::try_parse_from(["serve"]).unwrap().args.limits;
+        assert_eq!(default, causeway_search::api::Flags::default());
+        let set = Cmd::try_parse_from([
+            "serve",
+            "--max-page-size",
+            "2",
+            "--max-watches-per-user",
+            "3",
+            "--max-connections",
+            "4",
+        ])
+        .unwrap()
+        .args
+        .limits;
+        assert_eq!(
+            (
+                set.max_page_size,
+                set.max_watches_per_user,
+                set.max_connections
+            ),
+            (2, 3, 4)
+        );
+        assert!(Cmd::try_parse_from(["serve", "--max-page-size", "0"]).is_err());
     }
 }

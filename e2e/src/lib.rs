@@ -376,6 +376,7 @@ impl Clusterset {
                 requestheader_ca: None,
                 requestheader_allowed_names: Vec::new(),
                 watches,
+                limits: Default::default(),
             },
         )
         .await

@@ -448,6 +448,7 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
             requestheader_ca: Some(ca_file.into()),
             requestheader_allowed_names: vec!["front-proxy-client".into()],
             watches: Default::default(),
+            limits: Default::default(),
         },
     )
     .await
