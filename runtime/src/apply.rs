@@ -46,7 +46,28 @@ pub enum ApplyError {
 /// quantity). Server-added fields in `actual` are ignored, so a hand edit of a field we
 /// own is seen and reverted.
 pub fn contains(actual: &Value, desired: &Value) -> bool {
-    contains_in(actual, desired, Place::Field)
+    let place = if canonicalizes_quantities(desired) {
+        Place::Field
+    } else {
+        Place::Opaque
+    };
+    contains_in(actual, desired, place)
+}
+
+/// Whether `obj` is of a built-in kind, whose quantities kube-apiserver stores in
+/// canonical form: its group has no dot (core, apps, batch, autoscaling, policy) or is
+/// one of the built-in groups with quantities (RuntimeClass overheads, CSI storage
+/// capacities). A custom resource is stored as written: its "1.10" is not its "1.1".
+fn canonicalizes_quantities(obj: &Value) -> bool {
+    let Some(api_version) = obj.get("apiVersion").and_then(Value::as_str) else {
+        return false;
+    };
+    match api_version.rsplit_once('/') {
+        None => true,
+        Some((group, _)) => {
+            !group.contains('.') || matches!(group, "node.k8s.io" | "storage.k8s.io")
+        }
+    }
 }
 
 /// Maps whose values are resource quantities (container `resources`, ResourceQuota
@@ -70,17 +91,21 @@ const QUANTITY_FIELDS: [&str; 1] = ["sizeLimit"];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
+    /// In a built-in object, where a quantity map may start.
     Field,
     QuantityMap,
     Quantity,
+    /// In a custom resource (or a part of an object): never a quantity.
+    Opaque,
 }
 
 fn contains_in(actual: &Value, desired: &Value, place: Place) -> bool {
     match (actual, desired) {
         (Value::Object(a), Value::Object(d)) => d.iter().all(|(k, dv)| match a.get(k) {
             Some(av) => {
-                let inner = if place == Place::QuantityMap || QUANTITY_FIELDS.contains(&k.as_str())
-                {
+                let inner = if place == Place::Opaque {
+                    Place::Opaque
+                } else if place == Place::QuantityMap || QUANTITY_FIELDS.contains(&k.as_str()) {
                     Place::Quantity
                 } else if QUANTITY_MAPS.contains(&k.as_str()) {
                     Place::QuantityMap
@@ -96,10 +121,12 @@ fn contains_in(actual: &Value, desired: &Value, place: Place) -> bool {
             }
         }),
         (Value::Array(a), Value::Array(d)) => {
-            a.len() == d.len()
-                && a.iter()
-                    .zip(d)
-                    .all(|(x, y)| contains_in(x, y, Place::Field))
+            let inner = if place == Place::Opaque {
+                Place::Opaque
+            } else {
+                Place::Field
+            };
+            a.len() == d.len() && a.iter().zip(d).all(|(x, y)| contains_in(x, y, inner))
         }
         (Value::Number(a), Value::Number(d)) => a == d || a.as_f64() == d.as_f64(),
         (Value::String(a), Value::String(d)) if place == Place::Quantity => {
@@ -387,12 +414,13 @@ where
     }
 }
 
-/// Whether the answer to a DELETE (without preconditions) says the object is already
-/// being deleted: kube-apiserver answers a second DELETE of a Terminating namespace
-/// whose content is not yet gone with 409 Conflict ("The system is ensuring all content
-/// is removed from this namespace…"). What the DELETE asked for is under way.
+/// Whether the answer to a DELETE says the object is already being deleted:
+/// kube-apiserver answers a second DELETE of a Terminating namespace whose content is
+/// not yet gone with 409 Conflict, details kind `namespaces` ("The system is ensuring
+/// all content is removed from this namespace…"). What the DELETE asked for is under
+/// way. Any other 409 (a webhook's, a precondition's) is not.
 pub fn deletion_under_way(s: &kube::core::Status) -> bool {
-    s.code == 409
+    s.code == 409 && s.details.as_ref().is_some_and(|d| d.kind == "namespaces")
 }
 
 #[cfg(test)]
@@ -461,6 +489,13 @@ mod tests {
             "{second:?}"
         );
         remove(&nss, "doomed").await.unwrap();
+        // another 409 (a webhook's, a precondition's) is no deletion under way
+        let other: kube::core::Status = serde_json::from_value(json!({
+            "status": "Failure", "code": 409, "reason": "Conflict",
+            "message": "Operation cannot be fulfilled on configmaps \"x\"",
+            "details": {"name": "x", "kind": "configmaps"}}))
+        .unwrap();
+        assert!(!deletion_under_way(&other));
         assert!(
             nss.get("doomed")
                 .await
@@ -472,80 +507,100 @@ mod tests {
         server.shutdown();
     }
 
-    /// A memo forgets the objects no round asks about any more (churning names) and
-    /// keeps those every round asks about: its size stays bounded by the live ones.
+    /// A memo forgets the objects no round has asked about for ten minutes (churning
+    /// names) and keeps every object the rounds ask about, however many there are:
+    /// 2000 live objects, a round every 30 s, 100 new names each round never asked
+    /// about again.
     #[test]
     fn a_memo_forgets_objects_no_round_asks_about() {
+        let start = std::time::Instant::now();
         let mut seen: Seen<String, u64> = Seen::default();
-        let live: Vec<String> = (0..100).map(|i| format!("live-{i}")).collect();
-        for round in 0..50u64 {
+        let live: Vec<String> = (0..2000).map(|i| format!("live-{i}")).collect();
+        let mut misses = 0;
+        for round in 0..100u64 {
+            let now = start + std::time::Duration::from_secs(30 * round);
             for k in &live {
-                if seen.get(k).is_none() {
-                    seen.insert(k.clone(), round);
+                if seen.get_at(k, now).is_none() {
+                    misses += 1;
+                    seen.insert_at(k.clone(), round, now);
                 }
             }
-            // a hundred objects each round that are never seen again
             for i in 0..100 {
-                seen.insert(format!("gone-{round}-{i}"), round);
+                seen.insert_at(format!("gone-{round}-{i}"), round, now);
             }
         }
-        assert!(
-            seen.len() <= 2 * 100 + Seen::<String, u64>::SLACK + 1,
-            "{} entries",
-            seen.len()
+        assert_eq!(
+            misses, 2000,
+            "each live object missed once, in the first round"
         );
-        // every live object is still remembered, or was only dropped to be
-        // compared again: asked now, most are there
-        let remembered = live.iter().filter(|k| seen.get(k).is_some()).count();
+        // 50 minutes of churn: what is left is the live objects and the last ten to
+        // twenty minutes' names
+        let churn = seen.len() - 2000;
         assert!(
-            remembered >= 90,
-            "{remembered} of 100 live objects remembered"
+            churn <= 100 * 40,
+            "{churn} forgotten names kept (at most twenty minutes' worth)"
         );
+        assert!(live.iter().all(|k| seen.get_at(k, start).is_some()));
     }
 
     #[test]
     fn a_quantity_kube_apiserver_wrote_in_canonical_form_is_the_one_applied() {
-        let actual = json!({"spec": {
+        let actual = json!({"apiVersion": "v1", "spec": {
             "containers": [{"resources": {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "1"}}}],
             "volumes": [{"emptyDir": {"sizeLimit": "1k"}}],
             "hard": {"pods": "10"},
             "labels": {"v": "500m"},
             "replicas": 2,
         }});
+        let v1 = |spec: Value| json!({"apiVersion": "v1", "spec": spec});
         let cases = [
             (
-                json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "0.5", "memory": "1024Mi"}}}]}}),
+                v1(
+                    json!({"containers": [{"resources": {"limits": {"cpu": "0.5", "memory": "1024Mi"}}}]}),
+                ),
                 true,
             ),
             (
-                json!({"spec": {"containers": [{"resources": {"requests": {"cpu": 1}}}]}}),
+                v1(json!({"containers": [{"resources": {"requests": {"cpu": 1}}}]})),
                 true,
             ),
             (
-                json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "1000m"}}}]}}),
+                v1(json!({"containers": [{"resources": {"requests": {"cpu": "1000m"}}}]})),
                 true,
             ),
             (
-                json!({"spec": {"volumes": [{"emptyDir": {"sizeLimit": "1e3"}}]}}),
+                v1(json!({"volumes": [{"emptyDir": {"sizeLimit": "1e3"}}]})),
                 true,
             ),
-            (json!({"spec": {"hard": {"pods": "1e1"}}}), true),
+            (v1(json!({"hard": {"pods": "1e1"}})), true),
             // a different quantity is a difference
             (
-                json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "0.6"}}}]}}),
+                v1(json!({"containers": [{"resources": {"limits": {"cpu": "0.6"}}}]})),
                 false,
             ),
             (
-                json!({"spec": {"containers": [{"resources": {"limits": {"memory": "1G"}}}]}}),
+                v1(json!({"containers": [{"resources": {"limits": {"memory": "1G"}}}]})),
                 false,
             ),
             // outside a quantity's place strings compare as strings, numbers as numbers
-            (json!({"spec": {"labels": {"v": "0.5"}}}), false),
-            (json!({"spec": {"replicas": "2"}}), false),
+            (v1(json!({"labels": {"v": "0.5"}})), false),
+            (v1(json!({"replicas": "2"})), false),
         ];
         for (desired, want) in cases {
             assert_eq!(contains(&actual, &desired), want, "{desired}");
         }
+        // apps/v1 is built in too
+        let d = json!({"apiVersion": "apps/v1", "spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"cpu": "0.5"}}}]}}}});
+        let a = json!({"apiVersion": "apps/v1", "spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"cpu": "500m"}}}]}}}});
+        assert!(contains(&a, &d));
+        // a custom resource is stored as written: "1.10" is not "1.1", "0.5" not "500m"
+        let cr = |version: &str, cpu: &str| {
+            json!({"apiVersion": "example.com/v1", "spec": {"default": {"version": version},
+                   "template": {"spec": {"containers": [{"resources": {"limits": {"cpu": cpu}}}]}}}})
+        };
+        assert!(!contains(&cr("1.1", "500m"), &cr("1.10", "500m")));
+        assert!(!contains(&cr("1.1", "500m"), &cr("1.1", "0.5")));
+        assert!(contains(&cr("1.1", "500m"), &cr("1.1", "500m")));
     }
 
     fn entry(manager: &str, operation: &str, subresource: Option<&str>, fields: Value) -> Value {
@@ -704,42 +759,51 @@ impl<K> Memo<K> {
     }
 }
 
-/// A memo's entries, which forget the objects no round asks about any more (deleted,
-/// renamed: EndpointSlices and namespaces come and go): each entry remembers whether
-/// it was read since the last sweep, and a sweep, once the map has grown past twice
-/// what the last one kept plus [`Seen::SLACK`], drops those that were not. The map so
-/// stays under about twice the live objects plus the slack; a live object dropped
-/// costs one comparison on its next round.
+/// A memo's entries, which forget the objects no round has asked about for
+/// [`Seen::MAX_AGE`] (deleted, renamed: EndpointSlices and namespaces come and go).
+/// Each entry keeps when it was last read or written; an insert at least `MAX_AGE`
+/// after the last sweep drops the entries older than that. The map so holds what the
+/// last twenty minutes or so touched, and a live object whose entry went (its loop
+/// asked nothing of it for ten minutes) costs one comparison, not a write, when it is
+/// asked about again.
 struct Seen<K, V> {
-    map: std::collections::HashMap<K, (V, std::cell::Cell<bool>)>,
-    kept: usize,
+    map: std::collections::HashMap<K, (V, std::cell::Cell<std::time::Instant>)>,
+    next_sweep: Option<std::time::Instant>,
 }
 
 impl<K, V> Default for Seen<K, V> {
     fn default() -> Self {
         Seen {
             map: Default::default(),
-            kept: 0,
+            next_sweep: None,
         }
     }
 }
 
 impl<K: std::hash::Hash + Eq, V> Seen<K, V> {
-    const SLACK: usize = 1024;
+    const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
 
     fn get(&self, k: &K) -> Option<&V> {
+        self.get_at(k, std::time::Instant::now())
+    }
+
+    fn get_at(&self, k: &K, now: std::time::Instant) -> Option<&V> {
         let (v, used) = self.map.get(k)?;
-        used.set(true);
+        used.set(now);
         Some(v)
     }
 
     fn insert(&mut self, k: K, v: V) {
-        // used once a later round reads it: one written and never read again (an
-        // object gone since) goes at the next sweep
-        self.map.insert(k, (v, std::cell::Cell::new(false)));
-        if self.map.len() > 2 * self.kept + Self::SLACK {
-            self.map.retain(|_, (_, used)| used.replace(false));
-            self.kept = self.map.len();
+        self.insert_at(k, v, std::time::Instant::now());
+    }
+
+    fn insert_at(&mut self, k: K, v: V, now: std::time::Instant) {
+        self.map.insert(k, (v, std::cell::Cell::new(now)));
+        let due = *self.next_sweep.get_or_insert(now + Self::MAX_AGE);
+        if now >= due {
+            self.map
+                .retain(|_, (_, used)| now.saturating_duration_since(used.get()) < Self::MAX_AGE);
+            self.next_sweep = Some(now + Self::MAX_AGE);
         }
     }
 
