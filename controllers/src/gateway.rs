@@ -5,9 +5,8 @@
 //! - Gateway: `Accepted` and `Programmed` (a causeway-proxy holds a live Lease; its
 //!   addresses are the Gateway's `status.addresses`), and per listener `Accepted`,
 //!   `Programmed`, `ResolvedRefs` (HTTP listeners only: `UnsupportedProtocol` else),
-//!   `Conflicted` (`HostnameConflict`, `ProtocolConflict`: another listener on its port
-//!   it cannot be told apart from; neither is served), `supportedKinds` and
-//!   `attachedRoutes`.
+//!   `Conflicted` (`HostnameConflict`: another HTTP listener on its port with the same
+//!   hostname; neither is served), `supportedKinds` and `attachedRoutes`.
 //! - HTTPRoute: per parentRef naming a causeway Gateway, `Accepted` (Accepted,
 //!   NotAllowedByListeners, NoMatchingListenerHostname, NoMatchingParent,
 //!   UnsupportedValue) and `ResolvedRefs` (ResolvedRefs, RefNotPermitted, InvalidKind,
@@ -284,7 +283,7 @@ pub fn desired(world: &World<'_>) -> Desired {
                         reasons::CONFLICTED,
                         false,
                         reasons::NO_CONFLICTS,
-                        "no other listener on its port has another protocol or the same hostname",
+                        "no other listener causeway-proxy serves on its port has the same hostname",
                     ),
                     Some(x) => c.make(reasons::CONFLICTED, true, x.reason, x.message.clone()),
                 };

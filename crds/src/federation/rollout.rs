@@ -373,11 +373,16 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
     let Some(work) = work else {
         return Err("no Work yet".into());
     };
-    let statuses = work
+    // (an object no manifest names any more, whose removal failed, is not one the
+    // rollout waits for: the Work's Applied condition says so)
+    let statuses: Vec<_> = work
         .status
         .as_ref()
         .map(|s| s.manifest_statuses.as_slice())
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| s.is_manifest())
+        .collect();
     if statuses.is_empty() {
         return Err("the member has not reported yet".into());
     }

@@ -380,6 +380,32 @@ fn settled_means_applied_at_the_generation_and_healthy() {
             )),
             Err("Deployment web has not reported its health yet".into()),
         ),
+        (
+            "an object no manifest names any more, whose removal failed, is left out",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![reported(true, Some(5), Some(Healthy), true), {
+                    let mut m = reported(false, None, None, false);
+                    m.identifier.ordinal = -1;
+                    m
+                }]),
+            )),
+            Ok(()),
+        ),
+        (
+            "only such an object: not reported",
+            Some(work(
+                2,
+                "v2",
+                Some(vec![{
+                    let mut m = reported(false, None, None, false);
+                    m.identifier.ordinal = -1;
+                    m
+                }]),
+            )),
+            Err("the member has not reported yet".into()),
+        ),
     ];
     for (name, w, want) in cases {
         assert_eq!(settled_at(w.as_ref(), 5), want, "{name}");

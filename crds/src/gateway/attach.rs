@@ -42,8 +42,6 @@ pub mod reasons {
     pub const CONFLICTED: &str = "Conflicted";
     /// Another listener on the same port has the same protocol and hostname.
     pub const HOSTNAME_CONFLICT: &str = "HostnameConflict";
-    /// Another listener on the same port has another protocol.
-    pub const PROTOCOL_CONFLICT: &str = "ProtocolConflict";
     /// `Conflicted` is False.
     pub const NO_CONFLICTS: &str = "NoConflicts";
 }
@@ -113,40 +111,32 @@ pub fn listener_problem(l: &Listener) -> Option<Refused> {
     })
 }
 
-/// Why listener `l` of `gw` cannot be told apart from another listener of `gw` (None: it
-/// can). Listeners are distinct by port, protocol and hostname (GatewaySpec.listeners):
-/// on one port, a listener of another protocol is a `ProtocolConflict` (causeway-proxy
-/// speaks one protocol per port), one of the same protocol and hostname (none counting
-/// as one hostname: any) a `HostnameConflict`. Both listeners of such a pair are
-/// conflicted and neither is served: the spec's "its network port should not be
-/// configured".
+/// Why listener `l` of `gw` cannot be told apart from another listener of `gw` that
+/// causeway-proxy serves (None: it can). Listeners are distinct by port, protocol and
+/// hostname (GatewaySpec.listeners); of the listeners causeway-proxy serves (HTTP), two
+/// on one port with the same hostname (none counting as one hostname: any) are a
+/// `HostnameConflict`, both of them, and neither is served: the spec's "its network
+/// port should not be configured". A listener causeway-proxy does not serve (its
+/// protocol) neither conflicts nor takes another offline: it is refused on its own
+/// (`UnsupportedProtocol`).
 pub fn listener_conflict<'a>(gw: &'a Gateway, l: &'a Listener) -> Option<Refused> {
+    if listener_problem(l).is_some() {
+        return None;
+    }
     let host = |l: &Listener| {
         l.hostname
             .as_deref()
             .filter(|h| !h.is_empty())
             .map(str::to_ascii_lowercase)
     };
-    let others = || {
-        gw.spec
-            .listeners
-            .iter()
-            .filter(move |o| !std::ptr::eq(*o, l) && o.port == l.port)
-    };
+    let o = gw.spec.listeners.iter().find(|o| {
+        !std::ptr::eq(*o, l)
+            && o.port == l.port
+            && listener_problem(o).is_none()
+            && host(o) == host(l)
+    })?;
     // the pair in name order, so that both listeners say the same
-    let pair = |o: &'a Listener| if l.name <= o.name { (l, o) } else { (o, l) };
-    if let Some(o) = others().find(|o| o.protocol != l.protocol) {
-        let (a, b) = pair(o);
-        return Some(refused(
-            PROTOCOL_CONFLICT,
-            format!(
-                "listeners {} ({}) and {} ({}) both use port {}; give them different ports",
-                a.name, a.protocol, b.name, b.protocol, l.port
-            ),
-        ));
-    }
-    let o = others().find(|o| host(o) == host(l))?;
-    let (a, b) = pair(o);
+    let (a, b) = if l.name <= o.name { (l, o) } else { (o, l) };
     Some(refused(
         HOSTNAME_CONFLICT,
         format!(
