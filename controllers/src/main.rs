@@ -84,7 +84,7 @@ enum Command {
     /// Search across every member: `causeway search pods -l app=web` prints a table with
     /// a CLUSTER column; `causeway search serve` runs the indexer and the
     /// kubectl-compatible search API.
-    Search(SearchArgs),
+    Search(Box<SearchArgs>),
 }
 
 #[derive(Debug, clap::Args)]
