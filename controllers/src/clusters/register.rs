@@ -710,10 +710,12 @@ struct AgentLeft {
 
 impl AgentLeft {
     /// Starts following the Lease of `name`; returns once the watch listed it (or
-    /// after a few seconds, if it cannot).
+    /// after a few seconds, if it cannot). A list or watch that fails (a user who may
+    /// not read Leases, a hub that went away) is tried again with kube's default
+    /// backoff (800 ms doubling to 30 s), not at once for the whole removal wait.
     async fn follow(hub: &kube::Client, name: &str) -> AgentLeft {
         use futures::StreamExt;
-        use kube::runtime::watcher;
+        use kube::runtime::{WatchStreamExt, watcher};
         let api: Api<k8s_openapi::api::coordination::v1::Lease> =
             Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
         let cfg = watcher::Config::default()
@@ -723,7 +725,7 @@ impl AgentLeft {
         let s = seen.clone();
         let task = tokio::spawn(async move {
             let mut listed = Some(listed);
-            let mut events = std::pin::pin!(watcher(api, cfg));
+            let mut events = std::pin::pin!(watcher(api, cfg).default_backoff());
             while let Some(event) = events.next().await {
                 let lease = match event {
                     Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l))
@@ -1104,5 +1106,54 @@ mod tests {
             .map(|o| o["kind"].as_str().unwrap().to_string())
             .collect();
         assert_eq!(kinds, ["ServiceAccount", "ClusterRoleBinding"]);
+    }
+
+    /// A user who may not read Leases: following the agent's Lease tries the refused
+    /// list again with a backoff, not in a tight loop for the whole removal wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn following_a_lease_the_user_may_not_read_backs_off() {
+        let server = kubesim::Server::start(kubesim::Config::new("hub"))
+            .await
+            .unwrap();
+        server.add_token(
+            "nobody-token",
+            kubesim::User {
+                name: "nobody".into(),
+                groups: vec!["system:authenticated".into()],
+                ..Default::default()
+            },
+        );
+        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        let admin = kube::Client::try_from(cfg.clone()).unwrap();
+        let mut nobody = cfg;
+        nobody.auth_info.token = Some("nobody-token".to_string().into());
+        let nobody = kube::Client::try_from(nobody).unwrap();
+        // the refused lists of Leases so far, from the server's request counts
+        let refused = || async {
+            let text = admin
+                .request_text(http::Request::get("/metrics").body(vec![]).unwrap())
+                .await
+                .unwrap();
+            text.lines()
+                .filter(|l| {
+                    l.starts_with("apiserver_request_total{")
+                        && l.contains("verb=\"list\"")
+                        && l.contains("resource=\"coordination.k8s.io/leases\"")
+                        && l.contains("code=\"403\"")
+                })
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        };
+        // it waits a few seconds for a list that never comes
+        let follow = AgentLeft::follow(&nobody, "west").await;
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let lists = refused().await;
+        assert!(!follow.confirmed());
+        assert!(lists >= 1.0, "the Lease was never listed: {lists}");
+        // 800 ms doubling: a handful in 6 s (a tight loop makes thousands)
+        assert!(lists <= 8.0, "{lists} refused lists of Leases in 6 s");
     }
 }

@@ -173,9 +173,10 @@ pub async fn mark_left(member: &kube::Client) -> anyhow::Result<usize> {
 /// the hub object `on_hub` and the exporter copies to the ServiceExport (`Conflict`, a
 /// `Valid=False` only the hub can tell). The aggregator's verdict is for the hub
 /// object's `metadata.generation`; when that hub object holds `want` (what the export
-/// is exported as now, compared as the exporter's applier compares it), the verdict is for the ServiceExport's `generation`. Else it is
-/// still about an earlier export: the generation the export's condition of that type
-/// was last set for, if any.
+/// is exported as now, compared as the exporter's applier compares it, but for an
+/// `exportCreationTimestamp` the relay moved later), the verdict is for the
+/// ServiceExport's `generation`. Else it is still about an earlier export: the
+/// generation the export's condition of that type was last set for, if any.
 pub fn verdict_generation(
     on_hub: Option<&Arc<ExportedService>>,
     want: &ExportedServiceSpec,
@@ -184,10 +185,30 @@ pub fn verdict_generation(
     generation: Option<i64>,
 ) -> Option<i64> {
     // the hub object holds `want` as the applier sees it (nothing to write: it holds
-    // what `want` sets, and nothing more under `spec`)
+    // what `want` sets, and nothing more under `spec`), but for
+    // `exportCreationTimestamp`: the relay publishes a Pull member's export with it
+    // clamped up to its Cluster's registration (`relay::trusted_creation`), which the
+    // exporter does not know, so the hub object of an export created before its
+    // cluster registered never holds the export's own time, and a verdict compared
+    // with it would never be for the export as it is now. Only a hub time earlier than
+    // the export's still tells: neither the exporter nor the relay ever writes one, so
+    // it is an earlier export's of the same name (the ServiceExport was recreated), and
+    // the verdict, which ranks exports by that time, is about that one.
     let holds = |h: &ExportedService| {
-        let (have, want) = (json!(h.spec), json!(want));
-        apply::contains(&have, &want) && apply::contains(&want, &have)
+        let earlier = match (
+            &h.spec.export_creation_timestamp,
+            &want.export_creation_timestamp,
+        ) {
+            (Some(have), Some(want)) => have.0 < want.0,
+            _ => false,
+        };
+        let (mut have, mut want) = (json!(h.spec), json!(want));
+        for spec in [&mut have, &mut want] {
+            if let Some(o) = spec.as_object_mut() {
+                o.remove("exportCreationTimestamp");
+            }
+        }
+        !earlier && apply::contains(&have, &want) && apply::contains(&want, &have)
     };
     let current = on_hub.is_some_and(|h| {
         h.metadata.generation.is_some()

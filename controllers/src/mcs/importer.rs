@@ -375,6 +375,13 @@ pub fn desired(
     out
 }
 
+/// What the name of the IPv4 waypoint slice of a derived Service is made from
+/// ([`member_slice_name`]); no hub slice has this name (theirs hold the cluster after
+/// a '.').
+pub const WAYPOINT_IPV4: &str = "mesh-ipv4";
+/// What the name of the IPv6 waypoint slice is made from.
+pub const WAYPOINT_IPV6: &str = "mesh-ipv6";
+
 /// GW-4: the ports of `si` that mesh routes capture (by name), and the slices of the
 /// derived Service `derived` that send them to the causeway-proxies serving them, as
 /// the hub ServiceImport's mesh annotations say (`causeway_crds::gateway::mesh`): one
@@ -383,9 +390,12 @@ pub fn desired(
 /// sends each family's clusterset IP to the slices of that family. The captured ports
 /// leave only the source slices of a family that has a waypoint here.
 ///
-/// Each family's slice has a name of its own (IPv4 `mesh`, IPv6 `mesh-ipv6`): a
+/// Each family's slice has a name of its own ([`WAYPOINT_IPV4`], [`WAYPOINT_IPV6`]): a
 /// slice's `addressType` never changes, so a name must never go from one family to
-/// the other.
+/// the other. Neither is the single waypoint slice's name of before (`mesh`, of the
+/// derived Service's first family, so IPv6 for an IPv6-first import): that slice is no
+/// longer desired and goes once the new ones are written, where applying an IPv4 slice
+/// under its name would be refused (422) every round.
 fn waypoint(
     si: &ServiceImport,
     derived: &str,
@@ -456,7 +466,7 @@ fn waypoint(
                 metadata: ObjectMeta {
                     name: Some(member_slice_name(
                         derived,
-                        if ipv6 { "mesh-ipv6" } else { "mesh" },
+                        if ipv6 { WAYPOINT_IPV6 } else { WAYPOINT_IPV4 },
                     )),
                     namespace: si.namespace(),
                     labels: Some(l),
@@ -683,6 +693,58 @@ pub enum Refused {
     IpFamilies(String),
     /// Any other refusal of a write (create, update, or the delete of a recreate).
     Write(String),
+}
+
+/// Pure: whether `e`, the failed write (apply, or the delete of a recreate) of an
+/// import's derived Service, is the member's refusal, and which: only an answer that
+/// says no to this object (400, 403 — a ResourceQuota's "exceeded quota", an admission
+/// webhook, RBAC —, 409, 422), and kube-apiserver's 500 when the service CIDR has no
+/// cluster IP left ("failed to allocate a serviceIP: range is full", an InternalError
+/// that does not pass by itself). A write that got no such answer (a timeout, a lost
+/// connection, 429, any other 5xx, a 404 of a namespace that just went) is not one: it
+/// is only retried, and the import's condition is not changed for it
+/// ([`unanswered_status`]).
+pub fn refusal(e: &kube::Error) -> Option<Refused> {
+    match e {
+        kube::Error::Api(status) => match status.code {
+            422 if status.message.contains("spec.ipFamilies") => {
+                Some(Refused::IpFamilies(status.message.clone()))
+            }
+            500 if status.message.contains("failed to allocate a serviceIP") => {
+                Some(Refused::Write(status.message.clone()))
+            }
+            400 | 403 | 409 | 422 => Some(Refused::Write(if status.message.is_empty() {
+                e.to_string()
+            } else {
+                status.message.clone()
+            })),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Pure: the import status while the write of its derived Service gets no answer
+/// ([`refusal`] says it is not one): as desired, except that a `Ready=False` a refusal
+/// set (`Failed`, `IPFamilyNotSupported`) stays as it is, until a write is answered.
+/// `previous` are the member import's conditions now.
+pub fn unanswered_status(st: &ServiceImportStatus, previous: &[Condition]) -> ServiceImportStatus {
+    let mut st = st.clone();
+    let refused = previous.iter().find(|c| {
+        c.type_ == im_cond::READY
+            && c.status == "False"
+            && (c.reason == FAILED || c.reason == im_cond::reason::IP_FAMILY_NOT_SUPPORTED)
+    });
+    if let Some(kept) = refused {
+        for c in st
+            .conditions
+            .iter_mut()
+            .filter(|c| c.type_ == im_cond::READY)
+        {
+            *c = kept.clone();
+        }
+    }
+    st
 }
 
 /// Pure: the import status when the member refused its derived Service:

@@ -353,3 +353,73 @@ fn every_condition_carries_the_generation_it_is_for() {
         [("Valid".into(), Some(6)), ("Ready".into(), Some(6))]
     );
 }
+
+/// A Pull member's export is published by the relay with its `exportCreationTimestamp`
+/// clamped up to its Cluster's registration: a hub object that holds what is exported
+/// now but for a later creation time carries a verdict for the export as it is now.
+/// One with an earlier time is an earlier export's (a recreated ServiceExport): its
+/// verdict is not for this one.
+#[test]
+fn a_verdict_on_an_export_the_relay_dated_later_is_for_the_export_now() {
+    use causeway_crds::exported_service::ExportedServiceStatus;
+    let now = Time(jiff::Timestamp::UNIX_EPOCH);
+    let created = "2026-01-01T00:00:00Z";
+    let ex: Arc<ServiceExport> = Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
+            "metadata": {"name": "web", "namespace": "demo", "generation": 3,
+                         "creationTimestamp": created},
+            "status": {"conditions": [
+                {"type": "Conflict", "status": "True", "reason": "PortConflict", "message": "m",
+                 "lastTransitionTime": "1970-01-01T00:00:00Z", "observedGeneration": 2}]},
+        }))
+        .unwrap(),
+    );
+    let svc: Arc<Service> = Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "demo"},
+            "spec": {"ports": [{"name": "http", "port": 80}]},
+        }))
+        .unwrap(),
+    );
+    let (ex, svc) = ([ex], [svc]);
+    let first = desired("east", &ex, &svc, &[], &[], &now);
+    assert_eq!(
+        first.exported[0].spec.export_creation_timestamp,
+        Some(Time(created.parse().unwrap()))
+    );
+    let conflict = |hub_created: &str| -> Option<i64> {
+        let mut hub = first.exported[0].clone();
+        hub.spec.export_creation_timestamp = Some(Time(hub_created.parse().unwrap()));
+        hub.metadata.generation = Some(7);
+        hub.status = Some(ExportedServiceStatus {
+            observed_generation: Some(7),
+            conditions: vec![Condition {
+                observed_generation: Some(7),
+                ..c("Conflict", "True", "PortConflict")
+            }],
+            ..Default::default()
+        });
+        let want = desired("east", &ex, &svc, &[], &[Arc::new(hub)], &now);
+        want.conditions[&("demo".to_string(), "web".to_string())]
+            .iter()
+            .find(|c| c.type_ == "Conflict")
+            .unwrap()
+            .observed_generation
+    };
+    // (the hub object's exportCreationTimestamp, the Conflict's observedGeneration)
+    let table = [
+        (created, Some(3)),
+        // the Cluster registered after the ServiceExport was created: clamped later
+        ("2026-03-01T12:00:00Z", Some(3)),
+        // an earlier export of the same name: the verdict is still about that one
+        ("2025-06-01T00:00:00Z", Some(2)),
+    ];
+    for (hub_created, generation) in table {
+        assert_eq!(
+            conflict(hub_created),
+            generation,
+            "hub object created {hub_created}"
+        );
+    }
+}

@@ -635,11 +635,14 @@ fn dual_stack_captured_ports_get_a_waypoint_per_family() {
             assert_eq!(names.len(), mesh.len(), "{case}");
             for w in &mesh {
                 let suffix = if w.address_type == "IPv6" {
-                    "mesh-ipv6"
+                    WAYPOINT_IPV6
                 } else {
-                    "mesh"
+                    WAYPOINT_IPV4
                 };
                 assert_eq!(w.name_any(), member_slice_name(&derived, suffix), "{case}");
+                // nor the single waypoint's name of before, which an IPv6-first import
+                // holds with addressType IPv6
+                assert_ne!(w.name_any(), member_slice_name(&derived, "mesh"), "{case}");
             }
         }
     }
@@ -840,4 +843,344 @@ async fn a_port_that_loses_its_app_protocol_loses_it_on_the_derived_service() {
         before,
         "a converged importer writes nothing"
     );
+}
+
+/// GW-4 after an upgrade: an IPv6-first dual-stack import already has the single
+/// waypoint slice of before (`mesh`, addressType IPv6, the derived Service's first
+/// family). A slice's addressType never changes (kube-apiserver refuses the update with
+/// 422), so no desired slice may take that name for the other family: each family's
+/// waypoint is written under its own new name, and the old slice goes as one no longer
+/// desired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgraded_ipv6_first_import_gets_a_waypoint_per_family_under_new_names() {
+    use causeway_crds::gateway::mesh::{MESH_ADDRESSES, MESH_PORTS};
+    use kube::api::{Api, ListParams, PostParams};
+    let server = kubesim::Server::start(kubesim::Config::new("importer"))
+        .await
+        .expect("kubesim starts");
+    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let member = kube::Client::try_from(cfg).unwrap();
+    Api::<Namespace>::all(member.clone())
+        .create(&PostParams::default(), &ns("demo"))
+        .await
+        .unwrap();
+    let derived = derived_service_name("demo", "web");
+    let slices_api = Api::<EndpointSlice>::namespaced(member.clone(), "demo");
+    let managed_by = format!(
+        "{}={}",
+        labels::ENDPOINTSLICE_MANAGED_BY,
+        labels::ENDPOINTSLICE_MANAGED_BY_VALUE
+    );
+    let member_slices = || async {
+        slices_api
+            .list(&ListParams::default().labels(&managed_by))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect::<Vec<_>>()
+    };
+    // what the importer wrote before: one waypoint slice `mesh`, of the first family
+    let old_name = member_slice_name(&derived, "mesh");
+    let old: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": old_name, "namespace": "demo", "labels": {
+            labels::SERVICE_NAME: "web",
+            labels::MANAGED: labels::MANAGED_VALUE,
+            labels::ENDPOINTSLICE_MANAGED_BY: labels::ENDPOINTSLICE_MANAGED_BY_VALUE,
+            labels::KUBERNETES_SERVICE_NAME: derived}},
+        "addressType": "IPv6",
+        "endpoints": [{"addresses": ["::9"], "conditions": {"ready": true}}],
+        "ports": [{"name": "http", "port": 15003, "protocol": "TCP"}],
+    }))
+    .unwrap();
+    slices_api
+        .create(&PostParams::default(), &old)
+        .await
+        .unwrap();
+    // the hub import, IPv6 first, port 80 captured, proxies of both families
+    let mut si = (*hub_import(json!({"ipFamilies": ["IPv6", "IPv4"], "ports": [
+        {"name": "http", "port": 80, "protocol": "TCP"}]})))
+    .clone();
+    si.metadata.annotations = Some(
+        [
+            (MESH_PORTS.to_string(), "80=15003".to_string()),
+            (MESH_ADDRESSES.to_string(), "127.0.0.9,::9".to_string()),
+        ]
+        .into(),
+    );
+    let pods = |name: &str, family: &str, address: &str| {
+        Arc::new(
+            serde_json::from_value::<EndpointSlice>(json!({
+                "metadata": {"name": name, "namespace": "demo", "labels": {
+                    labels::SERVICE_NAME: "web", labels::SOURCE_CLUSTER: "east"}},
+                "addressType": family,
+                "endpoints": [{"addresses": [address]}],
+                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            }))
+            .unwrap(),
+        )
+    };
+    let hub_slices = [
+        pods("web-v6.east", "IPv6", "fd00::1"),
+        pods("web-v4.east", "IPv4", "10.0.0.1"),
+    ];
+    // the member's derived Service, dual-stack with IPv6 first
+    let svc: Arc<Service> = Arc::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": derived, "namespace": "demo"},
+            "spec": {"clusterIP": "fd00:96::10", "clusterIPs": ["fd00:96::10", "10.96.0.10"],
+                     "ipFamilies": ["IPv6", "IPv4"], "ipFamilyPolicy": "PreferDualStack"},
+        }))
+        .unwrap(),
+    );
+    let exports = [exported(
+        "east",
+        json!([{"name": "http", "port": 80, "protocol": "TCP"}]),
+        None,
+    )];
+    let want = desired(
+        &[Arc::new(si)],
+        &hub_slices,
+        &exports,
+        &Staleness::default(),
+        &[ns("demo")],
+        &[svc],
+        &[],
+        &now(),
+    );
+    let metrics = crate::metrics::Metrics::default();
+    let mut memo = Memos::default();
+    let mut round = async || {
+        let before = member_slices().await;
+        let want = Desired {
+            slices: want.slices.clone(),
+            ..Desired::default()
+        };
+        let failures = write(
+            &mut memo,
+            "c1",
+            &member,
+            &want,
+            &[],
+            &[],
+            &before,
+            &metrics,
+            &now(),
+        )
+        .await;
+        assert_eq!(failures.count, 0, "{failures:?}");
+        let after = member_slices().await;
+        // what kube-apiserver enforces and kubesim does not: a name keeps its family
+        for b in &before {
+            if let Some(a) = after.iter().find(|a| a.name_any() == b.name_any()) {
+                assert_eq!(
+                    a.address_type,
+                    b.address_type,
+                    "{}: an EndpointSlice's addressType is immutable",
+                    b.name_any()
+                );
+            }
+        }
+        after
+    };
+    let after = round().await;
+    let waypoints: BTreeMap<String, (String, Vec<String>)> = after
+        .iter()
+        .filter(|s| !s.labels().contains_key(labels::SOURCE_CLUSTER))
+        .map(|s| {
+            (
+                s.name_any(),
+                (
+                    s.address_type.clone(),
+                    s.endpoints
+                        .iter()
+                        .flat_map(|e| e.addresses.clone())
+                        .collect(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(
+        waypoints,
+        BTreeMap::from([
+            (
+                member_slice_name(&derived, WAYPOINT_IPV4),
+                ("IPv4".to_string(), vec!["127.0.0.9".to_string()])
+            ),
+            (
+                member_slice_name(&derived, WAYPOINT_IPV6),
+                ("IPv6".to_string(), vec!["::9".to_string()])
+            ),
+        ]),
+        "a waypoint per family under new names; the old `mesh` slice is gone"
+    );
+    // the captured port left both families' source slices, each with its waypoint
+    for s in after
+        .iter()
+        .filter(|s| s.labels().contains_key(labels::SOURCE_CLUSTER))
+    {
+        assert_eq!(s.ports.as_deref(), Some(&[][..]), "{}", s.name_any());
+    }
+    // converged: nothing is written again
+    let before = server.write_requests();
+    round().await;
+    assert_eq!(
+        server.write_requests(),
+        before,
+        "a converged importer writes nothing"
+    );
+}
+
+/// Only an answer that says no to the derived Service is a refusal the member import
+/// reports (Ready=False); a write that got none (a timeout, a lost connection, 429, a
+/// 5xx, a namespace that just went) is only retried, and a refusal said before stays
+/// as it is meanwhile rather than turning back into Pending.
+#[test]
+fn only_an_answer_that_says_no_is_a_refusal_of_the_derived_service() {
+    let api = |code: u16, reason: &str, message: &str| {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            ..Default::default()
+        }))
+    };
+    let quota = "services \"d\" is forbidden: exceeded quota: q, requested: services=1, used: services=0, limited: services=0";
+    let families = "Service \"d\" is invalid: spec.ipFamilies[0]: Invalid value: \"IPv6\": not configured on this cluster";
+    let full = "Internal error occurred: failed to allocate a serviceIP: range is full";
+    let table: Vec<(&str, kube::Error, Option<Refused>)> = vec![
+        (
+            "quota",
+            api(403, "Forbidden", quota),
+            Some(Refused::Write(quota.into())),
+        ),
+        (
+            "webhook",
+            api(
+                400,
+                "BadRequest",
+                "admission webhook \"x\" denied the request: no",
+            ),
+            Some(Refused::Write(
+                "admission webhook \"x\" denied the request: no".into(),
+            )),
+        ),
+        (
+            "conflict",
+            api(409, "Conflict", "Apply failed with 1 conflict"),
+            Some(Refused::Write("Apply failed with 1 conflict".into())),
+        ),
+        (
+            "invalid",
+            api(
+                422,
+                "Invalid",
+                "Service \"d\" is invalid: spec.ports[0].port: Invalid value",
+            ),
+            Some(Refused::Write(
+                "Service \"d\" is invalid: spec.ports[0].port: Invalid value".into(),
+            )),
+        ),
+        (
+            "families",
+            api(422, "Invalid", families),
+            Some(Refused::IpFamilies(families.into())),
+        ),
+        (
+            "no cluster IP left",
+            api(500, "InternalError", full),
+            Some(Refused::Write(full.into())),
+        ),
+        (
+            "throttled",
+            api(429, "TooManyRequests", "too many requests"),
+            None,
+        ),
+        (
+            "internal",
+            api(
+                500,
+                "InternalError",
+                "Internal error occurred: etcdserver: leader changed",
+            ),
+            None,
+        ),
+        (
+            "webhook unreachable",
+            api(
+                500,
+                "InternalError",
+                "Internal error occurred: failed calling webhook \"x\": context deadline exceeded",
+            ),
+            None,
+        ),
+        (
+            "unavailable",
+            api(
+                503,
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            None,
+        ),
+        (
+            "server timeout",
+            api(
+                504,
+                "Timeout",
+                "the server was unable to return a response in the time allotted",
+            ),
+            None,
+        ),
+        (
+            "namespace gone",
+            api(404, "NotFound", "namespaces \"demo\" not found"),
+            None,
+        ),
+        (
+            "client timeout",
+            kube::Error::Service(Box::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "timed out",
+            ))),
+            None,
+        ),
+        (
+            "connection",
+            kube::Error::Service(Box::new(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "connection refused",
+            ))),
+            None,
+        ),
+    ];
+    for (case, e, want) in table {
+        assert_eq!(refusal(&e), want, "{case}");
+    }
+
+    // while unanswered: a refusal said before stays, anything else is as desired
+    let si = hub_import(json!({}));
+    let want = import(&si, &[hub_slice("s1")], &Staleness::default(), &[]);
+    let st = &want.imports[0].1;
+    let ready = |st: &ServiceImportStatus| {
+        let c = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    };
+    assert_eq!(ready(&unanswered_status(st, &[])), ready(st));
+    for why in [
+        Refused::Write(quota.into()),
+        Refused::IpFamilies(families.into()),
+    ] {
+        let before = refused_status(st, &why, &[], &now());
+        let kept = unanswered_status(st, &before.conditions);
+        assert_eq!(kept.conditions, before.conditions, "{why:?}");
+    }
+    let mut ready_before = st.conditions.clone();
+    ready_before[0].status = "True".into();
+    ready_before[0].reason = "Ready".into();
+    assert_eq!(ready(&unanswered_status(st, &ready_before)), ready(st));
 }

@@ -60,6 +60,16 @@ pub(super) async fn write(
     // ResourceQuota, an admission webhook, no cluster IP left), by service: said on the
     // member ServiceImport rather than waiting for cluster IPs that will not come
     let mut refused: std::collections::HashMap<(String, String), Refused> = Default::default();
+    // derived Services whose write got no answer (a timeout, 429, a 5xx): only retried
+    let mut unanswered: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut tell = |key: (String, String), e: &kube::Error| match refusal(e) {
+        Some(why) => {
+            refused.insert(key, why);
+        }
+        None => {
+            unanswered.insert(key);
+        }
+    };
     for s in &want.services {
         let ns = s.namespace().unwrap_or_default();
         let mut actual = services_by_key
@@ -84,25 +94,15 @@ pub(super) async fn write(
                 Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => continue,
                 Err(e) => {
                     let key = service_key(s).unwrap_or_default();
-                    refused.insert(key.clone(), Refused::Write(answer(&e)));
+                    tell(key.clone(), &e);
                     failures.failed(key, &e);
                     continue;
                 }
             }
         }
         let r = memo.services.ensure(&api, s, actual).await;
-        if let Err(e) = &r {
-            let why = match e {
-                apply::ApplyError::Kube {
-                    source: kube::Error::Api(status),
-                    ..
-                } if status.code == 422 && status.message.contains("spec.ipFamilies") => {
-                    Refused::IpFamilies(status.message.clone())
-                }
-                apply::ApplyError::Kube { source, .. } => Refused::Write(answer(source)),
-                e => Refused::Write(e.to_string()),
-            };
-            refused.insert(service_key(s).unwrap_or_default(), why);
+        if let Err(apply::ApplyError::Kube { source, .. }) = &r {
+            tell(service_key(s).unwrap_or_default(), source);
         }
         failures.check(service_key(s).unwrap_or_default(), r);
     }
@@ -125,15 +125,19 @@ pub(super) async fn write(
                     &si.name_any(),
                     "multicluster.x-k8s.io/v1beta1",
                     "ServiceImport",
-                    &match refused.get(&(ns.clone(), si.name_any())) {
-                        Some(why) => {
-                            let previous = actual
-                                .and_then(|a| a.status.as_ref())
-                                .map(|s| s.conditions.as_slice())
-                                .unwrap_or_default();
-                            json!(refused_status(st, why, previous, now))
+                    &{
+                        let previous = actual
+                            .and_then(|a| a.status.as_ref())
+                            .map(|s| s.conditions.as_slice())
+                            .unwrap_or_default();
+                        let key = (ns.clone(), si.name_any());
+                        match refused.get(&key) {
+                            Some(why) => json!(refused_status(st, why, previous, now)),
+                            None if unanswered.contains(&key) => {
+                                json!(unanswered_status(st, previous))
+                            }
+                            None => json!(st),
                         }
-                        None => json!(st),
                     },
                     actual.and_then(|a| a.resource_version()),
                     || actual.and_then(|a| a.status.as_ref()).map(|s| json!(s)),
@@ -208,12 +212,4 @@ pub(super) async fn write(
         failures.failed(k, &e);
     }
     failures
-}
-
-/// The API server's message in `e` (what it said when it refused), else `e` itself.
-fn answer(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        e => e.to_string(),
-    }
 }
