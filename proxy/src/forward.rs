@@ -41,7 +41,7 @@ use crate::pipeline::{
 };
 use crate::target;
 use crate::upstream::raw::{BoxError, Rewrite};
-use crate::upstream::{self, Lease, Protocol};
+use crate::upstream::{self, Lease, Protocol, ReadTimedOut};
 
 mod raw;
 
@@ -169,11 +169,7 @@ where
             std::task::ready!(timer.as_mut().poll(cx));
             if tokio::time::Instant::now() >= this.due {
                 tracing::debug!(read_timeout = ?this.timeout, "the upstream sent nothing for the read timeout mid-body");
-                return Poll::Ready(Some(Err(format!(
-                    "the upstream sent nothing for {:?} (the read timeout)",
-                    this.timeout
-                )
-                .into())));
+                return Poll::Ready(Some(Err(Box::new(ReadTimedOut(this.timeout)))));
             }
             timer.as_mut().reset(this.due);
         }
@@ -412,8 +408,9 @@ impl Proxy {
                 }
                 Err(_) => return self.refuse(body_timeout(limits.request_timeout)),
             }
-        } else if call.is_some() && b.tuning.grpc_retry_on != 0 {
-            // Recorded as it streams, for a retry after a listed gRPC status.
+        } else if call.is_some() {
+            // Recorded as it streams, for a retry after a listed gRPC status, or after a
+            // stream the upstream did not process (refused, above a GOAWAY).
             let (upload, r) = grpc::Upload::recorded(body, MAX_REPLAY);
             stream_body = Some(upload);
             recording = Some(r);
@@ -476,17 +473,20 @@ impl Proxy {
                 Ok(None) => break,
                 Err(why) => return self.refuse(why),
             };
-            // Until the response head: the request timeout, or the call's deadline when
-            // that comes first (then the client's choice, not the upstream's failure).
-            let mut until = at + limits.request_timeout;
+            // Until the response head: the request timeout, or the call's deadline when it
+            // has one (the client's choice, longer or shorter; passing it is not the
+            // upstream's failure).
             let call_deadline = call.as_ref().and_then(|c| c.deadline);
-            let deadline_first = call_deadline.is_some_and(|(d, _)| d <= until);
-            if let Some((d, t)) = call_deadline.filter(|_| deadline_first) {
-                until = d;
-                if d <= tokio::time::Instant::now() {
-                    return self.refuse(deadline_exceeded(t));
+            let deadline_first = call_deadline.is_some();
+            let until = match call_deadline {
+                Some((d, t)) => {
+                    if d <= tokio::time::Instant::now() {
+                        return self.refuse(deadline_exceeded(t));
+                    }
+                    d
                 }
-            }
+                None => at + limits.request_timeout,
+            };
             let shared = if b.protocol.is_h2() {
                 let checkout = ep.pool.h2.checkout(&ep, tls, settings, &self.metrics);
                 // Boxed, as the exchange below: the largest futures of this one, which
@@ -525,6 +525,18 @@ impl Proxy {
             } else {
                 parts.headers.clone()
             };
+            // The attempt carries what is left of the call's deadline (the connect may
+            // have taken some, an attempt before it more); nothing left: not sent.
+            if let Some((d, t)) = call_deadline {
+                let Some(left) = d
+                    .checked_duration_since(tokio::time::Instant::now())
+                    .filter(|l| !l.is_zero())
+                else {
+                    return self.refuse(deadline_exceeded(t));
+                };
+                up.headers_mut()
+                    .insert(grpc::TIMEOUT, grpc::encode_timeout(left));
+            }
             let res = Box::pin(tokio::time::timeout_at(until, async {
                 match shared {
                     Some(c) => upstream::h2::send(&ep, c, up, tls, settings, &self.metrics).await,
@@ -551,14 +563,36 @@ impl Proxy {
                         format!("the request could not be sent upstream: {e}"),
                     );
                 }
-                Ok(Err(e)) => attempts.failed(&ep, &e, idem),
+                Ok(Err(e)) => {
+                    attempts.failed(&ep, &e, idem);
+                    // A gRPC call the upstream did not process goes out again with its
+                    // body as recorded (a plain request's is at hand, or cannot be).
+                    if e.is_unprocessed()
+                        && replay.is_none()
+                        && attempts.can_retry()
+                        && let Some(r) = &recording
+                        && let Some(again) = r.finish(grpc::FINISH_WAIT).await
+                    {
+                        (replay, sent) = (Some(again), None);
+                    }
+                }
                 Ok(Ok((mut resp, lease))) => {
                     let status = resp.status();
-                    self.responded(&b, &ep, &mut inflight, status.as_u16());
+                    // A gRPC call's trailers-only answer counts as the HTTP status its
+                    // code stands for: a pod failing every call at once is a failing
+                    // pod, not the fastest one.
+                    let code = match call {
+                        Some(_) => grpc::status(resp.headers()),
+                        None => None,
+                    };
+                    let health = match code {
+                        Some(_) => grpc::health_status(status, code),
+                        None => status.as_u16(),
+                    };
+                    self.responded(&b, &ep, &mut inflight, health);
                     // A trailers-only gRPC answer with a code the MCI retries, to a call
                     // whose whole body is at hand.
-                    if call.is_some()
-                        && let Some(code) = grpc::status(resp.headers())
+                    if let Some(code) = code
                         && grpc::retried(b.tuning.grpc_retry_on, code)
                         && attempts.can_retry()
                         && let Some(again) = match (&replay, &recording) {
@@ -617,17 +651,47 @@ impl Proxy {
                         Ok(t) => Frame::trailers(t),
                         Err(f) => f,
                     });
-                    let body = Watched {
-                        inner: ReadTimeout::new(body.map_err(BoxError::from), limits.read_timeout),
-                        at_end: Release {
-                            lease,
-                            sent: sent.clone(),
-                            _guards: (inflight, permit),
-                        },
+                    let body = body.map_err(BoxError::from);
+                    let at_end = Release {
+                        lease,
+                        sent: sent.clone(),
+                        _guards: (inflight, permit),
                     };
-                    let body = match call.as_ref().and_then(|c| c.deadline) {
-                        Some((d, _)) => grpc::Deadline::new(body, d).boxed_unsync(),
-                        None => body.boxed_unsync(),
+                    let body = match call_deadline {
+                        None if call.is_none() => Watched {
+                            inner: ReadTimeout::new(body, limits.read_timeout),
+                            at_end,
+                        }
+                        .boxed_unsync(),
+                        // A gRPC call ends with gRPC trailers, whatever happens; its
+                        // deadline, when it has one, bounds the stream instead of the
+                        // read timeout (a quiet watch whose client allows it hours is
+                        // not cut after a minute).
+                        _ => {
+                            // The answer stands: the upload (bidi, client streaming)
+                            // need not be kept any more.
+                            if let Some(r) = &recording {
+                                r.discard();
+                            }
+                            match call_deadline {
+                                None => grpc::Ending::new(
+                                    Watched {
+                                        inner: ReadTimeout::new(body, limits.read_timeout),
+                                        at_end,
+                                    },
+                                    None,
+                                )
+                                .boxed_unsync(),
+                                Some((d, _)) => grpc::Ending::new(
+                                    Watched {
+                                        inner: body,
+                                        at_end,
+                                    },
+                                    Some(d),
+                                )
+                                .boxed_unsync(),
+                            }
+                        }
                     };
                     return Response::from_parts(parts, body);
                 }

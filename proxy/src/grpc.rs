@@ -5,18 +5,27 @@
 //!   timeouts, circuit open, bad requests) are gRPC answers: HTTP 200, trailers-only,
 //!   with `grpc-status` and `grpc-message` ([`answer`]); gRPC clients read no HTTP
 //!   status text;
-//! - `grpc-timeout` is the call's deadline, the route's request timeout still bounding
-//!   the wait for the response head ([`timeout`]); a deadline that passes before the
-//!   response head is `DEADLINE_EXCEEDED` from the proxy, and one that passes while the
-//!   response streams ends it with `DEADLINE_EXCEEDED` trailers ([`Deadline`]);
-//! - with `causeway.io/grpc-retry-on`, the request body is recorded as it streams
-//!   upstream, up to [`MAX_REPLAY`](crate::pipeline::MAX_REPLAY) ([`Upload`]); when
-//!   the upstream answers trailers-only with one of the listed codes and the client's
-//!   body has ended (a unary or server-streaming call: at once, or within
-//!   [`FINISH_WAIT`]), the call goes to another endpoint with the recorded body. A body
-//!   larger than that, with trailers, or still coming (client streaming, bidi: the
-//!   client waits for answers) is never replayed: the client gets the upstream's
-//!   answer.
+//! - `grpc-timeout` is the call's deadline ([`timeout`]): it replaces the route's request
+//!   timeout for the wait for the response head, and the read timeout while the
+//!   response streams (a quiet watch with a long deadline is not cut); each attempt
+//!   carries what is left of it upstream ([`encode_timeout`]). A deadline that passes
+//!   before the response head is `DEADLINE_EXCEEDED` from the proxy, and one that passes
+//!   while the response streams ends it with `DEADLINE_EXCEEDED` trailers ([`Ending`]);
+//! - a response that fails once started (the upstream gone mid-stream, the read
+//!   timeout) ends with gRPC trailers too, `UNAVAILABLE` or `DEADLINE_EXCEEDED`, not a
+//!   stream reset gRPC clients read as `INTERNAL` ([`Ending`]);
+//! - a trailers-only answer counts, for the endpoint's health, as the HTTP status its
+//!   `grpc-status` stands for ([`health_status`]): a pod failing every call at once is
+//!   ejected, not favoured by the balancer for its speed;
+//! - the request body is recorded as it streams upstream, up to
+//!   [`MAX_REPLAY`](crate::pipeline::MAX_REPLAY) ([`Upload`]). With
+//!   `causeway.io/grpc-retry-on`, when the upstream answers trailers-only with one of
+//!   the listed codes and the client's body has ended (a unary or server-streaming
+//!   call: at once, or within [`FINISH_WAIT`]), the call goes to another endpoint with
+//!   the recorded body; so does a call whose HTTP/2 stream the upstream did not process
+//!   (`REFUSED_STREAM`, above a `GOAWAY`), annotation or not. A body larger than that,
+//!   with trailers, or still coming (client streaming, bidi: the client waits for
+//!   answers) is never replayed: the client gets the upstream's answer.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,12 +33,15 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use http::{HeaderMap, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use parking_lot::Mutex;
 use tokio::time::{Instant, Sleep};
+
+use crate::upstream::ReadTimedOut;
+use crate::upstream::raw::BoxError;
 
 /// `grpc-status` codes the proxy answers with.
 pub mod code {
@@ -88,6 +100,45 @@ pub fn timeout(h: &HeaderMap) -> Option<Duration> {
         b'n' => Duration::from_nanos(n),
         _ => return None,
     })
+}
+
+/// The `grpc-timeout` header.
+pub const TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// `left` as a `grpc-timeout` value: whole milliseconds (rounded down: the upstream's
+/// deadline is not later than the proxy's), microseconds under a millisecond,
+/// nanoseconds under a microsecond; a coarser unit when the milliseconds take more
+/// than the 8 digits the gRPC spec allows.
+pub fn encode_timeout(left: Duration) -> HeaderValue {
+    const MAX: u128 = 99_999_999;
+    let (n, unit) = if left < Duration::from_micros(1) {
+        (left.as_nanos(), 'n')
+    } else if left < Duration::from_millis(1) {
+        (left.as_micros(), 'u')
+    } else if left.as_millis() <= MAX {
+        (left.as_millis(), 'm')
+    } else if u128::from(left.as_secs()) <= MAX {
+        (u128::from(left.as_secs()), 'S')
+    } else if u128::from(left.as_secs() / 60) <= MAX {
+        (u128::from(left.as_secs() / 60), 'M')
+    } else {
+        (u128::from(left.as_secs() / 3600).min(MAX), 'H')
+    };
+    HeaderValue::try_from(format!("{n}{unit}")).unwrap_or(HeaderValue::from_static("0n"))
+}
+
+/// The status a response head from the upstream counts as for the endpoint's health
+/// (outlier ejection, per-cluster counts): for a trailers-only gRPC answer, the HTTP
+/// status its `grpc-status` stands for, as Envoy maps them (`UNAVAILABLE` 503;
+/// `INTERNAL`, `UNKNOWN`, `DATA_LOSS` 500; `DEADLINE_EXCEEDED` 504); any other code is
+/// the application's answer (a success).
+pub fn health_status(status: StatusCode, code: Option<u32>) -> u16 {
+    match code {
+        Some(code::UNAVAILABLE) => 503,
+        Some(code::INTERNAL | 2 | 15) => 500,
+        Some(code::DEADLINE_EXCEEDED) => 504,
+        _ => status.as_u16(),
+    }
 }
 
 /// The `grpc-status` of a response head (a trailers-only answer), if any.
@@ -214,6 +265,14 @@ impl Upload {
 }
 
 impl Recording {
+    /// No attempt will follow: recording stops and what it holds is freed (the upload
+    /// itself goes on).
+    pub fn discard(&self) {
+        let mut r = self.0.lock();
+        r.overflow = true;
+        r.data = BytesMut::new();
+    }
+
     /// The whole body, to send again: what went upstream, and what is left of it if it
     /// arrives within `within` (taken from the upload, which then ends). None when it
     /// is larger than the limit, has trailers, or is still coming (a client that waits
@@ -288,52 +347,102 @@ impl Body for Upload {
     }
 }
 
-/// A gRPC response body that ends with `DEADLINE_EXCEEDED` trailers when the call's
-/// deadline passes before it has (the upstream stream is reset as it is dropped).
-pub struct Deadline<B> {
+/// A gRPC call's response body: it ends with gRPC trailers, not an error (which the
+/// client would see as a stream reset, `INTERNAL`, a code clients do not retry):
+///
+/// - `DEADLINE_EXCEEDED` when the call's deadline passes before the body has ended,
+///   whether the upstream is silent or streams as fast as the client reads (checked
+///   before every frame);
+/// - `DEADLINE_EXCEEDED` when the read timeout cut a silent upstream ([`ReadTimedOut`]);
+/// - `UNAVAILABLE` when the upstream failed mid-response (killed, connection lost).
+///
+/// The upstream stream is reset as the body under it is dropped.
+pub struct Ending<B> {
     inner: Option<B>,
-    sleep: Pin<Box<Sleep>>,
+    /// The call's deadline.
+    deadline: Option<Instant>,
+    /// Its timer, made the first time the body waits.
+    sleep: Option<Pin<Box<Sleep>>>,
 }
 
-impl<B> Deadline<B> {
-    /// `inner` until `at`.
-    pub fn new(inner: B, at: Instant) -> Self {
-        Deadline {
+impl<B> Ending<B> {
+    /// `inner`, until `deadline` if any.
+    pub fn new(inner: B, deadline: Option<Instant>) -> Self {
+        Ending {
             inner: Some(inner),
-            sleep: Box::pin(tokio::time::sleep_until(at)),
+            deadline,
+            sleep: None,
         }
+    }
+
+    /// Drops the body (its upstream stream) and ends with `code` and `msg`.
+    fn end(&mut self, code: u32, msg: &str) -> Frame<Bytes> {
+        self.inner = None;
+        let mut t = HeaderMap::new();
+        t.insert("grpc-status", HeaderValue::from(code));
+        if let Ok(v) = HeaderValue::from_bytes(&encode_message(msg)) {
+            t.insert("grpc-message", v);
+        }
+        Frame::trailers(t)
     }
 }
 
-impl<B> Body for Deadline<B>
+impl<B> Body for Ending<B>
 where
-    B: Body<Data = Bytes> + Unpin,
+    B: Body<Data = Bytes, Error = BoxError> + Unpin,
 {
     type Data = Bytes;
-    type Error = B::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        const LATE: &str = "deadline exceeded while the response streamed";
         let this = self.get_mut();
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(None);
         };
-        if let Poll::Ready(f) = Pin::new(inner).poll_frame(cx) {
-            return Poll::Ready(f);
+        // Before the inner body: one that always has a frame ready (an upstream ahead of
+        // a slow client) would otherwise never let the deadline be seen.
+        if this.deadline.is_some_and(|at| Instant::now() >= at) {
+            return Poll::Ready(Some(Ok(this.end(code::DEADLINE_EXCEEDED, LATE))));
         }
-        if this.sleep.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
+        match Pin::new(inner).poll_frame(cx) {
+            Poll::Ready(Some(Err(e))) => {
+                let frame = match e.downcast_ref::<ReadTimedOut>() {
+                    Some(t) => this.end(code::DEADLINE_EXCEEDED, &t.to_string()),
+                    None => this.end(
+                        code::UNAVAILABLE,
+                        &format!("the upstream failed mid-response: {e}"),
+                    ),
+                };
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Ok(f))) => {
+                if f.is_trailers() {
+                    // The end: nothing after it, the deadline included.
+                    this.inner = None;
+                }
+                Poll::Ready(Some(Ok(f)))
+            }
+            Poll::Ready(None) => {
+                this.inner = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                let Some(at) = this.deadline else {
+                    return Poll::Pending;
+                };
+                let sleep = this
+                    .sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                Poll::Ready(Some(Ok(this.end(code::DEADLINE_EXCEEDED, LATE))))
+            }
         }
-        this.inner = None;
-        let mut t = HeaderMap::new();
-        t.insert("grpc-status", HeaderValue::from(code::DEADLINE_EXCEEDED));
-        t.insert(
-            "grpc-message",
-            HeaderValue::from_static("deadline exceeded while the response streamed"),
-        );
-        Poll::Ready(Some(Ok(Frame::trailers(t))))
     }
 
     fn is_end_stream(&self) -> bool {

@@ -351,14 +351,25 @@ impl<'a> Attempts<'a> {
     }
 
     /// The attempt on `ep` failed with `e` (no response): accounted, and another
-    /// attempt may follow after a refused connect, or any failure when `idempotent`.
+    /// attempt may follow after a refused connect or a request the upstream did not
+    /// process (an HTTP/2 stream refused, or above a GOAWAY), or any failure when
+    /// `idempotent`. A connection that went away (a graceful restart) is no failure of
+    /// the endpoint: not counted against it, and it may serve the next attempt on a new
+    /// connection.
     pub(crate) fn failed(&mut self, ep: &Arc<Endpoint>, e: &upstream::Error, idempotent: bool) {
-        let connect = e.is_connect();
-        let msg = self.proxy.failed(self.b, ep, e);
+        let connect = e.is_connect() || e.is_unprocessed();
+        let msg = match e {
+            upstream::Error::GoneAway(_) => {
+                format!("upstream {} in cluster {}: {e}", ep.addr, ep.cluster)
+            }
+            _ => {
+                self.tried.push(Arc::as_ptr(ep) as usize);
+                self.proxy.failed(self.b, ep, e)
+            }
+        };
         let attempt = self.started - 1;
         tracing::debug!(backend = %self.b.name, attempt, connect, "{msg}");
         self.last = Some(msg);
-        self.tried.push(Arc::as_ptr(ep) as usize);
         self.stop = !(connect || idempotent);
     }
 

@@ -25,6 +25,22 @@ use crate::h1;
 use crate::pipeline::{Conn, Drain, Limits, Proxy};
 use crate::wake::Stop;
 
+/// Concurrent streams an HTTP/2 client may open on one connection (nginx's
+/// `http2_max_concurrent_streams`).
+pub const MAX_STREAMS: u32 = 128;
+/// Receive window of each client stream: how much of a request body the client may
+/// send ahead of its upstream taking it.
+pub const STREAM_WINDOW: u32 = 1024 * 1024;
+/// Receive window of each client connection: room for sixteen streams' full windows,
+/// so an upload whose upstream reads slowly (or not at all) holds its own stream's
+/// window, not the connection's (hyper's default, 1 MiB for both, let a single such
+/// upload stall the client's other calls on the connection; sixteen of them still do,
+/// on that client's own connection only). Memory: what the proxy holds of request
+/// bodies its upstreams have not taken is at most this per client connection; a window
+/// of every stream's full share (128 MiB) would let one connection make the proxy hold
+/// that much.
+pub const CONNECTION_WINDOW: u32 = 16 * STREAM_WINDOW;
+
 fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
     b.http1()
@@ -38,6 +54,9 @@ fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(limits.header_read_timeout))
         .keep_alive_timeout(limits.header_read_timeout)
+        .max_concurrent_streams(MAX_STREAMS)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
         .max_header_list_size(limits.max_header_bytes as u32);
     b
 }

@@ -93,12 +93,27 @@ pub enum Error {
     Closed,
     /// The upstream's response could not be parsed or framed (what is wrong).
     Malformed(&'static str),
+    /// An HTTP/2 upstream refused the request's stream (`RST_STREAM` with
+    /// `REFUSED_STREAM`): it did not process it (RFC 9113 §8.7), but is busy.
+    Refused(hyper::Error),
+    /// An HTTP/2 upstream's connection went away before the request's stream was
+    /// processed: a `GOAWAY` whose last stream id is below it, or one that came before
+    /// the stream could open (RFC 9113 §8.7). The endpoint itself may be fine (a
+    /// graceful restart): a new connection to it will do.
+    GoneAway(hyper::Error),
 }
 
 impl Error {
     /// Nothing reached the upstream: safe to retry any request elsewhere.
     pub fn is_connect(&self) -> bool {
         matches!(self, Error::Connect(_) | Error::ConnectTimeout(_))
+    }
+
+    /// The upstream did not process the request ([`Error::Refused`],
+    /// [`Error::GoneAway`]): safe to send again, as after a refused connect, if the
+    /// body can be.
+    pub fn is_unprocessed(&self) -> bool {
+        matches!(self, Error::Refused(_) | Error::GoneAway(_))
     }
 }
 
@@ -110,7 +125,12 @@ impl std::fmt::Display for Error {
             Error::Io(e) => write!(f, "connection failed: {e}"),
             Error::Closed => f.write_str("connection closed before the response head arrived"),
             Error::Malformed(what) => write!(f, "invalid response: {what}"),
-            Error::Http(e) => {
+            Error::Refused(e) | Error::GoneAway(e) | Error::Http(e) => {
+                match self {
+                    Error::Refused(_) => f.write_str("stream refused, not processed: ")?,
+                    Error::GoneAway(_) => f.write_str("connection went away, not processed: ")?,
+                    _ => {}
+                }
                 write!(f, "{e}")?;
                 let mut src = std::error::Error::source(e);
                 while let Some(s) = src {
@@ -124,6 +144,23 @@ impl std::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// The error of a response body cut because the upstream sent nothing for the read
+/// timeout (`forward`'s `ReadTimeout`).
+#[derive(Debug)]
+pub struct ReadTimedOut(pub Duration);
+
+impl std::fmt::Display for ReadTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the upstream sent nothing for {:?} (the read timeout)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ReadTimedOut {}
 
 struct Idle {
     tx: SendRequest<Body>,
@@ -338,6 +375,40 @@ pub async fn connect_raw(
     })
 }
 
+/// TCP keepalive of the upstream connections hyper drives (shared HTTP/2 connections,
+/// streamed uploads, upgrade tunnels): a backend that vanishes without a reset (its
+/// node lost, a partition) is noticed within 30 s of silence plus 3 unanswered probes
+/// 10 s apart, and its connection leaves the pool with the streams on it failed, instead
+/// of staying there for good (an open stream keeps a connection from idling out).
+///
+/// Not HTTP/2 PING keep-alive: grpc-go servers answer a client that pings more often
+/// than their `EnforcementPolicy.MinTime` (5 minutes by default) with `GOAWAY
+/// ENHANCE_YOUR_CALM` ("too_many_pings"), which would end the long quiet streams
+/// (watches) this is meant to keep. Keepalive probes are the kernel's, below HTTP/2:
+/// no server sees them as pings, and they cost nothing per request.
+///
+/// (The HTTP/1.1 engine's own sockets go without: each request on them has the read
+/// timeout, and an idle one is checked as it leaves the pool.)
+pub(crate) fn keepalive() -> socket2::TcpKeepalive {
+    socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(30))
+        .with_interval(Duration::from_secs(10))
+        .with_retries(3)
+}
+
+/// A new TCP connection to `addr` with [`keepalive`] on (see there).
+pub(crate) async fn tcp_kept_alive(
+    addr: SocketAddr,
+    timeout: Duration,
+    metrics: &Metrics,
+) -> Result<TcpStream, Error> {
+    let tcp = tcp(addr, timeout, metrics).await?;
+    if let Err(e) = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive()) {
+        tracing::debug!(error = %e, %addr, "setting TCP keepalive on an upstream socket failed");
+    }
+    Ok(tcp)
+}
+
 pub(crate) async fn tcp(
     addr: SocketAddr,
     timeout: Duration,
@@ -363,7 +434,7 @@ async fn connect(
     timeout: Duration,
     metrics: &Metrics,
 ) -> Result<SendRequest<Body>, Error> {
-    let tcp = tcp(addr, timeout, metrics).await?;
+    let tcp = tcp_kept_alive(addr, timeout, metrics).await?;
     let (tx, conn) = http1::Builder::new()
         .handshake(TokioIo::new(tcp))
         .await
@@ -383,6 +454,33 @@ async fn connect(
 #[cfg(test)]
 mod tests {
     use super::Protocol;
+
+    /// The keepalive options are read back from a connected upstream socket (the
+    /// kernel's values, not the builder's): what the HTTP/2 pool and hyper's HTTP/1.1
+    /// connections connect with.
+    #[tokio::test]
+    async fn upstream_sockets_have_tcp_keepalive_on() {
+        use std::time::Duration;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let metrics = crate::metrics::Metrics::new();
+        let check = |tcp: &tokio::net::TcpStream| {
+            let s = socket2::SockRef::from(tcp);
+            assert!(s.keepalive().unwrap(), "SO_KEEPALIVE");
+            assert_eq!(s.tcp_keepalive_time().unwrap(), Duration::from_secs(30));
+            assert_eq!(s.tcp_keepalive_interval().unwrap(), Duration::from_secs(10));
+            assert_eq!(s.tcp_keepalive_retries().unwrap(), 3);
+        };
+        let tcp = super::tcp_kept_alive(addr, Duration::from_secs(2), &metrics)
+            .await
+            .unwrap();
+        check(&tcp);
+        // The plain engine's sockets are left as they were.
+        let raw = super::connect_raw(addr, Duration::from_secs(2), &metrics)
+            .await
+            .unwrap();
+        assert!(!socket2::SockRef::from(&raw.stream).keepalive().unwrap());
+    }
 
     #[test]
     fn protocol_comes_from_the_mci_then_the_ports_app_protocol() {

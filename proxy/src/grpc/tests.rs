@@ -95,26 +95,150 @@ fn retry_sets_and_statuses() {
     assert_eq!(status(&HeaderMap::new()), None);
 }
 
+/// A body of frames `f` hands out.
+fn body_of<F>(f: F) -> Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send>>
+where
+    F: FnMut() -> Poll<Option<Result<Frame<Bytes>, BoxError>>> + Send + Unpin + 'static,
+{
+    struct Fn<F>(F);
+    impl<F> Body for Fn<F>
+    where
+        F: FnMut() -> Poll<Option<Result<Frame<Bytes>, BoxError>>> + Unpin,
+    {
+        type Data = Bytes;
+        type Error = BoxError;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            (self.get_mut().0)()
+        }
+    }
+    Box::pin(Fn(f))
+}
+
 #[tokio::test]
 async fn a_deadline_ends_a_streaming_body_with_deadline_exceeded_trailers() {
     // A body that never ends.
-    let (_tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::convert::Infallible>>(1);
-    let inner = Box::pin(http_body_util::StreamBody::new(futures::stream::unfold(
-        rx,
-        |mut rx| async { rx.recv().await.map(|f| (f, rx)) },
-    )));
+    let inner = body_of(|| Poll::Pending);
     let at = Instant::now() + Duration::from_millis(100);
-    let mut d = Deadline::new(inner, at);
+    let mut d = Ending::new(inner, Some(at));
     let f = d.frame().await.unwrap().unwrap();
     let t = f.into_trailers().unwrap();
     assert_eq!(t["grpc-status"], "4");
     assert!(Instant::now() >= at);
     assert!(d.frame().await.is_none());
     // A body that ends in time is passed on as it is.
-    let mut d = Deadline::new(
-        Full::new(Bytes::from_static(b"ok")),
-        at + Duration::from_secs(60),
+    let mut d = Ending::new(
+        Full::new(Bytes::from_static(b"ok")).map_err(|e| match e {}),
+        Some(at + Duration::from_secs(60)),
     );
     assert_eq!(d.frame().await.unwrap().unwrap().into_data().unwrap(), "ok");
     assert!(d.frame().await.is_none());
+}
+
+/// An upstream always ahead of its client (a frame ready whenever the body is polled)
+/// still ends at the deadline.
+#[tokio::test]
+async fn a_deadline_ends_a_body_that_always_has_a_frame_ready() {
+    let inner = body_of(|| Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"x"))))));
+    let at = Instant::now() + Duration::from_millis(50);
+    let mut d = Ending::new(inner, Some(at));
+    let give_up = std::time::Instant::now() + Duration::from_secs(5);
+    let trailers = loop {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "still streaming 5 s after a 50 ms deadline"
+        );
+        let f = d.frame().await.unwrap().unwrap();
+        if let Ok(t) = f.into_trailers() {
+            break t;
+        }
+    };
+    assert_eq!(trailers["grpc-status"], "4");
+    assert!(Instant::now() >= at);
+    assert!(d.frame().await.is_none());
+}
+
+/// A body that fails ends with trailers instead: the read timeout as
+/// `DEADLINE_EXCEEDED`, anything else (the upstream gone) as `UNAVAILABLE`.
+#[tokio::test]
+async fn a_failing_body_ends_with_grpc_trailers() {
+    for (err, want) in [
+        (
+            Box::new(ReadTimedOut(Duration::from_secs(60))) as BoxError,
+            "4",
+        ),
+        ("connection reset".into(), "14"),
+    ] {
+        let mut first = Some(Frame::data(Bytes::from_static(b"a")));
+        let mut err = Some(err);
+        let inner = body_of(move || match first.take() {
+            Some(f) => Poll::Ready(Some(Ok(f))),
+            None => Poll::Ready(err.take().map(Err)),
+        });
+        let mut d = Ending::new(inner, None);
+        assert_eq!(d.frame().await.unwrap().unwrap().into_data().unwrap(), "a");
+        let t = d.frame().await.unwrap().unwrap().into_trailers().unwrap();
+        assert_eq!(t["grpc-status"], want, "{t:?}");
+        assert!(t.contains_key("grpc-message"));
+        assert!(d.frame().await.is_none());
+        assert!(d.is_end_stream());
+    }
+    // Trailers the upstream sent end the body: the deadline cannot add more.
+    let mut sent = false;
+    let inner = body_of(move || {
+        if std::mem::replace(&mut sent, true) {
+            return Poll::Pending;
+        }
+        let mut t = HeaderMap::new();
+        t.insert("grpc-status", HeaderValue::from_static("0"));
+        Poll::Ready(Some(Ok(Frame::trailers(t))))
+    });
+    let mut d = Ending::new(inner, Some(Instant::now() + Duration::from_millis(10)));
+    let t = d.frame().await.unwrap().unwrap().into_trailers().unwrap();
+    assert_eq!(t["grpc-status"], "0");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(d.frame().await.is_none());
+}
+
+#[test]
+fn timeouts_sent_upstream_are_what_is_left_in_at_most_8_digits() {
+    for (left, want) in [
+        (Duration::from_millis(4_999), "4999m"),
+        (Duration::from_micros(4_999_999), "4999m"),
+        (Duration::from_micros(999), "999u"),
+        (Duration::from_nanos(999), "999n"),
+        (Duration::from_nanos(1), "1n"),
+        (Duration::from_millis(99_999_999), "99999999m"),
+        (Duration::from_millis(100_000_000), "100000S"),
+        (Duration::from_secs(100_000_000), "1666666M"),
+        (Duration::from_secs(u64::MAX), "99999999H"),
+    ] {
+        let v = encode_timeout(left);
+        assert_eq!(v, want, "{left:?}");
+        // What the upstream reads back is never later than what was left.
+        let mut h = HeaderMap::new();
+        h.insert(TIMEOUT, v);
+        assert!(timeout(&h).unwrap() <= left, "{left:?}");
+    }
+}
+
+#[test]
+fn trailers_only_failures_count_as_their_http_status_for_health() {
+    let ok = StatusCode::OK;
+    for (code, want) in [
+        (None, 200),
+        (Some(0), 200),
+        (Some(code::UNAVAILABLE), 503),
+        (Some(code::INTERNAL), 500),
+        (Some(2), 500),
+        (Some(15), 500),
+        (Some(code::DEADLINE_EXCEEDED), 504),
+        (Some(5), 200),
+        (Some(code::RESOURCE_EXHAUSTED), 200),
+    ] {
+        assert_eq!(health_status(ok, code), want, "{code:?}");
+    }
+    assert_eq!(health_status(StatusCode::BAD_GATEWAY, None), 502);
 }

@@ -44,6 +44,19 @@ pub const STREAMS_PER_CONNECTION: usize = 100;
 pub const CONNECTIONS_PER_ENDPOINT: usize = 4;
 /// Attempts at sending a request whose connection closed before it went out.
 const SEND_TRIES: usize = 3;
+/// Receive window of each upstream stream: how much of a response the upstream may
+/// send ahead of the client reading it.
+pub const STREAM_WINDOW: u32 = 1024 * 1024;
+/// Receive window of each upstream connection: room for every one of its
+/// [`STREAMS_PER_CONNECTION`] streams' full window, so streams whose clients read
+/// slowly (or not at all) cannot use up the connection's window and stall the other
+/// calls on it (hyper's defaults, 5 MiB for the connection and 2 MiB per stream, let
+/// three such streams do that). Memory: what the proxy may hold of responses its
+/// clients have not taken is at most [`STREAM_WINDOW`] per stream, so 100 MiB for a
+/// connection whose every stream's client stopped reading (4 connections per
+/// endpoint). Past [`STREAMS_PER_CONNECTION`] streams on a connection (all of an
+/// endpoint's connections full), slow streams could again use it up.
+pub const CONNECTION_WINDOW: u32 = STREAMS_PER_CONNECTION as u32 * STREAM_WINDOW;
 
 /// The shared HTTP/2 connections to one endpoint.
 #[derive(Default)]
@@ -212,14 +225,38 @@ pub async fn send(
             Ok(resp) => return Ok((resp, Lease(Held::H2(c.stream)))),
             Err(mut e) => match e.take_message() {
                 Some(r) => req = r,
-                None => return Err(Error::Http(e.into_error())),
+                None => return Err(failed(e.into_error())),
             },
         }
         drop(c);
         c = ep.pool.h2.checkout(ep, tls, settings, metrics).await?;
     }
-    let resp = c.tx.send_request(req).await.map_err(Error::Http)?;
+    let resp = c.tx.send_request(req).await.map_err(failed)?;
     Ok((resp, Lease(Held::H2(c.stream))))
+}
+
+/// What a request's failure on an HTTP/2 connection means: whether the upstream
+/// processed it or not (RFC 9113 §8.7), from h2's error under hyper's.
+fn failed(e: hyper::Error) -> Error {
+    let h2 = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<h2::Error>());
+    match h2 {
+        // The upstream reset the stream with REFUSED_STREAM: it did nothing with it.
+        Some(h)
+            if h.is_reset() && h.is_remote() && h.reason() == Some(h2::Reason::REFUSED_STREAM) =>
+        {
+            Error::Refused(e)
+        }
+        // A GOAWAY from the upstream fails only the streams above its last stream id
+        // (those it did not process), and the requests made after it, which never went
+        // out; streams it covers that were cut later fail with an I/O error.
+        Some(h) if h.is_go_away() && h.is_remote() => Error::GoneAway(e),
+        Some(_) => Error::Http(e),
+        // hyper's connection task ended (on a GOAWAY) with the request still waiting
+        // for the upstream's concurrent-stream limit to let its stream open: dropped
+        // unsent, and reported only as its dispatch gone (not a client body error).
+        None if e.is_user() && e.to_string() == "dispatch task is gone" => Error::GoneAway(e),
+        None => Error::Http(e),
+    }
 }
 
 /// HTTP/2 carries the target as `:scheme`, `:authority` and `:path`: the authority is
@@ -249,7 +286,9 @@ pub(crate) async fn connect(
     timeout: Duration,
     metrics: &Metrics,
 ) -> Result<SendRequest<Body>, Error> {
-    let tcp = super::tcp(addr, timeout, metrics).await?;
+    // With TCP keepalive: a shared connection outlives any one request, and a backend
+    // gone without a reset must not keep it (see `keepalive` for why not HTTP/2 PINGs).
+    let tcp = super::tcp_kept_alive(addr, timeout, metrics).await?;
     if !tls {
         return handshake(tcp, addr, metrics).await;
     }
@@ -287,6 +326,8 @@ where
 {
     let (tx, conn) = http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
         .handshake(TokioIo::new(io))
         .await
         .map_err(Error::Http)?;

@@ -345,7 +345,9 @@ async fn grpc_calls_are_retried_only_for_the_annotated_codes() -> anyhow::Result
         json!({ LOAD_BALANCER: "round-robin", GRPC_RETRY_ON: "unavailable,resource-exhausted" });
     grpc_mci(&hub, "retried", "retried.test", "flaky", retried).await?;
     grpc_mci(&hub, "plain", "plain.test", "flaky", rr).await?;
-    let p = proxy(&hub, None).await?;
+    // `bad`'s UNAVAILABLE answers count as failures: kept from ejecting it, so every
+    // case below reaches it.
+    let p = proxy_with(&hub, None, |c| c.outlier.consecutive_failures = u32::MAX).await?;
 
     // Listed code: every unary call ends at `good`, those that tried `bad` on a retry.
     let c = GrpcClient::connect(p.http, "retried.test").await?;
@@ -470,13 +472,11 @@ async fn a_grpc_backend_killed_under_load_fails_cleanly_then_calls_go_to_the_sur
                 text.starts_with("doomed:") || text.starts_with("survivor:"),
                 "{text}"
             ),
-            // Calls in flight on the killed backend: a clean gRPC status.
+            // Calls in flight on the killed backend: UNAVAILABLE, the code gRPC
+            // clients retry (not a stream reset, read as INTERNAL).
             Err(e) => {
                 assert!(*n >= KILL_AT, "call {n} failed before the kill: {e:?}");
-                assert!(
-                    matches!(e.code(), Code::Unavailable | Code::Internal | Code::Unknown),
-                    "call {n}: {e:?}"
-                );
+                assert_eq!(e.code(), Code::Unavailable, "call {n}: {e:?}");
                 failed += 1;
             }
         }
@@ -625,6 +625,354 @@ async fn a_backend_closing_its_connection_gracefully_loses_no_call() -> anyhow::
         pod.drain();
     }
     Ok(())
+}
+
+/// A pod that answers every call at once with a trailers-only `UNAVAILABLE` is a
+/// failing pod: ejected, not the favourite of the (default, peak-EWMA) balancer for its
+/// fast answers.
+#[tokio::test]
+async fn a_pod_failing_every_call_at_once_is_ejected_not_favoured() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let bad = GrpcPod::start([127, 0, 41, 40], "bad").await?;
+    let good = GrpcPod::start([127, 0, 41, 41], "good").await?;
+    bad.fail_with.store(Code::Unavailable as u32, Relaxed);
+    // Slower than `bad`'s answers: peak-EWMA prefers `bad`.
+    good.delay_ms.store(20, Relaxed);
+    let eps = [bad.addr, good.addr];
+    grpc_service(&hub, "ewma", Some("grpc"), &[("east", &eps)]).await?;
+    grpc_mci(&hub, "ewma", "ewma.test", "ewma", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "ewma.test").await?;
+    for i in 0..30 {
+        if let Err(e) = c.unary(Echo::text(&i.to_string()), None).await {
+            assert_eq!((e.code(), e.message()), (Code::Unavailable, "bad said no"));
+        }
+    }
+    assert!(bad.calls() > 0);
+    let admin = p.metrics.unwrap();
+    let ejections = metric(&client(), admin, "causeway_proxy_ejections_total").await?;
+    assert!(ejections >= 1.0, "ejections: {ejections}");
+    // Ejected: the calls after go to the good pod.
+    let before = bad.calls();
+    for i in 0..10 {
+        let r = c.unary(Echo::text(&i.to_string()), None).await?;
+        assert_eq!(r.into_inner().text, format!("good:{i}"));
+    }
+    assert_eq!(bad.calls(), before);
+    Ok(())
+}
+
+/// Clients that stop reading large server streams do not use up the flow-control
+/// window of the upstream connection their calls share with everyone's.
+#[tokio::test]
+async fn slow_readers_do_not_stall_other_calls_on_the_shared_connection() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 42], "big").await?;
+    grpc_service(&hub, "big", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "big", "big.test", "big", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    // Three clients open 9 MiB streams and read none of it.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let c = GrpcClient::connect(p.http, "big.test").await?;
+        let ask = Echo {
+            count: 9 * 1024,
+            ..Echo::text(&"x".repeat(1024))
+        };
+        held.push((c.open_stream(ask, None).await?, c));
+    }
+    // Time for the windows to fill.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pod.conns(), 1, "the calls share one upstream connection");
+    let c = GrpcClient::connect(p.http, "big.test").await?;
+    let r = tokio::time::timeout(Duration::from_secs(1), c.unary(Echo::text("hi"), None))
+        .await
+        .map_err(|_| anyhow::anyhow!("a unary call stalled behind three unread streams"))??;
+    assert_eq!(r.into_inner().text, "big:hi");
+    // The streams were only waiting: read, they go on.
+    let (s, _) = &mut held[0];
+    assert!(s.message().await?.is_some());
+    Ok(())
+}
+
+/// The deadline ends a stream whose upstream is always ahead of its slow client (a
+/// frame always at hand in the proxy).
+#[tokio::test]
+async fn a_deadline_ends_a_stream_whose_upstream_is_always_ahead() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 43], "fast").await?;
+    grpc_service(&hub, "fast", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "fast", "fast.test", "fast", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "fast.test").await?;
+    let ask = Echo {
+        count: 10_000,
+        sleep_ms: 0,
+        ..Echo::text(&"x".repeat(1024))
+    };
+    let started = std::time::Instant::now();
+    let mut s = c.open_stream(ask, Some(Duration::from_millis(300))).await?;
+    // About 10 messages a millisecond: 1 s for all of them.
+    let mut got = 0;
+    let end = loop {
+        match tokio::time::timeout(Duration::from_secs(10), s.message()).await? {
+            Ok(Some(_)) => got += 1,
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+        if got % 10 == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    let e = end.ok_or_else(|| anyhow::anyhow!("all {got} messages, past the deadline"))?;
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    assert!(got < 10_000, "{got}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// Each attempt carries what is left of the call's deadline upstream: less than the
+/// client gave, and less again on the retry.
+#[tokio::test]
+async fn each_attempt_carries_what_is_left_of_the_deadline() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::{GRPC_RETRY_ON, LOAD_BALANCER};
+    let hub = Hub::start().await?;
+    let bad = GrpcPod::start([127, 0, 41, 44], "bad").await?;
+    let good = GrpcPod::start([127, 0, 41, 45], "good").await?;
+    bad.fail_with.store(Code::Unavailable as u32, Relaxed);
+    let eps = [bad.addr, good.addr];
+    grpc_service(&hub, "budget", Some("grpc"), &[("east", &eps)]).await?;
+    let ann = json!({ LOAD_BALANCER: "round-robin", GRPC_RETRY_ON: "unavailable" });
+    grpc_mci(&hub, "budget", "budget.test", "budget", ann).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "budget.test").await?;
+    let given = Duration::from_secs(5);
+    // Round robin: within two calls, one goes to `bad` first, then to `good`.
+    for i in 0..2 {
+        let ask = Echo {
+            sleep_ms: 100,
+            ..Echo::text(&i.to_string())
+        };
+        let r = c.unary(ask, Some(given)).await?;
+        assert_eq!(r.into_inner().text, format!("good:{i}"));
+        if !bad.timeouts().is_empty() {
+            break;
+        }
+    }
+    let first = bad.timeouts();
+    let retry = good.timeouts();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let first = grpc_timeout(&first[0]).unwrap();
+    let retry = grpc_timeout(retry.last().unwrap()).unwrap();
+    assert!(first < given, "first attempt: {first:?}");
+    assert!(
+        first > given - Duration::from_secs(1),
+        "first attempt: {first:?}"
+    );
+    // The first attempt took 100 ms.
+    assert!(
+        retry + Duration::from_millis(100) <= first,
+        "{retry:?} after {first:?}"
+    );
+    Ok(())
+}
+
+/// The read timeout ends a stream with `DEADLINE_EXCEEDED` trailers (not a stream
+/// reset), but not one whose call has a deadline: that governs. And a backend killed
+/// mid-stream: the client gets `UNAVAILABLE` (which it may retry), not a reset
+/// (`INTERNAL`).
+#[tokio::test]
+async fn the_read_timeout_ends_a_stream_unless_the_call_has_a_deadline() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 46], "quiet").await?;
+    grpc_service(&hub, "cut", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "cut", "cut.test", "cut", json!({})).await?;
+    let p = proxy_with(&hub, None, |c| {
+        c.defaults.read_timeout = Duration::from_millis(500);
+    })
+    .await?;
+    let c = GrpcClient::connect(p.http, "cut.test").await?;
+
+    // The read timeout: DEADLINE_EXCEEDED.
+    let ask = Echo {
+        count: 3,
+        sleep_ms: 1000,
+        ..Echo::text("quiet")
+    };
+    let e = c.stream(ask.clone(), None).await.unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    assert!(e.message().contains("read timeout"), "{e:?}");
+    // With a deadline, that alone bounds the stream.
+    let (got, _) = c.stream(ask, Some(Duration::from_secs(8))).await?;
+    assert_eq!(got.len(), 3);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_backend_killed_mid_stream_ends_the_call_unavailable() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 51], "doomed").await?;
+    grpc_service(&hub, "killed", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "killed", "killed.test", "killed", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "killed.test").await?;
+    let ask = Echo {
+        count: 100,
+        sleep_ms: 20,
+        ..Echo::text("s")
+    };
+    let mut s = c.open_stream(ask, None).await?;
+    for _ in 0..3 {
+        assert!(s.message().await?.is_some());
+    }
+    pod.kill();
+    let e = loop {
+        match s.message().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => anyhow::bail!("the stream ended cleanly"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+    Ok(())
+}
+
+/// A `grpc-timeout` longer than the route's request timeout replaces it for the wait
+/// for the response head.
+#[tokio::test]
+async fn a_deadline_longer_than_the_request_timeout_is_honoured() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::REQUEST_TIMEOUT;
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start([127, 0, 41, 47], "patient").await?;
+    grpc_service(&hub, "patient", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    let ann = json!({ REQUEST_TIMEOUT: "1s" });
+    grpc_mci(&hub, "patient", "patient.test", "patient", ann).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "patient.test").await?;
+    let ask = Echo {
+        sleep_ms: 2000,
+        ..Echo::text("x")
+    };
+    let r = c.unary(ask.clone(), Some(Duration::from_secs(5))).await?;
+    assert_eq!(r.into_inner().text, "patient:x");
+    // Without one, the request timeout still applies.
+    let e = c.unary(ask, None).await.unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    assert!(e.message().contains("did not answer within"), "{e:?}");
+    Ok(())
+}
+
+/// A pod drained (GOAWAY) while 8 calls are in flight and it lets only 4 streams run
+/// at once: the calls still waiting for a stream to open never reached it, and go out
+/// again on a new connection. None fails.
+#[tokio::test]
+async fn a_drain_with_calls_waiting_for_a_stream_loses_none() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = GrpcPod::start_limited([127, 0, 41, 48], "limited", 4).await?;
+    grpc_service(&hub, "limited", Some("grpc"), &[("east", &[pod.addr])]).await?;
+    grpc_mci(&hub, "limited", "limited.test", "limited", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "limited.test").await?;
+    // The connection is up, and its stream limit known.
+    c.unary(Echo::text("warm"), None).await?;
+    let calls: Vec<_> = (0..8)
+        .map(|i| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let ask = Echo {
+                    sleep_ms: 300,
+                    ..Echo::text(&i.to_string())
+                };
+                c.unary(ask, None).await
+            })
+        })
+        .collect();
+    eventually("4 calls served", Duration::from_secs(5), || async {
+        pod.calls() == 5
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    pod.drain();
+    for (i, call) in calls.into_iter().enumerate() {
+        let r = call
+            .await?
+            .map_err(|e| anyhow::anyhow!("call {i}: {e:?}"))?;
+        assert_eq!(r.into_inner().text, format!("limited:{i}"));
+    }
+    assert_eq!(pod.calls(), 9, "each call served once");
+    Ok(())
+}
+
+/// Streams an upstream refuses (`REFUSED_STREAM`: not processed) go to another
+/// endpoint, bodies and all, though gRPC calls are POSTs.
+#[tokio::test]
+async fn refused_streams_are_sent_again_elsewhere() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::LOAD_BALANCER;
+    let hub = Hub::start().await?;
+    let refuser = Refuser::start([127, 0, 41, 49]).await?;
+    let good = GrpcPod::start([127, 0, 41, 50], "good").await?;
+    let eps = [refuser.addr, good.addr];
+    grpc_service(&hub, "busy", Some("grpc"), &[("east", &eps)]).await?;
+    let ann = json!({ LOAD_BALANCER: "round-robin" });
+    grpc_mci(&hub, "busy", "busy.test", "busy", ann).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "busy.test").await?;
+    for i in 0..6 {
+        let r = c.unary(Echo::text(&i.to_string()), None).await?;
+        assert_eq!(r.into_inner().text, format!("good:{i}"));
+    }
+    assert!(refuser.refused.load(Relaxed) > 0, "round robin tried it");
+    assert_eq!(good.calls(), 6);
+    Ok(())
+}
+
+/// An HTTP/2 server that refuses every stream (`RST_STREAM` `REFUSED_STREAM`).
+struct Refuser {
+    addr: SocketAddr,
+    refused: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Refuser {
+    async fn start(ip: [u8; 4]) -> anyhow::Result<Refuser> {
+        use hyper_util::rt::{TokioExecutor, TokioIo};
+        let l = tokio::net::TcpListener::bind(SocketAddr::from((ip, GRPC_PORT))).await?;
+        let addr = l.local_addr()?;
+        let refused = Arc::new(AtomicUsize::new(0));
+        let n = refused.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = l.accept().await {
+                let n = n.clone();
+                let svc = hyper::service::service_fn(move |_req| {
+                    n.fetch_add(1, Relaxed);
+                    async {
+                        Err::<http::Response<http_body_util::Empty<bytes::Bytes>>, _>(
+                            h2::Error::from(h2::Reason::REFUSED_STREAM),
+                        )
+                    }
+                });
+                tokio::spawn(
+                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tcp), svc),
+                );
+            }
+        });
+        Ok(Refuser {
+            addr,
+            refused,
+            task,
+        })
+    }
+}
+
+impl Drop for Refuser {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Hub objects for gRPC Service `svc`: the ServiceImport (port `grpc`, `appProtocol`

@@ -74,6 +74,10 @@ pub struct GrpcPod {
     pub health: Arc<AtomicU16>,
     /// `/healthz` requests.
     pub checks: Arc<AtomicU64>,
+    /// The `grpc-timeout` of every call, as it arrived (empty when it had none).
+    pub timeouts: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Milliseconds every unary call takes more than it asks for.
+    pub delay_ms: Arc<AtomicU64>,
     drain: tokio::sync::watch::Sender<u64>,
     stop: CancellationToken,
 }
@@ -85,6 +89,10 @@ struct PodState {
     fail_with: Arc<AtomicU32>,
     health: Arc<AtomicU16>,
     checks: Arc<AtomicU64>,
+    timeouts: Arc<std::sync::Mutex<Vec<String>>>,
+    delay_ms: Arc<AtomicU64>,
+    /// The HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` it announces (None: hyper's).
+    max_streams: Option<u32>,
 }
 
 impl PodState {
@@ -123,6 +131,25 @@ impl GrpcPod {
         name: &str,
         tls: Option<Arc<rustls::ServerConfig>>,
     ) -> anyhow::Result<GrpcPod> {
+        Self::start_with(ip, name, tls, None).await
+    }
+
+    /// A plain-text pod that lets each connection carry at most `max_streams` streams
+    /// at once (clients queue the others).
+    pub async fn start_limited(
+        ip: [u8; 4],
+        name: &str,
+        max_streams: u32,
+    ) -> anyhow::Result<GrpcPod> {
+        Self::start_with(ip, name, None, Some(max_streams)).await
+    }
+
+    async fn start_with(
+        ip: [u8; 4],
+        name: &str,
+        tls: Option<Arc<rustls::ServerConfig>>,
+        max_streams: Option<u32>,
+    ) -> anyhow::Result<GrpcPod> {
         let l = TcpListener::bind(SocketAddr::new(IpAddr::from(ip), GRPC_PORT))
             .await
             .with_context(|| format!("binding gRPC pod {name} on {ip:?}:{GRPC_PORT}"))?;
@@ -134,6 +161,9 @@ impl GrpcPod {
             fail_with: Arc::new(AtomicU32::new(0)),
             health: Arc::new(AtomicU16::new(200)),
             checks: Arc::new(AtomicU64::new(0)),
+            timeouts: Default::default(),
+            delay_ms: Default::default(),
+            max_streams,
         };
         let conns = Arc::new(AtomicU64::new(0));
         let (drain_tx, drained) = tokio::sync::watch::channel(0u64);
@@ -144,6 +174,8 @@ impl GrpcPod {
             fail_with: state.fail_with.clone(),
             health: state.health.clone(),
             checks: state.checks.clone(),
+            timeouts: state.timeouts.clone(),
+            delay_ms: state.delay_ms.clone(),
             drain: drain_tx,
             stop: stop.clone(),
         };
@@ -195,6 +227,26 @@ impl GrpcPod {
     pub fn conns(&self) -> u64 {
         self.conns.load(Ordering::Relaxed)
     }
+
+    /// The `grpc-timeout` of every call so far.
+    pub fn timeouts(&self) -> Vec<String> {
+        self.timeouts.lock().unwrap().clone()
+    }
+}
+
+/// A `grpc-timeout` value as a duration (None: malformed).
+pub fn grpc_timeout(v: &str) -> Option<Duration> {
+    let unit = v.chars().last()?;
+    let n: u64 = v[..v.len() - 1].parse().ok()?;
+    Some(match unit {
+        'H' => Duration::from_secs(n * 3600),
+        'M' => Duration::from_secs(n * 60),
+        'S' => Duration::from_secs(n),
+        'm' => Duration::from_millis(n),
+        'u' => Duration::from_micros(n),
+        'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 impl Drop for GrpcPod {
@@ -208,12 +260,16 @@ async fn serve_h2<I>(io: I, state: PodState, mut drain: tokio::sync::watch::Rece
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let max_streams = state.max_streams;
     let svc = hyper::service::service_fn(move |req| {
         let state = state.clone();
         async move { Ok::<_, Infallible>(serve(state, req).await) }
     });
-    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .serve_connection(TokioIo::new(io), svc);
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    if let Some(n) = max_streams {
+        builder.max_concurrent_streams(n);
+    }
+    let conn = builder.serve_connection(TokioIo::new(io), svc);
     let mut conn = std::pin::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
@@ -225,6 +281,11 @@ where
 type Resp = http::Response<tonic::body::Body>;
 
 async fn serve(state: PodState, req: http::Request<Incoming>) -> Resp {
+    if req.uri().path().starts_with("/test.Echo/") {
+        let t = req.headers().get("grpc-timeout");
+        let t = t.and_then(|v| v.to_str().ok()).unwrap_or_default();
+        state.timeouts.lock().unwrap().push(t.to_string());
+    }
     let mut grpc = tonic::server::Grpc::new(Codec::default());
     match req.uri().path() {
         "/test.Echo/Unary" => {
@@ -234,7 +295,8 @@ async fn serve(state: PodState, req: http::Request<Incoming>) -> Resp {
                     let m = r.into_inner();
                     // Counted as it arrives.
                     let failing = state.failing(m.code);
-                    tokio::time::sleep(Duration::from_millis(m.sleep_ms)).await;
+                    let delay = state.delay_ms.load(Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(m.sleep_ms + delay)).await;
                     match failing {
                         Some(s) => Err(s),
                         None => Ok(tonic::Response::new(state.reply(&m.text))),
@@ -258,7 +320,10 @@ async fn serve(state: PodState, req: http::Request<Incoming>) -> Resp {
                     let messages = futures::stream::iter(replies).then(move |t| {
                         let st = st.clone();
                         async move {
-                            tokio::time::sleep(pause).await;
+                            // (A zero sleep would still wait for the timer's next tick.)
+                            if !pause.is_zero() {
+                                tokio::time::sleep(pause).await;
+                            }
                             Ok(st.reply(&t))
                         }
                     });
@@ -397,6 +462,26 @@ impl GrpcClient {
         tokio::time::timeout(Duration::from_secs(10), call)
             .await
             .map_err(|_| Status::cancelled("test client gave up after 10 s"))?
+    }
+
+    /// A server-streaming call, its messages left unread: the caller reads them (or
+    /// not) from what this returns once the response head has arrived.
+    pub async fn open_stream(
+        &self,
+        msg: Echo,
+        timeout: Option<Duration>,
+    ) -> Result<tonic::Streaming<Echo>, Status> {
+        let mut g = self.ready().await?;
+        let mut req = tonic::Request::new(msg);
+        if let Some(t) = timeout {
+            req.set_timeout(t);
+        }
+        let path = PathAndQuery::from_static("/test.Echo/Stream");
+        let call = g.server_streaming(req, path, Codec::default());
+        tokio::time::timeout(Duration::from_secs(10), call)
+            .await
+            .map_err(|_| Status::cancelled("test client gave up after 10 s"))?
+            .map(tonic::Response::into_inner)
     }
 
     /// A bidi call: sends each of `texts` only after the answer to the one before has
