@@ -244,8 +244,10 @@ pub struct StartOptions {
     pub requestheader_allowed_names: Vec<String>,
     /// What cross-cluster watches may hold ([`ServeArgs::max_watches`]).
     pub watches: causeway_search::api::watch::Limits,
-    /// Page size, watches per user and connections ([`ServeArgs::limits`]).
-    pub limits: causeway_search::api::Flags,
+    /// The most objects one page answers ([`causeway_search::api::Flags::max_page_size`]).
+    pub max_page_size: u32,
+    /// Connections served at once ([`causeway_search::api::Flags::max_connections`]).
+    pub max_connections: usize,
 }
 
 /// A running search server.
@@ -295,7 +297,9 @@ pub async fn start(hub: kube::Client, opts: StartOptions) -> anyhow::Result<Runn
         watches: opts.watches,
     })
     .await?;
-    let server = opts.limits.apply(server);
+    let server = server
+        .max_page_size(opts.max_page_size)
+        .max_connections(opts.max_connections);
     let stop = CancellationToken::new();
     let mut registry = prometheus_client::registry::Registry::with_prefix("causeway");
     let metrics = causeway_search::indexer::IndexerMetrics::new(&mut registry);
@@ -385,9 +389,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             watches: causeway_search::api::watch::Limits {
                 max: args.max_watches,
                 min_timeout: std::time::Duration::from_secs(args.min_request_timeout),
+                per_user: args.limits.max_watches_per_user,
                 ..Default::default()
             },
-            limits: args.limits.clone(),
+            max_page_size: args.limits.max_page_size,
+            max_connections: args.limits.max_connections,
         },
     )
     .await?;

@@ -376,7 +376,8 @@ impl Clusterset {
                 requestheader_ca: None,
                 requestheader_allowed_names: Vec::new(),
                 watches,
-                limits: Default::default(),
+                max_page_size: causeway_search::api::MAX_PAGE,
+                max_connections: causeway_runtime::https::MAX_CONNECTIONS,
             },
         )
         .await

@@ -228,6 +228,27 @@ impl Limits {
     }
 }
 
+/// Whether the server serves as many connections as it may (then connections with no
+/// request open are closed), and the telling of it to every connection.
+#[derive(Default)]
+struct AtCap {
+    now: std::sync::atomic::AtomicBool,
+    told: tokio::sync::Notify,
+}
+
+impl AtCap {
+    fn set(&self, full: bool) {
+        self.now.store(full, std::sync::atomic::Ordering::SeqCst);
+        if full {
+            self.told.notify_waiters();
+        }
+    }
+
+    fn get(&self) -> bool {
+        self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// What a connection is doing: how many requests are open (a request is open until its
 /// response body is done or dropped), since when none is, and whether it sent any.
 struct Activity {
@@ -418,34 +439,47 @@ pub async fn serve_with<H, F, B>(
     let builder = Arc::new(limits.builder());
     let max = limits.max_connections.max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(max));
+    let full = Arc::new(AtCap::default());
     let mut warned: Option<Instant> = None;
     loop {
-        // a place first: past the cap, connections wait in the listen queue
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = stop.cancelled() => break,
+        // a place first: at the cap, every connection with no request open is closed
+        // (a client that reconnects loses nothing), so that connections kept open and
+        // idle (a slowloris, or one asking /healthz every minute) cannot keep new ones,
+        // kubelet's probes among them, out; past the cap while every connection has a
+        // request open, new ones wait in the listen queue
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(tokio::sync::TryAcquireError::Closed) => break,
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                    warned = Some(Instant::now());
+                    tracing::warn!(
+                        server = what,
+                        max,
+                        "serving as many connections as allowed: idle ones are closed, and more wait to be accepted until one ends"
+                    );
+                }
+                full.set(true);
+                let p = tokio::select! {
+                    p = permits.clone().acquire_owned() => p,
+                    _ = stop.cancelled() => break,
+                };
+                full.set(false);
+                match p {
+                    Ok(p) => p,
+                    Err(_) => break,
+                }
+            }
         };
-        if permits.available_permits() == 0
-            && warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60))
-        {
-            warned = Some(Instant::now());
-            tracing::warn!(
-                server = what,
-                max,
-                "serving as many connections as allowed: more wait to be accepted until one ends"
-            );
-        }
         let Some((tcp, peer)) = crate::net::accept(&listener, &stop, what).await else {
             break;
         };
-        let (acceptor, builder, stop, handler) = (
+        let (acceptor, builder, stop, handler, full) = (
             acceptor.clone(),
             builder.clone(),
             stop.clone(),
             handler.clone(),
+            full.clone(),
         );
         tokio::spawn(async move {
             let _permit = permit;
@@ -483,25 +517,42 @@ pub async fn serve_with<H, F, B>(
             let conn = builder.serve_connection(TokioIo::new(tls), svc);
             tokio::pin!(conn);
             loop {
-                // no request open: the connection has until its deadline to send one
-                let deadline = activity
-                    .deadline(&limits)
-                    .unwrap_or_else(|| Instant::now() + limits.idle_timeout);
+                // (told of the cap before it is looked at: no telling is missed)
+                let filled = full.told.notified();
+                tokio::pin!(filled);
+                filled.as_mut().enable();
+                // no request open: the connection has until its deadline to send one,
+                // none at the cap
+                let due = |limits: &Limits| {
+                    activity
+                        .deadline(limits)
+                        .map(|d| if full.get() { Instant::now() } else { d })
+                };
+                let deadline = due(&limits).unwrap_or_else(|| Instant::now() + limits.idle_timeout);
                 tokio::select! {
                     _ = conn.as_mut() => return,
                     _ = stop.cancelled() => return,
                     // a request opened or ended: a new deadline
                     _ = activity.changed.notified() => continue,
+                    _ = &mut filled => {}
                     _ = tokio::time::sleep_until(deadline.into()) => {}
                 }
-                if activity
-                    .deadline(&limits)
-                    .is_some_and(|d| d <= Instant::now())
-                {
+                if due(&limits).is_some_and(|d| d <= Instant::now()) {
                     tracing::debug!(server = what, %peer, "closing a connection with no request open");
                     conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(GOODBYE, conn.as_mut()).await;
-                    return;
+                    // HTTP/2's GOAWAY still lets in a stream the client sent meanwhile:
+                    // the connection is dropped after GOODBYE only while no request is
+                    // open, a request let in is served to its end
+                    loop {
+                        tokio::select! {
+                            _ = conn.as_mut() => return,
+                            _ = stop.cancelled() => return,
+                            _ = tokio::time::sleep(GOODBYE) => {}
+                        }
+                        if activity.deadline(&limits).is_some() {
+                            return;
+                        }
+                    }
                 }
             }
         });
@@ -825,25 +876,52 @@ mod tests {
         stop.cancel();
     }
 
-    /// Past `max_connections`, a connection is not served until one ends.
+    /// At `max_connections`, connections with no request open are closed to make room;
+    /// while every one has a request open, a new connection waits until one ends.
     #[tokio::test]
-    async fn connections_past_the_cap_wait_until_one_ends() {
+    async fn at_the_cap_idle_connections_make_room_and_busy_ones_are_waited_for() {
         let limits = Limits {
             max_connections: 1,
             ..Limits::default()
         };
         let (addr, ca, stop) = limited(limits).await;
-        let first = connect(addr, &ca, &[b"http/1.1"]).await;
-        let second = tokio::spawn({
+        // an idle connection (TLS, then nothing) is closed for a new one
+        let mut idle = connect(addr, &ca, &[b"http/1.1"]).await;
+        let r = tokio::time::timeout(Duration::from_secs(10), get(addr, &ca, "/"))
+            .await
+            .expect("served: the idle connection made room");
+        assert!(r.ends_with("ok"), "{r}");
+        let mut rest = Vec::new();
+        // (an EOF or a reset: either way the server let go of it)
+        let _ = tokio::time::timeout(Duration::from_secs(10), idle.read_to_end(&mut rest))
+            .await
+            .expect("the idle connection was closed");
+        // a connection with a request open (a slow stream) is not: the next one waits
+        let busy = tokio::spawn({
+            let ca = ca.clone();
+            async move { get(addr, &ca, "/slow").await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let next = tokio::spawn({
             let ca = ca.clone();
             async move { get(addr, &ca, "/").await }
         });
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert!(!second.is_finished(), "served past the cap");
-        drop(first);
-        let r = tokio::time::timeout(Duration::from_secs(10), second)
+        assert!(
+            !next.is_finished(),
+            "served past the cap while the only connection is busy"
+        );
+        let slow = busy.await.unwrap();
+        // (chunked: each part on its own line)
+        assert!(
+            ["slow ", "but ", "alive\r\n0\r\n"]
+                .iter()
+                .all(|p| slow.contains(p)),
+            "the busy one was cut: {slow}"
+        );
+        let r = tokio::time::timeout(Duration::from_secs(10), next)
             .await
-            .expect("served once the first connection ended")
+            .expect("served once the busy connection ended")
             .unwrap();
         assert!(r.ends_with("ok"), "{r}");
         stop.cancel();

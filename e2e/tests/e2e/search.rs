@@ -448,7 +448,8 @@ async fn behind_an_apiservice_the_front_proxy_names_the_user() {
             requestheader_ca: Some(ca_file.into()),
             requestheader_allowed_names: vec!["front-proxy-client".into()],
             watches: Default::default(),
-            limits: Default::default(),
+            max_page_size: causeway_search::api::MAX_PAGE,
+            max_connections: causeway_runtime::https::MAX_CONNECTIONS,
         },
     )
     .await

@@ -151,12 +151,15 @@ pub async fn objects(
     }
 }
 
-/// A list of at most `max` objects (the server's page size, [`super::MAX_PAGE`]): one
-/// that asks for more, for none (`limit=0`) or for everything (no `limit`) gets `max`
-/// and a continue token for the rest, as kube-apiserver answers when it pages, even
-/// with `withContinue=false` (the rest would otherwise be silently missing).
+/// A page of at most `max` objects (the server's page size, [`super::MAX_PAGE`]): a
+/// list that pages (a `limit`) but asks for more gets `max` and a continue token for
+/// the rest, as kube-apiserver answers when it pages, even with `withContinue=false`
+/// (the rest would otherwise be silently missing). A list without a `limit` (or with
+/// `limit=0`) gets everything, as from kube-apiserver: clients that do not page (a
+/// kube-rs `Api::list` with default parameters, `kubectl get --raw`, scripts) do not
+/// follow a continue token, and would silently see the first page only.
 fn cap_page(q: &mut Query, max: u32) {
-    if q.limit.is_none_or(|l| l > max) {
+    if q.limit.is_some_and(|l| l > max) {
         q.limit = Some(max);
         q.with_continue = true;
     }
@@ -419,8 +422,9 @@ mod tests {
             cap_page(&mut q, 100);
             (q.limit, q.with_continue)
         };
-        assert_eq!(parsed(&[]), (Some(100), true));
-        assert_eq!(parsed(&[("limit", "0")]), (Some(100), true));
+        // no paging asked for: everything, as kube-apiserver answers
+        assert_eq!(parsed(&[]).0, None);
+        assert_eq!(parsed(&[("limit", "0")]).0, None);
         assert_eq!(parsed(&[("limit", "5000")]), (Some(100), true));
         assert_eq!(parsed(&[("limit", "7")]), (Some(7), true));
         assert_eq!(parsed(&[("limit", "100")]), (Some(100), true));
@@ -429,7 +433,7 @@ mod tests {
             parsed(&[("limit", "7"), ("withContinue", "false")]),
             (Some(7), false)
         );
-        assert_eq!(parsed(&[("withContinue", "false")]), (Some(100), true));
+        assert_eq!(parsed(&[("withContinue", "false")]), (None, false));
     }
 
     #[test]

@@ -81,10 +81,10 @@ pub const MAX_PAGE: u32 = 5000;
 /// `#[command(flatten)] api: causeway_search::api::Flags`, then [`Flags::apply`]).
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
 pub struct Flags {
-    /// The most objects one list answers: a list without a `limit`, with `limit=0` or a
-    /// larger one gets this many and a continue token for the rest, as kube-apiserver
-    /// answers when it pages (kubectl and informers follow it; kubectl asks for 500 at a
-    /// time anyway).
+    /// The most objects one page answers: a list whose `limit` is larger gets this many
+    /// and a continue token for the rest, as kube-apiserver answers when it pages
+    /// (kubectl and informers follow it; kubectl asks for 500 at a time anyway). A list
+    /// without a `limit` gets everything, as from kube-apiserver.
     #[arg(long, default_value_t = MAX_PAGE, value_name = "N",
         value_parser = clap::value_parser!(u32).range(1..))]
     pub max_page_size: u32,
@@ -93,9 +93,10 @@ pub struct Flags {
     #[arg(long, default_value_t = watch::MAX_WATCHES_PER_USER, value_name = "N",
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_watches_per_user: usize,
-    /// Connections the search API serves at once; more wait to be accepted until one
-    /// ends (in the kernel's listen queue). A connection must send its request head
-    /// within 30 s, and one with no request open is closed after 90 s idle.
+    /// Connections the search API serves at once: at this many, the connections with no
+    /// request open are closed to make room, and past it new ones wait to be accepted
+    /// (in the kernel's listen queue) until one ends. A connection must send its request
+    /// head within 30 s, and one with no request open is closed after 90 s idle.
     #[arg(long, default_value_t = causeway_runtime::https::MAX_CONNECTIONS, value_name = "N",
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,

@@ -16,9 +16,9 @@ use crate::CLUSTER_ANNOTATION;
 const NAMES_ONLY: &str = "/names";
 
 /// The suffix of names-only copies stored before they lost their annotations (they kept
-/// `kubectl.kubernetes.io/last-applied-configuration`, i.e. the whole object): read as
-/// the resourceVersion it ends, but never equal to a new copy's stored version, so the
-/// next relist rewrites every such copy without its annotations.
+/// `kubectl.kubernetes.io/last-applied-configuration`, i.e. the whole object): the
+/// store's migration strips them as it opens (`schema`); read as the resourceVersion it
+/// ends, and never equal to a new copy's stored version.
 const NAMES_ONLY_WITH_ANNOTATIONS: &str = "/metadata";
 
 /// The stored version of an object at `resource_version`, whole or names only.

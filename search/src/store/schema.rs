@@ -47,6 +47,10 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
             // 5: a purged cluster keeps its file but no longer counts when a new one is
             // placed (`placement`)
             "ALTER TABLE placements ADD COLUMN purged INTEGER NOT NULL DEFAULT 0",
+            // 6: names-only copies stored with their annotations (`record`'s "/metadata"
+            // suffix: last-applied-configuration held whole Secrets) lose them now, not
+            // at a relist that a member not Ready never gets
+            NAMES_ONLY_WITHOUT_ANNOTATIONS_SQLITE,
         ],
         Dialect::Postgres => vec![
             r#"CREATE TABLE resources (
@@ -78,9 +82,22 @@ pub(crate) fn migrations(d: Dialect) -> Vec<&'static str> {
             // [`VACUUM`] marked all-visible), not a heap page read per label
             "ALTER TABLE labels DROP CONSTRAINT labels_pkey,
                 ADD CONSTRAINT labels_pkey PRIMARY KEY (rid, key) INCLUDE (value)",
+            // 4: see the SQLite migration 6
+            NAMES_ONLY_WITHOUT_ANNOTATIONS_POSTGRES,
         ],
     }
 }
+
+/// Names-only copies stored before they lost their annotations (stored version
+/// ending "/metadata", nine characters) without them, in the new form ("/names").
+const NAMES_ONLY_WITHOUT_ANNOTATIONS_SQLITE: &str = "UPDATE resources
+    SET object = json_remove(object, '$.metadata.annotations'),
+        resource_version = substr(resource_version, 1, length(resource_version) - 9) || '/names'
+    WHERE resource_version LIKE '%/metadata'";
+const NAMES_ONLY_WITHOUT_ANNOTATIONS_POSTGRES: &str = "UPDATE resources
+    SET object = object #- '{metadata,annotations}',
+        resource_version = left(resource_version, -9) || '/names'
+    WHERE resource_version LIKE '%/metadata'";
 
 /// PostgreSQL's trigram index of names (fuzzy search), made when the store opens if
 /// pg_trgm can be used: without it fuzzy names are matched by a scan.

@@ -627,9 +627,10 @@ async fn thousands_of_namespaces_are_a_400_not_thousands_of_reviews() {
     assert_eq!(code, 200, "{body}");
 }
 
-/// The server's page size: a list without a `limit`, with `limit=0` or a larger one
-/// gets that many objects and a continue token, as kube-apiserver's pages; kubectl
-/// follows the tokens and shows everything.
+/// The server's page size: a list with a larger `limit` gets that many objects and a
+/// continue token, as kube-apiserver's pages, and kubectl follows the tokens and shows
+/// everything; a list without a `limit` (or `limit=0`) gets everything, as from
+/// kube-apiserver (clients that do not page follow no token).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_are_paged_at_the_servers_page_size() {
     let env = start_tuned(Backend::Sqlite, Default::default(), |s| s.max_page_size(2)).await;
@@ -643,7 +644,15 @@ async fn lists_are_paged_at_the_servers_page_size() {
             serde_json::from_str::<Value>(&body).unwrap()
         }
     };
-    for q in ["", "limit=0", "limit=500", "withContinue=false"] {
+    for q in ["", "limit=0", "withContinue=false"] {
+        let v = list(q).await;
+        assert_eq!(keys(&v).len(), 7, "{q}: {v}");
+        assert!(
+            v["metadata"]["continue"].as_str().is_none_or(str::is_empty),
+            "{q}: {v}"
+        );
+    }
+    for q in ["limit=500", "limit=500&withContinue=false"] {
         let v = list(q).await;
         assert_eq!(keys(&v).len(), 2, "{q}: {v}");
         assert!(
@@ -656,12 +665,12 @@ async fn lists_are_paged_at_the_servers_page_size() {
     assert_eq!(keys(&list("limit=1").await).len(), 1);
     // the tokens lead through everything, once
     let mut seen = Vec::new();
-    let mut next = String::new();
+    let mut next = "limit=500".to_string();
     loop {
         let v = list(&next).await;
         seen.extend(keys(&v));
         match v["metadata"]["continue"].as_str() {
-            Some(c) if !c.is_empty() => next = format!("continue={c}"),
+            Some(c) if !c.is_empty() => next = format!("limit=500&continue={c}"),
             _ => break,
         }
     }

@@ -709,3 +709,81 @@ async fn a_version_2_postgres_store_gains_the_covering_labels_key() {
     drop(s);
     testing::drop_postgres_db(&spec).await;
 }
+
+/// The annotations of each object `s` lists as Deployments, by name.
+async fn annotations_of(s: &Store) -> std::collections::BTreeMap<String, Vec<String>> {
+    let page = s
+        .search(&deployments(), &query(""), &Scope::default())
+        .await
+        .unwrap();
+    page.items
+        .iter()
+        .map(|o| {
+            let keys = o["metadata"]["annotations"]
+                .as_object()
+                .map(|a| a.keys().cloned().collect())
+                .unwrap_or_default();
+            (o["metadata"]["name"].as_str().unwrap().to_string(), keys)
+        })
+        .collect()
+}
+
+/// Rows of an older store: a names-only copy stored with its annotations ("/metadata")
+/// and a whole object.
+const OLD_ROWS: &str = r#"INSERT INTO resources (grp, version, resource, cluster, namespace, name, uid, resource_version, rv_num, created_at, object)
+    VALUES ('apps', 'v1', 'deployments', 'a', 'ns', 'names', 'u1', '42/metadata', 42, 0,
+            '{"metadata": {"name": "names", "namespace": "ns", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"secret\": 1}"}}}'),
+           ('apps', 'v1', 'deployments', 'a', 'ns', 'whole', 'u2', '43', 43, 0,
+            '{"metadata": {"name": "whole", "namespace": "ns", "annotations": {"note": "kept"}}}')"#;
+
+fn stripped_as_it_opens(got: std::collections::BTreeMap<String, Vec<String>>) {
+    let cluster = crate::CLUSTER_ANNOTATION.to_string();
+    assert_eq!(got["names"], std::slice::from_ref(&cluster), "{got:?}");
+    let mut whole = got["whole"].clone();
+    whole.sort();
+    let mut want = vec![cluster, "note".to_string()];
+    want.sort();
+    assert_eq!(whole, want);
+}
+
+/// A names-only copy an older version stored with its annotations loses them when the
+/// store opens (SQLite migration 6), not at a relist a member not Ready never gets; a
+/// whole object keeps them.
+#[tokio::test]
+async fn names_only_copies_stored_with_annotations_lose_them_on_open_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("search.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let v5 = schema::migrations(Dialect::Sqlite)[..5].join(";\n");
+        c.execute_batch(&format!(
+            "CREATE TABLE schema_version (version INTEGER NOT NULL); INSERT INTO schema_version VALUES (5); {v5}; {OLD_ROWS}; INSERT INTO placements (cluster, part) VALUES ('a', 0);"
+        ))
+        .unwrap();
+    }
+    let s = Store::open(path.to_str().unwrap()).await.unwrap();
+    stripped_as_it_opens(annotations_of(&s).await);
+}
+
+/// The same on PostgreSQL (migration 4).
+#[tokio::test]
+async fn names_only_copies_stored_with_annotations_lose_them_on_open_on_postgres() {
+    let spec = testing::postgres_db().await;
+    {
+        let (client, conn) = tokio_postgres::connect(&spec, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let v3 = schema::migrations(Dialect::Postgres)[..3].join(";\n");
+        client
+            .batch_execute(&format!(
+                "CREATE TABLE schema_version (version BIGINT NOT NULL); INSERT INTO schema_version VALUES (3); {v3}; {OLD_ROWS}"
+            ))
+            .await
+            .unwrap();
+    }
+    let s = Store::open(&spec).await.unwrap();
+    stripped_as_it_opens(annotations_of(&s).await);
+    drop(s);
+    testing::drop_postgres_db(&spec).await;
+}
