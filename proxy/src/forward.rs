@@ -408,9 +408,11 @@ impl Proxy {
                 }
                 Err(_) => return self.refuse(body_timeout(limits.request_timeout)),
             }
-        } else if call.is_some() {
+        } else if call.is_some() && b.protocol.is_h2() && limits.retries > 0 {
             // Recorded as it streams, for a retry after a listed gRPC status, or after a
-            // stream the upstream did not process (refused, above a GOAWAY).
+            // stream the upstream did not process (refused, above a GOAWAY): only where
+            // a retry is possible (a streamed body to an HTTP/1.1 backend is never
+            // sent again).
             let (upload, r) = grpc::Upload::recorded(body, MAX_REPLAY);
             stream_body = Some(upload);
             recording = Some(r);
@@ -494,11 +496,19 @@ impl Proxy {
                 match Box::pin(tokio::time::timeout_at(until, checkout)).await {
                     Ok(Ok(c)) => Some(c),
                     Ok(Err(e)) => {
-                        attempts.failed(&ep, &e, idem);
+                        // The body is still at hand (taken below).
+                        attempts.failed(&ep, &e, idem, true);
                         continue;
                     }
                     Err(_) => match call_deadline.filter(|_| deadline_first) {
-                        Some((_, t)) => return self.refuse(deadline_exceeded(t)),
+                        Some((_, t)) => {
+                            // Longer than the request timeout: the endpoint's failure
+                            // too, though the deadline answers.
+                            if at.elapsed() >= limits.request_timeout {
+                                self.timed_out(&b, &ep);
+                            }
+                            return self.refuse(deadline_exceeded(t));
+                        }
                         None => return self.refuse(self.timed_out(&b, &ep)),
                     },
                 }
@@ -537,13 +547,30 @@ impl Proxy {
                 up.headers_mut()
                     .insert(grpc::TIMEOUT, grpc::encode_timeout(left));
             }
-            let res = Box::pin(tokio::time::timeout_at(until, async {
+            let send = async {
                 match shared {
                     Some(c) => upstream::h2::send(&ep, c, up, tls, settings, &self.metrics).await,
                     None => upstream::send(&ep, up, settings, &self.metrics).await,
                 }
-            }))
-            .await;
+            };
+            let overdue = at + limits.request_timeout;
+            let res = if deadline_first && until > overdue {
+                // The call's deadline decides the answer, but a wait for the head past
+                // the request timeout is still the endpoint's failure, counted when the
+                // request timeout passes (a hung pod is ejected before deadlines end).
+                let mut send = Box::pin(send);
+                match tokio::time::timeout_at(overdue, &mut send).await {
+                    Ok(r) => Ok(r),
+                    Err(_) => {
+                        if sent.as_ref().is_none_or(Sent::done) {
+                            self.timed_out(&b, &ep);
+                        }
+                        tokio::time::timeout_at(until, send).await
+                    }
+                }
+            } else {
+                Box::pin(tokio::time::timeout_at(until, send)).await
+            };
             let uploading = sent.as_ref().is_some_and(|s| !s.done());
             match res {
                 Err(_) if deadline_first => {
@@ -564,7 +591,6 @@ impl Proxy {
                     );
                 }
                 Ok(Err(e)) => {
-                    attempts.failed(&ep, &e, idem);
                     // A gRPC call the upstream did not process goes out again with its
                     // body as recorded (a plain request's is at hand, or cannot be).
                     if e.is_unprocessed()
@@ -575,6 +601,8 @@ impl Proxy {
                     {
                         (replay, sent) = (Some(again), None);
                     }
+                    // A streamed body, gone with this attempt, stops the retries.
+                    attempts.failed(&ep, &e, idem, replay.is_some());
                 }
                 Ok(Ok((mut resp, lease))) => {
                     let status = resp.status();
@@ -586,7 +614,7 @@ impl Proxy {
                         None => None,
                     };
                     let health = match code {
-                        Some(_) => grpc::health_status(status, code),
+                        Some(_) => grpc::health_status(status, code, call_deadline.is_some()),
                         None => status.as_u16(),
                     };
                     self.responded(&b, &ep, &mut inflight, health);
@@ -639,6 +667,9 @@ impl Proxy {
                     }
                     // The client's protocol decides (an HTTP/1.0 upstream stays hidden).
                     *resp.version_mut() = Version::HTTP_11;
+                    // Only an HTTP/2 client reads trailers for sure (hyper drops them
+                    // for an HTTP/1.1 one, and ends a chunked body cleanly).
+                    let client_h2 = parts.version == Version::HTTP_2;
                     let (parts, body) = resp.into_parts();
                     // An HTTP/1.1 upstream's trailers as on the raw path (an HTTP/2
                     // client resets a stream whose trailers carry a hop-by-hop field).
@@ -663,17 +694,33 @@ impl Proxy {
                             at_end,
                         }
                         .boxed_unsync(),
-                        // A gRPC call ends with gRPC trailers, whatever happens; its
-                        // deadline, when it has one, bounds the stream instead of the
-                        // read timeout (a quiet watch whose client allows it hours is
-                        // not cut after a minute).
+                        // A gRPC answer to an HTTP/2 client ends with gRPC trailers,
+                        // whatever happens; a call's deadline, when it has one, bounds
+                        // the stream instead of the read timeout (a quiet watch whose
+                        // client allows it hours is not cut after a minute). Otherwise
+                        // (an HTTP/1.1 client, a response that is not gRPC) a failure
+                        // stays an error, and so does the deadline.
                         _ => {
                             // The answer stands: the upload (bidi, client streaming)
                             // need not be kept any more.
                             if let Some(r) = &recording {
                                 r.discard();
                             }
+                            let trailers = client_h2 && grpc::is_grpc(&parts.headers);
                             match call_deadline {
+                                None if !trailers => Watched {
+                                    inner: ReadTimeout::new(body, limits.read_timeout),
+                                    at_end,
+                                }
+                                .boxed_unsync(),
+                                Some((d, _)) if !trailers => grpc::Ending::erring(
+                                    Watched {
+                                        inner: body,
+                                        at_end,
+                                    },
+                                    d,
+                                )
+                                .boxed_unsync(),
                                 None => grpc::Ending::new(
                                     Watched {
                                         inner: ReadTimeout::new(body, limits.read_timeout),

@@ -5,15 +5,20 @@
 //!   timeouts, circuit open, bad requests) are gRPC answers: HTTP 200, trailers-only,
 //!   with `grpc-status` and `grpc-message` ([`answer`]); gRPC clients read no HTTP
 //!   status text;
-//! - `grpc-timeout` is the call's deadline ([`timeout`]): it replaces the route's request
-//!   timeout for the wait for the response head, and the read timeout while the
-//!   response streams (a quiet watch with a long deadline is not cut); each attempt
-//!   carries what is left of it upstream ([`encode_timeout`]). A deadline that passes
-//!   before the response head is `DEADLINE_EXCEEDED` from the proxy, and one that passes
-//!   while the response streams ends it with `DEADLINE_EXCEEDED` trailers ([`Ending`]);
+//! - `grpc-timeout` is the call's deadline ([`timeout`], at most [`MAX_DEADLINE`]): it
+//!   replaces the route's request timeout for the wait for the response head (a wait
+//!   past the request timeout still counts against the endpoint), and the read timeout
+//!   while the response streams (a quiet watch with a long deadline is not cut); each
+//!   attempt carries what is left of it upstream ([`encode_timeout`]). A deadline that
+//!   passes before the response head is `DEADLINE_EXCEEDED` from the proxy, and one that
+//!   passes while the response streams ends it: with `DEADLINE_EXCEEDED` trailers for
+//!   an HTTP/2 client ([`Ending`]), as an error (the connection aborted) for an HTTP/1.1
+//!   one, whose trailers hyper may not send;
 //! - a response that fails once started (the upstream gone mid-stream, the read
-//!   timeout) ends with gRPC trailers too, `UNAVAILABLE` or `DEADLINE_EXCEEDED`, not a
-//!   stream reset gRPC clients read as `INTERNAL` ([`Ending`]);
+//!   timeout) ends for an HTTP/2 client with gRPC trailers too, `UNAVAILABLE` or
+//!   `DEADLINE_EXCEEDED`, not a stream reset gRPC clients read as `INTERNAL`
+//!   ([`Ending`]); for an HTTP/1.1 client the connection is aborted, never ended as if
+//!   the response were whole;
 //! - a trailers-only answer counts, for the endpoint's health, as the HTTP status its
 //!   `grpc-status` stands for ([`health_status`]): a pod failing every call at once is
 //!   ejected, not favoured by the balancer for its speed;
@@ -82,8 +87,13 @@ pub fn wants_trailers(h: &HeaderMap) -> bool {
     })
 }
 
-/// The call's `grpc-timeout` (`<1–8 digits><H|M|S|m|u|n>`); None when absent or
-/// malformed (then the route's timeout alone applies).
+/// The longest deadline a call gets ([`timeout`] caps `grpc-timeout` at it): a client
+/// cannot lift the proxy's bounds on the wait for the response head and on a silent
+/// stream (which its deadline replaces) by asking for `99999999H`.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// The call's `grpc-timeout` (`<1–8 digits><H|M|S|m|u|n>`), at most [`MAX_DEADLINE`];
+/// None when absent or malformed (then the route's timeout alone applies).
 pub fn timeout(h: &HeaderMap) -> Option<Duration> {
     let v = h.get("grpc-timeout")?.as_bytes();
     let (&unit, digits) = v.split_last()?;
@@ -91,7 +101,7 @@ pub fn timeout(h: &HeaderMap) -> Option<Duration> {
         return None;
     }
     let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
-    Some(match unit {
+    let t = match unit {
         b'H' => Duration::from_secs(n.saturating_mul(3600)),
         b'M' => Duration::from_secs(n.saturating_mul(60)),
         b'S' => Duration::from_secs(n),
@@ -99,7 +109,8 @@ pub fn timeout(h: &HeaderMap) -> Option<Duration> {
         b'u' => Duration::from_micros(n),
         b'n' => Duration::from_nanos(n),
         _ => return None,
-    })
+    };
+    Some(t.min(MAX_DEADLINE))
 }
 
 /// The `grpc-timeout` header.
@@ -131,12 +142,14 @@ pub fn encode_timeout(left: Duration) -> HeaderValue {
 /// (outlier ejection, per-cluster counts): for a trailers-only gRPC answer, the HTTP
 /// status its `grpc-status` stands for, as Envoy maps them (`UNAVAILABLE` 503;
 /// `INTERNAL`, `UNKNOWN`, `DATA_LOSS` 500; `DEADLINE_EXCEEDED` 504); any other code is
-/// the application's answer (a success).
-pub fn health_status(status: StatusCode, code: Option<u32>) -> u16 {
+/// the application's answer (a success). `DEADLINE_EXCEEDED` to a call that carried a
+/// `grpc-timeout` (`deadline`) is the client's budget running out, not the pod failing:
+/// the pod's copy of the deadline, rounded down, fires before the proxy's.
+pub fn health_status(status: StatusCode, code: Option<u32>, deadline: bool) -> u16 {
     match code {
         Some(code::UNAVAILABLE) => 503,
         Some(code::INTERNAL | 2 | 15) => 500,
-        Some(code::DEADLINE_EXCEEDED) => 504,
+        Some(code::DEADLINE_EXCEEDED) if !deadline => 504,
         _ => status.as_u16(),
     }
 }
@@ -219,7 +232,10 @@ enum Source {
 struct Record {
     /// The client's body (None: taken by [`Recording::finish`]).
     inner: Option<Incoming>,
-    data: BytesMut,
+    /// The chunks sent so far, shared with the frames that carried them (no copy).
+    data: Vec<Bytes>,
+    /// Their length.
+    len: u64,
     limit: u64,
     /// The body ended with everything recorded.
     complete: bool,
@@ -230,15 +246,35 @@ struct Record {
 impl Record {
     fn note(&mut self, f: &Frame<Bytes>, ended: bool) {
         match f.data_ref() {
-            Some(d) if !self.overflow && (self.data.len() + d.len()) as u64 <= self.limit => {
-                self.data.extend_from_slice(d);
+            Some(d) if !self.overflow && self.len + d.len() as u64 <= self.limit => {
+                self.len += d.len() as u64;
+                self.data.push(d.clone());
             }
-            _ => {
-                self.overflow = true;
-                self.data = BytesMut::new();
-            }
+            _ => self.clear(),
         }
         self.complete = ended;
+    }
+
+    /// Recording stops: the body cannot be replayed.
+    fn clear(&mut self) {
+        self.overflow = true;
+        self.data = Vec::new();
+        self.len = 0;
+    }
+
+    /// The body recorded, in one piece.
+    fn whole(&self) -> Bytes {
+        match self.data.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            more => {
+                let mut b = BytesMut::with_capacity(self.len as usize);
+                for c in more {
+                    b.extend_from_slice(c);
+                }
+                b.freeze()
+            }
+        }
     }
 }
 
@@ -256,7 +292,8 @@ impl Upload {
         let r = Arc::new(Mutex::new(Record {
             complete: inner.is_end_stream(),
             inner: Some(inner),
-            data: BytesMut::new(),
+            data: Vec::new(),
+            len: 0,
             limit,
             overflow: false,
         }));
@@ -268,9 +305,7 @@ impl Recording {
     /// No attempt will follow: recording stops and what it holds is freed (the upload
     /// itself goes on).
     pub fn discard(&self) {
-        let mut r = self.0.lock();
-        r.overflow = true;
-        r.data = BytesMut::new();
+        self.0.lock().clear();
     }
 
     /// The whole body, to send again: what went upstream, and what is left of it if it
@@ -284,7 +319,7 @@ impl Recording {
                 return None;
             }
             if r.complete {
-                return Some(r.data.clone().freeze());
+                return Some(r.whole());
             }
             r.inner.take()?
         };
@@ -297,7 +332,7 @@ impl Recording {
             }
         }
         let r = self.0.lock();
-        (!r.overflow).then(|| r.data.clone().freeze())
+        (!r.overflow).then(|| r.whole())
     }
 }
 
@@ -357,8 +392,15 @@ impl Body for Upload {
 /// - `UNAVAILABLE` when the upstream failed mid-response (killed, connection lost).
 ///
 /// The upstream stream is reset as the body under it is dropped.
+///
+/// [`Ending::erring`] keeps only the deadline, as an error: for a client that cannot
+/// receive trailers (HTTP/1.1, where hyper drops them and ends the chunked body as if
+/// complete) or a response that is not gRPC, a failure must stay a failure (the
+/// connection aborted), never a clean end.
 pub struct Ending<B> {
     inner: Option<B>,
+    /// Failures and the deadline end the body with gRPC trailers (not errors).
+    trailers: bool,
     /// The call's deadline.
     deadline: Option<Instant>,
     /// Its timer, made the first time the body waits.
@@ -370,8 +412,30 @@ impl<B> Ending<B> {
     pub fn new(inner: B, deadline: Option<Instant>) -> Self {
         Ending {
             inner: Some(inner),
+            trailers: true,
             deadline,
             sleep: None,
+        }
+    }
+
+    /// `inner`, failing at `deadline` (its errors passed on as they are).
+    pub fn erring(inner: B, deadline: Instant) -> Self {
+        Ending {
+            inner: Some(inner),
+            trailers: false,
+            deadline: Some(deadline),
+            sleep: None,
+        }
+    }
+
+    /// The deadline passed: trailers, or an error.
+    fn late(&mut self) -> Result<Frame<Bytes>, BoxError> {
+        const LATE: &str = "deadline exceeded while the response streamed";
+        if self.trailers {
+            Ok(self.end(code::DEADLINE_EXCEEDED, LATE))
+        } else {
+            self.inner = None;
+            Err(LATE.into())
         }
     }
 
@@ -398,7 +462,6 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        const LATE: &str = "deadline exceeded while the response streamed";
         let this = self.get_mut();
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(None);
@@ -406,9 +469,13 @@ where
         // Before the inner body: one that always has a frame ready (an upstream ahead of
         // a slow client) would otherwise never let the deadline be seen.
         if this.deadline.is_some_and(|at| Instant::now() >= at) {
-            return Poll::Ready(Some(Ok(this.end(code::DEADLINE_EXCEEDED, LATE))));
+            return Poll::Ready(Some(this.late()));
         }
         match Pin::new(inner).poll_frame(cx) {
+            Poll::Ready(Some(Err(e))) if !this.trailers => {
+                this.inner = None;
+                Poll::Ready(Some(Err(e)))
+            }
             Poll::Ready(Some(Err(e))) => {
                 let frame = match e.downcast_ref::<ReadTimedOut>() {
                     Some(t) => this.end(code::DEADLINE_EXCEEDED, &t.to_string()),
@@ -440,7 +507,7 @@ where
                 if sleep.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                Poll::Ready(Some(Ok(this.end(code::DEADLINE_EXCEEDED, LATE))))
+                Poll::Ready(Some(this.late()))
             }
         }
     }

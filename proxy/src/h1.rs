@@ -479,7 +479,7 @@ where
                 let why = proxy.timed_out(&b, &ep);
                 return answer(io, proxy, &mut bufs.out, why, to).await;
             }
-            Some(Err(e)) => attempts.failed(&ep, &e, idem),
+            Some(Err(e)) => attempts.failed(&ep, &e, idem, true),
             Some(Ok((mut up, resp))) => {
                 head_arrived(&b, &mut inflight);
                 bufs.ubuf.advance(resp.len);

@@ -353,24 +353,31 @@ impl<'a> Attempts<'a> {
     /// The attempt on `ep` failed with `e` (no response): accounted, and another
     /// attempt may follow after a refused connect or a request the upstream did not
     /// process (an HTTP/2 stream refused, or above a GOAWAY), or any failure when
-    /// `idempotent`. A connection that went away (a graceful restart) is no failure of
-    /// the endpoint: not counted against it, and it may serve the next attempt on a new
-    /// connection.
-    pub(crate) fn failed(&mut self, ep: &Arc<Endpoint>, e: &upstream::Error, idempotent: bool) {
+    /// `idempotent`; none when the request cannot be sent again (`replayable` false: its
+    /// streamed body went with this attempt). A connection that went away (a graceful
+    /// restart, a draining pod) is no failure of the endpoint: not counted against it
+    /// (outlier state, per-cluster counts), but this request's next attempts go
+    /// elsewhere (a pod that sends GOAWAY at once would otherwise look fastest and take
+    /// them all).
+    pub(crate) fn failed(
+        &mut self,
+        ep: &Arc<Endpoint>,
+        e: &upstream::Error,
+        idempotent: bool,
+        replayable: bool,
+    ) {
         let connect = e.is_connect() || e.is_unprocessed();
+        self.tried.push(Arc::as_ptr(ep) as usize);
         let msg = match e {
             upstream::Error::GoneAway(_) => {
                 format!("upstream {} in cluster {}: {e}", ep.addr, ep.cluster)
             }
-            _ => {
-                self.tried.push(Arc::as_ptr(ep) as usize);
-                self.proxy.failed(self.b, ep, e)
-            }
+            _ => self.proxy.failed(self.b, ep, e),
         };
         let attempt = self.started - 1;
         tracing::debug!(backend = %self.b.name, attempt, connect, "{msg}");
         self.last = Some(msg);
-        self.stop = !(connect || idempotent);
+        self.stop = !(replayable && (connect || idempotent));
     }
 
     /// Whether an attempt is left after the one under way (the retry budget aside).

@@ -109,7 +109,7 @@ impl Proxy {
             );
             match tokio::time::timeout_at(until, ex).await {
                 Err(_) => return self.refuse(self.timed_out(b, &ep)),
-                Ok(Err(e)) => attempts.failed(&ep, &e, idem),
+                Ok(Err(e)) => attempts.failed(&ep, &e, idem, true),
                 Ok(Ok((conn, resp))) => {
                     head_arrived(b, &mut inflight);
                     ubuf.advance(resp.len);

@@ -238,7 +238,51 @@ fn trailers_only_failures_count_as_their_http_status_for_health() {
         (Some(5), 200),
         (Some(code::RESOURCE_EXHAUSTED), 200),
     ] {
-        assert_eq!(health_status(ok, code), want, "{code:?}");
+        assert_eq!(health_status(ok, code, false), want, "{code:?}");
     }
-    assert_eq!(health_status(StatusCode::BAD_GATEWAY, None), 502);
+    assert_eq!(health_status(StatusCode::BAD_GATEWAY, None, false), 502);
+}
+
+/// A call with a deadline that ran out at the pod (whose copy of it, rounded down,
+/// fires first) is the client's budget, not the pod failing.
+#[test]
+fn deadline_exceeded_to_a_call_with_a_deadline_is_no_failure() {
+    let ok = StatusCode::OK;
+    assert_eq!(health_status(ok, Some(code::DEADLINE_EXCEEDED), true), 200);
+    assert_eq!(health_status(ok, Some(code::UNAVAILABLE), true), 503);
+    assert_eq!(health_status(ok, Some(code::INTERNAL), true), 500);
+}
+
+#[test]
+fn a_deadline_is_capped_so_no_client_lifts_the_timeouts() {
+    for v in ["99999999H", "99999999M", "99999999S", "2H"] {
+        assert_eq!(timeout(&with("grpc-timeout", v)), Some(MAX_DEADLINE), "{v}");
+    }
+    assert_eq!(
+        timeout(&with("grpc-timeout", "5S")),
+        Some(Duration::from_secs(5))
+    );
+}
+
+/// Without trailers (an HTTP/1.1 client, a response that is not gRPC) an upstream
+/// failure stays an error, and so does the deadline: never a clean end.
+#[tokio::test]
+async fn an_erring_body_passes_failures_and_the_deadline_as_errors() {
+    let mut first = Some(Frame::data(Bytes::from_static(b"a")));
+    let mut err = Some(BoxError::from("connection reset"));
+    let inner = body_of(move || match first.take() {
+        Some(f) => Poll::Ready(Some(Ok(f))),
+        None => Poll::Ready(err.take().map(Err)),
+    });
+    let mut d = Ending::erring(inner, Instant::now() + Duration::from_secs(60));
+    assert_eq!(d.frame().await.unwrap().unwrap().into_data().unwrap(), "a");
+    let e = d.frame().await.unwrap().unwrap_err();
+    assert!(e.to_string().contains("connection reset"), "{e}");
+    assert!(d.frame().await.is_none());
+    let inner = body_of(|| Poll::Pending);
+    let at = Instant::now() + Duration::from_millis(50);
+    let mut d = Ending::erring(inner, at);
+    assert!(d.frame().await.unwrap().is_err());
+    assert!(Instant::now() >= at);
+    assert!(d.frame().await.is_none());
 }

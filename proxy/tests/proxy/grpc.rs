@@ -930,6 +930,129 @@ async fn refused_streams_are_sent_again_elsewhere() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A pod that takes connections and calls but never answers, to calls whose deadline
+/// is longer than the request timeout: the deadline answers them, but the wait past
+/// the request timeout counts against the pod, which is ejected.
+#[tokio::test]
+async fn a_hung_pod_is_ejected_though_the_deadlines_answer_its_calls() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::{LOAD_BALANCER, REQUEST_TIMEOUT};
+    let hub = Hub::start().await?;
+    let hung = Refuser::start_hung([127, 0, 41, 60]).await?;
+    let good = GrpcPod::start([127, 0, 41, 61], "good").await?;
+    let eps = [hung.addr, good.addr];
+    grpc_service(&hub, "hung", Some("grpc"), &[("east", &eps)]).await?;
+    let ann = json!({ REQUEST_TIMEOUT: "1s", LOAD_BALANCER: "round-robin" });
+    grpc_mci(&hub, "hung", "hung.test", "hung", ann).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "hung.test").await?;
+    let calls = (0..16).map(|i| {
+        let c = c.clone();
+        async move {
+            c.unary(Echo::text(&i.to_string()), Some(Duration::from_secs(2)))
+                .await
+        }
+    });
+    for r in futures::future::join_all(calls).await {
+        if let Err(e) = r {
+            assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+        }
+    }
+    assert!(hung.refused.load(Relaxed) > 0, "round robin tried it");
+    let admin = p.metrics.unwrap();
+    let ejections = metric(&client(), admin, "causeway_proxy_ejections_total").await?;
+    assert!(ejections >= 1.0, "ejections: {ejections}");
+    Ok(())
+}
+
+/// A healthy pod answering `DEADLINE_EXCEEDED` to calls that carried a deadline (its
+/// copy of it ran out) is not failing: it is not ejected, though it answers fast.
+#[tokio::test]
+async fn deadline_exceeded_under_client_deadlines_ejects_no_pod() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let late = GrpcPod::start([127, 0, 41, 62], "late").await?;
+    let good = GrpcPod::start([127, 0, 41, 63], "good").await?;
+    late.fail_with.store(Code::DeadlineExceeded as u32, Relaxed);
+    good.delay_ms.store(20, Relaxed);
+    let eps = [late.addr, good.addr];
+    grpc_service(&hub, "late", Some("grpc"), &[("east", &eps)]).await?;
+    grpc_mci(&hub, "late", "late.test", "late", json!({})).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "late.test").await?;
+    for i in 0..30 {
+        let r = c.unary(Echo::text(&i.to_string()), Some(Duration::from_secs(5)));
+        if let Err(e) = r.await {
+            assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+        }
+    }
+    assert!(late.calls() > 0);
+    let admin = p.metrics.unwrap();
+    let ejections = metric(&client(), admin, "causeway_proxy_ejections_total").await?;
+    assert_eq!(ejections, 0.0);
+    Ok(())
+}
+
+/// An HTTP/1.1 client cannot receive trailers: a gRPC stream whose backend is killed
+/// mid-stream aborts its connection, never ends as a clean chunked body.
+#[tokio::test]
+async fn a_backend_killed_mid_stream_aborts_an_http1_client() -> anyhow::Result<()> {
+    use prost::Message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let hub = Hub::start().await?;
+    let mut pods = Vec::new();
+    let rounds = [(64, "cut", None), (65, "cut-deadline", Some("30S"))];
+    for (ip, svc, _) in rounds {
+        let pod = GrpcPod::start([127, 0, 41, ip], "doomed").await?;
+        grpc_service(&hub, svc, Some("grpc"), &[("east", &[pod.addr])]).await?;
+        grpc_mci(&hub, svc, &format!("{svc}.test"), svc, json!({})).await?;
+        pods.push(pod);
+    }
+    let p = proxy(&hub, None).await?;
+    let ask = Echo {
+        count: 200,
+        sleep_ms: 20,
+        ..Echo::text("s")
+    }
+    .encode_to_vec();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&(ask.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&ask);
+    for ((_, svc, deadline), pod) in rounds.into_iter().zip(&pods) {
+        let mut tcp = tokio::net::TcpStream::connect(p.http).await?;
+        let mut head = format!(
+            "POST /test.Echo/Stream HTTP/1.1\r\nHost: {svc}.test\r\n\
+             Content-Type: application/grpc\r\nTE: trailers\r\nContent-Length: {}\r\n",
+            frame.len()
+        );
+        if let Some(d) = deadline {
+            head.push_str(&format!("grpc-timeout: {d}\r\n"));
+        }
+        head.push_str("\r\n");
+        tcp.write_all(head.as_bytes()).await?;
+        tcp.write_all(&frame).await?;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Some messages, then the kill.
+        while got.windows(7).filter(|w| w == b"doomed:").count() < 3 {
+            let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await??;
+            anyhow::ensure!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        pod.kill();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await? {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        assert!(
+            !got.ends_with(b"0\r\n\r\n"),
+            "{deadline:?}: a clean end: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+    }
+    Ok(())
+}
+
 /// An HTTP/2 server that refuses every stream (`RST_STREAM` `REFUSED_STREAM`).
 struct Refuser {
     addr: SocketAddr,
@@ -939,6 +1062,15 @@ struct Refuser {
 
 impl Refuser {
     async fn start(ip: [u8; 4]) -> anyhow::Result<Refuser> {
+        Self::serve(ip, false).await
+    }
+
+    /// One that never answers (`refused` counts the calls).
+    async fn start_hung(ip: [u8; 4]) -> anyhow::Result<Refuser> {
+        Self::serve(ip, true).await
+    }
+
+    async fn serve(ip: [u8; 4], hang: bool) -> anyhow::Result<Refuser> {
         use hyper_util::rt::{TokioExecutor, TokioIo};
         let l = tokio::net::TcpListener::bind(SocketAddr::from((ip, GRPC_PORT))).await?;
         let addr = l.local_addr()?;
@@ -949,7 +1081,10 @@ impl Refuser {
                 let n = n.clone();
                 let svc = hyper::service::service_fn(move |_req| {
                     n.fetch_add(1, Relaxed);
-                    async {
+                    async move {
+                        if hang {
+                            std::future::pending::<()>().await;
+                        }
                         Err::<http::Response<http_body_util::Empty<bytes::Bytes>>, _>(
                             h2::Error::from(h2::Reason::REFUSED_STREAM),
                         )
