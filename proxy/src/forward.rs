@@ -553,24 +553,10 @@ impl Proxy {
                     None => upstream::send(&ep, up, settings, &self.metrics).await,
                 }
             };
-            let overdue = at + limits.request_timeout;
-            let res = if deadline_first && until > overdue {
-                // The call's deadline decides the answer, but a wait for the head past
-                // the request timeout is still the endpoint's failure, counted when the
-                // request timeout passes (a hung pod is ejected before deadlines end).
-                let mut send = Box::pin(send);
-                match tokio::time::timeout_at(overdue, &mut send).await {
-                    Ok(r) => Ok(r),
-                    Err(_) => {
-                        if sent.as_ref().is_none_or(Sent::done) {
-                            self.timed_out(&b, &ep);
-                        }
-                        tokio::time::timeout_at(until, send).await
-                    }
-                }
-            } else {
-                Box::pin(tokio::time::timeout_at(until, send)).await
-            };
+            // (a call's deadline governs alone: gRPC servers hold a stream's response
+            // head until its first message, so a quiet subscription waiting past the
+            // request timeout is no sign of a sick pod and is not counted against it)
+            let res = Box::pin(tokio::time::timeout_at(until, send)).await;
             let uploading = sent.as_ref().is_some_and(|s| !s.done());
             match res {
                 Err(_) if deadline_first => {

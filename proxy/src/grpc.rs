@@ -7,7 +7,8 @@
 //!   status text;
 //! - `grpc-timeout` is the call's deadline ([`timeout`], at most [`MAX_DEADLINE`]): it
 //!   replaces the route's request timeout for the wait for the response head (a wait
-//!   past the request timeout still counts against the endpoint), and the read timeout
+//!   past the request timeout is not held against the endpoint: gRPC servers hold a
+//!   stream's head until its first message), and the read timeout
 //!   while the response streams (a quiet watch with a long deadline is not cut); each
 //!   attempt carries what is left of it upstream ([`encode_timeout`]). A deadline that
 //!   passes before the response head is `DEADLINE_EXCEEDED` from the proxy, and one that

@@ -284,7 +284,20 @@ impl Activity {
         };
         (open == 0).then(|| since + wait)
     }
+
+    /// When the connection is to be closed at the connection cap (None: a request is
+    /// open): at once when it has been idle since a request, after [`CAP_GRACE`] when
+    /// it has sent none yet (a new connection, the one that took the last place, is
+    /// given the time to send its first request).
+    fn deadline_at_cap(&self) -> Option<Instant> {
+        let (open, since, any) = *self.state.lock();
+        (open == 0).then(|| if any { since } else { since + CAP_GRACE })
+    }
 }
+
+/// How long a new connection may take to send its first request when the server is at
+/// its connection cap before it is closed to make room.
+const CAP_GRACE: Duration = Duration::from_secs(2);
 
 /// An open request of a connection ([`Activity::open`]).
 struct Open(Arc<Activity>);
@@ -524,9 +537,11 @@ pub async fn serve_with<H, F, B>(
                 // no request open: the connection has until its deadline to send one,
                 // none at the cap
                 let due = |limits: &Limits| {
-                    activity
-                        .deadline(limits)
-                        .map(|d| if full.get() { Instant::now() } else { d })
+                    let normal = activity.deadline(limits)?;
+                    Some(match activity.deadline_at_cap() {
+                        Some(at_cap) if full.get() => normal.min(at_cap),
+                        _ => normal,
+                    })
                 };
                 let deadline = due(&limits).unwrap_or_else(|| Instant::now() + limits.idle_timeout);
                 tokio::select! {

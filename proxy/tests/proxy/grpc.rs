@@ -930,11 +930,13 @@ async fn refused_streams_are_sent_again_elsewhere() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A pod that takes connections and calls but never answers, to calls whose deadline
-/// is longer than the request timeout: the deadline answers them, but the wait past
-/// the request timeout counts against the pod, which is ejected.
+/// Calls whose deadline is longer than the route's request timeout, to a pod that
+/// takes them and sends no response head: the deadline answers them
+/// (DEADLINE_EXCEEDED), and the wait is not held against the pod. gRPC servers hold a
+/// stream's head until its first message, so a quiet subscription looks the same as
+/// this; counting it would eject healthy pods.
 #[tokio::test]
-async fn a_hung_pod_is_ejected_though_the_deadlines_answer_its_calls() -> anyhow::Result<()> {
+async fn a_call_quiet_past_the_request_timeout_is_not_held_against_the_pod() -> anyhow::Result<()> {
     use causeway_crds::well_known::annotations::mci::{LOAD_BALANCER, REQUEST_TIMEOUT};
     let hub = Hub::start().await?;
     let hung = Refuser::start_hung([127, 0, 41, 60]).await?;
@@ -960,7 +962,7 @@ async fn a_hung_pod_is_ejected_though_the_deadlines_answer_its_calls() -> anyhow
     assert!(hung.refused.load(Relaxed) > 0, "round robin tried it");
     let admin = p.metrics.unwrap();
     let ejections = metric(&client(), admin, "causeway_proxy_ejections_total").await?;
-    assert!(ejections >= 1.0, "ejections: {ejections}");
+    assert_eq!(ejections, 0.0);
     Ok(())
 }
 
