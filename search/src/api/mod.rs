@@ -78,7 +78,8 @@ pub struct Server {
 pub const MAX_PAGE: u32 = 5000;
 
 /// The search API's own settings, as flags a command flattens into its own (e.g.
-/// `#[command(flatten)] api: causeway_search::api::Flags`, then [`Flags::apply`]).
+/// `#[command(flatten)] api: causeway_search::api::Flags`; `causeway search serve`
+/// passes them to [`Server`]'s builder methods).
 #[derive(Clone, Debug, PartialEq, Eq, clap::Args)]
 pub struct Flags {
     /// The most objects one page answers: a list whose `limit` is larger gets this many
@@ -109,16 +110,6 @@ impl Default for Flags {
             max_watches_per_user: watch::MAX_WATCHES_PER_USER,
             max_connections: causeway_runtime::https::MAX_CONNECTIONS,
         }
-    }
-}
-
-impl Flags {
-    /// `server` with these settings.
-    pub fn apply(&self, server: Server) -> Server {
-        server
-            .max_page_size(self.max_page_size)
-            .max_watches_per_user(self.max_watches_per_user)
-            .max_connections(self.max_connections)
     }
 }
 
