@@ -403,7 +403,7 @@ where
 {
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 || deletion_under_way(&s) => Ok(()),
+        Err(kube::Error::Api(s)) if gone_or_going(&s) => Ok(()),
         Err(source) => Err(ApplyError::Kube {
             verb: "delete",
             kind: kind_of::<K>(&Value::Null),
@@ -421,6 +421,13 @@ where
 /// way. Any other 409 (a webhook's, a precondition's) is not.
 pub fn deletion_under_way(s: &kube::core::Status) -> bool {
     s.code == 409 && s.details.as_ref().is_some_and(|d| d.kind == "namespaces")
+}
+
+/// Whether the answer to a DELETE means what it asked for is done or under way: the
+/// object is gone (404) or already being deleted ([`deletion_under_way`]). Every
+/// deleter reads DELETE answers through this one.
+pub fn gone_or_going(s: &kube::core::Status) -> bool {
+    s.code == 404 || deletion_under_way(s)
 }
 
 #[cfg(test)]

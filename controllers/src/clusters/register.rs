@@ -401,7 +401,8 @@ async fn delete_all(client: &kube::Client, objs: &[Value]) -> anyhow::Result<()>
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            // (the agent's Namespace may be Terminating already: 409, under way)
+            Err(kube::Error::Api(s)) if causeway_runtime::apply::gone_or_going(&s) => {}
             Err(e) => {
                 return Err(e).with_context(|| {
                     format!("deleting {} {name}", o["kind"].as_str().unwrap_or("object"))

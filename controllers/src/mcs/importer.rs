@@ -784,7 +784,7 @@ use write::{Memos, write};
 /// Deletes everything the importer manages in a member (ServiceImports, derived Services,
 /// MCS EndpointSlices); returns how many objects went.
 pub async fn withdraw_all(member: &kube::Client) -> anyhow::Result<usize> {
-    use kube::api::{DeleteParams, ListParams};
+    use kube::api::ListParams;
     let managed =
         ListParams::default().labels(&format!("{}={}", labels::MANAGED, labels::MANAGED_VALUE));
     let derived = ListParams::default().labels(labels::DERIVED_SERVICE_SELECTOR);
@@ -795,9 +795,12 @@ pub async fn withdraw_all(member: &kube::Client) -> anyhow::Result<usize> {
         .items
     {
         let ns = si.namespace().unwrap_or_default();
-        Api::<ServiceImport>::namespaced(member.clone(), &ns)
-            .delete(&si.name_any(), &DeleteParams::background())
-            .await?;
+        // (gone already, e.g. collected with its owner, is as good)
+        apply::remove(
+            &Api::<ServiceImport>::namespaced(member.clone(), &ns),
+            &si.name_any(),
+        )
+        .await?;
         n += 1;
     }
     for s in Api::<Service>::all(member.clone())
@@ -806,9 +809,12 @@ pub async fn withdraw_all(member: &kube::Client) -> anyhow::Result<usize> {
         .items
     {
         let ns = s.namespace().unwrap_or_default();
-        Api::<Service>::namespaced(member.clone(), &ns)
-            .delete(&s.name_any(), &DeleteParams::background())
-            .await?;
+        // (gone already, e.g. collected with its owner, is as good)
+        apply::remove(
+            &Api::<Service>::namespaced(member.clone(), &ns),
+            &s.name_any(),
+        )
+        .await?;
         n += 1;
     }
     let slices = ListParams::default().labels(&format!(
@@ -822,9 +828,12 @@ pub async fn withdraw_all(member: &kube::Client) -> anyhow::Result<usize> {
         .items
     {
         let ns = s.namespace().unwrap_or_default();
-        Api::<EndpointSlice>::namespaced(member.clone(), &ns)
-            .delete(&s.name_any(), &DeleteParams::background())
-            .await?;
+        // (gone already, e.g. collected with its owner, is as good)
+        apply::remove(
+            &Api::<EndpointSlice>::namespaced(member.clone(), &ns),
+            &s.name_any(),
+        )
+        .await?;
         n += 1;
     }
     Ok(n)

@@ -408,10 +408,7 @@ fn item(
 fn health(statuses: &[ManifestStatus]) -> Option<ResourceHealth> {
     // (an object no manifest names any more, whose removal failed, is no part of it)
     let each = || {
-        statuses
-            .iter()
-            .filter(|m| m.is_manifest())
-            .map(|m| m.health.unwrap_or(ResourceHealth::Unknown))
+        ManifestStatus::of_manifests(statuses).map(|m| m.health.unwrap_or(ResourceHealth::Unknown))
     };
     if each().next().is_none() {
         None

@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::federation::selection::labels;
-use crate::federation::work::{ResourceHealth, Work};
+use crate::federation::work::{ManifestStatus, ResourceHealth, Work};
 use crate::federation::{health, interpreter};
 use crate::well_known::annotations;
 
@@ -375,14 +375,13 @@ pub fn settled_at(work: Option<&Work>, generation: i64) -> Result<(), String> {
     };
     // (an object no manifest names any more, whose removal failed, is not one the
     // rollout waits for: the Work's Applied condition says so)
-    let statuses: Vec<_> = work
-        .status
-        .as_ref()
-        .map(|s| s.manifest_statuses.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .filter(|s| s.is_manifest())
-        .collect();
+    let statuses: Vec<_> = ManifestStatus::of_manifests(
+        work.status
+            .as_ref()
+            .map(|s| s.manifest_statuses.as_slice())
+            .unwrap_or_default(),
+    )
+    .collect();
     if statuses.is_empty() {
         return Err("the member has not reported yet".into());
     }

@@ -183,6 +183,15 @@ impl ManifestStatus {
     pub fn is_manifest(&self) -> bool {
         self.identifier.ordinal >= 0
     }
+
+    /// The statuses of manifests among `statuses`, without those of objects no
+    /// manifest names any more whose removal failed: what health, failover and
+    /// rollouts read.
+    pub fn of_manifests(
+        statuses: &[ManifestStatus],
+    ) -> impl Iterator<Item = &ManifestStatus> + Clone {
+        statuses.iter().filter(|m| m.is_manifest())
+    }
 }
 
 /// Identifies one manifest of a Work and the object it became.

@@ -280,8 +280,7 @@ pub fn status(
         .find(|c| c.type_ == conditions::DEGRADED)
         .is_some_and(|c| c.observed_generation == generation);
     let runs = |s: &[ManifestStatus]| {
-        s.iter()
-            .filter(|m| m.is_manifest())
+        ManifestStatus::of_manifests(s)
             .map(|m| m.template_generation)
             .collect::<Vec<_>>()
     };

@@ -210,9 +210,7 @@ pub async fn delete(
 ) -> Result<(), NotApplied> {
     match call(limit, api.delete(&obj.name, &DeleteParams::background())).await {
         Ok(_) => Ok(()),
-        Err(CallError::Kube(kube::Error::Api(s)))
-            if s.code == 404 || causeway_runtime::apply::deletion_under_way(&s) =>
-        {
+        Err(CallError::Kube(kube::Error::Api(s))) if causeway_runtime::apply::gone_or_going(&s) => {
             Ok(())
         }
         Err(e) => Err(failed(

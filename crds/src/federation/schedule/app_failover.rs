@@ -29,7 +29,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::federation::binding::{Eviction, TargetCluster};
 use crate::federation::propagation::ApplicationFailoverBehavior;
-use crate::federation::work::{Work, conditions};
+use crate::federation::work::{ManifestStatus, Work, conditions};
 use crate::federation::{rollout, state_preservation};
 
 /// How long an application may stay unhealthy when the policy does not say (Karmada's
@@ -61,7 +61,7 @@ pub struct Verdict {
 pub fn unhealthy_since(work: &Work, generation: Option<i64>) -> Option<Timestamp> {
     let c = degraded(work)?;
     let statuses = &work.status.as_ref()?.manifest_statuses;
-    let mut manifests = statuses.iter().filter(|m| m.is_manifest()).peekable();
+    let mut manifests = ManifestStatus::of_manifests(statuses).peekable();
     let current = generation.is_none_or(|g| {
         manifests.peek().is_some() && manifests.all(|m| m.template_generation == Some(g))
     });
