@@ -930,6 +930,46 @@ async fn refused_streams_are_sent_again_elsewhere() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A refused stream whose body was streamed (a bidi call: the client sends as the
+/// answers come) cannot be sent again: the proxy answers UNAVAILABLE at once rather
+/// than resending half a body elsewhere; each call is one attempt.
+#[tokio::test]
+async fn a_refused_stream_with_a_streamed_body_is_not_sent_again() -> anyhow::Result<()> {
+    use causeway_crds::well_known::annotations::mci::LOAD_BALANCER;
+    let hub = Hub::start().await?;
+    let refuser = Refuser::start([127, 0, 41, 52]).await?;
+    let good = GrpcPod::start([127, 0, 41, 53], "good").await?;
+    let eps = [refuser.addr, good.addr];
+    grpc_service(&hub, "busy2", Some("grpc"), &[("east", &eps)]).await?;
+    let ann = json!({ LOAD_BALANCER: "round-robin" });
+    grpc_mci(&hub, "busy2", "busy2.test", "busy2", ann).await?;
+    let p = proxy(&hub, None).await?;
+    let c = GrpcClient::connect(p.http, "busy2.test").await?;
+    let mut unavailable = 0;
+    for _ in 0..6 {
+        let call = tokio::time::timeout(Duration::from_secs(10), c.bidi(&["a", "b"])).await?;
+        match call {
+            Ok(got) => assert_eq!(got, ["good:a", "good:b"]),
+            Err(e) => {
+                assert_eq!(e.code(), Code::Unavailable, "{e:?}");
+                unavailable += 1;
+            }
+        }
+    }
+    let refused = refuser.refused.load(Relaxed);
+    assert!(refused > 0, "round robin tried the refuser");
+    assert_eq!(
+        unavailable, refused,
+        "every refused bidi call ended UNAVAILABLE"
+    );
+    assert_eq!(
+        refused as u64 + good.calls(),
+        6,
+        "one attempt per call: none was sent again"
+    );
+    Ok(())
+}
+
 /// Calls whose deadline is longer than the route's request timeout, to a pod that
 /// takes them and sends no response head: the deadline answers them
 /// (DEADLINE_EXCEEDED), and the wait is not held against the pod. gRPC servers hold a
