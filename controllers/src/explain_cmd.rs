@@ -538,7 +538,11 @@ pub(crate) async fn works_of(
     name: &str,
 ) -> anyhow::Result<Vec<Work>> {
     let bname = binding_name(&kind.resource.kind, name);
-    let mut selector = format!("{}={bname}", labels::BINDING_NAME);
+    let mut selector = format!(
+        "{}={}",
+        labels::BINDING_NAME,
+        causeway_crds::names::label_value(&bname)
+    );
     selector.push_str(&match kind.namespaced {
         true => format!(",{}={namespace}", labels::BINDING_NAMESPACE),
         false => format!(",!{}", labels::BINDING_NAMESPACE),

@@ -460,7 +460,7 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         .iter()
         .filter_map(|w| {
             let l = w.labels();
-            let name = l.get(labels::BINDING_NAME)?;
+            let name = &causeway_crds::names::named_by(&w.metadata, labels::BINDING_NAME)?;
             let id = match l.get(labels::BINDING_NAMESPACE) {
                 Some(ns) => format!("{ns}/{name}"),
                 None => name.clone(),

@@ -85,10 +85,55 @@ fn short_hash(s: &str, bytes: usize) -> String {
         .collect()
 }
 
+/// The value of a label that names object `name` (a DNS-1123 subdomain): the name
+/// when it fits a label value (63 characters), else a prefix of it, `-` and a hash of
+/// the whole. Selectors use the same value; the full name goes in an annotation of
+/// the same key ([`named_by`] reads it back).
+pub fn label_value(name: &str) -> String {
+    const MAX: usize = 63;
+    if name.len() <= MAX {
+        return name.to_string();
+    }
+    let mut cut = MAX - 9;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = name[..cut].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+    format!("{head}-{}", short_hash(name, 4))
+}
+
+/// The object an object's label `key` names ([`label_value`]): the annotation of the
+/// same key when the name was too long for the label, else the label.
+pub fn named_by(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<String> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .or_else(|| meta.labels.as_ref()?.get(key))
+        .cloned()
+}
+
+/// Labels `key` = [`label_value`] of `name` into `labels`, and when the name had to be
+/// shortened, the full name into `annotations` under the same key.
+pub fn label_naming(
+    key: &str,
+    name: &str,
+    labels: &mut std::collections::BTreeMap<String, String>,
+    annotations: &mut std::collections::BTreeMap<String, String>,
+) {
+    let value = label_value(name);
+    if value != name {
+        annotations.insert(key.to_string(), name.to_string());
+    }
+    labels.insert(key.to_string(), value);
+}
+
 /// `joined` when it is a valid length for a name (253), else a prefix of it and a hash
 /// of the whole, cut on a character boundary and never leaving a '.' or '-' before the
 /// hash's '.', so the result stays a DNS-1123 subdomain.
-fn bounded(joined: String) -> String {
+pub(crate) fn bounded(joined: String) -> String {
     if joined.len() <= 253 {
         return joined;
     }
@@ -218,6 +263,50 @@ mod tests {
             }
         }
         assert_ne!(revision_name(&a, false, 12), revision_name(&a, true, 12));
+    }
+
+    proptest! {
+        /// Whatever the name (a subdomain of any length), the label value is valid,
+        /// is the name itself when that fits, differs for names that differ, and the
+        /// name comes back from the object's labels and annotations.
+        #[test]
+        fn label_values_are_valid_distinct_and_give_the_name_back(
+            a in "[a-z0-9]([a-z0-9.-]{0,250}[a-z0-9])?",
+            b in "[a-z0-9]([a-z0-9.-]{0,250}[a-z0-9])?",
+        ) {
+            for n in [&a, &b] {
+                let v = label_value(n);
+                prop_assert!(k8s_validation::label_value(&v).is_empty(), "{v}: {:?}", k8s_validation::label_value(&v));
+                prop_assert_eq!(v == *n, n.len() <= 63);
+                let (mut l, mut ann) = (Default::default(), Default::default());
+                label_naming("causeway.io/binding-name", n, &mut l, &mut ann);
+                let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    labels: Some(l),
+                    annotations: Some(ann),
+                    ..Default::default()
+                };
+                let back = named_by(&meta, "causeway.io/binding-name");
+                prop_assert_eq!(back.as_deref(), Some(n.as_str()));
+            }
+            if a != b {
+                prop_assert_ne!(label_value(&a), label_value(&b));
+            }
+        }
+    }
+
+    #[test]
+    fn long_binding_names_fit_a_label_and_a_name() {
+        let name = "prometheus-kube-prometheus-stack-prometheus-rulefiles-0";
+        let b = crate::federation::binding::binding_name("ConfigMap", name);
+        assert_eq!(b, format!("{name}-configmap"));
+        let v = label_value(&b);
+        assert!(
+            v.len() <= 63 && v.starts_with("prometheus-kube-prometheus"),
+            "{v}"
+        );
+        let huge =
+            crate::federation::binding::binding_name("PersistentVolumeClaim", &"d".repeat(253));
+        assert!(is_dns1123_subdomain(&huge), "{huge}");
     }
 
     #[test]

@@ -94,8 +94,10 @@ pub mod labels {
     /// like any other.
     pub const NOT_DERIVED_SELECTOR: &str = "!multicluster.kubernetes.io/service-name";
 
-    /// On a `Work`: the name of the ResourceBinding or ClusterResourceBinding it was
-    /// rendered from.
+    /// On a `Work` and a template revision: the name of the ResourceBinding or
+    /// ClusterResourceBinding it was rendered from, as [`crate::names::label_value`]
+    /// (shortened past 63 characters; the full name is then in the annotation of the
+    /// same key: read it with [`crate::names::named_by`]).
     pub const BINDING_NAME: &str = "causeway.io/binding-name";
 
     /// On a `Work`: the namespace of the ResourceBinding it was rendered from (absent

@@ -31,7 +31,7 @@ use causeway_crds::federation::overrides::{ClusterOverridePolicy, OverridePolicy
 use causeway_crds::federation::propagation::{ClusterPropagationPolicy, PropagationPolicy};
 use causeway_crds::federation::rollout;
 use causeway_crds::federation::work::Work;
-use causeway_crds::names::execution_namespace;
+use causeway_crds::names::{self, execution_namespace};
 use causeway_crds::well_known::{finalizers, labels};
 use causeway_runtime::apply::{self, Failures, Memo, StatusMemo};
 use causeway_runtime::events::Notes;
@@ -62,14 +62,14 @@ fn work_key(w: &Work) -> Option<Key> {
         l.get(labels::BINDING_NAMESPACE)
             .cloned()
             .unwrap_or_default(),
-        l.get(labels::BINDING_NAME)?.clone(),
+        names::named_by(&w.metadata, labels::BINDING_NAME)?,
     ))
 }
 
 /// A revision's change marks its binding: of the same namespace and name, or a
 /// ClusterResourceBinding's (kept in causeway-system, labelled so).
 fn revision_key(r: &ControllerRevision) -> Option<Key> {
-    let name = r.labels().get(labels::BINDING_NAME)?.clone();
+    let name = names::named_by(&r.metadata, labels::BINDING_NAME)?;
     if r.labels().contains_key(labels::CLUSTER_BINDING) {
         return Some((String::new(), name));
     }

@@ -240,13 +240,14 @@ fn work(
     provenance: &Provenance,
     s: Settings,
 ) -> Work {
-    let mut labels = BTreeMap::from([
-        (
-            labels::BINDING_NAME.to_string(),
-            input.binding_name.to_string(),
-        ),
-        (labels::CLUSTER.to_string(), cluster.to_string()),
-    ]);
+    let mut labels = BTreeMap::from([(labels::CLUSTER.to_string(), cluster.to_string())]);
+    let mut notes = BTreeMap::new();
+    names::label_naming(
+        labels::BINDING_NAME,
+        input.binding_name,
+        &mut labels,
+        &mut notes,
+    );
     if let Some(ns) = input.binding_namespace {
         labels.insert(labels::BINDING_NAMESPACE.into(), ns.into());
     }
@@ -270,16 +271,14 @@ fn work(
         .iter()
         .map(|o| o.to_string())
         .collect();
-    let notes = BTreeMap::from([
-        (
-            annotations::PROVENANCE.to_string(),
-            provenance_json(provenance),
-        ),
-        (
-            annotations::OVERRIDE_OVERLAPS.to_string(),
-            Value::from(overlaps).to_string(),
-        ),
-    ]);
+    notes.insert(
+        annotations::PROVENANCE.to_string(),
+        provenance_json(provenance),
+    );
+    notes.insert(
+        annotations::OVERRIDE_OVERLAPS.to_string(),
+        Value::from(overlaps).to_string(),
+    );
     work.metadata = ObjectMeta {
         name: work.metadata.name,
         namespace: Some(names::execution_namespace(cluster)),

@@ -428,9 +428,9 @@ newtype_spec!(ClusterResourceBindingSpec => BindingSpec);
 
 /// The name of the binding of a template: `<name>-<kind>`, lower-cased, with `:`
 /// (allowed in some names, e.g. ClusterRoles `system:...`) replaced by `.`, as Karmada
-/// names its bindings.
+/// names its bindings; hashed when longer than a name may be (253).
 pub fn binding_name(kind: &str, name: &str) -> String {
-    format!("{name}-{kind}").to_lowercase().replace(':', ".")
+    crate::names::bounded(format!("{name}-{kind}").to_lowercase().replace(':', "."))
 }
 
 /// Condition types and reasons of the binding kinds.

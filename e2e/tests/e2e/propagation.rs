@@ -503,6 +503,59 @@ spec:
     .await;
 }
 
+/// A template whose binding name (`<name>-<kind>`) is longer than a label value (63)
+/// is propagated and its deletion completes: the Works' binding label holds a
+/// shortened value, the full name is in the annotation of the same key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_with_a_long_name_is_propagated_and_deleted() {
+    let (env, _ctl) = fleet().await;
+    // 55 characters: the binding's name is 65
+    let name = "prometheus-kube-prometheus-stack-prometheus-rulefiles-0";
+    let cm = env.file("cm.yaml", &configmap(name, "v1"));
+    let pp = env.file(
+        "pp.yaml",
+        &policy("rulefiles", "").replace("    name: rulefiles\n", &format!("    name: {name}\n")),
+    );
+    env.ok(&["apply", "-f", &cm, "-f", &pp]).await;
+    for m in MEMBERS {
+        member_has(&env, m, name, Some("v1")).await;
+    }
+    let rb = format!("{name}-configmap");
+    let works = get(
+        &env,
+        "hub",
+        &[
+            "works",
+            "-A",
+            "-l",
+            &format!(
+                "causeway.io/binding-name={}",
+                causeway_crds::names::label_value(&rb)
+            ),
+        ],
+    )
+    .await
+    .unwrap();
+    let items = works["items"].as_array().unwrap();
+    assert_eq!(items.len(), MEMBERS.len(), "{works}");
+    for w in items {
+        assert_eq!(
+            w.pointer("/metadata/annotations/causeway.io~1binding-name"),
+            Some(&Value::from(rb.clone()))
+        );
+    }
+    env.ok(&["delete", "-f", &cm, "--wait=false"]).await;
+    for m in MEMBERS {
+        member_has(&env, m, name, None).await;
+    }
+    eventually("binding and template gone", WAIT, || async {
+        let b = get(&env, "hub", &["rb", &rb, "-n", "demo"]).await;
+        let t = get(&env, "hub", &["configmap", name, "-n", "demo"]).await;
+        (b.is_none() && t.is_none()).then_some(())
+    })
+    .await;
+}
+
 /// G.46 with ★ per cluster: `causeway.io/preserve-resources-on-clusters: north` keeps
 /// north's copy when the template is deleted (no longer managed: its managed label is
 /// gone), while east and west lose theirs.

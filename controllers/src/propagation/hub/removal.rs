@@ -38,13 +38,13 @@ impl Ctx<'_> {
             "" => format!(
                 "{}={},!{}",
                 labels::BINDING_NAME,
-                key.1,
+                causeway_crds::names::label_value(&key.1),
                 labels::BINDING_NAMESPACE
             ),
             ns => format!(
                 "{}={},{}={}",
                 labels::BINDING_NAME,
-                key.1,
+                causeway_crds::names::label_value(&key.1),
                 labels::BINDING_NAMESPACE,
                 ns
             ),

@@ -41,7 +41,7 @@ fn of_binding(r: &ControllerRevision, b: &View<'_>) -> bool {
     let cluster_binding = r.labels().contains_key(labels::CLUSTER_BINDING);
     r.namespace().as_deref() == Some(revision_namespace(b))
         && cluster_binding == b.namespace.is_none()
-        && r.labels().get(labels::BINDING_NAME).map(String::as_str) == Some(b.name)
+        && names::named_by(&r.metadata, labels::BINDING_NAME).as_deref() == Some(b.name)
         && owned
 }
 
@@ -51,14 +51,15 @@ fn revision_namespace<'b>(b: &View<'b>) -> &'b str {
     b.namespace.unwrap_or(SYSTEM_NAMESPACE)
 }
 
-/// A revision's labels: its binding's name, and whether that is a
+/// A revision's labels and annotations: its binding's name, and whether that is a
 /// ClusterResourceBinding.
-fn revision_labels(b: &View<'_>) -> BTreeMap<String, String> {
-    let mut l = BTreeMap::from([(labels::BINDING_NAME.to_string(), b.name.to_string())]);
+fn revision_labels(b: &View<'_>) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let (mut l, mut a) = (BTreeMap::new(), BTreeMap::new());
+    names::label_naming(labels::BINDING_NAME, b.name, &mut l, &mut a);
     if b.namespace.is_none() {
         l.insert(labels::CLUSTER_BINDING.to_string(), "true".to_string());
     }
-    l
+    (l, a)
 }
 
 /// Binding `b`'s revisions (the round indexes them by binding key).
@@ -164,6 +165,7 @@ impl Ctx<'_> {
         if let (Some(generation), Some(uid)) = (generation, b.uid)
             && revision(self.revisions, b, generation).is_none()
         {
+            let (labels, notes) = revision_labels(b);
             let r = ControllerRevision {
                 metadata: kube::api::ObjectMeta {
                     name: Some(names::revision_name(
@@ -172,7 +174,8 @@ impl Ctx<'_> {
                         generation,
                     )),
                     namespace: Some(ns.to_string()),
-                    labels: Some(revision_labels(b)),
+                    labels: Some(labels),
+                    annotations: (!notes.is_empty()).then_some(notes),
                     owner_references: Some(vec![OwnerReference {
                         api_version: "causeway.io/v1alpha1".into(),
                         kind: if b.namespace.is_some() {
