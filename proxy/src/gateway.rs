@@ -21,8 +21,8 @@ use crate::refusal::Refusal;
 use crate::table::{Backend, Target};
 
 /// The rules of one hostname (its own, then those of less specific hostnames that
-/// cover it; of each Gateway, only those of the most specific listener matching it),
-/// in precedence order.
+/// cover it; only those of the most specific listener matching it among every causeway
+/// Gateway's, `table/gateway.rs`), in precedence order.
 #[derive(Debug, Default)]
 pub struct HostRules {
     /// Rules, the first matching one wins.

@@ -153,7 +153,7 @@ fn attached_routes_are_served_and_others_are_not() {
         panic!("unresolved");
     };
     assert_eq!(b.balancer.endpoints().len(), 4);
-    assert_eq!(&*b.mci, "ns/a");
+    assert_eq!(&*b.mci, "httproute:ns/a");
 }
 
 /// The spec's precedence: hostname, exact path, longest prefix, method, most headers,
@@ -704,4 +704,366 @@ fn conflicting_listeners_are_not_served() {
     let (t, _) = table(&s);
     assert_eq!(pick(&t, "GET", "api.ex.com", "/", &[]), "404");
     assert_eq!(pick(&t, "GET", "own.ex.com", "/", &[]), "b");
+}
+
+/// The endpoints (`cluster=addr`, sorted) of the backend the first rule for `host`
+/// and `path` sends to, or why there is none.
+fn route_addrs(t: &RouteTable, host: &str, path: &str) -> Result<Vec<String>, String> {
+    let Target::Gateway(rules) = &t.route(host, path).ok_or("404")?.target else {
+        return Err("not a gateway route".into());
+    };
+    let rule = rules.rules.first().ok_or("no rule")?;
+    target_addrs(&rule.action.backends.first().ok_or("no backendRef")?.1)
+}
+
+fn target_addrs(t: &Target) -> Result<Vec<String>, String> {
+    match t {
+        Target::Backend(b) => {
+            let mut v: Vec<String> = b
+                .balancer
+                .endpoints()
+                .iter()
+                .map(|e| format!("{}={}", e.cluster, e.addr))
+                .collect();
+            v.sort();
+            Ok(v)
+        }
+        Target::Unavailable(why) => Err(why.to_string()),
+        Target::Gateway(_) => Err("HTTPRoute rules".into()),
+    }
+}
+
+/// Service `web`'s ServiceImport with `status` (the aggregator's).
+fn with_import_status(s: &mut Snapshot, status: Value) {
+    let mut web = (*s.service_imports[0]).clone();
+    web.status = Some(serde_json::from_value(status).unwrap());
+    s.service_imports[0] = Arc::new(web);
+}
+
+/// MCI-8 / EPS-7 for every front end: a cluster an MCI of Causeway's class lists in
+/// `trafficBlockClusters` (a TrafficControl remedy, or not Ready past the TTL) and the
+/// clusters a ServiceImport's aggregator withdrew (`EndpointsWithdrawn`, left out of
+/// `status.clusters`) get none of an HTTPRoute's, a mesh route's or an MCI's requests.
+#[test]
+fn http_route_and_mesh_backends_honour_traffic_blocks() {
+    use causeway_crds::gateway::mesh::MESH_PORTS;
+    let mut s = gateway_snapshot();
+    let web_parent =
+        json!([{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web"}]);
+    s.http_routes = vec![
+        route(
+            "r",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": parent(), "hostnames": ["a.com"],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+        ),
+        route(
+            "mesh",
+            "2026-01-01T00:00:00Z",
+            json!({"parentRefs": web_parent, "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+        ),
+    ];
+    let mut web = (*s.service_imports[0]).clone();
+    web.metadata.annotations = Some([(MESH_PORTS.to_string(), "80=15000".to_string())].into());
+    s.service_imports[0] = Arc::new(web);
+    let mesh_addrs = |t: &RouteTable| {
+        let Target::Gateway(rules) = &t.mesh_route(15000).unwrap().target else {
+            panic!("a mesh route's rules");
+        };
+        target_addrs(&rules.rules[0].action.backends[0].1)
+    };
+    let all = [
+        "east=10.1.0.1:8080",
+        "east=10.1.0.2:8080",
+        "north=10.3.0.1:8080",
+        "west=10.2.0.1:8080",
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(route_addrs(&t, "a.com", "/").unwrap(), all);
+    assert_eq!(mesh_addrs(&t).unwrap(), all);
+    // west is blocked, as the MCI controller says on an MCI of another Service's; an
+    // MCI of another controller's class says nothing to Causeway.
+    let blocking = |name: &str, class: &str, clusters: &[&str]| {
+        let mut m = (*mci(
+            name,
+            "2026-01-01T00:00:00Z",
+            json!({"ingressClassName": class, "rules": [{"host": "m.com", "http": {"paths": [
+                {"path": "/", "pathType": "Prefix", "backend": backend("other", json!({"number": 80}))}]}}]}),
+        ))
+        .clone();
+        m.status = Some(causeway_crds::mci::MultiClusterIngressStatus {
+            traffic_block_clusters: clusters.iter().map(|c| c.to_string()).collect(),
+            ..Default::default()
+        });
+        Arc::new(m)
+    };
+    s.mcis = vec![
+        blocking("m", "causeway", &["west"]),
+        blocking("theirs", "nginx", &["east"]),
+    ];
+    let (t, _) = table(&s);
+    let no_west = [
+        "east=10.1.0.1:8080",
+        "east=10.1.0.2:8080",
+        "north=10.3.0.1:8080",
+    ];
+    assert_eq!(route_addrs(&t, "a.com", "/").unwrap(), no_west);
+    assert_eq!(mesh_addrs(&t).unwrap(), no_west);
+    // north not Ready, within the TTL (ClusterNotReady): still served, whatever
+    // status.clusters says (only EndpointsWithdrawn withdraws: a new exporter the
+    // aggregator has not listed yet is not blocked)
+    let stale = |reason: &str| {
+        json!({"clusters": [{"cluster": "east"}, {"cluster": "west"}],
+            "conditions": [{"type": "EndpointsStale", "status": "True", "reason": reason,
+                "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+    };
+    with_import_status(&mut s, stale("ClusterNotReady"));
+    let (t, _) = table(&s);
+    assert_eq!(route_addrs(&t, "a.com", "/").unwrap(), no_west);
+    // past the TTL: the aggregator withdrew north from web; HTTPRoutes, mesh routes
+    // and MCIs alike leave it out
+    with_import_status(&mut s, stale("EndpointsWithdrawn"));
+    s.mcis.push(mci(
+        "web-mci",
+        "2026-01-01T00:00:00Z",
+        json!({"rules": [{"host": "w.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": backend("web", json!({"number": 80}))}]}}]}),
+    ));
+    let (t, _) = table(&s);
+    let east = ["east=10.1.0.1:8080", "east=10.1.0.2:8080"];
+    assert_eq!(route_addrs(&t, "a.com", "/").unwrap(), east);
+    assert_eq!(mesh_addrs(&t).unwrap(), east);
+    assert_eq!(addrs(&t, "w.com", "/").unwrap(), east);
+}
+
+/// Every Gateway of a causeway class shares the one data plane, so their listeners
+/// are one merged set: a request's hostname picks the most specific listener among
+/// every causeway Gateway's, and only the routes attached to it serve it. A tenant's
+/// Gateway with a listener for any host cannot take a hostname under another
+/// Gateway's more specific listener (whose allowedRoutes keep the tenant's routes out)
+/// with a route for that exact hostname, on any port; it still serves the hostnames
+/// no more specific listener claims.
+#[test]
+fn a_gateway_cannot_take_hosts_under_another_gateways_more_specific_listener() {
+    let mut s = gateway_snapshot();
+    let gateway = |ns: &str, name: &str, class: &str, listeners: Value| -> Arc<Gateway> {
+        obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"gatewayClassName": class, "listeners": listeners}}),
+        )
+    };
+    let route_in = |ns: &str, name: &str, spec: Value| -> Arc<HTTPRoute> {
+        obj(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": spec}),
+        )
+    };
+    // (the snapshot's infra/gw listens for any host: it has no routes here)
+    s.gateways.push(gateway(
+        "infra",
+        "shared",
+        "causeway",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP", "hostname": "*.example.com",
+            "allowedRoutes": {"namespaces": {"from": "Same"}}}]),
+    ));
+    s.http_routes = vec![
+        route_in(
+            "infra",
+            "shop",
+            json!({"parentRefs": [{"name": "shared"}], "hostnames": ["*.example.com"],
+            "rules": [{"backendRefs": to("shop")}]}),
+        ),
+        route_in(
+            "evil",
+            "r",
+            json!({"parentRefs": [{"name": "gw"}], "hostnames": ["shop.example.com", "evil.org"],
+            "rules": [{"backendRefs": to("evil-svc")}]}),
+        ),
+    ];
+    for port in [80, 8081] {
+        s.gateways
+            .retain(|g| g.namespace().as_deref() != Some("evil"));
+        s.gateways.push(gateway(
+            "evil",
+            "gw",
+            "causeway",
+            json!([{"name": "http", "port": port, "protocol": "HTTP"}]),
+        ));
+        let (t, _) = table(&s);
+        assert_eq!(t.http_routes, ["evil/r", "infra/shop"], "port {port}");
+        for path in ["/", "/x"] {
+            assert_eq!(
+                pick(&t, "GET", "shop.example.com", path, &[]),
+                "shop",
+                "port {port}"
+            );
+        }
+        assert_eq!(pick(&t, "GET", "a.example.com", "/", &[]), "shop");
+        // what no more specific listener claims stays the tenant's
+        assert_eq!(
+            pick(&t, "GET", "evil.org", "/", &[]),
+            "evil-svc",
+            "port {port}"
+        );
+    }
+    // A Gateway of another controller's class is no rival (nor are listeners that
+    // causeway-proxy does not serve).
+    s.gateways.push(gateway(
+        "infra",
+        "foreign",
+        "other",
+        json!([{"name": "http", "port": 80, "protocol": "HTTP", "hostname": "evil.org"}]),
+    ));
+    s.gateways.push(gateway(
+        "infra",
+        "tls",
+        "causeway",
+        json!([{"name": "https", "port": 443, "protocol": "HTTPS", "hostname": "evil.org"}]),
+    ));
+    let (t, _) = table(&s);
+    assert_eq!(pick(&t, "GET", "evil.org", "/", &[]), "evil-svc");
+    // The merge as documented: a served listener of any causeway Gateway that is more
+    // specific takes its hostname, with its own routes (none here: 404), as one
+    // Gateway's own listener would.
+    s.gateways.push(gateway(
+        "infra",
+        "api",
+        "causeway",
+        json!([{"name": "http", "port": 9000, "protocol": "HTTP", "hostname": "api.example.com"}]),
+    ));
+    let (t, _) = table(&s);
+    assert_eq!(pick(&t, "GET", "api.example.com", "/", &[]), "404");
+    assert_eq!(pick(&t, "GET", "shop.example.com", "/", &[]), "shop");
+}
+
+/// GW-4: a ServiceImport port that still carries a mesh port, with no accepted mesh
+/// route capturing it (deleted, no longer accepted, or moved), forwards to that port's
+/// own endpoints: members keep sending there until the annotation's removal reaches
+/// them, and they get answers, not 404s.
+#[test]
+fn a_mesh_port_without_a_route_passes_through_to_its_service_import() {
+    use causeway_crds::gateway::mesh::MESH_PORTS;
+    let mut s = gateway_snapshot();
+    let mut web = (*s.service_imports[0]).clone();
+    // 80 and 9000 are web's ports; 81 is not (a stale annotation)
+    web.metadata.annotations = Some(
+        [(
+            MESH_PORTS.to_string(),
+            "80=15000,9000=15001,81=15002".to_string(),
+        )]
+        .into(),
+    );
+    s.service_imports[0] = Arc::new(web);
+    let (t, _) = table(&s);
+    assert_eq!(
+        t.mesh.keys().copied().collect::<Vec<_>>(),
+        [15000, 15001, 15002]
+    );
+    let mesh = |t: &RouteTable, port: u16| target_addrs(&t.mesh_route(port).unwrap().target);
+    assert_eq!(
+        mesh(&t, 15000).unwrap(),
+        [
+            "east=10.1.0.1:8080",
+            "east=10.1.0.2:8080",
+            "north=10.3.0.1:8080",
+            "west=10.2.0.1:8080"
+        ]
+    );
+    assert_eq!(
+        mesh(&t, 15001).unwrap(),
+        [
+            "east=10.1.0.1:9090",
+            "east=10.1.0.2:9090",
+            "west=10.2.0.1:9090"
+        ]
+    );
+    let why = mesh(&t, 15002).unwrap_err();
+    assert!(why.contains("has no TCP port 81"), "{why}");
+    let Target::Backend(b) = &t.mesh_route(15000).unwrap().target else {
+        panic!("a backend");
+    };
+    assert_eq!(&*b.mci, "serviceimport:ns/web");
+    // an accepted route takes its port; the others still pass through
+    s.http_routes = vec![route(
+        "canary",
+        "2026-01-01T00:00:00Z",
+        json!({"parentRefs": [{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "port": 80}],
+        "rules": [{"backendRefs": to("canary")}]}),
+    )];
+    let (t, _) = table(&s);
+    assert!(matches!(
+        t.mesh_route(15000).unwrap().target,
+        Target::Gateway(_)
+    ));
+    assert!(mesh(&t, 15001).is_ok());
+    // once not accepted (a filter causeway-proxy does not support), passed through
+    s.http_routes = vec![route(
+        "canary",
+        "2026-01-01T00:00:00Z",
+        json!({"parentRefs": [{"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "port": 80}],
+        "rules": [{"filters": [{"type": "RequestMirror"}], "backendRefs": to("canary")}]}),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(mesh(&t, 15000).unwrap().len(), 4);
+}
+
+/// An MCI and an HTTPRoute of the same namespace/name that use the same backend keep
+/// their own metric series (`mci="ns/shop"`, `mci="httproute:ns/shop"`), and neither
+/// resets the other's when their clusters differ, rebuild after rebuild.
+#[test]
+fn an_mci_and_an_http_route_of_one_name_keep_their_own_series() {
+    use super::super::tests::mci_ann;
+    let mut s = gateway_snapshot();
+    // the MCI sends to its proxy's cluster only; the route to every cluster
+    s.mcis = vec![mci_ann(
+        "shop",
+        "2026-01-01T00:00:00Z",
+        json!({"defaultBackend": backend("web", json!({"number": 80}))}),
+        json!({"causeway.io/backend-scope": "cluster-local"}),
+    )];
+    s.http_routes = vec![route(
+        "shop",
+        "2026-01-01T00:00:00Z",
+        json!({"parentRefs": parent(), "hostnames": ["a.com"],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}),
+    )];
+    let metrics = Arc::new(Metrics::new());
+    let shared = Registries::new(metrics.clone());
+    let opts = BuildOptions {
+        local_cluster: Some("east".into()),
+        ..Default::default()
+    };
+    let route_backend = |t: &RouteTable| {
+        let Target::Gateway(rules) = &t.route("a.com", "/").unwrap().target else {
+            panic!("gateway route");
+        };
+        let Target::Backend(b) = &rules.rules[0].action.backends[0].1 else {
+            panic!("unresolved");
+        };
+        b.clone()
+    };
+    let t = build(&s, &opts, &shared);
+    route_backend(&t)
+        .metrics
+        .cluster("west")
+        .unwrap()
+        .count(200);
+    let Target::Backend(m) = &t.route("x", "/").unwrap().target else {
+        panic!("mci backend");
+    };
+    m.metrics.cluster("east").unwrap().count(200);
+    let line = |mci: &str, cluster: &str| {
+        format!(
+            "causeway_proxy_requests_total{{mci=\"{mci}\",backend=\"web:80\",cluster=\"{cluster}\",code=\"2xx\"}} 1"
+        )
+    };
+    for _ in 0..3 {
+        let t = build(&s, &opts, &shared);
+        let text = metrics.encode();
+        assert!(text.contains(&line("httproute:ns/shop", "west")), "{text}");
+        assert!(text.contains(&line("ns/shop", "east")), "{text}");
+        assert_eq!(route_backend(&t).balancer.endpoints().len(), 4);
+    }
 }

@@ -149,7 +149,7 @@ pub(crate) fn route(table: &RouteTable, host: &str, path: &str, conn: &Conn) -> 
         None if conn.mesh.is_some() => Routed::Refused(Refusal::new(
             StatusCode::NOT_FOUND,
             "no_route",
-            "no mesh route captures this port any more".to_string(),
+            "no ServiceImport names this mesh port any more".to_string(),
         )),
         None => Routed::Refused(Refusal::new(
             StatusCode::NOT_FOUND,

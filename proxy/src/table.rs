@@ -1,7 +1,8 @@
 //! The route table: a pure function from a snapshot of hub objects to an immutable
 //! [`RouteTable`] (MCI-3 class selection, MCI-2 validation, MCI-4 backend resolution,
-//! MCI-5 matching, MCI-7 readiness, MCI-8 traffic blocks), HTTPRoutes on Gateways and
-//! mesh routes by mesh port ([`RouteTable::mesh`], GW-4). Stateful balancer parts
+//! MCI-5 matching, MCI-7 readiness, MCI-8/EPS-7 traffic blocks, the same for every
+//! front end: [`Blocks`]), HTTPRoutes on Gateways and mesh routes by mesh port
+//! ([`RouteTable::mesh`], GW-4). Stateful balancer parts
 //! (endpoint EWMA, ejections, circuits, upstream pools) come from [`Registries`] and are
 //! attached by `Arc`, so they survive rebuilds.
 
@@ -13,6 +14,7 @@ use std::time::Instant;
 use causeway_crds::exported_service::ExportedService;
 use causeway_crds::gateway::{Gateway, GatewayClass, HTTPRoute, ReferenceGrant};
 use causeway_crds::mci::MultiClusterIngress;
+use causeway_crds::mcs::conditions::service_import::{ENDPOINTS_STALE, reason as stale_reason};
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels::{SERVICE_NAME, SOURCE_CLUSTER};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -70,7 +72,8 @@ pub struct Registries {
     pub circuits: crate::circuit::Registry,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Metric handles by (MCI, backend), reused while the clusters stay the same.
+    /// Metric handles by (owner id, backend), reused while the clusters stay the same
+    /// ([`Backend::mci`]).
     backend_metrics: parking_lot::Mutex<HashMap<MciBackend, BackendMetrics>>,
 }
 
@@ -128,9 +131,11 @@ impl Registries {
     }
 }
 
-/// A resolved backend: `service:port` of one MCI.
+/// A resolved backend: `service:port` of one MCI, HTTPRoute or mesh pass-through.
 pub struct Backend {
-    /// `ns/name` of the MCI.
+    /// Whose backend it is, and its `mci` metric label: `ns/name` of an MCI,
+    /// `httproute:ns/name` of an HTTPRoute, `serviceimport:ns/name` of a mesh port's
+    /// pass-through (so an MCI and an HTTPRoute of the same name never share series).
     pub mci: Arc<str>,
     /// `service:port`.
     pub name: Arc<str>,
@@ -223,7 +228,8 @@ pub struct RouteTable {
     pub endpoints: usize,
     /// Build time.
     pub build_time: std::time::Duration,
-    /// GW-4: the route of each mesh port (a ServiceImport port mesh routes capture).
+    /// GW-4: the route of each mesh port (a ServiceImport port mesh routes capture; a
+    /// pass-through to that port's endpoints while no accepted route captures it).
     pub mesh: BTreeMap<u16, Arc<Route>>,
 }
 
@@ -248,6 +254,28 @@ struct Index<'a> {
     imports: HashMap<(&'a str, &'a str), &'a ServiceImport>,
     exports: HashMap<(&'a str, &'a str), Vec<&'a ExportedService>>,
     slices: HashMap<(&'a str, &'a str), Vec<&'a EndpointSlice>>,
+    /// MCI-8 / EPS-7: the clusters no front end sends new requests to.
+    blocks: Blocks<'a>,
+}
+
+/// MCI-8 and EPS-7, one input for every front end (MCIs, HTTPRoutes, mesh routes):
+/// the clusters that get no new requests. The controller's verdict on a cluster
+/// (`blocks_traffic`: a `TrafficControl` remedy, or not Ready past
+/// `--stale-endpoints-ttl`) is the same whichever object a backend belongs to; the
+/// proxy reads it where the controller publishes it, as Cluster objects are not in its
+/// view (nor its TTL):
+/// - every MultiClusterIngress of Causeway's class lists, in
+///   `status.trafficBlockClusters`, the clusters serving its backends that it blocks;
+///   any cluster listed there is blocked for every backend;
+/// - a hub ServiceImport whose `EndpointsStale` condition says `EndpointsWithdrawn`
+///   leaves the withdrawn clusters out of `status.clusters`: its exporters missing
+///   there get none of that service's requests (the aggregator's TTL, not a copy).
+#[derive(Default)]
+struct Blocks<'a> {
+    /// From the MCIs' `trafficBlockClusters`.
+    clusters: BTreeSet<&'a str>,
+    /// By service (namespace, name): the exporting clusters its ServiceImport withdrew.
+    withdrawn: HashMap<(&'a str, &'a str), BTreeSet<&'a str>>,
 }
 
 impl<'a> Index<'a> {
@@ -276,11 +304,54 @@ impl<'a> Index<'a> {
                     .push(sl.as_ref());
             }
         }
+        let mut blocks = Blocks::default();
+        for m in &s.mcis {
+            if !causeway_crds::mci::class::select(m, &s.ingress_classes).is_ours() {
+                // (another controller's status, if any)
+                continue;
+            }
+            let listed = m.status.iter().flat_map(|st| &st.traffic_block_clusters);
+            blocks.clusters.extend(listed.map(String::as_str));
+        }
+        for si in &s.service_imports {
+            let Some(st) = si.status.as_ref() else {
+                continue;
+            };
+            let withdrawing = st.conditions.iter().any(|c| {
+                c.type_ == ENDPOINTS_STALE
+                    && c.status == "True"
+                    && c.reason == stale_reason::ENDPOINTS_WITHDRAWN
+            });
+            if !withdrawing {
+                continue;
+            }
+            let key = (ns(&si.metadata), si.metadata.name.as_deref().unwrap_or(""));
+            let listed: BTreeSet<&str> = st.clusters.iter().map(|c| c.cluster.as_str()).collect();
+            let gone: BTreeSet<&str> = exports
+                .get(&key)
+                .into_iter()
+                .flatten()
+                .map(|es| es.spec.cluster.as_str())
+                .filter(|c| !listed.contains(c))
+                .collect();
+            if !gone.is_empty() {
+                blocks.withdrawn.insert(key, gone);
+            }
+        }
         Index {
             imports,
             exports,
             slices,
+            blocks,
         }
+    }
+
+    /// The clusters that get none of service `ns/name`'s new requests ([`Blocks`]).
+    fn blocked(&self, ns: &str, name: &str) -> Vec<String> {
+        let b = &self.blocks;
+        let withdrawn = b.withdrawn.get(&(ns, name)).into_iter().flatten();
+        let all: BTreeSet<&str> = b.clusters.iter().chain(withdrawn).copied().collect();
+        all.into_iter().map(String::from).collect()
     }
 }
 
@@ -295,7 +366,6 @@ struct MciBuilder<'a> {
     mci: Arc<str>,
     ns: String,
     tuning: Arc<Tuning>,
-    blocked: Vec<String>,
     cache: HashMap<String, Target>,
     new_backends: Vec<Arc<Backend>>,
     endpoints: usize,
@@ -333,12 +403,13 @@ impl MciBuilder<'_> {
                 causeway_crds::well_known::annotations::mci::BACKEND_SCOPE
             )),
         };
+        let blocked = self.idx.blocked(ns, &svc.name);
         let t = match only.and_then(|only| {
-            let found = resolve(self.idx, ns, svc, &self.blocked, only)?;
+            let found = resolve(self.idx, ns, svc, &blocked, only)?;
             match only {
-                Some(c) if found.0.is_empty() && self.blocked.iter().any(|b| b == c) => {
+                Some(c) if found.0.is_empty() && blocked.iter().any(|b| b == c) => {
                     Err(format!(
-                        "this proxy's cluster {c} is in the MCI's trafficBlockClusters, and {}: cluster-local sends nowhere else",
+                        "this proxy's cluster {c} gets no traffic (trafficBlockClusters: a TrafficControl remedy, or not Ready past the stale-endpoints TTL), and {}: cluster-local sends nowhere else",
                         causeway_crds::well_known::annotations::mci::BACKEND_SCOPE
                     ))
                 }
@@ -449,11 +520,6 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
         table
             .warnings
             .extend(warnings.into_iter().map(|w| format!("{id}: {w}")));
-        let blocked = mci
-            .status
-            .as_ref()
-            .map(|s| s.traffic_block_clusters.clone())
-            .unwrap_or_default();
         let tls_hosts: BTreeSet<String> = mci
             .spec
             .tls
@@ -513,7 +579,6 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
             mci: mci_id.clone(),
             ns: ns.clone(),
             tuning: Arc::new(tuning),
-            blocked,
             cache: HashMap::new(),
             new_backends: Vec::new(),
             endpoints: 0,

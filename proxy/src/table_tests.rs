@@ -19,7 +19,12 @@ pub(super) fn mci(name: &str, created: &str, spec: Value) -> Arc<MultiClusterIng
     mci_ann(name, created, spec, json!({}))
 }
 
-fn mci_ann(name: &str, created: &str, spec: Value, ann: Value) -> Arc<MultiClusterIngress> {
+pub(super) fn mci_ann(
+    name: &str,
+    created: &str,
+    spec: Value,
+    ann: Value,
+) -> Arc<MultiClusterIngress> {
     mci_in("ns", name, created, spec, ann)
 }
 
@@ -729,7 +734,7 @@ fn cluster_local_backends_use_only_the_proxys_cluster() {
     s.mcis = vec![Arc::new(blocked)];
     let why = addrs(&build_at(&s, Some("east")), "x", "/").unwrap_err();
     assert!(
-        why.contains("cluster east is in the MCI's trafficBlockClusters"),
+        why.contains("this proxy's cluster east gets no traffic (trafficBlockClusters"),
         "{why}"
     );
     // clusterset (the default, or said): every exporting cluster, whatever the proxy's

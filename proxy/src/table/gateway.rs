@@ -2,12 +2,15 @@
 //! [`attach::parents`] attaches to a causeway Gateway becomes [`Rule`]s under the
 //! hostnames it serves there; every hostname gets one [`HostRules`] (its own rules,
 //! then those of the wildcards and the host-less routes that cover it, in the spec's
-//! precedence; of each port of each Gateway, only the routes of the most specific of its
-//! listeners there whose hostname matches, routes or not: [`Via`]), inserted at `/` in
-//! the same [`crate::matching::Router`] as the MCI rules. backendRefs resolve through
-//! the MCI's backend path (`service_target`), so a Service or ServiceImport backend
-//! balances exactly as an MCI backend does; the backendRefs of one rule are picked by
-//! weight.
+//! precedence; only the routes of the most specific listener whose hostname matches,
+//! routes or not, among every causeway Gateway's listeners, which share one data
+//! plane: [`Via`], [`GwListener::rivals`]), inserted at `/` in the same
+//! [`crate::matching::Router`] as the MCI rules. backendRefs resolve through the MCI's
+//! backend path (`service_target`, with the same MCI-8/EPS-7 traffic blocks), so a
+//! Service or ServiceImport backend balances exactly as an MCI backend does; the
+//! backendRefs of one rule are picked by weight. Mesh ports (GW-4) get the rules of the
+//! mesh routes capturing them, or, while a ServiceImport still names one that no route
+//! captures, its ServiceImport port's own endpoints ([`pass_through`]).
 
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
@@ -79,13 +82,13 @@ impl std::fmt::Display for HostKey {
 }
 
 /// The listener a rule was attached through: its Gateway (`namespace/name`), port and
-/// hostname. Within each port of a Gateway, a request is matched to the most specific
-/// of the Gateway's listeners on that port whose hostname matches it
-/// (GatewaySpec.listeners: exact before wildcard, the longest wildcard first, then
-/// none), whether or not routes are attached to it, and only that listener's routes
-/// apply to it. The proxy serves every route on both its own ports, so a request is
-/// matched in every port group of the Gateway: a listener on another port is not a
-/// rival.
+/// hostname. A request is matched to the most specific listener whose hostname matches
+/// it (GatewaySpec.listeners: exact before wildcard, the longest wildcard first, then
+/// none) among this listener's rivals ([`GwListener::rivals`]: its Gateway's listeners
+/// on its port, and every other causeway Gateway's served listeners), whether or not
+/// routes are attached to it, and only that listener's routes apply to it. The proxy
+/// serves every route on both its own ports, so a request is matched in every port
+/// group of one Gateway: its listener on another port is not a rival.
 #[derive(Clone, Debug)]
 struct Via {
     gateway: Arc<str>,
@@ -108,22 +111,51 @@ fn listener_host(gateways: &[Arc<Gateway>], gateway: &str, name: &str) -> HostKe
     HostKey::of(h)
 }
 
-/// The (port, hostname) of every listener of every Gateway, by `namespace/name`.
-fn gateway_listeners(gateways: &[Arc<Gateway>]) -> HashMap<String, Vec<(u16, HostKey)>> {
+/// A listener of a causeway Gateway, as a rival in listener selection.
+struct GwListener {
+    /// `namespace/name` of its Gateway.
+    gateway: String,
+    port: u16,
+    host: HostKey,
+    /// causeway-proxy serves it (HTTP, no `HostnameConflict`): only such a listener of
+    /// another Gateway is a rival.
+    served: bool,
+}
+
+impl GwListener {
+    /// Whether this listener competes with `via`'s for the requests of a hostname it
+    /// matches. Every Gateway of a causeway class shares the one data plane (the
+    /// proxy's own listeners, whatever port a listener names), so they count as one
+    /// merged Gateway: within `via`'s Gateway, its listeners on `via`'s port (those on
+    /// other ports are served on the same sockets alike: no rivals, HR-4); across
+    /// Gateways, every listener served, whatever its port (a port number would
+    /// otherwise let one Gateway's route past another's more specific listener).
+    fn rivals(&self, via: &Via) -> bool {
+        if *self.gateway == *via.gateway {
+            self.port == via.port
+        } else {
+            self.served
+        }
+    }
+}
+
+/// Every listener of every Gateway of a causeway class.
+fn gateway_listeners(gateways: &[Arc<Gateway>], classes: &[Arc<GatewayClass>]) -> Vec<GwListener> {
     gateways
         .iter()
-        .map(|g| {
+        .filter(|g| attach::class_is_ours(&g.spec.gateway_class_name, classes))
+        .flat_map(|g| {
             let id = format!("{}/{}", g.namespace().unwrap_or_default(), g.name_any());
-            let ls = g
-                .spec
-                .listeners
-                .iter()
-                .map(|l| {
-                    let h = l.hostname.as_deref().filter(|h| !h.is_empty());
-                    (u16::try_from(l.port).unwrap_or(80), HostKey::of(h))
-                })
-                .collect();
-            (id, ls)
+            g.spec.listeners.iter().map(move |l| {
+                let h = l.hostname.as_deref().filter(|h| !h.is_empty());
+                GwListener {
+                    gateway: id.clone(),
+                    port: u16::try_from(l.port).unwrap_or(80),
+                    host: HostKey::of(h),
+                    served: attach::listener_problem(l).is_none()
+                        && attach::listener_conflict(g, l).is_none(),
+                }
+            })
         })
         .collect()
 }
@@ -163,7 +195,7 @@ pub(super) fn add(
         })
         .collect();
     let default_match = [HTTPRouteMatch::default()];
-    let gw_listeners = gateway_listeners(&snap.gateways);
+    let gw_listeners = gateway_listeners(&snap.gateways, &snap.gateway_classes);
     for (order, route) in oldest_first(&snap.http_routes).into_iter().enumerate() {
         let ns = route.namespace().unwrap_or_default();
         let id = format!("{ns}/{}", route.name_any());
@@ -216,10 +248,10 @@ pub(super) fn add(
             idx,
             opts,
             shared,
-            mci: route_id.clone(),
+            // (its own metric series, whatever MCI has its name)
+            mci: format!("httproute:{id}").into(),
             ns: ns.clone(),
             tuning: Arc::new(tuning),
-            blocked: Vec::new(),
             cache: HashMap::new(),
             new_backends: Vec::new(),
             endpoints: 0,
@@ -286,18 +318,24 @@ pub(super) fn add(
             }),
         );
     }
-    // The hostnames to route: those of the routes, and those of the listeners of the
+    pass_through(idx, snap, opts, shared, table);
+    // The hostnames to route: those of the routes, those of the listeners of the
     // Gateways they attached to (a listener without routes still takes its hostname's
-    // requests from its Gateway's less specific listeners on that port).
+    // requests from its Gateway's less specific listeners on that port), and those of
+    // every other Gateway's served listeners (which take them from every Gateway's less
+    // specific listeners: [`GwListener::rivals`]).
     let mut keys: BTreeSet<&HostKey> = by_host.keys().collect();
     let used: BTreeSet<&str> = by_host
         .values()
         .flatten()
         .map(|(_, _, v)| &*v.gateway)
         .collect();
-    for g in used {
-        keys.extend(gw_listeners.get(g).into_iter().flatten().map(|(_, h)| h));
-    }
+    keys.extend(
+        gw_listeners
+            .iter()
+            .filter(|l| l.served || used.contains(l.gateway.as_str()))
+            .map(|l| &l.host),
+    );
     for key in keys {
         // The rules of this hostname and of the wildcards and any host covering it.
         let mut all: Vec<(HostRank, Precedence, &Arc<Rule>, &Via)> = by_host
@@ -308,17 +346,16 @@ pub(super) fn add(
         if all.is_empty() {
             continue;
         }
-        // Only those of the most specific listener, on its port, of each Gateway whose
-        // hostname matches (`Via`).
+        // Only those of the most specific listener whose hostname matches, among the
+        // listeners of every causeway Gateway that rival the one a rule came through
+        // (`Via`, [`GwListener::rivals`]).
         let mut best: HashMap<(&str, u16), Option<HostRank>> = HashMap::new();
         for (_, _, _, via) in &all {
             best.entry((&via.gateway, via.port)).or_insert_with(|| {
                 gw_listeners
-                    .get(&*via.gateway)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(p, h)| *p == via.port && (h == key || h.covers(key)))
-                    .map(|(_, h)| h.rank())
+                    .iter()
+                    .filter(|l| l.rivals(via) && (l.host == *key || l.host.covers(key)))
+                    .map(|l| l.host.rank())
                     .min()
             });
         }
@@ -352,6 +389,70 @@ pub(super) fn add(
             tracing::warn!("{w}");
             table.warnings.push(w);
         }
+    }
+}
+
+/// GW-4: every mesh port a ServiceImport still names ([`mesh::MESH_PORTS`]) that no
+/// accepted mesh route captures forwards to that ServiceImport port's own endpoints, as
+/// if nothing captured it. Members keep sending the clusterset IP's traffic to the mesh
+/// port until the controller drops the annotation and their importers and kube-proxy
+/// follow (seconds); a route deleted, no longer accepted, or moved to another mesh port
+/// must not turn that window into 404s (or a closed listener).
+fn pass_through(
+    idx: &Index<'_>,
+    snap: &Snapshot,
+    opts: &BuildOptions,
+    shared: &Registries,
+    table: &mut RouteTable,
+) {
+    let no_annotations = BTreeMap::new();
+    for si in oldest_first(&snap.service_imports) {
+        let ports = mesh::ports_of(si);
+        if ports.is_empty() || si.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let ns = si.namespace().unwrap_or_default();
+        let name = si.name_any();
+        let id = format!("serviceimport:{ns}/{name}");
+        let (tuning, _) = annotations::parse(&id, &no_annotations, &opts.defaults);
+        let mut b = MciBuilder {
+            idx,
+            opts,
+            shared,
+            mci: id.as_str().into(),
+            ns: ns.clone(),
+            tuning: Arc::new(tuning),
+            cache: HashMap::new(),
+            new_backends: Vec::new(),
+            endpoints: 0,
+        };
+        for (port, mesh_port) in ports {
+            // (a port two ServiceImports name: the oldest's)
+            if table.mesh.contains_key(&mesh_port) {
+                continue;
+            }
+            let svc = IngressServiceBackend {
+                name: name.clone(),
+                port: Some(ServiceBackendPort {
+                    number: Some(port),
+                    name: None,
+                }),
+            };
+            let target = b.service_target(&ns, &svc);
+            table.mesh.insert(
+                mesh_port,
+                Arc::new(Route {
+                    mci: format!(
+                        "ServiceImport {ns}/{name} port {port} (no mesh route captures it: passed through)"
+                    )
+                    .into(),
+                    target,
+                    ssl_redirect: false,
+                }),
+            );
+        }
+        table.endpoints += b.endpoints;
+        table.backends.append(&mut b.new_backends);
     }
 }
 

@@ -146,3 +146,93 @@ async fn trailers_reach_an_http1_client_through_an_http_route() -> anyhow::Resul
     }
     Ok(())
 }
+
+/// MCI-8 / EPS-7 through an HTTPRoute: a cluster an MCI's status blocks (as the MCI
+/// controller writes `trafficBlockClusters`, here on an MCI of another Service) and a
+/// cluster the aggregator withdrew from the ServiceImport (`EndpointsWithdrawn`, left
+/// out of `status.clusters`) get none of the route's requests, and get them back when
+/// lifted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_route_backends_honour_cluster_traffic_blocks() -> anyhow::Result<()> {
+    use causeway_crds::mcs::v1beta1::ServiceImport;
+    use kube::api::{Api, Patch, PatchParams};
+
+    let hub = Hub::start().await?;
+    let east = Pod::start([127, 0, 62, 1], "east").await?;
+    let west = Pod::start([127, 0, 62, 2], "west").await?;
+    hub.import("web").await?;
+    hub.export("web", "east", &[(east.addr, true)]).await?;
+    hub.export("web", "west", &[(west.addr, true)]).await?;
+    hub.import("other").await?;
+    hub.mci(
+        "other-mci",
+        json!({"rules": [crate::harness::rule(Some("other.test"), "/", "Prefix", "other")]}),
+        json!({}),
+    )
+    .await?;
+    let v1 = "gateway.networking.k8s.io/v1";
+    hub.apply(
+        v1,
+        "GatewayClass",
+        None,
+        "causeway",
+        json!({"spec": {"controllerName": causeway_crds::gateway::CONTROLLER_NAME}}),
+    )
+    .await?;
+    hub.apply(v1, "Gateway", Some(NS), "gw",
+        json!({"spec": {"gatewayClassName": "causeway", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}})).await?;
+    hub.apply(
+        v1,
+        "HTTPRoute",
+        Some(NS),
+        "r",
+        json!({"spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["gw.example"],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+    )
+    .await?;
+    let p = proxy(&hub, None).await?;
+    let c = client();
+    let serves = |pod: &Pod| {
+        let addr = pod.addr;
+        p.table()
+            .backends
+            .iter()
+            .filter(|b| &*b.mci == "httproute:demo/r")
+            .any(|b| b.balancer.endpoints().iter().any(|e| e.addr == addr))
+    };
+    eventually("both clusters", Duration::from_secs(20), || async {
+        serves(&east) && serves(&west)
+    })
+    .await?;
+    // TrafficControl on west (or west stale past the TTL), as an MCI's status says
+    hub.block("other-mci", &["west"]).await?;
+    eventually("west blocked", Duration::from_secs(10), || async {
+        serves(&east) && !serves(&west)
+    })
+    .await?;
+    let s = crate::harness::spread(&c, p.http, "gw.example", "/", 20).await?;
+    assert_eq!(s.get("east"), Some(&20), "{s:?}");
+    hub.block("other-mci", &[]).await?;
+    eventually("west back", Duration::from_secs(10), || async {
+        serves(&east) && serves(&west)
+    })
+    .await?;
+    // the aggregator withdrew west from web past the TTL
+    Api::<ServiceImport>::namespaced(hub.client.clone(), NS)
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"clusters": [{"cluster": "east"}],
+                "conditions": [{"type": "EndpointsStale", "status": "True", "reason": "EndpointsWithdrawn",
+                    "message": "cluster west is not Ready", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+        )
+        .await?;
+    eventually("west withdrawn", Duration::from_secs(10), || async {
+        serves(&east) && !serves(&west)
+    })
+    .await?;
+    let s = crate::harness::spread(&c, p.http, "gw.example", "/", 20).await?;
+    assert_eq!(s.get("east"), Some(&20), "{s:?}");
+    p.shutdown().await;
+    Ok(())
+}
