@@ -67,6 +67,10 @@ pub struct World<'a> {
     pub mesh_previous: &'a BTreeMap<causeway_crds::gateway::mesh::MeshParent, u16>,
     /// Mesh ports released a moment ago, not to be given to another ServiceImport yet.
     pub mesh_reserved: &'a std::collections::BTreeSet<u16>,
+    /// The Gateways whose status holds fields Causeway's status applies set (their
+    /// `managedFields`, read by [`run`]): one no longer of a causeway class gets them
+    /// withdrawn.
+    pub status_ours: &'a BTreeSet<(String, String)>,
     /// Now.
     pub now: jiff::Timestamp,
 }
@@ -77,7 +81,8 @@ pub struct World<'a> {
 pub struct Desired {
     /// GatewayClass statuses (namespace "").
     pub classes: BTreeMap<(String, String), GatewayClassStatus>,
-    /// Gateway statuses.
+    /// Gateway statuses (empty: a Gateway no longer of a causeway class, whose
+    /// conditions and addresses Causeway withdraws).
     pub gateways: BTreeMap<(String, String), GatewayStatus>,
     /// HTTPRoute statuses.
     pub routes: BTreeMap<(String, String), HTTPRouteStatus>,
@@ -243,6 +248,12 @@ pub fn desired(world: &World<'_>) -> Desired {
     let addresses = addresses(world);
     for g in world.gateways {
         if !attach::class_is_ours(&g.spec.gateway_class_name, world.classes) {
+            // its class went, or is another controller's: what Causeway wrote goes (an
+            // empty status applied as its manager), what others wrote stays
+            let key = crate::watch::key(g.as_ref());
+            if world.status_ours.contains(&key) {
+                out.gateways.insert(key, GatewayStatus::default());
+            }
             continue;
         }
         let (ns, name) = crate::watch::key(g.as_ref());
@@ -442,7 +453,9 @@ fn addresses(world: &World<'_>) -> Vec<GatewayAddress> {
         .collect()
 }
 
-/// `ResolvedRefs` of a route: the first backendRef that may not be used or does not exist.
+/// `ResolvedRefs` of a route: the first backendRef that may not be used, does not
+/// exist, or names no port of its ServiceImport (the port lookup causeway-proxy serves
+/// with, `causeway_crds::mci::backend::service_port`).
 fn resolved_refs(r: &HTTPRoute, world: &World<'_>) -> Result<(), attach::Refused> {
     let ns = r.namespace().unwrap_or_default();
     for b in r
@@ -451,11 +464,8 @@ fn resolved_refs(r: &HTTPRoute, world: &World<'_>) -> Result<(), attach::Refused
         .iter()
         .flat_map(|rule| rule.backend_refs.iter())
     {
-        let (_, backend_ns) = attach::backend(&ns, b, world.grants)?;
-        if !world
-            .imports
-            .contains_key(&(backend_ns.clone(), b.name.clone()))
-        {
+        let (kind, backend_ns) = attach::backend(&ns, b, world.grants)?;
+        let Some(si) = world.imports.get(&(backend_ns.clone(), b.name.clone())) else {
             return Err(attach::Refused {
                 reason: reasons::BACKEND_NOT_FOUND,
                 message: format!(
@@ -463,9 +473,49 @@ fn resolved_refs(r: &HTTPRoute, world: &World<'_>) -> Result<(), attach::Refused
                     b.name
                 ),
             });
-        }
+        };
+        backend_port(kind, &backend_ns, b, si)?;
     }
     Ok(())
+}
+
+/// Whether backendRef `b` (of `kind`, in `ns`) names a port of its ServiceImport `si`:
+/// a Service backendRef must give one (the Gateway API: "Port is required when the
+/// referent is a Kubernetes Service", `UnsupportedValue`), a ServiceImport's may leave
+/// it out when the ServiceImport has one TCP port; one it does not have is
+/// `BackendNotFound`.
+fn backend_port(
+    kind: attach::BackendKind,
+    ns: &str,
+    b: &causeway_crds::gateway::http_route::HTTPBackendRef,
+    si: &ServiceImport,
+) -> Result<(), attach::Refused> {
+    use causeway_crds::mci::backend::{PortError, service_port};
+    if kind == attach::BackendKind::Service && b.port.is_none() {
+        return Err(attach::Refused {
+            reason: reasons::UNSUPPORTED_VALUE,
+            message: format!(
+                "backendRef {ns}/{}: a Service backendRef needs a port (the Gateway API requires it)",
+                b.name
+            ),
+        });
+    }
+    let want = b.port.map(
+        |number| k8s_openapi::api::networking::v1::ServiceBackendPort {
+            name: None,
+            number: Some(number),
+        },
+    );
+    match service_port(si, want.as_ref()) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(attach::Refused {
+            reason: match e {
+                PortError::Unspecified { tcp_ports } if tcp_ports > 0 => reasons::UNSUPPORTED_VALUE,
+                _ => reasons::BACKEND_NOT_FOUND,
+            },
+            message: format!("backendRef {ns}/{}: {}", b.name, e.message(ns, &b.name)),
+        }),
+    }
 }
 
 fn route_status(
@@ -477,6 +527,19 @@ fn route_status(
     now: &Time,
 ) -> HTTPRouteStatus {
     let refs = resolved_refs(r, world);
+    // the causeway.io tuning annotations causeway-proxy reads on routes too (the MCI
+    // parse): a value that does not parse is served with its default, and said here
+    let tuning = causeway_crds::mci::tuning::parse(r.annotations()).1;
+    let tuning_note = (!tuning.is_empty()).then(|| {
+        format!(
+            "served with defaults for: {}",
+            tuning
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    });
     let prev_parents = r
         .status
         .as_ref()
@@ -504,10 +567,17 @@ fn route_status(
             ),
             Err(e) => c.make(reasons::RESOLVED_REFS, false, e.reason, e.message.clone()),
         };
+        let mut accepted = accepted(&c);
+        if let Some(note) = tuning_note.as_deref().filter(|_| accepted.status == "True") {
+            accepted.message = format!("{}; {note}", accepted.message)
+                .chars()
+                .take(32 * 1024)
+                .collect();
+        }
         RouteParentStatus {
             parent_ref: parent_ref.clone(),
             controller_name: CONTROLLER_NAME.into(),
-            conditions: vec![accepted(&c), resolved],
+            conditions: vec![accepted, resolved],
         }
     };
     let mut parents: Vec<RouteParentStatus> = verdicts
@@ -666,9 +736,11 @@ pub async fn run(
     // ServiceImport for RESERVE: members may still send its traffic there)
     let mut mesh_previous = BTreeMap::new();
     let mut released: BTreeMap<u16, jiff::Timestamp> = BTreeMap::new();
+    let mut status_managers = StatusManagers::default();
     loop {
         let started = Instant::now();
         let (c, g, r) = (classes.state(), gateways.state(), routes.state());
+        let status_ours = status_managers.read(&hub, &g, &c).await;
         let import_map = imports
             .state()
             .into_iter()
@@ -693,6 +765,7 @@ pub async fn run(
             proxies: &lease_list,
             mesh_previous: &mesh_previous,
             mesh_reserved: &released.keys().copied().collect(),
+            status_ours: &status_ours,
             now: jiff::Timestamp::now(),
         };
         let want = desired(&world);
@@ -734,6 +807,73 @@ pub async fn run(
             return;
         }
     }
+}
+
+/// Which Gateways not of a causeway class hold status fields Causeway's applies set: the
+/// cache keeps no `managedFields`, so each such Gateway with a status is read once per
+/// resourceVersion.
+#[derive(Default)]
+struct StatusManagers {
+    /// By Gateway: the resourceVersion read, and whether Causeway's status apply holds
+    /// fields there.
+    seen: BTreeMap<(String, String), (Option<String>, bool)>,
+}
+
+impl StatusManagers {
+    async fn read(
+        &mut self,
+        hub: &kube::Client,
+        gateways: &[Arc<Gateway>],
+        classes: &[Arc<GatewayClass>],
+    ) -> BTreeSet<(String, String)> {
+        let mut out = BTreeSet::new();
+        let mut seen = BTreeMap::new();
+        for g in gateways {
+            if attach::class_is_ours(&g.spec.gateway_class_name, classes)
+                || g.status
+                    .as_ref()
+                    .is_none_or(|s| *s == GatewayStatus::default())
+            {
+                continue;
+            }
+            let key = crate::watch::key(g.as_ref());
+            let rv = g.resource_version();
+            let ours = match self.seen.get(&key) {
+                Some((at, ours)) if *at == rv => *ours,
+                _ => {
+                    let api: Api<Gateway> = Api::namespaced(hub.clone(), &key.0);
+                    match api.get_opt(&key.1).await {
+                        Ok(Some(fresh)) => status_applied_by_causeway(&fresh),
+                        Ok(None) => continue,
+                        Err(e) => {
+                            tracing::debug!(namespace = %key.0, name = %key.1, error = %e, "reading a Gateway's field managers failed; trying again next round");
+                            continue;
+                        }
+                    }
+                }
+            };
+            if ours {
+                out.insert(key.clone());
+            }
+            seen.insert(key, (rv, ours));
+        }
+        self.seen = seen;
+        out
+    }
+}
+
+/// Whether Causeway's status apply holds fields of `g`'s status (its `managedFields`).
+fn status_applied_by_causeway(g: &Gateway) -> bool {
+    g.metadata.managed_fields.iter().flatten().any(|e| {
+        e.manager.as_deref() == Some(causeway_crds::well_known::FIELD_MANAGER)
+            && e.operation.as_deref() == Some("Apply")
+            && e.subresource.as_deref() == Some("status")
+            && e.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:status"))
+                .and_then(serde_json::Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+    })
 }
 
 /// Writes the `want`ed status of each object in `objects` (the shared applier, field

@@ -24,7 +24,8 @@ use causeway_crds::mci::lease as proxy_lease;
 use causeway_crds::mci::tuning;
 use causeway_crds::mci::validate::{FieldError, validate};
 use causeway_crds::mci::{
-    ACCEPTED, MultiClusterIngress, MultiClusterIngressStatus, ServiceLocation,
+    ACCEPTED, BACKEND_NOT_FOUND, MultiClusterIngress, MultiClusterIngressStatus, RESOLVED_REFS,
+    ServiceLocation,
 };
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::{annotations, finalizers, labels};
@@ -34,7 +35,7 @@ use k8s_openapi::api::networking::v1::{
     IngressPortStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -212,6 +213,36 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
             &Time(world.now),
         ),
     }];
+    let unresolved = unresolved_backends(mci, world);
+    let (refs_ok, refs_reason, refs_message) = if unresolved.is_empty() {
+        (
+            "True",
+            RESOLVED_REFS,
+            "every backend names a port of its ServiceImport".to_string(),
+        )
+    } else {
+        (
+            "False",
+            BACKEND_NOT_FOUND,
+            format!(
+                "causeway-proxy answers 503 for: {}",
+                unresolved.into_iter().collect::<Vec<_>>().join("; ")
+            ),
+        )
+    };
+    conditions.push(Condition {
+        type_: RESOLVED_REFS.into(),
+        status: refs_ok.into(),
+        reason: refs_reason.into(),
+        message: refs_message.chars().take(32 * 1024).collect(),
+        observed_generation: mci.metadata.generation,
+        last_transition_time: crate::condition::since(
+            prev,
+            RESOLVED_REFS,
+            refs_ok,
+            &Time(world.now),
+        ),
+    });
     conditions.extend(
         world
             .stale
@@ -232,6 +263,46 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
         errors,
         warnings,
     }
+}
+
+/// What is wrong with each backend of `mci` that causeway-proxy cannot resolve: no hub
+/// ServiceImport of its name, or no port of it that the backend names (the lookup the
+/// proxy serves with, `causeway_crds::mci::backend::service_port`); sorted, once each.
+fn unresolved_backends(mci: &MultiClusterIngress, world: &World<'_>) -> BTreeSet<String> {
+    let ns = mci.namespace().unwrap_or_default();
+    let mut out = BTreeSet::new();
+    let rules = mci.spec.rules.as_deref().unwrap_or_default();
+    let backends = mci.spec.default_backend.iter().chain(
+        rules
+            .iter()
+            .flat_map(|r| r.http.iter().flat_map(|h| h.paths.iter()))
+            .map(|p| &p.backend),
+    );
+    for svc in backends.filter_map(|b| b.service.as_ref()) {
+        let port = svc.port.as_ref();
+        let named = port
+            .and_then(|p| p.name.clone())
+            .filter(|n| !n.is_empty())
+            .or_else(|| port.and_then(|p| p.number).map(|n| n.to_string()));
+        let what = match &named {
+            Some(p) => format!("backend {} port {p}", svc.name),
+            None => format!("backend {}", svc.name),
+        };
+        match world.imports.get(&(ns.clone(), svc.name.clone())) {
+            None => {
+                out.insert(format!(
+                    "{what}: no ServiceImport {ns}/{} on the hub (export the Service from a member cluster)",
+                    svc.name
+                ));
+            }
+            Some(si) => {
+                if let Err(e) = causeway_crds::mci::backend::service_port(si, port) {
+                    out.insert(format!("{what}: {}", e.message(&ns, &svc.name)));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The Service names an MCI's rules and default backend refer to, sorted.
@@ -637,6 +708,8 @@ struct Memo {
     /// has no `conditions`, Karmada's, keeps none to compare with). An Event is
     /// published when this changes.
     said: std::collections::HashMap<(String, String), (String, String)>,
+    /// The same for the ResolvedRefs condition (its Warning Event).
+    said_refs: std::collections::HashMap<(String, String), (String, String)>,
     /// The hub's MultiClusterIngress CRD has no `status.conditions` (Karmada's): the
     /// status is written without them.
     conditions_dropped: bool,
@@ -658,6 +731,7 @@ async fn reconcile(
     let ours = matches!(verdict, Desired::Ours { .. });
     let key = (ns.clone(), name.clone());
     if deleting || !ours {
+        memo.said_refs.remove(&key);
         if let Desired::NotOurs(Decision::AmbiguousDefault { .. }) = &verdict {
             let said = (AMBIGUOUS_CLASS.to_string(), verdict_reason(&verdict));
             if memo.said.get(&key) != Some(&said) {
@@ -669,21 +743,11 @@ async fn reconcile(
         }
         if held {
             // Withdraw what Causeway published (addresses, locations, conditions), then let go.
+            // The status write changes the resourceVersion: the finalizer goes with a
+            // JSON patch guarded by a test of the finalizer list, not by the
+            // resourceVersion read before it (which would always conflict).
             write_status(&mut memo.status, &api, (&ns, &name), &json!({}), None, None).await?;
-            let rest: Vec<&String> = mci
-                .finalizers()
-                .iter()
-                .filter(|f| *f != finalizers::MCI)
-                .collect();
-            api.patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {
-                    "finalizers": rest,
-                    "resourceVersion": mci.resource_version(),
-                }})),
-            )
-            .await?;
+            causeway_runtime::apply::remove_finalizer(&api, mci, finalizers::MCI).await?;
             tracing::info!(namespace = %ns, name = %name, deleting, "multiclusteringress released");
         }
         return Ok(());
@@ -697,17 +761,7 @@ async fn reconcile(
         return Ok(());
     };
     if !held {
-        let mut all: Vec<String> = mci.finalizers().to_vec();
-        all.push(finalizers::MCI.to_string());
-        api.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {
-                "finalizers": all,
-                "resourceVersion": mci.resource_version(),
-            }})),
-        )
-        .await?;
+        causeway_runtime::apply::add_finalizer(&api, mci, finalizers::MCI).await?;
     }
     let prev: &[Condition] = mci
         .status
@@ -720,7 +774,28 @@ async fn reconcile(
         .iter()
         .any(|p| p.type_ == next.type_ && p.reason == next.reason && p.message == next.message)
         && memo.said.get(&key) != Some(&said);
-    memo.said.insert(key, said);
+    memo.said.insert(key.clone(), said);
+    // a backend the proxy cannot resolve: a Warning Event when that news changes (on
+    // Karmada's CRD, without conditions, the only place it is said)
+    if let Some(refs) = status.conditions.iter().find(|c| c.type_ == RESOLVED_REFS) {
+        let said = (refs.reason.clone(), refs.message.clone());
+        let news = refs.status == "False"
+            && !prev.iter().any(|p| {
+                p.type_ == refs.type_ && p.reason == refs.reason && p.message == refs.message
+            })
+            && memo.said_refs.get(&key) != Some(&said);
+        memo.said_refs.insert(key, said);
+        if news {
+            publish(
+                recorder,
+                mci,
+                EventType::Warning,
+                BACKEND_NOT_FOUND,
+                &refs.message,
+            )
+            .await;
+        }
+    }
     if changed {
         let (kind, reason) = if !errors.is_empty() {
             (EventType::Warning, "InvalidSpec")

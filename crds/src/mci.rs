@@ -16,6 +16,7 @@ use serde_json::json;
 
 use crate::schema::set_at;
 
+pub mod backend;
 pub mod class;
 pub mod lease;
 pub mod tuning;
@@ -141,6 +142,15 @@ pub struct MultiClusterIngressStatus {
 
 /// `type` of the MultiClusterIngress condition that says whether Causeway serves it.
 pub const ACCEPTED: &str = "Accepted";
+
+/// `type` of the MultiClusterIngress condition that says whether every backend names a
+/// port of its hub ServiceImport (`False`, reason [`BACKEND_NOT_FOUND`]: causeway-proxy
+/// answers 503 for it). Like `Accepted`, Causeway's addition, said as an Event too.
+pub const RESOLVED_REFS: &str = "ResolvedRefs";
+
+/// The `ResolvedRefs` reason (and Warning Event) of an MCI with a backend whose
+/// ServiceImport or port does not exist (the Gateway API's reason for the same).
+pub const BACKEND_NOT_FOUND: &str = "BackendNotFound";
 
 /// `type` of the MultiClusterIngress condition that says a cluster serving its backends
 /// is not Ready, so its endpoints are stale and, past the TTL, withdrawn (the same

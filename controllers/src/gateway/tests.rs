@@ -22,6 +22,7 @@ struct Fixture {
     imports: BTreeMap<(String, String), Arc<ServiceImport>>,
     proxies: Vec<Arc<Lease>>,
     mesh_previous: BTreeMap<causeway_crds::gateway::mesh::MeshParent, u16>,
+    status_ours: BTreeSet<(String, String)>,
 }
 
 impl Fixture {
@@ -70,6 +71,7 @@ impl Fixture {
             imports: BTreeMap::from([(("app".to_string(), "web".to_string()), import)]),
             proxies: vec![lease],
             mesh_previous: BTreeMap::new(),
+            status_ours: BTreeSet::new(),
         }
     }
 
@@ -106,6 +108,7 @@ impl Fixture {
             proxies: &crate::mci::ProxyLease::read_all(&self.proxies),
             mesh_previous: &self.mesh_previous,
             mesh_reserved: &Default::default(),
+            status_ours: &self.status_ours,
             now: now(),
         })
     }
@@ -247,6 +250,44 @@ fn route_conditions_per_parent_table() {
             [
                 c("Accepted", "True", "Accepted"),
                 c("ResolvedRefs", "False", "BackendNotFound"),
+            ],
+        ),
+        // web has port 80 only: the proxy cannot serve 8080 (finding: ResolvedRefs
+        // was True for it)
+        (
+            "wrong-port",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": [{"name": "web", "port": 8080}]}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "False", "BackendNotFound"),
+            ],
+        ),
+        (
+            "si-wrong-port",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": [
+            {"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "port": 8080}]}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "False", "BackendNotFound"),
+            ],
+        ),
+        // the Gateway API: port is required for a Service
+        (
+            "no-port",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": [{"name": "web"}]}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "False", "UnsupportedValue"),
+            ],
+        ),
+        // a ServiceImport's port may be left out when it has one
+        (
+            "si-no-port",
+            json!({"parentRefs": [parent(json!({}))], "rules": [{"backendRefs": [
+            {"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web"}]}]}),
+            [
+                c("Accepted", "True", "Accepted"),
+                c("ResolvedRefs", "True", "ResolvedRefs"),
             ],
         ),
         (
@@ -818,4 +859,214 @@ fn addresses_match_by_value() {
         assert_eq!(same_address(a, b), want, "{a} against {b}");
         assert_eq!(same_address(b, a), want, "{b} against {a}");
     }
+}
+
+/// A backendRef's port is looked up as causeway-proxy serves it: one the ServiceImport
+/// lacks is `BackendNotFound`, none given when it has several TCP ports (the proxy would
+/// not guess) `UnsupportedValue`, and the messages say which.
+#[test]
+fn backend_ref_ports_must_be_ports_of_the_service_import() {
+    let mut f = Fixture::new();
+    f.imports.insert(
+        key("app", "multi"),
+        obj(
+            json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+            "metadata": {"name": "multi", "namespace": "app"},
+            "spec": {"type": "ClusterSetIP", "ports": [
+                {"name": "metrics", "port": 9090, "protocol": "TCP"},
+                {"name": "http", "port": 80, "protocol": "TCP"}]}}),
+        ),
+    );
+    let si = |port: Value| {
+        let mut b =
+            json!({"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "multi"});
+        if !port.is_null() {
+            b["port"] = port;
+        }
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [{"backendRefs": [b]}]})
+    };
+    f.route("by-number", si(json!(80)));
+    f.route("unknown", si(json!(8080)));
+    f.route("ambiguous", si(Value::Null));
+    // the second rule's backendRef is the bad one
+    f.route(
+        "second",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra"}], "rules": [
+            {"backendRefs": [{"name": "web", "port": 80}]},
+            {"backendRefs": [{"name": "web", "port": 8080, "weight": 3}]}]}),
+    );
+    let d = f.desired();
+    let resolved = |route: &str| {
+        let p = &d.routes[&key("app", route)].parents[0];
+        let r = p
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "ResolvedRefs")
+            .unwrap();
+        (r.status.clone(), r.reason.clone(), r.message.clone())
+    };
+    assert_eq!(
+        resolved("by-number"),
+        (
+            "True".into(),
+            "ResolvedRefs".into(),
+            "every backendRef resolved".into()
+        )
+    );
+    assert_eq!(
+        resolved("unknown"),
+        (
+            "False".into(),
+            "BackendNotFound".into(),
+            "backendRef app/multi: ServiceImport app/multi has no TCP port 8080".into()
+        )
+    );
+    assert_eq!(
+        resolved("ambiguous"),
+        (
+            "False".into(),
+            "UnsupportedValue".into(),
+            "backendRef app/multi: no port given and ServiceImport app/multi has 2 TCP ports: name one".into()
+        )
+    );
+    assert_eq!(
+        resolved("second"),
+        (
+            "False".into(),
+            "BackendNotFound".into(),
+            "backendRef app/web: ServiceImport app/web has no TCP port 8080".into()
+        )
+    );
+}
+
+/// A Gateway whose GatewayClass is deleted, or changed to another controller's class,
+/// gets what Causeway wrote withdrawn: an empty status applied as Causeway's manager
+/// (which keeps the other controller's fields), only when Causeway's status apply holds
+/// fields there; a Gateway Causeway never wrote is not touched.
+#[test]
+fn a_gateway_whose_class_is_no_longer_ours_gets_its_status_withdrawn() {
+    let mut f = Fixture::new();
+    // served: a status of ours
+    let ours = f.desired().gateways[&key("infra", "gw")].clone();
+    assert!(!ours.conditions.is_empty() && !ours.addresses.is_empty());
+    let gw = Arc::make_mut(&mut f.gateways[0]);
+    gw.status = Some(ours);
+    // Causeway's apply holds fields of infra/gw (and of infra/theirs, another
+    // controller's Gateway Causeway served before it moved)
+    f.status_ours = BTreeSet::from([key("infra", "gw"), key("infra", "theirs")]);
+    let d = f.desired();
+    assert_eq!(
+        d.gateways[&key("infra", "theirs")],
+        GatewayStatus::default(),
+        "moved to another controller's class: withdrawn"
+    );
+    assert_eq!(
+        serde_json::to_value(&d.gateways[&key("infra", "theirs")]).unwrap(),
+        json!({}),
+        "applied as an empty status"
+    );
+    assert!(
+        !d.gateways[&key("infra", "gw")].conditions.is_empty(),
+        "still ours: served"
+    );
+    // the class deleted: withdrawn too
+    f.classes.retain(|c| c.name_any() != "causeway");
+    let d = f.desired();
+    assert_eq!(d.gateways[&key("infra", "gw")], GatewayStatus::default());
+    assert!(d.classes.is_empty());
+    // a Gateway of another controller Causeway never wrote: left alone
+    f.status_ours.clear();
+    assert!(f.desired().gateways.is_empty());
+}
+
+/// The classification `run` feeds [`World::status_ours`] with: fields of the status
+/// held by Causeway's apply, not another manager's, not an update's, not an empty set.
+#[test]
+fn causeways_status_fields_are_told_by_their_manager() {
+    let gw = |fields: Value| -> Gateway {
+        serde_json::from_value(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "g", "namespace": "infra", "managedFields": fields},
+            "spec": {"gatewayClassName": "x", "listeners": []}}),
+        )
+        .unwrap()
+    };
+    let entry = |manager: &str, op: &str, sub: Option<&str>, f: Value| {
+        let mut e = json!({"manager": manager, "operation": op, "apiVersion": "gateway.networking.k8s.io/v1",
+            "fieldsType": "FieldsV1", "fieldsV1": f});
+        if let Some(s) = sub {
+            e["subresource"] = json!(s);
+        }
+        e
+    };
+    let status = json!({"f:status": {"f:conditions": {}}});
+    assert!(status_applied_by_causeway(&gw(json!([entry(
+        "causeway",
+        "Apply",
+        Some("status"),
+        status.clone()
+    )]))));
+    for fields in [
+        json!([entry("other", "Apply", Some("status"), status.clone())]),
+        json!([entry("causeway", "Update", Some("status"), status.clone())]),
+        json!([entry(
+            "causeway",
+            "Apply",
+            None,
+            json!({"f:metadata": {"f:labels": {}}})
+        )]),
+        json!([entry(
+            "causeway",
+            "Apply",
+            Some("status"),
+            json!({"f:status": {}})
+        )]),
+        json!([]),
+    ] {
+        assert!(!status_applied_by_causeway(&gw(fields.clone())), "{fields}");
+    }
+}
+
+/// The causeway.io tuning annotations (the MCI parse, which causeway-proxy applies to
+/// routes too): a value that does not parse is served with its default and said in the
+/// route's Accepted message, which stays True.
+#[test]
+fn bad_tuning_annotations_on_a_route_are_said_in_its_status() {
+    use causeway_crds::well_known::annotations::mci as tuning;
+    let mut f = Fixture::new();
+    let spec = json!({"parentRefs": [{"name": "gw", "namespace": "infra"}],
+        "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]});
+    f.route("good", spec.clone());
+    f.route("typo", spec);
+    let typo = Arc::make_mut(f.routes.last_mut().unwrap());
+    typo.metadata.annotations = Some(BTreeMap::from([
+        (
+            tuning::LOAD_BALANCER.to_string(),
+            "round-robbin".to_string(),
+        ),
+        (tuning::CONNECT_TIMEOUT.to_string(), "2s".to_string()),
+    ]));
+    let d = f.desired();
+    let accepted = |route: &str| {
+        let p = &d.routes[&key("app", route)].parents[0];
+        let a = p.conditions.iter().find(|c| c.type_ == "Accepted").unwrap();
+        (a.status.clone(), a.reason.clone(), a.message.clone())
+    };
+    let (status, reason, message) = accepted("typo");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Accepted"));
+    assert!(
+        message.starts_with(
+            "attached to listener http of Gateway infra/gw; served with defaults for: "
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains(tuning::LOAD_BALANCER) && message.contains("round-robbin"),
+        "{message}"
+    );
+    assert!(!message.contains(tuning::CONNECT_TIMEOUT), "{message}");
+    assert_eq!(
+        accepted("good").2,
+        "attached to listener http of Gateway infra/gw"
+    );
 }

@@ -567,3 +567,94 @@ fn a_cluster_not_ready_keeps_serving_until_the_ttl_then_is_blocked() {
         Some(("False".into(), "ClustersReady".into()))
     );
 }
+
+/// A backend whose ServiceImport has no port of the backend's name or number (the
+/// proxy's lookup, `causeway_crds::mci::backend::service_port`) gets 503s from the
+/// proxy: `ResolvedRefs` says which, while the MCI stays served.
+#[test]
+fn backends_naming_no_port_of_their_service_import_are_reported() {
+    let mut f = Fixture::new();
+    let refs = |f: &Fixture| {
+        let Desired::Ours { status, .. } = f.verdict(&mci("causeway", "")) else {
+            panic!("should be ours")
+        };
+        assert_eq!(status.conditions[0].type_, ACCEPTED, "Accepted stays first");
+        assert_eq!(status.conditions[0].status, "True", "still served");
+        let c = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == RESOLVED_REFS)
+            .expect("a ResolvedRefs condition")
+            .clone();
+        assert_eq!(c.observed_generation, Some(3));
+        c
+    };
+    // web's port has no name (the MCI asks for `http`), api's is 80 (it asks for 8080),
+    // fallback is not exported
+    let c = refs(&f);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", BACKEND_NOT_FOUND)
+    );
+    assert_eq!(
+        c.message,
+        "causeway-proxy answers 503 for: \
+         backend api port 8080: ServiceImport demo/api has no TCP port 8080; \
+         backend fallback port 80: no ServiceImport demo/fallback on the hub (export the Service from a member cluster); \
+         backend web port http: ServiceImport demo/web has no TCP port http"
+    );
+    // the ports they name
+    let with_ports = |name: &str, ports: &str| -> Arc<ServiceImport> {
+        Arc::new(yaml(&format!(
+            "apiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceImport\nmetadata: {{name: {name}, namespace: demo}}\nspec: {{type: ClusterSetIP, ports: {ports}}}"
+        )))
+    };
+    for si in [
+        with_ports(
+            "web",
+            "[{name: metrics, port: 9090}, {name: http, port: 80}]",
+        ),
+        with_ports("api", "[{port: 8080, protocol: TCP}]"),
+        with_ports("fallback", "[{port: 80}]"),
+    ] {
+        f.imports.insert(crate::watch::key(si.as_ref()), si);
+    }
+    let c = refs(&f);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", RESOLVED_REFS)
+    );
+    // a typo in a port name, and a UDP port of that number, are not ports the proxy serves
+    f.imports.insert(
+        ("demo".into(), "api".into()),
+        with_ports("api", "[{port: 8080, protocol: UDP}, {port: 80}]"),
+    );
+    let mut m = mci("causeway", "");
+    m.spec.rules.as_mut().unwrap()[0]
+        .http
+        .as_mut()
+        .unwrap()
+        .paths[0]
+        .backend
+        .service
+        .as_mut()
+        .unwrap()
+        .port = Some(yaml("{name: htp}"));
+    let Desired::Ours { status, .. } = f.verdict(&m) else {
+        panic!("should be ours")
+    };
+    let c = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == RESOLVED_REFS)
+        .unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.message.as_str()),
+        (
+            "False",
+            "causeway-proxy answers 503 for: \
+             backend api port 8080: ServiceImport demo/api has no TCP port 8080; \
+             backend web port htp: ServiceImport demo/web has no TCP port htp"
+        )
+    );
+}

@@ -405,3 +405,85 @@ async fn on_karmadas_own_crd_the_status_lands_without_conditions() {
     assert_eq!(accepted.len(), 1, "{accepted:?}");
     assert!(accepted[0].series.is_none(), "{:?}", accepted[0].series);
 }
+
+/// The MCI controller's failed writes so far (`reconcile_errors{controller="mci"}`).
+fn mci_reconcile_errors(mcs: &Mcs) -> u64 {
+    let text = mcs
+        .ctl
+        .as_ref()
+        .expect("the controller runs")
+        .metrics
+        .encode();
+    text.lines()
+        .filter(|l| l.starts_with("reconcile_errors") || l.contains("_reconcile_errors"))
+        .filter(|l| l.contains("controller=\"mci\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Deleting a served MCI withdraws its status and lets the finalizer go on the first
+/// attempt: the status write changes the resourceVersion, so the finalizer's removal
+/// must not be guarded by the one read before it (it was: a 409, a warning and a
+/// reconcile failure at every deletion). A backend naming a port its ServiceImport lacks
+/// is said in `ResolvedRefs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_served_mci_releases_it_without_a_failed_reconcile() {
+    let mcs = Mcs::start(&["east"], false).await;
+    crate::mcs_support::create_ns(&mcs.hub, &mcs.ns).await;
+    export_web(&mcs, &[0], "web", &["10.1.0.1"]).await;
+    let kubectl = Kubectl::new(&mcs);
+    kubectl
+        .ok("hub", &["apply", "-f", "examples/30-ingressclass.yaml"])
+        .await;
+    create_proxy_lease(&mcs.hub, "causeway-proxy-test", "127.0.0.9", "8080/http").await;
+    let api: Api<MultiClusterIngress> = Api::namespaced(mcs.hub.clone(), &mcs.ns);
+    let m: MultiClusterIngress = serde_json::from_value(json!({
+        "apiVersion": "networking.karmada.io/v1alpha1", "kind": "MultiClusterIngress",
+        "metadata": {"name": "served"},
+        "spec": {"ingressClassName": "causeway", "rules": [{"host": "a.example.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"number": 80}}}},
+            {"path": "/typo", "pathType": "Prefix", "backend": {"service": {"name": "web", "port": {"name": "htp"}}}}]}}]},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &m).await.unwrap();
+    let refs = eventually(
+        "served, with its finalizer, an address and ResolvedRefs",
+        PRESENT,
+        || async {
+            let m = mci(&mcs, "served").await?;
+            let st = m.status.as_ref()?;
+            st.load_balancer.as_ref()?.ingress.as_ref()?;
+            let refs = st
+                .conditions
+                .iter()
+                .find(|c| c.type_ == causeway_crds::mci::RESOLVED_REFS)?;
+            (accepted(&m)?.0 == "True" && m.finalizers().contains(&finalizers::MCI.to_string()))
+                .then(|| refs.clone())
+        },
+    )
+    .await;
+    assert_eq!(
+        (refs.status.as_str(), refs.reason.as_str()),
+        ("False", causeway_crds::mci::BACKEND_NOT_FOUND)
+    );
+    assert!(
+        refs.message.contains("backend web port htp: ServiceImport"),
+        "{}",
+        refs.message
+    );
+    let before = mci_reconcile_errors(&mcs);
+    api.delete("served", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the MCI is gone", PRESENT, || async {
+        mci(&mcs, "served").await.is_none().then_some(())
+    })
+    .await;
+    // a round or two more, for a failure to show
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        mci_reconcile_errors(&mcs),
+        before,
+        "the release failed at least once"
+    );
+}

@@ -2,10 +2,7 @@
 //! the exporting clusters' EndpointSlices, to the ready endpoints of each cluster.
 
 use super::*;
-
-fn is_tcp(p: Option<&str>) -> bool {
-    p.is_none_or(|p| p.eq_ignore_ascii_case("TCP"))
-}
+use causeway_crds::mci::backend::{is_tcp, service_port};
 
 /// Ready endpoints by cluster, and how many endpoints are unready.
 pub(super) type ByCluster = BTreeMap<String, (BTreeSet<SocketAddr>, usize)>;
@@ -27,28 +24,13 @@ pub(super) fn resolve(
         .imports
         .get(&(ns, name))
         .ok_or_else(|| format!("no ServiceImport {ns}/{name} (is the Service exported?)"))?;
-    let want = svc.port.as_ref();
-    let by_name = want
+    // the port lookup the controllers report with (MCI and HTTPRoute status)
+    let port = service_port(si, svc.port.as_ref()).map_err(|e| e.message(ns, name))?;
+    let by_name = svc
+        .port
+        .as_ref()
         .and_then(|p| p.name.as_deref())
-        .filter(|n| !n.is_empty());
-    let by_number = want.and_then(|p| p.number);
-    let port = si
-        .spec
-        .ports
-        .iter()
-        .filter(|p| is_tcp(p.protocol.as_deref()))
-        .find(|p| match (by_name, by_number) {
-            (Some(n), _) => p.name.as_deref() == Some(n),
-            (None, Some(num)) => p.port == num,
-            (None, None) => true,
-        })
-        .ok_or_else(|| {
-            let want = by_name
-                .map(str::to_string)
-                .or(by_number.map(|n| n.to_string()))
-                .unwrap_or_default();
-            format!("ServiceImport {ns}/{name} has no TCP port {want}")
-        })?;
+        .is_some_and(|n| !n.is_empty());
     let port_name = port.name.as_deref().unwrap_or("");
     let serving: BTreeSet<&str> = idx
         .exports
@@ -61,7 +43,7 @@ pub(super) fn resolve(
             es.spec.ports.iter().any(|p| {
                 is_tcp(p.protocol.as_deref())
                     && p.name.as_deref().unwrap_or("") == port_name
-                    && (by_name.is_some() || p.port == port.port)
+                    && (by_name || p.port == port.port)
             })
         })
         .map(|es| es.spec.cluster.as_str())
