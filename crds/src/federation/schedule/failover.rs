@@ -88,16 +88,15 @@ pub fn failing(cluster: &Cluster, tolerations: &[Toleration]) -> Option<(Timesta
         .iter()
         .filter(|t| tolerates(t, &taint))
         .collect();
+    // Kubernetes' `getMinTolerationTime`: the least of the matching tolerations'
+    // seconds (0 or less: at once); forever only when none of them sets seconds
     let seconds = if matching.is_empty() {
         DEFAULT_TOLERATION_SECONDS
-    } else if matching.iter().any(|t| t.toleration_seconds.is_none()) {
-        return None;
     } else {
         matching
             .iter()
             .filter_map(|t| t.toleration_seconds)
-            .min()
-            .unwrap_or(0)
+            .min()?
             .max(0)
     };
     let since = not_ready_since(cluster)?;

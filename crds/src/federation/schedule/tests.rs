@@ -1035,6 +1035,17 @@ fn failover_leaves_out_clusters_not_ready_for_too_long() {
         row(forever, Some(at(3000)), &fleet),
         vec![chosen("a"), gone("b", "False", 300), chosen("c")]
     );
+    // two tolerations of not-ready, one forever and one of 30 s: the least of those
+    // with seconds counts (Kubernetes' getMinTolerationTime), not forever
+    let both = "clusterTolerations: [{key: cluster.causeway.io/not-ready, operator: Exists, effect: NoExecute}, {operator: Exists, effect: NoExecute, tolerationSeconds: 30}]";
+    assert_eq!(
+        row(both, Some(at(30)), &fleet),
+        vec![
+            chosen("a"),
+            gone("b", "False", 30),
+            gone("c", "Unknown", 30)
+        ]
+    );
     // J.61: nowhere else to go, so the failed clusters keep it
     assert_eq!(
         row("", Some(at(3000)), &fleet[1..]),
