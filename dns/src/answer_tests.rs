@@ -315,7 +315,7 @@ fn truncates_to_the_client_limit_and_not_over_tcp() {
 /// A headless service whose bare SRV answer is larger than a TCP message can carry:
 /// 250 ready endpoints in five clusters with UUID ids, three named ports (750 SRV
 /// records of about 96 bytes).
-fn huge_headless_zone() -> Zone {
+pub(crate) fn huge_headless_zone() -> Zone {
     let ports: Vec<PortInput> = [("http", 80), ("https", 443), ("metrics", 9090)]
         .into_iter()
         .map(|(n, p)| PortInput {

@@ -180,16 +180,19 @@ fn add_headless(nodes: &mut Nodes, svc: &str, svc_wire: &[u8], slices: &[&SliceI
                     Some(h) if !h.is_empty() => h.to_ascii_lowercase(),
                     _ => name::dashed_ip(ip),
                 };
+                // The service's addresses are every ready address (DNS-8), named or not.
+                add_ip(nodes.entry(svc_wire.to_vec()).or_default(), *ip);
                 // The endpoint's name is also the target of its SRV records, kept in
-                // wire form: no second parse of the name as text.
+                // wire form: no second parse of the name as text. One that cannot be
+                // encoded gets no name and no SRV (nothing could point at it).
                 let host_wire = match name::prepend(&label, &cluster_wire) {
                     Ok(w) if !label.contains('.') => w,
                     Ok(_) => {
-                        tracing::warn!(hostname = %label, cluster = %slice.cluster, service = %svc, "skipping endpoint: hostname is not a DNS label");
+                        tracing::warn!(hostname = %label, %ip, cluster = %slice.cluster, service = %svc, "endpoint without a name or SRV (still among the service's addresses): hostname is not a DNS label");
                         continue;
                     }
                     Err(e) => {
-                        tracing::warn!(hostname = %label, %ip, cluster = %slice.cluster, service = %svc, error = %e, "skipping endpoint: hostname is not a DNS label");
+                        tracing::warn!(hostname = %label, %ip, cluster = %slice.cluster, service = %svc, error = %e, "endpoint without a name or SRV (still among the service's addresses): hostname is not a DNS label");
                         continue;
                     }
                 };
@@ -197,7 +200,6 @@ fn add_headless(nodes: &mut Nodes, svc: &str, svc_wire: &[u8], slices: &[&SliceI
                 // exists as an empty non-terminal: NODATA, not NXDOMAIN (RFC 8020).
                 ensure_between(nodes, &host_wire, svc_wire);
                 let svc_node = nodes.entry(svc_wire.to_vec()).or_default();
-                add_ip(svc_node, *ip);
                 for p in &slice.ports {
                     svc_node.srv.insert((host_wire.clone(), p.port));
                 }

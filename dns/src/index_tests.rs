@@ -322,8 +322,25 @@ fn bad_names_are_skipped_not_fatal() {
     let s = slice("h", "c 1", vec![ep("10.0.0.1", None, true)]);
     let long_host = slice("h", "c2", vec![ep("10.0.0.2", Some(&"x".repeat(70)), true)]);
     let zone = Zone::build(&cfg(), 1, [&bad, &headless("h")], [&s, &long_host]).unwrap();
+    // The slice of cluster "c 1" is skipped; the endpoint whose hostname is not a
+    // label has no name and no SRV, but it is still one of the service's addresses.
+    let svc = "h.ns.svc.clusterset.local.";
     assert_eq!(
-        ask(&zone, "h.ns.svc.clusterset.local.", RecordType::A).rcode,
+        (
+            ask(&zone, svc, RecordType::A).rcode,
+            ask(&zone, svc, RecordType::A).answers
+        ),
+        (0, vec!["A 10.0.0.2".to_string()])
+    );
+    let srv = ask(&zone, svc, RecordType::SRV);
+    assert_eq!((srv.rcode, srv.answers.len()), (0, 0), "{srv:?}");
+    assert_eq!(
+        ask(
+            &zone,
+            "10-0-0-2.c2.h.ns.svc.clusterset.local.",
+            RecordType::A
+        )
+        .rcode,
         3
     );
     assert!(
@@ -340,8 +357,9 @@ fn bad_names_are_skipped_not_fatal() {
     );
 }
 
-/// A slice or an endpoint whose name DNS cannot carry is left out; the service and
-/// its other endpoints are still served.
+/// A slice whose cluster DNS cannot carry is left out; an endpoint whose own name DNS
+/// cannot carry loses that name and its SRV only. The service and its other endpoints
+/// are still served.
 #[test]
 fn one_bad_slice_or_endpoint_leaves_the_rest_of_the_service() {
     let good = slice("h", "c1", vec![ep("10.0.0.1", None, true)]);
@@ -355,6 +373,10 @@ fn one_bad_slice_or_endpoint_leaves_the_rest_of_the_service() {
     let name = "h.ns.svc.clusterset.local.";
     for bad in &bad_slices {
         let what = format!("cluster {:?} {:?}", bad.cluster, bad.endpoints[0].addresses);
+        // An endpoint whose own name cannot be encoded is still among the service's
+        // addresses (DNS-8: every ready address); a slice whose cluster is not a DNS
+        // label is skipped whole.
+        let unnamed = bad.cluster == "c1";
         let zone = Zone::build(&cfg(), 1, [&headless("h")], [&good, bad]).unwrap();
         let r = ask(&zone, name, RecordType::A);
         assert_eq!(
@@ -367,10 +389,16 @@ fn one_bad_slice_or_endpoint_leaves_the_rest_of_the_service() {
             ["SRV 0 50 42 10-0-0-1.c1.h.ns.svc.clusterset.local."],
             "{what}"
         );
+        let aaaa: &[&str] = if unnamed {
+            &["AAAA ::ffff:10.0.0.3"]
+        } else {
+            &[]
+        };
+        assert_eq!(ask(&zone, name, RecordType::AAAA).answers, aaaa, "{what}");
         assert_eq!(
-            ask(&zone, name, RecordType::AAAA).answers,
-            Vec::<String>::new(),
-            "{what}"
+            ask(&zone, "c1.h.ns.svc.clusterset.local.", RecordType::A).rcode,
+            0,
+            "{what}: the cluster level is still an empty non-terminal"
         );
         assert_eq!(
             ask(&zone, "10-0-0-2.h.ns.svc.clusterset.local.", RecordType::A).rcode,

@@ -68,10 +68,13 @@ pub struct Config {
     /// its answer must be written within this long (default 500 ms, as Knot's
     /// `tcp-io-timeout`): half-sent queries do not hold a connection.
     pub tcp_query_timeout: Duration,
-    /// Concurrent TCP connections (more are closed at accept; default 1024).
+    /// Concurrent TCP connections (default 1024). One more closes the connection
+    /// idle between queries the longest (the same client's first), or is closed at
+    /// accept when none is idle.
     pub max_tcp_connections: usize,
-    /// Concurrent TCP connections from one client address (more are closed at
-    /// accept; default 16), so one client cannot take every connection.
+    /// Concurrent TCP connections from one client address (default 256), so one
+    /// client cannot take every connection. One more closes that client's connection
+    /// idle the longest, or is closed at accept when none is idle.
     pub max_tcp_connections_per_client: usize,
     /// Largest UDP payload sent and advertised (EDNS0); clients asking for less get less.
     pub max_udp_payload: u16,
@@ -89,35 +92,58 @@ pub struct Config {
     pub nameservers: Vec<IpAddr>,
 }
 
-/// The apex NS target's address when none is configured: the listen address; when
-/// that is unspecified (`0.0.0.0`, `::`), the local address the host would use to
-/// reach the outside (the interface of the default route: the pod IP in a pod), found
-/// by connecting a UDP socket, which sends nothing; loopback when there is no route.
+/// The apex NS target's addresses when none is configured: the listen address; when
+/// that is unspecified, the local addresses the host would use to reach the outside
+/// (the interface of the default route: the pod IP in a pod), found by connecting a
+/// UDP socket, which sends nothing. `0.0.0.0` is IPv4 only; `::` is dual-stack (IPv4
+/// clients reach it too): its routed IPv6 address and its routed IPv4 address, each
+/// when there is one. Loopback only when there is no routed address at all.
 pub fn default_nameservers(listen: IpAddr) -> Vec<IpAddr> {
     if !listen.is_unspecified() {
         return vec![listen];
     }
-    let (bind, probe): (SocketAddr, SocketAddr) = match listen {
-        // Documentation addresses (RFC 5737, RFC 3849): only routed, never reached.
-        IpAddr::V4(_) => (
-            (Ipv4Addr::UNSPECIFIED, 0).into(),
-            (Ipv4Addr::new(192, 0, 2, 1), 53).into(),
-        ),
-        IpAddr::V6(_) => (
+    // Documentation addresses (RFC 5737, RFC 3849): only routed, never reached.
+    let v4 = routed_source(
+        (Ipv4Addr::UNSPECIFIED, 0).into(),
+        (Ipv4Addr::new(192, 0, 2, 1), 53).into(),
+    );
+    let v6 = match listen {
+        IpAddr::V4(_) => None,
+        IpAddr::V6(_) => routed_source(
             (Ipv6Addr::UNSPECIFIED, 0).into(),
             (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1), 53).into(),
         ),
     };
-    let routed = std::net::UdpSocket::bind(bind)
+    pick_nameservers(listen, v4, v6)
+}
+
+/// The local address a UDP socket bound to `bind` gets when connected to `probe`.
+fn routed_source(bind: SocketAddr, probe: SocketAddr) -> Option<IpAddr> {
+    std::net::UdpSocket::bind(bind)
         .and_then(|s| s.connect(probe).and_then(|()| s.local_addr()))
         .map(|a| a.ip())
         .ok()
-        .filter(|ip| !ip.is_unspecified());
-    let ip = routed.unwrap_or(match listen {
+}
+
+/// [`default_nameservers`] of an unspecified `listen` from the routed addresses found
+/// (the listen address's family first); loopback only when none is routed.
+fn pick_nameservers(listen: IpAddr, v4: Option<IpAddr>, v6: Option<IpAddr>) -> Vec<IpAddr> {
+    let found = match listen {
+        IpAddr::V4(_) => [v4, None],
+        IpAddr::V6(_) => [v6, v4],
+    };
+    let routed: Vec<IpAddr> = found
+        .into_iter()
+        .flatten()
+        .filter(|ip| !ip.is_unspecified() && !ip.is_loopback())
+        .collect();
+    if !routed.is_empty() {
+        return routed;
+    }
+    vec![match listen {
         IpAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
         IpAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
-    });
-    vec![ip]
+    }]
 }
 
 impl Default for Config {
@@ -132,7 +158,7 @@ impl Default for Config {
             tcp_idle_timeout: Duration::from_secs(10),
             tcp_query_timeout: Duration::from_millis(500),
             max_tcp_connections: 1024,
-            max_tcp_connections_per_client: 16,
+            max_tcp_connections_per_client: 256,
             max_udp_payload: 1232,
             forward_timeout: Duration::from_secs(2),
             max_concurrent_forwards: 1024,
@@ -163,6 +189,14 @@ pub enum Error {
     /// A setting is out of range.
     #[error("invalid setting: {0}")]
     Setting(String),
+}
+
+/// Whether a bind failed because the host has no IPv6 at all.
+fn no_ipv6(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(nix::libc::EAFNOSUPPORT | nix::libc::EADDRNOTAVAIL)
+    )
 }
 
 /// A running server; dropping it does not stop it, call [`Running::shutdown`].
@@ -266,7 +300,18 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         },
     };
     let zone = Zone::unsynced(&zone_cfg)?;
-    let (udp, tcp) = server::bind(cfg.listen, cfg.workers).await?;
+    let (udp, tcp) = match server::bind(cfg.listen, cfg.workers).await {
+        // `::` (the deployment's) on a host without IPv6 (booted with ipv6.disable=1):
+        // IPv4 only, rather than not at all.
+        Err(Error::Bind { source, .. })
+            if cfg.listen.ip() == IpAddr::from(Ipv6Addr::UNSPECIFIED) && no_ipv6(&source) =>
+        {
+            let v4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, cfg.listen.port()));
+            tracing::warn!(listen = %cfg.listen, error = %source, fallback = %v4, "IPv6 is not available: listening on IPv4 only");
+            server::bind(v4, cfg.workers).await?
+        }
+        bound => bound?,
+    };
     let udp_addr = udp[0].local_addr().map_err(|source| Error::Bind {
         what: "UDP",
         addr: cfg.listen,
@@ -278,15 +323,26 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         source,
     })?;
     let metrics_listener = match cfg.metrics {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| Error::Bind {
-                    what: "metrics",
-                    addr,
-                    source,
-                })?,
-        ),
+        Some(addr) => {
+            let bind = |addr| async move {
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| Error::Bind {
+                        what: "metrics",
+                        addr,
+                        source,
+                    })
+            };
+            Some(match bind(addr).await {
+                // As for DNS: `::` on a host without IPv6 is IPv4 only.
+                Err(Error::Bind { source, .. })
+                    if addr.ip() == IpAddr::from(Ipv6Addr::UNSPECIFIED) && no_ipv6(&source) =>
+                {
+                    bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, addr.port()))).await?
+                }
+                bound => bound?,
+            })
+        }
         None => None,
     };
     let shared = Arc::new(ServerState {
@@ -301,9 +357,12 @@ async fn start_inner(client: kube::Client, cfg: Config) -> Result<Running, Error
         forward_slots: Arc::new(tokio::sync::Semaphore::new(cfg.max_concurrent_forwards)),
         tcp_idle_timeout: cfg.tcp_idle_timeout,
         tcp_query_timeout: cfg.tcp_query_timeout,
+        // A new connection has the query timeout to begin its first query before it
+        // counts as idle (and may be closed to make room).
         tcp_slots: Arc::new(tcp::Slots::new(
             cfg.max_tcp_connections,
             cfg.max_tcp_connections_per_client,
+            cfg.tcp_query_timeout,
         )),
     });
     let mut tasks = Vec::new();
@@ -399,9 +458,44 @@ mod tests {
             Ipv6Addr::UNSPECIFIED.into(),
         ] {
             let got = default_nameservers(any);
-            assert_eq!(got.len(), 1, "{any}");
-            assert!(!got[0].is_unspecified(), "{any}: {got:?}");
-            assert_eq!(got[0].is_ipv4(), any.is_ipv4(), "{any}: same family");
+            assert!(!got.is_empty(), "{any}");
+            assert!(got.iter().all(|ip| !ip.is_unspecified()), "{any}: {got:?}");
+            // Loopback only alone (no routed address), in the listen family.
+            if got.iter().any(|ip| ip.is_loopback()) {
+                assert_eq!(got.len(), 1, "{any}: {got:?}");
+                assert_eq!(got[0].is_ipv4(), any.is_ipv4(), "{any}: same family");
+            }
+            if any.is_ipv4() {
+                assert!(got.iter().all(|ip| ip.is_ipv4()), "0.0.0.0 is IPv4 only");
+            }
+        }
+    }
+
+    /// An IPv6-only pod listening on `::` advertises its pod IP; an IPv4-only one its
+    /// IPv4 address (reached through the dual-stack socket), never loopback.
+    #[test]
+    fn default_nameservers_never_advertise_loopback_when_an_address_is_routed() {
+        let any4 = IpAddr::from(Ipv4Addr::UNSPECIFIED);
+        let any6 = IpAddr::from(Ipv6Addr::UNSPECIFIED);
+        let (v4, v6): (IpAddr, IpAddr) = ("10.1.2.3".parse().unwrap(), "fd00::3".parse().unwrap());
+        let lo4 = IpAddr::from(Ipv4Addr::LOCALHOST);
+        let lo6 = IpAddr::from(Ipv6Addr::LOCALHOST);
+        let cases = [
+            (any6, Some(v4), Some(v6), vec![v6, v4]),
+            (any6, None, Some(v6), vec![v6]),
+            (any6, Some(v4), None, vec![v4]),
+            (any6, Some(v4), Some(lo6), vec![v4]),
+            (any6, None, None, vec![lo6]),
+            (any4, Some(v4), None, vec![v4]),
+            (any4, Some(lo4), None, vec![lo4]),
+            (any4, None, None, vec![lo4]),
+        ];
+        for (listen, found4, found6, want) in cases {
+            assert_eq!(
+                pick_nameservers(listen, found4, found6),
+                want,
+                "{listen} {found4:?} {found6:?}"
+            );
         }
     }
 }

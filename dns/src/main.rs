@@ -17,7 +17,8 @@ struct Args {
     /// Zone to serve authoritatively.
     #[arg(long, default_value = "clusterset.local")]
     zone: String,
-    /// Address for DNS over UDP and TCP (same port for both).
+    /// Address for DNS over UDP and TCP (same port for both). [::]:PORT serves IPv6
+    /// and IPv4 clients alike (IPv4 only on a host without IPv6).
     #[arg(long, default_value = "127.0.0.1:5353")]
     listen: SocketAddr,
     /// TTL in seconds of every answer (and of negative caching).
@@ -48,21 +49,25 @@ struct Args {
     /// half-sent queries cannot hold connections.
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     tcp_query_timeout_ms: u64,
-    /// Most TCP connections open at once; more are closed as they are accepted.
-    /// Keep it below the process's file descriptor limit.
+    /// Most TCP connections open at once. One more makes room by closing the
+    /// connection idle between queries the longest (the new client's own first); it is
+    /// closed as it is accepted only when none is idle. Keep it below the process's
+    /// file descriptor limit.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     tcp_max_connections: u32,
-    /// Most TCP connections open at once from one client IP address; more are closed
-    /// as they are accepted, so one client cannot take every connection. In a cluster
-    /// the clients are the CoreDNS pods: raise it if they forward over TCP at high
-    /// concurrency.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    /// Most TCP connections open at once from one client IP address, so one client
+    /// cannot take every connection. One more makes room by closing that client's
+    /// connection idle the longest; it is closed as it is accepted only when none is
+    /// idle. In a cluster the clients are the CoreDNS pods, one connection per
+    /// query in flight.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     tcp_max_connections_per_client: u32,
     /// Address of this server answered for the apex NS target `ns.dns.<zone>` (A or
     /// AAAA, also as glue in the apex NS answer, so the zone can be delegated here).
-    /// Repeat for several. Default: the --listen address; when that is 0.0.0.0 or ::,
-    /// the address of the interface of the default route (the pod IP in a pod), else
-    /// loopback.
+    /// Repeat for several. Default: the --listen address; when that is 0.0.0.0, the
+    /// IPv4 address of the interface of the default route (the pod IP in a pod); when
+    /// it is :: (dual-stack), its IPv6 and IPv4 addresses, each when routed; loopback
+    /// only when no address is routed.
     #[arg(long = "ns-address", value_name = "IP")]
     ns_address: Vec<std::net::IpAddr>,
     #[command(flatten)]

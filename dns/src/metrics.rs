@@ -178,6 +178,7 @@ pub struct Metrics {
     forward_refused: Counter,
     tcp_timeouts: Counter,
     tcp_refused: Counter,
+    tcp_evicted: Counter,
     /// Index swaps.
     pub swaps: Counter,
     /// Index build time.
@@ -256,8 +257,14 @@ impl Metrics {
         let tcp_refused = Counter::default();
         registry.register(
             "tcp_refused",
-            "TCP connections closed at accept: over --tcp-max-connections or --tcp-max-connections-per-client",
+            "TCP connections closed at accept: over --tcp-max-connections or --tcp-max-connections-per-client with no connection idle to close instead",
             tcp_refused.clone(),
+        );
+        let tcp_evicted = Counter::default();
+        registry.register(
+            "tcp_evicted",
+            "TCP connections idle between queries closed to make room for a new one (over --tcp-max-connections or --tcp-max-connections-per-client)",
+            tcp_evicted.clone(),
         );
         let swaps = Counter::default();
         registry.register(
@@ -294,6 +301,7 @@ impl Metrics {
             forward_refused,
             tcp_timeouts,
             tcp_refused,
+            tcp_evicted,
             swaps,
             build_seconds,
             records,
@@ -359,6 +367,11 @@ impl Metrics {
     /// Counts a TCP connection refused by the connection limits.
     pub fn tcp_refused(&self) {
         self.tcp_refused.inc();
+    }
+
+    /// Counts an idle TCP connection closed to make room for a new one.
+    pub fn tcp_evicted(&self) {
+        self.tcp_evicted.inc();
     }
 
     /// The text exposition.

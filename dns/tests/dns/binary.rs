@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hickory_proto::rr::RecordType;
 
-use crate::support::{DEADLINE, Env, ask_udp, eventually, install_crds, render};
+use crate::support::{DEADLINE, Env, ask_tcp, ask_udp, eventually, install_crds, render};
 
 const BIN: &str = env!("CARGO_BIN_EXE_causeway-dns");
 
@@ -37,8 +37,9 @@ impl Drop for Bin {
 }
 
 impl Bin {
-    /// Starts `causeway-dns --kubeconfig <sim> --listen 127.0.0.1:0 <args>` and waits
-    /// for its startup line; returns it with everything logged so far.
+    /// Starts `causeway-dns --kubeconfig <sim> --listen 127.0.0.1:0 <args>` (no
+    /// `--listen` of its own when `args` has one) and waits for its startup line;
+    /// returns it with everything logged so far.
     async fn start(env: &Env, test: &str, args: &[&str]) -> (Bin, String) {
         let kubeconfig = temp_file(test, "kubeconfig");
         std::fs::write(&kubeconfig, env.sim.kubeconfig()).unwrap();
@@ -46,7 +47,13 @@ impl Bin {
         let child = Command::new(BIN)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["--listen", "127.0.0.1:0", "--log", "info"])
+            .args(["--log", "info"])
+            .args(
+                (!args.iter().any(|a| a.starts_with("--listen")))
+                    .then_some(["--listen", "127.0.0.1:0"])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(args)
             .env_remove("RUST_LOG")
             .env_remove("NO_COLOR")
@@ -118,6 +125,94 @@ async fn ns_address_flag_sets_the_nameserver_addresses_and_glue() {
     let ns = "ns.dns.clusterset.local.";
     let r = ask_udp(udp, ns, RecordType::AAAA, None).await;
     assert_eq!(r.answers, ["AAAA fd00::53"]);
+}
+
+/// Whether this host has IPv6 loopback (some CI containers have none).
+fn has_ipv6_loopback() -> bool {
+    std::net::UdpSocket::bind("[::1]:0").is_ok() && std::net::TcpListener::bind("[::1]:0").is_ok()
+}
+
+/// `--listen [::]:PORT`, as deploy/dns/deployment.yaml runs it, answers IPv4 and IPv6
+/// clients alike, over UDP and TCP.
+#[tokio::test]
+async fn listening_on_the_ipv6_wildcard_answers_ipv4_and_ipv6_clients() {
+    if !has_ipv6_loopback() {
+        // Straight to the process's stderr: shown even though the test harness
+        // captures eprintln! of passing tests.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n!!!!! SKIPPED listening_on_the_ipv6_wildcard_answers_ipv4_and_ipv6_clients: \
+             this host has no IPv6 loopback (::1), so the dual-stack listener is NOT tested \
+             here !!!!!\n"
+        );
+        return;
+    }
+    let env = Env::bare().await;
+    install_crds(&env.client).await;
+    let (_bin, logs) = Bin::start(&env, "dualstack", &["--listen", "[::]:0"]).await;
+    let udp = udp_addr(&logs);
+    assert!(udp.ip().is_unspecified() && udp.is_ipv6(), "{logs}");
+    let name = "dns-version.clusterset.local.";
+    for server in [
+        SocketAddr::from(([127, 0, 0, 1], udp.port())),
+        SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, udp.port())),
+    ] {
+        eventually("the binary answers", || async {
+            ask_udp(server, name, RecordType::TXT, None).await.rcode == 0
+        })
+        .await;
+        let r = ask_udp(server, name, RecordType::TXT, None).await;
+        assert_eq!(r.answers, ["TXT 1.0.0"], "UDP via {server}");
+        let r = ask_tcp(server, name, RecordType::TXT).await;
+        assert_eq!(r.answers, ["TXT 1.0.0"], "TCP via {server}");
+    }
+}
+
+/// The shipped manifest listens on the dual-stack wildcard (DNS and metrics, which
+/// the probes use) and asks for a ClusterIP of each family the cluster has, so
+/// IPv6-only and IPv6-primary clusters reach it.
+#[test]
+fn the_deployment_listens_dual_stack() {
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/dns/deployment.yaml"
+    ))
+    .unwrap();
+    let docs: Vec<&str> = yaml.split("\n---\n").collect();
+    let doc = |kind: &str| {
+        docs.iter()
+            .find(|d| d.lines().any(|l| l.trim() == format!("kind: {kind}")))
+            .unwrap_or_else(|| panic!("a {kind} in deployment.yaml"))
+    };
+    // The container's args: the `- --flag=value` items (comments are not args).
+    let args: Vec<&str> = doc("Deployment")
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.strip_prefix("- --"))
+        .collect();
+    let flag = |name: &str| {
+        let found: Vec<&str> = args
+            .iter()
+            .filter_map(|a| a.strip_prefix(name)?.strip_prefix('='))
+            .collect();
+        assert_eq!(found.len(), 1, "one --{name} in {args:?}");
+        found[0].parse::<SocketAddr>().unwrap()
+    };
+    for name in ["listen", "metrics"] {
+        let addr = flag(name);
+        assert!(
+            addr.is_ipv6() && addr.ip().is_unspecified(),
+            "--{name}={addr}: [::] serves both families"
+        );
+    }
+    assert_eq!(flag("listen").port(), 5353);
+    let policy: Vec<&str> = doc("Service")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("ipFamilyPolicy:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(policy, ["PreferDualStack"]);
 }
 
 #[test]

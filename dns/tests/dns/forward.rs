@@ -456,3 +456,95 @@ async fn upstream_replies_with_another_id_are_not_relayed() {
     let r = ask_udp(env.dns().udp, "Stranger.Example.", RecordType::A, None).await;
     assert_eq!(r.answers, ["A 192.0.2.0"]);
 }
+
+/// One length-prefixed message from `s`.
+async fn read_framed(s: &mut TcpStream) -> Vec<u8> {
+    let fut = async {
+        let len = s.read_u16().await.unwrap() as usize;
+        let mut resp = vec![0u8; len];
+        s.read_exact(&mut resp).await.unwrap();
+        resp
+    };
+    tokio::time::timeout(crate::support::DEADLINE, fut)
+        .await
+        .expect("a TCP answer in time")
+}
+
+/// RFC 7766 §6.2.1.1: a query pipelined behind a forwarded one on the same TCP
+/// connection is answered at once, not after the (silent) upstream's timeout; the
+/// forwarded one's answer (SERVFAIL) follows.
+#[tokio::test]
+async fn pipelined_in_zone_queries_do_not_wait_for_a_forwarded_one() {
+    let upstream = SilentUpstream::start().await;
+    let env = Env::start_with(|c| {
+        c.forward = Some(upstream.addr);
+        c.forward_timeout = Duration::from_secs(3);
+    })
+    .await;
+    let mut out_of_zone = query("example.com.", RecordType::A, None);
+    out_of_zone[..2].copy_from_slice(&[0, 1]);
+    let mut in_zone = query("dns-version.clusterset.local.", RecordType::TXT, None);
+    in_zone[..2].copy_from_slice(&[0, 2]);
+    let mut pipelined = Vec::new();
+    for q in [&out_of_zone, &in_zone] {
+        pipelined.extend_from_slice(&(q.len() as u16).to_be_bytes());
+        pipelined.extend_from_slice(q);
+    }
+    let mut s = TcpStream::connect(env.dns().tcp).await.unwrap();
+    let started = Instant::now();
+    s.write_all(&pipelined).await.unwrap();
+    let first = decode(&read_framed(&mut s).await);
+    let took = started.elapsed();
+    assert_eq!(
+        (first.msg.metadata.id, first.answers.clone()),
+        (2, vec!["TXT 1.0.0".to_string()]),
+        "{first:?}"
+    );
+    assert!(
+        took < Duration::from_secs(1),
+        "the in-zone answer took {took:?} (forward timeout 3 s)"
+    );
+    let second = decode(&read_framed(&mut s).await);
+    assert_eq!((second.msg.metadata.id, second.rcode), (1, 2), "{second:?}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "after the timeout"
+    );
+    // The connection still serves after both.
+    s.write_all(&pipelined[2 + out_of_zone.len()..])
+        .await
+        .unwrap();
+    let third = decode(&read_framed(&mut s).await);
+    assert_eq!(third.answers, ["TXT 1.0.0"]);
+}
+
+/// A client that sends its queries and then closes its side of the connection (a
+/// half-close) still gets the forwarded answers.
+#[tokio::test]
+async fn forwarded_tcp_answers_reach_a_client_that_closed_its_side() {
+    let mut upstream = Env::start_with(|c| c.zone = "upstream.test".into()).await;
+    let env = Env::start_with(|c| c.forward = Some(upstream.dns().tcp)).await;
+    let mut forwarded = query("dns-version.upstream.test.", RecordType::TXT, None);
+    forwarded[..2].copy_from_slice(&[0, 1]);
+    let mut local = query("dns-version.clusterset.local.", RecordType::TXT, None);
+    local[..2].copy_from_slice(&[0, 2]);
+    let mut pipelined = Vec::new();
+    for q in [&forwarded, &local] {
+        pipelined.extend_from_slice(&(q.len() as u16).to_be_bytes());
+        pipelined.extend_from_slice(q);
+    }
+    let mut s = TcpStream::connect(env.dns().tcp).await.unwrap();
+    s.write_all(&pipelined).await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let r = decode(&read_framed(&mut s).await);
+        assert_eq!(r.answers, ["TXT 1.0.0"], "{r:?}");
+        ids.push(r.msg.metadata.id);
+    }
+    ids.sort();
+    assert_eq!(ids, [1, 2]);
+    if let Some(d) = upstream.dns.take() {
+        d.shutdown().await;
+    }
+}

@@ -253,11 +253,25 @@ async fn held_connection(src: &str, server: std::net::SocketAddr) -> TcpStream {
     }
 }
 
+/// Half a length prefix on each connection: a query begun, so none of them is idle
+/// (given the server time to read it).
+async fn begin_queries(conns: &mut [&mut TcpStream]) {
+    for s in conns.iter_mut() {
+        s.write_all(&[0]).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+/// Over the per-client or the total limit, a new connection makes room by closing the
+/// connection idle between queries the longest (the same client's first, RFC 7766
+/// §6.2.3); it is closed at accept only when no connection is idle.
 #[tokio::test]
 async fn one_client_cannot_take_every_tcp_connection() {
     let env = Env::start_with(|c| {
         c.max_tcp_connections = 8;
         c.max_tcp_connections_per_client = 5;
+        // Begun queries stay begun for the whole test.
+        c.tcp_query_timeout = Duration::from_secs(15);
     })
     .await;
     let tcp = env.dns().tcp;
@@ -266,29 +280,161 @@ async fn one_client_cannot_take_every_tcp_connection() {
     for _ in 0..5 {
         mine.push(held_connection("127.0.0.1", tcp).await);
     }
-    // A sixth from the same address is closed at once...
+    // A sixth from the same address is answered: its oldest idle one makes room.
     let mut sixth = connect_from("127.0.0.1", tcp).await;
-    assert!(query_on(&mut sixth).await.is_none(), "per-client limit");
+    assert!(
+        query_on(&mut sixth).await.is_some(),
+        "per-client limit: room made"
+    );
+    closed_within_deadline(mine.remove(0)).await;
+    // With every one of its connections in the middle of a query, one more from
+    // 127.0.0.1 is closed at once...
+    let mut busy: Vec<&mut TcpStream> = mine.iter_mut().chain([&mut sixth]).collect();
+    begin_queries(&mut busy).await;
+    let mut seventh = connect_from("127.0.0.1", tcp).await;
+    assert!(
+        query_on(&mut seventh).await.is_none(),
+        "per-client limit, none idle"
+    );
     // ...while another client is still answered.
     let mut other = connect_from("127.0.0.2", tcp).await;
     let r = decode(&query_on(&mut other).await.expect("127.0.0.2 answered"));
     assert_eq!(r.answers, ["TXT 1.0.0"]);
-    drop(other);
-    // The total limit: three more clients fill the server; the next is closed.
-    let mut more = Vec::new();
-    for src in ["127.0.0.3", "127.0.0.4", "127.0.0.5"] {
-        more.push(held_connection(src, tcp).await);
-    }
+    // The total limit: two more clients fill the server (five busy, three idle); a
+    // ninth connection closes the one idle the longest (127.0.0.2's).
+    let mut third = held_connection("127.0.0.3", tcp).await;
+    let mut fourth = held_connection("127.0.0.4", tcp).await;
+    let mut ninth = connect_from("127.0.0.5", tcp).await;
+    assert!(
+        query_on(&mut ninth).await.is_some(),
+        "total limit: room made"
+    );
+    closed_within_deadline(other).await;
+    assert!(query_on(&mut third).await.is_some(), "127.0.0.3 kept");
+    // Every connection in the middle of a query: the next is closed at once.
+    begin_queries(&mut [&mut third, &mut fourth, &mut ninth]).await;
     let mut late = connect_from("127.0.0.6", tcp).await;
-    assert!(query_on(&mut late).await.is_none(), "total limit");
-    // Slots come back when connections close.
-    drop(mine);
+    assert!(
+        query_on(&mut late).await.is_none(),
+        "total limit, none idle"
+    );
+    // Places come back when connections close.
+    drop((mine, sixth));
     let mut late = held_connection("127.0.0.6", tcp).await;
     assert!(query_on(&mut late).await.is_some());
     let metrics = env.dns().metrics_handle().encode();
     assert!(
-        metrics.contains("causeway_dns_tcp_refused_total 2"),
-        "refusals counted: {metrics}"
+        metrics.contains("causeway_dns_tcp_refused_total 2")
+            && metrics.contains("causeway_dns_tcp_evicted_total 2"),
+        "refusals and closings to make room counted: {metrics}"
+    );
+}
+
+/// CoreDNS forwards each query in flight on its own TCP connection, from one pod IP:
+/// 40 lookups at once of a headless name too large for UDP without EDNS all get
+/// their answer with the default limits.
+#[tokio::test]
+async fn forty_concurrent_tcp_queries_from_one_address_are_all_answered() {
+    let env = Env::start().await;
+    let ports = json!([{"name": "http", "protocol": "TCP", "port": 80}]);
+    env.import("h", "Headless", &[], ports.clone()).await;
+    let ips: Vec<String> = (1..=40).map(|i| format!("10.9.0.{i}")).collect();
+    let eps: Vec<(&str, Option<&str>, Option<bool>)> = ips
+        .iter()
+        .map(|ip| (ip.as_str(), None, Some(true)))
+        .collect();
+    env.slice("h", "c1", "IPv4", &eps, ports).await;
+    let name = "h.demo.svc.clusterset.local.";
+    env.until("40 endpoints", name, RecordType::A, |r| {
+        r.answers.len() == 40
+    })
+    .await;
+    let tcp = env.dns().tcp;
+    let q = query(name, RecordType::A, None);
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    // Every connection stays open until all 40 are answered.
+    let all_answered = std::sync::Arc::new(tokio::sync::Barrier::new(40));
+    let tasks: Vec<_> = (0..40)
+        .map(|_| {
+            let (framed, all_answered) = (framed.clone(), all_answered.clone());
+            tokio::spawn(async move {
+                let mut s = connect_from("127.0.0.2", tcp).await;
+                let fut = async {
+                    s.write_all(&framed).await.ok()?;
+                    let len = s.read_u16().await.ok()? as usize;
+                    let mut resp = vec![0u8; len];
+                    s.read_exact(&mut resp).await.ok()?;
+                    Some(resp)
+                };
+                let resp = tokio::time::timeout(DEADLINE, fut).await.ok().flatten();
+                all_answered.wait().await;
+                resp
+            })
+        })
+        .collect();
+    let mut answered = 0;
+    for t in tasks {
+        let resp = tokio::time::timeout(DEADLINE, t)
+            .await
+            .expect("every query ends in time")
+            .unwrap();
+        if let Some(resp) = resp {
+            let r = decode(&resp);
+            assert_eq!((r.rcode, r.answers.len()), (0, 40), "{r:?}");
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 40, "connections closed without an answer");
+}
+
+/// A table full of idle connections (answered, or never used) still lets a new
+/// connection in: an idle one is closed for it, long before the idle timeout.
+#[tokio::test]
+async fn a_full_table_of_idle_connections_still_lets_a_new_one_get_its_answer() {
+    let env = Env::start_with(|c| {
+        c.max_tcp_connections = 12;
+        c.max_tcp_connections_per_client = 4;
+        c.tcp_idle_timeout = Duration::from_secs(30);
+        c.tcp_query_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let tcp = env.dns().tcp;
+    let srcs = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    // Answered once, then idle.
+    let mut held = Vec::new();
+    for src in srcs {
+        for _ in 0..4 {
+            held.push(held_connection(src, tcp).await);
+        }
+    }
+    let mut new = connect_from("127.0.0.9", tcp).await;
+    assert!(
+        query_on(&mut new).await.is_some(),
+        "answered at the total limit"
+    );
+    drop((held, new));
+    // (the server sees them closed)
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Never used: each has had the query timeout to begin a query, then counts as idle.
+    let mut silent = Vec::new();
+    for src in srcs {
+        for _ in 0..4 {
+            silent.push(connect_from(src, tcp).await);
+        }
+    }
+    let started = tokio::time::Instant::now();
+    let mut new = held_connection("127.0.0.9", tcp).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "let in by closing a silent connection, not by the 30 s idle timeout"
+    );
+    assert!(query_on(&mut new).await.is_some());
+    drop(silent);
+    let metrics = env.dns().metrics_handle().encode();
+    assert!(
+        metrics.contains("causeway_dns_tcp_evicted_total 2"),
+        "one idle connection closed for each new one: {metrics}"
     );
 }
 

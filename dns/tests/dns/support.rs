@@ -291,7 +291,12 @@ pub fn query(name: &str, qtype: RecordType, edns: Option<u16>) -> Vec<u8> {
 
 /// Sends a raw packet over UDP and returns the raw answer (retries lost datagrams).
 pub async fn udp_raw(addr: SocketAddr, pkt: &[u8]) -> Vec<u8> {
-    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let local = if addr.is_ipv4() {
+        "127.0.0.1:0"
+    } else {
+        "[::1]:0"
+    };
+    let sock = UdpSocket::bind(local).await.unwrap();
     let mut buf = vec![0u8; 65535];
     for _ in 0..10 {
         sock.send_to(pkt, addr).await.unwrap();

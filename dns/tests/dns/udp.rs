@@ -244,7 +244,7 @@ async fn on_a_wildcard_address_answers_come_from_the_address_queried() {
     // source would be ::1.
     let v6 = causeway_dns::default_nameservers(std::net::Ipv6Addr::UNSPECIFIED.into())
         .into_iter()
-        .find(|ip| !ip.is_loopback());
+        .find(|ip| ip.is_ipv6() && !ip.is_loopback());
     for (listen, workers) in [("0.0.0.0:0", 1), ("0.0.0.0:0", 3), ("[::]:0", 2)] {
         let env = env_with(workers, listen).await;
         let port = env.dns().udp.port();
