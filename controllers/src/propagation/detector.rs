@@ -135,6 +135,7 @@ pub fn desired(
     evictions: &mut evictions::Evictions,
     written: &dyn Fn(&str, &str) -> bool,
     interpreters: &Interpreters,
+    seen: &dyn Fn(&ResourceReference) -> bool,
 ) -> Desired {
     let mut out = Desired::default();
     let all = policies
@@ -515,6 +516,7 @@ pub fn desired(
         &mut keep_rb,
         now,
         interpreters,
+        seen,
     );
     out.delete_bindings = existing_rb
         .into_keys()

@@ -465,6 +465,8 @@ async fn round(
         // next full round moves it
         &|ns, name| dirty.full || dirty.keys.contains(&(ns.to_string(), name.to_string())),
         &interpreters,
+        // (a kind not listed yet: its templates are not missing, only not seen)
+        &|r| kinds.synced(&r.api_version, &r.kind),
     );
     memos.due = want
         .bindings

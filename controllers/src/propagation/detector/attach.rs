@@ -29,7 +29,9 @@ use super::Desired;
 type Key = (String, String);
 
 /// Adds the attached bindings of the dependencies of `out.bindings` that ask for them,
-/// keeping their keys in `keep`.
+/// keeping their keys in `keep`. A requirer whose kind is not `seen` (listed) yet is
+/// not in `out.bindings`: what its existing binding required stays required.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn attach(
     out: &mut Desired,
     templates: &[Arc<DynamicObject>],
@@ -38,6 +40,7 @@ pub(super) fn attach(
     keep: &mut BTreeSet<Key>,
     now: &Time,
     interpreters: &Interpreters,
+    seen: &dyn Fn(&ResourceReference) -> bool,
 ) {
     let index: HashMap<(&str, String, String), &Arc<DynamicObject>> = templates
         .iter()
@@ -102,6 +105,48 @@ pub(super) fn attach(
                 e.conflict_resolution = Some(ConflictResolution::Overwrite);
             }
             if spec.preserve_resources_on_deletion == Some(true) {
+                e.preserve_resources_on_deletion = Some(true);
+            }
+        }
+    }
+    // a requirer whose kind is not listed yet (a restart, discovery failing, its list
+    // refused) is in no round's bindings: its dependencies stay where its existing
+    // binding asked for them until its kind is seen (else the ConfigMaps, Secrets and
+    // PVCs it mounts would be withdrawn from every member meanwhile)
+    for (key, dep) in existing {
+        let d = &dep.spec.0;
+        if claimed.contains(key) {
+            continue;
+        }
+        for r in &d.required_by {
+            let requirer = (r.namespace.clone().unwrap_or_default(), r.name.clone());
+            let unseen = existing
+                .get(&requirer)
+                .is_some_and(|b| !seen(&b.spec.0.resource));
+            let template = index.get(&(
+                d.resource.kind.as_str(),
+                key.0.clone(),
+                d.resource.name.clone(),
+            ));
+            let (true, Some(t)) = (unseen, template) else {
+                continue;
+            };
+            let e = &mut attached
+                .entry(key.clone())
+                .or_insert_with(|| fresh(key, &d.resource.api_version, &d.resource.kind, t))
+                .spec
+                .0;
+            if !e
+                .required_by
+                .iter()
+                .any(|x| x.namespace == r.namespace && x.name == r.name)
+            {
+                e.required_by.push(r.clone());
+            }
+            if d.conflict_resolution == Some(ConflictResolution::Overwrite) {
+                e.conflict_resolution = Some(ConflictResolution::Overwrite);
+            }
+            if d.preserve_resources_on_deletion == Some(true) {
                 e.preserve_resources_on_deletion = Some(true);
             }
         }

@@ -63,6 +63,7 @@ fn run(
         &mut evictions::Evictions::new(1e9, 1e9),
         &|_, _| true,
         &Interpreters::default(),
+        &|_| true,
     )
 }
 
@@ -176,6 +177,7 @@ fn cluster_scoped_template_gets_a_cluster_resource_binding() {
         &mut evictions::Evictions::default(),
         &|_, _| true,
         &Interpreters::default(),
+        &|_| true,
     );
     assert!(d.bindings.is_empty());
     assert_eq!(d.cluster_bindings.len(), 1);
@@ -474,6 +476,7 @@ fn late_joining_matching_cluster_appears_in_spec_clusters() {
         &mut evictions::Evictions::default(),
         &|_, _| true,
         &Interpreters::default(),
+        &|_| true,
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["p1", "p2"]);
     // Scheduled stayed True, so its transition time is kept
@@ -523,6 +526,67 @@ fn placed(names: &[&str]) -> Value {
 /// setting wins; a dependency missing on the hub is skipped until it exists; a
 /// dependency claimed by its own policy keeps it (F.43 ★); when the requirers go, the
 /// attached binding is deleted.
+/// A requirer whose kind is not listed yet (a restart whose Deployment list is slow,
+/// discovery failing) is not in the round: its dependencies keep their bindings and
+/// clusters (the hub would otherwise withdraw its ConfigMaps, Secrets and PVCs from
+/// every member), and follow it again once its kind is seen.
+#[test]
+fn dependencies_of_a_requirer_not_listed_yet_stay() {
+    let templates = [
+        using("api", "shared", "api-secret"),
+        core("ConfigMap", "shared"),
+        core("Secret", "api-secret"),
+    ];
+    let policy: Arc<PropagationPolicy> = obj(
+        json!({"metadata": {"name": "api", "namespace": "web"}, "spec": {
+        "resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
+        "propagateDeps": true, "placement": {"clusterAffinity": {"clusterNames": ["a", "b"]}}}}),
+    );
+    let before = run(&templates, std::slice::from_ref(&policy), &fleet(), &[]);
+    let existing: Vec<Arc<ResourceBinding>> =
+        before.bindings.iter().cloned().map(Arc::new).collect();
+    // the Deployments are not listed: no Deployment template this round
+    let unlisted = |r: &ResourceReference| r.kind != "Deployment";
+    let d = desired(
+        &templates[1..],
+        std::slice::from_ref(&policy),
+        &[],
+        &fleet(),
+        &existing,
+        &[],
+        &HashMap::new(),
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
+        &Interpreters::default(),
+        &unlisted,
+    );
+    for dep in ["shared-configmap", "api-secret-secret"] {
+        assert!(
+            !d.delete_bindings.iter().any(|k| k.1 == dep),
+            "{dep} withdrawn: {:?}",
+            d.delete_bindings
+        );
+        let b = d.bindings.iter().find(|b| b.name_any() == dep).unwrap();
+        assert_eq!(names(&b.spec.0.clusters), ["a", "b"], "{dep}");
+        assert_eq!(b.spec.0.required_by[0].name, "api-deployment");
+    }
+    // the requirer's own binding is the hub's to keep (its kind is not seen)
+    assert!(d.delete_bindings.iter().any(|k| k.1 == "api-deployment"));
+    // once listed, and gone for real, its dependencies go
+    let gone = run(
+        &templates[1..],
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &existing,
+    );
+    assert!(
+        gone.delete_bindings
+            .iter()
+            .any(|k| k.1 == "shared-configmap")
+    );
+}
+
 #[test]
 fn dependencies_follow_their_workloads() {
     let templates = [
@@ -687,6 +751,7 @@ impl OnFailedC {
             budget,
             written,
             &Interpreters::default(),
+            &|_| true,
         )
     }
 }
@@ -803,6 +868,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
             &mut evictions::Evictions::new(1e9, 1e9),
             &|_, _| true,
             &Interpreters::default(),
+            &|_| true,
         )
     };
     let first = round(&[], &[], 5);
@@ -858,6 +924,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
         &mut evictions::Evictions::new(1e9, 1e9),
         &|_, _| true,
         &Interpreters::default(),
+        &|_| true,
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
     assert!(d.bindings[0].spec.0.evictions.is_empty());
@@ -884,6 +951,7 @@ fn application_failover_moves_a_workload_and_keeps_it_away() {
         &mut evictions::Evictions::new(1e9, 1e9),
         &|_, _| true,
         &Interpreters::default(),
+        &|_| true,
     );
     let b = &d.bindings[0];
     assert_eq!(names(&b.spec.0.clusters), ["a"]);
@@ -943,6 +1011,7 @@ fn application_failover_is_rate_limited() {
         &mut bucket,
         &|_, _| true,
         &Interpreters::default(),
+        &|_| true,
     );
     let on_a: Vec<bool> = d
         .bindings
@@ -1111,6 +1180,7 @@ fn application_failover_does_not_judge_a_cluster_that_is_not_ready() {
         &mut evictions::Evictions::new(1e9, 1e9),
         &|_, _| true,
         &Interpreters::default(),
+        &|_| true,
     );
     assert_eq!(names(&d.bindings[0].spec.0.clusters), ["a", "b", "c"]);
     assert!(d.bindings[0].spec.0.evictions.is_empty());
@@ -1162,6 +1232,7 @@ fn a_held_older_generation_keeps_the_configmap_it_mounts() {
             &mut evictions::Evictions::new(1e9, 1e9),
             &|_, _| true,
             &Interpreters::default(),
+            &|_| true,
         )
     };
     let d = round("new-config", "old-config");
