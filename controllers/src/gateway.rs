@@ -464,7 +464,7 @@ fn resolved_refs(r: &HTTPRoute, world: &World<'_>) -> Result<(), attach::Refused
         .iter()
         .flat_map(|rule| rule.backend_refs.iter())
     {
-        let (kind, backend_ns) = attach::backend(&ns, b, world.grants)?;
+        let (_, backend_ns) = attach::backend(&ns, b, world.grants)?;
         let Some(si) = world.imports.get(&(backend_ns.clone(), b.name.clone())) else {
             return Err(attach::Refused {
                 reason: reasons::BACKEND_NOT_FOUND,
@@ -474,32 +474,22 @@ fn resolved_refs(r: &HTTPRoute, world: &World<'_>) -> Result<(), attach::Refused
                 ),
             });
         };
-        backend_port(kind, &backend_ns, b, si)?;
+        backend_port(&backend_ns, b, si)?;
     }
     Ok(())
 }
 
-/// Whether backendRef `b` (of `kind`, in `ns`) names a port of its ServiceImport `si`:
-/// a Service backendRef must give one (the Gateway API: "Port is required when the
-/// referent is a Kubernetes Service", `UnsupportedValue`), a ServiceImport's may leave
-/// it out when the ServiceImport has one TCP port; one it does not have is
+/// Whether backendRef `b` (in `ns`) names a port of its ServiceImport `si` (a Service
+/// backendRef without one is refused by [`attach::backend`]: "Port is required when
+/// the referent is a Kubernetes Service", `UnsupportedValue`): a ServiceImport's may
+/// leave it out when the ServiceImport has one TCP port; one it does not have is
 /// `BackendNotFound`.
 fn backend_port(
-    kind: attach::BackendKind,
     ns: &str,
     b: &causeway_crds::gateway::http_route::HTTPBackendRef,
     si: &ServiceImport,
 ) -> Result<(), attach::Refused> {
     use causeway_crds::mci::backend::{PortError, service_port};
-    if kind == attach::BackendKind::Service && b.port.is_none() {
-        return Err(attach::Refused {
-            reason: reasons::UNSUPPORTED_VALUE,
-            message: format!(
-                "backendRef {ns}/{}: a Service backendRef needs a port (the Gateway API requires it)",
-                b.name
-            ),
-        });
-    }
     let want = b.port.map(
         |number| k8s_openapi::api::networking::v1::ServiceBackendPort {
             name: None,

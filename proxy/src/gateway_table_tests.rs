@@ -535,6 +535,7 @@ fn backend_kinds_and_reference_grants() {
                 {"matches": [{"path": {"value": "/si"}}], "backendRefs": [
                     {"group": "multicluster.x-k8s.io", "kind": "ServiceImport", "name": "web", "port": 80}]},
                 {"matches": [{"path": {"value": "/cm"}}], "backendRefs": [{"kind": "ConfigMap", "name": "web"}]},
+                {"matches": [{"path": {"value": "/noport"}}], "backendRefs": [{"name": "web"}]},
             ]}),
         ),
         other(
@@ -547,6 +548,13 @@ fn backend_kinds_and_reference_grants() {
     assert_eq!(pick(&t, "GET", "k.com", "/si", &[]), "web:80");
     let cm = pick(&t, "GET", "k.com", "/cm", &[]);
     assert!(cm.contains("kind ConfigMap"), "{cm}");
+    // a Service backendRef without a port is refused as the status says
+    // (UnsupportedValue), though web has one TCP port
+    let noport = pick(&t, "GET", "k.com", "/noport", &[]);
+    assert!(
+        noport.contains("a Service backendRef needs a port"),
+        "{noport}"
+    );
     let cross = pick(&t, "GET", "k.com", "/cross", &[]);
     assert!(
         cross.contains("no ReferenceGrant in ns allows HTTPRoutes from team"),

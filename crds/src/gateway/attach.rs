@@ -538,6 +538,15 @@ pub fn backend(
         }
     };
     let ns = b.namespace.clone().unwrap_or_else(|| route_ns.to_string());
+    if k == BackendKind::Service && b.port.is_none() {
+        return Err(refused(
+            UNSUPPORTED_VALUE,
+            format!(
+                "backendRef {ns}/{}: a Service backendRef needs a port (the Gateway API requires it)",
+                b.name
+            ),
+        ));
+    }
     if ns != route_ns && !granted(route_ns, k, &ns, &b.name, grants) {
         return Err(refused(
             REF_NOT_PERMITTED,
