@@ -526,9 +526,11 @@ async fn round(
         &c.namespaces.state(),
         &members,
     );
+    // (a kind discovery says is not served has no templates to wait for; one whose
+    // discovery call failed may have, as may one not listed yet)
     let listed = wanted
         .iter()
-        .filter(|k| !ctx.kinds.unknown.contains_key(*k))
+        .filter(|k| !ctx.kinds.unknown.contains_key(*k) || ctx.kinds.unanswered.contains(*k))
         .all(|(av, kind)| ctx.kinds.synced(av, kind));
     ctx.namespaces(&ns_works, &c.namespace_works.state(), &leaving, listed)
         .await;
