@@ -22,9 +22,10 @@ use anyhow::Context;
 use causeway_controllers::clusters::status::is_ready;
 use causeway_crds::federation::binding::BindingSpec;
 use causeway_crds::federation::cluster::{Cluster, taints as cluster_taints};
-use causeway_crds::federation::schedule::schedule;
+use causeway_crds::federation::schedule::{Workload, schedule};
 use causeway_runtime::client::HubArgs;
 use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 
@@ -68,8 +69,10 @@ pub struct DrainArgs {
     hub: HubArgs,
 }
 
-/// Pure: `taints` with the cordon taints `action` wants (others kept, in order).
-pub fn taints_for(taints: &[Taint], action: Action) -> Vec<Taint> {
+/// Pure: `taints` with the cordon taints `action` wants (others kept, in order); a
+/// NoExecute taint added now carries `timeAdded` (as kube-apiserver gives a Node's),
+/// from which a placement's `tolerationSeconds` count.
+pub fn taints_for(taints: &[Taint], action: Action, now: &Time) -> Vec<Taint> {
     let key = cluster_taints::UNSCHEDULABLE;
     let mut out: Vec<Taint> = taints.iter().filter(|t| t.key != key).cloned().collect();
     let effects: &[&str] = match action {
@@ -86,6 +89,7 @@ pub fn taints_for(taints: &[Taint], action: Action) -> Vec<Taint> {
         out.push(kept.unwrap_or_else(|| Taint {
             key: key.into(),
             effect: (*effect).into(),
+            time_added: (*effect == "NoExecute").then(|| now.clone()),
             ..Taint::default()
         }));
     }
@@ -110,7 +114,9 @@ pub fn plan(
         .map(|c| {
             let mut c = c.clone();
             if c.name_any() == cluster {
-                c.spec.taints = taints_for(&c.spec.taints, Action::Drain);
+                // (drained long ago: what the placements' tolerationSeconds lead to)
+                let then = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+                c.spec.taints = taints_for(&c.spec.taints, Action::Drain, &then);
             }
             c
         })
@@ -135,7 +141,10 @@ pub fn plan(
                     "stays: no policy claims the template any more (the binding is frozen)".into(),
                 );
             }
-            let workload = workload_of(spec);
+            let workload = Workload {
+                now: Some(k8s_openapi::jiff::Timestamp::MAX),
+                ..workload_of(spec)
+            };
             match schedule(&spec.placement, &drained, &workload) {
                 Err(e) => row(now.clone(), format!("unknown: {e}")),
                 // spread constraints no longer met: the detector keeps the clusters it
@@ -215,7 +224,11 @@ async fn write(
             .get(name)
             .await
             .with_context(|| format!("reading Cluster {name} on the hub"))?;
-        let want = taints_for(&c.spec.taints, action);
+        let want = taints_for(
+            &c.spec.taints,
+            action,
+            &Time(k8s_openapi::jiff::Timestamp::now()),
+        );
         if want == c.spec.taints {
             return Ok(None);
         }

@@ -10,31 +10,45 @@ fn taint(key: &str, effect: &str) -> Taint {
     }
 }
 
+fn at200() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(200).unwrap(),
+    )
+}
+
 #[test]
 fn cordon_drain_and_uncordon_touch_only_their_own_taint() {
     let key = cluster_taints::UNSCHEDULABLE;
     let registry = taint(cluster_taints::NOT_READY, "NoSchedule");
     let user = taint("team.example.com/gpu", "NoSchedule");
     let base = vec![registry.clone(), user.clone()];
-    let cordoned = taints_for(&base, Action::Cordon);
+    let cordoned = taints_for(&base, Action::Cordon, &at200());
     assert_eq!(
         cordoned,
         [registry.clone(), user.clone(), taint(key, "NoSchedule")]
     );
     // idempotent
-    assert_eq!(taints_for(&cordoned, Action::Cordon), cordoned);
+    assert_eq!(taints_for(&cordoned, Action::Cordon, &at200()), cordoned);
     // a cordoned cluster drained keeps its NoSchedule taint (and when it was added)
     let mut timed = cordoned.clone();
     timed[2].time_added = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::from_second(100).unwrap(),
     ));
-    let drained = taints_for(&timed, Action::Drain);
+    let drained = taints_for(&timed, Action::Drain, &at200());
     assert_eq!(drained[..3], timed[..]);
-    assert_eq!(drained[3], taint(key, "NoExecute"));
+    // the NoExecute taint is dated: placements' tolerationSeconds count from it
+    let mut no_execute = taint(key, "NoExecute");
+    no_execute.time_added = Some(at200());
+    assert_eq!(drained[3], no_execute);
+    // draining again keeps its date
+    let later = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(900).unwrap(),
+    );
+    assert_eq!(taints_for(&drained, Action::Drain, &later), drained);
     // a drained cluster cordoned again loses only the NoExecute taint
-    assert_eq!(taints_for(&drained, Action::Cordon), timed);
-    assert_eq!(taints_for(&drained, Action::Uncordon), base);
-    assert_eq!(taints_for(&base, Action::Uncordon), base);
+    assert_eq!(taints_for(&drained, Action::Cordon, &at200()), timed);
+    assert_eq!(taints_for(&drained, Action::Uncordon, &at200()), base);
+    assert_eq!(taints_for(&base, Action::Uncordon, &at200()), base);
 }
 
 fn cluster(name: &str) -> Cluster {
@@ -188,7 +202,7 @@ fn cordoning_a_drained_cluster_says_the_drain_is_lifted() {
         "cluster east is already cordoned: nothing to do"
     );
     // what `write` writes in each case: the drain is lifted only when there was one
-    assert_eq!(taints_for(&drained, Action::Cordon), cordoned);
+    assert_eq!(taints_for(&drained, Action::Cordon, &at200()), cordoned);
     let s = said("east", Action::Uncordon, Some(&drained));
     assert!(s.starts_with("cluster east uncordoned"), "{s}");
     assert_eq!(

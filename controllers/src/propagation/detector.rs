@@ -344,7 +344,22 @@ pub fn desired(
                 .iter()
                 .map(|e| (e.cluster.clone(), e.reason.clone()))
                 .collect(),
+            now: Some(now.0),
         };
+        // a NoExecute taint tolerated for tolerationSeconds: the round when they end
+        if let Some(at) = clusters
+            .iter()
+            .filter_map(|c| {
+                causeway_crds::federation::schedule::next_taint_deadline(
+                    &c.spec.taints,
+                    &pspec.placement.cluster_tolerations,
+                    now.0,
+                )
+            })
+            .min()
+        {
+            out.due(at);
+        }
         let placed = failover::place(
             &pspec.placement,
             &clusters,

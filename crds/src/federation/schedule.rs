@@ -95,7 +95,9 @@ mod taints;
 pub use affinity::{
     affinity_matches, affinity_rejects, unmet_label_requirements, validate_affinity,
 };
-pub use taints::{tolerates, validate_tolerations};
+pub use taints::{
+    Tolerated, next_taint_deadline, tolerated_until, tolerates, validate_tolerations,
+};
 
 #[cfg(test)]
 mod proptests;
@@ -127,6 +129,9 @@ pub struct Workload {
     /// Clusters application failover moved the workload away from, with why
     /// ([`app_failover`]): left out like a failed-over cluster.
     pub evicted: BTreeMap<String, String>,
+    /// Now, for NoExecute taints tolerated for `tolerationSeconds`
+    /// ([`taints::tolerated_until`]); `None`: tolerated while a toleration matches.
+    pub now: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// One chosen cluster.
@@ -413,8 +418,13 @@ fn rejects(
                 .filter(|t| !(ready && failover::follows_ready(t)))
                 .cloned()
                 .collect();
-            taints::untolerated_taint(&taints, &placement.cluster_tolerations, placed)
-                .map(Reason::Taint)
+            taints::untolerated_taint(
+                &taints,
+                &placement.cluster_tolerations,
+                placed,
+                workload.now,
+            )
+            .map(Reason::Taint)
         })
 }
 

@@ -2,24 +2,90 @@
 //! (`Toleration.ToleratesTaint`), and the validation of the tolerations.
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use k8s_validation::FieldError;
 
 use super::affinity::unsupported;
 
 /// The first taint (in the Cluster's order) with effect NoSchedule (unless the workload
-/// is already `placed` there) or NoExecute that no toleration tolerates, written as
-/// kubectl writes taints (`key=value:Effect`). PreferNoSchedule taints never keep a
-/// cluster out.
+/// is already `placed` there) or NoExecute that no toleration tolerates at `now`,
+/// written as kubectl writes taints (`key=value:Effect`). PreferNoSchedule taints never
+/// keep a cluster out. A NoExecute taint tolerated for `tolerationSeconds` is no longer
+/// tolerated once they have passed since its `timeAdded` ([`tolerated_until`]); with no
+/// `now`, as long as a toleration matches.
 pub(super) fn untolerated_taint(
     taints: &[Taint],
     tolerations: &[Toleration],
     placed: bool,
+    now: Option<Timestamp>,
 ) -> Option<String> {
     taints
         .iter()
         .filter(|t| t.effect == "NoExecute" || (t.effect == "NoSchedule" && !placed))
-        .find(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
+        .find(|t| match tolerated_until(t, tolerations) {
+            Tolerated::No => true,
+            Tolerated::Forever => false,
+            Tolerated::Until(until) => now.is_some_and(|now| now >= until),
+        })
         .map(render_taint)
+}
+
+/// How long `tolerations` tolerate a taint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tolerated {
+    /// Not at all.
+    No,
+    /// As long as it stays.
+    Forever,
+    /// Until then (a NoExecute taint).
+    Until(Timestamp),
+}
+
+/// How long `tolerations` tolerate `taint`, as Kubernetes' taint manager counts for
+/// NoExecute (`getMinTolerationTime`): the least `tolerationSeconds` of the matching
+/// tolerations that set one (0 or less: not at all), from the taint's `timeAdded`
+/// (`causeway drain` sets it); forever when none sets seconds, or the taint has no
+/// `timeAdded` to count from, or the sum does not fit a time.
+pub fn tolerated_until(taint: &Taint, tolerations: &[Toleration]) -> Tolerated {
+    let matching: Vec<&Toleration> = tolerations
+        .iter()
+        .filter(|tol| tolerates(tol, taint))
+        .collect();
+    if matching.is_empty() {
+        return Tolerated::No;
+    }
+    if taint.effect != "NoExecute" {
+        return Tolerated::Forever;
+    }
+    let Some(seconds) = matching.iter().filter_map(|t| t.toleration_seconds).min() else {
+        return Tolerated::Forever;
+    };
+    if seconds <= 0 {
+        return Tolerated::No;
+    }
+    let Some(added) = taint.time_added.as_ref() else {
+        return Tolerated::Forever;
+    };
+    match added.0.checked_add(SignedDuration::from_secs(seconds)) {
+        Ok(until) => Tolerated::Until(until),
+        Err(_) => Tolerated::Forever,
+    }
+}
+
+/// The earliest time after `now` that a NoExecute taint of `taints` stops being
+/// tolerated: when the scheduler must look again.
+pub fn next_taint_deadline(
+    taints: &[Taint],
+    tolerations: &[Toleration],
+    now: Timestamp,
+) -> Option<Timestamp> {
+    taints
+        .iter()
+        .filter_map(|t| match tolerated_until(t, tolerations) {
+            Tolerated::Until(until) if until > now => Some(until),
+            _ => None,
+        })
+        .min()
 }
 
 /// `Toleration.ToleratesTaint`: an empty effect matches every effect, an empty key

@@ -345,6 +345,53 @@ fn toleration_table() {
     }
 }
 
+/// A NoExecute taint tolerated for `tolerationSeconds` is tolerated that long from its
+/// `timeAdded`, then the cluster is left out (Kubernetes' taint manager: the least of
+/// the matching tolerations' seconds); without a `timeAdded`, or with no `now`, as
+/// long as the toleration matches; the scheduler is told when to look again.
+#[test]
+fn no_execute_taints_are_tolerated_for_their_seconds() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    let at = |s: i64| Timestamp::from_second(s).unwrap();
+    let mut fleet = fleet();
+    fleet[5].spec.taints[0].time_added = Some(Time(at(1000)));
+    let p = placement(
+        "clusterAffinity: {clusterNames: [a, f]}\nclusterTolerations: [{key: dedicated, operator: Exists, effect: NoExecute, tolerationSeconds: 60}, {key: dedicated, operator: Exists}]",
+    );
+    let chosen_at = |fleet: &[Cluster], now: Option<i64>| {
+        let w = Workload {
+            now: now.map(at),
+            ..Workload::default()
+        };
+        let d = schedule(&p, fleet, &w).unwrap();
+        d.target_clusters()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(chosen_at(&fleet, Some(1030)), ["a", "f"], "within the 60 s");
+    assert_eq!(chosen_at(&fleet, Some(1060)), ["a"], "60 s after timeAdded");
+    assert_eq!(chosen_at(&fleet, None), ["a", "f"], "no clock: tolerated");
+    assert_eq!(
+        next_taint_deadline(&fleet[5].spec.taints, &p.cluster_tolerations, at(1030)),
+        Some(at(1060))
+    );
+    assert_eq!(
+        next_taint_deadline(&fleet[5].spec.taints, &p.cluster_tolerations, at(1060)),
+        None
+    );
+    // no timeAdded to count from: tolerated while it matches
+    fleet[5].spec.taints[0].time_added = None;
+    assert_eq!(chosen_at(&fleet, Some(99_999)), ["a", "f"]);
+    // 0 seconds: not tolerated at all
+    let zero = placement(
+        "clusterAffinity: {clusterNames: [a, f]}\nclusterTolerations: [{key: dedicated, operator: Exists, effect: NoExecute, tolerationSeconds: 0}]",
+    );
+    let d = schedule(&zero, &fleet, &Workload::default()).unwrap();
+    assert_eq!(d.target_clusters().len(), 1);
+}
+
 /// C.17–18: Duplicated, also when replicaScheduling is unset; non-workloads get none.
 #[test]
 fn duplicated_replicas() {
