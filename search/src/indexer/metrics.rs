@@ -30,6 +30,7 @@ pub struct IndexerMetrics {
     pub(crate) backlog: Gauge,
     pub(crate) listing: Gauge,
     pub(crate) unserved: Family<TypeLabels, Gauge>,
+    pub(crate) refused: Family<TypeLabels, Gauge>,
     pub(crate) purged: Counter,
 }
 
@@ -65,12 +66,12 @@ impl IndexerMetrics {
         );
         r.register(
             "synchros",
-            "Watches (one per member and resource type) streaming into the store",
+            "Sessions (one per member and resource type) listing or watching into the store, or retrying a list that failed (see refused)",
             m.synchros.clone(),
         );
         r.register(
             "synced",
-            "Synchros whose last list is complete in the store (what the store holds of their member and type is current)",
+            "Synchros whose last list is complete in the store and whose watch is not failing (what the store holds of their member and type is current)",
             m.synced.clone(),
         );
         r.register(
@@ -89,8 +90,13 @@ impl IndexerMetrics {
             m.unserved.clone(),
         );
         r.register(
+            "refused",
+            "1 while a member refuses (401, 403) to list a configured resource type to the indexer's credentials (retried with a backoff growing to 5 min)",
+            m.refused.clone(),
+        );
+        r.register(
             "objects_purged",
-            "Objects removed because their member left the fleet",
+            "Objects removed because their member left the fleet, or (at start) because no resource spec covers their type for their member any more",
             m.purged.clone(),
         );
         m

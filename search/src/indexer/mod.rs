@@ -111,8 +111,17 @@ pub async fn run(
             &stop,
         )
         .await;
+        // a purge gives way (between two of its batches) to a fleet change or a stop
+        let interrupted = || stop.is_cancelled() || fleet.has_changed().unwrap_or(false);
         purge
-            .run(&registered, &resources, &mut running, &store, &metrics)
+            .run(
+                &registered,
+                &resources,
+                &mut running,
+                &store,
+                &metrics,
+                &interrupted,
+            )
             .await;
         tokio::select! {
             r = fleet.changed(), if fleet_open => fleet_open = r.is_ok(),
@@ -250,7 +259,10 @@ impl Purge {
     }
 
     /// Purges the clusters that are not registered (after their synchros stopped),
-    /// first adding, once, the store's clusters that are not; keeps what failed.
+    /// first adding, once, the store's clusters that are not; keeps what failed. A
+    /// cluster is purged by batches (each its own transaction, bounded), and the purge
+    /// stops between two once `interrupted` (the fleet changed, or the indexer stops):
+    /// what is left of it is kept for the next run.
     async fn run(
         &mut self,
         registered: &BTreeSet<String>,
@@ -258,6 +270,7 @@ impl Purge {
         running: &mut BTreeMap<(String, usize), Running>,
         store: &Store,
         metrics: &IndexerMetrics,
+        interrupted: &(dyn Fn() -> bool + Sync),
     ) {
         if !self.scanned {
             match Self::scan(registered, resources, store, metrics).await {
@@ -283,10 +296,30 @@ impl Purge {
                     let _ = r.task.await;
                 }
             }
-            match store.purge_cluster(&cluster).await {
-                Ok(n) => {
-                    metrics.purged.inc_by(n);
+            if interrupted() {
+                self.clusters.insert(cluster);
+                continue;
+            }
+            let mut n = 0;
+            let purged = loop {
+                match store.purge_cluster_batch(&cluster).await {
+                    Ok((deleted, done)) => {
+                        metrics.purged.inc_by(deleted);
+                        n += deleted;
+                        if done || interrupted() {
+                            break Ok(done);
+                        }
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            match purged {
+                Ok(true) => {
                     tracing::info!(%cluster, objects = n, "member left the fleet: its objects are purged from the search store");
+                }
+                Ok(false) => {
+                    tracing::info!(%cluster, objects = n, "purge of a member that left paused for a fleet change; going on after it");
+                    self.clusters.insert(cluster);
                 }
                 Err(e) => {
                     tracing::warn!(%cluster, error = %e, "cannot purge a member that left; retrying");

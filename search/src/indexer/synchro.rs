@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ResourceSpec;
 use super::health::Health;
-use super::listwatch::{Step, list_watch, meta};
+use super::listwatch::{Step, list_watch, meta, refused};
 use super::metrics::{IndexerMetrics, TypeLabels};
 use super::spec::gvr_text;
 use crate::positions::{Positions, Publication};
@@ -58,6 +58,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Retries of a type the member does not serve: first wait, doubled up to the max.
 const RESOLVE_FIRST: Duration = Duration::from_secs(1);
 const RESOLVE_MAX: Duration = Duration::from_secs(60);
+/// A type is forgotten (its stored objects deleted) once the member's discovery has
+/// said it does not serve it for this long: a restarting API server answers 404 for
+/// CRD groups until it has loaded them, and a type wiped then is re-ingested whole.
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// The pause before a new session after an unexpected failure.
 const RESTART: Duration = Duration::from_secs(2);
 /// Lists compared with the store at once, in the whole indexer (each holds the stored
@@ -97,11 +101,8 @@ impl Synchro {
             resource: gvr_text(&self.spec.gvr),
         };
         // again from discovery each time the member stops serving the type
-        loop {
-            if !self.serve(&labels).await {
-                return;
-            }
-        }
+        while self.serve(&labels).await {}
+        self.metrics.refused.remove(&labels);
     }
 
     /// Indexes the type while the member serves it: false once stopped, true when the
@@ -142,7 +143,7 @@ impl Synchro {
             if !self.health.wait_up(&self.stop).await {
                 return false;
             }
-            let end = self.session(&resource, &published).await;
+            let end = self.session(labels, &resource, &published).await;
             if matches!(end, End::Unserved) {
                 // (after a pause: discovery may still say it is served)
                 return self.after(end).await;
@@ -178,36 +179,40 @@ impl Synchro {
     }
 
     /// The type's resource and scope on the member, retried while it is not served.
-    /// While discovery says the member does not serve it, what the store holds of it
-    /// for this member goes (as a list with nothing in it would delete it): objects of
-    /// a CRD deleted, or of an API version an upgrade removed, sent no DELETE events.
+    /// Once discovery has said for [`FORGET_AFTER`] that the member does not serve it,
+    /// what the store holds of it for this member goes (as a list with nothing in it
+    /// would delete it): objects of a CRD deleted, or of an API version an upgrade
+    /// removed, sent no DELETE events.
     async fn resolve(&self, labels: &TypeLabels) -> Option<(ApiResource, bool)> {
         let mut wait = RESOLVE_FIRST;
         let mut forgotten = false;
-        // "not served" twice in a row, a retry apart, before anything is forgotten: a
-        // restarting API server answers 404 for CRD groups until it has loaded them
-        let mut confirmed = false;
+        // "not served" for FORGET_AFTER (answers in between that are no answer, a
+        // discovery call failing, do not count against it) before anything is
+        // forgotten: a restarting API server answers 404 for CRD groups until it has
+        // loaded them
+        let mut not_served_since: Option<Instant> = None;
         loop {
             let answer = resolve(&self.client, &self.spec.gvr).await;
-            let again = confirmed;
-            confirmed = matches!(answer, Err(Unresolved { served: false, .. }));
             match answer {
                 Ok(found) => return Some(found),
-                Err(Unresolved { why, served: false }) if again && !forgotten => {
-                    let forget = async {
-                        // the type's stored versions are held as a list's are: under
-                        // one of the LISTS permits
-                        let _permit = self.list_permit().await?;
-                        let stored = self
-                            .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
-                            .await?;
-                        self.delete_unlisted(stored).await
-                    };
-                    match forget.await {
-                        Ok(()) => forgotten = true,
-                        Err(_) if self.stop.is_cancelled() => return None,
-                        Err(e) => {
-                            tracing::warn!(cluster = %self.cluster, resource = %labels.resource, error = %e, "cannot remove the objects of a type the member no longer serves; retrying")
+                Err(Unresolved { why, served: false }) => {
+                    let since = *not_served_since.get_or_insert_with(Instant::now);
+                    if !forgotten && since.elapsed() >= FORGET_AFTER {
+                        let forget = async {
+                            // the type's stored versions are held as a list's are:
+                            // under one of the LISTS permits
+                            let _permit = self.list_permit().await?;
+                            let stored = self
+                                .retry(|| self.store.versions(&self.cluster, &self.spec.gvr))
+                                .await?;
+                            self.delete_unlisted(stored).await
+                        };
+                        match forget.await {
+                            Ok(()) => forgotten = true,
+                            Err(_) if self.stop.is_cancelled() => return None,
+                            Err(e) => {
+                                tracing::warn!(cluster = %self.cluster, resource = %labels.resource, error = %e, "cannot remove the objects of a type the member no longer serves; retrying")
+                            }
                         }
                     }
                     tracing::warn!(
@@ -237,7 +242,12 @@ impl Synchro {
     }
 
     /// One list+watch, until stopped, the store goes down or a write fails.
-    async fn session(&self, resource: &ApiResource, published: &Publication) -> End {
+    async fn session(
+        &self,
+        labels: &TypeLabels,
+        resource: &ApiResource,
+        published: &Publication,
+    ) -> End {
         let mut events = pin!(list_watch(self.client.clone(), resource));
         let mut up = self.health.subscribe();
         let mut st = Session {
@@ -245,6 +255,7 @@ impl Synchro {
             batch: Batch::new(&self.metrics),
             listing: None,
             permit: None,
+            listed: false,
             position: None,
             unpublished: false,
         };
@@ -270,32 +281,34 @@ impl Synchro {
                         // until the relist is written the store's position is not known
                         // (a watch from the last one would meet the member's 410)
                         published.stored_at(None);
+                        // the member answered the list
+                        self.metrics.refused.remove(labels);
                     }
                     self.handle(&mut st, resource, event).await
                 }
-                // a list the member refuses (401, 403) gives its permit back: the
-                // session ends and lists again after a pause, while the other
-                // synchros' lists go on (one retried in place held it for good);
-                // another failed list gives it back too, with the stored versions, while
-                // the stream waits out its backoff, then lists again from the start
-                // (a new Init takes them again); a failed watch is opened again
-                Some(Some(Err(kube::Error::Api(e)))) if e.code == 404 => {
-                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "the member no longer serves this resource; asking its discovery again");
+                Some(Some(Err(f))) if matches!(&f.error, kube::Error::Api(e) if e.code == 404) => {
+                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %f, "the member no longer serves this resource; asking its discovery again");
                     return End::Unserved;
                 }
-                Some(Some(Err(kube::Error::Api(e))))
-                    if st.listing.is_some() && (e.code == 401 || e.code == 403) =>
-                {
-                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member list failed; listing again");
-                    return End::Restart;
-                }
-                Some(Some(Err(e))) if st.listing.is_some() => {
-                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member list failed; listing again");
-                    st.list_failed(&e);
+                // a failed list gives its permit back, with the stored versions, while
+                // the stream waits out its backoff (the member refusing the list, 401
+                // or 403, a growing one), then lists again from the start (a new Init
+                // takes them again): while the other synchros' lists go on
+                Some(Some(Err(f))) if f.listing => {
+                    if refused(&f.error) {
+                        self.metrics.refused.get_or_create(labels).set(1);
+                        tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %f, "the member refuses to list this resource; listing again after a growing backoff");
+                    } else {
+                        tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %f, "member list failed; listing again");
+                    }
+                    st.list_failed(f.at_once);
                     Ok(())
                 }
-                Some(Some(Err(e))) => {
-                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %e, "member watch failed; retrying");
+                // a failed watch is opened again (or, failing for long, relisted): the
+                // store is not current meanwhile
+                Some(Some(Err(f))) => {
+                    tracing::warn!(cluster = %self.cluster, resource = %resource.plural, error = %f, "member watch failed; retrying");
+                    st.running.synced(false);
                     Ok(())
                 }
                 Some(None) => return End::Restart,
@@ -356,8 +369,16 @@ impl Synchro {
                 self.delete_unlisted(st.listing.take().unwrap_or_default())
                     .await?;
                 st.permit = None;
+                st.listed = true;
                 st.running.synced(true);
                 st.moved_to(Some(&rv));
+                Ok(())
+            }
+            // a watch answered again after a failure: the store is current again
+            Step::Watching => {
+                if st.listed {
+                    st.running.synced(true);
+                }
                 Ok(())
             }
             Step::Progress(rv) => {
@@ -451,8 +472,13 @@ impl Synchro {
 
     /// Deletes the stored objects a complete list did not return (K.71), by batches
     /// whose keys are built one batch at a time.
+    /// A synchro stopped meanwhile stops between two batches (its stop is awaited
+    /// before another synchro of the type starts, or its member is purged).
     async fn delete_unlisted(&self, gone: Versions) -> StoreResult<()> {
         for chunk in key_chunks(&self.cluster, &self.spec.gvr, &gone) {
+            if self.stop.is_cancelled() {
+                return Err(StoreError::Unavailable("the indexer is stopping".into()));
+            }
             let n = self.retry(|| self.store.delete(chunk.as_slice())).await?;
             self.metrics.deleted.inc_by(n);
         }
@@ -601,6 +627,8 @@ struct Session<'a> {
     listing: Option<Versions>,
     /// Held from a list's start to its end (or its failure).
     permit: Option<ListPermit>,
+    /// The last list is complete in the store (the watch goes on from it).
+    listed: bool,
     /// The member resourceVersion of the latest event taken.
     position: Option<String>,
     /// The position moved since it was last published.
@@ -618,15 +646,15 @@ impl Session<'_> {
     /// A list call failed: the stream lists again from the start, and its
     /// [`Step::Init`] takes a permit and loads the stored versions again. The permit goes
     /// back while the stream waits out its backoff, so a member that keeps failing does
-    /// not hold one of the [`LISTS`] for good; only after a 410 Gone (relisted at once,
-    /// without a wait) is it kept. The stored versions go in every case: the next list
-    /// loads them afresh, and the two are never held together.
+    /// not hold one of the [`LISTS`] for good; only when the stream lists again `at_once`
+    /// (a first 410 Gone in a row) is it kept. The stored versions go in every case: the
+    /// next list loads them afresh, and the two are never held together.
     /// Nothing is published until a list completes: a position taken before it (a
     /// watch event still in the batch when a 410 forced the relist) is forgotten.
-    fn list_failed(&mut self, e: &kube::Error) {
+    fn list_failed(&mut self, at_once: bool) {
         self.listing = None;
         self.relisting();
-        if !super::listwatch::gone(e) {
+        if !at_once {
             self.permit = None;
         }
     }
@@ -634,6 +662,7 @@ impl Session<'_> {
     /// A (re)list starts or starts again: the store is complete at no known position
     /// until it ends, so a position taken before it is not published.
     fn relisting(&mut self) {
+        self.listed = false;
         self.position = None;
         self.unpublished = false;
     }

@@ -401,6 +401,8 @@ impl NameDrivers {
 
 /// Keys per DELETE statement (six parameters each).
 const DELETE_CHUNK: usize = 200;
+/// Objects of a cluster deleted per transaction when it is purged.
+pub(crate) const PURGE_BATCH: usize = 5_000;
 
 /// Rows written before the first statistics refresh.
 const ANALYZE_AFTER: u64 = 5_000;
@@ -742,15 +744,48 @@ impl Store {
         Ok(v.finish())
     }
 
-    /// Deletes everything of one cluster; returns how many objects went. Its placement
-    /// stays, marked purged: it no longer counts when a new cluster is placed, and if
-    /// it comes back its objects go to the same file.
+    /// Deletes everything of one cluster; returns how many objects went. By batches
+    /// ([`Store::purge_cluster_batch`]), each its own transaction.
     pub async fn purge_cluster(&self, cluster: &str) -> StoreResult<u64> {
+        let mut n = 0;
+        loop {
+            let (deleted, done) = self.purge_cluster_batch(cluster).await?;
+            n += deleted;
+            if done {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// Deletes at most [`PURGE_BATCH`] objects of one cluster, in one transaction (a
+    /// member of a million objects deleted in one would pass the store's statement
+    /// timeout, and be rolled back every time); returns how many went and whether the
+    /// cluster is purged. Then its placement stays, marked purged: it no longer counts
+    /// when a new cluster is placed, and if it comes back its objects go to the same
+    /// file.
+    pub async fn purge_cluster_batch(&self, cluster: &str) -> StoreResult<(u64, bool)> {
         let Some(p) = self.part_of(cluster).await? else {
-            return Ok(0);
+            return Ok((0, true));
         };
-        let stmts = sql::purge_cluster(self.dialect(), cluster).to_vec();
-        let n = self.part(p).execute(stmts).await?.get(1).copied();
+        let d = self.dialect();
+        let ids: Vec<i64> = self
+            .part(p)
+            .rows(sql::cluster_ids(d, cluster, PURGE_BATCH))
+            .await?
+            .iter()
+            .filter_map(|row| row.first().map(Cell::int))
+            .collect();
+        let mut n = 0;
+        if !ids.is_empty() {
+            let done = self
+                .part(p)
+                .execute(sql::delete_ids(d, &ids).to_vec())
+                .await?;
+            n = self.count(done.get(1).copied().unwrap_or(0));
+        }
+        if ids.len() == PURGE_BATCH {
+            return Ok((n, false));
+        }
         if let Some(placement) = &self.inner.placement {
             let _placing = placement.placing.lock().await;
             self.first()
@@ -758,7 +793,7 @@ impl Store {
                 .await?;
             placement.mark_purged(cluster);
         }
-        Ok(self.count(n.unwrap_or(0)))
+        Ok((n, true))
     }
 
     /// The clusters with at least one stored object.

@@ -206,18 +206,26 @@ pub(crate) fn delete_keys(d: Dialect, keys: &[Key]) -> [Stmt; 2] {
     [labels, b.finish(format!("DELETE FROM resources WHERE {c}"))]
 }
 
-/// Deletes every object of a cluster and their labels (labels first).
-pub(crate) fn purge_cluster(d: Dialect, cluster: &str) -> [Stmt; 2] {
+/// The ids of at most `limit` objects of a cluster: a purge's next batch.
+pub(crate) fn cluster_ids(d: Dialect, cluster: &str, limit: usize) -> Stmt {
     let mut b = Builder::new(d);
     let c = b.text(cluster);
-    let labels = b.finish(format!(
-        "DELETE FROM labels WHERE rid IN (SELECT id FROM resources WHERE cluster = {c})"
-    ));
-    let mut b = Builder::new(d);
-    let c = b.text(cluster);
+    let n = b.int(i64::try_from(limit).unwrap_or(i64::MAX));
+    b.finish(format!(
+        "SELECT id FROM resources WHERE cluster = {c} LIMIT {n}"
+    ))
+}
+
+/// Deletes the objects of `ids` and their labels (labels first).
+pub(crate) fn delete_ids(d: Dialect, ids: &[i64]) -> [Stmt; 2] {
+    let statement = |sql: &str| {
+        let mut b = Builder::new(d);
+        let ps: Vec<String> = ids.iter().map(|i| b.int(*i)).collect();
+        b.finish(sql.replace("{}", &ps.join(", ")))
+    };
     [
-        labels,
-        b.finish(format!("DELETE FROM resources WHERE cluster = {c}")),
+        statement("DELETE FROM labels WHERE rid IN ({})"),
+        statement("DELETE FROM resources WHERE id IN ({})"),
     ]
 }
 

@@ -239,6 +239,17 @@ async fn a_member_that_gets_a_new_client_is_relisted_without_writes(backend: Bac
     indexer.stop().await;
 }
 
+/// Polls `check` until it returns true, for longer than [`eventually`]: a type is
+/// forgotten a minute after its member first says it does not serve it.
+async fn slowly<F, Fut>(what: &str, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    causeway_search::store::testing::eventually(what, std::time::Duration::from_secs(150), check)
+        .await
+}
+
 both!(a_type_the_member_does_not_serve_is_retried_until_it_does);
 async fn a_type_the_member_does_not_serve_is_retried_until_it_does(backend: Backend) {
     let (spec, _dir) = database(backend).await;
@@ -307,7 +318,9 @@ async fn a_type_the_member_does_not_serve_is_retried_until_it_does(backend: Back
         .delete("widgets.example.com", &Default::default())
         .await
         .unwrap();
-    eventually("the widget gone with its type", || async {
+    // (once the member has said so for a minute: a restarting API server says so of
+    // its CRD groups for a while)
+    slowly("the widget gone with its type", || async {
         stored(&store, &wgvr, None).await.is_empty() && indexer.metric(unserved) == 1.0
     })
     .await;
@@ -341,7 +354,7 @@ async fn a_type_the_member_does_not_serve_is_retried_until_it_does(backend: Back
         .unwrap();
     let (_tx, rx) = watch::channel(fleet(&[("a", &a)], &["a"]));
     let indexer = Indexer::start(&store, specs(&["example.com/v1/widgets"]), rx);
-    eventually(
+    slowly(
         "the widget gone once the restarted indexer finds the type gone",
         || async { stored(&store, &wgvr, None).await.is_empty() },
     )
