@@ -591,20 +591,19 @@ fn forward(
                 return;
             }
         }
-        let sent = match client.local {
-            Some(local) => {
-                let info = local.info();
-                socket::sendmsg(
-                    sock.as_raw_fd(),
-                    &[IoSlice::new(&reply)],
-                    &[info.cmsg()],
-                    MsgFlags::empty(),
-                    Some(&SockaddrStorage::from(client.to)),
-                )
-                .map_err(std::io::Error::from)
-            }
-            None => sock.send_to(&reply, client.to),
-        };
+        // the worker's socket blocks (its thread waits in recv); this task is on the
+        // runtime, which must never wait on a full send buffer: MSG_DONTWAIT (an answer
+        // that does not fit now is dropped, as the network may drop any datagram)
+        let info = client.local.map(|l| l.info());
+        let cmsgs: Vec<_> = info.iter().map(|i| i.cmsg()).collect();
+        let sent = socket::sendmsg(
+            sock.as_raw_fd(),
+            &[IoSlice::new(&reply)],
+            &cmsgs,
+            MsgFlags::MSG_DONTWAIT,
+            Some(&SockaddrStorage::from(client.to)),
+        )
+        .map_err(std::io::Error::from);
         if let Err(e) = sent {
             tracing::debug!(peer = %client.to, error = %e, "udp send of a forwarded answer failed");
         }
