@@ -224,7 +224,7 @@ impl Response<'_> {
             let id = u16::from_be_bytes([self.pkt[0], self.pkt[1]]);
             let start = id % rrs.count.max(1);
             let (count, head, tail) =
-                fitting_window(&rrs.wire, start, self.limit.saturating_sub(fixed));
+                fitting_window(&rrs.ends, start, self.limit.saturating_sub(fixed));
             tracing::debug!(
                 records = rrs.count,
                 sent = count,
@@ -339,47 +339,37 @@ fn write_opt(out: &mut Vec<u8>, payload: u16, rcode: u16, dnssec_ok: u8) {
     out.extend_from_slice(&[0, t0, t1, m0, m1, (rcode >> 4) as u8, 0, dnssec_ok, 0, 0, 0]);
 }
 
-/// The longest run of whole resource records of `wire` that fits in `budget` bytes,
-/// starting at record number `start` and wrapping around to the first record:
-/// (records, the byte range from `start` on, the byte range wrapped to from 0).
-/// Starts at record 0 when `wire` has no record number `start`.
-fn fitting_window(wire: &[u8], start: u16, budget: usize) -> (u16, Range<usize>, Range<usize>) {
-    let mut from = 0;
-    for _ in 0..start {
-        match rr_end(wire, from) {
-            Some(end) => from = end,
-            None => {
-                from = 0;
-                break;
-            }
-        }
+/// The longest run of whole resource records that fits in `budget` bytes, starting at
+/// record number `start` and wrapping around to the first record, from where each
+/// record ends (`ends`, [`RrSet::ends`](crate::index::RrSet)): (records, the byte range
+/// from `start` on, the byte range wrapped to from 0). Starts at record 0 when there is
+/// no record number `start`. Binary searches: a large set costs no more than a small one.
+fn fitting_window(ends: &[u32], start: u16, budget: usize) -> (u16, Range<usize>, Range<usize>) {
+    let end = |i: usize| ends[i] as usize;
+    let start = if usize::from(start) < ends.len() {
+        usize::from(start)
+    } else {
+        0
+    };
+    let from = if start == 0 { 0 } else { end(start - 1) };
+    let head = ends[start..].partition_point(|&e| e as usize - from <= budget);
+    let head_end = if head == 0 {
+        from
+    } else {
+        end(start + head - 1)
+    };
+    if start + head < ends.len() {
+        return (head as u16, from..head_end, 0..0);
     }
-    let (mut count, mut head_end) = (0u16, from);
-    while count < u16::MAX {
-        let Some(end) = rr_end(wire, head_end) else {
-            break;
-        };
-        if end - from > budget {
-            return (count, from..head_end, 0..0);
-        }
-        count += 1;
-        head_end = end;
-    }
-    let mut tail_end = 0;
-    while count < u16::MAX && tail_end < from {
-        let Some(end) = rr_end(wire, tail_end) else {
-            break;
-        };
-        if end > from || head_end - from + end > budget {
-            break;
-        }
-        count += 1;
-        tail_end = end;
-    }
-    (count, from..head_end, 0..tail_end)
+    let used = head_end - from;
+    let tail = ends[..start].partition_point(|&e| used + e as usize <= budget);
+    let tail_end = if tail == 0 { 0 } else { end(tail - 1) };
+    ((head + tail) as u16, from..head_end, 0..tail_end)
 }
 
-/// Where the resource record that starts at `at` ends (None past the last one).
+/// Where the resource record that starts at `at` ends (None past the last one): the
+/// tests' check of [`RrSet::ends`](crate::index::RrSet).
+#[cfg(test)]
 fn rr_end(wire: &[u8], at: usize) -> Option<usize> {
     let i = skip_name(wire, at)?;
     let end = i + 10 + be16(wire, i + 8)? as usize;

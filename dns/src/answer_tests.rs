@@ -456,6 +456,14 @@ fn tcp_answers_over_64k_rotate_with_the_query_id() {
     for _ in 1..all.count {
         at = rr_end(&all.wire, at).unwrap();
     }
+    // the set's record ends are where its records end
+    let mut walked = Vec::new();
+    let mut from = 0;
+    while let Some(end) = rr_end(&all.wire, from) {
+        walked.push(end as u32);
+        from = end;
+    }
+    assert_eq!(&walked[..], &all.ends[..]);
     let pkt = query(name, RecordType::SRV, Some(4096));
     let mut alone = pkt.clone();
     alone.truncate(pkt.len() - 11); // no OPT
@@ -800,6 +808,38 @@ fn truncate_foreign_keeps_header_and_question() {
     let r = decode(&small);
     assert_eq!(r.rcode, 16);
     assert!(r.tc);
+}
+
+proptest! {
+    /// The window of records an answer too large for the client carries: whole
+    /// records, from record `start` (0 when there is none) on, wrapping to the first;
+    /// within the budget; as many as fit, and none twice.
+    #[test]
+    fn fitting_windows_take_whole_records_as_many_as_fit(
+        sizes in proptest::collection::vec(12u32..300, 0..200),
+        start in any::<u16>(),
+        budget in 0usize..20_000,
+    ) {
+        let ends: Vec<u32> = sizes.iter().scan(0, |at, s| { *at += s; Some(*at) }).collect();
+        let (count, head, tail) = fitting_window(&ends, start, budget);
+        let is_boundary = |b: usize| b == 0 || ends.contains(&(b as u32));
+        prop_assert!(is_boundary(head.start) && is_boundary(head.end) && is_boundary(tail.end));
+        prop_assert!(head.len() + tail.len() <= budget);
+        prop_assert!(tail.end <= head.start, "a record twice");
+        let records = |r: &std::ops::Range<usize>| ends.iter().filter(|&&e| (e as usize) > r.start && (e as usize) <= r.end).count();
+        prop_assert_eq!(count as usize, records(&head) + records(&tail));
+        let s = if (start as usize) < ends.len() { start as usize } else { 0 };
+        prop_assert_eq!(head.start, if s == 0 { 0 } else { ends[s - 1] as usize });
+        // maximal: the next record (after the head, else after the tail) does not fit
+        let next = if head.end < ends.last().map_or(0, |e| *e as usize) {
+            ends.iter().find(|&&e| e as usize > head.end).map(|e| *e as usize - head.end)
+        } else {
+            ends.iter().find(|&&e| e as usize > tail.end && (e as usize) <= head.start).map(|e| *e as usize - tail.end)
+        };
+        if let Some(size) = next {
+            prop_assert!(head.len() + tail.len() + size > budget, "one more fits: {count} records, next {size}");
+        }
+    }
 }
 
 proptest! {

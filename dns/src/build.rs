@@ -88,8 +88,7 @@ pub(crate) fn static_nodes<'a>(
 /// additional section of the apex NS answer (glue).
 pub(crate) fn ns_glue(cfg: &ZoneConfig, apex_dotted: &str) -> Result<RrSet, IndexError> {
     let owner = name::to_wire(&format!("ns.dns.{apex_dotted}"))?;
-    let mut wire = Vec::new();
-    let mut count: u16 = 0;
+    let mut records = Vec::new();
     let mut ns = NodeBuilder::default();
     for ip in &cfg.nameservers {
         add_ip(&mut ns, *ip);
@@ -100,13 +99,9 @@ pub(crate) fn ns_glue(cfg: &ZoneConfig, apex_dotted: &str) -> Result<RrSet, Inde
         .iter()
         .map(|ip| (rtype::AAAA, RData::AAAA(AAAA(*ip))));
     for (rt, rdata) in a.chain(aaaa).take(u16::MAX as usize) {
-        wire.extend_from_slice(&encode_full_rr(&owner, rt, cfg.ttl, &rdata)?);
-        count += 1;
+        records.push(encode_full_rr(&owner, rt, cfg.ttl, &rdata)?);
     }
-    Ok(RrSet {
-        count,
-        wire: wire.into_boxed_slice(),
-    })
+    Ok(RrSet::of(records))
 }
 
 /// The names of one service: `<svc>.<ns>.svc.<zone>` and everything below it. Empty
@@ -236,15 +231,7 @@ pub(crate) fn encode(built: Nodes, ttl: u32) -> Result<Encoded, IndexError> {
             if rrs.is_empty() {
                 return;
             }
-            let count = rrs.len().min(u16::MAX as usize) as u16;
-            let bytes: Vec<u8> = rrs.into_iter().take(count as usize).flatten().collect();
-            sets.push((
-                rt,
-                RrSet {
-                    count,
-                    wire: bytes.into_boxed_slice(),
-                },
-            ));
+            sets.push((rt, RrSet::of(rrs)));
         };
         if let Some(soa) = &nb.soa {
             let rdata = RData::SOA(soa.clone());
@@ -290,18 +277,7 @@ pub(crate) fn encode(built: Nodes, ttl: u32) -> Result<Encoded, IndexError> {
 
 /// All sets of a node concatenated, for `ANY` (None when empty or too many).
 fn any_set(sets: &[(u16, RrSet)]) -> Option<RrSet> {
-    let count: usize = sets.iter().map(|(_, s)| s.count as usize).sum();
-    if count == 0 || count > u16::MAX as usize {
-        return None;
-    }
-    let mut wire = Vec::with_capacity(sets.iter().map(|(_, s)| s.wire.len()).sum());
-    for (_, s) in sets {
-        wire.extend_from_slice(&s.wire);
-    }
-    Some(RrSet {
-        count: count as u16,
-        wire: wire.into_boxed_slice(),
-    })
+    RrSet::concat(sets.iter().map(|(_, s)| s)).filter(|s| s.count > 0)
 }
 
 /// The port's lowercase name if it is named.

@@ -143,6 +143,44 @@ pub struct RrSet {
     pub count: u16,
     /// RRs in wire format.
     pub wire: Box<[u8]>,
+    /// Where each RR of `wire` ends: an answer too large for the client is cut at a
+    /// record boundary found by binary search, not by parsing records one by one.
+    pub ends: Box<[u32]>,
+}
+
+impl RrSet {
+    /// The set of `records` (each one whole RR in wire format), at most `u16::MAX`.
+    pub fn of<R: AsRef<[u8]>>(records: impl IntoIterator<Item = R>) -> RrSet {
+        let (mut wire, mut ends) = (Vec::new(), Vec::new());
+        for r in records.into_iter().take(u16::MAX as usize) {
+            wire.extend_from_slice(r.as_ref());
+            ends.push(u32::try_from(wire.len()).unwrap_or(u32::MAX));
+        }
+        RrSet {
+            count: ends.len() as u16,
+            wire: wire.into_boxed_slice(),
+            ends: ends.into_boxed_slice(),
+        }
+    }
+
+    /// The records of `sets` one after the other (`None` past `u16::MAX` records).
+    pub fn concat<'a>(sets: impl IntoIterator<Item = &'a RrSet> + Clone) -> Option<RrSet> {
+        let count: usize = sets.clone().into_iter().map(|s| s.count as usize).sum();
+        if count > u16::MAX as usize {
+            return None;
+        }
+        let (mut wire, mut ends) = (Vec::new(), Vec::with_capacity(count));
+        for s in sets {
+            let base = u32::try_from(wire.len()).unwrap_or(u32::MAX);
+            ends.extend(s.ends.iter().map(|e| base.saturating_add(*e)));
+            wire.extend_from_slice(&s.wire);
+        }
+        Some(RrSet {
+            count: count as u16,
+            wire: wire.into_boxed_slice(),
+            ends: ends.into_boxed_slice(),
+        })
+    }
 }
 
 /// A name in the zone: its record sets (empty for an empty non-terminal).
