@@ -10,7 +10,9 @@
 //! - HTTPRoute: per parentRef naming a causeway Gateway, `Accepted` (Accepted,
 //!   NotAllowedByListeners, NoMatchingListenerHostname, NoMatchingParent,
 //!   UnsupportedValue) and `ResolvedRefs` (ResolvedRefs, RefNotPermitted, InvalidKind,
-//!   BackendNotFound), with `controllerName` and `observedGeneration`.
+//!   BackendNotFound), with `controllerName` and `observedGeneration`; an Accepted
+//!   message also says where the route and a MultiClusterIngress claim the same
+//!   requests (HR-9, `attach::mci_overlaps`, what causeway-proxy warns of).
 //!
 //! - Mesh routes (GW-4, a ServiceImport parentRef): `Accepted` (or `Pending` while no
 //!   causeway-proxy serves mesh traffic) and `ResolvedRefs`; each captured ServiceImport
@@ -31,10 +33,12 @@ use causeway_crds::gateway::{
     CONTROLLER_NAME, GROUP, Gateway, GatewayAddress, GatewayClass, GatewayClassStatus,
     GatewayStatus, HTTPRoute, ListenerStatus, ReferenceGrant, RouteGroupKind,
 };
+use causeway_crds::mci::MultiClusterIngress;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_runtime::apply::StatusMemo;
 use causeway_runtime::reflect::{Dirty, Wake, cache};
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::IngressClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::Api;
 use kube::runtime::watcher;
@@ -60,6 +64,10 @@ pub struct World<'a> {
     pub imports: &'a BTreeMap<(String, String), Arc<ServiceImport>>,
     /// Namespace labels (listeners selecting route namespaces).
     pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+    /// MultiClusterIngresses (HR-9: where they and a route claim the same requests).
+    pub mcis: &'a [Arc<MultiClusterIngress>],
+    /// IngressClasses (which MCIs causeway-proxy serves).
+    pub ingress_classes: &'a [IngressClass],
     /// causeway-proxy Leases.
     pub proxies: &'a [crate::mci::ProxyLease],
     /// The mesh ports this controller gave last (they win over what the ServiceImports'
@@ -209,6 +217,8 @@ pub fn desired(world: &World<'_>) -> Desired {
         allocated,
         full,
     };
+    // HR-9: the hosts the served MCIs claim (the proxy reads them alike)
+    let mci_hosts = attach::mci_hosts(world.mcis, world.ingress_classes);
     // Routes first: listeners count the routes attached to them.
     let mut attached: BTreeMap<(String, String), i32> = BTreeMap::new();
     for r in world.routes {
@@ -225,7 +235,7 @@ pub fn desired(world: &World<'_>) -> Desired {
             {
                 out.routes.insert(
                     crate::watch::key(r.as_ref()),
-                    route_status(r, &[], &[], &mesh_state, world, &now),
+                    route_status(r, &[], &[], &mesh_state, &mci_hosts, world, &now),
                 );
             }
             continue;
@@ -242,7 +252,15 @@ pub fn desired(world: &World<'_>) -> Desired {
         }
         out.routes.insert(
             crate::watch::key(r.as_ref()),
-            route_status(r, &verdicts, &mesh_verdicts, &mesh_state, world, &now),
+            route_status(
+                r,
+                &verdicts,
+                &mesh_verdicts,
+                &mesh_state,
+                &mci_hosts,
+                world,
+                &now,
+            ),
         );
     }
     let addresses = addresses(world);
@@ -513,6 +531,7 @@ fn route_status(
     verdicts: &[ParentVerdict],
     mesh_verdicts: &[causeway_crds::gateway::mesh::MeshVerdict],
     mesh_state: &MeshState,
+    mci_hosts: &attach::MciHosts,
     world: &World<'_>,
     now: &Time,
 ) -> HTTPRouteStatus {
@@ -574,11 +593,14 @@ fn route_status(
         .iter()
         .map(|v| {
             parent(&v.parent_ref, &|c| match &v.attached {
-                Ok(ls) => c.make(
-                    reasons::ACCEPTED,
-                    true,
-                    "Accepted",
-                    format!(
+                Ok(ls) => {
+                    // HR-9: what the MultiClusterIngresses serve first on its hostnames
+                    // there, or it takes from their defaultBackends (served: Accepted)
+                    let overlaps: BTreeSet<String> = ls
+                        .iter()
+                        .flat_map(|l| attach::mci_overlaps(r, &l.hostnames, mci_hosts))
+                        .collect();
+                    let mut message = format!(
                         "attached to listener{} {} of Gateway {}",
                         if ls.len() == 1 { "" } else { "s" },
                         ls.iter()
@@ -586,8 +608,15 @@ fn route_status(
                             .collect::<Vec<_>>()
                             .join(", "),
                         v.gateway
-                    ),
-                ),
+                    );
+                    if !overlaps.is_empty() {
+                        message = format!(
+                            "{message}; overlaps MultiClusterIngresses: {}",
+                            overlaps.into_iter().collect::<Vec<_>>().join("; ")
+                        );
+                    }
+                    c.make(reasons::ACCEPTED, true, "Accepted", message)
+                }
                 Err(e) => c.make(reasons::ACCEPTED, false, e.reason, e.message.clone()),
             })
         })
@@ -707,6 +736,22 @@ pub async fn run(
         "hub namespaces",
         None,
     );
+    let mcis = cache(
+        Api::<MultiClusterIngress>::all(hub.clone()),
+        all(),
+        wake.clone(),
+        stop.clone(),
+        "hub multiclusteringresses (gateway)",
+        None,
+    );
+    let ingress_classes = cache(
+        Api::<IngressClass>::all(hub.clone()),
+        all(),
+        wake.clone(),
+        stop.clone(),
+        "hub ingressclasses (gateway)",
+        None,
+    );
     let proxies =
         crate::mci::proxy_leases(&hub, &wake, &stop, "hub causeway-proxy leases (gateway)");
     let imports = caches.imports.subscribe(wake.clone());
@@ -715,6 +760,8 @@ pub async fn run(
         || routes.wait_until_ready().await.is_err()
         || grants.wait_until_ready().await.is_err()
         || namespaces.wait_until_ready().await.is_err()
+        || mcis.wait_until_ready().await.is_err()
+        || ingress_classes.wait_until_ready().await.is_err()
         || proxies.wait_until_ready().await.is_err()
         || imports.wait_until_ready().await.is_err()
     {
@@ -745,6 +792,12 @@ pub async fn run(
             grants.state(),
             crate::mci::ProxyLease::read_all(&proxies.state()),
         );
+        let mci_list = mcis.state();
+        let ingress_class_list: Vec<IngressClass> = ingress_classes
+            .state()
+            .iter()
+            .map(|c| c.as_ref().clone())
+            .collect();
         let world = World {
             classes: &c,
             gateways: &g,
@@ -752,6 +805,8 @@ pub async fn run(
             grants: &grant_list,
             imports: &import_map,
             namespaces: &ns_labels,
+            mcis: &mci_list,
+            ingress_classes: &ingress_class_list,
             proxies: &lease_list,
             mesh_previous: &mesh_previous,
             mesh_reserved: &released.keys().copied().collect(),

@@ -18,7 +18,7 @@ use http::{Method, StatusCode};
 use crate::clock::rand_u64;
 use crate::matching::{PathKind, path_matches};
 use crate::refusal::Refusal;
-use crate::table::{Backend, Target};
+use crate::table::{Backend, Route, Target};
 
 /// The rules of one hostname (its own, then those of less specific hostnames that
 /// cover it; only those of the most specific listener matching it among every causeway
@@ -27,6 +27,62 @@ use crate::table::{Backend, Target};
 pub struct HostRules {
     /// Rules, the first matching one wins.
     pub rules: Vec<Arc<Rule>>,
+    /// What a request none of them match gets instead of a 404 (HR-9): the default
+    /// backend of the MultiClusterIngress host these rules share (the catch-all
+    /// defaultBackend for the rules of routes without hostname).
+    pub fallback: Option<Fallback>,
+}
+
+/// A MultiClusterIngress default backend behind HTTPRoute rules ([`HostRules::fallback`]).
+#[derive(Debug)]
+pub struct Fallback {
+    /// The MCI's default route.
+    pub route: Arc<Route>,
+    /// A rule that edits nothing (what [`Decided::Forward`] carries).
+    rule: Arc<Rule>,
+}
+
+impl Fallback {
+    /// The fallback to `route`, an MCI's default backend.
+    pub fn new(route: Arc<Route>) -> Fallback {
+        let rule = Rule {
+            route: route.mci.clone(),
+            path_kind: PathKind::Prefix,
+            path: "".into(),
+            method: None,
+            headers: Vec::new(),
+            query: Vec::new(),
+            listener_port: 80,
+            action: Arc::new(Action::default()),
+        };
+        Fallback {
+            route,
+            rule: Arc::new(rule),
+        }
+    }
+
+    /// What a request gets from the MCI default backend: as the route phase decides for
+    /// an MCI route (a 308 to https for a TLS host with ssl-redirect, on the well-known
+    /// port: the route phase's own redirect knows the proxy's HTTPS port, this one does
+    /// not), a 503 for a backend that did not resolve.
+    fn decide(&self, r: &Request<'_>) -> Decided {
+        let route = &self.route;
+        if route.ssl_redirect && !r.https {
+            let query = r.query.map(|q| format!("?{q}")).unwrap_or_default();
+            let loc = format!("https://{}{}{query}", r.host, r.path);
+            let loc = HeaderValue::from_str(&loc).unwrap_or_else(|_| HeaderValue::from_static("/"));
+            return Decided::Redirect(StatusCode::PERMANENT_REDIRECT, loc);
+        }
+        match &route.target {
+            Target::Backend(b) => Decided::Forward(b.clone(), self.rule.clone()),
+            Target::Unavailable(why) => Decided::Refused(Refusal::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "backend_unresolved",
+                format!("backend of {} unavailable: {why}", route.mci),
+            )),
+            Target::Gateway(_) => Decided::Refused(no_rule(r)),
+        }
+    }
 }
 
 /// One match of one HTTPRoute rule.
@@ -254,17 +310,24 @@ impl Rule {
     }
 }
 
-/// The first rule of `rules` matching `r`, and what to do with the request.
+fn no_rule(r: &Request<'_>) -> Refusal {
+    Refusal::new(
+        StatusCode::NOT_FOUND,
+        "no_route",
+        format!(
+            "no HTTPRoute rule matches host {:?}, path {:?}, method {} and the request's headers and query",
+            r.host, r.path, r.method
+        ),
+    )
+}
+
+/// The first rule of `rules` matching `r` (else its fallback), and what to do with the request.
 pub(crate) fn decide(rules: &HostRules, r: &Request<'_>) -> Decided {
     let Some(rule) = rules.rules.iter().find(|rule| rule.matches(r)) else {
-        return Decided::Refused(Refusal::new(
-            StatusCode::NOT_FOUND,
-            "no_route",
-            format!(
-                "no HTTPRoute rule matches host {:?}, path {:?}, method {} and the request's headers and query",
-                r.host, r.path, r.method
-            ),
-        ));
+        return match &rules.fallback {
+            Some(f) => f.decide(r),
+            None => Decided::Refused(no_rule(r)),
+        };
     };
     let a = &rule.action;
     if let Some(rd) = &a.redirect {

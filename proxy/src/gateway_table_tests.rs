@@ -598,12 +598,162 @@ fn routes_and_mcis_share_the_table() {
     )];
     let (t, _) = table(&s);
     assert_eq!(addrs(&t, "a.com", "/other").unwrap().len(), 4);
-    assert!(
-        t.warnings
-            .iter()
-            .any(|w| w.contains("HTTPRoutes for host a.com are not served")),
-        "{:?}",
-        t.warnings
+    assert_eq!(
+        t.warnings,
+        [
+            "HTTPRoute ns/r: rules[0] is not served on host a.com: MultiClusterIngress ns/m serves path / there first"
+        ]
+    );
+}
+
+/// HR-9: a host both front ends claim. The MCI paths of its most specific MCI host come
+/// first, the HTTPRoute rules covering it (wildcard, or no hostname) serve the rest, the
+/// MCI host's default backend (the catch-all for a route without hostname) what neither
+/// matches; real conflicts are warned of (and said on the route's status).
+#[test]
+fn mci_and_route_hosts_never_shadow_each_other_silently() {
+    let web = || backend("web", json!({"name": "http"}));
+    let on = |hostnames: Value, rules: Value| json!({"parentRefs": parent(), "hostnames": hostnames, "rules": rules});
+    // (a) an MCI exact host inside the route's wildcard keeps its paths; the route
+    // serves the rest of it (it took all of it: /other was a 404)
+    let mut s = gateway_snapshot();
+    s.mcis = vec![mci(
+        "m",
+        "2026-01-01T00:00:00Z",
+        json!({"rules": [{"host": "a.example.com", "http": {"paths": [
+            {"path": "/mci", "pathType": "Prefix", "backend": web()}]}}]}),
+    )];
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        on(json!(["*.example.com"]), json!([{"backendRefs": to("gw")}])),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "a.example.com", "/mci/x").unwrap().len(), 4);
+    assert_eq!(pick(&t, "GET", "a.example.com", "/other", &[]), "gw");
+    assert_eq!(pick(&t, "GET", "b.example.com", "/mci", &[]), "gw");
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    // ... with a defaultBackend: what the route's rules do not match goes there
+    s.mcis = vec![mci(
+        "m",
+        "2026-01-01T00:00:00Z",
+        json!({"defaultBackend": web(), "rules": [{"host": "a.example.com", "http": {"paths": [
+            {"path": "/mci", "pathType": "Prefix", "backend": web()}]}}]}),
+    )];
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        on(
+            json!(["*.example.com"]),
+            json!([{"matches": [{"path": {"value": "/api"}}], "backendRefs": to("gw")}]),
+        ),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(pick(&t, "GET", "a.example.com", "/api/1", &[]), "gw");
+    assert_eq!(pick(&t, "GET", "a.example.com", "/other", &[]), "web:http");
+    assert_eq!(pick(&t, "GET", "b.example.com", "/other", &[]), "404");
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+
+    // (b) an MCI Ingress wildcard and a route wildcard with the same suffix: one-label
+    // hosts get the MCI's paths, then the route's rules; deeper hosts the route's
+    s.mcis = vec![mci(
+        "m",
+        "2026-01-01T00:00:00Z",
+        json!({"rules": [{"host": "*.example.com", "http": {"paths": [
+            {"path": "/mci", "pathType": "Prefix", "backend": web()}]}}]}),
+    )];
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        on(json!(["*.example.com"]), json!([{"backendRefs": to("gw")}])),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "x.example.com", "/mci").unwrap().len(), 4);
+    assert_eq!(pick(&t, "GET", "x.example.com", "/other", &[]), "gw");
+    assert_eq!(pick(&t, "GET", "y.x.example.com", "/mci", &[]), "gw");
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    // ... and a route's exact host under the MCI wildcard keeps the MCI's paths
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        on(json!(["a.example.com"]), json!([{"backendRefs": to("gw")}])),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "a.example.com", "/mci").unwrap().len(), 4);
+    assert_eq!(pick(&t, "GET", "a.example.com", "/other", &[]), "gw");
+    assert_eq!(addrs(&t, "x.example.com", "/mci").unwrap().len(), 4);
+    assert_eq!(addrs(&t, "x.example.com", "/other"), Err("404".into()));
+
+    // (c) a route without hostname comes before the catch-all defaultBackend, which
+    // still answers what its rules do not match
+    s.mcis = vec![mci(
+        "catch",
+        "2026-01-01T00:00:00Z",
+        json!({"defaultBackend": web()}),
+    )];
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        on(
+            json!([]),
+            json!([{"matches": [{"path": {"value": "/api"}}], "backendRefs": to("gw")}]),
+        ),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(pick(&t, "GET", "any.host", "/api", &[]), "gw");
+    assert_eq!(pick(&t, "GET", "any.host", "/other", &[]), "web:http");
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    // ... a rule matching every request takes all of them: said
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        on(json!([]), json!([{"backendRefs": to("gw")}])),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(pick(&t, "GET", "any.host", "/other", &[]), "gw");
+    assert_eq!(
+        t.warnings,
+        [
+            "HTTPRoute ns/r: rules[0] matches every request on hosts no rule names, so the catch-all defaultBackend of MultiClusterIngress ns/catch answers none"
+        ]
+    );
+    // ... and a listener without routes no longer hides the catch-all
+    s.http_routes.clear();
+    s.gateways.push(obj(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "idle", "namespace": "infra"},
+        "spec": {"gatewayClassName": "causeway", "listeners": [
+            {"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+    ));
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "any.host", "/").unwrap().len(), 4);
+
+    // (d) an MCI / on a route's host takes it all: the route is told
+    let mut s = gateway_snapshot();
+    s.mcis = vec![mci(
+        "m",
+        "2026-01-01T00:00:00Z",
+        json!({"rules": [{"host": "a.example.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix", "backend": web()},
+            {"path": "/x", "pathType": "Exact", "backend": web()}]}}]}),
+    )];
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        on(
+            json!(["*.example.com"]),
+            json!([{"backendRefs": to("gw")},
+                {"matches": [{"path": {"type": "Exact", "value": "/x"}}], "backendRefs": to("gw-x")}]),
+        ),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(addrs(&t, "a.example.com", "/other").unwrap().len(), 4);
+    assert_eq!(pick(&t, "GET", "b.example.com", "/x", &[]), "gw-x");
+    assert_eq!(
+        t.warnings,
+        [
+            "HTTPRoute ns/r: rules[0], rules[1] are not served on host a.example.com: MultiClusterIngress ns/m serves path / there first"
+        ]
     );
 }
 

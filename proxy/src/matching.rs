@@ -13,7 +13,11 @@
 //!   default; only a request whose host has no rules of its own falls to the rules
 //!   without a host, then to the catch-all default backend (or 404).
 //! - Gateway API wildcard hosts (HTTPRoute, [`crate::gateway`]) match one or more
-//!   labels; they come after the Ingress hosts, the longest suffix first.
+//!   labels; they come after the Ingress hosts, the longest suffix first. HTTPRoute
+//!   rules are also inserted at `/` under the MCI hosts they cover (HR-9), so a host
+//!   both front ends serve is one server: MCI paths, then the routes' rules, then the
+//!   host's default ([`Router::exact_inheriting_mut`] for a route's exact host under an
+//!   Ingress wildcard).
 
 use std::collections::HashMap;
 
@@ -187,6 +191,41 @@ impl<T> Router<T> {
         }
         self.default = Some(value);
         true
+    }
+
+    /// The exact hosts with rules of their own (inserted so far).
+    pub fn exact_hosts(&self) -> impl Iterator<Item = &str> {
+        self.exact.keys().map(|h| &**h)
+    }
+
+    /// The suffixes of the Ingress wildcard hosts (`*.<suffix>`) with rules.
+    pub fn wildcard_suffixes(&self) -> impl Iterator<Item = &str> {
+        self.wildcard.keys().map(|h| &**h)
+    }
+
+    /// The catch-all default backend.
+    pub fn default_value(&self) -> Option<&T> {
+        self.default.as_ref()
+    }
+
+    /// The path table of exact host `host` (lowercase), for another front end's
+    /// inserts: a host without one gets a copy of the Ingress wildcard table that
+    /// serves it, its rules and default (so the rules that served it still do, first),
+    /// else an empty table.
+    pub fn exact_inheriting_mut(&mut self, host: &str) -> &mut Paths<T>
+    where
+        T: Clone,
+    {
+        if !self.exact.contains_key(host) {
+            let inherited = host
+                .split_once('.')
+                .filter(|(first, _)| !first.is_empty())
+                .and_then(|(_, suffix)| self.wildcard.get(suffix))
+                .cloned()
+                .unwrap_or_default();
+            self.exact.insert(host.into(), inherited);
+        }
+        self.exact.entry(host.into()).or_default()
     }
 
     /// Orders all path tables (call once after the inserts).

@@ -23,6 +23,8 @@ struct Fixture {
     proxies: Vec<Arc<Lease>>,
     mesh_previous: BTreeMap<causeway_crds::gateway::mesh::MeshParent, u16>,
     status_ours: BTreeSet<(String, String)>,
+    mcis: Vec<Arc<MultiClusterIngress>>,
+    ingress_classes: Vec<IngressClass>,
 }
 
 impl Fixture {
@@ -72,6 +74,8 @@ impl Fixture {
             proxies: vec![lease],
             mesh_previous: BTreeMap::new(),
             status_ours: BTreeSet::new(),
+            mcis: Vec::new(),
+            ingress_classes: Vec::new(),
         }
     }
 
@@ -105,6 +109,8 @@ impl Fixture {
             grants: &self.grants,
             imports: &self.imports,
             namespaces: &ns,
+            mcis: &self.mcis,
+            ingress_classes: &self.ingress_classes,
             proxies: &crate::mci::ProxyLease::read_all(&self.proxies),
             mesh_previous: &self.mesh_previous,
             mesh_reserved: &Default::default(),
@@ -1069,4 +1075,104 @@ fn bad_tuning_annotations_on_a_route_are_said_in_its_status() {
         accepted("good").2,
         "attached to listener http of Gateway infra/gw"
     );
+}
+
+/// HR-9: a route that a MultiClusterIngress shadows on a host (the MCI's paths come
+/// first), or that takes every request from an MCI's defaultBackend, stays Accepted and
+/// says so per parent (what causeway-proxy warns of, from the same function); an MCI
+/// causeway does not serve (its class) overlaps nothing.
+#[test]
+fn mci_overlaps_are_said_on_the_route() {
+    let mut f = Fixture::new();
+    f.gateways.push(obj(
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "open", "namespace": "infra", "generation": 1},
+        "spec": {"gatewayClassName": "causeway", "listeners": [
+            {"name": "any", "port": 80, "protocol": "HTTP",
+             "allowedRoutes": {"namespaces": {"from": "All"}}}]}}),
+    ));
+    f.ingress_classes = vec![
+        serde_json::from_value(
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+        "metadata": {"name": "causeway"},
+        "spec": {"controller": causeway_crds::well_known::INGRESS_CONTROLLER}}),
+        )
+        .unwrap(),
+    ];
+    let mci = |name: &str, class: &str, spec: Value| -> Arc<MultiClusterIngress> {
+        let mut spec = spec;
+        spec["ingressClassName"] = json!(class);
+        obj(
+            json!({"apiVersion": "networking.karmada.io/v1alpha1", "kind": "MultiClusterIngress",
+            "metadata": {"name": name, "namespace": "app", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": spec}),
+        )
+    };
+    let web = json!({"service": {"name": "web", "port": {"number": 80}}});
+    f.mcis = vec![
+        // only a defaultBackend: the catch-all
+        mci("catch", "causeway", json!({"defaultBackend": web})),
+        // `/` on a host the wildcard route covers, `/api` on another
+        mci(
+            "hosts",
+            "causeway",
+            json!({"rules": [
+                {"host": "a.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": web}]}},
+                {"host": "b.example.com", "http": {"paths": [{"path": "/api", "pathType": "Prefix", "backend": web}]}}]}),
+        ),
+        // another controller's: not served, overlaps nothing
+        mci(
+            "theirs",
+            "nginx",
+            json!({"rules": [{"host": "c.example.com", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": web}]}}]}),
+        ),
+    ];
+    let backend = json!([{"name": "web", "port": 80}]);
+    f.route(
+        "anyhost",
+        json!({"parentRefs": [{"name": "open", "namespace": "infra"}],
+        "rules": [{"backendRefs": backend}]}),
+    );
+    f.route(
+        "wild",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "http"}],
+        "hostnames": ["*.example.com"], "rules": [
+            {"backendRefs": backend},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/api/v2"}}], "backendRefs": backend},
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/apix"}}], "backendRefs": backend}]}),
+    );
+    f.route(
+        "apart",
+        json!({"parentRefs": [{"name": "gw", "namespace": "infra", "sectionName": "http"}],
+        "hostnames": ["c.example.com"], "rules": [{"backendRefs": backend}]}),
+    );
+    let d = f.desired();
+    let accepted = |name: &str| {
+        let st = &d.routes[&key("app", name)];
+        assert_eq!(st.parents.len(), 1, "{st:?}");
+        let a = st.parents[0].conditions[0].clone();
+        assert_eq!(
+            (a.type_.as_str(), a.status.as_str(), a.reason.as_str()),
+            ("Accepted", "True", "Accepted")
+        );
+        a.message
+    };
+    let m = accepted("anyhost");
+    assert!(
+        m.contains("overlaps MultiClusterIngresses")
+            && m.contains("catch-all defaultBackend of MultiClusterIngress app/catch answers none"),
+        "{m}"
+    );
+    let m = accepted("wild");
+    assert!(
+        // the MCI's / takes all of a.example.com; its /api only /api/v2 (not /apix)
+        // of b.example.com, the route's / serving the rest
+        m.contains("rules[0], rules[1], rules[2] are not served on host a.example.com: MultiClusterIngress app/hosts serves path / there first")
+            && m.contains("; rules[1] is not served on host b.example.com: MultiClusterIngress app/hosts serves path /api there first")
+            && m.matches("not served").count() == 2
+            && !m.contains("c.example.com"),
+        "{m}"
+    );
+    let m = accepted("apart");
+    assert!(!m.contains("overlaps"), "{m}");
 }

@@ -2,7 +2,7 @@
 //! pure rules both causeway-proxy (what to serve) and the status controller (what to
 //! report) follow, so they never disagree. Reasons are the Gateway API's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kube::ResourceExt;
@@ -579,6 +579,249 @@ fn granted(
                     t.group == group && t.kind == k && t.name.as_deref().is_none_or(|n| n == name)
                 })
         })
+}
+
+/// One path rule of a MultiClusterIngress host, as [`mci_overlaps`] reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MciPath {
+    /// `Exact` (else a prefix: `Prefix`, `ImplementationSpecific`).
+    pub exact: bool,
+    /// The path as matched: a prefix without its trailing slashes (`/` is empty).
+    pub path: String,
+    /// `namespace/name` of the MultiClusterIngress whose rule it is (the oldest of
+    /// identical rules: it is the one served).
+    pub mci: String,
+}
+
+/// The rules and default backend of one MultiClusterIngress rule host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MciHost {
+    /// Its path rules, every MCI's.
+    pub paths: Vec<MciPath>,
+    /// `namespace/name` of the MCI whose defaultBackend answers what none of its rules
+    /// match: the oldest MCI naming the host decides, with or without one (named hosts
+    /// only; for the rules without host it is [`MciHosts::catch_all`]).
+    pub default: Option<String>,
+}
+
+/// What the MultiClusterIngresses causeway-proxy serves claim, by rule host: the input
+/// of [`mci_overlaps`], read alike by the proxy (its warnings) and the Gateway status
+/// controller (the routes' status).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MciHosts {
+    /// By rule host, lowercase: exact, `*.suffix` (an Ingress wildcard: one label), or
+    /// None (the rules without host).
+    pub hosts: BTreeMap<Option<String>, MciHost>,
+    /// `namespace/name` of the MCI whose defaultBackend is the catch-all (the requests
+    /// whose host no rule names).
+    pub catch_all: Option<String>,
+}
+
+/// The hosts the served MultiClusterIngresses of `mcis` claim (MCI-3 class ours, MCI-2
+/// valid, not being deleted), oldest first as causeway-proxy serves them.
+pub fn mci_hosts(
+    mcis: &[Arc<crate::mci::MultiClusterIngress>],
+    ingress_classes: &[k8s_openapi::api::networking::v1::IngressClass],
+) -> MciHosts {
+    let mut served: Vec<&Arc<crate::mci::MultiClusterIngress>> = mcis
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| crate::mci::class::select(m, ingress_classes).is_ours())
+        .filter(|m| crate::mci::validate::validate(m).is_empty())
+        .collect();
+    served.sort_by_cached_key(|m| {
+        let t = m.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (t.is_none(), t, m.namespace(), m.name_any())
+    });
+    let mut out = MciHosts::default();
+    for m in served {
+        let id = format!("{}/{}", m.namespace().unwrap_or_default(), m.name_any());
+        let has_default = m.spec.default_backend.is_some();
+        let mut named: Vec<Option<String>> = Vec::new();
+        for rule in m.spec.rules.iter().flatten() {
+            let host = rule
+                .host
+                .as_deref()
+                .filter(|h| !h.is_empty())
+                .map(str::to_ascii_lowercase);
+            if !named.contains(&host) {
+                named.push(host.clone());
+            }
+            let first = !out.hosts.contains_key(&host);
+            let entry = out.hosts.entry(host.clone()).or_default();
+            // the oldest MCI naming a host decides its default (ingress-nginx's server)
+            if first && host.is_some() && has_default {
+                entry.default = Some(id.clone());
+            }
+            for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
+                let exact = p.path_type == "Exact";
+                let raw = p.path.as_deref().unwrap_or("/");
+                let path = if exact {
+                    raw.to_string()
+                } else {
+                    raw.trim_end_matches('/').to_string()
+                };
+                if !entry
+                    .paths
+                    .iter()
+                    .any(|q| q.exact == exact && q.path == path)
+                {
+                    entry.paths.push(MciPath {
+                        exact,
+                        path,
+                        mci: id.clone(),
+                    });
+                }
+            }
+        }
+        if has_default && out.catch_all.is_none() && (named.is_empty() || named.contains(&None)) {
+            out.catch_all = Some(id);
+        }
+    }
+    out
+}
+
+/// Whether a rule of `kind` (exact or a prefix) with path `rule` (as matched) takes
+/// every request a route match with `path` (as matched; `exact` or a prefix) would.
+fn path_covers(rule_exact: bool, rule: &str, exact: bool, path: &str) -> bool {
+    if rule_exact {
+        exact && rule == path
+    } else {
+        rule.is_empty()
+            || (path.starts_with(rule)
+                && (path.len() == rule.len() || path.as_bytes()[rule.len()] == b'/'))
+    }
+}
+
+/// Whether `host` is one label under `suffix` (what an Ingress wildcard `*.suffix`
+/// matches), or (`deep`) one or more labels (a Gateway API wildcard).
+fn under(host: &str, suffix: &str, deep: bool) -> bool {
+    host.len() > suffix.len() + 1
+        && host.ends_with(suffix)
+        && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+        && (deep || !host[..host.len() - suffix.len() - 1].contains('.'))
+}
+
+/// HR-9: where an HTTPRoute and the MultiClusterIngresses really conflict on a parent
+/// the route attached to with `hostnames` (an [`AttachedListener`]'s; empty: any host),
+/// each said once, for the route's status (Accepted stays True: the route is served
+/// wherever the MCIs leave it room) and causeway-proxy's warnings.
+///
+/// causeway-proxy serves a host both front ends claim as follows (`proxy/src/table/
+/// gateway.rs`): the MCI rules that serve it (MCI-5: its exact MCI host, else the MCI
+/// Ingress wildcard matching it; the MCI rules without host only for hosts neither
+/// front end names) come first, the longest path winning; the HTTPRoute rules that
+/// serve it (HR-4) take every request those paths do not match; the MCI host's
+/// defaultBackend (for a host no rule names: the catch-all defaultBackend) what neither
+/// matches. So a route rule is not served on such a host when an MCI path there takes
+/// every path it matches, and an MCI defaultBackend answers nothing on a host where a
+/// route rule matches every request (`PathPrefix /`, no method, header or query
+/// match). Both are reported.
+pub fn mci_overlaps(route: &HTTPRoute, hostnames: &[String], mcis: &MciHosts) -> Vec<String> {
+    if mcis.hosts.is_empty() && mcis.catch_all.is_none() {
+        return Vec::new();
+    }
+    // (rule index, exact, path as matched, matches every request)
+    let mut matches: Vec<(usize, bool, String, bool)> = Vec::new();
+    for (i, rule) in route.spec.rules.iter().enumerate() {
+        let ms = rule.matches.as_deref().unwrap_or_default();
+        if ms.is_empty() {
+            matches.push((i, false, String::new(), true));
+        }
+        for m in ms {
+            let exact = m.path.as_ref().and_then(|p| p.type_.as_deref()) == Some("Exact");
+            let raw = m
+                .path
+                .as_ref()
+                .and_then(|p| p.value.as_deref())
+                .unwrap_or("/");
+            let path = if exact {
+                raw.to_string()
+            } else {
+                raw.trim_end_matches('/').to_string()
+            };
+            let all = !exact
+                && path.is_empty()
+                && m.method.is_none()
+                && m.headers.is_empty()
+                && m.query_params.is_empty();
+            matches.push((i, exact, path, all));
+        }
+    }
+    let catch_all_rule = matches.iter().find(|m| m.3).map(|m| m.0);
+    // the MCI hosts each hostname of the route shares
+    let mut shared: BTreeSet<&Option<String>> = BTreeSet::new();
+    let mut any = false;
+    let hostnames: Vec<String> = hostnames.iter().map(|h| h.to_ascii_lowercase()).collect();
+    if hostnames.is_empty() {
+        any = true;
+        shared.extend(mcis.hosts.keys());
+    }
+    for h in &hostnames {
+        match h.strip_prefix("*.") {
+            Some(s) => shared.extend(mcis.hosts.keys().filter(|k| match k.as_deref() {
+                Some(m) => match m.strip_prefix("*.") {
+                    Some(t) => t == s || under(t, s, true),
+                    None => under(m, s, true),
+                },
+                None => false,
+            })),
+            None => {
+                let exact = Some(h.clone());
+                if mcis.hosts.contains_key(&exact) {
+                    shared.extend(mcis.hosts.get_key_value(&exact).map(|(k, _)| k));
+                } else if let Some((_, s)) = h.split_once('.') {
+                    let wild = Some(format!("*.{s}"));
+                    if under(h, s, false) {
+                        shared.extend(mcis.hosts.get_key_value(&wild).map(|(k, _)| k));
+                    }
+                }
+            }
+        }
+    }
+    let mut out: BTreeSet<String> = BTreeSet::new();
+    // (host, MCI, its path) → the route's rules it shadows
+    let mut shadowed: BTreeMap<(String, &str, &str), BTreeSet<usize>> = BTreeMap::new();
+    for key in shared {
+        let Some(host) = mcis.hosts.get(key) else {
+            continue;
+        };
+        let on = match key {
+            Some(h) => format!("host {h}"),
+            None => "hosts no rule names".to_string(),
+        };
+        for (i, exact, path, _) in &matches {
+            if let Some(p) = host
+                .paths
+                .iter()
+                .find(|p| path_covers(p.exact, &p.path, *exact, path))
+            {
+                shadowed
+                    .entry((on.clone(), &p.mci, &p.path))
+                    .or_default()
+                    .insert(*i);
+            }
+        }
+        if let (Some(i), Some(d)) = (catch_all_rule, &host.default) {
+            out.insert(format!(
+                "rules[{i}] matches every request on {on}, so the defaultBackend of MultiClusterIngress {d} answers none there"
+            ));
+        }
+    }
+    for ((on, mci, path), rules) in shadowed {
+        let rules: Vec<String> = rules.iter().map(|i| format!("rules[{i}]")).collect();
+        out.insert(format!(
+            "{} not served on {on}: MultiClusterIngress {mci} serves path {} there first",
+            rules.join(", ") + if rules.len() == 1 { " is" } else { " are" },
+            if path.is_empty() { "/" } else { path }
+        ));
+    }
+    if let (true, Some(i), Some(d)) = (any, catch_all_rule, &mcis.catch_all) {
+        out.insert(format!(
+            "rules[{i}] matches every request on hosts no rule names, so the catch-all defaultBackend of MultiClusterIngress {d} answers none"
+        ));
+    }
+    out.into_iter().collect()
 }
 
 #[cfg(test)]

@@ -5,7 +5,10 @@
 //! precedence; only the routes of the most specific listener whose hostname matches,
 //! routes or not, among every causeway Gateway's listeners, which share one data
 //! plane: [`Via`], [`GwListener::rivals`]), inserted at `/` in the same
-//! [`crate::matching::Router`] as the MCI rules. backendRefs resolve through the MCI's
+//! [`crate::matching::Router`] as the MCI rules: behind the MCI paths of a host both
+//! serve, before its MCI default backend (HR-9: the MCI hosts the routes' hostnames
+//! cover are routed too, [`insert_rules`]; conflicts warned of by
+//! [`attach::mci_overlaps`], which the status controller says on the routes). backendRefs resolve through the MCI's
 //! backend path (`service_target`, with the same MCI-8/EPS-7 traffic blocks), so a
 //! Service or ServiceImport backend balances exactly as an MCI backend does; the
 //! backendRefs of one rule are picked by weight. Mesh ports (GW-4) get the rules of the
@@ -25,7 +28,9 @@ use http::{Method, StatusCode};
 use k8s_openapi::api::networking::v1::ServiceBackendPort;
 
 use super::*;
-use crate::gateway::{Action, HeaderEdit, HostRules, PathModifier, Redirect, Rewrite, Rule};
+use crate::gateway::{
+    Action, Fallback, HeaderEdit, HostRules, PathModifier, Redirect, Rewrite, Rule,
+};
 
 /// How specific a hostname is (lower first).
 type HostRank = (u8, Reverse<usize>);
@@ -196,6 +201,8 @@ pub(super) fn add(
         .collect();
     let default_match = [HTTPRouteMatch::default()];
     let gw_listeners = gateway_listeners(&snap.gateways, &snap.gateway_classes);
+    let mci_hosts = attach::mci_hosts(&snap.mcis, &snap.ingress_classes);
+    let mut overlaps: Vec<String> = Vec::new();
     for (order, route) in oldest_first(&snap.http_routes).into_iter().enumerate() {
         let ns = route.namespace().unwrap_or_default();
         let id = format!("{ns}/{}", route.name_any());
@@ -239,6 +246,12 @@ pub(super) fn add(
             // Not ours, or not accepted: its status says why.
             continue;
         }
+        // HR-9: where the MultiClusterIngresses take its paths or it their defaults
+        let said: BTreeSet<String> = listeners
+            .iter()
+            .flat_map(|(l, _)| attach::mci_overlaps(route, &l.hostnames, &mci_hosts))
+            .collect();
+        overlaps.extend(said.into_iter().map(|w| format!("HTTPRoute {id}: {w}")));
         let (tuning, warnings) = annotations::parse(&id, route.annotations(), &opts.defaults);
         table
             .warnings
@@ -308,6 +321,7 @@ pub(super) fn add(
         rules.sort_by_key(|(p, _)| *p);
         let rules = HostRules {
             rules: rules.into_iter().map(|(_, r)| r).collect(),
+            fallback: None,
         };
         table.mesh.insert(
             mesh_port,
@@ -323,20 +337,37 @@ pub(super) fn add(
     // Gateways they attached to (a listener without routes still takes its hostname's
     // requests from its Gateway's less specific listeners on that port), and those of
     // every other Gateway's served listeners (which take them from every Gateway's less
-    // specific listeners: [`GwListener::rivals`]).
-    let mut keys: BTreeSet<&HostKey> = by_host.keys().collect();
+    // specific listeners: [`GwListener::rivals`]); HR-9: and the MultiClusterIngress
+    // rule hosts, exact and Ingress wildcards, where the routes covering them serve what
+    // the MCI paths there do not.
+    let mut keys: BTreeMap<HostKey, Origin> = BTreeMap::new();
+    let route_key = Origin {
+        route: true,
+        ingress_wildcard: false,
+    };
+    for k in by_host.keys() {
+        keys.insert(k.clone(), route_key);
+    }
     let used: BTreeSet<&str> = by_host
         .values()
         .flatten()
         .map(|(_, _, v)| &*v.gateway)
         .collect();
-    keys.extend(
-        gw_listeners
-            .iter()
-            .filter(|l| l.served || used.contains(l.gateway.as_str()))
-            .map(|l| &l.host),
-    );
-    for key in keys {
+    for l in gw_listeners
+        .iter()
+        .filter(|l| l.served || used.contains(l.gateway.as_str()))
+    {
+        keys.insert(l.host.clone(), route_key);
+    }
+    for h in table.router.exact_hosts() {
+        keys.entry(HostKey::Exact(h.to_string())).or_default();
+    }
+    for s in table.router.wildcard_suffixes() {
+        keys.entry(HostKey::Wildcard(s.to_string()))
+            .or_default()
+            .ingress_wildcard = true;
+    }
+    for (key, origin) in &keys {
         // The rules of this hostname and of the wildcards and any host covering it.
         let mut all: Vec<(HostRank, Precedence, &Arc<Rule>, &Via)> = by_host
             .iter()
@@ -366,30 +397,73 @@ pub(super) fn add(
         // listeners once.
         all.sort_by_key(|(h, p, _, _)| (*h, *p));
         all.dedup_by_key(|(h, p, _, _)| (*h, *p));
-        let empty = all.is_empty();
-        let rules = HostRules {
-            rules: all.into_iter().map(|(_, _, r, _)| r.clone()).collect(),
-        };
-        let route = Arc::new(Route {
-            mci: "Gateway API".into(),
-            target: Target::Gateway(Arc::new(rules)),
-            ssl_redirect: false,
-        });
-        let paths = match key {
-            HostKey::Exact(h) => table.router.host_mut(Some(h)),
-            HostKey::Wildcard(s) => table.router.deep_wildcard_mut(s),
-            HostKey::Any => table.router.host_mut(None),
-        };
-        // (A hostname left without rules answers 404 rather than fall through to a
-        // wildcard's; a MultiClusterIngress rule there is no conflict.)
-        if !paths.insert(PathKind::Prefix, "/", route) && !empty {
-            let w = format!(
-                "HTTPRoutes for host {key} are not served: a MultiClusterIngress rule for / on that host is"
-            );
-            tracing::warn!("{w}");
-            table.warnings.push(w);
+        if all.is_empty() && !origin.route {
+            // an MCI host no route serves: the MCI's alone
+            continue;
+        }
+        let rules: Vec<Arc<Rule>> = all.into_iter().map(|(_, _, r, _)| r.clone()).collect();
+        match key {
+            // (an exact host no MCI names gets the Ingress wildcard's rules serving it)
+            HostKey::Exact(h) => {
+                let paths = table.router.exact_inheriting_mut(h);
+                let fallback = paths.default_value().cloned();
+                insert_rules(paths, &rules, fallback);
+            }
+            HostKey::Wildcard(s) => {
+                if origin.route {
+                    insert_rules(table.router.deep_wildcard_mut(s), &rules, None);
+                }
+                if origin.ingress_wildcard {
+                    let paths = table.router.host_mut(Some(&format!("*.{s}")));
+                    let fallback = paths.default_value().cloned();
+                    insert_rules(paths, &rules, fallback);
+                }
+            }
+            // the rules of routes without hostname: the catch-all default behind them
+            HostKey::Any => {
+                let catch_all = table.router.default_value().cloned();
+                insert_rules(table.router.host_mut(None), &rules, catch_all);
+            }
         }
     }
+    // HR-9: what the MultiClusterIngresses leave the routes, said (the status
+    // controller says the same on the routes: one function)
+    table.warnings.extend(overlaps);
+}
+
+/// Where a hostname to route comes from.
+#[derive(Clone, Copy, Debug, Default)]
+struct Origin {
+    /// A route's or a listener's hostname.
+    route: bool,
+    /// An MCI Ingress wildcard (`*.<suffix>`, one label): the routes' rules go into its
+    /// table too.
+    ingress_wildcard: bool,
+}
+
+/// Inserts `rules` (those of one hostname) at `/` in `paths`, behind the MCI paths
+/// there (HR-9: their longer paths, and an MCI `/`, come first), before its default
+/// backend (`fallback`: what none of them match). A hostname left without rules answers
+/// 404 rather than fall through to a wildcard's, unless an MCI serves it (its rules and
+/// default stay as they are).
+fn insert_rules(
+    paths: &mut crate::matching::Paths<Arc<Route>>,
+    rules: &[Arc<Rule>],
+    fallback: Option<Arc<Route>>,
+) {
+    if rules.is_empty() && (!paths.is_empty() || paths.default_value().is_some()) {
+        return;
+    }
+    let route = Arc::new(Route {
+        mci: "Gateway API".into(),
+        target: Target::Gateway(Arc::new(HostRules {
+            rules: rules.to_vec(),
+            fallback: fallback.map(Fallback::new),
+        })),
+        ssl_redirect: false,
+    });
+    // (false: an MCI rule for / takes the host; said by the overlap warnings)
+    paths.insert(PathKind::Prefix, "/", route);
 }
 
 /// GW-4: every mesh port a ServiceImport still names ([`mesh::MESH_PORTS`]) that no
