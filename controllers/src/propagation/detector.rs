@@ -4,11 +4,17 @@
 //!
 //! For every template that is not being deleted:
 //!
-//! 1. the valid policies ([`validate_policy`]; an invalid one claims nothing and is
-//!    listed in [`Desired::invalid_policies`] so the loop can report it on the policy)
-//!    compete for it with [`claim`], the current claim read from the labels of its
-//!    existing binding, so claims stick;
-//! 2. a claimed template gets a binding named [`binding_name`]: a ResourceBinding in
+//! 1. the valid policies ([`validate_policy`]; an invalid one is listed in
+//!    [`Desired::invalid_policies`] so the loop can report it on the policy) compete
+//!    for it with [`claim`], the current claim read from the labels of its existing
+//!    binding, so claims stick. An invalid policy makes no new claim, but keeps what
+//!    it holds: a binding whose labels name it is kept as it is, frozen
+//!    (`Scheduled=False`, PolicyInvalid, with what is wrong), and no other policy
+//!    takes its template until it is fixed;
+//! 2. a claimed template gets a binding named [`binding_name`] (`<name>-<kind>`: of two
+//!    templates of one kind name and name in two API groups, the one the existing
+//!    binding references has it, else the first; the other is reported in
+//!    [`Desired::invalid_templates`], `BindingNameTaken`): a ResourceBinding in
 //!    the template's namespace, or a ClusterResourceBinding for a cluster-scoped
 //!    template; labels name the claiming policy ([`PolicyId::labels`]); the spec
 //!    references the template (uid and resourceVersion included), carries its
@@ -30,7 +36,8 @@
 //! Existing bindings whose template is gone are listed for deletion. The binding of a
 //! template that no policy claims any more is kept, frozen (`Scheduled=False`,
 //! PolicyRemoved): deleting a policy never removes workloads from members (G.47), and
-//! a policy deleted together with its overrides never re-renders (D.32). A template being deleted produces no binding and its binding is neither
+//! a policy deleted together with its overrides never re-renders (D.32; the hub holds
+//! the render a moment when the overrides go first, `hub/settle.rs`). A template being deleted produces no binding and its binding is neither
 //! rewritten nor deleted here (deletion semantics belong to a later step).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -39,7 +46,7 @@ use std::sync::Arc;
 use causeway_crds::federation::binding::{
     BindingSpec, BindingStatus, ClusterResourceBinding, ClusterResourceBindingSpec,
     ReplicaRequirements, ResourceBinding, ResourceBindingSpec, ResourceReference, TargetCluster,
-    binding_name, conditions,
+    api_group, binding_name, conditions,
 };
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::interpreter::Interpreters;
@@ -49,7 +56,7 @@ use causeway_crds::federation::propagation::{
 use causeway_crds::federation::schedule::failover::past_deadline;
 use causeway_crds::federation::schedule::{Decision, PlacementError, Workload, app_failover};
 use causeway_crds::federation::selection::{
-    PolicyId, PolicyRef, SelectionError, TemplateMeta, claim, validate_policy,
+    BindingNameTaken, PolicyId, PolicyRef, SelectionError, TemplateMeta, claim, validate_policy,
 };
 use causeway_crds::federation::state_preservation;
 use causeway_crds::federation::work::Work;
@@ -83,7 +90,8 @@ pub struct Desired {
     /// Policies that break the selection rules and so claim nothing, with what is
     /// wrong, for the loop to report on each policy.
     pub invalid_policies: Vec<(PolicyId, SelectionError)>,
-    /// Templates that cannot be propagated (no apiVersion, kind or name), with why.
+    /// Templates that cannot be propagated (no apiVersion, kind or name; their binding
+    /// name another API group's template of that kind name and name has), with why.
     pub invalid_templates: Vec<SelectionError>,
     /// The next time a decision changes by itself: a failover the eviction rate limit
     /// held back may go ahead, or an application's toleration of being unhealthy in a
@@ -178,6 +186,7 @@ pub fn desired(
     // bindings that must not be deleted: desired ones and those of templates being deleted
     let mut keep_rb = BTreeSet::new();
     let mut keep_crb = BTreeSet::new();
+    let holders = holders(templates, &existing_rb, &existing_crb);
     for template in templates {
         let meta = match TemplateMeta::from_object(template) {
             Ok(meta) => meta,
@@ -187,6 +196,25 @@ pub fn desired(
             }
         };
         let name = binding_name(&meta.kind, &meta.name);
+        // another template of this kind name and name, in another API group, has the
+        // binding: this one is not propagated, and is reported
+        if let Some((api_version, kind)) = holders.get(&(meta.namespace.clone(), name.clone()))
+            && (api_group(api_version), kind.as_str())
+                != (api_group(&meta.api_version), meta.kind.as_str())
+        {
+            out.invalid_templates
+                .push(SelectionError::BindingNameTaken(Box::new(
+                    BindingNameTaken {
+                        api_version: meta.api_version.clone(),
+                        kind: meta.kind.clone(),
+                        namespace: meta.namespace.clone(),
+                        name: meta.name.clone(),
+                        binding: name,
+                        holder: api_version.clone(),
+                    },
+                )));
+            continue;
+        }
         let existing: Option<(&ObjectMeta, &BindingSpec, Option<&BindingStatus>)> =
             match &meta.namespace {
                 Some(ns) => existing_rb
@@ -204,6 +232,20 @@ pub fn desired(
             continue;
         }
         let current = existing.and_then(|(m, _, _)| PolicyId::from_labels(m.labels.as_ref()?));
+        // B.15: a policy that became invalid keeps what it holds (it only declines new
+        // claims): its binding is frozen as it is, and no other policy takes the template
+        let invalid_holder = current.as_ref().and_then(|c| {
+            let found = out.invalid_policies.iter().find(|(id, _)| id == c);
+            found.map(|(_, why)| why.to_string())
+        });
+        if let (Some(why), Some((m, spec, status))) = (invalid_holder, existing) {
+            let message = format!(
+                "{why}; it keeps the templates it holds: this binding is kept as it is (its clusters, and the member copies, which are no longer updated) and no other policy takes the template until the policy is fixed"
+            );
+            let reason = conditions::REASON_POLICY_INVALID;
+            freeze(&mut out, m, spec, status, now, reason, message);
+            continue;
+        }
         let held = match claim(&meta, &valid, current.as_ref()) {
             Ok(Some(held)) => held,
             Ok(None) => {
@@ -547,6 +589,41 @@ pub fn desired(
     out
 }
 
+/// Which template has each binding name (namespace, `<name>-<kind>`), as its
+/// (apiVersion, kind), where templates of one kind name and name in several API groups
+/// would share one: the one the existing binding references, else the first.
+fn holders(
+    templates: &[Arc<DynamicObject>],
+    existing_rb: &BTreeMap<(String, String), &ResourceBinding>,
+    existing_crb: &BTreeMap<String, &ClusterResourceBinding>,
+) -> BTreeMap<(Option<String>, String), (String, String)> {
+    let mut candidates: BTreeMap<(Option<String>, String), Vec<TemplateMeta>> = BTreeMap::new();
+    for t in templates {
+        if let Ok(meta) = TemplateMeta::from_object(t) {
+            let key = (meta.namespace.clone(), binding_name(&meta.kind, &meta.name));
+            candidates.entry(key).or_default().push(meta);
+        }
+    }
+    candidates
+        .into_iter()
+        .filter_map(|(key, metas)| {
+            let referenced = match &key.0 {
+                Some(ns) => existing_rb
+                    .get(&(ns.clone(), key.1.clone()))
+                    .map(|b| &b.spec.0.resource),
+                None => existing_crb.get(&key.1).map(|b| &b.spec.0.resource),
+            };
+            let is_referenced = |m: &&TemplateMeta| {
+                referenced
+                    .is_some_and(|r| r.is(&m.api_version, &m.kind, m.namespace.as_deref(), &m.name))
+            };
+            let holder = metas.iter().find(is_referenced).or_else(|| metas.first())?;
+            let holder = (holder.api_version.clone(), holder.kind.clone());
+            Some((key, holder))
+        })
+        .collect()
+}
+
 /// Keeps the binding of a template no policy claims any more as it is, with
 /// `Scheduled=False` (PolicyRemoved): nothing is re-rendered, the members keep their
 /// copies (deleting a policy never deletes workloads, G.47).
@@ -557,15 +634,37 @@ fn detach(
     status: Option<&BindingStatus>,
     now: &Time,
 ) {
+    let message = "no PropagationPolicy or ClusterPropagationPolicy claims the template any more: the member copies are kept as they are and no longer updated; create a policy that selects the template to resume, or delete the template to remove them";
+    let reason = conditions::REASON_POLICY_REMOVED;
+    freeze(out, meta, spec, status, now, reason, message.into());
+}
+
+/// Keeps a binding as it is (spec, the hub's labels and annotations), with
+/// `Scheduled=False` for `reason` (PolicyRemoved, PolicyInvalid): nothing is
+/// re-rendered, the members keep their copies.
+fn freeze(
+    out: &mut Desired,
+    meta: &ObjectMeta,
+    spec: &BindingSpec,
+    status: Option<&BindingStatus>,
+    now: &Time,
+    reason: &str,
+    message: String,
+) {
     let previous = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
     let mut status = status.cloned().unwrap_or_default();
     let condition = Condition {
         type_: conditions::SCHEDULED.into(),
         status: "False".into(),
-        reason: conditions::REASON_POLICY_REMOVED.into(),
-        message: "no PropagationPolicy or ClusterPropagationPolicy claims the template any more: the member copies are kept as they are and no longer updated; create a policy that selects the template to resume, or delete the template to remove them".into(),
+        reason: reason.into(),
+        message,
         observed_generation: None,
-        last_transition_time: crate::condition::since(previous, conditions::SCHEDULED, "False", now),
+        last_transition_time: crate::condition::since(
+            previous,
+            conditions::SCHEDULED,
+            "False",
+            now,
+        ),
     };
     status
         .conditions
@@ -574,7 +673,15 @@ fn detach(
     // only the hub's own keys: the policy's labels and the Lazy hash (a frozen binding is
     // kept as it is, and the applier removes what the hub's applies held and this
     // leaves out; others' labels are not taken over by a forced apply)
-    let hash = lazy::annotation(meta, annotations::ACTIVATED_TEMPLATE).map(String::from);
+    // (a binding a Lazy policy left pending keeps its mark too: frozen under an invalid
+    // policy, it is still pending once the policy is fixed)
+    let kept: BTreeMap<String, String> = [
+        annotations::ACTIVATED_TEMPLATE,
+        annotations::ACTIVATION_PENDING,
+    ]
+    .into_iter()
+    .filter_map(|k| Some((k.to_string(), lazy::annotation(meta, k)?.to_string())))
+    .collect();
     let metadata = ObjectMeta {
         name: meta.name.clone(),
         namespace: meta.namespace.clone(),
@@ -583,7 +690,7 @@ fn detach(
             .as_ref()
             .and_then(PolicyId::from_labels)
             .map(|p| p.labels()),
-        annotations: activated(hash),
+        annotations: (!kept.is_empty()).then_some(kept),
         ..ObjectMeta::default()
     };
     out.push(metadata, spec.clone(), status);

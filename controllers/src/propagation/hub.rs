@@ -9,7 +9,9 @@
 //!    each claimed template holds the `causeway.io/propagation` finalizer;
 //! 2. every binding whose key is dirty (all of them in a full round) is rendered into
 //!    one Work per scheduled cluster, unless it is frozen (PolicyRemoved) or blocked
-//!    (missing dependentOverrides); Works of clusters no longer scheduled are deleted
+//!    (missing dependentOverrides) or settling (an override policy whose values its
+//!    copies hold went a moment ago: D.32 ★, `hub/settle.rs`); Works of clusters no
+//!    longer scheduled are deleted
 //!    (G.51; the member's applier removes the copies), except where the overrides
 //!    failed (that cluster keeps what it has, ApplyOverridesFailed);
 //! 3. its status is aggregated from the Works (H.52) and the template's `.status`
@@ -53,6 +55,7 @@ use super::render::{self, RenderInput, render};
 use super::{detector, status};
 use crate::mcs::HubCaches;
 use crate::metrics::Metrics;
+use causeway_crds::federation::selection::{BindingNameTaken, SelectionError};
 
 /// The key of a Work: its binding's `(namespace, name)` ("" for a
 /// ClusterResourceBinding).
@@ -97,6 +100,57 @@ fn cluster_binding_key(b: &ClusterResourceBinding) -> Option<Key> {
 /// template's status.
 const STATUS_NOT_AGGREGATED: &str = "StatusNotAggregated";
 
+/// The Event reason on a template not propagated because its binding's name is another
+/// API group's template's of the same kind name and name.
+const BINDING_NAME_TAKEN: &str = "BindingNameTaken";
+
+/// The templates by what a binding's `spec.resource` names: API group, kind, namespace
+/// and name. Kinds of one name in several groups (Gateway API's and Istio's `Gateway`,
+/// core and Knative `Service`) are told apart; one object served at several versions
+/// of its group is one entry, the version the binding names first.
+struct Templates<'a>(HashMap<(&'a str, &'a str, String, String), Vec<&'a Arc<DynamicObject>>>);
+
+impl<'a> Templates<'a> {
+    fn new(templates: &'a [Arc<DynamicObject>]) -> Self {
+        let mut index: HashMap<_, Vec<_>> = HashMap::new();
+        for t in templates {
+            let Some(types) = t.types.as_ref() else {
+                continue;
+            };
+            let group = causeway_crds::federation::binding::api_group(&types.api_version);
+            let key = (
+                group,
+                types.kind.as_str(),
+                t.namespace().unwrap_or_default(),
+                t.name_any(),
+            );
+            index.entry(key).or_default().push(t);
+        }
+        Templates(index)
+    }
+
+    /// The template `r` references.
+    fn of(
+        &self,
+        r: &causeway_crds::federation::binding::ResourceReference,
+    ) -> Option<&'a Arc<DynamicObject>> {
+        let group = causeway_crds::federation::binding::api_group(&r.api_version);
+        let key = (
+            group,
+            r.kind.as_str(),
+            r.namespace.clone().unwrap_or_default(),
+            r.name.clone(),
+        );
+        let found = self.0.get(&key)?;
+        let exact = found.iter().find(|t| {
+            t.types
+                .as_ref()
+                .is_some_and(|ty| ty.api_version == r.api_version)
+        });
+        exact.or(found.first()).copied()
+    }
+}
+
 struct Caches {
     pps: Cache<PropagationPolicy>,
     cpps: Cache<ClusterPropagationPolicy>,
@@ -124,6 +178,7 @@ pub(crate) mod policies;
 mod redistribution;
 mod removal;
 mod revisions;
+mod settle;
 
 /// What the loop remembers between rounds: the appliers' memos, and the Events
 /// already told (so each is told once per distinct message).
@@ -140,6 +195,9 @@ struct Memos {
     due: Option<k8s_openapi::jiff::Timestamp>,
     /// The eviction rate limit's bucket (J.63).
     evictions: detector::evictions::Evictions,
+    /// The bindings whose copies hold values of an override policy that went, and
+    /// since when (D.32 ★, `hub/settle.rs`).
+    settling: settle::Settling,
 }
 
 impl Default for Memos {
@@ -158,6 +216,7 @@ impl Default for Memos {
             told: HashMap::new(),
             due: None,
             evictions: Default::default(),
+            settling: Default::default(),
         }
     }
 }
@@ -481,10 +540,7 @@ async fn round(
         .iter()
         .map(|(id, e)| (id.clone(), e.to_string()))
         .collect();
-    let by_key: HashMap<Key, &Arc<DynamicObject>> = templates
-        .iter()
-        .filter_map(|t| Some((template_key(t)?, t)))
-        .collect();
+    let by_resource = Templates::new(&templates);
     let actual_rb = crate::watch::by_key(&rbs);
     let actual_crb: HashMap<String, &Arc<ClusterResourceBinding>> =
         crbs.iter().map(|b| (b.name_any(), b)).collect();
@@ -496,6 +552,7 @@ async fn round(
             revisions.entry(key).or_default().push(r);
         }
     }
+    let overrides_present = settle::present(&ops, &cops);
     let mut ctx = Ctx {
         hub,
         kinds,
@@ -505,6 +562,7 @@ async fn round(
         clusters: &clusters,
         ops: &ops,
         cops: &cops,
+        overrides_present: &overrides_present,
         now: &now,
         works: &works,
         revisions: &revisions,
@@ -558,7 +616,7 @@ async fn round(
         let actual_status = actual.and_then(|a| a.status.as_ref());
         ctx.sync(
             &view,
-            by_key.get(&key).copied(),
+            by_resource.of(&b.spec.resource),
             works.get(&key),
             rv,
             actual_status,
@@ -587,13 +645,14 @@ async fn round(
         let actual_status = actual.and_then(|a| a.status.as_ref());
         ctx.sync(
             &view,
-            by_key.get(&key).copied(),
+            by_resource.of(&b.spec.resource),
             works.get(&key),
             rv,
             actual_status,
         )
         .await;
     }
+    ctx.memos.settling.retain(&bound);
     // bindings whose template is gone: their Works, then themselves; only when the
     // template's kind is watched and listed (else "missing" means "not seen yet")
     let seen = |r: &causeway_crds::federation::binding::ResourceReference| {
@@ -613,11 +672,57 @@ async fn round(
     for key in gone {
         ctx.withdraw(&key, works.get(&key), None).await;
     }
+    // templates whose binding another of one kind name and name in another API group
+    // has: said on the template (each once per message)
+    for e in &want.invalid_templates {
+        let SelectionError::BindingNameTaken(taken) = e else {
+            continue;
+        };
+        let BindingNameTaken {
+            api_version,
+            kind,
+            namespace,
+            name,
+            binding,
+            ..
+        } = taken.as_ref();
+        let reference = causeway_crds::federation::binding::ResourceReference {
+            api_version: api_version.clone(),
+            kind: kind.clone(),
+            namespace: namespace.clone(),
+            name: name.clone(),
+            ..Default::default()
+        };
+        if let Some(t) = by_resource.of(&reference) {
+            // (keyed apart from the binding's own Events)
+            let key = (
+                namespace.clone().unwrap_or_default(),
+                format!("{binding} {api_version}"),
+            );
+            let note = e.to_string();
+            ctx.tell_key(&key, t, EventType::Warning, BINDING_NAME_TAKEN, &note)
+                .await;
+        }
+    }
     // templates being deleted, and templates that hold the finalizer but no binding
+    let binding_of = |key: &Key| match key.0.as_str() {
+        "" => actual_crb.get(&key.1).map(|b| &b.spec.resource),
+        _ => actual_rb.get(key).map(|b| &b.spec.resource),
+    };
     for t in &templates {
         let Some(key) = template_key(t) else { continue };
         let held = t.finalizers().iter().any(|f| f == finalizers::PROPAGATION);
         if !held {
+            continue;
+        }
+        // the binding of this name is another API group's template's: this one holds
+        // nothing (the other's Works are not withdrawn for it)
+        let types = t.types.as_ref();
+        let (api_version, kind) = types.map_or(("", ""), |t| (&*t.api_version, &*t.kind));
+        let ns = t.namespace();
+        if binding_of(&key).is_some_and(|r| !r.is(api_version, kind, ns.as_deref(), &t.name_any()))
+        {
+            ctx.release(&key, t).await;
             continue;
         }
         if t.metadata.deletion_timestamp.is_some() {
@@ -640,6 +745,8 @@ struct Ctx<'a> {
     clusters: &'a [Arc<Cluster>],
     ops: &'a [Arc<OverridePolicy>],
     cops: &'a [Arc<ClusterOverridePolicy>],
+    /// The override policies that exist, as Works' provenance names them.
+    overrides_present: &'a BTreeSet<String>,
     now: &'a Time,
     /// Every binding's Works, by binding key.
     works: &'a HashMap<Key, Vec<Arc<Work>>>,
@@ -678,7 +785,19 @@ impl Ctx<'_> {
         // the clusters the workload is moving away from, with their share (0: no
         // longer scheduled): what they run beyond it counts as old replicas (H.53)
         let mut moving: BTreeMap<String, i64> = BTreeMap::new();
-        if !b.frozen() {
+        // D.32 ★: an override policy whose values the copies hold went: the render
+        // waits a moment, in case the claiming policy is being deleted with it
+        let settling = if b.frozen() {
+            None
+        } else {
+            let vanished = settle::vanished(works, self.overrides_present);
+            self.memos.settling.hold(&b.key, vanished, self.now.0)
+        };
+        if let Some(until) = settling {
+            tracing::debug!(binding = %b.name, %until, "an override policy went: the render waits");
+            self.memos.due = Some(self.memos.due.map_or(until, |d| d.min(until)));
+        }
+        if !b.frozen() && settling.is_none() {
             let manifest = serde_json::to_value(template.as_ref()).unwrap_or_default();
             let out = render(&RenderInput {
                 binding_namespace: b.namespace,
@@ -1174,6 +1293,55 @@ fn get_binding(b: &View<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Templates of one kind name and name in two API groups are told apart: a binding
+    /// renders the template its `spec.resource` names, whichever was listed last.
+    #[test]
+    fn a_binding_renders_the_template_of_its_own_api_group() {
+        let gateway = |api_version: &str, uid: &str| -> Arc<DynamicObject> {
+            Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": api_version, "kind": "Gateway",
+                    "metadata": {"name": "web", "namespace": "shop", "uid": uid},
+                }))
+                .unwrap(),
+            )
+        };
+        let templates = vec![
+            gateway("gateway.networking.k8s.io/v1", "k8s"),
+            gateway("gateway.networking.k8s.io/v1beta1", "k8s"),
+            gateway("networking.istio.io/v1", "istio"),
+        ];
+        let index = Templates::new(&templates);
+        let reference = |api_version: &str| causeway_crds::federation::binding::ResourceReference {
+            api_version: api_version.into(),
+            kind: "Gateway".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+            ..Default::default()
+        };
+        for (api_version, want) in [
+            ("networking.istio.io/v1", "networking.istio.io/v1"),
+            (
+                "gateway.networking.k8s.io/v1",
+                "gateway.networking.k8s.io/v1",
+            ),
+            (
+                "gateway.networking.k8s.io/v1beta1",
+                "gateway.networking.k8s.io/v1beta1",
+            ),
+            // a version not listed: the object in another version of its group
+            ("networking.istio.io/v1beta1", "networking.istio.io/v1"),
+        ] {
+            let t = index.of(&reference(api_version)).unwrap();
+            let manifest = serde_json::to_value(t.as_ref()).unwrap();
+            assert_eq!(manifest["apiVersion"], want, "{api_version}");
+        }
+        assert!(index.of(&reference("example.com/v1")).is_none());
+        let mut other = reference("networking.istio.io/v1");
+        other.namespace = Some("other".into());
+        assert!(index.of(&other).is_none());
+    }
 
     /// A dependency's binding is handled in its own rounds, in full ones, and in the
     /// rounds of its requirers: the ones it should have and the ones it has.

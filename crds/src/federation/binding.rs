@@ -231,6 +231,24 @@ pub struct ResourceReference {
     pub resource_version: Option<String>,
 }
 
+impl ResourceReference {
+    /// Whether this references the object of `api_version`, `kind`, `namespace` and
+    /// `name`: the same API group (any version of it serves the same object), kind,
+    /// namespace and name.
+    pub fn is(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> bool {
+        api_group(&self.api_version) == api_group(api_version)
+            && self.kind == kind
+            && self.namespace.as_deref().filter(|n| !n.is_empty())
+                == namespace.filter(|n| !n.is_empty())
+            && self.name == name
+    }
+}
+
+/// The API group of an apiVersion: `apps` of `apps/v1`, "" (the core group) of `v1`.
+pub fn api_group(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
 /// One cluster of the scheduling result.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -281,11 +299,22 @@ pub struct BindingStatus {
 }
 
 impl BindingStatus {
-    /// Whether the binding is frozen because no policy claims its template any more
-    /// (`Scheduled=False`, `PolicyRemoved`).
+    /// Whether the binding is frozen because no policy in force claims its template:
+    /// none claims it any more (`Scheduled=False`, `PolicyRemoved`), or the policy
+    /// holding it is invalid (`PolicyInvalid`). Nothing is re-rendered for it.
     pub fn policy_removed(&self) -> bool {
         self.conditions.iter().any(|c| {
-            c.type_ == conditions::SCHEDULED && c.reason == conditions::REASON_POLICY_REMOVED
+            c.type_ == conditions::SCHEDULED
+                && (c.reason == conditions::REASON_POLICY_REMOVED
+                    || c.reason == conditions::REASON_POLICY_INVALID)
+        })
+    }
+
+    /// Whether the binding is frozen because the policy holding it is invalid
+    /// (`Scheduled=False`, `PolicyInvalid`): the template is still that policy's.
+    pub fn policy_invalid(&self) -> bool {
+        self.conditions.iter().any(|c| {
+            c.type_ == conditions::SCHEDULED && c.reason == conditions::REASON_POLICY_INVALID
         })
     }
 
@@ -459,6 +488,11 @@ pub mod conditions {
     /// they are, frozen: nothing is re-rendered until a policy claims the template
     /// again; deleting the template removes the copies (G.47, D.32).
     pub const REASON_POLICY_REMOVED: &str = "PolicyRemoved";
+    /// `Scheduled=False`: the policy that holds the template became invalid (B.15). It
+    /// keeps the template (no other policy takes it): the binding and the member copies
+    /// stay as they are, frozen, until the policy is fixed; the message names the
+    /// policy and what is wrong.
+    pub const REASON_POLICY_INVALID: &str = "PolicyInvalid";
     /// `Scheduled=False`: a policy with `activationPreference: Lazy` claimed a template
     /// that existed before it; it is propagated once the template changes.
     pub const REASON_ACTIVATION_PENDING: &str = "ActivationPending";
@@ -545,6 +579,27 @@ mod tests {
                 ]
             );
         }
+    }
+
+    #[test]
+    fn a_reference_names_one_object_in_any_version_of_its_group() {
+        assert_eq!(api_group("v1"), "");
+        assert_eq!(
+            api_group("gateway.networking.k8s.io/v1"),
+            "gateway.networking.k8s.io"
+        );
+        let r = ResourceReference {
+            api_version: "gateway.networking.k8s.io/v1".into(),
+            kind: "Gateway".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+            ..ResourceReference::default()
+        };
+        let gw = "gateway.networking.k8s.io/v1beta1";
+        assert!(r.is(gw, "Gateway", Some("shop"), "web"));
+        assert!(!r.is("networking.istio.io/v1", "Gateway", Some("shop"), "web"));
+        assert!(!r.is(gw, "Gateway", Some("other"), "web"));
+        assert!(!r.is(gw, "Gateway", None, "web"));
     }
 
     #[test]

@@ -633,11 +633,39 @@ pub enum SelectionError {
         /// The missing field.
         field: &'static str,
     },
+    /// A template would have the binding another template of the same kind name and
+    /// namespace/name, in another API group, has (bindings are named `<name>-<kind>`,
+    /// whatever the group): it is not propagated.
+    #[error("{0}")]
+    BindingNameTaken(Box<BindingNameTaken>),
     /// The same policy was passed twice to [`claim`].
     #[error(
         "{0} is listed twice: pass each policy once (a PropagationPolicy is identified by namespace and name, a ClusterPropagationPolicy by name)"
     )]
     DuplicatePolicy(PolicyId),
+}
+
+/// A template whose binding name (`<name>-<kind>`) another template's binding has:
+/// one of the same kind name and namespace/name in another API group (Gateway API's
+/// and Istio's `Gateway`, core and Knative `Service`).
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error(
+    "{kind} {} in {api_version} is not propagated: its binding {binding:?} is taken by the {kind} of the same name in {holder} (a binding is named <name>-<kind>, whatever the API group): rename one of the two, or propagate only one",
+    match namespace { Some(ns) => format!("{ns}/{name}"), None => name.clone() }
+)]
+pub struct BindingNameTaken {
+    /// The template's apiVersion.
+    pub api_version: String,
+    /// The template's kind.
+    pub kind: String,
+    /// The template's namespace; `None` when cluster-scoped.
+    pub namespace: Option<String>,
+    /// The template's name.
+    pub name: String,
+    /// The binding's name.
+    pub binding: String,
+    /// The apiVersion of the template that has the binding.
+    pub holder: String,
 }
 
 fn join(errors: &[FieldError]) -> String {

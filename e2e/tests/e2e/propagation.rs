@@ -503,6 +503,82 @@ spec:
     .await;
 }
 
+/// D.32 ★ without `dependentOverrides`: `kubectl delete -f app/` deletes
+/// `override.yaml`, then `propagation.yaml`, one request after the other. The hub holds
+/// the re-render of a binding whose copies hold an override that went (`hub/settle.rs`),
+/// so the policy's deletion freezes the binding first: the members never see the
+/// un-overridden value. An override deleted alone reaches the members once the hold
+/// is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_deleted_with_its_override_in_one_command_never_pushes_the_template() {
+    let (env, _ctl) = fleet().await;
+    let cm = env.file("cm.yaml", &configmap("flags", "plain"));
+    let app = env.dir.path().join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    let op = r#"apiVersion: causeway.io/v1alpha1
+kind: OverridePolicy
+metadata:
+  name: flags
+  namespace: demo
+spec:
+  resourceSelectors:
+  - apiVersion: v1
+    kind: ConfigMap
+    name: flags
+  overrideRules:
+  - overriders:
+      plaintext:
+      - path: /data/key
+        operator: replace
+        value: overridden
+"#;
+    std::fs::write(app.join("override.yaml"), op).unwrap();
+    std::fs::write(app.join("propagation.yaml"), policy("flags", "")).unwrap();
+    let app = app.display().to_string();
+    env.ok(&["apply", "-f", &cm, "-f", &app]).await;
+    for m in MEMBERS {
+        member_has(&env, m, "flags", Some("overridden")).await;
+    }
+    // sample every member while the command runs and well past the hub's hold
+    let sample = async {
+        let started = std::time::Instant::now();
+        let mut seen = Vec::new();
+        while started.elapsed() < Duration::from_secs(10) {
+            for m in MEMBERS {
+                seen.push((m, member_value(&env, m, "flags").await));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        seen
+    };
+    let delete = ["delete", "-f", &app];
+    let (_, seen) = tokio::join!(env.ok(&delete), sample);
+    assert!(seen.len() >= 3 * 3, "{seen:?}");
+    let wrong: Vec<_> = seen
+        .iter()
+        .filter(|(_, v)| v.as_deref() != Some("overridden"))
+        .collect();
+    assert!(wrong.is_empty(), "members saw {wrong:?}");
+    let rb = get(&env, "hub", &["rb", "flags-configmap", "-n", "demo"])
+        .await
+        .unwrap();
+    let conds = rb.pointer("/status/conditions").unwrap().to_string();
+    assert!(conds.contains("PolicyRemoved"), "{conds}");
+    // the override deleted alone goes to the members, once the hold is over
+    env.ok(&["apply", "-f", &app]).await;
+    eventually("binding claimed again", WAIT, || async {
+        let rb = get(&env, "hub", &["rb", "flags-configmap", "-n", "demo"]).await?;
+        let conds = rb.pointer("/status/conditions")?.to_string();
+        (!conds.contains("PolicyRemoved")).then_some(())
+    })
+    .await;
+    let op = format!("{app}/override.yaml");
+    env.ok(&["delete", "-f", &op]).await;
+    for m in MEMBERS {
+        member_has(&env, m, "flags", Some("plain")).await;
+    }
+}
+
 /// A template whose binding name (`<name>-<kind>`) is longer than a label value (63)
 /// is propagated and its deletion completes: the Works' binding label holds a
 /// shortened value, the full name is in the annotation of the same key.

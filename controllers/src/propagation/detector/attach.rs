@@ -13,7 +13,7 @@ use std::sync::Arc;
 use causeway_crds::federation::ConflictResolution;
 use causeway_crds::federation::binding::{
     BindingSnapshot, BindingSpec, BindingStatus, ResourceBinding, ResourceBindingSpec,
-    ResourceReference, TargetCluster, binding_name, conditions,
+    ResourceReference, TargetCluster, api_group, binding_name, conditions,
 };
 use causeway_crds::federation::deps::{Dependency, dependencies};
 use causeway_crds::federation::interpreter::{self, Interpreters};
@@ -42,16 +42,22 @@ pub(super) fn attach(
     interpreters: &Interpreters,
     seen: &dyn Fn(&ResourceReference) -> bool,
 ) {
-    let index: HashMap<(&str, String, String), &Arc<DynamicObject>> = templates
+    // by API group, kind, namespace and name (a kind name may be in several groups)
+    let index: HashMap<(&str, &str, String, String), &Arc<DynamicObject>> = templates
         .iter()
         .filter_map(|t| {
-            let kind = t.types.as_ref()?.kind.as_str();
-            Some(((kind, t.namespace()?, t.name_any()), t))
+            let types = t.types.as_ref()?;
+            let group = api_group(&types.api_version);
+            Some((
+                (group, types.kind.as_str(), t.namespace()?, t.name_any()),
+                t,
+            ))
         })
         .collect();
     // claimed by a policy (a binding frozen because its policy went is not, nor one a
     // Lazy policy left pending, which propagates nothing: if it is required, it becomes
-    // a dependency's binding and follows its requirers)
+    // a dependency's binding and follows its requirers; one frozen because its policy is
+    // invalid is still that policy's, kept as it is)
     let claimed: BTreeSet<Key> = out
         .bindings
         .iter()
@@ -70,6 +76,7 @@ pub(super) fn attach(
             continue;
         };
         let Some(owner) = index.get(&(
+            api_group(&spec.resource.api_version),
             spec.resource.kind.as_str(),
             ns.clone(),
             spec.resource.name.clone(),
@@ -82,7 +89,8 @@ pub(super) fn attach(
         let work = works.get(&crate::watch::key(b));
         for (dep, clusters) in needed(&value, spec, work, interpreters) {
             // a dependency not on the hub (yet) is picked up once it is created (I.57)
-            let Some(t) = index.get(&(dep.kind.as_str(), ns.clone(), dep.name.clone())) else {
+            let at = (api_group(&dep.api_version), dep.kind.as_str());
+            let Some(t) = index.get(&(at.0, at.1, ns.clone(), dep.name.clone())) else {
                 continue;
             };
             if t.metadata.deletion_timestamp.is_some() {
@@ -124,6 +132,7 @@ pub(super) fn attach(
                 .get(&requirer)
                 .is_some_and(|b| !seen(&b.spec.0.resource));
             let template = index.get(&(
+                api_group(&d.resource.api_version),
                 d.resource.kind.as_str(),
                 key.0.clone(),
                 d.resource.name.clone(),
@@ -262,8 +271,12 @@ fn needed(
         .collect()
 }
 
+/// Frozen because no policy claims its template any more (not because the policy
+/// holding it is invalid: that one still holds it).
 fn policy_removed(b: &ResourceBinding) -> bool {
-    b.status.as_ref().is_some_and(BindingStatus::policy_removed)
+    b.status
+        .as_ref()
+        .is_some_and(|s| s.policy_removed() && !s.policy_invalid())
 }
 
 fn fresh(key: &Key, api_version: &str, kind: &str, t: &DynamicObject) -> ResourceBinding {

@@ -1689,3 +1689,147 @@ fn a_reschedule_request_stays_on_dependency_and_pending_bindings() {
     assert!(again.bindings[0].spec.clusters.is_empty(), "still pending");
     assert_eq!(asked(&again, "api-deployment"), Some(t(60)));
 }
+
+#[test]
+fn a_policy_that_becomes_invalid_keeps_what_it_holds_frozen() {
+    let team = |extra: Value| {
+        let mut spec = json!({"placement": {"clusterAffinity": {"clusterNames": ["a", "b"]}}});
+        if let (Value::Object(s), Value::Object(e)) = (&mut spec, extra) {
+            s.extend(e);
+        }
+        pp("team", "Deployment", spec)
+    };
+    let platform: Arc<ClusterPropagationPolicy> = obj(json!({
+        "metadata": {"name": "platform"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+                 "placement": {"clusterAffinity": {"clusterNames": ["c"]}}}
+    }));
+    let go = |policy: &Arc<PropagationPolicy>, bindings: &[Arc<ResourceBinding>]| {
+        desired(
+            &[deployment("api", 2)],
+            std::slice::from_ref(policy),
+            std::slice::from_ref(&platform),
+            &fleet(),
+            bindings,
+            &[],
+            &HashMap::new(),
+            &t(100),
+            &mut evictions::Evictions::new(1e9, 1e9),
+            &|_, _| true,
+            &Interpreters::default(),
+            &|_| true,
+        )
+    };
+    let good = team(json!({}));
+    let first = go(&good, &[]);
+    assert_eq!(names_of(&first.bindings), ["api-deployment"]);
+    let held = Arc::new(first.bindings[0].clone());
+    assert_eq!(names(&held.spec.clusters), ["a", "b"]);
+    let team_labels = PolicyId::namespaced("web", "team").labels();
+    assert_eq!(held.metadata.labels.as_ref(), Some(&team_labels));
+    // the team's policy is edited into an invalid one (a count as a string without %)
+    let bad = team(json!({"redistribution": {"maxUnavailable": "1"}}));
+    let d = go(&bad, std::slice::from_ref(&held));
+    assert_eq!(d.invalid_policies.len(), 1, "{:?}", d.invalid_policies);
+    assert_eq!(names_of(&d.bindings), ["api-deployment"]);
+    let b = &d.bindings[0];
+    // still the team's, with the spec it had (no cluster change), frozen
+    assert_eq!(b.metadata.labels.as_ref(), Some(&team_labels));
+    assert_eq!(b.spec, held.spec);
+    assert!(d.delete_bindings.is_empty(), "{:?}", d.delete_bindings);
+    let cond = scheduled(&b.status);
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", conditions::REASON_POLICY_INVALID)
+    );
+    assert!(
+        cond.message.contains("PropagationPolicy web/team")
+            && cond.message.contains("spec.redistribution.maxUnavailable"),
+        "{}",
+        cond.message
+    );
+    let status = b.status.as_ref().unwrap();
+    assert!(status.policy_removed() && status.policy_invalid());
+    // frozen again the next round (the binding as written)
+    let frozen = Arc::new(b.clone());
+    let d = go(&bad, std::slice::from_ref(&frozen));
+    assert_eq!(d.bindings[0].metadata.labels.as_ref(), Some(&team_labels));
+    assert_eq!(d.bindings[0].spec, held.spec);
+    // fixed: the team's policy schedules it again, and it is still the team's
+    let d = go(&good, std::slice::from_ref(&frozen));
+    assert!(d.invalid_policies.is_empty());
+    let b = &d.bindings[0];
+    assert_eq!(b.metadata.labels.as_ref(), Some(&team_labels));
+    assert_eq!(names(&b.spec.clusters), ["a", "b"]);
+    let cond = scheduled(&b.status);
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("True", conditions::REASON_SUCCESS)
+    );
+}
+
+/// Two `Gateway web` in one namespace, of Gateway API and of Istio, would have one
+/// binding (`web-gateway`): one has it, the other is reported and gets none; the one
+/// the existing binding references keeps it, whatever the order.
+#[test]
+fn a_kind_name_in_two_api_groups_does_not_share_a_binding() {
+    let gateway = |api_version: &str| -> Arc<DynamicObject> {
+        obj(json!({
+            "apiVersion": api_version, "kind": "Gateway",
+            "metadata": {"name": "web", "namespace": "web", "uid": format!("uid-{api_version}")},
+            "spec": {}
+        }))
+    };
+    let k8s = "gateway.networking.k8s.io/v1";
+    let istio = "networking.istio.io/v1";
+    let policy: Arc<PropagationPolicy> = obj(json!({
+        "metadata": {"name": "gateways", "namespace": "web"},
+        "spec": {"resourceSelectors": [{"apiVersion": k8s, "kind": "Gateway"},
+                                       {"apiVersion": istio, "kind": "Gateway"}]}
+    }));
+    let templates = [gateway(k8s), gateway(istio)];
+    let policies = std::slice::from_ref(&policy);
+    let d = run(&templates, policies, &fleet(), &[]);
+    assert_eq!(names_of(&d.bindings), ["web-gateway"]);
+    assert_eq!(d.bindings[0].spec.resource.api_version, k8s);
+    assert_eq!(d.invalid_templates.len(), 1, "{:?}", d.invalid_templates);
+    let why = d.invalid_templates[0].to_string();
+    assert!(
+        matches!(
+            &d.invalid_templates[0],
+            SelectionError::BindingNameTaken(t)
+                if t.api_version == istio && t.holder == k8s
+        ),
+        "{why}"
+    );
+    assert!(
+        why.contains("Gateway web/web in networking.istio.io/v1"),
+        "{why}"
+    );
+    // the binding references Istio's: it keeps it, listed first or last
+    let mut held = d.bindings[0].clone();
+    held.spec.0.resource.api_version = istio.into();
+    let held = [Arc::new(held)];
+    for templates in [
+        [gateway(k8s), gateway(istio)],
+        [gateway(istio), gateway(k8s)],
+    ] {
+        let d = run(&templates, policies, &fleet(), &held);
+        assert_eq!(names_of(&d.bindings), ["web-gateway"]);
+        assert_eq!(d.bindings[0].spec.resource.api_version, istio);
+        assert_eq!(
+            d.bindings[0].spec.resource.uid.as_deref(),
+            Some("uid-networking.istio.io/v1")
+        );
+        assert!(d.delete_bindings.is_empty());
+        assert!(matches!(
+            &d.invalid_templates[..],
+            [SelectionError::BindingNameTaken(t)] if t.api_version == k8s
+        ));
+    }
+    // one object served at two versions of its group is no collision
+    let twice = [gateway(k8s), gateway("gateway.networking.k8s.io/v1beta1")];
+    let d = run(&twice, policies, &fleet(), &[]);
+    assert_eq!(names_of(&d.bindings), ["web-gateway"]);
+    assert!(d.invalid_templates.is_empty(), "{:?}", d.invalid_templates);
+}

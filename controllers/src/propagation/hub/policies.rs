@@ -1,6 +1,6 @@
 //! Each policy says whether it is in force, in its `Valid` condition:
 //! - a (Cluster)PropagationPolicy: `Valid=True`, or `Valid=False` with what to fix:
-//!   reason `Invalid` when it breaks the selection rules (B.15: it claims nothing) or
+//!   reason `Invalid` when it breaks the selection rules (B.15: it claims nothing new; what it holds stays, frozen) or
 //!   selects a kind the hub does not serve, `InvalidPlacement` when only its placement is
 //!   refused by scheduling (it still claims its resources; their bindings keep the
 //!   clusters they have);
