@@ -85,7 +85,15 @@ pub fn taints_for(taints: &[Taint], action: Action, now: &Time) -> Vec<Taint> {
         let kept = taints
             .iter()
             .find(|t| t.key == key && t.effect == *effect)
-            .cloned();
+            .cloned()
+            // a NoExecute taint written undated (by hand, or an older causeway) is
+            // dated now: tolerationSeconds count from it
+            .map(|mut t| {
+                if t.effect == "NoExecute" && t.time_added.is_none() {
+                    t.time_added = Some(now.clone());
+                }
+                t
+            });
         out.push(kept.unwrap_or_else(|| Taint {
             key: key.into(),
             effect: (*effect).into(),

@@ -560,6 +560,11 @@ pub(crate) async fn works_of(
             .and_then(cluster_of_execution_namespace)
             .is_some()
     })
+    // (a shortened label value may name two bindings)
+    .filter(|w| {
+        causeway_crds::names::named_by(&w.metadata, labels::BINDING_NAME).as_deref()
+            == Some(bname.as_str())
+    })
     .collect())
 }
 

@@ -193,6 +193,7 @@ pub fn plan(
         };
         let workload = Workload {
             failover_at: Some(later),
+            now: Some(later),
             ..workload_of(spec)
         };
         let mut preserved_labels = BTreeMap::new();

@@ -887,7 +887,9 @@ impl StatusManagers {
                 Some((at, ours)) if *at == rv => *ours,
                 _ => {
                     let api: Api<Gateway> = Api::namespaced(hub.clone(), &key.0);
-                    match api.get_opt(&key.1).await {
+                    // (bounded: a stuck call must not hold the status loop)
+                    let read = api.get_opt(&key.1);
+                    match crate::clusters::within(crate::clusters::CALL_TIMEOUT, read).await {
                         Ok(Some(fresh)) => status_applied_by_causeway(&fresh),
                         Ok(None) => continue,
                         Err(e) => {

@@ -45,6 +45,11 @@ fn cordon_drain_and_uncordon_touch_only_their_own_taint() {
         k8s_openapi::jiff::Timestamp::from_second(900).unwrap(),
     );
     assert_eq!(taints_for(&drained, Action::Drain, &later), drained);
+    // a NoExecute drain taint written undated is dated when drained again
+    let mut undated = drained.clone();
+    undated[3].time_added = None;
+    let redrained = taints_for(&undated, Action::Drain, &later);
+    assert_eq!(redrained[3].time_added, Some(later.clone()));
     // a drained cluster cordoned again loses only the NoExecute taint
     assert_eq!(taints_for(&drained, Action::Cordon, &at200()), timed);
     assert_eq!(taints_for(&drained, Action::Uncordon, &at200()), base);

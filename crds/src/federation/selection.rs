@@ -461,6 +461,17 @@ pub fn validate_policy(policy: &PolicyRef<'_>) -> Result<(), SelectionError> {
             message,
         })
     };
+    if policy.name.len() > 63 {
+        push(
+            "metadata.name".into(),
+            policy.name,
+            format!(
+                "{} characters: a policy's name is written into the label {} of every binding it claims, and a label value holds at most 63; rename the policy",
+                policy.name.len(),
+                crate::well_known::labels::POLICY_NAME
+            ),
+        );
+    }
     let selectors = &policy.spec.resource_selectors;
     if selectors.is_empty() {
         push(

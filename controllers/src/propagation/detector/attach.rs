@@ -137,9 +137,13 @@ pub(super) fn attach(
                 key.0.clone(),
                 d.resource.name.clone(),
             ));
+            // (a dependency being deleted goes, as in the loop above)
             let (true, Some(t)) = (unseen, template) else {
                 continue;
             };
+            if t.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
             let e = &mut attached
                 .entry(key.clone())
                 .or_insert_with(|| fresh(key, &d.resource.api_version, &d.resource.kind, t))

@@ -573,6 +573,27 @@ fn dependencies_of_a_requirer_not_listed_yet_stay() {
     }
     // the requirer's own binding is the hub's to keep (its kind is not seen)
     assert!(d.delete_bindings.iter().any(|k| k.1 == "api-deployment"));
+    // a dependency being deleted on the hub is not kept
+    let mut doomed = (*templates[1]).clone();
+    doomed.metadata.deletion_timestamp = Some(t(90));
+    let deleting = [Arc::new(doomed), templates[2].clone()];
+    let d = desired(
+        &deleting,
+        std::slice::from_ref(&policy),
+        &[],
+        &fleet(),
+        &existing,
+        &[],
+        &HashMap::new(),
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
+        &Interpreters::default(),
+        &unlisted,
+    );
+    // (its binding is left to the hub's deletion of the template: not made again)
+    let made = |name: &str| d.bindings.iter().any(|b| b.name_any() == name);
+    assert!(!made("shared-configmap") && made("api-secret-secret"));
     // once listed, and gone for real, its dependencies go
     let gone = run(
         &templates[1..],

@@ -53,7 +53,15 @@ impl Ctx<'_> {
             crate::clusters::CALL_TIMEOUT,
             Api::<Work>::all(self.hub.clone()).list(&ListParams::default().labels(&selector)),
         )
-        .await;
+        .await
+        // (a shortened label value may name two bindings: these are this one's)
+        .map(|mut l| {
+            l.items.retain(|w| {
+                causeway_crds::names::named_by(&w.metadata, labels::BINDING_NAME).as_deref()
+                    == Some(key.1.as_str())
+            });
+            l
+        });
         match left {
             Ok(l) if l.items.is_empty() => {}
             Ok(l) => {

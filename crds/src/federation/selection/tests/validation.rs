@@ -165,6 +165,13 @@ fn validate_policy_table_b15() {
         };
         assert_eq!(got, want, "{case}");
     }
+    // a name too long for the label that names the policy on its bindings
+    let long = "p".repeat(64);
+    let err = validate_policy(&cpp(&long, 0, None, vec![]).as_ref()).unwrap_err();
+    assert!(
+        err.to_string().contains("metadata.name") && err.to_string().contains("64 characters"),
+        "{err}"
+    );
     let err = validate_policy(&cpp("wide", 0, None, vec![]).as_ref()).unwrap_err();
     assert!(
         err.to_string()
