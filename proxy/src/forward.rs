@@ -312,6 +312,7 @@ impl Proxy {
                 match gateway::decide(&rules, &r) {
                     Decided::Forward(b, rule) => (b, Some(rule)),
                     Decided::Refused(why) => return self.refuse(why),
+                    Decided::SslRedirect => return self.redirect(&host, &pq),
                     Decided::Redirect(status, location) => {
                         let mut r = self.error(status, "gateway_redirect", format!("{location:?}"));
                         r.headers_mut().insert(header::LOCATION, location);

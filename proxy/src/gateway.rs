@@ -62,16 +62,12 @@ impl Fallback {
     }
 
     /// What a request gets from the MCI default backend: as the route phase decides for
-    /// an MCI route (a 308 to https for a TLS host with ssl-redirect, on the well-known
-    /// port: the route phase's own redirect knows the proxy's HTTPS port, this one does
-    /// not), a 503 for a backend that did not resolve.
+    /// an MCI route (the MCI's redirect to HTTPS for a TLS host with ssl-redirect), a
+    /// 503 for a backend that did not resolve.
     fn decide(&self, r: &Request<'_>) -> Decided {
         let route = &self.route;
         if route.ssl_redirect && !r.https {
-            let query = r.query.map(|q| format!("?{q}")).unwrap_or_default();
-            let loc = format!("https://{}{}{query}", r.host, r.path);
-            let loc = HeaderValue::from_str(&loc).unwrap_or_else(|_| HeaderValue::from_static("/"));
-            return Decided::Redirect(StatusCode::PERMANENT_REDIRECT, loc);
+            return Decided::SslRedirect;
         }
         match &route.target {
             Target::Backend(b) => Decided::Forward(b.clone(), self.rule.clone()),
@@ -202,6 +198,9 @@ pub(crate) enum Decided {
     Forward(Arc<Backend>, Arc<Rule>),
     /// Answer with a redirect.
     Redirect(StatusCode, HeaderValue),
+    /// Answer with the MCI's redirect to HTTPS (ssl-redirect), as the route phase
+    /// does: to the proxy's HTTPS port, which the caller knows.
+    SslRedirect,
     /// Answer with an error.
     Refused(Refusal),
 }

@@ -104,6 +104,7 @@ fn pick(
     match decide(rules, &req) {
         Decided::Forward(b, _) => b.name.to_string(),
         Decided::Redirect(s, l) => format!("redirect {} {}", s.as_u16(), l.to_str().unwrap()),
+        Decided::SslRedirect => "ssl-redirect".to_string(),
         Decided::Refused(why) if why.status == 500 => {
             // "no ServiceImport ns/<name> (...)": the rule's Service.
             let m = why.msg;
@@ -610,6 +611,38 @@ fn routes_and_mcis_share_the_table() {
 /// first, the HTTPRoute rules covering it (wildcard, or no hostname) serve the rest, the
 /// MCI host's default backend (the catch-all for a route without hostname) what neither
 /// matches; real conflicts are warned of (and said on the route's status).
+/// A request a route's rules do not match, on an MCI TLS host with ssl-redirect, gets
+/// the MCI's redirect to HTTPS (to the proxy's HTTPS port, which the caller knows), as
+/// the MCI's own paths there do; a route rule that matches is the route's.
+#[test]
+fn the_mci_default_behind_a_route_redirects_to_https_as_the_mci_does() {
+    use super::super::tests::mci_ann;
+    let web = || backend("web", json!({"name": "http"}));
+    let mut s = gateway_snapshot();
+    s.mcis = vec![mci_ann(
+        "m",
+        "2026-01-01T00:00:00Z",
+        json!({"tls": [{"hosts": ["a.example.com"], "secretName": "cert"}],
+               "defaultBackend": web(),
+               "rules": [{"host": "a.example.com", "http": {"paths": [
+                   {"path": "/mci", "pathType": "Prefix", "backend": web()}]}}]}),
+        json!({"causeway.io/ssl-redirect": "true"}),
+    )];
+    s.http_routes = vec![route(
+        "r",
+        "2026-01-01T00:00:00Z",
+        json!({"parentRefs": parent(), "hostnames": ["*.example.com"],
+               "rules": [{"matches": [{"path": {"value": "/api"}}], "backendRefs": to("gw")}]}),
+    )];
+    let (t, _) = table(&s);
+    assert!(t.route("a.example.com", "/mci").unwrap().ssl_redirect);
+    assert_eq!(
+        pick(&t, "GET", "a.example.com", "/other", &[]),
+        "ssl-redirect"
+    );
+    assert_eq!(pick(&t, "GET", "b.example.com", "/api", &[]), "gw");
+}
+
 #[test]
 fn mci_and_route_hosts_never_shadow_each_other_silently() {
     let web = || backend("web", json!({"name": "http"}));

@@ -186,7 +186,7 @@ pub fn desired(
     // bindings that must not be deleted: desired ones and those of templates being deleted
     let mut keep_rb = BTreeSet::new();
     let mut keep_crb = BTreeSet::new();
-    let holders = holders(templates, &existing_rb, &existing_crb);
+    let holders = holders(templates, &existing_rb, &existing_crb, seen);
     for template in templates {
         let meta = match TemplateMeta::from_object(template) {
             Ok(meta) => meta,
@@ -591,11 +591,14 @@ pub fn desired(
 
 /// Which template has each binding name (namespace, `<name>-<kind>`), as its
 /// (apiVersion, kind), where templates of one kind name and name in several API groups
-/// would share one: the one the existing binding references, else the first.
+/// would share one: the one the existing binding references (also while its kind is
+/// not listed yet, so that a restart whose list of it is slow hands the name to no
+/// other group), else the first.
 fn holders(
     templates: &[Arc<DynamicObject>],
     existing_rb: &BTreeMap<(String, String), &ResourceBinding>,
     existing_crb: &BTreeMap<String, &ClusterResourceBinding>,
+    seen: &dyn Fn(&ResourceReference) -> bool,
 ) -> BTreeMap<(Option<String>, String), (String, String)> {
     let mut candidates: BTreeMap<(Option<String>, String), Vec<TemplateMeta>> = BTreeMap::new();
     for t in templates {
@@ -617,6 +620,11 @@ fn holders(
                 referenced
                     .is_some_and(|r| r.is(&m.api_version, &m.kind, m.namespace.as_deref(), &m.name))
             };
+            if let Some(r) = referenced.filter(|r| !seen(r))
+                && !metas.iter().any(|m| is_referenced(&m))
+            {
+                return Some((key, (r.api_version.clone(), r.kind.clone())));
+            }
             let holder = metas.iter().find(is_referenced).or_else(|| metas.first())?;
             let holder = (holder.api_version.clone(), holder.kind.clone());
             Some((key, holder))

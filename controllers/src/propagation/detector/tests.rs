@@ -1848,6 +1848,27 @@ fn a_kind_name_in_two_api_groups_does_not_share_a_binding() {
             [SelectionError::BindingNameTaken(t)] if t.api_version == k8s
         ));
     }
+    // the holder's kind not listed yet (a restart): the other group's template does
+    // not take the name meanwhile
+    let d = desired(
+        &[gateway(k8s)],
+        policies,
+        &[],
+        &fleet(),
+        &held,
+        &[],
+        &HashMap::new(),
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
+        &Interpreters::default(),
+        &|r: &ResourceReference| r.api_version != istio,
+    );
+    assert!(d.bindings.is_empty(), "{:?}", names_of(&d.bindings));
+    assert!(matches!(
+        &d.invalid_templates[..],
+        [SelectionError::BindingNameTaken(t)] if t.api_version == k8s && t.holder == istio
+    ));
     // one object served at two versions of its group is no collision
     let twice = [gateway(k8s), gateway("gateway.networking.k8s.io/v1beta1")];
     let d = run(&twice, policies, &fleet(), &[]);
