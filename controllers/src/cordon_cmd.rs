@@ -146,7 +146,7 @@ pub fn plan(
             if *frozen {
                 return row(
                     now.clone(),
-                    "stays: no policy claims the template any more (the binding is frozen)".into(),
+                    "stays: the binding is frozen (no policy claims the template any more, or the one holding it is invalid: its Scheduled condition says which)".into(),
                 );
             }
             let workload = Workload {

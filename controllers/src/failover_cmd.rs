@@ -173,7 +173,7 @@ pub fn plan(
         };
         if *frozen {
             out.push(stays(
-                "stays: no policy claims the template any more (the binding is frozen)".into(),
+                "stays: the binding is frozen (no policy claims the template any more, or the one holding it is invalid: its Scheduled condition says which)".into(),
             ));
             continue;
         }
@@ -422,7 +422,8 @@ pub(crate) async fn hub_bindings(
 }
 
 /// Each binding's id (`namespace/name`, or the name of a ClusterResourceBinding), spec
-/// and whether it is frozen (no policy claims its template any more).
+/// and whether it is frozen (no policy claims its template any more, or the one holding
+/// it is invalid).
 pub(crate) fn binding_specs<'a>(
     rbs: &'a [ResourceBinding],
     crbs: &'a [ClusterResourceBinding],

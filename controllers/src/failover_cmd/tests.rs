@@ -105,7 +105,7 @@ fn what_failing_a_cluster_would_do() {
             (
                 "demo/f-frozen",
                 "east:2 north:2 west:2".to_string(),
-                "stays: no policy claims the template any more (the binding is frozen)"
+                "stays: the binding is frozen (no policy claims the template any more, or the one holding it is invalid: its Scheduled condition says which)"
             ),
         ],
         "a binding not on east is not listed"
