@@ -51,6 +51,17 @@ fn run(
     clusters: &[Arc<Cluster>],
     bindings: &[Arc<ResourceBinding>],
 ) -> Desired {
+    run_seen(templates, policies, clusters, bindings, &|_| true)
+}
+
+/// [`run`] with only the kinds `seen` says are listed.
+fn run_seen(
+    templates: &[Arc<DynamicObject>],
+    policies: &[Arc<PropagationPolicy>],
+    clusters: &[Arc<Cluster>],
+    bindings: &[Arc<ResourceBinding>],
+    seen: &dyn Fn(&ResourceReference) -> bool,
+) -> Desired {
     desired(
         templates,
         policies,
@@ -63,7 +74,7 @@ fn run(
         &mut evictions::Evictions::new(1e9, 1e9),
         &|_, _| true,
         &Interpreters::default(),
-        &|_| true,
+        seen,
     )
 }
 
@@ -547,18 +558,11 @@ fn dependencies_of_a_requirer_not_listed_yet_stay() {
         before.bindings.iter().cloned().map(Arc::new).collect();
     // the Deployments are not listed: no Deployment template this round
     let unlisted = |r: &ResourceReference| r.kind != "Deployment";
-    let d = desired(
+    let d = run_seen(
         &templates[1..],
         std::slice::from_ref(&policy),
-        &[],
         &fleet(),
         &existing,
-        &[],
-        &HashMap::new(),
-        &t(100),
-        &mut evictions::Evictions::new(1e9, 1e9),
-        &|_, _| true,
-        &Interpreters::default(),
         &unlisted,
     );
     for dep in ["shared-configmap", "api-secret-secret"] {
@@ -577,18 +581,11 @@ fn dependencies_of_a_requirer_not_listed_yet_stay() {
     let mut doomed = (*templates[1]).clone();
     doomed.metadata.deletion_timestamp = Some(t(90));
     let deleting = [Arc::new(doomed), templates[2].clone()];
-    let d = desired(
+    let d = run_seen(
         &deleting,
         std::slice::from_ref(&policy),
-        &[],
         &fleet(),
         &existing,
-        &[],
-        &HashMap::new(),
-        &t(100),
-        &mut evictions::Evictions::new(1e9, 1e9),
-        &|_, _| true,
-        &Interpreters::default(),
         &unlisted,
     );
     // (its binding is left to the hub's deletion of the template: not made again)
@@ -1850,18 +1847,11 @@ fn a_kind_name_in_two_api_groups_does_not_share_a_binding() {
     }
     // the holder's kind not listed yet (a restart): the other group's template does
     // not take the name meanwhile
-    let d = desired(
+    let d = run_seen(
         &[gateway(k8s)],
         policies,
-        &[],
         &fleet(),
         &held,
-        &[],
-        &HashMap::new(),
-        &t(100),
-        &mut evictions::Evictions::new(1e9, 1e9),
-        &|_, _| true,
-        &Interpreters::default(),
         &|r: &ResourceReference| r.api_version != istio,
     );
     assert!(d.bindings.is_empty(), "{:?}", names_of(&d.bindings));
