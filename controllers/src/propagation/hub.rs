@@ -674,6 +674,7 @@ async fn round(
     }
     // templates whose binding another of one kind name and name in another API group
     // has: said on the template (each once per message)
+    let mut taken_keys: BTreeSet<Key> = BTreeSet::new();
     for e in &want.invalid_templates {
         let SelectionError::BindingNameTaken(taken) = e else {
             continue;
@@ -702,6 +703,7 @@ async fn round(
             let note = e.to_string();
             ctx.tell_key(&key, t, EventType::Warning, BINDING_NAME_TAKEN, &note)
                 .await;
+            taken_keys.insert(key);
         }
     }
     // templates being deleted, and templates that hold the finalizer but no binding
@@ -733,6 +735,13 @@ async fn round(
             ctx.release(&key, t).await;
         }
     }
+    // the Events told of bindings and templates that are gone are forgotten (a
+    // template made again later is told again)
+    let templates_present: BTreeSet<Key> =
+        templates.iter().filter_map(|t| template_key(t)).collect();
+    ctx.memos.told.retain(|(key, _), _| {
+        bound.contains(key) || taken_keys.contains(key) || templates_present.contains(key)
+    });
     failures
 }
 

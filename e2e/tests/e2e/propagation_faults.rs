@@ -46,6 +46,26 @@ async fn a_conflict_in_one_member_is_reported_on_the_template() {
         .unwrap();
     let fully = rb.pointer("/status/conditions").unwrap().to_string();
     assert!(fully.contains("FullyAppliedFailed"), "{fully}");
+    // the template deleted and made again: the same refusal is told again, on the new
+    // template (what was told of the old one is forgotten with it)
+    env.ok(&["delete", "-f", &cm]).await;
+    eventually("the binding gone", WAIT, || async {
+        get(&env, "hub", &["rb", "owned-configmap", "-n", "demo"])
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    env.ok(&["apply", "-f", &cm]).await;
+    let uid = get(&env, "hub", &["configmap", "owned", "-n", "demo"])
+        .await
+        .and_then(|o| o.pointer("/metadata/uid")?.as_str().map(str::to_string))
+        .unwrap();
+    eventually("an ApplyFailed Event on the new template", WAIT, || async {
+        let out = demo_events(&env, &format!("involvedObject.uid={uid}")).await;
+        (out.contains("ApplyFailed") && out.contains("east")).then_some(())
+    })
+    .await;
 }
 
 /// G.48: while east is not Ready, deleting the template removes the other clusters'
