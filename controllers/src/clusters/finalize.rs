@@ -110,6 +110,7 @@ async fn cleanup(
     workers: Option<tokio::task::JoinHandle<()>>,
 ) {
     let name = c.name_any();
+    let clusters: Api<Cluster> = Api::all(hub.clone());
     if let Some(w) = workers
         && tokio::time::timeout(Duration::from_secs(30), w)
             .await
@@ -124,6 +125,10 @@ async fn cleanup(
                 None => {
                     tracing::warn!(cluster = %name, "member left without usable credentials: what Causeway imported and propagated stays in place; delete objects labelled causeway.io/managed=true there by hand")
                 }
+            }
+            // (leaving takes long when the member does not answer)
+            if replaced(&clusters, &c).await {
+                return;
             }
             if let Some(spec) = &spec {
                 end_membership(spec).await;
@@ -144,6 +149,9 @@ async fn cleanup(
     let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
     let mut delay = Duration::from_millis(200);
     loop {
+        if replaced(&clusters, &c).await {
+            return;
+        }
         // Works still held (no credentials, an agent that is gone, one written late):
         // released on every pass, their copies stay in the member
         if let Err(e) =
@@ -167,6 +175,9 @@ async fn cleanup(
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(30));
     }
+    if replaced(&clusters, &c).await {
+        return;
+    }
     if let Some(sref) = &c.spec.secret_ref {
         // the member's credentials go with it (unjoin may have given up waiting): the
         // Secret `causeway join` wrote for it, never one a person pointed it at
@@ -188,10 +199,12 @@ async fn cleanup(
             }
         }
     }
-    let api: Api<Cluster> = Api::all(hub);
+    let api = clusters;
     let mut delay = Duration::from_millis(200);
     loop {
         match api.get_opt(&name).await {
+            // (another Cluster of the name: [`replaced`])
+            Ok(Some(current)) if current.metadata.uid != c.metadata.uid => return,
             Ok(Some(current)) => {
                 match apply::remove_finalizer(&api, &current, finalizers::CLUSTER).await {
                     Ok(_) => {
@@ -210,6 +223,21 @@ async fn cleanup(
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// Whether another Cluster of `c`'s name exists: the member was joined again under it
+/// while this cleanup ran (its finalizer removed by hand), and what the cleanup would
+/// delete next (the execution namespace and its Works, the Lease, the credentials, the
+/// finalizer) is the new one's. The cleanup stops; a Cluster that is simply gone is
+/// still cleaned up after.
+async fn replaced(clusters: &Api<Cluster>, c: &Cluster) -> bool {
+    match clusters.get_opt(&c.name_any()).await {
+        Ok(Some(now)) if now.metadata.uid != c.metadata.uid => {
+            tracing::warn!(cluster = %c.name_any(), "the Cluster was made again while the cleanup of the one deleted ran: its cleanup stops, and leaves the new one's objects alone");
+            true
+        }
+        _ => false,
     }
 }
 
@@ -373,6 +401,72 @@ mod tests {
             c.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         }
         Arc::new(c)
+    }
+
+    /// A.6: a member joined again under its name while the old one's cleanup ran (its
+    /// finalizer removed by hand): the old cleanup leaves the new Cluster's execution
+    /// namespace, Lease and finalizer alone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cleanup_leaves_a_cluster_made_again_under_its_name_alone() {
+        use kube::api::{DeleteParams, PostParams};
+        let server = kubesim::Server::start(kubesim::Config::new("hub"))
+            .await
+            .unwrap();
+        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .unwrap();
+        let hub = kube::Client::try_from(cfg).unwrap();
+        causeway_runtime::crds::install(
+            &hub,
+            &causeway_crds::crdgen::all_crds(),
+            "test",
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+        let api: Api<Cluster> = Api::all(hub.clone());
+        let mut east = Cluster::new("east", Default::default());
+        east.metadata.finalizers = Some(vec![finalizers::CLUSTER.into()]);
+        api.create(&PostParams::default(), &east).await.unwrap();
+        api.delete("east", &DeleteParams::default()).await.unwrap();
+        let old = api.get("east").await.unwrap();
+        assert!(old.metadata.deletion_timestamp.is_some());
+        apply::remove_finalizer(&api, &old, finalizers::CLUSTER)
+            .await
+            .unwrap();
+        // joined again: a new Cluster, its execution namespace and Lease
+        let new = api.create(&PostParams::default(), &east).await.unwrap();
+        assert_ne!(new.metadata.uid, old.metadata.uid);
+        let namespaces: Api<Namespace> = Api::all(hub.clone());
+        for ns in [SYSTEM_NAMESPACE, &execution_namespace("east")] {
+            let mut n = Namespace::default();
+            n.metadata.name = Some(ns.to_string());
+            namespaces.create(&PostParams::default(), &n).await.unwrap();
+        }
+        let leases: Api<Lease> = Api::namespaced(hub.clone(), SYSTEM_NAMESPACE);
+        let mut lease = Lease::default();
+        lease.metadata.name = Some(cluster_lease_name("east"));
+        leases.create(&PostParams::default(), &lease).await.unwrap();
+        // the old cluster's cleanup (a Push member without usable credentials)
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            cleanup(hub.clone(), old, None, None),
+        )
+        .await
+        .unwrap();
+        let ns = namespaces.get(&execution_namespace("east")).await.unwrap();
+        assert!(ns.metadata.deletion_timestamp.is_none(), "{ns:?}");
+        assert!(
+            leases
+                .get_opt(&cluster_lease_name("east"))
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let now = api.get("east").await.unwrap();
+        assert_eq!(now.metadata.uid, new.metadata.uid);
+        assert!(now.finalizers().iter().any(|f| f == finalizers::CLUSTER));
     }
 
     /// Level-based: what the hub lacks now is made, whatever was made before (an

@@ -42,28 +42,32 @@ pub fn condition(type_: &str, verdict: Probe, current: Option<&Cluster>, now: &T
 
 /// Probes the member once.
 pub async fn probe(member: &kube::Client) -> Probe {
+    // the answer's status as it is (kube's `request_text` takes any 2xx or 3xx for
+    // success): only 200 is ready (A.1), a redirect to a login page is not
     let get = |path: &'static str| async move {
         let req = http::Request::get(path)
-            .body(Vec::new())
+            .body(kube::client::Body::from(Vec::new()))
             .expect("static request");
-        tokio::time::timeout(PROBE_TIMEOUT, member.request_text(req)).await
+        tokio::time::timeout(PROBE_TIMEOUT, member.send(req))
+            .await
+            .map(|r| r.map(|answer| answer.status()))
     };
     let mut answer = get("/readyz").await;
-    if let Ok(Err(kube::Error::Api(s))) = &answer
-        && s.code == 404
-    {
+    let mut path = "/readyz";
+    if matches!(answer, Ok(Ok(http::StatusCode::NOT_FOUND))) {
         answer = get("/healthz").await;
+        path = "/healthz";
     }
     match answer {
-        Ok(Ok(_)) => (
+        Ok(Ok(http::StatusCode::OK)) => (
             "True",
             conditions::REASON_CLUSTER_READY,
             "cluster is ready".into(),
         ),
-        Ok(Err(kube::Error::Api(s))) => (
+        Ok(Ok(code)) => (
             "False",
             conditions::REASON_CLUSTER_NOT_READY,
-            format!("cluster is not ready: /readyz answered {}", s.code),
+            format!("cluster is not ready: {path} answered {}", code.as_u16()),
         ),
         Ok(Err(e)) => (
             "False",
@@ -132,6 +136,75 @@ impl Damper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A member API server on 127.0.0.1 that answers every request with `status` (and
+    /// `/readyz` with 404 when `no_readyz`); its client.
+    async fn answering(status: &'static str, no_readyz: bool) -> kube::Client {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let n = sock.read(&mut buf).await.unwrap_or(0);
+                    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let status = match no_readyz && head.starts_with("GET /readyz") {
+                        true => "404 Not Found",
+                        false => status,
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\nLocation: /login\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                    );
+                    let _ = sock.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        let cfg = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        kube::Client::try_from(cfg).unwrap()
+    }
+
+    /// A.1: only 200 is ready; a redirect (a login page in front of the API server) or
+    /// a 204 is an answer that is not (ClusterNotReady); `/healthz` only when `/readyz`
+    /// is 404, and its answer is judged the same way.
+    #[tokio::test]
+    async fn only_200_is_ready() {
+        for (status, no_readyz, want, says) in [
+            ("200 OK", false, conditions::REASON_CLUSTER_READY, "ready"),
+            (
+                "302 Found",
+                false,
+                conditions::REASON_CLUSTER_NOT_READY,
+                "/readyz answered 302",
+            ),
+            (
+                "204 No Content",
+                false,
+                conditions::REASON_CLUSTER_NOT_READY,
+                "/readyz answered 204",
+            ),
+            (
+                "500 Internal Server Error",
+                false,
+                conditions::REASON_CLUSTER_NOT_READY,
+                "/readyz answered 500",
+            ),
+            ("200 OK", true, conditions::REASON_CLUSTER_READY, "ready"),
+            (
+                "301 Moved Permanently",
+                true,
+                conditions::REASON_CLUSTER_NOT_READY,
+                "/healthz answered 301",
+            ),
+        ] {
+            let (_, reason, message) = probe(&answering(status, no_readyz).await).await;
+            assert_eq!(
+                reason, want,
+                "{status} (no /readyz: {no_readyz}): {message}"
+            );
+            assert!(message.contains(says), "{status}: {message}");
+        }
+    }
 
     fn at(s: i64) -> Time {
         Time(jiff::Timestamp::from_second(s).unwrap())

@@ -104,7 +104,12 @@ impl Freshness {
         } else {
             timing.monitor_grace_period
         };
-        let silent_for = now.duration_since(entry.changed_at).unsigned_abs();
+        // (a creation time ahead of this clock, a skew between the API server's and
+        // ours, is no silence at all)
+        let silent_for = match now.duration_since(entry.changed_at) {
+            d if d.is_negative() => std::time::Duration::ZERO,
+            d => d.unsigned_abs(),
+        };
         if silent_for < grace || ready.is_some_and(|c| c.status == "Unknown") {
             return None;
         }
@@ -219,6 +224,9 @@ pub async fn run(
             .map(|l| (l.name_any(), l))
             .collect();
         let all = clusters.state();
+        // silence is judged as of the leases just read: writes for earlier clusters in
+        // this round may take a while, during which later clusters' agents renew
+        let steady = super::steady_now();
         fresh.retain(&all.iter().map(|c| c.name_any()).collect());
         for c in all
             .iter()
@@ -232,8 +240,7 @@ pub async fn run(
                 // the agent may only renew its Lease: put it back if someone deleted it
                 recreate_lease(&hub, &name).await;
             }
-            if let Some(mut unknown) =
-                fresh.verdict(c, lease.map(|l| l.as_ref()), super::steady_now(), &timing)
+            if let Some(mut unknown) = fresh.verdict(c, lease.map(|l| l.as_ref()), steady, &timing)
             {
                 // silence is measured on the steady clock; the API gets wall time
                 unknown.last_transition_time = Time(now);
@@ -259,12 +266,17 @@ pub async fn run(
                 });
                 let (pp, merge) = (PatchParams::default(), Patch::Merge(&patch));
                 let write = api.patch(&name, &pp, &merge);
-                match super::within(super::CALL_TIMEOUT, write).await {
+                match super::call(super::CALL_TIMEOUT, write).await {
                     Ok(_) => {
                         tracing::info!(cluster = %name, taints = ?taints.iter().map(|t| t.key.as_str()).collect::<Vec<_>>(), "cluster taints updated")
                     }
+                    Err(super::CallError::Kube(kube::Error::Api(s))) if s.code == 409 => {
+                        tracing::debug!(cluster = %name, "taint update lost a race; retrying")
+                    }
+                    // refused or unanswered: the scheduler keeps placing on a cluster
+                    // whose taints say nothing of its readiness, so it is said
                     Err(e) => {
-                        tracing::debug!(cluster = %name, error = %e, "taint update lost a race; retrying")
+                        tracing::warn!(cluster = %name, error = %e, "cannot update the cluster's taints (the scheduler does not see its readiness until they are); retrying")
                     }
                 }
             }

@@ -94,6 +94,12 @@ fn a_silent_agent_makes_its_cluster_unknown_after_the_grace_period() {
             Some(conditions::REASON_CLUSTER_STATUS_NEVER_UPDATED),
         ),
         (
+            "created ahead of this clock (a skew): no silence yet, not 300 s of it",
+            cluster("Pull", None),
+            vec![(-300, None)],
+            None,
+        ),
+        (
             "already Unknown: not posted again",
             cluster("Pull", Some(("Unknown", "ClusterStatusUnknown", 5))),
             vec![(10, Some(1)), (200, Some(1))],
