@@ -52,7 +52,7 @@ pub async fn cut_off(
             hub_client.clone(),
             hub_endpoint.clone(),
             &name,
-            &causeway_e2e::access(m),
+            &causeway_e2e::member(m).await,
             &opts,
         )
         .await

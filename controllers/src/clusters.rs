@@ -20,12 +20,12 @@ mod testing;
 pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `fut` within `limit`, with a timeout reported as an error like any other.
-pub async fn within<T, E: std::fmt::Display>(
+pub async fn within<T, E: std::fmt::Display + 'static>(
     limit: std::time::Duration,
     fut: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, String> {
     match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
+        Ok(r) => r.map_err(|e| causeway_runtime::say::display(&e)),
         Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
     }
 }
@@ -44,7 +44,7 @@ impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallError::TimedOut(d) => write!(f, "no answer within {} ms", d.as_millis()),
-            CallError::Kube(e) => write!(f, "{e}"),
+            CallError::Kube(e) => f.write_str(&causeway_runtime::say::kube(e)),
         }
     }
 }

@@ -161,7 +161,11 @@ struct UnjoinArgs {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    causeway_runtime::say::exit("causeway", run().await)
+}
+
+async fn run() -> anyhow::Result<()> {
     match Args::parse().command {
         Command::Crds(args) => crds_cmd::run(args).await,
         Command::Controller(args) => {

@@ -118,7 +118,12 @@ pub struct AgentArgs {
 }
 
 pub async fn register(args: RegisterArgs) -> anyhow::Result<()> {
-    let member = join::member_access(&args.kubeconfig, args.context.as_deref())?;
+    // the agent's kubeconfig is written after everything else: a path it cannot be
+    // written to is said before anything changes
+    if let Some(path) = &args.agent_kubeconfig_out {
+        causeway_runtime::files::check_writable(path).context("--agent-kubeconfig-out")?;
+    }
+    let member = join::Member::from_kubeconfig(&args.kubeconfig, args.context.as_deref()).await?;
     let (hub, hub_endpoint) =
         register::hub_admin(&args.hub_kubeconfig, args.hub_context.as_deref()).await?;
     let opts = register::RegisterOptions {
@@ -135,20 +140,19 @@ pub async fn register(args: RegisterArgs) -> anyhow::Result<()> {
         member_context: args.context.clone(),
     };
     let done = register::register(hub, hub_endpoint, &args.name, &member, &opts).await?;
+    // it holds the agent's token: the user's alone
     if let Some(path) = &args.agent_kubeconfig_out {
-        std::fs::write(path, &done.agent_kubeconfig)
-            .with_context(|| format!("writing {}", path.display()))?;
+        causeway_runtime::files::write_atomic(path, done.agent_kubeconfig.as_bytes(), 0o600)?;
     }
     println!("{}", done.message);
     Ok(())
 }
 
 pub async fn unregister(args: UnregisterArgs) -> anyhow::Result<()> {
-    let member = args
-        .kubeconfig
-        .as_deref()
-        .map(|k| join::member_access(k, args.context.as_deref()))
-        .transpose()?;
+    let member = match args.kubeconfig.as_deref() {
+        Some(k) => Some(join::Member::from_kubeconfig(k, args.context.as_deref()).await?),
+        None => None,
+    };
     let hub = args.hub.client().await?;
     println!(
         "{}",

@@ -249,7 +249,10 @@ pub async fn run(args: RolloutArgs) -> anyhow::Result<()> {
             // ones are retried until --timeout, as kubectl retries its watch
             Err(e) if first => return Err(e),
             Err(e) => {
-                let m = format!("reading the hub failed, retrying: {e:#}");
+                let m = format!(
+                    "reading the hub failed, retrying: {}",
+                    causeway_runtime::say::error(&e)
+                );
                 if m != said {
                     eprintln!("{describe}: {m}");
                     said = m;

@@ -109,7 +109,9 @@ async fn pull_member() -> Pull {
         h.clone(),
         endpoint(&hub),
         "west",
-        &access(&west),
+        &causeway_controllers::clusters::join::Member::from_access(&access(&west))
+            .await
+            .unwrap(),
         &RegisterOptions {
             token_seconds: 3600,
             ..Default::default()

@@ -74,7 +74,11 @@ struct Args {
     log: causeway_runtime::log::LogArgs,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    causeway_runtime::say::exit("causeway-dns", start())
+}
+
+fn start() -> anyhow::Result<()> {
     let args = Args::parse();
     // Logs go to stderr, coloured only when it is a terminal (not in files or pipes).
     args.log.init("info")?;

@@ -447,6 +447,13 @@ pub fn access(s: &Server) -> causeway_controllers::clusters::join::MemberAccess 
     }
 }
 
+/// A member server as `causeway register` reaches it (its admin's token).
+pub async fn member(s: &Server) -> causeway_controllers::clusters::join::Member {
+    causeway_controllers::clusters::join::Member::from_access(&access(s))
+        .await
+        .expect("a client for the member")
+}
+
 /// Where a Pull agent reaches a hub server (its URL and CA).
 pub fn hub_endpoint(s: &Server) -> causeway_controllers::clusters::register::HubEndpoint {
     causeway_controllers::clusters::register::HubEndpoint {

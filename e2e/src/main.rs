@@ -53,8 +53,9 @@ struct UpArgs {
     /// others join in push mode.
     #[arg(long, value_delimiter = ',')]
     pull: Vec<String>,
-    /// Give every cluster an IPv6 service CIDR as well (dual-stack Services).
-    #[arg(long)]
+    /// Give every cluster an IPv6 service CIDR as well (dual-stack Services; not with
+    /// --service-proxy, whose addresses are IPv4 loopback ones).
+    #[arg(long, conflicts_with = "service_proxy")]
     dual_stack: bool,
     /// Serve the hub on this port and the members on the next ones (127.0.0.1); 0 picks free ports.
     #[arg(long, default_value_t = 0)]
@@ -98,7 +99,11 @@ struct UpArgs {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
+    causeway_runtime::say::exit("causeway-local", run().await)
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Up(args) => up(*args).await,
@@ -106,10 +111,10 @@ async fn main() -> anyhow::Result<()> {
             let dir = std::path::absolute(&args.dir).unwrap_or(args.dir.clone());
             causeway_e2e::pull::request_fault(&dir, &args.cluster, args.fault)?;
             println!(
-                "asked {} to make {} {:?}; watch: kubectl --context hub get clusters -w",
+                "asked the `causeway-local up` using {} to make {} {}; watch it on the hub: kubectl --context <hub> get clusters -w",
                 dir.display(),
                 args.cluster,
-                args.fault
+                args.fault.word()
             );
             Ok(())
         }
@@ -137,6 +142,23 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             args.pods
         );
     }
+    // the search server's kubeconfig and context are named `search`
+    if let Some(n) = std::iter::once(&opts.hub)
+        .chain(&opts.members)
+        .find(|n| *n == "search")
+    {
+        anyhow::bail!(
+            "cluster name \"{n}\" is taken by the search server's kubeconfig and context: name the cluster otherwise"
+        );
+    }
+    for p in &args.pull {
+        if !opts.members.contains(p) {
+            anyhow::bail!(
+                "--pull {p}: no member named {p} (members: {})",
+                opts.members.join(", ")
+            );
+        }
+    }
     let total = 9;
     println!(
         "[1/{total}] starting {} clusters on kubesim",
@@ -149,14 +171,6 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         "[3/{total}] joining the members to the hub ({})",
         opts.members.join(", ")
     );
-    for p in &args.pull {
-        if !opts.members.contains(p) {
-            anyhow::bail!(
-                "--pull {p}: no member named {p} (members: {})",
-                opts.members.join(", ")
-            );
-        }
-    }
     cs.join_all_but(&args.pull).await?;
     cs.create_namespace_everywhere("demo").await?;
     println!("[4/{total}] starting the controller (MCS exporter, aggregator, importer)");
@@ -361,7 +375,10 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     println!(
         "  # policies the hub would mark Valid=False are refused at apply, naming each field to fix:"
     );
-    println!("  kubectl --context hub apply -f examples/admission/refused-policies.yaml");
+    println!(
+        "  kubectl --context {} apply -f examples/admission/refused-policies.yaml",
+        opts.hub
+    );
     println!("  # search: the demo's Pods in every member, one query (CLUSTER column)");
     println!("  kubectl --context search get pods -n demo -l app=shop");
     println!("  kubectl --context search get pods -A -w   # every member's changes, one watch");
@@ -383,11 +400,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         );
     }
     let faults_dir = dir.clone();
-    let _ = std::fs::remove_dir_all(
-        causeway_e2e::pull::fault_file(&faults_dir, "x")
-            .parent()
-            .unwrap(),
-    );
+    causeway_e2e::pull::forget_faults(&faults_dir);
     println!();
     println!("Press Ctrl-C to stop.");
     let cs = std::sync::Arc::new(cs);
@@ -399,6 +412,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     ));
     causeway_runtime::signal::shutdown_signal().await;
     println!("stopping...");
+    causeway_e2e::pull::forget_faults(&dir);
     for a in agents.iter() {
         a.stop.cancel();
     }

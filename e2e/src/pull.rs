@@ -137,7 +137,7 @@ impl Clusterset {
             client(&self.hub).await?,
             hub_endpoint(&self.hub),
             name,
-            &access(member),
+            &causeway_controllers::clusters::join::Member::from_access(&access(member)).await?,
             &RegisterOptions {
                 hub_endpoint: Some(format!("{scheme}://{}", link.addr)),
                 token_seconds: 365 * 24 * 3600,
@@ -220,13 +220,30 @@ pub fn request_fault(dir: &Path, cluster: &str, fault: Fault) -> anyhow::Result<
     }
     let path = fault_file(dir, cluster);
     std::fs::create_dir_all(path.parent().context("fault dir")?)?;
-    let word = match fault {
-        Fault::Unreachable => "unreachable",
-        Fault::NotReady => "not-ready",
-        Fault::Ok => "ok",
-    };
-    std::fs::write(&path, word).with_context(|| format!("writing {}", path.display()))?;
+    // written whole, then renamed: `up` never reads a half-written request
+    let tmp = path.with_file_name(format!(".{cluster}.tmp"));
+    std::fs::write(&tmp, fault.word()).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+impl Fault {
+    /// The word `causeway-local fault` takes for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Fault::Unreachable => "unreachable",
+            Fault::NotReady => "not-ready",
+            Fault::Ok => "ok",
+        }
+    }
+}
+
+/// Removes what `up` wrote for `causeway-local fault` (at its stop: a later `fault`
+/// says no `up` runs, not that it asked one).
+pub fn forget_faults(dir: &Path) {
+    if let Some(d) = fault_file(dir, "x").parent() {
+        let _ = std::fs::remove_dir_all(d);
+    }
 }
 
 /// Applies the fault requests found under `dir` every half second, until `stop`.
@@ -252,18 +269,13 @@ pub async fn follow_faults(
                 continue;
             }
             let agent = agents.iter().find(|a| a.name == name);
-            match (word.as_str(), agent) {
-                ("unreachable", Some(a)) => a.link.set_cut(true),
-                ("unreachable", None) => m.faults().set_drop_connections(true),
-                ("not-ready", _) => m.faults().set_not_ready(true),
-                _ => {
-                    m.faults().set_drop_connections(false);
-                    m.faults().set_not_ready(false);
-                    if let Some(a) = agent {
-                        a.link.set_cut(false);
-                    }
-                }
+            // each word is the member's whole state: it replaces the one before
+            let unreachable = word == "unreachable";
+            match agent {
+                Some(a) => a.link.set_cut(unreachable),
+                None => m.faults().set_drop_connections(unreachable),
             }
+            m.faults().set_not_ready(word == "not-ready");
             // stdout may be gone (a closed pipe): the fault still applies
             let _ = writeln!(std::io::stdout(), "fault: {name} is now {word}");
             applied.insert(name, word);

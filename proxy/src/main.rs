@@ -56,16 +56,16 @@ struct Args {
     #[arg(long, requires = "default_cert")]
     default_key: Option<PathBuf>,
     /// Upstream connect timeout (annotation causeway.io/connect-timeout overrides).
-    #[arg(long, default_value = "2s", value_parser = duration)]
+    #[arg(long, default_value = "2s", value_parser = positive_duration)]
     connect_timeout: Duration,
     /// Time until the upstream response head (annotation causeway.io/request-timeout overrides).
-    #[arg(long, default_value = "30s", value_parser = duration)]
+    #[arg(long, default_value = "30s", value_parser = positive_duration)]
     request_timeout: Duration,
     /// Idle time after which pooled upstream connections close (causeway.io/idle-timeout
     /// overrides). Keep it below the backends' own keep-alive timeout (Node.js and Apache
     /// 5 s, nginx 75 s): a request sent just as the backend closes an idle connection
     /// fails, and a POST cannot be resent.
-    #[arg(long, default_value = "4s", value_parser = duration)]
+    #[arg(long, default_value = "4s", value_parser = positive_duration)]
     idle_timeout: Duration,
     /// Longest wait for the next bytes of a response body once its head has arrived
     /// (as nginx's proxy_read_timeout): an upstream silent longer mid-body has the
@@ -79,7 +79,7 @@ struct Args {
     retries: u32,
     /// Time a client has to send its request head (and finish the TLS handshake); idle
     /// keep-alive connections are closed after it too.
-    #[arg(long, default_value = "10s", value_parser = duration)]
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
     header_read_timeout: Duration,
     /// Largest accepted request head in bytes.
     #[arg(long, default_value_t = 64 * 1024)]
@@ -119,13 +119,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> std::process::ExitCode {
     no_transparent_huge_pages();
     let args = Args::parse();
-    match runtime(args.worker_threads).and_then(|rt| rt.block_on(run(args))) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("causeway-proxy: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    let r = runtime(args.worker_threads).and_then(|rt| rt.block_on(run(args)));
+    causeway_runtime::say::exit("causeway-proxy", r)
 }
 
 /// Keeps the proxy's heap in 4 KiB pages. mimalloc reserves its arenas with
@@ -250,7 +245,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn read_timeout_is_a_positive_duration() {
+    fn timeouts_are_positive_durations() {
         use clap::CommandFactory;
         Args::command().debug_assert();
         assert_eq!(positive_duration("300ms"), Ok(Duration::from_millis(300)));
@@ -261,5 +256,17 @@ mod tests {
         let args = Args::try_parse_from(["causeway-proxy", "--read-timeout", "5m"]).unwrap();
         assert_eq!(args.read_timeout, Duration::from_secs(300));
         assert!(Args::try_parse_from(["causeway-proxy", "--read-timeout", "0s"]).is_err());
+        // a zero timeout would fail every request (or connection): refused, as the
+        // annotations that override them refuse it
+        for flag in [
+            "--connect-timeout",
+            "--request-timeout",
+            "--idle-timeout",
+            "--header-read-timeout",
+        ] {
+            let e = Args::try_parse_from(["causeway-proxy", flag, "0s"]).unwrap_err();
+            assert!(e.to_string().contains("zero"), "{flag}: {e}");
+            assert!(Args::try_parse_from(["causeway-proxy", flag, "1s"]).is_ok());
+        }
     }
 }

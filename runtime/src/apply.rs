@@ -23,7 +23,7 @@ use causeway_crds::well_known::FIELD_MANAGER;
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     /// The API server refused or failed.
-    #[error("{verb} {kind} {namespace}/{name}: {source}")]
+    #[error("{verb} {kind} {namespace}/{name}: {}", crate::say::kube(source))]
     Kube {
         /// apply, delete, status.
         verb: &'static str,

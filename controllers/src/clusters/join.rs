@@ -28,10 +28,97 @@ pub struct MemberAccess {
     pub token: String,
 }
 
+/// A member reached with whatever credentials its kubeconfig holds (a token, a client
+/// certificate, an exec plugin), with its API server URL and CA: for commands that act
+/// on the member themselves and hand the hub none of these credentials (`causeway
+/// register` and `unregister`, pull mode).
+#[derive(Clone)]
+pub struct Member {
+    /// The client, as kubectl would reach the member with that kubeconfig.
+    pub client: kube::Client,
+    /// API server URL.
+    pub server: String,
+    /// CA bundle (PEM), if the kubeconfig has one.
+    pub ca_pem: Option<String>,
+}
+
+impl Member {
+    /// The member of a kubeconfig's context (the current one when `context` is None).
+    pub async fn from_kubeconfig(
+        kubeconfig: &Path,
+        context: Option<&str>,
+    ) -> anyhow::Result<Member> {
+        let kc = read_kubeconfig(kubeconfig)?;
+        let (_, _, server, ca_pem) = endpoint_of(&kc, kubeconfig, context)?;
+        let cfg = causeway_runtime::client::Source {
+            kubeconfig: Some(kubeconfig),
+            context,
+            kubeconfig_flag: "--kubeconfig",
+            context_flag: "--context",
+        }
+        .config()
+        .await?;
+        let client = kube::Client::try_from(cfg).context("building the member's client")?;
+        Ok(Member {
+            client,
+            server,
+            ca_pem,
+        })
+    }
+
+    /// The member that bearer-token credentials reach.
+    pub async fn from_access(access: &MemberAccess) -> anyhow::Result<Member> {
+        Ok(Member {
+            client: client_for(access).await?,
+            server: access.server.clone(),
+            ca_pem: access.ca_pem.clone(),
+        })
+    }
+}
+
+fn read_kubeconfig(kubeconfig: &Path) -> anyhow::Result<Kubeconfig> {
+    Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))
+}
+
 /// Reads server, CA and token of a context (the current one when `context` is None).
 pub fn member_access(kubeconfig: &Path, context: Option<&str>) -> anyhow::Result<MemberAccess> {
-    let kc = Kubeconfig::read_from(kubeconfig)
-        .with_context(|| format!("reading kubeconfig {}", kubeconfig.display()))?;
+    let kc = read_kubeconfig(kubeconfig)?;
+    let (ctx_name, user, server, ca_pem) = endpoint_of(&kc, kubeconfig, context)?;
+    let auth = kc
+        .auth_infos
+        .iter()
+        .find(|a| a.name == user)
+        .and_then(|a| a.auth_info.clone())
+        .with_context(|| format!("user {user} of context {ctx_name} not found"))?;
+    let token = match (&auth.token, &auth.token_file) {
+        (Some(t), _) => {
+            use secrecy::ExposeSecret;
+            t.expose_secret().to_string()
+        }
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .with_context(|| format!("reading tokenFile {f}"))?
+            .trim()
+            .to_string(),
+        _ => bail!(
+            "user {user} of context {ctx_name} in the member kubeconfig {} has no bearer token (token or tokenFile): the hub keeps a push member's token to reach it, and client certificates and exec plugins cannot be handed over; give a kubeconfig with a ServiceAccount token for Causeway (`kubectl create token`), or register the member in pull mode (`causeway register`, which takes any credentials)",
+            kubeconfig.display()
+        ),
+    };
+    Ok(MemberAccess {
+        server,
+        ca_pem,
+        token,
+    })
+}
+
+/// The context's name, user, server URL and CA (PEM) in `kc` (read from `kubeconfig`),
+/// refusing connection settings the hub would not carry over.
+fn endpoint_of(
+    kc: &Kubeconfig,
+    kubeconfig: &Path,
+    context: Option<&str>,
+) -> anyhow::Result<(String, String, String, Option<String>)> {
     let ctx_name = match context {
         Some(c) => c.to_string(),
         None => kc
@@ -85,31 +172,7 @@ pub fn member_access(kubeconfig: &Path, context: Option<&str>) -> anyhow::Result
         (None, None) => None,
     };
     let user = ctx.user.clone().unwrap_or_default();
-    let auth = kc
-        .auth_infos
-        .iter()
-        .find(|a| a.name == user)
-        .and_then(|a| a.auth_info.clone())
-        .with_context(|| format!("user {user} of context {ctx_name} not found"))?;
-    let token = match (&auth.token, &auth.token_file) {
-        (Some(t), _) => {
-            use secrecy::ExposeSecret;
-            t.expose_secret().to_string()
-        }
-        (None, Some(f)) => std::fs::read_to_string(f)
-            .with_context(|| format!("reading tokenFile {f}"))?
-            .trim()
-            .to_string(),
-        _ => bail!(
-            "user {user} of context {ctx_name} in the member kubeconfig {} has no bearer token (token or tokenFile); client certificates and exec plugins are not supported for members yet",
-            kubeconfig.display()
-        ),
-    };
-    Ok(MemberAccess {
-        server,
-        ca_pem,
-        token,
-    })
+    Ok((ctx_name, user, server, ca_pem))
 }
 
 /// Pure: refuses the connection settings of a member kubeconfig cluster (`cluster`,

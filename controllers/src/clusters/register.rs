@@ -19,7 +19,7 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Value, json};
 
 use super::join::{
-    Identity, MemberAccess, client_for, credentials_secret, identify, kubeconfig_for,
+    Identity, Member, MemberAccess, credentials_secret, identify, kubeconfig_for,
     store_credentials, write_cluster,
 };
 use super::membership::CLUSTERSET_CONFIGMAP;
@@ -457,20 +457,21 @@ pub fn check_token_seconds(seconds: i64) -> anyhow::Result<()> {
 }
 
 /// Registers `name` in pull mode: `hub` is the admin's hub client and `hub_endpoint`
-/// where the agent reaches the hub, `member` the member's credentials.
+/// where the agent reaches the hub, `member` the member (reached with the admin's own
+/// credentials, which the hub is not given).
 pub async fn register(
     hub: kube::Client,
     hub_endpoint: HubEndpoint,
     name: &str,
-    member_access: &MemberAccess,
+    member_at: &Member,
     opts: &RegisterOptions,
 ) -> anyhow::Result<Registered> {
     check_token_seconds(opts.token_seconds)?;
-    let member = client_for(member_access).await?;
+    let member = member_at.client.clone();
     let Identity { id, uid, version } = identify(
         &hub,
         &member,
-        &member_access.server,
+        &member_at.server,
         name,
         opts.id.as_deref(),
         ClusterSyncMode::Pull,
@@ -530,8 +531,8 @@ pub async fn register(
             server: opts
                 .member_endpoint
                 .clone()
-                .unwrap_or_else(|| member_access.server.clone()),
-            ca_pem: member_access.ca_pem.clone(),
+                .unwrap_or_else(|| member_at.server.clone()),
+            ca_pem: member_at.ca_pem.clone(),
             token,
         };
         store_credentials(&hub, name, &access, &mut spec).await?;
@@ -595,7 +596,7 @@ pub async fn register(
 pub async fn unregister(
     hub: kube::Client,
     name: &str,
-    member: Option<&MemberAccess>,
+    member: Option<&Member>,
     preserve: bool,
     wait: std::time::Duration,
 ) -> anyhow::Result<String> {
@@ -641,8 +642,8 @@ pub async fn unregister(
     } else {
         None
     };
-    let note = if let Some(access) = member {
-        let member = client_for(access).await?;
+    let note = if let Some(member) = member {
+        let member = member.client.clone();
         delete_all(
             &member,
             &[json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": AGENT_SECRET, "namespace": SYSTEM_NAMESPACE}})],

@@ -100,7 +100,8 @@ pub(crate) fn resolve(query: &str, served: &[Kind]) -> Result<Kind, String> {
             q == *n
                 || (!r.group.is_empty() && q == format!("{n}.{}", r.group))
                 || q == format!("{n}.{}.{}", r.version, r.group).trim_end_matches('.')
-        })
+        }) || causeway_runtime::table::columns::short_names(&r.group, &r.plural)
+            .contains(&q.as_str())
     };
     let found: Vec<&Kind> = served.iter().filter(matches).collect();
     found
@@ -110,7 +111,7 @@ pub(crate) fn resolve(query: &str, served: &[Kind]) -> Result<Kind, String> {
         .map(|k| (*k).clone())
         .ok_or_else(|| {
             format!(
-                "the cluster serves no resource type {query:?}: use a kind (Deployment), its plural (deployments) or plural.group (deployments.apps); `kubectl api-resources` lists them"
+                "the cluster serves no resource type {query:?}: use a kind (Deployment), its plural (deployments), its short name (deploy) or plural.group (deployments.apps); `kubectl api-resources` lists them"
             )
         })
 }

@@ -64,6 +64,11 @@ fn kinds_resolve_like_kubectl() {
         ("deployment.apps", Some(("apps", "Deployment"))),
         ("deployments.v1.apps", Some(("apps", "Deployment"))),
         ("configmaps.v1", Some(("", "ConfigMap"))),
+        // kube-apiserver's short names, as kubectl takes them
+        ("deploy", Some(("apps", "Deployment"))),
+        ("cm", Some(("", "ConfigMap"))),
+        ("ev", Some(("", "Event"))),
+        ("sts", None),
         (
             "clusterrole",
             Some(("rbac.authorization.k8s.io", "ClusterRole")),

@@ -354,6 +354,32 @@ fn causeway_local_rejects_bad_flags_with_a_clear_message() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("unique"));
+    // refused before any cluster starts: a name the search server's context has, a
+    // pull member that is not a member, and dual-stack addresses the service proxy
+    // cannot give
+    for (args, says) in [
+        (&["up", "--members", "east,search"][..], "search server"),
+        (
+            &["up", "--members", "east", "--pull", "west"][..],
+            "--pull west",
+        ),
+        (
+            &["up", "--dual-stack", "--service-proxy"][..],
+            "--service-proxy",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            !String::from_utf8_lossy(&o.stdout).contains("starting"),
+            "{args:?} refused before anything starts"
+        );
+    }
     let o = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
         .args(["up", "--help"])
         .output()

@@ -65,7 +65,7 @@ fn a_pull_member_coexists_with_push_members_and_faults_show_in_kubectl() {
         dir.path(),
         log.as_file(),
     );
-    let _stop = Stop(child);
+    let mut stop = Stop(child);
     let printed = out.join("\n");
     assert!(printed.contains("west: pull mode"), "{printed}");
     assert!(printed.contains("fault west unreachable"), "{printed}");
@@ -137,6 +137,39 @@ fn a_pull_member_coexists_with_push_members_and_faults_show_in_kubectl() {
         "east v1.33.0 Push True\nnorth v1.33.0 Push True\nwest v1.33.0 Pull True",
         "recovered",
     );
+    // each fault is the member's whole state: not-ready after unreachable is reachable
+    // and not ready, not both
+    let east_reason = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let o = Command::new(&kubectl)
+                .env("KUBECONFIG", &merged)
+                .args([
+                    "--context",
+                    "hub",
+                    "get",
+                    "cluster",
+                    "east",
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].reason}",
+                ])
+                .output()
+                .unwrap();
+            let got = String::from_utf8_lossy(&o.stdout).into_owned();
+            if got.trim() == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "east's Ready reason: got {got}, want {want}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    fault("east", "unreachable");
+    east_reason("ClusterNotReachable");
+    fault("east", "not-ready");
+    east_reason("ClusterNotReady");
     // a fault for a cluster that does not exist is refused with a reason
     let o = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
         .args(["fault", "nowhere", "ok", "--dir"])
@@ -145,4 +178,26 @@ fn a_pull_member_coexists_with_push_members_and_faults_show_in_kubectl() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no cluster \"nowhere\""));
+    // once `up` stopped (Ctrl-C), a fault says no `up` runs
+    let pid = stop.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stop.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "causeway-local did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_causeway-local"))
+        .args(["fault", "east", "ok", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no running `causeway-local up`"), "{err}");
 }

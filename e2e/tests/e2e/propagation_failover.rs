@@ -281,6 +281,39 @@ async fn a_cluster_is_cordoned_drained_and_uncordoned() {
             .await
             .contains("already cordoned")
     );
+    // the hub's refusal (a user RBAC lets read nothing), as its message says it, not
+    // kube-rs's debug form of a Status
+    env.cs.hub.add_token(
+        "nobody-token",
+        kubesim::User {
+            name: "nobody".into(),
+            groups: vec!["system:authenticated".into()],
+            ..Default::default()
+        },
+    );
+    let nobody = env.file(
+        "nobody.kubeconfig",
+        &kubesim::kubeconfig::single(
+            "hub",
+            &env.cs.hub.url(),
+            env.cs.hub.ca_pem(),
+            "nobody-token",
+        ),
+    );
+    let out = std::process::Command::new(crate::propagation_cli::causeway_bin())
+        .args(["cordon", "east", "--hub-kubeconfig", &nobody])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let refused = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && refused.starts_with("causeway: listing the Clusters on the hub: ")
+            && refused.contains("is forbidden")
+            && refused.contains("(HTTP 403, Forbidden)")
+            && !refused.contains("Status {"),
+        "{refused}"
+    );
     let fresh = env.file("fresh.yaml", &app("fresh", 2, divided));
     env.ok(&["apply", "-f", &fresh]).await;
     eventually("fresh only in west", WAIT, || async {

@@ -327,7 +327,7 @@ async fn a_silent_agent_makes_its_cluster_unknown_and_a_new_one_recovers_it() {
         hub.clone(),
         hub_endpoint(&cs.hub),
         "west",
-        &access(cs.member("west").unwrap()),
+        &causeway_e2e::member(cs.member("west").unwrap()).await,
         &RegisterOptions {
             token_seconds: 3600,
             region: Some("eu-west".into()),
@@ -1425,7 +1425,7 @@ async fn register_pull(
         hub.clone(),
         hub_endpoint(&cs.hub),
         name,
-        &access(cs.member(name).unwrap()),
+        &causeway_e2e::member(cs.member(name).unwrap()).await,
         &RegisterOptions {
             token_seconds: 3600,
             ..Default::default()
@@ -1433,4 +1433,83 @@ async fn register_pull(
     )
     .await
     .unwrap()
+}
+
+/// `causeway register` (pull mode) takes the member kubeconfig kind and kubeadm give an
+/// admin, a client certificate: the command reaches the member with it, and the hub is
+/// handed only the member's URL and CA. The agent's kubeconfig (it holds the agent's
+/// token) is written for its user alone; a path it cannot be written to is refused
+/// before anything changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn causeway_register_takes_a_client_certificate_kubeconfig() {
+    use std::os::unix::fs::PermissionsExt;
+    let cs = start(&["west"]).await;
+    let west = cs.member("west").unwrap();
+    let cert = west
+        .issue_client_cert(&kubesim::User::admin("kubernetes-admin"))
+        .unwrap();
+    let b64 = |s: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let member_kc = dir.path().join("west.kubeconfig");
+    let kc = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kind-west",
+        "clusters": [{"name": "kind-west", "cluster": {
+            "server": west.url(),
+            "certificate-authority-data": b64(west.ca_pem().unwrap())}}],
+        "users": [{"name": "kind-west", "user": {
+            "client-certificate-data": b64(&cert.cert_pem),
+            "client-key-data": b64(&cert.key_pem)}}],
+        "contexts": [{"name": "kind-west", "context": {"cluster": "kind-west", "user": "kind-west"}}],
+    });
+    std::fs::write(&member_kc, kc.to_string()).unwrap();
+    let hub_kc = dir.path().join("hub.kubeconfig");
+    std::fs::write(
+        &hub_kc,
+        kubesim::kubeconfig::single("hub", &cs.hub.url(), cs.hub.ca_pem(), cs.hub.admin_token()),
+    )
+    .unwrap();
+    let register = |out: &std::path::Path| {
+        std::process::Command::new(crate::propagation_cli::causeway_bin())
+            .arg("register")
+            .arg("west")
+            .arg("--hub-kubeconfig")
+            .arg(&hub_kc)
+            .arg("--kubeconfig")
+            .arg(&member_kc)
+            .arg("--agent-kubeconfig-out")
+            .arg(out)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let hub = client(&cs.hub).await.unwrap();
+    let clusters: Api<Cluster> = Api::all(hub.clone());
+    let o = register(&dir.path().join("missing").join("agent.kubeconfig"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("--agent-kubeconfig-out")
+            && err.contains("cannot write"),
+        "{err}"
+    );
+    assert!(
+        clusters.get_opt("west").await.unwrap().is_none(),
+        "nothing registered"
+    );
+    let out = dir.path().join("agent.kubeconfig");
+    let o = register(&out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the agent's token is its user's alone");
+    let c = clusters.get("west").await.unwrap();
+    assert_eq!(
+        c.spec.kube_system_uid.as_deref(),
+        Some(west.kube_system_uid().as_str())
+    );
+    // no member credentials on the hub (no --search-access)
+    assert!(c.spec.secret_ref.is_none(), "{:?}", c.spec);
+    cs.shutdown();
 }

@@ -13,7 +13,7 @@ use causeway_crds::exported_service::ExportedService;
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::mcs::v1beta1::ServiceImport;
 use causeway_crds::well_known::labels;
-use causeway_e2e::{Options, access, hub_endpoint};
+use causeway_e2e::{Options, hub_endpoint};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
@@ -86,7 +86,7 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
         m.hub.clone(),
         hub_endpoint(&m.cs.hub),
         "west",
-        &access(west),
+        &causeway_e2e::member(west).await,
         &RegisterOptions {
             id: Some("west.example".into()),
             token_seconds: 3600,

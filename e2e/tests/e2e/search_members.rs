@@ -204,7 +204,7 @@ async fn search_reads_push_and_pull_members_with_least_privilege() {
         hub.clone(),
         hub_endpoint(&env.cs.hub),
         "west",
-        &access(env.cs.member("west").unwrap()),
+        &causeway_e2e::member(env.cs.member("west").unwrap()).await,
         &RegisterOptions {
             token_seconds: 3600,
             ..Default::default()

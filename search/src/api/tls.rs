@@ -63,17 +63,7 @@ pub fn load(
 }
 
 fn write(p: &Path, content: &str, mode: u32) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(p)
-        .with_context(|| format!("writing {}", p.display()))?;
-    f.write_all(content.as_bytes())
-        .with_context(|| format!("writing {}", p.display()))
+    causeway_runtime::files::write_atomic(p, content.as_bytes(), mode)
 }
 
 /// A fresh CA and a serving certificate it signed.
