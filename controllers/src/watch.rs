@@ -46,6 +46,20 @@ pub fn service_key<K: kube::ResourceExt>(o: &K) -> Option<ServiceKey> {
     Some((ns, svc))
 }
 
+/// The service of a user's object named after its Service (a ServiceExport, the
+/// Service itself): its own namespace and name, whatever labels it carries. A
+/// `kubernetes.io/service-name` a user put on a ServiceExport must not move it to
+/// another service's rounds (where its own service's would find no export, and
+/// withdraw it from the hub).
+pub fn own_key<K: kube::ResourceExt>(o: &K) -> Option<ServiceKey> {
+    Some(key(o))
+}
+
+/// [`own_key`] for [`causeway_runtime::reflect::cache`].
+pub fn by_own_name<K: kube::ResourceExt>() -> Option<reflect::KeyOf<K>> {
+    Some(own_key::<K>)
+}
+
 /// `(namespace, name)` of an object.
 pub fn key<K: kube::ResourceExt>(o: &K) -> (String, String) {
     (o.namespace().unwrap_or_default(), o.name_any())

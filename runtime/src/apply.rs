@@ -240,6 +240,19 @@ where
     ensure_owning(api, desired, actual, &[]).await
 }
 
+/// Whether `have` holds `want` ([`contains`]) and, at the fields `owned` (top-level or
+/// dotted paths), nothing `want` leaves out: what [`ensure_owning`] finds already
+/// applied (labels and annotations aside).
+pub fn holds_owning(have: &Value, want: &Value, owned: &[&str]) -> bool {
+    let at = |v: &Value, k: &str| v.pointer(&format!("/{}", k.replace('.', "/"))).cloned();
+    let nothing_more = owned.iter().all(|k| match (at(have, k), at(want, k)) {
+        (Some(h), Some(w)) => contains(&w, &h),
+        (Some(h), None) => h.is_null() || h.as_object().is_some_and(|m| m.is_empty()),
+        _ => true,
+    });
+    contains(have, want) && nothing_more
+}
+
 /// [`ensure`], where the fields `owned` (top-level such as `spec`, or dotted paths such
 /// as `spec.trafficDistribution`) are Causeway's alone:
 /// `actual` must also hold nothing there that `desired` leaves out (an optional field
@@ -261,13 +274,7 @@ where
     let kind = kind_of::<K>(&want);
     if let Some(a) = actual {
         let have = serde_json::to_value(a).map_err(|e| ApplyError::Serialize(name.clone(), e))?;
-        let at = |v: &Value, k: &str| v.pointer(&format!("/{}", k.replace('.', "/"))).cloned();
-        let nothing_more = owned.iter().all(|k| match (at(&have, k), at(&want, k)) {
-            (Some(h), Some(w)) => contains(&w, &h),
-            (Some(h), None) => h.is_null() || h.as_object().is_some_and(|m| m.is_empty()),
-            _ => true,
-        });
-        if contains(&have, &want) && nothing_more && !owned_metadata_left_out(&have, &want) {
+        if holds_owning(&have, &want, owned) && !owned_metadata_left_out(&have, &want) {
             return Ok(Outcome::Unchanged);
         }
     }
@@ -454,6 +461,43 @@ mod tests {
         for (desired, want) in cases {
             assert_eq!(contains(&actual, &desired), want, "{desired}");
         }
+    }
+
+    /// At the owned fields nothing more than desired is held: an endpoint's `hints`
+    /// the source dropped, or a `ready: false` it left unset, is not "applied".
+    #[test]
+    fn holds_owning_table() {
+        let have = json!({"metadata": {"labels": {"x": "1"}}, "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": false},
+                "hints": {"forZones": [{"name": "a"}]}}]});
+        let owned = &["endpoints", "ports"];
+        let cases = [
+            (
+                json!({"endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": false},
+                "hints": {"forZones": [{"name": "a"}]}}]}),
+                true,
+            ),
+            (
+                json!({"endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": false}}]}),
+                false,
+            ),
+            (
+                json!({"endpoints": [{"addresses": ["10.0.0.1"], "conditions": {},
+                "hints": {"forZones": [{"name": "a"}]}}]}),
+                false,
+            ),
+            // outside the owned fields, more is fine
+            (
+                json!({"endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": false},
+                "hints": {"forZones": [{"name": "a"}]}}], "metadata": {}}),
+                true,
+            ),
+        ];
+        for (want, held) in &cases {
+            assert_eq!(holds_owning(&have, want, owned), *held, "{want}");
+        }
+        // where plain containment says "applied"
+        assert!(contains(&have, &cases[1].0) && contains(&have, &cases[2].0));
     }
 
     /// A namespace whose content is still being removed answers a second DELETE with

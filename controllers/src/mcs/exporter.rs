@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::service_keys;
 use crate::metrics::Metrics;
-use crate::watch::service_key;
 use crate::watch::{ByService, by_service};
+use crate::watch::{by_own_name, key, own_key, service_key};
 use causeway_runtime::apply::{self, Failures};
 use causeway_runtime::reflect::cache;
 use causeway_runtime::reflect::{Dirty, Wake};
@@ -588,7 +588,7 @@ pub async fn run_to(
         wake.clone(),
         stop.clone(),
         "member serviceexports",
-        by_service(),
+        by_own_name(),
     );
     // the member's own Services and slices, not the ones the importer writes there
     let services = cache(
@@ -597,7 +597,7 @@ pub async fn run_to(
         wake.clone(),
         stop.clone(),
         "member services",
-        by_service(),
+        by_own_name(),
     );
     let slices = cache(
         Api::<EndpointSlice>::all(member.clone()),
@@ -679,8 +679,8 @@ pub async fn run_to(
         // every round a part of its services at a time (see `super::ROUND_PART`)
         let keys = match dirty.full {
             true => {
-                let mut all = service_keys(&exports.state());
-                all.extend(service_keys(&services.state()));
+                let mut all: Vec<_> = exports.state().iter().map(|o| key(o.as_ref())).collect();
+                all.extend(services.state().iter().map(|o| key(o.as_ref())));
                 all.extend(service_keys(&slices.state()));
                 all.extend(service_keys(&hub_exported.state()));
                 all.extend(service_keys(&hub_slices.state()));
@@ -705,11 +705,11 @@ pub async fn run_to(
                 .into_iter()
                 .filter(|s| mine(s.labels()))
                 .collect();
-            let exports_now = part.filter(exports.state());
+            let exports_now = part.filter_by(exports.state(), own_key);
             let want = desired(
                 &cluster,
                 &exports_now,
-                &part.filter(services.state()),
+                &part.filter_by(services.state(), own_key),
                 &part.filter(slices.state()),
                 &my_exported,
                 &now,

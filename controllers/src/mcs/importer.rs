@@ -268,10 +268,15 @@ pub fn desired(
             observed_generation: None,
         }];
         conditions.extend(stale.condition(serving, &prev));
+        // a hub slice counts only while its cluster's export is on the hub: one left
+        // behind (a refused delete, a refused export) never serves, not even headless
+        // DNS, which reads the slices' addresses whatever their ports
+        let exports = exports_of.get(&(ns.clone(), name.clone()));
         let hub_slices_of: Vec<&Arc<EndpointSlice>> = all_slices_of
             .iter()
             .copied()
             .filter(|s| !stale.withdrawn(source_cluster(s)))
+            .filter(|s| exports.is_some_and(|es| es.contains_key(source_cluster(s))))
             .collect();
         let st = ServiceImportStatus {
             // one member slice per hub slice (IMP-13)
@@ -304,7 +309,6 @@ pub fn desired(
         // a family with no waypoint (no proxy address of it) keeps its direct endpoints
         let waypointed: BTreeSet<String> =
             waypoints.iter().map(|w| w.address_type.clone()).collect();
-        let exports = exports_of.get(&(ns.clone(), name.clone()));
         let owned: BTreeSet<&Option<String>> = si
             .spec
             .ports

@@ -47,6 +47,99 @@ async fn endpoint_changes_follow_with_their_readiness() {
     );
 }
 
+/// A ServiceExport a user labelled `kubernetes.io/service-name` (a label of
+/// EndpointSlices, meaningless on it) is still the export of the Service of its name:
+/// an endpoint change is carried, and the import is never withdrawn meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_with_a_service_name_label_stays_its_services() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    let ex: ServiceExport = serde_json::from_value(json!({"metadata": {
+        "name": "hello", "labels": {"kubernetes.io/service-name": "elsewhere"}}}))
+    .unwrap();
+    Api::<ServiceExport>::namespaced(m.c(0), &m.ns)
+        .create(&Default::default(), &ex)
+        .await
+        .unwrap();
+    eventually("imported in c1", PRESENT, || async {
+        (m.si(1, "hello").await.is_some() && !m.mcs_slices(1, "hello").await.is_empty())
+            .then_some(())
+    })
+    .await;
+    let api: Api<EndpointSlice> = Api::namespaced(m.c(0), &m.ns);
+    let patch = json!({"endpoints": [{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2"]}]});
+    api.patch(
+        "hello-abc12",
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    eventually("the new endpoint imported", PRESENT, || async {
+        m.mcs_slices(1, "hello")
+            .await
+            .into_iter()
+            .any(|s| s.endpoints.len() == 2)
+            .then_some(())
+    })
+    .await;
+    consistently("still imported", CONSISTENT, || async {
+        m.si(1, "hello").await.is_some()
+            && m.export_condition(0, "hello", "Valid")
+                .await
+                .is_some_and(|c| c.0 == "True")
+    })
+    .await;
+}
+
+/// An endpoint field the member's slice drops (topology hints its EndpointSlice
+/// controller took back) goes from the hub slice and every import too: the member's
+/// endpoints are carried as they are, not merged into what was carried before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_field_the_member_drops_goes_everywhere() {
+    let owned = Mcs::start(&["c0", "c1"], false).await;
+    let m = &owned;
+    m.hello(0, &["10.0.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let api: Api<EndpointSlice> = Api::namespaced(m.c(0), &m.ns);
+    let endpoints = |hints: bool| {
+        let mut e = json!({"addresses": ["10.0.0.1"], "conditions": {"ready": true}});
+        if hints {
+            e["hints"] = json!({"forZones": [{"name": "zone-a"}]});
+        }
+        json!({"endpoints": [e]})
+    };
+    let hinted = |s: &EndpointSlice| s.endpoints.iter().any(|e| e.hints.is_some());
+    api.patch(
+        "hello-abc12",
+        &PatchParams::default(),
+        &Patch::Merge(&endpoints(true)),
+    )
+    .await
+    .unwrap();
+    eventually("the hints imported in c1", PRESENT, || async {
+        m.mcs_slices(1, "hello")
+            .await
+            .iter()
+            .any(hinted)
+            .then_some(())
+    })
+    .await;
+    api.patch(
+        "hello-abc12",
+        &PatchParams::default(),
+        &Patch::Merge(&endpoints(false)),
+    )
+    .await
+    .unwrap();
+    eventually("the hints gone from c1", PRESENT, || async {
+        let slices = m.mcs_slices(1, "hello").await;
+        (!slices.is_empty() && !slices.iter().any(hinted)).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dual_stack_import_gets_an_ip_per_family() {
     let owned = Mcs::start(&["c0", "c1"], true).await;

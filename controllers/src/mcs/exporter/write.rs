@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// The fields of a hub EndpointSlice that are the member's slice's alone.
+const SLICE_FIELDS: &[&str] = &["endpoints", "ports"];
+
 pub(super) async fn publish_events(
     recorder: &kube::runtime::events::Recorder,
     exports: &[Arc<ServiceExport>],
@@ -96,7 +99,7 @@ impl Default for Memos {
     fn default() -> Self {
         Memos {
             exported: apply::Memo::owning(&["spec"]),
-            slices: apply::Memo::owning(&["endpoints", "ports"]),
+            slices: apply::Memo::owning(SLICE_FIELDS),
             status: Default::default(),
         }
     }
@@ -165,11 +168,13 @@ pub(super) async fn write(
         if memo.slices.unchanged(s, actual.map(|a| a.as_ref())) {
             continue;
         }
+        // (the endpoints and ports are the member's alone: a field the member's slice
+        // no longer has goes from the hub's too)
         let unchanged = actual.is_some_and(|a| {
             serde_json::to_value(a.as_ref())
                 .ok()
                 .zip(serde_json::to_value(s).ok())
-                .is_some_and(|(av, sv)| apply::contains(&av, &strip_meta(sv)))
+                .is_some_and(|(av, sv)| apply::holds_owning(&av, &strip_meta(sv), SLICE_FIELDS))
         });
         if unchanged {
             memo.slices.remember(s, actual.map(|a| a.as_ref()));

@@ -338,8 +338,6 @@ fn a_slice_carries_only_the_ports_its_cluster_exports_exactly() {
             Some(json!([{"name": "grpc", "port": 90, "protocol": "TCP"}])),
             &["http"],
         ),
-        // no export (withdrawn, or not seen yet): no port
-        (None, None, &[]),
     ];
     // (west's export alone: while no export has the import's port exactly, the hub import
     // lags a change of the exports and the port goes by name)
@@ -370,6 +368,20 @@ fn a_slice_carries_only_the_ports_its_cluster_exports_exactly() {
         assert_eq!(names("east"), ["http", "grpc"], "west {west:?}");
         assert_eq!(names("west"), *want, "west {west:?}, excluded {excluded:?}");
     }
+    // no export (withdrawn, or not seen yet): no slice at all (not even one without
+    // ports: headless DNS would answer its addresses)
+    let got = import_with(
+        &si,
+        &[slice("east"), slice("west")],
+        &[exported("east", both.clone(), None)],
+        &Staleness::default(),
+        &[],
+    );
+    assert!(
+        got.slices
+            .iter()
+            .all(|s| super::super::source_cluster(s) == "east")
+    );
     // the only exporter moves http to 8080 and grpc loses its appProtocol: until the hub
     // import follows, its ports still reach the cluster by name (none is another's)
     let changed = json!([{"name": "http", "port": 8080}, {"name": "grpc", "port": 90}]);
@@ -1183,4 +1195,46 @@ fn only_an_answer_that_says_no_is_a_refusal_of_the_derived_service() {
     ready_before[0].status = "True".into();
     ready_before[0].reason = "Ready".into();
     assert_eq!(ready(&unanswered_status(st, &ready_before)), ready(st));
+}
+
+/// EXP-1/2: a hub slice whose cluster has no export on the hub (one left behind by a
+/// refused delete, or published while its export was refused) is not imported: not
+/// for a ClusterSetIP import, nor a headless one, whose DNS answers every address of
+/// the member slices whatever their ports; `endpointSliceObjects` says Absent.
+#[test]
+fn slices_of_a_cluster_without_an_export_are_not_imported() {
+    let http = || json!([{"name": "http", "port": 80, "protocol": "TCP"}]);
+    for spec in [json!({}), json!({"type": "Headless"})] {
+        let si = hub_import(spec.clone());
+        let slices = [
+            hub_slice_of("web.east", "east"),
+            hub_slice_of("web.west", "west"),
+        ];
+        let want = import_with(
+            &si,
+            &slices,
+            &[exported("east", http(), None)],
+            &Staleness::default(),
+            &[],
+        );
+        let from: Vec<&str> = want
+            .slices
+            .iter()
+            .map(|s| s.labels()[labels::SOURCE_CLUSTER].as_str())
+            .collect();
+        assert_eq!(from, ["east"], "{spec}");
+        let alone = import_with(
+            &si,
+            &[hub_slice_of("web.west", "west")],
+            &[],
+            &Staleness::default(),
+            &[],
+        );
+        assert!(alone.slices.is_empty(), "{spec}");
+        assert_eq!(
+            alone.imports[0].1.endpoint_slice_objects.as_deref(),
+            Some(values::ENDPOINT_SLICE_OBJECTS_ABSENT),
+            "{spec}"
+        );
+    }
 }
