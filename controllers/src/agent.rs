@@ -250,6 +250,7 @@ pub async fn report_member_unreachable(
         crate::clusters::status::MANAGER,
         &current,
         &body,
+        &[],
     )
     .await;
     match posted {

@@ -246,7 +246,7 @@ pub async fn run(
                 unknown.last_transition_time = Time(now);
                 let body = json!({ "conditions": [unknown] });
                 // refused (409) if the agent posted since this round's read
-                match super::status::post_status(&api, MANAGER, c, &body).await {
+                match super::status::post_status(&api, MANAGER, c, &body, &[]).await {
                     Ok(_) => {
                         tracing::warn!(cluster = %name, reason = %unknown.reason, "cluster status unknown");
                         // the taints follow next round, from the object as written

@@ -120,26 +120,32 @@ pub async fn post_not_ready_on(hub: &kube::Client, current: &Cluster, why: &str)
     );
     let ready = ready_condition(verdict, Some(current), &Time(jiff::Timestamp::now()));
     let body = status_body(&ready, None, None, None, Some(current));
-    if let Err(e) = post_status(&api, MANAGER, current, &body).await {
+    if let Err(e) = post_status(&api, MANAGER, current, &body, &[]).await {
         tracing::debug!(cluster = %name, error = %e, "cannot post Ready=False");
     }
 }
 
+/// The status fields the status loop sets from the member's nodes: one the nodes no
+/// longer say (their region label removed) goes from the status too.
+pub const FROM_THE_NODES: &[&str] = &["region", "zones", "provider"];
+
 /// Posts `body` as the status of Cluster `current` under field `manager`, unless the
-/// status already contains it; refused (409) if the Cluster changed since `current` was
-/// read, so a decision made on a stale read never lands; bounded in time.
+/// status already holds it (and, at the fields `owned`, nothing `body` leaves out);
+/// refused (409) if the Cluster changed since `current` was read, so a decision made
+/// on a stale read never lands; bounded in time.
 pub async fn post_status(
     api: &Api<Cluster>,
     manager: &str,
     current: &Cluster,
     body: &Value,
+    owned: &[&str],
 ) -> Result<apply::Outcome, String> {
     let live = current
         .status
         .as_ref()
         .and_then(|s| serde_json::to_value(s).ok())
         .unwrap_or(Value::Null);
-    if apply::contains(&live, body) {
+    if apply::holds_owning(&live, body, owned) {
         return Ok(apply::Outcome::Unchanged);
     }
     let name = current.metadata.name.as_deref().unwrap_or_default();
@@ -232,7 +238,12 @@ pub async fn run(
                 let before = ready_of(&current).map(|c| c.status.clone());
                 // refused (409) if the monitor wrote in between: the next round decides
                 // again from what it wrote
-                match post_status(&api, MANAGER, &current, &body).await {
+                let owned = if summary.is_some() {
+                    FROM_THE_NODES
+                } else {
+                    &[]
+                };
+                match post_status(&api, MANAGER, &current, &body, owned).await {
                     Ok(apply::Outcome::Written)
                         if before.as_deref() != Some(ready.status.as_str()) =>
                     {

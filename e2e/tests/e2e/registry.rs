@@ -108,6 +108,45 @@ async fn a_push_member_goes_not_ready_is_tainted_and_recovers() {
             .any(|f| f == "causeway.io/cluster-controller"),
         "A.6: the cluster finalizer"
     );
+    // the nodes no longer say their region: neither does the status
+    let member = client(cs.member("east").unwrap()).await.unwrap();
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(member);
+    let label_region = |region: Option<&'static str>| {
+        let nodes = nodes.clone();
+        async move {
+            for n in nodes.list(&Default::default()).await.unwrap() {
+                let label =
+                    json!({"metadata": {"labels": {"topology.kubernetes.io/region": region}}});
+                nodes
+                    .patch(
+                        &n.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&label),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    label_region(None).await;
+    cluster_where(
+        &hub,
+        "east",
+        "east's region gone with the nodes' label",
+        |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| s.region.is_none() && s.zones == ["east-a"])
+        },
+    )
+    .await;
+    label_region(Some("local")).await;
+    cluster_where(&hub, "east", "east's region back", |c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.region.as_deref() == Some("local"))
+    })
+    .await;
 
     let cut = std::time::Instant::now();
     cs.member("east")
@@ -688,7 +727,7 @@ async fn a_status_decided_on_a_stale_read_is_refused() {
         .await
         .unwrap();
     let body = json!({"kubernetesVersion": "v0.0.0-stale"});
-    let err = post_status(&api, "causeway-test", &read, &body)
+    let err = post_status(&api, "causeway-test", &read, &body, &[])
         .await
         .unwrap_err();
     assert!(err.contains("the object has been modified"), "{err}");
@@ -699,7 +738,7 @@ async fn a_status_decided_on_a_stale_read_is_refused() {
         .and_then(|s| s.kubernetes_version.clone());
     assert_ne!(version.as_deref(), Some("v0.0.0-stale"), "nothing landed");
     // from a fresh read it lands
-    post_status(&api, "causeway-test", &now, &body)
+    post_status(&api, "causeway-test", &now, &body, &[])
         .await
         .unwrap();
     let after = api.get("east").await.unwrap();
