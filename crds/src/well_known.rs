@@ -187,6 +187,12 @@ pub mod annotations {
     /// epoch), for the "endpoint change → imported slice written" latency.
     pub const EXPORTED_AT: &str = "causeway.io/exported-at-ms";
 
+    /// On an ExportedService in a Pull member's outbox: what the hub answered when the
+    /// relay published it (or its slices) and the hub refused, set by the relay and
+    /// removed once a write succeeds; the member's agent puts it in the ServiceExport's
+    /// `Ready=False/Failed` (EXP-6).
+    pub const RELAY_REFUSED: &str = "causeway.io/relay-refused";
+
     /// On a Cluster being deleted: "true" leaves what Causeway wrote into the member in
     /// place (`causeway unjoin --preserve`).
     pub const PRESERVE_ON_UNJOIN: &str = "causeway.io/preserve-on-unjoin";

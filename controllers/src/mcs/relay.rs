@@ -381,6 +381,7 @@ pub async fn run(
             &hub_slices_now,
         );
         let mut failures = Failures::new("relay", "");
+        let outbox_exported_now = dirty.filter(outbox_exported.state());
         let mine_exported: Vec<_> = hub_exported_now
             .into_iter()
             .filter(|o| relayed(o.labels()))
@@ -389,7 +390,7 @@ pub async fn run(
             .into_iter()
             .filter(|o| relayed(o.labels()))
             .collect();
-        write::write(
+        let refused = write::write(
             &hub,
             &mut state,
             &want,
@@ -398,6 +399,7 @@ pub async fn run(
             &mut failures,
         )
         .await;
+        write::tell_refusals(&hub, &outbox_exported_now, &refused).await;
         write::report(&recorder, &mut state, &want.ignored, dirty.full).await;
         metrics.observe_reconcile("relay", "", started.elapsed(), failures.count);
         dirty = match wake.after_round(&dirty, &failures.keys, &stop).await {

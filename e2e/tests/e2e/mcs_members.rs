@@ -360,25 +360,7 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
         .replace("causeway:controller", &Default::default(), &role)
         .await
         .unwrap();
-    m.cs.hub.add_token(
-        "weak",
-        kubesim::User {
-            name: "system:serviceaccount:causeway-system:causeway-controller".into(),
-            groups: vec!["system:authenticated".into()],
-            ..Default::default()
-        },
-    );
-    let access = causeway_controllers::clusters::join::MemberAccess {
-        token: "weak".into(),
-        ..causeway_e2e::access(&m.cs.hub)
-    };
-    let ctl =
-        m.cs.start_controller_as(
-            causeway_controllers::clusters::join::client_for(&access)
-                .await
-                .unwrap(),
-        )
-        .unwrap();
+    let ctl = weak_controller(m).await;
     m.hello(0, &["10.0.0.1"]).await;
     m.export(0, "hello", "dummy-label").await;
     let (status, reason, message) = eventually("Ready=False/Failed", PRESENT, || async {
@@ -435,55 +417,11 @@ async fn an_export_the_hub_refuses_is_ready_false_failed_with_the_reason() {
 /// the right is back the slices are written and the export is Ready=True again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_export_whose_hub_slices_the_hub_refuses_is_ready_false_failed() {
-    use k8s_openapi::api::rbac::v1::ClusterRole;
     let owned = under_hub_rbac().await;
     let m = &owned;
     // take away only the controller's right to create EndpointSlices
-    let roles: Api<ClusterRole> = Api::all(m.hub.clone());
-    let slices_may_create = |create: bool| {
-        let roles = roles.clone();
-        async move {
-            let mut role = roles.get("causeway:controller").await.unwrap();
-            let mut found = false;
-            for r in role.rules.as_mut().unwrap() {
-                if r.resources
-                    .as_ref()
-                    .is_some_and(|res| res.iter().any(|x| x == "endpointslices"))
-                {
-                    found = true;
-                    r.verbs.retain(|v| v != "create");
-                    if create {
-                        r.verbs.push("create".into());
-                    }
-                }
-            }
-            assert!(found, "deploy/rbac/hub.yaml grants endpointslices");
-            roles
-                .replace("causeway:controller", &Default::default(), &role)
-                .await
-                .unwrap();
-        }
-    };
-    slices_may_create(false).await;
-    m.cs.hub.add_token(
-        "weak",
-        kubesim::User {
-            name: "system:serviceaccount:causeway-system:causeway-controller".into(),
-            groups: vec!["system:authenticated".into()],
-            ..Default::default()
-        },
-    );
-    let access = causeway_controllers::clusters::join::MemberAccess {
-        token: "weak".into(),
-        ..causeway_e2e::access(&m.cs.hub)
-    };
-    let ctl =
-        m.cs.start_controller_as(
-            causeway_controllers::clusters::join::client_for(&access)
-                .await
-                .unwrap(),
-        )
-        .unwrap();
+    slices_may_create(&m.hub, false).await;
+    let ctl = weak_controller(m).await;
     m.hello(0, &["10.0.0.1"]).await;
     m.export(0, "hello", "dummy-label").await;
     let ns = m.ns.clone();
@@ -520,7 +458,7 @@ async fn an_export_whose_hub_slices_the_hub_refuses_is_ready_false_failed() {
             .items
             .is_empty()
     );
-    slices_may_create(true).await;
+    slices_may_create(&m.hub, true).await;
     eventually(
         "Ready=True/Exported once the hub takes the slices",
         PRESENT,
@@ -799,12 +737,70 @@ async fn exports_come_back_after_their_hub_namespace_is_deleted() {
 
 /// One member c0, its controller stopped, and deploy/rbac/hub.yaml applied to the hub
 /// with kubectl (for tests that take one right away from the controller's role).
-async fn under_hub_rbac() -> Mcs {
-    let opts = causeway_e2e::Options {
-        members: vec!["c0".into()],
-        ..Default::default()
+/// Gives (or takes away) the hub controller's right to create EndpointSlices
+/// (`causeway:controller`, as `deploy/rbac/hub.yaml` makes it).
+pub(crate) async fn slices_may_create(hub: &kube::Client, create: bool) {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+    let roles: Api<ClusterRole> = Api::all(hub.clone());
+    let mut role = roles.get("causeway:controller").await.unwrap();
+    let mut found = false;
+    for r in role.rules.as_mut().unwrap() {
+        if r.resources
+            .as_ref()
+            .is_some_and(|res| res.iter().any(|x| x == "endpointslices"))
+        {
+            found = true;
+            r.verbs.retain(|v| v != "create");
+            if create {
+                r.verbs.push("create".into());
+            }
+        }
+    }
+    assert!(found, "deploy/rbac/hub.yaml grants endpointslices");
+    roles
+        .replace("causeway:controller", &Default::default(), &role)
+        .await
+        .unwrap();
+}
+
+/// The hub controller, started as its ServiceAccount (what `deploy/rbac/hub.yaml`
+/// grants it, not an admin's rights).
+pub(crate) async fn weak_controller(m: &Mcs) -> causeway_e2e::Controller {
+    m.cs.hub.add_token(
+        "weak",
+        kubesim::User {
+            name: "system:serviceaccount:causeway-system:causeway-controller".into(),
+            groups: vec!["system:authenticated".into()],
+            ..Default::default()
+        },
+    );
+    let access = causeway_controllers::clusters::join::MemberAccess {
+        token: "weak".into(),
+        ..causeway_e2e::access(&m.cs.hub)
     };
-    let mut owned = Mcs::start_with(opts, 1).await;
+    m.cs.start_controller_as(
+        causeway_controllers::clusters::join::client_for(&access)
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+async fn under_hub_rbac() -> Mcs {
+    under_hub_rbac_with(
+        causeway_e2e::Options {
+            members: vec!["c0".into()],
+            ..Default::default()
+        },
+        1,
+    )
+    .await
+}
+
+/// [`Mcs::start_with`], its controller stopped and `deploy/rbac/hub.yaml` applied to
+/// the hub (for [`weak_controller`]).
+pub(crate) async fn under_hub_rbac_with(opts: causeway_e2e::Options, join: usize) -> Mcs {
+    let mut owned = Mcs::start_with(opts, join).await;
     owned.stop_controller().await;
     let dir = tempfile::tempdir().unwrap();
     let kc = owned.cs.write_kubeconfigs(dir.path()).unwrap();

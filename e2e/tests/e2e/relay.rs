@@ -309,3 +309,72 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
         "the mismatched object is not published"
     );
 }
+
+/// EXP-6 for a Pull member: what the hub refuses when the relay publishes the agent's
+/// export (here the controller may not create EndpointSlices) shows on the member's
+/// ServiceExport as `Ready=False/Failed` with the hub's answer, and goes once the hub
+/// takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_hub_refuses_of_a_pull_members_export_shows_on_its_service_export() {
+    use crate::mcs_members::{slices_may_create, under_hub_rbac_with, weak_controller};
+    let opts = Options {
+        members: vec!["west".into()],
+        ..Default::default()
+    };
+    let m = under_hub_rbac_with(opts, 0).await;
+    slices_may_create(&m.hub, false).await;
+    let ctl = weak_controller(&m).await;
+    let west = m.cs.member("west").unwrap();
+    let done = register(
+        m.hub.clone(),
+        hub_endpoint(&m.cs.hub),
+        "west",
+        &causeway_e2e::member(west).await,
+        &RegisterOptions {
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let agent_hub = agent_client(&done.agent_kubeconfig).await;
+    let stop = CancellationToken::new();
+    let _stop_on_drop = stop.clone().drop_guard();
+    tokio::spawn(exporter::run_to(
+        "west".into(),
+        m.c(0),
+        agent_hub.clone(),
+        Arc::new(HubCaches::start(&agent_hub, &stop)),
+        Target::Outbox {
+            cluster: "west".into(),
+        },
+        Arc::new(causeway_controllers::metrics::Metrics::default()),
+        stop.clone(),
+    ));
+    m.hello(0, &["10.2.0.1"]).await;
+    m.export(0, "hello", "dummy-label").await;
+    let (_, reason, message) =
+        eventually("Ready=False/Failed on west's export", PRESENT, || async {
+            m.export_condition(0, "hello", "Ready")
+                .await
+                .filter(|c| c.0 == "False")
+        })
+        .await;
+    assert_eq!(reason, "Failed");
+    assert!(
+        message.contains("the hub refused") && message.contains("endpointslices"),
+        "{message}"
+    );
+    slices_may_create(&m.hub, true).await;
+    eventually(
+        "Ready=True/Exported once the hub takes it",
+        PRESENT,
+        || async {
+            m.export_condition(0, "hello", "Ready")
+                .await
+                .filter(|c| c.0 == "True" && c.1 == "Exported")
+        },
+    )
+    .await;
+    ctl.stop().await;
+}

@@ -204,6 +204,10 @@ pub(super) async fn write(
         failed.entry(k.clone()).or_insert_with(|| e.to_string());
         failures.failed(k, &e);
     }
+    // a Pull member's outbox: what the hub refused when the relay published it (EXP-6)
+    for (key, why) in relay_refusals(hub_exported) {
+        failed.entry(key).or_insert(why);
+    }
     // ServiceExport conditions
     for ((ns, name), conds) in &want.conditions {
         let actual = exports_by_key.get(&(ns.clone(), name.clone())).copied();
@@ -231,6 +235,21 @@ pub(super) async fn write(
         );
     }
     written
+}
+
+/// Pure: the refusals the relay put on outbox ExportedServices (none on the hub's own,
+/// which never carry the annotation), by the member's service.
+pub(super) fn relay_refusals(exported: &[Arc<ExportedService>]) -> Vec<((String, String), String)> {
+    exported
+        .iter()
+        .filter_map(|e| {
+            let why = e.annotations().get(annotations::RELAY_REFUSED)?;
+            Some((
+                service_key(e.as_ref())?,
+                format!("the hub refused what this member's agent published: {why}"),
+            ))
+        })
+        .collect()
 }
 
 fn strip_meta(mut v: Value) -> Value {

@@ -2,7 +2,7 @@
 //! Warning Events on outbox objects it will not publish (the I/O half; the decisions
 //! are in [`super::desired`]).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::*;
 
@@ -28,6 +28,25 @@ impl Default for State {
     }
 }
 
+/// What the hub refused, by the cluster that published it and its service: the first
+/// answer of each.
+pub(super) type Refused = HashMap<(String, ServiceKey), String>;
+
+/// Records a refused write of relayed object `meta` (its cluster from its
+/// `relayed-from` label) under `key`.
+fn refused_for(refused: &mut Refused, meta: &ObjectMeta, key: ServiceKey, e: &apply::ApplyError) {
+    let cluster = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::RELAYED_FROM))
+        .cloned()
+        .unwrap_or_default();
+    refused
+        .entry((cluster, key))
+        .or_insert_with(|| e.to_string());
+}
+
+/// Writes what the relay wants; returns what the hub refused.
 pub(super) async fn write(
     hub: &kube::Client,
     state: &mut State,
@@ -35,7 +54,8 @@ pub(super) async fn write(
     relayed_exported: &[Arc<ExportedService>],
     relayed_slices: &[Arc<EndpointSlice>],
     failures: &mut Failures,
-) {
+) -> Refused {
+    let mut refused = Refused::new();
     let namespaces = want.namespaces.values().cloned();
     super::super::exporter::write::ensure_namespaces(
         hub,
@@ -51,7 +71,11 @@ pub(super) async fn write(
             .exported
             .ensure(&api, e, actual.get(&key(e)).map(|a| a.as_ref()))
             .await;
-        failures.check(service_key(e).unwrap_or_default(), r);
+        let k = service_key(e).unwrap_or_default();
+        if let Err(err) = &r {
+            refused_for(&mut refused, &e.metadata, k.clone(), err);
+        }
+        failures.check(k, r);
     }
     let keep = want.exported.iter().map(key).collect();
     for (k, e) in apply::remove_all_but(
@@ -71,7 +95,11 @@ pub(super) async fn write(
             .slices
             .ensure(&api, s, actual.get(&key(s)).map(|a| a.as_ref()))
             .await;
-        failures.check(service_key(s).unwrap_or_default(), r);
+        let k = service_key(s).unwrap_or_default();
+        if let Err(err) = &r {
+            refused_for(&mut refused, &s.metadata, k.clone(), err);
+        }
+        failures.check(k, r);
     }
     let keep = want.slices.iter().map(key).collect();
     for (k, e) in apply::remove_all_but(
@@ -85,6 +113,52 @@ pub(super) async fn write(
         failures.failed(k, &e);
     }
     super::super::exporter::write::forget_failed_namespaces(&mut state.namespaces, failures);
+    refused
+}
+
+/// Pure: the [`annotations::RELAY_REFUSED`] each outbox ExportedService of the round
+/// should carry, where it differs from what it carries: (the object, the value, None
+/// to remove it).
+pub(super) fn refusals_to_tell<'a>(
+    outbox_exported: &'a [Arc<ExportedService>],
+    refused: &Refused,
+) -> Vec<(&'a ExportedService, Option<String>)> {
+    outbox_exported
+        .iter()
+        .filter_map(|o| {
+            let ns = o.namespace().unwrap_or_default();
+            let cluster = cluster_of_execution_namespace(&ns)?;
+            let want = refused
+                .get(&(cluster.to_string(), service_key(o.as_ref())?))
+                .map(|why| why.chars().take(1000).collect::<String>());
+            let have = o.annotations().get(annotations::RELAY_REFUSED);
+            (have != want.as_ref()).then_some((o.as_ref(), want))
+        })
+        .collect()
+}
+
+/// Tells each outbox ExportedService what the hub refused of it (and takes it back
+/// once nothing is), for its agent to put on the ServiceExport.
+pub(super) async fn tell_refusals(
+    hub: &kube::Client,
+    outbox_exported: &[Arc<ExportedService>],
+    refused: &Refused,
+) {
+    for (o, want) in refusals_to_tell(outbox_exported, refused) {
+        let ns = o.namespace().unwrap_or_default();
+        let api: Api<ExportedService> = Api::namespaced(hub.clone(), &ns);
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {annotations::RELAY_REFUSED: want}}});
+        let (name, pp, merge) = (
+            o.name_any(),
+            kube::api::PatchParams::default(),
+            kube::api::Patch::Merge(&patch),
+        );
+        let write = api.patch(&name, &pp, &merge);
+        if let Err(e) = crate::clusters::within(crate::clusters::CALL_TIMEOUT, write).await {
+            tracing::warn!(namespace = %ns, name = %o.name_any(), error = %e, "cannot tell the outbox what the hub refused; retrying");
+        }
+    }
 }
 
 /// A Warning Event on each ignored outbox object, once per version of it (a log line
