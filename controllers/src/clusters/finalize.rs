@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use causeway_crds::federation::cluster::{Cluster, ClusterSyncMode};
+use causeway_crds::federation::cluster::{Cluster, ClusterSyncMode, conditions};
 use causeway_crds::names::{cluster_lease_name, execution_namespace};
 use causeway_crds::well_known::{FIELD_MANAGER, SYSTEM_NAMESPACE, annotations, finalizers, labels};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -120,13 +120,27 @@ async fn cleanup(
     }
     match c.spec.sync_mode {
         ClusterSyncMode::Push => {
-            match &spec {
-                Some(spec) => leave_member(&hub, &c, spec, preserves(&c)).await,
-                None => {
-                    tracing::warn!(cluster = %name, "member left without usable credentials: what Causeway imported and propagated stays in place; delete objects labelled causeway.io/managed=true there by hand")
+            // a member that does not answer is not cleaned up (as Karmada's execution
+            // controller skips a cluster that is not Ready as it leaves): each of its
+            // calls would wait out its limit, minutes for a few dozen objects, before
+            // the Cluster could go; its copies stay and the hub says so
+            let spec = match spec {
+                Some(spec) if !answers(&spec).await => {
+                    let note = "the member does not answer: what Causeway imported and propagated there stays in place; delete the objects labelled causeway.io/managed=true there by hand";
+                    tracing::warn!(cluster = %name, "{note}");
+                    cleanup_failed_event(&hub, &c, note).await;
+                    None
                 }
-            }
-            // (leaving takes long when the member does not answer)
+                Some(spec) => {
+                    leave_member(&hub, &c, &spec, preserves(&c)).await;
+                    Some(spec)
+                }
+                None => {
+                    tracing::warn!(cluster = %name, "member left without usable credentials: what Causeway imported and propagated stays in place; delete objects labelled causeway.io/managed=true there by hand");
+                    None
+                }
+            };
+            // (leaving may take a while)
             if replaced(&clusters, &c).await {
                 return;
             }
@@ -348,6 +362,17 @@ async fn leave_member(
             // told on the Cluster too: `kubectl get events` shows it once it is gone
             cleanup_failed_event(hub, c, &note).await;
         }
+    }
+}
+
+/// Whether the member answers its readiness probe at all (any answer: a member whose
+/// `/readyz` fails may still take its cleanup).
+async fn answers(m: &super::registry::MemberSpec) -> bool {
+    match client_for(&m.access).await {
+        Ok(client) => {
+            super::health::probe(&client).await.1 != conditions::REASON_CLUSTER_NOT_REACHABLE
+        }
+        Err(_) => false,
     }
 }
 
