@@ -434,6 +434,20 @@ pub fn forbidden_field(field: &str, detail: &str) -> Cause {
     }
 }
 
+/// A 422 cause: `FieldValueNotSupported` (`Unsupported value: "<v>": supported values:
+/// "<a>", "<b>"`).
+pub fn not_supported_field(field: &str, value: &str, supported: &[&str]) -> Cause {
+    let listed: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+    Cause {
+        reason: "FieldValueNotSupported".into(),
+        message: format!(
+            "Unsupported value: {value:?}: supported values: {}",
+            listed.join(", ")
+        ),
+        field: field.into(),
+    }
+}
+
 /// A 422 cause: `FieldValueDuplicate`.
 pub fn duplicate_field(field: &str, value: &str) -> Cause {
     Cause {

@@ -236,14 +236,23 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
         if !ok {
             return Err(fail(ApiError::no_route(&path)));
         }
-        if scale && !matches!(method, Method::GET | Method::PUT | Method::PATCH) {
+        // `status` and `scale` serve get, update and patch, and nothing else: never a
+        // delete or a watch of the object (kube-apiserver routes no other method there;
+        // no `/watch/` path leads to a subresource)
+        if (scale || sub == "status")
+            && !matches!(method, Method::GET | Method::PUT | Method::PATCH)
+        {
             return Err(fail(ApiError::method_not_allowed(method.as_str(), &path)));
+        }
+        if rp.legacy_watch {
+            return Err(fail(ApiError::no_route(&path)));
         }
         if (token || binding) && method != Method::POST {
             return Err(fail(ApiError::method_not_allowed(method.as_str(), &path)));
         }
     }
     {
+        let selected = selected_name(&method, &rp, &query);
         let st = inner.state.lock();
         let attrs = Attributes {
             verb,
@@ -251,7 +260,7 @@ async fn route(inner: &Arc<Inner>, req: Request<Incoming>, cert_user: Option<Use
             resource: &rt.plural,
             subresource: rp.sub.as_deref().unwrap_or(""),
             namespace: rp.ns.as_deref().unwrap_or(""),
-            name: rp.name.as_deref().unwrap_or(""),
+            name: rp.name.as_deref().or(selected.as_deref()).unwrap_or(""),
             path: "",
         };
         if !authorize(&st.store, &user, &attrs) {
@@ -484,9 +493,27 @@ async fn admit_by_webhooks(
     Ok((version, warned))
 }
 
+/// The name a list or watch of a collection selects (`fieldSelector=metadata.name=x`),
+/// which kube-apiserver's `RequestInfoFactory` makes the request's name: RBAC then
+/// checks it against `resourceNames`. Only for a GET of a collection (not the `/watch/`
+/// paths), and a name that may be a path segment.
+fn selected_name(method: &Method, rp: &ResPath, q: &HashMap<String, String>) -> Option<String> {
+    if *method != Method::GET || rp.name.is_some() || rp.legacy_watch {
+        return None;
+    }
+    let fs = crate::state::selectors::FieldSelector::parse(q.get("fieldSelector")?).ok()?;
+    let name = fs.pinned_name()?;
+    // apimachinery's `IsValidPathSegmentName`
+    let valid = !matches!(name, "." | "..") && !name.contains('/') && !name.contains('%');
+    valid.then(|| name.to_string())
+}
+
 fn verb_of(method: &Method, rp: &ResPath, q: &HashMap<String, String>) -> &'static str {
-    let watch =
-        rp.legacy_watch || matches!(q.get("watch").map(String::as_str), Some("true") | Some("1"));
+    // a GET of a subresource is a get, `?watch` or not (kube-apiserver's get handler
+    // does not watch)
+    let watch = rp.legacy_watch
+        || (rp.sub.is_none()
+            && matches!(q.get("watch").map(String::as_str), Some("true") | Some("1")));
     match (method.as_str(), rp.name.is_some()) {
         ("GET", true) if watch => "watch",
         ("GET", true) => "get",

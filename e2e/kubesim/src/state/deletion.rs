@@ -51,6 +51,10 @@ pub fn store_update(st: &mut State, rt: &ResourceType, new: Value) -> Value {
 pub struct DeleteOptions {
     /// Background, Foreground or Orphan.
     pub propagation: String,
+    /// The type's default is to orphan dependents (batch/v1 Jobs' `DefaultGarbageCollectionPolicy`):
+    /// with no `propagation` given, the `orphan` finalizer is added, unless the object
+    /// already holds `foregroundDeletion` (its own finalizers outrank the default).
+    pub orphan_by_default: bool,
     /// Precondition uid.
     pub uid: Option<String>,
     /// Precondition resourceVersion.
@@ -60,13 +64,15 @@ pub struct DeleteOptions {
 }
 
 /// Deletes (or starts deleting) an object; shared with GC and the namespace controller.
+/// Returns whether the object is gone (false: only marked for deletion, finalizers or
+/// namespace termination pending; kube-apiserver's `wasDeleted`) and the object.
 pub fn delete_locked(
     st: &mut State,
     rt: &ResourceType,
     ns: &str,
     name: &str,
     opts: &DeleteOptions,
-) -> ApiResult<(u16, Value)> {
+) -> ApiResult<(bool, Value)> {
     let gr = rt.group_resource();
     let cur = st
         .store
@@ -117,6 +123,13 @@ pub fn delete_locked(
         "Foreground" if !fins.contains(&"foregroundDeletion".to_string()) => {
             fins.push("foregroundDeletion".into())
         }
+        "" if opts.orphan_by_default
+            && !fins
+                .iter()
+                .any(|f| f == "orphan" || f == "foregroundDeletion") =>
+        {
+            fins.push("orphan".into())
+        }
         _ => {}
     }
     let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
@@ -131,9 +144,9 @@ pub fn delete_locked(
             v["status"]["phase"] = json!("Terminating");
             if !opts.dry_run {
                 let e = st.store.put(&gr, v);
-                return Ok((200, e.obj.value.clone()));
+                return Ok((false, e.obj.value.clone()));
             }
-            return Ok((200, v));
+            return Ok((false, v));
         }
         // kube-apiserver's namespace storage: a second DELETE while the namespace
         // controller still holds `spec.finalizers` (its content is being removed) is a
@@ -149,12 +162,12 @@ pub fn delete_locked(
                 "The system is ensuring all content is removed from this namespace.  Upon completion, this namespace will automatically be purged by the system.",
             ));
         }
-        return Ok((200, v));
+        return Ok((false, v));
     }
     if !fins.is_empty() {
         let had = finalizers(&cur.value);
         if v.pointer("/metadata/deletionTimestamp").is_some() && had == fins {
-            return Ok((202, v));
+            return Ok((false, v));
         }
         if v.pointer("/metadata/deletionTimestamp").is_none() {
             v["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
@@ -169,18 +182,18 @@ pub fn delete_locked(
         }
         v["metadata"]["finalizers"] = json!(fins);
         if opts.dry_run {
-            return Ok((202, v));
+            return Ok((false, v));
         }
         let e = st.store.put(&gr, v);
-        return Ok((202, e.obj.value.clone()));
+        return Ok((false, e.obj.value.clone()));
     }
     if opts.dry_run {
-        return Ok((200, v));
+        return Ok((true, v));
     }
     let e = st
         .store
         .delete(&gr, ns, name)
         .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
     kinds::on_removed(st, rt, &e.obj.value);
-    Ok((200, e.obj.value.clone()))
+    Ok((true, e.obj.value.clone()))
 }

@@ -15,20 +15,37 @@ use crate::verbs::admit::dry_run;
 use crate::verbs::output::{client_value, output};
 use crate::verbs::request::Req;
 
-fn delete_options(r: &Req) -> ApiResult<DeleteOptions> {
+/// kube-apiserver's Job storage (`REST.Delete`, `REST.DeleteCollection`): the warning
+/// for a batch/v1 Job delete that leaves the propagation to the type's default, which
+/// orphans the Job's pods.
+pub const JOB_ORPHAN_WARNING: &str = "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning";
+
+/// A query flag as Go's `Convert_Slice_string_To_Pointer_bool` reads it: "0" and
+/// "false" (any case) are false, any other value true.
+fn query_bool(v: &str) -> bool {
+    !(v == "0" || v.eq_ignore_ascii_case("false"))
+}
+
+/// The delete options, and whether the request set `orphanDependents` (and to what).
+fn delete_options(rt: &ResourceType, r: &Req) -> ApiResult<(DeleteOptions, Option<bool>)> {
     let mut o = DeleteOptions {
         propagation: r.q("propagationPolicy").unwrap_or("").to_string(),
         dry_run: dry_run(r),
         ..Default::default()
+    };
+    // as kube-apiserver's delete handler: the options come from the body when there is
+    // one, else from the query
+    let mut orphan_dependents = if r.body.is_empty() {
+        r.q("orphanDependents").map(query_bool)
+    } else {
+        None
     };
     if !r.body.is_empty() {
         let b = r.decode()?;
         if let Some(p) = b.get("propagationPolicy").and_then(Value::as_str) {
             o.propagation = p.to_string();
         }
-        if b.get("orphanDependents") == Some(&json!(true)) && o.propagation.is_empty() {
-            o.propagation = "Orphan".into();
-        }
+        orphan_dependents = b.get("orphanDependents").and_then(Value::as_bool);
         o.uid = b
             .pointer("/preconditions/uid")
             .and_then(Value::as_str)
@@ -44,6 +61,16 @@ fn delete_options(r: &Req) -> ApiResult<DeleteOptions> {
             o.dry_run = true;
         }
     }
+    if orphan_dependents == Some(true) && o.propagation.is_empty() {
+        o.propagation = "Orphan".into();
+    }
+    // batch/v1 Jobs orphan their pods unless told otherwise (the Job strategy's
+    // `DefaultGarbageCollectionPolicy`, kept for backwards compatibility)
+    o.orphan_by_default = rt.group == "batch"
+        && rt.version == "v1"
+        && rt.plural == "jobs"
+        && o.propagation.is_empty()
+        && orphan_dependents.is_none();
     if !matches!(
         o.propagation.as_str(),
         "" | "Background" | "Foreground" | "Orphan"
@@ -53,20 +80,40 @@ fn delete_options(r: &Req) -> ApiResult<DeleteOptions> {
             o.propagation
         )));
     }
-    Ok(o)
+    Ok((o, orphan_dependents))
 }
 
-/// DELETE one object.
+/// DELETE one object. 200 with the object, gone or only marked for deletion; 202 only
+/// for one not yet gone whose request set `orphanDependents=false`, as kube-apiserver's
+/// delete handler answers (kept for old clients).
 pub fn delete(
     state: &Mutex<State>,
     rt: &ResourceType,
     ns: &str,
     name: &str,
-    r: &Req,
+    r: &mut Req,
 ) -> ApiResult<(u16, Bytes)> {
-    let opts = delete_options(r)?;
-    let mut st = state.lock();
-    let (code, v) = delete_locked(&mut st, rt, ns, name, &opts)?;
+    let (opts, orphan_dependents) = delete_options(rt, r)?;
+    let result = delete_locked(&mut state.lock(), rt, ns, name, &opts);
+    // warned before the store deletes: a failed delete carries the warning too
+    let (deleted, v) = match result {
+        Ok(done) if opts.orphan_by_default => {
+            r.warnings.push(JOB_ORPHAN_WARNING.into());
+            done
+        }
+        Ok(done) => done,
+        Err(mut e) => {
+            if opts.orphan_by_default {
+                e.warnings.push(JOB_ORPHAN_WARNING.into());
+            }
+            return Err(e);
+        }
+    };
+    let code = if !deleted && orphan_dependents == Some(false) {
+        202
+    } else {
+        200
+    };
     Ok((code, output(rt, &v, r)))
 }
 
@@ -75,9 +122,12 @@ pub fn delete_collection(
     state: &Mutex<State>,
     rt: &ResourceType,
     ns: Option<&str>,
-    r: &Req,
+    r: &mut Req,
 ) -> ApiResult<(u16, Bytes)> {
-    let opts = delete_options(r)?;
+    let (opts, _) = delete_options(rt, r)?;
+    if opts.orphan_by_default {
+        r.warnings.push(JOB_ORPHAN_WARNING.into());
+    }
     let ls = LabelSelector::parse(r.q("labelSelector").unwrap_or(""))?;
     let fs = convert::field_selector(rt, r.q("fieldSelector").unwrap_or(""))?;
     let mut st = state.lock();

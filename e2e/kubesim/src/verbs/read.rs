@@ -12,7 +12,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::cluster::State;
 use crate::state::convert;
 use crate::state::registry::ResourceType;
-use crate::state::selectors::LabelSelector;
+use crate::state::selectors::{FieldSelector, LabelSelector};
 use crate::state::stored::StoredObj;
 use crate::verbs::output::{output, partial, render};
 use crate::verbs::request::Req;
@@ -37,6 +37,86 @@ pub fn get(
     Ok((200, render(rt, &obj)))
 }
 
+/// kube-apiserver's `ValidateListOptions` of a list or watch (with the WatchList feature
+/// on): `resourceVersionMatch` only with a `resourceVersion` and without `continue`,
+/// `Exact` never at "0"; on a watch, `resourceVersionMatch=NotOlderThan` and
+/// `sendInitialEvents` only together; `sendInitialEvents` never on a list. A 422 for
+/// `ListOptions.meta.k8s.io`. (`allowWatchBookmarks` is not required with
+/// `sendInitialEvents`: upstream leaves it unchecked for old clients' sake.)
+pub fn validate_list_options(r: &Req, watch: bool) -> ApiResult<()> {
+    use crate::error::{forbidden_field, not_supported_field};
+    const RVM: &str = "resourceVersionMatch";
+    let rv = r.q("resourceVersion").unwrap_or("");
+    let matched = r.q(RVM).unwrap_or("");
+    let cont = r.q("continue").unwrap_or("");
+    // a *bool: set by any value, "false" included
+    let send_initial = r.q("sendInitialEvents").is_some();
+    let mut causes = Vec::new();
+    if watch {
+        if send_initial && matched != "NotOlderThan" {
+            causes.push(forbidden_field(
+                RVM,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !matched.is_empty() {
+            if !send_initial {
+                causes.push(forbidden_field(
+                    RVM,
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if matched != "NotOlderThan" {
+                causes.push(not_supported_field(RVM, matched, &["NotOlderThan"]));
+            }
+            if !cont.is_empty() {
+                causes.push(forbidden_field(
+                    RVM,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+    } else {
+        if !matched.is_empty() {
+            if rv.is_empty() {
+                causes.push(forbidden_field(
+                    RVM,
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if !cont.is_empty() {
+                causes.push(forbidden_field(
+                    RVM,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if !matches!(matched, "Exact" | "NotOlderThan") {
+                causes.push(not_supported_field(
+                    RVM,
+                    matched,
+                    &["Exact", "NotOlderThan", ""],
+                ));
+            }
+            if matched == "Exact" && rv == "0" {
+                causes.push(forbidden_field(
+                    RVM,
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if send_initial {
+            causes.push(forbidden_field(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid("ListOptions", "meta.k8s.io", "", causes))
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ContinueToken {
     rv: u64,
@@ -50,14 +130,18 @@ pub fn list(
     ns: Option<&str>,
     r: &Req,
 ) -> ApiResult<(u16, Bytes)> {
+    // as kube-apiserver's list handler: the options decoded (selector syntax), then
+    // validated, then the field selector's labels converted
     let ls = LabelSelector::parse(r.q("labelSelector").unwrap_or(""))?;
-    let fs = convert::field_selector(rt, r.q("fieldSelector").unwrap_or(""))?;
+    FieldSelector::parse(r.q("fieldSelector").unwrap_or(""))?;
     let limit: usize = match r.q("limit") {
         None | Some("") => 0,
         Some(l) => l.parse().map_err(|_| {
             ApiError::bad_request(format!("limit must be a non-negative integer, got \"{l}\""))
         })?,
     };
+    validate_list_options(r, false)?;
+    let fs = convert::field_selector(rt, r.q("fieldSelector").unwrap_or(""))?;
     let token = match r.q("continue") {
         None | Some("") => None,
         Some(c) => {
@@ -95,9 +179,10 @@ pub fn list(
         let rv: u64 = rv_param.parse().map_err(|_| {
             ApiError::bad_request(format!("invalid resource version \"{rv_param}\""))
         })?;
+        // any other `resourceVersionMatch` was refused by `validate_list_options`
         match r.q("resourceVersionMatch") {
             Some("Exact") => (st.store.list_at(&gr, ns, rv)?, rv),
-            Some("NotOlderThan") | None | Some("") => {
+            _ => {
                 if rv > st.store.rv() {
                     return Err(ApiError::timeout(format!(
                         "Too large resource version: {rv}, current: {}",
@@ -105,11 +190,6 @@ pub fn list(
                     )));
                 }
                 (st.store.list(&gr, ns), st.store.rv())
-            }
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
-                )));
             }
         }
     };

@@ -156,8 +156,17 @@ pub fn start(
         None => Duration::from_secs(1800 + (uuid::Uuid::new_v4().as_u128() % 1800) as u64),
     };
     let ls = LabelSelector::parse(r.q("labelSelector").unwrap_or(""))?;
+    FieldSelector::parse(r.q("fieldSelector").unwrap_or(""))?;
+    crate::verbs::read::validate_list_options(r, true)?;
     let mut fs = convert::field_selector(&rt, r.q("fieldSelector").unwrap_or(""))?;
     if let Some(name) = name {
+        // kube-apiserver's list handler, for a watch that names its object: a field
+        // selector, if any, must pin that same name
+        if !fs.0.is_empty() && fs.pinned_name() != Some(name) {
+            return Err(ApiError::bad_request(
+                "fieldSelector metadata.name doesn't match requested name",
+            ));
+        }
         fs.0.push(Term::on("metadata.name", true, name));
     }
     let filter = Filter { ns, ls, fs };

@@ -372,3 +372,108 @@ async fn an_apply_that_creates_needs_create_permission_too() {
     grant(json!(["get", "patch", "create"])).await;
     apply("new", "1").await.expect("create is granted");
 }
+
+/// kube-apiserver's `RequestInfoFactory` makes the name a list or watch selects
+/// (`fieldSelector=metadata.name=x`) the request's name, so a Role's `resourceNames`
+/// cover such a list or watch (kubectl get cm/x -w, kube-rs `watch_object`); and a
+/// watch that names its object in the path with another name in the selector is a 400.
+#[tokio::test]
+async fn resource_names_cover_lists_and_watches_that_select_that_name() {
+    let mut cfg = kubesim::Config::new("t");
+    cfg.tokens = kubesim::http::auth::parse_token_file("bob-token,bob,1002").unwrap();
+    let env = start_with(cfg).await;
+    let admin = env.client.clone();
+    let pp = PostParams::default();
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
+    for n in ["mine", "theirs"] {
+        cms.create(&pp, &cm(n, json!({}), json!({}))).await.unwrap();
+    }
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "just-mine", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["mine"], "verbs": ["get", "list", "watch"]}],
+    }))
+    .unwrap();
+    Api::<Role>::namespaced(admin.clone(), "default")
+        .create(&pp, &role)
+        .await
+        .unwrap();
+    let rb: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "bob-mine", "namespace": "default"},
+        "subjects": [{"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": {"kind": "Role", "name": "just-mine", "apiGroup": "rbac.authorization.k8s.io"},
+    }))
+    .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), "default")
+        .create(&pp, &rb)
+        .await
+        .unwrap();
+    let bob = client_with(&env, token_creds("bob-token")).await;
+    let bob_cms: Api<ConfigMap> = Api::namespaced(bob.clone(), "default");
+
+    let mine = bob_cms
+        .list(&ListParams::default().fields("metadata.name=mine"))
+        .await
+        .expect("a list selecting the granted name");
+    assert_eq!(mine.items.len(), 1);
+    let path = "/api/v1/namespaces/default/configmaps";
+    let r = raw(
+        &bob,
+        "GET",
+        &format!("{path}?watch=true&fieldSelector=metadata.name%3Dmine&timeoutSeconds=1"),
+        None,
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        r.code, 200,
+        "a watch selecting the granted name: {}",
+        r.body
+    );
+    for sel in ["metadata.name=theirs", "metadata.name!=theirs", ""] {
+        let e = bob_cms
+            .list(&ListParams::default().fields(sel))
+            .await
+            .unwrap_err();
+        assert_eq!(code(&e), 403, "{sel:?}");
+    }
+    let e = bob_cms
+        .list(&ListParams::default().fields("metadata.name=theirs"))
+        .await
+        .unwrap_err();
+    assert!(
+        message(&e).starts_with("configmaps \"theirs\" is forbidden: User \"bob\" cannot list"),
+        "{}",
+        message(&e)
+    );
+
+    // a watch of one object by its path: a selector must pin that same name
+    let named = "/api/v1/watch/namespaces/default/configmaps/mine";
+    for sel in ["metadata.name%3Dtheirs", "metadata.namespace%3Ddefault"] {
+        let r = raw(
+            &admin,
+            "GET",
+            &format!("{named}?fieldSelector={sel}&timeoutSeconds=1"),
+            None,
+            vec![],
+        )
+        .await;
+        assert_eq!(
+            (r.code, r.body["message"].as_str()),
+            (
+                400,
+                Some("fieldSelector metadata.name doesn't match requested name")
+            ),
+            "{sel}: {}",
+            r.body
+        );
+    }
+    let r = raw(
+        &admin,
+        "GET",
+        &format!("{named}?fieldSelector=metadata.name%3Dmine&timeoutSeconds=1"),
+        None,
+        vec![],
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+}

@@ -204,3 +204,77 @@ async fn the_default_namespaces_cannot_be_deleted() {
         Some(env.server.kube_system_uid().as_str())
     );
 }
+
+/// kube-apiserver's delete handler answers 200 with the object whether it is gone or
+/// only marked for deletion (finalizers pending); 202 only when it is not gone and the
+/// request set `orphanDependents=false` (in the body, or in the query of a delete
+/// without one).
+#[tokio::test]
+async fn a_delete_held_by_finalizers_is_200_and_202_only_for_orphan_dependents_false() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let pp = PostParams::default();
+    for n in ["held", "held-body", "held-query"] {
+        api.create(&pp, &held(n)).await.unwrap();
+    }
+    api.create(&pp, &cm("plain", json!({}), json!({})))
+        .await
+        .unwrap();
+    let path = |n: &str| format!("/api/v1/namespaces/default/configmaps/{n}");
+    let body = |v: serde_json::Value| serde_json::to_vec(&v).unwrap();
+    let ct = Some("application/json");
+
+    let r = raw(&env.client, "DELETE", &path("held"), ct, body(json!({}))).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(r.body["kind"], "ConfigMap", "{}", r.body);
+    assert!(r.body["metadata"]["deletionTimestamp"].is_string());
+    // deleting it again, still pending: 200 again
+    let r = raw(&env.client, "DELETE", &path("held"), ct, body(json!({}))).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    let r = raw(
+        &env.client,
+        "DELETE",
+        &path("held"),
+        ct,
+        body(json!({"propagationPolicy": "Foreground"})),
+    )
+    .await;
+    assert_eq!(
+        r.code, 200,
+        "a propagation policy is not orphanDependents: {}",
+        r.body
+    );
+
+    let r = raw(
+        &env.client,
+        "DELETE",
+        &path("held-body"),
+        ct,
+        body(json!({"orphanDependents": false})),
+    )
+    .await;
+    assert_eq!(r.code, 202, "{}", r.body);
+    assert_eq!(r.body["kind"], "ConfigMap", "{}", r.body);
+    let r = raw(
+        &env.client,
+        "DELETE",
+        &format!("{}?orphanDependents=false", path("held-query")),
+        None,
+        vec![],
+    )
+    .await;
+    assert_eq!(r.code, 202, "{}", r.body);
+    assert!(!is_gone(&api, "held-query").await);
+
+    // gone at once: 200, orphanDependents=false or not
+    let r = raw(
+        &env.client,
+        "DELETE",
+        &path("plain"),
+        ct,
+        body(json!({"orphanDependents": false})),
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert!(is_gone(&api, "plain").await);
+}

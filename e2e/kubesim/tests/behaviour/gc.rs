@@ -219,3 +219,104 @@ async fn orphan_deletion_leaves_dependents_without_the_owner_reference() {
     assert!(!is_gone(&f.cms, "dep").await);
     assert!(!is_gone(&f.secrets, "dep-secret").await);
 }
+
+/// kube-apiserver's Job storage: a batch/v1 Job deleted with no propagationPolicy (and
+/// no orphanDependents) orphans its dependents (the v1 default, kept for backwards
+/// compatibility) and says so in a Warning header; an explicit policy is obeyed and
+/// not warned about. Deleting a collection warns the same way.
+#[tokio::test]
+async fn a_job_deleted_without_a_policy_orphans_its_dependents_and_warns() {
+    use http_body_util::BodyExt;
+    use k8s_openapi::api::batch::v1::Job;
+    const WARNING: &str = "299 - \"child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning\"";
+    let env = start().await;
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    // a Job and a dependent of it
+    let job_with_dependent = |name: &'static str| {
+        let (jobs, cms) = (jobs.clone(), cms.clone());
+        async move {
+            let pp = PostParams::default();
+            let j: Job = serde_json::from_value(json!({"metadata": {"name": name},
+                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i:1"}]}}}}))
+            .unwrap();
+            let uid = jobs.create(&pp, &j).await.unwrap().metadata.uid.unwrap();
+            let dep: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("{name}-dep"),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}]}}))
+            .unwrap();
+            cms.create(&pp, &dep).await.unwrap();
+        }
+    };
+    let delete = |path: String, body: Value| {
+        let client = env.client.clone();
+        async move {
+            let req = http::Request::builder()
+                .method("DELETE")
+                .uri(path)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap();
+            let resp = client.send(req).await.unwrap();
+            let code = resp.status().as_u16();
+            let warnings: Vec<String> = resp
+                .headers()
+                .get_all(http::header::WARNING)
+                .iter()
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .collect();
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
+            (code, warnings, body)
+        }
+    };
+    let jobs_path = "/apis/batch/v1/namespaces/default/jobs";
+
+    job_with_dependent("kept").await;
+    let (code, warnings, body) = delete(format!("{jobs_path}/kept"), json!({})).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(warnings, [WARNING]);
+    assert_eq!(body["metadata"]["finalizers"], json!(["orphan"]), "{body}");
+    eventually("the Job gone once orphaning is done", || async {
+        is_gone(&jobs, "kept").await.then_some(())
+    })
+    .await;
+    let dep = cms
+        .get("kept-dep")
+        .await
+        .expect("the dependent is orphaned");
+    assert!(
+        dep.metadata.owner_references.unwrap_or_default().is_empty(),
+        "its owner reference removed"
+    );
+
+    job_with_dependent("collected").await;
+    let (code, warnings, body) = delete(
+        format!("{jobs_path}/collected"),
+        json!({"propagationPolicy": "Background"}),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    eventually("a Background delete collects the dependent", || async {
+        (is_gone(&jobs, "collected").await && is_gone(&cms, "collected-dep").await).then_some(())
+    })
+    .await;
+    // orphanDependents is a policy too: no warning
+    job_with_dependent("old-style").await;
+    let (_, warnings, _) = delete(
+        format!("{jobs_path}/old-style"),
+        json!({"orphanDependents": true}),
+    )
+    .await;
+    assert!(warnings.is_empty(), "{warnings:?}");
+
+    job_with_dependent("many").await;
+    let (code, warnings, body) = delete(jobs_path.to_string(), json!({})).await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(warnings, [WARNING]);
+    eventually("the collection's Job gone", || async {
+        is_gone(&jobs, "many").await.then_some(())
+    })
+    .await;
+    assert!(!is_gone(&cms, "many-dep").await, "orphaned, not collected");
+}

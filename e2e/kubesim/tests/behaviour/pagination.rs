@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::helpers::*;
 
@@ -286,4 +286,132 @@ async fn pages_across_namespaces_with_prefixed_names_miss_nothing() {
         .await
         .unwrap();
     assert_eq!(rest.items.len(), 2);
+}
+
+/// kube-apiserver's `ValidateListOptions`, for lists and watches: a 422 for
+/// `ListOptions.meta.k8s.io` naming each broken rule. What kube-rs sends (lists with
+/// limit/continue, watches with and without streaming lists) stays valid.
+#[tokio::test]
+async fn list_and_watch_options_are_validated_as_kube_apiserver_does() {
+    let env = start().await;
+    let cms = "/api/v1/namespaces/default/configmaps";
+    const RVM: &str = "resourceVersionMatch";
+    let forbidden = |field: &'static str, detail: &str| {
+        ("FieldValueForbidden", field, format!("Forbidden: {detail}"))
+    };
+    let not_supported = |value: &str, supported: &str| {
+        (
+            "FieldValueNotSupported",
+            RVM,
+            format!("Unsupported value: \"{value}\": supported values: {supported}"),
+        )
+    };
+    let cases = vec![
+        (
+            "resourceVersionMatch=NotOlderThan",
+            vec![forbidden(
+                RVM,
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            )],
+        ),
+        (
+            "resourceVersion=0&resourceVersionMatch=Exact",
+            vec![forbidden(
+                RVM,
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            )],
+        ),
+        (
+            "resourceVersion=5&resourceVersionMatch=NotOlderThan&continue=abc",
+            vec![forbidden(
+                RVM,
+                "resourceVersionMatch is forbidden when continue is provided",
+            )],
+        ),
+        (
+            "resourceVersion=1&resourceVersionMatch=Newest",
+            vec![not_supported("Newest", "\"Exact\", \"NotOlderThan\", \"\"")],
+        ),
+        (
+            "sendInitialEvents=true",
+            vec![forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            )],
+        ),
+        (
+            "watch=true&sendInitialEvents=true&timeoutSeconds=1",
+            vec![forbidden(
+                RVM,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            )],
+        ),
+        (
+            "watch=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+            vec![forbidden(
+                RVM,
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            )],
+        ),
+        (
+            "watch=true&sendInitialEvents=false&resourceVersionMatch=Exact&timeoutSeconds=1",
+            vec![
+                forbidden(
+                    RVM,
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ),
+                not_supported("Exact", "\"NotOlderThan\""),
+            ],
+        ),
+    ];
+    for (query, want) in cases {
+        let r = raw(&env.client, "GET", &format!("{cms}?{query}"), None, vec![]).await;
+        assert_eq!(
+            (r.code, r.body["reason"].as_str()),
+            (422, Some("Invalid")),
+            "{query}: {}",
+            r.body
+        );
+        assert_eq!(
+            (&r.body["details"]["kind"], &r.body["details"]["group"]),
+            (&json!("ListOptions"), &json!("meta.k8s.io")),
+            "{query}"
+        );
+        let got: Vec<Value> = r.body["details"]["causes"].as_array().unwrap().clone();
+        let want_causes: Vec<Value> = want
+            .iter()
+            .map(|(reason, field, message)| {
+                json!({"reason": reason, "field": field, "message": message})
+            })
+            .collect();
+        assert_eq!(got, want_causes, "{query}");
+        if let [(_, field, message)] = want.as_slice() {
+            assert_eq!(
+                r.body["message"],
+                format!("ListOptions.meta.k8s.io \"\" is invalid: {field}: {message}"),
+                "{query}"
+            );
+        }
+    }
+    // valid: a streaming list without bookmarks (upstream leaves allowWatchBookmarks
+    // unchecked), and lists at a version
+    for query in [
+        "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+        "resourceVersion=0&resourceVersionMatch=NotOlderThan",
+        "resourceVersion=1&resourceVersionMatch=NotOlderThan",
+    ] {
+        let r = raw(&env.client, "GET", &format!("{cms}?{query}"), None, vec![]).await;
+        assert_eq!(r.code, 200, "{query}: {}", r.body);
+    }
+    // kube-rs: a paginated list (continue without resourceVersion)
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let pp = PostParams::default();
+    for n in ["a", "b", "c"] {
+        api.create(&pp, &cm(n, json!({}), json!({}))).await.unwrap();
+    }
+    let page = api.list(&ListParams::default().limit(2)).await.unwrap();
+    let token = page.metadata.continue_.expect("a continue token");
+    api.list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .expect("the next page");
 }

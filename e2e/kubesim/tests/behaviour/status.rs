@@ -381,3 +381,57 @@ async fn kinds_without_a_generation_keep_none() {
     let d = deployments.create(&post, &deployment()).await.unwrap();
     assert_eq!(d.metadata.generation, Some(1));
 }
+
+/// The status subresource serves get, update and patch only (kube-apiserver routes no
+/// other method there): any other is a 405 Status, and none deletes, creates or watches
+/// the object. A GET of it with `?watch` is a get; no `/watch/` path leads to it.
+#[tokio::test]
+async fn the_status_subresource_serves_get_update_and_patch_only() {
+    let env = start().await;
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    api.create(&PostParams::default(), &deployment())
+        .await
+        .unwrap();
+    let status = "/apis/apps/v1/namespaces/default/deployments/web/status";
+    for (method, body) in [
+        ("DELETE", vec![]),
+        ("DELETE", b"{}".to_vec()),
+        ("POST", serde_json::to_vec(&deployment()).unwrap()),
+    ] {
+        let r = raw(&env.client, method, status, Some("application/json"), body).await;
+        assert_eq!(r.code, 405, "{method}: {}", r.body);
+        assert_eq!(
+            (r.body["kind"].as_str(), r.body["reason"].as_str()),
+            (Some("Status"), Some("MethodNotAllowed")),
+            "{method}: {}",
+            r.body
+        );
+    }
+    let d = api.get("web").await.expect("the deployment is still there");
+    assert!(d.metadata.deletion_timestamp.is_none());
+
+    let r = raw(
+        &env.client,
+        "GET",
+        &format!("{status}?watch=true&timeoutSeconds=1"),
+        None,
+        vec![],
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(
+        r.body["kind"], "Deployment",
+        "a get, not a watch: {}",
+        r.body
+    );
+    let r = raw(
+        &env.client,
+        "GET",
+        "/apis/apps/v1/watch/namespaces/default/deployments/web/status?timeoutSeconds=1",
+        None,
+        vec![],
+    )
+    .await;
+    assert_eq!(r.code, 404, "{}", r.body);
+    api.get_status("web").await.expect("get status");
+}
