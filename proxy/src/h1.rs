@@ -94,6 +94,27 @@ async fn write<T: AsyncWrite + Unpin>(io: &mut T, bytes: &[u8]) -> Result<(), Br
     io.flush().await.map_err(|_| Broken::Client)
 }
 
+/// [`write`] within `limit` (timed on `timer`, a clock read; the timer wheel is
+/// touched only when it fires): a client that takes none of a response for that long
+/// (it stopped reading: its socket buffer is full) is gone, and its request's upstream
+/// connection and circuit slot are freed, not held for as long as it stays connected
+/// (nginx's `send_timeout`).
+async fn write_within<T: AsyncWrite + Unpin>(
+    io: &mut T,
+    bytes: &[u8],
+    (timer, limit): (&mut Deadline, Duration),
+) -> Result<(), Broken> {
+    timer.set(Instant::now() + limit);
+    tokio::select! {
+        biased;
+        r = write(io, bytes) => r,
+        () = timer.expired() => {
+            tracing::debug!(?limit, "the client took none of its response for the read timeout");
+            Err(Broken::Client)
+        }
+    }
+}
+
 /// Sends the client its response head (in `out`) and the body, as the upstream frames
 /// it. `ubuf` holds what was read after the head. An upstream that sends nothing for
 /// `read_timeout` (timed on `timer`) breaks the response. Returns whether the upstream
@@ -132,7 +153,7 @@ async fn relay<T: AsyncWrite + Unpin>(
     let (n, mut done) = take(ubuf, &mut left)?;
     let mut clean = ubuf.len() == n;
     out.extend_from_slice(&ubuf[..n]);
-    write(io, out).await?;
+    write_within(io, out, (timer, read_timeout)).await?;
     while !done {
         ubuf.clear();
         ubuf.reserve(READ_CHUNK);
@@ -158,7 +179,7 @@ async fn relay<T: AsyncWrite + Unpin>(
                 })?;
                 done = end;
                 clean &= ubuf.len() == n;
-                write(io, &ubuf[..n]).await?;
+                write_within(io, &ubuf[..n], (timer, read_timeout)).await?;
             }
         }
     }
@@ -209,7 +230,9 @@ where
         loop {
             if !buf.is_empty() {
                 match parse_request(buf, &mut head) {
-                    Parse::Fast => break,
+                    // (a whole head read ahead with an earlier one may be over the
+                    // limit too: hyper answers it 431)
+                    Parse::Fast if head.len <= limits.max_header_bytes => break,
                     Parse::Partial if buf.len() < limits.max_header_bytes => {}
                     // The HTTP/2 preface after HTTP/1.1 requests is not a switch to
                     // HTTP/2 (hyper's protocol choice would take it as one): close,

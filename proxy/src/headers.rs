@@ -140,6 +140,21 @@ pub fn client_ip_value(ip: IpAddr) -> HeaderValue {
     HeaderValue::from_str(&ip.to_string()).expect("an IP address is a valid header value")
 }
 
+/// The forwarding headers a client may send that the proxy does not pass on: the
+/// first three it replaces with its own (X-Forwarded-For appended to), the others it
+/// drops, so a backend that trusts one (Spring's `Forwarded` filter, an app moved from
+/// ingress-nginx reading `X-Real-IP`) never takes a client's word for its address,
+/// scheme or host (RFC 7239 §8.1).
+pub(crate) const CLIENT_FORWARDING: [&str; 7] = [
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "forwarded",
+    "x-real-ip",
+    "x-forwarded-port",
+    "x-forwarded-prefix",
+];
+
 /// Adds the forwarding headers; `client` is [`client_ip_value`] of the client's
 /// address and `host` the client's Host (or :authority); without one, an empty `Host`.
 pub fn add_forwarded(
@@ -168,6 +183,9 @@ pub fn add_forwarded(
     };
     if let Some(v) = xff {
         h.insert(X_FORWARDED_FOR.clone(), v);
+    }
+    for dropped in &CLIENT_FORWARDING[3..] {
+        h.remove(*dropped);
     }
     h.insert(
         X_FORWARDED_PROTO.clone(),

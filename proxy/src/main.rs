@@ -71,7 +71,9 @@ struct Args {
     /// (as nginx's proxy_read_timeout): an upstream silent longer mid-body has the
     /// response cut off (the client connection or HTTP/2 stream is closed), and the
     /// request's circuit slot is freed. Long-polling, server-sent events and streaming
-    /// gRPC backends that stay quiet longer need a larger value.
+    /// gRPC backends that stay quiet longer need a larger value. An HTTP/1.1 client
+    /// that takes none of its response for as long (it stopped reading) is let go the
+    /// same way (nginx's send_timeout).
     #[arg(long, default_value = "60s", value_parser = positive_duration)]
     read_timeout: Duration,
     /// Retries on another endpoint for connect failures and idempotent requests (causeway.io/retries overrides).

@@ -8,8 +8,10 @@
 //!   was matched by; a path that climbs above the root is a 400 (as nginx answers).
 //!   An encoded slash (`%2F`, also `%5C`, a backslash) stays as it is, inside its
 //!   segment: it is not a separator to the route table. A segment in which an encoded
-//!   slash sets off a dot-segment (`..%2F`, `a%2F..%2Fb`) is a 400, as a backend that
-//!   decodes it would resolve that `..` after the route was chosen;
+//!   slash or a raw backslash sets off a dot-segment (`..%2F`, `a%2F..%2Fb`, `..\b`),
+//!   or that is a dot-segment up to a `;` path parameter (`..;`, `%2e%2e;x`: Tomcat,
+//!   Jetty and Spring drop the parameter), is a 400, as a backend that reads it so would
+//!   resolve that `..` after the route was chosen;
 //! - asterisk-form (`*`) only with `OPTIONS`.
 //!
 //! The HTTP/1.1 engine serves requests whose head is valid by these rules and hands
@@ -121,7 +123,7 @@ pub fn normalize_path(path: &str) -> Result<Cow<'_, str>, Bad> {
     let mut suspect = false;
     let mut prev = 0u8;
     for &c in b {
-        if c == b'%' || (c == b'.' && prev == b'/') {
+        if c == b'%' || (c == b'.' && matches!(prev, b'/' | b'\\')) {
             suspect = true;
             break;
         }
@@ -136,8 +138,10 @@ pub fn normalize_path(path: &str) -> Result<Cow<'_, str>, Bad> {
     for seg in path[1..].split('/') {
         if dots(seg).is_some() {
             any = true;
-        } else if seg.contains('%') && hides_dot_segment(seg) {
-            return Err("an encoded slash sets off a dot-segment in the path");
+        } else if seg.contains(['%', '\\', ';']) && hides_dot_segment(seg) {
+            return Err(
+                "a dot-segment is hidden in the path (by an encoded slash, a backslash or a ;parameter)",
+            );
         }
     }
     if !any {
@@ -191,25 +195,37 @@ fn dots(seg: &str) -> Option<u8> {
     (n > 0).then_some(n)
 }
 
-/// Whether a segment split at its encoded slashes or backslashes (`%2F`, `%5C`) has a
-/// dot-segment among the pieces.
+/// Whether a segment hides a dot-segment a backend may see: split at its encoded
+/// slashes or backslashes (`%2F`, `%5C`) and raw backslashes, a piece that is `.` or
+/// `..` up to its first `;` (a path parameter), where the segment was split or has a
+/// parameter (a plain `..` is the caller's to remove).
 fn hides_dot_segment(seg: &str) -> bool {
+    let is_dots = |piece: &str| dots(piece.split(';').next().unwrap_or(piece)).is_some();
     let b = seg.as_bytes();
     let (mut start, mut i, mut split) = (0, 0, false);
-    while i + 2 < b.len() {
-        let sep = b[i] == b'%'
+    while i < b.len() {
+        let sep = if b[i] == b'\\' {
+            1
+        } else if i + 2 < b.len()
+            && b[i] == b'%'
             && ((b[i + 1] == b'2' && b[i + 2].eq_ignore_ascii_case(&b'f'))
-                || (b[i + 1] == b'5' && b[i + 2].eq_ignore_ascii_case(&b'c')));
-        if sep {
-            if dots(&seg[start..i]).is_some() {
-                return true;
-            }
-            (start, i, split) = (i + 3, i + 3, true);
+                || (b[i + 1] == b'5' && b[i + 2].eq_ignore_ascii_case(&b'c')))
+        {
+            3
         } else {
+            0
+        };
+        if sep == 0 {
             i += 1;
+            continue;
         }
+        if is_dots(&seg[start..i]) {
+            return true;
+        }
+        (start, i, split) = (i + sep, i + sep, true);
     }
-    split && dots(&seg[start..]).is_some()
+    let last = &seg[start..];
+    (split || last.contains(';')) && is_dots(last)
 }
 
 #[cfg(test)]
@@ -252,8 +268,27 @@ mod tests {
             "/a/..%2f",
             "/a/b%2F..%2Fc",
             "/a/%2e%5Cb",
+            // a path parameter or a raw backslash around a dot-segment (Tomcat, Jetty
+            // and Spring drop `;…`; IIS reads `\` as `/`)
+            "/a/..;/b",
+            "/a/%2e%2e;/b",
+            "/a/..;jsessionid=x/b",
+            "/a/.;/b",
+            "/a/..\\b",
+            "/a/x\\..\\b",
+            "/a/x\\..",
         ] {
             assert!(normalize_path(path).is_err(), "{path}");
+        }
+        // a parameter or a backslash elsewhere is kept as it is
+        for path in [
+            "/a/b;v=1/c",
+            "/a/b;../c",
+            "/a\\b/c",
+            "/a/.b;x/c",
+            "/a/...;x",
+        ] {
+            assert_eq!(normalize_path(path).as_deref(), Ok(path), "{path}");
         }
         // An encoded slash or backslash alone is kept.
         assert_eq!(

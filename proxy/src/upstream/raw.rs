@@ -168,6 +168,10 @@ pub(crate) fn parse_response(
         Err(_) => return Err(Error::Malformed("unparsable response head")),
     };
     let status = resp.code.unwrap_or(0);
+    // (httparse takes any three digits; RFC 9110 §15: 100–599)
+    if !(100..=599).contains(&status) {
+        return Err(Error::Malformed("a status code outside 100-599"));
+    }
     if status == 101 {
         return Err(Error::Malformed(
             "101 Switching Protocols to a request that did not ask for it",
@@ -351,9 +355,6 @@ pub(crate) fn parse_trailers(section: &[u8]) -> Result<HeaderMap, Error> {
     Ok(out.headers)
 }
 
-/// Request headers the proxy replaces with its own.
-const REPLACED: [&str; 3] = ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"];
-
 /// What the proxy changes in a request it forwards, besides dropping hop-by-hop
 /// headers.
 pub(crate) struct Rewrite<'a> {
@@ -410,8 +411,8 @@ pub(crate) fn write_request<'h>(
         }
         if hop_by_hop(name, false)
             || (rw.forwarded
-                && matches!(name.len(), 15..=17)
-                && REPLACED.iter().any(|d| is_token(name, d)))
+                && matches!(name.len(), 9..=18)
+                && headers::CLIENT_FORWARDING.iter().any(|d| is_token(name, d)))
         {
             if is_token(name, "x-forwarded-for") && !trim(value).is_empty() {
                 xff.push(value);

@@ -420,3 +420,52 @@ async fn an_upstream_silent_mid_body_is_cut_off_at_the_read_timeout() -> anyhow:
     }
     Ok(())
 }
+
+/// A client that stops reading its response (its socket buffer full) is let go after
+/// the read timeout (nginx's `send_timeout`): its request's circuit slot is freed
+/// (max-requests 1: the next request is served), not held for as long as the client
+/// stays connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_frees_its_circuit_slot() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let pod = Pod::start([127, 0, 9, 5], "big").await?;
+    hub.import("big").await?;
+    hub.export("big", "east", &[(pod.addr, true)]).await?;
+    hub.mci(
+        "stuck",
+        json!({"rules": [rule(Some("s.test"), "/", "Prefix", "big")]}),
+        json!({"causeway.io/max-requests": "1"}),
+    )
+    .await?;
+    let p = proxy_with(&hub, None, |c| {
+        c.limits.own_http1 = true;
+        c.defaults.read_timeout = Duration::from_secs(1);
+    })
+    .await?;
+    let c = client();
+    eventually("routed", Duration::from_secs(10), || async {
+        get(&c, p.http, "s.test", "/", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await?;
+    // 16 MiB asked for, none of it read
+    let sock = tokio::net::TcpSocket::new_v4()?;
+    sock.set_recv_buffer_size(4096)?;
+    let mut stuck = sock.connect(p.http).await?;
+    stuck
+        .write_all(b"GET /bytes/16777216 HTTP/1.1\r\nHost: s.test\r\n\r\n")
+        .await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = get(&c, p.http, "s.test", "/", &[]).await?;
+    assert_eq!(r.status, 503, "the slot is taken meanwhile: {}", r.body);
+    eventually("the slot freed", Duration::from_secs(5), || async {
+        get(&c, p.http, "s.test", "/", &[])
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await?;
+    drop(stuck);
+    p.shutdown().await;
+    Ok(())
+}

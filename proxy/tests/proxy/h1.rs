@@ -331,6 +331,43 @@ async fn edge_cases(p: &causeway_proxy::Running, engine: &str) -> anyhow::Result
     assert!(!got.contains(&0), "[{engine}] an HTTP/2 frame: {got:?}");
     let got = String::from_utf8_lossy(&got);
     assert_eq!(count(&got, "HTTP/1.1 200 OK\r\n"), 1, "[{engine}] {got}");
+
+    // A client's forwarding headers besides the three the proxy sets never reach the
+    // backend (RFC 7239 §8.1: one that trusts `Forwarded` or `X-Real-IP` would take
+    // the client's word for its address, scheme and host).
+    let out = raw(
+        p.http,
+        b"GET /echo HTTP/1.1\r\nHost: edge.test\r\nForwarded: for=6.6.6.6;host=evil\r\n\
+          X-Real-IP: 6.6.6.6\r\nX-Forwarded-Port: 1\r\nX-Forwarded-Prefix: /evil\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .await?;
+    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "[{engine}] {out}");
+    for gone in [
+        "Forwarded:",
+        "X-Real-IP",
+        "X-Forwarded-Port",
+        "X-Forwarded-Prefix",
+        "6.6.6.6",
+        "evil",
+    ] {
+        assert!(
+            !out.contains(gone),
+            "[{engine}] {gone:?} reached the backend: {out}"
+        );
+    }
+
+    // A dot-segment hidden by a path parameter or a raw backslash is refused (a
+    // backend that drops `;…` or reads `\` as `/` would climb out of the route).
+    for path in ["/a/..;/echo", "/a/%2e%2e;x/echo", "/a/..\\echo"] {
+        let out = raw(
+            p.http,
+            format!("GET {path} HTTP/1.1\r\nHost: edge.test\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await?;
+        assert!(out.starts_with("HTTP/1.1 400 "), "[{engine}] {path}: {out}");
+    }
     Ok(())
 }
 
@@ -342,6 +379,47 @@ async fn the_engine_and_hyper_agree_on_edge_cases() -> anyhow::Result<()> {
         let p = proxy_with(&hub, None, |c| c.limits.own_http1 = own).await?;
         routed(&p, "edge.test").await?;
         edge_cases(&p, if own { "engine" } else { "hyper" }).await?;
+        p.shutdown().await;
+    }
+    Ok(())
+}
+
+/// `--max-header-bytes` holds for every head, also one read ahead whole with the
+/// request before it: both engines answer it 431 (RFC 6585 §5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_over_the_limit_is_431_even_read_ahead_whole() -> anyhow::Result<()> {
+    let hub = Hub::start().await?;
+    let _up = site(&hub, [127, 0, 13, 3], "limit", "limit.test").await?;
+    let pad = "x".repeat(40_000);
+    for own in [true, false] {
+        let p = proxy_with(&hub, None, |c| {
+            c.limits.own_http1 = own;
+            c.limits.max_header_bytes = 8192;
+        })
+        .await?;
+        routed(&p, "limit.test").await?;
+        let out = raw(
+            p.http,
+            format!(
+                "GET /echo HTTP/1.1\r\nHost: limit.test\r\n\r\n\
+                 GET /echo HTTP/1.1\r\nHost: limit.test\r\nX-Pad: {pad}\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
+        assert!(
+            out.starts_with("HTTP/1.1 200 OK\r\n"),
+            "[own {own}] {out:.200}"
+        );
+        assert!(
+            out.contains("HTTP/1.1 431 "),
+            "[own {own}] {}",
+            &out[out.len().saturating_sub(300)..]
+        );
+        assert!(
+            !out.contains(&pad),
+            "[own {own}] the padded request reached the backend"
+        );
         p.shutdown().await;
     }
     Ok(())

@@ -322,6 +322,13 @@ async fn pod_answer(
     {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
+    // `/bytes/<n>`: a body of n bytes
+    if let Some(n) = path
+        .strip_prefix("/bytes/")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        return Ok(Response::new(Full::new(Bytes::from(vec![b'x'; n]))));
+    }
     if path == "/echo" {
         let body = req
             .into_body()

@@ -1,7 +1,8 @@
 //! The request writer's HTTP/2 side (the HTTP/1.1 side is in h1's tests).
 
 use super::{
-    Rewrite, decimal, field_line, hop_by_hop, keep_passed_trailers, parse_trailers, write_request,
+    Fields, Rewrite, decimal, field_line, hop_by_hop, keep_passed_trailers, parse_response,
+    parse_trailers, write_request,
 };
 use crate::headers::HOP_BY_HOP;
 
@@ -255,5 +256,22 @@ fn field_lines_in_the_buffer() {
     ];
     for (name, value, want) in cases {
         assert_eq!(field_line(buf, name, value), want, "{name:?} {value:?}");
+    }
+}
+
+/// RFC 9110 §15: a status code is 100–599; any other three digits (httparse takes
+/// them) is a malformed response, not an interim one skipped nor one passed on.
+#[test]
+fn status_codes_outside_100_to_599_are_malformed() {
+    for (head, ok) in [
+        ("HTTP/1.1 042 X\r\n\r\n", false),
+        ("HTTP/1.1 000 X\r\n\r\n", false),
+        ("HTTP/1.1 600 X\r\ncontent-length: 0\r\n\r\n", false),
+        ("HTTP/1.1 999 X\r\ncontent-length: 0\r\n\r\n", false),
+        ("HTTP/1.1 100 Continue\r\n\r\n", true),
+        ("HTTP/1.1 599 X\r\ncontent-length: 0\r\n\r\n", true),
+    ] {
+        let got = parse_response(head.as_bytes(), false, &mut Fields::default());
+        assert_eq!(got.is_ok(), ok, "{head:?}");
     }
 }
