@@ -53,11 +53,7 @@ fn hub_context_without_hub_kubeconfig_picks_that_context_of_kubeconfig() {
         .block_on(kubesim::Server::start(kubesim::Config::new("hub")))
         .expect("hub starts");
     rt.block_on(async {
-        let kc = kube::config::Kubeconfig::from_yaml(&hub.kubeconfig()).unwrap();
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(cfg).unwrap();
+        let client = hub.client().await;
         causeway_runtime::crds::install(
             &client,
             &causeway_crds::crdgen::all_crds(),

@@ -509,11 +509,7 @@ mod tests {
         let server = kubesim::Server::start(kubesim::Config::new("remove"))
             .await
             .unwrap();
-        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(cfg).unwrap();
+        let client = server.client().await;
         let nss: Api<Namespace> = Api::all(client.clone());
         let pp = kube::api::PostParams::default();
         nss.create(

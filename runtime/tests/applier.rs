@@ -15,11 +15,8 @@ async fn cluster() -> (kubesim::Server, kube::Client) {
     let server = kubesim::Server::start(kubesim::Config::new("applier"))
         .await
         .expect("kubesim starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    (server, kube::Client::try_from(cfg).unwrap())
+    let client = server.client().await;
+    (server, client)
 }
 
 fn resource(group: &str, version: &str, kind: &str) -> ApiResource {

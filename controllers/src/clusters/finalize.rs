@@ -437,11 +437,7 @@ mod tests {
         let server = kubesim::Server::start(kubesim::Config::new("hub"))
             .await
             .unwrap();
-        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap();
-        let hub = kube::Client::try_from(cfg).unwrap();
+        let hub = server.client().await;
         causeway_runtime::crds::install(
             &hub,
             &causeway_crds::crdgen::all_crds(),

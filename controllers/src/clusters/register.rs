@@ -1125,10 +1125,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-            .await
-            .unwrap();
+        let cfg = server.client_config().await;
         let admin = kube::Client::try_from(cfg.clone()).unwrap();
         let mut nobody = cfg;
         nobody.auth_info.token = Some("nobody-token".to_string().into());

@@ -74,11 +74,7 @@ impl Drop for Replicas {
 }
 
 pub async fn client(s: &kubesim::Server) -> kube::Client {
-    let kc = kube::config::Kubeconfig::from_yaml(&s.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(cfg).unwrap()
+    s.client().await
 }
 
 /// Polls `f` every 100 ms until it gives `Some` (at most `within`).

@@ -123,11 +123,7 @@ async fn kubesim_member(name: &str) -> (kubesim::Server, kube::Client) {
     let server = kubesim::Server::start(kubesim::Config::new(name))
         .await
         .expect("kubesim starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(cfg).unwrap();
+    let client = server.client().await;
     (server, client)
 }
 

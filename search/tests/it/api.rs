@@ -451,10 +451,7 @@ async fn a_watch_past_the_cap_is_429_until_one_ends() {
 async fn a_member_refusing_the_servers_credentials_is_a_502() {
     let env = start(Backend::Sqlite).await;
     let west = crate::support::cluster("west").await;
-    let kc = kube::config::Kubeconfig::from_yaml(&west.server.kubeconfig()).unwrap();
-    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
+    let mut cfg = west.server.client_config().await;
     cfg.auth_info.token = Some("a-revoked-token".to_string().into());
     let revoked = kube::Client::try_from(cfg).unwrap();
     let _published = env.publish_deployments("west", revoked);

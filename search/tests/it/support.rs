@@ -54,10 +54,6 @@ pub async fn cluster(name: &str) -> Cluster {
 /// A kubesim cluster started with `cfg`.
 pub async fn cluster_with(cfg: kubesim::Config) -> Cluster {
     let server = kubesim::Server::start(cfg).await.expect("kubesim starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(cfg).unwrap();
+    let client = server.client().await;
     Cluster { server, client }
 }

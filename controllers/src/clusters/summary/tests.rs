@@ -3,11 +3,8 @@ use super::*;
 /// A kubesim member and an admin client for it.
 pub(crate) async fn member(cfg: kubesim::Config) -> (kubesim::Server, kube::Client) {
     let server = kubesim::Server::start(cfg).await.expect("kubesim starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    (server, kube::Client::try_from(cfg).unwrap())
+    let client = server.client().await;
+    (server, client)
 }
 
 /// Node "n" (what [`pod`] binds to).

@@ -773,11 +773,7 @@ async fn a_port_that_loses_its_app_protocol_loses_it_on_the_derived_service() {
     let server = kubesim::Server::start(kubesim::Config::new("importer"))
         .await
         .expect("kubesim starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let member = kube::Client::try_from(cfg).unwrap();
+    let member = server.client().await;
     Api::<Namespace>::all(member.clone())
         .create(&PostParams::default(), &ns("demo"))
         .await
@@ -870,11 +866,7 @@ async fn an_upgraded_ipv6_first_import_gets_a_waypoint_per_family_under_new_name
     let server = kubesim::Server::start(kubesim::Config::new("importer"))
         .await
         .expect("kubesim starts");
-    let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let member = kube::Client::try_from(cfg).unwrap();
+    let member = server.client().await;
     Api::<Namespace>::all(member.clone())
         .create(&PostParams::default(), &ns("demo"))
         .await

@@ -263,6 +263,20 @@ impl Server {
         crate::kubeconfig::single(self.name(), &self.url(), self.ca_pem(), &self.admin_token)
     }
 
+    /// A kube-rs client configuration for the server, as its admin ([`Server::kubeconfig`]).
+    pub async fn client_config(&self) -> kube::Config {
+        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig())
+            .expect("kubesim writes a valid kubeconfig");
+        kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .expect("kubesim's kubeconfig gives a client configuration")
+    }
+
+    /// A kube-rs client of the server, as its admin.
+    pub async fn client(&self) -> kube::Client {
+        kube::Client::try_from(self.client_config().await).expect("a client for kubesim")
+    }
+
     /// The current global resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.inner.state.lock().store.rv()
