@@ -153,6 +153,12 @@ pub fn respond(
     }
     let name = &q.name[..q.name_len];
     if !in_zone(name, zone.apex()) {
+        // Zone transfers are refused for every name, never forwarded: the upstream
+        // would see a transfer asked from this server's address, and only the first
+        // message of a multi-message answer would be relayed. Not authoritative here.
+        if q.qtype == rtype::AXFR || q.qtype == rtype::IXFR {
+            return r.write(out, rcode::REFUSED as u16, false, None, false);
+        }
         if settings.forward {
             return Outcome::Forward { limit };
         }
@@ -401,6 +407,34 @@ pub fn forward_error(pkt: &[u8], settings: &Settings, rcode: u8, out: &mut Vec<u
     };
     r.write(out, u16::from(rcode), false, None, false);
     true
+}
+
+/// Whether the upstream response `resp` answers `query`'s question (RFC 5452 §9.1):
+/// one question, of the same name (without regard to case), type and class. The ID
+/// alone is not enough to take a forwarded reply.
+pub fn same_question(query: &[u8], resp: &[u8]) -> bool {
+    if be16(resp, 4) != Some(1) {
+        return false;
+    }
+    match (parse_question(query), parse_question(resp)) {
+        (Some(q), Some(r)) => {
+            q.name[..q.name_len] == r.name[..r.name_len]
+                && (q.qtype, q.qclass) == (r.qtype, r.qclass)
+        }
+        _ => false,
+    }
+}
+
+/// The answer to a UDP datagram longer than the server reads, of which `pkt` is the
+/// beginning: FORMERR, the header only (what follows may be cut anywhere), with an
+/// OPT when one is found in what was read. Dropped when it is not a query, as
+/// [`respond`] drops it.
+pub fn cut_off(pkt: &[u8], settings: &Settings, out: &mut Vec<u8>) -> Outcome {
+    out.clear();
+    if pkt.len() < HEADER_LEN || pkt[2] & 0x80 != 0 {
+        return Outcome::Drop;
+    }
+    header_only(pkt, rcode::FORMERR, settings, out)
 }
 
 /// A reply without the question (it could not be read, or the opcode is not

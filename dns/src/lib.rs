@@ -69,8 +69,10 @@ pub struct Config {
     /// `tcp-io-timeout`): half-sent queries do not hold a connection.
     pub tcp_query_timeout: Duration,
     /// Concurrent TCP connections (default 1024). One more closes the connection
-    /// idle between queries the longest (the same client's first), or is closed at
-    /// accept when none is idle.
+    /// idle between queries the longest (the same client's first); when none is idle,
+    /// the oldest connection of the client holding the most, if that client holds at
+    /// least two more than the new one's and more than
+    /// [`tcp::MIN_KEPT_PER_CLIENT`]; else the new one is closed at accept.
     pub max_tcp_connections: usize,
     /// Concurrent TCP connections from one client address (default 256), so one
     /// client cannot take every connection. One more closes that client's connection

@@ -50,9 +50,10 @@ struct Args {
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     tcp_query_timeout_ms: u64,
     /// Most TCP connections open at once. One more makes room by closing the
-    /// connection idle between queries the longest (the new client's own first); it is
-    /// closed as it is accepted only when none is idle. Keep it below the process's
-    /// file descriptor limit.
+    /// connection idle between queries the longest (the new client's own first); when
+    /// none is idle, the oldest connection of the client holding the most, if it holds
+    /// at least two more than the new client and more than 2; else the new one is
+    /// closed as it is accepted. Keep it below the process's file descriptor limit.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     tcp_max_connections: u32,
     /// Most TCP connections open at once from one client IP address, so one client

@@ -28,7 +28,8 @@ use crate::answer::{self, Outcome, Settings, Transport, rcode};
 use crate::index::Zone;
 use crate::metrics::{Metrics, Tally};
 
-/// Largest UDP datagram read (bigger ones are cut and answered FORMERR).
+/// Largest UDP datagram read (bigger ones are cut by the kernel, which says so with
+/// `MSG_TRUNC` in the message's flags, and are answered FORMERR).
 const UDP_READ: usize = 4096;
 
 /// Datagrams read, and answers written, per system call at most.
@@ -65,6 +66,7 @@ impl ServerState {
         let outcome = self.answer(
             &self.zone.load(),
             pkt,
+            false,
             transport,
             out,
             &mut tally,
@@ -89,19 +91,26 @@ impl ServerState {
         answer::forward_error(pkt, &self.settings, rcode, out)
     }
 
-    /// Answers one packet from `zone`, counting it in `tally` with the time from
-    /// `since` to the end of the answer, which becomes the next `since`: a batch reads
-    /// the clock once per query, not twice.
+    /// Answers one packet from `zone` (FORMERR when `cut`: a datagram longer than
+    /// was read), counting it in `tally` with the time from `since` to the end of the
+    /// answer, which becomes the next `since`: a batch reads the clock once per query,
+    /// not twice.
+    #[allow(clippy::too_many_arguments)]
     fn answer(
         &self,
         zone: &Zone,
         pkt: &[u8],
+        cut: bool,
         transport: Transport,
         out: &mut Vec<u8>,
         tally: &mut Tally,
         since: &mut Instant,
     ) -> Outcome {
-        let outcome = answer::respond(zone, &self.settings, pkt, transport, out);
+        let outcome = if cut {
+            answer::cut_off(pkt, &self.settings, out)
+        } else {
+            answer::respond(zone, &self.settings, pkt, transport, out)
+        };
         let now = Instant::now();
         tally.record(&outcome, now.saturating_duration_since(*since));
         *since = now;
@@ -109,7 +118,8 @@ impl ServerState {
     }
 }
 
-/// A datagram's length, sender and local address, as read.
+/// A datagram's length (more than [`UDP_READ`]: it was longer and came cut), sender
+/// and local address, as read.
 type Got = (usize, Option<SockaddrStorage>, Option<Local>);
 
 /// One worker's buffers and `mmsghdr` arrays, reused for every batch.
@@ -296,7 +306,14 @@ impl Batch {
                     .ok()
                     .and_then(|mut c| c.find_map(|c| Dest::from_cmsg(&c)))
             });
-            let (entry, missing) = received(kind, m.bytes, m.address, dest);
+            // A datagram longer than its buffer comes cut, with MSG_TRUNC in its
+            // flags (the length read is the buffer's): counted as longer than that.
+            let bytes = if m.flags.contains(MsgFlags::MSG_TRUNC) {
+                m.bytes.max(UDP_READ + 1)
+            } else {
+                m.bytes
+            };
+            let (entry, missing) = received(kind, bytes, m.address, dest);
             unreported |= missing;
             entry
         }));
@@ -503,9 +520,10 @@ pub fn udp_worker(
                 continue;
             };
             let at = i * UDP_READ;
+            let cut = *len > UDP_READ;
             let pkt = &batch.bufs[at..at + (*len).min(UDP_READ)];
             let out = &mut batch.outs[i];
-            match shared.answer(&zone, pkt, Transport::Udp, out, &mut tally, &mut since) {
+            match shared.answer(&zone, pkt, cut, Transport::Udp, out, &mut tally, &mut since) {
                 Outcome::Reply { .. } => batch.replies.push(i),
                 Outcome::Forward { limit } => {
                     if let Some(to) = std_addr(peer) {
@@ -632,11 +650,14 @@ async fn forward_udp(
         let mut buf = vec![0u8; limit + 1];
         loop {
             let n = sock.recv(&mut buf).await?;
-            // Only the answer to this query (same ID) is relayed.
-            if n >= 2 && buf[..2] == query[..2] {
+            // Only the answer to this query is relayed: the same ID and the same
+            // question (RFC 5452 §9.1); anything else is ignored and the wait goes on.
+            let got = &buf[..n];
+            if got.len() >= 2 && got[..2] == query[..2] && answer::same_question(query, got) {
                 buf.truncate(n);
                 return Ok(buf);
             }
+            tracing::debug!(%upstream, "forwarded UDP answer with another ID or question; ignored");
         }
     })
     .await
@@ -644,9 +665,10 @@ async fn forward_udp(
 }
 
 /// Relays a query to the upstream over TCP. `None` when the upstream gives no answer
-/// in time, or one whose ID is not the query's (only the answer to this query is
-/// relayed, as over UDP; a connection carries this one query, so anything else is
-/// a broken upstream and the client gets SERVFAIL rather than a stranger's answer).
+/// in time, or one whose ID or question is not the query's (only the answer to this
+/// query is relayed, as over UDP, RFC 5452 §9.1; a connection carries this one query,
+/// so anything else is a broken upstream and the client gets SERVFAIL rather than a
+/// stranger's answer).
 pub(crate) async fn forward_tcp(
     upstream: SocketAddr,
     query: &[u8],
@@ -661,8 +683,8 @@ pub(crate) async fn forward_tcp(
         let len = s.read_u16().await.ok()? as usize;
         let mut resp = vec![0u8; len];
         s.read_exact(&mut resp).await.ok()?;
-        if resp.get(..2) != query.get(..2) {
-            tracing::debug!(%upstream, "forwarded TCP answer with another ID; dropped");
+        if resp.get(..2) != query.get(..2) || !answer::same_question(query, &resp) {
+            tracing::debug!(%upstream, "forwarded TCP answer with another ID or question; dropped");
             return None;
         }
         Some(resp)

@@ -10,7 +10,12 @@
 //!   connection that has not sent its first query yet counts as idle only once it has
 //!   been open for the query timeout (it took a place: it gets the time to use it).
 //!   So connections held idle (CoreDNS pods reusing theirs, a slowloris) never lock
-//!   anyone out of TCP, the only way to get an answer that was truncated over UDP;
+//!   anyone out of TCP, the only way to get an answer that was truncated over UDP.
+//!   Nor do connections kept busy (a query always begun, each finished within the
+//!   query timeout): over the total limit with none idle, a new connection from a
+//!   client holding at least two fewer than the client holding the most closes that
+//!   client's oldest connection, busy or not, as long as it keeps more than
+//!   [`MIN_KEPT_PER_CLIENT`] (§6.2.3 again: under pressure a server may close any);
 //! - a connection silent between queries is closed after the idle timeout;
 //! - once a query has begun (its first length byte), the rest of it must arrive
 //!   within the query timeout, and its answer must be written within it too (Knot's
@@ -22,9 +27,11 @@
 //! may come out of order). At most [`MAX_PIPELINED_FORWARDS`] per connection wait for
 //! the upstream; past that, the connection's next query is read when one is answered.
 //!
-//! Memory: a reply is written with its length prefix in one vectored write (no second
-//! copy), and the query and reply buffers go back to [`KEPT_CAPACITY`] after a larger
-//! message, so idle connections hold little whatever they were asked before.
+//! Memory: a query's buffer grows with the bytes that arrive, not to the length its
+//! prefix announces (two bytes `ff ff` do not take 64 KiB); a reply is written with its
+//! length prefix in one vectored write (no second copy), and the query and reply
+//! buffers go back to [`KEPT_CAPACITY`] after a larger message, so idle connections
+//! hold little whatever they were asked before.
 //!
 //! The UDP hot path never touches any of this.
 
@@ -36,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Buf;
+use bytes::{Buf, BufMut};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -51,6 +58,10 @@ use crate::server::{ServerState, forward_tcp};
 /// Capacity a connection's query and reply buffers keep between messages; a larger
 /// message's buffer is given back once it is answered.
 pub const KEPT_CAPACITY: usize = 4096;
+
+/// Connections a client keeps whatever the pressure: over the total limit with none
+/// idle, a busy connection is closed to make room only from a client holding more.
+pub const MIN_KEPT_PER_CLIENT: usize = 2;
 
 /// Most forwarded queries of one connection waiting for the upstream at once.
 pub const MAX_PIPELINED_FORWARDS: usize = 16;
@@ -134,7 +145,10 @@ impl Slots {
 
     /// Takes a place for a connection from `client`. Over a limit, the connection
     /// idle the longest (the same client's first) is closed to make room: the second
-    /// value says whether one was. Refused when none is idle.
+    /// value says whether one was. Over the total limit with none idle, the oldest
+    /// connection of the client holding the most is closed, busy or not, when that
+    /// client holds at least two more than `client` and more than
+    /// [`MIN_KEPT_PER_CLIENT`]. Refused otherwise.
     pub fn take(self: &Arc<Self>, client: IpAddr) -> Result<(Slot, bool), Refused> {
         // IPv4 clients of a dual-stack socket arrive as ::ffff:a.b.c.d.
         let client = client.to_canonical();
@@ -149,7 +163,10 @@ impl Slots {
             evicted = true;
         }
         if t.conns.len() >= self.max_total {
-            if !(t.evict(idle_by, Some(client)) || t.evict(idle_by, None)) {
+            if !(t.evict(idle_by, Some(client))
+                || t.evict(idle_by, None)
+                || t.evict_from_the_largest(client))
+            {
                 return Err(Refused::Full);
             }
             evicted = true;
@@ -218,6 +235,36 @@ impl Table {
             }
         }
         false
+    }
+
+    /// Closes the oldest connection (busy or idle) of the client holding the most,
+    /// when `client` (about to open one more) holds at least two fewer, so the
+    /// connections move toward an even share and never back and forth, and that
+    /// client keeps more than [`MIN_KEPT_PER_CLIENT`]; whether one was closed.
+    fn evict_from_the_largest(&mut self, client: IpAddr) -> bool {
+        let mine = self.per_client.get(&client).copied().unwrap_or(0);
+        let Some((&largest, &most)) = self.per_client.iter().max_by_key(|(_, n)| **n) else {
+            return false;
+        };
+        if most <= MIN_KEPT_PER_CLIENT || mine + 1 >= most {
+            return false;
+        }
+        let Some(id) = self
+            .conns
+            .iter()
+            .filter(|(_, e)| e.client == largest)
+            .map(|(id, _)| *id)
+            .min()
+        else {
+            return false;
+        };
+        let Some(e) = self.conns.get(&id) else {
+            return false;
+        };
+        e.conn.state.store(EVICTED, Ordering::SeqCst);
+        e.conn.close.cancel();
+        self.remove(id);
+        true
     }
 
     fn remove(&mut self, id: u64) {
@@ -332,18 +379,27 @@ impl Default for Buffers {
 
 /// One length-prefixed message, read a piece at a time (each step is one read, so
 /// it can be interrupted between steps without losing bytes).
+///
+/// The buffer grows with the bytes that arrive, not to the length announced: two
+/// bytes `ff ff` take a little over [`FIRST_READ`] bytes, not 64 KiB (else every
+/// connection could hold 64 KiB for two bytes sent, renewed by reconnecting).
 #[derive(Debug, Default)]
 struct Reader {
     len: [u8; 2],
     /// Bytes of `len` read.
     got: usize,
-    /// The message (sized to `len` once that is read).
+    /// The message read so far (whole once it is `want` bytes long).
     buf: Vec<u8>,
-    /// Bytes of `buf` read.
-    filled: usize,
+    /// The message's length (once `len` is read).
+    want: usize,
     /// When the message's first byte arrived.
     begun: Option<Instant>,
 }
+
+/// Room made for the first read of a message's body; each further read when the
+/// buffer is full makes as much room again as was read (at most what is missing), so
+/// the buffer stays within twice the bytes received (plus this).
+const FIRST_READ: usize = 512;
 
 impl Reader {
     /// One read: whether the message is now whole. An error at end of stream.
@@ -361,17 +417,22 @@ impl Reader {
                 return Ok(false);
             }
             self.buf.clear();
-            self.buf.resize(u16::from_be_bytes(self.len) as usize, 0);
-            self.filled = 0;
+            self.want = usize::from(u16::from_be_bytes(self.len));
         }
-        if self.filled < self.buf.len() {
-            let n = s.read(&mut self.buf[self.filled..]).await?;
+        let missing = self.want - self.buf.len();
+        if missing > 0 {
+            if self.buf.len() == self.buf.capacity() {
+                self.buf
+                    .reserve_exact(missing.min(self.buf.len().max(FIRST_READ)));
+            }
+            // Into the spare capacity (no zeroing), never past this message: the next
+            // pipelined one stays in the socket.
+            let n = s.read_buf(&mut (&mut self.buf).limit(missing)).await?;
             if n == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
-            self.filled += n;
         }
-        Ok(self.filled == self.buf.len())
+        Ok(self.buf.len() == self.want)
     }
 
     /// The whole message (once [`Reader::step`] said so).
@@ -382,7 +443,7 @@ impl Reader {
     /// The message is handled: ready for the next, with a small buffer again.
     fn done(&mut self) {
         self.got = 0;
-        self.filled = 0;
+        self.want = 0;
         self.begun = None;
         self.buf.clear();
         self.buf.shrink_to(KEPT_CAPACITY);
@@ -571,11 +632,12 @@ mod tests {
     #[test]
     fn over_a_limit_the_longest_idle_connection_makes_room_the_clients_own_first() {
         let slots = Arc::new(Slots::new(4, 3, GRACE));
-        let (a, b, c, d) = (
+        let (a, b, c, d, e) = (
             ip("10.0.0.1"),
             ip("10.0.0.2"),
             ip("10.0.0.3"),
             ip("10.0.0.4"),
+            ip("10.0.0.5"),
         );
         let (b1, _) = slots.take(b).unwrap();
         let (a1, _) = slots.take(a).unwrap();
@@ -583,7 +645,6 @@ mod tests {
         let (a3, _) = slots.take(a).unwrap();
         // New connections that sent nothing yet are not idle.
         assert_eq!(slots.take(a).unwrap_err(), Refused::ClientFull);
-        assert_eq!(slots.take(c).unwrap_err(), Refused::Full);
         for s in [&b1, &a1, &a2, &a3] {
             assert!(s.busy());
         }
@@ -608,19 +669,58 @@ mod tests {
         c1.idle();
         let (_c2, evicted) = slots.take(c).unwrap();
         assert!(evicted && c1.conn.close.is_cancelled() && !a2.conn.close.is_cancelled());
-        // Nothing idle (a2 busy again, a3 busy, a4 and c2 new): refused.
+        // Nothing idle (a2 busy again, a3 busy, a4 and c2 new): a, holding three, loses
+        // its oldest (a2, busy) to d, holding none...
         assert!(a2.busy());
-        assert_eq!(slots.take(d).unwrap_err(), Refused::Full);
+        let (d1, evicted) = slots.take(d).unwrap();
+        assert!(evicted && a2.conn.close.is_cancelled() && !a2.busy());
+        // ...but no client goes below two that way.
+        assert_eq!(slots.take(e).unwrap_err(), Refused::Full);
         // A new connection that sent nothing for the grace period counts as idle.
         std::thread::sleep(GRACE + Duration::from_millis(10));
-        let (_d1, evicted) = slots.take(d).unwrap();
-        assert!(evicted && a4.conn.close.is_cancelled());
+        let (_e1, evicted) = slots.take(e).unwrap();
+        assert!(evicted && a4.conn.close.is_cancelled() && !d1.conn.close.is_cancelled());
         assert_eq!(slots.open(), 4);
         // Dropping a closed connection's slot gives nothing back twice.
-        drop((a1, b1, c1, a4));
+        drop((a1, a2, b1, c1, a4));
         assert_eq!(slots.open(), 4);
         drop(a3);
         assert_eq!(slots.open(), 3);
+    }
+
+    /// Over the total limit with every connection busy, the client holding the most
+    /// gives up its oldest connection to a client holding at least two fewer, down to
+    /// `MIN_KEPT_PER_CLIENT`, never to one that would then hold more than it.
+    #[test]
+    fn with_none_idle_the_client_holding_the_most_makes_room_down_to_a_floor() {
+        let slots = Arc::new(Slots::new(6, 6, Duration::from_secs(60)));
+        let (a, b, c) = (ip("10.0.0.1"), ip("10.0.0.2"), ip("10.0.0.3"));
+        let mine: Vec<Slot> = (0..6).map(|_| slots.take(a).unwrap().0).collect();
+        // b, holding none, takes a's oldest, then its next oldest.
+        let (b1, evicted) = slots.take(b).unwrap();
+        assert!(evicted && mine[0].conn.close.is_cancelled());
+        let (b2, evicted) = slots.take(b).unwrap();
+        assert!(evicted && mine[1].conn.close.is_cancelled());
+        // a holds 4, b 2: still two fewer, once more.
+        let (b3, evicted) = slots.take(b).unwrap();
+        assert!(evicted && mine[2].conn.close.is_cancelled());
+        // a 3, b 3: b gets no more (it would only swap places with a).
+        assert_eq!(slots.take(b).unwrap_err(), Refused::Full);
+        // c, holding none, takes from a or b (both 3), which keep 2.
+        let (_c1, evicted) = slots.take(c).unwrap();
+        assert!(evicted);
+        let closed = |s: &[&Slot]| s.iter().filter(|s| s.conn.close.is_cancelled()).count();
+        assert_eq!(
+            closed(&[&mine[3], &mine[4], &mine[5], &b1, &b2, &b3]),
+            1,
+            "one connection closed for c"
+        );
+        let (_c2, evicted) = slots.take(c).unwrap();
+        assert!(evicted);
+        assert_eq!(closed(&[&mine[3], &mine[4], &mine[5], &b1, &b2, &b3]), 2);
+        // Now a 2, b 2, c 2 (or a and b 2 and 2 in some order): nobody goes below 2.
+        assert_eq!(slots.take(ip("10.0.0.4")).unwrap_err(), Refused::Full);
+        assert_eq!(slots.open(), 6);
     }
 
     fn state(zone: Zone) -> ServerState {
@@ -686,5 +786,93 @@ mod tests {
             "reply buffer kept {}",
             bufs.out.capacity()
         );
+    }
+
+    /// A connected pair of TCP sockets on 127.0.0.1: (client, server side).
+    async fn tcp_pair() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (c, s) = tokio::join!(tokio::net::TcpStream::connect(addr), l.accept());
+        (c.unwrap(), s.unwrap().0)
+    }
+
+    /// Steps `reader` until the message is whole (true) or nothing more arrives for
+    /// 200 ms (false).
+    async fn read_all_that_came(reader: &mut Reader, s: &mut tokio::net::TcpStream) -> bool {
+        loop {
+            match tokio::time::timeout(Duration::from_millis(200), reader.step(s)).await {
+                Ok(Ok(true)) => return true,
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => panic!("read: {e}"),
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// A length prefix announcing 64 KiB allocates nothing like 64 KiB: the buffer
+    /// grows with the bytes that arrive (so 1024 connections that each send `ff ff`
+    /// hold kilobytes, not 64 MiB), and a large message still arrives whole.
+    #[tokio::test]
+    async fn the_query_buffer_grows_with_the_bytes_that_arrive_not_the_length_announced() {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            let (mut client, mut server) = tcp_pair().await;
+            let mut reader = Reader::default();
+            client.write_all(&[0xff, 0xff]).await.unwrap();
+            assert!(!read_all_that_came(&mut reader, &mut server).await);
+            assert!(
+                reader.buf.capacity() <= 1024,
+                "2 bytes of length prefix: {} bytes allocated",
+                reader.buf.capacity()
+            );
+            client.write_all(&[7; 100]).await.unwrap();
+            assert!(!read_all_that_came(&mut reader, &mut server).await);
+            assert!(
+                reader.buf.capacity() <= 1024,
+                "100 bytes of 65535: {} bytes allocated",
+                reader.buf.capacity()
+            );
+            // The rest of it: whole, then the buffer shrinks back.
+            let rest = vec![7; 65535 - 100];
+            let (wrote, whole) = tokio::join!(
+                client.write_all(&rest),
+                read_all_that_came(&mut reader, &mut server)
+            );
+            wrote.unwrap();
+            assert!(whole);
+            assert!(reader.message().len() == 65535 && reader.message().iter().all(|&b| b == 7));
+            reader.done();
+            assert!(reader.buf.capacity() <= KEPT_CAPACITY);
+            // A 60 KB message sent in pieces: the buffer follows what came, and the
+            // message arrives whole, byte for byte.
+            let msg: Vec<u8> = (0..60_000u32).map(|i| (i % 251) as u8).collect();
+            client.write_all(&60_000u16.to_be_bytes()).await.unwrap();
+            client.write_all(&msg[..10_000]).await.unwrap();
+            assert!(!read_all_that_came(&mut reader, &mut server).await);
+            assert!(
+                reader.buf.capacity() <= 2 * 10_000 + 1024,
+                "10000 bytes of 60000: {} bytes allocated",
+                reader.buf.capacity()
+            );
+            let write_in_pieces = async {
+                for piece in msg[10_000..].chunks(7_000) {
+                    client.write_all(piece).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            };
+            let ((), whole) = tokio::join!(
+                write_in_pieces,
+                read_all_that_came(&mut reader, &mut server)
+            );
+            assert!(whole);
+            assert_eq!(reader.message(), &msg[..]);
+            reader.done();
+            assert!(reader.buf.capacity() <= KEPT_CAPACITY);
+            // A short message behind it on the same connection is read alone.
+            client.write_all(&[0, 3, 1, 2, 3, 0, 1]).await.unwrap();
+            assert!(read_all_that_came(&mut reader, &mut server).await);
+            assert_eq!(reader.message(), &[1, 2, 3]);
+        })
+        .await
+        .expect("done in time");
     }
 }

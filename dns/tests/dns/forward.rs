@@ -1,6 +1,7 @@
 //! `--forward`: names outside the zone are relayed to the upstream.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Message, Query};
@@ -8,7 +9,7 @@ use hickory_proto::rr::{Name, RecordType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
-use crate::support::{Env, Reply, ask_tcp, ask_udp, decode, eventually, query};
+use crate::support::{DEADLINE, Env, Reply, ask_tcp, ask_udp, decode, eventually, query};
 
 #[tokio::test]
 async fn out_of_zone_names_are_forwarded_over_udp_and_tcp() {
@@ -281,28 +282,44 @@ async fn forwarded_answers_on_a_wildcard_address_come_from_the_address_queried()
 }
 
 /// An upstream that answers every query, over UDP and TCP on one port, with
-/// `reply(query)`. Dropping it stops it.
+/// `reply(query)`, and keeps the queries it was sent. Dropping it stops it.
 struct FakeUpstream {
     addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl FakeUpstream {
     async fn start(reply: fn(&[u8]) -> Vec<u8>) -> FakeUpstream {
+        FakeUpstream::start_many(move |q| vec![reply(q)]).await
+    }
+
+    /// Answers every query with the messages of `replies(query)`, in order: each its
+    /// own datagram over UDP, one after the other on the connection over TCP.
+    async fn start_many(
+        replies: impl Fn(&[u8]) -> Vec<Vec<u8>> + Copy + Send + 'static,
+    ) -> FakeUpstream {
         for _ in 0..20 {
             let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let addr = udp.local_addr().unwrap();
             let Ok(tcp) = TcpListener::bind(addr).await else {
                 continue;
             };
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let udp_seen = seen.clone();
             let on_udp = tokio::spawn(async move {
                 let mut buf = vec![0u8; 4096];
                 while let Ok((n, from)) = udp.recv_from(&mut buf).await {
-                    let _ = udp.send_to(&reply(&buf[..n]), from).await;
+                    udp_seen.lock().unwrap().push(buf[..n].to_vec());
+                    for r in replies(&buf[..n]) {
+                        let _ = udp.send_to(&r, from).await;
+                    }
                 }
             });
+            let tcp_seen = seen.clone();
             let on_tcp = tokio::spawn(async move {
                 while let Ok((mut s, _)) = tcp.accept().await {
+                    let seen = tcp_seen.clone();
                     tokio::spawn(async move {
                         let Ok(len) = s.read_u16().await else {
                             return;
@@ -311,19 +328,33 @@ impl FakeUpstream {
                         if s.read_exact(&mut q).await.is_err() {
                             return;
                         }
-                        let r = reply(&q);
-                        let mut framed = (r.len() as u16).to_be_bytes().to_vec();
-                        framed.extend_from_slice(&r);
+                        seen.lock().unwrap().push(q.clone());
+                        let mut framed = Vec::new();
+                        for r in replies(&q) {
+                            framed.extend_from_slice(&(r.len() as u16).to_be_bytes());
+                            framed.extend_from_slice(&r);
+                        }
                         let _ = s.write_all(&framed).await;
                     });
                 }
             });
             return FakeUpstream {
                 addr,
+                seen,
                 tasks: vec![on_udp, on_tcp],
             };
         }
         panic!("no free port for the fake upstream");
+    }
+
+    /// The question types of the queries it was sent.
+    fn seen_types(&self) -> Vec<RecordType> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|q| Message::from_vec(q).unwrap().queries[0].query_type())
+            .collect()
     }
 }
 
@@ -546,5 +577,120 @@ async fn forwarded_tcp_answers_reach_a_client_that_closed_its_side() {
     assert_eq!(ids, [1, 2]);
     if let Some(d) = upstream.dns.take() {
         d.shutdown().await;
+    }
+}
+
+/// Zone transfers are refused for every name, never forwarded: the upstream would see
+/// a transfer asked from this server's address, and over TCP only its first message
+/// would be relayed.
+#[tokio::test]
+async fn zone_transfers_outside_the_zone_are_refused_not_forwarded() {
+    let upstream = FakeUpstream::start(|q| upstream_answer(q, [q[0], q[1]], 1, false)).await;
+    let env = Env::start_with(|c| c.forward = Some(upstream.addr)).await;
+    let (udp, tcp) = (env.dns().udp, env.dns().tcp);
+    for qtype in [RecordType::AXFR, RecordType::IXFR] {
+        for name in ["example.com.", "Other.Zone.", "clusterset.local."] {
+            let ctx = format!("{name} {qtype}");
+            let pkt = query(name, qtype, None);
+            let (r, _) = tcp_once(tcp, &pkt, Duration::from_secs(5))
+                .await
+                .unwrap_or_else(|| panic!("{ctx}: a TCP answer"));
+            assert_eq!((r.msg.metadata.id, r.rcode), (0x1234, 5), "{ctx}: {r:?}");
+            assert!(r.answers.is_empty(), "{ctx}: {r:?}");
+            let (r, _) = udp_once(udp, &pkt, Duration::from_secs(5))
+                .await
+                .unwrap_or_else(|| panic!("{ctx}: a UDP answer"));
+            assert_eq!((r.msg.metadata.id, r.rcode), (0x1234, 5), "{ctx}: {r:?}");
+            assert!(r.answers.is_empty(), "{ctx}: {r:?}");
+        }
+    }
+    // Other types outside the zone still go to the upstream.
+    let r = ask_udp(udp, "example.com.", RecordType::A, None).await;
+    assert_eq!(r.answers, ["A 192.0.2.0"]);
+    let (r, _) = tcp_once(tcp, &query("example.com.", RecordType::A, None), DEADLINE)
+        .await
+        .expect("TCP answer");
+    assert_eq!(r.answers, ["A 192.0.2.0"]);
+    let seen = upstream.seen_types();
+    assert!(
+        !seen.is_empty() && seen.iter().all(|t| *t == RecordType::A),
+        "the upstream was sent {seen:?}"
+    );
+}
+
+/// `q` with its question replaced: another name (wire form), type or class.
+fn with_question(q: &[u8], name: Option<&[u8]>, qtype: Option<u16>, class: Option<u16>) -> Vec<u8> {
+    let mut end = 12;
+    while q[end] != 0 {
+        end += 1 + usize::from(q[end]);
+    }
+    end += 1;
+    let mut out = q[..12].to_vec();
+    out.extend_from_slice(name.unwrap_or(&q[12..end]));
+    let t = qtype.map_or([q[end], q[end + 1]], u16::to_be_bytes);
+    let c = class.map_or([q[end + 2], q[end + 3]], u16::to_be_bytes);
+    out.extend_from_slice(&t);
+    out.extend_from_slice(&c);
+    out.extend_from_slice(&q[end + 4..]);
+    out
+}
+
+/// Replies with the query's ID to other questions (another name, type, class: one
+/// A record each), then the right reply, its name in another case (two A records).
+fn strangers_then_the_answer(q: &[u8]) -> Vec<Vec<u8>> {
+    let id = [q[0], q[1]];
+    let other_name = with_question(q, Some(b"\x05other\x07example\x00"), None, None);
+    let other_type = with_question(q, None, Some(28), None);
+    let other_class = with_question(q, None, None, Some(3));
+    let mut name = q[12..].to_vec();
+    let mut end = 0;
+    while name[end] != 0 {
+        end += 1 + usize::from(name[end]);
+    }
+    name.truncate(end + 1);
+    name.make_ascii_lowercase();
+    let lower = with_question(q, Some(&name), None, None);
+    vec![
+        upstream_answer(&other_name, id, 1, false),
+        upstream_answer(&other_type, id, 1, false),
+        upstream_answer(&other_class, id, 1, false),
+        upstream_answer(&lower, id, 2, false),
+    ]
+}
+
+/// RFC 5452 §9.1: a forwarded reply is accepted only when its question is the query's
+/// (name without regard to case, type, class), not on its ID alone. Over UDP the
+/// others are ignored and the right one, which follows, is relayed; over TCP (one
+/// query per connection) the first reply is another question's, so SERVFAIL.
+#[tokio::test]
+async fn upstream_replies_to_another_question_are_not_relayed() {
+    let upstream = FakeUpstream::start_many(strangers_then_the_answer).await;
+    let env = Env::start_with(|c| {
+        c.forward = Some(upstream.addr);
+        c.forward_timeout = Duration::from_secs(2);
+    })
+    .await;
+    let (udp, tcp) = (env.dns().udp, env.dns().tcp);
+    for edns in [None, Some(1232)] {
+        let pkt = query("Stranger.Example.", RecordType::A, edns);
+        let (r, took) = udp_once(udp, &pkt, Duration::from_secs(5))
+            .await
+            .expect("UDP: an answer");
+        assert_eq!(
+            (r.msg.metadata.id, r.rcode, r.answers.clone()),
+            (0x1234, 0, vec!["A 192.0.2.0".into(), "A 192.0.2.1".into()]),
+            "UDP {edns:?}: the reply to this question, not the first with its ID: {r:?}"
+        );
+        assert!(took < Duration::from_secs(2), "UDP: at once, took {took:?}");
+        assert_eq!(r.msg.queries[0].query_type(), RecordType::A);
+        let (r, _) = tcp_once(tcp, &pkt, Duration::from_secs(5))
+            .await
+            .expect("TCP: an answer");
+        assert_eq!(
+            (r.msg.metadata.id, r.rcode),
+            (0x1234, 2),
+            "TCP {edns:?}: SERVFAIL, not another question's answer: {r:?}"
+        );
+        assert!(r.answers.is_empty());
     }
 }

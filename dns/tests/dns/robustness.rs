@@ -1,6 +1,8 @@
 //! Hostile and awkward clients: random packets, idle and slow TCP clients, answers
 //! bigger than the client allows.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hickory_proto::rr::RecordType;
@@ -311,21 +313,30 @@ async fn one_client_cannot_take_every_tcp_connection() {
     );
     closed_within_deadline(other).await;
     assert!(query_on(&mut third).await.is_some(), "127.0.0.3 kept");
-    // Every connection in the middle of a query: the next is closed at once.
+    // Every connection in the middle of a query: the client holding the most
+    // (127.0.0.1, five) gives up its oldest to a new client...
     begin_queries(&mut [&mut third, &mut fourth, &mut ninth]).await;
     let mut late = connect_from("127.0.0.6", tcp).await;
     assert!(
-        query_on(&mut late).await.is_none(),
-        "total limit, none idle"
+        query_on(&mut late).await.is_some(),
+        "total limit, none idle: room made by the client holding the most"
+    );
+    closed_within_deadline(mine.remove(0)).await;
+    // ...but not to a client holding as many (127.0.0.1 itself): closed at once.
+    begin_queries(&mut [&mut late]).await;
+    let mut again = connect_from("127.0.0.1", tcp).await;
+    assert!(
+        query_on(&mut again).await.is_none(),
+        "total limit, none idle, no client holding two more"
     );
     // Places come back when connections close.
     drop((mine, sixth));
-    let mut late = held_connection("127.0.0.6", tcp).await;
-    assert!(query_on(&mut late).await.is_some());
+    let mut last = held_connection("127.0.0.7", tcp).await;
+    assert!(query_on(&mut last).await.is_some());
     let metrics = env.dns().metrics_handle().encode();
     assert!(
         metrics.contains("causeway_dns_tcp_refused_total 2")
-            && metrics.contains("causeway_dns_tcp_evicted_total 2"),
+            && metrics.contains("causeway_dns_tcp_evicted_total 3"),
         "refusals and closings to make room counted: {metrics}"
     );
 }
@@ -575,4 +586,79 @@ async fn tcp_answers_over_64k_are_the_records_that_fit_without_tc() {
     assert!(raw.len() <= 1232);
     let r = decode(&raw);
     assert!(r.tc && !r.answers.is_empty(), "{r:?}");
+}
+
+/// RFC 7766 §6.2.3: a full server may close connections under pressure. A client that
+/// keeps every connection busy (a query always begun, each finished within the query
+/// timeout) cannot lock another client out: a new connection from a client with fewer
+/// connections closes the oldest connection of the client holding the most.
+#[tokio::test]
+async fn a_client_keeping_every_connection_busy_cannot_lock_another_out() {
+    let env = Env::start_with(|c| {
+        c.max_tcp_connections = 4;
+        c.max_tcp_connections_per_client = 4;
+        c.tcp_query_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let tcp = env.dns().tcp;
+    let q = query("dns-version.clusterset.local.", RecordType::TXT, None);
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Each connection: a query's first byte, and every 200 ms the rest of it with the
+    // first byte of the next, so it is never idle between queries.
+    let mut busy = Vec::new();
+    for _ in 0..4 {
+        let mut s = connect_from("127.0.0.1", tcp).await;
+        s.write_all(&framed[..1]).await.unwrap();
+        let (framed, stop) = (framed.clone(), stop.clone());
+        busy.push(tokio::spawn(async move {
+            let mut rest = framed[1..].to_vec();
+            rest.push(framed[0]);
+            let mut answered = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let fut = async {
+                    s.write_all(&rest).await.ok()?;
+                    let len = s.read_u16().await.ok()? as usize;
+                    let mut resp = vec![0u8; len];
+                    s.read_exact(&mut resp).await.ok()?;
+                    Some(resp)
+                };
+                match tokio::time::timeout(DEADLINE, fut).await {
+                    Ok(Some(resp)) => {
+                        assert_eq!(decode(&resp).answers, ["TXT 1.0.0"]);
+                        answered += 1;
+                    }
+                    Ok(None) => return (answered, true),
+                    Err(_) => panic!("neither answered nor closed"),
+                }
+            }
+            (answered, false)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let mut other = connect_from("127.0.0.2", tcp).await;
+    let r = query_on(&mut other)
+        .await
+        .expect("127.0.0.2 answered while 127.0.0.1 keeps every connection busy");
+    assert_eq!(decode(&r).answers, ["TXT 1.0.0"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut ends = Vec::new();
+    for t in busy {
+        ends.push(tokio::time::timeout(DEADLINE, t).await.unwrap().unwrap());
+    }
+    // The oldest was closed for it (after answering before); the others kept going.
+    assert!(ends[0].1 && ends[0].0 >= 1, "{ends:?}");
+    assert!(
+        ends[1..].iter().all(|&(n, closed)| !closed && n >= 3),
+        "{ends:?}"
+    );
+    let metrics = env.dns().metrics_handle().encode();
+    assert!(
+        metrics.contains("causeway_dns_tcp_evicted_total 1")
+            && metrics.contains("causeway_dns_tcp_timeouts_total 0"),
+        "one closed to make room, none timed out: {metrics}"
+    );
 }

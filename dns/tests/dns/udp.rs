@@ -266,3 +266,29 @@ async fn on_a_wildcard_address_answers_come_from_the_address_queried() {
         join_clients(&format!("{listen}, {workers} worker(s)"), clients).await;
     }
 }
+
+/// A datagram longer than the 4096 bytes read is cut by the kernel (MSG_TRUNC in the
+/// message's flags): it is answered FORMERR, not from its first 4096 bytes, by every
+/// worker; one of exactly 4096 bytes is read whole and answered.
+#[tokio::test]
+async fn datagrams_over_4096_bytes_are_answered_formerr() {
+    for workers in [1, 2] {
+        let env = env_with(workers, "127.0.0.1:0").await;
+        let udp = env.dns().udp;
+        // A question, then zeros (ignored after ARCOUNT 0 when read whole).
+        let q = crate::support::query("s0.demo.svc.clusterset.local.", RecordType::A, None);
+        for (size, want) in [(5000, 1), (4097, 1), (4096, 0), (5000, 1)] {
+            let mut pkt = q.clone();
+            pkt.resize(size, 0);
+            let r = decode(&crate::support::udp_raw(udp, &pkt).await);
+            assert_eq!(
+                (r.msg.metadata.id, r.rcode),
+                (0x1234, want),
+                "{workers} workers, {size} bytes: {r:?}"
+            );
+            let answers: &[String] = if want == 0 { &[ip_of(0)] } else { &[] };
+            let answers: Vec<String> = answers.iter().map(|a| format!("A {a}")).collect();
+            assert_eq!(r.answers, answers, "{workers} workers, {size} bytes");
+        }
+    }
+}
