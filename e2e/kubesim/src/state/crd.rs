@@ -240,6 +240,10 @@ fn structural_problem_child(s: &Value, path: &str) -> Option<Cause> {
     structural_problem(s, path)
 }
 
+fn nullable(s: &Value) -> bool {
+    s.get("nullable") == Some(&json!(true)) || preserves(s)
+}
+
 fn preserves(s: &Value) -> bool {
     s.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true))
 }
@@ -247,12 +251,14 @@ fn preserves(s: &Value) -> bool {
 /// Prunes unknown fields and fills defaults in place; returns the unknown field paths.
 pub fn prune_and_default(obj: &mut Value, schema: &Value) -> Vec<String> {
     let mut unknown = Vec::new();
+    let mut nulls: Vec<String> = Vec::new();
     if let Value::Object(m) = obj {
         for (k, v) in m.iter_mut() {
             if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
                 continue;
             }
             match schema.get("properties").and_then(|p| p.get(k)) {
+                Some(s) if v.is_null() && !nullable(s) => nulls.push(k.clone()),
                 Some(s) => walk(v, s, k, &mut unknown),
                 None if preserves(schema) => {}
                 None => unknown.push(k.clone()),
@@ -263,7 +269,7 @@ pub fn prune_and_default(obj: &mut Value, schema: &Value) -> Vec<String> {
             .filter(|u| !u.contains('.'))
             .cloned()
             .collect();
-        m.retain(|k, _| !top.contains(k));
+        m.retain(|k, _| !top.contains(k) && !nulls.contains(k));
         apply_defaults(m, schema);
     }
     unknown
@@ -296,6 +302,9 @@ fn walk(v: &mut Value, s: &Value, path: &str, unknown: &mut Vec<String>) {
                         == Some(&json!(true))
                         && matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
                     match props.get(k) {
+                        // a null where the schema does not allow one is pruned (then
+                        // defaulted), as apiextensions' PruneNonNullableNullsWithoutDefaults
+                        Some(cs) if cv.is_null() && !nullable(cs) => drop.push(k.clone()),
                         Some(cs) => walk(cv, cs, &format!("{path}.{k}"), unknown),
                         None if preserves(s) || embedded_meta => {}
                         None => {

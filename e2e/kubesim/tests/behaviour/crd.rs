@@ -104,6 +104,23 @@ async fn schema_prunes_unknown_fields_and_validates_types() {
     assert!(s.message.contains("spec.size"), "{}", s.message);
 }
 
+/// A null where the schema does not allow one (`color: ~` in a user's YAML) is pruned
+/// and then defaulted, as apiextensions-apiserver does (PruneNonNullableNullsWithoutDefaults);
+/// a controller reading the object sees the default, not a null.
+#[tokio::test]
+async fn nulls_the_schema_does_not_allow_are_pruned_then_defaulted() {
+    let env = start().await;
+    let api = install_widgets(&env.client, "default").await;
+    let out = api
+        .create(
+            &PostParams::default(),
+            &widget("w", json!({"size": null, "color": null})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.data["spec"], json!({"color": "blue"}));
+}
+
 /// A write of `/status` is pruned and validated against the schema too, as
 /// kube-apiserver's status strategy does: a status field of the wrong type is a 422
 /// naming it (an aggregator that writes an integer where the schema wants a string
