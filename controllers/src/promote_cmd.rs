@@ -139,7 +139,8 @@ pub(crate) fn same_policy(existing: &Value, ours: &Value) -> bool {
 /// Pure: the name of the policy promote writes: `<name>-<kind>` lowercased, the same
 /// name as the template's binding.
 pub(crate) fn policy_name(kind: &Kind, name: &str) -> String {
-    binding_name(&kind.resource.kind, name)
+    // (at most 63 characters: a policy's name is a label value on its bindings)
+    causeway_crds::names::label_value(&binding_name(&kind.resource.kind, name))
 }
 
 /// Pure: the policy that places the promoted template on `cluster` alone, taking the

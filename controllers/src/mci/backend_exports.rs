@@ -40,9 +40,11 @@ pub const LABEL: &str = "causeway.io/mci-backend";
 /// Prefix of the PropagationPolicy of a backend Service's export (Karmada's name).
 pub const POLICY_PREFIX: &str = "propagate-service-";
 
-/// The name of the policy that places the export of Service `name`.
+/// The name of the policy that places the export of Service `name`: at most 63
+/// characters (a policy's name is a label value on its bindings), shortened with a hash
+/// past that (a Service name may be 63 long).
 pub fn policy_name(name: &str) -> String {
-    format!("{POLICY_PREFIX}{name}")
+    causeway_crds::names::label_value(&format!("{POLICY_PREFIX}{name}"))
 }
 
 /// One backend Service to export.
@@ -408,6 +410,31 @@ mod tests {
             json!({"apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceExport",
             "metadata": {"name": name, "namespace": "demo", "labels": labels}}),
         )
+    }
+
+    /// A backend Service's name may be 63 long: the policy made for it still is a valid
+    /// policy the admission webhook takes (its name at most 63, a label value), one per
+    /// Service.
+    #[test]
+    fn the_policy_of_a_long_backend_name_is_admitted() {
+        let long = "s".repeat(63);
+        let other = format!("{}t", "s".repeat(62));
+        let want = |name: &str| Want {
+            namespace: "demo".into(),
+            name: name.into(),
+            uid: "uid-x".into(),
+            clusters: vec!["east".into()],
+        };
+        let policy = policy_for(&want(&long)).unwrap();
+        let name = policy.metadata.name.clone().unwrap();
+        assert!(name.len() <= 63 && name.starts_with(POLICY_PREFIX), "{name}");
+        assert_ne!(name, policy_name(&other));
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "operation": "CREATE", "namespace": "demo",
+                "kind": {"group": "causeway.io", "version": "v1alpha1", "kind": "PropagationPolicy"},
+                "object": serde_json::to_value(&policy).unwrap()}});
+        let answer = crate::webhook::policies::review_response(&review);
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
     }
 
     #[test]
