@@ -54,8 +54,45 @@ pub fn value(v: Option<&Value>) -> Result<Cel, String> {
     }
 }
 
+/// The longest expression compiled, the most member selections in one, and the
+/// deepest nesting of parentheses, brackets and braces: cel's parser recurses for each
+/// (a parenthesis through its whole precedence chain), and too deep a thread's stack
+/// overflows, which aborts the process (a webhook, the hub controller) rather than
+/// failing the expression. Kubernetes' own rules stay far below these.
+const MAX_LEN: usize = 10_000;
+const MAX_SELECTIONS: usize = 64;
+const MAX_DEPTH: usize = 8;
+
 /// Compiles `expression`, the error as text.
 pub fn compile(expression: &str) -> Result<Program, String> {
+    if expression.len() > MAX_LEN {
+        return Err(format!(
+            "the expression is {} characters long, more than the {MAX_LEN} allowed: write a shorter one",
+            expression.len()
+        ));
+    }
+    let selections = expression.bytes().filter(|&b| b == b'.').count();
+    if selections > MAX_SELECTIONS {
+        return Err(format!(
+            "the expression has {selections} member selections, more than the {MAX_SELECTIONS} allowed: write a simpler one"
+        ));
+    }
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for b in expression.bytes() {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if deepest > MAX_DEPTH {
+        return Err(format!(
+            "the expression nests parentheses, brackets or braces {deepest} deep, more than the {MAX_DEPTH} allowed: write a flatter one"
+        ));
+    }
     Program::compile(expression).map_err(|e| e.to_string())
 }
 
@@ -164,6 +201,44 @@ mod tests {
         let mut ctx = Context::default();
         ctx.add_variable_from_value("object", value(Some(object))?);
         boolean(expr, &ctx)
+    }
+
+    /// An expression the parser would recurse too deep for is refused, not compiled
+    /// (a stack overflow aborts the process); one at the limit compiles on a thread
+    /// with the 2 MiB stack of tokio's workers.
+    #[test]
+    fn expressions_too_deep_for_the_parser_are_refused() {
+        let on_small_stack = |expr: String| {
+            std::thread::Builder::new()
+                .stack_size(2 << 20)
+                .spawn(move || compile(&expr).map(drop))
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        let e = on_small_stack(format!("object{}", ".a".repeat(50_000))).unwrap_err();
+        assert!(e.contains("characters long"), "{e}");
+        let e = on_small_stack(format!("object{}", ".a".repeat(MAX_SELECTIONS + 1))).unwrap_err();
+        assert!(e.contains("member selections"), "{e}");
+        on_small_stack(format!("object{}", ".a".repeat(MAX_SELECTIONS))).unwrap();
+        let nested = |n: usize| format!("{}object{}", "(".repeat(n), ")".repeat(n));
+        let e = on_small_stack(nested(MAX_DEPTH + 1)).unwrap_err();
+        assert!(e.contains("deep"), "{e}");
+        on_small_stack(nested(MAX_DEPTH)).unwrap();
+        on_small_stack(format!(
+            "[{}1{}]",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        ))
+        .unwrap();
+        // both at their limits at once: brackets and calls around a chain of selections
+        let chain = format!("object{}", ".a".repeat(MAX_SELECTIONS));
+        on_small_stack(format!(
+            "{}has({chain}){}",
+            "[(".repeat((MAX_DEPTH - 1) / 2),
+            ")]".repeat((MAX_DEPTH - 1) / 2)
+        ))
+        .unwrap();
     }
 
     #[test]
