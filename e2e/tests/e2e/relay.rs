@@ -73,6 +73,48 @@ async fn event_note(hub: &kube::Client, reason: &str) -> String {
     .await
 }
 
+/// Registers member `west` in pull mode (cluster id `id`, else its name); the agent's
+/// hub client.
+async fn register_west(m: &Mcs, id: Option<&str>) -> kube::Client {
+    let done = register(
+        m.hub.clone(),
+        hub_endpoint(&m.cs.hub),
+        "west",
+        &causeway_e2e::member(m.cs.member("west").unwrap()).await,
+        &RegisterOptions {
+            id: id.map(String::from),
+            token_seconds: 3600,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    agent_client(&done.agent_kubeconfig).await
+}
+
+/// West's exporter (member `i` of `m`, cluster id `id`) as its agent runs it, writing
+/// into its outbox with the agent's hub client; stopped when the guard drops.
+fn west_exporter(
+    m: &Mcs,
+    i: usize,
+    id: &str,
+    agent_hub: &kube::Client,
+) -> tokio_util::sync::DropGuard {
+    let stop = CancellationToken::new();
+    tokio::spawn(exporter::run_to(
+        id.into(),
+        m.c(i),
+        agent_hub.clone(),
+        Arc::new(HubCaches::start(agent_hub, &stop)),
+        Target::Outbox {
+            cluster: "west".into(),
+        },
+        Arc::new(causeway_controllers::metrics::Metrics::default()),
+        stop.clone(),
+    ));
+    stop.drop_guard()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
     let opts = Options {
@@ -81,21 +123,7 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
     };
     // east joins in push mode; west registers in pull mode
     let m = Mcs::start_with(opts, 1).await;
-    let west = m.cs.member("west").unwrap();
-    let done = register(
-        m.hub.clone(),
-        hub_endpoint(&m.cs.hub),
-        "west",
-        &causeway_e2e::member(west).await,
-        &RegisterOptions {
-            id: Some("west.example".into()),
-            token_seconds: 3600,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    let agent_hub = agent_client(&done.agent_kubeconfig).await;
+    let agent_hub = register_west(&m, Some("west.example")).await;
     // the agent's identity really cannot write into the Service's namespace on the hub
     let forbidden = ExportedService::new("x.west.example", Default::default());
     let err = Api::<ExportedService>::namespaced(agent_hub.clone(), &m.ns)
@@ -107,19 +135,7 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
         "{err}"
     );
     // west's exporter, as its agent runs it
-    let stop = CancellationToken::new();
-    let _stop_on_drop = stop.clone().drop_guard();
-    tokio::spawn(exporter::run_to(
-        "west.example".into(),
-        m.c(1),
-        agent_hub.clone(),
-        Arc::new(HubCaches::start(&agent_hub, &stop)),
-        Target::Outbox {
-            cluster: "west".into(),
-        },
-        Arc::new(causeway_controllers::metrics::Metrics::default()),
-        stop.clone(),
-    ));
+    let exporter = west_exporter(&m, 1, "west.example", &agent_hub);
     m.hello(0, &["10.1.0.1"]).await;
     m.export(0, "hello", "dummy-label").await;
     m.hello(1, &["10.2.0.1"]).await;
@@ -186,7 +202,7 @@ async fn a_pull_members_exports_go_through_its_outbox_and_the_relay() {
     .await;
 
     // west's exporter stops (it would delete from its outbox what it did not write)
-    stop.cancel();
+    drop(exporter);
     // a lying agent: it claims to be east, and to have exported at the epoch (the
     // oldest export wins a conflict); the relay publishes it as west, exported no
     // earlier than west registered
@@ -324,33 +340,8 @@ async fn what_the_hub_refuses_of_a_pull_members_export_shows_on_its_service_expo
     let m = under_hub_rbac_with(opts, 0).await;
     slices_may_create(&m.hub, false).await;
     let ctl = weak_controller(&m).await;
-    let west = m.cs.member("west").unwrap();
-    let done = register(
-        m.hub.clone(),
-        hub_endpoint(&m.cs.hub),
-        "west",
-        &causeway_e2e::member(west).await,
-        &RegisterOptions {
-            token_seconds: 3600,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    let agent_hub = agent_client(&done.agent_kubeconfig).await;
-    let stop = CancellationToken::new();
-    let _stop_on_drop = stop.clone().drop_guard();
-    tokio::spawn(exporter::run_to(
-        "west".into(),
-        m.c(0),
-        agent_hub.clone(),
-        Arc::new(HubCaches::start(&agent_hub, &stop)),
-        Target::Outbox {
-            cluster: "west".into(),
-        },
-        Arc::new(causeway_controllers::metrics::Metrics::default()),
-        stop.clone(),
-    ));
+    let agent_hub = register_west(&m, None).await;
+    let _exporter = west_exporter(&m, 0, "west", &agent_hub);
     m.hello(0, &["10.2.0.1"]).await;
     m.export(0, "hello", "dummy-label").await;
     let (_, reason, message) =
