@@ -104,10 +104,19 @@ async fn write_within<T: AsyncWrite + Unpin>(
     bytes: &[u8],
     (timer, limit): (&mut Deadline, Duration),
 ) -> Result<(), Broken> {
+    let mut written = std::pin::pin!(write(io, bytes));
+    // the usual case, a socket that takes it all at once, reads no clock
+    let first = {
+        let mut once = std::task::Context::from_waker(std::task::Waker::noop());
+        written.as_mut().poll(&mut once)
+    };
+    if let std::task::Poll::Ready(r) = first {
+        return r;
+    }
     timer.set(Instant::now() + limit);
     tokio::select! {
         biased;
-        r = write(io, bytes) => r,
+        r = &mut written => r,
         () = timer.expired() => {
             tracing::debug!(?limit, "the client took none of its response for the read timeout");
             Err(Broken::Client)

@@ -39,6 +39,32 @@ pub(crate) const HEAD_BUFFER: usize = 4096;
 const MAX_RESPONSE_HEAD: usize = 256 * 1024;
 
 /// Whether `name` is `of` (ASCII case-insensitive).
+/// Whether `name` is one of [`headers::CLIENT_FORWARDING`] (one comparison at most
+/// per header, by length first: this runs for every header of every request).
+fn client_forwarding(name: &[u8]) -> bool {
+    let [ff, fp, fh, f, real, port, prefix] = headers::CLIENT_FORWARDING;
+    match name.len() {
+        9 => is_token(name, f) || is_token(name, real),
+        15 => is_token(name, ff),
+        16 => is_token(name, fh) || is_token(name, port),
+        17 => is_token(name, fp),
+        18 => is_token(name, prefix),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn client_forwarding_is_the_list() {
+    for name in headers::CLIENT_FORWARDING {
+        assert!(client_forwarding(name.as_bytes()), "{name}");
+        assert!(client_forwarding(name.to_ascii_uppercase().as_bytes()), "{name}");
+    }
+    for other in ["x-forwarded", "forwarded-for", "x-request-id", "user-agent", "host"] {
+        assert!(!client_forwarding(other.as_bytes()), "{other}");
+    }
+}
+
 pub(crate) fn is_token(name: &[u8], of: &str) -> bool {
     name.eq_ignore_ascii_case(of.as_bytes())
 }
@@ -410,9 +436,7 @@ pub(crate) fn write_request<'h>(
             continue;
         }
         if hop_by_hop(name, false)
-            || (rw.forwarded
-                && matches!(name.len(), 9..=18)
-                && headers::CLIENT_FORWARDING.iter().any(|d| is_token(name, d)))
+            || (rw.forwarded && client_forwarding(name))
         {
             if is_token(name, "x-forwarded-for") && !trim(value).is_empty() {
                 xff.push(value);
