@@ -58,9 +58,18 @@ fn client_forwarding(name: &[u8]) -> bool {
 fn client_forwarding_is_the_list() {
     for name in headers::CLIENT_FORWARDING {
         assert!(client_forwarding(name.as_bytes()), "{name}");
-        assert!(client_forwarding(name.to_ascii_uppercase().as_bytes()), "{name}");
+        assert!(
+            client_forwarding(name.to_ascii_uppercase().as_bytes()),
+            "{name}"
+        );
     }
-    for other in ["x-forwarded", "forwarded-for", "x-request-id", "user-agent", "host"] {
+    for other in [
+        "x-forwarded",
+        "forwarded-for",
+        "x-request-id",
+        "user-agent",
+        "host",
+    ] {
         assert!(!client_forwarding(other.as_bytes()), "{other}");
     }
 }
@@ -435,9 +444,7 @@ pub(crate) fn write_request<'h>(
         if !rw.underscores && headers::underscored(name) {
             continue;
         }
-        if hop_by_hop(name, false)
-            || (rw.forwarded && client_forwarding(name))
-        {
+        if hop_by_hop(name, false) || (rw.forwarded && client_forwarding(name)) {
             if is_token(name, "x-forwarded-for") && !trim(value).is_empty() {
                 xff.push(value);
             }
