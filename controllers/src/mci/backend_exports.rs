@@ -427,7 +427,10 @@ mod tests {
         };
         let policy = policy_for(&want(&long)).unwrap();
         let name = policy.metadata.name.clone().unwrap();
-        assert!(name.len() <= 63 && name.starts_with(POLICY_PREFIX), "{name}");
+        assert!(
+            name.len() <= 63 && name.starts_with(POLICY_PREFIX),
+            "{name}"
+        );
         assert_ne!(name, policy_name(&other));
         let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": "u", "operation": "CREATE", "namespace": "demo",

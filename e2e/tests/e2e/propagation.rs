@@ -1010,7 +1010,11 @@ async fn a_member_unreachable_as_it_leaves_keeps_its_copies_and_the_hub_says_so(
     )
     .await
     .unwrap();
-    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
     let said = eventually("the MemberCleanupFailed Event", WAIT, || async {
         let out = env
             .ok(&["get", "events", "-A", "--field-selector", "reason=MemberCleanupFailed", "-o", "jsonpath={range .items[*]}{.involvedObject.kind}/{.involvedObject.name}: {.message}{end}"])
