@@ -10,9 +10,9 @@
 //! False, `…/unreachable` for Unknown) taken with effect NoExecute: the shortest
 //! `tolerationSeconds` of the `clusterTolerations` that tolerate it; forever when one
 //! of them has none; 300 s when none tolerates it (as Karmada's default tolerations).
-//! The clock starts when the registry first tainted the member (the taint's
-//! `timeAdded`, kept while Ready moves between False and Unknown), else at the
-//! condition's `lastTransitionTime`.
+//! The clock starts at the earlier of the condition's `lastTransitionTime` and the
+//! time the registry first tainted the member (the taint's `timeAdded`, kept while
+//! Ready moves between False and Unknown).
 
 use k8s_openapi::api::core::v1::{Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -47,23 +47,24 @@ pub fn follows_ready(taint: &Taint) -> bool {
 }
 
 /// Since when `cluster` has not been Ready (None while it is, or has no Ready
-/// condition yet): since the registry first tainted it (its taint keeps its
-/// `timeAdded` when Ready moves between False and Unknown), else since the
-/// condition's `lastTransitionTime`. Failover and stale endpoints (EPS-7) count from it.
+/// condition yet): the earlier of the condition's `lastTransitionTime` and the time the
+/// registry first tainted it (its taint keeps its `timeAdded` when Ready moves between
+/// False and Unknown, which moves the condition's time). Failover and stale endpoints
+/// (EPS-7) count from it; it does not move later when the taint arrives a round after
+/// the condition.
 pub fn not_ready_since(cluster: &Cluster) -> Option<Timestamp> {
     let ready = ready_condition(cluster)?;
     if ready.status == "True" {
         return None;
     }
-    let since = cluster
+    cluster
         .spec
         .taints
         .iter()
         .filter(|t| follows_ready(t))
         .filter_map(|t| t.time_added.as_ref().map(|t| t.0))
+        .chain([ready.last_transition_time.0])
         .min()
-        .unwrap_or(ready.last_transition_time.0);
-    Some(since)
 }
 
 /// When `cluster` fails over under `tolerations`: `Some((since, deadline))` while its

@@ -1142,6 +1142,16 @@ fn failover_leaves_out_clusters_not_ready_for_too_long() {
         row("", Some(at(0)), &tainted),
         vec![chosen("a"), ("b".to_string(), "Ready has been False since 2026-01-01T00:05:00Z, longer than the 300s tolerated: failover.cluster moved the workload away".to_string()), chosen("c")]
     );
+    // a taint the monitor added a round after the condition does not move the clock
+    // later: it starts at the condition's time
+    let mut late = tainted.clone();
+    late[1].spec.taints[0].time_added = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-01T00:10:01Z".parse().unwrap(),
+    ));
+    assert_eq!(
+        crate::federation::schedule::failover::not_ready_since(&late[1]),
+        Some("2026-01-01T00:10:00Z".parse().unwrap())
+    );
     // b is Ready again and the monitor has not lifted its taint yet: it is scheduled
     // again at once (the copy kept there stays, and is not purged and made again); the
     // taint on a cluster not Ready still keeps new workloads out
