@@ -73,7 +73,8 @@ struct Args {
     /// request's circuit slot is freed. Long-polling, server-sent events and streaming
     /// gRPC backends that stay quiet longer need a larger value. An HTTP/1.1 client
     /// that takes none of its response for as long (it stopped reading) is let go the
-    /// same way (nginx's send_timeout).
+    /// same way (nginx's send_timeout); so is an HTTP/2 client that keeps a stream's
+    /// window shut that long (its connection is closed).
     #[arg(long, default_value = "60s", value_parser = positive_duration)]
     read_timeout: Duration,
     /// Retries on another endpoint for connect failures and idempotent requests (causeway.io/retries overrides).
@@ -231,6 +232,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             header_read_timeout: args.header_read_timeout,
             max_header_bytes: args.max_header_bytes,
             drain_timeout: args.drain_timeout,
+            send_timeout: args.read_timeout,
             own_http1: args.http1_engine == "own",
         },
         ..Default::default()

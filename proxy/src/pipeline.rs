@@ -107,6 +107,11 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// How long shutdown waits for open connections.
     pub drain_timeout: Duration,
+    /// How long a response may wait on a client that takes none of it (an HTTP/2
+    /// stream whose window it keeps shut, a socket it does not read) before its
+    /// connection is closed, as nginx's `send_timeout`. The proxy's own HTTP/1.1
+    /// engine uses the route's read timeout for this.
+    pub send_timeout: Duration,
     /// Serve HTTP/1.1 requests on the proxy's own engine ([`crate::h1`]); false: hyper
     /// serves every connection.
     pub own_http1: bool,
@@ -118,6 +123,7 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             max_header_bytes: 64 * 1024,
             drain_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(60),
             own_http1: true,
         }
     }

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -188,13 +188,13 @@ async fn hyper_connection<T>(
         // and the box to move, about 0.4 KiB per stream.
         Box::pin(async move {
             let resp = proxy.handle(req, conn).await;
-            Ok(resp.map(|body| Held { body, _busy: busy }))
+            Ok(resp.map(|body| Held { body, busy }))
         })
     });
     let idle = limits.header_read_timeout;
     let io = TokioIo::new(Detect::new(io, pre, idle));
     let c = builder.serve_connection_with_upgrades(io, svc);
-    drive(c, remote, &activity, idle, stop).await;
+    drive(c, remote, &activity, (idle, limits.send_timeout), stop).await;
 }
 
 /// What the service gives hyper for a request (see [`hyper_connection`]).
@@ -203,9 +203,17 @@ type ServiceFuture = Pin<Box<dyn Future<Output = Result<http::Response<Held>, In
 /// A response body that keeps its request [`Busy`] until hyper has sent all of it (or
 /// dropped it): a connection streaming a response (a gRPC server stream or bidi call,
 /// server-sent events, a slow download) is not idle, and is not closed as if it were.
+///
+/// It also tells when hyper holds a frame of it that the client has no room for: hyper
+/// polls a body for its next frame only once the last one is sent, so a body that
+/// gave a frame and is not polled again waits on the client (an HTTP/2 stream whose
+/// flow-control window the client keeps shut, an HTTP/1.1 socket it does not read).
+/// [`drive`] closes a connection with a response waiting so for the send timeout
+/// (nginx's `send_timeout`): such a client would otherwise hold its upstream
+/// connection and circuit slot for as long as it stays connected, answering PINGs.
 struct Held {
     body: RespBody,
-    _busy: Busy,
+    busy: Busy,
 }
 
 impl Body for Held {
@@ -216,7 +224,13 @@ impl Body for Held {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        let this = &mut *self;
+        this.busy.fed();
+        let r = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = r {
+            this.busy.waits();
+        }
+        r
     }
 
     fn is_end_stream(&self) -> bool {
@@ -228,32 +242,77 @@ impl Body for Held {
     }
 }
 
-/// A connection's requests: how many have started (high 32 bits) and how many are in
-/// progress (low 32 bits), in one word so a request costs one atomic add at its start
-/// and one at its end, and no clock read.
+/// A connection's requests: how many have started (high 32 bits of `requests`) and
+/// how many are in progress (low 32 bits), in one word so a request costs one atomic
+/// add at its start and one at its end, and no clock read.
+///
+/// And its responses waiting on the client (see [`Held`]), counted by the tick of
+/// [`drive`]'s send-timeout clock in which they began to wait: a tick is a quarter of
+/// the send timeout, so a count left in the slot of the tick five ticks back is a
+/// response that has waited at least the whole timeout. Six slots: a slot is checked
+/// (and found empty, or the connection closed) before its tick comes round again.
 #[derive(Default)]
-struct Activity(AtomicU64);
+struct Activity {
+    requests: AtomicU64,
+    tick: AtomicUsize,
+    waiting: [AtomicU32; WAIT_SLOTS],
+}
 
 const STARTED: u64 = 1 << 32;
 const IN_PROGRESS: u64 = STARTED - 1;
+/// Ticks of the send-timeout clock in one send timeout.
+const TICKS_PER_SEND_TIMEOUT: u32 = 4;
+const WAIT_SLOTS: usize = TICKS_PER_SEND_TIMEOUT as usize + 2;
 
 impl Activity {
     fn start(self: &Arc<Self>) -> Busy {
-        self.0.fetch_add(STARTED + 1, Ordering::Relaxed);
-        Busy(self.clone())
+        self.requests.fetch_add(STARTED + 1, Ordering::Relaxed);
+        Busy {
+            activity: self.clone(),
+            waiting: None,
+        }
     }
 
     fn sample(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Moves the send-timeout clock a tick on: whether a response has waited on the
+    /// client since the tick a whole send timeout ago (or longer).
+    fn tick(&self) -> bool {
+        let now = self.tick.fetch_add(1, Ordering::Relaxed) + 1;
+        let old = (now + WAIT_SLOTS - (TICKS_PER_SEND_TIMEOUT as usize + 1)) % WAIT_SLOTS;
+        self.waiting[old].load(Ordering::Relaxed) > 0
     }
 }
 
-/// A request in progress on its connection (until its response body is done).
-struct Busy(Arc<Activity>);
+/// A request in progress on its connection (until its response body is done), and
+/// the slot of [`Activity::waiting`] its response waits in, if it does.
+struct Busy {
+    activity: Arc<Activity>,
+    waiting: Option<usize>,
+}
+
+impl Busy {
+    /// The response's next frame was asked for: it does not wait on the client.
+    fn fed(&mut self) {
+        if let Some(slot) = self.waiting.take() {
+            self.activity.waiting[slot].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The response gave a frame: until it is asked for the next, it waits on the client.
+    fn waits(&mut self) {
+        let slot = self.activity.tick.load(Ordering::Relaxed) % WAIT_SLOTS;
+        self.activity.waiting[slot].fetch_add(1, Ordering::Relaxed);
+        self.waiting = Some(slot);
+    }
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.0.fetch_sub(1, Ordering::Relaxed);
+        self.fed();
+        self.activity.requests.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -264,11 +323,15 @@ impl Drop for Busy {
 /// gracefully (HTTP/2 GOAWAY: open streams still finish). An idle connection that has
 /// not closed `idle` later (a client that never acknowledges the GOAWAY's PING) is
 /// dropped; the [`Drain`] it runs in cuts the rest when the drain time is up.
+///
+/// A connection with a response that has waited on the client for `send_timeout`
+/// (see [`Held`]; noticed within a quarter more) is dropped at once, its other
+/// streams with it, as nginx closes a connection past its `send_timeout`.
 async fn drive<I, S, B>(
     conn: auto::UpgradeableConnection<'_, I, S, TokioExecutor>,
     remote: std::net::SocketAddr,
     activity: &Activity,
-    idle: Duration,
+    (idle, send_timeout): (Duration, Duration),
     stop: &CancellationToken,
 ) where
     S: hyper::service::Service<http::Request<Incoming>, Response = http::Response<B>>,
@@ -283,6 +346,9 @@ async fn drive<I, S, B>(
     let mut seen = activity.sample();
     let check = tokio::time::sleep(idle);
     let mut check = std::pin::pin!(check);
+    let tick = send_timeout / TICKS_PER_SEND_TIMEOUT;
+    let sends = tokio::time::sleep(tick);
+    let mut sends = std::pin::pin!(sends);
     let mut closing = false;
     let mut idle_closing = false;
     // Polled at each of the connection's wake-ups: a flag read (crate::wake).
@@ -313,6 +379,13 @@ async fn drive<I, S, B>(
                 }
                 seen = now;
                 check.as_mut().reset(tokio::time::Instant::now() + idle);
+            }
+            () = sends.as_mut() => {
+                if activity.tick() {
+                    tracing::debug!(%remote, ?send_timeout, "the client took none of a response for the send timeout; closing its connection");
+                    return;
+                }
+                sends.as_mut().reset(tokio::time::Instant::now() + tick);
             }
         }
     }

@@ -241,16 +241,7 @@ async fn errors_on(hub: &Hub, own: bool) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let admin = p.metrics.unwrap();
     let draining = tokio::spawn(p.shutdown());
-    eventually(
-        "not ready while draining",
-        Duration::from_secs(5),
-        || async {
-            get(&c, admin, "x", "/readyz", &[])
-                .await
-                .is_ok_and(|r| r.status == 503)
-        },
-    )
-    .await?;
+    answers(&c, admin, ("x", "/readyz"), 503, Duration::from_secs(5)).await?;
     draining.await?;
     let r = inflight.await??;
     assert_eq!((r.status, r.body.as_str()), (200, "a"));
@@ -424,7 +415,9 @@ async fn an_upstream_silent_mid_body_is_cut_off_at_the_read_timeout() -> anyhow:
 /// A client that stops reading its response (its socket buffer full) is let go after
 /// the read timeout (nginx's `send_timeout`): its request's circuit slot is freed
 /// (max-requests 1: the next request is served), not held for as long as the client
-/// stays connected.
+/// stays connected. The same for an HTTP/2 client that keeps its stream's window shut
+/// (its client library answers PINGs, so the connection looks alive): the connection
+/// is closed after the send timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_frees_its_circuit_slot() -> anyhow::Result<()> {
     let hub = Hub::start().await?;
@@ -440,15 +433,11 @@ async fn a_client_that_stops_reading_frees_its_circuit_slot() -> anyhow::Result<
     let p = proxy_with(&hub, None, |c| {
         c.limits.own_http1 = true;
         c.defaults.read_timeout = Duration::from_secs(3);
+        c.limits.send_timeout = Duration::from_secs(3);
     })
     .await?;
     let c = client();
-    eventually("routed", Duration::from_secs(10), || async {
-        get(&c, p.http, "s.test", "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await?;
+    answers(&c, p.http, ("s.test", "/"), 200, Duration::from_secs(10)).await?;
     // 16 MiB asked for, none of it read
     let sock = tokio::net::TcpSocket::new_v4()?;
     sock.set_recv_buffer_size(4096)?;
@@ -457,23 +446,34 @@ async fn a_client_that_stops_reading_frees_its_circuit_slot() -> anyhow::Result<
         .write_all(b"GET /bytes/16777216 HTTP/1.1\r\nHost: s.test\r\n\r\n")
         .await?;
     // (its request may take a moment to reach the backend on a busy box)
-    eventually(
-        "the slot taken meanwhile",
-        Duration::from_secs(2),
-        || async {
-            get(&c, p.http, "s.test", "/", &[])
-                .await
-                .is_ok_and(|r| r.status == 503)
-        },
-    )
-    .await?;
-    eventually("the slot freed", Duration::from_secs(10), || async {
-        get(&c, p.http, "s.test", "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await?;
+    answers(&c, p.http, ("s.test", "/"), 503, Duration::from_secs(2)).await?;
+    answers(&c, p.http, ("s.test", "/"), 200, Duration::from_secs(10)).await?;
     drop(stuck);
+
+    // HTTP/2: the response's head is taken, its body never read, so the client sends
+    // no WINDOW_UPDATE once the stream's first window is used up
+    let mut h2 = crate::h2::h2(p.http).await?;
+    let req = http::Request::get("http://s.test/bytes/16777216").body(crate::h2::full(b""))?;
+    let shut = h2.send_request(req).await?;
+    assert_eq!(shut.status(), 200);
+    let asked = std::time::Instant::now();
+    answers(&c, p.http, ("s.test", "/"), 503, Duration::from_secs(2)).await?;
+    answers(&c, p.http, ("s.test", "/"), 200, Duration::from_secs(10)).await?;
+    // not before the send timeout (3 s from when the window shut, just after the head
+    // came): the client was given its time
+    assert!(
+        asked.elapsed() >= Duration::from_millis(2500),
+        "{:?}",
+        asked.elapsed()
+    );
+    // its connection was closed: the rest of the body never comes
+    let rest = tokio::time::timeout(
+        Duration::from_secs(5),
+        http_body_util::BodyExt::collect(shut.into_body()),
+    )
+    .await
+    .context("the h2 stream stayed open")?;
+    assert!(rest.is_err(), "the h2 body ended cleanly");
     p.shutdown().await;
     Ok(())
 }
