@@ -155,6 +155,15 @@ pub(crate) const CLIENT_FORWARDING: [&str; 7] = [
     "x-forwarded-prefix",
 ];
 
+/// The [`CLIENT_FORWARDING`] headers the proxy drops rather than sets, parsed once
+/// (a name given as `&str` is parsed and hashed again at each lookup).
+static DROPPED_FORWARDING: [HeaderName; 4] = [
+    HeaderName::from_static(CLIENT_FORWARDING[3]),
+    HeaderName::from_static(CLIENT_FORWARDING[4]),
+    HeaderName::from_static(CLIENT_FORWARDING[5]),
+    HeaderName::from_static(CLIENT_FORWARDING[6]),
+];
+
 /// Adds the forwarding headers; `client` is [`client_ip_value`] of the client's
 /// address and `host` the client's Host (or :authority); without one, an empty `Host`.
 pub fn add_forwarded(
@@ -184,8 +193,8 @@ pub fn add_forwarded(
     if let Some(v) = xff {
         h.insert(X_FORWARDED_FOR.clone(), v);
     }
-    for dropped in &CLIENT_FORWARDING[3..] {
-        h.remove(*dropped);
+    for dropped in &DROPPED_FORWARDING {
+        h.remove(dropped);
     }
     h.insert(
         X_FORWARDED_PROTO.clone(),
