@@ -454,6 +454,23 @@ where
     }
 }
 
+/// Waits until `GET http://<proxy><path>` with `Host: host` answers `status`.
+pub async fn answers(
+    c: &Client,
+    proxy: SocketAddr,
+    (host, path): (&str, &str),
+    status: u16,
+    within: Duration,
+) -> anyhow::Result<()> {
+    let what = format!("GET {host}{path} answering {status}");
+    eventually(&what, within, || async {
+        get(c, proxy, host, path, &[])
+            .await
+            .is_ok_and(|r| r.status == status)
+    })
+    .await
+}
+
 pub type Client = hyper_util::client::legacy::Client<
     hyper_util::client::legacy::connect::HttpConnector,
     Full<Bytes>,

@@ -149,12 +149,7 @@ async fn keep_alive_reuse_upstream_idle_closes_and_idle_timeout() -> anyhow::Res
     let p = proxy(&hub, None).await?;
     let admin = p.metrics.unwrap();
     let c = client();
-    eventually("routes", Duration::from_secs(10), || async {
-        get(&c, p.http, "c.test", "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await?;
+    answers(&c, p.http, ("c.test", "/"), 200, Duration::from_secs(10)).await?;
 
     // Back-to-back requests share one upstream connection.
     let before = closer.accepted();
@@ -325,12 +320,7 @@ async fn a_connection_still_receiving_an_upload_is_not_reused() -> anyhow::Resul
     .await?;
     let p = proxy(&hub, None).await?;
     let c = client();
-    eventually("route", Duration::from_secs(10), || async {
-        get(&c, p.http, "e.test", "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await?;
+    answers(&c, p.http, ("e.test", "/"), 200, Duration::from_secs(10)).await?;
 
     // A streamed upload (over the 64 KiB buffered for retries) that stops half way.
     let mut s = tokio::net::TcpStream::connect(p.http).await?;

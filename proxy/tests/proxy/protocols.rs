@@ -258,12 +258,7 @@ async fn websocket_upgrade_is_tunnelled() -> anyhow::Result<()> {
     .await?;
     assert_eq!(p.https, None);
     let c = client();
-    eventually("route", Duration::from_secs(10), || async {
-        get(&c, p.http, "ws.test", "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await?;
+    answers(&c, p.http, ("ws.test", "/"), 200, Duration::from_secs(10)).await?;
     let mut s = tokio::net::TcpStream::connect(p.http).await?;
     s.write_all(
         b"GET /chat HTTP/1.1\r\nHost: ws.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\

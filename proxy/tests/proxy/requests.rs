@@ -34,12 +34,7 @@ async fn proxy_on(
 ) -> anyhow::Result<causeway_proxy::Running> {
     let p = proxy_with(hub, None, |c| c.limits.own_http1 = own).await?;
     let c = client();
-    eventually("routes", Duration::from_secs(10), || async {
-        get(&c, p.http, host, path, &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await?;
+    answers(&c, p.http, (host, path), 200, Duration::from_secs(10)).await?;
     Ok(p)
 }
 

@@ -143,12 +143,7 @@ async fn host_and_path_routing_with_404_503_and_forwarded_headers() -> anyhow::R
         )
         .await?;
     }
-    eventually("site removed", Duration::from_secs(10), || async {
-        get(&c, p.http, "zzz.test", "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 404)
-    })
-    .await?;
+    answers(&c, p.http, ("zzz.test", "/"), 404, Duration::from_secs(10)).await?;
     let r = get(&c, p.http, "zzz.test", "/x", &[]).await?;
     assert!(
         r.body.contains("no MultiClusterIngress rule matches"),
@@ -199,11 +194,13 @@ async fn ssl_redirect_and_the_published_lease() -> anyhow::Result<()> {
     .await?;
     let p = proxy(&hub, Some("east")).await?;
     let c = client();
-    eventually("route", Duration::from_secs(10), || async {
-        get(&c, p.http, "plain.test", "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
+    answers(
+        &c,
+        p.http,
+        ("plain.test", "/"),
+        200,
+        Duration::from_secs(10),
+    )
     .await?;
     let r = get(&c, p.http, "s.test", "/a?b=c", &[]).await?;
     assert_eq!(r.status, 308);

@@ -247,12 +247,7 @@ pub async fn site_with(
 /// Waits until the proxy routes `host` to a live upstream.
 pub async fn routed(p: &causeway_proxy::Running, host: &str) -> anyhow::Result<()> {
     let c = client();
-    eventually("routes", Duration::from_secs(10), || async {
-        get(&c, p.http, host, "/", &[])
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await
+    answers(&c, p.http, (host, "/"), 200, Duration::from_secs(10)).await
 }
 
 pub fn count(hay: &str, needle: &str) -> usize {
