@@ -178,7 +178,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8443")]
     pub listen: std::net::SocketAddr,
     /// Serving certificate (PEM); default: a self-signed one kept in --data-dir
-    /// (its CA in ca.crt there, for kubeconfigs).
+    /// (its CA in ca.crt there, for kubeconfigs). Read again when it changes (a renewed
+    /// certificate is served without a restart).
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<std::path::PathBuf>,
     /// Private key of --tls-cert (PEM).

@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context;
 use bytes::Bytes;
 use causeway_crds::well_known::labels::{DELETION_PROTECTED, DELETION_PROTECTED_ALWAYS};
 use http::{Method, Response, StatusCode, header};
@@ -38,7 +37,8 @@ pub struct WebhookArgs {
     #[arg(long, default_value = "0.0.0.0:9443")]
     pub addr: SocketAddr,
     /// Serving certificate (PEM, leaf first); the ValidatingWebhookConfiguration's
-    /// caBundle must trust it.
+    /// caBundle must trust it. Read again when it changes (a renewed certificate is
+    /// served without a restart).
     #[arg(long)]
     pub cert: PathBuf,
     /// Private key of the serving certificate (PEM).
@@ -110,17 +110,16 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads the serving certificate and key files (`--cert`, `--key`) and binds `addr`
-/// (`--addr`), for [`serve`].
+/// Reads the serving certificate and key files (`--cert`, `--key`; read again when
+/// they change) and binds `addr` (`--addr`), for [`serve`].
 pub async fn listen(
     addr: SocketAddr,
     cert: &Path,
     key: &Path,
 ) -> anyhow::Result<(TcpListener, rustls::ServerConfig)> {
-    let read = |p: &Path, what: &str| {
-        std::fs::read(p).with_context(|| format!("reading the {what} file {}", p.display()))
-    };
-    let tls = server_config(&read(cert, "--cert")?, &read(key, "--key")?)?;
+    // read again when the files change: a certificate renewed in place is served
+    // without a restart
+    let tls = causeway_runtime::https::reloading_server_config(cert, key, ("--cert", "--key"))?;
     let listener = causeway_runtime::admin::bind(addr, "--addr").await?;
     Ok((listener, tls))
 }

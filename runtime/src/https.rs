@@ -348,20 +348,153 @@ pub fn server_config(
     cert_flag: &str,
     key_flag: &str,
 ) -> anyhow::Result<rustls::ServerConfig> {
+    let key = certified_key(cert_pem, key_pem, (cert_flag, key_flag))?;
+    config_with(Arc::new(rustls::sign::SingleCertAndKey::from(key)))
+}
+
+/// A TLS server config serving the certificate in the PEM files `cert` and `key` (named
+/// by `flags` in errors), read again when they change ([`ReloadingCert`]): a bad file
+/// at start is an error, a bad one later is logged and the certificate served so far
+/// kept.
+pub fn reloading_server_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    flags: (&'static str, &'static str),
+) -> anyhow::Result<rustls::ServerConfig> {
+    let resolver = ReloadingCert::load(cert, key, flags, RELOAD_EVERY)?;
+    config_with(Arc::new(resolver))
+}
+
+/// A TLS server config (h2 and http/1.1, no client certificates) serving what
+/// `resolver` gives.
+pub fn config_with(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> anyhow::Result<rustls::ServerConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+/// A certificate chain and its key from PEM, checked to fit each other.
+fn certified_key(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    (cert_flag, key_flag): (&str, &str),
+) -> anyhow::Result<rustls::sign::CertifiedKey> {
     let certs = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .with_context(|| format!("{cert_flag} is not a PEM certificate"))?;
     anyhow::ensure!(!certs.is_empty(), "{cert_flag} holds no PEM certificate");
     let key = PrivateKeyDer::from_pem_slice(key_pem)
         .with_context(|| format!("{key_flag} is not a PEM private key"))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .with_context(|| format!("{key_flag} does not fit {cert_flag}"))?;
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(cfg)
+    rustls::sign::CertifiedKey::from_der(certs, key, &rustls::crypto::ring::default_provider())
+        .with_context(|| format!("{key_flag} does not fit {cert_flag}"))
+}
+
+/// How often [`ReloadingCert`] reads its files again, at most.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(10);
+
+/// A serving certificate read from PEM files and read again when they change, so one
+/// renewed in place (cert-manager rewriting the Secret a Pod mounts, an operator
+/// copying new files over the old) is served from the next TLS handshakes on, with no
+/// restart: a server that kept the certificate it started with would serve it past
+/// its expiry, and every client (kube-apiserver calling a webhook, kubectl) would fail.
+///
+/// A handshake reads the two files again (a few KiB) when the last read is `every`
+/// old. A changed pair that cannot be read or parsed, or whose key does not fit its
+/// certificate (a renewal caught between its two writes), is logged once and the
+/// certificate served so far kept; the pair is tried again at its next change.
+#[derive(Debug)]
+pub struct ReloadingCert {
+    files: (std::path::PathBuf, std::path::PathBuf),
+    flags: (&'static str, &'static str),
+    every: Duration,
+    state: parking_lot::Mutex<Served>,
+}
+
+#[derive(Debug)]
+struct Served {
+    key: Arc<rustls::sign::CertifiedKey>,
+    /// The files' bytes at the last read (an error's text if it failed).
+    seen: Result<[Vec<u8>; 2], String>,
+    read_at: Instant,
+}
+
+impl ReloadingCert {
+    /// Reads `cert` and `key` (named by `flags` in errors) now; again at most every
+    /// `every`.
+    pub fn load(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+        flags: (&'static str, &'static str),
+        every: Duration,
+    ) -> anyhow::Result<ReloadingCert> {
+        let files = (cert.to_path_buf(), key.to_path_buf());
+        let pems = read_files(&files, flags)?;
+        let key = certified_key(&pems[0], &pems[1], flags)?;
+        Ok(ReloadingCert {
+            files,
+            flags,
+            every,
+            state: parking_lot::Mutex::new(Served {
+                key: Arc::new(key),
+                seen: Ok(pems),
+                read_at: Instant::now(),
+            }),
+        })
+    }
+
+    /// The certificate to serve, read again first if it is time and the files changed.
+    fn current(&self) -> Arc<rustls::sign::CertifiedKey> {
+        let mut s = self.state.lock();
+        if s.read_at.elapsed() < self.every {
+            return s.key.clone();
+        }
+        s.read_at = Instant::now();
+        let now = read_files(&self.files, self.flags).map_err(|e| format!("{e:#}"));
+        if now == s.seen {
+            return s.key.clone();
+        }
+        let used = now
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .and_then(|[c, k]| certified_key(c, k, self.flags));
+        match used {
+            Ok(key) => {
+                s.key = Arc::new(key);
+                tracing::info!(cert = %self.files.0.display(), "the serving certificate changed on disk: serving the new one");
+            }
+            Err(e) => tracing::warn!(
+                error = %format!("{e:#}"),
+                "the serving certificate changed on disk but cannot be used; still serving the one read before"
+            ),
+        }
+        s.seen = now;
+        s.key.clone()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ReloadingCert {
+    fn resolve(
+        &self,
+        _: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+fn read_files(
+    (cert, key): &(std::path::PathBuf, std::path::PathBuf),
+    (cert_flag, key_flag): (&str, &str),
+) -> anyhow::Result<[Vec<u8>; 2]> {
+    let read = |p: &std::path::Path, flag: &str| {
+        std::fs::read(p).with_context(|| format!("reading the {flag} file {}", p.display()))
+    };
+    Ok([read(cert, cert_flag)?, read(key, key_flag)?])
 }
 
 /// A response body that is whole or streamed; a streamed one may fail, which makes
@@ -614,6 +747,73 @@ mod tests {
             let e = server_config(c, k, "--tls-cert", "--tls-key").unwrap_err();
             assert!(format!("{e:#}").contains(want), "{e:#}");
         }
+    }
+
+    /// The leaf certificate a TLS handshake with `addr` is given.
+    async fn served_leaf(addr: SocketAddr, ca_pem: &str) -> Vec<u8> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let s = tokio_rustls::TlsConnector::from(Arc::new(cfg))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        s.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_certificate_renewed_on_disk_is_served_without_a_restart() {
+        let ca = Authority::generate("test-ca").unwrap();
+        let issue = |cn: &str| ca.serving(cn, &["127.0.0.1".into()]).unwrap();
+        let der = |i: &Issued| i.cert_der.to_vec();
+        let (first, second) = (issue("first"), issue("second"));
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        std::fs::write(&cert, &first.cert_pem).unwrap();
+        std::fs::write(&key, &first.key_pem).unwrap();
+        let flags = ("--tls-cert", "--tls-key");
+        // a file that cannot be used at start is an error that names its flag
+        let missing = dir.path().join("none.crt");
+        let e = ReloadingCert::load(&missing, &key, flags, Duration::ZERO).unwrap_err();
+        assert!(
+            format!("{e:#}").starts_with("reading the --tls-cert file"),
+            "{e:#}"
+        );
+        let resolver = ReloadingCert::load(&cert, &key, flags, Duration::ZERO).unwrap();
+        let tls = config_with(Arc::new(resolver)).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        tokio::spawn(serve(listener, tls, "test", stop.clone(), |_, _| async {
+            Response::new(Full::new(Bytes::from_static(b"ok")))
+        }));
+        assert_eq!(served_leaf(addr, &ca.ca_pem).await, der(&first));
+        // half a renewal (the certificate written, not yet its key): the old pair stays
+        std::fs::write(&cert, &second.cert_pem).unwrap();
+        assert_eq!(served_leaf(addr, &ca.ca_pem).await, der(&first));
+        // the whole renewal: the new certificate, on the next handshake
+        std::fs::write(&key, &second.key_pem).unwrap();
+        assert_eq!(served_leaf(addr, &ca.ca_pem).await, der(&second));
+        // a file broken or gone keeps what is served
+        std::fs::write(&cert, "junk").unwrap();
+        assert_eq!(served_leaf(addr, &ca.ca_pem).await, der(&second));
+        std::fs::remove_file(&cert).unwrap();
+        assert_eq!(served_leaf(addr, &ca.ca_pem).await, der(&second));
+        // and a good pair again is taken
+        std::fs::write(&cert, &first.cert_pem).unwrap();
+        std::fs::write(&key, &first.key_pem).unwrap();
+        assert_eq!(served_leaf(addr, &ca.ca_pem).await, der(&first));
+        stop.cancel();
     }
 
     /// One HTTP/1.1 GET over TLS trusting `ca_pem`; the raw response.

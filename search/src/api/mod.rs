@@ -205,12 +205,20 @@ impl Server {
             .collect();
         let files = opts.tls.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
         let pem = tls::load(files, &opts.data_dir, &extra_sans)?;
-        let tls = causeway_runtime::https::server_config(
-            pem.cert.as_bytes(),
-            pem.key.as_bytes(),
-            "--tls-cert",
-            "--tls-key",
-        )?;
+        let flags = ("--tls-cert", "--tls-key");
+        let tls = match files {
+            // the operator's files, read again when they change: a certificate renewed
+            // in place is served without a restart
+            Some((cert, key)) => {
+                causeway_runtime::https::reloading_server_config(cert, key, flags)?
+            }
+            None => causeway_runtime::https::server_config(
+                pem.cert.as_bytes(),
+                pem.key.as_bytes(),
+                flags.0,
+                flags.1,
+            )?,
+        };
         let tls = match &opts.requestheader_ca {
             Some(path) => {
                 let pem = std::fs::read(path).map_err(|e| {
