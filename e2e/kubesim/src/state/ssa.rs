@@ -207,7 +207,10 @@ pub fn record_update(old: &Value, new: &mut Value, shape: Shape, req: &ApplyRequ
         .cloned()
         .collect();
     let removed: FieldSet = old_set.difference(&new_set).cloned().collect();
-    let mut managers = read_managed(old);
+    // the main resource's write starts from the managed fields it carries (the stored
+    // ones, or those the client gave: see `merge_for_update`); a subresource's from the
+    // stored ones
+    let mut managers = read_managed(if req.subresource.is_empty() { new } else { old });
     if changed.is_empty() && removed.is_empty() && !managers.is_empty() {
         write_managed(new, &managers);
         return;

@@ -105,23 +105,30 @@ pub fn merge_for_update(rt: &ResourceType, old: &Value, body: Value, sub: &str) 
                 "generation",
                 "deletionTimestamp",
                 "deletionGracePeriodSeconds",
-                "managedFields",
             ] {
                 match old["metadata"].get(k) {
-                    Some(v)
-                        if !(k == "managedFields"
-                            && new["metadata"]
-                                .get(k)
-                                .is_some_and(|m| m.as_array().is_some_and(|a| a.is_empty()))) =>
-                    {
-                        new["metadata"][k] = v.clone();
-                    }
-                    Some(_) => {}
+                    Some(v) => new["metadata"][k] = v.clone(),
                     None => {
-                        if let Some(m) = new["metadata"].as_object_mut()
-                            && k != "managedFields"
-                        {
+                        if let Some(m) = new["metadata"].as_object_mut() {
                             m.remove(k);
+                        }
+                    }
+                }
+            }
+            // as kube-apiserver's field manager: a list of entries in the body is taken
+            // as the object's managed fields (how a client hands ownership over, or
+            // strips it: `[{}]`); an empty or absent one keeps the stored list, so a
+            // client that does not know the field cannot drop it
+            let given = new
+                .pointer("/metadata/managedFields")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty() && a.iter().all(Value::is_object));
+            if !given {
+                match old["metadata"].get("managedFields") {
+                    Some(v) => new["metadata"]["managedFields"] = v.clone(),
+                    None => {
+                        if let Some(m) = new["metadata"].as_object_mut() {
+                            m.remove("managedFields");
                         }
                     }
                 }

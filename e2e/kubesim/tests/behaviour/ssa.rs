@@ -499,3 +499,80 @@ async fn an_apply_that_changes_nothing_writes_nothing() {
         "only the apply that changed something sent an event"
     );
 }
+
+/// As kube-apiserver's field manager: managed fields a client writes (a PUT or PATCH
+/// carrying a list of entries) are taken as the object's, which is how ownership is
+/// handed over (a field kept only by the new owner goes when it stops applying it) or
+/// stripped (`[{}]`); an empty list keeps them, so a client that does not know the
+/// field cannot drop it by accident.
+#[tokio::test]
+async fn managed_fields_a_client_writes_replace_the_stored_ones() {
+    let env = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    // made by one tool, then applied, value for value, by another: both own `a`
+    let made = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("shared".into()),
+            ..Default::default()
+        },
+        data: Some([("a".to_string(), "1".to_string())].into()),
+        ..Default::default()
+    };
+    let pp = PostParams {
+        field_manager: Some("maker".into()),
+        ..Default::default()
+    };
+    api.create(&pp, &made).await.unwrap();
+    let taker = PatchParams::apply("taker").force();
+    let c = api
+        .patch("shared", &taker, &applied(json!({"a": "1", "b": "2"})))
+        .await
+        .unwrap();
+    let both = |a: &str| {
+        vec![
+            (
+                "maker".to_string(),
+                "Update".to_string(),
+                vec![a.to_string()],
+            ),
+            (
+                "taker".to_string(),
+                "Apply".to_string(),
+                vec!["a".to_string(), "b".to_string()],
+            ),
+        ]
+    };
+    assert_eq!(owners(&c), both("a"));
+    // an empty list changes nothing
+    let merge = |fields: Value| Patch::Merge(json!({"metadata": {"managedFields": fields}}));
+    let c = api
+        .patch("shared", &PatchParams::default(), &merge(json!([])))
+        .await
+        .unwrap();
+    assert_eq!(owners(&c), both("a"));
+    // the taker's entry alone: `a` is the taker's only, and goes when it stops applying it
+    let mine: Vec<Value> = serde_json::to_value(c.metadata.managed_fields.clone().unwrap())
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["manager"] == "taker")
+        .cloned()
+        .collect();
+    let c = api
+        .patch("shared", &PatchParams::default(), &merge(json!(mine)))
+        .await
+        .unwrap();
+    assert_eq!(owners(&c), both("a")[1..].to_vec());
+    let c = api
+        .patch("shared", &taker, &applied(json!({"b": "2"})))
+        .await
+        .unwrap();
+    assert_eq!(data(&c), kv(&[("b", "2")]));
+    // `[{}]` strips them all
+    let c = api
+        .patch("shared", &PatchParams::default(), &merge(json!([{}])))
+        .await
+        .unwrap();
+    assert_eq!(owners(&c), vec![]);
+}
