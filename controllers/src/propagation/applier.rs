@@ -399,6 +399,7 @@ async fn execute(
             dry_run_first,
             recreate,
             retained,
+            adopt,
             ..
         } => write::apply(write::Apply {
             api: &api,
@@ -408,6 +409,7 @@ async fn execute(
             dry_run_first: *dry_run_first,
             recreate: *recreate,
             retained: retained.as_deref(),
+            adopt: *adopt,
             cluster: &a.cluster,
             limit: a.limit,
         })

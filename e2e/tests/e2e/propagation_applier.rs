@@ -391,7 +391,7 @@ async fn conflicts_abort_overwrite_and_managed_false() {
     let env = Env::start(&["east"]).await;
     let cms: Api<ConfigMap> = Api::namespaced(env.member.clone(), NS);
     let theirs = |name: &str, managed: Option<&str>| {
-        let mut o = config_map(name, json!({"who": "member"}));
+        let mut o = config_map(name, json!({"who": "member", "kept": "same"}));
         if let Some(v) = managed {
             o["metadata"]["labels"] = json!({labels::MANAGED: v});
         }
@@ -404,7 +404,7 @@ async fn conflicts_abort_overwrite_and_managed_false() {
         .await
         .unwrap();
     let manifests = [
-        config_map("taken", json!({"who": "causeway"})),
+        config_map("taken", json!({"who": "causeway", "kept": "same"})),
         config_map("hands-off", json!({"who": "causeway"})),
     ];
     put_work(&env.hub, "east", "cfg", &manifests, json!({})).await;
@@ -501,6 +501,29 @@ async fn conflicts_abort_overwrite_and_managed_false() {
         hands_off.labels().get(labels::MANAGED).map(String::as_str),
         Some("false")
     );
+    // E.35 for what was taken over: a key the template loses goes from the member,
+    // also one the member's maker had set to the same value (the forced apply left it
+    // owned by both; taking over leaves it Causeway's alone)
+    let manifests = [
+        config_map("taken", json!({"who": "causeway"})),
+        config_map("hands-off", json!({"who": "causeway"})),
+    ];
+    put_work(
+        &env.hub,
+        "east",
+        "cfg",
+        &manifests,
+        json!({"conflictResolution": "Overwrite"}),
+    )
+    .await;
+    eventually("the key the template lost removed", WAIT, || {
+        let cms = cms.clone();
+        async move {
+            let data = cms.get("taken").await.ok()?.data?;
+            (!data.contains_key("kept")).then_some(())
+        }
+    })
+    .await;
 }
 
 /// E.36: a change refused as immutable is caught by the dry run and reported
@@ -592,6 +615,7 @@ async fn a_retained_count_read_before_an_autoscaler_changed_it_is_not_put_back()
                 dry_run_first: true,
                 recreate: false,
                 retained,
+                adopt: false,
                 cluster: "east",
                 limit: Duration::from_secs(10),
             })

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use causeway_crds::federation::ConflictResolution;
 use causeway_crds::federation::work::{Work, conditions};
-use causeway_crds::well_known::{annotations, labels};
+use causeway_crds::well_known::{FIELD_MANAGER, annotations, labels};
 use causeway_runtime::apply::contains;
 
 use crate::propagation::render::set_meta;
@@ -112,6 +112,9 @@ pub enum Action {
         /// with the resourceVersion it was read at): a 409 is then a stale read, and
         /// the count is read again.
         retained: Option<String>,
+        /// The object exists and was not this Work's: it is taken over, and the other
+        /// managers' ownership of it is dropped once applied (see `write::hand_over`).
+        adopt: bool,
     },
     /// Delete the object (Background propagation); `ordinal` when it is a manifest's.
     Delete(ObjRef, Option<usize>),
@@ -194,6 +197,28 @@ pub fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
 pub(crate) fn terminating(obj: &Value) -> bool {
     obj.pointer("/metadata/deletionTimestamp")
         .is_some_and(|t| !t.is_null())
+}
+
+/// The managed fields of a member object Causeway took over once the other managers'
+/// entries for its main resource are dropped: Causeway's own, and every manager's
+/// subresource entries (status, scale). None when there is nothing to drop, or
+/// nothing of Causeway's to keep (a list left empty would not replace the stored one).
+pub fn others_dropped(obj: &Value) -> Option<Vec<Value>> {
+    let entries = obj.pointer("/metadata/managedFields")?.as_array()?;
+    let kept: Vec<Value> = entries
+        .iter()
+        .filter(|e| {
+            e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER)
+                || e.get("subresource")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty())
+        })
+        .cloned()
+        .collect();
+    let mine = kept
+        .iter()
+        .any(|e| e.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER));
+    (mine && kept.len() < entries.len()).then_some(kept)
 }
 
 /// True when `obj` carries `causeway.io/managed=true` and the annotation of `work`.
@@ -398,6 +423,7 @@ fn manifest_step(
             dry_run_first: false,
             recreate,
             retained: None,
+            adopt: false,
         }));
     };
     let managed = label(obj, labels::MANAGED);
@@ -461,6 +487,7 @@ fn manifest_step(
         dry_run_first: changed,
         recreate,
         retained,
+        adopt: !belongs_to(obj, wref),
     }))
 }
 

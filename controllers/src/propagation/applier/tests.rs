@@ -211,6 +211,7 @@ fn applies_only_what_the_member_lacks() {
             dry_run_first: false,
             recreate: false,
             retained: None,
+            adopt: false,
         }]
     );
     // present and containing it (member-added fields ignored): zero writes
@@ -226,6 +227,7 @@ fn applies_only_what_the_member_lacks() {
         [Action::Apply {
             exists: true,
             dry_run_first: false,
+            adopt: false,
             ..
         }]
     ));
@@ -343,6 +345,14 @@ fn conflicts_and_the_managed_label() {
         assert_eq!(
             p.actions.is_empty(),
             want.is_some(),
+            "{what}: {:?}",
+            p.actions
+        );
+        // what is taken over is handed over to Causeway alone once applied
+        assert!(
+            p.actions
+                .iter()
+                .all(|a| matches!(a, Action::Apply { adopt: true, .. })),
             "{what}: {:?}",
             p.actions
         );
@@ -938,4 +948,48 @@ fn a_not_ready_cluster_keeps_its_copys_last_status() {
     };
     let st = status(&input(&w2, false, &observed), &[gone], &[], &now);
     assert_eq!(st.manifest_statuses[0].status, None);
+}
+
+#[test]
+fn taking_over_drops_the_other_managers_main_resource_entries() {
+    use causeway_crds::well_known::FIELD_MANAGER;
+    let entry = |manager: &str, sub: Option<&str>| {
+        let mut e = json!({"manager": manager, "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}});
+        if let Some(s) = sub {
+            e["subresource"] = json!(s);
+        }
+        e
+    };
+    let obj = |entries: Vec<Value>| json!({"metadata": {"name": "x", "managedFields": entries}});
+    let mine = entry(FIELD_MANAGER, None);
+    let cases = [
+        // made by kubectl, applied by Causeway: kubectl's entry goes
+        (
+            vec![entry("kubectl", None), mine.clone()],
+            Some(vec![mine.clone()]),
+        ),
+        // the members' controllers' status and scale entries stay
+        (
+            vec![
+                entry("kubectl", None),
+                mine.clone(),
+                entry("kube-controller-manager", Some("status")),
+                entry("hpa", Some("scale")),
+            ],
+            Some(vec![
+                mine.clone(),
+                entry("kube-controller-manager", Some("status")),
+                entry("hpa", Some("scale")),
+            ]),
+        ),
+        // Causeway's alone already, or nothing of Causeway's: no write
+        (vec![mine.clone()], None),
+        (vec![mine.clone(), entry("x", Some("status"))], None),
+        (vec![entry("kubectl", None)], None),
+        (vec![], None),
+    ];
+    for (entries, want) in cases {
+        assert_eq!(others_dropped(&obj(entries.clone())), want, "{entries:?}");
+    }
+    assert_eq!(others_dropped(&json!({"metadata": {"name": "x"}})), None);
 }

@@ -78,6 +78,9 @@ pub struct Apply<'a> {
     /// Where `body` carries the member's own count, read at the resourceVersion it
     /// carries (`causeway.io/retain-replicas`).
     pub retained: Option<&'a str>,
+    /// The object is taken over from another tool: once applied, the other managers'
+    /// ownership of it is dropped ([`hand_over`]).
+    pub adopt: bool,
     /// The member cluster.
     pub cluster: &'a str,
     /// Per call.
@@ -89,14 +92,11 @@ pub struct Apply<'a> {
 /// 409 then means the object changed since that read (an autoscaler, a status write),
 /// so the count is read again and the apply made again, a few times at most.
 pub async fn apply(a: Apply<'_>) -> Result<Value, NotApplied> {
-    /// Reads again after a 409 at most this often (the object's controller may write
-    /// its status between a read and the apply; client-go's `RetryOnConflict` tries 5
-    /// times).
-    const REREADS: usize = 4;
     let mut body = std::borrow::Cow::Borrowed(a.body);
     let mut rereads = 0;
     loop {
         let (why, stale) = match attempt(&a, &body).await {
+            Ok(v) if a.adopt => return Ok(hand_over(&a, v).await),
             Ok(v) => return Ok(v),
             Err(failure) => failure,
         };
@@ -121,6 +121,55 @@ pub async fn apply(a: Apply<'_>) -> Result<Value, NotApplied> {
         plan::retain_from(&mut b, &fresh, at);
         body = std::borrow::Cow::Owned(b);
     }
+}
+
+/// Reads again after a 409 at most this often (the object's controller may write its
+/// status between a read and the write; client-go's `RetryOnConflict` tries 5 times).
+const REREADS: usize = 4;
+
+/// After an object another tool made is taken over and applied (`applied`, as the
+/// member answered): drops the other managers' ownership of its main resource, so that
+/// Causeway's apply alone owns what it sets. A forced apply moves only the fields whose
+/// values it changes; those it sets to the value they had stay owned by their maker
+/// too, and server-side apply removes a field only when no manager owns it: a label or
+/// an environment variable the template later loses would stay in the member for good
+/// (Karmada, which writes the whole object, removes it: E.35). The other managers'
+/// entries for subresources (status, scale) stay. A write that keeps failing leaves
+/// the ownership shared, with a warning: the object was applied all the same.
+async fn hand_over(a: &Apply<'_>, applied: Value) -> Value {
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let name = a.obj.name.as_str();
+    for _ in 0..=REREADS {
+        // read again: what the apply answered is trimmed of its managed fields
+        let current = match call(a.limit, a.api.get_opt(name)).await {
+            Ok(Some(o)) => o,
+            Ok(None) => return applied,
+            Err(e) => {
+                tracing::warn!(cluster = %a.cluster, object = %a.obj, error = %e, "taking over an object: could not read its managed fields; fields the template loses may stay in the member");
+                return applied;
+            }
+        };
+        let raw = serde_json::to_value(&current).unwrap_or_default();
+        let Some(kept) = plan::others_dropped(&raw) else {
+            return to_json(&current, &a.obj.api_version, &a.obj.kind);
+        };
+        // at the resourceVersion read: managed fields written meanwhile are not lost
+        let rv = raw.pointer("/metadata/resourceVersion").cloned();
+        let patch = json!({"metadata": {"managedFields": kept, "resourceVersion": rv}});
+        match call(a.limit, a.api.patch(name, &pp, &Patch::Merge(&patch))).await {
+            Ok(o) => return to_json(&o, &a.obj.api_version, &a.obj.kind),
+            Err(CallError::Kube(kube::Error::Api(s))) if s.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(cluster = %a.cluster, object = %a.obj, error = %e, "taking over an object: could not drop its other managers' ownership; fields the template loses may stay in the member");
+                return applied;
+            }
+        }
+    }
+    tracing::warn!(cluster = %a.cluster, object = %a.obj, "taking over an object: its managed fields kept changing; fields the template loses may stay in the member");
+    applied
 }
 
 /// One apply of `body` (after its dry run when asked); a failure says whether it was a
