@@ -182,6 +182,12 @@ pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Connections served at once, by default; more wait to be accepted.
 pub const MAX_CONNECTIONS: usize = 2048;
 
+/// How long a stopping server lets the requests in progress finish, by default (no new
+/// connection is accepted meanwhile; HTTP/2 clients are sent GOAWAY): a webhook's
+/// AdmissionReview in flight as its Pod is replaced is answered, not cut (kube-apiserver
+/// would refuse the write it was for). What is still open then (a watch) is cut.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How long a connection closed for idleness may take to say goodbye (HTTP/2 GOAWAY).
 const GOODBYE: Duration = Duration::from_secs(5);
 
@@ -198,6 +204,8 @@ pub struct Limits {
     pub keep_alive_timeout: Duration,
     /// [`MAX_CONNECTIONS`].
     pub max_connections: usize,
+    /// [`DRAIN_TIMEOUT`].
+    pub drain_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -208,6 +216,7 @@ impl Default for Limits {
             keep_alive_interval: KEEP_ALIVE_INTERVAL,
             keep_alive_timeout: KEEP_ALIVE_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
+            drain_timeout: DRAIN_TIMEOUT,
         }
     }
 }
@@ -662,7 +671,7 @@ pub async fn serve_with<H, F, B>(
             };
             let conn = builder.serve_connection(TokioIo::new(tls), svc);
             tokio::pin!(conn);
-            loop {
+            'serving: loop {
                 // (told of the cap before it is looked at: no telling is missed)
                 let filled = full.told.notified();
                 tokio::pin!(filled);
@@ -679,7 +688,7 @@ pub async fn serve_with<H, F, B>(
                 let deadline = due(&limits).unwrap_or_else(|| Instant::now() + limits.idle_timeout);
                 tokio::select! {
                     _ = conn.as_mut() => return,
-                    _ = stop.cancelled() => return,
+                    _ = stop.cancelled() => break 'serving,
                     // a request opened or ended: a new deadline
                     _ = activity.changed.notified() => continue,
                     _ = &mut filled => {}
@@ -694,7 +703,7 @@ pub async fn serve_with<H, F, B>(
                     loop {
                         tokio::select! {
                             _ = conn.as_mut() => return,
-                            _ = stop.cancelled() => return,
+                            _ = stop.cancelled() => break 'serving,
                             _ = tokio::time::sleep(GOODBYE) => {}
                         }
                         if activity.deadline(&limits).is_some() {
@@ -703,7 +712,22 @@ pub async fn serve_with<H, F, B>(
                     }
                 }
             }
+            // stopping: the requests in progress may finish, within the drain time
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(limits.drain_timeout, conn.as_mut()).await;
         });
+    }
+    // every connection holds a permit until it ends: all of them back, all are done
+    drop(listener);
+    let all = u32::try_from(max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(limits.drain_timeout, permits.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            server = what,
+            "stopped with requests still open past the drain time: they were cut"
+        );
     }
 }
 
@@ -1089,6 +1113,95 @@ mod tests {
             started.elapsed()
         );
         stop.cancel();
+    }
+
+    /// A stopping server lets a request in progress finish (within the drain time),
+    /// takes no new connection, and cuts what is still open when the drain time is up.
+    #[tokio::test]
+    async fn stopping_lets_requests_in_progress_finish_within_the_drain_time() {
+        let p = pki();
+        let tls = || {
+            server_config(
+                p.server_cert_pem.as_bytes(),
+                p.server_key_pem.as_bytes(),
+                "--cert",
+                "--key",
+            )
+            .unwrap()
+        };
+        let start = |drain: Duration| async move {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let stop = CancellationToken::new();
+            let limits = Limits {
+                drain_timeout: drain,
+                ..Limits::default()
+            };
+            let served = tokio::spawn(serve_with(
+                listener,
+                tls(),
+                "test",
+                limits,
+                stop.clone(),
+                |req, _| async move {
+                    // "/forever" never ends; "/slow" ends after 1.5 s
+                    let parts = if req.uri().path() == "/forever" {
+                        1000
+                    } else {
+                        3
+                    };
+                    let (tx, rx) = tokio::sync::mpsc::channel(1);
+                    tokio::spawn(async move {
+                        for part in ["slow ", "but ", "alive"].iter().cycle().take(parts) {
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            let _ = tx.send(Bytes::from(*part)).await;
+                        }
+                    });
+                    json_stream(rx)
+                },
+            ));
+            (addr, stop, served)
+        };
+        let (addr, stop, served) = start(DRAIN_TIMEOUT).await;
+        let ca = p.ca_pem.clone();
+        let slow = tokio::spawn(async move { get(addr, &ca, "/slow").await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stop.cancel();
+        let r = tokio::time::timeout(Duration::from_secs(4), slow)
+            .await
+            .expect("answered within the drain time")
+            .unwrap();
+        // the whole chunked body, its last chunk included
+        assert!(r.contains("alive") && r.ends_with("0\r\n\r\n"), "{r}");
+        tokio::time::timeout(Duration::from_secs(2), served)
+            .await
+            .expect("the server ends once its requests are done")
+            .unwrap();
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "no connection is accepted once stopped"
+        );
+        // past the drain time, what is open is cut and the server ends
+        let (addr, stop, served) = start(Duration::from_millis(800)).await;
+        let ca = p.ca_pem.clone();
+        let forever = tokio::spawn(async move { get(addr, &ca, "/forever").await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let stopped = Instant::now();
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(3), served)
+            .await
+            .expect("the server ends at the drain time")
+            .unwrap();
+        assert!(
+            stopped.elapsed() >= Duration::from_millis(700),
+            "{:?}",
+            stopped.elapsed()
+        );
+        let r = tokio::time::timeout(Duration::from_secs(3), forever)
+            .await
+            .expect("the open request was cut")
+            .unwrap();
+        assert!(!r.ends_with("0\r\n\r\n"), "the body was not ended: {r}");
     }
 
     /// At `max_connections`, connections with no request open are closed to make room;
