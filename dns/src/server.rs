@@ -486,6 +486,12 @@ fn std_addr(a: &SockaddrStorage) -> Option<SocketAddr> {
 /// queued when it wakes is read and answered with one system call each way. No read
 /// timeout (arming a timer per sleep costs too): shutdown sets `stop` and shuts the
 /// socket's reading side ([`wake`]), which ends the blocked read.
+///
+/// A panic (a bug) is caught and the worker serves on, with the datagrams of that read
+/// unanswered (their clients ask again): as a TCP connection's task ends alone, not
+/// the server. A worker thread that ended would leave its socket unread, and with
+/// several sockets on the port the kernel would keep sending it a share of the
+/// clients, whose queries would go unanswered while the server looked healthy.
 pub fn udp_worker(
     sock: std::net::UdpSocket,
     mut batch: Batch,
@@ -493,9 +499,39 @@ pub fn udp_worker(
     stop: Arc<AtomicBool>,
     rt: tokio::runtime::Handle,
 ) {
-    let fd = sock.as_raw_fd();
     // Shared with the forwarding tasks, which answer from this socket.
     let sock = Arc::new(sock);
+    serve_on_after_panics("UDP worker", || {
+        udp_serve(&sock, &mut batch, &shared, &stop, &rt);
+    });
+}
+
+/// Runs `serve` until it returns, again after each panic (logged); how many there were.
+pub fn serve_on_after_panics(what: &str, mut serve: impl FnMut()) -> usize {
+    let mut panics = 0;
+    loop {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut serve)) {
+            Ok(()) => return panics,
+            Err(_) => {
+                panics += 1;
+                tracing::error!(
+                    what,
+                    panics,
+                    "panicked (a bug: please report it, with the log before this line); serving on"
+                );
+            }
+        }
+    }
+}
+
+fn udp_serve(
+    sock: &Arc<std::net::UdpSocket>,
+    batch: &mut Batch,
+    shared: &Arc<ServerState>,
+    stop: &AtomicBool,
+    rt: &tokio::runtime::Handle,
+) {
+    let fd = sock.as_raw_fd();
     let mut tally = Tally::default();
     loop {
         let read = batch.read(fd);
@@ -534,7 +570,7 @@ pub fn udp_worker(
                                     local: *local,
                                     limit,
                                 };
-                                forward(&sock, &shared, &rt, pkt, client, permit);
+                                forward(sock, shared, rt, pkt, client, permit);
                             }
                             // Over the limit: REFUSED now, in this batch.
                             None => {
@@ -759,6 +795,19 @@ fn bind_udp(addr: SocketAddr, workers: usize) -> std::io::Result<Vec<std::net::U
         })
         .collect::<Result<_, Errno>>()
         .map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod panic_tests {
+    #[test]
+    fn a_worker_serves_on_after_a_panic() {
+        let mut calls = 0;
+        let panics = super::serve_on_after_panics("test worker", || {
+            calls += 1;
+            assert!(calls > 2, "a bug in call {calls}");
+        });
+        assert_eq!((panics, calls), (2, 3));
+    }
 }
 
 #[cfg(test)]
