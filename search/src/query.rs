@@ -10,9 +10,11 @@
 //!   object that changes between pages moves (seen twice ascending, missed descending),
 //!   since the store keeps no earlier versions to page through;
 //! - `continue` is an opaque **keyset** token ([`ContinueToken`]): the sort key of the
-//!   last object returned and a fingerprint of the query it belongs to, never an offset,
-//!   so deep pages cost what the first does and a token cannot be replayed on another
-//!   query.
+//!   last object returned and a fingerprint of the query it belongs to (its resource
+//!   included), never an offset, so deep pages cost what the first does and a token
+//!   cannot be replayed on another query;
+//! - selectors of more than [`MAX_REQUIREMENTS`] requirements, and a `fuzzy-name` no
+//!   name can hold, are a 400 before the store is asked.
 //!
 //! Pure: no store, no clock.
 
@@ -90,6 +92,24 @@ pub fn too_many_namespaces(n: usize) -> Option<QueryError> {
     })
 }
 
+/// The most requirements a `labelSelector`, and the most terms a `fieldSelector`, may
+/// have: each is a condition the store evaluates, and SQLite refuses an expression
+/// deeper than 1000 (a 503 when it is asked); more is a 400 before the store is asked.
+pub const MAX_REQUIREMENTS: usize = 100;
+
+/// The longest Kubernetes name (a DNS subdomain): a `fuzzy-name` longer than this is in
+/// no name.
+pub const MAX_NAME_LEN: usize = 253;
+
+/// The 400 of a selector (`param`) with more than [`MAX_REQUIREMENTS`] requirements.
+fn too_many_requirements(param: &str, n: usize, what: &str) -> Option<QueryError> {
+    (n > MAX_REQUIREMENTS).then(|| {
+        bad(format!(
+            "{param} has {n} requirements; at most {MAX_REQUIREMENTS} are taken (each one is a condition the store evaluates): drop repeated ones, write the values one {what} may take as one `{what} in (a,b)`, or split the request"
+        ))
+    })
+}
+
 /// The deepest owner search: `ownerSeniority` above this is a bad request.
 pub const MAX_SENIORITY: u32 = 8;
 
@@ -148,6 +168,9 @@ pub struct Query {
     pub with_remaining_count: bool,
     /// Return a continue token when the page is full (`withContinue`, default true).
     pub with_continue: bool,
+    /// The resource listed (`apps/v1/deployments`; `""` when not said): part of the
+    /// fingerprint, so a continue token is good on its own resource only.
+    pub resource: String,
     /// Where the previous page ended (not part of the fingerprint).
     pub after: Option<Vec<String>>,
     /// The resourceVersion of the list's first page, which every later page repeats
@@ -291,8 +314,20 @@ impl Query {
         params: &[(String, String)],
         path_cluster: Option<&str>,
     ) -> Result<Query, QueryError> {
+        Query::parse_for(params, path_cluster, "")
+    }
+
+    /// [`Query::parse`] for a list of `resource` (`apps/v1/deployments`, `/v1/pods`):
+    /// a continue token given out for another resource is refused, as kube-apiserver
+    /// refuses one of another resource's key.
+    pub fn parse_for(
+        params: &[(String, String)],
+        path_cluster: Option<&str>,
+        resource: &str,
+    ) -> Result<Query, QueryError> {
         let mut q = Query {
             with_continue: true,
+            resource: resource.to_string(),
             ..Query::default()
         };
         let mut owner_uid = None;
@@ -374,6 +409,28 @@ impl Query {
         if let Some(e) = too_many_namespaces(q.namespaces.len()) {
             return Err(e);
         }
+        // a selector that does not parse is left to the store, which says what is wrong
+        if let Some(Ok(reqs)) = q
+            .label_selector
+            .as_deref()
+            .map(k8s_validation::selector::parse)
+            && let Some(e) = too_many_requirements("labelSelector", reqs.len(), "key")
+        {
+            return Err(e);
+        }
+        if let Some(Ok(terms)) = q.field_selector.as_deref().map(crate::store::fields::parse)
+            && let Some(e) = too_many_requirements("fieldSelector", terms.len(), "field")
+        {
+            return Err(e);
+        }
+        if let Some(f) = &q.fuzzy_name {
+            let n = f.chars().count();
+            if n > MAX_NAME_LEN {
+                return Err(bad(format!(
+                    "fuzzy-name is {n} characters long; a Kubernetes name is at most {MAX_NAME_LEN}, so none holds it: give a part of the name"
+                )));
+            }
+        }
         if let (Some(s), Some(b)) = (q.since, q.before)
             && s >= b
         {
@@ -415,7 +472,7 @@ impl Query {
             let t = ContinueToken::decode(&t)?;
             if t.query != q.fingerprint() {
                 return Err(bad(
-                    "the continue token belongs to another query (the filters or order changed): list again without continue",
+                    "the continue token belongs to another query (another resource or cluster, or the filters or order changed): list again without continue",
                 ));
             }
             if t.after.len() != q.order.len() {
@@ -429,10 +486,12 @@ impl Query {
         Ok(q)
     }
 
-    /// A fingerprint of what the query selects and how it orders (not the page size
-    /// nor where the page starts): a continue token is only good for the same query.
+    /// A fingerprint of what the query selects (the resource, the path's cluster and
+    /// the filters) and how it orders (not the page size nor where the page starts): a
+    /// continue token is only good for the same query.
     pub fn fingerprint(&self) -> String {
         let json = serde_json::to_vec(&(
+            &self.resource,
             &self.clusters,
             &self.namespaces,
             &self.names,

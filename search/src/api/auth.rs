@@ -491,7 +491,14 @@ impl Auth {
             Some(allowed)
         };
         let everywhere = ask(verb, &gvr.group, &gvr.resource, "", name);
-        let namespaces = if self.allowed(caller, everywhere).await? {
+        // kube-apiserver reviews a get of namespaces/<ns> in namespace <ns> (the request's
+        // namespace is the name): a user bound in <ns> only may get it
+        let namespaces = if self.allowed(caller, everywhere).await?
+            || (is_own_namespace(gvr, verb, name)
+                && self
+                    .allowed(caller, ask(verb, &gvr.group, &gvr.resource, name, name))
+                    .await?)
+        {
             None
         } else if !namespaced {
             return Ok(None);
@@ -520,6 +527,12 @@ impl Auth {
             namespaces,
         }))
     }
+}
+
+/// Whether a request is a get of one Namespace, which kube-apiserver reviews in that
+/// namespace (its RequestInfo names the namespace for the namespaces resource).
+fn is_own_namespace(gvr: &Gvr, verb: &str, name: &str) -> bool {
+    gvr.group.is_empty() && gvr.resource == "namespaces" && verb == "get" && !name.is_empty()
 }
 
 #[cfg(test)]

@@ -37,16 +37,16 @@ fn group_resource(gvr: &Gvr) -> String {
     }
 }
 
-/// The parameters a list or get runs with: the path's namespace replaces any
-/// `namespaces=`, a get adds `names=`.
-fn params_for(t: &Target, mut params: Vec<(String, String)>) -> Vec<(String, String)> {
+/// The parameters a list, get or watch runs with: the path's namespace replaces any
+/// `namespaces=`; a get drops `names=` and paging (its name is its own filter, taken
+/// whole: [`Query::names`] splits on commas).
+pub(crate) fn params_for(t: &Target, mut params: Vec<(String, String)>) -> Vec<(String, String)> {
     if let Some(ns) = &t.namespace {
         params.retain(|(k, _)| k != "namespaces");
         params.push(("namespaces".into(), ns.clone()));
     }
-    if let Some(name) = &t.name {
+    if t.name.is_some() {
         params.retain(|(k, _)| k != "names" && k != "limit" && k != "continue");
-        params.push(("names".into(), name.clone()));
     }
     params
 }
@@ -94,12 +94,15 @@ pub async fn objects(
         return reply;
     }
     let params = params_for(t, params);
-    let mut q = match Query::parse(&params, t.cluster.as_deref()) {
+    let resource = format!("{}/{}", ty.gvr.api_version(), ty.gvr.resource);
+    let mut q = match Query::parse_for(&params, t.cluster.as_deref(), &resource) {
         Ok(q) => q,
         Err(e) => return failure(StatusCode::BAD_REQUEST, e.0),
     };
-    if t.name.is_none() {
-        cap_page(&mut q, shared.max_page);
+    match &t.name {
+        // the path's name, whole (a comma in it is no list of names)
+        Some(name) => q.names = vec![name.clone()],
+        None => cap_page(&mut q, shared.max_page),
     }
     let access = Access {
         gvr: &ty.gvr,
@@ -283,8 +286,9 @@ fn as_table(
     t
 }
 
-fn listed(ty: &TypeInfo, page: Page, cursor: &str, table: Option<IncludeObject>) -> Reply {
-    let items = typed(ty, page.items.clone());
+fn listed(ty: &TypeInfo, mut page: Page, cursor: &str, table: Option<IncludeObject>) -> Reply {
+    // moved, not copied: a list without a limit holds the whole type
+    let items = typed(ty, std::mem::take(&mut page.items));
     if let Some(include) = table {
         return json_ok(&as_table(ty, &items, &page, cursor, include));
     }
@@ -298,7 +302,7 @@ fn listed(ty: &TypeInfo, page: Page, cursor: &str, table: Option<IncludeObject>)
 
 fn got(ty: &TypeInfo, name: &str, page: Page, table: Option<IncludeObject>) -> Reply {
     let gr = group_resource(&ty.gvr);
-    let items = typed(ty, page.items.clone());
+    let items = typed(ty, page.items);
     if let (Some(include), false) = (table, items.is_empty()) {
         return json_ok(&as_table(ty, &items, &Page::default(), "", include));
     }
@@ -351,12 +355,14 @@ mod tests {
                     ("labelSelector", "a=b")
                 ])
             ),
-            p(&[
-                ("labelSelector", "a=b"),
-                ("namespaces", "shop"),
-                ("names", "web")
-            ])
+            p(&[("labelSelector", "a=b"), ("namespaces", "shop")])
         );
+        // a get's names= does not widen it; its name is set apart, whole
+        let t = Target {
+            name: Some("a,b".into()),
+            ..Target::default()
+        };
+        assert_eq!(params_for(&t, p(&[("names", "c"), ("continue", "x")])), []);
         let all = Target::default();
         let given = p(&[("namespaces", "a,b"), ("limit", "5")]);
         assert_eq!(params_for(&all, given.clone()), given);

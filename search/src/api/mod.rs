@@ -193,6 +193,9 @@ pub struct Shared {
     max_page: u32,
     /// [`Options::requestheader_allowed_names`].
     front_proxy_names: Vec<String>,
+    /// Cancelled when the server stops: open watches end (a stop lets requests in
+    /// progress finish, and a watch would otherwise last its whole timeout).
+    stopping: CancellationToken,
 }
 
 impl Server {
@@ -241,9 +244,11 @@ impl Server {
         })
     }
 
-    /// At most `n` objects per list page ([`MAX_PAGE`] by default): a list without a
-    /// `limit` (or with `limit=0`, or a larger one) is answered `n` objects and a continue
-    /// token for the rest, as kube-apiserver answers when it pages.
+    /// At most `n` objects per list page ([`MAX_PAGE`] by default): a list whose `limit`
+    /// is larger is answered `n` objects and a continue token for the rest, as
+    /// kube-apiserver answers when it pages. A list without a `limit` (or with
+    /// `limit=0`) is not capped: it gets everything, as from kube-apiserver (`kubectl get
+    /// --raw` and informers that do not page follow no token).
     pub fn max_page_size(mut self, n: u32) -> Server {
         self.max_page = n.max(1);
         self
@@ -290,6 +295,7 @@ impl Server {
             per_user: Arc::default(),
             max_page: self.max_page,
             front_proxy_names: self.front_proxy_names,
+            stopping: stop.clone(),
         });
         let (listener, tls, limits) = (self.listener, self.tls, self.connections);
         causeway_runtime::https::serve_with(listener, tls, "search", limits, stop, move |req, _| {

@@ -30,11 +30,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::Shared;
 use crate::api::auth::{Access, Caller};
-use crate::api::list::{cluster_column, set_type};
+use crate::api::list::{cluster_column, params_for, set_type};
 use crate::api::route::Target;
 use crate::api::status::{Reply, failure, status_object};
 use crate::positions::{Cursor, Indexed, Positions, UNKNOWN, advance};
-use crate::query::list;
+use crate::query::Query;
 use crate::store::{Gvr, TypeInfo, annotate, cut};
 use std::sync::Arc;
 
@@ -157,15 +157,12 @@ struct Ask {
     namespaces: Vec<String>,
 }
 
-/// Reads a watch's parameters (the path's namespace, cluster and name included).
+/// Reads a watch's parameters (the path's namespace, cluster and name included). What
+/// it selects is read by the list's rules ([`Query::parse`]: lists add up, of another
+/// parameter given twice the first counts, a path cluster that `clusters=` contradicts
+/// is refused), and so are its own parameters.
 fn ask(t: &Target, params: &[(String, String)]) -> Result<Ask, String> {
-    let get = |k: &str| {
-        params
-            .iter()
-            .rev()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.as_str())
-    };
+    let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     if let Some((k, _)) = params.iter().find(|(k, _)| !PARAMS.contains(&k.as_str())) {
         return Err(format!(
             "{k} is not supported on a watch: a watch takes {}",
@@ -191,49 +188,27 @@ fn ask(t: &Target, params: &[(String, String)]) -> Result<Ask, String> {
             }
         },
     };
-    let all = |k: &str| -> Vec<String> {
-        params
-            .iter()
-            .filter(|(n, _)| n == k)
-            .flat_map(|(_, v)| list(v))
-            .collect()
-    };
-    let mut clusters: BTreeSet<String> = all("clusters").into_iter().collect();
-    if let Some(c) = &t.cluster {
-        if !clusters.is_empty() && !clusters.contains(c) {
-            clusters.clear();
-            clusters.insert(String::new());
-        } else {
-            clusters = BTreeSet::from([c.clone()]);
-        }
-    }
-    let namespaces = match &t.namespace {
-        Some(ns) => vec![ns.clone()],
-        None => {
-            let mut n = all("namespaces");
-            n.sort();
-            n.dedup();
-            n
-        }
-    };
-    if let Some(e) = crate::query::too_many_namespaces(namespaces.len()) {
-        return Err(e.0);
-    }
-    let mut fields = get("fieldSelector").unwrap_or("").to_string();
+    let q = Query::parse(&params_for(t, params.to_vec()), t.cluster.as_deref()).map_err(|e| e.0)?;
+    let mut fields = q.field_selector.unwrap_or_default();
     if let Some(name) = &t.name {
         if !fields.is_empty() {
             fields.push(',');
         }
+        // escaped as kube's fields.EscapeValue: the name is one value
+        let name = name
+            .replace('\\', r"\\")
+            .replace(',', r"\,")
+            .replace('=', r"\=");
         fields.push_str(&format!("metadata.name={name}"));
     }
     Ok(Ask {
         cursor,
         timeout,
         bookmarks: matches!(get("allowWatchBookmarks"), Some("true" | "1")),
-        labels: get("labelSelector").unwrap_or("").to_string(),
+        labels: q.label_selector.unwrap_or_default(),
         fields,
-        clusters,
-        namespaces,
+        clusters: q.clusters.into_iter().collect(),
+        namespaces: q.namespaces,
     })
 }
 
@@ -505,9 +480,15 @@ pub async fn objects(
         cut_off: CancellationToken::new(),
     };
     let cut_off = merge.cut_off.clone();
+    let stopping = shared.stopping.clone();
     tokio::spawn(async move {
         let (_stop, _slot, _user_slot) = (stop.drop_guard(), slot, user_slot);
-        merge.run(rx, out, timeout).await;
+        // the server stopping ends the watch, as kube-apiserver's shutdown does (the
+        // client watches again, from its last event, on the server that answers)
+        tokio::select! {
+            () = merge.run(rx, out, timeout) => {}
+            () = stopping.cancelled() => {}
+        }
     });
     causeway_runtime::https::json_stream_until(body, cut_off)
 }
@@ -864,9 +845,57 @@ mod tests {
         assert_eq!(a.cursor, Cursor::default());
         let zero = ask(&Target::default(), &p(&[("timeoutSeconds", "0")])).unwrap();
         assert_eq!(zero.timeout, None);
-        // a path cluster outside clusters= sees nothing
-        let a = ask(&t, &p(&[("clusters", "west")])).unwrap();
-        assert_eq!(a.clusters, BTreeSet::from([String::new()]));
+        // a path cluster outside clusters= is refused, as a list refuses it
+        let e = ask(&t, &p(&[("clusters", "west")])).unwrap_err();
+        assert!(
+            e.contains("the path names cluster \"east\" and clusters= names [\"west\"]: give one or the other"),
+            "{e}"
+        );
+        let a = ask(&t, &p(&[("clusters", "east")])).unwrap();
+        assert_eq!(a.clusters, BTreeSet::from(["east".to_string()]));
+    }
+
+    /// Of a parameter given twice the first counts, as for a list (and kube-apiserver);
+    /// lists add up.
+    #[test]
+    fn a_watch_reads_repeated_parameters_as_a_list_does() {
+        let cursor = Cursor(BTreeMap::from([("east".into(), "7".into())]));
+        let a = ask(
+            &Target::default(),
+            &p(&[
+                ("labelSelector", "app=web"),
+                ("labelSelector", "app=api"),
+                ("fieldSelector", "status.phase=Running"),
+                ("fieldSelector", "status.phase=Failed"),
+                ("timeoutSeconds", "30"),
+                ("timeoutSeconds", "soon"),
+                ("allowWatchBookmarks", "true"),
+                ("allowWatchBookmarks", "false"),
+                ("resourceVersion", &cursor.encode()),
+                ("resourceVersion", "12345"),
+                ("clusters", "west"),
+                ("clusters", "east"),
+                ("namespaces", "shop"),
+                ("namespaces", "ops,shop"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(a.labels, "app=web");
+        assert_eq!(a.fields, "status.phase=Running");
+        assert_eq!(a.timeout, Some(Duration::from_secs(30)));
+        assert!(a.bookmarks);
+        assert_eq!(a.cursor, cursor);
+        assert_eq!(
+            a.clusters,
+            BTreeSet::from(["east".to_string(), "west".to_string()])
+        );
+        assert_eq!(a.namespaces, ["ops", "shop"]);
+        // a name with a comma is one name on the members too
+        let t = Target {
+            name: Some("a,b=c".into()),
+            ..Target::default()
+        };
+        assert_eq!(ask(&t, &[]).unwrap().fields, r"metadata.name=a\,b\=c");
     }
 
     /// A watch that names no timeout gets one between the minimum and twice it, not the

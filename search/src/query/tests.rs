@@ -302,3 +302,57 @@ fn repeated_parameters_add_up_or_the_first_counts() {
     let q = parse(&[("limit", "5"), ("limit", "50")]).unwrap();
     assert_eq!(q.limit, Some(5));
 }
+
+/// Every requirement is a condition the store evaluates (SQLite refuses an expression
+/// deeper than 1000, a 503): more than [`MAX_REQUIREMENTS`] label or field requirements
+/// are a 400 that says what to do, and so is a fuzzy-name no Kubernetes name can hold.
+#[test]
+fn selectors_and_fuzzy_names_are_bounded() {
+    let many = |term: &str, n: usize| vec![term; n].join(",");
+    assert!(parse(&[("labelSelector", &many("app", MAX_REQUIREMENTS))]).is_ok());
+    assert!(
+        parse(&[(
+            "fieldSelector",
+            &many("status.phase=Running", MAX_REQUIREMENTS)
+        )])
+        .is_ok()
+    );
+    let e = parse(&[("labelSelector", &many("a", 1000))]).unwrap_err();
+    assert!(
+        e.0.starts_with("labelSelector has 1000 requirements; at most 100 are taken"),
+        "{e}"
+    );
+    let e = parse(&[("labelSelector", &many("app=web", MAX_REQUIREMENTS + 1))]).unwrap_err();
+    assert!(e.0.contains("has 101 requirements"), "{e}");
+    let e = parse(&[("fieldSelector", &many("metadata.name=web", 1000))]).unwrap_err();
+    assert!(
+        e.0.starts_with("fieldSelector has 1000 requirements; at most 100 are taken"),
+        "{e}"
+    );
+    // a bad selector is left to the store, which says what is wrong with it
+    assert!(parse(&[("labelSelector", "app in (")]).is_ok());
+    let longest = "a".repeat(MAX_NAME_LEN);
+    assert!(parse(&[("fuzzy-name", &longest)]).is_ok());
+    let e = parse(&[("fuzzy-name", &format!("{longest}b"))]).unwrap_err();
+    assert!(
+        e.0.starts_with("fuzzy-name is 254 characters long; a Kubernetes name is at most 253"),
+        "{e}"
+    );
+}
+
+/// A continue token names its resource: a token of pods is refused on deployments, as
+/// kube-apiserver refuses one of another resource's key.
+#[test]
+fn a_continue_token_is_good_for_its_own_resource_only() {
+    let pods = Query::parse_for(&params(&[]), None, "/v1/pods").unwrap();
+    let token = pods.continue_after(vec!["east".into(), "shop".into(), "web".into()]);
+    let next = params(&[("continue", &token)]);
+    assert!(Query::parse_for(&next, None, "/v1/pods").is_ok());
+    for other in ["apps/v1/deployments", "/v1/configmaps", "/v2/pods"] {
+        let e = Query::parse_for(&next, None, other).unwrap_err();
+        assert!(e.0.contains("another query"), "{other}: {e}");
+    }
+    // the path's cluster is part of the query too
+    let e = Query::parse_for(&next, Some("east"), "/v1/pods").unwrap_err();
+    assert!(e.0.contains("another query"), "{e}");
+}

@@ -14,7 +14,9 @@
 //! An absent (or null) field equals the empty string, as in Kubernetes
 //! (`spec.nodeName=` selects unscheduled Pods, `spec.nodeName!=` scheduled ones).
 //! Numbers and booleans compare as JSON writes them (`spec.replicas=3`,
-//! `spec.paused=true`). List fields cannot be indexed. Pure.
+//! `spec.paused=true`). List fields cannot be indexed. Values are not quoted; a comma,
+//! an equals sign or a backslash in one is escaped as Kubernetes escapes it (`\,`, `\=`,
+//! `\\`: `fields.EscapeValue`). Pure.
 
 use crate::query::QueryError;
 
@@ -50,25 +52,113 @@ fn bad(sel: &str, why: impl std::fmt::Display) -> QueryError {
     ))
 }
 
-/// Splits at commas outside parentheses and brackets/quotes.
-fn split_terms(s: &str) -> Vec<&str> {
-    let (mut out, mut depth, mut quote, mut start) = (Vec::new(), 0i32, None, 0);
+/// Where [`split_terms`] is in a term.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// In the field path, outside brackets.
+    Path,
+    /// Just after a `[`: a quote here opens a quoted key.
+    KeyStart,
+    /// In a bracketed key, quoted (until this quote) or not (until `]`).
+    Key(Option<char>),
+    /// In a value (after `=`), or after a set: only `\` escapes.
+    Value,
+    /// In a set's parentheses.
+    Set,
+}
+
+/// Splits at the commas that end terms, each term with where its path ends (the index
+/// of its `=`, or of its set's `(`), if it has an operator. Quotes are quotes only where
+/// the syntax has them, opening a bracketed key (`['a,b']`); a bracketed key and a
+/// set's parentheses hold commas. A value is not quoted (Kubernetes field selectors
+/// have no quotes): a comma ends it unless escaped (`\,`, as kube's
+/// `fields.EscapeValue` writes it).
+fn split_terms(s: &str) -> Vec<(&str, Option<usize>)> {
+    let (mut out, mut start, mut op) = (Vec::new(), 0, None);
+    let (mut at, mut escaped) = (At::Path, false);
     for (i, c) in s.char_indices() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '(' | '[') => depth += 1,
-            (None, ')' | ']') => depth -= 1,
-            (None, ',') if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
+        match at {
+            At::Path => match c {
+                ',' => {
+                    out.push((&s[start..i], op.take()));
+                    start = i + 1;
+                }
+                '[' => at = At::KeyStart,
+                '=' | '(' => {
+                    op = Some(i - start);
+                    at = if c == '=' { At::Value } else { At::Set };
+                }
+                _ => {}
+            },
+            At::KeyStart => {
+                at = match c {
+                    '\'' | '"' => At::Key(Some(c)),
+                    ']' => At::Path,
+                    _ => At::Key(None),
+                }
             }
-            _ => {}
+            At::Key(None) if c == ']' => at = At::Path,
+            At::Key(Some(q)) if c == q => at = At::Key(None),
+            At::Key(_) => {}
+            At::Value | At::Set if escaped => escaped = false,
+            At::Value | At::Set => match c {
+                '\\' => escaped = true,
+                ')' if at == At::Set => at = At::Value,
+                ',' if at == At::Value => {
+                    out.push((&s[start..i], op.take()));
+                    start = i + 1;
+                    at = At::Path;
+                }
+                _ => {}
+            },
+        }
+    }
+    out.push((&s[start..], op));
+    out
+}
+
+/// Splits at each `sep` not escaped with a backslash.
+fn split_unescaped(s: &str, sep: char) -> Vec<&str> {
+    let (mut out, mut start, mut escaped) = (Vec::new(), 0, false);
+    for (i, c) in s.char_indices() {
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == sep {
+            out.push(&s[start..i]);
+            start = i + c.len_utf8();
         }
     }
     out.push(&s[start..]);
     out
+}
+
+/// A value (trimmed) with kube's escapes (`\\`, `\,`, `\=`) undone; another escape is
+/// an error, as in kube-apiserver.
+fn unescape(sel: &str, v: &str) -> Result<String, QueryError> {
+    let v = v.trim();
+    let mut out = String::with_capacity(v.len());
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some(e @ ('\\' | ',' | '=')) => out.push(e),
+            other => {
+                let seq: String = std::iter::once('\\').chain(other).collect();
+                return Err(bad(
+                    sel,
+                    format!(
+                        "invalid escape sequence {seq} in {v:?} (in a value, a comma is escaped as \\, an equals sign as \\= and a backslash as \\\\)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Parses a path: dotted identifiers with optional `['key']`, `["key"]` or `[key]`.
@@ -149,11 +239,13 @@ fn parse_set(sel: &str, s: &str) -> Result<Vec<String>, QueryError> {
         .strip_prefix('(')
         .and_then(|s| s.strip_suffix(')'))
         .ok_or_else(|| bad(sel, format!("{s:?} is not a set: write (a,b)")))?;
-    let vals: Vec<String> = inner
-        .split(',')
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-        .collect();
+    let mut vals = Vec::new();
+    for v in split_unescaped(inner, ',') {
+        let v = unescape(sel, v)?;
+        if !v.is_empty() {
+            vals.push(v);
+        }
+    }
     if vals.is_empty() {
         return Err(bad(sel, "an empty set selects nothing"));
     }
@@ -170,28 +262,42 @@ fn split_word<'a>(term: &'a str, word: &str) -> Option<(&'a str, &'a str)> {
 /// Parses a field selector; a bad one is a [`QueryError`] saying how to write it.
 pub fn parse(sel: &str) -> Result<Vec<FieldTerm>, QueryError> {
     let mut out = Vec::new();
-    for term in split_terms(sel) {
-        let term = term.trim();
-        if term.is_empty() {
+    for (term, op_at) in split_terms(sel) {
+        if term.trim().is_empty() {
             continue;
         }
-        let close = term.rfind(']').map_or(0, |i| i + 1);
-        let tail = &term[close..];
-        let op_at = |op: &str| tail.find(op).map(|i| i + close);
-        let (path, op) = if let Some(p) = term.strip_prefix('!') {
-            (p, FieldOp::NotExists)
-        } else if let Some(i) = op_at("!=") {
-            (&term[..i], FieldOp::NotEq(term[i + 2..].trim().to_string()))
-        } else if let Some(i) = op_at("==") {
-            (&term[..i], FieldOp::Eq(term[i + 2..].trim().to_string()))
-        } else if let Some(i) = op_at("=") {
-            (&term[..i], FieldOp::Eq(term[i + 1..].trim().to_string()))
-        } else if let Some((p, set)) = split_word(term, " notin ") {
-            (p, FieldOp::NotIn(parse_set(sel, set)?))
-        } else if let Some((p, set)) = split_word(term, " in ") {
-            (p, FieldOp::In(parse_set(sel, set)?))
-        } else {
-            (term, FieldOp::Exists)
+        let (path, op) = match op_at {
+            None => {
+                if let Some(p) = term.trim().strip_prefix('!') {
+                    (p, FieldOp::NotExists)
+                } else if let Some((p, set)) = split_word(term, " notin ") {
+                    // a set without parentheses: parse_set says how to write it
+                    (p, FieldOp::NotIn(parse_set(sel, set)?))
+                } else if let Some((p, set)) = split_word(term, " in ") {
+                    (p, FieldOp::In(parse_set(sel, set)?))
+                } else {
+                    (term, FieldOp::Exists)
+                }
+            }
+            Some(i) if term[i..].starts_with('=') => {
+                let (head, value) = (&term[..i], &term[i + 1..]);
+                match head.strip_suffix('!') {
+                    Some(p) => (p, FieldOp::NotEq(unescape(sel, value)?)),
+                    None => {
+                        let value = value.strip_prefix('=').unwrap_or(value);
+                        (head, FieldOp::Eq(unescape(sel, value)?))
+                    }
+                }
+            }
+            // a set: `path in (a,b)`, `path notin (a,b)`
+            Some(i) => {
+                let (head, set) = (&term[..i], &term[i..]);
+                match head.trim_end().rsplit_once(char::is_whitespace) {
+                    Some((p, "in")) => (p, FieldOp::In(parse_set(sel, set)?)),
+                    Some((p, "notin")) => (p, FieldOp::NotIn(parse_set(sel, set)?)),
+                    _ => (term, FieldOp::Exists),
+                }
+            }
         };
         out.push(FieldTerm {
             path: parse_path(sel, path)?,
@@ -262,6 +368,89 @@ mod tests {
         }
     }
 
+    /// A value is not quoted (Kubernetes field selectors have no quotes): a quote,
+    /// parenthesis or bracket in it is part of it, and only an escaped comma (`\,`, as
+    /// kube's `fields.EscapeValue` writes it) does not end its term.
+    #[test]
+    fn values_split_at_unescaped_commas_only() {
+        let name = |v: &str| t(&["metadata", "name"], Eq(v.into()));
+        let node = t(&["spec", "nodeName"], Eq("n1".into()));
+        let cases: Vec<(&str, Vec<FieldTerm>)> = vec![
+            (
+                "metadata.name=it's,spec.nodeName=n1",
+                vec![name("it's"), node.clone()],
+            ),
+            (
+                "metadata.name=\"x,spec.nodeName=n1",
+                vec![name("\"x"), node.clone()],
+            ),
+            (
+                "metadata.name!='a',spec.nodeName=n1",
+                vec![t(&["metadata", "name"], NotEq("'a'".into())), node.clone()],
+            ),
+            (
+                "metadata.name=a(b,spec.nodeName=n1",
+                vec![name("a(b"), node.clone()],
+            ),
+            (
+                "metadata.name=a[b,spec.nodeName=n1",
+                vec![name("a[b"), node.clone()],
+            ),
+            ("metadata.name=a]b", vec![name("a]b")]),
+            (
+                "metadata.annotations['x']=a]b,spec.nodeName=n1",
+                vec![
+                    t(&["metadata", "annotations", "x"], Eq("a]b".into())),
+                    node.clone(),
+                ],
+            ),
+            // kube's escapes: \, \= and \\
+            (
+                r"metadata.name=a\,b,spec.nodeName=n1",
+                vec![name("a,b"), node.clone()],
+            ),
+            (r"metadata.name=a\=b", vec![name("a=b")]),
+            (
+                r"metadata.name=a\\,spec.nodeName=n1",
+                vec![name(r"a\"), node.clone()],
+            ),
+            (r"metadata.name==a\,b", vec![name("a,b")]),
+            (
+                r"a.b in (x\,y, it's),spec.nodeName=n1",
+                vec![t(&["a", "b"], In(v(&["x,y", "it's"]))), node.clone()],
+            ),
+            (
+                "a.b notin (x),spec.nodeName=n1",
+                vec![t(&["a", "b"], NotIn(v(&["x"]))), node.clone()],
+            ),
+            // a quoted key still holds what it quotes
+            (
+                "metadata.annotations['a],b']=x,spec.nodeName=n1",
+                vec![
+                    t(&["metadata", "annotations", "a],b"], Eq("x".into())),
+                    node,
+                ],
+            ),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(parse(sel), Ok(want), "{sel}");
+        }
+        for (sel, want) in [
+            (
+                r"metadata.name=a\b",
+                r#"invalid escape sequence \b in "a\\b""#,
+            ),
+            (r"metadata.name=a\", r#"invalid escape sequence \ in "a\\""#),
+            (r"a.b in (x\y)", r#"invalid escape sequence \y in "x\\y""#),
+        ] {
+            let e = parse(sel).unwrap_err().0;
+            assert!(
+                e.starts_with(&format!("fieldSelector {sel:?}: {want}")),
+                "{sel}: {e}"
+            );
+        }
+    }
+
     #[test]
     fn bad_selectors_say_what_is_wrong() {
         let cases = [
@@ -273,8 +462,8 @@ mod tests {
             ("=x", "a term names no field"),
             ("a..b=x", "\"a..b\" is not a field path"),
             ("a b=x", "\"a b\" is not a field path"),
-            ("a['x=1", "unclosed quote in \"a['x\""),
-            ("a[x=1", "unclosed [ in \"a[x\""),
+            ("a['x=1", "unclosed quote in \"a['x=1\""),
+            ("a[x=1", "unclosed [ in \"a[x=1\""),
             ("a['']=1", "empty key in \"a['']\""),
             (
                 "spec.containers[0].image=nginx",

@@ -6,6 +6,7 @@
 //! less RBAC (or none, or a bad token) see.
 
 mod env;
+mod requests;
 
 use causeway_search::api::route::PREFIX;
 use serde_json::{Value, json};
@@ -539,6 +540,42 @@ async fn a_watch_whose_client_stops_reading_is_ended() {
     .await
     .expect("the response ends once read");
     assert!(end.is_err(), "the stalled watch's response ended cleanly");
+}
+
+/// A stopping server ends its open watches at once, cleanly (the client watches again
+/// from its last event), rather than holding the stop for the drain time and then
+/// cutting them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_server_ends_its_watches() {
+    use std::time::{Duration, Instant};
+    let env = start(Backend::Sqlite).await;
+    let west = crate::support::cluster("west").await;
+    let _published = env.publish_deployments("west", west.client.clone());
+    let path = format!("{PREFIX}/apis/apps/v1/deployments?watch=true&timeoutSeconds=300");
+    let req = http::Request::get(path).body(Vec::new()).unwrap();
+    let watch = env
+        .client(Some("alice-token"))
+        .request_stream(req)
+        .await
+        .expect("the watch opens");
+    assert_eq!(env.metric("causeway_search_api_watches").await, 1);
+    let stopped = Instant::now();
+    env.stop_server();
+    let mut watch = std::pin::pin!(watch);
+    let mut buf = vec![0u8; 1 << 16];
+    let end = tokio::time::timeout(Duration::from_secs(4), async {
+        loop {
+            match futures::AsyncReadExt::read(&mut watch, &mut buf).await {
+                Ok(0) => return Ok(()),
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .expect("the watch ended before the drain time");
+    assert!(end.is_ok(), "the watch was cut, not ended: {end:?}");
+    assert!(stopped.elapsed() < Duration::from_secs(4));
 }
 
 /// A user with no rights at all gets an empty watch, as their list is empty: it holds

@@ -332,6 +332,11 @@ pub async fn start_tuned(
 }
 
 impl Env {
+    /// Stops the search server (as its process does on SIGTERM).
+    pub fn stop_server(&self) {
+        self.stop.cancel();
+    }
+
     /// A kubeconfig for `token` whose server is the search prefix plus `suffix`.
     pub fn kubeconfig(&self, token: &str, suffix: &str) -> PathBuf {
         let path = self
