@@ -8,7 +8,10 @@
 //! - a member that stops being Ready loses its synchros, but its objects stay in the
 //!   store while it is registered (the last known state is still worth finding);
 //! - a member that is no longer registered is purged from the store, and so is every
-//!   cluster the store holds that is not registered when the indexer starts.
+//!   cluster the store holds that is not registered when the indexer starts. A purge is
+//!   not cancelled by a new registration of the name (a Cluster deleted and created
+//!   again may be another physical cluster: what is stored under the name is the
+//!   departed one's); the name's synchros start once it is done.
 
 mod health;
 pub(crate) mod listwatch;
@@ -51,7 +54,8 @@ pub struct Fleet {
     /// Members that are Ready, by name: indexed (if they are also registered).
     pub ready: BTreeMap<String, Member>,
     /// Every registered member, Ready or not: their objects are kept. A member that
-    /// leaves this set is purged from the store.
+    /// leaves this set is purged from the store (whole, even if its name comes back
+    /// meanwhile).
     pub registered: BTreeSet<String>,
 }
 
@@ -64,7 +68,8 @@ struct Running {
 
 /// Indexes the fleet into `store` until `stop`: one synchro per Ready member and
 /// resource spec that applies to it, restarted when the member's fingerprint changes,
-/// stopped when it is no longer Ready; members no longer registered are purged.
+/// stopped when it is no longer Ready; members no longer registered are purged (and a
+/// name registered again gets its synchros once its purge is done).
 ///
 /// The channel's first value must already be the registry's complete view: clusters
 /// the store holds that it does not register are purged at once (the store is a
@@ -90,6 +95,12 @@ pub async fn run(
     let mut purge = Purge::default();
     let mut registered = BTreeSet::new();
     let mut fleet_open = true;
+    let shared = || Shared {
+        metrics: &metrics,
+        health: &health,
+        lists: &lists,
+        positions: &positions,
+    };
     loop {
         let now = fleet.borrow_and_update().clone();
         purge
@@ -97,17 +108,14 @@ pub async fn run(
             .extend(registered.difference(&now.registered).cloned());
         registered = now.registered.clone();
         positions.set_registered(&registered);
+        let purging = purge.clusters.clone();
         reconcile(
             &mut running,
             &now,
+            &purging,
             &resources,
             &store,
-            Shared {
-                metrics: &metrics,
-                health: &health,
-                lists: &lists,
-                positions: &positions,
-            },
+            shared(),
             &stop,
         )
         .await;
@@ -123,6 +131,21 @@ pub async fn run(
                 &interrupted,
             )
             .await;
+        // a member registered again while it was purged gets its synchros now that the
+        // purge is done (after a fleet change, the next round does it)
+        if purge.clusters != purging && !interrupted() {
+            let purging = purge.clusters.clone();
+            reconcile(
+                &mut running,
+                &now,
+                &purging,
+                &resources,
+                &store,
+                shared(),
+                &stop,
+            )
+            .await;
+        }
         tokio::select! {
             r = fleet.changed(), if fleet_open => fleet_open = r.is_ok(),
             _ = tokio::time::sleep(PURGE_RETRY), if purge.pending() => {}
@@ -144,10 +167,13 @@ struct Shared<'a> {
     positions: &'a Positions,
 }
 
-/// Starts and stops synchros to match the fleet.
+/// Starts and stops synchros to match the fleet; none for the clusters `purging` (a
+/// member that left and is registered again waits until what was stored of it is
+/// purged).
 async fn reconcile(
     running: &mut BTreeMap<(String, usize), Running>,
     fleet: &Fleet,
+    purging: &BTreeSet<String>,
     resources: &[ResourceSpec],
     store: &Store,
     shared: Shared<'_>,
@@ -157,6 +183,7 @@ async fn reconcile(
         fleet.ready.get(cluster).is_some_and(|m| {
             m.fingerprint == fingerprint
                 && fleet.registered.contains(cluster)
+                && !purging.contains(cluster)
                 && resources[*i].applies_to(cluster)
         })
     };
@@ -173,7 +200,7 @@ async fn reconcile(
         }
     }
     for (cluster, member) in &fleet.ready {
-        if !fleet.registered.contains(cluster) {
+        if !fleet.registered.contains(cluster) || purging.contains(cluster) {
             continue;
         }
         for (i, spec) in resources.iter().enumerate() {
@@ -208,9 +235,13 @@ async fn reconcile(
 /// The clusters to purge from the store.
 #[derive(Default)]
 struct Purge {
-    /// Whether the store's clusters were read (once, at start).
+    /// Whether the store's clusters were read and the types no spec covers for a
+    /// registered member purged (once, at start).
     scanned: bool,
-    /// Clusters that left the fleet, not purged yet.
+    /// Clusters not purged yet: members that left the fleet, and the store's clusters
+    /// that were not registered at start. One is purged whole even if its name is
+    /// registered again meanwhile (a new Cluster of the name may be another physical
+    /// cluster); its synchros wait until then.
     clusters: BTreeSet<String>,
 }
 
@@ -218,13 +249,15 @@ impl Purge {
     /// At start: the store's clusters, and, for the registered ones, the objects of
     /// types no resource spec covers for them any more (a type or a member dropped from
     /// the configuration must not stay searchable) deleted, by batches of the synchros'
-    /// size.
+    /// size. The deletes stop between two batches once `interrupted`: then the second
+    /// value is false, and the scan is to run again (what it deleted stays deleted).
     async fn scan(
         registered: &BTreeSet<String>,
         resources: &[ResourceSpec],
         store: &Store,
         metrics: &IndexerMetrics,
-    ) -> crate::store::StoreResult<Vec<String>> {
+        interrupted: &(dyn Fn() -> bool + Sync),
+    ) -> crate::store::StoreResult<(Vec<String>, bool)> {
         let clusters = store.clusters().await?;
         let types = store.types().await?;
         for cluster in clusters.iter().filter(|c| registered.contains(*c)) {
@@ -242,15 +275,20 @@ impl Purge {
                 // by batches, each its own delete (transaction), the keys of each built
                 // when it is reached: not every key of the type in one
                 let mut n = 0;
-                for chunk in synchro::key_chunks(cluster, &t.gvr, &stored) {
+                let mut chunks = synchro::key_chunks(cluster, &t.gvr, &stored).peekable();
+                while let Some(chunk) = chunks.next() {
                     let deleted = store.delete(chunk).await?;
                     metrics.purged.inc_by(deleted);
                     n += deleted;
+                    if chunks.peek().is_some() && interrupted() {
+                        tracing::info!(%cluster, resource = ?t.gvr, objects = n, "purge of a type no longer indexed for this member paused for a fleet change; going on after it");
+                        return Ok((clusters.clone(), false));
+                    }
                 }
                 tracing::info!(%cluster, resource = ?t.gvr, objects = n, "no longer indexed for this member: its objects are purged from the search store");
             }
         }
-        Ok(clusters)
+        Ok((clusters, true))
     }
 
     /// Whether there is work left (to retry).
@@ -258,8 +296,8 @@ impl Purge {
         !self.scanned || !self.clusters.is_empty()
     }
 
-    /// Purges the clusters that are not registered (after their synchros stopped),
-    /// first adding, once, the store's clusters that are not; keeps what failed. A
+    /// Purges the clusters that left the fleet (after their synchros stopped), first
+    /// adding, once, the store's clusters that are not registered; keeps what failed. A
     /// cluster is purged by batches (each its own transaction, bounded), and the purge
     /// stops between two once `interrupted` (the fleet changed, or the indexer stops):
     /// what is left of it is kept for the next run.
@@ -273,17 +311,19 @@ impl Purge {
         interrupted: &(dyn Fn() -> bool + Sync),
     ) {
         if !self.scanned {
-            match Self::scan(registered, resources, store, metrics).await {
-                Ok(stored) => {
-                    self.clusters.extend(stored);
-                    self.scanned = true;
+            match Self::scan(registered, resources, store, metrics, interrupted).await {
+                Ok((stored, done)) => {
+                    self.clusters
+                        .extend(stored.into_iter().filter(|c| !registered.contains(c)));
+                    self.scanned = done;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot read the store's clusters yet; retrying")
                 }
             }
         }
-        self.clusters.retain(|c| !registered.contains(c));
+        // (a cluster that left is purged even if its name is registered again: what is
+        // stored under it is the departed member's)
         for cluster in std::mem::take(&mut self.clusters) {
             let keys: Vec<(String, usize)> = running
                 .keys()

@@ -2,9 +2,12 @@
 //!
 //! The type is resolved by the member's discovery (kind, scope); a member that does not
 //! serve it is retried with backoff. Then, in sessions: [`list_watch`] lists (paged)
-//! and watches (with bookmarks, relisting on 410); every (re)list loads the store's `(namespace, name) → resourceVersion` of
-//! this member and type (K.71), skips listed objects whose version is the stored one,
-//! writes the others and, when the list is complete, deletes the keys it did not see.
+//! and watches (with bookmarks, relisting on 410); every (re)list loads the store's
+//! `(namespace, name) → (resourceVersion, uid)` of this member and type (K.71), skips
+//! listed objects whose version and uid are the stored ones (a member re-created under
+//! its name counts versions from 1 again: the uid tells its objects from the old
+//! member's), writes the others and, when the list is complete, deletes the keys it did
+//! not see.
 //! Changes are written in batches (≈500 objects or ≈50 ms), coalesced per object; the
 //! watch is not read while a batch is written, so memory stays bounded by one batch
 //! per synchro and the stored keys of at most [`LISTS`] types at once: a list's
@@ -357,8 +360,14 @@ impl Synchro {
                 let stored = st
                     .listing
                     .as_mut()
-                    .and_then(|l| l.take(item.namespace(), item.name()));
-                if stored.is_some() && stored == listed.as_deref() {
+                    .and_then(|l| l.take_stored(item.namespace(), item.name()));
+                // the same object (uid) at the same version: a member re-created under
+                // its name counts resourceVersions from 1 again, and its objects may come
+                // at the versions stored for the old member's
+                let unchanged = stored
+                    .zip(listed.as_deref())
+                    .is_some_and(|(stored, listed)| stored.is(listed, item.uid()));
+                if unchanged {
                     self.metrics.unchanged.inc();
                     return Ok(());
                 }

@@ -402,10 +402,11 @@ async fn a_type_no_spec_covers_is_purged_by_batches() {
     // widgets are indexed from b only
     let resources = parse_all(&["v1/configmaps", "example.com/v1/widgets@b"]).unwrap();
     let metrics = IndexerMetrics::default();
-    let clusters = Purge::scan(&registered, &resources, &store, &metrics)
+    let (clusters, done) = Purge::scan(&registered, &resources, &store, &metrics, &|| false)
         .await
         .unwrap();
     assert_eq!(clusters, ["a", "b"]);
+    assert!(done);
     assert!(store.versions("a", &widgets).await.unwrap().is_empty());
     assert_eq!(metrics.purged.get(), many as u64);
     assert_eq!(store.versions("a", &configmaps).await.unwrap().len(), 3);
@@ -1032,8 +1033,13 @@ async fn a_type_unserved_for_a_few_seconds_is_not_forgotten() {
         } else if call.watch() {
             Reply::Events(Vec::new())
         } else {
+            // the stored objects, as `fill` stored them (uid too)
             let items = (0..3)
-                .map(|i| configmap(&format!("o-{i:05}"), "1"))
+                .map(|i| {
+                    let mut o = configmap(&format!("o-{i:05}"), "1");
+                    o["metadata"]["uid"] = json!(format!("uid-{i}"));
+                    o
+                })
                 .collect();
             Reply::Json(200, list_of("10", items, None))
         }
@@ -1117,4 +1123,235 @@ async fn a_member_that_left_is_purged_by_batches_and_gives_way() {
     );
     assert_eq!(store.versions("kept", &configmaps).await.unwrap().len(), 3);
     assert_eq!(store.clusters().await.unwrap(), ["kept"]);
+}
+
+/// A ConfigMap record of `cluster` in namespace `default`, as the member's JSON.
+fn configmap_record(cluster: &str, object: &Value) -> Record {
+    Record::from_json(
+        cluster,
+        &gvr("", "v1", "configmaps"),
+        ("v1", "ConfigMap"),
+        &object.to_string(),
+        false,
+    )
+    .unwrap()
+}
+
+/// The stored objects of `cluster`'s ConfigMaps whose labels match `selector`, by name.
+async fn stored_configmaps(
+    store: &Store,
+    cluster: &str,
+    selector: &str,
+) -> BTreeMap<String, Value> {
+    let params = [
+        ("clusters".to_string(), cluster.to_string()),
+        ("labelSelector".to_string(), selector.to_string()),
+    ];
+    let q = crate::query::Query::parse(&params, None).unwrap();
+    let page = store
+        .search(&gvr("", "v1", "configmaps"), &q, &Default::default())
+        .await
+        .unwrap();
+    page.items
+        .into_iter()
+        .map(|o| (o["metadata"]["name"].as_str().unwrap().to_string(), o))
+        .collect()
+}
+
+#[tokio::test]
+/// A member re-created under its name counts resourceVersions from 1 again: a listed
+/// object at the resourceVersion stored for the departed member's object of its name,
+/// with another uid, is another object, and the relist writes it whole; only what has
+/// the stored uid and resourceVersion both is skipped (K.71).
+async fn a_relist_writes_an_object_with_another_uid_at_the_stored_version() {
+    let item = |name: &str, uid: &str, rv: &str, generation: &str| {
+        json!({"metadata": {"name": name, "namespace": "default", "uid": uid,
+            "resourceVersion": rv, "creationTimestamp": "2024-01-01T00:00:00Z",
+            "labels": {"generation": generation}}, "data": {"k": generation}})
+    };
+    let (store, _dir) = store().await;
+    store
+        .upsert(vec![
+            configmap_record("a", &item("kept", "u-kept", "5", "old")),
+            configmap_record("a", &item("recreated", "u-old", "7", "old")),
+        ])
+        .await
+        .unwrap();
+    let a = Fake::start(serving(
+        core_discovery(&[("configmaps", "ConfigMap", true)]),
+        vec![
+            item("kept", "u-kept", "5", "old"),
+            item("recreated", "u-new", "7", "new"),
+        ],
+    ))
+    .await;
+    let metrics = IndexerMetrics::default();
+    let permits = Arc::new(Semaphore::new(synchro::LISTS));
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(
+        synchro_of(
+            "a",
+            "v1/configmaps",
+            &a.client,
+            &store,
+            &metrics,
+            &permits,
+            &stop,
+        )
+        .run(),
+    );
+    eventually("listed", || async { metrics.synced.get() == 1 }).await;
+    assert_eq!(metrics.unchanged.get(), 1);
+    assert_eq!(metrics.written.get(), 1);
+    assert_eq!(metrics.deleted.get(), 0);
+    let new = stored_configmaps(&store, "a", "generation=new").await;
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_eq!(new["recreated"]["metadata"]["uid"], "u-new");
+    let old = stored_configmaps(&store, "a", "generation=old").await;
+    assert_eq!(old.keys().collect::<Vec<_>>(), ["kept"]);
+    stop.cancel();
+    tokio::time::timeout(DEADLINE, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+/// A member that left, and whose name is registered again (a new Cluster of the name,
+/// maybe another physical cluster, not Ready yet) before its purge is done, is still
+/// purged whole: what is stored under the name is the departed member's.
+async fn a_purge_is_not_cancelled_by_a_new_registration_of_the_name() {
+    let configmaps = gvr("", "v1", "configmaps");
+    let many = crate::store::PURGE_BATCH + 10;
+    let (store, _dir) = store().await;
+    fill(&store, "east", &configmaps, "ConfigMap", many).await;
+    fill(&store, "kept", &configmaps, "ConfigMap", 3).await;
+    let resources = parse_all(&["v1/configmaps"]).unwrap();
+    let metrics = IndexerMetrics::default();
+    let mut running = BTreeMap::new();
+    let mut purge = Purge::default();
+    // east left the fleet; its purge gives way after its first batch
+    purge.clusters.insert("east".to_string());
+    let without: BTreeSet<String> = ["kept".to_string()].into();
+    purge
+        .run(
+            &without,
+            &resources,
+            &mut running,
+            &store,
+            &metrics,
+            &|| metrics.purged.get() > 0,
+        )
+        .await;
+    assert_eq!(metrics.purged.get(), crate::store::PURGE_BATCH as u64);
+    assert!(purge.pending());
+    // a new east is registered
+    let with: BTreeSet<String> = ["east".to_string(), "kept".to_string()].into();
+    purge
+        .run(&with, &resources, &mut running, &store, &metrics, &|| false)
+        .await;
+    assert!(!purge.pending());
+    assert_eq!(metrics.purged.get(), many as u64);
+    assert!(
+        store
+            .versions("east", &configmaps)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.versions("kept", &configmaps).await.unwrap().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// A member that left is registered again, Ready (another cluster under its name),
+/// while its purge is under way: the purge goes on to the end, and then the new
+/// member's synchros start: the store holds the new member's objects only.
+async fn a_member_registered_again_during_its_purge_is_purged_then_indexed() {
+    let configmaps = gvr("", "v1", "configmaps");
+    let many = 3 * crate::store::PURGE_BATCH;
+    let (store, _dir) = store().await;
+    fill(&store, "east", &configmaps, "ConfigMap", many).await;
+    let (_server, client) = kubesim_member("east-again").await;
+    let east: BTreeSet<String> = ["east".to_string()].into();
+    let (tx, rx) = watch::channel(Fleet {
+        ready: BTreeMap::new(),
+        registered: east.clone(),
+    });
+    let metrics = IndexerMetrics::default();
+    let stop = CancellationToken::new();
+    let indexer = tokio::spawn(run(
+        store.clone(),
+        parse_all(&["v1/configmaps"]).unwrap(),
+        rx,
+        metrics.clone(),
+        Positions::default(),
+        stop.clone(),
+    ));
+    // east is deleted: its purge starts
+    tx.send_replace(Fleet::default());
+    eventually("the purge started", || async { metrics.purged.get() > 0 }).await;
+    tx.send_replace(Fleet {
+        ready: BTreeMap::from([("east".to_string(), member(&client))]),
+        registered: east,
+    });
+    eventually("the new east indexed, none of the old east", || async {
+        store.versions("east", &configmaps).await.is_ok_and(|v| {
+            let names: Vec<&str> = v.iter().map(|(_, name, _)| name).collect();
+            !names.is_empty() && names.iter().all(|n| *n == "kube-root-ca.crt")
+        })
+    })
+    .await;
+    assert_eq!(metrics.purged.get(), many as u64);
+    assert_eq!(metrics.synced.get(), 1);
+    stop.cancel();
+    tokio::time::timeout(DEADLINE, indexer)
+        .await
+        .expect("the indexer stops")
+        .unwrap();
+}
+
+#[tokio::test]
+/// The start-up purge of a type no spec covers gives way, between two of its batches,
+/// to a fleet change or a stop (a large dropped type would hold the fleet loop), and
+/// goes on at the next run.
+async fn the_purge_of_a_type_no_spec_covers_gives_way() {
+    let widgets = gvr("example.com", "v1", "widgets");
+    let configmaps = gvr("", "v1", "configmaps");
+    let many = 2 * synchro::BATCH + 100;
+    let (store, _dir) = store().await;
+    fill(&store, "a", &widgets, "Widget", many).await;
+    fill(&store, "a", &configmaps, "ConfigMap", 3).await;
+    let registered: BTreeSet<String> = ["a".to_string()].into();
+    let resources = parse_all(&["v1/configmaps"]).unwrap();
+    let metrics = IndexerMetrics::default();
+    let mut running = BTreeMap::new();
+    let mut purge = Purge::default();
+    purge
+        .run(
+            &registered,
+            &resources,
+            &mut running,
+            &store,
+            &metrics,
+            &|| metrics.purged.get() > 0,
+        )
+        .await;
+    assert_eq!(metrics.purged.get(), synchro::BATCH as u64);
+    assert!(purge.pending());
+    assert_eq!(
+        store.versions("a", &widgets).await.unwrap().len(),
+        many - synchro::BATCH
+    );
+    purge
+        .run(
+            &registered,
+            &resources,
+            &mut running,
+            &store,
+            &metrics,
+            &|| false,
+        )
+        .await;
+    assert!(!purge.pending());
+    assert_eq!(metrics.purged.get(), many as u64);
+    assert!(store.versions("a", &widgets).await.unwrap().is_empty());
+    assert_eq!(store.versions("a", &configmaps).await.unwrap().len(), 3);
+    assert_eq!(store.clusters().await.unwrap(), ["a"]);
 }

@@ -120,7 +120,7 @@ pub struct Key {
 pub struct Written {
     /// Rows inserted or updated.
     pub written: u64,
-    /// Records whose stored resourceVersion was already the same: not written.
+    /// Records whose stored resourceVersion and uid were already the same: not written.
     pub unchanged: u64,
 }
 
@@ -607,8 +607,9 @@ impl Store {
         n
     }
 
-    /// Stores records; a record whose stored resourceVersion is the same is not
-    /// written. Of several records with one key, the last wins. A record PostgreSQL
+    /// Stores records; a record whose stored resourceVersion and uid are the same is not
+    /// written (another uid at the same resourceVersion is another object: a member
+    /// re-created under its name counts resourceVersions from 1 again). Of several records with one key, the last wins. A record PostgreSQL
     /// refuses (bad data: SQLSTATE class 22 or 54) is skipped with a warning and
     /// counted neither written nor unchanged; the others are stored. The records of
     /// one part (SQLite file) are written in one transaction, the parts in parallel.
@@ -723,7 +724,7 @@ impl Store {
         Ok(futures::future::try_join_all(deletes).await?.iter().sum())
     }
 
-    /// The stored keys of one cluster and type, with their resourceVersions.
+    /// The stored keys of one cluster and type, with their resourceVersions and uids.
     pub async fn versions(&self, cluster: &str, gvr: &Gvr) -> StoreResult<Versions> {
         let Some(p) = self.part_of(cluster).await? else {
             return Ok(VersionsBuilder::default().finish());
@@ -737,7 +738,7 @@ impl Store {
                 VersionsBuilder::default(),
                 |v, row| {
                     let text = |i: usize| row.get(i).map(Cell::as_str).unwrap_or_default();
-                    v.push(text(0), text(1), text(2));
+                    v.push(text(0), text(1), text(2), text(3));
                 },
             )
             .await?;

@@ -343,7 +343,7 @@ const UPSERT: &str = "INSERT INTO resources (grp, version, resource, cluster, na
         uid = excluded.uid, resource_version = excluded.resource_version,
         rv_num = excluded.rv_num, owner_uid = excluded.owner_uid,
         created_at = excluded.created_at, object = excluded.object
-    WHERE resources.resource_version <> excluded.resource_version
+    WHERE resources.resource_version <> excluded.resource_version OR resources.uid <> excluded.uid
     RETURNING id, grp, version, resource, cluster, namespace, name";
 const CLEAR_LABELS: &str = "DELETE FROM labels WHERE rid = ANY($1::bigint[])";
 const INSERT_LABELS: &str = "INSERT INTO labels (rid, key, value)

@@ -99,8 +99,9 @@ fn needs_whole_read(text: &str) -> bool {
     })
 }
 
-/// Which object a member's JSON text is, and at which resourceVersion, read without
-/// building the object (`None` if its metadata has other types than the API's).
+/// Which object a member's JSON text is (key and uid), and at which resourceVersion,
+/// read without building the object (`None` if its metadata has other types than the
+/// API's).
 #[derive(Debug, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Listed {
@@ -108,6 +109,8 @@ pub struct Listed {
     name: Option<String>,
     #[serde(default)]
     namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
     #[serde(default)]
     resource_version: Option<String>,
 }
@@ -142,6 +145,7 @@ impl Listed {
         Listed {
             name: s("name"),
             namespace: s("namespace"),
+            uid: s("uid"),
             resource_version: s("resourceVersion"),
         }
     }
@@ -152,6 +156,10 @@ impl Listed {
     /// `metadata.name` (`""` when unset).
     pub fn name(&self) -> &str {
         self.name.as_deref().unwrap_or_default()
+    }
+    /// `metadata.uid` (`""` when unset, as a [`Record`]'s).
+    pub fn uid(&self) -> &str {
+        self.uid.as_deref().unwrap_or_default()
     }
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> Option<&str> {
@@ -612,8 +620,16 @@ mod tests {
             }
             // the relist's reading of which object it is: as the whole object's
             let whole = Listed::of_value(&serde_json::from_str(text).unwrap_or_default());
-            if let Some(fast) = Listed::read(text) {
-                assert_eq!(fast, whole, "{text}");
+            let listed = match Listed::read(text) {
+                Some(fast) => {
+                    assert_eq!(fast, whole, "{text}");
+                    fast
+                }
+                None => whole,
+            };
+            // and its uid is the record's (the relist compares them with the stored)
+            if let Some(r) = both_ways(text, false) {
+                assert_eq!(listed.uid(), r.uid, "{text}");
             }
         }
         assert!(both_ways(r#"{"metadata":{"name":"a\ud800"}}"#, false).is_none());

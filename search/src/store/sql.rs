@@ -229,13 +229,13 @@ pub(crate) fn delete_ids(d: Dialect, ids: &[i64]) -> [Stmt; 2] {
     ]
 }
 
-/// (namespace, name, resource_version) of one cluster and type.
+/// (namespace, name, resource_version, uid) of one cluster and type.
 pub(crate) fn versions(d: Dialect, cluster: &str, gvr: &Gvr) -> Stmt {
     let mut b = Builder::new(d);
     let g = gvr_cond(&mut b, gvr);
     let c = b.text(cluster);
     b.finish(format!(
-        "SELECT namespace, name, resource_version FROM resources WHERE {g} AND cluster = {c}"
+        "SELECT namespace, name, resource_version, uid FROM resources WHERE {g} AND cluster = {c}"
     ))
 }
 

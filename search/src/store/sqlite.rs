@@ -166,7 +166,7 @@ const UPSERT: &str = "INSERT INTO resources (grp, version, resource, cluster, na
         uid = excluded.uid, resource_version = excluded.resource_version,
         rv_num = excluded.rv_num, owner_uid = excluded.owner_uid,
         created_at = excluded.created_at, object = excluded.object
-    WHERE resources.resource_version <> excluded.resource_version
+    WHERE resources.resource_version <> excluded.resource_version OR resources.uid <> excluded.uid
     RETURNING id";
 
 /// Writes batches in one transaction, returning how many rows of each were written.

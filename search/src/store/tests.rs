@@ -317,6 +317,67 @@ both!(
     }
 );
 
+both!(
+    /// A member re-created under its name counts resourceVersions from 1 again: an
+    /// object of the new member at the resourceVersion stored for the old one's (another
+    /// uid) is another object, and is written whole (uid, owner, creation, labels, body).
+    another_uid_at_the_same_resource_version_is_written,
+    |s: Store, _spec| async move {
+        let old = json!({"metadata": {"uid": "old", "labels": {"app": "web"},
+            "creationTimestamp": "2024-01-01T00:00:00Z",
+            "ownerReferences": [{"uid": "old-owner", "controller": true}]}});
+        s.upsert(vec![record("a", "ns", "web", "5", old)])
+            .await
+            .unwrap();
+        let before = s.writes();
+        let new = json!({"metadata": {"uid": "new", "labels": {"app": "db"},
+            "creationTimestamp": "2025-06-01T00:00:00Z",
+            "ownerReferences": [{"uid": "new-owner", "controller": true}]},
+            "spec": {"replicas": 3}});
+        let w = s
+            .upsert(vec![record("a", "ns", "web", "5", new.clone())])
+            .await
+            .unwrap();
+        assert_eq!(
+            w,
+            Written {
+                written: 1,
+                unchanged: 0
+            }
+        );
+        assert_eq!(s.writes(), before + 1);
+        assert!(all(&s, "labelSelector=app%3Dweb").await.is_empty());
+        assert_eq!(all(&s, "labelSelector=app%3Ddb").await, ["a/ns/web"]);
+        let page = s
+            .search(&deployments(), &query(""), &Scope::default())
+            .await
+            .unwrap();
+        let m = &page.items[0]["metadata"];
+        assert_eq!(m["uid"], "new");
+        assert_eq!(m["creationTimestamp"], "2025-06-01T00:00:00Z");
+        assert_eq!(page.items[0]["spec"]["replicas"], 3);
+        let new_record = record("a", "ns", "web", "5", new);
+        // every column from the new object (summed over the store's files)
+        let mut b = sql::Builder::new(s.dialect());
+        let (u, o, c) = (
+            b.text("new"),
+            b.text("new-owner"),
+            b.int(new_record.created_at.unwrap()),
+        );
+        let stmt = b.finish(format!(
+            "SELECT COUNT(*) FROM resources WHERE uid = {u} AND owner_uid = {o} AND created_at = {c}"
+        ));
+        assert_eq!(s.sum(stmt).await.unwrap(), 1);
+        // the same object again: unchanged
+        let w = s
+            .upsert(vec![new_record])
+            .await
+            .unwrap();
+        assert_eq!(w.unchanged, 1);
+        assert_eq!(s.writes(), before + 1);
+    }
+);
+
 both!(purge_removes_one_cluster, |s: Store, _spec| async move {
     let labels = json!({"metadata": {"labels": {"app": "web"}}});
     s.upsert(vec![

@@ -9,8 +9,8 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::support::{
-    Backend, Indexer, SearchApi, cluster, configmaps, database, eventually, fleet, gvr, in_sync,
-    specs, stored,
+    Backend, Indexer, SearchApi, cluster, configmaps, database, eventually, fleet, gvr, identities,
+    in_sync, specs, stored, stored_identities,
 };
 
 both!(a_restart_writes_only_what_changed_meanwhile);
@@ -64,6 +64,60 @@ async fn a_restart_writes_only_what_changed_meanwhile(backend: Backend) {
         (listed - 1) as f64
     );
     second.stop().await;
+}
+
+both!(a_member_recreated_under_its_name_is_stored_whole);
+async fn a_member_recreated_under_its_name_is_stored_whole(backend: Backend) {
+    // a member deleted and another cluster registered under its name: both etcds count
+    // revisions from 1, so objects of the new one come at the resourceVersions stored
+    // for the old one's (namespaces, ConfigMaps made alike); they are other objects,
+    // with other uids, and the relist must write them
+    let (spec, _dir) = database(backend).await;
+    let old = cluster("east").await;
+    old.apply_configmap("app", json!({"generation": "old"}), json!({}))
+        .await;
+    let (tx, rx) = watch::channel(fleet(&[("east", &old)], &["east"]));
+    let store = Store::open(&spec).await.unwrap();
+    let namespaces = gvr("", "v1", "namespaces");
+    let indexer = Indexer::start(&store, specs(&["v1/configmaps", "v1/namespaces"]), rx);
+    eventually("the old member is stored", || async {
+        indexer.metric("search_indexer_synced") == 2.0
+            && stored_identities(&store, &configmaps(), "east").await
+                == identities(&old, &configmaps(), "ConfigMap").await
+    })
+    .await;
+
+    let new = cluster("east-2").await;
+    new.apply_configmap("app", json!({"generation": "new"}), json!({}))
+        .await;
+    let app = ("default".to_string(), "app".to_string());
+    let (was, is) = (
+        identities(&old, &configmaps(), "ConfigMap").await,
+        identities(&new, &configmaps(), "ConfigMap").await,
+    );
+    assert_eq!(was[&app].0, is[&app].0, "the two members' versions collide");
+    assert_ne!(was[&app].1, is[&app].1);
+    let default = ("".to_string(), "default".to_string());
+    let (was, is) = (
+        identities(&old, &namespaces, "Namespace").await,
+        identities(&new, &namespaces, "Namespace").await,
+    );
+    assert_eq!(was[&default].0, is[&default].0);
+    assert_ne!(was[&default].1, is[&default].1);
+
+    tx.send_replace(fleet(&[("east", &new)], &["east"]));
+    for (gvr, kind) in [(configmaps(), "ConfigMap"), (namespaces, "Namespace")] {
+        eventually(&format!("the new member's {kind}s stored"), || async {
+            stored_identities(&store, &gvr, "east").await == identities(&new, &gvr, kind).await
+        })
+        .await;
+    }
+    let cms = stored(&store, &configmaps(), Some("east")).await;
+    assert_eq!(
+        cms["east/default/app"]["metadata"]["labels"]["generation"],
+        "new"
+    );
+    indexer.stop().await;
 }
 
 /// A storage outage, held from the test: SQLite locked by another connection's

@@ -74,6 +74,52 @@ impl Cluster {
     }
 }
 
+/// `(namespace, name) → (resourceVersion, uid)` of every object of a type in the
+/// member.
+pub async fn identities(
+    member: &Cluster,
+    gvr: &Gvr,
+    kind: &str,
+) -> BTreeMap<(String, String), (String, String)> {
+    let gvk = GroupVersionKind::gvk(&gvr.group, &gvr.version, kind);
+    let ar = ApiResource::from_gvk_with_plural(&gvk, &gvr.resource);
+    let api: Api<DynamicObject> = Api::all_with(member.client.clone(), &ar);
+    let list = api.list(&Default::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .map(|o| {
+            let m = o.metadata;
+            (
+                (m.namespace.unwrap_or_default(), m.name.unwrap_or_default()),
+                (
+                    m.resource_version.unwrap_or_default(),
+                    m.uid.unwrap_or_default(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The same of what the store holds of `cluster`'s type.
+pub async fn stored_identities(
+    store: &Store,
+    gvr: &Gvr,
+    cluster: &str,
+) -> BTreeMap<(String, String), (String, String)> {
+    stored(store, gvr, Some(cluster))
+        .await
+        .into_values()
+        .map(|o| {
+            let m = &o["metadata"];
+            let s = |k: &str| m[k].as_str().unwrap_or_default().to_string();
+            (
+                (s("namespace"), s("name")),
+                (s("resourceVersion"), s("uid")),
+            )
+        })
+        .collect()
+}
+
 pub fn gvr(group: &str, version: &str, resource: &str) -> Gvr {
     Gvr {
         group: group.into(),
