@@ -250,15 +250,18 @@ pub fn desired(
             Ok(Some(held)) => held,
             Ok(None) => {
                 match existing {
-                    // a dependency's binding: kept only if still required (attach below)
-                    Some((_, spec, _)) if !spec.required_by.is_empty() => {
-                        unkeep(&meta, &name, &mut keep_rb, &mut keep_crb)
-                    }
                     // a Lazy policy's binding that never propagated anything
                     Some((m, _, _)) if pending(m) => {
                         unkeep(&meta, &name, &mut keep_rb, &mut keep_crb)
                     }
-                    // G.47: the copies stay; the binding is kept, frozen
+                    // a dependency's binding no policy placed: kept only if still
+                    // required (attach below)
+                    Some((m, spec, _)) if !spec.required_by.is_empty() && !lazy::is_policys(m) => {
+                        unkeep(&meta, &name, &mut keep_rb, &mut keep_crb)
+                    }
+                    // G.47: the copies stay; the binding is kept, frozen (a dependency
+                    // a policy placed too: attach keeps its clusters, and adds those of
+                    // the workloads that still need it)
                     Some((m, spec, status)) => detach(&mut out, m, spec, status, now),
                     None => unkeep(&meta, &name, &mut keep_rb, &mut keep_crb),
                 }
@@ -542,6 +545,7 @@ pub fn desired(
             evictions: evicted,
             cluster_failovers,
             required_by: Vec::new(),
+            preserve_resources_on_clusters: Vec::new(),
             // the user's to set (kubectl patch): carried over as it is (the spec is
             // Causeway's whole, so one left out would be written back every round)
             reschedule_triggered_at: existing_spec.and_then(|s| s.reschedule_triggered_at.clone()),

@@ -14,7 +14,9 @@
 //!    [`annotations::TEMPLATE_GENERATION`], added last so no override can hide which
 //!    template generation a member runs (H.53);
 //! 4. the per-cluster settings: `suspendDispatching` (E.39), `preserveResourcesOnDeletion`
-//!    (G.46, per cluster through [`annotations::PRESERVE_ON_CLUSTERS`]) and
+//!    (G.46, per cluster through [`annotations::PRESERVE_ON_CLUSTERS`]; a dependency's
+//!    also where a workload that needs it keeps its copy, the binding's
+//!    `preserveResourcesOnClusters`, F.43) and
 //!    `conflictResolution` (F.41, the template's [`annotations::CONFLICT_RESOLUTION`]
 //!    over the binding's). Every setting is written, `false` included, so a Work that
 //!    was suspended is resumed by the next apply.
@@ -190,7 +192,11 @@ pub fn render(input: &RenderInput) -> Rendered {
         let settings = Settings {
             suspend: suspended(input.spec, &target.name),
             preserve: input.spec.preserve_resources_on_deletion == Some(true)
-                || preserved.contains(target.name.as_str()),
+                || preserved.contains(target.name.as_str())
+                || input
+                    .spec
+                    .preserve_resources_on_clusters
+                    .contains(&target.name),
             conflict,
         };
         out.overlaps.extend(
@@ -392,7 +398,7 @@ fn conflict_resolution(input: &RenderInput, warnings: &mut Vec<String>) -> Confl
 }
 
 /// The clusters named in the template's [`annotations::PRESERVE_ON_CLUSTERS`].
-fn preserved_clusters(template: &Value) -> BTreeSet<&str> {
+pub(crate) fn preserved_clusters(template: &Value) -> BTreeSet<&str> {
     annotation(template, annotations::PRESERVE_ON_CLUSTERS)
         .into_iter()
         .flat_map(|v| v.split(','))

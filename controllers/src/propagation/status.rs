@@ -3,7 +3,11 @@
 //!
 //! A cluster counts as applied only when its Work's `Applied` condition is True for
 //! the Work's current generation: a condition the applier wrote for older manifests
-//! says nothing about the ones the hub just rendered.
+//! says nothing about the ones the hub just rendered. Nor when its Cluster is not
+//! Ready (E.38): nothing rewrites the Work's status of a member that stopped
+//! reporting (a Pull member whose agent died leaves its lease to expire), so its last
+//! report is not shown as current: not applied (ClusterNotReady), health Unknown, and
+//! its counts are left out of the template's `.status`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -271,9 +275,10 @@ fn set_condition(
 /// for kinds without an aggregation rule; see [`aggregate::template_status`].
 ///
 /// `moving` are the clusters the workload is moving away from, with their share (0: no
-/// longer scheduled). A cluster no longer scheduled counts only while it is one of
-/// those, its Cluster is Ready (a failed cluster's last report says nothing about what
-/// still runs there) and its Work is not being deleted.
+/// longer scheduled). A cluster counts only while its Cluster is Ready (a failed
+/// cluster's last report says nothing about what still runs there: a scheduled one
+/// left out also keeps `observedGeneration` where it was, E.38); a cluster no longer
+/// scheduled only while it is one of those and its Work is not being deleted.
 pub fn template_status(
     interpreted: &[String],
     template_generation: i64,
@@ -289,12 +294,11 @@ pub fn template_status(
             let cluster = w.labels().get(labels::CLUSTER)?;
             let scheduled = spec.clusters.iter().any(|t| &t.name == cluster);
             let share = moving.get(cluster).copied();
-            let counted = scheduled
-                || (share.is_some()
-                    && w.metadata.deletion_timestamp.is_none()
-                    && clusters
-                        .iter()
-                        .any(|c| &c.name_any() == cluster && is_ready(c)));
+            let ready = clusters
+                .iter()
+                .any(|c| &c.name_any() == cluster && is_ready(c));
+            let counted = ready
+                && (scheduled || (share.is_some() && w.metadata.deletion_timestamp.is_none()));
             Some(aggregate::Reported {
                 status: first_manifest(w).filter(|_| counted)?,
                 scheduled,
@@ -359,7 +363,9 @@ fn item(
         .iter()
         .find(|c| c.name_any() == cluster)
         .map(|c| is_ready(c));
-    let applied = current && override_failure.is_none();
+    // E.38: a member that is not Ready reports nothing fresh; its Work's status is its
+    // last report, not what it runs now
+    let applied = current && override_failure.is_none() && ready == Some(true);
     let message = match (override_failure, ready) {
         (Some(why), _) => Some(format!(
             "{}: {why}",
@@ -399,7 +405,10 @@ fn item(
         status: work.and_then(first_manifest).and_then(|m| m.status.clone()),
         applied,
         applied_message: message,
-        health: health(statuses),
+        health: match ready {
+            Some(true) => health(statuses),
+            _ => Some(ResourceHealth::Unknown),
+        },
     }
 }
 

@@ -128,9 +128,18 @@ pub struct BindingSpec {
 
     /// For the binding of a dependency (a ConfigMap, Secret, ServiceAccount or PVC a
     /// propagated workload uses, with `propagateDeps`): the bindings that need it. Its
-    /// clusters are the union of theirs.
+    /// clusters are the union of theirs (and, when a policy of its own places it or did,
+    /// of that policy's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_by: Vec<BindingSnapshot>,
+
+    /// For the binding of a dependency: the clusters where a binding that needs it
+    /// keeps its member copy when deleted (that binding's
+    /// `preserveResourcesOnDeletion`, or its template's
+    /// `causeway.io/preserve-resources-on-clusters` annotation). The dependency's copies
+    /// there are kept too: a kept workload would not restart without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preserve_resources_on_clusters: Vec<String>,
 }
 
 /// A cluster application failover moved a template away from.

@@ -38,6 +38,7 @@ mod propagation_applier_lifecycle;
 mod propagation_capacity;
 mod propagation_cli;
 mod propagation_crds;
+mod propagation_deps;
 mod propagation_failover;
 mod propagation_faults;
 mod propagation_interpreter;

@@ -2,10 +2,23 @@
 //! ServiceAccount and PVCs a propagated workload's pod template uses follow it, when
 //! its policy says `propagateDeps: true`. Each dependency gets an "attached" binding
 //! (no policy labels) whose `spec.requiredBy` lists the bindings that need it and whose
-//! clusters are the union of theirs, so it moves with them. A dependency a policy
-//! claims itself keeps that policy's settings (★ configured independently, F.43). When
-//! several requirers disagree, the most permissive setting wins (Overwrite over Abort,
-//! preserve over delete), as in Karmada.
+//! clusters are the union of theirs, so it moves with them. When several requirers
+//! disagree, the most permissive setting wins (Overwrite over Abort, preserve over
+//! delete), as in Karmada.
+//!
+//! A dependency a policy claims itself keeps that policy's binding, clusters and
+//! settings (★ configured independently, F.43), and gets its requirers' clusters added
+//! (I.56: it is wherever they are; Karmada's `mergeTargetClusters`). So does one whose
+//! policy was deleted (G.47: its copies stay where they are): its frozen binding keeps
+//! its clusters and, while workloads need it, is rendered again as their dependency
+//! (`Scheduled=True`), its policy's labels kept so the next round knows its clusters
+//! are its own. One frozen because its policy is invalid is left as it is.
+//!
+//! Wherever a requirer keeps its member copy when deleted (its
+//! `preserveResourcesOnDeletion`, or its template's
+//! `causeway.io/preserve-resources-on-clusters`, G.46 ★), the dependency's copy is kept
+//! too (`spec.preserveResourcesOnClusters`, which render ORs in): a kept Deployment
+//! whose PVC or ConfigMap was deleted under it would not restart.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -54,14 +67,25 @@ pub(super) fn attach(
             ))
         })
         .collect();
-    // claimed by a policy (a binding frozen because its policy went is not, nor one a
-    // Lazy policy left pending, which propagates nothing: if it is required, it becomes
-    // a dependency's binding and follows its requirers; one frozen because its policy is
-    // invalid is still that policy's, kept as it is)
-    let claimed: BTreeSet<Key> = out
+    // a policy's binding (one a Lazy policy left pending is not: it propagates
+    // nothing, and if it is required, it becomes a dependency's binding and follows
+    // its requirers)
+    let policys = |b: &&ResourceBinding| !super::pending(&b.metadata);
+    // frozen because the policy holding it is invalid: still that policy's, kept as it is
+    let alone: BTreeSet<Key> = out
         .bindings
         .iter()
-        .filter(|b| !policy_removed(b) && !super::pending(&b.metadata))
+        .filter(policys)
+        .filter(|b| policy_invalid(b))
+        .map(crate::watch::key)
+        .collect();
+    // placed by a policy of its own, or frozen since its policy went: keeps its clusters
+    // and settings, and gets its requirers' clusters added
+    let owned: BTreeSet<Key> = out
+        .bindings
+        .iter()
+        .filter(policys)
+        .filter(|b| !policy_invalid(b))
         .map(crate::watch::key)
         .collect();
     let mut attached: BTreeMap<Key, ResourceBinding> = BTreeMap::new();
@@ -87,6 +111,9 @@ pub(super) fn attach(
             continue;
         };
         let work = works.get(&crate::watch::key(b));
+        // where the requirer keeps its copies when deleted (G.46 ★)
+        let annotated = crate::propagation::render::preserved_clusters(&value);
+        let everywhere = spec.preserve_resources_on_deletion == Some(true);
         for (dep, clusters) in needed(&value, spec, work, interpreters) {
             // a dependency not on the hub (yet) is picked up once it is created (I.57)
             let at = (api_group(&dep.api_version), dep.kind.as_str());
@@ -97,13 +124,19 @@ pub(super) fn attach(
                 continue;
             }
             let key = (ns.clone(), binding_name(&dep.kind, &dep.name));
-            if claimed.contains(&key) {
+            if alone.contains(&key) {
                 continue;
             }
             let entry = attached
                 .entry(key.clone())
                 .or_insert_with(|| fresh(&key, &dep.api_version, &dep.kind, t));
             let e = &mut entry.spec.0;
+            e.preserve_resources_on_clusters.extend(
+                clusters
+                    .iter()
+                    .filter(|c| everywhere || annotated.contains(c.name.as_str()))
+                    .map(|c| c.name.clone()),
+            );
             e.required_by.push(BindingSnapshot {
                 namespace: Some(ns.clone()),
                 name: b.name_any(),
@@ -123,7 +156,7 @@ pub(super) fn attach(
     // PVCs it mounts would be withdrawn from every member meanwhile)
     for (key, dep) in existing {
         let d = &dep.spec.0;
-        if claimed.contains(key) {
+        if alone.contains(key) {
             continue;
         }
         for r in &d.required_by {
@@ -156,6 +189,13 @@ pub(super) fn attach(
             {
                 e.required_by.push(r.clone());
             }
+            // (where it was kept for any requirer, of the clusters this one is in)
+            e.preserve_resources_on_clusters.extend(
+                d.preserve_resources_on_clusters
+                    .iter()
+                    .filter(|c| r.clusters.iter().any(|t| t.name == **c))
+                    .cloned(),
+            );
             if d.conflict_resolution == Some(ConflictResolution::Overwrite) {
                 e.conflict_resolution = Some(ConflictResolution::Overwrite);
             }
@@ -174,11 +214,35 @@ pub(super) fn attach(
             a.metadata.annotations = b.metadata.annotations.clone();
         }
     }
-    out.bindings
-        .retain(|b| !attached.contains_key(&crate::watch::key(b)));
+    out.bindings.retain(|b| {
+        let key = crate::watch::key(b);
+        owned.contains(&key) || !attached.contains_key(&key)
+    });
+    // a policy's binding no longer required (a frozen one kept what it had) lists no
+    // requirer
+    for b in out.bindings.iter_mut() {
+        let key = crate::watch::key(b);
+        if owned.contains(&key) && !attached.contains_key(&key) {
+            b.spec.0.required_by.clear();
+            b.spec.0.preserve_resources_on_clusters.clear();
+        }
+    }
     for (key, mut b) in attached {
         let spec = &mut b.spec.0;
         spec.required_by.sort_by(|a, b| a.name.cmp(&b.name));
+        spec.preserve_resources_on_clusters.sort();
+        spec.preserve_resources_on_clusters.dedup();
+        if owned.contains(&key) {
+            if let Some(own) = out
+                .bindings
+                .iter_mut()
+                .find(|o| crate::watch::key(&**o) == key)
+            {
+                let previous = existing.get(&key).and_then(|e| e.status.as_ref());
+                merge(own, b.spec.0, previous, now);
+            }
+            continue;
+        }
         let names: BTreeSet<String> = spec
             .required_by
             .iter()
@@ -275,12 +339,84 @@ fn needed(
         .collect()
 }
 
+/// Makes `own`, the binding of a dependency a policy places (or placed: frozen since
+/// it went), go where its requirers go too: `needs`' requirers and their clusters are
+/// added to its own clusters, which it keeps with its settings (F.43 ★), and it keeps
+/// its copies where they keep theirs. Frozen because its policy went, it is rendered
+/// again (`Scheduled=True`), as their dependency; its policy's labels stay, saying
+/// its clusters are its own (G.47: its copies stay where they are).
+fn merge(
+    own: &mut ResourceBinding,
+    needs: BindingSpec,
+    previous: Option<&BindingStatus>,
+    now: &Time,
+) {
+    let frozen = policy_removed(own);
+    let spec = &mut own.spec.0;
+    let mut added = false;
+    for r in &needs.required_by {
+        for c in &r.clusters {
+            if !spec.clusters.iter().any(|t| t.name == c.name) {
+                spec.clusters.push(TargetCluster {
+                    name: c.name.clone(),
+                    replicas: None,
+                });
+                added = true;
+            }
+        }
+    }
+    if added {
+        spec.clusters.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    let requirers: Vec<&str> = needs.required_by.iter().map(|r| r.name.as_str()).collect();
+    let requirers = requirers.join(", ");
+    spec.required_by = needs.required_by;
+    spec.preserve_resources_on_clusters = needs.preserve_resources_on_clusters;
+    let status = own.status.get_or_insert_with(BindingStatus::default);
+    let Some(scheduled) = status
+        .conditions
+        .iter_mut()
+        .find(|c| c.type_ == conditions::SCHEDULED)
+    else {
+        return;
+    };
+    if frozen {
+        *scheduled = Condition {
+            type_: conditions::SCHEDULED.into(),
+            status: "True".into(),
+            reason: conditions::REASON_SUCCESS.into(),
+            message: format!(
+                "a dependency of {requirers}: goes where they go; no policy claims it any more, so it also stays on the clusters it had (its copies there are kept)"
+            ),
+            observed_generation: None,
+            last_transition_time: crate::condition::since(
+                previous
+                    .map(|p| p.conditions.as_slice())
+                    .unwrap_or_default(),
+                conditions::SCHEDULED,
+                "True",
+                now,
+            ),
+        };
+    } else {
+        scheduled.message = format!(
+            "{}; a dependency of {requirers} too: also goes where they go",
+            scheduled.message
+        );
+    }
+}
+
 /// Frozen because no policy claims its template any more (not because the policy
 /// holding it is invalid: that one still holds it).
 fn policy_removed(b: &ResourceBinding) -> bool {
     b.status
         .as_ref()
         .is_some_and(|s| s.policy_removed() && !s.policy_invalid())
+}
+
+/// Frozen because the policy holding it is invalid.
+fn policy_invalid(b: &ResourceBinding) -> bool {
+    b.status.as_ref().is_some_and(BindingStatus::policy_invalid)
 }
 
 fn fresh(key: &Key, api_version: &str, kind: &str, t: &DynamicObject) -> ResourceBinding {

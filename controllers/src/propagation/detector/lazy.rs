@@ -126,7 +126,7 @@ pub(super) fn is_lazy(spec: &PropagationSpec) -> bool {
 }
 
 /// Whether binding `m` is a policy's (its labels name the claiming policy).
-fn is_policys(m: &ObjectMeta) -> bool {
+pub(super) fn is_policys(m: &ObjectMeta) -> bool {
     m.labels
         .as_ref()
         .is_some_and(|l| PolicyId::from_labels(l).is_some())

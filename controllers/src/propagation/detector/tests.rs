@@ -668,11 +668,18 @@ fn dependencies_follow_their_workloads() {
         .iter()
         .find(|b| b.name_any() == "shared-configmap")
         .unwrap();
-    assert!(shared.spec.required_by.is_empty());
-    assert_eq!(names(&shared.spec.clusters), ["c"]);
+    // still its policy's, with its policy's settings, and also where api and web go
+    // (I.56): its own cluster and theirs
+    assert_eq!(
+        shared.metadata.labels.as_ref(),
+        Some(&PolicyId::namespaced("web", "cm").labels())
+    );
+    assert_eq!(shared.spec.conflict_resolution, None);
+    assert_eq!(shared.spec.required_by.len(), 2);
+    assert_eq!(names(&shared.spec.clusters), ["a", "b", "c"]);
 
-    // the ConfigMap's own policy goes while api and web still need it: it becomes
-    // their dependency again (not frozen where its policy left it)
+    // the ConfigMap's own policy goes while api and web still need it: it keeps the
+    // clusters it had (G.47) and goes on following them (rendered: Scheduled=True)
     let existing2: Vec<Arc<ResourceBinding>> = d2.bindings.iter().cloned().map(Arc::new).collect();
     let d4 = run(&templates, &policies, &fleet(), &existing2);
     let shared = d4
@@ -682,6 +689,7 @@ fn dependencies_follow_their_workloads() {
         .unwrap();
     assert_eq!(names(&shared.spec.clusters), ["a", "b", "c"]);
     assert_eq!(shared.spec.required_by.len(), 2);
+    assert_eq!(scheduled(&shared.status).status, "True");
     // api's policy goes: api is frozen where it is, and its dependencies stay with it
     let d5 = run(&templates, &policies[1..], &fleet(), &existing2);
     let secret = d5
@@ -711,6 +719,242 @@ fn dependencies_follow_their_workloads() {
             "web-deployment"
         ]
     );
+}
+
+/// A dependency with a policy of its own (F.43 ★, G.47, I.56): Deployment web
+/// (propagateDeps) on [a] mounts ConfigMap cfg, which ClusterPropagationPolicy configs
+/// places on [a, b, c]. Deleting configs leaves cfg where it is (the detector does not
+/// shrink it to web's [a], which would delete the copies in b and c), and while configs
+/// places cfg on [c] only, web's cluster a gets it too.
+#[test]
+fn a_dependency_with_its_own_policy_keeps_its_clusters_and_follows_its_requirer() {
+    let templates = [using("web", "cfg", "none"), core("ConfigMap", "cfg")];
+    let web: Arc<PropagationPolicy> = obj(json!({"metadata": {"name": "web", "namespace": "web"},
+        "spec": {"resourceSelectors": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}],
+                 "propagateDeps": true,
+                 "placement": {"clusterAffinity": {"clusterNames": ["a"]}}}}));
+    let configs = |on: &[&str]| -> Arc<ClusterPropagationPolicy> {
+        obj(json!({"metadata": {"name": "configs"},
+            "spec": {"resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+                     "placement": {"clusterAffinity": {"clusterNames": on}}}}))
+    };
+    let go = |cpps: &[Arc<ClusterPropagationPolicy>], bindings: &[Arc<ResourceBinding>]| {
+        desired(
+            &templates,
+            std::slice::from_ref(&web),
+            cpps,
+            &fleet(),
+            bindings,
+            &[],
+            &HashMap::new(),
+            &t(100),
+            &mut evictions::Evictions::new(1e9, 1e9),
+            &|_, _| true,
+            &Interpreters::default(),
+            &|_| true,
+        )
+    };
+    let cfg = |d: &Desired| -> ResourceBinding {
+        assert!(
+            !d.delete_bindings.iter().any(|k| k.1 == "cfg-configmap"),
+            "cfg withdrawn: {:?}",
+            d.delete_bindings
+        );
+        d.bindings
+            .iter()
+            .find(|b| b.name_any() == "cfg-configmap")
+            .cloned()
+            .expect("cfg's binding")
+    };
+    let existing = |d: &Desired| -> Vec<Arc<ResourceBinding>> {
+        d.bindings.iter().cloned().map(Arc::new).collect()
+    };
+
+    // A) configs places cfg everywhere; web needs it in a
+    let d1 = go(&[configs(&["a", "b", "c"])], &[]);
+    let b1 = cfg(&d1);
+    assert_eq!(names(&b1.spec.clusters), ["a", "b", "c"]);
+    assert_eq!(
+        b1.metadata.labels.as_ref(),
+        Some(&PolicyId::cluster("configs").labels())
+    );
+    // configs is deleted: cfg keeps b and c (nothing is withdrawn from them) and
+    // stays where web is, round after round
+    let mut now = existing(&d1);
+    for round in 0..3 {
+        let d = go(&[], &now);
+        let b = cfg(&d);
+        assert_eq!(names(&b.spec.clusters), ["a", "b", "c"], "round {round}");
+        let requirers: Vec<&str> = b.spec.required_by.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(requirers, ["web-deployment"], "round {round}");
+        now = existing(&d);
+    }
+    // web goes too: cfg's binding is kept, frozen where it is (G.47)
+    let gone = desired(
+        &templates[1..],
+        &[],
+        &[],
+        &fleet(),
+        &now,
+        &[],
+        &HashMap::new(),
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
+        &Interpreters::default(),
+        &|_| true,
+    );
+    let b = cfg(&gone);
+    assert_eq!(names(&b.spec.clusters), ["a", "b", "c"]);
+    let cond = scheduled(&b.status);
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", conditions::REASON_POLICY_REMOVED)
+    );
+
+    // B) configs places cfg in c only: web's a gets it as well (I.56)
+    let d = go(&[configs(&["c"])], &[]);
+    let b = cfg(&d);
+    assert_eq!(names(&b.spec.clusters), ["a", "c"]);
+    assert_eq!(
+        b.metadata.labels.as_ref(),
+        Some(&PolicyId::cluster("configs").labels())
+    );
+    assert_eq!(scheduled(&b.status).status, "True");
+    // web leaves: cfg is where configs places it
+    let d = desired(
+        &templates[1..],
+        &[],
+        &[configs(&["c"])],
+        &fleet(),
+        &existing(&d),
+        &[],
+        &HashMap::new(),
+        &t(100),
+        &mut evictions::Evictions::new(1e9, 1e9),
+        &|_, _| true,
+        &Interpreters::default(),
+        &|_| true,
+    );
+    let b = cfg(&d);
+    assert_eq!(names(&b.spec.clusters), ["c"]);
+    assert!(b.spec.required_by.is_empty());
+}
+
+/// Whether each Work rendered from `b` (the binding of `template`) keeps its member
+/// copy when deleted, by cluster.
+fn preserved_by_render(b: &ResourceBinding, template: &DynamicObject) -> Vec<(String, bool)> {
+    use crate::propagation::render::{RenderInput, render};
+    let value = serde_json::to_value(template).unwrap();
+    let out = render(&RenderInput {
+        binding_namespace: b.metadata.namespace.as_deref(),
+        binding_name: &b.name_any(),
+        spec: &b.spec.0,
+        template: &value,
+        overrides: &[],
+        cluster_overrides: &[],
+        clusters: &fleet(),
+        interpreters: &Interpreters::default(),
+    });
+    let mut got: Vec<(String, bool)> = out
+        .works
+        .iter()
+        .map(|w| {
+            (
+                w.labels().get(labels::CLUSTER).cloned().unwrap_or_default(),
+                w.spec.preserve_resources_on_deletion == Some(true),
+            )
+        })
+        .collect();
+    got.sort();
+    got
+}
+
+/// F.43, G.46 ★: Deployment web (propagateDeps) on [a, c], annotated
+/// causeway.io/preserve-resources-on-clusters: c, mounts PVC data and ConfigMap cfg. The
+/// dependencies' Works in c keep their copies too when deleted (the Deployment's copy
+/// there is kept when it is deleted: its PVC and ConfigMap must not go under it); in a
+/// they do not. Also for a dependency a policy of its own places (on b), and while the
+/// Deployment's kind is not listed.
+#[test]
+fn a_dependency_is_kept_where_its_requirer_keeps_its_copies() {
+    let web = obj::<DynamicObject>(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "web", "uid": "uid-web",
+                     "annotations": {annotations::PRESERVE_ON_CLUSTERS: "c"}},
+        "spec": {"replicas": 1, "template": {"spec": {
+            "containers": [{"name": "c", "image": "x"}],
+            "volumes": [{"name": "v", "configMap": {"name": "cfg"}},
+                        {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+        }}}
+    }));
+    let cfg = core("ConfigMap", "cfg");
+    let data = core("PersistentVolumeClaim", "data");
+    let templates = [web, cfg.clone(), data.clone()];
+    let policy = pp("web", "Deployment", placed(&["a", "c"]));
+    let d = run(&templates, std::slice::from_ref(&policy), &fleet(), &[]);
+    let find = |d: &Desired, name: &str| -> ResourceBinding {
+        d.bindings
+            .iter()
+            .find(|b| b.name_any() == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no binding {name}: {:?}", names_of(&d.bindings)))
+    };
+    let want = |a: bool, b: Option<bool>, c: bool| -> Vec<(String, bool)> {
+        let mut v = vec![("a".to_string(), a)];
+        if let Some(b) = b {
+            v.push(("b".to_string(), b));
+        }
+        v.push(("c".to_string(), c));
+        v
+    };
+    for (name, t) in [
+        ("cfg-configmap", &cfg),
+        ("data-persistentvolumeclaim", &data),
+    ] {
+        let b = find(&d, name);
+        assert_eq!(
+            preserved_by_render(&b, t),
+            want(false, None, true),
+            "{name}"
+        );
+    }
+    // the Deployment's kind is not listed a round: what its bindings asked for stays
+    let existing: Vec<Arc<ResourceBinding>> = d.bindings.iter().cloned().map(Arc::new).collect();
+    let unlisted = |r: &ResourceReference| r.kind != "Deployment";
+    let later = run_seen(
+        &templates[1..],
+        std::slice::from_ref(&policy),
+        &fleet(),
+        &existing,
+        &unlisted,
+    );
+    let b = find(&later, "cfg-configmap");
+    assert_eq!(preserved_by_render(&b, &cfg), want(false, None, true));
+    // the ConfigMap has a policy of its own (on b, copies not kept): in c, where web
+    // keeps its copy, the ConfigMap's is kept too
+    let own = obj(
+        json!({"metadata": {"name": "cm", "namespace": "web"}, "spec": {
+        "resourceSelectors": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "cfg"}],
+        "placement": {"clusterAffinity": {"clusterNames": ["b"]}}}}),
+    );
+    let d = run(&templates, &[policy.clone(), own], &fleet(), &[]);
+    let b = find(&d, "cfg-configmap");
+    assert_eq!(
+        preserved_by_render(&b, &cfg),
+        want(false, Some(false), true)
+    );
+    // web's policy keeps copies everywhere: so does the dependency, where web is
+    let mut everywhere = placed(&["a", "c"]);
+    everywhere["preserveResourcesOnDeletion"] = json!(true);
+    let d = run(
+        &templates,
+        &[pp("web", "Deployment", everywhere)],
+        &fleet(),
+        &[],
+    );
+    let b = find(&d, "data-persistentvolumeclaim");
+    assert_eq!(preserved_by_render(&b, &data), want(true, None, true));
 }
 
 /// J.59, J.63: with failover.cluster, three workloads on a cluster NotReady for long

@@ -382,6 +382,23 @@ fn preserve_is_the_policys_or_the_templates_per_cluster() {
     }
 }
 
+/// F.43, G.46 ★: a dependency's copies are also kept where a workload that needs it
+/// keeps its own (`preserveResourcesOnClusters`, which the detector fills from the
+/// requirers), whatever the dependency's own settings say.
+#[test]
+fn a_dependency_is_preserved_where_its_requirers_are() {
+    let mut hub = Hub::new(spec(&[("east", None), ("west", None)]));
+    hub.spec.preserve_resources_on_clusters = vec!["west".into(), "north".into()];
+    let out = hub.render();
+    let got = ["east", "west"].map(|c| work_of(&out, c).spec.preserve_resources_on_deletion);
+    assert_eq!(got, [Some(false), Some(true)]);
+    // with the template's own annotation too: either keeps the copy
+    hub.template["metadata"]["annotations"][annotations::PRESERVE_ON_CLUSTERS] = json!("east");
+    let out = hub.render();
+    let got = ["east", "west"].map(|c| work_of(&out, c).spec.preserve_resources_on_deletion);
+    assert_eq!(got, [Some(true), Some(true)]);
+}
+
 #[test]
 fn conflict_resolution_annotation_wins_over_the_policy() {
     use ConflictResolution::{Abort, Overwrite};

@@ -230,19 +230,54 @@ fn each_reason_a_cluster_is_not_applied() {
     }
 }
 
+/// E.38: a cluster that is not Ready (a Pull member whose agent stopped renewing its
+/// lease: Unknown; a failing probe: False) or no longer registered reports nothing
+/// fresh, and nothing rewrites its Work's status: its last report (applied, Healthy) is
+/// not shown as current. It is not applied (ClusterNotReady), its health is Unknown and
+/// FullyApplied is False; the other clusters are as they report.
 #[test]
-fn an_applied_cluster_stays_applied_while_not_ready() {
-    let works = [work("east", 1, Some(("True", 1, "")), &[healthy()])];
-    let st = binding_status(
-        &spec(&["east"]),
-        &works,
-        &[cluster("east", "Unknown")],
-        &[],
-        None,
-        &t(5),
-    );
-    assert!(st.aggregated_status[0].applied);
-    assert_eq!(fully(&st).status, "True");
+fn a_cluster_not_ready_is_not_shown_as_applied_from_its_last_report() {
+    let works = [
+        work("east", 1, Some(("True", 1, "")), &[healthy()]),
+        work("west", 1, Some(("True", 1, "")), &[healthy()]),
+    ];
+    for ready in ["Unknown", "False", "gone"] {
+        let mut clusters = vec![cluster("west", "True")];
+        if ready != "gone" {
+            clusters.push(cluster("east", ready));
+        }
+        let st = binding_status(
+            &spec(&["east", "west"]),
+            &works,
+            &clusters,
+            &[],
+            None,
+            &t(5),
+        );
+        let east = &st.aggregated_status[0];
+        assert!(!east.applied, "{ready}");
+        assert_eq!(east.health, Some(ResourceHealth::Unknown), "{ready}");
+        let want = if ready == "gone" {
+            "cluster east is not registered (no Cluster object)"
+        } else {
+            "cluster east is not Ready (ClusterNotReady)"
+        };
+        assert_eq!(east.applied_message.as_deref(), Some(want), "{ready}");
+        let west = &st.aggregated_status[1];
+        assert!(west.applied, "{ready}");
+        assert_eq!(west.health, Some(ResourceHealth::Healthy), "{ready}");
+        let c = fully(&st);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "FullyAppliedFailed"),
+            "{ready}"
+        );
+        assert_eq!(
+            c.message,
+            format!("not applied in 1 of 2 cluster(s): east ({want})"),
+            "{ready}"
+        );
+    }
 }
 
 #[test]
@@ -371,14 +406,15 @@ fn template_status_aggregates_the_first_manifest_of_each_work() {
     ];
     let mut spec = spec(&["a", "b"]);
     let none = BTreeMap::new();
-    let got = template_status(&[], 1, None, &spec, &works, &none, &[]).unwrap();
+    let ready = ["a", "b", "c"].map(|c| cluster(c, "True"));
+    let got = template_status(&[], 1, None, &spec, &works, &none, &ready).unwrap();
     assert_eq!(got["replicas"], 5);
     assert_eq!(got["readyReplicas"], 5);
     assert_eq!(got["observedGeneration"], 1);
     spec.resource.kind = "ConfigMap".into();
     spec.resource.api_version = "v1".into();
     assert_eq!(
-        template_status(&[], 1, None, &spec, &works, &none, &[]),
+        template_status(&[], 1, None, &spec, &works, &none, &ready),
         None
     );
     // an interpreted kind sums what its interpreter names
@@ -391,9 +427,54 @@ fn template_status_aggregates_the_first_manifest_of_each_work() {
         &spec,
         &works,
         &none,
-        &[],
+        &ready,
     );
     assert_eq!(got.unwrap()["readyReplicas"], 5);
+}
+
+/// E.38, H.53: a scheduled cluster that is not Ready (or no longer registered) keeps
+/// its last report in its Work, which says nothing about what runs there now: the
+/// template's counts leave it out, and observedGeneration does not move to the new
+/// generation while it is out (what Argo CD's health reads as rolled out).
+#[test]
+fn a_cluster_not_ready_is_left_out_of_the_template_status() {
+    let deploy = |n: i64, generation: i64| {
+        (
+            Some("Healthy"),
+            json!({"observedGeneration": generation, "replicas": n, "readyReplicas": n,
+                "updatedReplicas": n, "availableReplicas": n}),
+        )
+    };
+    let spec = spec(&["east", "west"]);
+    let none = BTreeMap::new();
+    // what the template showed before its generation 1 was rolled out everywhere
+    let previous = json!({"observedGeneration": 0, "replicas": 5, "readyReplicas": 5});
+    for ready in ["True", "Unknown", "False", "gone"] {
+        let mut clusters = vec![cluster("west", "True")];
+        if ready != "gone" {
+            clusters.push(cluster("east", ready));
+        }
+        // (both members report that they run template generation 1)
+        let works = [
+            work("east", 1, Some(("True", 1, "")), &[deploy(3, 1)]),
+            work("west", 1, Some(("True", 1, "")), &[deploy(2, 1)]),
+        ];
+        let got =
+            template_status(&[], 1, Some(&previous), &spec, &works, &none, &clusters).unwrap();
+        let counted = if ready == "True" { 5 } else { 2 };
+        for k in [
+            "replicas",
+            "readyReplicas",
+            "updatedReplicas",
+            "availableReplicas",
+        ] {
+            assert_eq!(got[k], counted, "{ready}: {k}");
+        }
+        // generation 1 is observed only once every scheduled cluster says so, which a
+        // cluster that is not Ready does not (its report is an old one)
+        let observed = if ready == "True" { 1 } else { 0 };
+        assert_eq!(got["observedGeneration"], observed, "{ready}");
+    }
 }
 
 /// A copy still running where the workload moves away from counts as old replicas,
