@@ -195,7 +195,7 @@ fn text(rows: &[Row], cluster: &str) -> String {
     rows_table(rows, format!("ONCE {cluster} IS DRAINED"))
 }
 
-/// Pure: what `causeway cordon` or `causeway uncordon` says once it wrote (`before`:
+/// Pure: what `causeway cordon`, `drain` or `uncordon` says once it wrote (`before`:
 /// the Cluster's taints before, None when nothing changed).
 pub fn said(name: &str, action: Action, before: Option<&[Taint]>) -> String {
     let key = cluster_taints::UNSCHEDULABLE;
@@ -205,6 +205,10 @@ pub fn said(name: &str, action: Action, before: Option<&[Taint]>) -> String {
             .any(|t| t.key == key && t.effect == "NoExecute")
     });
     match (action, before) {
+        (Action::Drain, Some(_)) => format!(
+            "cluster {name} drained: taints {key}:NoSchedule and {key}:NoExecute; its workloads move as above (the replicas of Deployments, ReplicaSets and StatefulSets leave only as the other clusters run them: make-before-break); `causeway uncordon {name}` ends it"
+        ),
+        (Action::Drain, None) => format!("cluster {name} is already drained: nothing to do"),
         (Action::Uncordon, Some(_)) => format!(
             "cluster {name} uncordoned: taint {key} removed; workloads may be placed there again"
         ),
@@ -304,11 +308,9 @@ pub async fn drain(args: DrainArgs) -> anyhow::Result<()> {
             stranded.join(", ")
         );
     }
-    write(&hub, name, Action::Drain).await?;
-    println!(
-        "cluster {name} drained: taints {key}:NoSchedule and {key}:NoExecute; its workloads move as above (the replicas of Deployments, ReplicaSets and StatefulSets leave only as the other clusters run them: make-before-break); `causeway uncordon {name}` ends it",
-        key = cluster_taints::UNSCHEDULABLE
-    );
+    // the taints already set (drained before): nothing written, and it says so
+    let before = write(&hub, name, Action::Drain).await?;
+    println!("{}", said(name, Action::Drain, before.as_deref()));
     Ok(())
 }
 

@@ -215,3 +215,24 @@ fn cordoning_a_drained_cluster_says_the_drain_is_lifted() {
         "cluster east was not cordoned: nothing to do"
     );
 }
+
+/// `causeway drain` on a cluster drained already writes nothing and says so, rather
+/// than that it drained it.
+#[test]
+fn draining_a_drained_cluster_says_there_is_nothing_to_do() {
+    let key = cluster_taints::UNSCHEDULABLE;
+    let mut dated = taint(key, "NoExecute");
+    dated.time_added = Some(at200());
+    let drained = [taint(key, "NoSchedule"), dated];
+    // what `write` sees: the taints already as a drain wants them, so nothing written
+    assert_eq!(taints_for(&drained, Action::Drain, &at200()), drained);
+    assert_eq!(
+        said("east", Action::Drain, None),
+        "cluster east is already drained: nothing to do"
+    );
+    let s = said("east", Action::Drain, Some(&[]));
+    assert!(
+        s.starts_with("cluster east drained: taints") && s.contains(&format!("{key}:NoExecute")),
+        "{s}"
+    );
+}

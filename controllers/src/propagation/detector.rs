@@ -466,6 +466,12 @@ pub fn desired(
                     .and_then(state_preservation::copy_status)
             },
         );
+        // J.61: failover found nowhere else to go (said below)
+        let stays = placed
+            .scheduled
+            .as_ref()
+            .map(|d| d.failover_stays.clone())
+            .unwrap_or_default();
         let (mut clusters_out, mut status) =
             outcome(placed.scheduled, existing_spec, previous_conditions, now);
         // the reschedule is carried out once a division succeeds; until then it is
@@ -526,6 +532,11 @@ pub fn desired(
                     c.message,
                     evictions::RATE
                 );
+            }
+        }
+        if !stays.is_empty() {
+            for c in status.conditions.iter_mut() {
+                c.message = format!("{}; {}", c.message, failover::nowhere_else(&stays));
             }
         }
         let spec = BindingSpec {

@@ -198,6 +198,9 @@ struct Memos {
     /// The bindings whose copies hold values of an override policy that went, and
     /// since when (D.32 ★, `hub/settle.rs`).
     settling: settle::Settling,
+    /// When each binding's workload left its failed-over clusters (J.60: a graceful
+    /// purge's grace counts from the move).
+    moves: failover::Moves,
 }
 
 impl Default for Memos {
@@ -217,6 +220,7 @@ impl Default for Memos {
             due: None,
             evictions: Default::default(),
             settling: Default::default(),
+            moves: Default::default(),
         }
     }
 }
@@ -527,12 +531,21 @@ async fn round(
         // (a kind not listed yet: its templates are not missing, only not seen)
         &|r| kinds.synced(&r.api_version, &r.kind),
     );
-    memos.due = want
+    let specs: Vec<(Key, &causeway_crds::federation::binding::BindingSpec)> = want
         .bindings
         .iter()
-        .map(|b| &b.spec.0)
-        .chain(want.cluster_bindings.iter().map(|b| &b.spec.0))
-        .filter_map(|spec| failover::next_due(spec, &clusters, now.0))
+        .map(|b| (crate::watch::key(b), &b.spec.0))
+        .chain(
+            want.cluster_bindings
+                .iter()
+                .map(|b| ((String::new(), b.name_any()), &b.spec.0)),
+        )
+        .collect();
+    // J.60: when each workload left its failed-over clusters, for the graceful purge
+    memos.moves.record(specs.iter().cloned(), &clusters, now.0);
+    memos.due = specs
+        .iter()
+        .filter_map(|(key, spec)| failover::next_due(spec, memos.moves.of(key), &clusters, now.0))
         .chain(want.next_due)
         .min();
     let invalid: std::collections::BTreeMap<_, _> = want
@@ -875,6 +888,7 @@ impl Ctx<'_> {
                 let generation = template.metadata.generation.unwrap_or(0);
                 let kept = failover::kept(
                     b.spec,
+                    self.memos.moves.of(&b.key),
                     self.clusters,
                     works,
                     &to_write,
@@ -919,6 +933,12 @@ impl Ctx<'_> {
                     self.now.0,
                 );
                 kept.extend(failover::kept_for_requirers(b.spec, self.works));
+                // J.60: Directly deletes the failed cluster's copy before a new one runs
+                let (to_write, held) =
+                    failover::directly_first(b.spec, self.clusters, works, to_write, self.now.0);
+                if !held.is_empty() {
+                    tracing::debug!(binding = %b.name, ?held, "purgeMode Directly: the new clusters wait for the failed one's Work to go");
+                }
                 self.write_works(b, &to_write, &out.failed, &kept, works)
                     .await;
                 self.keep_revisions(b, &manifest, works).await;
@@ -935,6 +955,17 @@ impl Ctx<'_> {
         // status: the detector's Scheduled condition and reasons, the Works' results
         // (the previous status is what the binding has, so FullyApplied's transition
         // time stays put; the detector's Scheduled condition and reasons replace theirs)
+        // J.61: cluster failover found nowhere else to go (the detector's Scheduled
+        // message says so): a Warning Event too, once while it lasts
+        let nowhere = failover::nowhere_else_notes(b.status);
+        self.tell_notes(
+            b,
+            template,
+            EventType::Warning,
+            "FailoverNowhereElse",
+            &nowhere,
+        )
+        .await;
         let mut previous = actual_status.cloned().unwrap_or_default();
         if let Some(detected) = b.status {
             // in place, so the conditions keep the order the API server has

@@ -203,6 +203,10 @@ pub struct Decision {
     pub rejected: BTreeMap<String, Reason>,
     /// With `clusterAffinities`: the group in use.
     pub affinity_name: Option<String>,
+    /// J.61: the chosen clusters cluster failover would have moved the workload away
+    /// from (not Ready for longer than tolerated) but kept, no other cluster fitting;
+    /// sorted. Empty when failover left nothing where it is.
+    pub failover_stays: Vec<String>,
 }
 
 impl Decision {
@@ -296,7 +300,20 @@ pub fn schedule(
     let mut stay = workload.clone();
     if decision.chosen.is_empty() && stay.failover_at.is_some() {
         stay.failover_at = None;
+        let failed: Vec<String> = decision
+            .rejected
+            .iter()
+            .filter(|(_, r)| matches!(r, Reason::FailedOver(_)))
+            .map(|(c, _)| c.clone())
+            .collect();
         decision = schedule_once(placement, clusters, &stay)?;
+        // said, not silent: the binding would otherwise look scheduled as usual
+        decision.failover_stays = decision
+            .chosen
+            .iter()
+            .filter(|t| failed.contains(&t.cluster))
+            .map(|t| t.cluster.clone())
+            .collect();
     }
     if decision.chosen.is_empty() && !stay.evicted.is_empty() {
         stay.evicted.clear();

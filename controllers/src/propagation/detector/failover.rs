@@ -81,6 +81,19 @@ pub fn disruption(clusters: &[Cluster]) -> Option<String> {
     })
 }
 
+/// What a binding's Scheduled message (and the hub's Warning Event) ends with when
+/// cluster failover would move the workload away from the clusters it is on, but no
+/// other cluster fits (J.61): it stays where it is, and says so.
+pub const NOWHERE_ELSE: &str = "but no other cluster fits: it stays";
+
+/// The note for [`NOWHERE_ELSE`], the failed clusters (`from`) named.
+pub fn nowhere_else(from: &[String]) -> String {
+    format!(
+        "failover.cluster would move it from {}, {NOWHERE_ELSE}",
+        from.join(", ")
+    )
+}
+
 /// The schedule after failover, and what the binding should say about it.
 pub(super) struct Placed {
     /// The scheduling result.

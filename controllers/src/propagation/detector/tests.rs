@@ -957,6 +957,56 @@ fn a_dependency_is_kept_where_its_requirer_keeps_its_copies() {
     assert_eq!(preserved_by_render(&b, &data), want(true, None, true));
 }
 
+/// J.61: failover.cluster with nowhere else to go keeps the workload on the failed
+/// cluster, and the Scheduled condition says so (it used to read as any schedule).
+#[test]
+fn failover_with_nowhere_to_go_says_it_stays() {
+    let policy = pp(
+        "only-c",
+        "Deployment",
+        json!({"placement": {"clusterAffinity": {"clusterNames": ["c"]}}, "failover": {"cluster": {}}}),
+    );
+    let apps = [deployment("a1", 1)];
+    let mut clusters = fleet();
+    clusters[2] = obj(
+        json!({"metadata": {"name": "c"}, "spec": {"syncMode": "Push"},
+        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "ClusterNotReady",
+                                    "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}}),
+    );
+    let round = |clusters: &[Arc<Cluster>]| {
+        desired(
+            &apps,
+            std::slice::from_ref(&policy),
+            &[],
+            clusters,
+            &[],
+            &[],
+            &HashMap::new(),
+            &t(1000),
+            &mut evictions::Evictions::new(1e9, 1e9),
+            &|_, _| true,
+            &Interpreters::default(),
+            &|_| true,
+        )
+    };
+    let d = round(&clusters);
+    let b = &d.bindings[0];
+    assert_eq!(names(&b.spec.0.clusters), ["c"]);
+    let s = scheduled(&b.status);
+    assert_eq!(s.status, "True");
+    assert!(
+        s.message.ends_with(
+            "; failover.cluster would move it from c, but no other cluster fits: it stays"
+        ),
+        "{}",
+        s.message
+    );
+    // c Ready: nothing to say
+    let d = round(&fleet());
+    let s = scheduled(&d.bindings[0].status);
+    assert!(!s.message.contains(failover::NOWHERE_ELSE), "{}", s.message);
+}
+
 /// J.59, J.63: with failover.cluster, three workloads on a cluster NotReady for long
 /// leave it one at a time: the eviction rate limit lets one go now, the others wait (and
 /// say so) until the bucket refills.

@@ -19,10 +19,10 @@
 //! (a failover deadline, the end of a grace period) are when the loop must run again:
 //! [`next_due`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use causeway_crds::federation::binding::BindingSpec;
+use causeway_crds::federation::binding::{BindingSpec, BindingStatus, conditions};
 use causeway_crds::federation::cluster::Cluster;
 use causeway_crds::federation::deps::dependencies;
 use causeway_crds::federation::interpreter;
@@ -32,8 +32,11 @@ use causeway_crds::federation::schedule::{app_failover, failover};
 use causeway_crds::federation::work::Work;
 use causeway_crds::names::cluster_of_execution_namespace;
 use causeway_crds::well_known::labels;
+use causeway_runtime::reflect::Key;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
+
+use super::super::detector;
 
 /// How long a graceful purge waits for the new clusters at most (Karmada's default).
 pub(super) const GRACE_SECONDS: i64 = app_failover::DEFAULT_GRACE_PERIOD_SECONDS;
@@ -66,6 +69,52 @@ pub(super) fn failed_over_at(
     )
 }
 
+/// When the hub saw each binding's workload leave each failed-over cluster (J.60): a
+/// graceful purge's grace period counts from the move, not from the failover deadline,
+/// which the eviction rate limit (J.63) or a disruption hold may leave far behind (the
+/// copy in transit would then be purged in the round its replacement is made). Carried
+/// across rounds, in memory: after a hub restart the grace counts from its first round,
+/// which can only purge later, never earlier.
+#[derive(Debug, Default)]
+pub(super) struct Moves(HashMap<Key, BTreeMap<String, Timestamp>>);
+
+impl Moves {
+    /// Records this round's bindings (`specs`, by key): each failed-over cluster outside
+    /// a binding's `spec.clusters` keeps the time it was first seen so (now for one
+    /// seen now); clusters back in the placement, or no longer failed over, and
+    /// bindings gone are forgotten.
+    pub(super) fn record<'a>(
+        &mut self,
+        specs: impl IntoIterator<Item = (Key, &'a BindingSpec)>,
+        clusters: &[Arc<Cluster>],
+        now: Timestamp,
+    ) {
+        let mut next = HashMap::new();
+        for (key, spec) in specs {
+            let had = self.0.get(&key);
+            let moved: BTreeMap<String, Timestamp> = clusters
+                .iter()
+                .map(|c| c.name_any())
+                .filter(|c| !spec.clusters.iter().any(|t| t.name == *c))
+                .filter(|c| failed_over_at(spec, clusters, c, now).is_some())
+                .map(|c| {
+                    let at = had.and_then(|h| h.get(&c)).copied().unwrap_or(now);
+                    (c, at)
+                })
+                .collect();
+            if !moved.is_empty() {
+                next.insert(key, moved);
+            }
+        }
+        self.0 = next;
+    }
+
+    /// When the workload of binding `key` left each failed-over cluster.
+    pub(super) fn of(&self, key: &Key) -> Option<&BTreeMap<String, Timestamp>> {
+        self.0.get(key)
+    }
+}
+
 /// A cluster failover moved the workload away from whose Work stays for now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Kept {
@@ -88,6 +137,7 @@ pub(super) struct Kept {
 /// until the others run the replicas it held.
 pub(super) fn kept(
     spec: &BindingSpec,
+    moved: Option<&BTreeMap<String, Timestamp>>,
     clusters: &[Arc<Cluster>],
     works: &[Arc<Work>],
     to_write: &[Work],
@@ -139,12 +189,15 @@ pub(super) fn kept(
                 let Some(mode) = purge_mode(spec) else {
                     continue;
                 };
-                let Some(deadline) = failed_over_at(spec, clusters, name, now) else {
+                if failed_over_at(spec, clusters, name, now).is_none() {
                     continue; // left for another reason, or Ready again: removed as usual
-                };
+                }
+                // the grace counts from the move ([`Moves`]), not from the deadline:
+                // the move may come much later (the eviction rate limit, a disruption)
+                let moved = moved.and_then(|m| m.get(name)).copied().unwrap_or(now);
                 (
                     mode,
-                    deadline.checked_add(SignedDuration::from_secs(GRACE_SECONDS)),
+                    moved.checked_add(SignedDuration::from_secs(GRACE_SECONDS)),
                     "failed over from cluster",
                     "while it is not Ready",
                 )
@@ -170,6 +223,58 @@ pub(super) fn kept(
         }
     }
     out
+}
+
+/// J.60: `purgeMode: Directly` deletes the failed cluster's copy first, then schedules
+/// (a workload that must not run twice): while a Work of a cluster failover moved the
+/// workload away from with `Directly` is still on the hub (its deletion not confirmed),
+/// the Works of clusters that have none yet are not written (they are made once it is
+/// gone: its deletion wakes the loop). A NotReady cluster's Work goes at once (its
+/// applier confirms nothing there). Returns the Works to write and the clusters held.
+pub(super) fn directly_first(
+    spec: &BindingSpec,
+    clusters: &[Arc<Cluster>],
+    works: &[Arc<Work>],
+    to_write: Vec<Work>,
+    now: Timestamp,
+) -> (Vec<Work>, Vec<String>) {
+    if purge_mode(spec) != Some(PurgeMode::Directly) {
+        return (to_write, Vec::new());
+    }
+    let cluster_of = |w: &Work| {
+        w.metadata
+            .namespace
+            .as_deref()
+            .and_then(cluster_of_execution_namespace)
+            .map(str::to_string)
+    };
+    let old_there = works.iter().filter_map(|w| cluster_of(w)).any(|c| {
+        !spec.clusters.iter().any(|t| t.name == c)
+            && !spec.evictions.iter().any(|e| e.cluster == c)
+            && failed_over_at(spec, clusters, &c, now).is_some()
+    });
+    if !old_there {
+        return (to_write, Vec::new());
+    }
+    let has_work = |c: &str| works.iter().any(|w| cluster_of(w).as_deref() == Some(c));
+    let (held, write): (Vec<Work>, Vec<Work>) = to_write
+        .into_iter()
+        .partition(|w| cluster_of(w).is_some_and(|c| !has_work(&c)));
+    (write, held.iter().filter_map(cluster_of).collect())
+}
+
+/// J.61: the notes of the detector's Scheduled condition (`detected`) saying cluster
+/// failover would move the workload but no other cluster fits, for a Warning Event.
+pub(super) fn nowhere_else_notes(detected: Option<&BindingStatus>) -> Vec<String> {
+    let scheduled = detected
+        .into_iter()
+        .flat_map(|s| s.conditions.iter())
+        .filter(|c| c.type_ == conditions::SCHEDULED);
+    scheduled
+        .flat_map(|c| c.message.split("; "))
+        .filter(|n| n.ends_with(detector::failover::NOWHERE_ELSE))
+        .map(str::to_string)
+        .collect()
 }
 
 /// How many replicas a Work asks its cluster for: its manifests' counts (where each
@@ -220,24 +325,27 @@ pub(super) fn kept_for_requirers(
 
 /// The next time after `now` that failover changes what `spec` should be: a scheduled
 /// cluster's failover deadline, or the end of a graceful purge (of a failed-over
-/// cluster or of one application failover evicted).
+/// cluster, counted from the move, `moved`; or of one application failover evicted).
 pub(super) fn next_due(
     spec: &BindingSpec,
+    moved: Option<&BTreeMap<String, Timestamp>>,
     clusters: &[Arc<Cluster>],
     now: Timestamp,
 ) -> Option<Timestamp> {
-    let failing = clusters
+    let deadlines = clusters
         .iter()
         .filter(|_| purge_mode(spec).is_some())
         .filter_map(|c| failover::failing(c, &spec.placement.cluster_tolerations))
-        .flat_map(|(_, deadline)| {
-            [
-                Some(deadline),
-                deadline
-                    .checked_add(SignedDuration::from_secs(GRACE_SECONDS))
-                    .ok(),
-            ]
+        .map(|(_, deadline)| Some(deadline));
+    let purges = moved
+        .into_iter()
+        .flat_map(|m| m.values())
+        .filter(|_| purge_mode(spec).is_some())
+        .map(|at| {
+            at.checked_add(SignedDuration::from_secs(GRACE_SECONDS))
+                .ok()
         });
+    let failing = deadlines.chain(purges);
     let application = spec.failover.as_ref().and_then(|f| f.application.as_ref());
     let graces = application.into_iter().flat_map(|app| {
         let grace = SignedDuration::from_secs(app_failover::grace_period_seconds(app));
@@ -317,6 +425,11 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// The workload left `cluster` at `when` ([`Moves`]).
+    fn moved_at(cluster: &str, when: &str) -> BTreeMap<String, Timestamp> {
+        BTreeMap::from([(cluster.to_string(), at(when))])
+    }
+
     /// J.60: Gracefully keeps the failed cluster's Work until the others are healthy or
     /// the grace period ends; Directly never; Never always; a cluster Ready again or
     /// left for another reason is removed as usual.
@@ -327,8 +440,10 @@ mod tests {
             cluster("west", "True", "2026-01-01T00:00:00Z"),
             cluster("north", "True", "2026-01-01T00:00:00Z"),
         ];
+        // moved at the failover deadline (10 s after east stopped being Ready)
+        let moves = moved_at("east", "2026-01-01T00:00:10Z");
         let kept_names = |spec: &BindingSpec, works: &[Arc<Work>], now: &str| -> Vec<String> {
-            kept(spec, &clusters, works, &[], 1, at(now))
+            kept(spec, Some(&moves), &clusters, works, &[], 1, at(now))
                 .into_iter()
                 .map(|k| k.cluster)
                 .collect()
@@ -340,6 +455,7 @@ mod tests {
         // west not healthy yet: kept, and the note says why and until when
         let notes = kept(
             &moved,
+            Some(&moves),
             &clusters,
             &pending,
             &[],
@@ -391,7 +507,18 @@ mod tests {
             clusters[1].clone(),
             clusters[2].clone(),
         ];
-        assert!(kept(&moved, &back, &pending, &[], 1, at("2026-01-01T00:03:00Z")).is_empty());
+        assert!(
+            kept(
+                &moved,
+                Some(&moves),
+                &back,
+                &pending,
+                &[],
+                1,
+                at("2026-01-01T00:03:00Z")
+            )
+            .is_empty()
+        );
     }
 
     /// karmada#3736: in the round the move is decided, the others' Works still ask for
@@ -414,14 +541,33 @@ mod tests {
         let moved = spec(Some("Gracefully"), &["west"]);
         let works = [Arc::new(asking("east", 3)), Arc::new(asking("west", 3))];
         let now = at("2026-01-01T00:01:00Z");
-        let held = kept(&moved, &clusters, &works, &[asking("west", 6)], 1, now);
+        let held = kept(
+            &moved,
+            None,
+            &clusters,
+            &works,
+            &[asking("west", 6)],
+            1,
+            now,
+        );
         assert_eq!(
             held.iter().map(|k| k.cluster.as_str()).collect::<Vec<_>>(),
             ["east"],
             "west still runs 3 of its 6"
         );
         // the same share as before (nothing raised): the old Work's health decides
-        assert!(kept(&moved, &clusters, &works, &[asking("west", 3)], 1, now).is_empty());
+        assert!(
+            kept(
+                &moved,
+                None,
+                &clusters,
+                &works,
+                &[asking("west", 3)],
+                1,
+                now
+            )
+            .is_empty()
+        );
     }
 
     /// J.64: the Work of a cluster application failover evicted is purged as
@@ -456,14 +602,14 @@ mod tests {
         let pending = [east.clone(), work("west", false)];
         let healthy = [east.clone(), work("west", true)];
         let names = |s: &BindingSpec, works: &[Arc<Work>], now: &str| -> Vec<String> {
-            kept(s, &clusters, works, &[], 1, at(now))
+            kept(s, None, &clusters, works, &[], 1, at(now))
                 .into_iter()
                 .map(|k| k.cluster)
                 .collect()
         };
         let graceful = evicted("Gracefully", 60);
         assert_eq!(
-            kept(&graceful, &clusters, &pending, &[], 1, at("2026-01-01T00:05:30Z")),
+            kept(&graceful, None, &clusters, &pending, &[], 1, at("2026-01-01T00:05:30Z")),
             vec![Kept {
                 cluster: "east".to_string(),
                 note: "application failover moved the workload away from cluster east; its copy stays until west run the template applied and healthy, or until 2026-01-01T00:06:00Z (purgeMode Gracefully)".to_string(),
@@ -474,7 +620,7 @@ mod tests {
         assert!(names(&graceful, &healthy, "2026-01-01T00:05:30Z").is_empty());
         assert!(names(&evicted("Directly", 60), &pending, "2026-01-01T00:05:30Z").is_empty());
         assert_eq!(
-            kept(&evicted("Never", 60), &clusters, &healthy, &[], 1, at("2026-01-02T00:00:00Z")),
+            kept(&evicted("Never", 60), None, &clusters, &healthy, &[], 1, at("2026-01-02T00:00:00Z")),
             vec![Kept {
                 cluster: "east".to_string(),
                 note: "application failover moved the workload away from cluster east; its copy stays until the template's next generation (purgeMode Never)".to_string(),
@@ -483,11 +629,11 @@ mod tests {
         );
         // the loop runs again when the grace period ends
         assert_eq!(
-            next_due(&graceful, &clusters, at("2026-01-01T00:05:30Z")),
+            next_due(&graceful, None, &clusters, at("2026-01-01T00:05:30Z")),
             Some(at("2026-01-01T00:06:00Z"))
         );
         assert_eq!(
-            next_due(&graceful, &clusters, at("2026-01-01T00:06:00Z")),
+            next_due(&graceful, None, &clusters, at("2026-01-01T00:06:00Z")),
             None
         );
     }
@@ -550,23 +696,165 @@ mod tests {
             cluster("west", "True", "2026-01-01T00:00:00Z"),
         ];
         let s = spec(Some("Gracefully"), &["east", "west"]);
-        // first the failover deadline (10 s), then the end of the grace period
+        let moves = moved_at("east", "2026-01-01T00:00:10Z");
+        // first the failover deadline (10 s), then the end of the grace period (the
+        // workload moved at the deadline)
         assert_eq!(
-            next_due(&s, &clusters, at("2026-01-01T00:00:01Z")),
+            next_due(&s, Some(&moves), &clusters, at("2026-01-01T00:00:01Z")),
             Some(at("2026-01-01T00:00:10Z"))
         );
         assert_eq!(
-            next_due(&s, &clusters, at("2026-01-01T00:00:10Z")),
+            next_due(&s, Some(&moves), &clusters, at("2026-01-01T00:00:10Z")),
             Some(at("2026-01-01T00:10:10Z"))
         );
-        assert_eq!(next_due(&s, &clusters, at("2026-01-01T00:10:10Z")), None);
+        assert_eq!(
+            next_due(&s, Some(&moves), &clusters, at("2026-01-01T00:10:10Z")),
+            None
+        );
         assert_eq!(
             next_due(
                 &spec(None, &["east"]),
+                Some(&moves),
                 &clusters,
                 at("2026-01-01T00:00:01Z")
             ),
             None
         );
+    }
+
+    /// J.60: the grace period of a graceful purge counts from when the workload moved,
+    /// not from the failover deadline. The eviction rate limit or a disruption hold may
+    /// move it long after the deadline: the failed cluster's copy then stays until the
+    /// new clusters run the workload, or 600 s after the move; before, it was purged
+    /// in the round its replacement was made.
+    #[test]
+    fn a_late_move_still_gets_its_whole_grace_period() {
+        let clusters = vec![
+            cluster("east", "False", "2026-01-01T00:00:00Z"),
+            cluster("west", "True", "2026-01-01T00:00:00Z"),
+        ];
+        let moved = spec(Some("Gracefully"), &["west"]);
+        let key = ("demo".to_string(), "api-deployment".to_string());
+        let mut moves = Moves::default();
+        // the deadline (00:00:10) passes, the rate limit keeps east in the placement
+        let waiting = spec(Some("Gracefully"), &["east", "west"]);
+        moves.record(
+            [(key.clone(), &waiting)],
+            &clusters,
+            at("2026-01-01T00:20:00Z"),
+        );
+        assert_eq!(moves.of(&key), None, "not moved yet");
+        // the move, half an hour after the deadline; the rounds after keep its time
+        moves.record(
+            [(key.clone(), &moved)],
+            &clusters,
+            at("2026-01-01T00:30:00Z"),
+        );
+        moves.record(
+            [(key.clone(), &moved)],
+            &clusters,
+            at("2026-01-01T00:31:00Z"),
+        );
+        assert_eq!(
+            moves.of(&key),
+            Some(&moved_at("east", "2026-01-01T00:30:00Z"))
+        );
+        let pending = [work("east", true), work("west", false)];
+        let names = |now: &str| -> Vec<String> {
+            kept(&moved, moves.of(&key), &clusters, &pending, &[], 1, at(now))
+                .into_iter()
+                .map(|k| k.cluster)
+                .collect()
+        };
+        // the round of the move, and after: west does not run it yet, east's copy stays
+        assert_eq!(names("2026-01-01T00:30:00Z"), ["east"]);
+        assert_eq!(names("2026-01-01T00:39:59Z"), ["east"]);
+        // 600 s after the move: purged
+        assert!(names("2026-01-01T00:40:00Z").is_empty());
+        // and the loop runs again then
+        assert_eq!(
+            next_due(
+                &moved,
+                moves.of(&key),
+                &clusters,
+                at("2026-01-01T00:31:00Z")
+            ),
+            Some(at("2026-01-01T00:40:00Z"))
+        );
+        // east Ready again (J.62), or the binding gone: forgotten
+        let back = vec![
+            cluster("east", "True", "2026-01-01T00:45:00Z"),
+            clusters[1].clone(),
+        ];
+        moves.record([(key.clone(), &moved)], &back, at("2026-01-01T00:45:00Z"));
+        assert_eq!(moves.of(&key), None);
+        moves.record(
+            [(key.clone(), &moved)],
+            &clusters,
+            at("2026-01-01T00:50:00Z"),
+        );
+        moves.record([], &clusters, at("2026-01-01T00:51:00Z"));
+        assert_eq!(moves.of(&key), None);
+    }
+
+    /// J.61: the notes of the detector's Scheduled message a Warning Event repeats.
+    #[test]
+    fn nowhere_else_is_told() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let status = |message: &str| BindingStatus {
+            conditions: vec![Condition {
+                type_: conditions::SCHEDULED.to_string(),
+                status: "True".into(),
+                reason: "Scheduled".into(),
+                message: message.into(),
+                last_transition_time: Time(at("2026-01-01T00:00:00Z")),
+                observed_generation: None,
+            }],
+            ..Default::default()
+        };
+        let note = detector::failover::nowhere_else(&["east".to_string()]);
+        let s = status(&format!("scheduled to 1 cluster(s); {note}"));
+        assert_eq!(nowhere_else_notes(Some(&s)), [note]);
+        assert!(nowhere_else_notes(Some(&status("scheduled to 1 cluster(s)"))).is_empty());
+        assert!(nowhere_else_notes(None).is_empty());
+    }
+
+    /// J.60: with `purgeMode: Directly` the failed cluster's Work is deleted first, and
+    /// the new cluster's made only once it is gone (before, both in one round: the
+    /// workload ran twice for a moment).
+    #[test]
+    fn directly_deletes_first_and_then_schedules() {
+        let clusters = vec![
+            cluster("east", "False", "2026-01-01T00:00:00Z"),
+            cluster("west", "True", "2026-01-01T00:00:00Z"),
+            cluster("north", "True", "2026-01-01T00:00:00Z"),
+        ];
+        let now = at("2026-01-01T00:01:00Z");
+        let rendered = || {
+            vec![
+                (*work("west", true)).clone(),
+                (*work("north", true)).clone(),
+            ]
+        };
+        let names = |ws: &[Work]| -> Vec<String> {
+            ws.iter()
+                .map(|w| w.metadata.namespace.clone().unwrap())
+                .collect()
+        };
+        // moved from east (still there) to west (new) and north (it had a Work)
+        let s = spec(Some("Directly"), &["west", "north"]);
+        let before = [work("east", true), work("north", true)];
+        let (write, held) = directly_first(&s, &clusters, &before, rendered(), now);
+        assert_eq!(names(&write), [execution_namespace("north")]);
+        assert_eq!(held, ["west"]);
+        // east's Work gone: west's is made
+        let gone = [work("north", true)];
+        let (write, held) = directly_first(&s, &clusters, &gone, rendered(), now);
+        assert_eq!(write.len(), 2);
+        assert!(held.is_empty());
+        // Gracefully: the new copy first, as before
+        let graceful = spec(Some("Gracefully"), &["west", "north"]);
+        let (write, _) = directly_first(&graceful, &clusters, &before, rendered(), now);
+        assert_eq!(write.len(), 2);
     }
 }

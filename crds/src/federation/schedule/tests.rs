@@ -1098,6 +1098,22 @@ fn failover_leaves_out_clusters_not_ready_for_too_long() {
         row("", Some(at(3000)), &fleet[1..]),
         vec![chosen("b"), chosen("c")]
     );
+    // and the decision says so (the binding's Scheduled message and an Event tell the
+    // user), where failover moved nothing it says nothing
+    let stays = |clusters: &[Cluster], failover_at| {
+        let w = Workload {
+            replicas: Some(2),
+            failover_at,
+            ..Workload::default()
+        };
+        schedule(&placement(""), clusters, &w)
+            .unwrap()
+            .failover_stays
+    };
+    assert_eq!(stays(&fleet[1..], Some(at(3000))), ["b", "c"]);
+    assert!(stays(&fleet, Some(at(3000))).is_empty());
+    assert!(stays(&fleet[1..], Some(at(10))).is_empty());
+    assert!(stays(&fleet[1..], None).is_empty());
     // J.61 with affinity groups: the backup group is used, not the failed primary (the
     // reasons are the backup group's)
     let groups = "clusterAffinities: [{affinityName: primary, clusterNames: [b]}, {affinityName: backup, clusterNames: [a]}]";
