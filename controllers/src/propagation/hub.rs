@@ -933,12 +933,6 @@ impl Ctx<'_> {
                     self.now.0,
                 );
                 kept.extend(failover::kept_for_requirers(b.spec, self.works));
-                // J.60: Directly deletes the failed cluster's copy before a new one runs
-                let (to_write, held) =
-                    failover::directly_first(b.spec, self.clusters, works, to_write, self.now.0);
-                if !held.is_empty() {
-                    tracing::debug!(binding = %b.name, ?held, "purgeMode Directly: the new clusters wait for the failed one's Work to go");
-                }
                 self.write_works(b, &to_write, &out.failed, &kept, works)
                     .await;
                 self.keep_revisions(b, &manifest, works).await;

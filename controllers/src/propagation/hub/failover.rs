@@ -225,44 +225,6 @@ pub(super) fn kept(
     out
 }
 
-/// J.60: `purgeMode: Directly` deletes the failed cluster's copy first, then schedules
-/// (a workload that must not run twice): while a Work of a cluster failover moved the
-/// workload away from with `Directly` is still on the hub (its deletion not confirmed),
-/// the Works of clusters that have none yet are not written (they are made once it is
-/// gone: its deletion wakes the loop). A NotReady cluster's Work goes at once (its
-/// applier confirms nothing there). Returns the Works to write and the clusters held.
-pub(super) fn directly_first(
-    spec: &BindingSpec,
-    clusters: &[Arc<Cluster>],
-    works: &[Arc<Work>],
-    to_write: Vec<Work>,
-    now: Timestamp,
-) -> (Vec<Work>, Vec<String>) {
-    if purge_mode(spec) != Some(PurgeMode::Directly) {
-        return (to_write, Vec::new());
-    }
-    let cluster_of = |w: &Work| {
-        w.metadata
-            .namespace
-            .as_deref()
-            .and_then(cluster_of_execution_namespace)
-            .map(str::to_string)
-    };
-    let old_there = works.iter().filter_map(|w| cluster_of(w)).any(|c| {
-        !spec.clusters.iter().any(|t| t.name == c)
-            && !spec.evictions.iter().any(|e| e.cluster == c)
-            && failed_over_at(spec, clusters, &c, now).is_some()
-    });
-    if !old_there {
-        return (to_write, Vec::new());
-    }
-    let has_work = |c: &str| works.iter().any(|w| cluster_of(w).as_deref() == Some(c));
-    let (held, write): (Vec<Work>, Vec<Work>) = to_write
-        .into_iter()
-        .partition(|w| cluster_of(w).is_some_and(|c| !has_work(&c)));
-    (write, held.iter().filter_map(cluster_of).collect())
-}
-
 /// J.61: the notes of the detector's Scheduled condition (`detected`) saying cluster
 /// failover would move the workload but no other cluster fits, for a Warning Event.
 pub(super) fn nowhere_else_notes(detected: Option<&BindingStatus>) -> Vec<String> {
@@ -817,44 +779,5 @@ mod tests {
         assert_eq!(nowhere_else_notes(Some(&s)), [note]);
         assert!(nowhere_else_notes(Some(&status("scheduled to 1 cluster(s)"))).is_empty());
         assert!(nowhere_else_notes(None).is_empty());
-    }
-
-    /// J.60: with `purgeMode: Directly` the failed cluster's Work is deleted first, and
-    /// the new cluster's made only once it is gone (before, both in one round: the
-    /// workload ran twice for a moment).
-    #[test]
-    fn directly_deletes_first_and_then_schedules() {
-        let clusters = vec![
-            cluster("east", "False", "2026-01-01T00:00:00Z"),
-            cluster("west", "True", "2026-01-01T00:00:00Z"),
-            cluster("north", "True", "2026-01-01T00:00:00Z"),
-        ];
-        let now = at("2026-01-01T00:01:00Z");
-        let rendered = || {
-            vec![
-                (*work("west", true)).clone(),
-                (*work("north", true)).clone(),
-            ]
-        };
-        let names = |ws: &[Work]| -> Vec<String> {
-            ws.iter()
-                .map(|w| w.metadata.namespace.clone().unwrap())
-                .collect()
-        };
-        // moved from east (still there) to west (new) and north (it had a Work)
-        let s = spec(Some("Directly"), &["west", "north"]);
-        let before = [work("east", true), work("north", true)];
-        let (write, held) = directly_first(&s, &clusters, &before, rendered(), now);
-        assert_eq!(names(&write), [execution_namespace("north")]);
-        assert_eq!(held, ["west"]);
-        // east's Work gone: west's is made
-        let gone = [work("north", true)];
-        let (write, held) = directly_first(&s, &clusters, &gone, rendered(), now);
-        assert_eq!(write.len(), 2);
-        assert!(held.is_empty());
-        // Gracefully: the new copy first, as before
-        let graceful = spec(Some("Gracefully"), &["west", "north"]);
-        let (write, _) = directly_first(&graceful, &clusters, &before, rendered(), now);
-        assert_eq!(write.len(), 2);
     }
 }
