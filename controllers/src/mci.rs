@@ -1,6 +1,8 @@
 //! MultiClusterIngress controller (hub): decides which MCIs Causeway serves (IngressClass,
 //! MCI-3), validates them with Karmada's rules (MCI-2) and reports the verdict as the
-//! `Accepted` condition plus an Event, and keeps the status Karmada users read:
+//! `Accepted` condition plus an Event (naming the rules an older MCI serves instead:
+//! `RulesShadowed`, or `Conflicted` when it takes them all), and keeps the status Karmada
+//! users read:
 //! `loadBalancer` from the live causeway-proxy Leases (MCI-10), `serviceLocations` from
 //! the hub ServiceImports' `status.clusters` (MCI-9), and `trafficBlockClusters` from the
 //! clusters serving its backends that ask for `TrafficControl` (MCI-8) or stayed not
@@ -19,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use causeway_crds::federation::cluster::Cluster;
+use causeway_crds::gateway::attach::{MciConflict, mci_claims};
 use causeway_crds::mci::class::{Decision, select};
 use causeway_crds::mci::lease as proxy_lease;
 use causeway_crds::mci::tuning;
@@ -68,6 +71,9 @@ pub struct World<'a> {
     pub stale: &'a Staleness,
     /// causeway-proxy Leases in the system namespace, read ([`ProxyLease::read_all`]).
     pub proxies: &'a [ProxyLease],
+    /// What each served MCI loses to an older one, by `namespace/name`
+    /// (`causeway_crds::gateway::attach::mci_claims`, what causeway-proxy serves by).
+    pub conflicts: &'a BTreeMap<String, MciConflict>,
     /// Now, for Lease expiry.
     pub now: jiff::Timestamp,
 }
@@ -88,6 +94,16 @@ pub enum Desired {
 /// The Accepted reason (and Warning Event) of an MCI served while a proxy serves the
 /// default certificate for one of its TLS Secrets (MCI-10).
 pub const TLS_SECRET_UNUSABLE: &str = "TLSSecretUnusable";
+
+/// The Accepted reason (status False) of an MCI an older one takes everything from: each
+/// of its path rules, its defaultBackend's hosts and catch-all (the proxy serves the
+/// oldest MCI's; a Warning Event says so too).
+pub const CONFLICTED: &str = "Conflicted";
+
+/// The Accepted reason (status True) of an MCI served in part: older MCIs (or earlier
+/// rules of its own) take some of its rules; the message names them and who serves
+/// them (a Warning Event says so too).
+pub const RULES_SHADOWED: &str = "RulesShadowed";
 
 /// The verdict on `mci`.
 pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
@@ -142,6 +158,18 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
         })
         .map(|c| c.to_string())
         .collect();
+    // what older MCIs take from it (an invalid MCI is not served at all: none)
+    let conflict = world
+        .conflicts
+        .get(&format!("{ns}/{}", mci.name_any()))
+        .filter(|_| errors.is_empty());
+    let shadowed = |c: &MciConflict| {
+        c.shadowed
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     let (reason, message, ok) = if !errors.is_empty() {
         (
             "Invalid",
@@ -152,6 +180,15 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
                     .join("; ")
+            ),
+            false,
+        )
+    } else if let Some(c) = conflict.filter(|c| c.all_shadowed()) {
+        (
+            CONFLICTED,
+            format!(
+                "not served: causeway-proxy serves everything it asks for from older MultiClusterIngresses: {}; give its rules other hosts or paths",
+                shadowed(c)
             ),
             false,
         )
@@ -178,6 +215,21 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
             format!("served by causeway-proxy (IngressClass {class})"),
             true,
         )
+    };
+    // served in part: the rules older MCIs take, said in the condition
+    let (reason, message) = match conflict.filter(|c| !c.all_shadowed()) {
+        Some(c) => (
+            if reason == "Accepted" {
+                RULES_SHADOWED
+            } else {
+                reason
+            },
+            format!(
+                "{message}; not served: {} (give those rules other hosts or paths)",
+                shadowed(c)
+            ),
+        ),
+        None => (reason, message),
     };
     // served, but with the default certificate for some hosts: said in the condition
     let tls = if ok {
@@ -267,7 +319,8 @@ pub fn desired(mci: &MultiClusterIngress, world: &World<'_>) -> Desired {
 
 /// What is wrong with each backend of `mci` that causeway-proxy cannot resolve: no hub
 /// ServiceImport of its name, or no port of it that the backend names (the lookup the
-/// proxy serves with, `causeway_crds::mci::backend::service_port`); sorted, once each.
+/// proxy serves with, `causeway_crds::mci::backend::service_port`), or a `resource`
+/// backend (the proxy serves Services only); sorted, once each.
 fn unresolved_backends(mci: &MultiClusterIngress, world: &World<'_>) -> BTreeSet<String> {
     let ns = mci.namespace().unwrap_or_default();
     let mut out = BTreeSet::new();
@@ -278,7 +331,14 @@ fn unresolved_backends(mci: &MultiClusterIngress, world: &World<'_>) -> BTreeSet
             .flat_map(|r| r.http.iter().flat_map(|h| h.paths.iter()))
             .map(|p| &p.backend),
     );
-    for svc in backends.filter_map(|b| b.service.as_ref()) {
+    for b in backends {
+        let Some(svc) = b.service.as_ref() else {
+            // (validation: a backend without a service has a resource)
+            if let Some(r) = &b.resource {
+                out.insert(causeway_crds::mci::backend::resource_unsupported(r));
+            }
+            continue;
+        };
         let port = svc.port.as_ref();
         let named = port
             .and_then(|p| p.name.clone())
@@ -662,6 +722,9 @@ pub async fn run(
         }
         let leases = ProxyLease::read_all(&proxies.state());
         let bindings_now = bindings.state();
+        let mcis_now = mcis.state();
+        // what each MCI loses to an older one: one look at them all, as the proxy
+        let claims = mci_claims(&mcis_now, &class_list);
         let world = World {
             classes: &class_list,
             imports: &import_map,
@@ -670,10 +733,11 @@ pub async fn run(
             exporters: &exporters,
             stale: &stale,
             proxies: &leases,
+            conflicts: &claims.conflicts,
             now,
         };
         let mut failed = std::collections::HashSet::new();
-        for mci in mcis.state() {
+        for mci in mcis_now {
             if let Err(e) = reconcile(&hub, &recorder, &mut memo, &mci, &world).await {
                 tracing::warn!(
                     namespace = %mci.namespace().unwrap_or_default(),
@@ -801,8 +865,9 @@ async fn reconcile(
             (EventType::Warning, "InvalidSpec")
         } else if !warnings.is_empty() {
             (EventType::Warning, "InvalidAnnotations")
-        } else if next.reason == TLS_SECRET_UNUSABLE {
-            (EventType::Warning, TLS_SECRET_UNUSABLE)
+        } else if [TLS_SECRET_UNUSABLE, CONFLICTED, RULES_SHADOWED].contains(&next.reason.as_str())
+        {
+            (EventType::Warning, next.reason.as_str())
         } else {
             (EventType::Normal, "Accepted")
         };

@@ -298,7 +298,12 @@ impl Rule {
         } else {
             format!(":{port}")
         };
-        let host = rd.hostname.as_deref().unwrap_or(r.host);
+        // (an IPv6 literal request host comes without its brackets: `normalize_host`)
+        let host = match rd.hostname.as_deref() {
+            Some(h) => h.to_string(),
+            None if r.host.contains(':') => format!("[{}]", r.host),
+            None => r.host.to_string(),
+        };
         let path = match &rd.path {
             Some(m) => self.modify_path(m, r.path),
             None => r.path.to_string(),

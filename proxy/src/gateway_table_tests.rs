@@ -572,6 +572,52 @@ fn backend_kinds_and_reference_grants() {
 
 /// One table, two front ends: an MCI's paths and an HTTPRoute share a host; the longer
 /// path wins, and a route for a path an older MCI serves is reported.
+/// A route upstream's CRD validation would refuse (here: a header value with a newline,
+/// a ReplacePrefixMatch beside an Exact match) is not served at all, rather than served
+/// with the header dropped or the prefix replaced in an exact path; a value with
+/// obs-text (RFC 9110) is a header value, and sent as written.
+#[test]
+fn routes_upstream_validation_refuses_are_not_served_in_part() {
+    let mut s = gateway_snapshot();
+    let t0 = "2026-01-01T00:00:00Z";
+    let set = |v: &str| json!([{"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-a", "value": v}]}}]);
+    s.http_routes = vec![
+        route(
+            "bad-value",
+            t0,
+            json!({"parentRefs": parent(), "hostnames": ["a.com"], "rules": [
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/ok"}}], "backendRefs": to("ok")},
+                {"filters": set("a\nb"), "backendRefs": to("x")}]}),
+        ),
+        route(
+            "exact-prefix",
+            t0,
+            json!({"parentRefs": parent(), "hostnames": ["b.com"], "rules": [
+                {"matches": [{"path": {"type": "Exact", "value": "/a"}}],
+                 "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/b"}}}],
+                 "backendRefs": to("x")}]}),
+        ),
+        route(
+            "obs-text",
+            t0,
+            json!({"parentRefs": parent(), "hostnames": ["c.com"], "rules": [
+                {"filters": set("caf\u{e9}"), "backendRefs": to("c")}]}),
+        ),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(t.http_routes, ["ns/obs-text"]);
+    assert_eq!(pick(&t, "GET", "a.com", "/ok", &[]), "404");
+    assert_eq!(pick(&t, "GET", "b.com", "/a", &[]), "404");
+    assert_eq!(pick(&t, "GET", "c.com", "/", &[]), "c");
+    let Some(Target::Gateway(rules)) = t.route("c.com", "/").map(|r| &r.target) else {
+        panic!("a route for c.com")
+    };
+    let mut h = HeaderMap::new();
+    rules.rules[0].edit_request(&mut h, "/", None);
+    assert_eq!(h["x-a"].as_bytes(), "caf\u{e9}".as_bytes());
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+}
+
 #[test]
 fn routes_and_mcis_share_the_table() {
     let mut s = gateway_snapshot();

@@ -153,6 +153,40 @@ fn redirect_locations() {
     );
 }
 
+/// An IPv6 literal request host (kept without its brackets by `normalize_host`) gets
+/// them back in the Location: `http://[2001:db8::1]/x`, not `http://2001:db8::1/x`.
+#[test]
+fn redirect_location_brackets_an_ipv6_host() {
+    let headers = HeaderMap::new();
+    let get = Method::GET;
+    let req = |host: &'static str| Request {
+        method: &get,
+        host,
+        path: "/x",
+        query: None,
+        headers: &headers,
+        https: false,
+    };
+    let rd = |port: Option<u16>| Redirect {
+        scheme: None,
+        hostname: None,
+        path: None,
+        port,
+        status: StatusCode::FOUND,
+    };
+    let ru = rule(PathKind::Prefix, "/", Action::default());
+    let loc = |host, port| {
+        ru.redirect(&rd(port), &req(host))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(loc("2001:db8::1", None), "http://[2001:db8::1]/x");
+    assert_eq!(loc("::1", Some(8080)), "http://[::1]:8080/x");
+    assert_eq!(loc("10.0.0.1", Some(8080)), "http://10.0.0.1:8080/x");
+    assert_eq!(loc("a.com", None), "http://a.com/x");
+}
+
 #[test]
 fn header_edits_and_rewrites() {
     let n = |s: &'static str| HeaderName::from_static(s);

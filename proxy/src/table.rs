@@ -374,7 +374,12 @@ struct MciBuilder<'a> {
 impl MciBuilder<'_> {
     fn target(&mut self, b: &IngressBackend) -> Target {
         let Some(svc) = b.service.as_ref() else {
-            return Target::Unavailable("resource backends are not supported".into());
+            let why = b
+                .resource
+                .as_ref()
+                .map(causeway_crds::mci::backend::resource_unsupported)
+                .unwrap_or_else(|| "the backend names no service".to_string());
+            return Target::Unavailable(why.into());
         };
         let ns = self.ns.clone();
         self.service_target(&ns, svc)
@@ -468,14 +473,12 @@ impl MciBuilder<'_> {
     }
 }
 
-/// `objects` oldest first (those without a creation time last), then by ns/name.
+/// `objects` oldest first (those without a creation time last), then in the
+/// alphabetical order of `namespace/name` (`attach::age_key`, the status controllers'
+/// order too).
 fn oldest_first<K: kube::Resource>(objects: &[Arc<K>]) -> Vec<&Arc<K>> {
-    let key = |o: &K| {
-        let t = o.meta().creation_timestamp.as_ref().map(|t| t.0);
-        (t.is_none(), t, o.namespace(), o.name_any())
-    };
     let mut v: Vec<&Arc<K>> = objects.iter().collect();
-    v.sort_by_cached_key(|o| key(o));
+    v.sort_by_cached_key(|o| causeway_crds::gateway::attach::age_key(o.meta()));
     v
 }
 
@@ -483,12 +486,13 @@ fn oldest_first<K: kube::Resource>(objects: &[Arc<K>]) -> Vec<&Arc<K>> {
 pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> RouteTable {
     let start = Instant::now();
     let idx = Index::new(snapshot);
-    // Oldest first: older MCIs win conflicts, deterministically.
+    // Oldest first: older MCIs win conflicts, deterministically. Who wins what (the
+    // default of each host, the catch-all) and what each loses is decided once, by the
+    // function the MCI controller reports with (`attach::mci_claims`).
     let mcis = oldest_first(&snapshot.mcis);
+    let claims =
+        causeway_crds::gateway::attach::mci_claims(&snapshot.mcis, &snapshot.ingress_classes);
     let mut table = RouteTable::default();
-    let mut default_owner: Option<String> = None;
-    // The MCI that decides each rule host's default backend (lowercase host).
-    let mut host_owner: HashMap<String, Arc<str>> = HashMap::new();
     for mci in mcis {
         let ns = mci.namespace().unwrap_or_default();
         let id = format!("{ns}/{}", mci.name_any());
@@ -520,6 +524,13 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
         table
             .warnings
             .extend(warnings.into_iter().map(|w| format!("{id}: {w}")));
+        // what older MCIs (or its own earlier rules) take from it: its status says the
+        // same (Accepted `RulesShadowed` / `Conflicted`)
+        let conflict = claims.conflicts.get(&id);
+        let shadowed = conflict.into_iter().flat_map(|c| &c.shadowed);
+        table
+            .warnings
+            .extend(shadowed.map(|s| format!("{id}: {s}")));
         let tls_hosts: BTreeSet<String> = mci
             .spec
             .tls
@@ -608,23 +619,9 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
                     ssl_redirect,
                 });
                 let path = p.path.as_deref().unwrap_or("/");
-                if !paths.insert(kind, path, route) {
-                    let w = format!(
-                        "{id}: rule {} {path} is already served by an older MultiClusterIngress",
-                        host.unwrap_or("*")
-                    );
-                    tracing::warn!("{w}");
-                    table.warnings.push(w);
-                }
+                // (false: an identical rule came first; in `conflict`)
+                paths.insert(kind, path, route);
             }
-        }
-        // The oldest MCI with a rule for a host decides that host's default backend,
-        // whether it has one or not (ingress-nginx's createServers: the first Ingress
-        // to name a host configures its server).
-        for h in hosts.iter().flatten() {
-            host_owner
-                .entry(h.clone())
-                .or_insert_with(|| mci_id.clone());
         }
         if let Some(d) = mci.spec.default_backend.as_ref() {
             let target = b.target(d);
@@ -635,46 +632,30 @@ pub fn build(snapshot: &Snapshot, opts: &BuildOptions, shared: &Registries) -> R
                     ssl_redirect,
                 })
             };
-            // The default of every host the MCI's rules name...
-            for h in hosts.iter().flatten() {
-                match host_owner.get(h) {
-                    Some(owner) if **owner == *id => {
-                        let ssl_redirect = b.tuning.ssl_redirect && tls_hosts.contains(h);
-                        table
-                            .router
-                            .host_mut(Some(h))
-                            .set_default(route(ssl_redirect));
-                    }
-                    owner => {
-                        let w = format!(
-                            "{id}: defaultBackend does not serve host {h}: the older {} has rules for it and decides its default",
-                            owner.map_or("?", |o| &**o)
-                        );
-                        tracing::warn!("{w}");
-                        table.warnings.push(w);
-                    }
-                }
+            // The default of every host the MCI's rules name, where it is the oldest MCI
+            // naming the host (ingress-nginx's createServers: the first Ingress to name a
+            // host configures its server, with a default backend or without)...
+            let decides = |h: &Option<String>| {
+                claims.hosts.hosts.get(h).and_then(|e| e.default.as_deref()) == Some(&*id)
+            };
+            for h in hosts.iter().filter(|h| decides(h)).flatten() {
+                let ssl_redirect = b.tuning.ssl_redirect && tls_hosts.contains(h);
+                table
+                    .router
+                    .host_mut(Some(h))
+                    .set_default(route(ssl_redirect));
             }
-            // ...and, for an MCI without rules or with rules without host, of the
-            // requests whose host no rule names: the catch-all, the oldest such MCI's.
-            if hosts.is_empty() || hosts.contains(&None) {
-                if table.router.set_default(route(false)) {
-                    default_owner = Some(id.clone());
-                } else {
-                    let w = format!(
-                        "{id}: defaultBackend ignored as the catch-all; the older {} provides it",
-                        default_owner.as_deref().unwrap_or("?")
-                    );
-                    tracing::warn!("{w}");
-                    table.warnings.push(w);
-                }
+            // ...and, for the oldest MCI without rules or with rules without host, of
+            // the requests whose host no rule names: the catch-all.
+            if claims.hosts.catch_all.as_deref() == Some(&*id) {
+                table.router.set_default(route(false));
             }
         }
         table.endpoints += b.endpoints;
         table.backends.append(&mut b.new_backends);
         table.served.push(id);
     }
-    gateway::add(&idx, snapshot, opts, shared, &mut table);
+    gateway::add(&idx, snapshot, opts, shared, &claims.hosts, &mut table);
     table.router.finish();
     shared.endpoints.sweep();
     shared.circuits.sweep();

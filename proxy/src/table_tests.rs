@@ -360,7 +360,14 @@ fn oldest_mci_wins_conflicts_and_the_default() {
     // so neither is the catch-all.
     assert_eq!(&*t.route("foo.com", "/other").unwrap().mci, "ns/old");
     assert!(t.route("zzz", "/").is_none());
-    assert_eq!(t.warnings.len(), 2, "{:?}", t.warnings);
+    // said as the MCI controller says it on the younger one (`attach::mci_claims`)
+    assert_eq!(
+        t.warnings,
+        [
+            "ns/young: path /x (Prefix) of host foo.com is served by the older MultiClusterIngress ns/old",
+            "ns/young: defaultBackend does not serve host foo.com: the older MultiClusterIngress ns/old names it first and decides its default",
+        ]
+    );
     // Rule-less MCIs: the oldest one's default is the catch-all, the others warned.
     s.mcis = vec![
         mci(
@@ -376,7 +383,29 @@ fn oldest_mci_wins_conflicts_and_the_default() {
     ];
     let (t, _) = table(&s);
     assert_eq!(&*t.route("zzz", "/").unwrap().mci, "ns/old");
-    assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+    assert_eq!(
+        t.warnings,
+        [
+            "ns/young: defaultBackend is not the catch-all for hosts no rule names: the older MultiClusterIngress ns/old provides it"
+        ]
+    );
+}
+
+/// A `resource` backend (Karmada's validation accepts one) gets a 503 that says what to
+/// use instead, the words of the MCI's `ResolvedRefs`.
+#[test]
+fn resource_backends_get_a_503_that_says_why() {
+    let mut s = services();
+    s.mcis = vec![mci(
+        "r",
+        "2026-01-01T00:00:00Z",
+        json!({"defaultBackend": {"resource": {"kind": "Bucket", "name": "b"}}}),
+    )];
+    let (t, _) = table(&s);
+    assert_eq!(
+        addrs(&t, "x", "/").unwrap_err(),
+        "resource backend Bucket/b: resource backends are not supported (causeway-proxy serves Service backends only): use a service backend"
+    );
 }
 
 /// An MCI's defaultBackend is the default of the hosts its rules name (rules with or
@@ -457,6 +486,22 @@ fn a_default_backend_serves_its_own_mcis_hosts() {
         "{:?}",
         t.warnings
     );
+}
+
+/// MCIs of one age go in the alphabetical order of `namespace/name` (the Gateway API's
+/// tie-break, the one the status controllers use): `team-b/api` before `team/web`.
+#[test]
+fn mcis_of_one_age_go_by_namespace_slash_name() {
+    let mut s = services();
+    let t = "2026-01-01T00:00:00Z";
+    let spec = |svc: &str| json!({"rules": [{"host": "a.ex", "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend": backend(svc, json!({"number": 80}))}]}}]});
+    s.mcis = vec![
+        mci_in("team", "web", t, spec("web"), json!({})),
+        mci_in("team-b", "api", t, spec("web"), json!({})),
+    ];
+    let (t, _) = table(&s);
+    assert_eq!(t.served, vec!["team-b/api", "team/web"]);
+    assert_eq!(&*t.route("a.ex", "/").unwrap().mci, "team-b/api");
 }
 
 #[test]

@@ -204,6 +204,24 @@ pub struct Targets {
     pub built: tokio::sync::watch::Sender<u64>,
 }
 
+/// The warnings of a new table (`now`: bad annotations, MCI and HTTPRoute conflicts)
+/// that the last one had not (`said`, which becomes `now`'s): each is logged when it
+/// appears, not at every rebuild (one that goes and comes back is logged again).
+fn new_warnings<'a>(
+    said: &mut std::collections::BTreeSet<String>,
+    now: &'a [String],
+) -> Vec<&'a str> {
+    let news: Vec<&str> = now
+        .iter()
+        .filter(|w| !said.contains(*w))
+        .map(String::as_str)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    *said = now.iter().cloned().collect();
+    news
+}
+
 /// Rebuilds on every change (after `debounce`) until `stop`.
 pub async fn run(
     caches: Caches,
@@ -218,6 +236,8 @@ pub async fn run(
         _ = stop.cancelled() => return,
     }
     tracing::info!("hub caches synced");
+    // the table's warnings last logged
+    let mut said = std::collections::BTreeSet::new();
     loop {
         let snap = caches.snapshot();
         let t = table::build(&snap, &opts, &shared);
@@ -235,6 +255,9 @@ pub async fn run(
             took = ?t.build_time,
             "route table rebuilt"
         );
+        for w in new_warnings(&mut said, &t.warnings) {
+            tracing::warn!("{w}");
+        }
         let mut problems = TlsProblems::new();
         if let (Some(r), Some(secrets)) = (&targets.resolver, &caches.secrets) {
             let secrets: Vec<Arc<Secret>> = secrets.state();
@@ -259,5 +282,24 @@ pub async fn run(
         {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A warning is logged once when it appears, not at every rebuild; one that goes
+    /// and comes back is logged again.
+    #[test]
+    fn each_warning_is_logged_when_it_appears() {
+        let v = |s: &[&str]| s.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let mut said = std::collections::BTreeSet::new();
+        assert_eq!(new_warnings(&mut said, &v(&["a", "b", "a"])), ["a", "b"]);
+        assert!(new_warnings(&mut said, &v(&["b", "a"])).is_empty());
+        assert_eq!(new_warnings(&mut said, &v(&["a", "c"])), ["c"]);
+        assert!(new_warnings(&mut said, &v(&["a"])).is_empty());
+        assert!(new_warnings(&mut said, &[]).is_empty());
+        assert_eq!(new_warnings(&mut said, &v(&["c", "a"])), ["a", "c"]);
     }
 }

@@ -105,6 +105,8 @@ struct Fixture {
     bindings: Vec<Arc<causeway_crds::federation::binding::ResourceBinding>>,
     ttl: std::time::Duration,
     proxies: Vec<Arc<Lease>>,
+    /// Every MCI on the hub (what an MCI may lose to an older one).
+    mcis: Vec<Arc<MultiClusterIngress>>,
     now: jiff::Timestamp,
 }
 
@@ -138,12 +140,14 @@ impl Fixture {
                 lease("proxy.example.com, 127.0.0.1", "8080/http", 3, now),
                 lease("10.9.9.9", "80/http", 60, now), // expired
             ],
+            mcis: Vec::new(),
             now,
         }
     }
 
     fn verdict(&self, m: &MultiClusterIngress) -> Desired {
         let all: Vec<Arc<Cluster>> = self.clusters.values().cloned().collect();
+        let claims = mci_claims(&self.mcis, &self.classes);
         desired(
             m,
             &World {
@@ -154,6 +158,7 @@ impl Fixture {
                 exporters: &self.exporters,
                 stale: &Staleness::new(&all, self.ttl, self.now),
                 proxies: &crate::mci::ProxyLease::read_all(&self.proxies),
+                conflicts: &claims.conflicts,
                 now: self.now,
             },
         )
@@ -657,4 +662,125 @@ fn backends_naming_no_port_of_their_service_import_are_reported() {
              backend web port htp: ServiceImport demo/web has no TCP port htp"
         )
     );
+}
+
+/// A `resource` backend passes Karmada's validation, but causeway-proxy answers 503 for
+/// it: `ResolvedRefs` says so, each once, with what to use instead.
+#[test]
+fn resource_backends_are_reported_unresolved() {
+    let f = Fixture::new();
+    let m: MultiClusterIngress = yaml(
+        "apiVersion: networking.karmada.io/v1alpha1
+kind: MultiClusterIngress
+metadata: {name: demo, namespace: demo, generation: 1}
+spec:
+  ingressClassName: causeway
+  defaultBackend: {resource: {kind: Bucket, name: b}}
+  rules:
+  - host: demo.example.com
+    http:
+      paths:
+      - {path: /a, pathType: Prefix, backend: {resource: {apiGroup: storage.example.com, kind: Bucket, name: a}}}
+      - {path: /b, pathType: Prefix, backend: {resource: {kind: Bucket, name: b}}}
+",
+    );
+    let Desired::Ours { status, .. } = f.verdict(&m) else {
+        panic!("should be ours")
+    };
+    let c = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == RESOLVED_REFS)
+        .unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        (
+            "False",
+            BACKEND_NOT_FOUND,
+            "causeway-proxy answers 503 for: \
+             resource backend Bucket.storage.example.com/a: resource backends are not supported (causeway-proxy serves Service backends only): use a service backend; \
+             resource backend Bucket/b: resource backends are not supported (causeway-proxy serves Service backends only): use a service backend"
+        )
+    );
+}
+
+/// A younger MCI whose rules an older one serves is told: `RulesShadowed` (still
+/// Accepted) naming each rule and who serves it, or, when the older ones take
+/// everything, `Accepted=False` `Conflicted` (and no addresses: it serves nothing).
+#[test]
+fn an_mci_that_loses_a_conflict_is_told() {
+    let mut f = Fixture::new();
+    let with = |name: &str, created: &str, spec: &str| -> Arc<MultiClusterIngress> {
+        Arc::new(yaml(&format!(
+            "apiVersion: networking.karmada.io/v1alpha1
+kind: MultiClusterIngress
+metadata: {{name: {name}, namespace: demo, generation: 1, creationTimestamp: '{created}'}}
+spec:
+  ingressClassName: causeway
+{spec}"
+        )))
+    };
+    let old = with(
+        "old",
+        "2026-01-01T00:00:00Z",
+        "  rules:
+  - host: demo.example.com
+    http:
+      paths:
+      - {path: /web/, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+",
+    );
+    let mut young = mci("causeway", ", creationTimestamp: '2026-02-01T00:00:00Z'");
+    young.spec.default_backend = None;
+    let young = Arc::new(young);
+    let copy = with(
+        "copy",
+        "2026-03-01T00:00:00Z",
+        "  defaultBackend: {service: {name: web, port: {number: 80}}}
+  rules:
+  - host: demo.example.com
+    http:
+      paths:
+      - {path: /api, pathType: Exact, backend: {service: {name: api, port: {number: 80}}}}
+",
+    );
+    f.mcis = vec![copy.clone(), young.clone(), old.clone()];
+    let accepted = |f: &Fixture, m: &MultiClusterIngress| {
+        let Desired::Ours { status, .. } = f.verdict(m) else {
+            panic!("should be ours")
+        };
+        let c = &status.conditions[0];
+        assert_eq!(c.type_, ACCEPTED);
+        (
+            c.status.clone(),
+            c.reason.clone(),
+            c.message.clone(),
+            status.load_balancer.is_some(),
+        )
+    };
+    // the oldest keeps everything, and is not told of the others
+    assert_eq!(accepted(&f, &old).1, "Accepted");
+    // demo/demo: /web is old's, /api (Exact) its own
+    assert_eq!(
+        accepted(&f, &young),
+        (
+            "True".into(),
+            RULES_SHADOWED.into(),
+            "served by causeway-proxy (IngressClass causeway); not served: path /web (Prefix) of host demo.example.com is served by the older MultiClusterIngress demo/old (give those rules other hosts or paths)".into(),
+            true
+        )
+    );
+    // demo/copy: its one path is demo/demo's, and demo/old names its host first
+    assert_eq!(
+        accepted(&f, &copy),
+        (
+            "False".into(),
+            CONFLICTED.into(),
+            "not served: causeway-proxy serves everything it asks for from older MultiClusterIngresses: path /api (Exact) of host demo.example.com is served by the older MultiClusterIngress demo/demo; defaultBackend does not serve host demo.example.com: the older MultiClusterIngress demo/old names it first and decides its default; give its rules other hosts or paths".into(),
+            false
+        )
+    );
+    // once the older ones are gone, nothing is said
+    f.mcis = vec![copy.clone()];
+    assert_eq!(accepted(&f, &copy).1, "Accepted");
 }

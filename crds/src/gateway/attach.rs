@@ -386,6 +386,7 @@ pub fn unsupported(route: &HTTPRoute) -> Option<String> {
                 out.push(format!("rules[{i}]: header and query parameter match type {t} is not supported (use Exact)"));
             }
         }
+        upstream_rule_checks(i, rule, &mut out);
         let filters = rule
             .filters
             .iter()
@@ -414,6 +415,71 @@ pub fn unsupported(route: &HTTPRoute) -> Option<String> {
     (!out.is_empty()).then(|| out.join("; "))
 }
 
+/// What upstream's CRD validation (its CEL rules on HTTPRouteRule and the spec's
+/// "Accepted=False" cases) refuses in rule `i`, which Causeway's CRD lets through: a
+/// ReplacePrefixMatch beside a match that is not a PathPrefix, a RequestRedirect with a
+/// URLRewrite or with backendRefs, a core filter twice in one list.
+fn upstream_rule_checks(i: usize, rule: &super::http_route::HTTPRouteRule, out: &mut Vec<String>) {
+    let lists = std::iter::once(&rule.filters).chain(rule.backend_refs.iter().map(|b| &b.filters));
+    for filters in lists {
+        // ReplacePrefixMatch: only compatible with PathPrefix matches (the spec:
+        // "Using any other HTTPRouteMatch type on the same HTTPRouteRule will result in
+        // the implementation setting the Accepted Condition for the Route to status:
+        // False"); no matches is one PathPrefix / match
+        for f in filters {
+            let prefix = [
+                f.request_redirect.as_ref().and_then(|r| r.path.as_ref()),
+                f.url_rewrite.as_ref().and_then(|r| r.path.as_ref()),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|p| p.type_ == "ReplacePrefixMatch");
+            if !prefix {
+                continue;
+            }
+            let other = rule
+                .matches
+                .iter()
+                .flatten()
+                .enumerate()
+                .find_map(|(j, m)| {
+                    let t = m.path.as_ref().and_then(|p| p.type_.as_deref());
+                    (!matches!(t, None | Some("PathPrefix"))).then(|| (j, t.unwrap_or_default()))
+                });
+            if let Some((j, t)) = other {
+                out.push(format!(
+                    "rules[{i}]: {} path type ReplacePrefixMatch replaces the prefix a PathPrefix match matched, and matches[{j}] is {t}: use ReplaceFullPath, or PathPrefix matches only",
+                    f.type_
+                ));
+            }
+        }
+        let has = |t: &str| filters.iter().any(|f| f.type_ == t);
+        if has("RequestRedirect") && has("URLRewrite") {
+            out.push(format!(
+                "rules[{i}]: RequestRedirect and URLRewrite cannot be used together (a redirect answers the request, a rewrite forwards it): keep one of them"
+            ));
+        }
+        for t in [
+            "RequestHeaderModifier",
+            "ResponseHeaderModifier",
+            "RequestRedirect",
+            "URLRewrite",
+        ] {
+            let n = filters.iter().filter(|f| f.type_ == t).count();
+            if n > 1 {
+                out.push(format!(
+                    "rules[{i}]: filter {t} is given {n} times: put all its edits in one"
+                ));
+            }
+        }
+    }
+    if !rule.backend_refs.is_empty() && rule.filters.iter().any(|f| f.type_ == "RequestRedirect") {
+        out.push(format!(
+            "rules[{i}]: RequestRedirect answers every request itself, so backendRefs cannot be used with it: remove the backendRefs or the filter"
+        ));
+    }
+}
+
 /// Whether a listener's `allowedRoutes.kinds` entry names HTTPRoute, the one route
 /// kind causeway-proxy serves (its group defaults to the Gateway API's).
 pub fn is_http_route(k: &super::RouteGroupKind) -> bool {
@@ -433,6 +499,15 @@ fn is_header_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+/// Whether `value` is an HTTP field value (RFC 9110: visible ASCII, obs-text, space and
+/// tab; no other control character): what causeway-proxy can send
+/// (`http::HeaderValue::from_bytes` takes exactly these).
+pub fn is_header_value(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
 /// The values of filter `f` causeway-proxy cannot apply as written (the CRDs carry no
 /// pattern or enum that would refuse them): each is said, and the route refused, rather
 /// than matched more broadly or filtered otherwise than asked.
@@ -447,6 +522,14 @@ fn filter_values(i: usize, f: &HTTPRouteFilter, out: &mut Vec<String>) {
                 "rules[{i}]: {} header name {n:?} is not a header name",
                 f.type_
             ));
+        }
+        for h in e.set.iter().chain(&e.add) {
+            if !is_header_value(&h.value) {
+                out.push(format!(
+                    "rules[{i}]: {} header {}: value {:?} is not an HTTP header value (control characters other than tab are not allowed): remove them",
+                    f.type_, h.name, h.value
+                ));
+            }
         }
     }
     if let Some(r) = &f.request_redirect {
@@ -617,26 +700,151 @@ pub struct MciHosts {
     pub catch_all: Option<String>,
 }
 
+/// The order in which objects take what they both claim: the oldest first (those
+/// without a creation time last), then the alphabetical order of `namespace/name` (the
+/// Gateway API's tie-break: `team-b/api` before `team/web`, as '-' sorts before '/').
+/// One key for causeway-proxy and the status controllers.
+pub fn age_key(meta: &kube::api::ObjectMeta) -> impl Ord + use<> {
+    let t = meta.creation_timestamp.as_ref().map(|t| t.0);
+    let id = format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    );
+    (t.is_none(), t, id)
+}
+
 /// The hosts the served MultiClusterIngresses of `mcis` claim (MCI-3 class ours, MCI-2
 /// valid, not being deleted), oldest first as causeway-proxy serves them.
 pub fn mci_hosts(
     mcis: &[Arc<crate::mci::MultiClusterIngress>],
     ingress_classes: &[k8s_openapi::api::networking::v1::IngressClass],
 ) -> MciHosts {
+    mci_claims(mcis, ingress_classes).hosts
+}
+
+/// What a served MultiClusterIngress asks for that causeway-proxy gives an older one
+/// (or an earlier rule of its own) instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ShadowedRule {
+    /// A path rule of `host` (None: the rules without host), as written.
+    Path {
+        /// The rule host, lowercase.
+        host: Option<String>,
+        /// Its `pathType`.
+        path_type: String,
+        /// Its path (`/` when unset).
+        path: String,
+    },
+    /// Its defaultBackend, as the default of a host its rules name.
+    HostDefault(String),
+    /// Its defaultBackend, as the catch-all of the hosts no rule names.
+    CatchAll,
+}
+
+/// One [`ShadowedRule`] of an MCI and who serves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shadowed {
+    /// What is not served.
+    pub rule: ShadowedRule,
+    /// `namespace/name` of the MCI that serves it (the MCI itself: an earlier rule of
+    /// its own, identical).
+    pub by: String,
+    /// Whether `by` is the MCI itself.
+    pub own: bool,
+}
+
+impl std::fmt::Display for Shadowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let by = &self.by;
+        match &self.rule {
+            ShadowedRule::Path {
+                host,
+                path_type,
+                path,
+            } => {
+                let on = match host {
+                    Some(h) => format!("host {h}"),
+                    None => "the rules without host".to_string(),
+                };
+                if self.own {
+                    write!(
+                        f,
+                        "path {path} ({path_type}) of {on} repeats an earlier rule of its own, which is the one served"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "path {path} ({path_type}) of {on} is served by the older MultiClusterIngress {by}"
+                    )
+                }
+            }
+            ShadowedRule::HostDefault(h) => write!(
+                f,
+                "defaultBackend does not serve host {h}: the older MultiClusterIngress {by} names it first and decides its default"
+            ),
+            ShadowedRule::CatchAll => write!(
+                f,
+                "defaultBackend is not the catch-all for hosts no rule names: the older MultiClusterIngress {by} provides it"
+            ),
+        }
+    }
+}
+
+/// The conflicts of one served MultiClusterIngress.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MciConflict {
+    /// What it asks for and does not get, in spec order (paths, then host defaults,
+    /// then the catch-all).
+    pub shadowed: Vec<Shadowed>,
+    /// How many things it asks for: each path rule, its defaultBackend for each host
+    /// its rules name, and as the catch-all (when it is one).
+    pub claims: usize,
+}
+
+impl MciConflict {
+    /// Whether nothing it asks for is served (an older MCI takes all of it).
+    pub fn all_shadowed(&self) -> bool {
+        self.claims > 0 && self.shadowed.len() == self.claims
+    }
+}
+
+/// What the served MultiClusterIngresses claim, and what each of them loses to an older
+/// one: computed once, read by causeway-proxy (its route table's warnings, the HTTPRoute
+/// overlaps) and the MCI controller (the Accepted condition).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MciClaims {
+    /// By rule host ([`mci_hosts`]).
+    pub hosts: MciHosts,
+    /// By `namespace/name`, the served MCIs that lose something.
+    pub conflicts: BTreeMap<String, MciConflict>,
+}
+
+/// [`MciClaims`] of `mcis`: the served ones (MCI-3 class ours, MCI-2 valid, not being
+/// deleted) in [`age_key`] order, as causeway-proxy serves them (`proxy/src/table.rs`):
+/// of identical path rules (host, Exact or a prefix, the path as matched) the first
+/// is served; the oldest MCI naming a host decides its default backend, with or
+/// without one (ingress-nginx's server); the oldest MCI with a defaultBackend and no
+/// rules, or rules without host, provides the catch-all.
+pub fn mci_claims(
+    mcis: &[Arc<crate::mci::MultiClusterIngress>],
+    ingress_classes: &[k8s_openapi::api::networking::v1::IngressClass],
+) -> MciClaims {
     let mut served: Vec<&Arc<crate::mci::MultiClusterIngress>> = mcis
         .iter()
         .filter(|m| m.metadata.deletion_timestamp.is_none())
         .filter(|m| crate::mci::class::select(m, ingress_classes).is_ours())
         .filter(|m| crate::mci::validate::validate(m).is_empty())
         .collect();
-    served.sort_by_cached_key(|m| {
-        let t = m.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        (t.is_none(), t, m.namespace(), m.name_any())
-    });
-    let mut out = MciHosts::default();
+    served.sort_by_cached_key(|m| age_key(&m.metadata));
+    let mut out = MciClaims::default();
+    let hosts = &mut out.hosts;
+    // who names each host first (decides its default, with or without one)
+    let mut owner: BTreeMap<String, String> = BTreeMap::new();
     for m in served {
         let id = format!("{}/{}", m.namespace().unwrap_or_default(), m.name_any());
         let has_default = m.spec.default_backend.is_some();
+        let mut conflict = MciConflict::default();
         let mut named: Vec<Option<String>> = Vec::new();
         for rule in m.spec.rules.iter().flatten() {
             let host = rule
@@ -647,13 +855,14 @@ pub fn mci_hosts(
             if !named.contains(&host) {
                 named.push(host.clone());
             }
-            let first = !out.hosts.contains_key(&host);
-            let entry = out.hosts.entry(host.clone()).or_default();
+            let first = !hosts.hosts.contains_key(&host);
+            let entry = hosts.hosts.entry(host.clone()).or_default();
             // the oldest MCI naming a host decides its default (ingress-nginx's server)
             if first && host.is_some() && has_default {
                 entry.default = Some(id.clone());
             }
             for p in rule.http.iter().flat_map(|h| h.paths.iter()) {
+                conflict.claims += 1;
                 let exact = p.path_type == "Exact";
                 let raw = p.path.as_deref().unwrap_or("/");
                 let path = if exact {
@@ -661,21 +870,54 @@ pub fn mci_hosts(
                 } else {
                     raw.trim_end_matches('/').to_string()
                 };
-                if !entry
+                match entry
                     .paths
                     .iter()
-                    .any(|q| q.exact == exact && q.path == path)
+                    .find(|q| q.exact == exact && q.path == path)
                 {
-                    entry.paths.push(MciPath {
+                    Some(q) => conflict.shadowed.push(Shadowed {
+                        rule: ShadowedRule::Path {
+                            host: host.clone(),
+                            path_type: p.path_type.clone(),
+                            path: raw.to_string(),
+                        },
+                        by: q.mci.clone(),
+                        own: q.mci == id,
+                    }),
+                    None => entry.paths.push(MciPath {
                         exact,
                         path,
                         mci: id.clone(),
+                    }),
+                }
+            }
+        }
+        for h in named.iter().flatten() {
+            let by = owner.entry(h.clone()).or_insert_with(|| id.clone());
+            if has_default {
+                conflict.claims += 1;
+                if *by != id {
+                    conflict.shadowed.push(Shadowed {
+                        rule: ShadowedRule::HostDefault(h.clone()),
+                        by: by.clone(),
+                        own: false,
                     });
                 }
             }
         }
-        if has_default && out.catch_all.is_none() && (named.is_empty() || named.contains(&None)) {
-            out.catch_all = Some(id);
+        if has_default && (named.is_empty() || named.contains(&None)) {
+            conflict.claims += 1;
+            match &hosts.catch_all {
+                None => hosts.catch_all = Some(id.clone()),
+                Some(by) => conflict.shadowed.push(Shadowed {
+                    rule: ShadowedRule::CatchAll,
+                    by: by.clone(),
+                    own: false,
+                }),
+            }
+        }
+        if !conflict.shadowed.is_empty() {
+            out.conflicts.insert(id, conflict);
         }
     }
     out

@@ -291,3 +291,200 @@ fn values_the_proxy_cannot_apply_refuse_the_route() {
         assert_eq!(unsupported(&r).as_deref(), want, "{rule}");
     }
 }
+
+/// What upstream's CRD validation (CEL) refuses is refused here too (Causeway's CRD
+/// carries no such rule), each said with what to change: a ReplacePrefixMatch beside a
+/// match that is not a PathPrefix, a redirect with a rewrite or with backendRefs, a core
+/// filter twice in one list, a header value that is no HTTP field value.
+#[test]
+fn what_upstream_validation_refuses_is_refused_with_what_to_fix() {
+    let redirect_prefix = json!({"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}});
+    let rewrite_prefix = json!({"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}});
+    let set = |value: &str| json!({"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": "x-a", "value": value}]}});
+    let backend = json!({"name": "web", "port": 80});
+    let rows: Vec<(serde_json::Value, Option<&str>)> = vec![
+        // accepted: PathPrefix matches only (none given: PathPrefix /), one of each
+        // filter, an obs-text value (RFC 9110 allows it)
+        (
+            json!({"matches": [{"path": {"type": "PathPrefix", "value": "/a"}}, {"path": {"value": "/b"}}, {"method": "GET"}],
+                   "filters": [rewrite_prefix.clone(), set("caf\u{e9}"),
+                               {"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-b", "value": "\t1 2"}]}}],
+                   "backendRefs": [backend.clone()]}),
+            None,
+        ),
+        (json!({"filters": [redirect_prefix.clone()]}), None),
+        (
+            json!({"matches": [{"path": {"type": "PathPrefix", "value": "/a"}}, {"path": {"type": "Exact", "value": "/b"}}],
+                   "filters": [rewrite_prefix.clone()], "backendRefs": [backend.clone()]}),
+            Some(
+                "rules[0]: URLRewrite path type ReplacePrefixMatch replaces the prefix a PathPrefix match matched, and matches[1] is Exact: use ReplaceFullPath, or PathPrefix matches only",
+            ),
+        ),
+        (
+            json!({"matches": [{"path": {"type": "Exact", "value": "/a"}}], "filters": [redirect_prefix.clone()]}),
+            Some(
+                "rules[0]: RequestRedirect path type ReplacePrefixMatch replaces the prefix a PathPrefix match matched, and matches[0] is Exact: use ReplaceFullPath, or PathPrefix matches only",
+            ),
+        ),
+        (
+            json!({"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}, rewrite_prefix.clone()]}),
+            Some(
+                "rules[0]: RequestRedirect and URLRewrite cannot be used together (a redirect answers the request, a rewrite forwards it): keep one of them",
+            ),
+        ),
+        (
+            json!({"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}], "backendRefs": [backend.clone()]}),
+            Some(
+                "rules[0]: RequestRedirect answers every request itself, so backendRefs cannot be used with it: remove the backendRefs or the filter",
+            ),
+        ),
+        (
+            json!({"filters": [set("1"), set("2")], "backendRefs": [backend.clone()]}),
+            Some(
+                "rules[0]: filter RequestHeaderModifier is given 2 times: put all its edits in one",
+            ),
+        ),
+        (
+            json!({"filters": [set("a\nb")], "backendRefs": [backend.clone()]}),
+            Some(
+                "rules[0]: RequestHeaderModifier header x-a: value \"a\\nb\" is not an HTTP header value (control characters other than tab are not allowed): remove them",
+            ),
+        ),
+        (
+            json!({"filters": [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {"add": [{"name": "x-b", "value": "a\u{7f}"}]}}]}),
+            Some(
+                "rules[0]: ResponseHeaderModifier header x-b: value \"a\\u{7f}\" is not an HTTP header value (control characters other than tab are not allowed): remove them",
+            ),
+        ),
+    ];
+    for (rule, want) in rows {
+        let r = route(json!({"rules": [rule]}));
+        assert_eq!(unsupported(&r).as_deref(), want, "{rule}");
+    }
+}
+
+fn ingress_classes() -> Vec<k8s_openapi::api::networking::v1::IngressClass> {
+    vec![
+        serde_json::from_value(json!({
+            "metadata": {"name": "causeway", "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"}},
+            "spec": {"controller": crate::well_known::INGRESS_CONTROLLER},
+        }))
+        .unwrap(),
+    ]
+}
+
+fn mci(
+    ns: &str,
+    name: &str,
+    created: &str,
+    spec: serde_json::Value,
+) -> Arc<crate::mci::MultiClusterIngress> {
+    Arc::new(
+        serde_json::from_value(json!({
+            "apiVersion": "networking.karmada.io/v1alpha1", "kind": "MultiClusterIngress",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
+            "spec": spec,
+        }))
+        .unwrap(),
+    )
+}
+
+/// Objects of one age go in the alphabetical order of `namespace/name` (the Gateway
+/// API's tie-break): `team-b/api` before `team/web`, as '-' sorts before '/'.
+#[test]
+fn mcis_of_one_age_go_by_namespace_slash_name() {
+    let t = "2026-01-01T00:00:00Z";
+    let spec = json!({
+        "rules": [{"host": "a.ex", "http": {"paths": [{"path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}],
+        "defaultBackend": {"service": {"name": "web", "port": {"number": 80}}},
+    });
+    let rule_less = json!({"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}});
+    let mcis = vec![
+        mci("team", "web", t, spec.clone()),
+        mci("team-b", "api", t, spec),
+        mci("team", "z", t, rule_less.clone()),
+        mci("team-b", "z", t, rule_less),
+    ];
+    let hosts = mci_hosts(&mcis, &ingress_classes());
+    let a = &hosts.hosts[&Some("a.ex".to_string())];
+    assert_eq!(a.paths[0].mci, "team-b/api");
+    assert_eq!(a.default.as_deref(), Some("team-b/api"));
+    assert_eq!(hosts.catch_all.as_deref(), Some("team-b/z"));
+}
+
+/// What each served MCI loses to an older one (or to an earlier rule of its own), as
+/// causeway-proxy serves them: identical path rules (a prefix's trailing `/` aside), the
+/// default of a host an older MCI names first, the catch-all an older MCI provides.
+#[test]
+fn mci_claims_say_what_each_mci_loses_and_to_whom() {
+    let b = json!({"service": {"name": "web", "port": {"number": 80}}});
+    let path = |p: &str, t: &str| json!({"path": p, "pathType": t, "backend": b.clone()});
+    let mcis = vec![
+        mci(
+            "ns",
+            "young",
+            "2026-01-02T00:00:00Z",
+            json!({"rules": [{"host": "a.ex", "http": {"paths": [path("/api/", "Prefix"), path("/web", "Prefix"), path("/api", "Exact"), path("/web", "ImplementationSpecific")]}}],
+                   "defaultBackend": b.clone()}),
+        ),
+        mci(
+            "ns",
+            "old",
+            "2026-01-01T00:00:00Z",
+            json!({"rules": [{"host": "a.ex", "http": {"paths": [path("/api", "Prefix")]}}]}),
+        ),
+        mci(
+            "ns",
+            "copy",
+            "2026-01-03T00:00:00Z",
+            json!({"rules": [{"host": "a.ex", "http": {"paths": [path("/web", "Prefix")]}}]}),
+        ),
+        mci(
+            "ns",
+            "catch",
+            "2026-01-01T00:00:00Z",
+            json!({"defaultBackend": b.clone()}),
+        ),
+        mci(
+            "ns",
+            "catch2",
+            "2026-01-04T00:00:00Z",
+            json!({"defaultBackend": b.clone()}),
+        ),
+    ];
+    let claims = mci_claims(&mcis, &ingress_classes());
+    assert_eq!(claims.hosts, mci_hosts(&mcis, &ingress_classes()));
+    let said = |id: &str| -> Vec<String> {
+        claims.conflicts[id]
+            .shadowed
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    assert!(!claims.conflicts.contains_key("ns/old"));
+    assert!(!claims.conflicts.contains_key("ns/catch"));
+    assert_eq!(
+        said("ns/young"),
+        [
+            "path /api/ (Prefix) of host a.ex is served by the older MultiClusterIngress ns/old",
+            "path /web (ImplementationSpecific) of host a.ex repeats an earlier rule of its own, which is the one served",
+            "defaultBackend does not serve host a.ex: the older MultiClusterIngress ns/old names it first and decides its default",
+        ]
+    );
+    // young keeps /web and the Exact /api: still served in part
+    assert_eq!(claims.conflicts["ns/young"].claims, 5);
+    assert!(!claims.conflicts["ns/young"].all_shadowed());
+    assert_eq!(
+        said("ns/copy"),
+        ["path /web (Prefix) of host a.ex is served by the older MultiClusterIngress ns/young"]
+    );
+    assert!(claims.conflicts["ns/copy"].all_shadowed());
+    assert_eq!(
+        said("ns/catch2"),
+        [
+            "defaultBackend is not the catch-all for hosts no rule names: the older MultiClusterIngress ns/catch provides it"
+        ]
+    );
+    assert!(claims.conflicts["ns/catch2"].all_shadowed());
+}

@@ -1,8 +1,10 @@
 //! Which port of a hub ServiceImport a backend names (an MCI backend's `service.port`,
 //! an HTTPRoute backendRef's `port`): the one lookup causeway-proxy (what to serve) and
 //! the controllers (what to report) share, so a backend the status calls resolved is one
-//! the proxy can serve, and the other way round.
+//! the proxy can serve, and the other way round; and what both say of a `resource`
+//! backend ([`resource_unsupported`]).
 
+use k8s_openapi::api::core::v1::TypedLocalObjectReference;
 use k8s_openapi::api::networking::v1::ServiceBackendPort;
 
 use crate::mcs::ServicePort;
@@ -75,6 +77,21 @@ pub fn service_port<'a>(
             }
         }
     }
+}
+
+/// What is wrong with a `resource` backend (Karmada's validation accepts one): the
+/// reason causeway-proxy answers 503 with, and the controller's `ResolvedRefs` says.
+pub fn resource_unsupported(r: &TypedLocalObjectReference) -> String {
+    let group = r
+        .api_group
+        .as_deref()
+        .filter(|g| !g.is_empty())
+        .map(|g| format!(".{g}"))
+        .unwrap_or_default();
+    format!(
+        "resource backend {}{group}/{}: resource backends are not supported (causeway-proxy serves Service backends only): use a service backend",
+        r.kind, r.name
+    )
 }
 
 #[cfg(test)]

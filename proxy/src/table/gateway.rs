@@ -184,6 +184,7 @@ pub(super) fn add(
     snap: &Snapshot,
     opts: &BuildOptions,
     shared: &Registries,
+    mci_hosts: &attach::MciHosts,
     table: &mut RouteTable,
 ) {
     let mut by_host: BTreeMap<HostKey, Vec<(Precedence, Arc<Rule>, Via)>> = BTreeMap::new();
@@ -201,7 +202,6 @@ pub(super) fn add(
         .collect();
     let default_match = [HTTPRouteMatch::default()];
     let gw_listeners = gateway_listeners(&snap.gateways, &snap.gateway_classes);
-    let mci_hosts = attach::mci_hosts(&snap.mcis, &snap.ingress_classes);
     let mut overlaps: Vec<String> = Vec::new();
     for (order, route) in oldest_first(&snap.http_routes).into_iter().enumerate() {
         let ns = route.namespace().unwrap_or_default();
@@ -249,7 +249,7 @@ pub(super) fn add(
         // HR-9: where the MultiClusterIngresses take its paths or it their defaults
         let said: BTreeSet<String> = listeners
             .iter()
-            .flat_map(|(l, _)| attach::mci_overlaps(route, &l.hostnames, &mci_hosts))
+            .flat_map(|(l, _)| attach::mci_overlaps(route, &l.hostnames, mci_hosts))
             .collect();
         overlaps.extend(said.into_iter().map(|w| format!("HTTPRoute {id}: {w}")));
         let (tuning, warnings) = annotations::parse(&id, route.annotations(), &opts.defaults);
@@ -603,7 +603,9 @@ fn header_edit(f: &HTTPHeaderFilter, warn: &mut impl FnMut(String)) -> HeaderEdi
             .filter_map(|h| {
                 match (
                     HeaderName::from_bytes(h.name.as_bytes()),
-                    HeaderValue::from_str(&h.value),
+                    // RFC 9110 field values, obs-text included (`attach::is_header_value`
+                    // refuses a route with any other)
+                    HeaderValue::from_bytes(h.value.as_bytes()),
                 ) {
                     (Ok(n), Ok(v)) => Some((n, v)),
                     _ => {
